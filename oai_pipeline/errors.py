@@ -1,0 +1,21 @@
+"""Errors shared by every stage: a record's error is data, a run's error is an exception."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+
+class RecordError(BaseModel):
+    """What went wrong with one record; stored on its harvest record, never raised."""
+
+    type: str
+    message: str
+    location: str | None = None
+
+
+class PipelineError(Exception):
+    """A user-facing failure of a whole run or command: printed as one line, no traceback."""
+
+
+class ConfigurationError(PipelineError):
+    """The harvester, option or argument is wrong; retrying cannot help."""

@@ -1,0 +1,57 @@
+"""What the OAI-PMH client hands to the rest of the pipeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from oai_pipeline.errors import RecordError
+
+Granularity = Literal["day", "seconds"]
+
+
+@dataclass(frozen=True)
+class IdentifyInfo:
+    repository_name: str
+    base_url: str
+    granularity: Granularity
+    earliest_datestamp: str  # as the source wrote it
+    deleted_record: Literal["no", "transient", "persistent"]
+    response_date: str
+
+
+@dataclass
+class HarvestedRecord:
+    """One record of a list response (or GetRecord); `xml` is the whole <record> element."""
+
+    identifier: str
+    datestamp: str
+    deleted: bool
+    set_specs: list[str] = field(default_factory=list)
+    xml: bytes | None = None
+    error: RecordError | None = None
+
+
+@dataclass
+class Page:
+    """One list response: its records and where the list goes on (None on the last page)."""
+
+    records: list[HarvestedRecord]
+    resumption_token: str | None
+    response_date: str
+    cursor: int | None = None
+    complete_list_size: int | None = None
+
+
+@dataclass
+class SweepCheckpoint:
+    """Saved before the page that `resumption_token` names is fetched (None: first page)."""
+
+    from_: str | None
+    until: str | None
+    set_spec: str | None
+    metadata_prefix: str
+    resumption_token: str | None
+    pages_read: int = 0
+    cursor: int | None = None
+    response_date: str | None = None

@@ -1,0 +1,75 @@
+"""The writer interface: apply sync decisions to a target repository."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+from oai_pipeline.errors import RecordError
+from oai_pipeline.settings import Settings
+from oai_pipeline.sync.rules import Action, LocalRecord
+
+
+class WriterOptions(BaseModel):
+    """Options every writer understands (DESIGN.md: writer options)."""
+
+    model_config = {"extra": "forbid"}
+
+    publish: bool = True
+    direct_update: bool = False
+    update_all: bool = False
+    pid_field: str = "pids.doi"
+    community: str | None = None
+
+
+@dataclass
+class SourceKey:
+    """How the target finds the local record of a harvested one: by source id, then by pid."""
+
+    identifier: str
+    pid: str | None = None
+
+
+@dataclass
+class PlannedWrite:
+    identifier: str
+    action: Action
+    reason: str
+    datestamp: str
+    data: dict[str, Any] | None = None
+    pid: str | None = None
+    communities: list[str] = field(default_factory=list)
+    local_id: str | None = None
+
+
+@dataclass
+class WriteOutcome:
+    identifier: str
+    action: Action  # what was actually done (may differ from the plan after the re-check)
+    local_id: str | None
+    revision: int | None
+    error: RecordError | None = None
+
+
+class Writer(ABC):
+    """A plug-in registered under the `oai_pipeline.writers` entry point group."""
+
+    Options: ClassVar[type[WriterOptions]] = WriterOptions
+
+    def __init__(self, options: WriterOptions, settings: Settings) -> None:
+        self.options = options
+        self.settings = settings
+
+    @abstractmethod
+    def lookup(self, harvester_id: str, keys: list[SourceKey]) -> dict[str, LocalRecord]:
+        """The target's current state of each record, keyed by OAI identifier."""
+
+    @abstractmethod
+    def apply(self, harvester_id: str, writes: list[PlannedWrite]) -> list[WriteOutcome]:
+        """Apply one batch, re-checking the target's state; per-record failures are outcomes."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
