@@ -1,0 +1,41 @@
+"""The Dagster code location: assembles the small modules of `oai_pipeline/defs/`."""
+
+from __future__ import annotations
+
+import logging
+
+import dagster as dg
+
+from oai_pipeline.defs.assets import harvest_assets
+from oai_pipeline.defs.jobs import harvest_job
+from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+from oai_pipeline.defs.sensors import harvester_registry_sensor
+from oai_pipeline.harvesters.fixtures import load_fixture_file
+from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.settings import load_settings
+
+logger = logging.getLogger(__name__)
+
+
+def load_data_folder_fixture() -> None:
+    """A fixture `oai_harvesters.yaml` in the data folder is loaded when the definitions load."""
+    settings = load_settings()
+    if not settings.fixture_file.exists():
+        return
+    with Services(settings) as services:
+        results = load_fixture_file(settings.fixture_file, HarvesterRegistry(services.state))
+    logger.info("loaded %s: %s", settings.fixture_file, results)
+
+
+def build_definitions() -> dg.Definitions:
+    load_data_folder_fixture()
+    return dg.Definitions(
+        assets=harvest_assets,
+        jobs=[harvest_job],
+        sensors=[harvester_registry_sensor],
+        resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
+    )
+
+
+defs = build_definitions()

@@ -1,0 +1,175 @@
+"""The four partitioned assets: thin wiring of the pipeline stages into Dagster.
+
+Every asset handles a range of partitions in one run (single-run backfills): the keys are
+grouped into one scope per harvester and contiguous windows, one ListRecords sweep each.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+import dagster as dg
+
+from oai_pipeline.defs.partitions import harvest_partitions, scopes_for_keys
+from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+from oai_pipeline.pipeline.discover import discover
+from oai_pipeline.pipeline.plan import plan
+from oai_pipeline.pipeline.scope import HarvestScope
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.pipeline.transform_stage import transform
+from oai_pipeline.pipeline.write import write
+
+GROUP = "oai_harvest"
+
+T = TypeVar("T")
+
+_ASSET_ARGS = dict(
+    partitions_def=harvest_partitions,
+    group_name=GROUP,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+)
+
+
+def _each_scope(
+    context: dg.AssetExecutionContext,
+    pipeline: PipelineResource,
+    stage: Callable[[Services, HarvestScope], T],
+) -> list[tuple[HarvestScope, T]]:
+    results = []
+    with pipeline.services() as services:
+        for scope in scopes_for_keys(list(context.partition_keys)):
+            context.log.info(
+                f"{scope.harvester_id}: windows {scope.keys[0]} .. {scope.keys[-1]} "
+                f"({len(scope.keys)})"
+            )
+            results.append((scope, stage(services, scope)))
+    return results
+
+
+def _scope_metadata(scopes: Iterable[HarvestScope]) -> dict[str, object]:
+    scopes = list(scopes)
+    return {
+        "harvesters": ", ".join(sorted({s.harvester_id for s in scopes})),
+        "window": f"{scopes[0].keys[0]} .. {scopes[-1].keys[-1]}" if scopes else "",
+        "windows": sum(len(s.keys) for s in scopes),
+    }
+
+
+def _counts(prefix: str, counter: Counter[str]) -> dict[str, int]:
+    return {f"{prefix}{name}": int(count) for name, count in sorted(counter.items())}
+
+
+def _error_table(rows: list[dict]) -> dg.TableMetadataValue:
+    columns = ["identifier", "error_type", "error_message", "error_location"]
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord({c: str(row.get(c) or "") for c in columns}) for row in rows],
+        schema=dg.TableSchema(columns=[dg.TableColumn(c, "string") for c in columns]),
+    )
+
+
+@dg.asset(kinds={"oai-pmh", "parquet"}, **_ASSET_ARGS)
+def raw_oai_xml(
+    context: dg.AssetExecutionContext, pipeline: PipelineResource, harvest_options: HarvestOptions
+) -> dg.MaterializeResult:
+    """ListRecords of the window(s), following resumption tokens, checkpointed page by page."""
+    options = harvest_options.run_options()
+    results = _each_scope(
+        context,
+        pipeline,
+        lambda services, scope: discover(
+            services, scope, options, dagster_run_id=context.run_id, progress=context.log.info
+        ),
+    )
+    parse_errors: Counter[str] = Counter()
+    for _, result in results:
+        parse_errors.update(result.parse_errors)
+    counters: Counter[str] = Counter()
+    for _, result in results:
+        counters.update({k: int(v) for k, v in result.counters.items() if isinstance(v, int)})
+    return dg.MaterializeResult(
+        metadata={
+            **_scope_metadata(s for s, _ in results),
+            "record_count": sum(r.records for _, r in results),
+            "deleted_at_source": sum(r.deleted for _, r in results),
+            "oai_from": ", ".join(str(r.from_) for _, r in results),
+            "oai_until": ", ".join(str(r.until) for _, r in results),
+            "harvest_runs": ", ".join(str(r.run_id) for _, r in results),
+            "cap_reached": any(r.cap_reached for _, r in results),
+            **_counts("run_", counters),
+            **_counts("errors_", parse_errors),
+        }
+    )
+
+
+@dg.asset(deps=[raw_oai_xml], kinds={"python", "parquet"}, **_ASSET_ARGS)
+def transformed_records(
+    context: dg.AssetExecutionContext, pipeline: PipelineResource
+) -> dg.MaterializeResult:
+    """Each record through the harvester's transformers; failures are per-record errors."""
+    results = _each_scope(context, pipeline, transform)
+    errors: Counter[str] = Counter()
+    for _, summary in results:
+        errors.update(summary.errors)
+    return dg.MaterializeResult(
+        metadata={
+            **_scope_metadata(s for s, _ in results),
+            "record_count": sum(r.records for _, r in results),
+            "transformed": sum(r.transformed for _, r in results),
+            "deleted_at_source": sum(r.deleted for _, r in results),
+            "error_count": sum(errors.values()),
+            **_counts("errors_", errors),
+        }
+    )
+
+
+@dg.asset(deps=[transformed_records], kinds={"python", "parquet"}, **_ASSET_ARGS)
+def sync_decisions(
+    context: dg.AssetExecutionContext, pipeline: PipelineResource, harvest_options: HarvestOptions
+) -> dg.MaterializeResult:
+    """The plan: per record, what must happen to the target and why (inspect before writing)."""
+    options = harvest_options.run_options()
+    results = _each_scope(context, pipeline, lambda s, scope: plan(s, scope, options))
+    actions: Counter[str] = Counter()
+    for _, counter in results:
+        actions.update(counter)
+    return dg.MaterializeResult(
+        metadata={
+            **_scope_metadata(s for s, _ in results),
+            "record_count": sum(actions.values()),
+            **_counts("action_", actions),
+        }
+    )
+
+
+@dg.asset(deps=[sync_decisions], kinds={"python", "parquet", "sql"}, **_ASSET_ARGS)
+def written_records(
+    context: dg.AssetExecutionContext, pipeline: PipelineResource, harvest_options: HarvestOptions
+) -> dg.MaterializeResult:
+    """The plan applied through the harvester's writers; each outcome on its harvest record."""
+    options = harvest_options.run_options()
+    results = _each_scope(
+        context, pipeline, lambda s, scope: write(s, scope, options, progress=context.log.info)
+    )
+    actions: Counter[str] = Counter()
+    errors: Counter[str] = Counter()
+    error_rows: list[dict] = []
+    for _, summary in results:
+        actions.update(summary.actions)
+        errors.update(summary.errors)
+        error_rows.extend(summary.error_rows)
+    return dg.MaterializeResult(
+        metadata={
+            **_scope_metadata(s for s, _ in results),
+            "record_count": sum(actions.values()),
+            "harvest_runs": ", ".join(str(r.run_id) for _, r in results),
+            "error_count": sum(errors.values()),
+            **_counts("action_", actions),
+            **_counts("errors_", errors),
+            "errors_preview": _error_table(error_rows[:50]),
+        }
+    )
+
+
+harvest_assets = [raw_oai_xml, transformed_records, sync_decisions, written_records]

@@ -1,0 +1,82 @@
+"""harvester (dynamic, follows the registry) × window (time windows, daily by default)."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from datetime import datetime
+
+import dagster as dg
+
+from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.pipeline.scope import HarvestScope, Window
+
+HARVESTER = "harvester"
+WINDOW = "window"
+
+DEFAULT_WINDOW_START = "2024-01-01"
+_WINDOW_KINDS = {
+    "daily": dg.DailyPartitionsDefinition,
+    "weekly": dg.WeeklyPartitionsDefinition,
+    "monthly": dg.MonthlyPartitionsDefinition,
+}
+
+
+def build_window_partitions(
+    granularity: str | None = None, start_date: str | None = None
+) -> dg.TimeWindowPartitionsDefinition:
+    granularity = granularity or os.environ.get("OAI_PIPELINE_WINDOW_GRANULARITY", "daily")
+    start_date = start_date or os.environ.get("OAI_PIPELINE_WINDOW_START", DEFAULT_WINDOW_START)
+    if granularity not in _WINDOW_KINDS:
+        raise ConfigurationError(
+            f"OAI_PIPELINE_WINDOW_GRANULARITY must be one of {', '.join(_WINDOW_KINDS)}, "
+            f"not {granularity!r}"
+        )
+    try:
+        datetime.strptime(start_date, "%Y-%m-%d")
+    except ValueError as error:
+        raise ConfigurationError(
+            f"OAI_PIPELINE_WINDOW_START must be YYYY-MM-DD, not {start_date!r}"
+        ) from error
+    return _WINDOW_KINDS[granularity](start_date=start_date, end_offset=1)
+
+
+harvester_partitions = dg.DynamicPartitionsDefinition(name=HARVESTER)
+window_partitions = build_window_partitions()
+harvest_partitions = dg.MultiPartitionsDefinition(
+    {HARVESTER: harvester_partitions, WINDOW: window_partitions}
+)
+
+
+def partition_key(harvester_id: str, window_key: str) -> dg.MultiPartitionKey:
+    return dg.MultiPartitionKey({HARVESTER: harvester_id, WINDOW: window_key})
+
+
+def scopes_for_keys(
+    keys: list[str],
+    windows: dg.TimeWindowPartitionsDefinition = window_partitions,
+) -> list[HarvestScope]:
+    """One scope per harvester and contiguous run of windows: one ListRecords sweep each.
+
+    The first window of the grid is open to the past, so a full harvest also gets records
+    older than the grid's start date.
+    """
+    first_key = windows.get_first_partition_key()
+    by_harvester: dict[str, set[str]] = defaultdict(set)
+    for key in keys:
+        parsed = harvest_partitions.get_partition_key_from_str(str(key))
+        dims = parsed.keys_by_dimension
+        by_harvester[dims[HARVESTER]].add(dims[WINDOW])
+    scopes = []
+    for harvester_id, window_keys in sorted(by_harvester.items()):
+        run: list[Window] = []
+        for window_key in sorted(window_keys):
+            span = windows.time_window_for_partition_key(window_key)
+            start = None if window_key == first_key else span.start
+            window = Window(window_key, start, span.end)
+            if run and run[-1].end != span.start:
+                scopes.append(HarvestScope(harvester_id, tuple(run)))
+                run = []
+            run.append(window)
+        scopes.append(HarvestScope(harvester_id, tuple(run)))
+    return scopes

@@ -1,0 +1,57 @@
+"""Resources: where data lives (the same settings as the CLI) and the run's harvest options."""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+import dagster as dg
+from pydantic import Field
+
+from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.settings import Settings, load_settings
+
+
+class PipelineResource(dg.ConfigurableResource):
+    """Each location defaults to the environment the CLI reads (OAI_PIPELINE_* variables)."""
+
+    home: str | None = None
+    state_db_url: str | None = None
+    target_db_url: str | None = None
+    storage_url: str | None = None
+
+    def settings(self) -> Settings:
+        env: dict[str, str] = {}
+        for name, value in (
+            ("OAI_PIPELINE_HOME", self.home),
+            ("OAI_PIPELINE_STATE_DB_URL", self.state_db_url),
+            ("OAI_PIPELINE_TARGET_DB_URL", self.target_db_url),
+            ("OAI_PIPELINE_STORAGE_URL", self.storage_url),
+        ):
+            if value:
+                env[name] = value
+        return load_settings({**os.environ, **env})
+
+    def services(self) -> Services:
+        return Services(self.settings())
+
+
+class HarvestOptions(dg.ConfigurableResource):
+    """The harvest run's options, set in the launchpad or a backfill's run config."""
+
+    scale: Literal["smoke", "small", "medium", "large", "full"] | None = Field(
+        default=None, description="smoke 10, small 100, medium 1000, large 10000, full uncapped"
+    )
+    max_records: int = Field(default=0, description="exact cap; 0 = uncapped")
+    include_existing: bool = False
+    rate_limit_per_minute: int | None = None
+    update_all: bool = Field(default=False, description="rewrite records even if unchanged")
+    progress_every: int = 1000
+    reset_stale_running_minutes: int | None = None
+    retry_failed: bool = False
+
+    def run_options(self) -> RunOptions:
+        return RunOptions.model_validate(
+            {name: getattr(self, name) for name in type(self).model_fields}
+        )

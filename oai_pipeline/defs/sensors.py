@@ -1,0 +1,37 @@
+"""Sensors: the `harvester` partitions follow the registry, with no code reload."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from oai_pipeline.defs.partitions import HARVESTER, harvester_partitions
+from oai_pipeline.defs.resources import PipelineResource
+
+
+def partition_requests(
+    registered: set[str], existing: set[str]
+) -> list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest]:
+    requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
+    if added := sorted(registered - existing):
+        requests.append(harvester_partitions.build_add_request(added))
+    if removed := sorted(existing - registered):
+        requests.append(harvester_partitions.build_delete_request(removed))
+    return requests
+
+
+@dg.sensor(
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=15,
+    description="Keeps the harvester partitions equal to the harvester registry.",
+)
+def harvester_registry_sensor(
+    context: dg.SensorEvaluationContext, pipeline: PipelineResource
+) -> dg.SensorResult:
+    with pipeline.services() as services:
+        registered = {h.id for h in services.state.list_harvesters()}
+    existing = set(context.instance.get_dynamic_partitions(HARVESTER))
+    requests = partition_requests(registered, existing)
+    return dg.SensorResult(
+        dynamic_partitions_requests=requests,
+        skip_reason=None if requests else "harvester partitions already match the registry",
+    )

@@ -1,0 +1,229 @@
+"""Stage 1, `raw_oai_xml`: list the source's records of a scope into the harvest-record store.
+
+Every page is staged durably (with the checkpoint saved before it is fetched), so a stopped
+or crashed run resumes where it stopped; the Parquet partition is written from the staged
+rows at the end, which also covers pages staged before a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.harvesters.plugins import build_reader
+from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
+from oai_pipeline.pipeline.frames import RAW_OAI_XML, RAW_SCHEMA, error_columns, frame
+from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.scope import HarvestScope
+from oai_pipeline.pipeline.services import Services
+
+logger = logging.getLogger(__name__)
+
+PART_SIZE = 5000
+
+
+@dataclass
+class DiscoveryResult:
+    run_id: int
+    from_: str | None
+    until: str | None
+    counters: dict[str, int] = field(default_factory=dict)
+    records: int = 0
+    deleted: int = 0
+    parse_errors: dict[str, int] = field(default_factory=dict)
+    cap_reached: bool = False
+
+
+def _run_for(
+    services: Services,
+    scope: HarvestScope,
+    options: RunOptions,
+    from_: str | None,
+    until: str | None,
+    dagster_run_id: str | None,
+) -> tuple[int, SweepCheckpoint | None]:
+    state = services.state
+    run = None
+    if options.resume_batch_id is not None:
+        run = state.get_run(options.resume_batch_id)
+        if run is None or run["harvester_id"] != scope.harvester_id:
+            raise PipelineError(
+                f"no harvest run {options.resume_batch_id} for harvester {scope.harvester_id!r}"
+            )
+    elif not options.identifiers:
+        run = state.find_resumable_run(scope.harvester_id, from_, until)
+    if run is not None:
+        checkpoint = run.get("checkpoint")
+        return run["id"], checkpoint if isinstance(checkpoint, SweepCheckpoint) else None
+    run_id = state.create_run(
+        scope.harvester_id,
+        window_from=from_,
+        window_until=until,
+        scale=options.scale,
+        max_records=options.cap,
+        options=options.model_dump(mode="json"),
+        dagster_run_id=dagster_run_id,
+    )
+    return run_id, None
+
+
+def discover(
+    services: Services,
+    scope: HarvestScope,
+    options: RunOptions,
+    *,
+    dagster_run_id: str | None = None,
+    progress: Callable[[str], None] = logger.info,
+) -> DiscoveryResult:
+    state = services.state
+    harvester = services.harvester(scope.harvester_id)
+    reader = build_reader(harvester)
+    try:
+        if options.rate_limit_per_minute and hasattr(reader, "set_rate_limit"):
+            reader.set_rate_limit(options.rate_limit_per_minute)
+        identify = reader.identify()
+        state.save_identify(harvester.id, identify)
+        from_, until = scope.oai_range(identify.granularity)
+        run_id, checkpoint = _run_for(services, scope, options, from_, until, dagster_run_id)
+        result = DiscoveryResult(run_id=run_id, from_=from_, until=until)
+        try:
+            _fetch(services, scope, options, reader, run_id, checkpoint, from_, until, progress)
+        except BaseException as error:
+            state.finish_run(run_id, "failed", error=f"{type(error).__name__}: {error}")
+            raise
+    finally:
+        reader.close()
+    result.counters = state.reconcile_counters(run_id)
+    result.cap_reached = bool(result.counters.get("cap_reached"))
+    _export(services, scope, run_id, result)
+    return result
+
+
+def _fetch(
+    services: Services,
+    scope: HarvestScope,
+    options: RunOptions,
+    reader,
+    run_id: int,
+    checkpoint: SweepCheckpoint | None,
+    from_: str | None,
+    until: str | None,
+    progress: Callable[[str], None],
+) -> None:
+    state = services.state
+    # Resuming: trust the durable rows, not a counter that may predate a crash.
+    counters = state.reconcile_counters(run_id)
+    staged = int(counters.get("staged", 0))
+    cap = options.cap
+    if cap and staged >= cap:
+        state.set_cap_reached(run_id)
+        return
+    next_progress = (staged // options.progress_every + 1) * options.progress_every
+
+    def stage(records: list[HarvestedRecord]) -> bool:
+        """Stage one page; True when the cap is reached."""
+        nonlocal staged, next_progress
+        discovered = len(records)
+        existing = 0
+        if cap and not options.include_existing and records:
+            records, existing = _drop_existing(services, scope.harvester_id, records)
+        if cap:
+            records = records[: max(0, cap - staged)]
+        new, duplicates = state.stage(run_id, scope.harvester_id, records)
+        staged += new
+        state.update_counters(
+            run_id,
+            pages_read=1,
+            discovered=discovered,
+            duplicates_skipped=duplicates,
+            existing_skipped=existing,
+        )
+        if staged >= next_progress:
+            progress(f"harvest run {run_id}: {staged} records staged")
+            next_progress = (staged // options.progress_every + 1) * options.progress_every
+        if cap and staged >= cap:
+            state.set_cap_reached(run_id)
+            return True
+        return False
+
+    if options.identifiers:
+        batch: list[HarvestedRecord] = []
+        for record in reader.get_records(options.identifiers):
+            batch.append(record)
+            if len(batch) >= 100:
+                if stage(batch):
+                    return
+                batch = []
+        stage(batch)
+        return
+
+    def save_checkpoint(new_checkpoint: SweepCheckpoint) -> None:
+        state.save_checkpoint(run_id, new_checkpoint)
+
+    for page in reader.sweep(
+        from_=from_, until=until, checkpoint=checkpoint, save_checkpoint=save_checkpoint
+    ):
+        if stage(page.records):
+            return
+
+
+def _drop_existing(
+    services: Services, harvester_id: str, records: list[HarvestedRecord]
+) -> tuple[list[HarvestedRecord], int]:
+    """In a capped run, records already written with the same datestamp don't use the cap."""
+    memories = services.state.get_memories(harvester_id, [r.identifier for r in records])
+    kept = []
+    for record in records:
+        memory = memories.get(record.identifier)
+        if memory and memory.local_id and memory.datestamp == record.datestamp:
+            continue
+        kept.append(record)
+    return kept, len(records) - len(kept)
+
+
+def _export(services: Services, scope: HarvestScope, run_id: int, result: DiscoveryResult) -> None:
+    """Write the run's staged records as the raw_oai_xml partitions, in bounded parts."""
+    storage = services.storage
+    manifest = {"run_id": run_id, "from": result.from_, "until": result.until}
+    for key in scope.keys:
+        storage.clear(RAW_OAI_XML, scope.harvester_id, key)
+        storage.write_manifest(RAW_OAI_XML, scope.harvester_id, key, manifest)
+    buffers: dict[str, list[dict]] = defaultdict(list)
+    parts: dict[str, int] = defaultdict(int)
+    buffered = 0
+
+    def flush() -> None:
+        nonlocal buffered
+        for key, rows in buffers.items():
+            if rows:
+                storage.write_part(
+                    RAW_OAI_XML, scope.harvester_id, key, parts[key], frame(rows, RAW_SCHEMA)
+                )
+                parts[key] += 1
+        buffers.clear()
+        buffered = 0
+
+    for record in services.state.iter_staged(run_id, batch_size=PART_SIZE):
+        buffers[scope.window_key_for(record.datestamp)].append(
+            {
+                "identifier": record.identifier,
+                "datestamp": record.datestamp,
+                "deleted": record.deleted,
+                "set_specs": record.set_specs,
+                "xml": record.xml,
+                **error_columns(record.error),
+            }
+        )
+        result.records += 1
+        result.deleted += int(record.deleted)
+        if record.error is not None:
+            result.parse_errors[record.error.type] = (
+                result.parse_errors.get(record.error.type, 0) + 1
+            )
+        buffered += 1
+        if buffered >= PART_SIZE:
+            flush()
+    flush()

@@ -1,0 +1,42 @@
+"""What an operator can ask of one harvest run (CLI flags and Dagster run config alike)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from oai_pipeline.errors import ConfigurationError
+
+# 0 means uncapped.
+SCALES: dict[str, int] = {"smoke": 10, "small": 100, "medium": 1000, "large": 10000, "full": 0}
+
+Scale = Literal["smoke", "small", "medium", "large", "full"]
+
+
+class RunOptions(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    scale: Scale | None = None
+    max_records: int = Field(default=0, ge=0)
+    include_existing: bool = False
+    rate_limit_per_minute: int | None = Field(default=None, gt=0)
+    update_all: bool = False
+    progress_every: int = Field(default=1000, gt=0)
+    reset_stale_running_minutes: int | None = Field(default=None, ge=0)
+    retry_failed: bool = False
+    resume_batch_id: int | None = None
+    identifiers: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_cap(self) -> RunOptions:
+        if self.scale is not None and self.max_records:
+            raise ConfigurationError("give either a scale or max_records, not both")
+        return self
+
+    @property
+    def cap(self) -> int:
+        """How many records this run may stage; 0 = uncapped."""
+        if self.max_records:
+            return self.max_records
+        return SCALES[self.scale] if self.scale else 0

@@ -1,0 +1,82 @@
+"""Stage 3, `sync_decisions`: what must happen to the target for each record, and why.
+
+A materialised plan: an operator can read it before `written_records` applies it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import polars as pl
+
+from oai_pipeline.harvesters.plugins import build_writers
+from oai_pipeline.pipeline.frames import (
+    DECISIONS_SCHEMA,
+    SYNC_DECISIONS,
+    TRANSFORMED_RECORDS,
+    frame,
+)
+from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.partitions import map_partitions
+from oai_pipeline.pipeline.scope import HarvestScope
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.sync.rules import SourceRecord, decide
+from oai_pipeline.targets.base import SourceKey
+
+
+def source_records(transformed: pl.DataFrame) -> list[SourceRecord]:
+    return [
+        SourceRecord(
+            identifier=row["identifier"],
+            datestamp=row["datestamp"],
+            deleted=bool(row["deleted"]),
+            pid=row["pid"],
+            has_error=not row["deleted"] and (row["error_type"] is not None or row["data"] is None),
+        )
+        for row in transformed.iter_rows(named=True)
+    ]
+
+
+def plan(services: Services, scope: HarvestScope, options: RunOptions) -> Counter[str]:
+    harvester = services.harvester(scope.harvester_id)
+    writers = build_writers(harvester, services.settings)
+    actions: Counter[str] = Counter()
+
+    def plan_part(_key: str, _name: str, transformed: pl.DataFrame) -> pl.DataFrame:
+        sources = source_records(transformed)
+        memories = services.state.get_memories(
+            scope.harvester_id, [s.identifier for s in sources]
+        )
+        rows = []
+        for index, writer in enumerate(writers):
+            update_all = options.update_all or writer.options.update_all
+            locals_ = writer.lookup(
+                scope.harvester_id, [SourceKey(s.identifier, s.pid) for s in sources]
+            )
+            for source in sources:
+                local = locals_[source.identifier]
+                decision = decide(
+                    source, memories.get(source.identifier), local, update_all=update_all
+                )
+                actions[decision.action.value] += 1
+                rows.append(
+                    {
+                        "identifier": source.identifier,
+                        "writer": index,
+                        "datestamp": source.datestamp,
+                        "deleted": source.deleted,
+                        "pid": source.pid,
+                        "local_id": local.local_id,
+                        "local_state": local.state.value,
+                        "action": decision.action.value,
+                        "reason": decision.reason,
+                    }
+                )
+        return frame(rows, DECISIONS_SCHEMA)
+
+    try:
+        map_partitions(services.storage, scope, TRANSFORMED_RECORDS, SYNC_DECISIONS, plan_part)
+    finally:
+        for writer in writers:
+            writer.close()
+    return actions

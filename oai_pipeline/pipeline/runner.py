@@ -1,0 +1,88 @@
+"""All four stages in this process: what `oai-pipeline harvest` does without `--use-job`."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from oai_pipeline.pipeline.discover import discover
+from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.plan import plan
+from oai_pipeline.pipeline.scope import HarvestScope
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.pipeline.transform_stage import transform
+from oai_pipeline.pipeline.write import write
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class HarvestReport:
+    harvester_id: str
+    run_id: int
+    windows: list[str]
+    harvested: int
+    deleted_at_source: int
+    created: int
+    updated: int
+    deleted: int
+    unchanged: int
+    errors: int
+    cap_reached: bool
+    actions: dict[str, int] = field(default_factory=dict)
+    error_types: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def summarise(
+    harvester_id: str,
+    run_id: int,
+    windows: list[str],
+    harvested: int,
+    deleted_at_source: int,
+    cap_reached: bool,
+    actions: Counter[str],
+    errors: Counter[str],
+) -> HarvestReport:
+    return HarvestReport(
+        harvester_id=harvester_id,
+        run_id=run_id,
+        windows=windows,
+        harvested=harvested,
+        deleted_at_source=deleted_at_source,
+        created=actions["create"],
+        updated=sum(actions[a] for a in ("update", "publish_draft", "restore", "revive")),
+        deleted=actions["delete"] + actions["delete_draft"],
+        unchanged=actions["skip"] + actions["nothing"],
+        errors=sum(errors.values()),
+        cap_reached=cap_reached,
+        actions=dict(actions),
+        error_types=dict(errors),
+    )
+
+
+def run_harvest(
+    services: Services,
+    scope: HarvestScope,
+    options: RunOptions,
+    *,
+    progress: Callable[[str], None] = logger.info,
+) -> HarvestReport:
+    discovery = discover(services, scope, options, progress=progress)
+    transform(services, scope)
+    plan(services, scope, options)
+    written = write(services, scope, options, progress=progress)
+    return summarise(
+        scope.harvester_id,
+        discovery.run_id,
+        scope.keys,
+        discovery.records,
+        discovery.deleted,
+        discovery.cap_reached,
+        written.actions,
+        written.errors,
+    )

@@ -1,0 +1,71 @@
+"""What one run covers: a harvester and a contiguous range of time windows."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from oai_pipeline.oai.windows import format_datestamp, oai_bounds, parse_datestamp
+from oai_pipeline.oai.types import Granularity
+
+
+@dataclass(frozen=True)
+class Window:
+    """A storage key and the time range [start, end) it covers (None: open)."""
+
+    key: str
+    start: datetime | None
+    end: datetime | None
+
+
+@dataclass(frozen=True)
+class HarvestScope:
+    harvester_id: str
+    windows: tuple[Window, ...]
+
+    def __post_init__(self) -> None:
+        if not self.windows:
+            raise ValueError("a harvest scope needs at least one window")
+
+    @classmethod
+    def adhoc(
+        cls, harvester_id: str, since: datetime | None = None, until: datetime | None = None
+    ) -> HarvestScope:
+        """A run outside the partition grid (CLI `harvest --since/--until`, selected ids)."""
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        return cls(harvester_id, (Window(f"adhoc-{stamp}", since, until),))
+
+    @property
+    def keys(self) -> list[str]:
+        return [window.key for window in self.windows]
+
+    @property
+    def start(self) -> datetime | None:
+        return self.windows[0].start
+
+    @property
+    def end(self) -> datetime | None:
+        return self.windows[-1].end
+
+    def oai_range(self, granularity: Granularity) -> tuple[str | None, str | None]:
+        """Inclusive OAI from/until for the whole range, at the source's granularity."""
+        if self.end is None:
+            return (format_datestamp(self.start, granularity) if self.start else None), None
+        start = self.start or self.end - timedelta(days=1)
+        return oai_bounds(start, self.end, granularity) if self.start else (
+            None,
+            oai_bounds(start, self.end, granularity)[1],
+        )
+
+    def window_key_for(self, datestamp: str) -> str:
+        """The window a record belongs to; records outside the range go to the nearest end."""
+        if len(self.windows) == 1:
+            return self.windows[0].key
+        try:
+            moment = parse_datestamp(datestamp)
+        except ValueError:
+            return self.windows[0].key
+        starts = [w.start for w in self.windows]
+        index = bisect.bisect_right(starts, moment) - 1
+        return self.windows[max(0, min(index, len(self.windows) - 1))].key

@@ -1,0 +1,32 @@
+"""The long-lived things a run needs, opened once from the settings."""
+
+from __future__ import annotations
+
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.settings import Settings
+from oai_pipeline.state.store import StateStore
+from oai_pipeline.storage import PartitionStore
+
+
+class Services:
+    def __init__(self, settings: Settings) -> None:
+        settings.home.mkdir(parents=True, exist_ok=True)
+        self.settings = settings
+        self.state = StateStore(settings.state_db_url)
+        self.storage = PartitionStore(settings.storage_url)
+
+    def harvester(self, harvester_id: str) -> Harvester:
+        harvester = self.state.get_harvester(harvester_id)
+        if harvester is None:
+            raise PipelineError(f"unknown harvester {harvester_id!r}")
+        return harvester
+
+    def close(self) -> None:
+        self.state.close()
+
+    def __enter__(self) -> Services:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

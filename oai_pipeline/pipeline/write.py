@@ -1,0 +1,173 @@
+"""Stage 4, `written_records`: apply the plan through the harvester's writers, in batches.
+
+Per-record failures become outcomes stored on the harvest record; the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from oai_pipeline.errors import RecordError
+from oai_pipeline.harvesters.plugins import build_writers
+from oai_pipeline.pipeline.frames import (
+    SYNC_DECISIONS,
+    TRANSFORMED_RECORDS,
+    WRITTEN_RECORDS,
+    WRITTEN_SCHEMA,
+    error_columns,
+    error_from_row,
+    frame,
+)
+from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.partitions import map_partitions, run_id_of
+from oai_pipeline.pipeline.scope import HarvestScope
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.sync.rules import Action
+from oai_pipeline.targets.base import PlannedWrite, WriteOutcome
+
+logger = logging.getLogger(__name__)
+
+# Per-record run status of each outcome (DESIGN.md: harvest runs).
+RUN_STATUS = {
+    Action.CREATE: "imported",
+    Action.UPDATE: "updated",
+    Action.PUBLISH_DRAFT: "updated",
+    Action.RESTORE: "updated",
+    Action.REVIVE: "updated",
+    Action.SKIP: "unchanged",
+    Action.NOTHING: "unchanged",
+    Action.DELETE: "gone",
+    Action.DELETE_DRAFT: "gone",
+    Action.ERROR: "failed",
+}
+
+
+@dataclass
+class WriteSummary:
+    run_id: int
+    actions: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    error_rows: list[dict] = field(default_factory=list)
+
+
+def write(
+    services: Services,
+    scope: HarvestScope,
+    options: RunOptions,
+    *,
+    progress: Callable[[str], None] = logger.info,
+) -> WriteSummary:
+    state = services.state
+    harvester = services.harvester(scope.harvester_id)
+    writers = build_writers(harvester, services.settings)
+    run_id = run_id_of(services.storage, SYNC_DECISIONS, scope)
+    summary = WriteSummary(run_id=run_id)
+    # Successful records of a resumed run are never written again; stale or failed ones on request.
+    claimed = set(
+        state.claim(
+            run_id,
+            reclaim_stale_minutes=options.reset_stale_running_minutes,
+            retry_failed=options.retry_failed,
+        )
+    )
+    written = 0
+    next_progress = options.progress_every
+
+    def write_part(key: str, name: str, decisions: pl.DataFrame) -> pl.DataFrame:
+        nonlocal written, next_progress
+        transformed = services.storage.read_part(
+            TRANSFORMED_RECORDS, scope.harvester_id, key, name
+        )
+        decisions = decisions.filter(pl.col("identifier").is_in(claimed))
+        by_id = {
+            row["identifier"]: row
+            for row in transformed.iter_rows(named=True)
+            if row["identifier"] in claimed
+        }
+        rows: list[dict] = []
+        for index, writer in enumerate(writers):
+            mine = decisions.filter(pl.col("writer") == index)
+            outcomes: list[WriteOutcome] = []
+            pending: list[PlannedWrite] = []
+            for row in mine.iter_rows(named=True):
+                action = Action(row["action"])
+                source = by_id[row["identifier"]]
+                if action is Action.ERROR:
+                    error = error_from_row(source) or RecordError(
+                        type="no_data", message="the transformers produced no record data"
+                    )
+                    outcomes.append(WriteOutcome(row["identifier"], action, None, None, error))
+                elif action is Action.SKIP:
+                    outcomes.append(WriteOutcome(row["identifier"], action, row["local_id"], None))
+                else:
+                    pending.append(
+                        PlannedWrite(
+                            identifier=row["identifier"],
+                            action=action,
+                            reason=row["reason"],
+                            datestamp=row["datestamp"],
+                            data=json.loads(source["data"]) if source["data"] else None,
+                            pid=source["pid"],
+                            communities=list(source["communities"] or []),
+                            local_id=row["local_id"],
+                        )
+                    )
+            batch_size = max(1, harvester.batch_size)
+            for start in range(0, len(pending), batch_size):
+                batch = pending[start : start + batch_size]
+                outcomes.extend(writer.apply(scope.harvester_id, batch))
+            planned = {row["identifier"]: row["action"] for row in mine.iter_rows(named=True)}
+            written_outcomes = [o for o in outcomes if o.action is not Action.SKIP]
+            state.save_write_outcomes(
+                scope.harvester_id,
+                written_outcomes,
+                {o.identifier: by_id[o.identifier]["datestamp"] for o in written_outcomes},
+            )
+            statuses: dict[str, str] = {}
+            errors: dict[str, RecordError] = {}
+            for outcome in outcomes:
+                statuses[outcome.identifier] = (
+                    "failed" if outcome.error else RUN_STATUS[outcome.action]
+                )
+                summary.actions[outcome.action.value] += 1
+                if outcome.error is not None:
+                    errors[outcome.identifier] = outcome.error
+                    summary.errors[outcome.error.type] += 1
+                    if len(summary.error_rows) < 100:
+                        summary.error_rows.append(
+                            {"identifier": outcome.identifier, **error_columns(outcome.error)}
+                        )
+                rows.append(
+                    {
+                        "identifier": outcome.identifier,
+                        "writer": index,
+                        "planned_action": planned[outcome.identifier],
+                        "action": outcome.action.value,
+                        "local_id": outcome.local_id,
+                        "revision": outcome.revision,
+                        **error_columns(outcome.error),
+                    }
+                )
+            state.set_record_status(run_id, statuses, errors)
+        written += len(by_id)
+        if written >= next_progress:
+            progress(f"harvest run {run_id}: {written} records written")
+            next_progress = (written // options.progress_every + 1) * options.progress_every
+        return frame(rows, WRITTEN_SCHEMA)
+
+    try:
+        map_partitions(services.storage, scope, SYNC_DECISIONS, WRITTEN_RECORDS, write_part)
+    except BaseException as error:
+        state.finish_run(run_id, "failed", error=f"{type(error).__name__}: {error}")
+        raise
+    finally:
+        for writer in writers:
+            writer.close()
+    state.finish_run(run_id, "succeeded")
+    return summary
