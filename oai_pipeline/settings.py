@@ -35,3 +35,17 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
         target_db_url=env.get("OAI_PIPELINE_TARGET_DB_URL") or _sqlite_url(home / "target.sqlite"),
         storage_url=env.get("OAI_PIPELINE_STORAGE_URL") or str(home / "storage"),
     )
+
+
+def ensure_dagster_home(environ: dict[str, str] | None = None) -> Path:
+    """DAGSTER_HOME, defaulting to a git-ignored folder of the project, with our dagster.yaml."""
+    env = os.environ if environ is None else environ
+    home = Path(env.get("DAGSTER_HOME") or PROJECT_ROOT / ".dagster_home").resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    shipped = PROJECT_ROOT / "dagster.yaml"
+    if not config.exists() and shipped.exists():
+        config.write_text(shipped.read_text())
+    if environ is None:
+        os.environ["DAGSTER_HOME"] = str(home)
+    return home

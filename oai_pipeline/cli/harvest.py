@@ -1,0 +1,90 @@
+"""`oai-pipeline harvest ID …`: one harvest run, in this process or handed to Dagster."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+import click
+
+from oai_pipeline.cli.output import emit, report_text
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.pipeline.options import SCALES, RunOptions
+from oai_pipeline.pipeline.runner import run_harvest
+from oai_pipeline.pipeline.scope import HarvestScope
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.settings import load_settings
+
+
+def parse_moment(value: str | None, flag: str) -> datetime | None:
+    if value is None:
+        return None
+    for fmt in ("%Y-%m-%d", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S"):
+        try:
+            return datetime.strptime(value, fmt).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    raise PipelineError(f"{flag}: expected YYYY-MM-DD or YYYY-MM-DDThh:mm:ssZ, got {value!r}")
+
+
+@click.command(name="harvest")
+@click.argument("harvester_id")
+@click.argument("oai_identifiers", nargs=-1)
+@click.option("--since", help="harvest records changed since (YYYY-MM-DD or seconds, UTC)")
+@click.option("--until", "until_", help="… and before this moment (exclusive)")
+@click.option("--scale", type=click.Choice(list(SCALES)), help="cap: smoke 10 … full")
+@click.option("--max-records", type=int, default=0, help="exact cap (0 = uncapped)")
+@click.option("--include-existing", is_flag=True, help="capped runs: count unchanged records too")
+@click.option("--rate-limit-per-minute", type=int)
+@click.option("--update-all", is_flag=True, help="rewrite records even if unchanged")
+@click.option("--progress-every", type=int, default=1000)
+@click.option("--reset-stale-running-minutes", type=int)
+@click.option("--retry-failed", is_flag=True)
+@click.option("--resume", "resume_batch_id", type=int, help="resume this harvest run")
+@click.option("--use-job", is_flag=True, help="hand the run to the running Dagster instance")
+@click.option("--json", "as_json", is_flag=True)
+def harvest(
+    harvester_id: str,
+    oai_identifiers: tuple[str, ...],
+    since: str | None,
+    until_: str | None,
+    scale: str | None,
+    max_records: int,
+    include_existing: bool,
+    rate_limit_per_minute: int | None,
+    update_all: bool,
+    progress_every: int,
+    reset_stale_running_minutes: int | None,
+    retry_failed: bool,
+    resume_batch_id: int | None,
+    use_job: bool,
+    as_json: bool,
+) -> None:
+    """Harvest HARVESTER_ID (all records, a date range, or the OAI_IDENTIFIERS given)."""
+    options = RunOptions(
+        scale=scale,
+        max_records=max_records,
+        include_existing=include_existing,
+        rate_limit_per_minute=rate_limit_per_minute,
+        update_all=update_all,
+        progress_every=progress_every,
+        reset_stale_running_minutes=reset_stale_running_minutes,
+        retry_failed=retry_failed,
+        resume_batch_id=resume_batch_id,
+        identifiers=list(oai_identifiers),
+    )
+    start, end = parse_moment(since, "--since"), parse_moment(until_, "--until")
+    if start and end and start >= end:
+        raise PipelineError("--since must be before --until")
+    if use_job:
+        from oai_pipeline.cli.submit import submit_harvest_job
+
+        payload = submit_harvest_job(harvester_id, start, end, options)
+        emit(payload, as_json=as_json, text=f"submitted Dagster run {payload['run_id']}")
+        return
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    with Services(load_settings()) as services:
+        services.harvester(harvester_id)
+        scope = HarvestScope.adhoc(harvester_id, start, end)
+        report = run_harvest(services, scope, options, progress=click.echo).to_dict()
+    emit(report, as_json=as_json, text=report_text(report))

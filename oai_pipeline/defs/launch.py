@@ -1,0 +1,65 @@
+"""Materialise the four assets for a harvester's windows in this process (demo, tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from oai_pipeline.defs.assets import harvest_assets
+from oai_pipeline.defs.partitions import HARVESTER, partition_key, window_partitions
+from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
+HARVESTER_TAG = "oai_pipeline/harvester"
+
+
+def range_tags(harvester_id: str, first_window: str, last_window: str) -> dict[str, str]:
+    """Run tags of a single-run range: one ListRecords sweep over contiguous windows."""
+    return {
+        RANGE_START_TAG: str(partition_key(harvester_id, first_window)),
+        RANGE_END_TAG: str(partition_key(harvester_id, last_window)),
+        HARVESTER_TAG: harvester_id,
+    }
+
+
+def window_keys_between(first_day: str, last_day: str) -> tuple[str, str]:
+    """The grid's window keys that contain two days (the first is clamped to the grid)."""
+    first = max(first_day, window_partitions.get_first_partition_key())
+    first_key = window_partitions.get_partition_key_for_timestamp(
+        _timestamp(first), end_closed=False
+    )
+    last_key = window_partitions.get_partition_key_for_timestamp(
+        _timestamp(last_day), end_closed=False
+    )
+    return first_key, last_key
+
+
+def _timestamp(day: str) -> float:
+    return datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC).timestamp()
+
+
+def materialize_windows(
+    instance: dg.DagsterInstance,
+    harvester_id: str,
+    first_window: str,
+    last_window: str,
+    *,
+    pipeline: PipelineResource | None = None,
+    options: Mapping[str, object] | None = None,
+    raise_on_error: bool = True,
+) -> dg.ExecuteInProcessResult:
+    if harvester_id not in instance.get_dynamic_partitions(HARVESTER):
+        instance.add_dynamic_partitions(HARVESTER, [harvester_id])
+    return dg.materialize(
+        harvest_assets,
+        instance=instance,
+        resources={
+            "pipeline": pipeline or PipelineResource(),
+            "harvest_options": HarvestOptions(**dict(options or {})),
+        },
+        tags=range_tags(harvester_id, first_window, last_window),
+        raise_on_error=raise_on_error,
+    )
