@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One entry point for a fresh clone: sets everything up (venv from the lock file), then
+#   ./run.sh demo    a real harvest of the shipped endpoint into the embedded target
+#   ./run.sh test    the test suite
+#   ./run.sh dev     the Dagster UI and daemon (dagster dev) on this project
+#   ./run.sh bench   the benchmark (records/s and peak RSS, see README)
+#   ./run.sh cli …   any oai-pipeline command
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
+
+setup() {
+  if [ ! -x .venv/bin/oai-pipeline ] || [ requirements.lock -nt .venv/.installed ] \
+     || [ pyproject.toml -nt .venv/.installed ]; then
+    echo "setting up .venv from requirements.lock …" >&2
+    "$PYTHON" -m venv .venv
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -r requirements.lock
+    .venv/bin/python -m pip install -q --no-deps -e .
+    touch .venv/.installed
+  fi
+  export DAGSTER_HOME=${DAGSTER_HOME:-$PWD/.dagster_home}
+  mkdir -p "$DAGSTER_HOME"
+  if [ -n "${DAGSTER_PG_HOST:-}" ]; then
+    cp dagster-postgres.yaml "$DAGSTER_HOME/dagster.yaml"
+  elif [ ! -f "$DAGSTER_HOME/dagster.yaml" ]; then
+    cp dagster.yaml "$DAGSTER_HOME/dagster.yaml"
+  fi
+}
+
+command=${1:-help}
+shift || true
+case "$command" in
+  demo) setup; exec .venv/bin/oai-pipeline demo "$@" ;;
+  test) setup; exec .venv/bin/python -m pytest -q "$@" ;;
+  dev) setup; exec .venv/bin/dagster dev -w workspace.yaml "$@" ;;
+  bench) setup; exec .venv/bin/python -m oai_pipeline_tests.benchmark "$@" ;;
+  cli) setup; exec .venv/bin/oai-pipeline "$@" ;;
+  *) sed -n '2,8p' "$0"; exit 2 ;;
+esac
