@@ -9,6 +9,7 @@ import dagster as dg
 from oai_pipeline.defs.assets import harvest_assets
 from oai_pipeline.defs.jobs import harvest_job
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+from oai_pipeline.defs.checks import harvest_checks
 from oai_pipeline.defs.sensors import harvester_registry_sensor
 from oai_pipeline.harvesters.fixtures import load_fixture_file
 from oai_pipeline.harvesters.registry import HarvesterRegistry
@@ -32,6 +33,7 @@ def build_definitions() -> dg.Definitions:
     load_data_folder_fixture()
     return dg.Definitions(
         assets=harvest_assets,
+        asset_checks=harvest_checks,
         jobs=[harvest_job],
         sensors=[harvester_registry_sensor],
         resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},

@@ -1,4 +1,4 @@
-"""Parquet files of the four assets, one folder per (asset, harvester, window), under a storage root.
+"""Parquet files of the four assets: one folder per (asset, harvester, window) under a root.
 
 A partition is a folder of part files so that every stage reads and writes in bounded chunks:
 memory stays flat however large the source is. The root is a local folder or any fsspec URL
@@ -77,4 +77,3 @@ class PartitionStore:
         if not frames:
             return None
         return pl.concat(frames, how="vertical_relaxed")
-

@@ -15,7 +15,11 @@ from oai_pipeline.settings import Settings, load_settings
 def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test touches the project's own data folder or Dagster home."""
     monkeypatch.setenv("OAI_PIPELINE_HOME", str(tmp_path / "oai_home"))
-    for name in ("OAI_PIPELINE_STATE_DB_URL", "OAI_PIPELINE_TARGET_DB_URL", "OAI_PIPELINE_STORAGE_URL"):
+    for name in (
+        "OAI_PIPELINE_STATE_DB_URL",
+        "OAI_PIPELINE_TARGET_DB_URL",
+        "OAI_PIPELINE_STORAGE_URL",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
 

@@ -44,9 +44,7 @@ def plan(services: Services, scope: HarvestScope, options: RunOptions) -> Counte
 
     def plan_part(_key: str, _name: str, transformed: pl.DataFrame) -> pl.DataFrame:
         sources = source_records(transformed)
-        memories = services.state.get_memories(
-            scope.harvester_id, [s.identifier for s in sources]
-        )
+        memories = services.state.get_memories(scope.harvester_id, [s.identifier for s in sources])
         rows = []
         for index, writer in enumerate(writers):
             update_all = options.update_all or writer.options.update_all

@@ -6,8 +6,8 @@ import bisect
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from oai_pipeline.oai.windows import format_datestamp, oai_bounds, parse_datestamp
 from oai_pipeline.oai.types import Granularity
+from oai_pipeline.oai.windows import format_datestamp, oai_bounds, parse_datestamp
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,13 @@ class HarvestScope:
         if self.end is None:
             return (format_datestamp(self.start, granularity) if self.start else None), None
         start = self.start or self.end - timedelta(days=1)
-        return oai_bounds(start, self.end, granularity) if self.start else (
-            None,
-            oai_bounds(start, self.end, granularity)[1],
+        return (
+            oai_bounds(start, self.end, granularity)
+            if self.start
+            else (
+                None,
+                oai_bounds(start, self.end, granularity)[1],
+            )
         )
 
     def window_key_for(self, datestamp: str) -> str:

@@ -48,6 +48,10 @@ RUN_STATUS = {
 }
 
 
+# A resumed run's records that an earlier attempt already wrote: not written again.
+ALREADY_WRITTEN = "already_written"
+
+
 @dataclass
 class WriteSummary:
     run_id: int
@@ -81,9 +85,8 @@ def write(
 
     def write_part(key: str, name: str, decisions: pl.DataFrame) -> pl.DataFrame:
         nonlocal written, next_progress
-        transformed = services.storage.read_part(
-            TRANSFORMED_RECORDS, scope.harvester_id, key, name
-        )
+        transformed = services.storage.read_part(TRANSFORMED_RECORDS, scope.harvester_id, key, name)
+        done_earlier = decisions.filter(~pl.col("identifier").is_in(claimed))
         decisions = decisions.filter(pl.col("identifier").is_in(claimed))
         by_id = {
             row["identifier"]: row
@@ -155,6 +158,19 @@ def write(
                     }
                 )
             state.set_record_status(run_id, statuses, errors)
+        for row in done_earlier.iter_rows(named=True):
+            summary.actions[ALREADY_WRITTEN] += 1
+            rows.append(
+                {
+                    "identifier": row["identifier"],
+                    "writer": row["writer"],
+                    "planned_action": row["action"],
+                    "action": ALREADY_WRITTEN,
+                    "local_id": row["local_id"],
+                    "revision": None,
+                    **error_columns(None),
+                }
+            )
         written += len(by_id)
         if written >= next_progress:
             progress(f"harvest run {run_id}: {written} records written")

@@ -1,0 +1,82 @@
+"""Partitioned asset checks: the stages add up, and no record carries an error."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from oai_pipeline.defs.assets import written_records
+from oai_pipeline.defs.partitions import harvest_partitions, scopes_for_keys
+from oai_pipeline.defs.resources import PipelineResource
+from oai_pipeline.pipeline.reconciliation import StageCounts, count_stages
+
+
+def _counts(context: dg.AssetCheckExecutionContext, pipeline: PipelineResource) -> StageCounts:
+    total = StageCounts()
+    with pipeline.services() as services:
+        for scope in scopes_for_keys(list(context.partition_keys)):
+            counts = count_stages(services.storage, scope)
+            for name in (
+                "raw",
+                "raw_parse_errors",
+                "transformed",
+                "transform_errors",
+                "decisions",
+                "written",
+                "write_errors",
+            ):
+                setattr(total, name, getattr(total, name) + getattr(counts, name))
+            total.writers = max(total.writers, counts.writers)
+            total.error_types.update(counts.error_types)
+    return total
+
+
+def _metadata(counts: StageCounts) -> dict[str, int]:
+    return {
+        "raw": counts.raw,
+        "parse_errors": int(counts.raw_parse_errors),
+        "transformed": counts.transformed,
+        "transform_errors": counts.transform_errors,
+        "decisions": counts.decisions,
+        "written_failed_skipped": counts.written,
+        "write_errors": counts.write_errors,
+    }
+
+
+@dg.asset_check(
+    asset=written_records,
+    partitions_def=harvest_partitions,
+    description="raw = transformed (+ parse errors); decisions = transformed; "
+    "written + failed + skipped = decisions",
+)
+def reconciles(
+    context: dg.AssetCheckExecutionContext, pipeline: PipelineResource
+) -> dg.AssetCheckResult:
+    counts = _counts(context, pipeline)
+    problems = counts.problems
+    return dg.AssetCheckResult(
+        passed=not problems,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description="; ".join(problems) or "every stage accounts for every record",
+        metadata=_metadata(counts),
+    )
+
+
+@dg.asset_check(
+    asset=written_records,
+    partitions_def=harvest_partitions,
+    description="no record of the partition carries a transform or write error",
+)
+def no_record_errors(
+    context: dg.AssetCheckExecutionContext, pipeline: PipelineResource
+) -> dg.AssetCheckResult:
+    counts = _counts(context, pipeline)
+    errors = sum(counts.error_types.values())
+    return dg.AssetCheckResult(
+        passed=errors == 0,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=f"{errors} record errors" if errors else "no record errors",
+        metadata={f"errors_{k}": v for k, v in sorted(counts.error_types.items())},
+    )
+
+
+harvest_checks = [reconciles, no_record_errors]
