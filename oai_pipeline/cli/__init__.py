@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from oai_pipeline.errors import PipelineError
 
 # Each module defines one click command or group named like the module's last part.
-_COMMAND_MODULES = ("demo", "harvest", "harvesters", "records", "status", "target", "sample_endpoint")
+_COMMAND_MODULES = ("demo", "harvest", "reconcile", "harvesters", "records", "status", "target", "sample_endpoint")
 
 
 def format_validation_error(error: ValidationError) -> str:

@@ -1,0 +1,26 @@
+"""`oai-pipeline reconcile ID`: find records the source dropped without a deletion mark."""
+
+from __future__ import annotations
+
+import click
+
+from oai_pipeline.cli.output import emit
+from oai_pipeline.pipeline.reconcile import reconcile as reconcile_source
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.settings import load_settings
+
+
+@click.command(name="reconcile")
+@click.argument("harvester_id")
+@click.option("--json", "as_json", is_flag=True)
+def reconcile(harvester_id: str, as_json: bool) -> None:
+    """List every identifier the source still has; delete harvested records that vanished."""
+    with Services(load_settings()) as services:
+        report = reconcile_source(services, harvester_id).to_dict()
+    text = (
+        f"harvester {harvester_id} (deletedRecord={report['deleted_record']}): "
+        f"{report['source_identifiers']} identifiers at the source, "
+        f"{report['harvested_live']} harvested live, {len(report['vanished'])} vanished"
+        + "".join(f"\n  {action}: {n}" for action, n in sorted(report["actions"].items()))
+    )
+    emit(report, as_json=as_json, text=text)

@@ -1,0 +1,101 @@
+"""Reconcile a source that keeps no deletions (Identify's deletedRecord `no` or `transient`).
+
+A full ListIdentifiers sweep lists what the source still has; harvested records that
+vanished are treated as deleted at the source — only when the sweep completed without
+errors. A sweep that failed part-way deletes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+
+from oai_pipeline.harvesters.plugins import build_reader, build_writers
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.sync.reconcile import vanished_identifiers
+from oai_pipeline.sync.rules import Action, SourceRecord, decide
+from oai_pipeline.targets.base import PlannedWrite, SourceKey
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ReconcileReport:
+    harvester_id: str
+    deleted_record: str
+    source_identifiers: int
+    harvested_live: int
+    vanished: list[str]
+    actions: Counter[str] = field(default_factory=Counter)
+    errors: int = 0
+
+    def to_dict(self) -> dict:
+        return {
+            "harvester_id": self.harvester_id,
+            "deleted_record": self.deleted_record,
+            "source_identifiers": self.source_identifiers,
+            "harvested_live": self.harvested_live,
+            "vanished": self.vanished,
+            "actions": dict(self.actions),
+            "errors": self.errors,
+        }
+
+
+def reconcile(services: Services, harvester_id: str) -> ReconcileReport:
+    harvester = services.harvester(harvester_id)
+    state = services.state
+    reader = build_reader(harvester)
+    try:
+        identify = reader.identify()
+        state.save_identify(harvester_id, identify)
+        source_ids: set[str] = set()
+        # Any failure propagates: an incomplete sweep must delete nothing.
+        for page in reader.list_identifiers():
+            source_ids.update(r.identifier for r in page.records if not r.deleted)
+    finally:
+        reader.close()
+    live = state.live_identifiers(harvester_id)
+    vanished = vanished_identifiers(live, source_ids, sweep_complete=True)
+    report = ReconcileReport(
+        harvester_id, identify.deleted_record, len(source_ids), len(live), sorted(vanished)
+    )
+    if not vanished:
+        return report
+    records = {r: state.get_record(r, harvester_id) for r in vanished}
+    state.mark_gone(harvester_id, vanished)
+    memories = state.get_memories(harvester_id, sorted(vanished))
+    for writer in build_writers(harvester, services.settings):
+        try:
+            keys = [SourceKey(identifier) for identifier in sorted(vanished)]
+            local = writer.lookup(harvester_id, keys)
+            writes = []
+            for key in keys:
+                datestamp = (records.get(key.identifier) or {}).get("datestamp") or ""
+                source = SourceRecord(key.identifier, datestamp, deleted=True)
+                decision = decide(source, memories.get(key.identifier), local[key.identifier])
+                report.actions[decision.action.value] += 1
+                if (
+                    decision.action in (Action.SKIP, Action.NOTHING)
+                    and not local[key.identifier].has_edit_draft
+                ):
+                    continue
+                writes.append(
+                    PlannedWrite(
+                        key.identifier,
+                        decision.action,
+                        "vanished from the source (reconcile)",
+                        datestamp,
+                        local_id=local[key.identifier].local_id,
+                    )
+                )
+            outcomes = writer.apply(harvester_id, writes) if writes else []
+            state.save_write_outcomes(
+                harvester_id, outcomes, {w.identifier: w.datestamp for w in writes}
+            )
+            report.errors += sum(1 for o in outcomes if o.error is not None)
+        finally:
+            writer.close()
+    if report.errors:
+        logger.warning("reconcile of %s: %d write errors", harvester_id, report.errors)
+    return report
