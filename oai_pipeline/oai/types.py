@@ -55,3 +55,11 @@ class SweepCheckpoint:
     pages_read: int = 0
     cursor: int | None = None
     response_date: str | None = None
+
+
+@dataclass(frozen=True)
+class OAISet:
+    """One set of a ListSets response."""
+
+    spec: str
+    name: str

@@ -1,0 +1,123 @@
+"""Make a page from a real feed well-formed where that is safe: before the one strict parse.
+
+Real feeds carry characters XML 1.0 forbids (literal control characters, and numeric
+references such as ``&#1;``, ``&#xFFFE;`` or lone surrogates ``&#xD800;``), and declare
+encodings they do not use (UTF-8 declared, Latin-1 sent, or the other way round). Both are
+repaired here; everything else is left to the strict parser to refuse.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+
+# XML 1.0 Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
+_ILLEGAL_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_CHAR_REFERENCE = re.compile(r"&#(?:[xX]([0-9a-fA-F]+)|([0-9]+));")
+_DECLARATION = re.compile(
+    rb"""^(\s*<\?xml\s[^>]*?encoding\s*=\s*)(["'])([A-Za-z0-9._:-]+)\2""", re.ASCII
+)
+_LATIN_NAMES = {"iso-8859-1", "iso8859-1", "latin-1", "latin1", "l1", "cp1252", "windows-1252"}
+_UTF8_NAMES = {"utf-8", "utf8"}
+
+
+def _is_legal(code_point: int) -> bool:
+    return (
+        code_point in (0x9, 0xA, 0xD)
+        or 0x20 <= code_point <= 0xD7FF
+        or 0xE000 <= code_point <= 0xFFFD
+        or 0x10000 <= code_point <= 0x10FFFF
+    )
+
+
+def _drop_illegal_reference(match: re.Match[str]) -> str:
+    hex_digits, decimal = match.groups()
+    code_point = int(hex_digits, 16) if hex_digits else int(decimal)
+    return match.group(0) if _is_legal(code_point) else ""
+
+
+def _single_byte_fallback(error: UnicodeError) -> tuple[str, int]:
+    """Decode error handler: bytes that are not UTF-8 are taken as Windows-1252 (Latin-1).
+
+    Works byte by byte, so one Latin-1 record in an otherwise UTF-8 page does not garble the
+    others. UTF-8 encoded surrogates (ED A0..BF xx) are illegal characters and are dropped.
+    """
+    assert isinstance(error, UnicodeDecodeError)
+    data, start = error.object, error.start
+    if (
+        data[start] == 0xED
+        and start + 2 < len(data)
+        and 0xA0 <= data[start + 1] <= 0xBF
+        and 0x80 <= data[start + 2] <= 0xBF
+    ):
+        return "", start + 3
+    byte = bytes(data[start : start + 1])
+    try:
+        return byte.decode("cp1252"), start + 1
+    except UnicodeDecodeError:
+        return byte.decode("latin-1"), start + 1
+
+
+codecs.register_error("oai_pipeline_latin1_fallback", _single_byte_fallback)
+
+
+def _declared_encoding(data: bytes) -> tuple[str | None, re.Match[bytes] | None]:
+    match = _DECLARATION.match(data[:512])
+    if match is None:
+        return None, None
+    return match.group(3).decode("ascii").lower(), match
+
+
+def _decode(data: bytes) -> tuple[str, bool]:
+    """The page as text, and whether the bytes must be re-encoded (declaration rewritten)."""
+    if data.startswith(codecs.BOM_UTF8):
+        return data[3:].decode("utf-8", "oai_pipeline_latin1_fallback"), True
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16", "replace"), True
+    declared, _ = _declared_encoding(data)
+    if declared is None or declared in _UTF8_NAMES:
+        try:
+            return data.decode("utf-8"), False
+        except UnicodeDecodeError:
+            return data.decode("utf-8", "oai_pipeline_latin1_fallback"), True
+    if declared in _LATIN_NAMES:
+        if data.isascii():
+            return data.decode("ascii"), False
+        # Non-ASCII bytes that decode as UTF-8 are UTF-8: Latin-1 text almost never does.
+        try:
+            return data.decode("utf-8"), True
+        except UnicodeDecodeError:
+            return _latin(data), True
+    try:
+        return data.decode(declared), True
+    except (LookupError, UnicodeDecodeError):
+        return data.decode("utf-8", "oai_pipeline_latin1_fallback"), True
+
+
+def _latin(data: bytes) -> str:
+    try:
+        return data.decode("cp1252")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def clean_page(data: bytes) -> bytes:
+    """UTF-8 bytes of the page without illegal characters; the input itself when already clean.
+
+    The fast path (valid UTF-8, nothing illegal) costs one decode and two regex scans.
+    """
+    text, reencode = _decode(data)
+    if _ILLEGAL_CHARS.search(text):
+        text = _ILLEGAL_CHARS.sub("", text)
+        reencode = True
+    if "&#" in text:
+        cleaned = _CHAR_REFERENCE.sub(_drop_illegal_reference, text)
+        if cleaned != text:
+            text, reencode = cleaned, True
+    if not reencode:
+        return data
+    out = text.encode("utf-8")
+    declared, match = _declared_encoding(out)
+    if match is not None and declared not in _UTF8_NAMES:
+        out = out[: match.start(3)] + b"UTF-8" + out[match.end(3) :]
+    return out

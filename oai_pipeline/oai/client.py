@@ -1,0 +1,414 @@
+"""The OAI-PMH client: one polite, persistent HTTP connection per source, pages parsed once.
+
+sickle supplies the protocol pieces (its Header and ResumptionToken models, its OAI error
+classes keyed by error code); the HTTP is one ``httpx.Client`` so that connections are
+reused, timeouts are generous, gzip is used, redirects are followed and every failure mode
+of a real endpoint is under our control (sickle 0.7 would raise on HTTP 422 before reading
+the OAI ``<error>`` Zenodo sends with it).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator
+from typing import Literal
+
+import httpx
+from sickle import oaiexceptions
+
+from oai_pipeline import __version__
+from oai_pipeline.errors import ConfigurationError, RecordError
+from oai_pipeline.oai.errors import BadResumptionToken, HarvestProtocolError, OAIError
+from oai_pipeline.oai.flow import (
+    RateLimiter,
+    backoff_delay,
+    clamp,
+    jittered,
+    parse_retry_after,
+)
+from oai_pipeline.oai.pages import (
+    ParsedResponse,
+    UnusablePage,
+    Verb,
+    parse_response,
+    read_identify,
+    read_sets,
+)
+from oai_pipeline.oai.types import (
+    HarvestedRecord,
+    IdentifyInfo,
+    OAISet,
+    Page,
+    SweepCheckpoint,
+)
+from oai_pipeline.xml_safety import MAX_DOCUMENT_BYTES
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_USER_AGENT = (
+    f"oai-pipeline/{__version__} (OAI-PMH harvester; +https://pypi.org/project/oai-pipeline/)"
+)
+# Statuses that say "not now" rather than "never"; all other 5xx are retried too.
+_RETRY_STATUSES = frozenset({408, 425, 429})
+# A Retry-After is honoured on these; it is only a hint on any other response.
+_RETRY_AFTER_STATUSES = frozenset({429, 503})
+# Retry-After waits are bounded by the time budget; this many per max_retries is the cap on
+# their number, so a source answering "Retry-After: 0" forever cannot loop us.
+_POLITE_RETRIES_PER_RETRY = 5
+
+ListVerb = Literal["ListRecords", "ListIdentifiers"]
+
+
+def _noop_save(checkpoint: SweepCheckpoint) -> None:
+    """Default for sweeps whose progress need not survive the process."""
+
+
+class OAIClient:
+    """Talks to one OAI-PMH base URL. Not a generic HTTP client: one request at a time."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        rate_limit_per_minute: int | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 6,
+        backoff_base: float = 1.0,
+        max_retry_wait: float = 300.0,
+        retry_budget_seconds: float = 1800.0,
+        user_agent: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ConfigurationError(f"OAI-PMH base URL must be http(s): {base_url!r}")
+        if timeout <= 0 or max_retries < 0 or backoff_base < 0 or max_retry_wait < 0:
+            raise ConfigurationError(
+                "timeout must be positive; max_retries, backoff_base and max_retry_wait "
+                "must not be negative"
+            )
+        if rate_limit_per_minute is not None and rate_limit_per_minute <= 0:
+            raise ConfigurationError(
+                f"rate_limit_per_minute must be positive, got {rate_limit_per_minute}"
+            )
+        self.base_url = base_url
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.max_retry_wait = max_retry_wait
+        self.retry_budget_seconds = retry_budget_seconds
+        self._sleep = sleep
+        self._rng = random.Random()
+        self._limiter = RateLimiter(rate_limit_per_minute, max_wait=max_retry_wait, sleep=sleep)
+        self._http = httpx.Client(
+            transport=transport,
+            timeout=httpx.Timeout(timeout),
+            follow_redirects=True,
+            headers={
+                "User-Agent": user_agent or DEFAULT_USER_AGENT,
+                "Accept-Encoding": "gzip, deflate",
+                "Accept": "text/xml, application/xml;q=0.9, */*;q=0.5",
+            },
+        )
+
+    # ---- configuration -----------------------------------------------------------------
+
+    @property
+    def rate_limit_per_minute(self) -> int | None:
+        return self._limiter.per_minute
+
+    @rate_limit_per_minute.setter
+    def rate_limit_per_minute(self, per_minute: int | None) -> None:
+        if per_minute is not None and per_minute <= 0:
+            raise ConfigurationError(f"rate_limit_per_minute must be positive, got {per_minute}")
+        self._limiter.per_minute = per_minute
+
+    # ---- verbs ---------------------------------------------------------------------------
+
+    def identify(self) -> IdentifyInfo:
+        parsed = self._request("Identify", {"verb": "Identify"})
+        self._raise_errors(parsed, "Identify")
+        return read_identify(parsed, self.base_url)
+
+    def list_page(
+        self,
+        verb: ListVerb,
+        *,
+        metadata_prefix: str,
+        from_: str | None = None,
+        until: str | None = None,
+        set_spec: str | None = None,
+        resumption_token: str | None = None,
+    ) -> Page:
+        """One page of a list: the first (from the arguments) or the one a token names.
+
+        Retries happen inside; ``noRecordsMatch`` is an empty last page; any other OAI error
+        raises (BadResumptionToken for an expired or unknown token).
+        """
+        if verb not in ("ListRecords", "ListIdentifiers"):
+            raise ConfigurationError(f"list_page lists ListRecords or ListIdentifiers, not {verb}")
+        params: dict[str, str] = {"verb": verb}
+        if resumption_token:
+            params["resumptionToken"] = resumption_token  # an exclusive argument
+        else:
+            params["metadataPrefix"] = metadata_prefix
+            for name, value in (("from", from_), ("until", until), ("set", set_spec)):
+                if value:
+                    params[name] = value
+        parsed = self._request(verb, params)
+        if parsed.errors and all(code == "noRecordsMatch" for code, _ in parsed.errors):
+            return Page(records=[], resumption_token=None, response_date=parsed.response_date)
+        self._raise_errors(parsed, verb)
+        return Page(
+            records=parsed.records,
+            resumption_token=parsed.next_token,
+            response_date=parsed.response_date,
+            cursor=parsed.cursor,
+            complete_list_size=parsed.complete_list_size,
+        )
+
+    def sweep(
+        self,
+        verb: ListVerb,
+        *,
+        metadata_prefix: str,
+        from_: str | None = None,
+        until: str | None = None,
+        set_spec: str | None = None,
+        checkpoint: SweepCheckpoint | None = None,
+        save_checkpoint: Callable[[SweepCheckpoint], None] = _noop_save,
+        max_empty_pages: int = 50,
+        max_restarts: int = 3,
+    ) -> Iterator[Page]:
+        """Every page of one list request, following resumption tokens.
+
+        Before each page is fetched, ``save_checkpoint`` gets the token that names it (None:
+        the first page), so a crashed run resumes from ``checkpoint`` where it stopped. After
+        ``badResumptionToken`` the window is redone from its start (records are not in
+        datestamp order, so nothing finer is safe; the caller skips what it already staged),
+        at most ``max_restarts`` times. A repeated token, or more than ``max_empty_pages``
+        empty pages in a row that still carry a token, raise HarvestProtocolError.
+        """
+        window = (from_, until, set_spec, metadata_prefix)
+        token: str | None = None
+        pages_read, cursor, response_date = 0, None, None
+        if checkpoint is not None:
+            saved = (
+                checkpoint.from_,
+                checkpoint.until,
+                checkpoint.set_spec,
+                checkpoint.metadata_prefix,
+            )
+            if saved != window:
+                raise ConfigurationError(
+                    f"checkpoint is for window {saved}, not for the requested {window}"
+                )
+            token = checkpoint.resumption_token
+            pages_read = checkpoint.pages_read
+            cursor, response_date = checkpoint.cursor, checkpoint.response_date
+        seen_tokens: set[str] = {token} if token else set()
+        restarts, empty_in_a_row = 0, 0
+        while True:
+            save_checkpoint(
+                SweepCheckpoint(
+                    from_=from_,
+                    until=until,
+                    set_spec=set_spec,
+                    metadata_prefix=metadata_prefix,
+                    resumption_token=token,
+                    pages_read=pages_read,
+                    cursor=cursor,
+                    response_date=response_date,
+                )
+            )
+            try:
+                page = self.list_page(
+                    verb,
+                    metadata_prefix=metadata_prefix,
+                    from_=from_,
+                    until=until,
+                    set_spec=set_spec,
+                    resumption_token=token,
+                )
+            except BadResumptionToken as exc:
+                if token is None:
+                    raise
+                restarts += 1
+                if restarts > max_restarts:
+                    raise HarvestProtocolError(
+                        f"{self.base_url} ({verb}): resumption token refused {restarts} times, "
+                        f"window redone {max_restarts} times already: {exc}"
+                    ) from exc
+                logger.warning(
+                    "%s: resumption token refused (%s); redoing the window from its start",
+                    self.base_url,
+                    exc.message,
+                )
+                token, cursor = None, None
+                seen_tokens.clear()
+                empty_in_a_row = 0
+                continue
+            pages_read += 1
+            cursor, response_date = page.cursor, page.response_date
+            yield page
+            next_token = page.resumption_token
+            if next_token is None:
+                return
+            if next_token in seen_tokens:
+                raise HarvestProtocolError(
+                    f"{self.base_url} ({verb}): the source repeated resumption token "
+                    f"{_shorten(next_token)!r} after {pages_read} pages; stopping, not looping"
+                )
+            seen_tokens.add(next_token)
+            empty_in_a_row = 0 if page.records else empty_in_a_row + 1
+            if empty_in_a_row > max_empty_pages:
+                raise HarvestProtocolError(
+                    f"{self.base_url} ({verb}): {empty_in_a_row} empty pages in a row that "
+                    "still carry a resumption token; stopping instead of looping"
+                )
+            token = next_token
+
+    def get_record(self, identifier: str, metadata_prefix: str) -> HarvestedRecord:
+        """One record by identifier; ``idDoesNotExist`` is that record's error, not a failure."""
+        parsed = self._request(
+            "GetRecord",
+            {"verb": "GetRecord", "identifier": identifier, "metadataPrefix": metadata_prefix},
+        )
+        missing = [message for code, message in parsed.errors if code == "idDoesNotExist"]
+        if missing:
+            return HarvestedRecord(
+                identifier=identifier,
+                datestamp="",
+                deleted=False,
+                error=RecordError(
+                    type="idDoesNotExist",
+                    message=missing[0] or "the source does not know this identifier",
+                    location=identifier,
+                ),
+            )
+        self._raise_errors(parsed, "GetRecord")
+        if not parsed.records:
+            return HarvestedRecord(
+                identifier=identifier,
+                datestamp="",
+                deleted=False,
+                error=RecordError(type="EmptyResponse", message="GetRecord returned no record"),
+            )
+        return parsed.records[0]
+
+    def list_sets(self) -> Iterator[OAISet]:
+        """Every set of the source; a source without sets has none (noSetHierarchy)."""
+        params: dict[str, str] = {"verb": "ListSets"}
+        seen: set[str] = set()
+        while True:
+            parsed = self._request("ListSets", params)
+            if parsed.errors and all(
+                code in ("noSetHierarchy", "noRecordsMatch") for code, _ in parsed.errors
+            ):
+                return
+            self._raise_errors(parsed, "ListSets")
+            yield from read_sets(parsed)
+            token = parsed.next_token
+            if token is None:
+                return
+            if token in seen:
+                raise HarvestProtocolError(f"{self.base_url} (ListSets): repeated token")
+            seen.add(token)
+            params = {"verb": "ListSets", "resumptionToken": token}
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> OAIClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ---- one logical request -----------------------------------------------------------
+
+    def _raise_errors(self, parsed: ParsedResponse, verb: Verb) -> None:
+        if not parsed.errors:
+            return
+        code, message = parsed.errors[0]
+        kind = (
+            BadResumptionToken
+            if any(c == "badResumptionToken" for c, _ in parsed.errors)
+            else OAIError
+        )
+        sickle_class = getattr(oaiexceptions, code[:1].upper() + code[1:], oaiexceptions.OAIError)
+        raise kind(
+            code, message, errors=parsed.errors, context=f"{self.base_url} ({verb})"
+        ) from sickle_class(message)
+
+    def _send(self, params: dict[str, str]) -> tuple[int, httpx.Headers, bytes]:
+        with self._limiter:
+            with self._http.stream("GET", self.base_url, params=params) as response:
+                chunks, size = [], 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > MAX_DOCUMENT_BYTES:
+                        raise HarvestProtocolError(
+                            f"{self.base_url}: response larger than {MAX_DOCUMENT_BYTES} bytes"
+                        )
+                    chunks.append(chunk)
+            self._limiter.observe(response.headers)
+        return response.status_code, response.headers, b"".join(chunks)
+
+    def _request(self, verb: Verb, params: dict[str, str]) -> ParsedResponse:
+        """Send until a usable OAI-PMH response arrives, or give up with HarvestProtocolError.
+
+        Retried: transport failures, 408/425/429/5xx, and bodies that are not a whole
+        OAI-PMH document (truncated, not XML, HTML with status 200). A Retry-After on
+        429/503 is honoured (clamped, jittered); anything else backs off exponentially.
+        """
+        backoff_retries = polite_retries = 0
+        waited = 0.0
+        while True:
+            retry_after: float | None = None
+            try:
+                status, headers, body = self._send(params)
+            except httpx.TooManyRedirects as exc:
+                raise HarvestProtocolError(f"{self.base_url} ({verb}): {exc}") from exc
+            except (httpx.TransportError, httpx.DecodingError) as exc:
+                problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            else:
+                if status in _RETRY_STATUSES or status >= 500:
+                    problem = f"HTTP {status}"
+                    if status in _RETRY_AFTER_STATUSES:
+                        retry_after = parse_retry_after(headers.get("retry-after"))
+                else:
+                    try:
+                        return parse_response(body, verb)
+                    except UnusablePage as exc:
+                        if status >= 300:
+                            raise HarvestProtocolError(
+                                f"{self.base_url} ({verb}): HTTP {status} and {exc}"
+                            ) from exc
+                        problem = str(exc)
+            if retry_after is not None:
+                polite_retries += 1
+                exhausted = polite_retries > self.max_retries * _POLITE_RETRIES_PER_RETRY
+                wait = jittered(clamp(retry_after, self.max_retry_wait), self._rng)
+            else:
+                backoff_retries += 1
+                exhausted = backoff_retries > self.max_retries
+                wait = backoff_delay(
+                    backoff_retries, self.backoff_base, self.max_retry_wait, self._rng
+                )
+            attempts = backoff_retries + polite_retries
+            if exhausted or waited + wait > self.retry_budget_seconds:
+                raise HarvestProtocolError(
+                    f"{self.base_url} ({verb}): gave up after {attempts} attempts and "
+                    f"{waited:.0f} s of waiting; last problem: {problem}"
+                )
+            logger.warning(
+                "%s (%s): %s; retry %d in %.1f s", self.base_url, verb, problem, attempts, wait
+            )
+            self._sleep(wait)
+            waited += wait
+
+
+def _shorten(token: str, keep: int = 40) -> str:
+    return token if len(token) <= keep else token[:keep] + "..."

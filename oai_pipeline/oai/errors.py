@@ -1,0 +1,40 @@
+"""Errors of the OAI-PMH client: what the source said (OAIError) and what it did (protocol)."""
+
+from __future__ import annotations
+
+from oai_pipeline.errors import ConfigurationError, PipelineError
+
+
+class OAIError(PipelineError):
+    """An OAI-PMH ``<error>`` the run cannot get past (badArgument, cannotDisseminateFormat, ...).
+
+    A response may carry several ``<error>`` elements: all are in ``errors`` as (code, message);
+    ``code`` and ``message`` are the first one's. Retrying cannot help, so the client never does.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str = "",
+        *,
+        errors: list[tuple[str, str]] | None = None,
+        context: str | None = None,
+    ) -> None:
+        self.code = code
+        self.message = message
+        self.errors = list(errors) if errors else [(code, message)]
+        detail = "; ".join(f"{c}: {m}" if m else c for c, m in self.errors)
+        super().__init__(f"OAI-PMH error from {context}: {detail}" if context else detail)
+
+
+class BadResumptionToken(OAIError):
+    """The source no longer accepts the token (expired, server restarted): redo the window."""
+
+
+class HarvestProtocolError(PipelineError):
+    """The source misbehaves beyond repair: a repeated token, endless empty pages,
+    retries exhausted, or a page that stays unparseable after retries."""
+
+
+class InvalidDatestamp(ConfigurationError, ValueError):
+    """Text that is neither an OAI day (YYYY-MM-DD) nor seconds (YYYY-MM-DDThh:mm:ssZ) datestamp."""

@@ -1,0 +1,127 @@
+"""Flow control towards one source: request spacing, rate-limit headers, retry waits.
+
+Everything that waits goes through an injected ``sleep`` (and reads an injected clock),
+so tests run without real waiting.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from email.utils import parsedate_to_datetime
+
+# x-ratelimit-reset above this is an epoch timestamp, below it a number of seconds.
+_EPOCH_THRESHOLD = 1_000_000_000
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date); None if absent
+    or unreadable. A date in the past gives a negative number: the caller clamps."""
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if moment.tzinfo is None:
+        return None
+    return moment.timestamp() - (time.time() if now is None else now)
+
+
+def clamp(seconds: float, upper: float) -> float:
+    return max(0.0, min(seconds, upper))
+
+
+def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random) -> float:
+    """Exponential backoff with jitter for the ``attempt``-th retry (1-based):
+    uniformly between half and all of min(cap, base * 2**(attempt-1))."""
+    ceiling = min(cap, base * 2 ** max(0, attempt - 1))
+    return rng.uniform(ceiling / 2, ceiling)
+
+
+def jittered(seconds: float, rng: random.Random) -> float:
+    """A server-given wait plus up to 10 % (at least up to 0.5 s) so clients do not stampede."""
+    return seconds + rng.uniform(0, max(0.5, seconds * 0.1))
+
+
+class RateLimiter:
+    """One request at a time, at most ``per_minute`` request starts per minute, and slower
+    still when the source's rate-limit headers say its quota is nearly spent."""
+
+    def __init__(
+        self,
+        per_minute: int | None,
+        *,
+        max_wait: float,
+        sleep: Callable[[float], None],
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.per_minute = per_minute
+        self.max_wait = max_wait
+        self._sleep = sleep
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._next_allowed: float | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def per_minute(self) -> int | None:
+        return self._per_minute
+
+    @per_minute.setter
+    def per_minute(self, value: int | None) -> None:
+        if value is not None and value <= 0:
+            raise ValueError(f"rate limit must be a positive number per minute, got {value}")
+        self._per_minute = value
+
+    def __enter__(self) -> RateLimiter:
+        """Hold the source for one request: wait for its turn, then mark its start."""
+        self._lock.acquire()
+        try:
+            now = self._clock()
+            if self._next_allowed is not None and self._next_allowed > now:
+                self._sleep(self._next_allowed - now)
+                now = self._clock()
+            spacing = 60.0 / self._per_minute if self._per_minute else 0.0
+            self._next_allowed = now + spacing
+        except BaseException:
+            self._lock.release()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.release()
+
+    def observe(self, headers: Mapping[str, str]) -> None:
+        """Slow down when ``x-ratelimit-remaining`` is low: spread what is left of the quota
+        evenly until ``x-ratelimit-reset``; wait for the reset when nothing is left."""
+        remaining = _number(headers.get("x-ratelimit-remaining"))
+        reset = _number(headers.get("x-ratelimit-reset"))
+        if remaining is None or reset is None:
+            return
+        limit = _number(headers.get("x-ratelimit-limit"))
+        low_mark = max(2.0, limit * 0.1) if limit else 2.0
+        if remaining > low_mark:
+            return
+        reset_in = reset - self._wall_clock() if reset > _EPOCH_THRESHOLD else reset
+        delay = clamp(reset_in / (max(remaining, 0.0) + 1.0), self.max_wait)
+        earliest = self._clock() + delay
+        if self._next_allowed is None or earliest > self._next_allowed:
+            self._next_allowed = earliest
+
+
+def _number(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value.strip())
+    except ValueError:
+        return None

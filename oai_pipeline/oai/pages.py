@@ -1,0 +1,313 @@
+"""Read one OAI-PMH response: cleaned, parsed once and strictly, split into records with lxml.
+
+A body that is not a whole OAI-PMH document (truncated, not XML, an HTML error page sent
+with status 200) raises :class:`UnusablePage`: the client retries it and never takes it for
+the end of a list. When the envelope is sound but single records are broken, those records
+become per-record errors and the rest of the page is kept.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from lxml import etree
+from sickle.models import Header, ResumptionToken
+
+from oai_pipeline.errors import RecordError
+from oai_pipeline.oai.cleaning import clean_page
+from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, OAISet
+from oai_pipeline.xml_safety import parse_untrusted, safe_xml_parser
+
+OAI_NAMESPACE = "http://www.openarchives.org/OAI/2.0/"
+_NS = "{" + OAI_NAMESPACE + "}"
+
+Verb = Literal["Identify", "ListRecords", "ListIdentifiers", "GetRecord", "ListSets"]
+_ITEM_TAG = {
+    "ListRecords": _NS + "record",
+    "GetRecord": _NS + "record",
+    "ListIdentifiers": _NS + "header",
+}
+
+
+class UnusablePage(Exception):
+    """The body is not a complete OAI-PMH response; a failed request to retry."""
+
+
+@dataclass
+class ParsedResponse:
+    """What one response says: its errors, or its records / container and where the list goes on."""
+
+    response_date: str
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    records: list[HarvestedRecord] = field(default_factory=list)
+    token: ResumptionToken | None = None
+    container: etree._Element | None = None
+
+    @property
+    def next_token(self) -> str | None:
+        """The token naming the next page; None on the last page (empty or absent element)."""
+        if self.token is None or not self.token.token:
+            return None
+        return self.token.token
+
+    @property
+    def cursor(self) -> int | None:
+        return _int_or_none(self.token.cursor) if self.token else None
+
+    @property
+    def complete_list_size(self) -> int | None:
+        return _int_or_none(self.token.complete_list_size) if self.token else None
+
+
+def _int_or_none(value: str | None) -> int | None:
+    try:
+        return int(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def parse_response(body: bytes, verb: Verb) -> ParsedResponse:
+    """Clean, parse strictly once, and read the response to ``verb``."""
+    data = clean_page(body)
+    try:
+        root = parse_untrusted(data)
+    except (etree.XMLSyntaxError, ValueError) as exc:
+        if verb in ("ListRecords", "GetRecord"):
+            return _parse_isolating_records(data, verb, exc)
+        raise UnusablePage(f"not well-formed XML: {exc}") from exc
+    return _read_root(root, verb)
+
+
+def _read_root(root: etree._Element, verb: Verb) -> ParsedResponse:
+    if root.tag != _NS + "OAI-PMH":
+        raise UnusablePage(f"not an OAI-PMH response (root element {_local(root.tag)!r})")
+    parsed = ParsedResponse(response_date=(root.findtext(_NS + "responseDate") or "").strip())
+    for error in root.iterfind(_NS + "error"):
+        parsed.errors.append((error.get("code") or "unknown", " ".join((error.text or "").split())))
+    if parsed.errors:
+        return parsed
+    container = root.find(_NS + verb)
+    if container is None:
+        raise UnusablePage(f"OAI-PMH response without <{verb}> or <error>")
+    parsed.container = container
+    item_tag = _ITEM_TAG.get(verb)
+    if item_tag is not None:
+        with_xml = verb != "ListIdentifiers"
+        parsed.records = [_harvested(item, with_xml) for item in container.iterchildren(item_tag)]
+    parsed.token = _resumption_token(container)
+    return parsed
+
+
+def _local(tag: object) -> str:
+    return str(tag).rsplit("}", 1)[-1]
+
+
+def _resumption_token(container: etree._Element) -> ResumptionToken | None:
+    element = container.find(_NS + "resumptionToken")
+    if element is None:
+        return None
+    return ResumptionToken(
+        token=(element.text or "").strip(),
+        cursor=element.get("cursor"),
+        complete_list_size=element.get("completeListSize"),
+        expiration_date=element.get("expirationDate"),
+    )
+
+
+def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
+    """One <record> (or a ListIdentifiers <header>) as a HarvestedRecord; problems become .error."""
+    header_element = item if item.tag == _NS + "header" else item.find(_NS + "header")
+    if header_element is None:
+        return HarvestedRecord(
+            identifier="",
+            datestamp="",
+            deleted=False,
+            xml=etree.tostring(item, with_tail=False) if with_xml else None,
+            error=RecordError(type="MissingHeader", message="record has no <header>"),
+        )
+    header = Header(header_element)
+    record = HarvestedRecord(
+        identifier=(header.identifier or "").strip(),
+        datestamp=(header.datestamp or "").strip(),
+        deleted=header.deleted,
+        set_specs=[spec.strip() for spec in header.setSpecs if spec and spec.strip()],
+        xml=etree.tostring(item, with_tail=False) if with_xml else None,
+    )
+    if not record.identifier:
+        record.error = RecordError(
+            type="MissingIdentifier",
+            message="record header has no identifier",
+            location="header/identifier",
+        )
+    elif not record.datestamp:
+        record.error = RecordError(
+            type="MissingDatestamp",
+            message="record header has no datestamp",
+            location="header/datestamp",
+        )
+    elif with_xml and not record.deleted:
+        metadata = item.find(_NS + "metadata")
+        if metadata is None or len(metadata) == 0:
+            record.error = RecordError(
+                type="MissingMetadata",
+                message="record is not deleted but has no metadata",
+                location="metadata",
+            )
+    return record
+
+
+# ---- fallback for a page whose envelope is sound but some records are not ----------------
+
+_RECORD_TAG = re.compile(r"<(/?)((?:[A-Za-z_][\w.-]*:)?)record(?=[\s/>])[^>]*?(/?)>")
+_HEADER_CHUNK = re.compile(r"<((?:[A-Za-z_][\w.-]*:)?)header(?=[\s>])[^>]*>.*?</\1header>", re.S)
+_IDENTIFIER = re.compile(r"<(?:[A-Za-z_][\w.-]*:)?identifier>\s*([^<]*?)\s*</", re.S)
+_CONTAINER_START = re.compile(r"<(?:[A-Za-z_][\w.-]*:)?(?:ListRecords|GetRecord)(?=[\s>])[^>]*>")
+
+
+def _record_spans(text: str) -> list[tuple[int, int]]:
+    """Top-level <record>...</record> spans inside the list element, nesting-aware
+    (MARCXML puts its own <record> inside the metadata)."""
+    container = _CONTAINER_START.search(text)
+    if container is None:
+        return []
+    spans: list[tuple[int, int]] = []
+    depth, start, prefix = 0, 0, None
+    for match in _RECORD_TAG.finditer(text, container.end()):
+        closing, tag_prefix, self_closing = match.groups()
+        if self_closing:
+            continue
+        if prefix is None:
+            prefix = tag_prefix
+        if tag_prefix != prefix:
+            continue
+        if not closing:
+            if depth == 0:
+                start = match.start()
+            depth += 1
+        elif depth > 0:
+            depth -= 1
+            if depth == 0:
+                spans.append((start, match.end()))
+    return spans if depth == 0 else []
+
+
+def _namespace_wrapper(element: etree._Element) -> tuple[bytes, bytes]:
+    declarations = "".join(
+        f' xmlns="{uri}"' if prefix is None else f' xmlns:{prefix}="{uri}"'
+        for prefix, uri in element.nsmap.items()
+    )
+    return f"<wrapper{declarations}>".encode(), b"</wrapper>"
+
+
+def _parse_isolating_records(data: bytes, verb: Verb, page_error: Exception) -> ParsedResponse:
+    text = data.decode("utf-8", "replace")
+    spans = _record_spans(text)
+    if not spans:
+        raise UnusablePage(f"not well-formed XML: {page_error}") from page_error
+    pieces, last = [], 0
+    for start, end in spans:
+        pieces.append(text[last:start])
+        last = end
+    pieces.append(text[last:])
+    try:
+        root = parse_untrusted("".join(pieces).encode("utf-8"))
+    except (etree.XMLSyntaxError, ValueError) as exc:
+        raise UnusablePage(f"not well-formed XML: {page_error}") from exc
+    parsed = _read_root(root, verb)
+    if parsed.errors or parsed.container is None:
+        return parsed
+    opening, closing = _namespace_wrapper(parsed.container)
+    for number, (start, end) in enumerate(spans, 1):
+        chunk = text[start:end].encode("utf-8")
+        try:
+            wrapper = etree.fromstring(opening + chunk + closing, parser=safe_xml_parser())
+            record = _harvested(wrapper[0], with_xml=True)
+        except etree.XMLSyntaxError as exc:
+            record = _broken_record(text[start:end], opening, closing, number, exc)
+        parsed.records.append(record)
+    return parsed
+
+
+def _broken_record(
+    chunk: str, opening: bytes, closing: bytes, number: int, exc: etree.XMLSyntaxError
+) -> HarvestedRecord:
+    """A record that does not parse: its header if that survives, else its identifier."""
+    identifier, datestamp, deleted, set_specs = "", "", False, []
+    header_match = _HEADER_CHUNK.search(chunk)
+    if header_match is not None:
+        try:
+            header_root = etree.fromstring(
+                opening + header_match.group(0).encode("utf-8") + closing,
+                parser=safe_xml_parser(),
+            )
+            header = Header(header_root[0])
+            identifier = (header.identifier or "").strip()
+            datestamp = (header.datestamp or "").strip()
+            deleted = header.deleted
+            set_specs = [s.strip() for s in header.setSpecs if s and s.strip()]
+        except etree.XMLSyntaxError:
+            pass
+    if not identifier:
+        found = _IDENTIFIER.search(chunk)
+        identifier = found.group(1) if found else ""
+    if deleted:
+        # The header is the truth: a deleted record needs no metadata, broken or not.
+        return HarvestedRecord(identifier, datestamp, True, set_specs, xml=None)
+    return HarvestedRecord(
+        identifier=identifier,
+        datestamp=datestamp,
+        deleted=False,
+        set_specs=set_specs,
+        xml=None,
+        error=RecordError(
+            type="MalformedRecord",
+            message=f"record XML is not well-formed: {exc}",
+            location=f"record {number} of the page",
+        ),
+    )
+
+
+# ---- Identify and ListSets ----------------------------------------------------------------
+
+
+def read_identify(parsed: ParsedResponse, requested_url: str) -> IdentifyInfo:
+    """Identify as the pipeline needs it; a missing granularity is inferred from the earliest
+    datestamp, an unknown deletedRecord is taken as "no" (the cautious reading)."""
+    container = parsed.container
+    if container is None:
+        raise UnusablePage("Identify response without <Identify>")
+
+    def text(name: str) -> str:
+        return (container.findtext(_NS + name) or "").strip()
+
+    earliest = text("earliestDatestamp")
+    granularity_text = text("granularity")
+    if granularity_text:
+        granularity = "seconds" if "hh" in granularity_text.lower() else "day"
+    else:
+        granularity = "seconds" if "T" in earliest else "day"
+    deleted_record = text("deletedRecord")
+    if deleted_record not in ("no", "transient", "persistent"):
+        deleted_record = "no"
+    return IdentifyInfo(
+        repository_name=text("repositoryName"),
+        base_url=text("baseURL") or requested_url,
+        granularity=granularity,
+        earliest_datestamp=earliest,
+        deleted_record=deleted_record,  # type: ignore[arg-type]
+        response_date=parsed.response_date,
+    )
+
+
+def read_sets(parsed: ParsedResponse) -> list[OAISet]:
+    if parsed.container is None:
+        return []
+    return [
+        OAISet(
+            spec=(element.findtext(_NS + "setSpec") or "").strip(),
+            name=(element.findtext(_NS + "setName") or "").strip(),
+        )
+        for element in parsed.container.iterchildren(_NS + "set")
+    ]

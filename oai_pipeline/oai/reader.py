@@ -1,0 +1,180 @@
+"""Readers: where a harvester's records come from. A plug-in interface plus the OAI-PMH one.
+
+A reader is registered under the ``oai_pipeline.readers`` entry point group and named by a
+harvester's ``loader`` spec (``oai-pmh{json5 options}``); its ``Options`` model validates
+those options.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, ClassVar
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field
+
+from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.oai.client import OAIClient
+from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, Page, SweepCheckpoint
+
+
+class Reader(ABC):
+    """Reads one harvester's source: Identify, the list sweep of a window, an identifier sweep
+    (for reconciling sources without persistent deletions) and records by identifier."""
+
+    Options: ClassVar[type[BaseModel]]
+
+    def __init__(self, options: BaseModel, harvester: Harvester) -> None:
+        self.options = options
+        self.harvester = harvester
+
+    @abstractmethod
+    def identify(self) -> IdentifyInfo:
+        """The source's Identify (granularity, earliest datestamp, deletion policy)."""
+
+    @abstractmethod
+    def sweep(
+        self,
+        *,
+        from_: str | None,
+        until: str | None,
+        checkpoint: SweepCheckpoint | None,
+        save_checkpoint: Callable[[SweepCheckpoint], None],
+    ) -> Iterator[Page]:
+        """Every page of the records of one window (ListRecords), resumable from a checkpoint."""
+
+    @abstractmethod
+    def list_identifiers(
+        self, *, from_: str | None = None, until: str | None = None
+    ) -> Iterator[Page]:
+        """Every page of headers the source holds (ListIdentifiers), for reconcile runs."""
+
+    @abstractmethod
+    def get_records(self, identifiers: list[str]) -> Iterator[HarvestedRecord]:
+        """The given records, one by one; an unknown identifier is that record's error."""
+
+    def close(self) -> None:  # noqa: B027 - readers without resources need not override
+        """Release connections and files."""
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class OAIPMHReaderOptions(BaseModel):
+    """Options of the ``oai-pmh`` loader spec, e.g. ``oai-pmh{timeout: 120, max_retries: 8}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timeout: float = Field(60.0, gt=5, description="seconds per HTTP request")
+    max_retries: int = Field(6, ge=0, description="retries of a failed request")
+    backoff_base: float = Field(1.0, ge=0, description="first backoff wait in seconds")
+    max_retry_wait: float = Field(300.0, ge=0, description="longest single wait in seconds")
+    retry_budget_seconds: float = Field(
+        1800.0, ge=0, description="total waiting allowed for one request's retries"
+    )
+    user_agent: str | None = Field(None, description="User-Agent with your contact details")
+    rate_limit_per_minute: int | None = Field(
+        None, gt=0, description="overrides the harvester's rate limit"
+    )
+    max_empty_pages: int = Field(50, ge=1, description="empty pages in a row before giving up")
+    max_restarts: int = Field(3, ge=0, description="window restarts after badResumptionToken")
+
+
+class OAIPMHReader(Reader):
+    """The built-in reader (entry point ``oai-pmh``): the harvester's OAI-PMH endpoint,
+    metadata prefix and set, through :class:`OAIClient`."""
+
+    Options: ClassVar[type[BaseModel]] = OAIPMHReaderOptions
+
+    def __init__(
+        self,
+        options: BaseModel | Mapping[str, Any] | None,
+        harvester: Harvester,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if options is None or isinstance(options, Mapping):
+            options = OAIPMHReaderOptions.model_validate(dict(options or {}))
+        elif not isinstance(options, OAIPMHReaderOptions):
+            options = OAIPMHReaderOptions.model_validate(options.model_dump())
+        super().__init__(options, harvester)
+        self._options: OAIPMHReaderOptions = options
+        self._identify: IdentifyInfo | None = None
+        self._client = OAIClient(
+            harvester.base_url,
+            rate_limit_per_minute=(
+                options.rate_limit_per_minute or harvester.rate_limit_per_minute
+            ),
+            timeout=options.timeout,
+            max_retries=options.max_retries,
+            backoff_base=options.backoff_base,
+            max_retry_wait=options.max_retry_wait,
+            retry_budget_seconds=options.retry_budget_seconds,
+            user_agent=options.user_agent,
+            transport=transport,
+            sleep=sleep,
+        )
+
+    @property
+    def client(self) -> OAIClient:
+        return self._client
+
+    def set_rate_limit(self, per_minute: int | None) -> None:
+        """A run option overrides the configured rate limit; None restores it."""
+        self._client.rate_limit_per_minute = (
+            per_minute
+            or self._options.rate_limit_per_minute
+            or self.harvester.rate_limit_per_minute
+        )
+
+    def identify(self) -> IdentifyInfo:
+        """Asked once per reader and remembered."""
+        if self._identify is None:
+            self._identify = self._client.identify()
+        return self._identify
+
+    def sweep(
+        self,
+        *,
+        from_: str | None,
+        until: str | None,
+        checkpoint: SweepCheckpoint | None,
+        save_checkpoint: Callable[[SweepCheckpoint], None],
+    ) -> Iterator[Page]:
+        return self._client.sweep(
+            "ListRecords",
+            metadata_prefix=self.harvester.metadata_prefix,
+            from_=from_,
+            until=until,
+            set_spec=self.harvester.setspec,
+            checkpoint=checkpoint,
+            save_checkpoint=save_checkpoint,
+            max_empty_pages=self._options.max_empty_pages,
+            max_restarts=self._options.max_restarts,
+        )
+
+    def list_identifiers(
+        self, *, from_: str | None = None, until: str | None = None
+    ) -> Iterator[Page]:
+        return self._client.sweep(
+            "ListIdentifiers",
+            metadata_prefix=self.harvester.metadata_prefix,
+            from_=from_,
+            until=until,
+            set_spec=self.harvester.setspec,
+            max_empty_pages=self._options.max_empty_pages,
+            max_restarts=self._options.max_restarts,
+        )
+
+    def get_records(self, identifiers: list[str]) -> Iterator[HarvestedRecord]:
+        for identifier in identifiers:
+            yield self._client.get_record(identifier, self.harvester.metadata_prefix)
+
+    def close(self) -> None:
+        self._client.close()
