@@ -1,0 +1,100 @@
+"""At most one run writes for a given harvester at a time, whatever started it.
+
+Dagster's run-tag limits cover runs that carry the harvester tag; a backfill launched from
+the UI, a CLI harvest in another shell, or a range run over several harvesters does not.
+This lease in the state store covers them all: it is taken for a stage and released after;
+a holder that died stops renewing it and the lease expires.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+
+from oai_pipeline.errors import PipelineError
+
+_metadata = sa.MetaData()
+harvester_locks = sa.Table(
+    "harvester_locks",
+    _metadata,
+    sa.Column("harvester_id", sa.String(200), primary_key=True),
+    sa.Column("owner", sa.String(200), nullable=False),
+    sa.Column("renewed_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+
+class HarvesterLock:
+    def __init__(self, engine: sa.Engine, *, lease: timedelta = timedelta(minutes=10)) -> None:
+        self.engine = engine
+        self.lease = lease
+        _metadata.create_all(engine, checkfirst=True)
+
+    def try_acquire(self, harvester_id: str, owner: str) -> bool:
+        now = datetime.now(UTC)
+        with self.engine.begin() as connection:
+            connection.execute(
+                harvester_locks.delete().where(
+                    harvester_locks.c.harvester_id == harvester_id,
+                    harvester_locks.c.renewed_at < now - self.lease,
+                )
+            )
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(
+                    harvester_locks.insert().values(
+                        harvester_id=harvester_id, owner=owner, renewed_at=now
+                    )
+                )
+            return True
+        except IntegrityError:
+            return False
+
+    def renew(self, harvester_id: str, owner: str) -> None:
+        with self.engine.begin() as connection:
+            connection.execute(
+                harvester_locks.update()
+                .where(
+                    harvester_locks.c.harvester_id == harvester_id,
+                    harvester_locks.c.owner == owner,
+                )
+                .values(renewed_at=datetime.now(UTC))
+            )
+
+    def release(self, harvester_id: str, owner: str) -> None:
+        with self.engine.begin() as connection:
+            connection.execute(
+                harvester_locks.delete().where(
+                    harvester_locks.c.harvester_id == harvester_id,
+                    harvester_locks.c.owner == owner,
+                )
+            )
+
+    @contextmanager
+    def hold(
+        self,
+        harvester_id: str,
+        *,
+        wait_seconds: float = 3600.0,
+        poll_seconds: float = 2.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Iterator[Callable[[], None]]:
+        """Wait for the lease, hold it, and hand out a `renew` callable for long stages."""
+        owner = uuid.uuid4().hex
+        deadline = time.monotonic() + wait_seconds
+        while not self.try_acquire(harvester_id, owner):
+            if time.monotonic() >= deadline:
+                raise PipelineError(
+                    f"another run is writing for harvester {harvester_id!r}; "
+                    f"gave up after {wait_seconds:.0f} s"
+                )
+            sleep(poll_seconds)
+        try:
+            yield lambda: self.renew(harvester_id, owner)
+        finally:
+            self.release(harvester_id, owner)
