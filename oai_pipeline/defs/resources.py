@@ -50,6 +50,9 @@ class HarvestOptions(dg.ConfigurableResource):
     progress_every: int = 1000
     reset_stale_running_minutes: int | None = None
     retry_failed: bool = False
+    identifiers: list[str] = Field(
+        default_factory=list, description="harvest only these OAI identifiers (GetRecord)"
+    )
 
     def run_options(self) -> RunOptions:
         return RunOptions.model_validate(

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import dagster as dg
+import pytest
+
+from oai_pipeline.defs.partitions import (
+    build_window_partitions,
+    partition_key,
+    scopes_for_keys,
+)
+from oai_pipeline.errors import ConfigurationError
+
+
+def test_keys_join_dimensions_alphabetically() -> None:
+    assert str(partition_key("zenodo", "2024-03-05")) == "zenodo|2024-03-05"
+
+
+def test_contiguous_windows_become_one_scope_per_harvester() -> None:
+    keys = [
+        "zen|2024-01-03",
+        "zen|2024-01-02",
+        "zen|2024-01-05",
+        "arx|2024-01-02",
+        "zen|2024-01-04",
+    ]
+    scopes = scopes_for_keys(keys)
+    assert [(s.harvester_id, s.keys) for s in scopes] == [
+        ("arx", ["2024-01-02"]),
+        ("zen", ["2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"]),
+    ]
+    zen = scopes[1]
+    assert zen.start == datetime(2024, 1, 2, tzinfo=UTC)
+    assert zen.end == datetime(2024, 1, 6, tzinfo=UTC)
+
+
+def test_a_gap_splits_the_sweep() -> None:
+    scopes = scopes_for_keys(["h|2024-02-01", "h|2024-02-02", "h|2024-02-05"])
+    assert [s.keys for s in scopes] == [["2024-02-01", "2024-02-02"], ["2024-02-05"]]
+
+
+def test_first_window_of_the_grid_is_open_to_the_past() -> None:
+    (scope,) = scopes_for_keys(["h|2024-01-01", "h|2024-01-02"])
+    assert scope.start is None
+    assert scope.oai_range("day") == (None, "2024-01-02")
+    assert scope.oai_range("seconds") == (None, "2024-01-02T23:59:59Z")
+
+
+def test_record_lands_in_the_window_of_its_datestamp() -> None:
+    (scope,) = scopes_for_keys(["h|2024-02-01", "h|2024-02-02", "h|2024-02-03"])
+    assert scope.window_key_for("2024-02-02T00:00:00Z") == "2024-02-02"
+    assert scope.window_key_for("2024-02-01T23:59:59Z") == "2024-02-01"
+    assert scope.window_key_for("2024-02-03") == "2024-02-03"
+    assert scope.window_key_for("2023-05-01") == "2024-02-01"  # late-indexed, outside
+    assert scope.window_key_for("2030-01-01") == "2024-02-03"
+
+
+def test_window_granularity_is_configurable() -> None:
+    weekly = build_window_partitions("weekly", "2024-01-07")
+    monthly = build_window_partitions("monthly", "2024-01-01")
+    assert isinstance(weekly, dg.WeeklyPartitionsDefinition)
+    assert isinstance(monthly, dg.MonthlyPartitionsDefinition)
+    with pytest.raises(ConfigurationError, match="GRANULARITY"):
+        build_window_partitions("hourly", "2024-01-01")
+    with pytest.raises(ConfigurationError, match="YYYY-MM-DD"):
+        build_window_partitions("daily", "01/01/2024")
