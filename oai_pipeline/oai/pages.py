@@ -116,6 +116,11 @@ def _resumption_token(container: etree._Element) -> ResumptionToken | None:
     )
 
 
+def _serialize(element: etree._Element) -> bytes:
+    """The element alone as UTF-8 (not ASCII with character references), namespaces kept."""
+    return etree.tostring(element, encoding="UTF-8", xml_declaration=False, with_tail=False)
+
+
 def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
     """One <record> (or a ListIdentifiers <header>) as a HarvestedRecord; problems become .error."""
     header_element = item if item.tag == _NS + "header" else item.find(_NS + "header")
@@ -124,7 +129,7 @@ def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
             identifier="",
             datestamp="",
             deleted=False,
-            xml=etree.tostring(item, with_tail=False) if with_xml else None,
+            xml=_serialize(item) if with_xml else None,
             error=RecordError(type="MissingHeader", message="record has no <header>"),
         )
     header = Header(header_element)
@@ -133,7 +138,7 @@ def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
         datestamp=(header.datestamp or "").strip(),
         deleted=header.deleted,
         set_specs=[spec.strip() for spec in header.setSpecs if spec and spec.strip()],
-        xml=etree.tostring(item, with_tail=False) if with_xml else None,
+        xml=_serialize(item) if with_xml else None,
     )
     if not record.identifier:
         record.error = RecordError(

@@ -1,0 +1,259 @@
+"""A small paged OAI-PMH source behind httpx.MockTransport, with switchable faults.
+
+It holds a fixed set of records and answers Identify, ListRecords, ListIdentifiers and
+GetRecord with from/until/set filtering and resumption tokens, so that a fault test can
+compare what a harvest got with exactly what the source holds.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from xml.sax.saxutils import escape
+
+import httpx
+
+OAI_OPEN = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n'
+    '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/" '
+    'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">'
+    "<responseDate>2026-01-01T00:00:00Z</responseDate>"
+    '<request verb="{verb}">http://fake.test/oai</request>'
+)
+OAI_CLOSE = "</OAI-PMH>"
+BASE_URL = "http://fake.test/oai"
+
+
+@dataclass
+class FakeRecord:
+    identifier: str
+    datestamp: str  # seconds form
+    deleted: bool = False
+    sets: list[str] = field(default_factory=list)
+    title: str = "A title"
+    raw_metadata: str | None = None  # replaces the generated oai_dc payload verbatim
+
+    def metadata_xml(self) -> str:
+        if self.raw_metadata is not None:
+            return self.raw_metadata
+        return (
+            '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
+            'xmlns:dc="http://purl.org/dc/elements/1.1/" '
+            'xsi:schemaLocation="http://www.openarchives.org/OAI/2.0/oai_dc/ '
+            'http://www.openarchives.org/OAI/2.0/oai_dc.xsd">'
+            f"<dc:title>{escape(self.title)}</dc:title>"
+            f"<dc:identifier>{escape(self.identifier)}</dc:identifier>"
+            "</oai_dc:dc>"
+        )
+
+
+def make_records(count: int, *, day: int = 1) -> list[FakeRecord]:
+    """`count` live records spread over one day of 2024-03, deliberately not in order."""
+    records = []
+    for number in range(count):
+        second = (number * 7919) % 86400  # scrambled times within the day
+        stamp = datetime(2024, 3, day, tzinfo=UTC).timestamp() + second
+        records.append(
+            FakeRecord(
+                identifier=f"oai:fake.test:{day}-{number}",
+                datestamp=datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                title=f"Record {number} ✓",
+            )
+        )
+    return records
+
+
+# A fault turns the would-be response into another one (or raises a transport error).
+Fault = Callable[[httpx.Request, httpx.Response], httpx.Response]
+
+
+class FakeSource:
+    def __init__(
+        self,
+        records: list[FakeRecord],
+        *,
+        page_size: int = 3,
+        granularity: str = "seconds",
+        deleted_record: str = "persistent",
+    ) -> None:
+        self.records = records
+        self.page_size = page_size
+        self.granularity = granularity
+        self.deleted_record = deleted_record
+        self.requests: list[httpx.Request] = []
+        self.faults: dict[int, Fault] = {}  # request number (1-based) -> fault
+        self.every: tuple[int, Fault] | None = None  # every Nth request -> fault
+        self.token_epoch = 0
+        self.response_headers: dict[str, str] = {}
+
+    # ---- plumbing -------------------------------------------------------------------
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        number = len(self.requests)
+        response = self.answer(request)
+        fault = self.faults.get(number)
+        if fault is None and self.every and number % self.every[0] == 0:
+            fault = self.every[1]
+        return fault(request, response) if fault else response
+
+    @property
+    def verbs(self) -> list[str]:
+        return [request.url.params.get("verb", "") for request in self.requests]
+
+    # ---- the protocol ---------------------------------------------------------------
+    def answer(self, request: httpx.Request) -> httpx.Response:
+        params = request.url.params
+        verb = params.get("verb")
+        if verb == "Identify":
+            granularity = "YYYY-MM-DD" if self.granularity == "day" else "YYYY-MM-DDThh:mm:ssZ"
+            body = (
+                "<Identify><repositoryName>Fake</repositoryName>"
+                f"<baseURL>{BASE_URL}</baseURL><protocolVersion>2.0</protocolVersion>"
+                "<adminEmail>a@fake.test</adminEmail>"
+                "<earliestDatestamp>2024-01-01T00:00:00Z</earliestDatestamp>"
+                f"<deletedRecord>{self.deleted_record}</deletedRecord>"
+                f"<granularity>{granularity}</granularity></Identify>"
+            )
+            return self.xml(verb, body)
+        if verb == "GetRecord":
+            for record in self.records:
+                if record.identifier == params.get("identifier"):
+                    return self.xml(verb, f"<GetRecord>{self.record_xml(record)}</GetRecord>")
+            return self.error("idDoesNotExist", "No matching identifier", status=422)
+        if verb in ("ListRecords", "ListIdentifiers"):
+            return self.list_response(verb, params)
+        return self.error("badVerb", "Illegal verb", status=400)
+
+    def list_response(self, verb: str, params: httpx.QueryParams) -> httpx.Response:
+        if "resumptionToken" in params:
+            try:
+                state = json.loads(base64.urlsafe_b64decode(params["resumptionToken"]))
+            except ValueError:
+                return self.error("badResumptionToken", "invalid token", status=422)
+            if state["epoch"] != self.token_epoch:
+                return self.error("badResumptionToken", "expired token", status=422)
+        else:
+            if params.get("metadataPrefix") != "oai_dc":
+                return self.error("cannotDisseminateFormat", "only oai_dc", status=422)
+            state = {
+                "from": params.get("from"),
+                "until": params.get("until"),
+                "set": params.get("set"),
+                "offset": 0,
+                "epoch": self.token_epoch,
+            }
+        matching = [r for r in self.records if self.selected(r, state)]
+        if not matching:
+            return self.error("noRecordsMatch", "", status=422)
+        offset = state["offset"]
+        chunk = matching[offset : offset + self.page_size]
+        items = "".join(
+            self.record_xml(r) if verb == "ListRecords" else self.header_xml(r) for r in chunk
+        )
+        token = ""
+        if offset + self.page_size < len(matching):
+            following = dict(state, offset=offset + self.page_size)
+            encoded = base64.urlsafe_b64encode(json.dumps(following).encode()).decode()
+            token = (
+                f'<resumptionToken cursor="{offset}" completeListSize="{len(matching)}">'
+                f"{encoded}</resumptionToken>"
+            )
+        elif offset:
+            token = f'<resumptionToken cursor="{offset}" completeListSize="{len(matching)}"/>'
+        return self.xml(verb, f"<{verb}>{items}{token}</{verb}>")
+
+    def granule(self, datestamp: str) -> str:
+        return datestamp[:10] if self.granularity == "day" else datestamp
+
+    def selected(self, record: FakeRecord, state: dict) -> bool:
+        stamp = self.granule(record.datestamp)
+        if state.get("from") and stamp < state["from"]:
+            return False
+        if state.get("until") and stamp > state["until"]:
+            return False
+        return not (state.get("set") and state["set"] not in record.sets)
+
+    def header_xml(self, record: FakeRecord) -> str:
+        status = ' status="deleted"' if record.deleted else ""
+        sets = "".join(f"<setSpec>{s}</setSpec>" for s in record.sets)
+        return (
+            f"<header{status}><identifier>{record.identifier}</identifier>"
+            f"<datestamp>{self.granule(record.datestamp)}</datestamp>{sets}</header>"
+        )
+
+    def record_xml(self, record: FakeRecord) -> str:
+        metadata = "" if record.deleted else f"<metadata>{record.metadata_xml()}</metadata>"
+        return f"<record>{self.header_xml(record)}{metadata}</record>"
+
+    def xml(self, verb: str, body: str, status: int = 200) -> httpx.Response:
+        text = OAI_OPEN.format(verb=verb) + body + OAI_CLOSE
+        return httpx.Response(
+            status,
+            content=text.encode("utf-8"),
+            headers={"content-type": "text/xml; charset=utf-8", **self.response_headers},
+        )
+
+    def error(self, code: str, message: str, status: int = 200) -> httpx.Response:
+        return self.xml("", f'<error code="{code}">{escape(message)}</error>', status)
+
+
+# ---- faults ------------------------------------------------------------------------------
+
+
+def unavailable(retry_after: str | None = "2") -> Fault:
+    def fault(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        headers = {"retry-after": retry_after} if retry_after is not None else {}
+        return httpx.Response(503, text="Service Unavailable", headers=headers)
+
+    return fault
+
+
+def status(code: int) -> Fault:
+    return lambda request, response: httpx.Response(code, text=f"HTTP {code}")
+
+
+def drop_connection(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+
+
+def timeout(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    raise httpx.ReadTimeout("timed out", request=request)
+
+
+def not_xml(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    return httpx.Response(200, text="Internal error: database is gone", headers=response.headers)
+
+
+def html_page(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    html = "<html><head><title>Error</title></head><body><p>Proxy error</p></body></html>"
+    return httpx.Response(200, text=html, headers={"content-type": "text/html"})
+
+
+def truncated(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    body = response.content
+    return httpx.Response(200, content=body[: int(len(body) * 0.6)], headers=response.headers)
+
+
+def transform_body(change: Callable[[bytes], bytes]) -> Fault:
+    def fault(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        return httpx.Response(
+            response.status_code, content=change(response.content), headers=response.headers
+        )
+
+    return fault
+
+
+def expire_tokens(source: FakeSource) -> Fault:
+    """The server "restarts": every token issued so far becomes invalid, this one included."""
+
+    def fault(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        source.token_epoch += 1
+        return source.answer(request)
+
+    return fault

@@ -1,0 +1,383 @@
+"""Every fault a real endpoint shows must end with exactly the records the source holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.oai.client import OAIClient
+from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
+from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
+from oai_pipeline_tests.oai.fake_source import (
+    BASE_URL,
+    FakeRecord,
+    FakeSource,
+    drop_connection,
+    expire_tokens,
+    html_page,
+    make_records,
+    not_xml,
+    status,
+    timeout,
+    transform_body,
+    truncated,
+    unavailable,
+)
+
+
+class Harvest:
+    """One sweep of a FakeSource with a recording sleep and checkpoint store."""
+
+    def __init__(self, source: FakeSource, **client_options: object) -> None:
+        self.source = source
+        self.sleeps: list[float] = []
+        self.checkpoints: list[SweepCheckpoint] = []
+        options = {"max_retries": 4, "backoff_base": 0.01, **client_options}
+        self.client = OAIClient(
+            BASE_URL, transport=source.transport(), sleep=self.sleeps.append, **options
+        )
+        self.records: dict[str, HarvestedRecord] = {}
+        self.yielded = 0
+
+    def run(self, verb: str = "ListRecords", **sweep_options: object) -> Harvest:
+        for page in self.client.sweep(
+            verb,
+            metadata_prefix="oai_dc",
+            save_checkpoint=self.checkpoints.append,
+            **sweep_options,
+        ):
+            for record in page.records:
+                self.yielded += 1
+                self.records[record.identifier] = record
+        return self
+
+
+def held(source: FakeSource) -> set[str]:
+    return {record.identifier for record in source.records}
+
+
+def test_clean_harvest_pages_through_tokens_and_checkpoints_before_each_page() -> None:
+    source = FakeSource(make_records(10), page_size=3)
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)
+    assert harvest.yielded == 10  # nothing twice
+    assert len(source.requests) == 4
+    tokens = [c.resumption_token for c in harvest.checkpoints]
+    assert tokens[0] is None and all(tokens[1:]) and len(set(tokens)) == 4
+    assert [c.pages_read for c in harvest.checkpoints] == [0, 1, 2, 3]
+    assert harvest.checkpoints[1].cursor == 0 and harvest.checkpoints[2].cursor == 3
+    assert harvest.checkpoints[1].response_date == "2026-01-01T00:00:00Z"
+    # the checkpoint is saved before the page it names is requested
+    assert [r.url.params.get("resumptionToken") for r in source.requests] == tokens
+    assert harvest.sleeps == []
+
+
+def test_503_with_retry_after_every_third_request() -> None:
+    source = FakeSource(make_records(10), page_size=2)
+    source.every = (3, unavailable("2"))
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)
+    assert harvest.yielded == 10
+    assert harvest.sleeps and all(2 <= s <= 2.5 for s in harvest.sleeps)
+
+
+def test_503_retry_after_http_date_in_the_past_is_clamped_to_zero() -> None:
+    source = FakeSource(make_records(4), page_size=2)
+    source.faults[1] = unavailable("Wed, 21 Oct 2015 07:28:00 GMT")
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)
+    assert len(harvest.sleeps) == 1 and 0 <= harvest.sleeps[0] <= 0.5
+
+
+def test_503_retry_after_is_clamped_to_max_retry_wait() -> None:
+    source = FakeSource(make_records(4), page_size=2)
+    source.faults[1] = unavailable("86400")
+    harvest = Harvest(source, max_retry_wait=30).run()
+    assert set(harvest.records) == held(source)
+    assert 30 <= harvest.sleeps[0] <= 33
+
+
+def test_503_retry_after_counts_against_the_retry_budget() -> None:
+    source = FakeSource(make_records(4), page_size=2)
+    source.every = (1, unavailable("100"))
+    with pytest.raises(HarvestProtocolError, match="gave up"):
+        Harvest(source, retry_budget_seconds=250).run()
+    assert len(source.requests) == 3  # waited ~100 twice; a third wait would exceed 250
+
+
+@pytest.mark.parametrize(
+    "fault", [status(500), status(502), status(429), unavailable(None), drop_connection, timeout]
+)
+def test_server_errors_and_transport_failures_back_off_and_recover(fault) -> None:
+    source = FakeSource(make_records(9), page_size=3)
+    source.faults = {2: fault, 3: fault}
+    harvest = Harvest(source, backoff_base=1.0).run()
+    assert set(harvest.records) == held(source)
+    assert harvest.yielded == 9
+    # exponential with jitter: first in [0.5, 1], second in [1, 2]
+    assert 0.5 <= harvest.sleeps[0] <= 1 and 1 <= harvest.sleeps[1] <= 2
+
+
+def test_backoff_is_bounded_by_max_retries() -> None:
+    source = FakeSource(make_records(9), page_size=3)
+    source.every = (1, status(500))
+    with pytest.raises(HarvestProtocolError, match="HTTP 500"):
+        Harvest(source, max_retries=3).run()
+    assert len(source.requests) == 4
+
+
+@pytest.mark.parametrize("fault", [not_xml, html_page, truncated], ids=["not-xml", "html", "cut"])
+def test_unusable_page_with_status_200_is_retried_never_the_end_of_the_list(fault) -> None:
+    source = FakeSource(make_records(10), page_size=4)
+    source.faults = {2: fault}
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)
+    assert harvest.yielded == 10
+    assert len(harvest.sleeps) == 1
+
+
+def test_a_page_that_stays_truncated_fails_the_run_instead_of_ending_it() -> None:
+    source = FakeSource(make_records(10), page_size=4)
+    source.every = (1, truncated)
+    harvest = Harvest(source, max_retries=2)
+    with pytest.raises(HarvestProtocolError, match="not well-formed"):
+        harvest.run()
+    assert harvest.records == {}
+
+
+def test_illegal_characters_are_cleaned_without_a_retry() -> None:
+    source = FakeSource(make_records(6), page_size=3)
+    dirty = "\x01&#1;&#xFFFE;&#xD800;&#x1F;"
+    source.every = (1, transform_body(lambda b: b.replace(b"Record ", f"Rec{dirty}ord ".encode())))
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)
+    assert harvest.sleeps == []
+    for record in harvest.records.values():
+        assert record.error is None
+        assert b"<dc:title>Record " in record.xml
+
+
+def test_wrong_declared_encodings_are_repaired() -> None:
+    records = [
+        FakeRecord(f"oai:fake.test:{n}", f"2024-03-01T00:00:0{n}Z", title="Café") for n in range(4)
+    ]
+    source = FakeSource(records, page_size=2)
+    # UTF-8 declared, Windows-1252 sent; then ISO-8859-1 declared, UTF-8 sent
+    source.faults[1] = transform_body(lambda b: b.decode("utf-8").encode("cp1252"))
+    source.faults[2] = transform_body(
+        lambda b: b.replace(b'encoding="UTF-8"', b'encoding="ISO-8859-1"')
+    )
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)
+    for record in harvest.records.values():
+        assert "<dc:title>Café</dc:title>".encode() in record.xml
+
+
+def test_expired_token_mid_harvest_redoes_the_window_from_its_start() -> None:
+    source = FakeSource(make_records(10), page_size=3)
+    source.faults[3] = expire_tokens(source)
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)
+    assert harvest.yielded == 16  # two pages again after the restart; the caller skips them
+    tokens = [c.resumption_token for c in harvest.checkpoints]
+    assert tokens.count(None) == 2  # the window start, then again after the restart
+
+
+def test_restarts_are_bounded() -> None:
+    source = FakeSource(make_records(10), page_size=3)
+    source.every = (2, expire_tokens(source))
+    with pytest.raises(HarvestProtocolError, match="refused"):
+        Harvest(source).run(max_restarts=2)
+
+
+def test_resume_from_a_saved_checkpoint_after_a_crash() -> None:
+    source = FakeSource(make_records(10), page_size=3)
+    first = Harvest(source)
+    sweep = first.client.sweep(
+        "ListRecords", metadata_prefix="oai_dc", save_checkpoint=first.checkpoints.append
+    )
+    page_one = {r.identifier for r in next(sweep).records}
+    page_two = {r.identifier for r in next(sweep).records}
+    sweep.close()  # the process dies while staging the second page
+    saved = first.checkpoints[-1]  # saved before page two was fetched
+    assert saved.pages_read == 1 and saved.resumption_token
+    source.requests.clear()
+    second = Harvest(source).run(checkpoint=saved)
+    assert source.requests[0].url.params["resumptionToken"] == saved.resumption_token
+    assert page_one | set(second.records) == held(source)
+    assert page_one.isdisjoint(second.records) and page_two <= set(second.records)
+    assert second.checkpoints[0] == saved
+    assert [c.pages_read for c in second.checkpoints] == [1, 2, 3]
+
+
+def test_a_checkpoint_of_another_window_is_refused() -> None:
+    source = FakeSource(make_records(3))
+    checkpoint = SweepCheckpoint(
+        from_="2024-01-01",
+        until=None,
+        set_spec=None,
+        metadata_prefix="oai_dc",
+        resumption_token="x",
+    )
+    with pytest.raises(ConfigurationError, match="checkpoint"):
+        Harvest(source).run(checkpoint=checkpoint)
+
+
+def _looping_transport(make_body) -> httpx.MockTransport:
+    calls = {"n": 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls["n"] += 1
+        return httpx.Response(200, content=make_body(calls["n"]).encode())
+
+    return httpx.MockTransport(handler)
+
+
+def _page(inner: str) -> str:
+    return (
+        '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><responseDate>2026-01-01T00:00:00Z'
+        f"</responseDate><request>x</request><ListRecords>{inner}</ListRecords></OAI-PMH>"
+    )
+
+
+def test_a_repeated_token_is_an_error_not_a_loop() -> None:
+    record = (
+        "<record><header><identifier>oai:x:1</identifier><datestamp>2024-01-01</datestamp>"
+        "</header><metadata><x/></metadata></record>"
+    )
+    transport = _looping_transport(
+        lambda n: _page(record + "<resumptionToken>same</resumptionToken>")
+    )
+    client = OAIClient(BASE_URL, transport=transport, sleep=lambda s: None)
+    with pytest.raises(HarvestProtocolError, match="repeated"):
+        list(client.sweep("ListRecords", metadata_prefix="oai_dc"))
+
+
+def test_endless_empty_pages_are_an_error_not_a_loop() -> None:
+    transport = _looping_transport(lambda n: _page(f"<resumptionToken>t{n}</resumptionToken>"))
+    client = OAIClient(BASE_URL, transport=transport, sleep=lambda s: None)
+    with pytest.raises(HarvestProtocolError, match="empty pages"):
+        list(client.sweep("ListRecords", metadata_prefix="oai_dc", max_empty_pages=5))
+
+
+def test_no_records_match_is_a_single_empty_last_page() -> None:
+    source = FakeSource(make_records(3))
+    harvest = Harvest(source)
+    pages = list(harvest.client.sweep("ListRecords", metadata_prefix="oai_dc", from_="2030-01-01"))
+    assert len(pages) == 1 and pages[0].records == [] and pages[0].resumption_token is None
+
+
+def test_a_bad_metadata_prefix_fails_at_once_with_the_oai_code() -> None:
+    source = FakeSource(make_records(3))
+    harvest = Harvest(source)
+    with pytest.raises(OAIError) as caught:
+        list(harvest.client.sweep("ListRecords", metadata_prefix="marcxml"))
+    assert caught.value.code == "cannotDisseminateFormat"
+    assert len(source.requests) == 1 and harvest.sleeps == []
+
+
+def test_a_broken_record_becomes_a_record_error_and_the_page_is_kept() -> None:
+    records = make_records(5)
+    records[2].raw_metadata = (
+        '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
+        'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>a < b</dc:title></oai_dc:dc>'
+    )
+    source = FakeSource(records, page_size=5)
+    harvest = Harvest(source, max_retries=0).run()
+    assert set(harvest.records) == held(source)
+    broken = harvest.records[records[2].identifier]
+    assert broken.error is not None and broken.error.type == "MalformedRecord"
+    assert broken.datestamp == records[2].datestamp
+    fine = [r for r in harvest.records.values() if r is not broken]
+    assert all(r.error is None and r.xml for r in fine)
+
+
+def test_a_record_broken_before_its_header_is_still_identified() -> None:
+    source = FakeSource(make_records(3), page_size=3)
+    target = source.records[1].identifier.encode()
+    source.faults[1] = transform_body(
+        lambda b: b.replace(
+            b"<record><header><identifier>" + target, b"<record><header junk<><identifier>" + target
+        )
+    )
+    harvest = Harvest(source, max_retries=0).run()
+    assert set(harvest.records) == held(source)
+    assert harvest.records[target.decode()].error.type == "MalformedRecord"
+
+
+LAUGHS = (
+    b'<!DOCTYPE OAI-PMH [<!ENTITY lol "lol">'
+    + b"".join(
+        f'<!ENTITY lol{n} "{("&lol" + str(n - 1) + ";") * 10 if n > 1 else "&lol;" * 10}">'.encode()
+        for n in range(1, 10)
+    )
+    + b"]>"
+)
+
+
+def _with_doctype(doctype: bytes, use: bytes) -> callable:
+    def change(body: bytes) -> bytes:
+        head, rest = body.split(b"\n", 1)
+        return head + b"\n" + doctype + rest.replace(b"Record ", use + b" Record ", 1)
+
+    return change
+
+
+def test_billion_laughs_page_is_refused_not_expanded() -> None:
+    source = FakeSource(make_records(6), page_size=3)
+    source.every = (1, transform_body(_with_doctype(LAUGHS, b"&lol9;")))
+    harvest = Harvest(source, max_retries=1)
+    with pytest.raises(HarvestProtocolError, match="XML|entities"):
+        harvest.run()
+    assert harvest.records == {}
+    assert len(source.requests) == 2  # refused (and retried once), never expanded
+
+
+def test_billion_laughs_once_is_retried_and_the_harvest_completes() -> None:
+    source = FakeSource(make_records(6), page_size=3)
+    source.faults[2] = transform_body(_with_doctype(LAUGHS, b"&lol9;"))
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)
+    assert all(b"lollol" not in r.xml for r in harvest.records.values())
+
+
+def test_external_entity_page_never_reads_the_file(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-42")
+    doctype = f'<!DOCTYPE OAI-PMH [<!ENTITY xxe SYSTEM "file://{secret}">]>'.encode()
+    source = FakeSource(make_records(3), page_size=3)
+    source.every = (1, transform_body(_with_doctype(doctype, b"&xxe;")))
+    harvest = Harvest(source, max_retries=1)
+    with pytest.raises(HarvestProtocolError) as caught:
+        harvest.run()
+    assert "TOP-SECRET" not in str(caught.value)
+
+
+def test_external_entity_reference_in_one_record_is_that_records_error() -> None:
+    records = make_records(4)
+    records[1].raw_metadata = (
+        '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
+        'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>&xxe;</dc:title></oai_dc:dc>'
+    )
+    source = FakeSource(records, page_size=4)
+    harvest = Harvest(source, max_retries=0).run()
+    assert set(harvest.records) == held(source)
+    assert harvest.records[records[1].identifier].error.type == "MalformedRecord"
+    assert "xxe" in harvest.records[records[1].identifier].error.message
+
+
+def test_list_identifiers_sweep_and_get_record() -> None:
+    records = make_records(5)
+    records[3].deleted = True
+    source = FakeSource(records, page_size=2)
+    harvest = Harvest(source).run("ListIdentifiers")
+    assert set(harvest.records) == held(source)
+    assert harvest.records[records[3].identifier].deleted
+    assert all(r.xml is None for r in harvest.records.values())
+    got = harvest.client.get_record(records[0].identifier, "oai_dc")
+    assert got.identifier == records[0].identifier and got.error is None and got.xml
+    missing = harvest.client.get_record("oai:fake.test:nope", "oai_dc")
+    assert missing.error.type == "idDoesNotExist" and missing.identifier == "oai:fake.test:nope"
