@@ -14,6 +14,8 @@ import dagster as dg
 
 from oai_pipeline.defs.partitions import harvest_partitions, scopes_for_keys
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.oai.errors import OAIError
 from oai_pipeline.pipeline.discover import discover
 from oai_pipeline.pipeline.plan import plan
 from oai_pipeline.pipeline.scope import HarvestScope
@@ -25,11 +27,24 @@ GROUP = "oai_harvest"
 
 T = TypeVar("T")
 
+# A network hiccup or a busy source: retry the step; it resumes from its checkpoint.
+TRANSIENT_RETRY = dg.RetryPolicy(max_retries=3, delay=30, backoff=dg.Backoff.EXPONENTIAL)
+
+# Downstream assets follow an upstream materialisation of any window, not only the latest.
+FOLLOW_UPSTREAM = dg.AutomationCondition.eager().without(
+    dg.AutomationCondition.in_latest_time_window()
+)
+
+# A global cap on concurrent source requests: the pool's limit is set in dagster.yaml.
+SOURCE_POOL = "oai_source_requests"
+
 _ASSET_ARGS = dict(
     partitions_def=harvest_partitions,
     group_name=GROUP,
     backfill_policy=dg.BackfillPolicy.single_run(),
+    retry_policy=TRANSIENT_RETRY,
 )
+_DOWNSTREAM_ARGS = dict(_ASSET_ARGS, automation_condition=FOLLOW_UPSTREAM)
 
 
 def _each_scope(
@@ -44,7 +59,11 @@ def _each_scope(
                 f"{scope.harvester_id}: windows {scope.keys[0]} .. {scope.keys[-1]} "
                 f"({len(scope.keys)})"
             )
-            results.append((scope, stage(services, scope)))
+            try:
+                results.append((scope, stage(services, scope)))
+            except (ConfigurationError, OAIError) as error:
+                # A wrong prefix, argument or option: retrying cannot help.
+                raise dg.Failure(description=str(error), allow_retries=False) from error
     return results
 
 
@@ -69,7 +88,7 @@ def _error_table(rows: list[dict]) -> dg.TableMetadataValue:
     )
 
 
-@dg.asset(kinds={"oai-pmh", "parquet"}, **_ASSET_ARGS)
+@dg.asset(kinds={"oai-pmh", "parquet"}, pool=SOURCE_POOL, **_ASSET_ARGS)
 def raw_oai_xml(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, harvest_options: HarvestOptions
 ) -> dg.MaterializeResult:
@@ -103,7 +122,7 @@ def raw_oai_xml(
     )
 
 
-@dg.asset(deps=[raw_oai_xml], kinds={"python", "parquet"}, **_ASSET_ARGS)
+@dg.asset(deps=[raw_oai_xml], kinds={"python", "parquet"}, **_DOWNSTREAM_ARGS)
 def transformed_records(
     context: dg.AssetExecutionContext, pipeline: PipelineResource
 ) -> dg.MaterializeResult:
@@ -124,7 +143,7 @@ def transformed_records(
     )
 
 
-@dg.asset(deps=[transformed_records], kinds={"python", "parquet"}, **_ASSET_ARGS)
+@dg.asset(deps=[transformed_records], kinds={"python", "parquet"}, **_DOWNSTREAM_ARGS)
 def sync_decisions(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, harvest_options: HarvestOptions
 ) -> dg.MaterializeResult:
@@ -143,7 +162,7 @@ def sync_decisions(
     )
 
 
-@dg.asset(deps=[sync_decisions], kinds={"python", "parquet", "sql"}, **_ASSET_ARGS)
+@dg.asset(deps=[sync_decisions], kinds={"python", "parquet", "sql"}, **_DOWNSTREAM_ARGS)
 def written_records(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, harvest_options: HarvestOptions
 ) -> dg.MaterializeResult:

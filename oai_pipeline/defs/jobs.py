@@ -13,3 +13,11 @@ harvest_job = dg.define_asset_job(
     partitions_def=harvest_partitions,
     description="raw_oai_xml → transformed_records → sync_decisions → written_records",
 )
+
+run_all_harvesters = dg.define_asset_job(
+    "run_all_harvesters",
+    selection=dg.AssetSelection.groups(GROUP),
+    partitions_def=harvest_partitions,
+    description="A full harvest of every harvester: one run and one sweep per harvester "
+    "(launched by the run_all_harvesters schedule, or as a backfill of all partitions).",
+)

@@ -8,15 +8,19 @@ down for days catches up in one run (one ListRecords sweep over the missed windo
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
-from oai_pipeline.defs.jobs import harvest_job
+from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
 from oai_pipeline.defs.launch import range_tags
 from oai_pipeline.defs.partitions import window_partitions
 from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.oai.windows import parse_datestamp
+from oai_pipeline.pipeline.services import Services as PipelineServices
+
+TRIGGER_TAG = "oai_pipeline/trigger"
 
 
 def overlap() -> timedelta:
@@ -45,28 +49,40 @@ def incremental_window_range(
     return min(first_key, last_key), last_key
 
 
-def incremental_run_requests(
-    pipeline: PipelineResource, now: datetime, tick_id: str
+def range_run_requests(
+    pipeline: PipelineResource,
+    job_name: str,
+    trigger: str,
+    tick_id: str,
+    window_range: Callable[[PipelineServices, str], tuple[str, str]],
 ) -> list[dg.RunRequest]:
+    """One single-run range request per enabled harvester (one ListRecords sweep each)."""
     requests = []
     with pipeline.services() as services:
         for harvester in services.state.list_harvesters():
             if not harvester.enabled:
                 continue
-            last = services.state.last_success(harvester.id)
-            response_date = (last or {}).get("response_date")
-            first, last_key = incremental_window_range(response_date, now, overlap=overlap())
+            first, last = window_range(services, harvester.id)
             requests.append(
                 dg.RunRequest(
-                    run_key=f"{harvester.id}:{first}:{last_key}:{tick_id}",
-                    job_name=harvest_job.name,
-                    tags={
-                        **range_tags(harvester.id, first, last_key),
-                        "oai_pipeline/trigger": "incremental",
-                    },
+                    run_key=f"{trigger}:{harvester.id}:{first}:{last}:{tick_id}",
+                    job_name=job_name,
+                    tags={**range_tags(harvester.id, first, last), TRIGGER_TAG: trigger},
                 )
             )
     return requests
+
+
+def incremental_run_requests(
+    pipeline: PipelineResource, now: datetime, tick_id: str
+) -> list[dg.RunRequest]:
+    def since_last_success(services: PipelineServices, harvester_id: str) -> tuple[str, str]:
+        last = services.state.last_success(harvester_id) or {}
+        return incremental_window_range(last.get("response_date"), now, overlap=overlap())
+
+    return range_run_requests(
+        pipeline, harvest_job.name, "incremental", tick_id, since_last_success
+    )
 
 
 @dg.schedule(
@@ -80,4 +96,28 @@ def incremental_harvest_schedule(
 ) -> list[dg.RunRequest] | dg.SkipReason:
     now = context.scheduled_execution_time or datetime.now(UTC)
     requests = incremental_run_requests(pipeline, now, now.strftime("%Y%m%dT%H%M"))
+    return requests or dg.SkipReason("no enabled harvester is registered")
+
+
+def full_harvest_requests(
+    pipeline: PipelineResource, now: datetime, tick_id: str
+) -> list[dg.RunRequest]:
+    first = window_partitions.get_first_partition_key()
+    last = window_partitions.get_partition_key_for_timestamp(now.timestamp())
+    return range_run_requests(
+        pipeline, run_all_harvesters.name, "full", tick_id, lambda _s, _h: (first, last)
+    )
+
+
+@dg.schedule(
+    cron_schedule="0 3 * * 0",
+    job=run_all_harvesters,
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+    description="Weekly (when started): a full harvest of every enabled harvester.",
+)
+def run_all_harvesters_schedule(
+    context: dg.ScheduleEvaluationContext, pipeline: PipelineResource
+) -> list[dg.RunRequest] | dg.SkipReason:
+    now = context.scheduled_execution_time or datetime.now(UTC)
+    requests = full_harvest_requests(pipeline, now, now.strftime("%Y%m%dT%H%M"))
     return requests or dg.SkipReason("no enabled harvester is registered")
