@@ -1,0 +1,280 @@
+"""The client against real recorded responses, served with their recorded status and headers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import httpx
+import pytest
+from lxml import etree
+
+from oai_pipeline.oai.client import OAIClient
+from oai_pipeline.oai.errors import BadResumptionToken, OAIError
+from oai_pipeline.oai.windows import parse_datestamp
+
+SAMPLES = Path(__file__).parent / "samples"
+RECORDED = json.loads((SAMPLES / "responses.json").read_text())
+OAI = "{http://www.openarchives.org/OAI/2.0/}"
+
+
+class Recorded:
+    """Answers a request with the recorded response whose request parameters match."""
+
+    def __init__(self, extra: dict[tuple, str] | None = None) -> None:
+        self.routes: dict[tuple, str] = {}
+        for name, entry in RECORDED.items():
+            if entry.get("request", "").startswith("GET "):
+                url = entry["request"][4:]
+                self.routes[self.key(urlsplit(url).netloc, parse_qsl(urlsplit(url).query))] = name
+        self.routes.update(extra or {})
+        self.requests: list[httpx.Request] = []
+
+    @staticmethod
+    def key(host: str, params) -> tuple:
+        return (host, tuple(sorted(params)))
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        name = self.routes.get(self.key(request.url.host, request.url.params.multi_items()))
+        if name is None:
+            return httpx.Response(404, text=f"no recording for {request.url}")
+        entry = RECORDED.get(name, {})
+        headers = {k: v for k, v in entry.get("headers", {}).items() if k != "content-length"}
+        return httpx.Response(
+            entry.get("status", 200), content=(SAMPLES / name).read_bytes(), headers=headers
+        )
+
+
+def zenodo(recorded: Recorded, sleeps: list[float] | None = None) -> OAIClient:
+    sink = sleeps if sleeps is not None else []
+    return OAIClient("https://zenodo.org/oai2d", transport=recorded.transport(), sleep=sink.append)
+
+
+def test_identify_zenodo_seconds_granularity_and_no_deletions() -> None:
+    info = zenodo(Recorded()).identify()
+    assert info.repository_name == "Zenodo"
+    assert info.granularity == "seconds"
+    assert info.deleted_record == "no"
+    assert info.earliest_datestamp == "2014-02-03T14:41:33Z"
+    assert info.response_date == "2026-08-10T08:56:30Z"
+    assert info.base_url == "https://zenodo.org/oai2d"
+
+
+def test_identify_e_periodica() -> None:
+    client = OAIClient(
+        "https://www.e-periodica.ch/oai/dataprovider", transport=Recorded().transport()
+    )
+    info = client.identify()
+    assert info.repository_name == "repository.prod"
+    assert info.granularity == "seconds"
+    assert info.deleted_record == "no"
+    assert parse_datestamp(info.earliest_datestamp).year == 2013
+
+
+def test_identify_day_granularity() -> None:
+    body = (
+        (SAMPLES / "zenodo-Identify.xml")
+        .read_bytes()
+        .replace(b"YYYY-MM-DDThh:mm:ssZ", b"YYYY-MM-DD")
+        .replace(b"<deletedRecord>no", b"<deletedRecord>persistent")
+    )
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+    info = OAIClient("https://day.test/oai", transport=transport).identify()
+    assert info.granularity == "day" and info.deleted_record == "persistent"
+
+
+def test_polite_request_headers_and_a_retry_after_on_200_is_not_obeyed() -> None:
+    recorded, sleeps = Recorded(), []
+    zenodo(recorded, sleeps).identify()
+    request = recorded.requests[0]
+    assert request.headers["user-agent"].startswith("oai-pipeline/")
+    assert "gzip" in request.headers["accept-encoding"]
+    assert sleeps == []  # the recording carries retry-after: 60 on a 200
+
+
+def test_list_records_with_token_then_resumed_page_with_deleted_header() -> None:
+    page1 = RECORDED["zenodo-ListRecords-oai_dc-page1.xml"]
+    resumed = RECORDED["zenodo-ListRecords-oai_dc-resumed-with-deleted.xml"]
+    recorded = Recorded()
+    client = zenodo(recorded)
+    first = client.list_page("ListRecords", metadata_prefix="oai_dc")
+    assert [r.identifier for r in first.records] == [
+        "oai:zenodo.org:8435696",
+        "oai:zenodo.org:8435639",
+        "oai:zenodo.org:8433301",
+    ]
+    assert first.records[0].set_specs == ["user-pyhep2023", "openaire"]
+    assert first.cursor == 0 and first.complete_list_size == 8091628
+    assert first.response_date == "2026-08-13T17:56:48Z"
+    token = first.resumption_token
+    assert token and token in resumed["request"]  # attributes read, text is the token
+    assert page1["status"] == 200
+    second = client.list_page("ListRecords", metadata_prefix="oai_dc", resumption_token=token)
+    # only verb and the (URL-encoded) token go with a resumed request
+    assert dict(recorded.requests[-1].url.params) == {
+        "verb": "ListRecords",
+        "resumptionToken": token,
+    }
+    deleted = second.records[0]
+    assert deleted.identifier == "oai:zenodo.org:8433364" and deleted.deleted
+    assert deleted.error is None
+    assert b"<metadata>" in deleted.xml  # metadata left in, yet the header is the truth
+    assert second.cursor == 50 and second.resumption_token
+
+
+def test_each_record_xml_is_the_whole_record_and_parses_on_its_own() -> None:
+    page = zenodo(Recorded()).list_page("ListRecords", metadata_prefix="oai_dc")
+    for record in page.records:
+        root = etree.fromstring(record.xml)
+        assert root.tag == OAI + "record"
+        assert root.findtext(f"{OAI}header/{OAI}identifier") == record.identifier
+        dc = root.find(f"{OAI}metadata")[0]
+        assert dc.tag == "{http://www.openarchives.org/OAI/2.0/oai_dc/}dc"
+        # xsi:schemaLocation on the payload still has its namespace
+        assert dc.get("{http://www.w3.org/2001/XMLSchema-instance}schemaLocation")
+
+
+def test_sweep_ends_on_no_records_match_with_http_422() -> None:
+    resumed = RECORDED["zenodo-ListRecords-oai_dc-resumed-with-deleted.xml"]
+    last_token = ".eJwlzEuOgjAAANC7dG0mLeAMkMwCRmlEqYLSQjemUBRtFRSMROPd5"
+    recorded = Recorded(
+        {
+            Recorded.key(
+                "zenodo.org", [("verb", "ListRecords"), ("resumptionToken", last_token)]
+            ): "zenodo-error-noRecordsMatch-http422.xml"
+        }
+    )
+    pages = list(zenodo(recorded).sweep("ListRecords", metadata_prefix="oai_dc"))
+    assert [len(p.records) for p in pages] == [3, 3, 0]
+    assert pages[-1].resumption_token is None
+    assert resumed["status"] == 200
+
+
+def test_list_identifiers_page_with_token_attributes() -> None:
+    page = zenodo(Recorded()).list_page(
+        "ListIdentifiers", metadata_prefix="oai_dc", from_="2026-04-01"
+    )
+    assert len(page.records) == 50
+    assert all(r.xml is None and r.identifier.startswith("oai:zenodo.org:") for r in page.records)
+    assert page.cursor == 0 and page.complete_list_size == 1337969
+    assert page.resumption_token and len(page.resumption_token) > 300
+
+
+def test_list_sets_follows_the_token_to_a_last_page_without_token_element() -> None:
+    recorded = Recorded()
+    sets = list(zenodo(recorded).list_sets())
+    assert len(recorded.requests) == 2
+    specs = [s.spec for s in sets]
+    assert len(specs) == len(set(specs)) > 0
+    assert all(s.name for s in sets)
+
+
+def test_bad_argument_with_http_422_fails_without_retry() -> None:
+    recorded, sleeps = Recorded(), []
+    with pytest.raises(OAIError) as caught:
+        zenodo(recorded, sleeps).list_page("ListRecords", metadata_prefix="XXX")
+    assert caught.value.code == "badArgument"
+    assert caught.value.message == "metadataPrefix does not exist"
+    assert "badArgument" in str(caught.value)
+    assert len(recorded.requests) == 1 and sleeps == []
+
+
+def test_bad_resumption_token_with_http_422() -> None:
+    with pytest.raises(BadResumptionToken) as caught:
+        zenodo(Recorded()).list_page(
+            "ListRecords", metadata_prefix="oai_dc", resumption_token="XXX"
+        )
+    assert caught.value.code == "badResumptionToken"
+
+
+def test_no_records_match_with_empty_text_and_http_422_is_an_empty_last_page() -> None:
+    page = zenodo(Recorded()).list_page("ListRecords", metadata_prefix="oai_dc", from_="2030-01-01")
+    assert page.records == [] and page.resumption_token is None
+    assert page.response_date == "2026-08-13T18:19:00Z"
+
+
+def test_arxiv_padded_no_records_match_with_status_200() -> None:
+    body = (SAMPLES / "arxiv-error-noRecordsMatch-2016.xml").read_bytes()
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+    client = OAIClient("http://export.arxiv.org/oai2", transport=transport)
+    pages = list(
+        client.sweep(
+            "ListRecords",
+            metadata_prefix="arXiv",
+            from_="2015-01-17",
+            until="2015-01-17",
+            set_spec="physics:hep-lat",
+        )
+    )
+    assert len(pages) == 1 and pages[0].records == []
+
+
+def test_arxiv_day_granularity_list_without_token() -> None:
+    body = (SAMPLES / "arxiv-ListRecords-cs-2015-01-16_2015-01-18.xml").read_bytes()
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+    client = OAIClient("http://export.arxiv.org/oai2", transport=transport)
+    pages = list(client.sweep("ListRecords", metadata_prefix="arXiv", set_spec="cs"))
+    assert len(pages) == 1 and len(pages[0].records) == 46
+    assert all(len(r.datestamp) == 10 for r in pages[0].records)
+    assert all(parse_datestamp(r.datestamp).year >= 2011 for r in pages[0].records)
+
+
+def test_get_record_datacite_and_id_does_not_exist_with_http_422() -> None:
+    client = zenodo(Recorded())
+    record = client.get_record("oai:zenodo.org:10357859", "datacite")
+    assert record.error is None and not record.deleted
+    payload = etree.fromstring(record.xml).find(f"{OAI}metadata")[0]
+    assert etree.QName(payload).localname == "resource"
+    missing = client.get_record("oai:zenodo.org:XXX", "oai_dc")
+    assert missing.error.type == "idDoesNotExist"
+    assert missing.error.message == "No matching identifier"
+    assert missing.identifier == "oai:zenodo.org:XXX"
+
+
+def test_several_error_elements_are_all_reported() -> None:
+    body = (
+        b'<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><responseDate>2026-01-01T00:00:00Z'
+        b'</responseDate><request>x</request><error code="badArgument">from is bad</error>'
+        b'<error code="badArgument">until is bad</error></OAI-PMH>'
+    )
+    transport = httpx.MockTransport(lambda request: httpx.Response(400, content=body))
+    with pytest.raises(OAIError) as caught:
+        OAIClient("https://x.test/oai", transport=transport).list_page(
+            "ListRecords", metadata_prefix="oai_dc", from_="x"
+        )
+    assert caught.value.errors == [("badArgument", "from is bad"), ("badArgument", "until is bad")]
+
+
+def test_gzip_and_redirects() -> None:
+    import gzip
+
+    body = gzip.compress((SAMPLES / "zenodo-Identify.xml").read_bytes())
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/old":
+            return httpx.Response(
+                301, headers={"location": "https://zenodo.org/oai2d?verb=Identify"}
+            )
+        return httpx.Response(200, content=body, headers={"content-encoding": "gzip"})
+
+    client = OAIClient("https://zenodo.org/old", transport=httpx.MockTransport(handler))
+    assert client.identify().repository_name == "Zenodo"
+
+
+def test_http_404_html_is_a_clear_error_not_retried() -> None:
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return httpx.Response(404, text="<html><body>Not Found</body></html>")
+
+    from oai_pipeline.oai.errors import HarvestProtocolError
+
+    with pytest.raises(HarvestProtocolError, match="HTTP 404"):
+        OAIClient("https://x.test/nope", transport=httpx.MockTransport(handler)).identify()
+    assert len(calls) == 1
