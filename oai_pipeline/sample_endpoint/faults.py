@@ -1,0 +1,41 @@
+"""Misbehaviour the sample endpoint can be told to show, as real OAI-PMH endpoints do.
+
+All switches are off by default. Request numbers count from 1 over the endpoint's life
+(every HTTP request counts, faulty ones included); see `OAIEndpoint.request_count`.
+When several switches hit the same request, the first in field order wins.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Faults(BaseModel):
+    """What goes wrong, and when; assign a new one to `OAIEndpoint.faults` while it runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    drop_connection_on: set[int] = set()
+    """Close the socket without sending a response on these request numbers."""
+    unavailable_every: int = Field(default=0, ge=0)
+    """Every Nth request gets HTTP 503 with `Retry-After` (0: never)."""
+    retry_after: str = "1"
+    """The 503's `Retry-After`: seconds or an HTTP date (which may lie in the past)."""
+    not_xml_on: set[int] = set()
+    """HTTP 200 whose body is not XML at all (but is labelled text/xml)."""
+    html_error_on: set[int] = set()
+    """HTTP 200 with an HTML error page, as some proxies and frameworks send."""
+    truncate_on: set[int] = set()
+    """HTTP 200 with the XML body cut at 60 % (correct Content-Length for what is sent)."""
+    expire_tokens_after_pages: int | None = Field(default=None, ge=1)
+    """After this many list pages (counted from when these faults were set) the server
+    "restarts" once: every resumption token issued so far answers badResumptionToken."""
+    illegal_characters: bool = False
+    """Inject a literal U+0001 and the references `&#1;`, `&#xFFFE;`, `&#xD800;` (all
+    illegal in XML 1.0) into the first title (or first text) of every record's metadata."""
+    ratelimit_headers: bool = False
+    """Send `x-ratelimit-limit/-remaining/-reset` and a `Retry-After` on 200, like Zenodo."""
+    ratelimit_limit: int = Field(default=133, ge=1)
+    """Requests allowed per window in the rate-limit headers (Zenodo: 133 a minute)."""
+    ratelimit_window_seconds: int = Field(default=60, ge=1)
+    """Length of the rate-limit window the headers describe."""
