@@ -1,0 +1,57 @@
+"""Cleaning before the one strict parse: illegal characters and wrong encodings."""
+
+from __future__ import annotations
+
+from lxml import etree
+
+from oai_pipeline.oai.cleaning import clean_page
+
+
+def test_clean_utf8_page_is_returned_as_is() -> None:
+    page = '<?xml version="1.0" encoding="UTF-8"?><a>café &#233; &amp;</a>'.encode()
+    assert clean_page(page) is page
+
+
+def test_literal_illegal_characters_are_dropped() -> None:
+    cleaned = clean_page("<a>x\x00\x01\x08\x0b\x0c\x1f\ufffe\uffffy\tz\n</a>".encode())
+    assert cleaned == b"<a>xy\tz\n</a>"
+
+
+def test_illegal_numeric_references_are_dropped_legal_ones_kept() -> None:
+    page = b"<a>&#1;&#x1;&#X1f;&#xFFFE;&#xffff;&#xD800;&#55296;&#0;&#233;&#x1F600;&#10;</a>"
+    cleaned = clean_page(page)
+    assert cleaned == b"<a>&#233;&#x1F600;&#10;</a>"
+    assert etree.fromstring(cleaned).text == "é\U0001f600\n"
+
+
+def test_utf8_encoded_surrogates_are_dropped() -> None:
+    assert clean_page(b"<a>a\xed\xa0\x80b</a>") == b"<a>ab</a>"
+
+
+def test_declared_utf8_but_latin1_bytes() -> None:
+    page = '<?xml version="1.0" encoding="utf-8"?><a>Zürich – €</a>'.encode("cp1252")
+    assert etree.fromstring(clean_page(page)).text == "Zürich – €"
+
+
+def test_mixed_page_keeps_its_utf8_and_repairs_the_latin1_part() -> None:
+    page = "<a><b>Zürich</b>".encode() + "<b>Genève</b></a>".encode("latin-1")
+    root = etree.fromstring(clean_page(page))
+    assert [b.text for b in root] == ["Zürich", "Genève"]
+
+
+def test_declared_latin1_but_utf8_bytes() -> None:
+    page = "<?xml version='1.0' encoding='ISO-8859-1'?><a>Zürich</a>".encode()
+    cleaned = clean_page(page)
+    assert cleaned.startswith(b"<?xml version='1.0' encoding='UTF-8'?>")
+    assert etree.fromstring(cleaned).text == "Zürich"
+
+
+def test_real_latin1_page_is_converted_to_utf8() -> None:
+    page = '<?xml version="1.0" encoding="ISO-8859-1"?><a>Zürich</a>'.encode("latin-1")
+    assert etree.fromstring(clean_page(page)).text == "Zürich"
+
+
+def test_utf16_with_bom_and_utf8_bom() -> None:
+    page = '<?xml version="1.0" encoding="UTF-16"?><a>Zürich</a>'.encode("utf-16")
+    assert etree.fromstring(clean_page(page)).text == "Zürich"
+    assert etree.fromstring(clean_page(b"\xef\xbb\xbf<a>\xc3\xa9</a>")).text == "é"

@@ -1,0 +1,131 @@
+"""Flow control: Retry-After parsing, backoff, request spacing and rate-limit headers."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+from email.utils import format_datetime
+
+import pytest
+
+from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.oai.client import OAIClient
+from oai_pipeline.oai.flow import RateLimiter, backoff_delay, parse_retry_after
+from oai_pipeline_tests.oai.fake_source import BASE_URL, FakeSource, make_records
+
+
+class FakeClock:
+    """A clock that only moves when someone sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_parse_retry_after_seconds_and_http_dates() -> None:
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC).timestamp()
+    assert parse_retry_after("120") == 120
+    assert parse_retry_after(" 5 ") == 5
+    assert parse_retry_after("Thu, 01 Jan 2026 12:00:30 GMT", now=now) == 30
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=now) < 0  # past: clamp later
+    assert (
+        parse_retry_after(
+            format_datetime(datetime(2026, 1, 1, 12, 1, tzinfo=UTC), usegmt=True), now=now
+        )
+        == 60
+    )
+    assert parse_retry_after(None) is None
+    assert parse_retry_after("soon") is None
+
+
+def test_backoff_grows_exponentially_with_jitter_and_is_capped() -> None:
+    rng = random.Random(7)
+    for attempt, (low, high) in enumerate([(0.5, 1), (1, 2), (2, 4), (4, 8)], 1):
+        assert low <= backoff_delay(attempt, 1.0, 300, rng) <= high
+    assert 5 <= backoff_delay(20, 1.0, 10, rng) <= 10
+
+
+def test_rate_limit_spaces_request_starts() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(30, max_wait=300, sleep=clock.sleep, clock=clock)
+    for _ in range(3):
+        with limiter:
+            clock.now += 0.5  # the request itself takes half a second
+    assert clock.sleeps == [1.5, 1.5]  # 2 s between starts at 30 a minute
+
+
+def test_low_ratelimit_remaining_slows_down_until_the_reset() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(
+        None, max_wait=300, sleep=clock.sleep, clock=clock, wall_clock=lambda: 5e9
+    )
+    with limiter:
+        limiter.observe(
+            {
+                "x-ratelimit-limit": "133",
+                "x-ratelimit-remaining": "120",
+                "x-ratelimit-reset": str(5e9 + 40),
+            }
+        )
+    with limiter:  # plenty left: no wait
+        limiter.observe(
+            {
+                "x-ratelimit-limit": "133",
+                "x-ratelimit-remaining": "3",
+                "x-ratelimit-reset": str(5e9 + 40),
+            }
+        )
+    assert clock.sleeps == []
+    with limiter:  # nearly spent: the rest spread over the 40 s left
+        limiter.observe({"x-ratelimit-remaining": "0", "x-ratelimit-reset": "12"})
+    with limiter:  # nothing left: wait until the reset (given as seconds)
+        pass
+    assert clock.sleeps == [pytest.approx(10.0), pytest.approx(12.0)]
+
+
+def test_client_rate_limit_and_its_override() -> None:
+    source = FakeSource(make_records(6), page_size=2)
+    sleeps: list[float] = []
+    client = OAIClient(
+        BASE_URL, transport=source.transport(), sleep=sleeps.append, rate_limit_per_minute=6
+    )
+    list(client.sweep("ListRecords", metadata_prefix="oai_dc"))
+    assert len(sleeps) == 2 and all(9 < s <= 10 for s in sleeps)
+    client.rate_limit_per_minute = None
+    sleeps.clear()
+    list(client.sweep("ListRecords", metadata_prefix="oai_dc"))
+    assert (
+        sleeps == [] or max(sleeps) <= 10
+    )  # only the wait left over from the last limited request
+    with pytest.raises(ConfigurationError):
+        client.rate_limit_per_minute = 0
+
+
+def test_client_honours_rate_limit_headers_but_not_retry_after_on_200() -> None:
+    source = FakeSource(make_records(6), page_size=2)
+    source.response_headers = {
+        "retry-after": "60",
+        "x-ratelimit-limit": "133",
+        "x-ratelimit-remaining": "0",
+        "x-ratelimit-reset": "7",
+    }
+    sleeps: list[float] = []
+    client = OAIClient(BASE_URL, transport=source.transport(), sleep=sleeps.append)
+    list(client.sweep("ListRecords", metadata_prefix="oai_dc"))
+    assert len(sleeps) == 2 and all(6.9 < s <= 7 for s in sleeps)
+
+
+def test_invalid_client_settings_are_configuration_errors() -> None:
+    with pytest.raises(ConfigurationError, match="http"):
+        OAIClient("ftp://example.org/oai")
+    with pytest.raises(ConfigurationError):
+        OAIClient(BASE_URL, timeout=0)
+    with pytest.raises(ConfigurationError):
+        OAIClient(BASE_URL, rate_limit_per_minute=-1)
