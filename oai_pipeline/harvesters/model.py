@@ -1,11 +1,44 @@
 """The harvester: an OAI-PMH endpoint, a format, a set, and how to transform and write.
 
 CONTRACT: field names are fixed; the registry owner adds validators and spec parsing.
+
+Plug-in specs are checked against the installed plug-ins when a harvester is built from
+operator input. Reading a stored harvester back skips that check (validation context
+`{"check_plugins": False}`), so an uninstalled plug-in never hides the registry.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
+
+from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.harvesters.plugins import (
+    PluginGroup,
+    load_model,
+    parse_spec,
+    validate_spec,
+    with_option,
+)
+
+HARVESTER_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_EMAIL = re.compile(r"^[^@\s,;]+@[^@\s,;]+\.[^@\s,;.]+$")
+MAX_BATCH_SIZE = 10_000
+
+
+def _check_spec(group: PluginGroup, text: str, info: ValidationInfo) -> str:
+    check_plugins = (info.context or {}).get("check_plugins", True)
+    try:
+        if check_plugins:
+            validate_spec(group, text)
+        else:
+            parse_spec(text)
+    except ConfigurationError as error:
+        raise ValueError(str(error)) from None
+    return text.strip()
 
 
 class Harvester(BaseModel):
@@ -24,3 +57,148 @@ class Harvester(BaseModel):
     rate_limit_per_minute: int | None = None
     batch_size: int = 100
     enabled: bool = True
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        if not HARVESTER_ID.match(value):
+            raise ValueError(
+                f"{value!r} is not a harvester id: lowercase letters, digits, '-' and '_', "
+                "starting with a letter or digit"
+            )
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str) -> str:
+        value = value.strip()
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or " " in value:
+            raise ValueError(f"{value!r} is not an http(s) URL")
+        return value
+
+    @field_validator("metadata_prefix")
+    @classmethod
+    def _metadata_prefix(cls, value: str) -> str:
+        value = value.strip()
+        if not value or any(c.isspace() for c in value):
+            raise ValueError("a metadata prefix is one word, e.g. oai_dc")
+        return value
+
+    @field_validator("setspec")
+    @classmethod
+    def _setspec(cls, value: str | None) -> str | None:
+        value = (value or "").strip()
+        if any(c.isspace() for c in value):
+            raise ValueError(f"{value!r} is not a setSpec (no spaces)")
+        return value or None
+
+    @field_validator("loader")
+    @classmethod
+    def _loader(cls, value: str, info: ValidationInfo) -> str:
+        return _check_spec("readers", value, info)
+
+    @field_validator("transformers")
+    @classmethod
+    def _transformers(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        return [_check_spec("transformers", text, info) for text in value]
+
+    @field_validator("writers")
+    @classmethod
+    def _writers(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        return [_check_spec("writers", text, info) for text in value]
+
+    @field_validator("harvest_managers")
+    @classmethod
+    def _harvest_managers(cls, value: list[str]) -> list[str]:
+        cleaned = [address.strip() for address in value]
+        for address in cleaned:
+            if not _EMAIL.match(address):
+                raise ValueError(f"{address!r} is not an e-mail address")
+        return cleaned
+
+    @field_validator("rate_limit_per_minute")
+    @classmethod
+    def _rate_limit(cls, value: int | None) -> int | None:
+        if value is not None and value <= 0:
+            raise ValueError("must be greater than 0 (leave it out for no limit)")
+        return value
+
+    @field_validator("batch_size")
+    @classmethod
+    def _batch_size(cls, value: int) -> int:
+        if not 1 <= value <= MAX_BATCH_SIZE:
+            raise ValueError(f"must be between 1 and {MAX_BATCH_SIZE}")
+        return value
+
+    @classmethod
+    def from_input(
+        cls,
+        data: dict[str, Any],
+        *,
+        model: str | None = None,
+        community: str | None = None,
+    ) -> Harvester:
+        """Build from CLI or fixture input: `model` fills in the transformer and writer
+        not given explicitly, `community` is added to every writer's options."""
+        return cls.model_validate(apply_model_and_community(data, model, community))
+
+    @classmethod
+    def from_stored(cls, data: dict[str, Any]) -> Harvester:
+        """A harvester read back from the store: shape checked, plug-ins not loaded."""
+        return cls.model_validate(data, context={"check_plugins": False})
+
+
+def apply_model_and_community(
+    data: dict[str, Any], model: str | None, community: str | None
+) -> dict[str, Any]:
+    """`--model` and `--community` expanded into `transformers` and `writers`."""
+    data = dict(data)
+    if model is not None:
+        try:
+            spec = load_model(model)
+        except ConfigurationError as error:
+            raise _field_error("model", str(error), model) from None
+        if not data.get("transformers"):
+            data["transformers"] = [spec.transformer]
+        if not data.get("writers"):
+            data["writers"] = [spec.writer]
+    if community is not None:
+        if not community.strip():
+            raise _field_error("community", "must not be empty", community)
+        if not data.get("writers"):
+            raise _field_error(
+                "community", "needs a writer to add it to (give a model or a writer)", community
+            )
+        try:
+            data["writers"] = [with_option(w, "community", community) for w in data["writers"]]
+        except ConfigurationError as error:
+            raise _field_error("writers", str(error), data["writers"]) from None
+    return data
+
+
+def _field_error(field: str, message: str, value: Any) -> ValidationError:
+    """A ValidationError naming `field`, as pydantic would raise it for a bad field."""
+    from pydantic_core import InitErrorDetails, PydanticCustomError
+
+    return ValidationError.from_exception_data(
+        "Harvester",
+        [
+            InitErrorDetails(
+                type=PydanticCustomError(
+                    "value_error", "Value error, {reason}", {"reason": message}
+                ),
+                loc=(field,),
+                input=value,
+            )
+        ],
+    )
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One line naming the field(s), the way the CLI prints a ValidationError."""
+    parts = []
+    for item in error.errors():
+        field = ".".join(str(p) for p in item["loc"]) or "input"
+        parts.append(f"{field}: {item['msg']}")
+    return "invalid " + "; ".join(parts)

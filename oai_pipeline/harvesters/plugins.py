@@ -1,0 +1,195 @@
+"""Plug-in readers, transformers, writers and models, found through Python entry points.
+
+A harvester names its plug-ins as `name` or `name{json5 options}` (unquoted keys allowed),
+e.g. `oai-service{model:"rdm", community:"cesnet"}`. A user package adds a plug-in by
+declaring an entry point in the group `oai_pipeline.<group>`; the built-ins register the
+same way, so nothing here knows the concrete classes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib.metadata import EntryPoint, entry_points
+from typing import TYPE_CHECKING, Any, Literal
+
+import json5
+from pydantic import BaseModel, ValidationError
+
+from oai_pipeline.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from oai_pipeline.harvesters.model import Harvester
+    from oai_pipeline.settings import Settings
+    from oai_pipeline.targets.base import Writer
+    from oai_pipeline.transform.base import Transformer
+
+PluginGroup = Literal["readers", "transformers", "writers", "models"]
+
+# How an error message names one plug-in of a group.
+_SINGULAR = {
+    "readers": "reader",
+    "transformers": "transformer",
+    "writers": "writer",
+    "models": "model",
+}
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+
+
+class PluginSpec(BaseModel):
+    """A parsed `name{options}`: which plug-in, and the options it is given."""
+
+    name: str
+    options: dict[str, Any] = {}
+
+    def render(self) -> str:
+        """Back to the `name{options}` text (options as JSON, which is valid JSON5)."""
+        if not self.options:
+            return self.name
+        return f"{self.name}{json.dumps(self.options, ensure_ascii=False, sort_keys=True)}"
+
+
+class ModelSpec(BaseModel):
+    """A target data model: the transformer and writer that `--model` fills in."""
+
+    name: str
+    transformer: str
+    writer: str
+
+
+RDM_MODEL = ModelSpec(
+    name="rdm",
+    transformer='oai-import{model:"rdm"}',
+    writer='oai-service{model:"rdm"}',
+)
+
+# Models shipped with the project; an entry point of the same name overrides nothing.
+_BUILTIN_MODELS = {RDM_MODEL.name: RDM_MODEL}
+
+
+def parse_spec(text: str) -> PluginSpec:
+    """Parse `name` or `name{json5 options}`; a malformed spec is a ConfigurationError."""
+    text = text.strip()
+    brace = text.find("{")
+    name = text if brace < 0 else text[:brace].strip()
+    if not name or not _NAME.match(name):
+        raise ConfigurationError(
+            f"{text!r} is not a plug-in spec: expected name or name{{options}}"
+        )
+    if brace < 0:
+        return PluginSpec(name=name)
+    try:
+        options = json5.loads(text[brace:])
+    except ValueError as error:
+        raise ConfigurationError(f"options of {name!r} do not parse as JSON5: {error}") from None
+    if not isinstance(options, dict):
+        raise ConfigurationError(f"options of {name!r} must be an object {{key: value}}")
+    return PluginSpec(name=name, options=options)
+
+
+def available(group: PluginGroup) -> dict[str, EntryPoint]:
+    """The plug-ins installed for a group, by name (entry points `oai_pipeline.<group>`)."""
+    return {ep.name: ep for ep in entry_points(group=f"oai_pipeline.{group}")}
+
+
+def _known_names(group: PluginGroup) -> list[str]:
+    names = set(available(group))
+    if group == "models":
+        names |= set(_BUILTIN_MODELS)
+    return sorted(names)
+
+
+def _unknown(group: PluginGroup, name: str) -> ConfigurationError:
+    known = ", ".join(_known_names(group)) or "none installed"
+    return ConfigurationError(f"unknown {_SINGULAR[group]} {name!r} (known {group}: {known})")
+
+
+def load_plugin_class(group: PluginGroup, name: str) -> type:
+    """The class registered as `name` in `group`; unknown or broken -> ConfigurationError."""
+    entry_point = available(group).get(name)
+    if entry_point is None:
+        raise _unknown(group, name)
+    try:
+        loaded = entry_point.load()
+    except Exception as error:  # an installed but broken plug-in is a configuration problem
+        raise ConfigurationError(
+            f"{_SINGULAR[group]} {name!r} cannot be loaded from {entry_point.value}: {error}"
+        ) from None
+    if not isinstance(loaded, type):
+        raise ConfigurationError(
+            f"{_SINGULAR[group]} {name!r} ({entry_point.value}) is not a class"
+        )
+    return loaded
+
+
+def load_model(name: str) -> ModelSpec:
+    """A target model by name: the built-in `rdm`, or one a user package declares."""
+    if name in _BUILTIN_MODELS:
+        return _BUILTIN_MODELS[name]
+    entry_point = available("models").get(name)
+    if entry_point is None:
+        raise _unknown("models", name)
+    try:
+        loaded = entry_point.load()
+    except Exception as error:
+        raise ConfigurationError(
+            f"model {name!r} cannot be loaded from {entry_point.value}: {error}"
+        ) from None
+    try:
+        return ModelSpec.model_validate(loaded, from_attributes=True)
+    except ValidationError:
+        raise ConfigurationError(
+            f"model {name!r} ({entry_point.value}) is not a ModelSpec"
+        ) from None
+
+
+def _options_of(group: PluginGroup, spec: PluginSpec, plugin: type) -> BaseModel:
+    """The plug-in's own `Options` model applied to the spec's options."""
+    options_model: type[BaseModel] | None = getattr(plugin, "Options", None)
+    if options_model is None:
+        raise ConfigurationError(f"{_SINGULAR[group]} {spec.name!r} declares no Options model")
+    try:
+        return options_model.model_validate(spec.options)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in item['loc']) or 'options'}: {item['msg']}"
+            for item in error.errors()
+        )
+        raise ConfigurationError(
+            f"{_SINGULAR[group]} {spec.name!r} rejects its options: {problems}"
+        ) from None
+
+
+def validate_spec(group: PluginGroup, text: str) -> PluginSpec:
+    """Parse a spec and check its options against the plug-in's `Options` model."""
+    spec = parse_spec(text)
+    _options_of(group, spec, load_plugin_class(group, spec.name))
+    return spec
+
+
+def _instantiate(group: PluginGroup, text: str, *args: Any) -> Any:
+    spec = parse_spec(text)
+    plugin = load_plugin_class(group, spec.name)
+    return plugin(_options_of(group, spec, plugin), *args)
+
+
+def build_reader(harvester: Harvester) -> Any:
+    """The harvester's loader: `Reader(options, harvester)`."""
+    return _instantiate("readers", harvester.loader, harvester)
+
+
+def build_transformers(harvester: Harvester) -> list[Transformer]:
+    """The harvester's transformer chain, in order: `Transformer(options)` each."""
+    return [_instantiate("transformers", text) for text in harvester.transformers]
+
+
+def build_writers(harvester: Harvester, settings: Settings) -> list[Writer]:
+    """The harvester's writers: `Writer(options, settings)` each."""
+    return [_instantiate("writers", text, settings) for text in harvester.writers]
+
+
+def with_option(text: str, key: str, value: Any) -> str:
+    """The spec with one option set (e.g. the writer's `community`), re-rendered."""
+    spec = parse_spec(text)
+    return PluginSpec(name=spec.name, options={**spec.options, key: value}).render()

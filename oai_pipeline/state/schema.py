@@ -1,0 +1,149 @@
+"""The state store's tables (SQLAlchemy Core) and their creation/migration.
+
+Times are stored as ISO-8601 UTC text (`2026-01-31T12:00:00Z`): portable between SQLite
+and PostgreSQL, readable in JSON output, and ordered when compared as text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+SCHEMA_VERSION = 1
+
+metadata = sa.MetaData()
+
+schema_version = sa.Table(
+    "schema_version",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),  # always 1: a single row
+    sa.Column("version", sa.Integer, nullable=False),
+)
+
+# The harvester registry: the pydantic model as JSON, plus what Identify said.
+harvesters = sa.Table(
+    "harvesters",
+    metadata,
+    sa.Column("id", sa.String(200), primary_key=True),
+    sa.Column("config", sa.JSON, nullable=False),
+    sa.Column("identify", sa.JSON, nullable=True),
+    sa.Column("deleted_record", sa.String(20), nullable=True),
+    sa.Column("created_at", sa.String(32), nullable=False),
+    sa.Column("updated_at", sa.String(32), nullable=False),
+)
+
+# One harvest record per (harvester, OAI identifier).
+harvest_records = sa.Table(
+    "harvest_records",
+    metadata,
+    sa.Column("harvester_id", sa.String(200), primary_key=True),
+    sa.Column("identifier", sa.String(1000), primary_key=True),
+    sa.Column("datestamp", sa.String(32), nullable=True),
+    sa.Column("deleted", sa.Boolean, nullable=False, default=False),
+    sa.Column("set_specs", sa.JSON, nullable=True),
+    sa.Column("xml", sa.LargeBinary, nullable=True),
+    sa.Column("data", sa.JSON, nullable=True),
+    sa.Column("pid", sa.String(1000), nullable=True),
+    sa.Column("local_id", sa.String(200), nullable=True),
+    sa.Column("written_revision", sa.Integer, nullable=True),
+    sa.Column("written_datestamp", sa.String(32), nullable=True),
+    sa.Column("last_harvested_at", sa.String(32), nullable=True),
+    sa.Column("last_transformed_at", sa.String(32), nullable=True),
+    sa.Column("last_written_at", sa.String(32), nullable=True),
+    sa.Column("gone_at", sa.String(32), nullable=True),  # vanished at a source without deletions
+    sa.Index("ix_harvest_records_identifier", "identifier"),
+)
+
+# Errors of a harvest record, by stage: `harvest` (parse), `transform`, `write` (last write).
+record_errors = sa.Table(
+    "record_errors",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("harvester_id", sa.String(200), nullable=False),
+    sa.Column("identifier", sa.String(1000), nullable=False),
+    sa.Column("stage", sa.String(20), nullable=False),
+    sa.Column("type", sa.String(200), nullable=False),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("location", sa.Text, nullable=True),
+    sa.Column("created_at", sa.String(32), nullable=False),
+    sa.Index("ix_record_errors_record", "harvester_id", "identifier", "stage"),
+    sa.Index("ix_record_errors_type", "type"),
+)
+
+# Harvest runs (batches): window, cap, counters, the saved discovery state, status.
+harvest_runs = sa.Table(
+    "harvest_runs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("harvester_id", sa.String(200), nullable=False, index=True),
+    sa.Column("dagster_run_id", sa.String(100), nullable=True),
+    sa.Column("window_from", sa.String(32), nullable=True),
+    sa.Column("window_until", sa.String(32), nullable=True),
+    sa.Column("scale", sa.String(20), nullable=True),
+    sa.Column("max_records", sa.Integer, nullable=False, default=0),
+    sa.Column("options", sa.JSON, nullable=False),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("pages_read", sa.Integer, nullable=False, default=0),
+    sa.Column("discovered", sa.Integer, nullable=False, default=0),
+    sa.Column("staged", sa.Integer, nullable=False, default=0),
+    sa.Column("duplicates_skipped", sa.Integer, nullable=False, default=0),
+    sa.Column("existing_skipped", sa.Integer, nullable=False, default=0),
+    sa.Column("cap_reached", sa.Boolean, nullable=False, default=False),
+    sa.Column("checkpoint", sa.JSON, nullable=True),
+    sa.Column("response_date", sa.String(32), nullable=True),  # of the run's first page
+    sa.Column("created_at", sa.String(32), nullable=False),
+    sa.Column("updated_at", sa.String(32), nullable=False),
+    sa.Column("finished_at", sa.String(32), nullable=True),
+)
+
+# Per-record status within a run; unique (run, identifier) makes staging idempotent.
+run_records = sa.Table(
+    "run_records",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),  # staging order
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("harvest_runs.id"), nullable=False),
+    sa.Column("harvester_id", sa.String(200), nullable=False),
+    sa.Column("identifier", sa.String(1000), nullable=False),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("error_type", sa.String(200), nullable=True),
+    sa.Column("error_message", sa.Text, nullable=True),
+    sa.Column("error_location", sa.Text, nullable=True),
+    sa.Column("claimed_at", sa.String(32), nullable=True),
+    sa.Column("updated_at", sa.String(32), nullable=False),
+    sa.UniqueConstraint("run_id", "identifier", name="uq_run_records_run_identifier"),
+    sa.Index("ix_run_records_status", "run_id", "status"),
+)
+
+# version -> the step that brings the schema from version-1 to it (create_all covers 1).
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+
+def migrate(connection: Connection) -> int:
+    """Create missing tables and run pending migrations; safe to call from every process."""
+    if connection.dialect.name == "postgresql":
+        # Two processes starting at once must not both create the tables.
+        connection.execute(sa.text("SELECT pg_advisory_xact_lock(7431002)"))
+    metadata.create_all(connection, checkfirst=True)
+    current = connection.execute(
+        sa.select(schema_version.c.version).where(schema_version.c.id == 1)
+    ).scalar()
+    if current is None:
+        connection.execute(schema_version.insert().values(id=1, version=SCHEMA_VERSION))
+        return SCHEMA_VERSION
+    if current > SCHEMA_VERSION:
+        from oai_pipeline.errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"the state database has schema version {current}, newer than this "
+            f"oai-pipeline ({SCHEMA_VERSION}); upgrade oai-pipeline"
+        )
+    for version in range(current + 1, SCHEMA_VERSION + 1):
+        MIGRATIONS[version](connection)
+        connection.execute(
+            schema_version.update().where(schema_version.c.id == 1).values(version=version)
+        )
+    return SCHEMA_VERSION

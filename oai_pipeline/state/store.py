@@ -1,0 +1,1015 @@
+"""The state store: harvester registry, harvest records, harvest runs and per-record run status.
+
+SQLAlchemy Core on one URL: a SQLite file by default (WAL, busy timeout, writes serialised
+with BEGIN IMMEDIATE so concurrent processes wait instead of failing), PostgreSQL
+(`postgresql+psycopg2://…`) in production. Every method is one transaction, so a crash
+leaves either all of its rows or none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.pool import StaticPool
+
+from oai_pipeline.errors import PipelineError, RecordError
+from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
+from oai_pipeline.state.schema import (
+    harvest_records,
+    harvest_runs,
+    harvesters,
+    migrate,
+    record_errors,
+    run_records,
+)
+from oai_pipeline.sync.rules import HarvestMemory
+from oai_pipeline.targets.base import WriteOutcome
+from oai_pipeline.transform.base import TransformItem
+
+# Caps by scale; 0 = uncapped.
+SCALES: dict[str, int] = {"smoke": 10, "small": 100, "medium": 1000, "large": 10000, "full": 0}
+
+RUN_STATUSES = ("running", "succeeded", "failed", "stopped")
+RECORD_STATUSES = ("pending", "running", "imported", "updated", "unchanged", "gone", "failed")
+COUNTERS = ("pages_read", "discovered", "staged", "duplicates_skipped", "existing_skipped")
+DEFAULT_STALE_MINUTES = 30
+
+_CHUNK = 500  # identifiers per IN (...) clause, well below every database's limit
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _minutes_ago(minutes: int) -> str:
+    return (datetime.now(UTC) - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+def _create_engine(url: str) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return sa.create_engine(url, pool_pre_ping=True)
+    in_memory = parsed.database in (None, "", ":memory:")
+    if not in_memory:
+        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(
+        url,
+        connect_args={"timeout": 60, "check_same_thread": False},
+        **({"poolclass": StaticPool} if in_memory else {}),
+    )
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA busy_timeout = 60000")
+        if not in_memory:
+            cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def _error_dict(row: Any) -> dict[str, Any]:
+    return {"stage": row.stage, "type": row.type, "message": row.message, "location": row.location}
+
+
+def _checkpoint_from_json(data: dict[str, Any] | None) -> SweepCheckpoint | None:
+    if not data:
+        return None
+    names = {f.name for f in dataclasses.fields(SweepCheckpoint)}
+    return SweepCheckpoint(**{k: v for k, v in data.items() if k in names})
+
+
+class StateStore:
+    """Everything the pipeline remembers between runs, in one database."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._engine = _create_engine(url)
+        try:
+            with self._engine.begin() as connection:
+                migrate(connection)
+        except sa.exc.OperationalError as error:
+            self._engine.dispose()
+            raise PipelineError(f"cannot open the state database {url!r}: {error.orig}") from None
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> StateStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- registry ------------------------------------------------------------------------
+
+    def save_harvester(self, harvester: Harvester) -> None:
+        config = harvester.model_dump(mode="json")
+        now = utc_now()
+        with self._engine.begin() as conn:
+            updated = conn.execute(
+                harvesters.update()
+                .where(harvesters.c.id == harvester.id)
+                .values(config=config, updated_at=now)
+            ).rowcount
+            if not updated:
+                conn.execute(
+                    harvesters.insert().values(
+                        id=harvester.id, config=config, created_at=now, updated_at=now
+                    )
+                )
+
+    def get_harvester(self, harvester_id: str) -> Harvester | None:
+        with self._engine.begin() as conn:
+            config = conn.execute(
+                sa.select(harvesters.c.config).where(harvesters.c.id == harvester_id)
+            ).scalar()
+        return None if config is None else Harvester.from_stored(config)
+
+    def list_harvesters(self) -> list[Harvester]:
+        with self._engine.begin() as conn:
+            configs = conn.execute(
+                sa.select(harvesters.c.config).order_by(harvesters.c.id)
+            ).scalars()
+            return [Harvester.from_stored(config) for config in configs]
+
+    def delete_harvester(self, harvester_id: str, *, delete_records: bool = False) -> bool:
+        """Remove from the registry; its harvest records and runs stay unless asked."""
+        with self._engine.begin() as conn:
+            existed = bool(
+                conn.execute(harvesters.delete().where(harvesters.c.id == harvester_id)).rowcount
+            )
+            if delete_records:
+                for table in (record_errors, harvest_records, run_records):
+                    conn.execute(table.delete().where(table.c.harvester_id == harvester_id))
+                conn.execute(
+                    harvest_runs.delete().where(harvest_runs.c.harvester_id == harvester_id)
+                )
+        return existed
+
+    def save_identify(self, harvester_id: str, info: IdentifyInfo) -> None:
+        with self._engine.begin() as conn:
+            updated = conn.execute(
+                harvesters.update()
+                .where(harvesters.c.id == harvester_id)
+                .values(
+                    identify=dataclasses.asdict(info),
+                    deleted_record=info.deleted_record,
+                    updated_at=utc_now(),
+                )
+            ).rowcount
+        if not updated:
+            raise PipelineError(f"unknown harvester {harvester_id!r}")
+
+    def get_identify(self, harvester_id: str) -> IdentifyInfo | None:
+        with self._engine.begin() as conn:
+            data = conn.execute(
+                sa.select(harvesters.c.identify).where(harvesters.c.id == harvester_id)
+            ).scalar()
+        return None if data is None else IdentifyInfo(**data)
+
+    # -- harvest records -----------------------------------------------------------------
+
+    def _existing(
+        self, conn: Connection, harvester_id: str, identifiers: Sequence[str]
+    ) -> set[str]:
+        found: set[str] = set()
+        for chunk in _chunks(identifiers):
+            found.update(
+                conn.execute(
+                    sa.select(harvest_records.c.identifier).where(
+                        harvest_records.c.harvester_id == harvester_id,
+                        harvest_records.c.identifier.in_(chunk),
+                    )
+                ).scalars()
+            )
+        return found
+
+    def _upsert_records(
+        self, conn: Connection, harvester_id: str, rows: dict[str, dict[str, Any]]
+    ) -> None:
+        """Update the harvest records that exist, insert the others (same columns each)."""
+        if not rows:
+            return
+        existing = self._existing(conn, harvester_id, list(rows))
+        by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for identifier, values in rows.items():
+            if identifier in existing:
+                key = tuple(sorted(values))
+                params = {f"b_{k}": v for k, v in values.items()}
+                by_columns.setdefault(key, []).append({"b_identifier": identifier, **params})
+        for columns, params in by_columns.items():
+            statement = (
+                harvest_records.update()
+                .where(
+                    harvest_records.c.harvester_id == harvester_id,
+                    harvest_records.c.identifier == sa.bindparam("b_identifier"),
+                )
+                .values({c: sa.bindparam(f"b_{c}") for c in columns})
+            )
+            conn.execute(statement, params)
+        new = [
+            {"harvester_id": harvester_id, "identifier": identifier, "deleted": False, **values}
+            for identifier, values in rows.items()
+            if identifier not in existing
+        ]
+        if new:
+            for columns_group in _group_by_keys(new):
+                conn.execute(harvest_records.insert(), columns_group)
+
+    def _replace_errors(
+        self,
+        conn: Connection,
+        harvester_id: str,
+        stage: str,
+        errors: dict[str, list[RecordError]],
+    ) -> None:
+        identifiers = list(errors)
+        for chunk in _chunks(identifiers):
+            conn.execute(
+                record_errors.delete().where(
+                    record_errors.c.harvester_id == harvester_id,
+                    record_errors.c.stage == stage,
+                    record_errors.c.identifier.in_(chunk),
+                )
+            )
+        now = utc_now()
+        rows = [
+            {
+                "harvester_id": harvester_id,
+                "identifier": identifier,
+                "stage": stage,
+                "type": error.type,
+                "message": error.message,
+                "location": error.location,
+                "created_at": now,
+            }
+            for identifier, record_list in errors.items()
+            for error in record_list
+        ]
+        if rows:
+            conn.execute(record_errors.insert(), rows)
+
+    def _upsert_harvested(
+        self, conn: Connection, harvester_id: str, records: Iterable[HarvestedRecord]
+    ) -> None:
+        now = utc_now()
+        latest = {record.identifier: record for record in records}
+        self._upsert_records(
+            conn,
+            harvester_id,
+            {
+                r.identifier: {
+                    "datestamp": r.datestamp,
+                    "deleted": r.deleted,
+                    "set_specs": list(r.set_specs),
+                    "xml": r.xml,
+                    "last_harvested_at": now,
+                    "gone_at": None,
+                }
+                for r in latest.values()
+            },
+        )
+        self._replace_errors(
+            conn,
+            harvester_id,
+            "harvest",
+            {r.identifier: [r.error] if r.error else [] for r in latest.values()},
+        )
+
+    def upsert_harvested(self, harvester_id: str, records: list[HarvestedRecord]) -> None:
+        """What the source said of each record: datestamp, deleted, setSpecs, XML, parse error."""
+        with self._engine.begin() as conn:
+            self._upsert_harvested(conn, harvester_id, records)
+
+    def save_transformed(self, harvester_id: str, items: list[TransformItem]) -> None:
+        """The transformers' output (data, pid) and their error, if any, per record."""
+        if not items:
+            return
+        now = utc_now()
+        with self._engine.begin() as conn:
+            parse_errors = self._errors_of(conn, harvester_id, [i.identifier for i in items])
+            rows: dict[str, dict[str, Any]] = {}
+            errors: dict[str, list[RecordError]] = {}
+            for item in items:
+                values: dict[str, Any] = {"last_transformed_at": now}
+                if item.xml is not None:  # a live record: its data is what the chain made
+                    values.update(data=item.data, pid=item.pid)
+                rows[item.identifier] = values
+                harvest_error = [
+                    (e["type"], e["message"])
+                    for e in parse_errors.get(item.identifier, [])
+                    if e["stage"] == "harvest"
+                ]
+                own = item.error is not None and (item.error.type, item.error.message) not in (
+                    harvest_error
+                )
+                errors[item.identifier] = [item.error] if own and item.error else []
+            self._upsert_records(conn, harvester_id, rows)
+            self._replace_errors(conn, harvester_id, "transform", errors)
+
+    def _errors_of(
+        self, conn: Connection, harvester_id: str, identifiers: Sequence[str]
+    ) -> dict[str, list[dict[str, Any]]]:
+        found: dict[str, list[dict[str, Any]]] = {}
+        for chunk in _chunks(list(identifiers)):
+            rows = conn.execute(
+                sa.select(record_errors)
+                .where(
+                    record_errors.c.harvester_id == harvester_id,
+                    record_errors.c.identifier.in_(chunk),
+                )
+                .order_by(record_errors.c.id)
+            )
+            for row in rows:
+                found.setdefault(row.identifier, []).append(_error_dict(row))
+        return found
+
+    def get_memories(self, harvester_id: str, identifiers: list[str]) -> dict[str, HarvestMemory]:
+        """What the last write of each record left behind (only records written before)."""
+        memories: dict[str, HarvestMemory] = {}
+        with self._engine.begin() as conn:
+            failed: set[str] = set()
+            for chunk in _chunks(list(dict.fromkeys(identifiers))):
+                failed.update(
+                    conn.execute(
+                        sa.select(record_errors.c.identifier).where(
+                            record_errors.c.harvester_id == harvester_id,
+                            record_errors.c.stage == "write",
+                            record_errors.c.identifier.in_(chunk),
+                        )
+                    ).scalars()
+                )
+                rows = conn.execute(
+                    sa.select(
+                        harvest_records.c.identifier,
+                        harvest_records.c.written_datestamp,
+                        harvest_records.c.local_id,
+                        harvest_records.c.written_revision,
+                    ).where(
+                        harvest_records.c.harvester_id == harvester_id,
+                        harvest_records.c.identifier.in_(chunk),
+                        harvest_records.c.last_written_at.is_not(None),
+                    )
+                )
+                for row in rows:
+                    memories[row.identifier] = HarvestMemory(
+                        datestamp=row.written_datestamp,
+                        had_errors=row.identifier in failed,
+                        local_id=row.local_id,
+                        written_revision=row.written_revision,
+                    )
+        return memories
+
+    def save_write_outcomes(
+        self, harvester_id: str, outcomes: list[WriteOutcome], datestamps: dict[str, str]
+    ) -> None:
+        """The last write of each record: local id, revision, datestamp written, errors."""
+        if not outcomes:
+            return
+        now = utc_now()
+        rows: dict[str, dict[str, Any]] = {}
+        errors: dict[str, list[RecordError]] = {}
+        for outcome in outcomes:
+            values: dict[str, Any] = {
+                "written_datestamp": datestamps.get(outcome.identifier),
+                "last_written_at": now,
+            }
+            if outcome.local_id is not None:
+                values["local_id"] = outcome.local_id
+            if outcome.revision is not None:
+                values["written_revision"] = outcome.revision
+            rows[outcome.identifier] = values
+            errors[outcome.identifier] = [outcome.error] if outcome.error else []
+        with self._engine.begin() as conn:
+            self._upsert_records(conn, harvester_id, rows)
+            self._replace_errors(conn, harvester_id, "write", errors)
+
+    def mark_gone(self, harvester_id: str, identifiers: set[str]) -> None:
+        """Reconcile: records that vanished from a source keeping no deletions are deleted."""
+        now = utc_now()
+        with self._engine.begin() as conn:
+            for chunk in _chunks(sorted(identifiers)):
+                conn.execute(
+                    harvest_records.update()
+                    .where(
+                        harvest_records.c.harvester_id == harvester_id,
+                        harvest_records.c.identifier.in_(chunk),
+                    )
+                    .values(deleted=True, gone_at=now)
+                )
+
+    def live_identifiers(self, harvester_id: str) -> set[str]:
+        with self._engine.begin() as conn:
+            return set(
+                conn.execute(
+                    sa.select(harvest_records.c.identifier).where(
+                        harvest_records.c.harvester_id == harvester_id,
+                        harvest_records.c.deleted.is_(False),
+                    )
+                ).scalars()
+            )
+
+    _LISTED = (
+        "harvester_id",
+        "identifier",
+        "datestamp",
+        "deleted",
+        "set_specs",
+        "pid",
+        "local_id",
+        "written_revision",
+        "written_datestamp",
+        "last_harvested_at",
+        "last_transformed_at",
+        "last_written_at",
+        "gone_at",
+    )
+
+    def list_records(
+        self,
+        *,
+        harvester_id: str | None = None,
+        deleted: bool | None = None,
+        error_type: str | None = None,
+        message: str | None = None,
+        location: str | None = None,
+        limit: int = 50,
+    ) -> list[dict[str, Any]]:
+        """Harvest records, filtered; an error filter matches any stage's error (message and
+        location as case-insensitive substrings, all given filters on the same error)."""
+        r = harvest_records
+        query = sa.select(*(r.c[name] for name in self._LISTED))
+        if harvester_id is not None:
+            query = query.where(r.c.harvester_id == harvester_id)
+        if deleted is not None:
+            query = query.where(r.c.deleted.is_(deleted))
+        if error_type is not None or message is not None or location is not None:
+            e = record_errors
+            conditions = [e.c.harvester_id == r.c.harvester_id, e.c.identifier == r.c.identifier]
+            if error_type is not None:
+                conditions.append(e.c.type == error_type)
+            if message is not None:
+                conditions.append(e.c.message.ilike(f"%{_escape_like(message)}%", escape="\\"))
+            if location is not None:
+                conditions.append(e.c.location.ilike(f"%{_escape_like(location)}%", escape="\\"))
+            query = query.where(sa.exists().where(*conditions))
+        query = query.order_by(r.c.harvester_id, r.c.identifier).limit(max(0, limit))
+        with self._engine.begin() as conn:
+            records = [dict(row._mapping) for row in conn.execute(query)]
+            by_harvester: dict[str, list[str]] = {}
+            for record in records:
+                by_harvester.setdefault(record["harvester_id"], []).append(record["identifier"])
+            errors = {
+                (h, identifier): found
+                for h, identifiers in by_harvester.items()
+                for identifier, found in self._errors_of(conn, h, identifiers).items()
+            }
+        for record in records:
+            record["errors"] = errors.get((record["harvester_id"], record["identifier"]), [])
+        return records
+
+    def get_record(
+        self, oai_identifier: str, harvester_id: str | None = None
+    ) -> dict[str, Any] | None:
+        """One harvest record with its XML and data; ambiguous without a harvester -> error."""
+        query = sa.select(harvest_records).where(harvest_records.c.identifier == oai_identifier)
+        if harvester_id is not None:
+            query = query.where(harvest_records.c.harvester_id == harvester_id)
+        with self._engine.begin() as conn:
+            rows = conn.execute(query.order_by(harvest_records.c.harvester_id)).all()
+            if not rows:
+                return None
+            if len(rows) > 1:
+                holders = ", ".join(row.harvester_id for row in rows)
+                raise PipelineError(
+                    f"{oai_identifier!r} was harvested by several harvesters ({holders}); "
+                    "name one with --harvester"
+                )
+            record = dict(rows[0]._mapping)
+            record["errors"] = self._errors_of(conn, record["harvester_id"], [oai_identifier]).get(
+                oai_identifier, []
+            )
+        xml = record.pop("xml")
+        record["xml"] = None if xml is None else bytes(xml).decode("utf-8", errors="replace")
+        return record
+
+    def record_totals(self, harvester_id: str) -> dict[str, int]:
+        """How many harvest records a harvester has: all, deleted, with errors."""
+        r = harvest_records
+        with self._engine.begin() as conn:
+            total, deleted = conn.execute(
+                sa.select(
+                    sa.func.count(),
+                    sa.func.coalesce(sa.func.sum(sa.case((r.c.deleted, 1), else_=0)), 0),
+                ).where(r.c.harvester_id == harvester_id)
+            ).one()
+            with_errors = conn.execute(
+                sa.select(sa.func.count(sa.distinct(record_errors.c.identifier))).where(
+                    record_errors.c.harvester_id == harvester_id
+                )
+            ).scalar()
+        return {
+            "total": int(total),
+            "live": int(total) - int(deleted),
+            "deleted": int(deleted),
+            "with_errors": int(with_errors or 0),
+        }
+
+    # -- harvest runs --------------------------------------------------------------------
+
+    def create_run(
+        self,
+        harvester_id: str,
+        *,
+        window_from: str | None,
+        window_until: str | None,
+        scale: str | None,
+        max_records: int,
+        options: dict[str, Any],
+        dagster_run_id: str | None = None,
+    ) -> int:
+        if scale is not None and scale not in SCALES:
+            raise PipelineError(f"unknown scale {scale!r} (known: {', '.join(SCALES)})")
+        if max_records < 0:
+            raise PipelineError("max_records must be 0 (uncapped) or more")
+        now = utc_now()
+        with self._engine.begin() as conn:
+            result = conn.execute(
+                harvest_runs.insert().values(
+                    harvester_id=harvester_id,
+                    dagster_run_id=dagster_run_id,
+                    window_from=window_from,
+                    window_until=window_until,
+                    scale=scale,
+                    max_records=max_records,
+                    options=options,
+                    status="running",
+                    pages_read=0,
+                    discovered=0,
+                    staged=0,
+                    duplicates_skipped=0,
+                    existing_skipped=0,
+                    cap_reached=False,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            return int(result.inserted_primary_key[0])
+
+    @staticmethod
+    def _run_dict(row: Any) -> dict[str, Any]:
+        run = dict(row._mapping)
+        run["cap_reached"] = bool(run["cap_reached"])
+        run["checkpoint"] = _checkpoint_from_json(run["checkpoint"])
+        return run
+
+    def get_run(self, run_id: int) -> dict[str, Any] | None:
+        """The run as a dict; `checkpoint` is a SweepCheckpoint (None before the first page)."""
+        with self._engine.begin() as conn:
+            row = conn.execute(sa.select(harvest_runs).where(harvest_runs.c.id == run_id)).first()
+        return None if row is None else self._run_dict(row)
+
+    def _require_run(self, run_id: int) -> dict[str, Any]:
+        run = self.get_run(run_id)
+        if run is None:
+            raise PipelineError(f"no harvest run {run_id}")
+        return run
+
+    def list_runs(
+        self, *, harvester_id: str | None = None, limit: int = 20
+    ) -> list[dict[str, Any]]:
+        query = sa.select(harvest_runs).order_by(harvest_runs.c.id.desc()).limit(max(0, limit))
+        if harvester_id is not None:
+            query = query.where(harvest_runs.c.harvester_id == harvester_id)
+        with self._engine.begin() as conn:
+            return [self._run_dict(row) for row in conn.execute(query)]
+
+    def latest_run(self, harvester_id: str, *, status: str | None = None) -> dict[str, Any] | None:
+        query = (
+            sa.select(harvest_runs)
+            .where(harvest_runs.c.harvester_id == harvester_id)
+            .order_by(harvest_runs.c.id.desc())
+            .limit(1)
+        )
+        if status is not None:
+            query = query.where(harvest_runs.c.status == status)
+        with self._engine.begin() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else self._run_dict(row)
+
+    def find_resumable_run(
+        self, harvester_id: str, window_from: str | None, window_until: str | None
+    ) -> dict[str, Any] | None:
+        """The latest run of exactly this window, if it did not succeed (crashed, failed,
+        stopped): a new attempt resumes it instead of starting over."""
+        query = (
+            sa.select(harvest_runs)
+            .where(
+                harvest_runs.c.harvester_id == harvester_id,
+                harvest_runs.c.window_from.is_not_distinct_from(window_from),
+                harvest_runs.c.window_until.is_not_distinct_from(window_until),
+            )
+            .order_by(harvest_runs.c.id.desc())
+            .limit(1)
+        )
+        with self._engine.begin() as conn:
+            row = conn.execute(query).first()
+        if row is None or row.status == "succeeded":
+            return None
+        return self._run_dict(row)
+
+    def save_checkpoint(self, run_id: int, checkpoint: SweepCheckpoint) -> None:
+        """Durable discovery state, saved before the page it names is fetched."""
+        values: dict[str, Any] = {
+            "checkpoint": dataclasses.asdict(checkpoint),
+            "updated_at": utc_now(),
+        }
+        with self._engine.begin() as conn:
+            conn.execute(harvest_runs.update().where(harvest_runs.c.id == run_id).values(values))
+            if checkpoint.response_date:
+                # The first page's responseDate is where the next incremental harvest starts.
+                conn.execute(
+                    harvest_runs.update()
+                    .where(harvest_runs.c.id == run_id, harvest_runs.c.response_date.is_(None))
+                    .values(response_date=checkpoint.response_date)
+                )
+
+    def stage(
+        self, run_id: int, harvester_id: str, records: list[HarvestedRecord]
+    ) -> tuple[int, int]:
+        """Stage a page: new records become `pending` run rows and harvest records, in one
+        transaction; records this run staged before (a redone page) are skipped.
+        Returns (newly staged, duplicates skipped)."""
+        unique: dict[str, HarvestedRecord] = {}
+        for record in records:
+            unique.setdefault(record.identifier, record)
+        duplicates = len(records) - len(unique)
+        now = utc_now()
+        with self._engine.begin() as conn:
+            already: set[str] = set()
+            for chunk in _chunks(list(unique)):
+                already.update(
+                    conn.execute(
+                        sa.select(run_records.c.identifier).where(
+                            run_records.c.run_id == run_id, run_records.c.identifier.in_(chunk)
+                        )
+                    ).scalars()
+                )
+            new = [record for identifier, record in unique.items() if identifier not in already]
+            duplicates += len(already)
+            if new:
+                conn.execute(
+                    run_records.insert(),
+                    [
+                        {
+                            "run_id": run_id,
+                            "harvester_id": harvester_id,
+                            "identifier": record.identifier,
+                            "status": "pending",
+                            "attempts": 0,
+                            "updated_at": now,
+                        }
+                        for record in new
+                    ],
+                )
+                self._upsert_harvested(conn, harvester_id, new)
+                conn.execute(
+                    harvest_runs.update()
+                    .where(harvest_runs.c.id == run_id)
+                    .values(staged=harvest_runs.c.staged + len(new), updated_at=now)
+                )
+        return len(new), duplicates
+
+    def iter_staged(self, run_id: int, *, batch_size: int = 5000) -> Iterator[HarvestedRecord]:
+        """The run's staged records in staging order, as harvested (latest version)."""
+        run = self._require_run(run_id)
+        harvester_id = run["harvester_id"]
+        last_id = 0
+        while True:
+            with self._engine.begin() as conn:
+                rows = conn.execute(
+                    sa.select(
+                        run_records.c.id,
+                        harvest_records.c.identifier,
+                        harvest_records.c.datestamp,
+                        harvest_records.c.deleted,
+                        harvest_records.c.set_specs,
+                        harvest_records.c.xml,
+                    )
+                    .join(
+                        harvest_records,
+                        sa.and_(
+                            harvest_records.c.harvester_id == run_records.c.harvester_id,
+                            harvest_records.c.identifier == run_records.c.identifier,
+                        ),
+                    )
+                    .where(run_records.c.run_id == run_id, run_records.c.id > last_id)
+                    .order_by(run_records.c.id)
+                    .limit(batch_size)
+                ).all()
+                errors = self._errors_of(conn, harvester_id, [row.identifier for row in rows])
+            if not rows:
+                return
+            for row in rows:
+                parse_error = next(
+                    (e for e in errors.get(row.identifier, []) if e["stage"] == "harvest"), None
+                )
+                yield HarvestedRecord(
+                    identifier=row.identifier,
+                    datestamp=row.datestamp,
+                    deleted=bool(row.deleted),
+                    set_specs=list(row.set_specs or []),
+                    xml=None if row.xml is None else bytes(row.xml),
+                    error=None
+                    if parse_error is None
+                    else RecordError(
+                        type=parse_error["type"],
+                        message=parse_error["message"],
+                        location=parse_error["location"],
+                    ),
+                )
+            last_id = rows[-1].id
+
+    @staticmethod
+    def _counters(run: dict[str, Any]) -> dict[str, Any]:
+        counters: dict[str, Any] = {name: int(run[name]) for name in COUNTERS}
+        counters["cap_reached"] = bool(run["cap_reached"])
+        return counters
+
+    def reconcile_counters(self, run_id: int) -> dict[str, Any]:
+        """Recount from the durable rows (a crash may have come between rows and counters)
+        and store the result; call before fetching the next page of a resumed run."""
+        with self._engine.begin() as conn:
+            row = conn.execute(sa.select(harvest_runs).where(harvest_runs.c.id == run_id)).first()
+            if row is None:
+                raise PipelineError(f"no harvest run {run_id}")
+            staged = conn.execute(
+                sa.select(sa.func.count()).where(run_records.c.run_id == run_id)
+            ).scalar_one()
+            discovered = max(int(row.discovered), staged)
+            cap_reached = bool(row.cap_reached) or bool(
+                row.max_records and staged >= row.max_records
+            )
+            conn.execute(
+                harvest_runs.update()
+                .where(harvest_runs.c.id == run_id)
+                .values(
+                    staged=staged,
+                    discovered=discovered,
+                    cap_reached=cap_reached,
+                    updated_at=utc_now(),
+                )
+            )
+            run = dict(row._mapping) | {
+                "staged": staged,
+                "discovered": discovered,
+                "cap_reached": cap_reached,
+            }
+        return self._counters(run)
+
+    def update_counters(self, run_id: int, **deltas_or_values: int | bool) -> None:
+        """Integer counters (pages_read, discovered, staged, duplicates_skipped,
+        existing_skipped) are incremented by the value given; `cap_reached` is set."""
+        values: dict[str, Any] = {"updated_at": utc_now()}
+        for name, value in deltas_or_values.items():
+            if name == "cap_reached":
+                values[name] = bool(value)
+            elif name in COUNTERS:
+                if value:
+                    values[name] = harvest_runs.c[name] + int(value)
+            else:
+                raise ValueError(f"unknown run counter {name!r}")
+        with self._engine.begin() as conn:
+            conn.execute(harvest_runs.update().where(harvest_runs.c.id == run_id).values(values))
+
+    def set_cap_reached(self, run_id: int) -> None:
+        self.update_counters(run_id, cap_reached=True)
+
+    def set_record_status(
+        self,
+        run_id: int,
+        statuses: dict[str, str],
+        errors: dict[str, RecordError] | None = None,
+    ) -> None:
+        """Per-record run status (pending, running, imported, updated, unchanged, gone,
+        failed) and the record's last error in this run (cleared when none is given)."""
+        unknown = set(statuses.values()) - set(RECORD_STATUSES)
+        if unknown:
+            raise ValueError(f"unknown record status(es): {', '.join(sorted(unknown))}")
+        if not statuses:
+            return
+        errors = errors or {}
+        now = utc_now()
+        params = []
+        for identifier, status in statuses.items():
+            error = errors.get(identifier)
+            params.append(
+                {
+                    "b_identifier": identifier,
+                    "b_status": status,
+                    "b_error_type": error.type if error else None,
+                    "b_error_message": error.message if error else None,
+                    "b_error_location": error.location if error else None,
+                    "b_updated_at": now,
+                }
+            )
+        statement = (
+            run_records.update()
+            .where(
+                run_records.c.run_id == run_id,
+                run_records.c.identifier == sa.bindparam("b_identifier"),
+            )
+            .values(
+                status=sa.bindparam("b_status"),
+                error_type=sa.bindparam("b_error_type"),
+                error_message=sa.bindparam("b_error_message"),
+                error_location=sa.bindparam("b_error_location"),
+                updated_at=sa.bindparam("b_updated_at"),
+            )
+        )
+        with self._engine.begin() as conn:
+            conn.execute(statement, params)
+
+    def claim(
+        self,
+        run_id: int,
+        *,
+        limit: int | None = None,
+        reclaim_stale_minutes: int | None = None,
+        retry_failed: bool = False,
+    ) -> list[str]:
+        """Mark records `running` and return them: pending ones, plus those left running
+        longer than `reclaim_stale_minutes`, plus failed ones if `retry_failed`. Records
+        that succeeded (imported, updated, unchanged, gone) are never claimed again."""
+        rr = run_records
+        eligible = [rr.c.status == "pending"]
+        if reclaim_stale_minutes is not None:
+            cutoff = _minutes_ago(reclaim_stale_minutes)
+            eligible.append(
+                sa.and_(
+                    rr.c.status == "running",
+                    sa.or_(rr.c.claimed_at.is_(None), rr.c.claimed_at <= cutoff),
+                )
+            )
+        if retry_failed:
+            eligible.append(rr.c.status == "failed")
+        query = (
+            sa.select(rr.c.id, rr.c.identifier)
+            .where(rr.c.run_id == run_id, sa.or_(*eligible))
+            .order_by(rr.c.id)
+        )
+        if limit is not None:
+            query = query.limit(max(0, limit))
+        now = utc_now()
+        with self._engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                query = query.with_for_update(skip_locked=True)
+            rows = conn.execute(query).all()
+            ids = [row.id for row in rows]
+            for chunk in _chunks(ids):
+                conn.execute(
+                    rr.update()
+                    .where(rr.c.id.in_(chunk))
+                    .values(
+                        status="running",
+                        claimed_at=now,
+                        updated_at=now,
+                        attempts=rr.c.attempts + 1,
+                    )
+                )
+        return [row.identifier for row in rows]
+
+    def finish_run(
+        self,
+        run_id: int,
+        status: Literal["succeeded", "failed", "stopped"],
+        error: str | None = None,
+    ) -> None:
+        if status not in ("succeeded", "failed", "stopped"):
+            raise ValueError(f"a run finishes as succeeded, failed or stopped, not {status!r}")
+        now = utc_now()
+        with self._engine.begin() as conn:
+            conn.execute(
+                harvest_runs.update()
+                .where(harvest_runs.c.id == run_id)
+                .values(status=status, error=error, finished_at=now, updated_at=now)
+            )
+
+    def last_success(self, harvester_id: str) -> dict[str, Any] | None:
+        """The latest succeeded run, with `response_date` (its first page's responseDate)."""
+        return self.latest_run(harvester_id, status="succeeded")
+
+    def run_status(
+        self,
+        *,
+        run_id: int | None = None,
+        harvester_id: str | None = None,
+        target_stats: dict[str, Any] | None = None,
+        stale_minutes: int = DEFAULT_STALE_MINUTES,
+        failures: int = 10,
+    ) -> dict[str, Any]:
+        """Everything an operator asks about a run (the given one, else the harvester's
+        latest, else the latest of all), as JSON-ready data."""
+        if run_id is not None:
+            run = self._require_run(run_id)
+        elif harvester_id is not None:
+            run = self.latest_run(harvester_id)
+            if run is None:
+                raise PipelineError(f"harvester {harvester_id!r} has no harvest runs yet")
+        else:
+            runs = self.list_runs(limit=1)
+            if not runs:
+                raise PipelineError("no harvest runs yet")
+            run = runs[0]
+        rr = run_records
+        cutoff = _minutes_ago(stale_minutes)
+        with self._engine.begin() as conn:
+            counts = Counter(
+                {
+                    status: int(count)
+                    for status, count in conn.execute(
+                        sa.select(rr.c.status, sa.func.count())
+                        .where(rr.c.run_id == run["id"])
+                        .group_by(rr.c.status)
+                    )
+                }
+            )
+            stale = conn.execute(
+                sa.select(sa.func.count()).where(
+                    rr.c.run_id == run["id"],
+                    rr.c.status == "running",
+                    sa.or_(rr.c.claimed_at.is_(None), rr.c.claimed_at <= cutoff),
+                )
+            ).scalar_one()
+            recent_failures = [
+                {
+                    "identifier": row.identifier,
+                    "attempts": int(row.attempts),
+                    "error": {
+                        "type": row.error_type,
+                        "message": row.error_message,
+                        "location": row.error_location,
+                    },
+                    "updated_at": row.updated_at,
+                }
+                for row in conn.execute(
+                    sa.select(rr)
+                    .where(rr.c.run_id == run["id"], rr.c.status == "failed")
+                    .order_by(rr.c.updated_at.desc(), rr.c.id.desc())
+                    .limit(failures)
+                )
+            ]
+        checkpoint = run["checkpoint"]
+        return {
+            "run": jsonable_run(run),
+            "counters": self._counters(run),
+            "records": {status: counts.get(status, 0) for status in RECORD_STATUSES},
+            "total_records": sum(counts.values()),
+            "stale_running": int(stale),
+            "stale_after_minutes": stale_minutes,
+            "recent_failures": recent_failures,
+            "discovery_state": None if checkpoint is None else dataclasses.asdict(checkpoint),
+            "harvest_records": self.record_totals(run["harvester_id"]),
+            "target": target_stats,
+        }
+
+
+def jsonable_run(run: dict[str, Any]) -> dict[str, Any]:
+    """A run dict as JSON-ready data (the checkpoint as a plain dict)."""
+    checkpoint = run.get("checkpoint")
+    return run | {
+        "checkpoint": None if checkpoint is None else dataclasses.asdict(checkpoint),
+    }
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _group_by_keys(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """executemany needs the same keys in every row."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(tuple(sorted(row)), []).append(row)
+    return list(groups.values())
