@@ -10,6 +10,7 @@ the OAI ``<error>`` Zenodo sends with it).
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -34,6 +35,7 @@ from oai_pipeline.oai.pages import (
     Verb,
     parse_response,
     read_identify,
+    read_metadata_prefixes,
     read_sets,
 )
 from oai_pipeline.oai.types import (
@@ -47,9 +49,18 @@ from oai_pipeline.xml_safety import MAX_DOCUMENT_BYTES
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_USER_AGENT = (
-    f"oai-pipeline/{__version__} (OAI-PMH harvester; +https://pypi.org/project/oai-pipeline/)"
-)
+
+def default_user_agent() -> str:
+    """``oai-pipeline/<version>`` with the operator's contact from ``OAI_PIPELINE_CONTACT``
+    (an e-mail address or URL), so a source's admin can reach whoever runs the harvest."""
+    contact = os.environ.get("OAI_PIPELINE_CONTACT", "").strip()
+    if not contact:
+        contact = "https://pypi.org/project/oai-pipeline/"
+    elif "@" in contact and not contact.startswith("mailto:"):
+        contact = f"mailto:{contact}"
+    return f"oai-pipeline/{__version__} (OAI-PMH harvester; +{contact})"
+
+
 # Statuses that say "not now" rather than "never"; all other 5xx are retried too.
 _RETRY_STATUSES = frozenset({408, 425, 429})
 # A Retry-After is honoured on these; it is only a hint on any other response.
@@ -106,7 +117,7 @@ class OAIClient:
             timeout=httpx.Timeout(timeout),
             follow_redirects=True,
             headers={
-                "User-Agent": user_agent or DEFAULT_USER_AGENT,
+                "User-Agent": user_agent or default_user_agent(),
                 "Accept-Encoding": "gzip, deflate",
                 "Accept": "text/xml, application/xml;q=0.9, */*;q=0.5",
             },
@@ -316,6 +327,17 @@ class OAIClient:
                 raise HarvestProtocolError(f"{self.base_url} (ListSets): repeated token")
             seen.add(token)
             params = {"verb": "ListSets", "resumptionToken": token}
+
+    def list_metadata_formats(self, identifier: str | None = None) -> list[str]:
+        """The metadata prefixes the source (or one of its items) can disseminate."""
+        params = {"verb": "ListMetadataFormats"}
+        if identifier:
+            params["identifier"] = identifier
+        parsed = self._request("ListMetadataFormats", params)
+        if parsed.errors and all(code == "noMetadataFormats" for code, _ in parsed.errors):
+            return []
+        self._raise_errors(parsed, "ListMetadataFormats")
+        return read_metadata_prefixes(parsed)
 
     def close(self) -> None:
         self._http.close()

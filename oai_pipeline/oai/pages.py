@@ -23,7 +23,9 @@ from oai_pipeline.xml_safety import parse_untrusted, safe_xml_parser
 OAI_NAMESPACE = "http://www.openarchives.org/OAI/2.0/"
 _NS = "{" + OAI_NAMESPACE + "}"
 
-Verb = Literal["Identify", "ListRecords", "ListIdentifiers", "GetRecord", "ListSets"]
+Verb = Literal[
+    "Identify", "ListRecords", "ListIdentifiers", "GetRecord", "ListSets", "ListMetadataFormats"
+]
 _ITEM_TAG = {
     "ListRecords": _NS + "record",
     "GetRecord": _NS + "record",
@@ -315,4 +317,13 @@ def read_sets(parsed: ParsedResponse) -> list[OAISet]:
             name=(element.findtext(_NS + "setName") or "").strip(),
         )
         for element in parsed.container.iterchildren(_NS + "set")
+    ]
+
+
+def read_metadata_prefixes(parsed: ParsedResponse) -> list[str]:
+    if parsed.container is None:
+        return []
+    return [
+        (element.findtext(_NS + "metadataPrefix") or "").strip()
+        for element in parsed.container.iterchildren(_NS + "metadataFormat")
     ]

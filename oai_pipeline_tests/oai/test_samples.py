@@ -278,3 +278,17 @@ def test_http_404_html_is_a_clear_error_not_retried() -> None:
     with pytest.raises(HarvestProtocolError, match="HTTP 404"):
         OAIClient("https://x.test/nope", transport=httpx.MockTransport(handler)).identify()
     assert len(calls) == 1
+
+
+def test_list_metadata_formats() -> None:
+    prefixes = zenodo(Recorded()).list_metadata_formats()
+    assert {"oai_dc", "datacite", "oai_datacite"} <= set(prefixes)
+
+
+def test_user_agent_carries_the_operators_contact(monkeypatch: pytest.MonkeyPatch) -> None:
+    from oai_pipeline.oai.client import default_user_agent
+
+    monkeypatch.setenv("OAI_PIPELINE_CONTACT", "harvest-admin@example.org")
+    assert default_user_agent().endswith("(OAI-PMH harvester; +mailto:harvest-admin@example.org)")
+    monkeypatch.delenv("OAI_PIPELINE_CONTACT")
+    assert "+https://" in default_user_agent()
