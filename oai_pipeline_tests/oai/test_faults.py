@@ -141,11 +141,12 @@ def test_unusable_page_with_status_200_is_retried_never_the_end_of_the_list(faul
 
 def test_a_page_that_stays_truncated_fails_the_run_instead_of_ending_it() -> None:
     source = FakeSource(make_records(10), page_size=4)
-    source.every = (1, truncated)
+    source.faults = {number: truncated for number in range(2, 10)}  # page 2 keeps breaking
     harvest = Harvest(source, max_retries=2)
     with pytest.raises(HarvestProtocolError, match="not well-formed"):
         harvest.run()
-    assert harvest.records == {}
+    assert len(harvest.records) == 4  # page one only: the cut page was never taken as the end
+    assert harvest.checkpoints[-1].pages_read == 1  # a rerun resumes at page two
 
 
 def test_illegal_characters_are_cleaned_without_a_retry() -> None:
@@ -381,3 +382,42 @@ def test_list_identifiers_sweep_and_get_record() -> None:
     assert got.identifier == records[0].identifier and got.error is None and got.xml
     missing = harvest.client.get_record("oai:fake.test:nope", "oai_dc")
     assert missing.error.type == "idDoesNotExist" and missing.identifier == "oai:fake.test:nope"
+
+
+def test_one_request_at_a_time_even_from_several_threads() -> None:
+    import threading
+    import time
+
+    active, most = 0, 0
+    lock = threading.Lock()
+    source = FakeSource(make_records(4), page_size=2)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal active, most
+        with lock:
+            active += 1
+            most = max(most, active)
+        time.sleep(0.01)
+        with lock:
+            active -= 1
+        return source.handle(request)
+
+    client = OAIClient(BASE_URL, transport=httpx.MockTransport(handler))
+    threads = [
+        threading.Thread(target=lambda: list(client.sweep("ListRecords", metadata_prefix="oai_dc")))
+        for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(source.requests) == 8 and most == 1
+
+
+def test_an_oversized_response_fails_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("oai_pipeline.oai.client.MAX_DOCUMENT_BYTES", 200)
+    source = FakeSource(make_records(4), page_size=4)
+    harvest = Harvest(source)
+    with pytest.raises(HarvestProtocolError, match="larger than 200 bytes"):
+        harvest.run()
+    assert len(source.requests) == 1
