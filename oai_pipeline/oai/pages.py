@@ -226,10 +226,11 @@ def _parse_isolating_records(data: bytes, verb: Verb, page_error: Exception) -> 
     if parsed.errors or parsed.container is None:
         return parsed
     opening, closing = _namespace_wrapper(parsed.container)
+    parser = safe_xml_parser()
     for number, (start, end) in enumerate(spans, 1):
         chunk = text[start:end].encode("utf-8")
         try:
-            wrapper = etree.fromstring(opening + chunk + closing, parser=safe_xml_parser())
+            wrapper = etree.fromstring(opening + chunk + closing, parser=parser)
             record = _harvested(wrapper[0], with_xml=True)
         except etree.XMLSyntaxError as exc:
             record = _broken_record(text[start:end], opening, closing, number, exc)
