@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -108,8 +109,13 @@ def test_503_retry_after_counts_against_the_retry_budget() -> None:
     assert len(source.requests) == 3  # waited ~100 twice; a third wait would exceed 250
 
 
+def bad_gzip(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    return httpx.Response(200, content=b"\x1f\x8bnot gzip", headers={"content-encoding": "gzip"})
+
+
 @pytest.mark.parametrize(
-    "fault", [status(500), status(502), status(429), unavailable(None), drop_connection, timeout]
+    "fault",
+    [status(500), status(502), status(429), unavailable(None), drop_connection, timeout, bad_gzip],
 )
 def test_server_errors_and_transport_failures_back_off_and_recover(fault) -> None:
     source = FakeSource(make_records(9), page_size=3)
@@ -319,7 +325,7 @@ LAUGHS = (
 )
 
 
-def _with_doctype(doctype: bytes, use: bytes) -> callable:
+def _with_doctype(doctype: bytes, use: bytes) -> Callable[[bytes], bytes]:
     def change(body: bytes) -> bytes:
         head, rest = body.split(b"\n", 1)
         return head + b"\n" + doctype + rest.replace(b"Record ", use + b" Record ", 1)
