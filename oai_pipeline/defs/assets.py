@@ -4,8 +4,6 @@ Every asset handles a range of partitions in one run (single-run backfills): the
 grouped into one scope per harvester and contiguous windows, one ListRecords sweep each.
 """
 
-from __future__ import annotations
-
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TypeVar

@@ -1,7 +1,5 @@
 """Partitioned asset checks: the stages add up, and no record carries an error."""
 
-from __future__ import annotations
-
 import dagster as dg
 
 from oai_pipeline.defs.assets import written_records

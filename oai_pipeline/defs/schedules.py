@@ -5,8 +5,6 @@ Sources index late, so the next harvest starts at the previous successful harves
 down for days catches up in one run (one ListRecords sweep over the missed windows).
 """
 
-from __future__ import annotations
-
 import os
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta

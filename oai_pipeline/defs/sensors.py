@@ -1,7 +1,5 @@
 """Sensors: the `harvester` partitions follow the registry, with no code reload."""
 
-from __future__ import annotations
-
 import dagster as dg
 
 from oai_pipeline.defs.partitions import HARVESTER, harvester_partitions
