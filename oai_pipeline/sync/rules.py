@@ -1,6 +1,6 @@
 """The sync rules of DESIGN.md as one pure function (the harvest always wins).
 
-CONTRACT (to be implemented by the sync owner; names fixed, bodies to be written).
+`decide` reads like the table in DESIGN.md ("Sync rules"): one comment per row.
 """
 
 from __future__ import annotations
@@ -62,3 +62,82 @@ class LocalRecord:
 class Decision:
     action: Action
     reason: str
+
+
+# The skip rule's "still in the harvested state" for a source record that is deleted.
+_DELETED_LOCALLY = (LocalState.TOMBSTONE, LocalState.HARD_DELETED, LocalState.MISSING)
+
+
+def _still_as_harvested(source: SourceRecord, memory: HarvestMemory, local: LocalRecord) -> bool:
+    """Nobody touched the local record since this harvester last wrote it."""
+    if local.has_edit_draft:
+        return False
+    if source.deleted:
+        return local.state in _DELETED_LOCALLY
+    return local.state is LocalState.LIVE and local.revision == memory.written_revision
+
+
+def decide(
+    source: SourceRecord,
+    memory: HarvestMemory | None,
+    local: LocalRecord,
+    *,
+    update_all: bool = False,
+) -> Decision:
+    """What the target must do so that it ends in the state the source reports, and why.
+
+    `memory` is the harvest-record store's memory of the last write (None: never written),
+    `local` the target's current state of the record. Pure: the writer calls it again at
+    write time with the then-current state, so a stale plan still ends in the source's state.
+    """
+    if source.has_error and not source.deleted:
+        return Decision(Action.ERROR, "the record could not be transformed")
+
+    # Skip rule: datestamp unchanged since the last write, that write had no errors, and
+    # the local record is still in the harvested state. `update_all` rewrites regardless.
+    if (
+        not update_all
+        and memory is not None
+        and memory.datestamp == source.datestamp
+        and not memory.had_errors
+        and not local.taken_over
+        and _still_as_harvested(source, memory, local)
+    ):
+        return Decision(Action.SKIP, "unchanged at the source and locally")
+
+    state = local.state
+    if not source.deleted:
+        # PID takeover: a user's record with the same pid becomes the harvested record.
+        takeover = "takeover" if local.taken_over else None
+        # live | missing -> created (and published)
+        if state is LocalState.MISSING:
+            return Decision(Action.CREATE, "new at the source")
+        # live | live -> updated; a local edit draft is overwritten
+        if state is LocalState.LIVE:
+            if takeover:
+                return Decision(Action.UPDATE, takeover)
+            if local.has_edit_draft:
+                return Decision(Action.UPDATE, "changed; the local edit draft is overwritten")
+            if update_all:
+                return Decision(Action.UPDATE, "update_all rewrites every record")
+            return Decision(Action.UPDATE, "changed at the source or locally")
+        # live | draft only -> draft updated and published
+        if state is LocalState.DRAFT_ONLY:
+            return Decision(Action.PUBLISH_DRAFT, takeover or "only a draft exists locally")
+        # live | deleted locally (tombstone, maybe marked for purge) -> restored, then updated
+        if state is LocalState.TOMBSTONE:
+            return Decision(Action.RESTORE, takeover or "deleted locally but live at the source")
+        # live | hard deleted -> revived from its last revision with the same id, then updated
+        return Decision(Action.REVIVE, "hard deleted locally but live at the source")
+
+    # deleted | live -> tombstone noting deletion at the source; a local edit draft is removed
+    if state is LocalState.LIVE:
+        return Decision(Action.DELETE, "deleted at the source")
+    # deleted | draft only -> draft deleted
+    if state is LocalState.DRAFT_ONLY:
+        return Decision(Action.DELETE_DRAFT, "deleted at the source; only a draft exists")
+    # deleted | already deleted (tombstone, hard deleted, missing) -> nothing,
+    # but a left-over local edit draft is removed
+    if local.has_edit_draft:
+        return Decision(Action.NOTHING, "already deleted; the left-over edit draft is removed")
+    return Decision(Action.NOTHING, "already deleted locally")

@@ -1,0 +1,191 @@
+"""`oai-pipeline target …`: act as a user of the embedded target repository.
+
+Operators and tests deposit, edit, delete … records here and then watch the next harvest
+bring harvested records back to the state the source reports.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from oai_pipeline.cli.output import emit
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.settings import load_settings
+from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline.targets.embedded.transaction import STATES
+
+
+class _TargetGroup(click.Group):
+    """A mistake (unknown id, bad JSON, bad --set) is one line on stderr, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except PipelineError as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(1)
+
+
+@contextmanager
+def _repository() -> Iterator[EmbeddedRepository]:
+    repository = EmbeddedRepository(load_settings().target_db_url)
+    try:
+        yield repository
+    finally:
+        repository.close()
+
+
+def _parse_assignment(text: str) -> tuple[str, Any]:
+    """`FIELD=VALUE`; VALUE is JSON when it parses as JSON, else a plain string."""
+    field, equals, raw = text.partition("=")
+    field = field.strip()
+    if not equals or not field:
+        raise PipelineError(f"--set {text!r}: expected FIELD=VALUE, e.g. metadata.title=New")
+    try:
+        return field, json.loads(raw)
+    except json.JSONDecodeError:
+        return field, raw
+
+
+@click.group(name="target", cls=_TargetGroup)
+def target() -> None:
+    """Act as a user of the embedded target repository (deposit, edit, delete, …)."""
+
+
+@target.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--publish", is_flag=True, help="Publish at once instead of leaving a draft.")
+def deposit(file: Path, publish: bool) -> None:
+    """Deposit a new record from FILE.json; prints the new id."""
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise PipelineError(f"cannot read {file}: {error.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise PipelineError(f"{file} is not valid JSON: {error}") from None
+    with _repository() as repository:
+        click.echo(repository.deposit(data, publish=publish))
+
+
+@target.command()
+@click.argument("record_id")
+@click.option("--set", "assignments", multiple=True, required=True, metavar="FIELD=VALUE")
+def edit(record_id: str, assignments: tuple[str, ...]) -> None:
+    """Change fields in the record's (edit) draft; VALUE is JSON or a plain string."""
+    changes = dict(_parse_assignment(text) for text in assignments)
+    with _repository() as repository:
+        repository.edit(record_id, changes)
+    click.echo(f"record {record_id}: draft updated")
+
+
+@target.command()
+@click.argument("record_id")
+def publish(record_id: str) -> None:
+    """Publish the record's draft."""
+    with _repository() as repository:
+        repository.publish(record_id)
+    click.echo(f"record {record_id}: published")
+
+
+@target.command()
+@click.argument("record_id")
+@click.option("--purge", is_flag=True, help="Also mark the record for purge.")
+@click.option("--note", default=None, help="The tombstone's note.")
+def delete(record_id: str, purge: bool, note: str | None) -> None:
+    """Delete the record (a tombstone; a never-published draft is discarded)."""
+    with _repository() as repository:
+        repository.delete(record_id, purge=purge, note=note)
+    click.echo(f"record {record_id}: deleted" + (" and marked for purge" if purge else ""))
+
+
+@target.command(name="hard-delete")
+@click.argument("record_id")
+def hard_delete(record_id: str) -> None:
+    """Remove the record; its revisions are kept."""
+    with _repository() as repository:
+        repository.hard_delete(record_id)
+    click.echo(f"record {record_id}: hard deleted")
+
+
+@target.command()
+@click.argument("record_id")
+def restore(record_id: str) -> None:
+    """Bring back a deleted (or hard-deleted) record."""
+    with _repository() as repository:
+        repository.restore(record_id)
+    click.echo(f"record {record_id}: restored")
+
+
+@target.command()
+@click.argument("record_id")
+@click.option("--json", "as_json", is_flag=True)
+def show(record_id: str, as_json: bool) -> None:
+    """The record: state, published data, draft, revision, DOI, communities, tombstone."""
+    with _repository() as repository:
+        record = repository.show(record_id)
+    lines = [
+        f"{record['id']}  {record['state']}  revision {record['revision']}",
+        f"  doi: {record['doi'] or '-'}",
+        f"  source: {record['source_harvester'] or '-'} {record['source_identifier'] or ''}",
+        f"  communities: {', '.join(record['communities']) or '-'}"
+        + (f" (default {record['default_community']})" if record["default_community"] else ""),
+    ]
+    if record["draft"] is not None:
+        lines.append(f"  draft: {record['draft_kind']}")
+    if record["state"] == "tombstone":
+        purge = " (marked for purge)" if record["purge"] else ""
+        lines.append(f"  tombstone: {record['tombstone_note'] or '-'}{purge}")
+    emit(record, as_json=as_json, text="\n".join(lines))
+
+
+@target.command(name="list")
+@click.option("--harvester", default=None, help="Only records of this harvester.")
+@click.option("--state", type=click.Choice(STATES), default=None)
+@click.option("--json", "as_json", is_flag=True)
+def list_records(harvester: str | None, state: str | None, as_json: bool) -> None:
+    """Records of the target repository."""
+    with _repository() as repository:
+        rows = repository.list(harvester=harvester, state=state)
+    text = "\n".join(
+        f"{row['id']}  {row['state']:<9}  r{row['revision']}  "
+        f"{row['source_identifier'] or '-'}  {row['title'] or ''}"
+        for row in rows
+    )
+    emit(rows, as_json=as_json, text=text or "no records")
+
+
+@target.group(name="communities", cls=_TargetGroup)
+def communities_group() -> None:
+    """Communities of the target repository."""
+
+
+@communities_group.command(name="create")
+@click.argument("slug")
+@click.option("--parent", default=None, help="The parent community (slug or id).")
+def create_community(slug: str, parent: str | None) -> None:
+    """Create a community (a subcommunity with --parent)."""
+    with _repository() as repository:
+        community = repository.create_community(slug, parent=parent)
+    click.echo(community["id"])
+
+
+@communities_group.command(name="list")
+@click.option("--json", "as_json", is_flag=True)
+def list_communities(as_json: bool) -> None:
+    """Every community with its parent."""
+    with _repository() as repository:
+        rows = repository.list_communities()
+    by_id = {row["id"]: row["slug"] for row in rows}
+    text = "\n".join(
+        f"{row['slug']}  {row['id']}"
+        + (f"  (in {by_id.get(row['parent'])})" if row["parent"] else "")
+        for row in rows
+    )
+    emit(rows, as_json=as_json, text=text or "no communities")

@@ -1,0 +1,54 @@
+"""A SQLAlchemy engine for the embedded target: SQLite (WAL, foreign keys) or PostgreSQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from oai_pipeline.errors import ConfigurationError
+
+
+def _sqlite_file(url: sa.URL) -> Path | None:
+    database = url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def create_target_engine(url: str) -> sa.Engine:
+    """An engine whose transactions (and SAVEPOINTs) behave the same on SQLite and PostgreSQL."""
+    try:
+        parsed = sa.make_url(url)
+        engine = sa.create_engine(parsed)
+    except (sa.exc.ArgumentError, ImportError, ValueError) as error:
+        raise ConfigurationError(f"target database URL {url!r} is not usable: {error}") from None
+    if engine.dialect.name == "sqlite":
+        path = _sqlite_file(parsed)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        _configure_sqlite(engine, wal=path is not None)
+    return engine
+
+
+def _configure_sqlite(engine: sa.Engine, *, wal: bool) -> None:
+    """pysqlite's own transaction handling breaks SAVEPOINT: SQLAlchemy's documented recipe.
+
+    The driver is put in autocommit mode and every transaction is begun explicitly with
+    BEGIN IMMEDIATE, which also takes the write lock up front, so two writers wait for each
+    other (busy timeout) instead of failing on a lock upgrade.
+    """
+
+    @sa.event.listens_for(engine, "connect")
+    def _connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        if wal:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _begin(connection: sa.Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")

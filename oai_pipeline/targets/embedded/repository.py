@@ -1,0 +1,241 @@
+"""The embedded target repository: what its users do, and what the harvest looks up.
+
+Operators and tests act as repository users through this API (the `target` CLI wraps it):
+deposit, edit, publish, delete, hard-delete, restore, communities. The harvest writer
+changes records through the same steps (`TargetTransaction`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.sync.rules import LocalRecord
+from oai_pipeline.targets.base import SourceKey
+from oai_pipeline.targets.embedded.engine import create_target_engine
+from oai_pipeline.targets.embedded.schema import communities, drafts, migrate, records
+from oai_pipeline.targets.embedded.transaction import (
+    DEFAULT_PID_FIELD,
+    DELETED,
+    LIVE,
+    STATES,
+    TargetTransaction,
+    communities_of,
+    pid_of,
+)
+
+
+def set_path(data: dict[str, Any], path: str, value: Any) -> None:
+    """Set a dotted field path (`metadata.title`, `metadata.creators.0.name`) in place."""
+    parts = path.split(".")
+    if not path or any(not part for part in parts):
+        raise PipelineError(f"{path!r} is not a field path like metadata.title")
+    container: Any = data
+    for depth, part in enumerate(parts):
+        last = depth == len(parts) - 1
+        where = ".".join(parts[: depth + 1])
+        if isinstance(container, list):
+            if not part.isdigit() or int(part) >= len(container):
+                raise PipelineError(f"cannot set {path}: {where} is not an item of the list")
+            if last:
+                container[int(part)] = value
+            else:
+                container = container[int(part)]
+        elif isinstance(container, dict):
+            if last:
+                container[part] = value
+            else:
+                container = container.setdefault(part, {})
+        else:
+            raise PipelineError(f"cannot set {path}: {'.'.join(parts[:depth])} is not an object")
+
+
+class EmbeddedRepository:
+    """A little but real repository in SQL: SQLite by default, PostgreSQL in production."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = create_target_engine(url)
+        try:
+            migrate(self.engine)
+        except sa.exc.OperationalError as error:
+            self.engine.dispose()
+            raise PipelineError(f"cannot open the target database: {error.orig}") from None
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> EmbeddedRepository:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[TargetTransaction]:
+        """One database transaction: committed when the block ends, rolled back on error."""
+        with self.engine.begin() as connection:
+            yield TargetTransaction(connection)
+
+    # -- what repository users do ----------------------------------------------------------
+
+    def deposit(self, data: dict[str, Any], *, publish: bool = False) -> str:
+        """A new record from the data (a draft unless `publish`); returns its id."""
+        if not isinstance(data, dict):
+            raise PipelineError("a record must be a JSON object")
+        with self.transaction() as tx:
+            community_ids = self._resolve(tx, communities_of(data))
+            record_id = tx.create(data, doi=pid_of(data))
+            if publish:
+                tx.publish(record_id)
+            tx.add_to_communities(record_id, community_ids)
+        return record_id
+
+    def edit(self, record_id: str, changes: dict[str, Any]) -> None:
+        """Change fields (dotted paths) in the record's draft, creating an edit draft if needed."""
+        with self.transaction() as tx:
+            row = tx.record(record_id)
+            draft = tx.draft(record_id)
+            if draft is not None:
+                data = copy.deepcopy(draft.data)
+            elif row.state == LIVE:
+                data = copy.deepcopy(row.data)
+            else:
+                raise PipelineError(f"record {record_id} is {row.state}: restore it before editing")
+            for path, value in changes.items():
+                set_path(data, path, value)
+            tx.save_draft(record_id, data, doi=pid_of(data))
+
+    def publish(self, record_id: str) -> None:
+        with self.transaction() as tx:
+            tx.publish(record_id)
+
+    def delete(self, record_id: str, *, purge: bool = False, note: str | None = None) -> None:
+        """A published record becomes a tombstone (`purge`: also marked for purge).
+
+        A draft that was never published is simply discarded.
+        """
+        with self.transaction() as tx:
+            row = tx.record(record_id)
+            if row.state == "draft":
+                tx.discard(record_id)
+            else:
+                tx.tombstone(record_id, note=note, purge=purge)
+
+    def hard_delete(self, record_id: str) -> None:
+        with self.transaction() as tx:
+            tx.hard_delete(record_id)
+
+    def restore(self, record_id: str) -> None:
+        """A tombstone is published again; a hard-deleted one revived from its last revision."""
+        with self.transaction() as tx:
+            tx.restore(record_id)
+
+    def show(self, record_id: str) -> dict[str, Any]:
+        with self.transaction() as tx:
+            row = tx.record(record_id)
+            draft = tx.draft(record_id)
+            members = tx.record_communities(record_id)
+        default = next((m.slug for m in members if m.is_default), None)
+        return {
+            "id": row.id,
+            "state": row.state,
+            "data": row.data,
+            "draft": draft.data if draft is not None else None,
+            "draft_kind": draft.kind if draft is not None else None,
+            "revision": row.revision,
+            "doi": row.doi,
+            "communities": [m.slug for m in members],
+            "default_community": default,
+            "tombstone_note": row.tombstone_note,
+            "purge": bool(row.purge),
+            "source_harvester": row.source_harvester,
+            "source_identifier": row.source_identifier,
+            "created": row.created.isoformat(),
+            "updated": row.updated.isoformat(),
+        }
+
+    def list(
+        self, *, harvester: str | None = None, state: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Records, oldest first; `state` is one of live, draft, tombstone, deleted."""
+        if state is not None and state not in STATES:
+            raise PipelineError(f"unknown state {state!r} (known: {', '.join(STATES)})")
+        query = (
+            sa.select(records, drafts.c.kind.label("draft_kind"))
+            .outerjoin(drafts, drafts.c.record_id == records.c.id)
+            .order_by(records.c.created, records.c.id)
+        )
+        if harvester is not None:
+            query = query.where(records.c.source_harvester == harvester)
+        if state is not None:
+            query = query.where(records.c.state == state)
+        with self.transaction() as tx:
+            rows = list(tx.connection.execute(query))
+        return [
+            {
+                "id": row.id,
+                "state": row.state,
+                "revision": row.revision,
+                "doi": row.doi,
+                "title": _title(row.data),
+                "draft": row.draft_kind,
+                "source_harvester": row.source_harvester,
+                "source_identifier": row.source_identifier,
+            }
+            for row in rows
+        ]
+
+    def create_community(self, slug: str, *, parent: str | None = None) -> dict[str, Any]:
+        with self.transaction() as tx:
+            row = tx.create_community(slug, parent=parent)
+        return {"id": row.id, "slug": row.slug, "parent": row.parent_id}
+
+    def list_communities(self) -> list[dict[str, Any]]:
+        with self.transaction() as tx:
+            rows = list(tx.connection.execute(sa.select(communities).order_by(communities.c.slug)))
+        return [{"id": row.id, "slug": row.slug, "parent": row.parent_id} for row in rows]
+
+    def stats(self, harvester_id: str | None = None) -> dict[str, int]:
+        """How many records the target holds (not hard deleted), and distinct source ids."""
+        query = sa.select(
+            sa.func.count(),
+            sa.func.count(
+                sa.distinct(records.c.source_harvester + "\x1f" + records.c.source_identifier)
+            ),
+        ).where(records.c.state != DELETED)
+        if harvester_id is not None:
+            query = query.where(records.c.source_harvester == harvester_id)
+        with self.transaction() as tx:
+            count, sources = tx.connection.execute(query).one()
+        return {"records": count, "source_identifiers": sources}
+
+    # -- what the harvest needs ------------------------------------------------------------
+
+    def lookup(self, harvester_id: str, keys: list[SourceKey]) -> dict[str, LocalRecord]:
+        """The local record of each key (by OAI identifier): by source identifier, then by pid."""
+        with self.transaction() as tx:
+            return tx.local_records(harvester_id, [(key.identifier, key.pid) for key in keys])
+
+    @staticmethod
+    def _resolve(tx: TargetTransaction, references: list[str]) -> list[str]:
+        ids = []
+        for reference in references:
+            row = tx.community(reference)
+            if row is None:
+                raise PipelineError(f"community {reference!r} does not exist")
+            ids.append(row.id)
+        return ids
+
+
+def _title(data: dict[str, Any] | None) -> str | None:
+    title = ((data or {}).get("metadata") or {}).get("title")
+    return title if isinstance(title, str) else None
+
+
+__all__ = ["DEFAULT_PID_FIELD", "EmbeddedRepository", "set_path"]

@@ -1,0 +1,136 @@
+"""Tables of the embedded target repository, and their creation/migration.
+
+A record has a published version (`data`), at most one draft (a new record's draft or an
+edit draft of a published record), and every published state kept as a revision, so a
+hard-deleted record can be revived with the same id. The DOI is unique among records that
+still count (not hard deleted, not marked for purge), so a harvested DOI takes over a user's
+deposit instead of duplicating it.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+SCHEMA_VERSION = 1
+
+metadata = sa.MetaData()
+
+schema_version = sa.Table(
+    "schema_version",
+    metadata,
+    sa.Column("version", sa.Integer, nullable=False),
+)
+
+records = sa.Table(
+    "target_records",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    # draft (never published) | live | tombstone (deleted) | deleted (hard deleted, gone)
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("data", sa.JSON(none_as_null=True), nullable=True),  # the published version
+    sa.Column("revision", sa.Integer, nullable=False, default=0),
+    sa.Column("doi", sa.String(512), nullable=True),
+    sa.Column("source_harvester", sa.String(255), nullable=True),
+    sa.Column("source_identifier", sa.String(1024), nullable=True),
+    sa.Column("tombstone_note", sa.Text, nullable=True),
+    sa.Column("purge", sa.Boolean, nullable=False, default=False),
+    sa.Column("created", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("updated", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("source_harvester", "source_identifier", name="uq_target_records_source"),
+)
+
+# The DOI counts only while the record is not hard deleted and not marked for purge.
+_DOI_COUNTS = sa.and_(records.c.doi.isnot(None), records.c.state != "deleted", ~records.c.purge)
+sa.Index(
+    "uq_target_records_doi",
+    records.c.doi,
+    unique=True,
+    sqlite_where=_DOI_COUNTS,
+    postgresql_where=_DOI_COUNTS,
+)
+
+drafts = sa.Table(
+    "target_drafts",
+    metadata,
+    sa.Column(
+        "record_id",
+        sa.String(32),
+        sa.ForeignKey("target_records.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("kind", sa.String(8), nullable=False),  # new | edit
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("updated", sa.DateTime(timezone=True), nullable=False),
+)
+
+revisions = sa.Table(
+    "target_revisions",
+    metadata,
+    sa.Column(
+        "record_id",
+        sa.String(32),
+        sa.ForeignKey("target_records.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("revision", sa.Integer, primary_key=True),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("data", sa.JSON(none_as_null=True), nullable=True),
+    sa.Column("created", sa.DateTime(timezone=True), nullable=False),
+)
+
+communities = sa.Table(
+    "target_communities",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("slug", sa.String(255), nullable=False, unique=True),
+    sa.Column("parent_id", sa.String(36), sa.ForeignKey("target_communities.id"), nullable=True),
+)
+
+memberships = sa.Table(
+    "target_memberships",
+    metadata,
+    sa.Column(
+        "record_id",
+        sa.String(32),
+        sa.ForeignKey("target_records.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column(
+        "community_id", sa.String(36), sa.ForeignKey("target_communities.id"), primary_key=True
+    ),
+    sa.Column("is_default", sa.Boolean, nullable=False, default=False),
+    sa.Column("position", sa.Integer, nullable=False, default=0),
+)
+
+# Each step brings the schema from version n-1 to n; `migrate` runs the missing ones.
+_TABLES_V1 = [records, drafts, revisions, communities, memberships]
+
+
+def _create_v1(connection: sa.Connection) -> None:
+    metadata.create_all(connection, tables=_TABLES_V1, checkfirst=True)
+
+
+_STEPS = {1: _create_v1}
+_LOCK_KEY = 0x0A1_7A56E7  # the advisory lock that serialises migrations on PostgreSQL
+
+
+def current_version(connection: sa.Connection) -> int:
+    if not sa.inspect(connection).has_table(schema_version.name):
+        return 0
+    return connection.execute(sa.select(sa.func.max(schema_version.c.version))).scalar() or 0
+
+
+def migrate(engine: sa.Engine) -> int:
+    """Create or upgrade the schema to SCHEMA_VERSION; running it again changes nothing."""
+    with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            # Two processes starting at once: the second waits, then finds the schema current.
+            connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
+        schema_version.create(connection, checkfirst=True)
+        version = current_version(connection)
+        for step in range(version + 1, SCHEMA_VERSION + 1):
+            _STEPS[step](connection)
+            connection.execute(sa.delete(schema_version))
+            connection.execute(sa.insert(schema_version).values(version=step))
+            version = step
+    return version

@@ -1,0 +1,451 @@
+"""What can happen to records and communities, inside one database transaction.
+
+Both the user-facing repository API and the harvest writer are built from these steps, so
+a harvested record and a deposited one live by the same rules. Every change of a record
+bumps its revision and keeps a copy of the new state in `target_revisions`.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.sync.rules import LocalRecord, LocalState
+from oai_pipeline.targets.embedded.schema import (
+    communities,
+    drafts,
+    memberships,
+    records,
+    revisions,
+)
+
+DEFAULT_PID_FIELD = "pids.doi"
+
+# Record states as stored (and as `target list --state` names them).
+DRAFT, LIVE, TOMBSTONE, DELETED = "draft", "live", "tombstone", "deleted"
+STATES = (LIVE, DRAFT, TOMBSTONE, DELETED)
+
+_LOCAL_STATE = {
+    DRAFT: LocalState.DRAFT_ONLY,
+    LIVE: LocalState.LIVE,
+    TOMBSTONE: LocalState.TOMBSTONE,
+    DELETED: LocalState.HARD_DELETED,
+}
+
+# Record ids look like InvenioRDM's: two groups of five unambiguous lowercase characters.
+_ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+_CHUNK = 500  # keeps IN (...) lists well below every backend's parameter limit
+
+
+def new_record_id() -> str:
+    chars = "".join(secrets.choice(_ID_ALPHABET) for _ in range(10))
+    return f"{chars[:5]}-{chars[5:]}"
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def pid_of(data: dict[str, Any] | None, field: str = DEFAULT_PID_FIELD) -> str | None:
+    """The pid at a dotted path of the data: a string, or an object's `identifier`."""
+    value: Any = data
+    for part in field.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    if isinstance(value, dict):
+        value = value.get("identifier")
+    if not isinstance(value, str):
+        return None
+    return value.strip() or None
+
+
+def communities_of(data: dict[str, Any] | None) -> list[str]:
+    """The community slugs or ids a record asks for (`parent.communities.ids`)."""
+    parent = (data or {}).get("parent") or {}
+    ids = (parent.get("communities") or {}).get("ids") or []
+    return [str(item) for item in ids]
+
+
+def _chunks(items: list[str]) -> Iterator[list[str]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+class TargetTransaction:
+    """Record and community operations on one open connection (inside a transaction)."""
+
+    def __init__(self, connection: sa.Connection) -> None:
+        self.connection = connection
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A nested transaction: an exception undoes only what happened inside it."""
+        with self.connection.begin_nested():
+            yield
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def record(self, record_id: str) -> sa.Row:
+        row = self.connection.execute(sa.select(records).where(records.c.id == record_id)).first()
+        if row is None:
+            raise PipelineError(f"no record {record_id!r} in the target repository")
+        return row
+
+    def draft(self, record_id: str) -> sa.Row | None:
+        return self.connection.execute(
+            sa.select(drafts).where(drafts.c.record_id == record_id)
+        ).first()
+
+    def record_communities(self, record_id: str) -> list[sa.Row]:
+        """(slug, is_default) of the record's communities, in the order they were added."""
+        return list(
+            self.connection.execute(
+                sa.select(communities.c.slug, memberships.c.is_default)
+                .join(communities, communities.c.id == memberships.c.community_id)
+                .where(memberships.c.record_id == record_id)
+                .order_by(memberships.c.position, communities.c.slug)
+            )
+        )
+
+    def pid_holder(self, pid: str, *, besides: str | None = None) -> str | None:
+        """The record that holds this DOI (hard-deleted and purge-marked ones hold none)."""
+        query = sa.select(records.c.id).where(
+            records.c.doi == pid, records.c.state != DELETED, ~records.c.purge
+        )
+        if besides is not None:
+            query = query.where(records.c.id != besides)
+        return self.connection.execute(query.limit(1)).scalar()
+
+    def local_records(
+        self, harvester_id: str, keys: Iterable[tuple[str, str | None]]
+    ) -> dict[str, LocalRecord]:
+        """Each (source identifier, pid)'s local record: by source identifier, then by pid.
+
+        Found by pid means a record nobody harvested (a user's deposit) with the same DOI:
+        it is taken over. A record of another harvester or source identifier is not.
+        """
+        keys = list(keys)
+        identifiers = [identifier for identifier, _ in keys]
+        by_source: dict[str, sa.Row] = {}
+        for chunk in _chunks(identifiers):
+            for row in self.connection.execute(
+                sa.select(records).where(
+                    records.c.source_harvester == harvester_id,
+                    records.c.source_identifier.in_(chunk),
+                )
+            ):
+                by_source[row.source_identifier] = row
+        wanted_pids = [pid for identifier, pid in keys if pid and identifier not in by_source]
+        by_pid: dict[str, sa.Row] = {}
+        for chunk in _chunks(sorted(set(wanted_pids))):
+            for row in self.connection.execute(
+                sa.select(records).where(
+                    records.c.doi.in_(chunk),
+                    records.c.source_harvester.is_(None),
+                    records.c.state != DELETED,
+                    ~records.c.purge,
+                )
+            ):
+                by_pid.setdefault(row.doi, row)
+        found = {row.id for row in [*by_source.values(), *by_pid.values()]}
+        edit_drafts: set[str] = set()
+        for chunk in _chunks(sorted(found)):
+            edit_drafts.update(
+                self.connection.execute(
+                    sa.select(drafts.c.record_id).where(
+                        drafts.c.record_id.in_(chunk), drafts.c.kind == "edit"
+                    )
+                ).scalars()
+            )
+        result: dict[str, LocalRecord] = {}
+        for identifier, pid in keys:
+            row = by_source.get(identifier)
+            taken_over = False
+            if row is None and pid:
+                row = by_pid.get(pid)
+                taken_over = row is not None
+            if row is None:
+                result[identifier] = LocalRecord(LocalState.MISSING)
+            else:
+                result[identifier] = LocalRecord(
+                    state=_LOCAL_STATE[row.state],
+                    local_id=row.id,
+                    revision=row.revision,
+                    has_edit_draft=row.id in edit_drafts,
+                    taken_over=taken_over,
+                )
+        return result
+
+    # -- record life cycle -----------------------------------------------------------------
+
+    def create(
+        self,
+        data: dict[str, Any],
+        *,
+        doi: str | None,
+        harvester_id: str | None = None,
+        source_identifier: str | None = None,
+    ) -> str:
+        """A new record: a draft, not yet published (revision 0)."""
+        self._check_pid_free(doi, None)
+        record_id = new_record_id()
+        stamp = now()
+        self.connection.execute(
+            sa.insert(records).values(
+                id=record_id,
+                state=DRAFT,
+                data=None,
+                revision=0,
+                doi=doi,
+                source_harvester=harvester_id,
+                source_identifier=source_identifier,
+                purge=False,
+                created=stamp,
+                updated=stamp,
+            )
+        )
+        self.connection.execute(
+            sa.insert(drafts).values(record_id=record_id, kind="new", data=data, updated=stamp)
+        )
+        return record_id
+
+    def claim(self, record_id: str, harvester_id: str, source_identifier: str) -> None:
+        """PID takeover: the record is now the harvested record of this source identifier."""
+        self.connection.execute(
+            sa.update(records)
+            .where(records.c.id == record_id)
+            .values(source_harvester=harvester_id, source_identifier=source_identifier)
+        )
+
+    def save_draft(self, record_id: str, data: dict[str, Any], *, doi: str | None) -> None:
+        """Write the record's draft: a new record's draft, or an edit draft of a published one."""
+        row = self.record(record_id)
+        if row.state not in (DRAFT, LIVE):
+            raise PipelineError(f"record {record_id} is {row.state}: restore it before editing")
+        kind = "new" if row.state == DRAFT else "edit"
+        stamp = now()
+        if row.state == DRAFT:
+            # A new record's DOI is reserved as soon as its draft names it.
+            self._check_pid_free(doi, record_id)
+            self.connection.execute(
+                sa.update(records).where(records.c.id == record_id).values(doi=doi, updated=stamp)
+            )
+        updated = self.connection.execute(
+            sa.update(drafts)
+            .where(drafts.c.record_id == record_id)
+            .values(kind=kind, data=data, updated=stamp)
+        )
+        if updated.rowcount == 0:
+            self.connection.execute(
+                sa.insert(drafts).values(record_id=record_id, kind=kind, data=data, updated=stamp)
+            )
+
+    def publish(self, record_id: str, *, pid_field: str = DEFAULT_PID_FIELD) -> int:
+        """The draft becomes the published version (a new revision)."""
+        row = self.record(record_id)
+        draft = self.draft(record_id)
+        if row.state not in (DRAFT, LIVE) or draft is None:
+            raise PipelineError(f"record {record_id} has no draft to publish")
+        self.connection.execute(sa.delete(drafts).where(drafts.c.record_id == record_id))
+        return self._change(row, LIVE, draft.data, doi=pid_of(draft.data, pid_field))
+
+    def update_published(self, record_id: str, data: dict[str, Any], *, doi: str | None) -> int:
+        """Replace the published version in place (no draft step); an edit draft is dropped."""
+        row = self.record(record_id)
+        if row.state != LIVE:
+            raise PipelineError(f"record {record_id} is {row.state}, not published")
+        self.remove_edit_draft(record_id)
+        return self._change(row, LIVE, data, doi=doi)
+
+    def remove_edit_draft(self, record_id: str) -> bool:
+        result = self.connection.execute(
+            sa.delete(drafts).where(drafts.c.record_id == record_id, drafts.c.kind == "edit")
+        )
+        return result.rowcount > 0
+
+    def tombstone(self, record_id: str, *, note: str | None, purge: bool) -> int:
+        """Delete a published record: a tombstone with a note, optionally marked for purge."""
+        row = self.record(record_id)
+        if row.state not in (LIVE, TOMBSTONE):
+            raise PipelineError(
+                f"record {record_id} is {row.state}: only a published record can be deleted"
+            )
+        if row.state == TOMBSTONE:  # deleting again may add the purge mark or a note
+            purge = purge or row.purge
+            note = note if note is not None else row.tombstone_note
+        revision = self._change(row, TOMBSTONE, row.data, doi=row.doi)
+        self.connection.execute(
+            sa.update(records)
+            .where(records.c.id == record_id)
+            .values(tombstone_note=note, purge=purge)
+        )
+        return revision
+
+    def restore(self, record_id: str) -> int:
+        """A tombstone becomes the published record again (the purge mark is lifted)."""
+        row = self.record(record_id)
+        if row.state == DELETED:
+            return self.revive(record_id)
+        if row.state != TOMBSTONE:
+            raise PipelineError(f"record {record_id} is {row.state}, not deleted")
+        self._check_pid_free(row.doi, record_id)
+        self.connection.execute(
+            sa.update(records)
+            .where(records.c.id == record_id)
+            .values(tombstone_note=None, purge=False)
+        )
+        return self._change(row, LIVE, row.data, doi=row.doi)
+
+    def hard_delete(self, record_id: str) -> int | None:
+        """The record is gone (its drafts too); its revisions stay so it can be revived.
+
+        A draft that was never published has no revision to keep: it is discarded.
+        """
+        row = self.record(record_id)
+        if row.state == DELETED:
+            raise PipelineError(f"record {record_id} is already hard deleted")
+        if row.state == DRAFT:
+            self.discard(record_id)
+            return None
+        self.connection.execute(sa.delete(drafts).where(drafts.c.record_id == record_id))
+        self.connection.execute(
+            sa.update(records)
+            .where(records.c.id == record_id)
+            .values(tombstone_note=None, purge=False)
+        )
+        return self._change(row, DELETED, None, doi=row.doi)
+
+    def revive(self, record_id: str) -> int:
+        """A hard-deleted record is back, with the same id, from its last revision with data."""
+        row = self.record(record_id)
+        if row.state != DELETED:
+            raise PipelineError(f"record {record_id} is {row.state}, not hard deleted")
+        last = self.connection.execute(
+            sa.select(revisions.c.data)
+            .where(revisions.c.record_id == record_id, revisions.c.data.isnot(None))
+            .order_by(revisions.c.revision.desc())
+            .limit(1)
+        ).first()
+        if last is None:
+            raise PipelineError(f"record {record_id} has no revision to revive it from")
+        self._check_pid_free(row.doi, record_id)
+        return self._change(row, LIVE, last.data, doi=row.doi)
+
+    def discard(self, record_id: str) -> None:
+        """Remove a record that was never published, with its draft and memberships."""
+        self.connection.execute(sa.delete(memberships).where(memberships.c.record_id == record_id))
+        self.connection.execute(sa.delete(drafts).where(drafts.c.record_id == record_id))
+        self.connection.execute(sa.delete(revisions).where(revisions.c.record_id == record_id))
+        self.connection.execute(sa.delete(records).where(records.c.id == record_id))
+
+    def _change(self, row: sa.Row, state: str, data: Any, *, doi: str | None) -> int:
+        if state in (LIVE, DRAFT):
+            self._check_pid_free(doi, row.id)
+        revision = row.revision + 1
+        stamp = now()
+        self.connection.execute(
+            sa.update(records)
+            .where(records.c.id == row.id)
+            .values(state=state, data=data, doi=doi, revision=revision, updated=stamp)
+        )
+        self.connection.execute(
+            sa.insert(revisions).values(
+                record_id=row.id, revision=revision, state=state, data=data, created=stamp
+            )
+        )
+        return revision
+
+    def _check_pid_free(self, doi: str | None, record_id: str | None) -> None:
+        if doi is None:
+            return
+        holder = self.pid_holder(doi, besides=record_id)
+        if holder is not None:
+            raise DuplicatePidError(f"DOI {doi} is already used by record {holder}")
+
+    # -- communities -----------------------------------------------------------------------
+
+    def community(self, reference: str) -> sa.Row | None:
+        """A community by id or by slug."""
+        return self.connection.execute(
+            sa.select(communities).where(
+                sa.or_(communities.c.id == reference, communities.c.slug == reference)
+            )
+        ).first()
+
+    def create_community(self, slug: str, *, parent: str | None = None) -> sa.Row:
+        slug = slug.strip()
+        if not slug:
+            raise PipelineError("a community needs a slug")
+        if self.community(slug) is not None:
+            raise PipelineError(f"community {slug!r} already exists")
+        parent_id = None
+        if parent is not None:
+            parent_row = self.community(parent)
+            if parent_row is None:
+                raise PipelineError(f"parent community {parent!r} does not exist")
+            parent_id = parent_row.id
+        community_id = secrets.token_hex(16)
+        self.connection.execute(
+            sa.insert(communities).values(id=community_id, slug=slug, parent_id=parent_id)
+        )
+        return self.community(community_id)  # type: ignore[return-value]
+
+    def add_to_communities(self, record_id: str, community_ids: list[str]) -> None:
+        """Add the record to each community and its parents; memberships are never removed.
+
+        The first community becomes the default when the record has none yet.
+        """
+        existing = {
+            row.community_id: row.is_default
+            for row in self.connection.execute(
+                sa.select(memberships.c.community_id, memberships.c.is_default).where(
+                    memberships.c.record_id == record_id
+                )
+            )
+        }
+        has_default = any(existing.values())
+        position = len(existing)
+        for community_id in community_ids:
+            for member_id in self._with_parents(community_id):
+                if member_id in existing:
+                    continue
+                is_default = not has_default
+                self.connection.execute(
+                    sa.insert(memberships).values(
+                        record_id=record_id,
+                        community_id=member_id,
+                        is_default=is_default,
+                        position=position,
+                    )
+                )
+                existing[member_id] = is_default
+                has_default = True
+                position += 1
+        if not has_default and existing:
+            first = next(iter(existing))
+            self.connection.execute(
+                sa.update(memberships)
+                .where(memberships.c.record_id == record_id, memberships.c.community_id == first)
+                .values(is_default=True)
+            )
+
+    def _with_parents(self, community_id: str) -> list[str]:
+        chain: list[str] = []
+        current: str | None = community_id
+        while current is not None and current not in chain:
+            chain.append(current)
+            current = self.connection.execute(
+                sa.select(communities.c.parent_id).where(communities.c.id == current)
+            ).scalar()
+        return chain
+
+
+class DuplicatePidError(PipelineError):
+    """Another record already holds this DOI."""

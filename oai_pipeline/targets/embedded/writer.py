@@ -1,0 +1,188 @@
+"""The `oai-service` writer: applies sync decisions to the embedded target repository.
+
+At write time the target's state is looked up again and the action derived again with the
+same table (`decide`), so a plan that went stale (a user edited or deleted the record since)
+still ends in the state the source reports. A batch is one transaction; each record runs
+in its own SAVEPOINT, so a failing record becomes an outcome and the rest of the batch is
+kept. The target record carries (harvester, source identifier): after a crash between this
+write and the harvest-record store's, the next lookup finds it and no duplicate is made.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import sqlalchemy as sa
+
+from oai_pipeline.errors import PipelineError, RecordError
+from oai_pipeline.settings import Settings
+from oai_pipeline.sync.rules import Action, LocalRecord, SourceRecord, decide
+from oai_pipeline.targets.base import (
+    PlannedWrite,
+    SourceKey,
+    WriteOutcome,
+    Writer,
+    WriterOptions,
+)
+from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline.targets.embedded.transaction import (
+    DuplicatePidError,
+    TargetTransaction,
+    communities_of,
+    pid_of,
+)
+
+# Planned actions that mean "the source says deleted"; every other one means "live".
+_SOURCE_DELETED = (Action.DELETE, Action.DELETE_DRAFT, Action.NOTHING)
+DELETED_AT_SOURCE_NOTE = "deleted at the source"
+
+
+class EmbeddedWriter(Writer):
+    """Writes harvested records into the embedded repository at `settings.target_db_url`."""
+
+    class Options(WriterOptions):
+        model: Literal["rdm"] = "rdm"
+
+    options: Options
+
+    def __init__(self, options: WriterOptions, settings: Settings) -> None:
+        super().__init__(options, settings)
+        self._repository: EmbeddedRepository | None = None
+
+    @property
+    def repository(self) -> EmbeddedRepository:
+        """Opened on first use, so building a writer to validate options touches no database."""
+        if self._repository is None:
+            self._repository = EmbeddedRepository(self.settings.target_db_url)
+        return self._repository
+
+    def close(self) -> None:
+        if self._repository is not None:
+            self._repository.close()
+            self._repository = None
+
+    def lookup(self, harvester_id: str, keys: list[SourceKey]) -> dict[str, LocalRecord]:
+        return self.repository.lookup(harvester_id, keys)
+
+    def apply(self, harvester_id: str, writes: list[PlannedWrite]) -> list[WriteOutcome]:
+        outcomes: list[WriteOutcome] = []
+        with self.repository.transaction() as tx:
+            for write in writes:
+                try:
+                    with tx.savepoint():
+                        outcome = self._apply_one(tx, harvester_id, write)
+                except DuplicatePidError as error:
+                    outcome = _failed(
+                        write, "duplicate_pid", str(error), location=self.options.pid_field
+                    )
+                except (PipelineError, sa.exc.SQLAlchemyError) as error:
+                    message = str(getattr(error, "orig", None) or error).splitlines()[0]
+                    outcome = _failed(write, "write_failed", message)
+                outcomes.append(outcome)
+        return outcomes
+
+    # -- one record ------------------------------------------------------------------------
+
+    def _apply_one(
+        self, tx: TargetTransaction, harvester_id: str, write: PlannedWrite
+    ) -> WriteOutcome:
+        if write.action in (Action.SKIP, Action.ERROR):
+            return _failed(write, "not_written", f"planned {write.action.value}: nothing to write")
+        source_deleted = write.action in _SOURCE_DELETED
+        data = write.data
+        if not source_deleted and not isinstance(data, dict):
+            return _failed(write, "no_data", "a live record came without record data")
+        pid = (pid_of(data, self.options.pid_field) if data else None) or write.pid
+        # Re-check: the state now, not the state the plan saw.
+        local = tx.local_records(harvester_id, [(write.identifier, pid)])[write.identifier]
+        source = SourceRecord(write.identifier, write.datestamp, source_deleted, pid)
+        action = decide(source, None, local, update_all=True).action
+        if source_deleted:
+            return self._delete(tx, write, local, action)
+        assert data is not None
+        community_ids, error = self._communities(tx, write, data)
+        if error is not None:
+            return WriteOutcome(
+                write.identifier, Action.ERROR, local.local_id, local.revision, error
+            )
+        record_id = local.local_id
+        if action is Action.CREATE:
+            record_id = tx.create(
+                data, doi=pid, harvester_id=harvester_id, source_identifier=write.identifier
+            )
+            if self.options.publish:
+                tx.publish(record_id, pid_field=self.options.pid_field)
+        else:
+            assert record_id is not None
+            if local.taken_over:
+                tx.claim(record_id, harvester_id, write.identifier)
+            if action is Action.RESTORE:
+                tx.restore(record_id)
+            elif action is Action.REVIVE:
+                tx.revive(record_id)
+            self._update(tx, record_id, data, pid)
+        tx.add_to_communities(record_id, community_ids)
+        return WriteOutcome(write.identifier, action, record_id, tx.record(record_id).revision)
+
+    def _update(
+        self, tx: TargetTransaction, record_id: str, data: dict[str, Any], pid: str | None
+    ) -> None:
+        """Overwrite the record with the harvested data (a local edit draft is overwritten)."""
+        published = tx.record(record_id).state == "live"
+        if published and self.options.publish and self.options.direct_update:
+            tx.update_published(record_id, data, doi=pid)
+            return
+        tx.save_draft(record_id, data, doi=pid)
+        if self.options.publish:
+            tx.publish(record_id, pid_field=self.options.pid_field)
+
+    def _delete(
+        self, tx: TargetTransaction, write: PlannedWrite, local: LocalRecord, action: Action
+    ) -> WriteOutcome:
+        record_id = local.local_id
+        if action is Action.DELETE:
+            assert record_id is not None
+            tx.remove_edit_draft(record_id)
+            tx.tombstone(record_id, note=DELETED_AT_SOURCE_NOTE, purge=False)
+        elif action is Action.DELETE_DRAFT:
+            assert record_id is not None
+            tx.discard(record_id)
+            return WriteOutcome(write.identifier, action, None, None)
+        elif record_id is not None:  # NOTHING: already deleted; a left-over edit draft goes
+            tx.remove_edit_draft(record_id)
+        if record_id is None:
+            return WriteOutcome(write.identifier, action, None, None)
+        return WriteOutcome(write.identifier, action, record_id, tx.record(record_id).revision)
+
+    def _communities(
+        self, tx: TargetTransaction, write: PlannedWrite, data: dict[str, Any]
+    ) -> tuple[list[str], RecordError | None]:
+        """The writer's community, then the record's: ids, or the error of a missing one."""
+        wanted: list[tuple[str, str]] = []
+        if self.options.community:
+            wanted.append((self.options.community, "community"))
+        record_refs = write.communities or communities_of(data)
+        wanted += [(ref, f"parent.communities.ids[{i}]") for i, ref in enumerate(record_refs)]
+        ids: list[str] = []
+        for reference, location in wanted:
+            row = tx.community(reference)
+            if row is None:
+                return [], RecordError(
+                    type="missing_community",
+                    message=f"community {reference!r} does not exist in the target",
+                    location=location,
+                )
+            ids.append(row.id)
+        return ids, None
+
+
+def _failed(
+    write: PlannedWrite, error_type: str, message: str, *, location: str | None = None
+) -> WriteOutcome:
+    return WriteOutcome(
+        write.identifier,
+        Action.ERROR,
+        write.local_id,
+        None,
+        RecordError(type=error_type, message=message, location=location),
+    )

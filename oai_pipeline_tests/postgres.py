@@ -1,0 +1,116 @@
+"""A throwaway PostgreSQL server for tests: initdb in a temp dir, run as an unprivileged user.
+
+PostgreSQL refuses to run as root, so when the tests run as root the server runs as the
+`postgres` system user (created if missing) through `runuser`. It listens on a free
+loopback port with its unix socket inside the temp dir, and is stopped and removed after.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+_SERVER_USER = "postgres"
+_DATABASE = "oai_pipeline_test"
+
+
+def _binary(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    for candidate in sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"), reverse=True):
+        return str(candidate)
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _as_server_user() -> list[str]:
+    """The command prefix that runs a server binary as an unprivileged user."""
+    if os.geteuid() != 0:
+        return []
+    try:
+        pwd.getpwnam(_SERVER_USER)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", _SERVER_USER],
+            check=True,
+            capture_output=True,
+        )
+    return ["runuser", "-u", _SERVER_USER, "--"]
+
+
+def _run(command: list[str]) -> None:
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed: {result.stderr.strip() or result.stdout}")
+
+
+@contextmanager
+def throwaway_postgres() -> Iterator[str]:
+    """Yield a `postgresql+psycopg2://` URL of a fresh database; skip if PostgreSQL is absent."""
+    initdb, pg_ctl = _binary("initdb"), _binary("pg_ctl")
+    if initdb is None or pg_ctl is None:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+    prefix = _as_server_user()
+    root = Path(tempfile.mkdtemp(prefix="oai-pg-"))
+    data, sockets = root / "data", root / "sockets"
+    sockets.mkdir()
+    if prefix:
+        user = pwd.getpwnam(_SERVER_USER)
+        for path in (root, sockets):
+            os.chown(path, user.pw_uid, user.pw_gid)
+    port = _free_port()
+    started = False
+    try:
+        _run([*prefix, initdb, "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"])
+        options = f"-h 127.0.0.1 -p {port} -k {sockets} -F"
+        _run(
+            [
+                *prefix,
+                pg_ctl,
+                "-D",
+                str(data),
+                "-o",
+                options,
+                "-l",
+                str(root / "log"),
+                "-w",
+                "start",
+            ]
+        )
+        started = True
+        _create_database(f"postgresql+psycopg2://postgres@127.0.0.1:{port}/postgres")
+        yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/{_DATABASE}"
+    finally:
+        if started:
+            subprocess.run(
+                [*prefix, pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"],
+                capture_output=True,
+                timeout=60,
+            )
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _create_database(admin_url: str) -> None:
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            connection.exec_driver_sql(f"CREATE DATABASE {_DATABASE}")
+    finally:
+        engine.dispose()
