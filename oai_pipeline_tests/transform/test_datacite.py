@@ -1,0 +1,257 @@
+"""Field-by-field: DataCite kernel-4 records (the schema's examples and Zenodo's) as RDM records."""
+
+from __future__ import annotations
+
+from oai_pipeline.transform.base import TransformItem
+
+from .records import (
+    SAMPLES,
+    datacite_item,
+    page_items,
+    transform_one,
+    transformed_metadata,
+    wrap_metadata,
+)
+
+
+def test_names_split_orcid_and_ror_kept() -> None:
+    metadata = transformed_metadata(datacite_item("datacite-example-affiliation-v4.xml"))
+    miller, carberry, group = metadata["creators"]
+    assert miller["person_or_org"] == {
+        "type": "personal",
+        "name": "Miller, Elizabeth",
+        "given_name": "Elizabeth",
+        "family_name": "Miller",
+        "identifiers": [{"scheme": "orcid", "identifier": "0000-0001-5000-0007"}],
+    }
+    assert miller["affiliations"] == [{"id": "04wxnsj81", "name": "DataCite"}]
+    # A GRID affiliation keeps its name but is no ROR id.
+    assert carberry["affiliations"] == [
+        {"id": "05gq02987", "name": "Brown University"},
+        {"name": "Wesleyan University"},
+    ]
+    assert group["person_or_org"]["type"] == "organizational"
+    assert group["person_or_org"]["name"] == "The Psychoceramics Study Group"
+    [starr] = metadata["contributors"]
+    assert starr["role"] == {"id": "projectleader"}
+    assert starr["person_or_org"]["identifiers"] == [
+        {"scheme": "orcid", "identifier": "0000-0002-7285-027X"}
+    ]
+    assert metadata["resource_type"] == {"id": "software"}
+    assert metadata["publication_date"] == "2014"
+    assert metadata["languages"] == [{"id": "eng"}]
+    assert metadata["rights"] == [
+        {"id": "cc0-1.0", "link": "http://creativecommons.org/publicdomain/zero/1.0/"}
+    ]
+    assert metadata["version"] == "4.3"
+    assert metadata["subjects"] == [{"subject": "computer science", "scheme": "dewey"}]
+
+
+def test_orcid_urls_with_spaces_are_normalised_and_ror_name_identifiers_kept() -> None:
+    metadata = transformed_metadata(datacite_item("datacite-example-full-v4.xml"))
+    person, organisation = metadata["creators"]
+    assert person["person_or_org"]["identifiers"] == [
+        {"scheme": "orcid", "identifier": "0000-0001-5727-2427"}
+    ]
+    assert organisation["person_or_org"] == {
+        "type": "organizational",
+        "name": "ExampleOrganization",
+        "identifiers": [{"scheme": "ror", "identifier": "04wxnsj81"}],
+    }
+    # " https://orcid.org/..." with a leading space, as the example has it
+    assert metadata["contributors"][0]["person_or_org"]["identifiers"][0]["identifier"] == (
+        "0000-0001-5727-2427"
+    )
+    roles = [contributor["role"]["id"] for contributor in metadata["contributors"]]
+    assert roles[:3] == ["contactperson", "datacollector", "datacurator"]
+    assert metadata["publication_date"] == "2024-01-01"  # the Issued date beats publicationYear
+    dates = {date["type"]["id"]: date["date"] for date in metadata["dates"]}
+    assert dates["collected"] == "2024-01-01/2024-12-31"
+    assert len(metadata["dates"]) == 12
+    titles = {title["type"]["id"]: title for title in metadata["additional_titles"]}
+    assert titles["translated-title"]["lang"] == {"id": "fra"}
+    assert set(titles) == {"subtitle", "translated-title", "alternative-title"}
+    related = metadata["related_identifiers"]
+    assert related[0] == {
+        "identifier": "ark:/13030/tqb3kh97gh8w",
+        "scheme": "ark",
+        "relation_type": {"id": "iscitedby"},
+        "resource_type": {"id": "video"},
+    }
+    assert metadata["identifiers"] == [{"identifier": "12345", "scheme": "localaccessionnumber"}]
+    types = [d["type"]["id"] for d in metadata["additional_descriptions"]]
+    assert metadata["description"] == "Example Abstract"
+    assert types == [
+        "methods",
+        "series-information",
+        "table-of-contents",
+        "technical-info",
+        "other",
+    ]
+    assert metadata["sizes"] == ["1 MB", "90 pages"]
+    assert metadata["formats"] == ["application/xml", "text/plain"]
+    place = metadata["locations"]["features"][0]
+    assert place["place"] == "Vancouver, British Columbia, Canada"
+    assert place["geometry"] == {"type": "Point", "coordinates": [-123.1207, 49.2827]}
+
+
+def test_multilingual_titles_descriptions_and_rights() -> None:
+    metadata = transformed_metadata(datacite_item("datacite-example-multilingual-v4.xml"))
+    assert metadata["title"] == "Advances in Chemistry"
+    assert metadata["additional_titles"] == [
+        {"title": "Avances en Química", "type": {"id": "translated-title"}, "lang": {"id": "spa"}},
+        {"title": "化学进展", "type": {"id": "translated-title"}, "lang": {"id": "zho"}},
+    ]
+    assert [d["lang"]["id"] for d in metadata["additional_descriptions"]] == ["spa", "zho"]
+    # One license given in three languages is one right with a multilingual title.
+    assert metadata["rights"] == [
+        {
+            "id": "cc-by-4.0",
+            "title": {
+                "en": "Creative Commons Attribution 4.0 International",
+                "es": "Atribución 4.0 Internacional",
+                "zh": "署名 4.0 国际",
+            },
+            "link": "https://creativecommons.org/licenses/by/4.0/",
+        }
+    ]
+    zou, datacite = metadata["creators"]
+    # No givenName/familyName in the source: the name is split at its comma.
+    assert zou["person_or_org"]["given_name"] == "Jing"
+    assert zou["person_or_org"]["family_name"] == "Zou"
+    assert datacite["person_or_org"]["identifiers"] == [
+        {"scheme": "ror", "identifier": "04wxnsj81"}
+    ]
+    assert metadata["resource_type"] == {"id": "publication-section"}
+
+
+def test_funding_with_crossref_funder_id_award_and_file_links() -> None:
+    item = datacite_item("datacite-example-fundingReference-v4.xml")
+    metadata = transformed_metadata(item)
+    assert metadata["funding"][0] == {
+        "funder": {
+            "name": "European Commission",
+            "identifiers": [{"scheme": "doi", "identifier": "10.13039/501100000780"}],
+        },
+        "award": {
+            "number": "282625",
+            "title": {
+                "en": "MOTivational strength of ecosystem services and alternative ways to "
+                "express the value of BIOdiversity"
+            },
+            "identifiers": [
+                {
+                    "scheme": "url",
+                    "identifier": "https://cordis.europa.eu/project/rcn/100180_en.html",
+                }
+            ],
+        },
+    }
+    assert len(metadata["funding"]) == 2
+    # openAccess is an access right, not a license
+    assert metadata["rights"] == [
+        {
+            "id": "cc0-1.0",
+            "title": {"en": "Creative Commons Zero 1.0 Universal"},
+            "link": "https://creativecommons.org/publicdomain/zero/1.0/",
+        }
+    ]
+    assert item.data["files"] == {
+        "enabled": False,
+        "links": [
+            {
+                "url": "https://zenodo.org/record/47394/files/Data_All_Internal_motivations.pdf",
+                "key": "Data_All_Internal_motivations.pdf",
+            },
+            {
+                "url": "https://zenodo.org/record/47394/files/"
+                "survey_questionnaire_internal_motivations.pdf",
+                "key": "survey_questionnaire_internal_motivations.pdf",
+            },
+        ],
+    }
+    assert metadata["publication_date"] == "2016-03-11"
+    assert metadata["resource_type"] == {"id": "dataset"}
+    # The double-escaped quotes of the example come out as the characters.
+    assert "“peers”" in metadata["description"]
+
+
+def test_funder_ror_becomes_the_funder_id() -> None:
+    resource = (SAMPLES / "datacite-example-video-v4.xml").read_text()
+    resource = resource.replace(
+        "</descriptions>",
+        "</descriptions><fundingReferences><fundingReference>"
+        "<funderName>Brown University</funderName>"
+        '<funderIdentifier funderIdentifierType="ROR">https://ror.org/05gq02987</funderIdentifier>'
+        "</fundingReference></fundingReferences>",
+    )
+    item = TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(resource))
+    metadata = transformed_metadata(item)
+    assert metadata["funding"] == [
+        {"funder": {"id": "05gq02987", "name": "Brown University", "identifiers": []}}
+    ]
+
+
+def test_doi_in_pids_and_names_from_family_comma_given() -> None:
+    metadata = transformed_metadata(datacite_item("datacite-example-complicated-v4.xml"))
+    smith, japanese = metadata["creators"]
+    assert smith["person_or_org"]["name"] == "Smith, John"
+    # No nameType, no comma, no ORCID: an organisation, its ISNI kept without spaces.
+    assert japanese["person_or_org"] == {
+        "type": "organizational",
+        "name": "つまらないものですが",
+        "identifiers": [{"scheme": "isni", "identifier": "0000000134596520"}],
+    }
+    assert metadata["languages"] == [{"id": "deu"}]
+    assert metadata["rights"][0]["id"] == "cc-by-nd-2.0"
+    assert metadata["related_identifiers"] == [
+        {
+            "identifier": "10.5272/oldertestpub",
+            "scheme": "doi",
+            "relation_type": {"id": "ispartof"},
+        }
+    ]
+
+
+def test_zenodo_datacite_record() -> None:
+    [item] = page_items("zenodo-GetRecord-datacite.xml")
+    transform_one(item, set_communities={"user-rdmo": "rdmo"})
+    assert item.error is None
+    data = item.data
+    assert data["pids"] == {
+        "doi": {"identifier": "10.5281/zenodo.10357859", "provider": "external"}
+    }
+    assert item.pid == "10.5281/zenodo.10357859"
+    assert item.communities == ["rdmo"]
+    assert data["parent"] == {"communities": {"ids": ["rdmo"]}}
+    metadata = data["metadata"]
+    assert metadata["title"] == "Research Data Management Organiser (RDMO)"
+    assert metadata["resource_type"] == {"id": "software"}
+    assert metadata["publication_date"] == "2023-12-11"
+    assert len(metadata["creators"]) == 9
+    munoz = metadata["creators"][6]["person_or_org"]
+    assert munoz["family_name"] == "Martínez Muñoz"
+    assert munoz["given_name"] == "David"
+    assert munoz["identifiers"] == []
+    assert metadata["creators"][0]["person_or_org"]["identifiers"] == [
+        {"scheme": "orcid", "identifier": "0000-0002-5883-4273"}
+    ]
+    assert metadata["rights"] == [
+        {
+            "id": "apache-2.0",
+            "title": {"en": "Apache License 2.0"},
+            "link": "http://www.apache.org/licenses/LICENSE-2.0",
+        }
+    ]
+    assert metadata["version"] == "2.1.0"
+    assert metadata["identifiers"] == [{"identifier": "oai:zenodo.org:10357859", "scheme": "oai"}]
+    assert {
+        "identifier": "10.5281/zenodo.596581",
+        "scheme": "doi",
+        "relation_type": {"id": "isversionof"},
+    } in metadata["related_identifiers"]
+
+
+def test_doi_provider_option() -> None:
+    item = transform_one(datacite_item("datacite-example-video-v4.xml"), doi_provider="datacite")
+    assert item.data["pids"]["doi"] == {"identifier": "10.5072/1153992", "provider": "datacite"}

@@ -1,0 +1,179 @@
+"""Broken records: each failure is the record's error (type, message, location); the rest go on."""
+
+from __future__ import annotations
+
+import pytest
+
+from oai_pipeline.transform import imports
+from oai_pipeline.transform.base import TransformItem
+
+from .records import SAMPLES, datacite_item, transform, wrap_metadata
+
+VIDEO = (SAMPLES / "datacite-example-video-v4.xml").read_text()
+
+
+def item_from(metadata: str, identifier: str = "oai:x:broken") -> TransformItem:
+    return TransformItem(
+        identifier, "2024-01-01", [], wrap_metadata(metadata, identifier=identifier)
+    )
+
+
+def transform_with_a_good_neighbour(item: TransformItem) -> TransformItem:
+    """Transform `item` in a batch with a valid record, which must still come through."""
+    good = datacite_item("datacite-example-video-v4.xml")
+    transform([item, good])
+    assert good.error is None and good.data is not None
+    assert item.data is None
+    assert item.error is not None
+    return item
+
+
+def test_unknown_root_names_it() -> None:
+    item = transform_with_a_good_neighbour(
+        item_from('<mods xmlns="http://www.loc.gov/mods/v3"><titleInfo/></mods>')
+    )
+    assert item.error.type == "unknown_root"
+    assert item.error.location == "metadata"
+    assert "{http://www.loc.gov/mods/v3}mods" in item.error.message
+
+
+def test_unknown_payload_of_the_oai_datacite_envelope() -> None:
+    envelope = (
+        '<oai_datacite xmlns="http://schema.datacite.org/oai/oai-1.1/"><payload>'
+        '<resource xmlns="http://datacite.org/schema/kernel-2.2"/></payload></oai_datacite>'
+    )
+    item = transform_with_a_good_neighbour(item_from(envelope))
+    assert item.error.type == "unknown_root"
+    assert item.error.location == "metadata.payload"
+    assert "kernel-2.2" in item.error.message
+
+
+def test_missing_title() -> None:
+    resource = VIDEO.replace(
+        VIDEO[VIDEO.index("<titles>") : VIDEO.index("</titles>") + len("</titles>")], ""
+    )
+    item = transform_with_a_good_neighbour(item_from(resource))
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.title")
+
+
+def test_missing_dc_title() -> None:
+    item = transform_with_a_good_neighbour(
+        item_from(
+            '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
+            'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>  </dc:title>'
+            "<dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date></oai_dc:dc>"
+        )
+    )
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.title")
+
+
+def test_missing_creators() -> None:
+    start, end = VIDEO.index("<creators>"), VIDEO.index("</creators>") + len("</creators>")
+    item = transform_with_a_good_neighbour(item_from(VIDEO[:start] + VIDEO[end:]))
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.creators")
+
+
+def test_creator_without_a_name() -> None:
+    resource = VIDEO.replace(
+        "</creators>", "<creator><creatorName>  </creatorName></creator></creators>"
+    )
+    item = transform_with_a_good_neighbour(item_from(resource))
+    assert item.error.type == "missing_field"
+    assert item.error.location == "metadata.creators[1].person_or_org.name"
+
+
+def test_missing_dc_creators() -> None:
+    item = transform_with_a_good_neighbour(
+        item_from(
+            '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
+            'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>T</dc:title>'
+            "<dc:date>2020</dc:date></oai_dc:dc>"
+        )
+    )
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.creators")
+
+
+@pytest.mark.parametrize("year", ["twenty-thirteen", "2013-02-30", "2013/2012"])
+def test_unparsable_publication_date(year: str) -> None:
+    resource = VIDEO.replace(
+        "<publicationYear>2013</publicationYear>", f"<publicationYear>{year}</publicationYear>"
+    )
+    item = transform_with_a_good_neighbour(item_from(resource))
+    assert (item.error.type, item.error.location) == ("invalid_date", "metadata.publication_date")
+    assert year in item.error.message
+
+
+def test_unparsable_dc_date() -> None:
+    item = transform_with_a_good_neighbour(
+        item_from(
+            '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
+            'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>T</dc:title>'
+            "<dc:creator>Doe, J</dc:creator><dc:date>last spring</dc:date></oai_dc:dc>"
+        )
+    )
+    assert (item.error.type, item.error.location) == ("invalid_date", "metadata.publication_date")
+
+
+def test_unparsable_date_in_dates() -> None:
+    resource = VIDEO.replace(
+        "<language>", '<dates><date dateType="Created">2013-14-01</date></dates><language>'
+    )
+    item = transform_with_a_good_neighbour(item_from(resource))
+    assert (item.error.type, item.error.location) == ("invalid_date", "metadata.dates[0].date")
+
+
+def test_missing_publication_date() -> None:
+    resource = VIDEO.replace("<publicationYear>2013</publicationYear>", "")
+    item = transform_with_a_good_neighbour(item_from(resource))
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.publication_date")
+
+
+def test_validation_error_names_the_field() -> None:
+    resource = VIDEO.replace(
+        "<familyName>Lynn</familyName>",
+        '<familyName>Lynn</familyName><nameIdentifier nameIdentifierScheme="ORCID">'
+        "not-an-orcid</nameIdentifier>",
+    )
+    item = transform_with_a_good_neighbour(item_from(resource))
+    assert item.error.type == "validation"
+    assert item.error.location == "metadata.creators[0].person_or_org.identifiers[0]"
+    assert "orcid" in item.error.message
+
+
+def test_a_doi_that_is_no_doi_is_a_validation_error() -> None:
+    resource = VIDEO.replace("10.5072/1153992", "urn:nbn:de:1234")
+    item = transform_with_a_good_neighbour(item_from(resource))
+    assert (item.error.type, item.error.location) == ("validation", "pids.doi.identifier")
+    assert item.pid is None
+
+
+def test_malformed_xml() -> None:
+    item = TransformItem(
+        "oai:x:bad", "2024-01-01", [], b'<record xmlns="http://www.openarchives.org/OAI/2.0/"><head'
+    )
+    item = transform_with_a_good_neighbour(item)
+    assert item.error.type == "malformed_xml"
+    assert item.error.location is None
+    assert "does not parse" in item.error.message
+
+
+def test_xml_with_entity_declarations_is_refused() -> None:
+    xml = (
+        b'<!DOCTYPE r [<!ENTITY e "boom">]>'
+        b'<record xmlns="http://www.openarchives.org/OAI/2.0/"><header/></record>'
+    )
+    item = transform_with_a_good_neighbour(TransformItem("oai:x:dtd", "2024-01-01", [], xml))
+    assert item.error.type == "malformed_xml"
+
+
+def test_a_crashing_import_fails_its_record_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    namespace = "urn:test:crash"
+
+    def crash(_element: object) -> dict:
+        raise KeyError("boom")
+
+    monkeypatch.setattr(imports, "_IMPORTS", dict(imports._IMPORTS))
+    imports.register_import(namespace, "record", crash)
+    item = transform_with_a_good_neighbour(item_from(f'<record xmlns="{namespace}"/>'))
+    assert item.error.type == "transformer_failure"
+    assert "KeyError" in item.error.message

@@ -1,0 +1,163 @@
+"""The oai-import transformer: options, the import registry, envelopes, batches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from lxml import etree
+from pydantic import ValidationError
+
+from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.harvesters.plugins import validate_spec
+from oai_pipeline.transform import imports, oai_import
+from oai_pipeline.transform.base import TransformItem
+from oai_pipeline.transform.datacite import import_oai_datacite, import_resource
+from oai_pipeline.transform.dublin_core import import_dc
+from oai_pipeline.transform.oai_import import OAIImportTransformer
+
+from .records import (
+    DATACITE_SAMPLES,
+    OAI,
+    SAMPLES,
+    ZENODO_PAGES,
+    datacite_item,
+    page_items,
+    transform,
+    transform_one,
+    wrap_metadata,
+)
+
+VIDEO = (SAMPLES / "datacite-example-video-v4.xml").read_text()
+
+
+def test_options_accept_only_the_rdm_model() -> None:
+    assert OAIImportTransformer.Options().model == "rdm"
+    with pytest.raises(ValidationError):
+        OAIImportTransformer.Options(model="marc21")
+    with pytest.raises(ValidationError):
+        OAIImportTransformer.Options(sets={"a": "b"})
+    # as a harvester spec: a one-line configuration error, no traceback
+    validate_spec("transformers", 'oai-import{model: "rdm", set_communities: {"a": "b"}}')
+    with pytest.raises(ConfigurationError, match="model"):
+        validate_spec("transformers", 'oai-import{model: "marc21"}')
+
+
+def test_builtin_imports_are_found_by_root_element() -> None:
+    def root(xml: str) -> etree._Element:
+        return etree.fromstring(xml)
+
+    kernel4 = root('<resource xmlns="http://datacite.org/schema/kernel-4"/>')
+    kernel3 = root('<resource xmlns="http://datacite.org/schema/kernel-3"/>')
+    envelope = root('<oai_datacite xmlns="http://schema.datacite.org/oai/oai-1.1/"/>')
+    dc = root('<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/"/>')
+    assert imports.find_import(kernel4) is import_resource
+    assert imports.find_import(kernel3) is import_resource
+    assert imports.find_import(envelope) is import_oai_datacite
+    assert imports.find_import(dc) is import_dc
+    assert imports.find_import(root('<dc xmlns="urn:other"/>')) is None
+    assert imports.find_import(root("<resource/>")) is None
+
+
+def test_a_registered_import_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(imports, "_IMPORTS", dict(imports._IMPORTS))
+
+    def minimal(element: etree._Element) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "resource_type": {"id": "other"},
+                "title": element.get("title"),
+                "creators": [{"person_or_org": {"type": "organizational", "name": "Us"}}],
+                "publication_date": "2020",
+            }
+        }
+
+    imports.register_import("urn:test:minimal", "thing", minimal)
+    item = transform_one(
+        TransformItem(
+            "oai:x:1",
+            "2024-01-01",
+            [],
+            wrap_metadata('<thing xmlns="urn:test:minimal" title="T"/>'),
+        )
+    )
+    assert item.error is None
+    assert item.data["metadata"]["title"] == "T"
+    assert item.pid is None
+
+
+def test_oai_datacite_envelope_gives_the_same_record_as_the_bare_resource() -> None:
+    resource = VIDEO.split("?>", 1)[1]
+    envelope = (
+        '<oai_datacite xmlns="http://schema.datacite.org/oai/oai-1.1/">'
+        "<schemaVersion>4</schemaVersion><datacentreSymbol>X.Y</datacentreSymbol>"
+        f"<payload>{resource}</payload></oai_datacite>"
+    )
+    wrapped = transform_one(TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(envelope)))
+    bare = transform_one(datacite_item("datacite-example-video-v4.xml"))
+    assert wrapped.error is None
+    assert wrapped.data == bare.data
+    assert wrapped.pid == "10.5072/1153992"
+
+
+def test_kernel3_resource() -> None:
+    resource = VIDEO.replace("kernel-4", "kernel-3")
+    item = transform_one(TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(resource)))
+    assert item.error is None
+    assert item.data["metadata"]["creators"][0]["person_or_org"]["family_name"] == "Lynn"
+    assert item.data["metadata"]["resource_type"] == {"id": "video"}
+
+
+def test_record_without_metadata_is_left_alone() -> None:
+    xml = (
+        f'<record xmlns="{OAI}"><header><identifier>oai:x:1</identifier>'
+        "<datestamp>2024-01-01</datestamp></header></record>"
+    ).encode()
+    item = transform_one(TransformItem("oai:x:1", "2024-01-01", [], xml))
+    assert (item.data, item.error, item.pid) == (None, None, None)
+
+
+def test_deleted_header_is_left_alone() -> None:
+    xml = wrap_metadata(VIDEO, deleted=True)
+    item = transform_one(TransformItem("oai:x:1", "2024-01-01", [], xml))
+    assert (item.data, item.error, item.pid) == (None, None, None)
+
+
+def test_set_communities() -> None:
+    items = [
+        TransformItem("oai:x:1", "d", ["a", "b", "c"], wrap_metadata(VIDEO)),
+        TransformItem("oai:x:2", "d", ["c"], wrap_metadata(VIDEO)),
+    ]
+    transform(items, set_communities={"a": "alpha", "b": "alpha", "c": "gamma"})
+    first, second = items
+    assert first.communities == ["alpha", "gamma"]
+    assert first.data["parent"] == {"communities": {"ids": ["alpha", "gamma"]}}
+    assert second.communities == ["gamma"]
+    unmapped = transform_one(TransformItem("oai:x:3", "d", ["z"], wrap_metadata(VIDEO)))
+    assert unmapped.communities == []
+    assert "parent" not in unmapped.data
+
+
+def test_whole_partition_parses_each_record_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sanity on a partition-sized batch (no timing): every record transforms, one parse each."""
+    parses = 0
+    real_parse = oai_import.parse_untrusted
+
+    def counting_parse(data: bytes) -> etree._Element:
+        nonlocal parses
+        parses += 1
+        return real_parse(data)
+
+    monkeypatch.setattr(oai_import, "parse_untrusted", counting_parse)
+    templates = [datacite_item(name) for name in DATACITE_SAMPLES]
+    for page in ZENODO_PAGES:
+        templates += [item for item in page_items(page) if item.xml is not None]
+    items = [
+        TransformItem(f"oai:x:{n}", "d", [], template.xml)
+        for n in range(100)
+        for template in templates
+    ]
+    transform(items)
+    assert parses == len(items) == 100 * len(templates)
+    assert all(item.error is None and item.data is not None for item in items)
+    assert {item.pid for item in items} == {item.pid for item in transform(templates)}
