@@ -10,10 +10,17 @@ operator input. Reading a stored harvester back skips that check (validation con
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.harvesters.plugins import (
@@ -41,6 +48,19 @@ def _check_spec(group: PluginGroup, text: str, info: ValidationInfo) -> str:
     return text.strip()
 
 
+def _transformer_spec(text: str, info: ValidationInfo) -> str:
+    return _check_spec("transformers", text, info)
+
+
+def _writer_spec(text: str, info: ValidationInfo) -> str:
+    return _check_spec("writers", text, info)
+
+
+# Checked one by one, so an error names the item: `writers.1`.
+TransformerSpec = Annotated[str, AfterValidator(_transformer_spec)]
+WriterSpec = Annotated[str, AfterValidator(_writer_spec)]
+
+
 class Harvester(BaseModel):
     model_config = {"extra": "forbid"}
 
@@ -51,8 +71,8 @@ class Harvester(BaseModel):
     metadata_prefix: str
     setspec: str | None = None
     loader: str = "oai-pmh"
-    transformers: list[str] = Field(default_factory=list)
-    writers: list[str] = Field(default_factory=list)
+    transformers: list[TransformerSpec] = Field(default_factory=list)
+    writers: list[WriterSpec] = Field(default_factory=list)
     harvest_managers: list[str] = Field(default_factory=list)
     rate_limit_per_minute: int | None = None
     batch_size: int = 100
@@ -97,16 +117,6 @@ class Harvester(BaseModel):
     @classmethod
     def _loader(cls, value: str, info: ValidationInfo) -> str:
         return _check_spec("readers", value, info)
-
-    @field_validator("transformers")
-    @classmethod
-    def _transformers(cls, value: list[str], info: ValidationInfo) -> list[str]:
-        return [_check_spec("transformers", text, info) for text in value]
-
-    @field_validator("writers")
-    @classmethod
-    def _writers(cls, value: list[str], info: ValidationInfo) -> list[str]:
-        return [_check_spec("writers", text, info) for text in value]
 
     @field_validator("harvest_managers")
     @classmethod

@@ -124,20 +124,25 @@ class StateStore:
     # -- registry ------------------------------------------------------------------------
 
     def save_harvester(self, harvester: Harvester) -> None:
-        config = harvester.model_dump(mode="json")
+        self.save_harvesters([harvester])
+
+    def save_harvesters(self, many: list[Harvester]) -> None:
+        """Create or replace several harvesters in one transaction: all or none."""
         now = utc_now()
         with self._engine.begin() as conn:
-            updated = conn.execute(
-                harvesters.update()
-                .where(harvesters.c.id == harvester.id)
-                .values(config=config, updated_at=now)
-            ).rowcount
-            if not updated:
-                conn.execute(
-                    harvesters.insert().values(
-                        id=harvester.id, config=config, created_at=now, updated_at=now
+            for harvester in many:
+                config = harvester.model_dump(mode="json")
+                updated = conn.execute(
+                    harvesters.update()
+                    .where(harvesters.c.id == harvester.id)
+                    .values(config=config, updated_at=now)
+                ).rowcount
+                if not updated:
+                    conn.execute(
+                        harvesters.insert().values(
+                            id=harvester.id, config=config, created_at=now, updated_at=now
+                        )
                     )
-                )
 
     def get_harvester(self, harvester_id: str) -> Harvester | None:
         with self._engine.begin() as conn:

@@ -1,0 +1,198 @@
+"""`oai-pipeline harvesters …`: register, change, list and remove harvesters."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from pydantic import ValidationError
+
+from oai_pipeline.cli.output import emit
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.harvesters.fixtures import load_fixture_file
+from oai_pipeline.harvesters.model import Harvester, describe_validation_error
+from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.settings import load_settings
+from oai_pipeline.state.store import StateStore
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class InvalidInput(click.ClickException):
+    """A ValidationError as one line naming the field; exit code 2 like the root group."""
+
+    exit_code = 2
+
+
+def one_line_errors(command: F) -> F:
+    """User mistakes end the command with one line, never a traceback, even when the
+    command runs on its own (not under the root group)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except ValidationError as error:
+            raise InvalidInput(describe_validation_error(error)) from None
+        except PipelineError as error:
+            raise click.ClickException(str(error)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def open_store() -> Iterator[StateStore]:
+    """The state store of the current settings (OAI_PIPELINE_HOME, …)."""
+    store = StateStore(load_settings().state_db_url)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _harvester_options(command: F) -> F:
+    """The flags `create` and `update` share, as operators know them from Invenio."""
+    options = [
+        click.option("--name", help="a human name"),
+        click.option("--comment"),
+        click.option("--base-url", help="the OAI-PMH endpoint, http(s)://…"),
+        click.option("--metadata-prefix", help="e.g. oai_dc, oai_datacite"),
+        click.option("--setspec", help="harvest only this set"),
+        click.option("--loader", help="reader spec, default oai-pmh"),
+        click.option(
+            "--transformer", "transformers", multiple=True, help="name{json5 options}; repeatable"
+        ),
+        click.option("--writer", "writers", multiple=True, help="name{json5 options}; repeatable"),
+        click.option("--model", help="fills in the default transformer and writer, e.g. rdm"),
+        click.option("--community", help="added to every writer's options"),
+        click.option(
+            "--harvest-manager", "harvest_managers", multiple=True, help="e-mail; repeatable"
+        ),
+        click.option("--rate-limit-per-minute", type=int),
+        click.option("--batch-size", type=int),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+_MULTIPLE = ("transformers", "writers", "harvest_managers")
+
+
+def _given(flags: dict[str, Any]) -> dict[str, Any]:
+    """Only the fields whose flag was given (repeatable flags: given at least once)."""
+    changes: dict[str, Any] = {}
+    for name, value in flags.items():
+        if name in _MULTIPLE:
+            if value:
+                changes[name] = list(value)
+        elif value is not None:
+            changes[name] = value
+    return changes
+
+
+def _describe(harvester: Harvester) -> str:
+    lines = [f"{harvester.id}"]
+    for field, value in harvester.model_dump().items():
+        if field == "id":
+            continue
+        if isinstance(value, list):
+            value = ", ".join(value) if value else "-"
+        lines.append(f"  {field.replace('_', '-')}: {'-' if value in (None, '') else value}")
+    return "\n".join(lines)
+
+
+@click.group(name="harvesters")
+def harvesters() -> None:
+    """Register, change, list and remove harvesters (OAI-PMH endpoints to harvest)."""
+
+
+@harvesters.command(name="create")
+@click.option("--id", "harvester_id", required=True, help="^[a-z0-9][a-z0-9_-]*$")
+@_harvester_options
+@click.option("--json", "as_json", is_flag=True)
+@one_line_errors
+def create(harvester_id: str, model: str | None, community: str | None, as_json: bool, **flags):
+    """Register a new harvester."""
+    data = {"id": harvester_id, **_given(flags)}
+    harvester = Harvester.from_input(data, model=model, community=community)
+    with open_store() as store:
+        HarvesterRegistry(store).create(harvester)
+    emit(harvester.model_dump(mode="json"), as_json=as_json, text=f"created {_describe(harvester)}")
+
+
+@harvesters.command(name="update")
+@click.argument("harvester_id")
+@_harvester_options
+@click.option("--json", "as_json", is_flag=True)
+@one_line_errors
+def update(harvester_id: str, model: str | None, community: str | None, as_json: bool, **flags):
+    """Change the given fields of a harvester; the others stay as they are."""
+    with open_store() as store:
+        harvester = HarvesterRegistry(store).update(
+            harvester_id, model=model, community=community, **_given(flags)
+        )
+    emit(harvester.model_dump(mode="json"), as_json=as_json, text=f"updated {_describe(harvester)}")
+
+
+@harvesters.command(name="list")
+@click.option("--json", "as_json", is_flag=True)
+@one_line_errors
+def list_(as_json: bool) -> None:
+    """The registered harvesters."""
+    with open_store() as store:
+        found = HarvesterRegistry(store).list()
+    rows = [h.model_dump(mode="json") for h in found]
+    text = "\n".join(
+        f"{h.id}\t{h.base_url}\t{h.metadata_prefix}\t{h.setspec or '-'}\t{h.name}" for h in found
+    )
+    emit(rows, as_json=as_json, text=text or "no harvesters registered")
+
+
+@harvesters.command(name="show")
+@click.argument("harvester_id")
+@click.option("--json", "as_json", is_flag=True)
+@one_line_errors
+def show(harvester_id: str, as_json: bool) -> None:
+    """One harvester, with what the source's Identify said, if harvested before."""
+    with open_store() as store:
+        harvester = HarvesterRegistry(store).get(harvester_id)
+        identify = store.get_identify(harvester_id)
+    payload = harvester.model_dump(mode="json")
+    payload["identify"] = None if identify is None else identify.__dict__.copy()
+    text = _describe(harvester)
+    if identify is not None:
+        text += (
+            f"\n  identify: {identify.repository_name}, granularity {identify.granularity}, "
+            f"earliest {identify.earliest_datestamp}, deletedRecord {identify.deleted_record}"
+        )
+    emit(payload, as_json=as_json, text=text)
+
+
+@harvesters.command(name="delete")
+@click.argument("harvester_id")
+@click.option("--delete-records", is_flag=True, help="also delete its harvest records and runs")
+@one_line_errors
+def delete(harvester_id: str, delete_records: bool) -> None:
+    """Unregister a harvester; its harvest records are kept unless --delete-records."""
+    with open_store() as store:
+        HarvesterRegistry(store).delete(harvester_id, delete_records=delete_records)
+    kept = "deleted" if delete_records else "kept"
+    click.echo(f"deleted harvester {harvester_id} (harvest records {kept})")
+
+
+@harvesters.command(name="load")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+@one_line_errors
+def load(file: Path, as_json: bool) -> None:
+    """Create or update the harvesters of a fixture file (oai_harvesters.yaml)."""
+    with open_store() as store:
+        results = load_fixture_file(file, HarvesterRegistry(store))
+    payload = [{"id": harvester_id, "result": result} for harvester_id, result in results]
+    text = "\n".join(f"{harvester_id}: {result}" for harvester_id, result in results)
+    emit(payload, as_json=as_json, text=text or f"{file} lists no harvesters")

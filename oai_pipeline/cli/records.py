@@ -1,0 +1,107 @@
+"""`oai-pipeline records …`: the harvest records, filtered by harvester, state and error."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from oai_pipeline.cli.harvesters import one_line_errors, open_store
+from oai_pipeline.cli.output import emit
+from oai_pipeline.errors import PipelineError
+
+
+def _first_error(record: dict) -> str:
+    if not record["errors"]:
+        return ""
+    error = record["errors"][0]
+    where = f" at {error['location']}" if error["location"] else ""
+    more = f" (+{len(record['errors']) - 1})" if len(record["errors"]) > 1 else ""
+    return f"{error['stage']} {error['type']}: {error['message']}{where}{more}"
+
+
+@click.group(name="records")
+def records() -> None:
+    """Harvest records: what each source said, what was written, and what went wrong."""
+
+
+@records.command(name="list")
+@click.option("--harvester", "harvester_id", help="only this harvester's records")
+@click.option("--deleted", "state", flag_value="deleted", help="only records deleted at source")
+@click.option("--live", "state", flag_value="live", help="only records live at the source")
+@click.option("--error-type", help="records with an error of this type")
+@click.option("--message", help="… whose message contains this text")
+@click.option("--location", help="… whose location contains this text")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@one_line_errors
+def list_(
+    harvester_id: str | None,
+    state: str | None,
+    error_type: str | None,
+    message: str | None,
+    location: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """List harvest records (error filters all apply to the same error)."""
+    with open_store() as store:
+        found = store.list_records(
+            harvester_id=harvester_id,
+            deleted=None if state is None else state == "deleted",
+            error_type=error_type,
+            message=message,
+            location=location,
+            limit=limit,
+        )
+    lines = [
+        "\t".join(
+            [
+                r["harvester_id"],
+                r["identifier"],
+                r["datestamp"] or "-",
+                "deleted" if r["deleted"] else "live",
+                r["local_id"] or "-",
+                _first_error(r),
+            ]
+        ).rstrip()
+        for r in found
+    ]
+    emit(found, as_json=as_json, text="\n".join(lines) or "no matching harvest records")
+
+
+@records.command(name="show")
+@click.argument("oai_identifier")
+@click.option("--harvester", "harvester_id", help="needed if several harvesters hold it")
+@click.option("--json", "as_json", is_flag=True)
+@one_line_errors
+def show(oai_identifier: str, harvester_id: str | None, as_json: bool) -> None:
+    """One harvest record: its state, errors, original XML and transformed data."""
+    with open_store() as store:
+        record = store.get_record(oai_identifier, harvester_id)
+    if record is None:
+        of = f" of harvester {harvester_id!r}" if harvester_id else ""
+        raise PipelineError(f"no harvest record {oai_identifier!r}{of}")
+    lines = [f"{record['identifier']} (harvester {record['harvester_id']})"]
+    for field in (
+        "datestamp",
+        "deleted",
+        "set_specs",
+        "pid",
+        "local_id",
+        "written_revision",
+        "written_datestamp",
+        "last_harvested_at",
+        "last_transformed_at",
+        "last_written_at",
+        "gone_at",
+    ):
+        lines.append(f"  {field.replace('_', '-')}: {record[field]}")
+    for error in record["errors"]:
+        where = f" at {error['location']}" if error["location"] else ""
+        lines.append(f"  error ({error['stage']}) {error['type']}: {error['message']}{where}")
+    if record["data"] is not None:
+        lines.append("  data: " + json.dumps(record["data"], indent=2, ensure_ascii=False))
+    if record["xml"] is not None:
+        lines.append("  xml:\n" + record["xml"])
+    emit(record, as_json=as_json, text="\n".join(lines))

@@ -1,0 +1,116 @@
+"""`oai-pipeline status`: where a harvest run stands, or the recent runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from oai_pipeline.cli.harvesters import one_line_errors, open_store
+from oai_pipeline.cli.output import emit
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.settings import load_settings
+from oai_pipeline.state.store import DEFAULT_STALE_MINUTES, jsonable_run
+
+
+def target_stats(harvester_id: str) -> dict[str, Any] | None:
+    """What the embedded target holds of this harvester (None if it is not installed)."""
+    try:
+        from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+    except ImportError:
+        return None
+    repository = EmbeddedRepository(load_settings().target_db_url)
+    try:
+        return repository.stats(harvester_id)
+    finally:
+        close = getattr(repository, "close", None)
+        if close is not None:
+            close()
+
+
+def _runs_text(runs: list[dict[str, Any]]) -> str:
+    lines = [
+        f"{run['id']}\t{run['harvester_id']}\t{run['status']}\t"
+        f"{run['window_from'] or '…'} .. {run['window_until'] or '…'}\t"
+        f"staged {run['staged']}\t{run['created_at']}"
+        for run in runs
+    ]
+    return "\n".join(lines) or "no harvest runs yet"
+
+
+def _status_text(status: dict[str, Any]) -> str:
+    run, counters = status["run"], status["counters"]
+    cap = run["max_records"] or "uncapped"
+    lines = [
+        f"harvest run {run['id']} of {run['harvester_id']}: {run['status']}"
+        + (f" ({run['error']})" if run["error"] else ""),
+        f"  window: {run['window_from'] or '…'} .. {run['window_until'] or '…'}, "
+        f"scale {run['scale'] or '-'}, cap {cap}",
+        f"  pages read {counters['pages_read']}, discovered {counters['discovered']}, "
+        f"staged {counters['staged']}, duplicates skipped {counters['duplicates_skipped']}, "
+        f"existing skipped {counters['existing_skipped']}, "
+        f"cap reached {'yes' if counters['cap_reached'] else 'no'}",
+        "  records: "
+        + ", ".join(f"{name} {count}" for name, count in status["records"].items())
+        + f" (total {status['total_records']})",
+        f"  stale running (> {status['stale_after_minutes']} min): {status['stale_running']}",
+    ]
+    totals = status["harvest_records"]
+    lines.append(
+        f"  harvest records: {totals['total']} ({totals['live']} live, {totals['deleted']} "
+        f"deleted, {totals['with_errors']} with errors)"
+    )
+    state = status["discovery_state"]
+    if state:
+        lines.append(
+            f"  discovery: pages {state['pages_read']}, cursor {state['cursor']}, "
+            f"token {state['resumption_token'] or '-'}, responseDate {state['response_date']}"
+        )
+    target = status["target"]
+    lines.append(
+        "  target: "
+        + (", ".join(f"{k} {v}" for k, v in target.items()) if target else "not available")
+    )
+    for failure in status["recent_failures"]:
+        error = failure["error"]
+        lines.append(f"  failed {failure['identifier']}: {error['type']}: {error['message']}")
+    return "\n".join(lines)
+
+
+@click.command(name="status")
+@click.option("--batch-id", type=int, help="this harvest run")
+@click.option("--harvester", "harvester_id", help="this harvester's latest run")
+@click.option("--list-recent", is_flag=True, help="list the recent harvest runs")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option(
+    "--stale-minutes",
+    type=click.IntRange(min=0),
+    default=DEFAULT_STALE_MINUTES,
+    show_default=True,
+    help="records running longer count as stale",
+)
+@click.option("--json", "as_json", is_flag=True)
+@one_line_errors
+def status(
+    batch_id: int | None,
+    harvester_id: str | None,
+    list_recent: bool,
+    limit: int,
+    stale_minutes: int,
+    as_json: bool,
+) -> None:
+    """Status of a harvest run (counters, per-record counts, failures, discovery state)."""
+    if batch_id is not None and harvester_id is not None:
+        raise PipelineError("give --batch-id or --harvester, not both")
+    with open_store() as store:
+        if list_recent:
+            if batch_id is not None:
+                raise PipelineError("--list-recent lists runs: use --harvester, not --batch-id")
+            runs = store.list_runs(harvester_id=harvester_id, limit=limit)
+            emit([jsonable_run(r) for r in runs], as_json=as_json, text=_runs_text(runs))
+            return
+        result = store.run_status(
+            run_id=batch_id, harvester_id=harvester_id, stale_minutes=stale_minutes
+        )
+        result["target"] = target_stats(result["run"]["harvester_id"])
+    emit(result, as_json=as_json, text=_status_text(result))

@@ -1,0 +1,126 @@
+"""The fixture file `oai_harvesters.yaml`: harvesters as operators write them, dashed keys.
+
+    - id: zenodo-cesnet
+      name: Zenodo, CESNET community
+      base-url: https://zenodo.org/oai2d
+      metadata-prefix: oai_datacite
+      setspec: user-cesnet
+      model: rdm
+      community: cesnet
+      harvest-manager: [oai@example.org]
+
+Loading validates every entry before it stores any, and loading the same file twice leaves
+the same state. The file is a list of entries, or a mapping with a `harvesters` list.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.harvesters.model import Harvester, describe_validation_error
+from oai_pipeline.harvesters.registry import HarvesterRegistry, UpsertResult
+
+
+def _dashed(name: str) -> str:
+    return name.replace("_", "-")
+
+
+class FixtureEntry(BaseModel):
+    """One harvester of the fixture file; singular and plural keys both accepted."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=_dashed, populate_by_name=True)
+
+    id: str
+    name: str = ""
+    comment: str = ""
+    base_url: str
+    metadata_prefix: str
+    setspec: str | None = None
+    loader: str | None = None
+    transformer: str | list[str] | None = None
+    transformers: list[str] | None = None
+    writer: str | list[str] | None = None
+    writers: list[str] | None = None
+    harvest_manager: str | list[str] | None = None
+    harvest_managers: list[str] | None = None
+    model: str | None = None
+    community: str | None = None
+    rate_limit_per_minute: int | None = None
+    batch_size: int | None = None
+    enabled: bool | None = None
+
+    @model_validator(mode="after")
+    def _not_both(self) -> FixtureEntry:
+        for singular in ("transformer", "writer", "harvest_manager"):
+            if getattr(self, singular) is not None and getattr(self, singular + "s") is not None:
+                raise ValueError(f"give {_dashed(singular)} or {_dashed(singular)}s, not both")
+        return self
+
+    def to_harvester(self) -> Harvester:
+        data: dict[str, Any] = {
+            "id": self.id,
+            "name": self.name,
+            "comment": self.comment,
+            "base_url": self.base_url,
+            "metadata_prefix": self.metadata_prefix,
+            "setspec": self.setspec,
+        }
+        for field in ("transformer", "writer", "harvest_manager"):
+            value = getattr(self, field + "s")
+            if value is None:
+                value = getattr(self, field)
+            if value is not None:
+                data[field + "s"] = [value] if isinstance(value, str) else list(value)
+        for field in ("loader", "rate_limit_per_minute", "batch_size", "enabled"):
+            if getattr(self, field) is not None:
+                data[field] = getattr(self, field)
+        return Harvester.from_input(data, model=self.model, community=self.community)
+
+
+class FixtureFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    harvesters: list[FixtureEntry]
+
+
+def read_fixture_file(path: Path) -> list[Harvester]:
+    """Parse and validate the whole file; the first problem is a ConfigurationError."""
+    try:
+        content = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigurationError(f"cannot read {path}: {error.strerror or error}") from None
+    except yaml.YAMLError as error:
+        raise ConfigurationError(f"{path} is not valid YAML: {error}".replace("\n", " ")) from None
+    if content is None:
+        return []
+    if isinstance(content, list):
+        content = {"harvesters": content}
+    try:
+        entries = FixtureFile.model_validate(content).harvesters
+    except ValidationError as error:
+        raise ConfigurationError(f"{path}: {describe_validation_error(error)}") from None
+    harvesters: list[Harvester] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        try:
+            harvester = entry.to_harvester()
+        except ValidationError as error:
+            problem = describe_validation_error(error)
+            raise ConfigurationError(
+                f"{path}: harvester {entry.id!r} (entry {index}): {problem}"
+            ) from None
+        if harvester.id in seen:
+            raise ConfigurationError(f"{path}: harvester {harvester.id!r} is listed twice")
+        seen.add(harvester.id)
+        harvesters.append(harvester)
+    return harvesters
+
+
+def load_fixture_file(path: Path, registry: HarvesterRegistry) -> list[tuple[str, UpsertResult]]:
+    """Create or update every harvester of the file: all of them, or none if one is wrong."""
+    return registry.upsert_many(read_fixture_file(Path(path)))

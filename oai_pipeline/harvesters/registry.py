@@ -1,0 +1,91 @@
+"""The harvester registry: create, update, list and delete harvesters in the state store."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.harvesters.model import Harvester, apply_model_and_community
+
+if TYPE_CHECKING:
+    from oai_pipeline.state.store import StateStore
+
+UpsertResult = Literal["created", "updated", "unchanged"]
+
+
+class HarvesterRegistry:
+    """What an operator does with harvesters; every change is validated before it is stored."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+
+    def create(self, harvester: Harvester) -> Harvester:
+        if self.store.get_harvester(harvester.id) is not None:
+            raise PipelineError(f"harvester {harvester.id!r} already exists (use update)")
+        self.store.save_harvester(harvester)
+        return harvester
+
+    def get(self, harvester_id: str) -> Harvester:
+        harvester = self.store.get_harvester(harvester_id)
+        if harvester is None:
+            raise PipelineError(f"unknown harvester {harvester_id!r}")
+        return harvester
+
+    def list(self) -> list[Harvester]:
+        return self.store.list_harvesters()
+
+    def update(
+        self,
+        harvester_id: str,
+        *,
+        model: str | None = None,
+        community: str | None = None,
+        **changes: Any,
+    ) -> Harvester:
+        """Change some fields; `model` replaces the transformers and writers not given,
+        `community` is set on every writer. The result is validated like a new harvester."""
+        current = self.get(harvester_id)
+        if "id" in changes and changes["id"] != harvester_id:
+            raise PipelineError("a harvester's id cannot be changed (create a new one)")
+        data = current.model_dump()
+        if model is not None:
+            for field in ("transformers", "writers"):
+                if field not in changes:
+                    data[field] = []
+        data.update(changes)
+        updated = Harvester.model_validate(apply_model_and_community(data, model, community))
+        self.store.save_harvester(updated)
+        return updated
+
+    def delete(self, harvester_id: str, *, delete_records: bool = False) -> None:
+        """Unregister; its harvest records stay unless `delete_records`."""
+        if not self.store.delete_harvester(harvester_id, delete_records=delete_records):
+            raise PipelineError(f"unknown harvester {harvester_id!r}")
+
+    def upsert(self, harvester: Harvester) -> UpsertResult:
+        """Create or update to exactly this harvester (what loading a fixture does)."""
+        current = self.store.get_harvester(harvester.id)
+        if current is None:
+            self.store.save_harvester(harvester)
+            return "created"
+        if current.model_dump() == harvester.model_dump():
+            return "unchanged"
+        self.store.save_harvester(harvester)
+        return "updated"
+
+    def upsert_many(self, many: list[Harvester]) -> list[tuple[str, UpsertResult]]:
+        """`upsert` for several harvesters, stored in one transaction (all or none)."""
+        results: list[tuple[str, UpsertResult]] = []
+        changed: list[Harvester] = []
+        for harvester in many:
+            current = self.store.get_harvester(harvester.id)
+            if current is None:
+                results.append((harvester.id, "created"))
+            elif current.model_dump() == harvester.model_dump():
+                results.append((harvester.id, "unchanged"))
+                continue
+            else:
+                results.append((harvester.id, "updated"))
+            changed.append(harvester)
+        self.store.save_harvesters(changed)
+        return results

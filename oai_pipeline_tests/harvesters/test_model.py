@@ -1,0 +1,109 @@
+"""The harvester model's validation: every kind of bad input names its field."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from oai_pipeline.harvesters.model import Harvester, describe_validation_error
+from oai_pipeline.harvesters.plugins import parse_spec
+
+BASE = {"id": "zenodo", "base_url": "https://zenodo.org/oai2d", "metadata_prefix": "oai_dc"}
+
+
+def _problem(**changes) -> tuple[str, str]:
+    with pytest.raises(ValidationError) as raised:
+        Harvester.from_input(BASE | changes)
+    [error] = raised.value.errors()
+    return ".".join(str(p) for p in error["loc"]), error["msg"]
+
+
+def test_defaults():
+    harvester = Harvester.from_input(BASE)
+    assert harvester.loader == "oai-pmh"
+    assert harvester.transformers == [] and harvester.writers == []
+    assert harvester.batch_size == 100 and harvester.rate_limit_per_minute is None
+
+
+@pytest.mark.parametrize("bad", ["Zenodo", "-x", "_x", "a|b", "a,b", "a/b", "a.b", "", "a b"])
+def test_bad_ids(bad):
+    field, message = _problem(id=bad)
+    assert field == "id" and "is not a harvester id" in message
+
+
+@pytest.mark.parametrize("good", ["zenodo", "0day", "a_b-c", "x"])
+def test_good_ids(good):
+    assert Harvester.from_input(BASE | {"id": good}).id == good
+
+
+@pytest.mark.parametrize(
+    "bad", ["ftp://example.org/oai", "zenodo.org/oai2d", "https://", "file:///etc", "http://a b"]
+)
+def test_base_url_must_be_http(bad):
+    assert _problem(base_url=bad) == ("base_url", f"Value error, {bad!r} is not an http(s) URL")
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "fragment"),
+    [
+        (
+            {"loader": "ftp-reader"},
+            "loader",
+            "unknown reader 'ftp-reader' (known readers: oai-pmh)",
+        ),
+        ({"transformers": ["nope"]}, "transformers.0", "unknown transformer 'nope'"),
+        ({"writers": ["oai-service", "s3"]}, "writers.1", "unknown writer 's3'"),
+        ({"writers": ["oai-service{model:}"]}, "writers.0", "do not parse as JSON5"),
+        ({"writers": ["oai-service{publish: 'sometimes'}"]}, "writers.0", "rejects its options"),
+        ({"transformers": ["oai-import{bogus: 1}"]}, "transformers.0", "rejects its options"),
+        ({"loader": "oai-pmh{page_size: 'x'}"}, "loader", "rejects its options"),
+        ({"harvest_managers": ["not-an-address"]}, "harvest_managers", "is not an e-mail"),
+        ({"rate_limit_per_minute": 0}, "rate_limit_per_minute", "greater than 0"),
+        ({"batch_size": 0}, "batch_size", "between 1 and 10000"),
+        ({"batch_size": 10001}, "batch_size", "between 1 and 10000"),
+        ({"metadata_prefix": "oai dc"}, "metadata_prefix", "one word"),
+        ({"colour": "red"}, "colour", "Extra inputs are not permitted"),
+    ],
+)
+def test_invalid_fields_are_named(changes, field, fragment):
+    found_field, message = _problem(**changes)
+    assert found_field == field
+    assert fragment in message
+
+
+def test_model_fills_transformer_and_writer_and_community_goes_to_writers():
+    harvester = Harvester.from_input(BASE, model="rdm", community="cesnet")
+    assert parse_spec(harvester.transformers[0]).options == {"model": "rdm"}
+    [writer] = harvester.writers
+    assert parse_spec(writer).name == "oai-service"
+    assert parse_spec(writer).options == {"model": "rdm", "community": "cesnet"}
+
+
+def test_explicit_transformers_win_over_the_model():
+    harvester = Harvester.from_input(BASE | {"transformers": ["upper-title"]}, model="rdm")
+    assert harvester.transformers == ["upper-title"]
+    assert parse_spec(harvester.writers[0]).name == "oai-service"
+
+
+def test_model_and_community_errors_name_their_field():
+    with pytest.raises(ValidationError) as raised:
+        Harvester.from_input(BASE, model="nope")
+    assert describe_validation_error(raised.value).startswith("invalid model: ")
+    with pytest.raises(ValidationError) as raised:
+        Harvester.from_input(BASE, community="cesnet")
+    assert describe_validation_error(raised.value).startswith("invalid community: ")
+
+
+def test_stored_harvesters_load_without_their_plugins():
+    stored = BASE | {"transformers": ["uninstalled{x: 1}"]}
+    assert Harvester.from_stored(stored).transformers == ["uninstalled{x: 1}"]
+    with pytest.raises(ValidationError):
+        Harvester.from_input(stored)
+
+
+def test_describe_validation_error_is_one_line():
+    with pytest.raises(ValidationError) as raised:
+        Harvester.from_input(BASE | {"id": "A", "base_url": "ftp://x"})
+    text = describe_validation_error(raised.value)
+    assert "\n" not in text
+    assert text.startswith("invalid id: ") and "; base_url: " in text
