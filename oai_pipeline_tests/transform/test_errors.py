@@ -177,3 +177,11 @@ def test_a_crashing_import_fails_its_record_only(monkeypatch: pytest.MonkeyPatch
     item = transform_with_a_good_neighbour(item_from(f'<record xmlns="{namespace}"/>'))
     assert item.error.type == "transformer_failure"
     assert "KeyError" in item.error.message
+
+
+def test_missing_resource_type() -> None:
+    resource = VIDEO.replace(
+        '<resourceType resourceTypeGeneral="Audiovisual">narrated video</resourceType>', ""
+    )
+    item = transform_with_a_good_neighbour(item_from(resource))
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.resource_type")
