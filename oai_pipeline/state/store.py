@@ -104,13 +104,19 @@ class StateStore:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._engine = _create_engine(url)
+        shown = _safe_url(url)
+        try:
+            self._engine = _create_engine(url)
+        except (OSError, sa.exc.ArgumentError) as error:
+            raise PipelineError(f"cannot open the state database {shown}: {error}") from None
         try:
             with self._engine.begin() as connection:
                 migrate(connection)
         except sa.exc.OperationalError as error:
             self._engine.dispose()
-            raise PipelineError(f"cannot open the state database {url!r}: {error.orig}") from None
+            raise PipelineError(
+                f"cannot open the state database {shown}: {error.orig}".replace("\n", " ")
+            ) from None
 
     def close(self) -> None:
         self._engine.dispose()
@@ -1006,6 +1012,14 @@ def jsonable_run(run: dict[str, Any]) -> dict[str, Any]:
     return run | {
         "checkpoint": None if checkpoint is None else dataclasses.asdict(checkpoint),
     }
+
+
+def _safe_url(url: str) -> str:
+    """The URL as it may be printed: never its password."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return repr(url)
 
 
 def _escape_like(text: str) -> str:

@@ -1,0 +1,178 @@
+"""`oai-pipeline harvesters …` through click's CliRunner (the data folder is a tmp dir)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from oai_pipeline.cli.harvesters import harvesters
+from oai_pipeline.harvesters.plugins import parse_spec
+from oai_pipeline.settings import load_settings
+from oai_pipeline.state.store import StateStore
+
+CREATE = [
+    "create",
+    "--id",
+    "zenodo",
+    "--name",
+    "Zenodo",
+    "--comment",
+    "the CESNET community",
+    "--base-url",
+    "https://zenodo.org/oai2d",
+    "--metadata-prefix",
+    "oai_datacite",
+    "--setspec",
+    "user-cesnet",
+    "--model",
+    "rdm",
+    "--community",
+    "cesnet",
+    "--harvest-manager",
+    "a@example.org",
+    "--harvest-manager",
+    "b@example.org",
+    "--rate-limit-per-minute",
+    "30",
+]
+
+
+def run(*args: str, ok: bool = True):
+    result = CliRunner().invoke(harvesters, list(args))
+    if ok:
+        assert result.exit_code == 0, result.output
+    return result
+
+
+def stored_ids() -> list[str]:
+    store = StateStore(load_settings().state_db_url)
+    try:
+        return [h.id for h in store.list_harvesters()]
+    finally:
+        store.close()
+
+
+def test_round_trip_create_list_update_show_delete():
+    created = run(*CREATE)
+    assert "created zenodo" in created.output
+
+    [listed] = json.loads(run("list", "--json").output)
+    assert listed["id"] == "zenodo" and listed["setspec"] == "user-cesnet"
+    assert listed["harvest_managers"] == ["a@example.org", "b@example.org"]
+    assert listed["rate_limit_per_minute"] == 30
+    assert parse_spec(listed["writers"][0]).options == {"model": "rdm", "community": "cesnet"}
+    assert parse_spec(listed["transformers"][0]).options == {"model": "rdm"}
+
+    run(
+        "update",
+        "zenodo",
+        "--name",
+        "Zenodo (CESNET)",
+        "--batch-size",
+        "25",
+        "--writer",
+        "oai-service{publish: false}",
+        "--transformer",
+        "oai-import",
+        "--transformer",
+        "upper-title",
+    )
+    shown = json.loads(run("show", "zenodo", "--json").output)
+    assert shown["name"] == "Zenodo (CESNET)" and shown["batch_size"] == 25
+    assert shown["writers"] == ["oai-service{publish: false}"]
+    assert shown["transformers"] == ["oai-import", "upper-title"]
+    assert shown["comment"] == "the CESNET community"  # untouched fields stay
+    assert shown["identify"] is None
+
+    text = run("show", "zenodo").output
+    assert "base-url: https://zenodo.org/oai2d" in text
+
+    assert "harvest records kept" in run("delete", "zenodo").output
+    assert json.loads(run("list", "--json").output) == []
+    assert "no harvesters registered" in run("list").output
+
+
+INVALID = [
+    (["--id", "Bad|Id"], "id"),
+    (["--base-url", "ftp://zenodo.org/oai2d"], "base_url"),
+    (["--loader", "ftp-reader"], "loader"),
+    (["--transformer", "nope"], "transformers.0"),
+    (["--writer", "s3"], "writers.0"),
+    (["--writer", "oai-service{model:"], "writers.0"),
+    (["--transformer", "oai-import{model: 1, extra: true}"], "transformers.0"),
+    (["--writer", "oai-service{publish: 'maybe'}"], "writers.0"),
+    (["--model", "nope"], "model"),
+    (["--harvest-manager", "nobody"], "harvest_managers"),
+    (["--rate-limit-per-minute", "0"], "rate_limit_per_minute"),
+    (["--batch-size", "0"], "batch_size"),
+]
+
+
+def _with(flags: list[str]) -> list[str]:
+    """CREATE with the given flags replacing (or adding to) its own."""
+    args = list(CREATE)
+    for index in range(0, len(flags), 2):
+        flag, value = flags[index], flags[index + 1]
+        if flag in args and flag not in ("--harvest-manager",):
+            args[args.index(flag) + 1] = value
+        else:
+            if flag in ("--transformer", "--writer"):  # explicit plug-ins instead of the model
+                args.remove("--community")
+                args.remove("cesnet")
+            args += [flag, value]
+    return args
+
+
+@pytest.mark.parametrize(("flags", "field"), INVALID)
+def test_invalid_create_fails_with_one_line_naming_the_field(flags, field):
+    result = run(*_with(flags), ok=False)
+    assert result.exit_code != 0
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith(f"Error: invalid {field}: "), lines[0]
+    assert stored_ids() == []
+
+
+@pytest.mark.parametrize(("flags", "field"), INVALID[1:])
+def test_invalid_update_fails_and_keeps_the_harvester(flags, field):
+    run(*CREATE)
+    before = run("show", "zenodo", "--json").output
+    args = ["update", "zenodo", *flags]
+    result = run(*args, ok=False)
+    assert result.exit_code != 0
+    assert len(result.output.strip().splitlines()) == 1
+    assert f"invalid {field}: " in result.output
+    assert run("show", "zenodo", "--json").output == before
+
+
+def test_duplicate_and_unknown_ids_are_one_line_errors():
+    run(*CREATE)
+    result = run(*CREATE, ok=False)
+    assert result.exit_code == 1
+    assert result.output.strip() == "Error: harvester 'zenodo' already exists (use update)"
+    for args in (["show", "nope"], ["update", "nope", "--name", "x"], ["delete", "nope"]):
+        result = run(*args, ok=False)
+        assert result.exit_code == 1
+        assert result.output.strip() == "Error: unknown harvester 'nope'"
+
+
+def test_load_fixture_file_twice(tmp_path):
+    path = tmp_path / "oai_harvesters.yaml"
+    path.write_text(
+        "- id: zenodo\n"
+        "  base-url: https://zenodo.org/oai2d\n"
+        "  metadata-prefix: oai_datacite\n"
+        "  model: rdm\n"
+        "  community: cesnet\n"
+        "  harvest-manager: a@example.org\n"
+    )
+    first = json.loads(run("load", str(path), "--json").output)
+    assert first == [{"id": "zenodo", "result": "created"}]
+    assert run("load", str(path)).output.strip() == "zenodo: unchanged"
+    path.write_text(path.read_text() + "- id: Bad\n  base-url: x\n  metadata-prefix: y\n")
+    result = run("load", str(path), ok=False)
+    assert result.exit_code != 0 and len(result.output.strip().splitlines()) == 1
+    assert "harvester 'Bad'" in result.output and "invalid id" in result.output
+    assert stored_ids() == ["zenodo"]

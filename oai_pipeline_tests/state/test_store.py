@@ -1,0 +1,508 @@
+"""The state store on SQLite and PostgreSQL: registry, harvest records, runs, run status."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from oai_pipeline.errors import ConfigurationError, PipelineError, RecordError
+from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
+from oai_pipeline.state.schema import SCHEMA_VERSION, harvest_runs, run_records, schema_version
+from oai_pipeline.state.store import RECORD_STATUSES, SCALES, StateStore
+from oai_pipeline.sync.rules import Action, HarvestMemory
+from oai_pipeline.targets.base import WriteOutcome
+from oai_pipeline.transform.base import TransformItem
+
+
+def record(n: int, *, deleted: bool = False, error: RecordError | None = None, day: int = 1):
+    return HarvestedRecord(
+        identifier=f"oai:x:{n}",
+        datestamp=f"2024-01-{day:02d}",
+        deleted=deleted,
+        set_specs=["s1"],
+        xml=None if deleted else f"<record n='{n}'/>".encode(),
+        error=error,
+    )
+
+
+def new_run(store: StateStore, harvester_id: str = "h", *, max_records: int = 0, **window):
+    return store.create_run(
+        harvester_id,
+        window_from=window.get("window_from"),
+        window_until=window.get("window_until"),
+        scale=None,
+        max_records=max_records,
+        options={"update_all": False},
+    )
+
+
+def harvester(harvester_id: str = "h") -> Harvester:
+    return Harvester.from_stored(
+        {"id": harvester_id, "base_url": "https://example.org/oai", "metadata_prefix": "oai_dc"}
+    )
+
+
+def execute(store: StateStore, statement) -> None:
+    with store._engine.begin() as conn:
+        conn.execute(statement)
+
+
+# -- schema ------------------------------------------------------------------------------
+
+
+def test_schema_is_created_once_and_versioned(store, store_url):
+    StateStore(store_url).close()  # a second process opening the same database
+    with store._engine.begin() as conn:
+        assert conn.execute(sa.select(schema_version.c.version)).scalars().all() == [SCHEMA_VERSION]
+
+
+def test_newer_schema_is_refused(store, store_url):
+    execute(store, schema_version.update().values(version=SCHEMA_VERSION + 1))
+    with pytest.raises(ConfigurationError, match="newer than this oai-pipeline"):
+        StateStore(store_url)
+
+
+def test_unusable_database_path_is_a_pipeline_error(tmp_path):
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(PipelineError, match="cannot open the state database"):
+        StateStore(f"sqlite:///{tmp_path}/a-file/state.sqlite")
+
+
+# -- registry ----------------------------------------------------------------------------
+
+
+def test_harvesters_saved_listed_deleted(store):
+    store.save_harvester(harvester("b"))
+    store.save_harvester(harvester("a"))
+    store.save_harvester(harvester("a").model_copy(update={"name": "A"}))
+    assert [h.id for h in store.list_harvesters()] == ["a", "b"]
+    assert store.get_harvester("a").name == "A"
+    assert store.get_harvester("zzz") is None
+    assert store.delete_harvester("a") is True
+    assert store.delete_harvester("a") is False
+
+
+def test_identify_is_recorded_on_the_harvester(store):
+    info = IdentifyInfo(
+        "Zenodo",
+        "https://zenodo.org/oai2d",
+        "seconds",
+        "2014-02-03T14:41:33Z",
+        "no",
+        "2026-01-01T00:00:00Z",
+    )
+    with pytest.raises(PipelineError, match="unknown harvester"):
+        store.save_identify("h", info)
+    store.save_harvester(harvester())
+    assert store.get_identify("h") is None
+    store.save_identify("h", info)
+    assert store.get_identify("h") == info
+
+
+@pytest.mark.parametrize("delete_records", [False, True])
+def test_deleting_a_harvester_keeps_records_unless_asked(store, delete_records):
+    store.save_harvester(harvester())
+    run_id = new_run(store)
+    store.stage(run_id, "h", [record(1)])
+    store.delete_harvester("h", delete_records=delete_records)
+    assert (store.get_record("oai:x:1") is None) is delete_records
+    assert (store.get_run(run_id) is None) is delete_records
+
+
+# -- harvest records ---------------------------------------------------------------------
+
+
+def test_harvested_transformed_written_and_remembered(store):
+    parse_error = RecordError(type="xml_syntax", message="unclosed tag", location="line 3")
+    store.upsert_harvested("h", [record(1), record(2, error=parse_error), record(3, deleted=True)])
+    item1 = TransformItem("oai:x:1", "2024-01-01", [], b"<r/>", data={"title": "one"}, pid="10/1")
+    item2 = TransformItem("oai:x:2", "2024-01-01", [], b"<r/>", error=parse_error)
+    item3 = TransformItem("oai:x:3", "2024-01-01", [], None)
+    store.save_transformed("h", [item1, item2, item3])
+    one = store.get_record("oai:x:1")
+    assert one["data"] == {"title": "one"} and one["pid"] == "10/1" and one["errors"] == []
+    assert one["xml"] == "<record n='1'/>" and one["set_specs"] == ["s1"]
+    # the parse error carried through the chain is not stored twice
+    assert [e["stage"] for e in store.get_record("oai:x:2")["errors"]] == ["harvest"]
+    assert store.get_memories("h", ["oai:x:1", "oai:x:2"]) == {}
+
+    failure = RecordError(type="missing_community", message="no community 'x'", location="parent")
+    store.save_write_outcomes(
+        "h",
+        [
+            WriteOutcome("oai:x:1", Action.CREATE, "abc-123", 1),
+            WriteOutcome("oai:x:3", Action.DELETE, None, None, error=failure),
+        ],
+        {"oai:x:1": "2024-01-01", "oai:x:3": "2024-01-01"},
+    )
+    memories = store.get_memories("h", ["oai:x:1", "oai:x:3", "oai:x:9"])
+    assert memories == {
+        "oai:x:1": HarvestMemory("2024-01-01", False, "abc-123", 1),
+        "oai:x:3": HarvestMemory("2024-01-01", True, None, None),
+    }
+    # a later write without a local id keeps the one we know; errors are those of the last write
+    store.save_write_outcomes(
+        "h", [WriteOutcome("oai:x:1", Action.UPDATE, None, 2, error=failure)], {"oai:x:1": "d2"}
+    )
+    assert store.get_memories("h", ["oai:x:1"])["oai:x:1"] == HarvestMemory(
+        "d2", True, "abc-123", 2
+    )
+    store.save_write_outcomes(
+        "h", [WriteOutcome("oai:x:1", Action.UPDATE, "abc-123", 3)], {"oai:x:1": "d3"}
+    )
+    assert store.get_memories("h", ["oai:x:1"])["oai:x:1"].had_errors is False
+    assert store.get_record("oai:x:1")["last_written_at"] is not None
+
+
+def test_reharvest_replaces_datestamp_and_parse_error(store):
+    bad = RecordError(type="xml_syntax", message="broken")
+    store.upsert_harvested("h", [record(1, error=bad)])
+    store.upsert_harvested("h", [record(1, day=5)])
+    again = store.get_record("oai:x:1", "h")
+    assert again["datestamp"] == "2024-01-05" and again["errors"] == []
+
+
+def test_mark_gone_and_live_identifiers(store):
+    store.upsert_harvested("h", [record(1), record(2), record(3, deleted=True)])
+    store.upsert_harvested("other", [record(1)])
+    assert store.live_identifiers("h") == {"oai:x:1", "oai:x:2"}
+    store.mark_gone("h", {"oai:x:2"})
+    assert store.live_identifiers("h") == {"oai:x:1"}
+    gone = store.get_record("oai:x:2", "h")
+    assert gone["deleted"] is True and gone["gone_at"] is not None
+    assert store.live_identifiers("other") == {"oai:x:1"}
+
+
+def test_get_record_needs_a_harvester_when_ambiguous(store):
+    store.upsert_harvested("a", [record(1)])
+    store.upsert_harvested("b", [record(1)])
+    with pytest.raises(PipelineError, match=r"several harvesters \(a, b\)"):
+        store.get_record("oai:x:1")
+    assert store.get_record("oai:x:1", "b")["harvester_id"] == "b"
+    assert store.get_record("oai:x:404") is None
+
+
+@pytest.fixture
+def records_with_errors(store):
+    store.upsert_harvested("h", [record(n) for n in range(1, 6)] + [record(6, deleted=True)])
+    store.upsert_harvested("other", [record(7)])
+    store.save_transformed(
+        "h",
+        [
+            TransformItem(
+                "oai:x:2",
+                "d",
+                [],
+                b"<r/>",
+                error=RecordError(type="transform", message="No TITLE found", location="titles"),
+            ),
+            TransformItem(
+                "oai:x:3",
+                "d",
+                [],
+                b"<r/>",
+                error=RecordError(type="transform", message="bad 100% date", location="dates.0"),
+            ),
+        ],
+    )
+    store.save_write_outcomes(
+        "h",
+        [
+            WriteOutcome(
+                "oai:x:4",
+                Action.ERROR,
+                None,
+                None,
+                RecordError(
+                    type="missing_community",
+                    message="no such community",
+                    location="parent.communities",
+                ),
+            ),
+            WriteOutcome("oai:x:6", Action.DELETE, "L6", 2),
+        ],
+        {"oai:x:4": "d", "oai:x:6": "d"},
+    )
+    return store
+
+
+def _ids(found):
+    return [r["identifier"] for r in found]
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        ({}, ["oai:x:1", "oai:x:2", "oai:x:3", "oai:x:4", "oai:x:5", "oai:x:6", "oai:x:7"]),
+        ({"harvester_id": "other"}, ["oai:x:7"]),
+        ({"harvester_id": "h", "deleted": True}, ["oai:x:6"]),
+        (
+            {"harvester_id": "h", "deleted": False},
+            ["oai:x:1", "oai:x:2", "oai:x:3", "oai:x:4", "oai:x:5"],
+        ),
+        ({"error_type": "transform"}, ["oai:x:2", "oai:x:3"]),
+        ({"error_type": "missing_community"}, ["oai:x:4"]),
+        ({"error_type": "nothing"}, []),
+        ({"message": "title"}, ["oai:x:2"]),  # case-insensitive substring
+        ({"message": "100%"}, ["oai:x:3"]),  # % is text, not a wildcard
+        ({"message": "1_0"}, []),
+        ({"location": "communities"}, ["oai:x:4"]),
+        ({"location": "dates"}, ["oai:x:3"]),
+        ({"error_type": "transform", "location": "titles"}, ["oai:x:2"]),
+        ({"error_type": "missing_community", "message": "title"}, []),  # same error, all filters
+        ({"limit": 2}, ["oai:x:1", "oai:x:2"]),
+    ],
+)
+def test_list_records_filters(records_with_errors, filters, expected):
+    found = records_with_errors.list_records(**filters)
+    assert _ids(found) == expected
+
+
+def test_listed_records_carry_their_errors(records_with_errors):
+    [four] = records_with_errors.list_records(error_type="missing_community")
+    assert four["errors"] == [
+        {
+            "stage": "write",
+            "type": "missing_community",
+            "message": "no such community",
+            "location": "parent.communities",
+        }
+    ]
+    assert "xml" not in four and "data" not in four
+
+
+# -- harvest runs ------------------------------------------------------------------------
+
+
+def test_runs_created_listed_found_and_finished(store):
+    first = new_run(store, window_from="2024-01-01", window_until="2024-01-31")
+    other = new_run(store, "other")
+    run = store.get_run(first)
+    assert run["status"] == "running" and run["options"] == {"update_all": False}
+    assert run["checkpoint"] is None and run["staged"] == 0
+    assert store.get_run(999) is None
+    assert [r["id"] for r in store.list_runs()] == [other, first]
+    assert [r["id"] for r in store.list_runs(harvester_id="h")] == [first]
+    assert store.latest_run("h")["id"] == first
+    assert store.latest_run("h", status="succeeded") is None
+    # a run that did not succeed is resumed for the same window only
+    assert store.find_resumable_run("h", "2024-01-01", "2024-01-31")["id"] == first
+    assert store.find_resumable_run("h", "2024-01-01", None) is None
+    store.finish_run(first, "failed", error="ConnectError: boom")
+    assert (
+        store.find_resumable_run("h", "2024-01-01", "2024-01-31")["error"] == "ConnectError: boom"
+    )
+    store.finish_run(first, "succeeded")
+    assert store.find_resumable_run("h", "2024-01-01", "2024-01-31") is None
+    assert store.get_run(first)["finished_at"] is not None
+    unbounded = new_run(store)
+    assert store.find_resumable_run("h", None, None)["id"] == unbounded
+    with pytest.raises(ValueError):
+        store.finish_run(first, "running")  # type: ignore[arg-type]
+    with pytest.raises(PipelineError, match="unknown scale"):
+        store.create_run(
+            "h", window_from=None, window_until=None, scale="huge", max_records=0, options={}
+        )
+    assert SCALES == {"smoke": 10, "small": 100, "medium": 1000, "large": 10000, "full": 0}
+
+
+def test_checkpoint_is_durable_and_last_success_has_the_first_response_date(store):
+    run_id = new_run(store)
+    first_page = SweepCheckpoint(
+        "2024-01-01", None, "s1", "oai_dc", None, 0, None, "2026-05-01T10:00:00Z"
+    )
+    later = SweepCheckpoint(
+        "2024-01-01", None, "s1", "oai_dc", "token-2", 1, 50, "2026-05-01T10:00:09Z"
+    )
+    store.save_checkpoint(run_id, first_page)
+    store.save_checkpoint(run_id, later)
+    assert store.get_run(run_id)["checkpoint"] == later
+    assert store.last_success("h") is None
+    store.finish_run(run_id, "succeeded")
+    assert store.last_success("h")["response_date"] == "2026-05-01T10:00:00Z"
+
+
+def test_staging_is_idempotent(store, store_url):
+    run_id = new_run(store)
+    page = [record(1), record(2), record(3)]
+    assert store.stage(run_id, "h", page + [record(1)]) == (3, 1)
+    assert store.stage(run_id, "h", page) == (0, 3)  # the same page again (redone window)
+    assert store.stage(run_id, "h", [record(3), record(4)]) == (1, 1)
+    # after a crash, another process sees the same durable rows
+    reopened = StateStore(store_url)
+    assert reopened.stage(run_id, "h", [record(4), record(5)]) == (1, 1)
+    reopened.close()
+    assert store.get_run(run_id)["staged"] == 5
+    assert [r.identifier for r in store.iter_staged(run_id, batch_size=2)] == [
+        "oai:x:1",
+        "oai:x:2",
+        "oai:x:3",
+        "oai:x:4",
+        "oai:x:5",
+    ]
+    # another run stages the same records anew
+    assert store.stage(new_run(store), "h", page) == (3, 0)
+
+
+def test_iter_staged_gives_records_as_harvested(store):
+    run_id = new_run(store)
+    bad = RecordError(type="xml_syntax", message="broken", location="line 2")
+    store.stage(run_id, "h", [record(1), record(2, deleted=True), record(3, error=bad)])
+    one, two, three = store.iter_staged(run_id)
+    assert one == record(1)
+    assert two.deleted is True and two.xml is None
+    assert three.error == bad
+    with pytest.raises(PipelineError):
+        list(store.iter_staged(999))
+
+
+def test_reconcile_counters_after_a_crash_between_rows_and_counters(store):
+    run_id = new_run(store, max_records=4)
+    store.stage(run_id, "h", [record(n) for n in range(1, 5)])
+    store.update_counters(run_id, pages_read=1, discovered=2)
+    # the process died after its rows were durable but before its counters were saved
+    execute(store, harvest_runs.update().values(staged=1, discovered=0, cap_reached=False))
+    counters = store.reconcile_counters(run_id)
+    assert counters == {
+        "pages_read": 1,
+        "discovered": 4,
+        "staged": 4,
+        "duplicates_skipped": 0,
+        "existing_skipped": 0,
+        "cap_reached": True,  # 4 staged of a cap of 4: the cap holds across the crash
+    }
+    run = store.get_run(run_id)
+    assert (run["staged"], run["discovered"], run["cap_reached"]) == (4, 4, True)
+    with pytest.raises(PipelineError):
+        store.reconcile_counters(999)
+
+
+def test_update_counters_adds_deltas(store):
+    run_id = new_run(store)
+    store.update_counters(run_id, pages_read=1, discovered=10, duplicates_skipped=2)
+    store.update_counters(run_id, pages_read=1, discovered=5, existing_skipped=3)
+    store.set_cap_reached(run_id)
+    run = store.get_run(run_id)
+    assert (run["pages_read"], run["discovered"], run["duplicates_skipped"]) == (2, 15, 2)
+    assert run["existing_skipped"] == 3 and run["cap_reached"] is True
+    with pytest.raises(ValueError, match="unknown run counter"):
+        store.update_counters(run_id, pages=1)
+
+
+def _age_claims(store: StateStore, minutes: int) -> None:
+    old = (datetime.now(UTC) - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    execute(
+        store, run_records.update().where(run_records.c.status == "running").values(claimed_at=old)
+    )
+
+
+def test_claim_reclaim_and_retry_failed(store):
+    run_id = new_run(store)
+    store.stage(run_id, "h", [record(n) for n in range(1, 7)])
+    assert store.claim(run_id, limit=2) == ["oai:x:1", "oai:x:2"]
+    assert store.claim(run_id) == ["oai:x:3", "oai:x:4", "oai:x:5", "oai:x:6"]
+    assert store.claim(run_id) == []  # nothing pending; running ones are not stale yet
+    assert store.claim(run_id, reclaim_stale_minutes=10) == []
+    failure = RecordError(type="writer", message="rejected")
+    store.set_record_status(
+        run_id,
+        {
+            "oai:x:1": "imported",
+            "oai:x:2": "updated",
+            "oai:x:3": "unchanged",
+            "oai:x:4": "gone",
+            "oai:x:5": "failed",
+        },
+        {"oai:x:5": failure},
+    )
+    _age_claims(store, 15)  # oai:x:6 was left running by a crashed process
+    assert store.claim(run_id) == []
+    assert store.claim(run_id, reclaim_stale_minutes=20) == []
+    assert store.claim(run_id, reclaim_stale_minutes=10) == ["oai:x:6"]
+    assert store.claim(run_id, reclaim_stale_minutes=10) == []  # freshly claimed again
+    assert store.claim(run_id, retry_failed=True) == ["oai:x:5"]
+    _age_claims(store, 60)
+    store.set_record_status(run_id, {"oai:x:5": "imported", "oai:x:6": "failed"})
+    # successful records are never claimed again, whatever is asked
+    assert store.claim(run_id, reclaim_stale_minutes=0, retry_failed=True) == ["oai:x:6"]
+    with pytest.raises(ValueError, match="unknown record status"):
+        store.set_record_status(run_id, {"oai:x:1": "done"})
+
+
+def test_run_status_reports_everything(store):
+    store.save_harvester(harvester())
+    run_id = store.create_run(
+        "h",
+        window_from="2024-01-01",
+        window_until="2024-01-31",
+        scale="smoke",
+        max_records=10,
+        options={},
+        dagster_run_id="dg-1",
+    )
+    store.save_checkpoint(
+        run_id,
+        SweepCheckpoint(
+            "2024-01-01", "2024-01-31", None, "oai_dc", "tok", 1, 3, "2026-05-01T10:00:00Z"
+        ),
+    )
+    store.stage(run_id, "h", [record(n) for n in range(1, 6)] + [record(1)])
+    store.update_counters(
+        run_id, pages_read=1, discovered=6, duplicates_skipped=1, existing_skipped=0
+    )
+    store.claim(run_id, limit=4)
+    failure = RecordError(type="writer", message="rejected", location="metadata.title")
+    store.set_record_status(
+        run_id, {"oai:x:1": "imported", "oai:x:2": "failed"}, {"oai:x:2": failure}
+    )
+    execute(
+        store,
+        run_records.update()
+        .where(run_records.c.identifier == "oai:x:3")
+        .values(claimed_at="2000-01-01T00:00:00.000000Z"),
+    )
+    status = store.run_status(run_id=run_id, target_stats={"records": 7, "source_ids": 5})
+    assert status["run"]["id"] == run_id and status["run"]["status"] == "running"
+    assert status["run"]["scale"] == "smoke" and status["run"]["dagster_run_id"] == "dg-1"
+    assert status["counters"] == {
+        "pages_read": 1,
+        "discovered": 6,
+        "staged": 5,
+        "duplicates_skipped": 1,
+        "existing_skipped": 0,
+        "cap_reached": False,
+    }
+    assert status["records"] == {
+        "pending": 1,
+        "running": 2,
+        "imported": 1,
+        "updated": 0,
+        "unchanged": 0,
+        "gone": 0,
+        "failed": 1,
+    }
+    assert set(status["records"]) == set(RECORD_STATUSES)
+    assert status["total_records"] == 5
+    assert status["stale_running"] == 1
+    [failed] = status["recent_failures"]
+    assert failed["identifier"] == "oai:x:2" and failed["attempts"] == 1
+    assert failed["error"] == {
+        "type": "writer",
+        "message": "rejected",
+        "location": "metadata.title",
+    }
+    assert status["discovery_state"]["resumption_token"] == "tok"
+    assert status["discovery_state"]["cursor"] == 3
+    assert status["harvest_records"] == {"total": 5, "live": 5, "deleted": 0, "with_errors": 0}
+    assert status["target"] == {"records": 7, "source_ids": 5}
+    # the harvester's latest run, or the latest of all
+    later = new_run(store, "other")
+    assert store.run_status(harvester_id="h")["run"]["id"] == run_id
+    assert store.run_status()["run"]["id"] == later
+    with pytest.raises(PipelineError, match="no harvest runs yet"):
+        store.run_status(harvester_id="nobody")
+    with pytest.raises(PipelineError, match="no harvest run 999"):
+        store.run_status(run_id=999)
