@@ -1,0 +1,198 @@
+"""`oai-pipeline records …` and `oai-pipeline status` through click's CliRunner."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from oai_pipeline.cli import status as status_module
+from oai_pipeline.cli.records import records
+from oai_pipeline.cli.status import status
+from oai_pipeline.errors import RecordError
+from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
+from oai_pipeline.settings import load_settings
+from oai_pipeline.state.store import StateStore
+from oai_pipeline.sync.rules import Action
+from oai_pipeline.targets.base import WriteOutcome
+from oai_pipeline.transform.base import TransformItem
+
+
+def run(command, *args: str, ok: bool = True):
+    result = CliRunner().invoke(command, list(args))
+    if ok:
+        assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture
+def filled() -> dict[str, int]:
+    """Two harvesters' records and runs in the state store of the current settings."""
+    store = StateStore(load_settings().state_db_url)
+    try:
+        first = store.create_run(
+            "zenodo",
+            window_from="2024-01-01",
+            window_until="2024-01-31",
+            scale="small",
+            max_records=100,
+            options={},
+        )
+        store.save_checkpoint(
+            first,
+            SweepCheckpoint(
+                "2024-01-01", "2024-01-31", None, "oai_dc", "tok-1", 1, 2, "2026-05-01T10:00:00Z"
+            ),
+        )
+        store.stage(
+            first,
+            "zenodo",
+            [
+                HarvestedRecord("oai:zenodo.org:1", "2024-01-02", False, [], b"<record>1</record>"),
+                HarvestedRecord("oai:zenodo.org:2", "2024-01-03", False, [], b"<record>2</record>"),
+                HarvestedRecord("oai:zenodo.org:3", "2024-01-04", True),
+            ],
+        )
+        store.update_counters(first, pages_read=1, discovered=3)
+        store.save_transformed(
+            "zenodo",
+            [
+                TransformItem("oai:zenodo.org:1", "2024-01-02", [], b"<r/>", data={"title": "One"}),
+                TransformItem(
+                    "oai:zenodo.org:2",
+                    "2024-01-03",
+                    [],
+                    b"<r/>",
+                    error=RecordError(type="transform", message="No title", location="titles"),
+                ),
+            ],
+        )
+        store.claim(first)
+        store.save_write_outcomes(
+            "zenodo",
+            [
+                WriteOutcome("oai:zenodo.org:1", Action.CREATE, "rec-1", 1),
+                WriteOutcome(
+                    "oai:zenodo.org:2",
+                    Action.ERROR,
+                    None,
+                    None,
+                    RecordError(type="transform", message="No title", location="titles"),
+                ),
+            ],
+            {"oai:zenodo.org:1": "2024-01-02", "oai:zenodo.org:2": "2024-01-03"},
+        )
+        store.set_record_status(
+            first,
+            {
+                "oai:zenodo.org:1": "imported",
+                "oai:zenodo.org:2": "failed",
+                "oai:zenodo.org:3": "gone",
+            },
+            {"oai:zenodo.org:2": RecordError(type="transform", message="No title")},
+        )
+        store.finish_run(first, "succeeded")
+        second = store.create_run(
+            "arxiv", window_from=None, window_until=None, scale=None, max_records=0, options={}
+        )
+        store.stage(second, "arxiv", [HarvestedRecord("oai:arXiv.org:1", "2015-01-16", False)])
+        return {"zenodo": first, "arxiv": second}
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ([], ["oai:arXiv.org:1", "oai:zenodo.org:1", "oai:zenodo.org:2", "oai:zenodo.org:3"]),
+        (["--harvester", "zenodo"], ["oai:zenodo.org:1", "oai:zenodo.org:2", "oai:zenodo.org:3"]),
+        (["--deleted"], ["oai:zenodo.org:3"]),
+        (["--live", "--harvester", "zenodo"], ["oai:zenodo.org:1", "oai:zenodo.org:2"]),
+        (["--error-type", "transform"], ["oai:zenodo.org:2"]),
+        (["--error-type", "writer"], []),
+        (["--message", "NO TITLE"], ["oai:zenodo.org:2"]),
+        (["--location", "title"], ["oai:zenodo.org:2"]),
+        (["--location", "dates"], []),
+        (["--limit", "1"], ["oai:arXiv.org:1"]),
+    ],
+)
+def test_records_list_filters(filled, args, expected):
+    found = json.loads(run(records, "list", *args, "--json").output)
+    assert [r["identifier"] for r in found] == expected
+
+
+def test_records_list_text_and_show(filled):
+    text = run(records, "list", "--harvester", "zenodo").output
+    assert "oai:zenodo.org:2" in text and "transform transform: No title at titles" in text
+    shown = json.loads(run(records, "show", "oai:zenodo.org:1", "--json").output)
+    assert shown["data"] == {"title": "One"} and shown["local_id"] == "rec-1"
+    assert shown["xml"] == "<record>1</record>"
+    text = run(records, "show", "oai:zenodo.org:2", "--harvester", "zenodo").output
+    assert "error (transform) transform: No title at titles" in text
+    missing = run(records, "show", "oai:nowhere:1", ok=False)
+    assert missing.exit_code == 1
+    assert missing.output.strip() == "Error: no harvest record 'oai:nowhere:1'"
+    assert run(records, "list", "--limit", "0", ok=False).exit_code == 2
+
+
+def test_status_of_a_run_in_json(filled, monkeypatch):
+    monkeypatch.setattr(status_module, "target_stats", lambda harvester_id: {"records": 1})
+    report = json.loads(run(status, "--batch-id", str(filled["zenodo"]), "--json").output)
+    assert report["run"]["status"] == "succeeded" and report["run"]["scale"] == "small"
+    assert report["counters"] == {
+        "pages_read": 1,
+        "discovered": 3,
+        "staged": 3,
+        "duplicates_skipped": 0,
+        "existing_skipped": 0,
+        "cap_reached": False,
+    }
+    assert report["records"]["imported"] == 1 and report["records"]["failed"] == 1
+    assert report["records"]["gone"] == 1 and report["stale_running"] == 0
+    assert report["recent_failures"][0]["identifier"] == "oai:zenodo.org:2"
+    assert report["discovery_state"]["resumption_token"] == "tok-1"
+    assert report["harvest_records"]["deleted"] == 1
+    assert report["target"] == {"records": 1}
+    by_harvester = json.loads(run(status, "--harvester", "arxiv", "--json").output)
+    assert by_harvester["run"]["id"] == filled["arxiv"]
+    assert by_harvester["records"]["pending"] == 1
+    text = run(status, "--harvester", "zenodo").output
+    assert f"harvest run {filled['zenodo']} of zenodo: succeeded" in text
+    assert "failed oai:zenodo.org:2: transform: No title" in text
+
+
+def test_status_list_recent(filled):
+    runs = json.loads(run(status, "--list-recent", "--json").output)
+    assert [r["id"] for r in runs] == [filled["arxiv"], filled["zenodo"]]
+    assert runs[1]["checkpoint"]["resumption_token"] == "tok-1"
+    limited = json.loads(run(status, "--list-recent", "--limit", "1", "--json").output)
+    assert [r["id"] for r in limited] == [filled["arxiv"]]
+    mine = json.loads(run(status, "--list-recent", "--harvester", "zenodo", "--json").output)
+    assert [r["id"] for r in mine] == [filled["zenodo"]]
+    assert "zenodo\tsucceeded" in run(status, "--list-recent").output
+
+
+def test_status_mistakes_are_one_line(filled):
+    for args, message in [
+        (["--batch-id", "999"], "Error: no harvest run 999"),
+        (["--harvester", "nobody"], "Error: harvester 'nobody' has no harvest runs yet"),
+        (
+            ["--batch-id", "1", "--harvester", "zenodo"],
+            "Error: give --batch-id or --harvester, not both",
+        ),
+    ]:
+        result = run(status, *args, ok=False)
+        assert result.exit_code == 1
+        assert result.output.strip() == message
+
+
+def test_status_without_any_run():
+    result = run(status, ok=False)
+    assert result.output.strip() == "Error: no harvest runs yet"
+
+
+def test_status_reads_the_embedded_targets_stats(filled):
+    """The target's counts come from the embedded repository of the same settings."""
+    report = json.loads(run(status, "--harvester", "zenodo", "--json").output)
+    assert report["target"] == {"records": 0, "source_identifiers": 0}
