@@ -1,0 +1,129 @@
+"""Every row of the sync table, the skip rule, update_all and PID takeover."""
+
+from __future__ import annotations
+
+import pytest
+
+from oai_pipeline.sync.rules import (
+    Action,
+    HarvestMemory,
+    LocalRecord,
+    LocalState,
+    SourceRecord,
+    decide,
+)
+
+LIVE_SOURCE = SourceRecord("oai:x:1", "2026-01-02T00:00:00Z", deleted=False, pid="10.1/a")
+DELETED_SOURCE = SourceRecord("oai:x:1", "2026-01-02T00:00:00Z", deleted=True)
+# The last write: same datestamp, no errors, revision 3.
+MEMORY = HarvestMemory("2026-01-02T00:00:00Z", had_errors=False, local_id="r1", written_revision=3)
+AS_WRITTEN = LocalRecord(LocalState.LIVE, "r1", revision=3)
+
+
+@pytest.mark.parametrize(
+    ("source", "local", "action"),
+    [
+        (LIVE_SOURCE, LocalRecord(LocalState.MISSING), Action.CREATE),
+        (LIVE_SOURCE, LocalRecord(LocalState.LIVE, "r1", 2), Action.UPDATE),
+        (LIVE_SOURCE, LocalRecord(LocalState.LIVE, "r1", 2, has_edit_draft=True), Action.UPDATE),
+        (LIVE_SOURCE, LocalRecord(LocalState.DRAFT_ONLY, "r1", 0), Action.PUBLISH_DRAFT),
+        (LIVE_SOURCE, LocalRecord(LocalState.TOMBSTONE, "r1", 4), Action.RESTORE),
+        (LIVE_SOURCE, LocalRecord(LocalState.HARD_DELETED, "r1", 5), Action.REVIVE),
+        (DELETED_SOURCE, LocalRecord(LocalState.LIVE, "r1", 2), Action.DELETE),
+        (DELETED_SOURCE, LocalRecord(LocalState.LIVE, "r1", 2, True), Action.DELETE),
+        (DELETED_SOURCE, LocalRecord(LocalState.DRAFT_ONLY, "r1", 0), Action.DELETE_DRAFT),
+        (DELETED_SOURCE, LocalRecord(LocalState.TOMBSTONE, "r1", 4), Action.NOTHING),
+        (DELETED_SOURCE, LocalRecord(LocalState.TOMBSTONE, "r1", 4, True), Action.NOTHING),
+        (DELETED_SOURCE, LocalRecord(LocalState.HARD_DELETED, "r1", 5), Action.NOTHING),
+        (DELETED_SOURCE, LocalRecord(LocalState.MISSING), Action.NOTHING),
+    ],
+)
+@pytest.mark.parametrize("memory", [None, HarvestMemory("2025-12-01", False, "r1", 1)])
+def test_every_row_of_the_table(
+    source: SourceRecord, local: LocalRecord, action: Action, memory: HarvestMemory | None
+) -> None:
+    decision = decide(source, memory, local)
+    assert decision.action is action
+    assert decision.reason
+
+
+def test_edit_draft_overwrite_and_left_over_draft_are_named_in_the_reason() -> None:
+    with_draft = LocalRecord(LocalState.LIVE, "r1", 2, has_edit_draft=True)
+    assert "edit draft" in decide(LIVE_SOURCE, None, with_draft).reason
+    tombstone_with_draft = LocalRecord(LocalState.TOMBSTONE, "r1", 4, has_edit_draft=True)
+    assert "edit draft" in decide(DELETED_SOURCE, MEMORY, tombstone_with_draft).reason
+
+
+def test_skip_when_unchanged_at_the_source_and_locally() -> None:
+    assert decide(LIVE_SOURCE, MEMORY, AS_WRITTEN).action is Action.SKIP
+
+
+@pytest.mark.parametrize(
+    "local",
+    [
+        LocalRecord(LocalState.TOMBSTONE, "r1", 3),
+        LocalRecord(LocalState.HARD_DELETED, "r1", 3),
+        LocalRecord(LocalState.MISSING),
+    ],
+)
+def test_skip_a_deleted_source_that_is_deleted_locally(local: LocalRecord) -> None:
+    assert decide(DELETED_SOURCE, MEMORY, local).action is Action.SKIP
+
+
+@pytest.mark.parametrize(
+    ("source", "memory", "local", "action"),
+    [
+        # the datestamp changed at the source
+        (
+            SourceRecord("oai:x:1", "2026-02-01T00:00:00Z", False),
+            MEMORY,
+            AS_WRITTEN,
+            Action.UPDATE,
+        ),
+        # the last write failed
+        (LIVE_SOURCE, HarvestMemory(MEMORY.datestamp, True, "r1", 3), AS_WRITTEN, Action.UPDATE),
+        # never written
+        (LIVE_SOURCE, None, AS_WRITTEN, Action.UPDATE),
+        # edited and published locally since (revision moved on)
+        (LIVE_SOURCE, MEMORY, LocalRecord(LocalState.LIVE, "r1", 4), Action.UPDATE),
+        # an edit draft waits locally
+        (LIVE_SOURCE, MEMORY, LocalRecord(LocalState.LIVE, "r1", 3, True), Action.UPDATE),
+        # deleted, purged or hard deleted locally
+        (LIVE_SOURCE, MEMORY, LocalRecord(LocalState.TOMBSTONE, "r1", 4), Action.RESTORE),
+        (LIVE_SOURCE, MEMORY, LocalRecord(LocalState.HARD_DELETED, "r1", 5), Action.REVIVE),
+        (LIVE_SOURCE, MEMORY, LocalRecord(LocalState.MISSING), Action.CREATE),
+        # restored locally after the source deleted it
+        (DELETED_SOURCE, MEMORY, LocalRecord(LocalState.LIVE, "r1", 5), Action.DELETE),
+        # a left-over edit draft on a tombstone
+        (DELETED_SOURCE, MEMORY, LocalRecord(LocalState.TOMBSTONE, "r1", 4, True), Action.NOTHING),
+    ],
+)
+def test_no_skip_when_anything_changed(
+    source: SourceRecord, memory: HarvestMemory, local: LocalRecord, action: Action
+) -> None:
+    assert decide(source, memory, local).action is action
+
+
+def test_update_all_rewrites_what_would_be_skipped() -> None:
+    decision = decide(LIVE_SOURCE, MEMORY, AS_WRITTEN, update_all=True)
+    assert decision.action is Action.UPDATE
+    assert "update_all" in decision.reason
+
+
+def test_takeover_of_a_users_record_with_the_same_pid() -> None:
+    users = LocalRecord(LocalState.LIVE, "u1", revision=3, taken_over=True)
+    assert decide(LIVE_SOURCE, None, users) == decide(LIVE_SOURCE, MEMORY, users)
+    decision = decide(LIVE_SOURCE, MEMORY, users)
+    assert (decision.action, decision.reason) == (Action.UPDATE, "takeover")
+    users_draft = LocalRecord(LocalState.DRAFT_ONLY, "u1", 0, taken_over=True)
+    assert decide(LIVE_SOURCE, None, users_draft).action is Action.PUBLISH_DRAFT
+    users_tombstone = LocalRecord(LocalState.TOMBSTONE, "u1", 2, taken_over=True)
+    assert decide(LIVE_SOURCE, None, users_tombstone).action is Action.RESTORE
+
+
+def test_a_record_that_failed_to_transform_is_an_error() -> None:
+    broken = SourceRecord("oai:x:1", "2026-01-02T00:00:00Z", False, has_error=True)
+    assert decide(broken, MEMORY, AS_WRITTEN).action is Action.ERROR
+    assert decide(broken, None, LocalRecord(LocalState.MISSING), update_all=True).action is (
+        Action.ERROR
+    )

@@ -1,0 +1,236 @@
+"""What users of the embedded repository do, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from oai_pipeline.errors import ConfigurationError, PipelineError
+from oai_pipeline.sync.rules import LocalState
+from oai_pipeline.targets.base import SourceKey
+from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline.targets.embedded.schema import SCHEMA_VERSION, current_version
+
+
+def record(title: str = "A title", doi: str | None = None, communities: list[str] | None = None):
+    data: dict[str, Any] = {"metadata": {"title": title, "creators": [{"name": "Doe"}]}}
+    if doi:
+        data["pids"] = {"doi": {"identifier": doi, "provider": "external"}}
+    if communities is not None:
+        data["parent"] = {"communities": {"ids": communities}}
+    return data
+
+
+@pytest.fixture
+def repo(target_url: str) -> Iterator[EmbeddedRepository]:
+    with EmbeddedRepository(target_url) as repository:
+        yield repository
+
+
+def test_schema_is_created_once_and_reopening_changes_nothing(
+    repo: EmbeddedRepository, target_url: str
+) -> None:
+    record_id = repo.deposit(record(), publish=True)
+    with EmbeddedRepository(target_url) as again:
+        assert again.show(record_id)["state"] == "live"
+        with again.engine.connect() as connection:
+            assert current_version(connection) == SCHEMA_VERSION
+
+
+def test_deposit_a_draft_then_publish(repo: EmbeddedRepository) -> None:
+    record_id = repo.deposit(record(doi="10.1234/a"))
+    shown = repo.show(record_id)
+    assert (shown["state"], shown["revision"], shown["data"]) == ("draft", 0, None)
+    assert shown["draft"]["metadata"]["title"] == "A title"
+    assert shown["draft_kind"] == "new"
+    assert shown["doi"] == "10.1234/a"
+    repo.publish(record_id)
+    shown = repo.show(record_id)
+    assert (shown["state"], shown["revision"], shown["draft"]) == ("live", 1, None)
+    assert shown["data"]["metadata"]["title"] == "A title"
+    with pytest.raises(PipelineError, match="no draft to publish"):
+        repo.publish(record_id)
+
+
+def test_edit_makes_an_edit_draft_until_published(repo: EmbeddedRepository) -> None:
+    record_id = repo.deposit(record(), publish=True)
+    repo.edit(record_id, {"metadata.title": "Edited", "metadata.creators.0.name": "Roe"})
+    shown = repo.show(record_id)
+    assert shown["data"]["metadata"]["title"] == "A title"
+    assert shown["draft_kind"] == "edit"
+    assert shown["draft"]["metadata"] == {"title": "Edited", "creators": [{"name": "Roe"}]}
+    repo.edit(record_id, {"metadata.version": "v2"})  # the same draft, edited further
+    assert repo.show(record_id)["draft"]["metadata"]["title"] == "Edited"
+    repo.publish(record_id)
+    shown = repo.show(record_id)
+    assert shown["revision"] == 2
+    assert shown["data"]["metadata"]["version"] == "v2"
+
+
+def test_edit_a_new_draft_and_bad_field_paths(repo: EmbeddedRepository) -> None:
+    record_id = repo.deposit(record())
+    repo.edit(record_id, {"pids.doi.identifier": "10.1234/new"})
+    assert repo.show(record_id)["doi"] == "10.1234/new"
+    with pytest.raises(PipelineError, match="not an object"):
+        repo.edit(record_id, {"metadata.title.x": 1})
+    with pytest.raises(PipelineError, match="not an item"):
+        repo.edit(record_id, {"metadata.creators.5.name": "x"})
+    with pytest.raises(PipelineError, match="field path"):
+        repo.edit(record_id, {"metadata..title": "x"})
+
+
+def test_delete_makes_a_tombstone_and_restore_brings_it_back(repo: EmbeddedRepository) -> None:
+    record_id = repo.deposit(record(), publish=True)
+    repo.delete(record_id, note="spam")
+    shown = repo.show(record_id)
+    assert (shown["state"], shown["tombstone_note"], shown["purge"]) == ("tombstone", "spam", False)
+    repo.delete(record_id, purge=True)  # marking a tombstone for purge keeps its note
+    shown = repo.show(record_id)
+    assert (shown["tombstone_note"], shown["purge"]) == ("spam", True)
+    with pytest.raises(PipelineError, match="restore it before editing"):
+        repo.edit(record_id, {"metadata.title": "x"})
+    repo.restore(record_id)
+    shown = repo.show(record_id)
+    assert (shown["state"], shown["tombstone_note"], shown["purge"]) == ("live", None, False)
+    assert shown["data"]["metadata"]["title"] == "A title"
+
+
+def test_deleting_a_draft_discards_it(repo: EmbeddedRepository) -> None:
+    record_id = repo.deposit(record())
+    repo.delete(record_id)
+    with pytest.raises(PipelineError, match="no record"):
+        repo.show(record_id)
+
+
+def test_hard_delete_keeps_revisions_and_restore_revives_the_same_id(
+    repo: EmbeddedRepository,
+) -> None:
+    record_id = repo.deposit(record(doi="10.1234/h"), publish=True)
+    repo.edit(record_id, {"metadata.title": "Second"})
+    repo.publish(record_id)
+    repo.hard_delete(record_id)
+    shown = repo.show(record_id)
+    assert (shown["state"], shown["data"], shown["draft"]) == ("deleted", None, None)
+    assert repo.list(state="deleted")[0]["id"] == record_id
+    assert repo.stats() == {"records": 0, "source_identifiers": 0}
+    with pytest.raises(PipelineError, match="already hard deleted"):
+        repo.hard_delete(record_id)
+    repo.restore(record_id)
+    shown = repo.show(record_id)
+    assert (shown["id"], shown["state"]) == (record_id, "live")
+    assert shown["data"]["metadata"]["title"] == "Second"
+    assert shown["doi"] == "10.1234/h"
+
+
+def test_the_doi_is_unique_among_records_that_count(repo: EmbeddedRepository) -> None:
+    first = repo.deposit(record(doi="10.1234/u"), publish=True)
+    with pytest.raises(PipelineError, match=f"already used by record {first}"):
+        repo.deposit(record(doi="10.1234/u"))
+    repo.delete(first, purge=True)  # a record marked for purge holds its DOI no more
+    second = repo.deposit(record(doi="10.1234/u"), publish=True)
+    with pytest.raises(PipelineError, match=f"already used by record {second}"):
+        repo.restore(first)
+    repo.hard_delete(second)
+    repo.restore(first)
+    assert repo.show(first)["state"] == "live"
+
+
+def test_unknown_ids_and_states_are_one_line_errors(repo: EmbeddedRepository) -> None:
+    for operation in (repo.show, repo.publish, repo.delete, repo.hard_delete, repo.restore):
+        with pytest.raises(PipelineError, match="no record 'nope'"):
+            operation("nope")
+    with pytest.raises(PipelineError, match="unknown state"):
+        repo.list(state="gone")
+    live = repo.deposit(record(), publish=True)
+    with pytest.raises(PipelineError, match="not deleted"):
+        repo.restore(live)
+
+
+def test_communities_and_memberships(repo: EmbeddedRepository) -> None:
+    parent = repo.create_community("cesnet")
+    child = repo.create_community("cesnet-data", parent="cesnet")
+    assert child["parent"] == parent["id"]
+    assert {c["slug"] for c in repo.list_communities()} == {"cesnet", "cesnet-data"}
+    with pytest.raises(PipelineError, match="already exists"):
+        repo.create_community("cesnet")
+    with pytest.raises(PipelineError, match="parent community 'nope' does not exist"):
+        repo.create_community("x", parent="nope")
+    record_id = repo.deposit(record(communities=[child["id"]]), publish=True)
+    shown = repo.show(record_id)
+    assert shown["communities"] == ["cesnet-data", "cesnet"]
+    assert shown["default_community"] == "cesnet-data"
+    with pytest.raises(PipelineError, match="community 'nope' does not exist"):
+        repo.deposit(record(communities=["nope"]))
+    assert len(repo.list()) == 1
+
+
+def test_list_filters_and_stats(repo: EmbeddedRepository) -> None:
+    drafted = repo.deposit(record("Draft"))
+    live = repo.deposit(record("Live"), publish=True)
+    gone = repo.deposit(record("Gone"), publish=True)
+    repo.delete(gone)
+    assert [r["id"] for r in repo.list()] == [drafted, live, gone]
+    assert [r["title"] for r in repo.list(state="live")] == ["Live"]
+    assert [r["id"] for r in repo.list(state="draft")] == [drafted]
+    assert [r["id"] for r in repo.list(state="tombstone")] == [gone]
+    assert repo.list(harvester="h") == []
+    assert repo.stats() == {"records": 3, "source_identifiers": 0}
+    assert repo.stats("h") == {"records": 0, "source_identifiers": 0}
+
+
+def _harvested(repo: EmbeddedRepository, harvester: str, identifier: str, doi: str | None) -> str:
+    with repo.transaction() as tx:
+        record_id = tx.create(
+            record(doi=doi), doi=doi, harvester_id=harvester, source_identifier=identifier
+        )
+        tx.publish(record_id)
+    return record_id
+
+
+def test_lookup_by_source_identifier_then_by_pid(repo: EmbeddedRepository) -> None:
+    mine = _harvested(repo, "h", "oai:x:1", "10.1234/mine")
+    _harvested(repo, "other", "oai:y:1", "10.1234/other")
+    users = repo.deposit(record(doi="10.1234/user"), publish=True)
+    found = repo.lookup(
+        "h",
+        [
+            SourceKey("oai:x:1", "10.1234/mine"),
+            SourceKey("oai:x:2", "10.1234/user"),
+            SourceKey("oai:x:3", "10.1234/other"),  # another harvester's record: not taken
+            SourceKey("oai:x:4"),
+        ],
+    )
+    assert (found["oai:x:1"].local_id, found["oai:x:1"].taken_over) == (mine, False)
+    assert found["oai:x:1"].state is LocalState.LIVE
+    assert found["oai:x:1"].revision == 1
+    assert (found["oai:x:2"].local_id, found["oai:x:2"].taken_over) == (users, True)
+    assert found["oai:x:3"].state is LocalState.MISSING
+    assert found["oai:x:4"].state is LocalState.MISSING
+    repo.edit(mine, {"metadata.title": "x"})
+    assert repo.lookup("h", [SourceKey("oai:x:1")])["oai:x:1"].has_edit_draft
+    assert repo.stats("h") == {"records": 1, "source_identifiers": 1}
+    assert repo.stats() == {"records": 3, "source_identifiers": 2}
+
+
+def test_lookup_of_many_keys_at_once(repo: EmbeddedRepository) -> None:
+    keys = [SourceKey(f"oai:x:{i}", f"10.1234/{i}") for i in range(1200)]
+    found = repo.lookup("h", keys)
+    assert len(found) == 1200
+    assert {r.state for r in found.values()} == {LocalState.MISSING}
+
+
+def test_a_bad_url_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="not usable"):
+        EmbeddedRepository("nosuchdb://x")
+
+
+def test_sqlite_file_uses_wal_and_foreign_keys(tmp_path) -> None:
+    repository = EmbeddedRepository(f"sqlite:///{tmp_path / 'sub' / 't.sqlite'}")
+    with repository, repository.engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        tables = set(sa.inspect(connection).get_table_names())
+    assert {"target_records", "target_drafts", "target_revisions"} <= tables

@@ -1,0 +1,438 @@
+"""The oai-service writer applying each action, on SQLite and PostgreSQL.
+
+`harvest()` does what the pipeline does for one batch: look up, decide, apply; the
+returned outcomes give the memory (`HarvestMemory`) the next harvest decides with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.settings import Settings
+from oai_pipeline.sync.rules import Action, HarvestMemory, SourceRecord, decide
+from oai_pipeline.targets.base import PlannedWrite, SourceKey, WriteOutcome
+from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline.targets.embedded.writer import DELETED_AT_SOURCE_NOTE, EmbeddedWriter
+
+H = "zenodo"
+DATESTAMP = "2026-01-02T00:00:00Z"
+
+
+def data(title: str = "Harvested", doi: str | None = None, communities=None) -> dict[str, Any]:
+    result: dict[str, Any] = {"metadata": {"title": title}}
+    if doi:
+        result["pids"] = {"doi": {"identifier": doi, "provider": "external"}}
+    if communities is not None:
+        result["parent"] = {"communities": {"ids": communities}}
+    return result
+
+
+class Harness:
+    """A writer plus the harvest-record memory the state store would keep."""
+
+    def __init__(self, settings: Settings, **options: Any) -> None:
+        self.settings = settings
+        self.writer = EmbeddedWriter(EmbeddedWriter.Options(**options), settings)
+        self.memory: dict[str, HarvestMemory] = {}
+
+    def reconfigure(self, **options: Any) -> None:
+        self.writer.close()
+        self.writer = EmbeddedWriter(EmbeddedWriter.Options(**options), self.settings)
+
+    def plan(
+        self, sources: list[tuple[str, dict | None]], *, datestamp: str = DATESTAMP
+    ) -> list[PlannedWrite]:
+        """Each (identifier, data or None for deleted) decided against the target now."""
+        records = [
+            SourceRecord(
+                i, datestamp, d is None, (d or {}).get("pids", {}).get("doi", {}).get("identifier")
+            )
+            for i, d in sources
+        ]
+        local = self.writer.lookup(H, [SourceKey(r.identifier, r.pid) for r in records])
+        update_all = self.writer.options.update_all
+        writes = []
+        for source, (_, payload) in zip(records, sources, strict=True):
+            decision = decide(
+                source,
+                self.memory.get(source.identifier),
+                local[source.identifier],
+                update_all=update_all,
+            )
+            writes.append(
+                PlannedWrite(
+                    identifier=source.identifier,
+                    action=decision.action,
+                    reason=decision.reason,
+                    datestamp=datestamp,
+                    data=payload,
+                    pid=source.pid,
+                    communities=[],
+                    local_id=local[source.identifier].local_id,
+                )
+            )
+        return writes
+
+    def apply(self, writes: list[PlannedWrite]) -> list[WriteOutcome]:
+        to_write = [w for w in writes if w.action is not Action.SKIP]
+        outcomes = self.writer.apply(H, to_write)
+        for write, outcome in zip(to_write, outcomes, strict=True):
+            self.memory[outcome.identifier] = HarvestMemory(
+                write.datestamp, outcome.error is not None, outcome.local_id, outcome.revision
+            )
+        skipped = [
+            WriteOutcome(w.identifier, Action.SKIP, w.local_id, None)
+            for w in writes
+            if w.action is Action.SKIP
+        ]
+        return outcomes + skipped
+
+    def harvest(self, sources: list[tuple[str, dict | None]], **kw: Any) -> list[WriteOutcome]:
+        return self.apply(self.plan(sources, **kw))
+
+    def one(self, identifier: str, payload: dict | None, **kw: Any) -> WriteOutcome:
+        (outcome,) = self.harvest([(identifier, payload)], **kw)
+        return outcome
+
+
+@pytest.fixture
+def harness(target_settings: Settings) -> Iterator[Harness]:
+    h = Harness(target_settings)
+    yield h
+    h.writer.close()
+
+
+@pytest.fixture
+def repo(target_settings: Settings) -> Iterator[EmbeddedRepository]:
+    with EmbeddedRepository(target_settings.target_db_url) as repository:
+        yield repository
+
+
+def test_create_then_skip_when_nothing_changed(harness: Harness, repo: EmbeddedRepository) -> None:
+    created = harness.one("oai:1", data(doi="10.1/a"))
+    assert (created.action, created.revision, created.error) == (Action.CREATE, 1, None)
+    shown = repo.show(created.local_id)
+    assert (shown["state"], shown["source_harvester"], shown["source_identifier"]) == (
+        "live",
+        H,
+        "oai:1",
+    )
+    assert shown["doi"] == "10.1/a"
+    assert harness.one("oai:1", data(doi="10.1/a")).action is Action.SKIP
+    changed = harness.one("oai:1", data("New title", doi="10.1/a"), datestamp="2026-02-01")
+    assert (changed.action, changed.local_id, changed.revision) == (
+        Action.UPDATE,
+        created.local_id,
+        2,
+    )
+    assert repo.show(created.local_id)["data"]["metadata"]["title"] == "New title"
+
+
+def test_update_all_rewrites_unchanged_records(harness: Harness) -> None:
+    harness.one("oai:1", data())
+    harness.reconfigure(update_all=True)
+    assert harness.one("oai:1", data()).action is Action.UPDATE
+
+
+def test_live_over_a_local_edit_draft_overwrites_it(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    local_id = harness.one("oai:1", data()).local_id
+    repo.edit(local_id, {"metadata.title": "Local edit"})
+    outcome = harness.one("oai:1", data())
+    assert outcome.action is Action.UPDATE
+    shown = repo.show(local_id)
+    assert (shown["draft"], shown["data"]["metadata"]["title"]) == (None, "Harvested")
+    assert harness.one("oai:1", data()).action is Action.SKIP
+
+
+def test_a_locally_published_edit_is_undone(harness: Harness, repo: EmbeddedRepository) -> None:
+    local_id = harness.one("oai:1", data()).local_id
+    repo.edit(local_id, {"metadata.title": "Local edit"})
+    repo.publish(local_id)
+    assert harness.one("oai:1", data()).action is Action.UPDATE
+    assert repo.show(local_id)["data"]["metadata"]["title"] == "Harvested"
+
+
+def test_live_over_a_draft_publishes_it(harness: Harness, repo: EmbeddedRepository) -> None:
+    harness.reconfigure(publish=False)
+    drafted = harness.one("oai:1", data("First"))
+    assert (drafted.action, drafted.revision) == (Action.CREATE, 0)
+    assert repo.show(drafted.local_id)["state"] == "draft"
+    harness.reconfigure()
+    outcome = harness.one("oai:1", data("Second"))
+    assert (outcome.action, outcome.local_id, outcome.revision) == (
+        Action.PUBLISH_DRAFT,
+        drafted.local_id,
+        1,
+    )
+    shown = repo.show(drafted.local_id)
+    assert (shown["state"], shown["data"]["metadata"]["title"]) == ("live", "Second")
+
+
+@pytest.mark.parametrize("purge", [False, True])
+def test_live_over_a_tombstone_restores_and_updates(
+    harness: Harness, repo: EmbeddedRepository, purge: bool
+) -> None:
+    local_id = harness.one("oai:1", data("Old")).local_id
+    repo.delete(local_id, purge=purge, note="local")
+    outcome = harness.one("oai:1", data("New"), datestamp="2026-03-01")
+    assert (outcome.action, outcome.local_id) == (Action.RESTORE, local_id)
+    shown = repo.show(local_id)
+    assert (shown["state"], shown["purge"], shown["tombstone_note"]) == ("live", False, None)
+    assert shown["data"]["metadata"]["title"] == "New"
+    assert outcome.revision == shown["revision"]
+
+
+def test_live_over_a_hard_deleted_record_revives_the_same_id(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    local_id = harness.one("oai:1", data("Old", doi="10.1/h")).local_id
+    repo.hard_delete(local_id)
+    outcome = harness.one("oai:1", data("New", doi="10.1/h"))
+    assert (outcome.action, outcome.local_id) == (Action.REVIVE, local_id)
+    shown = repo.show(local_id)
+    assert (shown["state"], shown["data"]["metadata"]["title"]) == ("live", "New")
+    assert len(repo.list()) == 1
+
+
+def test_deleted_over_live_makes_a_tombstone_and_drops_the_edit_draft(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    local_id = harness.one("oai:1", data()).local_id
+    repo.edit(local_id, {"metadata.title": "Local edit"})
+    outcome = harness.one("oai:1", None, datestamp="2026-04-01")
+    assert (outcome.action, outcome.local_id) == (Action.DELETE, local_id)
+    shown = repo.show(local_id)
+    assert (shown["state"], shown["tombstone_note"], shown["draft"]) == (
+        "tombstone",
+        DELETED_AT_SOURCE_NOTE,
+        None,
+    )
+    assert harness.one("oai:1", None, datestamp="2026-04-01").action is Action.SKIP
+    repo.restore(local_id)  # restored locally: the harvest deletes it again
+    assert harness.one("oai:1", None, datestamp="2026-04-01").action is Action.DELETE
+
+
+def test_deleted_over_a_draft_deletes_the_draft(harness: Harness, repo: EmbeddedRepository) -> None:
+    harness.reconfigure(publish=False)
+    local_id = harness.one("oai:1", data()).local_id
+    outcome = harness.one("oai:1", None)
+    assert (outcome.action, outcome.local_id) == (Action.DELETE_DRAFT, None)
+    assert repo.list() == []
+    with pytest.raises(PipelineError, match=f"no record '{local_id}'"):
+        repo.show(local_id)
+
+
+def test_deleted_over_deleted_removes_a_left_over_edit_draft(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    local_id = harness.one("oai:1", data()).local_id
+    repo.edit(local_id, {"metadata.title": "Left over"})
+    repo.delete(local_id)
+    assert repo.show(local_id)["draft"] is not None
+    outcome = harness.one("oai:1", None)
+    assert (outcome.action, outcome.local_id) == (Action.NOTHING, local_id)
+    shown = repo.show(local_id)
+    assert (shown["state"], shown["draft"]) == ("tombstone", None)
+    never_seen = harness.one("oai:2", None)
+    assert (never_seen.action, never_seen.local_id) == (Action.NOTHING, None)
+
+
+def test_takeover_of_a_user_deposit_with_the_same_doi(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    users = repo.deposit(data("User's", doi="10.1/t"), publish=True)
+    writes = harness.plan([("oai:1", data("Harvested", doi="10.1/t"))])
+    assert (writes[0].action, writes[0].reason, writes[0].local_id) == (
+        Action.UPDATE,
+        "takeover",
+        users,
+    )
+    (outcome,) = harness.apply(writes)
+    assert (outcome.action, outcome.local_id) == (Action.UPDATE, users)
+    shown = repo.show(users)
+    assert (shown["source_harvester"], shown["source_identifier"]) == (H, "oai:1")
+    assert shown["data"]["metadata"]["title"] == "Harvested"
+    assert len(repo.list()) == 1
+    assert harness.one("oai:1", data("Harvested", doi="10.1/t")).action is Action.SKIP
+
+
+def test_pid_field_names_where_the_pid_lives(harness: Harness, repo: EmbeddedRepository) -> None:
+    harness.reconfigure(pid_field="metadata.identifier")
+    users = repo.deposit(data("User's"), publish=True)
+    with repo.transaction() as tx:  # the user's record holds the pid the harvest will bring
+        from oai_pipeline.targets.embedded.schema import records
+
+        tx.connection.execute(records.update().values(doi="hdl:1/2"))
+    payload = {"metadata": {"title": "Harvested", "identifier": "hdl:1/2"}}
+    write = PlannedWrite("oai:1", Action.CREATE, "new", DATESTAMP, data=payload)
+    (outcome,) = harness.writer.apply(H, [write])  # the plan was stale: re-checked by pid
+    assert (outcome.action, outcome.local_id) == (Action.UPDATE, users)
+    assert repo.show(users)["doi"] == "hdl:1/2"
+    other = harness.one("oai:2", {"metadata": {"title": "B", "identifier": "hdl:1/3"}})
+    assert repo.show(other.local_id)["doi"] == "hdl:1/3"
+
+
+def test_a_stale_create_after_a_crash_makes_no_duplicate(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    writes = harness.plan([("oai:1", data())])
+    first = harness.writer.apply(H, writes)  # written, but the harvest store never heard of it
+    again = harness.writer.apply(H, writes)
+    assert again[0].action is Action.UPDATE
+    assert again[0].local_id == first[0].local_id
+    assert len(repo.list()) == 1
+
+
+def test_a_stale_plan_still_ends_in_the_source_state(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    local_id = harness.one("oai:1", data("Old")).local_id
+    update = harness.plan([("oai:1", data("New"))], datestamp="2026-05-01")
+    delete = harness.plan([("oai:1", None)], datestamp="2026-05-01")
+    repo.delete(local_id)  # a user deleted it after the plan was made
+    (outcome,) = harness.apply(update)
+    assert (outcome.action, repo.show(local_id)["state"]) == (Action.RESTORE, "live")
+    repo.hard_delete(local_id)
+    (outcome,) = harness.apply(delete)  # planned DELETE; already gone: nothing to do
+    assert (outcome.action, repo.show(local_id)["state"]) == (Action.NOTHING, "deleted")
+
+
+def test_one_failing_record_does_not_lose_the_batch(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    with repo.transaction() as tx:  # another harvester already holds this DOI
+        tx.publish(
+            tx.create(
+                data(doi="10.1/taken"),
+                doi="10.1/taken",
+                harvester_id="other",
+                source_identifier="oai:o",
+            )
+        )
+    outcomes = harness.harvest(
+        [
+            ("oai:1", data("One")),
+            ("oai:2", data("Two", doi="10.1/taken")),
+            ("oai:3", {"metadata": {"title": {1, 2}}}),  # not JSON: the database refuses it
+            ("oai:4", data("Four")),
+        ]
+    )
+    by_id = {o.identifier: o for o in outcomes}
+    assert by_id["oai:1"].action is Action.CREATE and by_id["oai:4"].action is Action.CREATE
+    assert by_id["oai:2"].action is Action.ERROR
+    assert (by_id["oai:2"].error.type, by_id["oai:2"].error.location) == (
+        "duplicate_pid",
+        "pids.doi",
+    )
+    assert by_id["oai:3"].error.type == "write_failed"
+    assert by_id["oai:3"].local_id is None
+    titles = sorted(r["title"] for r in repo.list(harvester=H))
+    assert titles == ["Four", "One"]
+
+
+def test_a_live_record_without_data_is_an_error(harness: Harness) -> None:
+    write = PlannedWrite("oai:1", Action.CREATE, "new", DATESTAMP, data=None)
+    (outcome,) = harness.writer.apply(H, [write])
+    assert (outcome.action, outcome.error.type) == (Action.ERROR, "no_data")
+
+
+def test_publish_false_leaves_drafts(harness: Harness, repo: EmbeddedRepository) -> None:
+    local_id = harness.one("oai:1", data("Published")).local_id
+    harness.reconfigure(publish=False)
+    outcome = harness.one("oai:1", data("Proposed"), datestamp="2026-06-01")
+    assert outcome.action is Action.UPDATE
+    shown = repo.show(local_id)
+    assert shown["data"]["metadata"]["title"] == "Published"
+    assert (shown["draft_kind"], shown["draft"]["metadata"]["title"]) == ("edit", "Proposed")
+    created = harness.one("oai:2", data("New"))
+    assert repo.show(created.local_id)["state"] == "draft"
+
+
+def test_direct_update_changes_the_published_record_in_place(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    local_id = harness.one("oai:1", data("Old")).local_id
+    repo.edit(local_id, {"metadata.title": "Local"})
+    harness.reconfigure(direct_update=True)
+    outcome = harness.one("oai:1", data("New"), datestamp="2026-06-01")
+    assert (outcome.action, outcome.revision) == (Action.UPDATE, 2)
+    shown = repo.show(local_id)
+    assert (shown["data"]["metadata"]["title"], shown["draft"]) == ("New", None)
+
+
+def test_communities_writer_and_record_slug_or_id_parents_and_default(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    repo.create_community("cesnet")
+    child = repo.create_community("cesnet-data", parent="cesnet")
+    repo.create_community("extra")
+    harness.reconfigure(community="extra")
+    outcome = harness.one("oai:1", data(communities=[child["id"]]))
+    shown = repo.show(outcome.local_id)
+    assert shown["communities"] == ["extra", "cesnet-data", "cesnet"]
+    assert shown["default_community"] == "extra"
+
+
+def test_communities_are_never_removed_and_the_default_is_kept(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    for slug in ("a", "b", "c"):
+        repo.create_community(slug)
+    local_id = harness.one("oai:1", data(communities=["a", "b"])).local_id
+    outcome = harness.one("oai:1", data(communities=["c"]), datestamp="2026-07-01")
+    assert outcome.error is None
+    shown = repo.show(local_id)
+    assert shown["communities"] == ["a", "b", "c"]
+    assert shown["default_community"] == "a"
+
+
+def test_the_first_community_becomes_default_of_a_users_record_without_one(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    repo.create_community("a")
+    users = repo.deposit(data(doi="10.1/c"), publish=True)
+    harness.one("oai:1", data(doi="10.1/c", communities=["a"]))
+    assert repo.show(users)["default_community"] == "a"
+
+
+def test_a_missing_community_means_the_record_is_not_written(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    repo.create_community("a")
+    outcome = harness.one("oai:1", data(communities=["a", "missing"]))
+    assert outcome.action is Action.ERROR
+    assert (outcome.error.type, outcome.error.location) == (
+        "missing_community",
+        "parent.communities.ids[1]",
+    )
+    assert repo.list() == []
+    planned = PlannedWrite(
+        "oai:2", Action.CREATE, "new", DATESTAMP, data=data(), communities=["nope"]
+    )
+    (outcome,) = harness.writer.apply(H, [planned])
+    assert (outcome.error.type, outcome.error.location) == (
+        "missing_community",
+        "parent.communities.ids[0]",
+    )
+    harness.reconfigure(community="nowhere")
+    outcome = harness.one("oai:3", data())
+    assert (outcome.error.type, outcome.error.location) == ("missing_community", "community")
+    assert repo.list() == []
+    repo.create_community("missing")  # once it exists, the failed record is written next time
+    harness.reconfigure()
+    assert harness.one("oai:1", data(communities=["a", "missing"])).action is Action.CREATE
+
+
+def test_options_accept_only_the_rdm_model() -> None:
+    assert EmbeddedWriter.Options(model="rdm").publish is True
+    with pytest.raises(ValidationError):
+        EmbeddedWriter.Options(model="other")
+    with pytest.raises(ValidationError):
+        EmbeddedWriter.Options(colour="red")
