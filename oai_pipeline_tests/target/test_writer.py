@@ -343,6 +343,21 @@ def test_a_live_record_without_data_is_an_error(harness: Harness) -> None:
     assert (outcome.action, outcome.error.type) == (Action.ERROR, "no_data")
 
 
+def test_planned_skip_and_error_write_nothing(harness: Harness, repo: EmbeddedRepository) -> None:
+    created = harness.one("oai:1", data())
+    skip = PlannedWrite("oai:1", Action.SKIP, "unchanged", DATESTAMP, data=data("Other"))
+    error = PlannedWrite("oai:2", Action.ERROR, "transform failed", DATESTAMP, data=data())
+    skipped, failed = harness.writer.apply(H, [skip, error])
+    assert (skipped.action, skipped.local_id, skipped.revision, skipped.error) == (
+        Action.SKIP,
+        created.local_id,
+        created.revision,
+        None,
+    )
+    assert (failed.action, failed.error.type) == (Action.ERROR, "not_written")
+    assert [r["title"] for r in repo.list()] == ["Harvested"]
+
+
 def test_publish_false_leaves_drafts(harness: Harness, repo: EmbeddedRepository) -> None:
     local_id = harness.one("oai:1", data("Published")).local_id
     harness.reconfigure(publish=False)

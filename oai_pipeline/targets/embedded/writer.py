@@ -86,8 +86,12 @@ class EmbeddedWriter(Writer):
     def _apply_one(
         self, tx: TargetTransaction, harvester_id: str, write: PlannedWrite
     ) -> WriteOutcome:
-        if write.action in (Action.SKIP, Action.ERROR):
-            return _failed(write, "not_written", f"planned {write.action.value}: nothing to write")
+        if write.action is Action.ERROR:
+            return _failed(write, "not_written", "planned as an error: nothing to write")
+        if write.action is Action.SKIP:  # nothing to do; report the record as it is
+            local = tx.local_records(harvester_id, [(write.identifier, write.pid)])
+            found = local[write.identifier]
+            return WriteOutcome(write.identifier, Action.SKIP, found.local_id, found.revision)
         source_deleted = write.action in _SOURCE_DELETED
         data = write.data
         if not source_deleted and not isinstance(data, dict):
