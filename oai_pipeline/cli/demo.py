@@ -8,6 +8,7 @@ materialises the four assets over its windows on the Dagster instance under DAGS
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime
 
 import click
 
@@ -62,10 +63,7 @@ def demo(as_json: bool) -> None:
     from oai_pipeline.harvesters.plugins import RDM_MODEL
     from oai_pipeline.harvesters.registry import HarvesterRegistry
     from oai_pipeline.pipeline.services import Services
-    from oai_pipeline.sample_endpoint.records import (
-        SAMPLE_LAST_DAY,
-        load_sample_records,
-    )
+    from oai_pipeline.sample_endpoint.records import load_sample_records
     from oai_pipeline.sample_endpoint.server import OAIEndpoint
 
     with OAIEndpoint(load_sample_records()) as endpoint:
@@ -81,8 +79,9 @@ def demo(as_json: bool) -> None:
                     writers=[RDM_MODEL.writer],
                 )
             )
+        # A full harvest: every window of the grid up to today, as one run and one sweep.
         first, last = window_keys_between(
-            window_partitions.get_first_partition_key(), SAMPLE_LAST_DAY.isoformat()
+            window_partitions.get_first_partition_key(), datetime.now(UTC).date().isoformat()
         )
         instance = dg.DagsterInstance.get()
         result = materialize_windows(instance, DEMO_HARVESTER, first, last, raise_on_error=False)

@@ -9,11 +9,13 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 import dagster as dg
+import httpx
+from sqlalchemy.exc import OperationalError
 
 from oai_pipeline.defs.partitions import harvest_partitions, scopes_for_keys
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
-from oai_pipeline.errors import ConfigurationError
-from oai_pipeline.oai.errors import OAIError
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.oai.errors import HarvestProtocolError
 from oai_pipeline.pipeline.discover import discover
 from oai_pipeline.pipeline.plan import plan
 from oai_pipeline.pipeline.scope import HarvestScope
@@ -25,7 +27,9 @@ GROUP = "oai_harvest"
 
 T = TypeVar("T")
 
-# A network hiccup or a busy source: retry the step; it resumes from its checkpoint.
+# A network hiccup, a busy source or a locked database: retry the step (it resumes from its
+# checkpoint). Anything else fails the step at once.
+TRANSIENT_ERRORS = (HarvestProtocolError, httpx.TransportError, OSError, OperationalError)
 TRANSIENT_RETRY = dg.RetryPolicy(max_retries=3, delay=30, backoff=dg.Backoff.EXPONENTIAL)
 
 # Downstream assets follow an upstream materialisation of any window, not only the latest.
@@ -59,8 +63,10 @@ def _each_scope(
             )
             try:
                 results.append((scope, stage(services, scope)))
-            except (ConfigurationError, OAIError) as error:
-                # A wrong prefix, argument or option: retrying cannot help.
+            except TRANSIENT_ERRORS:
+                raise  # the retry policy runs the step again; it resumes from its checkpoint
+            except PipelineError as error:
+                # A wrong prefix, argument or option, an OAI error: retrying cannot help.
                 raise dg.Failure(description=str(error), allow_retries=False) from error
     return results
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import Literal
+from enum import Enum
 
 import dagster as dg
 from pydantic import Field
 
-from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.options import SCALES, RunOptions
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings, load_settings
 
@@ -37,10 +37,14 @@ class PipelineResource(dg.ConfigurableResource):
         return Services(self.settings())
 
 
+# An enum, so the launchpad offers the scales by name.
+ScaleChoice = Enum("ScaleChoice", {name: name for name in SCALES}, type=str)
+
+
 class HarvestOptions(dg.ConfigurableResource):
     """The harvest run's options, set in the launchpad or a backfill's run config."""
 
-    scale: Literal["smoke", "small", "medium", "large", "full"] | None = Field(
+    scale: ScaleChoice | None = Field(
         default=None, description="smoke 10, small 100, medium 1000, large 10000, full uncapped"
     )
     max_records: int = Field(default=0, description="exact cap; 0 = uncapped")
@@ -55,6 +59,7 @@ class HarvestOptions(dg.ConfigurableResource):
     )
 
     def run_options(self) -> RunOptions:
-        return RunOptions.model_validate(
-            {name: getattr(self, name) for name in type(self).model_fields}
-        )
+        values = {name: getattr(self, name) for name in type(self).model_fields}
+        if values["scale"] is not None:
+            values["scale"] = ScaleChoice(values["scale"]).value
+        return RunOptions.model_validate(values)

@@ -70,6 +70,6 @@ class HarvestScope:
             moment = parse_datestamp(datestamp)
         except ValueError:
             return self.windows[0].key
-        starts = [w.start for w in self.windows]
-        index = bisect.bisect_right(starts, moment) - 1
-        return self.windows[max(0, min(index, len(self.windows) - 1))].key
+        # Window ends are exclusive; the last one may be open.
+        ends = [w.end for w in self.windows[:-1]]
+        return self.windows[bisect.bisect_right(ends, moment)].key
