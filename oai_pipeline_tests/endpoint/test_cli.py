@@ -1,0 +1,115 @@
+"""`oai-pipeline sample-endpoint serve`, driven through click's CliRunner."""
+
+from __future__ import annotations
+
+import _thread
+import importlib
+import importlib.util
+import socket
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from lxml import etree
+
+import oai_pipeline
+from oai_pipeline_tests.endpoint.oai_http import NS
+
+
+def _load_command():
+    """The click group; loaded from its file while the root CLI's siblings are still missing."""
+    try:
+        return importlib.import_module("oai_pipeline.cli.sample_endpoint").sample_endpoint
+    except ModuleNotFoundError:
+        path = Path(oai_pipeline.__file__).parent / "cli" / "sample_endpoint.py"
+        spec = importlib.util.spec_from_file_location("_sample_endpoint_cli", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.sample_endpoint
+
+
+sample_endpoint = _load_command()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _serve_and_probe(args: list[str], port: int) -> tuple[object, dict[str, etree._Element]]:
+    """Run `serve` in the main thread; a helper probes it, then presses Ctrl-C."""
+    found: dict[str, etree._Element] = {}
+    cli_done = threading.Event()
+
+    def probe() -> None:
+        url = f"http://127.0.0.1:{port}/oai"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not cli_done.is_set():
+            try:
+                response = httpx.get(url, params={"verb": "Identify"}, timeout=2)
+                found["identify"] = etree.fromstring(response.content)
+                listed = httpx.get(
+                    url, params={"verb": "ListIdentifiers", "metadataPrefix": "oai_datacite"}
+                )
+                found["list"] = etree.fromstring(listed.content)
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        if not cli_done.is_set():  # Ctrl-C only while `serve` still runs
+            _thread.interrupt_main()
+
+    helper = threading.Thread(target=probe)
+    helper.start()
+    try:
+        result = CliRunner().invoke(sample_endpoint, ["serve", "--port", str(port), *args])
+    finally:
+        cli_done.set()
+        helper.join()
+    return result, found
+
+
+def test_serve_prints_the_base_url_and_stops_on_ctrl_c():
+    port = _free_port()
+    result, found = _serve_and_probe(["--page-size", "2", "--granularity", "day"], port)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == f"http://127.0.0.1:{port}/oai"
+    granularity = found["identify"].findtext(".//oai:granularity", namespaces=NS)
+    assert granularity == "YYYY-MM-DD"
+    assert len(found["list"].findall(".//oai:header", NS)) == 2
+
+
+def test_serve_generated_records():
+    port = _free_port()
+    result, found = _serve_and_probe(["--generated", "150"], port)
+    assert result.exit_code == 0, result.output
+    token = found["list"].find(".//oai:resumptionToken", NS)
+    assert token.get("completeListSize") == "150"
+    assert len(found["list"].findall(".//oai:header", NS)) == 100
+
+
+def test_a_taken_port_is_a_one_line_error():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(sample_endpoint, ["serve", "--port", str(port)])
+    assert result.exit_code == 1
+    assert f"cannot serve on 127.0.0.1:{port}" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args", [["--granularity", "hours"], ["--page-size", "0"]])
+def test_bad_options_are_usage_errors(args):
+    result = CliRunner().invoke(sample_endpoint, ["serve", *args])
+    assert result.exit_code == 2
+
+
+def test_group_name_and_help():
+    assert sample_endpoint.name == "sample-endpoint"
+    result = CliRunner().invoke(sample_endpoint, ["serve", "--help"])
+    assert result.exit_code == 0
+    assert "--generated" in result.output and "Ctrl-C" in result.output
