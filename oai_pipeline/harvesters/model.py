@@ -210,5 +210,6 @@ def describe_validation_error(error: ValidationError) -> str:
     parts = []
     for item in error.errors():
         field = ".".join(str(p) for p in item["loc"]) or "input"
-        parts.append(f"{field}: {item['msg']}")
+        message = item["msg"].removeprefix("Value error, ")
+        parts.append(f"{field}: {message}")
     return "invalid " + "; ".join(parts)

@@ -127,7 +127,7 @@ def test_fixture_also_accepts_a_harvesters_mapping(registry, tmp_path):
         ("- id: bad\n  base-url: ftp://x.org\n  metadata-prefix: oai_dc\n", "invalid base_url"),
         (
             "- id: bad\n  base-url: http://x.org\n  metadata-prefix: oai_dc\n  writer: s3\n",
-            "invalid writers.0: Value error, unknown writer 's3'",
+            "invalid writers.0: unknown writer 's3'",
         ),
         (
             "- id: bad\n  base-url: http://x.org\n  metadata-prefix: oai_dc\n  colour: red\n",

@@ -506,3 +506,27 @@ def test_run_status_reports_everything(store):
         store.run_status(harvester_id="nobody")
     with pytest.raises(PipelineError, match="no harvest run 999"):
         store.run_status(run_id=999)
+
+
+def test_two_processes_write_side_by_side(store, store_url):
+    """Two harvesters' runs, each through its own connection pool, at the same time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def harvest(harvester_id: str) -> int:
+        own = StateStore(store_url)
+        try:
+            run_id = new_run(own, harvester_id)
+            for page in range(20):
+                records = [record(page * 10 + n) for n in range(10)]
+                own.stage(run_id, harvester_id, records)
+                own.update_counters(run_id, pages_read=1, discovered=len(records))
+                claimed = own.claim(run_id)
+                own.set_record_status(run_id, dict.fromkeys(claimed, "imported"))
+            return own.reconcile_counters(run_id)["staged"]
+        finally:
+            own.close()
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        staged = list(pool.map(harvest, ["a", "b", "c"]))
+    assert staged == [200, 200, 200]
+    assert store.run_status(harvester_id="b")["records"]["imported"] == 200
