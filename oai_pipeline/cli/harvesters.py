@@ -74,6 +74,7 @@ def _harvester_options(command: F) -> F:
         ),
         click.option("--rate-limit-per-minute", type=int),
         click.option("--batch-size", type=int),
+        click.option("--enabled/--disabled", default=None, help="harvested by schedules?"),
     ]
     for option in reversed(options):
         command = option(command)

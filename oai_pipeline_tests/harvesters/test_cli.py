@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from oai_pipeline.cli.harvesters import harvesters
 from oai_pipeline.harvesters.plugins import parse_spec
+from oai_pipeline.oai.types import HarvestedRecord
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.store import StateStore
 
@@ -88,6 +89,9 @@ def test_round_trip_create_list_update_show_delete():
 
     text = run("show", "zenodo").output
     assert "base-url: https://zenodo.org/oai2d" in text
+
+    run("update", "zenodo", "--disabled")
+    assert json.loads(run("show", "zenodo", "--json").output)["enabled"] is False
 
     assert "harvest records kept" in run("delete", "zenodo").output
     assert json.loads(run("list", "--json").output) == []
@@ -176,3 +180,14 @@ def test_load_fixture_file_twice(tmp_path):
     assert result.exit_code != 0 and len(result.output.strip().splitlines()) == 1
     assert "harvester 'Bad'" in result.output and "invalid id" in result.output
     assert stored_ids() == ["zenodo"]
+
+
+def test_delete_with_records():
+    run(*CREATE)
+    store = StateStore(load_settings().state_db_url)
+    try:
+        store.upsert_harvested("zenodo", [HarvestedRecord("oai:zenodo.org:1", "2024-01-01", False)])
+        assert "harvest records deleted" in run("delete", "zenodo", "--delete-records").output
+        assert store.get_record("oai:zenodo.org:1") is None
+    finally:
+        store.close()
