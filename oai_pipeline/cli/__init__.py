@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 
 import click
 from pydantic import ValidationError
 
 from oai_pipeline.errors import PipelineError
 
+# Dagster's beta notices (backfill_policy, pools) are for developers, not operators.
+warnings.filterwarnings("ignore", message=".*currently in (beta|preview).*")
+
 # Each module defines one click command or group named like the module's last part.
-_COMMAND_MODULES = ("demo", "harvest", "reconcile", "harvesters", "records", "status", "target", "sample_endpoint")
+_COMMAND_MODULES = (
+    "demo",
+    "harvest",
+    "reconcile",
+    "harvesters",
+    "records",
+    "status",
+    "target",
+    "sample_endpoint",
+)
 
 
 def format_validation_error(error: ValidationError) -> str:

@@ -8,7 +8,6 @@ materialises the four assets over its windows on the Dagster instance under DAGS
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime
 
 import click
 
@@ -63,7 +62,7 @@ def demo(as_json: bool) -> None:
     from oai_pipeline.harvesters.plugins import RDM_MODEL
     from oai_pipeline.harvesters.registry import HarvesterRegistry
     from oai_pipeline.pipeline.services import Services
-    from oai_pipeline.sample_endpoint.records import load_sample_records
+    from oai_pipeline.sample_endpoint.records import SAMPLE_LAST_DAY, load_sample_records
     from oai_pipeline.sample_endpoint.server import OAIEndpoint
 
     with OAIEndpoint(load_sample_records()) as endpoint:
@@ -79,15 +78,33 @@ def demo(as_json: bool) -> None:
                     writers=[RDM_MODEL.writer],
                 )
             )
-        # A full harvest: every window of the grid up to today, as one run and one sweep.
+        # A full harvest of the sample: the grid's windows up to its last datestamp, as one
+        # run and one sweep (the grid's first window is open to the past).
         first, last = window_keys_between(
-            window_partitions.get_first_partition_key(), datetime.now(UTC).date().isoformat()
+            window_partitions.get_first_partition_key(), SAMPLE_LAST_DAY.isoformat()
         )
         instance = dg.DagsterInstance.get()
-        result = materialize_windows(instance, DEMO_HARVESTER, first, last, raise_on_error=False)
+        result = materialize_windows(
+            instance, DEMO_HARVESTER, first, last, raise_on_error=False, log_level="WARNING"
+        )
         if not result.success:
             raise PipelineError(f"the demo harvest failed; see Dagster run {result.run_id}")
     keys = window_partitions.get_partition_keys_in_range(dg.PartitionKeyRange(first, last))
     report = harvest_summary(DEMO_HARVESTER, keys)
     report["dagster_run_id"] = result.run_id
-    emit(report, as_json=as_json, text=report_text(report) + f"\n  Dagster run: {result.run_id}")
+    report["target_live_records"] = target_live_count(DEMO_HARVESTER)
+    text = report_text(report) + (
+        f"\n  target now holds {report['target_live_records']} live records of {DEMO_HARVESTER}"
+        f"\n  Dagster run: {result.run_id} (./run.sh dev to see it in the UI)"
+    )
+    emit(report, as_json=as_json, text=text)
+
+
+def target_live_count(harvester_id: str) -> int:
+    from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+
+    repository = EmbeddedRepository(load_settings().target_db_url)
+    try:
+        return len(repository.list(harvester=harvester_id, state="live"))
+    finally:
+        repository.close()

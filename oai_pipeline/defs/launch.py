@@ -27,14 +27,14 @@ def range_tags(harvester_id: str, first_window: str, last_window: str) -> dict[s
 
 def window_keys_between(first_day: str, last_day: str) -> tuple[str, str]:
     """The grid's window keys that contain two days (the first is clamped to the grid)."""
-    first = max(first_day, window_partitions.get_first_partition_key())
+    grid_first = window_partitions.get_first_partition_key()
     first_key = window_partitions.get_partition_key_for_timestamp(
-        _timestamp(first), end_closed=False
+        _timestamp(max(first_day, grid_first))
     )
     last_key = window_partitions.get_partition_key_for_timestamp(
-        _timestamp(last_day), end_closed=False
+        _timestamp(max(last_day, grid_first))
     )
-    return first_key, last_key
+    return first_key, max(first_key, last_key)
 
 
 def _timestamp(day: str) -> float:
@@ -50,6 +50,7 @@ def materialize_windows(
     pipeline: PipelineResource | None = None,
     options: Mapping[str, object] | None = None,
     raise_on_error: bool = True,
+    log_level: str = "INFO",
 ) -> dg.ExecuteInProcessResult:
     if harvester_id not in instance.get_dynamic_partitions(HARVESTER):
         instance.add_dynamic_partitions(HARVESTER, [harvester_id])
@@ -62,4 +63,5 @@ def materialize_windows(
         },
         tags=range_tags(harvester_id, first_window, last_window),
         raise_on_error=raise_on_error,
+        run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
     )
