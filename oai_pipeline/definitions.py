@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import logging
+import warnings
 
 import dagster as dg
 
 from oai_pipeline.defs.assets import harvest_assets
-from oai_pipeline.defs.jobs import harvest_job
-from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.defs.checks import harvest_checks
-from oai_pipeline.defs.sensors import harvester_registry_sensor
+from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
+from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+from oai_pipeline.defs.schedules import incremental_harvest_schedule, run_all_harvesters_schedule
+from oai_pipeline.defs.sensors import (
+    automation_sensor,
+    harvest_failure_sensor,
+    harvester_registry_sensor,
+)
 from oai_pipeline.harvesters.fixtures import load_fixture_file
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import load_settings
 
 logger = logging.getLogger(__name__)
+
+warnings.filterwarnings("ignore", message=".*currently in (beta|preview).*")
 
 
 def load_data_folder_fixture() -> None:
@@ -34,8 +42,9 @@ def build_definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=harvest_assets,
         asset_checks=harvest_checks,
-        jobs=[harvest_job],
-        sensors=[harvester_registry_sensor],
+        jobs=[harvest_job, run_all_harvesters],
+        schedules=[incremental_harvest_schedule, run_all_harvesters_schedule],
+        sensors=[harvester_registry_sensor, harvest_failure_sensor, automation_sensor],
         resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
     )
 

@@ -21,6 +21,7 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "OAI_PIPELINE_STORAGE_URL",
     ):
         monkeypatch.delenv(name, raising=False)
+    (tmp_path / "dagster_home").mkdir()
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
 
 

@@ -33,3 +33,26 @@ def harvester_registry_sensor(
         dynamic_partitions_requests=requests,
         skip_reason=None if requests else "harvester partitions already match the registry",
     )
+
+
+@dg.run_failure_sensor(
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    monitor_all_code_locations=False,
+    description="Records a failed Dagster run on its harvest runs, so status shows why.",
+)
+def harvest_failure_sensor(context: dg.RunFailureSensorContext, pipeline: PipelineResource) -> None:
+    dagster_run = context.dagster_run
+    message = context.failure_event.message or "the Dagster run failed"
+    with pipeline.services() as services:
+        for run in services.state.runs_of_dagster_run(dagster_run.run_id):
+            if run["status"] != "succeeded":
+                services.state.finish_run(run["id"], "failed", error=message[:2000])
+
+
+# Downstream assets follow upstream materialisations of any window (declarative automation).
+automation_sensor = dg.AutomationConditionSensorDefinition(
+    "harvest_automation",
+    target=dg.AssetSelection.groups("oai_harvest"),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=60,
+)

@@ -1,0 +1,60 @@
+"""The code location loads, with four partitioned assets in one group and their lineage."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+
+from oai_pipeline.definitions import defs
+from oai_pipeline.defs.partitions import HARVESTER, WINDOW, harvest_partitions
+
+PROJECT = Path(__file__).resolve().parents[2]
+ASSETS = ["raw_oai_xml", "transformed_records", "sync_decisions", "written_records"]
+
+
+def test_four_partitioned_assets_in_one_group_with_lineage() -> None:
+    graph = defs.resolve_asset_graph()
+    keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
+    assert set(ASSETS) <= keys
+    for name in ASSETS:
+        node = graph.get(dg.AssetKey(name))
+        assert node.group_name == "oai_harvest"
+        assert node.partitions_def == harvest_partitions
+    for upstream, downstream in zip(ASSETS, ASSETS[1:], strict=False):
+        assert graph.get(dg.AssetKey(downstream)).parent_keys == {dg.AssetKey(upstream)}
+    dimensions = {d.name: d.partitions_def for d in harvest_partitions.partitions_defs}
+    assert isinstance(dimensions[HARVESTER], dg.DynamicPartitionsDefinition)
+    assert isinstance(dimensions[WINDOW], dg.TimeWindowPartitionsDefinition)
+
+
+def test_jobs_schedules_sensors_and_checks_are_defined() -> None:
+    assert defs.resolve_job_def("harvest") is not None
+    assert defs.resolve_job_def("run_all_harvesters") is not None
+    assert defs.resolve_sensor_def("harvester_registry_sensor").default_status == (
+        dg.DefaultSensorStatus.RUNNING
+    )
+    assert defs.resolve_schedule_def("incremental_harvest_schedule").default_status == (
+        dg.DefaultScheduleStatus.RUNNING
+    )
+    checks = {key.name for key in defs.resolve_asset_graph().asset_check_keys}
+    assert {"reconciles", "no_record_errors"} <= checks
+
+
+def test_dagster_definitions_validate() -> None:
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("dagster")),
+            "definitions",
+            "validate",
+            "-w",
+            "workspace.yaml",
+        ],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,89 @@
+"""Helpers for tests that harvest the shipped endpoint end to end."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, date, datetime, timedelta
+
+from lxml import etree
+
+from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.harvesters.plugins import RDM_MODEL
+from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.sample_endpoint.records import (
+    SAMPLE_FIRST_DAY,
+    EndpointRecord,
+    load_sample_records,
+)
+from oai_pipeline.settings import Settings
+from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+
+# Tests move the sample into the partition grid (which starts 2024-01-01) so that a
+# harvest spans several windows.
+SHIFTED_FIRST_DAY = date(2024, 1, 3)
+
+
+def shifted_sample_records(first_day: date = SHIFTED_FIRST_DAY) -> list[EndpointRecord]:
+    offset = timedelta(days=(first_day - SAMPLE_FIRST_DAY).days)
+    return [
+        dataclasses.replace(r, datestamp=r.datestamp + offset, set_specs=list(r.set_specs))
+        for r in load_sample_records()
+    ]
+
+
+def window_keys(first: date, last: date) -> list[str]:
+    return [(first + timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
+
+
+def register(
+    settings: Settings,
+    base_url: str,
+    *,
+    harvester_id: str = "sample",
+    metadata_prefix: str = "oai_datacite",
+    writer: str | None = None,
+    transformer: str | None = None,
+) -> Harvester:
+    harvester = Harvester(
+        id=harvester_id,
+        name="test harvester",
+        base_url=base_url,
+        metadata_prefix=metadata_prefix,
+        transformers=[transformer or RDM_MODEL.transformer],
+        writers=[writer or RDM_MODEL.writer],
+    )
+    with Services(settings) as services:
+        HarvesterRegistry(services.state).upsert(harvester)
+    return harvester
+
+
+def live_records(records: list[EndpointRecord], prefix: str) -> list[EndpointRecord]:
+    return [r for r in records if not r.deleted and prefix in r.metadata]
+
+
+def deleted_records(records: list[EndpointRecord], prefix: str) -> list[EndpointRecord]:
+    return [r for r in records if r.deleted and (prefix in r.metadata or not r.metadata)]
+
+
+def expected_title_and_doi(record: EndpointRecord, prefix: str) -> tuple[str, str | None]:
+    """Read the title and DOI straight from the served XML, independently of the importer."""
+    root = etree.fromstring(record.metadata[prefix])
+    title = root.xpath("string((//*[local-name()='title'])[1])").strip()
+    doi = root.xpath("string((//*[local-name()='identifier'][@identifierType='DOI'])[1])")
+    return title, (doi.strip().lower() or None)
+
+
+def target_by_source(settings: Settings, harvester_id: str) -> dict[str, dict]:
+    repository = EmbeddedRepository(settings.target_db_url)
+    try:
+        return {
+            row["source_identifier"]: repository.show(row["id"])
+            for row in repository.list(harvester=harvester_id)
+        }
+    finally:
+        repository.close()
+
+
+def utc(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
