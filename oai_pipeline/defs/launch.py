@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from oai_pipeline.defs.assets import harvest_assets
+from oai_pipeline.defs.checks import harvest_checks
 from oai_pipeline.defs.partitions import HARVESTER, partition_key, window_partitions
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 
@@ -55,7 +56,7 @@ def materialize_windows(
     if harvester_id not in instance.get_dynamic_partitions(HARVESTER):
         instance.add_dynamic_partitions(HARVESTER, [harvester_id])
     return dg.materialize(
-        harvest_assets,
+        [*harvest_assets, *harvest_checks],
         instance=instance,
         resources={
             "pipeline": pipeline or PipelineResource(),

@@ -1,0 +1,150 @@
+"""Harvest the shipped endpoint over HTTP through all four assets on a Dagster instance."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import dagster as dg
+import pytest
+
+from oai_pipeline.defs.assets import harvest_assets
+from oai_pipeline.defs.launch import materialize_windows
+from oai_pipeline.defs.partitions import partition_key
+from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+from oai_pipeline.pipeline.frames import RAW_OAI_XML, SYNC_DECISIONS, WRITTEN_RECORDS
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline.settings import Settings
+from oai_pipeline.storage import PartitionStore
+from oai_pipeline_tests.support import (
+    deleted_records,
+    expected_title_and_doi,
+    live_records,
+    register,
+    shifted_sample_records,
+    target_by_source,
+    window_keys,
+)
+
+PREFIX = "oai_datacite"
+
+
+@pytest.fixture
+def records():
+    return shifted_sample_records()
+
+
+@pytest.fixture
+def endpoint(records):
+    with OAIEndpoint(records, page_size=3) as endpoint:
+        yield endpoint
+
+
+def _window_range(records) -> tuple[str, str]:
+    days = sorted(r.datestamp.date() for r in records)
+    return days[0].isoformat(), days[-1].isoformat()
+
+
+def _latest_metadata(instance: dg.DagsterInstance, asset: str, key: str) -> dict:
+    materializations = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[key]), limit=1
+    ).records
+    assert materializations, f"{asset} {key} not materialised"
+    return {k: v.value for k, v in materializations[0].asset_materialization.metadata.items()}
+
+
+def test_harvest_through_all_four_assets_into_the_target(
+    instance: dg.DagsterInstance, settings: Settings, endpoint: OAIEndpoint, records
+) -> None:
+    register(settings, endpoint.base_url, metadata_prefix=PREFIX)
+    first, last = _window_range(records)
+
+    result = materialize_windows(instance, "sample", first, last)
+
+    assert result.success
+    live = live_records(records, PREFIX)
+    deleted = deleted_records(records, PREFIX)
+    target = target_by_source(settings, "sample")
+    # every live record of the endpoint, none of its deleted ones, record by record
+    assert set(target) == {r.identifier for r in live}
+    for record in live:
+        title, doi = expected_title_and_doi(record, PREFIX)
+        local = target[record.identifier]
+        assert local["state"] == "live"
+        assert local["revision"] == 1
+        assert local["data"]["metadata"]["title"] == title
+        assert local["doi"] == doi
+        assert local["source_harvester"] == "sample"
+    assert not {r.identifier for r in deleted} & set(target)
+
+    # each window's raw partition holds exactly the records of its datestamps
+    storage = PartitionStore(settings.storage_url)
+    keys = window_keys_from(first, last)
+    seen = {}
+    for key in keys:
+        raw = storage.read_partition(RAW_OAI_XML, "sample", key)
+        for identifier, datestamp in zip(
+            [] if raw is None else raw["identifier"].to_list(),
+            [] if raw is None else raw["datestamp"].to_list(),
+            strict=True,
+        ):
+            assert datestamp.startswith(key)
+            seen[identifier] = key
+    assert set(seen) == {r.identifier for r in live + deleted}
+
+    # materialisation metadata: counts per action, the window
+    written = _latest_metadata(instance, "written_records", str(partition_key("sample", first)))
+    assert written["action_create"] == len(live)
+    assert written["error_count"] == 0
+    assert written["window"] == f"{first} .. {last}"
+
+    # the asset checks ran and passed for the partitions
+    checks = result.get_asset_check_evaluations()
+    assert {c.check_name for c in checks} == {"reconciles", "no_record_errors"}
+    assert all(c.passed for c in checks)
+
+
+def test_second_harvest_changes_nothing(
+    instance: dg.DagsterInstance, settings: Settings, endpoint: OAIEndpoint, records
+) -> None:
+    register(settings, endpoint.base_url, metadata_prefix=PREFIX)
+    first, last = _window_range(records)
+    assert materialize_windows(instance, "sample", first, last).success
+    before = target_by_source(settings, "sample")
+
+    assert materialize_windows(instance, "sample", first, last).success
+
+    after = target_by_source(settings, "sample")
+    assert after == before  # no duplicate, no new revision, nothing touched
+    storage = PartitionStore(settings.storage_url)
+    actions = set()
+    for key in window_keys_from(first, last):
+        decisions = storage.read_partition(SYNC_DECISIONS, "sample", key)
+        if decisions is not None:
+            actions.update(decisions["action"].to_list())
+        written = storage.read_partition(WRITTEN_RECORDS, "sample", key)
+        if written is not None:
+            assert set(written["action"].to_list()) <= {"skip", "nothing"}
+    assert actions <= {"skip", "nothing"}
+
+
+def test_a_single_partition_run(
+    instance: dg.DagsterInstance, settings: Settings, endpoint: OAIEndpoint, records
+) -> None:
+    register(settings, endpoint.base_url, metadata_prefix=PREFIX)
+    day = sorted(r.datestamp.date() for r in live_records(records, PREFIX))[-1]
+    instance.add_dynamic_partitions("harvester", ["sample"])
+
+    result = dg.materialize(
+        harvest_assets,
+        instance=instance,
+        partition_key=str(partition_key("sample", day.isoformat())),
+        resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
+    )
+
+    assert result.success
+    expected = {r.identifier for r in live_records(records, PREFIX) if r.datestamp.date() == day}
+    assert set(target_by_source(settings, "sample")) == expected
+
+
+def window_keys_from(first: str, last: str) -> list[str]:
+    return window_keys(date.fromisoformat(first), date.fromisoformat(last))
