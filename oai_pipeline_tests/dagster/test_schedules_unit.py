@@ -19,7 +19,5 @@ def test_starts_at_last_response_date_minus_overlap() -> None:
 
 def test_catch_up_after_downtime() -> None:
     now = datetime(2024, 3, 10, 12, tzinfo=UTC)
-    first, last = incremental_window_range(
-        "2024-03-01T12:00:00Z", now, overlap=timedelta(hours=1)
-    )
+    first, last = incremental_window_range("2024-03-01T12:00:00Z", now, overlap=timedelta(hours=1))
     assert (first, last) == ("2024-03-01", "2024-03-10")

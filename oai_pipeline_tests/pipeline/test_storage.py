@@ -33,7 +33,10 @@ def test_parts_round_trip_in_order_and_clear(tmp_path: Path) -> None:
     store.write_part("raw", "h", "2024-01-01", 0, _rows(3))
     store.write_part("raw", "h", "2024-01-01", 1, _rows(2, offset=3))
     store.write_manifest("raw", "h", "2024-01-01", {"run_id": 7})
-    assert store.part_names("raw", "h", "2024-01-01") == ["part-000000.parquet", "part-000001.parquet"]
+    assert store.part_names("raw", "h", "2024-01-01") == [
+        "part-000000.parquet",
+        "part-000001.parquet",
+    ]
     whole = store.read_partition("raw", "h", "2024-01-01")
     assert whole is not None
     assert whole["identifier"].to_list() == [f"oai:x:{i}" for i in range(5)]
