@@ -104,13 +104,13 @@ class _ListQuery:
     set_spec: str | None
 
     def matches(self, entry: _Entry) -> bool:
-        if not entry.record.has_format(self.prefix):
-            return False
         if self.low is not None and entry.stamp < self.low:
             return False
         if self.high is not None and entry.stamp > self.high:
             return False
-        return self.set_spec is None or self.set_spec in entry.sets
+        if self.set_spec is not None and self.set_spec not in entry.sets:
+            return False
+        return entry.record.has_format(self.prefix)
 
 
 def order_key(identifier: str) -> str:
@@ -371,16 +371,16 @@ class OAIProvider:
                 raise OAIError(("noRecordsMatch", "no records match the request"))
             start, cursor, resumed = 0, 0, False
         page: list[_Entry] = []
-        position, end = start, len(self._order)
-        while position < end and len(page) < self.page_size:
+        more = False  # is there a match after this page?
+        for position in range(start, len(self._order)):
             entry = self._by_key[self._order[position]]
-            position += 1
             if query.matches(entry):
+                if len(page) == self.page_size:
+                    more = True
+                    break
                 page.append(entry)
-        more = any(query.matches(self._by_key[k]) for k in self._order[position:])
         with_metadata = verb == "ListRecords"
-        parts = [self._record_xml(entry, query.prefix, with_metadata, illegal_characters)
-                 for entry in page]  # fmt: skip
+        parts = [self._record_xml(e, query.prefix, with_metadata, illegal_characters) for e in page]
         if more:
             token = self._encode_token(query, page[-1].key, cursor + len(page), size)
             expires = _utc_seconds(datetime.now(UTC) + _TOKEN_LIFETIME)

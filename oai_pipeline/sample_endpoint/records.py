@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from importlib import resources
@@ -38,7 +39,7 @@ from importlib import resources
 from lxml import etree
 
 from oai_pipeline.sample_endpoint.datacite_generator import generate_resource
-from oai_pipeline.sample_endpoint.formats import oai_datacite_envelope
+from oai_pipeline.sample_endpoint.formats import DataCiteMetadata, oai_datacite_envelope
 from oai_pipeline.xml_safety import parse_untrusted
 
 OAI_NAMESPACE = "http://www.openarchives.org/OAI/2.0/"
@@ -56,7 +57,9 @@ class EndpointRecord:
     datestamp: datetime  # aware, UTC
     deleted: bool = False
     set_specs: list[str] = field(default_factory=list)
-    metadata: dict[str, bytes] = field(default_factory=dict)  # prefix -> metadata element
+    # prefix -> serialized metadata element (the child of <metadata>); a dict, or any
+    # read-only mapping such as DataCiteMetadata
+    metadata: Mapping[str, bytes] = field(default_factory=dict)
 
     def has_format(self, prefix: str) -> bool:
         """Whether a list or GetRecord for `prefix` includes this record."""
@@ -223,7 +226,8 @@ def generate_datacite_records(
     exactly `round(count * deleted_fraction)` records are deleted. Identifiers are
     `oai:generated.oai-pipeline:<n>`; set specs are the resource type (lower case) and,
     for about a third, a `user-…` community. `prefixes` chooses which of `oai_datacite`
-    and `datacite` are stored (a benchmark serving one format halves the memory).
+    and `datacite` are served; with both, `metadata` is a `DataCiteMetadata` mapping that
+    stores the resource once (about 4.5 KB of memory per record in all).
     """
     if count < 0:
         raise ValueError("count must not be negative")
@@ -243,11 +247,13 @@ def generate_datacite_records(
     for index in range(count):
         identifier = f"oai:generated.oai-pipeline:{index}"
         resource = generate_resource(rng, index=index, seed=seed, oai_identifier=identifier)
-        metadata = {}
-        if "oai_datacite" in prefixes:
-            metadata["oai_datacite"] = oai_datacite_envelope(resource.xml)
-        if "datacite" in prefixes:
-            metadata["datacite"] = resource.xml
+        metadata: Mapping[str, bytes]
+        if len(set(prefixes)) == 2:
+            metadata = DataCiteMetadata(resource.xml)
+        elif "datacite" in prefixes:
+            metadata = {"datacite": resource.xml}
+        else:
+            metadata = {"oai_datacite": oai_datacite_envelope(resource.xml)}
         sets = [resource.resource_type_general.lower()]
         if rng.random() < 0.33:
             sets.append(rng.choice(communities))

@@ -187,3 +187,14 @@ def test_generated_can_store_one_prefix_only():
 def test_generated_rejects_bad_arguments(kwargs):
     with pytest.raises(ValueError):
         generate_datacite_records(**kwargs)
+
+
+def test_generated_metadata_stores_the_resource_once_and_wraps_on_demand():
+    (record,) = generate_datacite_records(1)
+    assert set(record.metadata) == {"oai_datacite", "datacite"} and len(record.metadata) == 2
+    assert "oai_dc" not in record.metadata
+    with pytest.raises(KeyError):
+        record.metadata["oai_dc"]
+    envelope = etree.fromstring(record.metadata["oai_datacite"])
+    assert envelope.tag == f"{{{OAI_DATACITE_NAMESPACE}}}oai_datacite"
+    assert dict(record.metadata) == {k: record.metadata[k] for k in ("oai_datacite", "datacite")}
