@@ -3,35 +3,18 @@
 from __future__ import annotations
 
 import _thread
-import importlib
-import importlib.util
 import socket
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 from click.testing import CliRunner
 from lxml import etree
 
-import oai_pipeline
+from oai_pipeline.cli import main
+from oai_pipeline.cli.sample_endpoint import sample_endpoint
 from oai_pipeline_tests.endpoint.oai_http import NS
-
-
-def _load_command():
-    """The click group; loaded from its file while the root CLI's siblings are still missing."""
-    try:
-        return importlib.import_module("oai_pipeline.cli.sample_endpoint").sample_endpoint
-    except ModuleNotFoundError:
-        path = Path(oai_pipeline.__file__).parent / "cli" / "sample_endpoint.py"
-        spec = importlib.util.spec_from_file_location("_sample_endpoint_cli", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module.sample_endpoint
-
-
-sample_endpoint = _load_command()
 
 
 def _free_port() -> int:
@@ -110,6 +93,7 @@ def test_bad_options_are_usage_errors(args):
 
 def test_group_name_and_help():
     assert sample_endpoint.name == "sample-endpoint"
+    assert main.commands["sample-endpoint"] is sample_endpoint
     result = CliRunner().invoke(sample_endpoint, ["serve", "--help"])
     assert result.exit_code == 0
     assert "--generated" in result.output and "Ctrl-C" in result.output
