@@ -90,7 +90,9 @@ def discover(
         run_id, checkpoint = _run_for(services, scope, options, from_, until, dagster_run_id)
         result = DiscoveryResult(run_id=run_id, from_=from_, until=until)
         try:
-            _fetch(services, scope, options, reader, run_id, checkpoint, from_, until, progress)
+            # One run at a time talks to a source and writes for a harvester.
+            with services.harvester_lock.hold(harvester.id):
+                _fetch(services, scope, options, reader, run_id, checkpoint, from_, until, progress)
         except BaseException as error:
             state.finish_run(run_id, "failed", error=f"{type(error).__name__}: {error}")
             raise

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sqlalchemy as sa
+
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.settings import Settings
+from oai_pipeline.state.harvester_lock import HarvesterLock
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.storage import PartitionStore
 
@@ -15,6 +18,8 @@ class Services:
         self.settings = settings
         self.state = StateStore(settings.state_db_url)
         self.storage = PartitionStore(settings.storage_url)
+        self._lock_engine = sa.create_engine(settings.state_db_url)
+        self.harvester_lock = HarvesterLock(self._lock_engine)
 
     def harvester(self, harvester_id: str) -> Harvester:
         harvester = self.state.get_harvester(harvester_id)
@@ -24,6 +29,7 @@ class Services:
 
     def close(self) -> None:
         self.state.close()
+        self._lock_engine.dispose()
 
     def __enter__(self) -> Services:
         return self

@@ -178,7 +178,8 @@ def write(
         return frame(rows, WRITTEN_SCHEMA)
 
     try:
-        map_partitions(services.storage, scope, SYNC_DECISIONS, WRITTEN_RECORDS, write_part)
+        with services.harvester_lock.hold(scope.harvester_id):
+            map_partitions(services.storage, scope, SYNC_DECISIONS, WRITTEN_RECORDS, write_part)
     except BaseException as error:
         state.finish_run(run_id, "failed", error=f"{type(error).__name__}: {error}")
         raise

@@ -8,6 +8,7 @@ a holder that died stops renewing it and the lease expires.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -83,8 +84,8 @@ class HarvesterLock:
         wait_seconds: float = 3600.0,
         poll_seconds: float = 2.0,
         sleep: Callable[[float], None] = time.sleep,
-    ) -> Iterator[Callable[[], None]]:
-        """Wait for the lease, hold it, and hand out a `renew` callable for long stages."""
+    ) -> Iterator[None]:
+        """Wait for the lease and hold it; a background thread renews it while we live."""
         owner = uuid.uuid4().hex
         deadline = time.monotonic() + wait_seconds
         while not self.try_acquire(harvester_id, owner):
@@ -94,7 +95,18 @@ class HarvesterLock:
                     f"gave up after {wait_seconds:.0f} s"
                 )
             sleep(poll_seconds)
+        stop = threading.Event()
+        interval = max(1.0, self.lease.total_seconds() / 3)
+
+        def keep_renewing() -> None:
+            while not stop.wait(interval):
+                self.renew(harvester_id, owner)
+
+        renewer = threading.Thread(target=keep_renewing, name=f"lease-{harvester_id}", daemon=True)
+        renewer.start()
         try:
-            yield lambda: self.renew(harvester_id, owner)
+            yield
         finally:
+            stop.set()
+            renewer.join()
             self.release(harvester_id, owner)

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.state.harvester_lock import HarvesterLock
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> sa.Engine:
+    return sa.create_engine(f"sqlite:///{tmp_path / 'state.sqlite'}")
+
+
+def test_one_holder_per_harvester_others_side_by_side(engine: sa.Engine) -> None:
+    lock = HarvesterLock(engine)
+    with lock.hold("zenodo"):
+        assert not lock.try_acquire("zenodo", "someone-else")
+        assert lock.try_acquire("arxiv", "someone-else")  # another harvester is free
+        with pytest.raises(PipelineError, match="another run is writing"):
+            with lock.hold("zenodo", wait_seconds=0, sleep=lambda s: None):
+                pass
+    assert lock.try_acquire("zenodo", "next")
+
+
+def test_a_waiting_run_gets_the_lease_when_it_is_released(engine: sa.Engine) -> None:
+    lock = HarvesterLock(engine)
+    order: list[str] = []
+    release = threading.Event()
+
+    def first() -> None:
+        with lock.hold("h"):
+            order.append("first in")
+            release.wait(5)
+            order.append("first out")
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    while not order:
+        pass
+    release.set()
+    with lock.hold("h", poll_seconds=0.05):
+        order.append("second in")
+    thread.join()
+    assert order == ["first in", "first out", "second in"]
+
+
+def test_a_dead_holders_lease_expires(engine: sa.Engine) -> None:
+    lock = HarvesterLock(engine, lease=timedelta(seconds=-1))  # already expired when taken
+    assert lock.try_acquire("h", "crashed-run")
+    assert lock.try_acquire("h", "new-run")
