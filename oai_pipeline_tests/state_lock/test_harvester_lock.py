@@ -21,9 +21,11 @@ def test_one_holder_per_harvester_others_side_by_side(engine: sa.Engine) -> None
     with lock.hold("zenodo"):
         assert not lock.try_acquire("zenodo", "someone-else")
         assert lock.try_acquire("arxiv", "someone-else")  # another harvester is free
-        with pytest.raises(PipelineError, match="another run is writing"):
-            with lock.hold("zenodo", wait_seconds=0, sleep=lambda s: None):
-                pass
+        with (
+            pytest.raises(PipelineError, match="another run is writing"),
+            lock.hold("zenodo", wait_seconds=0, sleep=lambda s: None),
+        ):
+            pass
     assert lock.try_acquire("zenodo", "next")
 
 
