@@ -114,6 +114,13 @@ def test_list_metadata_formats_of_an_unknown_item(endpoint):
     assert error_codes(root) == ["idDoesNotExist"]
 
 
+def test_an_item_without_any_format_is_no_metadata_formats():
+    bare = EndpointRecord("oai:x:bare", datetime(2024, 1, 1, tzinfo=UTC))
+    with OAIEndpoint([bare]) as endpoint:
+        _, root = get(endpoint.base_url, verb="ListMetadataFormats", identifier="oai:x:bare")
+    assert error_codes(root) == ["noMetadataFormats"]
+
+
 def test_only_formats_some_record_has_are_listed():
     record = EndpointRecord(
         "oai:x:1", datetime(2024, 1, 1, tzinfo=UTC), metadata={"oai_dc": b"<a/>"}
