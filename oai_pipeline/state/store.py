@@ -42,6 +42,7 @@ RECORD_STATUSES = ("pending", "running", "imported", "updated", "unchanged", "go
 COUNTERS = ("pages_read", "discovered", "staged", "duplicates_skipped", "existing_skipped")
 DEFAULT_STALE_MINUTES = 30
 
+_READ_ONLY = "oai_pipeline_read_only"
 _CHUNK = 500  # identifiers per IN (...) clause, well below every database's limit
 
 
@@ -83,7 +84,11 @@ def _create_engine(url: str) -> Engine:
 
     @sa.event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        # Writers take the lock up front (no deadlock on upgrade); readers never wait.
+        if connection.get_execution_options().get(_READ_ONLY):
+            connection.exec_driver_sql("BEGIN")
+        else:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
 
@@ -121,6 +126,10 @@ class StateStore:
     def close(self) -> None:
         self._engine.dispose()
 
+    def _read(self) -> Any:
+        """A transaction that only reads: on SQLite it does not wait for writers."""
+        return self._engine.execution_options(**{_READ_ONLY: True}).begin()
+
     def __enter__(self) -> StateStore:
         return self
 
@@ -151,14 +160,14 @@ class StateStore:
                     )
 
     def get_harvester(self, harvester_id: str) -> Harvester | None:
-        with self._engine.begin() as conn:
+        with self._read() as conn:
             config = conn.execute(
                 sa.select(harvesters.c.config).where(harvesters.c.id == harvester_id)
             ).scalar()
         return None if config is None else Harvester.from_stored(config)
 
     def list_harvesters(self) -> list[Harvester]:
-        with self._engine.begin() as conn:
+        with self._read() as conn:
             configs = conn.execute(
                 sa.select(harvesters.c.config).order_by(harvesters.c.id)
             ).scalars()
@@ -193,7 +202,7 @@ class StateStore:
             raise PipelineError(f"unknown harvester {harvester_id!r}")
 
     def get_identify(self, harvester_id: str) -> IdentifyInfo | None:
-        with self._engine.begin() as conn:
+        with self._read() as conn:
             data = conn.execute(
                 sa.select(harvesters.c.identify).where(harvesters.c.id == harvester_id)
             ).scalar()
@@ -359,7 +368,7 @@ class StateStore:
     def get_memories(self, harvester_id: str, identifiers: list[str]) -> dict[str, HarvestMemory]:
         """What the last write of each record left behind (only records written before)."""
         memories: dict[str, HarvestMemory] = {}
-        with self._engine.begin() as conn:
+        with self._read() as conn:
             failed: set[str] = set()
             for chunk in _chunks(list(dict.fromkeys(identifiers))):
                 failed.update(
@@ -431,7 +440,7 @@ class StateStore:
                 )
 
     def live_identifiers(self, harvester_id: str) -> set[str]:
-        with self._engine.begin() as conn:
+        with self._read() as conn:
             return set(
                 conn.execute(
                     sa.select(harvest_records.c.identifier).where(
@@ -486,7 +495,7 @@ class StateStore:
                 conditions.append(e.c.location.ilike(f"%{_escape_like(location)}%", escape="\\"))
             query = query.where(sa.exists().where(*conditions))
         query = query.order_by(r.c.harvester_id, r.c.identifier).limit(max(0, limit))
-        with self._engine.begin() as conn:
+        with self._read() as conn:
             records = [dict(row._mapping) for row in conn.execute(query)]
             by_harvester: dict[str, list[str]] = {}
             for record in records:
@@ -507,7 +516,7 @@ class StateStore:
         query = sa.select(harvest_records).where(harvest_records.c.identifier == oai_identifier)
         if harvester_id is not None:
             query = query.where(harvest_records.c.harvester_id == harvester_id)
-        with self._engine.begin() as conn:
+        with self._read() as conn:
             rows = conn.execute(query.order_by(harvest_records.c.harvester_id)).all()
             if not rows:
                 return None
@@ -528,7 +537,7 @@ class StateStore:
     def record_totals(self, harvester_id: str) -> dict[str, int]:
         """How many harvest records a harvester has: all, deleted, with errors."""
         r = harvest_records
-        with self._engine.begin() as conn:
+        with self._read() as conn:
             total, deleted = conn.execute(
                 sa.select(
                     sa.func.count(),
@@ -597,7 +606,7 @@ class StateStore:
 
     def get_run(self, run_id: int) -> dict[str, Any] | None:
         """The run as a dict; `checkpoint` is a SweepCheckpoint (None before the first page)."""
-        with self._engine.begin() as conn:
+        with self._read() as conn:
             row = conn.execute(sa.select(harvest_runs).where(harvest_runs.c.id == run_id)).first()
         return None if row is None else self._run_dict(row)
 
@@ -613,7 +622,7 @@ class StateStore:
         query = sa.select(harvest_runs).order_by(harvest_runs.c.id.desc()).limit(max(0, limit))
         if harvester_id is not None:
             query = query.where(harvest_runs.c.harvester_id == harvester_id)
-        with self._engine.begin() as conn:
+        with self._read() as conn:
             return [self._run_dict(row) for row in conn.execute(query)]
 
     def latest_run(self, harvester_id: str, *, status: str | None = None) -> dict[str, Any] | None:
@@ -625,7 +634,7 @@ class StateStore:
         )
         if status is not None:
             query = query.where(harvest_runs.c.status == status)
-        with self._engine.begin() as conn:
+        with self._read() as conn:
             row = conn.execute(query).first()
         return None if row is None else self._run_dict(row)
 
@@ -644,7 +653,7 @@ class StateStore:
             .order_by(harvest_runs.c.id.desc())
             .limit(1)
         )
-        with self._engine.begin() as conn:
+        with self._read() as conn:
             row = conn.execute(query).first()
         if row is None or row.status == "succeeded":
             return None
@@ -718,7 +727,7 @@ class StateStore:
         harvester_id = run["harvester_id"]
         last_id = 0
         while True:
-            with self._engine.begin() as conn:
+            with self._read() as conn:
                 rows = conn.execute(
                     sa.select(
                         run_records.c.id,
@@ -955,7 +964,7 @@ class StateStore:
             run = runs[0]
         rr = run_records
         cutoff = _minutes_ago(stale_minutes)
-        with self._engine.begin() as conn:
+        with self._read() as conn:
             counts = Counter(
                 {
                     status: int(count)
