@@ -7,6 +7,7 @@ returned outcomes give the memory (`HarvestMemory`) the next harvest decides wit
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -261,6 +262,44 @@ def test_takeover_of_a_user_deposit_with_the_same_doi(
     assert shown["data"]["metadata"]["title"] == "Harvested"
     assert len(repo.list()) == 1
     assert harness.one("oai:1", data("Harvested", doi="10.1/t")).action is Action.SKIP
+
+
+@pytest.mark.parametrize(("publish", "delete"), [(False, False), (True, True)])
+def test_takeover_of_a_users_draft_or_tombstone(
+    harness: Harness, repo: EmbeddedRepository, publish: bool, delete: bool
+) -> None:
+    users = repo.deposit(data("User's", doi="10.1/d"), publish=publish)
+    if delete:
+        repo.delete(users, note="withdrawn")
+    outcome = harness.one("oai:1", data("Harvested", doi="10.1/d"))
+    assert outcome.action is (Action.RESTORE if delete else Action.PUBLISH_DRAFT)
+    assert outcome.local_id == users
+    shown = repo.show(users)
+    assert (shown["state"], shown["source_identifier"]) == ("live", "oai:1")
+    assert shown["data"]["metadata"]["title"] == "Harvested"
+
+
+def test_two_harvesters_write_side_by_side(target_settings: Settings) -> None:
+    def run(harvester: str) -> list[WriteOutcome]:
+        writer = EmbeddedWriter(EmbeddedWriter.Options(), target_settings)
+        try:
+            outcomes = []
+            for batch in range(10):
+                writes = [
+                    PlannedWrite(f"oai:{batch}:{i}", Action.CREATE, "new", DATESTAMP, data=data())
+                    for i in range(5)
+                ]
+                outcomes += writer.apply(harvester, writes)
+            return outcomes
+        finally:
+            writer.close()
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(run, ["one", "two"]))
+    assert [o.error for outcomes in results for o in outcomes] == [None] * 100
+    with EmbeddedRepository(target_settings.target_db_url) as repository:
+        assert repository.stats("one") == {"records": 50, "source_identifiers": 50}
+        assert repository.stats("two") == {"records": 50, "source_identifiers": 50}
 
 
 def test_pid_field_names_where_the_pid_lives(harness: Harness, repo: EmbeddedRepository) -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from pathlib import Path
 
 import sqlalchemy as sa
 
 from oai_pipeline.errors import ConfigurationError
+
+_WAL_ATTEMPTS = 100  # x 50 ms
 
 
 def _sqlite_file(url: sa.URL) -> Path | None:
@@ -26,9 +30,30 @@ def create_target_engine(url: str) -> sa.Engine:
     if engine.dialect.name == "sqlite":
         path = _sqlite_file(parsed)
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise ConfigurationError(
+                    f"cannot create the folder of the target database {path}: {error.strerror}"
+                ) from None
         _configure_sqlite(engine, wal=path is not None)
     return engine
+
+
+def _use_wal(cursor: sqlite3.Cursor) -> None:
+    """Switch the file to WAL once (it stays so); racing openers may see it busy for a moment.
+
+    Changing the journal mode does not wait on the busy timeout, hence the short retry.
+    """
+    for attempt in range(_WAL_ATTEMPTS):
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError:
+            if attempt == _WAL_ATTEMPTS - 1:
+                raise
+            time.sleep(0.05)
 
 
 def _configure_sqlite(engine: sa.Engine, *, wal: bool) -> None:
@@ -46,7 +71,7 @@ def _configure_sqlite(engine: sa.Engine, *, wal: bool) -> None:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA busy_timeout=30000")
         if wal:
-            cursor.execute("PRAGMA journal_mode=WAL")
+            _use_wal(cursor)
         cursor.close()
 
     @sa.event.listens_for(engine, "begin")
