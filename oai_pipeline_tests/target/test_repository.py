@@ -234,3 +234,12 @@ def test_sqlite_file_uses_wal_and_foreign_keys(tmp_path) -> None:
         assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         tables = set(sa.inspect(connection).get_table_names())
     assert {"target_records", "target_drafts", "target_revisions"} <= tables
+
+
+def test_reading_does_not_wait_for_a_writer(repo: EmbeddedRepository) -> None:
+    record_id = repo.deposit(record(), publish=True)
+    with repo.transaction() as writing:  # a harvest batch holds the write lock
+        writing.tombstone(record_id, note=None, purge=False)
+        assert repo.show(record_id)["state"] == "live"  # readers see the last commit
+        assert repo.stats() == {"records": 1, "source_identifiers": 0}
+    assert repo.show(record_id)["state"] == "tombstone"

@@ -11,6 +11,8 @@ import sqlalchemy as sa
 from oai_pipeline.errors import ConfigurationError
 
 _WAL_ATTEMPTS = 100  # x 50 ms
+# Execution option of a read-only transaction: on SQLite it never waits for a writer (WAL).
+READ_ONLY = "target_read_only"
 
 
 def _sqlite_file(url: sa.URL) -> Path | None:
@@ -76,4 +78,5 @@ def _configure_sqlite(engine: sa.Engine, *, wal: bool) -> None:
 
     @sa.event.listens_for(engine, "begin")
     def _begin(connection: sa.Connection) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        read_only = connection.get_execution_options().get(READ_ONLY, False)
+        connection.exec_driver_sql("BEGIN DEFERRED" if read_only else "BEGIN IMMEDIATE")

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.sync.rules import LocalRecord
 from oai_pipeline.targets.base import SourceKey
-from oai_pipeline.targets.embedded.engine import create_target_engine
+from oai_pipeline.targets.embedded.engine import READ_ONLY, create_target_engine
 from oai_pipeline.targets.embedded.schema import communities, drafts, migrate, records
 from oai_pipeline.targets.embedded.transaction import (
     DEFAULT_PID_FIELD,
@@ -77,10 +77,16 @@ class EmbeddedRepository:
         self.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[TargetTransaction]:
-        """One database transaction: committed when the block ends, rolled back on error."""
-        with self.engine.begin() as connection:
-            yield TargetTransaction(connection)
+    def transaction(self, *, read_only: bool = False) -> Iterator[TargetTransaction]:
+        """One database transaction: committed when the block ends, rolled back on error.
+
+        A read-only one does not wait for a writer on SQLite (a write one takes the lock first).
+        """
+        with self.engine.connect() as connection:
+            if read_only:
+                connection.execution_options(**{READ_ONLY: True})
+            with connection.begin():
+                yield TargetTransaction(connection)
 
     # -- what repository users do ----------------------------------------------------------
 
@@ -137,7 +143,7 @@ class EmbeddedRepository:
             tx.restore(record_id)
 
     def show(self, record_id: str) -> dict[str, Any]:
-        with self.transaction() as tx:
+        with self.transaction(read_only=True) as tx:
             row = tx.record(record_id)
             draft = tx.draft(record_id)
             members = tx.record_communities(record_id)
@@ -175,7 +181,7 @@ class EmbeddedRepository:
             query = query.where(records.c.source_harvester == harvester)
         if state is not None:
             query = query.where(records.c.state == state)
-        with self.transaction() as tx:
+        with self.transaction(read_only=True) as tx:
             rows = list(tx.connection.execute(query))
         return [
             {
@@ -197,7 +203,7 @@ class EmbeddedRepository:
         return {"id": row.id, "slug": row.slug, "parent": row.parent_id}
 
     def list_communities(self) -> list[dict[str, Any]]:
-        with self.transaction() as tx:
+        with self.transaction(read_only=True) as tx:
             rows = list(tx.connection.execute(sa.select(communities).order_by(communities.c.slug)))
         return [{"id": row.id, "slug": row.slug, "parent": row.parent_id} for row in rows]
 
@@ -211,7 +217,7 @@ class EmbeddedRepository:
         ).where(records.c.state != DELETED)
         if harvester_id is not None:
             query = query.where(records.c.source_harvester == harvester_id)
-        with self.transaction() as tx:
+        with self.transaction(read_only=True) as tx:
             count, sources = tx.connection.execute(query).one()
         return {"records": count, "source_identifiers": sources}
 
@@ -219,7 +225,7 @@ class EmbeddedRepository:
 
     def lookup(self, harvester_id: str, keys: list[SourceKey]) -> dict[str, LocalRecord]:
         """The local record of each key (by OAI identifier): by source identifier, then by pid."""
-        with self.transaction() as tx:
+        with self.transaction(read_only=True) as tx:
             return tx.local_records(harvester_id, [(key.identifier, key.pid) for key in keys])
 
     @staticmethod
