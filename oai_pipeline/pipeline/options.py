@@ -7,9 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from oai_pipeline.errors import ConfigurationError
-
-# 0 means uncapped.
-SCALES: dict[str, int] = {"smoke": 10, "small": 100, "medium": 1000, "large": 10000, "full": 0}
+from oai_pipeline.state.store import SCALES
 
 Scale = Literal["smoke", "small", "medium", "large", "full"]
 

@@ -625,6 +625,16 @@ class StateStore:
         with self._read() as conn:
             return [self._run_dict(row) for row in conn.execute(query)]
 
+    def runs_of_dagster_run(self, dagster_run_id: str) -> list[dict[str, Any]]:
+        """The harvest runs a Dagster run started (a range run may start several)."""
+        query = (
+            sa.select(harvest_runs)
+            .where(harvest_runs.c.dagster_run_id == dagster_run_id)
+            .order_by(harvest_runs.c.id)
+        )
+        with self._engine.begin() as conn:
+            return [self._run_dict(row) for row in conn.execute(query)]
+
     def latest_run(self, harvester_id: str, *, status: str | None = None) -> dict[str, Any] | None:
         query = (
             sa.select(harvest_runs)

@@ -1,0 +1,142 @@
+"""A harness for sync scenarios: a small source, one window, harvests through the assets.
+
+Every scenario runs on SQLite and on PostgreSQL (state store and target on a fresh
+database of the throwaway server).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+
+from oai_pipeline.defs.launch import materialize_windows
+from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.sample_endpoint.records import EndpointRecord, load_sample_records
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline.settings import Settings, load_settings
+from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline_tests.support import register
+
+PREFIX = "oai_datacite"
+DAY = "2024-02-01"
+
+
+def at(hour: int, minute: int = 0) -> datetime:
+    return datetime(2024, 2, 1, hour, minute, tzinfo=UTC)
+
+
+def source_records() -> list[EndpointRecord]:
+    """Three live DataCite records, all in one window."""
+    live = [r for r in load_sample_records() if not r.deleted and PREFIX in r.metadata][:3]
+    return [
+        dataclasses.replace(r, datestamp=at(8, i), set_specs=list(r.set_specs))
+        for i, r in enumerate(live)
+    ]
+
+
+def fresh_postgres_database(server_url: str) -> str:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    engine = sa.create_engine(server_url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    finally:
+        engine.dispose()
+    return str(sa.make_url(server_url).set(database=name))
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "postgresql":
+        server = request.getfixturevalue("postgres_url")
+        monkeypatch.setenv("OAI_PIPELINE_STATE_DB_URL", fresh_postgres_database(server))
+        monkeypatch.setenv("OAI_PIPELINE_TARGET_DB_URL", fresh_postgres_database(server))
+    return request.param
+
+
+class Harness:
+    """Acts as the source (endpoint), the operator (harvests) and the repository's users."""
+
+    def __init__(self, instance: dg.DagsterInstance, settings: Settings, endpoint: OAIEndpoint):
+        self.instance = instance
+        self.settings = settings
+        self.endpoint = endpoint
+        self.records = {r.identifier: r for r in endpoint.records()}
+        self.repository = EmbeddedRepository(settings.target_db_url)
+
+    def register(self, **kwargs: object) -> None:
+        register(self.settings, self.endpoint.base_url, metadata_prefix=PREFIX, **kwargs)
+
+    def set_writer(self, writer: str) -> None:
+        with Services(self.settings) as services:
+            registry = HarvesterRegistry(services.state)
+            harvester = registry.get("sample")
+            services.state.save_harvester(harvester.model_copy(update={"writers": [writer]}))
+
+    def harvest(self, **options: object) -> dg.ExecuteInProcessResult:
+        result = materialize_windows(self.instance, "sample", DAY, DAY, options=options)
+        assert result.success
+        return result
+
+    def identifiers(self) -> list[str]:
+        return sorted(self.records)
+
+    # -- the source ---------------------------------------------------------------------
+    def change_title(self, identifier: str, title: str, when: datetime) -> None:
+        record = self.records[identifier]
+        xml = record.metadata[PREFIX].decode()
+        changed = re.sub(
+            r"(<(?:\w+:)?title(?: [^>]*)?>)[^<]*(</(?:\w+:)?title>)",
+            rf"\g<1>{title}\g<2>",
+            xml,
+            count=1,
+        )
+        assert changed != xml
+        updated = dataclasses.replace(
+            record, datestamp=when, metadata={**record.metadata, PREFIX: changed.encode()}
+        )
+        self.records[identifier] = updated
+        self.endpoint.upsert(updated)
+
+    def delete_at_source(self, identifier: str, when: datetime) -> None:
+        self.endpoint.mark_deleted(identifier, at=when)
+
+    # -- the target ---------------------------------------------------------------------
+    def local(self, identifier: str) -> dict | None:
+        for row in self.repository.list(harvester="sample"):
+            if row["source_identifier"] == identifier:
+                return self.repository.show(row["id"])
+        return None
+
+    def all_local(self) -> list[dict]:
+        return self.repository.list()
+
+    def harvest_record(self, identifier: str) -> dict:
+        with Services(load_settings()) as services:
+            record = services.state.get_record(identifier, "sample")
+        assert record is not None
+        return record
+
+    def close(self) -> None:
+        self.repository.close()
+
+
+@pytest.fixture
+def harness(backend: str, instance: dg.DagsterInstance) -> Iterator[Harness]:
+    settings = load_settings()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    records = source_records()
+    with OAIEndpoint(records, page_size=2) as endpoint:
+        harness = Harness(instance, settings, endpoint)
+        try:
+            yield harness
+        finally:
+            harness.close()

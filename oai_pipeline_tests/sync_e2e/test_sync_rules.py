@@ -1,0 +1,166 @@
+"""Every row of the sync table, the skip rule and update_all, through the four assets.
+
+The harvest always wins: whatever happened locally, the next harvest that includes a record
+brings it back to the state the source reports.
+"""
+
+from __future__ import annotations
+
+from oai_pipeline_tests.sync_e2e.conftest import Harness, at
+
+
+def test_live_missing_is_created_and_second_harvest_writes_nothing(harness: Harness) -> None:
+    harness.register()
+    harness.harvest()
+    locals_ = {i: harness.local(i) for i in harness.identifiers()}
+    assert all(r is not None and r["state"] == "live" for r in locals_.values())
+    assert all(r["revision"] == 1 for r in locals_.values())
+
+    harness.harvest()
+
+    assert {i: harness.local(i) for i in harness.identifiers()} == locals_
+    assert len(harness.all_local()) == len(locals_)
+
+
+def test_live_live_update_overwrites_a_local_edit_draft(harness: Harness) -> None:
+    harness.register()
+    harness.harvest()
+    identifier = harness.identifiers()[0]
+    local_id = harness.local(identifier)["id"]
+    harness.repository.edit(local_id, {"metadata.title": "edited locally"})
+    assert harness.local(identifier)["draft"] is not None
+
+    harness.change_title(identifier, "Changed at the source", at(9))
+    harness.harvest()
+
+    local = harness.local(identifier)
+    assert local["id"] == local_id
+    assert local["draft"] is None
+    assert local["data"]["metadata"]["title"] == "Changed at the source"
+    assert local["revision"] == 2
+
+
+def test_a_published_local_edit_is_undone_without_a_source_change(harness: Harness) -> None:
+    harness.register()
+    harness.harvest()
+    identifier = harness.identifiers()[1]
+    original = harness.local(identifier)
+    harness.repository.edit(original["id"], {"metadata.title": "edited locally"})
+    harness.repository.publish(original["id"])
+    assert harness.local(identifier)["data"]["metadata"]["title"] == "edited locally"
+
+    harness.harvest()
+
+    local = harness.local(identifier)
+    assert local["data"]["metadata"]["title"] == original["data"]["metadata"]["title"]
+    assert local["state"] == "live"
+
+
+def test_live_draft_only_is_updated_and_published(harness: Harness) -> None:
+    harness.register(writer='oai-service{model:"rdm", publish:false}')
+    harness.harvest()
+    identifier = harness.identifiers()[0]
+    assert harness.local(identifier)["state"] == "draft"
+
+    harness.set_writer('oai-service{model:"rdm"}')
+    harness.change_title(identifier, "Published after all", at(9))
+    harness.harvest()
+
+    local = harness.local(identifier)
+    assert local["state"] == "live"
+    assert local["data"]["metadata"]["title"] == "Published after all"
+
+
+def test_live_tombstone_marked_for_purge_is_restored_then_updated(harness: Harness) -> None:
+    harness.register()
+    harness.harvest()
+    identifier = harness.identifiers()[0]
+    local_id = harness.local(identifier)["id"]
+    harness.repository.delete(local_id, purge=True)
+    assert harness.local(identifier)["state"] == "tombstone"
+
+    harness.harvest()
+
+    local = harness.local(identifier)
+    assert local["id"] == local_id
+    assert local["state"] == "live"
+    assert local["purge"] is False
+
+
+def test_live_hard_deleted_is_revived_with_the_same_id(harness: Harness) -> None:
+    harness.register()
+    harness.harvest()
+    identifier = harness.identifiers()[2]
+    before = harness.local(identifier)
+    harness.repository.hard_delete(before["id"])
+
+    harness.change_title(identifier, "Revived and updated", at(10))
+    harness.harvest()
+
+    local = harness.local(identifier)
+    assert local["id"] == before["id"]
+    assert local["state"] == "live"
+    assert local["data"]["metadata"]["title"] == "Revived and updated"
+    assert len(harness.all_local()) == 3
+
+
+def test_deleted_live_becomes_a_tombstone_and_its_edit_draft_is_removed(harness: Harness) -> None:
+    harness.register()
+    harness.harvest()
+    identifier = harness.identifiers()[0]
+    harness.repository.edit(harness.local(identifier)["id"], {"metadata.title": "local edit"})
+
+    harness.delete_at_source(identifier, at(11))
+    harness.harvest()
+
+    local = harness.local(identifier)
+    assert local["state"] == "tombstone"
+    assert local["draft"] is None
+    assert "source" in (local["tombstone_note"] or "")
+    record = harness.harvest_record(identifier)
+    assert record["deleted"] is True
+
+
+def test_deleted_draft_only_is_deleted(harness: Harness) -> None:
+    harness.register(writer='oai-service{model:"rdm", publish:false}')
+    harness.harvest()
+    identifier = harness.identifiers()[1]
+    assert harness.local(identifier)["state"] == "draft"
+
+    harness.delete_at_source(identifier, at(11))
+    harness.harvest()
+
+    local = harness.local(identifier)
+    assert local is None or local["state"] in {"deleted", "tombstone"}
+    assert all(
+        r["source_identifier"] != identifier or r["state"] != "draft" for r in harness.all_local()
+    )
+
+
+def test_deleted_already_deleted_does_nothing_but_drops_a_left_over_draft(harness: Harness) -> None:
+    harness.register()
+    harness.harvest()
+    identifier = harness.identifiers()[2]
+    local_id = harness.local(identifier)["id"]
+    harness.repository.edit(local_id, {"metadata.title": "draft before deletion"})
+    harness.repository.delete(local_id)
+    assert harness.local(identifier)["state"] == "tombstone"
+
+    harness.delete_at_source(identifier, at(12))
+    harness.harvest()
+
+    local = harness.local(identifier)
+    assert local["state"] == "tombstone"
+    assert local["draft"] is None
+
+
+def test_update_all_rewrites_unchanged_records(harness: Harness) -> None:
+    harness.register()
+    harness.harvest()
+    revisions = {i: harness.local(i)["revision"] for i in harness.identifiers()}
+
+    harness.harvest(update_all=True)
+
+    assert {i: harness.local(i)["revision"] for i in harness.identifiers()} == {
+        i: r + 1 for i, r in revisions.items()
+    }
