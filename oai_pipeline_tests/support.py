@@ -44,9 +44,11 @@ def register(
     metadata_prefix: str = "oai_datacite",
     writer: str | None = None,
     transformer: str | None = None,
+    loader: str = "oai-pmh",
 ) -> Harvester:
     harvester = Harvester(
         id=harvester_id,
+        loader=loader,
         name="test harvester",
         base_url=base_url,
         metadata_prefix=metadata_prefix,

@@ -1,0 +1,65 @@
+"""A source that keeps no deletions (deletedRecord=no, like Zenodo) drops records silently."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import dagster as dg
+import pytest
+from click.testing import CliRunner
+
+from oai_pipeline.cli import main
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.pipeline.reconcile import reconcile
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.sample_endpoint.faults import Faults
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline.settings import load_settings
+from oai_pipeline_tests.sync_e2e.conftest import Harness, source_records
+
+# Fail fast: one retry, no real waiting.
+IMPATIENT_LOADER = "oai-pmh{max_retries: 1, backoff_base: 0, max_empty_pages: 2}"
+
+
+@pytest.fixture
+def forgetful(backend: str, instance: dg.DagsterInstance) -> Iterator[Harness]:
+    settings = load_settings()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    with OAIEndpoint(source_records(), page_size=2, deleted_record="no") as endpoint:
+        harness = Harness(instance, settings, endpoint)
+        try:
+            yield harness
+        finally:
+            harness.close()
+
+
+def test_records_that_vanished_are_deleted_after_a_complete_sweep(forgetful: Harness) -> None:
+    forgetful.register(loader=IMPATIENT_LOADER)
+    forgetful.harvest()
+    gone, kept = forgetful.identifiers()[0], forgetful.identifiers()[1:]
+    forgetful.endpoint.remove(gone)
+
+    result = CliRunner().invoke(main, ["reconcile", "sample", "--json"])
+
+    assert result.exit_code == 0, result.output
+    assert '"vanished": [' in result.output and gone in result.output
+    local = forgetful.local(gone)
+    assert local["state"] == "tombstone"
+    assert forgetful.harvest_record(gone)["deleted"] is True
+    assert all(forgetful.local(i)["state"] == "live" for i in kept)
+    with Services(load_settings()) as services:
+        assert services.state.get_identify("sample").deleted_record == "no"
+
+
+def test_a_sweep_that_fails_part_way_deletes_nothing(forgetful: Harness) -> None:
+    forgetful.register(loader=IMPATIENT_LOADER)
+    forgetful.harvest()
+    forgetful.endpoint.remove(forgetful.identifiers()[0])
+    already = forgetful.endpoint.request_count
+    # Identify works; every list page after it is garbage, retries included.
+    forgetful.endpoint.faults = Faults(not_xml_on=set(range(already + 2, already + 50)))
+
+    with Services(load_settings()) as services, pytest.raises(PipelineError):
+        reconcile(services, "sample")
+
+    assert all(forgetful.local(i)["state"] == "live" for i in forgetful.identifiers())

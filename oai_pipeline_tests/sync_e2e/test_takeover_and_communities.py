@@ -1,0 +1,81 @@
+"""PID takeover and the community rules, through the four assets."""
+
+from __future__ import annotations
+
+from oai_pipeline_tests.support import expected_title_and_doi
+from oai_pipeline_tests.sync_e2e.conftest import Harness, at
+
+
+def test_takeover_when_the_deposit_came_first(harness: Harness) -> None:
+    harness.register()
+    identifier = harness.identifiers()[1]
+    # The DOI the source carries, read from its XML without writing anything.
+    _, doi = expected_title_and_doi(harness.records[identifier], "oai_datacite")
+    assert doi
+    deposited = harness.repository.deposit(
+        {
+            "metadata": {"title": "mine"},
+            "pids": {"doi": {"identifier": doi, "provider": "external"}},
+        },
+        publish=True,
+    )
+
+    harness.harvest()
+
+    local = harness.local(identifier)
+    assert local["id"] == deposited
+    assert local["source_identifier"] == identifier
+    assert local["data"]["metadata"]["title"] != "mine"
+    assert sum(1 for r in harness.all_local() if r["doi"] == doi) == 1
+
+
+def test_writer_community_its_parent_and_the_default(harness: Harness) -> None:
+    harness.repository.create_community("cesnet")
+    harness.repository.create_community("cesnet-data", parent="cesnet")
+    harness.register(writer='oai-service{model:"rdm", community:"cesnet-data"}')
+
+    harness.harvest()
+
+    for identifier in harness.identifiers():
+        local = harness.local(identifier)
+        assert set(local["communities"]) == {"cesnet-data", "cesnet"}
+        assert local["default_community"] == "cesnet-data"
+
+
+def test_transformer_communities_are_added_and_never_removed(harness: Harness) -> None:
+    harness.repository.create_community("first")
+    harness.repository.create_community("from-sets")
+    harness.register(
+        writer='oai-service{model:"rdm", community:"first"}',
+        transformer='oai-import{model:"rdm", set_communities:'
+        '{"datacite:kernel-4": "from-sets", zenodo: "from-sets"}}',
+    )
+    harness.harvest()
+    identifier = harness.identifiers()[0]
+    assert set(harness.local(identifier)["communities"]) == {"first", "from-sets"}
+    assert harness.local(identifier)["default_community"] == "first"
+
+    harness.repository.create_community("second")
+    harness.set_writer('oai-service{model:"rdm", community:"second"}')
+    harness.change_title(identifier, "moved", at(9))
+    harness.harvest()
+
+    local = harness.local(identifier)
+    assert {"first", "from-sets", "second"} <= set(local["communities"])
+    assert local["default_community"] == "first"
+
+
+def test_a_missing_community_means_not_written_with_the_error_stored(harness: Harness) -> None:
+    harness.register(writer='oai-service{model:"rdm", community:"nowhere"}')
+
+    harness.harvest()
+
+    assert harness.all_local() == []
+    for identifier in harness.identifiers():
+        errors = harness.harvest_record(identifier)["errors"]
+        assert any(e["type"] == "missing_community" for e in errors), errors
+
+    # once the community exists, the next harvest writes them (errors are not skipped)
+    harness.repository.create_community("nowhere")
+    harness.harvest()
+    assert {r["source_identifier"] for r in harness.all_local()} == set(harness.identifiers())
