@@ -1,0 +1,1 @@
+"""Orchestration: schedules, sensors, automation, range runs, concurrency, live Dagster."""
