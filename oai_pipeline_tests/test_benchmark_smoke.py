@@ -1,0 +1,58 @@
+"""The benchmark runs end to end on a few hundred records and reports every figure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from oai_pipeline_tests import benchmark
+
+FIGURES = [
+    "a_sickle",
+    "b_lxml_floor",
+    "c_full_dagster",
+    "c_full_in_process",
+    "d_unchanged_dagster",
+    "d_unchanged_in_process",
+    "e_incremental_dagster",
+    "e_incremental_in_process",
+    "f_full_dagster_x2",
+    "f_full_in_process_x2",
+]
+
+
+def test_benchmark_reports_every_figure(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(benchmark, "in_child", benchmark.in_this_process)
+    out = tmp_path / "bench.json"
+
+    assert (
+        benchmark.main(
+            ["--records", "200", "--rss-factor", "2", "--span-days", "2", "--json-out", str(out)]
+        )
+        == 0
+    )
+
+    results = json.loads(out.read_text())
+    rows = {row["name"]: row for row in results["rows"]}
+    assert list(rows) == FIGURES
+    for name, row in rows.items():
+        assert row["seconds"] > 0, name
+        assert row["records_per_s"] > 0, name
+        assert row["peak_rss_mb"] > 0, name
+        assert row["ratio_to_sickle"] is not None, name
+    assert rows["a_sickle"]["records"] == 200
+    # every harvest saw every record: 200 at N, 400 at 2 N, the changed ones incrementally
+    for mode in ("dagster", "in_process"):
+        assert results["raw"][f"c_full_{mode}"]["records"] == 200
+        assert results["raw"][f"d_unchanged_{mode}"]["records"] == 200
+        assert results["raw"][f"f_full_{mode}_x2"]["records"] == 400
+        assert results["raw"][f"e_incremental_{mode}"]["records"] == results["changed"] == 2
+        assert results["raw"][f"c_full_{mode}"]["actions"]["create"] == 196
+        assert set(results["raw"][f"d_unchanged_{mode}"]["actions"]) <= {"skip", "nothing"}
+        assert results["raw"][f"e_incremental_{mode}"]["actions"] == {"update": 2}
+        assert set(results["targets"][mode]) >= {
+            "c_over_a",
+            "d_speedup_over_c",
+            "rss_growth_at_factor",
+        }
+    assert results["machine"]["cpus"] >= 1
