@@ -1,0 +1,61 @@
+"""Put harvesters and finished harvest runs into the state store, as earlier harvests left them."""
+
+from __future__ import annotations
+
+from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.harvesters.plugins import RDM_MODEL
+from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.oai.types import SweepCheckpoint
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.settings import Settings
+
+
+def add_harvester(
+    settings: Settings, harvester_id: str, *, enabled: bool = True, base_url: str = ""
+) -> None:
+    harvester = Harvester(
+        id=harvester_id,
+        name=f"{harvester_id} harvester",
+        base_url=base_url or f"https://{harvester_id}.example.org/oai",
+        metadata_prefix="oai_datacite",
+        transformers=[RDM_MODEL.transformer],
+        writers=[RDM_MODEL.writer],
+        enabled=enabled,
+    )
+    with Services(settings) as services:
+        HarvesterRegistry(services.state).upsert(harvester)
+
+
+def add_finished_run(
+    settings: Settings,
+    harvester_id: str,
+    response_date: str,
+    status: str = "succeeded",
+    dagster_run_id: str | None = None,
+) -> int:
+    """A harvest run whose first page answered at `response_date`, finished as `status`."""
+    with Services(settings) as services:
+        state = services.state
+        run_id = state.create_run(
+            harvester_id,
+            window_from=None,
+            window_until=None,
+            scale=None,
+            max_records=0,
+            options={},
+            dagster_run_id=dagster_run_id,
+        )
+        state.save_checkpoint(
+            run_id,
+            SweepCheckpoint(
+                from_=None,
+                until=None,
+                set_spec=None,
+                metadata_prefix="oai_datacite",
+                resumption_token=None,
+                response_date=response_date,
+            ),
+        )
+        if status != "running":
+            state.finish_run(run_id, status)  # type: ignore[arg-type]
+        return run_id

@@ -1,0 +1,126 @@
+"""Schedule ticks on a test instance: what each harvester gets requested, and why."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import dagster as dg
+import pytest
+from dagster._core.definitions.schedule_definition import ScheduleExecutionData
+
+from oai_pipeline.definitions import defs
+from oai_pipeline.defs.launch import HARVESTER_TAG, RANGE_END_TAG, RANGE_START_TAG
+from oai_pipeline.defs.schedules import TRIGGER_TAG
+from oai_pipeline.settings import Settings
+from oai_pipeline_tests.orchestration.state_setup import add_finished_run, add_harvester
+
+TICK = datetime(2024, 3, 10, 12, 20, tzinfo=UTC)
+
+
+def _tick(name: str, instance: dg.DagsterInstance, when: datetime = TICK) -> ScheduleExecutionData:
+    schedule = defs.resolve_schedule_def(name)
+    context = dg.build_schedule_context(
+        instance=instance, scheduled_execution_time=when, resources=defs.resources
+    )
+    return schedule.evaluate_tick(context)
+
+
+def _by_harvester(run_requests: list[dg.RunRequest]) -> dict[str, dg.RunRequest]:
+    by_harvester = {request.tags[HARVESTER_TAG]: request for request in run_requests}
+    assert len(by_harvester) == len(run_requests), "one request per harvester"
+    return by_harvester
+
+
+def _windows(request: dg.RunRequest) -> tuple[str, str]:
+    harvester = request.tags[HARVESTER_TAG]
+    start, end = request.tags[RANGE_START_TAG], request.tags[RANGE_END_TAG]
+    assert start.startswith(f"{harvester}|") and end.startswith(f"{harvester}|")
+    return start.split("|")[1], end.split("|")[1]
+
+
+@pytest.fixture
+def registry(settings: Settings) -> Settings:
+    """Four harvesters: never harvested, up to date, down for a week, disabled."""
+    add_harvester(settings, "fresh")
+    add_harvester(settings, "current")
+    add_finished_run(settings, "current", "2024-03-10T08:00:00Z")
+    add_harvester(settings, "down")
+    add_finished_run(settings, "down", "2024-03-02T23:00:00Z")
+    # a later failed run does not count: the next harvest starts at the last success
+    add_finished_run(settings, "down", "2024-03-09T10:00:00Z", status="failed")
+    add_harvester(settings, "off", enabled=False)
+    add_finished_run(settings, "off", "2024-01-15T00:00:00Z")
+    return settings
+
+
+def test_incremental_schedule_requests_each_enabled_harvester_since_its_last_success(
+    instance: dg.DagsterInstance, registry: Settings
+) -> None:
+    data = _tick("incremental_harvest_schedule", instance)
+
+    requests = _by_harvester(data.run_requests)
+    assert set(requests) == {"fresh", "current", "down"}  # the disabled one is skipped
+    # never harvested: the whole grid up to the window holding the tick (today refreshed)
+    assert _windows(requests["fresh"]) == ("2024-01-01", "2024-03-10")
+    # last responseDate 08:00 minus the 2 h overlap stays on the same day
+    assert _windows(requests["current"]) == ("2024-03-10", "2024-03-10")
+    # down for a week: one range run catches up from the last success minus the overlap
+    assert _windows(requests["down"]) == ("2024-03-02", "2024-03-10")
+    for request in requests.values():
+        assert request.job_name == "harvest"
+        assert request.tags[TRIGGER_TAG] == "incremental"
+    # run keys are unique per tick, so the next tick requests again
+    later = _tick("incremental_harvest_schedule", instance, TICK.replace(hour=13))
+    assert {r.run_key for r in data.run_requests}.isdisjoint(r.run_key for r in later.run_requests)
+
+
+def test_incremental_overlap_crosses_midnight(
+    instance: dg.DagsterInstance, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add_harvester(settings, "late")
+    add_finished_run(settings, "late", "2024-03-10T05:00:00Z")
+    monkeypatch.setenv("OAI_PIPELINE_INCREMENTAL_OVERLAP_HOURS", "6")
+
+    (request,) = _tick("incremental_harvest_schedule", instance).run_requests
+
+    assert _windows(request) == ("2024-03-09", "2024-03-10")  # sources index late
+
+
+def test_incremental_schedule_skips_without_enabled_harvesters(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    add_harvester(settings, "off", enabled=False)
+
+    data = _tick("incremental_harvest_schedule", instance)
+
+    assert data.run_requests == []
+    assert data.skip_message == "no enabled harvester is registered"
+
+
+def test_run_all_harvesters_schedule_requests_a_full_harvest_of_each(
+    instance: dg.DagsterInstance, registry: Settings
+) -> None:
+    data = _tick("run_all_harvesters_schedule", instance)
+
+    requests = _by_harvester(data.run_requests)
+    assert set(requests) == {"fresh", "current", "down"}
+    for request in requests.values():
+        assert request.job_name == "run_all_harvesters"
+        assert request.tags[TRIGGER_TAG] == "full"
+        assert _windows(request) == ("2024-01-01", "2024-03-10")  # the whole grid, one sweep
+
+
+def test_schedule_requests_name_existing_jobs_and_partitions(
+    instance: dg.DagsterInstance, registry: Settings
+) -> None:
+    """The requested ranges are real keys of the job's partitions: a daemon accepts them."""
+    instance.add_dynamic_partitions("harvester", ["fresh", "current", "down"])
+    for name in ("incremental_harvest_schedule", "run_all_harvesters_schedule"):
+        for request in _tick(name, instance).run_requests:
+            job = defs.resolve_job_def(request.job_name)
+            keys = job.partitions_def.get_partition_keys_in_range(
+                dg.PartitionKeyRange(request.tags[RANGE_START_TAG], request.tags[RANGE_END_TAG]),
+                dynamic_partitions_store=instance,
+            )
+            assert keys
+            assert {str(k).split("|")[0] for k in keys} == {request.tags[HARVESTER_TAG]}
