@@ -1,0 +1,104 @@
+"""Sensor ticks on a test instance: partitions follow the registry, failures reach the state."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from oai_pipeline.definitions import defs
+from oai_pipeline.defs.partitions import HARVESTER
+from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.settings import Settings
+from oai_pipeline_tests.orchestration.state_setup import add_finished_run, add_harvester
+
+
+def _registry_tick(instance: dg.DagsterInstance):
+    """One tick of the registry sensor, its partition requests applied as the daemon does."""
+    sensor = defs.resolve_sensor_def("harvester_registry_sensor")
+    context = dg.build_sensor_context(instance=instance, resources=defs.resources)
+    data = sensor.evaluate_tick(context)
+    for request in data.dynamic_partitions_requests:
+        if isinstance(request, dg.AddDynamicPartitionsRequest):
+            instance.add_dynamic_partitions(request.partitions_def_name, request.partition_keys)
+        else:
+            for key in request.partition_keys:
+                instance.delete_dynamic_partition(request.partitions_def_name, key)
+    return data
+
+
+def test_harvester_partitions_follow_the_registry(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    add_harvester(settings, "alpha")
+    add_harvester(settings, "beta", enabled=False)  # disabled still has its partitions
+
+    first = _registry_tick(instance)
+    assert not first.run_requests
+    assert sorted(instance.get_dynamic_partitions(HARVESTER)) == ["alpha", "beta"]
+
+    # nothing changed: the tick skips with a reason
+    again = _registry_tick(instance)
+    assert again.dynamic_partitions_requests == []
+    assert again.skip_message == "harvester partitions already match the registry"
+
+    # register one, delete one: added and removed on the next tick, no code reload
+    add_harvester(settings, "gamma")
+    with Services(settings) as services:
+        HarvesterRegistry(services.state).delete("alpha")
+    _registry_tick(instance)
+    assert sorted(instance.get_dynamic_partitions(HARVESTER)) == ["beta", "gamma"]
+
+
+def _failed_dagster_run(instance: dg.DagsterInstance) -> tuple[dg.DagsterRun, dg.DagsterEvent]:
+    @dg.op
+    def crash() -> None:
+        raise RuntimeError("the worker died")
+
+    @dg.job
+    def doomed() -> None:
+        crash()
+
+    result = doomed.execute_in_process(instance=instance, raise_on_error=False)
+    assert not result.success
+    run = instance.get_run_by_id(result.run_id)
+    failure = next(
+        record.dagster_event
+        for record in instance.all_logs(result.run_id)
+        if record.dagster_event
+        and record.dagster_event.event_type == dg.DagsterEventType.RUN_FAILURE
+    )
+    return run, failure
+
+
+def test_failure_sensor_records_the_failure_on_the_harvest_runs(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    dagster_run, failure = _failed_dagster_run(instance)
+    add_harvester(settings, "alpha")
+    add_harvester(settings, "beta")
+    # a range run over two harvesters: alpha finished before the crash, beta was running
+    done = add_finished_run(
+        settings, "alpha", "2024-03-01T00:00:00Z", "succeeded", dagster_run.run_id
+    )
+    stuck = add_finished_run(
+        settings, "beta", "2024-03-01T00:00:00Z", "running", dagster_run.run_id
+    )
+    other = add_finished_run(settings, "beta", "2024-03-02T00:00:00Z", "running", "another-run")
+
+    sensor = defs.resolve_sensor_def("harvest_failure_sensor")
+    context = dg.build_run_status_sensor_context(
+        sensor_name=sensor.name,
+        dagster_event=failure,
+        dagster_instance=instance,
+        dagster_run=dagster_run,
+        resources=defs.resources,
+    ).for_run_failure()
+    sensor(context)
+
+    with Services(settings) as services:
+        state = services.state
+        assert state.get_run(stuck)["status"] == "failed"
+        assert state.get_run(stuck)["error"]  # why, for `status`
+        assert state.get_run(stuck)["finished_at"]
+        assert state.get_run(done)["status"] == "succeeded"  # a finished harvest stays so
+        assert state.get_run(other)["status"] == "running"  # another Dagster run: untouched
