@@ -1,0 +1,128 @@
+"""One writer per harvester: the run tag limit of the shipped dagster.yaml, and the lease."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+from dagster._utils.tags import TagConcurrencyLimitsCounter
+
+from oai_pipeline.defs.assets import SOURCE_POOL, harvest_assets, raw_oai_xml
+from oai_pipeline.defs.checks import harvest_checks
+from oai_pipeline.defs.launch import (
+    HARVESTER_TAG,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    range_tags,
+)
+from oai_pipeline.defs.partitions import HARVESTER, partition_key
+from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.sample_endpoint.records import generate_datacite_records
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline.settings import Settings
+from oai_pipeline_tests.support import register, shifted_sample_records, target_by_source
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def shipped_instance() -> Iterator[dg.DagsterInstance]:
+    """A test instance configured by the shipped dagster.yaml."""
+    config = yaml.safe_load((PROJECT / "dagster.yaml").read_text())
+    with dg.instance_for_test(overrides=config) as instance:
+        yield instance
+
+
+def _run(instance: dg.DagsterInstance, tags: dict[str, str]) -> dg.DagsterRun:
+    return instance.create_run_for_job(dg.GraphDefinition("noop").to_job(), tags=tags)
+
+
+def test_the_shipped_config_allows_one_run_per_harvester(
+    shipped_instance: dg.DagsterInstance,
+) -> None:
+    config = shipped_instance.get_concurrency_config()
+    queue = config.run_queue_config
+    assert queue.max_concurrent_runs >= 2
+    assert {
+        "key": HARVESTER_TAG,
+        "limit": 1,
+        "value": {"applyLimitPerUniqueValue": True},
+    } in queue.tag_concurrency_limits
+    assert config.pool_config.default_pool_limit >= 1
+    assert raw_oai_xml.op.pool == SOURCE_POOL  # the global cap on concurrent source requests
+
+    # what the queued-run daemon decides with these limits while an alpha run is in progress
+    alpha = _run(shipped_instance, range_tags("alpha", "2024-01-01", "2024-01-31"))
+    counter = TagConcurrencyLimitsCounter(queue.tag_concurrency_limits, [alpha])
+    second_alpha = _run(shipped_instance, range_tags("alpha", "2024-02-01", "2024-02-29"))
+    beta = _run(shipped_instance, range_tags("beta", "2024-01-01", "2024-01-31"))
+    assert counter.is_blocked(second_alpha)  # one writer per harvester
+    assert not counter.is_blocked(beta)  # harvesters side by side
+
+
+def test_a_range_run_without_the_tag_waits_for_the_harvester_lease(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """A UI backfill carries no harvester tag: the lease in the state store serialises its
+    writers, while another harvester runs side by side."""
+    other = generate_datacite_records(
+        6, start=datetime(2024, 1, 3, tzinfo=UTC), span_days=10, prefixes=("oai_datacite",)
+    )
+    with (
+        OAIEndpoint(shifted_sample_records(), page_size=4) as alpha_source,
+        OAIEndpoint(other, page_size=4) as beta_source,
+    ):
+        register(settings, alpha_source.base_url, harvester_id="alpha")
+        register(settings, beta_source.base_url, harvester_id="beta")
+        instance.add_dynamic_partitions(HARVESTER, ["alpha", "beta"])
+        holding, beta_done = threading.Event(), threading.Event()
+        released_at: list[datetime] = []
+
+        def another_writer_of_alpha() -> None:
+            with Services(settings) as services, services.harvester_lock.hold("alpha"):
+                holding.set()
+                beta_done.wait(60)
+                time.sleep(4)  # longer than alpha's whole run takes when it need not wait
+                released_at.append(datetime.now(UTC))
+
+        holder = threading.Thread(target=another_writer_of_alpha, daemon=True)
+        holder.start()
+        assert holding.wait(10)
+
+        assert _materialize(instance, "beta").success  # not held up by alpha's lease
+        assert not released_at
+        beta_done.set()
+        alpha = _materialize(instance, "alpha")
+        holder.join(30)
+
+    assert alpha.success
+    assert set(target_by_source(settings, "alpha")) == {
+        r.identifier
+        for r in shifted_sample_records()
+        if not r.deleted and "oai_datacite" in r.metadata
+    }
+    with Services(settings) as services:
+        alpha_runs = services.state.list_runs(harvester_id="alpha")
+    assert alpha_runs and all(run["status"] == "succeeded" for run in alpha_runs)
+    for run in alpha_runs:  # alpha's sweep and writes came after the other writer let go
+        finished = datetime.strptime(run["finished_at"], "%Y-%m-%dT%H:%M:%S.%fZ")
+        assert finished.replace(tzinfo=UTC) >= released_at[0]
+
+
+def _materialize(instance: dg.DagsterInstance, harvester_id: str) -> dg.ExecuteInProcessResult:
+    return dg.materialize(
+        [*harvest_assets, *harvest_checks],
+        instance=instance,
+        resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
+        tags={
+            RANGE_START_TAG: str(partition_key(harvester_id, "2024-01-01")),
+            RANGE_END_TAG: str(partition_key(harvester_id, "2024-01-15")),
+        },
+    )
