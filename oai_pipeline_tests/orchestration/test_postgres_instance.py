@@ -1,0 +1,91 @@
+"""A partition materialised on a PostgreSQL-backed Dagster instance (the shipped
+dagster-postgres.yaml, pointed at a throwaway server by the DAGSTER_PG_* variables)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage
+
+from oai_pipeline.defs.launch import materialize_windows
+from oai_pipeline.defs.partitions import partition_key
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline.settings import Settings
+from oai_pipeline_tests.support import register, shifted_sample_records, target_by_source
+
+pytestmark = pytest.mark.postgres
+
+PROJECT = Path(__file__).resolve().parents[2]
+DATABASE = "dagster_instance_test"
+
+
+@pytest.fixture
+def postgres_instance(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dg.DagsterInstance]:
+    url = sa.make_url(postgres_url)
+    admin = sa.create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {DATABASE}")
+        connection.exec_driver_sql(f"CREATE DATABASE {DATABASE}")
+    admin.dispose()
+    for name, value in {
+        "DAGSTER_PG_USERNAME": url.username or "postgres",
+        "DAGSTER_PG_PASSWORD": url.password or "",
+        "DAGSTER_PG_HOST": url.host or "127.0.0.1",
+        "DAGSTER_PG_PORT": str(url.port),
+        "DAGSTER_PG_DB": DATABASE,
+    }.items():
+        monkeypatch.setenv(name, value)
+    # what run.sh does when DAGSTER_PG_HOST is set
+    home = Path(os.environ["DAGSTER_HOME"])  # a fresh one per test (conftest)
+    shutil.copy(PROJECT / "dagster-postgres.yaml", home / "dagster.yaml")
+    instance = dg.DagsterInstance.get()
+    try:
+        yield instance
+    finally:
+        instance.dispose()
+
+
+def test_materialise_a_partition_on_a_postgres_instance(
+    postgres_instance: dg.DagsterInstance, postgres_url: str, settings: Settings
+) -> None:
+    instance = postgres_instance
+    assert isinstance(instance.run_storage, PostgresRunStorage)
+    assert isinstance(instance.event_log_storage, PostgresEventLogStorage)
+    assert instance.get_concurrency_config().run_queue_config.tag_concurrency_limits
+
+    records = shifted_sample_records()
+    day = "2024-01-05"
+    with OAIEndpoint(records, page_size=3) as endpoint:
+        register(settings, endpoint.base_url, harvester_id="pg")
+        result = materialize_windows(instance, "pg", day, day)
+
+    assert result.success
+    expected = {
+        r.identifier
+        for r in records
+        if not r.deleted and "oai_datacite" in r.metadata and r.datestamp.date().isoformat() == day
+    }
+    assert expected and set(target_by_source(settings, "pg")) == expected
+    key = str(partition_key("pg", day))
+    for asset in ("raw_oai_xml", "transformed_records", "sync_decisions", "written_records"):
+        assert key in instance.get_materialized_partitions(dg.AssetKey(asset))
+    # the run and its events live in PostgreSQL
+    engine = sa.create_engine(sa.make_url(postgres_url).set(database=DATABASE))
+    try:
+        with engine.connect() as connection:
+            run_ids = connection.exec_driver_sql("SELECT run_id FROM runs").scalars().all()
+            materialisations = connection.exec_driver_sql(
+                "SELECT count(*) FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION'"
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    assert result.run_id in run_ids
+    assert materialisations == 4
