@@ -6,19 +6,29 @@ down for days catches up in one run (one ListRecords sweep over the missed windo
 """
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import dagster as dg
 
 from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
-from oai_pipeline.defs.launch import range_tags
+from oai_pipeline.defs.launch import HARVESTER_TAG, range_tags
 from oai_pipeline.defs.partitions import window_partitions
 from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.oai.windows import parse_datestamp
 from oai_pipeline.pipeline.services import Services as PipelineServices
+from oai_pipeline.state.store import StateStore
 
 TRIGGER_TAG = "oai_pipeline/trigger"
+# How many of a harvester's latest runs are searched for its last complete sweep.
+RUN_HISTORY = 500
+_BUSY = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
 
 
 def overlap() -> timedelta:
@@ -47,18 +57,51 @@ def incremental_window_range(
     return min(first_key, last_key), last_key
 
 
+def _swept_to_the_present(run: dict[str, Any]) -> bool:
+    """Whether the run's sweep reached the moment the source answered (not an old range)."""
+    until = run.get("window_until")
+    if not until:
+        return True
+    end = parse_datestamp(until) + (timedelta(days=1) if len(until) == 10 else timedelta(0))
+    return end >= parse_datestamp(run["response_date"])
+
+
+def last_complete_sweep(state: StateStore, harvester_id: str) -> dict[str, Any] | None:
+    """The newest succeeded run that listed everything changed up to its responseDate.
+
+    A capped run (a scale or max_records), a run of selected identifiers and a run over an
+    old range of windows succeed without that guarantee; starting the next incremental
+    harvest at their responseDate would skip what changed before it.
+    """
+    for run in state.list_runs(harvester_id=harvester_id, limit=RUN_HISTORY):
+        if run["status"] != "succeeded" or not run.get("response_date") or run["cap_reached"]:
+            continue
+        if (run.get("options") or {}).get("identifiers"):
+            continue
+        if _swept_to_the_present(run):
+            return run
+    return None
+
+
+def busy_harvesters(instance: dg.DagsterInstance) -> set[str]:
+    """Harvesters with a run queued or in progress (one writer each: a new run would wait)."""
+    runs = instance.get_runs(filters=dg.RunsFilter(statuses=_BUSY))
+    return {run.tags[HARVESTER_TAG] for run in runs if HARVESTER_TAG in run.tags}
+
+
 def range_run_requests(
     pipeline: PipelineResource,
     job_name: str,
     trigger: str,
     tick_id: str,
     window_range: Callable[[PipelineServices, str], tuple[str, str]],
+    skip: Collection[str] = (),
 ) -> list[dg.RunRequest]:
     """One single-run range request per enabled harvester (one ListRecords sweep each)."""
     requests = []
     with pipeline.services() as services:
         for harvester in services.state.list_harvesters():
-            if not harvester.enabled:
+            if not harvester.enabled or harvester.id in skip:
                 continue
             first, last = window_range(services, harvester.id)
             requests.append(
@@ -72,14 +115,14 @@ def range_run_requests(
 
 
 def incremental_run_requests(
-    pipeline: PipelineResource, now: datetime, tick_id: str
+    pipeline: PipelineResource, now: datetime, tick_id: str, skip: Collection[str] = ()
 ) -> list[dg.RunRequest]:
     def since_last_success(services: PipelineServices, harvester_id: str) -> tuple[str, str]:
-        last = services.state.last_success(harvester_id) or {}
+        last = last_complete_sweep(services.state, harvester_id) or {}
         return incremental_window_range(last.get("response_date"), now, overlap=overlap())
 
     return range_run_requests(
-        pipeline, harvest_job.name, "incremental", tick_id, since_last_success
+        pipeline, harvest_job.name, "incremental", tick_id, since_last_success, skip
     )
 
 
@@ -93,8 +136,15 @@ def incremental_harvest_schedule(
     context: dg.ScheduleEvaluationContext, pipeline: PipelineResource
 ) -> list[dg.RunRequest] | dg.SkipReason:
     now = context.scheduled_execution_time or datetime.now(UTC)
-    requests = incremental_run_requests(pipeline, now, now.strftime("%Y%m%dT%H%M"))
-    return requests or dg.SkipReason("no enabled harvester is registered")
+    busy = busy_harvesters(context.instance)
+    requests = incremental_run_requests(pipeline, now, now.strftime("%Y%m%dT%H%M"), busy)
+    if requests:
+        return requests
+    if busy:
+        return dg.SkipReason(
+            f"every enabled harvester has a run queued or in progress: {sorted(busy)}"
+        )
+    return dg.SkipReason("no enabled harvester is registered")
 
 
 def full_harvest_requests(

@@ -32,6 +32,10 @@ def add_finished_run(
     response_date: str,
     status: str = "succeeded",
     dagster_run_id: str | None = None,
+    *,
+    window_until: str | None = None,
+    cap_reached: bool = False,
+    identifiers: list[str] | None = None,
 ) -> int:
     """A harvest run whose first page answered at `response_date`, finished as `status`."""
     with Services(settings) as services:
@@ -39,10 +43,10 @@ def add_finished_run(
         run_id = state.create_run(
             harvester_id,
             window_from=None,
-            window_until=None,
+            window_until=window_until,
             scale=None,
-            max_records=0,
-            options={},
+            max_records=10 if cap_reached else 0,
+            options={"identifiers": identifiers or []},
             dagster_run_id=dagster_run_id,
         )
         state.save_checkpoint(
@@ -56,6 +60,8 @@ def add_finished_run(
                 response_date=response_date,
             ),
         )
+        if cap_reached:
+            state.set_cap_reached(run_id)
         if status != "running":
             state.finish_run(run_id, status)  # type: ignore[arg-type]
         return run_id

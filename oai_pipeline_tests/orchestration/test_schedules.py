@@ -9,7 +9,7 @@ import pytest
 from dagster._core.definitions.schedule_definition import ScheduleExecutionData
 
 from oai_pipeline.definitions import defs
-from oai_pipeline.defs.launch import HARVESTER_TAG, RANGE_END_TAG, RANGE_START_TAG
+from oai_pipeline.defs.launch import HARVESTER_TAG, RANGE_END_TAG, RANGE_START_TAG, range_tags
 from oai_pipeline.defs.schedules import TRIGGER_TAG
 from oai_pipeline.settings import Settings
 from oai_pipeline_tests.orchestration.state_setup import add_finished_run, add_harvester
@@ -72,6 +72,44 @@ def test_incremental_schedule_requests_each_enabled_harvester_since_its_last_suc
     # run keys are unique per tick, so the next tick requests again
     later = _tick("incremental_harvest_schedule", instance, TICK.replace(hour=13))
     assert {r.run_key for r in data.run_requests}.isdisjoint(r.run_key for r in later.run_requests)
+
+
+def test_only_a_complete_sweep_sets_the_incremental_start(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """Runs that succeed without listing everything up to their responseDate do not count."""
+    add_harvester(settings, "busy")
+    add_finished_run(settings, "busy", "2024-03-04T12:00:00Z", window_until="2024-03-04T23:59:59Z")
+    # later: a re-harvest of January, a capped smoke run, a run of selected identifiers
+    add_finished_run(settings, "busy", "2024-03-09T12:00:00Z", window_until="2024-01-31T23:59:59Z")
+    add_finished_run(settings, "busy", "2024-03-09T13:00:00Z", cap_reached=True)
+    add_finished_run(settings, "busy", "2024-03-09T14:00:00Z", identifiers=["oai:x:1"])
+    add_harvester(settings, "daily")  # a day-granularity source: until is a whole day
+    add_finished_run(settings, "daily", "2024-03-08T12:00:00Z", window_until="2024-03-08")
+
+    requests = _by_harvester(_tick("incremental_harvest_schedule", instance).run_requests)
+
+    assert _windows(requests["busy"]) == ("2024-03-04", "2024-03-10")
+    assert _windows(requests["daily"]) == ("2024-03-08", "2024-03-10")
+
+
+def test_a_harvester_with_a_run_in_progress_is_not_requested_again(
+    instance: dg.DagsterInstance, registry: Settings
+) -> None:
+    """An hourly tick does not pile runs up behind a harvest that is still going."""
+    running = instance.create_run_for_job(
+        dg.GraphDefinition("noop").to_job(),
+        tags=range_tags("down", "2024-03-02", "2024-03-10"),
+        status=dg.DagsterRunStatus.STARTED,
+    )
+    assert running.status == dg.DagsterRunStatus.STARTED
+
+    requests = _by_harvester(_tick("incremental_harvest_schedule", instance).run_requests)
+
+    assert set(requests) == {"fresh", "current"}
+    instance.report_run_failed(running)
+    requests = _by_harvester(_tick("incremental_harvest_schedule", instance).run_requests)
+    assert set(requests) == {"fresh", "current", "down"}
 
 
 def test_incremental_overlap_crosses_midnight(
