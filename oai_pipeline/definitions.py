@@ -14,6 +14,7 @@ from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.defs.schedules import incremental_harvest_schedule, run_all_harvesters_schedule
 from oai_pipeline.defs.sensors import (
     automation_sensor,
+    harvest_canceled_sensor,
     harvest_failure_sensor,
     harvester_registry_sensor,
 )
@@ -44,7 +45,12 @@ def build_definitions() -> dg.Definitions:
         asset_checks=harvest_checks,
         jobs=[harvest_job, run_all_harvesters],
         schedules=[incremental_harvest_schedule, run_all_harvesters_schedule],
-        sensors=[harvester_registry_sensor, harvest_failure_sensor, automation_sensor],
+        sensors=[
+            harvester_registry_sensor,
+            harvest_failure_sensor,
+            harvest_canceled_sensor,
+            automation_sensor,
+        ],
         resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
     )
 

@@ -35,18 +35,39 @@ def harvester_registry_sensor(
     )
 
 
+def finish_harvest_runs(
+    pipeline: PipelineResource, dagster_run_id: str, status: str, message: str
+) -> list[int]:
+    """Mark the harvest runs a Dagster run left unfinished; returns their ids."""
+    finished = []
+    with pipeline.services() as services:
+        for run in services.state.runs_of_dagster_run(dagster_run_id):
+            if run["status"] == "running":
+                services.state.finish_run(run["id"], status, error=message[:2000])
+                finished.append(run["id"])
+    return finished
+
+
 @dg.run_failure_sensor(
     default_status=dg.DefaultSensorStatus.RUNNING,
     monitor_all_code_locations=False,
     description="Records a failed Dagster run on its harvest runs, so status shows why.",
 )
 def harvest_failure_sensor(context: dg.RunFailureSensorContext, pipeline: PipelineResource) -> None:
-    dagster_run = context.dagster_run
     message = context.failure_event.message or "the Dagster run failed"
-    with pipeline.services() as services:
-        for run in services.state.runs_of_dagster_run(dagster_run.run_id):
-            if run["status"] != "succeeded":
-                services.state.finish_run(run["id"], "failed", error=message[:2000])
+    finish_harvest_runs(pipeline, context.dagster_run.run_id, "failed", message)
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.CANCELED,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    monitor_all_code_locations=False,
+    description="Records a canceled Dagster run on its harvest runs as stopped (a rerun resumes).",
+)
+def harvest_canceled_sensor(context: dg.RunStatusSensorContext, pipeline: PipelineResource) -> None:
+    finish_harvest_runs(
+        pipeline, context.dagster_run.run_id, "stopped", "the Dagster run was canceled"
+    )
 
 
 # Downstream assets follow upstream materialisations of any window (declarative automation).

@@ -77,12 +77,9 @@ def test_failure_sensor_records_the_failure_on_the_harvest_runs(
     add_harvester(settings, "alpha")
     add_harvester(settings, "beta")
     # a range run over two harvesters: alpha finished before the crash, beta was running
-    done = add_finished_run(
-        settings, "alpha", "2024-03-01T00:00:00Z", "succeeded", dagster_run.run_id
-    )
-    stuck = add_finished_run(
-        settings, "beta", "2024-03-01T00:00:00Z", "running", dagster_run.run_id
-    )
+    run_id = dagster_run.run_id
+    done = add_finished_run(settings, "alpha", "2024-03-01T00:00:00Z", "succeeded", run_id)
+    stuck = add_finished_run(settings, "beta", "2024-03-01T00:00:00Z", "running", run_id)
     other = add_finished_run(settings, "beta", "2024-03-02T00:00:00Z", "running", "another-run")
 
     sensor = defs.resolve_sensor_def("harvest_failure_sensor")
@@ -98,7 +95,65 @@ def test_failure_sensor_records_the_failure_on_the_harvest_runs(
     with Services(settings) as services:
         state = services.state
         assert state.get_run(stuck)["status"] == "failed"
-        assert state.get_run(stuck)["error"]  # why, for `status`
+        assert "crash" in state.get_run(stuck)["error"]  # Dagster's message names the step
         assert state.get_run(stuck)["finished_at"]
         assert state.get_run(done)["status"] == "succeeded"  # a finished harvest stays so
         assert state.get_run(other)["status"] == "running"  # another Dagster run: untouched
+
+
+def test_a_stage_failure_keeps_its_own_error(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """A stage that failed already recorded why; the sensor does not overwrite it."""
+    dagster_run, failure = _failed_dagster_run(instance)
+    add_harvester(settings, "alpha")
+    failed = add_finished_run(
+        settings, "alpha", "2024-03-01T00:00:00Z", "running", dagster_run.run_id
+    )
+    with Services(settings) as services:
+        services.state.finish_run(failed, "failed", error="HarvestProtocolError: 503 budget spent")
+
+    sensor = defs.resolve_sensor_def("harvest_failure_sensor")
+    sensor(
+        dg.build_run_status_sensor_context(
+            sensor_name=sensor.name,
+            dagster_event=failure,
+            dagster_instance=instance,
+            dagster_run=dagster_run,
+            resources=defs.resources,
+        ).for_run_failure()
+    )
+
+    with Services(settings) as services:
+        assert services.state.get_run(failed)["error"] == "HarvestProtocolError: 503 budget spent"
+
+
+def test_a_canceled_run_leaves_its_harvest_runs_stopped(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    dagster_run, _ = _failed_dagster_run(instance)  # any run: its status event is what counts
+    add_harvester(settings, "alpha")
+    stuck = add_finished_run(
+        settings, "alpha", "2024-03-01T00:00:00Z", "running", dagster_run.run_id
+    )
+    event = dg.DagsterEvent(
+        event_type_value=dg.DagsterEventType.RUN_CANCELED.value,
+        job_name=dagster_run.job_name,
+        message="canceled by the operator",
+    )
+
+    sensor = defs.resolve_sensor_def("harvest_canceled_sensor")
+    sensor(
+        dg.build_run_status_sensor_context(
+            sensor_name=sensor.name,
+            dagster_event=event,
+            dagster_instance=instance,
+            dagster_run=dagster_run,
+            resources=defs.resources,
+        )
+    )
+
+    with Services(settings) as services:
+        run = services.state.get_run(stuck)
+    assert run["status"] == "stopped"  # a rerun of the window resumes it
+    assert run["error"] == "the Dagster run was canceled"
