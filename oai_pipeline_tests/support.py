@@ -45,8 +45,10 @@ def register(
     writer: str | None = None,
     transformer: str | None = None,
     loader: str = "oai-pmh",
+    batch_size: int = 100,
 ) -> Harvester:
     harvester = Harvester(
+        batch_size=batch_size,
         id=harvester_id,
         loader=loader,
         name="test harvester",

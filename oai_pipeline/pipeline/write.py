@@ -72,14 +72,7 @@ def write(
     writers = build_writers(harvester, services.settings)
     run_id = run_id_of(services.storage, SYNC_DECISIONS, scope)
     summary = WriteSummary(run_id=run_id)
-    # Successful records of a resumed run are never written again; stale or failed ones on request.
-    claimed = set(
-        state.claim(
-            run_id,
-            reclaim_stale_minutes=options.reset_stale_running_minutes,
-            retry_failed=options.retry_failed,
-        )
-    )
+    claimed: set[str] = set()
     written = 0
     next_progress = options.progress_every
 
@@ -179,6 +172,17 @@ def write(
 
     try:
         with services.harvester_lock.hold(scope.harvester_id):
+            # Successful records of a resumed run are never written again; failed ones on
+            # request. Holding the lease proves no other attempt is still writing, so records
+            # a dead attempt left `running` are reclaimed (after N minutes, if asked).
+            stale_minutes = options.reset_stale_running_minutes
+            claimed.update(
+                state.claim(
+                    run_id,
+                    reclaim_stale_minutes=0 if stale_minutes is None else stale_minutes,
+                    retry_failed=options.retry_failed,
+                )
+            )
             map_partitions(services.storage, scope, SYNC_DECISIONS, WRITTEN_RECORDS, write_part)
     except BaseException as error:
         state.finish_run(run_id, "failed", error=f"{type(error).__name__}: {error}")

@@ -33,6 +33,8 @@ class Faults(BaseModel):
     illegal_characters: bool = False
     """Inject a literal U+0001 and the references `&#1;`, `&#xFFFE;`, `&#xD800;` (all
     illegal in XML 1.0) into the first title (or first text) of every record's metadata."""
+    slow_on: dict[int, float] = {}
+    """Wait this many seconds before answering these request numbers (a slow source)."""
     ratelimit_headers: bool = False
     """Send `x-ratelimit-limit/-remaining/-reset` and a `Retry-After` on 200, like Zenodo."""
     ratelimit_limit: int = Field(default=133, ge=1)

@@ -255,6 +255,8 @@ class OAIEndpoint:
             number = self.request_count
             self.requests.append({name: values[0] for name, values in params.items()})
             faults = self._faults
+        if number in faults.slow_on:
+            time.sleep(faults.slow_on[number])
         reply = self._reply(number, path, params, faults)
         if reply is None:
             return None

@@ -8,6 +8,8 @@ a holder that died stops renewing it and the lease expires.
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
 import uuid
@@ -30,8 +32,27 @@ harvester_locks = sa.Table(
 )
 
 
+def new_owner() -> str:
+    """host:pid:nonce, so a holder killed on this machine is recognised as dead."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+
+
+def _is_dead_local_process(owner: str) -> bool:
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 class HarvesterLock:
-    def __init__(self, engine: sa.Engine, *, lease: timedelta = timedelta(minutes=10)) -> None:
+    def __init__(self, engine: sa.Engine, *, lease: timedelta = timedelta(minutes=2)) -> None:
         self.engine = engine
         self.lease = lease
         _metadata.create_all(engine, checkfirst=True)
@@ -54,7 +75,27 @@ class HarvesterLock:
                 )
             return True
         except IntegrityError:
-            return False
+            return self._take_over_from_dead_holder(harvester_id, owner)
+
+    def _take_over_from_dead_holder(self, harvester_id: str, owner: str) -> bool:
+        """A holder on this machine whose process is gone (killed) can't renew: don't wait."""
+        with self.engine.begin() as connection:
+            holder = connection.execute(
+                sa.select(harvester_locks.c.owner).where(
+                    harvester_locks.c.harvester_id == harvester_id
+                )
+            ).scalar()
+            if holder is None or not _is_dead_local_process(holder):
+                return False
+            taken = connection.execute(
+                harvester_locks.update()
+                .where(
+                    harvester_locks.c.harvester_id == harvester_id,
+                    harvester_locks.c.owner == holder,
+                )
+                .values(owner=owner, renewed_at=datetime.now(UTC))
+            )
+            return taken.rowcount == 1
 
     def renew(self, harvester_id: str, owner: str) -> None:
         with self.engine.begin() as connection:
@@ -86,7 +127,7 @@ class HarvesterLock:
         sleep: Callable[[float], None] = time.sleep,
     ) -> Iterator[None]:
         """Wait for the lease and hold it; a background thread renews it while we live."""
-        owner = uuid.uuid4().hex
+        owner = new_owner()
         deadline = time.monotonic() + wait_seconds
         while not self.try_acquire(harvester_id, owner):
             if time.monotonic() >= deadline:

@@ -55,3 +55,18 @@ def test_a_dead_holders_lease_expires(engine: sa.Engine) -> None:
     lock = HarvesterLock(engine, lease=timedelta(seconds=-1))  # already expired when taken
     assert lock.try_acquire("h", "crashed-run")
     assert lock.try_acquire("h", "new-run")
+
+
+def test_a_killed_local_holder_is_taken_over_at_once(engine: sa.Engine) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # its pid is now free: the holder is dead
+    lock = HarvesterLock(engine)
+    assert lock.try_acquire("h", f"{socket.gethostname()}:{child.pid}:nonce")
+    assert lock.try_acquire("h", "new-owner")  # taken over, no waiting for the lease
+    # a holder on another machine can't be judged from here: wait for its lease
+    assert lock.try_acquire("remote", f"other-host:{child.pid}:nonce")
+    assert not lock.try_acquire("remote", "new-owner")

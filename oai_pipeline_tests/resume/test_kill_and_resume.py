@@ -1,0 +1,176 @@
+"""A harvest killed with SIGKILL at several points, then resumed, ends like an uninterrupted one.
+
+Nothing lost, nothing duplicated, and a cap that still holds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from oai_pipeline.sample_endpoint.faults import Faults
+from oai_pipeline.sample_endpoint.records import generate_datacite_records
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline.settings import Settings, load_settings
+from oai_pipeline.state.store import StateStore
+from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline_tests.support import register
+
+CLI = str(Path(sys.executable).with_name("oai-pipeline"))
+HARVEST = ["harvest", "gen", "--since", "2024-01-01", "--progress-every", "50"]
+RECORDS = generate_datacite_records(
+    1500, seed=7, start=datetime(2024, 1, 5, tzinfo=UTC), span_days=2
+)
+PAGE_SIZE = 100
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[OAIEndpoint]:
+    with OAIEndpoint(RECORDS, page_size=PAGE_SIZE) as endpoint:
+        yield endpoint
+        endpoint.faults = Faults()
+
+
+def _settings(home: Path) -> Settings:
+    settings = load_settings({"OAI_PIPELINE_HOME": str(home)})
+    settings.home.mkdir(parents=True, exist_ok=True)
+    return settings
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OAI_PIPELINE_")}
+    return {**env, "OAI_PIPELINE_HOME": str(home)}
+
+
+def _harvest(home: Path, *extra: str) -> None:
+    result = subprocess.run(
+        [CLI, *HARVEST, *extra], env=_env(home), capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _snapshot(settings: Settings) -> tuple[int, set[tuple]]:
+    repository = EmbeddedRepository(settings.target_db_url)
+    try:
+        rows = repository.list(harvester="gen")
+    finally:
+        repository.close()
+    return len(rows), {(r["source_identifier"], r["state"], r["doi"], r["title"]) for r in rows}
+
+
+def _staged(settings: Settings) -> int:
+    with StateStore(settings.state_db_url) as state:
+        runs = state.list_runs(harvester_id="gen", limit=1)
+    return int(runs[0]["staged"]) if runs else 0
+
+
+def _target_count(settings: Settings) -> int:
+    if not Path(settings.target_db_url.removeprefix("sqlite:///")).exists():
+        return 0
+    repository = EmbeddedRepository(settings.target_db_url)
+    try:
+        return repository.stats("gen")["records"]
+    finally:
+        repository.close()
+
+
+def _kill_when(home: Path, condition: Callable[[], bool], *extra: str) -> None:
+    process = subprocess.Popen(
+        [CLI, *HARVEST, *extra],
+        env=_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    try:
+        while not condition():
+            assert process.poll() is None, "the harvest ended before the kill point"
+            assert time.monotonic() < deadline, "kill point never reached"
+            time.sleep(0.01)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def baseline(
+    endpoint: OAIEndpoint, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[int, set[tuple]]:
+    settings = _settings(tmp_path_factory.mktemp("uninterrupted"))
+    register(settings, endpoint.base_url, harvester_id="gen")
+    _harvest(settings.home)
+    count, snapshot = _snapshot(settings)
+    assert count == sum(1 for r in RECORDS if not r.deleted)
+    return count, snapshot
+
+
+def _interrupted(
+    endpoint: OAIEndpoint, tmp_path: Path, name: str, batch_size: int = 100
+) -> Settings:
+    settings = _settings(tmp_path / name)
+    register(settings, endpoint.base_url, harvester_id="gen", batch_size=batch_size)
+    return settings
+
+
+def test_killed_mid_page(endpoint: OAIEndpoint, tmp_path: Path, baseline) -> None:
+    settings = _interrupted(endpoint, tmp_path, "mid_page")
+    start = endpoint.request_count
+    slow_request = start + 5  # Identify, then the 4th list page answers slowly
+    endpoint.faults = Faults(slow_on={slow_request: 5.0})
+
+    try:
+        _kill_when(settings.home, lambda: endpoint.request_count >= slow_request)
+    finally:
+        endpoint.faults = Faults()
+    assert 0 < _staged(settings) < len(RECORDS)
+    _harvest(settings.home)
+
+    assert _snapshot(settings) == baseline
+
+
+def test_killed_between_pages(endpoint: OAIEndpoint, tmp_path: Path, baseline) -> None:
+    settings = _interrupted(endpoint, tmp_path, "between_pages")
+
+    _kill_when(settings.home, lambda: _staged(settings) >= 3 * PAGE_SIZE)
+    assert _staged(settings) < len(RECORDS)
+    _harvest(settings.home)
+
+    assert _snapshot(settings) == baseline
+
+
+def test_killed_mid_write(endpoint: OAIEndpoint, tmp_path: Path, baseline) -> None:
+    # small write batches, so the kill lands between two of them
+    settings = _interrupted(endpoint, tmp_path, "mid_write", batch_size=5)
+
+    _kill_when(settings.home, lambda: _target_count(settings) >= 100)
+    # killed inside the write stage: target records written, the run not finished
+    with StateStore(settings.state_db_url) as state:
+        assert state.list_runs(harvester_id="gen", limit=1)[0]["status"] == "running"
+    _harvest(settings.home)
+
+    assert _snapshot(settings) == baseline
+
+
+def test_a_cap_holds_across_a_kill(endpoint: OAIEndpoint, tmp_path: Path) -> None:
+    settings = _interrupted(endpoint, tmp_path, "capped")
+    cap = 250
+
+    _kill_when(settings.home, lambda: _staged(settings) >= 2 * PAGE_SIZE, "--max-records", str(cap))
+    _harvest(settings.home, "--max-records", str(cap))
+
+    assert _staged(settings) == cap
+    with StateStore(settings.state_db_url) as state:
+        run = state.list_runs(harvester_id="gen", limit=1)[0]
+        harvested = state.record_totals("gen")
+    assert run["cap_reached"] is True
+    assert harvested["total"] == cap  # exactly the cap, across the kill
+    count, snapshot = _snapshot(settings)
+    assert count == len(snapshot) == harvested["live"]  # every staged live record, once
