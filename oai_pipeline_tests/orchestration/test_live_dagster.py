@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -32,12 +33,14 @@ PAGE_SIZE = 25
 TERMINAL = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
 
 
+@dataclass
 class Live:
-    def __init__(self, dagster: LiveDagster, endpoint: OAIEndpoint, records, settings) -> None:
-        self.dagster = dagster
-        self.endpoint = endpoint
-        self.records: list[EndpointRecord] = records
-        self.settings: Settings = settings
+    """The running Dagster, the source it harvests, and the data folder it writes."""
+
+    dagster: LiveDagster
+    endpoint: OAIEndpoint
+    records: list[EndpointRecord]
+    settings: Settings
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +62,12 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             dagster.start()
             # the default-running hourly schedule must not add runs while we count them
             dagster.stop_schedule("incremental_harvest_schedule")
+            # the registry sensor (running by default in the daemon) adds the partition
+            wait_for(
+                "the harvester_registry_sensor to add the harvester partition",
+                lambda: "yearly" in dagster.dynamic_partitions("harvester"),
+                timeout=60,
+            )
             yield Live(dagster, endpoint, records, settings)
         finally:
             dagster.stop()
@@ -70,12 +79,6 @@ def _fail_with_log(live: Live, message: str) -> str:
 
 def test_backfill_of_a_year_finishes_in_one_run_with_the_target_complete(live: Live) -> None:
     dagster = live.dagster
-    # the registry sensor (running by default in the daemon) adds the harvester partition
-    wait_for(
-        "the harvester_registry_sensor to add the partition",
-        lambda: "yearly" in dagster.dynamic_partitions("harvester"),
-        timeout=60,
-    )
     requests_before = len(live.endpoint.requests)
 
     backfill_id = dagster.launch_asset_backfill(ASSETS, [f"yearly|{day}" for day in YEAR])
