@@ -44,7 +44,8 @@ def _run_for(
     from_: str | None,
     until: str | None,
     dagster_run_id: str | None,
-) -> tuple[int, SweepCheckpoint | None]:
+) -> tuple[int, SweepCheckpoint | None, str | None, str | None]:
+    """The run to continue (same window, not succeeded; or the one asked for) or a new one."""
     state = services.state
     run = None
     if options.resume_batch_id is not None:
@@ -57,7 +58,8 @@ def _run_for(
         run = state.find_resumable_run(scope.harvester_id, from_, until)
     if run is not None:
         checkpoint = run.get("checkpoint")
-        return run["id"], checkpoint if isinstance(checkpoint, SweepCheckpoint) else None
+        checkpoint = checkpoint if isinstance(checkpoint, SweepCheckpoint) else None
+        return run["id"], checkpoint, run["window_from"], run["window_until"]
     run_id = state.create_run(
         scope.harvester_id,
         window_from=from_,
@@ -67,7 +69,7 @@ def _run_for(
         options=options.model_dump(mode="json"),
         dagster_run_id=dagster_run_id,
     )
-    return run_id, None
+    return run_id, None, from_, until
 
 
 def discover(
@@ -87,7 +89,9 @@ def discover(
         identify = reader.identify()
         state.save_identify(harvester.id, identify)
         from_, until = scope.oai_range(identify.granularity)
-        run_id, checkpoint = _run_for(services, scope, options, from_, until, dagster_run_id)
+        run_id, checkpoint, from_, until = _run_for(
+            services, scope, options, from_, until, dagster_run_id
+        )
         result = DiscoveryResult(run_id=run_id, from_=from_, until=until)
         try:
             # One run at a time talks to a source and writes for a harvester.

@@ -1,0 +1,94 @@
+"""A user package adds a transformer through the `oai_pipeline.transformers` entry point."""
+
+from __future__ import annotations
+
+import importlib
+import textwrap
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from pydantic import ValidationError
+
+from oai_pipeline.defs.launch import materialize_windows
+from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline.settings import Settings
+from oai_pipeline_tests.support import (
+    live_records,
+    register,
+    shifted_sample_records,
+    target_by_source,
+)
+
+PLUGIN = '''
+"""A user's own transformer: shouts the title."""
+from pydantic import BaseModel
+
+from oai_pipeline.transform.base import Transformer
+
+
+class Shout(Transformer):
+    class Options(BaseModel, extra="forbid"):
+        suffix: str = "!"
+
+    def transform(self, items):
+        for item in items:
+            title = item.data["metadata"]["title"]
+            item.data["metadata"]["title"] = title.upper() + self.options.suffix
+'''
+
+
+@pytest.fixture
+def installed_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Install a distribution the way pip would: a module and its dist-info on sys.path."""
+    site = tmp_path / "site"
+    (site / "shout_plugin-1.0.dist-info").mkdir(parents=True)
+    (site / "shout_plugin.py").write_text(PLUGIN)
+    (site / "shout_plugin-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: shout-plugin\nVersion: 1.0\n"
+    )
+    (site / "shout_plugin-1.0.dist-info" / "entry_points.txt").write_text(
+        textwrap.dedent(
+            """
+            [oai_pipeline.transformers]
+            shout = shout_plugin:Shout
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+
+
+def test_harvest_with_a_transformer_from_an_entry_point(
+    installed_plugin: None, instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    records = shifted_sample_records()
+    with OAIEndpoint(records) as endpoint:
+        harvester = register(settings, endpoint.base_url)
+        with Services(settings) as services:
+            HarvesterRegistry(services.state).update(
+                "sample", transformers=[*harvester.transformers, 'shout{suffix:"?!"}']
+            )
+        days = sorted(r.datestamp.date().isoformat() for r in records)
+        assert materialize_windows(instance, "sample", days[0], days[-1]).success
+
+    target = target_by_source(settings, "sample")
+    live = live_records(records, "oai_datacite")
+    assert set(target) == {r.identifier for r in live}
+    for local in target.values():
+        title = local["data"]["metadata"]["title"]
+        assert title.endswith("?!") and title[:-2] == title[:-2].upper()
+
+
+def test_the_plugins_own_options_model_validates_the_spec(installed_plugin: None) -> None:
+    with pytest.raises(ValidationError, match="transformers"):
+        Harvester(
+            id="h",
+            base_url="https://example.org/oai",
+            metadata_prefix="oai_dc",
+            transformers=['oai-import{model:"rdm"}', "shout{volume: 11}"],
+            writers=['oai-service{model:"rdm"}'],
+        )
