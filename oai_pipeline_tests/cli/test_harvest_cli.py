@@ -1,0 +1,91 @@
+"""`oai-pipeline harvest` in this process, then status and records, as an operator uses them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from click.testing import CliRunner, Result
+
+from oai_pipeline.cli import main
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline_tests.support import deleted_records, live_records, shifted_sample_records
+
+RECORDS = shifted_sample_records()
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.fixture
+def endpoint() -> Iterator[OAIEndpoint]:
+    with OAIEndpoint(RECORDS, page_size=3) as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def registered(endpoint: OAIEndpoint) -> str:
+    result = run(
+        "harvesters", "create", "--id", "sample", "--name", "Sample",
+        "--base-url", endpoint.base_url, "--metadata-prefix", "oai_datacite", "--model", "rdm",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return "sample"
+
+
+def test_harvest_then_status_and_records(registered: str) -> None:
+    result = run("harvest", registered, "--json")
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output[result.output.index("{") :])
+    live = live_records(RECORDS, "oai_datacite")
+    assert report["created"] == len(live)
+    assert report["harvested"] == len(live) + len(deleted_records(RECORDS, "oai_datacite"))
+    assert report["errors"] == 0
+
+    status = json.loads(run("status", "--harvester", registered, "--json").output)
+    assert status["run"]["status"] == "succeeded"
+    assert status["records"]["imported"] == len(live)
+    assert status["target"]["records"] == len(live)
+
+    listed = json.loads(
+        run("records", "list", "--harvester", registered, "--live", "--json").output
+    )
+    assert {r["identifier"] for r in listed} == {r.identifier for r in live}
+
+    again = json.loads(run("harvest", registered, "--json").output)
+    assert again["created"] == 0 and again["unchanged"] == again["harvested"]
+
+
+def test_selected_identifiers_and_a_cap(registered: str) -> None:
+    live = live_records(RECORDS, "oai_datacite")
+    chosen = [live[0].identifier, live[1].identifier]
+
+    result = run("harvest", registered, *chosen, "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["created"] == 2
+
+    capped = json.loads(run("harvest", registered, "--max-records", "3", "--json").output)
+    assert capped["harvested"] == 3 and capped["cap_reached"] is True
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["harvest", "nope"], "unknown harvester 'nope'"),
+        (["harvest", "sample", "--since", "yesterday"], "--since"),
+        (["harvest", "sample", "--scale", "small", "--max-records", "5"], "not both"),
+        (["harvest", "sample", "--since", "2024-02-01", "--until", "2024-01-01"], "before"),
+        (["harvest", "sample", "--resume", "999"], "no harvest run 999"),
+    ],
+)
+def test_user_mistakes_are_one_line_errors(registered: str, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(main, args)
+
+    assert result.exit_code != 0
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
