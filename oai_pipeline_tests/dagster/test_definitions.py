@@ -58,3 +58,24 @@ def test_dagster_definitions_validate() -> None:
         timeout=180,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_fixture_in_the_data_folder_is_loaded_with_the_definitions(settings) -> None:
+    from oai_pipeline.definitions import build_definitions
+    from oai_pipeline.pipeline.services import Services
+
+    settings.fixture_file.write_text(
+        "- id: zenodo\n"
+        "  name: Zenodo\n"
+        "  base-url: https://zenodo.org/oai2d\n"
+        "  metadata-prefix: oai_datacite\n"
+        "  model: rdm\n"
+    )
+
+    build_definitions()
+
+    with Services(settings) as services:
+        harvester = services.state.get_harvester("zenodo")
+    assert harvester is not None
+    assert harvester.metadata_prefix == "oai_datacite"
+    assert harvester.writers == ['oai-service{model:"rdm"}']
