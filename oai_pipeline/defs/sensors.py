@@ -2,8 +2,23 @@
 
 import dagster as dg
 
-from oai_pipeline.defs.partitions import HARVESTER, harvester_partitions
+from oai_pipeline.defs.partitions import HARVESTER, harvester_partitions, window_partitions
 from oai_pipeline.defs.resources import PipelineResource
+
+# Dagster slows down past this many partitions of one asset (harvesters x windows).
+PARTITION_BUDGET = 100_000
+
+
+def partition_budget_warning(harvesters: int, windows: int) -> str | None:
+    """A hint for the operator when harvesters x windows outgrows what Dagster handles well."""
+    count = harvesters * windows
+    if count <= PARTITION_BUDGET:
+        return None
+    return (
+        f"{harvesters} harvesters x {windows} windows = {count:,} partitions, more than "
+        f"{PARTITION_BUDGET:,}: set OAI_PIPELINE_WINDOW_GRANULARITY=weekly or monthly, or a later "
+        "OAI_PIPELINE_WINDOW_START (the first window still reaches back to the beginning)"
+    )
 
 
 def partition_requests(
@@ -28,6 +43,8 @@ def harvester_registry_sensor(
     with pipeline.services() as services:
         registered = {h.id for h in services.state.list_harvesters()}
     existing = set(context.instance.get_dynamic_partitions(HARVESTER))
+    if warning := partition_budget_warning(len(registered), window_partitions.get_num_partitions()):
+        context.log.warning(warning)
     requests = partition_requests(registered, existing)
     return dg.SensorResult(
         dynamic_partitions_requests=requests,

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dagster as dg
+import pytest
 
 from oai_pipeline.definitions import defs
-from oai_pipeline.defs.partitions import HARVESTER
+from oai_pipeline.defs import sensors
+from oai_pipeline.defs.partitions import HARVESTER, window_partitions
+from oai_pipeline.defs.sensors import partition_budget_warning
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
@@ -157,3 +160,22 @@ def test_a_canceled_run_leaves_its_harvest_runs_stopped(
         run = services.state.get_run(stuck)
     assert run["status"] == "stopped"  # a rerun of the window resumes it
     assert run["error"] == "the Dagster run was canceled"
+
+
+def test_the_registry_sensor_warns_when_partitions_outgrow_the_budget(
+    instance: dg.DagsterInstance,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    windows = window_partitions.get_num_partitions()
+    assert partition_budget_warning(90, 1000) is None  # a realistic registry, daily windows
+    assert "weekly" in partition_budget_warning(101, 1000)
+    add_harvester(settings, "alpha")
+    add_harvester(settings, "beta")
+    monkeypatch.setattr(sensors, "PARTITION_BUDGET", 2 * windows - 1)
+
+    _registry_tick(instance)
+
+    # the tick's log (shown with the tick in the UI; on the console here)
+    assert f"2 harvesters x {windows} windows" in capfd.readouterr().err
