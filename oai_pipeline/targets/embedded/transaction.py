@@ -216,6 +216,48 @@ class TargetTransaction:
         )
         return record_id
 
+    def create_published(
+        self,
+        data: dict[str, Any],
+        *,
+        doi: str | None,
+        harvester_id: str | None = None,
+        source_identifier: str | None = None,
+        pid_field: str = DEFAULT_PID_FIELD,
+    ) -> str:
+        """`create` then `publish` in four statements instead of nine: the same end state.
+
+        The new record is live at revision 1 and its revision row is written; the draft that
+        `create` would make and `publish` would remove is never written. Both DOI checks are
+        kept: the draft's (`doi`) and the published version's (the pid in the data).
+        """
+        self._check_pid_free(doi, None)
+        published_doi = pid_of(data, pid_field)
+        if published_doi != doi:
+            self._check_pid_free(published_doi, None)
+        record_id = new_record_id()
+        stamp = now()
+        self.connection.execute(
+            sa.insert(records).values(
+                id=record_id,
+                state=LIVE,
+                data=data,
+                revision=1,
+                doi=published_doi,
+                source_harvester=harvester_id,
+                source_identifier=source_identifier,
+                purge=False,
+                created=stamp,
+                updated=stamp,
+            )
+        )
+        self.connection.execute(
+            sa.insert(revisions).values(
+                record_id=record_id, revision=1, state=LIVE, data=data, created=stamp
+            )
+        )
+        return record_id
+
     def claim(self, record_id: str, harvester_id: str, source_identifier: str) -> None:
         """PID takeover: the record is now the harvested record of this source identifier."""
         self.connection.execute(

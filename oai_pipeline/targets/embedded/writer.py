@@ -67,10 +67,15 @@ class EmbeddedWriter(Writer):
     def apply(self, harvester_id: str, writes: list[PlannedWrite]) -> list[WriteOutcome]:
         outcomes: list[WriteOutcome] = []
         with self.repository.transaction() as tx:
+            # One lookup for the batch; `_apply_one` looks again where an earlier record of
+            # the batch could have changed the answer (a pid takeover).
+            known = tx.local_records(harvester_id, [self._key(write) for write in writes])
             for write in writes:
                 try:
                     with tx.savepoint():
-                        outcome = self._apply_one(tx, harvester_id, write)
+                        outcome = self._apply_one(
+                            tx, harvester_id, write, known.get(write.identifier)
+                        )
                 except DuplicatePidError as error:
                     outcome = _failed(
                         write, "duplicate_pid", str(error), location=self.options.pid_field
@@ -83,14 +88,41 @@ class EmbeddedWriter(Writer):
 
     # -- one record ------------------------------------------------------------------------
 
+    def _key(self, write: PlannedWrite) -> tuple[str, str | None]:
+        """(source identifier, pid) as `_apply_one` looks the record up."""
+        if write.action is Action.SKIP:
+            return write.identifier, write.pid
+        data = write.data if isinstance(write.data, dict) else None
+        return write.identifier, (pid_of(data, self.options.pid_field) if data else None) or (
+            write.pid
+        )
+
+    def _local(
+        self,
+        tx: TargetTransaction,
+        harvester_id: str,
+        key: tuple[str, str | None],
+        known: LocalRecord | None,
+    ) -> LocalRecord:
+        """The batch's lookup, unless it found the record by pid: an earlier record of the
+        batch may have taken that record over since, so look again. Found by source
+        identifier, or missing, it cannot have changed (identifiers are unique in a batch,
+        and a harvested record is never found by pid)."""
+        if known is None or known.taken_over:
+            return tx.local_records(harvester_id, [key])[key[0]]
+        return known
+
     def _apply_one(
-        self, tx: TargetTransaction, harvester_id: str, write: PlannedWrite
+        self,
+        tx: TargetTransaction,
+        harvester_id: str,
+        write: PlannedWrite,
+        known: LocalRecord | None = None,
     ) -> WriteOutcome:
         if write.action is Action.ERROR:
             return _failed(write, "not_written", "planned as an error: nothing to write")
         if write.action is Action.SKIP:  # nothing to do; report the record as it is
-            local = tx.local_records(harvester_id, [(write.identifier, write.pid)])
-            found = local[write.identifier]
+            found = self._local(tx, harvester_id, (write.identifier, write.pid), known)
             return WriteOutcome(write.identifier, Action.SKIP, found.local_id, found.revision)
         source_deleted = write.action in _SOURCE_DELETED
         data = write.data
@@ -98,7 +130,7 @@ class EmbeddedWriter(Writer):
             return _failed(write, "no_data", "a live record came without record data")
         pid = (pid_of(data, self.options.pid_field) if data else None) or write.pid
         # Re-check: the state now, not the state the plan saw.
-        local = tx.local_records(harvester_id, [(write.identifier, pid)])[write.identifier]
+        local = self._local(tx, harvester_id, (write.identifier, pid), known)
         source = SourceRecord(write.identifier, write.datestamp, source_deleted, pid)
         action = decide(source, None, local, update_all=True).action
         if source_deleted:
@@ -110,6 +142,15 @@ class EmbeddedWriter(Writer):
                 write.identifier, Action.ERROR, local.local_id, local.revision, error
             )
         record_id = local.local_id
+        if action is Action.CREATE and self.options.publish and not community_ids:
+            record_id = tx.create_published(
+                data,
+                doi=pid,
+                harvester_id=harvester_id,
+                source_identifier=write.identifier,
+                pid_field=self.options.pid_field,
+            )
+            return WriteOutcome(write.identifier, action, record_id, 1)
         if action is Action.CREATE:
             record_id = tx.create(
                 data, doi=pid, harvester_id=harvester_id, source_identifier=write.identifier
