@@ -98,7 +98,7 @@ def discover(
             with services.harvester_lock.hold(harvester.id):
                 _fetch(services, scope, options, reader, run_id, checkpoint, from_, until, progress)
         except BaseException as error:
-            state.finish_run(run_id, "failed", error=f"{type(error).__name__}: {error}")
+            services.record_failure(run_id, error)
             raise
     finally:
         reader.close()

@@ -27,6 +27,12 @@ class Services:
             raise PipelineError(f"unknown harvester {harvester_id!r}")
         return harvester
 
+    def record_failure(self, run_id: int, error: BaseException) -> None:
+        """An exception ends the harvest run as failed; an interrupt (Ctrl-C, a terminated
+        Dagster run) as stopped. Either way the next attempt resumes it."""
+        status = "failed" if isinstance(error, Exception) else "stopped"
+        self.state.finish_run(run_id, status, error=f"{type(error).__name__}: {error}")
+
     def close(self) -> None:
         self.state.close()
         self._lock_engine.dispose()
