@@ -72,15 +72,28 @@ def write(
     writers = build_writers(harvester, services.settings)
     run_id = run_id_of(services.storage, SYNC_DECISIONS, scope)
     summary = WriteSummary(run_id=run_id)
-    claimed: set[str] = set()
     written = 0
     next_progress = options.progress_every
 
     def write_part(key: str, name: str, decisions: pl.DataFrame) -> pl.DataFrame:
         nonlocal written, next_progress
         transformed = services.storage.read_part(TRANSFORMED_RECORDS, scope.harvester_id, key, name)
-        done_earlier = decisions.filter(~pl.col("identifier").is_in(claimed))
-        decisions = decisions.filter(pl.col("identifier").is_in(claimed))
+        # Successful records of a resumed run are never written again; failed ones on
+        # request. Holding the lease proves no other attempt is still writing, so records a
+        # dead attempt left `running` are reclaimed (after N minutes, if asked). Claimed part
+        # by part: memory stays bounded by the part, not the run.
+        stale_minutes = options.reset_stale_running_minutes
+        claimed = set(
+            state.claim(
+                run_id,
+                reclaim_stale_minutes=0 if stale_minutes is None else stale_minutes,
+                retry_failed=options.retry_failed,
+                identifiers=decisions["identifier"].unique().to_list(),
+            )
+        )
+        is_claimed = pl.col("identifier").is_in(list(claimed))
+        done_earlier = decisions.filter(~is_claimed)
+        decisions = decisions.filter(is_claimed)
         by_id = {
             row["identifier"]: row
             for row in transformed.iter_rows(named=True)
@@ -172,17 +185,6 @@ def write(
 
     try:
         with services.harvester_lock.hold(scope.harvester_id):
-            # Successful records of a resumed run are never written again; failed ones on
-            # request. Holding the lease proves no other attempt is still writing, so records
-            # a dead attempt left `running` are reclaimed (after N minutes, if asked).
-            stale_minutes = options.reset_stale_running_minutes
-            claimed.update(
-                state.claim(
-                    run_id,
-                    reclaim_stale_minutes=0 if stale_minutes is None else stale_minutes,
-                    retry_failed=options.retry_failed,
-                )
-            )
             map_partitions(services.storage, scope, SYNC_DECISIONS, WRITTEN_RECORDS, write_part)
     except BaseException as error:
         state.finish_run(run_id, "failed", error=f"{type(error).__name__}: {error}")

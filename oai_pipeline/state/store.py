@@ -888,10 +888,34 @@ class StateStore:
         limit: int | None = None,
         reclaim_stale_minutes: int | None = None,
         retry_failed: bool = False,
+        identifiers: Sequence[str] | None = None,
     ) -> list[str]:
         """Mark records `running` and return them: pending ones, plus those left running
         longer than `reclaim_stale_minutes`, plus failed ones if `retry_failed`. Records
-        that succeeded (imported, updated, unchanged, gone) are never claimed again."""
+        that succeeded (imported, updated, unchanged, gone) are never claimed again.
+
+        `identifiers` limits the claim to those records (one part at a time, so the writer
+        never holds the whole run's identifiers)."""
+        if identifiers is not None:
+            claimed: list[str] = []
+            for chunk in _chunks(list(identifiers)):
+                remaining = None if limit is None else limit - len(claimed)
+                if remaining is not None and remaining <= 0:
+                    break
+                claimed += self._claim(
+                    run_id, remaining, reclaim_stale_minutes, retry_failed, chunk
+                )
+            return claimed
+        return self._claim(run_id, limit, reclaim_stale_minutes, retry_failed, None)
+
+    def _claim(
+        self,
+        run_id: int,
+        limit: int | None,
+        reclaim_stale_minutes: int | None,
+        retry_failed: bool,
+        identifiers: Sequence[str] | None,
+    ) -> list[str]:
         rr = run_records
         eligible = [rr.c.status == "pending"]
         if reclaim_stale_minutes is not None:
@@ -909,6 +933,8 @@ class StateStore:
             .where(rr.c.run_id == run_id, sa.or_(*eligible))
             .order_by(rr.c.id)
         )
+        if identifiers is not None:
+            query = query.where(rr.c.identifier.in_(identifiers))
         if limit is not None:
             query = query.limit(max(0, limit))
         now = utc_now()
