@@ -89,3 +89,28 @@ def test_user_mistakes_are_one_line_errors(registered: str, args: list[str], mes
     assert message in result.output
     assert "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_resume_retries_failed_records_only_when_asked(endpoint: OAIEndpoint) -> None:
+    created = run(
+        "harvesters", "create", "--id", "sample", "--base-url", endpoint.base_url,
+        "--metadata-prefix", "oai_datacite", "--model", "rdm", "--community", "later",
+    )  # fmt: skip
+    assert created.exit_code == 0, created.output
+    first = json.loads(run("harvest", "sample", "--json").output)
+    live = live_records(RECORDS, "oai_datacite")
+    assert first["error_types"] == {"missing_community": len(live)}
+    run_id = str(first["run_id"])
+    assert run("target", "communities", "create", "later").exit_code == 0
+
+    resumed = json.loads(run("harvest", "sample", "--resume", run_id, "--json").output)
+    assert resumed["run_id"] == first["run_id"]
+    assert resumed["created"] == 0  # failed records are not retried unless asked
+
+    retried = json.loads(
+        run("harvest", "sample", "--resume", run_id, "--retry-failed", "--json").output
+    )
+    assert retried["created"] == len(live)
+    status = json.loads(run("status", "--batch-id", run_id, "--json").output)
+    assert status["records"]["failed"] == 0
+    assert status["records"]["imported"] == len(live)
