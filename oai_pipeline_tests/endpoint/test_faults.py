@@ -217,3 +217,13 @@ def test_a_harvest_through_503s_ends_with_every_record():
                 break
             params = {"verb": "ListRecords", "resumptionToken": token.text}
     assert seen == DATACITE_IDS and unavailable >= 2
+
+
+def test_slow_on_delays_only_the_named_requests():
+    with _endpoint(slow_on={2: 0.3}) as endpoint, httpx.Client() as client:
+        started = time.monotonic()
+        client.get(endpoint.base_url, params=IDENTIFY)
+        first = time.monotonic() - started
+        client.get(endpoint.base_url, params=IDENTIFY)
+        second = time.monotonic() - started - first
+    assert second >= 0.3 > first
