@@ -187,7 +187,7 @@ def write(
         with services.harvester_lock.hold(scope.harvester_id):
             map_partitions(services.storage, scope, SYNC_DECISIONS, WRITTEN_RECORDS, write_part)
     except BaseException as error:
-        state.finish_run(run_id, "failed", error=f"{type(error).__name__}: {error}")
+        services.record_failure(run_id, error)
         raise
     finally:
         for writer in writers:
