@@ -11,7 +11,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = sa.MetaData()
 
@@ -94,6 +94,8 @@ harvest_runs = sa.Table(
     sa.Column("cap_reached", sa.Boolean, nullable=False, default=False),
     sa.Column("checkpoint", sa.JSON, nullable=True),
     sa.Column("response_date", sa.String(32), nullable=True),  # of the run's first page
+    # the newest datestamp staged: shown in status, never a checkpoint (records are unordered)
+    sa.Column("last_datestamp", sa.String(32), nullable=True),
     sa.Column("created_at", sa.String(32), nullable=False),
     sa.Column("updated_at", sa.String(32), nullable=False),
     sa.Column("finished_at", sa.String(32), nullable=True),
@@ -118,8 +120,14 @@ run_records = sa.Table(
     sa.Index("ix_run_records_status", "run_id", "status"),
 )
 
-# version -> the step that brings the schema from version-1 to it (create_all covers 1).
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+def _add_last_datestamp(connection: Connection) -> None:
+    connection.execute(sa.text("ALTER TABLE harvest_runs ADD COLUMN last_datestamp VARCHAR(32)"))
+
+
+# version -> the step that brings the schema from version-1 to it (create_all covers the
+# current version of a new database).
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _add_last_datestamp}
 
 
 def migrate(connection: Connection) -> int:

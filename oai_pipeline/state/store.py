@@ -724,10 +724,18 @@ class StateStore:
                     ],
                 )
                 self._upsert_harvested(conn, harvester_id, new)
+                newest = max(r.datestamp for r in new)
+                last = harvest_runs.c.last_datestamp
                 conn.execute(
                     harvest_runs.update()
                     .where(harvest_runs.c.id == run_id)
-                    .values(staged=harvest_runs.c.staged + len(new), updated_at=now)
+                    .values(
+                        staged=harvest_runs.c.staged + len(new),
+                        last_datestamp=sa.case(
+                            (sa.or_(last.is_(None), last < newest), newest), else_=last
+                        ),
+                        updated_at=now,
+                    )
                 )
         return len(new), duplicates
 
@@ -1045,7 +1053,9 @@ class StateStore:
             "stale_running": int(stale),
             "stale_after_minutes": stale_minutes,
             "recent_failures": recent_failures,
-            "discovery_state": None if checkpoint is None else dataclasses.asdict(checkpoint),
+            "discovery_state": None
+            if checkpoint is None
+            else {**dataclasses.asdict(checkpoint), "last_datestamp": run.get("last_datestamp")},
             "harvest_records": self.record_totals(run["harvester_id"]),
             "target": target_stats,
         }

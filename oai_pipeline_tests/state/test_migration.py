@@ -1,0 +1,47 @@
+"""A state database of an older oai-pipeline is migrated in place, data kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from oai_pipeline.oai.types import HarvestedRecord
+from oai_pipeline.state.schema import SCHEMA_VERSION
+from oai_pipeline.state.store import StateStore
+
+
+def _run(store: StateStore) -> int:
+    return store.create_run(
+        "h", window_from=None, window_until=None, scale=None, max_records=0, options={}
+    )
+
+
+def test_a_version_1_database_gains_last_datestamp(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'state.sqlite'}"
+    with StateStore(url) as store:
+        old_run = _run(store)
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:  # what version 1 looked like
+        connection.execute(sa.text("ALTER TABLE harvest_runs DROP COLUMN last_datestamp"))
+        connection.execute(sa.text("UPDATE schema_version SET version = 1"))
+
+    with StateStore(url) as store:
+        assert store.get_run(old_run)["last_datestamp"] is None
+        run_id = _run(store)
+        store.stage(
+            run_id,
+            "h",
+            [
+                HarvestedRecord("oai:x:2", "2024-01-03T00:00:00Z", False),
+                HarvestedRecord("oai:x:1", "2024-01-05T10:00:00Z", False),
+                HarvestedRecord("oai:x:3", "2024-01-04T00:00:00Z", False),
+            ],
+        )
+        store.stage(run_id, "h", [HarvestedRecord("oai:x:4", "2024-01-01T00:00:00Z", False)])
+        assert store.get_run(run_id)["last_datestamp"] == "2024-01-05T10:00:00Z"
+    with engine.begin() as connection:
+        assert connection.execute(sa.text("SELECT version FROM schema_version")).scalar() == (
+            SCHEMA_VERSION
+        )
+    engine.dispose()
