@@ -5,18 +5,22 @@ grouped into one scope per harvester and contiguous windows, one ListRecords swe
 """
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 import dagster as dg
 import httpx
+from pydantic import ValidationError
 from sqlalchemy.exc import OperationalError
 
 from oai_pipeline.defs.partitions import harvest_partitions, scopes_for_keys
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.errors import PipelineError
+from oai_pipeline.harvesters.model import describe_validation_error
 from oai_pipeline.oai.errors import HarvestProtocolError
 from oai_pipeline.pipeline.discover import discover
+from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.plan import plan
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
@@ -49,6 +53,31 @@ _ASSET_ARGS = dict(
 _DOWNSTREAM_ARGS = dict(_ASSET_ARGS, automation_condition=FOLLOW_UPSTREAM)
 
 
+@contextmanager
+def _retry_only_transient() -> Iterator[None]:
+    """Transient errors go to the retry policy (the step resumes from its checkpoint);
+    anything else (a wrong prefix, option or argument, an OAI error, a bug) fails at once."""
+    try:
+        yield
+    except TRANSIENT_ERRORS:
+        raise
+    except PipelineError as error:
+        raise dg.Failure(description=str(error), allow_retries=False) from error
+    except ValidationError as error:
+        raise dg.Failure(
+            description=describe_validation_error(error), allow_retries=False
+        ) from error
+    except Exception as error:
+        raise dg.Failure(
+            description=f"{type(error).__name__}: {error}", allow_retries=False
+        ) from error
+
+
+def _options(harvest_options: HarvestOptions) -> RunOptions:
+    with _retry_only_transient():
+        return harvest_options.run_options()
+
+
 def _each_scope(
     context: dg.AssetExecutionContext,
     pipeline: PipelineResource,
@@ -61,13 +90,8 @@ def _each_scope(
                 f"{scope.harvester_id}: windows {scope.keys[0]} .. {scope.keys[-1]} "
                 f"({len(scope.keys)})"
             )
-            try:
+            with _retry_only_transient():
                 results.append((scope, stage(services, scope)))
-            except TRANSIENT_ERRORS:
-                raise  # the retry policy runs the step again; it resumes from its checkpoint
-            except PipelineError as error:
-                # A wrong prefix, argument or option, an OAI error: retrying cannot help.
-                raise dg.Failure(description=str(error), allow_retries=False) from error
     return results
 
 
@@ -97,7 +121,7 @@ def raw_oai_xml(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, harvest_options: HarvestOptions
 ) -> dg.MaterializeResult:
     """ListRecords of the window(s), following resumption tokens, checkpointed page by page."""
-    options = harvest_options.run_options()
+    options = _options(harvest_options)
     results = _each_scope(
         context,
         pipeline,
@@ -152,7 +176,7 @@ def sync_decisions(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, harvest_options: HarvestOptions
 ) -> dg.MaterializeResult:
     """The plan: per record, what must happen to the target and why (inspect before writing)."""
-    options = harvest_options.run_options()
+    options = _options(harvest_options)
     results = _each_scope(context, pipeline, lambda s, scope: plan(s, scope, options))
     actions: Counter[str] = Counter()
     for _, counter in results:
@@ -171,7 +195,7 @@ def written_records(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, harvest_options: HarvestOptions
 ) -> dg.MaterializeResult:
     """The plan applied through the harvester's writers; each outcome on its harvest record."""
-    options = harvest_options.run_options()
+    options = _options(harvest_options)
     results = _each_scope(
         context, pipeline, lambda s, scope: write(s, scope, options, progress=context.log.info)
     )

@@ -148,3 +148,19 @@ def test_a_single_partition_run(
 
 def window_keys_from(first: str, last: str) -> list[str]:
     return window_keys(date.fromisoformat(first), date.fromisoformat(last))
+
+
+def test_a_config_mistake_fails_at_once_without_retries(
+    instance: dg.DagsterInstance, settings: Settings, endpoint: OAIEndpoint
+) -> None:
+    register(settings, endpoint.base_url, metadata_prefix="no_such_prefix")
+
+    result = materialize_windows(
+        instance, "sample", "2024-01-03", "2024-01-04", raise_on_error=False
+    )
+
+    assert not result.success
+    events = [e.event_type_value for e in result.all_events]
+    assert "STEP_UP_FOR_RETRY" not in events
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert "cannotDisseminateFormat" in str(failure.event_specific_data.error.to_string())
