@@ -38,12 +38,43 @@ def serve(count: int, page_size: int, urls: multiprocessing.Queue, stop) -> None
         stop.wait()
 
 
+def harvest_by_stage(homes, first: str, last: str) -> dict[str, float]:
+    """The four stages one after the other, each timed (what `run_harvest` does)."""
+    import dagster as dg
+
+    from oai_pipeline.defs.partitions import partition_key, scopes_for_keys, window_partitions
+    from oai_pipeline.pipeline.discover import discover
+    from oai_pipeline.pipeline.options import RunOptions
+    from oai_pipeline.pipeline.plan import plan
+    from oai_pipeline.pipeline.services import Services
+    from oai_pipeline.pipeline.transform_stage import transform
+    from oai_pipeline.pipeline.write import write
+    from oai_pipeline.settings import load_settings
+
+    keys = window_partitions.get_partition_keys_in_range(dg.PartitionKeyRange(first, last))
+    (scope,) = scopes_for_keys([str(partition_key("bench", key)) for key in keys])
+    options = RunOptions()
+    seconds: dict[str, float] = {}
+    with Services(load_settings({"OAI_PIPELINE_HOME": homes.home})) as services:
+        for name, stage in (
+            ("discover", lambda: discover(services, scope, options, progress=lambda _m: None)),
+            ("transform", lambda: transform(services, scope)),
+            ("plan", lambda: plan(services, scope, options)),
+            ("write", lambda: write(services, scope, options, progress=lambda _m: None)),
+        ):
+            started = time.perf_counter()
+            stage()
+            seconds[name] = round(time.perf_counter() - started, 2)
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--page-size", type=int, default=500)
     parser.add_argument("--dagster", action="store_true")
     parser.add_argument("--again", action="store_true", help="also the unchanged re-harvest")
+    parser.add_argument("--stages", action="store_true", help="time each stage (in-process)")
     args = parser.parse_args()
     context = multiprocessing.get_context("spawn")
     urls, stop = context.Queue(), context.Event()
@@ -52,10 +83,13 @@ def main() -> None:
     try:
         base_url, first, last = urls.get(timeout=600)
         homes = fresh_homes(Path(tempfile.mkdtemp(prefix="oai-profile-")), "run")
-        register_harvester(homes.home, homes.dagster_home, base_url)
+        register_harvester(homes, base_url)
         harvest = harvest_dagster if args.dagster else harvest_in_process
         for attempt in range(2 if args.again else 1):
             started = time.perf_counter()
+            if args.stages:
+                print(attempt, harvest_by_stage(homes, first, last))
+                continue
             figure = harvest(homes.home, homes.dagster_home, first, last)
             print(attempt, round(time.perf_counter() - started, 2), figure["actions"])
     finally:

@@ -58,7 +58,18 @@ class Homes:
 
 
 def _peak_rss_mb() -> float:
-    """This process's peak resident set size (Linux reports KiB, macOS bytes)."""
+    """This process's own peak resident set size, in MB.
+
+    Linux: VmHWM of /proc/self/status, the high-water mark of this process's own memory.
+    Not ru_maxrss: Linux keeps that across fork and exec, so a child started by a parent
+    holding the generated records would report the parent's size.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
 
@@ -198,7 +209,9 @@ def harvest_in_process(
 def in_child(function: Callable[..., Any], *args: Any) -> Any:
     """Run `function(*args)` in a fresh spawned process (its own imports, its own peak RSS)."""
     with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
-        return pool.submit(function, *args).result()
+        figure = pool.submit(function, *args).result()
+    print(f"   {figure['seconds']:.2f} s, {figure['records']} records, {figure['rss_mb']} MB")
+    return figure
 
 
 def in_this_process(function: Callable[..., Any], *args: Any) -> Any:
