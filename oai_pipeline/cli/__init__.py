@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import importlib
-import sys
 import warnings
 
 import click
-from pydantic import ValidationError
 
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.cli.output import FriendlyGroup
+from oai_pipeline.harvesters.model import describe_validation_error
 
 # Dagster's beta notices (backfill_policy, pools) are for developers, not operators.
 warnings.filterwarnings("ignore", message=".*currently in (beta|preview).*")
@@ -27,30 +26,11 @@ _COMMAND_MODULES = (
 )
 
 
-def format_validation_error(error: ValidationError) -> str:
-    """One line naming the field(s), as an operator wants to read it."""
-    parts = []
-    for item in error.errors():
-        field = ".".join(str(p) for p in item["loc"]) or "input"
-        parts.append(f"{field}: {item['msg']}")
-    return "invalid " + "; ".join(parts)
+# Kept for callers of this contract; the one formatter lives with the Harvester model.
+format_validation_error = describe_validation_error
 
 
-class _FriendlyGroup(click.Group):
-    """Turns user mistakes into one-line errors instead of tracebacks."""
-
-    def invoke(self, ctx: click.Context):  # type: ignore[override]
-        try:
-            return super().invoke(ctx)
-        except ValidationError as error:
-            click.echo(f"error: {format_validation_error(error)}", err=True)
-            sys.exit(2)
-        except PipelineError as error:
-            click.echo(f"error: {error}", err=True)
-            sys.exit(1)
-
-
-@click.group(cls=_FriendlyGroup)
+@click.group(cls=FriendlyGroup)
 @click.version_option(package_name="oai-pipeline")
 def main() -> None:
     """Harvest OAI-PMH repositories into a target repository and keep it in sync."""

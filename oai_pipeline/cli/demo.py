@@ -11,7 +11,7 @@ from collections import Counter
 
 import click
 
-from oai_pipeline.cli.output import emit, report_text
+from oai_pipeline.cli.output import FriendlyCommand, emit, report_text
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.settings import ensure_dagster_home, load_settings
 
@@ -49,7 +49,7 @@ def harvest_summary(harvester_id: str, window_keys: list[str]) -> dict:
     return report
 
 
-@click.command(name="demo")
+@click.command(name="demo", cls=FriendlyCommand)
 @click.option("--json", "as_json", is_flag=True)
 def demo(as_json: bool) -> None:
     """Harvest the shipped sample endpoint into the embedded target and print what happened."""

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import click
 
-from oai_pipeline.cli.output import emit, report_text
+from oai_pipeline.cli.output import FriendlyCommand, emit, report_text
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.pipeline.options import SCALES, RunOptions
 from oai_pipeline.pipeline.runner import run_harvest
@@ -27,7 +27,7 @@ def parse_moment(value: str | None, flag: str) -> datetime | None:
     raise PipelineError(f"{flag}: expected YYYY-MM-DD or YYYY-MM-DDThh:mm:ssZ, got {value!r}")
 
 
-@click.command(name="harvest")
+@click.command(name="harvest", cls=FriendlyCommand)
 @click.argument("harvester_id")
 @click.argument("oai_identifiers", nargs=-1)
 @click.option("--since", help="harvest records changed since (YYYY-MM-DD or seconds, UTC)")

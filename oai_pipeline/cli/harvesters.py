@@ -2,46 +2,21 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from pydantic import ValidationError
 
-from oai_pipeline.cli.output import emit
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.cli.output import FriendlyGroup, emit
 from oai_pipeline.harvesters.fixtures import load_fixture_file
-from oai_pipeline.harvesters.model import Harvester, describe_validation_error
+from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.store import StateStore
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class InvalidInput(click.ClickException):
-    """A ValidationError as one line naming the field; exit code 2 like the root group."""
-
-    exit_code = 2
-
-
-def one_line_errors(command: F) -> F:
-    """User mistakes end the command with one line, never a traceback, even when the
-    command runs on its own (not under the root group)."""
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except ValidationError as error:
-            raise InvalidInput(describe_validation_error(error)) from None
-        except PipelineError as error:
-            raise click.ClickException(str(error)) from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 @contextmanager
@@ -107,7 +82,7 @@ def _describe(harvester: Harvester) -> str:
     return "\n".join(lines)
 
 
-@click.group(name="harvesters")
+@click.group(name="harvesters", cls=FriendlyGroup)
 def harvesters() -> None:
     """Register, change, list and remove harvesters (OAI-PMH endpoints to harvest)."""
 
@@ -116,7 +91,6 @@ def harvesters() -> None:
 @click.option("--id", "harvester_id", required=True, help="^[a-z0-9][a-z0-9_-]*$")
 @_harvester_options
 @click.option("--json", "as_json", is_flag=True)
-@one_line_errors
 def create(harvester_id: str, model: str | None, community: str | None, as_json: bool, **flags):
     """Register a new harvester."""
     data = {"id": harvester_id, **_given(flags)}
@@ -130,7 +104,6 @@ def create(harvester_id: str, model: str | None, community: str | None, as_json:
 @click.argument("harvester_id")
 @_harvester_options
 @click.option("--json", "as_json", is_flag=True)
-@one_line_errors
 def update(harvester_id: str, model: str | None, community: str | None, as_json: bool, **flags):
     """Change the given fields of a harvester; the others stay as they are."""
     with open_store() as store:
@@ -142,7 +115,6 @@ def update(harvester_id: str, model: str | None, community: str | None, as_json:
 
 @harvesters.command(name="list")
 @click.option("--json", "as_json", is_flag=True)
-@one_line_errors
 def list_(as_json: bool) -> None:
     """The registered harvesters."""
     with open_store() as store:
@@ -157,7 +129,6 @@ def list_(as_json: bool) -> None:
 @harvesters.command(name="show")
 @click.argument("harvester_id")
 @click.option("--json", "as_json", is_flag=True)
-@one_line_errors
 def show(harvester_id: str, as_json: bool) -> None:
     """One harvester, with what the source's Identify said, if harvested before."""
     with open_store() as store:
@@ -177,7 +148,6 @@ def show(harvester_id: str, as_json: bool) -> None:
 @harvesters.command(name="delete")
 @click.argument("harvester_id")
 @click.option("--delete-records", is_flag=True, help="also delete its harvest records and runs")
-@one_line_errors
 def delete(harvester_id: str, delete_records: bool) -> None:
     """Unregister a harvester; its harvest records are kept unless --delete-records."""
     with open_store() as store:
@@ -189,7 +159,6 @@ def delete(harvester_id: str, delete_records: bool) -> None:
 @harvesters.command(name="load")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True)
-@one_line_errors
 def load(file: Path, as_json: bool) -> None:
     """Create or update the harvesters of a fixture file (oai_harvesters.yaml)."""
     with open_store() as store:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import click
 
-from oai_pipeline.cli.output import emit
+from oai_pipeline.cli.output import FriendlyCommand, emit
 from oai_pipeline.pipeline.reconcile import reconcile as reconcile_source
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import load_settings
 
 
-@click.command(name="reconcile")
+@click.command(name="reconcile", cls=FriendlyCommand)
 @click.argument("harvester_id")
 @click.option("--json", "as_json", is_flag=True)
 def reconcile(harvester_id: str, as_json: bool) -> None:

@@ -6,8 +6,8 @@ import json
 
 import click
 
-from oai_pipeline.cli.harvesters import one_line_errors, open_store
-from oai_pipeline.cli.output import emit
+from oai_pipeline.cli.harvesters import open_store
+from oai_pipeline.cli.output import FriendlyGroup, emit
 from oai_pipeline.errors import PipelineError
 
 
@@ -20,7 +20,7 @@ def _first_error(record: dict) -> str:
     return f"{error['stage']} {error['type']}: {error['message']}{where}{more}"
 
 
-@click.group(name="records")
+@click.group(name="records", cls=FriendlyGroup)
 def records() -> None:
     """Harvest records: what each source said, what was written, and what went wrong."""
 
@@ -34,7 +34,6 @@ def records() -> None:
 @click.option("--location", help="… whose location contains this text")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
-@one_line_errors
 def list_(
     harvester_id: str | None,
     state: str | None,
@@ -74,7 +73,6 @@ def list_(
 @click.argument("oai_identifier")
 @click.option("--harvester", "harvester_id", help="needed if several harvesters hold it")
 @click.option("--json", "as_json", is_flag=True)
-@one_line_errors
 def show(oai_identifier: str, harvester_id: str | None, as_json: bool) -> None:
     """One harvest record: its state, errors, original XML and transformed data."""
     with open_store() as store:

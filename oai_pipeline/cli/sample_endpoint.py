@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from oai_pipeline.cli.output import FriendlyGroup
 from oai_pipeline.sample_endpoint.records import generate_datacite_records
 from oai_pipeline.sample_endpoint.server import serve_forever
 
@@ -11,7 +12,7 @@ _SAMPLE_PAGE_SIZE = 4
 _GENERATED_PAGE_SIZE = 100
 
 
-@click.group(name="sample-endpoint")
+@click.group(name="sample-endpoint", cls=FriendlyGroup)
 def sample_endpoint() -> None:
     """The sample OAI-PMH endpoint: a real HTTP source for the demo, tests and benchmarks."""
 

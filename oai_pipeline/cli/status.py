@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from oai_pipeline.cli.harvesters import one_line_errors, open_store
-from oai_pipeline.cli.output import emit
+from oai_pipeline.cli.harvesters import open_store
+from oai_pipeline.cli.output import FriendlyCommand, emit
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.store import DEFAULT_STALE_MINUTES, jsonable_run
@@ -77,7 +77,7 @@ def _status_text(status: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@click.command(name="status")
+@click.command(name="status", cls=FriendlyCommand)
 @click.option("--batch-id", type=int, help="this harvest run")
 @click.option("--harvester", "harvester_id", help="this harvester's latest run")
 @click.option("--list-recent", is_flag=True, help="list the recent harvest runs")
@@ -90,7 +90,6 @@ def _status_text(status: dict[str, Any]) -> str:
     help="records running longer count as stale",
 )
 @click.option("--json", "as_json", is_flag=True)
-@one_line_errors
 def status(
     batch_id: int | None,
     harvester_id: str | None,

@@ -7,7 +7,6 @@ bring harvested records back to the state the source reports.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,22 +14,11 @@ from typing import Any
 
 import click
 
-from oai_pipeline.cli.output import emit
+from oai_pipeline.cli.output import FriendlyGroup, emit
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.settings import load_settings
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline.targets.embedded.transaction import STATES
-
-
-class _TargetGroup(click.Group):
-    """A mistake (unknown id, bad JSON, bad --set) is one line on stderr, never a traceback."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except PipelineError as error:
-            click.echo(f"error: {error}", err=True)
-            sys.exit(1)
 
 
 @contextmanager
@@ -54,7 +42,7 @@ def _parse_assignment(text: str) -> tuple[str, Any]:
         return field, raw
 
 
-@click.group(name="target", cls=_TargetGroup)
+@click.group(name="target", cls=FriendlyGroup)
 def target() -> None:
     """Act as a user of the embedded target repository (deposit, edit, delete, …)."""
 
@@ -161,7 +149,7 @@ def list_records(harvester: str | None, state: str | None, as_json: bool) -> Non
     emit(rows, as_json=as_json, text=text or "no records")
 
 
-@target.group(name="communities", cls=_TargetGroup)
+@target.group(name="communities")
 def communities_group() -> None:
     """Communities of the target repository."""
 

@@ -79,15 +79,15 @@ def test_deposit_published_with_communities(run, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("show", "nope"), "error: no record 'nope' in the target repository"),
-        (("edit", "nope", "--set", "title"), "error: --set 'title': expected FIELD=VALUE"),
-        (("edit", "nope", "--set", "metadata.title=x"), "error: no record 'nope'"),
-        (("publish", "nope"), "error: no record 'nope'"),
-        (("delete", "nope"), "error: no record 'nope'"),
-        (("hard-delete", "nope"), "error: no record 'nope'"),
-        (("restore", "nope"), "error: no record 'nope'"),
-        (("deposit", "/no/such/file.json"), "error: cannot read /no/such/file.json"),
-        (("communities", "create", "x", "--parent", "nope"), "error: parent community 'nope'"),
+        (("show", "nope"), "Error: no record 'nope' in the target repository"),
+        (("edit", "nope", "--set", "title"), "Error: --set 'title': expected FIELD=VALUE"),
+        (("edit", "nope", "--set", "metadata.title=x"), "Error: no record 'nope'"),
+        (("publish", "nope"), "Error: no record 'nope'"),
+        (("delete", "nope"), "Error: no record 'nope'"),
+        (("hard-delete", "nope"), "Error: no record 'nope'"),
+        (("restore", "nope"), "Error: no record 'nope'"),
+        (("deposit", "/no/such/file.json"), "Error: cannot read /no/such/file.json"),
+        (("communities", "create", "x", "--parent", "nope"), "Error: parent community 'nope'"),
     ],
 )
 def test_mistakes_are_one_line_errors(run, args: tuple[str, ...], message: str) -> None:
@@ -102,9 +102,9 @@ def test_bad_json_is_a_one_line_error(run, tmp_path: Path) -> None:
     path.write_text("{not json")
     result = run("deposit", str(path), ok=False)
     assert result.exit_code == 1
-    assert result.output.startswith(f"error: {path} is not valid JSON")
+    assert result.output.startswith(f"Error: {path} is not valid JSON")
     path.write_text("[1, 2]")
-    assert run("deposit", str(path), ok=False).output == "error: a record must be a JSON object\n"
+    assert run("deposit", str(path), ok=False).output == "Error: a record must be a JSON object\n"
 
 
 def test_an_unknown_state_is_refused_by_click(run) -> None:
