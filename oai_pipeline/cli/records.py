@@ -9,6 +9,7 @@ import click
 from oai_pipeline.cli.harvesters import open_store
 from oai_pipeline.cli.output import FriendlyGroup, emit
 from oai_pipeline.errors import PipelineError
+from oai_pipeline.state.store import LISTED_RECORD_FIELDS
 
 
 def _first_error(record: dict) -> str:
@@ -81,19 +82,9 @@ def show(oai_identifier: str, harvester_id: str | None, as_json: bool) -> None:
         of = f" of harvester {harvester_id!r}" if harvester_id else ""
         raise PipelineError(f"no harvest record {oai_identifier!r}{of}")
     lines = [f"{record['identifier']} (harvester {record['harvester_id']})"]
-    for field in (
-        "datestamp",
-        "deleted",
-        "set_specs",
-        "pid",
-        "local_id",
-        "written_revision",
-        "written_datestamp",
-        "last_harvested_at",
-        "last_transformed_at",
-        "last_written_at",
-        "gone_at",
-    ):
+    for field in LISTED_RECORD_FIELDS:
+        if field in ("harvester_id", "identifier"):  # in the heading line
+            continue
         lines.append(f"  {field.replace('_', '-')}: {record[field]}")
     for error in record["errors"]:
         where = f" at {error['location']}" if error["location"] else ""

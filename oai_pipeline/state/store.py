@@ -104,6 +104,24 @@ def _checkpoint_from_json(data: dict[str, Any] | None) -> SweepCheckpoint | None
     return SweepCheckpoint(**{k: v for k, v in data.items() if k in names})
 
 
+# The columns of a listed harvest record (and of `records show`, before its errors, XML, data).
+LISTED_RECORD_FIELDS = (
+    "harvester_id",
+    "identifier",
+    "datestamp",
+    "deleted",
+    "set_specs",
+    "pid",
+    "local_id",
+    "written_revision",
+    "written_datestamp",
+    "last_harvested_at",
+    "last_transformed_at",
+    "last_written_at",
+    "gone_at",
+)
+
+
 class StateStore:
     """Everything the pipeline remembers between runs, in one database."""
 
@@ -450,22 +468,6 @@ class StateStore:
                 ).scalars()
             )
 
-    _LISTED = (
-        "harvester_id",
-        "identifier",
-        "datestamp",
-        "deleted",
-        "set_specs",
-        "pid",
-        "local_id",
-        "written_revision",
-        "written_datestamp",
-        "last_harvested_at",
-        "last_transformed_at",
-        "last_written_at",
-        "gone_at",
-    )
-
     def list_records(
         self,
         *,
@@ -479,7 +481,7 @@ class StateStore:
         """Harvest records, filtered; an error filter matches any stage's error (message and
         location as case-insensitive substrings, all given filters on the same error)."""
         r = harvest_records
-        query = sa.select(*(r.c[name] for name in self._LISTED))
+        query = sa.select(*(r.c[name] for name in LISTED_RECORD_FIELDS))
         if harvester_id is not None:
             query = query.where(r.c.harvester_id == harvester_id)
         if deleted is not None:
