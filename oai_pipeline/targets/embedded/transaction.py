@@ -185,6 +185,34 @@ class TargetTransaction:
 
     # -- record life cycle -----------------------------------------------------------------
 
+    def _insert_record(
+        self,
+        state: str,
+        data: dict[str, Any] | None,
+        revision: int,
+        doi: str | None,
+        harvester_id: str | None,
+        source_identifier: str | None,
+    ) -> tuple[str, datetime]:
+        """The `records` row of a new record; returns its id and creation time."""
+        record_id = new_record_id()
+        stamp = now()
+        self.connection.execute(
+            sa.insert(records).values(
+                id=record_id,
+                state=state,
+                data=data,
+                revision=revision,
+                doi=doi,
+                source_harvester=harvester_id,
+                source_identifier=source_identifier,
+                purge=False,
+                created=stamp,
+                updated=stamp,
+            )
+        )
+        return record_id, stamp
+
     def create(
         self,
         data: dict[str, Any],
@@ -195,22 +223,7 @@ class TargetTransaction:
     ) -> str:
         """A new record: a draft, not yet published (revision 0)."""
         self._check_pid_free(doi, None)
-        record_id = new_record_id()
-        stamp = now()
-        self.connection.execute(
-            sa.insert(records).values(
-                id=record_id,
-                state=DRAFT,
-                data=None,
-                revision=0,
-                doi=doi,
-                source_harvester=harvester_id,
-                source_identifier=source_identifier,
-                purge=False,
-                created=stamp,
-                updated=stamp,
-            )
-        )
+        record_id, stamp = self._insert_record(DRAFT, None, 0, doi, harvester_id, source_identifier)
         self.connection.execute(
             sa.insert(drafts).values(record_id=record_id, kind="new", data=data, updated=stamp)
         )
@@ -235,21 +248,8 @@ class TargetTransaction:
         published_doi = pid_of(data, pid_field)
         if published_doi != doi:
             self._check_pid_free(published_doi, None)
-        record_id = new_record_id()
-        stamp = now()
-        self.connection.execute(
-            sa.insert(records).values(
-                id=record_id,
-                state=LIVE,
-                data=data,
-                revision=1,
-                doi=published_doi,
-                source_harvester=harvester_id,
-                source_identifier=source_identifier,
-                purge=False,
-                created=stamp,
-                updated=stamp,
-            )
+        record_id, stamp = self._insert_record(
+            LIVE, data, 1, published_doi, harvester_id, source_identifier
         )
         self.connection.execute(
             sa.insert(revisions).values(
