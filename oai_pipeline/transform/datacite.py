@@ -6,6 +6,7 @@ parsed element tree of the record and never re-parses.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from lxml import etree
@@ -239,21 +240,31 @@ def _affiliation(element: etree._Element) -> dict[str, str] | None:
     return {"id": ror, "name": name}
 
 
+def _additional(
+    pairs: list[tuple[etree._Element, str]],
+    main: tuple[etree._Element, str],
+    key: str,
+    type_attribute: str,
+    type_of: Callable[[str | None], str],
+) -> list[dict[str, Any]]:
+    """The pairs other than `main`, as RDM additional titles or descriptions."""
+    return [
+        {
+            key: pair[1],
+            "type": {"id": type_of(pair[0].get(type_attribute))},
+            "lang": _language(pair[0]),
+        }
+        for pair in pairs
+        if pair is not main
+    ]
+
+
 def _titles(paths: _KernelPaths, resource: etree._Element) -> tuple[str, list[dict[str, Any]]]:
     titles = [(element, text) for element in paths.titles(resource) if (text := _text(element))]
     if not titles:
         raise missing_field("metadata.title", "title")
     main = next((pair for pair in titles if not pair[0].get("titleType")), titles[0])
-    additional = [
-        {
-            "title": pair[1],
-            "type": {"id": vocab.title_type(pair[0].get("titleType"))},
-            "lang": _language(pair[0]),
-        }
-        for pair in titles
-        if pair is not main
-    ]
-    return main[1], additional
+    return main[1], _additional(titles, main, "title", "titleType", vocab.title_type)
 
 
 def _descriptions(
@@ -274,15 +285,9 @@ def _descriptions(
         ),
         descriptions[0],
     )
-    additional = [
-        {
-            "description": pair[1],
-            "type": {"id": vocab.description_type(pair[0].get("descriptionType"))},
-            "lang": _language(pair[0]),
-        }
-        for pair in descriptions
-        if pair is not main
-    ]
+    additional = _additional(
+        descriptions, main, "description", "descriptionType", vocab.description_type
+    )
     return main[1], additional
 
 
