@@ -46,6 +46,7 @@ def register(
     transformer: str | None = None,
     loader: str = "oai-pmh",
     batch_size: int = 100,
+    enabled: bool = True,
 ) -> Harvester:
     harvester = Harvester(
         batch_size=batch_size,
@@ -56,6 +57,7 @@ def register(
         metadata_prefix=metadata_prefix,
         transformers=[transformer or RDM_MODEL.transformer],
         writers=[writer or RDM_MODEL.writer],
+        enabled=enabled,
     )
     with Services(settings) as services:
         HarvesterRegistry(services.state).upsert(harvester)

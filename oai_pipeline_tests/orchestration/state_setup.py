@@ -2,28 +2,21 @@
 
 from __future__ import annotations
 
-from oai_pipeline.harvesters.model import Harvester
-from oai_pipeline.harvesters.plugins import RDM_MODEL
-from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.oai.types import SweepCheckpoint
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
+from oai_pipeline_tests.support import register
 
 
 def add_harvester(
     settings: Settings, harvester_id: str, *, enabled: bool = True, base_url: str = ""
 ) -> None:
-    harvester = Harvester(
-        id=harvester_id,
-        name=f"{harvester_id} harvester",
-        base_url=base_url or f"https://{harvester_id}.example.org/oai",
-        metadata_prefix="oai_datacite",
-        transformers=[RDM_MODEL.transformer],
-        writers=[RDM_MODEL.writer],
+    register(
+        settings,
+        base_url or f"https://{harvester_id}.example.org/oai",
+        harvester_id=harvester_id,
         enabled=enabled,
     )
-    with Services(settings) as services:
-        HarvesterRegistry(services.state).upsert(harvester)
 
 
 def add_finished_run(
