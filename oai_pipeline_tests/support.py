@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 
 from lxml import etree
 
@@ -93,3 +95,27 @@ def target_by_source(settings: Settings, harvester_id: str) -> dict[str, dict]:
 
 def utc(day: date) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def install_plugin(
+    site: Path, module: str, source: str, entry_points: dict[str, dict[str, str]]
+) -> Path:
+    """Install a distribution the way pip would: a module and its dist-info in `site`.
+
+    `entry_points` maps a group (e.g. `oai_pipeline.writers`) to {name: "module:Class"}.
+    Put `site` on sys.path (or PYTHONPATH of a child process) to make it visible.
+    """
+    dist_info = site / f"{module}-1.0.dist-info"
+    dist_info.mkdir(parents=True, exist_ok=True)
+    (site / f"{module}.py").write_text(source)
+    (dist_info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 1.0\n"
+    )
+    (dist_info / "entry_points.txt").write_text(
+        "".join(
+            f"[{group}]\n" + "".join(f"{name} = {target}\n" for name, target in plugins.items())
+            for group, plugins in entry_points.items()
+        )
+    )
+    importlib.invalidate_caches()
+    return site

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import textwrap
 from pathlib import Path
 
 import dagster as dg
@@ -17,6 +15,7 @@ from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
 from oai_pipeline_tests.support import (
+    install_plugin,
     live_records,
     register,
     shifted_sample_records,
@@ -43,23 +42,13 @@ class Shout(Transformer):
 
 @pytest.fixture
 def installed_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Install a distribution the way pip would: a module and its dist-info on sys.path."""
-    site = tmp_path / "site"
-    (site / "shout_plugin-1.0.dist-info").mkdir(parents=True)
-    (site / "shout_plugin.py").write_text(PLUGIN)
-    (site / "shout_plugin-1.0.dist-info" / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: shout-plugin\nVersion: 1.0\n"
-    )
-    (site / "shout_plugin-1.0.dist-info" / "entry_points.txt").write_text(
-        textwrap.dedent(
-            """
-            [oai_pipeline.transformers]
-            shout = shout_plugin:Shout
-            """
-        )
+    site = install_plugin(
+        tmp_path / "site",
+        "shout_plugin",
+        PLUGIN,
+        {"oai_pipeline.transformers": {"shout": "shout_plugin:Shout"}},
     )
     monkeypatch.syspath_prepend(str(site))
-    importlib.invalidate_caches()
 
 
 def test_harvest_with_a_transformer_from_an_entry_point(

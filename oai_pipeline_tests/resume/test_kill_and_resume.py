@@ -22,7 +22,7 @@ from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings, load_settings
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
-from oai_pipeline_tests.support import register
+from oai_pipeline_tests.support import install_plugin, register
 
 CLI = str(Path(sys.executable).with_name("oai-pipeline"))
 HARVEST = ["harvest", "gen", "--since", "2024-01-01", "--progress-every", "50"]
@@ -30,6 +30,34 @@ RECORDS = generate_datacite_records(
     1500, seed=7, start=datetime(2024, 1, 5, tzinfo=UTC), span_days=2
 )
 PAGE_SIZE = 100
+
+
+# A writer that takes its time, installed as a plug-in, so a kill lands inside the write
+# stage every time (the real writer finishes 1,500 records before a poll sees it).
+SLOW_WRITER = """
+import time
+
+from oai_pipeline.targets.embedded.writer import EmbeddedWriter
+
+
+class SlowWriter(EmbeddedWriter):
+    def apply(self, harvester_id, writes):
+        time.sleep(0.02)
+        return super().apply(harvester_id, writes)
+"""
+
+
+@pytest.fixture
+def slow_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    site = install_plugin(
+        tmp_path / "site",
+        "slow_writer",
+        SLOW_WRITER,
+        {"oai_pipeline.writers": {"slow-service": "slow_writer:SlowWriter"}},
+    )
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    return site
 
 
 @pytest.fixture(scope="module")
@@ -113,10 +141,14 @@ def baseline(
 
 
 def _interrupted(
-    endpoint: OAIEndpoint, tmp_path: Path, name: str, batch_size: int = 100
+    endpoint: OAIEndpoint,
+    tmp_path: Path,
+    name: str,
+    batch_size: int = 100,
+    writer: str | None = None,
 ) -> Settings:
     settings = _settings(tmp_path / name)
-    register(settings, endpoint.base_url, harvester_id="gen", batch_size=batch_size)
+    register(settings, endpoint.base_url, harvester_id="gen", batch_size=batch_size, writer=writer)
     return settings
 
 
@@ -146,12 +178,17 @@ def test_killed_between_pages(endpoint: OAIEndpoint, tmp_path: Path, baseline) -
     assert _snapshot(settings) == baseline
 
 
-def test_killed_mid_write(endpoint: OAIEndpoint, tmp_path: Path, baseline) -> None:
-    # small write batches, so the kill lands between two of them
-    settings = _interrupted(endpoint, tmp_path, "mid_write", batch_size=5)
+def test_killed_mid_write(
+    endpoint: OAIEndpoint, tmp_path: Path, baseline, slow_writer: Path
+) -> None:
+    # small, slow write batches: the kill lands between two of them
+    settings = _interrupted(
+        endpoint, tmp_path, "mid_write", batch_size=5, writer='slow-service{model:"rdm"}'
+    )
 
     _kill_when(settings.home, lambda: _target_count(settings) >= 100)
-    # killed inside the write stage: target records written, the run not finished
+    # killed inside the write stage: some target records written, the run not finished
+    assert 100 <= _target_count(settings) < baseline[0]
     with StateStore(settings.state_db_url) as state:
         assert state.list_runs(harvester_id="gen", limit=1)[0]["status"] == "running"
     _harvest(settings.home)
