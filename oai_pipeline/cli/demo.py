@@ -8,6 +8,7 @@ materialises the four assets over its windows on the Dagster instance under DAGS
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime, time
 
 import click
 
@@ -56,7 +57,7 @@ def demo(as_json: bool) -> None:
     ensure_dagster_home()
     import dagster as dg
 
-    from oai_pipeline.defs.launch import materialize_windows, window_keys_between
+    from oai_pipeline.defs.launch import materialize_windows, window_range
     from oai_pipeline.defs.partitions import window_partitions
     from oai_pipeline.harvesters.model import Harvester
     from oai_pipeline.harvesters.plugins import RDM_MODEL
@@ -80,9 +81,8 @@ def demo(as_json: bool) -> None:
             )
         # A full harvest of the sample: the grid's windows up to its last datestamp, as one
         # run and one sweep (the grid's first window is open to the past).
-        first, last = window_keys_between(
-            window_partitions.get_first_partition_key(), SAMPLE_LAST_DAY.isoformat()
-        )
+        last_moment = datetime.combine(SAMPLE_LAST_DAY, time.max, tzinfo=UTC)
+        first, last = window_range(None, last_moment)
         instance = dg.DagsterInstance.get()
         result = materialize_windows(
             instance, DEMO_HARVESTER, first, last, raise_on_error=False, log_level="WARNING"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import datetime
 
 import click
 
 from oai_pipeline.cli.output import FriendlyCommand, emit, report_text
 from oai_pipeline.errors import PipelineError
+from oai_pipeline.oai.windows import parse_datestamp
 from oai_pipeline.pipeline.options import SCALES, RunOptions
 from oai_pipeline.pipeline.runner import run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope
@@ -19,12 +20,10 @@ from oai_pipeline.settings import load_settings
 def parse_moment(value: str | None, flag: str) -> datetime | None:
     if value is None:
         return None
-    for fmt in ("%Y-%m-%d", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S"):
-        try:
-            return datetime.strptime(value, fmt).replace(tzinfo=UTC)
-        except ValueError:
-            continue
-    raise PipelineError(f"{flag}: expected YYYY-MM-DD or YYYY-MM-DDThh:mm:ssZ, got {value!r}")
+    try:
+        return parse_datestamp(value)
+    except ValueError as error:
+        raise PipelineError(f"{flag}: {error}") from error
 
 
 @click.command(name="harvest", cls=FriendlyCommand)

@@ -7,28 +7,13 @@ requested range, options as the `harvest_options` resource config.
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from urllib.parse import urlparse
 
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.pipeline.options import RunOptions
 
 DEFAULT_WEBSERVER = "http://127.0.0.1:3000"
-
-
-def window_range(start: datetime | None, end: datetime | None) -> tuple[str, str]:
-    """The grid's windows covering [start, end): open ends become the grid's ends."""
-    from oai_pipeline.defs.partitions import window_partitions
-
-    grid_first = window_partitions.get_first_partition_key()
-    first = grid_first
-    if start is not None:
-        first_start = window_partitions.time_window_for_partition_key(grid_first).start
-        if start > first_start:
-            first = window_partitions.get_partition_key_for_timestamp(start.timestamp())
-    moment = (end - timedelta(seconds=1)) if end else datetime.now(UTC)
-    last = window_partitions.get_partition_key_for_timestamp(moment.timestamp())
-    return first, max(first, last)
 
 
 def harvest_run_config(options: RunOptions) -> dict:
@@ -42,7 +27,7 @@ def submit_harvest_job(
     from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 
     from oai_pipeline.defs.jobs import harvest_job
-    from oai_pipeline.defs.launch import range_tags
+    from oai_pipeline.defs.launch import range_tags, window_range
 
     if options.resume_batch_id is not None:
         raise PipelineError(

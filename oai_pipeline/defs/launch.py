@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
@@ -26,20 +26,21 @@ def range_tags(harvester_id: str, first_window: str, last_window: str) -> dict[s
     }
 
 
-def window_keys_between(first_day: str, last_day: str) -> tuple[str, str]:
-    """The grid's window keys that contain two days (the first is clamped to the grid)."""
+def window_range(start: datetime | None, end: datetime | None) -> tuple[str, str]:
+    """The grid's first and last window keys covering [start, end).
+
+    An open start is the grid's first window (which is open to the past); an open end is
+    today's window; a range before the grid collapses to its first window.
+    """
     grid_first = window_partitions.get_first_partition_key()
-    first_key = window_partitions.get_partition_key_for_timestamp(
-        _timestamp(max(first_day, grid_first))
-    )
-    last_key = window_partitions.get_partition_key_for_timestamp(
-        _timestamp(max(last_day, grid_first))
-    )
-    return first_key, max(first_key, last_key)
-
-
-def _timestamp(day: str) -> float:
-    return datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC).timestamp()
+    first = grid_first
+    if start is not None:
+        first = max(
+            grid_first, window_partitions.get_partition_key_for_timestamp(start.timestamp())
+        )
+    moment = (end - timedelta(seconds=1)) if end else datetime.now(UTC)
+    last = window_partitions.get_partition_key_for_timestamp(moment.timestamp())
+    return first, max(first, last)
 
 
 def materialize_windows(

@@ -52,15 +52,9 @@ class HarvestScope:
         """Inclusive OAI from/until for the whole range, at the source's granularity."""
         if self.end is None:
             return (format_datestamp(self.start, granularity) if self.start else None), None
-        start = self.start or self.end - timedelta(days=1)
-        return (
-            oai_bounds(start, self.end, granularity)
-            if self.start
-            else (
-                None,
-                oai_bounds(start, self.end, granularity)[1],
-            )
-        )
+        # An open start still needs a day-aligned start to compute `until` from.
+        from_, until = oai_bounds(self.start or self.end - timedelta(days=1), self.end, granularity)
+        return (from_ if self.start else None), until
 
     def window_key_for(self, datestamp: str) -> str:
         """The window a record belongs to; records outside the range go to the nearest end."""
