@@ -9,23 +9,8 @@ from oai_pipeline.pipeline.reconciliation import StageCounts, count_stages
 
 
 def _counts(context: dg.AssetCheckExecutionContext, pipeline: PipelineResource) -> StageCounts:
-    total = StageCounts()
     with pipeline.services() as services:
-        for scope in scopes_for_keys(list(context.partition_keys)):
-            counts = count_stages(services.storage, scope)
-            for name in (
-                "raw",
-                "raw_parse_errors",
-                "transformed",
-                "transform_errors",
-                "decisions",
-                "written",
-                "write_errors",
-            ):
-                setattr(total, name, getattr(total, name) + getattr(counts, name))
-            total.writers = max(total.writers, counts.writers)
-            total.error_types.update(counts.error_types)
-    return total
+        return count_stages(services.storage, scopes_for_keys(list(context.partition_keys)))
 
 
 def _metadata(counts: StageCounts) -> dict[str, int]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 from oai_pipeline.pipeline.frames import (
     RAW_OAI_XML,
@@ -39,24 +41,26 @@ class StageCounts:
         return found
 
 
-def count_stages(storage: PartitionStore, scope: HarvestScope) -> StageCounts:
+def count_stages(storage: PartitionStore, scopes: Iterable[HarvestScope]) -> StageCounts:
+    """What every stage holds for the scopes' partitions, added up."""
     counts = StageCounts()
     writers: set[int] = set()
-    for key in scope.keys:
-        for _, raw in storage.iter_parts(RAW_OAI_XML, scope.harvester_id, key):
-            counts.raw += raw.height
-            counts.raw_parse_errors += raw["error_type"].is_not_null().sum()
-        for _, transformed in storage.iter_parts(TRANSFORMED_RECORDS, scope.harvester_id, key):
-            counts.transformed += transformed.height
-            errors = [t for t in transformed["error_type"].to_list() if t]
-            counts.transform_errors += len(errors)
-        for _, decisions in storage.iter_parts(SYNC_DECISIONS, scope.harvester_id, key):
-            counts.decisions += decisions.height
-            writers.update(decisions["writer"].unique().to_list())
-        for _, written in storage.iter_parts(WRITTEN_RECORDS, scope.harvester_id, key):
-            counts.written += written.height
-            errors = [t for t in written["error_type"].to_list() if t]
-            counts.write_errors += len(errors)
-            counts.error_types.update(errors)
+    for scope in scopes:
+        for key in scope.keys:
+            parts = partial(storage.iter_parts, harvester_id=scope.harvester_id, window=key)
+            for _, raw in parts(RAW_OAI_XML):
+                counts.raw += raw.height
+                counts.raw_parse_errors += int(raw["error_type"].is_not_null().sum())
+            for _, transformed in parts(TRANSFORMED_RECORDS):
+                counts.transformed += transformed.height
+                counts.transform_errors += int(transformed["error_type"].is_not_null().sum())
+            for _, decisions in parts(SYNC_DECISIONS):
+                counts.decisions += decisions.height
+                writers.update(decisions["writer"].unique().to_list())
+            for _, written in parts(WRITTEN_RECORDS):
+                counts.written += written.height
+                errors = [t for t in written["error_type"].to_list() if t]
+                counts.write_errors += len(errors)
+                counts.error_types.update(errors)
     counts.writers = max(1, len(writers))
     return counts
