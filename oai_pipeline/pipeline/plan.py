@@ -16,8 +16,8 @@ from oai_pipeline.pipeline.frames import (
     TRANSFORMED_RECORDS,
     frame,
 )
+from oai_pipeline.pipeline.groups import PartRef, map_partition_groups
 from oai_pipeline.pipeline.options import RunOptions
-from oai_pipeline.pipeline.partitions import map_partitions
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sync.rules import SourceRecord, decide
@@ -42,7 +42,7 @@ def plan(services: Services, scope: HarvestScope, options: RunOptions) -> Counte
     writers = build_writers(harvester, services.settings)
     actions: Counter[str] = Counter()
 
-    def plan_part(_key: str, _name: str, transformed: pl.DataFrame) -> pl.DataFrame:
+    def plan_group(_parts: list[PartRef], transformed: pl.DataFrame) -> pl.DataFrame:
         sources = source_records(transformed)
         memories = services.state.get_memories(scope.harvester_id, [s.identifier for s in sources])
         rows = []
@@ -73,7 +73,9 @@ def plan(services: Services, scope: HarvestScope, options: RunOptions) -> Counte
         return frame(rows, DECISIONS_SCHEMA)
 
     try:
-        map_partitions(services.storage, scope, TRANSFORMED_RECORDS, SYNC_DECISIONS, plan_part)
+        map_partition_groups(
+            services.storage, scope, TRANSFORMED_RECORDS, SYNC_DECISIONS, plan_group
+        )
     finally:
         for writer in writers:
             writer.close()

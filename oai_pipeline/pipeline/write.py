@@ -24,8 +24,9 @@ from oai_pipeline.pipeline.frames import (
     error_from_row,
     frame,
 )
+from oai_pipeline.pipeline.groups import PartRef, map_partition_groups, read_group
 from oai_pipeline.pipeline.options import RunOptions
-from oai_pipeline.pipeline.partitions import map_partitions, run_id_of
+from oai_pipeline.pipeline.partitions import run_id_of
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sync.rules import Action
@@ -75,13 +76,13 @@ def write(
     written = 0
     next_progress = options.progress_every
 
-    def write_part(key: str, name: str, decisions: pl.DataFrame) -> pl.DataFrame:
+    def write_group(parts: list[PartRef], decisions: pl.DataFrame) -> pl.DataFrame:
         nonlocal written, next_progress
-        transformed = services.storage.read_part(TRANSFORMED_RECORDS, scope.harvester_id, key, name)
+        transformed = read_group(services.storage, TRANSFORMED_RECORDS, scope.harvester_id, parts)
         # Successful records of a resumed run are never written again; failed ones on
         # request. Holding the lease proves no other attempt is still writing, so records a
-        # dead attempt left `running` are reclaimed (after N minutes, if asked). Claimed part
-        # by part: memory stays bounded by the part, not the run.
+        # dead attempt left `running` are reclaimed (after N minutes, if asked). Claimed group
+        # by group: memory stays bounded by the group, not the run.
         stale_minutes = options.reset_stale_running_minutes
         claimed = set(
             state.claim(
@@ -185,7 +186,9 @@ def write(
 
     try:
         with services.harvester_lock.hold(scope.harvester_id):
-            map_partitions(services.storage, scope, SYNC_DECISIONS, WRITTEN_RECORDS, write_part)
+            map_partition_groups(
+                services.storage, scope, SYNC_DECISIONS, WRITTEN_RECORDS, write_group
+            )
     except BaseException as error:
         services.record_failure(run_id, error)
         raise

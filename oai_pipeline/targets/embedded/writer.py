@@ -4,19 +4,21 @@ At write time the target's state is looked up again and the action derived again
 same table (`decide`), so a plan that went stale (a user edited or deleted the record since)
 still ends in the state the source reports. A batch is one transaction; each record runs
 in its own SAVEPOINT, so a failing record becomes an outcome and the rest of the batch is
-kept. The target record carries (harvester, source identifier): after a crash between this
-write and the harvest-record store's, the next lookup finds it and no duplicate is made.
+kept; plain creations (the bulk of a first harvest) are inserted together instead. The
+target record carries (harvester, source identifier): after a crash between this write and
+the harvest-record store's, the next lookup finds it and no duplicate is made.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Literal
 
 import sqlalchemy as sa
 
 from oai_pipeline.errors import PipelineError, RecordError
 from oai_pipeline.settings import Settings
-from oai_pipeline.sync.rules import Action, LocalRecord, SourceRecord, decide
+from oai_pipeline.sync.rules import Action, LocalRecord, LocalState, SourceRecord, decide
 from oai_pipeline.targets.base import (
     PlannedWrite,
     SourceKey,
@@ -27,6 +29,7 @@ from oai_pipeline.targets.base import (
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline.targets.embedded.transaction import (
     DuplicatePidError,
+    NewRecord,
     TargetTransaction,
     communities_of,
     pid_of,
@@ -65,26 +68,85 @@ class EmbeddedWriter(Writer):
         return self.repository.lookup(harvester_id, keys)
 
     def apply(self, harvester_id: str, writes: list[PlannedWrite]) -> list[WriteOutcome]:
-        outcomes: list[WriteOutcome] = []
+        outcomes: dict[str, WriteOutcome] = {}
         with self.repository.transaction() as tx:
             # One lookup for the batch; `_apply_one` looks again where an earlier record of
             # the batch could have changed the answer (a pid takeover).
             known = tx.local_records(harvester_id, [self._key(write) for write in writes])
-            for write in writes:
+            creations = self._plain_creations(tx, writes, known)
+            if creations:
                 try:
                     with tx.savepoint():
-                        outcome = self._apply_one(
-                            tx, harvester_id, write, known.get(write.identifier)
+                        ids = tx.create_many_published(
+                            list(creations.values()), harvester_id=harvester_id
                         )
-                except DuplicatePidError as error:
-                    outcome = _failed(
-                        write, "duplicate_pid", str(error), location=self.options.pid_field
+                except sa.exc.SQLAlchemyError:
+                    creations = {}  # e.g. an id clash: every record takes the one-by-one path
+                else:
+                    for identifier, record_id in zip(creations, ids, strict=True):
+                        outcomes[identifier] = WriteOutcome(identifier, Action.CREATE, record_id, 1)
+            for write in writes:
+                if write.identifier not in creations:
+                    outcomes[write.identifier] = self._apply_isolated(
+                        tx, harvester_id, write, known.get(write.identifier)
                     )
-                except (PipelineError, sa.exc.SQLAlchemyError) as error:
-                    message = str(getattr(error, "orig", None) or error).splitlines()[0]
-                    outcome = _failed(write, "write_failed", message)
-                outcomes.append(outcome)
-        return outcomes
+        return [outcomes[write.identifier] for write in writes]
+
+    def _plain_creations(
+        self, tx: TargetTransaction, writes: list[PlannedWrite], known: dict[str, LocalRecord]
+    ) -> dict[str, NewRecord]:
+        """The batch's new records that need nothing but an insert, written together.
+
+        A record qualifies when it is live, missing in the target, goes to no community and
+        is published at once, and its DOIs are held by no record and named by no other
+        record of the batch, so the order of the batch cannot change what happens to it.
+        Every other record takes the one-by-one path with its SAVEPOINT.
+        """
+        if not self.options.publish or self.options.community:
+            return {}
+        pids_of: dict[str, set[str]] = {}
+        named: Counter[str] = Counter()
+        for write in writes:
+            data = write.data if isinstance(write.data, dict) else None
+            pids = {self._key(write)[1], pid_of(data, self.options.pid_field) if data else None}
+            pids.discard(None)
+            pids_of[write.identifier] = pids  # type: ignore[assignment]
+            named.update(pids)  # type: ignore[arg-type]
+        candidates = [
+            write
+            for write in writes
+            if write.action is Action.CREATE
+            and isinstance(write.data, dict)
+            and not (write.communities or communities_of(write.data))
+            and (local := known.get(write.identifier)) is not None
+            and local.state is LocalState.MISSING
+            and all(named[pid] == 1 for pid in pids_of[write.identifier])
+        ]
+        held = tx.pid_holders(pid for write in candidates for pid in pids_of[write.identifier])
+        return {
+            write.identifier: NewRecord(
+                write.identifier, write.data, pid_of(write.data, self.options.pid_field)
+            )
+            for write in candidates
+            if not pids_of[write.identifier] & held
+        }
+
+    def _apply_isolated(
+        self,
+        tx: TargetTransaction,
+        harvester_id: str,
+        write: PlannedWrite,
+        known: LocalRecord | None,
+    ) -> WriteOutcome:
+        """One record in its own SAVEPOINT: its failure is its outcome, the batch goes on."""
+        try:
+            with tx.savepoint():
+                return self._apply_one(tx, harvester_id, write, known)
+        except DuplicatePidError as error:
+            return _failed(write, "duplicate_pid", str(error), location=self.options.pid_field)
+        except (PipelineError, sa.exc.SQLAlchemyError) as error:
+            message = str(getattr(error, "orig", None) or error).splitlines()[0]
+            return _failed(write, "write_failed", message)
 
     # -- one record ------------------------------------------------------------------------
 

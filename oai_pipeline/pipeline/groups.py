@@ -1,0 +1,122 @@
+"""Walk a scope's partitions in groups of parts: per-call costs paid per group, not per window.
+
+A backfill range holds hundreds of daily windows with a few records each. A stage that opens
+a transaction or looks records up per part would pay that cost per window; grouping
+consecutive parts (up to `GROUP_ROWS` records) pays it once per group. Every result row goes
+back to the part of the window its identifier came from, so the stored partitions are the
+same as part-by-part processing writes, and memory stays bounded by the group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import polars as pl
+
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.pipeline.scope import HarvestScope
+from oai_pipeline.storage import PartitionStore
+
+GROUP_ROWS = 5000
+_PART = "__part"
+
+
+@dataclass(frozen=True)
+class PartRef:
+    """Where a part of the group came from: its window and its part file name."""
+
+    window: str
+    name: str
+    index: int
+
+
+class _Group:
+    def __init__(self) -> None:
+        self.parts: list[PartRef] = []
+        self.frames: list[pl.DataFrame] = []
+        self.identifiers: set[str] = set()
+        self.rows = 0
+
+    def overlaps(self, frame: pl.DataFrame) -> bool:
+        return not self.identifiers.isdisjoint(frame["identifier"].to_list())
+
+    def add(self, part: PartRef, frame: pl.DataFrame) -> None:
+        self.parts.append(part)
+        self.frames.append(frame)
+        self.identifiers.update(frame["identifier"].to_list())
+        self.rows += frame.height
+
+
+def map_partition_groups(
+    storage: PartitionStore,
+    scope: HarvestScope,
+    source_asset: str,
+    target_asset: str,
+    transform_group: Callable[[list[PartRef], pl.DataFrame], pl.DataFrame],
+    *,
+    group_rows: int = GROUP_ROWS,
+) -> None:
+    """Replace target_asset's partitions of the scope with transform_group of source parts.
+
+    `transform_group(parts, frame)` gets the rows of consecutive parts concatenated and
+    returns rows carrying an `identifier` column; each target part keeps its source part's
+    name. A group never holds one identifier in two parts, so the way back is unambiguous.
+    """
+    group = _Group()
+
+    def flush() -> None:
+        nonlocal group
+        if group.parts:
+            _write_group(storage, scope, target_asset, group, transform_group)
+        group = _Group()
+
+    for key in scope.keys:
+        manifest = storage.read_manifest(source_asset, scope.harvester_id, key)
+        storage.clear(target_asset, scope.harvester_id, key)
+        if manifest is not None:
+            storage.write_manifest(target_asset, scope.harvester_id, key, manifest)
+        for index, (name, source) in enumerate(
+            storage.iter_parts(source_asset, scope.harvester_id, key)
+        ):
+            if group.overlaps(source):
+                flush()
+            group.add(PartRef(key, name, index), source)
+            if group.rows >= group_rows:
+                flush()
+    flush()
+
+
+def _write_group(
+    storage: PartitionStore,
+    scope: HarvestScope,
+    target_asset: str,
+    group: _Group,
+    transform_group: Callable[[list[PartRef], pl.DataFrame], pl.DataFrame],
+) -> None:
+    combined = pl.concat(group.frames, how="vertical_relaxed")
+    result = transform_group(group.parts, combined)
+    home = pl.concat(
+        [
+            frame.select("identifier").unique().with_columns(pl.lit(position).alias(_PART))
+            for position, frame in enumerate(group.frames)
+        ]
+    )
+    routed = result.join(home, on="identifier", how="left", maintain_order="left")
+    if routed[_PART].null_count():
+        stray = routed.filter(pl.col(_PART).is_null())["identifier"].head(3).to_list()
+        raise PipelineError(f"{target_asset}: result rows of records not in the group: {stray}")
+    by_part = routed.partition_by(_PART, as_dict=True, include_key=False, maintain_order=True)
+    for position, part in enumerate(group.parts):
+        rows = by_part.get((position,), result.clear())
+        storage.write_part(target_asset, scope.harvester_id, part.window, part.index, rows)
+
+
+def read_group(
+    storage: PartitionStore, asset: str, harvester_id: str, parts: list[PartRef]
+) -> pl.DataFrame:
+    """Another asset's parts of the same names, side by side with the group's."""
+    return pl.concat(
+        [storage.read_part(asset, harvester_id, part.window, part.name) for part in parts],
+        how="vertical_relaxed",
+    )

@@ -1,0 +1,97 @@
+"""Grouped parts: each result row lands in the part of the window its record came from."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.pipeline.groups import PartRef, map_partition_groups
+from oai_pipeline.pipeline.scope import HarvestScope, Window
+from oai_pipeline.storage import PartitionStore
+
+H = "h"
+
+
+def _scope(days: int) -> HarvestScope:
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    return HarvestScope(
+        H,
+        tuple(
+            Window(f"2024-01-{day + 1:02d}", start + timedelta(days), start + timedelta(day + 1))
+            for day in range(days)
+        ),
+    )
+
+
+def _fill(store: PartitionStore, scope: HarvestScope, parts: dict[str, list[list[str]]]) -> None:
+    for key in scope.keys:
+        store.write_manifest("source", H, key, {"run_id": 7})
+        for index, identifiers in enumerate(parts.get(key, [])):
+            frame = pl.DataFrame({"identifier": identifiers, "n": range(len(identifiers))})
+            store.write_part("source", H, key, index, frame)
+
+
+def _doubled(calls: list[list[PartRef]]):
+    def transform(parts: list[PartRef], frame: pl.DataFrame) -> pl.DataFrame:
+        calls.append(parts)
+        # Two rows per record (as with two writers), in an order unlike the input's.
+        return pl.concat([frame.with_columns(copy=pl.lit(c)) for c in (1, 2)]).sort(
+            "identifier", descending=True
+        )
+
+    return transform
+
+
+@pytest.mark.parametrize("group_rows", [1, 3, 1000])
+def test_rows_go_back_to_their_parts(tmp_path: Path, group_rows: int) -> None:
+    store = PartitionStore(str(tmp_path))
+    scope = _scope(4)
+    parts = {
+        "2024-01-01": [["a", "b"], ["c"]],
+        "2024-01-02": [],  # an empty window: cleared, manifest copied, no part
+        "2024-01-03": [["d", "e", "f"]],
+        "2024-01-04": [[]],  # a part without rows still gets its (empty) result part
+    }
+    _fill(store, scope, parts)
+    store.write_part("target", H, "2024-01-02", 0, pl.DataFrame({"identifier": ["old"]}))
+    calls: list[list[PartRef]] = []
+    map_partition_groups(store, scope, "source", "target", _doubled(calls), group_rows=group_rows)
+    for key, key_parts in parts.items():
+        assert store.read_manifest("target", H, key) == {"run_id": 7}
+        assert store.part_names("target", H, key) == [
+            f"part-{i:06d}.parquet" for i in range(len(key_parts))
+        ]
+        for index, identifiers in enumerate(key_parts):
+            written = store.read_part("target", H, key, f"part-{index:06d}.parquet")
+            assert sorted(written["identifier"].to_list()) == sorted(identifiers * 2)
+            assert set(written.columns) == {"identifier", "n", "copy"}
+    # A group closes once it holds group_rows records; the last one at the end.
+    assert len(calls) == {1: 4, 3: 3, 1000: 1}[group_rows]
+
+
+def test_an_identifier_in_two_parts_splits_the_group(tmp_path: Path) -> None:
+    store = PartitionStore(str(tmp_path))
+    scope = _scope(2)
+    parts = {"2024-01-01": [["a", "b"]], "2024-01-02": [["b", "c"]]}
+    _fill(store, scope, parts)
+    calls: list[list[PartRef]] = []
+    map_partition_groups(store, scope, "source", "target", _doubled(calls))
+    assert [[p.window for p in call] for call in calls] == [["2024-01-01"], ["2024-01-02"]]
+    second = store.read_part("target", H, "2024-01-02", "part-000000.parquet")
+    assert sorted(second["identifier"].to_list()) == ["b", "b", "c", "c"]
+
+
+def test_a_result_row_of_an_unknown_record_is_an_error(tmp_path: Path) -> None:
+    store = PartitionStore(str(tmp_path))
+    scope = _scope(1)
+    _fill(store, scope, {"2024-01-01": [["a"]]})
+
+    def stray(_parts: list[PartRef], frame: pl.DataFrame) -> pl.DataFrame:
+        return pl.DataFrame({"identifier": ["zzz"], "n": [0]})
+
+    with pytest.raises(PipelineError, match="zzz"):
+        map_partition_groups(store, scope, "source", "target", stray)
