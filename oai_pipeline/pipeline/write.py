@@ -5,7 +5,6 @@ Per-record failures become outcomes stored on the harvest record; the run goes o
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -13,6 +12,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from oai_pipeline import json_codec
 from oai_pipeline.errors import RecordError
 from oai_pipeline.harvesters.plugins import build_writers
 from oai_pipeline.pipeline.frames import (
@@ -122,7 +122,7 @@ def write(
                             action=action,
                             reason=row["reason"],
                             datestamp=row["datestamp"],
-                            data=json.loads(source["data"]) if source["data"] else None,
+                            data=json_codec.loads(source["data"]) if source["data"] else None,
                             pid=source["pid"],
                             communities=list(source["communities"] or []),
                             local_id=row["local_id"],

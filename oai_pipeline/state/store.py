@@ -21,6 +21,7 @@ from sqlalchemy.pool import StaticPool
 
 from oai_pipeline.errors import PipelineError, RecordError
 from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.json_codec import ENGINE_JSON
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
 from oai_pipeline.state.schema import (
     harvest_records,
@@ -62,13 +63,14 @@ def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
 def _create_engine(url: str) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
-        return sa.create_engine(url, pool_pre_ping=True)
+        return sa.create_engine(url, pool_pre_ping=True, **ENGINE_JSON)
     in_memory = parsed.database in (None, "", ":memory:")
     if not in_memory:
         Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = sa.create_engine(
         url,
         connect_args={"timeout": 60, "check_same_thread": False},
+        **ENGINE_JSON,
         **({"poolclass": StaticPool} if in_memory else {}),
     )
 

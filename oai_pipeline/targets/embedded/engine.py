@@ -9,6 +9,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.json_codec import ENGINE_JSON
 
 _WAL_ATTEMPTS = 100  # x 50 ms
 # Execution option of a read-only transaction: on SQLite it never waits for a writer (WAL).
@@ -26,7 +27,7 @@ def create_target_engine(url: str) -> sa.Engine:
     """An engine whose transactions (and SAVEPOINTs) behave the same on SQLite and PostgreSQL."""
     try:
         parsed = sa.make_url(url)
-        engine = sa.create_engine(parsed)
+        engine = sa.create_engine(parsed, **ENGINE_JSON)
     except (sa.exc.ArgumentError, ImportError, ValueError) as error:
         raise ConfigurationError(f"target database URL {url!r} is not usable: {error}") from None
     if engine.dialect.name == "sqlite":

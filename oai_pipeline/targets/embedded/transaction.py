@@ -44,6 +44,16 @@ _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 _CHUNK = 500  # keeps IN (...) lists well below every backend's parameter limit
 
 
+# What a lookup needs of a record: not its data, which would be decoded for nothing.
+_LOOKUP_COLUMNS = (
+    records.c.id,
+    records.c.state,
+    records.c.revision,
+    records.c.doi,
+    records.c.source_identifier,
+)
+
+
 def new_record_id() -> str:
     # 50 random bits, five per character (the alphabet has 32 characters).
     bits = int.from_bytes(secrets.token_bytes(7), "big")
@@ -148,7 +158,7 @@ class TargetTransaction:
         by_source: dict[str, sa.Row] = {}
         for chunk in _chunks(identifiers):
             for row in self.connection.execute(
-                sa.select(records).where(
+                sa.select(*_LOOKUP_COLUMNS).where(
                     records.c.source_harvester == harvester_id,
                     records.c.source_identifier.in_(chunk),
                 )
@@ -158,7 +168,7 @@ class TargetTransaction:
         by_pid: dict[str, sa.Row] = {}
         for chunk in _chunks(sorted(set(wanted_pids))):
             for row in self.connection.execute(
-                sa.select(records).where(
+                sa.select(*_LOOKUP_COLUMNS).where(
                     records.c.doi.in_(chunk),
                     records.c.source_harvester.is_(None),
                     records.c.state != DELETED,
