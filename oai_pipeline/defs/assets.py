@@ -164,6 +164,7 @@ def transformed_records(
             **_scope_metadata(s for s, _ in results),
             "record_count": sum(r.records for _, r in results),
             "transformed": sum(r.transformed for _, r in results),
+            "reused": sum(r.reused for _, r in results),
             "deleted_at_source": sum(r.deleted for _, r in results),
             "error_count": sum(errors.values()),
             **_counts("errors_", errors),

@@ -8,9 +8,10 @@ same way, so nothing here knows the concrete classes.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint, PackageNotFoundError, entry_points, version
 from typing import TYPE_CHECKING, Any, Literal
 
 import json5
@@ -182,6 +183,27 @@ def build_reader(harvester: Harvester) -> Any:
 def build_transformers(harvester: Harvester) -> list[Transformer]:
     """The harvester's transformer chain, in order: `Transformer(options)` each."""
     return [_instantiate("transformers", text) for text in harvester.transformers]
+
+
+def transform_fingerprint(harvester: Harvester) -> str:
+    """What a record's transform depends on besides the record: the chain, its options and
+    the versions of the packages that provide it. The same fingerprint and an unchanged
+    datestamp mean the stored transform is what the chain would make again."""
+    chain: list[Any] = [["oai-pipeline", _package_version("oai-pipeline")]]
+    for text in harvester.transformers:
+        spec = parse_spec(text)
+        entry_point = available("transformers").get(spec.name)
+        dist = entry_point.dist if entry_point is not None else None
+        chain.append([spec.name, spec.options, dist and dist.name, dist and dist.version])
+    encoded = json.dumps(chain, sort_keys=True, default=str).encode()
+    return hashlib.sha256(encoded).hexdigest()
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
 
 
 def build_writers(harvester: Harvester, settings: Settings) -> list[Writer]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from oai_pipeline.errors import RecordError
-from oai_pipeline.harvesters.plugins import build_transformers
+from oai_pipeline.harvesters.plugins import build_transformers, transform_fingerprint
 from oai_pipeline.pipeline.frames import (
     RAW_OAI_XML,
     TRANSFORMED_RECORDS,
@@ -29,6 +29,7 @@ class TransformSummary:
     records: int = 0
     transformed: int = 0
     deleted: int = 0
+    reused: int = 0  # unchanged records whose stored transform was taken
     errors: Counter[str] = field(default_factory=Counter)
 
 
@@ -52,6 +53,7 @@ def run_chain(transformers: list[Transformer], items: list[TransformItem]) -> No
 def transform(services: Services, scope: HarvestScope) -> TransformSummary:
     harvester = services.harvester(scope.harvester_id)
     transformers = build_transformers(harvester)
+    fingerprint = transform_fingerprint(harvester)
     summary = TransformSummary()
 
     def transform_part(_key: str, _name: str, raw: pl.DataFrame) -> pl.DataFrame:
@@ -67,11 +69,35 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
                     error=error_from_row(row),
                 )
             )
-        live = [i for i in items if i.xml is not None]
-        run_chain(transformers, live)
-        services.state.save_transformed(scope.harvester_id, items)
+        # A record unchanged since the chain of the same fingerprint transformed it cleanly
+        # is not transformed again: its stored transform is what the chain would make.
+        stored = services.state.stored_transforms(
+            scope.harvester_id,
+            {i.identifier: i.datestamp for i in items if i.xml is not None and i.error is None},
+            fingerprint,
+        )
+        fresh = [i for i in items if i.identifier not in stored]
+        run_chain(transformers, [i for i in fresh if i.xml is not None])
+        services.state.save_transformed(scope.harvester_id, fresh, fingerprint=fingerprint)
         rows = []
         for item, deleted in zip(items, raw["deleted"].to_list(), strict=True):
+            reused = stored.get(item.identifier)
+            if reused is not None:
+                summary.records += 1
+                summary.transformed += 1
+                summary.reused += 1
+                rows.append(
+                    {
+                        "identifier": item.identifier,
+                        "datestamp": item.datestamp,
+                        "deleted": False,
+                        "data": reused.data_json,
+                        "pid": reused.pid,
+                        "communities": reused.communities,
+                        **error_columns(None),
+                    }
+                )
+                continue
             summary.records += 1
             if deleted:
                 summary.deleted += 1

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 metadata = sa.MetaData()
 
@@ -46,6 +46,11 @@ harvest_records = sa.Table(
     sa.Column("xml", sa.LargeBinary, nullable=True),
     sa.Column("data", sa.JSON, nullable=True),
     sa.Column("pid", sa.String(1000), nullable=True),
+    sa.Column("communities", sa.JSON, nullable=True),
+    # `data`, `pid` and `communities` came from the record at this datestamp through the
+    # transformer chain of this fingerprint (none after a failed transform): see reuse.
+    sa.Column("transformed_datestamp", sa.String(32), nullable=True),
+    sa.Column("transform_fingerprint", sa.String(64), nullable=True),
     sa.Column("local_id", sa.String(200), nullable=True),
     sa.Column("written_revision", sa.Integer, nullable=True),
     sa.Column("written_datestamp", sa.String(32), nullable=True),
@@ -125,9 +130,22 @@ def _add_last_datestamp(connection: Connection) -> None:
     connection.execute(sa.text("ALTER TABLE harvest_runs ADD COLUMN last_datestamp VARCHAR(32)"))
 
 
+def _add_transform_memory(connection: Connection) -> None:
+    json_type = sa.JSON().compile(dialect=connection.dialect)
+    for column, kind in (
+        ("communities", json_type),
+        ("transformed_datestamp", "VARCHAR(32)"),
+        ("transform_fingerprint", "VARCHAR(64)"),
+    ):
+        connection.execute(sa.text(f"ALTER TABLE harvest_records ADD COLUMN {column} {kind}"))
+
+
 # version -> the step that brings the schema from version-1 to it (create_all covers the
 # current version of a new database).
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _add_last_datestamp}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {
+    2: _add_last_datestamp,
+    3: _add_transform_memory,
+}
 
 
 def migrate(connection: Connection) -> int:

@@ -47,6 +47,15 @@ _READ_ONLY = "oai_pipeline_read_only"
 _CHUNK = 500  # identifiers per IN (...) clause, well below every database's limit
 
 
+@dataclasses.dataclass(frozen=True)
+class StoredTransform:
+    """A record's remembered transform: the data as JSON text, its pid and communities."""
+
+    data_json: str
+    pid: str | None
+    communities: list[str]
+
+
 def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -342,8 +351,12 @@ class StateStore:
         with self._engine.begin() as conn:
             self._upsert_harvested(conn, harvester_id, records)
 
-    def save_transformed(self, harvester_id: str, items: list[TransformItem]) -> None:
-        """The transformers' output (data, pid) and their error, if any, per record."""
+    def save_transformed(
+        self, harvester_id: str, items: list[TransformItem], *, fingerprint: str | None = None
+    ) -> None:
+        """The transformers' output (data, pid, communities) and their error, if any, per
+        record; a clean output is remembered with its datestamp and the chain's fingerprint
+        so that an unchanged record need not be transformed again (`stored_transforms`)."""
         if not items:
             return
         now = utc_now()
@@ -354,7 +367,14 @@ class StateStore:
             for item in items:
                 values: dict[str, Any] = {"last_transformed_at": now}
                 if item.xml is not None:  # a live record: its data is what the chain made
-                    values.update(data=item.data, pid=item.pid)
+                    clean = item.error is None and item.data is not None
+                    values.update(
+                        data=item.data,
+                        pid=item.pid,
+                        communities=item.communities,
+                        transformed_datestamp=item.datestamp if clean else None,
+                        transform_fingerprint=fingerprint if clean else None,
+                    )
                 rows[item.identifier] = values
                 harvest_error = [
                     (e["type"], e["message"])
@@ -367,6 +387,36 @@ class StateStore:
                 errors[item.identifier] = [item.error] if own and item.error else []
             self._upsert_records(conn, harvester_id, rows)
             self._replace_errors(conn, harvester_id, "transform", errors)
+
+    def stored_transforms(
+        self, harvester_id: str, datestamps: dict[str, str], fingerprint: str
+    ) -> dict[str, StoredTransform]:
+        """The remembered clean transform of each record whose datestamp is still the one
+        it was made from, by a chain of the same fingerprint (the data as JSON text)."""
+        found: dict[str, StoredTransform] = {}
+        hr = harvest_records
+        with self._read() as conn:
+            for chunk in _chunks(list(datestamps)):
+                rows = conn.execute(
+                    sa.select(
+                        hr.c.identifier,
+                        hr.c.transformed_datestamp,
+                        sa.cast(hr.c.data, sa.Text).label("data_json"),
+                        hr.c.pid,
+                        hr.c.communities,
+                    ).where(
+                        hr.c.harvester_id == harvester_id,
+                        hr.c.identifier.in_(chunk),
+                        hr.c.transform_fingerprint == fingerprint,
+                        hr.c.data.is_not(None),
+                    )
+                )
+                for row in rows:
+                    if row.transformed_datestamp == datestamps[row.identifier]:
+                        found[row.identifier] = StoredTransform(
+                            row.data_json, row.pid, list(row.communities or [])
+                        )
+        return found
 
     def _errors_of(
         self, conn: Connection, harvester_id: str, identifiers: Sequence[str]

@@ -9,12 +9,38 @@ import sqlalchemy as sa
 from oai_pipeline.oai.types import HarvestedRecord
 from oai_pipeline.state.schema import SCHEMA_VERSION
 from oai_pipeline.state.store import StateStore
+from oai_pipeline.transform.base import TransformItem
 
 
 def _run(store: StateStore) -> int:
     return store.create_run(
         "h", window_from=None, window_until=None, scale=None, max_records=0, options={}
     )
+
+
+def _drop_transform_memory(connection: sa.Connection) -> None:
+    for column in ("communities", "transformed_datestamp", "transform_fingerprint"):
+        connection.execute(sa.text(f"ALTER TABLE harvest_records DROP COLUMN {column}"))
+
+
+def test_a_version_2_database_gains_the_transform_memory(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'state.sqlite'}"
+    with StateStore(url) as store:
+        store.upsert_harvested("h", [HarvestedRecord("oai:x:1", "2024-01-03T00:00:00Z", False)])
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:  # what version 2 looked like
+        _drop_transform_memory(connection)
+        connection.execute(sa.text("UPDATE schema_version SET version = 2"))
+    with StateStore(url) as store:
+        item = TransformItem("oai:x:1", "2024-01-03T00:00:00Z", [], b"<record/>")
+        item.data, item.pid, item.communities = {"metadata": {"title": "T"}}, "10.1/x", ["c"]
+        store.save_transformed("h", [item], fingerprint="f1")
+        stored = store.stored_transforms("h", {"oai:x:1": "2024-01-03T00:00:00Z"}, "f1")
+        assert stored["oai:x:1"].pid == "10.1/x"
+        assert store.get_record("oai:x:1", "h")["datestamp"] == "2024-01-03T00:00:00Z"
+    with engine.begin() as connection:
+        assert connection.execute(sa.text("SELECT version FROM schema_version")).scalar() == 3
+    engine.dispose()
 
 
 def test_a_version_1_database_gains_last_datestamp(tmp_path: Path) -> None:
@@ -24,6 +50,7 @@ def test_a_version_1_database_gains_last_datestamp(tmp_path: Path) -> None:
     engine = sa.create_engine(url)
     with engine.begin() as connection:  # what version 1 looked like
         connection.execute(sa.text("ALTER TABLE harvest_runs DROP COLUMN last_datestamp"))
+        _drop_transform_memory(connection)
         connection.execute(sa.text("UPDATE schema_version SET version = 1"))
 
     with StateStore(url) as store:

@@ -76,10 +76,16 @@ class Harness:
         register(self.settings, self.endpoint.base_url, metadata_prefix=PREFIX, **kwargs)
 
     def set_writer(self, writer: str) -> None:
+        self._update_harvester(writers=[writer])
+
+    def set_transformer(self, transformer: str) -> None:
+        self._update_harvester(transformers=[transformer])
+
+    def _update_harvester(self, **fields: object) -> None:
         with Services(self.settings) as services:
             registry = HarvesterRegistry(services.state)
             harvester = registry.get("sample")
-            services.state.save_harvester(harvester.model_copy(update={"writers": [writer]}))
+            services.state.save_harvester(harvester.model_copy(update=fields))
 
     def harvest(self, **options: object) -> dg.ExecuteInProcessResult:
         result = materialize_windows(self.instance, "sample", DAY, DAY, options=options)

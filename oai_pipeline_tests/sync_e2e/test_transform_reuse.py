@@ -1,0 +1,50 @@
+"""An unchanged record is not transformed again; a changed record or chain is."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+
+from oai_pipeline.pipeline.frames import TRANSFORMED_RECORDS
+from oai_pipeline.storage import PartitionStore
+from oai_pipeline_tests.sync_e2e.conftest import DAY, Harness, at
+
+
+def _transform_counts(result: dg.ExecuteInProcessResult) -> tuple[int, int]:
+    (materialization,) = result.asset_materializations_for_node(TRANSFORMED_RECORDS)
+    metadata = materialization.metadata
+    return int(metadata["transformed"].value), int(metadata["reused"].value)
+
+
+def _data(harness: Harness) -> dict[str, dict]:
+    frame = PartitionStore(harness.settings.storage_url).read_partition(
+        TRANSFORMED_RECORDS, "sample", DAY
+    )
+    assert frame is not None
+    return {row["identifier"]: json.loads(row["data"]) for row in frame.iter_rows(named=True)}
+
+
+def test_stored_transforms_are_reused_until_the_record_or_the_chain_changes(
+    harness: Harness,
+) -> None:
+    harness.register()
+    first, second, third = harness.identifiers()
+    assert _transform_counts(harness.harvest()) == (3, 0)
+    fresh = _data(harness)
+
+    harness.change_title(first, "Changed at the source", at(9))
+    assert _transform_counts(harness.harvest()) == (3, 2)
+    reused = _data(harness)
+    assert reused[second] == fresh[second] and reused[third] == fresh[third]
+    assert reused[first]["metadata"]["title"] == "Changed at the source"
+    assert harness.local(first)["data"]["metadata"]["title"] == "Changed at the source"
+
+    # Another chain (here: another option) makes another fingerprint: all transformed again.
+    harness.set_transformer('oai-import{model:"rdm", doi_provider:"datacite"}')
+    assert _transform_counts(harness.harvest()) == (3, 0)
+    again = _data(harness)
+    providers = {d.get("pids", {}).get("doi", {}).get("provider") for d in again.values()}
+    assert providers <= {"datacite", None} and "datacite" in providers
+    assert _transform_counts(harness.harvest()) == (3, 3)
+    assert _data(harness) == again
