@@ -913,16 +913,22 @@ class StateStore:
             return
         errors = errors or {}
         now = utc_now()
+        # Records without an error share one UPDATE per status (a part of unchanged records
+        # is one statement per chunk); records with an error carry their own values.
+        clean: dict[str, list[str]] = {}
         params = []
         for identifier, status in statuses.items():
             error = errors.get(identifier)
+            if error is None:
+                clean.setdefault(status, []).append(identifier)
+                continue
             params.append(
                 {
                     "b_identifier": identifier,
                     "b_status": status,
-                    "b_error_type": error.type if error else None,
-                    "b_error_message": error.message if error else None,
-                    "b_error_location": error.location if error else None,
+                    "b_error_type": error.type,
+                    "b_error_message": error.message,
+                    "b_error_location": error.location,
                     "b_updated_at": now,
                 }
             )
@@ -941,7 +947,21 @@ class StateStore:
             )
         )
         with self._engine.begin() as conn:
-            conn.execute(statement, params)
+            for status, identifiers in clean.items():
+                for chunk in _chunks(identifiers):
+                    conn.execute(
+                        run_records.update()
+                        .where(run_records.c.run_id == run_id, run_records.c.identifier.in_(chunk))
+                        .values(
+                            status=status,
+                            error_type=None,
+                            error_message=None,
+                            error_location=None,
+                            updated_at=now,
+                        )
+                    )
+            if params:
+                conn.execute(statement, params)
 
     def claim(
         self,
