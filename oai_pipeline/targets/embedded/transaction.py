@@ -96,7 +96,7 @@ class NewRecord:
     """A harvested record to create and publish at once (`create_many_published`)."""
 
     source_identifier: str
-    data: dict[str, Any]
+    data_json: str  # the record data, encoded
     doi: str | None
 
 
@@ -303,13 +303,15 @@ class TargetTransaction:
         """
         stamp = now()
         ids = [new_record_id() for _ in new_records]
+        # The data as the JSON text made once for both tables (bound as text, not re-encoded).
+        data_json = sa.bindparam("data_json", type_=sa.Text)
         self.connection.execute(
-            sa.insert(records),
+            sa.insert(records).values(data=data_json),
             [
                 {
                     "id": record_id,
                     "state": LIVE,
-                    "data": new.data,
+                    "data_json": new.data_json,
                     "revision": 1,
                     "doi": new.doi,
                     "source_harvester": harvester_id,
@@ -322,13 +324,13 @@ class TargetTransaction:
             ],
         )
         self.connection.execute(
-            sa.insert(revisions),
+            sa.insert(revisions).values(data=data_json),
             [
                 {
                     "record_id": record_id,
                     "revision": 1,
                     "state": LIVE,
-                    "data": new.data,
+                    "data_json": new.data_json,
                     "created": stamp,
                 }
                 for record_id, new in zip(ids, new_records, strict=True)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
+from oai_pipeline import json_codec
 from oai_pipeline.errors import PipelineError, RecordError
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action, LocalRecord, LocalState, SourceRecord, decide
@@ -123,13 +124,17 @@ class EmbeddedWriter(Writer):
             and all(named[pid] == 1 for pid in pids_of[write.identifier])
         ]
         held = tx.pid_holders(pid for write in candidates for pid in pids_of[write.identifier])
-        return {
-            write.identifier: NewRecord(
-                write.identifier, write.data, pid_of(write.data, self.options.pid_field)
-            )
-            for write in candidates
-            if not pids_of[write.identifier] & held
-        }
+        creations: dict[str, NewRecord] = {}
+        for write in candidates:
+            if pids_of[write.identifier] & held:
+                continue
+            try:
+                data_json = json_codec.dumps(write.data)
+            except TypeError:  # not JSON: the one-by-one path reports it as the database does
+                continue
+            doi = pid_of(write.data, self.options.pid_field)
+            creations[write.identifier] = NewRecord(write.identifier, data_json, doi)
+        return creations
 
     def _apply_isolated(
         self,
