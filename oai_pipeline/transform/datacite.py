@@ -158,8 +158,12 @@ def _namespace(element: etree._Element) -> str | None:
 def _text(element: etree._Element) -> str | None:
     """All the text of an element (descriptions may hold <br/>), stripped; None when empty."""
     if len(element) == 0:  # no child, not even a comment: the text is the element's own
-        return text_or_none(element.text)
-    return text_or_none("".join(element.itertext()))
+        text = element.text
+        if text is None:
+            return None
+    else:
+        text = "".join(element.itertext())
+    return text.strip() or None
 
 
 def _attribute(element: etree._Element, name: str) -> str | None:
@@ -289,9 +293,19 @@ def _creatibutors(
     contributors: bool = False,
 ) -> list[dict[str, Any]]:
     result = []
+    names = tags.names
     for index, element in enumerate(elements):
-        children = _children(element)
-        name_element = next((child for child in element if child.tag in tags.names), None)
+        children: Children = {}
+        name_element = None  # the XPath `d:creatorName | d:contributorName`: the first of either
+        for child in element:
+            tag = child.tag
+            group = children.get(tag)
+            if group is None:
+                children[tag] = [child]
+            else:
+                group.append(child)
+            if name_element is None and tag in names:
+                name_element = child
         name = _text(name_element) if name_element is not None else None
         name_type = (name_element.get("nameType") or "").lower() if name_element is not None else ""
         identifiers = [
