@@ -21,8 +21,8 @@ from oai_pipeline.sample_endpoint.records import generate_datacite_records
 from oai_pipeline.transform.base import TransformItem
 from oai_pipeline.transform.oai_import import OAIImportTransformer
 
-SHARED_SAMPLES = Path("/work/shared/samples")
 LOCAL_SAMPLES = Path(__file__).parent / "samples"
+OAI_SAMPLES = Path(__file__).parent.parent / "oai" / "samples"
 GOLDEN = Path(__file__).parent / "golden" / "outputs.json.gz"
 OAI = "http://www.openarchives.org/OAI/2.0/"
 GENERATED = 300
@@ -44,11 +44,10 @@ OPTION_SETS: dict[str, dict[str, Any]] = {
 }
 
 
-def sample_dirs() -> list[Path]:
-    """The shared samples when present (the brief's source), else the copies in the tests."""
-    if SHARED_SAMPLES.is_dir():
-        return [SHARED_SAMPLES / "datacite", SHARED_SAMPLES / "oai"]
-    return [LOCAL_SAMPLES]
+def sample_files() -> list[Path]:
+    """Every file of /work/shared/samples, from the byte-identical copies in the tests (so the
+    golden test runs anywhere): the DataCite examples, then the recorded OAI responses."""
+    return sorted(LOCAL_SAMPLES.glob("datacite-example-*.xml")) + sorted(OAI_SAMPLES.glob("*.xml"))
 
 
 def wrap(metadata: bytes, identifier: str, set_specs: list[str], deleted: bool = False) -> bytes:
@@ -121,9 +120,8 @@ def _broken(resource: bytes, index: int) -> list[tuple[str, bytes]]:
 def golden_items() -> list[TransformItem]:
     """Every record of the golden set, in a fixed order."""
     items: list[TransformItem] = []
-    for folder in sample_dirs():
-        for path in sorted(folder.glob("*.xml")):
-            items.extend(_file_items(path))
+    for path in sample_files():
+        items.extend(_file_items(path))
     for record in generate_datacite_records(GENERATED, seed=7):
         if record.deleted:
             items.append(

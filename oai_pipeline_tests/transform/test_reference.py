@@ -114,7 +114,7 @@ def test_mutated_records_equal_the_reference(seed: int) -> None:
 def test_mutated_dublin_core_equals_the_reference() -> None:
     rng = random.Random(5)
     xmls = []
-    for path in sorted(p for d in golden.sample_dirs() for p in d.glob("*oai_dc*.xml")):
+    for path in [p for p in golden.sample_files() if "oai_dc" in p.name]:
         for item in [i for i in golden._file_items(path) if i.identifier.startswith("record:")]:
             for copy_index in range(60):
                 root = etree.fromstring(item.xml or b"")
