@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from functools import lru_cache
 
 _DATE = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
 # A full timestamp (as OAI datestamps and DSpace dc:date carry) is cut to its day.
@@ -27,8 +28,12 @@ def _single(text: str) -> str:
     return text
 
 
+@lru_cache(maxsize=4096)
 def normalize_date(text: str) -> str:
-    """The EDTF-safe form of `text` (a date or an A/B interval); ValueError when it has none."""
+    """The EDTF-safe form of `text` (a date or an A/B interval); ValueError when it has none.
+
+    Cached, as the import and then the validation normalise the same dates (a ValueError is
+    not cached: it is raised afresh each time)."""
     text = text.strip()
     if "/" not in text:
         return _single(text)

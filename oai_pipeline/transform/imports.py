@@ -26,8 +26,11 @@ def register_import(namespace: str, root: str, function: ImportFunction) -> None
 
 def find_import(element: etree._Element) -> ImportFunction | None:
     """The import for this metadata root element, or None when no import knows it."""
-    name = etree.QName(element)
-    return _IMPORTS.get((name.namespace or "", name.localname))
+    tag = element.tag  # `{namespace}local` or `local`: split as etree.QName would, but cheaper
+    if tag[:1] == "{":
+        namespace, _, local = tag[1:].partition("}")
+        return _IMPORTS.get((namespace, local))
+    return _IMPORTS.get(("", tag))
 
 
 register_import(datacite.KERNEL_4, "resource", datacite.import_resource)

@@ -13,6 +13,9 @@ _DOI_PREFIX = re.compile(r"^(?:(?:https?://)?(?:dx\.)?doi\.org/|doi:\s*)", re.I)
 _DOI = re.compile(r"^10\.\d{4,9}/\S+$")
 # A well-formed character reference only: a bare `&` in text or URLs is left alone.
 _ENTITY = re.compile(r"&(?:#\d+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
+_ORCID_DIGITS = re.compile(r"\d{15}[\dX]")
+_ROR_ID = re.compile(r"0[a-z0-9]{6}\d{2}")
+_SPACES = re.compile(r"\s+")
 _FILE_NAME = re.compile(r"\.([A-Za-z0-9]{1,5})$")
 # Extensions of web pages, not of files the source hosts for download.
 _PAGE_EXTENSIONS = {"html", "htm", "xhtml", "php", "asp", "aspx", "jsp", "cgi"}
@@ -28,7 +31,7 @@ def text_or_none(value: str | None) -> str | None:
 def normalize_orcid(value: str) -> str:
     """`https://orcid.org/0000-0002-1825-009x` -> `0000-0002-1825-009X`."""
     bare = _ORCID_PREFIX.sub("", value.strip()).strip("/").upper()
-    if re.fullmatch(r"\d{15}[\dX]", bare):
+    if _ORCID_DIGITS.fullmatch(bare):
         bare = "-".join(bare[i : i + 4] for i in range(0, 16, 4))
     return bare
 
@@ -39,7 +42,7 @@ def normalize_ror(value: str) -> str:
 
 
 def is_ror(value: str | None) -> bool:
-    return bool(value) and bool(re.fullmatch(r"0[a-z0-9]{6}\d{2}", normalize_ror(value or "")))
+    return bool(value) and bool(_ROR_ID.fullmatch(normalize_ror(value or "")))
 
 
 def normalize_doi(value: str) -> str | None:
@@ -56,7 +59,7 @@ def name_identifier(scheme: str, value: str) -> dict[str, str]:
     if scheme == "ror":
         return {"scheme": "ror", "identifier": normalize_ror(value)}
     if scheme == "isni":
-        return {"scheme": "isni", "identifier": re.sub(r"\s+", "", value)}
+        return {"scheme": "isni", "identifier": _SPACES.sub("", value)}
     return {"scheme": scheme, "identifier": value.strip()}
 
 
@@ -100,6 +103,8 @@ def person_or_org(
 def unescape_html_once(text: str) -> str:
     """Undo one level of escaping: Zenodo sends `&amp;lt;p&amp;gt;` in dc:description, which the
     XML parser turns into `&lt;p&gt;`; this makes it `<p>`. Bare `&` are left as they are."""
+    if "&" not in text:
+        return text
     return _ENTITY.sub(lambda match: html.unescape(match.group(0)), text)
 
 

@@ -20,8 +20,8 @@ from oai_pipeline.xml_safety import parse_untrusted
 
 OAI_NAMESPACE = "http://www.openarchives.org/OAI/2.0/"
 _RECORD_TAG = f"{{{OAI_NAMESPACE}}}record"
-_HEADER_STATUS = etree.XPath("string(o:header/@status)", namespaces={"o": OAI_NAMESPACE})
-_METADATA_ROOT = etree.XPath("o:metadata/*", namespaces={"o": OAI_NAMESPACE})
+_HEADER_TAG = f"{{{OAI_NAMESPACE}}}header"
+_METADATA_TAG = f"{{{OAI_NAMESPACE}}}metadata"
 
 # A bug in an import must not stop the batch: the record gets this error type instead.
 IMPORT_FAILURE = "transformer_failure"
@@ -91,10 +91,22 @@ def _metadata_root(root: etree._Element) -> etree._Element | None:
     """The element inside <metadata>; a bare metadata document (no OAI <record>) is itself."""
     if root.tag != _RECORD_TAG:
         return root
-    if _HEADER_STATUS(root) == "deleted":
+    if _header_status(root) == "deleted":
         return None
-    elements = _METADATA_ROOT(root)
-    return elements[0] if elements else None
+    # The XPath `o:metadata/*`: the first element (not comment) inside any <metadata>.
+    for metadata in root.iterchildren(_METADATA_TAG):
+        for element in metadata.iterchildren(etree.Element):
+            return element
+    return None
+
+
+def _header_status(root: etree._Element) -> str:
+    """The XPath `string(o:header/@status)`: the first status attribute of the headers, or ''."""
+    for header in root.iterchildren(_HEADER_TAG):
+        status = header.get("status")
+        if status is not None:
+            return status
+    return ""
 
 
 def _import(metadata: etree._Element) -> dict[str, Any]:

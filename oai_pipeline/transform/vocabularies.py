@@ -102,9 +102,16 @@ _OPENSOURCE = re.compile(r"opensource\.org/licenses?/([A-Za-z0-9.+-]+)/?$", re.I
 _GNU = re.compile(r"gnu\.org/licenses/((?:a|l)?gpl)-?(\d\.\d)", re.I)
 
 
+_SEPARATORS = re.compile(r"[\s_-]+")
+
+
+@lru_cache(maxsize=4096)
 def vocabulary_key(text: str) -> str:
-    """`JournalArticle`, `journal article`, `Journal-Article` all become `journalarticle`."""
-    return re.sub(r"[\s_-]+", "", text).lower()
+    """`JournalArticle`, `journal article`, `Journal-Article` all become `journalarticle`.
+
+    Cached: records repeat the same few attribute values, and every vocabulary goes through it.
+    """
+    return _SEPARATORS.sub("", text).lower()
 
 
 def datacite_resource_type(general: str | None) -> str:
@@ -153,6 +160,7 @@ def license_id_from_identifier(value: str) -> str:
     return re.sub(r"\s+", "-", value.strip()).lower()
 
 
+@lru_cache(maxsize=1024)
 def license_id_from_url(url: str) -> str | None:
     """The license id of a well-known license URL, or None (not a license we can name)."""
     if match := _CC_LICENSE.search(url):

@@ -1,0 +1,210 @@
+"""Import of simple Dublin Core (`oai_dc:dc`), the format every OAI-PMH source must offer.
+
+Dublin Core says little about structure, so the import reads conventions of real feeds:
+`Family, Given` creators, DOIs as doi.org URLs in dc:identifier, eu-repo terms in dc:type and
+dc:rights, and (Zenodo) HTML escaped twice in dc:description.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lxml import etree
+
+from oai_pipeline_tests.transform.reference import vocabularies as vocab
+from oai_pipeline_tests.transform.reference.datacite import XML_LANG
+from oai_pipeline_tests.transform.reference.dates import normalize_date
+from oai_pipeline_tests.transform.reference.failure import (
+    INVALID_DATE,
+    TransformFailure,
+    missing_field,
+)
+from oai_pipeline_tests.transform.reference.normalize import (
+    file_link,
+    normalize_doi,
+    person_or_org,
+    text_or_none,
+    unescape_html_once,
+)
+
+OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
+DC = "http://purl.org/dc/elements/1.1/"
+
+
+def _elements(name: str) -> etree.XPath:
+    return etree.XPath(f"dc:{name}", namespaces={"dc": DC})
+
+
+_TITLE = _elements("title")
+_CREATOR = _elements("creator")
+_CONTRIBUTOR = _elements("contributor")
+_DATE = _elements("date")
+_DESCRIPTION = _elements("description")
+_SUBJECT = _elements("subject")
+_RIGHTS = _elements("rights")
+_LANGUAGE = _elements("language")
+_PUBLISHER = _elements("publisher")
+_IDENTIFIER = _elements("identifier")
+_RELATION = _elements("relation")
+_TYPE = _elements("type")
+_FORMAT = _elements("format")
+
+
+def _texts(path: etree.XPath, dc: etree._Element) -> list[tuple[etree._Element, str]]:
+    return [(element, text) for element in path(dc) if (text := text_or_none(element.text))]
+
+
+def _language(element: etree._Element) -> dict[str, str] | None:
+    code = element.get(XML_LANG)
+    language = vocab.language_id(code) if code else None
+    return {"id": language} if language else None
+
+
+def import_dc(dc: etree._Element) -> dict[str, Any]:
+    """An `oai_dc:dc` element as RDMRecord-shaped data."""
+    titles = _texts(_TITLE, dc)
+    if not titles:
+        raise missing_field("metadata.title", "dc:title")
+    # dc:creator is a person in practice (organisations mostly come as dc:publisher).
+    creators = [
+        {"person_or_org": person_or_org(text, kind="personal"), "affiliations": []}
+        for _, text in _texts(_CREATOR, dc)
+    ]
+    if not creators:
+        raise missing_field("metadata.creators", "dc:creator")
+    descriptions = [
+        (element, unescape_html_once(text)) for element, text in _texts(_DESCRIPTION, dc)
+    ]
+    pids, identifiers, links = _identifiers(dc)
+    publishers = _texts(_PUBLISHER, dc)
+    metadata: dict[str, Any] = {
+        "resource_type": {"id": vocab.dc_resource_type([text for _, text in _texts(_TYPE, dc)])},
+        "title": titles[0][1],
+        "additional_titles": [
+            {"title": text, "type": {"id": "alternative-title"}, "lang": _language(element)}
+            for element, text in titles[1:]
+        ],
+        "creators": creators,
+        "contributors": [
+            {
+                "person_or_org": person_or_org(text, kind="personal"),
+                "affiliations": [],
+                "role": {"id": "other"},
+            }
+            for _, text in _texts(_CONTRIBUTOR, dc)
+        ],
+        "publication_date": _publication_date(dc),
+        "description": descriptions[0][1] if descriptions else None,
+        "additional_descriptions": [
+            {"description": text, "type": {"id": "other"}, "lang": _language(element)}
+            for element, text in descriptions[1:]
+        ],
+        "subjects": [{"subject": text} for _, text in _texts(_SUBJECT, dc)],
+        "rights": _rights(dc),
+        "languages": _languages(dc),
+        "publisher": publishers[0][1] if publishers else None,
+        "identifiers": identifiers,
+        "related_identifiers": _relations(dc),
+        "formats": [text for _, text in _texts(_FORMAT, dc)],
+    }
+    return {"metadata": metadata, "pids": pids, "files": {"enabled": False, "links": links}}
+
+
+def _publication_date(dc: etree._Element) -> str:
+    """The first dc:date that is a date (repositories list several, e.g. accessioned/issued)."""
+    dates = [text for _, text in _texts(_DATE, dc)]
+    if not dates:
+        raise missing_field("metadata.publication_date", "dc:date")
+    for text in dates:
+        try:
+            return normalize_date(text)
+        except ValueError:
+            continue
+    raise TransformFailure(
+        INVALID_DATE,
+        f"cannot read a publication date from dc:date {' or '.join(map(repr, dates))}",
+        "metadata.publication_date",
+    )
+
+
+def _identifiers(
+    dc: etree._Element,
+) -> tuple[dict[str, Any], list[dict[str, str]], list[dict[str, str]]]:
+    pids: dict[str, Any] = {}
+    identifiers: list[dict[str, str]] = []
+    links: list[dict[str, str]] = []
+    for _, text in _texts(_IDENTIFIER, dc):
+        doi = normalize_doi(text)
+        if doi is not None:
+            if "doi" not in pids:
+                pids["doi"] = {"identifier": doi, "provider": "external"}
+            else:
+                identifiers.append({"identifier": doi, "scheme": "doi"})
+        elif text.startswith("oai:"):
+            identifiers.append({"identifier": text, "scheme": "oai"})
+        elif text.startswith(("http://", "https://")):
+            link = file_link(text)
+            if link is not None:
+                links.append(link)
+            else:
+                identifiers.append({"identifier": text, "scheme": "url"})
+        elif text.lower().startswith("urn:"):
+            identifiers.append({"identifier": text, "scheme": "urn"})
+    return pids, identifiers, links
+
+
+def _relations(dc: etree._Element) -> list[dict[str, Any]]:
+    """dc:relation values that are identifiers; Dublin Core does not say how they relate."""
+    related = []
+    for _, text in _texts(_RELATION, dc):
+        doi = normalize_doi(text)
+        if doi is not None:
+            entry = {"identifier": doi, "scheme": "doi"}
+        elif text.startswith(("http://", "https://")):
+            entry = {"identifier": text, "scheme": "url"}
+        elif text.lower().startswith("urn:"):
+            entry = {"identifier": text, "scheme": "urn"}
+        else:
+            continue
+        related.append({**entry, "relation_type": {"id": "other"}})
+    return related
+
+
+def _rights(dc: etree._Element) -> list[dict[str, Any]]:
+    """Licenses from dc:rights URLs, named by the free-text statements beside them.
+
+    Feeds list a license as a name and a URL (Zenodo: `Creative Commons Attribution 4.0
+    International` then its legalcode URL): when there are as many names as license URLs they
+    are paired in order; other statements become free-text rights. eu-repo access terms are
+    access rights, not licenses, and are skipped.
+    """
+    urls: list[str] = []
+    statements: list[tuple[etree._Element, str]] = []
+    for element, text in _texts(_RIGHTS, dc):
+        if text.startswith("info:eu-repo/semantics/"):
+            continue
+        if text.startswith(("http://", "https://")):
+            urls.append(text)
+        else:
+            statements.append((element, text))
+    rights: list[dict[str, Any]] = []
+    for url in urls:
+        license_id = vocab.license_id_from_url(url)
+        rights.append({"id": license_id, "link": url, "title": None if license_id else {"en": url}})
+    if statements and len(statements) == len(rights):
+        for right, (element, text) in zip(rights, statements, strict=True):
+            right["title"] = {vocab.i18n_key(element.get(XML_LANG)): text}
+    else:
+        rights.extend(
+            {"title": {vocab.i18n_key(element.get(XML_LANG)): text}} for element, text in statements
+        )
+    return rights
+
+
+def _languages(dc: etree._Element) -> list[dict[str, str]]:
+    languages: list[dict[str, str]] = []
+    for _, text in _texts(_LANGUAGE, dc):
+        language = vocab.language_id(text)
+        if language is not None and {"id": language} not in languages:
+            languages.append({"id": language})
+    return languages

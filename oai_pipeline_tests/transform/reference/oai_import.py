@@ -1,0 +1,127 @@
+"""`oai-import`: the first transformer of a harvester, from an OAI <record> to record data."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from lxml import etree
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from oai_pipeline.transform.base import Transformer, TransformItem
+from oai_pipeline_tests.transform.reference.failure import (
+    MALFORMED_XML,
+    UNKNOWN_ROOT,
+    VALIDATION,
+    TransformFailure,
+)
+from oai_pipeline_tests.transform.reference.imports import find_import
+from oai_pipeline_tests.transform.reference.rdm_record import RDMRecord, error_location
+from oai_pipeline_tests.transform.reference.xml_safety import parse_untrusted
+
+OAI_NAMESPACE = "http://www.openarchives.org/OAI/2.0/"
+_RECORD_TAG = f"{{{OAI_NAMESPACE}}}record"
+_HEADER_STATUS = etree.XPath("string(o:header/@status)", namespaces={"o": OAI_NAMESPACE})
+_METADATA_ROOT = etree.XPath("o:metadata/*", namespaces={"o": OAI_NAMESPACE})
+
+# A bug in an import must not stop the batch: the record gets this error type instead.
+IMPORT_FAILURE = "transformer_failure"
+
+
+class OAIImportTransformer(Transformer):
+    """Chooses the import by the metadata's root element and validates the result as an
+    RDMRecord; every failure is the record's error, the rest of the batch goes on."""
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+        model: Literal["rdm"] = "rdm"
+        """The output data model; `rdm` (InvenioRDM-shaped records) is the only one."""
+        set_communities: dict[str, str] = {}
+        """setSpec -> community slug: a record in the set goes to the community."""
+        doi_provider: Literal["external", "datacite"] = "external"
+        """`external`: the source manages the DOI; `datacite`: the target's own DOI prefix."""
+
+    options: Options
+
+    def __init__(self, options: BaseModel | None = None) -> None:
+        super().__init__(options if options is not None else self.Options())
+
+    def transform(self, items: list[TransformItem]) -> None:
+        for item in items:
+            if item.xml is None:
+                continue
+            try:
+                self._transform_one(item, item.xml)
+            except TransformFailure as failure:
+                item.error = failure.to_record_error()
+
+    def _transform_one(self, item: TransformItem, xml: bytes) -> None:
+        try:
+            root = parse_untrusted(xml)
+        except (etree.XMLSyntaxError, ValueError) as error:
+            raise TransformFailure(
+                MALFORMED_XML, f"the record XML does not parse: {error}"
+            ) from None
+        metadata = _metadata_root(root)
+        if metadata is None:
+            return  # deleted, or no metadata: the sync stage decides, nothing to transform
+        data = _import(metadata)
+        communities = self._communities(item.set_specs)
+        if communities:
+            existing = data.get("parent", {}).get("communities", {}).get("ids", [])
+            ids = list(dict.fromkeys([*existing, *communities]))
+            data["parent"] = {"communities": {"ids": ids}}
+        doi = data.get("pids", {}).get("doi")
+        if isinstance(doi, dict):
+            doi["provider"] = self.options.doi_provider
+        record = _validate(data)
+        item.data = record.model_dump(mode="json", exclude_none=True)
+        item.pid = record.pids.doi.identifier.lower() if record.pids.doi is not None else None
+        if record.parent is not None:
+            item.communities = list(
+                dict.fromkeys([*item.communities, *record.parent.communities.ids])
+            )
+
+    def _communities(self, set_specs: list[str]) -> list[str]:
+        mapping = self.options.set_communities
+        return list(dict.fromkeys(mapping[spec] for spec in set_specs if spec in mapping))
+
+
+def _metadata_root(root: etree._Element) -> etree._Element | None:
+    """The element inside <metadata>; a bare metadata document (no OAI <record>) is itself."""
+    if root.tag != _RECORD_TAG:
+        return root
+    if _HEADER_STATUS(root) == "deleted":
+        return None
+    elements = _METADATA_ROOT(root)
+    return elements[0] if elements else None
+
+
+def _import(metadata: etree._Element) -> dict[str, Any]:
+    function = find_import(metadata)
+    if function is None:
+        name = etree.QName(metadata)
+        raise TransformFailure(
+            UNKNOWN_ROOT,
+            f"no import for the metadata root {{{name.namespace or ''}}}{name.localname}",
+            "metadata",
+        )
+    try:
+        return function(metadata)
+    except TransformFailure:
+        raise
+    except Exception as error:  # a bug in one import must not lose the batch
+        raise TransformFailure(
+            IMPORT_FAILURE, f"{type(error).__name__} in {function.__name__}: {error}", "metadata"
+        ) from error
+
+
+def _validate(data: dict[str, Any]) -> RDMRecord:
+    try:
+        return RDMRecord.model_validate(data)
+    except ValidationError as error:
+        problems = error.errors()
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        location = error_location(first["loc"])
+        raise TransformFailure(VALIDATION, f"{location}: {first['msg']}{more}", location) from None

@@ -1,0 +1,192 @@
+"""Source vocabularies (DataCite, eu-repo, DCMI) mapped to the InvenioRDM vocabulary ids."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import pycountry
+
+# DataCite resourceTypeGeneral -> resource type id.
+DATACITE_RESOURCE_TYPES: dict[str, str] = {
+    "audiovisual": "video",
+    "book": "publication-book",
+    "bookchapter": "publication-section",
+    "computationalnotebook": "software",
+    "conferencepaper": "publication-conferencepaper",
+    "conferenceproceeding": "publication",
+    "datapaper": "publication",
+    "dataset": "dataset",
+    "dissertation": "publication-thesis",
+    "event": "event",
+    "image": "image",
+    "journal": "publication",
+    "journalarticle": "publication-article",
+    "model": "model",
+    "outputmanagementplan": "publication-datamanagementplan",
+    "peerreview": "publication",
+    "physicalobject": "physicalobject",
+    "preprint": "publication-preprint",
+    "report": "publication-report",
+    "software": "software",
+    "standard": "publication",
+    "text": "publication",
+    "workflow": "workflow",
+}
+
+# dc:type values: info:eu-repo/semantics/* (the OpenAIRE guidelines) and DCMI Type terms.
+DC_RESOURCE_TYPES: dict[str, str] = {
+    "article": "publication-article",
+    "bachelorthesis": "publication-thesis",
+    "masterthesis": "publication-thesis",
+    "doctoralthesis": "publication-thesis",
+    "book": "publication-book",
+    "bookpart": "publication-section",
+    "conferenceobject": "publication-conferencepaper",
+    "conferencepaper": "publication-conferencepaper",
+    "conferenceposter": "poster",
+    "conferenceproceedings": "publication",
+    "contributiontoperiodical": "publication",
+    "lecture": "presentation",
+    "patent": "publication-patent",
+    "preprint": "publication-preprint",
+    "report": "publication-report",
+    "researchproposal": "publication-proposal",
+    "review": "publication",
+    "technicaldocumentation": "publication-technicalnote",
+    "workingpaper": "publication-workingpaper",
+    "annotation": "publication-annotationcollection",
+    "dataset": "dataset",
+    "software": "software",
+    "image": "image",
+    "stillimage": "image",
+    "movingimage": "video",
+    "text": "publication",
+    "physicalobject": "physicalobject",
+    "event": "event",
+}
+
+TITLE_TYPES: dict[str, str] = {
+    "subtitle": "subtitle",
+    "alternativetitle": "alternative-title",
+    "translatedtitle": "translated-title",
+}
+
+DESCRIPTION_TYPES: dict[str, str] = {
+    "abstract": "abstract",
+    "methods": "methods",
+    "seriesinformation": "series-information",
+    "tableofcontents": "table-of-contents",
+    "technicalinfo": "technical-info",
+}
+
+DATE_TYPES = {
+    "accepted",
+    "available",
+    "collected",
+    "copyrighted",
+    "created",
+    "issued",
+    "submitted",
+    "updated",
+    "valid",
+    "withdrawn",
+}
+
+# Licenses known by URL: (compiled pattern, function of the match -> license id).
+_CC_LICENSE = re.compile(r"creativecommons\.org/licenses/([a-z-]+)/(\d\.\d)", re.I)
+_CC_ZERO = re.compile(r"creativecommons\.org/publicdomain/zero/(\d\.\d)", re.I)
+_APACHE = re.compile(r"apache\.org/licenses/LICENSE-(\d\.\d)", re.I)
+_SPDX = re.compile(r"spdx\.org/licenses/([A-Za-z0-9.+-]+?)(?:\.html)?/?$", re.I)
+_OPENSOURCE = re.compile(r"opensource\.org/licenses?/([A-Za-z0-9.+-]+)/?$", re.I)
+_GNU = re.compile(r"gnu\.org/licenses/((?:a|l)?gpl)-?(\d\.\d)", re.I)
+
+
+def vocabulary_key(text: str) -> str:
+    """`JournalArticle`, `journal article`, `Journal-Article` all become `journalarticle`."""
+    return re.sub(r"[\s_-]+", "", text).lower()
+
+
+def datacite_resource_type(general: str | None) -> str:
+    return DATACITE_RESOURCE_TYPES.get(vocabulary_key(general or ""), "other")
+
+
+def dc_resource_type(values: list[str]) -> str:
+    """The first dc:type (eu-repo URI or DCMI term) that maps; `other` when none does."""
+    for value in values:
+        term = value.strip().rsplit("/", 1)[-1]
+        mapped = DC_RESOURCE_TYPES.get(vocabulary_key(term))
+        if mapped is not None:
+            return mapped
+    return "other"
+
+
+def title_type(value: str | None) -> str:
+    return TITLE_TYPES.get(vocabulary_key(value or ""), "other")
+
+
+def description_type(value: str | None) -> str:
+    return DESCRIPTION_TYPES.get(vocabulary_key(value or ""), "other")
+
+
+def date_type(value: str | None) -> str:
+    key = vocabulary_key(value or "")
+    return key if key in DATE_TYPES else "other"
+
+
+def relation_type(value: str) -> str:
+    """DataCite relationType -> InvenioRDM relation type id (its lower-case form)."""
+    return vocabulary_key(value)
+
+
+def role(value: str | None) -> str:
+    """DataCite contributorType -> InvenioRDM role id (its lower-case form)."""
+    return vocabulary_key(value or "") or "other"
+
+
+def identifier_scheme(value: str) -> str:
+    return vocabulary_key(value)
+
+
+def license_id_from_identifier(value: str) -> str:
+    """An SPDX-like rightsIdentifier as the vocabulary id: `CC0 1.0` -> `cc0-1.0`."""
+    return re.sub(r"\s+", "-", value.strip()).lower()
+
+
+def license_id_from_url(url: str) -> str | None:
+    """The license id of a well-known license URL, or None (not a license we can name)."""
+    if match := _CC_LICENSE.search(url):
+        return f"cc-{match.group(1).lower()}-{match.group(2)}"
+    if match := _CC_ZERO.search(url):
+        return f"cc0-{match.group(1)}"
+    if match := _APACHE.search(url):
+        return f"apache-{match.group(1)}"
+    if match := _GNU.search(url):
+        return f"{match.group(1).lower()}-{match.group(2)}"
+    for pattern in (_SPDX, _OPENSOURCE):
+        if match := pattern.search(url):
+            return match.group(1).lower()
+    return None
+
+
+@lru_cache(maxsize=1024)
+def language_id(code: str) -> str | None:
+    """ISO 639-3 id of a language tag (`en-US`, `en`, `eng`, `ger`); None when unknown."""
+    primary = code.strip().split("-")[0].split("_")[0].lower()
+    if len(primary) == 2:
+        language = pycountry.languages.get(alpha_2=primary)
+    elif len(primary) == 3:
+        language = pycountry.languages.get(alpha_3=primary) or pycountry.languages.get(
+            bibliographic=primary
+        )
+    else:
+        language = None
+    return language.alpha_3 if language is not None else None
+
+
+def i18n_key(code: str | None) -> str:
+    """The key of a `{lang: text}` dict: the two-letter tag when there is one, else `en`."""
+    if not code:
+        return "en"
+    primary = code.strip().split("-")[0].lower()
+    return primary or "en"
