@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from oai_pipeline.errors import PipelineError
+from oai_pipeline.pipeline.collector import bulk_allocation
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.storage import PartitionStore
 
@@ -63,6 +64,18 @@ def map_partition_groups(
     returns rows carrying an `identifier` column; each target part keeps its source part's
     name. A group never holds one identifier in two parts, so the way back is unambiguous.
     """
+    with bulk_allocation():
+        _map_groups(storage, scope, source_asset, target_asset, transform_group, group_rows)
+
+
+def _map_groups(
+    storage: PartitionStore,
+    scope: HarvestScope,
+    source_asset: str,
+    target_asset: str,
+    transform_group: Callable[[list[PartRef], pl.DataFrame], pl.DataFrame],
+    group_rows: int,
+) -> None:
     group = _Group()
 
     def flush() -> None:

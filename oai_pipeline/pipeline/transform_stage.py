@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 
 import polars as pl
 
+from oai_pipeline import json_codec
 from oai_pipeline.errors import RecordError
 from oai_pipeline.harvesters.plugins import build_transformers, transform_fingerprint
 from oai_pipeline.pipeline.frames import (
@@ -18,7 +18,7 @@ from oai_pipeline.pipeline.frames import (
     error_from_row,
     frame,
 )
-from oai_pipeline.pipeline.partitions import map_partitions
+from oai_pipeline.pipeline.groups import PartRef, map_partition_groups
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.transform.base import Transformer, TransformItem
@@ -56,7 +56,7 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
     fingerprint = transform_fingerprint(harvester)
     summary = TransformSummary()
 
-    def transform_part(_key: str, _name: str, raw: pl.DataFrame) -> pl.DataFrame:
+    def transform_group(_parts: list[PartRef], raw: pl.DataFrame) -> pl.DataFrame:
         items: list[TransformItem] = []
         for row in raw.iter_rows(named=True):
             deleted = bool(row["deleted"])
@@ -110,7 +110,7 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
                     "identifier": item.identifier,
                     "datestamp": item.datestamp,
                     "deleted": deleted,
-                    "data": None if item.data is None else json.dumps(item.data),
+                    "data": None if item.data is None else json_codec.dumps(item.data),
                     "pid": item.pid,
                     "communities": item.communities,
                     **error_columns(item.error),
@@ -118,5 +118,5 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
             )
         return frame(rows, TRANSFORMED_SCHEMA)
 
-    map_partitions(services.storage, scope, RAW_OAI_XML, TRANSFORMED_RECORDS, transform_part)
+    map_partition_groups(services.storage, scope, RAW_OAI_XML, TRANSFORMED_RECORDS, transform_group)
     return summary
