@@ -75,7 +75,7 @@ class Harvester(BaseModel):
     writers: list[WriterSpec] = Field(default_factory=list)
     harvest_managers: list[str] = Field(default_factory=list)
     rate_limit_per_minute: int | None = None
-    batch_size: int = 100
+    batch_size: int = 500  # records per writer transaction
     enabled: bool = True
 
     @field_validator("id")

@@ -22,7 +22,7 @@ def test_defaults():
     harvester = Harvester.from_input(BASE)
     assert harvester.loader == "oai-pmh"
     assert harvester.transformers == [] and harvester.writers == []
-    assert harvester.batch_size == 100 and harvester.rate_limit_per_minute is None
+    assert harvester.batch_size == 500 and harvester.rate_limit_per_minute is None
 
 
 @pytest.mark.parametrize("bad", ["Zenodo", "-x", "_x", "a|b", "a,b", "a/b", "a.b", "", "a b"])
