@@ -768,26 +768,41 @@ class StateStore:
                     .order_by(run_records.c.id)
                     .limit(batch_size)
                 ).all()
-                errors = self._errors_of(conn, harvester_id, [row.identifier for row in rows])
-            if not rows:
-                return
-            for row in rows:
-                parse_error = next(
-                    (e for e in errors.get(row.identifier, []) if e["stage"] == "harvest"), None
+                if not rows:
+                    return
+                # The batch's parse errors in one query (the first per record, as written).
+                batch = sa.select(run_records.c.identifier).where(
+                    run_records.c.run_id == run_id,
+                    run_records.c.id > last_id,
+                    run_records.c.id <= rows[-1].id,
                 )
+                errors: dict[str, RecordError] = {}
+                for error in conn.execute(
+                    sa.select(
+                        record_errors.c.identifier,
+                        record_errors.c.type,
+                        record_errors.c.message,
+                        record_errors.c.location,
+                    )
+                    .where(
+                        record_errors.c.harvester_id == harvester_id,
+                        record_errors.c.stage == "harvest",
+                        record_errors.c.identifier.in_(batch),
+                    )
+                    .order_by(record_errors.c.id)
+                ):
+                    if error.identifier not in errors:
+                        errors[error.identifier] = RecordError(
+                            type=error.type, message=error.message, location=error.location
+                        )
+            for _row_id, identifier, datestamp, deleted, set_specs, xml in rows:
                 yield HarvestedRecord(
-                    identifier=row.identifier,
-                    datestamp=row.datestamp,
-                    deleted=bool(row.deleted),
-                    set_specs=list(row.set_specs or []),
-                    xml=None if row.xml is None else bytes(row.xml),
-                    error=None
-                    if parse_error is None
-                    else RecordError(
-                        type=parse_error["type"],
-                        message=parse_error["message"],
-                        location=parse_error["location"],
-                    ),
+                    identifier=identifier,
+                    datestamp=datestamp,
+                    deleted=bool(deleted),
+                    set_specs=list(set_specs or []),
+                    xml=None if xml is None else bytes(xml),
+                    error=errors.get(identifier),
                 )
             last_id = rows[-1].id
 

@@ -93,3 +93,71 @@ def test_no_temporary_files_left_and_manifest_is_plain_json(tmp_path: Path) -> N
     assert sorted(p.name for p in folder.iterdir()) == ["_manifest.json", "part-000000.parquet"]
     assert (folder / "_manifest.json").read_text() == '{"run_id": 1}'
     assert pl.read_parquet(folder / "part-000000.parquet").equals(_rows(1))
+
+
+def _scope(keys: list[str]):
+    from oai_pipeline.pipeline.scope import HarvestScope, Window
+
+    return HarvestScope("h", tuple(Window(key, None, None) for key in keys))
+
+
+def _map_twice(store: PartitionStore) -> dict:
+    from oai_pipeline.pipeline.partitions import map_partitions
+
+    keys = [f"w{i:02d}" for i in range(12)]
+    for number, key in enumerate(keys):
+        if number % 3:  # some windows without parts, one without a manifest
+            store.write_manifest("raw", "h", key, {"run_id": number})
+        for part in range(number % 4):
+            store.write_part("raw", "h", key, part, _rows(part + 1, offset=10 * number))
+    store.write_part("out", "h", "w00", 7, _rows(1))  # left by an earlier materialisation
+
+    def double(key: str, name: str, frame: pl.DataFrame) -> pl.DataFrame:
+        return pl.concat([frame, frame.with_columns(pl.lit(key + name).alias("identifier"))])
+
+    map_partitions(store, _scope(keys), "raw", "out", double)
+    map_partitions(store, _scope(keys), "raw", "out", double)  # again: same result
+    return {
+        key: (
+            store.part_names("out", "h", key),
+            store.read_manifest("out", "h", key),
+            None if (p := store.read_partition("out", "h", key)) is None else p.rows(),
+        )
+        for key in keys
+    }
+
+
+def test_map_partitions_same_on_local_threads_and_inline_fsspec(tmp_path: Path) -> None:
+    local = _map_twice(PartitionStore(str(tmp_path / "local")))
+    assert local == _map_twice(PartitionStore(f"memory://{tmp_path.name}/map"))
+    assert local["w00"] == ([], None, None)  # the stale part is gone
+    assert local["w03"][0] == ["part-000000.parquet", "part-000001.parquet", "part-000002.parquet"]
+
+
+def test_partition_writes_keep_order_per_partition_and_raise_failures(tmp_path: Path) -> None:
+    import pytest
+
+    from oai_pipeline.storage import PartitionWrites
+
+    store = PartitionStore(str(tmp_path))
+    with PartitionWrites(store) as writes:
+        for round_ in range(20):
+            for key in ("a", "b", "c"):
+                writes.submit("x", "h", key, 0, lambda k=key: store.clear("x", "h", k))
+                writes.submit(
+                    "x",
+                    "h",
+                    key,
+                    1,
+                    lambda k=key, r=round_: store.write_part("x", "h", k, r, _rows(1)),
+                )
+    for key in ("a", "b", "c"):  # each clear ran before the part written after it
+        assert store.part_names("x", "h", key) == ["part-000019.parquet"]
+
+    def fail() -> None:
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"), PartitionWrites(store) as writes:
+        writes.submit("x", "h", "a", 0, fail)
+        writes.submit("x", "h", "b", 1, lambda: store.write_part("x", "h", "b", 99, _rows(1)))
+    assert "part-000099.parquet" in store.part_names("x", "h", "b")  # the others still ran
