@@ -161,7 +161,8 @@ class PartitionWrites:
     waits for every write; the first failure is raised there (or at the next submit).
     """
 
-    def __init__(self, store: PartitionStore, lanes: int = WRITE_LANES) -> None:
+    def __init__(self, store: PartitionStore, lanes: int | None = None) -> None:
+        lanes = WRITE_LANES if lanes is None else lanes
         self._lanes = (
             [ThreadPoolExecutor(1, thread_name_prefix="partition-writes") for _ in range(lanes)]
             if store._local and lanes > 0
