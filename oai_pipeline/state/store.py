@@ -742,40 +742,45 @@ class StateStore:
         return len(new), duplicates
 
     def iter_staged(self, run_id: int, *, batch_size: int = 5000) -> Iterator[HarvestedRecord]:
-        """The run's staged records in staging order, as harvested (latest version)."""
+        """The run's staged records in staging order, as harvested (latest version).
+
+        A batch's order comes from its run rows alone; the harvest records (with their XML)
+        are looked up without an ORDER BY, so the database never sorts the XML.
+        """
         run = self._require_run(run_id)
         harvester_id = run["harvester_id"]
         last_id = 0
         while True:
             with self._read() as conn:
-                rows = conn.execute(
-                    sa.select(
-                        run_records.c.id,
-                        harvest_records.c.identifier,
-                        harvest_records.c.datestamp,
-                        harvest_records.c.deleted,
-                        harvest_records.c.set_specs,
-                        harvest_records.c.xml,
-                    )
-                    .join(
-                        harvest_records,
-                        sa.and_(
-                            harvest_records.c.harvester_id == run_records.c.harvester_id,
-                            harvest_records.c.identifier == run_records.c.identifier,
-                        ),
-                    )
+                batch = conn.execute(
+                    sa.select(run_records.c.id, run_records.c.identifier)
                     .where(run_records.c.run_id == run_id, run_records.c.id > last_id)
                     .order_by(run_records.c.id)
                     .limit(batch_size)
                 ).all()
-                if not rows:
+                if not batch:
                     return
-                # The batch's parse errors in one query (the first per record, as written).
-                batch = sa.select(run_records.c.identifier).where(
+                in_batch = sa.select(run_records.c.identifier).where(
                     run_records.c.run_id == run_id,
                     run_records.c.id > last_id,
-                    run_records.c.id <= rows[-1].id,
+                    run_records.c.id <= batch[-1].id,
                 )
+                records = {
+                    row.identifier: row
+                    for row in conn.execute(
+                        sa.select(
+                            harvest_records.c.identifier,
+                            harvest_records.c.datestamp,
+                            harvest_records.c.deleted,
+                            harvest_records.c.set_specs,
+                            harvest_records.c.xml,
+                        ).where(
+                            harvest_records.c.harvester_id == harvester_id,
+                            harvest_records.c.identifier.in_(in_batch),
+                        )
+                    )
+                }
+                # The batch's parse errors in one query (the first per record, as written).
                 errors: dict[str, RecordError] = {}
                 for error in conn.execute(
                     sa.select(
@@ -787,7 +792,7 @@ class StateStore:
                     .where(
                         record_errors.c.harvester_id == harvester_id,
                         record_errors.c.stage == "harvest",
-                        record_errors.c.identifier.in_(batch),
+                        record_errors.c.identifier.in_(in_batch),
                     )
                     .order_by(record_errors.c.id)
                 ):
@@ -795,16 +800,19 @@ class StateStore:
                         errors[error.identifier] = RecordError(
                             type=error.type, message=error.message, location=error.location
                         )
-            for _row_id, identifier, datestamp, deleted, set_specs, xml in rows:
+            for _row_id, identifier in batch:
+                row = records.get(identifier)
+                if row is None:
+                    continue
                 yield HarvestedRecord(
                     identifier=identifier,
-                    datestamp=datestamp,
-                    deleted=bool(deleted),
-                    set_specs=list(set_specs or []),
-                    xml=None if xml is None else bytes(xml),
+                    datestamp=row.datestamp,
+                    deleted=bool(row.deleted),
+                    set_specs=list(row.set_specs or []),
+                    xml=None if row.xml is None else bytes(row.xml),
                     error=errors.get(identifier),
                 )
-            last_id = rows[-1].id
+            last_id = batch[-1].id
 
     @staticmethod
     def _counters(run: dict[str, Any]) -> dict[str, Any]:
