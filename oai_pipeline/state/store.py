@@ -9,6 +9,7 @@ leaves either all of its rows or none.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -749,6 +750,18 @@ class StateStore:
         """
         run = self._require_run(run_id)
         harvester_id = run["harvester_id"]
+        decoded: dict[str, list[str]] = {}
+
+        def set_specs(stored: Any) -> list[str]:
+            """A new list: JSON text (SQLite) decoded once per distinct text, or the list the
+            driver decoded (PostgreSQL)."""
+            if not isinstance(stored, str):
+                return list(stored or [])
+            specs = decoded.get(stored)
+            if specs is None:
+                specs = decoded[stored] = list(json.loads(stored) or [])
+            return list(specs)
+
         last_id = 0
         while True:
             with self._read() as conn:
@@ -765,6 +778,7 @@ class StateStore:
                     run_records.c.id > last_id,
                     run_records.c.id <= batch[-1].id,
                 )
+                # setSpecs as stored: the same few JSON texts repeat, decoded once each below.
                 records = {
                     row.identifier: row
                     for row in conn.execute(
@@ -772,7 +786,7 @@ class StateStore:
                             harvest_records.c.identifier,
                             harvest_records.c.datestamp,
                             harvest_records.c.deleted,
-                            harvest_records.c.set_specs,
+                            sa.type_coerce(harvest_records.c.set_specs, sa.Text).label("set_specs"),
                             harvest_records.c.xml,
                         ).where(
                             harvest_records.c.harvester_id == harvester_id,
@@ -808,7 +822,7 @@ class StateStore:
                     identifier=identifier,
                     datestamp=row.datestamp,
                     deleted=bool(row.deleted),
-                    set_specs=list(row.set_specs or []),
+                    set_specs=set_specs(row.set_specs),
                     xml=None if row.xml is None else bytes(row.xml),
                     error=errors.get(identifier),
                 )
