@@ -18,22 +18,13 @@ import io
 import json
 import os
 import shutil
-import zlib
-from collections import deque
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from types import TracebackType
-from typing import Any
+from collections.abc import Iterator
 
 import fsspec
 import polars as pl
 from fsspec.implementations.local import LocalFileSystem
 
 MANIFEST = "_manifest.json"
-# Threads writing a local root's partitions (file creation waits on the disk, not the CPU).
-WRITE_LANES = 4
-# Rows handed to the threads but not yet written: memory stays about one part's worth.
-MAX_PENDING_ROWS = 5000
 
 
 def _parquet_bytes(frame: pl.DataFrame) -> memoryview:
@@ -149,76 +140,3 @@ class PartitionStore:
         if not frames:
             return None
         return pl.concat(frames, how="vertical_relaxed")
-
-
-class PartitionWrites:
-    """Partition writes done beside the caller, so that its next part is read and computed
-    while the files of the last one are created.
-
-    Every write of one partition goes to the same single-thread lane, in the order submitted
-    (clear, manifest, parts), so a partition is never cleared after its own parts are
-    written. On a root that is not local, writes run inline, in order. Leaving the block
-    waits for every write; the first failure is raised there (or at the next submit).
-    """
-
-    def __init__(self, store: PartitionStore, lanes: int | None = None) -> None:
-        lanes = WRITE_LANES if lanes is None else lanes
-        self._lanes = (
-            [ThreadPoolExecutor(1, thread_name_prefix="partition-writes") for _ in range(lanes)]
-            if store._local and lanes > 0
-            else []
-        )
-        self._pending: deque[tuple[Future[Any], int]] = deque()
-        self._pending_rows = 0
-
-    def submit(
-        self, asset: str, harvester_id: str, window: str, rows: int, write: Callable[[], Any]
-    ) -> None:
-        """Run ``write`` (a write to this partition holding ``rows`` rows in memory)."""
-        if not self._lanes:
-            write()
-            return
-        lane = self._lanes[
-            zlib.crc32(f"{asset}/{harvester_id}/{window}".encode()) % len(self._lanes)
-        ]
-        self._pending.append((lane.submit(write), rows))
-        self._pending_rows += rows
-        while self._pending and (
-            self._pending_rows > MAX_PENDING_ROWS or len(self._pending) > 4096
-        ):
-            self._wait_oldest()
-
-    def _wait_oldest(self) -> None:
-        future, rows = self._pending.popleft()
-        self._pending_rows -= rows
-        future.result()
-
-    def wait(self) -> None:
-        """Every write submitted so far is done; raises the first that failed."""
-        first: BaseException | None = None
-        while self._pending:
-            try:
-                self._wait_oldest()
-            except BaseException as error:  # noqa: BLE001 - re-raised below, after the rest
-                first = first or error
-        if first is not None:
-            raise first
-
-    def __enter__(self) -> PartitionWrites:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        try:
-            if exc is None:
-                self.wait()
-            else:
-                with contextlib.suppress(BaseException):
-                    self.wait()
-        finally:
-            for lane in self._lanes:
-                lane.shutdown(wait=True)

@@ -12,7 +12,6 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.plugins import build_reader
@@ -20,10 +19,8 @@ from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
 from oai_pipeline.oai.windows import parse_datestamp
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, RAW_SCHEMA, error_columns, frame
 from oai_pipeline.pipeline.options import RunOptions
-from oai_pipeline.pipeline.partitions import reset_partition
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
-from oai_pipeline.storage import PartitionWrites
 
 logger = logging.getLogger(__name__)
 
@@ -213,53 +210,46 @@ def _window_keyer(scope: HarvestScope) -> Callable[[str], str]:
 
 
 def _export(services: Services, scope: HarvestScope, run_id: int, result: DiscoveryResult) -> None:
-    """Write the run's staged records as the raw_oai_xml partitions, in bounded parts.
-
-    The files are written by `PartitionWrites` while the next staged rows are read.
-    """
+    """Write the run's staged records as the raw_oai_xml partitions, in bounded parts."""
     storage = services.storage
-    harvester_id = scope.harvester_id
     manifest = {"run_id": run_id, "from": result.from_, "until": result.until}
+    for key in scope.keys:
+        storage.clear(RAW_OAI_XML, scope.harvester_id, key)
+        storage.write_manifest(RAW_OAI_XML, scope.harvester_id, key, manifest)
     buffers: dict[str, list[dict]] = defaultdict(list)
     parts: dict[str, int] = defaultdict(int)
+    buffered = 0
 
-    def write_part(key: str, part: int, rows: list[dict]) -> None:
-        storage.write_part(RAW_OAI_XML, harvester_id, key, part, frame(rows, RAW_SCHEMA))
-
-    with PartitionWrites(storage) as writes:
-
-        def flush() -> None:
-            for key, rows in buffers.items():
-                if rows:
-                    task = partial(write_part, key, parts[key], rows)
-                    writes.submit(RAW_OAI_XML, harvester_id, key, len(rows), task)
-                    parts[key] += 1
-            buffers.clear()
-
-        for key in scope.keys:
-            reset = partial(reset_partition, storage, RAW_OAI_XML, harvester_id, key, manifest)
-            writes.submit(RAW_OAI_XML, harvester_id, key, 0, reset)
-        buffered = 0
-        key_for = _window_keyer(scope)
-        for record in services.state.iter_staged(run_id, batch_size=PART_SIZE):
-            buffers[key_for(record.datestamp)].append(
-                {
-                    "identifier": record.identifier,
-                    "datestamp": record.datestamp,
-                    "deleted": record.deleted,
-                    "set_specs": record.set_specs,
-                    "xml": record.xml,
-                    **error_columns(record.error),
-                }
-            )
-            result.records += 1
-            result.deleted += int(record.deleted)
-            if record.error is not None:
-                result.parse_errors[record.error.type] = (
-                    result.parse_errors.get(record.error.type, 0) + 1
+    def flush() -> None:
+        nonlocal buffered
+        for key, rows in buffers.items():
+            if rows:
+                storage.write_part(
+                    RAW_OAI_XML, scope.harvester_id, key, parts[key], frame(rows, RAW_SCHEMA)
                 )
-            buffered += 1
-            if buffered >= PART_SIZE:
-                flush()
-                buffered = 0
-        flush()
+                parts[key] += 1
+        buffers.clear()
+        buffered = 0
+
+    key_for = _window_keyer(scope)
+    for record in services.state.iter_staged(run_id, batch_size=PART_SIZE):
+        buffers[key_for(record.datestamp)].append(
+            {
+                "identifier": record.identifier,
+                "datestamp": record.datestamp,
+                "deleted": record.deleted,
+                "set_specs": record.set_specs,
+                "xml": record.xml,
+                **error_columns(record.error),
+            }
+        )
+        result.records += 1
+        result.deleted += int(record.deleted)
+        if record.error is not None:
+            result.parse_errors[record.error.type] = (
+                result.parse_errors.get(record.error.type, 0) + 1
+            )
+        buffered += 1
+        if buffered >= PART_SIZE:
+            flush()
+    flush()

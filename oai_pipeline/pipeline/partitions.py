@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 
 import polars as pl
 
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.pipeline.scope import HarvestScope
-from oai_pipeline.storage import PartitionStore, PartitionWrites
+from oai_pipeline.storage import PartitionStore
 
 
 def run_id_of(storage: PartitionStore, asset: str, scope: HarvestScope) -> int:
@@ -32,37 +31,15 @@ def map_partitions(
     """Replace target_asset's partitions of the scope with transform_part of each source part.
 
     `transform_part(window_key, part_name, frame)`; the target part keeps the source part's
-    name, so a later stage can read two assets' parts side by side. The files are written by
-    `PartitionWrites` while the next part is computed; all are written when this returns.
+    name, so a later stage can read two assets' parts side by side.
     """
-    harvester_id = scope.harvester_id
-    with PartitionWrites(storage) as writes:
-        for key in scope.keys:
-            manifest = storage.read_manifest(source_asset, harvester_id, key)
-            writes.submit(
-                target_asset,
-                harvester_id,
-                key,
-                0,
-                partial(reset_partition, storage, target_asset, harvester_id, key, manifest),
-            )
-            for index, (name, source) in enumerate(
-                storage.iter_parts(source_asset, harvester_id, key)
-            ):
-                result = transform_part(key, name, source)
-                writes.submit(
-                    target_asset,
-                    harvester_id,
-                    key,
-                    result.height,
-                    partial(storage.write_part, target_asset, harvester_id, key, index, result),
-                )
-
-
-def reset_partition(
-    storage: PartitionStore, asset: str, harvester_id: str, key: str, manifest: dict | None
-) -> None:
-    """Drop what an earlier materialisation left; the new manifest, if there is one."""
-    storage.clear(asset, harvester_id, key)
-    if manifest is not None:
-        storage.write_manifest(asset, harvester_id, key, manifest)
+    for key in scope.keys:
+        manifest = storage.read_manifest(source_asset, scope.harvester_id, key)
+        storage.clear(target_asset, scope.harvester_id, key)
+        if manifest is not None:
+            storage.write_manifest(target_asset, scope.harvester_id, key, manifest)
+        for index, (name, source) in enumerate(
+            storage.iter_parts(source_asset, scope.harvester_id, key)
+        ):
+            result = transform_part(key, name, source)
+            storage.write_part(target_asset, scope.harvester_id, key, index, result)

@@ -127,37 +127,8 @@ def _map_twice(store: PartitionStore) -> dict:
     }
 
 
-def test_map_partitions_same_on_local_threads_and_inline_fsspec(tmp_path: Path) -> None:
+def test_map_partitions_same_on_local_and_fsspec_roots(tmp_path: Path) -> None:
     local = _map_twice(PartitionStore(str(tmp_path / "local")))
     assert local == _map_twice(PartitionStore(f"memory://{tmp_path.name}/map"))
     assert local["w00"] == ([], None, None)  # the stale part is gone
     assert local["w03"][0] == ["part-000000.parquet", "part-000001.parquet", "part-000002.parquet"]
-
-
-def test_partition_writes_keep_order_per_partition_and_raise_failures(tmp_path: Path) -> None:
-    import pytest
-
-    from oai_pipeline.storage import PartitionWrites
-
-    store = PartitionStore(str(tmp_path))
-    with PartitionWrites(store) as writes:
-        for round_ in range(20):
-            for key in ("a", "b", "c"):
-                writes.submit("x", "h", key, 0, lambda k=key: store.clear("x", "h", k))
-                writes.submit(
-                    "x",
-                    "h",
-                    key,
-                    1,
-                    lambda k=key, r=round_: store.write_part("x", "h", k, r, _rows(1)),
-                )
-    for key in ("a", "b", "c"):  # each clear ran before the part written after it
-        assert store.part_names("x", "h", key) == ["part-000019.parquet"]
-
-    def fail() -> None:
-        raise OSError("disk full")
-
-    with pytest.raises(OSError, match="disk full"), PartitionWrites(store) as writes:
-        writes.submit("x", "h", "a", 0, fail)
-        writes.submit("x", "h", "b", 1, lambda: store.write_part("x", "h", "b", 99, _rows(1)))
-    assert "part-000099.parquet" in store.part_names("x", "h", "b")  # the others still ran
