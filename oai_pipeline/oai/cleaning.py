@@ -13,6 +13,8 @@ import re
 
 # XML 1.0 Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
 _ILLEGAL_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+# The C0 controls XML forbids, as single bytes: in UTF-8 (and ASCII) they stand for themselves.
+_CONTROL_BYTES = tuple(bytes([c]) for c in range(0x20) if c not in (0x9, 0xA, 0xD))
 _CHAR_REFERENCE = re.compile(r"&#(?:[xX]([0-9a-fA-F]+)|([0-9]+));")
 _DECLARATION = re.compile(
     rb"""^(\s*<\?xml\s[^>]*?encoding\s*=\s*)(["'])([A-Za-z0-9._:-]+)\2""", re.ASCII
@@ -101,13 +103,28 @@ def _latin(data: bytes) -> str:
         return data.decode("latin-1")
 
 
+def _may_hold_illegal(data: bytes, text: str, reencode: bool) -> bool:
+    """False when ``text`` surely holds no illegal character, found with byte searches
+    (memchr) instead of the character-class regex.
+
+    Only for text that is ``data`` decoded strictly as UTF-8 or ASCII (``reencode`` false):
+    then a control character is the very same byte in ``data``, and a lone surrogate cannot
+    be there at all (the strict decoder refuses UTF-8-encoded surrogates).
+    """
+    if reencode:
+        return True
+    if any(byte in data for byte in _CONTROL_BYTES):
+        return True
+    return "\ufffe" in text or "\uffff" in text
+
+
 def clean_page(data: bytes) -> bytes:
     """UTF-8 bytes of the page without illegal characters; the input itself when already clean.
 
-    The fast path (valid UTF-8, nothing illegal) costs one decode and two regex scans.
+    The fast path (valid UTF-8, nothing illegal) costs one decode and a few byte searches.
     """
     text, reencode = _decode(data)
-    if _ILLEGAL_CHARS.search(text):
+    if _may_hold_illegal(data, text, reencode) and _ILLEGAL_CHARS.search(text):
         text = _ILLEGAL_CHARS.sub("", text)
         reencode = True
     if "&#" in text:

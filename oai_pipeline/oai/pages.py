@@ -118,6 +118,34 @@ def _resumption_token(container: etree._Element) -> ResumptionToken | None:
     )
 
 
+_HEADER_TAG = _NS + "header"
+_IDENTIFIER_TAG = _NS + "identifier"
+_DATESTAMP_TAG = _NS + "datestamp"
+_SET_SPEC_TAG = _NS + "setSpec"
+_METADATA_TAG = _NS + "metadata"
+
+
+def _header_fields(header: etree._Element) -> tuple[str | None, str | None, bool, list[str]]:
+    """What sickle's ``Header`` reads from an OAI <header> (first identifier, first datestamp,
+    every setSpec, status), in one pass over the children instead of three searches."""
+    identifier: str | None = None
+    datestamp: str | None = None
+    has_identifier = has_datestamp = False
+    set_specs: list[str] = []
+    for child in header.iterchildren(_IDENTIFIER_TAG, _DATESTAMP_TAG, _SET_SPEC_TAG):
+        tag = child.tag
+        if tag == _SET_SPEC_TAG:
+            spec = child.text
+            if spec and spec.strip():
+                set_specs.append(spec.strip())
+        elif tag == _IDENTIFIER_TAG:
+            if not has_identifier:
+                identifier, has_identifier = child.text, True
+        elif not has_datestamp:
+            datestamp, has_datestamp = child.text, True
+    return identifier, datestamp, header.get("status") == "deleted", set_specs
+
+
 def _serialize(element: etree._Element) -> bytes:
     """The element alone as UTF-8 (not ASCII with character references), namespaces kept."""
     return etree.tostring(element, encoding="UTF-8", xml_declaration=False, with_tail=False)
@@ -125,7 +153,7 @@ def _serialize(element: etree._Element) -> bytes:
 
 def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
     """One <record> (or a ListIdentifiers <header>) as a HarvestedRecord; problems become .error."""
-    header_element = item if item.tag == _NS + "header" else item.find(_NS + "header")
+    header_element = item if item.tag == _HEADER_TAG else item.find(_HEADER_TAG)
     if header_element is None:
         return HarvestedRecord(
             identifier="",
@@ -134,12 +162,12 @@ def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
             xml=_serialize(item) if with_xml else None,
             error=RecordError(type="MissingHeader", message="record has no <header>"),
         )
-    header = Header(header_element)
+    identifier, datestamp, deleted, set_specs = _header_fields(header_element)
     record = HarvestedRecord(
-        identifier=(header.identifier or "").strip(),
-        datestamp=(header.datestamp or "").strip(),
-        deleted=header.deleted,
-        set_specs=[spec.strip() for spec in header.setSpecs if spec and spec.strip()],
+        identifier=(identifier or "").strip(),
+        datestamp=(datestamp or "").strip(),
+        deleted=deleted,
+        set_specs=set_specs,
         xml=_serialize(item) if with_xml else None,
     )
     if not record.identifier:
@@ -155,7 +183,7 @@ def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
             location="header/datestamp",
         )
     elif with_xml and not record.deleted:
-        metadata = item.find(_NS + "metadata")
+        metadata = item.find(_METADATA_TAG)
         if metadata is None or len(metadata) == 0:
             record.error = RecordError(
                 type="MissingMetadata",

@@ -9,6 +9,7 @@ leaves either all of its rows or none.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -794,54 +795,90 @@ class StateStore:
         return len(new), duplicates
 
     def iter_staged(self, run_id: int, *, batch_size: int = 5000) -> Iterator[HarvestedRecord]:
-        """The run's staged records in staging order, as harvested (latest version)."""
+        """The run's staged records in staging order, as harvested (latest version).
+
+        A batch's order comes from its run rows alone; the harvest records (with their XML)
+        are looked up without an ORDER BY, so the database never sorts the XML.
+        """
         run = self._require_run(run_id)
         harvester_id = run["harvester_id"]
+        decoded: dict[str, list[str]] = {}
+
+        def set_specs(stored: Any) -> list[str]:
+            """A new list: JSON text (SQLite) decoded once per distinct text, or the list the
+            driver decoded (PostgreSQL)."""
+            if not isinstance(stored, str):
+                return list(stored or [])
+            specs = decoded.get(stored)
+            if specs is None:
+                specs = decoded[stored] = list(json.loads(stored) or [])
+            return list(specs)
+
         last_id = 0
         while True:
             with self._read() as conn:
-                rows = conn.execute(
-                    sa.select(
-                        run_records.c.id,
-                        harvest_records.c.identifier,
-                        harvest_records.c.datestamp,
-                        harvest_records.c.deleted,
-                        harvest_records.c.set_specs,
-                        harvest_records.c.xml,
-                    )
-                    .join(
-                        harvest_records,
-                        sa.and_(
-                            harvest_records.c.harvester_id == run_records.c.harvester_id,
-                            harvest_records.c.identifier == run_records.c.identifier,
-                        ),
-                    )
+                batch = conn.execute(
+                    sa.select(run_records.c.id, run_records.c.identifier)
                     .where(run_records.c.run_id == run_id, run_records.c.id > last_id)
                     .order_by(run_records.c.id)
                     .limit(batch_size)
                 ).all()
-                errors = self._errors_of(conn, harvester_id, [row.identifier for row in rows])
-            if not rows:
-                return
-            for row in rows:
-                parse_error = next(
-                    (e for e in errors.get(row.identifier, []) if e["stage"] == "harvest"), None
+                if not batch:
+                    return
+                in_batch = sa.select(run_records.c.identifier).where(
+                    run_records.c.run_id == run_id,
+                    run_records.c.id > last_id,
+                    run_records.c.id <= batch[-1].id,
                 )
+                # setSpecs as stored: the same few JSON texts repeat, decoded once each below.
+                records = {
+                    row.identifier: row
+                    for row in conn.execute(
+                        sa.select(
+                            harvest_records.c.identifier,
+                            harvest_records.c.datestamp,
+                            harvest_records.c.deleted,
+                            sa.type_coerce(harvest_records.c.set_specs, sa.Text).label("set_specs"),
+                            harvest_records.c.xml,
+                        ).where(
+                            harvest_records.c.harvester_id == harvester_id,
+                            harvest_records.c.identifier.in_(in_batch),
+                        )
+                    )
+                }
+                # The batch's parse errors in one query (the first per record, as written).
+                errors: dict[str, RecordError] = {}
+                for error in conn.execute(
+                    sa.select(
+                        record_errors.c.identifier,
+                        record_errors.c.type,
+                        record_errors.c.message,
+                        record_errors.c.location,
+                    )
+                    .where(
+                        record_errors.c.harvester_id == harvester_id,
+                        record_errors.c.stage == "harvest",
+                        record_errors.c.identifier.in_(in_batch),
+                    )
+                    .order_by(record_errors.c.id)
+                ):
+                    if error.identifier not in errors:
+                        errors[error.identifier] = RecordError(
+                            type=error.type, message=error.message, location=error.location
+                        )
+            for _row_id, identifier in batch:
+                row = records.get(identifier)
+                if row is None:
+                    continue
                 yield HarvestedRecord(
-                    identifier=row.identifier,
+                    identifier=identifier,
                     datestamp=row.datestamp,
                     deleted=bool(row.deleted),
-                    set_specs=list(row.set_specs or []),
+                    set_specs=set_specs(row.set_specs),
                     xml=None if row.xml is None else bytes(row.xml),
-                    error=None
-                    if parse_error is None
-                    else RecordError(
-                        type=parse_error["type"],
-                        message=parse_error["message"],
-                        location=parse_error["location"],
-                    ),
+                    error=errors.get(identifier),
                 )
-            last_id = rows[-1].id
+            last_id = batch[-1].id
 
     @staticmethod
     def _counters(run: dict[str, Any]) -> dict[str, Any]:

@@ -51,3 +51,84 @@ def test_fsspec_url_root(tmp_path: Path) -> None:
     store.write_part("raw", "h", "w", 0, _rows(1))
     assert (tmp_path / "remote" / "raw" / "h" / "w" / "part-000000.parquet").exists()
     assert store.read_partition("raw", "h", "w").height == 1
+
+
+def _exercise(store: PartitionStore) -> dict:
+    """Everything a stage does to a partition, as plain data to compare across roots."""
+    seen: dict = {"missing": store.read_partition("raw", "h", "w")}
+    seen["missing_manifest"] = store.read_manifest("raw", "h", "w")
+    seen["missing_names"] = store.part_names("raw", "h", "w")
+    store.clear("raw", "h", "w")  # nothing there: no error
+    store.write_manifest("raw", "h", "w", {"run_id": 3, "from": None, "until": "2024-01-02"})
+    store.write_part("raw", "h", "w", 1, _rows(2, offset=3))
+    store.write_part("raw", "h", "w", 0, _rows(3))
+    seen["names"] = store.part_names("raw", "h", "w")
+    seen["manifest"] = store.read_manifest("raw", "h", "w")
+    seen["rows"] = store.read_partition("raw", "h", "w").rows()
+    seen["parts"] = [(n, f.rows()) for n, f in store.iter_parts("raw", "h", "w")]
+    store.write_part("raw", "h", "w", 0, _rows(1, offset=9))  # a part rewritten in place
+    seen["rewritten"] = store.read_partition("raw", "h", "w").rows()
+    store.clear("raw", "h", "w")
+    seen["cleared"] = (store.part_names("raw", "h", "w"), store.read_manifest("raw", "h", "w"))
+    store.write_part("raw", "h", "w", 0, _rows(1))  # the folder comes back
+    seen["again"] = store.read_partition("raw", "h", "w").rows()
+    return seen
+
+
+def test_local_fast_path_matches_fsspec(tmp_path: Path) -> None:
+    """The plain-os path for local roots gives what fsspec gives for another filesystem."""
+    local = PartitionStore(str(tmp_path / "local"))
+    memory = PartitionStore(f"memory://{tmp_path.name}/storage")
+    assert local._local and not memory._local
+    assert _exercise(local) == _exercise(memory)
+    folder = tmp_path / "local" / "raw" / "h" / "w"
+    assert sorted(p.name for p in folder.iterdir()) == ["part-000000.parquet"]
+
+
+def test_no_temporary_files_left_and_manifest_is_plain_json(tmp_path: Path) -> None:
+    store = PartitionStore(str(tmp_path))
+    store.write_manifest("raw", "h", "w", {"run_id": 1})
+    store.write_part("raw", "h", "w", 0, _rows(1))
+    folder = tmp_path / "raw" / "h" / "w"
+    assert sorted(p.name for p in folder.iterdir()) == ["_manifest.json", "part-000000.parquet"]
+    assert (folder / "_manifest.json").read_text() == '{"run_id": 1}'
+    assert pl.read_parquet(folder / "part-000000.parquet").equals(_rows(1))
+
+
+def _scope(keys: list[str]):
+    from oai_pipeline.pipeline.scope import HarvestScope, Window
+
+    return HarvestScope("h", tuple(Window(key, None, None) for key in keys))
+
+
+def _map_twice(store: PartitionStore) -> dict:
+    from oai_pipeline.pipeline.partitions import map_partitions
+
+    keys = [f"w{i:02d}" for i in range(12)]
+    for number, key in enumerate(keys):
+        if number % 3:  # some windows without parts, one without a manifest
+            store.write_manifest("raw", "h", key, {"run_id": number})
+        for part in range(number % 4):
+            store.write_part("raw", "h", key, part, _rows(part + 1, offset=10 * number))
+    store.write_part("out", "h", "w00", 7, _rows(1))  # left by an earlier materialisation
+
+    def double(key: str, name: str, frame: pl.DataFrame) -> pl.DataFrame:
+        return pl.concat([frame, frame.with_columns(pl.lit(key + name).alias("identifier"))])
+
+    map_partitions(store, _scope(keys), "raw", "out", double)
+    map_partitions(store, _scope(keys), "raw", "out", double)  # again: same result
+    return {
+        key: (
+            store.part_names("out", "h", key),
+            store.read_manifest("out", "h", key),
+            None if (p := store.read_partition("out", "h", key)) is None else p.rows(),
+        )
+        for key in keys
+    }
+
+
+def test_map_partitions_same_on_local_and_fsspec_roots(tmp_path: Path) -> None:
+    local = _map_twice(PartitionStore(str(tmp_path / "local")))
+    assert local == _map_twice(PartitionStore(f"memory://{tmp_path.name}/map"))
+    assert local["w00"] == ([], None, None)  # the stale part is gone
+    assert local["w03"][0] == ["part-000000.parquet", "part-000001.parquet", "part-000002.parquet"]

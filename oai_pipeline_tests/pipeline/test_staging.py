@@ -1,0 +1,115 @@
+"""Staging and reading back a run's records: what discover exports is what was staged.
+
+The reference is the earlier iter_staged (one join ordered by staging order, every error
+looked up per record); the store must give the same records, in the same order, for any
+batch size.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from oai_pipeline.errors import RecordError
+from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.oai.types import HarvestedRecord
+from oai_pipeline.state.schema import harvest_records, record_errors, run_records
+from oai_pipeline.state.store import StateStore
+
+
+def _record(n: int, rng: random.Random) -> HarvestedRecord:
+    deleted = rng.random() < 0.1
+    error = None
+    if rng.random() < 0.2:
+        error = RecordError(
+            type=rng.choice(["MissingMetadata", "MalformedRecord"]), message=f"m{n}"
+        )
+    return HarvestedRecord(
+        identifier=f"oai:x:{rng.randrange(10**6):06d}-{n}",
+        datestamp=f"2024-01-{rng.randrange(1, 29):02d}T00:00:{n % 60:02d}Z",
+        deleted=deleted,
+        set_specs=rng.sample(["a", "b", "c:d"], rng.randrange(0, 3)),
+        xml=None if deleted else f"<record n='{n}'>é</record>".encode(),
+        error=error,
+    )
+
+
+def _reference(store: StateStore, run_id: int) -> list[HarvestedRecord]:
+    with store._engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(
+                harvest_records.c.identifier,
+                harvest_records.c.datestamp,
+                harvest_records.c.deleted,
+                harvest_records.c.set_specs,
+                harvest_records.c.xml,
+            )
+            .join(
+                harvest_records,
+                sa.and_(
+                    harvest_records.c.harvester_id == run_records.c.harvester_id,
+                    harvest_records.c.identifier == run_records.c.identifier,
+                ),
+            )
+            .where(run_records.c.run_id == run_id)
+            .order_by(run_records.c.id)
+        ).all()
+        out = []
+        for row in rows:
+            error = conn.execute(
+                sa.select(record_errors)
+                .where(
+                    record_errors.c.identifier == row.identifier,
+                    record_errors.c.stage == "harvest",
+                )
+                .order_by(record_errors.c.id)
+            ).first()
+            out.append(
+                HarvestedRecord(
+                    row.identifier,
+                    row.datestamp,
+                    bool(row.deleted),
+                    list(row.set_specs or []),
+                    row.xml,
+                    None
+                    if error is None
+                    else RecordError(
+                        type=error.type, message=error.message, location=error.location
+                    ),
+                )
+            )
+    return out
+
+
+def test_iter_staged_gives_the_staged_records_in_staging_order(tmp_path: Path) -> None:
+    rng = random.Random(3)
+    store = StateStore(f"sqlite:///{tmp_path / 'state.sqlite'}")
+    store.save_harvester(
+        Harvester.from_stored(
+            {"id": "h", "base_url": "https://example.org/oai", "metadata_prefix": "oai_dc"}
+        )
+    )
+    earlier = store.create_run(
+        "h", window_from=None, window_until=None, scale=None, max_records=0, options={}
+    )
+    records = [_record(n, rng) for n in range(300)]
+    store.stage(earlier, "h", records[:50])  # another run staged some of them before
+    run_id = store.create_run(
+        "h", window_from=None, window_until=None, scale=None, max_records=0, options={}
+    )
+    pages = [records[i : i + 37] for i in range(0, 300, 37)]
+    for page in pages:
+        # each page with a duplicate and a record of an earlier page (a redone page)
+        store.stage(run_id, "h", [*page, page[0], records[rng.randrange(300)]])
+    revised = [*records[10:20]]
+    for record in revised:  # harvested again by a later run: the latest version counts
+        record.xml = b"<record>revised</record>"
+        record.error = RecordError(type="Revised", message="again")
+    store.upsert_harvested("h", revised)
+    expected = _reference(store, run_id)
+    assert len(expected) == 300
+    for batch_size in (1, 7, 300, 5000):
+        assert list(store.iter_staged(run_id, batch_size=batch_size)) == expected
+    store.close()
