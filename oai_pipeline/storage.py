@@ -18,7 +18,7 @@ import io
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import fsspec
 import polars as pl
@@ -96,19 +96,32 @@ class PartitionStore:
             names = [p.rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False)]
         return sorted(n for n in names if n.endswith(".parquet"))
 
-    def read_part(self, asset: str, harvester_id: str, window: str, name: str) -> pl.DataFrame:
+    def read_part(
+        self,
+        asset: str,
+        harvester_id: str,
+        window: str,
+        name: str,
+        columns: Sequence[str] | None = None,
+    ) -> pl.DataFrame:
+        """A part file; `columns` reads only those (the record data is most of a file)."""
         path = f"{self._folder(asset, harvester_id, window)}/{name}"
+        wanted = list(columns) if columns is not None else None
         if self._local:
             with open(path, "rb") as handle:
-                return pl.read_parquet(handle.read())
+                return pl.read_parquet(handle.read(), columns=wanted)
         with self.fs.open(path, "rb") as handle:
-            return pl.read_parquet(handle.read())
+            return pl.read_parquet(handle.read(), columns=wanted)
 
     def iter_parts(
-        self, asset: str, harvester_id: str, window: str
+        self,
+        asset: str,
+        harvester_id: str,
+        window: str,
+        columns: Sequence[str] | None = None,
     ) -> Iterator[tuple[str, pl.DataFrame]]:
         for name in self.part_names(asset, harvester_id, window):
-            yield name, self.read_part(asset, harvester_id, window, name)
+            yield name, self.read_part(asset, harvester_id, window, name, columns)
 
     def write_manifest(self, asset: str, harvester_id: str, window: str, manifest: dict) -> None:
         """Small JSON beside the parts: which harvest run produced this partition."""

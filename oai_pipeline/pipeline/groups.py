@@ -9,7 +9,7 @@ same as part-by-part processing writes, and memory stays bounded by the group.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -57,15 +57,19 @@ def map_partition_groups(
     transform_group: Callable[[list[PartRef], pl.DataFrame], pl.DataFrame],
     *,
     group_rows: int = GROUP_ROWS,
+    columns: Sequence[str] | None = None,
 ) -> None:
     """Replace target_asset's partitions of the scope with transform_group of source parts.
 
     `transform_group(parts, frame)` gets the rows of consecutive parts concatenated and
     returns rows carrying an `identifier` column; each target part keeps its source part's
     name. A group never holds one identifier in two parts, so the way back is unambiguous.
+    `columns` reads only those columns of the source parts.
     """
     with bulk_allocation():
-        _map_groups(storage, scope, source_asset, target_asset, transform_group, group_rows)
+        _map_groups(
+            storage, scope, source_asset, target_asset, transform_group, group_rows, columns
+        )
 
 
 def _map_groups(
@@ -75,6 +79,7 @@ def _map_groups(
     target_asset: str,
     transform_group: Callable[[list[PartRef], pl.DataFrame], pl.DataFrame],
     group_rows: int,
+    columns: Sequence[str] | None,
 ) -> None:
     group = _Group()
 
@@ -90,7 +95,7 @@ def _map_groups(
         if manifest is not None:
             storage.write_manifest(target_asset, scope.harvester_id, key, manifest)
         for index, (name, source) in enumerate(
-            storage.iter_parts(source_asset, scope.harvester_id, key)
+            storage.iter_parts(source_asset, scope.harvester_id, key, columns)
         ):
             if group.overlaps(source):
                 flush()
@@ -126,10 +131,14 @@ def _write_group(
 
 
 def read_group(
-    storage: PartitionStore, asset: str, harvester_id: str, parts: list[PartRef]
+    storage: PartitionStore,
+    asset: str,
+    harvester_id: str,
+    parts: list[PartRef],
+    columns: Sequence[str] | None = None,
 ) -> pl.DataFrame:
     """Another asset's parts of the same names, side by side with the group's."""
     return pl.concat(
-        [storage.read_part(asset, harvester_id, part.window, part.name) for part in parts],
+        [storage.read_part(asset, harvester_id, part.window, part.name, columns) for part in parts],
         how="vertical_relaxed",
     )

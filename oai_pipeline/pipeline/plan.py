@@ -23,6 +23,9 @@ from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sync.rules import SourceRecord, decide
 from oai_pipeline.targets.base import SourceKey
 
+# What the plan reads of a transformed record: not its data.
+PLAN_COLUMNS = ("identifier", "datestamp", "deleted", "pid", "error_type")
+
 
 def source_records(transformed: pl.DataFrame) -> list[SourceRecord]:
     return [
@@ -31,7 +34,8 @@ def source_records(transformed: pl.DataFrame) -> list[SourceRecord]:
             datestamp=row["datestamp"],
             deleted=bool(row["deleted"]),
             pid=row["pid"],
-            has_error=not row["deleted"] and (row["error_type"] is not None or row["data"] is None),
+            # Every live record without data has an error (`no_data` at the least).
+            has_error=not row["deleted"] and row["error_type"] is not None,
         )
         for row in transformed.iter_rows(named=True)
     ]
@@ -74,7 +78,12 @@ def plan(services: Services, scope: HarvestScope, options: RunOptions) -> Counte
 
     try:
         map_partition_groups(
-            services.storage, scope, TRANSFORMED_RECORDS, SYNC_DECISIONS, plan_group
+            services.storage,
+            scope,
+            TRANSFORMED_RECORDS,
+            SYNC_DECISIONS,
+            plan_group,
+            columns=PLAN_COLUMNS,
         )
     finally:
         for writer in writers:

@@ -33,6 +33,11 @@ class TransformSummary:
     errors: Counter[str] = field(default_factory=Counter)
 
 
+def no_data_error() -> RecordError:
+    """A live record the chain made nothing of (e.g. no <metadata>): nothing to write."""
+    return RecordError(type="no_data", message="the transformers produced no record data")
+
+
 def run_chain(transformers: list[Transformer], items: list[TransformItem]) -> None:
     """Each transformer sees the records that are live and still without an error."""
     for transformer in transformers:
@@ -77,7 +82,11 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
             fingerprint,
         )
         fresh = [i for i in items if i.identifier not in stored]
-        run_chain(transformers, [i for i in fresh if i.xml is not None])
+        live = [i for i in fresh if i.xml is not None]
+        run_chain(transformers, live)
+        for item in live:
+            if item.error is None and item.data is None:
+                item.error = no_data_error()
         services.state.save_transformed(scope.harvester_id, fresh, fingerprint=fingerprint)
         rows = []
         for item, deleted in zip(items, raw["deleted"].to_list(), strict=True):

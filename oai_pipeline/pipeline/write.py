@@ -29,6 +29,7 @@ from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.partitions import run_id_of
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
+from oai_pipeline.pipeline.transform_stage import no_data_error
 from oai_pipeline.sync.rules import Action
 from oai_pipeline.targets.base import PlannedWrite, WriteOutcome
 
@@ -78,7 +79,6 @@ def write(
 
     def write_group(parts: list[PartRef], decisions: pl.DataFrame) -> pl.DataFrame:
         nonlocal written, next_progress
-        transformed = read_group(services.storage, TRANSFORMED_RECORDS, scope.harvester_id, parts)
         # Successful records of a resumed run are never written again; failed ones on
         # request. Holding the lease proves no other attempt is still writing, so records a
         # dead attempt left `running` are reclaimed (after N minutes, if asked). Claimed group
@@ -95,11 +95,14 @@ def write(
         is_claimed = pl.col("identifier").is_in(list(claimed))
         done_earlier = decisions.filter(~is_claimed)
         decisions = decisions.filter(is_claimed)
-        by_id = {
-            row["identifier"]: row
-            for row in transformed.iter_rows(named=True)
-            if row["identifier"] in claimed
-        }
+        # The transformed rows (with the record data) only of records something happens to.
+        needed = decisions.filter(pl.col("action") != Action.SKIP.value)["identifier"]
+        by_id: dict[str, dict] = {}
+        if len(needed):
+            transformed = read_group(
+                services.storage, TRANSFORMED_RECORDS, scope.harvester_id, parts
+            ).filter(pl.col("identifier").is_in(needed.unique().to_list()))
+            by_id = {row["identifier"]: row for row in transformed.iter_rows(named=True)}
         rows: list[dict] = []
         for index, writer in enumerate(writers):
             mine = decisions.filter(pl.col("writer") == index)
@@ -107,11 +110,9 @@ def write(
             pending: list[PlannedWrite] = []
             for row in mine.iter_rows(named=True):
                 action = Action(row["action"])
-                source = by_id[row["identifier"]]
+                source = by_id.get(row["identifier"], {})
                 if action is Action.ERROR:
-                    error = error_from_row(source) or RecordError(
-                        type="no_data", message="the transformers produced no record data"
-                    )
+                    error = error_from_row(source) or no_data_error()
                     outcomes.append(WriteOutcome(row["identifier"], action, None, None, error))
                 elif action is Action.SKIP:
                     outcomes.append(WriteOutcome(row["identifier"], action, row["local_id"], None))
@@ -178,7 +179,7 @@ def write(
                     **error_columns(None),
                 }
             )
-        written += len(by_id)
+        written += len(claimed)
         if written >= next_progress:
             progress(f"harvest run {run_id}: {written} records written")
             next_progress = (written // options.progress_every + 1) * options.progress_every

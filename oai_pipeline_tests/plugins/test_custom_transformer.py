@@ -81,3 +81,50 @@ def test_the_plugins_own_options_model_validates_the_spec(installed_plugin: None
             transformers=['oai-import{model:"rdm"}', "shout{volume: 11}"],
             writers=['oai-service{model:"rdm"}'],
         )
+
+
+FORGETFUL = '''
+"""A transformer that drops the data of every record (without saying why)."""
+from oai_pipeline.transform.base import Transformer
+
+
+class Forget(Transformer):
+    def transform(self, items):
+        for item in items:
+            item.data = None
+'''
+
+
+def test_a_record_the_chain_made_nothing_of_is_a_no_data_error(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    instance: dg.DagsterInstance,
+    settings: Settings,
+) -> None:
+    site = install_plugin(
+        tmp_path / "site",
+        "forget_plugin",
+        FORGETFUL,
+        {"oai_pipeline.transformers": {"forget": "forget_plugin:Forget"}},
+    )
+    monkeypatch.syspath_prepend(str(site))
+    records = shifted_sample_records()
+    with OAIEndpoint(records) as endpoint:
+        harvester = register(settings, endpoint.base_url)
+        with Services(settings) as services:
+            HarvesterRegistry(services.state).update(
+                "sample", transformers=[*harvester.transformers, "forget"]
+            )
+        days = sorted(r.datestamp.date().isoformat() for r in records)
+        result = materialize_windows(instance, "sample", days[0], days[-1])
+        assert result.success
+
+    assert target_by_source(settings, "sample") == {}
+    # One materialisation per window, each with the run's counts.
+    transformed = result.asset_materializations_for_node("transformed_records")[0]
+    live = live_records(records, "oai_datacite")
+    assert transformed.metadata["errors_no_data"].value == len(live)
+    with Services(settings) as services:
+        record = services.state.get_record(live[0].identifier, "sample")
+    assert record is not None and record["data"] is None
+    assert ("transform", "no_data") in [(e["stage"], e["type"]) for e in record["errors"]]
