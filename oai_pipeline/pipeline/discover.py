@@ -7,7 +7,6 @@ rows at the end, which also covers pages staged before a crash.
 
 from __future__ import annotations
 
-import bisect
 import logging
 from collections import defaultdict
 from collections.abc import Callable
@@ -16,7 +15,6 @@ from dataclasses import dataclass, field
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.plugins import build_reader
 from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
-from oai_pipeline.oai.windows import parse_datestamp
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, RAW_SCHEMA, error_columns, frame
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.scope import HarvestScope
@@ -192,23 +190,6 @@ def _drop_existing(
     return kept, len(records) - len(kept)
 
 
-def _window_keyer(scope: HarvestScope) -> Callable[[str], str]:
-    """`scope.window_key_for` with the window ends computed once, not once per record."""
-    keys = scope.keys
-    if len(keys) == 1:
-        return lambda _datestamp: keys[0]
-    ends = [window.end for window in scope.windows[:-1]]
-
-    def key_for(datestamp: str) -> str:
-        try:
-            moment = parse_datestamp(datestamp)
-        except ValueError:
-            return keys[0]
-        return keys[bisect.bisect_right(ends, moment)]
-
-    return key_for
-
-
 def _export(services: Services, scope: HarvestScope, run_id: int, result: DiscoveryResult) -> None:
     """Write the run's staged records as the raw_oai_xml partitions, in bounded parts."""
     storage = services.storage
@@ -231,9 +212,8 @@ def _export(services: Services, scope: HarvestScope, run_id: int, result: Discov
         buffers.clear()
         buffered = 0
 
-    key_for = _window_keyer(scope)
     for record in services.state.iter_staged(run_id, batch_size=PART_SIZE):
-        buffers[key_for(record.datestamp)].append(
+        buffers[scope.window_key_for(record.datestamp)].append(
             {
                 "identifier": record.identifier,
                 "datestamp": record.datestamp,

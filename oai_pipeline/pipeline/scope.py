@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 
 from oai_pipeline.oai.types import Granularity
 from oai_pipeline.oai.windows import format_datestamp, oai_bounds, parse_datestamp
@@ -64,6 +65,9 @@ class HarvestScope:
             moment = parse_datestamp(datestamp)
         except ValueError:
             return self.windows[0].key
-        # Window ends are exclusive; the last one may be open.
-        ends = [w.end for w in self.windows[:-1]]
-        return self.windows[bisect.bisect_right(ends, moment)].key
+        return self.windows[bisect.bisect_right(self._ends, moment)].key
+
+    @cached_property
+    def _ends(self) -> list[datetime]:
+        """Window ends (exclusive) but the last, which may be open: computed once per scope."""
+        return [w.end for w in self.windows[:-1]]  # type: ignore[misc]

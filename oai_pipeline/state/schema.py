@@ -59,6 +59,16 @@ harvest_records = sa.Table(
     sa.Column("last_written_at", sa.String(32), nullable=True),
     sa.Column("gone_at", sa.String(32), nullable=True),  # vanished at a source without deletions
     sa.Index("ix_harvest_records_identifier", "identifier"),
+    # Covers `get_memories`: the plan's lookup reads the index, not rows with their XML.
+    sa.Index(
+        "ix_harvest_records_memory",
+        "harvester_id",
+        "identifier",
+        "last_written_at",
+        "written_datestamp",
+        "local_id",
+        "written_revision",
+    ),
 )
 
 # Errors of a harvest record, by stage: `harvest` (parse), `transform`, `write` (last write).
@@ -138,6 +148,8 @@ def _add_transform_memory(connection: Connection) -> None:
         ("transform_fingerprint", "VARCHAR(64)"),
     ):
         connection.execute(sa.text(f"ALTER TABLE harvest_records ADD COLUMN {column} {kind}"))
+    for index in harvest_records.indexes:
+        index.create(connection, checkfirst=True)
 
 
 # version -> the step that brings the schema from version-1 to it (create_all covers the

@@ -325,27 +325,61 @@ class StateStore:
     ) -> None:
         now = utc_now()
         latest = {record.identifier: record for record in records}
-        self._upsert_records(
-            conn,
-            harvester_id,
-            {
-                r.identifier: {
-                    "datestamp": r.datestamp,
-                    "deleted": r.deleted,
-                    "set_specs": list(r.set_specs),
-                    "xml": r.xml,
-                    "last_harvested_at": now,
-                    "gone_at": None,
-                }
-                for r in latest.values()
-            },
-        )
+        unchanged = self._unchanged(conn, harvester_id, latest)
+        rows: dict[str, dict[str, Any]] = {}
+        for r in latest.values():
+            values: dict[str, Any] = {
+                "set_specs": list(r.set_specs),
+                "last_harvested_at": now,
+                "gone_at": None,
+            }
+            if r.identifier not in unchanged:
+                values.update(datestamp=r.datestamp, deleted=r.deleted, xml=r.xml)
+            rows[r.identifier] = values
+        self._upsert_records(conn, harvester_id, rows)
         self._replace_errors(
             conn,
             harvester_id,
             "harvest",
             {r.identifier: [r.error] if r.error else [] for r in latest.values()},
         )
+
+    def _unchanged(
+        self, conn: Connection, harvester_id: str, records: dict[str, HarvestedRecord]
+    ) -> set[str]:
+        """Records harvested again as they were: same datestamp, live, the XML stored
+        without a parse error. Their XML is not written again (a source changes the
+        datestamp when it changes a record; a re-harvest of a large source would otherwise
+        rewrite all of its XML)."""
+        candidates = [
+            r.identifier
+            for r in records.values()
+            if not r.deleted and r.error is None and r.xml is not None
+        ]
+        hr = harvest_records
+        same: set[str] = set()
+        for chunk in _chunks(candidates):
+            for row in conn.execute(
+                sa.select(hr.c.identifier, hr.c.datestamp).where(
+                    hr.c.harvester_id == harvester_id,
+                    hr.c.identifier.in_(chunk),
+                    ~hr.c.deleted,
+                    hr.c.xml.is_not(None),
+                )
+            ):
+                if row.datestamp == records[row.identifier].datestamp:
+                    same.add(row.identifier)
+            if same:
+                same -= set(
+                    conn.execute(
+                        sa.select(record_errors.c.identifier).where(
+                            record_errors.c.harvester_id == harvester_id,
+                            record_errors.c.stage == "harvest",
+                            record_errors.c.identifier.in_(chunk),
+                        )
+                    ).scalars()
+                )
+        return same
 
     def upsert_harvested(self, harvester_id: str, records: list[HarvestedRecord]) -> None:
         """What the source said of each record: datestamp, deleted, setSpecs, XML, parse error."""

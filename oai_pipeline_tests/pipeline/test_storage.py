@@ -102,7 +102,7 @@ def _scope(keys: list[str]):
 
 
 def _map_twice(store: PartitionStore) -> dict:
-    from oai_pipeline.pipeline.partitions import map_partitions
+    from oai_pipeline.pipeline.groups import PartRef, map_partition_groups
 
     keys = [f"w{i:02d}" for i in range(12)]
     for number, key in enumerate(keys):
@@ -112,11 +112,11 @@ def _map_twice(store: PartitionStore) -> dict:
             store.write_part("raw", "h", key, part, _rows(part + 1, offset=10 * number))
     store.write_part("out", "h", "w00", 7, _rows(1))  # left by an earlier materialisation
 
-    def double(key: str, name: str, frame: pl.DataFrame) -> pl.DataFrame:
-        return pl.concat([frame, frame.with_columns(pl.lit(key + name).alias("identifier"))])
+    def double(parts: list[PartRef], frame: pl.DataFrame) -> pl.DataFrame:
+        return pl.concat([frame, frame]).sort("identifier", maintain_order=True)
 
-    map_partitions(store, _scope(keys), "raw", "out", double)
-    map_partitions(store, _scope(keys), "raw", "out", double)  # again: same result
+    map_partition_groups(store, _scope(keys), "raw", "out", double, group_rows=4)
+    map_partition_groups(store, _scope(keys), "raw", "out", double)  # again: same result
     return {
         key: (
             store.part_names("out", "h", key),
@@ -127,7 +127,7 @@ def _map_twice(store: PartitionStore) -> dict:
     }
 
 
-def test_map_partitions_same_on_local_and_fsspec_roots(tmp_path: Path) -> None:
+def test_map_partition_groups_same_on_local_and_fsspec_roots(tmp_path: Path) -> None:
     local = _map_twice(PartitionStore(str(tmp_path / "local")))
     assert local == _map_twice(PartitionStore(f"memory://{tmp_path.name}/map"))
     assert local["w00"] == ([], None, None)  # the stale part is gone

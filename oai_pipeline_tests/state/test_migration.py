@@ -19,6 +19,7 @@ def _run(store: StateStore) -> int:
 
 
 def _drop_transform_memory(connection: sa.Connection) -> None:
+    connection.execute(sa.text("DROP INDEX ix_harvest_records_memory"))
     for column in ("communities", "transformed_datestamp", "transform_fingerprint"):
         connection.execute(sa.text(f"ALTER TABLE harvest_records DROP COLUMN {column}"))
 
@@ -40,6 +41,8 @@ def test_a_version_2_database_gains_the_transform_memory(tmp_path: Path) -> None
         assert store.get_record("oai:x:1", "h")["datestamp"] == "2024-01-03T00:00:00Z"
     with engine.begin() as connection:
         assert connection.execute(sa.text("SELECT version FROM schema_version")).scalar() == 3
+        indexes = {index["name"] for index in sa.inspect(connection).get_indexes("harvest_records")}
+        assert "ix_harvest_records_memory" in indexes
     engine.dispose()
 
 

@@ -40,6 +40,20 @@ def test_schema_is_created_once_and_reopening_changes_nothing(
             assert current_version(connection) == SCHEMA_VERSION
 
 
+def test_a_version_1_target_gains_the_lookup_index(target_url: str) -> None:
+    with EmbeddedRepository(target_url) as first:
+        record_id = first.deposit(record(), publish=True)
+        with first.engine.begin() as connection:  # what version 1 looked like
+            connection.execute(sa.text("DROP INDEX ix_target_records_lookup"))
+            connection.execute(sa.text("UPDATE schema_version SET version = 1"))
+    with EmbeddedRepository(target_url) as again:
+        assert again.show(record_id)["state"] == "live"
+        with again.engine.connect() as connection:
+            assert current_version(connection) == SCHEMA_VERSION == 2
+            indexes = sa.inspect(connection).get_indexes("target_records")
+        assert "ix_target_records_lookup" in {index["name"] for index in indexes}
+
+
 def test_deposit_a_draft_then_publish(repo: EmbeddedRepository) -> None:
     record_id = repo.deposit(record(doi="10.1234/a"))
     shown = repo.show(record_id)

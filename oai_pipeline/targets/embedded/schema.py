@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = sa.MetaData()
 
@@ -47,6 +47,18 @@ sa.Index(
     unique=True,
     sqlite_where=_DOI_COUNTS,
     postgresql_where=_DOI_COUNTS,
+)
+
+# Covers the harvest's lookup by source (`local_records`): answered from the index alone,
+# without reading a row and its record data.
+lookup_index = sa.Index(
+    "ix_target_records_lookup",
+    records.c.source_harvester,
+    records.c.source_identifier,
+    records.c.id,
+    records.c.state,
+    records.c.revision,
+    records.c.doi,
 )
 
 drafts = sa.Table(
@@ -110,7 +122,11 @@ def _create_v1(connection: sa.Connection) -> None:
     metadata.create_all(connection, tables=_TABLES_V1, checkfirst=True)
 
 
-_STEPS = {1: _create_v1}
+def _add_lookup_index(connection: sa.Connection) -> None:
+    lookup_index.create(connection, checkfirst=True)
+
+
+_STEPS = {1: _create_v1, 2: _add_lookup_index}
 _LOCK_KEY = 0x0A1_7A56E7  # the advisory lock that serialises migrations on PostgreSQL
 
 
