@@ -12,13 +12,14 @@ from oai_pipeline.errors import RecordError
 from oai_pipeline.harvesters.plugins import build_transformers, transform_fingerprint
 from oai_pipeline.pipeline.frames import (
     RAW_OAI_XML,
+    RAW_SCHEMA,
     TRANSFORMED_RECORDS,
     TRANSFORMED_SCHEMA,
     error_columns,
     error_from_row,
     frame,
 )
-from oai_pipeline.pipeline.groups import PartRef, map_partition_groups
+from oai_pipeline.pipeline.groups import PartRef, map_partition_groups, read_group
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.transform.base import Transformer, TransformItem
@@ -55,13 +56,42 @@ def run_chain(transformers: list[Transformer], items: list[TransformItem]) -> No
                 )
 
 
+def _xml_of(
+    services: Services,
+    scope: HarvestScope,
+    parts: list[PartRef],
+    live: pl.Series,
+    stored: dict[str, object],
+) -> dict[str, bytes]:
+    """The XML of the group's live records that have no stored transform to reuse."""
+    wanted = [identifier for identifier in live.to_list() if identifier not in stored]
+    if not wanted:
+        return {}
+    rows = read_group(
+        services.storage, RAW_OAI_XML, scope.harvester_id, parts, columns=["identifier", "xml"]
+    ).filter(pl.col("identifier").is_in(wanted))
+    return dict(zip(rows["identifier"], rows["xml"], strict=True))
+
+
 def transform(services: Services, scope: HarvestScope) -> TransformSummary:
     harvester = services.harvester(scope.harvester_id)
     transformers = build_transformers(harvester)
     fingerprint = transform_fingerprint(harvester)
     summary = TransformSummary()
 
-    def transform_group(_parts: list[PartRef], raw: pl.DataFrame) -> pl.DataFrame:
+    def transform_group(parts: list[PartRef], raw: pl.DataFrame) -> pl.DataFrame:
+        # A record unchanged since the chain of the same fingerprint transformed it cleanly
+        # is not transformed again: its stored transform is what the chain would make.
+        # The group is read without its XML; only the records to transform need theirs.
+        clean_live = raw.filter(~pl.col("deleted") & pl.col("error_type").is_null())
+        stored = services.state.stored_transforms(
+            scope.harvester_id,
+            dict(zip(clean_live["identifier"], clean_live["datestamp"], strict=True)),
+            fingerprint,
+        )
+        xml_of = _xml_of(
+            services, scope, parts, raw.filter(~pl.col("deleted"))["identifier"], stored
+        )
         items: list[TransformItem] = []
         for row in raw.iter_rows(named=True):
             deleted = bool(row["deleted"])
@@ -70,17 +100,10 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
                     identifier=row["identifier"],
                     datestamp=row["datestamp"],
                     set_specs=list(row["set_specs"] or []),
-                    xml=None if deleted else row["xml"],
+                    xml=None if deleted else xml_of.get(row["identifier"]),
                     error=error_from_row(row),
                 )
             )
-        # A record unchanged since the chain of the same fingerprint transformed it cleanly
-        # is not transformed again: its stored transform is what the chain would make.
-        stored = services.state.stored_transforms(
-            scope.harvester_id,
-            {i.identifier: i.datestamp for i in items if i.xml is not None and i.error is None},
-            fingerprint,
-        )
         fresh = [i for i in items if i.identifier not in stored]
         live = [i for i in fresh if i.xml is not None]
         run_chain(transformers, live)
@@ -127,5 +150,12 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
             )
         return frame(rows, TRANSFORMED_SCHEMA)
 
-    map_partition_groups(services.storage, scope, RAW_OAI_XML, TRANSFORMED_RECORDS, transform_group)
+    map_partition_groups(
+        services.storage,
+        scope,
+        RAW_OAI_XML,
+        TRANSFORMED_RECORDS,
+        transform_group,
+        columns=[name for name in RAW_SCHEMA.names() if name != "xml"],
+    )
     return summary

@@ -84,24 +84,32 @@ def write(
         # dead attempt left `running` are reclaimed (after N minutes, if asked). Claimed group
         # by group: memory stays bounded by the group, not the run.
         stale_minutes = options.reset_stale_running_minutes
-        claimed = set(
-            state.claim(
-                run_id,
-                reclaim_stale_minutes=0 if stale_minutes is None else stale_minutes,
-                retry_failed=options.retry_failed,
-                identifiers=decisions["identifier"].unique().to_list(),
+        # Records every writer skips are claimed and marked unchanged in one step.
+        acting = set(decisions.filter(pl.col("action") != Action.SKIP.value)["identifier"])
+
+        def claim(identifiers: set[str], *, unchanged: bool) -> set[str]:
+            return set(
+                state.claim(
+                    run_id,
+                    reclaim_stale_minutes=0 if stale_minutes is None else stale_minutes,
+                    retry_failed=options.retry_failed,
+                    identifiers=sorted(identifiers),
+                    unchanged=unchanged,
+                )
             )
-        )
+
+        settled = claim(set(decisions["identifier"]) - acting, unchanged=True)
+        claimed = settled | claim(acting, unchanged=False)
         is_claimed = pl.col("identifier").is_in(list(claimed))
         done_earlier = decisions.filter(~is_claimed)
         decisions = decisions.filter(is_claimed)
         # The transformed rows (with the record data) only of records something happens to.
-        needed = decisions.filter(pl.col("action") != Action.SKIP.value)["identifier"]
+        needed = acting & claimed
         by_id: dict[str, dict] = {}
-        if len(needed):
+        if needed:
             transformed = read_group(
                 services.storage, TRANSFORMED_RECORDS, scope.harvester_id, parts
-            ).filter(pl.col("identifier").is_in(needed.unique().to_list()))
+            ).filter(pl.col("identifier").is_in(list(needed)))
             by_id = {row["identifier"]: row for row in transformed.iter_rows(named=True)}
         rows: list[dict] = []
         for index, writer in enumerate(writers):
@@ -165,7 +173,9 @@ def write(
                         **error_columns(outcome.error),
                     }
                 )
-            state.set_record_status(run_id, statuses, errors)
+            state.set_record_status(
+                run_id, {i: status for i, status in statuses.items() if i not in settled}, errors
+            )
         for row in done_earlier.iter_rows(named=True):
             summary.actions[ALREADY_WRITTEN] += 1
             rows.append(

@@ -57,6 +57,9 @@ class StoredTransform:
     communities: list[str]
 
 
+_NO_ERROR = {"error_type": None, "error_message": None, "error_location": None}
+
+
 def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -1042,13 +1045,15 @@ class StateStore:
         reclaim_stale_minutes: int | None = None,
         retry_failed: bool = False,
         identifiers: Sequence[str] | None = None,
+        unchanged: bool = False,
     ) -> list[str]:
         """Mark records `running` and return them: pending ones, plus those left running
         longer than `reclaim_stale_minutes`, plus failed ones if `retry_failed`. Records
         that succeeded (imported, updated, unchanged, gone) are never claimed again.
 
         `identifiers` limits the claim to those records (one part at a time, so the writer
-        never holds the whole run's identifiers)."""
+        never holds the whole run's identifiers). `unchanged` claims records there is
+        nothing to write for and marks them `unchanged` at once (one statement, not two)."""
         if identifiers is not None:
             claimed: list[str] = []
             for chunk in _chunks(list(identifiers)):
@@ -1056,10 +1061,10 @@ class StateStore:
                 if remaining is not None and remaining <= 0:
                     break
                 claimed += self._claim(
-                    run_id, remaining, reclaim_stale_minutes, retry_failed, chunk
+                    run_id, remaining, reclaim_stale_minutes, retry_failed, chunk, unchanged
                 )
             return claimed
-        return self._claim(run_id, limit, reclaim_stale_minutes, retry_failed, None)
+        return self._claim(run_id, limit, reclaim_stale_minutes, retry_failed, None, unchanged)
 
     def _claim(
         self,
@@ -1068,6 +1073,7 @@ class StateStore:
         reclaim_stale_minutes: int | None,
         retry_failed: bool,
         identifiers: Sequence[str] | None,
+        unchanged: bool = False,
     ) -> list[str]:
         rr = run_records
         eligible = [rr.c.status == "pending"]
@@ -1101,10 +1107,11 @@ class StateStore:
                     rr.update()
                     .where(rr.c.id.in_(chunk))
                     .values(
-                        status="running",
+                        status="unchanged" if unchanged else "running",
                         claimed_at=now,
                         updated_at=now,
                         attempts=rr.c.attempts + 1,
+                        **(_NO_ERROR if unchanged else {}),
                     )
                 )
         return [row.identifier for row in rows]

@@ -432,6 +432,33 @@ def test_claim_reclaim_and_retry_failed(store):
         store.set_record_status(run_id, {"oai:x:1": "done"})
 
 
+def test_claim_as_unchanged_settles_records_in_one_step(store):
+    run_id = new_run(store)
+    store.stage(run_id, "h", [record(n) for n in range(1, 5)])
+    store.claim(run_id, identifiers=["oai:x:3", "oai:x:4"])
+    store.set_record_status(
+        run_id,
+        {"oai:x:3": "imported", "oai:x:4": "failed"},
+        {"oai:x:4": RecordError(type="w", message="no")},
+    )
+    every = [f"oai:x:{n}" for n in range(1, 5)]
+    assert store.claim(run_id, identifiers=every, unchanged=True) == ["oai:x:1", "oai:x:2"]
+    assert store.claim(run_id, identifiers=every, unchanged=True, retry_failed=True) == ["oai:x:4"]
+    with store._engine.begin() as conn:
+        rows = conn.execute(
+            sa.select(run_records.c.identifier, run_records.c.status)
+            .add_columns(run_records.c.attempts, run_records.c.error_type)
+            .order_by(run_records.c.identifier)
+        ).all()
+    assert [tuple(row) for row in rows] == [
+        ("oai:x:1", "unchanged", 1, None),
+        ("oai:x:2", "unchanged", 1, None),
+        ("oai:x:3", "imported", 1, None),
+        ("oai:x:4", "unchanged", 2, None),  # the retried failure's error is gone
+    ]
+    assert store.claim(run_id, retry_failed=True, reclaim_stale_minutes=0) == []
+
+
 def test_run_status_reports_everything(store):
     store.save_harvester(harvester())
     run_id = store.create_run(
