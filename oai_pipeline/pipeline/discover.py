@@ -197,23 +197,31 @@ def _export(services: Services, scope: HarvestScope, run_id: int, result: Discov
     for key in scope.keys:
         storage.clear(RAW_OAI_XML, scope.harvester_id, key)
         storage.write_manifest(RAW_OAI_XML, scope.harvester_id, key, manifest)
-    buffers: dict[str, list[dict]] = defaultdict(list)
+    # Window by window (the source lists records in no datestamp order): a window's
+    # records make one part per PART_SIZE, not one part per PART_SIZE of the whole run.
+    position = {key: index for index, key in enumerate(scope.keys)}
+    buffer: list[dict] = []
+    window: str | None = None
     parts: dict[str, int] = defaultdict(int)
-    buffered = 0
 
     def flush() -> None:
-        nonlocal buffered
-        for key, rows in buffers.items():
-            if rows:
-                storage.write_part(
-                    RAW_OAI_XML, scope.harvester_id, key, parts[key], frame(rows, RAW_SCHEMA)
-                )
-                parts[key] += 1
-        buffers.clear()
-        buffered = 0
+        if window is not None and buffer:
+            part = frame(buffer, RAW_SCHEMA)
+            storage.write_part(RAW_OAI_XML, scope.harvester_id, window, parts[window], part)
+            parts[window] += 1
+        buffer.clear()
 
-    for record in services.state.iter_staged(run_id, batch_size=PART_SIZE):
-        buffers[scope.window_key_for(record.datestamp)].append(
+    staged = services.state.iter_staged(
+        run_id,
+        batch_size=PART_SIZE,
+        group_of=lambda datestamp: position[scope.window_key_for(datestamp)],
+    )
+    for record in staged:
+        key = scope.window_key_for(record.datestamp)
+        if key != window or len(buffer) >= PART_SIZE:
+            flush()
+            window = key
+        buffer.append(
             {
                 "identifier": record.identifier,
                 "datestamp": record.datestamp,
@@ -229,7 +237,4 @@ def _export(services: Services, scope: HarvestScope, run_id: int, result: Discov
             result.parse_errors[record.error.type] = (
                 result.parse_errors.get(record.error.type, 0) + 1
             )
-        buffered += 1
-        if buffered >= PART_SIZE:
-            flush()
     flush()

@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+import polars as pl
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import StaticPool
@@ -831,14 +832,24 @@ class StateStore:
                 )
         return len(new), duplicates
 
-    def iter_staged(self, run_id: int, *, batch_size: int = 5000) -> Iterator[HarvestedRecord]:
-        """The run's staged records in staging order, as harvested (latest version).
+    def iter_staged(
+        self,
+        run_id: int,
+        *,
+        batch_size: int = 5000,
+        group_of: Callable[[str], int] | None = None,
+    ) -> Iterator[HarvestedRecord]:
+        """The run's staged records, as harvested (latest version), in staging order.
 
-        A batch's order comes from its run rows alone; the harvest records (with their XML)
-        are looked up without an ORDER BY, so the database never sorts the XML.
+        `group_of` (datestamp -> a group number, e.g. the record's window) yields the
+        records group by group instead, in staging order within a group: sources list
+        records in no datestamp order, and a writer of per-window files wants each window's
+        records together. Only the run's row ids are held for that, never the records.
+        The XML is looked up without an ORDER BY, so the database never sorts it.
         """
         run = self._require_run(run_id)
         harvester_id = run["harvester_id"]
+        order = self._staged_order(run_id, harvester_id, group_of)
         decoded: dict[str, list[str]] = {}
 
         def set_specs(stored: Any) -> list[str]:
@@ -851,60 +862,59 @@ class StateStore:
                 specs = decoded[stored] = list(json.loads(stored) or [])
             return list(specs)
 
-        last_id = 0
-        while True:
+        for start in range(0, len(order), batch_size):
+            ids = order[start : start + batch_size].to_list()
             with self._read() as conn:
                 batch = conn.execute(
-                    sa.select(run_records.c.id, run_records.c.identifier)
-                    .where(run_records.c.run_id == run_id, run_records.c.id > last_id)
-                    .order_by(run_records.c.id)
-                    .limit(batch_size)
+                    sa.select(run_records.c.id, run_records.c.identifier).where(
+                        run_records.c.id.in_(ids)
+                    )
                 ).all()
-                if not batch:
-                    return
-                in_batch = sa.select(run_records.c.identifier).where(
-                    run_records.c.run_id == run_id,
-                    run_records.c.id > last_id,
-                    run_records.c.id <= batch[-1].id,
-                )
+                identifier_of = {row.id: row.identifier for row in batch}
+                in_batch = list(identifier_of.values())
                 # setSpecs as stored: the same few JSON texts repeat, decoded once each below.
-                records = {
-                    row.identifier: row
-                    for row in conn.execute(
-                        sa.select(
-                            harvest_records.c.identifier,
-                            harvest_records.c.datestamp,
-                            harvest_records.c.deleted,
-                            sa.type_coerce(harvest_records.c.set_specs, sa.Text).label("set_specs"),
-                            harvest_records.c.xml,
-                        ).where(
-                            harvest_records.c.harvester_id == harvester_id,
-                            harvest_records.c.identifier.in_(in_batch),
-                        )
-                    )
-                }
-                # The batch's parse errors in one query (the first per record, as written).
+                records: dict[str, Any] = {}
                 errors: dict[str, RecordError] = {}
-                for error in conn.execute(
-                    sa.select(
-                        record_errors.c.identifier,
-                        record_errors.c.type,
-                        record_errors.c.message,
-                        record_errors.c.location,
-                    )
-                    .where(
-                        record_errors.c.harvester_id == harvester_id,
-                        record_errors.c.stage == "harvest",
-                        record_errors.c.identifier.in_(in_batch),
-                    )
-                    .order_by(record_errors.c.id)
-                ):
-                    if error.identifier not in errors:
-                        errors[error.identifier] = RecordError(
-                            type=error.type, message=error.message, location=error.location
+                for chunk in _chunks(in_batch):
+                    records.update(
+                        (row.identifier, row)
+                        for row in conn.execute(
+                            sa.select(
+                                harvest_records.c.identifier,
+                                harvest_records.c.datestamp,
+                                harvest_records.c.deleted,
+                                sa.type_coerce(harvest_records.c.set_specs, sa.Text).label(
+                                    "set_specs"
+                                ),
+                                harvest_records.c.xml,
+                            ).where(
+                                harvest_records.c.harvester_id == harvester_id,
+                                harvest_records.c.identifier.in_(chunk),
+                            )
                         )
-            for _row_id, identifier in batch:
-                row = records.get(identifier)
+                    )
+                    # The parse errors (the first per record, as written).
+                    for error in conn.execute(
+                        sa.select(
+                            record_errors.c.identifier,
+                            record_errors.c.type,
+                            record_errors.c.message,
+                            record_errors.c.location,
+                        )
+                        .where(
+                            record_errors.c.harvester_id == harvester_id,
+                            record_errors.c.stage == "harvest",
+                            record_errors.c.identifier.in_(chunk),
+                        )
+                        .order_by(record_errors.c.id)
+                    ):
+                        if error.identifier not in errors:
+                            errors[error.identifier] = RecordError(
+                                type=error.type, message=error.message, location=error.location
+                            )
+            for row_id in ids:
+                identifier = identifier_of.get(row_id)
+                row = records.get(identifier) if identifier is not None else None
                 if row is None:
                     continue
                 yield HarvestedRecord(
@@ -915,7 +925,41 @@ class StateStore:
                     xml=None if row.xml is None else bytes(row.xml),
                     error=errors.get(identifier),
                 )
-            last_id = batch[-1].id
+
+    def _staged_order(
+        self, run_id: int, harvester_id: str, group_of: Callable[[str], int] | None
+    ) -> pl.Series:
+        """The run's row ids in the order `iter_staged` yields them (compact: int64)."""
+        rr, hr = run_records, harvest_records
+        with self._read() as conn:
+            if group_of is None:
+                ids = conn.execute(
+                    sa.select(rr.c.id).where(rr.c.run_id == run_id).order_by(rr.c.id)
+                ).scalars()
+                return pl.Series("id", list(ids), dtype=pl.Int64)
+            rows = conn.execute(
+                sa.select(rr.c.id, hr.c.datestamp)
+                .join(
+                    hr,
+                    sa.and_(hr.c.harvester_id == harvester_id, hr.c.identifier == rr.c.identifier),
+                )
+                .where(rr.c.run_id == run_id)
+            )
+            ids: list[int] = []
+            groups: list[int] = []
+            group_cache: dict[str, int] = {}
+            for row_id, datestamp in rows:
+                group = group_cache.get(datestamp)
+                if group is None:
+                    group = group_cache[datestamp] = group_of(datestamp)
+                    if len(group_cache) > 100_000:
+                        group_cache.clear()
+                ids.append(row_id)
+                groups.append(group)
+        order = pl.DataFrame(
+            {"id": ids, "group": groups}, schema={"id": pl.Int64, "group": pl.Int64}
+        ).sort(["group", "id"])
+        return order["id"]
 
     @staticmethod
     def _counters(run: dict[str, Any]) -> dict[str, Any]:

@@ -8,8 +8,10 @@ batch size.
 from __future__ import annotations
 
 import random
+from datetime import timedelta
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 from oai_pipeline.errors import RecordError
@@ -112,4 +114,44 @@ def test_iter_staged_gives_the_staged_records_in_staging_order(tmp_path: Path) -
     assert len(expected) == 300
     for batch_size in (1, 7, 300, 5000):
         assert list(store.iter_staged(run_id, batch_size=batch_size)) == expected
+
+    def group_of(datestamp: str) -> int:  # e.g. the window: here the day of the month
+        return -int(datestamp[8:10])
+
+    grouped = sorted(expected, key=lambda record: group_of(record.datestamp))  # stable
+    assert grouped != expected
+    for batch_size in (1, 7, 5000):
+        got = list(store.iter_staged(run_id, batch_size=batch_size, group_of=group_of))
+        assert got == grouped
     store.close()
+
+
+def test_a_window_gets_one_part_per_part_size_of_its_own_records(
+    settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sources list records in no datestamp order: the export still groups them by window."""
+    from oai_pipeline.pipeline import discover as discover_module
+    from oai_pipeline.pipeline.frames import RAW_OAI_XML
+    from oai_pipeline.pipeline.options import RunOptions
+    from oai_pipeline.pipeline.scope import HarvestScope, Window
+    from oai_pipeline.pipeline.services import Services
+    from oai_pipeline.sample_endpoint.records import GENERATED_START, generate_datacite_records
+    from oai_pipeline.sample_endpoint.server import OAIEndpoint
+    from oai_pipeline_tests.support import register
+
+    monkeypatch.setattr(discover_module, "PART_SIZE", 40)
+    records = generate_datacite_records(300, span_days=5, prefixes=("oai_datacite",))
+    days = [GENERATED_START + timedelta(days=n) for n in range(6)]
+    scope = HarvestScope(
+        "sample",
+        tuple(Window(f"d{n}", days[n], days[n + 1]) for n in range(5)),
+    )
+    with OAIEndpoint(records, page_size=50) as endpoint, Services(settings) as services:
+        register(settings, endpoint.base_url, metadata_prefix="oai_datacite")
+        discover_module.discover(services, scope, RunOptions(), progress=lambda _m: None)
+        for window in scope.windows:
+            in_window = [r for r in records if window.start <= r.datestamp < window.end]
+            names = services.storage.part_names(RAW_OAI_XML, "sample", window.key)
+            assert len(names) == -(-len(in_window) // 40)  # ceil: full parts, then the rest
+            frame = services.storage.read_partition(RAW_OAI_XML, "sample", window.key)
+            assert sorted(frame["identifier"]) == sorted(r.identifier for r in in_window)
