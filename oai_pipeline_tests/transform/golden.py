@@ -20,6 +20,7 @@ from lxml import etree
 from oai_pipeline.sample_endpoint.records import generate_datacite_records
 from oai_pipeline.transform.base import TransformItem
 from oai_pipeline.transform.oai_import import OAIImportTransformer
+from oai_pipeline_tests.transform.records import wrap_metadata
 
 LOCAL_SAMPLES = Path(__file__).parent / "samples"
 OAI_SAMPLES = Path(__file__).parent.parent / "oai" / "samples"
@@ -50,21 +51,6 @@ def sample_files() -> list[Path]:
     return sorted(LOCAL_SAMPLES.glob("datacite-example-*.xml")) + sorted(OAI_SAMPLES.glob("*.xml"))
 
 
-def wrap(metadata: bytes, identifier: str, set_specs: list[str], deleted: bool = False) -> bytes:
-    """A stored OAI <record> around `metadata` (its XML declaration and BOM removed)."""
-    body = re.sub(rb"^<\?xml[^>]*\?>", b"", metadata.lstrip(b"\xef\xbb\xbf").strip())
-    specs = "".join(f"<setSpec>{spec}</setSpec>" for spec in set_specs)
-    status = ' status="deleted"' if deleted else ""
-    return (
-        (
-            f'<record xmlns="{OAI}"><header{status}><identifier>{identifier}</identifier>'
-            f"<datestamp>2024-01-01T00:00:00Z</datestamp>{specs}</header><metadata>"
-        ).encode()
-        + body
-        + b"</metadata></record>"
-    )
-
-
 def _item(identifier: str, xml: bytes, set_specs: list[str] | None = None) -> TransformItem:
     return TransformItem(identifier, "2024-01-01", list(set_specs or []), xml)
 
@@ -75,7 +61,9 @@ def _file_items(path: Path) -> list[TransformItem]:
     data = path.read_bytes()
     items = [_item(f"file:{path.name}", data)]
     if path.name.startswith("datacite-"):
-        items.append(_item(f"wrapped:{path.name}", wrap(data, f"oai:test:{path.name}", [])))
+        items.append(
+            _item(f"wrapped:{path.name}", wrap_metadata(data, identifier=f"oai:test:{path.name}"))
+        )
         return items
     try:
         root = etree.fromstring(data)
@@ -125,15 +113,34 @@ def golden_items() -> list[TransformItem]:
     for record in generate_datacite_records(GENERATED, seed=7):
         if record.deleted:
             items.append(
-                _item(record.identifier, wrap(b"", record.identifier, record.set_specs, True))
+                _item(
+                    record.identifier,
+                    wrap_metadata(
+                        b"",
+                        identifier=record.identifier,
+                        set_specs=tuple(record.set_specs),
+                        deleted=True,
+                    ),
+                )
             )
             continue
         for prefix in ("oai_datacite", "datacite"):
-            xml = wrap(record.metadata[prefix], record.identifier, record.set_specs)
+            xml = wrap_metadata(
+                record.metadata[prefix],
+                identifier=record.identifier,
+                set_specs=tuple(record.set_specs),
+            )
             items.append(_item(f"{prefix}:{record.identifier}", xml, record.set_specs))
     for index, record in enumerate(generate_datacite_records(20, seed=11, deleted_fraction=0)):
         for identifier, metadata in _broken(record.metadata["datacite"], index):
-            items.append(_item(identifier, wrap(metadata, identifier, record.set_specs)))
+            items.append(
+                _item(
+                    identifier,
+                    wrap_metadata(
+                        metadata, identifier=identifier, set_specs=tuple(record.set_specs)
+                    ),
+                )
+            )
     return items
 
 
