@@ -113,24 +113,14 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
         services.state.save_transformed(scope.harvester_id, fresh, fingerprint=fingerprint)
         rows = []
         for item, deleted in zip(items, raw["deleted"].to_list(), strict=True):
+            summary.records += 1
             reused = stored.get(item.identifier)
             if reused is not None:
-                summary.records += 1
-                summary.transformed += 1
                 summary.reused += 1
-                rows.append(
-                    {
-                        "identifier": item.identifier,
-                        "datestamp": item.datestamp,
-                        "deleted": False,
-                        "data": reused.data_json,
-                        "pid": reused.pid,
-                        "communities": reused.communities,
-                        **error_columns(None),
-                    }
-                )
-                continue
-            summary.records += 1
+                data_json, pid, communities = reused.data_json, reused.pid, reused.communities
+            else:
+                data_json = None if item.data is None else json_codec.dumps(item.data)
+                pid, communities = item.pid, item.communities
             if deleted:
                 summary.deleted += 1
             elif item.error is not None:
@@ -142,9 +132,9 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
                     "identifier": item.identifier,
                     "datestamp": item.datestamp,
                     "deleted": deleted,
-                    "data": None if item.data is None else json_codec.dumps(item.data),
-                    "pid": item.pid,
-                    "communities": item.communities,
+                    "data": data_json,
+                    "pid": pid,
+                    "communities": communities,
                     **error_columns(item.error),
                 }
             )

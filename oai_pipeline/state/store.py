@@ -374,16 +374,23 @@ class StateStore:
                 if row.datestamp == records[row.identifier].datestamp:
                     same.add(row.identifier)
             if same:
-                same -= set(
-                    conn.execute(
-                        sa.select(record_errors.c.identifier).where(
-                            record_errors.c.harvester_id == harvester_id,
-                            record_errors.c.stage == "harvest",
-                            record_errors.c.identifier.in_(chunk),
-                        )
-                    ).scalars()
-                )
+                same -= self._with_errors(conn, harvester_id, "harvest", chunk)
         return same
+
+    @staticmethod
+    def _with_errors(
+        conn: Connection, harvester_id: str, stage: str, identifiers: Sequence[str]
+    ) -> set[str]:
+        """Which of these records (one chunk) have an error of this stage."""
+        return set(
+            conn.execute(
+                sa.select(record_errors.c.identifier).where(
+                    record_errors.c.harvester_id == harvester_id,
+                    record_errors.c.stage == stage,
+                    record_errors.c.identifier.in_(identifiers),
+                )
+            ).scalars()
+        )
 
     def upsert_harvested(self, harvester_id: str, records: list[HarvestedRecord]) -> None:
         """What the source said of each record: datestamp, deleted, setSpecs, XML, parse error."""
@@ -480,15 +487,7 @@ class StateStore:
         with self._read() as conn:
             failed: set[str] = set()
             for chunk in _chunks(list(dict.fromkeys(identifiers))):
-                failed.update(
-                    conn.execute(
-                        sa.select(record_errors.c.identifier).where(
-                            record_errors.c.harvester_id == harvester_id,
-                            record_errors.c.stage == "write",
-                            record_errors.c.identifier.in_(chunk),
-                        )
-                    ).scalars()
-                )
+                failed |= self._with_errors(conn, harvester_id, "write", chunk)
                 rows = conn.execute(
                     sa.select(
                         harvest_records.c.identifier,

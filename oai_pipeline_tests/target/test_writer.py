@@ -101,6 +101,14 @@ class Harness:
         return outcome
 
 
+def hold_doi_elsewhere(repo: EmbeddedRepository, doi: str) -> None:
+    """Another harvester's published record holds this DOI."""
+    with repo.transaction() as tx:
+        tx.publish(
+            tx.create(data(doi=doi), doi=doi, harvester_id="other", source_identifier="oai:o")
+        )
+
+
 @pytest.fixture
 def harness(target_settings: Settings) -> Iterator[Harness]:
     h = Harness(target_settings)
@@ -346,15 +354,7 @@ def test_a_stale_plan_still_ends_in_the_source_state(
 def test_one_failing_record_does_not_lose_the_batch(
     harness: Harness, repo: EmbeddedRepository
 ) -> None:
-    with repo.transaction() as tx:  # another harvester already holds this DOI
-        tx.publish(
-            tx.create(
-                data(doi="10.1/taken"),
-                doi="10.1/taken",
-                harvester_id="other",
-                source_identifier="oai:o",
-            )
-        )
+    hold_doi_elsewhere(repo, "10.1/taken")
     outcomes = harness.harvest(
         [
             ("oai:1", data("One")),

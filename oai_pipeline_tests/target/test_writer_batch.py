@@ -13,7 +13,7 @@ from oai_pipeline.targets.embedded import transaction
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline.targets.embedded.schema import records, revisions
 from oai_pipeline.targets.embedded.writer import EmbeddedWriter
-from oai_pipeline_tests.target.test_writer import H, Harness, data
+from oai_pipeline_tests.target.test_writer import H, Harness, data, hold_doi_elsewhere
 
 
 def _mixed_batch() -> list[tuple[str, dict | None]]:
@@ -33,15 +33,7 @@ def _mixed_batch() -> list[tuple[str, dict | None]]:
 
 
 def _seed(repo: EmbeddedRepository) -> None:
-    with repo.transaction() as tx:
-        tx.publish(
-            tx.create(
-                data(doi="10.1/taken"),
-                doi="10.1/taken",
-                harvester_id="other",
-                source_identifier="oai:o",
-            )
-        )
+    hold_doi_elsewhere(repo, "10.1/taken")
     repo.deposit(data("User's", doi="10.1/user"), publish=True)
 
 
