@@ -11,7 +11,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 metadata = sa.MetaData()
 
@@ -43,12 +43,11 @@ harvest_records = sa.Table(
     sa.Column("datestamp", sa.String(32), nullable=True),
     sa.Column("deleted", sa.Boolean, nullable=False, default=False),
     sa.Column("set_specs", sa.JSON, nullable=True),
-    sa.Column("xml", sa.LargeBinary, nullable=True),
-    sa.Column("data", sa.JSON, nullable=True),
     sa.Column("pid", sa.String(1000), nullable=True),
     sa.Column("communities", sa.JSON, nullable=True),
-    # `data`, `pid` and `communities` came from the record at this datestamp through the
-    # transformer chain of this fingerprint (none after a failed transform): see reuse.
+    # The data (harvest_record_data), `pid` and `communities` came from the record at this
+    # datestamp through the transformer chain of this fingerprint (none after a failed
+    # transform): see reuse.
     sa.Column("transformed_datestamp", sa.String(32), nullable=True),
     sa.Column("transform_fingerprint", sa.String(64), nullable=True),
     sa.Column("local_id", sa.String(200), nullable=True),
@@ -69,6 +68,27 @@ harvest_records = sa.Table(
         "local_id",
         "written_revision",
     ),
+)
+
+# The XML and the transformed data of a harvest record live beside its row, one table each:
+# the row changes at every stage (harvested again, transformed, written) and a database
+# rewrites a whole row on each update, while the XML changes only when the source changes
+# the record and the data only when it is transformed again. A record without XML (deleted)
+# or without data (not transformed cleanly) has no row here.
+harvest_record_xml = sa.Table(
+    "harvest_record_xml",
+    metadata,
+    sa.Column("harvester_id", sa.String(200), primary_key=True),
+    sa.Column("identifier", sa.String(1000), primary_key=True),
+    sa.Column("xml", sa.LargeBinary, nullable=False),
+)
+
+harvest_record_data = sa.Table(
+    "harvest_record_data",
+    metadata,
+    sa.Column("harvester_id", sa.String(200), primary_key=True),
+    sa.Column("identifier", sa.String(1000), primary_key=True),
+    sa.Column("data", sa.JSON, nullable=False),
 )
 
 # Errors of a harvest record, by stage: `harvest` (parse), `transform`, `write` (last write).
@@ -152,11 +172,29 @@ def _add_transform_memory(connection: Connection) -> None:
         index.create(connection, checkfirst=True)
 
 
+def _move_payloads(connection: Connection) -> None:
+    """XML and data move from harvest_records to their own tables (copied, then dropped)."""
+    for table, column in ((harvest_record_xml, "xml"), (harvest_record_data, "data")):
+        table.create(connection, checkfirst=True)
+        # A JSON null (what an absent transform was stored as) is no data.
+        present = f"{column} IS NOT NULL"
+        if column == "data":
+            present += " AND CAST(data AS TEXT) <> 'null'"
+        connection.execute(
+            sa.text(
+                f"INSERT INTO {table.name} (harvester_id, identifier, {column}) "
+                f"SELECT harvester_id, identifier, {column} FROM harvest_records WHERE {present}"
+            )
+        )
+        connection.execute(sa.text(f"ALTER TABLE harvest_records DROP COLUMN {column}"))
+
+
 # version -> the step that brings the schema from version-1 to it (create_all covers the
 # current version of a new database).
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     2: _add_last_datestamp,
     3: _add_transform_memory,
+    4: _move_payloads,
 }
 
 

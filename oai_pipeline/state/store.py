@@ -26,6 +26,8 @@ from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.json_codec import ENGINE_JSON
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
 from oai_pipeline.state.schema import (
+    harvest_record_data,
+    harvest_record_xml,
     harvest_records,
     harvest_runs,
     harvesters,
@@ -107,6 +109,14 @@ def _create_engine(url: str) -> Engine:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def _of_record(table: sa.Table) -> sa.ColumnElement[bool]:
+    """Join condition: the row of `table` (XML or data) that belongs to the harvest record."""
+    return sa.and_(
+        table.c.harvester_id == harvest_records.c.harvester_id,
+        table.c.identifier == harvest_records.c.identifier,
+    )
 
 
 def _error_dict(row: Any) -> dict[str, Any]:
@@ -214,7 +224,13 @@ class StateStore:
                 conn.execute(harvesters.delete().where(harvesters.c.id == harvester_id)).rowcount
             )
             if delete_records:
-                for table in (record_errors, harvest_records, run_records):
+                for table in (
+                    record_errors,
+                    harvest_record_xml,
+                    harvest_record_data,
+                    harvest_records,
+                    run_records,
+                ):
                     conn.execute(table.delete().where(table.c.harvester_id == harvester_id))
                 conn.execute(
                     harvest_runs.delete().where(harvest_runs.c.harvester_id == harvester_id)
@@ -291,6 +307,31 @@ class StateStore:
             for columns_group in _group_by_keys(new):
                 conn.execute(harvest_records.insert(), columns_group)
 
+    @staticmethod
+    def _replace_payloads(
+        conn: Connection,
+        table: sa.Table,
+        harvester_id: str,
+        payloads: dict[str, Any],
+    ) -> None:
+        """Set the XML or data of these records (`table`'s one value column); None: none."""
+        if not payloads:
+            return
+        (column,) = (c.name for c in table.columns if not c.primary_key)
+        for chunk in _chunks(list(payloads)):
+            conn.execute(
+                table.delete().where(
+                    table.c.harvester_id == harvester_id, table.c.identifier.in_(chunk)
+                )
+            )
+        rows = [
+            {"harvester_id": harvester_id, "identifier": identifier, column: value}
+            for identifier, value in payloads.items()
+            if value is not None
+        ]
+        if rows:
+            conn.execute(table.insert(), rows)
+
     def _replace_errors(
         self,
         conn: Connection,
@@ -331,6 +372,7 @@ class StateStore:
         latest = {record.identifier: record for record in records}
         unchanged = self._unchanged(conn, harvester_id, latest)
         rows: dict[str, dict[str, Any]] = {}
+        xml: dict[str, bytes | None] = {}
         for r in latest.values():
             values: dict[str, Any] = {
                 "set_specs": list(r.set_specs),
@@ -338,9 +380,11 @@ class StateStore:
                 "gone_at": None,
             }
             if r.identifier not in unchanged:
-                values.update(datestamp=r.datestamp, deleted=r.deleted, xml=r.xml)
+                values.update(datestamp=r.datestamp, deleted=r.deleted)
+                xml[r.identifier] = r.xml
             rows[r.identifier] = values
         self._upsert_records(conn, harvester_id, rows)
+        self._replace_payloads(conn, harvest_record_xml, harvester_id, xml)
         self._replace_errors(
             conn,
             harvester_id,
@@ -360,15 +404,19 @@ class StateStore:
             for r in records.values()
             if not r.deleted and r.error is None and r.xml is not None
         ]
-        hr = harvest_records
+        hr, stored_xml = harvest_records, harvest_record_xml
         same: set[str] = set()
         for chunk in _chunks(candidates):
             for row in conn.execute(
-                sa.select(hr.c.identifier, hr.c.datestamp).where(
+                sa.select(hr.c.identifier, hr.c.datestamp)
+                .join(
+                    stored_xml,
+                    _of_record(stored_xml),
+                )
+                .where(
                     hr.c.harvester_id == harvester_id,
                     hr.c.identifier.in_(chunk),
                     ~hr.c.deleted,
-                    hr.c.xml.is_not(None),
                 )
             ):
                 if row.datestamp == records[row.identifier].datestamp:
@@ -409,13 +457,14 @@ class StateStore:
         with self._engine.begin() as conn:
             parse_errors = self._errors_of(conn, harvester_id, [i.identifier for i in items])
             rows: dict[str, dict[str, Any]] = {}
+            data: dict[str, Any] = {}
             errors: dict[str, list[RecordError]] = {}
             for item in items:
                 values: dict[str, Any] = {"last_transformed_at": now}
                 if item.xml is not None:  # a live record: its data is what the chain made
                     clean = item.error is None and item.data is not None
+                    data[item.identifier] = item.data
                     values.update(
-                        data=item.data,
                         pid=item.pid,
                         communities=item.communities,
                         transformed_datestamp=item.datestamp if clean else None,
@@ -432,6 +481,7 @@ class StateStore:
                 )
                 errors[item.identifier] = [item.error] if own and item.error else []
             self._upsert_records(conn, harvester_id, rows)
+            self._replace_payloads(conn, harvest_record_data, harvester_id, data)
             self._replace_errors(conn, harvester_id, "transform", errors)
 
     def stored_transforms(
@@ -440,21 +490,25 @@ class StateStore:
         """The remembered clean transform of each record whose datestamp is still the one
         it was made from, by a chain of the same fingerprint (the data as JSON text)."""
         found: dict[str, StoredTransform] = {}
-        hr = harvest_records
+        hr, stored_data = harvest_records, harvest_record_data
         with self._read() as conn:
             for chunk in _chunks(list(datestamps)):
                 rows = conn.execute(
                     sa.select(
                         hr.c.identifier,
                         hr.c.transformed_datestamp,
-                        sa.cast(hr.c.data, sa.Text).label("data_json"),
+                        sa.cast(stored_data.c.data, sa.Text).label("data_json"),
                         hr.c.pid,
                         hr.c.communities,
-                    ).where(
+                    )
+                    .join(
+                        stored_data,
+                        _of_record(stored_data),
+                    )
+                    .where(
                         hr.c.harvester_id == harvester_id,
                         hr.c.identifier.in_(chunk),
                         hr.c.transform_fingerprint == fingerprint,
-                        hr.c.data.is_not(None),
                     )
                 )
                 for row in rows:
@@ -605,9 +659,22 @@ class StateStore:
         self, oai_identifier: str, harvester_id: str | None = None
     ) -> dict[str, Any] | None:
         """One harvest record with its XML and data; ambiguous without a harvester -> error."""
-        query = sa.select(harvest_records).where(harvest_records.c.identifier == oai_identifier)
+        hr, stored_xml, stored_data = harvest_records, harvest_record_xml, harvest_record_data
+        query = (
+            sa.select(hr, stored_xml.c.xml, stored_data.c.data)
+            .select_from(
+                hr.outerjoin(
+                    stored_xml,
+                    _of_record(stored_xml),
+                ).outerjoin(
+                    stored_data,
+                    _of_record(stored_data),
+                )
+            )
+            .where(hr.c.identifier == oai_identifier)
+        )
         if harvester_id is not None:
-            query = query.where(harvest_records.c.harvester_id == harvester_id)
+            query = query.where(hr.c.harvester_id == harvester_id)
         with self._read() as conn:
             rows = conn.execute(query.order_by(harvest_records.c.harvester_id)).all()
             if not rows:
@@ -885,8 +952,10 @@ class StateStore:
                                 sa.type_coerce(harvest_records.c.set_specs, sa.Text).label(
                                     "set_specs"
                                 ),
-                                harvest_records.c.xml,
-                            ).where(
+                                harvest_record_xml.c.xml,
+                            )
+                            .outerjoin(harvest_record_xml, _of_record(harvest_record_xml))
+                            .where(
                                 harvest_records.c.harvester_id == harvester_id,
                                 harvest_records.c.identifier.in_(chunk),
                             )

@@ -17,7 +17,12 @@ import sqlalchemy as sa
 from oai_pipeline.errors import RecordError
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.oai.types import HarvestedRecord
-from oai_pipeline.state.schema import harvest_records, record_errors, run_records
+from oai_pipeline.state.schema import (
+    harvest_record_xml,
+    harvest_records,
+    record_errors,
+    run_records,
+)
 from oai_pipeline.state.store import StateStore
 
 
@@ -46,13 +51,20 @@ def _reference(store: StateStore, run_id: int) -> list[HarvestedRecord]:
                 harvest_records.c.datestamp,
                 harvest_records.c.deleted,
                 harvest_records.c.set_specs,
-                harvest_records.c.xml,
+                harvest_record_xml.c.xml,
             )
             .join(
                 harvest_records,
                 sa.and_(
                     harvest_records.c.harvester_id == run_records.c.harvester_id,
                     harvest_records.c.identifier == run_records.c.identifier,
+                ),
+            )
+            .outerjoin(
+                harvest_record_xml,
+                sa.and_(
+                    harvest_record_xml.c.harvester_id == harvest_records.c.harvester_id,
+                    harvest_record_xml.c.identifier == harvest_records.c.identifier,
                 ),
             )
             .where(run_records.c.run_id == run_id)

@@ -18,10 +18,65 @@ def _run(store: StateStore) -> int:
     )
 
 
+def _payloads_in_the_row(connection: sa.Connection) -> None:
+    """Version 3 kept the XML and the data in the harvest record's row."""
+    connection.execute(sa.text("ALTER TABLE harvest_records ADD COLUMN xml BLOB"))
+    connection.execute(sa.text("ALTER TABLE harvest_records ADD COLUMN data JSON"))
+    for table, column in (("harvest_record_xml", "xml"), ("harvest_record_data", "data")):
+        connection.execute(
+            sa.text(
+                f"UPDATE harvest_records SET {column} = (SELECT {column} FROM {table} t "
+                "WHERE t.harvester_id = harvest_records.harvester_id "
+                "AND t.identifier = harvest_records.identifier)"
+            )
+        )
+        connection.execute(sa.text(f"DROP TABLE {table}"))
+
+
 def _drop_transform_memory(connection: sa.Connection) -> None:
+    _payloads_in_the_row(connection)
     connection.execute(sa.text("DROP INDEX ix_harvest_records_memory"))
     for column in ("communities", "transformed_datestamp", "transform_fingerprint"):
         connection.execute(sa.text(f"ALTER TABLE harvest_records DROP COLUMN {column}"))
+
+
+def test_a_version_3_database_moves_xml_and_data_beside_the_rows(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'state.sqlite'}"
+    day = "2024-01-03T00:00:00Z"
+    with StateStore(url) as store:
+        store.upsert_harvested(
+            "h",
+            [
+                HarvestedRecord("oai:x:1", day, False, xml=b"<record>1</record>"),
+                HarvestedRecord("oai:x:2", day, False, xml=b"<record>2</record>"),
+                HarvestedRecord("oai:x:3", day, True),
+            ],
+        )
+        clean = TransformItem("oai:x:1", day, [], b"<record>1</record>")
+        clean.data, clean.pid = {"metadata": {"title": "T"}}, "10.1/x"
+        store.save_transformed("h", [clean], fingerprint="f1")
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:  # what version 3 looked like
+        _payloads_in_the_row(connection)
+        # version 3 stored a failed transform's absent data as a JSON null
+        connection.execute(
+            sa.text("UPDATE harvest_records SET data = 'null' WHERE identifier = 'oai:x:2'")
+        )
+        connection.execute(sa.text("UPDATE schema_version SET version = 3"))
+    with StateStore(url) as store:
+        first, second, gone = (store.get_record(f"oai:x:{n}", "h") for n in (1, 2, 3))
+        assert (first["xml"], first["data"]) == ("<record>1</record>", {"metadata": {"title": "T"}})
+        assert (second["xml"], second["data"]) == ("<record>2</record>", None)
+        assert (gone["xml"], gone["data"]) == (None, None)
+        assert store.stored_transforms("h", {"oai:x:1": day, "oai:x:2": day}, "f1").keys() == {
+            "oai:x:1"
+        }
+    with engine.begin() as connection:
+        assert connection.execute(sa.text("SELECT version FROM schema_version")).scalar() == 4
+        columns = {c["name"] for c in sa.inspect(connection).get_columns("harvest_records")}
+        assert not columns & {"xml", "data"}
+        assert connection.execute(sa.text("SELECT count(*) FROM harvest_record_data")).scalar() == 1
+    engine.dispose()
 
 
 def test_a_version_2_database_gains_the_transform_memory(tmp_path: Path) -> None:
@@ -40,7 +95,9 @@ def test_a_version_2_database_gains_the_transform_memory(tmp_path: Path) -> None
         assert stored["oai:x:1"].pid == "10.1/x"
         assert store.get_record("oai:x:1", "h")["datestamp"] == "2024-01-03T00:00:00Z"
     with engine.begin() as connection:
-        assert connection.execute(sa.text("SELECT version FROM schema_version")).scalar() == 3
+        assert connection.execute(sa.text("SELECT version FROM schema_version")).scalar() == (
+            SCHEMA_VERSION
+        )
         indexes = {index["name"] for index in sa.inspect(connection).get_indexes("harvest_records")}
         assert "ix_harvest_records_memory" in indexes
     engine.dispose()
