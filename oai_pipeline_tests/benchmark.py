@@ -126,12 +126,20 @@ def lxml_floor(base_url: str) -> dict[str, Any]:
 
 def register_harvester(homes: Homes, base_url: str) -> None:
     """Register the benchmark's harvester in a fresh home (no environment change needed)."""
+    from oai_pipeline.harvesters.model import Harvester
     from oai_pipeline.settings import load_settings
     from oai_pipeline_tests.support import register
 
     settings = load_settings({"OAI_PIPELINE_HOME": homes.home})
     settings.home.mkdir(parents=True, exist_ok=True)
-    register(settings, base_url, harvester_id=HARVESTER_ID, metadata_prefix=PREFIX)
+    # The product's defaults (batch size included), not the tests' smaller batches.
+    register(
+        settings,
+        base_url,
+        harvester_id=HARVESTER_ID,
+        metadata_prefix=PREFIX,
+        batch_size=Harvester.model_fields["batch_size"].default,
+    )
 
 
 def harvest_dagster(
