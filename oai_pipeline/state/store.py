@@ -25,6 +25,7 @@ from oai_pipeline.errors import PipelineError, RecordError
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.json_codec import ENGINE_JSON
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
+from oai_pipeline.sqlite_tuning import tune_wal
 from oai_pipeline.state.schema import (
     harvest_record_data,
     harvest_record_xml,
@@ -97,7 +98,7 @@ def _create_engine(url: str) -> Engine:
         cursor.execute("PRAGMA busy_timeout = 60000")
         if not in_memory:
             cursor.execute("PRAGMA journal_mode = WAL")
-        cursor.execute("PRAGMA synchronous = NORMAL")
+            tune_wal(cursor)
         cursor.close()
 
     @sa.event.listens_for(engine, "begin")

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.json_codec import ENGINE_JSON
+from oai_pipeline.sqlite_tuning import tune_wal
 
 _WAL_ATTEMPTS = 100  # x 50 ms
 # Execution option of a read-only transaction: on SQLite it never waits for a writer (WAL).
@@ -75,9 +76,7 @@ def _configure_sqlite(engine: sa.Engine, *, wal: bool) -> None:
         cursor.execute("PRAGMA busy_timeout=30000")
         if wal:
             _use_wal(cursor)
-            # WAL + NORMAL: a commit survives a crashed process without an fsync per commit;
-            # only a power loss can undo the latest commits (SQLite's advice for WAL).
-            cursor.execute("PRAGMA synchronous=NORMAL")
+            tune_wal(cursor)
         cursor.close()
 
     @sa.event.listens_for(engine, "begin")
