@@ -20,7 +20,8 @@ def _run(store: StateStore) -> int:
 
 def _payloads_in_the_row(connection: sa.Connection) -> None:
     """Version 3 kept the XML and the data in the harvest record's row."""
-    connection.execute(sa.text("ALTER TABLE harvest_records ADD COLUMN xml BLOB"))
+    binary = sa.LargeBinary().compile(dialect=connection.dialect)
+    connection.execute(sa.text(f"ALTER TABLE harvest_records ADD COLUMN xml {binary}"))
     connection.execute(sa.text("ALTER TABLE harvest_records ADD COLUMN data JSON"))
     for table, column in (("harvest_record_xml", "xml"), ("harvest_record_data", "data")):
         connection.execute(
@@ -40,8 +41,8 @@ def _drop_transform_memory(connection: sa.Connection) -> None:
         connection.execute(sa.text(f"ALTER TABLE harvest_records DROP COLUMN {column}"))
 
 
-def test_a_version_3_database_moves_xml_and_data_beside_the_rows(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'state.sqlite'}"
+def test_a_version_3_database_moves_xml_and_data_beside_the_rows(store_url: str) -> None:
+    url = store_url
     day = "2024-01-03T00:00:00Z"
     with StateStore(url) as store:
         store.upsert_harvested(
