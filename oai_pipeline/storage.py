@@ -9,6 +9,16 @@ matters: on a local root the files are handled with plain ``os`` calls (no ``exi
 an open that may fail anyway, no folder creation before a write that finds its folder), and
 every Parquet file is written and read as one block of bytes. Other roots go through fsspec
 with the same layout.
+
+A stage re-materialises a partition in place rather than deleting and re-creating its
+folder: creating or deleting a file costs the file system tens of times what renaming or
+overwriting one does, and an unchanged re-harvest rewrites every partition with as many parts
+as before. So `begin` takes the manifest away (the partition reads as never written), each
+part is written over the old file of its name (renamed to the temporary name first, so a
+reader sees the old file, none, or the new one), and `finish` removes the parts the new
+materialisation did not write and puts the manifest back: a partition with a manifest is
+complete. A crash in between leaves a partition without a manifest, possibly holding old and
+new parts; the stage is re-run on resume and rewrites it.
 """
 
 from __future__ import annotations
@@ -25,6 +35,11 @@ import polars as pl
 from fsspec.implementations.local import LocalFileSystem
 
 MANIFEST = "_manifest.json"
+_TMP = ".tmp"
+
+
+def part_name(part: int) -> str:
+    return f"part-{part:06d}.parquet"
 
 
 def _parquet_bytes(frame: pl.DataFrame) -> memoryview:
@@ -45,7 +60,7 @@ class PartitionStore:
         return f"{self._base}/{asset}/{harvester_id}/{window}"
 
     def clear(self, asset: str, harvester_id: str, window: str) -> None:
-        """Drop what an earlier materialisation of this partition left."""
+        """Drop the partition, folder and all (a stage rewrites with `begin`/`finish`)."""
         folder = self._folder(asset, harvester_id, window)
         if self._local:
             with contextlib.suppress(FileNotFoundError):
@@ -53,47 +68,98 @@ class PartitionStore:
         elif self.fs.exists(folder):
             self.fs.rm(folder, recursive=True)
 
-    def _write_local(self, folder: str, name: str, data: bytes | memoryview) -> None:
-        """Write to a temporary name and rename: a reader never sees half a file."""
-        path = f"{folder}/{name}"
-        tmp_path = f"{path}.tmp"
+    def begin(self, asset: str, harvester_id: str, window: str) -> None:
+        """Start re-materialising: until `finish`, the partition has no manifest."""
+        path = f"{self._folder(asset, harvester_id, window)}/{MANIFEST}"
+        if self._local:
+            # Renamed, not deleted: `finish` writes the new manifest over the same file.
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                os.rename(path, f"{path}{_TMP}")
+            return
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm(path)
+
+    def finish(
+        self, asset: str, harvester_id: str, window: str, parts: int, manifest: dict | None
+    ) -> None:
+        """End re-materialising with parts 0..parts-1 written: drop the rest, then the manifest.
+
+        Stale parts go first, so a partition with a manifest never holds a part of an earlier
+        materialisation. Without a manifest (the source had none) the partition stays without.
+        """
+        folder = self._folder(asset, harvester_id, window)
+        keep = {part_name(part) for part in range(parts)}
+        if manifest is not None:
+            keep.add(f"{MANIFEST}{_TMP}")  # written over just below
+        for name in self._names(folder):
+            if name not in keep and (name.endswith(".parquet") or name.endswith(_TMP)):
+                self._remove(f"{folder}/{name}")
+        if manifest is not None:
+            self.write_manifest(asset, harvester_id, window, manifest)
+
+    def _names(self, folder: str) -> list[str]:
+        if self._local:
+            try:
+                return os.listdir(folder)
+            except (FileNotFoundError, NotADirectoryError):
+                return []
         try:
-            handle = open(tmp_path, "wb")  # noqa: SIM115 - closed below
+            return [p.rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False)]
         except FileNotFoundError:
-            os.makedirs(folder, exist_ok=True)
-            handle = open(tmp_path, "wb")  # noqa: SIM115
+            return []
+
+    def _remove(self, path: str) -> None:
+        if self._local:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.rm(path)
+
+    def _write_local(self, folder: str, name: str, data: bytes | memoryview) -> None:
+        """Write to a temporary name and rename: a reader never sees half a file.
+
+        The file being replaced becomes the temporary file (a rename), so rewriting a
+        partition neither deletes nor creates files; only a new name creates one. The old
+        file is overwritten, then cut to length: emptying it first (``"wb"``) makes ext4
+        flush it on close, which costs more than the write.
+        """
+        path = f"{folder}/{name}"
+        tmp_path = f"{path}{_TMP}"
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            os.rename(path, tmp_path)
+        try:
+            handle = open(tmp_path, "r+b")  # noqa: SIM115 - closed below
+        except (FileNotFoundError, NotADirectoryError):
+            try:
+                handle = open(tmp_path, "wb")  # noqa: SIM115
+            except FileNotFoundError:
+                os.makedirs(folder, exist_ok=True)
+                handle = open(tmp_path, "wb")  # noqa: SIM115
         with handle:
             handle.write(data)
+            handle.truncate()
         os.replace(tmp_path, path)
 
     def write_part(
         self, asset: str, harvester_id: str, window: str, part: int, frame: pl.DataFrame
     ) -> str:
         folder = self._folder(asset, harvester_id, window)
-        name = f"part-{part:06d}.parquet"
+        name = part_name(part)
         data = _parquet_bytes(frame)
         if self._local:
             self._write_local(folder, name, data)
             return f"{folder}/{name}"
         self.fs.makedirs(folder, exist_ok=True)
         path = f"{folder}/{name}"
-        tmp_path = f"{path}.tmp"
+        tmp_path = f"{path}{_TMP}"
         with self.fs.open(tmp_path, "wb") as handle:
             handle.write(data)
         self.fs.mv(tmp_path, path)
         return path
 
     def part_names(self, asset: str, harvester_id: str, window: str) -> list[str]:
-        folder = self._folder(asset, harvester_id, window)
-        if self._local:
-            try:
-                names = os.listdir(folder)
-            except (FileNotFoundError, NotADirectoryError):
-                return []
-        else:
-            if not self.fs.exists(folder):
-                return []
-            names = [p.rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False)]
+        names = self._names(self._folder(asset, harvester_id, window))
         return sorted(n for n in names if n.endswith(".parquet"))
 
     def read_part(

@@ -195,8 +195,7 @@ def _export(services: Services, scope: HarvestScope, run_id: int, result: Discov
     storage = services.storage
     manifest = {"run_id": run_id, "from": result.from_, "until": result.until}
     for key in scope.keys:
-        storage.clear(RAW_OAI_XML, scope.harvester_id, key)
-        storage.write_manifest(RAW_OAI_XML, scope.harvester_id, key, manifest)
+        storage.begin(RAW_OAI_XML, scope.harvester_id, key)
     # Window by window (the source lists records in no datestamp order): a window's
     # records make one part per PART_SIZE, not one part per PART_SIZE of the whole run.
     position = {key: index for index, key in enumerate(scope.keys)}
@@ -238,3 +237,5 @@ def _export(services: Services, scope: HarvestScope, run_id: int, result: Discov
                 result.parse_errors.get(record.error.type, 0) + 1
             )
     flush()
+    for key in scope.keys:
+        storage.finish(RAW_OAI_XML, scope.harvester_id, key, parts[key], manifest)

@@ -82,26 +82,35 @@ def _map_groups(
     columns: Sequence[str] | None,
 ) -> None:
     group = _Group()
+    # Windows read to the end whose last parts may still wait in the group: each is
+    # finished (stale parts dropped, manifest written) once its parts are all written.
+    read: list[tuple[str, int, dict | None]] = []
 
     def flush() -> None:
         nonlocal group
         if group.parts:
             _write_group(storage, scope, target_asset, group, transform_group)
         group = _Group()
+        for key, parts, manifest in read:
+            storage.finish(target_asset, scope.harvester_id, key, parts, manifest)
+        read.clear()
 
     for key in scope.keys:
         manifest = storage.read_manifest(source_asset, scope.harvester_id, key)
-        storage.clear(target_asset, scope.harvester_id, key)
-        if manifest is not None:
-            storage.write_manifest(target_asset, scope.harvester_id, key, manifest)
+        storage.begin(target_asset, scope.harvester_id, key)
+        parts = 0
         for index, (name, source) in enumerate(
             storage.iter_parts(source_asset, scope.harvester_id, key, columns)
         ):
             if group.overlaps(source):
                 flush()
             group.add(PartRef(key, name, index), source)
+            parts = index + 1
             if group.rows >= group_rows:
                 flush()
+        read.append((key, parts, manifest))
+        if not group.parts:
+            flush()
     flush()
 
 

@@ -95,3 +95,42 @@ def test_a_result_row_of_an_unknown_record_is_an_error(tmp_path: Path) -> None:
 
     with pytest.raises(PipelineError, match="zzz"):
         map_partition_groups(store, scope, "source", "target", stray)
+
+
+def test_a_window_gets_its_manifest_once_all_its_parts_are_written(tmp_path: Path) -> None:
+    """A target window with a manifest is complete, even when its parts span groups."""
+    store = PartitionStore(str(tmp_path))
+    scope = _scope(3)
+    _fill(store, scope, {"2024-01-01": [["a"], ["b"], ["c"]], "2024-01-03": [["d"]]})
+    seen: list[tuple[str, dict | None]] = []
+
+    def check(parts: list[PartRef], frame: pl.DataFrame) -> pl.DataFrame:
+        seen.extend((p.window, store.read_manifest("target", H, p.window)) for p in parts)
+        return frame
+
+    # group_rows=2: the third part still waits in the group when its window has been read
+    map_partition_groups(store, scope, "source", "target", check, group_rows=2)
+    assert seen == [("2024-01-01", None)] * 3 + [("2024-01-03", None)]
+    for key in scope.keys:
+        assert store.read_manifest("target", H, key) == {"run_id": 7}
+
+
+def test_mapping_again_after_the_source_shrank_leaves_no_stale_part(tmp_path: Path) -> None:
+    store = PartitionStore(str(tmp_path))
+    scope = _scope(2)
+    _fill(store, scope, {"2024-01-01": [["a"], ["b"], ["c"]], "2024-01-02": [["d"]]})
+    map_partition_groups(store, scope, "source", "target", _doubled([]))
+    assert len(store.part_names("target", H, "2024-01-01")) == 3
+    for key in scope.keys:  # the source re-materialised: one part, then none
+        store.begin("source", H, key)
+    store.write_part("source", H, "2024-01-01", 0, pl.DataFrame({"identifier": ["x"], "n": [0]}))
+    store.finish("source", H, "2024-01-01", 1, {"run_id": 8})
+    store.finish("source", H, "2024-01-02", 0, {"run_id": 8})
+    map_partition_groups(store, scope, "source", "target", _doubled([]))
+    assert store.part_names("target", H, "2024-01-01") == ["part-000000.parquet"]
+    assert store.read_partition("target", H, "2024-01-01")["identifier"].to_list() == ["x", "x"]
+    assert store.part_names("target", H, "2024-01-02") == []  # the window became empty
+    assert store.read_manifest("target", H, "2024-01-02") == {"run_id": 8}
+    assert sorted(p.name for p in (tmp_path / "target" / H / "2024-01-02").iterdir()) == [
+        "_manifest.json"
+    ]

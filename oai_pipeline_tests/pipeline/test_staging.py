@@ -160,10 +160,17 @@ def test_a_window_gets_one_part_per_part_size_of_its_own_records(
     )
     with OAIEndpoint(records, page_size=50) as endpoint, Services(settings) as services:
         register(settings, endpoint.base_url, metadata_prefix="oai_datacite")
-        discover_module.discover(services, scope, RunOptions(), progress=lambda _m: None)
-        for window in scope.windows:
-            in_window = [r for r in records if window.start <= r.datestamp < window.end]
-            names = services.storage.part_names(RAW_OAI_XML, "sample", window.key)
-            assert len(names) == -(-len(in_window) // 40)  # ceil: full parts, then the rest
-            frame = services.storage.read_partition(RAW_OAI_XML, "sample", window.key)
-            assert sorted(frame["identifier"]) == sorted(r.identifier for r in in_window)
+        for part_size in (40, 1000):  # the second run rewrites each window with fewer parts
+            monkeypatch.setattr(discover_module, "PART_SIZE", part_size)
+            result = discover_module.discover(
+                services, scope, RunOptions(), progress=lambda _m: None
+            )
+            for window in scope.windows:
+                in_window = [r for r in records if window.start <= r.datestamp < window.end]
+                names = services.storage.part_names(RAW_OAI_XML, "sample", window.key)
+                # ceil: full parts, then the rest; no part of the earlier run left
+                assert len(names) == -(-len(in_window) // part_size)
+                frame = services.storage.read_partition(RAW_OAI_XML, "sample", window.key)
+                assert sorted(frame["identifier"]) == sorted(r.identifier for r in in_window)
+                manifest = services.storage.read_manifest(RAW_OAI_XML, "sample", window.key)
+                assert manifest is not None and manifest["run_id"] == result.run_id

@@ -75,6 +75,81 @@ def _exercise(store: PartitionStore) -> dict:
     return seen
 
 
+def _rematerialise(store: PartitionStore) -> dict:
+    """Partitions rewritten in place with fewer parts, none, more; a rewrite cut short."""
+    seen: dict = {}
+
+    def run(window: str, parts: list[int], manifest: dict | None) -> None:
+        store.begin("raw", "h", window)
+        seen[f"{window} during"] = store.read_manifest("raw", "h", window)
+        for part, rows in enumerate(parts):
+            store.write_part("raw", "h", window, part, _rows(rows, offset=10 * part))
+        store.finish("raw", "h", window, len(parts), manifest)
+        partition = store.read_partition("raw", "h", window)
+        seen[window] = seen.get(window, []) + [
+            (
+                store.part_names("raw", "h", window),
+                store.read_manifest("raw", "h", window),
+                None if partition is None else partition["identifier"].to_list(),
+            )
+        ]
+
+    run("fewer", [2, 1, 3], {"run_id": 1})
+    run("fewer", [1], {"run_id": 2, "from": "2024-01-01", "until": None})
+    run("empty", [1, 1], {"run_id": 1})
+    run("empty", [], {"run_id": 2})
+    run("more", [], {"run_id": 1})
+    run("more", [1, 2], {"run_id": 2})
+    run("none", [1], None)  # the source had no manifest: none here either
+    run("never", [], None)
+    # Cut short after one part: no manifest, so not taken for a complete partition.
+    store.begin("raw", "h", "fewer")
+    store.write_part("raw", "h", "fewer", 0, _rows(2, offset=50))
+    seen["cut short"] = store.read_manifest("raw", "h", "fewer")
+    run("fewer", [1], {"run_id": 3})  # the resumed stage rewrites it
+    return seen
+
+
+def test_rematerialising_in_place_on_local_and_fsspec_roots(tmp_path: Path) -> None:
+    local = _rematerialise(PartitionStore(str(tmp_path / "local")))
+    assert local == _rematerialise(PartitionStore(f"memory://{tmp_path.name}/again"))
+    one = ["part-000000.parquet"]
+    assert local["fewer"] == [
+        (
+            ["part-000000.parquet", "part-000001.parquet", "part-000002.parquet"],
+            {"run_id": 1},
+            ["oai:x:0", "oai:x:1", "oai:x:10", "oai:x:20", "oai:x:21", "oai:x:22"],
+        ),
+        (one, {"run_id": 2, "from": "2024-01-01", "until": None}, ["oai:x:0"]),
+        (one, {"run_id": 3}, ["oai:x:0"]),
+    ]
+    assert local["empty"][1] == ([], {"run_id": 2}, None)
+    assert local["more"][1][0] == ["part-000000.parquet", "part-000001.parquet"]
+    assert local["none"] == [(one, None, ["oai:x:0"])]
+    assert local["never"] == [([], None, None)]
+    assert local["fewer during"] is None and local["cut short"] is None
+    folder = tmp_path / "local" / "raw" / "h"
+    assert sorted(p.name for p in (folder / "fewer").iterdir()) == ["_manifest.json", *one]
+    assert sorted(p.name for p in (folder / "empty").iterdir()) == ["_manifest.json"]
+    assert not (folder / "never").exists()
+
+
+def test_a_rewritten_part_and_manifest_keep_their_files(tmp_path: Path) -> None:
+    """Rewriting in place renames and overwrites: no file deleted and created again."""
+    store = PartitionStore(str(tmp_path))
+    folder = tmp_path / "raw" / "h" / "w"
+    store.begin("raw", "h", "w")
+    store.write_part("raw", "h", "w", 0, _rows(1))
+    store.finish("raw", "h", "w", 1, {"run_id": 1})
+    files = {p.name: p.stat().st_ino for p in folder.iterdir()}
+    store.begin("raw", "h", "w")
+    store.write_part("raw", "h", "w", 0, _rows(2))
+    store.finish("raw", "h", "w", 1, {"run_id": 2})
+    assert {p.name: p.stat().st_ino for p in folder.iterdir()} == files
+    assert store.read_partition("raw", "h", "w").height == 2
+    assert store.read_manifest("raw", "h", "w") == {"run_id": 2}
+
+
 def test_local_fast_path_matches_fsspec(tmp_path: Path) -> None:
     """The plain-os path for local roots gives what fsspec gives for another filesystem."""
     local = PartitionStore(str(tmp_path / "local"))
