@@ -36,16 +36,18 @@ class _Group:
     def __init__(self) -> None:
         self.parts: list[PartRef] = []
         self.frames: list[pl.DataFrame] = []
-        self.identifiers: set[str] = set()
+        # identifier -> position of its part in `parts`: the way back for result rows
+        self.part_of: dict[str, int] = {}
         self.rows = 0
 
     def overlaps(self, frame: pl.DataFrame) -> bool:
-        return not self.identifiers.isdisjoint(frame["identifier"].to_list())
+        return not self.part_of.keys().isdisjoint(frame["identifier"].to_list())
 
     def add(self, part: PartRef, frame: pl.DataFrame) -> None:
+        position = len(self.parts)
         self.parts.append(part)
         self.frames.append(frame)
-        self.identifiers.update(frame["identifier"].to_list())
+        self.part_of.update(dict.fromkeys(frame["identifier"].to_list(), position))
         self.rows += frame.height
 
 
@@ -123,16 +125,14 @@ def _write_group(
 ) -> None:
     combined = pl.concat(group.frames, how="vertical_relaxed")
     result = transform_group(group.parts, combined)
-    home = pl.concat(
-        [
-            frame.select("identifier").unique().with_columns(pl.lit(position).alias(_PART))
-            for position, frame in enumerate(group.frames)
-        ]
-    )
-    routed = result.join(home, on="identifier", how="left", maintain_order="left")
-    if routed[_PART].null_count():
-        stray = routed.filter(pl.col(_PART).is_null())["identifier"].head(3).to_list()
-        raise PipelineError(f"{target_asset}: result rows of records not in the group: {stray}")
+    # Routed with the group's own map, not with frame operations per part: a range of daily
+    # windows makes hundreds of small parts, and every polars call has a fixed cost.
+    identifiers = result["identifier"].to_list()
+    positions = [group.part_of.get(identifier) for identifier in identifiers]
+    if None in positions:
+        stray = [i for i, p in zip(identifiers, positions, strict=True) if p is None]
+        raise PipelineError(f"{target_asset}: result rows of records not in the group: {stray[:3]}")
+    routed = result.with_columns(pl.Series(_PART, positions, dtype=pl.Int32))
     by_part = routed.partition_by(_PART, as_dict=True, include_key=False, maintain_order=True)
     for position, part in enumerate(group.parts):
         rows = by_part.get((position,), result.clear())
