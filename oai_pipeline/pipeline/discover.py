@@ -1,6 +1,6 @@
 """Stage 1, `raw_oai_xml`: list the source's records of a scope into the harvest-record store.
 
-Every page is staged durably (with the checkpoint saved before it is fetched), so a stopped
+Every page is staged durably (with its checkpoint saved before it is handed over), so a stopped
 or crashed run resumes where it stopped; the Parquet partition is written from the staged
 rows at the end, which also covers pages staged before a crash.
 """
@@ -169,11 +169,19 @@ def _fetch(
     def save_checkpoint(new_checkpoint: SweepCheckpoint) -> None:
         state.save_checkpoint(run_id, new_checkpoint)
 
-    for page in reader.sweep(
+    pages = reader.sweep(
         from_=from_, until=until, checkpoint=checkpoint, save_checkpoint=save_checkpoint
-    ):
-        if stage(page.records):
-            return
+    )
+    try:
+        for page in pages:
+            if stage(page.records):
+                return
+    finally:
+        # Closed now, not when the generator is collected: a page being fetched ahead is
+        # dropped before the reader (and its connection) is closed.
+        close = getattr(pages, "close", None)
+        if close is not None:
+            close()
 
 
 def _drop_existing(
