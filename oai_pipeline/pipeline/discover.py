@@ -169,19 +169,11 @@ def _fetch(
     def save_checkpoint(new_checkpoint: SweepCheckpoint) -> None:
         state.save_checkpoint(run_id, new_checkpoint)
 
-    pages = reader.sweep(
+    for page in reader.sweep(
         from_=from_, until=until, checkpoint=checkpoint, save_checkpoint=save_checkpoint
-    )
-    try:
-        for page in pages:
-            if stage(page.records):
-                return
-    finally:
-        # Closed now, not when the generator is collected: a page being fetched ahead is
-        # dropped before the reader (and its connection) is closed.
-        close = getattr(pages, "close", None)
-        if close is not None:
-            close()
+    ):
+        if stage(page.records):
+            return
 
 
 def _drop_existing(
