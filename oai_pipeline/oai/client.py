@@ -12,8 +12,10 @@ from __future__ import annotations
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Literal
 
 import httpx
@@ -76,6 +78,65 @@ def _noop_save(checkpoint: SweepCheckpoint) -> None:
     """Default for sweeps whose progress need not survive the process."""
 
 
+class _Abandoned(Exception):
+    """The sweep that asked for a page ahead has stopped: its request gives up quietly."""
+
+
+class _PageAhead:
+    """The next page of one sweep, fetched and parsed in a worker thread the sweep owns while
+    the caller processes the current page (the source and our CPU are not idle in turn).
+
+    At most one request is in flight, and it goes through the client's flow control like any
+    other. The sweep takes the page only after saving the checkpoint that names it, so the
+    checkpoint still means "every page before this token was handed over".
+    """
+
+    def __init__(self, client: OAIClient, fetch: Callable[[str | None], Page]) -> None:
+        self._client = client
+        self._fetch = fetch
+        self._stop = threading.Event()
+        self._executor: ThreadPoolExecutor | None = None
+        self._future: Future[Page] | None = None
+        self._token: str | None = None
+
+    def start(self, token: str) -> None:
+        """Fetch the page ``token`` names in the background (not once closed)."""
+        if self._stop.is_set():
+            return
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="oai-ahead")
+        self._token = token
+        self._future = self._executor.submit(self._run, token)
+
+    def _run(self, token: str) -> Page:
+        self._client._local.stop = self._stop
+        try:
+            return self._fetch(token)
+        finally:
+            self._client._local.stop = None
+
+    def take(self, token: str | None) -> Page:
+        """The page ``token`` names: the one fetched ahead (its error raised here), else now."""
+        future, self._future = self._future, None
+        if future is None or token is None or token != self._token:
+            return self._fetch(token)
+        try:
+            return future.result()
+        except (_Abandoned, CancelledError):
+            # Stopped by client.close(): fetch as a sweep without prefetch would.
+            return self._fetch(token)
+
+    def close(self) -> None:
+        """Cancel a request not yet started; one running may finish (its waits are cut
+        short, no retry follows) and its result is dropped. No worker thread is left."""
+        self._stop.set()
+        future, self._future = self._future, None
+        if future is not None:
+            future.cancel()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+
+
 class OAIClient:
     """Talks to one OAI-PMH base URL. Not a generic HTTP client: one request at a time."""
 
@@ -91,8 +152,10 @@ class OAIClient:
         retry_budget_seconds: float = 1800.0,
         user_agent: str | None = None,
         transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
+        """``sleep`` None waits in real time (cut short when a page fetched ahead is dropped);
+        tests pass a fake."""
         if not base_url.startswith(("http://", "https://")):
             raise ConfigurationError(f"OAI-PMH base URL must be http(s): {base_url!r}")
         if timeout <= 0 or max_retries < 0 or backoff_base < 0 or max_retry_wait < 0:
@@ -111,7 +174,12 @@ class OAIClient:
         self.retry_budget_seconds = retry_budget_seconds
         self._sleep = sleep
         self._rng = random.Random()
-        self._limiter = RateLimiter(rate_limit_per_minute, max_wait=max_retry_wait, sleep=sleep)
+        # A prefetching worker's stop event, so its waits end when its sweep is closed.
+        self._local = threading.local()
+        self._ahead: set[_PageAhead] = set()
+        self._limiter = RateLimiter(
+            rate_limit_per_minute, max_wait=max_retry_wait, sleep=self._pause
+        )
         self._http = httpx.Client(
             transport=transport,
             timeout=httpx.Timeout(timeout),
@@ -191,15 +259,19 @@ class OAIClient:
         save_checkpoint: Callable[[SweepCheckpoint], None] = _noop_save,
         max_empty_pages: int = 50,
         max_restarts: int = 3,
+        prefetch: bool = True,
     ) -> Iterator[Page]:
         """Every page of one list request, following resumption tokens.
 
-        Before each page is fetched, ``save_checkpoint`` gets the token that names it (None:
-        the first page), so a crashed run resumes from ``checkpoint`` where it stopped. After
-        ``badResumptionToken`` the window is redone from its start (records are not in
-        datestamp order, so nothing finer is safe; the caller skips what it already staged),
-        at most ``max_restarts`` times. A repeated token, or more than ``max_empty_pages``
-        empty pages in a row that still carry a token, raise HarvestProtocolError.
+        Before each page is handed over, ``save_checkpoint`` gets the token that names it
+        (None: the first page), so a crashed run resumes from ``checkpoint`` where it stopped.
+        With ``prefetch``, the next page is requested and parsed in a background thread while
+        the caller processes the current one; it is taken (and its errors raised) only when
+        the caller asks for it, after its checkpoint is saved. After ``badResumptionToken``
+        the window is redone from its start (records are not in datestamp order, so nothing
+        finer is safe; the caller skips what it already staged), at most ``max_restarts``
+        times. A repeated token, or more than ``max_empty_pages`` empty pages in a row that
+        still carry a token, raise HarvestProtocolError.
         """
         window = (from_, until, set_spec, metadata_prefix)
         token: str | None = None
@@ -218,67 +290,90 @@ class OAIClient:
             token = checkpoint.resumption_token
             pages_read = checkpoint.pages_read
             cursor, response_date = checkpoint.cursor, checkpoint.response_date
+
+        def fetch(token: str | None) -> Page:
+            return self.list_page(
+                verb,
+                metadata_prefix=metadata_prefix,
+                from_=from_,
+                until=until,
+                set_spec=set_spec,
+                resumption_token=token,
+            )
+
+        ahead = _PageAhead(self, fetch) if prefetch else None
+        if ahead is not None:
+            self._ahead.add(ahead)
         seen_tokens: set[str] = {token} if token else set()
         restarts, empty_in_a_row = 0, 0
-        while True:
-            save_checkpoint(
-                SweepCheckpoint(
-                    from_=from_,
-                    until=until,
-                    set_spec=set_spec,
-                    metadata_prefix=metadata_prefix,
-                    resumption_token=token,
-                    pages_read=pages_read,
-                    cursor=cursor,
-                    response_date=response_date,
+        try:
+            while True:
+                save_checkpoint(
+                    SweepCheckpoint(
+                        from_=from_,
+                        until=until,
+                        set_spec=set_spec,
+                        metadata_prefix=metadata_prefix,
+                        resumption_token=token,
+                        pages_read=pages_read,
+                        cursor=cursor,
+                        response_date=response_date,
+                    )
                 )
-            )
-            try:
-                page = self.list_page(
-                    verb,
-                    metadata_prefix=metadata_prefix,
-                    from_=from_,
-                    until=until,
-                    set_spec=set_spec,
-                    resumption_token=token,
-                )
-            except BadResumptionToken as exc:
-                if token is None:
-                    raise
-                restarts += 1
-                if restarts > max_restarts:
-                    raise HarvestProtocolError(
-                        f"{self.base_url} ({verb}): resumption token refused {restarts} times, "
-                        f"window redone {max_restarts} times already: {exc}"
-                    ) from exc
-                logger.warning(
-                    "%s: resumption token refused (%s); redoing the window from its start",
-                    self.base_url,
-                    exc.message,
-                )
-                token, cursor = None, None
-                seen_tokens.clear()
-                empty_in_a_row = 0
-                continue
-            pages_read += 1
-            cursor, response_date = page.cursor, page.response_date
-            yield page
-            next_token = page.resumption_token
-            if next_token is None:
-                return
-            if next_token in seen_tokens:
-                raise HarvestProtocolError(
-                    f"{self.base_url} ({verb}): the source repeated resumption token "
-                    f"{_shorten(next_token)!r} after {pages_read} pages; stopping, not looping"
-                )
-            seen_tokens.add(next_token)
-            empty_in_a_row = 0 if page.records else empty_in_a_row + 1
-            if empty_in_a_row > max_empty_pages:
-                raise HarvestProtocolError(
-                    f"{self.base_url} ({verb}): {empty_in_a_row} empty pages in a row that "
-                    "still carry a resumption token; stopping instead of looping"
-                )
-            token = next_token
+                try:
+                    page = ahead.take(token) if ahead is not None else fetch(token)
+                except BadResumptionToken as exc:
+                    if token is None:
+                        raise
+                    restarts += 1
+                    if restarts > max_restarts:
+                        raise HarvestProtocolError(
+                            f"{self.base_url} ({verb}): resumption token refused {restarts} "
+                            f"times, window redone {max_restarts} times already: {exc}"
+                        ) from exc
+                    logger.warning(
+                        "%s: resumption token refused (%s); redoing the window from its start",
+                        self.base_url,
+                        exc.message,
+                    )
+                    token, cursor = None, None
+                    seen_tokens.clear()
+                    empty_in_a_row = 0
+                    continue
+                pages_read += 1
+                cursor, response_date = page.cursor, page.response_date
+                next_token = page.resumption_token
+                # Judged before the page is handed over (so that a sound token is fetched
+                # ahead), raised after, when the caller asks for the next page.
+                refusal: HarvestProtocolError | None = None
+                if next_token is not None:
+                    if next_token in seen_tokens:
+                        refusal = HarvestProtocolError(
+                            f"{self.base_url} ({verb}): the source repeated resumption token "
+                            f"{_shorten(next_token)!r} after {pages_read} pages; stopping, "
+                            "not looping"
+                        )
+                    else:
+                        seen_tokens.add(next_token)
+                        empty_in_a_row = 0 if page.records else empty_in_a_row + 1
+                        if empty_in_a_row > max_empty_pages:
+                            refusal = HarvestProtocolError(
+                                f"{self.base_url} ({verb}): {empty_in_a_row} empty pages in a "
+                                "row that still carry a resumption token; stopping instead "
+                                "of looping"
+                            )
+                    if refusal is None and ahead is not None:
+                        ahead.start(next_token)
+                yield page
+                if next_token is None:
+                    return
+                if refusal is not None:
+                    raise refusal
+                token = next_token
+        finally:
+            if ahead is not None:
+                ahead.close()
+                self._ahead.discard(ahead)
 
     def get_record(self, identifier: str, metadata_prefix: str) -> HarvestedRecord:
         """One record by identifier; ``idDoesNotExist`` is that record's error, not a failure."""
@@ -340,6 +435,9 @@ class OAIClient:
         return read_metadata_prefixes(parsed)
 
     def close(self) -> None:
+        """Stop the pages being fetched ahead by sweeps still open, then the connections."""
+        for ahead in list(self._ahead):
+            ahead.close()
         self._http.close()
 
     def __enter__(self) -> OAIClient:
@@ -388,6 +486,7 @@ class OAIClient:
         backoff_retries = polite_retries = 0
         waited = 0.0
         while True:
+            self._give_up_if_abandoned()
             retry_after: float | None = None
             try:
                 status, headers, body = self._send(params)
@@ -428,8 +527,25 @@ class OAIClient:
             logger.warning(
                 "%s (%s): %s; retry %d in %.1f s", self.base_url, verb, problem, attempts, wait
             )
-            self._sleep(wait)
+            self._pause(wait)
             waited += wait
+
+    def _pause(self, seconds: float) -> None:
+        """Every wait (request spacing, retries); a worker whose sweep stopped gives up."""
+        self._give_up_if_abandoned()
+        stop: threading.Event | None = getattr(self._local, "stop", None)
+        if self._sleep is not None:
+            self._sleep(seconds)
+        elif stop is not None:
+            stop.wait(seconds)
+        else:
+            time.sleep(seconds)
+        self._give_up_if_abandoned()
+
+    def _give_up_if_abandoned(self) -> None:
+        stop: threading.Event | None = getattr(self._local, "stop", None)
+        if stop is not None and stop.is_set():
+            raise _Abandoned
 
 
 def _shorten(token: str, keep: int = 40) -> str:

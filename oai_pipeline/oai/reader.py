@@ -7,7 +7,6 @@ those options.
 
 from __future__ import annotations
 
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
@@ -83,6 +82,9 @@ class OAIPMHReaderOptions(BaseModel):
     )
     max_empty_pages: int = Field(50, ge=1, description="empty pages in a row before giving up")
     max_restarts: int = Field(3, ge=0, description="window restarts after badResumptionToken")
+    prefetch: bool = Field(
+        True, description="request the next page while the current one is being stored"
+    )
 
 
 class OAIPMHReader(Reader):
@@ -97,7 +99,7 @@ class OAIPMHReader(Reader):
         harvester: Harvester,
         *,
         transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         if options is None or isinstance(options, Mapping):
             options = OAIPMHReaderOptions.model_validate(dict(options or {}))
@@ -157,6 +159,7 @@ class OAIPMHReader(Reader):
             save_checkpoint=save_checkpoint,
             max_empty_pages=self._options.max_empty_pages,
             max_restarts=self._options.max_restarts,
+            prefetch=self._options.prefetch,
         )
 
     def list_identifiers(
@@ -170,6 +173,7 @@ class OAIPMHReader(Reader):
             set_spec=self.harvester.setspec,
             max_empty_pages=self._options.max_empty_pages,
             max_restarts=self._options.max_restarts,
+            prefetch=self._options.prefetch,
         )
 
     def get_records(self, identifiers: list[str]) -> Iterator[HarvestedRecord]:

@@ -45,7 +45,8 @@ class Page:
 
 @dataclass
 class SweepCheckpoint:
-    """Saved before the page that `resumption_token` names is fetched (None: first page)."""
+    """Saved before the page that `resumption_token` names is handed over (None: first page);
+    every page before it was handed over and processed."""
 
     from_: str | None
     until: str | None

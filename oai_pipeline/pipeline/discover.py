@@ -1,6 +1,6 @@
 """Stage 1, `raw_oai_xml`: list the source's records of a scope into the harvest-record store.
 
-Every page is staged durably (with the checkpoint saved before it is fetched), so a stopped
+Every page is staged durably (with its checkpoint saved before it is handed over), so a stopped
 or crashed run resumes where it stopped; the Parquet partition is written from the staged
 rows at the end, which also covers pages staged before a crash.
 """

@@ -60,9 +60,12 @@ def held(source: FakeSource) -> set[str]:
     return {record.identifier for record in source.records}
 
 
-def test_clean_harvest_pages_through_tokens_and_checkpoints_before_each_page() -> None:
+@pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "sequential"])
+def test_clean_harvest_pages_through_tokens_and_checkpoints_before_each_page(
+    prefetch: bool,
+) -> None:
     source = FakeSource(make_records(10), page_size=3)
-    harvest = Harvest(source).run()
+    harvest = Harvest(source).run(prefetch=prefetch)
     assert set(harvest.records) == held(source)
     assert harvest.yielded == 10  # nothing twice
     assert len(source.requests) == 4
@@ -71,7 +74,7 @@ def test_clean_harvest_pages_through_tokens_and_checkpoints_before_each_page() -
     assert [c.pages_read for c in harvest.checkpoints] == [0, 1, 2, 3]
     assert harvest.checkpoints[1].cursor == 0 and harvest.checkpoints[2].cursor == 3
     assert harvest.checkpoints[1].response_date == "2026-01-01T00:00:00Z"
-    # the checkpoint is saved before the page it names is requested
+    # each checkpoint names the page requested next (saved before that page is handed over)
     assert [r.url.params.get("resumptionToken") for r in source.requests] == tokens
     assert harvest.sleeps == []
 
@@ -145,12 +148,13 @@ def test_unusable_page_with_status_200_is_retried_never_the_end_of_the_list(faul
     assert len(harvest.sleeps) == 1
 
 
-def test_a_page_that_stays_truncated_fails_the_run_instead_of_ending_it() -> None:
+@pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "sequential"])
+def test_a_page_that_stays_truncated_fails_the_run_instead_of_ending_it(prefetch: bool) -> None:
     source = FakeSource(make_records(10), page_size=4)
     source.faults = {number: truncated for number in range(2, 10)}  # page 2 keeps breaking
     harvest = Harvest(source, max_retries=2)
     with pytest.raises(HarvestProtocolError, match="not well-formed"):
-        harvest.run()
+        harvest.run(prefetch=prefetch)
     assert len(harvest.records) == 4  # page one only: the cut page was never taken as the end
     assert harvest.checkpoints[-1].pages_read == 1  # a rerun resumes at page two
 
@@ -200,11 +204,15 @@ def test_restarts_are_bounded() -> None:
         Harvest(source).run(max_restarts=2)
 
 
-def test_resume_from_a_saved_checkpoint_after_a_crash() -> None:
+@pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "sequential"])
+def test_resume_from_a_saved_checkpoint_after_a_crash(prefetch: bool) -> None:
     source = FakeSource(make_records(10), page_size=3)
     first = Harvest(source)
     sweep = first.client.sweep(
-        "ListRecords", metadata_prefix="oai_dc", save_checkpoint=first.checkpoints.append
+        "ListRecords",
+        metadata_prefix="oai_dc",
+        save_checkpoint=first.checkpoints.append,
+        prefetch=prefetch,
     )
     page_one = {r.identifier for r in next(sweep).records}
     page_two = {r.identifier for r in next(sweep).records}
@@ -212,7 +220,7 @@ def test_resume_from_a_saved_checkpoint_after_a_crash() -> None:
     saved = first.checkpoints[-1]  # saved before page two was fetched
     assert saved.pages_read == 1 and saved.resumption_token
     source.requests.clear()
-    second = Harvest(source).run(checkpoint=saved)
+    second = Harvest(source).run(checkpoint=saved, prefetch=prefetch)
     assert source.requests[0].url.params["resumptionToken"] == saved.resumption_token
     assert page_one | set(second.records) == held(source)
     assert page_one.isdisjoint(second.records) and page_two <= set(second.records)

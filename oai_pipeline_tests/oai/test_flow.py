@@ -90,17 +90,19 @@ def test_low_ratelimit_remaining_slows_down_until_the_reset() -> None:
     assert clock.sleeps == [pytest.approx(10.0), pytest.approx(12.0)]
 
 
-def test_client_rate_limit_and_its_override() -> None:
+@pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "sequential"])
+def test_client_rate_limit_and_its_override(prefetch: bool) -> None:
+    """Spacing holds for the page fetched ahead too: it waits its turn like any request."""
     source = FakeSource(make_records(6), page_size=2)
     sleeps: list[float] = []
     client = OAIClient(
         BASE_URL, transport=source.transport(), sleep=sleeps.append, rate_limit_per_minute=6
     )
-    list(client.sweep("ListRecords", metadata_prefix="oai_dc"))
+    list(client.sweep("ListRecords", metadata_prefix="oai_dc", prefetch=prefetch))
     assert len(sleeps) == 2 and all(9 < s <= 10 for s in sleeps)
     client.rate_limit_per_minute = None
     sleeps.clear()
-    list(client.sweep("ListRecords", metadata_prefix="oai_dc"))
+    list(client.sweep("ListRecords", metadata_prefix="oai_dc", prefetch=prefetch))
     assert (
         sleeps == [] or max(sleeps) <= 10
     )  # only the wait left over from the last limited request
@@ -108,7 +110,8 @@ def test_client_rate_limit_and_its_override() -> None:
         client.rate_limit_per_minute = 0
 
 
-def test_client_honours_rate_limit_headers_but_not_retry_after_on_200() -> None:
+@pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "sequential"])
+def test_client_honours_rate_limit_headers_but_not_retry_after_on_200(prefetch: bool) -> None:
     source = FakeSource(make_records(6), page_size=2)
     source.response_headers = {
         "retry-after": "60",
@@ -118,7 +121,7 @@ def test_client_honours_rate_limit_headers_but_not_retry_after_on_200() -> None:
     }
     sleeps: list[float] = []
     client = OAIClient(BASE_URL, transport=source.transport(), sleep=sleeps.append)
-    list(client.sweep("ListRecords", metadata_prefix="oai_dc"))
+    list(client.sweep("ListRecords", metadata_prefix="oai_dc", prefetch=prefetch))
     assert len(sleeps) == 2 and all(6.9 < s <= 7 for s in sleeps)
 
 

@@ -98,3 +98,15 @@ def test_options_from_a_plain_mapping_or_another_model() -> None:
     assert reader.options.timeout == 120
     list(reader.get_records(["oai:x"]))
     assert source.requests[0].headers["user-agent"] == "me (+mailto:me@example.org)"
+
+
+def test_fetching_ahead_is_a_reader_option_on_by_default() -> None:
+    assert OAIPMHReaderOptions().prefetch is True
+    source = FakeSource(make_records(6), page_size=3)
+    with make_reader(source, {"prefetch": False}) as reader:
+        pages = reader.sweep(
+            from_=None, until=None, checkpoint=None, save_checkpoint=lambda c: None
+        )
+        next(pages)
+        assert len(source.requests) == 1  # nothing requested ahead of the caller
+        pages.close()
