@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import shutil
 import sys
 import tempfile
 import time
@@ -82,7 +83,8 @@ def main() -> None:
     server.start()
     try:
         base_url, first, last = urls.get(timeout=600)
-        homes = fresh_homes(Path(tempfile.mkdtemp(prefix="oai-profile-")), "run")
+        work_root = Path(tempfile.mkdtemp(prefix="oai-profile-"))
+        homes = fresh_homes(work_root, "run")
         register_harvester(homes, base_url)
         harvest = harvest_dagster if args.dagster else harvest_in_process
         for attempt in range(2 if args.again else 1):
@@ -95,6 +97,8 @@ def main() -> None:
     finally:
         stop.set()
         server.join()
+        if "work_root" in locals():
+            shutil.rmtree(work_root, ignore_errors=True)
 
 
 if __name__ == "__main__":

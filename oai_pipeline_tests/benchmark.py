@@ -236,6 +236,12 @@ def fresh_homes(root: Path, name: str) -> Homes:
     return Homes(str(folder / "oai_home"), str(folder / "dagster_home"))
 
 
+def discard(homes: Homes) -> None:
+    """Remove a measured harvest's homes: at 10 N a harvest leaves ~15 GB of databases and
+    Parquet, so only one may be on disk at a time."""
+    shutil.rmtree(Path(homes.home).parent, ignore_errors=True)
+
+
 def window_range(records: list) -> tuple[str, str]:
     days = sorted({r.datestamp.date() for r in records})
     return days[0].isoformat(), days[-1].isoformat()
@@ -312,6 +318,7 @@ def run(
             figures[f"e_incremental_{mode}"] = measure(
                 harvest, homes[mode].home, homes[mode].dagster_home, day, day
             )
+            discard(homes[mode])
     del records
     large = records_count * rss_factor
     if rss_factor > 1:
@@ -325,6 +332,7 @@ def run(
                 figures[f"f_full_{mode}_x{rss_factor}"] = measure(
                     harvest, big_homes.home, big_homes.dagster_home, big_first, big_last
                 )
+                discard(big_homes)
         del big
     return summarise(
         figures, records_count, changed, rss_factor, page_size, list(harvests), started

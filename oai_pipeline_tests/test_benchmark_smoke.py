@@ -56,3 +56,23 @@ def test_benchmark_reports_every_figure(tmp_path: Path, monkeypatch) -> None:
             "rss_growth_at_factor",
         }
     assert results["machine"]["cpus"] >= 1
+
+
+def test_each_harvest_is_removed_once_measured(tmp_path: Path, monkeypatch) -> None:
+    """At 10 N a harvest leaves ~15 GB on disk: the benchmark keeps one at a time."""
+    monkeypatch.setattr(benchmark, "in_child", benchmark.in_this_process)
+    work_root = tmp_path / "work"
+    work_root.mkdir()
+    alive: list[list[str]] = []
+    measured = benchmark.harvest_in_process
+
+    def harvest(home: str, dagster_home: str, first: str, last: str) -> dict:
+        alive.append(sorted(p.name for p in work_root.iterdir()))
+        return measured(home, dagster_home, first, last)
+
+    monkeypatch.setattr(benchmark, "harvest_in_process", harvest)
+    benchmark.run(100, 2, 500, work_root, dagster=False, span_days=2, log=lambda _m: None)
+
+    # c, d and e share one harvest's homes; f gets fresh ones after those are gone
+    assert alive == [["c_in_process"]] * 3 + [["f_in_process"]]
+    assert list(work_root.iterdir()) == []
