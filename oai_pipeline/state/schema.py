@@ -70,25 +70,27 @@ harvest_records = sa.Table(
     ),
 )
 
+
 # The XML and the transformed data of a harvest record live beside its row, one table each:
 # the row changes at every stage (harvested again, transformed, written) and a database
 # rewrites a whole row on each update, while the XML changes only when the source changes
 # the record and the data only when it is transformed again. A record without XML (deleted)
 # or without data (not transformed cleanly) has no row here.
-harvest_record_xml = sa.Table(
-    "harvest_record_xml",
-    metadata,
-    sa.Column("harvester_id", sa.String(200), primary_key=True),
-    sa.Column("identifier", sa.String(1000), primary_key=True),
-    sa.Column("xml", sa.LargeBinary, nullable=False),
-)
+def _beside_the_record(name: str, column: sa.Column) -> sa.Table:
+    return sa.Table(
+        name,
+        metadata,
+        sa.Column("harvester_id", sa.String(200), primary_key=True),
+        sa.Column("identifier", sa.String(1000), primary_key=True),
+        column,
+    )
 
-harvest_record_data = sa.Table(
-    "harvest_record_data",
-    metadata,
-    sa.Column("harvester_id", sa.String(200), primary_key=True),
-    sa.Column("identifier", sa.String(1000), primary_key=True),
-    sa.Column("data", sa.JSON, nullable=False),
+
+harvest_record_xml = _beside_the_record(
+    "harvest_record_xml", sa.Column("xml", sa.LargeBinary, nullable=False)
+)
+harvest_record_data = _beside_the_record(
+    "harvest_record_data", sa.Column("data", sa.JSON, nullable=False)
 )
 
 # Errors of a harvest record, by stage: `harvest` (parse), `transform`, `write` (last write).
