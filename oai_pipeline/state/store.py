@@ -410,10 +410,7 @@ class StateStore:
         for chunk in _chunks(candidates):
             for row in conn.execute(
                 sa.select(hr.c.identifier, hr.c.datestamp)
-                .join(
-                    stored_xml,
-                    _of_record(stored_xml),
-                )
+                .join(stored_xml, _of_record(stored_xml))
                 .where(
                     hr.c.harvester_id == harvester_id,
                     hr.c.identifier.in_(chunk),
@@ -502,10 +499,7 @@ class StateStore:
                         hr.c.pid,
                         hr.c.communities,
                     )
-                    .join(
-                        stored_data,
-                        _of_record(stored_data),
-                    )
+                    .join(stored_data, _of_record(stored_data))
                     .where(
                         hr.c.harvester_id == harvester_id,
                         hr.c.identifier.in_(chunk),
