@@ -51,18 +51,25 @@ def installed_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(site))
 
 
-def test_harvest_with_a_transformer_from_an_entry_point(
-    installed_plugin: None, instance: dg.DagsterInstance, settings: Settings
-) -> None:
-    records = shifted_sample_records()
+def _harvest_with(
+    instance: dg.DagsterInstance, settings: Settings, records: list, transformer: str
+) -> dg.ExecuteInProcessResult:
+    """Harvest `records` with the default chain plus `transformer`, over all their windows."""
     with OAIEndpoint(records) as endpoint:
         harvester = register(settings, endpoint.base_url)
         with Services(settings) as services:
             HarvesterRegistry(services.state).update(
-                "sample", transformers=[*harvester.transformers, 'shout{suffix:"?!"}']
+                "sample", transformers=[*harvester.transformers, transformer]
             )
         days = sorted(r.datestamp.date().isoformat() for r in records)
-        assert materialize_windows(instance, "sample", days[0], days[-1]).success
+        return materialize_windows(instance, "sample", days[0], days[-1])
+
+
+def test_harvest_with_a_transformer_from_an_entry_point(
+    installed_plugin: None, instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    records = shifted_sample_records()
+    assert _harvest_with(instance, settings, records, 'shout{suffix:"?!"}').success
 
     target = target_by_source(settings, "sample")
     live = live_records(records, "oai_datacite")
@@ -109,15 +116,8 @@ def test_a_record_the_chain_made_nothing_of_is_a_no_data_error(
     )
     monkeypatch.syspath_prepend(str(site))
     records = shifted_sample_records()
-    with OAIEndpoint(records) as endpoint:
-        harvester = register(settings, endpoint.base_url)
-        with Services(settings) as services:
-            HarvesterRegistry(services.state).update(
-                "sample", transformers=[*harvester.transformers, "forget"]
-            )
-        days = sorted(r.datestamp.date().isoformat() for r in records)
-        result = materialize_windows(instance, "sample", days[0], days[-1])
-        assert result.success
+    result = _harvest_with(instance, settings, records, "forget")
+    assert result.success
 
     assert target_by_source(settings, "sample") == {}
     # One materialisation per window, each with the run's counts.
