@@ -7,6 +7,7 @@ import importlib
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from lxml import etree
 
 from oai_pipeline.harvesters.model import Harvester
@@ -118,4 +119,17 @@ def install_plugin(
         )
     )
     importlib.invalidate_caches()
+    return site
+
+
+def use_plugin(
+    monkeypatch: pytest.MonkeyPatch,
+    site: Path,
+    module: str,
+    source: str,
+    entry_points: dict[str, dict[str, str]],
+) -> Path:
+    """`install_plugin`, with `site` put on sys.path for the rest of the test."""
+    install_plugin(site, module, source, entry_points)
+    monkeypatch.syspath_prepend(str(site))
     return site

@@ -15,11 +15,11 @@ from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
 from oai_pipeline_tests.support import (
-    install_plugin,
     live_records,
     register,
     shifted_sample_records,
     target_by_source,
+    use_plugin,
 )
 
 PLUGIN = '''
@@ -42,13 +42,13 @@ class Shout(Transformer):
 
 @pytest.fixture
 def installed_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    site = install_plugin(
+    use_plugin(
+        monkeypatch,
         tmp_path / "site",
         "shout_plugin",
         PLUGIN,
         {"oai_pipeline.transformers": {"shout": "shout_plugin:Shout"}},
     )
-    monkeypatch.syspath_prepend(str(site))
 
 
 def _harvest_with(
@@ -108,13 +108,13 @@ def test_a_record_the_chain_made_nothing_of_is_a_no_data_error(
     instance: dg.DagsterInstance,
     settings: Settings,
 ) -> None:
-    site = install_plugin(
+    use_plugin(
+        monkeypatch,
         tmp_path / "site",
         "forget_plugin",
         FORGETFUL,
         {"oai_pipeline.transformers": {"forget": "forget_plugin:Forget"}},
     )
-    monkeypatch.syspath_prepend(str(site))
     records = shifted_sample_records()
     result = _harvest_with(instance, settings, records, "forget")
     assert result.success

@@ -22,7 +22,7 @@ from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings, load_settings
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
-from oai_pipeline_tests.support import install_plugin, register
+from oai_pipeline_tests.support import register, use_plugin
 
 CLI = str(Path(sys.executable).with_name("oai-pipeline"))
 HARVEST = ["harvest", "gen", "--since", "2024-01-01", "--progress-every", "50"]
@@ -49,13 +49,13 @@ class SlowWriter(EmbeddedWriter):
 
 @pytest.fixture
 def slow_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    site = install_plugin(
+    site = use_plugin(
+        monkeypatch,
         tmp_path / "site",
         "slow_writer",
         SLOW_WRITER,
         {"oai_pipeline.writers": {"slow-service": "slow_writer:SlowWriter"}},
     )
-    monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("PYTHONPATH", str(site))
     return site
 
