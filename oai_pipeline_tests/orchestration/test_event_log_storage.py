@@ -1,0 +1,191 @@
+"""The shipped instance's event log: Dagster's SQLite files, connections kept open."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+from dagster._core.events.log import EventLogEntry
+
+from oai_pipeline.dagster_event_log import OPEN_RUN_SHARDS, PooledSqliteEventLogStorage
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A DAGSTER_HOME with the shipped dagster.yaml."""
+    home = tmp_path / "shipped_home"
+    home.mkdir()
+    shutil.copy(PROJECT / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def instance(home: Path) -> Iterator[dg.DagsterInstance]:
+    with dg.DagsterInstance.get() as instance:
+        yield instance
+
+
+def _log_entry(run_id: str, message: str) -> EventLogEntry:
+    return EventLogEntry(
+        error_info=None,
+        level="INFO",
+        user_message=message,
+        run_id=run_id,
+        timestamp=time.time(),
+    )
+
+
+def _messages(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    return [entry.user_message for entry in instance.all_logs(run_id)]
+
+
+def _materialize(instance: dg.DagsterInstance, partition: str) -> None:
+    instance.report_runless_asset_event(dg.AssetMaterialization("harvested", partition=partition))
+
+
+def _count_connections() -> tuple[list[int], Callable[..., None]]:
+    opened: list[int] = []
+
+    def on_connect(*_args: object) -> None:
+        opened.append(1)
+
+    return opened, on_connect
+
+
+def test_the_shipped_instance_keeps_its_event_log_where_dagster_does(
+    instance: dg.DagsterInstance, home: Path
+) -> None:
+    storage = instance.event_log_storage
+    assert isinstance(storage, PooledSqliteEventLogStorage)
+    _materialize(instance, "2024-01-01")
+    assert (home / "history" / "runs" / "index.db").exists()
+
+
+def test_events_reuse_one_connection_per_database(instance: dg.DagsterInstance) -> None:
+    _materialize(instance, "2024-01-01")  # creates the run shard and the index
+    opened, on_connect = _count_connections()
+    sa.event.listen(sa.Engine, "connect", on_connect)
+    try:
+        for day in range(2, 32):
+            _materialize(instance, f"2024-01-{day:02d}")
+    finally:
+        sa.event.remove(sa.Engine, "connect", on_connect)
+    assert len(opened) <= 1  # Dagster's own storage opens two per event: 60 here
+    assert instance.get_latest_materialization_event(dg.AssetKey("harvested")) is not None
+    materialized = instance.get_materialized_partitions(dg.AssetKey("harvested"))
+    assert len(materialized) == 31
+
+
+def test_a_watcher_in_another_process_sees_events_as_they_are_written(
+    instance: dg.DagsterInstance, home: Path
+) -> None:
+    writer = PooledSqliteEventLogStorage.from_config_value(None, {"dagster_home": str(home)})
+    try:
+        writer.store_event(_log_entry("run-1", "first"))  # the shard exists from here on
+        seen: list[str] = []
+        arrived = threading.Event()
+
+        def callback(entry: EventLogEntry, _cursor: str) -> None:
+            seen.append(entry.user_message)
+            if len(seen) == 4:
+                arrived.set()
+
+        instance.event_log_storage.watch("run-1", None, callback)
+        # The writer's connection stays open: these go to the shard's WAL only.
+        for number in range(3):
+            writer.store_event(_log_entry("run-1", f"next {number}"))
+            time.sleep(0.05)
+        assert arrived.wait(10), seen
+        assert seen == ["first", "next 0", "next 1", "next 2"]
+        instance.event_log_storage.end_watch("run-1", callback)
+    finally:
+        writer.dispose()
+
+
+def test_a_forked_child_opens_its_own_connections(instance: dg.DagsterInstance) -> None:
+    storage = instance.event_log_storage
+    storage.store_event(_log_entry("run-1", "from the parent"))
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+
+    def child() -> None:
+        opened, on_connect = _count_connections()
+        sa.event.listen(sa.Engine, "connect", on_connect)
+        storage.store_event(_log_entry("run-1", "from the child"))
+        send.send(len(opened))
+
+    process = context.Process(target=child)
+    process.start()
+    assert receive.poll(30)
+    assert receive.recv() >= 1  # not the parent's open connection
+    process.join(30)
+    assert process.exitcode == 0
+    storage.store_event(_log_entry("run-1", "parent again"))
+    assert _messages(instance, "run-1") == ["from the parent", "from the child", "parent again"]
+
+
+def test_a_wipe_leaves_no_connection_to_a_removed_file(
+    instance: dg.DagsterInstance, home: Path
+) -> None:
+    instance.event_log_storage.store_event(_log_entry("run-1", "before"))
+    instance.event_log_storage.wipe()
+    instance.event_log_storage.store_event(_log_entry("run-1", "after"))
+    with dg.DagsterInstance.get() as fresh:  # another process's view of the files
+        assert _messages(fresh, "run-1") == ["after"]
+
+
+def test_only_the_recent_run_shards_stay_open(instance: dg.DagsterInstance, home: Path) -> None:
+    runs = home / "history" / "runs"
+    for number in range(OPEN_RUN_SHARDS + 4):
+        instance.event_log_storage.store_event(_log_entry(f"run-{number}", "hello"))
+    open_files = {
+        os.readlink(f"/proc/self/fd/{fd}")
+        for fd in os.listdir("/proc/self/fd")
+        if os.path.exists(f"/proc/self/fd/{fd}")
+    }
+    open_shards = {
+        path for path in open_files if path.startswith(str(runs)) and path.endswith(".db")
+    }
+    assert len(open_shards) == OPEN_RUN_SHARDS + 1  # and the index
+    assert str(runs / f"run-{OPEN_RUN_SHARDS + 3}.db") in open_shards
+    assert str(runs / "run-0.db") not in open_shards
+
+
+def test_disposing_the_instance_checkpoints_every_shard(home: Path) -> None:
+    with dg.DagsterInstance.get() as instance:
+        instance.event_log_storage.store_event(_log_entry("run-1", "hello"))
+        _materialize(instance, "2024-01-01")
+        runs = home / "history" / "runs"
+        assert list(runs.glob("*.db-wal"))  # open connections, WAL not yet copied back
+    assert not list(runs.glob("*.db-wal"))
+
+
+def test_an_instance_home_can_switch_storages_either_way(home: Path) -> None:
+    config = home / "dagster.yaml"
+    shipped = config.read_text()
+    config.write_text("telemetry:\n  enabled: false\n")  # Dagster's default storage
+    with dg.DagsterInstance.get() as default:
+        default.event_log_storage.store_event(_log_entry("run-1", "by dagster's storage"))
+        _materialize(default, "2024-01-01")
+    config.write_text(shipped)
+    with dg.DagsterInstance.get() as pooled:
+        assert isinstance(pooled.event_log_storage, PooledSqliteEventLogStorage)
+        pooled.event_log_storage.store_event(_log_entry("run-1", "by ours"))
+        _materialize(pooled, "2024-01-02")
+    config.write_text("telemetry:\n  enabled: false\n")
+    with dg.DagsterInstance.get() as default:
+        assert not isinstance(default.event_log_storage, PooledSqliteEventLogStorage)
+        assert _messages(default, "run-1") == ["by dagster's storage", "by ours"]
+        materialized = default.get_materialized_partitions(dg.AssetKey("harvested"))
+        assert materialized == {"2024-01-01", "2024-01-02"}
