@@ -17,6 +17,9 @@ storages either way. Two consequences of open connections are handled here:
   wakes on that;
 - a forked child must not use its parent's SQLite connections, so it starts without any.
 
+Commits do not wait for an fsync (``synchronous=NORMAL``, as in the state store and the
+embedded target).
+
 Configure it in ``dagster.yaml`` (``dagster_home`` is where the default storage keeps
 its files, ``history/runs`` under it)::
 
@@ -45,6 +48,8 @@ from dagster._core.storage.event_log import SqliteEventLogStorage
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._serdes import ConfigurableClassData
+
+from oai_pipeline.sqlite_tuning import sync_at_checkpoints
 
 # Run shards whose engines stay open; the index shard's always does. A run writes to one
 # shard; a UI process reads the few runs someone looks at.
@@ -91,6 +96,7 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
             pool_size=1,
             connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False},
         )
+        sa.event.listen(engine, "connect", _on_connect)
         self._engines[shard] = engine
         run_shards = [name for name in self._engines if name != INDEX_SHARD_NAME]
         for name in run_shards[: max(0, len(run_shards) - OPEN_RUN_SHARDS)]:
@@ -126,6 +132,12 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
         # now the commit only reaches the WAL, so mark the file changed once committed.
         with suppress(FileNotFoundError):
             os.utime(self.path_for_shard(event.run_id))
+
+
+def _on_connect(connection: Any, _record: Any) -> None:
+    # No fsync per event: Dagster's storage commits each event on its own. (A power loss may
+    # undo the latest events; the files stay consistent. SQLite's advice for WAL.)
+    sync_at_checkpoints(connection)
 
 
 _open_storages: weakref.WeakSet[PooledSqliteEventLogStorage] = weakref.WeakSet()

@@ -15,7 +15,12 @@ from typing import Any
 WAL_AUTOCHECKPOINT_PAGES = 16384  # of 4 KB
 
 
+def sync_at_checkpoints(cursor: Any) -> None:
+    """``synchronous=NORMAL`` on a new connection (a DB-API cursor of sqlite3)."""
+    cursor.execute("PRAGMA synchronous=NORMAL")
+
+
 def tune_wal(cursor: Any) -> None:
     """Apply the WAL settings to a new connection (a DB-API cursor of sqlite3)."""
-    cursor.execute("PRAGMA synchronous=NORMAL")
+    sync_at_checkpoints(cursor)
     cursor.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")

@@ -189,3 +189,12 @@ def test_an_instance_home_can_switch_storages_either_way(home: Path) -> None:
         assert _messages(default, "run-1") == ["by dagster's storage", "by ours"]
         materialized = default.get_materialized_partitions(dg.AssetKey("harvested"))
         assert materialized == {"2024-01-01", "2024-01-02"}
+
+
+def test_commits_do_not_wait_for_an_fsync(instance: dg.DagsterInstance) -> None:
+    storage = instance.event_log_storage
+    storage.store_event(_log_entry("run-1", "hello"))
+    for connect in (storage.index_connection, lambda: storage.run_connection("run-1")):
+        with connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+            assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
