@@ -6,6 +6,10 @@
   4 MB. A harvest commits a batch of records at a time and rewrites the same index pages
   in many of them; checkpointing less often copies (and fsyncs) each such page once per
   64 MB instead of once per batch. The WAL file may grow to that size between checkpoints.
+- ``cache_size``: 16 MB of pages per connection instead of 2 MB, enough for the index
+  pages one batch dirties. Records arrive in datestamp order, so their identifiers land
+  all over the indexes; with 2 MB, a batch spilled pages half-way once the tables outgrew
+  the cache (staging 200,000 records: 38 s with 2 MB, 31–34 s with 16 or 64 MB).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 WAL_AUTOCHECKPOINT_PAGES = 16384  # of 4 KB
+CACHE_KIB = 16384
 
 
 def sync_at_checkpoints(cursor: Any) -> None:
@@ -24,3 +29,4 @@ def tune_wal(cursor: Any) -> None:
     """Apply the WAL settings to a new connection (a DB-API cursor of sqlite3)."""
     sync_at_checkpoints(cursor)
     cursor.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+    cursor.execute(f"PRAGMA cache_size=-{CACHE_KIB}")  # negative: in KiB

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -152,6 +153,18 @@ def _interrupted(
     return settings
 
 
+@contextmanager
+def _slow_after(endpoint: OAIEndpoint, pages: int) -> Iterator[None]:
+    """Pages after the first `pages` take 0.5 s each, so a poll sees the kill point before
+    the harvest has run past it (a fast harvest stages all 1,500 records between two polls)."""
+    first_slow = endpoint.request_count + 2 + pages  # Identify, then the list pages
+    endpoint.faults = Faults(slow_on={first_slow + n: 0.5 for n in range(len(RECORDS))})
+    try:
+        yield
+    finally:
+        endpoint.faults = Faults()
+
+
 def test_killed_mid_page(endpoint: OAIEndpoint, tmp_path: Path, baseline) -> None:
     settings = _interrupted(endpoint, tmp_path, "mid_page")
     start = endpoint.request_count
@@ -171,7 +184,8 @@ def test_killed_mid_page(endpoint: OAIEndpoint, tmp_path: Path, baseline) -> Non
 def test_killed_between_pages(endpoint: OAIEndpoint, tmp_path: Path, baseline) -> None:
     settings = _interrupted(endpoint, tmp_path, "between_pages")
 
-    _kill_when(settings.home, lambda: _staged(settings) >= 3 * PAGE_SIZE)
+    with _slow_after(endpoint, pages=3):
+        _kill_when(settings.home, lambda: _staged(settings) >= 3 * PAGE_SIZE)
     assert _staged(settings) < len(RECORDS)
     _harvest(settings.home)
 
@@ -200,7 +214,10 @@ def test_a_cap_holds_across_a_kill(endpoint: OAIEndpoint, tmp_path: Path) -> Non
     settings = _interrupted(endpoint, tmp_path, "capped")
     cap = 250
 
-    _kill_when(settings.home, lambda: _staged(settings) >= 2 * PAGE_SIZE, "--max-records", str(cap))
+    with _slow_after(endpoint, pages=2):
+        _kill_when(
+            settings.home, lambda: _staged(settings) >= 2 * PAGE_SIZE, "--max-records", str(cap)
+        )
     _harvest(settings.home, "--max-records", str(cap))
 
     assert _staged(settings) == cap
