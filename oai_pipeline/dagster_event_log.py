@@ -15,7 +15,9 @@ storages either way. Two consequences of open connections are handled here:
 - a run shard's WAL is no longer copied back after every event, so the shard's file is
   touched once an event is committed: Dagster's watcher of a run (the UI's live log)
   wakes on that;
-- a forked child must not use its parent's SQLite connections, so it starts without any.
+- a forked child must not use its parent's SQLite connections, so it starts without any;
+- connections still open when the process exits are closed then (so the WAL is copied
+  back, as after Dagster's own storage).
 
 Commits do not wait for an fsync (``synchronous=NORMAL``, as in the state store and the
 embedded target).
@@ -33,6 +35,7 @@ its files, ``history/runs`` under it)::
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import weakref
@@ -148,4 +151,11 @@ def _forget_connections_in_child() -> None:
         storage.forget_connections()
 
 
+def _close_connections_at_exit() -> None:
+    # A process that never disposed of its instance still leaves no WAL behind.
+    for storage in list(_open_storages):
+        storage.close_connections()
+
+
 os.register_at_fork(after_in_child=_forget_connections_in_child)
+atexit.register(_close_connections_at_exit)

@@ -83,10 +83,10 @@ def demo(as_json: bool) -> None:
         # run and one sweep (the grid's first window is open to the past).
         last_moment = datetime.combine(SAMPLE_LAST_DAY, time.max, tzinfo=UTC)
         first, last = window_range(None, last_moment)
-        instance = dg.DagsterInstance.get()
-        result = materialize_windows(
-            instance, DEMO_HARVESTER, first, last, raise_on_error=False, log_level="WARNING"
-        )
+        with dg.DagsterInstance.get() as instance:
+            result = materialize_windows(
+                instance, DEMO_HARVESTER, first, last, raise_on_error=False, log_level="WARNING"
+            )
         if not result.success:
             raise PipelineError(f"the demo harvest failed; see Dagster run {result.run_id}")
     keys = window_partitions.get_partition_keys_in_range(dg.PartitionKeyRange(first, last))

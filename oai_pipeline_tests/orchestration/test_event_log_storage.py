@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -198,3 +200,15 @@ def test_commits_do_not_wait_for_an_fsync(instance: dg.DagsterInstance) -> None:
         with connect() as connection:
             assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
             assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+
+
+def test_a_process_that_never_disposes_its_instance_leaves_no_wal(home: Path) -> None:
+    script = (
+        "import dagster as dg\n"
+        "instance = dg.DagsterInstance.get()\n"
+        "instance.report_runless_asset_event(dg.AssetMaterialization('harvested'))\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    runs = home / "history" / "runs"
+    assert (runs / "index.db").exists()
+    assert not list(runs.glob("*.db-wal"))
