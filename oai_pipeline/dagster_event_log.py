@@ -10,7 +10,7 @@ every such run, whatever the number of records.
 This storage is Dagster's, with one engine per database file kept for the life of the
 instance (the index, and the most recently used run shards). Everything else, the files
 and their schema included, is unchanged: an instance home can switch between the two
-storages either way. Two consequences of open connections are handled here:
+storages either way. Three consequences of open connections are handled here:
 
 - a run shard's WAL is no longer copied back after every event, so the shard's file is
   touched once an event is committed: Dagster's watcher of a run (the UI's live log)
@@ -106,11 +106,19 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
             self._engines.pop(name).dispose()
         return engine
 
-    def close_connections(self) -> None:
-        """Close every open connection: the last one to a database checkpoints its WAL."""
-        with self._db_lock:
+    def close_connections(self, wait: float = -1) -> None:
+        """Close every open connection: the last one to a database checkpoints its WAL.
+
+        Waits for a query in another thread for at most `wait` seconds (-1: as long as it
+        takes), then leaves the connections open.
+        """
+        if not self._db_lock.acquire(timeout=wait):
+            return
+        try:
             while self._engines:
                 self._engines.popitem()[1].dispose()
+        finally:
+            self._db_lock.release()
 
     def forget_connections(self) -> None:
         """Drop the connections without closing them (in a forked child: they are the
@@ -153,8 +161,9 @@ def _forget_connections_in_child() -> None:
 
 def _close_connections_at_exit() -> None:
     # A process that never disposed of its instance still leaves no WAL behind.
+    # (A daemon thread stopped inside a query must not hang the exit.)
     for storage in list(_open_storages):
-        storage.close_connections()
+        storage.close_connections(wait=5)
 
 
 os.register_at_fork(after_in_child=_forget_connections_in_child)

@@ -1,4 +1,5 @@
-"""How the state store and the embedded target tune a SQLite file in WAL mode.
+"""How the state store and the embedded target tune a SQLite file in WAL mode (the
+Dagster event log takes the first setting only).
 
 - ``synchronous=NORMAL``: a commit survives a crashed process without an fsync per commit;
   only a power loss can undo the latest commits (SQLite's advice for WAL).

@@ -212,3 +212,27 @@ def test_a_process_that_never_disposes_its_instance_leaves_no_wal(home: Path) ->
     runs = home / "history" / "runs"
     assert (runs / "index.db").exists()
     assert not list(runs.glob("*.db-wal"))
+
+
+def test_closing_with_a_wait_gives_up_on_a_query_in_another_thread(
+    instance: dg.DagsterInstance,
+) -> None:
+    storage = instance.event_log_storage
+    storage.store_event(_log_entry("run-1", "before"))
+    inside, done = threading.Event(), threading.Event()
+
+    def query() -> None:
+        with storage.index_connection():
+            inside.set()
+            done.wait(3)
+
+    thread = threading.Thread(target=query)
+    thread.start()
+    assert inside.wait(10)
+    started = time.monotonic()
+    storage.close_connections(wait=0.2)  # what the exit hook does, with 5 s
+    assert time.monotonic() - started < 2
+    done.set()
+    thread.join(10)
+    storage.store_event(_log_entry("run-1", "after"))
+    assert _messages(instance, "run-1") == ["before", "after"]
