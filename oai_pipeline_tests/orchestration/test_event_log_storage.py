@@ -137,9 +137,7 @@ def test_a_forked_child_opens_its_own_connections(instance: dg.DagsterInstance) 
     assert _messages(instance, "run-1") == ["from the parent", "from the child", "parent again"]
 
 
-def test_a_wipe_leaves_no_connection_to_a_removed_file(
-    instance: dg.DagsterInstance, home: Path
-) -> None:
+def test_a_wipe_leaves_no_connection_to_a_removed_file(instance: dg.DagsterInstance) -> None:
     instance.event_log_storage.store_event(_log_entry("run-1", "before"))
     instance.event_log_storage.wipe()
     instance.event_log_storage.store_event(_log_entry("run-1", "after"))
