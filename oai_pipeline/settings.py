@@ -15,6 +15,8 @@ class Settings(BaseModel):
     state_db_url: str
     target_db_url: str
     storage_url: str
+    # Processes that run the transformer chain of a large transform stage; 1 = in this one.
+    transform_workers: int = 1
 
     @property
     def fixture_file(self) -> Path:
@@ -26,6 +28,32 @@ def _sqlite_url(path: Path) -> str:
     return f"sqlite:///{path}"
 
 
+def default_transform_workers() -> int:
+    """One per core this process may use, at most 4: beyond that the stage's own reading
+    and writing, on one core, is what takes the time."""
+    if hasattr(os, "sched_getaffinity"):
+        cores = len(os.sched_getaffinity(0))
+    else:  # macOS, Windows
+        cores = os.cpu_count() or 1
+    return max(1, min(4, cores))
+
+
+def _transform_workers(text: str | None) -> int:
+    if not text:
+        return default_transform_workers()
+    try:
+        workers = int(text)
+    except ValueError:
+        workers = 0
+    if workers < 1:
+        from oai_pipeline.errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"OAI_PIPELINE_TRANSFORM_WORKERS must be a whole number of at least 1, not {text!r}"
+        )
+    return workers
+
+
 def load_settings(environ: dict[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
     home = Path(env.get("OAI_PIPELINE_HOME") or PROJECT_ROOT / ".oai_pipeline_home").resolve()
@@ -34,6 +62,7 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
         state_db_url=env.get("OAI_PIPELINE_STATE_DB_URL") or _sqlite_url(home / "state.sqlite"),
         target_db_url=env.get("OAI_PIPELINE_TARGET_DB_URL") or _sqlite_url(home / "target.sqlite"),
         storage_url=env.get("OAI_PIPELINE_STORAGE_URL") or str(home / "storage"),
+        transform_workers=_transform_workers(env.get("OAI_PIPELINE_TRANSFORM_WORKERS")),
     )
 
 

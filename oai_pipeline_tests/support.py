@@ -133,3 +133,12 @@ def use_plugin(
     install_plugin(site, module, source, entry_points)
     monkeypatch.syspath_prepend(str(site))
     return site
+
+
+def use_transformer(
+    monkeypatch: pytest.MonkeyPatch, site: Path, name: str, class_name: str, source: str
+) -> None:
+    """`use_plugin` for one transformer `name`, the class `class_name` of `source`."""
+    module = name.replace("-", "_") + "_plugin"
+    entry_points = {"oai_pipeline.transformers": {name: f"{module}:{class_name}"}}
+    use_plugin(monkeypatch, site, module, source, entry_points)

@@ -165,6 +165,7 @@ def transformed_records(
             "record_count": sum(r.records for _, r in results),
             "transformed": sum(r.transformed for _, r in results),
             "reused": sum(r.reused for _, r in results),
+            "transform_workers": max((r.workers for _, r in results), default=1),
             "deleted_at_source": sum(r.deleted for _, r in results),
             "error_count": sum(errors.values()),
             **_counts("errors_", errors),

@@ -9,7 +9,7 @@ import polars as pl
 
 from oai_pipeline import json_codec
 from oai_pipeline.errors import RecordError
-from oai_pipeline.harvesters.plugins import build_transformers, transform_fingerprint
+from oai_pipeline.harvesters.plugins import transform_fingerprint
 from oai_pipeline.pipeline.frames import (
     RAW_OAI_XML,
     RAW_SCHEMA,
@@ -22,7 +22,8 @@ from oai_pipeline.pipeline.frames import (
 from oai_pipeline.pipeline.groups import PartRef, map_partition_groups, read_group
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
-from oai_pipeline.transform.base import Transformer, TransformItem
+from oai_pipeline.pipeline.transform_workers import TransformChain
+from oai_pipeline.transform.base import TransformItem
 
 
 @dataclass
@@ -31,29 +32,13 @@ class TransformSummary:
     transformed: int = 0
     deleted: int = 0
     reused: int = 0  # unchanged records whose stored transform was taken
+    workers: int = 1  # processes that ran the chain (see transform_workers)
     errors: Counter[str] = field(default_factory=Counter)
 
 
 def no_data_error() -> RecordError:
     """A live record the chain made nothing of (e.g. no <metadata>): nothing to write."""
     return RecordError(type="no_data", message="the transformers produced no record data")
-
-
-def run_chain(transformers: list[Transformer], items: list[TransformItem]) -> None:
-    """Each transformer sees the records that are live and still without an error."""
-    for transformer in transformers:
-        pending = [i for i in items if i.error is None and i.xml is not None]
-        if not pending:
-            return
-        try:
-            transformer.transform(pending)
-        except Exception as error:  # a plug-in bug must not lose the batch: blame each record
-            for item in pending:
-                item.error = RecordError(
-                    type="transformer_failure",
-                    message=f"{type(transformer).__name__}: {error}",
-                    location=None,
-                )
 
 
 def _xml_of(
@@ -75,7 +60,6 @@ def _xml_of(
 
 def transform(services: Services, scope: HarvestScope) -> TransformSummary:
     harvester = services.harvester(scope.harvester_id)
-    transformers = build_transformers(harvester)
     fingerprint = transform_fingerprint(harvester)
     summary = TransformSummary()
 
@@ -106,7 +90,7 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
             )
         fresh = [i for i in items if i.identifier not in stored]
         live = [i for i in fresh if i.xml is not None]
-        run_chain(transformers, live)
+        chain.run(live)
         for item in live:
             if item.error is None and item.data is None:
                 item.error = no_data_error()
@@ -140,12 +124,14 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
             )
         return frame(rows, TRANSFORMED_SCHEMA)
 
-    map_partition_groups(
-        services.storage,
-        scope,
-        RAW_OAI_XML,
-        TRANSFORMED_RECORDS,
-        transform_group,
-        columns=[name for name in RAW_SCHEMA.names() if name != "xml"],
-    )
+    with TransformChain(harvester, workers=services.settings.transform_workers) as chain:
+        map_partition_groups(
+            services.storage,
+            scope,
+            RAW_OAI_XML,
+            TRANSFORMED_RECORDS,
+            transform_group,
+            columns=[name for name in RAW_SCHEMA.names() if name != "xml"],
+        )
+        summary.workers = chain.workers
     return summary

@@ -1,0 +1,153 @@
+"""The transformer chain on several cores.
+
+Transforming is pure CPU work per record (parse the XML, import, validate, dump), the
+largest stage of a full harvest, and Python runs it on one core. A stage with enough
+records to transform hands them, in chunks, to worker processes that each build the
+harvester's chain from its configuration; the results come back in order, so the stage
+sees the same records as from the chain run in its own process. A small stage (a test, an
+incremental harvest) never pays for starting workers.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from oai_pipeline import json_codec
+from oai_pipeline.errors import RecordError
+from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.harvesters.plugins import build_transformers
+from oai_pipeline.transform.base import Transformer, TransformItem
+
+# Below this many records to transform in one stage, starting workers costs more than it saves.
+MIN_RECORDS = 2000
+# Most records per task sent to a worker; a batch is shared evenly among the workers.
+CHUNK = 256
+
+# What a worker is sent per record: identifier, datestamp, setSpecs, XML, communities; and
+# what it sends back: data as JSON, pid, communities, error. Plain tuples and JSON text, not
+# the items and their data: unpickling nested dicts took longer than the transform saved.
+ChainInput = tuple[str, str, list[str], bytes, list[str]]
+ChainResult = tuple[str | None, str | None, list[str], RecordError | None]
+
+
+def run_chain(transformers: list[Transformer], items: list[TransformItem]) -> None:
+    """Each transformer sees the records that are live and still without an error."""
+    for transformer in transformers:
+        pending = [i for i in items if i.error is None and i.xml is not None]
+        if not pending:
+            return
+        try:
+            transformer.transform(pending)
+        except Exception as error:  # a plug-in bug must not lose the batch: blame each record
+            for item in pending:
+                item.error = RecordError(
+                    type="transformer_failure",
+                    message=f"{type(transformer).__name__}: {error}",
+                    location=None,
+                )
+
+
+class TransformChain:
+    """Runs a harvester's chain on batches of records, in this process or in `workers`
+    processes (started on the first batch that makes the stage reach `min_records`)."""
+
+    def __init__(
+        self, harvester: Harvester, *, workers: int = 1, min_records: int | None = None
+    ) -> None:
+        self._harvester = harvester
+        self._transformers = build_transformers(harvester)
+        self._workers = workers
+        self._min_records = MIN_RECORDS if min_records is None else min_records
+        self._seen = 0
+        self._pool: ProcessPoolExecutor | None = None
+
+    @property
+    def workers(self) -> int:
+        """How many processes transform: 1 until the workers start, or after they broke."""
+        return self._workers if self._pool is not None else 1
+
+    def run(self, items: list[TransformItem]) -> None:
+        pending = [i for i in items if i.error is None and i.xml is not None]
+        self._seen += len(pending)
+        pool = self._pool_for(self._seen)
+        if pool is None or not pending:
+            run_chain(self._transformers, pending)
+            return
+        tasks = max(self._workers, math.ceil(len(pending) / CHUNK))
+        size = math.ceil(len(pending) / tasks)
+        chunks = [pending[start : start + size] for start in range(0, len(pending), size)]
+        try:
+            results = list(pool.map(_transform_chunk, [_sendable(chunk) for chunk in chunks]))
+        except BrokenProcessPool:
+            # A worker died (killed, out of memory, a crashing extension): go on here.
+            self._close_pool()
+            self._workers = 1
+            run_chain(self._transformers, pending)
+            return
+        for chunk, chunk_results in zip(chunks, results, strict=True):
+            for item, (data_json, pid, communities, error) in zip(
+                chunk, chunk_results, strict=True
+            ):
+                item.data = None if data_json is None else json_codec.loads(data_json)
+                item.pid, item.communities, item.error = pid, communities, error
+
+    def _pool_for(self, seen: int) -> ProcessPoolExecutor | None:
+        if self._pool is None and self._workers > 1 and seen >= self._min_records:
+            self._pool = ProcessPoolExecutor(
+                max_workers=self._workers,
+                # Not fork: the parent may hold threads (prefetch, Dagster) and open databases.
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_start_worker,
+                initargs=(self._harvester,),
+            )
+        return self._pool
+
+    def _close_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def close(self) -> None:
+        self._close_pool()
+
+    def __enter__(self) -> TransformChain:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _sendable(items: list[TransformItem]) -> list[ChainInput]:
+    return [
+        (item.identifier, item.datestamp, item.set_specs, item.xml or b"", item.communities)
+        for item in items
+    ]
+
+
+# In a worker process: the chain, built once from the harvester's configuration.
+_worker_chain: list[Transformer] = []
+
+
+def _start_worker(harvester: Harvester) -> None:
+    global _worker_chain
+    _worker_chain = build_transformers(harvester)
+
+
+def _transform_chunk(rows: list[ChainInput]) -> list[ChainResult]:
+    items = [
+        TransformItem(identifier, datestamp, set_specs, xml, communities=communities)
+        for identifier, datestamp, set_specs, xml, communities in rows
+    ]
+    run_chain(_worker_chain, items)
+    return [
+        (
+            None if item.data is None else json_codec.dumps(item.data),
+            item.pid,
+            item.communities,
+            item.error,
+        )
+        for item in items
+    ]

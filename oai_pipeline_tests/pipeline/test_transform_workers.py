@@ -1,0 +1,211 @@
+"""The transformer chain in worker processes makes what it makes in this process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from click.testing import CliRunner
+
+from oai_pipeline.cli import main
+from oai_pipeline.defs.launch import materialize_windows
+from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.harvesters.plugins import RDM_MODEL
+from oai_pipeline.pipeline import transform_workers
+from oai_pipeline.pipeline.frames import RAW_OAI_XML, TRANSFORMED_RECORDS
+from oai_pipeline.pipeline.transform_workers import TransformChain
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline.settings import Settings, default_transform_workers, load_settings
+from oai_pipeline.storage import PartitionStore
+from oai_pipeline.transform.base import TransformItem
+from oai_pipeline_tests.support import (
+    live_records,
+    register,
+    shifted_sample_records,
+    use_transformer,
+)
+from oai_pipeline_tests.transform.records import (
+    DATACITE_SAMPLES,
+    SAMPLES,
+    ZENODO_PAGES,
+    page_items,
+    wrap_metadata,
+)
+
+CHAIN = 'oai-import{model:"rdm", set_communities:{"user-a":"community-a"}}'
+
+# Kills the worker process it runs in; in the harvest's own process it does nothing.
+DYING_PLUGIN = """
+import multiprocessing
+import os
+
+from oai_pipeline.transform.base import Transformer
+
+
+class DieInWorker(Transformer):
+    def transform(self, items):
+        if multiprocessing.parent_process() is not None:
+            os._exit(3)
+"""
+
+FAILING_PLUGIN = """
+from oai_pipeline.transform.base import Transformer
+
+
+class Fail(Transformer):
+    def transform(self, items):
+        raise RuntimeError("this plug-in always fails")
+"""
+
+
+def harvester(*transformers: str) -> Harvester:
+    return Harvester(
+        id="sample",
+        base_url="http://example.org/oai",
+        metadata_prefix="oai_datacite",
+        transformers=list(transformers) or [CHAIN],
+    )
+
+
+def items() -> list[TransformItem]:
+    """Every sample record once, some in a set with a community, plus broken ones."""
+    made = [
+        TransformItem(
+            identifier=f"oai:test:{name}",
+            datestamp="2024-01-01",
+            set_specs=["user-a"] if index % 2 else [],
+            xml=wrap_metadata((SAMPLES / name).read_bytes(), identifier=f"oai:test:{name}"),
+        )
+        for index, name in enumerate(DATACITE_SAMPLES)
+    ]
+    for page in ZENODO_PAGES:
+        made.extend(item for item in page_items(page) if item.xml is not None)
+    made.append(TransformItem("oai:test:malformed", "2024-01-01", [], b"<record><unclosed>"))
+    made.append(
+        TransformItem(
+            "oai:test:unknown",
+            "2024-01-01",
+            [],
+            wrap_metadata('<mods xmlns="http://www.loc.gov/mods/v3"/>', identifier="x"),
+        )
+    )
+    return made
+
+
+def outcome(batch: list[TransformItem]) -> list[tuple]:
+    return [(i.identifier, i.data, i.pid, i.communities, i.error) for i in batch]
+
+
+def in_process(chain_harvester: Harvester, batch: list[TransformItem]) -> list[tuple]:
+    with TransformChain(chain_harvester, workers=1, min_records=0) as chain:
+        chain.run(batch)
+        assert chain.workers == 1
+    return outcome(batch)
+
+
+def test_workers_make_what_the_chain_makes_in_process() -> None:
+    expected = in_process(harvester(), items())
+    assert any(error is not None for *_, error in expected)
+    assert any(communities == ["community-a"] for *_, communities, _ in expected)
+
+    batch = items()
+    with TransformChain(harvester(), workers=2, min_records=0) as chain:
+        # Two batches: the workers, once started, serve every later batch of the stage.
+        chain.run(batch[:7])
+        chain.run(batch[7:])
+        assert chain.workers == 2
+    assert outcome(batch) == expected
+
+
+def test_a_small_stage_starts_no_workers() -> None:
+    batch = items()
+    with TransformChain(harvester(), workers=2, min_records=len(batch) + 1) as chain:
+        chain.run(batch)
+        assert chain.workers == 1
+    assert outcome(batch) == in_process(harvester(), items())
+
+
+def test_a_plug_in_failing_in_a_worker_is_each_records_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_transformer(monkeypatch, tmp_path / "site", "fail", "Fail", FAILING_PLUGIN)
+    batch = items()
+    with TransformChain(harvester(CHAIN, "fail"), workers=2, min_records=0) as chain:
+        chain.run(batch)
+        assert chain.workers == 2
+    assert outcome(batch) == in_process(harvester(CHAIN, "fail"), items())
+    errors = {i.error.type for i in batch if i.error is not None}
+    assert "transformer_failure" in errors
+
+
+def test_a_worker_that_dies_leaves_the_batch_to_this_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_transformer(monkeypatch, tmp_path / "site", "die-in-worker", "DieInWorker", DYING_PLUGIN)
+    chain_harvester = harvester(CHAIN, "die-in-worker")
+    batch = items()
+    with TransformChain(chain_harvester, workers=2, min_records=0) as chain:
+        chain.run(batch)
+        assert chain.workers == 1  # the workers broke; the rest runs here
+        rest = items()
+        chain.run(rest)
+    assert outcome(batch) == in_process(chain_harvester, items())
+    assert outcome(rest) == outcome(batch)
+
+
+def test_the_transform_stage_uses_the_workers(
+    instance: dg.DagsterInstance, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(transform_workers, "MIN_RECORDS", 0)
+    monkeypatch.setenv("OAI_PIPELINE_TRANSFORM_WORKERS", "2")
+    records = shifted_sample_records()
+    days = sorted(r.datestamp.date().isoformat() for r in records)
+    with OAIEndpoint(records) as endpoint:
+        register(settings, endpoint.base_url)
+        result = materialize_windows(instance, "sample", days[0], days[-1])
+    assert result.success
+    materializations = result.asset_materializations_for_node(TRANSFORMED_RECORDS)
+    assert materializations
+    assert {m.metadata["transform_workers"].value for m in materializations} == {2}
+
+    storage = PartitionStore(settings.storage_url)
+    raw, transformed = (
+        [
+            row
+            for day in sorted(set(days))
+            if (part := storage.read_partition(asset, "sample", day)) is not None
+            for row in part.to_dicts()
+        ]
+        for asset in (RAW_OAI_XML, TRANSFORMED_RECORDS)
+    )
+    live = [
+        TransformItem(row["identifier"], row["datestamp"], list(row["set_specs"]), row["xml"])
+        for row in raw
+        if not row["deleted"]
+    ]
+    assert len(live) == len(live_records(records, "oai_datacite"))
+    made = in_process(harvester(RDM_MODEL.transformer), live)
+    expected = {identifier: data for identifier, data, *_ in made}
+    stored = {row["identifier"]: row["data"] for row in transformed if not row["deleted"]}
+    assert {k: json.loads(v) for k, v in stored.items()} == expected
+
+
+def test_transform_workers_setting() -> None:
+    home = {"OAI_PIPELINE_HOME": "/tmp/oai-home"}
+    assert load_settings(home).transform_workers == default_transform_workers()
+    assert 1 <= default_transform_workers() <= 4
+    assert load_settings({**home, "OAI_PIPELINE_TRANSFORM_WORKERS": "3"}).transform_workers == 3
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(ConfigurationError, match="OAI_PIPELINE_TRANSFORM_WORKERS"):
+            load_settings({**home, "OAI_PIPELINE_TRANSFORM_WORKERS": bad})
+
+
+def test_a_bad_transform_workers_setting_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OAI_PIPELINE_TRANSFORM_WORKERS", "many")
+    result = CliRunner().invoke(main, ["status"])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: OAI_PIPELINE_TRANSFORM_WORKERS must be")
+    assert "Traceback" not in result.output
