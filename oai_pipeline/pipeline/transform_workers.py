@@ -52,7 +52,8 @@ def run_chain(transformers: list[Transformer], items: list[TransformItem]) -> No
 
 class TransformChain:
     """Runs a harvester's chain on batches of records, in this process or in `workers`
-    processes (started on the first batch that makes the stage reach `min_records`)."""
+    processes (started on the first batch that makes the stage reach `min_records`).
+    Either way, the data it leaves on an item is JSON (see `data_json`)."""
 
     def __init__(
         self, harvester: Harvester, *, workers: int = 1, min_records: int | None = None
@@ -74,7 +75,7 @@ class TransformChain:
         self._seen += len(pending)
         pool = self._pool_for(self._seen)
         if pool is None or not pending:
-            run_chain(self._transformers, pending)
+            self._run_here(pending)
             return
         tasks = max(self._workers, math.ceil(len(pending) / CHUNK))
         size = math.ceil(len(pending) / tasks)
@@ -85,7 +86,7 @@ class TransformChain:
             # A worker died (killed, out of memory, a crashing extension): go on here.
             self._close_pool()
             self._workers = 1
-            run_chain(self._transformers, pending)
+            self._run_here(pending)
             return
         for chunk, chunk_results in zip(chunks, results, strict=True):
             for item, (data_json, pid, communities, error) in zip(
@@ -93,6 +94,11 @@ class TransformChain:
             ):
                 item.data = None if data_json is None else json_codec.loads(data_json)
                 item.pid, item.communities, item.error = pid, communities, error
+
+    def _run_here(self, items: list[TransformItem]) -> None:
+        run_chain(self._transformers, items)
+        for item in items:
+            data_json(item)
 
     def _pool_for(self, seen: int) -> ProcessPoolExecutor | None:
         if self._pool is None and self._workers > 1 and seen >= self._min_records:
@@ -120,6 +126,21 @@ class TransformChain:
         self.close()
 
 
+def data_json(item: TransformItem) -> str | None:
+    """The item's data as JSON text. Data that is not JSON (a plug-in's set, date or object)
+    is the record's error, not the stage's: the data is dropped."""
+    if item.data is None:
+        return None
+    try:
+        return json_codec.dumps(item.data)
+    except TypeError as error:  # orjson.JSONEncodeError is a TypeError
+        item.data = None
+        item.error = item.error or RecordError(
+            type="transformer_failure", message=f"the record data is not JSON: {error}"
+        )
+        return None
+
+
 def _sendable(items: list[TransformItem]) -> list[ChainInput]:
     return [
         (item.identifier, item.datestamp, item.set_specs, item.xml or b"", item.communities)
@@ -142,12 +163,4 @@ def _transform_chunk(rows: list[ChainInput]) -> list[ChainResult]:
         for identifier, datestamp, set_specs, xml, communities in rows
     ]
     run_chain(_worker_chain, items)
-    return [
-        (
-            None if item.data is None else json_codec.dumps(item.data),
-            item.pid,
-            item.communities,
-            item.error,
-        )
-        for item in items
-    ]
+    return [(data_json(item), item.pid, item.communities, item.error) for item in items]

@@ -51,6 +51,16 @@ class DieInWorker(Transformer):
             os._exit(3)
 """
 
+NOT_JSON_PLUGIN = """
+from oai_pipeline.transform.base import Transformer
+
+
+class Sets(Transformer):
+    def transform(self, items):
+        for item in items[::2]:
+            item.data["metadata"]["keywords"] = {"not", "json"}
+"""
+
 FAILING_PLUGIN = """
 from oai_pipeline.transform.base import Transformer
 
@@ -139,6 +149,24 @@ def test_a_plug_in_failing_in_a_worker_is_each_records_error(
     assert outcome(batch) == in_process(harvester(CHAIN, "fail"), items())
     errors = {i.error.type for i in batch if i.error is not None}
     assert "transformer_failure" in errors
+
+
+def test_data_that_is_not_json_is_the_records_error_in_either_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_transformer(monkeypatch, tmp_path / "site", "sets", "Sets", NOT_JSON_PLUGIN)
+    expected = in_process(harvester(CHAIN, "sets"), items())
+    not_json = [e for *_, e in expected if e is not None and "not JSON" in e.message]
+    assert not_json and {e.type for e in not_json} == {"transformer_failure"}
+
+    batch = items()
+    with TransformChain(harvester(CHAIN, "sets"), workers=2, min_records=0) as chain:
+        chain.run(batch)
+        assert chain.workers == 2
+    # The chunks differ from the one batch in-process, so other records have the set.
+    failed = [i for i in batch if i.error is not None and "not JSON" in i.error.message]
+    assert failed and all(i.data is None for i in failed)
+    assert all(i.data is not None for i in batch if i.error is None)
 
 
 def test_a_worker_that_dies_leaves_the_batch_to_this_process(

@@ -20,6 +20,7 @@ from oai_pipeline_tests.support import (
     shifted_sample_records,
     target_by_source,
     use_plugin,
+    use_transformer,
 )
 
 PLUGIN = '''
@@ -128,3 +129,41 @@ def test_a_record_the_chain_made_nothing_of_is_a_no_data_error(
         record = services.state.get_record(live[0].identifier, "sample")
     assert record is not None and record["data"] is None
     assert ("transform", "no_data") in [(e["stage"], e["type"]) for e in record["errors"]]
+
+
+NOT_JSON = '''
+"""A transformer that puts a set (not JSON) into the data of every other record."""
+from oai_pipeline.transform.base import Transformer
+
+
+class Sets(Transformer):
+    def transform(self, items):
+        for index, item in enumerate(items):
+            if index % 2 == 0:
+                item.data["metadata"]["keywords"] = {"a", "b"}
+'''
+
+
+def test_data_that_is_not_json_is_the_records_error(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    instance: dg.DagsterInstance,
+    settings: Settings,
+) -> None:
+    use_transformer(monkeypatch, tmp_path / "site", "sets", "Sets", NOT_JSON)
+    records = shifted_sample_records()
+    result = _harvest_with(instance, settings, records, "sets")
+    assert result.success
+
+    live = live_records(records, "oai_datacite")
+    transformed = result.asset_materializations_for_node("transformed_records")[0]
+    failed = transformed.metadata["errors_transformer_failure"].value
+    assert 0 < failed < len(live)
+    assert len(target_by_source(settings, "sample")) == len(live) - failed
+    with Services(settings) as services:
+        errors = [
+            error
+            for record in live
+            for error in services.state.get_record(record.identifier, "sample")["errors"]
+        ]
+    assert any("not JSON" in e["message"] for e in errors if e["type"] == "transformer_failure")
