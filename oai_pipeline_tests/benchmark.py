@@ -66,10 +66,8 @@ def _peak_rss_mb() -> float:
     holding the generated records would report the parent's size.
     """
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
+        return round(_status_kb(Path("/proc/self"), "VmHWM") / 1024, 1)
+    except (OSError, ValueError):
         pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
@@ -100,6 +98,14 @@ class WorkerMemory:
                 return
 
 
+def _status_kb(proc: Path, field: str) -> int:
+    """A memory field (kB) of /proc/<pid>/status; ValueError when it is missing."""
+    for line in (proc / "status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise ValueError(f"no {field} in {proc}/status")
+
+
 def _children_rss_mb(parent: int) -> float:
     total_kb = 0
     for proc in Path("/proc").glob("[0-9]*"):
@@ -107,9 +113,7 @@ def _children_rss_mb(parent: int) -> float:
             ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
             if ppid != parent or b"multiprocessing" not in (proc / "cmdline").read_bytes():
                 continue
-            for line in (proc / "status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total_kb += int(line.split()[1])
+            total_kb += _status_kb(proc, "VmRSS")
         except (OSError, IndexError, ValueError):
             continue  # gone meanwhile, or not ours to read
     return round(total_kb / 1024, 1)

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from oai_pipeline import json_codec
 from oai_pipeline.errors import RecordError
 from oai_pipeline.harvesters.plugins import transform_fingerprint
 from oai_pipeline.pipeline.frames import (
@@ -90,7 +89,7 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
             )
         fresh = [i for i in items if i.identifier not in stored]
         live = [i for i in fresh if i.xml is not None]
-        chain.run(live)
+        encoded = chain.run(live)
         for item in live:
             if item.error is None and item.data is None:
                 item.error = no_data_error()
@@ -103,7 +102,7 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
                 summary.reused += 1
                 data_json, pid, communities = reused.data_json, reused.pid, reused.communities
             else:
-                data_json = None if item.data is None else json_codec.dumps(item.data)
+                data_json = encoded.get(item.identifier)
                 pid, communities = item.pid, item.communities
             if deleted:
                 summary.deleted += 1

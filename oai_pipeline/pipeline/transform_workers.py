@@ -70,13 +70,14 @@ class TransformChain:
         """How many processes transform: 1 until the workers start, or after they broke."""
         return self._workers if self._pool is not None else 1
 
-    def run(self, items: list[TransformItem]) -> None:
+    def run(self, items: list[TransformItem]) -> dict[str, str]:
+        """Transform `items` in place; returns the data of each as JSON text, by identifier
+        (made anyway to check the data is JSON, so the stage need not encode it again)."""
         pending = [i for i in items if i.error is None and i.xml is not None]
         self._seen += len(pending)
         pool = self._pool_for(self._seen)
         if pool is None or not pending:
-            self._run_here(pending)
-            return
+            return self._run_here(pending)
         tasks = max(self._workers, math.ceil(len(pending) / CHUNK))
         size = math.ceil(len(pending) / tasks)
         chunks = [pending[start : start + size] for start in range(0, len(pending), size)]
@@ -86,19 +87,20 @@ class TransformChain:
             # A worker died (killed, out of memory, a crashing extension): go on here.
             self._close_pool()
             self._workers = 1
-            self._run_here(pending)
-            return
+            return self._run_here(pending)
+        encoded: dict[str, str] = {}
         for chunk, chunk_results in zip(chunks, results, strict=True):
-            for item, (data_json, pid, communities, error) in zip(
-                chunk, chunk_results, strict=True
-            ):
-                item.data = None if data_json is None else json_codec.loads(data_json)
+            for item, (text, pid, communities, error) in zip(chunk, chunk_results, strict=True):
+                item.data = None if text is None else json_codec.loads(text)
                 item.pid, item.communities, item.error = pid, communities, error
+                if text is not None:
+                    encoded[item.identifier] = text
+        return encoded
 
-    def _run_here(self, items: list[TransformItem]) -> None:
+    def _run_here(self, items: list[TransformItem]) -> dict[str, str]:
         run_chain(self._transformers, items)
-        for item in items:
-            data_json(item)
+        texts = ((item.identifier, data_json(item)) for item in items)
+        return {identifier: text for identifier, text in texts if text is not None}
 
     def _pool_for(self, seen: int) -> ProcessPoolExecutor | None:
         if self._pool is None and self._workers > 1 and seen >= self._min_records:
