@@ -34,20 +34,40 @@ ChainResult = tuple[str | None, str | None, list[str], RecordError | None]
 
 
 def run_chain(transformers: list[Transformer], items: list[TransformItem]) -> None:
-    """Each transformer sees the records that are live and still without an error."""
+    """Each transformer sees the records that are live and still without an error.
+
+    A transformer that raises (a plug-in bug, usually on one odd record) must not cost the
+    batch: the chain is run again record by record from where it started, so only the
+    records it raises for carry the error."""
+    pending = [i for i in items if i.error is None and i.xml is not None]
+    starts = [(item.data, item.pid, list(item.communities)) for item in pending]
+    if _run_transformers(transformers, pending) is None:
+        return
+    for item, (data, pid, communities) in zip(pending, starts, strict=True):
+        item.data, item.pid, item.communities, item.error = data, pid, communities, None
+        failure = _run_transformers(transformers, [item])
+        if failure is not None:
+            transformer, error = failure
+            item.error = RecordError(
+                type="transformer_failure",
+                message=f"{type(transformer).__name__}: {error}",
+                location=None,
+            )
+
+
+def _run_transformers(
+    transformers: list[Transformer], items: list[TransformItem]
+) -> tuple[Transformer, Exception] | None:
+    """The transformer that raised and what it raised, if one did."""
     for transformer in transformers:
         pending = [i for i in items if i.error is None and i.xml is not None]
         if not pending:
-            return
+            return None
         try:
             transformer.transform(pending)
-        except Exception as error:  # a plug-in bug must not lose the batch: blame each record
-            for item in pending:
-                item.error = RecordError(
-                    type="transformer_failure",
-                    message=f"{type(transformer).__name__}: {error}",
-                    location=None,
-                )
+        except Exception as error:  # noqa: BLE001 - a plug-in's bug is the record's error
+            return transformer, error
+    return None
 
 
 class TransformChain:

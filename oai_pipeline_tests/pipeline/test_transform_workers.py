@@ -70,6 +70,19 @@ class Fail(Transformer):
         raise RuntimeError("this plug-in always fails")
 """
 
+# Raises for the whole batch when one record in it is the odd one; marks the others first.
+PICKY_PLUGIN = """
+from oai_pipeline.transform.base import Transformer
+
+
+class Picky(Transformer):
+    def transform(self, items):
+        for item in items:
+            item.data["metadata"].setdefault("notes", []).append("seen")
+            if item.identifier.endswith(".xml") and item.set_specs:
+                raise ValueError(f"cannot handle {item.identifier}")
+"""
+
 
 def harvester(*transformers: str) -> Harvester:
     return Harvester(
@@ -149,6 +162,32 @@ def test_a_plug_in_failing_in_a_worker_is_each_records_error(
     assert outcome(batch) == in_process(harvester(CHAIN, "fail"), items())
     errors = {i.error.type for i in batch if i.error is not None}
     assert "transformer_failure" in errors
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_plug_in_raising_for_one_record_fails_that_record_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    use_transformer(monkeypatch, tmp_path / "site", "picky", "Picky", PICKY_PLUGIN)
+    batch = items()
+    with TransformChain(harvester(CHAIN, "picky"), workers=workers, min_records=0) as chain:
+        chain.run(batch)
+        assert chain.workers == workers
+    odd = {i.identifier for i in batch if i.identifier.endswith(".xml") and i.set_specs}
+    failed = {i.identifier: i.error for i in batch if i.error is not None}
+    assert odd and odd <= set(failed)
+    for identifier in odd:
+        assert failed[identifier].type == "transformer_failure"
+        assert "Picky: cannot handle" in failed[identifier].message
+    # The others went through the whole chain, once, as if the odd ones were not there.
+    others = [i for i in batch if i.identifier not in failed]
+    assert others
+    assert all(i.data["metadata"]["notes"] == ["seen"] for i in others)
+    assert {i.identifier for i in others} == {
+        identifier
+        for identifier, data, *_, error in in_process(harvester(), items())
+        if error is None and identifier not in odd
+    }
 
 
 def test_data_that_is_not_json_is_the_records_error_in_either_process(
