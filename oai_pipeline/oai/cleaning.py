@@ -21,6 +21,7 @@ _DECLARATION = re.compile(
 )
 _LATIN_NAMES = {"iso-8859-1", "iso8859-1", "latin-1", "latin1", "l1", "cp1252", "windows-1252"}
 _UTF8_NAMES = {"utf-8", "utf8"}
+_WIDE_PREFIXES = ("utf-16", "utf16", "utf-32", "utf32", "ucs-2", "ucs2", "ucs-4", "ucs4")
 
 
 def _is_legal(code_point: int) -> bool:
@@ -77,23 +78,35 @@ def _decode(data: bytes) -> tuple[str, bool]:
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return data.decode("utf-16", "replace"), True
     declared, _ = _declared_encoding(data)
-    if declared is None or declared in _UTF8_NAMES:
+    if declared is None or declared in _UTF8_NAMES or declared.startswith(_WIDE_PREFIXES):
+        # A UTF-16/32 declaration readable as ASCII bytes (no BOM) is wrong: one byte a letter.
         try:
-            return data.decode("utf-8"), False
+            return data.decode("utf-8"), declared not in _UTF8_NAMES and declared is not None
         except UnicodeDecodeError:
             return data.decode("utf-8", "oai_pipeline_latin1_fallback"), True
+    if data.isascii():
+        # Re-encoded (declaration rewritten) only when the parser would not know the name.
+        return data.decode("ascii"), not _known_codec(declared)
+    # Non-ASCII bytes that decode as UTF-8 are UTF-8 whatever the declaration says: text in
+    # a single-byte charset (Latin-1, Latin-2, Windows-125x) almost never does.
+    try:
+        return data.decode("utf-8"), True
+    except UnicodeDecodeError:
+        pass
     if declared in _LATIN_NAMES:
-        if data.isascii():
-            return data.decode("ascii"), False
-        # Non-ASCII bytes that decode as UTF-8 are UTF-8: Latin-1 text almost never does.
-        try:
-            return data.decode("utf-8"), True
-        except UnicodeDecodeError:
-            return _latin(data), True
+        return _latin(data), True
     try:
         return data.decode(declared), True
     except (LookupError, UnicodeDecodeError):
         return data.decode("utf-8", "oai_pipeline_latin1_fallback"), True
+
+
+def _known_codec(name: str) -> bool:
+    try:
+        codecs.lookup(name)
+    except LookupError:
+        return False
+    return True
 
 
 def _latin(data: bytes) -> str:

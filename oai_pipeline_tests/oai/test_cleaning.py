@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from lxml import etree
 
 from oai_pipeline.oai.cleaning import clean_page
@@ -55,3 +56,33 @@ def test_utf16_with_bom_and_utf8_bom() -> None:
     page = '<?xml version="1.0" encoding="UTF-16"?><a>Zürich</a>'.encode("utf-16")
     assert etree.fromstring(clean_page(page)).text == "Zürich"
     assert etree.fromstring(clean_page(b"\xef\xbb\xbf<a>\xc3\xa9</a>")).text == "é"
+
+
+@pytest.mark.parametrize("declared", ["ISO-8859-15", "windows-1250", "ISO-8859-2", "KOI8-R"])
+def test_utf8_bytes_under_any_single_byte_declaration_are_utf8(declared: str) -> None:
+    page = f'<?xml version="1.0" encoding="{declared}"?><a>Zürich café – Łódź</a>'.encode()
+    cleaned = clean_page(page)
+    assert cleaned.startswith(b'<?xml version="1.0" encoding="UTF-8"?>')
+    assert etree.fromstring(cleaned).text == "Zürich café – Łódź"
+
+
+@pytest.mark.parametrize(
+    ("declared", "text"), [("ISO-8859-2", "Łódź, Brno"), ("windows-1250", "Žluťoučký kůň")]
+)
+def test_a_real_single_byte_page_is_read_in_its_declared_charset(declared: str, text: str) -> None:
+    page = f'<?xml version="1.0" encoding="{declared}"?><a>{text}</a>'.encode(declared)
+    assert etree.fromstring(clean_page(page)).text == text
+
+
+@pytest.mark.parametrize("declared", ["UTF-16", "utf-32"])
+@pytest.mark.parametrize("text", ["Zürich", "Zürichs", "Genève, Zürich"])
+def test_a_wide_declaration_on_single_byte_text_is_wrong(declared: str, text: str) -> None:
+    page = f'<?xml version="1.0" encoding="{declared}"?><a>{text}</a>'.encode()
+    cleaned = clean_page(page)
+    assert cleaned.startswith(b'<?xml version="1.0" encoding="UTF-8"?>')
+    assert etree.fromstring(cleaned).text == text
+
+
+def test_an_unknown_declared_encoding_is_replaced() -> None:
+    cleaned = clean_page(b'<?xml version="1.0" encoding="x-made-up"?><a>plain</a>')
+    assert etree.fromstring(cleaned).text == "plain"
