@@ -142,3 +142,21 @@ def use_transformer(
     module = name.replace("-", "_") + "_plugin"
     entry_points = {"oai_pipeline.transformers": {name: f"{module}:{class_name}"}}
     use_plugin(monkeypatch, site, module, source, entry_points)
+
+
+def raise_on_call(
+    monkeypatch: pytest.MonkeyPatch, owner: object, name: str, number: int, error: Exception
+) -> None:
+    """The `number`th call of `owner.name` raises `error` (a crash mid-run); the others
+    go through."""
+    original = getattr(owner, name)
+    calls = 0
+
+    def failing(*args: object, **kwargs: object) -> object:
+        nonlocal calls
+        calls += 1
+        if calls == number:
+            raise error
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, failing)

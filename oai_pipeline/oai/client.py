@@ -270,8 +270,9 @@ class OAIClient:
         the caller asks for it, after its checkpoint is saved. After ``badResumptionToken``
         the window is redone from its start (records are not in datestamp order, so nothing
         finer is safe; the caller skips what it already staged), at most ``max_restarts``
-        times. A repeated token, or more than ``max_empty_pages`` empty pages in a row that
-        still carry a token, raise HarvestProtocolError.
+        times. A repeated token, or more than ``max_empty_pages`` pages in a row that add
+        nothing (empty, or the very records of an earlier page: a broken offset) and still
+        carry a token, raise HarvestProtocolError.
         """
         window = (from_, until, set_spec, metadata_prefix)
         token: str | None = None
@@ -305,6 +306,7 @@ class OAIClient:
         if ahead is not None:
             self._ahead.add(ahead)
         seen_tokens: set[str] = {token} if token else set()
+        seen_pages: set[int] = set()  # a hash of each page's headers
         restarts, empty_in_a_row = 0, 0
         try:
             while True:
@@ -338,6 +340,7 @@ class OAIClient:
                     )
                     token, cursor = None, None
                     seen_tokens.clear()
+                    seen_pages.clear()
                     empty_in_a_row = 0
                     continue
                 pages_read += 1
@@ -355,12 +358,13 @@ class OAIClient:
                         )
                     else:
                         seen_tokens.add(next_token)
-                        empty_in_a_row = 0 if page.records else empty_in_a_row + 1
+                        adds_nothing = not page.records or _repeats(page, seen_pages)
+                        empty_in_a_row = empty_in_a_row + 1 if adds_nothing else 0
                         if empty_in_a_row > max_empty_pages:
                             refusal = HarvestProtocolError(
-                                f"{self.base_url} ({verb}): {empty_in_a_row} empty pages in a "
-                                "row that still carry a resumption token; stopping instead "
-                                "of looping"
+                                f"{self.base_url} ({verb}): {empty_in_a_row} pages in a row "
+                                "that are empty or repeat the records of an earlier page, and "
+                                "still carry a resumption token; stopping instead of looping"
                             )
                     if refusal is None and ahead is not None:
                         ahead.start(next_token)
@@ -546,6 +550,16 @@ class OAIClient:
         stop: threading.Event | None = getattr(self._local, "stop", None)
         if stop is not None and stop.is_set():
             raise _Abandoned
+
+
+def _repeats(page: Page, seen_pages: set[int]) -> bool:
+    """Whether the page lists the very records (identifiers and datestamps) of an earlier
+    page of this sweep; remembers it otherwise."""
+    key = hash(tuple((r.identifier, r.datestamp, r.deleted) for r in page.records))
+    if key in seen_pages:
+        return True
+    seen_pages.add(key)
+    return False
 
 
 def _shorten(token: str, keep: int = 40) -> str:

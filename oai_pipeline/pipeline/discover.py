@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from oai_pipeline.errors import PipelineError
+from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader
 from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, RAW_SCHEMA, error_columns, frame
@@ -37,6 +38,17 @@ class DiscoveryResult:
     cap_reached: bool = False
 
 
+@dataclass
+class RunToFetch:
+    """The harvest run discover fetches for, new or resumed, and what it resumes from."""
+
+    run_id: int
+    checkpoint: SweepCheckpoint | None
+    from_: str | None
+    until: str | None
+    cap: int  # the run's own cap, kept across resumes; 0 = uncapped
+
+
 def _run_for(
     services: Services,
     scope: HarvestScope,
@@ -44,9 +56,10 @@ def _run_for(
     from_: str | None,
     until: str | None,
     dagster_run_id: str | None,
-) -> tuple[int, SweepCheckpoint | None, str | None, str | None]:
+) -> RunToFetch:
     """The run to continue (same window, not succeeded; or the one asked for) or a new one."""
     state = services.state
+    harvester = services.harvester(scope.harvester_id)
     run = None
     if options.resume_batch_id is not None:
         run = state.get_run(options.resume_batch_id)
@@ -59,7 +72,23 @@ def _run_for(
     if run is not None:
         checkpoint = run.get("checkpoint")
         checkpoint = checkpoint if isinstance(checkpoint, SweepCheckpoint) else None
-        return run["id"], checkpoint, run["window_from"], run["window_until"]
+        changed = _changed_request(checkpoint, harvester)
+        if changed is None:
+            return RunToFetch(
+                run["id"],
+                checkpoint,
+                run["window_from"],
+                run["window_until"],
+                run["max_records"] or 0,
+            )
+        if options.resume_batch_id is not None:
+            raise PipelineError(
+                f"harvest run {run['id']} cannot be resumed: {changed}. Harvest without "
+                "--resume to start a new run."
+            )
+        # The operator changed the harvester (e.g. fixed the prefix after a configuration
+        # error): the old run's token lists something else; a new run starts over.
+        state.finish_run(run["id"], "stopped", error=f"superseded: {changed}")
     run_id = state.create_run(
         scope.harvester_id,
         window_from=from_,
@@ -69,7 +98,22 @@ def _run_for(
         options=options.model_dump(mode="json"),
         dagster_run_id=dagster_run_id,
     )
-    return run_id, None, from_, until
+    return RunToFetch(run_id, None, from_, until, options.cap)
+
+
+def _changed_request(checkpoint: SweepCheckpoint | None, harvester: Harvester) -> str | None:
+    """What the harvester now asks the source for that the run's checkpoint did not."""
+    if checkpoint is None:
+        return None
+    changes = [
+        f"the {name} changed from {before!r} to {now!r}"
+        for name, before, now in (
+            ("metadata prefix", checkpoint.metadata_prefix, harvester.metadata_prefix),
+            ("set", checkpoint.set_spec, harvester.setspec),
+        )
+        if before != now
+    ]
+    return " and ".join(changes) or None
 
 
 def discover(
@@ -89,14 +133,13 @@ def discover(
         identify = reader.identify()
         state.save_identify(harvester.id, identify)
         from_, until = scope.oai_range(identify.granularity)
-        run_id, checkpoint, from_, until = _run_for(
-            services, scope, options, from_, until, dagster_run_id
-        )
-        result = DiscoveryResult(run_id=run_id, from_=from_, until=until)
+        run = _run_for(services, scope, options, from_, until, dagster_run_id)
+        run_id = run.run_id
+        result = DiscoveryResult(run_id=run_id, from_=run.from_, until=run.until)
         try:
             # One run at a time talks to a source and writes for a harvester.
             with services.harvester_lock.hold(harvester.id):
-                _fetch(services, scope, options, reader, run_id, checkpoint, from_, until, progress)
+                _fetch(services, scope, options, reader, run, progress)
         except BaseException as error:
             services.record_failure(run_id, error)
             raise
@@ -113,17 +156,16 @@ def _fetch(
     scope: HarvestScope,
     options: RunOptions,
     reader,
-    run_id: int,
-    checkpoint: SweepCheckpoint | None,
-    from_: str | None,
-    until: str | None,
+    run: RunToFetch,
     progress: Callable[[str], None],
 ) -> None:
     state = services.state
-    # Resuming: trust the durable rows, not a counter that may predate a crash.
+    run_id = run.run_id
+    # Resuming: trust the durable rows, not a counter that may predate a crash; the cap is
+    # the run's own, whatever this attempt was started with.
     counters = state.reconcile_counters(run_id)
     staged = int(counters.get("staged", 0))
-    cap = options.cap
+    cap = run.cap
     if cap and staged >= cap:
         state.set_cap_reached(run_id)
         return
@@ -135,7 +177,9 @@ def _fetch(
         discovered = len(records)
         existing = 0
         if cap and not options.include_existing and records:
-            records, existing = _drop_existing(services, scope.harvester_id, records)
+            records, existing = _drop_existing(
+                services, scope.harvester_id, records, options.retry_failed
+            )
         if cap:
             records = records[: max(0, cap - staged)]
         new, duplicates = state.stage(run_id, scope.harvester_id, records)
@@ -169,23 +213,34 @@ def _fetch(
     def save_checkpoint(new_checkpoint: SweepCheckpoint) -> None:
         state.save_checkpoint(run_id, new_checkpoint)
 
+    response_date_saved = False
     for page in reader.sweep(
-        from_=from_, until=until, checkpoint=checkpoint, save_checkpoint=save_checkpoint
+        from_=run.from_, until=run.until, checkpoint=run.checkpoint, save_checkpoint=save_checkpoint
     ):
+        if not response_date_saved and page.response_date:
+            # Also for a sweep of one page or noRecordsMatch, the usual incremental harvest.
+            state.save_response_date(run_id, page.response_date)
+            response_date_saved = True
         if stage(page.records):
             return
 
 
 def _drop_existing(
-    services: Services, harvester_id: str, records: list[HarvestedRecord]
+    services: Services, harvester_id: str, records: list[HarvestedRecord], retry_failed: bool
 ) -> tuple[list[HarvestedRecord], int]:
-    """In a capped run, records already written with the same datestamp don't use the cap."""
+    """In a capped run, records already written with the same datestamp don't use the cap:
+    live ones that have their local record, deleted ones (which may never have had one),
+    and failed ones unless asked to retry them. The next capped run gets further instead of
+    listing them again."""
     memories = services.state.get_memories(harvester_id, [r.identifier for r in records])
     kept = []
     for record in records:
         memory = memories.get(record.identifier)
-        if memory and memory.local_id and memory.datestamp == record.datestamp:
-            continue
+        if memory is not None and memory.datestamp == record.datestamp:
+            if memory.had_errors and not retry_failed:
+                continue
+            if not memory.had_errors and (memory.local_id or record.deleted):
+                continue
         kept.append(record)
     return kept, len(records) - len(kept)
 

@@ -149,6 +149,15 @@ LISTED_RECORD_FIELDS = (
 )
 
 
+def supersedes(record: HarvestedRecord, datestamp: str, deleted: bool) -> bool:
+    """Whether `record`, listed again in the same sweep, replaces the copy staged before
+    (`datestamp`, `deleted`): a later datestamp, or the same one with the other status (the
+    source's later word). A redone page lists the very same copies and replaces nothing."""
+    if record.datestamp != datestamp:
+        return record.datestamp > datestamp
+    return record.deleted != deleted
+
+
 class StateStore:
     """Everything the pipeline remembers between runs, in one database."""
 
@@ -831,37 +840,58 @@ class StateStore:
         }
         with self._engine.begin() as conn:
             conn.execute(harvest_runs.update().where(harvest_runs.c.id == run_id).values(values))
-            if checkpoint.response_date:
-                # The first page's responseDate is where the next incremental harvest starts.
-                conn.execute(
-                    harvest_runs.update()
-                    .where(harvest_runs.c.id == run_id, harvest_runs.c.response_date.is_(None))
-                    .values(response_date=checkpoint.response_date)
-                )
+
+    def save_response_date(self, run_id: int, response_date: str) -> None:
+        """The run's first page's responseDate, where the next incremental harvest starts
+        (kept when a resumed attempt reads later pages)."""
+        with self._engine.begin() as conn:
+            conn.execute(
+                harvest_runs.update()
+                .where(harvest_runs.c.id == run_id, harvest_runs.c.response_date.is_(None))
+                .values(response_date=response_date)
+            )
 
     def stage(
         self, run_id: int, harvester_id: str, records: list[HarvestedRecord]
     ) -> tuple[int, int]:
         """Stage a page: new records become `pending` run rows and harvest records, in one
-        transaction; records this run staged before (a redone page) are skipped.
-        Returns (newly staged, duplicates skipped)."""
+        transaction. A record listed again in the same run (a redone page, or a source
+        that changed it mid-sweep) counts as a duplicate; the newer copy replaces the
+        staged one (see `supersedes`). Returns (newly staged, duplicates skipped)."""
         unique: dict[str, HarvestedRecord] = {}
         for record in records:
-            unique.setdefault(record.identifier, record)
+            kept = unique.get(record.identifier)
+            if kept is None or supersedes(record, kept.datestamp, kept.deleted):
+                unique[record.identifier] = record
         duplicates = len(records) - len(unique)
         now = utc_now()
         with self._engine.begin() as conn:
-            already: set[str] = set()
+            already: dict[str, tuple[str, bool]] = {}
+            rr, hr = run_records, harvest_records
             for chunk in _chunks(list(unique)):
                 already.update(
-                    conn.execute(
-                        sa.select(run_records.c.identifier).where(
-                            run_records.c.run_id == run_id, run_records.c.identifier.in_(chunk)
+                    (row.identifier, (row.datestamp, bool(row.deleted)))
+                    for row in conn.execute(
+                        sa.select(rr.c.identifier, hr.c.datestamp, hr.c.deleted)
+                        .join(
+                            hr,
+                            sa.and_(
+                                hr.c.harvester_id == rr.c.harvester_id,
+                                hr.c.identifier == rr.c.identifier,
+                            ),
                         )
-                    ).scalars()
+                        .where(rr.c.run_id == run_id, rr.c.identifier.in_(chunk))
+                    )
                 )
             new = [record for identifier, record in unique.items() if identifier not in already]
+            newer = [
+                record
+                for identifier, record in unique.items()
+                if identifier in already and supersedes(record, *already[identifier])
+            ]
             duplicates += len(already)
+            if newer:
+                self._upsert_harvested(conn, harvester_id, newer)
             if new:
                 conn.execute(
                     run_records.insert(),

@@ -274,8 +274,27 @@ def test_a_repeated_token_is_an_error_not_a_loop() -> None:
 def test_endless_empty_pages_are_an_error_not_a_loop() -> None:
     transport = _looping_transport(lambda n: _page(f"<resumptionToken>t{n}</resumptionToken>"))
     client = OAIClient(BASE_URL, transport=transport, sleep=lambda s: None)
-    with pytest.raises(HarvestProtocolError, match="empty pages"):
+    with pytest.raises(HarvestProtocolError, match="empty or repeat"):
         list(client.sweep("ListRecords", metadata_prefix="oai_dc", max_empty_pages=5))
+
+
+def test_endless_pages_of_the_same_records_are_an_error_not_a_loop() -> None:
+    # A broken offset: every page lists the first records again, with a fresh token.
+    records = "".join(
+        f"<record><header><identifier>oai:x:{n}</identifier><datestamp>2024-01-01</datestamp>"
+        "</header><metadata><x/></metadata></record>"
+        for n in range(3)
+    )
+    transport = _looping_transport(  # (ends after 100 pages, so a regression fails, not hangs)
+        lambda n: _page(records + (f"<resumptionToken>t{n}</resumptionToken>" if n < 100 else ""))
+    )
+    client = OAIClient(BASE_URL, transport=transport, sleep=lambda s: None)
+    taken = []
+    with pytest.raises(HarvestProtocolError, match="repeat the records of an earlier page"):
+        for page in client.sweep("ListRecords", metadata_prefix="oai_dc", max_empty_pages=5):
+            taken.append(page)
+    # The first page, then six that added nothing: the sixth is the one too many.
+    assert len(taken) == 7
 
 
 def test_no_records_match_is_a_single_empty_last_page() -> None:

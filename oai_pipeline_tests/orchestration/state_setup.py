@@ -53,6 +53,7 @@ def add_finished_run(
                 response_date=response_date,
             ),
         )
+        state.save_response_date(run_id, response_date)
         if cap_reached:
             state.set_cap_reached(run_id)
         if status != "running":

@@ -15,7 +15,7 @@ from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.records import GENERATED_START, generate_datacite_records
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
-from oai_pipeline_tests.support import register
+from oai_pipeline_tests.support import raise_on_call, register
 
 RECORDS = generate_datacite_records(300, span_days=5, prefixes=("oai_datacite",))
 SCOPE = HarvestScope(
@@ -51,17 +51,7 @@ def test_an_error_while_staging_keeps_the_checkpoint_and_leaves_no_thread(
 ) -> None:
     with OAIEndpoint(RECORDS, page_size=50) as endpoint, Services(settings) as services:
         register(settings, endpoint.base_url, metadata_prefix="oai_datacite")
-        stage = services.state.stage
-        calls = 0
-
-        def failing_stage(*args: object, **kwargs: object) -> tuple[int, int]:
-            nonlocal calls
-            calls += 1
-            if calls == 2:
-                raise RuntimeError("disk full")
-            return stage(*args, **kwargs)
-
-        monkeypatch.setattr(services.state, "stage", failing_stage)
+        raise_on_call(monkeypatch, services.state, "stage", 2, RuntimeError("disk full"))
         with pytest.raises(RuntimeError, match="disk full"):
             discover(services, SCOPE, RunOptions(), progress=lambda _m: None)
         assert not ahead_threads()

@@ -318,7 +318,9 @@ def test_checkpoint_is_durable_and_last_success_has_the_first_response_date(stor
         "2024-01-01", None, "s1", "oai_dc", "token-2", 1, 50, "2026-05-01T10:00:09Z"
     )
     store.save_checkpoint(run_id, first_page)
+    store.save_response_date(run_id, "2026-05-01T10:00:00Z")
     store.save_checkpoint(run_id, later)
+    store.save_response_date(run_id, "2026-05-01T10:00:09Z")  # a later page's: kept the first
     assert store.get_run(run_id)["checkpoint"] == later
     assert store.last_success("h") is None
     store.finish_run(run_id, "succeeded")
