@@ -11,9 +11,28 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 metadata = sa.MetaData()
+
+
+def normal_doi(doi: str | None) -> str | None:
+    """DOIs are case-insensitive: a user's `10.1234/ABC` is the harvested `10.1234/abc`."""
+    if doi is None:
+        return None
+    return doi.strip().lower() or None
+
+
+class Doi(sa.types.TypeDecorator):
+    """A DOI column that stores, and compares, the normal form (`normal_doi`) of any value
+    bound to it, so no query or write can miss a DOI by its case."""
+
+    impl = sa.String(512)
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: sa.Dialect) -> str | None:
+        return normal_doi(value)
+
 
 schema_version = sa.Table(
     "schema_version",
@@ -29,7 +48,7 @@ records = sa.Table(
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("data", sa.JSON(none_as_null=True), nullable=True),  # the published version
     sa.Column("revision", sa.Integer, nullable=False, default=0),
-    sa.Column("doi", sa.String(512), nullable=True),
+    sa.Column("doi", Doi(), nullable=True),
     sa.Column("source_harvester", sa.String(255), nullable=True),
     sa.Column("source_identifier", sa.String(1024), nullable=True),
     sa.Column("tombstone_note", sa.Text, nullable=True),
@@ -126,7 +145,28 @@ def _add_lookup_index(connection: sa.Connection) -> None:
     lookup_index.create(connection, checkfirst=True)
 
 
-_STEPS = {1: _create_v1, 2: _add_lookup_index}
+def _lower_dois(connection: sa.Connection) -> None:
+    """DOIs written before they were kept in normal form. One whose normal form another
+    record holds already stays as it is (the unique index would refuse it): that duplicate
+    predates the fix, and the harvest reports it as `duplicate_pid`."""
+    # Read as plain text: the Doi type would normalise the values compared here.
+    raw_doi = sa.column("doi", sa.String)
+    table = sa.table("target_records", sa.column("id", sa.String), raw_doi)
+    rows = connection.execute(
+        sa.select(table.c.id, raw_doi).where(
+            raw_doi.is_not(None), raw_doi != sa.func.lower(raw_doi)
+        )
+    ).all()
+    for row in rows:
+        normal = normal_doi(row.doi)
+        taken = connection.execute(
+            sa.select(table.c.id).where(raw_doi == normal, table.c.id != row.id).limit(1)
+        ).first()
+        if taken is None:
+            connection.execute(sa.update(table).where(table.c.id == row.id).values(doi=normal))
+
+
+_STEPS = {1: _create_v1, 2: _add_lookup_index, 3: _lower_dois}
 _LOCK_KEY = 0x0A1_7A56E7  # the advisory lock that serialises migrations on PostgreSQL
 
 

@@ -22,6 +22,7 @@ from oai_pipeline.targets.embedded.schema import (
     communities,
     drafts,
     memberships,
+    normal_doi,
     records,
     revisions,
 )
@@ -76,7 +77,7 @@ def pid_of(data: dict[str, Any] | None, field: str = DEFAULT_PID_FIELD) -> str |
         value = value.get("identifier")
     if not isinstance(value, str):
         return None
-    return value.strip() or None
+    return normal_doi(value)
 
 
 def communities_of(data: dict[str, Any] | None) -> list[str]:
@@ -164,6 +165,7 @@ class TargetTransaction:
                 )
             ):
                 by_source[row.source_identifier] = row
+        keys = [(identifier, normal_doi(pid)) for identifier, pid in keys]
         wanted_pids = [pid for identifier, pid in keys if pid and identifier not in by_source]
         by_pid: dict[str, sa.Row] = {}
         for chunk in _chunks(sorted(set(wanted_pids))):

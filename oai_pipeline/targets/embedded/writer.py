@@ -28,6 +28,7 @@ from oai_pipeline.targets.base import (
     WriterOptions,
 )
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline.targets.embedded.schema import normal_doi
 from oai_pipeline.targets.embedded.transaction import (
     DuplicatePidError,
     NewRecord,
@@ -158,10 +159,10 @@ class EmbeddedWriter(Writer):
     def _key(self, write: PlannedWrite) -> tuple[str, str | None]:
         """(source identifier, pid) as `_apply_one` looks the record up."""
         if write.action is Action.SKIP:
-            return write.identifier, write.pid
+            return write.identifier, normal_doi(write.pid)
         data = write.data if isinstance(write.data, dict) else None
         return write.identifier, (pid_of(data, self.options.pid_field) if data else None) or (
-            write.pid
+            normal_doi(write.pid)
         )
 
     def _local(
