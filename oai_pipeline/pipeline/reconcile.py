@@ -43,6 +43,12 @@ class ReconcileReport:
 
 
 def reconcile(services: Services, harvester_id: str) -> ReconcileReport:
+    # Like a harvest: one run at a time talks to the source and writes for a harvester.
+    with services.harvester_lock.hold(harvester_id):
+        return _reconcile(services, harvester_id)
+
+
+def _reconcile(services: Services, harvester_id: str) -> ReconcileReport:
     harvester = services.harvester(harvester_id)
     state = services.state
     reader = build_reader(harvester)

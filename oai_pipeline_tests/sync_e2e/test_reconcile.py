@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
 import dagster as dg
@@ -63,3 +65,27 @@ def test_a_sweep_that_fails_part_way_deletes_nothing(forgetful: Harness) -> None
         reconcile(services, "sample")
 
     assert all(forgetful.local(i)["state"] == "live" for i in forgetful.identifiers())
+
+
+def test_reconcile_waits_for_a_run_writing_for_the_harvester(forgetful: Harness) -> None:
+    forgetful.register(loader=IMPATIENT_LOADER)
+    forgetful.harvest()
+    gone = forgetful.identifiers()[0]
+    forgetful.endpoint.remove(gone)
+    holding, released = threading.Event(), threading.Event()
+
+    def another_writer() -> None:
+        with Services(load_settings()) as services, services.harvester_lock.hold("sample"):
+            holding.set()
+            time.sleep(3)
+            assert forgetful.local(gone)["state"] == "live"  # reconcile has not written
+            released.set()
+
+    holder = threading.Thread(target=another_writer, daemon=True)
+    holder.start()
+    assert holding.wait(10)
+    with Services(load_settings()) as services:
+        report = reconcile(services, "sample")
+        assert released.is_set()
+    holder.join(10)
+    assert report.vanished == [gone] and forgetful.local(gone)["state"] == "tombstone"
