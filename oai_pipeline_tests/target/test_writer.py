@@ -376,6 +376,38 @@ def test_one_failing_record_does_not_lose_the_batch(
     assert titles == ["Four", "One"]
 
 
+MALFORMED_PARENTS = [
+    {"parent": "cesnet"},
+    {"parent": {"communities": ["cesnet"]}},
+    {"parent": {"communities": {"ids": "cesnet"}}},
+    {"parent": {"communities": {"ids": [{"slug": "cesnet"}]}}},
+]
+
+
+def test_a_malformed_parent_is_the_records_error(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    repo.create_community("cesnet")
+    sources = [(f"oai:{n}", {**data(f"R{n}"), **bad}) for n, bad in enumerate(MALFORMED_PARENTS)]
+    outcomes = harness.harvest([*sources, ("oai:ok", data("Fine"))])
+    by_id = {o.identifier: o for o in outcomes}
+    assert by_id.pop("oai:ok").action is Action.CREATE
+    for outcome in by_id.values():
+        assert (outcome.action, outcome.error.type) == (Action.ERROR, "write_failed")
+        assert "parent" in outcome.error.message
+    assert [r["title"] for r in repo.list(harvester=H)] == ["Fine"]
+
+
+@pytest.mark.parametrize("bad", MALFORMED_PARENTS)
+def test_a_deposit_with_a_malformed_parent_is_refused(
+    repo: EmbeddedRepository, bad: dict[str, Any]
+) -> None:
+    repo.create_community("cesnet")
+    with pytest.raises(PipelineError, match="parent"):
+        repo.deposit({**data("Mine"), **bad}, publish=True)
+    assert repo.list() == []
+
+
 def test_a_live_record_without_data_is_an_error(harness: Harness) -> None:
     write = PlannedWrite("oai:1", Action.CREATE, "new", DATESTAMP, data=None)
     (outcome,) = harness.writer.apply(H, [write])

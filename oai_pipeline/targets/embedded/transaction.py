@@ -81,10 +81,25 @@ def pid_of(data: dict[str, Any] | None, field: str = DEFAULT_PID_FIELD) -> str |
 
 
 def communities_of(data: dict[str, Any] | None) -> list[str]:
-    """The community slugs or ids a record asks for (`parent.communities.ids`)."""
-    parent = (data or {}).get("parent") or {}
-    ids = (parent.get("communities") or {}).get("ids") or []
-    return [str(item) for item in ids]
+    """The community slugs or ids a record asks for (`parent.communities.ids`); a shape
+    that is not that is the record's error (PipelineError), not a guess."""
+    parent = (data or {}).get("parent")
+    communities = parent.get("communities") if isinstance(parent, dict) else None
+    if parent is not None and not isinstance(parent, dict):
+        raise PipelineError("parent must be an object (with communities.ids)")
+    if communities is None:
+        return []
+    ids = communities.get("ids") if isinstance(communities, dict) else None
+    if not isinstance(communities, dict) or not _is_id_list(ids):
+        raise PipelineError("parent.communities.ids must be a list of community slugs or ids")
+    return [str(item) for item in ids or []]
+
+
+def _is_id_list(ids: Any) -> bool:
+    return ids is None or (
+        isinstance(ids, list)
+        and all(isinstance(i, str | int) and not isinstance(i, bool) and i != "" for i in ids)
+    )
 
 
 def _chunks(items: list[str]) -> Iterator[list[str]]:

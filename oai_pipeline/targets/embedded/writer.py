@@ -119,7 +119,7 @@ class EmbeddedWriter(Writer):
             for write in writes
             if write.action is Action.CREATE
             and isinstance(write.data, dict)
-            and not (write.communities or communities_of(write.data))
+            and not (write.communities or _asks_for_communities(write.data))
             and (local := known.get(write.identifier)) is not None
             and local.state is LocalState.MISSING
             and all(named[pid] == 1 for pid in pids_of[write.identifier])
@@ -287,6 +287,14 @@ class EmbeddedWriter(Writer):
                 )
             ids.append(row.id)
         return ids, None
+
+
+def _asks_for_communities(data: dict[str, Any]) -> bool:
+    """True also for a malformed `parent`: the one-by-one path reports it as the record's."""
+    try:
+        return bool(communities_of(data))
+    except PipelineError:
+        return True
 
 
 def _failed(
