@@ -36,7 +36,7 @@ from oai_pipeline.state.schema import (
     record_errors,
     run_records,
 )
-from oai_pipeline.sync.rules import HarvestMemory
+from oai_pipeline.sync.rules import Action, HarvestMemory
 from oai_pipeline.targets.base import WriteOutcome
 from oai_pipeline.transform.base import TransformItem
 
@@ -581,7 +581,8 @@ class StateStore:
                 "written_datestamp": datestamps.get(outcome.identifier),
                 "last_written_at": now,
             }
-            if outcome.local_id is not None:
+            # A deleted draft leaves no local record behind: forget its id.
+            if outcome.local_id is not None or outcome.action is Action.DELETE_DRAFT:
                 values["local_id"] = outcome.local_id
             if outcome.revision is not None:
                 values["written_revision"] = outcome.revision

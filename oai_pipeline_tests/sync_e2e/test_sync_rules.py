@@ -135,6 +135,9 @@ def test_deleted_draft_only_is_deleted(harness: Harness) -> None:
     assert all(
         r["source_identifier"] != identifier or r["state"] != "draft" for r in harness.all_local()
     )
+    # The harvest record names no local record that is gone.
+    local_id = harness.harvest_record(identifier)["local_id"]
+    assert local_id is None or harness.repository.show(local_id) is not None
 
 
 def test_deleted_already_deleted_does_nothing_but_drops_a_left_over_draft(harness: Harness) -> None:
