@@ -58,7 +58,11 @@ def plan(services: Services, scope: HarvestScope, options: RunOptions) -> Counte
             for source in sources:
                 local = locals_[source.identifier]
                 decision = decide(
-                    source, memories.get(source.identifier), local, update_all=update_all
+                    source,
+                    memories.get(source.identifier),
+                    local,
+                    update_all=update_all,
+                    publishes=writer.options.publish,
                 )
                 actions[decision.action.value] += 1
                 rows.append(

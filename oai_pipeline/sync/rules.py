@@ -56,6 +56,7 @@ class LocalRecord:
     revision: int | None = None
     has_edit_draft: bool = False
     taken_over: bool = False  # found by pid, deposited by a user, not by this harvester
+    harvested_draft: bool = False  # its draft is the one a non-publishing writer left
 
 
 @dataclass(frozen=True)
@@ -68,13 +69,21 @@ class Decision:
 _DELETED_LOCALLY = (LocalState.TOMBSTONE, LocalState.HARD_DELETED, LocalState.MISSING)
 
 
-def _still_as_harvested(source: SourceRecord, memory: HarvestMemory, local: LocalRecord) -> bool:
+def _still_as_harvested(
+    source: SourceRecord, memory: HarvestMemory, local: LocalRecord, publishes: bool
+) -> bool:
     """Nobody touched the local record since this harvester last wrote it."""
+    as_written = local.revision == memory.written_revision
+    if not source.deleted and not publishes and local.harvested_draft:
+        # A writer that does not publish leaves the harvest as a draft, for review.
+        return local.state is LocalState.DRAFT_ONLY or (
+            local.state is LocalState.LIVE and as_written
+        )
     if local.has_edit_draft:
         return False
     if source.deleted:
         return local.state in _DELETED_LOCALLY
-    return local.state is LocalState.LIVE and local.revision == memory.written_revision
+    return local.state is LocalState.LIVE and as_written
 
 
 def decide(
@@ -83,12 +92,15 @@ def decide(
     local: LocalRecord,
     *,
     update_all: bool = False,
+    publishes: bool = True,
 ) -> Decision:
     """What the target must do so that it ends in the state the source reports, and why.
 
     `memory` is the harvest-record store's memory of the last write (None: never written),
-    `local` the target's current state of the record. Pure: the writer calls it again at
-    write time with the then-current state, so a stale plan still ends in the source's state.
+    `local` the target's current state of the record; `publishes`: whether the writer
+    publishes what it writes (its `publish` option) or leaves drafts. Pure: the writer calls
+    it again at write time with the then-current state, so a stale plan still ends in the
+    source's state.
     """
     if source.has_error and not source.deleted:
         return Decision(Action.ERROR, "the record could not be transformed")
@@ -101,7 +113,7 @@ def decide(
         and memory.datestamp == source.datestamp
         and not memory.had_errors
         and not local.taken_over
-        and _still_as_harvested(source, memory, local)
+        and _still_as_harvested(source, memory, local, publishes)
     ):
         return Decision(Action.SKIP, "unchanged at the source and locally")
 

@@ -104,6 +104,33 @@ def test_no_skip_when_anything_changed(
     assert decide(source, memory, local).action is action
 
 
+DRAFT_MEMORY = HarvestMemory(MEMORY.datestamp, False, "r1", written_revision=0)
+
+
+@pytest.mark.parametrize(
+    ("local", "memory", "publishes", "action"),
+    [
+        # A writer that leaves drafts: its own draft, untouched, is the harvested state.
+        (LocalRecord(LocalState.DRAFT_ONLY, "r1", 0, harvested_draft=True), DRAFT_MEMORY, False,
+         Action.SKIP),
+        (LocalRecord(LocalState.LIVE, "r1", 3, True, harvested_draft=True), MEMORY, False,
+         Action.SKIP),
+        # ... a user edited the draft (no longer the harvest's), or published a new revision.
+        (LocalRecord(LocalState.DRAFT_ONLY, "r1", 0), DRAFT_MEMORY, False, Action.PUBLISH_DRAFT),
+        (LocalRecord(LocalState.LIVE, "r1", 3, True), MEMORY, False, Action.UPDATE),
+        (LocalRecord(LocalState.LIVE, "r1", 4, True, harvested_draft=True), MEMORY, False,
+         Action.UPDATE),
+        # A writer that publishes: any draft is not what it left.
+        (LocalRecord(LocalState.DRAFT_ONLY, "r1", 0, harvested_draft=True), DRAFT_MEMORY, True,
+         Action.PUBLISH_DRAFT),
+    ],
+)  # fmt: skip
+def test_skip_the_drafts_a_writer_that_does_not_publish_left(
+    local: LocalRecord, memory: HarvestMemory, publishes: bool, action: Action
+) -> None:
+    assert decide(LIVE_SOURCE, memory, local, publishes=publishes).action is action
+
+
 def test_update_all_rewrites_what_would_be_skipped() -> None:
     decision = decide(LIVE_SOURCE, MEMORY, AS_WRITTEN, update_all=True)
     assert decision.action is Action.UPDATE

@@ -82,6 +82,20 @@ def test_a_version_2_target_keeps_its_dois_in_normal_form(target_url: str) -> No
     assert stored == {upper: "10.1234/a", twin: "10.1234/b", other: "10.1234/B"}
 
 
+def test_a_version_3_target_gains_the_harvested_flag_of_drafts(target_url: str) -> None:
+    with EmbeddedRepository(target_url) as first:
+        record_id = first.deposit(record())
+        with first.engine.begin() as connection:  # what version 3 looked like
+            connection.execute(sa.text("ALTER TABLE target_drafts DROP COLUMN harvested"))
+            connection.execute(sa.text("UPDATE schema_version SET version = 3"))
+    with EmbeddedRepository(target_url) as again:
+        assert again.show(record_id)["draft_kind"] == "new"
+        with again.engine.connect() as connection:
+            assert current_version(connection) == SCHEMA_VERSION
+            flags = connection.execute(sa.text("SELECT harvested FROM target_drafts")).scalars()
+            assert [bool(flag) for flag in flags] == [False]
+
+
 def test_deposit_a_draft_then_publish(repo: EmbeddedRepository) -> None:
     record_id = repo.deposit(record(doi="10.1234/a"))
     shown = repo.show(record_id)

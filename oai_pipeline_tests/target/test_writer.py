@@ -64,6 +64,7 @@ class Harness:
                 self.memory.get(source.identifier),
                 local[source.identifier],
                 update_all=update_all,
+                publishes=self.writer.options.publish,
             )
             writes.append(
                 PlannedWrite(
@@ -439,6 +440,31 @@ def test_publish_false_leaves_drafts(harness: Harness, repo: EmbeddedRepository)
     assert (shown["draft_kind"], shown["draft"]["metadata"]["title"]) == ("edit", "Proposed")
     created = harness.one("oai:2", data("New"))
     assert repo.show(created.local_id)["state"] == "draft"
+
+
+def test_publish_false_skips_its_own_untouched_drafts(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    published = harness.one("oai:1", data("Published")).local_id
+    harness.reconfigure(publish=False)
+    harness.one("oai:1", data("Proposed"), datestamp="2026-06-01")
+    drafted = harness.one("oai:2", data("New"), datestamp="2026-06-01").local_id
+    again = harness.harvest(
+        [("oai:1", data("Proposed")), ("oai:2", data("New"))], datestamp="2026-06-01"
+    )
+    assert [o.action for o in again] == [Action.SKIP, Action.SKIP]
+    # A user's edit of the proposed draft: the harvest wins again, the draft is its own.
+    repo.edit(drafted, {"metadata.title": "Mine"})
+    repo.edit(published, {"metadata.title": "Mine too"})
+    again = harness.harvest(
+        [("oai:1", data("Proposed")), ("oai:2", data("New"))], datestamp="2026-06-01"
+    )
+    assert [o.action for o in again] == [Action.UPDATE, Action.PUBLISH_DRAFT]
+    assert repo.show(drafted)["draft"]["metadata"]["title"] == "New"
+    assert repo.show(published)["draft"]["metadata"]["title"] == "Proposed"
+    assert [
+        o.action for o in harness.harvest([("oai:2", data("New"))], datestamp="2026-06-01")
+    ] == [Action.SKIP]
 
 
 def test_direct_update_changes_the_published_record_in_place(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 metadata = sa.MetaData()
 
@@ -92,6 +92,9 @@ drafts = sa.Table(
     sa.Column("kind", sa.String(8), nullable=False),  # new | edit
     sa.Column("data", sa.JSON, nullable=False),
     sa.Column("updated", sa.DateTime(timezone=True), nullable=False),
+    # Left by a harvest whose writer does not publish, and untouched by a user since: the
+    # harvested state of the record (the skip rule's), not a local edit.
+    sa.Column("harvested", sa.Boolean, nullable=False, default=False, server_default=sa.false()),
 )
 
 revisions = sa.Table(
@@ -166,7 +169,17 @@ def _lower_dois(connection: sa.Connection) -> None:
             connection.execute(sa.update(table).where(table.c.id == row.id).values(doi=normal))
 
 
-_STEPS = {1: _create_v1, 2: _add_lookup_index, 3: _lower_dois}
+def _add_harvested_drafts(connection: sa.Connection) -> None:
+    columns = {column["name"] for column in sa.inspect(connection).get_columns(drafts.name)}
+    if "harvested" not in columns:  # (a version 1 made now has it already)
+        connection.execute(
+            sa.text(
+                f"ALTER TABLE {drafts.name} ADD COLUMN harvested BOOLEAN NOT NULL DEFAULT false"
+            )
+        )
+
+
+_STEPS = {1: _create_v1, 2: _add_lookup_index, 3: _lower_dois, 4: _add_harvested_drafts}
 _LOCK_KEY = 0x0A1_7A56E7  # the advisory lock that serialises migrations on PostgreSQL
 
 

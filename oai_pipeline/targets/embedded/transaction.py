@@ -195,14 +195,17 @@ class TargetTransaction:
                 by_pid.setdefault(row.doi, row)
         found = {row.id for row in [*by_source.values(), *by_pid.values()]}
         edit_drafts: set[str] = set()
+        harvested_drafts: set[str] = set()
         for chunk in _chunks(sorted(found)):
-            edit_drafts.update(
-                self.connection.execute(
-                    sa.select(drafts.c.record_id).where(
-                        drafts.c.record_id.in_(chunk), drafts.c.kind == "edit"
-                    )
-                ).scalars()
-            )
+            for draft in self.connection.execute(
+                sa.select(drafts.c.record_id, drafts.c.kind, drafts.c.harvested).where(
+                    drafts.c.record_id.in_(chunk)
+                )
+            ):
+                if draft.kind == "edit":
+                    edit_drafts.add(draft.record_id)
+                if draft.harvested:
+                    harvested_drafts.add(draft.record_id)
         result: dict[str, LocalRecord] = {}
         for identifier, pid in keys:
             row = by_source.get(identifier)
@@ -218,6 +221,7 @@ class TargetTransaction:
                     local_id=row.id,
                     revision=row.revision,
                     has_edit_draft=row.id in edit_drafts,
+                    harvested_draft=row.id in harvested_drafts,
                     taken_over=taken_over,
                 )
         return result
@@ -259,12 +263,15 @@ class TargetTransaction:
         doi: str | None,
         harvester_id: str | None = None,
         source_identifier: str | None = None,
+        harvested: bool = False,
     ) -> str:
         """A new record: a draft, not yet published (revision 0)."""
         self._check_pid_free(doi, None)
         record_id, stamp = self._insert_record(DRAFT, None, 0, doi, harvester_id, source_identifier)
         self.connection.execute(
-            sa.insert(drafts).values(record_id=record_id, kind="new", data=data, updated=stamp)
+            sa.insert(drafts).values(
+                record_id=record_id, kind="new", data=data, updated=stamp, harvested=harvested
+            )
         )
         return record_id
 
@@ -363,8 +370,11 @@ class TargetTransaction:
             .values(source_harvester=harvester_id, source_identifier=source_identifier)
         )
 
-    def save_draft(self, record_id: str, data: dict[str, Any], *, doi: str | None) -> None:
-        """Write the record's draft: a new record's draft, or an edit draft of a published one."""
+    def save_draft(
+        self, record_id: str, data: dict[str, Any], *, doi: str | None, harvested: bool = False
+    ) -> None:
+        """Write the record's draft: a new record's draft, or an edit draft of a published one
+        (`harvested`: the harvest leaves it there, see `drafts.harvested`)."""
         row = self.record(record_id)
         if row.state not in (DRAFT, LIVE):
             raise PipelineError(f"record {record_id} is {row.state}: restore it before editing")
@@ -379,11 +389,13 @@ class TargetTransaction:
         updated = self.connection.execute(
             sa.update(drafts)
             .where(drafts.c.record_id == record_id)
-            .values(kind=kind, data=data, updated=stamp)
+            .values(kind=kind, data=data, updated=stamp, harvested=harvested)
         )
         if updated.rowcount == 0:
             self.connection.execute(
-                sa.insert(drafts).values(record_id=record_id, kind=kind, data=data, updated=stamp)
+                sa.insert(drafts).values(
+                    record_id=record_id, kind=kind, data=data, updated=stamp, harvested=harvested
+                )
             )
 
     def publish(self, record_id: str, *, pid_field: str = DEFAULT_PID_FIELD) -> int:

@@ -221,7 +221,11 @@ class EmbeddedWriter(Writer):
             return WriteOutcome(write.identifier, action, record_id, 1)
         if action is Action.CREATE:
             record_id = tx.create(
-                data, doi=pid, harvester_id=harvester_id, source_identifier=write.identifier
+                data,
+                doi=pid,
+                harvester_id=harvester_id,
+                source_identifier=write.identifier,
+                harvested=not self.options.publish,
             )
             if self.options.publish:
                 tx.publish(record_id, pid_field=self.options.pid_field)
@@ -245,7 +249,7 @@ class EmbeddedWriter(Writer):
         if published and self.options.publish and self.options.direct_update:
             tx.update_published(record_id, data, doi=pid)
             return
-        tx.save_draft(record_id, data, doi=pid)
+        tx.save_draft(record_id, data, doi=pid, harvested=not self.options.publish)
         if self.options.publish:
             tx.publish(record_id, pid_field=self.options.pid_field)
 
