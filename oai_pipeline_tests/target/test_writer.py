@@ -330,12 +330,15 @@ def test_pid_field_names_where_the_pid_lives(harness: Harness, repo: EmbeddedRep
 def test_a_stale_create_after_a_crash_makes_no_duplicate(
     harness: Harness, repo: EmbeddedRepository
 ) -> None:
-    writes = harness.plan([("oai:1", data())])
+    writes = harness.plan([("oai:1", data()), ("oai:2", data("Two"))])
     first = harness.writer.apply(H, writes)  # written, but the harvest store never heard of it
+    repo.edit(first[1].local_id, {"metadata.title": "Mine"})  # ... and a user edited one since
     again = harness.writer.apply(H, writes)
-    assert again[0].action is Action.UPDATE
-    assert again[0].local_id == first[0].local_id
-    assert len(repo.list()) == 1
+    # No duplicate; the untouched one gets no new revision, the edited one is overwritten.
+    assert [o.local_id for o in again] == [o.local_id for o in first]
+    assert [(o.action, o.revision) for o in again] == [(Action.CREATE, 1), (Action.UPDATE, 2)]
+    assert len(repo.list()) == 2
+    assert repo.show(first[1].local_id)["draft"] is None
 
 
 def test_a_stale_plan_still_ends_in_the_source_state(

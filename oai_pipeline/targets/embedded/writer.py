@@ -204,6 +204,10 @@ class EmbeddedWriter(Writer):
         if source_deleted:
             return self._delete(tx, write, local, action)
         assert data is not None
+        if write.action is Action.CREATE and self._already_created(tx, local, data):
+            # An earlier attempt of this run created it and crashed before its outcome was
+            # saved: the record is as this write would leave it, so no new revision.
+            return WriteOutcome(write.identifier, Action.CREATE, local.local_id, local.revision)
         community_ids, error = self._communities(tx, write, data)
         if error is not None:
             return WriteOutcome(
@@ -240,6 +244,16 @@ class EmbeddedWriter(Writer):
             self._update(tx, record_id, data, pid)
         tx.add_to_communities(record_id, community_ids)
         return WriteOutcome(write.identifier, action, record_id, tx.record(record_id).revision)
+
+    def _already_created(
+        self, tx: TargetTransaction, local: LocalRecord, data: dict[str, Any]
+    ) -> bool:
+        """The harvested record exists, published with exactly this data, nobody's edit."""
+        if local.local_id is None or local.taken_over or local.has_edit_draft:
+            return False
+        if local.state is not LocalState.LIVE or not self.options.publish:
+            return False
+        return tx.record(local.local_id).data == data
 
     def _update(
         self, tx: TargetTransaction, record_id: str, data: dict[str, Any], pid: str | None
