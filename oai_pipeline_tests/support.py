@@ -160,3 +160,15 @@ def raise_on_call(
         return original(*args, **kwargs)
 
     monkeypatch.setattr(owner, name, failing)
+
+
+def stored_harvester_ids() -> list[str]:
+    """The ids in the state store of the current settings, as a fresh process reads them."""
+    from oai_pipeline.settings import load_settings
+    from oai_pipeline.state.store import StateStore
+
+    store = StateStore(load_settings().state_db_url)
+    try:
+        return [h.id for h in store.list_harvesters()]
+    finally:
+        store.close()

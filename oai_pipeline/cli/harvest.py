@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime
 
 import click
 
-from oai_pipeline.cli.output import FriendlyCommand, emit, report_text
+from oai_pipeline.cli.output import (
+    FriendlyCommand,
+    emit,
+    progress_line,
+    report_text,
+    setup_cli_logging,
+)
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.oai.windows import parse_datestamp
 from oai_pipeline.pipeline.options import SCALES, RunOptions
@@ -60,6 +65,13 @@ def harvest(
     as_json: bool,
 ) -> None:
     """Harvest HARVESTER_ID (all records, a date range, or the OAI_IDENTIFIERS given)."""
+    if resume_batch_id is not None and (since is not None or until_ is not None or oai_identifiers):
+        # A resumed run keeps its own window and records; silently ignoring these would
+        # harvest something else than the operator asked for.
+        raise click.UsageError(
+            "--resume continues a run with its own range and records; "
+            "give --since/--until or OAI identifiers to a new run instead"
+        )
     options = RunOptions(
         scale=scale,
         max_records=max_records,
@@ -81,9 +93,9 @@ def harvest(
         payload = submit_harvest_job(harvester_id, start, end, options)
         emit(payload, as_json=as_json, text=f"submitted Dagster run {payload['run_id']}")
         return
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    setup_cli_logging()
     with Services(load_settings()) as services:
         services.harvester(harvester_id)
         scope = HarvestScope.adhoc(harvester_id, start, end)
-        report = run_harvest(services, scope, options, progress=click.echo).to_dict()
+        report = run_harvest(services, scope, options, progress=progress_line).to_dict()
     emit(report, as_json=as_json, text=report_text(report))

@@ -3,38 +3,136 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import logging
+import re
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import IO, Any
 
 import click
+import httpx
 from pydantic import ValidationError
 
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.errors import ConfigurationError, PipelineError
 from oai_pipeline.harvesters.model import describe_validation_error
 
+# ctx.meta key (shared by a command's whole context tree): the command was given --json.
+JSON_ERRORS = "oai_pipeline.json_errors"
 
-class InvalidInput(click.ClickException):
+
+class CommandError(click.ClickException):
+    """A user mistake as one `Error: …` line on stderr; with --json also a JSON object on
+    stdout, so a script reading stdout always gets JSON, for success and failure alike."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        exit_code: int = 1,
+        as_json: bool = False,
+        shown: click.ClickException | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.exit_code = exit_code
+        self.as_json = as_json
+        self.shown = shown  # a click usage error keeps its own stderr text (usage, hint)
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        if self.shown is not None:
+            self.shown.show(file)
+        else:
+            super().show(file)
+        if self.as_json:
+            click.echo(json.dumps({"error": self.message, "type": self.kind}, sort_keys=True))
+
+
+class InvalidInput(CommandError):
     """A ValidationError as one line naming the field; exit code 2, like click's usage errors."""
 
-    exit_code = 2
+    def __init__(self, message: str, *, as_json: bool = False) -> None:
+        super().__init__(message, kind="validation_error", exit_code=2, as_json=as_json)
+
+
+def _kind(error: BaseException) -> str:
+    """The error's class in snake_case (`OAIError` -> `oai_error`): stable for scripts."""
+    name = type(error).__name__
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+def _command_error(error: Exception, as_json: bool) -> CommandError | None:
+    """The user mistake `error` as a CommandError; None for anything else (a bug: traceback)."""
+    if isinstance(error, CommandError):
+        return error
+    if isinstance(error, ValidationError):
+        return InvalidInput(describe_validation_error(error), as_json=as_json)
+    if isinstance(error, httpx.InvalidURL):  # a URL httpx refuses although it looked valid
+        error = ConfigurationError(f"invalid URL: {error}")
+    if isinstance(error, PipelineError):
+        return CommandError(str(error), kind=_kind(error), as_json=as_json)
+    if isinstance(error, click.ClickException) and as_json:
+        return CommandError(
+            error.format_message(),
+            kind=_kind(error),
+            exit_code=error.exit_code,
+            as_json=True,
+            shown=error,
+        )
+    return None
 
 
 @contextmanager
-def one_line_errors() -> Iterator[None]:
+def one_line_errors(as_json: bool | Callable[[], bool] = False) -> Iterator[None]:
     """User mistakes end the command with one `Error: …` line, never a traceback:
-    ValidationError exits 2, PipelineError exits 1."""
+    ValidationError and click usage errors exit 2, PipelineError exits 1. With `as_json`
+    (a flag, or asked only when an error happens) the error is also JSON on stdout."""
     try:
         yield
-    except ValidationError as error:
-        raise InvalidInput(describe_validation_error(error)) from None
-    except PipelineError as error:
-        raise click.ClickException(str(error)) from None
+    except Exception as error:
+        reported = _command_error(error, as_json() if callable(as_json) else as_json)
+        if reported is None or reported is error:
+            raise
+        raise reported from None
+
+
+def _asks_for_json(command: click.Command, args: Sequence[str]) -> bool:
+    """Whether the command line gives this command's --json flag. Read apart from the real
+    parse, so that a usage error in another option is reported as JSON too."""
+    if not any(param.name == "as_json" for param in command.params):
+        return False
+    args = list(args)
+    try:  # the parser consumes the list it is given: it gets a copy
+        opts, _, _ = command.make_parser(click.Context(command)).parse_args(args=list(args))
+    except click.UsageError:  # e.g. an unknown option: look for the flag itself
+        return "--json" in (args[: args.index("--")] if "--" in args else args)
+    return opts.get("as_json") is True
 
 
 class _OneLineErrors:
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if _asks_for_json(self, args):  # type: ignore[arg-type]
+            ctx.meta[JSON_ERRORS] = True  # meta is shared: the parent's invoke sees it
+        return super().parse_args(ctx, args)  # type: ignore[misc]
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        """The top command parses its own arguments before any invoke: its usage errors
+        are caught here (a subcommand's reach its parent's invoke)."""
+        if parent is not None:
+            return super().make_context(info_name, args, parent, **extra)  # type: ignore[misc]
+        # Asked before the parse, which consumes `args`.
+        as_json = _asks_for_json(self, args)  # type: ignore[arg-type]
+        with one_line_errors(as_json):
+            return super().make_context(info_name, args, parent, **extra)  # type: ignore[misc]
+
     def invoke(self, ctx: click.Context) -> Any:
-        with one_line_errors():
+        with one_line_errors(lambda: bool(ctx.meta.get(JSON_ERRORS))):
             return super().invoke(ctx)  # type: ignore[misc]
 
 
@@ -45,7 +143,21 @@ class FriendlyCommand(_OneLineErrors, click.Command):
 class FriendlyGroup(_OneLineErrors, click.Group):
     """A group whose subcommands' (and subgroups') user mistakes are one line."""
 
+    command_class = FriendlyCommand  # so a subcommand's --json is seen before it parses
     group_class = type  # subgroups are FriendlyGroups too
+
+
+def setup_cli_logging() -> None:
+    """Our progress and info lines on stderr; httpx's `HTTP Request: GET …` line for every
+    request is noise there, so the HTTP libraries log only warnings and errors."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def progress_line(line: str) -> None:
+    """Progress goes to stderr: stdout holds only the result (one JSON document with --json)."""
+    click.echo(line, err=True)
 
 
 def emit(payload: Any, *, as_json: bool, text: str | None = None) -> None:

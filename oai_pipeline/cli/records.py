@@ -28,8 +28,8 @@ def records() -> None:
 
 @records.command(name="list")
 @click.option("--harvester", "harvester_id", help="only this harvester's records")
-@click.option("--deleted", "state", flag_value="deleted", help="only records deleted at source")
-@click.option("--live", "state", flag_value="live", help="only records live at the source")
+@click.option("--deleted", "only_deleted", is_flag=True, help="only records deleted at source")
+@click.option("--live", "only_live", is_flag=True, help="only records live at the source")
 @click.option("--error-type", help="records with an error of this type")
 @click.option("--message", help="… whose message contains this text")
 @click.option("--location", help="… whose location contains this text")
@@ -37,7 +37,8 @@ def records() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def list_(
     harvester_id: str | None,
-    state: str | None,
+    only_deleted: bool,
+    only_live: bool,
     error_type: str | None,
     message: str | None,
     location: str | None,
@@ -45,10 +46,12 @@ def list_(
     as_json: bool,
 ) -> None:
     """List harvest records (error filters all apply to the same error)."""
+    if only_deleted and only_live:  # separate flags, so the conflict is seen, not last-wins
+        raise click.UsageError("give --live or --deleted, not both")
     with open_store() as store:
         found = store.list_records(
             harvester_id=harvester_id,
-            deleted=None if state is None else state == "deleted",
+            deleted=True if only_deleted else False if only_live else None,
             error_type=error_type,
             message=message,
             location=location,

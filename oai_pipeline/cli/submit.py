@@ -10,7 +10,9 @@ import os
 from datetime import datetime
 from urllib.parse import urlparse
 
+from oai_pipeline.cli.harvesters import open_store
 from oai_pipeline.errors import PipelineError
+from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.pipeline.options import RunOptions
 
 DEFAULT_WEBSERVER = "http://127.0.0.1:3000"
@@ -19,6 +21,43 @@ DEFAULT_WEBSERVER = "http://127.0.0.1:3000"
 def harvest_run_config(options: RunOptions) -> dict:
     fields = options.model_dump(exclude={"resume_batch_id"}, exclude_defaults=True)
     return {"resources": {"harvest_options": {"config": fields}}} if fields else {}
+
+
+def _connection_failure(error: BaseException) -> BaseException | None:
+    """The innermost connection error if the webserver was not reached at all (dagster-graphql
+    raises its DagsterGraphQLClientError for that too, the connection error as its cause)."""
+    import socket
+
+    import requests
+    from gql.transport.exceptions import TransportConnectionFailed
+
+    unreachable = (  # refused, DNS, timeouts; not an HTTP error status (that is an answer)
+        ConnectionError,
+        TimeoutError,
+        socket.gaierror,
+        requests.ConnectionError,
+        requests.Timeout,
+        TransportConnectionFailed,
+    )
+    found = None
+    current: BaseException | None = error
+    visited: set[int] = set()
+    while current is not None and id(current) not in visited:
+        visited.add(id(current))
+        if isinstance(current, unreachable):
+            found = current
+        current = current.__cause__ or current.__context__
+    return found
+
+
+def _refusal(error: BaseException) -> str:
+    """The webserver's answer in one line (the client's own text carries the whole query)."""
+    if len(error.args) >= 2:  # (result type, message): JobNotFoundError, RunConflict, …
+        return f"{error.args[0]}: {error.args[1]}".splitlines()[0]
+    cause = error.__cause__
+    if cause is not None:
+        return f"{type(cause).__name__}: {cause}".splitlines()[0]
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def submit_harvest_job(
@@ -33,22 +72,25 @@ def submit_harvest_job(
         raise PipelineError(
             "--resume works in this process; a Dagster run resumes by re-executing it"
         )
+    with open_store() as store:  # a run for an unknown harvester must not be queued
+        HarvesterRegistry(store).get(harvester_id)
     url = urlparse(os.environ.get("DAGSTER_WEBSERVER_URL", DEFAULT_WEBSERVER))
     first, last = window_range(start, end)
-    client = DagsterGraphQLClient(
-        url.hostname or "127.0.0.1", port_number=url.port, use_https=url.scheme == "https"
-    )
     try:
+        client = DagsterGraphQLClient(
+            url.hostname or "127.0.0.1", port_number=url.port, use_https=url.scheme == "https"
+        )
         run_id = client.submit_job_execution(
             harvest_job.name,
             run_config=harvest_run_config(options),
             tags=range_tags(harvester_id, first, last),
         )
-    except DagsterGraphQLClientError as error:
-        raise PipelineError(f"Dagster refused the run: {error}") from error
-    except Exception as error:  # connection refused, DNS, timeouts
+    except Exception as error:  # connection refused, DNS, timeouts, or a refusal
+        failure = _connection_failure(error)
+        if isinstance(error, DagsterGraphQLClientError) and failure is None:
+            raise PipelineError(f"Dagster refused the run: {_refusal(error)}") from error
         raise PipelineError(
-            f"no Dagster webserver at {url.geturl()} ({type(error).__name__}); start it with "
-            "`./run.sh dev` or set DAGSTER_WEBSERVER_URL"
+            f"no Dagster webserver at {url.geturl()} ({type(failure or error).__name__}); "
+            "start it with `./run.sh dev` or set DAGSTER_WEBSERVER_URL"
         ) from error
     return {"run_id": run_id, "harvester_id": harvester_id, "windows": [first, last]}

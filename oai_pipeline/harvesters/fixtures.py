@@ -15,15 +15,39 @@ the same state. The file is a list of entries, or a mapping with a `harvesters` 
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, StrictInt, ValidationError, model_validator
 
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.harvesters.model import Harvester, describe_validation_error
 from oai_pipeline.harvesters.registry import HarvesterRegistry, UpsertResult
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping: PyYAML keeps the last one
+    silently, so a copy-pasted `base-url` would quietly replace the first."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` may be overridden
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, Hashable):  # the base class reports unhashable keys
+                continue
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r}",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def _dashed(name: str) -> str:
@@ -50,8 +74,9 @@ class FixtureEntry(BaseModel):
     harvest_managers: list[str] | None = None
     model: str | None = None
     community: str | None = None
-    rate_limit_per_minute: int | None = None
-    batch_size: int | None = None
+    # Strict: YAML `true` is not the number 1.
+    rate_limit_per_minute: StrictInt | None = None
+    batch_size: StrictInt | None = None
     enabled: bool | None = None
 
     @model_validator(mode="after")
@@ -91,9 +116,13 @@ class FixtureFile(BaseModel):
 def read_fixture_file(path: Path) -> list[Harvester]:
     """Parse and validate the whole file; the first problem is a ConfigurationError."""
     try:
-        content = yaml.safe_load(path.read_text(encoding="utf-8"))
+        content = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     except OSError as error:
         raise ConfigurationError(f"cannot read {path}: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigurationError(
+            f"{path} is not UTF-8 text (byte {error.start}: {error.reason})"
+        ) from None
     except yaml.YAMLError as error:
         raise ConfigurationError(f"{path} is not valid YAML: {error}".replace("\n", " ")) from None
     if content is None:

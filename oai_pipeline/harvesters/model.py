@@ -4,7 +4,9 @@ CONTRACT: field names are fixed; the registry owner adds validators and spec par
 
 Plug-in specs are checked against the installed plug-ins when a harvester is built from
 operator input. Reading a stored harvester back skips that check (validation context
-`{"check_plugins": False}`), so an uninstalled plug-in never hides the registry.
+`{"check_plugins": False}`), so an uninstalled plug-in never hides the registry. Checks
+added later (base URL port, id length) skip stored harvesters too (`{"stored": True}`), so
+one registered before them can still be listed, shown, fixed with `update` or deleted.
 """
 
 from __future__ import annotations
@@ -30,10 +32,33 @@ from oai_pipeline.harvesters.plugins import (
     validate_spec,
     with_option,
 )
+from oai_pipeline.state.schema import harvesters as harvesters_table
 
-HARVESTER_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+# Harvester ids and community slugs: they end up in Dagster partition keys (`id|window`),
+# file paths and comma-separated lists, so no spaces, '/', '|' or ','.
+SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+HARVESTER_ID = SLUG
+# Longer ids would not fit the state store's columns (PostgreSQL refuses, SQLite would not).
+MAX_HARVESTER_ID_LENGTH: int = harvesters_table.c.id.type.length  # type: ignore[attr-defined]
 _EMAIL = re.compile(r"^[^@\s,;]+@[^@\s,;]+\.[^@\s,;.]+$")
 MAX_BATCH_SIZE = 10_000
+
+
+def check_slug(value: str, what: str, *, max_length: int | None) -> str:
+    """The one naming rule for harvester ids and community slugs (ValueError naming `what`)."""
+    # Length first, so that the message does not repeat a huge value.
+    if max_length is not None and len(value) > max_length:
+        raise ValueError(f"a {what} has at most {max_length} characters, not {len(value)}")
+    if not SLUG.match(value):
+        raise ValueError(
+            f"{value!r} is not a {what}: lowercase letters, digits, '-' and '_', "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+def _stored(info: ValidationInfo) -> bool:
+    return bool((info.context or {}).get("stored"))
 
 
 def _check_spec(group: PluginGroup, text: str, info: ValidationInfo) -> str:
@@ -80,21 +105,25 @@ class Harvester(BaseModel):
 
     @field_validator("id")
     @classmethod
-    def _id(cls, value: str) -> str:
-        if not HARVESTER_ID.match(value):
-            raise ValueError(
-                f"{value!r} is not a harvester id: lowercase letters, digits, '-' and '_', "
-                "starting with a letter or digit"
-            )
-        return value
+    def _id(cls, value: str, info: ValidationInfo) -> str:
+        limit = None if _stored(info) else MAX_HARVESTER_ID_LENGTH
+        return check_slug(value, "harvester id", max_length=limit)
 
     @field_validator("base_url")
     @classmethod
-    def _base_url(cls, value: str) -> str:
+    def _base_url(cls, value: str, info: ValidationInfo) -> str:
         value = value.strip()
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname or " " in value:
             raise ValueError(f"{value!r} is not an http(s) URL")
+        if _stored(info):
+            return value
+        try:
+            port = parts.port  # ValueError if not a number or above 65535
+        except ValueError:
+            port = 0
+        if port == 0:  # caught here, not as an httpx traceback at the first harvest
+            raise ValueError(f"{value!r}: the port must be a number from 1 to 65535")
         return value
 
     @field_validator("metadata_prefix")
@@ -156,7 +185,7 @@ class Harvester(BaseModel):
     @classmethod
     def from_stored(cls, data: dict[str, Any]) -> Harvester:
         """A harvester read back from the store: shape checked, plug-ins not loaded."""
-        return cls.model_validate(data, context={"check_plugins": False})
+        return cls.model_validate(data, context={"check_plugins": False, "stored": True})
 
 
 def apply_model_and_community(

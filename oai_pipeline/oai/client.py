@@ -496,6 +496,8 @@ class OAIClient:
                 status, headers, body = self._send(params)
             except httpx.TooManyRedirects as exc:
                 raise HarvestProtocolError(f"{self.base_url} ({verb}): {exc}") from exc
+            except httpx.InvalidURL as exc:  # the harvester's base URL: retrying cannot help
+                raise ConfigurationError(f"{self.base_url}: invalid URL: {exc}") from exc
             except (httpx.TransportError, httpx.DecodingError) as exc:
                 problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             else:

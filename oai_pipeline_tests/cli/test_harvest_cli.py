@@ -3,36 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from click.testing import CliRunner, Result
 
 from oai_pipeline.cli import main
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
-from oai_pipeline_tests.support import deleted_records, live_records, shifted_sample_records
-
-RECORDS = shifted_sample_records()
+from oai_pipeline_tests.cli.conftest import RECORDS
+from oai_pipeline_tests.support import deleted_records, live_records
 
 
 def run(*args: str) -> Result:
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
-
-@pytest.fixture
-def endpoint() -> Iterator[OAIEndpoint]:
-    with OAIEndpoint(RECORDS, page_size=3) as endpoint:
-        yield endpoint
-
-
-@pytest.fixture
-def registered(endpoint: OAIEndpoint) -> str:
-    result = run(
-        "harvesters", "create", "--id", "sample", "--name", "Sample",
-        "--base-url", endpoint.base_url, "--metadata-prefix", "oai_datacite", "--model", "rdm",
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    return "sample"
 
 
 def test_harvest_then_status_and_records(registered: str) -> None:

@@ -12,6 +12,7 @@ from oai_pipeline.harvesters.plugins import parse_spec
 from oai_pipeline.oai.types import HarvestedRecord
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.store import StateStore
+from oai_pipeline_tests.support import stored_harvester_ids
 
 CREATE = [
     "create",
@@ -45,14 +46,6 @@ def run(*args: str, ok: bool = True):
     if ok:
         assert result.exit_code == 0, result.output
     return result
-
-
-def stored_ids() -> list[str]:
-    store = StateStore(load_settings().state_db_url)
-    try:
-        return [h.id for h in store.list_harvesters()]
-    finally:
-        store.close()
 
 
 def test_round_trip_create_list_update_show_delete():
@@ -136,7 +129,7 @@ def test_invalid_create_fails_with_one_line_naming_the_field(flags, field):
     lines = result.output.strip().splitlines()
     assert len(lines) == 1, result.output
     assert lines[0].startswith(f"Error: invalid {field}: "), lines[0]
-    assert stored_ids() == []
+    assert stored_harvester_ids() == []
 
 
 @pytest.mark.parametrize(("flags", "field"), INVALID[1:])
@@ -179,7 +172,7 @@ def test_load_fixture_file_twice(tmp_path):
     result = run("load", str(path), ok=False)
     assert result.exit_code != 0 and len(result.output.strip().splitlines()) == 1
     assert "harvester 'Bad'" in result.output and "invalid id" in result.output
-    assert stored_ids() == ["zenodo"]
+    assert stored_harvester_ids() == ["zenodo"]
 
 
 def test_delete_with_records():

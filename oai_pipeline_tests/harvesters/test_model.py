@@ -43,6 +43,26 @@ def test_base_url_must_be_http(bad):
     assert _problem(base_url=bad) == ("base_url", f"Value error, {bad!r} is not an http(s) URL")
 
 
+@pytest.mark.parametrize("port", ["abc", "99999", "0", "-1", "+80"])
+def test_base_url_port_must_be_a_port_number(port):
+    field, message = _problem(base_url=f"http://example.org:{port}/oai")
+    assert field == "base_url" and "the port must be a number from 1 to 65535" in message
+
+
+def test_ids_fit_the_state_store_column():
+    assert Harvester.from_input(BASE | {"id": "a" * 200}).id == "a" * 200
+    field, message = _problem(id="a" * 201)
+    assert field == "id" and "at most 200 characters, not 201" in message
+
+
+def test_stored_harvesters_from_before_the_port_and_length_checks_still_load():
+    """Like an uninstalled plug-in, they must not hide the registry: list, update, delete."""
+    stored = Harvester.from_stored(BASE | {"id": "a" * 300, "base_url": "http://x.org:abc/oai"})
+    assert stored.base_url == "http://x.org:abc/oai"
+    with pytest.raises(ValidationError):
+        Harvester.from_stored(BASE | {"id": "a b"})  # the naming rule itself still holds
+
+
 @pytest.mark.parametrize(
     ("changes", "field", "fragment"),
     [

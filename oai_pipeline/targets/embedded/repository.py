@@ -14,7 +14,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.errors import ConfigurationError, PipelineError
+from oai_pipeline.harvesters.model import check_slug
 from oai_pipeline.sync.rules import LocalRecord
 from oai_pipeline.targets.base import SourceKey
 from oai_pipeline.targets.embedded.engine import READ_ONLY, create_target_engine
@@ -198,6 +199,13 @@ class EmbeddedRepository:
         ]
 
     def create_community(self, slug: str, *, parent: str | None = None) -> dict[str, Any]:
+        """A new community; its slug follows the harvester-id rule (it is named in writer
+        options and comma-separated lists) and must fit its column."""
+        slug = slug.strip()
+        try:
+            check_slug(slug, "community slug", max_length=communities.c.slug.type.length)
+        except ValueError as error:
+            raise ConfigurationError(str(error)) from None
         with self.transaction() as tx:
             row = tx.create_community(slug, parent=parent)
         return {"id": row.id, "slug": row.slug, "parent": row.parent_id}

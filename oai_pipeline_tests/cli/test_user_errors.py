@@ -1,0 +1,322 @@
+"""User mistakes on the command line: one clear line (and JSON with --json), never a
+traceback, and nothing half-written."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from oai_pipeline.cli import main
+from oai_pipeline.cli.harvest import harvest
+from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.harvesters.plugins import RDM_MODEL
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline.settings import Settings, load_settings
+from oai_pipeline.state.store import StateStore
+from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline_tests.cli.conftest import create_args
+from oai_pipeline_tests.support import stored_harvester_ids
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+def assert_one_line_error(result: Result, message: str, exit_code: int = 1) -> None:
+    assert result.exit_code == exit_code, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1 and message in errors[0], result.stderr
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port nothing listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# -- F5: with --json an error is JSON on stdout too -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message", "kind", "exit_code"),
+    [
+        (["harvest", "nope"], "unknown harvester 'nope'", "pipeline_error", 1),
+        (["reconcile", "nope"], "unknown harvester 'nope'", "pipeline_error", 1),
+        (["status", "--batch-id", "999"], "no harvest run 999", "pipeline_error", 1),
+        (["records", "show", "nope"], "no harvest record 'nope'", "pipeline_error", 1),
+        (["harvesters", "show", "nope"], "unknown harvester 'nope'", "pipeline_error", 1),
+        (["target", "show", "nope"], "no record 'nope'", "pipeline_error", 1),
+        (
+            create_args("", "http://example.org/oai"),
+            "is not a harvester id",
+            "validation_error",
+            2,
+        ),
+        (["target", "list", "--state", "bogus"], "'bogus' is not one of", "bad_parameter", 2),
+        (["harvest", "nope", "--bogus"], "No such option '--bogus'", "no_such_option", 2),
+    ],
+)
+def test_json_errors_are_a_json_object_on_stdout(
+    args: list[str], message: str, kind: str, exit_code: int
+) -> None:
+    result = run(*args, "--json")
+
+    assert_one_line_error(result, message, exit_code)
+    payload = json.loads(result.stdout)
+    assert payload["type"] == kind
+    assert message in payload["error"]
+    assert f"Error: {payload['error']}" in result.stderr
+
+
+def test_errors_without_json_leave_stdout_empty() -> None:
+    result = run("harvest", "nope")
+
+    assert_one_line_error(result, "unknown harvester 'nope'")
+    assert result.stdout == ""
+
+
+def test_json_errors_of_a_command_run_on_its_own() -> None:
+    """A command used as the top command parses its arguments before any invoke."""
+    result = CliRunner().invoke(harvest, ["--json"])
+
+    assert_one_line_error(result, "Missing argument", 2)
+    assert json.loads(result.stdout)["type"] == "missing_parameter"
+
+
+def test_a_json_option_value_is_not_the_json_flag() -> None:
+    result = run("records", "list", "--message", "--json")
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "no matching harvest records"
+
+
+# -- F6 and the httpx request lines: stdout holds only the result -----------------------------
+
+
+@pytest.fixture
+def http_log_levels() -> Iterator[None]:
+    """The CLI sets the HTTP libraries' log levels; put them back for the other tests."""
+    loggers = [logging.getLogger(name) for name in ("httpx", "httpcore")]
+    levels = [logger.level for logger in loggers]
+    yield
+    for logger, level in zip(loggers, levels, strict=True):
+        logger.setLevel(level)
+
+
+def test_harvest_json_is_one_document_and_progress_goes_to_stderr(registered: str) -> None:
+    result = run("harvest", registered, "--json", "--progress-every", "1")
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)  # exactly one JSON document, nothing before it
+    assert report["errors"] == 0
+    assert "records staged" in result.stderr and "records written" in result.stderr
+
+
+def test_harvest_logs_no_line_per_http_request(
+    registered: str, http_log_levels: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+
+    result = run("harvest", registered)
+
+    assert result.exit_code == 0, result.output
+    http_lines = [r for r in caplog.records if r.name.startswith(("httpx", "httpcore"))]
+    assert [r.getMessage() for r in http_lines if r.levelno < logging.WARNING] == []
+
+
+# -- F7: the base URL's port ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("port", ["abc", "99999", "0", "-1"])
+def test_a_bad_port_is_refused_at_registration(port: str) -> None:
+    result = run(*create_args("bad-port", f"http://127.0.0.1:{port}/oai"))
+
+    assert_one_line_error(result, "the port must be a number from 1 to 65535", 2)
+    assert stored_harvester_ids() == []
+
+
+def test_a_good_port_is_accepted() -> None:
+    assert run(*create_args("good-port", "http://127.0.0.1:8080/oai")).exit_code == 0
+
+
+@pytest.mark.parametrize("command", ["harvest", "reconcile"])
+def test_a_stored_url_httpx_refuses_is_a_one_line_error(command: str) -> None:
+    """Registered before the port check: still listed, and a harvest fails in one line."""
+    stored = Harvester.from_stored(
+        {
+            "id": "old",
+            "base_url": "http://127.0.0.1:abc/oai",
+            "metadata_prefix": "oai_datacite",
+            "transformers": [RDM_MODEL.transformer],
+            "writers": [RDM_MODEL.writer],
+        }
+    )
+    store = StateStore(load_settings().state_db_url)
+    try:
+        store.save_harvester(stored)
+    finally:
+        store.close()
+    assert "old" in run("harvesters", "list").stdout
+
+    result = run(command, "old")
+
+    assert_one_line_error(result, "invalid URL")
+
+
+# -- F8 and F13: fixture files ----------------------------------------------------------------
+
+GOOD_ENTRY = """\
+- id: fx
+  base-url: http://example.org/oai
+  metadata-prefix: oai_datacite
+  model: rdm
+"""
+
+
+def test_a_fixture_file_that_is_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "binary.yaml"
+    path.write_bytes(GOOD_ENTRY.encode() + b"  comment: \xff\xfe\n")
+
+    result = run("harvesters", "load", str(path))
+
+    assert_one_line_error(result, f"{path} is not UTF-8 text")
+    assert stored_harvester_ids() == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("  base-url: http://example.org/other\n", "found duplicate key 'base-url'"),
+        ("  rate-limit-per-minute: true\n", "rate-limit-per-minute: Input should be a valid"),
+        ("  batch-size: false\n", "batch-size: Input should be a valid integer"),
+    ],
+)
+def test_fixture_duplicate_keys_and_booleans_for_integers(
+    tmp_path: Path, extra: str, message: str
+) -> None:
+    path = tmp_path / "harvesters.yaml"
+    path.write_text(GOOD_ENTRY + extra, encoding="utf-8")
+
+    result = run("harvesters", "load", str(path))
+
+    assert_one_line_error(result, message)
+    assert stored_harvester_ids() == []
+
+
+def test_fixture_merge_keys_may_still_override(tmp_path: Path) -> None:
+    path = tmp_path / "harvesters.yaml"
+    path.write_text(
+        "harvesters:\n"
+        "  - &base {id: a, base-url: 'http://example.org/oai', metadata-prefix: oai_dc, "
+        "model: rdm}\n"
+        "  - <<: *base\n"
+        "    id: b\n",
+        encoding="utf-8",
+    )
+
+    result = run("harvesters", "load", str(path))
+
+    assert result.exit_code == 0, result.output
+    assert stored_harvester_ids() == ["a", "b"]
+
+
+# -- F11: harvest --use-job -------------------------------------------------------------------
+
+
+def test_use_job_checks_the_harvester_before_submitting(
+    monkeypatch: pytest.MonkeyPatch, closed_port: int
+) -> None:
+    monkeypatch.setenv("DAGSTER_WEBSERVER_URL", f"http://127.0.0.1:{closed_port}")
+
+    result = run("harvest", "nope", "--use-job")
+
+    assert_one_line_error(result, "unknown harvester 'nope'")
+
+
+def test_use_job_without_a_webserver(
+    registered: str, monkeypatch: pytest.MonkeyPatch, closed_port: int
+) -> None:
+    url = f"http://127.0.0.1:{closed_port}"
+    monkeypatch.setenv("DAGSTER_WEBSERVER_URL", url)
+
+    result = run("harvest", registered, "--use-job")
+
+    assert_one_line_error(result, f"no Dagster webserver at {url}")
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_use_job_refused_is_one_line(
+    registered: str, endpoint: OAIEndpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that answers but is not Dagster (404 on /graphql)."""
+    host_port = endpoint.base_url.split("/")[2]
+    monkeypatch.setenv("DAGSTER_WEBSERVER_URL", f"http://{host_port}")
+
+    result = run("harvest", registered, "--use-job")
+
+    assert_one_line_error(result, "Dagster refused the run")
+    assert len(result.output.strip().splitlines()) == 1
+
+
+# -- F14: community slugs ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("slug", ["a b", "a/b", "a|b", "a,b", "Upper", "_x", "", "x" * 256])
+def test_community_slugs_follow_the_harvester_id_rule(slug: str) -> None:
+    result = run("target", "communities", "create", slug)
+
+    assert_one_line_error(result, "community slug")
+    assert json.loads(run("target", "communities", "list", "--json").stdout) == []
+
+
+def test_community_slug_rule_in_the_repository(settings: Settings) -> None:
+    repository = EmbeddedRepository(settings.target_db_url)
+    try:
+        with pytest.raises(ConfigurationError, match="is not a community slug"):
+            repository.create_community("a b/c|d")
+        assert repository.create_community(" cesnet-data_1 ")["slug"] == "cesnet-data_1"
+    finally:
+        repository.close()
+
+
+# -- F15: conflicting options -----------------------------------------------------------------
+
+
+def test_records_list_live_and_deleted_together() -> None:
+    result = run("records", "list", "--live", "--deleted")
+
+    assert_one_line_error(result, "not both", 2)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--since", "2020-01-01"], ["--until", "2030-01-01"], ["oai:example:1"]],
+)
+def test_resume_with_a_range_or_identifiers(registered: str, extra: list[str]) -> None:
+    first = json.loads(run("harvest", registered, "--json").stdout)
+
+    result = run("harvest", registered, "--resume", str(first["run_id"]), *extra)
+
+    assert_one_line_error(result, "--resume continues a run", 2)
+
+
+# -- F17: harvester id length -----------------------------------------------------------------
+
+
+def test_harvester_ids_fit_the_state_store_column() -> None:
+    result = run(*create_args("a" * 201, "http://example.org/oai"))
+
+    assert_one_line_error(result, "a harvester id has at most 200 characters, not 201", 2)
+    assert stored_harvester_ids() == []
+    assert run(*create_args("a" * 200, "http://example.org/oai")).exit_code == 0
