@@ -5,6 +5,7 @@ Per-record failures become outcomes stored on the harvest record; the run goes o
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -116,12 +117,14 @@ def write(
             mine = decisions.filter(pl.col("writer") == index)
             outcomes: list[WriteOutcome] = []
             pending: list[PlannedWrite] = []
+            failed_before: set[str] = set()  # their error is stored by an earlier stage
             for row in mine.iter_rows(named=True):
                 action = Action(row["action"])
                 source = by_id.get(row["identifier"], {})
                 if action is Action.ERROR:
                     error = error_from_row(source) or no_data_error()
                     outcomes.append(WriteOutcome(row["identifier"], action, None, None, error))
+                    failed_before.add(row["identifier"])
                 elif action is Action.SKIP:
                     outcomes.append(WriteOutcome(row["identifier"], action, row["local_id"], None))
                 else:
@@ -142,7 +145,11 @@ def write(
                 batch = pending[start : start + batch_size]
                 outcomes.extend(writer.apply(scope.harvester_id, batch))
             planned = {row["identifier"]: row["action"] for row in mine.iter_rows(named=True)}
-            written_outcomes = [o for o in outcomes if o.action is not Action.SKIP]
+            written_outcomes = [
+                dataclasses.replace(o, error=None) if o.identifier in failed_before else o
+                for o in outcomes
+                if o.action is not Action.SKIP
+            ]
             state.save_write_outcomes(
                 scope.harvester_id,
                 written_outcomes,

@@ -434,18 +434,16 @@ class StateStore:
 
     @staticmethod
     def _with_errors(
-        conn: Connection, harvester_id: str, stage: str, identifiers: Sequence[str]
+        conn: Connection, harvester_id: str, stage: str | None, identifiers: Sequence[str]
     ) -> set[str]:
-        """Which of these records (one chunk) have an error of this stage."""
-        return set(
-            conn.execute(
-                sa.select(record_errors.c.identifier).where(
-                    record_errors.c.harvester_id == harvester_id,
-                    record_errors.c.stage == stage,
-                    record_errors.c.identifier.in_(identifiers),
-                )
-            ).scalars()
+        """Which of these records (one chunk) have an error of this stage (None: any)."""
+        query = sa.select(record_errors.c.identifier).where(
+            record_errors.c.harvester_id == harvester_id,
+            record_errors.c.identifier.in_(identifiers),
         )
+        if stage is not None:
+            query = query.where(record_errors.c.stage == stage)
+        return set(conn.execute(query.distinct()).scalars())
 
     def upsert_harvested(self, harvester_id: str, records: list[HarvestedRecord]) -> None:
         """What the source said of each record: datestamp, deleted, setSpecs, XML, parse error."""
@@ -545,7 +543,9 @@ class StateStore:
         with self._read() as conn:
             failed: set[str] = set()
             for chunk in _chunks(list(dict.fromkeys(identifiers))):
-                failed |= self._with_errors(conn, harvester_id, "write", chunk)
+                # An error of any stage: a record the writer never got (its harvest or
+                # transform failed) keeps that error only, not a copy as a write error.
+                failed |= self._with_errors(conn, harvester_id, None, chunk)
                 rows = conn.execute(
                     sa.select(
                         harvest_records.c.identifier,
