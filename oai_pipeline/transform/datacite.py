@@ -14,7 +14,7 @@ from typing import Any
 from lxml import etree
 
 from oai_pipeline.transform import vocabularies as vocab
-from oai_pipeline.transform.dates import normalize_date
+from oai_pipeline.transform.dates import ACCEPTED_FORMS, normalize_date
 from oai_pipeline.transform.failure import (
     INVALID_DATE,
     UNKNOWN_ROOT,
@@ -22,6 +22,8 @@ from oai_pipeline.transform.failure import (
     missing_field,
 )
 from oai_pipeline.transform.normalize import (
+    collapse_whitespace,
+    description_html,
     file_link,
     is_ror,
     name_identifier,
@@ -29,7 +31,6 @@ from oai_pipeline.transform.normalize import (
     normalize_ror,
     person_or_org,
     text_or_none,
-    unescape_html_once,
 )
 
 KERNEL_4 = "http://datacite.org/schema/kernel-4"
@@ -156,18 +157,56 @@ def _namespace(element: etree._Element) -> str | None:
 
 
 def _text(element: etree._Element) -> str | None:
-    """All the text of an element (descriptions may hold <br/>), stripped; None when empty."""
+    """All the text of a one-line element (whitespace runs collapsed); None when empty.
+    `text_or_none` inlined: this runs for nearly every element of a record."""
     if len(element) == 0:  # no child, not even a comment: the text is the element's own
         text = element.text
         if text is None:
             return None
     else:
         text = "".join(element.itertext())
-    return text.strip() or None
+    text = text.strip()
+    if "\n" in text or "  " in text or "\t" in text:
+        text = collapse_whitespace(text)
+    return text or None
+
+
+def _lines(element: etree._Element, lines: list[str]) -> None:
+    """The text of `element` (as `itertext()`) onto `lines`, a new line at each `<br/>`."""
+    if element.text:
+        lines[-1] += element.text
+    for child in element:
+        tag = child.tag
+        if isinstance(tag, str):
+            if tag == "br" or tag.endswith("}br"):
+                lines.append("")
+            else:
+                _lines(child, lines)
+        if child.tail:
+            lines[-1] += child.tail
+
+
+def _description(element: etree._Element) -> str | None:
+    """A description as the target's HTML. Kernel-4 allows `<br/>` in a description: it
+    becomes `<br>`, so the lines it separates are not glued together."""
+    if len(element) == 0:
+        text = element.text
+        return description_html(text) if text else None
+    lines = [""]
+    _lines(element, lines)
+    return description_html(*lines)
 
 
 def _attribute(element: etree._Element, name: str) -> str | None:
-    return text_or_none(element.get(name))
+    """An attribute's value, one-line; None when empty. The XML parser has already made the
+    line breaks and tabs of an attribute spaces, so only a run of spaces is left to find."""
+    value = element.get(name)
+    if value is None:
+        return None
+    value = value.strip()
+    if "  " in value:
+        value = collapse_whitespace(value)
+    return value or None
 
 
 def _language(element: etree._Element) -> dict[str, str] | None:
@@ -273,13 +312,25 @@ def _identifiers(
         if kind.upper() == "DOI":
             # An unrecognisable DOI is kept as given, so validation names it at pids.doi.
             pids["doi"] = {"identifier": normalize_doi(value) or value, "provider": "external"}
-        else:
-            identifiers.append({"identifier": value, "scheme": vocab.identifier_scheme(kind)})
+        elif identifier := _other_identifier(value, kind):
+            identifiers.append(identifier)
     for element in _nested(children, tags.alternate_identifiers, tags.alternate_identifier):
         value, kind = _text(element), _attribute(element, "alternateIdentifierType")
-        if value and kind:
-            identifiers.append({"identifier": value, "scheme": vocab.identifier_scheme(kind)})
+        if value and kind and (identifier := _other_identifier(value, kind)):
+            identifiers.append(identifier)
     return pids, identifiers
+
+
+def _other_identifier(value: str, kind: str) -> dict[str, str] | None:
+    """An identifier of the record other than its DOI: a DOI in its bare lower-case form, an
+    ORCID/ROR that is malformed dropped (an optional value must not fail the record)."""
+    scheme = vocab.identifier_scheme(kind)
+    if scheme == "doi":
+        return {"identifier": normalize_doi(value) or value, "scheme": "doi"}
+    if scheme in ("orcid", "ror"):
+        checked = name_identifier(scheme, value)
+        return {"identifier": checked["identifier"], "scheme": scheme} if checked else None
+    return {"identifier": value, "scheme": scheme}
 
 
 _NAME_TYPES = {"personal": "personal", "organizational": "organizational"}
@@ -308,15 +359,19 @@ def _creatibutors(
                 name_element = child
         name = _text(name_element) if name_element is not None else None
         name_type = (name_element.get("nameType") or "").lower() if name_element is not None else ""
+        # A malformed identifier (name_identifier gives None) is dropped, not the person.
         identifiers = [
-            name_identifier(scheme, value)
+            checked
             for identifier in children.get(tags.name_identifier, ())
             if (value := _text(identifier))
             and (scheme := _attribute(identifier, "nameIdentifierScheme"))
+            and (checked := name_identifier(scheme, value))
         ]
         given = text_or_none(_string(children, tags.given_name))
         family = text_or_none(_string(children, tags.family_name))
         if name is None and family is None:
+            if contributors:
+                continue  # an optional contributor without a name is left out, not the record
             raise missing_field(f"{location}[{index}].person_or_org.name", "name for a creator")
         entry: dict[str, Any] = {
             "person_or_org": person_or_org(
@@ -383,9 +438,9 @@ def _titles(tags: _KernelTags, children: Children) -> tuple[str, list[dict[str, 
 
 def _descriptions(tags: _KernelTags, children: Children) -> tuple[str | None, list[dict[str, Any]]]:
     descriptions = [
-        (element, unescape_html_once(text))
+        (element, text)
         for element in _nested(children, tags.descriptions, tags.description)
-        if (text := _text(element))
+        if (text := _description(element))
     ]
     if not descriptions:
         return None, []
@@ -421,23 +476,26 @@ def _publication_date(tags: _KernelTags, children: Children, dates: list[etree._
             continue
     raise TransformFailure(
         INVALID_DATE,
-        f"cannot read a publication date from {' or '.join(map(repr, candidates))}",
+        f"cannot read a publication date from {' or '.join(map(repr, candidates))}; "
+        f"the accepted forms are {ACCEPTED_FORMS}",
         "metadata.publication_date",
     )
 
 
 def _dates(dates: list[etree._Element]) -> list[dict[str, Any]]:
+    """The dates the target can store. One that is not a date of a known form (`Summer 2019`,
+    the open interval `2019-01-01/..`) is left out: an optional value does not fail the
+    record. An unreadable Issued date is left out too; `_publication_date` then falls back
+    to publicationYear."""
     result = []
-    for index, element in enumerate(dates):
+    for element in dates:
         text = _text(element)
         if text is None:
             continue
         try:
             date = normalize_date(text)
-        except ValueError as error:
-            raise TransformFailure(
-                INVALID_DATE, str(error), f"metadata.dates[{index}].date"
-            ) from None
+        except ValueError:
+            continue
         result.append(
             {
                 "date": date,

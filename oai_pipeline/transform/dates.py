@@ -1,4 +1,9 @@
-"""EDTF-safe dates: the subset of EDTF every repository accepts (YYYY, YYYY-MM, YYYY-MM-DD, A/B)."""
+"""EDTF-safe dates: the subset of EDTF every repository accepts (YYYY, YYYY-MM, YYYY-MM-DD, A/B).
+
+Sources write dates in more forms than that; the unambiguous ones (a timestamp, `2020/05/01`,
+`May 2020`, `1 May 2020`, `May 1, 2020`, a year range `2019-2020`) are read into that subset.
+Day-first or month-first numeric forms (`12/05/2020`) are ambiguous and refused.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +11,90 @@ import calendar
 import re
 from functools import lru_cache
 
+ACCEPTED_FORMS = (
+    "YYYY, YYYY-MM, YYYY-MM-DD (or a timestamp), YYYY/MM/DD, YYYY/MM, 'May 2020', "
+    "'1 May 2020', 'May 1, 2020', a year range YYYY-YYYY or an interval A/B of these"
+)
+"""The forms `normalize_date` reads, for the error messages of the imports."""
+
 _DATE = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
 # A full timestamp (as OAI datestamps and DSpace dc:date carry) is cut to its day.
 _TIMESTAMP = re.compile(
     r"^(\d{4}-\d{2}-\d{2})[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?$"
 )
+# Year first with slashes is unambiguous: 2020/05/01, 2020/5. (2020/2021 is an interval.)
+_SLASHED = re.compile(r"^(\d{4})/(\d{1,2})(?:/(\d{1,2}))?$")
+_YEAR_RANGE = re.compile(r"^(\d{4})\s*[-\u2013]\s*(\d{4})$")
+_MONTHS = {
+    name: number
+    for number in range(1, 13)
+    for name in (calendar.month_name[number].lower(), calendar.month_abbr[number].lower())
+}
+_MONTHS["sept"] = 9
+_MONTH = r"([A-Za-z]{3,9})\.?"
+_MONTH_YEAR = re.compile(rf"^{_MONTH}\s+(\d{{4}})$")  # May 2020
+_DAY_MONTH_YEAR = re.compile(rf"^(\d{{1,2}})\.?\s+{_MONTH},?\s+(\d{{4}})$")  # 1 May 2020
+_MONTH_DAY_YEAR = re.compile(rf"^{_MONTH}\s+(\d{{1,2}}),?\s+(\d{{4}})$")  # May 1, 2020
+
+
+class _UnknownForm(ValueError):
+    """A text that is no date form at all (not a date with a bad month or day)."""
+
+
+def _invalid(text: str) -> _UnknownForm:
+    return _UnknownForm(f"{text!r} is not a date of a known form ({ACCEPTED_FORMS})")
+
+
+def _spelled(text: str) -> str | None:
+    """`YYYY-MM[-DD]` of the other unambiguous forms, or None when `text` is none of them."""
+    if match := _SLASHED.match(text):
+        year, month, day = match.groups()
+    elif text[:1].isalpha() or (text[:1].isdigit() and not text[:4].isdigit()):
+        if match := _MONTH_YEAR.match(text):
+            month_name, year = match.groups()
+            day = None
+        elif match := _DAY_MONTH_YEAR.match(text):
+            day, month_name, year = match.groups()
+        elif match := _MONTH_DAY_YEAR.match(text):
+            month_name, day, year = match.groups()
+        else:
+            return None
+        number = _MONTHS.get(month_name.lower())
+        if number is None:
+            return None
+        month = str(number)
+    else:
+        return None
+    return f"{year}-{int(month):02d}" + (f"-{int(day):02d}" if day is not None else "")
 
 
 def _single(text: str) -> str:
     stamp = _TIMESTAMP.match(text)
-    if stamp:
-        text = stamp.group(1)
-    match = _DATE.match(text)
+    date = stamp.group(1) if stamp else text
+    match = _DATE.match(date)
     if not match:
-        raise ValueError(f"{text!r} is not a date of the form YYYY, YYYY-MM or YYYY-MM-DD")
+        spelled = _spelled(date)
+        match = _DATE.match(spelled) if spelled is not None else None
+        if match is None:
+            raise _invalid(text)
+        date = match.group(0)
     year, month, day = match.groups()
     if month is not None and not 1 <= int(month) <= 12:
-        raise ValueError(f"{text!r} has no month {month}")
+        raise ValueError(f"{text!r} has no month {int(month)}")
     if day is not None and not 1 <= int(day) <= calendar.monthrange(int(year), int(month))[1]:
-        raise ValueError(f"{text!r} has no day {day}")
-    return text
+        raise ValueError(f"{text!r} has no day {int(day)}")
+    return date
+
+
+def _interval(text: str, start_text: str, end_text: str) -> str:
+    try:
+        start, end = _single(start_text.strip()), _single(end_text.strip())
+    except _UnknownForm:
+        raise _invalid(text) from None
+    common = min(len(start), len(end))
+    if start[:common] > end[:common]:
+        raise ValueError(f"{text!r} is an interval that ends before it starts")
+    return f"{start}/{end}"
 
 
 @lru_cache(maxsize=4096)
@@ -36,10 +105,10 @@ def normalize_date(text: str) -> str:
     not cached: it is raised afresh each time)."""
     text = text.strip()
     if "/" not in text:
+        if (years := _YEAR_RANGE.match(text)) is not None:
+            return _interval(text, *years.groups())
+        return _single(text)
+    if _SLASHED.match(text):
         return _single(text)
     start_text, _, end_text = text.partition("/")
-    start, end = _single(start_text.strip()), _single(end_text.strip())
-    common = min(len(start), len(end))
-    if start[:common] > end[:common]:
-        raise ValueError(f"{text!r} is an interval that ends before it starts")
-    return f"{start}/{end}"
+    return _interval(text, start_text, end_text)

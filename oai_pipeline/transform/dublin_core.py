@@ -13,14 +13,15 @@ from lxml import etree
 
 from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.datacite import XML_LANG
-from oai_pipeline.transform.dates import normalize_date
+from oai_pipeline.transform.dates import ACCEPTED_FORMS, normalize_date
 from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure, missing_field
 from oai_pipeline.transform.normalize import (
+    block_text_or_none,
+    description_html,
     file_link,
     normalize_doi,
     person_or_org,
     text_or_none,
-    unescape_html_once,
 )
 
 OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
@@ -47,7 +48,17 @@ _FORMAT = _elements("format")
 
 
 def _texts(path: etree.XPath, dc: etree._Element) -> list[tuple[etree._Element, str]]:
+    """The one-line values of an element (whitespace runs collapsed), empty ones left out."""
     return [(element, text) for element in path(dc) if (text := text_or_none(element.text))]
+
+
+def _descriptions(dc: etree._Element) -> list[tuple[etree._Element, str]]:
+    """dc:description values as the target's HTML; their line breaks are kept."""
+    return [
+        (element, html)
+        for element in _DESCRIPTION(dc)
+        if (text := block_text_or_none(element.text)) and (html := description_html(text))
+    ]
 
 
 def _language(element: etree._Element) -> dict[str, str] | None:
@@ -68,9 +79,7 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
     ]
     if not creators:
         raise missing_field("metadata.creators", "dc:creator")
-    descriptions = [
-        (element, unescape_html_once(text)) for element, text in _texts(_DESCRIPTION, dc)
-    ]
+    descriptions = _descriptions(dc)
     pids, identifiers, links = _identifiers(dc)
     publishers = _texts(_PUBLISHER, dc)
     metadata: dict[str, Any] = {
@@ -107,18 +116,28 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
 
 
 def _publication_date(dc: etree._Element) -> str:
-    """The first dc:date that is a date (repositories list several, e.g. accessioned/issued)."""
+    """The earliest dc:date that is a date. Repositories list several, and not the issued
+    date first: DSpace gives dc.date.accessioned and .available (deposit timestamps) before
+    dc.date.issued. A work is deposited after it is issued, never before, so the earliest
+    date is the issued one; of equal dates the less precise (`2015` before `2015-03-02`)."""
     dates = [text for _, text in _texts(_DATE, dc)]
     if not dates:
         raise missing_field("metadata.publication_date", "dc:date")
+    earliest: str | None = None
     for text in dates:
         try:
-            return normalize_date(text)
+            date = normalize_date(text)
         except ValueError:
             continue
+        # EDTF dates (and an interval's start) compare as strings, a prefix first.
+        if earliest is None or date.partition("/")[0] < earliest.partition("/")[0]:
+            earliest = date
+    if earliest is not None:
+        return earliest
     raise TransformFailure(
         INVALID_DATE,
-        f"cannot read a publication date from dc:date {' or '.join(map(repr, dates))}",
+        f"cannot read a publication date from dc:date {' or '.join(map(repr, dates))}; "
+        f"the accepted forms are {ACCEPTED_FORMS}",
         "metadata.publication_date",
     )
 

@@ -10,6 +10,8 @@ MISSING_FIELD = "missing_field"
 INVALID_DATE = "invalid_date"
 VALIDATION = "validation"
 MALFORMED_XML = "malformed_xml"
+# The type the OAI page reader gives an empty <metadata/>: one problem, one type.
+MISSING_METADATA = "MissingMetadata"
 
 
 class TransformFailure(Exception):

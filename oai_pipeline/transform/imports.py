@@ -17,11 +17,25 @@ ImportFunction = Callable[[etree._Element], dict[str, Any]]
 """Builds RDMRecord-shaped data from a metadata root; raises TransformFailure for one record."""
 
 _IMPORTS: dict[tuple[str, str], ImportFunction] = {}
+_NAMES: dict[tuple[str, str], str] = {}
 
 
-def register_import(namespace: str, root: str, function: ImportFunction) -> None:
-    """Register (or replace) the import of metadata whose root is `{namespace}root`."""
+def register_import(
+    namespace: str, root: str, function: ImportFunction, name: str | None = None
+) -> None:
+    """Register (or replace) the import of metadata whose root is `{namespace}root`; `name`
+    (e.g. the usual metadata prefix) is how error messages list the format."""
     _IMPORTS[(namespace, root)] = function
+    if name is not None:
+        _NAMES[(namespace, root)] = name
+    else:
+        _NAMES.pop((namespace, root), None)
+
+
+def supported_formats() -> list[str]:
+    """The formats there is an import for, as an operator names them (for error messages)."""
+    names = (_NAMES.get(key) or f"{{{key[0]}}}{key[1]}" for key in _IMPORTS)
+    return list(dict.fromkeys(names))
 
 
 def find_import(element: etree._Element) -> ImportFunction | None:
@@ -33,7 +47,9 @@ def find_import(element: etree._Element) -> ImportFunction | None:
     return _IMPORTS.get(("", tag))
 
 
-register_import(datacite.KERNEL_4, "resource", datacite.import_resource)
-register_import(datacite.KERNEL_3, "resource", datacite.import_resource)
-register_import(datacite.OAI_DATACITE, "oai_datacite", datacite.import_oai_datacite)
-register_import(dublin_core.OAI_DC, "dc", dublin_core.import_dc)
+# In the order an unknown-root error lists them: the format every source offers first.
+_DATACITE = "datacite (a DataCite kernel-3/4 resource)"
+register_import(dublin_core.OAI_DC, "dc", dublin_core.import_dc, "oai_dc")
+register_import(datacite.OAI_DATACITE, "oai_datacite", datacite.import_oai_datacite, "oai_datacite")
+register_import(datacite.KERNEL_4, "resource", datacite.import_resource, _DATACITE)
+register_import(datacite.KERNEL_3, "resource", datacite.import_resource, _DATACITE)

@@ -1,4 +1,4 @@
-"""Value clean-up shared by the imports: identifiers, person names, double-escaped HTML."""
+"""Value clean-up shared by the imports: text, identifiers, person names, description HTML."""
 
 from __future__ import annotations
 
@@ -7,21 +7,95 @@ import re
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+import nh3
+
 _ORCID_PREFIX = re.compile(r"^(?:https?://)?(?:www\.)?orcid\.org/", re.I)
 _ROR_PREFIX = re.compile(r"^(?:https?://)?(?:www\.)?ror\.org/", re.I)
-_DOI_PREFIX = re.compile(r"^(?:(?:https?://)?(?:dx\.)?doi\.org/|doi:\s*)", re.I)
-_DOI = re.compile(r"^10\.\d{4,9}/\S+$")
+# Every form a DOI is written in by the feeds: a resolver URL (doi.org, dx.doi.org,
+# www.doi.org), `doi:`, the `info:doi/` URI and OpenAIRE's eu-repo altIdentifier.
+_DOI_PREFIX = re.compile(
+    r"^(?:(?:https?://)?(?:dx\.|www\.)?doi\.org/|doi:\s*|info:doi/"
+    r"|info:eu-repo/semantics/altIdentifier/doi/)",
+    re.I,
+)
+# The forms the target accepts; rdm_record validates with the same patterns.
+DOI = re.compile(r"^10\.\d{4,9}/\S+$")
+ORCID = re.compile(r"^\d{4}-\d{4}-\d{4}-\d{3}[\dX]$")
+ROR = re.compile(r"^0[a-z0-9]{6}\d{2}$")
 # A well-formed character reference only: a bare `&` in text or URLs is left alone.
 _ENTITY = re.compile(r"&(?:#\d+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
 _ORCID_DIGITS = re.compile(r"\d{15}[\dX]")
+# An ORCID as sources write it (bare, URL, with or without hyphens), read in one match.
+_ORCID_FORMS = re.compile(
+    r"(?:(?:https?://)?(?:www\.)?orcid\.org/)?(\d{4})-?(\d{4})-?(\d{4})-?(\d{3}[\dXx])/?", re.I
+)
 _ROR_ID = re.compile(r"0[a-z0-9]{6}\d{2}")
 _SPACES = re.compile(r"\s+")
-_FILE_NAME = re.compile(r"\.([A-Za-z0-9]{1,5})$")
-# Extensions of web pages, not of files the source hosts for download.
-_PAGE_EXTENSIONS = {"html", "htm", "xhtml", "php", "asp", "aspx", "jsp", "cgi"}
+# A line break, a tab or a run of spaces: what pretty-printing leaves inside a one-line value.
+_SPACE_RUN = re.compile(r"[ \t\n\r]{2,}|[\t\n\r]")
+_EXTENSION = re.compile(r"\.([A-Za-z0-9]{1,8})$")
+# Extensions of files a source hosts for download. A dot alone does not make a file:
+# arXiv ids (`abs/1101.4388`), handles (`epic.10033`) and versions (`v1.2`) are pages.
+# fmt: off
+_FILE_EXTENSIONS = frozenset({
+    "pdf", "ps", "eps", "djvu", "epub", "txt", "md", "rst", "tex", "bib", "ris", "rtf",
+    "doc", "docx", "odt", "xls", "xlsx", "ods", "csv", "tsv", "ppt", "pptx", "odp",
+    "json", "jsonld", "xml", "yaml", "yml", "zip", "gz", "tgz", "tar", "bz2", "xz", "7z", "rar",
+    "zst", "png", "jpg", "jpeg", "gif", "tif", "tiff", "bmp", "svg", "webp", "mp3", "wav",
+    "flac", "ogg", "mp4", "mov", "avi", "mkv", "webm", "h5", "hdf5", "hdf", "he5", "nc", "nc4",
+    "fits", "fit", "grib", "grb", "ipynb", "py", "r", "rmd", "rdata", "rds", "m", "mat", "sav",
+    "dta", "parquet", "feather", "npy", "npz", "sqlite", "db", "sql", "dat", "log", "shp",
+    "geojson", "kml", "kmz", "gpx", "las", "laz", "fasta", "fa", "fastq", "bam", "sam", "vcf",
+    "pdb", "cif", "mol", "sdf", "c", "cpp", "h", "java", "js", "sh", "jar", "whl",
+})
+# fmt: on
+
+# Descriptions are HTML in the target: the rich-text tags InvenioRDM itself allows.
+# fmt: off
+_ALLOWED_TAGS = frozenset({
+    "p", "br", "div", "span", "strong", "em", "b", "i", "u", "s", "sub", "sup", "ul", "ol", "li",
+    "dl", "dt", "dd", "a", "blockquote", "code", "pre", "hr", "abbr",
+    "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tfoot", "tr", "th", "td",
+    "caption",
+})
+# fmt: on
+_CLEANER = nh3.Cleaner(
+    tags=set(_ALLOWED_TAGS),
+    attributes={"a": {"href"}, "td": {"colspan", "rowspan"}, "th": {"colspan", "rowspan"}},
+    url_schemes={"http", "https", "mailto", "ftp"},
+    link_rel=None,  # no target attribute is allowed, so there is no opener to protect
+)
+# Block elements the sanitiser drops: a space before each keeps `<section>a</section>b` two words.
+_DROPPED_BLOCK = re.compile(
+    r"(?=</?(?:address|article|aside|center|details|dialog|fieldset|figcaption|figure|footer"
+    r"|form|header|hgroup|main|nav|section|summary)\b)",
+    re.I,
+)
+# `&lt;p&gt;`: a tag escaped once more than HTML needs (Zenodo's oai_dc descriptions).
+_ESCAPED_TAG = re.compile(r"&lt;/?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*?)?/?&gt;")
+_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
 
 
 def text_or_none(value: str | None) -> str | None:
+    """A one-line value (title, name, subject …): a source's line breaks and indentation are
+    layout, not content, so each run of whitespace becomes one space. (The XML parser has
+    turned every CR into LF already, so three cheap tests find the values to collapse.)"""
+    if value is None:
+        return None
+    value = value.strip()
+    if "\n" in value or "  " in value or "\t" in value:
+        value = _SPACE_RUN.sub(" ", value)
+    return value or None
+
+
+def collapse_whitespace(value: str) -> str:
+    """`value` with each run of whitespace as one space (the caller strips); see
+    `text_or_none`."""
+    return _SPACE_RUN.sub(" ", value)
+
+
+def block_text_or_none(value: str | None) -> str | None:
+    """A multi-line value (a description): only the ends are stripped, its lines stay."""
     if value is None:
         return None
     value = value.strip()
@@ -46,18 +120,28 @@ def is_ror(value: str | None) -> bool:
 
 
 def normalize_doi(value: str) -> str | None:
-    """The bare, lower-cased DOI of `value` (a DOI, `doi:` or a doi.org URL), or None."""
-    bare = _DOI_PREFIX.sub("", value.strip()).strip()
-    return bare.lower() if _DOI.match(bare) else None
+    """The bare, lower-cased DOI of `value` (bare, `doi:`, `info:doi/`, a doi.org URL or an
+    eu-repo altIdentifier), or None. The one DOI reader of every import."""
+    bare = _DOI_PREFIX.sub("", value.strip(), count=1).strip()
+    return bare.lower() if DOI.match(bare) else None
 
 
-def name_identifier(scheme: str, value: str) -> dict[str, str]:
-    """A person/org identifier with the scheme's canonical spelling of the value."""
+def name_identifier(scheme: str, value: str) -> dict[str, str] | None:
+    """A person/org identifier with the scheme's canonical spelling of the value; None when
+    the value is malformed for a scheme the target checks (ORCID, ROR), so that one bad
+    identifier is dropped instead of failing the whole record."""
     scheme = scheme.strip().lower()
     if scheme == "orcid":
-        return {"scheme": "orcid", "identifier": normalize_orcid(value)}
+        value = value.strip()
+        if ORCID.match(value) is None:  # not already in the canonical form
+            match = _ORCID_FORMS.fullmatch(value)
+            if match is None:
+                return None
+            value = "-".join(match.groups()).upper()
+        return {"scheme": "orcid", "identifier": value}
     if scheme == "ror":
-        return {"scheme": "ror", "identifier": normalize_ror(value)}
+        ror = normalize_ror(value)
+        return {"scheme": "ror", "identifier": ror} if ROR.match(ror) else None
     if scheme == "isni":
         return {"scheme": "isni", "identifier": _SPACES.sub("", value)}
     return {"scheme": scheme, "identifier": value.strip()}
@@ -73,9 +157,16 @@ def person_or_org(
 ) -> dict[str, Any]:
     """A person or an organisation; a person's name is split from `Family, Given` when the
     source gives no given/family parts. Without a stated kind, a name with a comma, given/family
-    parts or an ORCID is a person; anything else is an organisation."""
+    parts or an ORCID is a person; anything else is an organisation.
+
+    The parts are one-line values as the imports read them (`text_or_none`), so they are only
+    stripped here: this runs for every creator and contributor."""
     identifiers = identifiers or []
-    name, given, family = text_or_none(name), text_or_none(given), text_or_none(family)
+    name, given, family = (
+        block_text_or_none(name),
+        block_text_or_none(given),
+        block_text_or_none(family),
+    )
     if kind is None:
         personal = bool(
             given
@@ -89,7 +180,10 @@ def person_or_org(
         if family is None and name is not None:
             if "," in name:
                 family_part, _, given_part = name.partition(",")
-                family, given = text_or_none(family_part), given or text_or_none(given_part)
+                family, given = (
+                    block_text_or_none(family_part),
+                    given or block_text_or_none(given_part),
+                )
             else:
                 family = name
         result.update(given_name=given, family_name=family)
@@ -108,13 +202,56 @@ def unescape_html_once(text: str) -> str:
     return _ENTITY.sub(lambda match: html.unescape(match.group(0)), text)
 
 
+def is_double_escaped(text: str) -> bool:
+    """True when `text` is HTML escaped once more than HTML needs: it holds escaped tags
+    (`&lt;p&gt;`) and no real one. Correctly escaped text (`<p>p &lt; 0.05</p>`, or a plain
+    text that mentions `&lt;b&gt;` next to real markup) is left as it is."""
+    return "&lt;" in text and bool(_ESCAPED_TAG.search(text)) and not _TAG.search(text)
+
+
+def sanitize_html(text: str) -> str:
+    """`text` as safe HTML: allow-listed rich-text tags, `a[href]` with web/mail schemes; no
+    script, style, event handler or `javascript:` URL. A dropped block element leaves a space."""
+    if _DROPPED_BLOCK.search(text):
+        text = _DROPPED_BLOCK.sub(" ", text)
+    return _CLEANER.clean(text).strip()
+
+
+def description_html(text: str, *more_lines: str) -> str | None:
+    """A description as the target stores it (HTML): Zenodo's double escaping undone only where
+    the text is double-escaped, then sanitised. `more_lines` follow `text` after a line break
+    (`<br>`), as a DataCite description's `<br/>` elements separate them. None when empty.
+
+    Plain text (no `<` and no `&`) is already safe HTML and is returned as it is: the sanitiser
+    only runs on the descriptions that need it."""
+    if not more_lines and "<" not in text and "&" not in text:
+        return text.strip() or None
+    if more_lines:
+        lines = [line.strip() for line in (text, *more_lines)]
+        while lines and not lines[-1]:
+            lines.pop()
+        while lines and not lines[0]:
+            lines.pop(0)
+        if is_double_escaped("\n".join(lines)):
+            lines = [unescape_html_once(line) for line in lines]
+        joined = "<br>".join(lines)
+    else:
+        joined = text.strip()
+        if is_double_escaped(joined):
+            joined = unescape_html_once(joined)
+    if "<" in joined or "&" in joined:
+        joined = sanitize_html(joined)
+    return joined or None
+
+
 def file_link(url: str) -> dict[str, str] | None:
-    """A link to a file at the source (its URL path ends in a file name), or None."""
+    """A link to a file at the source, or None: its URL path must end in a file name with a
+    known file extension (`data.csv`), not just a dot (`abs/1101.4388` is a landing page)."""
     parsed = urlparse(url.strip())
     if parsed.scheme not in {"http", "https"}:
         return None
     name = unquote(parsed.path.rstrip("/").rsplit("/", 1)[-1])
-    extension = _FILE_NAME.search(name)
-    if extension is None or extension.group(1).lower() in _PAGE_EXTENSIONS:
+    extension = _EXTENSION.search(name)
+    if extension is None or extension.group(1).lower() not in _FILE_EXTENSIONS:
         return None
     return {"url": url.strip(), "key": name}

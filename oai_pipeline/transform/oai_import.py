@@ -10,11 +10,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from oai_pipeline.transform.base import Transformer, TransformItem
 from oai_pipeline.transform.failure import (
     MALFORMED_XML,
+    MISSING_METADATA,
     UNKNOWN_ROOT,
     VALIDATION,
     TransformFailure,
 )
-from oai_pipeline.transform.imports import find_import
+from oai_pipeline.transform.imports import find_import, supported_formats
 from oai_pipeline.transform.rdm_record import RDMRecord, error_location
 from oai_pipeline.xml_safety import parse_untrusted
 
@@ -25,6 +26,8 @@ _METADATA_TAG = f"{{{OAI_NAMESPACE}}}metadata"
 
 # A bug in an import must not stop the batch: the record gets this error type instead.
 IMPORT_FAILURE = "transformer_failure"
+# What a value checked by a pattern of the schema must be, for the error message.
+_PATTERN_FORMS = {"pids.doi.identifier": "a DOI (a DOI looks like 10.1234/abc)"}
 
 
 class OAIImportTransformer(Transformer):
@@ -88,15 +91,27 @@ class OAIImportTransformer(Transformer):
 
 
 def _metadata_root(root: etree._Element) -> etree._Element | None:
-    """The element inside <metadata>; a bare metadata document (no OAI <record>) is itself."""
+    """The element inside <metadata>; a bare metadata document (no OAI <record>) is itself.
+
+    A <metadata> that holds no element (only a comment or text) is the record's error, with
+    its location, as an empty <metadata/> is for the page reader."""
     if root.tag != _RECORD_TAG:
         return root
     if _header_status(root) == "deleted":
         return None
     # The XPath `o:metadata/*`: the first element (not comment) inside any <metadata>.
+    found = False
     for metadata in root.iterchildren(_METADATA_TAG):
+        found = True
         for element in metadata.iterchildren(etree.Element):
             return element
+    if found:
+        raise TransformFailure(
+            MISSING_METADATA,
+            "record is not deleted but its <metadata> holds no metadata element "
+            "(only a comment or text)",
+            "metadata",
+        )
     return None
 
 
@@ -115,7 +130,9 @@ def _import(metadata: etree._Element) -> dict[str, Any]:
         name = etree.QName(metadata)
         raise TransformFailure(
             UNKNOWN_ROOT,
-            f"no import for the metadata root {{{name.namespace or ''}}}{name.localname}",
+            f"no import for the metadata root {{{name.namespace or ''}}}{name.localname}; "
+            f"the supported metadata formats are {', '.join(supported_formats())}: harvest "
+            "with the metadata prefix of one of them",
             "metadata",
         )
     try:
@@ -136,4 +153,10 @@ def _validate(data: dict[str, Any]) -> RDMRecord:
         first = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         location = error_location(first["loc"])
-        raise TransformFailure(VALIDATION, f"{location}: {first['msg']}{more}", location) from None
+        if first["type"] == "string_pattern_mismatch":
+            # the value an operator can look for, not the regex it failed
+            what = _PATTERN_FORMS.get(location, "of the form this field needs")
+            message = f"{first['input']!r} is not {what}"
+        else:
+            message = first["msg"].removeprefix("Value error, ")  # the prefix says nothing
+        raise TransformFailure(VALIDATION, f"{location}: {message}{more}", location) from None

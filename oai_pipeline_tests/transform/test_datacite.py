@@ -255,3 +255,124 @@ def test_zenodo_datacite_record() -> None:
 def test_doi_provider_option() -> None:
     item = transform_one(datacite_item("datacite-example-video-v4.xml"), doi_provider="datacite")
     assert item.data["pids"]["doi"] == {"identifier": "10.5072/1153992", "provider": "datacite"}
+
+
+VIDEO = (SAMPLES / "datacite-example-video-v4.xml").read_text()
+
+
+def video_with(**parts: str) -> TransformItem:
+    """The video example with XML inserted: `creator` into its creator, `before_language`
+    before <language>, `descriptions` replacing its descriptions, `title` as its title."""
+    resource = VIDEO
+    if creator := parts.get("creator"):
+        resource = resource.replace(
+            "<familyName>Lynn</familyName>", f"<familyName>Lynn</familyName>{creator}"
+        )
+    if before := parts.get("before_language"):
+        resource = resource.replace("<language>", f"{before}<language>")
+    if descriptions := parts.get("descriptions"):
+        start, end = resource.index("<descriptions>"), resource.index("</descriptions>")
+        resource = resource[:start] + descriptions + resource[end + len("</descriptions>") :]
+    if title := parts.get("title"):
+        resource = resource.replace("Walking Your Space, Evaluating Your Home", title)
+    return TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(resource))
+
+
+def test_unreadable_secondary_dates_are_dropped_not_the_record() -> None:
+    """F3: `Summer 2019` and the open interval `2019-01-01/..` are left out."""
+    item = video_with(
+        before_language='<dates><date dateType="Collected">Summer 2019</date>'
+        '<date dateType="Valid">2019-01-01/..</date>'
+        '<date dateType="Created">2012/05/01</date></dates>'
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["dates"] == [{"date": "2012-05-01", "type": {"id": "created"}}]
+    assert metadata["publication_date"] == "2013"
+
+
+def test_invalid_issued_date_falls_back_to_the_publication_year() -> None:
+    """F3: the fallback to publicationYear now works: `_dates` no longer fails the record."""
+    item = video_with(before_language='<dates><date dateType="Issued">2021-13-45</date></dates>')
+    metadata = transformed_metadata(item)
+    assert metadata["publication_date"] == "2013"
+    assert metadata["dates"] == []
+
+
+def test_malformed_name_identifier_drops_the_identifier_only() -> None:
+    """F3: a short ORCID or a bad ROR on a creator is dropped; the creator and the record stay."""
+    item = video_with(
+        creator='<nameIdentifier nameIdentifierScheme="ORCID">0000-0002-1825-009</nameIdentifier>'
+        '<nameIdentifier nameIdentifierScheme="ROR">not-a-ror</nameIdentifier>'
+        '<nameIdentifier nameIdentifierScheme="ORCID">https://orcid.org/0000-0002-1825-0097'
+        "</nameIdentifier>"
+    )
+    [creator] = transformed_metadata(item)["creators"]
+    assert creator["person_or_org"]["family_name"] == "Lynn"
+    assert creator["person_or_org"]["identifiers"] == [
+        {"scheme": "orcid", "identifier": "0000-0002-1825-0097"}
+    ]
+
+
+def test_contributor_without_a_name_is_dropped() -> None:
+    """F3: an optional contributor with an empty name is left out, not the record."""
+    item = video_with(
+        before_language='<contributors><contributor contributorType="Editor"><contributorName/>'
+        '</contributor><contributor contributorType="Editor">'
+        "<contributorName>Roe, Richard</contributorName></contributor></contributors>"
+    )
+    metadata = transformed_metadata(item)
+    assert [c["person_or_org"]["name"] for c in metadata["contributors"]] == ["Roe, Richard"]
+
+
+def test_alternate_and_related_dois_are_normalised() -> None:
+    """F4: every DOI of a DataCite record in its bare lower-case form."""
+    item = video_with(
+        before_language="<alternateIdentifiers>"
+        '<alternateIdentifier alternateIdentifierType="DOI">https://doi.org/10.5281/ZENODO.999'
+        "</alternateIdentifier></alternateIdentifiers><relatedIdentifiers>"
+        '<relatedIdentifier relatedIdentifierType="DOI" relationType="IsVersionOf">'
+        "info:doi/10.5281/ZENODO.998</relatedIdentifier>"
+        '<relatedIdentifier relatedIdentifierType="DOI" relationType="Cites">'
+        "https://www.doi.org/10.5281/ZENODO.997</relatedIdentifier></relatedIdentifiers>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["identifiers"] == [{"identifier": "10.5281/zenodo.999", "scheme": "doi"}]
+    assert [r["identifier"] for r in metadata["related_identifiers"]] == [
+        "10.5281/zenodo.998",
+        "10.5281/zenodo.997",
+    ]
+
+
+def test_br_in_a_description_keeps_the_lines_apart() -> None:
+    """F5: kernel-4 allows <br/> in a description; it is a line break, not nothing."""
+    item = video_with(
+        descriptions='<descriptions><description descriptionType="Abstract">'
+        "First paragraph.<br/>Second paragraph.<br/>\n  Third &amp; last</description>"
+        "</descriptions>"
+    )
+    assert transformed_metadata(item)["description"] == (
+        "First paragraph.<br>Second paragraph.<br>Third &amp; last"
+    )
+
+
+def test_pretty_printed_title_and_names_are_one_line() -> None:
+    """F5: a title the source pretty-printed over lines, and a name with indentation."""
+    item = video_with(
+        title="A long title that the source\n      pretty-printed over lines",
+        before_language='<contributors><contributor contributorType="Editor">'
+        "<contributorName>\n   Roe,\n     Richard   </contributorName></contributor>"
+        "</contributors>",
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["title"] == "A long title that the source pretty-printed over lines"
+    assert metadata["contributors"][0]["person_or_org"]["name"] == "Roe, Richard"
+
+
+def test_single_escaped_html_is_not_unescaped_again() -> None:
+    """F7: DataCite HTML escaped once (as XML needs) is HTML; `&amp;lt;` in it is text."""
+    item = video_with(
+        descriptions='<descriptions><description descriptionType="Abstract">'
+        "&lt;p&gt;Escaped &lt;b&gt;HTML&lt;/b&gt; p &amp;lt; 0.05&lt;/p&gt;"
+        '&lt;img src="x" onerror="alert(1)"&gt;</description></descriptions>'
+    )
+    assert transformed_metadata(item)["description"] == ("<p>Escaped <b>HTML</b> p &lt; 0.05</p>")

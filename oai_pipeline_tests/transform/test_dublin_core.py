@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from oai_pipeline.transform.base import TransformItem
 
 from .records import page_items, transform, transform_one, transformed_metadata, wrap_metadata
@@ -88,11 +90,13 @@ def test_zenodo_list_page() -> None:
     assert metadata["description"].startswith("<p>A configuration layer for the analysis")
     metadata = dataset.data["metadata"]
     assert metadata["languages"] == [{"id": "eng"}]
-    assert metadata["subjects"] == [{"subject": "Flexibility  services"}, {"subject": "DSO"}]
-    # &amp;nbsp; in the feed: one unescape gives the character, a bare & in a URL stays
-    assert "\xa0" in metadata["description"]
-    assert "&amp;data=04" not in metadata["description"]
-    assert "&data=04" in metadata["description"]
+    # a one-line value: the run of spaces is layout (F5)
+    assert metadata["subjects"] == [{"subject": "Flexibility services"}, {"subject": "DSO"}]
+    # &amp;nbsp; in the feed: one unescape gives the character (which the sanitised HTML
+    # writes as &nbsp;), and the & in a URL is one & (written &amp; in an HTML attribute)
+    assert "&nbsp;" in metadata["description"]
+    assert "&amp;amp;" not in metadata["description"]
+    assert "&amp;data=04" in metadata["description"]
 
 
 def test_dc_types_dates_and_file_links() -> None:
@@ -108,7 +112,7 @@ def test_dc_types_dates_and_file_links() -> None:
     )
     metadata = transformed_metadata(item)
     assert metadata["resource_type"] == {"id": "publication-thesis"}
-    assert metadata["publication_date"] == "2019-05-02"
+    assert metadata["publication_date"] == "2019"  # the earliest: a deposit comes after it
     assert metadata["additional_titles"] == [
         {"title": "Eine Arbeit", "type": {"id": "alternative-title"}, "lang": {"id": "deu"}}
     ]
@@ -131,3 +135,113 @@ def test_unknown_dc_type_is_other() -> None:
         "<dc:type>Strange thing</dc:type>"
     )
     assert transformed_metadata(item)["resource_type"] == {"id": "other"}
+
+
+def test_dspace_publication_date_is_the_issued_date() -> None:
+    """F2: DSpace lists dc.date.accessioned and .available before dc.date.issued."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator>"
+        "<dc:date>2015-03-02T10:11:12Z</dc:date><dc:date>2015-03-02T10:11:12Z</dc:date>"
+        "<dc:date>not a date</dc:date><dc:date>1998</dc:date>"
+    )
+    assert transformed_metadata(item)["publication_date"] == "1998"
+    same_year = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator>"
+        "<dc:date>2015-03-02T10:11:12Z</dc:date><dc:date>2015-03</dc:date>"
+    )
+    assert transformed_metadata(same_year)["publication_date"] == "2015-03"
+
+
+@pytest.mark.parametrize(
+    ("date", "expected"),
+    [
+        ("2020/05/01", "2020-05-01"),
+        ("May 2020", "2020-05"),
+        ("1 May 2020", "2020-05-01"),
+        ("May 1, 2020", "2020-05-01"),
+        ("2019-2020", "2019/2020"),
+    ],
+)
+def test_dc_dates_in_common_forms(date: str, expected: str) -> None:
+    """F8: these forms no longer reject the record."""
+    item = dc_item(
+        f"<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>{date}</dc:date>"
+    )
+    assert transformed_metadata(item)["publication_date"] == expected
+
+
+def test_dc_dois_in_every_form() -> None:
+    """F4: info:doi/, www.doi.org and OpenAIRE's altIdentifier are DOIs, lower-cased."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        "<dc:identifier>info:doi/10.1234/InfoDOI</dc:identifier>"
+        "<dc:identifier>https://www.doi.org/10.1234/WWW</dc:identifier>"
+        "<dc:relation>info:eu-repo/semantics/altIdentifier/doi/10.1234/EUREPO</dc:relation>"
+        "<dc:relation>http://dx.doi.org/10.1234/DX</dc:relation>"
+    )
+    metadata = transformed_metadata(item)
+    assert item.pid == "10.1234/infodoi"
+    assert item.data["pids"]["doi"]["identifier"] == "10.1234/infodoi"
+    assert metadata["identifiers"] == [{"identifier": "10.1234/www", "scheme": "doi"}]
+    assert metadata["related_identifiers"] == [
+        {"identifier": "10.1234/eurepo", "scheme": "doi", "relation_type": {"id": "other"}},
+        {"identifier": "10.1234/dx", "scheme": "doi", "relation_type": {"id": "other"}},
+    ]
+
+
+def test_dc_one_line_fields_collapse_whitespace() -> None:
+    """F5: arXiv's oai_dc breaks long titles over lines; descriptions keep their lines."""
+    item = dc_item(
+        "<dc:title>The Distribution of Star Formation in the Low Surface\n"
+        "  Brightness Galaxy UGC 628</dc:title>"
+        "<dc:creator>Young,\n    J. E.</dc:creator><dc:date>2020</dc:date>"
+        "<dc:subject>Astrophysics -\n  Galaxies</dc:subject>"
+        "<dc:publisher>  Cornell\tUniversity </dc:publisher>"
+        "<dc:description>  We introduce the MUSCEL Program (MUltiwavelength observations of the\n"
+        "Structure).  </dc:description>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["title"] == (
+        "The Distribution of Star Formation in the Low Surface Brightness Galaxy UGC 628"
+    )
+    assert metadata["creators"][0]["person_or_org"]["name"] == "Young, J. E."
+    assert metadata["subjects"] == [{"subject": "Astrophysics - Galaxies"}]
+    assert metadata["publisher"] == "Cornell University"
+    assert metadata["description"] == (
+        "We introduce the MUSCEL Program (MUltiwavelength observations of the\nStructure)."
+    )
+
+
+def test_landing_pages_and_handles_are_identifiers_not_files() -> None:
+    """F6: a dot in the last path segment does not make a file."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        "<dc:identifier>http://arxiv.org/abs/1101.4388</dc:identifier>"
+        "<dc:identifier>https://hdl.handle.net/10013/epic.10033</dc:identifier>"
+        "<dc:identifier>https://repo.example.org/bitstream/1/paper.pdf</dc:identifier>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["identifiers"] == [
+        {"identifier": "http://arxiv.org/abs/1101.4388", "scheme": "url"},
+        {"identifier": "https://hdl.handle.net/10013/epic.10033", "scheme": "url"},
+    ]
+    assert item.data["files"]["links"] == [
+        {"url": "https://repo.example.org/bitstream/1/paper.pdf", "key": "paper.pdf"}
+    ]
+
+
+def test_dc_description_html_is_sanitised() -> None:
+    """F7: the double-escaped abstract is unescaped once, then sanitised."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        "<dc:description>&amp;lt;p&amp;gt;Effect is small (p &amp;lt; 0.05) &amp;amp; robust."
+        "&amp;lt;/p&amp;gt;&amp;lt;script&amp;gt;alert(1)&amp;lt;/script&amp;gt;"
+        "</dc:description>"
+        "<dc:description>&lt;p onclick='x()'&gt;Real &amp;lt;b&amp;gt; as text&lt;/p&gt;"
+        "</dc:description>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["description"] == "<p>Effect is small (p &lt; 0.05) &amp; robust.</p>"
+    assert metadata["additional_descriptions"][0]["description"] == (
+        "<p>Real &lt;b&gt; as text</p>"
+    )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from oai_pipeline.transform import imports
+from oai_pipeline.transform import dates, imports
 from oai_pipeline.transform.base import TransformItem
 
-from .records import SAMPLES, datacite_item, transform, wrap_metadata
+from .records import OAI, SAMPLES, datacite_item, transform, wrap_metadata
 
 VIDEO = (SAMPLES / "datacite-example-video-v4.xml").read_text()
 
@@ -35,6 +35,9 @@ def test_unknown_root_names_it() -> None:
     assert item.error.type == "unknown_root"
     assert item.error.location == "metadata"
     assert "{http://www.loc.gov/mods/v3}mods" in item.error.message
+    # F12: what the operator can harvest instead
+    for name in ("oai_dc", "oai_datacite", "datacite"):
+        assert name in item.error.message
 
 
 def test_unknown_payload_of_the_oai_datacite_envelope() -> None:
@@ -80,6 +83,7 @@ def test_creator_without_a_name() -> None:
     item = transform_with_a_good_neighbour(item_from(resource))
     assert item.error.type == "missing_field"
     assert item.error.location == "metadata.creators[1].person_or_org.name"
+    assert item.error.message == "the record has no name for a creator"
 
 
 def test_missing_dc_creators() -> None:
@@ -112,14 +116,19 @@ def test_unparsable_dc_date() -> None:
         )
     )
     assert (item.error.type, item.error.location) == ("invalid_date", "metadata.publication_date")
+    # F8: the message says which forms would have been read
+    assert "'last spring'" in item.error.message
+    assert dates.ACCEPTED_FORMS in item.error.message
 
 
-def test_unparsable_date_in_dates() -> None:
+def test_unparsable_date_in_dates_is_left_out() -> None:
+    """F3: an optional date that is no date does not fail the record."""
     resource = VIDEO.replace(
         "<language>", '<dates><date dateType="Created">2013-14-01</date></dates><language>'
     )
-    item = transform_with_a_good_neighbour(item_from(resource))
-    assert (item.error.type, item.error.location) == ("invalid_date", "metadata.dates[0].date")
+    [item] = transform([item_from(resource)])
+    assert item.error is None
+    assert item.data["metadata"]["dates"] == []
 
 
 def test_missing_publication_date() -> None:
@@ -128,16 +137,34 @@ def test_missing_publication_date() -> None:
     assert (item.error.type, item.error.location) == ("missing_field", "metadata.publication_date")
 
 
-def test_validation_error_names_the_field() -> None:
-    resource = VIDEO.replace(
-        "<familyName>Lynn</familyName>",
-        '<familyName>Lynn</familyName><nameIdentifier nameIdentifierScheme="ORCID">'
-        "not-an-orcid</nameIdentifier>",
-    )
-    item = transform_with_a_good_neighbour(item_from(resource))
+def test_validation_error_names_the_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The schema is the gate of every import (the built-in ones drop a malformed ORCID)."""
+    namespace = "urn:test:bad-orcid"
+
+    def bad_orcid(_element: object) -> dict:
+        person = {
+            "type": "personal",
+            "family_name": "Doe",
+            "identifiers": [{"scheme": "orcid", "identifier": "not-an-orcid"}],
+        }
+        return {
+            "metadata": {
+                "resource_type": {"id": "other"},
+                "title": "T",
+                "creators": [{"person_or_org": person}],
+                "publication_date": "2020",
+            }
+        }
+
+    monkeypatch.setattr(imports, "_IMPORTS", dict(imports._IMPORTS))
+    imports.register_import(namespace, "record", bad_orcid)
+    item = transform_with_a_good_neighbour(item_from(f'<record xmlns="{namespace}"/>'))
     assert item.error.type == "validation"
     assert item.error.location == "metadata.creators[0].person_or_org.identifiers[0]"
-    assert "orcid" in item.error.message
+    assert item.error.message == (
+        "metadata.creators[0].person_or_org.identifiers[0]: "
+        "'not-an-orcid' is not a valid orcid identifier"
+    )
 
 
 def test_a_doi_that_is_no_doi_is_a_validation_error() -> None:
@@ -145,6 +172,22 @@ def test_a_doi_that_is_no_doi_is_a_validation_error() -> None:
     item = transform_with_a_good_neighbour(item_from(resource))
     assert (item.error.type, item.error.location) == ("validation", "pids.doi.identifier")
     assert item.pid is None
+    # F12: the message shows the rejected value, not a regex
+    assert "'urn:nbn:de:1234' is not a DOI" in item.error.message
+    assert "pattern" not in item.error.message and "\\d" not in item.error.message
+
+
+def test_metadata_with_only_a_comment_is_an_error_with_a_location() -> None:
+    """F12: as for an empty <metadata/>, not a `no_data` error without a location."""
+    xml = (
+        f'<record xmlns="{OAI}"><header><identifier>oai:x:c</identifier>'
+        "<datestamp>2024-01-01</datestamp></header><metadata>\n  <!-- withheld -->\n"
+        "</metadata></record>"
+    ).encode()
+    item = transform_with_a_good_neighbour(TransformItem("oai:x:c", "2024-01-01", [], xml))
+    assert item.error.type == "MissingMetadata"
+    assert item.error.location == "metadata"
+    assert "comment" in item.error.message
 
 
 def test_malformed_xml() -> None:

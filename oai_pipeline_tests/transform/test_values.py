@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from oai_pipeline.transform import dates, normalize
 from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.dates import normalize_date
 from oai_pipeline.transform.normalize import (
@@ -36,11 +37,59 @@ def test_edtf_safe_dates(text: str, expected: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "spring 2020", "2023-02-29", "2023-00", "20231", "2020/2019", "12/05/2020", "2020-"],
+    [
+        "",
+        "spring 2020",
+        "2023-02-29",
+        "2023-00",
+        "20231",
+        "2020/2019",
+        "12/05/2020",
+        "2020-",
+        "2020-2019",
+        "2020/13",
+        "Foo 2020",
+        "31 June 2020",
+        "2019-01-01/..",
+    ],
 )
 def test_dates_that_are_not_edtf_safe(text: str) -> None:
     with pytest.raises(ValueError):
         normalize_date(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2020/05/01", "2020-05-01"),
+        ("2020/5/1", "2020-05-01"),
+        ("2020/05", "2020-05"),
+        ("May 2020", "2020-05"),
+        ("1 May 2020", "2020-05-01"),
+        ("May 1, 2020", "2020-05-01"),
+        ("Sept. 3, 2021", "2021-09-03"),
+        ("3 dec 2021", "2021-12-03"),
+        ("2019-2020", "2019/2020"),
+        ("2019 – 2020", "2019/2020"),
+        ("2020/05/01/2021", None),
+    ],
+)
+def test_dates_in_other_unambiguous_forms(text: str, expected: str | None) -> None:
+    """F8: year-first slashes, month names and a year range (an EDTF interval, which the
+    target's date fields accept) are read; the rest is still refused."""
+    if expected is None:
+        with pytest.raises(ValueError):
+            normalize_date(text)
+    else:
+        assert normalize_date(text) == expected
+
+
+def test_a_rejected_date_names_the_accepted_forms() -> None:
+    with pytest.raises(ValueError) as error:
+        normalize_date("Summer 2019")
+    assert "'Summer 2019'" in str(error.value)
+    assert dates.ACCEPTED_FORMS in str(error.value)
+    assert "May 2020" in dates.ACCEPTED_FORMS and "YYYY/MM/DD" in dates.ACCEPTED_FORMS
 
 
 def test_identifier_normalisation() -> None:
@@ -51,6 +100,45 @@ def test_identifier_normalisation() -> None:
     assert normalize_doi("doi:10.1000/x") == "10.1000/x"
     assert normalize_doi("http://dx.doi.org/10.1000/x") == "10.1000/x"
     assert normalize_doi("oai:zenodo.org:1") is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "10.1234/ABC",
+        "doi:10.1234/ABC",
+        "DOI: 10.1234/ABC",
+        "info:doi/10.1234/ABC",
+        "https://doi.org/10.1234/ABC",
+        "http://dx.doi.org/10.1234/ABC",
+        "https://www.doi.org/10.1234/ABC",
+        "info:eu-repo/semantics/altIdentifier/doi/10.1234/ABC",
+    ],
+)
+def test_every_doi_form_is_normalised(text: str) -> None:
+    """F4: one reader for every way the feeds write a DOI, lower-cased."""
+    assert normalize_doi(text) == "10.1234/abc"
+
+
+def test_one_line_values_collapse_whitespace() -> None:
+    """F5: line breaks and indentation inside a title or a name are layout."""
+    assert normalize.text_or_none("  A long title\n      over lines\t end  ") == (
+        "A long title over lines end"
+    )
+    assert normalize.text_or_none("Flexibility  services") == "Flexibility services"
+    assert normalize.text_or_none("no\xa0break") == "no\xa0break"  # not layout
+    assert normalize.text_or_none(" \n ") is None
+    assert normalize.block_text_or_none(" a\n  b ") == "a\n  b"
+
+
+def test_malformed_name_identifiers_are_dropped() -> None:
+    """F3: a malformed ORCID or ROR is no identifier (None), so the person stays."""
+    assert normalize.name_identifier("ORCID", "0000-0002-1825-009") is None
+    assert normalize.name_identifier("ROR", "https://ror.org/nope") is None
+    assert normalize.name_identifier("ORCID", "https://orcid.org/0000-0002-1825-0097") == {
+        "scheme": "orcid",
+        "identifier": "0000-0002-1825-0097",
+    }
 
 
 def test_person_names() -> None:
@@ -114,6 +202,78 @@ def test_file_links() -> None:
     assert file_link("https://example.org/index.html") is None
     assert file_link("https://example.org/records/1") is None
     assert file_link("ftp://example.org/a.csv") is None
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://arxiv.org/abs/1101.4388",
+        "https://arxiv.org/abs/2301.12345v2",
+        "https://hdl.handle.net/10013/epic.10033",
+        "https://example.org/record/v1.2",
+        "https://example.org/people/j.doe",
+    ],
+)
+def test_a_dot_does_not_make_a_file(url: str) -> None:
+    """F6: landing pages, handles and versions are not files."""
+    assert file_link(url) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "key"),
+    [
+        ("https://example.org/files/paper.PDF", "paper.PDF"),
+        ("https://example.org/files/data.tar.gz", "data.tar.gz"),
+        ("https://example.org/files/analysis.R", "analysis.R"),
+        ("https://example.org/files/notebook.ipynb", "notebook.ipynb"),
+        ("https://example.org/files/cube.fits/", "cube.fits"),
+    ],
+)
+def test_known_file_extensions_are_files(url: str, key: str) -> None:
+    assert file_link(url) == {"url": url, "key": key}
+
+
+def test_description_html_unescapes_only_double_escaped_text() -> None:
+    """F7: Zenodo's double escaping is undone; correctly escaped HTML stays text."""
+    double = (
+        "&lt;p&gt;Effect (p &lt; 0.05) &amp;amp; more&lt;/p&gt;&lt;script&gt;x()&lt;/script&gt;"
+    )
+    assert normalize.description_html(double) == "<p>Effect (p &lt; 0.05) &amp; more</p>"
+    single = "<p>Escaped &lt;b&gt; is text, p &lt; 0.05</p>"
+    assert normalize.description_html(single) == single
+    # escaped tags next to a real one: the text means them as text
+    mixed = "<b>Use</b> the &lt;i&gt; tag"
+    assert normalize.description_html(mixed) == mixed
+
+
+def test_description_html_is_sanitised() -> None:
+    """F7: script, style, event handlers and javascript: URLs are dropped; the rich-text
+    tags stay."""
+    dirty = (
+        '<h2 onclick="x()">T</h2><p style="color:red">a <b>b</b> <i>c</i> <sub>2</sub></p>'
+        '<script>alert(1)</script><style>p{}</style><a href="javascript:alert(1)">j</a>'
+        '<a href="https://example.org/?a=1&amp;b=2" onmouseover="x()">l</a>'
+        "<ul><li>one</li></ul><table><tr><td>1</td></tr></table><img src=x onerror=alert(1)>"
+    )
+    assert normalize.description_html(dirty) == (
+        "<h2>T</h2><p>a <b>b</b> <i>c</i> <sub>2</sub></p><a>j</a>"
+        '<a href="https://example.org/?a=1&amp;b=2">l</a>'
+        "<ul><li>one</li></ul><table><tbody><tr><td>1</td></tr></tbody></table>"
+    )
+
+
+def test_plain_descriptions_skip_the_sanitiser() -> None:
+    text = "Plain text,\nover two lines > nothing to do"
+    assert normalize.description_html(text) is text
+    assert normalize.description_html("R&D") == "R&amp;D"  # an ampersand is HTML-escaped
+
+
+def test_block_elements_do_not_glue_words() -> None:
+    """F5: a block element the sanitiser drops leaves a space, a <br> stays a break."""
+    unglued = normalize.description_html("<section>one</section><section>two</section>")
+    assert unglued.split() == ["one", "two"]  # HTML renders a run of spaces as one
+    assert normalize.description_html("First.", "Second.", "") == "First.<br>Second."
+    assert normalize.description_html("a<br/>b") == "a<br>b"
 
 
 def test_error_location_path() -> None:
