@@ -184,7 +184,8 @@ def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
         )
     elif with_xml and not record.deleted:
         metadata = item.find(_METADATA_TAG)
-        if metadata is None or len(metadata) == 0:
+        # Comments and processing instructions are not metadata: an element must be there.
+        if metadata is None or next(metadata.iterchildren(etree.Element), None) is None:
             record.error = RecordError(
                 type="MissingMetadata",
                 message="record is not deleted but has no metadata",

@@ -69,7 +69,7 @@ def _reference_harvested(item: etree._Element, with_xml: bool) -> HarvestedRecor
         )
     elif with_xml and not record.deleted:
         metadata = item.find(_NS + "metadata")
-        if metadata is None or len(metadata) == 0:
+        if metadata is None or not [c for c in metadata if isinstance(c.tag, str)]:
             record.error = RecordError(
                 type="MissingMetadata",
                 message="record is not deleted but has no metadata",
@@ -129,7 +129,12 @@ def _edge_page() -> bytes:
     records = []
     for number, header in enumerate(EDGE_HEADERS):
         for status in ("", ' status="deleted"', ' status="other"'):
-            for metadata in ("<metadata><a xmlns='urn:a'>x</a></metadata>", "<metadata/>", ""):
+            for metadata in (
+                "<metadata><a xmlns='urn:a'>x</a></metadata>",
+                "<metadata/>",
+                "<metadata><!-- withheld --></metadata>",
+                "",
+            ):
                 records.append(f"<record><header{status}>{header}</header>{metadata}</record>")
         records.append(f"<record><metadata><a xmlns='urn:a'>{number}</a></metadata></record>")
     return (OAI_HEAD + "".join(records) + OAI_TAIL).encode()
