@@ -60,6 +60,20 @@ def _refusal(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
+def _ensure_partition(harvester_id: str) -> None:
+    """The harvester's partition on the instance under DAGSTER_HOME (the one `./run.sh dev`
+    serves): registered a moment ago, it may not be there until the registry sensor's next
+    tick, and a run for it would be stored, then never start."""
+    import dagster as dg
+
+    from oai_pipeline.defs.partitions import ensure_harvester_partitions
+    from oai_pipeline.settings import ensure_dagster_home
+
+    ensure_dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        ensure_harvester_partitions(instance, [harvester_id])
+
+
 def submit_harvest_job(
     harvester_id: str, start: datetime | None, end: datetime | None, options: RunOptions
 ) -> dict:
@@ -74,6 +88,7 @@ def submit_harvest_job(
         )
     with open_store() as store:  # a run for an unknown harvester must not be queued
         HarvesterRegistry(store).get(harvester_id)
+    _ensure_partition(harvester_id)
     url = urlparse(os.environ.get("DAGSTER_WEBSERVER_URL", DEFAULT_WEBSERVER))
     first, last = window_range(start, end)
     try:

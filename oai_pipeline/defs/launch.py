@@ -9,7 +9,11 @@ import dagster as dg
 
 from oai_pipeline.defs.assets import harvest_assets
 from oai_pipeline.defs.checks import harvest_checks
-from oai_pipeline.defs.partitions import HARVESTER, partition_key, window_partitions
+from oai_pipeline.defs.partitions import (
+    ensure_harvester_partitions,
+    partition_key,
+    window_partitions,
+)
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 
 RANGE_START_TAG = "dagster/asset_partition_range_start"
@@ -54,8 +58,7 @@ def materialize_windows(
     raise_on_error: bool = True,
     log_level: str = "INFO",
 ) -> dg.ExecuteInProcessResult:
-    if harvester_id not in instance.get_dynamic_partitions(HARVESTER):
-        instance.add_dynamic_partitions(HARVESTER, [harvester_id])
+    ensure_harvester_partitions(instance, [harvester_id])
     return dg.materialize(
         [*harvest_assets, *harvest_checks],
         instance=instance,

@@ -14,7 +14,7 @@ import dagster as dg
 
 from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
 from oai_pipeline.defs.launch import HARVESTER_TAG, range_tags
-from oai_pipeline.defs.partitions import window_partitions
+from oai_pipeline.defs.partitions import ensure_harvester_partitions, window_partitions
 from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.oai.windows import parse_datestamp
 from oai_pipeline.pipeline.services import Services as PipelineServices
@@ -83,13 +83,27 @@ def last_complete_sweep(state: StateStore, harvester_id: str) -> dict[str, Any] 
     return None
 
 
-def busy_harvesters(instance: dg.DagsterInstance) -> set[str]:
-    """Harvesters with a run queued or in progress (one writer each: a new run would wait)."""
-    runs = instance.get_runs(filters=dg.RunsFilter(statuses=_BUSY))
-    return {run.tags[HARVESTER_TAG] for run in runs if HARVESTER_TAG in run.tags}
+# A run still NOT_STARTED after this long never will (e.g. stored, then refused at launch).
+STUCK_AFTER = timedelta(minutes=10)
+
+
+def busy_harvesters(instance: dg.DagsterInstance, now: datetime | None = None) -> set[str]:
+    """Harvesters with a run queued or in progress (one writer each: a new run would wait).
+    A run stuck as NOT_STARTED does not count: it would keep its harvester out for good."""
+    stuck_before = (now or datetime.now(UTC)) - STUCK_AFTER
+    busy = set()
+    for record in instance.get_run_records(filters=dg.RunsFilter(statuses=_BUSY)):
+        run = record.dagster_run
+        if HARVESTER_TAG not in run.tags:
+            continue
+        if run.status is dg.DagsterRunStatus.NOT_STARTED and record.create_timestamp < stuck_before:
+            continue
+        busy.add(run.tags[HARVESTER_TAG])
+    return busy
 
 
 def range_run_requests(
+    instance: dg.DagsterInstance,
     pipeline: PipelineResource,
     job_name: str,
     trigger: str,
@@ -104,6 +118,7 @@ def range_run_requests(
             if not harvester.enabled or harvester.id in skip:
                 continue
             first, last = window_range(services, harvester.id)
+            ensure_harvester_partitions(instance, [harvester.id])
             requests.append(
                 dg.RunRequest(
                     run_key=f"{trigger}:{harvester.id}:{first}:{last}:{tick_id}",
@@ -115,14 +130,18 @@ def range_run_requests(
 
 
 def incremental_run_requests(
-    pipeline: PipelineResource, now: datetime, tick_id: str, skip: Collection[str] = ()
+    instance: dg.DagsterInstance,
+    pipeline: PipelineResource,
+    now: datetime,
+    tick_id: str,
+    skip: Collection[str] = (),
 ) -> list[dg.RunRequest]:
     def since_last_success(services: PipelineServices, harvester_id: str) -> tuple[str, str]:
         last = last_complete_sweep(services.state, harvester_id) or {}
         return incremental_window_range(last.get("response_date"), now, overlap=overlap())
 
     return range_run_requests(
-        pipeline, harvest_job.name, "incremental", tick_id, since_last_success, skip
+        instance, pipeline, harvest_job.name, "incremental", tick_id, since_last_success, skip
     )
 
 
@@ -137,7 +156,9 @@ def incremental_harvest_schedule(
 ) -> list[dg.RunRequest] | dg.SkipReason:
     now = context.scheduled_execution_time or datetime.now(UTC)
     busy = busy_harvesters(context.instance)
-    requests = incremental_run_requests(pipeline, now, now.strftime("%Y%m%dT%H%M"), busy)
+    requests = incremental_run_requests(
+        context.instance, pipeline, now, now.strftime("%Y%m%dT%H%M"), busy
+    )
     if requests:
         return requests
     if busy:
@@ -148,12 +169,17 @@ def incremental_harvest_schedule(
 
 
 def full_harvest_requests(
-    pipeline: PipelineResource, now: datetime, tick_id: str
+    instance: dg.DagsterInstance, pipeline: PipelineResource, now: datetime, tick_id: str
 ) -> list[dg.RunRequest]:
     first = window_partitions.get_first_partition_key()
     last = window_partitions.get_partition_key_for_timestamp(now.timestamp())
     return range_run_requests(
-        pipeline, run_all_harvesters.name, "full", tick_id, lambda _s, _h: (first, last)
+        instance,
+        pipeline,
+        run_all_harvesters.name,
+        "full",
+        tick_id,
+        lambda _s, _h: (first, last),
     )
 
 
@@ -167,5 +193,5 @@ def run_all_harvesters_schedule(
     context: dg.ScheduleEvaluationContext, pipeline: PipelineResource
 ) -> list[dg.RunRequest] | dg.SkipReason:
     now = context.scheduled_execution_time or datetime.now(UTC)
-    requests = full_harvest_requests(pipeline, now, now.strftime("%Y%m%dT%H%M"))
+    requests = full_harvest_requests(context.instance, pipeline, now, now.strftime("%Y%m%dT%H%M"))
     return requests or dg.SkipReason("no enabled harvester is registered")

@@ -9,6 +9,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import dagster as dg
 import pytest
 from click.testing import CliRunner, Result
 
@@ -254,6 +255,10 @@ def test_use_job_without_a_webserver(
 
     assert_one_line_error(result, f"no Dagster webserver at {url}")
     assert len(result.output.strip().splitlines()) == 1
+    # The harvester's partition is there before any run names it (a run for a harvester
+    # without one would be stored, then never start).
+    with dg.DagsterInstance.get() as instance:
+        assert instance.get_dynamic_partitions("harvester") == [registered]
 
 
 def test_use_job_refused_is_one_line(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 import pytest
@@ -10,7 +10,7 @@ from dagster._core.definitions.schedule_definition import ScheduleExecutionData
 
 from oai_pipeline.definitions import defs
 from oai_pipeline.defs.launch import HARVESTER_TAG, RANGE_END_TAG, RANGE_START_TAG, range_tags
-from oai_pipeline.defs.schedules import TRIGGER_TAG
+from oai_pipeline.defs.schedules import STUCK_AFTER, TRIGGER_TAG, busy_harvesters
 from oai_pipeline.settings import Settings
 from oai_pipeline_tests.orchestration.state_setup import add_finished_run, add_harvester
 
@@ -110,6 +110,32 @@ def test_a_harvester_with_a_run_in_progress_is_not_requested_again(
     instance.report_run_failed(running)
     requests = _by_harvester(_tick("incremental_harvest_schedule", instance).run_requests)
     assert set(requests) == {"fresh", "current", "down"}
+
+
+def test_a_run_stuck_before_it_started_does_not_keep_its_harvester_out(
+    instance: dg.DagsterInstance, registry: Settings
+) -> None:
+    """A run stored but never launched (e.g. its partition was missing then) stays
+    NOT_STARTED for ever: after a while it no longer counts as in progress."""
+    instance.create_run_for_job(
+        dg.GraphDefinition("noop").to_job(),
+        tags=range_tags("down", "2024-03-02", "2024-03-10"),
+        status=dg.DagsterRunStatus.NOT_STARTED,
+    )
+    assert busy_harvesters(instance) == {"down"}  # just created: it may yet start
+    later = datetime.now(UTC) + STUCK_AFTER + timedelta(minutes=1)
+    assert busy_harvesters(instance, later) == set()
+
+
+def test_a_tick_adds_the_partitions_of_the_harvesters_it_requests(
+    instance: dg.DagsterInstance, registry: Settings
+) -> None:
+    """Registered a moment ago, before the registry sensor ran: the run can still start."""
+    assert instance.get_dynamic_partitions("harvester") == []
+    requested = set(_by_harvester(_tick("incremental_harvest_schedule", instance).run_requests))
+    assert set(instance.get_dynamic_partitions("harvester")) == requested
+    requested = set(_by_harvester(_tick("run_all_harvesters_schedule", instance).run_requests))
+    assert set(instance.get_dynamic_partitions("harvester")) >= requested
 
 
 def test_incremental_overlap_crosses_midnight(
