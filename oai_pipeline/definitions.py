@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import warnings
 
 import dagster as dg
 
@@ -24,8 +23,6 @@ from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import load_settings
 
 logger = logging.getLogger(__name__)
-
-warnings.filterwarnings("ignore", message=".*currently in (beta|preview).*")
 
 
 def load_data_folder_fixture() -> None:

@@ -20,7 +20,9 @@ from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import describe_validation_error
 from oai_pipeline.oai.errors import HarvestProtocolError
 from oai_pipeline.pipeline.discover import discover
+from oai_pipeline.pipeline.frames import RAW_OAI_XML, SYNC_DECISIONS, TRANSFORMED_RECORDS
 from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.partitions import run_id_of
 from oai_pipeline.pipeline.plan import plan
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
@@ -82,7 +84,11 @@ def _each_scope(
     context: dg.AssetExecutionContext,
     pipeline: PipelineResource,
     stage: Callable[[Services, HarvestScope], T],
+    upstream: str | None = None,
 ) -> list[tuple[HarvestScope, T]]:
+    """`stage` for each scope of the run's partition keys. A downstream stage (reading
+    `upstream`) first names this Dagster run on the harvest run it continues, so that the
+    failure sensor records this run's failure there."""
     results = []
     with pipeline.services() as services:
         for scope in scopes_for_keys(list(context.partition_keys)):
@@ -91,6 +97,9 @@ def _each_scope(
                 f"({len(scope.keys)})"
             )
             with _retry_only_transient():
+                if upstream is not None:
+                    run_id = run_id_of(services.storage, upstream, scope)
+                    services.state.resume_run(run_id, context.run_id)
                 results.append((scope, stage(services, scope)))
     return results
 
@@ -155,7 +164,7 @@ def transformed_records(
     context: dg.AssetExecutionContext, pipeline: PipelineResource
 ) -> dg.MaterializeResult:
     """Each record through the harvester's transformers; failures are per-record errors."""
-    results = _each_scope(context, pipeline, transform)
+    results = _each_scope(context, pipeline, transform, RAW_OAI_XML)
     errors: Counter[str] = Counter()
     for _, summary in results:
         errors.update(summary.errors)
@@ -179,7 +188,9 @@ def sync_decisions(
 ) -> dg.MaterializeResult:
     """The plan: per record, what must happen to the target and why (inspect before writing)."""
     options = _options(harvest_options)
-    results = _each_scope(context, pipeline, lambda s, scope: plan(s, scope, options))
+    results = _each_scope(
+        context, pipeline, lambda s, scope: plan(s, scope, options), TRANSFORMED_RECORDS
+    )
     actions: Counter[str] = Counter()
     for _, counter in results:
         actions.update(counter)
@@ -199,7 +210,10 @@ def written_records(
     """The plan applied through the harvester's writers; each outcome on its harvest record."""
     options = _options(harvest_options)
     results = _each_scope(
-        context, pipeline, lambda s, scope: write(s, scope, options, progress=context.log.info)
+        context,
+        pipeline,
+        lambda s, scope: write(s, scope, options, progress=context.log.info),
+        SYNC_DECISIONS,
     )
     actions: Counter[str] = Counter()
     errors: Counter[str] = Counter()

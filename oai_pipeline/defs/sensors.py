@@ -71,8 +71,19 @@ def finish_harvest_runs(
     description="Records a failed Dagster run on its harvest runs, so status shows why.",
 )
 def harvest_failure_sensor(context: dg.RunFailureSensorContext, pipeline: PipelineResource) -> None:
-    message = context.failure_event.message or "the Dagster run failed"
-    finish_harvest_runs(pipeline, context.dagster_run.run_id, "failed", message)
+    finish_harvest_runs(pipeline, context.dagster_run.run_id, "failed", failure_message(context))
+
+
+def failure_message(context: dg.RunFailureSensorContext) -> str:
+    """Why the run failed: the failed steps' errors, not Dagster's "Steps failed: [...]"."""
+    causes = []
+    for event in context.get_step_failure_events():
+        error = event.step_failure_data.error
+        while error is not None and error.cause is not None:  # Dagster's wrappers: the cause
+            error = error.cause
+        if error is not None:
+            causes.append(f"{event.step_key}: {error.message.strip()}")
+    return "; ".join(causes) or context.failure_event.message or "the Dagster run failed"
 
 
 @dg.run_status_sensor(

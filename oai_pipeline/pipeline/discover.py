@@ -74,6 +74,7 @@ def _run_for(
         checkpoint = checkpoint if isinstance(checkpoint, SweepCheckpoint) else None
         changed = _changed_request(checkpoint, harvester)
         if changed is None:
+            state.resume_run(run["id"], dagster_run_id)
             return RunToFetch(
                 run["id"],
                 checkpoint,
@@ -133,16 +134,17 @@ def discover(
         identify = reader.identify()
         state.save_identify(harvester.id, identify)
         from_, until = scope.oai_range(identify.granularity)
-        run = _run_for(services, scope, options, from_, until, dagster_run_id)
-        run_id = run.run_id
-        result = DiscoveryResult(run_id=run_id, from_=run.from_, until=run.until)
-        try:
-            # One run at a time talks to a source and writes for a harvester.
-            with services.harvester_lock.hold(harvester.id):
+        # One run at a time talks to a source and writes for a harvester; the run to resume
+        # is chosen under the lease, so two attempts never continue the same harvest run.
+        with services.harvester_lock.hold(harvester.id):
+            run = _run_for(services, scope, options, from_, until, dagster_run_id)
+            run_id = run.run_id
+            result = DiscoveryResult(run_id=run_id, from_=run.from_, until=run.until)
+            try:
                 _fetch(services, scope, options, reader, run, progress)
-        except BaseException as error:
-            services.record_failure(run_id, error)
-            raise
+            except BaseException as error:
+                services.record_failure(run_id, error)
+                raise
     finally:
         reader.close()
     result.counters = state.reconcile_counters(run_id)

@@ -789,8 +789,24 @@ class StateStore:
         with self._read() as conn:
             return [self._run_dict(row) for row in conn.execute(query)]
 
+    def resume_run(self, run_id: int, dagster_run_id: str | None = None) -> None:
+        """Another attempt works on the run: a failed or stopped one is running again, and
+        the Dagster run (if any) is the one whose failure the failure sensor records on it."""
+        values: dict[str, Any] = {"updated_at": utc_now()}
+        if dagster_run_id is not None:
+            values["dagster_run_id"] = dagster_run_id
+        with self._engine.begin() as conn:
+            conn.execute(harvest_runs.update().where(harvest_runs.c.id == run_id).values(values))
+            conn.execute(
+                harvest_runs.update()
+                .where(
+                    harvest_runs.c.id == run_id, harvest_runs.c.status.in_(("failed", "stopped"))
+                )
+                .values(status="running", error=None, finished_at=None)
+            )
+
     def runs_of_dagster_run(self, dagster_run_id: str) -> list[dict[str, Any]]:
-        """The harvest runs a Dagster run started (a range run may start several)."""
+        """The harvest runs a Dagster run works on (a range run may work on several)."""
         query = (
             sa.select(harvest_runs)
             .where(harvest_runs.c.dagster_run_id == dagster_run_id)

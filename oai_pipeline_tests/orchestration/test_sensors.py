@@ -7,12 +7,17 @@ import pytest
 
 from oai_pipeline.definitions import defs
 from oai_pipeline.defs import sensors
+from oai_pipeline.defs.assets import harvest_assets, transformed_records
+from oai_pipeline.defs.launch import materialize_windows, range_tags
 from oai_pipeline.defs.partitions import HARVESTER, window_partitions
+from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.defs.sensors import partition_budget_warning
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.pipeline.services import Services
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
 from oai_pipeline_tests.orchestration.state_setup import add_finished_run, add_harvester
+from oai_pipeline_tests.support import register, shifted_sample_records
 
 
 def _registry_tick(instance: dg.DagsterInstance):
@@ -73,6 +78,21 @@ def _failed_dagster_run(instance: dg.DagsterInstance) -> tuple[dg.DagsterRun, dg
     return run, failure
 
 
+def _run_status_sensor(
+    name: str, instance: dg.DagsterInstance, dagster_run: dg.DagsterRun, event: dg.DagsterEvent
+) -> None:
+    """One evaluation of the run status sensor `name` for `dagster_run`'s `event`."""
+    sensor = defs.resolve_sensor_def(name)
+    context = dg.build_run_status_sensor_context(
+        sensor_name=sensor.name,
+        dagster_event=event,
+        dagster_instance=instance,
+        dagster_run=dagster_run,
+        resources=defs.resources,
+    )
+    sensor(context.for_run_failure() if name == "harvest_failure_sensor" else context)
+
+
 def test_failure_sensor_records_the_failure_on_the_harvest_runs(
     instance: dg.DagsterInstance, settings: Settings
 ) -> None:
@@ -85,15 +105,7 @@ def test_failure_sensor_records_the_failure_on_the_harvest_runs(
     stuck = add_finished_run(settings, "beta", "2024-03-01T00:00:00Z", "running", run_id)
     other = add_finished_run(settings, "beta", "2024-03-02T00:00:00Z", "running", "another-run")
 
-    sensor = defs.resolve_sensor_def("harvest_failure_sensor")
-    context = dg.build_run_status_sensor_context(
-        sensor_name=sensor.name,
-        dagster_event=failure,
-        dagster_instance=instance,
-        dagster_run=dagster_run,
-        resources=defs.resources,
-    ).for_run_failure()
-    sensor(context)
+    _run_status_sensor("harvest_failure_sensor", instance, dagster_run, failure)
 
     with Services(settings) as services:
         state = services.state
@@ -102,6 +114,51 @@ def test_failure_sensor_records_the_failure_on_the_harvest_runs(
         assert state.get_run(stuck)["finished_at"]
         assert state.get_run(done)["status"] == "succeeded"  # a finished harvest stays so
         assert state.get_run(other)["status"] == "running"  # another Dagster run: untouched
+
+
+def test_the_dagster_run_that_continues_a_harvest_run_gets_its_failure(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """A retry, the next run of the window or a downstream run works on a harvest run another
+    Dagster run started: its failure is recorded there, with the failed step's error."""
+    dagster_run, failure = _failed_dagster_run(instance)
+    add_harvester(settings, "beta")
+    earlier = add_finished_run(settings, "beta", "2024-03-01T00:00:00Z", "failed", "the-first")
+    with Services(settings) as services:
+        services.state.resume_run(earlier, dagster_run.run_id)  # what the retried stage does
+        assert services.state.get_run(earlier)["status"] == "running"
+
+    _run_status_sensor("harvest_failure_sensor", instance, dagster_run, failure)
+
+    with Services(settings) as services:
+        run = services.state.get_run(earlier)
+    assert run["status"] == "failed" and "crash: RuntimeError: the worker died" in run["error"]
+
+
+def test_a_downstream_run_names_itself_on_the_harvest_run(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    records = shifted_sample_records()
+    days = sorted(r.datestamp.date().isoformat() for r in records)
+    with OAIEndpoint(records) as endpoint:
+        register(settings, endpoint.base_url)
+        first = materialize_windows(instance, "sample", days[0], days[-1])
+        (harvest_run,) = (
+            first.asset_materializations_for_node("raw_oai_xml")[0]
+            .metadata["harvest_runs"]
+            .value.split(", ")
+        )
+        again = dg.materialize(
+            harvest_assets,
+            selection=[transformed_records],
+            instance=instance,
+            resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
+            tags=range_tags("sample", days[0], days[-1]),
+        )
+    assert again.success
+    with Services(settings) as services:
+        run = services.state.get_run(int(harvest_run))
+    assert run["dagster_run_id"] == again.run_id and run["status"] == "succeeded"
 
 
 def test_a_stage_failure_keeps_its_own_error(
@@ -116,16 +173,7 @@ def test_a_stage_failure_keeps_its_own_error(
     with Services(settings) as services:
         services.state.finish_run(failed, "failed", error="HarvestProtocolError: 503 budget spent")
 
-    sensor = defs.resolve_sensor_def("harvest_failure_sensor")
-    sensor(
-        dg.build_run_status_sensor_context(
-            sensor_name=sensor.name,
-            dagster_event=failure,
-            dagster_instance=instance,
-            dagster_run=dagster_run,
-            resources=defs.resources,
-        ).for_run_failure()
-    )
+    _run_status_sensor("harvest_failure_sensor", instance, dagster_run, failure)
 
     with Services(settings) as services:
         assert services.state.get_run(failed)["error"] == "HarvestProtocolError: 503 budget spent"
@@ -145,16 +193,7 @@ def test_a_canceled_run_leaves_its_harvest_runs_stopped(
         message="canceled by the operator",
     )
 
-    sensor = defs.resolve_sensor_def("harvest_canceled_sensor")
-    sensor(
-        dg.build_run_status_sensor_context(
-            sensor_name=sensor.name,
-            dagster_event=event,
-            dagster_instance=instance,
-            dagster_run=dagster_run,
-            resources=defs.resources,
-        )
-    )
+    _run_status_sensor("harvest_canceled_sensor", instance, dagster_run, event)
 
     with Services(settings) as services:
         run = services.state.get_run(stuck)
