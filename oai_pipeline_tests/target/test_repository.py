@@ -40,12 +40,18 @@ def test_schema_is_created_once_and_reopening_changes_nothing(
             assert current_version(connection) == SCHEMA_VERSION
 
 
+def as_version(repository: EmbeddedRepository, version: int, *statements: str) -> None:
+    """Make the target look as it did at schema `version` (`statements` undo the later steps)."""
+    with repository.engine.begin() as connection:
+        for statement in statements:
+            connection.execute(sa.text(statement))
+        connection.execute(sa.text("UPDATE schema_version SET version = :v"), {"v": version})
+
+
 def test_a_version_1_target_gains_the_lookup_index(target_url: str) -> None:
     with EmbeddedRepository(target_url) as first:
         record_id = first.deposit(record(), publish=True)
-        with first.engine.begin() as connection:  # what version 1 looked like
-            connection.execute(sa.text("DROP INDEX ix_target_records_lookup"))
-            connection.execute(sa.text("UPDATE schema_version SET version = 1"))
+        as_version(first, 1, "DROP INDEX ix_target_records_lookup")
     with EmbeddedRepository(target_url) as again:
         assert again.show(record_id)["state"] == "live"
         with again.engine.connect() as connection:
@@ -68,13 +74,12 @@ def test_a_version_2_target_keeps_its_dois_in_normal_form(target_url: str) -> No
         upper = first.deposit(record(doi="10.1234/a"), publish=True)
         twin = first.deposit(record(doi="10.1234/b"), publish=True)
         other = first.deposit(record(), publish=True)
-        with first.engine.begin() as connection:  # DOIs as version 2 stored them, as typed
-            for record_id, doi in ((upper, "10.1234/A"), (other, "10.1234/B")):
-                connection.execute(
-                    sa.text("UPDATE target_records SET doi = :doi WHERE id = :id"),
-                    {"doi": doi, "id": record_id},
-                )
-            connection.execute(sa.text("UPDATE schema_version SET version = 2"))
+        as_version(  # DOIs as version 2 stored them, as typed
+            first,
+            2,
+            f"UPDATE target_records SET doi = '10.1234/A' WHERE id = '{upper}'",
+            f"UPDATE target_records SET doi = '10.1234/B' WHERE id = '{other}'",
+        )
     with EmbeddedRepository(target_url) as again, again.engine.connect() as connection:
         assert current_version(connection) == SCHEMA_VERSION
         stored = dict(connection.execute(sa.text("SELECT id, doi FROM target_records")).all())
@@ -85,9 +90,7 @@ def test_a_version_2_target_keeps_its_dois_in_normal_form(target_url: str) -> No
 def test_a_version_3_target_gains_the_harvested_flag_of_drafts(target_url: str) -> None:
     with EmbeddedRepository(target_url) as first:
         record_id = first.deposit(record())
-        with first.engine.begin() as connection:  # what version 3 looked like
-            connection.execute(sa.text("ALTER TABLE target_drafts DROP COLUMN harvested"))
-            connection.execute(sa.text("UPDATE schema_version SET version = 3"))
+        as_version(first, 3, "ALTER TABLE target_drafts DROP COLUMN harvested")
     with EmbeddedRepository(target_url) as again:
         assert again.show(record_id)["draft_kind"] == "new"
         with again.engine.connect() as connection:
