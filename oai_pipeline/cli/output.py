@@ -10,10 +10,9 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 import click
-import httpx
 from pydantic import ValidationError
 
-from oai_pipeline.errors import ConfigurationError, PipelineError
+from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import describe_validation_error
 
 # ctx.meta key (shared by a command's whole context tree): the command was given --json.
@@ -67,8 +66,6 @@ def _command_error(error: Exception, as_json: bool) -> CommandError | None:
         return error
     if isinstance(error, ValidationError):
         return InvalidInput(describe_validation_error(error), as_json=as_json)
-    if isinstance(error, httpx.InvalidURL):  # a URL httpx refuses although it looked valid
-        error = ConfigurationError(f"invalid URL: {error}")
     if isinstance(error, PipelineError):
         return CommandError(str(error), kind=_kind(error), as_json=as_json)
     if isinstance(error, click.ClickException) and as_json:
