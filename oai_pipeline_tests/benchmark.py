@@ -226,15 +226,15 @@ def harvest_dagster(
         ).records
         metadata = records[0].asset_materialization.metadata if records else {}
     actions = {
-        name.removeprefix("action_"): int(value.value)
+        name.removeprefix("run_action_"): int(value.value)
         for name, value in metadata.items()
-        if name.startswith("action_")
+        if name.startswith("run_action_")
     }
     return {
         "seconds": seconds,
         "records": sum(actions.values()),
         "actions": actions,
-        "errors": int(metadata["error_count"].value) if "error_count" in metadata else None,
+        "errors": int(metadata["run_error_count"].value) if "run_error_count" in metadata else None,
         **_memory(workers),
     }
 

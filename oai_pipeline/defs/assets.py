@@ -5,7 +5,7 @@ grouped into one scope per harvester and contiguous windows, one ListRecords swe
 """
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -14,20 +14,27 @@ import httpx
 from pydantic import ValidationError
 from sqlalchemy.exc import OperationalError
 
-from oai_pipeline.defs.partitions import harvest_partitions, scopes_for_keys
+from oai_pipeline.defs.partitions import harvest_partitions, partition_key, scopes_for_keys
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import describe_validation_error
 from oai_pipeline.oai.errors import HarvestProtocolError
 from oai_pipeline.pipeline.discover import discover
-from oai_pipeline.pipeline.frames import RAW_OAI_XML, SYNC_DECISIONS, TRANSFORMED_RECORDS
+from oai_pipeline.pipeline.frames import (
+    RAW_OAI_XML,
+    SYNC_DECISIONS,
+    TRANSFORMED_RECORDS,
+    WRITTEN_RECORDS,
+)
 from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.partition_summary import PartitionSummary, summarise_partition
 from oai_pipeline.pipeline.partitions import run_id_of
 from oai_pipeline.pipeline.plan import plan
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_stage import transform
 from oai_pipeline.pipeline.write import write
+from oai_pipeline.storage import PartitionStore
 
 GROUP = "oai_harvest"
 
@@ -45,6 +52,9 @@ FOLLOW_UPSTREAM = dg.AutomationCondition.eager().without(
 
 # A global cap on concurrent source requests: the pool's limit is set in dagster.yaml.
 SOURCE_POOL = "oai_source_requests"
+
+# Failed records listed in a materialisation's errors_preview table.
+ERROR_PREVIEW = 50
 
 _ASSET_ARGS = dict(
     partitions_def=harvest_partitions,
@@ -104,15 +114,6 @@ def _each_scope(
     return results
 
 
-def _scope_metadata(scopes: Iterable[HarvestScope]) -> dict[str, object]:
-    scopes = list(scopes)
-    return {
-        "harvesters": ", ".join(sorted({s.harvester_id for s in scopes})),
-        "window": f"{scopes[0].keys[0]} .. {scopes[-1].keys[-1]}" if scopes else "",
-        "windows": sum(len(s.keys) for s in scopes),
-    }
-
-
 def _counts(prefix: str, counter: Counter[str]) -> dict[str, int]:
     return {f"{prefix}{name}": int(count) for name, count in sorted(counter.items())}
 
@@ -123,6 +124,62 @@ def _error_table(rows: list[dict]) -> dg.TableMetadataValue:
         records=[dg.TableRecord({c: str(row.get(c) or "") for c in columns}) for row in rows],
         schema=dg.TableSchema(columns=[dg.TableColumn(c, "string") for c in columns]),
     )
+
+
+def _records_and_errors(summary: PartitionSummary) -> dict[str, object]:
+    return {
+        "record_count": summary.records,
+        "deleted_at_source": summary.deleted,
+        "error_count": summary.errors.total(),
+        **_counts("errors_", summary.errors),
+    }
+
+
+def _actions(summary: PartitionSummary) -> dict[str, object]:
+    return {"record_count": summary.records, **_counts("action_", summary.actions)}
+
+
+def _outcomes(summary: PartitionSummary) -> dict[str, object]:
+    return {
+        "record_count": summary.records,
+        "error_count": summary.errors.total(),
+        **_counts("action_", summary.actions),
+        **_counts("errors_", summary.errors),
+        "errors_preview": _error_table(summary.error_rows),
+    }
+
+
+def _window_metadata(
+    context: dg.AssetExecutionContext,
+    pipeline: PipelineResource,
+    asset: str,
+    scopes: list[HarvestScope],
+    describe: Callable[[PartitionSummary], dict[str, object]],
+) -> dict[str, object]:
+    """Each window's partition gets the counts of its own records (Dagster would otherwise
+    copy the run's onto every window of a range); the run's totals come back as `run_…`."""
+    storage = PartitionStore(pipeline.settings().storage_url)
+    total = PartitionSummary()
+    for scope in scopes:
+        for window in scope.keys:
+            summary = summarise_partition(
+                storage, asset, scope.harvester_id, window, preview=ERROR_PREVIEW
+            )
+            context.add_asset_metadata(
+                {"window": window, **describe(summary)},
+                partition_key=partition_key(scope.harvester_id, window),
+            )
+            total.add(summary, preview=ERROR_PREVIEW)
+    return {
+        "harvesters": ", ".join(sorted({s.harvester_id for s in scopes})),
+        "run_window": f"{scopes[0].keys[0]} .. {scopes[-1].keys[-1]}" if scopes else "",
+        "run_windows": sum(len(s.keys) for s in scopes),
+        **{f"run_{name}": value for name, value in describe(total).items()},
+    }
+
+
+def _scopes(results: list[tuple[HarvestScope, T]]) -> list[HarvestScope]:
+    return [scope for scope, _ in results]
 
 
 @dg.asset(kinds={"oai-pmh", "parquet"}, pool=SOURCE_POOL, **_ASSET_ARGS)
@@ -138,23 +195,19 @@ def raw_oai_xml(
             services, scope, options, dagster_run_id=context.run_id, progress=context.log.info
         ),
     )
-    parse_errors: Counter[str] = Counter()
-    for _, result in results:
-        parse_errors.update(result.parse_errors)
     counters: Counter[str] = Counter()
     for _, result in results:
         counters.update({k: int(v) for k, v in result.counters.items() if isinstance(v, int)})
     return dg.MaterializeResult(
         metadata={
-            **_scope_metadata(s for s, _ in results),
-            "record_count": sum(r.records for _, r in results),
-            "deleted_at_source": sum(r.deleted for _, r in results),
+            **_window_metadata(
+                context, pipeline, RAW_OAI_XML, _scopes(results), _records_and_errors
+            ),
             "oai_from": ", ".join(str(r.from_) for _, r in results),
             "oai_until": ", ".join(str(r.until) for _, r in results),
             "harvest_runs": ", ".join(str(r.run_id) for _, r in results),
             "cap_reached": any(r.cap_reached for _, r in results),
             **_counts("run_", counters),
-            **_counts("errors_", parse_errors),
         }
     )
 
@@ -165,19 +218,14 @@ def transformed_records(
 ) -> dg.MaterializeResult:
     """Each record through the harvester's transformers; failures are per-record errors."""
     results = _each_scope(context, pipeline, transform, RAW_OAI_XML)
-    errors: Counter[str] = Counter()
-    for _, summary in results:
-        errors.update(summary.errors)
     return dg.MaterializeResult(
         metadata={
-            **_scope_metadata(s for s, _ in results),
-            "record_count": sum(r.records for _, r in results),
-            "transformed": sum(r.transformed for _, r in results),
-            "reused": sum(r.reused for _, r in results),
+            **_window_metadata(
+                context, pipeline, TRANSFORMED_RECORDS, _scopes(results), _records_and_errors
+            ),
+            "run_transformed": sum(r.transformed for _, r in results),
+            "run_reused": sum(r.reused for _, r in results),
             "transform_workers": max((r.workers for _, r in results), default=1),
-            "deleted_at_source": sum(r.deleted for _, r in results),
-            "error_count": sum(errors.values()),
-            **_counts("errors_", errors),
         }
     )
 
@@ -191,15 +239,8 @@ def sync_decisions(
     results = _each_scope(
         context, pipeline, lambda s, scope: plan(s, scope, options), TRANSFORMED_RECORDS
     )
-    actions: Counter[str] = Counter()
-    for _, counter in results:
-        actions.update(counter)
     return dg.MaterializeResult(
-        metadata={
-            **_scope_metadata(s for s, _ in results),
-            "record_count": sum(actions.values()),
-            **_counts("action_", actions),
-        }
+        metadata=_window_metadata(context, pipeline, SYNC_DECISIONS, _scopes(results), _actions)
     )
 
 
@@ -215,22 +256,10 @@ def written_records(
         lambda s, scope: write(s, scope, options, progress=context.log.info),
         SYNC_DECISIONS,
     )
-    actions: Counter[str] = Counter()
-    errors: Counter[str] = Counter()
-    error_rows: list[dict] = []
-    for _, summary in results:
-        actions.update(summary.actions)
-        errors.update(summary.errors)
-        error_rows.extend(summary.error_rows)
     return dg.MaterializeResult(
         metadata={
-            **_scope_metadata(s for s, _ in results),
-            "record_count": sum(actions.values()),
+            **_window_metadata(context, pipeline, WRITTEN_RECORDS, _scopes(results), _outcomes),
             "harvest_runs": ", ".join(str(r.run_id) for _, r in results),
-            "error_count": sum(errors.values()),
-            **_counts("action_", actions),
-            **_counts("errors_", errors),
-            "errors_preview": _error_table(error_rows[:50]),
         }
     )
 

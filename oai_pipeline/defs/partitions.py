@@ -60,6 +60,12 @@ def partition_key(harvester_id: str, window_key: str) -> dg.MultiPartitionKey:
     return dg.MultiPartitionKey({HARVESTER: harvester_id, WINDOW: window_key})
 
 
+def split_key(key: str) -> tuple[str, str]:
+    """(harvester, window) of a partition key, which may come as a plain string."""
+    dims = harvest_partitions.get_partition_key_from_str(str(key)).keys_by_dimension
+    return dims[HARVESTER], dims[WINDOW]
+
+
 def scopes_for_keys(
     keys: list[str],
     windows: dg.TimeWindowPartitionsDefinition = window_partitions,
@@ -72,9 +78,8 @@ def scopes_for_keys(
     first_key = windows.get_first_partition_key()
     by_harvester: dict[str, set[str]] = defaultdict(set)
     for key in keys:
-        parsed = harvest_partitions.get_partition_key_from_str(str(key))
-        dims = parsed.keys_by_dimension
-        by_harvester[dims[HARVESTER]].add(dims[WINDOW])
+        harvester_id, window_key = split_key(key)
+        by_harvester[harvester_id].add(window_key)
     scopes = []
     for harvester_id, window_keys in sorted(by_harvester.items()):
         run: list[Window] = []

@@ -11,7 +11,7 @@ TRANSFORMED_RECORDS = "transformed_records"
 SYNC_DECISIONS = "sync_decisions"
 WRITTEN_RECORDS = "written_records"
 
-_ERROR_COLUMNS = {
+ERROR_COLUMNS = {
     "error_type": pl.String,
     "error_message": pl.String,
     "error_location": pl.String,
@@ -24,7 +24,7 @@ RAW_SCHEMA = pl.Schema(
         "deleted": pl.Boolean,
         "set_specs": pl.List(pl.String),
         "xml": pl.Binary,
-        **_ERROR_COLUMNS,
+        **ERROR_COLUMNS,
     }
 )
 
@@ -36,7 +36,7 @@ TRANSFORMED_SCHEMA = pl.Schema(
         "data": pl.String,  # the record data as JSON
         "pid": pl.String,
         "communities": pl.List(pl.String),
-        **_ERROR_COLUMNS,
+        **ERROR_COLUMNS,
     }
 )
 
@@ -62,9 +62,17 @@ WRITTEN_SCHEMA = pl.Schema(
         "action": pl.String,
         "local_id": pl.String,
         "revision": pl.Int64,
-        **_ERROR_COLUMNS,
+        **ERROR_COLUMNS,
     }
 )
+
+
+SCHEMAS = {
+    RAW_OAI_XML: RAW_SCHEMA,
+    TRANSFORMED_RECORDS: TRANSFORMED_SCHEMA,
+    SYNC_DECISIONS: DECISIONS_SCHEMA,
+    WRITTEN_RECORDS: WRITTEN_SCHEMA,
+}
 
 
 def error_columns(error: RecordError | None) -> dict[str, str | None]:

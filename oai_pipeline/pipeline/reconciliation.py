@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import partial
 
 from oai_pipeline.pipeline.frames import (
     RAW_OAI_XML,
@@ -13,7 +12,7 @@ from oai_pipeline.pipeline.frames import (
     TRANSFORMED_RECORDS,
     WRITTEN_RECORDS,
 )
-from oai_pipeline.pipeline.scope import HarvestScope
+from oai_pipeline.pipeline.partition_summary import summarise_partition
 from oai_pipeline.storage import PartitionStore
 
 
@@ -41,26 +40,43 @@ class StageCounts:
         return found
 
 
-def count_stages(storage: PartitionStore, scopes: Iterable[HarvestScope]) -> StageCounts:
-    """What every stage holds for the scopes' partitions, added up."""
-    counts = StageCounts()
-    writers: set[int] = set()
-    for scope in scopes:
-        for key in scope.keys:
-            parts = partial(storage.iter_parts, harvester_id=scope.harvester_id, window=key)
-            for _, raw in parts(RAW_OAI_XML):
-                counts.raw += raw.height
-                counts.raw_parse_errors += int(raw["error_type"].is_not_null().sum())
-            for _, transformed in parts(TRANSFORMED_RECORDS):
-                counts.transformed += transformed.height
-                counts.transform_errors += int(transformed["error_type"].is_not_null().sum())
-            for _, decisions in parts(SYNC_DECISIONS):
-                counts.decisions += decisions.height
-                writers.update(decisions["writer"].unique().to_list())
-            for _, written in parts(WRITTEN_RECORDS):
-                counts.written += written.height
-                errors = [t for t in written["error_type"].to_list() if t]
-                counts.write_errors += len(errors)
-                counts.error_types.update(errors)
-    counts.writers = max(1, len(writers))
-    return counts
+def count_window(storage: PartitionStore, harvester_id: str, window: str) -> StageCounts:
+    """What every stage holds for one window."""
+    raw, transformed, decisions, written = (
+        summarise_partition(storage, asset, harvester_id, window)
+        for asset in (RAW_OAI_XML, TRANSFORMED_RECORDS, SYNC_DECISIONS, WRITTEN_RECORDS)
+    )
+    return StageCounts(
+        raw=raw.records,
+        raw_parse_errors=raw.errors.total(),
+        transformed=transformed.records,
+        transform_errors=transformed.errors.total(),
+        decisions=decisions.records,
+        written=written.records,
+        write_errors=written.errors.total(),
+        writers=max(1, len(decisions.writers)),
+        error_types=written.errors,
+    )
+
+
+def sum_counts(counts: Iterable[StageCounts]) -> StageCounts:
+    """Windows added up (a range run's totals)."""
+    total = StageCounts()
+    for each in counts:
+        for name in _ADDED:
+            setattr(total, name, getattr(total, name) + getattr(each, name))
+        # Every window is written by the harvester's writers: the most any window shows.
+        total.writers = max(total.writers, each.writers)
+        total.error_types.update(each.error_types)
+    return total
+
+
+_ADDED = (
+    "raw",
+    "raw_parse_errors",
+    "transformed",
+    "transform_errors",
+    "decisions",
+    "written",
+    "write_errors",
+)

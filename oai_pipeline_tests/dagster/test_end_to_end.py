@@ -91,11 +91,16 @@ def test_harvest_through_all_four_assets_into_the_target(
             seen[identifier] = key
     assert set(seen) == {r.identifier for r in live + deleted}
 
-    # materialisation metadata: counts per action, the window
-    written = _latest_metadata(instance, "written_records", str(partition_key("sample", first)))
-    assert written["action_create"] == len(live)
-    assert written["error_count"] == 0
-    assert written["window"] == f"{first} .. {last}"
+    # materialisation metadata: each window counts its own records, the run_… the run's
+    live_ids = {r.identifier for r in live}
+    for key in keys:
+        written = _latest_metadata(instance, "written_records", str(partition_key("sample", key)))
+        created_here = sum(1 for i, k in seen.items() if k == key and i in live_ids)
+        assert written["window"] == key
+        assert written.get("action_create", 0) == created_here
+        assert written["error_count"] == 0
+        assert written["run_action_create"] == len(live)
+        assert written["run_window"] == f"{first} .. {last}"
 
     # the asset checks ran and passed for the partitions
     checks = result.get_asset_check_evaluations()

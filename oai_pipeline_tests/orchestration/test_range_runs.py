@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -112,3 +114,62 @@ def test_a_range_over_two_harvesters_and_windows(
         assert str(partition_key(harvester, "2024-01-02")) in materialised
         assert str(partition_key(harvester, "2024-01-20")) in materialised
     assert all(check.passed for check in result.get_asset_check_evaluations())
+
+
+def _latest(instance: dg.DagsterInstance, asset: str, key: str) -> dict:
+    [record] = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[key]), limit=1
+    ).records
+    return {k: v.value for k, v in record.asset_materialization.metadata.items()}
+
+
+def test_each_window_of_a_range_shows_its_own_counts_and_checks(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    records = shifted_sample_records()
+    live = [r for r in records_for_prefix(records, PREFIX) if not r.deleted]
+    # one record of one window has metadata no transformer can read
+    broken = dataclasses.replace(live[0], metadata={PREFIX: b"<nonsense/>"})
+    records = [broken if r.identifier == broken.identifier else r for r in records]
+    broken_window = broken.datestamp.date().isoformat()
+    per_window = Counter(
+        r.datestamp.date().isoformat() for r in records_for_prefix(records, PREFIX)
+    )
+    with OAIEndpoint(records, page_size=PAGE_SIZE) as endpoint:
+        register(settings, endpoint.base_url, harvester_id="alpha", metadata_prefix=PREFIX)
+        result = materialize_windows(instance, "alpha", "2024-01-02", "2024-01-20")
+    assert result.success
+
+    days = [f"2024-01-{day:02}" for day in range(2, 21)]
+    assert set(days) - set(per_window)  # some windows of the range are empty
+    for day in days:
+        key = str(partition_key("alpha", day))
+        raw = _latest(instance, "raw_oai_xml", key)
+        transformed = _latest(instance, "transformed_records", key)
+        written = _latest(instance, "written_records", key)
+        assert raw["window"] == transformed["window"] == written["window"] == day
+        assert raw["record_count"] == per_window[day]
+        assert raw["run_record_count"] == sum(per_window.values())
+        assert transformed["error_count"] == (day == broken_window)
+        assert transformed["run_error_count"] == 1
+        assert written["record_count"] == per_window[day]
+
+    checks: dict[tuple[str, str | None], bool] = {}
+    for evaluation in result.get_asset_check_evaluations():
+        checks[(evaluation.check_name, evaluation.partition)] = evaluation.passed
+    for day in days:
+        key = str(partition_key("alpha", day))
+        assert checks[("reconciles", key)] is True
+        assert checks[("no_record_errors", key)] is (day != broken_window)
+    # what the UI shows per partition: each window's latest evaluation, none left planned
+    check_key = dg.AssetCheckKey(dg.AssetKey("written_records"), "no_record_errors")
+    statuses = {
+        info.partition_key: info.latest_execution_status.value
+        for info in instance.event_log_storage.get_asset_check_partition_info([check_key])
+    }
+    for day in days:
+        key = str(partition_key("alpha", day))
+        assert statuses[key] == ("FAILED" if day == broken_window else "SUCCEEDED")
+    # the run's own result: every stage adds up, one record error in the range
+    assert checks[("reconciles", None)] is True
+    assert checks[("no_record_errors", None)] is False
