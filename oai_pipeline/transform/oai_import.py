@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from lxml import etree
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from oai_pipeline.transform.base import Transformer, TransformItem
 from oai_pipeline.transform.failure import (
@@ -26,6 +26,8 @@ _METADATA_TAG = f"{{{OAI_NAMESPACE}}}metadata"
 
 # A bug in an import must not stop the batch: the record gets this error type instead.
 IMPORT_FAILURE = "transformer_failure"
+# A DOI prefix: the registrant code, `10.` and dot-separated digits.
+DOI_PREFIX = r"^10\.\d+(\.\d+)*$"
 # What a value checked by a pattern of the schema must be, for the error message.
 _PATTERN_FORMS = {"pids.doi.identifier": "a DOI (a DOI looks like 10.1234/abc)"}
 
@@ -43,6 +45,12 @@ class OAIImportTransformer(Transformer):
         """setSpec -> community slug: a record in the set goes to the community."""
         doi_provider: Literal["external", "datacite"] = "external"
         """`external`: the source manages the DOI; `datacite`: the target's own DOI prefix."""
+        own_doi_prefixes: list[Annotated[str, StringConstraints(pattern=DOI_PREFIX)]] | None = None
+        """DOI prefixes (`10.5281`) of the source's own DOIs. Unset, the DOI an import finds
+        (Dublin Core: the first in dc:identifier) is the record's persistent identifier, by
+        which a user's deposit of that DOI is taken over. Set it for feeds that list other
+        works' DOIs there (arXiv: the journal article's): a DOI of another prefix becomes a
+        related identifier, and the record gets no DOI."""
 
     options: Options
 
@@ -74,6 +82,8 @@ class OAIImportTransformer(Transformer):
             existing = data.get("parent", {}).get("communities", {}).get("ids", [])
             ids = list(dict.fromkeys([*existing, *communities]))
             data["parent"] = {"communities": {"ids": ids}}
+        if self.options.own_doi_prefixes is not None:
+            _keep_own_doi(data, self.options.own_doi_prefixes)
         doi = data.get("pids", {}).get("doi")
         if isinstance(doi, dict):
             doi["provider"] = self.options.doi_provider
@@ -88,6 +98,36 @@ class OAIImportTransformer(Transformer):
     def _communities(self, set_specs: list[str]) -> list[str]:
         mapping = self.options.set_communities
         return list(dict.fromkeys(mapping[spec] for spec in set_specs if spec in mapping))
+
+
+def _keep_own_doi(data: dict[str, Any], prefixes: list[str]) -> None:
+    """The record's DOI is the first one of an own prefix; the DOI the import chose, if of
+    another prefix, is another work's: listed as related (the feed does not say how)."""
+    pids = data.get("pids")
+    metadata = data.get("metadata")
+    if not isinstance(pids, dict) or not isinstance(metadata, dict):
+        return  # the validation names what is wrong
+    chosen = pids.pop("doi", None)
+    if isinstance(chosen, dict) and _prefix(chosen.get("identifier")) in prefixes:
+        pids["doi"] = chosen
+        return
+    identifiers = list(metadata.get("identifiers") or [])
+    for entry in identifiers:
+        if isinstance(entry, dict) and _prefix(entry.get("identifier")) in prefixes:
+            pids["doi"] = {"identifier": entry["identifier"], "provider": "external"}
+            identifiers.remove(entry)
+            metadata["identifiers"] = identifiers
+            break
+    if isinstance(chosen, dict):
+        related = list(metadata.get("related_identifiers") or [])
+        doi = chosen.get("identifier")
+        if not any(isinstance(r, dict) and r.get("identifier") == doi for r in related):
+            related.append({"identifier": doi, "scheme": "doi", "relation_type": {"id": "other"}})
+        metadata["related_identifiers"] = related
+
+
+def _prefix(doi: object) -> str | None:
+    return doi.partition("/")[0] if isinstance(doi, str) else None
 
 
 def _metadata_root(root: etree._Element) -> etree._Element | None:

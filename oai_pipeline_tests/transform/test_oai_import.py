@@ -161,3 +161,57 @@ def test_whole_partition_parses_each_record_once(monkeypatch: pytest.MonkeyPatch
     assert parses == len(items) == 100 * len(templates)
     assert all(item.error is None and item.data is not None for item in items)
     assert {item.pid for item in items} == {item.pid for item in transform(templates)}
+
+
+# arXiv's Dublin Core for 1101.4388 (the record of ../shared/samples' arXiv page): the
+# journal article's DOI sits in dc:identifier beside the abstract page and the citation.
+ARXIV_DC = """<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/"
+    xmlns:dc="http://purl.org/dc/elements/1.1/">
+  <dc:title>Reproducing Kernel Banach Spaces with the l1 Norm</dc:title>
+  <dc:creator>Song, Guohui</dc:creator>
+  <dc:creator>Zhang, Haizhang</dc:creator>
+  <dc:subject>Statistics - Machine Learning</dc:subject>
+  <dc:date>2011-01-23</dc:date>
+  <dc:date>2012-03-28</dc:date>
+  <dc:type>text</dc:type>
+  <dc:identifier>http://arxiv.org/abs/1101.4388</dc:identifier>
+  <dc:identifier>Appl. Comput. Harmon. Anal., 34:96-116, 2013</dc:identifier>
+  <dc:identifier>doi:10.1016/j.acha.2012.03.009</dc:identifier>
+  <dc:identifier>doi:10.48550/arXiv.1101.4388</dc:identifier>
+</oai_dc:dc>"""
+
+
+def _arxiv_item() -> TransformItem:
+    return TransformItem("oai:arXiv.org:1101.4388", "2015-01-17", [], wrap_metadata(ARXIV_DC))
+
+
+def test_by_default_the_first_doi_of_dublin_core_is_the_records_own() -> None:
+    item = transform_one(_arxiv_item())
+    assert item.error is None, item.error
+    assert item.pid == "10.1016/j.acha.2012.03.009"
+
+
+def test_own_doi_prefixes_keep_other_works_dois_out_of_the_pid() -> None:
+    item = transform_one(_arxiv_item(), own_doi_prefixes=["10.48550"])
+    assert item.error is None, item.error
+    # arXiv's own DOI is the record's; the journal article's is related, not taken over
+    assert item.pid == "10.48550/arxiv.1101.4388"
+    assert item.data["pids"]["doi"]["identifier"].lower() == "10.48550/arxiv.1101.4388"
+    metadata = item.data["metadata"]
+    assert {"identifier": "10.1016/j.acha.2012.03.009", "scheme": "doi"}.items() <= (
+        metadata["related_identifiers"][0].items()
+    )
+    assert all(i.get("scheme") != "doi" for i in metadata.get("identifiers", []))
+
+    # no DOI of an own prefix: the record has no DOI at all
+    item = transform_one(_arxiv_item(), own_doi_prefixes=["10.5281"])
+    assert item.error is None, item.error
+    assert item.pid is None and "doi" not in item.data.get("pids", {})
+    related = {r["identifier"] for r in item.data["metadata"]["related_identifiers"]}
+    assert "10.1016/j.acha.2012.03.009" in related
+
+
+def test_own_doi_prefixes_are_validated() -> None:
+    validate_spec("transformers", 'oai-import{own_doi_prefixes: ["10.5281", "10.1000.10"]}')
+    with pytest.raises(ConfigurationError, match="own_doi_prefixes"):
+        validate_spec("transformers", 'oai-import{own_doi_prefixes: ["zenodo"]}')
