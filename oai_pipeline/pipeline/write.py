@@ -10,11 +10,12 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import polars as pl
 
 from oai_pipeline import json_codec
-from oai_pipeline.errors import RecordError
+from oai_pipeline.errors import PipelineError, RecordError
 from oai_pipeline.harvesters.plugins import build_writers
 from oai_pipeline.pipeline.frames import (
     SYNC_DECISIONS,
@@ -31,6 +32,7 @@ from oai_pipeline.pipeline.partitions import run_id_of
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_stage import no_data_error
+from oai_pipeline.state.store import StateStore
 from oai_pipeline.sync.rules import Action
 from oai_pipeline.targets.base import PlannedWrite, WriteOutcome
 
@@ -74,6 +76,8 @@ def write(
     harvester = services.harvester(scope.harvester_id)
     writers = build_writers(harvester, services.settings)
     run_id = run_id_of(services.storage, SYNC_DECISIONS, scope)
+    run = state.get_run(run_id)
+    run_started = datetime.fromisoformat(run["created_at"]) if run is not None else None
     summary = WriteSummary(run_id=run_id)
     written = 0
     next_progress = options.progress_every
@@ -138,6 +142,7 @@ def write(
                             pid=source["pid"],
                             communities=list(source["communities"] or []),
                             local_id=row["local_id"],
+                            run_started=run_started,
                         )
                     )
             batch_size = max(1, harvester.batch_size)
@@ -207,6 +212,7 @@ def write(
             map_partition_groups(
                 services.storage, scope, SYNC_DECISIONS, WRITTEN_RECORDS, write_group
             )
+            _require_all_settled(state, run_id, options)
     except BaseException as error:
         services.record_failure(run_id, error)
         raise
@@ -215,3 +221,16 @@ def write(
             writer.close()
     state.finish_run(run_id, "succeeded")
     return summary
+
+
+def _require_all_settled(state: StateStore, run_id: int, options: RunOptions) -> None:
+    """A run succeeds only when none of its records waits: records an earlier attempt left
+    `running` less than --reset-stale-running-minutes ago were not written by this one."""
+    waiting = state.unsettled_records(run_id)
+    if waiting:
+        raise PipelineError(
+            f"{waiting} records of harvest run {run_id} were left running by an earlier attempt "
+            f"less than {options.reset_stale_running_minutes} minutes ago "
+            "(--reset-stale-running-minutes) and are not written; the run stays unfinished: "
+            "rerun it later, or without that option, to write them"
+        )

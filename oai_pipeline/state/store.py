@@ -1270,6 +1270,16 @@ class StateStore:
                 )
         return [row.identifier for row in rows]
 
+    def unsettled_records(self, run_id: int) -> int:
+        """Records of the run still pending or running."""
+        rr = run_records
+        with self._read() as conn:
+            return conn.execute(
+                sa.select(sa.func.count()).where(
+                    rr.c.run_id == run_id, rr.c.status.in_(("pending", "running"))
+                )
+            ).scalar_one()
+
     def finish_run(
         self,
         run_id: int,

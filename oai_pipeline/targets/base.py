@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, ClassVar
 
 from pydantic import BaseModel
@@ -43,6 +44,9 @@ class PlannedWrite:
     pid: str | None = None
     communities: list[str] = field(default_factory=list)
     local_id: str | None = None
+    # When the harvest run started: a revision made since then that holds exactly this data
+    # is the run's own, written by an attempt that crashed before saving the outcome.
+    run_started: datetime | None = None
 
 
 @dataclass

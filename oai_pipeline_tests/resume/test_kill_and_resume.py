@@ -95,6 +95,14 @@ def _snapshot(settings: Settings) -> tuple[int, set[tuple]]:
     return len(rows), {(r["source_identifier"], r["state"], r["doi"], r["title"]) for r in rows}
 
 
+def _revisions(settings: Settings) -> set[int]:
+    repository = EmbeddedRepository(settings.target_db_url)
+    try:
+        return {r["revision"] for r in repository.list(harvester="gen")}
+    finally:
+        repository.close()
+
+
 def _staged(settings: Settings) -> int:
     with StateStore(settings.state_db_url) as state:
         runs = state.list_runs(harvester_id="gen", limit=1)
@@ -208,6 +216,36 @@ def test_killed_mid_write(
     _harvest(settings.home)
 
     assert _snapshot(settings) == baseline
+    # what the killed attempt wrote is not written again
+    assert _revisions(settings) == {1}
+
+
+def test_a_resume_that_may_not_reclaim_the_running_records_does_not_succeed(
+    endpoint: OAIEndpoint, tmp_path: Path, baseline, slow_writer: Path
+) -> None:
+    settings = _interrupted(
+        endpoint, tmp_path, "stale_minutes", batch_size=5, writer='slow-service{model:"rdm"}'
+    )
+    _kill_when(settings.home, lambda: _target_count(settings) >= 100)
+
+    # the records the dead attempt claimed are minutes old, not 30: not reclaimed
+    result = subprocess.run(
+        [CLI, *HARVEST, "--reset-stale-running-minutes", "30"],
+        env=_env(settings.home),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 1
+    assert "left running by an earlier attempt" in result.stderr
+    assert "Traceback" not in result.stderr
+    with StateStore(settings.state_db_url) as state:
+        run = state.list_runs(harvester_id="gen", limit=1)[0]
+    assert run["status"] == "failed"  # not succeeded: the next run resumes it
+    _harvest(settings.home)
+
+    assert _snapshot(settings) == baseline
+    assert _revisions(settings) == {1}
 
 
 def test_a_cap_holds_across_a_kill(endpoint: OAIEndpoint, tmp_path: Path) -> None:

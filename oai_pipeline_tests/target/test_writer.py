@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -22,6 +23,10 @@ from oai_pipeline.targets.embedded.writer import DELETED_AT_SOURCE_NOTE, Embedde
 
 H = "zenodo"
 DATESTAMP = "2026-01-02T00:00:00Z"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def data(title: str = "Harvested", doi: str | None = None, communities=None) -> dict[str, Any]:
@@ -46,7 +51,11 @@ class Harness:
         self.writer = EmbeddedWriter(EmbeddedWriter.Options(**options), self.settings)
 
     def plan(
-        self, sources: list[tuple[str, dict | None]], *, datestamp: str = DATESTAMP
+        self,
+        sources: list[tuple[str, dict | None]],
+        *,
+        datestamp: str = DATESTAMP,
+        run_started: datetime | None = None,
     ) -> list[PlannedWrite]:
         """Each (identifier, data or None for deleted) decided against the target now."""
         records = [
@@ -76,6 +85,7 @@ class Harness:
                     pid=source.pid,
                     communities=[],
                     local_id=local[source.identifier].local_id,
+                    run_started=run_started,
                 )
             )
         return writes
@@ -330,7 +340,7 @@ def test_pid_field_names_where_the_pid_lives(harness: Harness, repo: EmbeddedRep
 def test_a_stale_create_after_a_crash_makes_no_duplicate(
     harness: Harness, repo: EmbeddedRepository
 ) -> None:
-    writes = harness.plan([("oai:1", data()), ("oai:2", data("Two"))])
+    writes = harness.plan([("oai:1", data()), ("oai:2", data("Two"))], run_started=_now())
     first = harness.writer.apply(H, writes)  # written, but the harvest store never heard of it
     repo.edit(first[1].local_id, {"metadata.title": "Mine"})  # ... and a user edited one since
     again = harness.writer.apply(H, writes)
@@ -339,6 +349,26 @@ def test_a_stale_create_after_a_crash_makes_no_duplicate(
     assert [(o.action, o.revision) for o in again] == [(Action.CREATE, 1), (Action.UPDATE, 2)]
     assert len(repo.list()) == 2
     assert repo.show(first[1].local_id)["draft"] is None
+
+
+def test_a_resumed_run_does_not_rewrite_what_its_crashed_attempt_wrote(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    harness.reconfigure(update_all=True)
+    old = harness.one("oai:1", data("Old")).local_id
+    harness.one("oai:2", data("Two"))
+    started = _now()
+    # The attempt rewrote both (update_all) and crashed before saving the outcomes: the
+    # resumed run plans them again, as updates of records the store thinks are unchanged.
+    crashed = harness.plan([("oai:1", data("New")), ("oai:2", data("Two"))], run_started=started)
+    assert [o.revision for o in harness.writer.apply(H, crashed)] == [2, 2]
+    again = harness.plan([("oai:1", data("New")), ("oai:2", data("Two"))], run_started=started)
+    outcomes = harness.writer.apply(H, again)
+    assert [(o.action, o.revision) for o in outcomes] == [(Action.UPDATE, 2), (Action.UPDATE, 2)]
+    assert repo.show(old)["revision"] == 2
+    # A later run (started after those writes) rewrites as update_all asks.
+    later = harness.plan([("oai:1", data("New")), ("oai:2", data("Two"))], run_started=_now())
+    assert [o.revision for o in harness.writer.apply(H, later)] == [3, 3]
 
 
 def test_a_stale_plan_still_ends_in_the_source_state(

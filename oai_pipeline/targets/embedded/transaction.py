@@ -66,6 +66,11 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+def as_utc(stamp: datetime) -> datetime:
+    """A stored timestamp as an aware UTC one (SQLite gives them back without the zone)."""
+    return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
+
+
 def pid_of(data: dict[str, Any] | None, field: str = DEFAULT_PID_FIELD) -> str | None:
     """The pid at a dotted path of the data: a string, or an object's `identifier`."""
     value: Any = data

@@ -33,6 +33,7 @@ from oai_pipeline.targets.embedded.transaction import (
     DuplicatePidError,
     NewRecord,
     TargetTransaction,
+    as_utc,
     communities_of,
     pid_of,
 )
@@ -204,16 +205,17 @@ class EmbeddedWriter(Writer):
         if source_deleted:
             return self._delete(tx, write, local, action)
         assert data is not None
-        if write.action is Action.CREATE and self._already_created(tx, local, data):
-            # An earlier attempt of this run created it and crashed before its outcome was
-            # saved: the record is as this write would leave it, so no new revision.
-            return WriteOutcome(write.identifier, Action.CREATE, local.local_id, local.revision)
         community_ids, error = self._communities(tx, write, data)
         if error is not None:
             return WriteOutcome(
                 write.identifier, Action.ERROR, local.local_id, local.revision, error
             )
         record_id = local.local_id
+        if action is Action.UPDATE and self._written_by_this_run(tx, local, data, write):
+            # An earlier attempt of this run wrote it and crashed before its outcome was
+            # saved: the record is as this write would leave it, so no new revision.
+            tx.add_to_communities(local.local_id, community_ids)
+            return WriteOutcome(write.identifier, write.action, local.local_id, local.revision)
         if action is Action.CREATE and self.options.publish and not community_ids:
             record_id = tx.create_published(
                 data,
@@ -245,15 +247,18 @@ class EmbeddedWriter(Writer):
         tx.add_to_communities(record_id, community_ids)
         return WriteOutcome(write.identifier, action, record_id, tx.record(record_id).revision)
 
-    def _already_created(
-        self, tx: TargetTransaction, local: LocalRecord, data: dict[str, Any]
+    def _written_by_this_run(
+        self, tx: TargetTransaction, local: LocalRecord, data: dict[str, Any], write: PlannedWrite
     ) -> bool:
-        """The harvested record exists, published with exactly this data, nobody's edit."""
-        if local.local_id is None or local.taken_over or local.has_edit_draft:
+        """Published with exactly this data since the run started, nobody's edit since."""
+        if write.run_started is None or local.local_id is None:
+            return False
+        if local.taken_over or local.has_edit_draft:
             return False
         if local.state is not LocalState.LIVE or not self.options.publish:
             return False
-        return tx.record(local.local_id).data == data
+        record = tx.record(local.local_id)
+        return as_utc(record.updated) >= write.run_started and record.data == data
 
     def _update(
         self, tx: TargetTransaction, record_id: str, data: dict[str, Any], pid: str | None
