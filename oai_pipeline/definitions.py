@@ -8,6 +8,7 @@ import dagster as dg
 
 from oai_pipeline.defs.assets import harvest_assets
 from oai_pipeline.defs.checks import harvest_checks
+from oai_pipeline.defs.dead_runs import dead_run_sensor
 from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.defs.schedules import incremental_harvest_schedule, run_all_harvesters_schedule
@@ -47,6 +48,7 @@ def build_definitions() -> dg.Definitions:
             harvest_failure_sensor,
             harvest_canceled_sensor,
             automation_sensor,
+            dead_run_sensor,
         ],
         resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
     )

@@ -14,6 +14,7 @@ import httpx
 from pydantic import ValidationError
 from sqlalchemy.exc import OperationalError
 
+from oai_pipeline.defs.dead_runs import tag_worker
 from oai_pipeline.defs.partitions import harvest_partitions, partition_key, scopes_for_keys
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.errors import PipelineError
@@ -99,6 +100,7 @@ def _each_scope(
     """`stage` for each scope of the run's partition keys. A downstream stage (reading
     `upstream`) first names this Dagster run on the harvest run it continues, so that the
     failure sensor records this run's failure there."""
+    tag_worker(context)
     results = []
     with pipeline.services() as services:
         for scope in scopes_for_keys(list(context.partition_keys)):

@@ -37,7 +37,7 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
 
 
-def _is_dead_local_process(owner: str) -> bool:
+def is_dead_local_process(owner: str) -> bool:
     host, _, rest = owner.partition(":")
     pid_text = rest.partition(":")[0]
     if host != socket.gethostname() or not pid_text.isdigit():
@@ -85,7 +85,7 @@ class HarvesterLock:
                     harvester_locks.c.harvester_id == harvester_id
                 )
             ).scalar()
-            if holder is None or not _is_dead_local_process(holder):
+            if holder is None or not is_dead_local_process(holder):
                 return False
             taken = connection.execute(
                 harvester_locks.update()

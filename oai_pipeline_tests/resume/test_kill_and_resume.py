@@ -248,6 +248,23 @@ def test_a_resume_that_may_not_reclaim_the_running_records_does_not_succeed(
     assert _revisions(settings) == {1}
 
 
+def test_a_resumed_update_all_run_rewrites_every_record_once(
+    endpoint: OAIEndpoint, tmp_path: Path, baseline, slow_writer: Path
+) -> None:
+    settings = _interrupted(
+        endpoint, tmp_path, "update_all", batch_size=5, writer='slow-service{model:"rdm"}'
+    )
+    _harvest(settings.home)
+    assert _revisions(settings) == {1}
+
+    _kill_when(settings.home, lambda: 2 in _revisions(settings), "--update-all")
+    assert _revisions(settings) == {1, 2}  # killed half way through the rewrite
+    _harvest(settings.home)  # the same window, without --update-all: resumes the run
+
+    assert _snapshot(settings) == baseline
+    assert _revisions(settings) == {2}  # each record rewritten once, none twice, none missed
+
+
 def test_a_cap_holds_across_a_kill(endpoint: OAIEndpoint, tmp_path: Path) -> None:
     settings = _interrupted(endpoint, tmp_path, "capped")
     cap = 250
