@@ -211,6 +211,11 @@ def build_writers(harvester: Harvester, settings: Settings) -> list[Writer]:
     return [_instantiate("writers", text, settings) for text in harvester.writers]
 
 
+def writers_update_all(harvester: Harvester) -> bool:
+    """Whether a writer of the harvester rewrites every record (`update_all: true`)."""
+    return any(parse_spec(text).options.get("update_all") is True for text in harvester.writers)
+
+
 def with_option(text: str, key: str, value: Any) -> str:
     """The spec with one option set (e.g. the writer's `community`), re-rendered."""
     spec = parse_spec(text)

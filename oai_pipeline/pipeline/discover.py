@@ -18,6 +18,7 @@ from oai_pipeline.harvesters.plugins import build_reader
 from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, RAW_SCHEMA, error_columns, frame
 from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.partitions import run_updates_all
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 
@@ -172,6 +173,9 @@ def _fetch(
         state.set_cap_reached(run_id)
         return
     next_progress = (staged // options.progress_every + 1) * options.progress_every
+    rewrite = options.update_all or run_updates_all(
+        state.get_run(run_id), services.harvester(scope.harvester_id)
+    )
 
     def stage(records: list[HarvestedRecord]) -> bool:
         """Stage one page; True when the cap is reached."""
@@ -184,7 +188,7 @@ def _fetch(
             )
         if cap:
             records = records[: max(0, cap - staged)]
-        new, duplicates = state.stage(run_id, scope.harvester_id, records)
+        new, duplicates = state.stage(run_id, scope.harvester_id, records, rewrite=rewrite)
         staged += new
         state.update_counters(
             run_id,

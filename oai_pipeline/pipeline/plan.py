@@ -18,7 +18,7 @@ from oai_pipeline.pipeline.frames import (
 )
 from oai_pipeline.pipeline.groups import PartRef, map_partition_groups
 from oai_pipeline.pipeline.options import RunOptions
-from oai_pipeline.pipeline.partitions import run_id_of
+from oai_pipeline.pipeline.partitions import run_id_of, run_updates_all
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sync.rules import SourceRecord, decide
@@ -49,7 +49,7 @@ def plan(services: Services, scope: HarvestScope, options: RunOptions) -> Counte
     # A resumed run stays what it was started as: an update_all run rewrites every record
     # even when the attempt that resumes it did not ask for it again.
     run = services.state.get_run(run_id_of(services.storage, TRANSFORMED_RECORDS, scope))
-    run_update_all = options.update_all or bool(run and run["options"].get("update_all"))
+    run_update_all = options.update_all or run_updates_all(run)
 
     def plan_group(_parts: list[PartRef], transformed: pl.DataFrame) -> pl.DataFrame:
         sources = source_records(transformed)

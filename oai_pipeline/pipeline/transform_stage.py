@@ -19,6 +19,7 @@ from oai_pipeline.pipeline.frames import (
     frame,
 )
 from oai_pipeline.pipeline.groups import PartRef, map_partition_groups, read_group
+from oai_pipeline.pipeline.partitions import run_id_of, run_updates_all
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_workers import TransformChain
@@ -61,16 +62,25 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
     harvester = services.harvester(scope.harvester_id)
     fingerprint = transform_fingerprint(harvester)
     summary = TransformSummary()
+    # update_all: every record is transformed again from the XML just harvested (a source
+    # may change a record without changing its datestamp), none taken from the store.
+    reuse = not run_updates_all(
+        services.state.get_run(run_id_of(services.storage, RAW_OAI_XML, scope)), harvester
+    )
 
     def transform_group(parts: list[PartRef], raw: pl.DataFrame) -> pl.DataFrame:
         # A record unchanged since the chain of the same fingerprint transformed it cleanly
         # is not transformed again: its stored transform is what the chain would make.
         # The group is read without its XML; only the records to transform need theirs.
         clean_live = raw.filter(~pl.col("deleted") & pl.col("error_type").is_null())
-        stored = services.state.stored_transforms(
-            scope.harvester_id,
-            dict(zip(clean_live["identifier"], clean_live["datestamp"], strict=True)),
-            fingerprint,
+        stored = (
+            services.state.stored_transforms(
+                scope.harvester_id,
+                dict(zip(clean_live["identifier"], clean_live["datestamp"], strict=True)),
+                fingerprint,
+            )
+            if reuse
+            else {}
         )
         xml_of = _xml_of(
             services, scope, parts, raw.filter(~pl.col("deleted"))["identifier"], stored

@@ -376,11 +376,16 @@ class StateStore:
             conn.execute(record_errors.insert(), rows)
 
     def _upsert_harvested(
-        self, conn: Connection, harvester_id: str, records: Iterable[HarvestedRecord]
+        self,
+        conn: Connection,
+        harvester_id: str,
+        records: Iterable[HarvestedRecord],
+        *,
+        rewrite: bool = False,
     ) -> None:
         now = utc_now()
         latest = {record.identifier: record for record in records}
-        unchanged = self._unchanged(conn, harvester_id, latest)
+        unchanged = set() if rewrite else self._unchanged(conn, harvester_id, latest)
         rows: dict[str, dict[str, Any]] = {}
         xml: dict[str, bytes | None] = {}
         for r in latest.values():
@@ -869,12 +874,20 @@ class StateStore:
             )
 
     def stage(
-        self, run_id: int, harvester_id: str, records: list[HarvestedRecord]
+        self,
+        run_id: int,
+        harvester_id: str,
+        records: list[HarvestedRecord],
+        *,
+        rewrite: bool = False,
     ) -> tuple[int, int]:
         """Stage a page: new records become `pending` run rows and harvest records, in one
         transaction. A record listed again in the same run (a redone page, or a source
         that changed it mid-sweep) counts as a duplicate; the newer copy replaces the
-        staged one (see `supersedes`). Returns (newly staged, duplicates skipped)."""
+        staged one (see `supersedes`). Returns (newly staged, duplicates skipped).
+
+        `rewrite` (update_all) stores the XML of records whose datestamp did not change too:
+        a source may change a record without changing its datestamp."""
         unique: dict[str, HarvestedRecord] = {}
         for record in records:
             kept = unique.get(record.identifier)
@@ -908,7 +921,7 @@ class StateStore:
             ]
             duplicates += len(already)
             if newer:
-                self._upsert_harvested(conn, harvester_id, newer)
+                self._upsert_harvested(conn, harvester_id, newer, rewrite=rewrite)
             if new:
                 conn.execute(
                     run_records.insert(),
@@ -924,7 +937,7 @@ class StateStore:
                         for record in new
                     ],
                 )
-                self._upsert_harvested(conn, harvester_id, new)
+                self._upsert_harvested(conn, harvester_id, new, rewrite=rewrite)
                 newest = max(r.datestamp for r in new)
                 last = harvest_runs.c.last_datestamp
                 conn.execute(

@@ -167,3 +167,23 @@ def test_update_all_rewrites_unchanged_records(harness: Harness) -> None:
     assert {i: harness.local(i)["revision"] for i in harness.identifiers()} == {
         i: r + 1 for i, r in revisions.items()
     }
+
+
+def test_update_all_picks_up_a_change_made_without_a_new_datestamp(harness: Harness) -> None:
+    harness.register()
+    harness.harvest()
+    first, second = harness.identifiers()[:2]
+    for identifier in (first, second):  # changed at the source, the datestamp left as it was
+        harness.change_title(identifier, "Changed quietly", harness.records[identifier].datestamp)
+
+    harness.harvest()  # an ordinary harvest trusts the datestamp
+    assert harness.local(first)["data"]["metadata"]["title"] != "Changed quietly"
+
+    harness.harvest(update_all=True)
+    assert harness.local(first)["data"]["metadata"]["title"] == "Changed quietly"
+    assert "Changed quietly" in harness.harvest_record(first)["xml"]
+
+    # the writer's own update_all does the same
+    harness.set_writer('oai-service{model: "rdm", update_all: true}')
+    harness.harvest()
+    assert harness.local(second)["data"]["metadata"]["title"] == "Changed quietly"

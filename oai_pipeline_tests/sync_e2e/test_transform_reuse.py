@@ -14,7 +14,7 @@ from oai_pipeline_tests.sync_e2e.conftest import DAY, Harness, at
 def _transform_counts(result: dg.ExecuteInProcessResult) -> tuple[int, int]:
     (materialization,) = result.asset_materializations_for_node(TRANSFORMED_RECORDS)
     metadata = materialization.metadata
-    return int(metadata["transformed"].value), int(metadata["reused"].value)
+    return int(metadata["run_transformed"].value), int(metadata["run_reused"].value)
 
 
 def _data(harness: Harness) -> dict[str, dict]:
