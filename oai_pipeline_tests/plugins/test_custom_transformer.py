@@ -121,10 +121,10 @@ def test_a_record_the_chain_made_nothing_of_is_a_no_data_error(
     assert result.success
 
     assert target_by_source(settings, "sample") == {}
-    # One materialisation per window, each with the run's counts.
+    # One materialisation per window, each with its own counts and the run's.
     transformed = result.asset_materializations_for_node("transformed_records")[0]
     live = live_records(records, "oai_datacite")
-    assert transformed.metadata["errors_no_data"].value == len(live)
+    assert transformed.metadata["run_errors_no_data"].value == len(live)
     with Services(settings) as services:
         record = services.state.get_record(live[0].identifier, "sample")
     assert record is not None and record["data"] is None
@@ -158,7 +158,7 @@ def test_data_that_is_not_json_is_the_records_error(
 
     live = live_records(records, "oai_datacite")
     transformed = result.asset_materializations_for_node("transformed_records")[0]
-    failed = transformed.metadata["errors_transformer_failure"].value
+    failed = transformed.metadata["run_errors_transformer_failure"].value
     assert 0 < failed < len(live)
     assert len(target_by_source(settings, "sample")) == len(live) - failed
     with Services(settings) as services:
