@@ -221,6 +221,31 @@ def test_live_over_a_hard_deleted_record_revives_the_same_id(
     assert len(repo.list()) == 1
 
 
+@pytest.mark.parametrize("removal", ["hard_delete", "purge"])
+def test_a_users_deposit_of_a_removed_records_doi_is_taken_over(
+    harness: Harness, repo: EmbeddedRepository, removal: str
+) -> None:
+    removed = harness.one("oai:1", data("Old", doi="10.1/r")).local_id
+    if removal == "hard_delete":
+        repo.hard_delete(removed)
+    else:
+        repo.delete(removed, purge=True)
+    # the DOI is free again, and a user deposits a record with it
+    users = repo.deposit(data("User's", doi="10.1/r"), publish=True)
+
+    outcome = harness.one("oai:1", data("New", doi="10.1/r"), datestamp="2026-05-01")
+
+    # the harvest wins without a duplicate DOI: the user's record becomes the harvested one
+    assert (outcome.action, outcome.local_id, outcome.error) == (Action.UPDATE, users, None)
+    shown = repo.show(users)
+    assert (shown["source_identifier"], shown["doi"]) == ("oai:1", "10.1/r")
+    assert shown["data"]["metadata"]["title"] == "New"
+    assert repo.show(removed)["source_identifier"] is None  # the removed one lets go
+    assert [r["id"] for r in repo.list(harvester=H)] == [users]
+    again = harness.one("oai:1", data("New", doi="10.1/r"), datestamp="2026-05-01")
+    assert (again.action, again.local_id) == (Action.SKIP, users)
+
+
 def test_deleted_over_live_makes_a_tombstone_and_drops_the_edit_draft(
     harness: Harness, repo: EmbeddedRepository
 ) -> None:

@@ -51,6 +51,7 @@ _LOOKUP_COLUMNS = (
     records.c.state,
     records.c.revision,
     records.c.doi,
+    records.c.purge,
     records.c.source_identifier,
 )
 
@@ -172,7 +173,9 @@ class TargetTransaction:
         """Each (source identifier, pid)'s local record: by source identifier, then by pid.
 
         Found by pid means a record nobody harvested (a user's deposit) with the same DOI:
-        it is taken over. A record of another harvester or source identifier is not.
+        it is taken over. A record of another harvester or source identifier is not. A
+        harvested record hard deleted or marked for purge has given up its DOI: a user's
+        record that holds the DOI now is taken over rather than the harvested one revived.
         """
         keys = list(keys)
         identifiers = [identifier for identifier, _ in keys]
@@ -186,7 +189,12 @@ class TargetTransaction:
             ):
                 by_source[row.source_identifier] = row
         keys = [(identifier, normal_doi(pid)) for identifier, pid in keys]
-        wanted_pids = [pid for identifier, pid in keys if pid and identifier not in by_source]
+        released = {i for i, row in by_source.items() if row.state == DELETED or row.purge}
+        wanted_pids = [
+            pid
+            for identifier, pid in keys
+            if pid and (identifier not in by_source or identifier in released)
+        ]
         by_pid: dict[str, sa.Row] = {}
         for chunk in _chunks(sorted(set(wanted_pids))):
             for row in self.connection.execute(
@@ -215,9 +223,9 @@ class TargetTransaction:
         for identifier, pid in keys:
             row = by_source.get(identifier)
             taken_over = False
-            if row is None and pid:
-                row = by_pid.get(pid)
-                taken_over = row is not None
+            if (row is None or identifier in released) and pid and pid in by_pid:
+                row = by_pid[pid]
+                taken_over = True
             if row is None:
                 result[identifier] = LocalRecord(LocalState.MISSING)
             else:
@@ -368,7 +376,16 @@ class TargetTransaction:
         return ids
 
     def claim(self, record_id: str, harvester_id: str, source_identifier: str) -> None:
-        """PID takeover: the record is now the harvested record of this source identifier."""
+        """PID takeover: the record is now the harvested record of this source identifier.
+        A hard deleted (or purged) record that was it before lets go of the identifier."""
+        source = sa.and_(
+            records.c.source_harvester == harvester_id,
+            records.c.source_identifier == source_identifier,
+            records.c.id != record_id,
+        )
+        self.connection.execute(
+            sa.update(records).where(source).values(source_harvester=None, source_identifier=None)
+        )
         self.connection.execute(
             sa.update(records)
             .where(records.c.id == record_id)
