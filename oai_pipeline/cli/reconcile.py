@@ -12,11 +12,16 @@ from oai_pipeline.settings import load_settings
 
 @click.command(name="reconcile", cls=FriendlyCommand)
 @click.argument("harvester_id")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="delete the vanished records even when the source lists none or lost most of them",
+)
 @click.option("--json", "as_json", is_flag=True)
-def reconcile(harvester_id: str, as_json: bool) -> None:
+def reconcile(harvester_id: str, force: bool, as_json: bool) -> None:
     """List every identifier the source still has; delete harvested records that vanished."""
     with Services(load_settings()) as services:
-        report = reconcile_source(services, harvester_id).to_dict()
+        report = reconcile_source(services, harvester_id, force=force).to_dict()
     text = (
         f"harvester {harvester_id} (deletedRecord={report['deleted_record']}): "
         f"{report['source_identifiers']} identifiers at the source, "

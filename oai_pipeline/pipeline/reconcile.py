@@ -11,9 +11,10 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
+from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.plugins import build_reader, build_writers
 from oai_pipeline.pipeline.services import Services
-from oai_pipeline.sync.reconcile import vanished_identifiers
+from oai_pipeline.sync.reconcile import implausible_loss, vanished_identifiers
 from oai_pipeline.sync.rules import Action, SourceRecord, decide
 from oai_pipeline.targets.base import PlannedWrite, SourceKey
 
@@ -42,13 +43,14 @@ class ReconcileReport:
         }
 
 
-def reconcile(services: Services, harvester_id: str) -> ReconcileReport:
+def reconcile(services: Services, harvester_id: str, *, force: bool = False) -> ReconcileReport:
+    """`force`: act even on a sweep that would delete most of the harvester's records."""
     # Like a harvest: one run at a time talks to the source and writes for a harvester.
     with services.harvester_lock.hold(harvester_id):
-        return _reconcile(services, harvester_id)
+        return _reconcile(services, harvester_id, force)
 
 
-def _reconcile(services: Services, harvester_id: str) -> ReconcileReport:
+def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileReport:
     harvester = services.harvester(harvester_id)
     state = services.state
     reader = build_reader(harvester)
@@ -68,6 +70,13 @@ def _reconcile(services: Services, harvester_id: str) -> ReconcileReport:
     )
     if not vanished:
         return report
+    doubt = implausible_loss(len(live), len(source_ids), len(vanished))
+    if doubt is not None and not force:
+        raise PipelineError(
+            f"reconcile of {harvester_id} deletes nothing: {doubt} would be deleted, which "
+            "looks like a broken source rather than deletions; if the source really dropped "
+            "them, run reconcile again with --force"
+        )
     records = {r: state.get_record(r, harvester_id) for r in vanished}
     state.mark_gone(harvester_id, vanished)
     memories = state.get_memories(harvester_id, sorted(vanished))

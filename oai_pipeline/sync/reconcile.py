@@ -14,3 +14,24 @@ def vanished_identifiers(
     if not sweep_complete:
         return set()
     return harvested_live - source_identifiers
+
+
+# A sweep that lists nothing, or loses more than this share of what was harvested (of at
+# least MIN_RECORDS records), more likely shows a broken source (an emptied index, a renamed
+# set) than deletions: acting on it needs the operator's word.
+SUSPICIOUS_SHARE = 0.5
+MIN_RECORDS = 10
+
+
+def implausible_loss(harvested_live: int, listed: int, vanished: int) -> str | None:
+    """Why deleting the vanished records looks wrong, or None when it looks like deletions."""
+    if not vanished:
+        return None
+    if listed == 0:
+        return f"the source lists no identifiers at all: all {vanished} harvested records"
+    if harvested_live >= MIN_RECORDS and vanished > SUSPICIOUS_SHARE * harvested_live:
+        return (
+            f"the source lists {listed} identifiers: {vanished} of the {harvested_live} "
+            "harvested records"
+        )
+    return None

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from oai_pipeline.sync.reconcile import vanished_identifiers
+from oai_pipeline.sync.reconcile import implausible_loss, vanished_identifiers
 
 
 def test_vanished_after_a_complete_sweep() -> None:
@@ -16,3 +16,12 @@ def test_a_partial_sweep_deletes_nothing() -> None:
 def test_nothing_vanished() -> None:
     assert vanished_identifiers({"oai:a"}, {"oai:a", "oai:b"}, sweep_complete=True) == set()
     assert vanished_identifiers(set(), set(), sweep_complete=True) == set()
+
+
+def test_a_loss_that_looks_like_a_broken_source_is_named() -> None:
+    assert implausible_loss(100, 98, 2) is None  # deletions
+    assert implausible_loss(100, 60, 40) is None  # many, not most
+    assert "lists no identifiers" in implausible_loss(3, 0, 3)
+    assert "51 of the 100" in implausible_loss(100, 49, 51)
+    assert implausible_loss(4, 1, 3) is None  # too few to judge by share
+    assert implausible_loss(100, 0, 0) is None  # nothing vanished, nothing to doubt

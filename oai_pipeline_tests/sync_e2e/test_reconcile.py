@@ -89,3 +89,21 @@ def test_reconcile_waits_for_a_run_writing_for_the_harvester(forgetful: Harness)
         assert released.is_set()
     holder.join(10)
     assert report.vanished == [gone] and forgetful.local(gone)["state"] == "tombstone"
+
+
+def test_a_sweep_that_lists_nothing_deletes_nothing_without_force(forgetful: Harness) -> None:
+    forgetful.register(loader=IMPATIENT_LOADER)
+    forgetful.harvest()
+    for identifier in forgetful.identifiers():  # an emptied index: noRecordsMatch
+        forgetful.endpoint.remove(identifier)
+
+    refused = CliRunner().invoke(main, ["reconcile", "sample"])
+
+    assert refused.exit_code == 1
+    assert "lists no identifiers" in refused.output and "--force" in refused.output
+    assert all(forgetful.local(i)["state"] == "live" for i in forgetful.identifiers())
+
+    forced = CliRunner().invoke(main, ["reconcile", "sample", "--force"])
+
+    assert forced.exit_code == 0, forced.output
+    assert all(forgetful.local(i)["state"] == "tombstone" for i in forgetful.identifiers())
