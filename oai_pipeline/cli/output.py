@@ -177,6 +177,11 @@ def report_text(report: dict[str, Any]) -> str:
     if report.get("error_types"):
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(report["error_types"].items()))
         lines.append(f"  error types: {kinds}")
+    if report.get("local_changes_undone"):
+        lines.append(
+            f"  local changes undone: {report['local_changes_undone']} "
+            "(records changed in the target, not listed by the source)"
+        )
     if report.get("cap_reached"):
         lines.append("  the cap was reached; run again to harvest more")
     return "\n".join(lines)

@@ -262,6 +262,7 @@ def written_records(
         metadata={
             **_window_metadata(context, pipeline, WRITTEN_RECORDS, _scopes(results), _outcomes),
             "harvest_runs": ", ".join(str(r.run_id) for _, r in results),
+            "run_local_changes_undone": sum(r.undone.total() for _, r in results),
         }
     )
 

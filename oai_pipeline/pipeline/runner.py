@@ -33,6 +33,8 @@ class HarvestReport:
     cap_reached: bool
     actions: dict[str, int] = field(default_factory=dict)
     error_types: dict[str, int] = field(default_factory=dict)
+    # records the source did not list, brought back from a user's change (local_changes.py)
+    local_changes_undone: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -47,6 +49,7 @@ def summarise(
     cap_reached: bool,
     actions: Counter[str],
     errors: Counter[str],
+    undone: Counter[str] | None = None,
 ) -> HarvestReport:
     return HarvestReport(
         harvester_id=harvester_id,
@@ -62,6 +65,7 @@ def summarise(
         cap_reached=cap_reached,
         actions=dict(actions),
         error_types=dict(errors),
+        local_changes_undone=(undone or Counter()).total(),
     )
 
 
@@ -85,4 +89,5 @@ def run_harvest(
         discovery.cap_reached,
         written.actions,
         written.errors,
+        written.undone,
     )

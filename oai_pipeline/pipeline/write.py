@@ -27,6 +27,7 @@ from oai_pipeline.pipeline.frames import (
     frame,
 )
 from oai_pipeline.pipeline.groups import PartRef, map_partition_groups, read_group
+from oai_pipeline.pipeline.local_changes import undo_local_changes
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.partitions import run_id_of
 from oai_pipeline.pipeline.scope import HarvestScope
@@ -63,6 +64,7 @@ class WriteSummary:
     actions: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     error_rows: list[dict] = field(default_factory=list)
+    undone: Counter[str] = field(default_factory=Counter)  # see local_changes.py
 
 
 def write(
@@ -212,6 +214,7 @@ def write(
             map_partition_groups(
                 services.storage, scope, SYNC_DECISIONS, WRITTEN_RECORDS, write_group
             )
+            summary.undone = undo_local_changes(services, scope.harvester_id, writers)
             _require_all_settled(state, run_id, options)
     except BaseException as error:
         services.record_failure(run_id, error)

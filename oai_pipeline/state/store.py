@@ -61,6 +61,16 @@ class StoredTransform:
     communities: list[str]
 
 
+@dataclasses.dataclass(frozen=True)
+class ReportedRecord:
+    """What the source last reported of a record: its datestamp, whether it is deleted, and
+    its last transform (None when there is none to write, e.g. the transform failed)."""
+
+    datestamp: str
+    deleted: bool
+    transform: StoredTransform | None
+
+
 _NO_ERROR = {"error_type": None, "error_message": None, "error_location": None}
 
 
@@ -540,6 +550,36 @@ class StateStore:
             )
             for row in rows:
                 found.setdefault(row.identifier, []).append(_error_dict(row))
+        return found
+
+    def last_reported(self, harvester_id: str, identifiers: list[str]) -> dict[str, ReportedRecord]:
+        """Each harvested record as the source last reported it (records never harvested are
+        left out)."""
+        found: dict[str, ReportedRecord] = {}
+        hr, stored_data = harvest_records, harvest_record_data
+        with self._read() as conn:
+            for chunk in _chunks(list(dict.fromkeys(identifiers))):
+                rows = conn.execute(
+                    sa.select(
+                        hr.c.identifier,
+                        hr.c.datestamp,
+                        hr.c.deleted,
+                        sa.cast(stored_data.c.data, sa.Text).label("data_json"),
+                        hr.c.pid,
+                        hr.c.communities,
+                    )
+                    .select_from(hr.outerjoin(stored_data, _of_record(stored_data)))
+                    .where(hr.c.harvester_id == harvester_id, hr.c.identifier.in_(chunk))
+                )
+                for row in rows:
+                    transform = None
+                    if row.data_json is not None and row.data_json != "null":
+                        transform = StoredTransform(
+                            row.data_json, row.pid, list(row.communities or [])
+                        )
+                    found[row.identifier] = ReportedRecord(
+                        row.datestamp, bool(row.deleted), transform
+                    )
         return found
 
     def get_memories(self, harvester_id: str, identifiers: list[str]) -> dict[str, HarvestMemory]:

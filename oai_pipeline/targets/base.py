@@ -75,5 +75,11 @@ class Writer(ABC):
     def apply(self, harvester_id: str, writes: list[PlannedWrite]) -> list[WriteOutcome]:
         """Apply one batch, re-checking the target's state; per-record failures are outcomes."""
 
+    def changed_locally(self, harvester_id: str) -> list[str]:
+        """OAI identifiers of harvested records a user changed since the harvest wrote them:
+        the harvest brings them back even when the source does not list them again. A target
+        that cannot tell returns none (they come back when the source lists them)."""
+        return []
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""

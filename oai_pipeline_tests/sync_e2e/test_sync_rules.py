@@ -6,6 +6,7 @@ brings it back to the state the source reports.
 
 from __future__ import annotations
 
+from oai_pipeline.defs.launch import materialize_windows
 from oai_pipeline_tests.sync_e2e.conftest import Harness, at
 
 
@@ -187,3 +188,56 @@ def test_update_all_picks_up_a_change_made_without_a_new_datestamp(harness: Harn
     harness.set_writer('oai-service{model: "rdm", update_all: true}')
     harness.harvest()
     assert harness.local(second)["data"]["metadata"]["title"] == "Changed quietly"
+
+
+def _undone(result) -> int:
+    written = result.asset_materializations_for_node("written_records")[0]
+    return written.metadata["run_local_changes_undone"].value
+
+
+def test_a_harvest_that_does_not_list_a_record_still_undoes_its_local_changes(
+    harness: Harness,
+) -> None:
+    harness.register()
+    harness.harvest()
+    edited, deleted, removed = harness.identifiers()
+    before = {i: harness.local(i) for i in harness.identifiers()}
+    repository = harness.repository
+    repository.edit(before[edited]["id"], {"metadata.title": "Local edit"})
+    repository.delete(before[deleted]["id"])
+    repository.hard_delete(before[removed]["id"])
+
+    # an incremental harvest of a later day: the source lists none of these records
+    later = materialize_windows(harness.instance, "sample", "2024-03-01", "2024-03-01")
+
+    assert _undone(later) == 3
+    for identifier in (edited, deleted, removed):
+        local = harness.local(identifier)
+        assert (local["state"], local["draft"]) == ("live", None)
+        assert local["data"] == before[identifier]["data"]
+    revisions = {i: harness.local(i)["revision"] for i in harness.identifiers()}
+    again = materialize_windows(harness.instance, "sample", "2024-03-01", "2024-03-01")
+    assert _undone(again) == 0  # nothing left to undo, nothing rewritten
+    assert {i: harness.local(i)["revision"] for i in harness.identifiers()} == revisions
+
+    # an edit published locally comes back too
+    repository.edit(before[edited]["id"], {"metadata.title": "Published locally"})
+    repository.publish(before[edited]["id"])
+    assert _undone(materialize_windows(harness.instance, "sample", "2024-03-01", "2024-03-01")) == 1
+    assert harness.local(edited)["data"] == before[edited]["data"]
+
+
+def test_a_reviewer_publishing_a_harvested_draft_is_not_a_change_to_undo(
+    harness: Harness,
+) -> None:
+    harness.register()
+    harness.set_writer('oai-service{model: "rdm", publish: false}')
+    harness.harvest()
+    identifier = harness.identifiers()[0]
+    harness.repository.publish(harness.local(identifier)["id"])  # the review accepts it
+
+    later = materialize_windows(harness.instance, "sample", "2024-03-01", "2024-03-01")
+
+    assert _undone(later) == 0
+    local = harness.local(identifier)
+    assert (local["state"], local["draft"]) == ("live", None)

@@ -87,16 +87,22 @@ def test_a_version_2_target_keeps_its_dois_in_normal_form(target_url: str) -> No
     assert stored == {upper: "10.1234/a", twin: "10.1234/b", other: "10.1234/B"}
 
 
-def test_a_version_3_target_gains_the_harvested_flag_of_drafts(target_url: str) -> None:
+@pytest.mark.parametrize(
+    ("version", "table", "flag"),
+    [(3, "target_drafts", "harvested"), (4, "target_records", "changed_locally")],
+)
+def test_an_older_target_gains_a_flag_false_for_its_rows(
+    target_url: str, version: int, table: str, flag: str
+) -> None:
     with EmbeddedRepository(target_url) as first:
         record_id = first.deposit(record())
-        as_version(first, 3, "ALTER TABLE target_drafts DROP COLUMN harvested")
+        as_version(first, version, f"ALTER TABLE {table} DROP COLUMN {flag}")
     with EmbeddedRepository(target_url) as again:
         assert again.show(record_id)["draft_kind"] == "new"
         with again.engine.connect() as connection:
             assert current_version(connection) == SCHEMA_VERSION
-            flags = connection.execute(sa.text("SELECT harvested FROM target_drafts")).scalars()
-            assert [bool(flag) for flag in flags] == [False]
+            flags = connection.execute(sa.text(f"SELECT {flag} FROM {table}")).scalars()
+            assert [bool(value) for value in flags] == [False]
 
 
 def test_deposit_a_draft_then_publish(repo: EmbeddedRepository) -> None:

@@ -117,10 +117,15 @@ class EmbeddedRepository:
             for path, value in changes.items():
                 set_path(data, path, value)
             tx.save_draft(record_id, data, doi=pid_of(data))
+            tx.mark_changed_locally(record_id)
 
     def publish(self, record_id: str) -> None:
         with self.transaction() as tx:
+            draft = tx.draft(record_id)
             tx.publish(record_id)
+            # Publishing a draft the harvest left for review (publish: false) accepts it.
+            if draft is None or not draft.harvested:
+                tx.mark_changed_locally(record_id)
 
     def delete(self, record_id: str, *, purge: bool = False, note: str | None = None) -> None:
         """A published record becomes a tombstone (`purge`: also marked for purge).
@@ -133,15 +138,18 @@ class EmbeddedRepository:
                 tx.discard(record_id)
             else:
                 tx.tombstone(record_id, note=note, purge=purge)
+                tx.mark_changed_locally(record_id)
 
     def hard_delete(self, record_id: str) -> None:
         with self.transaction() as tx:
             tx.hard_delete(record_id)
+            tx.mark_changed_locally(record_id)
 
     def restore(self, record_id: str) -> None:
         """A tombstone is published again; a hard-deleted one revived from its last revision."""
         with self.transaction() as tx:
             tx.restore(record_id)
+            tx.mark_changed_locally(record_id)
 
     def show(self, record_id: str) -> dict[str, Any]:
         with self.transaction(read_only=True) as tx:

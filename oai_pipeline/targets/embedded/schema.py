@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 metadata = sa.MetaData()
 
@@ -53,6 +53,11 @@ records = sa.Table(
     sa.Column("source_identifier", sa.String(1024), nullable=True),
     sa.Column("tombstone_note", sa.Text, nullable=True),
     sa.Column("purge", sa.Boolean, nullable=False, default=False),
+    # A harvested record a user changed (edited, deleted, restored) since the harvest last
+    # wrote it: the next harvest brings it back even if the source does not list it again.
+    sa.Column(
+        "changed_locally", sa.Boolean, nullable=False, default=False, server_default=sa.false()
+    ),
     sa.Column("created", sa.DateTime(timezone=True), nullable=False),
     sa.Column("updated", sa.DateTime(timezone=True), nullable=False),
     sa.UniqueConstraint("source_harvester", "source_identifier", name="uq_target_records_source"),
@@ -169,17 +174,30 @@ def _lower_dois(connection: sa.Connection) -> None:
             connection.execute(sa.update(table).where(table.c.id == row.id).values(doi=normal))
 
 
-def _add_harvested_drafts(connection: sa.Connection) -> None:
-    columns = {column["name"] for column in sa.inspect(connection).get_columns(drafts.name)}
-    if "harvested" not in columns:  # (a version 1 made now has it already)
+def _add_flag(connection: sa.Connection, table: sa.Table, name: str) -> None:
+    """A boolean column, false for the rows there are (a version 1 made now has it already)."""
+    columns = {column["name"] for column in sa.inspect(connection).get_columns(table.name)}
+    if name not in columns:
         connection.execute(
-            sa.text(
-                f"ALTER TABLE {drafts.name} ADD COLUMN harvested BOOLEAN NOT NULL DEFAULT false"
-            )
+            sa.text(f"ALTER TABLE {table.name} ADD COLUMN {name} BOOLEAN NOT NULL DEFAULT false")
         )
 
 
-_STEPS = {1: _create_v1, 2: _add_lookup_index, 3: _lower_dois, 4: _add_harvested_drafts}
+def _add_harvested_drafts(connection: sa.Connection) -> None:
+    _add_flag(connection, drafts, "harvested")
+
+
+def _add_changed_locally(connection: sa.Connection) -> None:
+    _add_flag(connection, records, "changed_locally")
+
+
+_STEPS = {
+    1: _create_v1,
+    2: _add_lookup_index,
+    3: _lower_dois,
+    4: _add_harvested_drafts,
+    5: _add_changed_locally,
+}
 _LOCK_KEY = 0x0A1_7A56E7  # the advisory lock that serialises migrations on PostgreSQL
 
 

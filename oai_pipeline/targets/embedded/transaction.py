@@ -375,6 +375,33 @@ class TargetTransaction:
         )
         return ids
 
+    def mark_changed_locally(self, record_id: str) -> None:
+        """A user changed the record: if harvested, the next harvest brings it back."""
+        self.connection.execute(
+            sa.update(records)
+            .where(records.c.id == record_id, records.c.source_harvester.is_not(None))
+            .values(changed_locally=True)
+        )
+
+    def settle_local_changes(self, record_ids: Iterable[str]) -> None:
+        """The harvest wrote these records (or found them as it would leave them)."""
+        for chunk in _chunks(sorted(set(record_ids))):
+            self.connection.execute(
+                sa.update(records)
+                .where(records.c.id.in_(chunk), records.c.changed_locally)
+                .values(changed_locally=False)
+            )
+
+    def changed_locally(self, harvester_id: str) -> list[str]:
+        """Source identifiers of the harvester's records a user changed since the last write."""
+        return list(
+            self.connection.execute(
+                sa.select(records.c.source_identifier)
+                .where(records.c.source_harvester == harvester_id, records.c.changed_locally)
+                .order_by(records.c.source_identifier)
+            ).scalars()
+        )
+
     def claim(self, record_id: str, harvester_id: str, source_identifier: str) -> None:
         """PID takeover: the record is now the harvested record of this source identifier.
         A hard deleted (or purged) record that was it before lets go of the identifier."""

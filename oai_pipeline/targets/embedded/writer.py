@@ -93,7 +93,18 @@ class EmbeddedWriter(Writer):
                     outcomes[write.identifier] = self._apply_isolated(
                         tx, harvester_id, write, known.get(write.identifier)
                     )
+            # Records now as the harvest leaves them are no longer changed locally (newly
+            # created ones never were).
+            tx.settle_local_changes(
+                o.local_id
+                for identifier, o in outcomes.items()
+                if o.local_id and o.error is None and identifier not in creations
+            )
         return [outcomes[write.identifier] for write in writes]
+
+    def changed_locally(self, harvester_id: str) -> list[str]:
+        with self.repository.transaction(read_only=True) as tx:
+            return tx.changed_locally(harvester_id)
 
     def _plain_creations(
         self, tx: TargetTransaction, writes: list[PlannedWrite], known: dict[str, LocalRecord]

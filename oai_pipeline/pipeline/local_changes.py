@@ -1,0 +1,73 @@
+"""The harvest always wins, also over records the source did not list this time.
+
+An incremental harvest lists only what changed at the source. A harvested record a user
+edited, deleted or restored since the last write would keep that change until the source
+changed it again, so each harvest of a harvester also brings back the records its writers
+report as changed locally, to the state the source last reported (the data of their last
+transform), through the same sync rules and the same writers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from oai_pipeline import json_codec
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.sync.rules import Action, SourceRecord, decide
+from oai_pipeline.targets.base import PlannedWrite, SourceKey, Writer
+
+BATCH = 500
+
+
+def undo_local_changes(
+    services: Services, harvester_id: str, writers: Sequence[Writer]
+) -> Counter[str]:
+    """Bring the harvester's locally changed records back; returns the actions taken."""
+    state = services.state
+    actions: Counter[str] = Counter()
+    for writer in writers:
+        changed = writer.changed_locally(harvester_id)
+        for start in range(0, len(changed), BATCH):
+            identifiers = changed[start : start + BATCH]
+            reported = state.last_reported(harvester_id, identifiers)
+            memories = state.get_memories(harvester_id, identifiers)
+            keys = [
+                SourceKey(i, reported[i].transform.pid if reported[i].transform else None)
+                for i in identifiers
+                if i in reported
+            ]
+            local = writer.lookup(harvester_id, keys)
+            writes = []
+            for key in keys:
+                last = reported[key.identifier]
+                if not last.deleted and last.transform is None:
+                    continue  # no data the source reported to bring back
+                source = SourceRecord(key.identifier, last.datestamp, last.deleted, key.pid)
+                decision = decide(
+                    source,
+                    memories.get(key.identifier),
+                    local[key.identifier],
+                    publishes=writer.options.publish,
+                )
+                transform = last.transform
+                writes.append(
+                    PlannedWrite(
+                        identifier=key.identifier,
+                        action=decision.action,
+                        reason=f"changed locally: {decision.reason}",
+                        datestamp=last.datestamp,
+                        data=json_codec.loads(transform.data_json) if transform else None,
+                        pid=key.pid,
+                        communities=transform.communities if transform else [],
+                        local_id=local[key.identifier].local_id,
+                    )
+                )
+            # Skips go to the writer too: it finds them as the harvest leaves them.
+            outcomes = writer.apply(harvester_id, writes) if writes else []
+            written = [o for o in outcomes if o.action is not Action.SKIP]
+            state.save_write_outcomes(
+                harvester_id, written, {w.identifier: w.datestamp for w in writes}
+            )
+            actions.update(o.action.value if o.error is None else "error" for o in written)
+    return actions
