@@ -72,23 +72,28 @@ def _results(counts: StageCounts) -> list[dg.AssetCheckResult]:
     ]
 
 
-def _latest_materialization(
-    instance: dg.DagsterInstance, partition: str
-) -> AssetCheckEvaluationTargetMaterializationData | None:
+def _latest_materializations(
+    instance: dg.DagsterInstance, partitions: list[str]
+) -> dict[str, AssetCheckEvaluationTargetMaterializationData]:
+    """Each partition's latest materialisation of `written_records`, in one query: the run
+    has just materialised every one of them, so they are the newest records."""
     records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=written_records.key, asset_partitions=[partition]), limit=1
+        dg.AssetRecordsFilter(asset_key=written_records.key, asset_partitions=partitions),
+        limit=len(partitions),
     ).records
-    if not records:
-        return None
-    return AssetCheckEvaluationTargetMaterializationData(
-        storage_id=records[0].storage_id,
-        run_id=records[0].run_id,
-        timestamp=records[0].timestamp,
-    )
+    latest: dict[str, AssetCheckEvaluationTargetMaterializationData] = {}
+    for record in records:
+        if record.partition_key is not None and record.partition_key not in latest:
+            latest[record.partition_key] = AssetCheckEvaluationTargetMaterializationData(
+                storage_id=record.storage_id, run_id=record.run_id, timestamp=record.timestamp
+            )
+    return latest
 
 
 def _evaluation(
-    result: dg.AssetCheckResult, partition: str, instance: dg.DagsterInstance
+    result: dg.AssetCheckResult,
+    partition: str,
+    target: AssetCheckEvaluationTargetMaterializationData | None,
 ) -> dg.AssetCheckEvaluation:
     return dg.AssetCheckEvaluation(
         asset_key=written_records.key,
@@ -98,7 +103,7 @@ def _evaluation(
         severity=result.severity,
         description=result.description,
         partition=partition,
-        target_materialization_data=_latest_materialization(instance, partition),
+        target_materialization_data=target,
     )
 
 
@@ -112,10 +117,11 @@ def stage_checks(
         per_window = {key: count_window(services.storage, *split_key(key)) for key in keys}
     if len(keys) > 1:
         # Dagster stores a range run's results without a partition: each window gets its own.
+        targets = _latest_materializations(context.instance, [str(key) for key in keys])
         for key, counts in per_window.items():
             for result in _results(counts):
                 context.op_execution_context.log_event(
-                    _evaluation(result, str(key), context.instance)
+                    _evaluation(result, str(key), targets.get(str(key)))
                 )
     yield from _results(sum_counts(per_window.values()))
 

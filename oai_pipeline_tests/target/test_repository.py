@@ -88,21 +88,27 @@ def test_a_version_2_target_keeps_its_dois_in_normal_form(target_url: str) -> No
 
 
 @pytest.mark.parametrize(
-    ("version", "table", "flag"),
-    [(3, "target_drafts", "harvested"), (4, "target_records", "changed_locally")],
+    ("version", "table", "flag", "index"),
+    [
+        (3, "target_drafts", "harvested", None),
+        (4, "target_records", "changed_locally", "ix_target_records_changed"),
+    ],
 )
 def test_an_older_target_gains_a_flag_false_for_its_rows(
-    target_url: str, version: int, table: str, flag: str
+    target_url: str, version: int, table: str, flag: str, index: str | None
 ) -> None:
     with EmbeddedRepository(target_url) as first:
         record_id = first.deposit(record())
-        as_version(first, version, f"ALTER TABLE {table} DROP COLUMN {flag}")
+        undo = [f"DROP INDEX {index}"] if index else []
+        as_version(first, version, *undo, f"ALTER TABLE {table} DROP COLUMN {flag}")
     with EmbeddedRepository(target_url) as again:
         assert again.show(record_id)["draft_kind"] == "new"
         with again.engine.connect() as connection:
             assert current_version(connection) == SCHEMA_VERSION
             flags = connection.execute(sa.text(f"SELECT {flag} FROM {table}")).scalars()
             assert [bool(value) for value in flags] == [False]
+            names = {i["name"] for i in sa.inspect(connection).get_indexes(table)}
+            assert index is None or index in names
 
 
 def test_deposit_a_draft_then_publish(repo: EmbeddedRepository) -> None:

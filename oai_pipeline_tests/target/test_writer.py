@@ -525,6 +525,21 @@ def test_publish_false_skips_its_own_untouched_drafts(
     ] == [Action.SKIP]
 
 
+def test_publish_false_asks_no_second_review_of_what_a_reviewer_published(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    harness.reconfigure(publish=False)
+    drafted = harness.one("oai:1", data("New")).local_id
+    repo.publish(drafted)  # the reviewer accepts the harvested draft as it is
+
+    outcome = harness.one("oai:1", data("New"))
+
+    assert outcome.action is Action.UPDATE  # the record changed since the harvest wrote it
+    shown = repo.show(drafted)
+    assert (shown["state"], shown["draft"], shown["revision"]) == ("live", None, 1)
+    assert harness.one("oai:1", data("New")).action is Action.SKIP  # and then it is settled
+
+
 def test_direct_update_changes_the_published_record_in_place(
     harness: Harness, repo: EmbeddedRepository
 ) -> None:

@@ -85,6 +85,15 @@ lookup_index = sa.Index(
     records.c.doi,
 )
 
+# The few records users changed, found without reading a harvester's every record.
+changed_index = sa.Index(
+    "ix_target_records_changed",
+    records.c.source_harvester,
+    records.c.source_identifier,
+    sqlite_where=records.c.changed_locally,
+    postgresql_where=records.c.changed_locally,
+)
+
 drafts = sa.Table(
     "target_drafts",
     metadata,
@@ -189,6 +198,7 @@ def _add_harvested_drafts(connection: sa.Connection) -> None:
 
 def _add_changed_locally(connection: sa.Connection) -> None:
     _add_flag(connection, records, "changed_locally")
+    changed_index.create(connection, checkfirst=True)
 
 
 _STEPS = {

@@ -275,9 +275,15 @@ class EmbeddedWriter(Writer):
         self, tx: TargetTransaction, record_id: str, data: dict[str, Any], pid: str | None
     ) -> None:
         """Overwrite the record with the harvested data (a local edit draft is overwritten)."""
-        published = tx.record(record_id).state == "live"
+        row = tx.record(record_id)
+        published = row.state == "live"
         if published and self.options.publish and self.options.direct_update:
             tx.update_published(record_id, data, doi=pid)
+            return
+        if published and not self.options.publish and row.data == data:
+            # A reviewer published the harvested draft as it was: an edit draft of the same
+            # data would only ask for the same review again. A user's edit draft goes.
+            tx.remove_edit_draft(record_id)
             return
         tx.save_draft(record_id, data, doi=pid, harvested=not self.options.publish)
         if self.options.publish:
