@@ -79,10 +79,14 @@ def _env(home: Path) -> dict[str, str]:
     return {**env, "OAI_PIPELINE_HOME": str(home)}
 
 
-def _harvest(home: Path, *extra: str) -> None:
-    result = subprocess.run(
+def _run(home: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [CLI, *HARVEST, *extra], env=_env(home), capture_output=True, text=True, timeout=300
     )
+
+
+def _harvest(home: Path, *extra: str) -> None:
+    result = _run(home, *extra)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -161,6 +165,11 @@ def _interrupted(
     return settings
 
 
+def _slowly_writing(endpoint: OAIEndpoint, tmp_path: Path, name: str) -> Settings:
+    """Small, slow write batches: a kill lands between two of them."""
+    return _interrupted(endpoint, tmp_path, name, batch_size=5, writer='slow-service{model:"rdm"}')
+
+
 @contextmanager
 def _slow_after(endpoint: OAIEndpoint, pages: int) -> Iterator[None]:
     """Pages after the first `pages` take 0.5 s each, so a poll sees the kill point before
@@ -203,10 +212,7 @@ def test_killed_between_pages(endpoint: OAIEndpoint, tmp_path: Path, baseline) -
 def test_killed_mid_write(
     endpoint: OAIEndpoint, tmp_path: Path, baseline, slow_writer: Path
 ) -> None:
-    # small, slow write batches: the kill lands between two of them
-    settings = _interrupted(
-        endpoint, tmp_path, "mid_write", batch_size=5, writer='slow-service{model:"rdm"}'
-    )
+    settings = _slowly_writing(endpoint, tmp_path, "mid_write")
 
     _kill_when(settings.home, lambda: _target_count(settings) >= 100)
     # killed inside the write stage: some target records written, the run not finished
@@ -223,19 +229,11 @@ def test_killed_mid_write(
 def test_a_resume_that_may_not_reclaim_the_running_records_does_not_succeed(
     endpoint: OAIEndpoint, tmp_path: Path, baseline, slow_writer: Path
 ) -> None:
-    settings = _interrupted(
-        endpoint, tmp_path, "stale_minutes", batch_size=5, writer='slow-service{model:"rdm"}'
-    )
+    settings = _slowly_writing(endpoint, tmp_path, "stale_minutes")
     _kill_when(settings.home, lambda: _target_count(settings) >= 100)
 
     # the records the dead attempt claimed are minutes old, not 30: not reclaimed
-    result = subprocess.run(
-        [CLI, *HARVEST, "--reset-stale-running-minutes", "30"],
-        env=_env(settings.home),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = _run(settings.home, "--reset-stale-running-minutes", "30")
     assert result.returncode == 1
     assert "left running by an earlier attempt" in result.stderr
     assert "Traceback" not in result.stderr
@@ -251,9 +249,7 @@ def test_a_resume_that_may_not_reclaim_the_running_records_does_not_succeed(
 def test_a_resumed_update_all_run_rewrites_every_record_once(
     endpoint: OAIEndpoint, tmp_path: Path, baseline, slow_writer: Path
 ) -> None:
-    settings = _interrupted(
-        endpoint, tmp_path, "update_all", batch_size=5, writer='slow-service{model:"rdm"}'
-    )
+    settings = _slowly_writing(endpoint, tmp_path, "update_all")
     _harvest(settings.home)
     assert _revisions(settings) == {1}
 
