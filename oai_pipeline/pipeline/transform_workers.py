@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import multiprocessing.connection
+import os
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -176,7 +179,22 @@ _worker_chain: list[Transformer] = []
 
 def _start_worker(harvester: Harvester) -> None:
     global _worker_chain
+    exit_with_parent()
     _worker_chain = build_transformers(harvester)
+
+
+def exit_with_parent() -> None:
+    """End this worker when the harvest's process ends: killed (`kill -9`, the OOM killer),
+    it cannot shut the pool down, and its workers would wait for work for ever."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _transform_chunk(rows: list[ChainInput]) -> list[ChainResult]:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -276,3 +280,44 @@ def test_a_bad_transform_workers_setting_is_one_line(monkeypatch: pytest.MonkeyP
     assert result.exit_code == 1
     assert result.output.startswith("Error: OAI_PIPELINE_TRANSFORM_WORKERS must be")
     assert "Traceback" not in result.output
+
+
+ORPHAN = """
+import multiprocessing, sys, time
+from oai_pipeline.pipeline.transform_workers import exit_with_parent
+
+def worker():
+    exit_with_parent()
+    time.sleep(120)
+
+if __name__ == "__main__":
+    process = multiprocessing.get_context("spawn").Process(target=worker)
+    process.start()
+    time.sleep(1)  # the worker is up and watching
+    print(process.pid, flush=True)
+    time.sleep(120)
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\\nState:\\tZ" in status  # exited, not yet reaped
+
+
+def test_a_worker_ends_when_the_harvest_process_is_killed(tmp_path: Path) -> None:
+    script = tmp_path / "orphan.py"
+    script.write_text(ORPHAN)
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    worker = int(parent.stdout.readline())
+    assert not _gone(worker)
+
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(timeout=10)
+
+    deadline = time.monotonic() + 10
+    while not _gone(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _gone(worker)
