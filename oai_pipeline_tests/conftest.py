@@ -11,6 +11,19 @@ import pytest
 from oai_pipeline.settings import Settings, load_settings
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_definitions_state() -> Iterator[None]:
+    """Each `materialize` makes Dagster look up the defs-state storage (for state-backed
+    components; the project has none) of whichever instance a context variable last named.
+    Across a long suite that lookup now and then meets a storage whose instance is gone
+    ("Attempted to resolve undefined DagsterInstance weakref"). No test needs that state."""
+    from dagster._core.storage.defs_state.base import DefsStateStorage
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(DefsStateStorage, "get", classmethod(lambda cls: None))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test touches the project's own data folder or Dagster home."""
