@@ -34,6 +34,8 @@ import fsspec
 import polars as pl
 from fsspec.implementations.local import LocalFileSystem
 
+from oai_pipeline.errors import ConfigurationError
+
 MANIFEST = "_manifest.json"
 _TMP = ".tmp"
 
@@ -52,9 +54,19 @@ def _parquet_bytes(frame: pl.DataFrame) -> memoryview:
 class PartitionStore:
     def __init__(self, root: str) -> None:
         self.root = root.rstrip("/")
-        self.fs, self._base = fsspec.core.url_to_fs(self.root)
+        try:
+            self.fs, self._base = fsspec.core.url_to_fs(self.root)
+        except (ImportError, ValueError) as error:  # `Install s3fs to access S3`, `foo://`
+            raise ConfigurationError(f"storage URL {root!r} is not usable: {error}") from None
         # Plain os calls for a local root: same files, a fraction of the calls.
         self._local = isinstance(self.fs, LocalFileSystem)
+        if self._local:
+            try:  # refused here, not as a traceback when the first page is staged
+                os.makedirs(self._base, exist_ok=True)
+            except OSError as error:
+                raise ConfigurationError(
+                    f"cannot create the storage folder {self._base}: {error.strerror}"
+                ) from None
 
     def _folder(self, asset: str, harvester_id: str, window: str) -> str:
         return f"{self._base}/{asset}/{harvester_id}/{window}"

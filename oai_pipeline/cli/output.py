@@ -61,13 +61,16 @@ def _kind(error: BaseException) -> str:
 
 
 def _command_error(error: Exception, as_json: bool) -> CommandError | None:
-    """The user mistake `error` as a CommandError; None for anything else (a bug: traceback)."""
+    """The user mistake (or the machine's fault) `error` as a CommandError; None for anything
+    else (a bug: traceback)."""
     if isinstance(error, CommandError):
         return error
     if isinstance(error, ValidationError):
         return InvalidInput(describe_validation_error(error), as_json=as_json)
     if isinstance(error, PipelineError):
         return CommandError(str(error), kind=_kind(error), as_json=as_json)
+    if isinstance(error, OSError):  # the machine's fault (disk full, no permission), not ours
+        return CommandError(_os_error_text(error), kind=_kind(error), as_json=as_json)
     if isinstance(error, click.ClickException) and as_json:
         return CommandError(
             error.format_message(),
@@ -77,6 +80,12 @@ def _command_error(error: Exception, as_json: bool) -> CommandError | None:
             shown=error,
         )
     return None
+
+
+def _os_error_text(error: OSError) -> str:
+    if error.strerror and error.filename is not None:
+        return f"{error.strerror}: {error.filename}"
+    return str(error) or type(error).__name__
 
 
 @contextmanager

@@ -26,6 +26,7 @@ from pydantic import (
 
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.harvesters.plugins import (
+    RDM_MODEL,
     PluginGroup,
     load_model,
     parse_spec,
@@ -42,6 +43,8 @@ HARVESTER_ID = SLUG
 MAX_HARVESTER_ID_LENGTH: int = harvesters_table.c.id.type.length  # type: ignore[attr-defined]
 _EMAIL = re.compile(r"^[^@\s,;]+@[^@\s,;]+\.[^@\s,;.]+$")
 MAX_BATCH_SIZE = 10_000
+# What a harvester given neither a model nor a transformer nor a writer gets.
+DEFAULT_MODEL = RDM_MODEL.name
 
 
 def check_slug(value: str, what: str, *, max_length: int | None) -> str:
@@ -179,8 +182,19 @@ class Harvester(BaseModel):
         community: str | None = None,
     ) -> Harvester:
         """Build from CLI or fixture input: `model` fills in the transformer and writer
-        not given explicitly, `community` is added to every writer's options."""
-        return cls.model_validate(apply_model_and_community(data, model, community))
+        not given explicitly (given none of the three, the default model does), `community`
+        is added to every writer's options."""
+        harvester = cls.model_validate(apply_model_and_community(data, model, community))
+        for field in ("transformers", "writers"):
+            # Without either, no record is ever written and no run can succeed.
+            if not getattr(harvester, field):
+                raise _field_error(
+                    field,
+                    f"a harvester needs {field}: give a model (`--model {DEFAULT_MODEL}`) "
+                    "or both a transformer and a writer",
+                    [],
+                )
+        return harvester
 
     @classmethod
     def from_stored(cls, data: dict[str, Any]) -> Harvester:
@@ -193,6 +207,8 @@ def apply_model_and_community(
 ) -> dict[str, Any]:
     """`--model` and `--community` expanded into `transformers` and `writers`."""
     data = dict(data)
+    if model is None and not data.get("transformers") and not data.get("writers"):
+        model = DEFAULT_MODEL
     if model is not None:
         try:
             spec = load_model(model)

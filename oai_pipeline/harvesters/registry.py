@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from oai_pipeline.errors import PipelineError
-from oai_pipeline.harvesters.model import Harvester, apply_model_and_community
+from oai_pipeline.harvesters.model import Harvester
 
 if TYPE_CHECKING:
     from oai_pipeline.state.store import StateStore
@@ -53,7 +53,7 @@ class HarvesterRegistry:
                 if field not in changes:
                     data[field] = []
         data.update(changes)
-        updated = Harvester.model_validate(apply_model_and_community(data, model, community))
+        updated = Harvester.from_input(data, model=model, community=community)
         self.store.save_harvester(updated)
         return updated
 

@@ -215,7 +215,7 @@ def write(
                 services.storage, scope, SYNC_DECISIONS, WRITTEN_RECORDS, write_group
             )
             summary.undone = undo_local_changes(services, scope.harvester_id, writers)
-            _require_all_settled(state, run_id, options)
+            _require_all_settled(state, run_id, options, scope.harvester_id)
     except BaseException as error:
         services.record_failure(run_id, error)
         raise
@@ -226,14 +226,24 @@ def write(
     return summary
 
 
-def _require_all_settled(state: StateStore, run_id: int, options: RunOptions) -> None:
+def _require_all_settled(
+    state: StateStore, run_id: int, options: RunOptions, harvester_id: str
+) -> None:
     """A run succeeds only when none of its records waits: records an earlier attempt left
     `running` less than --reset-stale-running-minutes ago were not written by this one."""
     waiting = state.unsettled_records(run_id)
-    if waiting:
+    if not waiting:
+        return
+    minutes = options.reset_stale_running_minutes
+    if minutes is None:  # every record was claimed: no writer wrote these
         raise PipelineError(
-            f"{waiting} records of harvest run {run_id} were left running by an earlier attempt "
-            f"less than {options.reset_stale_running_minutes} minutes ago "
-            "(--reset-stale-running-minutes) and are not written; the run stays unfinished: "
-            "rerun it later, or without that option, to write them"
+            f"{waiting} records of harvest run {run_id} were written by no writer; the run "
+            "stays unfinished: give the harvester a writer (e.g. `oai-pipeline harvesters "
+            f"update {harvester_id} --model rdm`) and rerun it"
         )
+    raise PipelineError(
+        f"{waiting} records of harvest run {run_id} were left running by an earlier attempt "
+        f"less than {minutes} minutes ago (--reset-stale-running-minutes) and are not "
+        "written; the run stays unfinished: rerun it later, or without that option, to write "
+        "them"
+    )

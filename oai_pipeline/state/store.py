@@ -176,7 +176,8 @@ class StateStore:
         shown = _safe_url(url)
         try:
             self._engine = _create_engine(url)
-        except (OSError, sa.exc.ArgumentError) as error:
+        except (OSError, ImportError, ValueError, sa.exc.ArgumentError) as error:
+            # ImportError: a URL of a database whose driver is not installed (mysql://)
             raise PipelineError(f"cannot open the state database {shown}: {error}") from None
         try:
             with self._engine.begin() as connection:

@@ -325,3 +325,105 @@ def test_harvester_ids_fit_the_state_store_column() -> None:
     assert_one_line_error(result, "a harvester id has at most 200 characters, not 201", 2)
     assert stored_harvester_ids() == []
     assert run(*create_args("a" * 200, "http://example.org/oai")).exit_code == 0
+
+
+# -- Settings the machine cannot serve: one line, not a traceback ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("OAI_PIPELINE_STORAGE_URL", "nosuchfs://bucket/x", "Protocol not known: nosuchfs"),
+        ("OAI_PIPELINE_STORAGE_URL", "s3://bucket/x", "Install s3fs"),
+        ("OAI_PIPELINE_STORAGE_URL", "{file}/storage", "cannot create the storage folder"),
+        ("OAI_PIPELINE_STATE_DB_URL", "mysql://user@host/db", "No module named"),
+    ],
+)
+def test_an_unusable_location_is_a_one_line_error(
+    registered: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    value: str,
+    message: str,
+) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    monkeypatch.setenv(variable, value.format(file=a_file))
+
+    result = run("harvest", registered, "--json")
+
+    assert_one_line_error(result, message)
+    assert "error" in json.loads(result.stdout)
+
+
+def test_a_full_disk_during_a_harvest_is_a_one_line_error(
+    registered: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(self: object, folder: str, name: str, data: object) -> None:
+        raise OSError(28, "No space left on device", f"{folder}/{name}")
+
+    monkeypatch.setattr("oai_pipeline.storage.PartitionStore._write_local", full)
+
+    result = run("harvest", registered)
+
+    assert_one_line_error(result, "No space left on device: ")
+    assert "failed" in run("status").stdout  # the run is recorded as failed, to resume
+
+
+# -- A harvester needs a transformer and a writer ----------------------------------------------
+
+
+def test_a_harvester_without_model_gets_the_default_one() -> None:
+    result = run(
+        "harvesters", "create", "--id", "plain", "--base-url", "http://example.org/oai",
+        "--metadata-prefix", "oai_dc", "--json",
+    )  # fmt: skip
+
+    assert result.exit_code == 0, result.output
+    created = json.loads(result.stdout)
+    assert (created["transformers"], created["writers"]) == (
+        [RDM_MODEL.transformer],
+        [RDM_MODEL.writer],
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "missing"),
+    [
+        (["--transformer", RDM_MODEL.transformer], "writers"),
+        (["--writer", RDM_MODEL.writer], "transformers"),
+    ],
+)
+def test_a_harvester_with_half_a_chain_is_refused(given: list[str], missing: str) -> None:
+    result = run(
+        "harvesters", "create", "--id", "half", "--base-url", "http://example.org/oai",
+        "--metadata-prefix", "oai_dc", *given,
+    )  # fmt: skip
+
+    assert_one_line_error(result, f"{missing}: a harvester needs {missing}", 2)
+    assert stored_harvester_ids() == []
+
+
+def test_a_stored_harvester_without_writer_fails_its_run_clearly(endpoint: OAIEndpoint) -> None:
+    """Registered before writers were required: listed, and its run says what is missing."""
+    stored = Harvester.from_stored(
+        {
+            "id": "nowriter",
+            "base_url": endpoint.base_url,
+            "metadata_prefix": "oai_datacite",
+            "transformers": [RDM_MODEL.transformer],
+        }
+    )
+    store = StateStore(load_settings().state_db_url)
+    try:
+        store.save_harvester(stored)
+    finally:
+        store.close()
+
+    result = run("harvest", "nowriter")
+
+    assert_one_line_error(result, "were written by no writer")
+    assert "harvesters update nowriter --model rdm" in result.stderr
+    assert run("harvesters", "update", "nowriter", "--model", "rdm").exit_code == 0
+    assert run("harvest", "nowriter").exit_code == 0

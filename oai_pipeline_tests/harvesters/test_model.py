@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from oai_pipeline.harvesters.model import Harvester, describe_validation_error
-from oai_pipeline.harvesters.plugins import parse_spec
+from oai_pipeline.harvesters.plugins import RDM_MODEL, parse_spec
 
 BASE = {"id": "zenodo", "base_url": "https://zenodo.org/oai2d", "metadata_prefix": "oai_dc"}
 
@@ -21,7 +21,9 @@ def _problem(**changes) -> tuple[str, str]:
 def test_defaults():
     harvester = Harvester.from_input(BASE)
     assert harvester.loader == "oai-pmh"
-    assert harvester.transformers == [] and harvester.writers == []
+    # no model, transformer or writer given: the default model's
+    assert harvester.transformers == [RDM_MODEL.transformer]
+    assert harvester.writers == [RDM_MODEL.writer]
     assert harvester.batch_size == 500 and harvester.rate_limit_per_minute is None
 
 
@@ -110,8 +112,13 @@ def test_model_and_community_errors_name_their_field():
         Harvester.from_input(BASE, model="nope")
     assert describe_validation_error(raised.value).startswith("invalid model: ")
     with pytest.raises(ValidationError) as raised:
-        Harvester.from_input(BASE, community="cesnet")
+        Harvester.from_input(BASE | {"transformers": [RDM_MODEL.transformer]}, community="cesnet")
     assert describe_validation_error(raised.value).startswith("invalid community: ")
+
+
+def test_a_community_alone_goes_to_the_default_models_writer():
+    [writer] = Harvester.from_input(BASE, community="cesnet").writers
+    assert parse_spec(writer).options == {"model": "rdm", "community": "cesnet"}
 
 
 def test_stored_harvesters_load_without_their_plugins():
