@@ -71,8 +71,11 @@ def _declared_encoding(data: bytes) -> tuple[str | None, re.Match[bytes] | None]
     return match.group(3).decode("ascii").lower(), match
 
 
-def _decode(data: bytes) -> tuple[str, bool]:
-    """The page as text, and whether the bytes must be re-encoded (declaration rewritten)."""
+def _decode(data: bytes, charset: str | None = None) -> tuple[str, bool]:
+    """The page as text, and whether the bytes must be re-encoded (declaration rewritten).
+
+    ``charset`` is the HTTP Content-Type's: for bytes that are not UTF-8 it names the
+    encoding before the XML declaration does (RFC 7303); UTF-8 bytes are UTF-8 regardless."""
     if data.startswith(codecs.BOM_UTF8):
         return data[3:].decode("utf-8", "oai_pipeline_latin1_fallback"), True
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
@@ -83,7 +86,13 @@ def _decode(data: bytes) -> tuple[str, bool]:
         try:
             return data.decode("utf-8"), declared not in _UTF8_NAMES and declared is not None
         except UnicodeDecodeError:
-            return data.decode("utf-8", "oai_pipeline_latin1_fallback"), True
+            pass
+        # Said to be UTF-8 but not quite: byte by byte, so one Latin-1 record in a UTF-8
+        # page garbles nothing else. Undeclared: the HTTP charset, if it names another.
+        external = _decode_as(data, charset) if declared is None else None
+        if external is not None:
+            return external, True
+        return data.decode("utf-8", "oai_pipeline_latin1_fallback"), True
     if data.isascii():
         # Re-encoded (declaration rewritten) only when the parser would not know the name.
         return data.decode("ascii"), not _known_codec(declared)
@@ -93,12 +102,24 @@ def _decode(data: bytes) -> tuple[str, bool]:
         return data.decode("utf-8"), True
     except UnicodeDecodeError:
         pass
-    if declared in _LATIN_NAMES:
-        return _latin(data), True
+    for name in (charset, declared):
+        text = _decode_as(data, name)
+        if text is not None:
+            return text, True
+    return data.decode("utf-8", "oai_pipeline_latin1_fallback"), True
+
+
+def _decode_as(data: bytes, name: str | None) -> str | None:
+    """``data`` in the single- or multi-byte charset ``name``; None for no name, UTF-8 or
+    UTF-16/32 (tried already, or impossible without a BOM), or a charset that does not fit."""
+    if name is None or name in _UTF8_NAMES or name.startswith(_WIDE_PREFIXES):
+        return None
+    if name in _LATIN_NAMES:
+        return _latin(data)
     try:
-        return data.decode(declared), True
+        return data.decode(name)
     except (LookupError, UnicodeDecodeError):
-        return data.decode("utf-8", "oai_pipeline_latin1_fallback"), True
+        return None
 
 
 def _known_codec(name: str) -> bool:
@@ -131,12 +152,18 @@ def _may_hold_illegal(data: bytes, text: str, reencode: bool) -> bool:
     return "\ufffe" in text or "\uffff" in text
 
 
-def clean_page(data: bytes) -> bytes:
+def clean_page(data: bytes, charset: str | None = None) -> bytes:
     """UTF-8 bytes of the page without illegal characters; the input itself when already clean.
 
-    The fast path (valid UTF-8, nothing illegal) costs one decode and a few byte searches.
+    ``charset``: the HTTP Content-Type's, if any. Whitespace before the XML declaration (PHP
+    endpoints send a line break first) is dropped: no parser accepts it there. The fast path
+    (valid UTF-8, nothing illegal) costs one decode and a few byte searches.
     """
-    text, reencode = _decode(data)
+    if data[:1].isspace():
+        stripped = data.lstrip()
+        if stripped.startswith(b"<?xml"):
+            data = stripped
+    text, reencode = _decode(data, charset.lower() if charset else None)
     if _may_hold_illegal(data, text, reencode) and _ILLEGAL_CHARS.search(text):
         text = _ILLEGAL_CHARS.sub("", text)
         reencode = True

@@ -23,7 +23,12 @@ from sickle import oaiexceptions
 
 from oai_pipeline import __version__
 from oai_pipeline.errors import ConfigurationError, RecordError
-from oai_pipeline.oai.errors import BadResumptionToken, HarvestProtocolError, OAIError
+from oai_pipeline.oai.errors import (
+    BadResumptionToken,
+    HarvestProtocolError,
+    NoRecordsMatchForToken,
+    OAIError,
+)
 from oai_pipeline.oai.flow import (
     RateLimiter,
     backoff_delay,
@@ -72,6 +77,17 @@ _RETRY_AFTER_STATUSES = frozenset({429, 503})
 _POLITE_RETRIES_PER_RETRY = 5
 
 ListVerb = Literal["ListRecords", "ListIdentifiers"]
+
+# httpx's timeout bounds each wait for bytes, so a source trickling a byte now and then
+# could hold a request for ever: the whole response must arrive within this many timeouts.
+_RESPONSE_DEADLINE_TIMEOUTS = 5
+
+# GetRecord errors that concern the one item asked for (what each means, if the source
+# says nothing): the harvest of the other identifiers goes on.
+_ITEM_ERRORS = {
+    "idDoesNotExist": "the source does not know this identifier",
+    "cannotDisseminateFormat": "the source cannot disseminate this item in the metadata prefix",
+}
 
 
 def _noop_save(checkpoint: SweepCheckpoint) -> None:
@@ -168,6 +184,7 @@ class OAIClient:
                 f"rate_limit_per_minute must be positive, got {rate_limit_per_minute}"
             )
         self.base_url = base_url
+        self.response_deadline = timeout * _RESPONSE_DEADLINE_TIMEOUTS
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.max_retry_wait = max_retry_wait
@@ -222,8 +239,9 @@ class OAIClient:
     ) -> Page:
         """One page of a list: the first (from the arguments) or the one a token names.
 
-        Retries happen inside; ``noRecordsMatch`` is an empty last page; any other OAI error
-        raises (BadResumptionToken for an expired or unknown token).
+        Retries happen inside; ``noRecordsMatch`` is an empty last page (in answer to a
+        token: NoRecordsMatchForToken, for the sweep to judge); any other OAI error raises
+        (BadResumptionToken for an expired or unknown token).
         """
         if verb not in ("ListRecords", "ListIdentifiers"):
             raise ConfigurationError(f"list_page lists ListRecords or ListIdentifiers, not {verb}")
@@ -237,6 +255,15 @@ class OAIClient:
                     params[name] = value
         parsed = self._request(verb, params)
         if parsed.errors and all(code == "noRecordsMatch" for code, _ in parsed.errors):
+            if resumption_token:
+                raise NoRecordsMatchForToken(
+                    "noRecordsMatch",
+                    "noRecordsMatch in answer to a resumption token before the whole list "
+                    "(completeListSize) was listed: the source lost the list",
+                    errors=parsed.errors,
+                    context=f"{self.base_url} ({verb})",
+                    response_date=parsed.response_date,
+                )
             return Page(records=[], resumption_token=None, response_date=parsed.response_date)
         self._raise_errors(parsed, verb)
         return Page(
@@ -270,9 +297,11 @@ class OAIClient:
         the caller asks for it, after its checkpoint is saved. After ``badResumptionToken``
         the window is redone from its start (records are not in datestamp order, so nothing
         finer is safe; the caller skips what it already staged), at most ``max_restarts``
-        times. A repeated token, or more than ``max_empty_pages`` pages in a row that add
-        nothing (empty, or the very records of an earlier page: a broken offset) and still
-        carry a token, raise HarvestProtocolError.
+        times; so is it after ``noRecordsMatch`` in answer to a token of a list whose
+        completeListSize was not reached (without a size, that answer ends the list). A
+        repeated token, or more than ``max_empty_pages`` pages in a row that add nothing
+        (empty, or the very records of an earlier page: a broken offset) and still carry a
+        token, raise HarvestProtocolError.
         """
         window = (from_, until, set_spec, metadata_prefix)
         token: str | None = None
@@ -308,6 +337,8 @@ class OAIClient:
         seen_tokens: set[str] = {token} if token else set()
         seen_pages: set[int] = set()  # a hash of each page's headers
         restarts, empty_in_a_row = 0, 0
+        list_size: int | None = None  # the last page's completeListSize
+        delivered: int | None = None  # records listed up to the last page, by its cursor
         try:
             while True:
                 save_checkpoint(
@@ -325,26 +356,34 @@ class OAIClient:
                 try:
                     page = ahead.take(token) if ahead is not None else fetch(token)
                 except BadResumptionToken as exc:
-                    if token is None:
+                    lost = list_size is not None and delivered is not None and delivered < list_size
+                    if isinstance(exc, NoRecordsMatchForToken) and not lost:
+                        # The list ends: a token on its last full page, then nothing.
+                        page = Page([], resumption_token=None, response_date=exc.response_date)
+                    elif token is None:
                         raise
-                    restarts += 1
-                    if restarts > max_restarts:
-                        raise HarvestProtocolError(
-                            f"{self.base_url} ({verb}): resumption token refused {restarts} "
-                            f"times, window redone {max_restarts} times already: {exc}"
-                        ) from exc
-                    logger.warning(
-                        "%s: resumption token refused (%s); redoing the window from its start",
-                        self.base_url,
-                        exc.message,
-                    )
-                    token, cursor = None, None
-                    seen_tokens.clear()
-                    seen_pages.clear()
-                    empty_in_a_row = 0
-                    continue
+                    else:
+                        restarts += 1
+                        if restarts > max_restarts:
+                            raise HarvestProtocolError(
+                                f"{self.base_url} ({verb}): resumption token refused "
+                                f"{restarts} times, window redone {max_restarts} times "
+                                f"already: {exc}"
+                            ) from exc
+                        logger.warning(
+                            "%s: resumption token refused (%s); redoing the window from its start",
+                            self.base_url,
+                            exc.message,
+                        )
+                        token, cursor, list_size, delivered = None, None, None, None
+                        seen_tokens.clear()
+                        seen_pages.clear()
+                        empty_in_a_row = 0
+                        continue
                 pages_read += 1
                 cursor, response_date = page.cursor, page.response_date
+                list_size = page.complete_list_size
+                delivered = cursor + len(page.records) if cursor is not None else None
                 next_token = page.resumption_token
                 # Judged before the page is handed over (so that a sound token is fetched
                 # ahead), raised after, when the caller asks for the next page.
@@ -380,23 +419,23 @@ class OAIClient:
                 self._ahead.discard(ahead)
 
     def get_record(self, identifier: str, metadata_prefix: str) -> HarvestedRecord:
-        """One record by identifier; ``idDoesNotExist`` is that record's error, not a failure."""
+        """One record by identifier; ``idDoesNotExist`` and ``cannotDisseminateFormat`` (the
+        item lacks the format) are that record's error, not a failure."""
         parsed = self._request(
             "GetRecord",
             {"verb": "GetRecord", "identifier": identifier, "metadataPrefix": metadata_prefix},
         )
-        missing = [message for code, message in parsed.errors if code == "idDoesNotExist"]
-        if missing:
-            return HarvestedRecord(
-                identifier=identifier,
-                datestamp="",
-                deleted=False,
-                error=RecordError(
-                    type="idDoesNotExist",
-                    message=missing[0] or "the source does not know this identifier",
-                    location=identifier,
-                ),
-            )
+        for code, message in parsed.errors:
+            # Errors of this item, not of the run: the other identifiers are harvested.
+            if code in _ITEM_ERRORS:
+                return HarvestedRecord(
+                    identifier=identifier,
+                    datestamp="",
+                    deleted=False,
+                    error=RecordError(
+                        type=code, message=message or _ITEM_ERRORS[code], location=identifier
+                    ),
+                )
         self._raise_errors(parsed, "GetRecord")
         if not parsed.records:
             return HarvestedRecord(
@@ -468,6 +507,7 @@ class OAIClient:
 
     def _send(self, params: dict[str, str]) -> tuple[int, httpx.Headers, bytes]:
         with self._limiter:
+            deadline = time.monotonic() + self.response_deadline
             with self._http.stream("GET", self.base_url, params=params) as response:
                 chunks, size = [], 0
                 for chunk in response.iter_bytes():
@@ -475,6 +515,11 @@ class OAIClient:
                     if size > MAX_DOCUMENT_BYTES:
                         raise HarvestProtocolError(
                             f"{self.base_url}: response larger than {MAX_DOCUMENT_BYTES} bytes"
+                        )
+                    if time.monotonic() > deadline:  # a transport error: retried
+                        raise httpx.ReadTimeout(
+                            f"the response took over {self.response_deadline:.0f} s "
+                            f"({size} bytes so far)"
                         )
                     chunks.append(chunk)
             self._limiter.observe(response.headers)
@@ -502,12 +547,15 @@ class OAIClient:
                 problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             else:
                 if status in _RETRY_STATUSES or status >= 500:
+                    answer = _oai_error_answer(body, verb, status)
+                    if answer is not None:
+                        return answer
                     problem = f"HTTP {status}"
                     if status in _RETRY_AFTER_STATUSES:
                         retry_after = parse_retry_after(headers.get("retry-after"))
                 else:
                     try:
-                        return parse_response(body, verb)
+                        return parse_response(body, verb, _charset(headers))
                     except UnusablePage as exc:
                         if status >= 300:
                             raise HarvestProtocolError(
@@ -552,6 +600,27 @@ class OAIClient:
         stop: threading.Event | None = getattr(self._local, "stop", None)
         if stop is not None and stop.is_set():
             raise _Abandoned
+
+
+def _charset(headers: httpx.Headers) -> str | None:
+    """The charset parameter of the Content-Type, if any."""
+    for parameter in headers.get("content-type", "").split(";")[1:]:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset":
+            return value.strip().strip("\"'") or None
+    return None
+
+
+def _oai_error_answer(body: bytes, verb: Verb, status: int) -> ParsedResponse | None:
+    """An OAI ``<error>`` sent with a 5xx status (other than 503, which asks to come back
+    later): the source's answer, whatever the status says; retrying would not change it."""
+    if status in _RETRY_AFTER_STATUSES or status < 500 or b"error" not in body:
+        return None
+    try:
+        parsed = parse_response(body, verb)
+    except UnusablePage:
+        return None
+    return parsed if parsed.errors else None
 
 
 def _repeats(page: Page, seen_pages: set[int]) -> bool:

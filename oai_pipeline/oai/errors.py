@@ -31,6 +31,16 @@ class BadResumptionToken(OAIError):
     """The source no longer accepts the token (expired, server restarted): redo the window."""
 
 
+class NoRecordsMatchForToken(BadResumptionToken):
+    """``noRecordsMatch`` in answer to a resumption token. Some sources end a list so (a
+    token on the last full page); from others it means the list was lost, which the sweep
+    tells apart by the list's completeListSize."""
+
+    def __init__(self, *args: object, response_date: str = "", **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.response_date = response_date
+
+
 class HarvestProtocolError(PipelineError):
     """The source misbehaves beyond repair: a repeated token, endless empty pages,
     retries exhausted, or a page that stays unparseable after retries."""

@@ -70,9 +70,10 @@ def _int_or_none(value: str | None) -> int | None:
         return None
 
 
-def parse_response(body: bytes, verb: Verb) -> ParsedResponse:
-    """Clean, parse strictly once, and read the response to ``verb``."""
-    data = clean_page(body)
+def parse_response(body: bytes, verb: Verb, charset: str | None = None) -> ParsedResponse:
+    """Clean, parse strictly once, and read the response to ``verb`` (``charset``: the HTTP
+    Content-Type's, if any)."""
+    data = clean_page(body, charset)
     try:
         root = parse_untrusted(data)
     except (etree.XMLSyntaxError, ValueError) as exc:

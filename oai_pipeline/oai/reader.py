@@ -69,7 +69,12 @@ class OAIPMHReaderOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    timeout: float = Field(60.0, gt=5, description="seconds per HTTP request")
+    timeout: float = Field(
+        60.0,
+        gt=5,
+        description="seconds the source may stay silent during a request; a whole response "
+        "may take 5 times as long",
+    )
     max_retries: int = Field(6, ge=0, description="retries of a failed request")
     backoff_base: float = Field(1.0, ge=0, description="first backoff wait in seconds")
     max_retry_wait: float = Field(300.0, ge=0, description="longest single wait in seconds")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -454,3 +455,139 @@ def test_an_oversized_response_fails_at_once(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(HarvestProtocolError, match="larger than 200 bytes"):
         harvest.run()
     assert len(source.requests) == 1
+
+
+# -- noRecordsMatch in answer to a token --------------------------------------------------------
+
+
+def no_records_match(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    return FakeSource([]).error("noRecordsMatch", "", status=422)
+
+
+def without_list_size(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    body = response.content.replace(b' completeListSize="10"', b"")
+    return httpx.Response(response.status_code, content=body, headers=response.headers)
+
+
+def test_no_records_match_for_a_token_before_the_list_size_redoes_the_window() -> None:
+    """The source lost the list (its index changed): the list is not over, redo it."""
+    source = FakeSource(make_records(10), page_size=3)
+    source.faults[2] = no_records_match  # the answer to the first token
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)
+    assert [c.resumption_token for c in harvest.checkpoints].count(None) == 2
+
+
+def test_a_list_lost_again_and_again_fails_instead_of_ending() -> None:
+    source = FakeSource(make_records(10), page_size=3)
+    source.every = (2, no_records_match)
+    with pytest.raises(HarvestProtocolError, match="refused 3 times.*noRecordsMatch"):
+        Harvest(source).run(max_restarts=2)
+
+
+def test_no_records_match_after_the_whole_list_ends_it() -> None:
+    """Some sources put a token on the last full page and answer it with noRecordsMatch."""
+    source = FakeSource(make_records(9), page_size=3)
+    last = b'<resumptionToken cursor="6" completeListSize="9"/>'
+    source.faults[3] = transform_body(
+        lambda body: body.replace(last, last[:-2] + b">more?</resumptionToken>")
+    )
+    source.faults[4] = no_records_match  # the answer to the last full page's token
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)
+    assert len(source.requests) == 4 and harvest.sleeps == []
+    assert [c.resumption_token for c in harvest.checkpoints].count(None) == 1  # not redone
+
+
+def test_no_records_match_for_a_token_of_a_list_without_size_ends_it() -> None:
+    source = FakeSource(make_records(10), page_size=3)
+    source.every = (1, without_list_size)
+    source.faults[4] = no_records_match
+    harvest = Harvest(source).run()
+    assert len(harvest.records) == 9  # nothing says more was coming: the list ended
+    assert len(source.requests) == 4
+
+
+# -- What else real endpoints send ---------------------------------------------------------------
+
+
+def test_an_item_lacking_the_format_is_that_records_error_in_get_record() -> None:
+    source = FakeSource(make_records(3))
+    wanted = [r.identifier for r in source.records]
+
+    def lacks_format(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        return source.error("cannotDisseminateFormat", "", status=422)
+
+    source.faults[2] = lacks_format
+    client = Harvest(source).client
+    got = [client.get_record(identifier, "oai_dc") for identifier in wanted]
+    assert [r.error.type if r.error else None for r in got] == [
+        None,
+        "cannotDisseminateFormat",
+        None,
+    ]
+    assert got[1].identifier == wanted[1] and "cannot disseminate" in got[1].error.message
+
+
+def test_an_oai_error_sent_with_http_500_is_the_sources_answer_not_retried() -> None:
+    source = FakeSource(make_records(3))
+    source.faults[1] = lambda request, response: source.error(
+        "cannotDisseminateFormat", "no such format", status=500
+    )
+    harvest = Harvest(source)
+    with pytest.raises(OAIError) as caught:
+        harvest.run()
+    assert caught.value.code == "cannotDisseminateFormat"
+    assert len(source.requests) == 1 and harvest.sleeps == []
+
+
+def test_a_503_with_an_oai_error_body_is_still_come_back_later() -> None:
+    source = FakeSource(make_records(3))
+    busy = source.error("badArgument", "busy", status=503)
+    busy.headers["retry-after"] = "1"
+    source.faults[1] = lambda request, response: busy
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source) and len(harvest.sleeps) == 1
+
+
+def test_whitespace_before_the_xml_declaration_is_dropped() -> None:
+    source = FakeSource(make_records(5), page_size=2)
+    source.every = (1, transform_body(lambda body: b"\r\n  \n" + body))
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source) and harvest.sleeps == []
+
+
+def test_the_http_charset_decodes_a_page_without_encoding_declaration() -> None:
+    records = make_records(2)
+    records[0].title = "Příliš žluťoučký kůň"
+    source = FakeSource(records)
+
+    def latin2(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        text = response.content.decode("utf-8").replace(' encoding="UTF-8"', "")
+        return httpx.Response(
+            200,
+            content=text.encode("iso-8859-2", "replace"),
+            headers={"content-type": "text/xml; charset=ISO-8859-2"},
+        )
+
+    source.every = (1, latin2)
+    harvest = Harvest(source).run()
+    assert "<dc:title>Příliš žluťoučký kůň</dc:title>".encode() in (
+        harvest.records[records[0].identifier].xml
+    )
+
+
+def test_a_response_trickling_in_is_cut_off_and_retried() -> None:
+    source = FakeSource(make_records(2))
+
+    def trickle(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        def slowly():
+            for byte in response.content:
+                time.sleep(0.05)
+                yield bytes([byte])
+
+        return httpx.Response(200, content=slowly(), headers=response.headers)
+
+    source.faults[1] = trickle
+    harvest = Harvest(source, timeout=0.04, max_retries=1).run()  # a whole response: 0.2 s
+    assert set(harvest.records) == held(source) and len(source.requests) == 2

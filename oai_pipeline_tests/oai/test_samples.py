@@ -11,7 +11,7 @@ import pytest
 from lxml import etree
 
 from oai_pipeline.oai.client import OAIClient
-from oai_pipeline.oai.errors import BadResumptionToken, OAIError
+from oai_pipeline.oai.errors import BadResumptionToken, HarvestProtocolError, OAIError
 from oai_pipeline.oai.windows import parse_datestamp
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -139,7 +139,10 @@ def test_each_record_xml_is_the_whole_record_and_parses_on_its_own() -> None:
         assert dc.get("{http://www.w3.org/2001/XMLSchema-instance}schemaLocation")
 
 
-def test_sweep_ends_on_no_records_match_with_http_422() -> None:
+def test_no_records_match_with_http_422_for_a_token_of_a_long_list_is_a_lost_list() -> None:
+    """Zenodo's list says 8,091,628 records (completeListSize) and 6 came: noRecordsMatch
+    for its next token cannot be the end. The window is redone, and then the run fails
+    rather than succeed with the rest of the list unread."""
     resumed = RECORDED["zenodo-ListRecords-oai_dc-resumed-with-deleted.xml"]
     last_token = ".eJwlzEuOgjAAANC7dG0mLeAMkMwCRmlEqYLSQjemUBRtFRSMROPd5"
     recorded = Recorded(
@@ -149,9 +152,11 @@ def test_sweep_ends_on_no_records_match_with_http_422() -> None:
             ): "zenodo-error-noRecordsMatch-http422.xml"
         }
     )
-    pages = list(zenodo(recorded).sweep("ListRecords", metadata_prefix="oai_dc"))
-    assert [len(p.records) for p in pages] == [3, 3, 0]
-    assert pages[-1].resumption_token is None
+    pages: list = []
+    with pytest.raises(HarvestProtocolError, match="noRecordsMatch"):
+        for page in zenodo(recorded).sweep("ListRecords", metadata_prefix="oai_dc", max_restarts=1):
+            pages.append(page)
+    assert [len(p.records) for p in pages] == [3, 3, 3, 3]  # the window once more
     assert resumed["status"] == 200
 
 
