@@ -1,7 +1,7 @@
-"""Import of arXiv's own OAI-PMH format `arXiv` (metadataPrefix=arXiv): the authors in parts,
-with affiliations, the categories, the license and the published version's references.
+"""Import of arXiv's own OAI-PMH formats: `arXiv` (authors in parts, with affiliations) and
+`arXivRaw` (close to arXiv's internal record: the authors as one string, the version history).
 
-A record describes one e-print. Its persistent identifier is the DataCite DOI arXiv registers for
+Both describe one e-print. Its persistent identifier is the DataCite DOI arXiv registers for
 every paper, `10.48550/arXiv.<id>`; the `doi` element holds the DOIs of the published version
 (a journal article, several separated by spaces), which become related identifiers, never the
 record's own DOI.
@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from lxml import etree
@@ -30,6 +33,7 @@ from oai_pipeline.transform.normalize import (
 )
 
 ARXIV = "http://arxiv.org/OAI/arXiv/"
+ARXIV_RAW = "http://arxiv.org/OAI/arXivRaw/"
 DOI_PREFIX = "10.48550"
 """arXiv's DataCite DOI prefix: the DOI of e-print `<id>` is 10.48550/arXiv.<id>."""
 
@@ -63,7 +67,7 @@ _ARXIV_LICENSES = {
 
 
 class _Paths:
-    """The precompiled XPaths of a format."""
+    """The precompiled XPaths of one of the two formats (same element names, two namespaces)."""
 
     def __init__(self, namespace: str) -> None:
         def path(expression: str) -> etree.XPath:
@@ -80,6 +84,7 @@ class _Paths:
         self.doi = path("a:doi")
         self.license = path("a:license")
         self.abstract = path("a:abstract")
+        # arXiv
         self.created = path("a:created")
         self.updated = path("a:updated")
         self.author = path("a:authors/a:author")
@@ -87,9 +92,14 @@ class _Paths:
         self.forenames = path("a:forenames")
         self.suffix = path("a:suffix")
         self.affiliation = path("a:affiliation")
+        # arXivRaw
+        self.authors = path("a:authors")
+        self.version = path("a:version")
+        self.date = path("a:date")
 
 
 _ARXIV = _Paths(ARXIV)
+_RAW = _Paths(ARXIV_RAW)
 
 
 def _texts(path: etree.XPath, element: etree._Element) -> list[str]:
@@ -114,7 +124,27 @@ def import_arxiv(root: etree._Element) -> dict[str, Any]:
     publication_date = _date(_text(paths.created, root)) or _id_month(arxiv_id)
     updated = _date(_text(paths.updated, root))  # a malformed date is left out
     dates = [{"date": updated, "type": {"id": "updated"}}] if updated else []
-    return _record(paths, root, arxiv_id, title, creators, publication_date, dates)
+    return _record(paths, root, arxiv_id, title, creators, publication_date, dates, None)
+
+
+def import_arxiv_raw(root: etree._Element) -> dict[str, Any]:
+    """An `arXivRaw` metadata element (metadataPrefix=arXivRaw) as RDMRecord-shaped data."""
+    paths = _RAW
+    arxiv_id = _arxiv_id(paths, root)
+    title = _title(paths, root)
+    creators = _raw_authors(_text(paths.authors, root) or "")
+    if not creators:
+        raise missing_field("metadata.creators", "author")
+    versions = _versions(root)
+    first_date = versions[0][1] if versions else None
+    dates = [
+        {"date": date, "type": {"id": "updated"}, "description": label}
+        for label, date in versions[1:]
+        if date is not None  # a malformed date is left out
+    ]
+    version = versions[-1][0] if versions else None
+    publication_date = first_date or _id_month(arxiv_id)
+    return _record(paths, root, arxiv_id, title, creators, publication_date, dates, version)
 
 
 def _record(
@@ -125,8 +155,9 @@ def _record(
     creators: list[dict[str, Any]],
     publication_date: str,
     dates: list[dict[str, Any]],
+    version: str | None,
 ) -> dict[str, Any]:
-    """The record around what the format's authors and dates became."""
+    """What both formats share, around what they write differently."""
     doi = normalize_doi(f"{DOI_PREFIX}/arXiv.{arxiv_id}")
     abstract = _text_block(paths.abstract, root)
     metadata: dict[str, Any] = {
@@ -142,6 +173,7 @@ def _record(
         "dates": dates,
         "identifiers": [{"identifier": f"arXiv:{arxiv_id}", "scheme": "arxiv"}],
         "related_identifiers": _published_versions(paths, root, doi),
+        "version": version,
     }
     return {
         "metadata": metadata,
@@ -298,3 +330,184 @@ def _author(author: etree._Element) -> dict[str, Any] | None:
         person = person_or_org(None, kind="personal", given=forenames, family=family)
     affiliations = dict.fromkeys(_texts(paths.affiliation, author))
     return {"person_or_org": person, "affiliations": [{"name": name} for name in affiliations]}
+
+
+# arXivRaw
+
+_NOTE_LIST = re.compile(r"\s*\(\d+\)")  # `(1) MIT, (2) CERN`
+_NOTE_NUMBER = re.compile(r"\((\d+)\)")
+_NOTE_REFERENCES = re.compile(r"\s*\d+(?:\s*(?:,|and|&)\s*\d+)*\s*")  # `1`, `1 and 2`, `1,2`
+_AND = re.compile(r"\sand\s")  # ` and ` between two authors
+_ET_AL = re.compile(r"\s*\bet\.?\s*al\.?$")
+_SUFFIXES = {"jr", "jr.", "sr", "sr.", "ii", "iii", "iv"}
+# Lower-case name particles belong to the family name: `Rachel Kuzio de Naray`.
+_PARTICLES = {
+    "af", "da", "das", "de", "del", "della", "den", "der", "des", "di", "do", "dos", "du",
+    "el", "la", "le", "ten", "ter", "van", "von", "y", "zu",
+}  # fmt: skip
+
+
+def _versions(root: etree._Element) -> list[tuple[str | None, str | None]]:
+    """(label, date) of each version, the first first; a date that does not parse is None."""
+    found = []
+    for index, element in enumerate(_RAW.version(root)):
+        label = text_or_none(element.get("version"))
+        number = label[1:] if label and label[:1] in "vV" and label[1:].isdigit() else None
+        key = (0, int(number)) if number is not None else (1, index)
+        found.append((key, label, _raw_date(_text(_RAW.date, element))))
+    return [(label, date) for _, label, date in sorted(found, key=lambda entry: entry[0])]
+
+
+def _raw_date(text: str | None) -> str | None:
+    """`Mon, 2 Apr 2007 19:18:42 GMT` -> `2007-04-02` (the UTC day)."""
+    if text is None:
+        return None
+    try:
+        moment = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return _date(text)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.date().isoformat()
+
+
+def _raw_authors(text: str) -> list[dict[str, Any]]:
+    """The authors string as creators: `A. Smith, B. Jones and C. Brown`, with affiliations in
+    parentheses (`A. Smith (MIT)`) or as numbered notes (`A (1), B (1 and 2) ((1) MIT, (2)
+    CERN)`), a collaboration before a colon (`ABCD Collaboration: A, B`) or as `for the ABCD
+    Collaboration`. TeX accents (`Bal\\'azs`) become the letters they stand for."""
+    names: list[tuple[str, list[str], list[str]]] = []  # (name, affiliations, note numbers)
+    notes: dict[str, str] = {}
+    for part in _split_authors(_tex_to_unicode(text)):
+        name, groups = _parenthesised(part)
+        affiliations: list[str] = []
+        numbers: list[str] = []
+        for group in groups:
+            if _NOTE_LIST.match(group):
+                pieces = _NOTE_NUMBER.split(group)
+                for number, affiliation in zip(pieces[1::2], pieces[2::2], strict=True):
+                    if affiliation := affiliation.strip(" ,;"):
+                        notes[number] = affiliation
+            elif _NOTE_REFERENCES.fullmatch(group):
+                numbers.extend(re.findall(r"\d+", group))
+            elif affiliation := text_or_none(group):
+                affiliations.append(affiliation)
+        name = text_or_none(name) or ""
+        if ":" in name:  # `ABCD Collaboration: Author One`
+            group_name, _, name = (piece.strip() for piece in name.partition(":"))
+            if group_name:
+                names.append((group_name, [], []))
+        if name.lower().startswith("for the "):
+            name = name[len("for the ") :]
+        name = _ET_AL.sub("", name)  # `A. Smith et al.`: the others are not named
+        if name:
+            names.append((name, affiliations, numbers))
+    creators = []
+    for name, affiliations, numbers in names:
+        affiliations += [notes[number] for number in numbers if number in notes]
+        creators.append(
+            {
+                "person_or_org": _raw_person(name),
+                "affiliations": [{"name": each} for each in dict.fromkeys(affiliations)],
+            }
+        )
+    return creators
+
+
+def _split_authors(text: str) -> list[str]:
+    """`text` split at the commas, semicolons and ` and `s outside parentheses."""
+    parts: list[str] = []
+    depth = start = index = 0
+    while index < len(text):
+        character = text[index]
+        if character == "(":
+            depth += 1
+        elif character == ")":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            if character in ",;":
+                parts.append(text[start:index])
+                start = index + 1
+            elif character.isspace() and _AND.match(text, index):
+                parts.append(text[start:index])
+                start = index + 4
+                index += 3
+        index += 1
+    parts.append(text[start:])
+    return parts
+
+
+def _parenthesised(part: str) -> tuple[str, list[str]]:
+    """The text outside parentheses, and the content of each outermost parenthesised group."""
+    outside: list[str] = []
+    groups: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for character in part:
+        if character == "(":
+            if depth:
+                current.append(character)
+            depth += 1
+        elif character == ")" and depth:
+            depth -= 1
+            if depth:
+                current.append(character)
+            else:
+                groups.append("".join(current))
+                current = []
+        elif depth:
+            current.append(character)
+        else:
+            outside.append(character)
+    if current:
+        groups.append("".join(current))  # an unclosed group
+    return "".join(outside), groups
+
+
+def _raw_person(name: str) -> dict[str, Any]:
+    """`Given Names Family` as a person (`Bill Gates Jr`: the suffix after the family name, as
+    the arXiv format writes it); a collaboration as an organisation."""
+    tokens = name.split()
+    if _ORGANISATION.search(name) and len(tokens) > 1:
+        return person_or_org(name, kind="organizational")
+    suffix = tokens.pop() if len(tokens) > 1 and tokens[-1].lower() in _SUFFIXES else None
+    start = len(tokens) - 1
+    while start > 1 and tokens[start - 1] in _PARTICLES:
+        start -= 1
+    given = " ".join(tokens[:start]) or None
+    family = " ".join(tokens[start:])
+    if suffix:
+        family = f"{family} {suffix}"
+    return person_or_org(None, kind="personal", given=given, family=family)
+
+
+# TeX accents as arXivRaw writes names: \'a, \"{o}, {\"u}, \c{c}, \v s, \'\i.
+_TEX_MARKS = {
+    '"': "\u0308", "'": "\u0301", "`": "\u0300", "^": "\u0302", "~": "\u0303", "=": "\u0304",
+    ".": "\u0307", "H": "\u030b", "c": "\u0327", "k": "\u0328", "r": "\u030a", "u": "\u0306",
+    "v": "\u030c",
+}  # fmt: skip
+_TEX_ACCENT = re.compile(
+    r"""\\(?:(?P<symbol>["'`^~=.])\s*|(?P<letter>[Hckruv])(?:\s+|(?=\{)))"""
+    r"(?:\{\s*(?P<braced>\\[ij]|[A-Za-z])\s*\}|(?P<base>\\[ij](?![A-Za-z])\s*|[A-Za-z]))"
+)
+_TEX_LETTERS = {
+    "ss": "ß", "aa": "å", "AA": "Å", "ae": "æ", "AE": "Æ", "oe": "œ", "OE": "Œ", "o": "ø",
+    "O": "Ø", "l": "ł", "L": "Ł", "i": "ı", "j": "ȷ",
+}  # fmt: skip
+_TEX_LETTER = re.compile(r"\\(ss|aa|AA|ae|AE|oe|OE|o|O|l|L|i|j)(?![A-Za-z])(?:\{\}|\s)?")
+
+
+def _tex_to_unicode(text: str) -> str:
+    if "\\" not in text:
+        return text.replace("{", "").replace("}", "")
+
+    def accent(match: re.Match[str]) -> str:
+        base = match["braced"] or match["base"]
+        base = base.strip().removeprefix("\\")  # `\'\i`: the accent of a dotless i is on i
+        mark = _TEX_MARKS[match["symbol"] or match["letter"]]
+        return unicodedata.normalize("NFC", base + mark)
+
+    text = _TEX_ACCENT.sub(accent, text)
+    text = _TEX_LETTER.sub(lambda match: _TEX_LETTERS[match.group(1)], text)
+    return text.replace("{", "").replace("}", "")

@@ -54,3 +54,4 @@ register_import(datacite.OAI_DATACITE, "oai_datacite", datacite.import_oai_datac
 register_import(datacite.KERNEL_4, "resource", datacite.import_resource, _DATACITE)
 register_import(datacite.KERNEL_3, "resource", datacite.import_resource, _DATACITE)
 register_import(arxiv.ARXIV, "arXiv", arxiv.import_arxiv, "arXiv")
+register_import(arxiv.ARXIV_RAW, "arXivRaw", arxiv.import_arxiv_raw, "arXivRaw")

@@ -8,7 +8,7 @@ error's type, message and location — for real samples, generated records and b
 It was re-recorded once for the audit fixes (F2–F8, F12: dropped optional values, sanitised
 descriptions, collapsed whitespace, error messages); each changed output was reviewed.
 It was re-recorded again for the arXiv import: the 47 records of the recorded arXiv responses
-became records, and the unknown-root messages list the arXiv format; nothing else changed.
+became records, and the unknown-root messages list the arXiv formats; nothing else changed.
 """
 
 from __future__ import annotations

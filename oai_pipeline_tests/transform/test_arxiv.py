@@ -1,4 +1,4 @@
-"""arXiv's own format `arXiv` as RDM records: the recorded responses, then each
+"""arXiv's own formats (`arXiv`, `arXivRaw`) as RDM records: the recorded responses, then each
 mapping decision on records written like arXiv's."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from .records import transform, transform_one, transformed_metadata, wrap_metada
 
 OAI_SAMPLES = Path(__file__).parent.parent / "oai" / "samples"  # copies of /work/shared/samples
 ARXIV_HEAD = f'<arXiv xmlns="{arxiv.ARXIV}">'
+RAW_HEAD = f'<arXivRaw xmlns="{arxiv.ARXIV_RAW}">'
 
 
 def recorded_items(name: str) -> list[TransformItem]:
@@ -38,6 +39,11 @@ def recorded_items(name: str) -> list[TransformItem]:
 
 def arxiv_item(body: str, identifier: str = "oai:arXiv.org:x") -> TransformItem:
     xml = wrap_metadata(ARXIV_HEAD + body + "</arXiv>", identifier=identifier)
+    return TransformItem(identifier, "2024-01-01", [], xml)
+
+
+def raw_item(body: str, identifier: str = "oai:arXiv.org:x") -> TransformItem:
+    xml = wrap_metadata(RAW_HEAD + body + "</arXivRaw>", identifier=identifier)
     return TransformItem(identifier, "2024-01-01", [], xml)
 
 
@@ -415,6 +421,159 @@ def test_no_named_author_is_the_records_error() -> None:
     assert _error(item) == ("missing_field", "metadata.creators")
 
 
+# arXivRaw
+
+# 0704.0001 as arXivRaw writes it (its values as in arXiv's metadata snapshot, the abstract
+# shortened): TeX accents in the authors, two versions, report-no.
+RAW_0704_0001 = (
+    "<id>0704.0001</id><submitter>Pavel Nadolsky</submitter>"
+    '<version version="v1"><date>Mon, 2 Apr 2007 19:18:42 GMT</date><size>810kb</size>'
+    "<source_type>D</source_type></version>"
+    '<version version="v2"><date>Tue, 24 Jul 2007 20:10:27 GMT</date><size>810kb</size>'
+    "<source_type>D</source_type></version>"
+    "<title>Calculation of prompt diphoton production cross sections at Tevatron and\n"
+    "  LHC energies</title>"
+    "<authors>C. Bal\\'azs, E. L. Berger, P. M. Nadolsky, C.-P. Yuan</authors>"
+    "<categories>hep-ph</categories>"
+    "<comments>37 pages, 15 figures; published version</comments>"
+    "<report-no>ANL-HEP-PR-07-12</report-no>"
+    "<journal-ref>Phys.Rev.D76:013009,2007</journal-ref>"
+    "<doi>10.1103/PhysRevD.76.013009</doi>"
+    "<abstract>  A fully differential calculation in perturbative quantum chromodynamics is\n"
+    "presented for the production of massive photon pairs at hadron colliders.\n</abstract>"
+)
+
+
+def test_raw_record() -> None:
+    item = raw_item(RAW_0704_0001, identifier="oai:arXiv.org:0704.0001")
+    metadata = transformed_metadata(item)
+    assert item.pid == "10.48550/arxiv.0704.0001"
+    assert metadata["title"] == (
+        "Calculation of prompt diphoton production cross sections at Tevatron and LHC energies"
+    )
+    assert [
+        (c["person_or_org"]["family_name"], c["person_or_org"]["given_name"])
+        for c in metadata["creators"]
+    ] == [("Balázs", "C."), ("Berger", "E. L."), ("Nadolsky", "P. M."), ("Yuan", "C.-P.")]
+    # the first version is the publication, each later one an update
+    assert metadata["publication_date"] == "2007-04-02"
+    assert metadata["dates"] == [
+        {"date": "2007-07-24", "type": {"id": "updated"}, "description": "v2"}
+    ]
+    assert metadata["version"] == "v2"
+    assert metadata["description"] == (
+        "A fully differential calculation in perturbative quantum chromodynamics is presented "
+        "for the production of massive photon pairs at hadron colliders."
+    )
+    assert metadata["related_identifiers"] == [
+        {
+            "identifier": "10.1103/physrevd.76.013009",
+            "scheme": "doi",
+            "relation_type": {"id": "isversionof"},
+        }
+    ]
+    assert metadata["subjects"] == [{"subject": "hep-ph", "scheme": "arXiv"}]
+    assert [d["description"] for d in metadata["additional_descriptions"]] == [
+        "Comments: 37 pages, 15 figures; published version",
+        "Journal reference: Phys.Rev.D76:013009,2007",
+        "Report number: ANL-HEP-PR-07-12",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("authors", "expected"),
+    [
+        (
+            "Ileana Streinu and Louis Theran",
+            [("Streinu, Ileana", []), ("Theran, Louis", [])],
+        ),
+        (
+            "A. Smith, B. Jones and C. Brown",
+            [("Smith, A.", []), ("Jones, B.", []), ("Brown, C.", [])],
+        ),
+        (
+            "Sandro Wimberger, Alexander Wimberger, and Dan Anderson",
+            [("Wimberger, Sandro", []), ("Wimberger, Alexander", []), ("Anderson, Dan", [])],
+        ),
+        (  # affiliations in parentheses, a particle, a suffix
+            "John von Neumann (IAS, Princeton), Rachel Kuzio de Naray, Bill Gates Jr",
+            [
+                ("von Neumann, John", ["IAS, Princeton"]),
+                ("de Naray, Rachel Kuzio", []),
+                ("Gates Jr, Bill", []),
+            ],
+        ),
+        (  # numbered affiliations, as arXiv's help asks for them
+            "Author One (1), Author Two (1 and 2), Author Three (2) "
+            "((1) Institution One, (2) Institution Two)",
+            [
+                ("One, Author", ["Institution One"]),
+                ("Two, Author", ["Institution One", "Institution Two"]),
+                ("Three, Author", ["Institution Two"]),
+            ],
+        ),
+        (
+            "ABCD Collaboration: Author One, Author Two",
+            [("ABCD Collaboration", []), ("One, Author", []), ("Two, Author", [])],
+        ),
+        (
+            "Author One, Author Two, for the ABCD Collaboration",
+            [("One, Author", []), ("Two, Author", []), ("ABCD Collaboration", [])],
+        ),
+        (  # TeX accents
+            "Heiko R\\\"oglin, S{\\o}ren Kierkegaard, J. \\v{S}im\\'a\\v{c}ek, \\'{I}\\~nigo "
+            "Arregui, Ferm\\'\\i n Huerta and Paul Erd{\\H{o}}s et al.",
+            [
+                ("Röglin, Heiko", []),
+                ("Kierkegaard, Søren", []),
+                ("Šimáček, J.", []),
+                ("Arregui, Íñigo", []),
+                ("Huerta, Fermín", []),
+                ("Erdős, Paul", []),
+            ],
+        ),
+    ],
+)
+def test_raw_authors_string_is_split_into_persons(
+    authors: str, expected: list[tuple[str, list[str]]]
+) -> None:
+    body = f"<id>0704.0002</id><title>T</title><authors>{authors}</authors>"
+    creators = transformed_metadata(raw_item(body))["creators"]
+    assert [
+        (c["person_or_org"]["name"], [a["name"] for a in c["affiliations"]]) for c in creators
+    ] == expected
+    organisations = {c["person_or_org"]["name"] for c in creators} & {"ABCD Collaboration"}
+    for creator in creators:
+        kind = "organizational" if creator["person_or_org"]["name"] in organisations else "personal"
+        assert creator["person_or_org"]["type"] == kind
+
+
+def test_raw_bad_version_dates() -> None:
+    """A version date that does not parse is left out; without the first version's date the
+    id says the month."""
+    item = raw_item(
+        "<id>0704.0002</id><title>T</title><authors>A. Smith</authors>"
+        '<version version="v1"><date>sometime</date></version>'
+        '<version version="v3"><date>Wed, 3 Oct 2007 00:00:00 GMT</date></version>'
+        '<version version="v2"><date>Thu, 99 Jul 2007 00:00:00 GMT</date></version>'
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["publication_date"] == "2007-04"
+    assert metadata["dates"] == [
+        {"date": "2007-10-03", "type": {"id": "updated"}, "description": "v3"}
+    ]
+    assert metadata["version"] == "v3"
+
+
+def test_raw_missing_title_and_authors() -> None:
+    item = raw_item("<id>0704.0002</id><authors>A. Smith</authors>")
+    transform_one(item)
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.title")
+    item = raw_item("<id>0704.0002</id><title>T</title><authors> ; et al.</authors>")
+    transform_one(item)
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.creators")
+
+
 # The registry and the transformer
 
 
@@ -423,13 +582,18 @@ def test_the_transformer_picks_the_import_by_root_element() -> None:
         return etree.fromstring(xml)
 
     assert imports.find_import(root(ARXIV_HEAD + "</arXiv>")) is arxiv.import_arxiv
+    assert imports.find_import(root(RAW_HEAD + "</arXivRaw>")) is arxiv.import_arxiv_raw
     # arXiv's namespace with another root, or the root in another namespace: no import
     assert imports.find_import(root(f'<arXivRaw xmlns="{arxiv.ARXIV}"/>')) is None
     assert imports.find_import(root('<arXiv xmlns="http://arxiv.org/OAI/arXiv"/>')) is None
 
-    record = transform_one(arxiv_item(MINIMAL))
-    assert record.error is None
-    assert record.pid == "10.48550/arxiv.2301.00001"
+    arxiv_record, raw_record = arxiv_item(MINIMAL), raw_item(RAW_0704_0001)
+    transform([arxiv_record, raw_record])
+    assert arxiv_record.error is None and raw_record.error is None
+    assert arxiv_record.pid == "10.48550/arxiv.2301.00001"
+    assert raw_record.pid == "10.48550/arxiv.0704.0001"
+    assert "version" not in arxiv_record.data["metadata"]  # the arXiv format has no versions
+    assert raw_record.data["metadata"]["version"] == "v2"
 
 
 def test_the_unknown_root_error_lists_the_arxiv_formats() -> None:
@@ -440,6 +604,6 @@ def test_the_unknown_root_error_lists_the_arxiv_formats() -> None:
     assert item.error.type == "unknown_root"
     assert item.error.message.endswith(
         "the supported metadata formats are oai_dc, oai_datacite, datacite (a DataCite "
-        "kernel-3/4 resource), arXiv: harvest with the metadata prefix of one of them"
+        "kernel-3/4 resource), arXiv, arXivRaw: harvest with the metadata prefix of one of them"
     )
-    assert imports.supported_formats()[-1] == "arXiv"
+    assert imports.supported_formats()[-2:] == ["arXiv", "arXivRaw"]
