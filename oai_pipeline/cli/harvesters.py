@@ -35,7 +35,7 @@ def _harvester_options(command: F) -> F:
         click.option("--name", help="a human name"),
         click.option("--comment"),
         click.option("--base-url", help="the OAI-PMH endpoint, http(s)://…"),
-        click.option("--metadata-prefix", help="e.g. oai_dc, oai_datacite"),
+        click.option("--metadata-prefix", help="e.g. oai_dc, oai_datacite, arXiv"),
         click.option("--setspec", help="harvest only this set"),
         click.option("--loader", help="reader spec, default oai-pmh"),
         click.option(

@@ -11,7 +11,7 @@ from typing import Any
 
 from lxml import etree
 
-from oai_pipeline.transform import datacite, dublin_core
+from oai_pipeline.transform import arxiv, datacite, dublin_core
 
 ImportFunction = Callable[[etree._Element], dict[str, Any]]
 """Builds RDMRecord-shaped data from a metadata root; raises TransformFailure for one record."""
@@ -53,3 +53,5 @@ register_import(dublin_core.OAI_DC, "dc", dublin_core.import_dc, "oai_dc")
 register_import(datacite.OAI_DATACITE, "oai_datacite", datacite.import_oai_datacite, "oai_datacite")
 register_import(datacite.KERNEL_4, "resource", datacite.import_resource, _DATACITE)
 register_import(datacite.KERNEL_3, "resource", datacite.import_resource, _DATACITE)
+register_import(arxiv.ARXIV, "arXiv", arxiv.import_arxiv, "arXiv")
+register_import(arxiv.ARXIV_RAW, "arXivRaw", arxiv.import_arxiv_raw, "arXivRaw")

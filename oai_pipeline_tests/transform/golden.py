@@ -7,6 +7,8 @@ implementation: the JSON `data` exactly as the stage writes it, `pid`, `communit
 error's type, message and location — for real samples, generated records and broken records.
 It was re-recorded once for the audit fixes (F2–F8, F12: dropped optional values, sanitised
 descriptions, collapsed whitespace, error messages); each changed output was reviewed.
+It was re-recorded again for the arXiv import: the 47 records of the recorded arXiv responses
+became records, and the unknown-root messages list the arXiv formats; nothing else changed.
 """
 
 from __future__ import annotations
