@@ -5,6 +5,7 @@ Sources index late, so the next harvest starts at the previous successful harves
 down for days catches up in one run (one ListRecords sweep over the missed windows).
 """
 
+import logging
 import os
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime, timedelta
@@ -16,9 +17,11 @@ from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
 from oai_pipeline.defs.launch import HARVESTER_TAG, range_tags
 from oai_pipeline.defs.partitions import ensure_harvester_partitions, window_partitions
 from oai_pipeline.defs.resources import PipelineResource
-from oai_pipeline.oai.windows import parse_datestamp
+from oai_pipeline.oai.windows import parse_datestamp, read_response_date
 from oai_pipeline.pipeline.services import Services as PipelineServices
 from oai_pipeline.state.store import StateStore
+
+logger = logging.getLogger(__name__)
 
 TRIGGER_TAG = "oai_pipeline/trigger"
 # How many of a harvester's latest runs are searched for its last complete sweep.
@@ -47,9 +50,10 @@ def incremental_window_range(
     `now`, so today's window is refreshed during the day.
     """
     last_key = windows.get_partition_key_for_timestamp(now.timestamp())
-    if not last_response_date:
+    last_response = read_response_date(last_response_date)
+    if last_response is None:
         return windows.get_first_partition_key(), last_key
-    start = parse_datestamp(last_response_date) - overlap
+    start = last_response - overlap
     first_grid_start = windows.time_window_for_partition_key(windows.get_first_partition_key())
     if start < first_grid_start.start:
         return windows.get_first_partition_key(), last_key
@@ -63,7 +67,8 @@ def _swept_to_the_present(run: dict[str, Any]) -> bool:
     if not until:
         return True
     end = parse_datestamp(until) + (timedelta(days=1) if len(until) == 10 else timedelta(0))
-    return end >= parse_datestamp(run["response_date"])
+    response = read_response_date(run["response_date"])
+    return response is not None and end >= response
 
 
 def last_complete_sweep(state: StateStore, harvester_id: str) -> dict[str, Any] | None:
@@ -117,7 +122,11 @@ def range_run_requests(
         for harvester in services.state.list_harvesters():
             if not harvester.enabled or harvester.id in skip:
                 continue
-            first, last = window_range(services, harvester.id)
+            try:
+                first, last = window_range(services, harvester.id)
+            except Exception:  # one harvester's bad state must not stop the others' runs
+                logger.exception("no run requested for harvester %s", harvester.id)
+                continue
             ensure_harvester_partitions(instance, [harvester.id])
             requests.append(
                 dg.RunRequest(

@@ -18,6 +18,7 @@ from sickle.models import Header, ResumptionToken
 from oai_pipeline.errors import RecordError
 from oai_pipeline.oai.cleaning import clean_page
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, OAISet
+from oai_pipeline.oai.windows import normalize_response_date
 from oai_pipeline.xml_safety import parse_untrusted, safe_xml_parser
 
 OAI_NAMESPACE = "http://www.openarchives.org/OAI/2.0/"
@@ -86,7 +87,9 @@ def parse_response(body: bytes, verb: Verb, charset: str | None = None) -> Parse
 def _read_root(root: etree._Element, verb: Verb) -> ParsedResponse:
     if root.tag != _NS + "OAI-PMH":
         raise UnusablePage(f"not an OAI-PMH response (root element {_local(root.tag)!r})")
-    parsed = ParsedResponse(response_date=(root.findtext(_NS + "responseDate") or "").strip())
+    parsed = ParsedResponse(
+        response_date=normalize_response_date(root.findtext(_NS + "responseDate"))
+    )
     for error in root.iterfind(_NS + "error"):
         parsed.errors.append((error.get("code") or "unknown", " ".join((error.text or "").split())))
     if parsed.errors:

@@ -51,6 +51,26 @@ def parse_datestamp(text: str) -> datetime:
     raise InvalidDatestamp(f"not an OAI datestamp (YYYY-MM-DD or YYYY-MM-DDThh:mm:ssZ): {text!r}")
 
 
+def read_response_date(text: str | None) -> datetime | None:
+    """A responseDate (or one stored from an earlier version) as an aware UTC datetime, read
+    leniently: sources send it without `Z`, with an offset or fractional seconds. None when
+    it is no date at all; the caller then uses its own clock."""
+    value = (text or "").strip()
+    if not value:
+        return None
+    try:
+        return _as_utc(datetime.fromisoformat(value))
+    except ValueError:
+        return None
+
+
+def normalize_response_date(text: str | None) -> str:
+    """A responseDate in the one form this project stores (`YYYY-MM-DDThh:mm:ssZ`), or ''
+    when the source sent none that reads as a date."""
+    moment = read_response_date(text)
+    return format_datestamp(moment, "seconds") if moment is not None else ""
+
+
 def _ceil_second(moment: datetime) -> datetime:
     if moment.microsecond:
         return moment.replace(microsecond=0) + timedelta(seconds=1)
@@ -88,4 +108,10 @@ def oai_bounds(
     return format_datestamp(first, granularity), format_datestamp(after - step, granularity)
 
 
-__all__ = ["format_datestamp", "oai_bounds", "parse_datestamp"]
+__all__ = [
+    "format_datestamp",
+    "normalize_response_date",
+    "oai_bounds",
+    "parse_datestamp",
+    "read_response_date",
+]

@@ -11,11 +11,13 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader
 from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
+from oai_pipeline.oai.windows import format_datestamp
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, RAW_SCHEMA, error_columns, frame
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.partitions import run_updates_all
@@ -220,12 +222,15 @@ def _fetch(
         state.save_checkpoint(run_id, new_checkpoint)
 
     response_date_saved = False
+    # A source whose responseDate is no date: the next incremental harvest starts at our
+    # clock before the first request instead (the overlap covers a clock skew).
+    asked_at = format_datestamp(datetime.now(UTC), "seconds")
     for page in reader.sweep(
         from_=run.from_, until=run.until, checkpoint=run.checkpoint, save_checkpoint=save_checkpoint
     ):
-        if not response_date_saved and page.response_date:
+        if not response_date_saved:
             # Also for a sweep of one page or noRecordsMatch, the usual incremental harvest.
-            state.save_response_date(run_id, page.response_date)
+            state.save_response_date(run_id, page.response_date or asked_at)
             response_date_saved = True
         if stage(page.records):
             return

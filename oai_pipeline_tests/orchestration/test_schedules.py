@@ -9,9 +9,11 @@ import pytest
 from dagster._core.definitions.schedule_definition import ScheduleExecutionData
 
 from oai_pipeline.definitions import defs
+from oai_pipeline.defs import schedules
 from oai_pipeline.defs.launch import HARVESTER_TAG, RANGE_END_TAG, RANGE_START_TAG, range_tags
 from oai_pipeline.defs.schedules import STUCK_AFTER, TRIGGER_TAG, busy_harvesters
 from oai_pipeline.settings import Settings
+from oai_pipeline.state.store import StateStore
 from oai_pipeline_tests.orchestration.state_setup import add_finished_run, add_harvester
 
 TICK = datetime(2024, 3, 10, 12, 20, tzinfo=UTC)
@@ -188,3 +190,29 @@ def test_schedule_requests_name_existing_jobs_and_partitions(
             )
             assert keys
             assert {str(k).split("|")[0] for k in keys} == {request.tags[HARVESTER_TAG]}
+
+
+def test_a_stored_response_date_without_zone_neither_stops_the_tick_nor_the_others(
+    instance: dg.DagsterInstance, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stored by an earlier version as the source sent it; the others get their runs even
+    when one harvester's state cannot be read at all."""
+    add_harvester(settings, "nozone")
+    add_finished_run(settings, "nozone", "2024-03-08T12:00:00")
+    add_harvester(settings, "broken")
+    add_harvester(settings, "fine")
+    add_finished_run(settings, "fine", "2024-03-09T12:00:00Z")
+    real = schedules.last_complete_sweep
+
+    def last_complete_sweep(state: StateStore, harvester_id: str) -> dict | None:
+        if harvester_id == "broken":
+            raise RuntimeError("unreadable state")
+        return real(state, harvester_id)
+
+    monkeypatch.setattr(schedules, "last_complete_sweep", last_complete_sweep)
+
+    requests = _by_harvester(_tick("incremental_harvest_schedule", instance).run_requests)
+
+    assert set(requests) == {"nozone", "fine"}
+    assert _windows(requests["nozone"]) == ("2024-03-08", "2024-03-10")
+    assert _windows(requests["fine"]) == ("2024-03-09", "2024-03-10")

@@ -12,6 +12,7 @@ from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.oai.errors import OAIError
 from oai_pipeline.oai.reader import OAIPMHReader
+from oai_pipeline.oai.windows import parse_datestamp
 from oai_pipeline.pipeline import discover as discover_module
 from oai_pipeline.pipeline.discover import discover
 from oai_pipeline.pipeline.options import RunOptions
@@ -19,7 +20,13 @@ from oai_pipeline.pipeline.runner import run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope, Window
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
-from oai_pipeline_tests.oai.fake_source import BASE_URL, FakeRecord, FakeSource, make_records
+from oai_pipeline_tests.oai.fake_source import (
+    BASE_URL,
+    FakeRecord,
+    FakeSource,
+    make_records,
+    transform_body,
+)
 from oai_pipeline_tests.support import raise_on_call, register
 
 EVERYTHING = HarvestScope("sample", (Window("all", None, None),))
@@ -104,6 +111,33 @@ def test_a_sweep_of_one_page_keeps_its_response_date(
     with Services(settings) as services:
         result = run_discover(services, scope)
         assert services.state.get_run(result.run_id)["response_date"] == RESPONSE_DATE
+
+
+@pytest.mark.parametrize(
+    ("sent", "kept"),
+    [
+        ("2026-01-01T02:00:00+02:00", RESPONSE_DATE),  # an offset: in UTC with Z
+        ("2026-01-01T00:00:00", RESPONSE_DATE),  # no zone: UTC, as OAI-PMH knows no other
+        ("2026-01-01T00:00:00.5Z", RESPONSE_DATE),
+        ("yesterday", None),  # no date: our clock before the first request
+    ],
+)
+def test_the_response_date_is_kept_in_one_form(
+    source: FakeSource, settings: Settings, sent: str, kept: str | None
+) -> None:
+    source.page_size = 100
+    source.every = (
+        1,
+        transform_body(lambda body: body.replace(RESPONSE_DATE.encode(), sent.encode())),
+    )
+    before = datetime.now(UTC).replace(microsecond=0)
+    with Services(settings) as services:
+        result = run_discover(services)
+        stored = services.state.get_run(result.run_id)["response_date"]
+    if kept is not None:
+        assert stored == kept
+    else:
+        assert before <= parse_datestamp(stored) <= datetime.now(UTC)
 
 
 def test_after_the_operator_fixes_the_prefix_a_new_run_starts(
