@@ -16,11 +16,10 @@ def vanished_identifiers(
     return harvested_live - source_identifiers
 
 
-# A sweep that lists nothing, or loses more than this share of what was harvested (of at
-# least MIN_RECORDS records), more likely shows a broken source (an emptied index, a renamed
-# set) than deletions: acting on it needs the operator's word.
+# A sweep that lists nothing, or loses more than this share of what was harvested, more
+# likely shows a broken source (an emptied index, a renamed set) than deletions: acting on
+# it needs the operator's word. Also for a few records: losing 8 of 9 is no likelier.
 SUSPICIOUS_SHARE = 0.5
-MIN_RECORDS = 10
 
 
 def implausible_loss(harvested_live: int, listed: int, vanished: int) -> str | None:
@@ -29,7 +28,7 @@ def implausible_loss(harvested_live: int, listed: int, vanished: int) -> str | N
         return None
     if listed == 0:
         return f"the source lists no identifiers at all: all {vanished} harvested records"
-    if harvested_live >= MIN_RECORDS and vanished > SUSPICIOUS_SHARE * harvested_live:
+    if vanished > SUSPICIOUS_SHARE * harvested_live:
         return (
             f"the source lists {listed} identifiers: {vanished} of the {harvested_live} "
             "harvested records"

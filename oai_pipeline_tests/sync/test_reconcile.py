@@ -23,5 +23,6 @@ def test_a_loss_that_looks_like_a_broken_source_is_named() -> None:
     assert implausible_loss(100, 60, 40) is None  # many, not most
     assert "lists no identifiers" in implausible_loss(3, 0, 3)
     assert "51 of the 100" in implausible_loss(100, 49, 51)
-    assert implausible_loss(4, 1, 3) is None  # too few to judge by share
+    assert "8 of the 9" in implausible_loss(9, 1, 8)  # a few records: judged alike
+    assert implausible_loss(2, 1, 1) is None  # half is not more than half
     assert implausible_loss(100, 0, 0) is None  # nothing vanished, nothing to doubt
