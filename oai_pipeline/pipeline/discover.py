@@ -239,15 +239,20 @@ def _fetch(
 def _drop_existing(
     services: Services, harvester_id: str, records: list[HarvestedRecord], retry_failed: bool
 ) -> tuple[list[HarvestedRecord], int]:
-    """In a capped run, records already written with the same datestamp don't use the cap:
-    live ones that have their local record, deleted ones (which may never have had one),
-    and failed ones unless asked to retry them. The next capped run gets further instead of
-    listing them again."""
+    """In a capped run, records already written with the same datestamp and status don't
+    use the cap: live ones that have their local record, deleted ones (which may never have
+    had one), and failed ones unless asked to retry them. The next capped run gets further
+    instead of listing them again. (The same datestamp with the other status is the
+    source's later word: kept.)"""
     memories = services.state.get_memories(harvester_id, [r.identifier for r in records])
     kept = []
     for record in records:
         memory = memories.get(record.identifier)
-        if memory is not None and memory.datestamp == record.datestamp:
+        if (
+            memory is not None
+            and memory.datestamp == record.datestamp
+            and memory.deleted in (None, record.deleted)
+        ):
             if memory.had_errors and not retry_failed:
                 continue
             if not memory.had_errors and (memory.local_id or record.deleted):

@@ -598,6 +598,7 @@ class StateStore:
                         harvest_records.c.written_datestamp,
                         harvest_records.c.local_id,
                         harvest_records.c.written_revision,
+                        harvest_records.c.deleted,
                     ).where(
                         harvest_records.c.harvester_id == harvester_id,
                         harvest_records.c.identifier.in_(chunk),
@@ -610,6 +611,7 @@ class StateStore:
                         had_errors=row.identifier in failed,
                         local_id=row.local_id,
                         written_revision=row.written_revision,
+                        deleted=bool(row.deleted),
                     )
         return memories
 

@@ -47,6 +47,7 @@ class HarvestMemory:
     had_errors: bool
     local_id: str | None
     written_revision: int | None
+    deleted: bool | None = None  # the status the source gave last (None: not known)
 
 
 @dataclass(frozen=True)

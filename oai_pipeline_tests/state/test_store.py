@@ -140,15 +140,15 @@ def test_harvested_transformed_written_and_remembered(store):
     )
     memories = store.get_memories("h", ["oai:x:1", "oai:x:3", "oai:x:9"])
     assert memories == {
-        "oai:x:1": HarvestMemory("2024-01-01", False, "abc-123", 1),
-        "oai:x:3": HarvestMemory("2024-01-01", True, None, None),
+        "oai:x:1": HarvestMemory("2024-01-01", False, "abc-123", 1, deleted=False),
+        "oai:x:3": HarvestMemory("2024-01-01", True, None, None, deleted=True),
     }
     # a later write without a local id keeps the one we know; errors are those of the last write
     store.save_write_outcomes(
         "h", [WriteOutcome("oai:x:1", Action.UPDATE, None, 2, error=failure)], {"oai:x:1": "d2"}
     )
     assert store.get_memories("h", ["oai:x:1"])["oai:x:1"] == HarvestMemory(
-        "d2", True, "abc-123", 2
+        "d2", True, "abc-123", 2, deleted=False
     )
     store.save_write_outcomes(
         "h", [WriteOutcome("oai:x:1", Action.UPDATE, "abc-123", 3)], {"oai:x:1": "d3"}
