@@ -50,12 +50,20 @@ class HarvestScope:
         return self.windows[-1].end
 
     def oai_range(self, granularity: Granularity) -> tuple[str | None, str | None]:
-        """Inclusive OAI from/until for the whole range, at the source's granularity."""
-        if self.end is None:
-            return (format_datestamp(self.start, granularity) if self.start else None), None
+        """Inclusive OAI from/until for the whole range, at the source's granularity.
+
+        A day-granular source cannot split a day: a range of `--since`/`--until` moments
+        within days grows to the whole days (harvesting a record again is idempotent)."""
+        start, end = self.start, self.end
+        if granularity == "day":
+            start = _day_start(start) if start is not None else None
+            if end is not None and end != _day_start(end):
+                end = _day_start(end) + timedelta(days=1)
+        if end is None:
+            return (format_datestamp(start, granularity) if start else None), None
         # An open start still needs a day-aligned start to compute `until` from.
-        from_, until = oai_bounds(self.start or self.end - timedelta(days=1), self.end, granularity)
-        return (from_ if self.start else None), until
+        from_, until = oai_bounds(start or end - timedelta(days=1), end, granularity)
+        return (from_ if start else None), until
 
     def window_key_for(self, datestamp: str) -> str:
         """The window a record belongs to; records outside the range go to the nearest end."""
@@ -71,3 +79,8 @@ class HarvestScope:
     def _ends(self) -> list[datetime]:
         """Window ends (exclusive) but the last, which may be open: computed once per scope."""
         return [w.end for w in self.windows[:-1]]  # type: ignore[misc]
+
+
+def _day_start(moment: datetime) -> datetime:
+    """Midnight UTC of the moment's day."""
+    return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)

@@ -11,6 +11,7 @@ from oai_pipeline.defs.partitions import (
     scopes_for_keys,
 )
 from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.pipeline.scope import HarvestScope
 
 
 def test_keys_join_dimensions_alphabetically() -> None:
@@ -45,6 +46,23 @@ def test_first_window_of_the_grid_is_open_to_the_past() -> None:
     assert scope.start is None
     assert scope.oai_range("day") == (None, "2024-01-02")
     assert scope.oai_range("seconds") == (None, "2024-01-02T23:59:59Z")
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "day_range"),
+    [
+        ("2024-01-01T05:00:00", "2024-07-01T00:00:00", ("2024-01-01", "2024-06-30")),
+        ("2024-01-01T05:00:00", "2024-07-01T12:30:00", ("2024-01-01", "2024-07-01")),
+        ("2024-01-01T00:00:00", "2024-01-01T00:00:01", ("2024-01-01", "2024-01-01")),
+    ],
+)
+def test_moments_within_days_widen_to_whole_days_at_day_granularity(
+    since: str, until: str, day_range: tuple[str, str]
+) -> None:
+    start, end = (datetime.fromisoformat(f"{moment}+00:00") for moment in (since, until))
+    scope = HarvestScope.adhoc("h", start, end)
+    assert scope.oai_range("day") == day_range
+    assert scope.oai_range("seconds")[0] == f"{since}Z"  # seconds: the moments themselves
 
 
 def test_record_lands_in_the_window_of_its_datestamp() -> None:
