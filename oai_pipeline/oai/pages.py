@@ -17,7 +17,13 @@ from sickle.models import Header, ResumptionToken
 
 from oai_pipeline.errors import RecordError
 from oai_pipeline.oai.cleaning import clean_page
-from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, OAISet
+from oai_pipeline.oai.types import (
+    MAX_DATESTAMP_LENGTH,
+    MAX_IDENTIFIER_LENGTH,
+    HarvestedRecord,
+    IdentifyInfo,
+    OAISet,
+)
 from oai_pipeline.oai.windows import normalize_response_date
 from oai_pipeline.xml_safety import parse_untrusted, safe_xml_parser
 
@@ -180,12 +186,28 @@ def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
             message="record header has no identifier",
             location="header/identifier",
         )
+    elif len(record.identifier) > MAX_IDENTIFIER_LENGTH:
+        record.error = RecordError(
+            type="InvalidIdentifier",
+            message=f"identifier longer than {MAX_IDENTIFIER_LENGTH} characters: "
+            f"{record.identifier[:80]}…",
+            location="header/identifier",
+        )
+        record.identifier = record.identifier[:MAX_IDENTIFIER_LENGTH]
     elif not record.datestamp:
         record.error = RecordError(
             type="MissingDatestamp",
             message="record header has no datestamp",
             location="header/datestamp",
         )
+    elif len(record.datestamp) > MAX_DATESTAMP_LENGTH:
+        record.error = RecordError(
+            type="InvalidDatestamp",
+            message=f"datestamp longer than {MAX_DATESTAMP_LENGTH} characters: "
+            f"{record.datestamp[:80]!r}",
+            location="header/datestamp",
+        )
+        record.datestamp = record.datestamp[:MAX_DATESTAMP_LENGTH]
     elif with_xml and not record.deleted:
         metadata = item.find(_METADATA_TAG)
         # Comments and processing instructions are not metadata: an element must be there.

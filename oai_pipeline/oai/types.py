@@ -9,6 +9,11 @@ from oai_pipeline.errors import RecordError
 
 Granularity = Literal["day", "seconds"]
 
+# The longest OAI identifier and datestamp the state store keeps (its column sizes): a
+# longer one is its record's error, not a failed page (PostgreSQL refuses longer values).
+MAX_IDENTIFIER_LENGTH = 1000
+MAX_DATESTAMP_LENGTH = 32
+
 
 @dataclass(frozen=True)
 class IdentifyInfo:

@@ -11,6 +11,8 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
+
 SCHEMA_VERSION = 4
 
 metadata = sa.MetaData()
@@ -39,8 +41,8 @@ harvest_records = sa.Table(
     "harvest_records",
     metadata,
     sa.Column("harvester_id", sa.String(200), primary_key=True),
-    sa.Column("identifier", sa.String(1000), primary_key=True),
-    sa.Column("datestamp", sa.String(32), nullable=True),
+    sa.Column("identifier", sa.String(MAX_IDENTIFIER_LENGTH), primary_key=True),
+    sa.Column("datestamp", sa.String(MAX_DATESTAMP_LENGTH), nullable=True),
     sa.Column("deleted", sa.Boolean, nullable=False, default=False),
     sa.Column("set_specs", sa.JSON, nullable=True),
     sa.Column("pid", sa.String(1000), nullable=True),

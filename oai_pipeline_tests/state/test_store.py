@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from oai_pipeline.errors import ConfigurationError, PipelineError, RecordError
 from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.oai.pages import parse_response
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
 from oai_pipeline.state.schema import SCHEMA_VERSION, harvest_runs, run_records, schema_version
 from oai_pipeline.state.store import RECORD_STATUSES, SCALES, StateStore
@@ -559,3 +560,26 @@ def test_two_processes_write_side_by_side(store, store_url):
         staged = list(pool.map(harvest, ["a", "b", "c"]))
     assert staged == [200, 200, 200]
     assert store.run_status(harvester_id="b")["records"]["imported"] == 200
+
+
+def test_an_over_long_identifier_or_datestamp_is_the_records_error(store):
+    """Longer than the columns: PostgreSQL would refuse the whole page."""
+    long_id, long_stamp = "oai:x:" + "i" * 1200, "2024-01-01T10:00:00.123456789012+02:00"
+    page = (
+        '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/">'
+        "<responseDate>2024-01-01T00:00:00Z</responseDate><ListRecords>"
+        f"<record><header><identifier>{long_id}</identifier>"
+        "<datestamp>2024-01-01</datestamp></header><metadata><x/></metadata></record>"
+        "<record><header><identifier>oai:x:2</identifier>"
+        f"<datestamp>{long_stamp}</datestamp></header><metadata><x/></metadata></record>"
+        "</ListRecords></OAI-PMH>"
+    ).encode()
+    records = parse_response(page, "ListRecords").records
+
+    assert store.stage(new_run(store), "h", records) == (2, 0)
+
+    errors = {
+        row["identifier"][:10]: row["errors"][0]["type"]
+        for row in (store.get_record(r.identifier, "h") for r in records)
+    }
+    assert errors == {"oai:x:iiii": "InvalidIdentifier", "oai:x:2": "InvalidDatestamp"}
