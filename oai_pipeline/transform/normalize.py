@@ -9,17 +9,13 @@ from urllib.parse import unquote, urlparse
 
 import nh3
 
+from oai_pipeline.doi import DOI, normalize_doi  # noqa: F401 - the imports' DOI reader
+
 _ORCID_PREFIX = re.compile(r"^(?:https?://)?(?:www\.)?orcid\.org/", re.I)
 _ROR_PREFIX = re.compile(r"^(?:https?://)?(?:www\.)?ror\.org/", re.I)
 # Every form a DOI is written in by the feeds: a resolver URL (doi.org, dx.doi.org,
 # www.doi.org), `doi:`, the `info:doi/` URI and OpenAIRE's eu-repo altIdentifier.
-_DOI_PREFIX = re.compile(
-    r"^(?:(?:https?://)?(?:dx\.|www\.)?doi\.org/|doi:\s*|info:doi/"
-    r"|info:eu-repo/semantics/altIdentifier/doi/)",
-    re.I,
-)
 # The forms the target accepts; rdm_record validates with the same patterns.
-DOI = re.compile(r"^10\.\d{4,9}/\S+$")
 ORCID = re.compile(r"^\d{4}-\d{4}-\d{4}-\d{3}[\dX]$")
 ROR = re.compile(r"^0[a-z0-9]{6}\d{2}$")
 # A well-formed character reference only: a bare `&` in text or URLs is left alone.
@@ -117,13 +113,6 @@ def normalize_ror(value: str) -> str:
 
 def is_ror(value: str | None) -> bool:
     return bool(value) and bool(_ROR_ID.fullmatch(normalize_ror(value or "")))
-
-
-def normalize_doi(value: str) -> str | None:
-    """The bare, lower-cased DOI of `value` (bare, `doi:`, `info:doi/`, a doi.org URL or an
-    eu-repo altIdentifier), or None. The one DOI reader of every import."""
-    bare = _DOI_PREFIX.sub("", value.strip(), count=1).strip()
-    return bare.lower() if DOI.match(bare) else None
 
 
 def name_identifier(scheme: str, value: str) -> dict[str, str] | None:

@@ -69,6 +69,43 @@ def test_a_doi_is_one_doi_whatever_its_case(repo: EmbeddedRepository) -> None:
     assert found["oai:x:1"].local_id == record_id and found["oai:x:1"].taken_over
 
 
+@pytest.mark.parametrize(
+    "typed", ["https://doi.org/10.1234/ABC-Def", "doi:10.1234/abc-def", "info:doi/10.1234/ABC-DEF"]
+)
+def test_a_doi_is_one_doi_whatever_the_form_a_user_typed(
+    repo: EmbeddedRepository, typed: str
+) -> None:
+    record_id = repo.deposit(record(doi=typed), publish=True)
+    assert repo.show(record_id)["doi"] == "10.1234/abc-def"
+    found = repo.lookup("h", [SourceKey("oai:x:1", "10.1234/abc-def")])
+    assert found["oai:x:1"].local_id == record_id and found["oai:x:1"].taken_over
+
+
+def test_a_version_5_target_keeps_its_dois_bare(target_url: str) -> None:
+    with EmbeddedRepository(target_url) as first:
+        url = first.deposit(record(doi="10.1234/a"), publish=True)
+        prefixed = first.deposit(record(doi="10.1234/b"), publish=True)
+        twin = first.deposit(record(doi="10.1234/c"), publish=True)
+        other = first.deposit(record(), publish=True)
+        as_version(  # DOIs as version 5 stored them: lower case, resolver prefix kept
+            first,
+            5,
+            f"UPDATE target_records SET doi = 'https://doi.org/10.1234/a' WHERE id = '{url}'",
+            f"UPDATE target_records SET doi = 'doi:10.1234/b' WHERE id = '{prefixed}'",
+            f"UPDATE target_records SET doi = 'doi:10.1234/c' WHERE id = '{other}'",
+        )
+    with EmbeddedRepository(target_url) as again, again.engine.connect() as connection:
+        assert current_version(connection) == SCHEMA_VERSION
+        stored = dict(connection.execute(sa.text("SELECT id, doi FROM target_records")).all())
+    # Made bare where that is free; a duplicate that predates the fix stays as it was.
+    assert stored == {
+        url: "10.1234/a",
+        prefixed: "10.1234/b",
+        twin: "10.1234/c",
+        other: "doi:10.1234/c",
+    }
+
+
 def test_a_version_2_target_keeps_its_dois_in_normal_form(target_url: str) -> None:
     with EmbeddedRepository(target_url) as first:
         upper = first.deposit(record(doi="10.1234/a"), publish=True)

@@ -9,18 +9,23 @@ deposit instead of duplicating it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 5
+from oai_pipeline.doi import bare_doi
+
+SCHEMA_VERSION = 6
 
 metadata = sa.MetaData()
 
 
 def normal_doi(doi: str | None) -> str | None:
-    """DOIs are case-insensitive: a user's `10.1234/ABC` is the harvested `10.1234/abc`."""
+    """A user's `https://doi.org/10.1234/ABC` is the harvested `10.1234/abc`: DOIs are
+    case-insensitive, and a resolver prefix is no part of them."""
     if doi is None:
         return None
-    return doi.strip().lower() or None
+    return bare_doi(doi) or None
 
 
 class Doi(sa.types.TypeDecorator):
@@ -163,6 +168,17 @@ def _add_lookup_index(connection: sa.Connection) -> None:
 
 
 def _lower_dois(connection: sa.Connection) -> None:
+    _normalise_dois(connection, lambda raw: raw != sa.func.lower(raw))
+
+
+def _bare_dois(connection: sa.Connection) -> None:
+    """DOIs a user typed with a resolver prefix (`https://doi.org/…`, `doi:…`)."""
+    _normalise_dois(connection, lambda raw: sa.or_(raw.like("%doi%"), raw.like("% %")))
+
+
+def _normalise_dois(
+    connection: sa.Connection, needs_it: Callable[[sa.ColumnClause], sa.ColumnElement[bool]]
+) -> None:
     """DOIs written before they were kept in normal form. One whose normal form another
     record holds already stays as it is (the unique index would refuse it): that duplicate
     predates the fix, and the harvest reports it as `duplicate_pid`."""
@@ -170,12 +186,12 @@ def _lower_dois(connection: sa.Connection) -> None:
     raw_doi = sa.column("doi", sa.String)
     table = sa.table("target_records", sa.column("id", sa.String), raw_doi)
     rows = connection.execute(
-        sa.select(table.c.id, raw_doi).where(
-            raw_doi.is_not(None), raw_doi != sa.func.lower(raw_doi)
-        )
+        sa.select(table.c.id, raw_doi).where(raw_doi.is_not(None), needs_it(raw_doi))
     ).all()
     for row in rows:
         normal = normal_doi(row.doi)
+        if normal == row.doi:
+            continue
         taken = connection.execute(
             sa.select(table.c.id).where(raw_doi == normal, table.c.id != row.id).limit(1)
         ).first()
@@ -207,6 +223,7 @@ _STEPS = {
     3: _lower_dois,
     4: _add_harvested_drafts,
     5: _add_changed_locally,
+    6: _bare_dois,
 }
 _LOCK_KEY = 0x0A1_7A56E7  # the advisory lock that serialises migrations on PostgreSQL
 

@@ -1,0 +1,27 @@
+"""DOIs as this project compares them: bare (no resolver URL, `doi:` or `info:doi/`) and in
+lower case, since DOIs are case-insensitive. Shared by the imports, which read DOIs from
+sources, and the target, which must find a user's deposit however its DOI was typed."""
+
+from __future__ import annotations
+
+import re
+
+_RESOLVER = re.compile(
+    r"^(?:(?:https?://)?(?:dx\.|www\.)?doi\.org/|doi:\s*|info:doi/"
+    r"|info:eu-repo/semantics/altIdentifier/doi/)",
+    re.I,
+)
+# The form a DOI has (what the target accepts; rdm_record validates with it).
+DOI = re.compile(r"^10\.\d{4,9}/\S+$")
+
+
+def bare_doi(value: str) -> str:
+    """`value` without a resolver prefix, stripped and in lower case (not checked)."""
+    return _RESOLVER.sub("", value.strip(), count=1).strip().lower()
+
+
+def normalize_doi(value: str) -> str | None:
+    """The bare, lower-cased DOI of `value` (bare, `doi:`, `info:doi/`, a doi.org URL or an
+    eu-repo altIdentifier), or None when it is no DOI. The one DOI reader of every import."""
+    bare = bare_doi(value)
+    return bare if DOI.match(bare) else None
