@@ -9,7 +9,7 @@ from collections import Counter
 
 import polars as pl
 
-from oai_pipeline.harvesters.plugins import build_writers
+from oai_pipeline.harvesters.plugins import build_writers, transform_fingerprint
 from oai_pipeline.pipeline.frames import (
     DECISIONS_SCHEMA,
     SYNC_DECISIONS,
@@ -28,7 +28,9 @@ from oai_pipeline.targets.base import SourceKey
 PLAN_COLUMNS = ("identifier", "datestamp", "deleted", "pid", "error_type")
 
 
-def source_records(transformed: pl.DataFrame) -> list[SourceRecord]:
+def source_records(transformed: pl.DataFrame, fingerprint: str | None = None) -> list[SourceRecord]:
+    """The transformed records as the sync rules see them; `fingerprint`: of the chain that
+    transformed them."""
     return [
         SourceRecord(
             identifier=row["identifier"],
@@ -37,6 +39,7 @@ def source_records(transformed: pl.DataFrame) -> list[SourceRecord]:
             pid=row["pid"],
             # Every live record without data has an error (`no_data` at the least).
             has_error=not row["deleted"] and row["error_type"] is not None,
+            fingerprint=fingerprint,
         )
         for row in transformed.iter_rows(named=True)
     ]
@@ -45,6 +48,7 @@ def source_records(transformed: pl.DataFrame) -> list[SourceRecord]:
 def plan(services: Services, scope: HarvestScope, options: RunOptions) -> Counter[str]:
     harvester = services.harvester(scope.harvester_id)
     writers = build_writers(harvester, services.settings)
+    fingerprint = transform_fingerprint(harvester)
     actions: Counter[str] = Counter()
     # A resumed run stays what it was started as: an update_all run rewrites every record
     # even when the attempt that resumes it did not ask for it again.
@@ -52,7 +56,7 @@ def plan(services: Services, scope: HarvestScope, options: RunOptions) -> Counte
     run_update_all = options.update_all or run_updates_all(run)
 
     def plan_group(_parts: list[PartRef], transformed: pl.DataFrame) -> pl.DataFrame:
-        sources = source_records(transformed)
+        sources = source_records(transformed, fingerprint)
         memories = services.state.get_memories(scope.harvester_id, [s.identifier for s in sources])
         rows = []
         for index, writer in enumerate(writers):

@@ -16,7 +16,7 @@ import polars as pl
 
 from oai_pipeline import json_codec
 from oai_pipeline.errors import PipelineError, RecordError
-from oai_pipeline.harvesters.plugins import build_writers
+from oai_pipeline.harvesters.plugins import build_writers, transform_fingerprint
 from oai_pipeline.pipeline.frames import (
     SYNC_DECISIONS,
     TRANSFORMED_RECORDS,
@@ -77,6 +77,7 @@ def write(
     state = services.state
     harvester = services.harvester(scope.harvester_id)
     writers = build_writers(harvester, services.settings)
+    fingerprint = transform_fingerprint(harvester)  # of the data this stage writes
     run_id = run_id_of(services.storage, SYNC_DECISIONS, scope)
     run = state.get_run(run_id)
     run_started = datetime.fromisoformat(run["created_at"]) if run is not None else None
@@ -161,6 +162,7 @@ def write(
                 scope.harvester_id,
                 written_outcomes,
                 {o.identifier: by_id[o.identifier]["datestamp"] for o in written_outcomes},
+                fingerprint,
             )
             statuses: dict[str, str] = {}
             errors: dict[str, RecordError] = {}

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 metadata = sa.MetaData()
 
@@ -55,6 +55,9 @@ harvest_records = sa.Table(
     sa.Column("local_id", sa.String(200), nullable=True),
     sa.Column("written_revision", sa.Integer, nullable=True),
     sa.Column("written_datestamp", sa.String(32), nullable=True),
+    # The transform fingerprint of what was written: another chain (options, versions) means
+    # the target may hold what the chain no longer makes, unchanged datestamp or not.
+    sa.Column("written_fingerprint", sa.String(64), nullable=True),
     sa.Column("last_harvested_at", sa.String(32), nullable=True),
     sa.Column("last_transformed_at", sa.String(32), nullable=True),
     sa.Column("last_written_at", sa.String(32), nullable=True),
@@ -69,6 +72,8 @@ harvest_records = sa.Table(
         "written_datestamp",
         "local_id",
         "written_revision",
+        "deleted",
+        "written_fingerprint",
     ),
 )
 
@@ -193,12 +198,31 @@ def _move_payloads(connection: Connection) -> None:
         connection.execute(sa.text(f"ALTER TABLE harvest_records DROP COLUMN {column}"))
 
 
+def _add_written_fingerprint(connection: Connection) -> None:
+    """What was written so far was made by the chain the record was last transformed with."""
+    columns = {column["name"] for column in sa.inspect(connection).get_columns("harvest_records")}
+    if "written_fingerprint" not in columns:  # (a database made by version 4 has not)
+        connection.execute(
+            sa.text("ALTER TABLE harvest_records ADD COLUMN written_fingerprint VARCHAR(64)")
+        )
+    connection.execute(
+        sa.text(
+            "UPDATE harvest_records SET written_fingerprint = transform_fingerprint "
+            "WHERE last_written_at IS NOT NULL"
+        )
+    )
+    (memory,) = (i for i in harvest_records.indexes if i.name == "ix_harvest_records_memory")
+    memory.drop(connection, checkfirst=True)
+    memory.create(connection)  # covering get_memories again, with the new columns
+
+
 # version -> the step that brings the schema from version-1 to it (create_all covers the
 # current version of a new database).
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     2: _add_last_datestamp,
     3: _add_transform_memory,
     4: _move_payloads,
+    5: _add_written_fingerprint,
 }
 
 

@@ -599,6 +599,7 @@ class StateStore:
                         harvest_records.c.local_id,
                         harvest_records.c.written_revision,
                         harvest_records.c.deleted,
+                        harvest_records.c.written_fingerprint,
                     ).where(
                         harvest_records.c.harvester_id == harvester_id,
                         harvest_records.c.identifier.in_(chunk),
@@ -612,13 +613,19 @@ class StateStore:
                         local_id=row.local_id,
                         written_revision=row.written_revision,
                         deleted=bool(row.deleted),
+                        written_fingerprint=row.written_fingerprint,
                     )
         return memories
 
     def save_write_outcomes(
-        self, harvester_id: str, outcomes: list[WriteOutcome], datestamps: dict[str, str]
+        self,
+        harvester_id: str,
+        outcomes: list[WriteOutcome],
+        datestamps: dict[str, str],
+        fingerprint: str | None = None,
     ) -> None:
-        """The last write of each record: local id, revision, datestamp written, errors."""
+        """The last write of each record: local id, revision, datestamp written, errors, and
+        the `fingerprint` of the transform chain whose data was written."""
         if not outcomes:
             return
         now = utc_now()
@@ -629,6 +636,8 @@ class StateStore:
                 "written_datestamp": datestamps.get(outcome.identifier),
                 "last_written_at": now,
             }
+            if fingerprint is not None:  # None: the one written before stays
+                values["written_fingerprint"] = fingerprint
             # A deleted draft leaves no local record behind: forget its id.
             if outcome.local_id is not None or outcome.action is Action.DELETE_DRAFT:
                 values["local_id"] = outcome.local_id

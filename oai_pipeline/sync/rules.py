@@ -37,6 +37,7 @@ class SourceRecord:
     deleted: bool
     pid: str | None = None
     has_error: bool = False  # transform error: nothing can be written
+    fingerprint: str | None = None  # of the transform chain that made its data (None: any)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class HarvestMemory:
     local_id: str | None
     written_revision: int | None
     deleted: bool | None = None  # the status the source gave last (None: not known)
+    written_fingerprint: str | None = None  # the chain that made what was written (None: any)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,12 @@ def _still_as_harvested(
     return local.state is LocalState.LIVE and as_written
 
 
+def _same_transform(source: SourceRecord, memory: HarvestMemory) -> bool:
+    if source.deleted or source.fingerprint is None or memory.written_fingerprint is None:
+        return True  # a deletion has no data; None: not known, taken as the same
+    return source.fingerprint == memory.written_fingerprint
+
+
 def decide(
     source: SourceRecord,
     memory: HarvestMemory | None,
@@ -107,13 +115,15 @@ def decide(
         return Decision(Action.ERROR, "the record could not be transformed")
 
     # Skip rule: datestamp unchanged since the last write, that write had no errors, and
-    # the local record is still in the harvested state. `update_all` rewrites regardless.
+    # the local record is still in the harvested state. `update_all` rewrites regardless,
+    # and so does another transform chain (options, versions) than the one written with.
     if (
         not update_all
         and memory is not None
         and memory.datestamp == source.datestamp
         and not memory.had_errors
         and not local.taken_over
+        and _same_transform(source, memory)
         and _still_as_harvested(source, memory, local, publishes)
     ):
         return Decision(Action.SKIP, "unchanged at the source and locally")
@@ -133,6 +143,8 @@ def decide(
                 return Decision(Action.UPDATE, "changed; the local edit draft is overwritten")
             if update_all:
                 return Decision(Action.UPDATE, "update_all rewrites every record")
+            if memory is not None and not _same_transform(source, memory):
+                return Decision(Action.UPDATE, "transformed by another chain than written")
             return Decision(Action.UPDATE, "changed at the source or locally")
         # live | draft only -> draft updated and published
         if state is LocalState.DRAFT_ONLY:

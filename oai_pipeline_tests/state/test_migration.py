@@ -9,6 +9,8 @@ import sqlalchemy as sa
 from oai_pipeline.oai.types import HarvestedRecord
 from oai_pipeline.state.schema import SCHEMA_VERSION
 from oai_pipeline.state.store import StateStore
+from oai_pipeline.sync.rules import Action
+from oai_pipeline.targets.base import WriteOutcome
 from oai_pipeline.transform.base import TransformItem
 
 
@@ -73,7 +75,8 @@ def test_a_version_3_database_moves_xml_and_data_beside_the_rows(store_url: str)
             "oai:x:1"
         }
     with engine.begin() as connection:
-        assert connection.execute(sa.text("SELECT version FROM schema_version")).scalar() == 4
+        version = connection.execute(sa.text("SELECT version FROM schema_version")).scalar()
+        assert version == SCHEMA_VERSION
         columns = {c["name"] for c in sa.inspect(connection).get_columns("harvest_records")}
         assert not columns & {"xml", "data"}
         assert connection.execute(sa.text("SELECT count(*) FROM harvest_record_data")).scalar() == 1
@@ -133,3 +136,22 @@ def test_a_version_1_database_gains_last_datestamp(tmp_path: Path) -> None:
             SCHEMA_VERSION
         )
     engine.dispose()
+
+
+def test_a_version_4_database_remembers_the_chain_it_wrote_with(store_url: str) -> None:
+    """What was written so far counts as made by the record's last transform chain."""
+    day = "2024-01-03T00:00:00Z"
+    with StateStore(store_url) as store:
+        store.upsert_harvested("h", [HarvestedRecord("oai:x:1", day, False, xml=b"<r/>")])
+        clean = TransformItem("oai:x:1", day, [], b"<r/>")
+        clean.data = {"metadata": {"title": "T"}}
+        store.save_transformed("h", [clean], fingerprint="f1")
+        store.save_write_outcomes("h", [WriteOutcome("oai:x:1", Action.CREATE, "r1", 1)], {})
+    engine = sa.create_engine(store_url)
+    with engine.begin() as connection:  # what version 4 looked like
+        connection.execute(sa.text("DROP INDEX ix_harvest_records_memory"))
+        connection.execute(sa.text("ALTER TABLE harvest_records DROP COLUMN written_fingerprint"))
+        connection.execute(sa.text("UPDATE schema_version SET version = 4"))
+    engine.dispose()
+    with StateStore(store_url) as store:
+        assert store.get_memories("h", ["oai:x:1"])["oai:x:1"].written_fingerprint == "f1"

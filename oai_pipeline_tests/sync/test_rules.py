@@ -154,3 +154,17 @@ def test_a_record_that_failed_to_transform_is_an_error() -> None:
     assert decide(broken, None, LocalRecord(LocalState.MISSING), update_all=True).action is (
         Action.ERROR
     )
+
+
+def test_another_transform_chain_than_the_one_written_with_rewrites() -> None:
+    written = HarvestMemory(MEMORY.datestamp, False, "r1", 3, written_fingerprint="chain-1")
+    same = SourceRecord("oai:x:1", MEMORY.datestamp, deleted=False, fingerprint="chain-1")
+    other = SourceRecord("oai:x:1", MEMORY.datestamp, deleted=False, fingerprint="chain-2")
+    assert decide(same, written, AS_WRITTEN).action is Action.SKIP
+    decision = decide(other, written, AS_WRITTEN)
+    assert decision.action is Action.UPDATE and "chain" in decision.reason
+    # not known on either side (written before fingerprints were kept): the same
+    assert decide(other, MEMORY, AS_WRITTEN).action is Action.SKIP
+    gone = SourceRecord("oai:x:1", MEMORY.datestamp, deleted=True, fingerprint="chain-2")
+    tombstone = LocalRecord(LocalState.TOMBSTONE, "r1", revision=3)
+    assert decide(gone, written, tombstone).action is Action.SKIP  # a deletion has no data

@@ -40,11 +40,21 @@ def test_stored_transforms_are_reused_until_the_record_or_the_chain_changes(
     assert reused[first]["metadata"]["title"] == "Changed at the source"
     assert harness.local(first)["data"]["metadata"]["title"] == "Changed at the source"
 
-    # Another chain (here: another option) makes another fingerprint: all transformed again.
+    # Another chain (here: another option) makes another fingerprint: all transformed again,
+    # and written again, although no datestamp changed: the target holds what it makes.
     harness.set_transformer('oai-import{model:"rdm", doi_provider:"datacite"}')
+    revisions = {i: harness.local(i)["revision"] for i in (first, second, third)}
     assert _transform_counts(harness.harvest()) == (3, 0)
     again = _data(harness)
     providers = {d.get("pids", {}).get("doi", {}).get("provider") for d in again.values()}
     assert providers <= {"datacite", None} and "datacite" in providers
+    for identifier in (first, second, third):
+        local = harness.local(identifier)
+        assert local["data"].get("pids") == again[identifier].get("pids")
+        assert local["revision"] == revisions[identifier] + 1
     assert _transform_counts(harness.harvest()) == (3, 3)
     assert _data(harness) == again
+    # the chain written with is remembered: the next harvest rewrites nothing
+    assert {i: harness.local(i)["revision"] for i in revisions} == {
+        i: revision + 1 for i, revision in revisions.items()
+    }
