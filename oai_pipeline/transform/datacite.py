@@ -50,6 +50,8 @@ class _KernelTags:
         def q(local: str) -> str:
             return _clark(namespace, local)
 
+        # Kernel-3 makes resourceType optional (minOccurs=0); kernel-4 requires it.
+        self.resource_type_required = namespace != KERNEL_3
         self.identifier = q("identifier")
         self.creators = q("creators")
         self.creator = q("creator")
@@ -293,8 +295,12 @@ def import_resource(resource: etree._Element) -> dict[str, Any]:
 
 
 def _resource_type(tags: _KernelTags, children: Children) -> dict[str, str]:
+    """The resourceTypeGeneral as the target's id. Kernel-3 makes resourceType optional: a
+    kernel-3 resource without one is `other`; kernel-4 requires it, so its absence fails."""
     elements = children.get(tags.resource_type)
     if not elements:
+        if not tags.resource_type_required:
+            return {"id": "other"}
         raise missing_field("metadata.resource_type", "resourceType")
     return {"id": vocab.datacite_resource_type(elements[0].get("resourceTypeGeneral"))}
 

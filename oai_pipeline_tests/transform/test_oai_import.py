@@ -215,3 +215,17 @@ def test_own_doi_prefixes_are_validated() -> None:
     validate_spec("transformers", 'oai-import{own_doi_prefixes: ["10.5281", "10.1000.10"]}')
     with pytest.raises(ConfigurationError, match="own_doi_prefixes"):
         validate_spec("transformers", 'oai-import{own_doi_prefixes: ["zenodo"]}')
+
+
+def test_kernel3_resource_without_resource_type_is_other() -> None:
+    """Kernel-3 makes resourceType optional (minOccurs=0): such a record is imported as
+    `other`. Kernel-4 requires it, and its absence still fails the record."""
+    start = VIDEO.index("<resourceType")
+    end = VIDEO.index("</resourceType>") + len("</resourceType>")
+    without = VIDEO[:start] + VIDEO[end:]
+    kernel3 = without.replace("kernel-4", "kernel-3")
+    item = transform_one(TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(kernel3)))
+    assert item.error is None, item.error
+    assert item.data["metadata"]["resource_type"] == {"id": "other"}
+    item = transform_one(TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(without)))
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.resource_type")
