@@ -36,6 +36,8 @@ from oai_pipeline.transform.normalize import (
 KERNEL_4 = "http://datacite.org/schema/kernel-4"
 KERNEL_3 = "http://datacite.org/schema/kernel-3"
 OAI_DATACITE = "http://schema.datacite.org/oai/oai-1.1/"
+OAI_DATACITE_1_0 = "http://schema.datacite.org/oai/oai-1.0/"
+"""The older envelope (DataCite's OAI server offered it first); the same `payload` inside."""
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 
 
@@ -110,7 +112,10 @@ class _KernelTags:
 
 
 _TAGS = {KERNEL_4: _KernelTags(KERNEL_4), KERNEL_3: _KernelTags(KERNEL_3)}
-_PAYLOAD = _clark(OAI_DATACITE, "payload")
+# The payload element of each oai_datacite envelope version, by the envelope's namespace.
+_PAYLOADS = {
+    namespace: _clark(namespace, "payload") for namespace in (OAI_DATACITE, OAI_DATACITE_1_0)
+}
 
 Children = dict[Any, list[etree._Element]]
 """An element's children grouped by tag, each group in document order."""
@@ -218,11 +223,12 @@ def _language(element: etree._Element) -> dict[str, str] | None:
 
 
 def import_oai_datacite(envelope: etree._Element) -> dict[str, Any]:
-    """The `oai_datacite` envelope: the DataCite resource in its `payload`."""
+    """The `oai_datacite` envelope (1.1 or 1.0): the DataCite resource in its `payload`."""
+    payload_tag = _PAYLOADS.get(_namespace(envelope) or "", _PAYLOADS[OAI_DATACITE])
     payload = next(
         (
             element
-            for parent in envelope.iterchildren(_PAYLOAD)
+            for parent in envelope.iterchildren(payload_tag)
             for element in parent.iterchildren(etree.Element)
         ),
         None,

@@ -86,10 +86,12 @@ def test_a_registered_import_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     assert item.pid is None
 
 
-def test_oai_datacite_envelope_gives_the_same_record_as_the_bare_resource() -> None:
+@pytest.mark.parametrize("version", ["1.1", "1.0"])
+def test_oai_datacite_envelope_gives_the_same_record_as_the_bare_resource(version: str) -> None:
+    """Both envelope versions (1.0 is the older one some DataCite-fed servers still send)."""
     resource = VIDEO.split("?>", 1)[1]
     envelope = (
-        '<oai_datacite xmlns="http://schema.datacite.org/oai/oai-1.1/">'
+        f'<oai_datacite xmlns="http://schema.datacite.org/oai/oai-{version}/">'
         "<schemaVersion>4</schemaVersion><datacentreSymbol>X.Y</datacentreSymbol>"
         f"<payload>{resource}</payload></oai_datacite>"
     )
