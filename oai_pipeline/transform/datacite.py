@@ -585,6 +585,7 @@ def _rights(tags: _KernelTags, children: Children) -> list[dict[str, Any]]:
     several languages becomes one entry with a multilingual title. eu-repo access terms
     (`info:eu-repo/semantics/openAccess`) are access rights, not licenses, and are skipped."""
     merged: dict[str, dict[str, Any]] = {}
+    uris: dict[str, str | None] = {}
     for element in _nested(children, tags.rights_list, tags.rights):
         uri = _attribute(element, "rightsURI")
         identifier = _attribute(element, "rightsIdentifier")
@@ -601,14 +602,19 @@ def _rights(tags: _KernelTags, children: Children) -> list[dict[str, Any]]:
         key = license_id or uri or text
         if key is None:
             continue
-        entry = merged.setdefault(key, {"id": license_id, "title": {}, "link": None})
+        entry = merged.get(key)
+        if entry is None:
+            entry = merged[key] = {"id": license_id, "title": {}, "link": None}
+            uris[key] = uri
         if uri and uri.startswith(("http://", "https://")) and entry["link"] is None:
             entry["link"] = uri
         if text:
             entry["title"].setdefault(vocab.i18n_key(element.get(XML_LANG)), text)
-    for entry in merged.values():
+    for key, entry in merged.items():
         if not entry["title"]:
-            entry["title"] = None if entry["id"] else {"en": entry["link"]}
+            # No text: a license id needs no title; else the URI names the right (a `urn:` or
+            # a scheme-less URI is no link, but still the only name the source gives).
+            entry["title"] = None if entry["id"] else {"en": entry["link"] or uris[key]}
     return list(merged.values())
 
 

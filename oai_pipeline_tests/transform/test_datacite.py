@@ -376,3 +376,16 @@ def test_single_escaped_html_is_not_unescaped_again() -> None:
         '&lt;img src="x" onerror="alert(1)"&gt;</description></descriptions>'
     )
     assert transformed_metadata(item)["description"] == ("<p>Escaped <b>HTML</b> p &lt; 0.05</p>")
+
+
+def test_rights_uri_that_is_no_web_link_names_the_right() -> None:
+    """A rightsURI that is no http(s) URL and has no text (`urn:…`) is the right's title,
+    not a link; before, the title was empty and the record failed."""
+    item = video_with(
+        before_language='<rightsList><rights rightsURI="urn:example:license:internal"/>'
+        '<rights rightsURI="www.example.org/terms"/></rightsList>'
+    )
+    assert transformed_metadata(item)["rights"] == [
+        {"title": {"en": "urn:example:license:internal"}},
+        {"title": {"en": "www.example.org/terms"}},
+    ]
