@@ -31,6 +31,7 @@ from oai_pipeline.transform.normalize import (
     normalize_ror,
     person_or_org,
     text_or_none,
+    unique_identifiers,
 )
 
 KERNEL_4 = "http://datacite.org/schema/kernel-4"
@@ -330,7 +331,8 @@ def _identifiers(
         value, kind = _text(element), _attribute(element, "alternateIdentifierType")
         if value and kind and (identifier := _other_identifier(value, kind)):
             identifiers.append(identifier)
-    return pids, identifiers
+    own = pids.get("doi")
+    return pids, unique_identifiers(identifiers, own["identifier"] if own else None)
 
 
 def _other_identifier(value: str, kind: str) -> dict[str, str] | None:

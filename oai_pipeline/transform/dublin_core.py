@@ -22,6 +22,7 @@ from oai_pipeline.transform.normalize import (
     normalize_doi,
     person_or_org,
     text_or_none,
+    unique_identifiers,
 )
 
 OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
@@ -165,12 +166,15 @@ def _identifiers(
                 identifiers.append({"identifier": text, "scheme": "url"})
         elif text.lower().startswith("urn:"):
             identifiers.append({"identifier": text, "scheme": "urn"})
-    return pids, identifiers, links
+    # DSpace lists a DOI as dc.identifier.doi and again as its URL: one is the pid, once.
+    own = pids.get("doi")
+    return pids, unique_identifiers(identifiers, own["identifier"] if own else None), links
 
 
 def _relations(dc: etree._Element) -> list[dict[str, Any]]:
     """dc:relation values that are identifiers; Dublin Core does not say how they relate."""
     related = []
+    seen: list[dict[str, str]] = []
     for _, text in _texts(_RELATION, dc):
         doi = normalize_doi(text)
         if doi is not None:
@@ -181,7 +185,9 @@ def _relations(dc: etree._Element) -> list[dict[str, Any]]:
             entry = {"identifier": text, "scheme": "urn"}
         else:
             continue
-        related.append({**entry, "relation_type": {"id": "other"}})
+        if entry not in seen:
+            seen.append(entry)
+            related.append({**entry, "relation_type": {"id": "other"}})
     return related
 
 

@@ -147,6 +147,41 @@ def name_identifier(scheme: str, value: str) -> dict[str, str] | None:
     return {"scheme": scheme, "identifier": value.strip()}
 
 
+def unique_identifiers(
+    identifiers: list[dict[str, str]], own_doi: str | None = None
+) -> list[dict[str, str]]:
+    """`identifiers` without repeats and without the record's own DOI (the target rejects a
+    duplicated identifier). Values are compared as the imports normalised them; DOIs
+    case-insensitively, as DOIs are."""
+    if not identifiers:
+        return identifiers
+    seen: set[tuple[str, str]] = set()
+    if own_doi:
+        seen.add(("doi", own_doi.lower()))
+    result = []
+    for entry in identifiers:
+        value = entry["identifier"]
+        key = (entry["scheme"], value.lower() if entry["scheme"] == "doi" else value)
+        if key not in seen:
+            seen.add(key)
+            result.append(entry)
+    return result
+
+
+def one_per_scheme(identifiers: list[dict[str, str]]) -> list[dict[str, str]]:
+    """A person's or organisation's identifiers, the first of each scheme: the target allows
+    one per scheme (an ORCID given twice, as a URL and bare, is one ORCID)."""
+    if len(identifiers) < 2:
+        return identifiers
+    seen: set[str] = set()
+    result = []
+    for entry in identifiers:
+        if entry["scheme"] not in seen:
+            seen.add(entry["scheme"])
+            result.append(entry)
+    return result
+
+
 def person_or_org(
     name: str | None,
     *,
@@ -161,7 +196,7 @@ def person_or_org(
 
     The parts are one-line values as the imports read them (`text_or_none`), so they are only
     stripped here: this runs for every creator and contributor."""
-    identifiers = identifiers or []
+    identifiers = one_per_scheme(identifiers) if identifiers else []
     name, given, family = (
         block_text_or_none(name),
         block_text_or_none(given),

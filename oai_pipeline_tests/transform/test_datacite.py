@@ -389,3 +389,25 @@ def test_rights_uri_that_is_no_web_link_names_the_right() -> None:
         {"title": {"en": "urn:example:license:internal"}},
         {"title": {"en": "www.example.org/terms"}},
     ]
+
+
+def test_repeated_identifiers_are_kept_once() -> None:
+    """An ORCID given twice (bare and as a URL) is one ORCID (the target allows one per
+    scheme); an alternateIdentifier that is the record's own DOI is not copied."""
+    item = video_with(
+        creator='<nameIdentifier nameIdentifierScheme="ORCID">0000-0001-5109-3700'
+        '</nameIdentifier><nameIdentifier nameIdentifierScheme="ORCID">'
+        "https://orcid.org/0000-0001-5109-3700</nameIdentifier>",
+        before_language="<alternateIdentifiers>"
+        '<alternateIdentifier alternateIdentifierType="DOI">10.5072/1153992</alternateIdentifier>'
+        '<alternateIdentifier alternateIdentifierType="URL">https://example.org/a'
+        "</alternateIdentifier>"
+        '<alternateIdentifier alternateIdentifierType="URL">https://example.org/a'
+        "</alternateIdentifier></alternateIdentifiers>",
+    )
+    metadata = transformed_metadata(item)
+    assert item.data["pids"]["doi"]["identifier"] == "10.5072/1153992"
+    assert metadata["creators"][0]["person_or_org"]["identifiers"] == [
+        {"scheme": "orcid", "identifier": "0000-0001-5109-3700"}
+    ]
+    assert metadata["identifiers"] == [{"identifier": "https://example.org/a", "scheme": "url"}]

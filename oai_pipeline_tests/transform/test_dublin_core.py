@@ -245,3 +245,19 @@ def test_dc_description_html_is_sanitised() -> None:
     assert metadata["additional_descriptions"][0]["description"] == (
         "<p>Real &lt;b&gt; as text</p>"
     )
+
+
+def test_a_doi_given_in_several_forms_is_the_pid_once() -> None:
+    """DSpace lists the DOI as dc.identifier.doi and as its URL: it is the pid, not also an
+    identifier (the target rejects duplicated identifiers); repeats of others are dropped."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        "<dc:identifier>https://doi.org/10.1234/ABC</dc:identifier>"
+        "<dc:identifier>10.1234/abc</dc:identifier><dc:identifier>doi:10.1234/Abc</dc:identifier>"
+        "<dc:identifier>urn:nbn:de:1</dc:identifier><dc:identifier>urn:nbn:de:1</dc:identifier>"
+        "<dc:relation>10.1234/rel</dc:relation><dc:relation>doi:10.1234/REL</dc:relation>"
+    )
+    metadata = transformed_metadata(item)
+    assert item.pid == "10.1234/abc"
+    assert metadata["identifiers"] == [{"identifier": "urn:nbn:de:1", "scheme": "urn"}]
+    assert [r["identifier"] for r in metadata["related_identifiers"]] == ["10.1234/rel"]
