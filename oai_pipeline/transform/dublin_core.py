@@ -53,6 +53,22 @@ def _texts(path: etree.XPath, dc: etree._Element) -> list[tuple[etree._Element, 
     return [(element, text) for element in path(dc) if (text := text_or_none(element.text))]
 
 
+def _names(path: etree.XPath, dc: etree._Element) -> list[str]:
+    """dc:creator or dc:contributor names, each person once. OJS lists every author once per
+    locale of a multilingual journal (the same name with another xml:lang): a name repeated
+    in another language is the same person. The same name twice in one language (or without
+    one) is kept: two people can share a name."""
+    names = []
+    counts: dict[str, dict[str | None, int]] = {}
+    for element, text in _texts(path, dc):
+        by_lang = counts.setdefault(text, {})
+        lang = element.get(XML_LANG)
+        seen = by_lang[lang] = by_lang.get(lang, 0) + 1
+        if len(by_lang) == 1 or seen > max(n for key, n in by_lang.items() if key != lang):
+            names.append(text)
+    return names
+
+
 def _descriptions(dc: etree._Element) -> list[tuple[etree._Element, str]]:
     """dc:description values as the target's HTML; their line breaks are kept."""
     return [
@@ -76,7 +92,7 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
     # dc:creator is a person in practice (organisations mostly come as dc:publisher).
     creators = [
         {"person_or_org": person_or_org(text, kind="personal"), "affiliations": []}
-        for _, text in _texts(_CREATOR, dc)
+        for text in _names(_CREATOR, dc)
     ]
     if not creators:
         raise missing_field("metadata.creators", "dc:creator")
@@ -97,7 +113,7 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
                 "affiliations": [],
                 "role": {"id": "other"},
             }
-            for _, text in _texts(_CONTRIBUTOR, dc)
+            for text in _names(_CONTRIBUTOR, dc)
         ],
         "publication_date": _publication_date(dc),
         "description": descriptions[0][1] if descriptions else None,

@@ -261,3 +261,23 @@ def test_a_doi_given_in_several_forms_is_the_pid_once() -> None:
     assert item.pid == "10.1234/abc"
     assert metadata["identifiers"] == [{"identifier": "urn:nbn:de:1", "scheme": "urn"}]
     assert [r["identifier"] for r in metadata["related_identifiers"]] == ["10.1234/rel"]
+
+
+def test_ojs_authors_listed_once_per_locale_are_one_creator_each() -> None:
+    """OJS lists each author once per locale of a bilingual journal; the same name in one
+    language twice is two people and stays."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:date>2020</dc:date>"
+        '<dc:creator xml:lang="en-US">Tremblay, Marie</dc:creator>'
+        '<dc:creator xml:lang="fr-CA">Tremblay, Marie</dc:creator>'
+        '<dc:creator xml:lang="en-US">Wang, Wei</dc:creator>'
+        '<dc:creator xml:lang="en-US">Wang, Wei</dc:creator>'
+        '<dc:creator xml:lang="fr-CA">Wang, Wei</dc:creator>'
+        '<dc:creator xml:lang="fr-CA">Wang, Wei</dc:creator>'
+        '<dc:contributor xml:lang="en-US">Roe, Richard</dc:contributor>'
+        '<dc:contributor xml:lang="fr-CA">Roe, Richard</dc:contributor>'
+    )
+    metadata = transformed_metadata(item)
+    names = [creator["person_or_org"]["name"] for creator in metadata["creators"]]
+    assert names == ["Tremblay, Marie", "Wang, Wei", "Wang, Wei"]
+    assert [c["person_or_org"]["name"] for c in metadata["contributors"]] == ["Roe, Richard"]
