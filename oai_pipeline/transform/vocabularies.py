@@ -7,29 +7,34 @@ from functools import lru_cache
 
 import pycountry
 
-# DataCite resourceTypeGeneral -> resource type id.
+# DataCite resourceTypeGeneral -> resource type id: the ids of InvenioRDM's resource_types.yaml
+# (invenio-rdm-records fixtures, v12+), each the one whose datacite_general is that value. A
+# thesis is `publication-dissertation` there (titled "Thesis"); `publication-thesis` was the id
+# of versions before it and is gone. Collection, Instrument, StudyRegistration … have none: other.
 DATACITE_RESOURCE_TYPES: dict[str, str] = {
     "audiovisual": "video",
     "book": "publication-book",
     "bookchapter": "publication-section",
-    "computationalnotebook": "software",
+    "computationalnotebook": "software-computationalnotebook",
     "conferencepaper": "publication-conferencepaper",
-    "conferenceproceeding": "publication",
-    "datapaper": "publication",
+    "conferenceproceeding": "publication-conferenceproceeding",
+    "datapaper": "publication-datapaper",
     "dataset": "dataset",
-    "dissertation": "publication-thesis",
+    "dissertation": "publication-dissertation",
     "event": "event",
     "image": "image",
-    "journal": "publication",
+    "interactiveresource": "lesson",
+    "journal": "publication-journal",
     "journalarticle": "publication-article",
     "model": "model",
     "outputmanagementplan": "publication-datamanagementplan",
-    "peerreview": "publication",
+    "peerreview": "publication-peerreview",
     "physicalobject": "physicalobject",
     "preprint": "publication-preprint",
     "report": "publication-report",
     "software": "software",
-    "standard": "publication",
+    "sound": "audio",
+    "standard": "publication-standard",
     "text": "publication",
     "workflow": "workflow",
 }
@@ -37,22 +42,22 @@ DATACITE_RESOURCE_TYPES: dict[str, str] = {
 # dc:type values: info:eu-repo/semantics/* (the OpenAIRE guidelines) and DCMI Type terms.
 DC_RESOURCE_TYPES: dict[str, str] = {
     "article": "publication-article",
-    "bachelorthesis": "publication-thesis",
-    "masterthesis": "publication-thesis",
-    "doctoralthesis": "publication-thesis",
+    "bachelorthesis": "publication-dissertation",
+    "masterthesis": "publication-dissertation",
+    "doctoralthesis": "publication-dissertation",
     "book": "publication-book",
     "bookpart": "publication-section",
     "conferenceobject": "publication-conferencepaper",
     "conferencepaper": "publication-conferencepaper",
     "conferenceposter": "poster",
-    "conferenceproceedings": "publication",
+    "conferenceproceedings": "publication-conferenceproceeding",
     "contributiontoperiodical": "publication",
     "lecture": "presentation",
     "patent": "publication-patent",
     "preprint": "publication-preprint",
     "report": "publication-report",
     "researchproposal": "publication-proposal",
-    "review": "publication",
+    "review": "publication-peerreview",  # the target's eurepo mapping of peer review
     "technicaldocumentation": "publication-technicalnote",
     "workingpaper": "publication-workingpaper",
     "annotation": "publication-annotationcollection",
@@ -61,6 +66,8 @@ DC_RESOURCE_TYPES: dict[str, str] = {
     "image": "image",
     "stillimage": "image",
     "movingimage": "video",
+    "sound": "audio",
+    "interactiveresource": "lesson",
     "text": "publication",
     "physicalobject": "physicalobject",
     "event": "event",

@@ -111,7 +111,7 @@ def test_dc_types_dates_and_file_links() -> None:
         "<dc:rights>All rights reserved</dc:rights>"
     )
     metadata = transformed_metadata(item)
-    assert metadata["resource_type"] == {"id": "publication-thesis"}
+    assert metadata["resource_type"] == {"id": "publication-dissertation"}
     assert metadata["publication_date"] == "2019"  # the earliest: a deposit comes after it
     assert metadata["additional_titles"] == [
         {"title": "Eine Arbeit", "type": {"id": "alternative-title"}, "lang": {"id": "deu"}}

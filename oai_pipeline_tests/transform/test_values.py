@@ -280,3 +280,34 @@ def test_error_location_path() -> None:
     assert error_location(("metadata", "creators", 0, "person_or_org", "name")) == (
         "metadata.creators[0].person_or_org.name"
     )
+
+
+@pytest.mark.parametrize(
+    ("general", "expected"),
+    [
+        ("ComputationalNotebook", "software-computationalnotebook"),
+        ("Sound", "audio"),
+        ("InteractiveResource", "lesson"),
+        ("Journal", "publication-journal"),
+        ("PeerReview", "publication-peerreview"),
+        ("DataPaper", "publication-datapaper"),
+        ("Standard", "publication-standard"),
+        ("ConferenceProceeding", "publication-conferenceproceeding"),
+        ("Dissertation", "publication-dissertation"),
+    ],
+)
+def test_datacite_resource_types_are_ids_of_the_target(general: str, expected: str) -> None:
+    """The ids of InvenioRDM's resource_types.yaml whose datacite_general is the value
+    (before: `publication`/`other`, or `publication-thesis`, an id of old versions only)."""
+    assert vocab.datacite_resource_type(general) == expected
+
+
+def test_eu_repo_theses_are_the_targets_thesis_id() -> None:
+    for term in ("bachelorThesis", "masterThesis", "doctoralThesis"):
+        assert vocab.dc_resource_type([f"info:eu-repo/semantics/{term}"]) == (
+            "publication-dissertation"
+        )
+    assert vocab.dc_resource_type(["info:eu-repo/semantics/conferenceProceedings"]) == (
+        "publication-conferenceproceeding"
+    )
+    assert vocab.dc_resource_type(["Sound"]) == "audio"  # DCMI Type
