@@ -66,11 +66,35 @@ DC_RESOURCE_TYPES: dict[str, str] = {
     "image": "image",
     "stillimage": "image",
     "movingimage": "video",
-    "sound": "audio",
-    "interactiveresource": "lesson",
     "text": "publication",
     "physicalobject": "physicalobject",
     "event": "event",
+    "sound": "audio",
+    "interactiveresource": "lesson",
+    # Free-text types of DSpace (its dc.type value list), EPrints and OJS, read as keys
+    # without case, spaces or punctuation (`Conference or Workshop Item`, `Audio/Sound`).
+    "thesis": "publication-dissertation",
+    "dissertation": "publication-dissertation",
+    "phdthesis": "publication-dissertation",
+    "mastersthesis": "publication-dissertation",
+    "bachelorsthesis": "publication-dissertation",
+    "journalarticle": "publication-article",
+    "peerreviewedarticle": "publication-article",
+    "bookchapter": "publication-section",
+    "booksection": "publication-section",
+    "monograph": "publication-book",
+    "presentation": "presentation",
+    "video": "video",
+    "animation": "video",
+    "poster": "poster",
+    "technicalreport": "publication-report",
+    "conferenceorworkshopitem": "publication-conferencepaper",
+    "conferenceitem": "publication-conferencepaper",
+    "audio": "audio",
+    "audiosound": "audio",
+    "recordingmusical": "audio",
+    "recordingoral": "audio",
+    "learningobject": "lesson",
 }
 
 TITLE_TYPES: dict[str, str] = {
@@ -125,11 +149,24 @@ def datacite_resource_type(general: str | None) -> str:
     return DATACITE_RESOURCE_TYPES.get(vocabulary_key(general or ""), "other")
 
 
+_NOT_ALPHANUMERIC = re.compile(r"[\W_]+")
+
+
+@lru_cache(maxsize=4096)
+def _dc_type(value: str) -> str | None:
+    """The resource type of one dc:type: an eu-repo URI's or DCMI URI's last segment, else the
+    whole text (`Audio/Sound`), compared without case, spaces or punctuation."""
+    value = value.strip()
+    if value.startswith(("info:", "http://", "https://")):
+        value = value.rsplit("/", 1)[-1]
+    return DC_RESOURCE_TYPES.get(_NOT_ALPHANUMERIC.sub("", value).lower())
+
+
 def dc_resource_type(values: list[str]) -> str:
-    """The first dc:type (eu-repo URI or DCMI term) that maps; `other` when none does."""
+    """The first dc:type (eu-repo URI, DCMI term or a repository's free text) that maps;
+    `other` when none does."""
     for value in values:
-        term = value.strip().rsplit("/", 1)[-1]
-        mapped = DC_RESOURCE_TYPES.get(vocabulary_key(term))
+        mapped = _dc_type(value)
         if mapped is not None:
             return mapped
     return "other"

@@ -281,3 +281,32 @@ def test_ojs_authors_listed_once_per_locale_are_one_creator_each() -> None:
     names = [creator["person_or_org"]["name"] for creator in metadata["creators"]]
     assert names == ["Tremblay, Marie", "Wang, Wei", "Wang, Wei"]
     assert [c["person_or_org"]["name"] for c in metadata["contributors"]] == ["Roe, Richard"]
+
+
+@pytest.mark.parametrize(
+    ("dc_type", "expected"),
+    [
+        ("Thesis", "publication-dissertation"),
+        ("Dissertation", "publication-dissertation"),
+        ("Journal Article", "publication-article"),
+        ("Book chapter", "publication-section"),
+        ("Book Section", "publication-section"),
+        ("Presentation", "presentation"),
+        ("Video", "video"),
+        ("Poster", "poster"),
+        ("Technical Report", "publication-report"),
+        ("Conference or Workshop Item", "publication-conferencepaper"),
+        ("Monograph", "publication-book"),
+        ("Audio/Sound", "audio"),
+        ("info:eu-repo/semantics/article", "publication-article"),
+        ("http://purl.org/dc/dcmitype/MovingImage", "video"),
+    ],
+)
+def test_dspace_and_eprints_dc_types(dc_type: str, expected: str) -> None:
+    """The free-text types of DSpace and EPrints, compared without case or punctuation
+    (before, all of them were `other`)."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>A, B</dc:creator><dc:date>2020</dc:date>"
+        f"<dc:type>{dc_type}</dc:type>"
+    )
+    assert transformed_metadata(item)["resource_type"] == {"id": expected}
