@@ -68,6 +68,11 @@ def _spelled(text: str) -> str | None:
     return f"{year}-{int(month):02d}" + (f"-{int(day):02d}" if day is not None else "")
 
 
+def is_timestamp(text: str) -> bool:
+    """True when `text` is a date with a time of day (`2019-05-03T10:22:31Z`)."""
+    return _TIMESTAMP.match(text.strip()) is not None
+
+
 def _single(text: str) -> str:
     stamp = _TIMESTAMP.match(text)
     date = stamp.group(1) if stamp else text

@@ -13,7 +13,7 @@ from lxml import etree
 
 from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.datacite import XML_LANG
-from oai_pipeline.transform.dates import ACCEPTED_FORMS, normalize_date
+from oai_pipeline.transform.dates import ACCEPTED_FORMS, is_timestamp, normalize_date
 from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure, missing_field
 from oai_pipeline.transform.normalize import (
     block_text_or_none,
@@ -133,24 +133,30 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
 
 
 def _publication_date(dc: etree._Element) -> str:
-    """The earliest dc:date that is a date. Repositories list several, and not the issued
-    date first: DSpace gives dc.date.accessioned and .available (deposit timestamps) before
-    dc.date.issued. A work is deposited after it is issued, never before, so the earliest
-    date is the issued one; of equal dates the less precise (`2015` before `2015-03-02`)."""
+    """The issued date among the dc:dates. Repositories list several, and not the issued
+    date first: DSpace gives dc.date.accessioned and .available, deposit timestamps with a
+    time of day, before dc.date.issued, a date without one. So a date without a time of day
+    is preferred to a timestamp (an accepted manuscript is deposited before it is issued);
+    of those, the earliest (of equal dates the less precise: `2015` before `2015-03-02`)."""
     dates = [text for _, text in _texts(_DATE, dc)]
     if not dates:
         raise missing_field("metadata.publication_date", "dc:date")
     earliest: str | None = None
+    earliest_stamp: str | None = None
     for text in dates:
         try:
             date = normalize_date(text)
         except ValueError:
             continue
         # EDTF dates (and an interval's start) compare as strings, a prefix first.
-        if earliest is None or date.partition("/")[0] < earliest.partition("/")[0]:
+        if is_timestamp(text):
+            if earliest_stamp is None or date < earliest_stamp:
+                earliest_stamp = date
+        elif earliest is None or date.partition("/")[0] < earliest.partition("/")[0]:
             earliest = date
-    if earliest is not None:
-        return earliest
+    chosen = earliest if earliest is not None else earliest_stamp
+    if chosen is not None:
+        return chosen
     raise TransformFailure(
         INVALID_DATE,
         f"cannot read a publication date from dc:date {' or '.join(map(repr, dates))}; "

@@ -310,3 +310,19 @@ def test_dspace_and_eprints_dc_types(dc_type: str, expected: str) -> None:
         f"<dc:type>{dc_type}</dc:type>"
     )
     assert transformed_metadata(item)["resource_type"] == {"id": expected}
+
+
+def test_dspace_issued_date_beats_earlier_deposit_timestamps() -> None:
+    """An accepted manuscript is deposited (dc.date.accessioned/.available, timestamps)
+    before it is issued (dc.date.issued, a date): the date without a time of day wins."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator>"
+        "<dc:date>2019-05-03T10:22:31Z</dc:date><dc:date>2019-05-03T10:22:31Z</dc:date>"
+        "<dc:date>2020-01-15</dc:date>"
+    )
+    assert transformed_metadata(item)["publication_date"] == "2020-01-15"
+    only_stamps = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator>"
+        "<dc:date>2019-05-04T10:22:31Z</dc:date><dc:date>2019-05-03T10:22:31Z</dc:date>"
+    )
+    assert transformed_metadata(only_stamps)["publication_date"] == "2019-05-03"
