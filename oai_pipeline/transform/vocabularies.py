@@ -221,9 +221,44 @@ def license_id_from_url(url: str) -> str | None:
     return None
 
 
+# Languages as they name themselves (dc:language of European and other repositories), and
+# English names ISO 639 words differently (`Modern Greek (1453-)`): -> ISO 639-3.
+# fmt: off
+_LANGUAGE_NAMES = {
+    "deutsch": "deu", "español": "spa", "espanol": "spa", "castellano": "spa",
+    "castilian": "spa", "français": "fra", "francais": "fra", "italiano": "ita",
+    "português": "por", "portugues": "por", "nederlands": "nld", "flemish": "nld",
+    "svenska": "swe", "norsk": "nor", "dansk": "dan", "suomi": "fin", "polski": "pol",
+    "čeština": "ces", "cestina": "ces", "slovenčina": "slk", "slovenščina": "slv",
+    "hrvatski": "hrv", "srpski": "srp", "magyar": "hun", "română": "ron", "romana": "ron",
+    "türkçe": "tur", "turkce": "tur", "ελληνικά": "ell", "greek": "ell", "русский": "rus",
+    "українська": "ukr", "català": "cat", "catala": "cat", "euskara": "eus", "galego": "glg",
+    "íslenska": "isl", "eesti": "est", "latviešu": "lav", "lietuvių": "lit",
+    "bahasa indonesia": "ind", "bahasa melayu": "msa", "中文": "zho", "日本語": "jpn",
+    "한국어": "kor", "العربية": "ara", "עברית": "heb", "فارسی": "fas", "farsi": "fas",
+    "swahili": "swa", "kiswahili": "swa", "hindi": "hin", "हिन्दी": "hin",
+}
+# fmt: on
+
+
+@lru_cache(maxsize=1)
+def _languages_by_name() -> dict[str, str]:
+    """Every ISO 639-3 language by its lower-case English name(s), built once: one look-up
+    per value, not a scan of pycountry's languages per record."""
+    names: dict[str, str] = {}
+    for language in pycountry.languages:
+        for attribute in ("name", "common_name", "inverted_name"):
+            name = getattr(language, attribute, None)
+            if name:
+                names.setdefault(name.lower(), language.alpha_3)
+    names.update(_LANGUAGE_NAMES)
+    return names
+
+
 @lru_cache(maxsize=1024)
 def language_id(code: str) -> str | None:
-    """ISO 639-3 id of a language tag (`en-US`, `en`, `eng`, `ger`); None when unknown."""
+    """ISO 639-3 id of a language tag (`en-US`, `en`, `eng`, `ger`) or name (`English`,
+    `Deutsch`, `Español`); None when unknown."""
     primary = code.strip().split("-")[0].split("_")[0].lower()
     if len(primary) == 2:
         language = pycountry.languages.get(alpha_2=primary)
@@ -232,7 +267,7 @@ def language_id(code: str) -> str | None:
             bibliographic=primary
         )
     else:
-        language = None
+        return _languages_by_name().get(" ".join(code.split()).lower())
     return language.alpha_3 if language is not None else None
 
 

@@ -326,3 +326,19 @@ def test_dspace_issued_date_beats_earlier_deposit_timestamps() -> None:
         "<dc:date>2019-05-04T10:22:31Z</dc:date><dc:date>2019-05-03T10:22:31Z</dc:date>"
     )
     assert transformed_metadata(only_stamps)["publication_date"] == "2019-05-03"
+
+
+def test_language_names_are_languages() -> None:
+    """dc:language as a name, in English or the language's own (before, dropped)."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        "<dc:language>English</dc:language><dc:language>French</dc:language>"
+        "<dc:language>Deutsch</dc:language><dc:language>Español</dc:language>"
+        "<dc:language>german</dc:language><dc:language>Klingonish</dc:language>"
+    )
+    assert transformed_metadata(item)["languages"] == [
+        {"id": "eng"},
+        {"id": "fra"},
+        {"id": "deu"},
+        {"id": "spa"},
+    ]
