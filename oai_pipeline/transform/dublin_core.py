@@ -193,8 +193,15 @@ def _identifiers(
     return pids, unique_identifiers(identifiers, own["identifier"] if own else None), links
 
 
+# InvenioRDM's relation types are DataCite's relationType list, which has no untyped
+# relation (there is no `other`). `references`, "this record refers to that resource", is the
+# weakest claim it offers, so it is what an untyped dc:relation says.
+UNTYPED_RELATION = "references"
+
+
 def _relations(dc: etree._Element) -> list[dict[str, Any]]:
-    """dc:relation values that are identifiers; Dublin Core does not say how they relate."""
+    """dc:relation values that are identifiers; Dublin Core does not say how they relate, so
+    each `references` the related resource (see UNTYPED_RELATION)."""
     related = []
     seen: list[dict[str, str]] = []
     for _, text in _texts(_RELATION, dc):
@@ -209,7 +216,7 @@ def _relations(dc: etree._Element) -> list[dict[str, Any]]:
             continue
         if entry not in seen:
             seen.append(entry)
-            related.append({**entry, "relation_type": {"id": "other"}})
+            related.append({**entry, "relation_type": {"id": UNTYPED_RELATION}})
     return related
 
 

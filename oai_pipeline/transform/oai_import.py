@@ -102,7 +102,10 @@ class OAIImportTransformer(Transformer):
 
 def _keep_own_doi(data: dict[str, Any], prefixes: list[str]) -> None:
     """The record's DOI is the first one of an own prefix; the DOI the import chose, if of
-    another prefix, is another work's: listed as related (the feed does not say how)."""
+    another prefix, is another version's: related as `isversionof`. The source gave it as an
+    identifier of this very work (arXiv: the journal article of the preprint), so the record
+    is a version of what it names. (`ispublishedin` would say the DOI is a container, a
+    journal or proceedings, which it is not; `other` is no relation type of the target.)"""
     pids = data.get("pids")
     metadata = data.get("metadata")
     if not isinstance(pids, dict) or not isinstance(metadata, dict):
@@ -122,7 +125,9 @@ def _keep_own_doi(data: dict[str, Any], prefixes: list[str]) -> None:
         related = list(metadata.get("related_identifiers") or [])
         doi = chosen.get("identifier")
         if not any(isinstance(r, dict) and r.get("identifier") == doi for r in related):
-            related.append({"identifier": doi, "scheme": "doi", "relation_type": {"id": "other"}})
+            related.append(
+                {"identifier": doi, "scheme": "doi", "relation_type": {"id": "isversionof"}}
+            )
         metadata["related_identifiers"] = related
 
 

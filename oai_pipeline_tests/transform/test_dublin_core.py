@@ -64,7 +64,7 @@ def test_zenodo_dc_record() -> None:
     assert {
         "identifier": "10.5281/zenodo.596581",
         "scheme": "doi",
-        "relation_type": {"id": "other"},
+        "relation_type": {"id": "references"},  # InvenioRDM has no untyped relation
     } in metadata["related_identifiers"]
 
 
@@ -184,8 +184,8 @@ def test_dc_dois_in_every_form() -> None:
     assert item.data["pids"]["doi"]["identifier"] == "10.1234/infodoi"
     assert metadata["identifiers"] == [{"identifier": "10.1234/www", "scheme": "doi"}]
     assert metadata["related_identifiers"] == [
-        {"identifier": "10.1234/eurepo", "scheme": "doi", "relation_type": {"id": "other"}},
-        {"identifier": "10.1234/dx", "scheme": "doi", "relation_type": {"id": "other"}},
+        {"identifier": "10.1234/eurepo", "scheme": "doi", "relation_type": {"id": "references"}},
+        {"identifier": "10.1234/dx", "scheme": "doi", "relation_type": {"id": "references"}},
     ]
 
 
