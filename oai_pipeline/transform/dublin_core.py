@@ -179,7 +179,9 @@ def _identifiers(
             else:
                 identifiers.append({"identifier": doi, "scheme": "doi"})
         elif text.startswith("oai:"):
-            identifiers.append({"identifier": text, "scheme": "oai"})
+            # the source's OAI identifier: the target has no `oai` scheme (its pids.oai is
+            # its own OAI identifier), so it is kept as `other`
+            identifiers.append({"identifier": text, "scheme": "other"})
         elif text.startswith(("http://", "https://")):
             link = file_link(text)
             if link is not None:

@@ -128,8 +128,9 @@ def normalize_doi(value: str) -> str | None:
 
 def name_identifier(scheme: str, value: str) -> dict[str, str] | None:
     """A person/org identifier with the scheme's canonical spelling of the value; None when
-    the value is malformed for a scheme the target checks (ORCID, ROR), so that one bad
-    identifier is dropped instead of failing the whole record."""
+    the value is malformed for a scheme the target checks (ORCID, ROR) or the scheme is none
+    the target knows for people, so that one identifier is dropped instead of failing the
+    whole record."""
     scheme = scheme.strip().lower()
     if scheme == "orcid":
         value = value.strip()
@@ -144,7 +145,11 @@ def name_identifier(scheme: str, value: str) -> dict[str, str] | None:
         return {"scheme": "ror", "identifier": ror} if ROR.match(ror) else None
     if scheme == "isni":
         return {"scheme": "isni", "identifier": _SPACES.sub("", value)}
-    return {"scheme": scheme, "identifier": value.strip()}
+    if scheme == "gnd":
+        return {"scheme": "gnd", "identifier": value.strip()}
+    # InvenioRDM's RDM_RECORDS_PERSONORG_SCHEMES are ORCID, ISNI, GND and ROR only: another
+    # scheme (ResearcherID, Scopus Author ID …) would fail the record, so it is left out.
+    return None
 
 
 def unique_identifiers(

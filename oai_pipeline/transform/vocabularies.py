@@ -125,12 +125,21 @@ DATE_TYPES = {
 }
 
 # Licenses known by URL: (compiled pattern, function of the match -> license id).
-_CC_LICENSE = re.compile(r"creativecommons\.org/licenses/([a-z-]+)/(\d\.\d)", re.I)
+# A ported CC license has its jurisdiction after the version: licenses/by/3.0/us/.
+_CC_LICENSE = re.compile(
+    r"creativecommons\.org/licenses/([a-z-]+)/(\d\.\d)(?:/([a-z]{2,3})(?=[/?#]|$))?", re.I
+)
+# The ported CC licenses InvenioRDM's licenses.csv has; any other is its unported license.
+_PORTED_CC = frozenset(
+    {"cc-by-3.0-at", "cc-by-3.0-us", "cc-by-nc-nd-3.0-igo", "cc-by-sa-2.0-uk", "cc-by-sa-3.0-at"}
+)
 _CC_ZERO = re.compile(r"creativecommons\.org/publicdomain/zero/(\d\.\d)", re.I)
 _APACHE = re.compile(r"apache\.org/licenses/LICENSE-(\d\.\d)", re.I)
 _SPDX = re.compile(r"spdx\.org/licenses/([A-Za-z0-9.+-]+?)(?:\.html)?/?$", re.I)
 _OPENSOURCE = re.compile(r"opensource\.org/licenses?/([A-Za-z0-9.+-]+)/?$", re.I)
-_GNU = re.compile(r"gnu\.org/licenses/((?:a|l)?gpl)-?(\d\.\d)", re.I)
+_GNU = re.compile(r"gnu\.org/licenses/(?:old-licenses/)?((?:a|l)?gpl)(?:-?(\d\.\d))?", re.I)
+# SPDX's deprecated GNU ids: `GPL-3.0` is `GPL-3.0-only`, `GPL-3.0+` is `GPL-3.0-or-later`.
+_GNU_BARE = re.compile(r"^((?:a|l)?gpl-\d\.\d)(\+)?$")
 
 
 _SEPARATORS = re.compile(r"[\s_-]+")
@@ -195,29 +204,68 @@ def role(value: str | None) -> str:
     return vocabulary_key(value or "") or "other"
 
 
+# The schemes of InvenioRDM's RDM_RECORDS_IDENTIFIERS_SCHEMES (invenio-rdm-records config:
+# record, alternate and related identifiers), with DataCite's names for some of them.
+IDENTIFIER_SCHEMES = frozenset({
+    "ark", "arxiv", "ads", "crossreffunderid", "doi", "ean13", "eissn", "grid", "handle",
+    "igsn", "isbn", "isni", "issn", "istc", "lissn", "lsid", "pmid", "purl", "upc", "url",
+    "urn", "w3id", "other",
+})  # fmt: skip
+_SCHEME_ALIASES = {"bibcode": "ads", "hdl": "handle", "pubmed": "pmid", "issnl": "lissn"}
+
+
+@lru_cache(maxsize=1024)
 def identifier_scheme(value: str) -> str:
-    return vocabulary_key(value)
+    """A DataCite identifier type as the target's scheme (`bibcode` -> `ads`); a type the
+    target does not know (`Local accession number`, `oai`, `RRID`) is `other`, which it
+    accepts for any value, so the identifier is kept."""
+    key = vocabulary_key(value)
+    key = _SCHEME_ALIASES.get(key, key)
+    return key if key in IDENTIFIER_SCHEMES else "other"
+
+
+def _spdx_id(value: str) -> str:
+    """A lower-case SPDX id as InvenioRDM's licenses.csv has it: its GNU licenses are only
+    `-only` and `-or-later`, so the deprecated bare ids become those."""
+    if match := _GNU_BARE.match(value):
+        return f"{match.group(1)}-or-later" if match.group(2) else f"{match.group(1)}-only"
+    return value
 
 
 def license_id_from_identifier(value: str) -> str:
-    """An SPDX-like rightsIdentifier as the vocabulary id: `CC0 1.0` -> `cc0-1.0`."""
-    return re.sub(r"\s+", "-", value.strip()).lower()
+    """An SPDX-like rightsIdentifier as the vocabulary id: `CC0 1.0` -> `cc0-1.0`,
+    `GPL-3.0` -> `gpl-3.0-only`."""
+    return _spdx_id(re.sub(r"\s+", "-", value.strip()).lower())
 
 
 @lru_cache(maxsize=1024)
 def license_id_from_url(url: str) -> str | None:
-    """The license id of a well-known license URL, or None (not a license we can name)."""
+    """The license id of a well-known license URL, or None (not a license we can name).
+
+    A gnu.org URL names a version of the license, not whether later versions may be chosen:
+    as the GPL itself reads a program that names a version without "or any later version"
+    (section 14), and as SPDX reads its bare `GPL-3.0`, it is `-only`. A URL without a
+    version (`licenses/gpl.html`) is "any version", `-or-later` of the current one."""
     if match := _CC_LICENSE.search(url):
-        return f"cc-{match.group(1).lower()}-{match.group(2)}"
+        kind = match.group(1).lower().replace("by-nd-nc", "by-nc-nd")  # CC 1.0's order
+        unported = f"cc-{kind}-{match.group(2)}"
+        if match.group(3):
+            ported = f"{unported}-{match.group(3).lower()}"
+            if ported in _PORTED_CC:
+                return ported
+        return unported
     if match := _CC_ZERO.search(url):
         return f"cc0-{match.group(1)}"
     if match := _APACHE.search(url):
         return f"apache-{match.group(1)}"
     if match := _GNU.search(url):
-        return f"{match.group(1).lower()}-{match.group(2)}"
+        name = match.group(1).lower()
+        if match.group(2) is None:
+            return f"{name}-3.0-or-later"
+        return f"{name}-{match.group(2)}-only"
     for pattern in (_SPDX, _OPENSOURCE):
         if match := pattern.search(url):
-            return match.group(1).lower()
+            return _spdx_id(match.group(1).lower())
     return None
 
 

@@ -78,7 +78,7 @@ def test_orcid_urls_with_spaces_are_normalised_and_ror_name_identifiers_kept() -
         "relation_type": {"id": "iscitedby"},
         "resource_type": {"id": "video"},
     }
-    assert metadata["identifiers"] == [{"identifier": "12345", "scheme": "localaccessionnumber"}]
+    assert metadata["identifiers"] == [{"identifier": "12345", "scheme": "other"}]
     types = [d["type"]["id"] for d in metadata["additional_descriptions"]]
     assert metadata["description"] == "Example Abstract"
     assert types == [
@@ -244,7 +244,7 @@ def test_zenodo_datacite_record() -> None:
         }
     ]
     assert metadata["version"] == "2.1.0"
-    assert metadata["identifiers"] == [{"identifier": "oai:zenodo.org:10357859", "scheme": "oai"}]
+    assert metadata["identifiers"] == [{"identifier": "oai:zenodo.org:10357859", "scheme": "other"}]
     assert {
         "identifier": "10.5281/zenodo.596581",
         "scheme": "doi",
@@ -411,3 +411,15 @@ def test_repeated_identifiers_are_kept_once() -> None:
         {"scheme": "orcid", "identifier": "0000-0001-5109-3700"}
     ]
     assert metadata["identifiers"] == [{"identifier": "https://example.org/a", "scheme": "url"}]
+
+
+def test_person_identifiers_of_schemes_the_target_does_not_know_are_left_out() -> None:
+    """InvenioRDM knows ORCID, ISNI, GND and ROR for people; a ResearcherID would fail the
+    record, so it is dropped (the person stays)."""
+    item = video_with(
+        creator='<nameIdentifier nameIdentifierScheme="ResearcherID">A-1234-2010'
+        '</nameIdentifier><nameIdentifier nameIdentifierScheme="GND">118540238'
+        "</nameIdentifier>"
+    )
+    [creator] = transformed_metadata(item)["creators"]
+    assert creator["person_or_org"]["identifiers"] == [{"scheme": "gnd", "identifier": "118540238"}]

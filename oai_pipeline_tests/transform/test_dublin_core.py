@@ -60,7 +60,7 @@ def test_zenodo_dc_record() -> None:
         }
     ]
     assert metadata["publisher"] == "Zenodo"
-    assert metadata["identifiers"] == [{"identifier": "oai:zenodo.org:10357859", "scheme": "oai"}]
+    assert metadata["identifiers"] == [{"identifier": "oai:zenodo.org:10357859", "scheme": "other"}]
     assert {
         "identifier": "10.5281/zenodo.596581",
         "scheme": "doi",

@@ -159,12 +159,21 @@ def test_person_names() -> None:
 def test_licenses() -> None:
     assert vocab.license_id_from_identifier("CC0 1.0") == "cc0-1.0"
     assert vocab.license_id_from_identifier("CC-BY-4.0") == "cc-by-4.0"
+    assert vocab.license_id_from_identifier("GPL-3.0") == "gpl-3.0-only"
+    assert vocab.license_id_from_identifier("GPL-3.0-or-later") == "gpl-3.0-or-later"
     urls = {
         "https://creativecommons.org/licenses/by/4.0/legalcode": "cc-by-4.0",
         "http://creativecommons.org/licenses/by-nc-sa/3.0/": "cc-by-nc-sa-3.0",
         "https://creativecommons.org/publicdomain/zero/1.0/": "cc0-1.0",
         "http://www.apache.org/licenses/LICENSE-2.0": "apache-2.0",
-        "https://www.gnu.org/licenses/gpl-3.0.html": "gpl-3.0",
+        # the ids InvenioRDM's licenses.csv has (before: gpl-3.0, cc-by-3.0 for the US port)
+        "https://www.gnu.org/licenses/gpl-3.0.html": "gpl-3.0-only",
+        "https://www.gnu.org/licenses/old-licenses/lgpl-2.1.html": "lgpl-2.1-only",
+        "https://www.gnu.org/licenses/agpl.html": "agpl-3.0-or-later",
+        "https://spdx.org/licenses/GPL-2.0+.html": "gpl-2.0-or-later",
+        "http://creativecommons.org/licenses/by/3.0/us/": "cc-by-3.0-us",
+        "https://creativecommons.org/licenses/by-sa/3.0/de/legalcode": "cc-by-sa-3.0",
+        "https://creativecommons.org/licenses/by/4.0/deed.de": "cc-by-4.0",
         "https://opensource.org/licenses/MIT": "mit",
         "https://spdx.org/licenses/BSD-3-Clause.html": "bsd-3-clause",
         "https://example.org/terms": None,
@@ -311,3 +320,14 @@ def test_eu_repo_theses_are_the_targets_thesis_id() -> None:
         "publication-conferenceproceeding"
     )
     assert vocab.dc_resource_type(["Sound"]) == "audio"  # DCMI Type
+
+
+def test_identifier_schemes_are_the_targets() -> None:
+    """RDM_RECORDS_IDENTIFIERS_SCHEMES: DataCite's bibcode is `ads`; a type the target does
+    not know is `other` (before, e.g. `localaccessionnumber`, which it rejects)."""
+    assert vocab.identifier_scheme("bibcode") == "ads"
+    assert vocab.identifier_scheme("arXiv") == "arxiv"
+    assert vocab.identifier_scheme("Handle") == "handle"
+    assert vocab.identifier_scheme("Local accession number") == "other"
+    assert vocab.identifier_scheme("oai") == "other"
+    assert vocab.identifier_scheme("RRID") == "other"
