@@ -19,8 +19,10 @@ from oai_pipeline.transform.normalize import (
     block_text_or_none,
     description_html,
     file_link,
+    looks_like_organisation,
     normalize_doi,
     person_or_org,
+    split_dc_name,
     text_or_none,
     unique_identifiers,
 )
@@ -57,16 +59,32 @@ def _names(path: etree.XPath, dc: etree._Element) -> list[str]:
     """dc:creator or dc:contributor names, each person once. OJS lists every author once per
     locale of a multilingual journal (the same name with another xml:lang): a name repeated
     in another language is the same person. The same name twice in one language (or without
-    one) is kept: two people can share a name."""
+    one) is kept: two people can share a name. `Smith, John; Doe, Jane` is two names."""
     names = []
     counts: dict[str, dict[str | None, int]] = {}
-    for element, text in _texts(path, dc):
-        by_lang = counts.setdefault(text, {})
+    for element, value in _texts(path, dc):
         lang = element.get(XML_LANG)
-        seen = by_lang[lang] = by_lang.get(lang, 0) + 1
-        if len(by_lang) == 1 or seen > max(n for key, n in by_lang.items() if key != lang):
-            names.append(text)
+        for part in value.split(";") if ";" in value else (value,):
+            text = part.strip()
+            if not text:
+                continue
+            by_lang = counts.setdefault(text, {})
+            seen = by_lang[lang] = by_lang.get(lang, 0) + 1
+            if len(by_lang) == 1 or seen > max(n for key, n in by_lang.items() if key != lang):
+                names.append(text)
     return names
+
+
+def _creatibutor(text: str) -> dict[str, Any]:
+    """A dc:creator/dc:contributor: a person (Dublin Core's creators are people in practice)
+    unless the name looks like an organisation's (`World Health Organization`, `CERN`);
+    authority dates after a name are dropped, a trailing `(Univ X)` is the affiliation."""
+    name, affiliation = split_dc_name(text)
+    kind = "organizational" if looks_like_organisation(name) else "personal"
+    return {
+        "person_or_org": person_or_org(name, kind=kind),
+        "affiliations": [{"name": affiliation}] if affiliation else [],
+    }
 
 
 def _descriptions(dc: etree._Element) -> list[tuple[etree._Element, str]]:
@@ -89,11 +107,7 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
     titles = _texts(_TITLE, dc)
     if not titles:
         raise missing_field("metadata.title", "dc:title")
-    # dc:creator is a person in practice (organisations mostly come as dc:publisher).
-    creators = [
-        {"person_or_org": person_or_org(text, kind="personal"), "affiliations": []}
-        for text in _names(_CREATOR, dc)
-    ]
+    creators = [_creatibutor(text) for text in _names(_CREATOR, dc)]
     if not creators:
         raise missing_field("metadata.creators", "dc:creator")
     descriptions = _descriptions(dc)
@@ -108,12 +122,7 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
         ],
         "creators": creators,
         "contributors": [
-            {
-                "person_or_org": person_or_org(text, kind="personal"),
-                "affiliations": [],
-                "role": {"id": "other"},
-            }
-            for text in _names(_CONTRIBUTOR, dc)
+            {**_creatibutor(text), "role": {"id": "other"}} for text in _names(_CONTRIBUTOR, dc)
         ],
         "publication_date": _publication_date(dc),
         "description": descriptions[0][1] if descriptions else None,

@@ -152,6 +152,50 @@ def name_identifier(scheme: str, value: str) -> dict[str, str] | None:
     return None
 
 
+# Words that make a name an organisation's (dc:creator "World Health Organization", a DataCite
+# creatorName "University of California, Berkeley" without nameType); whole words only.
+_ORGANISATION_WORDS = re.compile(
+    r"\b(?:universit(?:y|ies|ät|é|à|ad|at|eit)|institut(?:e|o|ion)?|organi[sz]ation|association"
+    r"|society|council|cent(?:re|er|ro|rum)|department|ministry|laborator(?:y|ies)|foundation"
+    r"|consortium|committee|agency|office|library|museum|group|team|project|network"
+    r"|collaboration|academy|observatory|corporation|inc|ltd|llc|gmbh|e\.v"
+    r"|college|hospital|commission)\b",
+    re.I,
+)
+# An acronym alone (CERN, NASA, UNESCO): no person is named so.
+_ACRONYM = re.compile(r"^[A-Z][A-Z0-9&]{1,9}$")
+# Authority-file dates after a name: "Twain, Mark, 1835-1910", "Doe, Jane, b. 1950".
+_NAME_DATES = re.compile(
+    r",?\s*\(?(?:(?:b|d|fl|ca|born|died)\.?\s*)?\d{3,4}\??\s*-\s*(?:\d{3,4}\??)?\)?\.?$"
+    r"|,?\s*\(?(?:b|d|fl|born|died)\.?\s*\d{3,4}\??\)?\.?$",
+    re.I,
+)
+# A trailing parenthesis: "Smith, John (Univ X)" names the affiliation; a role is dropped.
+_PARENTHESIS = re.compile(r"\s*\(([^()]+)\)$")
+_ROLE = re.compile(
+    r"^(?:eds?|editors?|hrsg|hg|coord|comp|trans|tr|ill|dir|ed\.? lit|orgs?)\.?$", re.I
+)
+
+
+def looks_like_organisation(name: str) -> bool:
+    """A conservative guess that a name without a stated type is an organisation's."""
+    return bool(_ACRONYM.match(name) or _ORGANISATION_WORDS.search(name))
+
+
+def split_dc_name(text: str) -> tuple[str, str | None]:
+    """A dc:creator/dc:contributor name without the authority dates after it, and the
+    affiliation in a trailing parenthesis (a role such as `(ed.)` is dropped)."""
+    affiliation = None
+    if text.endswith(")") and (match := _PARENTHESIS.search(text)):
+        inner = match.group(1).strip()
+        text = text[: match.start()]
+        if not _ROLE.match(inner) and not _NAME_DATES.fullmatch(inner):
+            affiliation = inner
+    if text[-1:].isdigit() or text.endswith(("-", ".", "?")):
+        text = _NAME_DATES.sub("", text).rstrip(" ,")
+    return text, affiliation
+
+
 def unique_identifiers(
     identifiers: list[dict[str, str]], own_doi: str | None = None
 ) -> list[dict[str, str]]:
@@ -196,8 +240,9 @@ def person_or_org(
     identifiers: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """A person or an organisation; a person's name is split from `Family, Given` when the
-    source gives no given/family parts. Without a stated kind, a name with a comma, given/family
-    parts or an ORCID is a person; anything else is an organisation.
+    source gives no given/family parts. Without a stated kind, given/family parts or an ORCID
+    make a person, and so does a name with a comma unless it has an organisation's word
+    (`University of California, Berkeley`); anything else is an organisation.
 
     The parts are one-line values as the imports read them (`text_or_none`), so they are only
     stripped here: this runs for every creator and contributor."""
@@ -211,8 +256,8 @@ def person_or_org(
         personal = bool(
             given
             or family
-            or (name and "," in name)
             or any(i["scheme"] == "orcid" for i in identifiers)
+            or (name and "," in name and not looks_like_organisation(name))
         )
         kind = "personal" if personal else "organizational"
     result: dict[str, Any] = {"type": kind, "identifiers": identifiers}
@@ -224,6 +269,10 @@ def person_or_org(
                     block_text_or_none(family_part),
                     given or block_text_or_none(given_part),
                 )
+            elif given and name == given:
+                family, given = name, None  # givenName only ("Madonna"): one name
+            elif given and name.startswith(given + " "):
+                family = name[len(given) + 1 :]  # "John Smith" with givenName "John"
             else:
                 family = name
         result.update(given_name=given, family_name=family)

@@ -423,3 +423,27 @@ def test_person_identifiers_of_schemes_the_target_does_not_know_are_left_out() -
     )
     [creator] = transformed_metadata(item)["creators"]
     assert creator["person_or_org"]["identifiers"] == [{"scheme": "gnd", "identifier": "118540238"}]
+
+
+def test_creator_names_without_name_type_and_given_name_only() -> None:
+    """Without nameType, an organisation's words make `University of California, Berkeley`
+    an organisation despite its comma; a givenName alone is the one name, not doubled."""
+    item = video_with(
+        before_language="<contributors>"
+        '<contributor contributorType="HostingInstitution">'
+        "<contributorName>University of California, Berkeley</contributorName></contributor>"
+        '<contributor contributorType="Other"><contributorName nameType="Personal">Madonna'
+        "</contributorName><givenName>Madonna</givenName></contributor></contributors>"
+    )
+    berkeley, madonna = transformed_metadata(item)["contributors"]
+    assert berkeley["person_or_org"] == {
+        "type": "organizational",
+        "name": "University of California, Berkeley",
+        "identifiers": [],
+    }
+    assert madonna["person_or_org"] == {
+        "type": "personal",
+        "name": "Madonna",
+        "family_name": "Madonna",
+        "identifiers": [],
+    }

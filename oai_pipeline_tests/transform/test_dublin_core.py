@@ -342,3 +342,37 @@ def test_language_names_are_languages() -> None:
         {"id": "deu"},
         {"id": "spa"},
     ]
+
+
+def test_dc_names_of_library_catalogues_and_organisations() -> None:
+    """Authority dates are no given name, a trailing parenthesis is the affiliation (a role
+    is dropped), `;` separates two people, and an organisation's name is an organisation."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:date>2020</dc:date>"
+        "<dc:creator>Twain, Mark, 1835-1910</dc:creator>"
+        "<dc:creator>Smith, John (Univ X)</dc:creator>"
+        "<dc:creator>Roe, Richard; Doe, Jane</dc:creator>"
+        "<dc:creator>World Health Organization</dc:creator><dc:creator>CERN</dc:creator>"
+        "<dc:contributor>Poe, Edgar (ed.)</dc:contributor>"
+    )
+    metadata = transformed_metadata(item)
+    people = [
+        (
+            c["person_or_org"]["type"],
+            c["person_or_org"].get("given_name"),
+            c["person_or_org"]["name"],
+        )
+        for c in metadata["creators"]
+    ]
+    assert people == [
+        ("personal", "Mark", "Twain, Mark"),
+        ("personal", "John", "Smith, John"),
+        ("personal", "Richard", "Roe, Richard"),
+        ("personal", "Jane", "Doe, Jane"),
+        ("organizational", None, "World Health Organization"),
+        ("organizational", None, "CERN"),
+    ]
+    assert metadata["creators"][1]["affiliations"] == [{"name": "Univ X"}]
+    assert metadata["creators"][0]["affiliations"] == []
+    [editor] = metadata["contributors"]
+    assert (editor["person_or_org"]["name"], editor["affiliations"]) == ("Poe, Edgar", [])
