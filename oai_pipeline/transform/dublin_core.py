@@ -141,15 +141,18 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
     return {"metadata": metadata, "pids": pids, "files": {"enabled": False, "links": links}}
 
 
-def _publication_date(dc: etree._Element) -> str:
+def _publication_date(dc: etree._Element) -> str | None:
     """The issued date among the dc:dates. Repositories list several, and not the issued
     date first: DSpace gives dc.date.accessioned and .available, deposit timestamps with a
     time of day, before dc.date.issued, a date without one. So a date without a time of day
     is preferred to a timestamp (an accepted manuscript is deposited before it is issued);
-    of those, the earliest (of equal dates the less precise: `2015` before `2015-03-02`)."""
+    of those, the earliest (of equal dates the less precise: `2015` before `2015-03-02`).
+
+    None when there is no dc:date at all: the oai-import transformer then takes the date of
+    the record's OAI datestamp (see `oai_import._default_publication_date`)."""
     dates = [text for _, text in _texts(_DATE, dc)]
     if not dates:
-        raise missing_field("metadata.publication_date", "dc:date")
+        return None  # the transformer falls back to the OAI datestamp
     earliest: str | None = None
     earliest_stamp: str | None = None
     for text in dates:

@@ -8,12 +8,14 @@ from lxml import etree
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from oai_pipeline.transform.base import Transformer, TransformItem
+from oai_pipeline.transform.dates import normalize_date
 from oai_pipeline.transform.failure import (
     MALFORMED_XML,
     MISSING_METADATA,
     UNKNOWN_ROOT,
     VALIDATION,
     TransformFailure,
+    missing_field,
 )
 from oai_pipeline.transform.imports import find_import, supported_formats
 from oai_pipeline.transform.rdm_record import RDMRecord, error_location
@@ -77,6 +79,7 @@ class OAIImportTransformer(Transformer):
         if metadata is None:
             return  # deleted, or no metadata: the sync stage decides, nothing to transform
         data = _import(metadata)
+        _default_publication_date(data, item.datestamp)
         communities = self._communities(item.set_specs)
         if communities:
             existing = data.get("parent", {}).get("communities", {}).get("ids", [])
@@ -98,6 +101,21 @@ class OAIImportTransformer(Transformer):
     def _communities(self, set_specs: list[str]) -> list[str]:
         mapping = self.options.set_communities
         return list(dict.fromkeys(mapping[spec] for spec in set_specs if spec in mapping))
+
+
+def _default_publication_date(data: dict[str, Any], datestamp: str) -> None:
+    """A record whose metadata gives no publication date at all (oai_dc without dc:date) is
+    dated by the day of its OAI datestamp, when the source last changed it: the nearest date
+    the source gives, so the record is not rejected. Without a datestamp it is missing."""
+    metadata = data.get("metadata")
+    if not isinstance(metadata, dict) or metadata.get("publication_date") is not None:
+        return
+    try:
+        metadata["publication_date"] = normalize_date(datestamp)
+    except ValueError:
+        raise missing_field(
+            "metadata.publication_date", "publication date, nor an OAI datestamp"
+        ) from None
 
 
 def _keep_own_doi(data: dict[str, Any], prefixes: list[str]) -> None:

@@ -376,3 +376,30 @@ def test_dc_names_of_library_catalogues_and_organisations() -> None:
     assert metadata["creators"][0]["affiliations"] == []
     [editor] = metadata["contributors"]
     assert (editor["person_or_org"]["name"], editor["affiliations"]) == ("Poe, Edgar", [])
+
+
+def test_record_without_dc_date_is_dated_by_its_oai_datestamp() -> None:
+    """No dc:date at all: the day of the OAI datestamp is the publication date (before, the
+    record was rejected); an unreadable dc:date still is an invalid_date."""
+    item = TransformItem(
+        "oai:x:1",
+        "2021-06-30T08:15:00Z",
+        [],
+        wrap_metadata(
+            DC_HEAD + "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator></oai_dc:dc>"
+        ),
+    )
+    assert transformed_metadata(item)["publication_date"] == "2021-06-30"
+    no_stamp = TransformItem(
+        "oai:x:1",
+        "",
+        [],
+        wrap_metadata(
+            DC_HEAD + "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator></oai_dc:dc>"
+        ),
+    )
+    transform_one(no_stamp)
+    assert (no_stamp.error.type, no_stamp.error.location) == (
+        "missing_field",
+        "metadata.publication_date",
+    )

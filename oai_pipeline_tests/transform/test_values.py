@@ -331,3 +331,31 @@ def test_identifier_schemes_are_the_targets() -> None:
     assert vocab.identifier_scheme("Local accession number") == "other"
     assert vocab.identifier_scheme("oai") == "other"
     assert vocab.identifier_scheme("RRID") == "other"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("ca. 1900", "1900"),
+        ("circa 1900", "1900"),
+        ("c1900", "1900"),
+        ("[1885?]", "1885"),
+        ("1885?", "1885"),
+        ("[1920]", "1920"),
+        ("19--", "1900/1999"),
+        ("189-", "1890/1899"),
+        ("19uu", "1900/1999"),
+        ("1950s", "1950/1959"),
+        ("1900s", "1900/1909"),
+    ],
+)
+def test_approximate_years_of_library_catalogues(text: str, expected: str) -> None:
+    """The year, or the interval of years (EDTF, as InvenioRDM's publication_date takes it);
+    before, each rejected the record."""
+    assert normalize_date(text) == expected
+
+
+@pytest.mark.parametrize("text", ["ca. 19", "1-", "19---", "c1900s", "[19]"])
+def test_approximate_forms_need_a_year(text: str) -> None:
+    with pytest.raises(ValueError):
+        normalize_date(text)
