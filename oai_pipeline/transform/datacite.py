@@ -662,15 +662,54 @@ def _float(text: str) -> float:
     return float(text.strip())
 
 
+def _position(longitude: float, latitude: float) -> list[float]:
+    """A GeoJSON position [longitude, latitude]; ValueError for NaN or out of range."""
+    if not (-180.0 <= longitude <= 180.0 and -90.0 <= latitude <= 90.0):  # NaN fails too
+        raise ValueError(f"no position: longitude {longitude}, latitude {latitude}")
+    return [longitude, latitude]
+
+
 def _point(tags: _KernelTags, point: etree._Element) -> list[float]:
-    """[longitude, latitude] of a point or polygonPoint (longitude read first, as before)."""
+    """[longitude, latitude] of a point or polygonPoint (longitude read first, as before).
+    Kernel-3 writes a point as text, "latitude longitude"."""
+    if len(point) == 0 and point.text and point.text.strip():
+        latitude, longitude = _numbers(point.text, 2)
+        return _position(longitude, latitude)
     parts = _children(point)
     longitude = _float(_string(parts, tags.point_longitude))
-    return [longitude, _float(_string(parts, tags.point_latitude))]
+    return _position(longitude, _float(_string(parts, tags.point_latitude)))
+
+
+def _numbers(text: str, count: int) -> list[float]:
+    numbers = [float(part) for part in text.split()]
+    if len(numbers) != count:
+        raise ValueError(f"{text!r} is not {count} numbers")
+    return numbers
+
+
+def _box(tags: _KernelTags, box: etree._Element) -> list[list[float]]:
+    """The ring of a geoLocationBox. Kernel-3 writes it as text, "south west north east"
+    (the latitude and longitude of the lower left, then of the upper right corner)."""
+    if len(box) == 0 and box.text and box.text.strip():
+        south, west, north, east = _numbers(box.text, 4)
+    else:
+        sides = _children(box)
+        west = _float(_string(sides, tags.west_bound_longitude))
+        east = _float(_string(sides, tags.east_bound_longitude))
+        south = _float(_string(sides, tags.south_bound_latitude))
+        north = _float(_string(sides, tags.north_bound_latitude))
+    return [
+        _position(west, south),
+        _position(east, south),
+        _position(east, north),
+        _position(west, north),
+        _position(west, south),
+    ]
 
 
 def _locations(tags: _KernelTags, children: Children) -> dict[str, Any] | None:
-    """geoLocations as GeoJSON features; a coordinate that is not a number drops its geometry."""
+    """geoLocations as GeoJSON features; a coordinate that is not a number (or NaN, or out of
+    range) drops the location's geometries, not the record."""
     features = []
     for location in _nested(children, tags.geo_locations, tags.geo_location):
         parts = _children(location)
@@ -680,19 +719,15 @@ def _locations(tags: _KernelTags, children: Children) -> dict[str, Any] | None:
             for point in parts.get(tags.geo_location_point, ()):
                 geometries.append({"type": "Point", "coordinates": _point(tags, point)})
             for box in parts.get(tags.geo_location_box, ()):
-                sides = _children(box)
-                west = _float(_string(sides, tags.west_bound_longitude))
-                east = _float(_string(sides, tags.east_bound_longitude))
-                south = _float(_string(sides, tags.south_bound_latitude))
-                north = _float(_string(sides, tags.north_bound_latitude))
-                ring = [[west, south], [east, south], [east, north], [west, north], [west, south]]
-                geometries.append({"type": "Polygon", "coordinates": [ring]})
-            polygon = [
-                _point(tags, point)
-                for point in _nested(parts, tags.geo_location_polygon, tags.polygon_point)
-            ]
-            if polygon:
-                geometries.append({"type": "Polygon", "coordinates": [polygon]})
+                geometries.append({"type": "Polygon", "coordinates": [_box(tags, box)]})
+            # each geoLocationPolygon is a polygon of its own
+            for polygon_element in parts.get(tags.geo_location_polygon, ()):
+                polygon = [
+                    _point(tags, point)
+                    for point in polygon_element.iterchildren(tags.polygon_point)
+                ]
+                if polygon:
+                    geometries.append({"type": "Polygon", "coordinates": [polygon]})
         except ValueError:
             geometries = []
         if not geometries and place:

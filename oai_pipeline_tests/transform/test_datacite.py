@@ -447,3 +447,34 @@ def test_creator_names_without_name_type_and_given_name_only() -> None:
         "family_name": "Madonna",
         "identifiers": [],
     }
+
+
+def _polygon(*corners: tuple[float, float]) -> str:
+    points = "".join(
+        f"<polygonPoint><pointLongitude>{lon}</pointLongitude>"
+        f"<pointLatitude>{lat}</pointLatitude></polygonPoint>"
+        for lon, lat in corners
+    )
+    return f"<geoLocationPolygon>{points}</geoLocationPolygon>"
+
+
+def test_each_geolocation_polygon_is_a_polygon() -> None:
+    """Two geoLocationPolygons in one geoLocation are two polygons (before, one ring of
+    both); a NaN or out-of-range coordinate drops the location's geometry, not the record."""
+    square = ((0, 0), (1, 0), (1, 1), (0, 1), (0, 0))
+    other = ((10, 10), (11, 10), (11, 11), (10, 11), (10, 10))
+    item = video_with(
+        before_language="<geoLocations><geoLocation>"
+        + _polygon(*square)
+        + _polygon(*other)
+        + "</geoLocation><geoLocation><geoLocationPlace>Nowhere</geoLocationPlace>"
+        "<geoLocationPoint><pointLongitude>NaN</pointLongitude><pointLatitude>200"
+        "</pointLatitude></geoLocationPoint></geoLocation></geoLocations>"
+    )
+    features = transformed_metadata(item)["locations"]["features"]
+    assert [feature.get("geometry") for feature in features] == [
+        {"type": "Polygon", "coordinates": [[[float(x), float(y)] for x, y in square]]},
+        {"type": "Polygon", "coordinates": [[[float(x), float(y)] for x, y in other]]},
+        None,
+    ]
+    assert features[2] == {"place": "Nowhere"}

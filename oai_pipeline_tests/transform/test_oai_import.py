@@ -234,3 +234,25 @@ def test_kernel3_resource_without_resource_type_is_other() -> None:
     assert item.data["metadata"]["resource_type"] == {"id": "other"}
     item = transform_one(TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(without)))
     assert (item.error.type, item.error.location) == ("missing_field", "metadata.resource_type")
+
+
+def test_kernel3_geolocations_are_read() -> None:
+    """Kernel-3 writes a point as "lat long" and a box as "south west north east" text;
+    GeoJSON is [long, lat]. Before, only the place was kept."""
+    resource = VIDEO.replace("kernel-4", "kernel-3").replace(
+        "<language>",
+        "<geoLocations><geoLocation><geoLocationPlace>Atlantic Ocean</geoLocationPlace>"
+        "<geoLocationPoint>31.233 -67.302</geoLocationPoint>"
+        "<geoLocationBox>41.090 -71.032 42.893 -68.211</geoLocationBox>"
+        "</geoLocation></geoLocations><language>",
+    )
+    item = transform_one(TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(resource)))
+    assert item.error is None, item.error
+    point, box = item.data["metadata"]["locations"]["features"]
+    assert point == {
+        "place": "Atlantic Ocean",
+        "geometry": {"type": "Point", "coordinates": [-67.302, 31.233]},
+    }
+    assert box["geometry"]["coordinates"] == [
+        [[-71.032, 41.09], [-68.211, 41.09], [-68.211, 42.893], [-71.032, 42.893], [-71.032, 41.09]]
+    ]
