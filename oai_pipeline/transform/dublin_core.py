@@ -7,6 +7,7 @@ dc:rights, and (Zenodo) HTML escaped twice in dc:description.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from lxml import etree
@@ -234,21 +235,30 @@ def _relations(dc: etree._Element) -> list[dict[str, Any]]:
     return related
 
 
+# A copyright statement, not a license's name: "Copyright (c) 2020 …", "© 2020 …",
+# "All rights reserved".
+_COPYRIGHT = re.compile(r"^\s*(?:copyright\b|©|\(c\))|all rights reserved", re.I)
+
+
 def _rights(dc: etree._Element) -> list[dict[str, Any]]:
     """Licenses from dc:rights URLs, named by the free-text statements beside them.
 
     Feeds list a license as a name and a URL (Zenodo: `Creative Commons Attribution 4.0
     International` then its legalcode URL): when there are as many names as license URLs they
-    are paired in order; other statements become free-text rights. eu-repo access terms are
-    access rights, not licenses, and are skipped.
+    are paired in order; other statements become free-text rights. A copyright statement
+    (OJS: `Copyright (c) 2020 A, B` before the license URL) names no license: it is always a
+    right of its own. eu-repo access terms are access rights, not licenses, and are skipped.
     """
     urls: list[str] = []
     statements: list[tuple[etree._Element, str]] = []
+    copyrights: list[tuple[etree._Element, str]] = []
     for element, text in _texts(_RIGHTS, dc):
         if text.startswith("info:eu-repo/semantics/"):
             continue
         if text.startswith(("http://", "https://")):
             urls.append(text)
+        elif _COPYRIGHT.search(text):
+            copyrights.append((element, text))
         else:
             statements.append((element, text))
     rights: list[dict[str, Any]] = []
@@ -259,9 +269,10 @@ def _rights(dc: etree._Element) -> list[dict[str, Any]]:
         for right, (element, text) in zip(rights, statements, strict=True):
             right["title"] = {vocab.i18n_key(element.get(XML_LANG)): text}
     else:
-        rights.extend(
-            {"title": {vocab.i18n_key(element.get(XML_LANG)): text}} for element, text in statements
-        )
+        copyrights = statements + copyrights
+    rights.extend(
+        {"title": {vocab.i18n_key(element.get(XML_LANG)): text}} for element, text in copyrights
+    )
     return rights
 
 

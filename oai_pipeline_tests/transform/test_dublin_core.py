@@ -403,3 +403,17 @@ def test_record_without_dc_date_is_dated_by_its_oai_datestamp() -> None:
         "missing_field",
         "metadata.publication_date",
     )
+
+
+def test_ojs_copyright_statement_is_not_the_license_title() -> None:
+    """OJS writes the copyright line, then the license URL: the line is a right of its own,
+    not the title of the CC license (before, the two were paired)."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        '<dc:rights xml:lang="en-US">Copyright (c) 2020 Marie Tremblay, John Smith</dc:rights>'
+        '<dc:rights xml:lang="en-US">https://creativecommons.org/licenses/by/4.0</dc:rights>'
+    )
+    assert transformed_metadata(item)["rights"] == [
+        {"id": "cc-by-4.0", "link": "https://creativecommons.org/licenses/by/4.0"},
+        {"title": {"en": "Copyright (c) 2020 Marie Tremblay, John Smith"}},
+    ]
