@@ -634,7 +634,9 @@ def _funding(tags: _KernelTags, children: Children) -> list[dict[str, Any]]:
                 continue
             kind = vocab.vocabulary_key(element.get("funderIdentifierType") or "")
             if kind == "ror" or (not kind and is_ror(value)):
-                funder["id"] = normalize_ror(value)
+                # checked as affiliation RORs are: a malformed one is dropped, the name stays
+                if is_ror(value):
+                    funder["id"] = normalize_ror(value)
             elif kind == "crossreffunderid":
                 funder["identifiers"].append(
                     {"scheme": "doi", "identifier": normalize_doi(value) or value}

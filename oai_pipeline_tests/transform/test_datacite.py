@@ -478,3 +478,14 @@ def test_each_geolocation_polygon_is_a_polygon() -> None:
         None,
     ]
     assert features[2] == {"place": "Nowhere"}
+
+
+def test_malformed_funder_ror_is_dropped_not_the_funder() -> None:
+    """A funder ROR id is checked as affiliation RORs are (before, `not-a-ror` was the
+    funder's id)."""
+    item = video_with(
+        before_language="<fundingReferences><fundingReference><funderName>F</funderName>"
+        '<funderIdentifier funderIdentifierType="ROR">not-a-ror</funderIdentifier>'
+        "</fundingReference></fundingReferences>"
+    )
+    assert transformed_metadata(item)["funding"] == [{"funder": {"name": "F", "identifiers": []}}]
