@@ -22,6 +22,7 @@ from oai_pipeline.transform.failure import (
     missing_field,
 )
 from oai_pipeline.transform.normalize import (
+    clean_unicode,
     collapse_whitespace,
     description_html,
     file_link,
@@ -173,7 +174,7 @@ def _text(element: etree._Element) -> str | None:
             return None
     else:
         text = "".join(element.itertext())
-    text = text.strip()
+    text = clean_unicode(text).strip()
     if "\n" in text or "  " in text or "\t" in text:
         text = collapse_whitespace(text)
     return text or None
@@ -199,7 +200,7 @@ def _description(element: etree._Element) -> str | None:
     becomes `<br>`, so the lines it separates are not glued together."""
     if len(element) == 0:
         text = element.text
-        return description_html(text) if text else None
+        return description_html(clean_unicode(text)) if text else None
     lines = [""]
     _lines(element, lines)
     return description_html(*lines)

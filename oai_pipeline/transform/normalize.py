@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -76,13 +77,27 @@ _ESCAPED_TAG = re.compile(r"&lt;/?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*?)?/?&gt;")
 _TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
 
 
+# A byte order mark and zero-width characters: invisible, they only make equal texts differ.
+_INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
+
+
+def clean_unicode(value: str) -> str:
+    """`value` without BOM/zero-width characters, in NFC (a composed `é`, as most sources
+    write it). ASCII text, most values, is returned at once."""
+    if value.isascii():
+        return value
+    value = _INVISIBLE.sub("", value)
+    return value if unicodedata.is_normalized("NFC", value) else unicodedata.normalize("NFC", value)
+
+
 def text_or_none(value: str | None) -> str | None:
     """A one-line value (title, name, subject …): a source's line breaks and indentation are
     layout, not content, so each run of whitespace becomes one space. (The XML parser has
-    turned every CR into LF already, so three cheap tests find the values to collapse.)"""
+    turned every CR into LF already, so three cheap tests find the values to collapse.)
+    Invisible characters are dropped and the text is NFC (`clean_unicode`)."""
     if value is None:
         return None
-    value = value.strip()
+    value = clean_unicode(value).strip()
     if "\n" in value or "  " in value or "\t" in value:
         value = _SPACE_RUN.sub(" ", value)
     return value or None
@@ -98,7 +113,7 @@ def block_text_or_none(value: str | None) -> str | None:
     """A multi-line value (a description): only the ends are stripped, its lines stay."""
     if value is None:
         return None
-    value = value.strip()
+    value = clean_unicode(value).strip()
     return value or None
 
 

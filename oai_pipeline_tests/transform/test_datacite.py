@@ -489,3 +489,8 @@ def test_malformed_funder_ror_is_dropped_not_the_funder() -> None:
         "</fundingReference></fundingReferences>"
     )
     assert transformed_metadata(item)["funding"] == [{"funder": {"name": "F", "identifiers": []}}]
+
+
+def test_datacite_text_is_nfc_without_invisible_characters() -> None:
+    item = video_with(title="Cafe\u0301\u200b tales")
+    assert transformed_metadata(item)["title"] == "Caf\u00e9 tales"

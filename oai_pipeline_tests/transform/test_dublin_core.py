@@ -417,3 +417,16 @@ def test_ojs_copyright_statement_is_not_the_license_title() -> None:
         {"id": "cc-by-4.0", "link": "https://creativecommons.org/licenses/by/4.0"},
         {"title": {"en": "Copyright (c) 2020 Marie Tremblay, John Smith"}},
     ]
+
+
+def test_invisible_characters_are_dropped_and_text_is_nfc() -> None:
+    """A title of only a zero-width space is no title (the next one is the title); text is
+    NFC, so a decomposed `é` equals the composed one."""
+    item = dc_item(
+        "<dc:title>\u200b</dc:title><dc:title>\ufeffCafe\u0301 study</dc:title>"
+        "<dc:creator>Mu\u0308ller, J</dc:creator><dc:date>2020</dc:date>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["title"] == "Caf\u00e9 study"
+    assert metadata["additional_titles"] == []
+    assert metadata["creators"][0]["person_or_org"]["family_name"] == "M\u00fcller"
