@@ -22,6 +22,7 @@ from oai_pipeline.transform.failure import (
     missing_field,
 )
 from oai_pipeline.transform.normalize import (
+    clean_unicode,
     collapse_whitespace,
     description_html,
     file_link,
@@ -31,11 +32,14 @@ from oai_pipeline.transform.normalize import (
     normalize_ror,
     person_or_org,
     text_or_none,
+    unique_identifiers,
 )
 
 KERNEL_4 = "http://datacite.org/schema/kernel-4"
 KERNEL_3 = "http://datacite.org/schema/kernel-3"
 OAI_DATACITE = "http://schema.datacite.org/oai/oai-1.1/"
+OAI_DATACITE_1_0 = "http://schema.datacite.org/oai/oai-1.0/"
+"""The older envelope (DataCite's OAI server offered it first); the same `payload` inside."""
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 
 
@@ -50,6 +54,8 @@ class _KernelTags:
         def q(local: str) -> str:
             return _clark(namespace, local)
 
+        # Kernel-3 makes resourceType optional (minOccurs=0); kernel-4 requires it.
+        self.resource_type_required = namespace != KERNEL_3
         self.identifier = q("identifier")
         self.creators = q("creators")
         self.creator = q("creator")
@@ -108,7 +114,10 @@ class _KernelTags:
 
 
 _TAGS = {KERNEL_4: _KernelTags(KERNEL_4), KERNEL_3: _KernelTags(KERNEL_3)}
-_PAYLOAD = _clark(OAI_DATACITE, "payload")
+# The payload element of each oai_datacite envelope version, by the envelope's namespace.
+_PAYLOADS = {
+    namespace: _clark(namespace, "payload") for namespace in (OAI_DATACITE, OAI_DATACITE_1_0)
+}
 
 Children = dict[Any, list[etree._Element]]
 """An element's children grouped by tag, each group in document order."""
@@ -165,7 +174,7 @@ def _text(element: etree._Element) -> str | None:
             return None
     else:
         text = "".join(element.itertext())
-    text = text.strip()
+    text = clean_unicode(text).strip()
     if "\n" in text or "  " in text or "\t" in text:
         text = collapse_whitespace(text)
     return text or None
@@ -191,7 +200,7 @@ def _description(element: etree._Element) -> str | None:
     becomes `<br>`, so the lines it separates are not glued together."""
     if len(element) == 0:
         text = element.text
-        return description_html(text) if text else None
+        return description_html(clean_unicode(text)) if text else None
     lines = [""]
     _lines(element, lines)
     return description_html(*lines)
@@ -216,11 +225,12 @@ def _language(element: etree._Element) -> dict[str, str] | None:
 
 
 def import_oai_datacite(envelope: etree._Element) -> dict[str, Any]:
-    """The `oai_datacite` envelope: the DataCite resource in its `payload`."""
+    """The `oai_datacite` envelope (1.1 or 1.0): the DataCite resource in its `payload`."""
+    payload_tag = _PAYLOADS.get(_namespace(envelope) or "", _PAYLOADS[OAI_DATACITE])
     payload = next(
         (
             element
-            for parent in envelope.iterchildren(_PAYLOAD)
+            for parent in envelope.iterchildren(payload_tag)
             for element in parent.iterchildren(etree.Element)
         ),
         None,
@@ -293,8 +303,12 @@ def import_resource(resource: etree._Element) -> dict[str, Any]:
 
 
 def _resource_type(tags: _KernelTags, children: Children) -> dict[str, str]:
+    """The resourceTypeGeneral as the target's id. Kernel-3 makes resourceType optional: a
+    kernel-3 resource without one is `other`; kernel-4 requires it, so its absence fails."""
     elements = children.get(tags.resource_type)
     if not elements:
+        if not tags.resource_type_required:
+            return {"id": "other"}
         raise missing_field("metadata.resource_type", "resourceType")
     return {"id": vocab.datacite_resource_type(elements[0].get("resourceTypeGeneral"))}
 
@@ -318,7 +332,8 @@ def _identifiers(
         value, kind = _text(element), _attribute(element, "alternateIdentifierType")
         if value and kind and (identifier := _other_identifier(value, kind)):
             identifiers.append(identifier)
-    return pids, identifiers
+    own = pids.get("doi")
+    return pids, unique_identifiers(identifiers, own["identifier"] if own else None)
 
 
 def _other_identifier(value: str, kind: str) -> dict[str, str] | None:
@@ -573,6 +588,7 @@ def _rights(tags: _KernelTags, children: Children) -> list[dict[str, Any]]:
     several languages becomes one entry with a multilingual title. eu-repo access terms
     (`info:eu-repo/semantics/openAccess`) are access rights, not licenses, and are skipped."""
     merged: dict[str, dict[str, Any]] = {}
+    uris: dict[str, str | None] = {}
     for element in _nested(children, tags.rights_list, tags.rights):
         uri = _attribute(element, "rightsURI")
         identifier = _attribute(element, "rightsIdentifier")
@@ -589,14 +605,19 @@ def _rights(tags: _KernelTags, children: Children) -> list[dict[str, Any]]:
         key = license_id or uri or text
         if key is None:
             continue
-        entry = merged.setdefault(key, {"id": license_id, "title": {}, "link": None})
+        entry = merged.get(key)
+        if entry is None:
+            entry = merged[key] = {"id": license_id, "title": {}, "link": None}
+            uris[key] = uri
         if uri and uri.startswith(("http://", "https://")) and entry["link"] is None:
             entry["link"] = uri
         if text:
             entry["title"].setdefault(vocab.i18n_key(element.get(XML_LANG)), text)
-    for entry in merged.values():
+    for key, entry in merged.items():
         if not entry["title"]:
-            entry["title"] = None if entry["id"] else {"en": entry["link"]}
+            # No text: a license id needs no title; else the URI names the right (a `urn:` or
+            # a scheme-less URI is no link, but still the only name the source gives).
+            entry["title"] = None if entry["id"] else {"en": entry["link"] or uris[key]}
     return list(merged.values())
 
 
@@ -614,7 +635,9 @@ def _funding(tags: _KernelTags, children: Children) -> list[dict[str, Any]]:
                 continue
             kind = vocab.vocabulary_key(element.get("funderIdentifierType") or "")
             if kind == "ror" or (not kind and is_ror(value)):
-                funder["id"] = normalize_ror(value)
+                # checked as affiliation RORs are: a malformed one is dropped, the name stays
+                if is_ror(value):
+                    funder["id"] = normalize_ror(value)
             elif kind == "crossreffunderid":
                 funder["identifiers"].append(
                     {"scheme": "doi", "identifier": normalize_doi(value) or value}
@@ -642,15 +665,54 @@ def _float(text: str) -> float:
     return float(text.strip())
 
 
+def _position(longitude: float, latitude: float) -> list[float]:
+    """A GeoJSON position [longitude, latitude]; ValueError for NaN or out of range."""
+    if not (-180.0 <= longitude <= 180.0 and -90.0 <= latitude <= 90.0):  # NaN fails too
+        raise ValueError(f"no position: longitude {longitude}, latitude {latitude}")
+    return [longitude, latitude]
+
+
 def _point(tags: _KernelTags, point: etree._Element) -> list[float]:
-    """[longitude, latitude] of a point or polygonPoint (longitude read first, as before)."""
+    """[longitude, latitude] of a point or polygonPoint (longitude read first, as before).
+    Kernel-3 writes a point as text, "latitude longitude"."""
+    if len(point) == 0 and point.text and point.text.strip():
+        latitude, longitude = _numbers(point.text, 2)
+        return _position(longitude, latitude)
     parts = _children(point)
     longitude = _float(_string(parts, tags.point_longitude))
-    return [longitude, _float(_string(parts, tags.point_latitude))]
+    return _position(longitude, _float(_string(parts, tags.point_latitude)))
+
+
+def _numbers(text: str, count: int) -> list[float]:
+    numbers = [float(part) for part in text.split()]
+    if len(numbers) != count:
+        raise ValueError(f"{text!r} is not {count} numbers")
+    return numbers
+
+
+def _box(tags: _KernelTags, box: etree._Element) -> list[list[float]]:
+    """The ring of a geoLocationBox. Kernel-3 writes it as text, "south west north east"
+    (the latitude and longitude of the lower left, then of the upper right corner)."""
+    if len(box) == 0 and box.text and box.text.strip():
+        south, west, north, east = _numbers(box.text, 4)
+    else:
+        sides = _children(box)
+        west = _float(_string(sides, tags.west_bound_longitude))
+        east = _float(_string(sides, tags.east_bound_longitude))
+        south = _float(_string(sides, tags.south_bound_latitude))
+        north = _float(_string(sides, tags.north_bound_latitude))
+    return [
+        _position(west, south),
+        _position(east, south),
+        _position(east, north),
+        _position(west, north),
+        _position(west, south),
+    ]
 
 
 def _locations(tags: _KernelTags, children: Children) -> dict[str, Any] | None:
-    """geoLocations as GeoJSON features; a coordinate that is not a number drops its geometry."""
+    """geoLocations as GeoJSON features; a coordinate that is not a number (or NaN, or out of
+    range) drops the location's geometries, not the record."""
     features = []
     for location in _nested(children, tags.geo_locations, tags.geo_location):
         parts = _children(location)
@@ -660,19 +722,15 @@ def _locations(tags: _KernelTags, children: Children) -> dict[str, Any] | None:
             for point in parts.get(tags.geo_location_point, ()):
                 geometries.append({"type": "Point", "coordinates": _point(tags, point)})
             for box in parts.get(tags.geo_location_box, ()):
-                sides = _children(box)
-                west = _float(_string(sides, tags.west_bound_longitude))
-                east = _float(_string(sides, tags.east_bound_longitude))
-                south = _float(_string(sides, tags.south_bound_latitude))
-                north = _float(_string(sides, tags.north_bound_latitude))
-                ring = [[west, south], [east, south], [east, north], [west, north], [west, south]]
-                geometries.append({"type": "Polygon", "coordinates": [ring]})
-            polygon = [
-                _point(tags, point)
-                for point in _nested(parts, tags.geo_location_polygon, tags.polygon_point)
-            ]
-            if polygon:
-                geometries.append({"type": "Polygon", "coordinates": [polygon]})
+                geometries.append({"type": "Polygon", "coordinates": [_box(tags, box)]})
+            # each geoLocationPolygon is a polygon of its own
+            for polygon_element in parts.get(tags.geo_location_polygon, ()):
+                polygon = [
+                    _point(tags, point)
+                    for point in polygon_element.iterchildren(tags.polygon_point)
+                ]
+                if polygon:
+                    geometries.append({"type": "Polygon", "coordinates": [polygon]})
         except ValueError:
             geometries = []
         if not geometries and place:

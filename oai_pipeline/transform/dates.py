@@ -2,7 +2,9 @@
 
 Sources write dates in more forms than that; the unambiguous ones (a timestamp, `2020/05/01`,
 `May 2020`, `1 May 2020`, `May 1, 2020`, a year range `2019-2020`) are read into that subset.
-Day-first or month-first numeric forms (`12/05/2020`) are ambiguous and refused.
+Library catalogues' approximate years (`ca. 1900`, `[1885?]`, `19--`, `1950s`) are read as
+the year or the interval of years. Day-first or month-first numeric forms (`12/05/2020`) are
+ambiguous and refused.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from functools import lru_cache
 
 ACCEPTED_FORMS = (
     "YYYY, YYYY-MM, YYYY-MM-DD (or a timestamp), YYYY/MM/DD, YYYY/MM, 'May 2020', "
-    "'1 May 2020', 'May 1, 2020', a year range YYYY-YYYY or an interval A/B of these"
+    "'1 May 2020', 'May 1, 2020', a year range YYYY-YYYY or an interval A/B of these, "
+    "or an approximate year ('ca. 1900', '[1885?]', '19--', '1950s')"
 )
 """The forms `normalize_date` reads, for the error messages of the imports."""
 
@@ -35,6 +38,29 @@ _MONTH = r"([A-Za-z]{3,9})\.?"
 _MONTH_YEAR = re.compile(rf"^{_MONTH}\s+(\d{{4}})$")  # May 2020
 _DAY_MONTH_YEAR = re.compile(rf"^(\d{{1,2}})\.?\s+{_MONTH},?\s+(\d{{4}})$")  # 1 May 2020
 _MONTH_DAY_YEAR = re.compile(rf"^{_MONTH}\s+(\d{{1,2}}),?\s+(\d{{4}})$")  # May 1, 2020
+
+
+# Library catalogues' approximate years (AACR2/RDA): "ca. 1900", "circa 1900", "c1900",
+# "[1885?]", "1885?", "[1920]": the year. "19--" (century unknown digits, also "19uu") and
+# "1950s" (a decade): the interval of years they cover.
+_APPROXIMATE_YEAR = re.compile(
+    r"^\[?\s*(?:(?:ca|c|circa|approx|approximately|around|about)\.?\s*)?(\d{4})\s*\??\s*\]?\??$",
+    re.I,
+)
+_UNKNOWN_DIGITS = re.compile(r"^\[?(\d{2,3})(-{1,2}|[ux]{1,2}|\?{1,2})\??\]?$", re.I)
+_DECADE = re.compile(r"^(\d{3})0'?s$")
+
+
+def _approximate(text: str) -> str | None:
+    """The EDTF year or interval of an approximate year, or None when `text` is none."""
+    if match := _APPROXIMATE_YEAR.match(text):
+        return match.group(1)
+    if (match := _UNKNOWN_DIGITS.match(text)) and len(match.group(1) + match.group(2)) == 4:
+        known = match.group(1)
+        return f"{known.ljust(4, '0')}/{known.ljust(4, '9')}"
+    if match := _DECADE.match(text):
+        return f"{match.group(1)}0/{match.group(1)}9"
+    return None
 
 
 class _UnknownForm(ValueError):
@@ -66,6 +92,11 @@ def _spelled(text: str) -> str | None:
     else:
         return None
     return f"{year}-{int(month):02d}" + (f"-{int(day):02d}" if day is not None else "")
+
+
+def is_timestamp(text: str) -> bool:
+    """True when `text` is a date with a time of day (`2019-05-03T10:22:31Z`)."""
+    return _TIMESTAMP.match(text.strip()) is not None
 
 
 def _single(text: str) -> str:
@@ -107,7 +138,12 @@ def normalize_date(text: str) -> str:
     if "/" not in text:
         if (years := _YEAR_RANGE.match(text)) is not None:
             return _interval(text, *years.groups())
-        return _single(text)
+        try:
+            return _single(text)
+        except _UnknownForm:
+            if (approximate := _approximate(text)) is not None:
+                return approximate
+            raise
     if _SLASHED.match(text):
         return _single(text)
     start_text, _, end_text = text.partition("/")

@@ -7,21 +7,25 @@ dc:rights, and (Zenodo) HTML escaped twice in dc:description.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from lxml import etree
 
 from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.datacite import XML_LANG
-from oai_pipeline.transform.dates import ACCEPTED_FORMS, normalize_date
+from oai_pipeline.transform.dates import ACCEPTED_FORMS, is_timestamp, normalize_date
 from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure, missing_field
 from oai_pipeline.transform.normalize import (
     block_text_or_none,
     description_html,
     file_link,
+    looks_like_organisation,
     normalize_doi,
     person_or_org,
+    split_dc_name,
     text_or_none,
+    unique_identifiers,
 )
 
 OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
@@ -52,6 +56,38 @@ def _texts(path: etree.XPath, dc: etree._Element) -> list[tuple[etree._Element, 
     return [(element, text) for element in path(dc) if (text := text_or_none(element.text))]
 
 
+def _names(path: etree.XPath, dc: etree._Element) -> list[str]:
+    """dc:creator or dc:contributor names, each person once. OJS lists every author once per
+    locale of a multilingual journal (the same name with another xml:lang): a name repeated
+    in another language is the same person. The same name twice in one language (or without
+    one) is kept: two people can share a name. `Smith, John; Doe, Jane` is two names."""
+    names = []
+    counts: dict[str, dict[str | None, int]] = {}
+    for element, value in _texts(path, dc):
+        lang = element.get(XML_LANG)
+        for part in value.split(";") if ";" in value else (value,):
+            text = part.strip()
+            if not text:
+                continue
+            by_lang = counts.setdefault(text, {})
+            seen = by_lang[lang] = by_lang.get(lang, 0) + 1
+            if len(by_lang) == 1 or seen > max(n for key, n in by_lang.items() if key != lang):
+                names.append(text)
+    return names
+
+
+def _creatibutor(text: str) -> dict[str, Any]:
+    """A dc:creator/dc:contributor: a person (Dublin Core's creators are people in practice)
+    unless the name looks like an organisation's (`World Health Organization`, `CERN`);
+    authority dates after a name are dropped, a trailing `(Univ X)` is the affiliation."""
+    name, affiliation = split_dc_name(text)
+    kind = "organizational" if looks_like_organisation(name) else "personal"
+    return {
+        "person_or_org": person_or_org(name, kind=kind),
+        "affiliations": [{"name": affiliation}] if affiliation else [],
+    }
+
+
 def _descriptions(dc: etree._Element) -> list[tuple[etree._Element, str]]:
     """dc:description values as the target's HTML; their line breaks are kept."""
     return [
@@ -72,11 +108,7 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
     titles = _texts(_TITLE, dc)
     if not titles:
         raise missing_field("metadata.title", "dc:title")
-    # dc:creator is a person in practice (organisations mostly come as dc:publisher).
-    creators = [
-        {"person_or_org": person_or_org(text, kind="personal"), "affiliations": []}
-        for _, text in _texts(_CREATOR, dc)
-    ]
+    creators = [_creatibutor(text) for text in _names(_CREATOR, dc)]
     if not creators:
         raise missing_field("metadata.creators", "dc:creator")
     descriptions = _descriptions(dc)
@@ -91,12 +123,7 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
         ],
         "creators": creators,
         "contributors": [
-            {
-                "person_or_org": person_or_org(text, kind="personal"),
-                "affiliations": [],
-                "role": {"id": "other"},
-            }
-            for _, text in _texts(_CONTRIBUTOR, dc)
+            {**_creatibutor(text), "role": {"id": "other"}} for text in _names(_CONTRIBUTOR, dc)
         ],
         "publication_date": _publication_date(dc),
         "description": descriptions[0][1] if descriptions else None,
@@ -115,25 +142,34 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
     return {"metadata": metadata, "pids": pids, "files": {"enabled": False, "links": links}}
 
 
-def _publication_date(dc: etree._Element) -> str:
-    """The earliest dc:date that is a date. Repositories list several, and not the issued
-    date first: DSpace gives dc.date.accessioned and .available (deposit timestamps) before
-    dc.date.issued. A work is deposited after it is issued, never before, so the earliest
-    date is the issued one; of equal dates the less precise (`2015` before `2015-03-02`)."""
+def _publication_date(dc: etree._Element) -> str | None:
+    """The issued date among the dc:dates. Repositories list several, and not the issued
+    date first: DSpace gives dc.date.accessioned and .available, deposit timestamps with a
+    time of day, before dc.date.issued, a date without one. So a date without a time of day
+    is preferred to a timestamp (an accepted manuscript is deposited before it is issued);
+    of those, the earliest (of equal dates the less precise: `2015` before `2015-03-02`).
+
+    None when there is no dc:date at all: the oai-import transformer then takes the date of
+    the record's OAI datestamp (see `oai_import._default_publication_date`)."""
     dates = [text for _, text in _texts(_DATE, dc)]
     if not dates:
-        raise missing_field("metadata.publication_date", "dc:date")
+        return None  # the transformer falls back to the OAI datestamp
     earliest: str | None = None
+    earliest_stamp: str | None = None
     for text in dates:
         try:
             date = normalize_date(text)
         except ValueError:
             continue
         # EDTF dates (and an interval's start) compare as strings, a prefix first.
-        if earliest is None or date.partition("/")[0] < earliest.partition("/")[0]:
+        if is_timestamp(text):
+            if earliest_stamp is None or date < earliest_stamp:
+                earliest_stamp = date
+        elif earliest is None or date.partition("/")[0] < earliest.partition("/")[0]:
             earliest = date
-    if earliest is not None:
-        return earliest
+    chosen = earliest if earliest is not None else earliest_stamp
+    if chosen is not None:
+        return chosen
     raise TransformFailure(
         INVALID_DATE,
         f"cannot read a publication date from dc:date {' or '.join(map(repr, dates))}; "
@@ -156,7 +192,9 @@ def _identifiers(
             else:
                 identifiers.append({"identifier": doi, "scheme": "doi"})
         elif text.startswith("oai:"):
-            identifiers.append({"identifier": text, "scheme": "oai"})
+            # the source's OAI identifier: the target has no `oai` scheme (its pids.oai is
+            # its own OAI identifier), so it is kept as `other`
+            identifiers.append({"identifier": text, "scheme": "other"})
         elif text.startswith(("http://", "https://")):
             link = file_link(text)
             if link is not None:
@@ -165,12 +203,22 @@ def _identifiers(
                 identifiers.append({"identifier": text, "scheme": "url"})
         elif text.lower().startswith("urn:"):
             identifiers.append({"identifier": text, "scheme": "urn"})
-    return pids, identifiers, links
+    # DSpace lists a DOI as dc.identifier.doi and again as its URL: one is the pid, once.
+    own = pids.get("doi")
+    return pids, unique_identifiers(identifiers, own["identifier"] if own else None), links
+
+
+# InvenioRDM's relation types are DataCite's relationType list, which has no untyped
+# relation (there is no `other`). `references`, "this record refers to that resource", is the
+# weakest claim it offers, so it is what an untyped dc:relation says.
+UNTYPED_RELATION = "references"
 
 
 def _relations(dc: etree._Element) -> list[dict[str, Any]]:
-    """dc:relation values that are identifiers; Dublin Core does not say how they relate."""
+    """dc:relation values that are identifiers; Dublin Core does not say how they relate, so
+    each `references` the related resource (see UNTYPED_RELATION)."""
     related = []
+    seen: list[dict[str, str]] = []
     for _, text in _texts(_RELATION, dc):
         doi = normalize_doi(text)
         if doi is not None:
@@ -181,8 +229,15 @@ def _relations(dc: etree._Element) -> list[dict[str, Any]]:
             entry = {"identifier": text, "scheme": "urn"}
         else:
             continue
-        related.append({**entry, "relation_type": {"id": "other"}})
+        if entry not in seen:
+            seen.append(entry)
+            related.append({**entry, "relation_type": {"id": UNTYPED_RELATION}})
     return related
+
+
+# A copyright statement, not a license's name: "Copyright (c) 2020 …", "© 2020 …",
+# "All rights reserved".
+_COPYRIGHT = re.compile(r"^\s*(?:copyright\b|©|\(c\))|all rights reserved", re.I)
 
 
 def _rights(dc: etree._Element) -> list[dict[str, Any]]:
@@ -190,16 +245,20 @@ def _rights(dc: etree._Element) -> list[dict[str, Any]]:
 
     Feeds list a license as a name and a URL (Zenodo: `Creative Commons Attribution 4.0
     International` then its legalcode URL): when there are as many names as license URLs they
-    are paired in order; other statements become free-text rights. eu-repo access terms are
-    access rights, not licenses, and are skipped.
+    are paired in order; other statements become free-text rights. A copyright statement
+    (OJS: `Copyright (c) 2020 A, B` before the license URL) names no license: it is always a
+    right of its own. eu-repo access terms are access rights, not licenses, and are skipped.
     """
     urls: list[str] = []
     statements: list[tuple[etree._Element, str]] = []
+    copyrights: list[tuple[etree._Element, str]] = []
     for element, text in _texts(_RIGHTS, dc):
         if text.startswith("info:eu-repo/semantics/"):
             continue
         if text.startswith(("http://", "https://")):
             urls.append(text)
+        elif _COPYRIGHT.search(text):
+            copyrights.append((element, text))
         else:
             statements.append((element, text))
     rights: list[dict[str, Any]] = []
@@ -210,9 +269,10 @@ def _rights(dc: etree._Element) -> list[dict[str, Any]]:
         for right, (element, text) in zip(rights, statements, strict=True):
             right["title"] = {vocab.i18n_key(element.get(XML_LANG)): text}
     else:
-        rights.extend(
-            {"title": {vocab.i18n_key(element.get(XML_LANG)): text}} for element, text in statements
-        )
+        copyrights = statements + copyrights
+    rights.extend(
+        {"title": {vocab.i18n_key(element.get(XML_LANG)): text}} for element, text in copyrights
+    )
     return rights
 
 

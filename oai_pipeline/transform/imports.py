@@ -51,6 +51,9 @@ def find_import(element: etree._Element) -> ImportFunction | None:
 _DATACITE = "datacite (a DataCite kernel-3/4 resource)"
 register_import(dublin_core.OAI_DC, "dc", dublin_core.import_dc, "oai_dc")
 register_import(datacite.OAI_DATACITE, "oai_datacite", datacite.import_oai_datacite, "oai_datacite")
+register_import(
+    datacite.OAI_DATACITE_1_0, "oai_datacite", datacite.import_oai_datacite, "oai_datacite"
+)
 register_import(datacite.KERNEL_4, "resource", datacite.import_resource, _DATACITE)
 register_import(datacite.KERNEL_3, "resource", datacite.import_resource, _DATACITE)
 register_import(arxiv.ARXIV, "arXiv", arxiv.import_arxiv, "arXiv")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -72,13 +73,27 @@ _ESCAPED_TAG = re.compile(r"&lt;/?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*?)?/?&gt;")
 _TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
 
 
+# A byte order mark and zero-width characters: invisible, they only make equal texts differ.
+_INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
+
+
+def clean_unicode(value: str) -> str:
+    """`value` without BOM/zero-width characters, in NFC (a composed `é`, as most sources
+    write it). ASCII text, most values, is returned at once."""
+    if value.isascii():
+        return value
+    value = _INVISIBLE.sub("", value)
+    return value if unicodedata.is_normalized("NFC", value) else unicodedata.normalize("NFC", value)
+
+
 def text_or_none(value: str | None) -> str | None:
     """A one-line value (title, name, subject …): a source's line breaks and indentation are
     layout, not content, so each run of whitespace becomes one space. (The XML parser has
-    turned every CR into LF already, so three cheap tests find the values to collapse.)"""
+    turned every CR into LF already, so three cheap tests find the values to collapse.)
+    Invisible characters are dropped and the text is NFC (`clean_unicode`)."""
     if value is None:
         return None
-    value = value.strip()
+    value = clean_unicode(value).strip()
     if "\n" in value or "  " in value or "\t" in value:
         value = _SPACE_RUN.sub(" ", value)
     return value or None
@@ -94,7 +109,7 @@ def block_text_or_none(value: str | None) -> str | None:
     """A multi-line value (a description): only the ends are stripped, its lines stay."""
     if value is None:
         return None
-    value = value.strip()
+    value = clean_unicode(value).strip()
     return value or None
 
 
@@ -117,8 +132,9 @@ def is_ror(value: str | None) -> bool:
 
 def name_identifier(scheme: str, value: str) -> dict[str, str] | None:
     """A person/org identifier with the scheme's canonical spelling of the value; None when
-    the value is malformed for a scheme the target checks (ORCID, ROR), so that one bad
-    identifier is dropped instead of failing the whole record."""
+    the value is malformed for a scheme the target checks (ORCID, ROR) or the scheme is none
+    the target knows for people, so that one identifier is dropped instead of failing the
+    whole record."""
     scheme = scheme.strip().lower()
     if scheme == "orcid":
         value = value.strip()
@@ -133,7 +149,90 @@ def name_identifier(scheme: str, value: str) -> dict[str, str] | None:
         return {"scheme": "ror", "identifier": ror} if ROR.match(ror) else None
     if scheme == "isni":
         return {"scheme": "isni", "identifier": _SPACES.sub("", value)}
-    return {"scheme": scheme, "identifier": value.strip()}
+    if scheme == "gnd":
+        return {"scheme": "gnd", "identifier": value.strip()}
+    # InvenioRDM's RDM_RECORDS_PERSONORG_SCHEMES are ORCID, ISNI, GND and ROR only: another
+    # scheme (ResearcherID, Scopus Author ID …) would fail the record, so it is left out.
+    return None
+
+
+# Words that make a name an organisation's (dc:creator "World Health Organization", a DataCite
+# creatorName "University of California, Berkeley" without nameType); whole words only.
+_ORGANISATION_WORDS = re.compile(
+    r"\b(?:universit(?:y|ies|ät|é|à|ad|at|eit)|institut(?:e|o|ion)?|organi[sz]ation|association"
+    r"|society|council|cent(?:re|er|ro|rum)|department|ministry|laborator(?:y|ies)|foundation"
+    r"|consortium|committee|agency|office|library|museum|group|team|project|network"
+    r"|collaboration|academy|observatory|corporation|inc|ltd|llc|gmbh|e\.v"
+    r"|college|hospital|commission)\b",
+    re.I,
+)
+# An acronym alone (CERN, NASA, UNESCO): no person is named so.
+_ACRONYM = re.compile(r"^[A-Z][A-Z0-9&]{1,9}$")
+# Authority-file dates after a name: "Twain, Mark, 1835-1910", "Doe, Jane, b. 1950".
+_NAME_DATES = re.compile(
+    r",?\s*\(?(?:(?:b|d|fl|ca|born|died)\.?\s*)?\d{3,4}\??\s*-\s*(?:\d{3,4}\??)?\)?\.?$"
+    r"|,?\s*\(?(?:b|d|fl|born|died)\.?\s*\d{3,4}\??\)?\.?$",
+    re.I,
+)
+# A trailing parenthesis: "Smith, John (Univ X)" names the affiliation; a role is dropped.
+_PARENTHESIS = re.compile(r"\s*\(([^()]+)\)$")
+_ROLE = re.compile(
+    r"^(?:eds?|editors?|hrsg|hg|coord|comp|trans|tr|ill|dir|ed\.? lit|orgs?)\.?$", re.I
+)
+
+
+def looks_like_organisation(name: str) -> bool:
+    """A conservative guess that a name without a stated type is an organisation's."""
+    return bool(_ACRONYM.match(name) or _ORGANISATION_WORDS.search(name))
+
+
+def split_dc_name(text: str) -> tuple[str, str | None]:
+    """A dc:creator/dc:contributor name without the authority dates after it, and the
+    affiliation in a trailing parenthesis (a role such as `(ed.)` is dropped)."""
+    affiliation = None
+    if text.endswith(")") and (match := _PARENTHESIS.search(text)):
+        inner = match.group(1).strip()
+        text = text[: match.start()]
+        if not _ROLE.match(inner) and not _NAME_DATES.fullmatch(inner):
+            affiliation = inner
+    if text[-1:].isdigit() or text.endswith(("-", ".", "?")):
+        text = _NAME_DATES.sub("", text).rstrip(" ,")
+    return text, affiliation
+
+
+def unique_identifiers(
+    identifiers: list[dict[str, str]], own_doi: str | None = None
+) -> list[dict[str, str]]:
+    """`identifiers` without repeats and without the record's own DOI (the target rejects a
+    duplicated identifier). Values are compared as the imports normalised them; DOIs
+    case-insensitively, as DOIs are."""
+    if not identifiers:
+        return identifiers
+    seen: set[tuple[str, str]] = set()
+    if own_doi:
+        seen.add(("doi", own_doi.lower()))
+    result = []
+    for entry in identifiers:
+        value = entry["identifier"]
+        key = (entry["scheme"], value.lower() if entry["scheme"] == "doi" else value)
+        if key not in seen:
+            seen.add(key)
+            result.append(entry)
+    return result
+
+
+def one_per_scheme(identifiers: list[dict[str, str]]) -> list[dict[str, str]]:
+    """A person's or organisation's identifiers, the first of each scheme: the target allows
+    one per scheme (an ORCID given twice, as a URL and bare, is one ORCID)."""
+    if len(identifiers) < 2:
+        return identifiers
+    seen: set[str] = set()
+    result = []
+    for entry in identifiers:
+        if entry["scheme"] not in seen:
+            seen.add(entry["scheme"])
+            result.append(entry)
+    return result
 
 
 def person_or_org(
@@ -145,12 +244,13 @@ def person_or_org(
     identifiers: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """A person or an organisation; a person's name is split from `Family, Given` when the
-    source gives no given/family parts. Without a stated kind, a name with a comma, given/family
-    parts or an ORCID is a person; anything else is an organisation.
+    source gives no given/family parts. Without a stated kind, given/family parts or an ORCID
+    make a person, and so does a name with a comma unless it has an organisation's word
+    (`University of California, Berkeley`); anything else is an organisation.
 
     The parts are one-line values as the imports read them (`text_or_none`), so they are only
     stripped here: this runs for every creator and contributor."""
-    identifiers = identifiers or []
+    identifiers = one_per_scheme(identifiers) if identifiers else []
     name, given, family = (
         block_text_or_none(name),
         block_text_or_none(given),
@@ -160,8 +260,8 @@ def person_or_org(
         personal = bool(
             given
             or family
-            or (name and "," in name)
             or any(i["scheme"] == "orcid" for i in identifiers)
+            or (name and "," in name and not looks_like_organisation(name))
         )
         kind = "personal" if personal else "organizational"
     result: dict[str, Any] = {"type": kind, "identifiers": identifiers}
@@ -173,6 +273,10 @@ def person_or_org(
                     block_text_or_none(family_part),
                     given or block_text_or_none(given_part),
                 )
+            elif given and name == given:
+                family, given = name, None  # givenName only ("Madonna"): one name
+            elif given and name.startswith(given + " "):
+                family = name[len(given) + 1 :]  # "John Smith" with givenName "John"
             else:
                 family = name
         result.update(given_name=given, family_name=family)

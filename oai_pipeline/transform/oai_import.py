@@ -8,12 +8,14 @@ from lxml import etree
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from oai_pipeline.transform.base import Transformer, TransformItem
+from oai_pipeline.transform.dates import normalize_date
 from oai_pipeline.transform.failure import (
     MALFORMED_XML,
     MISSING_METADATA,
     UNKNOWN_ROOT,
     VALIDATION,
     TransformFailure,
+    missing_field,
 )
 from oai_pipeline.transform.imports import find_import, supported_formats
 from oai_pipeline.transform.rdm_record import RDMRecord, error_location
@@ -77,6 +79,7 @@ class OAIImportTransformer(Transformer):
         if metadata is None:
             return  # deleted, or no metadata: the sync stage decides, nothing to transform
         data = _import(metadata)
+        _default_publication_date(data, item.datestamp)
         communities = self._communities(item.set_specs)
         if communities:
             existing = data.get("parent", {}).get("communities", {}).get("ids", [])
@@ -100,9 +103,27 @@ class OAIImportTransformer(Transformer):
         return list(dict.fromkeys(mapping[spec] for spec in set_specs if spec in mapping))
 
 
+def _default_publication_date(data: dict[str, Any], datestamp: str) -> None:
+    """A record whose metadata gives no publication date at all (oai_dc without dc:date) is
+    dated by the day of its OAI datestamp, when the source last changed it: the nearest date
+    the source gives, so the record is not rejected. Without a datestamp it is missing."""
+    metadata = data.get("metadata")
+    if not isinstance(metadata, dict) or metadata.get("publication_date") is not None:
+        return
+    try:
+        metadata["publication_date"] = normalize_date(datestamp)
+    except ValueError:
+        raise missing_field(
+            "metadata.publication_date", "publication date, nor an OAI datestamp"
+        ) from None
+
+
 def _keep_own_doi(data: dict[str, Any], prefixes: list[str]) -> None:
     """The record's DOI is the first one of an own prefix; the DOI the import chose, if of
-    another prefix, is another work's: listed as related (the feed does not say how)."""
+    another prefix, is another version's: related as `isversionof`. The source gave it as an
+    identifier of this very work (arXiv: the journal article of the preprint), so the record
+    is a version of what it names. (`ispublishedin` would say the DOI is a container, a
+    journal or proceedings, which it is not; `other` is no relation type of the target.)"""
     pids = data.get("pids")
     metadata = data.get("metadata")
     if not isinstance(pids, dict) or not isinstance(metadata, dict):
@@ -122,7 +143,9 @@ def _keep_own_doi(data: dict[str, Any], prefixes: list[str]) -> None:
         related = list(metadata.get("related_identifiers") or [])
         doi = chosen.get("identifier")
         if not any(isinstance(r, dict) and r.get("identifier") == doi for r in related):
-            related.append({"identifier": doi, "scheme": "doi", "relation_type": {"id": "other"}})
+            related.append(
+                {"identifier": doi, "scheme": "doi", "relation_type": {"id": "isversionof"}}
+            )
         metadata["related_identifiers"] = related
 
 

@@ -7,29 +7,34 @@ from functools import lru_cache
 
 import pycountry
 
-# DataCite resourceTypeGeneral -> resource type id.
+# DataCite resourceTypeGeneral -> resource type id: the ids of InvenioRDM's resource_types.yaml
+# (invenio-rdm-records fixtures, v12+), each the one whose datacite_general is that value. A
+# thesis is `publication-dissertation` there (titled "Thesis"); `publication-thesis` was the id
+# of versions before it and is gone. Collection, Instrument, StudyRegistration … have none: other.
 DATACITE_RESOURCE_TYPES: dict[str, str] = {
     "audiovisual": "video",
     "book": "publication-book",
     "bookchapter": "publication-section",
-    "computationalnotebook": "software",
+    "computationalnotebook": "software-computationalnotebook",
     "conferencepaper": "publication-conferencepaper",
-    "conferenceproceeding": "publication",
-    "datapaper": "publication",
+    "conferenceproceeding": "publication-conferenceproceeding",
+    "datapaper": "publication-datapaper",
     "dataset": "dataset",
-    "dissertation": "publication-thesis",
+    "dissertation": "publication-dissertation",
     "event": "event",
     "image": "image",
-    "journal": "publication",
+    "interactiveresource": "lesson",
+    "journal": "publication-journal",
     "journalarticle": "publication-article",
     "model": "model",
     "outputmanagementplan": "publication-datamanagementplan",
-    "peerreview": "publication",
+    "peerreview": "publication-peerreview",
     "physicalobject": "physicalobject",
     "preprint": "publication-preprint",
     "report": "publication-report",
     "software": "software",
-    "standard": "publication",
+    "sound": "audio",
+    "standard": "publication-standard",
     "text": "publication",
     "workflow": "workflow",
 }
@@ -37,22 +42,22 @@ DATACITE_RESOURCE_TYPES: dict[str, str] = {
 # dc:type values: info:eu-repo/semantics/* (the OpenAIRE guidelines) and DCMI Type terms.
 DC_RESOURCE_TYPES: dict[str, str] = {
     "article": "publication-article",
-    "bachelorthesis": "publication-thesis",
-    "masterthesis": "publication-thesis",
-    "doctoralthesis": "publication-thesis",
+    "bachelorthesis": "publication-dissertation",
+    "masterthesis": "publication-dissertation",
+    "doctoralthesis": "publication-dissertation",
     "book": "publication-book",
     "bookpart": "publication-section",
     "conferenceobject": "publication-conferencepaper",
     "conferencepaper": "publication-conferencepaper",
     "conferenceposter": "poster",
-    "conferenceproceedings": "publication",
+    "conferenceproceedings": "publication-conferenceproceeding",
     "contributiontoperiodical": "publication",
     "lecture": "presentation",
     "patent": "publication-patent",
     "preprint": "publication-preprint",
     "report": "publication-report",
     "researchproposal": "publication-proposal",
-    "review": "publication",
+    "review": "publication-peerreview",  # the target's eurepo mapping of peer review
     "technicaldocumentation": "publication-technicalnote",
     "workingpaper": "publication-workingpaper",
     "annotation": "publication-annotationcollection",
@@ -64,6 +69,32 @@ DC_RESOURCE_TYPES: dict[str, str] = {
     "text": "publication",
     "physicalobject": "physicalobject",
     "event": "event",
+    "sound": "audio",
+    "interactiveresource": "lesson",
+    # Free-text types of DSpace (its dc.type value list), EPrints and OJS, read as keys
+    # without case, spaces or punctuation (`Conference or Workshop Item`, `Audio/Sound`).
+    "thesis": "publication-dissertation",
+    "dissertation": "publication-dissertation",
+    "phdthesis": "publication-dissertation",
+    "mastersthesis": "publication-dissertation",
+    "bachelorsthesis": "publication-dissertation",
+    "journalarticle": "publication-article",
+    "peerreviewedarticle": "publication-article",
+    "bookchapter": "publication-section",
+    "booksection": "publication-section",
+    "monograph": "publication-book",
+    "presentation": "presentation",
+    "video": "video",
+    "animation": "video",
+    "poster": "poster",
+    "technicalreport": "publication-report",
+    "conferenceorworkshopitem": "publication-conferencepaper",
+    "conferenceitem": "publication-conferencepaper",
+    "audio": "audio",
+    "audiosound": "audio",
+    "recordingmusical": "audio",
+    "recordingoral": "audio",
+    "learningobject": "lesson",
 }
 
 TITLE_TYPES: dict[str, str] = {
@@ -94,12 +125,21 @@ DATE_TYPES = {
 }
 
 # Licenses known by URL: (compiled pattern, function of the match -> license id).
-_CC_LICENSE = re.compile(r"creativecommons\.org/licenses/([a-z-]+)/(\d\.\d)", re.I)
+# A ported CC license has its jurisdiction after the version: licenses/by/3.0/us/.
+_CC_LICENSE = re.compile(
+    r"creativecommons\.org/licenses/([a-z-]+)/(\d\.\d)(?:/([a-z]{2,3})(?=[/?#]|$))?", re.I
+)
+# The ported CC licenses InvenioRDM's licenses.csv has; any other is its unported license.
+_PORTED_CC = frozenset(
+    {"cc-by-3.0-at", "cc-by-3.0-us", "cc-by-nc-nd-3.0-igo", "cc-by-sa-2.0-uk", "cc-by-sa-3.0-at"}
+)
 _CC_ZERO = re.compile(r"creativecommons\.org/publicdomain/zero/(\d\.\d)", re.I)
 _APACHE = re.compile(r"apache\.org/licenses/LICENSE-(\d\.\d)", re.I)
 _SPDX = re.compile(r"spdx\.org/licenses/([A-Za-z0-9.+-]+?)(?:\.html)?/?$", re.I)
 _OPENSOURCE = re.compile(r"opensource\.org/licenses?/([A-Za-z0-9.+-]+)/?$", re.I)
-_GNU = re.compile(r"gnu\.org/licenses/((?:a|l)?gpl)-?(\d\.\d)", re.I)
+_GNU = re.compile(r"gnu\.org/licenses/(?:old-licenses/)?((?:a|l)?gpl)(?:-?(\d\.\d))?", re.I)
+# SPDX's deprecated GNU ids: `GPL-3.0` is `GPL-3.0-only`, `GPL-3.0+` is `GPL-3.0-or-later`.
+_GNU_BARE = re.compile(r"^((?:a|l)?gpl-\d\.\d)(\+)?$")
 
 
 _SEPARATORS = re.compile(r"[\s_-]+")
@@ -118,11 +158,24 @@ def datacite_resource_type(general: str | None) -> str:
     return DATACITE_RESOURCE_TYPES.get(vocabulary_key(general or ""), "other")
 
 
+_NOT_ALPHANUMERIC = re.compile(r"[\W_]+")
+
+
+@lru_cache(maxsize=4096)
+def _dc_type(value: str) -> str | None:
+    """The resource type of one dc:type: an eu-repo URI's or DCMI URI's last segment, else the
+    whole text (`Audio/Sound`), compared without case, spaces or punctuation."""
+    value = value.strip()
+    if value.startswith(("info:", "http://", "https://")):
+        value = value.rsplit("/", 1)[-1]
+    return DC_RESOURCE_TYPES.get(_NOT_ALPHANUMERIC.sub("", value).lower())
+
+
 def dc_resource_type(values: list[str]) -> str:
-    """The first dc:type (eu-repo URI or DCMI term) that maps; `other` when none does."""
+    """The first dc:type (eu-repo URI, DCMI term or a repository's free text) that maps;
+    `other` when none does."""
     for value in values:
-        term = value.strip().rsplit("/", 1)[-1]
-        mapped = DC_RESOURCE_TYPES.get(vocabulary_key(term))
+        mapped = _dc_type(value)
         if mapped is not None:
             return mapped
     return "other"
@@ -151,35 +204,109 @@ def role(value: str | None) -> str:
     return vocabulary_key(value or "") or "other"
 
 
+# The schemes of InvenioRDM's RDM_RECORDS_IDENTIFIERS_SCHEMES (invenio-rdm-records config:
+# record, alternate and related identifiers), with DataCite's names for some of them.
+IDENTIFIER_SCHEMES = frozenset({
+    "ark", "arxiv", "ads", "crossreffunderid", "doi", "ean13", "eissn", "grid", "handle",
+    "igsn", "isbn", "isni", "issn", "istc", "lissn", "lsid", "pmid", "purl", "upc", "url",
+    "urn", "w3id", "other",
+})  # fmt: skip
+_SCHEME_ALIASES = {"bibcode": "ads", "hdl": "handle", "pubmed": "pmid", "issnl": "lissn"}
+
+
+@lru_cache(maxsize=1024)
 def identifier_scheme(value: str) -> str:
-    return vocabulary_key(value)
+    """A DataCite identifier type as the target's scheme (`bibcode` -> `ads`); a type the
+    target does not know (`Local accession number`, `oai`, `RRID`) is `other`, which it
+    accepts for any value, so the identifier is kept."""
+    key = vocabulary_key(value)
+    key = _SCHEME_ALIASES.get(key, key)
+    return key if key in IDENTIFIER_SCHEMES else "other"
+
+
+def _spdx_id(value: str) -> str:
+    """A lower-case SPDX id as InvenioRDM's licenses.csv has it: its GNU licenses are only
+    `-only` and `-or-later`, so the deprecated bare ids become those."""
+    if match := _GNU_BARE.match(value):
+        return f"{match.group(1)}-or-later" if match.group(2) else f"{match.group(1)}-only"
+    return value
 
 
 def license_id_from_identifier(value: str) -> str:
-    """An SPDX-like rightsIdentifier as the vocabulary id: `CC0 1.0` -> `cc0-1.0`."""
-    return re.sub(r"\s+", "-", value.strip()).lower()
+    """An SPDX-like rightsIdentifier as the vocabulary id: `CC0 1.0` -> `cc0-1.0`,
+    `GPL-3.0` -> `gpl-3.0-only`."""
+    return _spdx_id(re.sub(r"\s+", "-", value.strip()).lower())
 
 
 @lru_cache(maxsize=1024)
 def license_id_from_url(url: str) -> str | None:
-    """The license id of a well-known license URL, or None (not a license we can name)."""
+    """The license id of a well-known license URL, or None (not a license we can name).
+
+    A gnu.org URL names a version of the license, not whether later versions may be chosen:
+    as the GPL itself reads a program that names a version without "or any later version"
+    (section 14), and as SPDX reads its bare `GPL-3.0`, it is `-only`. A URL without a
+    version (`licenses/gpl.html`) is "any version", `-or-later` of the current one."""
     if match := _CC_LICENSE.search(url):
-        return f"cc-{match.group(1).lower()}-{match.group(2)}"
+        kind = match.group(1).lower().replace("by-nd-nc", "by-nc-nd")  # CC 1.0's order
+        unported = f"cc-{kind}-{match.group(2)}"
+        if match.group(3):
+            ported = f"{unported}-{match.group(3).lower()}"
+            if ported in _PORTED_CC:
+                return ported
+        return unported
     if match := _CC_ZERO.search(url):
         return f"cc0-{match.group(1)}"
     if match := _APACHE.search(url):
         return f"apache-{match.group(1)}"
     if match := _GNU.search(url):
-        return f"{match.group(1).lower()}-{match.group(2)}"
+        name = match.group(1).lower()
+        if match.group(2) is None:
+            return f"{name}-3.0-or-later"
+        return f"{name}-{match.group(2)}-only"
     for pattern in (_SPDX, _OPENSOURCE):
         if match := pattern.search(url):
-            return match.group(1).lower()
+            return _spdx_id(match.group(1).lower())
     return None
+
+
+# Languages as they name themselves (dc:language of European and other repositories), and
+# English names ISO 639 words differently (`Modern Greek (1453-)`): -> ISO 639-3.
+# fmt: off
+_LANGUAGE_NAMES = {
+    "deutsch": "deu", "español": "spa", "espanol": "spa", "castellano": "spa",
+    "castilian": "spa", "français": "fra", "francais": "fra", "italiano": "ita",
+    "português": "por", "portugues": "por", "nederlands": "nld", "flemish": "nld",
+    "svenska": "swe", "norsk": "nor", "dansk": "dan", "suomi": "fin", "polski": "pol",
+    "čeština": "ces", "cestina": "ces", "slovenčina": "slk", "slovenščina": "slv",
+    "hrvatski": "hrv", "srpski": "srp", "magyar": "hun", "română": "ron", "romana": "ron",
+    "türkçe": "tur", "turkce": "tur", "ελληνικά": "ell", "greek": "ell", "русский": "rus",
+    "українська": "ukr", "català": "cat", "catala": "cat", "euskara": "eus", "galego": "glg",
+    "íslenska": "isl", "eesti": "est", "latviešu": "lav", "lietuvių": "lit",
+    "bahasa indonesia": "ind", "bahasa melayu": "msa", "中文": "zho", "日本語": "jpn",
+    "한국어": "kor", "العربية": "ara", "עברית": "heb", "فارسی": "fas", "farsi": "fas",
+    "swahili": "swa", "kiswahili": "swa", "hindi": "hin", "हिन्दी": "hin",
+}
+# fmt: on
+
+
+@lru_cache(maxsize=1)
+def _languages_by_name() -> dict[str, str]:
+    """Every ISO 639-3 language by its lower-case English name(s), built once: one look-up
+    per value, not a scan of pycountry's languages per record."""
+    names: dict[str, str] = {}
+    for language in pycountry.languages:
+        for attribute in ("name", "common_name", "inverted_name"):
+            name = getattr(language, attribute, None)
+            if name:
+                names.setdefault(name.lower(), language.alpha_3)
+    names.update(_LANGUAGE_NAMES)
+    return names
 
 
 @lru_cache(maxsize=1024)
 def language_id(code: str) -> str | None:
-    """ISO 639-3 id of a language tag (`en-US`, `en`, `eng`, `ger`); None when unknown."""
+    """ISO 639-3 id of a language tag (`en-US`, `en`, `eng`, `ger`) or name (`English`,
+    `Deutsch`, `Español`); None when unknown."""
     primary = code.strip().split("-")[0].split("_")[0].lower()
     if len(primary) == 2:
         language = pycountry.languages.get(alpha_2=primary)
@@ -188,7 +315,7 @@ def language_id(code: str) -> str | None:
             bibliographic=primary
         )
     else:
-        language = None
+        return _languages_by_name().get(" ".join(code.split()).lower())
     return language.alpha_3 if language is not None else None
 
 

@@ -9,6 +9,9 @@ It was re-recorded once for the audit fixes (F2–F8, F12: dropped optional valu
 descriptions, collapsed whitespace, error messages); each changed output was reviewed.
 It was re-recorded again for the arXiv import: the 47 records of the recorded arXiv responses
 became records, and the unknown-root messages list the arXiv formats; nothing else changed.
+It was re-recorded for the second audit's transform fixes (resource types, relation types,
+licences and schemes InvenioRDM has, de-duplicated identifiers and names, dates, geometry);
+merged with the arXiv recording, every output equals the one of the branch that changed it.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def test_orcid_urls_with_spaces_are_normalised_and_ror_name_identifiers_kept() -
         "relation_type": {"id": "iscitedby"},
         "resource_type": {"id": "video"},
     }
-    assert metadata["identifiers"] == [{"identifier": "12345", "scheme": "localaccessionnumber"}]
+    assert metadata["identifiers"] == [{"identifier": "12345", "scheme": "other"}]
     types = [d["type"]["id"] for d in metadata["additional_descriptions"]]
     assert metadata["description"] == "Example Abstract"
     assert types == [
@@ -244,7 +244,7 @@ def test_zenodo_datacite_record() -> None:
         }
     ]
     assert metadata["version"] == "2.1.0"
-    assert metadata["identifiers"] == [{"identifier": "oai:zenodo.org:10357859", "scheme": "oai"}]
+    assert metadata["identifiers"] == [{"identifier": "oai:zenodo.org:10357859", "scheme": "other"}]
     assert {
         "identifier": "10.5281/zenodo.596581",
         "scheme": "doi",
@@ -376,3 +376,121 @@ def test_single_escaped_html_is_not_unescaped_again() -> None:
         '&lt;img src="x" onerror="alert(1)"&gt;</description></descriptions>'
     )
     assert transformed_metadata(item)["description"] == ("<p>Escaped <b>HTML</b> p &lt; 0.05</p>")
+
+
+def test_rights_uri_that_is_no_web_link_names_the_right() -> None:
+    """A rightsURI that is no http(s) URL and has no text (`urn:…`) is the right's title,
+    not a link; before, the title was empty and the record failed."""
+    item = video_with(
+        before_language='<rightsList><rights rightsURI="urn:example:license:internal"/>'
+        '<rights rightsURI="www.example.org/terms"/></rightsList>'
+    )
+    assert transformed_metadata(item)["rights"] == [
+        {"title": {"en": "urn:example:license:internal"}},
+        {"title": {"en": "www.example.org/terms"}},
+    ]
+
+
+def test_repeated_identifiers_are_kept_once() -> None:
+    """An ORCID given twice (bare and as a URL) is one ORCID (the target allows one per
+    scheme); an alternateIdentifier that is the record's own DOI is not copied."""
+    item = video_with(
+        creator='<nameIdentifier nameIdentifierScheme="ORCID">0000-0001-5109-3700'
+        '</nameIdentifier><nameIdentifier nameIdentifierScheme="ORCID">'
+        "https://orcid.org/0000-0001-5109-3700</nameIdentifier>",
+        before_language="<alternateIdentifiers>"
+        '<alternateIdentifier alternateIdentifierType="DOI">10.5072/1153992</alternateIdentifier>'
+        '<alternateIdentifier alternateIdentifierType="URL">https://example.org/a'
+        "</alternateIdentifier>"
+        '<alternateIdentifier alternateIdentifierType="URL">https://example.org/a'
+        "</alternateIdentifier></alternateIdentifiers>",
+    )
+    metadata = transformed_metadata(item)
+    assert item.data["pids"]["doi"]["identifier"] == "10.5072/1153992"
+    assert metadata["creators"][0]["person_or_org"]["identifiers"] == [
+        {"scheme": "orcid", "identifier": "0000-0001-5109-3700"}
+    ]
+    assert metadata["identifiers"] == [{"identifier": "https://example.org/a", "scheme": "url"}]
+
+
+def test_person_identifiers_of_schemes_the_target_does_not_know_are_left_out() -> None:
+    """InvenioRDM knows ORCID, ISNI, GND and ROR for people; a ResearcherID would fail the
+    record, so it is dropped (the person stays)."""
+    item = video_with(
+        creator='<nameIdentifier nameIdentifierScheme="ResearcherID">A-1234-2010'
+        '</nameIdentifier><nameIdentifier nameIdentifierScheme="GND">118540238'
+        "</nameIdentifier>"
+    )
+    [creator] = transformed_metadata(item)["creators"]
+    assert creator["person_or_org"]["identifiers"] == [{"scheme": "gnd", "identifier": "118540238"}]
+
+
+def test_creator_names_without_name_type_and_given_name_only() -> None:
+    """Without nameType, an organisation's words make `University of California, Berkeley`
+    an organisation despite its comma; a givenName alone is the one name, not doubled."""
+    item = video_with(
+        before_language="<contributors>"
+        '<contributor contributorType="HostingInstitution">'
+        "<contributorName>University of California, Berkeley</contributorName></contributor>"
+        '<contributor contributorType="Other"><contributorName nameType="Personal">Madonna'
+        "</contributorName><givenName>Madonna</givenName></contributor></contributors>"
+    )
+    berkeley, madonna = transformed_metadata(item)["contributors"]
+    assert berkeley["person_or_org"] == {
+        "type": "organizational",
+        "name": "University of California, Berkeley",
+        "identifiers": [],
+    }
+    assert madonna["person_or_org"] == {
+        "type": "personal",
+        "name": "Madonna",
+        "family_name": "Madonna",
+        "identifiers": [],
+    }
+
+
+def _polygon(*corners: tuple[float, float]) -> str:
+    points = "".join(
+        f"<polygonPoint><pointLongitude>{lon}</pointLongitude>"
+        f"<pointLatitude>{lat}</pointLatitude></polygonPoint>"
+        for lon, lat in corners
+    )
+    return f"<geoLocationPolygon>{points}</geoLocationPolygon>"
+
+
+def test_each_geolocation_polygon_is_a_polygon() -> None:
+    """Two geoLocationPolygons in one geoLocation are two polygons (before, one ring of
+    both); a NaN or out-of-range coordinate drops the location's geometry, not the record."""
+    square = ((0, 0), (1, 0), (1, 1), (0, 1), (0, 0))
+    other = ((10, 10), (11, 10), (11, 11), (10, 11), (10, 10))
+    item = video_with(
+        before_language="<geoLocations><geoLocation>"
+        + _polygon(*square)
+        + _polygon(*other)
+        + "</geoLocation><geoLocation><geoLocationPlace>Nowhere</geoLocationPlace>"
+        "<geoLocationPoint><pointLongitude>NaN</pointLongitude><pointLatitude>200"
+        "</pointLatitude></geoLocationPoint></geoLocation></geoLocations>"
+    )
+    features = transformed_metadata(item)["locations"]["features"]
+    assert [feature.get("geometry") for feature in features] == [
+        {"type": "Polygon", "coordinates": [[[float(x), float(y)] for x, y in square]]},
+        {"type": "Polygon", "coordinates": [[[float(x), float(y)] for x, y in other]]},
+        None,
+    ]
+    assert features[2] == {"place": "Nowhere"}
+
+
+def test_malformed_funder_ror_is_dropped_not_the_funder() -> None:
+    """A funder ROR id is checked as affiliation RORs are (before, `not-a-ror` was the
+    funder's id)."""
+    item = video_with(
+        before_language="<fundingReferences><fundingReference><funderName>F</funderName>"
+        '<funderIdentifier funderIdentifierType="ROR">not-a-ror</funderIdentifier>'
+        "</fundingReference></fundingReferences>"
+    )
+    assert transformed_metadata(item)["funding"] == [{"funder": {"name": "F", "identifiers": []}}]
+
+
+def test_datacite_text_is_nfc_without_invisible_characters() -> None:
+    item = video_with(title="Cafe\u0301\u200b tales")
+    assert transformed_metadata(item)["title"] == "Caf\u00e9 tales"

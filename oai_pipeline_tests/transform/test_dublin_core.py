@@ -60,11 +60,11 @@ def test_zenodo_dc_record() -> None:
         }
     ]
     assert metadata["publisher"] == "Zenodo"
-    assert metadata["identifiers"] == [{"identifier": "oai:zenodo.org:10357859", "scheme": "oai"}]
+    assert metadata["identifiers"] == [{"identifier": "oai:zenodo.org:10357859", "scheme": "other"}]
     assert {
         "identifier": "10.5281/zenodo.596581",
         "scheme": "doi",
-        "relation_type": {"id": "other"},
+        "relation_type": {"id": "references"},  # InvenioRDM has no untyped relation
     } in metadata["related_identifiers"]
 
 
@@ -111,7 +111,7 @@ def test_dc_types_dates_and_file_links() -> None:
         "<dc:rights>All rights reserved</dc:rights>"
     )
     metadata = transformed_metadata(item)
-    assert metadata["resource_type"] == {"id": "publication-thesis"}
+    assert metadata["resource_type"] == {"id": "publication-dissertation"}
     assert metadata["publication_date"] == "2019"  # the earliest: a deposit comes after it
     assert metadata["additional_titles"] == [
         {"title": "Eine Arbeit", "type": {"id": "alternative-title"}, "lang": {"id": "deu"}}
@@ -184,8 +184,8 @@ def test_dc_dois_in_every_form() -> None:
     assert item.data["pids"]["doi"]["identifier"] == "10.1234/infodoi"
     assert metadata["identifiers"] == [{"identifier": "10.1234/www", "scheme": "doi"}]
     assert metadata["related_identifiers"] == [
-        {"identifier": "10.1234/eurepo", "scheme": "doi", "relation_type": {"id": "other"}},
-        {"identifier": "10.1234/dx", "scheme": "doi", "relation_type": {"id": "other"}},
+        {"identifier": "10.1234/eurepo", "scheme": "doi", "relation_type": {"id": "references"}},
+        {"identifier": "10.1234/dx", "scheme": "doi", "relation_type": {"id": "references"}},
     ]
 
 
@@ -245,3 +245,188 @@ def test_dc_description_html_is_sanitised() -> None:
     assert metadata["additional_descriptions"][0]["description"] == (
         "<p>Real &lt;b&gt; as text</p>"
     )
+
+
+def test_a_doi_given_in_several_forms_is_the_pid_once() -> None:
+    """DSpace lists the DOI as dc.identifier.doi and as its URL: it is the pid, not also an
+    identifier (the target rejects duplicated identifiers); repeats of others are dropped."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        "<dc:identifier>https://doi.org/10.1234/ABC</dc:identifier>"
+        "<dc:identifier>10.1234/abc</dc:identifier><dc:identifier>doi:10.1234/Abc</dc:identifier>"
+        "<dc:identifier>urn:nbn:de:1</dc:identifier><dc:identifier>urn:nbn:de:1</dc:identifier>"
+        "<dc:relation>10.1234/rel</dc:relation><dc:relation>doi:10.1234/REL</dc:relation>"
+    )
+    metadata = transformed_metadata(item)
+    assert item.pid == "10.1234/abc"
+    assert metadata["identifiers"] == [{"identifier": "urn:nbn:de:1", "scheme": "urn"}]
+    assert [r["identifier"] for r in metadata["related_identifiers"]] == ["10.1234/rel"]
+
+
+def test_ojs_authors_listed_once_per_locale_are_one_creator_each() -> None:
+    """OJS lists each author once per locale of a bilingual journal; the same name in one
+    language twice is two people and stays."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:date>2020</dc:date>"
+        '<dc:creator xml:lang="en-US">Tremblay, Marie</dc:creator>'
+        '<dc:creator xml:lang="fr-CA">Tremblay, Marie</dc:creator>'
+        '<dc:creator xml:lang="en-US">Wang, Wei</dc:creator>'
+        '<dc:creator xml:lang="en-US">Wang, Wei</dc:creator>'
+        '<dc:creator xml:lang="fr-CA">Wang, Wei</dc:creator>'
+        '<dc:creator xml:lang="fr-CA">Wang, Wei</dc:creator>'
+        '<dc:contributor xml:lang="en-US">Roe, Richard</dc:contributor>'
+        '<dc:contributor xml:lang="fr-CA">Roe, Richard</dc:contributor>'
+    )
+    metadata = transformed_metadata(item)
+    names = [creator["person_or_org"]["name"] for creator in metadata["creators"]]
+    assert names == ["Tremblay, Marie", "Wang, Wei", "Wang, Wei"]
+    assert [c["person_or_org"]["name"] for c in metadata["contributors"]] == ["Roe, Richard"]
+
+
+@pytest.mark.parametrize(
+    ("dc_type", "expected"),
+    [
+        ("Thesis", "publication-dissertation"),
+        ("Dissertation", "publication-dissertation"),
+        ("Journal Article", "publication-article"),
+        ("Book chapter", "publication-section"),
+        ("Book Section", "publication-section"),
+        ("Presentation", "presentation"),
+        ("Video", "video"),
+        ("Poster", "poster"),
+        ("Technical Report", "publication-report"),
+        ("Conference or Workshop Item", "publication-conferencepaper"),
+        ("Monograph", "publication-book"),
+        ("Audio/Sound", "audio"),
+        ("info:eu-repo/semantics/article", "publication-article"),
+        ("http://purl.org/dc/dcmitype/MovingImage", "video"),
+    ],
+)
+def test_dspace_and_eprints_dc_types(dc_type: str, expected: str) -> None:
+    """The free-text types of DSpace and EPrints, compared without case or punctuation
+    (before, all of them were `other`)."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>A, B</dc:creator><dc:date>2020</dc:date>"
+        f"<dc:type>{dc_type}</dc:type>"
+    )
+    assert transformed_metadata(item)["resource_type"] == {"id": expected}
+
+
+def test_dspace_issued_date_beats_earlier_deposit_timestamps() -> None:
+    """An accepted manuscript is deposited (dc.date.accessioned/.available, timestamps)
+    before it is issued (dc.date.issued, a date): the date without a time of day wins."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator>"
+        "<dc:date>2019-05-03T10:22:31Z</dc:date><dc:date>2019-05-03T10:22:31Z</dc:date>"
+        "<dc:date>2020-01-15</dc:date>"
+    )
+    assert transformed_metadata(item)["publication_date"] == "2020-01-15"
+    only_stamps = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator>"
+        "<dc:date>2019-05-04T10:22:31Z</dc:date><dc:date>2019-05-03T10:22:31Z</dc:date>"
+    )
+    assert transformed_metadata(only_stamps)["publication_date"] == "2019-05-03"
+
+
+def test_language_names_are_languages() -> None:
+    """dc:language as a name, in English or the language's own (before, dropped)."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        "<dc:language>English</dc:language><dc:language>French</dc:language>"
+        "<dc:language>Deutsch</dc:language><dc:language>Español</dc:language>"
+        "<dc:language>german</dc:language><dc:language>Klingonish</dc:language>"
+    )
+    assert transformed_metadata(item)["languages"] == [
+        {"id": "eng"},
+        {"id": "fra"},
+        {"id": "deu"},
+        {"id": "spa"},
+    ]
+
+
+def test_dc_names_of_library_catalogues_and_organisations() -> None:
+    """Authority dates are no given name, a trailing parenthesis is the affiliation (a role
+    is dropped), `;` separates two people, and an organisation's name is an organisation."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:date>2020</dc:date>"
+        "<dc:creator>Twain, Mark, 1835-1910</dc:creator>"
+        "<dc:creator>Smith, John (Univ X)</dc:creator>"
+        "<dc:creator>Roe, Richard; Doe, Jane</dc:creator>"
+        "<dc:creator>World Health Organization</dc:creator><dc:creator>CERN</dc:creator>"
+        "<dc:contributor>Poe, Edgar (ed.)</dc:contributor>"
+    )
+    metadata = transformed_metadata(item)
+    people = [
+        (
+            c["person_or_org"]["type"],
+            c["person_or_org"].get("given_name"),
+            c["person_or_org"]["name"],
+        )
+        for c in metadata["creators"]
+    ]
+    assert people == [
+        ("personal", "Mark", "Twain, Mark"),
+        ("personal", "John", "Smith, John"),
+        ("personal", "Richard", "Roe, Richard"),
+        ("personal", "Jane", "Doe, Jane"),
+        ("organizational", None, "World Health Organization"),
+        ("organizational", None, "CERN"),
+    ]
+    assert metadata["creators"][1]["affiliations"] == [{"name": "Univ X"}]
+    assert metadata["creators"][0]["affiliations"] == []
+    [editor] = metadata["contributors"]
+    assert (editor["person_or_org"]["name"], editor["affiliations"]) == ("Poe, Edgar", [])
+
+
+def test_record_without_dc_date_is_dated_by_its_oai_datestamp() -> None:
+    """No dc:date at all: the day of the OAI datestamp is the publication date (before, the
+    record was rejected); an unreadable dc:date still is an invalid_date."""
+    item = TransformItem(
+        "oai:x:1",
+        "2021-06-30T08:15:00Z",
+        [],
+        wrap_metadata(
+            DC_HEAD + "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator></oai_dc:dc>"
+        ),
+    )
+    assert transformed_metadata(item)["publication_date"] == "2021-06-30"
+    no_stamp = TransformItem(
+        "oai:x:1",
+        "",
+        [],
+        wrap_metadata(
+            DC_HEAD + "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator></oai_dc:dc>"
+        ),
+    )
+    transform_one(no_stamp)
+    assert (no_stamp.error.type, no_stamp.error.location) == (
+        "missing_field",
+        "metadata.publication_date",
+    )
+
+
+def test_ojs_copyright_statement_is_not_the_license_title() -> None:
+    """OJS writes the copyright line, then the license URL: the line is a right of its own,
+    not the title of the CC license (before, the two were paired)."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        '<dc:rights xml:lang="en-US">Copyright (c) 2020 Marie Tremblay, John Smith</dc:rights>'
+        '<dc:rights xml:lang="en-US">https://creativecommons.org/licenses/by/4.0</dc:rights>'
+    )
+    assert transformed_metadata(item)["rights"] == [
+        {"id": "cc-by-4.0", "link": "https://creativecommons.org/licenses/by/4.0"},
+        {"title": {"en": "Copyright (c) 2020 Marie Tremblay, John Smith"}},
+    ]
+
+
+def test_invisible_characters_are_dropped_and_text_is_nfc() -> None:
+    """A title of only a zero-width space is no title (the next one is the title); text is
+    NFC, so a decomposed `é` equals the composed one."""
+    item = dc_item(
+        "<dc:title>\u200b</dc:title><dc:title>\ufeffCafe\u0301 study</dc:title>"
+        "<dc:creator>Mu\u0308ller, J</dc:creator><dc:date>2020</dc:date>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["title"] == "Caf\u00e9 study"
+    assert metadata["additional_titles"] == []
+    assert metadata["creators"][0]["person_or_org"]["family_name"] == "M\u00fcller"

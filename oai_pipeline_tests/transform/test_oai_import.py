@@ -86,10 +86,12 @@ def test_a_registered_import_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     assert item.pid is None
 
 
-def test_oai_datacite_envelope_gives_the_same_record_as_the_bare_resource() -> None:
+@pytest.mark.parametrize("version", ["1.1", "1.0"])
+def test_oai_datacite_envelope_gives_the_same_record_as_the_bare_resource(version: str) -> None:
+    """Both envelope versions (1.0 is the older one some DataCite-fed servers still send)."""
     resource = VIDEO.split("?>", 1)[1]
     envelope = (
-        '<oai_datacite xmlns="http://schema.datacite.org/oai/oai-1.1/">'
+        f'<oai_datacite xmlns="http://schema.datacite.org/oai/oai-{version}/">'
         "<schemaVersion>4</schemaVersion><datacentreSymbol>X.Y</datacentreSymbol>"
         f"<payload>{resource}</payload></oai_datacite>"
     )
@@ -198,9 +200,12 @@ def test_own_doi_prefixes_keep_other_works_dois_out_of_the_pid() -> None:
     assert item.pid == "10.48550/arxiv.1101.4388"
     assert item.data["pids"]["doi"]["identifier"].lower() == "10.48550/arxiv.1101.4388"
     metadata = item.data["metadata"]
-    assert {"identifier": "10.1016/j.acha.2012.03.009", "scheme": "doi"}.items() <= (
-        metadata["related_identifiers"][0].items()
-    )
+    # the preprint is a version of the journal article (InvenioRDM has no `other` relation)
+    assert metadata["related_identifiers"][0] == {
+        "identifier": "10.1016/j.acha.2012.03.009",
+        "scheme": "doi",
+        "relation_type": {"id": "isversionof"},
+    }
     assert all(i.get("scheme") != "doi" for i in metadata.get("identifiers", []))
 
     # no DOI of an own prefix: the record has no DOI at all
@@ -215,3 +220,39 @@ def test_own_doi_prefixes_are_validated() -> None:
     validate_spec("transformers", 'oai-import{own_doi_prefixes: ["10.5281", "10.1000.10"]}')
     with pytest.raises(ConfigurationError, match="own_doi_prefixes"):
         validate_spec("transformers", 'oai-import{own_doi_prefixes: ["zenodo"]}')
+
+
+def test_kernel3_resource_without_resource_type_is_other() -> None:
+    """Kernel-3 makes resourceType optional (minOccurs=0): such a record is imported as
+    `other`. Kernel-4 requires it, and its absence still fails the record."""
+    start = VIDEO.index("<resourceType")
+    end = VIDEO.index("</resourceType>") + len("</resourceType>")
+    without = VIDEO[:start] + VIDEO[end:]
+    kernel3 = without.replace("kernel-4", "kernel-3")
+    item = transform_one(TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(kernel3)))
+    assert item.error is None, item.error
+    assert item.data["metadata"]["resource_type"] == {"id": "other"}
+    item = transform_one(TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(without)))
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.resource_type")
+
+
+def test_kernel3_geolocations_are_read() -> None:
+    """Kernel-3 writes a point as "lat long" and a box as "south west north east" text;
+    GeoJSON is [long, lat]. Before, only the place was kept."""
+    resource = VIDEO.replace("kernel-4", "kernel-3").replace(
+        "<language>",
+        "<geoLocations><geoLocation><geoLocationPlace>Atlantic Ocean</geoLocationPlace>"
+        "<geoLocationPoint>31.233 -67.302</geoLocationPoint>"
+        "<geoLocationBox>41.090 -71.032 42.893 -68.211</geoLocationBox>"
+        "</geoLocation></geoLocations><language>",
+    )
+    item = transform_one(TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(resource)))
+    assert item.error is None, item.error
+    point, box = item.data["metadata"]["locations"]["features"]
+    assert point == {
+        "place": "Atlantic Ocean",
+        "geometry": {"type": "Point", "coordinates": [-67.302, 31.233]},
+    }
+    assert box["geometry"]["coordinates"] == [
+        [[-71.032, 41.09], [-68.211, 41.09], [-68.211, 42.893], [-71.032, 42.893], [-71.032, 41.09]]
+    ]

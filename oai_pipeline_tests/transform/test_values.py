@@ -159,12 +159,21 @@ def test_person_names() -> None:
 def test_licenses() -> None:
     assert vocab.license_id_from_identifier("CC0 1.0") == "cc0-1.0"
     assert vocab.license_id_from_identifier("CC-BY-4.0") == "cc-by-4.0"
+    assert vocab.license_id_from_identifier("GPL-3.0") == "gpl-3.0-only"
+    assert vocab.license_id_from_identifier("GPL-3.0-or-later") == "gpl-3.0-or-later"
     urls = {
         "https://creativecommons.org/licenses/by/4.0/legalcode": "cc-by-4.0",
         "http://creativecommons.org/licenses/by-nc-sa/3.0/": "cc-by-nc-sa-3.0",
         "https://creativecommons.org/publicdomain/zero/1.0/": "cc0-1.0",
         "http://www.apache.org/licenses/LICENSE-2.0": "apache-2.0",
-        "https://www.gnu.org/licenses/gpl-3.0.html": "gpl-3.0",
+        # the ids InvenioRDM's licenses.csv has (before: gpl-3.0, cc-by-3.0 for the US port)
+        "https://www.gnu.org/licenses/gpl-3.0.html": "gpl-3.0-only",
+        "https://www.gnu.org/licenses/old-licenses/lgpl-2.1.html": "lgpl-2.1-only",
+        "https://www.gnu.org/licenses/agpl.html": "agpl-3.0-or-later",
+        "https://spdx.org/licenses/GPL-2.0+.html": "gpl-2.0-or-later",
+        "http://creativecommons.org/licenses/by/3.0/us/": "cc-by-3.0-us",
+        "https://creativecommons.org/licenses/by-sa/3.0/de/legalcode": "cc-by-sa-3.0",
+        "https://creativecommons.org/licenses/by/4.0/deed.de": "cc-by-4.0",
         "https://opensource.org/licenses/MIT": "mit",
         "https://spdx.org/licenses/BSD-3-Clause.html": "bsd-3-clause",
         "https://example.org/terms": None,
@@ -280,3 +289,73 @@ def test_error_location_path() -> None:
     assert error_location(("metadata", "creators", 0, "person_or_org", "name")) == (
         "metadata.creators[0].person_or_org.name"
     )
+
+
+@pytest.mark.parametrize(
+    ("general", "expected"),
+    [
+        ("ComputationalNotebook", "software-computationalnotebook"),
+        ("Sound", "audio"),
+        ("InteractiveResource", "lesson"),
+        ("Journal", "publication-journal"),
+        ("PeerReview", "publication-peerreview"),
+        ("DataPaper", "publication-datapaper"),
+        ("Standard", "publication-standard"),
+        ("ConferenceProceeding", "publication-conferenceproceeding"),
+        ("Dissertation", "publication-dissertation"),
+    ],
+)
+def test_datacite_resource_types_are_ids_of_the_target(general: str, expected: str) -> None:
+    """The ids of InvenioRDM's resource_types.yaml whose datacite_general is the value
+    (before: `publication`/`other`, or `publication-thesis`, an id of old versions only)."""
+    assert vocab.datacite_resource_type(general) == expected
+
+
+def test_eu_repo_theses_are_the_targets_thesis_id() -> None:
+    for term in ("bachelorThesis", "masterThesis", "doctoralThesis"):
+        assert vocab.dc_resource_type([f"info:eu-repo/semantics/{term}"]) == (
+            "publication-dissertation"
+        )
+    assert vocab.dc_resource_type(["info:eu-repo/semantics/conferenceProceedings"]) == (
+        "publication-conferenceproceeding"
+    )
+    assert vocab.dc_resource_type(["Sound"]) == "audio"  # DCMI Type
+
+
+def test_identifier_schemes_are_the_targets() -> None:
+    """RDM_RECORDS_IDENTIFIERS_SCHEMES: DataCite's bibcode is `ads`; a type the target does
+    not know is `other` (before, e.g. `localaccessionnumber`, which it rejects)."""
+    assert vocab.identifier_scheme("bibcode") == "ads"
+    assert vocab.identifier_scheme("arXiv") == "arxiv"
+    assert vocab.identifier_scheme("Handle") == "handle"
+    assert vocab.identifier_scheme("Local accession number") == "other"
+    assert vocab.identifier_scheme("oai") == "other"
+    assert vocab.identifier_scheme("RRID") == "other"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("ca. 1900", "1900"),
+        ("circa 1900", "1900"),
+        ("c1900", "1900"),
+        ("[1885?]", "1885"),
+        ("1885?", "1885"),
+        ("[1920]", "1920"),
+        ("19--", "1900/1999"),
+        ("189-", "1890/1899"),
+        ("19uu", "1900/1999"),
+        ("1950s", "1950/1959"),
+        ("1900s", "1900/1909"),
+    ],
+)
+def test_approximate_years_of_library_catalogues(text: str, expected: str) -> None:
+    """The year, or the interval of years (EDTF, as InvenioRDM's publication_date takes it);
+    before, each rejected the record."""
+    assert normalize_date(text) == expected
+
+
+@pytest.mark.parametrize("text", ["ca. 19", "1-", "19---", "c1900s", "[19]"])
+def test_approximate_forms_need_a_year(text: str) -> None:
+    with pytest.raises(ValueError):
+        normalize_date(text)
