@@ -323,6 +323,37 @@ def test_takeover_of_a_users_draft_or_tombstone(
     assert shown["data"]["metadata"]["title"] == "Harvested"
 
 
+def test_a_record_the_source_re_identified_takes_over_its_own_tombstone(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    """A repository migration: `oai:old:1` deleted, `oai:new:1` live with the same DOI."""
+    first = harness.one("oai:old:1", data("Before", doi="10.1/m"))
+    harness.harvest([("oai:old:1", None)])  # deleted at the source: a tombstone, DOI kept
+    outcome = harness.one("oai:new:1", data("After", doi="10.1/m"))
+    assert (outcome.action, outcome.local_id, outcome.error) == (
+        Action.RESTORE,
+        first.local_id,
+        None,
+    )
+    shown = repo.show(first.local_id)
+    assert (shown["state"], shown["source_identifier"]) == ("live", "oai:new:1")
+    assert shown["data"]["metadata"]["title"] == "After" and len(repo.list()) == 1
+    # the former identifier has no record any more: its deletion leaves the record live
+    assert harness.one("oai:old:1", None).action in (Action.SKIP, Action.NOTHING)
+    assert repo.show(first.local_id)["state"] == "live"
+
+
+def test_a_tombstone_a_user_made_is_not_taken_by_another_identifier(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    """Deleted locally, live at the source: it is still its own identifier's record."""
+    first = harness.one("oai:a:1", data("A", doi="10.1/u"))
+    repo.delete(first.local_id, note="by a user")
+    outcome = harness.one("oai:b:1", data("B", doi="10.1/u"))
+    assert outcome.error is not None and outcome.error.type == "duplicate_pid"
+    assert repo.show(first.local_id)["source_identifier"] == "oai:a:1"
+
+
 def test_two_harvesters_write_side_by_side(target_settings: Settings) -> None:
     def run(harvester: str) -> list[WriteOutcome]:
         writer = EmbeddedWriter(EmbeddedWriter.Options(), target_settings)

@@ -173,9 +173,12 @@ class TargetTransaction:
         """Each (source identifier, pid)'s local record: by source identifier, then by pid.
 
         Found by pid means a record nobody harvested (a user's deposit) with the same DOI:
-        it is taken over. A record of another harvester or source identifier is not. A
-        harvested record hard deleted or marked for purge has given up its DOI: a user's
-        record that holds the DOI now is taken over rather than the harvested one revived.
+        it is taken over. So is this harvester's tombstone of another source identifier
+        that the source deleted (nobody changed it since): the source re-identified the
+        record (a repository migration), the DOI says it is the same work. A record of
+        another harvester, or live under another identifier, is not. A harvested record
+        hard deleted or marked for purge has given up its DOI: a user's record that holds
+        the DOI now is taken over rather than the harvested one revived.
         """
         keys = list(keys)
         identifiers = [identifier for identifier, _ in keys]
@@ -200,7 +203,14 @@ class TargetTransaction:
             for row in self.connection.execute(
                 sa.select(*_LOOKUP_COLUMNS).where(
                     records.c.doi.in_(chunk),
-                    records.c.source_harvester.is_(None),
+                    sa.or_(
+                        records.c.source_harvester.is_(None),
+                        sa.and_(  # deleted at the source under its former identifier
+                            records.c.source_harvester == harvester_id,
+                            records.c.state == TOMBSTONE,
+                            ~records.c.changed_locally,
+                        ),
+                    ),
                     records.c.state != DELETED,
                     ~records.c.purge,
                 )
