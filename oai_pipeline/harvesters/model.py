@@ -194,6 +194,18 @@ class Harvester(BaseModel):
                     "or both a transformer and a writer",
                     [],
                 )
+        names = [parse_spec(text).name for text in harvester.writers]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            # Both would write the same records (one record per source identifier) and
+            # share one memory of what was written: give one writer several communities.
+            raise _field_error(
+                "writers",
+                f"writer {repeated[0]!r} is given more than once; one writer writes each "
+                "record (a record's communities: the writer's `community` and the "
+                "transformer's `set_communities`)",
+                harvester.writers,
+            )
         return harvester
 
     @classmethod

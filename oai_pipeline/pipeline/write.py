@@ -120,6 +120,9 @@ def write(
             ).filter(pl.col("identifier").is_in(list(needed)))
             by_id = {row["identifier"]: row for row in transformed.iter_rows(named=True)}
         rows: list[dict] = []
+        written_outcomes: list[WriteOutcome] = []
+        statuses: dict[str, str] = {}
+        errors: dict[str, RecordError] = {}
         for index, writer in enumerate(writers):
             mine = decisions.filter(pl.col("writer") == index)
             outcomes: list[WriteOutcome] = []
@@ -153,31 +156,24 @@ def write(
                 batch = pending[start : start + batch_size]
                 outcomes.extend(writer.apply(scope.harvester_id, batch))
             planned = {row["identifier"]: row["action"] for row in mine.iter_rows(named=True)}
-            written_outcomes = [
+            written_outcomes.extend(
                 dataclasses.replace(o, error=None) if o.identifier in failed_before else o
                 for o in outcomes
                 if o.action is not Action.SKIP
-            ]
-            state.save_write_outcomes(
-                scope.harvester_id,
-                written_outcomes,
-                {o.identifier: by_id[o.identifier]["datestamp"] for o in written_outcomes},
-                fingerprint,
             )
-            statuses: dict[str, str] = {}
-            errors: dict[str, RecordError] = {}
             for outcome in outcomes:
-                statuses[outcome.identifier] = (
-                    "failed" if outcome.error else RUN_STATUS[outcome.action]
-                )
-                summary.actions[outcome.action.value] += 1
+                # A record fails when any writer failed it; its first error is the run's.
                 if outcome.error is not None:
-                    errors[outcome.identifier] = outcome.error
+                    statuses[outcome.identifier] = "failed"
+                    errors.setdefault(outcome.identifier, outcome.error)
                     summary.errors[outcome.error.type] += 1
                     if len(summary.error_rows) < 100:
                         summary.error_rows.append(
                             {"identifier": outcome.identifier, **error_columns(outcome.error)}
                         )
+                elif statuses.get(outcome.identifier) != "failed":
+                    statuses[outcome.identifier] = RUN_STATUS[outcome.action]
+                summary.actions[outcome.action.value] += 1
                 rows.append(
                     {
                         "identifier": outcome.identifier,
@@ -189,9 +185,16 @@ def write(
                         **error_columns(outcome.error),
                     }
                 )
-            state.set_record_status(
-                run_id, {i: status for i, status in statuses.items() if i not in settled}, errors
-            )
+        # Once for all writers: the errors of every writer stay on the harvest record.
+        state.save_write_outcomes(
+            scope.harvester_id,
+            written_outcomes,
+            {o.identifier: by_id[o.identifier]["datestamp"] for o in written_outcomes},
+            fingerprint,
+        )
+        state.set_record_status(
+            run_id, {i: status for i, status in statuses.items() if i not in settled}, errors
+        )
         for row in done_earlier.iter_rows(named=True):
             summary.actions[ALREADY_WRITTEN] += 1
             rows.append(

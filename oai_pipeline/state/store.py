@@ -643,8 +643,11 @@ class StateStore:
                 values["local_id"] = outcome.local_id
             if outcome.revision is not None:
                 values["written_revision"] = outcome.revision
-            rows[outcome.identifier] = values
-            errors[outcome.identifier] = [outcome.error] if outcome.error else []
+            # Several writers: the last one's id and revision, every one's error.
+            rows.setdefault(outcome.identifier, {}).update(values)
+            errors.setdefault(outcome.identifier, [])
+            if outcome.error:
+                errors[outcome.identifier].append(outcome.error)
         with self._engine.begin() as conn:
             self._upsert_records(conn, harvester_id, rows)
             self._replace_errors(conn, harvester_id, "write", errors)

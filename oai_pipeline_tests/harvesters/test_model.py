@@ -134,3 +134,12 @@ def test_describe_validation_error_is_one_line():
     text = describe_validation_error(raised.value)
     assert "\n" not in text
     assert text.startswith("invalid id: ") and "; base_url: " in text
+
+
+def test_a_writer_given_twice_is_refused():
+    twice = ['oai-service{community:"a"}', 'oai-service{community:"b"}']
+    with pytest.raises(ValidationError) as raised:
+        Harvester.from_input(BASE | {"transformers": [RDM_MODEL.transformer], "writers": twice})
+    assert describe_validation_error(raised.value).startswith(
+        "invalid writers: writer 'oai-service' is given more than once"
+    )

@@ -83,3 +83,27 @@ def test_a_missing_community_means_not_written_with_the_error_stored(harness: Ha
     harness.repository.create_community("nowhere")
     harness.harvest()
     assert {r["source_identifier"] for r in harness.all_local()} == set(harness.identifiers())
+
+
+def test_one_writers_error_is_not_wiped_by_another_writer(harness: Harness) -> None:
+    """Stored before a harvester could not name oai-service twice: the first writer's
+    missing community stays the record's error, and the next harvest writes it."""
+    harness.register()
+    harness._update_harvester(
+        writers=[
+            'oai-service{model:"rdm", community:"later"}',
+            'oai-service{model:"rdm", community:"present"}',
+        ]
+    )
+    harness.repository.create_community("present")
+
+    harness.harvest()
+
+    for identifier in harness.identifiers():
+        errors = harness.harvest_record(identifier)["errors"]
+        assert [e["type"] for e in errors] == ["missing_community"], errors
+    harness.repository.create_community("later")
+    harness.harvest()
+    for identifier in harness.identifiers():
+        assert harness.harvest_record(identifier)["errors"] == []
+        assert "later" in harness.local(identifier)["communities"]
