@@ -6,6 +6,8 @@ brings it back to the state the source reports.
 
 from __future__ import annotations
 
+import pytest
+
 from oai_pipeline.defs.launch import materialize_windows
 from oai_pipeline_tests.sync_e2e.conftest import Harness, at
 
@@ -241,3 +243,25 @@ def test_a_reviewer_publishing_a_harvested_draft_is_not_a_change_to_undo(
     assert _undone(later) == 0
     local = harness.local(identifier)
     assert (local["state"], local["draft"]) == ("live", None)
+
+
+@pytest.mark.parametrize("how", ["delete", "hard_delete"])
+def test_a_harvested_draft_a_user_deleted_comes_back_on_an_incremental_harvest(
+    harness: Harness, how: str
+) -> None:
+    """publish: false leaves drafts; deleting one is a local change like any other."""
+    harness.register()
+    harness.set_writer('oai-service{model: "rdm", publish: false}')
+    harness.harvest()
+    identifier = harness.identifiers()[0]
+    before = harness.local(identifier)
+    getattr(harness.repository, how)(before["id"])
+    assert harness.local(identifier)["state"] == "deleted"
+
+    later = materialize_windows(harness.instance, "sample", "2024-03-01", "2024-03-01")
+
+    assert _undone(later) == 1
+    local = harness.local(identifier)
+    assert (local["id"], local["state"], local["draft"]) == (before["id"], "draft", before["draft"])
+    again = materialize_windows(harness.instance, "sample", "2024-03-01", "2024-03-01")
+    assert _undone(again) == 0

@@ -135,15 +135,29 @@ class EmbeddedRepository:
         with self.transaction() as tx:
             row = tx.record(record_id)
             if row.state == "draft":
-                tx.discard(record_id)
+                self._discard(tx, row)
             else:
                 tx.tombstone(record_id, note=note, purge=purge)
                 tx.mark_changed_locally(record_id)
 
     def hard_delete(self, record_id: str) -> None:
         with self.transaction() as tx:
+            row = tx.record(record_id)
+            if row.state == "draft":
+                self._discard(tx, row)
+                return
             tx.hard_delete(record_id)
             tx.mark_changed_locally(record_id)
+
+    @staticmethod
+    def _discard(tx: TargetTransaction, row: sa.Row) -> None:
+        """A never-published record is discarded; a harvested one (a draft the harvest left
+        for review) is withdrawn, so that the next harvest brings it back."""
+        if row.source_harvester is None:
+            tx.discard(row.id)
+            return
+        tx.withdraw_draft(row.id)
+        tx.mark_changed_locally(row.id)
 
     def restore(self, record_id: str) -> None:
         """A tombstone is published again; a hard-deleted one revived from its last revision."""

@@ -543,10 +543,26 @@ class TargetTransaction:
             .order_by(revisions.c.revision.desc())
             .limit(1)
         ).first()
-        if last is None:
-            raise PipelineError(f"record {record_id} has no revision to revive it from")
+        if last is None:  # a harvested draft a user deleted (`withdraw_draft`): a draft again
+            self._check_pid_free(row.doi, record_id)
+            self.connection.execute(
+                sa.update(records).where(records.c.id == record_id).values(state=DRAFT)
+            )
+            return row.revision
         self._check_pid_free(row.doi, record_id)
         return self._change(row, LIVE, last.data, doi=row.doi)
+
+    def withdraw_draft(self, record_id: str) -> None:
+        """A user deleted a harvested record that was never published (a draft left for
+        review): gone like a hard-deleted record, but its row stays, flagged, so the next
+        harvest finds it and brings the draft back (the harvest wins over drafts too)."""
+        self.connection.execute(sa.delete(memberships).where(memberships.c.record_id == record_id))
+        self.connection.execute(sa.delete(drafts).where(drafts.c.record_id == record_id))
+        self.connection.execute(
+            sa.update(records)
+            .where(records.c.id == record_id)
+            .values(state=DELETED, data=None, updated=now())
+        )
 
     def discard(self, record_id: str) -> None:
         """Remove a record that was never published, with its draft and memberships."""
