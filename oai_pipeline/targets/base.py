@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
 from oai_pipeline.errors import RecordError
 from oai_pipeline.settings import Settings
@@ -21,9 +21,20 @@ class WriterOptions(BaseModel):
 
     publish: bool = True
     direct_update: bool = False
+    """Replace a published record in place instead of writing an edit draft and publishing
+    it (no draft step: nothing is left as a draft if publishing would fail). Needs publish."""
     update_all: bool = False
     pid_field: str = "pids.doi"
     community: str | None = None
+
+    @model_validator(mode="after")
+    def _direct_update_publishes(self) -> WriterOptions:
+        if self.direct_update and not self.publish:
+            raise ValueError(
+                "direct_update replaces the published record, publish: false leaves drafts "
+                "for review: give one of them"
+            )
+        return self
 
 
 @dataclass

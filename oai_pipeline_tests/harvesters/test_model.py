@@ -143,3 +143,15 @@ def test_a_writer_given_twice_is_refused():
     assert describe_validation_error(raised.value).startswith(
         "invalid writers: writer 'oai-service' is given more than once"
     )
+
+
+def test_direct_update_without_publish_is_refused():
+    with pytest.raises(ValidationError) as raised:
+        Harvester.from_input(
+            BASE
+            | {
+                "transformers": [RDM_MODEL.transformer],
+                "writers": ["oai-service{publish: false, direct_update: true}"],
+            }
+        )
+    assert "direct_update replaces the published record" in describe_validation_error(raised.value)
