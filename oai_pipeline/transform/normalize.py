@@ -302,6 +302,19 @@ def is_double_escaped(text: str) -> bool:
     return "&lt;" in text and bool(_ESCAPED_TAG.search(text)) and not _TAG.search(text)
 
 
+# An opening or closing tag of HTML (with a name HTML has), or a comment: a description that
+# holds one is HTML; one that holds only other `<` is plain text.
+_HTML_TAG = re.compile(
+    r"<(?:!--|/?(?:a|abbr|address|article|aside|b|big|blockquote|body|br|button|caption|center"
+    r"|cite|code|col|colgroup|dd|del|details|div|dl|dt|em|embed|figcaption|figure|font|footer"
+    r"|form|h[1-6]|head|header|hr|html|i|iframe|img|input|ins|kbd|li|link|main|mark|math|meta"
+    r"|nav|noscript|object|ol|option|p|pre|q|s|samp|script|section|select|small|span|strike"
+    r"|strong|style|sub|summary|sup|svg|table|tbody|td|textarea|tfoot|th|thead|time|title|tr"
+    r"|tt|u|ul|var|wbr)(?=[\s/>]))",
+    re.I,
+)
+
+
 def sanitize_html(text: str) -> str:
     """`text` as safe HTML: allow-listed rich-text tags, `a[href]` with web/mail schemes; no
     script, style, event handler or `javascript:` URL. A dropped block element leaves a space."""
@@ -332,6 +345,10 @@ def description_html(text: str, *more_lines: str) -> str | None:
         joined = text.strip()
         if is_double_escaped(joined):
             joined = unescape_html_once(joined)
+    if "<" in joined and not _HTML_TAG.search(joined):
+        # A `<` that opens no HTML tag is text (mathematics: `$x<y$ and $z>w$`), which the
+        # sanitiser would take for a tag and drop.
+        joined = joined.replace("<", "&lt;").replace(">", "&gt;")
     if "<" in joined or "&" in joined:
         joined = sanitize_html(joined)
     return joined or None

@@ -277,6 +277,14 @@ def test_plain_descriptions_skip_the_sanitiser() -> None:
     assert normalize.description_html("R&D") == "R&amp;D"  # an ampersand is HTML-escaped
 
 
+def test_a_less_than_sign_that_opens_no_tag_is_text() -> None:
+    """arXiv abstracts in oai_dc: TeX mathematics is not markup for the sanitiser to drop."""
+    assert normalize.description_html("$x<y$ and $z>w$") == "$x&lt;y$ and $z&gt;w$"
+    assert normalize.description_html("for n < 3 & m > 2") == "for n &lt; 3 &amp; m &gt; 2"
+    # a description with HTML in it is HTML: sanitised as before
+    assert normalize.description_html("<p>x</p><script>alert(1)</script>") == "<p>x</p>"
+
+
 def test_block_elements_do_not_glue_words() -> None:
     """F5: a block element the sanitiser drops leaves a space, a <br> stays a break."""
     unglued = normalize.description_html("<section>one</section><section>two</section>")
