@@ -12,6 +12,7 @@ import click
 from oai_pipeline.cli.output import FriendlyGroup, emit
 from oai_pipeline.harvesters.fixtures import load_fixture_file
 from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.harvesters.plugins import release_target_records
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.store import StateStore
@@ -149,11 +150,18 @@ def show(harvester_id: str, as_json: bool) -> None:
 @click.argument("harvester_id")
 @click.option("--delete-records", is_flag=True, help="also delete its harvest records and runs")
 def delete(harvester_id: str, delete_records: bool) -> None:
-    """Unregister a harvester; its harvest records are kept unless --delete-records."""
+    """Unregister a harvester; its harvest records are kept unless --delete-records (then
+    its records in the target become ordinary ones, which a later harvester of the source
+    takes over instead of duplicating them)."""
+    released = 0
     with open_store() as store:
-        HarvesterRegistry(store).delete(harvester_id, delete_records=delete_records)
+        registry = HarvesterRegistry(store)
+        if delete_records:
+            released = release_target_records(registry.get(harvester_id), load_settings())
+        registry.delete(harvester_id, delete_records=delete_records)
     kept = "deleted" if delete_records else "kept"
-    click.echo(f"deleted harvester {harvester_id} (harvest records {kept})")
+    more = f", {released} target records released" if delete_records else ""
+    click.echo(f"deleted harvester {harvester_id} (harvest records {kept}{more})")
 
 
 @harvesters.command(name="load")

@@ -211,6 +211,17 @@ def build_writers(harvester: Harvester, settings: Settings) -> list[Writer]:
     return [_instantiate("writers", text, settings) for text in harvester.writers]
 
 
+def release_target_records(harvester: Harvester, settings: Settings) -> int:
+    """Each writer's target lets go of the harvester's records (it is being deleted with
+    its harvest records); returns how many records were released."""
+    writers = build_writers(harvester, settings)
+    try:
+        return sum(writer.release(harvester.id) for writer in writers)
+    finally:
+        for writer in writers:
+            writer.close()
+
+
 def writers_update_all(harvester: Harvester) -> bool:
     """Whether a writer of the harvester rewrites every record (`update_all: true`)."""
     return any(parse_spec(text).options.get("update_all") is True for text in harvester.writers)

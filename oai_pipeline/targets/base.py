@@ -92,5 +92,11 @@ class Writer(ABC):
         that cannot tell returns none (they come back when the source lists them)."""
         return []
 
+    def release(self, harvester_id: str) -> int:
+        """The harvester is deleted with its harvest records: its records in the target
+        become ordinary records, for a later harvester of the source to take over. Returns
+        how many; a target that keeps no owner of a record has none to release."""
+        return 0
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""

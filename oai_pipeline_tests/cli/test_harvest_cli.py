@@ -9,7 +9,7 @@ from click.testing import CliRunner, Result
 
 from oai_pipeline.cli import main
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
-from oai_pipeline_tests.cli.conftest import RECORDS
+from oai_pipeline_tests.cli.conftest import RECORDS, create_args
 from oai_pipeline_tests.support import deleted_records, live_records
 
 
@@ -96,3 +96,21 @@ def test_resume_retries_failed_records_only_when_asked(endpoint: OAIEndpoint) ->
     status = json.loads(run("status", "--batch-id", run_id, "--json").output)
     assert status["records"]["failed"] == 0
     assert status["records"]["imported"] == len(live)
+
+
+def test_a_harvester_replacing_a_deleted_one_takes_its_records_over(endpoint: OAIEndpoint) -> None:
+    """Deleted with its harvest records, a harvester leaves its target records to the next
+    harvester of the source: DOI-less records too, by the OAI identifier they keep."""
+    assert run(*create_args("old", endpoint.base_url)).exit_code == 0
+    assert json.loads(run("harvest", "old", "--json").output)["errors"] == 0
+    before = json.loads(run("target", "list", "--json").output)
+
+    deleted = run("harvesters", "delete", "old", "--delete-records")
+    assert f"{len(before)} target records released" in deleted.output
+    assert run(*create_args("new", endpoint.base_url)).exit_code == 0
+    report = json.loads(run("harvest", "new", "--json").output)
+
+    after = json.loads(run("target", "list", "--json").output)
+    assert report["errors"] == 0 and report["created"] == 0
+    assert sorted(r["id"] for r in after) == sorted(r["id"] for r in before)
+    assert {r["source_harvester"] for r in after} == {"new"}

@@ -191,6 +191,19 @@ class TargetTransaction:
                 )
             ):
                 by_source[row.source_identifier] = row
+        # Released by a deleted harvester: taken over by the source identifier they keep.
+        released_by_source: dict[str, sa.Row] = {}
+        missing = [identifier for identifier in identifiers if identifier not in by_source]
+        for chunk in _chunks(missing):
+            for row in self.connection.execute(
+                sa.select(*_LOOKUP_COLUMNS).where(
+                    records.c.source_harvester.is_(None),
+                    records.c.source_identifier.in_(chunk),
+                    records.c.state != DELETED,
+                    ~records.c.purge,
+                )
+            ):
+                released_by_source.setdefault(row.source_identifier, row)
         keys = [(identifier, normal_doi(pid)) for identifier, pid in keys]
         released = {i for i, row in by_source.items() if row.state == DELETED or row.purge}
         wanted_pids = [
@@ -216,7 +229,9 @@ class TargetTransaction:
                 )
             ):
                 by_pid.setdefault(row.doi, row)
-        found = {row.id for row in [*by_source.values(), *by_pid.values()]}
+        found = {
+            row.id for row in [*by_source.values(), *by_pid.values(), *released_by_source.values()]
+        }
         edit_drafts: set[str] = set()
         harvested_drafts: set[str] = set()
         for chunk in _chunks(sorted(found)):
@@ -235,6 +250,9 @@ class TargetTransaction:
             taken_over = False
             if (row is None or identifier in released) and pid and pid in by_pid:
                 row = by_pid[pid]
+                taken_over = True
+            elif row is None and identifier in released_by_source:
+                row = released_by_source[identifier]
                 taken_over = True
             if row is None:
                 result[identifier] = LocalRecord(LocalState.MISSING)
@@ -411,6 +429,16 @@ class TargetTransaction:
                 .order_by(records.c.source_identifier)
             ).scalars()
         )
+
+    def release(self, harvester_id: str) -> int:
+        """The harvester's records belong to no harvester any more; each keeps its source
+        identifier, by which a later harvester of the same source takes it over."""
+        result = self.connection.execute(
+            sa.update(records)
+            .where(records.c.source_harvester == harvester_id)
+            .values(source_harvester=None, changed_locally=False)
+        )
+        return result.rowcount
 
     def claim(self, record_id: str, harvester_id: str, source_identifier: str) -> None:
         """PID takeover: the record is now the harvested record of this source identifier.

@@ -70,6 +70,10 @@ class EmbeddedWriter(Writer):
     def lookup(self, harvester_id: str, keys: list[SourceKey]) -> dict[str, LocalRecord]:
         return self.repository.lookup(harvester_id, keys)
 
+    def release(self, harvester_id: str) -> int:
+        with self.repository.transaction() as tx:
+            return tx.release(harvester_id)
+
     def apply(self, harvester_id: str, writes: list[PlannedWrite]) -> list[WriteOutcome]:
         outcomes: dict[str, WriteOutcome] = {}
         with self.repository.transaction() as tx:
