@@ -5,10 +5,12 @@ A materialised plan: an operator can read it before `written_records` applies it
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import polars as pl
 
+from oai_pipeline import json_codec
 from oai_pipeline.harvesters.plugins import build_writers, transform_fingerprint
 from oai_pipeline.pipeline.frames import (
     DECISIONS_SCHEMA,
@@ -22,7 +24,7 @@ from oai_pipeline.pipeline.partitions import run_id_of, run_updates_all
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sync.rules import SourceRecord, decide
-from oai_pipeline.targets.base import SourceKey
+from oai_pipeline.targets.base import DEFAULT_PID_FIELD, SourceKey, pid_of
 
 # What the plan reads of a transformed record: not its data.
 PLAN_COLUMNS = ("identifier", "datestamp", "deleted", "pid", "error_type")
@@ -55,12 +57,25 @@ def plan(services: Services, scope: HarvestScope, options: RunOptions) -> Counte
     run = services.state.get_run(run_id_of(services.storage, TRANSFORMED_RECORDS, scope))
     run_update_all = options.update_all or run_updates_all(run)
 
+    # A writer whose pid is elsewhere than the DOI the transform names finds records by that.
+    other_pid_fields = {w.options.pid_field for w in writers} - {DEFAULT_PID_FIELD}
+
     def plan_group(_parts: list[PartRef], transformed: pl.DataFrame) -> pl.DataFrame:
-        sources = source_records(transformed, fingerprint)
-        memories = services.state.get_memories(scope.harvester_id, [s.identifier for s in sources])
+        base_sources = source_records(transformed, fingerprint)
+        memories = services.state.get_memories(
+            scope.harvester_id, [s.identifier for s in base_sources]
+        )
+        data = transformed["data"].to_list() if other_pid_fields else []
         rows = []
         for index, writer in enumerate(writers):
             update_all = run_update_all or writer.options.update_all
+            sources = base_sources
+            if writer.options.pid_field != DEFAULT_PID_FIELD:
+                field = writer.options.pid_field
+                sources = [
+                    dataclasses.replace(s, pid=pid_of(json_codec.loads(d), field) if d else None)
+                    for s, d in zip(base_sources, data, strict=True)
+                ]
             locals_ = writer.lookup(
                 scope.harvester_id, [SourceKey(s.identifier, s.pid) for s in sources]
             )
@@ -96,7 +111,7 @@ def plan(services: Services, scope: HarvestScope, options: RunOptions) -> Counte
             TRANSFORMED_RECORDS,
             SYNC_DECISIONS,
             plan_group,
-            columns=PLAN_COLUMNS,
+            columns=PLAN_COLUMNS + (("data",) if other_pid_fields else ()),
         )
     finally:
         for writer in writers:

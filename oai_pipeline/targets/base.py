@@ -9,9 +9,27 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, model_validator
 
+from oai_pipeline.doi import bare_doi
 from oai_pipeline.errors import RecordError
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action, LocalRecord
+
+DEFAULT_PID_FIELD = "pids.doi"
+
+
+def pid_of(data: dict[str, Any] | None, field: str = DEFAULT_PID_FIELD) -> str | None:
+    """The pid at a dotted path of the data (a string, or an object's `identifier`), in the
+    form pids are compared in (a DOI bare and in lower case)."""
+    value: Any = data
+    for part in field.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    if isinstance(value, dict):
+        value = value.get("identifier")
+    if not isinstance(value, str):
+        return None
+    return bare_doi(value) or None
 
 
 class WriterOptions(BaseModel):
@@ -24,7 +42,7 @@ class WriterOptions(BaseModel):
     """Replace a published record in place instead of writing an edit draft and publishing
     it (no draft step: nothing is left as a draft if publishing would fail). Needs publish."""
     update_all: bool = False
-    pid_field: str = "pids.doi"
+    pid_field: str = DEFAULT_PID_FIELD
     community: str | None = None
 
     @model_validator(mode="after")

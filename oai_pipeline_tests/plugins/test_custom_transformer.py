@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import dagster as dg
 import pytest
+import sqlalchemy as sa
 from pydantic import ValidationError
 
 from oai_pipeline.defs.launch import materialize_windows
@@ -14,6 +16,8 @@ from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
+from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline.targets.embedded.schema import records as records_table
 from oai_pipeline_tests.support import (
     live_records,
     register,
@@ -168,3 +172,59 @@ def test_data_that_is_not_json_is_the_records_error(
             for error in services.state.get_record(record.identifier, "sample")["errors"]
         ]
     assert any("not JSON" in e["message"] for e in errors if e["type"] == "transformer_failure")
+
+
+URN = '''
+"""A user's transformer: the record's persistent identifier is a URN made from its DOI."""
+from oai_pipeline.transform.base import Transformer
+
+
+class Urn(Transformer):
+    def transform(self, items):
+        for item in items:
+            doi = item.data.get("pids", {}).get("doi", {}).get("identifier")
+            if doi:
+                item.data["pids"]["urn"] = {"identifier": "urn:x:" + doi}
+'''
+
+
+def test_a_writer_pid_field_is_what_the_plan_finds_records_by(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    instance: dg.DagsterInstance,
+    settings: Settings,
+) -> None:
+    """The plan looks records up by the writer's pid_field, as the writer does: a record
+    holding the URN is taken over (planned and done alike), not created beside it."""
+    use_transformer(monkeypatch, tmp_path / "site", "urn", "Urn", URN)
+    records = shifted_sample_records()
+    doi_of = {
+        r.identifier: match[1].lower()
+        for r in live_records(records, "oai_datacite")
+        if (match := re.search(rb'identifierType="DOI">([^<]+)<', r.metadata["oai_datacite"]))
+    }
+    first = sorted(doi_of)[0]
+    urn = "urn:x:" + doi_of[first].decode()
+    with EmbeddedRepository(settings.target_db_url) as repository:
+        users = repository.deposit({"metadata": {"title": "A user's"}}, publish=True)
+        with repository.transaction() as tx:  # the deposit holds the URN as its pid
+            tx.connection.execute(
+                sa.update(records_table).where(records_table.c.id == users).values(doi=urn)
+            )
+    with OAIEndpoint(records) as endpoint:
+        harvester = register(settings, endpoint.base_url)
+        with Services(settings) as services:
+            HarvesterRegistry(services.state).update(
+                "sample",
+                transformers=[*harvester.transformers, "urn"],
+                writers=['oai-service{model:"rdm", pid_field:"pids.urn"}'],
+            )
+        days = sorted(r.datestamp.date().isoformat() for r in records)
+        result = materialize_windows(instance, "sample", days[0], days[-1])
+    assert result.success
+    plan = result.asset_materializations_for_node("sync_decisions")[0].metadata
+    written = result.asset_materializations_for_node("written_records")[0].metadata
+    assert target_by_source(settings, "sample")[first]["id"] == users
+    assert int(plan["run_action_update"].value) == 1  # the takeover, planned as done
+    assert int(written["run_action_update"].value) == 1
+    assert int(written["run_action_create"].value) == len(doi_of) - 1

@@ -17,17 +17,15 @@ import sqlalchemy as sa
 from oai_pipeline.errors import ConfigurationError, PipelineError
 from oai_pipeline.harvesters.model import check_slug
 from oai_pipeline.sync.rules import LocalRecord
-from oai_pipeline.targets.base import SourceKey
+from oai_pipeline.targets.base import DEFAULT_PID_FIELD, SourceKey, pid_of
 from oai_pipeline.targets.embedded.engine import READ_ONLY, create_target_engine
 from oai_pipeline.targets.embedded.schema import communities, drafts, migrate, records
 from oai_pipeline.targets.embedded.transaction import (
-    DEFAULT_PID_FIELD,
     DELETED,
     LIVE,
     STATES,
     TargetTransaction,
     communities_of,
-    pid_of,
 )
 
 

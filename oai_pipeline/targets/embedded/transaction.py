@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.sync.rules import LocalRecord, LocalState
+from oai_pipeline.targets.base import DEFAULT_PID_FIELD, pid_of
 from oai_pipeline.targets.embedded.schema import (
     communities,
     drafts,
@@ -26,8 +27,6 @@ from oai_pipeline.targets.embedded.schema import (
     records,
     revisions,
 )
-
-DEFAULT_PID_FIELD = "pids.doi"
 
 # Record states as stored (and as `target list --state` names them).
 DRAFT, LIVE, TOMBSTONE, DELETED = "draft", "live", "tombstone", "deleted"
@@ -70,20 +69,6 @@ def now() -> datetime:
 def as_utc(stamp: datetime) -> datetime:
     """A stored timestamp as an aware UTC one (SQLite gives them back without the zone)."""
     return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
-
-
-def pid_of(data: dict[str, Any] | None, field: str = DEFAULT_PID_FIELD) -> str | None:
-    """The pid at a dotted path of the data: a string, or an object's `identifier`."""
-    value: Any = data
-    for part in field.split("."):
-        if not isinstance(value, dict):
-            return None
-        value = value.get(part)
-    if isinstance(value, dict):
-        value = value.get("identifier")
-    if not isinstance(value, str):
-        return None
-    return normal_doi(value)
 
 
 def communities_of(data: dict[str, Any] | None) -> list[str]:

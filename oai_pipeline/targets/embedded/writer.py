@@ -26,6 +26,7 @@ from oai_pipeline.targets.base import (
     WriteOutcome,
     Writer,
     WriterOptions,
+    pid_of,
 )
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline.targets.embedded.schema import normal_doi
@@ -35,7 +36,6 @@ from oai_pipeline.targets.embedded.transaction import (
     TargetTransaction,
     as_utc,
     communities_of,
-    pid_of,
 )
 
 # Planned actions that mean "the source says deleted"; every other one means "live".
