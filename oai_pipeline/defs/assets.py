@@ -29,7 +29,7 @@ from oai_pipeline.pipeline.frames import (
 )
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.partition_summary import PartitionSummary, summarise_partition
-from oai_pipeline.pipeline.partitions import run_id_of
+from oai_pipeline.pipeline.partitions import split_by_upstream_run
 from oai_pipeline.pipeline.plan import plan
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
@@ -109,10 +109,12 @@ def _each_scope(
                 f"({len(scope.keys)})"
             )
             with _retry_only_transient():
-                if upstream is not None:
-                    run_id = run_id_of(services.storage, upstream, scope)
+                if upstream is None:
+                    results.append((scope, stage(services, scope)))
+                    continue
+                for run_id, part in split_by_upstream_run(services.storage, upstream, scope):
                     services.state.resume_run(run_id, context.run_id)
-                results.append((scope, stage(services, scope)))
+                    results.append((part, stage(services, part)))
     return results
 
 

@@ -19,6 +19,39 @@ def run_id_of(storage: PartitionStore, asset: str, scope: HarvestScope) -> int:
     return int(manifest["run_id"])
 
 
+def split_by_upstream_run(
+    storage: PartitionStore, asset: str, scope: HarvestScope
+) -> list[tuple[int, HarvestScope]]:
+    """The scope cut where its upstream partitions come from another harvest run: each
+    part with the run that produced it. A downstream stage works one harvest run at a time
+    (it claims and writes that run's records); a range over windows two runs harvested
+    would otherwise take the first window's run for all."""
+    runs: list[int] = []
+    missing: list[str] = []
+    for key in scope.keys:
+        manifest = storage.read_manifest(asset, scope.harvester_id, key)
+        if manifest is None:
+            missing.append(key)
+        else:
+            runs.append(int(manifest["run_id"]))
+    if missing:
+        shown = ", ".join(missing[:5]) + (
+            f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        )
+        raise PipelineError(
+            f"{asset} has not been materialised for {scope.harvester_id} {shown}: "
+            "materialise it for these windows first"
+        )
+    parts: list[tuple[int, HarvestScope]] = []
+    start = 0
+    for index in range(1, len(runs) + 1):
+        if index == len(runs) or runs[index] != runs[start]:
+            part = HarvestScope(scope.harvester_id, scope.windows[start:index])
+            parts.append((runs[start], part))
+            start = index
+    return parts
+
+
 def run_updates_all(run: dict | None, harvester: Harvester | None = None) -> bool:
     """Whether every record of the run is rewritten, changed or not: the run was started with
     update_all (a resumed run keeps it), or a writer of the harvester has it on."""

@@ -13,8 +13,13 @@ import pytest
 
 from oai_pipeline.defs.assets import harvest_assets
 from oai_pipeline.defs.checks import harvest_checks
-from oai_pipeline.defs.launch import RANGE_END_TAG, RANGE_START_TAG, materialize_windows
-from oai_pipeline.defs.partitions import HARVESTER, partition_key
+from oai_pipeline.defs.launch import (
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    materialize_windows,
+    range_tags,
+)
+from oai_pipeline.defs.partitions import HARVESTER, ensure_harvester_partitions, partition_key
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.sample_endpoint.records import (
     EndpointRecord,
@@ -173,3 +178,58 @@ def test_each_window_of_a_range_shows_its_own_counts_and_checks(
     # the run's own result: every stage adds up, one record error in the range
     assert checks[("reconciles", None)] is True
     assert checks[("no_record_errors", None)] is False
+
+
+def _materialize(
+    instance: dg.DagsterInstance, selection: object, first: str, last: str, **kw: object
+) -> dg.ExecuteInProcessResult:
+    return dg.materialize(
+        [*harvest_assets, *harvest_checks],
+        selection=selection,
+        instance=instance,
+        resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
+        tags=range_tags("alpha", first, last),
+        **kw,
+    )
+
+
+DOWNSTREAM = dg.AssetSelection.assets("transformed_records", "sync_decisions", "written_records")
+
+
+def test_a_downstream_range_over_windows_two_runs_harvested_writes_both(
+    instance: dg.DagsterInstance, settings: Settings, sample: OAIEndpoint
+) -> None:
+    """E.g. the automation follows two raw runs with one downstream range run."""
+    register(settings, sample.base_url, harvester_id="alpha", metadata_prefix=PREFIX)
+    ensure_harvester_partitions(instance, ["alpha"])
+    raw = dg.AssetSelection.assets("raw_oai_xml")
+    assert _materialize(instance, raw, "2024-01-02", "2024-01-05").success  # harvest run 1
+    assert _materialize(instance, raw, "2024-01-06", "2024-01-20").success  # harvest run 2
+
+    result = _materialize(instance, DOWNSTREAM, "2024-01-02", "2024-01-20")
+
+    assert result.success
+    assert set(target_by_source(settings, "alpha")) == _live_ids(sample)
+    written = next(
+        m.metadata
+        for m in result.asset_materializations_for_node("written_records")
+        if "run_record_count" in m.metadata
+    )
+    assert "run_action_already_written" not in written
+
+
+def test_a_downstream_range_with_windows_not_harvested_fails_clearly(
+    instance: dg.DagsterInstance, settings: Settings, sample: OAIEndpoint
+) -> None:
+    register(settings, sample.base_url, harvester_id="alpha", metadata_prefix=PREFIX)
+    ensure_harvester_partitions(instance, ["alpha"])
+    assert _materialize(
+        instance, dg.AssetSelection.assets("raw_oai_xml"), "2024-01-02", "2024-01-05"
+    ).success
+
+    result = _materialize(instance, DOWNSTREAM, "2024-01-02", "2024-01-08", raise_on_error=False)
+
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    message = failure.step_failure_data.error.message
+    assert "raw_oai_xml has not been materialised for alpha 2024-01-06, 2024-01-07, " in message
