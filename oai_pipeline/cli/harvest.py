@@ -72,6 +72,11 @@ def harvest(
             "--resume continues a run with its own range and records; "
             "give --since/--until or OAI identifiers to a new run instead"
         )
+    if use_job and oai_identifiers:
+        raise click.UsageError(
+            "a harvest of selected OAI identifiers runs in this process (the records belong "
+            "to no window of the Dagster partitions): leave out --use-job"
+        )
     options = RunOptions(
         scale=scale,
         max_records=max_records,

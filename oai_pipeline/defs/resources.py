@@ -54,9 +54,8 @@ class HarvestOptions(dg.ConfigurableResource):
     progress_every: int = 1000
     reset_stale_running_minutes: int | None = None
     retry_failed: bool = False
-    identifiers: list[str] = Field(
-        default_factory=list, description="harvest only these OAI identifiers (GetRecord)"
-    )
+    # No `identifiers`: selected records belong to no window of the grid, and a partitioned
+    # run would replace its windows' partitions with them (`oai-pipeline harvest ID OAI_ID…`).
 
     def run_options(self) -> RunOptions:
         values = {name: getattr(self, name) for name in type(self).model_fields}

@@ -15,6 +15,7 @@ from click.testing import CliRunner, Result
 
 from oai_pipeline.cli import main
 from oai_pipeline.cli.harvest import harvest
+from oai_pipeline.defs.resources import HarvestOptions
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import RDM_MODEL
@@ -243,6 +244,17 @@ def test_use_job_checks_the_harvester_before_submitting(
     result = run("harvest", "nope", "--use-job")
 
     assert_one_line_error(result, "unknown harvester 'nope'")
+
+
+def test_use_job_with_selected_identifiers_is_refused(registered: str) -> None:
+    """They belong to no window: a partitioned run would overwrite windows with them."""
+    result = run("harvest", registered, "oai:zenodo.org:1", "--use-job")
+
+    assert_one_line_error(result, "leave out --use-job", 2)
+
+
+def test_dagster_harvest_options_have_no_identifiers() -> None:
+    assert "identifiers" not in HarvestOptions.model_fields
 
 
 def test_use_job_without_a_webserver(
