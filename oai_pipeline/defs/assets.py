@@ -15,7 +15,13 @@ from pydantic import ValidationError
 from sqlalchemy.exc import OperationalError
 
 from oai_pipeline.defs.dead_runs import tag_worker
-from oai_pipeline.defs.partitions import harvest_partitions, partition_key, scopes_for_keys
+from oai_pipeline.defs.partitions import (
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    harvest_partitions,
+    partition_key,
+    scopes_for_keys,
+)
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import describe_validation_error
@@ -101,6 +107,7 @@ def _each_scope(
     `upstream`) first names this Dagster run on the harvest run it continues, so that the
     failure sensor records this run's failure there."""
     tag_worker(context)
+    _refuse_a_job_backfill_run(context)
     results = []
     with pipeline.services() as services:
         for scope in scopes_for_keys(list(context.partition_keys)):
@@ -116,6 +123,27 @@ def _each_scope(
                     services.state.resume_run(run_id, context.run_id)
                     results.append((part, stage(services, part)))
     return results
+
+
+def _refuse_a_job_backfill_run(context: dg.AssetExecutionContext) -> None:
+    """A range run of a job's backfill carries the first partition's tags too (Dagster 1.13
+    copies them onto every run), and the partition tags win: the run would materialise one
+    window of its range and succeed. Refused, with what to do instead."""
+    tags = context.run.tags
+    start, end = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
+    single = [
+        key for key in tags if key == "dagster/partition" or key.startswith("dagster/partition/")
+    ]
+    if start and end and start != end and single:
+        raise dg.Failure(
+            description=(
+                f"this run asks for the range {start} .. {end} and also for the single "
+                f"partition of its tags ({', '.join(f'{k}={tags[k]}' for k in sorted(single))}), "
+                "as the runs of a job's backfill do: launch the backfill from the assets "
+                "(Materialize, choose the partitions) instead"
+            ),
+            allow_retries=False,
+        )
 
 
 def _counts(prefix: str, counter: Counter[str]) -> dict[str, int]:

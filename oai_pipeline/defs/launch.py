@@ -10,14 +10,14 @@ import dagster as dg
 from oai_pipeline.defs.assets import harvest_assets
 from oai_pipeline.defs.checks import harvest_checks
 from oai_pipeline.defs.partitions import (
+    RANGE_END_TAG,
+    RANGE_START_TAG,
     ensure_harvester_partitions,
     partition_key,
     window_partitions,
 )
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 
-RANGE_START_TAG = "dagster/asset_partition_range_start"
-RANGE_END_TAG = "dagster/asset_partition_range_end"
 HARVESTER_TAG = "oai_pipeline/harvester"
 
 

@@ -21,6 +21,10 @@ _WINDOW_KINDS = {
     "monthly": dg.MonthlyPartitionsDefinition,
 }
 
+# The tags of a single-run range (what Dagster puts on a range backfill's run).
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
+
 
 def build_window_partitions(
     granularity: str | None = None, start_date: str | None = None

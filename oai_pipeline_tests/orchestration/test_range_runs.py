@@ -233,3 +233,30 @@ def test_a_downstream_range_with_windows_not_harvested_fails_clearly(
     failure = next(e for e in result.all_events if e.is_step_failure)
     message = failure.step_failure_data.error.message
     assert "raw_oai_xml has not been materialised for alpha 2024-01-06, 2024-01-07, " in message
+
+
+def test_a_range_run_of_a_job_backfill_is_refused(
+    instance: dg.DagsterInstance, settings: Settings, sample: OAIEndpoint
+) -> None:
+    """Dagster 1.13 gives each range run of a job's backfill the first partition's tags,
+    which win: the run would harvest one window of its range and succeed."""
+    register(settings, sample.base_url, harvester_id="alpha", metadata_prefix=PREFIX)
+    ensure_harvester_partitions(instance, ["alpha"])
+    tags = {
+        **range_tags("alpha", "2024-01-02", "2024-01-20"),
+        "dagster/partition/harvester": "alpha",
+        "dagster/partition/window": "2024-01-02",
+    }
+    result = dg.materialize(
+        [*harvest_assets, *harvest_checks],
+        selection=dg.AssetSelection.assets("raw_oai_xml"),
+        instance=instance,
+        resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
+        tags=tags,
+        raise_on_error=False,
+    )
+
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert "launch the backfill from the assets" in failure.step_failure_data.error.message
+    assert _list_records(sample) == []  # nothing harvested
