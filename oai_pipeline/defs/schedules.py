@@ -15,7 +15,14 @@ import dagster as dg
 
 from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
 from oai_pipeline.defs.launch import HARVESTER_TAG, range_tags
-from oai_pipeline.defs.partitions import ensure_harvester_partitions, window_partitions
+from oai_pipeline.defs.partitions import (
+    HARVESTER,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    ensure_harvester_partitions,
+    split_key,
+    window_partitions,
+)
 from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.oai.windows import parse_datestamp, read_response_date
 from oai_pipeline.pipeline.services import Services as PipelineServices
@@ -96,14 +103,28 @@ def busy_harvesters(instance: dg.DagsterInstance, now: datetime | None = None) -
     """Harvesters with a run queued or in progress (one writer each: a new run would wait).
     A run stuck as NOT_STARTED does not count: it would keep its harvester out for good."""
     stuck_before = (now or datetime.now(UTC)) - STUCK_AFTER
-    busy = set()
+    busy: set[str] = set()
+    registered: list[str] | None = None
     for record in instance.get_run_records(filters=dg.RunsFilter(statuses=_BUSY)):
         run = record.dagster_run
-        if HARVESTER_TAG not in run.tags:
-            continue
         if run.status is dg.DagsterRunStatus.NOT_STARTED and record.create_timestamp < stuck_before:
             continue
-        busy.add(run.tags[HARVESTER_TAG])
+        if HARVESTER_TAG in run.tags:
+            busy.add(run.tags[HARVESTER_TAG])
+            continue
+        # A run launched from the UI (an asset backfill) names its partitions only.
+        start, end = run.tags.get(RANGE_START_TAG), run.tags.get(RANGE_END_TAG)
+        single = run.tags.get(f"dagster/partition/{HARVESTER}")
+        if single is not None:
+            busy.add(single)
+        elif run.tags.get("dagster/partition"):
+            busy.add(split_key(run.tags["dagster/partition"])[0])
+        elif start and end:
+            first, last = split_key(start)[0], split_key(end)[0]
+            if registered is None:
+                registered = instance.get_dynamic_partitions(HARVESTER)
+            # A 2-D range spans the harvesters between its corners.
+            busy |= {first, last} | {h for h in registered if first <= h <= last}
     return busy
 
 

@@ -11,6 +11,7 @@ from dagster._core.definitions.schedule_definition import ScheduleExecutionData
 from oai_pipeline.definitions import defs
 from oai_pipeline.defs import schedules
 from oai_pipeline.defs.launch import HARVESTER_TAG, RANGE_END_TAG, RANGE_START_TAG, range_tags
+from oai_pipeline.defs.partitions import ensure_harvester_partitions
 from oai_pipeline.defs.schedules import STUCK_AFTER, TRIGGER_TAG, busy_harvesters
 from oai_pipeline.settings import Settings
 from oai_pipeline.state.store import StateStore
@@ -127,6 +128,24 @@ def test_a_run_stuck_before_it_started_does_not_keep_its_harvester_out(
     assert busy_harvesters(instance) == {"down"}  # just created: it may yet start
     later = datetime.now(UTC) + STUCK_AFTER + timedelta(minutes=1)
     assert busy_harvesters(instance, later) == set()
+
+
+def test_runs_launched_from_the_ui_keep_their_harvesters_out(
+    instance: dg.DagsterInstance, registry: Settings
+) -> None:
+    """An asset backfill or a single partition launched in the UI carries no harvester tag,
+    only its partitions: its harvesters are busy all the same."""
+    ensure_harvester_partitions(instance, ["current", "down", "fresh", "off"])
+    job = dg.GraphDefinition("noop").to_job()
+    backfill = {  # a 2-D range from `current` to `fresh`: `down` lies between them
+        "dagster/asset_partition_range_start": "current|2024-03-01",
+        "dagster/asset_partition_range_end": "fresh|2024-03-10",
+    }
+    instance.create_run_for_job(job, tags=backfill, status=dg.DagsterRunStatus.STARTED)
+    assert busy_harvesters(instance) == {"current", "down", "fresh"}
+    single = {"dagster/partition": "off|2024-03-01", "dagster/partition/harvester": "off"}
+    instance.create_run_for_job(job, tags=single, status=dg.DagsterRunStatus.QUEUED)
+    assert busy_harvesters(instance) == {"current", "down", "fresh", "off"}
 
 
 def test_a_tick_adds_the_partitions_of_the_harvesters_it_requests(
