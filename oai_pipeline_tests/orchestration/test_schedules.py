@@ -144,7 +144,7 @@ def test_runs_launched_from_the_ui_keep_their_harvesters_out(
     instance.create_run_for_job(job, tags=backfill, status=dg.DagsterRunStatus.STARTED)
     assert busy_harvesters(instance) == {"current", "down", "fresh"}
     single = {"dagster/partition": "off|2024-03-01", "dagster/partition/harvester": "off"}
-    instance.create_run_for_job(job, tags=single, status=dg.DagsterRunStatus.QUEUED)
+    instance.create_run_for_job(job, tags=single, status=dg.DagsterRunStatus.STARTED)
     assert busy_harvesters(instance) == {"current", "down", "fresh", "off"}
 
 
