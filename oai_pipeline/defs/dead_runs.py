@@ -17,9 +17,10 @@ import dagster as dg
 from oai_pipeline.state.harvester_lock import is_dead_local_process, new_owner
 
 WORKER_TAG = "oai_pipeline/worker"
-# Between two steps the tagged process has ended and the next has not yet tagged the run:
-# only a run that has also been quiet this long counts as dead.
-QUIET_FOR = timedelta(minutes=2)
+# Between two steps, and while a step waits for its retry (the assets' retry policy waits
+# up to 210 s), the tagged process has ended and the run is alive: only a run that has also
+# been quiet for longer than that counts as dead.
+QUIET_FOR = timedelta(minutes=5)
 
 
 def tag_worker(context: dg.AssetExecutionContext) -> None:

@@ -9,8 +9,10 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
+from dagster._core.definitions.policy import calculate_delay
 
 from oai_pipeline.definitions import defs
+from oai_pipeline.defs.assets import TRANSIENT_RETRY
 from oai_pipeline.defs.dead_runs import QUIET_FOR, WORKER_TAG, dead_runs
 from oai_pipeline.defs.launch import HARVESTER_TAG, materialize_windows
 from oai_pipeline.defs.schedules import busy_harvesters
@@ -83,3 +85,14 @@ def test_the_sensor_marks_a_dead_run_failed_and_frees_its_harvester(
 
     instance.report_run_failed(alive)
     assert busy_harvesters(instance) == set()
+
+
+def test_a_run_waiting_for_a_step_retry_is_not_taken_for_dead() -> None:
+    """While a step waits for its retry, its process has ended and the run logs nothing:
+    the quiet a dead run needs is longer than the longest wait of the retry policy."""
+    policy = TRANSIENT_RETRY
+    longest = max(
+        calculate_delay(attempt, policy.backoff, policy.jitter, policy.delay or 0)
+        for attempt in range(1, policy.max_retries + 1)
+    )
+    assert QUIET_FOR.total_seconds() >= longest + 60
