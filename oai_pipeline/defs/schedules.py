@@ -83,16 +83,32 @@ def last_complete_sweep(state: StateStore, harvester_id: str) -> dict[str, Any] 
 
     A capped run (a scale or max_records), a run of selected identifiers and a run over an
     old range of windows succeed without that guarantee; starting the next incremental
-    harvest at their responseDate would skip what changed before it.
+    harvest at their responseDate would skip what changed before it. So does a run of
+    recent windows only (one partition of today, `--since` last week) that starts after
+    what the runs before it had listed: the windows in between were never harvested.
+    Read oldest first: a run counts when it starts no later than the coverage so far (or at
+    the beginning of the grid); in a history cut at RUN_HISTORY runs, its oldest complete
+    run is taken as covered, as the runs before it made it.
     """
-    for run in state.list_runs(harvester_id=harvester_id, limit=RUN_HISTORY):
-        if run["status"] != "succeeded" or not run.get("response_date") or run["cap_reached"]:
+    runs = state.list_runs(harvester_id=harvester_id, limit=RUN_HISTORY)  # newest first
+    covered: datetime | None = None  # everything changed until then was listed
+    found: dict[str, Any] | None = None
+    for run in reversed(runs):
+        if run["status"] != "succeeded" or run["cap_reached"]:
             continue
-        if (run.get("options") or {}).get("identifiers"):
+        if (run.get("options") or {}).get("identifiers") or not _swept_to_the_present(run):
             continue
-        if _swept_to_the_present(run):
-            return run
-    return None
+        response = read_response_date(run.get("response_date"))
+        if response is None:
+            continue
+        start = run.get("window_from")
+        if start and covered is None and not (len(runs) == RUN_HISTORY and found is None):
+            continue  # a gap before it: the history has nothing that reached its start
+        if start and covered is not None and parse_datestamp(start) > covered:
+            continue
+        covered = response if covered is None else max(covered, response)
+        found = run
+    return found
 
 
 # A run still NOT_STARTED after this long never will (e.g. stored, then refused at launch).

@@ -26,6 +26,7 @@ def add_finished_run(
     status: str = "succeeded",
     dagster_run_id: str | None = None,
     *,
+    window_from: str | None = None,
     window_until: str | None = None,
     cap_reached: bool = False,
     identifiers: list[str] | None = None,
@@ -35,7 +36,7 @@ def add_finished_run(
         state = services.state
         run_id = state.create_run(
             harvester_id,
-            window_from=None,
+            window_from=window_from,
             window_until=window_until,
             scale=None,
             max_records=10 if cap_reached else 0,

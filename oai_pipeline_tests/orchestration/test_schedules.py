@@ -235,3 +235,63 @@ def test_a_stored_response_date_without_zone_neither_stops_the_tick_nor_the_othe
     assert set(requests) == {"nozone", "fine"}
     assert _windows(requests["nozone"]) == ("2024-03-08", "2024-03-10")
     assert _windows(requests["fine"]) == ("2024-03-09", "2024-03-10")
+
+
+def test_a_run_of_recent_windows_only_does_not_hide_the_ones_before(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """One partition of today (or `--since` last week) starts after what was listed
+    before it: the windows in between were never harvested and stay requested."""
+    add_harvester(settings, "new")  # never fully harvested; then today's window alone
+    add_finished_run(
+        settings,
+        "new",
+        "2024-03-10T11:00:00Z",
+        window_from="2024-03-10",
+        window_until="2024-03-10",
+    )
+    add_harvester(settings, "gap")  # harvested to 03-02, then only 03-08 onwards
+    add_finished_run(settings, "gap", "2024-03-02T10:00:00Z")
+    add_finished_run(
+        settings,
+        "gap",
+        "2024-03-10T11:00:00Z",
+        window_from="2024-03-08T00:00:00Z",
+        window_until="2024-03-10T23:59:59Z",
+    )
+    add_harvester(settings, "chain")  # incremental runs, each from the last one's answer
+    add_finished_run(settings, "chain", "2024-03-05T10:00:00Z")
+    add_finished_run(
+        settings,
+        "chain",
+        "2024-03-09T10:00:00Z",
+        window_from="2024-03-05T00:00:00Z",
+        window_until="2024-03-09T23:59:59Z",
+    )
+
+    requests = _by_harvester(_tick("incremental_harvest_schedule", instance).run_requests)
+
+    assert _windows(requests["new"]) == ("2024-01-01", "2024-03-10")
+    assert _windows(requests["gap"]) == ("2024-03-02", "2024-03-10")
+    assert _windows(requests["chain"]) == ("2024-03-09", "2024-03-10")
+
+
+def test_a_history_cut_at_run_history_keeps_its_oldest_complete_run_as_covered(
+    instance: dg.DagsterInstance, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The full harvest that began the chain fell out of the history searched."""
+    monkeypatch.setattr(schedules, "RUN_HISTORY", 2)
+    add_harvester(settings, "old")
+    add_finished_run(settings, "old", "2024-03-01T10:00:00Z")  # no longer searched
+    for start, answered in (("2024-03-01", "2024-03-05"), ("2024-03-05", "2024-03-09")):
+        add_finished_run(  # incremental runs, each from the one before
+            settings,
+            "old",
+            f"{answered}T10:00:00Z",
+            window_from=f"{start}T00:00:00Z",
+            window_until=f"{answered}T23:59:59Z",
+        )
+
+    requests = _by_harvester(_tick("incremental_harvest_schedule", instance).run_requests)
+
+    assert _windows(requests["old"]) == ("2024-03-09", "2024-03-10")
