@@ -17,7 +17,10 @@ DOI = re.compile(r"^10\.\d{4,9}/\S+$")
 
 def bare_doi(value: str) -> str:
     """`value` without a resolver prefix, stripped and in lower case (not checked)."""
-    return _RESOLVER.sub("", value.strip(), count=1).strip().lower()
+    text = value.strip()
+    if text.startswith("10."):  # bare already, as nearly every DOI a harvest sees
+        return text.lower()
+    return _RESOLVER.sub("", text, count=1).strip().lower()
 
 
 def normalize_doi(value: str) -> str | None:

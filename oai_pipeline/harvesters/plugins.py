@@ -196,7 +196,8 @@ def transform_fingerprint(harvester: Harvester) -> str:
         dist = entry_point.dist if entry_point is not None else None
         chain.append([spec.name, spec.options, dist and dist.name, dist and dist.version])
     encoded = json.dumps(chain, sort_keys=True, default=str).encode()
-    return hashlib.sha256(encoded).hexdigest()
+    # 64 bits tell chains apart well enough, and keep the index of what was written small.
+    return hashlib.sha256(encoded).hexdigest()[:16]
 
 
 def _package_version(name: str) -> str | None:

@@ -59,6 +59,9 @@ class EmbeddedRepository:
 
     def __init__(self, url: str) -> None:
         self.url = url
+        # Whether records released by a deleted harvester exist (`release`), asked at the
+        # first transaction: a harvester deleted while a stage runs is seen by the next one.
+        self._released: bool | None = None
         self.engine = create_target_engine(url)
         try:
             migrate(self.engine)
@@ -85,7 +88,11 @@ class EmbeddedRepository:
             if read_only:
                 connection.execution_options(**{READ_ONLY: True})
             with connection.begin():
-                yield TargetTransaction(connection)
+                tx = TargetTransaction(connection)
+                if self._released is None:  # asked once in the repository's life
+                    self._released = tx.any_released()
+                tx.released = self._released
+                yield tx
 
     # -- what repository users do ----------------------------------------------------------
 

@@ -110,8 +110,11 @@ class NewRecord:
 class TargetTransaction:
     """Record and community operations on one open connection (inside a transaction)."""
 
-    def __init__(self, connection: sa.Connection) -> None:
+    def __init__(self, connection: sa.Connection, *, released: bool = True) -> None:
         self.connection = connection
+        # Whether the target may hold records released by a deleted harvester (looked for
+        # by source identifier); False spares each lookup that query.
+        self.released = released
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -178,7 +181,7 @@ class TargetTransaction:
                 by_source[row.source_identifier] = row
         # Released by a deleted harvester: taken over by the source identifier they keep.
         released_by_source: dict[str, sa.Row] = {}
-        missing = [identifier for identifier in identifiers if identifier not in by_source]
+        missing = [i for i in identifiers if i not in by_source] if self.released else []
         for chunk in _chunks(missing):
             for row in self.connection.execute(
                 sa.select(*_LOOKUP_COLUMNS).where(
@@ -414,6 +417,13 @@ class TargetTransaction:
                 .order_by(records.c.source_identifier)
             ).scalars()
         )
+
+    def any_released(self) -> bool:
+        """Whether a deleted harvester left records for a later one to take over."""
+        query = sa.select(records.c.id).where(
+            records.c.source_harvester.is_(None), records.c.source_identifier.is_not(None)
+        )
+        return self.connection.execute(query.limit(1)).first() is not None
 
     def release(self, harvester_id: str) -> int:
         """The harvester's records belong to no harvester any more; each keeps its source
