@@ -161,6 +161,18 @@ def _serialize(element: etree._Element) -> bytes:
     return etree.tostring(element, encoding="UTF-8", xml_declaration=False, with_tail=False)
 
 
+def _cut_to_size(record: HarvestedRecord, field: str, limit: int) -> RecordError:
+    """The record's error for a header value longer than the state store keeps, the value
+    cut to that size so that the error can be stored under it."""
+    value: str = getattr(record, field)
+    setattr(record, field, value[:limit])
+    return RecordError(
+        type=f"Invalid{field.capitalize()}",
+        message=f"{field} longer than {limit} characters: {value[:80]!r}",
+        location=f"header/{field}",
+    )
+
+
 def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
     """One <record> (or a ListIdentifiers <header>) as a HarvestedRecord; problems become .error."""
     header_element = item if item.tag == _HEADER_TAG else item.find(_HEADER_TAG)
@@ -187,13 +199,7 @@ def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
             location="header/identifier",
         )
     elif len(record.identifier) > MAX_IDENTIFIER_LENGTH:
-        record.error = RecordError(
-            type="InvalidIdentifier",
-            message=f"identifier longer than {MAX_IDENTIFIER_LENGTH} characters: "
-            f"{record.identifier[:80]}…",
-            location="header/identifier",
-        )
-        record.identifier = record.identifier[:MAX_IDENTIFIER_LENGTH]
+        record.error = _cut_to_size(record, "identifier", MAX_IDENTIFIER_LENGTH)
     elif not record.datestamp:
         record.error = RecordError(
             type="MissingDatestamp",
@@ -201,13 +207,7 @@ def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
             location="header/datestamp",
         )
     elif len(record.datestamp) > MAX_DATESTAMP_LENGTH:
-        record.error = RecordError(
-            type="InvalidDatestamp",
-            message=f"datestamp longer than {MAX_DATESTAMP_LENGTH} characters: "
-            f"{record.datestamp[:80]!r}",
-            location="header/datestamp",
-        )
-        record.datestamp = record.datestamp[:MAX_DATESTAMP_LENGTH]
+        record.error = _cut_to_size(record, "datestamp", MAX_DATESTAMP_LENGTH)
     elif with_xml and not record.deleted:
         metadata = item.find(_METADATA_TAG)
         # Comments and processing instructions are not metadata: an element must be there.

@@ -52,9 +52,9 @@ def datacite_item(name: str, **kwargs: Any) -> TransformItem:
     )
 
 
-def page_items(name: str) -> list[TransformItem]:
+def page_items(name: str, folder: Path = SAMPLES) -> list[TransformItem]:
     """Every <record> of a recorded OAI-PMH response, serialized as the harvester stores it."""
-    root = etree.fromstring((SAMPLES / name).read_bytes())
+    root = etree.fromstring((folder / name).read_bytes())
     items = []
     for record in root.iter(f"{{{OAI}}}record"):
         header = record.find(f"{{{OAI}}}header")

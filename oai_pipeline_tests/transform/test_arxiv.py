@@ -12,7 +12,7 @@ from oai_pipeline.transform import arxiv, imports
 from oai_pipeline.transform.base import TransformItem
 from oai_pipeline.transform.rdm_record import RDMRecord
 
-from .records import transform, transform_one, transformed_metadata, wrap_metadata
+from .records import page_items, transform, transform_one, transformed_metadata, wrap_metadata
 
 OAI_SAMPLES = Path(__file__).parent.parent / "oai" / "samples"  # copies of /work/shared/samples
 ARXIV_HEAD = f'<arXiv xmlns="{arxiv.ARXIV}">'
@@ -20,21 +20,8 @@ RAW_HEAD = f'<arXivRaw xmlns="{arxiv.ARXIV_RAW}">'
 
 
 def recorded_items(name: str) -> list[TransformItem]:
-    """Every <record> of a recorded response, as the harvester stores it."""
-    oai = "http://www.openarchives.org/OAI/2.0/"
-    root = etree.fromstring((OAI_SAMPLES / name).read_bytes())
-    items = []
-    for record in root.iter(f"{{{oai}}}record"):
-        header = record.find(f"{{{oai}}}header")
-        items.append(
-            TransformItem(
-                header.findtext(f"{{{oai}}}identifier"),
-                header.findtext(f"{{{oai}}}datestamp"),
-                [spec.text for spec in header.iterfind(f"{{{oai}}}setSpec")],
-                etree.tostring(record),
-            )
-        )
-    return items
+    """Every <record> of a recorded arXiv response, as the harvester stores it."""
+    return page_items(name, OAI_SAMPLES)
 
 
 def arxiv_item(body: str, identifier: str = "oai:arXiv.org:x") -> TransformItem:
