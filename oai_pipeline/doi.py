@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+# Every form a DOI is written in by the feeds: a resolver URL (doi.org, dx.doi.org,
+# www.doi.org), `doi:`, the `info:doi/` URI and OpenAIRE's eu-repo altIdentifier.
 _RESOLVER = re.compile(
     r"^(?:(?:https?://)?(?:dx\.|www\.)?doi\.org/|doi:\s*|info:doi/"
     r"|info:eu-repo/semantics/altIdentifier/doi/)",

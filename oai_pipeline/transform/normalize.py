@@ -14,9 +14,7 @@ from oai_pipeline.doi import DOI, normalize_doi  # noqa: F401 - the imports' DOI
 
 _ORCID_PREFIX = re.compile(r"^(?:https?://)?(?:www\.)?orcid\.org/", re.I)
 _ROR_PREFIX = re.compile(r"^(?:https?://)?(?:www\.)?ror\.org/", re.I)
-# Every form a DOI is written in by the feeds: a resolver URL (doi.org, dx.doi.org,
-# www.doi.org), `doi:`, the `info:doi/` URI and OpenAIRE's eu-repo altIdentifier.
-# The forms the target accepts; rdm_record validates with the same patterns.
+# The forms the target accepts; rdm_record validates with the same patterns (and DOI).
 ORCID = re.compile(r"^\d{4}-\d{4}-\d{4}-\d{3}[\dX]$")
 ROR = re.compile(r"^0[a-z0-9]{6}\d{2}$")
 # A well-formed character reference only: a bare `&` in text or URLs is left alone.
