@@ -61,7 +61,12 @@ def _status_text(status: dict[str, Any]) -> str:
         f"deleted, {totals['with_errors']} with errors)"
     )
     state = status["discovery_state"]
-    if state:
+    if state and run["status"] == "succeeded":  # the checkpoint is the last page's, not news
+        lines.append(
+            f"  discovery: complete, {counters['pages_read']} pages, "
+            f"responseDate {state['response_date']}"
+        )
+    elif state:
         lines.append(
             f"  discovery: pages {state['pages_read']}, cursor {state['cursor']}, "
             f"token {state['resumption_token'] or '-'}, responseDate {state['response_date']}"

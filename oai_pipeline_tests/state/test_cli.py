@@ -160,6 +160,10 @@ def test_status_of_a_run_in_json(filled, monkeypatch):
     text = run(status, "--harvester", "zenodo").output
     assert f"harvest run {filled['zenodo']} of zenodo: succeeded" in text
     assert "failed oai:zenodo.org:2: transform: No title" in text
+    # a finished sweep is complete: its last checkpoint (a token) is no state to resume from
+    assert "discovery: complete, 1 pages" in text and "tok-1" not in text
+    unfinished = run(status, "--harvester", "arxiv").output
+    assert "discovery: complete" not in unfinished
 
 
 def test_status_list_recent(filled):
