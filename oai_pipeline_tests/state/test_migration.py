@@ -37,9 +37,15 @@ def _payloads_in_the_row(connection: sa.Connection) -> None:
 
 
 def _drop_transform_memory(connection: sa.Connection) -> None:
+    """Version 2: no transform memory, and none of what later versions added either."""
     _payloads_in_the_row(connection)
     connection.execute(sa.text("DROP INDEX ix_harvest_records_memory"))
-    for column in ("communities", "transformed_datestamp", "transform_fingerprint"):
+    for column in (
+        "communities",
+        "transformed_datestamp",
+        "transform_fingerprint",
+        "written_fingerprint",
+    ):
         connection.execute(sa.text(f"ALTER TABLE harvest_records DROP COLUMN {column}"))
 
 
