@@ -33,7 +33,6 @@ from oai_pipeline.pipeline.partitions import run_id_of
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_stage import no_data_error
-from oai_pipeline.state.store import StateStore
 from oai_pipeline.sync.rules import Action
 from oai_pipeline.targets.base import PlannedWrite, WriteOutcome
 
@@ -82,11 +81,19 @@ def write(
     run = state.get_run(run_id)
     run_started = datetime.fromisoformat(run["created_at"]) if run is not None else None
     summary = WriteSummary(run_id=run_id)
+    if not writers:  # registered before a writer was required
+        raise PipelineError(
+            f"harvester {scope.harvester_id} has no writer: nothing can be written; give it "
+            f"one (`oai-pipeline harvesters update {scope.harvester_id} --model rdm`) and "
+            "rerun"
+        )
     written = 0
+    waiting = 0  # records of the scope another attempt still holds
     next_progress = options.progress_every
 
     def write_group(parts: list[PartRef], decisions: pl.DataFrame) -> pl.DataFrame:
-        nonlocal written, next_progress
+        nonlocal written, next_progress, waiting
+        planned_ids = decisions["identifier"].unique().to_list()
         # Successful records of a resumed run are never written again; failed ones on
         # request. Holding the lease proves no other attempt is still writing, so records a
         # dead attempt left `running` are reclaimed (after N minutes, if asked). Claimed group
@@ -209,6 +216,9 @@ def write(
                 }
             )
         written += len(claimed)
+        # Records of the run in windows outside the scope (a later run harvested them again)
+        # are not this stage's: only the scope's own are counted.
+        waiting += state.unsettled_records(run_id, planned_ids)
         if written >= next_progress:
             progress(f"harvest run {run_id}: {written} records written")
             next_progress = (written // options.progress_every + 1) * options.progress_every
@@ -220,7 +230,7 @@ def write(
                 services.storage, scope, SYNC_DECISIONS, WRITTEN_RECORDS, write_group
             )
             summary.undone = undo_local_changes(services, scope.harvester_id, writers)
-            _require_all_settled(state, run_id, options, scope.harvester_id)
+            _require_all_settled(waiting, run_id, options)
     except BaseException as error:
         services.record_failure(run_id, error)
         raise
@@ -231,24 +241,19 @@ def write(
     return summary
 
 
-def _require_all_settled(
-    state: StateStore, run_id: int, options: RunOptions, harvester_id: str
-) -> None:
+def _require_all_settled(waiting: int, run_id: int, options: RunOptions) -> None:
     """A run succeeds only when none of its records waits: records an earlier attempt left
     `running` less than --reset-stale-running-minutes ago were not written by this one."""
-    waiting = state.unsettled_records(run_id)
     if not waiting:
         return
     minutes = options.reset_stale_running_minutes
-    if minutes is None:  # every record was claimed: no writer wrote these
-        raise PipelineError(
-            f"{waiting} records of harvest run {run_id} were written by no writer; the run "
-            "stays unfinished: give the harvester a writer (e.g. `oai-pipeline harvesters "
-            f"update {harvester_id} --model rdm`) and rerun it"
-        )
+    held = (
+        f"less than {minutes} minutes ago (--reset-stale-running-minutes)"
+        if minutes is not None
+        else "that still holds them"
+    )
     raise PipelineError(
         f"{waiting} records of harvest run {run_id} were left running by an earlier attempt "
-        f"less than {minutes} minutes ago (--reset-stale-running-minutes) and are not "
-        "written; the run stays unfinished: rerun it later, or without that option, to write "
-        "them"
+        f"{held} and are not written; the run stays unfinished: rerun it later, or without "
+        "that option, to write them"
     )

@@ -1338,15 +1338,20 @@ class StateStore:
                 )
         return [row.identifier for row in rows]
 
-    def unsettled_records(self, run_id: int) -> int:
-        """Records of the run still pending or running."""
+    def unsettled_records(self, run_id: int, identifiers: Iterable[str]) -> int:
+        """How many of these records of the run are still pending or running."""
         rr = run_records
+        waiting = 0
         with self._read() as conn:
-            return conn.execute(
-                sa.select(sa.func.count()).where(
-                    rr.c.run_id == run_id, rr.c.status.in_(("pending", "running"))
-                )
-            ).scalar_one()
+            for chunk in _chunks(list(identifiers)):
+                waiting += conn.execute(
+                    sa.select(sa.func.count()).where(
+                        rr.c.run_id == run_id,
+                        rr.c.identifier.in_(chunk),
+                        rr.c.status.in_(("pending", "running")),
+                    )
+                ).scalar_one()
+        return waiting
 
     def finish_run(
         self,

@@ -435,7 +435,7 @@ def test_a_stored_harvester_without_writer_fails_its_run_clearly(endpoint: OAIEn
 
     result = run("harvest", "nowriter")
 
-    assert_one_line_error(result, "were written by no writer")
+    assert_one_line_error(result, "harvester nowriter has no writer")
     assert "harvesters update nowriter --model rdm" in result.stderr
     assert run("harvesters", "update", "nowriter", "--model", "rdm").exit_code == 0
     assert run("harvest", "nowriter").exit_code == 0
