@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from oai_pipeline.defs.launch import materialize_windows
+from oai_pipeline.errors import PipelineError
 from oai_pipeline_tests.sync_e2e.conftest import Harness, at
 
 
@@ -257,6 +258,8 @@ def test_a_harvested_draft_a_user_deleted_comes_back_on_an_incremental_harvest(
     before = harness.local(identifier)
     getattr(harness.repository, how)(before["id"])
     assert harness.local(identifier)["state"] == "deleted"
+    with pytest.raises(PipelineError, match="nothing to restore; the next harvest brings"):
+        harness.repository.restore(before["id"])  # never published: no revision to restore
 
     later = materialize_windows(harness.instance, "sample", "2024-03-01", "2024-03-01")
 

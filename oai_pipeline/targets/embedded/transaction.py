@@ -525,6 +525,12 @@ class TargetTransaction:
         """A tombstone becomes the published record again (the purge mark is lifted)."""
         row = self.record(record_id)
         if row.state == DELETED:
+            if self._last_published(record_id) is None:  # a withdrawn draft (withdraw_draft)
+                raise PipelineError(
+                    f"record {record_id} is a harvested draft that was deleted before it was "
+                    "ever published: there is nothing to restore; the next harvest brings the "
+                    "draft back"
+                )
             return self.revive(record_id)
         if row.state != TOMBSTONE:
             raise PipelineError(f"record {record_id} is {row.state}, not deleted")
@@ -560,12 +566,7 @@ class TargetTransaction:
         row = self.record(record_id)
         if row.state != DELETED:
             raise PipelineError(f"record {record_id} is {row.state}, not hard deleted")
-        last = self.connection.execute(
-            sa.select(revisions.c.data)
-            .where(revisions.c.record_id == record_id, revisions.c.data.isnot(None))
-            .order_by(revisions.c.revision.desc())
-            .limit(1)
-        ).first()
+        last = self._last_published(record_id)
         if last is None:  # a harvested draft a user deleted (`withdraw_draft`): a draft again
             self._check_pid_free(row.doi, record_id)
             self.connection.execute(
@@ -574,6 +575,15 @@ class TargetTransaction:
             return row.revision
         self._check_pid_free(row.doi, record_id)
         return self._change(row, LIVE, last.data, doi=row.doi)
+
+    def _last_published(self, record_id: str) -> sa.Row | None:
+        """The record's last revision with data (None: it was never published)."""
+        return self.connection.execute(
+            sa.select(revisions.c.data)
+            .where(revisions.c.record_id == record_id, revisions.c.data.isnot(None))
+            .order_by(revisions.c.revision.desc())
+            .limit(1)
+        ).first()
 
     def withdraw_draft(self, record_id: str) -> None:
         """A user deleted a harvested record that was never published (a draft left for
