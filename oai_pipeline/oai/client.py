@@ -337,8 +337,9 @@ class OAIClient:
         seen_tokens: set[str] = {token} if token else set()
         seen_pages: set[int] = set()  # a hash of each page's headers
         restarts, empty_in_a_row = 0, 0
-        list_size: int | None = None  # the last page's completeListSize
-        delivered: int | None = None  # records listed up to the last page, by its cursor
+        # the last page's completeListSize, and the records listed up to it by its cursor
+        list_size = checkpoint.complete_list_size if checkpoint is not None else None
+        delivered = checkpoint.delivered if checkpoint is not None else None
         try:
             while True:
                 save_checkpoint(
@@ -351,6 +352,8 @@ class OAIClient:
                         pages_read=pages_read,
                         cursor=cursor,
                         response_date=response_date,
+                        complete_list_size=list_size,
+                        delivered=delivered,
                     )
                 )
                 try:

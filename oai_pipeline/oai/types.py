@@ -61,6 +61,10 @@ class SweepCheckpoint:
     pages_read: int = 0
     cursor: int | None = None
     response_date: str | None = None
+    # The list's completeListSize and how many of it came before the token, by the cursor:
+    # noRecordsMatch for the token before that size means the source lost the list.
+    complete_list_size: int | None = None
+    delivered: int | None = None
 
 
 @dataclass(frozen=True)

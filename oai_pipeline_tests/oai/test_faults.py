@@ -591,3 +591,25 @@ def test_a_response_trickling_in_is_cut_off_and_retried() -> None:
     source.faults[1] = trickle
     harvest = Harvest(source, timeout=0.04, max_retries=1).run()  # a whole response: 0.2 s
     assert set(harvest.records) == held(source) and len(source.requests) == 2
+
+
+def test_a_list_lost_right_after_a_resume_is_redone_too() -> None:
+    """The checkpoint keeps the list's size and what came before the token, so that
+    noRecordsMatch for the token a resumed run starts with is judged as in one sweep."""
+    source = FakeSource(make_records(10), page_size=3)
+    first = Harvest(source)
+    sweep = first.client.sweep(
+        "ListRecords", metadata_prefix="oai_dc", save_checkpoint=first.checkpoints.append
+    )
+    next(sweep)
+    next(sweep)
+    sweep.close()  # the process dies while staging the second page
+    saved = first.checkpoints[-1]
+    assert (saved.complete_list_size, saved.delivered) == (10, 3)
+    source.requests.clear()
+    source.faults[1] = no_records_match  # the source lost the list meanwhile
+
+    second = Harvest(source).run(checkpoint=saved)
+
+    assert set(second.records) == held(source)  # the window redone from its start
+    assert [c.resumption_token for c in second.checkpoints].count(None) == 1
