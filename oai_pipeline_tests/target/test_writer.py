@@ -652,3 +652,20 @@ def test_options_accept_only_the_rdm_model() -> None:
         EmbeddedWriter.Options(model="other")
     with pytest.raises(ValidationError):
         EmbeddedWriter.Options(colour="red")
+
+
+def test_released_records_are_taken_over_by_oai_identifiers_only(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    """After `harvesters delete --delete-records`: `oai:…` names its repository, a bare
+    identifier could be another source's record of the same number."""
+    named = harness.one("oai:src.org:1", data("Named")).local_id
+    bare = harness.one("17", data("Bare")).local_id
+    with repo.transaction() as tx:
+        assert tx.release(H) == 2
+    later = Harness(harness.settings)
+    try:
+        assert later.one("oai:src.org:1", data("Again")).local_id == named
+        assert later.one("17", data("Another 17")).local_id not in (None, bare)
+    finally:
+        later.writer.close()

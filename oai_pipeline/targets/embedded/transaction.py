@@ -181,7 +181,13 @@ class TargetTransaction:
                 by_source[row.source_identifier] = row
         # Released by a deleted harvester: taken over by the source identifier they keep.
         released_by_source: dict[str, sa.Row] = {}
-        missing = [i for i in identifiers if i not in by_source] if self.released else []
+        # Only `oai:<repository>:<id>` identifiers name their source: a bare `123` of another
+        # source must not take over a released record.
+        missing = (
+            [i for i in identifiers if i not in by_source and i.startswith("oai:")]
+            if self.released
+            else []
+        )
         for chunk in _chunks(missing):
             for row in self.connection.execute(
                 sa.select(*_LOOKUP_COLUMNS).where(
