@@ -196,15 +196,29 @@ def _materialize(
 DOWNSTREAM = dg.AssetSelection.assets("transformed_records", "sync_decisions", "written_records")
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        # the automation follows two raw runs with one downstream range run
+        (("2024-01-02", "2024-01-05"), ("2024-01-06", "2024-01-20")),
+        # run 2 harvested some windows of run 1's range again: run 1's records of those
+        # windows are run 2's now, not records run 1 still owes
+        (("2024-01-02", "2024-01-20"), ("2024-01-06", "2024-01-10")),
+    ],
+    ids=["side-by-side", "inside"],
+)
 def test_a_downstream_range_over_windows_two_runs_harvested_writes_both(
-    instance: dg.DagsterInstance, settings: Settings, sample: OAIEndpoint
+    instance: dg.DagsterInstance,
+    settings: Settings,
+    sample: OAIEndpoint,
+    first: tuple[str, str],
+    second: tuple[str, str],
 ) -> None:
-    """E.g. the automation follows two raw runs with one downstream range run."""
     register(settings, sample.base_url, harvester_id="alpha", metadata_prefix=PREFIX)
     ensure_harvester_partitions(instance, ["alpha"])
     raw = dg.AssetSelection.assets("raw_oai_xml")
-    assert _materialize(instance, raw, "2024-01-02", "2024-01-05").success  # harvest run 1
-    assert _materialize(instance, raw, "2024-01-06", "2024-01-20").success  # harvest run 2
+    assert _materialize(instance, raw, *first).success  # harvest run 1
+    assert _materialize(instance, raw, *second).success  # harvest run 2
 
     result = _materialize(instance, DOWNSTREAM, "2024-01-02", "2024-01-20")
 
@@ -260,20 +274,3 @@ def test_a_range_run_of_a_job_backfill_is_refused(
     failure = next(e for e in result.all_events if e.is_step_failure)
     assert "launch the backfill from the assets" in failure.step_failure_data.error.message
     assert _list_records(sample) == []  # nothing harvested
-
-
-def test_a_downstream_range_over_a_window_harvested_again_inside_it(
-    instance: dg.DagsterInstance, settings: Settings, sample: OAIEndpoint
-) -> None:
-    """Run 1 harvested the whole range, run 2 some windows of it again: run 1's records of
-    those windows are run 2's now, not records run 1 still owes."""
-    register(settings, sample.base_url, harvester_id="alpha", metadata_prefix=PREFIX)
-    ensure_harvester_partitions(instance, ["alpha"])
-    raw = dg.AssetSelection.assets("raw_oai_xml")
-    assert _materialize(instance, raw, "2024-01-02", "2024-01-20").success  # harvest run 1
-    assert _materialize(instance, raw, "2024-01-06", "2024-01-10").success  # harvest run 2
-
-    result = _materialize(instance, DOWNSTREAM, "2024-01-02", "2024-01-20")
-
-    assert result.success
-    assert set(target_by_source(settings, "alpha")) == _live_ids(sample)
