@@ -53,8 +53,12 @@ RUN_STATUS = {
 }
 
 
-# A resumed run's records that an earlier attempt already wrote: not written again.
+# A resumed run's records an earlier attempt settled, by what it did: written (not written
+# again), failed (retried with --retry-failed only) or still held by another attempt.
 ALREADY_WRITTEN = "already_written"
+FAILED_BEFORE = "failed_before"
+HELD_ELSEWHERE = "held_by_another_attempt"
+_EARLIER = {"failed": FAILED_BEFORE, "running": HELD_ELSEWHERE, "pending": HELD_ELSEWHERE}
 
 
 @dataclass
@@ -202,14 +206,20 @@ def write(
         state.set_record_status(
             run_id, {i: status for i, status in statuses.items() if i not in settled}, errors
         )
+        earlier = (
+            state.record_statuses(run_id, done_earlier["identifier"].to_list())
+            if done_earlier.height
+            else {}
+        )
         for row in done_earlier.iter_rows(named=True):
-            summary.actions[ALREADY_WRITTEN] += 1
+            label = _EARLIER.get(earlier.get(row["identifier"], ""), ALREADY_WRITTEN)
+            summary.actions[label] += 1
             rows.append(
                 {
                     "identifier": row["identifier"],
                     "writer": row["writer"],
                     "planned_action": row["action"],
-                    "action": ALREADY_WRITTEN,
+                    "action": label,
                     "local_id": row["local_id"],
                     "revision": None,
                     **error_columns(None),

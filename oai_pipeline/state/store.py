@@ -1338,6 +1338,20 @@ class StateStore:
                 )
         return [row.identifier for row in rows]
 
+    def record_statuses(self, run_id: int, identifiers: Iterable[str]) -> dict[str, str]:
+        """The run status of each of these records of the run."""
+        rr = run_records
+        found: dict[str, str] = {}
+        with self._read() as conn:
+            for chunk in _chunks(list(identifiers)):
+                rows = conn.execute(
+                    sa.select(rr.c.identifier, rr.c.status).where(
+                        rr.c.run_id == run_id, rr.c.identifier.in_(chunk)
+                    )
+                )
+                found.update({row.identifier: row.status for row in rows})
+        return found
+
     def unsettled_records(self, run_id: int, identifiers: Iterable[str]) -> int:
         """How many of these records of the run are still pending or running."""
         rr = run_records

@@ -274,3 +274,29 @@ def test_a_range_run_of_a_job_backfill_is_refused(
     failure = next(e for e in result.all_events if e.is_step_failure)
     assert "launch the backfill from the assets" in failure.step_failure_data.error.message
     assert _list_records(sample) == []  # nothing harvested
+
+
+def test_writing_a_settled_run_again_says_what_each_record_did_before(
+    instance: dg.DagsterInstance, settings: Settings, sample: OAIEndpoint
+) -> None:
+    """Re-materialising written_records of a run whose records all failed (a missing
+    community) retries none of them (that takes --retry-failed): they are labelled as
+    failed before, not as written."""
+    writer = 'oai-service{model: "rdm", community: "nowhere"}'
+    register(settings, sample.base_url, harvester_id="alpha", metadata_prefix=PREFIX, writer=writer)
+    assert materialize_windows(instance, "alpha", "2024-01-02", "2024-01-20").success
+
+    again = _materialize(
+        instance, dg.AssetSelection.assets("written_records"), "2024-01-02", "2024-01-20"
+    )
+
+    totals = next(
+        m.metadata
+        for m in again.asset_materializations_for_node("written_records")
+        if "run_record_count" in m.metadata
+    )
+    live = len(_live_ids(sample))
+    assert int(totals["run_action_failed_before"].value) == live
+    # the source's deletions were settled without error: those are written
+    deleted = int(totals["run_record_count"].value) - live
+    assert int(totals["run_action_already_written"].value) == deleted > 0
