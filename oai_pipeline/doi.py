@@ -30,3 +30,11 @@ def normalize_doi(value: str) -> str | None:
     eu-repo altIdentifier), or None when it is no DOI. The one DOI reader of every import."""
     bare = bare_doi(value)
     return bare if DOI.match(bare) else None
+
+
+def normal_doi(value: str | None) -> str | None:
+    """The form a target stores and compares a pid in: a user's `https://doi.org/10.1234/ABC`
+    is the harvested `10.1234/abc` (None for no value)."""
+    if value is None:
+        return None
+    return bare_doi(value) or None

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, model_validator
 
-from oai_pipeline.doi import bare_doi
+from oai_pipeline.doi import normal_doi
 from oai_pipeline.errors import RecordError
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action, LocalRecord
@@ -29,7 +29,7 @@ def pid_of(data: dict[str, Any] | None, field: str = DEFAULT_PID_FIELD) -> str |
         value = value.get("identifier")
     if not isinstance(value, str):
         return None
-    return bare_doi(value) or None
+    return normal_doi(value)
 
 
 class WriterOptions(BaseModel):

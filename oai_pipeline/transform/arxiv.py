@@ -22,12 +22,12 @@ from typing import Any
 
 from lxml import etree
 
+from oai_pipeline.doi import normalize_doi
 from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.dates import normalize_date
 from oai_pipeline.transform.failure import VALIDATION, TransformFailure, missing_field
 from oai_pipeline.transform.normalize import (
     block_text_or_none,
-    normalize_doi,
     person_or_org,
     text_or_none,
 )

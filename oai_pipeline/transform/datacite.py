@@ -13,6 +13,7 @@ from typing import Any
 
 from lxml import etree
 
+from oai_pipeline.doi import normalize_doi
 from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.dates import ACCEPTED_FORMS, normalize_date
 from oai_pipeline.transform.failure import (
@@ -28,7 +29,6 @@ from oai_pipeline.transform.normalize import (
     file_link,
     is_ror,
     name_identifier,
-    normalize_doi,
     normalize_ror,
     person_or_org,
     text_or_none,

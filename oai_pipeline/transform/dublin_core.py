@@ -12,6 +12,7 @@ from typing import Any
 
 from lxml import etree
 
+from oai_pipeline.doi import normalize_doi
 from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.datacite import XML_LANG
 from oai_pipeline.transform.dates import ACCEPTED_FORMS, is_timestamp, normalize_date
@@ -21,7 +22,6 @@ from oai_pipeline.transform.normalize import (
     description_html,
     file_link,
     looks_like_organisation,
-    normalize_doi,
     person_or_org,
     split_dc_name,
     text_or_none,

@@ -10,8 +10,6 @@ from urllib.parse import unquote, urlparse
 
 import nh3
 
-from oai_pipeline.doi import DOI, normalize_doi  # noqa: F401 - the imports' DOI reader
-
 _ORCID_PREFIX = re.compile(r"^(?:https?://)?(?:www\.)?orcid\.org/", re.I)
 _ROR_PREFIX = re.compile(r"^(?:https?://)?(?:www\.)?ror\.org/", re.I)
 # The forms the target accepts; rdm_record validates with the same patterns (and DOI).

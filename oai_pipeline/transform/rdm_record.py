@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from oai_pipeline.doi import DOI as _DOI
 from oai_pipeline.transform.dates import normalize_date
-from oai_pipeline.transform.normalize import DOI as _DOI
 from oai_pipeline.transform.normalize import ORCID as _ORCID
 from oai_pipeline.transform.normalize import ROR as _ROR
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from oai_pipeline.doi import normalize_doi
 from oai_pipeline.transform import dates, normalize
 from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.dates import normalize_date
 from oai_pipeline.transform.normalize import (
     file_link,
-    normalize_doi,
     normalize_orcid,
     normalize_ror,
     person_or_org,

@@ -13,19 +13,11 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from oai_pipeline.doi import bare_doi
+from oai_pipeline.doi import normal_doi
 
 SCHEMA_VERSION = 6
 
 metadata = sa.MetaData()
-
-
-def normal_doi(doi: str | None) -> str | None:
-    """A user's `https://doi.org/10.1234/ABC` is the harvested `10.1234/abc`: DOIs are
-    case-insensitive, and a resolver prefix is no part of them."""
-    if doi is None:
-        return None
-    return bare_doi(doi) or None
 
 
 class Doi(sa.types.TypeDecorator):

@@ -16,6 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from oai_pipeline.doi import normal_doi
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.sync.rules import LocalRecord, LocalState
 from oai_pipeline.targets.base import DEFAULT_PID_FIELD, pid_of
@@ -23,7 +24,6 @@ from oai_pipeline.targets.embedded.schema import (
     communities,
     drafts,
     memberships,
-    normal_doi,
     records,
     revisions,
 )

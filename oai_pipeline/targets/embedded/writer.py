@@ -17,6 +17,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from oai_pipeline import json_codec
+from oai_pipeline.doi import normal_doi
 from oai_pipeline.errors import PipelineError, RecordError
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action, LocalRecord, LocalState, SourceRecord, decide
@@ -29,7 +30,6 @@ from oai_pipeline.targets.base import (
     pid_of,
 )
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
-from oai_pipeline.targets.embedded.schema import normal_doi
 from oai_pipeline.targets.embedded.transaction import (
     DuplicatePidError,
     NewRecord,
