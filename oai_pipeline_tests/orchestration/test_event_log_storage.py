@@ -56,6 +56,19 @@ def _materialize(instance: dg.DagsterInstance, partition: str) -> None:
     instance.report_runless_asset_event(dg.AssetMaterialization("harvested", partition=partition))
 
 
+def _materialize_and_check(instance: dg.DagsterInstance, partition: str) -> None:
+    """What a run stores for a window: a tagged materialisation (Dagster indexes its data
+    version) and a check's evaluation."""
+    instance.report_runless_asset_event(
+        dg.AssetMaterialization(
+            "harvested", partition=partition, tags={"dagster/data_version": partition}
+        )
+    )
+    instance.report_runless_asset_event(
+        dg.AssetCheckEvaluation(asset_key=dg.AssetKey("harvested"), check_name="ok", passed=True)
+    )
+
+
 def _count_connections() -> tuple[list[int], Callable[..., None]]:
     opened: list[int] = []
 
@@ -75,18 +88,35 @@ def test_the_shipped_instance_keeps_its_event_log_where_dagster_does(
 
 
 def test_events_reuse_one_connection_per_database(instance: dg.DagsterInstance) -> None:
-    _materialize(instance, "2024-01-01")  # creates the run shard and the index
+    _materialize_and_check(instance, "2024-01-01")  # creates the run shard and the index
     opened, on_connect = _count_connections()
     sa.event.listen(sa.Engine, "connect", on_connect)
     try:
         for day in range(2, 32):
-            _materialize(instance, f"2024-01-{day:02d}")
+            _materialize_and_check(instance, f"2024-01-{day:02d}")
     finally:
         sa.event.remove(sa.Engine, "connect", on_connect)
-    assert len(opened) <= 1  # Dagster's own storage opens two per event: 60 here
+    # Dagster's own storage opens two a stored event and one more a "has this table?" (for
+    # tags and check evaluations): 150 here.
+    assert len(opened) <= 1
     assert instance.get_latest_materialization_event(dg.AssetKey("harvested")) is not None
     materialized = instance.get_materialized_partitions(dg.AssetKey("harvested"))
     assert len(materialized) == 31
+    tags = instance.event_log_storage.get_event_tags_for_asset(dg.AssetKey("harvested"))
+    assert len(tags) == 31  # every materialisation's tags were stored
+    check = instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey("harvested"), "ok"), limit=100
+    )
+    assert len(check) == 31
+
+
+def test_a_table_added_later_is_seen_at_once(instance: dg.DagsterInstance) -> None:
+    storage = instance.event_log_storage
+    assert storage.has_table("asset_event_tags")
+    assert not storage.has_table("added_by_a_later_migration")
+    with storage.index_connection() as connection:
+        connection.exec_driver_sql("CREATE TABLE added_by_a_later_migration (id INTEGER)")
+    assert storage.has_table("added_by_a_later_migration")
 
 
 def test_a_watcher_in_another_process_sees_events_as_they_are_written(
