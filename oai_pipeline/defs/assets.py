@@ -34,7 +34,11 @@ from oai_pipeline.pipeline.frames import (
     WRITTEN_RECORDS,
 )
 from oai_pipeline.pipeline.options import RunOptions
-from oai_pipeline.pipeline.partition_summary import PartitionSummary, summarise_partition
+from oai_pipeline.pipeline.partition_summary import (
+    ERROR_PREVIEW,
+    PartitionSummary,
+    summarise_partition,
+)
 from oai_pipeline.pipeline.partitions import split_by_upstream_run
 from oai_pipeline.pipeline.plan import plan
 from oai_pipeline.pipeline.scope import HarvestScope
@@ -59,9 +63,6 @@ FOLLOW_UPSTREAM = dg.AutomationCondition.eager().without(
 
 # A global cap on concurrent source requests: the pool's limit is set in dagster.yaml.
 SOURCE_POOL = "oai_source_requests"
-
-# Failed records listed in a materialisation's errors_preview table.
-ERROR_PREVIEW = 50
 
 _ASSET_ARGS = dict(
     partitions_def=harvest_partitions,

@@ -20,6 +20,7 @@ from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
 from oai_pipeline.oai.windows import format_datestamp
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, RAW_SCHEMA, error_columns, frame
 from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.partition_summary import WindowCounts
 from oai_pipeline.pipeline.partitions import run_updates_all
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
@@ -273,11 +274,13 @@ def _export(services: Services, scope: HarvestScope, run_id: int, result: Discov
     buffer: list[dict] = []
     window: str | None = None
     parts: dict[str, int] = defaultdict(int)
+    counts = WindowCounts()
 
     def flush() -> None:
         if window is not None and buffer:
             part = frame(buffer, RAW_SCHEMA)
             storage.write_part(RAW_OAI_XML, scope.harvester_id, window, parts[window], part)
+            counts.add_part(window, part)
             parts[window] += 1
         buffer.clear()
 
@@ -309,4 +312,6 @@ def _export(services: Services, scope: HarvestScope, run_id: int, result: Discov
             )
     flush()
     for key in scope.keys:
-        storage.finish(RAW_OAI_XML, scope.harvester_id, key, parts[key], manifest)
+        storage.finish(
+            RAW_OAI_XML, scope.harvester_id, key, parts[key], counts.manifest(key, manifest)
+        )

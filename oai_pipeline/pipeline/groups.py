@@ -16,6 +16,7 @@ import polars as pl
 
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.pipeline.collector import bulk_allocation
+from oai_pipeline.pipeline.partition_summary import WindowCounts
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.storage import PartitionStore
 
@@ -84,6 +85,7 @@ def _map_groups(
     columns: Sequence[str] | None,
 ) -> None:
     group = _Group()
+    counts = WindowCounts()
     # Windows read to the end whose last parts may still wait in the group: each is
     # finished (stale parts dropped, manifest written) once its parts are all written.
     read: list[tuple[str, int, dict | None]] = []
@@ -91,10 +93,12 @@ def _map_groups(
     def flush() -> None:
         nonlocal group
         if group.parts:
-            _write_group(storage, scope, target_asset, group, transform_group)
+            _write_group(storage, scope, target_asset, group, transform_group, counts)
         group = _Group()
         for key, parts, manifest in read:
-            storage.finish(target_asset, scope.harvester_id, key, parts, manifest)
+            storage.finish(
+                target_asset, scope.harvester_id, key, parts, counts.manifest(key, manifest)
+            )
         read.clear()
 
     for key in scope.keys:
@@ -122,6 +126,7 @@ def _write_group(
     target_asset: str,
     group: _Group,
     transform_group: Callable[[list[PartRef], pl.DataFrame], pl.DataFrame],
+    counts: WindowCounts,
 ) -> None:
     combined = pl.concat(group.frames, how="vertical_relaxed")
     result = transform_group(group.parts, combined)
@@ -137,6 +142,7 @@ def _write_group(
     for position, part in enumerate(group.parts):
         rows = by_part.get((position,), result.clear())
         storage.write_part(target_asset, scope.harvester_id, part.window, part.index, rows)
+        counts.add_part(part.window, rows)
 
 
 def read_group(

@@ -10,6 +10,7 @@ import pytest
 
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.pipeline.groups import PartRef, map_partition_groups
+from oai_pipeline.pipeline.partition_summary import summarise_partition
 from oai_pipeline.pipeline.scope import HarvestScope, Window
 from oai_pipeline.storage import PartitionStore
 
@@ -61,7 +62,10 @@ def test_rows_go_back_to_their_parts(tmp_path: Path, group_rows: int) -> None:
     calls: list[list[PartRef]] = []
     map_partition_groups(store, scope, "source", "target", _doubled(calls), group_rows=group_rows)
     for key, key_parts in parts.items():
-        assert store.read_manifest("target", H, key) == {"run_id": 7}
+        assert store.read_manifest("target", H, key)["run_id"] == 7
+        # the counts of the rows written, not the source's
+        counted = summarise_partition(store, "target", H, key)
+        assert counted.records == 2 * sum(len(identifiers) for identifiers in key_parts)
         assert store.part_names("target", H, key) == [
             f"part-{i:06d}.parquet" for i in range(len(key_parts))
         ]
@@ -111,8 +115,10 @@ def test_a_window_gets_its_manifest_once_all_its_parts_are_written(tmp_path: Pat
     # group_rows=2: the third part still waits in the group when its window has been read
     map_partition_groups(store, scope, "source", "target", check, group_rows=2)
     assert seen == [("2024-01-01", None)] * 3 + [("2024-01-03", None)]
-    for key in scope.keys:
-        assert store.read_manifest("target", H, key) == {"run_id": 7}
+    for key, records in {"2024-01-01": 3, "2024-01-02": 0, "2024-01-03": 1}.items():
+        assert store.read_manifest("target", H, key)["run_id"] == 7
+        # counted over the groups its parts were in
+        assert summarise_partition(store, "target", H, key).records == records
 
 
 def test_mapping_again_after_the_source_shrank_leaves_no_stale_part(tmp_path: Path) -> None:
@@ -130,7 +136,8 @@ def test_mapping_again_after_the_source_shrank_leaves_no_stale_part(tmp_path: Pa
     assert store.part_names("target", H, "2024-01-01") == ["part-000000.parquet"]
     assert store.read_partition("target", H, "2024-01-01")["identifier"].to_list() == ["x", "x"]
     assert store.part_names("target", H, "2024-01-02") == []  # the window became empty
-    assert store.read_manifest("target", H, "2024-01-02") == {"run_id": 8}
+    assert store.read_manifest("target", H, "2024-01-02")["run_id"] == 8
+    assert summarise_partition(store, "target", H, "2024-01-02").records == 0
     assert sorted(p.name for p in (tmp_path / "target" / H / "2024-01-02").iterdir()) == [
         "_manifest.json"
     ]
