@@ -19,6 +19,11 @@ storages either way. Three consequences of open connections are handled here:
   table (or the asset key table's column) exists, each time through a new connection
   (~30 % of an event's cost). A table or column once found is remembered: migrations add
   them, none removes one. Absent ones are asked again, so a migration is seen at once;
+- a batch of events (Dagster hands over a step's planned and materialised events of a
+  range in batches when ``DAGSTER_EVENT_BATCH_SIZE`` is set, which this storage sets unless
+  the environment does) is stored in one transaction per database file instead of two
+  commits an event. A failed batch is rolled back whole; Dagster then stores its events
+  one by one. The UI's live log shows a batch's events once it is committed;
 - a forked child must not use its parent's SQLite connections, so it starts without any;
 - connections still open when the process exits are closed then (so the WAL is copied
   back, as after Dagster's own storage).
@@ -44,7 +49,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -61,6 +66,8 @@ from oai_pipeline.sqlite_tuning import sync_at_checkpoints
 # Run shards whose engines stay open; the index shard's always does. A run writes to one
 # shard; a UI process reads the few runs someone looks at.
 OPEN_RUN_SHARDS = 8
+# Events Dagster hands over at most in one batch (a range run's step: one per window).
+EVENT_BATCH_SIZE = 1000
 
 
 class PooledSqliteEventLogStorage(SqliteEventLogStorage):
@@ -71,8 +78,12 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
         self._engines: OrderedDict[str, sa.Engine] = OrderedDict()
         self._tables_found: set[str] = set()
         self._asset_key_columns_found: set[str] = set()
+        # shard -> its connection in the batch's transaction, while a batch is stored
+        self._batch: dict[str, sa.Connection] | None = None
         super().__init__(base_dir, inst_data=inst_data)
+        self._db_lock = threading.RLock()  # held for a whole batch, taken again per event
         _open_storages.add(self)
+        os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", str(EVENT_BATCH_SIZE))
 
     @classmethod
     def config_type(cls) -> dict[str, Any]:
@@ -92,8 +103,15 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
             if shard not in self._initialized_dbs:
                 self._initdb(engine)
                 self._initialized_dbs.add(shard)
-            with engine.connect() as connection, connection.begin():
-                yield connection
+            if self._batch is None:
+                with engine.connect() as connection, connection.begin():
+                    yield connection
+                return
+            connection = self._batch.get(shard)
+            if connection is None:
+                connection = self._batch[shard] = engine.connect()
+                connection.begin()
+            yield connection
 
     def _engine_for(self, shard: str) -> sa.Engine:
         engine = self._engines.get(shard)
@@ -132,7 +150,8 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
         for engine in self._engines.values():
             engine.dispose(close=False)
         self._engines.clear()
-        self._db_lock = threading.Lock()
+        self._batch = None
+        self._db_lock = threading.RLock()
 
     def has_table(self, table_name: str) -> bool:
         if table_name not in self._tables_found and super().has_table(table_name):
@@ -158,11 +177,29 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
 
     def store_event(self, event: EventLogEntry) -> None:
         super().store_event(event)
+        self._touch({event.run_id})
+
+    def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
+        with self._db_lock:
+            self._batch = {}
+            try:
+                for event in events:
+                    super().store_event(event)
+                for connection in self._batch.values():
+                    connection.commit()
+            finally:
+                for connection in self._batch.values():
+                    connection.close()  # rolls back what was not committed
+                self._batch = None
+        self._touch({event.run_id for event in events})
+
+    def _touch(self, run_ids: set[str]) -> None:
         # Dagster's watcher of a run (the UI's live log) wakes when the shard's file
         # changes. Closing the connection used to change it (the WAL was copied back);
         # now the commit only reaches the WAL, so mark the file changed once committed.
-        with suppress(FileNotFoundError):
-            os.utime(self.path_for_shard(event.run_id))
+        for run_id in run_ids:
+            with suppress(FileNotFoundError):
+                os.utime(self.path_for_shard(run_id))
 
 
 def _on_connect(connection: Any, _record: Any) -> None:

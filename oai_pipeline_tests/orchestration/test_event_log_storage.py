@@ -264,3 +264,55 @@ def test_closing_with_a_wait_gives_up_on_a_query_in_another_thread(
     thread.join(10)
     storage.store_event(_log_entry("run-1", "after"))
     assert _messages(instance, "run-1") == ["before", "after"]
+
+
+_DAYS = dg.DailyPartitionsDefinition(start_date="2024-01-01")
+
+
+@dg.asset(partitions_def=_DAYS)
+def daily(context) -> dg.MaterializeResult:  # noqa: ANN001 - Dagster reads the annotation
+    return dg.MaterializeResult(metadata={"windows": len(context.partition_keys)})
+
+
+def _materialize_range(instance: dg.DagsterInstance, first: str, last: str) -> None:
+    result = dg.materialize(
+        [daily],
+        instance=instance,
+        tags={
+            "dagster/asset_partition_range_start": first,
+            "dagster/asset_partition_range_end": last,
+        },
+    )
+    assert result.success
+
+
+def test_a_range_run_stores_its_windows_events_in_batches(
+    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batches: list[int] = []
+    store_batch = PooledSqliteEventLogStorage.store_event_batch
+
+    def counted(self: PooledSqliteEventLogStorage, events) -> None:
+        batches.append(len(events))
+        store_batch(self, events)
+
+    monkeypatch.setattr(PooledSqliteEventLogStorage, "store_event_batch", counted)
+    _materialize_range(instance, "2024-01-01", "2024-01-10")
+    # the planned events, then the materialisations: each window's in one batch
+    assert batches == [10, 10]
+    assert instance.get_materialized_partitions(dg.AssetKey("daily")) == {
+        f"2024-01-{day:02d}" for day in range(1, 11)
+    }
+    latest = instance.get_latest_materialization_event(dg.AssetKey("daily"))
+    assert latest is not None and latest.asset_materialization.metadata["windows"].value == 10
+
+
+def test_a_failed_batch_stores_none_of_its_events(instance: dg.DagsterInstance) -> None:
+    storage = instance.event_log_storage
+    good = [_log_entry("run-1", f"event {number}") for number in range(3)]
+    broken = _log_entry("run-1", "broken")._replace(timestamp="not a time")
+    with pytest.raises(TypeError):  # its timestamp
+        storage.store_event_batch([*good, broken])
+    assert _messages(instance, "run-1") == []
+    storage.store_event_batch(good)  # the storage is usable afterwards
+    assert _messages(instance, "run-1") == ["event 0", "event 1", "event 2"]
