@@ -28,6 +28,7 @@ from oai_pipeline.oai.errors import (
     HarvestProtocolError,
     NoRecordsMatchForToken,
     OAIError,
+    RefusedRequest,
 )
 from oai_pipeline.oai.flow import (
     RateLimiter,
@@ -81,6 +82,11 @@ ListVerb = Literal["ListRecords", "ListIdentifiers"]
 # httpx's timeout bounds each wait for bytes, so a source trickling a byte now and then
 # could hold a request for ever: the whole response must arrive within this many timeouts.
 _RESPONSE_DEADLINE_TIMEOUTS = 5
+
+# Answered to a resumption token without an OAI-PMH body, these say the token names nothing
+# (a source that lost or never kept it): the token is refused, as by badResumptionToken. A
+# run resuming it would otherwise fail on it again and again.
+_TOKEN_GONE_STATUSES = frozenset({400, 404, 410})
 
 # GetRecord errors that concern the one item asked for (what each means, if the source
 # says nothing): the harvest of the other identifiers goes on.
@@ -241,7 +247,8 @@ class OAIClient:
 
         Retries happen inside; ``noRecordsMatch`` is an empty last page (in answer to a
         token: NoRecordsMatchForToken, for the sweep to judge); any other OAI error raises
-        (BadResumptionToken for an expired or unknown token).
+        (BadResumptionToken for an expired or unknown token, also when a token gets HTTP
+        400, 404 or 410 without an OAI-PMH answer).
         """
         if verb not in ("ListRecords", "ListIdentifiers"):
             raise ConfigurationError(f"list_page lists ListRecords or ListIdentifiers, not {verb}")
@@ -253,7 +260,16 @@ class OAIClient:
             for name, value in (("from", from_), ("until", until), ("set", set_spec)):
                 if value:
                     params[name] = value
-        parsed = self._request(verb, params)
+        try:
+            parsed = self._request(verb, params)
+        except RefusedRequest as exc:
+            if resumption_token and exc.status in _TOKEN_GONE_STATUSES:
+                raise BadResumptionToken(
+                    "badResumptionToken",
+                    f"HTTP {exc.status} in answer to the resumption token",
+                    context=f"{self.base_url} ({verb})",
+                ) from exc
+            raise
         if parsed.errors and all(code == "noRecordsMatch" for code, _ in parsed.errors):
             if resumption_token:
                 raise NoRecordsMatchForToken(
@@ -561,8 +577,9 @@ class OAIClient:
                         return parse_response(body, verb, _charset(headers))
                     except UnusablePage as exc:
                         if status >= 300:
-                            raise HarvestProtocolError(
-                                f"{self.base_url} ({verb}): HTTP {status} and {exc}"
+                            raise RefusedRequest(
+                                f"{self.base_url} ({verb}): HTTP {status} and {exc}",
+                                status=status,
                             ) from exc
                         problem = str(exc)
             if retry_after is not None:
