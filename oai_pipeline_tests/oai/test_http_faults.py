@@ -1,0 +1,82 @@
+"""Faults below OAI-PMH, over real loopback HTTP: broken connections and bodies, redirects."""
+
+from __future__ import annotations
+
+import pytest
+
+from oai_pipeline.oai.client import OAIClient
+from oai_pipeline.oai.errors import HarvestProtocolError
+from oai_pipeline_tests.oai.fake_source import FakeSource, make_records
+from oai_pipeline_tests.oai.fault_server import (
+    FaultServer,
+    close_after_headers,
+    moved,
+    reset_mid_body,
+    short_of_content_length,
+    stall_mid_body,
+    truncated_chunked,
+    truncated_gzip,
+)
+
+
+def harvest(server: FaultServer, **options: object) -> tuple[set[str], list[float]]:
+    sleeps: list[float] = []
+    options = {"max_retries": 2, "backoff_base": 0.01, "timeout": 0.5, **options}
+    with OAIClient(server.base_url, sleep=sleeps.append, **options) as client:
+        got = {
+            record.identifier
+            for page in client.sweep("ListRecords", metadata_prefix="oai_dc")
+            for record in page.records
+        }
+    return got, sleeps
+
+
+def held(source: FakeSource) -> set[str]:
+    return {record.identifier for record in source.records}
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        reset_mid_body,
+        close_after_headers,
+        short_of_content_length,
+        truncated_chunked,
+        truncated_gzip,
+        stall_mid_body,
+    ],
+)
+def test_a_broken_response_is_retried_and_the_harvest_completes(fault) -> None:
+    source = FakeSource(make_records(10), page_size=3)
+    with FaultServer(source) as server:
+        server.faults[2] = fault
+        got, sleeps = harvest(server)
+    assert got == held(source)
+    assert len(server.targets) == 5 and len(sleeps) == 1  # page two asked twice
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+@pytest.mark.parametrize(
+    "location",
+    [
+        lambda server, query: f"/new/oai?{query}",
+        lambda server, query: f"new/oai?{query}",
+        lambda server, query: f"http://localhost:{server.port}/new/oai?{query}",
+    ],
+    ids=["absolute-path", "relative", "other-host"],
+)
+def test_redirects_are_followed(status: int, location) -> None:
+    source = FakeSource(make_records(7), page_size=3)
+    with FaultServer(source) as server:
+        server.every = moved(status, location)
+        got, sleeps = harvest(server)
+    assert got == held(source) and sleeps == []
+
+
+def test_a_redirect_loop_fails_at_once() -> None:
+    source = FakeSource(make_records(3))
+    with FaultServer(source) as server:
+        server.every = moved(302, lambda server, query: f"/oai?{query}")
+        with pytest.raises(HarvestProtocolError, match="redirects"):
+            harvest(server)
+    assert len(server.targets) == 21  # httpx's limit of 20 redirects, not retried
