@@ -528,6 +528,14 @@ class OAIClient:
         with self._limiter:
             deadline = time.monotonic() + self.response_deadline
             with self._http.stream("GET", self.base_url, params=params) as response:
+                if response.history and response.url.params.get("verb") != params["verb"]:
+                    # The source answers a request we did not send (badVerb, a home page):
+                    # say where the redirect led instead of what that page says.
+                    raise ConfigurationError(
+                        f"{self.base_url} redirects (HTTP {response.history[0].status_code}) "
+                        f"to {response.url}, dropping the OAI-PMH query: set the harvester's "
+                        f"base URL to {response.url.copy_with(query=None)}"
+                    )
                 chunks, size = [], 0
                 for chunk in response.iter_bytes():
                     size += len(chunk)

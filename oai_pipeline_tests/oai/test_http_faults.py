@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.client import OAIClient
 from oai_pipeline.oai.errors import HarvestProtocolError
 from oai_pipeline_tests.oai.fake_source import FakeSource, make_records
@@ -80,3 +81,17 @@ def test_a_redirect_loop_fails_at_once() -> None:
         with pytest.raises(HarvestProtocolError, match="redirects"):
             harvest(server)
     assert len(server.targets) == 21  # httpx's limit of 20 redirects, not retried
+
+
+def test_a_redirect_that_drops_the_query_names_where_it_leads() -> None:
+    """A common web-server rule (``return 301 https://$host$uri``) forgets the query: the
+    source then answered badVerb to a request we never sent, and the error said only that."""
+    source = FakeSource(make_records(3))
+    with FaultServer(source) as server:
+        server.every = moved(301, lambda server, query: "/new/oai")
+        with pytest.raises(ConfigurationError) as caught:
+            harvest(server)
+    message = str(caught.value)
+    assert f"redirects (HTTP 301) to {server.origin}/new/oai, dropping the OAI-PMH" in message
+    assert message.endswith(f"set the harvester's base URL to {server.origin}/new/oai")
+    assert len(server.targets) == 2  # not retried
