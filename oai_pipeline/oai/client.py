@@ -566,7 +566,8 @@ class OAIClient:
             retry_after: float | None = None
             try:
                 status, headers, body = self._send(params)
-            except httpx.TooManyRedirects as exc:
+            except (httpx.TooManyRedirects, httpx.UnsupportedProtocol) as exc:
+                # a redirect loop, or one to a scheme not http(s): the next try goes there too
                 raise HarvestProtocolError(f"{self.base_url} ({verb}): {exc}") from exc
             except httpx.InvalidURL as exc:  # the harvester's base URL: retrying cannot help
                 raise ConfigurationError(f"{self.base_url}: invalid URL: {exc}") from exc

@@ -95,3 +95,12 @@ def test_a_redirect_that_drops_the_query_names_where_it_leads() -> None:
     assert f"redirects (HTTP 301) to {server.origin}/new/oai, dropping the OAI-PMH" in message
     assert message.endswith(f"set the harvester's base URL to {server.origin}/new/oai")
     assert len(server.targets) == 2  # not retried
+
+
+def test_a_redirect_to_a_scheme_not_http_fails_at_once() -> None:
+    source = FakeSource(make_records(3))
+    with FaultServer(source) as server:
+        server.every = moved(302, lambda server, query: f"ftp://127.0.0.1/oai?{query}")
+        with pytest.raises(HarvestProtocolError, match="unsupported protocol 'ftp://'"):
+            harvest(server)
+    assert len(server.targets) == 1  # before: retried with backoff like a network failure
