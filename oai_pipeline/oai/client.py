@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -572,6 +573,11 @@ class OAIClient:
             except httpx.InvalidURL as exc:  # the harvester's base URL: retrying cannot help
                 raise ConfigurationError(f"{self.base_url}: invalid URL: {exc}") from exc
             except (httpx.TransportError, httpx.DecodingError) as exc:
+                if _certificate_refused(exc):  # stays so until the source or our trust changes
+                    raise HarvestProtocolError(
+                        f"{self.base_url} ({verb}): the source's TLS certificate is not "
+                        f"trusted: {exc} (SSL_CERT_FILE names a CA bundle to trust instead)"
+                    ) from exc
                 problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             else:
                 if status in _RETRY_STATUSES or status >= 500:
@@ -629,6 +635,15 @@ class OAIClient:
         stop: threading.Event | None = getattr(self._local, "stop", None)
         if stop is not None and stop.is_set():
             raise _Abandoned
+
+
+def _certificate_refused(exc: BaseException | None) -> bool:
+    """Whether a failed connection failed on verifying the source's certificate."""
+    while exc is not None:
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _charset(headers: httpx.Headers) -> str | None:

@@ -10,14 +10,19 @@ from __future__ import annotations
 import gzip
 import socket
 import socketserver
+import ssl
 import struct
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 
 from oai_pipeline_tests.oai.fake_source import FakeSource
+
+# A self-signed certificate for 127.0.0.1 (valid for 100 years) and its key.
+SELF_SIGNED = Path(__file__).parent / "self_signed"
 
 # A raw fault: (server, request target, socket) -> whether the connection may be kept open.
 RawFault = Callable[["FaultServer", str, socket.socket], bool]
@@ -25,9 +30,10 @@ RawFault = Callable[["FaultServer", str, socket.socket], bool]
 
 class FaultServer:
     """``with FaultServer(source) as server:`` serves ``source`` at ``server.base_url``;
-    ``server.faults[n]`` (1-based request number) or ``server.every`` replace an answer."""
+    ``server.faults[n]`` (1-based request number) or ``server.every`` replace an answer.
+    With ``self_signed_tls`` it speaks https with a certificate nobody trusts."""
 
-    def __init__(self, source: FakeSource) -> None:
+    def __init__(self, source: FakeSource, *, self_signed_tls: bool = False) -> None:
         self.source = source
         self.faults: dict[int, RawFault] = {}
         self.every: RawFault | None = None
@@ -54,8 +60,12 @@ class FaultServer:
 
         self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if self_signed_tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(SELF_SIGNED / "cert.pem", SELF_SIGNED / "key.pem")
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_address[1]
-        self.origin = f"http://127.0.0.1:{self.port}"
+        self.origin = f"{'https' if self_signed_tls else 'http'}://127.0.0.1:{self.port}"
         self.base_url = f"{self.origin}/oai"
 
     def __enter__(self) -> FaultServer:

@@ -9,6 +9,7 @@ from oai_pipeline.oai.client import OAIClient
 from oai_pipeline.oai.errors import HarvestProtocolError
 from oai_pipeline_tests.oai.fake_source import FakeSource, make_records
 from oai_pipeline_tests.oai.fault_server import (
+    SELF_SIGNED,
     FaultServer,
     close_after_headers,
     moved,
@@ -104,3 +105,32 @@ def test_a_redirect_to_a_scheme_not_http_fails_at_once() -> None:
         with pytest.raises(HarvestProtocolError, match="unsupported protocol 'ftp://'"):
             harvest(server)
     assert len(server.targets) == 1  # before: retried with backoff like a network failure
+
+
+def test_an_untrusted_certificate_fails_at_once_saying_so() -> None:
+    """Before, a self-signed or incompletely chained certificate was retried with backoff
+    like a network hiccup (a minute of waiting per attempt by default) and then reported
+    as one more ConnectError."""
+    source = FakeSource(make_records(3))
+    with FaultServer(source, self_signed_tls=True) as server:
+        sleeps: list[float] = []
+        with (
+            OAIClient(server.base_url, sleep=sleeps.append, max_retries=3) as client,
+            pytest.raises(HarvestProtocolError) as caught,
+        ):
+            client.identify()
+    message = str(caught.value)
+    assert message.startswith(f"{server.base_url} (Identify): the source's TLS certificate is")
+    assert "CERTIFICATE_VERIFY_FAILED" in message and "SSL_CERT_FILE" in message
+    assert sleeps == []
+
+
+def test_ssl_cert_file_trusts_a_source_with_its_own_certificate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the error above advises works."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(SELF_SIGNED / "cert.pem"))
+    source = FakeSource(make_records(4))
+    with FaultServer(source, self_signed_tls=True) as server:
+        got, _ = harvest(server)
+    assert got == held(source)
