@@ -150,8 +150,8 @@ class _PageAhead:
             return self._fetch(token)
 
     def close(self) -> None:
-        """Cancel a request not yet started; one running may finish (its waits are cut
-        short, no retry follows) and its result is dropped. No worker thread is left."""
+        """Cancel a request not yet started; one running stops at its next wait or chunk of
+        body (no retry follows) and its result is dropped. No worker thread is left."""
         self._stop.set()
         future, self._future = self._future, None
         if future is not None:
@@ -539,6 +539,7 @@ class OAIClient:
                     )
                 chunks, size = [], 0
                 for chunk in response.iter_bytes():
+                    self._give_up_if_abandoned()  # its sweep was closed: stop reading
                     size += len(chunk)
                     if size > MAX_DOCUMENT_BYTES:
                         raise HarvestProtocolError(

@@ -144,6 +144,24 @@ def stall_mid_body(server: FaultServer, target: str, sock: socket.socket) -> boo
     return False
 
 
+def trickle(seconds: float) -> RawFault:
+    """The answer in small pieces spread over ``seconds`` (a slow link, a big page)."""
+
+    def fault(server: FaultServer, target: str, sock: socket.socket) -> bool:
+        body = server.response(target).content
+        pieces = [body[start : start + 64] for start in range(0, len(body), 64)]
+        try:
+            sock.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode())
+            for piece in pieces:
+                time.sleep(seconds / len(pieces))
+                sock.sendall(piece)
+        except OSError:  # the client hung up
+            return False
+        return True
+
+    return fault
+
+
 def moved(status: int, location: Callable[[FaultServer, str], str]) -> RawFault:
     """Requests to /oai get ``status`` with the Location ``location(server, query)``; any
     other path is answered as /oai would be."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from oai_pipeline.errors import ConfigurationError
@@ -16,6 +18,7 @@ from oai_pipeline_tests.oai.fault_server import (
     reset_mid_body,
     short_of_content_length,
     stall_mid_body,
+    trickle,
     truncated_chunked,
     truncated_gzip,
 )
@@ -134,3 +137,17 @@ def test_ssl_cert_file_trusts_a_source_with_its_own_certificate(
     with FaultServer(source, self_signed_tls=True) as server:
         got, _ = harvest(server)
     assert got == held(source)
+
+
+def test_closing_a_sweep_stops_reading_the_page_fetched_ahead() -> None:
+    """A capped run (or an interrupted one) closes its sweep while the next page is coming
+    in: before, closing waited until that page was read whole (up to 5 timeouts)."""
+    source = FakeSource(make_records(10), page_size=3)
+    with FaultServer(source) as server, OAIClient(server.base_url, timeout=2) as client:
+        server.faults[2] = trickle(seconds=4)
+        sweep = client.sweep("ListRecords", metadata_prefix="oai_dc")
+        next(sweep)
+        time.sleep(0.3)  # the page ahead is on its way
+        started = time.monotonic()
+        sweep.close()
+        assert time.monotonic() - started < 1
