@@ -201,6 +201,7 @@ class OAIClient:
         # A prefetching worker's stop event, so its waits end when its sweep is closed.
         self._local = threading.local()
         self._ahead: set[_PageAhead] = set()
+        self._moved_reported = False
         self._limiter = RateLimiter(
             rate_limit_per_minute, max_wait=max_retry_wait, sleep=self._pause
         )
@@ -529,14 +530,8 @@ class OAIClient:
         with self._limiter:
             deadline = time.monotonic() + self.response_deadline
             with self._http.stream("GET", self.base_url, params=params) as response:
-                if response.history and response.url.params.get("verb") != params["verb"]:
-                    # The source answers a request we did not send (badVerb, a home page):
-                    # say where the redirect led instead of what that page says.
-                    raise ConfigurationError(
-                        f"{self.base_url} redirects (HTTP {response.history[0].status_code}) "
-                        f"to {response.url}, dropping the OAI-PMH query: set the harvester's "
-                        f"base URL to {response.url.copy_with(query=None)}"
-                    )
+                if response.history:
+                    self._check_redirect(response, params)
                 chunks, size = [], 0
                 for chunk in response.iter_bytes():
                     self._give_up_if_abandoned()  # its sweep was closed: stop reading
@@ -553,6 +548,26 @@ class OAIClient:
                     chunks.append(chunk)
             self._limiter.observe(response.headers)
         return response.status_code, response.headers, b"".join(chunks)
+
+    def _check_redirect(self, response: httpx.Response, params: dict[str, str]) -> None:
+        """A redirect that dropped the query fails (the source answers a request we did not
+        send: badVerb, a home page); a permanent one is reported once, as the harvester's
+        base URL should follow it (every request costs two, until the old URL goes away)."""
+        first = response.history[0].status_code
+        moved_to = response.url.copy_with(query=None)
+        if response.url.params.get("verb") != params["verb"]:
+            raise ConfigurationError(
+                f"{self.base_url} redirects (HTTP {first}) to {response.url}, dropping the "
+                f"OAI-PMH query: set the harvester's base URL to {moved_to}"
+            )
+        if first in (301, 308) and not self._moved_reported:
+            self._moved_reported = True
+            logger.warning(
+                "%s has moved permanently (HTTP %d) to %s: set the harvester's base URL to it",
+                self.base_url,
+                first,
+                moved_to,
+            )
 
     def _request(self, verb: Verb, params: dict[str, str]) -> ParsedResponse:
         """Send until a usable OAI-PMH response arrives, or give up with HarvestProtocolError.

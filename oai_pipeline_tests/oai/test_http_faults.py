@@ -151,3 +151,22 @@ def test_closing_a_sweep_stops_reading_the_page_fetched_ahead() -> None:
         started = time.monotonic()
         sweep.close()
         assert time.monotonic() - started < 1
+
+
+@pytest.mark.parametrize(("status", "warned"), [(301, 1), (308, 1), (302, 0), (307, 0)])
+def test_a_permanent_redirect_is_reported_once(
+    status: int, warned: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before, every request of every run went through it unnoticed."""
+    source = FakeSource(make_records(7), page_size=3)
+    with FaultServer(source) as server:
+        server.every = moved(status, lambda server, query: f"/new/oai?{query}")
+        harvest(server)
+    messages = [record.getMessage() for record in caplog.records]
+    moved_warnings = [message for message in messages if "moved permanently" in message]
+    assert len(moved_warnings) == warned
+    if warned:
+        assert moved_warnings[0] == (
+            f"{server.base_url} has moved permanently (HTTP {status}) to "
+            f"{server.origin}/new/oai: set the harvester's base URL to it"
+        )
