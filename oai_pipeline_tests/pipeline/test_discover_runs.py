@@ -10,7 +10,7 @@ import pytest
 
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.registry import HarvesterRegistry
-from oai_pipeline.oai.errors import OAIError
+from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
 from oai_pipeline.oai.reader import OAIPMHReader
 from oai_pipeline.oai.windows import parse_datestamp
 from oai_pipeline.pipeline import discover as discover_module
@@ -25,6 +25,7 @@ from oai_pipeline_tests.oai.fake_source import (
     FakeRecord,
     FakeSource,
     make_records,
+    status,
     transform_body,
 )
 from oai_pipeline_tests.support import raise_on_call, register
@@ -92,6 +93,24 @@ def test_a_resumed_run_keeps_its_own_cap(
         # Run again without the cap: the run resumes, with the cap it was started with.
         result = run_discover(services)
     assert result.counters["staged"] == 5 and result.cap_reached
+
+
+def test_a_run_resuming_a_token_the_source_forgot_completes(
+    source: FakeSource, settings: Settings
+) -> None:
+    """The source failed mid-list, then restarted and answers the saved token with a bare
+    404. Before, the rerun failed on it, and so would every rerun after it."""
+    source.faults = {number: status(500) for number in range(3, 10)}  # page two, 7 tries
+    with Services(settings) as services:
+        with pytest.raises(HarvestProtocolError, match="HTTP 500"):
+            run_discover(services)
+        (failed,) = services.state.list_runs(harvester_id="sample")
+        assert failed["checkpoint"].resumption_token
+        source.faults = {len(source.requests) + 2: status(404)}  # after Identify
+        result = run_discover(services)
+        run = services.state.get_run(result.run_id)
+    assert result.run_id == failed["id"] and result.counters["staged"] == 10
+    assert (run["status"], run["error"]) == ("running", None)  # the later stages follow
 
 
 @pytest.mark.parametrize(
