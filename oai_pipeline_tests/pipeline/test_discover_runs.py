@@ -113,6 +113,39 @@ def test_a_run_resuming_a_token_the_source_forgot_completes(
     assert (run["status"], run["error"]) == ("running", None)  # the later stages follow
 
 
+def test_a_source_down_fails_the_harvest_run_with_why(
+    source: FakeSource, settings: Settings
+) -> None:
+    """Before, Identify failed first and no harvest run saw the failure: `status` went on
+    showing the last run as if nothing had happened."""
+    with Services(settings) as services:
+        first = run_discover(services)
+        source.every = (1, status(500))  # Identify too
+        with pytest.raises(HarvestProtocolError, match="HTTP 500"):
+            run_discover(services)
+        run = services.state.get_run(first.run_id)
+    assert run["status"] == "failed" and "HTTP 500" in run["error"]
+
+
+def test_a_broken_identify_alone_does_not_stop_the_harvest(
+    source: FakeSource, settings: Settings
+) -> None:
+    def identify_fails(request, response):
+        return status(500)(request, response) if "Identify" in str(request.url) else response
+
+    with Services(settings) as services:
+        source.every = (1, identify_fails)
+        with pytest.raises(HarvestProtocolError, match="Identify"):
+            run_discover(services)  # never identified: nothing to go on
+        source.every = None
+        first = run_discover(services)
+        services.state.finish_run(first.run_id, "succeeded")
+        source.records.append(FakeRecord("oai:fake.test:new", "2024-03-02T00:00:00Z"))
+        source.every = (1, identify_fails)
+        result = run_discover(services)
+    assert result.run_id != first.run_id and result.counters["staged"] == 11
+
+
 @pytest.mark.parametrize(
     "scope",
     [
