@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +29,7 @@ from oai_pipeline.oai.errors import (
     HarvestProtocolError,
     NoRecordsMatchForToken,
     OAIError,
+    RefusedRequest,
 )
 from oai_pipeline.oai.flow import (
     RateLimiter,
@@ -81,6 +83,11 @@ ListVerb = Literal["ListRecords", "ListIdentifiers"]
 # httpx's timeout bounds each wait for bytes, so a source trickling a byte now and then
 # could hold a request for ever: the whole response must arrive within this many timeouts.
 _RESPONSE_DEADLINE_TIMEOUTS = 5
+
+# Answered to a resumption token without an OAI-PMH body, these say the token names nothing
+# (a source that lost or never kept it): the token is refused, as by badResumptionToken. A
+# run resuming it would otherwise fail on it again and again.
+_TOKEN_GONE_STATUSES = frozenset({400, 404, 410})
 
 # GetRecord errors that concern the one item asked for (what each means, if the source
 # says nothing): the harvest of the other identifiers goes on.
@@ -143,8 +150,8 @@ class _PageAhead:
             return self._fetch(token)
 
     def close(self) -> None:
-        """Cancel a request not yet started; one running may finish (its waits are cut
-        short, no retry follows) and its result is dropped. No worker thread is left."""
+        """Cancel a request not yet started; one running stops at its next wait or chunk of
+        body (no retry follows) and its result is dropped. No worker thread is left."""
         self._stop.set()
         future, self._future = self._future, None
         if future is not None:
@@ -194,6 +201,7 @@ class OAIClient:
         # A prefetching worker's stop event, so its waits end when its sweep is closed.
         self._local = threading.local()
         self._ahead: set[_PageAhead] = set()
+        self._moved_reported = False
         self._limiter = RateLimiter(
             rate_limit_per_minute, max_wait=max_retry_wait, sleep=self._pause
         )
@@ -241,7 +249,8 @@ class OAIClient:
 
         Retries happen inside; ``noRecordsMatch`` is an empty last page (in answer to a
         token: NoRecordsMatchForToken, for the sweep to judge); any other OAI error raises
-        (BadResumptionToken for an expired or unknown token).
+        (BadResumptionToken for an expired or unknown token, also when a token gets HTTP
+        400, 404 or 410 without an OAI-PMH answer).
         """
         if verb not in ("ListRecords", "ListIdentifiers"):
             raise ConfigurationError(f"list_page lists ListRecords or ListIdentifiers, not {verb}")
@@ -253,7 +262,16 @@ class OAIClient:
             for name, value in (("from", from_), ("until", until), ("set", set_spec)):
                 if value:
                     params[name] = value
-        parsed = self._request(verb, params)
+        try:
+            parsed = self._request(verb, params)
+        except RefusedRequest as exc:
+            if resumption_token and exc.status in _TOKEN_GONE_STATUSES:
+                raise BadResumptionToken(
+                    "badResumptionToken",
+                    f"HTTP {exc.status} in answer to the resumption token",
+                    context=f"{self.base_url} ({verb})",
+                ) from exc
+            raise
         if parsed.errors and all(code == "noRecordsMatch" for code, _ in parsed.errors):
             if resumption_token:
                 raise NoRecordsMatchForToken(
@@ -512,8 +530,11 @@ class OAIClient:
         with self._limiter:
             deadline = time.monotonic() + self.response_deadline
             with self._http.stream("GET", self.base_url, params=params) as response:
+                if response.history:
+                    self._check_redirect(response, params)
                 chunks, size = [], 0
                 for chunk in response.iter_bytes():
+                    self._give_up_if_abandoned()  # its sweep was closed: stop reading
                     size += len(chunk)
                     if size > MAX_DOCUMENT_BYTES:
                         raise HarvestProtocolError(
@@ -527,6 +548,26 @@ class OAIClient:
                     chunks.append(chunk)
             self._limiter.observe(response.headers)
         return response.status_code, response.headers, b"".join(chunks)
+
+    def _check_redirect(self, response: httpx.Response, params: dict[str, str]) -> None:
+        """A redirect that dropped the query fails (the source answers a request we did not
+        send: badVerb, a home page); a permanent one is reported once, as the harvester's
+        base URL should follow it (every request costs two, until the old URL goes away)."""
+        first = response.history[0].status_code
+        moved_to = response.url.copy_with(query=None)
+        if response.url.params.get("verb") != params["verb"]:
+            raise ConfigurationError(
+                f"{self.base_url} redirects (HTTP {first}) to {response.url}, dropping the "
+                f"OAI-PMH query: set the harvester's base URL to {moved_to}"
+            )
+        if first in (301, 308) and not self._moved_reported:
+            self._moved_reported = True
+            logger.warning(
+                "%s has moved permanently (HTTP %d) to %s: set the harvester's base URL to it",
+                self.base_url,
+                first,
+                moved_to,
+            )
 
     def _request(self, verb: Verb, params: dict[str, str]) -> ParsedResponse:
         """Send until a usable OAI-PMH response arrives, or give up with HarvestProtocolError.
@@ -542,11 +583,17 @@ class OAIClient:
             retry_after: float | None = None
             try:
                 status, headers, body = self._send(params)
-            except httpx.TooManyRedirects as exc:
+            except (httpx.TooManyRedirects, httpx.UnsupportedProtocol) as exc:
+                # a redirect loop, or one to a scheme not http(s): the next try goes there too
                 raise HarvestProtocolError(f"{self.base_url} ({verb}): {exc}") from exc
             except httpx.InvalidURL as exc:  # the harvester's base URL: retrying cannot help
                 raise ConfigurationError(f"{self.base_url}: invalid URL: {exc}") from exc
             except (httpx.TransportError, httpx.DecodingError) as exc:
+                if _certificate_refused(exc):  # stays so until the source or our trust changes
+                    raise HarvestProtocolError(
+                        f"{self.base_url} ({verb}): the source's TLS certificate is not "
+                        f"trusted: {exc} (SSL_CERT_FILE names a CA bundle to trust instead)"
+                    ) from exc
                 problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             else:
                 if status in _RETRY_STATUSES or status >= 500:
@@ -561,8 +608,9 @@ class OAIClient:
                         return parse_response(body, verb, _charset(headers))
                     except UnusablePage as exc:
                         if status >= 300:
-                            raise HarvestProtocolError(
-                                f"{self.base_url} ({verb}): HTTP {status} and {exc}"
+                            raise RefusedRequest(
+                                f"{self.base_url} ({verb}): HTTP {status} and {exc}",
+                                status=status,
                             ) from exc
                         problem = str(exc)
             if retry_after is not None:
@@ -603,6 +651,15 @@ class OAIClient:
         stop: threading.Event | None = getattr(self._local, "stop", None)
         if stop is not None and stop.is_set():
             raise _Abandoned
+
+
+def _certificate_refused(exc: BaseException | None) -> bool:
+    """Whether a failed connection failed on verifying the source's certificate."""
+    while exc is not None:
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _charset(headers: httpx.Headers) -> str | None:

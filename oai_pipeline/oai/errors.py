@@ -46,5 +46,13 @@ class HarvestProtocolError(PipelineError):
     retries exhausted, or a page that stays unparseable after retries."""
 
 
+class RefusedRequest(HarvestProtocolError):
+    """An HTTP error status that is not "come back later", without an OAI-PMH answer."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class InvalidDatestamp(ConfigurationError, ValueError):
     """Text that is neither an OAI day (YYYY-MM-DD) nor seconds (YYYY-MM-DDThh:mm:ssZ) datestamp."""

@@ -10,6 +10,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 
 # x-ratelimit-reset above this is an epoch timestamp, below it a number of seconds.
@@ -17,8 +18,9 @@ _EPOCH_THRESHOLD = 1_000_000_000
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date); None if absent
-    or unreadable. A date in the past gives a negative number: the caller clamps."""
+    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date, in any of its
+    three forms); None if absent or unreadable. A date in the past gives a negative number:
+    the caller clamps."""
     if value is None or not value.strip():
         return None
     value = value.strip()
@@ -30,8 +32,8 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
         moment = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
-    if moment.tzinfo is None:
-        return None
+    if moment.tzinfo is None:  # asctime form (or a zone left out): an HTTP date is in GMT
+        moment = moment.replace(tzinfo=UTC)
     return moment.timestamp() - (time.time() if now is None else now)
 
 

@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader
-from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
+from oai_pipeline.oai.errors import HarvestProtocolError
+from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
 from oai_pipeline.oai.windows import format_datestamp
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, RAW_SCHEMA, error_columns, frame
 from oai_pipeline.pipeline.options import RunOptions
@@ -135,8 +136,7 @@ def discover(
     try:
         if options.rate_limit_per_minute and hasattr(reader, "set_rate_limit"):
             reader.set_rate_limit(options.rate_limit_per_minute)
-        identify = reader.identify()
-        state.save_identify(harvester.id, identify)
+        identify = _identify(reader, services, harvester.id)
         from_, until = scope.oai_range(identify.granularity)
         # One run at a time talks to a source and writes for a harvester; the run to resume
         # is chosen under the lease, so two attempts never continue the same harvest run.
@@ -155,6 +155,22 @@ def discover(
     result.cap_reached = bool(result.counters.get("cap_reached"))
     _export(services, scope, run_id, result)
     return result
+
+
+def _identify(reader, services: Services, harvester_id: str) -> IdentifyInfo:
+    """The source's Identify, saved; if it cannot be had (the source down, a broken
+    Identify), the one saved last time, so that the harvest runs on and a failure is
+    that run's (its status shows it; before, no run saw it)."""
+    try:
+        identify = reader.identify()
+    except HarvestProtocolError as error:
+        saved = services.state.get_identify(harvester_id)
+        if saved is None:
+            raise
+        logger.warning("%s; harvesting with the Identify saved before", error)
+        return saved
+    services.state.save_identify(harvester_id, identify)
+    return identify
 
 
 def _fetch(

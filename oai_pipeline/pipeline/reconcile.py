@@ -20,6 +20,11 @@ from oai_pipeline.targets.base import PlannedWrite, SourceKey
 
 logger = logging.getLogger(__name__)
 
+# Sources that page by offset shift the rest of a list when a record is dropped mid-sweep,
+# so that one they still have slips past a page boundary unlisted. A sweep whose list size
+# changed is repeated (this many sweeps at most) and whatever any of them listed is kept.
+MAX_SWEEPS = 3
+
 
 @dataclass
 class ReconcileReport:
@@ -58,9 +63,22 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
         identify = reader.identify()
         state.save_identify(harvester_id, identify)
         source_ids: set[str] = set()
-        # Any failure propagates: an incomplete sweep must delete nothing.
-        for page in reader.list_identifiers():
-            source_ids.update(r.identifier for r in page.records if not r.deleted)
+        for sweep in range(1, MAX_SWEEPS + 1):
+            sizes: set[int] = set()
+            # Any failure propagates: an incomplete sweep must delete nothing.
+            for page in reader.list_identifiers():
+                source_ids.update(r.identifier for r in page.records if not r.deleted)
+                if page.complete_list_size is not None:
+                    sizes.add(page.complete_list_size)
+            if len(sizes) <= 1:
+                break
+            logger.warning(
+                "reconcile of %s: the source's list changed while it was listed "
+                "(completeListSize %s)%s",
+                harvester_id,
+                ", ".join(map(str, sorted(sizes))),
+                "; listing it again" if sweep < MAX_SWEEPS else "",
+            )
     finally:
         reader.close()
     live = state.live_identifiers(harvester_id)

@@ -613,3 +613,50 @@ def test_a_list_lost_right_after_a_resume_is_redone_too() -> None:
 
     assert set(second.records) == held(source)  # the window redone from its start
     assert [c.resumption_token for c in second.checkpoints].count(None) == 1
+
+
+@pytest.mark.parametrize("code", [404, 410, 400])
+def test_a_token_answered_not_found_is_refused_and_the_window_redone(code: int) -> None:
+    """Some sources answer a token they lost with a bare 404 (or 410, 400), no OAI error."""
+    source = FakeSource(make_records(10), page_size=3)
+    source.faults[3] = status(code)
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)
+    assert [c.resumption_token for c in harvest.checkpoints].count(None) == 2
+    assert harvest.sleeps == []  # a definite answer: not retried
+
+
+def test_a_resumed_token_the_source_no_longer_knows_redoes_the_window() -> None:
+    """Before, the run failed on the dead token, and so did every run resuming it."""
+    source = FakeSource(make_records(10), page_size=3)
+    first = Harvest(source)
+    sweep = first.client.sweep(
+        "ListRecords", metadata_prefix="oai_dc", save_checkpoint=first.checkpoints.append
+    )
+    next(sweep)
+    next(sweep)
+    sweep.close()
+    saved = first.checkpoints[-1]
+    source.requests.clear()
+    source.faults[1] = status(404)  # the source restarted and forgot its tokens
+    second = Harvest(source).run(checkpoint=saved)
+    assert set(second.records) == held(source)
+
+
+def test_a_token_answered_not_found_every_time_fails_after_the_restarts() -> None:
+    source = FakeSource(make_records(10), page_size=3)
+    source.faults = {n: status(404) for n in (2, 4, 6)}
+    with pytest.raises(HarvestProtocolError, match="refused 3 times.*HTTP 404"):
+        Harvest(source).run(max_restarts=2)
+
+
+@pytest.mark.parametrize("code", [401, 403])
+def test_a_token_answered_forbidden_fails_without_losing_the_checkpoint(code: int) -> None:
+    """Not a lost token (a firewall, a login): the run fails and a rerun resumes the token."""
+    source = FakeSource(make_records(10), page_size=3)
+    source.faults[3] = status(code)
+    harvest = Harvest(source)
+    with pytest.raises(HarvestProtocolError, match=f"HTTP {code}"):
+        harvest.run()
+    assert harvest.checkpoints[-1].pages_read == 2
+    assert harvest.checkpoints[-1].resumption_token

@@ -45,6 +45,14 @@ def test_parse_retry_after_seconds_and_http_dates() -> None:
     assert parse_retry_after("soon") is None
 
 
+def test_parse_retry_after_reads_the_asctime_form_as_gmt() -> None:
+    """HTTP dates come in three forms, all in GMT; the asctime one names no zone. Before,
+    it was unreadable, and the client backed off for a second instead of the time asked."""
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC).timestamp()
+    assert parse_retry_after("Thu Jan  1 12:02:00 2026", now=now) == 120
+    assert parse_retry_after("Thursday, 01-Jan-26 12:02:00 GMT", now=now) == 120
+
+
 def test_backoff_grows_exponentially_with_jitter_and_is_capped() -> None:
     rng = random.Random(7)
     for attempt, (low, high) in enumerate([(0.5, 1), (1, 2), (2, 4), (4, 8)], 1):

@@ -10,7 +10,7 @@ import pytest
 
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.registry import HarvesterRegistry
-from oai_pipeline.oai.errors import OAIError
+from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
 from oai_pipeline.oai.reader import OAIPMHReader
 from oai_pipeline.oai.windows import parse_datestamp
 from oai_pipeline.pipeline import discover as discover_module
@@ -25,6 +25,7 @@ from oai_pipeline_tests.oai.fake_source import (
     FakeRecord,
     FakeSource,
     make_records,
+    status,
     transform_body,
 )
 from oai_pipeline_tests.support import raise_on_call, register
@@ -92,6 +93,57 @@ def test_a_resumed_run_keeps_its_own_cap(
         # Run again without the cap: the run resumes, with the cap it was started with.
         result = run_discover(services)
     assert result.counters["staged"] == 5 and result.cap_reached
+
+
+def test_a_run_resuming_a_token_the_source_forgot_completes(
+    source: FakeSource, settings: Settings
+) -> None:
+    """The source failed mid-list, then restarted and answers the saved token with a bare
+    404. Before, the rerun failed on it, and so would every rerun after it."""
+    source.faults = {number: status(500) for number in range(3, 10)}  # page two, 7 tries
+    with Services(settings) as services:
+        with pytest.raises(HarvestProtocolError, match="HTTP 500"):
+            run_discover(services)
+        (failed,) = services.state.list_runs(harvester_id="sample")
+        assert failed["checkpoint"].resumption_token
+        source.faults = {len(source.requests) + 2: status(404)}  # after Identify
+        result = run_discover(services)
+        run = services.state.get_run(result.run_id)
+    assert result.run_id == failed["id"] and result.counters["staged"] == 10
+    assert (run["status"], run["error"]) == ("running", None)  # the later stages follow
+
+
+def test_a_source_down_fails_the_harvest_run_with_why(
+    source: FakeSource, settings: Settings
+) -> None:
+    """Before, Identify failed first and no harvest run saw the failure: `status` went on
+    showing the last run as if nothing had happened."""
+    with Services(settings) as services:
+        first = run_discover(services)
+        source.every = (1, status(500))  # Identify too
+        with pytest.raises(HarvestProtocolError, match="HTTP 500"):
+            run_discover(services)
+        run = services.state.get_run(first.run_id)
+    assert run["status"] == "failed" and "HTTP 500" in run["error"]
+
+
+def test_a_broken_identify_alone_does_not_stop_the_harvest(
+    source: FakeSource, settings: Settings
+) -> None:
+    def identify_fails(request, response):
+        return status(500)(request, response) if "Identify" in str(request.url) else response
+
+    with Services(settings) as services:
+        source.every = (1, identify_fails)
+        with pytest.raises(HarvestProtocolError, match="Identify"):
+            run_discover(services)  # never identified: nothing to go on
+        source.every = None
+        first = run_discover(services)
+        services.state.finish_run(first.run_id, "succeeded")
+        source.records.append(FakeRecord("oai:fake.test:new", "2024-03-02T00:00:00Z"))
+        source.every = (1, identify_fails)
+        result = run_discover(services)
+    assert result.run_id != first.run_id and result.counters["staged"] == 11
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,172 @@
+"""Faults below OAI-PMH, over real loopback HTTP: broken connections and bodies, redirects."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.oai.client import OAIClient
+from oai_pipeline.oai.errors import HarvestProtocolError
+from oai_pipeline_tests.oai.fake_source import FakeSource, make_records
+from oai_pipeline_tests.oai.fault_server import (
+    SELF_SIGNED,
+    FaultServer,
+    close_after_headers,
+    moved,
+    reset_mid_body,
+    short_of_content_length,
+    stall_mid_body,
+    trickle,
+    truncated_chunked,
+    truncated_gzip,
+)
+
+
+def harvest(server: FaultServer, **options: object) -> tuple[set[str], list[float]]:
+    sleeps: list[float] = []
+    options = {"max_retries": 2, "backoff_base": 0.01, "timeout": 0.5, **options}
+    with OAIClient(server.base_url, sleep=sleeps.append, **options) as client:
+        got = {
+            record.identifier
+            for page in client.sweep("ListRecords", metadata_prefix="oai_dc")
+            for record in page.records
+        }
+    return got, sleeps
+
+
+def held(source: FakeSource) -> set[str]:
+    return {record.identifier for record in source.records}
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        reset_mid_body,
+        close_after_headers,
+        short_of_content_length,
+        truncated_chunked,
+        truncated_gzip,
+        stall_mid_body,
+    ],
+)
+def test_a_broken_response_is_retried_and_the_harvest_completes(fault) -> None:
+    source = FakeSource(make_records(10), page_size=3)
+    with FaultServer(source) as server:
+        server.faults[2] = fault
+        got, sleeps = harvest(server)
+    assert got == held(source)
+    assert len(server.targets) == 5 and len(sleeps) == 1  # page two asked twice
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+@pytest.mark.parametrize(
+    "location",
+    [
+        lambda server, query: f"/new/oai?{query}",
+        lambda server, query: f"new/oai?{query}",
+        lambda server, query: f"http://localhost:{server.port}/new/oai?{query}",
+    ],
+    ids=["absolute-path", "relative", "other-host"],
+)
+def test_redirects_are_followed(status: int, location) -> None:
+    source = FakeSource(make_records(7), page_size=3)
+    with FaultServer(source) as server:
+        server.every = moved(status, location)
+        got, sleeps = harvest(server)
+    assert got == held(source) and sleeps == []
+
+
+def test_a_redirect_loop_fails_at_once() -> None:
+    source = FakeSource(make_records(3))
+    with FaultServer(source) as server:
+        server.every = moved(302, lambda server, query: f"/oai?{query}")
+        with pytest.raises(HarvestProtocolError, match="redirects"):
+            harvest(server)
+    assert len(server.targets) == 21  # httpx's limit of 20 redirects, not retried
+
+
+def test_a_redirect_that_drops_the_query_names_where_it_leads() -> None:
+    """A common web-server rule (``return 301 https://$host$uri``) forgets the query: the
+    source then answered badVerb to a request we never sent, and the error said only that."""
+    source = FakeSource(make_records(3))
+    with FaultServer(source) as server:
+        server.every = moved(301, lambda server, query: "/new/oai")
+        with pytest.raises(ConfigurationError) as caught:
+            harvest(server)
+    message = str(caught.value)
+    assert f"redirects (HTTP 301) to {server.origin}/new/oai, dropping the OAI-PMH" in message
+    assert message.endswith(f"set the harvester's base URL to {server.origin}/new/oai")
+    assert len(server.targets) == 2  # not retried
+
+
+def test_a_redirect_to_a_scheme_not_http_fails_at_once() -> None:
+    source = FakeSource(make_records(3))
+    with FaultServer(source) as server:
+        server.every = moved(302, lambda server, query: f"ftp://127.0.0.1/oai?{query}")
+        with pytest.raises(HarvestProtocolError, match="unsupported protocol 'ftp://'"):
+            harvest(server)
+    assert len(server.targets) == 1  # before: retried with backoff like a network failure
+
+
+def test_an_untrusted_certificate_fails_at_once_saying_so() -> None:
+    """Before, a self-signed or incompletely chained certificate was retried with backoff
+    like a network hiccup (a minute of waiting per attempt by default) and then reported
+    as one more ConnectError."""
+    source = FakeSource(make_records(3))
+    with FaultServer(source, self_signed_tls=True) as server:
+        sleeps: list[float] = []
+        with (
+            OAIClient(server.base_url, sleep=sleeps.append, max_retries=3) as client,
+            pytest.raises(HarvestProtocolError) as caught,
+        ):
+            client.identify()
+    message = str(caught.value)
+    assert message.startswith(f"{server.base_url} (Identify): the source's TLS certificate is")
+    assert "CERTIFICATE_VERIFY_FAILED" in message and "SSL_CERT_FILE" in message
+    assert sleeps == []
+
+
+def test_ssl_cert_file_trusts_a_source_with_its_own_certificate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the error above advises works."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(SELF_SIGNED / "cert.pem"))
+    source = FakeSource(make_records(4))
+    with FaultServer(source, self_signed_tls=True) as server:
+        got, _ = harvest(server)
+    assert got == held(source)
+
+
+def test_closing_a_sweep_stops_reading_the_page_fetched_ahead() -> None:
+    """A capped run (or an interrupted one) closes its sweep while the next page is coming
+    in: before, closing waited until that page was read whole (up to 5 timeouts)."""
+    source = FakeSource(make_records(10), page_size=3)
+    with FaultServer(source) as server, OAIClient(server.base_url, timeout=2) as client:
+        server.faults[2] = trickle(seconds=6)
+        sweep = client.sweep("ListRecords", metadata_prefix="oai_dc")
+        next(sweep)
+        time.sleep(0.3)  # the page ahead is on its way
+        started = time.monotonic()
+        sweep.close()
+        assert time.monotonic() - started < 2  # before: the rest of the 6 s
+
+
+@pytest.mark.parametrize(("status", "warned"), [(301, 1), (308, 1), (302, 0), (307, 0)])
+def test_a_permanent_redirect_is_reported_once(
+    status: int, warned: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before, every request of every run went through it unnoticed."""
+    source = FakeSource(make_records(7), page_size=3)
+    with FaultServer(source) as server:
+        server.every = moved(status, lambda server, query: f"/new/oai?{query}")
+        harvest(server)
+    messages = [record.getMessage() for record in caplog.records]
+    moved_warnings = [message for message in messages if "moved permanently" in message]
+    assert len(moved_warnings) == warned
+    if warned:
+        assert moved_warnings[0] == (
+            f"{server.base_url} has moved permanently (HTTP {status}) to "
+            f"{server.origin}/new/oai: set the harvester's base URL to it"
+        )
