@@ -358,6 +358,25 @@ class OAIClient:
         # the last page's completeListSize, and the records listed up to it by its cursor
         list_size = checkpoint.complete_list_size if checkpoint is not None else None
         delivered = checkpoint.delivered if checkpoint is not None else None
+        resumed_token = token  # what a failed run saved, to go on from
+
+        def _first_page_instead(failure: HarvestProtocolError) -> Page:
+            """The saved token keeps failing (after retries), where the window's first page
+            comes: the source lost the token (DOAJ answered dead tokens with HTTP 500), and
+            every run resuming it would fail the same way. The window is redone, as after
+            badResumptionToken. If the first page fails too, the source is down: the run
+            fails, and the checkpoint keeps the token for the next run."""
+            try:
+                fetch(None)
+            except HarvestProtocolError:
+                raise failure from None
+            raise BadResumptionToken(
+                "badResumptionToken",
+                f"the saved resumption token keeps failing ({failure}) where the list's "
+                "first page comes",
+                context=f"{self.base_url} ({verb})",
+            ) from failure
+
         try:
             while True:
                 save_checkpoint(
@@ -375,7 +394,12 @@ class OAIClient:
                     )
                 )
                 try:
-                    page = ahead.take(token) if ahead is not None else fetch(token)
+                    try:
+                        page = ahead.take(token) if ahead is not None else fetch(token)
+                    except HarvestProtocolError as exc:
+                        if token is None or token != resumed_token:
+                            raise
+                        page = _first_page_instead(exc)
                 except BadResumptionToken as exc:
                     lost = list_size is not None and delivered is not None and delivered < list_size
                     if isinstance(exc, NoRecordsMatchForToken) and not lost:

@@ -643,6 +643,52 @@ def test_a_resumed_token_the_source_no_longer_knows_redoes_the_window() -> None:
     assert set(second.records) == held(source)
 
 
+def _saved_mid_list(source: FakeSource) -> SweepCheckpoint:
+    """The checkpoint a run leaves when it fails after two pages: it names the third."""
+    first = Harvest(source)
+    sweep = first.client.sweep(
+        "ListRecords", metadata_prefix="oai_dc", save_checkpoint=first.checkpoints.append
+    )
+    next(sweep)
+    next(sweep)
+    sweep.close()
+    source.requests.clear()
+    return first.checkpoints[-1]
+
+
+def _fails_for_token(
+    token: str | None,
+) -> Callable[[httpx.Request, httpx.Response], httpx.Response]:
+    def fault(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        if request.url.params.get("resumptionToken") == token:
+            return httpx.Response(500, text="<html>Internal Server Error</html>")
+        return response
+
+    return fault
+
+
+def test_a_resumed_token_the_source_fails_on_for_ever_redoes_the_window() -> None:
+    """A source that answers a dead token with HTTP 500 (DOAJ did): before, every run resuming
+    the token failed on it, for ever."""
+    source = FakeSource(make_records(10), page_size=3)
+    saved = _saved_mid_list(source)
+    source.token_epoch += 1  # the source restarted: the tokens it issues now are others
+    source.every = (1, _fails_for_token(saved.resumption_token))
+    second = Harvest(source).run(checkpoint=saved)
+    assert set(second.records) == held(source)
+    assert [c.resumption_token for c in second.checkpoints].count(None) == 1  # redone once
+
+
+def test_a_resumed_token_failing_while_the_source_is_down_keeps_the_checkpoint() -> None:
+    source = FakeSource(make_records(10), page_size=3)
+    saved = _saved_mid_list(source)
+    source.every = (1, status(503))
+    harvest = Harvest(source, max_retries=1)
+    with pytest.raises(HarvestProtocolError, match="503"):
+        harvest.run(checkpoint=saved)
+    assert harvest.checkpoints[-1] == saved  # the next run resumes the token
+
+
 def test_a_token_answered_not_found_every_time_fails_after_the_restarts() -> None:
     source = FakeSource(make_records(10), page_size=3)
     source.faults = {n: status(404) for n in (2, 4, 6)}
