@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from typing import Literal
+from typing import Literal, NoReturn
 
 import httpx
 from sickle import oaiexceptions
@@ -360,7 +360,7 @@ class OAIClient:
         delivered = checkpoint.delivered if checkpoint is not None else None
         resumed_token = token  # what a failed run saved, to go on from
 
-        def _first_page_instead(failure: HarvestProtocolError) -> Page:
+        def refuse_resumed_token(failure: HarvestProtocolError) -> NoReturn:
             """The saved token keeps failing (after retries), where the window's first page
             comes: the source lost the token (DOAJ answered dead tokens with HTTP 500), and
             every run resuming it would fail the same way. The window is redone, as after
@@ -399,7 +399,7 @@ class OAIClient:
                     except HarvestProtocolError as exc:
                         if token is None or token != resumed_token:
                             raise
-                        page = _first_page_instead(exc)
+                        refuse_resumed_token(exc)
                 except BadResumptionToken as exc:
                     lost = list_size is not None and delivered is not None and delivered < list_size
                     if isinstance(exc, NoRecordsMatchForToken) and not lost:
