@@ -182,7 +182,7 @@ class StateStore:
         try:
             with self._engine.begin() as connection:
                 migrate(connection)
-        except sa.exc.OperationalError as error:
+        except sa.exc.DatabaseError as error:  # also a file that is no database (garbage)
             self._engine.dispose()
             raise PipelineError(
                 f"cannot open the state database {shown}: {error.orig}".replace("\n", " ")

@@ -439,3 +439,21 @@ def test_a_stored_harvester_without_writer_fails_its_run_clearly(endpoint: OAIEn
     assert "harvesters update nowriter --model rdm" in result.stderr
     assert run("harvesters", "update", "nowriter", "--model", "rdm").exit_code == 0
     assert run("harvest", "nowriter").exit_code == 0
+
+
+# -- Databases that are not what they should be -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("file", "args"),
+    [("state.sqlite", ["harvesters", "list"]), ("target.sqlite", ["target", "list"])],
+)
+def test_a_corrupt_database_file_is_a_one_line_error(
+    settings: Settings, file: str, args: list[str]
+) -> None:
+    (settings.home / file).write_bytes(b"SQLite format 3\0" + b"garbage" * 1000)
+
+    result = run(*args, "--json")
+
+    assert_one_line_error(result, "file is not a database")
+    assert json.loads(result.stdout)["type"] == "pipeline_error"
