@@ -457,3 +457,18 @@ def test_a_corrupt_database_file_is_a_one_line_error(
 
     assert_one_line_error(result, "file is not a database")
     assert json.loads(result.stdout)["type"] == "pipeline_error"
+
+
+def test_a_target_database_of_a_newer_version_is_refused(settings: Settings) -> None:
+    """Its tables may not be the ones this code writes: written to, it could be damaged."""
+    from oai_pipeline.targets.embedded.schema import SCHEMA_VERSION, schema_version
+
+    repository = EmbeddedRepository(settings.target_db_url)
+    with repository.engine.begin() as connection:
+        connection.execute(schema_version.update().values(version=SCHEMA_VERSION + 1))
+    repository.close()
+
+    result = run("target", "list", "--json")
+
+    assert_one_line_error(result, f"schema version {SCHEMA_VERSION + 1}, newer than this")
+    assert json.loads(result.stdout)["type"] == "configuration_error"
