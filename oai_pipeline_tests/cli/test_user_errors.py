@@ -472,3 +472,14 @@ def test_a_target_database_of_a_newer_version_is_refused(settings: Settings) -> 
 
     assert_one_line_error(result, f"schema version {SCHEMA_VERSION + 1}, newer than this")
     assert json.loads(result.stdout)["type"] == "configuration_error"
+
+
+# -- --since/--until at the ends of the calendar ----------------------------------------------
+
+
+def test_since_the_year_one_is_sent_with_four_digits(registered: str) -> None:
+    """Some sources' earliestDatestamp is 0001-01-01; `from=1-01-01` was a badArgument."""
+    result = run("harvest", registered, "--since", "0001-01-01", "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["created"] == 8
