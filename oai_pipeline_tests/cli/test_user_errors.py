@@ -483,3 +483,19 @@ def test_since_the_year_one_is_sent_with_four_digits(registered: str) -> None:
 
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["created"] == 8
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--until", "0001-01-01"],
+        ["--until", "0001-01-01T12:00:00Z"],
+        ["--until", "9999-12-31T12:00:00Z", "--use-job"],
+    ],
+)
+def test_moments_at_the_ends_of_the_calendar(registered: str, args: list[str]) -> None:
+    result = run("harvest", registered, *args, "--json")
+
+    assert_one_line_error(result, "is out of range (0001-0")
+    assert "to 9999-12-30)" in result.stderr
+    assert json.loads(result.stdout)["type"] == "pipeline_error"
