@@ -499,3 +499,31 @@ def test_moments_at_the_ends_of_the_calendar(registered: str, args: list[str]) -
     assert_one_line_error(result, "is out of range (0001-0")
     assert "to 9999-12-30)" in result.stderr
     assert json.loads(result.stdout)["type"] == "pipeline_error"
+
+
+# -- Interrupts: the run is stopped, not left running ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stage", "raised", "status"),
+    [
+        ("transform", KeyboardInterrupt(), "stopped"),
+        ("plan", KeyboardInterrupt(), "stopped"),
+        ("transform", OSError(28, "No space left on device"), "failed"),
+    ],
+)
+def test_a_run_stopped_between_discovery_and_writing_is_marked(
+    registered: str, monkeypatch: pytest.MonkeyPatch, stage: str, raised: BaseException, status: str
+) -> None:
+    """Ctrl-C or a failure in the transform or plan stage left the run `running` for ever."""
+
+    def stop(*args: object) -> None:
+        raise raised
+
+    with monkeypatch.context() as patch:
+        patch.setattr(f"oai_pipeline.pipeline.runner.{stage}", stop)
+        run("harvest", registered)
+
+    assert json.loads(run("status", "--json").stdout)["run"]["status"] == status
+    resumed = json.loads(run("harvest", registered, "--json").stdout)
+    assert (resumed["run_id"], resumed["created"]) == (1, 8)
