@@ -88,15 +88,25 @@ def _os_error_text(error: OSError) -> str:
     return str(error) or type(error).__name__
 
 
+def _asked(as_json: bool | Callable[[], bool]) -> bool:
+    return as_json() if callable(as_json) else as_json
+
+
 @contextmanager
 def one_line_errors(as_json: bool | Callable[[], bool] = False) -> Iterator[None]:
     """User mistakes end the command with one `Error: …` line, never a traceback:
-    ValidationError and click usage errors exit 2, PipelineError exits 1. With `as_json`
-    (a flag, or asked only when an error happens) the error is also JSON on stdout."""
+    ValidationError and click usage errors exit 2, PipelineError exits 1, Ctrl-C 130 (the
+    shell's 128 + SIGINT). With `as_json` (a flag, or asked only when an error happens)
+    the error is also JSON on stdout."""
     try:
         yield
+    except KeyboardInterrupt:  # click's own answer, `Aborted!`, leaves stdout without JSON
+        interrupted = CommandError(
+            "interrupted", kind="interrupted", exit_code=130, as_json=_asked(as_json)
+        )
+        raise interrupted from None
     except Exception as error:
-        reported = _command_error(error, as_json() if callable(as_json) else as_json)
+        reported = _command_error(error, _asked(as_json))
         if reported is None or reported is error:
             raise
         raise reported from None

@@ -527,3 +527,17 @@ def test_a_run_stopped_between_discovery_and_writing_is_marked(
     assert json.loads(run("status", "--json").stdout)["run"]["status"] == status
     resumed = json.loads(run("harvest", registered, "--json").stdout)
     assert (resumed["run_id"], resumed["created"]) == (1, 8)
+
+
+def test_ctrl_c_is_a_json_error_too(registered: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, click's `Aborted!` (exit 1) left stdout empty under --json."""
+
+    def interrupt(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("oai_pipeline.pipeline.runner.write", interrupt)
+
+    result = run("harvest", registered, "--json")
+
+    assert_one_line_error(result, "interrupted", 130)
+    assert json.loads(result.stdout) == {"error": "interrupted", "type": "interrupted"}
