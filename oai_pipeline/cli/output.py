@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+import signal
+import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import IO, Any
 
 import click
@@ -45,6 +47,29 @@ class CommandError(click.ClickException):
             super().show(file)
         if self.as_json:
             click.echo(json.dumps({"error": self.message, "type": self.kind}, sort_keys=True))
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`, a supervisor stopping the service) raised where the command is, so it
+    stops as on Ctrl-C: a harvest run is marked stopped with its checkpoint, the sample
+    endpoint shuts down. Left to the default action, the process just vanished."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated("SIGTERM")
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While the command runs, SIGTERM is a Terminated interrupt (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class InvalidInput(CommandError):
@@ -95,16 +120,16 @@ def _asked(as_json: bool | Callable[[], bool]) -> bool:
 @contextmanager
 def one_line_errors(as_json: bool | Callable[[], bool] = False) -> Iterator[None]:
     """User mistakes end the command with one `Error: …` line, never a traceback:
-    ValidationError and click usage errors exit 2, PipelineError exits 1, Ctrl-C 130 (the
-    shell's 128 + SIGINT). With `as_json` (a flag, or asked only when an error happens)
-    the error is also JSON on stdout."""
+    ValidationError and click usage errors exit 2, PipelineError exits 1, Ctrl-C 130 and
+    SIGTERM 143 (the shell's 128 + the signal). With `as_json` (a flag, or asked only when
+    an error happens) the error is also JSON on stdout."""
     try:
         yield
-    except KeyboardInterrupt:  # click's own answer, `Aborted!`, leaves stdout without JSON
-        interrupted = CommandError(
-            "interrupted", kind="interrupted", exit_code=130, as_json=_asked(as_json)
+    except KeyboardInterrupt as interrupt:  # click's `Aborted!` leaves stdout without JSON
+        kind, exit_code = (
+            ("terminated", 143) if isinstance(interrupt, Terminated) else ("interrupted", 130)
         )
-        raise interrupted from None
+        raise CommandError(kind, kind=kind, exit_code=exit_code, as_json=_asked(as_json)) from None
     except Exception as error:
         reported = _command_error(error, _asked(as_json))
         if reported is None or reported is error:
@@ -148,7 +173,8 @@ class _OneLineErrors:
             return super().make_context(info_name, args, parent, **extra)  # type: ignore[misc]
 
     def invoke(self, ctx: click.Context) -> Any:
-        with one_line_errors(lambda: bool(ctx.meta.get(JSON_ERRORS))):
+        top = sigterm_as_interrupt() if ctx.parent is None else nullcontext()
+        with top, one_line_errors(lambda: bool(ctx.meta.get(JSON_ERRORS))):
             return super().invoke(ctx)  # type: ignore[misc]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -541,3 +542,34 @@ def test_ctrl_c_is_a_json_error_too(registered: str, monkeypatch: pytest.MonkeyP
 
     assert_one_line_error(result, "interrupted", 130)
     assert json.loads(result.stdout) == {"error": "interrupted", "type": "interrupted"}
+
+
+@pytest.fixture
+def sigterm_unhandled() -> Iterator[None]:
+    """SIGTERM as a RuntimeError unless the command handles it (its default kills pytest)."""
+
+    def unhandled(signum: int, frame: object) -> None:
+        raise RuntimeError("SIGTERM was not handled")
+
+    previous = signal.signal(signal.SIGTERM, unhandled)
+    yield
+    assert signal.getsignal(signal.SIGTERM) is unhandled  # the command put it back
+    signal.signal(signal.SIGTERM, previous)
+
+
+def test_sigterm_stops_a_harvest_like_ctrl_c(
+    registered: str, monkeypatch: pytest.MonkeyPatch, sigterm_unhandled: None
+) -> None:
+    """Before, `kill` ended the process at once and left its run `running`."""
+
+    def terminate(*args: object) -> None:
+        signal.raise_signal(signal.SIGTERM)
+
+    with monkeypatch.context() as patch:
+        patch.setattr("oai_pipeline.pipeline.runner.transform", terminate)
+        result = run("harvest", registered, "--json")
+
+    assert_one_line_error(result, "terminated", 143)
+    assert json.loads(result.stdout) == {"error": "terminated", "type": "terminated"}
+    assert json.loads(run("status", "--json").stdout)["run"]["status"] == "stopped"
+    assert json.loads(run("harvest", registered, "--json").stdout)["created"] == 8
