@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
+import sqlalchemy as sa
+import yaml
+from dagster_shared.check import CheckError
 
 from oai_pipeline.defs.assets import harvest_assets
 from oai_pipeline.defs.checks import harvest_checks
@@ -17,8 +21,25 @@ from oai_pipeline.defs.partitions import (
     window_partitions,
 )
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+from oai_pipeline.errors import PipelineError
 
 HARVESTER_TAG = "oai_pipeline/harvester"
+
+
+def dagster_instance() -> dg.DagsterInstance:
+    """The instance under DAGSTER_HOME. A dagster.yaml that does not load, or a database of
+    it that does not open, is the operator's to fix: one line naming the folder, not
+    Dagster's traceback."""
+    try:
+        return dg.DagsterInstance.get()
+    except dg.DagsterInvalidConfigError as error:  # its text goes on with the whole schema
+        reason = "; ".join(e.message.split(" Expected: ")[0] for e in error.errors)
+    except sa.exc.DatabaseError as error:
+        reason = " ".join(str(error.orig).split())
+    except (yaml.YAMLError, CheckError) as error:
+        reason = " ".join(str(error).split())
+    home = os.environ.get("DAGSTER_HOME", "")
+    raise PipelineError(f"cannot open the Dagster instance in {home}: {reason}")
 
 
 def range_tags(harvester_id: str, first_window: str, last_window: str) -> dict[str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import socket
 from collections.abc import Iterator
@@ -573,3 +574,23 @@ def test_sigterm_stops_a_harvest_like_ctrl_c(
     assert json.loads(result.stdout) == {"error": "terminated", "type": "terminated"}
     assert json.loads(run("status", "--json").stdout)["run"]["status"] == "stopped"
     assert json.loads(run("harvest", registered, "--json").stdout)["created"] == 8
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("run_storage: [", "while parsing a flow node"),
+        ("bogus_key: 1", 'Received unexpected config entry "bogus_key" at the root.'),
+        ("run_storage: {module: nope, class: X}", "Couldn't import module nope"),
+    ],
+)
+def test_a_dagster_yaml_that_does_not_load_is_a_one_line_error(
+    registered: str, config: str, message: str
+) -> None:
+    home = Path(os.environ["DAGSTER_HOME"])
+    (home / "dagster.yaml").write_text(config + "\n", encoding="utf-8")
+
+    result = run("harvest", registered, "--use-job", "--json")
+
+    assert_one_line_error(result, f"cannot open the Dagster instance in {home}: ")
+    assert message in json.loads(result.stdout)["error"]
