@@ -79,7 +79,11 @@ def utc_now() -> str:
 
 
 def _minutes_ago(minutes: int) -> str:
-    return (datetime.now(UTC) - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    try:
+        moment = datetime.now(UTC) - timedelta(minutes=minutes)
+    except OverflowError:  # longer ago than the calendar goes: nothing is that old
+        moment = datetime.min
+    return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:

@@ -594,3 +594,44 @@ def test_a_dagster_yaml_that_does_not_load_is_a_one_line_error(
 
     assert_one_line_error(result, f"cannot open the Dagster instance in {home}: ")
     assert message in json.loads(result.stdout)["error"]
+
+
+# -- Whole numbers beyond what a database column holds -----------------------------------------
+
+HUGE = str(2**64)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status", "--batch-id", HUGE],
+        ["status", "--list-recent", "--limit", HUGE],
+        ["status", "--stale-minutes", HUGE],
+        ["records", "list", "--limit", HUGE],
+        ["harvest", "sample", "--resume", HUGE],
+        ["harvest", "sample", "--max-records", HUGE],
+        ["harvest", "sample", "--reset-stale-running-minutes", HUGE],
+        ["harvesters", "update", "sample", "--rate-limit-per-minute", HUGE],
+        [*create_args("big", "http://example.org/oai"), "--rate-limit-per-minute", HUGE],
+    ],
+)
+def test_a_number_too_large_for_the_database_is_a_usage_error(
+    registered: str, args: list[str]
+) -> None:
+    """Before, an OverflowError or sqlalchemy StatementError traceback."""
+    result = run(*args, "--json")
+
+    assert_one_line_error(result, "9223372036854775807", 2)
+    assert json.loads(result.stdout)["type"] in ("bad_parameter", "validation_error")
+    assert stored_harvester_ids() == [registered]
+
+
+def test_the_largest_number_of_minutes_is_no_overflow(registered: str) -> None:
+    """Longer ago than the calendar goes: nothing is that stale."""
+    largest = str(2**63 - 1)
+    assert run("harvest", registered, "--reset-stale-running-minutes", largest).exit_code == 0
+
+    result = run("status", "--stale-minutes", largest, "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["stale_running"] == 0
