@@ -635,3 +635,38 @@ def test_the_largest_number_of_minutes_is_no_overflow(registered: str) -> None:
 
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["stale_running"] == 0
+
+
+# -- Input nested deeper than the parsers recurse ----------------------------------------------
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "command", "message"),
+    [
+        ("h.yaml", f"- {DEEP}\n", ["harvesters", "load"], "nests too deeply"),
+        ("record.json", DEEP, ["target", "deposit"], "is not valid JSON: maximum recursion"),
+    ],
+)
+def test_a_deeply_nested_file_is_a_one_line_error(
+    tmp_path: Path, file: str, content: str, command: list[str], message: str
+) -> None:
+    """Before, a RecursionError traceback."""
+    path = tmp_path / file
+    path.write_text(content, encoding="utf-8")
+
+    result = run(*command, str(path))
+
+    assert_one_line_error(result, message)
+    assert stored_harvester_ids() == []
+
+
+def test_deeply_nested_plugin_options_are_a_validation_error() -> None:
+    deep = "[" * 5_000 + "]" * 5_000
+    result = run(
+        *create_args("deep", "http://example.org/oai"), "--transformer", f"oai-import{{a:{deep}}}"
+    )
+
+    assert_one_line_error(result, "options of 'oai-import' do not parse as JSON5", 2)
+    assert stored_harvester_ids() == []
