@@ -139,21 +139,24 @@ def one_line_errors(as_json: bool | Callable[[], bool] = False) -> Iterator[None
 
 def _asks_for_json(command: click.Command, args: Sequence[str]) -> bool:
     """Whether the command line gives this command's --json flag. Read apart from the real
-    parse, so that a usage error in another option is reported as JSON too."""
-    if not any(param.name == "as_json" for param in command.params):
-        return False
+    parse, so that a usage error in another option is reported as JSON too. A group (whose
+    subcommand may not exist: a typo) or a command without the flag look for the flag
+    itself; the subcommand that has it decides once it parses."""
     args = list(args)
+    flag_given = "--json" in (args[: args.index("--")] if "--" in args else args)
+    if not any(param.name == "as_json" for param in command.params):
+        return flag_given
     try:  # the parser consumes the list it is given: it gets a copy
         opts, _, _ = command.make_parser(click.Context(command)).parse_args(args=list(args))
     except click.UsageError:  # e.g. an unknown option: look for the flag itself
-        return "--json" in (args[: args.index("--")] if "--" in args else args)
+        return flag_given
     return opts.get("as_json") is True
 
 
 class _OneLineErrors:
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if _asks_for_json(self, args):  # type: ignore[arg-type]
-            ctx.meta[JSON_ERRORS] = True  # meta is shared: the parent's invoke sees it
+        # meta is shared: the parent's invoke sees it; a subcommand corrects its group's guess
+        ctx.meta[JSON_ERRORS] = _asks_for_json(self, args)  # type: ignore[arg-type]
         return super().parse_args(ctx, args)  # type: ignore[misc]
 
     def make_context(

@@ -670,3 +670,23 @@ def test_deeply_nested_plugin_options_are_a_validation_error() -> None:
 
     assert_one_line_error(result, "options of 'oai-import' do not parse as JSON5", 2)
     assert stored_harvester_ids() == []
+
+
+@pytest.mark.parametrize(
+    ("args", "kind"),
+    [
+        (["harvestrs", "list", "--json"], "no_such_command"),
+        (["harvesters", "lst", "--json"], "no_such_command"),
+        (["target", "communities", "lst", "--json"], "no_such_command"),
+        (["harvesters", "--json"], "no_such_option"),
+        (["target", "deposit", "record.json", "--json"], "no_such_option"),
+    ],
+)
+def test_json_errors_of_a_command_that_does_not_exist_or_has_no_json(
+    args: list[str], kind: str
+) -> None:
+    """A typo in a script's command: before, no JSON on stdout (no command to own --json)."""
+    result = run(*args)
+
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.stdout)["type"] == kind
