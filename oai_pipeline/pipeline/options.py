@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.state.schema import MAX_INTEGER
@@ -26,6 +26,15 @@ class RunOptions(BaseModel):
     retry_failed: bool = False
     resume_batch_id: int | None = Field(default=None, le=MAX_INTEGER)
     identifiers: list[str] = Field(default_factory=list)
+
+    @field_validator("identifiers")
+    @classmethod
+    def _identifiers(cls, value: list[str]) -> list[str]:
+        # A blank one failed the whole run with the source's badArgument, or was stored as
+        # a harvest record named '  '.
+        if any(not identifier.strip() for identifier in value):
+            raise ValueError("an OAI identifier must not be blank")
+        return value
 
     @model_validator(mode="after")
     def _one_cap(self) -> RunOptions:

@@ -690,3 +690,13 @@ def test_json_errors_of_a_command_that_does_not_exist_or_has_no_json(
 
     assert result.exit_code == 2, result.output
     assert json.loads(result.stdout)["type"] == kind
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_oai_identifier_is_refused(registered: str, blank: str) -> None:
+    """Before: '' failed the run with the source's badArgument, '  ' became a harvest record."""
+    result = run("harvest", registered, "oai:sample.oai-pipeline:dataset", blank, "--json")
+
+    assert_one_line_error(result, "identifiers: an OAI identifier must not be blank", 2)
+    assert json.loads(run("records", "list", "--json").stdout) == []
+    assert "no harvest runs yet" in run("status").stderr
