@@ -700,3 +700,51 @@ def test_a_blank_oai_identifier_is_refused(registered: str, blank: str) -> None:
     assert_one_line_error(result, "identifiers: an OAI identifier must not be blank", 2)
     assert json.loads(run("records", "list", "--json").stdout) == []
     assert "no harvest runs yet" in run("status").stderr
+
+
+# -- harvest --use-job beyond today -----------------------------------------------------------
+
+
+class _RecordingClient:
+    """A Dagster GraphQL client that takes every run and remembers its tags."""
+
+    submitted: list[dict[str, str]] = []
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def submit_job_execution(self, job_name: str, **kwargs: object) -> str:
+        self.submitted.append(kwargs["tags"])  # type: ignore[arg-type]
+        return "run-1"
+
+
+@pytest.fixture
+def recording_client(monkeypatch: pytest.MonkeyPatch) -> type[_RecordingClient]:
+    monkeypatch.setattr("dagster_graphql.DagsterGraphQLClient", _RecordingClient)
+    monkeypatch.setattr(_RecordingClient, "submitted", [])
+    return _RecordingClient
+
+
+def test_use_job_until_the_future_ends_with_todays_window(
+    registered: str, recording_client: type[_RecordingClient]
+) -> None:
+    """Before, the run's range went on to 2099: windows that are no partition of the grid,
+    materialised (empty) before their day."""
+    from oai_pipeline.defs.partitions import window_partitions
+
+    today = window_partitions.get_last_partition_key()
+
+    result = run("harvest", registered, "--until", "2099-01-01", "--use-job", "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["windows"] == ["2024-01-01", today]
+    assert recording_client.submitted[0]["dagster/asset_partition_range_end"].endswith(today)
+
+
+def test_use_job_since_the_future_is_refused(
+    registered: str, recording_client: type[_RecordingClient]
+) -> None:
+    result = run("harvest", registered, "--since", "2099-01-01", "--use-job", "--json")
+
+    assert_one_line_error(result, "nothing to harvest yet")
+    assert recording_client.submitted == []
