@@ -748,3 +748,17 @@ def test_use_job_since_the_future_is_refused(
 
     assert_one_line_error(result, "nothing to harvest yet")
     assert recording_client.submitted == []
+
+
+@pytest.mark.parametrize("contact", ["jöe@example.org", "ops@example.org\nX-Evil: 1"])
+def test_a_contact_no_http_header_can_carry_is_a_one_line_error(
+    registered: str, monkeypatch: pytest.MonkeyPatch, contact: str
+) -> None:
+    """Before: a UnicodeEncodeError traceback, or every request refused and retried for ~1
+    minute as if the source were down."""
+    monkeypatch.setenv("OAI_PIPELINE_CONTACT", contact)
+
+    result = run("harvest", registered, "--json")
+
+    assert_one_line_error(result, "printable ASCII only (OAI_PIPELINE_CONTACT")
+    assert json.loads(result.stdout)["type"] == "configuration_error"
