@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from datetime import datetime
-from urllib.parse import urlparse
+from urllib.parse import ParseResult, urlparse
 
 from oai_pipeline.cli.harvesters import open_store
 from oai_pipeline.errors import PipelineError
@@ -73,6 +73,18 @@ def _ensure_partition(harvester_id: str) -> None:
         ensure_harvester_partitions(instance, [harvester_id])
 
 
+def _webserver_url() -> ParseResult:
+    """DAGSTER_WEBSERVER_URL, checked: a bad one was a ValueError traceback (`http://[::1`)
+    or passed for a webserver that is not there (a port above 65535)."""
+    text = os.environ.get("DAGSTER_WEBSERVER_URL", DEFAULT_WEBSERVER)
+    try:
+        url = urlparse(text)
+        url.port  # noqa: B018 - ValueError if not a port number
+    except ValueError as error:
+        raise PipelineError(f"DAGSTER_WEBSERVER_URL {text!r} is not a URL: {error}") from None
+    return url
+
+
 def submit_harvest_job(
     harvester_id: str, start: datetime | None, end: datetime | None, options: RunOptions
 ) -> dict:
@@ -88,7 +100,7 @@ def submit_harvest_job(
     with open_store() as store:  # a run for an unknown harvester must not be queued
         HarvesterRegistry(store).get(harvester_id)
     _ensure_partition(harvester_id)
-    url = urlparse(os.environ.get("DAGSTER_WEBSERVER_URL", DEFAULT_WEBSERVER))
+    url = _webserver_url()
     first, last = window_range(start, end)
     try:
         client = DagsterGraphQLClient(

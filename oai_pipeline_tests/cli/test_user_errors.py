@@ -762,3 +762,15 @@ def test_a_contact_no_http_header_can_carry_is_a_one_line_error(
 
     assert_one_line_error(result, "printable ASCII only (OAI_PIPELINE_CONTACT")
     assert json.loads(result.stdout)["type"] == "configuration_error"
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://127.0.0.1:99999"])
+def test_a_webserver_url_that_is_not_a_url(
+    registered: str, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    """Before: a ValueError traceback, or `no Dagster webserver at …` for a bad port."""
+    monkeypatch.setenv("DAGSTER_WEBSERVER_URL", url)
+
+    result = run("harvest", registered, "--use-job", "--json")
+
+    assert_one_line_error(result, f"DAGSTER_WEBSERVER_URL {url!r} is not a URL")
