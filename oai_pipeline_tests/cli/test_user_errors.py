@@ -349,8 +349,10 @@ def test_harvester_ids_fit_the_state_store_column() -> None:
     [
         ("OAI_PIPELINE_STORAGE_URL", "nosuchfs://bucket/x", "Protocol not known: nosuchfs"),
         ("OAI_PIPELINE_STORAGE_URL", "s3://bucket/x", "Install s3fs"),
+        ("OAI_PIPELINE_STORAGE_URL", "s3://key:secret@bucket/x", "'s3://key:***@bucket/x'"),
         ("OAI_PIPELINE_STORAGE_URL", "{file}/storage", "cannot create the storage folder"),
         ("OAI_PIPELINE_STATE_DB_URL", "mysql://user@host/db", "No module named"),
+        ("OAI_PIPELINE_TARGET_DB_URL", "mysql://u:secret@host/db", "mysql://u:***@host/db"),
     ],
 )
 def test_an_unusable_location_is_a_one_line_error(
@@ -369,6 +371,7 @@ def test_an_unusable_location_is_a_one_line_error(
 
     assert_one_line_error(result, message)
     assert "error" in json.loads(result.stdout)
+    assert "secret" not in result.output  # a password in a URL is never printed
 
 
 def test_a_full_disk_during_a_harvest_is_a_one_line_error(
