@@ -85,6 +85,12 @@ def harvest(
             "--resume continues a run with its own range and records; "
             "give --since/--until or OAI identifiers to a new run instead"
         )
+    if resume_batch_id is not None and (scale is not None or max_records):
+        # The run keeps the cap it was started with, so that a cap holds across attempts.
+        raise click.UsageError(
+            "--resume continues a run with its own cap; "
+            "give --scale or --max-records to a new run instead"
+        )
     if use_job and oai_identifiers:
         raise click.UsageError(
             "a harvest of selected OAI identifiers runs in this process (the records belong "

@@ -777,3 +777,13 @@ def test_a_webserver_url_that_is_not_a_url(
     result = run("harvest", registered, "--use-job", "--json")
 
     assert_one_line_error(result, f"DAGSTER_WEBSERVER_URL {url!r} is not a URL")
+
+
+@pytest.mark.parametrize("cap", [["--max-records", "100"], ["--scale", "small"]])
+def test_resume_with_another_cap(registered: str, cap: list[str]) -> None:
+    """Before, the run's own cap silently won: the cap given was ignored."""
+    first = json.loads(run("harvest", registered, "--max-records", "2", "--json").stdout)
+
+    result = run("harvest", registered, "--resume", str(first["run_id"]), *cap)
+
+    assert_one_line_error(result, "--resume continues a run with its own cap", 2)
