@@ -787,3 +787,12 @@ def test_resume_with_another_cap(registered: str, cap: list[str]) -> None:
     result = run("harvest", registered, "--resume", str(first["run_id"]), *cap)
 
     assert_one_line_error(result, "--resume continues a run with its own cap", 2)
+
+
+@pytest.mark.parametrize("option", ["timeout: 1e10", "max_retry_wait: 1e300"])
+def test_a_reader_wait_beyond_a_day_is_refused_at_registration(option: str) -> None:
+    """Before, accepted; the harvest then failed with an OverflowError traceback."""
+    result = run(*create_args("slow", "http://example.org/oai"), "--loader", f"oai-pmh{{{option}}}")
+
+    assert_one_line_error(result, "Input should be less than or equal to 86400", 2)
+    assert stored_harvester_ids() == []
