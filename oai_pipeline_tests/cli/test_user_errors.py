@@ -796,3 +796,24 @@ def test_a_reader_wait_beyond_a_day_is_refused_at_registration(option: str) -> N
 
     assert_one_line_error(result, "Input should be less than or equal to 86400", 2)
     assert stored_harvester_ids() == []
+
+
+@pytest.mark.parametrize(
+    ("writer", "message"),
+    [
+        ('oai-service{pid_field: ""}', "'' is not a field path like pids.doi"),
+        ('oai-service{pid_field: "pids..doi"}', "'pids..doi' is not a field path"),
+        ('oai-service{community: ""}', "'' is not a community slug"),
+        ('oai-service{community: "My Community"}', "'My Community' is not a community slug"),
+    ],
+)
+def test_writer_options_no_record_could_follow_are_refused(writer: str, message: str) -> None:
+    """Before, accepted: a pid_field that is no path found no pid in any record (no takeover,
+    the same record created again by another harvester), a community no slug could name
+    failed every record."""
+    args = [*create_args("w", "http://example.org/oai")[:-2], "--transformer", "oai-import"]
+
+    result = run(*args, "--writer", writer)
+
+    assert_one_line_error(result, message, 2)
+    assert stored_harvester_ids() == []
