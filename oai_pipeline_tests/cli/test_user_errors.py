@@ -817,3 +817,15 @@ def test_writer_options_no_record_could_follow_are_refused(writer: str, message:
 
     assert_one_line_error(result, message, 2)
     assert stored_harvester_ids() == []
+
+
+@pytest.mark.parametrize("slug", ["", "My Community"])
+def test_a_set_community_no_slug_can_name_is_refused(slug: str) -> None:
+    """Before, accepted: every record of the set failed with missing_community."""
+    transformer = f'oai-import{{set_communities: {{"user-x": "{slug}"}}}}'
+    args = [*create_args("t", "http://example.org/oai")[:-2], "--writer", "oai-service"]
+
+    result = run(*args, "--transformer", transformer)
+
+    assert_one_line_error(result, f"{slug!r} is not a community slug", 2)
+    assert stored_harvester_ids() == []
