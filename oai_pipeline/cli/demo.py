@@ -57,7 +57,7 @@ def demo(as_json: bool) -> None:
     ensure_dagster_home()
     import dagster as dg
 
-    from oai_pipeline.defs.launch import materialize_windows, window_range
+    from oai_pipeline.defs.launch import dagster_instance, materialize_windows, window_range
     from oai_pipeline.defs.partitions import window_partitions
     from oai_pipeline.harvesters.model import Harvester
     from oai_pipeline.harvesters.plugins import RDM_MODEL
@@ -83,7 +83,7 @@ def demo(as_json: bool) -> None:
         # run and one sweep (the grid's first window is open to the past).
         last_moment = datetime.combine(SAMPLE_LAST_DAY, time.max, tzinfo=UTC)
         first, last = window_range(None, last_moment)
-        with dg.DagsterInstance.get() as instance:
+        with dagster_instance() as instance:
             result = materialize_windows(
                 instance, DEMO_HARVESTER, first, last, raise_on_error=False, log_level="WARNING"
             )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 import click
 
@@ -21,14 +21,27 @@ from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import load_settings
 
+# A range is computed in whole days (an open start is the day before the end, a day-granular
+# end goes up to the next midnight): an --until on the calendar's first or last day
+# overflowed with a traceback.
+EARLIEST = datetime.min.replace(tzinfo=UTC)
+EARLIEST_END = EARLIEST + timedelta(days=1)
+LATEST_MOMENT = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
 
-def parse_moment(value: str | None, flag: str) -> datetime | None:
+
+def parse_moment(value: str | None, flag: str, *, earliest: datetime = EARLIEST) -> datetime | None:
     if value is None:
         return None
     try:
-        return parse_datestamp(value)
+        moment = parse_datestamp(value)
     except ValueError as error:
         raise PipelineError(f"{flag}: {error}") from error
+    if not earliest <= moment <= LATEST_MOMENT:
+        raise PipelineError(
+            f"{flag}: {value.strip()} is out of range ({earliest.date().isoformat()} "
+            f"to {LATEST_MOMENT.date().isoformat()})"
+        )
+    return moment
 
 
 @click.command(name="harvest", cls=FriendlyCommand)
@@ -72,6 +85,12 @@ def harvest(
             "--resume continues a run with its own range and records; "
             "give --since/--until or OAI identifiers to a new run instead"
         )
+    if resume_batch_id is not None and (scale is not None or max_records):
+        # The run keeps the cap it was started with, so that a cap holds across attempts.
+        raise click.UsageError(
+            "--resume continues a run with its own cap; "
+            "give --scale or --max-records to a new run instead"
+        )
     if use_job and oai_identifiers:
         raise click.UsageError(
             "a harvest of selected OAI identifiers runs in this process (the records belong "
@@ -89,7 +108,8 @@ def harvest(
         resume_batch_id=resume_batch_id,
         identifiers=list(oai_identifiers),
     )
-    start, end = parse_moment(since, "--since"), parse_moment(until_, "--until")
+    start = parse_moment(since, "--since")
+    end = parse_moment(until_, "--until", earliest=EARLIEST_END)
     if start and end and start >= end:
         raise PipelineError("--since must be before --until")
     if use_job:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+import signal
+import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import IO, Any
 
 import click
@@ -45,6 +47,29 @@ class CommandError(click.ClickException):
             super().show(file)
         if self.as_json:
             click.echo(json.dumps({"error": self.message, "type": self.kind}, sort_keys=True))
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`, a supervisor stopping the service) raised where the command is, so it
+    stops as on Ctrl-C: a harvest run is marked stopped with its checkpoint, the sample
+    endpoint shuts down. Left to the default action, the process just vanished."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated("SIGTERM")
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While the command runs, SIGTERM is a Terminated interrupt (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class InvalidInput(CommandError):
@@ -88,15 +113,25 @@ def _os_error_text(error: OSError) -> str:
     return str(error) or type(error).__name__
 
 
+def _asked(as_json: bool | Callable[[], bool]) -> bool:
+    return as_json() if callable(as_json) else as_json
+
+
 @contextmanager
 def one_line_errors(as_json: bool | Callable[[], bool] = False) -> Iterator[None]:
     """User mistakes end the command with one `Error: …` line, never a traceback:
-    ValidationError and click usage errors exit 2, PipelineError exits 1. With `as_json`
-    (a flag, or asked only when an error happens) the error is also JSON on stdout."""
+    ValidationError and click usage errors exit 2, PipelineError exits 1, Ctrl-C 130 and
+    SIGTERM 143 (the shell's 128 + the signal). With `as_json` (a flag, or asked only when
+    an error happens) the error is also JSON on stdout."""
     try:
         yield
+    except KeyboardInterrupt as interrupt:  # click's `Aborted!` leaves stdout without JSON
+        kind, exit_code = (
+            ("terminated", 143) if isinstance(interrupt, Terminated) else ("interrupted", 130)
+        )
+        raise CommandError(kind, kind=kind, exit_code=exit_code, as_json=_asked(as_json)) from None
     except Exception as error:
-        reported = _command_error(error, as_json() if callable(as_json) else as_json)
+        reported = _command_error(error, _asked(as_json))
         if reported is None or reported is error:
             raise
         raise reported from None
@@ -104,21 +139,24 @@ def one_line_errors(as_json: bool | Callable[[], bool] = False) -> Iterator[None
 
 def _asks_for_json(command: click.Command, args: Sequence[str]) -> bool:
     """Whether the command line gives this command's --json flag. Read apart from the real
-    parse, so that a usage error in another option is reported as JSON too."""
-    if not any(param.name == "as_json" for param in command.params):
-        return False
+    parse, so that a usage error in another option is reported as JSON too. A group (whose
+    subcommand may not exist: a typo) or a command without the flag look for the flag
+    itself; the subcommand that has it decides once it parses."""
     args = list(args)
+    flag_given = "--json" in (args[: args.index("--")] if "--" in args else args)
+    if not any(param.name == "as_json" for param in command.params):
+        return flag_given
     try:  # the parser consumes the list it is given: it gets a copy
         opts, _, _ = command.make_parser(click.Context(command)).parse_args(args=list(args))
     except click.UsageError:  # e.g. an unknown option: look for the flag itself
-        return "--json" in (args[: args.index("--")] if "--" in args else args)
+        return flag_given
     return opts.get("as_json") is True
 
 
 class _OneLineErrors:
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if _asks_for_json(self, args):  # type: ignore[arg-type]
-            ctx.meta[JSON_ERRORS] = True  # meta is shared: the parent's invoke sees it
+        # meta is shared: the parent's invoke sees it; a subcommand corrects its group's guess
+        ctx.meta[JSON_ERRORS] = _asks_for_json(self, args)  # type: ignore[arg-type]
         return super().parse_args(ctx, args)  # type: ignore[misc]
 
     def make_context(
@@ -138,7 +176,8 @@ class _OneLineErrors:
             return super().make_context(info_name, args, parent, **extra)  # type: ignore[misc]
 
     def invoke(self, ctx: click.Context) -> Any:
-        with one_line_errors(lambda: bool(ctx.meta.get(JSON_ERRORS))):
+        top = sigterm_as_interrupt() if ctx.parent is None else nullcontext()
+        with top, one_line_errors(lambda: bool(ctx.meta.get(JSON_ERRORS))):
             return super().invoke(ctx)  # type: ignore[misc]
 
 

@@ -9,6 +9,7 @@ import click
 from oai_pipeline.cli.harvesters import open_store
 from oai_pipeline.cli.output import FriendlyGroup, emit
 from oai_pipeline.errors import PipelineError
+from oai_pipeline.state.schema import MAX_INTEGER
 from oai_pipeline.state.store import LISTED_RECORD_FIELDS
 
 
@@ -33,7 +34,7 @@ def records() -> None:
 @click.option("--error-type", help="records with an error of this type")
 @click.option("--message", help="… whose message contains this text")
 @click.option("--location", help="… whose location contains this text")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--limit", type=click.IntRange(1, MAX_INTEGER), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 def list_(
     harvester_id: str | None,

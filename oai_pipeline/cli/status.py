@@ -10,6 +10,7 @@ from oai_pipeline.cli.harvesters import open_store
 from oai_pipeline.cli.output import FriendlyCommand, emit
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.settings import load_settings
+from oai_pipeline.state.schema import MAX_INTEGER
 from oai_pipeline.state.store import DEFAULT_STALE_MINUTES, jsonable_run
 
 
@@ -83,13 +84,13 @@ def _status_text(status: dict[str, Any]) -> str:
 
 
 @click.command(name="status", cls=FriendlyCommand)
-@click.option("--batch-id", type=int, help="this harvest run")
+@click.option("--batch-id", type=click.IntRange(max=MAX_INTEGER), help="this harvest run")
 @click.option("--harvester", "harvester_id", help="this harvester's latest run")
 @click.option("--list-recent", is_flag=True, help="list the recent harvest runs")
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--limit", type=click.IntRange(1, MAX_INTEGER), default=20, show_default=True)
 @click.option(
     "--stale-minutes",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, MAX_INTEGER),
     default=DEFAULT_STALE_MINUTES,
     show_default=True,
     help="records running longer count as stale",

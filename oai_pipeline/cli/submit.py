@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from datetime import datetime
-from urllib.parse import urlparse
+from urllib.parse import ParseResult, urlparse
 
 from oai_pipeline.cli.harvesters import open_store
 from oai_pipeline.errors import PipelineError
@@ -64,14 +64,25 @@ def _ensure_partition(harvester_id: str) -> None:
     """The harvester's partition on the instance under DAGSTER_HOME (the one `./run.sh dev`
     serves): registered a moment ago, it may not be there until the registry sensor's next
     tick, and a run for it would be stored, then never start."""
-    import dagster as dg
-
+    from oai_pipeline.defs.launch import dagster_instance
     from oai_pipeline.defs.partitions import ensure_harvester_partitions
     from oai_pipeline.settings import ensure_dagster_home
 
     ensure_dagster_home()
-    with dg.DagsterInstance.get() as instance:
+    with dagster_instance() as instance:
         ensure_harvester_partitions(instance, [harvester_id])
+
+
+def _webserver_url() -> ParseResult:
+    """DAGSTER_WEBSERVER_URL, checked: a bad one was a ValueError traceback (`http://[::1`)
+    or passed for a webserver that is not there (a port above 65535)."""
+    text = os.environ.get("DAGSTER_WEBSERVER_URL", DEFAULT_WEBSERVER)
+    try:
+        url = urlparse(text)
+        url.port  # noqa: B018 - ValueError if not a port number
+    except ValueError as error:
+        raise PipelineError(f"DAGSTER_WEBSERVER_URL {text!r} is not a URL: {error}") from None
+    return url
 
 
 def submit_harvest_job(
@@ -89,7 +100,7 @@ def submit_harvest_job(
     with open_store() as store:  # a run for an unknown harvester must not be queued
         HarvesterRegistry(store).get(harvester_id)
     _ensure_partition(harvester_id)
-    url = urlparse(os.environ.get("DAGSTER_WEBSERVER_URL", DEFAULT_WEBSERVER))
+    url = _webserver_url()
     first, last = window_range(start, end)
     try:
         client = DagsterGraphQLClient(

@@ -38,7 +38,7 @@ def _parse_assignment(text: str) -> tuple[str, Any]:
         raise PipelineError(f"--set {text!r}: expected FIELD=VALUE, e.g. metadata.title=New")
     try:
         return field, json.loads(raw)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deeply
         return field, raw
 
 
@@ -56,7 +56,7 @@ def deposit(file: Path, publish: bool) -> None:
         data = json.loads(file.read_text(encoding="utf-8"))
     except OSError as error:
         raise PipelineError(f"cannot read {file}: {error.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
         raise PipelineError(f"{file} is not valid JSON: {error}") from None
     with _repository() as repository:
         click.echo(repository.deposit(data, publish=publish))

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
+import sqlalchemy as sa
+import yaml
+from dagster_shared.check import CheckError
 
 from oai_pipeline.defs.assets import harvest_assets
 from oai_pipeline.defs.checks import harvest_checks
@@ -17,8 +21,25 @@ from oai_pipeline.defs.partitions import (
     window_partitions,
 )
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+from oai_pipeline.errors import ConfigurationError, PipelineError
 
 HARVESTER_TAG = "oai_pipeline/harvester"
+
+
+def dagster_instance() -> dg.DagsterInstance:
+    """The instance under DAGSTER_HOME. A dagster.yaml that does not load, or a database of
+    it that does not open, is the operator's to fix: one line naming the folder, not
+    Dagster's traceback."""
+    try:
+        return dg.DagsterInstance.get()
+    except dg.DagsterInvalidConfigError as error:  # its text goes on with the whole schema
+        reason = "; ".join(e.message.split(" Expected: ")[0] for e in error.errors)
+    except sa.exc.DatabaseError as error:
+        reason = " ".join(str(error.orig).split())
+    except (yaml.YAMLError, CheckError) as error:
+        reason = " ".join(str(error).split())
+    home = os.environ.get("DAGSTER_HOME", "")
+    raise PipelineError(f"cannot open the Dagster instance in {home}: {reason}")
 
 
 def range_tags(harvester_id: str, first_window: str, last_window: str) -> dict[str, str]:
@@ -34,17 +55,25 @@ def window_range(start: datetime | None, end: datetime | None) -> tuple[str, str
     """The grid's first and last window keys covering [start, end).
 
     An open start is the grid's first window (which is open to the past); an open end is
-    today's window; a range before the grid collapses to its first window.
+    today's window; a range before the grid collapses to its first window. The grid ends
+    with today's window: an end after it is today's (a window of the future is no
+    partition, and materialised it would show as harvested before its day), a start after
+    it a ConfigurationError.
     """
     grid_first = window_partitions.get_first_partition_key()
+    today = window_partitions.get_partition_key_for_timestamp(datetime.now(UTC).timestamp())
     first = grid_first
     if start is not None:
         first = max(
             grid_first, window_partitions.get_partition_key_for_timestamp(start.timestamp())
         )
+    if first > today:
+        raise ConfigurationError(
+            f"the range starts after today's window {today}: nothing to harvest yet"
+        )
     moment = (end - timedelta(seconds=1)) if end else datetime.now(UTC)
     last = window_partitions.get_partition_key_for_timestamp(moment.timestamp())
-    return first, max(first, last)
+    return first, min(max(first, last), today)
 
 
 def materialize_windows(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from datetime import datetime
+from datetime import UTC, datetime
 
 import dagster as dg
 
@@ -37,11 +37,15 @@ def build_window_partitions(
             f"not {granularity!r}"
         )
     try:
-        datetime.strptime(start_date, "%Y-%m-%d")
+        start = datetime.strptime(start_date, "%Y-%m-%d").replace(tzinfo=UTC)
     except ValueError as error:
         raise ConfigurationError(
             f"OAI_PIPELINE_WINDOW_START must be YYYY-MM-DD, not {start_date!r}"
         ) from error
+    if start > datetime.now(UTC):  # the grid ends with today's window: it would have none
+        raise ConfigurationError(
+            f"OAI_PIPELINE_WINDOW_START {start_date} is after today: the grid would have no window"
+        )
     return _WINDOW_KINDS[granularity](start_date=start_date, end_offset=1)
 
 

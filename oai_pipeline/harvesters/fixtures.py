@@ -125,6 +125,8 @@ def read_fixture_file(path: Path) -> list[Harvester]:
         ) from None
     except yaml.YAMLError as error:
         raise ConfigurationError(f"{path} is not valid YAML: {error}".replace("\n", " ")) from None
+    except RecursionError:
+        raise ConfigurationError(f"{path} nests too deeply to be a harvester list") from None
     if content is None:
         return []
     if isinstance(content, list):

@@ -33,6 +33,7 @@ from oai_pipeline.harvesters.plugins import (
     validate_spec,
     with_option,
 )
+from oai_pipeline.state.schema import MAX_INTEGER
 from oai_pipeline.state.schema import harvesters as harvesters_table
 
 # Harvester ids and community slugs: they end up in Dagster partition keys (`id|window`),
@@ -102,7 +103,7 @@ class Harvester(BaseModel):
     transformers: list[TransformerSpec] = Field(default_factory=list)
     writers: list[WriterSpec] = Field(default_factory=list)
     harvest_managers: list[str] = Field(default_factory=list)
-    rate_limit_per_minute: int | None = None
+    rate_limit_per_minute: int | None = Field(default=None, le=MAX_INTEGER)
     batch_size: int = 500  # records per writer transaction
     enabled: bool = True
 

@@ -82,7 +82,7 @@ def parse_spec(text: str) -> PluginSpec:
         return PluginSpec(name=name)
     try:
         options = json5.loads(text[brace:])
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:  # RecursionError: nested too deeply
         raise ConfigurationError(f"options of {name!r} do not parse as JSON5: {error}") from None
     if not isinstance(options, dict):
         raise ConfigurationError(f"options of {name!r} must be an object {{key: value}}")

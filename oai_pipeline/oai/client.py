@@ -205,12 +205,19 @@ class OAIClient:
         self._limiter = RateLimiter(
             rate_limit_per_minute, max_wait=max_retry_wait, sleep=self._pause
         )
+        user_agent = user_agent or default_user_agent()
+        if not (user_agent.isascii() and user_agent.isprintable()):
+            # httpx refuses it (UnicodeEncodeError) or every request does (a line break)
+            raise ConfigurationError(
+                f"User-Agent {user_agent!r}: printable ASCII only "
+                "(OAI_PIPELINE_CONTACT, or the reader's user_agent option)"
+            )
         self._http = httpx.Client(
             transport=transport,
             timeout=httpx.Timeout(timeout),
             follow_redirects=True,
             headers={
-                "User-Agent": user_agent or default_user_agent(),
+                "User-Agent": user_agent,
                 "Accept-Encoding": "gzip, deflate",
                 "Accept": "text/xml, application/xml;q=0.9, */*;q=0.5",
             },

@@ -64,20 +64,28 @@ class Reader(ABC):
         self.close()
 
 
+DAY_SECONDS = 86_400
+
+
 class OAIPMHReaderOptions(BaseModel):
     """Options of the ``oai-pmh`` loader spec, e.g. ``oai-pmh{timeout: 120, max_retries: 8}``."""
 
     model_config = ConfigDict(extra="forbid")
 
+    # Waits are bounded by a day: a socket timeout or a sleep beyond the platform's time_t
+    # was an OverflowError at the first request, not a refusal at registration.
     timeout: float = Field(
         60.0,
         gt=5,
+        le=DAY_SECONDS,
         description="seconds the source may stay silent during a request; a whole response "
         "may take 5 times as long",
     )
     max_retries: int = Field(6, ge=0, description="retries of a failed request")
     backoff_base: float = Field(1.0, ge=0, description="first backoff wait in seconds")
-    max_retry_wait: float = Field(300.0, ge=0, description="longest single wait in seconds")
+    max_retry_wait: float = Field(
+        300.0, ge=0, le=DAY_SECONDS, description="longest single wait in seconds"
+    )
     retry_budget_seconds: float = Field(
         1800.0, ge=0, description="total waiting allowed for one request's retries"
     )

@@ -26,12 +26,13 @@ def _as_utc(moment: datetime) -> datetime:
 
 
 def format_datestamp(moment: datetime, granularity: Granularity) -> str:
-    """The datestamp at the source's granularity, in UTC; sub-second parts are cut off."""
+    """The datestamp at the source's granularity, in UTC; sub-second parts are cut off.
+    Always four digits of year (strftime writes year 1 as `1`, which no source accepts)."""
     moment = _as_utc(moment)
     if granularity == "day":
-        return moment.strftime("%Y-%m-%d")
+        return moment.date().isoformat()
     if granularity == "seconds":
-        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return moment.replace(microsecond=0, tzinfo=None).isoformat() + "Z"
     raise ConfigurationError(f"unknown OAI granularity {granularity!r} (day or seconds)")
 
 

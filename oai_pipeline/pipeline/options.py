@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.state.schema import MAX_INTEGER
 from oai_pipeline.state.store import SCALES
 
 Scale = Literal["smoke", "small", "medium", "large", "full"]
@@ -16,15 +17,24 @@ class RunOptions(BaseModel):
     model_config = {"extra": "forbid"}
 
     scale: Scale | None = None
-    max_records: int = Field(default=0, ge=0)
+    max_records: int = Field(default=0, ge=0, le=MAX_INTEGER)
     include_existing: bool = False
-    rate_limit_per_minute: int | None = Field(default=None, gt=0)
+    rate_limit_per_minute: int | None = Field(default=None, gt=0, le=MAX_INTEGER)
     update_all: bool = False
-    progress_every: int = Field(default=1000, gt=0)
-    reset_stale_running_minutes: int | None = Field(default=None, ge=0)
+    progress_every: int = Field(default=1000, gt=0, le=MAX_INTEGER)
+    reset_stale_running_minutes: int | None = Field(default=None, ge=0, le=MAX_INTEGER)
     retry_failed: bool = False
-    resume_batch_id: int | None = None
+    resume_batch_id: int | None = Field(default=None, le=MAX_INTEGER)
     identifiers: list[str] = Field(default_factory=list)
+
+    @field_validator("identifiers")
+    @classmethod
+    def _identifiers(cls, value: list[str]) -> list[str]:
+        # A blank one failed the whole run with the source's badArgument, or was stored as
+        # a harvest record named '  '.
+        if any(not identifier.strip() for identifier in value):
+            raise ValueError("an OAI identifier must not be blank")
+        return value
 
     @model_validator(mode="after")
     def _one_cap(self) -> RunOptions:

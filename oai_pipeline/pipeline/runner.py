@@ -77,8 +77,12 @@ def run_harvest(
     progress: Callable[[str], None] = logger.info,
 ) -> HarvestReport:
     discovery = discover(services, scope, options, progress=progress)
-    transform(services, scope)
-    plan(services, scope, options)
+    try:
+        transform(services, scope)
+        plan(services, scope, options)
+    except BaseException as error:  # as discover and write do: the run is not left `running`
+        services.record_failure(discovery.run_id, error)
+        raise
     written = write(services, scope, options, progress=progress)
     return summarise(
         scope.harvester_id,

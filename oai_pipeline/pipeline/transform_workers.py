@@ -14,9 +14,12 @@ import math
 import multiprocessing
 import multiprocessing.connection
 import os
+import signal
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 
 from oai_pipeline import json_codec
 from oai_pipeline.errors import RecordError
@@ -105,7 +108,9 @@ class TransformChain:
         size = math.ceil(len(pending) / tasks)
         chunks = [pending[start : start + size] for start in range(0, len(pending), size)]
         try:
-            results = list(pool.map(_transform_chunk, [_sendable(chunk) for chunk in chunks]))
+            with interrupts_held():  # the workers start here, on the stage's first batch
+                mapped = pool.map(_transform_chunk, [_sendable(chunk) for chunk in chunks])
+            results = list(mapped)
         except BrokenProcessPool:
             # A worker died (killed, out of memory, a crashing extension): go on here.
             self._close_pool()
@@ -149,6 +154,19 @@ class TransformChain:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+@contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait while workers start: they keep this signal mask for good, so
+    only the harvest's process gets them (a terminal's Ctrl-C goes to its whole process
+    group, and every worker printed a KeyboardInterrupt traceback); it stops, and shuts the
+    workers down. One held back meanwhile arrives when the mask is restored."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def data_json(item: TransformItem) -> str | None:

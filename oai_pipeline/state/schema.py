@@ -14,6 +14,9 @@ from sqlalchemy.engine import Connection
 from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
 SCHEMA_VERSION = 5
+# The largest whole number a column holds (SQLite INTEGER, PostgreSQL BIGINT) and orjson writes:
+# a count, id or limit given from outside is checked against it, not met as an OverflowError.
+MAX_INTEGER = 2**63 - 1
 
 metadata = sa.MetaData()
 

@@ -79,7 +79,11 @@ def utc_now() -> str:
 
 
 def _minutes_ago(minutes: int) -> str:
-    return (datetime.now(UTC) - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    try:
+        moment = datetime.now(UTC) - timedelta(minutes=minutes)
+    except OverflowError:  # longer ago than the calendar goes: nothing is that old
+        moment = datetime.min
+    return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
@@ -182,7 +186,7 @@ class StateStore:
         try:
             with self._engine.begin() as connection:
                 migrate(connection)
-        except sa.exc.OperationalError as error:
+        except sa.exc.DatabaseError as error:  # also a file that is no database (garbage)
             self._engine.dispose()
             raise PipelineError(
                 f"cannot open the state database {shown}: {error.orig}".replace("\n", " ")

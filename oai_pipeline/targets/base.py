@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, field_validator, model_validator
 
 from oai_pipeline.doi import normal_doi
 from oai_pipeline.errors import RecordError
+from oai_pipeline.harvesters.model import check_slug
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action, LocalRecord
 
@@ -44,6 +45,21 @@ class WriterOptions(BaseModel):
     update_all: bool = False
     pid_field: str = DEFAULT_PID_FIELD
     community: str | None = None
+
+    @field_validator("pid_field")
+    @classmethod
+    def _pid_field(cls, value: str) -> str:
+        # `""` or `pids..doi` found no pid in any record: takeovers silently stopped and the
+        # same record could be created twice.
+        if not all(part and part == part.strip() for part in value.split(".")):
+            raise ValueError(f"{value!r} is not a field path like {DEFAULT_PID_FIELD}")
+        return value
+
+    @field_validator("community")
+    @classmethod
+    def _community(cls, value: str | None) -> str | None:
+        # The rule `--community` and `target communities create` follow.
+        return None if value is None else check_slug(value, "community slug", max_length=None)
 
     @model_validator(mode="after")
     def _direct_update_publishes(self) -> WriterOptions:

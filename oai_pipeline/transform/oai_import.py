@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from lxml import etree
-from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, ValidationError
 
+from oai_pipeline.harvesters.model import check_slug
 from oai_pipeline.transform.base import Transformer, TransformItem
 from oai_pipeline.transform.dates import normalize_date
 from oai_pipeline.transform.failure import (
@@ -34,6 +35,14 @@ DOI_PREFIX = r"^10\.\d+(\.\d+)*$"
 _PATTERN_FORMS = {"pids.doi.identifier": "a DOI (a DOI looks like 10.1234/abc)"}
 
 
+def _community_slug(value: str) -> str:
+    return check_slug(value, "community slug", max_length=None)
+
+
+# Refused when the harvester is registered, not as every record's missing_community.
+CommunitySlug = Annotated[str, AfterValidator(_community_slug)]
+
+
 class OAIImportTransformer(Transformer):
     """Chooses the import by the metadata's root element and validates the result as an
     RDMRecord; every failure is the record's error, the rest of the batch goes on."""
@@ -43,7 +52,7 @@ class OAIImportTransformer(Transformer):
 
         model: Literal["rdm"] = "rdm"
         """The output data model; `rdm` (InvenioRDM-shaped records) is the only one."""
-        set_communities: dict[str, str] = {}
+        set_communities: dict[str, CommunitySlug] = {}
         """setSpec -> community slug: a record in the set goes to the community."""
         doi_provider: Literal["external", "datacite"] = "external"
         """`external`: the source manages the DOI; `datacite`: the target's own DOI prefix."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -347,8 +349,10 @@ def test_harvester_ids_fit_the_state_store_column() -> None:
     [
         ("OAI_PIPELINE_STORAGE_URL", "nosuchfs://bucket/x", "Protocol not known: nosuchfs"),
         ("OAI_PIPELINE_STORAGE_URL", "s3://bucket/x", "Install s3fs"),
+        ("OAI_PIPELINE_STORAGE_URL", "s3://key:secret@bucket/x", "'s3://key:***@bucket/x'"),
         ("OAI_PIPELINE_STORAGE_URL", "{file}/storage", "cannot create the storage folder"),
         ("OAI_PIPELINE_STATE_DB_URL", "mysql://user@host/db", "No module named"),
+        ("OAI_PIPELINE_TARGET_DB_URL", "mysql://u:secret@host/db", "mysql://u:***@host/db"),
     ],
 )
 def test_an_unusable_location_is_a_one_line_error(
@@ -367,6 +371,7 @@ def test_an_unusable_location_is_a_one_line_error(
 
     assert_one_line_error(result, message)
     assert "error" in json.loads(result.stdout)
+    assert "secret" not in result.output  # a password in a URL is never printed
 
 
 def test_a_full_disk_during_a_harvest_is_a_one_line_error(
@@ -439,3 +444,388 @@ def test_a_stored_harvester_without_writer_fails_its_run_clearly(endpoint: OAIEn
     assert "harvesters update nowriter --model rdm" in result.stderr
     assert run("harvesters", "update", "nowriter", "--model", "rdm").exit_code == 0
     assert run("harvest", "nowriter").exit_code == 0
+
+
+# -- Databases that are not what they should be -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("file", "args"),
+    [("state.sqlite", ["harvesters", "list"]), ("target.sqlite", ["target", "list"])],
+)
+def test_a_corrupt_database_file_is_a_one_line_error(
+    settings: Settings, file: str, args: list[str]
+) -> None:
+    (settings.home / file).write_bytes(b"SQLite format 3\0" + b"garbage" * 1000)
+
+    result = run(*args, "--json")
+
+    assert_one_line_error(result, "file is not a database")
+    assert json.loads(result.stdout)["type"] == "pipeline_error"
+
+
+def test_a_target_database_of_a_newer_version_is_refused(settings: Settings) -> None:
+    """Its tables may not be the ones this code writes: written to, it could be damaged."""
+    from oai_pipeline.targets.embedded.schema import SCHEMA_VERSION, schema_version
+
+    repository = EmbeddedRepository(settings.target_db_url)
+    with repository.engine.begin() as connection:
+        connection.execute(schema_version.update().values(version=SCHEMA_VERSION + 1))
+    repository.close()
+
+    result = run("target", "list", "--json")
+
+    assert_one_line_error(result, f"schema version {SCHEMA_VERSION + 1}, newer than this")
+    assert json.loads(result.stdout)["type"] == "configuration_error"
+
+
+# -- --since/--until at the ends of the calendar ----------------------------------------------
+
+
+def test_since_the_year_one_is_sent_with_four_digits(registered: str) -> None:
+    """Some sources' earliestDatestamp is 0001-01-01; `from=1-01-01` was a badArgument."""
+    result = run("harvest", registered, "--since", "0001-01-01", "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["created"] == 8
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--until", "0001-01-01"],
+        ["--until", "0001-01-01T12:00:00Z"],
+        ["--until", "9999-12-31T12:00:00Z", "--use-job"],
+    ],
+)
+def test_moments_at_the_ends_of_the_calendar(registered: str, args: list[str]) -> None:
+    result = run("harvest", registered, *args, "--json")
+
+    assert_one_line_error(result, "is out of range (0001-0")
+    assert "to 9999-12-30)" in result.stderr
+    assert json.loads(result.stdout)["type"] == "pipeline_error"
+
+
+# -- Interrupts: the run is stopped, not left running ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stage", "raised", "status"),
+    [
+        ("transform", KeyboardInterrupt(), "stopped"),
+        ("plan", KeyboardInterrupt(), "stopped"),
+        ("transform", OSError(28, "No space left on device"), "failed"),
+    ],
+)
+def test_a_run_stopped_between_discovery_and_writing_is_marked(
+    registered: str, monkeypatch: pytest.MonkeyPatch, stage: str, raised: BaseException, status: str
+) -> None:
+    """Ctrl-C or a failure in the transform or plan stage left the run `running` for ever."""
+
+    def stop(*args: object) -> None:
+        raise raised
+
+    with monkeypatch.context() as patch:
+        patch.setattr(f"oai_pipeline.pipeline.runner.{stage}", stop)
+        run("harvest", registered)
+
+    assert json.loads(run("status", "--json").stdout)["run"]["status"] == status
+    resumed = json.loads(run("harvest", registered, "--json").stdout)
+    assert (resumed["run_id"], resumed["created"]) == (1, 8)
+
+
+def test_ctrl_c_is_a_json_error_too(registered: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, click's `Aborted!` (exit 1) left stdout empty under --json."""
+
+    def interrupt(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("oai_pipeline.pipeline.runner.write", interrupt)
+
+    result = run("harvest", registered, "--json")
+
+    assert_one_line_error(result, "interrupted", 130)
+    assert json.loads(result.stdout) == {"error": "interrupted", "type": "interrupted"}
+
+
+@pytest.fixture
+def sigterm_unhandled() -> Iterator[None]:
+    """SIGTERM as a RuntimeError unless the command handles it (its default kills pytest)."""
+
+    def unhandled(signum: int, frame: object) -> None:
+        raise RuntimeError("SIGTERM was not handled")
+
+    previous = signal.signal(signal.SIGTERM, unhandled)
+    yield
+    assert signal.getsignal(signal.SIGTERM) is unhandled  # the command put it back
+    signal.signal(signal.SIGTERM, previous)
+
+
+def test_sigterm_stops_a_harvest_like_ctrl_c(
+    registered: str, monkeypatch: pytest.MonkeyPatch, sigterm_unhandled: None
+) -> None:
+    """Before, `kill` ended the process at once and left its run `running`."""
+
+    def terminate(*args: object) -> None:
+        signal.raise_signal(signal.SIGTERM)
+
+    with monkeypatch.context() as patch:
+        patch.setattr("oai_pipeline.pipeline.runner.transform", terminate)
+        result = run("harvest", registered, "--json")
+
+    assert_one_line_error(result, "terminated", 143)
+    assert json.loads(result.stdout) == {"error": "terminated", "type": "terminated"}
+    assert json.loads(run("status", "--json").stdout)["run"]["status"] == "stopped"
+    assert json.loads(run("harvest", registered, "--json").stdout)["created"] == 8
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("run_storage: [", "while parsing a flow node"),
+        ("bogus_key: 1", 'Received unexpected config entry "bogus_key" at the root.'),
+        ("run_storage: {module: nope, class: X}", "Couldn't import module nope"),
+    ],
+)
+def test_a_dagster_yaml_that_does_not_load_is_a_one_line_error(
+    registered: str, config: str, message: str
+) -> None:
+    home = Path(os.environ["DAGSTER_HOME"])
+    (home / "dagster.yaml").write_text(config + "\n", encoding="utf-8")
+
+    result = run("harvest", registered, "--use-job", "--json")
+
+    assert_one_line_error(result, f"cannot open the Dagster instance in {home}: ")
+    assert message in json.loads(result.stdout)["error"]
+
+
+# -- Whole numbers beyond what a database column holds -----------------------------------------
+
+HUGE = str(2**64)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status", "--batch-id", HUGE],
+        ["status", "--list-recent", "--limit", HUGE],
+        ["status", "--stale-minutes", HUGE],
+        ["records", "list", "--limit", HUGE],
+        ["harvest", "sample", "--resume", HUGE],
+        ["harvest", "sample", "--max-records", HUGE],
+        ["harvest", "sample", "--reset-stale-running-minutes", HUGE],
+        ["harvesters", "update", "sample", "--rate-limit-per-minute", HUGE],
+        [*create_args("big", "http://example.org/oai"), "--rate-limit-per-minute", HUGE],
+    ],
+)
+def test_a_number_too_large_for_the_database_is_a_usage_error(
+    registered: str, args: list[str]
+) -> None:
+    """Before, an OverflowError or sqlalchemy StatementError traceback."""
+    result = run(*args, "--json")
+
+    assert_one_line_error(result, "9223372036854775807", 2)
+    assert json.loads(result.stdout)["type"] in ("bad_parameter", "validation_error")
+    assert stored_harvester_ids() == [registered]
+
+
+def test_the_largest_number_of_minutes_is_no_overflow(registered: str) -> None:
+    """Longer ago than the calendar goes: nothing is that stale."""
+    largest = str(2**63 - 1)
+    assert run("harvest", registered, "--reset-stale-running-minutes", largest).exit_code == 0
+
+    result = run("status", "--stale-minutes", largest, "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["stale_running"] == 0
+
+
+# -- Input nested deeper than the parsers recurse ----------------------------------------------
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "command", "message"),
+    [
+        ("h.yaml", f"- {DEEP}\n", ["harvesters", "load"], "nests too deeply"),
+        ("record.json", DEEP, ["target", "deposit"], "is not valid JSON: maximum recursion"),
+    ],
+)
+def test_a_deeply_nested_file_is_a_one_line_error(
+    tmp_path: Path, file: str, content: str, command: list[str], message: str
+) -> None:
+    """Before, a RecursionError traceback."""
+    path = tmp_path / file
+    path.write_text(content, encoding="utf-8")
+
+    result = run(*command, str(path))
+
+    assert_one_line_error(result, message)
+    assert stored_harvester_ids() == []
+
+
+def test_deeply_nested_plugin_options_are_a_validation_error() -> None:
+    deep = "[" * 5_000 + "]" * 5_000
+    result = run(
+        *create_args("deep", "http://example.org/oai"), "--transformer", f"oai-import{{a:{deep}}}"
+    )
+
+    assert_one_line_error(result, "options of 'oai-import' do not parse as JSON5", 2)
+    assert stored_harvester_ids() == []
+
+
+@pytest.mark.parametrize(
+    ("args", "kind"),
+    [
+        (["harvestrs", "list", "--json"], "no_such_command"),
+        (["harvesters", "lst", "--json"], "no_such_command"),
+        (["target", "communities", "lst", "--json"], "no_such_command"),
+        (["harvesters", "--json"], "no_such_option"),
+        (["target", "deposit", "record.json", "--json"], "no_such_option"),
+    ],
+)
+def test_json_errors_of_a_command_that_does_not_exist_or_has_no_json(
+    args: list[str], kind: str
+) -> None:
+    """A typo in a script's command: before, no JSON on stdout (no command to own --json)."""
+    result = run(*args)
+
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.stdout)["type"] == kind
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_oai_identifier_is_refused(registered: str, blank: str) -> None:
+    """Before: '' failed the run with the source's badArgument, '  ' became a harvest record."""
+    result = run("harvest", registered, "oai:sample.oai-pipeline:dataset", blank, "--json")
+
+    assert_one_line_error(result, "identifiers: an OAI identifier must not be blank", 2)
+    assert json.loads(run("records", "list", "--json").stdout) == []
+    assert "no harvest runs yet" in run("status").stderr
+
+
+# -- harvest --use-job beyond today -----------------------------------------------------------
+
+
+class _RecordingClient:
+    """A Dagster GraphQL client that takes every run and remembers its tags."""
+
+    submitted: list[dict[str, str]] = []
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def submit_job_execution(self, job_name: str, **kwargs: object) -> str:
+        self.submitted.append(kwargs["tags"])  # type: ignore[arg-type]
+        return "run-1"
+
+
+@pytest.fixture
+def recording_client(monkeypatch: pytest.MonkeyPatch) -> type[_RecordingClient]:
+    monkeypatch.setattr("dagster_graphql.DagsterGraphQLClient", _RecordingClient)
+    monkeypatch.setattr(_RecordingClient, "submitted", [])
+    return _RecordingClient
+
+
+def test_use_job_until_the_future_ends_with_todays_window(
+    registered: str, recording_client: type[_RecordingClient]
+) -> None:
+    """Before, the run's range went on to 2099: windows that are no partition of the grid,
+    materialised (empty) before their day."""
+    from oai_pipeline.defs.partitions import window_partitions
+
+    today = window_partitions.get_last_partition_key()
+
+    result = run("harvest", registered, "--until", "2099-01-01", "--use-job", "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["windows"] == ["2024-01-01", today]
+    assert recording_client.submitted[0]["dagster/asset_partition_range_end"].endswith(today)
+
+
+def test_use_job_since_the_future_is_refused(
+    registered: str, recording_client: type[_RecordingClient]
+) -> None:
+    result = run("harvest", registered, "--since", "2099-01-01", "--use-job", "--json")
+
+    assert_one_line_error(result, "nothing to harvest yet")
+    assert recording_client.submitted == []
+
+
+@pytest.mark.parametrize("contact", ["jöe@example.org", "ops@example.org\nX-Evil: 1"])
+def test_a_contact_no_http_header_can_carry_is_a_one_line_error(
+    registered: str, monkeypatch: pytest.MonkeyPatch, contact: str
+) -> None:
+    """Before: a UnicodeEncodeError traceback, or every request refused and retried for ~1
+    minute as if the source were down."""
+    monkeypatch.setenv("OAI_PIPELINE_CONTACT", contact)
+
+    result = run("harvest", registered, "--json")
+
+    assert_one_line_error(result, "printable ASCII only (OAI_PIPELINE_CONTACT")
+    assert json.loads(result.stdout)["type"] == "configuration_error"
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://127.0.0.1:99999"])
+def test_a_webserver_url_that_is_not_a_url(
+    registered: str, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    """Before: a ValueError traceback, or `no Dagster webserver at …` for a bad port."""
+    monkeypatch.setenv("DAGSTER_WEBSERVER_URL", url)
+
+    result = run("harvest", registered, "--use-job", "--json")
+
+    assert_one_line_error(result, f"DAGSTER_WEBSERVER_URL {url!r} is not a URL")
+
+
+@pytest.mark.parametrize("cap", [["--max-records", "100"], ["--scale", "small"]])
+def test_resume_with_another_cap(registered: str, cap: list[str]) -> None:
+    """Before, the run's own cap silently won: the cap given was ignored."""
+    first = json.loads(run("harvest", registered, "--max-records", "2", "--json").stdout)
+
+    result = run("harvest", registered, "--resume", str(first["run_id"]), *cap)
+
+    assert_one_line_error(result, "--resume continues a run with its own cap", 2)
+
+
+@pytest.mark.parametrize("option", ["timeout: 1e10", "max_retry_wait: 1e300"])
+def test_a_reader_wait_beyond_a_day_is_refused_at_registration(option: str) -> None:
+    """Before, accepted; the harvest then failed with an OverflowError traceback."""
+    result = run(*create_args("slow", "http://example.org/oai"), "--loader", f"oai-pmh{{{option}}}")
+
+    assert_one_line_error(result, "Input should be less than or equal to 86400", 2)
+    assert stored_harvester_ids() == []
+
+
+@pytest.mark.parametrize(
+    ("writer", "message"),
+    [
+        ('oai-service{pid_field: ""}', "'' is not a field path like pids.doi"),
+        ('oai-service{pid_field: "pids..doi"}', "'pids..doi' is not a field path"),
+        ('oai-service{community: ""}', "'' is not a community slug"),
+        ('oai-service{community: "My Community"}', "'My Community' is not a community slug"),
+    ],
+)
+def test_writer_options_no_record_could_follow_are_refused(writer: str, message: str) -> None:
+    """Before, accepted: a pid_field that is no path found no pid in any record (no takeover,
+    the same record created again by another harvester), a community no slug could name
+    failed every record."""
+    args = [*create_args("w", "http://example.org/oai")[:-2], "--transformer", "oai-import"]
+
+    result = run(*args, "--writer", writer)
+
+    assert_one_line_error(result, message, 2)
+    assert stored_harvester_ids() == []
+
+
+@pytest.mark.parametrize("slug", ["", "My Community"])
+def test_a_set_community_no_slug_can_name_is_refused(slug: str) -> None:
+    """Before, accepted: every record of the set failed with missing_community."""
+    transformer = f'oai-import{{set_communities: {{"user-x": "{slug}"}}}}'
+    args = [*create_args("t", "http://example.org/oai")[:-2], "--writer", "oai-service"]
+
+    result = run(*args, "--transformer", transformer)
+
+    assert_one_line_error(result, f"{slug!r} is not a community slug", 2)
+    assert stored_harvester_ids() == []

@@ -83,3 +83,10 @@ def test_window_granularity_is_configurable() -> None:
         build_window_partitions("hourly", "2024-01-01")
     with pytest.raises(ConfigurationError, match="YYYY-MM-DD"):
         build_window_partitions("daily", "01/01/2024")
+
+
+def test_a_window_start_after_today_is_refused() -> None:
+    """A grid without a window: before, `harvest --use-job` and `demo` failed with a
+    TypeError traceback (its first window key is None)."""
+    with pytest.raises(ConfigurationError, match="is after today: the grid would have no"):
+        build_window_partitions("daily", "2099-01-01")

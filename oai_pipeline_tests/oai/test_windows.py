@@ -63,6 +63,8 @@ def test_parse_and_format_datestamps() -> None:
     assert parse_datestamp("2015-01-16").tzinfo is UTC
     assert format_datestamp(utc(2024, 5, 6, 7, 8, 9, 999), "seconds") == "2024-05-06T07:08:09Z"
     assert format_datestamp(datetime(2024, 5, 6, 7, 8, 9), "seconds") == "2024-05-06T07:08:09Z"
+    assert format_datestamp(utc(1, 1, 1), "seconds") == "0001-01-01T00:00:00Z"
+    assert format_datestamp(utc(999, 12, 31), "day") == "0999-12-31"
     for bad in ("2015-13-01", "yesterday", "2015-01-16T10:00", ""):
         with pytest.raises(InvalidDatestamp):
             parse_datestamp(bad)

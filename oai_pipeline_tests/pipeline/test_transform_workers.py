@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -321,3 +322,23 @@ def test_a_worker_ends_when_the_harvest_process_is_killed(tmp_path: Path) -> Non
     while not _gone(worker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _gone(worker)
+
+
+def _blocked_signals(pid: int) -> set[int]:
+    status = Path(f"/proc/{pid}/status").read_text()
+    mask = int(
+        next(line for line in status.splitlines() if line.startswith("SigBlk:")).split()[1], 16
+    )
+    return {number for number in range(1, 65) if mask >> (number - 1) & 1}
+
+
+def test_workers_leave_ctrl_c_and_sigterm_to_the_harvest_process() -> None:
+    """A terminal's Ctrl-C reaches every process of its group: before, each worker printed
+    a KeyboardInterrupt traceback next to the harvest's one-line `interrupted`."""
+    with TransformChain(harvester(), workers=2, min_records=0) as chain:
+        chain.run(items())
+        workers = list(chain._pool._processes)  # type: ignore[union-attr]
+        assert workers
+        for pid in workers:
+            assert {signal.SIGINT, signal.SIGTERM} <= _blocked_signals(pid)
+    assert not {signal.SIGINT, signal.SIGTERM} & _blocked_signals(os.getpid())

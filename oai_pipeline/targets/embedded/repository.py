@@ -65,9 +65,10 @@ class EmbeddedRepository:
         self.engine = create_target_engine(url)
         try:
             migrate(self.engine)
-        except sa.exc.OperationalError as error:
+        except sa.exc.DatabaseError as error:  # also a file that is no database (garbage)
             self.engine.dispose()
-            raise PipelineError(f"cannot open the target database: {error.orig}") from None
+            reason = " ".join(str(error.orig).split())  # PostgreSQL's messages span lines
+            raise PipelineError(f"cannot open the target database: {reason}") from None
 
     def close(self) -> None:
         self.engine.dispose()

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from oai_pipeline.doi import normal_doi
+from oai_pipeline.errors import ConfigurationError
 
 SCHEMA_VERSION = 6
 
@@ -234,6 +235,11 @@ def migrate(engine: sa.Engine) -> int:
             connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
         schema_version.create(connection, checkfirst=True)
         version = current_version(connection)
+        if version > SCHEMA_VERSION:  # its tables are not the ones this code writes
+            raise ConfigurationError(
+                f"the target database has schema version {version}, newer than this "
+                f"oai-pipeline ({SCHEMA_VERSION}); upgrade oai-pipeline"
+            )
         for step in range(version + 1, SCHEMA_VERSION + 1):
             _STEPS[step](connection)
             connection.execute(sa.delete(schema_version))
