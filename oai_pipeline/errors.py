@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit, urlunsplit
+
 from pydantic import BaseModel
 
 
@@ -19,3 +21,16 @@ class PipelineError(Exception):
 
 class ConfigurationError(PipelineError):
     """The harvester, option or argument is wrong; retrying cannot help."""
+
+
+def without_password(url: str) -> str:
+    """A database or storage URL as an error may print it: `s3://key:secret@bucket` and
+    `postgresql://user:secret@host/db` show `:***@`."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return url
+    if not password:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{password}@", ":***@", 1)))

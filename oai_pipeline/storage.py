@@ -29,13 +29,12 @@ import json
 import os
 import shutil
 from collections.abc import Iterator, Sequence
-from urllib.parse import urlsplit, urlunsplit
 
 import fsspec
 import polars as pl
 from fsspec.implementations.local import LocalFileSystem
 
-from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.errors import ConfigurationError, without_password
 
 MANIFEST = "_manifest.json"
 _TMP = ".tmp"
@@ -52,25 +51,13 @@ def _parquet_bytes(frame: pl.DataFrame) -> memoryview:
     return buffer.getbuffer()
 
 
-def _without_password(url: str) -> str:
-    """The URL as it may be printed: `s3://key:secret@bucket` shows `key:***`."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return url
-    if not password:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{password}@", ":***@", 1)))
-
-
 class PartitionStore:
     def __init__(self, root: str) -> None:
         self.root = root.rstrip("/")
         try:
             self.fs, self._base = fsspec.core.url_to_fs(self.root)
         except (ImportError, ValueError) as error:  # `Install s3fs to access S3`, `foo://`
-            shown = _without_password(root)
+            shown = without_password(root)
             raise ConfigurationError(f"storage URL {shown!r} is not usable: {error}") from None
         # Plain os calls for a local root: same files, a fraction of the calls.
         self._local = isinstance(self.fs, LocalFileSystem)

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import StaticPool
 
-from oai_pipeline.errors import PipelineError, RecordError
+from oai_pipeline.errors import PipelineError, RecordError, without_password
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.json_codec import ENGINE_JSON
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
@@ -177,7 +177,7 @@ class StateStore:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        shown = _safe_url(url)
+        shown = without_password(url)
         try:
             self._engine = _create_engine(url)
         except (OSError, ImportError, ValueError, sa.exc.ArgumentError) as error:
@@ -1474,14 +1474,6 @@ def jsonable_run(run: dict[str, Any]) -> dict[str, Any]:
     return run | {
         "checkpoint": None if checkpoint is None else dataclasses.asdict(checkpoint),
     }
-
-
-def _safe_url(url: str) -> str:
-    """The URL as it may be printed: never its password."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return repr(url)
 
 
 def _escape_like(text: str) -> str:

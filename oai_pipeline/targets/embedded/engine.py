@@ -8,7 +8,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.errors import ConfigurationError, without_password
 from oai_pipeline.json_codec import ENGINE_JSON
 from oai_pipeline.sqlite_tuning import tune_wal
 
@@ -24,21 +24,13 @@ def _sqlite_file(url: sa.URL) -> Path | None:
     return Path(database)
 
 
-def _without_password(url: str) -> str:
-    """The URL as it may be printed: never its password."""
-    try:
-        return sa.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return repr(url)
-
-
 def create_target_engine(url: str) -> sa.Engine:
     """An engine whose transactions (and SAVEPOINTs) behave the same on SQLite and PostgreSQL."""
     try:
         parsed = sa.make_url(url)
         engine = sa.create_engine(parsed, **ENGINE_JSON)
     except (sa.exc.ArgumentError, ImportError, ValueError) as error:
-        shown = _without_password(url)
+        shown = without_password(url)
         raise ConfigurationError(f"target database URL {shown} is not usable: {error}") from None
     if engine.dialect.name == "sqlite":
         path = _sqlite_file(parsed)
