@@ -15,6 +15,8 @@ from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action, LocalRecord
 
 DEFAULT_PID_FIELD = "pids.doi"
+# The error type of a record refused a pid another record holds.
+DUPLICATE = "duplicate_pid"
 
 
 def pid_of(data: dict[str, Any] | None, field: str = DEFAULT_PID_FIELD) -> str | None:

@@ -441,6 +441,39 @@ class TargetTransaction:
         )
         return result.rowcount
 
+    def release_pids(self, harvester_id: str, new_pids: dict[str, str | None]) -> dict[str, str]:
+        """The harvester's records of these source identifiers let go of a DOI other than
+        the one they are about to get (`new_pids`), for another record of the same write to
+        take it. Returns {record id: DOI let go}, for `keep_pids`."""
+        released: dict[str, str] = {}
+        for chunk in _chunks(sorted(new_pids)):
+            for row in self.connection.execute(
+                sa.select(records.c.id, records.c.source_identifier, records.c.doi).where(
+                    records.c.source_harvester == harvester_id,
+                    records.c.source_identifier.in_(chunk),
+                    records.c.doi.is_not(None),
+                )
+            ):
+                if row.doi != normal_doi(new_pids[row.source_identifier]):
+                    released[row.id] = row.doi
+        for chunk in _chunks(sorted(released)):
+            self.connection.execute(
+                sa.update(records).where(records.c.id.in_(chunk)).values(doi=None)
+            )
+        return released
+
+    def keep_pids(self, released: dict[str, str], *, pid_field: str = DEFAULT_PID_FIELD) -> None:
+        """Records `release_pids` let go of a DOI that their published version still names
+        (their write did not publish) hold it again; DuplicatePidError if another record took
+        it meanwhile."""
+        for record_id, doi in released.items():
+            row = self.record(record_id)
+            if row.doi is None and pid_of(row.data, pid_field) == doi:
+                self._check_pid_free(doi, record_id)
+                self.connection.execute(
+                    sa.update(records).where(records.c.id == record_id).values(doi=doi)
+                )
+
     def claim(self, record_id: str, harvester_id: str, source_identifier: str) -> None:
         """PID takeover: the record is now the harvested record of this source identifier.
         A hard deleted (or purged) record that was it before lets go of the identifier."""

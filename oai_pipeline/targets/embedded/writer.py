@@ -22,6 +22,7 @@ from oai_pipeline.errors import PipelineError, RecordError
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action, LocalRecord, LocalState, SourceRecord, decide
 from oai_pipeline.targets.base import (
+    DUPLICATE,
     PlannedWrite,
     SourceKey,
     WriteOutcome,
@@ -97,6 +98,7 @@ class EmbeddedWriter(Writer):
                     outcomes[write.identifier] = self._apply_isolated(
                         tx, harvester_id, write, known.get(write.identifier)
                     )
+            outcomes.update(self._exchange_pids(tx, harvester_id, writes, outcomes))
             # Records now as the harvest leaves them are no longer changed locally (newly
             # created ones never were).
             tx.settle_local_changes(
@@ -165,10 +167,51 @@ class EmbeddedWriter(Writer):
             with tx.savepoint():
                 return self._apply_one(tx, harvester_id, write, known)
         except DuplicatePidError as error:
-            return _failed(write, "duplicate_pid", str(error), location=self.options.pid_field)
+            return _failed(write, DUPLICATE, str(error), location=self.options.pid_field)
         except (PipelineError, sa.exc.SQLAlchemyError) as error:
             message = str(getattr(error, "orig", None) or error).splitlines()[0]
             return _failed(write, "write_failed", message)
+
+    def _exchange_pids(
+        self,
+        tx: TargetTransaction,
+        harvester_id: str,
+        writes: list[PlannedWrite],
+        outcomes: dict[str, WriteOutcome],
+    ) -> dict[str, WriteOutcome]:
+        """The batch's records refused a DOI another record held, written again with their
+        current DOIs let go first: records that swap DOIs (each waits for the other), a DOI
+        that moves to a record written before the one giving it up, a re-identified record
+        whose old identifier is deleted later in the batch.
+
+        All or none, in a SAVEPOINT: a record that fails again is left out and the rest
+        tried again, so a record keeps its DOI unless its own write succeeds and no DOI is
+        ever held twice. Returns the new outcomes (none: the first ones stand).
+        """
+        retry = [
+            write
+            for write in writes
+            if (error := outcomes[write.identifier].error) is not None and error.type == DUPLICATE
+        ]
+        while retry:
+            again: dict[str, WriteOutcome] = {}
+            try:
+                with tx.savepoint():
+                    released = tx.release_pids(harvester_id, dict(map(self._key, retry)))
+                    for write in retry:  # looked up again: the batch changed the target
+                        again[write.identifier] = self._apply_isolated(
+                            tx, harvester_id, write, None
+                        )
+                    if any(outcome.error for outcome in again.values()):
+                        raise _TryAgain
+                    tx.keep_pids(released, pid_field=self.options.pid_field)
+            except _TryAgain:
+                retry = [w for w in retry if again[w.identifier].error is None]
+            except DuplicatePidError:
+                return {}
+            else:
+                return again
+        return {}
 
     # -- one record ------------------------------------------------------------------------
 
@@ -331,6 +374,10 @@ class EmbeddedWriter(Writer):
                 )
             ids.append(row.id)
         return ids, None
+
+
+class _TryAgain(Exception):
+    """Undoes an attempt of `_exchange_pids` in which a record failed."""
 
 
 def _asks_for_communities(data: dict[str, Any]) -> bool:
