@@ -476,7 +476,12 @@ class TargetTransaction:
 
     def claim(self, record_id: str, harvester_id: str, source_identifier: str) -> None:
         """PID takeover: the record is now the harvested record of this source identifier.
-        A hard deleted (or purged) record that was it before lets go of the identifier."""
+        A hard deleted (or purged) record that was it before lets go of the identifier.
+
+        A record another harvester claimed since it was looked up (a harvest writing at the
+        same time that committed first; PostgreSQL lets this one wait for its lock, then
+        go on) is not taken from it: DuplicatePidError.
+        """
         source = sa.and_(
             records.c.source_harvester == harvester_id,
             records.c.source_identifier == source_identifier,
@@ -485,11 +490,23 @@ class TargetTransaction:
         self.connection.execute(
             sa.update(records).where(source).values(source_harvester=None, source_identifier=None)
         )
-        self.connection.execute(
+        claimed = self.connection.execute(
             sa.update(records)
-            .where(records.c.id == record_id)
+            .where(
+                records.c.id == record_id,
+                sa.or_(
+                    records.c.source_harvester.is_(None),
+                    records.c.source_harvester == harvester_id,
+                ),
+            )
             .values(source_harvester=harvester_id, source_identifier=source_identifier)
         )
+        if claimed.rowcount != 1:
+            row = self.record(record_id)
+            raise DuplicatePidError(
+                f"DOI {row.doi} is already used by record {record_id}, which harvester "
+                f"{row.source_harvester} took over while this harvest ran"
+            )
 
     def save_draft(
         self, record_id: str, data: dict[str, Any], *, doi: str | None, harvested: bool = False
