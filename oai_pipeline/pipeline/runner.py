@@ -76,10 +76,13 @@ def run_harvest(
     *,
     progress: Callable[[str], None] = logger.info,
 ) -> HarvestReport:
-    discovery = discover(services, scope, options, progress=progress)
-    transform(services, scope)
-    plan(services, scope, options)
-    written = write(services, scope, options, progress=progress)
+    # The lease for the whole run, not stage by stage: another harvest of the harvester
+    # started meanwhile would otherwise continue this run (not succeeded yet) between them.
+    with services.harvester_lock.hold(scope.harvester_id):
+        discovery = discover(services, scope, options, progress=progress)
+        transform(services, scope)
+        plan(services, scope, options)
+        written = write(services, scope, options, progress=progress)
     return summarise(
         scope.harvester_id,
         discovery.run_id,
