@@ -94,3 +94,28 @@ def test_a_record_the_source_re_identifies_keeps_its_doi_and_target_record(
     assert local is not None and local["id"] == local_id
     assert local["state"] == "live" and local["doi"] == doi
     assert harness.harvest_record(new)["errors"] == []
+
+
+def test_a_doi_changing_to_a_users_deposit_is_refused_saying_whose(harness: Harness) -> None:
+    """The harvested record keeps its own target record; the deposit is not overwritten."""
+    harness.register()
+    harness.harvest()
+    identifier = harness.identifiers()[0]
+    old_doi = doi_of(harness, identifier)
+    deposit = harness.repository.deposit(
+        {"metadata": {"title": "mine"}, "pids": {"doi": {"identifier": "10.5072/MINE"}}},
+        publish=True,
+    )
+
+    set_doi(harness, identifier, "10.5072/mine", 1)
+    harness.harvest()
+    harness.harvest()  # and again: the same error, no crash
+
+    [error] = harness.harvest_record(identifier)["errors"]
+    assert error["type"] == "duplicate_pid"
+    assert error["message"] == (
+        f"DOI 10.5072/mine is already used by record {deposit}, a user's deposit (only a "
+        "record new to the target takes a deposit over)"
+    )
+    assert harness.repository.show(deposit)["data"]["metadata"]["title"] == "mine"
+    assert harness.local(identifier)["doi"] == old_doi

@@ -682,7 +682,18 @@ class TargetTransaction:
             return
         holder = self.pid_holder(doi, besides=record_id)
         if holder is not None:
-            raise DuplicatePidError(f"DOI {doi} is already used by record {holder}")
+            raise DuplicatePidError(
+                f"DOI {doi} is already used by record {holder}{self._whose(holder)}"
+            )
+
+    def _whose(self, record_id: str) -> str:
+        """Whose record holds a DOI, for the error: what to do differs for each."""
+        row = self.record(record_id)
+        if row.source_harvester is not None:
+            return f", harvested by {row.source_harvester} as {row.source_identifier}"
+        if row.source_identifier is not None:
+            return f", left by a deleted harvester (was {row.source_identifier})"
+        return ", a user's deposit (only a record new to the target takes a deposit over)"
 
     # -- communities -----------------------------------------------------------------------
 
