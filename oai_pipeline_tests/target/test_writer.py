@@ -409,6 +409,36 @@ def test_two_harvesters_taking_over_one_deposit_at_once(target_settings: Setting
         assert record["data"]["metadata"]["title"] == "one"
 
 
+@pytest.mark.parametrize("publish", [True, False])
+def test_two_harvesters_creating_one_doi_at_once(target_settings: Settings, publish: bool) -> None:
+    """The second waits for the first's uncommitted record (PostgreSQL) and is told whose
+    record holds the DOI: duplicate_pid, as when they write one after the other."""
+    doi = "10.1234/both"
+    first, second = (
+        EmbeddedWriter(EmbeddedWriter.Options(publish=publish), target_settings) for _ in range(2)
+    )
+
+    def create(harvester: str) -> PlannedWrite:
+        return PlannedWrite(
+            f"oai:{harvester}:1", Action.CREATE, "new", DATESTAMP, data(harvester, doi), doi
+        )
+
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            with first.repository.transaction() as tx:
+                first._apply_isolated(tx, "one", create("one"), None)
+                later = pool.submit(second.apply, "two", [create("two")])
+                time.sleep(1)
+            [outcome] = later.result(timeout=60)
+    finally:
+        first.close()
+        second.close()
+
+    assert outcome.error is not None
+    assert (outcome.error.type, outcome.error.location) == ("duplicate_pid", "pids.doi")
+    assert "harvested by one as oai:one:1" in outcome.error.message
+
+
 def test_pid_field_names_where_the_pid_lives(harness: Harness, repo: EmbeddedRepository) -> None:
     harness.reconfigure(pid_field="metadata.identifier")
     users = repo.deposit(data("User's"), publish=True)

@@ -161,13 +161,24 @@ class EmbeddedWriter(Writer):
         harvester_id: str,
         write: PlannedWrite,
         known: LocalRecord | None,
+        *,
+        again: bool = False,
     ) -> WriteOutcome:
-        """One record in its own SAVEPOINT: its failure is its outcome, the batch goes on."""
+        """One record in its own SAVEPOINT: its failure is its outcome, the batch goes on.
+
+        A unique index that refused a row is looked at again, once: on PostgreSQL a harvest
+        writing at the same time made the insert wait for it and then commit the same DOI,
+        which the checks of a second try see (duplicate_pid, not a database error)."""
         try:
             with tx.savepoint():
                 return self._apply_one(tx, harvester_id, write, known)
         except DuplicatePidError as error:
             return _failed(write, DUPLICATE, str(error), location=self.options.pid_field)
+        except sa.exc.IntegrityError as error:
+            if not again:
+                return self._apply_isolated(tx, harvester_id, write, None, again=True)
+            message = str(error.orig or error).splitlines()[0]
+            return _failed(write, "write_failed", message)
         except (PipelineError, sa.exc.SQLAlchemyError) as error:
             message = str(getattr(error, "orig", None) or error).splitlines()[0]
             return _failed(write, "write_failed", message)
