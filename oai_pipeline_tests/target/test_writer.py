@@ -388,7 +388,13 @@ def test_two_harvesters_taking_over_one_deposit_at_once(target_settings: Setting
 
     def takeover(harvester: str) -> PlannedWrite:
         return PlannedWrite(
-            f"oai:{harvester}:1", Action.UPDATE, "takeover", DATESTAMP, data(harvester, doi), doi
+            f"oai:{harvester}:1",
+            Action.UPDATE,
+            "takeover",
+            DATESTAMP,
+            data(harvester, doi),
+            doi,
+            local_id=deposit,  # as planned: the deposit both found unclaimed
         )
 
     try:
@@ -403,6 +409,7 @@ def test_two_harvesters_taking_over_one_deposit_at_once(target_settings: Setting
         second.close()
 
     assert outcome.error is not None and outcome.error.type == "duplicate_pid"
+    assert outcome.local_id is None  # not the record the other harvester owns
     with EmbeddedRepository(target_settings.target_db_url) as repository:
         record = repository.show(deposit)
         assert (record["source_harvester"], record["source_identifier"]) == ("one", "oai:one:1")

@@ -11,6 +11,7 @@ the harvest-record store's, the next lookup finds it and no duplicate is made.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import Any, Literal
 
@@ -173,15 +174,17 @@ class EmbeddedWriter(Writer):
             with tx.savepoint():
                 return self._apply_one(tx, harvester_id, write, known)
         except DuplicatePidError as error:
-            return _failed(write, DUPLICATE, str(error), location=self.options.pid_field)
+            failure = _failed(write, DUPLICATE, str(error), location=self.options.pid_field)
         except sa.exc.IntegrityError as error:
             if not again:
                 return self._apply_isolated(tx, harvester_id, write, None, again=True)
-            message = str(error.orig or error).splitlines()[0]
-            return _failed(write, "write_failed", message)
+            failure = _failed(write, "write_failed", _first_line(error))
         except (PipelineError, sa.exc.SQLAlchemyError) as error:
-            message = str(getattr(error, "orig", None) or error).splitlines()[0]
-            return _failed(write, "write_failed", message)
+            failure = _failed(write, "write_failed", _first_line(error))
+        # The record this harvester holds, not the one the plan meant to take over (which
+        # another harvest may own by now): the harvest record must not name another's.
+        own = tx.local_records(harvester_id, [(write.identifier, None)])[write.identifier]
+        return dataclasses.replace(failure, local_id=None if own.taken_over else own.local_id)
 
     def _exchange_pids(
         self,
@@ -397,6 +400,10 @@ def _asks_for_communities(data: dict[str, Any]) -> bool:
         return bool(communities_of(data))
     except PipelineError:
         return True
+
+
+def _first_line(error: Exception) -> str:
+    return str(getattr(error, "orig", None) or error).splitlines()[0]
 
 
 def _failed(
