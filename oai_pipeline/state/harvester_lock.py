@@ -61,7 +61,13 @@ class HarvesterLock:
         self.lease = lease
         # (harvester, thread) this object holds the lease for, and how many times over
         self._held: Counter[tuple[str, int]] = Counter()
-        _metadata.create_all(engine, checkfirst=True)
+        try:
+            _metadata.create_all(engine, checkfirst=True)
+        except sa.exc.DatabaseError:
+            # Another process starting at the same time created it between our check and
+            # our CREATE TABLE (a fresh state database).
+            if not sa.inspect(engine).has_table(harvester_locks.name):
+                raise
 
     def try_acquire(self, harvester_id: str, owner: str) -> bool:
         now = datetime.now(UTC)
