@@ -34,7 +34,7 @@ from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_stage import no_data_error
 from oai_pipeline.sync.rules import Action
-from oai_pipeline.targets.base import DUPLICATE, PlannedWrite, WriteOutcome, Writer
+from oai_pipeline.targets.base import PlannedWrite, WriteOutcome, Writer
 
 logger = logging.getLogger(__name__)
 
@@ -256,9 +256,10 @@ def write(
 def _refused_pids_again(
     writer: Writer, harvester_id: str, pending: list[PlannedWrite], outcomes: list[WriteOutcome]
 ) -> list[WriteOutcome]:
-    """Records refused a DOI another record held (`duplicate_pid`) are written once more, in
-    one batch: records of different batches that swap DOIs can only exchange them together."""
-    refused = {o.identifier for o in outcomes if o.error is not None and o.error.type == DUPLICATE}
+    """Records refused a pid another record of the harvester held (`WriteOutcome.again`) are
+    written once more, in one batch: records of different batches that swap DOIs can only
+    exchange them together."""
+    refused = {o.identifier for o in outcomes if o.again}
     if not refused:
         return outcomes
     again = writer.apply(harvester_id, [w for w in pending if w.identifier in refused])

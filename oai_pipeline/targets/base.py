@@ -87,6 +87,9 @@ class WriteOutcome:
     local_id: str | None
     revision: int | None
     error: RecordError | None = None
+    # Refused a pid that another record of this harvester holds and may give up later in
+    # the write (a swap across batches): the write stage offers it to the writer once more.
+    again: bool = False
 
 
 class Writer(ABC):

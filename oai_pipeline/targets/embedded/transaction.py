@@ -352,6 +352,18 @@ class TargetTransaction:
             )
         return held
 
+    def pid_owners(self, pids: Iterable[str]) -> dict[str, str | None]:
+        """The harvester of the record that holds each of these DOIs (None: no harvester's)."""
+        owners: dict[str, str | None] = {}
+        for chunk in _chunks(sorted(set(pids))):
+            for row in self.connection.execute(
+                sa.select(records.c.doi, records.c.source_harvester).where(
+                    records.c.doi.in_(chunk), records.c.state != DELETED, ~records.c.purge
+                )
+            ):
+                owners[row.doi] = row.source_harvester
+        return owners
+
     def create_many_published(
         self, new_records: list[NewRecord], *, harvester_id: str
     ) -> list[str]:
@@ -688,7 +700,11 @@ class TargetTransaction:
 
     def _whose(self, record_id: str) -> str:
         """Whose record holds a DOI, for the error: what to do differs for each."""
-        row = self.record(record_id)
+        row = self.connection.execute(
+            sa.select(records.c.source_harvester, records.c.source_identifier).where(
+                records.c.id == record_id
+            )
+        ).one()
         if row.source_harvester is not None:
             return f", harvested by {row.source_harvester} as {row.source_identifier}"
         if row.source_identifier is not None:

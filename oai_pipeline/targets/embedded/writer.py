@@ -99,7 +99,7 @@ class EmbeddedWriter(Writer):
                     outcomes[write.identifier] = self._apply_isolated(
                         tx, harvester_id, write, known.get(write.identifier)
                     )
-            outcomes.update(self._exchange_pids(tx, harvester_id, writes, outcomes))
+            self._settle_refusals(tx, harvester_id, writes, outcomes)
             # Records now as the harvest leaves them are no longer changed locally (newly
             # created ones never were).
             tx.settle_local_changes(
@@ -174,39 +174,68 @@ class EmbeddedWriter(Writer):
             with tx.savepoint():
                 return self._apply_one(tx, harvester_id, write, known)
         except DuplicatePidError as error:
-            failure = _failed(write, DUPLICATE, str(error), location=self.options.pid_field)
+            return _failed(write, DUPLICATE, str(error), location=self.options.pid_field)
         except sa.exc.IntegrityError as error:
             if not again:
                 return self._apply_isolated(tx, harvester_id, write, None, again=True)
-            failure = _failed(write, "write_failed", _first_line(error))
+            return _failed(write, "write_failed", _first_line(error))
         except (PipelineError, sa.exc.SQLAlchemyError) as error:
-            failure = _failed(write, "write_failed", _first_line(error))
-        # The record this harvester holds, not the one the plan meant to take over (which
-        # another harvest may own by now): the harvest record must not name another's.
-        own = tx.local_records(harvester_id, [(write.identifier, None)])[write.identifier]
-        return dataclasses.replace(failure, local_id=None if own.taken_over else own.local_id)
+            return _failed(write, "write_failed", _first_line(error))
 
-    def _exchange_pids(
+    def _settle_refusals(
         self,
         tx: TargetTransaction,
         harvester_id: str,
         writes: list[PlannedWrite],
         outcomes: dict[str, WriteOutcome],
+    ) -> None:
+        """After the batch's first pass: records refused a DOI that a record of this
+        harvester holds try again (`_exchange_pids`), those still refused are flagged for
+        the stage's next try (`again`); every failed record names the target record its
+        harvester holds, not one the plan meant to take over (another harvest may own it)."""
+        refused = [
+            write
+            for write in writes
+            if (error := outcomes[write.identifier].error) is not None and error.type == DUPLICATE
+        ]
+        owners = tx.pid_owners(pid for write in refused if (pid := self._key(write)[1]))
+        # Held by a record of this harvester, or free by now (given up later in the batch).
+        movable = [
+            write
+            for write in refused
+            if owners.get(self._key(write)[1], harvester_id) == harvester_id
+        ]
+        outcomes.update(self._exchange_pids(tx, harvester_id, movable, outcomes))
+        failed = [identifier for identifier, outcome in outcomes.items() if outcome.error]
+        if not failed:
+            return
+        own = tx.local_records(harvester_id, [(identifier, None) for identifier in failed])
+        again = {write.identifier for write in movable}
+        for identifier in failed:
+            local = own[identifier]
+            outcomes[identifier] = dataclasses.replace(
+                outcomes[identifier],
+                local_id=None if local.taken_over else local.local_id,
+                again=identifier in again,
+            )
+
+    def _exchange_pids(
+        self,
+        tx: TargetTransaction,
+        harvester_id: str,
+        refused: list[PlannedWrite],
+        outcomes: dict[str, WriteOutcome],
     ) -> dict[str, WriteOutcome]:
-        """The batch's records refused a DOI another record held, written again with their
-        current DOIs let go first: records that swap DOIs (each waits for the other), a DOI
-        that moves to a record written before the one giving it up, a re-identified record
-        whose old identifier is deleted later in the batch.
+        """Records refused a DOI another record of the harvester held, written again with
+        their current DOIs let go first: records that swap DOIs (each waits for the other),
+        a DOI that moves to a record written before the one giving it up, a re-identified
+        record whose old identifier is deleted later in the batch.
 
         All or none, in a SAVEPOINT: a record that fails again is left out and the rest
         tried again, so a record keeps its DOI unless its own write succeeds and no DOI is
         ever held twice. Returns the new outcomes (none: the first ones stand).
         """
-        retry = [
-            write
-            for write in writes
-            if (error := outcomes[write.identifier].error) is not None and error.type == DUPLICATE
-        ]
+        retry = list(refused)
         while retry:
             again: dict[str, WriteOutcome] = {}
             try:
