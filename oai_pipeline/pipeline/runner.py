@@ -76,14 +76,17 @@ def run_harvest(
     *,
     progress: Callable[[str], None] = logger.info,
 ) -> HarvestReport:
-    discovery = discover(services, scope, options, progress=progress)
-    try:
-        transform(services, scope)
-        plan(services, scope, options)
-    except BaseException as error:  # as discover and write do: the run is not left `running`
-        services.record_failure(discovery.run_id, error)
-        raise
-    written = write(services, scope, options, progress=progress)
+    # The lease for the whole run, not stage by stage: another harvest of the harvester
+    # started meanwhile would otherwise continue this run (not succeeded yet) between them.
+    with services.harvester_lock.hold(scope.harvester_id):
+        discovery = discover(services, scope, options, progress=progress)
+        try:
+            transform(services, scope)
+            plan(services, scope, options)
+        except BaseException as error:  # as discover and write do: the run is not left running
+            services.record_failure(discovery.run_id, error)
+            raise
+        written = write(services, scope, options, progress=progress)
     return summarise(
         scope.harvester_id,
         discovery.run_id,

@@ -34,7 +34,7 @@ from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_stage import no_data_error
 from oai_pipeline.sync.rules import Action
-from oai_pipeline.targets.base import PlannedWrite, WriteOutcome
+from oai_pipeline.targets.base import PlannedWrite, WriteOutcome, Writer
 
 logger = logging.getLogger(__name__)
 
@@ -166,6 +166,8 @@ def write(
             for start in range(0, len(pending), batch_size):
                 batch = pending[start : start + batch_size]
                 outcomes.extend(writer.apply(scope.harvester_id, batch))
+            if len(pending) > batch_size:
+                outcomes = _refused_pids_again(writer, scope.harvester_id, pending, outcomes)
             planned = {row["identifier"]: row["action"] for row in mine.iter_rows(named=True)}
             written_outcomes.extend(
                 dataclasses.replace(o, error=None) if o.identifier in failed_before else o
@@ -249,6 +251,20 @@ def write(
             writer.close()
     state.finish_run(run_id, "succeeded")
     return summary
+
+
+def _refused_pids_again(
+    writer: Writer, harvester_id: str, pending: list[PlannedWrite], outcomes: list[WriteOutcome]
+) -> list[WriteOutcome]:
+    """Records refused a pid another record of the harvester held (`WriteOutcome.again`) are
+    written once more, in one batch: records of different batches that swap DOIs can only
+    exchange them together."""
+    refused = {o.identifier for o in outcomes if o.again}
+    if not refused:
+        return outcomes
+    again = writer.apply(harvester_id, [w for w in pending if w.identifier in refused])
+    by_id = {o.identifier: o for o in again}
+    return [by_id.get(o.identifier, o) for o in outcomes]
 
 
 def _require_all_settled(waiting: int, run_id: int, options: RunOptions) -> None:

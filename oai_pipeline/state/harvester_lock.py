@@ -8,11 +8,13 @@ a holder that died stops renewing it and the lease expires.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -21,6 +23,8 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
 from oai_pipeline.errors import PipelineError
+
+logger = logging.getLogger(__name__)
 
 _metadata = sa.MetaData()
 harvester_locks = sa.Table(
@@ -55,7 +59,15 @@ class HarvesterLock:
     def __init__(self, engine: sa.Engine, *, lease: timedelta = timedelta(minutes=2)) -> None:
         self.engine = engine
         self.lease = lease
-        _metadata.create_all(engine, checkfirst=True)
+        # (harvester, thread) this object holds the lease for, and how many times over
+        self._held: Counter[tuple[str, int]] = Counter()
+        try:
+            _metadata.create_all(engine, checkfirst=True)
+        except sa.exc.DatabaseError:
+            # Another process starting at the same time created it between our check and
+            # our CREATE TABLE (a fresh state database).
+            if not sa.inspect(engine).has_table(harvester_locks.name):
+                raise
 
     def try_acquire(self, harvester_id: str, owner: str) -> bool:
         now = datetime.now(UTC)
@@ -126,10 +138,29 @@ class HarvesterLock:
         poll_seconds: float = 2.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> Iterator[None]:
-        """Wait for the lease and hold it; a background thread renews it while we live."""
+        """Wait for the lease and hold it; a background thread renews it while we live.
+
+        Reentrant within a thread: a stage inside a whole run holding the lease has it.
+        """
+        held = (harvester_id, threading.get_ident())
+        if self._held[held]:
+            self._held[held] += 1
+            try:
+                yield
+            finally:
+                self._held[held] -= 1
+            return
         owner = new_owner()
         deadline = time.monotonic() + wait_seconds
+        waited = False
         while not self.try_acquire(harvester_id, owner):
+            if not waited and wait_seconds > 0:
+                logger.info(
+                    "another run holds harvester %s; waiting for it (up to %.0f s)",
+                    harvester_id,
+                    wait_seconds,
+                )
+                waited = True
             if time.monotonic() >= deadline:
                 raise PipelineError(
                     f"another run is writing for harvester {harvester_id!r}; "
@@ -145,9 +176,11 @@ class HarvesterLock:
 
         renewer = threading.Thread(target=keep_renewing, name=f"lease-{harvester_id}", daemon=True)
         renewer.start()
+        self._held[held] = 1
         try:
             yield
         finally:
+            del self._held[held]
             stop.set()
             renewer.join()
             self.release(harvester_id, owner)

@@ -16,6 +16,8 @@ from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action, LocalRecord
 
 DEFAULT_PID_FIELD = "pids.doi"
+# The error type of a record refused a pid another record holds.
+DUPLICATE = "duplicate_pid"
 
 
 def pid_of(data: dict[str, Any] | None, field: str = DEFAULT_PID_FIELD) -> str | None:
@@ -101,6 +103,9 @@ class WriteOutcome:
     local_id: str | None
     revision: int | None
     error: RecordError | None = None
+    # Refused a pid that another record of this harvester holds and may give up later in
+    # the write (a swap across batches): the write stage offers it to the writer once more.
+    again: bool = False
 
 
 class Writer(ABC):

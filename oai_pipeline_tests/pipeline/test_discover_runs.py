@@ -4,6 +4,7 @@ the operator changed what the harvester asks for."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 
 import pytest
@@ -14,6 +15,7 @@ from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
 from oai_pipeline.oai.reader import OAIPMHReader
 from oai_pipeline.oai.windows import parse_datestamp
 from oai_pipeline.pipeline import discover as discover_module
+from oai_pipeline.pipeline import runner as runner_module
 from oai_pipeline.pipeline.discover import discover
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import run_harvest
@@ -260,3 +262,40 @@ def test_a_capped_run_takes_a_status_change_under_the_same_datestamp(
     assert report.harvested == 1
     assert record["deleted"] is now_deleted
     assert report.actions == {("delete" if now_deleted else "create"): 1}
+
+
+def test_a_second_harvest_started_between_the_stages_of_the_first_waits_for_it(
+    source: FakeSource, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two `oai-pipeline harvest` of one harvester at once: the second does not continue the
+    first one's run (its Parquet partitions and records) while the first is still at it."""
+    paused, go_on = threading.Event(), threading.Event()
+    real_plan = runner_module.plan
+
+    def plan_pausing_the_first(services, scope, options):
+        if threading.current_thread().name == "first":
+            paused.set()
+            assert go_on.wait(30)
+        return real_plan(services, scope, options)
+
+    monkeypatch.setattr(runner_module, "plan", plan_pausing_the_first)
+    reports = {}
+
+    def harvest() -> None:
+        with Services(settings) as services:
+            reports[threading.current_thread().name] = run_harvest(
+                services, EVERYTHING, RunOptions(), progress=lambda _m: None
+            )
+
+    first = threading.Thread(target=harvest, name="first")
+    first.start()
+    assert paused.wait(30)
+    second = threading.Thread(target=harvest, name="second")
+    second.start()
+    second.join(timeout=1)
+    go_on.set()
+    first.join(timeout=60)
+    second.join(timeout=60)
+
+    assert reports["first"].run_id != reports["second"].run_id
+    assert reports["first"].harvested == reports["second"].harvested == 10

@@ -8,6 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from oai_pipeline.errors import PipelineError
+from oai_pipeline.state import harvester_lock
 from oai_pipeline.state.harvester_lock import HarvesterLock
 
 
@@ -18,14 +19,25 @@ def engine(tmp_path: Path) -> sa.Engine:
 
 def test_one_holder_per_harvester_others_side_by_side(engine: sa.Engine) -> None:
     lock = HarvesterLock(engine)
+    refused: list[BaseException] = []
+
+    def another_run() -> None:
+        try:
+            with lock.hold("zenodo", wait_seconds=0, sleep=lambda s: None):
+                pass
+        except PipelineError as error:
+            refused.append(error)
+
     with lock.hold("zenodo"):
         assert not lock.try_acquire("zenodo", "someone-else")
         assert lock.try_acquire("arxiv", "someone-else")  # another harvester is free
-        with (
-            pytest.raises(PipelineError, match="another run is writing"),
-            lock.hold("zenodo", wait_seconds=0, sleep=lambda s: None),
-        ):
-            pass
+        thread = threading.Thread(target=another_run)
+        thread.start()
+        thread.join()
+        assert len(refused) == 1 and "another run is writing" in str(refused[0])
+        with lock.hold("zenodo"):  # a stage of the run that holds it (same thread)
+            assert not lock.try_acquire("zenodo", "someone-else")
+        assert not lock.try_acquire("zenodo", "someone-else")  # still held
     assert lock.try_acquire("zenodo", "next")
 
 
@@ -70,3 +82,18 @@ def test_a_killed_local_holder_is_taken_over_at_once(engine: sa.Engine) -> None:
     # a holder on another machine can't be judged from here: wait for its lease
     assert lock.try_acquire("remote", f"other-host:{child.pid}:nonce")
     assert not lock.try_acquire("remote", "new-owner")
+
+
+def test_two_processes_creating_the_lock_table_at_once(
+    engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other one creates the table between this one's check and its CREATE TABLE."""
+    create_all = harvester_lock._metadata.create_all
+
+    def racing(bind: sa.Engine, checkfirst: bool = True) -> None:
+        create_all(bind)  # the other process
+        create_all(bind, checkfirst=False)
+
+    monkeypatch.setattr(harvester_lock._metadata, "create_all", racing)
+    lock = HarvesterLock(engine)
+    assert lock.try_acquire("h", "me")

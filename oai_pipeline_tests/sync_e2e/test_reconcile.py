@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.faults import Faults
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import load_settings
-from oai_pipeline_tests.sync_e2e.conftest import Harness, source_records
+from oai_pipeline_tests.sync_e2e.conftest import Harness, at, source_records
 
 # Fail fast: one retry, no real waiting.
 IMPATIENT_LOADER = "oai-pmh{max_retries: 1, backoff_base: 0, max_empty_pages: 2}"
@@ -107,3 +108,26 @@ def test_a_sweep_that_lists_nothing_deletes_nothing_without_force(forgetful: Har
 
     assert forced.exit_code == 0, forced.output
     assert all(forgetful.local(i)["state"] == "tombstone" for i in forgetful.identifiers())
+
+
+def test_a_record_that_left_the_harvested_set_is_deleted_by_reconcile(harness: Harness) -> None:
+    """A set-filtered harvest does not list it any more; reconcile lists within the set."""
+    harness.register()
+    harness._update_harvester(setspec="datacite:kernel-4")
+    harness.harvest()
+    moved = harness.identifiers()[0]
+    record = dataclasses.replace(harness.records[moved], set_specs=["other"], datestamp=at(9))
+    harness.endpoint.upsert(record)
+    harness.harvest()
+    assert harness.local(moved)["state"] == "live"  # not listed: nothing happens to it
+
+    with Services(load_settings()) as services:
+        assert reconcile(services, "sample").vanished == [moved]
+
+    assert harness.local(moved)["state"] == "tombstone"
+    assert all(harness.local(i)["state"] == "live" for i in harness.identifiers()[1:])
+    harness.endpoint.upsert(
+        dataclasses.replace(record, set_specs=["datacite:kernel-4"], datestamp=at(10))
+    )
+    harness.harvest()
+    assert harness.local(moved)["state"] == "live"

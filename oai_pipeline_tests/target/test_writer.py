@@ -6,6 +6,7 @@ returned outcomes give the memory (`HarvestMemory`) the next harvest decides wit
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -375,6 +376,74 @@ def test_two_harvesters_write_side_by_side(target_settings: Settings) -> None:
     with EmbeddedRepository(target_settings.target_db_url) as repository:
         assert repository.stats("one") == {"records": 50, "source_identifiers": 50}
         assert repository.stats("two") == {"records": 50, "source_identifiers": 50}
+
+
+def test_two_harvesters_taking_over_one_deposit_at_once(target_settings: Settings) -> None:
+    """The harvest that commits first owns the deposit; the other one's takeover is refused
+    (on PostgreSQL it found the deposit unclaimed, then waited for the first one's lock)."""
+    doi = "10.1234/shared"
+    with EmbeddedRepository(target_settings.target_db_url) as repository:
+        deposit = repository.deposit(data("mine", doi=doi), publish=True)
+    first, second = (EmbeddedWriter(EmbeddedWriter.Options(), target_settings) for _ in range(2))
+
+    def takeover(harvester: str) -> PlannedWrite:
+        return PlannedWrite(
+            f"oai:{harvester}:1",
+            Action.UPDATE,
+            "takeover",
+            DATESTAMP,
+            data(harvester, doi),
+            doi,
+            local_id=deposit,  # as planned: the deposit both found unclaimed
+        )
+
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            with first.repository.transaction() as tx:
+                first._apply_isolated(tx, "one", takeover("one"), None)
+                later = pool.submit(second.apply, "two", [takeover("two")])
+                time.sleep(1)  # the second looks the deposit up and waits for the first
+            [outcome] = later.result(timeout=60)
+    finally:
+        first.close()
+        second.close()
+
+    assert outcome.error is not None and outcome.error.type == "duplicate_pid"
+    assert outcome.local_id is None  # not the record the other harvester owns
+    with EmbeddedRepository(target_settings.target_db_url) as repository:
+        record = repository.show(deposit)
+        assert (record["source_harvester"], record["source_identifier"]) == ("one", "oai:one:1")
+        assert record["data"]["metadata"]["title"] == "one"
+
+
+@pytest.mark.parametrize("publish", [True, False])
+def test_two_harvesters_creating_one_doi_at_once(target_settings: Settings, publish: bool) -> None:
+    """The second waits for the first's uncommitted record (PostgreSQL) and is told whose
+    record holds the DOI: duplicate_pid, as when they write one after the other."""
+    doi = "10.1234/both"
+    first, second = (
+        EmbeddedWriter(EmbeddedWriter.Options(publish=publish), target_settings) for _ in range(2)
+    )
+
+    def create(harvester: str) -> PlannedWrite:
+        return PlannedWrite(
+            f"oai:{harvester}:1", Action.CREATE, "new", DATESTAMP, data(harvester, doi), doi
+        )
+
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            with first.repository.transaction() as tx:
+                first._apply_isolated(tx, "one", create("one"), None)
+                later = pool.submit(second.apply, "two", [create("two")])
+                time.sleep(1)
+            [outcome] = later.result(timeout=60)
+    finally:
+        first.close()
+        second.close()
+
+    assert outcome.error is not None
+    assert (outcome.error.type, outcome.error.location) == ("duplicate_pid", "pids.doi")
+    assert "harvested by one as oai:one:1" in outcome.error.message
 
 
 def test_pid_field_names_where_the_pid_lives(harness: Harness, repo: EmbeddedRepository) -> None:

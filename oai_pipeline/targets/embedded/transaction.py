@@ -352,6 +352,18 @@ class TargetTransaction:
             )
         return held
 
+    def pid_owners(self, pids: Iterable[str]) -> dict[str, str | None]:
+        """The harvester of the record that holds each of these DOIs (None: no harvester's)."""
+        owners: dict[str, str | None] = {}
+        for chunk in _chunks(sorted(set(pids))):
+            for row in self.connection.execute(
+                sa.select(records.c.doi, records.c.source_harvester).where(
+                    records.c.doi.in_(chunk), records.c.state != DELETED, ~records.c.purge
+                )
+            ):
+                owners[row.doi] = row.source_harvester
+        return owners
+
     def create_many_published(
         self, new_records: list[NewRecord], *, harvester_id: str
     ) -> list[str]:
@@ -441,9 +453,47 @@ class TargetTransaction:
         )
         return result.rowcount
 
+    def release_pids(self, harvester_id: str, new_pids: dict[str, str | None]) -> dict[str, str]:
+        """The harvester's records of these source identifiers let go of a DOI other than
+        the one they are about to get (`new_pids`), for another record of the same write to
+        take it. Returns {record id: DOI let go}, for `keep_pids`."""
+        released: dict[str, str] = {}
+        for chunk in _chunks(sorted(new_pids)):
+            for row in self.connection.execute(
+                sa.select(records.c.id, records.c.source_identifier, records.c.doi).where(
+                    records.c.source_harvester == harvester_id,
+                    records.c.source_identifier.in_(chunk),
+                    records.c.doi.is_not(None),
+                )
+            ):
+                if row.doi != normal_doi(new_pids[row.source_identifier]):
+                    released[row.id] = row.doi
+        for chunk in _chunks(sorted(released)):
+            self.connection.execute(
+                sa.update(records).where(records.c.id.in_(chunk)).values(doi=None)
+            )
+        return released
+
+    def keep_pids(self, released: dict[str, str], *, pid_field: str = DEFAULT_PID_FIELD) -> None:
+        """Records `release_pids` let go of a DOI that their published version still names
+        (their write did not publish) hold it again; DuplicatePidError if another record took
+        it meanwhile."""
+        for record_id, doi in released.items():
+            row = self.record(record_id)
+            if row.doi is None and pid_of(row.data, pid_field) == doi:
+                self._check_pid_free(doi, record_id)
+                self.connection.execute(
+                    sa.update(records).where(records.c.id == record_id).values(doi=doi)
+                )
+
     def claim(self, record_id: str, harvester_id: str, source_identifier: str) -> None:
         """PID takeover: the record is now the harvested record of this source identifier.
-        A hard deleted (or purged) record that was it before lets go of the identifier."""
+        A hard deleted (or purged) record that was it before lets go of the identifier.
+
+        A record another harvester claimed since it was looked up (a harvest writing at the
+        same time that committed first; PostgreSQL lets this one wait for its lock, then
+        go on) is not taken from it: DuplicatePidError.
+        """
         source = sa.and_(
             records.c.source_harvester == harvester_id,
             records.c.source_identifier == source_identifier,
@@ -452,11 +502,23 @@ class TargetTransaction:
         self.connection.execute(
             sa.update(records).where(source).values(source_harvester=None, source_identifier=None)
         )
-        self.connection.execute(
+        claimed = self.connection.execute(
             sa.update(records)
-            .where(records.c.id == record_id)
+            .where(
+                records.c.id == record_id,
+                sa.or_(
+                    records.c.source_harvester.is_(None),
+                    records.c.source_harvester == harvester_id,
+                ),
+            )
             .values(source_harvester=harvester_id, source_identifier=source_identifier)
         )
+        if claimed.rowcount != 1:
+            row = self.record(record_id)
+            raise DuplicatePidError(
+                f"DOI {row.doi} is already used by record {record_id}, which harvester "
+                f"{row.source_harvester} took over while this harvest ran"
+            )
 
     def save_draft(
         self, record_id: str, data: dict[str, Any], *, doi: str | None, harvested: bool = False
@@ -632,7 +694,22 @@ class TargetTransaction:
             return
         holder = self.pid_holder(doi, besides=record_id)
         if holder is not None:
-            raise DuplicatePidError(f"DOI {doi} is already used by record {holder}")
+            raise DuplicatePidError(
+                f"DOI {doi} is already used by record {holder}{self._whose(holder)}"
+            )
+
+    def _whose(self, record_id: str) -> str:
+        """Whose record holds a DOI, for the error: what to do differs for each."""
+        row = self.connection.execute(
+            sa.select(records.c.source_harvester, records.c.source_identifier).where(
+                records.c.id == record_id
+            )
+        ).one()
+        if row.source_harvester is not None:
+            return f", harvested by {row.source_harvester} as {row.source_identifier}"
+        if row.source_identifier is not None:
+            return f", left by a deleted harvester (was {row.source_identifier})"
+        return ", a user's deposit (only a record new to the target takes a deposit over)"
 
     # -- communities -----------------------------------------------------------------------
 

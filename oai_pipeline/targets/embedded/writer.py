@@ -11,6 +11,7 @@ the harvest-record store's, the next lookup finds it and no duplicate is made.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import Any, Literal
 
@@ -22,6 +23,7 @@ from oai_pipeline.errors import PipelineError, RecordError
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action, LocalRecord, LocalState, SourceRecord, decide
 from oai_pipeline.targets.base import (
+    DUPLICATE,
     PlannedWrite,
     SourceKey,
     WriteOutcome,
@@ -97,6 +99,7 @@ class EmbeddedWriter(Writer):
                     outcomes[write.identifier] = self._apply_isolated(
                         tx, harvester_id, write, known.get(write.identifier)
                     )
+            self._settle_refusals(tx, harvester_id, writes, outcomes)
             # Records now as the harvest leaves them are no longer changed locally (newly
             # created ones never were).
             tx.settle_local_changes(
@@ -159,16 +162,99 @@ class EmbeddedWriter(Writer):
         harvester_id: str,
         write: PlannedWrite,
         known: LocalRecord | None,
+        *,
+        again: bool = False,
     ) -> WriteOutcome:
-        """One record in its own SAVEPOINT: its failure is its outcome, the batch goes on."""
+        """One record in its own SAVEPOINT: its failure is its outcome, the batch goes on.
+
+        A unique index that refused a row is looked at again, once: on PostgreSQL a harvest
+        writing at the same time made the insert wait for it and then commit the same DOI,
+        which the checks of a second try see (duplicate_pid, not a database error)."""
         try:
             with tx.savepoint():
                 return self._apply_one(tx, harvester_id, write, known)
         except DuplicatePidError as error:
-            return _failed(write, "duplicate_pid", str(error), location=self.options.pid_field)
+            return _failed(write, DUPLICATE, str(error), location=self.options.pid_field)
+        except sa.exc.IntegrityError as error:
+            if not again:
+                return self._apply_isolated(tx, harvester_id, write, None, again=True)
+            return _failed(write, "write_failed", _first_line(error))
         except (PipelineError, sa.exc.SQLAlchemyError) as error:
-            message = str(getattr(error, "orig", None) or error).splitlines()[0]
-            return _failed(write, "write_failed", message)
+            return _failed(write, "write_failed", _first_line(error))
+
+    def _settle_refusals(
+        self,
+        tx: TargetTransaction,
+        harvester_id: str,
+        writes: list[PlannedWrite],
+        outcomes: dict[str, WriteOutcome],
+    ) -> None:
+        """After the batch's first pass: records refused a DOI that a record of this
+        harvester holds try again (`_exchange_pids`), those still refused are flagged for
+        the stage's next try (`again`); every failed record names the target record its
+        harvester holds, not one the plan meant to take over (another harvest may own it)."""
+        refused = [
+            write
+            for write in writes
+            if (error := outcomes[write.identifier].error) is not None and error.type == DUPLICATE
+        ]
+        owners = tx.pid_owners(pid for write in refused if (pid := self._key(write)[1]))
+        # Held by a record of this harvester, or free by now (given up later in the batch).
+        movable = [
+            write
+            for write in refused
+            if owners.get(self._key(write)[1], harvester_id) == harvester_id
+        ]
+        outcomes.update(self._exchange_pids(tx, harvester_id, movable, outcomes))
+        failed = [identifier for identifier, outcome in outcomes.items() if outcome.error]
+        if not failed:
+            return
+        own = tx.local_records(harvester_id, [(identifier, None) for identifier in failed])
+        again = {write.identifier for write in movable}
+        for identifier in failed:
+            local = own[identifier]
+            outcomes[identifier] = dataclasses.replace(
+                outcomes[identifier],
+                local_id=None if local.taken_over else local.local_id,
+                again=identifier in again,
+            )
+
+    def _exchange_pids(
+        self,
+        tx: TargetTransaction,
+        harvester_id: str,
+        refused: list[PlannedWrite],
+        outcomes: dict[str, WriteOutcome],
+    ) -> dict[str, WriteOutcome]:
+        """Records refused a DOI another record of the harvester held, written again with
+        their current DOIs let go first: records that swap DOIs (each waits for the other),
+        a DOI that moves to a record written before the one giving it up, a re-identified
+        record whose old identifier is deleted later in the batch.
+
+        All or none, in a SAVEPOINT: a record that fails again is left out and the rest
+        tried again, so a record keeps its DOI unless its own write succeeds and no DOI is
+        ever held twice. Returns the new outcomes (none: the first ones stand).
+        """
+        retry = list(refused)
+        while retry:
+            again: dict[str, WriteOutcome] = {}
+            try:
+                with tx.savepoint():
+                    released = tx.release_pids(harvester_id, dict(map(self._key, retry)))
+                    for write in retry:  # looked up again: the batch changed the target
+                        again[write.identifier] = self._apply_isolated(
+                            tx, harvester_id, write, None
+                        )
+                    if any(outcome.error for outcome in again.values()):
+                        raise _TryAgain
+                    tx.keep_pids(released, pid_field=self.options.pid_field)
+            except _TryAgain:
+                retry = [w for w in retry if again[w.identifier].error is None]
+            except DuplicatePidError:
+                return {}
+            else:
+                return again
+        return {}
 
     # -- one record ------------------------------------------------------------------------
 
@@ -333,12 +419,20 @@ class EmbeddedWriter(Writer):
         return ids, None
 
 
+class _TryAgain(Exception):
+    """Undoes an attempt of `_exchange_pids` in which a record failed."""
+
+
 def _asks_for_communities(data: dict[str, Any]) -> bool:
     """True also for a malformed `parent`: the one-by-one path reports it as the record's."""
     try:
         return bool(communities_of(data))
     except PipelineError:
         return True
+
+
+def _first_line(error: Exception) -> str:
+    return str(getattr(error, "orig", None) or error).splitlines()[0]
 
 
 def _failed(
