@@ -8,12 +8,12 @@ import click
 
 from oai_pipeline.cli.output import (
     FriendlyCommand,
+    InvalidInput,
     emit,
     progress_line,
     report_text,
     setup_cli_logging,
 )
-from oai_pipeline.errors import PipelineError
 from oai_pipeline.oai.windows import parse_datestamp
 from oai_pipeline.pipeline.options import SCALES, RunOptions
 from oai_pipeline.pipeline.runner import run_harvest
@@ -35,9 +35,9 @@ def parse_moment(value: str | None, flag: str, *, earliest: datetime = EARLIEST)
     try:
         moment = parse_datestamp(value)
     except ValueError as error:
-        raise PipelineError(f"{flag}: {error}") from error
+        raise InvalidInput(f"{flag}: {error}") from error
     if not earliest <= moment <= LATEST_MOMENT:
-        raise PipelineError(
+        raise InvalidInput(
             f"{flag}: {value.strip()} is out of range ({earliest.date().isoformat()} "
             f"to {LATEST_MOMENT.date().isoformat()})"
         )
@@ -111,7 +111,7 @@ def harvest(
     start = parse_moment(since, "--since")
     end = parse_moment(until_, "--until", earliest=EARLIEST_END)
     if start and end and start >= end:
-        raise PipelineError("--since must be before --until")
+        raise InvalidInput("--since must be before --until")
     if use_job:
         from oai_pipeline.cli.submit import submit_harvest_job
 

@@ -88,7 +88,8 @@ def _kind(error: BaseException) -> str:
 def _command_error(error: Exception, as_json: bool) -> CommandError | None:
     """The user mistake (or the machine's fault) `error` as a CommandError; None for anything
     else (a bug: traceback)."""
-    if isinstance(error, CommandError):
+    if isinstance(error, CommandError):  # raised by a command: --json still asks for JSON
+        error.as_json = error.as_json or as_json
         return error
     if isinstance(error, ValidationError):
         return InvalidInput(describe_validation_error(error), as_json=as_json)

@@ -7,8 +7,7 @@ from typing import Any
 import click
 
 from oai_pipeline.cli.harvesters import open_store
-from oai_pipeline.cli.output import FriendlyCommand, emit
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.cli.output import FriendlyCommand, InvalidInput, emit
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.schema import MAX_INTEGER
 from oai_pipeline.state.store import DEFAULT_STALE_MINUTES, jsonable_run
@@ -106,11 +105,11 @@ def status(
 ) -> None:
     """Status of a harvest run (counters, per-record counts, failures, discovery state)."""
     if batch_id is not None and harvester_id is not None:
-        raise PipelineError("give --batch-id or --harvester, not both")
+        raise InvalidInput("give --batch-id or --harvester, not both")
     with open_store() as store:
         if list_recent:
             if batch_id is not None:
-                raise PipelineError("--list-recent lists runs: use --harvester, not --batch-id")
+                raise InvalidInput("--list-recent lists runs: use --harvester, not --batch-id")
             runs = store.list_runs(harvester_id=harvester_id, limit=limit)
             emit([jsonable_run(r) for r in runs], as_json=as_json, text=_runs_text(runs))
             return

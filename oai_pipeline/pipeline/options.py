@@ -6,7 +6,6 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.state.schema import MAX_INTEGER
 from oai_pipeline.state.store import SCALES
 
@@ -39,7 +38,7 @@ class RunOptions(BaseModel):
     @model_validator(mode="after")
     def _one_cap(self) -> RunOptions:
         if self.scale is not None and self.max_records:
-            raise ConfigurationError("give either a scale or max_records, not both")
+            raise ValueError("give either a scale or max_records, not both")
         return self
 
     @property

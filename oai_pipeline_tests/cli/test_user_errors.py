@@ -501,9 +501,9 @@ def test_since_the_year_one_is_sent_with_four_digits(registered: str) -> None:
 def test_moments_at_the_ends_of_the_calendar(registered: str, args: list[str]) -> None:
     result = run("harvest", registered, *args, "--json")
 
-    assert_one_line_error(result, "is out of range (0001-0")
+    assert_one_line_error(result, "is out of range (0001-0", 2)
     assert "to 9999-12-30)" in result.stderr
-    assert json.loads(result.stdout)["type"] == "pipeline_error"
+    assert json.loads(result.stdout)["type"] == "validation_error"
 
 
 # -- Interrupts: the run is stopped, not left running ------------------------------------------

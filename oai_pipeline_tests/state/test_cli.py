@@ -178,16 +178,17 @@ def test_status_list_recent(filled):
 
 
 def test_status_mistakes_are_one_line(filled):
-    for args, message in [
-        (["--batch-id", "999"], "Error: no harvest run 999"),
-        (["--harvester", "nobody"], "Error: harvester 'nobody' has no harvest runs yet"),
+    for args, message, exit_code in [
+        (["--batch-id", "999"], "Error: no harvest run 999", 1),
+        (["--harvester", "nobody"], "Error: harvester 'nobody' has no harvest runs yet", 1),
         (
             ["--batch-id", "1", "--harvester", "zenodo"],
             "Error: give --batch-id or --harvester, not both",
+            2,  # a usage mistake
         ),
     ]:
         result = run(status, *args, ok=False)
-        assert result.exit_code == 1
+        assert result.exit_code == exit_code
         assert result.output.strip() == message
 
 
