@@ -61,6 +61,19 @@ def held(source: FakeSource) -> set[str]:
     return {record.identifier for record in source.records}
 
 
+def _saved_mid_list(source: FakeSource) -> SweepCheckpoint:
+    """The checkpoint a run leaves when it fails after two pages: it names the third."""
+    first = Harvest(source)
+    sweep = first.client.sweep(
+        "ListRecords", metadata_prefix="oai_dc", save_checkpoint=first.checkpoints.append
+    )
+    next(sweep)
+    next(sweep)
+    sweep.close()
+    source.requests.clear()
+    return first.checkpoints[-1]
+
+
 @pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "sequential"])
 def test_clean_harvest_pages_through_tokens_and_checkpoints_before_each_page(
     prefetch: bool,
@@ -597,16 +610,8 @@ def test_a_list_lost_right_after_a_resume_is_redone_too() -> None:
     """The checkpoint keeps the list's size and what came before the token, so that
     noRecordsMatch for the token a resumed run starts with is judged as in one sweep."""
     source = FakeSource(make_records(10), page_size=3)
-    first = Harvest(source)
-    sweep = first.client.sweep(
-        "ListRecords", metadata_prefix="oai_dc", save_checkpoint=first.checkpoints.append
-    )
-    next(sweep)
-    next(sweep)
-    sweep.close()  # the process dies while staging the second page
-    saved = first.checkpoints[-1]
+    saved = _saved_mid_list(source)  # the process dies while staging the second page
     assert (saved.complete_list_size, saved.delivered) == (10, 3)
-    source.requests.clear()
     source.faults[1] = no_records_match  # the source lost the list meanwhile
 
     second = Harvest(source).run(checkpoint=saved)
@@ -629,31 +634,10 @@ def test_a_token_answered_not_found_is_refused_and_the_window_redone(code: int) 
 def test_a_resumed_token_the_source_no_longer_knows_redoes_the_window() -> None:
     """Before, the run failed on the dead token, and so did every run resuming it."""
     source = FakeSource(make_records(10), page_size=3)
-    first = Harvest(source)
-    sweep = first.client.sweep(
-        "ListRecords", metadata_prefix="oai_dc", save_checkpoint=first.checkpoints.append
-    )
-    next(sweep)
-    next(sweep)
-    sweep.close()
-    saved = first.checkpoints[-1]
-    source.requests.clear()
+    saved = _saved_mid_list(source)
     source.faults[1] = status(404)  # the source restarted and forgot its tokens
     second = Harvest(source).run(checkpoint=saved)
     assert set(second.records) == held(source)
-
-
-def _saved_mid_list(source: FakeSource) -> SweepCheckpoint:
-    """The checkpoint a run leaves when it fails after two pages: it names the third."""
-    first = Harvest(source)
-    sweep = first.client.sweep(
-        "ListRecords", metadata_prefix="oai_dc", save_checkpoint=first.checkpoints.append
-    )
-    next(sweep)
-    next(sweep)
-    sweep.close()
-    source.requests.clear()
-    return first.checkpoints[-1]
 
 
 def _fails_for_token(
