@@ -17,6 +17,7 @@ from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader
 from oai_pipeline.oai.errors import HarvestProtocolError
+from oai_pipeline.oai.reader import Reader
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
 from oai_pipeline.oai.windows import format_datestamp
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, RAW_SCHEMA, error_columns, frame
@@ -157,7 +158,7 @@ def discover(
     return result
 
 
-def _identify(reader, services: Services, harvester_id: str) -> IdentifyInfo:
+def _identify(reader: Reader, services: Services, harvester_id: str) -> IdentifyInfo:
     """The source's Identify, saved; if it cannot be had (the source down, a broken
     Identify), the one saved last time, so that the harvest runs on and a failure is
     that run's (its status shows it; before, no run saw it)."""
