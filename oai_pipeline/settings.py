@@ -38,6 +38,11 @@ def default_transform_workers() -> int:
     return max(1, min(4, cores))
 
 
+# Each worker is a process of ~70 MB that imports the transformers: a typo such as 1000
+# would start that many (the stage gains nothing beyond the cores anyway).
+MAX_TRANSFORM_WORKERS = 64
+
+
 def _transform_workers(text: str | None) -> int:
     if not text:
         return default_transform_workers()
@@ -45,11 +50,12 @@ def _transform_workers(text: str | None) -> int:
         workers = int(text)
     except ValueError:
         workers = 0
-    if workers < 1:
+    if not 1 <= workers <= MAX_TRANSFORM_WORKERS:
         from oai_pipeline.errors import ConfigurationError
 
         raise ConfigurationError(
-            f"OAI_PIPELINE_TRANSFORM_WORKERS must be a whole number of at least 1, not {text!r}"
+            "OAI_PIPELINE_TRANSFORM_WORKERS must be a whole number from 1 to "
+            f"{MAX_TRANSFORM_WORKERS}, not {text!r}"
         )
     return workers
 

@@ -270,7 +270,7 @@ def test_transform_workers_setting() -> None:
     assert load_settings(home).transform_workers == default_transform_workers()
     assert 1 <= default_transform_workers() <= 4
     assert load_settings({**home, "OAI_PIPELINE_TRANSFORM_WORKERS": "3"}).transform_workers == 3
-    for bad in ("0", "two", "-1"):
+    for bad in ("0", "two", "-1", "1000"):
         with pytest.raises(ConfigurationError, match="OAI_PIPELINE_TRANSFORM_WORKERS"):
             load_settings({**home, "OAI_PIPELINE_TRANSFORM_WORKERS": bad})
 
