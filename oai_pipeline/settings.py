@@ -10,6 +10,11 @@ from pydantic import BaseModel
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
+# A run keeps a row per record it staged (~200 bytes): a weekly full harvest of a million
+# records would add ~10 GB a year to the state database.
+DEFAULT_KEEP_RUN_RECORDS_DAYS = 30
+
+
 class Settings(BaseModel):
     home: Path
     state_db_url: str
@@ -17,6 +22,8 @@ class Settings(BaseModel):
     storage_url: str
     # Processes that run the transformer chain of a large transform stage; 1 = in this one.
     transform_workers: int = 1
+    # Days a succeeded run keeps its per-record statuses (then only their counts); 0 = always.
+    keep_run_records_days: int = DEFAULT_KEEP_RUN_RECORDS_DAYS
 
     @property
     def fixture_file(self) -> Path:
@@ -60,6 +67,23 @@ def _transform_workers(text: str | None) -> int:
     return workers
 
 
+def _keep_days(text: str | None) -> int:
+    if not text:
+        return DEFAULT_KEEP_RUN_RECORDS_DAYS
+    try:
+        days = int(text)
+    except ValueError:
+        days = -1
+    if not 0 <= days <= 36_500:
+        from oai_pipeline.errors import ConfigurationError
+
+        raise ConfigurationError(
+            "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS must be a whole number of days from 0 "
+            f"(keep them always) to 36500, not {text!r}"
+        )
+    return days
+
+
 def load_settings(environ: dict[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
     home = Path(env.get("OAI_PIPELINE_HOME") or PROJECT_ROOT / ".oai_pipeline_home").resolve()
@@ -69,6 +93,7 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
         target_db_url=env.get("OAI_PIPELINE_TARGET_DB_URL") or _sqlite_url(home / "target.sqlite"),
         storage_url=env.get("OAI_PIPELINE_STORAGE_URL") or str(home / "storage"),
         transform_workers=_transform_workers(env.get("OAI_PIPELINE_TRANSFORM_WORKERS")),
+        keep_run_records_days=_keep_days(env.get("OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS")),
     )
 
 

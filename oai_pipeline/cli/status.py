@@ -52,7 +52,8 @@ def _status_text(status: dict[str, Any]) -> str:
         f"cap reached {'yes' if counters['cap_reached'] else 'no'}",
         "  records: "
         + ", ".join(f"{name} {count}" for name, count in status["records"].items())
-        + f" (total {status['total_records']})",
+        + f" (total {status['total_records']}"
+        + (", counts kept, per-record rows pruned)" if status["record_rows_pruned"] else ")"),
         f"  stale running (> {status['stale_after_minutes']} min): {status['stale_running']}",
     ]
     totals = status["harvest_records"]

@@ -250,6 +250,7 @@ def write(
         for writer in writers:
             writer.close()
     state.finish_run(run_id, "succeeded")
+    state.prune_run_records(scope.harvester_id, keep_days=services.settings.keep_run_records_days)
     return summary
 
 

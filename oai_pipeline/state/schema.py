@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # The largest whole number a column holds (SQLite INTEGER, PostgreSQL BIGINT) and orjson writes:
 # a count, id or limit given from outside is checked against it, not met as an OverflowError.
 MAX_INTEGER = 2**63 - 1
@@ -146,6 +146,8 @@ harvest_runs = sa.Table(
     sa.Column("created_at", sa.String(32), nullable=False),
     sa.Column("updated_at", sa.String(32), nullable=False),
     sa.Column("finished_at", sa.String(32), nullable=True),
+    # The run's record statuses and last failures, kept when its run_records are pruned.
+    sa.Column("record_counts", sa.JSON, nullable=True),
 )
 
 # Per-record status within a run; unique (run, identifier) makes staging idempotent.
@@ -221,6 +223,16 @@ def _add_written_fingerprint(connection: Connection) -> None:
     memory.create(connection)  # covering get_memories again, with the new columns
 
 
+def _add_record_counts(connection: Connection) -> None:
+    """Runs of an older version have all their per-record rows: no counts kept yet."""
+    columns = {column["name"] for column in sa.inspect(connection).get_columns("harvest_runs")}
+    if "record_counts" not in columns:
+        json_type = sa.JSON().compile(dialect=connection.dialect)
+        connection.execute(
+            sa.text(f"ALTER TABLE harvest_runs ADD COLUMN record_counts {json_type}")
+        )
+
+
 # version -> the step that brings the schema from version-1 to it (create_all covers the
 # current version of a new database).
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -228,6 +240,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     3: _add_transform_memory,
     4: _move_payloads,
     5: _add_written_fingerprint,
+    6: _add_record_counts,
 }
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -1387,6 +1386,40 @@ class StateStore:
                 .values(status=status, error=error, finished_at=now, updated_at=now)
             )
 
+    def prune_run_records(self, harvester_id: str, *, keep_days: int) -> int:
+        """Drop the per-record rows of the harvester's runs that succeeded more than
+        `keep_days` ago (0: never), keeping their counts and last failures on the run, which
+        `run_status` shows. The latest succeeded run keeps its rows. Returns the rows dropped.
+
+        A run keeps a row per record it staged: a full harvest of a large source adds that
+        many every time, and a succeeded run's rows answer nothing but its status."""
+        if keep_days <= 0:
+            return 0
+        cutoff = _minutes_ago(keep_days * 24 * 60)
+        runs = harvest_runs.c
+        latest = self.last_success(harvester_id)
+        with self._engine.begin() as conn:
+            old = conn.execute(
+                sa.select(runs.id).where(
+                    runs.harvester_id == harvester_id,
+                    runs.status == "succeeded",
+                    runs.finished_at < cutoff,
+                    runs.record_counts.is_(None),
+                    runs.id != (latest["id"] if latest else -1),
+                )
+            ).scalars()
+            dropped = 0
+            for run_id in list(old):
+                conn.execute(
+                    harvest_runs.update()
+                    .where(runs.id == run_id)
+                    .values(record_counts=_record_counts(conn, run_id, _KEPT_FAILURES))
+                )
+                dropped += conn.execute(
+                    run_records.delete().where(run_records.c.run_id == run_id)
+                ).rowcount
+        return dropped
+
     def last_success(self, harvester_id: str) -> dict[str, Any] | None:
         """The latest succeeded run, with `response_date` (its first page's responseDate)."""
         return self.latest_run(harvester_id, status="succeeded")
@@ -1416,16 +1449,7 @@ class StateStore:
         rr = run_records
         cutoff = _minutes_ago(stale_minutes)
         with self._read() as conn:
-            counts = Counter(
-                {
-                    status: int(count)
-                    for status, count in conn.execute(
-                        sa.select(rr.c.status, sa.func.count())
-                        .where(rr.c.run_id == run["id"])
-                        .group_by(rr.c.status)
-                    )
-                }
-            )
+            kept = run.get("record_counts") or _record_counts(conn, run["id"], failures)
             stale = conn.execute(
                 sa.select(sa.func.count()).where(
                     rr.c.run_id == run["id"],
@@ -1433,30 +1457,15 @@ class StateStore:
                     sa.or_(rr.c.claimed_at.is_(None), rr.c.claimed_at <= cutoff),
                 )
             ).scalar_one()
-            recent_failures = [
-                {
-                    "identifier": row.identifier,
-                    "attempts": int(row.attempts),
-                    "error": {
-                        "type": row.error_type,
-                        "message": row.error_message,
-                        "location": row.error_location,
-                    },
-                    "updated_at": row.updated_at,
-                }
-                for row in conn.execute(
-                    sa.select(rr)
-                    .where(rr.c.run_id == run["id"], rr.c.status == "failed")
-                    .order_by(rr.c.updated_at.desc(), rr.c.id.desc())
-                    .limit(failures)
-                )
-            ]
+        counts = kept["records"]
+        recent_failures = kept["recent_failures"][:failures]
         checkpoint = run["checkpoint"]
         return {
             "run": jsonable_run(run),
             "counters": self._counters(run),
             "records": {status: counts.get(status, 0) for status in RECORD_STATUSES},
             "total_records": sum(counts.values()),
+            "record_rows_pruned": run.get("record_counts") is not None,
             "stale_running": int(stale),
             "stale_after_minutes": stale_minutes,
             "recent_failures": recent_failures,
@@ -1466,6 +1475,42 @@ class StateStore:
             "harvest_records": self.record_totals(run["harvester_id"]),
             "target": target_stats,
         }
+
+
+# The last failures a pruned run keeps (what `status` shows of it).
+_KEPT_FAILURES = 10
+
+
+def _record_counts(conn: Connection, run_id: int, failures: int) -> dict[str, Any]:
+    """The run's records per status and its `failures` last failures."""
+    rr = run_records
+    counts = {
+        status: int(count)
+        for status, count in conn.execute(
+            sa.select(rr.c.status, sa.func.count())
+            .where(rr.c.run_id == run_id)
+            .group_by(rr.c.status)
+        )
+    }
+    recent = [
+        {
+            "identifier": row.identifier,
+            "attempts": int(row.attempts),
+            "error": {
+                "type": row.error_type,
+                "message": row.error_message,
+                "location": row.error_location,
+            },
+            "updated_at": row.updated_at,
+        }
+        for row in conn.execute(
+            sa.select(rr)
+            .where(rr.c.run_id == run_id, rr.c.status == "failed")
+            .order_by(rr.c.updated_at.desc(), rr.c.id.desc())
+            .limit(failures)
+        )
+    ]
+    return {"records": counts, "recent_failures": recent}
 
 
 def jsonable_run(run: dict[str, Any]) -> dict[str, Any]:

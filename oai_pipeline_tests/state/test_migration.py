@@ -161,3 +161,16 @@ def test_a_version_4_database_remembers_the_chain_it_wrote_with(store_url: str) 
     engine.dispose()
     with StateStore(store_url) as store:
         assert store.get_memories("h", ["oai:x:1"])["oai:x:1"].written_fingerprint == "f1"
+
+
+def test_a_version_5_database_gains_the_kept_counts_of_pruned_runs(store_url: str) -> None:
+    with StateStore(store_url) as store:
+        run_id = _run(store)
+    engine = sa.create_engine(store_url)
+    with engine.begin() as connection:  # what version 5 looked like
+        connection.execute(sa.text("ALTER TABLE harvest_runs DROP COLUMN record_counts"))
+        connection.execute(sa.text("UPDATE schema_version SET version = 5"))
+    engine.dispose()
+    with StateStore(store_url) as store:
+        assert store.get_run(run_id)["record_counts"] is None  # its rows are all there
+        assert store.run_status(run_id=run_id)["record_rows_pruned"] is False

@@ -1,0 +1,102 @@
+"""A succeeded run's per-record rows are dropped after OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS; its
+counts and last failures stay on the run."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.oai.reader import OAIPMHReader
+from oai_pipeline.pipeline import discover as discover_module
+from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.runner import run_harvest
+from oai_pipeline.pipeline.scope import HarvestScope, Window
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.settings import DEFAULT_KEEP_RUN_RECORDS_DAYS, Settings, load_settings
+from oai_pipeline.state.schema import harvest_runs, run_records
+from oai_pipeline_tests.oai.fake_source import BASE_URL, FakeSource, make_records
+from oai_pipeline_tests.support import register
+
+EVERYTHING = HarvestScope("sample", (Window("all", None, None),))
+
+
+@pytest.fixture
+def source(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> FakeSource:
+    """Ten oai_dc records without creators: each fails the rdm model (a failure to keep)."""
+    fake = FakeSource(make_records(10), page_size=3)
+    register(settings, BASE_URL, metadata_prefix="oai_dc")
+    monkeypatch.setattr(
+        discover_module,
+        "build_reader",
+        lambda harvester: OAIPMHReader(
+            None, harvester, transport=fake.transport(), sleep=lambda _s: None
+        ),
+    )
+    return fake
+
+
+def _harvest(services: Services) -> int:
+    return run_harvest(services, EVERYTHING, RunOptions(), progress=lambda _m: None).run_id
+
+
+def _age(services: Services, run_id: int) -> None:
+    """The run finished in 2020."""
+    with services.state._engine.begin() as conn:  # noqa: SLF001
+        conn.execute(
+            harvest_runs.update()
+            .where(harvest_runs.c.id == run_id)
+            .values(finished_at="2020-01-01T00:00:00.000000Z")
+        )
+
+
+def _rows(services: Services, run_id: int) -> int:
+    with services.state._engine.begin() as conn:  # noqa: SLF001
+        return conn.execute(
+            sa.select(sa.func.count()).where(run_records.c.run_id == run_id)
+        ).scalar_one()
+
+
+def test_old_succeeded_runs_keep_their_counts_not_their_rows(
+    source: FakeSource, settings: Settings
+) -> None:
+    with Services(settings) as services:
+        old, recent = _harvest(services), _harvest(services)
+        before = services.state.run_status(run_id=old)
+        _age(services, old)
+        latest = _harvest(services)  # a run that succeeds prunes the harvester's old runs
+        assert _rows(services, old) == 0
+        assert _rows(services, recent) == _rows(services, latest) == 10  # not old enough
+        after = services.state.run_status(run_id=old)
+    assert after["records"] == before["records"] and after["total_records"] == 10
+    assert after["recent_failures"] == before["recent_failures"]
+    assert len(after["recent_failures"]) == 10  # every record failed: no creator
+    assert after["record_rows_pruned"] and not before["record_rows_pruned"]
+
+
+def test_the_latest_succeeded_run_keeps_its_rows_however_old(
+    source: FakeSource, settings: Settings
+) -> None:
+    with Services(settings) as services:
+        only = _harvest(services)
+        _age(services, only)
+        assert services.state.prune_run_records("sample", keep_days=30) == 0
+        assert _rows(services, only) == 10
+
+
+def test_keeping_them_always(source: FakeSource, settings: Settings) -> None:
+    with Services(settings.model_copy(update={"keep_run_records_days": 0})) as services:
+        old = _harvest(services)
+        _age(services, old)
+        _harvest(services)
+        assert _rows(services, old) == 10
+
+
+def test_the_setting() -> None:
+    home = {"OAI_PIPELINE_HOME": "/tmp/oai-home"}
+    assert load_settings(home).keep_run_records_days == DEFAULT_KEEP_RUN_RECORDS_DAYS
+    days = {**home, "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS": "0"}
+    assert load_settings(days).keep_run_records_days == 0
+    for bad in ("-1", "a month", "100000"):
+        with pytest.raises(ConfigurationError, match="OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS"):
+            load_settings({**home, "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS": bad})
