@@ -13,6 +13,8 @@ from lxml import etree
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import RDM_MODEL
 from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.oai.reader import OAIPMHReader
+from oai_pipeline.pipeline import discover as discover_module
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.records import (
     SAMPLE_FIRST_DAY,
@@ -21,6 +23,7 @@ from oai_pipeline.sample_endpoint.records import (
 )
 from oai_pipeline.settings import Settings
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline_tests.oai.fake_source import BASE_URL, FakeSource
 
 # Tests move the sample into the partition grid (which starts 2024-01-01) so that a
 # harvest spans several windows.
@@ -172,3 +175,19 @@ def stored_harvester_ids() -> list[str]:
         return [h.id for h in store.list_harvesters()]
     finally:
         store.close()
+
+
+def harvest_fake_source(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, fake: FakeSource
+) -> FakeSource:
+    """`fake` behind the harvester `sample` (oai_dc): discovery reads it through its
+    transport, with no real waits."""
+    register(settings, BASE_URL, metadata_prefix="oai_dc")
+    monkeypatch.setattr(
+        discover_module,
+        "build_reader",
+        lambda harvester: OAIPMHReader(
+            None, harvester, transport=fake.transport(), sleep=lambda _s: None
+        ),
+    )
+    return fake

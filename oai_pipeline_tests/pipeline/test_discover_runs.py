@@ -12,9 +12,7 @@ import pytest
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
-from oai_pipeline.oai.reader import OAIPMHReader
 from oai_pipeline.oai.windows import parse_datestamp
-from oai_pipeline.pipeline import discover as discover_module
 from oai_pipeline.pipeline import runner as runner_module
 from oai_pipeline.pipeline.discover import discover
 from oai_pipeline.pipeline.options import RunOptions
@@ -23,14 +21,13 @@ from oai_pipeline.pipeline.scope import HarvestScope, Window
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
 from oai_pipeline_tests.oai.fake_source import (
-    BASE_URL,
     FakeRecord,
     FakeSource,
     make_records,
     status,
     transform_body,
 )
-from oai_pipeline_tests.support import raise_on_call, register
+from oai_pipeline_tests.support import harvest_fake_source, raise_on_call
 
 EVERYTHING = HarvestScope("sample", (Window("all", None, None),))
 RESPONSE_DATE = "2026-01-01T00:00:00Z"  # what FakeSource answers
@@ -39,16 +36,7 @@ RESPONSE_DATE = "2026-01-01T00:00:00Z"  # what FakeSource answers
 @pytest.fixture
 def source(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> FakeSource:
     """A FakeSource behind the harvester `sample` (oai_dc)."""
-    fake = FakeSource(make_records(10), page_size=3)
-    register(settings, BASE_URL, metadata_prefix="oai_dc")
-    monkeypatch.setattr(
-        discover_module,
-        "build_reader",
-        lambda harvester: OAIPMHReader(
-            None, harvester, transport=fake.transport(), sleep=lambda _s: None
-        ),
-    )
-    return fake
+    return harvest_fake_source(settings, monkeypatch, FakeSource(make_records(10), page_size=3))
 
 
 def run_discover(services: Services, scope: HarvestScope = EVERYTHING, **options):

@@ -7,16 +7,14 @@ import pytest
 import sqlalchemy as sa
 
 from oai_pipeline.errors import ConfigurationError
-from oai_pipeline.oai.reader import OAIPMHReader
-from oai_pipeline.pipeline import discover as discover_module
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope, Window
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import DEFAULT_KEEP_RUN_RECORDS_DAYS, Settings, load_settings
 from oai_pipeline.state.schema import harvest_runs, run_records
-from oai_pipeline_tests.oai.fake_source import BASE_URL, FakeSource, make_records
-from oai_pipeline_tests.support import register
+from oai_pipeline_tests.oai.fake_source import FakeSource, make_records
+from oai_pipeline_tests.support import harvest_fake_source
 
 EVERYTHING = HarvestScope("sample", (Window("all", None, None),))
 
@@ -24,16 +22,7 @@ EVERYTHING = HarvestScope("sample", (Window("all", None, None),))
 @pytest.fixture
 def source(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> FakeSource:
     """Ten oai_dc records without creators: each fails the rdm model (a failure to keep)."""
-    fake = FakeSource(make_records(10), page_size=3)
-    register(settings, BASE_URL, metadata_prefix="oai_dc")
-    monkeypatch.setattr(
-        discover_module,
-        "build_reader",
-        lambda harvester: OAIPMHReader(
-            None, harvester, transport=fake.transport(), sleep=lambda _s: None
-        ),
-    )
-    return fake
+    return harvest_fake_source(settings, monkeypatch, FakeSource(make_records(10), page_size=3))
 
 
 def _harvest(services: Services) -> int:
