@@ -97,13 +97,21 @@ class Harness:
 
     # -- the source ---------------------------------------------------------------------
     def change_title(self, identifier: str, title: str, when: datetime) -> None:
+        self._change_text(identifier, r"(<(?:\w+:)?title(?: [^>]*)?>)", "title", title, when)
+
+    def change_doi(self, identifier: str, doi: str, when: datetime) -> None:
+        """The source gives the record another DOI."""
+        opening = r'(<(?:\w+:)?identifier identifierType="DOI">)'
+        self._change_text(identifier, opening, "identifier", doi, when)
+
+    def _change_text(
+        self, identifier: str, opening: str, element: str, text: str, when: datetime
+    ) -> None:
+        """The first element `opening` starts gets `text`, and the record a new datestamp."""
         record = self.records[identifier]
         xml = record.metadata[PREFIX].decode()
         changed = re.sub(
-            r"(<(?:\w+:)?title(?: [^>]*)?>)[^<]*(</(?:\w+:)?title>)",
-            rf"\g<1>{title}\g<2>",
-            xml,
-            count=1,
+            rf"{opening}[^<]*(</(?:\w+:)?{element}>)", rf"\g<1>{text}\g<2>", xml, count=1
         )
         assert changed != xml
         updated = dataclasses.replace(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import pytest
 
@@ -14,19 +13,7 @@ from oai_pipeline_tests.sync_e2e.conftest import PREFIX, Harness, at
 
 def set_doi(harness: Harness, identifier: str, doi: str, minute: int) -> None:
     """The source gives the record another DOI (and a new datestamp)."""
-    record = harness.records[identifier]
-    xml = record.metadata[PREFIX].decode()
-    changed = re.sub(
-        r'(<(?:\w+:)?identifier identifierType="DOI">)[^<]*(</(?:\w+:)?identifier>)',
-        rf"\g<1>{doi}\g<2>",
-        xml,
-    )
-    assert changed != xml
-    updated = dataclasses.replace(
-        record, datestamp=at(9, minute), metadata={**record.metadata, PREFIX: changed.encode()}
-    )
-    harness.records[identifier] = updated
-    harness.endpoint.upsert(updated)
+    harness.change_doi(identifier, doi, at(9, minute))
 
 
 def doi_of(harness: Harness, identifier: str) -> str:
