@@ -12,7 +12,7 @@ from datetime import UTC, datetime, time
 
 import click
 
-from oai_pipeline.cli.output import FriendlyCommand, emit, report_text
+from oai_pipeline.cli.output import FriendlyCommand, emit, json_option, report_text
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.settings import ensure_dagster_home, load_settings
 
@@ -51,7 +51,7 @@ def harvest_summary(harvester_id: str, window_keys: list[str]) -> dict:
 
 
 @click.command(name="demo", cls=FriendlyCommand)
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def demo(as_json: bool) -> None:
     """Harvest the shipped sample endpoint into the embedded target and print what happened."""
     ensure_dagster_home()

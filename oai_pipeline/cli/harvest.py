@@ -10,6 +10,7 @@ from oai_pipeline.cli.output import (
     FriendlyCommand,
     InvalidInput,
     emit,
+    json_option,
     progress_line,
     report_text,
     setup_cli_logging,
@@ -49,17 +50,25 @@ def parse_moment(value: str | None, flag: str, *, earliest: datetime = EARLIEST)
 @click.argument("oai_identifiers", nargs=-1)
 @click.option("--since", help="harvest records changed since (YYYY-MM-DD or seconds, UTC)")
 @click.option("--until", "until_", help="… and before this moment (exclusive)")
-@click.option("--scale", type=click.Choice(list(SCALES)), help="cap: smoke 10 … full")
-@click.option("--max-records", type=int, default=0, help="exact cap (0 = uncapped)")
-@click.option("--include-existing", is_flag=True, help="capped runs: count unchanged records too")
-@click.option("--rate-limit-per-minute", type=int)
-@click.option("--update-all", is_flag=True, help="rewrite records even if unchanged")
-@click.option("--progress-every", type=int, default=1000)
-@click.option("--reset-stale-running-minutes", type=int)
-@click.option("--retry-failed", is_flag=True)
-@click.option("--resume", "resume_batch_id", type=int, help="resume this harvest run")
+@click.option("--scale", type=click.Choice(list(SCALES)), help=RunOptions.describe("scale"))
+@click.option("--max-records", type=int, default=0, help=RunOptions.describe("max_records"))
+@click.option("--include-existing", is_flag=True, help=RunOptions.describe("include_existing"))
+@click.option(
+    "--rate-limit-per-minute", type=int, help=RunOptions.describe("rate_limit_per_minute")
+)
+@click.option("--update-all", is_flag=True, help=RunOptions.describe("update_all"))
+@click.option(
+    "--progress-every", type=int, default=1000, help=RunOptions.describe("progress_every")
+)
+@click.option(
+    "--reset-stale-running-minutes",
+    type=int,
+    help=RunOptions.describe("reset_stale_running_minutes"),
+)
+@click.option("--retry-failed", is_flag=True, help=RunOptions.describe("retry_failed"))
+@click.option("--resume", "resume_batch_id", type=int, help=RunOptions.describe("resume_batch_id"))
 @click.option("--use-job", is_flag=True, help="hand the run to the running Dagster instance")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def harvest(
     harvester_id: str,
     oai_identifiers: tuple[str, ...],

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from oai_pipeline.cli.output import FriendlyGroup, emit
+from oai_pipeline.cli.output import FriendlyGroup, emit, json_option
 from oai_pipeline.harvesters.fixtures import load_fixture_file
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import release_target_records
@@ -34,7 +34,7 @@ def _harvester_options(command: F) -> F:
     """The flags `create` and `update` share, as operators know them from Invenio."""
     options = [
         click.option("--name", help="a human name"),
-        click.option("--comment"),
+        click.option("--comment", help="a note for operators"),
         click.option("--base-url", help="the OAI-PMH endpoint, http(s)://…"),
         click.option("--metadata-prefix", help="e.g. oai_dc, oai_datacite, arXiv"),
         click.option("--setspec", help="harvest only this set"),
@@ -48,8 +48,10 @@ def _harvester_options(command: F) -> F:
         click.option(
             "--harvest-manager", "harvest_managers", multiple=True, help="e-mail; repeatable"
         ),
-        click.option("--rate-limit-per-minute", type=int),
-        click.option("--batch-size", type=int),
+        click.option(
+            "--rate-limit-per-minute", type=int, help="at most this many requests a minute"
+        ),
+        click.option("--batch-size", type=int, help="records per writer transaction (500)"),
         click.option("--enabled/--disabled", default=None, help="harvested by schedules?"),
     ]
     for option in reversed(options):
@@ -91,7 +93,7 @@ def harvesters() -> None:
 @harvesters.command(name="create")
 @click.option("--id", "harvester_id", required=True, help="^[a-z0-9][a-z0-9_-]*$")
 @_harvester_options
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def create(harvester_id: str, model: str | None, community: str | None, as_json: bool, **flags):
     """Register a new harvester."""
     data = {"id": harvester_id, **_given(flags)}
@@ -104,7 +106,7 @@ def create(harvester_id: str, model: str | None, community: str | None, as_json:
 @harvesters.command(name="update")
 @click.argument("harvester_id")
 @_harvester_options
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def update(harvester_id: str, model: str | None, community: str | None, as_json: bool, **flags):
     """Change the given fields of a harvester; the others stay as they are."""
     with open_store() as store:
@@ -115,7 +117,7 @@ def update(harvester_id: str, model: str | None, community: str | None, as_json:
 
 
 @harvesters.command(name="list")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def list_(as_json: bool) -> None:
     """The registered harvesters."""
     with open_store() as store:
@@ -129,7 +131,7 @@ def list_(as_json: bool) -> None:
 
 @harvesters.command(name="show")
 @click.argument("harvester_id")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def show(harvester_id: str, as_json: bool) -> None:
     """One harvester, with what the source's Identify said, if harvested before."""
     with open_store() as store:
@@ -166,7 +168,7 @@ def delete(harvester_id: str, delete_records: bool) -> None:
 
 @harvesters.command(name="load")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def load(file: Path, as_json: bool) -> None:
     """Create or update the harvesters of a fixture file (oai_harvesters.yaml)."""
     with open_store() as store:

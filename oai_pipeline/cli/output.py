@@ -16,6 +16,23 @@ from pydantic import ValidationError
 
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import describe_validation_error
+from oai_pipeline.state.schema import MAX_INTEGER
+
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="print JSON for machines (errors too) instead of text"
+)
+
+
+def limit_option(default: int, what: str) -> Callable[[Callable], Callable]:
+    """`--limit N` of a listing: at most N of `what`."""
+    return click.option(
+        "--limit",
+        type=click.IntRange(1, MAX_INTEGER),
+        default=default,
+        show_default=True,
+        help=f"at most this many {what}",
+    )
+
 
 # ctx.meta key (shared by a command's whole context tree): the command was given --json.
 JSON_ERRORS = "oai_pipeline.json_errors"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from oai_pipeline.cli.output import FriendlyCommand, emit
+from oai_pipeline.cli.output import FriendlyCommand, emit, json_option
 from oai_pipeline.pipeline.reconcile import reconcile as reconcile_source
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import load_settings
@@ -17,7 +17,7 @@ from oai_pipeline.settings import load_settings
     is_flag=True,
     help="delete the vanished records even when the source lists none or lost most of them",
 )
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def reconcile(harvester_id: str, force: bool, as_json: bool) -> None:
     """List every identifier the source still has; delete harvested records that vanished."""
     with Services(load_settings()) as services:

@@ -7,9 +7,8 @@ import json
 import click
 
 from oai_pipeline.cli.harvesters import open_store
-from oai_pipeline.cli.output import FriendlyGroup, emit
+from oai_pipeline.cli.output import FriendlyGroup, emit, json_option, limit_option
 from oai_pipeline.errors import PipelineError
-from oai_pipeline.state.schema import MAX_INTEGER
 from oai_pipeline.state.store import LISTED_RECORD_FIELDS
 
 
@@ -34,8 +33,8 @@ def records() -> None:
 @click.option("--error-type", help="records with an error of this type")
 @click.option("--message", help="… whose message contains this text")
 @click.option("--location", help="… whose location contains this text")
-@click.option("--limit", type=click.IntRange(1, MAX_INTEGER), default=50, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@limit_option(50, "records")
+@json_option
 def list_(
     harvester_id: str | None,
     only_deleted: bool,
@@ -77,7 +76,7 @@ def list_(
 @records.command(name="show")
 @click.argument("oai_identifier")
 @click.option("--harvester", "harvester_id", help="needed if several harvesters hold it")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def show(oai_identifier: str, harvester_id: str | None, as_json: bool) -> None:
     """One harvest record: its state, errors, original XML and transformed data."""
     with open_store() as store:

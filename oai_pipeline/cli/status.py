@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from oai_pipeline.cli.harvesters import open_store
-from oai_pipeline.cli.output import FriendlyCommand, InvalidInput, emit
+from oai_pipeline.cli.output import FriendlyCommand, InvalidInput, emit, json_option, limit_option
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.schema import MAX_INTEGER
 from oai_pipeline.state.store import DEFAULT_STALE_MINUTES, jsonable_run
@@ -87,7 +87,7 @@ def _status_text(status: dict[str, Any]) -> str:
 @click.option("--batch-id", type=click.IntRange(max=MAX_INTEGER), help="this harvest run")
 @click.option("--harvester", "harvester_id", help="this harvester's latest run")
 @click.option("--list-recent", is_flag=True, help="list the recent harvest runs")
-@click.option("--limit", type=click.IntRange(1, MAX_INTEGER), default=20, show_default=True)
+@limit_option(20, "runs (--list-recent)")
 @click.option(
     "--stale-minutes",
     type=click.IntRange(0, MAX_INTEGER),
@@ -95,7 +95,7 @@ def _status_text(status: dict[str, Any]) -> str:
     show_default=True,
     help="records running longer count as stale",
 )
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def status(
     batch_id: int | None,
     harvester_id: str | None,

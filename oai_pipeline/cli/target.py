@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from oai_pipeline.cli.output import FriendlyGroup, emit
+from oai_pipeline.cli.output import FriendlyGroup, emit, json_option
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.settings import load_settings
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
@@ -64,7 +64,14 @@ def deposit(file: Path, publish: bool) -> None:
 
 @target.command()
 @click.argument("record_id")
-@click.option("--set", "assignments", multiple=True, required=True, metavar="FIELD=VALUE")
+@click.option(
+    "--set",
+    "assignments",
+    multiple=True,
+    required=True,
+    metavar="FIELD=VALUE",
+    help="e.g. metadata.title=New; repeatable",
+)
 def edit(record_id: str, assignments: tuple[str, ...]) -> None:
     """Change fields in the record's (edit) draft; VALUE is JSON or a plain string."""
     changes = dict(_parse_assignment(text) for text in assignments)
@@ -113,7 +120,7 @@ def restore(record_id: str) -> None:
 
 @target.command()
 @click.argument("record_id")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def show(record_id: str, as_json: bool) -> None:
     """The record: state, published data, draft, revision, DOI, communities, tombstone."""
     with _repository() as repository:
@@ -135,8 +142,10 @@ def show(record_id: str, as_json: bool) -> None:
 
 @target.command(name="list")
 @click.option("--harvester", default=None, help="Only records of this harvester.")
-@click.option("--state", type=click.Choice(STATES), default=None)
-@click.option("--json", "as_json", is_flag=True)
+@click.option(
+    "--state", type=click.Choice(STATES), default=None, help="Only records in this state."
+)
+@json_option
 def list_records(harvester: str | None, state: str | None, as_json: bool) -> None:
     """Records of the target repository."""
     with _repository() as repository:
@@ -165,7 +174,7 @@ def create_community(slug: str, parent: str | None) -> None:
 
 
 @communities_group.command(name="list")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def list_communities(as_json: bool) -> None:
     """Every community with its parent."""
     with _repository() as repository:

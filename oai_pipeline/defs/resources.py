@@ -44,16 +44,20 @@ ScaleChoice = Enum("ScaleChoice", {name: name for name in SCALES}, type=str)
 class HarvestOptions(dg.ConfigurableResource):
     """The harvest run's options, set in the launchpad or a backfill's run config."""
 
-    scale: ScaleChoice | None = Field(
-        default=None, description="smoke 10, small 100, medium 1000, large 10000, full uncapped"
+    scale: ScaleChoice | None = Field(default=None, description=RunOptions.describe("scale"))
+    max_records: int = Field(default=0, description=RunOptions.describe("max_records"))
+    include_existing: bool = Field(
+        default=False, description=RunOptions.describe("include_existing")
     )
-    max_records: int = Field(default=0, description="exact cap; 0 = uncapped")
-    include_existing: bool = False
-    rate_limit_per_minute: int | None = None
-    update_all: bool = Field(default=False, description="rewrite records even if unchanged")
-    progress_every: int = 1000
-    reset_stale_running_minutes: int | None = None
-    retry_failed: bool = False
+    rate_limit_per_minute: int | None = Field(
+        default=None, description=RunOptions.describe("rate_limit_per_minute")
+    )
+    update_all: bool = Field(default=False, description=RunOptions.describe("update_all"))
+    progress_every: int = Field(default=1000, description=RunOptions.describe("progress_every"))
+    reset_stale_running_minutes: int | None = Field(
+        default=None, description=RunOptions.describe("reset_stale_running_minutes")
+    )
+    retry_failed: bool = Field(default=False, description=RunOptions.describe("retry_failed"))
     # No `identifiers`: selected records belong to no window of the grid, and a partitioned
     # run would replace its windows' partitions with them (`oai-pipeline harvest ID OAI_ID…`).
 

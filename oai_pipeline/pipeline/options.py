@@ -15,15 +15,40 @@ Scale = Literal["smoke", "small", "medium", "large", "full"]
 class RunOptions(BaseModel):
     model_config = {"extra": "forbid"}
 
-    scale: Scale | None = None
-    max_records: int = Field(default=0, ge=0, le=MAX_INTEGER)
-    include_existing: bool = False
-    rate_limit_per_minute: int | None = Field(default=None, gt=0, le=MAX_INTEGER)
-    update_all: bool = False
-    progress_every: int = Field(default=1000, gt=0, le=MAX_INTEGER)
-    reset_stale_running_minutes: int | None = Field(default=None, ge=0, le=MAX_INTEGER)
-    retry_failed: bool = False
-    resume_batch_id: int | None = Field(default=None, le=MAX_INTEGER)
+    scale: Scale | None = Field(
+        default=None,
+        description="cap: smoke 10, small 100, medium 1000, large 10000, full uncapped",
+    )
+    max_records: int = Field(default=0, ge=0, le=MAX_INTEGER, description="exact cap; 0 = uncapped")
+    include_existing: bool = Field(
+        default=False,
+        description="capped runs: count records the target already holds towards the cap",
+    )
+    rate_limit_per_minute: int | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_INTEGER,
+        description="at most this many requests a minute to the source (overrides the harvester's)",
+    )
+    update_all: bool = Field(default=False, description="rewrite records even if unchanged")
+    progress_every: int = Field(
+        default=1000, gt=0, le=MAX_INTEGER, description="log progress every this many records"
+    )
+    reset_stale_running_minutes: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_INTEGER,
+        description="resumed runs: write records an earlier attempt left running this many "
+        "minutes ago (default: at once, as the lease proves that attempt is gone)",
+    )
+    retry_failed: bool = Field(
+        default=False,
+        description="write again the records that failed in an earlier attempt of a resumed "
+        "run; a capped run takes unchanged failed records again",
+    )
+    resume_batch_id: int | None = Field(
+        default=None, le=MAX_INTEGER, description="resume this harvest run"
+    )
     identifiers: list[str] = Field(default_factory=list)
 
     @field_validator("identifiers")
@@ -40,6 +65,11 @@ class RunOptions(BaseModel):
         if self.scale is not None and self.max_records:
             raise ValueError("give either a scale or max_records, not both")
         return self
+
+    @classmethod
+    def describe(cls, name: str) -> str:
+        """One wording of an option for the CLI's --help and Dagster's launchpad."""
+        return cls.model_fields[name].description or ""
 
     @property
     def cap(self) -> int:
