@@ -243,6 +243,13 @@ def report_text(report: dict[str, Any]) -> str:
     if report.get("error_types"):
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(report["error_types"].items()))
         lines.append(f"  error types: {kinds}")
+    if report.get("written_earlier"):
+        lines.append(f"  written by an earlier attempt of this run: {report['written_earlier']}")
+    if report.get("failed_earlier"):
+        lines.append(
+            f"  failed in an earlier attempt of this run: {report['failed_earlier']} "
+            "(not tried again; --retry-failed does)"
+        )
     if report.get("local_changes_undone"):
         lines.append(
             f"  local changes undone: {report['local_changes_undone']} "

@@ -13,7 +13,7 @@ from oai_pipeline.pipeline.plan import plan
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_stage import transform
-from oai_pipeline.pipeline.write import write
+from oai_pipeline.pipeline.write import ALREADY_WRITTEN, FAILED_BEFORE, write
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +35,10 @@ class HarvestReport:
     error_types: dict[str, int] = field(default_factory=dict)
     # records the source did not list, brought back from a user's change (local_changes.py)
     local_changes_undone: int = 0
+    # A resumed run: records an earlier attempt wrote, and those it failed that this one
+    # did not try again (without retry_failed); not in the counts above.
+    written_earlier: int = 0
+    failed_earlier: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -66,6 +70,8 @@ def summarise(
         actions=dict(actions),
         error_types=dict(errors),
         local_changes_undone=(undone or Counter()).total(),
+        written_earlier=actions[ALREADY_WRITTEN],
+        failed_earlier=actions[FAILED_BEFORE],
     )
 
 

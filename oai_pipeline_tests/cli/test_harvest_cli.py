@@ -92,6 +92,13 @@ def test_resume_retries_failed_records_only_when_asked(endpoint: OAIEndpoint) ->
     resumed = json.loads(run("harvest", "sample", "--resume", run_id, "--json").output)
     assert resumed["run_id"] == first["run_id"]
     assert resumed["created"] == 0  # failed records are not retried unless asked
+    # The report says what the earlier attempt did: failed the live records, deleted none
+    # of the records deleted at the source (they have no target record yet) without error.
+    assert resumed["failed_earlier"] == len(live)
+    assert resumed["written_earlier"] == first["harvested"] - len(live) > 0
+    text = run("harvest", "sample", "--resume", run_id).output
+    assert f"failed in an earlier attempt of this run: {len(live)}" in text
+    assert f"written by an earlier attempt of this run: {resumed['written_earlier']}" in text
 
     retried = json.loads(
         run("harvest", "sample", "--resume", run_id, "--retry-failed", "--json").output

@@ -5,6 +5,7 @@ Nothing lost, nothing duplicated, and a cap that still holds.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -219,11 +220,15 @@ def test_killed_mid_write(
     assert 100 <= _target_count(settings) < baseline[0]
     with StateStore(settings.state_db_url) as state:
         assert state.list_runs(harvester_id="gen", limit=1)[0]["status"] == "running"
-    _harvest(settings.home)
+    resumed = _run(settings.home, "--json")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
 
     assert _snapshot(settings) == baseline
-    # what the killed attempt wrote is not written again
+    # what the killed attempt wrote is not written again (no new revision), and the
+    # report accounts for every record once
     assert _revisions(settings) == {1}
+    report = json.loads(resumed.stdout)
+    assert report["created"] + report["updated"] + report["written_earlier"] == baseline[0]
 
 
 def test_a_resume_that_may_not_reclaim_the_running_records_does_not_succeed(
