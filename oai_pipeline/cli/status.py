@@ -8,24 +8,10 @@ import click
 
 from oai_pipeline.cli.harvesters import open_store
 from oai_pipeline.cli.output import FriendlyCommand, InvalidInput, emit, json_option, limit_option
+from oai_pipeline.pipeline.status import harvest_status
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.schema import MAX_INTEGER
 from oai_pipeline.state.store import DEFAULT_STALE_MINUTES, jsonable_run
-
-
-def target_stats(harvester_id: str) -> dict[str, Any] | None:
-    """What the embedded target holds of this harvester (None if it is not installed)."""
-    try:
-        from oai_pipeline.targets.embedded.repository import EmbeddedRepository
-    except ImportError:
-        return None
-    repository = EmbeddedRepository(load_settings().target_db_url)
-    try:
-        return repository.stats(harvester_id)
-    finally:
-        close = getattr(repository, "close", None)
-        if close is not None:
-            close()
 
 
 def _runs_text(runs: list[dict[str, Any]]) -> str:
@@ -114,8 +100,11 @@ def status(
             runs = store.list_runs(harvester_id=harvester_id, limit=limit)
             emit([jsonable_run(r) for r in runs], as_json=as_json, text=_runs_text(runs))
             return
-        result = store.run_status(
-            run_id=batch_id, harvester_id=harvester_id, stale_minutes=stale_minutes
+        result = harvest_status(
+            store,
+            load_settings().target_db_url,
+            run_id=batch_id,
+            harvester_id=harvester_id,
+            stale_minutes=stale_minutes,
         )
-        result["target"] = target_stats(result["run"]["harvester_id"])
     emit(result, as_json=as_json, text=_status_text(result))

@@ -43,6 +43,7 @@ from oai_pipeline.pipeline.partitions import split_by_upstream_run
 from oai_pipeline.pipeline.plan import plan
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
+from oai_pipeline.pipeline.status import harvest_status
 from oai_pipeline.pipeline.transform_stage import transform
 from oai_pipeline.pipeline.write import write
 from oai_pipeline.storage import PartitionStore
@@ -157,6 +158,44 @@ def _error_table(rows: list[dict]) -> dg.TableMetadataValue:
         records=[dg.TableRecord({c: str(row.get(c) or "") for c in columns}) for row in rows],
         schema=dg.TableSchema(columns=[dg.TableColumn(c, "string") for c in columns]),
     )
+
+
+def _status_metadata(pipeline: PipelineResource, run_ids: list[int]) -> dict[str, object]:
+    """Where each harvest run stands once written, as `oai-pipeline status` tells it: its
+    status, its records per status, stale running ones, the harvester's harvest records and
+    target records, its last failures and its discovery state. One harvest run's entries
+    are `status_…`; a run that wrote several names each (`status_run_<id>_…`)."""
+    metadata: dict[str, object] = {}
+    with pipeline.services() as services:
+        for run_id in run_ids:
+            status = harvest_status(services.state, services.settings.target_db_url, run_id=run_id)
+            prefix = "status_" if len(run_ids) == 1 else f"status_run_{run_id}_"
+            run = status["run"]
+            failures = [
+                {
+                    "identifier": failure["identifier"],
+                    **{f"error_{name}": value for name, value in failure["error"].items()},
+                }
+                for failure in status["recent_failures"]
+            ]
+            metadata.update(
+                {
+                    f"{prefix}harvest_run": run_id,
+                    f"{prefix}harvest_run_status": run["status"],
+                    **{f"{prefix}records_{k}": v for k, v in status["records"].items()},
+                    f"{prefix}stale_running": status["stale_running"],
+                    **{
+                        f"{prefix}harvest_records_{k}": v
+                        for k, v in status["harvest_records"].items()
+                    },
+                    **{f"{prefix}target_{k}": v for k, v in status["target"].items()},
+                    f"{prefix}recent_failures": _error_table(failures),
+                    f"{prefix}discovery_state": dg.MetadataValue.json(
+                        status["discovery_state"] or {}
+                    ),
+                }
+            )
+    return metadata
 
 
 def _records_and_errors(summary: PartitionSummary) -> dict[str, object]:
@@ -314,6 +353,7 @@ def written_records(
             **_window_metadata(context, pipeline, WRITTEN_RECORDS, _scopes(results), _outcomes),
             "harvest_runs": ", ".join(str(r.run_id) for _, r in results),
             "run_local_changes_undone": sum(r.undone.total() for _, r in results),
+            **_status_metadata(pipeline, list(dict.fromkeys(r.run_id for _, r in results))),
         }
     )
 

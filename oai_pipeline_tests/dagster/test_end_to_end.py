@@ -102,6 +102,16 @@ def test_harvest_through_all_four_assets_into_the_target(
         assert written["run_action_create"] == len(live)
         assert written["run_window"] == f"{first} .. {last}"
 
+    # and where the harvest run stands, as `oai-pipeline status` says it
+    assert written["status_harvest_run_status"] == "succeeded"
+    assert written["status_records_imported"] == len(live)
+    # (a record deleted at the source before it was ever written has nothing to delete)
+    assert written["status_records_unchanged"] == len(deleted)
+    assert written["status_records_failed"] == written["status_stale_running"] == 0
+    assert written["status_target_records"] == len(live)
+    assert written["status_harvest_records_deleted"] == len(deleted)
+    assert written["status_discovery_state"]["metadata_prefix"] == PREFIX
+
     # the asset checks ran and passed for the partitions
     checks = result.get_asset_check_evaluations()
     assert {c.check_name for c in checks} == {"reconciles", "no_record_errors"}

@@ -300,3 +300,8 @@ def test_writing_a_settled_run_again_says_what_each_record_did_before(
     # the source's deletions were settled without error: those are written
     deleted = int(totals["run_record_count"].value) - live
     assert int(totals["run_action_already_written"].value) == deleted > 0
+    # the run's status says the same, with its last failures and why
+    assert totals["status_records_failed"].value == live
+    failures = totals["status_recent_failures"].value.records
+    assert 0 < len(failures) <= live
+    assert {f.data["error_type"] for f in failures} == {"missing_community"}

@@ -7,7 +7,6 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from oai_pipeline.cli import status as status_module
 from oai_pipeline.cli.records import records
 from oai_pipeline.cli.status import status
 from oai_pipeline.errors import RecordError
@@ -137,7 +136,9 @@ def test_records_list_text_and_show(filled):
 
 
 def test_status_of_a_run_in_json(filled, monkeypatch):
-    monkeypatch.setattr(status_module, "target_stats", lambda harvester_id: {"records": 1})
+    monkeypatch.setattr(
+        "oai_pipeline.pipeline.status.target_stats", lambda url, harvester_id: {"records": 1}
+    )
     report = json.loads(run(status, "--batch-id", str(filled["zenodo"]), "--json").output)
     assert report["run"]["status"] == "succeeded" and report["run"]["scale"] == "small"
     assert report["counters"] == {

@@ -1,0 +1,35 @@
+"""A harvest run's status as an operator reads it, in the CLI (`oai-pipeline status`) and on
+`written_records` in the Dagster UI: the state store's view and what the target holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oai_pipeline.state.store import DEFAULT_STALE_MINUTES, StateStore
+
+
+def target_stats(target_db_url: str, harvester_id: str) -> dict[str, Any]:
+    """What the embedded target holds of this harvester: its records and how many distinct
+    source identifiers they carry."""
+    from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+
+    repository = EmbeddedRepository(target_db_url)
+    try:
+        return repository.stats(harvester_id)
+    finally:
+        repository.close()
+
+
+def harvest_status(
+    state: StateStore,
+    target_db_url: str,
+    *,
+    run_id: int | None = None,
+    harvester_id: str | None = None,
+    stale_minutes: int = DEFAULT_STALE_MINUTES,
+) -> dict[str, Any]:
+    """The given run, else the harvester's latest, else the latest of all (`run_status`),
+    with the target's totals of its harvester."""
+    status = state.run_status(run_id=run_id, harvester_id=harvester_id, stale_minutes=stale_minutes)
+    status["target"] = target_stats(target_db_url, status["run"]["harvester_id"])
+    return status
