@@ -10,6 +10,7 @@ from oai_pipeline.defs.assets import harvest_assets
 from oai_pipeline.defs.checks import harvest_checks
 from oai_pipeline.defs.dead_runs import dead_run_sensor
 from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
+from oai_pipeline.defs.registration import register_harvester
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.defs.schedules import incremental_harvest_schedule, run_all_harvesters_schedule
 from oai_pipeline.defs.sensors import (
@@ -41,7 +42,7 @@ def build_definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=harvest_assets,
         asset_checks=harvest_checks,
-        jobs=[harvest_job, run_all_harvesters],
+        jobs=[harvest_job, run_all_harvesters, register_harvester],
         schedules=[incremental_harvest_schedule, run_all_harvesters_schedule],
         sensors=[
             harvester_registry_sensor,

@@ -1,0 +1,71 @@
+"""Register a harvester from the Dagster UI: the `register_harvester` job's launchpad config
+is a harvester as `oai_harvesters.yaml` describes it (create, or update to exactly this)."""
+
+import dagster as dg
+from pydantic import Field, ValidationError
+
+from oai_pipeline.defs.partitions import ensure_harvester_partitions
+from oai_pipeline.defs.resources import PipelineResource
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.harvesters.fixtures import FixtureEntry
+from oai_pipeline.harvesters.model import describe_validation_error
+from oai_pipeline.harvesters.registry import HarvesterRegistry
+
+
+class HarvesterConfig(dg.Config):
+    """A harvester, the fields of a fixture entry (`oai-pipeline harvesters load`)."""
+
+    id: str = Field(description="a slug: letters, digits, '-' and '_', e.g. zenodo")
+    name: str = Field(default="", description="a human name")
+    comment: str = Field(default="", description="a note for operators")
+    base_url: str = Field(description="the OAI-PMH endpoint, http(s)://…")
+    metadata_prefix: str = Field(description="e.g. oai_dc, oai_datacite, arXiv")
+    setspec: str | None = Field(default=None, description="harvest only this set")
+    model: str | None = Field(
+        default=None,
+        description="fills in the transformer and writer not given (none given: rdm)",
+    )
+    transformers: list[str] = Field(default=[], description="name{json5 options} each")
+    writers: list[str] = Field(default=[], description="name{json5 options} each")
+    community: str | None = Field(default=None, description="added to every writer's options")
+    harvest_managers: list[str] = Field(default=[], description="e-mail addresses")
+    rate_limit_per_minute: int | None = Field(
+        default=None, description="at most this many requests a minute"
+    )
+    batch_size: int | None = Field(default=None, description="records per writer transaction")
+    enabled: bool = Field(default=True, description="harvested by the schedules?")
+
+
+@dg.op
+def register_harvester_op(
+    context: dg.OpExecutionContext, config: HarvesterConfig, pipeline: PipelineResource
+) -> dg.Output[str]:
+    """Create the harvester, or update it to exactly this config; its partitions come at once."""
+    try:
+        harvester = FixtureEntry.model_validate(config.model_dump()).to_harvester()
+    except ValidationError as error:
+        raise dg.Failure(
+            description=f"harvester {config.id!r}: {describe_validation_error(error)}"
+        ) from None
+    except PipelineError as error:
+        raise dg.Failure(description=f"harvester {config.id!r}: {error}") from None
+    with pipeline.services() as services:
+        result = HarvesterRegistry(services.state).upsert(harvester)
+    ensure_harvester_partitions(context.instance, [harvester.id])
+    context.log.info(f"harvester {harvester.id}: {result}")
+    return dg.Output(
+        harvester.id,
+        metadata={
+            "harvester": harvester.id,
+            "result": result,
+            "harvester_config": dg.MetadataValue.json(harvester.model_dump(mode="json")),
+        },
+    )
+
+
+@dg.job(
+    description="Register a harvester (create, or update to exactly this config), as "
+    "`oai-pipeline harvesters load` does for an entry of oai_harvesters.yaml."
+)
+def register_harvester() -> None:
+    register_harvester_op()

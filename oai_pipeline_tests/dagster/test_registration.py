@@ -1,0 +1,73 @@
+"""Registering a harvester from the Dagster launchpad: the `register_harvester` job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+
+from oai_pipeline.definitions import defs
+from oai_pipeline.defs.partitions import HARVESTER
+from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.settings import Settings
+
+ZENODO = {
+    "id": "zenodo",
+    "name": "Zenodo",
+    "base_url": "https://zenodo.org/oai2d",
+    "metadata_prefix": "oai_datacite",
+    "model": "rdm",
+    "community": "cesnet",
+    "harvest_managers": ["oai@example.org"],
+}
+
+
+def _register(instance: dg.DagsterInstance, config: dict[str, Any]) -> dg.ExecuteInProcessResult:
+    job = defs.resolve_job_def("register_harvester")
+    return job.execute_in_process(
+        run_config={"ops": {"register_harvester_op": {"config": config}}},
+        instance=instance,
+        raise_on_error=False,
+    )
+
+
+def _registered(settings: Settings) -> dict[str, Any]:
+    with Services(settings) as services:
+        return {h.id: h for h in HarvesterRegistry(services.state).list()}
+
+
+def test_a_harvester_registered_from_the_launchpad_is_stored_with_its_partition(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    result = _register(instance, ZENODO)
+
+    assert result.success
+    harvester = _registered(settings)["zenodo"]
+    assert harvester.base_url == "https://zenodo.org/oai2d"
+    assert harvester.harvest_managers == ["oai@example.org"]
+    assert all("cesnet" in writer for writer in harvester.writers)
+    assert instance.get_dynamic_partitions(HARVESTER) == ["zenodo"]
+    (output,) = [e for e in result.all_events if e.is_successful_output]
+    assert output.event_specific_data.metadata["result"].value == "created"
+
+    again = _register(instance, {**ZENODO, "setspec": "user-cesnet", "enabled": False})
+
+    assert again.success
+    updated = _registered(settings)["zenodo"]
+    assert (updated.setspec, updated.enabled) == ("user-cesnet", False)
+    assert instance.get_dynamic_partitions(HARVESTER) == ["zenodo"]
+
+
+def test_a_mistake_in_the_config_stores_nothing_and_says_which_field(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    result = _register(instance, {**ZENODO, "base_url": "zenodo.org/oai2d"})
+
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    message = failure.step_failure_data.error.message
+    assert "base_url" in message and "is not an http(s) URL" in message
+    assert "Traceback" not in (failure.step_failure_data.user_failure_data.description or "")
+    assert _registered(settings) == {}
+    assert instance.get_dynamic_partitions(HARVESTER) == []
