@@ -98,7 +98,7 @@ def submit_harvest_job(
             "--resume works in this process; a Dagster run resumes by re-executing it"
         )
     with open_store() as store:  # a run for an unknown harvester must not be queued
-        HarvesterRegistry(store).get(harvester_id)
+        harvester = HarvesterRegistry(store).get(harvester_id)
     _ensure_partition(harvester_id)
     url = _webserver_url()
     first, last = window_range(start, end)
@@ -109,7 +109,7 @@ def submit_harvest_job(
         run_id = client.submit_job_execution(
             harvest_job.name,
             run_config=harvest_run_config(options),
-            tags=range_tags(harvester_id, first, last),
+            tags=range_tags(harvester_id, first, last, harvester.base_url),
         )
     except Exception as error:  # connection refused, DNS, timeouts, or a refusal
         failure = _connection_failure(error)

@@ -22,8 +22,12 @@ from oai_pipeline.defs.partitions import (
 )
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.errors import ConfigurationError, PipelineError
+from oai_pipeline.state.harvester_lock import source_key
 
 HARVESTER_TAG = "oai_pipeline/harvester"
+# The source's server (`source_key`): runs of harvesters of one server queue one after the
+# other (dagster.yaml), instead of waiting in a pool slot for the server's lease.
+SOURCE_TAG = "oai_pipeline/source"
 
 
 def dagster_instance() -> dg.DagsterInstance:
@@ -42,13 +46,19 @@ def dagster_instance() -> dg.DagsterInstance:
     raise PipelineError(f"cannot open the Dagster instance in {home}: {reason}")
 
 
-def range_tags(harvester_id: str, first_window: str, last_window: str) -> dict[str, str]:
-    """Run tags of a single-run range: one ListRecords sweep over contiguous windows."""
-    return {
+def range_tags(
+    harvester_id: str, first_window: str, last_window: str, base_url: str | None = None
+) -> dict[str, str]:
+    """Run tags of a single-run range: one ListRecords sweep over contiguous windows; with
+    the harvester's `base_url`, its server too."""
+    tags = {
         RANGE_START_TAG: str(partition_key(harvester_id, first_window)),
         RANGE_END_TAG: str(partition_key(harvester_id, last_window)),
         HARVESTER_TAG: harvester_id,
     }
+    if base_url is not None:
+        tags[SOURCE_TAG] = source_key(base_url).removeprefix("source:")
+    return tags
 
 
 def window_range(start: datetime | None, end: datetime | None) -> tuple[str, str]:

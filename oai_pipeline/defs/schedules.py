@@ -169,7 +169,10 @@ def range_run_requests(
                 dg.RunRequest(
                     run_key=f"{trigger}:{harvester.id}:{first}:{last}:{tick_id}",
                     job_name=job_name,
-                    tags={**range_tags(harvester.id, first, last), TRIGGER_TAG: trigger},
+                    tags={
+                        **range_tags(harvester.id, first, last, harvester.base_url),
+                        TRIGGER_TAG: trigger,
+                    },
                 )
             )
     return requests

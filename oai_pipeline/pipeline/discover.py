@@ -137,11 +137,16 @@ def discover(
     try:
         if options.rate_limit_per_minute and hasattr(reader, "set_rate_limit"):
             reader.set_rate_limit(options.rate_limit_per_minute)
-        identify = _identify(reader, services, harvester.id)
-        from_, until = scope.oai_range(identify.granularity)
-        # One run at a time talks to a source and writes for a harvester; the run to resume
-        # is chosen under the lease, so two attempts never continue the same harvest run.
-        with services.harvester_lock.hold(harvester.id):
+        # One run at a time writes for a harvester; the run to resume is chosen under the
+        # lease, so two attempts never continue the same harvest run. Inside it (always in
+        # this order, no two runs wait for each other), one harvest at a time lists from
+        # the source's server: harvesters of one server take turns.
+        with (
+            services.harvester_lock.hold(harvester.id),
+            services.harvester_lock.hold_source(harvester.base_url),
+        ):
+            identify = _identify(reader, services, harvester.id)
+            from_, until = scope.oai_range(identify.granularity)
             run = _run_for(services, scope, options, from_, until, dagster_run_id)
             run_id = run.run_id
             result = DiscoveryResult(run_id=run_id, from_=run.from_, until=run.until)

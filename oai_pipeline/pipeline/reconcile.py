@@ -50,8 +50,13 @@ class ReconcileReport:
 
 def reconcile(services: Services, harvester_id: str, *, force: bool = False) -> ReconcileReport:
     """`force`: act even on a sweep that would delete most of the harvester's records."""
-    # Like a harvest: one run at a time talks to the source and writes for a harvester.
-    with services.harvester_lock.hold(harvester_id):
+    # Like a harvest: one run at a time writes for a harvester, and one lists from the
+    # source's server.
+    base_url = services.harvester(harvester_id).base_url
+    with (
+        services.harvester_lock.hold(harvester_id),
+        services.harvester_lock.hold_source(base_url),
+    ):
         return _reconcile(services, harvester_id, force)
 
 

@@ -155,6 +155,10 @@ class OAIEndpoint:
         self.base_url = ""
         self.request_count = 0
         self.requests: list[dict[str, str]] = []
+        # Requests being answered now, and the most at once: a polite harvester sends one
+        # at a time.
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._lock = threading.Lock()
         self._faults = faults or Faults()
         self._pages_since_faults = 0
@@ -255,9 +259,15 @@ class OAIEndpoint:
             number = self.request_count
             self.requests.append({name: values[0] for name, values in params.items()})
             faults = self._faults
-        if number in faults.slow_on:
-            time.sleep(faults.slow_on[number])
-        reply = self._reply(number, path, params, faults)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if number in faults.slow_on:
+                time.sleep(faults.slow_on[number])
+            reply = self._reply(number, path, params, faults)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
         if reply is None:
             return None
         if faults.ratelimit_headers:

@@ -1,9 +1,12 @@
-"""At most one run writes for a given harvester at a time, whatever started it.
+"""At most one run writes for a given harvester at a time, whatever started it; and one
+harvest at a time lists records from a source's server.
 
 Dagster's run-tag limits cover runs that carry the harvester tag; a backfill launched from
 the UI, a CLI harvest in another shell, or a range run over several harvesters does not.
 This lease in the state store covers them all: it is taken for a stage and released after;
-a holder that died stops renewing it and the lease expires.
+a holder that died stops renewing it and the lease expires. The same lease, keyed by the
+source's host (`source_key`), keeps harvesters of one server (Zenodo communities, a DSpace's
+sets) from sweeping it at the same time: polite harvesters send one request at a time.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
@@ -34,6 +38,22 @@ harvester_locks = sa.Table(
     sa.Column("owner", sa.String(200), nullable=False),
     sa.Column("renewed_at", sa.DateTime(timezone=True), nullable=False),
 )
+
+
+# A sweep of a large source takes hours: a harvest of the same server waits that long.
+SOURCE_WAIT_SECONDS = 48 * 3600.0
+
+
+def source_key(base_url: str) -> str:
+    """The lease of the server behind an OAI-PMH base URL: its host and port (one server
+    may serve several endpoints, e.g. DSpace's /oai/request and /oai/openaire)."""
+    parts = urlsplit(base_url.strip())
+    host = (parts.hostname or base_url).lower()[:150]
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return f"source:{host}" + (f":{port}" if port else "")
 
 
 def new_owner() -> str:
@@ -129,6 +149,22 @@ class HarvesterLock:
                 )
             )
 
+    def hold_source(
+        self,
+        base_url: str,
+        *,
+        wait_seconds: float = SOURCE_WAIT_SECONDS,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> AbstractContextManager[None]:
+        """Hold the lease of the source's server while listing from it (`source_key`)."""
+        key = source_key(base_url)
+        return self.hold(
+            key,
+            wait_seconds=wait_seconds,
+            sleep=sleep,
+            busy=f"another harvest is listing records from {key.removeprefix('source:')}",
+        )
+
     @contextmanager
     def hold(
         self,
@@ -137,11 +173,14 @@ class HarvesterLock:
         wait_seconds: float = 3600.0,
         poll_seconds: float = 2.0,
         sleep: Callable[[float], None] = time.sleep,
+        busy: str | None = None,
     ) -> Iterator[None]:
         """Wait for the lease and hold it; a background thread renews it while we live.
 
         Reentrant within a thread: a stage inside a whole run holding the lease has it.
+        `busy` says what the holder is doing (default: writing for the harvester).
         """
+        busy = busy or f"another run is writing for harvester {harvester_id!r}"
         held = (harvester_id, threading.get_ident())
         if self._held[held]:
             self._held[held] += 1
@@ -155,17 +194,10 @@ class HarvesterLock:
         waited = False
         while not self.try_acquire(harvester_id, owner):
             if not waited and wait_seconds > 0:
-                logger.info(
-                    "another run holds harvester %s; waiting for it (up to %.0f s)",
-                    harvester_id,
-                    wait_seconds,
-                )
+                logger.info("%s; waiting for it (up to %.0f s)", busy, wait_seconds)
                 waited = True
             if time.monotonic() >= deadline:
-                raise PipelineError(
-                    f"another run is writing for harvester {harvester_id!r}; "
-                    f"gave up after {wait_seconds:.0f} s"
-                )
+                raise PipelineError(f"{busy}; gave up after {wait_seconds:.0f} s")
             sleep(poll_seconds)
         stop = threading.Event()
         interval = max(1.0, self.lease.total_seconds() / 3)

@@ -67,6 +67,24 @@ def test_the_shipped_config_allows_one_run_per_harvester(
     assert not counter.is_blocked(beta)  # harvesters side by side
 
 
+def test_the_shipped_config_queues_runs_of_one_server(
+    shipped_instance: dg.DagsterInstance,
+) -> None:
+    """Scheduled runs carry their source's server: two harvesters of one server (Zenodo
+    communities) run one after the other, harvesters of other servers side by side."""
+    queue = shipped_instance.get_concurrency_config().run_queue_config
+    zenodo = "https://zenodo.org/oai2d"
+    first = _run(shipped_instance, range_tags("zenodo-a", "2024-01-01", "2024-01-31", zenodo))
+    counter = TagConcurrencyLimitsCounter(queue.tag_concurrency_limits, [first])
+    same_server = _run(shipped_instance, range_tags("zenodo-b", "2024-01-01", "2024-01-31", zenodo))
+    arxiv = _run(
+        shipped_instance,
+        range_tags("arxiv", "2024-01-01", "2024-01-31", "https://export.arxiv.org/oai2"),
+    )
+    assert counter.is_blocked(same_server)
+    assert not counter.is_blocked(arxiv)
+
+
 def test_a_range_run_without_the_tag_waits_for_the_harvester_lease(
     instance: dg.DagsterInstance, settings: Settings
 ) -> None:

@@ -10,7 +10,13 @@ from dagster._core.definitions.schedule_definition import ScheduleExecutionData
 
 from oai_pipeline.definitions import defs
 from oai_pipeline.defs import schedules
-from oai_pipeline.defs.launch import HARVESTER_TAG, RANGE_END_TAG, RANGE_START_TAG, range_tags
+from oai_pipeline.defs.launch import (
+    HARVESTER_TAG,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    SOURCE_TAG,
+    range_tags,
+)
 from oai_pipeline.defs.partitions import ensure_harvester_partitions
 from oai_pipeline.defs.schedules import STUCK_AFTER, TRIGGER_TAG, busy_harvesters
 from oai_pipeline.settings import Settings
@@ -69,9 +75,11 @@ def test_incremental_schedule_requests_each_enabled_harvester_since_its_last_suc
     assert _windows(requests["current"]) == ("2024-03-10", "2024-03-10")
     # down for a week: one range run catches up from the last success minus the overlap
     assert _windows(requests["down"]) == ("2024-03-02", "2024-03-10")
-    for request in requests.values():
+    for harvester_id, request in requests.items():
         assert request.job_name == "harvest"
         assert request.tags[TRIGGER_TAG] == "incremental"
+        # its server, so that runs of one server queue one after the other
+        assert request.tags[SOURCE_TAG] == f"{harvester_id}.example.org"
     # run keys are unique per tick, so the next tick requests again
     later = _tick("incremental_harvest_schedule", instance, TICK.replace(hour=13))
     assert {r.run_key for r in data.run_requests}.isdisjoint(r.run_key for r in later.run_requests)
