@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from oai_pipeline.defs.launch import HARVESTER_TAG, RANGE_END_TAG, RANGE_START_TAG
+from oai_pipeline.defs.launch import HARVESTER_TAG, RANGE_END_TAG, RANGE_START_TAG, SOURCE_TAG
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.records import EndpointRecord, generate_datacite_records
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings, load_settings
+from oai_pipeline.state.harvester_lock import source_key
 from oai_pipeline_tests.orchestration.live_dagster import LiveDagster, wait_for
 from oai_pipeline_tests.support import register, target_by_source
 
@@ -141,6 +142,7 @@ def test_use_job_goes_through_the_same_queue(live: Live) -> None:
     assert run["tags"][RANGE_START_TAG] == "yearly|2024-06-01"
     assert run["tags"][RANGE_END_TAG] == "yearly|2024-06-07"
     assert run["tags"][HARVESTER_TAG] == "yearly"
+    assert run["tags"][SOURCE_TAG] == source_key(live.endpoint.base_url).removeprefix("source:")
     status = wait_for(
         "the --use-job run to finish",
         lambda: (
