@@ -67,6 +67,13 @@ def parse_moment(value: str | None, flag: str, *, earliest: datetime = EARLIEST)
 )
 @click.option("--retry-failed", is_flag=True, help=RunOptions.describe("retry_failed"))
 @click.option("--resume", "resume_batch_id", type=int, help=RunOptions.describe("resume_batch_id"))
+@click.option(
+    "--failed",
+    "failed_again",
+    is_flag=True,
+    help="harvest again, one by one, the records whose last harvest failed (once the cause "
+    "is fixed: a community created, a transformer option changed)",
+)
 @click.option("--use-job", is_flag=True, help="hand the run to the running Dagster instance")
 @json_option
 def harvest(
@@ -83,6 +90,7 @@ def harvest(
     reset_stale_running_minutes: int | None,
     retry_failed: bool,
     resume_batch_id: int | None,
+    failed_again: bool,
     use_job: bool,
     as_json: bool,
 ) -> None:
@@ -99,6 +107,13 @@ def harvest(
         raise click.UsageError(
             "--resume continues a run with its own cap; "
             "give --scale or --max-records to a new run instead"
+        )
+    if failed_again and (
+        oai_identifiers or since or until_ or resume_batch_id is not None or use_job
+    ):
+        raise click.UsageError(
+            "--failed harvests the failed records by identifier, in this process: leave out "
+            "OAI identifiers, --since/--until, --resume and --use-job"
         )
     if use_job and oai_identifiers:
         raise click.UsageError(
@@ -130,6 +145,16 @@ def harvest(
     setup_cli_logging()
     with Services(load_settings()) as services:
         services.harvester(harvester_id)
+        if failed_again:
+            failed = services.state.failed_identifiers(harvester_id)
+            if not failed:
+                emit(
+                    {"harvester_id": harvester_id, "failed": 0},
+                    as_json=as_json,
+                    text=f"harvester {harvester_id} has no failed records",
+                )
+                return
+            options = options.model_copy(update={"identifiers": failed})
         scope = HarvestScope.adhoc(harvester_id, start, end)
         report = run_harvest(services, scope, options, progress=progress_line).to_dict()
     emit(report, as_json=as_json, text=report_text(report))

@@ -464,6 +464,17 @@ class StateStore:
             query = query.where(record_errors.c.stage == stage)
         return set(conn.execute(query.distinct()).scalars())
 
+    def failed_identifiers(self, harvester_id: str) -> list[str]:
+        """The harvester's records whose last harvest failed at any stage, in order."""
+        query = (
+            sa.select(record_errors.c.identifier)
+            .where(record_errors.c.harvester_id == harvester_id)
+            .distinct()
+            .order_by(record_errors.c.identifier)
+        )
+        with self._read() as conn:
+            return list(conn.execute(query).scalars())
+
     def upsert_harvested(self, harvester_id: str, records: list[HarvestedRecord]) -> None:
         """What the source said of each record: datestamp, deleted, setSpecs, XML, parse error."""
         with self._engine.begin() as conn:

@@ -109,6 +109,33 @@ def test_resume_retries_failed_records_only_when_asked(endpoint: OAIEndpoint) ->
     assert status["records"]["imported"] == len(live)
 
 
+def test_failed_records_are_harvested_again_by_identifier_once_fixed(
+    endpoint: OAIEndpoint,
+) -> None:
+    """An incremental harvest does not list a record again until the source changes it:
+    `--failed` gets the failed ones by identifier after the operator fixed the cause."""
+    created = run(
+        "harvesters", "create", "--id", "sample", "--base-url", endpoint.base_url,
+        "--metadata-prefix", "oai_datacite", "--model", "rdm", "--community", "later",
+    )  # fmt: skip
+    assert created.exit_code == 0, created.output
+    first = json.loads(run("harvest", "sample", "--json").output)
+    live = live_records(RECORDS, "oai_datacite")
+    assert first["error_types"] == {"missing_community": len(live)}
+    assert run("target", "communities", "create", "later").exit_code == 0
+    requests_before = len(endpoint.requests)
+
+    again = json.loads(run("harvest", "sample", "--failed", "--json").output)
+
+    assert again["run_id"] != first["run_id"]
+    assert (again["created"], again["errors"]) == (len(live), 0)
+    asked = [r for r in endpoint.requests[requests_before:] if r["verb"] == "GetRecord"]
+    assert sorted(r["identifier"] for r in asked) == sorted(r.identifier for r in live)
+    assert "has no failed records" in run("harvest", "sample", "--failed").output
+    refused = run("harvest", "sample", "--failed", "--since", "2024-01-01")
+    assert refused.exit_code == 2 and "--failed" in refused.output
+
+
 def test_a_harvester_replacing_a_deleted_one_takes_its_records_over(endpoint: OAIEndpoint) -> None:
     """Deleted with its harvest records, a harvester leaves its target records to the next
     harvester of the source: DOI-less records too, by the OAI identifier they keep."""
