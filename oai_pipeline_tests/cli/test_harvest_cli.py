@@ -77,7 +77,9 @@ def test_user_mistakes_are_one_line_errors(
     assert len(result.output.strip().splitlines()) == 1
 
 
-def test_resume_retries_failed_records_only_when_asked(endpoint: OAIEndpoint) -> None:
+def _failed_for_a_missing_community(endpoint: OAIEndpoint) -> tuple[dict, list]:
+    """A harvest whose live records all fail: the writer's community does not exist yet.
+    Returns its report and the live records; the community is created after it."""
     created = run(
         "harvesters", "create", "--id", "sample", "--base-url", endpoint.base_url,
         "--metadata-prefix", "oai_datacite", "--model", "rdm", "--community", "later",
@@ -86,8 +88,13 @@ def test_resume_retries_failed_records_only_when_asked(endpoint: OAIEndpoint) ->
     first = json.loads(run("harvest", "sample", "--json").output)
     live = live_records(RECORDS, "oai_datacite")
     assert first["error_types"] == {"missing_community": len(live)}
-    run_id = str(first["run_id"])
     assert run("target", "communities", "create", "later").exit_code == 0
+    return first, live
+
+
+def test_resume_retries_failed_records_only_when_asked(endpoint: OAIEndpoint) -> None:
+    first, live = _failed_for_a_missing_community(endpoint)
+    run_id = str(first["run_id"])
 
     resumed = json.loads(run("harvest", "sample", "--resume", run_id, "--json").output)
     assert resumed["run_id"] == first["run_id"]
@@ -114,15 +121,7 @@ def test_failed_records_are_harvested_again_by_identifier_once_fixed(
 ) -> None:
     """An incremental harvest does not list a record again until the source changes it:
     `--failed` gets the failed ones by identifier after the operator fixed the cause."""
-    created = run(
-        "harvesters", "create", "--id", "sample", "--base-url", endpoint.base_url,
-        "--metadata-prefix", "oai_datacite", "--model", "rdm", "--community", "later",
-    )  # fmt: skip
-    assert created.exit_code == 0, created.output
-    first = json.loads(run("harvest", "sample", "--json").output)
-    live = live_records(RECORDS, "oai_datacite")
-    assert first["error_types"] == {"missing_community": len(live)}
-    assert run("target", "communities", "create", "later").exit_code == 0
+    first, live = _failed_for_a_missing_community(endpoint)
     requests_before = len(endpoint.requests)
 
     again = json.loads(run("harvest", "sample", "--failed", "--json").output)
