@@ -1,4 +1,4 @@
-"""Import of DataCite metadata (kernel-4 and kernel-3 `resource`, and the `oai_datacite` envelope).
+"""Import of DataCite metadata (kernel-4, 3 and 2.x `resource`, and the `oai_datacite` envelope).
 
 An import walks the already parsed element tree of the record once per level: each element's
 children are grouped by tag in one pass (`_children`) instead of evaluating an XPath per field,
@@ -37,6 +37,10 @@ from oai_pipeline.transform.normalize import (
 
 KERNEL_4 = "http://datacite.org/schema/kernel-4"
 KERNEL_3 = "http://datacite.org/schema/kernel-3"
+KERNEL_2_2 = "http://datacite.org/schema/kernel-2.2"
+KERNEL_2_1 = "http://datacite.org/schema/kernel-2.1"
+"""Kernel-2.x (2011-2013): the DOIs registered then still carry it, in DataCite's OAI-PMH feed
+(its own oai_datacite example is a kernel-2.1 resource) and in repositories' datacite formats."""
 OAI_DATACITE = "http://schema.datacite.org/oai/oai-1.1/"
 OAI_DATACITE_1_0 = "http://schema.datacite.org/oai/oai-1.0/"
 """The older envelope (DataCite's OAI server offered it first); the same `payload` inside."""
@@ -54,8 +58,8 @@ class _KernelTags:
         def q(local: str) -> str:
             return _clark(namespace, local)
 
-        # Kernel-3 makes resourceType optional (minOccurs=0); kernel-4 requires it.
-        self.resource_type_required = namespace != KERNEL_3
+        # Kernel-2.x and 3 make resourceType optional (minOccurs=0); kernel-4 requires it.
+        self.resource_type_required = namespace == KERNEL_4
         self.identifier = q("identifier")
         self.creators = q("creators")
         self.creator = q("creator")
@@ -113,7 +117,9 @@ class _KernelTags:
         self.north_bound_latitude = q("northBoundLatitude")
 
 
-_TAGS = {KERNEL_4: _KernelTags(KERNEL_4), KERNEL_3: _KernelTags(KERNEL_3)}
+_TAGS = {
+    namespace: _KernelTags(namespace) for namespace in (KERNEL_4, KERNEL_3, KERNEL_2_2, KERNEL_2_1)
+}
 # The payload element of each oai_datacite envelope version, by the envelope's namespace.
 _PAYLOADS = {
     namespace: _clark(namespace, "payload") for namespace in (OAI_DATACITE, OAI_DATACITE_1_0)
@@ -239,14 +245,14 @@ def import_oai_datacite(envelope: etree._Element) -> dict[str, Any]:
         found = etree.QName(payload).text if payload is not None else "nothing"
         raise TransformFailure(
             UNKNOWN_ROOT,
-            f"the oai_datacite payload holds {found}, not a DataCite kernel-3/4 resource",
+            f"the oai_datacite payload holds {found}, not a DataCite kernel-2/3/4 resource",
             "metadata.payload",
         )
     return import_resource(payload)
 
 
 def import_resource(resource: etree._Element) -> dict[str, Any]:
-    """A DataCite `resource` (kernel-4 or kernel-3) as RDMRecord-shaped data."""
+    """A DataCite `resource` (kernel-4, 3 or 2.x) as RDMRecord-shaped data."""
     tags = _TAGS[_namespace(resource)]  # type: ignore[index]
     children = _children(resource)
     dates = _nested(children, tags.dates, tags.date)
@@ -303,8 +309,8 @@ def import_resource(resource: etree._Element) -> dict[str, Any]:
 
 
 def _resource_type(tags: _KernelTags, children: Children) -> dict[str, str]:
-    """The resourceTypeGeneral as the target's id. Kernel-3 makes resourceType optional: a
-    kernel-3 resource without one is `other`; kernel-4 requires it, so its absence fails."""
+    """The resourceTypeGeneral as the target's id. Kernel-3 and 2.x make resourceType optional:
+    a resource of theirs without one is `other`; kernel-4 requires it, so its absence fails."""
     elements = children.get(tags.resource_type)
     if not elements:
         if not tags.resource_type_required:
@@ -350,6 +356,38 @@ def _other_identifier(value: str, kind: str) -> dict[str, str] | None:
 
 _NAME_TYPES = {"personal": "personal", "organizational": "organizational"}
 
+Person = tuple[int, etree._Element, Children, etree._Element | None]
+"""A creator/contributor: its index and element, its children grouped by tag, its name element."""
+
+
+def _people(tags: _KernelTags, elements: list[etree._Element]) -> list[Person]:
+    """Each creator/contributor with its children grouped by tag and its name element (the
+    XPath `d:creatorName | d:contributorName`: the first of either).
+
+    A creator that holds several names is as many people, each name with the parts that
+    follow it: real DataCite records list a whole author list in one `<creator>` (`creatorName`,
+    `givenName`, `familyName`, `affiliation`, then the next `creatorName` …), and reading only
+    the first name lost every other author."""
+    names = tags.names
+    people: list[Person] = []
+    for index, element in enumerate(elements):
+        children: Children = {}
+        name_element = None
+        for child in element:
+            tag = child.tag
+            if tag in names:
+                if name_element is not None:  # a second name: the next person begins
+                    people.append((index, element, children, name_element))
+                    children = {}
+                name_element = child
+            group = children.get(tag)
+            if group is None:
+                children[tag] = [child]
+            else:
+                group.append(child)
+        people.append((index, element, children, name_element))
+    return people
+
 
 def _creatibutors(
     tags: _KernelTags,
@@ -359,19 +397,7 @@ def _creatibutors(
     contributors: bool = False,
 ) -> list[dict[str, Any]]:
     result = []
-    names = tags.names
-    for index, element in enumerate(elements):
-        children: Children = {}
-        name_element = None  # the XPath `d:creatorName | d:contributorName`: the first of either
-        for child in element:
-            tag = child.tag
-            group = children.get(tag)
-            if group is None:
-                children[tag] = [child]
-            else:
-                group.append(child)
-            if name_element is None and tag in names:
-                name_element = child
+    for index, element, children, name_element in _people(tags, elements):
         name = _text(name_element) if name_element is not None else None
         name_type = (name_element.get("nameType") or "").lower() if name_element is not None else ""
         # A malformed identifier (name_identifier gives None) is dropped, not the person.
@@ -586,10 +612,13 @@ def _related_identifiers(
 def _rights(tags: _KernelTags, children: Children) -> list[dict[str, Any]]:
     """Licenses by id (rightsIdentifier, else a known rightsURI); the same license given in
     several languages becomes one entry with a multilingual title. eu-repo access terms
-    (`info:eu-repo/semantics/openAccess`) are access rights, not licenses, and are skipped."""
+    (`info:eu-repo/semantics/openAccess`) are access rights, not licenses, and are skipped.
+    Kernel-2.x has no rightsList: its one `<rights>` is a child of the resource."""
     merged: dict[str, dict[str, Any]] = {}
     uris: dict[str, str | None] = {}
-    for element in _nested(children, tags.rights_list, tags.rights):
+    elements = _nested(children, tags.rights_list, tags.rights)
+    elements.extend(children.get(tags.rights, ()))
+    for element in elements:
         uri = _attribute(element, "rightsURI")
         identifier = _attribute(element, "rightsIdentifier")
         text = _text(element)

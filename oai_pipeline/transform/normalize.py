@@ -153,13 +153,34 @@ def name_identifier(scheme: str, value: str) -> dict[str, str] | None:
 
 
 # Words that make a name an organisation's (dc:creator "World Health Organization", a DataCite
-# creatorName "University of California, Berkeley" without nameType); whole words only.
+# creatorName "University of California, Berkeley" without nameType); whole words only. Not
+# only English: repositories name their own institution in their language ("Helsingin
+# yliopisto, soveltavan biologian laitos", "Universidad de Chile", "Karolinska Institutet",
+# "Max-Planck-Gesellschaft"), which read as a person's "Family, Given" made them people.
 _ORGANISATION_WORDS = re.compile(
-    r"\b(?:universit(?:y|ies|ät|é|à|ad|at|eit)|institut(?:e|o|ion)?|organi[sz]ation|association"
-    r"|society|council|cent(?:re|er|ro|rum)|department|ministry|laborator(?:y|ies)|foundation"
-    r"|consortium|committee|agency|office|library|museum|group|team|project|network"
-    r"|collaboration|academy|observatory|corporation|inc|ltd|llc|gmbh|e\.v"
-    r"|college|hospital|commission)\b",
+    r"\b(?:universit(?:y|ies|ät|é|à|at|eit|et|etet)|universidad|universidade"
+    r"|uniwersytet|univerzit[ae]|univerza|yliopisto|egyetem|(?:fach)?hochschule|h[øö]gskol(?:e|en|a|an)"
+    r"|institut(?:e|o|ion|et|ul)?|istituto|instituut|instytut|inštitut|ústav"
+    r"|organi[sz]ation|organi[sz]ación|organização|organizzazione"
+    r"|association|asociación|associação|associazione|verband|verein"
+    r"|society|soci[eé]t[eé]|sociedad|sociedade|società|gesellschaft"
+    r"|council|consejo|conselho|consiglio|conseil"
+    r"|cent(?:re|er|ro|rum)|zentrum"
+    r"|department|departamento|d[eé]partement|dipartimento|abteilung|laitos"
+    r"|ministry|ministerio|minist[eè]re|ministero|ministerium"
+    r"|laborator(?:y|ies|io|ium)|laboratório|laboratoire"
+    r"|foundation|fundación|fundação|fondazione|fondation|stiftung|stichting"
+    r"|consortium|committee|agency|agencia|agência|agenzia|agence|office|library|biblioteca"
+    r"|biblioth[eè]que|bibliothek|bibliotheek|museum|museo|musée|museu"
+    r"|group|team|project|network|collaboration"
+    r"|academy|academia|acad[eé]mie|akademie|akademia|akademi"
+    r"|observatory|observatorio|observatoire|corporation|inc|ltd|llc|gmbh|e\.v"
+    r"|college|hospital|hôpital|ospedale|klinikum|commission|comisión|comissão|commissione"
+    r"|politecnico|polit[eé]cnica|polytechnic|polytechnique|facultad|faculdade|fakultät"
+    r"|faculté|facoltà|faculty|escuela|école"
+    r"|университет|институт|академия)\b"
+    # Chinese, Japanese and Korean names run their words together: no word boundary to find.
+    r"|大学|大學|研究所|研究院|研究中心|学院|學院|대학교|연구소|연구원",
     re.I,
 )
 # An acronym alone (CERN, NASA, UNESCO): no person is named so.
@@ -194,6 +215,48 @@ def split_dc_name(text: str) -> tuple[str, str | None]:
     if text[-1:].isdigit() or text.endswith(("-", ".", "?")):
         text = _NAME_DATES.sub("", text).rstrip(" ,")
     return text, affiliation
+
+
+# An ISBN or ISSN as repositories write them in dc:identifier: bare, or after `ISBN`/`ISSN`
+# (`ISBN 978-3-16-148410-0`, `ISSN: 0028-0836`), with hyphens or spaces between the groups.
+_ISBN = re.compile(r"^(?:isbn(?:-1[03])?:?\s*)?((?:\d[\s-]?){9}[\dX]|(?:\d[\s-]?){12}\d)$", re.I)
+_ISSN = re.compile(r"^(?:e?issn:?\s*)?(\d{4})-?(\d{3}[\dX])$", re.I)
+
+
+def isbn(value: str) -> str | None:
+    """The ISBN of `value` (as written, without an `ISBN` label), or None when `value` is none
+    or its check digit is wrong (an order number, a phone number …). Ten bare digits are an
+    ISBN only with a label; thirteen must begin with 978 or 979, as every ISBN-13 does."""
+    text = value.strip()
+    match = _ISBN.match(text)
+    if match is None:
+        return None
+    digits = re.sub(r"[\s-]", "", match.group(1)).upper()
+    if digits == text.upper() and not digits.startswith(("978", "979")):
+        return None  # ten bare digits, unlabelled: as likely a local number as an ISBN
+    if len(digits) == 10:
+        total = sum((10 - i) * (10 if c == "X" else int(c)) for i, c in enumerate(digits))
+        valid = total % 11 == 0
+    else:
+        valid = (
+            digits.isdigit()
+            and sum(int(c) * (3 if i % 2 else 1) for i, c in enumerate(digits)) % 10 == 0
+        )
+    return match.group(1).strip() if valid else None
+
+
+def issn(value: str) -> str | None:
+    """The ISSN of `value` as `NNNN-NNNC`, or None when `value` is none or its check digit is
+    wrong; eight bare digits without the hyphen or a label are none."""
+    text = value.strip()
+    match = _ISSN.match(text)
+    if match is None or (text.isdigit()):
+        return None  # eight bare digits: as likely a local number as an ISSN
+    digits = (match.group(1) + match.group(2)).upper()
+    total = sum((8 - i) * int(c) for i, c in enumerate(digits[:7]))
+    check = (11 - total % 11) % 11
+    expected = "X" if check == 10 else str(check)
+    return f"{digits[:4]}-{digits[4:]}" if digits[7] == expected else None
 
 
 def unique_identifiers(
