@@ -612,7 +612,8 @@ def _related_identifiers(
 def _rights(tags: _KernelTags, children: Children) -> list[dict[str, Any]]:
     """Licenses by id (rightsIdentifier, else a known rightsURI); the same license given in
     several languages becomes one entry with a multilingual title. eu-repo access terms
-    (`info:eu-repo/semantics/openAccess`) are access rights, not licenses, and are skipped.
+    (`info:eu-repo/semantics/openAccess`, as rightsURI or as the text) are access rights, not
+    licenses, and are skipped.
     Kernel-2.x has no rightsList: its one `<rights>` is a child of the resource."""
     merged: dict[str, dict[str, Any]] = {}
     uris: dict[str, str | None] = {}
@@ -622,7 +623,7 @@ def _rights(tags: _KernelTags, children: Children) -> list[dict[str, Any]]:
         uri = _attribute(element, "rightsURI")
         identifier = _attribute(element, "rightsIdentifier")
         text = _text(element)
-        if uri and uri.startswith("info:eu-repo/semantics/"):
+        if (uri or text or "").startswith("info:eu-repo/semantics/"):  # Dryad: in the text
             continue
         license_id = (
             vocab.license_id_from_identifier(identifier)
@@ -671,6 +672,8 @@ def _funding(tags: _KernelTags, children: Children) -> list[dict[str, Any]]:
                 funder["identifiers"].append(
                     {"scheme": "doi", "identifier": normalize_doi(value) or value}
                 )
+            elif kind == "isni" and (checked := name_identifier(kind, value)) is not None:
+                funder["identifiers"].append(checked)
             else:
                 funder["identifiers"].append({"scheme": kind or "other", "identifier": value})
         award: dict[str, Any] = {"identifiers": []}

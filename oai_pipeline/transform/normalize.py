@@ -23,6 +23,8 @@ _ORCID_FORMS = re.compile(
     r"(?:(?:https?://)?(?:www\.)?orcid\.org/)?(\d{4})-?(\d{4})-?(\d{4})-?(\d{3}[\dXx])/?", re.I
 )
 _ROR_ID = re.compile(r"0[a-z0-9]{6}\d{2}")
+# An identifier's resolver URL up to the identifier itself (ISNI and GND are given so).
+_URL_PATH = re.compile(r"^\s*https?://[^\s]*/(?=[^/\s]+/?\s*$)|/\s*$", re.I)
 _SPACES = re.compile(r"\s+")
 # A line break, a tab or a run of spaces: what pretty-printing leaves inside a one-line value.
 _SPACE_RUN = re.compile(r"[ \t\n\r]{2,}|[\t\n\r]")
@@ -144,9 +146,11 @@ def name_identifier(scheme: str, value: str) -> dict[str, str] | None:
         ror = normalize_ror(value)
         return {"scheme": "ror", "identifier": ror} if ROR.match(ror) else None
     if scheme == "isni":
-        return {"scheme": "isni", "identifier": _SPACES.sub("", value)}
+        # `0000 0001 2146 438X`, or the URL `http://www.isni.org/isni/000000012146438X`
+        return {"scheme": "isni", "identifier": _SPACES.sub("", _URL_PATH.sub("", value))}
     if scheme == "gnd":
-        return {"scheme": "gnd", "identifier": value.strip()}
+        # `118540238`, or the URL `https://d-nb.info/gnd/118540238`
+        return {"scheme": "gnd", "identifier": _URL_PATH.sub("", value.strip())}
     # InvenioRDM's RDM_RECORDS_PERSONORG_SCHEMES are ORCID, ISNI, GND and ROR only: another
     # scheme (ResearcherID, Scopus Author ID …) would fail the record, so it is left out.
     return None

@@ -319,9 +319,18 @@ def language_id(code: str) -> str | None:
     return language.alpha_3 if language is not None else None
 
 
+@lru_cache(maxsize=256)
 def i18n_key(code: str | None) -> str:
     """The key of a `{lang: text}` dict: the two-letter tag when there is one, else `en`."""
     if not code:
         return "en"
-    primary = code.strip().split("-")[0].lower()
+    primary = code.strip().split("-")[0].split("_")[0].lower()
+    if len(primary) == 3:
+        # `eng`, `ger` (DataCite records write them): the target's keys are two-letter, and
+        # one license titled in `en` and `eng` would be two languages of one title
+        language = pycountry.languages.get(alpha_3=primary) or pycountry.languages.get(
+            bibliographic=primary
+        )
+        alpha_2 = getattr(language, "alpha_2", None) if language is not None else None
+        return alpha_2 or primary
     return primary or "en"

@@ -217,3 +217,45 @@ def test_eu_repo_grant_agreement_is_funding() -> None:
 def test_names_joined_by_an_escaped_br_are_two_creators() -> None:
     creators = metadata("texasstate-dspace-oai_dc-excerpt.xml")["creators"]
     assert [c["person_or_org"]["name"] for c in creators] == ["Polk, Lewis", "Mosley, Richard"]
+
+
+def test_an_eu_repo_access_term_as_rights_text_is_no_right() -> None:
+    """Dryad writes `<rights>info:eu-repo/semantics/openAccess</rights>`: an access right, not
+    a license; before, a right titled by the URI (the rightsURI form was already skipped)."""
+    assert metadata("bolognese-dryad-kernel-3-rights.xml")["rights"] == []
+
+
+def test_isni_urls_are_isnis_and_three_letter_languages_are_two_letter_keys() -> None:
+    data = metadata("bolognese-funderIdentifier.xml")
+    assert data["funding"][0]["funder"]["identifiers"] == [
+        {"identifier": "0000000119587073", "scheme": "isni"}
+    ]
+    # xml:lang="eng": the key InvenioRDM's multilingual strings use is `en`
+    assert data["rights"][0]["title"] == {"en": "Creative Commons Attribution-NoDerivs 2.0 Generic"}
+
+
+def test_a_creator_isni_or_gnd_given_as_a_url_is_the_bare_identifier() -> None:
+    item = TransformItem(
+        "oai:x:1",
+        "2024-01-01",
+        [],
+        wrap_metadata(
+            (PUBLIC / "bolognese-funderIdentifier.xml")
+            .read_text(encoding="utf-8")
+            .replace(">0000000134596520<", ">https://isni.org/isni/0000000134596520<")
+            .replace(
+                "</creators>",
+                "<creator><creatorName>Goethe, Johann Wolfgang von</creatorName>"
+                '<nameIdentifier nameIdentifierScheme="GND">https://d-nb.info/gnd/118540238'
+                "</nameIdentifier></creator></creators>",
+            )
+        ),
+    )
+    [item] = transform([item])
+    creators = item.data["metadata"]["creators"]
+    assert creators[1]["person_or_org"]["identifiers"] == [
+        {"identifier": "0000000134596520", "scheme": "isni"}
+    ]
+    assert creators[2]["person_or_org"]["identifiers"] == [
+        {"identifier": "118540238", "scheme": "gnd"}
+    ]
