@@ -28,6 +28,7 @@ from oai_pipeline.transform.normalize import (
     description_html,
     file_link,
     is_ror,
+    looks_like_organisation,
     name_identifier,
     normalize_ror,
     person_or_org,
@@ -355,6 +356,13 @@ def _other_identifier(value: str, kind: str) -> dict[str, str] | None:
 
 
 _NAME_TYPES = {"personal": "personal", "organizational": "organizational"}
+# contributorTypes only a person can have: without a nameType, a name of one of them that has
+# no comma ("Dietrich Feist") is a person, not the organisation a bare name is taken for.
+_PERSON_ROLES = frozenset({
+    "contactperson", "datacurator", "editor", "projectleader", "projectmanager",
+    "projectmember", "relatedperson", "researcher", "supervisor", "workpackageleader",
+    "translator",
+})  # fmt: skip
 
 Person = tuple[int, etree._Element, Children, etree._Element | None]
 """A creator/contributor: its index and element, its children grouped by tag, its name element."""
@@ -414,10 +422,14 @@ def _creatibutors(
             if contributors:
                 continue  # an optional contributor without a name is left out, not the record
             raise missing_field(f"{location}[{index}].person_or_org.name", "name for a creator")
+        kind = _NAME_TYPES.get(name_type)
+        role = vocab.role(element.get("contributorType")) if contributors else None
+        if kind is None and role in _PERSON_ROLES and name and not looks_like_organisation(name):
+            kind = "personal"  # a ContactPerson "Dietrich Feist" is no organisation
         entry: dict[str, Any] = {
             "person_or_org": person_or_org(
                 name,
-                kind=_NAME_TYPES.get(name_type),
+                kind=kind,
                 given=given,
                 family=family,
                 identifiers=identifiers,
@@ -428,8 +440,8 @@ def _creatibutors(
                 if (affiliation := _affiliation(element))
             ],
         }
-        if contributors:
-            entry["role"] = {"id": vocab.role(element.get("contributorType"))}
+        if role is not None:
+            entry["role"] = {"id": role}
         result.append(entry)
     return result
 

@@ -259,3 +259,24 @@ def test_a_creator_isni_or_gnd_given_as_a_url_is_the_bare_identifier() -> None:
     assert creators[2]["person_or_org"]["identifiers"] == [
         {"identifier": "118540238", "scheme": "gnd"}
     ]
+
+
+def test_a_contact_person_without_name_type_is_a_person() -> None:
+    """CaltechDATA's ContactPerson 'Dietrich Feist' (no nameType, no comma) was an organisation;
+    a ResearchGroup or HostingInstitution without nameType still is one."""
+    contributors = metadata("caltechdata-tccon-excerpt.xml")["contributors"]
+    assert [(c["role"]["id"], c["person_or_org"]["type"]) for c in contributors] == [
+        ("hostinginstitution", "organizational"),
+        ("contactperson", "personal"),
+        ("researchgroup", "organizational"),
+    ]
+
+
+def test_a_data_manager_without_name_type_may_be_an_archive() -> None:
+    """DataCite's OAI example names PANGAEA (an archive) as DataManager."""
+    [manager, _] = metadata("datacite-oai-1.0-sample-kernel-2.1.xml")["contributors"]
+    assert manager["person_or_org"] == {
+        "type": "organizational",
+        "name": "PANGAEA",
+        "identifiers": [],
+    }
