@@ -218,6 +218,8 @@ def _identifiers(
                 identifiers.append({"identifier": text, "scheme": "url"})
         elif text.lower().startswith("urn:"):
             identifiers.append({"identifier": text, "scheme": "urn"})
+        elif (info := _info_uri(text)) is not None:
+            identifiers.append(info)
         elif (number := isbn(text)) is not None:
             identifiers.append({"identifier": number, "scheme": "isbn"})
         elif (number := issn(text)) is not None:
@@ -225,6 +227,21 @@ def _identifiers(
     # DSpace lists a DOI as dc.identifier.doi and again as its URL: one is the pid, once
     # (`import_dc` drops the repeats and the pid from the identifiers).
     return pids, identifiers, links
+
+
+# The `info:` URIs (RFC 4452) of identifiers the target has a scheme for, besides `info:doi/`
+# (a DOI, read as one): EPrints writes `info:pmid/17501999` into dc:identifier.
+_INFO_URI = re.compile(r"^info:(pmid|hdl|bibcode|arxiv)/(\S+)$", re.I)
+_INFO_SCHEMES = {"pmid": "pmid", "hdl": "handle", "bibcode": "ads", "arxiv": "arxiv"}
+
+
+def _info_uri(text: str) -> dict[str, str] | None:
+    """An `info:pmid/…`, `info:hdl/…`, `info:bibcode/…` or `info:arxiv/…` URI as an identifier
+    of its scheme (the bare value); None for anything else. Before, they were dropped."""
+    match = _INFO_URI.match(text)
+    if match is None:
+        return None
+    return {"identifier": match.group(2), "scheme": _INFO_SCHEMES[match.group(1).lower()]}
 
 
 # Resource types published inside another work: an ISBN given for one is its book's.
@@ -301,6 +318,8 @@ def _relations(
             entry = {"identifier": text, "scheme": "url"}
         elif text.lower().startswith("urn:"):
             entry = {"identifier": text, "scheme": "urn"}
+        elif (info := _info_uri(text)) is not None:
+            entry = info
         else:
             continue
         if entry not in seen:

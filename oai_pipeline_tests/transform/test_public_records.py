@@ -280,3 +280,30 @@ def test_a_data_manager_without_name_type_may_be_an_archive() -> None:
         "name": "PANGAEA",
         "identifiers": [],
     }
+
+
+def test_eprints_info_uris_of_pmid_are_identifiers() -> None:
+    """ZORA: its own DOI is the pid, the journal's DOI (info:doi/) an identifier, and the
+    PubMed id (info:pmid/) was dropped."""
+    item = one("zora-eprints-oai_dc-excerpt.xml")
+    assert item.pid == "10.5167/uzh-2"
+    assert item.data["metadata"]["identifiers"] == [
+        {"identifier": "10.1186/1478-7547-5-5", "scheme": "doi"},
+        {"identifier": "17501999", "scheme": "pmid"},
+    ]
+    assert item.data["metadata"]["resource_type"] == {"id": "publication-article"}
+
+
+def test_an_eu_repo_alt_identifier_doi_given_as_a_url() -> None:
+    """oa.upm.es (EPrints) writes the published version's DOI as a doi.org URL after the
+    altIdentifier prefix; before, no DOI form matched it and it was dropped."""
+    data = _dc(
+        "<dc:relation>info:eu-repo/semantics/altIdentifier/doi/"
+        "http://dx.doi.org/10.1016/j.physb.2012.12.047</dc:relation>"
+        "<dc:relation>http://www.sciencedirect.com/science/article/pii/S0921452612010988"
+        "</dc:relation>"
+    )
+    assert data["identifiers"] == [{"identifier": "10.1016/j.physb.2012.12.047", "scheme": "doi"}]
+    assert [r["identifier"] for r in data["related_identifiers"]] == [
+        "http://www.sciencedirect.com/science/article/pii/S0921452612010988"
+    ]
