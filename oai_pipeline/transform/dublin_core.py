@@ -52,6 +52,7 @@ _IDENTIFIER = _elements("identifier")
 _RELATION = _elements("relation")
 _TYPE = _elements("type")
 _FORMAT = _elements("format")
+_SOURCE = _elements("source")
 
 
 def _texts(path: etree.XPath, dc: etree._Element) -> list[tuple[etree._Element, str]]:
@@ -216,14 +217,26 @@ def _identifiers(
                 links.append(link)
             else:
                 identifiers.append({"identifier": text, "scheme": "url"})
+        elif text.lower().startswith(("urn:isbn:", "urn:issn:")):
+            # the URN form PKP and OpenAIRE advise for a serial's or book's number
+            identifiers.append({"identifier": text[9:].strip(), "scheme": text[4:8].lower()})
         elif text.lower().startswith("urn:"):
             identifiers.append({"identifier": text, "scheme": "urn"})
         elif (info := _info_uri(text)) is not None:
             identifiers.append(info)
+        elif (alternate := _alternate(text)) is not None:
+            # OpenEdition writes its books' ISBNs as eu-repo altIdentifiers in dc:identifier
+            identifiers.append(alternate)
         elif (number := isbn(text)) is not None:
             identifiers.append({"identifier": number, "scheme": "isbn"})
         elif (number := issn(text)) is not None:
             identifiers.append({"identifier": number, "scheme": "issn"})
+    # OJS writes the journal's ISSNs as dc:source values of their own (`<dc:source>2159-5399`).
+    identifiers.extend(
+        {"identifier": number, "scheme": "issn"}
+        for _, text in _texts(_SOURCE, dc)
+        if (number := issn(text)) is not None
+    )
     # DSpace lists a DOI as dc.identifier.doi and again as its URL: one is the pid, once
     # (`import_dc` drops the repeats and the pid from the identifiers).
     return pids, identifiers, links

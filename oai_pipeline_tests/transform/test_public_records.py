@@ -307,3 +307,40 @@ def test_an_eu_repo_alt_identifier_doi_given_as_a_url() -> None:
     assert [r["identifier"] for r in data["related_identifiers"]] == [
         "http://www.sciencedirect.com/science/article/pii/S0921452612010988"
     ]
+
+
+def test_ojs_issns_in_dc_source_are_the_journal() -> None:
+    """OJS 3 writes the journal's ISSNs as dc:source values of their own (PKP forum 'OAI-PMH
+    Dublin Core (DC) change for ISSN'; ojs.aaai.org: `<dc:source>2159-5399</dc:source>`)."""
+    data = _dc(
+        "<dc:type>info:eu-repo/semantics/article</dc:type>"
+        '<dc:source xml:lang="en-US">Proceedings of the AAAI Conference on Artificial '
+        "Intelligence; Vol. 40 No. 1: AAAI-26 Technical Tracks 1; 101-109</dc:source>"
+        "<dc:source>2159-5399</dc:source>"
+    )
+    assert data["related_identifiers"] == [
+        {"identifier": "2159-5399", "scheme": "issn", "relation_type": {"id": "ispublishedin"}}
+    ]
+
+
+def test_openedition_isbns_as_eu_repo_alt_identifiers_in_dc_identifier() -> None:
+    """OpenEdition Books (its oai_dc documentation): `<dc:identifier>info:eu-repo/semantics/
+    altIdentifier/isbn/978-2-8218-7547-0</dc:identifier>`, the book's ISBNs; before, dropped.
+    `urn:issn:`/`urn:isbn:` are the ISSN/ISBN, not a URN scheme of their own."""
+    data = _dc(
+        "<dc:type>info:eu-repo/semantics/book</dc:type>"
+        "<dc:identifier>https://hdl.handle.net/20.500.13089/31o4</dc:identifier>"
+        "<dc:identifier>info:eu-repo/semantics/altIdentifier/isbn/978-2-8218-7547-0"
+        "</dc:identifier>"
+        "<dc:identifier>info:eu-repo/semantics/altIdentifier/isbn/978-3-86395-122-1"
+        "</dc:identifier>"
+        "<dc:identifier>urn:issn:0028-0836</dc:identifier>"
+    )
+    assert data["identifiers"] == [
+        {"identifier": "https://hdl.handle.net/20.500.13089/31o4", "scheme": "url"},
+        {"identifier": "978-2-8218-7547-0", "scheme": "isbn"},
+        {"identifier": "978-3-86395-122-1", "scheme": "isbn"},
+    ]
+    assert data["related_identifiers"] == [
+        {"identifier": "0028-0836", "scheme": "issn", "relation_type": {"id": "ispublishedin"}}
+    ]
