@@ -71,8 +71,10 @@ _ESCAPED_TAG = re.compile(r"&lt;/?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*?)?/?&gt;")
 _TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
 
 
-# A byte order mark and zero-width characters: invisible, they only make equal texts differ.
-_INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
+# A byte order mark, the zero-width space and the word joiner: invisible, they only make equal
+# texts differ. Not the zero-width (non-)joiner (U+200C, U+200D): Persian, Hindi, Malayalam …
+# spell words with them ("می‌شود") and emoji sequences are joined by them.
+_INVISIBLE = re.compile("[\u200b\u2060\ufeff]")
 
 
 def clean_unicode(value: str) -> str:

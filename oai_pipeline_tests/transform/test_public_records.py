@@ -168,14 +168,14 @@ def test_isbn_of_a_book_part_and_eu_repo_alt_identifier() -> None:
     ]
 
 
-def _dc(body: str) -> dict[str, Any]:
+def _dc(body: str, title: str = "T") -> dict[str, Any]:
     item = TransformItem(
         "oai:x:1",
         "2024-01-01",
         [],
         wrap_metadata(
             '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
-            'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>T</dc:title>'
+            f'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>{title}</dc:title>'
             f"<dc:creator>Doe, Jane</dc:creator><dc:date>2020</dc:date>{body}</oai_dc:dc>"
         ),
     )
@@ -344,3 +344,12 @@ def test_openedition_isbns_as_eu_repo_alt_identifiers_in_dc_identifier() -> None
     assert data["related_identifiers"] == [
         {"identifier": "0028-0836", "scheme": "issn", "relation_type": {"id": "ispublishedin"}}
     ]
+
+
+def test_zero_width_joiners_of_persian_words_and_emoji_are_kept() -> None:
+    """ZWNJ (U+200C) is part of Persian spelling (`می‌شود`, `نامه‌ها`) and ZWJ (U+200D) joins
+    emoji sequences; before, both were stripped as invisible, which changed the words."""
+    title = "نامه\u200cها و آنچه می\u200cشود 👩\u200d🔬"
+    data = _dc(f"<dc:description>\u200b{title}</dc:description>", title=title)
+    assert data["title"] == title
+    assert data["description"] == title  # the zero-width space before it is still dropped
