@@ -26,6 +26,7 @@ from oai_pipeline.transform.normalize import (
     clean_unicode,
     collapse_whitespace,
     description_html,
+    eu_repo_grant,
     file_link,
     is_ror,
     looks_like_organisation,
@@ -67,6 +68,7 @@ class _KernelTags:
         self.contributors = q("contributors")
         self.contributor = q("contributor")
         self.names = frozenset((q("creatorName"), q("contributorName")))
+        self.contributor_name = q("contributorName")
         self.given_name = q("givenName")
         self.family_name = q("familyName")
         self.name_identifier = q("nameIdentifier")
@@ -261,6 +263,7 @@ def import_resource(resource: etree._Element) -> dict[str, Any]:
     title, additional_titles = _titles(tags, children)
     description, additional_descriptions = _descriptions(tags, children)
     related_identifiers, file_links = _related_identifiers(tags, children)
+    contributors = _nested(children, tags.contributors, tags.contributor)
     metadata: dict[str, Any] = {
         "resource_type": _resource_type(tags, children),
         "title": title,
@@ -270,7 +273,7 @@ def import_resource(resource: etree._Element) -> dict[str, Any]:
         ),
         "contributors": _creatibutors(
             tags,
-            _nested(children, tags.contributors, tags.contributor),
+            [c for c in contributors if not _is_funder(c)],
             "metadata.contributors",
             contributors=True,
         ),
@@ -301,7 +304,7 @@ def import_resource(resource: etree._Element) -> dict[str, Any]:
             if (form := text_or_none(text))
         ],
         "version": text_or_none(_string(children, tags.version)),
-        "funding": _funding(tags, children),
+        "funding": _funding(tags, children) + _funder_contributors(tags, contributors),
         "locations": _locations(tags, children),
     }
     if not metadata["creators"]:
@@ -444,6 +447,48 @@ def _creatibutors(
             entry["role"] = {"id": role}
         result.append(entry)
     return result
+
+
+def _is_funder(contributor: etree._Element) -> bool:
+    return vocab.role(contributor.get("contributorType")) == "funder"
+
+
+def _funder_contributors(
+    tags: _KernelTags, contributors: list[etree._Element]
+) -> list[dict[str, Any]]:
+    """Kernel-2/3 contributors of type Funder as funding entries: before fundingReference
+    (kernel-4), DataCite and the OpenAIRE guidelines for data archives gave a funder so, its
+    Crossref Funder ID (`FundRef`, or a 10.13039 DOI) or OpenAIRE grant
+    (`info:eu-repo/grantAgreement/EC/FP7/282896`) as its nameIdentifier. The target has no
+    funder role; before, they were contributors with role `funder` and the grant was lost."""
+    funding: list[dict[str, Any]] = []
+    for contributor in contributors:
+        if not _is_funder(contributor):
+            continue
+        parts = _children(contributor)
+        name = text_or_none(_string(parts, tags.contributor_name))
+        entry: dict[str, Any] | None = None
+        identifiers: list[dict[str, str]] = []
+        for element in parts.get(tags.name_identifier, ()):
+            value = _text(element)
+            if value is None:
+                continue
+            if (grant := eu_repo_grant(value)) is not None:
+                entry = grant
+                continue
+            doi = normalize_doi(value)
+            scheme = vocab.vocabulary_key(element.get("nameIdentifierScheme") or "")
+            if doi is not None or scheme in ("fundref", "crossreffunderid"):
+                identifiers.append({"scheme": "doi", "identifier": doi or value})
+        if entry is None:
+            if name is None and not identifiers:
+                continue
+            entry = {"funder": {}, "award": None}
+        if name is not None:
+            entry["funder"]["name"] = name  # the source's name for it, over the eu-repo code's
+        entry["funder"]["identifiers"] = identifiers
+        funding.append(entry)
+    return funding
 
 
 def _affiliation(element: etree._Element) -> dict[str, str] | None:

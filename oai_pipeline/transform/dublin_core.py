@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import unquote
 
 from lxml import etree
 
@@ -21,6 +20,7 @@ from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure, missi
 from oai_pipeline.transform.normalize import (
     block_text_or_none,
     description_html,
+    eu_repo_grant,
     file_link,
     isbn,
     issn,
@@ -298,11 +298,6 @@ _ALT_SCHEMES = {
     "eissn": "issn", "pissn": "issn", "pmid": "pmid", "urn": "urn", "ark": "ark",
     "arxiv": "arxiv", "purl": "purl", "doi": "doi",
 }  # fmt: skip
-_GRANT = re.compile(
-    r"^info:eu-repo/grantAgreement/([^/]+)/([^/]*)/([^/]+)(?:/([^/]*))?(?:/([^/]*))?"
-)
-# Funders by their eu-repo code, as the target names them (ROR id).
-_FUNDERS = {"EC": {"id": "00k4n6c32", "name": "European Commission"}}
 
 
 def _relations(
@@ -320,7 +315,7 @@ def _relations(
             if (alternate := _alternate(text)) is not None:
                 alternates.append(alternate)
                 continue
-            if (grant := _grant(text)) is not None:
+            if (grant := eu_repo_grant(text)) is not None:
                 if grant not in funding:
                     funding.append(grant)
                 continue
@@ -354,22 +349,6 @@ def _alternate(text: str) -> dict[str, str] | None:
     elif scheme == "issn":
         value = issn(value) or value
     return {"identifier": value, "scheme": scheme}
-
-
-def _grant(text: str) -> dict[str, Any] | None:
-    """An eu-repo grantAgreement as a funding entry (funder, award number and title); None
-    when `text` is none or names no project."""
-    match = _GRANT.match(text)
-    if match is None:
-        return None
-    code, _, number, _, name = (unquote(part or "").strip() for part in match.groups())
-    if not number:
-        return None
-    funder = _FUNDERS.get(code.upper(), {"name": code})
-    award: dict[str, Any] = {"number": number}
-    if name:
-        award["title"] = {"en": name}
-    return {"funder": dict(funder), "award": award}
 
 
 # A copyright statement, not a license's name: "Copyright (c) 2020 …", "© 2020 …",

@@ -430,3 +430,28 @@ def file_link(url: str) -> dict[str, str] | None:
     if extension is None or extension.group(1).lower() not in _FILE_EXTENSIONS:
         return None
     return {"url": url.strip(), "key": name}
+
+
+_GRANT = re.compile(
+    r"^info:eu-repo/grantAgreement/([^/]+)/([^/]*)/([^/]+)(?:/([^/]*))?(?:/([^/]*))?"
+)
+# Funders by their eu-repo code, as the target names them (ROR id).
+_FUNDERS = {"EC": {"id": "00k4n6c32", "name": "European Commission"}}
+
+
+def eu_repo_grant(text: str) -> dict[str, Any] | None:
+    """An OpenAIRE `info:eu-repo/grantAgreement/<funder>/<programme>/<project id>/
+    [jurisdiction]/[name]/[acronym]` (percent-encoded: `PTDC%2FSAU%2F1234%2F2008`) as a funding
+    entry (funder, award number and title); None when `text` is none or names no project.
+    Dublin Core gives it as a dc:relation, DataCite kernel-3 as a Funder's nameIdentifier."""
+    match = _GRANT.match(text)
+    if match is None:
+        return None
+    code, _, number, _, name = (unquote(part or "").strip() for part in match.groups())
+    if not number:
+        return None
+    funder = _FUNDERS.get(code.upper(), {"name": code})
+    award: dict[str, Any] = {"number": number}
+    if name:
+        award["title"] = {"en": name}
+    return {"funder": dict(funder), "award": award}

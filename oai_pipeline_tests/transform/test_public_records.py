@@ -353,3 +353,37 @@ def test_zero_width_joiners_of_persian_words_and_emoji_are_kept() -> None:
     data = _dc(f"<dc:description>\u200b{title}</dc:description>", title=title)
     assert data["title"] == title
     assert data["description"] == title  # the zero-width space before it is still dropped
+
+
+def test_a_kernel_3_funder_contributor_is_funding() -> None:
+    """Kernel-3 gave funders as contributors of type Funder (R2R, DOI 10.7284/904028): before,
+    a contributor with role 'funder', which the target has not, and its Crossref Funder ID
+    was dropped as no person identifier."""
+    data = metadata("r2r-kernel-3-funder-contributor.xml")
+    assert data["funding"] == [
+        {
+            "funder": {
+                "name": "National Science Foundation",
+                "identifiers": [{"scheme": "doi", "identifier": "10.13039/100000001"}],
+            }
+        }
+    ]
+    assert [c["role"]["id"] for c in data["contributors"]] == ["projectleader", "producer"]
+
+
+def test_an_openaire_grant_as_a_funder_nameidentifier_is_the_award() -> None:
+    """The OpenAIRE guidelines for data archives (and Invenio's DataCite export): a Funder
+    contributor whose nameIdentifier is info:eu-repo/grantAgreement/EC/FP7/<project>."""
+    resource = (PUBLIC / "r2r-kernel-3-funder-contributor.xml").read_text(encoding="utf-8")
+    resource = resource.replace(
+        '<contributor contributorType="Producer">',
+        '<contributor contributorType="Funder"><contributorName>European Commission'
+        '</contributorName><nameIdentifier nameIdentifierScheme="info">'
+        "info:eu-repo/grantAgreement/EC/FP7/282896</nameIdentifier></contributor>"
+        '<contributor contributorType="Producer">',
+    )
+    [item] = transform([TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(resource))])
+    assert item.data["metadata"]["funding"][0] == {
+        "funder": {"id": "00k4n6c32", "name": "European Commission", "identifiers": []},
+        "award": {"number": "282896", "identifiers": []},
+    }
