@@ -30,6 +30,8 @@ DATACITE_RESOURCE_TYPES: dict[str, str] = {
     "outputmanagementplan": "publication-datamanagementplan",
     "peerreview": "publication-peerreview",
     "physicalobject": "physicalobject",
+    "poster": "poster",  # kernel-4.7
+    "presentation": "presentation",  # kernel-4.7
     "preprint": "publication-preprint",
     "report": "publication-report",
     "software": "software",
@@ -195,8 +197,12 @@ def date_type(value: str | None) -> str:
 
 
 def relation_type(value: str) -> str:
-    """DataCite relationType -> InvenioRDM relation type id (its lower-case form)."""
-    return vocabulary_key(value)
+    """DataCite relationType -> InvenioRDM relation type id (its lower-case form). Kernel-4.7's
+    `Other` (an unlisted relation, told in relationTypeInformation) is no relation type of the
+    target, which has no untyped relation: it `references` the resource, the weakest claim,
+    as an untyped dc:relation does (dublin_core.UNTYPED_RELATION)."""
+    key = vocabulary_key(value)
+    return "references" if key == "other" else key
 
 
 def role(value: str | None) -> str:

@@ -387,3 +387,19 @@ def test_an_openaire_grant_as_a_funder_nameidentifier_is_the_award() -> None:
         "funder": {"id": "00k4n6c32", "name": "European Commission", "identifiers": []},
         "award": {"number": "282896", "identifiers": []},
     }
+
+
+def test_kernel_4_7_poster_presentation_and_other_relation() -> None:
+    """DataCite 4.7's Poster and Presentation are the target's `poster`/`presentation` (before,
+    `other`); its relationType `Other` is no relation type of the target (before, written as
+    `other`, which the project itself avoids for dc:relation): it `references` the resource."""
+    data = metadata("bolognese-full-v4.7-types-poster-excerpt.xml")
+    assert data["resource_type"] == {"id": "poster"}
+    assert [
+        (r["relation_type"]["id"], r.get("resource_type")) for r in data["related_identifiers"]
+    ] == [
+        ("references", None),
+        ("references", None),
+        ("references", None),
+        ("istranslationof", {"id": "poster"}),
+    ]  # the same DOI in the same relation once (the Presentation one repeats it)
