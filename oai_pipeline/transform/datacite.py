@@ -1,4 +1,4 @@
-"""Import of DataCite metadata (kernel-4 and kernel-3 `resource`, and the `oai_datacite` envelope).
+"""Import of DataCite metadata (kernel-4, 3 and 2.x `resource`, and the `oai_datacite` envelope).
 
 An import walks the already parsed element tree of the record once per level: each element's
 children are grouped by tag in one pass (`_children`) instead of evaluating an XPath per field,
@@ -26,8 +26,10 @@ from oai_pipeline.transform.normalize import (
     clean_unicode,
     collapse_whitespace,
     description_html,
+    eu_repo_grant,
     file_link,
     is_ror,
+    looks_like_organisation,
     name_identifier,
     normalize_ror,
     person_or_org,
@@ -37,6 +39,10 @@ from oai_pipeline.transform.normalize import (
 
 KERNEL_4 = "http://datacite.org/schema/kernel-4"
 KERNEL_3 = "http://datacite.org/schema/kernel-3"
+KERNEL_2_2 = "http://datacite.org/schema/kernel-2.2"
+KERNEL_2_1 = "http://datacite.org/schema/kernel-2.1"
+"""Kernel-2.x (2011-2013): the DOIs registered then still carry it, in DataCite's OAI-PMH feed
+(its own oai_datacite example is a kernel-2.1 resource) and in repositories' datacite formats."""
 OAI_DATACITE = "http://schema.datacite.org/oai/oai-1.1/"
 OAI_DATACITE_1_0 = "http://schema.datacite.org/oai/oai-1.0/"
 """The older envelope (DataCite's OAI server offered it first); the same `payload` inside."""
@@ -54,14 +60,15 @@ class _KernelTags:
         def q(local: str) -> str:
             return _clark(namespace, local)
 
-        # Kernel-3 makes resourceType optional (minOccurs=0); kernel-4 requires it.
-        self.resource_type_required = namespace != KERNEL_3
+        # Kernel-2.x and 3 make resourceType optional (minOccurs=0); kernel-4 requires it.
+        self.resource_type_required = namespace == KERNEL_4
         self.identifier = q("identifier")
         self.creators = q("creators")
         self.creator = q("creator")
         self.contributors = q("contributors")
         self.contributor = q("contributor")
         self.names = frozenset((q("creatorName"), q("contributorName")))
+        self.contributor_name = q("contributorName")
         self.given_name = q("givenName")
         self.family_name = q("familyName")
         self.name_identifier = q("nameIdentifier")
@@ -113,7 +120,9 @@ class _KernelTags:
         self.north_bound_latitude = q("northBoundLatitude")
 
 
-_TAGS = {KERNEL_4: _KernelTags(KERNEL_4), KERNEL_3: _KernelTags(KERNEL_3)}
+_TAGS = {
+    namespace: _KernelTags(namespace) for namespace in (KERNEL_4, KERNEL_3, KERNEL_2_2, KERNEL_2_1)
+}
 # The payload element of each oai_datacite envelope version, by the envelope's namespace.
 _PAYLOADS = {
     namespace: _clark(namespace, "payload") for namespace in (OAI_DATACITE, OAI_DATACITE_1_0)
@@ -239,14 +248,14 @@ def import_oai_datacite(envelope: etree._Element) -> dict[str, Any]:
         found = etree.QName(payload).text if payload is not None else "nothing"
         raise TransformFailure(
             UNKNOWN_ROOT,
-            f"the oai_datacite payload holds {found}, not a DataCite kernel-3/4 resource",
+            f"the oai_datacite payload holds {found}, not a DataCite kernel-2/3/4 resource",
             "metadata.payload",
         )
     return import_resource(payload)
 
 
 def import_resource(resource: etree._Element) -> dict[str, Any]:
-    """A DataCite `resource` (kernel-4 or kernel-3) as RDMRecord-shaped data."""
+    """A DataCite `resource` (kernel-4, 3 or 2.x) as RDMRecord-shaped data."""
     tags = _TAGS[_namespace(resource)]  # type: ignore[index]
     children = _children(resource)
     dates = _nested(children, tags.dates, tags.date)
@@ -254,6 +263,7 @@ def import_resource(resource: etree._Element) -> dict[str, Any]:
     title, additional_titles = _titles(tags, children)
     description, additional_descriptions = _descriptions(tags, children)
     related_identifiers, file_links = _related_identifiers(tags, children)
+    contributors = _nested(children, tags.contributors, tags.contributor)
     metadata: dict[str, Any] = {
         "resource_type": _resource_type(tags, children),
         "title": title,
@@ -263,7 +273,7 @@ def import_resource(resource: etree._Element) -> dict[str, Any]:
         ),
         "contributors": _creatibutors(
             tags,
-            _nested(children, tags.contributors, tags.contributor),
+            [c for c in contributors if not _is_funder(c)],
             "metadata.contributors",
             contributors=True,
         ),
@@ -294,7 +304,7 @@ def import_resource(resource: etree._Element) -> dict[str, Any]:
             if (form := text_or_none(text))
         ],
         "version": text_or_none(_string(children, tags.version)),
-        "funding": _funding(tags, children),
+        "funding": _funding(tags, children) + _funder_contributors(tags, contributors),
         "locations": _locations(tags, children),
     }
     if not metadata["creators"]:
@@ -303,8 +313,8 @@ def import_resource(resource: etree._Element) -> dict[str, Any]:
 
 
 def _resource_type(tags: _KernelTags, children: Children) -> dict[str, str]:
-    """The resourceTypeGeneral as the target's id. Kernel-3 makes resourceType optional: a
-    kernel-3 resource without one is `other`; kernel-4 requires it, so its absence fails."""
+    """The resourceTypeGeneral as the target's id. Kernel-3 and 2.x make resourceType optional:
+    a resource of theirs without one is `other`; kernel-4 requires it, so its absence fails."""
     elements = children.get(tags.resource_type)
     if not elements:
         if not tags.resource_type_required:
@@ -349,6 +359,45 @@ def _other_identifier(value: str, kind: str) -> dict[str, str] | None:
 
 
 _NAME_TYPES = {"personal": "personal", "organizational": "organizational"}
+# contributorTypes only a person can have: without a nameType, a name of one of them that has
+# no comma ("Dietrich Feist") is a person, not the organisation a bare name is taken for.
+_PERSON_ROLES = frozenset({
+    "contactperson", "datacurator", "editor", "projectleader", "projectmanager",
+    "projectmember", "relatedperson", "researcher", "supervisor", "workpackageleader",
+    "translator",
+})  # fmt: skip
+
+Person = tuple[int, etree._Element, Children, etree._Element | None]
+"""A creator/contributor: its index and element, its children grouped by tag, its name element."""
+
+
+def _people(tags: _KernelTags, elements: list[etree._Element]) -> list[Person]:
+    """Each creator/contributor with its children grouped by tag and its name element (the
+    XPath `d:creatorName | d:contributorName`: the first of either).
+
+    A creator that holds several names is as many people, each name with the parts that
+    follow it: real DataCite records list a whole author list in one `<creator>` (`creatorName`,
+    `givenName`, `familyName`, `affiliation`, then the next `creatorName` …), and reading only
+    the first name lost every other author."""
+    names = tags.names
+    people: list[Person] = []
+    for index, element in enumerate(elements):
+        children: Children = {}
+        name_element = None
+        for child in element:
+            tag = child.tag
+            if tag in names:
+                if name_element is not None:  # a second name: the next person begins
+                    people.append((index, element, children, name_element))
+                    children = {}
+                name_element = child
+            group = children.get(tag)
+            if group is None:
+                children[tag] = [child]
+            else:
+                group.append(child)
+        people.append((index, element, children, name_element))
+    return people
 
 
 def _creatibutors(
@@ -359,19 +408,7 @@ def _creatibutors(
     contributors: bool = False,
 ) -> list[dict[str, Any]]:
     result = []
-    names = tags.names
-    for index, element in enumerate(elements):
-        children: Children = {}
-        name_element = None  # the XPath `d:creatorName | d:contributorName`: the first of either
-        for child in element:
-            tag = child.tag
-            group = children.get(tag)
-            if group is None:
-                children[tag] = [child]
-            else:
-                group.append(child)
-            if name_element is None and tag in names:
-                name_element = child
+    for index, element, children, name_element in _people(tags, elements):
         name = _text(name_element) if name_element is not None else None
         name_type = (name_element.get("nameType") or "").lower() if name_element is not None else ""
         # A malformed identifier (name_identifier gives None) is dropped, not the person.
@@ -388,10 +425,14 @@ def _creatibutors(
             if contributors:
                 continue  # an optional contributor without a name is left out, not the record
             raise missing_field(f"{location}[{index}].person_or_org.name", "name for a creator")
+        kind = _NAME_TYPES.get(name_type)
+        role = vocab.role(element.get("contributorType")) if contributors else None
+        if kind is None and role in _PERSON_ROLES and name and not looks_like_organisation(name):
+            kind = "personal"  # a ContactPerson "Dietrich Feist" is no organisation
         entry: dict[str, Any] = {
             "person_or_org": person_or_org(
                 name,
-                kind=_NAME_TYPES.get(name_type),
+                kind=kind,
                 given=given,
                 family=family,
                 identifiers=identifiers,
@@ -402,10 +443,52 @@ def _creatibutors(
                 if (affiliation := _affiliation(element))
             ],
         }
-        if contributors:
-            entry["role"] = {"id": vocab.role(element.get("contributorType"))}
+        if role is not None:
+            entry["role"] = {"id": role}
         result.append(entry)
     return result
+
+
+def _is_funder(contributor: etree._Element) -> bool:
+    return vocab.role(contributor.get("contributorType")) == "funder"
+
+
+def _funder_contributors(
+    tags: _KernelTags, contributors: list[etree._Element]
+) -> list[dict[str, Any]]:
+    """Kernel-2/3 contributors of type Funder as funding entries: before fundingReference
+    (kernel-4), DataCite and the OpenAIRE guidelines for data archives gave a funder so, its
+    Crossref Funder ID (`FundRef`, or a 10.13039 DOI) or OpenAIRE grant
+    (`info:eu-repo/grantAgreement/EC/FP7/282896`) as its nameIdentifier. The target has no
+    funder role; before, they were contributors with role `funder` and the grant was lost."""
+    funding: list[dict[str, Any]] = []
+    for contributor in contributors:
+        if not _is_funder(contributor):
+            continue
+        parts = _children(contributor)
+        name = text_or_none(_string(parts, tags.contributor_name))
+        entry: dict[str, Any] | None = None
+        identifiers: list[dict[str, str]] = []
+        for element in parts.get(tags.name_identifier, ()):
+            value = _text(element)
+            if value is None:
+                continue
+            if (grant := eu_repo_grant(value)) is not None:
+                entry = grant
+                continue
+            doi = normalize_doi(value)
+            scheme = vocab.vocabulary_key(element.get("nameIdentifierScheme") or "")
+            if doi is not None or scheme in ("fundref", "crossreffunderid"):
+                identifiers.append({"scheme": "doi", "identifier": doi or value})
+        if entry is None:
+            if name is None and not identifiers:
+                continue
+            entry = {"funder": {}, "award": None}
+        if name is not None:
+            entry["funder"]["name"] = name  # the source's name for it, over the eu-repo code's
+        entry["funder"]["identifiers"] = identifiers
+        funding.append(entry)
+    return funding
 
 
 def _affiliation(element: etree._Element) -> dict[str, str] | None:
@@ -586,14 +669,18 @@ def _related_identifiers(
 def _rights(tags: _KernelTags, children: Children) -> list[dict[str, Any]]:
     """Licenses by id (rightsIdentifier, else a known rightsURI); the same license given in
     several languages becomes one entry with a multilingual title. eu-repo access terms
-    (`info:eu-repo/semantics/openAccess`) are access rights, not licenses, and are skipped."""
+    (`info:eu-repo/semantics/openAccess`, as rightsURI or as the text) are access rights, not
+    licenses, and are skipped.
+    Kernel-2.x has no rightsList: its one `<rights>` is a child of the resource."""
     merged: dict[str, dict[str, Any]] = {}
     uris: dict[str, str | None] = {}
-    for element in _nested(children, tags.rights_list, tags.rights):
+    elements = _nested(children, tags.rights_list, tags.rights)
+    elements.extend(children.get(tags.rights, ()))
+    for element in elements:
         uri = _attribute(element, "rightsURI")
         identifier = _attribute(element, "rightsIdentifier")
         text = _text(element)
-        if uri and uri.startswith("info:eu-repo/semantics/"):
+        if (uri or text or "").startswith("info:eu-repo/semantics/"):  # Dryad: in the text
             continue
         license_id = (
             vocab.license_id_from_identifier(identifier)
@@ -642,6 +729,8 @@ def _funding(tags: _KernelTags, children: Children) -> list[dict[str, Any]]:
                 funder["identifiers"].append(
                     {"scheme": "doi", "identifier": normalize_doi(value) or value}
                 )
+            elif kind == "isni" and (checked := name_identifier(kind, value)) is not None:
+                funder["identifiers"].append(checked)
             else:
                 funder["identifiers"].append({"scheme": kind or "other", "identifier": value})
         award: dict[str, Any] = {"identifiers": []}

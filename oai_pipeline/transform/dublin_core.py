@@ -20,7 +20,10 @@ from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure, missi
 from oai_pipeline.transform.normalize import (
     block_text_or_none,
     description_html,
+    eu_repo_grant,
     file_link,
+    isbn,
+    issn,
     looks_like_organisation,
     person_or_org,
     split_dc_name,
@@ -49,6 +52,7 @@ _IDENTIFIER = _elements("identifier")
 _RELATION = _elements("relation")
 _TYPE = _elements("type")
 _FORMAT = _elements("format")
+_SOURCE = _elements("source")
 
 
 def _texts(path: etree.XPath, dc: etree._Element) -> list[tuple[etree._Element, str]]:
@@ -56,16 +60,23 @@ def _texts(path: etree.XPath, dc: etree._Element) -> list[tuple[etree._Element, 
     return [(element, text) for element in path(dc) if (text := text_or_none(element.text))]
 
 
+# Between two names in one dc:creator: `;`, or a line break tag (CONTENTdm and DSpace
+# collections join the names of a field with `<br>`, escaped: `Polk, Lewis&lt;br&gt;Mosley, R.`).
+_NAME_SEPARATOR = re.compile(r";|<br\s*/?>", re.I)
+
+
 def _names(path: etree.XPath, dc: etree._Element) -> list[str]:
     """dc:creator or dc:contributor names, each person once. OJS lists every author once per
     locale of a multilingual journal (the same name with another xml:lang): a name repeated
     in another language is the same person. The same name twice in one language (or without
-    one) is kept: two people can share a name. `Smith, John; Doe, Jane` is two names."""
+    one) is kept: two people can share a name. `Smith, John; Doe, Jane` and
+    `Smith, John<br>Doe, Jane` are two names."""
     names = []
     counts: dict[str, dict[str | None, int]] = {}
     for element, value in _texts(path, dc):
         lang = element.get(XML_LANG)
-        for part in value.split(";") if ";" in value else (value,):
+        parts = _NAME_SEPARATOR.split(value) if ";" in value or "<" in value else (value,)
+        for part in parts:
             text = part.strip()
             if not text:
                 continue
@@ -113,9 +124,13 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
         raise missing_field("metadata.creators", "dc:creator")
     descriptions = _descriptions(dc)
     pids, identifiers, links = _identifiers(dc)
+    resource_type = vocab.dc_resource_type([text for _, text in _texts(_TYPE, dc)])
+    alternates, related, funding = _relations(dc)
+    identifiers, containers = _containers(dc, identifiers + alternates, resource_type)
+    own = pids.get("doi")
     publishers = _texts(_PUBLISHER, dc)
     metadata: dict[str, Any] = {
-        "resource_type": {"id": vocab.dc_resource_type([text for _, text in _texts(_TYPE, dc)])},
+        "resource_type": {"id": resource_type},
         "title": titles[0][1],
         "additional_titles": [
             {"title": text, "type": {"id": "alternative-title"}, "lang": _language(element)}
@@ -135,9 +150,10 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
         "rights": _rights(dc),
         "languages": _languages(dc),
         "publisher": publishers[0][1] if publishers else None,
-        "identifiers": identifiers,
-        "related_identifiers": _relations(dc),
+        "identifiers": unique_identifiers(identifiers, own["identifier"] if own else None),
+        "related_identifiers": related + containers,
         "formats": [text for _, text in _texts(_FORMAT, dc)],
+        "funding": funding,
     }
     return {"metadata": metadata, "pids": pids, "files": {"enabled": False, "links": links}}
 
@@ -201,11 +217,69 @@ def _identifiers(
                 links.append(link)
             else:
                 identifiers.append({"identifier": text, "scheme": "url"})
+        elif text.lower().startswith(("urn:isbn:", "urn:issn:")):
+            # the URN form PKP and OpenAIRE advise for a serial's or book's number
+            identifiers.append({"identifier": text[9:].strip(), "scheme": text[4:8].lower()})
         elif text.lower().startswith("urn:"):
             identifiers.append({"identifier": text, "scheme": "urn"})
-    # DSpace lists a DOI as dc.identifier.doi and again as its URL: one is the pid, once.
-    own = pids.get("doi")
-    return pids, unique_identifiers(identifiers, own["identifier"] if own else None), links
+        elif (info := _info_uri(text)) is not None:
+            identifiers.append(info)
+        elif (alternate := _alternate(text)) is not None:
+            # OpenEdition writes its books' ISBNs as eu-repo altIdentifiers in dc:identifier
+            identifiers.append(alternate)
+        elif (number := isbn(text)) is not None:
+            identifiers.append({"identifier": number, "scheme": "isbn"})
+        elif (number := issn(text)) is not None:
+            identifiers.append({"identifier": number, "scheme": "issn"})
+    # OJS writes the journal's ISSNs as dc:source values of their own (`<dc:source>2159-5399`).
+    identifiers.extend(
+        {"identifier": number, "scheme": "issn"}
+        for _, text in _texts(_SOURCE, dc)
+        if (number := issn(text)) is not None
+    )
+    # DSpace lists a DOI as dc.identifier.doi and again as its URL: one is the pid, once
+    # (`import_dc` drops the repeats and the pid from the identifiers).
+    return pids, identifiers, links
+
+
+# The `info:` URIs (RFC 4452) of identifiers the target has a scheme for, besides `info:doi/`
+# (a DOI, read as one): EPrints writes `info:pmid/17501999` into dc:identifier.
+_INFO_URI = re.compile(r"^info:(pmid|hdl|bibcode|arxiv)/(\S+)$", re.I)
+_INFO_SCHEMES = {"pmid": "pmid", "hdl": "handle", "bibcode": "ads", "arxiv": "arxiv"}
+
+
+def _info_uri(text: str) -> dict[str, str] | None:
+    """An `info:pmid/…`, `info:hdl/…`, `info:bibcode/…` or `info:arxiv/…` URI as an identifier
+    of its scheme (the bare value); None for anything else. Before, they were dropped."""
+    match = _INFO_URI.match(text)
+    if match is None:
+        return None
+    return {"identifier": match.group(2), "scheme": _INFO_SCHEMES[match.group(1).lower()]}
+
+
+# Resource types published inside another work: an ISBN given for one is its book's.
+_CONTAINED = frozenset(
+    {"publication-section", "publication-article", "publication-conferencepaper"}
+)
+
+
+def _containers(
+    dc: etree._Element, identifiers: list[dict[str, str]], resource_type: str
+) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    """`identifiers` without those of the work the record is published in, and those as
+    related identifiers (`ispublishedin`). DSpace writes dc.identifier.issn and .isbn into
+    dc:identifier: an ISSN names a serial, never an article or book of it; an ISBN is a
+    book's own identifier, but the book's, not the chapter's, in a chapter or article."""
+    own: list[dict[str, str]] = []
+    related: list[dict[str, Any]] = []
+    for entry in identifiers:
+        scheme = entry["scheme"]
+        if scheme == "issn" or (scheme == "isbn" and resource_type in _CONTAINED):
+            if all(r["identifier"] != entry["identifier"] for r in related):
+                related.append({**entry, "relation_type": {"id": "ispublishedin"}})
+        else:
+            own.append(entry)
+    return own, related
 
 
 # InvenioRDM's relation types are DataCite's relationType list, which has no untyped
@@ -214,12 +288,37 @@ def _identifiers(
 UNTYPED_RELATION = "references"
 
 
-def _relations(dc: etree._Element) -> list[dict[str, Any]]:
-    """dc:relation values that are identifiers; Dublin Core does not say how they relate, so
-    each `references` the related resource (see UNTYPED_RELATION)."""
+# OpenAIRE's dc:relation forms: `info:eu-repo/semantics/altIdentifier/<scheme>/<value>` is
+# another identifier of this very resource (e.g. the published version's URL or DOI);
+# `info:eu-repo/grantAgreement/<funder>/<programme>/<project id>/[jurisdiction]/[name]/[acronym]`
+# is the grant that funded it (percent-encoded: `PTDC%2FSAU%2F1234%2F2008`).
+_ALT_IDENTIFIER = re.compile(r"^info:eu-repo/semantics/altIdentifier/([A-Za-z]+)/(.+)$")
+_ALT_SCHEMES = {
+    "url": "url", "handle": "handle", "hdl": "handle", "isbn": "isbn", "issn": "issn",
+    "eissn": "issn", "pissn": "issn", "pmid": "pmid", "urn": "urn", "ark": "ark",
+    "arxiv": "arxiv", "purl": "purl", "doi": "doi",
+}  # fmt: skip
+
+
+def _relations(
+    dc: etree._Element,
+) -> tuple[list[dict[str, str]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """dc:relation values: OpenAIRE's alternative identifiers of the record and its grants,
+    then the values that are identifiers of another resource. Dublin Core does not say how
+    those relate, so each `references` the related resource (see UNTYPED_RELATION)."""
+    alternates: list[dict[str, str]] = []
     related = []
+    funding: list[dict[str, Any]] = []
     seen: list[dict[str, str]] = []
     for _, text in _texts(_RELATION, dc):
+        if text.startswith("info:eu-repo/"):
+            if (alternate := _alternate(text)) is not None:
+                alternates.append(alternate)
+                continue
+            if (grant := eu_repo_grant(text)) is not None:
+                if grant not in funding:
+                    funding.append(grant)
+                continue
         doi = normalize_doi(text)
         if doi is not None:
             entry = {"identifier": doi, "scheme": "doi"}
@@ -227,12 +326,29 @@ def _relations(dc: etree._Element) -> list[dict[str, Any]]:
             entry = {"identifier": text, "scheme": "url"}
         elif text.lower().startswith("urn:"):
             entry = {"identifier": text, "scheme": "urn"}
+        elif (info := _info_uri(text)) is not None:
+            entry = info
         else:
             continue
         if entry not in seen:
             seen.append(entry)
             related.append({**entry, "relation_type": {"id": UNTYPED_RELATION}})
-    return related
+    return alternates, related, funding
+
+
+def _alternate(text: str) -> dict[str, str] | None:
+    """An eu-repo altIdentifier as an identifier of the record (`other` for a scheme the
+    target does not have, such as `wos`); None when `text` is none."""
+    match = _ALT_IDENTIFIER.match(text)
+    if match is None:
+        return None
+    scheme = _ALT_SCHEMES.get(match.group(1).lower(), "other")
+    value = match.group(2).strip()
+    if scheme == "doi":
+        value = normalize_doi(value) or value
+    elif scheme == "issn":
+        value = issn(value) or value
+    return {"identifier": value, "scheme": scheme}
 
 
 # A copyright statement, not a license's name: "Copyright (c) 2020 …", "© 2020 …",

@@ -48,7 +48,7 @@ def find_import(element: etree._Element) -> ImportFunction | None:
 
 
 # In the order an unknown-root error lists them: the format every source offers first.
-_DATACITE = "datacite (a DataCite kernel-3/4 resource)"
+_DATACITE = "datacite (a DataCite kernel-2/3/4 resource)"
 register_import(dublin_core.OAI_DC, "dc", dublin_core.import_dc, "oai_dc")
 register_import(datacite.OAI_DATACITE, "oai_datacite", datacite.import_oai_datacite, "oai_datacite")
 register_import(
@@ -56,5 +56,7 @@ register_import(
 )
 register_import(datacite.KERNEL_4, "resource", datacite.import_resource, _DATACITE)
 register_import(datacite.KERNEL_3, "resource", datacite.import_resource, _DATACITE)
+register_import(datacite.KERNEL_2_2, "resource", datacite.import_resource, _DATACITE)
+register_import(datacite.KERNEL_2_1, "resource", datacite.import_resource, _DATACITE)
 register_import(arxiv.ARXIV, "arXiv", arxiv.import_arxiv, "arXiv")
 register_import(arxiv.ARXIV_RAW, "arXivRaw", arxiv.import_arxiv_raw, "arXivRaw")

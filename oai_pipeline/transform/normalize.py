@@ -23,6 +23,8 @@ _ORCID_FORMS = re.compile(
     r"(?:(?:https?://)?(?:www\.)?orcid\.org/)?(\d{4})-?(\d{4})-?(\d{4})-?(\d{3}[\dXx])/?", re.I
 )
 _ROR_ID = re.compile(r"0[a-z0-9]{6}\d{2}")
+# An identifier's resolver URL up to the identifier itself (ISNI and GND are given so).
+_URL_PATH = re.compile(r"^\s*https?://[^\s]*/(?=[^/\s]+/?\s*$)|/\s*$", re.I)
 _SPACES = re.compile(r"\s+")
 # A line break, a tab or a run of spaces: what pretty-printing leaves inside a one-line value.
 _SPACE_RUN = re.compile(r"[ \t\n\r]{2,}|[\t\n\r]")
@@ -69,8 +71,10 @@ _ESCAPED_TAG = re.compile(r"&lt;/?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*?)?/?&gt;")
 _TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
 
 
-# A byte order mark and zero-width characters: invisible, they only make equal texts differ.
-_INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
+# A byte order mark, the zero-width space and the word joiner: invisible, they only make equal
+# texts differ. Not the zero-width (non-)joiner (U+200C, U+200D): Persian, Hindi, Malayalam …
+# spell words with them ("می‌شود") and emoji sequences are joined by them.
+_INVISIBLE = re.compile("[\u200b\u2060\ufeff]")
 
 
 def clean_unicode(value: str) -> str:
@@ -144,22 +148,45 @@ def name_identifier(scheme: str, value: str) -> dict[str, str] | None:
         ror = normalize_ror(value)
         return {"scheme": "ror", "identifier": ror} if ROR.match(ror) else None
     if scheme == "isni":
-        return {"scheme": "isni", "identifier": _SPACES.sub("", value)}
+        # `0000 0001 2146 438X`, or the URL `http://www.isni.org/isni/000000012146438X`
+        return {"scheme": "isni", "identifier": _SPACES.sub("", _URL_PATH.sub("", value))}
     if scheme == "gnd":
-        return {"scheme": "gnd", "identifier": value.strip()}
+        # `118540238`, or the URL `https://d-nb.info/gnd/118540238`
+        return {"scheme": "gnd", "identifier": _URL_PATH.sub("", value.strip())}
     # InvenioRDM's RDM_RECORDS_PERSONORG_SCHEMES are ORCID, ISNI, GND and ROR only: another
     # scheme (ResearcherID, Scopus Author ID …) would fail the record, so it is left out.
     return None
 
 
 # Words that make a name an organisation's (dc:creator "World Health Organization", a DataCite
-# creatorName "University of California, Berkeley" without nameType); whole words only.
+# creatorName "University of California, Berkeley" without nameType); whole words only. Not
+# only English: repositories name their own institution in their language ("Helsingin
+# yliopisto, soveltavan biologian laitos", "Universidad de Chile", "Karolinska Institutet",
+# "Max-Planck-Gesellschaft"), which read as a person's "Family, Given" made them people.
 _ORGANISATION_WORDS = re.compile(
-    r"\b(?:universit(?:y|ies|ät|é|à|ad|at|eit)|institut(?:e|o|ion)?|organi[sz]ation|association"
-    r"|society|council|cent(?:re|er|ro|rum)|department|ministry|laborator(?:y|ies)|foundation"
-    r"|consortium|committee|agency|office|library|museum|group|team|project|network"
-    r"|collaboration|academy|observatory|corporation|inc|ltd|llc|gmbh|e\.v"
-    r"|college|hospital|commission)\b",
+    r"\b(?:universit(?:y|ies|ät|é|à|at|eit|et|etet)|universidad|universidade"
+    r"|uniwersytet|univerzit[ae]|univerza|yliopisto|egyetem|(?:fach)?hochschule|h[øö]gskol(?:e|en|a|an)"
+    r"|institut(?:e|o|ion|et|ul)?|istituto|instituut|instytut|inštitut|ústav"
+    r"|organi[sz]ation|organi[sz]ación|organização|organizzazione"
+    r"|association|asociación|associação|associazione|verband|verein"
+    r"|society|soci[eé]t[eé]|sociedad|sociedade|società|gesellschaft"
+    r"|council|consejo|conselho|consiglio|conseil"
+    r"|cent(?:re|er|ro|rum)|zentrum"
+    r"|department|departamento|d[eé]partement|dipartimento|abteilung|laitos"
+    r"|ministry|ministerio|minist[eè]re|ministero|ministerium"
+    r"|laborator(?:y|ies|io|ium)|laboratório|laboratoire"
+    r"|foundation|fundación|fundação|fondazione|fondation|stiftung|stichting"
+    r"|consortium|committee|agency|agencia|agência|agenzia|agence|office|library|biblioteca"
+    r"|biblioth[eè]que|bibliothek|bibliotheek|museum|museo|musée|museu"
+    r"|group|team|project|network|collaboration"
+    r"|academy|academia|acad[eé]mie|akademie|akademia|akademi"
+    r"|observatory|observatorio|observatoire|corporation|inc|ltd|llc|gmbh|e\.v"
+    r"|college|hospital|hôpital|ospedale|klinikum|commission|comisión|comissão|commissione"
+    r"|politecnico|polit[eé]cnica|polytechnic|polytechnique|facultad|faculdade|fakultät"
+    r"|faculté|facoltà|faculty|escuela|école"
+    r"|университет|институт|академия)\b"
+    # Chinese, Japanese and Korean names run their words together: no word boundary to find.
+    r"|大学|大學|研究所|研究院|研究中心|学院|學院|대학교|연구소|연구원",
     re.I,
 )
 # An acronym alone (CERN, NASA, UNESCO): no person is named so.
@@ -194,6 +221,48 @@ def split_dc_name(text: str) -> tuple[str, str | None]:
     if text[-1:].isdigit() or text.endswith(("-", ".", "?")):
         text = _NAME_DATES.sub("", text).rstrip(" ,")
     return text, affiliation
+
+
+# An ISBN or ISSN as repositories write them in dc:identifier: bare, or after `ISBN`/`ISSN`
+# (`ISBN 978-3-16-148410-0`, `ISSN: 0028-0836`), with hyphens or spaces between the groups.
+_ISBN = re.compile(r"^(?:isbn(?:-1[03])?:?\s*)?((?:\d[\s-]?){9}[\dX]|(?:\d[\s-]?){12}\d)$", re.I)
+_ISSN = re.compile(r"^(?:e?issn:?\s*)?(\d{4})-?(\d{3}[\dX])$", re.I)
+
+
+def isbn(value: str) -> str | None:
+    """The ISBN of `value` (as written, without an `ISBN` label), or None when `value` is none
+    or its check digit is wrong (an order number, a phone number …). Ten bare digits are an
+    ISBN only with a label; thirteen must begin with 978 or 979, as every ISBN-13 does."""
+    text = value.strip()
+    match = _ISBN.match(text)
+    if match is None:
+        return None
+    digits = re.sub(r"[\s-]", "", match.group(1)).upper()
+    if digits == text.upper() and not digits.startswith(("978", "979")):
+        return None  # ten bare digits, unlabelled: as likely a local number as an ISBN
+    if len(digits) == 10:
+        total = sum((10 - i) * (10 if c == "X" else int(c)) for i, c in enumerate(digits))
+        valid = total % 11 == 0
+    else:
+        valid = (
+            digits.isdigit()
+            and sum(int(c) * (3 if i % 2 else 1) for i, c in enumerate(digits)) % 10 == 0
+        )
+    return match.group(1).strip() if valid else None
+
+
+def issn(value: str) -> str | None:
+    """The ISSN of `value` as `NNNN-NNNC`, or None when `value` is none or its check digit is
+    wrong; eight bare digits without the hyphen or a label are none."""
+    text = value.strip()
+    match = _ISSN.match(text)
+    if match is None or (text.isdigit()):
+        return None  # eight bare digits: as likely a local number as an ISSN
+    digits = (match.group(1) + match.group(2)).upper()
+    total = sum((8 - i) * int(c) for i, c in enumerate(digits[:7]))
+    check = (11 - total % 11) % 11
+    expected = "X" if check == 10 else str(check)
+    return f"{digits[:4]}-{digits[4:]}" if digits[7] == expected else None
 
 
 def unique_identifiers(
@@ -361,3 +430,28 @@ def file_link(url: str) -> dict[str, str] | None:
     if extension is None or extension.group(1).lower() not in _FILE_EXTENSIONS:
         return None
     return {"url": url.strip(), "key": name}
+
+
+_GRANT = re.compile(
+    r"^info:eu-repo/grantAgreement/([^/]+)/([^/]*)/([^/]+)(?:/([^/]*))?(?:/([^/]*))?"
+)
+# Funders by their eu-repo code, as the target names them (ROR id).
+_FUNDERS = {"EC": {"id": "00k4n6c32", "name": "European Commission"}}
+
+
+def eu_repo_grant(text: str) -> dict[str, Any] | None:
+    """An OpenAIRE `info:eu-repo/grantAgreement/<funder>/<programme>/<project id>/
+    [jurisdiction]/[name]/[acronym]` (percent-encoded: `PTDC%2FSAU%2F1234%2F2008`) as a funding
+    entry (funder, award number and title); None when `text` is none or names no project.
+    Dublin Core gives it as a dc:relation, DataCite kernel-3 as a Funder's nameIdentifier."""
+    match = _GRANT.match(text)
+    if match is None:
+        return None
+    code, _, number, _, name = (unquote(part or "").strip() for part in match.groups())
+    if not number:
+        return None
+    funder = _FUNDERS.get(code.upper(), {"name": code})
+    award: dict[str, Any] = {"number": number}
+    if name:
+        award["title"] = {"en": name}
+    return {"funder": dict(funder), "award": award}

@@ -30,6 +30,8 @@ DATACITE_RESOURCE_TYPES: dict[str, str] = {
     "outputmanagementplan": "publication-datamanagementplan",
     "peerreview": "publication-peerreview",
     "physicalobject": "physicalobject",
+    "poster": "poster",  # kernel-4.7
+    "presentation": "presentation",  # kernel-4.7
     "preprint": "publication-preprint",
     "report": "publication-report",
     "software": "software",
@@ -195,8 +197,12 @@ def date_type(value: str | None) -> str:
 
 
 def relation_type(value: str) -> str:
-    """DataCite relationType -> InvenioRDM relation type id (its lower-case form)."""
-    return vocabulary_key(value)
+    """DataCite relationType -> InvenioRDM relation type id (its lower-case form). Kernel-4.7's
+    `Other` (an unlisted relation, told in relationTypeInformation) is no relation type of the
+    target, which has no untyped relation: it `references` the resource, the weakest claim,
+    as an untyped dc:relation does (dublin_core.UNTYPED_RELATION)."""
+    key = vocabulary_key(value)
+    return "references" if key == "other" else key
 
 
 def role(value: str | None) -> str:
@@ -319,9 +325,18 @@ def language_id(code: str) -> str | None:
     return language.alpha_3 if language is not None else None
 
 
+@lru_cache(maxsize=256)
 def i18n_key(code: str | None) -> str:
     """The key of a `{lang: text}` dict: the two-letter tag when there is one, else `en`."""
     if not code:
         return "en"
-    primary = code.strip().split("-")[0].lower()
+    primary = code.strip().split("-")[0].split("_")[0].lower()
+    if len(primary) == 3:
+        # `eng`, `ger` (DataCite records write them): the target's keys are two-letter, and
+        # one license titled in `en` and `eng` would be two languages of one title
+        language = pycountry.languages.get(alpha_3=primary) or pycountry.languages.get(
+            bibliographic=primary
+        )
+        alpha_2 = getattr(language, "alpha_2", None) if language is not None else None
+        return alpha_2 or primary
     return primary or "en"

@@ -12,6 +12,10 @@ became records, and the unknown-root messages list the arXiv formats; nothing el
 It was re-recorded for the second audit's transform fixes (resource types, relation types,
 licences and schemes InvenioRDM has, de-duplicated identifiers and names, dates, geometry);
 merged with the arXiv recording, every output equals the one of the branch that changed it.
+It was re-recorded for the public-records audit (kernel-2.x DataCite): only the unknown-root
+messages changed, which now list kernel-2/3/4. And for kernel-4.7 values of DataCite's full
+example: related resource types Poster and Presentation (were `other`), relationType Other
+(was the relation `other`, now `references`).
 """
 
 from __future__ import annotations

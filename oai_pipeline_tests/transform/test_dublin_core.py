@@ -171,7 +171,9 @@ def test_dc_dates_in_common_forms(date: str, expected: str) -> None:
 
 
 def test_dc_dois_in_every_form() -> None:
-    """F4: info:doi/, www.doi.org and OpenAIRE's altIdentifier are DOIs, lower-cased."""
+    """F4: info:doi/, www.doi.org and OpenAIRE's altIdentifier are DOIs, lower-cased. An
+    altIdentifier is another identifier of this very resource (OpenAIRE guidelines), so it is
+    one of the record's identifiers, not a resource the record references."""
     item = dc_item(
         "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
         "<dc:identifier>info:doi/10.1234/InfoDOI</dc:identifier>"
@@ -182,9 +184,11 @@ def test_dc_dois_in_every_form() -> None:
     metadata = transformed_metadata(item)
     assert item.pid == "10.1234/infodoi"
     assert item.data["pids"]["doi"]["identifier"] == "10.1234/infodoi"
-    assert metadata["identifiers"] == [{"identifier": "10.1234/www", "scheme": "doi"}]
+    assert metadata["identifiers"] == [
+        {"identifier": "10.1234/www", "scheme": "doi"},
+        {"identifier": "10.1234/eurepo", "scheme": "doi"},
+    ]
     assert metadata["related_identifiers"] == [
-        {"identifier": "10.1234/eurepo", "scheme": "doi", "relation_type": {"id": "references"}},
         {"identifier": "10.1234/dx", "scheme": "doi", "relation_type": {"id": "references"}},
     ]
 

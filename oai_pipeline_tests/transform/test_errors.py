@@ -43,12 +43,12 @@ def test_unknown_root_names_it() -> None:
 def test_unknown_payload_of_the_oai_datacite_envelope() -> None:
     envelope = (
         '<oai_datacite xmlns="http://schema.datacite.org/oai/oai-1.1/"><payload>'
-        '<resource xmlns="http://datacite.org/schema/kernel-2.2"/></payload></oai_datacite>'
+        '<mods xmlns="http://www.loc.gov/mods/v3"/></payload></oai_datacite>'
     )
     item = transform_with_a_good_neighbour(item_from(envelope))
     assert item.error.type == "unknown_root"
     assert item.error.location == "metadata.payload"
-    assert "kernel-2.2" in item.error.message
+    assert "{http://www.loc.gov/mods/v3}mods" in item.error.message
 
 
 def test_missing_title() -> None:
