@@ -90,6 +90,8 @@ def changed(source: Source, tmp_path_factory: pytest.TempPathFactory) -> Source:
     [
         # the target committed a batch of creations, the state store heard nothing of it
         "writer_apply:2:after",
+        # the write stage's outcomes reached the state store, the run statuses did not
+        "sql_run_status:1:before",
         # a Parquet part half written (its old file renamed away), then a clean rerun
         "write_part:2:mid",
     ],
