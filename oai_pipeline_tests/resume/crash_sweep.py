@@ -41,6 +41,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -210,6 +211,27 @@ def install_counters(path: str) -> None:
     atexit.register(lambda: Path(path).write_text(json.dumps(counts)))
 
 
+def dagster_child(argv: list[str]) -> None:
+    """`crash_sweep dagster-child SPEC FIRST_WINDOW LAST_WINDOW`: one in-process Dagster run
+    of the four assets (and checks) over the windows, with a fault installed."""
+    spec, first, last = argv
+    if spec.startswith("count:"):
+        install_counters(spec.removeprefix("count:"))
+    elif spec != "none":
+        install_fault(spec)
+    import dagster as dg
+
+    from oai_pipeline.defs.launch import materialize_windows
+    from oai_pipeline.settings import ensure_dagster_home
+
+    ensure_dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        result = materialize_windows(
+            instance, HARVESTER, first, last, raise_on_error=False, log_level="WARNING"
+        )
+    sys.exit(0 if result.success else 1)
+
+
 def child(argv: list[str]) -> None:
     """`crash_sweep child SPEC|count:PATH|none -- CLI ARGS…`: the CLI with a fault installed."""
     spec, cli_args = argv[0], argv[2:]
@@ -292,15 +314,19 @@ class PostgresBackend(Backend):
 def _base_env(path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OAI_PIPELINE_")}
     env["OAI_PIPELINE_HOME"] = str(path)
+    env["DAGSTER_HOME"] = str(path / "dagster_home")
     env["OAI_PIPELINE_CONTACT"] = "crash-sweep@example.org"
     return env
 
 
 def _cli(home: Home, spec: str, args: list[str]) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "oai_pipeline_tests.resume.crash_sweep", "child", spec]
-    return subprocess.run(
-        [*command, "--", *args], env=home.env, capture_output=True, text=True, timeout=600
-    )
+    """`oai-pipeline ARGS` with the fault SPEC; ARGS `dagster FIRST LAST`: a Dagster run."""
+    module = [sys.executable, "-m", "oai_pipeline_tests.resume.crash_sweep"]
+    if args[0] == "dagster":
+        command = [*module, "dagster-child", spec, *args[1:]]
+    else:
+        command = [*module, "child", spec, "--", *args]
+    return subprocess.run(command, env=home.env, capture_output=True, text=True, timeout=900)
 
 
 def _settings(home: Home) -> Any:
@@ -395,6 +421,7 @@ def snapshot(home: Home, run_id: int | None = None) -> dict[str, Any]:
     )
     storage = Path(settings.storage_url)
     tmp_files = sorted(str(p.relative_to(storage)) for p in storage.rglob("*.tmp"))
+    partitions = _partitions(settings.storage_url)
     return {
         "target": target_rows,
         "duplicates": sorted(f"{k}" for k, n in sources.items() if n > 1),
@@ -405,8 +432,37 @@ def snapshot(home: Home, run_id: int | None = None) -> dict[str, Any]:
         "run_record_statuses": dict(sorted(run_statuses.items())),
         "locks": int(locks),
         "tmp_files": tmp_files,
+        "partitions": partitions,
         "last_run_id": last,
     }
+
+
+def _partitions(storage_url: str) -> dict[str, Any]:
+    """Each grid partition (not an ad-hoc CLI run's, whose key is new every run) as a reader
+    sees it: whether it has a manifest, and the identifiers and actions its parts hold."""
+    from oai_pipeline.storage import PartitionStore
+
+    store = PartitionStore(storage_url)
+    found: dict[str, Any] = {}
+    root = Path(storage_url)
+    for folder in sorted(root.glob("*/*/*")):
+        asset, harvester, window = folder.parts[-3:]
+        if window.startswith("adhoc-"):
+            continue
+        frame = store.read_partition(asset, harvester, window)
+        manifest = store.read_manifest(asset, harvester, window)
+        rows: list[str] = []
+        if frame is not None:
+            # not the actions: a rerun plans against the target as the crash left it, and
+            # labels what an earlier attempt wrote `already_written`
+            columns = [c for c in ("identifier", "writer", "deleted") if c in frame.columns]
+            rows = sorted(str(row) for row in frame.select(columns).iter_rows())
+        found[f"{asset}/{window}"] = {
+            "manifest": None if manifest is None else manifest.get("run_id"),
+            "rows": _digest(rows),
+            "count": len(rows),
+        }
+    return found
 
 
 def _digest(data: Any) -> str:
@@ -455,6 +511,17 @@ def compare(reference: dict[str, Any], got: dict[str, Any]) -> list[str]:
         )
     if got["locks"]:
         problems.append(f"{got['locks']} leases left")
+    if got["partitions"] != reference["partitions"]:
+        differ = sorted(
+            key
+            for key in set(got["partitions"]) | set(reference["partitions"])
+            if got["partitions"].get(key) != reference["partitions"].get(key)
+        )
+        shown = [(k, got["partitions"].get(k), reference["partitions"].get(k)) for k in differ]
+        problems.append(f"partitions differ: {shown[:3]}")
+    grid_tmp = [f for f in got["tmp_files"] if "/adhoc-" not in f]
+    if grid_tmp:
+        problems.append(f"temporary files left in partitions: {grid_tmp[:3]}")
     return problems
 
 
@@ -614,6 +681,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "child":
         child(argv[1:])
         return 0
+    if argv and argv[0] == "dagster-child":
+        dagster_child(argv[1:])
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=2000)
     parser.add_argument("--page-size", type=int, default=100)
@@ -624,6 +694,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-point", type=int, default=4)
     parser.add_argument("--double", action="store_true", help="kill the rerun once more too")
     parser.add_argument("--list", action="store_true", help="print the fault points")
+    parser.add_argument(
+        "--dagster", action="store_true", help="in-process Dagster runs instead of the CLI"
+    )
     parser.add_argument("--json-out")
     parser.add_argument("--keep", action="store_true", help="keep the homes of passing points")
     args = parser.parse_args(argv)
@@ -633,6 +706,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in SQL_POINTS:
             print(f"{name:20} a SQL statement (see SQL_POINTS)")
         return 0
+    # SIGTERM ends the sweep through its `finally`s: a PostgreSQL server it started stops.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     points = [*POINTS, *SQL_POINTS] if args.points == "all" else args.points.split(",")
     unknown = set(points) - set(POINTS) - set(SQL_POINTS)
     if unknown:
@@ -644,6 +719,11 @@ def main(argv: list[str] | None = None) -> int:
     records = generate_datacite_records(
         args.records, seed=7, start=first_day, span_days=3, prefixes=(PREFIX,)
     )
+    # a few records no transformer can read: per-record errors, `failed` in the run
+    records[1::97] = [
+        dataclasses.replace(r, metadata={PREFIX: b"<broken xmlns='urn:x:broken'/>"})
+        for r in records[1::97]
+    ]
     root = Path(tempfile.mkdtemp(prefix="crash-sweep-", dir=os.environ.get("CRASH_SWEEP_TMP")))
     results: dict[str, Any] = {}
     failures = 0
@@ -658,13 +738,16 @@ def main(argv: list[str] | None = None) -> int:
             with endpoint_for(records, args.page_size) as endpoint:
                 base = backend.new_home(root, f"{backend_name}-empty")
                 register_harvester(base, endpoint.base_url, args.batch_size)
+                first_args = ["harvest", HARVESTER]
+                if args.dagster:
+                    first_args = ["dagster", "2024-01-05", "2024-01-08"]
                 full = backend.new_home(root, f"{backend_name}-full", base)
-                done = _cli(full, "none", ["harvest", HARVESTER])
+                done = _cli(full, "none", first_args)
                 if done.returncode != 0:
                     raise RuntimeError(done.stderr[-2000:])
                 scenarios = []
                 if args.scenario in ("first", "both"):
-                    scenarios.append(Scenario("first", ["harvest", HARVESTER], base))
+                    scenarios.append(Scenario("first", first_args, base))
                 for phase in ("first", "incremental"):
                     if phase == "incremental":
                         if args.scenario not in ("incremental", "both"):
@@ -673,9 +756,10 @@ def main(argv: list[str] | None = None) -> int:
                         changed = change_source(endpoint, records, day)
                         log(f"[{backend_name}] source changed: {changed}")
                         since = day.date().isoformat()
-                        scenarios = [
-                            Scenario("incremental", ["harvest", HARVESTER, "--since", since], full)
-                        ]
+                        again = ["harvest", HARVESTER, "--since", since]
+                        if args.dagster:
+                            again = ["dagster", since, since]
+                        scenarios = [Scenario("incremental", again, full)]
                     for scenario in scenarios:
                         scenario.name = f"{backend_name}-{scenario.name}"
                         outcomes = run_scenario(
