@@ -123,3 +123,28 @@ def test_an_incremental_harvest_killed_after_its_writes_reports_what_they_did(
     assert got == changed.incremental
     statuses = got["status_records"]
     assert statuses["gone"] > 0 and statuses["imported"] > 0 and statuses["updated"] > 0
+
+
+def test_a_reconcile_killed_before_its_deletions_deletes_them_when_rerun(tmp_path: Path) -> None:
+    """Killed after the sweep, before the target took the deletions: the rerun deletes them
+    (the records were marked gone first, and a rerun looked for vanished ones among the
+    records still marked live only: the target kept them live for ever)."""
+    records = RECORDS[:30]
+    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
+        home = Backend().new_home(tmp_path, "home")
+        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
+        _harvest(home, FULL)
+        gone = sorted(r.identifier for r in records if not r.deleted)[:3]
+        for identifier in gone:
+            endpoint.remove(identifier)
+
+        _harvest(home, ["reconcile", HARVESTER], "writer_apply:1:before")
+        _harvest(home, ["reconcile", HARVESTER])
+
+    target = {r[0]: r[1] for r in crash_sweep.snapshot(home)["target"]}
+    assert {identifier: target[identifier] for identifier in gone} == dict.fromkeys(
+        gone, "tombstone"
+    )
+    assert sum(state == "live" for state in target.values()) == (
+        sum(1 for r in records if not r.deleted) - len(gone)
+    )
