@@ -101,7 +101,6 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
             "them, run reconcile again with --force"
         )
     records = {r: state.get_record(r, harvester_id) for r in vanished}
-    state.mark_gone(harvester_id, vanished)
     memories = state.get_memories(harvester_id, sorted(vanished))
     for writer in build_writers(harvester, services.settings):
         try:
@@ -134,6 +133,10 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
             report.errors += sum(1 for o in outcomes if o.error is not None)
         finally:
             writer.close()
+    # Marked gone only once every writer has deleted them: the next reconcile finds what is
+    # vanished among the records still marked live, so marked first, a reconcile killed
+    # before its writes left the target's records live for ever (no later run deleted them).
+    state.mark_gone(harvester_id, vanished)
     if report.errors:
         logger.warning("reconcile of %s: %d write errors", harvester_id, report.errors)
     return report

@@ -198,15 +198,17 @@ def write(
                         **error_columns(outcome.error),
                     }
                 )
-        # Once for all writers: the errors of every writer stay on the harvest record.
-        state.save_write_outcomes(
+        # Once for all writers: the errors of every writer stay on the harvest record. The
+        # outcomes and the run statuses in one transaction: a crash between the two left
+        # records remembered as written but still `running` (see StateStore.save_written).
+        state.save_written(
+            run_id,
             scope.harvester_id,
             written_outcomes,
             {o.identifier: by_id[o.identifier]["datestamp"] for o in written_outcomes},
             fingerprint,
-        )
-        state.set_record_status(
-            run_id, {i: status for i, status in statuses.items() if i not in settled}, errors
+            {i: status for i, status in statuses.items() if i not in settled},
+            errors,
         )
         earlier = (
             state.record_statuses(run_id, done_earlier["identifier"].to_list())

@@ -642,6 +642,37 @@ class StateStore:
         the `fingerprint` of the transform chain whose data was written."""
         if not outcomes:
             return
+        with self._engine.begin() as conn:
+            self._save_write_outcomes(conn, harvester_id, outcomes, datestamps, fingerprint)
+
+    def save_written(
+        self,
+        run_id: int,
+        harvester_id: str,
+        outcomes: list[WriteOutcome],
+        datestamps: dict[str, str],
+        fingerprint: str | None,
+        statuses: dict[str, str],
+        errors: dict[str, RecordError] | None = None,
+    ) -> None:
+        """`save_write_outcomes` and `set_record_status` of a written group in one
+        transaction. Apart, a crash between the two left records remembered as written but
+        `running` in the run: the resumed run planned them as unchanged and reported them so
+        (`imported`, `updated` and `gone` went missing from the run's counts)."""
+        self._check_statuses(statuses)
+        with self._engine.begin() as conn:
+            if outcomes:
+                self._save_write_outcomes(conn, harvester_id, outcomes, datestamps, fingerprint)
+            self._set_record_status(conn, run_id, statuses, errors or {})
+
+    def _save_write_outcomes(
+        self,
+        conn: Connection,
+        harvester_id: str,
+        outcomes: list[WriteOutcome],
+        datestamps: dict[str, str],
+        fingerprint: str | None,
+    ) -> None:
         now = utc_now()
         rows: dict[str, dict[str, Any]] = {}
         errors: dict[str, list[RecordError]] = {}
@@ -662,9 +693,8 @@ class StateStore:
             errors.setdefault(outcome.identifier, [])
             if outcome.error:
                 errors[outcome.identifier].append(outcome.error)
-        with self._engine.begin() as conn:
-            self._upsert_records(conn, harvester_id, rows)
-            self._replace_errors(conn, harvester_id, "write", errors)
+        self._upsert_records(conn, harvester_id, rows)
+        self._replace_errors(conn, harvester_id, "write", errors)
 
     def mark_gone(self, harvester_id: str, identifiers: set[str]) -> None:
         """Reconcile: records that vanished from a source keeping no deletions are deleted."""
@@ -1216,12 +1246,27 @@ class StateStore:
     ) -> None:
         """Per-record run status (pending, running, imported, updated, unchanged, gone,
         failed) and the record's last error in this run (cleared when none is given)."""
+        self._check_statuses(statuses)
+        if not statuses:
+            return
+        with self._engine.begin() as conn:
+            self._set_record_status(conn, run_id, statuses, errors or {})
+
+    @staticmethod
+    def _check_statuses(statuses: dict[str, str]) -> None:
         unknown = set(statuses.values()) - set(RECORD_STATUSES)
         if unknown:
             raise ValueError(f"unknown record status(es): {', '.join(sorted(unknown))}")
+
+    @staticmethod
+    def _set_record_status(
+        conn: Connection,
+        run_id: int,
+        statuses: dict[str, str],
+        errors: dict[str, RecordError],
+    ) -> None:
         if not statuses:
             return
-        errors = errors or {}
         now = utc_now()
         # Records without an error share one UPDATE per status (a part of unchanged records
         # is one statement per chunk); records with an error carry their own values.
@@ -1256,22 +1301,21 @@ class StateStore:
                 updated_at=sa.bindparam("b_updated_at"),
             )
         )
-        with self._engine.begin() as conn:
-            for status, identifiers in clean.items():
-                for chunk in _chunks(identifiers):
-                    conn.execute(
-                        run_records.update()
-                        .where(run_records.c.run_id == run_id, run_records.c.identifier.in_(chunk))
-                        .values(
-                            status=status,
-                            error_type=None,
-                            error_message=None,
-                            error_location=None,
-                            updated_at=now,
-                        )
+        for status, identifiers in clean.items():
+            for chunk in _chunks(identifiers):
+                conn.execute(
+                    run_records.update()
+                    .where(run_records.c.run_id == run_id, run_records.c.identifier.in_(chunk))
+                    .values(
+                        status=status,
+                        error_type=None,
+                        error_message=None,
+                        error_location=None,
+                        updated_at=now,
                     )
-            if params:
-                conn.execute(statement, params)
+                )
+        if params:
+            conn.execute(statement, params)
 
     def claim(
         self,

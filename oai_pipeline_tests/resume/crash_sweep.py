@@ -1,0 +1,797 @@
+"""Crash sweep: kill a real CLI harvest at deterministic points, rerun it, compare the result.
+
+Not a test (it takes minutes); `test_crash_points.py` runs a small deterministic slice of the
+same fault points in CI. Run it by hand whenever the write path, the state store or the
+Parquet storage changes:
+
+    .venv/bin/python -m oai_pipeline_tests.resume.crash_sweep \\
+        [--records 2000] [--page-size 100] [--batch-size 50] \\
+        [--scenario first|incremental|both] [--backend sqlite|postgres|both] \\
+        [--points all|NAME[,NAME…]] [--per-point 4] [--double] [--dagster] [--json-out PATH]
+
+How it works. The shipped OAI-PMH endpoint serves generated DataCite records (with
+deletions) from this process. A reference home is harvested without interruption. Then, for
+every fault point, a fresh home (a copy of the reference's starting state) is harvested by
+`oai-pipeline harvest` in a child process that exits with `os._exit(137)` (no cleanup, no
+`finally`, like SIGKILL) right before or right after the k-th call of one function: a state
+store write, a target batch, a Parquet part or manifest write (`write_part:mid` leaves a
+half-written temporary file), a page fetch, the lease, a transform batch. The harvest is
+then rerun (with `--double`, killed once more at another point first) until it succeeds,
+and the final target, harvest records, run status and `status --json` are compared with
+the reference's: same live records with the same data and DOIs, same tombstones, no
+duplicate, no record written twice (revisions), no run left `running`, no lease left, no
+`.tmp` file under the storage root that the final run's partitions depend on.
+
+`--dagster` harvests through in-process Dagster runs of the four assets over the grid's
+daily windows (`materialize_windows`, as the demo does) instead of the CLI: the partitions
+are then rewritten in place run after run, so a half-written part or manifest is in the
+folder the rerun writes into; each grid partition's manifest and records are compared too.
+
+Scenarios: `first` is the first full harvest of a fresh home; `incremental` is a second
+harvest (`--since`) after the source changed (updates, new records, deletions) of a home
+that had harvested everything before. Backends: SQLite files (default) or a throwaway
+PostgreSQL server (oai_pipeline_tests/postgres.py) for the state store and the target.
+
+`--points` names fault points (see POINTS; `--list` prints them with their call counts):
+each is tried at `--per-point` call numbers spread over the calls the uninterrupted harvest
+makes (first, last, and between), before and after the call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+HARVESTER = "gen"
+PREFIX = "oai_datacite"
+EXIT_CODE = 137  # what a SIGKILLed process reports to its shell
+
+# name -> (module, attribute path): the function a crash is injected around.
+POINTS: dict[str, tuple[str, str]] = {
+    "identify": ("oai_pipeline.state.store", "StateStore.save_identify"),
+    "create_run": ("oai_pipeline.state.store", "StateStore.create_run"),
+    "resume_run": ("oai_pipeline.state.store", "StateStore.resume_run"),
+    "save_checkpoint": ("oai_pipeline.state.store", "StateStore.save_checkpoint"),
+    "save_response_date": ("oai_pipeline.state.store", "StateStore.save_response_date"),
+    "list_page": ("oai_pipeline.oai.client", "OAIClient.list_page"),
+    "stage": ("oai_pipeline.state.store", "StateStore.stage"),
+    "update_counters": ("oai_pipeline.state.store", "StateStore.update_counters"),
+    "reconcile_counters": ("oai_pipeline.state.store", "StateStore.reconcile_counters"),
+    "storage_begin": ("oai_pipeline.storage", "PartitionStore.begin"),
+    "write_part": ("oai_pipeline.storage", "PartitionStore.write_part"),
+    "storage_finish": ("oai_pipeline.storage", "PartitionStore.finish"),
+    "write_manifest": ("oai_pipeline.storage", "PartitionStore.write_manifest"),
+    "transform_chain": ("oai_pipeline.pipeline.transform_workers", "TransformChain.run"),
+    "save_transformed": ("oai_pipeline.state.store", "StateStore.save_transformed"),
+    "claim": ("oai_pipeline.state.store", "StateStore.claim"),
+    "writer_apply": ("oai_pipeline.targets.embedded.writer", "EmbeddedWriter.apply"),
+    "save_written": ("oai_pipeline.state.store", "StateStore.save_written"),
+    "save_write_outcomes": ("oai_pipeline.state.store", "StateStore.save_write_outcomes"),
+    "set_record_status": ("oai_pipeline.state.store", "StateStore.set_record_status"),
+    "changed_locally": ("oai_pipeline.targets.embedded.writer", "EmbeddedWriter.changed_locally"),
+    "finish_run": ("oai_pipeline.state.store", "StateStore.finish_run"),
+    "prune_run_records": ("oai_pipeline.state.store", "StateStore.prune_run_records"),
+    "lock_acquire": ("oai_pipeline.state.harvester_lock", "HarvesterLock.try_acquire"),
+    "lock_release": ("oai_pipeline.state.harvester_lock", "HarvesterLock.release"),
+}
+# Points with a third moment, "mid": the call is cut half way (see `_mid`).
+MID_POINTS = {"write_part", "write_manifest"}
+# SQL statements (any engine) a crash is injected around, by what their text says.
+SQL_POINTS: dict[str, Callable[[str], bool]] = {
+    # the write stage's per-record run statuses (not a claim, which sets claimed_at)
+    "sql_run_status": lambda sql: sql.startswith("UPDATE run_records") and "claimed_at" not in sql,
+    # the write stage's outcomes on the harvest records
+    "sql_written_outcome": lambda sql: (
+        sql.startswith("UPDATE harvest_records") and "last_written_at" in sql
+    ),
+}
+
+
+# ------------------------------------------------------------------ the child's fault hook
+
+
+def _resolve(module_name: str, path: str) -> tuple[Any, str]:
+    import importlib
+
+    owner: Any = importlib.import_module(module_name)
+    *parents, name = path.split(".")
+    for parent in parents:
+        owner = getattr(owner, parent)
+    return owner, name
+
+
+def _die() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_CODE)
+
+
+def _mid(point: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """The call cut half way: a part or manifest whose temporary file holds half its bytes,
+    the file it replaces already renamed away (what `_write_local` leaves when killed)."""
+    from oai_pipeline import storage as storage_module
+
+    def cut(self: Any, asset: str, harvester_id: str, window: str, *rest: Any) -> Any:
+        real = storage_module.os.replace
+
+        def replace(src: str, dst: str) -> None:
+            with open(src, "r+b") as handle:
+                size = len(handle.read())
+                handle.truncate(size // 2)
+            _die()
+
+        storage_module.os.replace = replace  # type: ignore[attr-defined]
+        try:
+            return original(self, asset, harvester_id, window, *rest)
+        finally:
+            storage_module.os.replace = real  # type: ignore[attr-defined]
+
+    return cut
+
+
+def _install_sql_fault(name: str, k: int) -> None:
+    """Die before the k-th statement SQL_POINTS[name] matches (its transaction uncommitted)."""
+    import sqlalchemy as sa
+
+    matches = SQL_POINTS[name]
+    calls = 0
+
+    def before(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        nonlocal calls
+        if matches(statement.lstrip()):
+            calls += 1
+            if calls == k:
+                _die()
+
+    sa.event.listen(sa.Engine, "before_cursor_execute", before)
+
+
+def install_fault(spec: str) -> None:
+    """`spec` = name:k:moment (moment: before, after, mid): die at the k-th call of POINTS[name]
+    (for SQL_POINTS, before the k-th matching statement)."""
+    name, k_text, moment = spec.split(":")
+    k = int(k_text)
+    if name in SQL_POINTS:
+        _install_sql_fault(name, k)
+        return
+    owner, attribute = _resolve(*POINTS[name])
+    original = getattr(owner, attribute)
+    calls = 0
+    cut = _mid(name, original) if moment == "mid" else None
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls != k:
+            return original(*args, **kwargs)
+        if moment == "before":
+            _die()
+        if cut is not None:
+            return cut(*args, **kwargs)
+        result = original(*args, **kwargs)
+        _die()
+        return result
+
+    setattr(owner, attribute, wrapper)
+
+
+def install_counters(path: str) -> None:
+    """Count the calls of every fault point; written to `path` (JSON) at exit."""
+    import atexit
+
+    counts: Counter[str] = Counter()
+    for name, (module_name, attribute_path) in POINTS.items():
+        owner, attribute = _resolve(module_name, attribute_path)
+        original = getattr(owner, attribute)
+
+        def wrapper(*args: Any, _o: Any = original, _n: str = name, **kwargs: Any) -> Any:
+            counts[_n] += 1
+            return _o(*args, **kwargs)
+
+        setattr(owner, attribute, wrapper)
+    import sqlalchemy as sa
+
+    def count_sql(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        for name, matches in SQL_POINTS.items():
+            if matches(statement.lstrip()):
+                counts[name] += 1
+
+    sa.event.listen(sa.Engine, "before_cursor_execute", count_sql)
+    atexit.register(lambda: Path(path).write_text(json.dumps(counts)))
+
+
+def dagster_child(argv: list[str]) -> None:
+    """`crash_sweep dagster-child SPEC FIRST_WINDOW LAST_WINDOW`: one in-process Dagster run
+    of the four assets (and checks) over the windows, with a fault installed."""
+    spec, first, last = argv
+    if spec.startswith("count:"):
+        install_counters(spec.removeprefix("count:"))
+    elif spec != "none":
+        install_fault(spec)
+    import dagster as dg
+
+    from oai_pipeline.defs.launch import materialize_windows
+    from oai_pipeline.settings import ensure_dagster_home
+
+    ensure_dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        result = materialize_windows(
+            instance, HARVESTER, first, last, raise_on_error=False, log_level="WARNING"
+        )
+    sys.exit(0 if result.success else 1)
+
+
+def child(argv: list[str]) -> None:
+    """`crash_sweep child SPEC|count:PATH|none -- CLI ARGS…`: the CLI with a fault installed."""
+    spec, cli_args = argv[0], argv[2:]
+    if spec.startswith("count:"):
+        install_counters(spec.removeprefix("count:"))
+    elif spec != "none":
+        install_fault(spec)
+    from oai_pipeline.cli import main
+
+    main(cli_args, prog_name="oai-pipeline")
+
+
+# ------------------------------------------------------------------------ the parent
+
+
+@dataclasses.dataclass
+class Home:
+    path: Path
+    env: dict[str, str]
+
+
+class Backend:
+    """Where a home's state store and target live: SQLite files, or PostgreSQL databases."""
+
+    name = "sqlite"
+
+    def new_home(self, root: Path, name: str, template: Home | None = None) -> Home:
+        path = root / name
+        if template is not None:
+            shutil.copytree(template.path, path)
+        else:
+            path.mkdir(parents=True)
+        return Home(path, _base_env(path))
+
+    def close(self) -> None:
+        pass
+
+
+class PostgresBackend(Backend):
+    name = "postgres"
+
+    def __init__(self) -> None:
+        from oai_pipeline_tests.postgres import throwaway_postgres
+
+        self._context = throwaway_postgres()
+        url = self._context.__enter__()
+        self.server = url.rsplit("/", 1)[0]
+        import sqlalchemy as sa
+
+        self._admin = sa.create_engine(f"{self.server}/postgres", isolation_level="AUTOCOMMIT")
+
+    def _database(self, name: str, template: str | None) -> str:
+        with self._admin.connect() as connection:
+            # a template must have no connection: end those a killed child left behind
+            if template:
+                connection.exec_driver_sql(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    f"WHERE datname = '{template}'"
+                )
+            extra = f" TEMPLATE {template}" if template else ""
+            connection.exec_driver_sql(f"CREATE DATABASE {name}{extra}")
+        return f"{self.server}/{name}"
+
+    def new_home(self, root: Path, name: str, template: Home | None = None) -> Home:
+        home = super().new_home(root, name, template)
+        safe = name.replace("-", "_").replace(":", "_").lower()
+        env = dict(home.env)
+        for kind in ("STATE", "TARGET"):
+            source = None
+            if template is not None:
+                source = template.env[f"OAI_PIPELINE_{kind}_DB_URL"].rsplit("/", 1)[1]
+            env[f"OAI_PIPELINE_{kind}_DB_URL"] = self._database(f"{kind.lower()}_{safe}", source)
+        return Home(home.path, env)
+
+    def close(self) -> None:
+        self._admin.dispose()
+        self._context.__exit__(None, None, None)
+
+
+def _base_env(path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OAI_PIPELINE_")}
+    env["OAI_PIPELINE_HOME"] = str(path)
+    env["DAGSTER_HOME"] = str(path / "dagster_home")
+    env["OAI_PIPELINE_CONTACT"] = "crash-sweep@example.org"
+    return env
+
+
+def _cli(home: Home, spec: str, args: list[str]) -> subprocess.CompletedProcess[str]:
+    """`oai-pipeline ARGS` with the fault SPEC; ARGS `dagster FIRST LAST`: a Dagster run."""
+    module = [sys.executable, "-m", "oai_pipeline_tests.resume.crash_sweep"]
+    if args[0] == "dagster":
+        command = [*module, "dagster-child", spec, *args[1:]]
+    else:
+        command = [*module, "child", spec, "--", *args]
+    return subprocess.run(command, env=home.env, capture_output=True, text=True, timeout=900)
+
+
+def _settings(home: Home) -> Any:
+    from oai_pipeline.settings import load_settings
+
+    return load_settings({k: v for k, v in home.env.items() if k.startswith("OAI_PIPELINE_")})
+
+
+def register_harvester(home: Home, base_url: str, batch_size: int) -> None:
+    from oai_pipeline_tests.support import register
+
+    register(
+        _settings(home),
+        base_url,
+        harvester_id=HARVESTER,
+        metadata_prefix=PREFIX,
+        batch_size=batch_size,
+    )
+
+
+def snapshot(home: Home, run_id: int | None = None) -> dict[str, Any]:
+    """Everything a crash must not change, free of ids and clocks; `run_id`: the run whose
+    per-record statuses count (default: the latest; a crash after a run succeeded makes the
+    rerun a new run, all unchanged)."""
+    import sqlalchemy as sa
+
+    settings = _settings(home)
+    target = sa.create_engine(settings.target_db_url)
+    state = sa.create_engine(settings.state_db_url)
+    try:
+        with target.connect() as conn:
+            rows = conn.execute(sa.text("SELECT * FROM target_records"))
+            records = [dict(r._mapping) for r in rows]
+            revisions = Counter(
+                r[0] for r in conn.execute(sa.text("SELECT record_id FROM target_revisions"))
+            )
+            rows = conn.execute(sa.text("SELECT record_id, kind FROM target_drafts"))
+            drafts = {r[0]: r[1] for r in rows}
+        with state.connect() as conn:
+            harvest_records = [
+                dict(r._mapping) for r in conn.execute(sa.text("SELECT * FROM harvest_records"))
+            ]
+            errors = sorted(
+                tuple(r)
+                for r in conn.execute(sa.text("SELECT identifier, stage, type FROM record_errors"))
+            )
+            runs = [
+                dict(r._mapping)
+                for r in conn.execute(sa.text("SELECT * FROM harvest_runs ORDER BY id"))
+            ]
+            last = runs[-1]["id"] if run_id is None else run_id
+            run_statuses = Counter(
+                r[0]
+                for r in conn.execute(
+                    sa.text("SELECT status FROM run_records WHERE run_id = :r"), {"r": last}
+                )
+            )
+            locks = conn.execute(sa.text("SELECT count(*) FROM harvester_locks")).scalar_one()
+    finally:
+        target.dispose()
+        state.dispose()
+
+    by_id = {r["id"]: r for r in records}
+    sources = Counter((r["source_harvester"], r["source_identifier"]) for r in records)
+    target_rows = sorted(
+        (
+            r["source_identifier"] or "",
+            r["state"],
+            r["doi"] or "",
+            int(r["revision"]),
+            revisions[r["id"]],
+            _digest(r["data"]),
+            r["tombstone_note"] or "",
+            bool(r["purge"]),
+            drafts.get(r["id"], ""),
+        )
+        for r in records
+    )
+    state_rows = sorted(
+        (
+            r["identifier"],
+            r["datestamp"],
+            bool(r["deleted"]),
+            r["pid"] or "",
+            (by_id[r["local_id"]]["source_identifier"] if r["local_id"] in by_id else r["local_id"])
+            or "",
+            r["written_revision"] or 0,
+            r["written_datestamp"] or "",
+            r["written_fingerprint"] or "",
+        )
+        for r in harvest_records
+    )
+    storage = Path(settings.storage_url)
+    tmp_files = sorted(str(p.relative_to(storage)) for p in storage.rglob("*.tmp"))
+    partitions = _partitions(settings.storage_url)
+    return {
+        "target": target_rows,
+        "duplicates": sorted(f"{k}" for k, n in sources.items() if n > 1),
+        "harvest_records": state_rows,
+        "errors": errors,
+        "last_run_status": runs[-1]["status"],
+        "unfinished_runs": [r["id"] for r in runs if r["status"] == "running"],
+        "run_record_statuses": dict(sorted(run_statuses.items())),
+        "locks": int(locks),
+        "tmp_files": tmp_files,
+        "partitions": partitions,
+        "last_run_id": last,
+    }
+
+
+def _partitions(storage_url: str) -> dict[str, Any]:
+    """Each grid partition (not an ad-hoc CLI run's, whose key is new every run) as a reader
+    sees it: whether it has a manifest, and the identifiers and actions its parts hold."""
+    from oai_pipeline.storage import PartitionStore
+
+    store = PartitionStore(storage_url)
+    found: dict[str, Any] = {}
+    root = Path(storage_url)
+    for folder in sorted(root.glob("*/*/*")):
+        asset, harvester, window = folder.parts[-3:]
+        if window.startswith("adhoc-"):
+            continue
+        frame = store.read_partition(asset, harvester, window)
+        manifest = store.read_manifest(asset, harvester, window)
+        rows: list[str] = []
+        if frame is not None:
+            # not the actions: a rerun plans against the target as the crash left it, and
+            # labels what an earlier attempt wrote `already_written`
+            columns = [c for c in ("identifier", "writer", "deleted") if c in frame.columns]
+            rows = sorted(str(row) for row in frame.select(columns).iter_rows())
+        found[f"{asset}/{window}"] = {
+            # present or not (its run id: a crash after the run succeeded makes the rerun
+            # a harvest run of its own)
+            "manifest": manifest is not None,
+            "rows": _digest(rows),
+            "count": len(rows),
+        }
+    return found
+
+
+def _digest(data: Any) -> str:
+    if data is None:
+        return ""
+    if isinstance(data, str):
+        data = json.loads(data)
+    return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def status_json(home: Home, run_id: int) -> dict[str, Any]:
+    """`status --json` of the run (a crash after it succeeded makes the rerun another run)."""
+    result = _cli(home, "none", ["status", "--batch-id", str(run_id), "--json"])
+    if result.returncode != 0:
+        return {"error": result.stdout + result.stderr}
+    return json.loads(result.stdout)
+
+
+def compare(reference: dict[str, Any], got: dict[str, Any]) -> list[str]:
+    """What differs from the reference (empty: the crash left no trace)."""
+    problems = []
+    if got["duplicates"]:
+        problems.append(f"duplicate target records: {got['duplicates'][:3]}")
+    if got["target"] != reference["target"]:
+        ref, new = set(reference["target"]), set(got["target"])
+        problems.append(
+            f"target differs: {len(ref - new)} missing/changed, {len(new - ref)} extra/changed; "
+            f"e.g. missing {sorted(ref - new)[:2]} extra {sorted(new - ref)[:2]}"
+        )
+    if got["harvest_records"] != reference["harvest_records"]:
+        ref, new = set(reference["harvest_records"]), set(got["harvest_records"])
+        problems.append(
+            "harvest records differ: e.g. expected "
+            f"{sorted(ref - new)[:2]} got {sorted(new - ref)[:2]}"
+        )
+    if got["errors"] != reference["errors"]:
+        problems.append(f"record errors differ: {got['errors'][:3]} vs {reference['errors'][:3]}")
+    if got["last_run_status"] != "succeeded":
+        problems.append(f"last run {got['last_run_status']}")
+    if got["unfinished_runs"]:
+        problems.append(f"runs left running: {got['unfinished_runs']}")
+    if got["run_record_statuses"] != reference["run_record_statuses"]:
+        problems.append(
+            f"run record statuses {got['run_record_statuses']} "
+            f"vs {reference['run_record_statuses']}"
+        )
+    if got["locks"]:
+        problems.append(f"{got['locks']} leases left")
+    if got["partitions"] != reference["partitions"]:
+        differ = sorted(
+            key
+            for key in set(got["partitions"]) | set(reference["partitions"])
+            if got["partitions"].get(key) != reference["partitions"].get(key)
+        )
+        shown = [(k, got["partitions"].get(k), reference["partitions"].get(k)) for k in differ]
+        problems.append(f"partitions differ: {shown[:3]}")
+    grid_tmp = [f for f in got["tmp_files"] if "/adhoc-" not in f]
+    if grid_tmp:
+        problems.append(f"temporary files left in partitions: {grid_tmp[:3]}")
+    return problems
+
+
+def compare_status(reference: dict[str, Any], got: dict[str, Any]) -> list[str]:
+    if "error" in got:
+        return [f"status --json failed: {got['error'][:200]}"]
+    problems = []
+    for key in ("records", "total_records", "stale_running", "harvest_records", "target"):
+        if got.get(key) != reference.get(key):
+            problems.append(f"status {key}: {got.get(key)} vs {reference.get(key)}")
+    counters, ref_counters = got["counters"], reference["counters"]
+    if counters["staged"] != ref_counters["staged"]:
+        problems.append(f"status staged {counters['staged']} vs {ref_counters['staged']}")
+    return problems
+
+
+@dataclasses.dataclass
+class Scenario:
+    name: str
+    args: list[str]
+    template: Home | None  # the home as it is before this harvest
+
+
+@contextmanager
+def endpoint_for(records: list, page_size: int) -> Iterator[Any]:
+    from oai_pipeline.sample_endpoint.server import OAIEndpoint
+
+    with OAIEndpoint(records, page_size=page_size) as endpoint:
+        yield endpoint
+
+
+def change_source(endpoint: Any, records: list, day: datetime, seed: int = 3) -> dict[str, int]:
+    """Updates (5 %), deletions (3 %), new records (2 %), all datestamped on `day`."""
+    from oai_pipeline.sample_endpoint.records import generate_datacite_records
+
+    rng = random.Random(seed)
+    live = [r for r in records if not r.deleted]
+    chosen = rng.sample(live, round(len(live) * 0.08))
+    updated, deleted = chosen[: round(len(live) * 0.05)], chosen[round(len(live) * 0.05) :]
+    for record in updated:
+        xml = record.metadata[PREFIX].replace(b"</title>", b" (revised)</title>", 1)
+        endpoint.upsert(
+            dataclasses.replace(
+                record,
+                datestamp=day + timedelta(seconds=rng.randrange(3600)),
+                set_specs=list(record.set_specs),
+                metadata={PREFIX: xml},
+            )
+        )
+    for record in deleted:
+        endpoint.mark_deleted(record.identifier, day + timedelta(seconds=rng.randrange(3600)))
+    new = generate_datacite_records(
+        round(len(records) * 0.02),
+        seed=seed + 100,
+        start=day,
+        span_days=1,
+        prefixes=(PREFIX,),
+        deleted_fraction=0.0,
+    )
+    for index, record in enumerate(new):
+        endpoint.upsert(
+            dataclasses.replace(record, identifier=f"oai:generated.oai-pipeline:new-{index}")
+        )
+    return {"updated": len(updated), "deleted": len(deleted), "new": len(new)}
+
+
+def choose_calls(count: int, per_point: int) -> list[int]:
+    if count <= 0:
+        return []
+    picks = {1, count}
+    for i in range(1, per_point - 1):
+        picks.add(max(1, round(count * i / (per_point - 1))))
+    return sorted(picks)[: max(per_point, 2)]
+
+
+def run_scenario(
+    backend: Backend,
+    root: Path,
+    base_url: str,
+    scenario: Scenario,
+    points: list[str],
+    per_point: int,
+    double: bool,
+    log: Callable[[str], None],
+) -> list[dict[str, Any]]:
+    reference = backend.new_home(root, f"{scenario.name}-ref", scenario.template)
+    counts_file = root / f"{scenario.name}-counts.json"
+    result = _cli(reference, f"count:{counts_file}", scenario.args)
+    if result.returncode != 0:
+        raise RuntimeError(f"reference harvest failed: {result.stderr[-2000:]}")
+    counts = json.loads(counts_file.read_text())
+    log(f"[{backend.name}/{scenario.name}] calls: {counts}")
+    ref_snapshot = snapshot(reference)
+    ref_status = status_json(reference, ref_snapshot["last_run_id"])
+    log(
+        f"[{backend.name}/{scenario.name}] reference: {len(ref_snapshot['target'])} target "
+        f"records, run statuses {ref_snapshot['run_record_statuses']}"
+    )
+    specs = []
+    for name in points:
+        if name in SQL_POINTS:
+            moments = ["before"]
+        else:
+            moments = ["before", "after"] + (["mid"] if name in MID_POINTS else [])
+        for k in choose_calls(counts.get(name, 0), per_point):
+            specs.extend(f"{name}:{k}:{moment}" for moment in moments)
+    rng = random.Random(11)
+    outcomes = []
+    for index, spec in enumerate(specs):
+        home = backend.new_home(root, f"{scenario.name}-{index}", scenario.template)
+        started = time.monotonic()
+        attempts = [spec]
+        first = _cli(home, spec, scenario.args)
+        reached = first.returncode == EXIT_CODE
+        if first.returncode not in (0, EXIT_CODE):
+            outcome = {
+                "spec": spec,
+                "problems": [f"crashed run exited {first.returncode}: {first.stderr[-600:]}"],
+            }
+            outcomes.append(outcome)
+            log(f"  {spec}: {outcome['problems']}")
+            continue
+        if double and reached:
+            second = rng.choice(specs)
+            attempts.append(second)
+            again = _cli(home, second, scenario.args)
+            if again.returncode not in (0, EXIT_CODE):
+                attempts.append(f"exit {again.returncode}: {again.stderr[-600:]}")
+        final = _cli(home, "none", scenario.args)
+        problems = []
+        if final.returncode != 0:
+            problems.append(f"rerun exited {final.returncode}: {final.stderr[-800:]}")
+            final = _cli(home, "none", scenario.args)  # does a second rerun recover?
+            if final.returncode != 0:
+                problems.append("a second rerun fails too")
+        got = snapshot(home, ref_snapshot["last_run_id"])
+        problems += compare(ref_snapshot, got)
+        problems += compare_status(ref_status, status_json(home, ref_snapshot["last_run_id"]))
+        outcome = {
+            "spec": spec,
+            "attempts": attempts,
+            "reached": reached,
+            "seconds": round(time.monotonic() - started, 1),
+            "problems": problems,
+            "leftover_tmp_files": got["tmp_files"],
+        }
+        outcomes.append(outcome)
+        flag = "FAIL" if problems else "ok"
+        log(f"  {' → '.join(attempts)}: {flag} {'; '.join(problems)}")
+        if not problems:
+            shutil.rmtree(home.path, ignore_errors=True)
+    return outcomes
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "child":
+        child(argv[1:])
+        return 0
+    if argv and argv[0] == "dagster-child":
+        dagster_child(argv[1:])
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=2000)
+    parser.add_argument("--page-size", type=int, default=100)
+    parser.add_argument("--batch-size", type=int, default=50)
+    parser.add_argument("--scenario", choices=("first", "incremental", "both"), default="both")
+    parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="sqlite")
+    parser.add_argument("--points", default="all")
+    parser.add_argument("--per-point", type=int, default=4)
+    parser.add_argument("--double", action="store_true", help="kill the rerun once more too")
+    parser.add_argument("--list", action="store_true", help="print the fault points")
+    parser.add_argument(
+        "--dagster", action="store_true", help="in-process Dagster runs instead of the CLI"
+    )
+    parser.add_argument("--json-out")
+    parser.add_argument("--keep", action="store_true", help="keep the homes of passing points")
+    args = parser.parse_args(argv)
+    if args.list:
+        for name, (module, path) in POINTS.items():
+            print(f"{name:20} {module}:{path}{' (+mid)' if name in MID_POINTS else ''}")
+        for name in SQL_POINTS:
+            print(f"{name:20} a SQL statement (see SQL_POINTS)")
+        return 0
+    # SIGTERM ends the sweep through its `finally`s: a PostgreSQL server it started stops.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    points = [*POINTS, *SQL_POINTS] if args.points == "all" else args.points.split(",")
+    unknown = set(points) - set(POINTS) - set(SQL_POINTS)
+    if unknown:
+        parser.error(f"unknown points: {sorted(unknown)}")
+
+    from oai_pipeline.sample_endpoint.records import generate_datacite_records
+
+    first_day = datetime(2024, 1, 5, tzinfo=UTC)
+    records = generate_datacite_records(
+        args.records, seed=7, start=first_day, span_days=3, prefixes=(PREFIX,)
+    )
+    # a few records no transformer can read: per-record errors, `failed` in the run
+    records[1::97] = [
+        dataclasses.replace(r, metadata={PREFIX: b"<broken xmlns='urn:x:broken'/>"})
+        for r in records[1::97]
+    ]
+    root = Path(tempfile.mkdtemp(prefix="crash-sweep-", dir=os.environ.get("CRASH_SWEEP_TMP")))
+    results: dict[str, Any] = {}
+    failures = 0
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    for backend_name in backends:
+        backend = PostgresBackend() if backend_name == "postgres" else Backend()
+        try:
+            with endpoint_for(records, args.page_size) as endpoint:
+                base = backend.new_home(root, f"{backend_name}-empty")
+                register_harvester(base, endpoint.base_url, args.batch_size)
+                first_args = ["harvest", HARVESTER]
+                if args.dagster:
+                    first_args = ["dagster", "2024-01-05", "2024-01-08"]
+                full = backend.new_home(root, f"{backend_name}-full", base)
+                done = _cli(full, "none", first_args)
+                if done.returncode != 0:
+                    raise RuntimeError(done.stderr[-2000:])
+                scenarios = []
+                if args.scenario in ("first", "both"):
+                    scenarios.append(Scenario("first", first_args, base))
+                for phase in ("first", "incremental"):
+                    if phase == "incremental":
+                        if args.scenario not in ("incremental", "both"):
+                            break
+                        day = first_day + timedelta(days=10)
+                        changed = change_source(endpoint, records, day)
+                        log(f"[{backend_name}] source changed: {changed}")
+                        since = day.date().isoformat()
+                        again = ["harvest", HARVESTER, "--since", since]
+                        if args.dagster:
+                            again = ["dagster", since, since]
+                        scenarios = [Scenario("incremental", again, full)]
+                    for scenario in scenarios:
+                        scenario.name = f"{backend_name}-{scenario.name}"
+                        outcomes = run_scenario(
+                            backend,
+                            root,
+                            endpoint.base_url,
+                            scenario,
+                            points,
+                            args.per_point,
+                            args.double,
+                            log,
+                        )
+                        results[scenario.name] = outcomes
+                        failures += sum(1 for o in outcomes if o["problems"])
+                    scenarios = []
+        finally:
+            backend.close()
+    total = sum(len(v) for v in results.values())
+    log(f"{total} crash points, {failures} with problems; homes under {root}")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(results, indent=1))
+    if not failures and not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""A CLI harvest that dies at a precise point (`os._exit`, like SIGKILL), then is rerun, ends
+like an uninterrupted one: same target, same harvest records, and the same per-record run
+statuses and counts in `status`.
+
+A small deterministic slice of `crash_sweep.py` (the full sweep is run by hand, see its
+docstring): each case injects the crash at the k-th call of one function or SQL statement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oai_pipeline.sample_endpoint.records import generate_datacite_records
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline_tests.resume import crash_sweep
+from oai_pipeline_tests.resume.crash_sweep import EXIT_CODE, HARVESTER, PREFIX, Backend, Home
+
+FIRST_DAY = datetime(2024, 1, 5, tzinfo=UTC)
+CHANGE_DAY = FIRST_DAY + timedelta(days=10)
+RECORDS = generate_datacite_records(
+    100, seed=5, start=FIRST_DAY, span_days=2, prefixes=(PREFIX,), deleted_fraction=0.05
+)
+FULL = ["harvest", HARVESTER]
+INCREMENTAL = ["harvest", HARVESTER, "--since", CHANGE_DAY.date().isoformat()]
+
+
+def _harvest(home: Home, args: list[str], crash: str = "none") -> None:
+    result = crash_sweep._cli(home, crash, args)
+    expected = 0 if crash == "none" else EXIT_CODE
+    assert result.returncode == expected, result.stdout + result.stderr[-3000:]
+
+
+def _outcome(home: Home, run_id: int) -> dict[str, Any]:
+    """The home's target, harvest records and run statuses, and what `status` says."""
+    from oai_pipeline.state.store import StateStore
+
+    got = crash_sweep.snapshot(home, run_id)
+    with StateStore(crash_sweep._settings(home).state_db_url) as state:
+        status = state.run_status(run_id=run_id)
+    got["status_records"] = status["records"]
+    got["status_staged"] = status["counters"]["staged"]
+    got.pop("tmp_files")  # an ad-hoc run's folders are its own: the rerun writes others
+    return got
+
+
+@dataclasses.dataclass
+class Source:
+    endpoint: OAIEndpoint
+    empty: Home  # the harvester registered, nothing harvested
+    first: dict[str, Any]  # the uninterrupted first harvest
+    harvested: Home | None = None  # after an uninterrupted first harvest
+    incremental: dict[str, Any] | None = None  # the uninterrupted harvest after the change
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Source]:
+    root = tmp_path_factory.mktemp("crash_points")
+    backend = Backend()
+    with OAIEndpoint(RECORDS, page_size=20) as endpoint:
+        empty = backend.new_home(root, "empty")
+        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10)
+        reference = backend.new_home(root, "reference", empty)
+        _harvest(reference, FULL)
+        yield Source(endpoint, empty, _outcome(reference, 1))
+
+
+@pytest.fixture(scope="module")
+def changed(source: Source, tmp_path_factory: pytest.TempPathFactory) -> Source:
+    """The source after updates, deletions and new records, and the uninterrupted
+    incremental harvest of it (from a home that had harvested it all before)."""
+    root = tmp_path_factory.mktemp("crash_points_changed")
+    harvested = Backend().new_home(root, "harvested", source.empty)
+    _harvest(harvested, FULL)
+    crash_sweep.change_source(source.endpoint, RECORDS, CHANGE_DAY)
+    reference = Backend().new_home(root, "reference", harvested)
+    _harvest(reference, INCREMENTAL)
+    source.harvested = harvested
+    source.incremental = _outcome(reference, 2)
+    return source
+
+
+@pytest.mark.parametrize(
+    "crash",
+    [
+        # the target committed a batch of creations, the state store heard nothing of it
+        "writer_apply:2:after",
+        # the write stage's outcomes reached the state store, the run statuses did not
+        "sql_run_status:1:before",
+        # a Parquet part half written (its old file renamed away), then a clean rerun
+        "write_part:2:mid",
+    ],
+)
+def test_a_first_harvest_killed_and_rerun_ends_like_an_uninterrupted_one(
+    source: Source, tmp_path: Path, crash: str
+) -> None:
+    home = Backend().new_home(tmp_path, "home", source.empty)
+    _harvest(home, FULL, crash)
+    _harvest(home, FULL)
+
+    got = _outcome(home, 1)
+    assert got == source.first
+    assert got["status_records"]["imported"] == sum(1 for r in RECORDS if not r.deleted)
+
+
+def test_an_incremental_harvest_killed_after_its_writes_reports_what_they_did(
+    changed: Source, tmp_path: Path
+) -> None:
+    """Killed after the target took the batch (updates, creations, deletions) and before
+    the state store heard of it: the rerun writes nothing again and still reports the
+    records created as imported and those deleted as gone (not updated and unchanged)."""
+    assert changed.harvested is not None and changed.incremental is not None
+    home = Backend().new_home(tmp_path, "home", changed.harvested)
+    _harvest(home, INCREMENTAL, "writer_apply:1:after")
+    _harvest(home, INCREMENTAL)
+
+    got = _outcome(home, 2)
+    assert got == changed.incremental
+    statuses = got["status_records"]
+    assert statuses["gone"] > 0 and statuses["imported"] > 0 and statuses["updated"] > 0
+
+
+def test_a_reconcile_killed_before_its_deletions_deletes_them_when_rerun(tmp_path: Path) -> None:
+    """Killed after the sweep, before the target took the deletions: the rerun deletes them
+    (the records were marked gone first, and a rerun looked for vanished ones among the
+    records still marked live only: the target kept them live for ever)."""
+    records = RECORDS[:30]
+    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
+        home = Backend().new_home(tmp_path, "home")
+        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
+        _harvest(home, FULL)
+        gone = sorted(r.identifier for r in records if not r.deleted)[:3]
+        for identifier in gone:
+            endpoint.remove(identifier)
+
+        _harvest(home, ["reconcile", HARVESTER], "writer_apply:1:before")
+        _harvest(home, ["reconcile", HARVESTER])
+
+    target = {r[0]: r[1] for r in crash_sweep.snapshot(home)["target"]}
+    assert {identifier: target[identifier] for identifier in gone} == dict.fromkeys(
+        gone, "tombstone"
+    )
+    assert sum(state == "live" for state in target.values()) == (
+        sum(1 for r in records if not r.deleted) - len(gone)
+    )
