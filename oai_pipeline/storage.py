@@ -72,6 +72,10 @@ class PartitionStore:
     def _folder(self, asset: str, harvester_id: str, window: str) -> str:
         return f"{self._base}/{asset}/{harvester_id}/{window}"
 
+    def windows(self, asset: str, harvester_id: str) -> list[str]:
+        """The keys of the harvester's partitions of this asset."""
+        return self._names(f"{self._base}/{asset}/{harvester_id}")
+
     def clear(self, asset: str, harvester_id: str, window: str) -> None:
         """Drop the partition, folder and all (a stage rewrites with `begin`/`finish`)."""
         folder = self._folder(asset, harvester_id, window)

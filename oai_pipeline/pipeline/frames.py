@@ -10,6 +10,8 @@ RAW_OAI_XML = "raw_oai_xml"
 TRANSFORMED_RECORDS = "transformed_records"
 SYNC_DECISIONS = "sync_decisions"
 WRITTEN_RECORDS = "written_records"
+# The four assets, in the order the stages make them.
+STAGE_ASSETS = (RAW_OAI_XML, TRANSFORMED_RECORDS, SYNC_DECISIONS, WRITTEN_RECORDS)
 
 ERROR_COLUMNS = {
     "error_type": pl.String,

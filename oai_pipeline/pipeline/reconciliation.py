@@ -6,12 +6,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from oai_pipeline.pipeline.frames import (
-    RAW_OAI_XML,
-    SYNC_DECISIONS,
-    TRANSFORMED_RECORDS,
-    WRITTEN_RECORDS,
-)
+from oai_pipeline.pipeline.frames import STAGE_ASSETS
 from oai_pipeline.pipeline.partition_summary import summarise_partition
 from oai_pipeline.storage import PartitionStore
 
@@ -43,8 +38,7 @@ class StageCounts:
 def count_window(storage: PartitionStore, harvester_id: str, window: str) -> StageCounts:
     """What every stage holds for one window."""
     raw, transformed, decisions, written = (
-        summarise_partition(storage, asset, harvester_id, window)
-        for asset in (RAW_OAI_XML, TRANSFORMED_RECORDS, SYNC_DECISIONS, WRITTEN_RECORDS)
+        summarise_partition(storage, asset, harvester_id, window) for asset in STAGE_ASSETS
     )
     return StageCounts(
         raw=raw.records,

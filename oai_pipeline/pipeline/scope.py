@@ -10,6 +10,20 @@ from functools import cached_property
 from oai_pipeline.oai.types import Granularity
 from oai_pipeline.oai.windows import format_datestamp, oai_bounds, parse_datestamp
 
+# The storage key of a run outside the grid: `adhoc-` and the moment it started.
+ADHOC_PREFIX = "adhoc-"
+_ADHOC_STAMP = "%Y%m%dT%H%M%S%fZ"
+
+
+def adhoc_started(key: str) -> datetime | None:
+    """When the ad-hoc run of this storage key started; None for a key of the grid."""
+    if not key.startswith(ADHOC_PREFIX):
+        return None
+    try:
+        return datetime.strptime(key.removeprefix(ADHOC_PREFIX), _ADHOC_STAMP).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
 
 @dataclass(frozen=True)
 class Window:
@@ -34,8 +48,8 @@ class HarvestScope:
         cls, harvester_id: str, since: datetime | None = None, until: datetime | None = None
     ) -> HarvestScope:
         """A run outside the partition grid (CLI `harvest --since/--until`, selected ids)."""
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        return cls(harvester_id, (Window(f"adhoc-{stamp}", since, until),))
+        stamp = datetime.now(UTC).strftime(_ADHOC_STAMP)
+        return cls(harvester_id, (Window(f"{ADHOC_PREFIX}{stamp}", since, until),))
 
     @property
     def keys(self) -> list[str]:

@@ -3,10 +3,14 @@ counts and last failures stay on the run."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import polars as pl
 import pytest
 import sqlalchemy as sa
 
 from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.pipeline.frames import RAW_OAI_XML, STAGE_ASSETS
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope, Window
@@ -89,3 +93,52 @@ def test_the_setting() -> None:
     for bad in ("-1", "a month", "100000"):
         with pytest.raises(ConfigurationError, match="OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS"):
             load_settings({**home, "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS": bad})
+
+
+def _adhoc_keys(services: Services) -> dict[str, list[str]]:
+    return {
+        asset: sorted(k for k in services.storage.windows(asset, "sample") if k.startswith("adhoc"))
+        for asset in STAGE_ASSETS
+    }
+
+
+def test_a_cli_harvest_drops_the_parquet_of_old_cli_harvests(
+    source: FakeSource, settings: Settings
+) -> None:
+    """Each CLI harvest writes its four assets under a key of its own: without retention
+    every full harvest added all of its XML to the storage for good."""
+    with Services(settings) as services:
+        old = HarvestScope.adhoc("sample")
+        run_harvest(services, old, RunOptions(), progress=lambda _m: None)
+        recent = HarvestScope.adhoc("sample")
+        run_harvest(services, recent, RunOptions(), progress=lambda _m: None)
+        # the first one started in 2020: its keys, renamed as such
+        stale = "adhoc-20200101T000000000000Z"
+        for asset in STAGE_ASSETS:
+            base = f"{services.storage.root}/{asset}/sample"
+            (Path(base) / old.keys[0]).rename(Path(base) / stale)
+        assert _adhoc_keys(services)[RAW_OAI_XML] == sorted([stale, *recent.keys])
+
+        latest = HarvestScope.adhoc("sample")
+        run_harvest(services, latest, RunOptions(), progress=lambda _m: None)
+
+        kept = sorted([*recent.keys, *latest.keys])
+        assert _adhoc_keys(services) == dict.fromkeys(STAGE_ASSETS, kept)
+        # the Dagster grid's partitions are not the CLI's to drop
+        run_harvest(services, EVERYTHING, RunOptions(), progress=lambda _m: None)
+        assert "all" in services.storage.windows(RAW_OAI_XML, "sample")
+
+
+def test_keeping_everything_keeps_the_parquet_of_old_cli_harvests(
+    source: FakeSource, settings: Settings
+) -> None:
+    settings = load_settings(
+        {"OAI_PIPELINE_HOME": str(settings.home), "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS": "0"}
+    )
+    with Services(settings) as services:
+        stale = "adhoc-20200101T000000000000Z"
+        services.storage.write_part(
+            RAW_OAI_XML, "sample", stale, 0, pl.DataFrame({"identifier": ["x"]})
+        )
+        run_harvest(services, HarvestScope.adhoc("sample"), RunOptions(), progress=lambda _m: None)
+        assert stale in services.storage.windows(RAW_OAI_XML, "sample")
