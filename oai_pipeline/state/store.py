@@ -674,11 +674,11 @@ class StateStore:
     def mark_gone(self, harvester_id: str, identifiers: set[str]) -> None:
         """Reconcile: records that vanished from a source keeping no deletions are deleted.
 
-        What their last harvest or transform failed with no longer applies (a deleted header
-        clears it the same way): left, the record would count as failed for good."""
+        What their last harvest, transform or write failed with no longer applies (a deleted
+        header clears it the same way): left, the record would count as failed for good."""
         now = utc_now()
         with self._engine.begin() as conn:
-            for stage in ("harvest", "transform"):
+            for stage in ("harvest", "transform", "write"):
                 self._replace_errors(conn, harvester_id, stage, dict.fromkeys(identifiers, []))
             for chunk in _chunks(sorted(identifiers)):
                 conn.execute(

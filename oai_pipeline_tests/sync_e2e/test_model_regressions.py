@@ -126,12 +126,17 @@ def test_a_failed_record_that_vanished_is_no_longer_failed_after_reconcile(
 
     records = [
         FakeRecord("oai:fake.test:1", "2024-03-01T10:00:00Z", raw_metadata=dc("")),
+        FakeRecord("oai:fake.test:2", "2024-03-01T10:00:00Z", sets=["sx"], raw_metadata=dc("W")),
         *(
             FakeRecord(f"oai:fake.test:{n}", "2024-03-01T10:00:00Z", raw_metadata=dc("Kept"))
-            for n in (2, 3)
+            for n in (3, 4, 5)
         ),
     ]
     source = harvest_fake_source(settings, monkeypatch, FakeSource(records, deleted_record="no"))
+    with Services(settings) as services:  # record 2's write fails: a missing community
+        harvester = services.state.get_harvester("sample")
+        transformer = 'oai-import{model:"rdm", set_communities:{sx: "nowhere"}}'
+        services.state.save_harvester(harvester.model_copy(update={"transformers": [transformer]}))
     monkeypatch.setattr(
         reconcile_module,
         "build_reader",
@@ -139,9 +144,11 @@ def test_a_failed_record_that_vanished_is_no_longer_failed_after_reconcile(
     )
     harvest(settings)
     assert errors_of(settings, "oai:fake.test:1")[0]["type"] == "missing_field"
+    assert errors_of(settings, "oai:fake.test:2")[0]["type"] == "missing_community"
 
-    source.records = source.records[1:]
+    source.records = source.records[2:]
     with Services(settings) as services:
-        assert reconcile(services, "sample").vanished == ["oai:fake.test:1"]
+        assert reconcile(services, "sample").vanished == ["oai:fake.test:1", "oai:fake.test:2"]
 
     assert errors_of(settings, "oai:fake.test:1") == []
+    assert errors_of(settings, "oai:fake.test:2") == []
