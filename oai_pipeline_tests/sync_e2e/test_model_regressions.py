@@ -152,3 +152,42 @@ def test_a_failed_record_that_vanished_is_no_longer_failed_after_reconcile(
 
     assert errors_of(settings, "oai:fake.test:1") == []
     assert errors_of(settings, "oai:fake.test:2") == []
+
+
+def test_a_hard_deleted_record_refused_a_deposits_doi_does_not_take_the_deposit_over(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source gives a harvested record the DOI of a user's deposit: refused
+    (duplicate_pid), the deposit is the user's. Before, once a user hard deleted the
+    harvested record, the next harvest took the deposit over and overwrote it, and left
+    the harvested record detached from its source; a hard-deleted record gives up its own
+    DOI, not the deposit's. Now it is revived and refused the DOI, as a live record is."""
+    with_doi = dc("T1").replace(
+        "</oai_dc:dc>", "<dc:identifier>https://doi.org/10.5072/own</dc:identifier></oai_dc:dc>"
+    )
+    record = FakeRecord("oai:fake.test:1", "2024-03-01T10:00:00Z", raw_metadata=with_doi)
+    source = harvest_fake_source(settings, monkeypatch, FakeSource([record]))
+    harvest(settings)
+    with EmbeddedRepository(settings.target_db_url) as repository:
+        deposit = repository.deposit(
+            {"metadata": {"title": "mine"}, "pids": {"doi": {"identifier": "10.5072/mine"}}},
+            publish=True,
+        )
+    source.records[0] = FakeRecord(
+        record.identifier,
+        "2024-03-02T10:00:00Z",
+        raw_metadata=with_doi.replace("10.5072/own", "10.5072/mine"),
+    )
+    harvest(settings)
+    assert errors_of(settings, record.identifier)[0]["type"] == "duplicate_pid"
+    with EmbeddedRepository(settings.target_db_url) as repository:
+        (own,) = repository.list(harvester="sample")
+        repository.hard_delete(own["id"])
+
+    harvest(settings)
+
+    assert errors_of(settings, record.identifier)[0]["type"] == "duplicate_pid"
+    with EmbeddedRepository(settings.target_db_url) as repository:
+        mine = repository.show(deposit)
+        assert (mine["source_harvester"], mine["data"]["metadata"]["title"]) == (None, "mine")
+        assert repository.show(own["id"])["source_identifier"] == record.identifier

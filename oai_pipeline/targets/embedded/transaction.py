@@ -166,7 +166,9 @@ class TargetTransaction:
         record (a repository migration), the DOI says it is the same work. A record of
         another harvester, or live under another identifier, is not. A harvested record
         hard deleted or marked for purge has given up its DOI: a user's record that holds
-        the DOI now is taken over rather than the harvested one revived.
+        the DOI now is taken over rather than the harvested one revived; only that DOI: a
+        deposit of another DOI the source now gives the record is no more taken over than
+        for a live record (the harvested one is revived and refused the DOI).
         """
         keys = list(keys)
         identifiers = [identifier for identifier, _ in keys]
@@ -199,11 +201,12 @@ class TargetTransaction:
             ):
                 released_by_source.setdefault(row.source_identifier, row)
         keys = [(identifier, normal_doi(pid)) for identifier, pid in keys]
-        released = {i for i, row in by_source.items() if row.state == DELETED or row.purge}
+        # The DOI each hard-deleted (or purge-marked) harvested record gave up.
+        released = {i: row.doi for i, row in by_source.items() if row.state == DELETED or row.purge}
         wanted_pids = [
             pid
             for identifier, pid in keys
-            if pid and (identifier not in by_source or identifier in released)
+            if pid and (identifier not in by_source or released.get(identifier, "") == pid)
         ]
         by_pid: dict[str, sa.Row] = {}
         for chunk in _chunks(sorted(set(wanted_pids))):
@@ -242,7 +245,8 @@ class TargetTransaction:
         for identifier, pid in keys:
             row = by_source.get(identifier)
             taken_over = False
-            if (row is None or identifier in released) and pid and pid in by_pid:
+            given_up = identifier in released and released[identifier] == pid
+            if (row is None or given_up) and pid and pid in by_pid:
                 row = by_pid[pid]
                 taken_over = True
             elif row is None and identifier in released_by_source:
