@@ -115,6 +115,7 @@ class SourceRecord:
     content: Content
     deleted: bool = False
     vanished: bool = False  # no longer listed at all (a source that keeps no deletions)
+    doi_given_away: bool = False  # deleted, and its DOI now carried by another record
 
 
 @dataclasses.dataclass
@@ -246,6 +247,23 @@ class Simulation:
             deposit = self.rng.choice(free)
             doi, deposit.named_by = deposit.doi, identifier
             self.log.append(f"create {identifier} with the DOI of a user's deposit {doi}")
+        gone = [
+            r
+            for r in self.records.values()
+            if (r.deleted or r.vanished)
+            and r.content.doi
+            and not r.doi_given_away
+            and r.identifier not in touched
+            and (memory := self.memory.get(r.identifier)) is not None
+            and memory.target_deleted
+        ]
+        if doi is None and gone and self.rng.random() < 0.2:
+            old = self.rng.choice(gone)
+            doi, old.doi_given_away = old.content.doi, True
+            # its target record goes to the new one: brought back, it gets a fresh one
+            self.memory[old.identifier].communities = set()
+            touched.add(old.identifier)
+            self.log.append(f"create {identifier} with the DOI of deleted {old.identifier}")
         content = self.random_content(doi)
         self.records[identifier] = SourceRecord(identifier, self.moment(None), content)
         touched.add(identifier)
@@ -274,6 +292,18 @@ class Simulation:
             sets=fresh.sets if kind in ("sets", "all") else old.sets,
         )
         self.change(record, content, f"update ({kind})")
+
+    def op_doi_of_a_deposit(self, touched: set[str]) -> None:
+        """A record already in the target gets the DOI of a user's deposit: refused
+        (duplicate_pid, only a record new to the target takes a deposit over)."""
+        free = [d for d in self.deposits if d.named_by is None]
+        candidates = [r for r in self.live_source() if r.identifier not in touched]
+        if not free or not candidates:
+            return
+        record, deposit = self.rng.choice(candidates), self.rng.choice(free)
+        touched.add(record.identifier)
+        deposit.named_by = record.identifier
+        self.change(record, dataclasses.replace(record.content, doi=deposit.doi), "deposit's DOI")
 
     def op_touch(self, touched: set[str]) -> None:
         candidates = [r for r in self.live_source() if r.identifier not in touched]
@@ -322,6 +352,9 @@ class Simulation:
         touched.add(record.identifier)
         record.deleted = record.vanished = False
         content = record.content
+        if record.doi_given_away:
+            content = dataclasses.replace(content, doi=self.fresh_doi())
+            record.doi_given_away = False
         if self.rng.random() < 0.5:
             content = dataclasses.replace(content, title=f"Back {self.rng.randrange(999)}")
         self.change(record, content, "bring back")
@@ -452,6 +485,7 @@ class Simulation:
         ("create_community", 1),
         ("local", 3),
         ("deposit", 1),
+        ("doi_of_a_deposit", 1),
     )
 
     def mutate(self) -> None:
@@ -571,7 +605,7 @@ class Simulation:
                 assert memory is not None
                 memory.deleted, memory.target_deleted = False, False
                 continue
-            fails = self.fails(content)
+            fails = self.fails(content) or self.refused_deposit_doi(record.content, memory)
             if memory is None:
                 memory = self.memory[record.identifier] = Memory(
                     granule, False, False, None, None, True
@@ -601,6 +635,7 @@ class Simulation:
                 and not memory.deleted
                 and content is not None
                 and not self.fails(content)
+                and not self.refused_deposit_doi(content, memory)
             ):
                 memory.error = False
                 memory.written, memory.written_granule = content, memory.granule
@@ -611,6 +646,14 @@ class Simulation:
         self.local_changes = {
             i: what for i, what in self.local_changes.items() if self.memory[i].error
         }
+
+    def refused_deposit_doi(self, content: Content, memory: Memory | None) -> bool:
+        """A record with a target record of its own cannot take a user's deposit over."""
+        return (
+            memory is not None
+            and memory.written is not None
+            and any(d.doi == content.doi and d.taken_by is None for d in self.deposits)
+        )
 
     def fails(self, content: Content) -> bool:
         return content.bad or any(
