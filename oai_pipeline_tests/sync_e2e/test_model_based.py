@@ -365,7 +365,7 @@ class Simulation:
             r
             for r in self.live_source()
             if r.identifier not in touched
-            and not r.content.bad
+            and not self.fails(r.content)
             and r.content.doi
             and self.rewritten_next(r)
         ]
@@ -620,7 +620,10 @@ class Simulation:
             memory.communities |= content.communities()
             if content.doi is not None:
                 for deposit in self.deposits:
-                    if deposit.doi == content.doi and deposit.taken_by is None:
+                    # taken over, or (re-identified) the record a deleted one left
+                    if deposit.doi == content.doi and (
+                        deposit.taken_by is None or self.memory[deposit.taken_by].target_deleted
+                    ):
                         deposit.taken_by = record.identifier
         for identifier in listed:
             self.pending.discard(identifier.identifier)
