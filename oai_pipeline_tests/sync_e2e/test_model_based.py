@@ -163,6 +163,7 @@ class Simulation:
         self.created_communities: set[str] = {"c-a", "c-b"}
         self.pending: set[str] = set()  # swapped DOIs not harvested yet: left alone
         self.local_changes: dict[str, str] = {}  # identifier -> what a user did
+        self.purged: set[str] = set()  # ever marked for purge by a user
         self.log: list[str] = []
 
     # -- helpers -----------------------------------------------------------------------
@@ -254,6 +255,7 @@ class Simulation:
             and r.content.doi
             and not r.doi_given_away
             and r.identifier not in touched
+            and r.identifier not in self.purged
             and (memory := self.memory.get(r.identifier)) is not None
             and memory.target_deleted
         ]
@@ -456,6 +458,8 @@ class Simulation:
             else:
                 repository.hard_delete(local["id"])
         self.local_changes[identifier] = what
+        if what == "delete+purge":  # a purged tombstone gives its DOI up: not re-identified
+            self.purged.add(identifier)
         self.log.append(f"user {what} of {identifier} ({local['id']})")
 
     def op_deposit(self, touched: set[str]) -> None:
@@ -615,15 +619,22 @@ class Simulation:
                 memory.error = True
                 continue
             memory.error = False
+            new = memory.written is None
             memory.written, memory.written_granule = content, granule
             memory.target_deleted = False
             memory.communities |= content.communities()
             if content.doi is not None:
                 for deposit in self.deposits:
-                    # taken over, or (re-identified) the record a deleted one left
-                    if deposit.doi == content.doi and (
-                        deposit.taken_by is None or self.memory[deposit.taken_by].target_deleted
-                    ):
+                    taken = deposit.doi == content.doi and deposit.taken_by is None
+                    # re-identified: a new record takes the tombstone a deleted one left
+                    reidentified = (
+                        new
+                        and deposit.taken_by is not None
+                        and (taker := self.memory[deposit.taken_by]).target_deleted
+                        and taker.written is not None
+                        and taker.written.doi == content.doi
+                    )
+                    if taken or reidentified:
                         deposit.taken_by = record.identifier
         for identifier in listed:
             self.pending.discard(identifier.identifier)
