@@ -191,3 +191,38 @@ def test_a_hard_deleted_record_refused_a_deposits_doi_does_not_take_the_deposit_
         mine = repository.show(deposit)
         assert (mine["source_harvester"], mine["data"]["metadata"]["title"]) == (None, "mine")
         assert repository.show(own["id"])["source_identifier"] == record.identifier
+
+
+def with_doi(title: str, doi: str) -> str:
+    return dc(title).replace(
+        "</oai_dc:dc>", f"<dc:identifier>https://doi.org/{doi}</dc:identifier></oai_dc:dc>"
+    )
+
+
+def test_a_record_coming_back_keeps_its_tombstone_from_a_new_record_with_its_old_doi(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deleted record comes back with a new DOI while a new record carries its old one,
+    the new record listed first. Before, the new record took the tombstone over (as if the
+    source had re-identified the record) and the record coming back failed ("record … is
+    live, not deleted") with no live target record: the outcome hung on the listing order."""
+    old = FakeRecord(
+        "oai:fake.test:a", "2024-03-01T10:00:00Z", raw_metadata=with_doi("A", "10.5072/d1")
+    )
+    source = harvest_fake_source(settings, monkeypatch, FakeSource([old]))
+    harvest(settings)
+    source.records = [FakeRecord(old.identifier, "2024-03-02T10:00:00Z", deleted=True)]
+    harvest(settings)
+
+    source.records = [
+        FakeRecord(
+            "oai:fake.test:b", "2024-03-03T10:00:00Z", raw_metadata=with_doi("B", "10.5072/d1")
+        ),
+        FakeRecord(
+            old.identifier, "2024-03-03T10:00:00Z", raw_metadata=with_doi("A", "10.5072/d2")
+        ),
+    ]
+    harvest(settings)
+
+    assert errors_of(settings, old.identifier) == []
+    assert titles(settings) == {old.identifier: "A", "oai:fake.test:b": "B"}

@@ -8,7 +8,7 @@ bumps its revision and keeps a copy of the new state in `target_revisions`.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -156,7 +156,11 @@ class TargetTransaction:
         return self.connection.execute(query.limit(1)).scalar()
 
     def local_records(
-        self, harvester_id: str, keys: Iterable[tuple[str, str | None]]
+        self,
+        harvester_id: str,
+        keys: Iterable[tuple[str, str | None]],
+        *,
+        coming_back: Collection[str] = (),
     ) -> dict[str, LocalRecord]:
         """Each (source identifier, pid)'s local record: by source identifier, then by pid.
 
@@ -169,6 +173,10 @@ class TargetTransaction:
         the DOI now is taken over rather than the harvested one revived; only that DOI: a
         deposit of another DOI the source now gives the record is no more taken over than
         for a live record (the harvested one is revived and refused the DOI).
+
+        `coming_back`: source identifiers the same write brings back live; their tombstones
+        are theirs, not a re-identified record's (a new record listed before the one coming
+        back took its tombstone, and the record coming back then failed).
         """
         keys = list(keys)
         identifiers = [identifier for identifier, _ in keys]
@@ -219,6 +227,7 @@ class TargetTransaction:
                             records.c.source_harvester == harvester_id,
                             records.c.state == TOMBSTONE,
                             ~records.c.changed_locally,
+                            records.c.source_identifier.not_in(sorted(coming_back)),
                         ),
                     ),
                     records.c.state != DELETED,
