@@ -271,14 +271,16 @@ def _drop_existing(
     kept = []
     for record in records:
         memory = memories.get(record.identifier)
-        if (
-            memory is not None
-            and memory.datestamp == record.datestamp
-            and memory.deleted in (None, record.deleted)
-        ):
-            if memory.had_errors and not retry_failed:
-                continue
-            if not memory.had_errors and (memory.local_id or record.deleted):
+        if memory is not None and memory.deleted in (None, record.deleted):
+            # A failed record's write left no datestamp written: the one listed last counts.
+            if memory.had_errors and memory.listed_datestamp == record.datestamp:
+                if not retry_failed:
+                    continue
+            elif (
+                not memory.had_errors
+                and memory.datestamp == record.datestamp
+                and (memory.local_id or record.deleted)
+            ):
                 continue
         kept.append(record)
     return kept, len(records) - len(kept)

@@ -425,9 +425,12 @@ class StateStore:
         self, conn: Connection, harvester_id: str, records: dict[str, HarvestedRecord]
     ) -> set[str]:
         """Records harvested again as they were: same datestamp, live, the XML stored
-        without a parse error. Their XML is not written again (a source changes the
-        datestamp when it changes a record; a re-harvest of a large source would otherwise
-        rewrite all of its XML)."""
+        and its last harvest without an error. Their XML is not written again (a source
+        changes the datestamp when it changes a record; a re-harvest of a large source would
+        otherwise rewrite all of its XML). A record whose last harvest failed at any stage
+        (a parse, transform or write error) is retried from what the source lists now: a
+        source that fixes a record without a new datestamp must not get the old XML
+        transformed again."""
         candidates = [
             r.identifier
             for r in records.values()
@@ -448,7 +451,7 @@ class StateStore:
                 if row.datestamp == records[row.identifier].datestamp:
                     same.add(row.identifier)
             if same:
-                same -= self._with_errors(conn, harvester_id, "harvest", chunk)
+                same -= self._with_errors(conn, harvester_id, None, chunk)
         return same
 
     @staticmethod
@@ -523,11 +526,16 @@ class StateStore:
         self, harvester_id: str, datestamps: dict[str, str], fingerprint: str
     ) -> dict[str, StoredTransform]:
         """The remembered clean transform of each record whose datestamp is still the one
-        it was made from, by a chain of the same fingerprint (the data as JSON text)."""
+        it was made from, by a chain of the same fingerprint (the data as JSON text).
+
+        Not for a record whose last harvest failed at any stage (e.g. its write, for a
+        missing community): it is transformed again from what the source lists now, which
+        may be fixed without a new datestamp (or, at a day's granularity, on the same day)."""
         found: dict[str, StoredTransform] = {}
         hr, stored_data = harvest_records, harvest_record_data
         with self._read() as conn:
             for chunk in _chunks(list(datestamps)):
+                failed = self._with_errors(conn, harvester_id, None, chunk)
                 rows = conn.execute(
                     sa.select(
                         hr.c.identifier,
@@ -544,7 +552,10 @@ class StateStore:
                     )
                 )
                 for row in rows:
-                    if row.transformed_datestamp == datestamps[row.identifier]:
+                    if (
+                        row.transformed_datestamp == datestamps[row.identifier]
+                        and row.identifier not in failed
+                    ):
                         found[row.identifier] = StoredTransform(
                             row.data_json, row.pid, list(row.communities or [])
                         )
@@ -614,6 +625,7 @@ class StateStore:
                         harvest_records.c.written_revision,
                         harvest_records.c.deleted,
                         harvest_records.c.written_fingerprint,
+                        harvest_records.c.datestamp,
                     ).where(
                         harvest_records.c.harvester_id == harvester_id,
                         harvest_records.c.identifier.in_(chunk),
@@ -628,6 +640,7 @@ class StateStore:
                         written_revision=row.written_revision,
                         deleted=bool(row.deleted),
                         written_fingerprint=row.written_fingerprint,
+                        listed_datestamp=row.datestamp,
                     )
         return memories
 
@@ -677,10 +690,13 @@ class StateStore:
         rows: dict[str, dict[str, Any]] = {}
         errors: dict[str, list[RecordError]] = {}
         for outcome in outcomes:
-            values: dict[str, Any] = {
-                "written_datestamp": datestamps.get(outcome.identifier),
-                "last_written_at": now,
-            }
+            values: dict[str, Any] = {"last_written_at": now}
+            if outcome.action is not Action.ERROR:
+                # A failed write wrote nothing of this datestamp: the skip rule must not
+                # take the target for what it would have left (the source may fix the
+                # record without a new datestamp, and the error is cleared on the retry's
+                # transform, before its plan reads this memory).
+                values["written_datestamp"] = datestamps.get(outcome.identifier)
             if fingerprint is not None:  # None: the one written before stays
                 values["written_fingerprint"] = fingerprint
             # A deleted draft leaves no local record behind: forget its id.
@@ -697,9 +713,14 @@ class StateStore:
         self._replace_errors(conn, harvester_id, "write", errors)
 
     def mark_gone(self, harvester_id: str, identifiers: set[str]) -> None:
-        """Reconcile: records that vanished from a source keeping no deletions are deleted."""
+        """Reconcile: records that vanished from a source keeping no deletions are deleted.
+
+        What their last harvest, transform or write failed with no longer applies (a deleted
+        header clears it the same way): left, the record would count as failed for good."""
         now = utc_now()
         with self._engine.begin() as conn:
+            for stage in ("harvest", "transform", "write"):
+                self._replace_errors(conn, harvester_id, stage, dict.fromkeys(identifiers, []))
             for chunk in _chunks(sorted(identifiers)):
                 conn.execute(
                     harvest_records.update()

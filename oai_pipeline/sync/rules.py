@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 
@@ -50,6 +50,9 @@ class HarvestMemory:
     written_revision: int | None
     deleted: bool | None = None  # the status the source gave last (None: not known)
     written_fingerprint: str | None = None  # the chain that made what was written (None: any)
+    # the datestamp the source gave last, also when its write failed (`datestamp` is the
+    # last one written)
+    listed_datestamp: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ bumps its revision and keeps a copy of the new state in `target_revisions`.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -156,7 +156,11 @@ class TargetTransaction:
         return self.connection.execute(query.limit(1)).scalar()
 
     def local_records(
-        self, harvester_id: str, keys: Iterable[tuple[str, str | None]]
+        self,
+        harvester_id: str,
+        keys: Iterable[tuple[str, str | None]],
+        *,
+        coming_back: Collection[str] = (),
     ) -> dict[str, LocalRecord]:
         """Each (source identifier, pid)'s local record: by source identifier, then by pid.
 
@@ -166,7 +170,13 @@ class TargetTransaction:
         record (a repository migration), the DOI says it is the same work. A record of
         another harvester, or live under another identifier, is not. A harvested record
         hard deleted or marked for purge has given up its DOI: a user's record that holds
-        the DOI now is taken over rather than the harvested one revived.
+        the DOI now is taken over rather than the harvested one revived; only that DOI: a
+        deposit of another DOI the source now gives the record is no more taken over than
+        for a live record (the harvested one is revived and refused the DOI).
+
+        `coming_back`: source identifiers the same write brings back live; their tombstones
+        are theirs, not a re-identified record's (a new record listed before the one coming
+        back took its tombstone, and the record coming back then failed).
         """
         keys = list(keys)
         identifiers = [identifier for identifier, _ in keys]
@@ -199,11 +209,12 @@ class TargetTransaction:
             ):
                 released_by_source.setdefault(row.source_identifier, row)
         keys = [(identifier, normal_doi(pid)) for identifier, pid in keys]
-        released = {i for i, row in by_source.items() if row.state == DELETED or row.purge}
+        # The DOI each hard-deleted (or purge-marked) harvested record gave up.
+        released = {i: row.doi for i, row in by_source.items() if row.state == DELETED or row.purge}
         wanted_pids = [
             pid
             for identifier, pid in keys
-            if pid and (identifier not in by_source or identifier in released)
+            if pid and (identifier not in by_source or released.get(identifier, "") == pid)
         ]
         by_pid: dict[str, sa.Row] = {}
         for chunk in _chunks(sorted(set(wanted_pids))):
@@ -216,6 +227,7 @@ class TargetTransaction:
                             records.c.source_harvester == harvester_id,
                             records.c.state == TOMBSTONE,
                             ~records.c.changed_locally,
+                            records.c.source_identifier.not_in(sorted(coming_back)),
                         ),
                     ),
                     records.c.state != DELETED,
@@ -242,7 +254,8 @@ class TargetTransaction:
         for identifier, pid in keys:
             row = by_source.get(identifier)
             taken_over = False
-            if (row is None or identifier in released) and pid and pid in by_pid:
+            given_up = identifier in released and released[identifier] == pid
+            if (row is None or given_up) and pid and pid in by_pid:
                 row = by_pid[pid]
                 taken_over = True
             elif row is None and identifier in released_by_source:

@@ -56,6 +56,7 @@ class EmbeddedWriter(Writer):
     def __init__(self, options: WriterOptions, settings: Settings) -> None:
         super().__init__(options, settings)
         self._repository: EmbeddedRepository | None = None
+        self._coming_back: set[str] = set()  # of the batch `apply` writes
 
     @property
     def repository(self) -> EmbeddedRepository:
@@ -78,10 +79,16 @@ class EmbeddedWriter(Writer):
 
     def apply(self, harvester_id: str, writes: list[PlannedWrite]) -> list[WriteOutcome]:
         outcomes: dict[str, WriteOutcome] = {}
+        # Records the batch brings back live keep their tombstones (see `local_records`).
+        self._coming_back = {w.identifier for w in writes if w.action not in _SOURCE_DELETED}
         with self.repository.transaction() as tx:
             # One lookup for the batch; `_apply_one` looks again where an earlier record of
             # the batch could have changed the answer (a pid takeover).
-            known = tx.local_records(harvester_id, [self._key(write) for write in writes])
+            known = tx.local_records(
+                harvester_id,
+                [self._key(write) for write in writes],
+                coming_back=self._coming_back,
+            )
             creations = self._plain_creations(tx, writes, known)
             if creations:
                 try:
@@ -279,7 +286,7 @@ class EmbeddedWriter(Writer):
         identifier, or missing, it cannot have changed (identifiers are unique in a batch,
         and a harvested record is never found by pid)."""
         if known is None or known.taken_over:
-            return tx.local_records(harvester_id, [key])[key[0]]
+            return tx.local_records(harvester_id, [key], coming_back=self._coming_back)[key[0]]
         return known
 
     def _apply_one(
