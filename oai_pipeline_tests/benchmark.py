@@ -308,16 +308,18 @@ def change_records(endpoint, records: list, fraction: float, day: datetime, seed
     live = [r for r in records if not r.deleted]
     chosen = rng.sample(live, max(1, round(len(records) * fraction)))
     for record in chosen:
-        xml = record.metadata[PREFIX].replace(b"</title>", b" (revised)</title>", 1)
-        endpoint.upsert(
-            dataclasses.replace(
-                record,
-                datestamp=day + timedelta(seconds=rng.randrange(86400)),
-                set_specs=list(record.set_specs),
-                metadata={PREFIX: xml},
-            )
-        )
+        revise(endpoint, record, day + timedelta(seconds=rng.randrange(86400)))
     return len(chosen)
+
+
+def revise(endpoint, record, datestamp: datetime, prefix: str = PREFIX) -> None:
+    """Serve `record` with a revised title (its `prefix` XML) and this datestamp."""
+    xml = record.metadata[prefix].replace(b"</title>", b" (revised)</title>", 1)
+    endpoint.upsert(
+        dataclasses.replace(
+            record, datestamp=datestamp, set_specs=list(record.set_specs), metadata={prefix: xml}
+        )
+    )
 
 
 def _rate(figure: dict[str, Any], records: int) -> float:

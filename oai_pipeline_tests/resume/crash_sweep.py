@@ -563,21 +563,14 @@ def endpoint_for(records: list, page_size: int) -> Iterator[Any]:
 def change_source(endpoint: Any, records: list, day: datetime, seed: int = 3) -> dict[str, int]:
     """Updates (5 %), deletions (3 %), new records (2 %), all datestamped on `day`."""
     from oai_pipeline.sample_endpoint.records import generate_datacite_records
+    from oai_pipeline_tests.benchmark import revise
 
     rng = random.Random(seed)
     live = [r for r in records if not r.deleted]
     chosen = rng.sample(live, round(len(live) * 0.08))
     updated, deleted = chosen[: round(len(live) * 0.05)], chosen[round(len(live) * 0.05) :]
     for record in updated:
-        xml = record.metadata[PREFIX].replace(b"</title>", b" (revised)</title>", 1)
-        endpoint.upsert(
-            dataclasses.replace(
-                record,
-                datestamp=day + timedelta(seconds=rng.randrange(3600)),
-                set_specs=list(record.set_specs),
-                metadata={PREFIX: xml},
-            )
-        )
+        revise(endpoint, record, day + timedelta(seconds=rng.randrange(3600)), PREFIX)
     for record in deleted:
         endpoint.mark_deleted(record.identifier, day + timedelta(seconds=rng.randrange(3600)))
     new = generate_datacite_records(
