@@ -324,7 +324,8 @@ class EmbeddedWriter(Writer):
             # saved: the record is as this write would leave it, so no new revision; the
             # outcome is what that attempt did (a record it created is created, not updated).
             tx.add_to_communities(local.local_id, community_ids)
-            done = self._done_by_this_run(tx, local, write) or write.action
+            record = tx.record(local.local_id)
+            done = self._done_by_this_run(record, local, write) or write.action
             return WriteOutcome(write.identifier, done, local.local_id, local.revision)
         if action is Action.CREATE and self.options.publish and not community_ids:
             record_id = tx.create_published(
@@ -371,16 +372,13 @@ class EmbeddedWriter(Writer):
         return as_utc(record.updated) >= write.run_started and record.data == data
 
     @staticmethod
-    def _done_by_this_run(
-        tx: TargetTransaction, local: LocalRecord, write: PlannedWrite
-    ) -> Action | None:
+    def _done_by_this_run(record: sa.Row, local: LocalRecord, write: PlannedWrite) -> Action | None:
         """What an earlier attempt of this run did to a record it left as the source reports
         it, when the record tells: created it (since the run started, never changed since),
         or tombstoned it as deleted at the source. Without this a resumed run reported the
         records a killed attempt created as updated and those it deleted as unchanged."""
-        if write.run_started is None or local.local_id is None or local.taken_over:
+        if write.run_started is None or local.taken_over:
             return None
-        record = tx.record(local.local_id)
         if as_utc(record.updated) < write.run_started:
             return None
         created = as_utc(record.created) >= write.run_started
@@ -427,8 +425,10 @@ class EmbeddedWriter(Writer):
         elif record_id is not None:  # NOTHING: already deleted; a left-over edit draft goes
             tx.remove_edit_draft(record_id)
             # Deleted by an earlier attempt of this run that crashed before its outcome was
-            # saved: the deletion is this run's.
-            action = self._done_by_this_run(tx, local, write) or action
+            # saved: the deletion is this run's. One read of the record for both.
+            record = tx.record(record_id)
+            action = self._done_by_this_run(record, local, write) or action
+            return WriteOutcome(write.identifier, action, record_id, record.revision)
         if record_id is None:
             return WriteOutcome(write.identifier, action, None, None)
         return WriteOutcome(write.identifier, action, record_id, tx.record(record_id).revision)
