@@ -114,3 +114,20 @@ def _create_database(admin_url: str) -> None:
             connection.exec_driver_sql(f"CREATE DATABASE {_DATABASE}")
     finally:
         engine.dispose()
+
+
+def fresh_database(server_url: str, prefix: str = "t") -> str:
+    """A new empty database on the session's server, so tests never see each other's rows."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    url = sa.make_url(server_url)
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    engine = sa.create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            connection.exec_driver_sql(f"CREATE DATABASE {name}")
+    finally:
+        engine.dispose()
+    return url.set(database=name).render_as_string(hide_password=False)

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import dagster as dg
 import pytest
-import sqlalchemy as sa
 
 from oai_pipeline.defs.launch import materialize_windows
 from oai_pipeline.harvesters.registry import HarvesterRegistry
@@ -23,6 +21,7 @@ from oai_pipeline.sample_endpoint.records import EndpointRecord, load_sample_rec
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings, load_settings
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline_tests.postgres import fresh_database
 from oai_pipeline_tests.support import register
 
 PREFIX = "oai_datacite"
@@ -42,23 +41,12 @@ def source_records() -> list[EndpointRecord]:
     ]
 
 
-def fresh_postgres_database(server_url: str) -> str:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    engine = sa.create_engine(server_url, isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as connection:
-            connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    finally:
-        engine.dispose()
-    return str(sa.make_url(server_url).set(database=name))
-
-
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "postgresql":
         server = request.getfixturevalue("postgres_url")
-        monkeypatch.setenv("OAI_PIPELINE_STATE_DB_URL", fresh_postgres_database(server))
-        monkeypatch.setenv("OAI_PIPELINE_TARGET_DB_URL", fresh_postgres_database(server))
+        monkeypatch.setenv("OAI_PIPELINE_STATE_DB_URL", fresh_database(server))
+        monkeypatch.setenv("OAI_PIPELINE_TARGET_DB_URL", fresh_database(server))
     return request.param
 
 

@@ -16,8 +16,10 @@ what a small model of DESIGN.md's sync rules predicts:
   (skipped only when its datestamp is unchanged, its last write had no errors and the
   local record is still as harvested).
 
-Seeds: OAI_MODEL_SEEDS=N runs seeds 0..N-1 (default: a few), OAI_MODEL_SEED=S one seed,
-OAI_MODEL_EPOCHS the epochs per seed. A failure names its seed and the operations so far.
+Seeds: OAI_MODEL_SEEDS=N runs seeds 0..N-1 on SQLite (default: a few), OAI_MODEL_SEED=S one
+seed, OAI_MODEL_EPOCHS the epochs per seed; OAI_MODEL_POSTGRES_SEEDS=N runs seeds 0..N-1 with
+the state store and the target on PostgreSQL (default 1). A failure names its seed and the
+operations so far.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from oai_pipeline_tests.oai.fake_source import (
     status,
     truncated,
 )
+from oai_pipeline_tests.postgres import fresh_database
 from oai_pipeline_tests.support import harvest_fake_source
 
 HARVESTER = "sample"
@@ -804,10 +807,20 @@ class Simulation:
         self.verify(services)
 
 
-def seeds() -> list[int]:
+def seeds(variable: str = "OAI_MODEL_SEEDS", default: int = 3) -> list[int]:
     if "OAI_MODEL_SEED" in os.environ:
         return [int(os.environ["OAI_MODEL_SEED"])]
-    return list(range(int(os.environ.get("OAI_MODEL_SEEDS", "3"))))
+    return list(range(int(os.environ.get(variable, str(default)))))
+
+
+def cases() -> list:
+    """(seed, database) pairs: every seed on SQLite, the first few on PostgreSQL."""
+    on_sqlite = [pytest.param((seed, "sqlite"), id=str(seed)) for seed in seeds()]
+    on_postgres = [
+        pytest.param((seed, "postgresql"), id=f"{seed}-postgresql", marks=pytest.mark.postgres)
+        for seed in seeds("OAI_MODEL_POSTGRES_SEEDS", 1)
+    ]
+    return on_sqlite + on_postgres
 
 
 def source_kinds(seed: int) -> tuple[str, str]:
@@ -818,9 +831,14 @@ def source_kinds(seed: int) -> tuple[str, str]:
 
 @pytest.fixture
 def simulation(
-    request: pytest.FixtureRequest, settings: Settings, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Simulation]:
-    seed = request.param
+    seed, database = request.param
+    if database == "postgresql":
+        server = request.getfixturevalue("postgres_url")
+        monkeypatch.setenv("OAI_PIPELINE_STATE_DB_URL", fresh_database(server))
+        monkeypatch.setenv("OAI_PIPELINE_TARGET_DB_URL", fresh_database(server))
+    settings: Settings = request.getfixturevalue("settings")
     granularity, deleted_record = source_kinds(seed)
     source = ClockedSource([], page_size=3, granularity=granularity, deleted_record=deleted_record)
     harvest_fake_source(settings, monkeypatch, source)
@@ -846,7 +864,7 @@ def simulation(
     yield simulation
 
 
-@pytest.mark.parametrize("simulation", seeds(), indirect=True)
+@pytest.mark.parametrize("simulation", cases(), indirect=True)
 def test_the_target_follows_the_model_over_many_harvests(simulation: Simulation) -> None:
     epochs = int(os.environ.get("OAI_MODEL_EPOCHS", "20"))
     with Services(simulation.settings) as services:
