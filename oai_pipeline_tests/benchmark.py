@@ -107,15 +107,26 @@ def _status_kb(proc: Path, field: str) -> int:
 
 
 def _children_rss_mb(parent: int) -> float:
+    """Summed RSS of `parent`'s multiprocessing children.
+
+    The children come from /proc/<parent>/task/*/children, not from a scan of all of /proc:
+    the sampler shares the harvest's interpreter, and reading every process's stat ten times
+    a second took ~4 % of the harvest's samples in a profile.
+    """
     total_kb = 0
-    for proc in Path("/proc").glob("[0-9]*"):
+    for children in Path(f"/proc/{parent}/task").glob("*/children"):
         try:
-            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            if ppid != parent or b"multiprocessing" not in (proc / "cmdline").read_bytes():
-                continue
-            total_kb += _status_kb(proc, "VmRSS")
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile, or not ours to read
+            pids = children.read_text().split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        for pid in pids:
+            proc = Path("/proc", pid)
+            try:
+                if b"multiprocessing" not in (proc / "cmdline").read_bytes():
+                    continue
+                total_kb += _status_kb(proc, "VmRSS")
+            except (OSError, ValueError):
+                continue  # gone meanwhile
     return round(total_kb / 1024, 1)
 
 

@@ -76,3 +76,27 @@ def test_each_harvest_is_removed_once_measured(tmp_path: Path, monkeypatch) -> N
     # c, d and e share one harvest's homes; f gets fresh ones after those are gone
     assert alive == [["c_in_process"]] * 3 + [["f_in_process"]]
     assert list(work_root.iterdir()) == []
+
+
+def _hold_memory(ready, done) -> None:  # two multiprocessing Events
+    ballast = bytearray(64 * 1024 * 1024)
+    ballast[::4096] = b"x" * len(ballast[::4096])  # touch every page: resident, not reserved
+    ready.set()
+    done.wait(30)
+
+
+def test_worker_memory_counts_multiprocessing_children() -> None:
+    import multiprocessing
+    import os
+
+    context = multiprocessing.get_context("spawn")
+    ready, done = context.Event(), context.Event()
+    child = context.Process(target=_hold_memory, args=(ready, done))
+    child.start()
+    try:
+        assert ready.wait(60)
+        assert benchmark._children_rss_mb(os.getpid()) >= 64
+    finally:
+        done.set()
+        child.join(30)
+    assert benchmark._children_rss_mb(os.getpid()) < 64
