@@ -1,9 +1,12 @@
 """Import of DataCite metadata (kernel-4, 3 and 2.x `resource`, and the `oai_datacite` envelope).
 
 An import walks the already parsed element tree of the record once per level: each element's
-children are grouped by tag in one pass (`_children`) instead of evaluating an XPath per field,
-which was most of the import's time. The helpers reproduce the XPaths' results exactly (document
-order, `string()`, `text()`); the tests compare them with the original XPath implementation.
+children are grouped by tag in one pass (`children_by_tag`) instead of evaluating an XPath per
+field, which was most of the import's time. The helpers reproduce the XPaths' results exactly
+(document order, `string()`, `text()`); the tests compare them with the original XPath
+implementation.
+The public helpers take the elements to read, so the OpenAIRE import reads the DataCite
+elements of its records with them.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def _clark(namespace: str, local: str) -> str:
     return f"{{{namespace}}}{local}"
 
 
-class _KernelTags:
+class KernelTags:
     """The element names of one DataCite kernel namespace, in Clark notation."""
 
     def __init__(self, namespace: str) -> None:
@@ -121,7 +124,7 @@ class _KernelTags:
 
 
 _TAGS = {
-    namespace: _KernelTags(namespace) for namespace in (KERNEL_4, KERNEL_3, KERNEL_2_2, KERNEL_2_1)
+    namespace: KernelTags(namespace) for namespace in (KERNEL_4, KERNEL_3, KERNEL_2_2, KERNEL_2_1)
 }
 # The payload element of each oai_datacite envelope version, by the envelope's namespace.
 _PAYLOADS = {
@@ -132,7 +135,7 @@ Children = dict[Any, list[etree._Element]]
 """An element's children grouped by tag, each group in document order."""
 
 
-def _children(element: etree._Element) -> Children:
+def children_by_tag(element: etree._Element) -> Children:
     """One pass over the children replaces an XPath per field: `d:a/d:b` is the `b` children of
     the `a` children, in document order, exactly as the XPath returns them."""
     groups: Children = {}
@@ -145,7 +148,7 @@ def _children(element: etree._Element) -> Children:
     return groups
 
 
-def _nested(children: Children, outer: str, inner: str) -> list[etree._Element]:
+def nested(children: Children, outer: str, inner: str) -> list[etree._Element]:
     """The XPath `outer/inner` of the element whose children these are."""
     return [element for parent in children.get(outer, ()) for element in parent.iterchildren(inner)]
 
@@ -257,62 +260,83 @@ def import_oai_datacite(envelope: etree._Element) -> dict[str, Any]:
 def import_resource(resource: etree._Element) -> dict[str, Any]:
     """A DataCite `resource` (kernel-4, 3 or 2.x) as RDMRecord-shaped data."""
     tags = _TAGS[_namespace(resource)]  # type: ignore[index]
-    children = _children(resource)
-    dates = _nested(children, tags.dates, tags.date)
-    pids, identifiers = _identifiers(tags, children)
-    title, additional_titles = _titles(tags, children)
-    description, additional_descriptions = _descriptions(tags, children)
-    related_identifiers, file_links = _related_identifiers(tags, children)
-    contributors = _nested(children, tags.contributors, tags.contributor)
+    children = children_by_tag(resource)
+    dates = nested(children, tags.dates, tags.date)
+    pids, identifiers = record_identifiers(
+        children.get(tags.identifier, []),
+        nested(children, tags.alternate_identifiers, tags.alternate_identifier),
+    )
+    title, additional_titles = titles(nested(children, tags.titles, tags.title))
+    description, additional_descriptions = descriptions(
+        nested(children, tags.descriptions, tags.description)
+    )
+    related_identifiers, file_links = related(
+        nested(children, tags.related_identifiers, tags.related_identifier),
+        nested(children, tags.related_items, tags.related_item),
+        tags,
+    )
+    contributors = nested(children, tags.contributors, tags.contributor)
+    # Kernel-2.x has no rightsList: its one `<rights>` is a child of the resource.
+    rights_elements = nested(children, tags.rights_list, tags.rights)
+    rights_elements.extend(children.get(tags.rights, ()))
     metadata: dict[str, Any] = {
         "resource_type": _resource_type(tags, children),
         "title": title,
         "additional_titles": additional_titles,
-        "creators": _creatibutors(
-            tags, _nested(children, tags.creators, tags.creator), "metadata.creators"
+        "creators": creatibutors(
+            tags, nested(children, tags.creators, tags.creator), "metadata.creators"
         ),
-        "contributors": _creatibutors(
+        "contributors": creatibutors(
             tags,
-            [c for c in contributors if not _is_funder(c)],
+            [c for c in contributors if not is_funder(c)],
             "metadata.contributors",
             contributors=True,
         ),
-        "publication_date": _publication_date(tags, children, dates),
+        "publication_date": publication_date(
+            dates,
+            text_or_none(_string(children, tags.publication_year)),
+            "publicationYear or Issued date",
+        ),
         "description": description,
         "additional_descriptions": additional_descriptions,
-        "subjects": [
-            {"subject": text, "scheme": _attribute(subject, "subjectScheme")}
-            for subject in _nested(children, tags.subjects, tags.subject)
-            if (text := _text(subject))
-        ],
-        "rights": _rights(tags, children),
+        "subjects": subjects(nested(children, tags.subjects, tags.subject)),
+        "rights": licenses(rights_elements, "rightsURI"),
         "languages": _languages(tags, children),
         "publisher": text_or_none(_string(children, tags.publisher)),
-        "dates": _dates(dates),
+        "dates": other_dates(dates),
         "identifiers": identifiers,
         "related_identifiers": related_identifiers,
-        "sizes": [
-            size
-            for element in _nested(children, tags.sizes, tags.size)
-            for text in _text_nodes(element)
-            if (size := text_or_none(text))
-        ],
-        "formats": [
-            form
-            for element in _nested(children, tags.formats, tags.format)
-            for text in _text_nodes(element)
-            if (form := text_or_none(text))
-        ],
+        "sizes": line_texts(nested(children, tags.sizes, tags.size)),
+        "formats": line_texts(nested(children, tags.formats, tags.format)),
         "version": text_or_none(_string(children, tags.version)),
-        "funding": _funding(tags, children) + _funder_contributors(tags, contributors),
-        "locations": _locations(tags, children),
+        "funding": funding(tags, nested(children, tags.funding_references, tags.funding_reference))
+        + _funder_contributors(tags, contributors),
+        "locations": locations(tags, nested(children, tags.geo_locations, tags.geo_location)),
     }
     if not metadata["creators"]:
         raise missing_field("metadata.creators", "creator")
     return {"metadata": metadata, "pids": pids, "files": {"enabled": False, "links": file_links}}
 
 
-def _resource_type(tags: _KernelTags, children: Children) -> dict[str, str]:
+def subjects(elements: list[etree._Element]) -> list[dict[str, Any]]:
+    return [
+        {"subject": text, "scheme": _attribute(subject, "subjectScheme")}
+        for subject in elements
+        if (text := _text(subject))
+    ]
+
+
+def line_texts(elements: list[etree._Element]) -> list[str]:
+    """The one-line text nodes of sizes or formats, each its own value."""
+    return [
+        value
+        for element in elements
+        for text in _text_nodes(element)
+        if (value := text_or_none(text))
+    ]
+
+
+def _resource_type(tags: KernelTags, children: Children) -> dict[str, str]:
     """The resourceTypeGeneral as the target's id. Kernel-3 and 2.x make resourceType optional:
     a resource of theirs without one is `other`; kernel-4 requires it, so its absence fails."""
     elements = children.get(tags.resource_type)
@@ -323,12 +347,13 @@ def _resource_type(tags: _KernelTags, children: Children) -> dict[str, str]:
     return {"id": vocab.datacite_resource_type(elements[0].get("resourceTypeGeneral"))}
 
 
-def _identifiers(
-    tags: _KernelTags, children: Children
+def record_identifiers(
+    elements: list[etree._Element], alternates: list[etree._Element]
 ) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """The pids (the DOI identifier) and the other identifiers, alternate ones included."""
     pids: dict[str, Any] = {}
     identifiers: list[dict[str, str]] = []
-    for element in children.get(tags.identifier, ()):
+    for element in elements:
         value = _text(element)
         if value is None:
             continue
@@ -338,7 +363,7 @@ def _identifiers(
             pids["doi"] = {"identifier": normalize_doi(value) or value, "provider": "external"}
         elif identifier := _other_identifier(value, kind):
             identifiers.append(identifier)
-    for element in _nested(children, tags.alternate_identifiers, tags.alternate_identifier):
+    for element in alternates:
         value, kind = _text(element), _attribute(element, "alternateIdentifierType")
         if value and kind and (identifier := _other_identifier(value, kind)):
             identifiers.append(identifier)
@@ -371,7 +396,7 @@ Person = tuple[int, etree._Element, Children, etree._Element | None]
 """A creator/contributor: its index and element, its children grouped by tag, its name element."""
 
 
-def _people(tags: _KernelTags, elements: list[etree._Element]) -> list[Person]:
+def _people(tags: KernelTags, elements: list[etree._Element]) -> list[Person]:
     """Each creator/contributor with its children grouped by tag and its name element (the
     XPath `d:creatorName | d:contributorName`: the first of either).
 
@@ -400,13 +425,17 @@ def _people(tags: _KernelTags, elements: list[etree._Element]) -> list[Person]:
     return people
 
 
-def _creatibutors(
-    tags: _KernelTags,
+def creatibutors(
+    tags: KernelTags,
     elements: list[etree._Element],
     location: str,
     *,
     contributors: bool = False,
+    people: bool = False,
 ) -> list[dict[str, Any]]:
+    """Creators or contributors. Without a nameType, a bare name ("John Smith") is an
+    organisation's, as DataCite's data mostly are; with `people` (literature, whose authors
+    are people) it is a person's unless it looks like an organisation's."""
     result = []
     for index, element, children, name_element in _people(tags, elements):
         name = _text(name_element) if name_element is not None else None
@@ -427,7 +456,12 @@ def _creatibutors(
             raise missing_field(f"{location}[{index}].person_or_org.name", "name for a creator")
         kind = _NAME_TYPES.get(name_type)
         role = vocab.role(element.get("contributorType")) if contributors else None
-        if kind is None and role in _PERSON_ROLES and name and not looks_like_organisation(name):
+        if (
+            kind is None
+            and (people or role in _PERSON_ROLES)
+            and name
+            and not looks_like_organisation(name)
+        ):
             kind = "personal"  # a ContactPerson "Dietrich Feist" is no organisation
         entry: dict[str, Any] = {
             "person_or_org": person_or_org(
@@ -449,12 +483,12 @@ def _creatibutors(
     return result
 
 
-def _is_funder(contributor: etree._Element) -> bool:
+def is_funder(contributor: etree._Element) -> bool:
     return vocab.role(contributor.get("contributorType")) == "funder"
 
 
 def _funder_contributors(
-    tags: _KernelTags, contributors: list[etree._Element]
+    tags: KernelTags, contributors: list[etree._Element]
 ) -> list[dict[str, Any]]:
     """Kernel-2/3 contributors of type Funder as funding entries: before fundingReference
     (kernel-4), DataCite and the OpenAIRE guidelines for data archives gave a funder so, its
@@ -463,9 +497,9 @@ def _funder_contributors(
     funder role; before, they were contributors with role `funder` and the grant was lost."""
     funding: list[dict[str, Any]] = []
     for contributor in contributors:
-        if not _is_funder(contributor):
+        if not is_funder(contributor):
             continue
-        parts = _children(contributor)
+        parts = children_by_tag(contributor)
         name = text_or_none(_string(parts, tags.contributor_name))
         entry: dict[str, Any] | None = None
         identifiers: list[dict[str, str]] = []
@@ -522,51 +556,44 @@ def _additional(
     ]
 
 
-def _titles(tags: _KernelTags, children: Children) -> tuple[str, list[dict[str, Any]]]:
-    titles = [
-        (element, text)
-        for element in _nested(children, tags.titles, tags.title)
-        if (text := _text(element))
-    ]
-    if not titles:
+def titles(elements: list[etree._Element]) -> tuple[str, list[dict[str, Any]]]:
+    """The main title (the first without a titleType) and the others as additional titles."""
+    pairs = [(element, text) for element in elements if (text := _text(element))]
+    if not pairs:
         raise missing_field("metadata.title", "title")
-    main = next((pair for pair in titles if not pair[0].get("titleType")), titles[0])
-    return main[1], _additional(titles, main, "title", "titleType", vocab.title_type)
+    main = next((pair for pair in pairs if not pair[0].get("titleType")), pairs[0])
+    return main[1], _additional(pairs, main, "title", "titleType", vocab.title_type)
 
 
-def _descriptions(tags: _KernelTags, children: Children) -> tuple[str | None, list[dict[str, Any]]]:
-    descriptions = [
-        (element, text)
-        for element in _nested(children, tags.descriptions, tags.description)
-        if (text := _description(element))
-    ]
-    if not descriptions:
+def descriptions(elements: list[etree._Element]) -> tuple[str | None, list[dict[str, Any]]]:
+    """The abstract (else the first description) and the others as additional descriptions."""
+    pairs = [(element, text) for element in elements if (text := _description(element))]
+    if not pairs:
         return None, []
     main = next(
         (
             pair
-            for pair in descriptions
+            for pair in pairs
             if vocab.description_type(pair[0].get("descriptionType")) == "abstract"
         ),
-        descriptions[0],
+        pairs[0],
     )
-    additional = _additional(
-        descriptions, main, "description", "descriptionType", vocab.description_type
-    )
+    additional = _additional(pairs, main, "description", "descriptionType", vocab.description_type)
     return main[1], additional
 
 
-def _publication_date(tags: _KernelTags, children: Children, dates: list[etree._Element]) -> str:
-    """The Issued date when it is a valid date, else publicationYear."""
+def publication_date(dates: list[etree._Element], year: str | None, what: str) -> str:
+    """The Issued date when it is a valid date, else `year` (DataCite's publicationYear);
+    `what` names them for the error when there is neither."""
     candidates = [
         text
         for element in dates
         if vocab.date_type(element.get("dateType")) == "issued" and (text := _text(element))
     ]
-    if year := text_or_none(_string(children, tags.publication_year)):
+    if year:
         candidates.append(year)
     if not candidates:
-        raise missing_field("metadata.publication_date", "publicationYear or Issued date")
+        raise missing_field("metadata.publication_date", what)
     for candidate in candidates:
         try:
             return normalize_date(candidate)
@@ -580,10 +607,10 @@ def _publication_date(tags: _KernelTags, children: Children, dates: list[etree._
     )
 
 
-def _dates(dates: list[etree._Element]) -> list[dict[str, Any]]:
+def other_dates(dates: list[etree._Element]) -> list[dict[str, Any]]:
     """The dates the target can store. One that is not a date of a known form (`Summer 2019`,
     the open interval `2019-01-01/..`) is left out: an optional value does not fail the
-    record. An unreadable Issued date is left out too; `_publication_date` then falls back
+    record. An unreadable Issued date is left out too; `publication_date` then falls back
     to publicationYear."""
     result = []
     for element in dates:
@@ -604,7 +631,7 @@ def _dates(dates: list[etree._Element]) -> list[dict[str, Any]]:
     return result
 
 
-def _languages(tags: _KernelTags, children: Children) -> list[dict[str, str]]:
+def _languages(tags: KernelTags, children: Children) -> list[dict[str, str]]:
     code = text_or_none(_string(children, tags.language))
     language = vocab.language_id(code) if code else None
     return [{"id": language}] if language else []
@@ -626,8 +653,8 @@ def _related_identifier(
     }
 
 
-def _related_identifiers(
-    tags: _KernelTags, children: Children
+def related(
+    identifiers: list[etree._Element], items: list[etree._Element], tags: KernelTags
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """Related identifiers and items; a `HasPart` URL naming a file is also a file link."""
     related: list[dict[str, Any]] = []
@@ -648,14 +675,14 @@ def _related_identifiers(
             if link is not None:
                 links.append(link)
 
-    for element in _nested(children, tags.related_identifiers, tags.related_identifier):
+    for element in identifiers:
         add(
             _text(element),
             _attribute(element, "relatedIdentifierType"),
             _attribute(element, "relationType"),
             _attribute(element, "resourceTypeGeneral"),
         )
-    for item in _nested(children, tags.related_items, tags.related_item):
+    for item in items:
         for identifier in item.iterchildren(tags.related_item_identifier):
             add(
                 _text(identifier),
@@ -666,18 +693,16 @@ def _related_identifiers(
     return related, links
 
 
-def _rights(tags: _KernelTags, children: Children) -> list[dict[str, Any]]:
-    """Licenses by id (rightsIdentifier, else a known rightsURI); the same license given in
-    several languages becomes one entry with a multilingual title. eu-repo access terms
-    (`info:eu-repo/semantics/openAccess`, as rightsURI or as the text) are access rights, not
-    licenses, and are skipped.
-    Kernel-2.x has no rightsList: its one `<rights>` is a child of the resource."""
+def licenses(elements: list[etree._Element], uri_attribute: str) -> list[dict[str, Any]]:
+    """Licenses by id (rightsIdentifier, else a known URI in `uri_attribute`: DataCite's
+    rightsURI, OpenAIRE's licenseCondition `uri`); the same license given in several languages
+    becomes one entry with a multilingual title. eu-repo access terms
+    (`info:eu-repo/semantics/openAccess`, as URI or as the text) are access rights, not
+    licenses, and are skipped."""
     merged: dict[str, dict[str, Any]] = {}
     uris: dict[str, str | None] = {}
-    elements = _nested(children, tags.rights_list, tags.rights)
-    elements.extend(children.get(tags.rights, ()))
     for element in elements:
-        uri = _attribute(element, "rightsURI")
+        uri = _attribute(element, uri_attribute)
         identifier = _attribute(element, "rightsIdentifier")
         text = _text(element)
         if (uri or text or "").startswith("info:eu-repo/semantics/"):  # Dryad: in the text
@@ -708,10 +733,11 @@ def _rights(tags: _KernelTags, children: Children) -> list[dict[str, Any]]:
     return list(merged.values())
 
 
-def _funding(tags: _KernelTags, children: Children) -> list[dict[str, Any]]:
+def funding(tags: KernelTags, references: list[etree._Element]) -> list[dict[str, Any]]:
+    """fundingReferences; `tags` name their parts (DataCite's, or OpenAIRE's `oaire:` ones)."""
     result = []
-    for reference in _nested(children, tags.funding_references, tags.funding_reference):
-        parts = _children(reference)
+    for reference in references:
+        parts = children_by_tag(reference)
         funder: dict[str, Any] = {
             "name": text_or_none(_string(parts, tags.funder_name)),
             "identifiers": [],
@@ -761,13 +787,13 @@ def _position(longitude: float, latitude: float) -> list[float]:
     return [longitude, latitude]
 
 
-def _point(tags: _KernelTags, point: etree._Element) -> list[float]:
+def _point(tags: KernelTags, point: etree._Element) -> list[float]:
     """[longitude, latitude] of a point or polygonPoint (longitude read first, as before).
     Kernel-3 writes a point as text, "latitude longitude"."""
     if len(point) == 0 and point.text and point.text.strip():
         latitude, longitude = _numbers(point.text, 2)
         return _position(longitude, latitude)
-    parts = _children(point)
+    parts = children_by_tag(point)
     longitude = _float(_string(parts, tags.point_longitude))
     return _position(longitude, _float(_string(parts, tags.point_latitude)))
 
@@ -779,13 +805,13 @@ def _numbers(text: str, count: int) -> list[float]:
     return numbers
 
 
-def _box(tags: _KernelTags, box: etree._Element) -> list[list[float]]:
+def _box(tags: KernelTags, box: etree._Element) -> list[list[float]]:
     """The ring of a geoLocationBox. Kernel-3 writes it as text, "south west north east"
     (the latitude and longitude of the lower left, then of the upper right corner)."""
     if len(box) == 0 and box.text and box.text.strip():
         south, west, north, east = _numbers(box.text, 4)
     else:
-        sides = _children(box)
+        sides = children_by_tag(box)
         west = _float(_string(sides, tags.west_bound_longitude))
         east = _float(_string(sides, tags.east_bound_longitude))
         south = _float(_string(sides, tags.south_bound_latitude))
@@ -799,12 +825,12 @@ def _box(tags: _KernelTags, box: etree._Element) -> list[list[float]]:
     ]
 
 
-def _locations(tags: _KernelTags, children: Children) -> dict[str, Any] | None:
+def locations(tags: KernelTags, elements: list[etree._Element]) -> dict[str, Any] | None:
     """geoLocations as GeoJSON features; a coordinate that is not a number (or NaN, or out of
     range) drops the location's geometries, not the record."""
     features = []
-    for location in _nested(children, tags.geo_locations, tags.geo_location):
-        parts = _children(location)
+    for location in elements:
+        parts = children_by_tag(location)
         place = text_or_none(_string(parts, tags.geo_location_place))
         geometries: list[dict[str, Any]] = []
         try:

@@ -148,7 +148,7 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
         ],
         "subjects": [{"subject": text} for _, text in _texts(_SUBJECT, dc)],
         "rights": _rights(dc),
-        "languages": _languages(dc),
+        "languages": languages(dc),
         "publisher": publishers[0][1] if publishers else None,
         "identifiers": unique_identifiers(identifiers, own["identifier"] if own else None),
         "related_identifiers": related + containers,
@@ -392,7 +392,7 @@ def _rights(dc: etree._Element) -> list[dict[str, Any]]:
     return rights
 
 
-def _languages(dc: etree._Element) -> list[dict[str, str]]:
+def languages(dc: etree._Element) -> list[dict[str, str]]:
     languages: list[dict[str, str]] = []
     for _, text in _texts(_LANGUAGE, dc):
         language = vocab.language_id(text)

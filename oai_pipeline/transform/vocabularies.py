@@ -99,6 +99,59 @@ DC_RESOURCE_TYPES: dict[str, str] = {
     "learningobject": "lesson",
 }
 
+# COAR Resource Types (http://purl.org/coar/resource_type/<code>), the types OpenAIRE v4's
+# oaire:resourceType names by URI -> resource type id. Only the concepts whose preferred label
+# the dc:type keys above do not already read (`journal article`, `bachelor thesis` …), and
+# those labels' codes for repositories that translate the label (`Artículo de revista`).
+COAR_RESOURCE_TYPES: dict[str, str] = {
+    "c_6501": "publication-article",  # journal article
+    "c_2df8fbb1": "publication-article",  # research article
+    "c_dcae04bc": "publication-article",  # review article
+    "c_3e5a": "publication",  # contribution to journal
+    "c_beb9": "publication-datapaper",  # data paper
+    "c_2f33": "publication-book",  # book
+    "c_3248": "publication-section",  # book part
+    "c_5794": "publication-conferencepaper",  # conference paper
+    "c_c94f": "publication-conferencepaper",  # conference object
+    "c_f744": "publication-conferenceproceeding",  # conference proceedings
+    "c_6670": "poster",  # conference poster
+    "c_46ec": "publication-dissertation",  # thesis
+    "c_7a1f": "publication-dissertation",  # bachelor thesis
+    "c_bdcc": "publication-dissertation",  # master thesis
+    "c_db06": "publication-dissertation",  # doctoral thesis
+    "c_93fc": "publication-report",  # report
+    "c_18ws": "publication-report",  # research report
+    "c_18gh": "publication-report",  # technical report
+    "c_71bd": "publication-technicalnote",  # technical documentation
+    "c_8042": "publication-workingpaper",  # working paper
+    "c_816b": "publication-preprint",  # preprint
+    "c_15cd": "publication-patent",  # patent
+    "c_efa0": "publication-peerreview",  # review
+    "c_0640": "publication-journal",  # journal
+    "c_1162": "publication-annotationcollection",  # annotation
+    "c_baaf": "publication-proposal",  # research proposal
+    "c_ab20": "publication-datamanagementplan",  # data management plan
+    "c_18cf": "publication",  # text
+    "c_8544": "presentation",  # lecture
+    "c_ddb1": "dataset",  # dataset
+    "c_5ce6": "software",  # software
+    "c_c513": "image",  # image
+    "c_ecc8": "image",  # still image
+    "c_12ce": "video",  # video
+    "c_8a7e": "video",  # moving image
+    "c_18cc": "audio",  # sound
+    "c_e9a0": "lesson",  # interactive resource
+    "c_e059": "lesson",  # learning object
+    "c_1843": "other",  # other
+}
+# OpenAIRE's resourceTypeGeneral, when neither the URI nor the label names a type.
+OPENAIRE_GENERAL_TYPES: dict[str, str] = {
+    "literature": "publication",
+    "publication": "publication",  # the guidelines' own draft sample writes it
+    "dataset": "dataset",
+    "software": "software",
+}
+
 TITLE_TYPES: dict[str, str] = {
     "subtitle": "subtitle",
     "alternativetitle": "alternative-title",
@@ -181,6 +234,17 @@ def dc_resource_type(values: list[str]) -> str:
         if mapped is not None:
             return mapped
     return "other"
+
+
+def coar_resource_type(uri: str | None, label: str | None, general: str | None) -> str:
+    """An oaire:resourceType as the resource type id: by its COAR URI, else by its label
+    read as a dc:type is, else by its resourceTypeGeneral; `other` when none says."""
+    code = (uri or "").strip().rstrip("/").rsplit("/", 1)[-1]
+    if code in COAR_RESOURCE_TYPES:
+        return COAR_RESOURCE_TYPES[code]
+    if label and (mapped := _dc_type(label)) is not None:
+        return mapped
+    return OPENAIRE_GENERAL_TYPES.get((general or "").strip().lower(), "other")
 
 
 def title_type(value: str | None) -> str:

@@ -1,5 +1,6 @@
-"""Public records (samples/public) harvested whole into the embedded target: each written once,
-a bad neighbour an error of its own, and a second harvest finds every record unchanged."""
+"""Public records (samples/public: oai_dc, DataCite, oai_openaire) harvested whole into the
+embedded target: each written once, a bad neighbour an error of its own, and a second harvest
+finds every record unchanged."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ SAMPLES = [
     "helda-dspace-oai_dc.xml",
     "datacite-oai-1.0-sample-kernel-2.1.xml",
     "bolognese-creators-in-one-creator.xml",
+    "unimi-iris-oai_openaire.xml",
+    "inspirehep-oai_openaire-thesis.xml",
 ]
 
 
@@ -53,9 +56,9 @@ def test_public_records_are_written_and_a_second_harvest_changes_nothing(
     with Services(settings) as services:
         first = run_harvest(services, EVERYTHING, RunOptions(), progress=lambda _m: None)
         second = run_harvest(services, EVERYTHING, RunOptions(), progress=lambda _m: None)
-    assert (first.harvested, first.created, first.errors) == (5, 4, 1)
+    assert (first.harvested, first.created, first.errors) == (7, 6, 1)
     assert first.error_types == {"missing_field": 1}
-    assert (second.created, second.updated, second.unchanged, second.errors) == (0, 0, 4, 1)
+    assert (second.created, second.updated, second.unchanged, second.errors) == (0, 0, 6, 1)
     repository = EmbeddedRepository(settings.target_db_url)
     try:
         records = {
@@ -64,10 +67,17 @@ def test_public_records_are_written_and_a_second_harvest_changes_nothing(
         }
     finally:
         repository.close()
-    assert sorted(records) == [f"oai:public:{n}" for n in range(4)]
+    assert sorted(records) == [f"oai:public:{n}" for n in range(6)]
     conicet = records["oai:public:0"]["data"]["metadata"]
     assert {"identifier": "978-987-558-611-6", "scheme": "isbn"} | {
         "relation_type": {"id": "ispublishedin"}
     } in conicet["related_identifiers"]
     assert records["oai:public:2"]["doi"] == "10.5072/wdcc/ccsrnies_sres_b2"
     assert len(records["oai:public:3"]["data"]["metadata"]["creators"]) == 3
+    # oai_openaire: the DOI of an alternateIdentifier is the record's, the COAR type mapped
+    iris = records["oai:public:4"]
+    assert iris["doi"] == "10.30557/mt00041"
+    assert iris["data"]["metadata"]["resource_type"] == {"id": "publication-article"}
+    inspire = records["oai:public:5"]["data"]["metadata"]
+    assert inspire["resource_type"] == {"id": "publication-dissertation"}
+    assert inspire["publication_date"] == "2020-01-01"

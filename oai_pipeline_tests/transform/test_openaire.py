@@ -1,0 +1,210 @@
+"""The OpenAIRE v4 import (`oai_openaire`) on real records (samples/public, see its README)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from lxml import etree
+
+from oai_pipeline.transform import imports, openaire
+from oai_pipeline.transform import vocabularies as vocab
+from oai_pipeline.transform.base import TransformItem
+
+from .records import transform, wrap_metadata
+from .test_public_records import PUBLIC, metadata, one
+
+IRIS = "unimi-iris-oai_openaire.xml"
+MINIMAL = "openaire-guidelines-sample-minimal.xml"
+FIELD_EXAMPLES = "openaire-guidelines-field-examples.xml"
+INSPIRE = "inspirehep-oai_openaire-thesis.xml"
+
+
+def _without(name: str, pattern: str) -> TransformItem:
+    """A public record with the elements `pattern` matches removed."""
+    text = (PUBLIC / name).read_text(encoding="utf-8")
+    changed = re.sub(pattern, "", text, flags=re.S)
+    assert changed != text, pattern
+    return TransformItem(f"oai:test:{name}", "2024-01-01", [], wrap_metadata(changed))
+
+
+def _item(name: str) -> TransformItem:
+    """A public record as the harvester stores it."""
+    xml = wrap_metadata((PUBLIC / name).read_bytes(), identifier=f"oai:test:{name}")
+    return TransformItem(f"oai:test:{name}", "2024-01-01", [], xml)
+
+
+def test_the_import_is_chosen_by_the_oaire_resource_root() -> None:
+    root = etree.fromstring((PUBLIC / MINIMAL).read_bytes())
+    assert imports.find_import(root) is openaire.import_openaire
+    assert "oai_openaire" in imports.supported_formats()
+
+
+def test_an_iris_journal_article() -> None:
+    item = one(IRIS)
+    data = item.data["metadata"]
+    # the DOI is an alternateIdentifier (the identifier is the Handle): it is the pid
+    assert item.pid == "10.30557/mt00041"
+    assert item.data["pids"]["doi"]["identifier"] == "10.30557/mt00041"
+    assert all(entry["scheme"] != "doi" for entry in data["identifiers"])
+    assert data["resource_type"] == {"id": "publication-article"}
+    assert data["title"] == (
+        "I processi incorpati di costruzione della conoscenza nelle pratiche di cura"
+    )
+    assert [c["person_or_org"] for c in data["creators"]] == [
+        {"type": "personal", "name": "S. Visioli", "family_name": "S. Visioli", "identifiers": []},
+        {
+            "type": "personal",
+            "name": "L. Zannini",
+            "family_name": "L. Zannini",
+            "identifiers": [{"identifier": "0000-0001-7287-6616", "scheme": "orcid"}],
+        },
+    ]
+    assert data["publication_date"] == "2018"
+    assert [(d["type"]["id"], d["date"]) for d in data["dates"]] == [
+        ("accepted", "2018"),
+        ("issued", "2018"),
+        ("available", "2019-05-23"),
+    ]
+    assert data["languages"] == [{"id": "ita"}]
+    assert data["description"].startswith("In ambito educativo, il corpo")
+    assert [(d["type"]["id"], d["description"][:30]) for d in data["additional_descriptions"]] == [
+        ("other", "In educational contexts, the b"),
+        ("series-information", "METIS, vol. 8, no. 2, pp. 487–"),
+    ]
+    assert data["additional_descriptions"][1]["description"] == "METIS, vol. 8, no. 2, pp. 487–506"
+    assert data["subjects"] == [
+        {"subject": "body; educational practices; embodied knowledge; nursing; teaching"}
+    ]
+    assert data["sizes"] == ["413926 bytes"]
+    assert data["formats"] == ["application/pdf"]
+    assert data["identifiers"] == [
+        {"identifier": "http://hdl.handle.net/2434/636308", "scheme": "urn"}
+    ]
+    # the COAR access right is no licence
+    assert data.get("rights", []) == []
+    assert item.data["files"]["links"] == [
+        {
+            "url": "https://air.unimi.it/bitstream/2434/636308/2/Finale%20pubblicato.pdf",
+            "key": "Finale pubblicato.pdf",
+        }
+    ]
+
+
+def test_the_guidelines_minimal_record() -> None:
+    item = one(MINIMAL)
+    data = item.data["metadata"]
+    assert item.pid is None
+    assert data["resource_type"] == {"id": "publication-report"}
+    assert data["creators"][0]["person_or_org"]["family_name"] == "Dieterich"
+    assert data["publication_date"] == "2011"
+    assert data["languages"] == [{"id": "eng"}]
+    assert data["identifiers"] == [
+        {"identifier": "http://urn.kb.se/resolve?urn=urn:nbn:se:uu:diva-160648", "scheme": "urn"}
+    ]
+
+
+def test_the_guidelines_examples_of_licence_funding_and_creator() -> None:
+    data = metadata(FIELD_EXAMPLES)
+    assert data["rights"] == [
+        {
+            "id": "cc-by-nc-4.0",
+            "title": {"en": "Creative Commons Attribution-NonCommercial"},
+            "link": "http://creativecommons.org/licenses/by-nc/4.0/",
+        }
+    ]
+    assert data["funding"] == [
+        {
+            "funder": {
+                "name": "European Commission",
+                "identifiers": [{"identifier": "10.13039/100010661", "scheme": "doi"}],
+            },
+            "award": {
+                "number": "643410",
+                "title": {"en": "Open Access Infrastructure for Research in Europe 2020"},
+                "identifiers": [
+                    {
+                        "identifier": "http://cordis.europa.eu/project/rcn/194062_en.html",
+                        "scheme": "url",
+                    }
+                ],
+            },
+        }
+    ]
+    evans = data["creators"][1]
+    assert evans["person_or_org"]["identifiers"] == [
+        {"identifier": "1234-1234-1234-1234", "scheme": "orcid"}
+    ]
+    # `01ab23cd4` is no ROR id: the affiliation keeps its name, the record is kept
+    assert evans["affiliations"] == [{"name": "Institute of Science and Technology"}]
+
+
+def test_an_inspire_thesis() -> None:
+    item = one(INSPIRE)
+    data = item.data["metadata"]
+    assert item.pid == "10.1234/example.doi"
+    assert data["resource_type"] == {"id": "publication-dissertation"}
+    assert data["additional_titles"] == [{"title": "An Example", "type": {"id": "subtitle"}}]
+    assert [c["person_or_org"]["type"] for c in data["creators"]] == [
+        "organizational",  # Sample Collaboration
+        "personal",
+        "personal",
+    ]
+    # `datacite:date` without its `datacite:dates` wrapper is read
+    assert data["publication_date"] == "2020-01-01"
+    assert [(e["scheme"], e["identifier"]) for e in data["identifiers"]] == [
+        ("url", "http://localhost:8000/literature/123456"),
+        ("isbn", "978-3-16-148410-0"),
+        ("handle", "12345/6789"),
+        ("urn", "urn:nbn:de:1234-5678"),
+        ("arxiv", "2509.17779"),
+    ]
+    assert data["additional_descriptions"] == [
+        {
+            "description": "JHEP, vol. 06, no. 2, First Edition, pp. 060–080",
+            "type": {"id": "series-information"},
+        }
+    ]
+    assert [link["key"] for link in item.data["files"]["links"]] == ["file1.pdf", "file2.pdf"]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "location", "words"),
+    [
+        (r"<datacite:titles>.*?</datacite:titles>", "metadata.title", "title"),
+        (r"<datacite:creators>.*?</datacite:creators>", "metadata.creators", "creator"),
+        (r"<oaire:resourceType.*?</oaire:resourceType>", "metadata.resource_type", "resourceType"),
+        (r'<datacite:date dateType="Issued">[^<]*</datacite:date>', "metadata.publication_date",
+         "Issued date"),
+    ],
+)  # fmt: skip
+def test_a_record_missing_a_mandatory_element_is_that_records_error(
+    pattern: str, location: str, words: str
+) -> None:
+    good, bad = transform([_item(INSPIRE), _without(IRIS, pattern)])
+    assert good.error is None and good.data is not None
+    assert bad.data is None
+    assert bad.error.type == "missing_field"
+    assert bad.error.location == location
+    assert words in bad.error.message
+
+
+@pytest.mark.parametrize(
+    ("uri", "label", "general", "expected"),
+    [
+        # the IRIS record's type; a translated label still maps by the URI
+        ("http://purl.org/coar/resource_type/c_6501", "journal article", "literature",
+         "publication-article"),
+        ("http://purl.org/coar/resource_type/c_6501", "Artículo de revista", "literature",
+         "publication-article"),
+        # a concept whose label the dc:type keys do not read
+        ("http://purl.org/coar/resource_type/c_2df8fbb1", "research article", "literature",
+         "publication-article"),
+        # no known URI: the label, then resourceTypeGeneral
+        (None, "master thesis", "literature", "publication-dissertation"),
+        ("http://purl.org/coar/resource_type/unknown", "Objeto", "dataset", "dataset"),
+        (None, "Objeto", "other research product", "other"),
+    ],
+)  # fmt: skip
+def test_coar_resource_types(uri: str | None, label: str, general: str, expected: str) -> None:
+    assert vocab.coar_resource_type(uri, label, general) == expected
