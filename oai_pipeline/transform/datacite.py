@@ -18,9 +18,8 @@ from lxml import etree
 
 from oai_pipeline.doi import normalize_doi
 from oai_pipeline.transform import vocabularies as vocab
-from oai_pipeline.transform.dates import ACCEPTED_FORMS, normalize_date
+from oai_pipeline.transform.dates import first_date, normalize_date
 from oai_pipeline.transform.failure import (
-    INVALID_DATE,
     UNKNOWN_ROOT,
     TransformFailure,
     missing_field,
@@ -594,17 +593,7 @@ def publication_date(dates: list[etree._Element], year: str | None, what: str) -
         candidates.append(year)
     if not candidates:
         raise missing_field("metadata.publication_date", what)
-    for candidate in candidates:
-        try:
-            return normalize_date(candidate)
-        except ValueError:
-            continue
-    raise TransformFailure(
-        INVALID_DATE,
-        f"cannot read a publication date from {' or '.join(map(repr, candidates))}; "
-        f"the accepted forms are {ACCEPTED_FORMS}",
-        "metadata.publication_date",
-    )
+    return first_date(candidates)
 
 
 def other_dates(dates: list[etree._Element]) -> list[dict[str, Any]]:

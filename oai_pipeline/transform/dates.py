@@ -13,6 +13,8 @@ import calendar
 import re
 from functools import lru_cache
 
+from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure
+
 ACCEPTED_FORMS = (
     "YYYY, YYYY-MM, YYYY-MM-DD (or a timestamp), YYYY/MM/DD, YYYY/MM, 'May 2020', "
     "'1 May 2020', 'May 1, 2020', a year range YYYY-YYYY or an interval A/B of these, "
@@ -148,3 +150,19 @@ def normalize_date(text: str) -> str:
         return _single(text)
     start_text, _, end_text = text.partition("/")
     return _interval(text, start_text, end_text)
+
+
+def first_date(candidates: list[str]) -> str:
+    """The first of `candidates` (in the order of preference) that is a date of an accepted
+    form, normalized; when none is, the record's invalid_date failure naming them all."""
+    for candidate in candidates:
+        try:
+            return normalize_date(candidate)
+        except ValueError:
+            continue
+    raise TransformFailure(
+        INVALID_DATE,
+        f"cannot read a publication date from {' or '.join(map(repr, candidates))}; "
+        f"the accepted forms are {ACCEPTED_FORMS}",
+        "metadata.publication_date",
+    )

@@ -11,7 +11,7 @@ from typing import Any
 
 from lxml import etree
 
-from oai_pipeline.transform import arxiv, datacite, dublin_core, openaire
+from oai_pipeline.transform import arxiv, datacite, dublin_core, marc, openaire
 
 ImportFunction = Callable[[etree._Element], dict[str, Any]]
 """Builds RDMRecord-shaped data from a metadata root; raises TransformFailure for one record."""
@@ -59,5 +59,6 @@ register_import(datacite.KERNEL_3, "resource", datacite.import_resource, _DATACI
 register_import(datacite.KERNEL_2_2, "resource", datacite.import_resource, _DATACITE)
 register_import(datacite.KERNEL_2_1, "resource", datacite.import_resource, _DATACITE)
 register_import(openaire.OAIRE, "resource", openaire.import_openaire, "oai_openaire")
+register_import(marc.MARC, "record", marc.import_marc, "marcxml")
 register_import(arxiv.ARXIV, "arXiv", arxiv.import_arxiv, "arXiv")
 register_import(arxiv.ARXIV_RAW, "arXivRaw", arxiv.import_arxiv_raw, "arXivRaw")

@@ -455,3 +455,23 @@ def eu_repo_grant(text: str) -> dict[str, Any] | None:
     if name:
         award["title"] = {"en": name}
     return {"funder": dict(funder), "award": award}
+
+
+def citation(
+    title: str | None,
+    volume: str | None = None,
+    issue: str | None = None,
+    start_page: str | None = None,
+    end_page: str | None = None,
+    *more: str | None,
+) -> dict[str, Any] | None:
+    """Where the work appeared (journal or book, volume, issue, pages, then `more`: edition,
+    conference, year) as a series-information description, the one place the target has for
+    them (OpenAIRE's oaire:citation*, MARC's 773 host item); None when nothing is given."""
+    parts = [title, volume and f"vol. {volume}", issue and f"no. {issue}"]
+    parts.extend(more)
+    if start_page or end_page:
+        pages = f"pp. {start_page}–{end_page}" if start_page and end_page else None
+        parts.append(pages or f"p. {start_page or end_page}")
+    text = ", ".join(part for part in parts if part)
+    return {"description": text, "type": {"id": "series-information"}} if text else None

@@ -18,7 +18,7 @@ from oai_pipeline.transform import datacite
 from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.dublin_core import DC, languages
 from oai_pipeline.transform.failure import missing_field
-from oai_pipeline.transform.normalize import file_link, text_or_none
+from oai_pipeline.transform.normalize import citation, file_link, text_or_none
 
 OAIRE = "http://namespace.openaire.eu/schema/oaire/"
 _DATACITE = datacite.KernelTags(datacite.KERNEL_4)
@@ -39,15 +39,6 @@ _RESOURCE_TYPE = _oaire("resourceType")
 _LICENSE_CONDITION = _oaire("licenseCondition")
 _VERSION = _oaire("version")
 _FILE = _oaire("file")
-# The citation elements, in the order they are told: journal or book title first.
-_CITATION = (
-    ("citationTitle", "{}"),
-    ("citationVolume", "vol. {}"),
-    ("citationIssue", "no. {}"),
-    ("citationEdition", "{}"),
-    ("citationConferencePlace", "{}"),
-    ("citationConferenceDate", "{}"),
-)
 
 
 def _listed(children: datacite.Children, wrapper: str, item: str) -> list[etree._Element]:
@@ -149,26 +140,23 @@ def _identifiers(children: datacite.Children) -> tuple[dict[str, Any], list[dict
 
 
 def _citation(children: datacite.Children) -> list[dict[str, Any]]:
-    """The journal, book or conference the work appeared in (oaire:citation*) as one
-    series-information description: the target has no field for them."""
-    parts = [
-        form.format(text)
-        for local, form in _CITATION
-        for element in children.get(_oaire(local), ())[:1]
-        if (text := text_or_none(element.text))
-    ]
-    start = _first_text(children, "citationStartPage")
-    end = _first_text(children, "citationEndPage")
-    if start or end:
-        parts.append(f"pp. {start}–{end}" if start and end else f"p. {start or end}")
-    if not parts:
-        return []
-    return [{"description": ", ".join(parts), "type": {"id": "series-information"}}]
+    """The journal, book or conference the work appeared in (oaire:citation*)."""
 
+    def text(local: str) -> str | None:
+        elements = children.get(_oaire(local))
+        return text_or_none(elements[0].text) if elements else None
 
-def _first_text(children: datacite.Children, local: str) -> str | None:
-    elements = children.get(_oaire(local))
-    return text_or_none(elements[0].text) if elements else None
+    described = citation(
+        text("citationTitle"),
+        text("citationVolume"),
+        text("citationIssue"),
+        text("citationStartPage"),
+        text("citationEndPage"),
+        text("citationEdition"),
+        text("citationConferencePlace"),
+        text("citationConferenceDate"),
+    )
+    return [described] if described else []
 
 
 def _version(children: datacite.Children) -> str | None:

@@ -15,8 +15,8 @@ merged with the arXiv recording, every output equals the one of the branch that 
 It was re-recorded for the public-records audit (kernel-2.x DataCite): only the unknown-root
 messages changed, which now list kernel-2/3/4. And for kernel-4.7 values of DataCite's full
 example: related resource types Poster and Presentation (were `other`), relationType Other
-(was the relation `other`, now `references`). And for the OpenAIRE v4 import: only the
-unknown-root messages changed, which now list oai_openaire.
+(was the relation `other`, now `references`). And for the OpenAIRE v4 and MARCXML imports: only
+the unknown-root messages changed, which now list oai_openaire and marcxml.
 """
 
 from __future__ import annotations

@@ -591,7 +591,7 @@ def test_the_unknown_root_error_lists_the_arxiv_formats() -> None:
     assert item.error.type == "unknown_root"
     assert item.error.message.endswith(
         "the supported metadata formats are oai_dc, oai_datacite, datacite (a DataCite "
-        "kernel-2/3/4 resource), oai_openaire, arXiv, arXivRaw: harvest with the metadata "
-        "prefix of one of them"
+        "kernel-2/3/4 resource), oai_openaire, marcxml, arXiv, arXivRaw: harvest with the "
+        "metadata prefix of one of them"
     )
     assert imports.supported_formats()[-2:] == ["arXiv", "arXivRaw"]

@@ -1,4 +1,4 @@
-"""Public records (samples/public: oai_dc, DataCite, oai_openaire) harvested whole into the
+"""Public records (samples/public: oai_dc, DataCite, oai_openaire, marcxml) harvested whole into the
 embedded target: each written once, a bad neighbour an error of its own, and a second harvest
 finds every record unchanged."""
 
@@ -27,6 +27,8 @@ SAMPLES = [
     "bolognese-creators-in-one-creator.xml",
     "unimi-iris-oai_openaire.xml",
     "inspirehep-oai_openaire-thesis.xml",
+    "inveniordm-marcxml-full-record.xml",
+    "loc-marcxml-sound-recording.xml",
 ]
 
 
@@ -56,9 +58,9 @@ def test_public_records_are_written_and_a_second_harvest_changes_nothing(
     with Services(settings) as services:
         first = run_harvest(services, EVERYTHING, RunOptions(), progress=lambda _m: None)
         second = run_harvest(services, EVERYTHING, RunOptions(), progress=lambda _m: None)
-    assert (first.harvested, first.created, first.errors) == (7, 6, 1)
+    assert (first.harvested, first.created, first.errors) == (9, 8, 1)
     assert first.error_types == {"missing_field": 1}
-    assert (second.created, second.updated, second.unchanged, second.errors) == (0, 0, 6, 1)
+    assert (second.created, second.updated, second.unchanged, second.errors) == (0, 0, 8, 1)
     repository = EmbeddedRepository(settings.target_db_url)
     try:
         records = {
@@ -67,7 +69,7 @@ def test_public_records_are_written_and_a_second_harvest_changes_nothing(
         }
     finally:
         repository.close()
-    assert sorted(records) == [f"oai:public:{n}" for n in range(6)]
+    assert sorted(records) == [f"oai:public:{n}" for n in range(8)]
     conicet = records["oai:public:0"]["data"]["metadata"]
     assert {"identifier": "978-987-558-611-6", "scheme": "isbn"} | {
         "relation_type": {"id": "ispublishedin"}
@@ -81,3 +83,8 @@ def test_public_records_are_written_and_a_second_harvest_changes_nothing(
     inspire = records["oai:public:5"]["data"]["metadata"]
     assert inspire["resource_type"] == {"id": "publication-dissertation"}
     assert inspire["publication_date"] == "2020-01-01"
+    # marcxml: InvenioRDM's DOI in 024, a catalogue record's performer as its creator
+    assert records["oai:public:6"]["doi"] == "10.1234/12345-abcde"
+    sound = records["oai:public:7"]["data"]["metadata"]
+    assert (sound["resource_type"], sound["publication_date"]) == ({"id": "audio"}, "1957")
+    assert sound["creators"][0]["person_or_org"]["name"] == "Charles, Ray"

@@ -1,0 +1,468 @@
+"""Import of MARC21 bibliographic records in MARCXML (`marcxml`, root `marc:record`): the
+format of library catalogues, of InvenioRDM's and legacy Invenio's (CDS, INSPIRE) feeds and
+of DSpace's `marc` crosswalk.
+
+MARC names each value by a field tag and a subfield code, and much of it is transcribed as
+printed: ISBD punctuation ends values (`Atlantic,`, `Charles, Ray,`), dates carry brackets
+and question marks (`[1957?]`). The import reads the fields repositories fill and strips that
+punctuation; the conventions of Invenio (affiliations in $u, ORCIDs as `(orcid)…` in $0,
+the collection in 980, the host journal in 773) are read beside the standard's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from lxml import etree
+
+from oai_pipeline.doi import normalize_doi
+from oai_pipeline.transform import vocabularies as vocab
+from oai_pipeline.transform.dates import first_date
+from oai_pipeline.transform.failure import missing_field
+from oai_pipeline.transform.normalize import (
+    block_text_or_none,
+    citation,
+    description_html,
+    file_link,
+    isbn,
+    issn,
+    looks_like_organisation,
+    name_identifier,
+    person_or_org,
+    split_dc_name,
+    text_or_none,
+    unique_identifiers,
+)
+
+MARC = "http://www.loc.gov/MARC21/slim"
+_LEADER = f"{{{MARC}}}leader"
+_CONTROLFIELD = f"{{{MARC}}}controlfield"
+_DATAFIELD = f"{{{MARC}}}datafield"
+
+
+def _is_subfield(tag: object) -> bool:
+    """A subfield in any namespace: some producers write `<subfield>` inside
+    `<marc:datafield>`, which puts it in the default namespace (in an OAI-PMH response, the
+    protocol's), not MARC's."""
+    return isinstance(tag, str) and (tag == "subfield" or tag.endswith("}subfield"))
+
+
+@dataclass(frozen=True)
+class Field:
+    """A datafield: its place in the record, its indicators and its subfields (code,
+    one-line text) in order."""
+
+    position: int
+    ind1: str
+    ind2: str
+    subfields: tuple[tuple[str, str], ...]
+
+    def all(self, code: str) -> list[str]:
+        return [text for sub, text in self.subfields if sub == code]
+
+    def first(self, code: str) -> str | None:
+        return next((text for sub, text in self.subfields if sub == code), None)
+
+
+Fields = dict[str, list[Field]]
+
+
+def _read(record: etree._Element) -> tuple[str, dict[str, str], Fields]:
+    """The leader, the control fields by tag and the datafields by tag, in document order."""
+    leader = ""
+    controls: dict[str, str] = {}
+    fields: Fields = {}
+    for position, element in enumerate(record):
+        tag = element.tag
+        if tag == _DATAFIELD:
+            subfields = tuple(
+                (child.get("code") or "", text)
+                for child in element
+                if _is_subfield(child.tag) and (text := text_or_none("".join(child.itertext())))
+            )
+            ind1, ind2 = element.get("ind1") or " ", element.get("ind2") or " "
+            field = Field(position, ind1, ind2, subfields)
+            fields.setdefault(element.get("tag") or "", []).append(field)
+        elif tag == _CONTROLFIELD:
+            controls.setdefault(element.get("tag") or "", element.text or "")
+        elif tag == _LEADER:
+            leader = element.text or ""
+    return leader, controls, fields
+
+
+# ISBD punctuation that ends a transcribed value: ` /`, ` :`, ` ;`, `,`, `.` (not the period
+# of an initial or abbreviation, `Tadeusz Z.`, `N.Y.`: only after a lower-case word of 3+ or
+# a digit, `ensemble.`, `1951-1960.`).
+_TRAILING = re.compile(r"(?:\s*[/:;,=]|(?:(?<=[a-z]{3})|(?<=\d))\.|\s+\.)+$")
+
+
+def _clean(text: str | None) -> str | None:
+    """A transcribed value without the ISBD punctuation that ends it."""
+    return text_or_none(_TRAILING.sub("", text)) if text else None
+
+
+def import_marc(record: etree._Element) -> dict[str, Any]:
+    """A `marc:record` (MARC21 bibliographic) as RDMRecord-shaped data."""
+    leader, controls, fields = _read(record)
+    title, additional_titles = _titles(fields)
+    creators, contributors = _creatibutors(fields)
+    pids, identifiers, links, related = _identifiers(fields)
+    description, additional_descriptions = _descriptions(fields)
+    metadata: dict[str, Any] = {
+        "resource_type": {"id": _resource_type(leader, fields)},
+        "title": title,
+        "additional_titles": additional_titles,
+        "creators": creators,
+        "contributors": contributors,
+        "publication_date": _publication_date(controls, fields),
+        "description": description,
+        "additional_descriptions": additional_descriptions,
+        "subjects": _subjects(fields),
+        "rights": _rights(fields),
+        "languages": _languages(controls, fields),
+        "publisher": _publisher(fields),
+        "identifiers": identifiers,
+        "related_identifiers": related,
+        "sizes": _texts(fields, "300", "sizes"),
+        "formats": _texts(fields, None, "formats"),
+    }
+    return {"metadata": metadata, "pids": pids, "files": {"enabled": False, "links": links}}
+
+
+def _texts(fields: Fields, tag: str | None, invenio: str) -> list[str]:
+    """The $a of `tag` (300, the extent: `1 sound disc`) and of InvenioRDM's 520 for
+    `invenio` (sizes or formats)."""
+    chosen = [f for f in fields.get("520", ()) if _INVENIO_520.get(f.ind2) == invenio]
+    chosen.extend(fields.get(tag, ()) if tag else ())
+    return [text for field in chosen if (text := _clean(field.first("a")))]
+
+
+def _titles(fields: Fields) -> tuple[str, list[dict[str, Any]]]:
+    """245 $a (with the part's number and name, $n $p) is the title, $b the subtitle; 246
+    are alternative titles, 242 translated ones."""
+    main = next(iter(fields.get("245", ())), None)
+    parts = [_clean(text) for code, text in main.subfields if code in "anp"] if main else []
+    title = " ".join(part for part in parts if part)
+    if not title:
+        raise missing_field("metadata.title", "title (MARC 245 $a)")
+    additional = []
+    if main is not None and (subtitle := _clean(main.first("b"))):
+        additional.append({"title": subtitle, "type": {"id": "subtitle"}})
+    for tag, kind in (("246", "alternative-title"), ("242", "translated-title")):
+        additional.extend(
+            {"title": text, "type": {"id": kind}}
+            for field in fields.get(tag, ())
+            if (text := _clean(field.first("a")))
+        )
+    return title, additional
+
+
+# MARC relator codes ($4) of authors, and of roles the target has (InvenioRDM's roles).
+_AUTHOR_RELATORS = frozenset({"aut", "cre", "author"})
+_ROLES = {
+    "edt": "editor", "ths": "supervisor", "dgs": "supervisor", "res": "researcher",
+    "spn": "sponsor", "cph": "rightsholder", "pro": "producer", "dst": "distributor",
+    "his": "hostinginstitution", "dtm": "datamanager", "col": "datacollector",
+}  # fmt: skip
+_ORCID_IN = re.compile(r"(?:\(orcid\)|orcid\.org/)\s*(\S+)", re.I)
+_GND_IN = re.compile(r"(?:\(gnd\)|\(DE-588\)|d-nb\.info/gnd/)\s*(\S+)", re.I)
+
+
+def _creatibutors(fields: Fields) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The main entry (100/110/111) and the added entries (700/710/711) that are authors (no
+    relator, or `aut`) are the creators; the other added entries contributors. A record with
+    no author at all (a recording catalogued under its title) has its added entries as its
+    creators: the target needs one."""
+    creators: list[dict[str, Any]] = []
+    contributors: list[dict[str, Any]] = []
+    entries = sorted(
+        ((field, tag) for tag in ("100", "110", "111", "700", "710", "711")
+         for field in fields.get(tag, ())),
+        key=lambda pair: (pair[1][0], pair[0].position),  # main entries first, then in order
+    )  # fmt: skip
+    for field, tag in entries:
+        entry = _creatibutor(tag, field)
+        if entry is None:
+            continue
+        relators = {r.lower().rstrip(".") for r in field.all("4") + field.all("e")}
+        if tag[0] == "1" or not relators or relators & _AUTHOR_RELATORS:
+            creators.append(entry)
+        else:
+            role = next((_ROLES[r] for r in sorted(relators) if r in _ROLES), "other")
+            contributors.append({**entry, "role": {"id": role}})
+    if not creators:
+        creators = [{k: v for k, v in entry.items() if k != "role"} for entry in contributors]
+        contributors = []
+    if not creators:
+        raise missing_field("metadata.creators", "creator (MARC 100/110/111 or 700/710/711 $a)")
+    return creators, contributors
+
+
+def _creatibutor(tag: str, field: Field) -> dict[str, Any] | None:
+    """A person (X00, unless ind1 3: a family) or an organisation or meeting (X10, X11)."""
+    text = _clean(field.first("a"))
+    if text is None:
+        return None
+    name, affiliation = split_dc_name(text)
+    name = _clean(name) or name
+    personal = tag.endswith("00") and field.ind1 != "3" and not looks_like_organisation(name)
+    identifiers = []
+    for value in field.all("0") + field.all("1"):
+        for scheme, pattern in (("orcid", _ORCID_IN), ("gnd", _GND_IN)):
+            if (match := pattern.search(value)) and (
+                checked := name_identifier(scheme, match.group(1))
+            ):
+                identifiers.append(checked)
+    affiliations = [{"name": text} for text in field.all("u")]
+    if affiliation and not affiliations:
+        affiliations = [{"name": affiliation}]
+    kind = "personal" if personal else "organizational"
+    return {
+        "person_or_org": person_or_org(name, kind=kind, identifiers=identifiers),
+        "affiliations": affiliations,
+    }
+
+
+# Leader/06 (type of record) -> resource type; language material by leader/07 (level).
+# `m` (computer file) is software or data alike: `other` (InvenioRDM's 980 tells which).
+_RECORD_TYPES = {
+    "c": "publication", "d": "publication", "e": "image", "f": "image", "g": "video",
+    "i": "audio", "j": "audio", "k": "image", "r": "physicalobject", "t": "publication",
+}  # fmt: skip
+_LEVELS = {"a": "publication-section", "b": "publication-article", "m": "publication-book",
+           "s": "publication-journal"}  # fmt: skip
+
+
+def _resource_type(leader: str, fields: Fields) -> str:
+    """Invenio's collection (980: `ARTICLE`, `THESIS`; InvenioRDM's eu-repo type and its
+    `publication`/`article` pair, subtype first) when one names a type, else the leader."""
+    values = [
+        text
+        for field in fields.get("980", ())
+        for text in field.all("b") + field.all("a")
+        if not text.startswith("user-")  # InvenioRDM's communities
+    ]
+    mapped = vocab.dc_resource_type(values)
+    if mapped != "other" or len(leader) < 8:
+        return mapped
+    kind, level = leader[6], leader[7]
+    if kind == "a":
+        return _LEVELS.get(level, "publication")
+    return _RECORD_TYPES.get(kind, "other")
+
+
+_DATE_NOISE = re.compile(r"^[©℗cp]\s*(?=\d)|[.,;:]+$")
+
+
+def _publication_date(controls: dict[str, str], fields: Fields) -> str | None:
+    """The date of publication: 264 (second indicator 1) or 260 $c, else the first date of
+    008, else the host item's year (773 $y) or Invenio's preprint date (269 $c). None when
+    the record has none: the oai-import transformer then takes the OAI datestamp's."""
+    candidates = [
+        text
+        for tag in ("264", "260")
+        for field in fields.get(tag, ())
+        if tag == "260" or field.ind2 == "1"
+        for text in field.all("c")
+        if not text.startswith("info:")  # InvenioRDM's embargo end date
+    ]
+    date1 = controls.get("008", "")[7:11]
+    if date1.isdigit():
+        candidates.append(date1)
+    candidates.extend(text for field in fields.get("773", ()) for text in field.all("y"))
+    candidates.extend(text for field in fields.get("269", ()) for text in field.all("c"))
+    if not candidates:
+        return None
+    return first_date([_DATE_NOISE.sub("", candidate).strip() for candidate in candidates])
+
+
+def _publisher(fields: Fields) -> str | None:
+    for tag in ("264", "260"):
+        for field in fields.get(tag, ()):
+            if (tag == "260" or field.ind2 == "1") and (name := _clean(field.first("b"))):
+                return name
+    return None
+
+
+# InvenioRDM writes the formats as 520 with second indicator 1, the sizes with 2 (the
+# indicator is undefined in MARC, so no other producer sets it).
+_INVENIO_520 = {"1": "formats", "2": "sizes"}
+
+
+def _descriptions(fields: Fields) -> tuple[str | None, list[dict[str, Any]]]:
+    """The first summary (520) is the description; further summaries, the contents (505),
+    the general notes (500, where InvenioRDM writes its additional descriptions) and the host
+    item's citation (773) follow."""
+    found: list[tuple[str, str]] = []
+    for tag, kind in (("520", "abstract"), ("505", "table-of-contents"), ("500", "other")):
+        for field in fields.get(tag, ()):
+            if tag == "520" and field.ind2 in _INVENIO_520:
+                continue
+            text = block_text_or_none(" ".join(field.all("a")))
+            if text and (html := description_html(text)):
+                found.append((html, kind))
+    journals = fields.get("773", []) + [f for f in fields.get("909", ()) if f.ind1 + f.ind2 == "C4"]
+    found.extend(
+        (described["description"], "series-information")
+        for field in journals
+        if (described := _host_citation(field))
+    )
+    if not found:
+        return None, []
+    return found[0][0], [{"description": text, "type": {"id": kind}} for text, kind in found[1:]]
+
+
+def _host_citation(field: Field) -> dict[str, Any] | None:
+    """The journal or book of a 773 (legacy Invenio: $p journal, $v volume, $n issue,
+    $c pages, $y year; the standard: $t title, $g the part, `Vol. 5, no. 2 (2010)`) or of
+    Zenodo's and InvenioRDM's 909 C4, with the codes of Invenio's 773.
+    InvenioRDM's 773 with $i holds a related identifier, no citation."""
+    if field.first("i"):
+        return None
+    start, _, end = (field.first("c") or "").partition("-")
+    return citation(
+        field.first("p") or _clean(field.first("t")),  # Invenio's $p: `Nucl.Instrum.Meth.`
+        field.first("v"),
+        field.first("n"),
+        start or None,
+        end or None,
+        field.first("g"),
+        field.first("y"),
+    )
+
+
+# The second indicator of a subject field: its thesaurus (7: named in $2).
+_THESAURI = {"0": "LCSH", "1": "LCSH", "2": "MeSH", "3": "NAL", "5": "CSH", "6": "RVM"}
+
+
+def _subjects(fields: Fields) -> list[dict[str, Any]]:
+    """Subject headings (600-655, their subdivisions joined by ` -- `) and keywords (653).
+    InvenioRDM writes its licence ids as 650 17 with $2 `spdx`: those are no subjects."""
+    subjects: list[dict[str, Any]] = []
+    for tag in ("600", "610", "611", "630", "650", "651", "653", "655"):
+        for field in fields.get(tag, ()):
+            scheme = field.first("2") if field.ind2 == "7" else _THESAURI.get(field.ind2)
+            if scheme and scheme.lower() == "spdx":
+                continue
+            parts = [_clean(text) for code, text in field.subfields if code in "abvxyz"]
+            text = " -- ".join(part for part in parts if part)
+            if text and not any(s["subject"] == text for s in subjects):
+                subjects.append({"subject": text, "scheme": scheme if tag != "653" else None})
+    return subjects
+
+
+def _rights(fields: Fields) -> list[dict[str, Any]]:
+    """Terms of use (540): a licence by its URL ($u), named by $a. eu-repo access terms
+    (InvenioRDM writes its access right there) are no licence."""
+    rights = []
+    for field in fields.get("540", ()):
+        title, url = field.first("a"), field.first("u")
+        if (title or "").startswith("info:eu-repo/") or not (title or url):
+            continue
+        license_id = vocab.license_id_from_url(url) if url else None
+        right: dict[str, Any] = {"id": license_id, "link": url}
+        right["title"] = {"en": title} if title else (None if license_id else {"en": url})
+        rights.append(right)
+    return rights
+
+
+def _languages(controls: dict[str, str], fields: Fields) -> list[dict[str, str]]:
+    """041 $a (codes, some run together: `engfre`), else the language of 008."""
+    codes = [code for field in fields.get("041", ()) for text in field.all("a") for code in
+             _language_codes(text)]  # fmt: skip
+    if not codes and len(controls.get("008", "")) >= 38:
+        codes = [controls["008"][35:38]]
+    languages: list[dict[str, str]] = []
+    for code in codes:
+        language = vocab.language_id(code) if code.strip() else None
+        if language and {"id": language} not in languages:
+            languages.append({"id": language})
+    return languages
+
+
+def _language_codes(text: str) -> list[str]:
+    """`engfre` is `eng` and `fre` (041 $a of older records); anything else one code."""
+    if len(text) > 3 and len(text) % 3 == 0 and text.isalpha():
+        return [text[i : i + 3] for i in range(0, len(text), 3)]
+    return [text]
+
+
+def _identifiers(
+    fields: Fields,
+) -> tuple[dict[str, Any], list[dict[str, str]], list[dict[str, str]], list[dict[str, Any]]]:
+    """The pids (the first DOI of 024), the record's other identifiers (ISBN 020, ISSN 022,
+    024, arXiv 037, its URL 856), the file links (856 naming a file) and the related
+    identifiers (the host item of 773; 856 of a version or a related resource)."""
+    pids: dict[str, Any] = {}
+    identifiers: list[dict[str, str]] = []
+    related: list[dict[str, Any]] = []
+    links: list[dict[str, str]] = []
+    for field in fields.get("024", ()):
+        value = field.first("a") or field.first("o")  # InvenioRDM: $o, a DOI not the pid
+        kind = field.first("2") or ("doi" if value and normalize_doi(value) else "")
+        if not value or not kind:
+            continue
+        if kind.lower() == "doi":
+            doi = normalize_doi(value) or value
+            if "doi" not in pids and field.first("a"):
+                pids["doi"] = {"identifier": doi, "provider": "external"}
+            else:
+                identifiers.append({"identifier": doi, "scheme": "doi"})
+        else:
+            identifiers.append({"identifier": value, "scheme": vocab.identifier_scheme(kind)})
+    for tag, scheme, check in (("020", "isbn", isbn), ("022", "issn", issn)):
+        for field in fields.get(tag, ()):
+            value = (field.first("a") or "").split(" ")[0]
+            if number := check(value):
+                identifiers.append({"identifier": number, "scheme": scheme})
+    for field in fields.get("037", ()):
+        if (field.first("9") or "").lower() == "arxiv" and (value := field.first("a")):
+            identifiers.append({"identifier": value.removeprefix("arXiv:"), "scheme": "arxiv"})
+    for field in fields.get("856", ()):
+        for url in field.all("u"):
+            if (link := file_link(url)) is not None:
+                links.append(link)
+            elif field.ind2 in "0 ":
+                identifiers.append({"identifier": url, "scheme": "url"})
+            else:
+                relation = "isversionof" if field.ind2 == "1" else "references"
+                related.append(
+                    {"identifier": url, "scheme": "url", "relation_type": {"id": relation}}
+                )
+    own = pids.get("doi")
+    return (
+        pids,
+        unique_identifiers(identifiers, own["identifier"] if own else None),
+        links,
+        related + _host(fields),
+    )
+
+
+def _host(fields: Fields) -> list[dict[str, Any]]:
+    """773, the host item: its ISSN ($x) or ISBN ($z) is what the record is published in;
+    InvenioRDM writes its related identifiers there ($a identifier, $n scheme, $i relation)."""
+    related: list[dict[str, Any]] = []
+    for field in fields.get("773", ()):
+        for code, scheme, check in (("x", "issn", issn), ("z", "isbn", isbn)):
+            for value in field.all(code):
+                if number := check(value):
+                    related.append(
+                        {
+                            "identifier": number,
+                            "scheme": scheme,
+                            "relation_type": {"id": "ispublishedin"},
+                        }
+                    )
+        value, scheme, relation = field.first("a"), field.first("n"), field.first("i")
+        if value and scheme and relation:
+            kind = vocab.identifier_scheme(scheme)
+            related.append(
+                {
+                    "identifier": normalize_doi(value) or value if kind == "doi" else value,
+                    "scheme": kind,
+                    "relation_type": {"id": vocab.relation_type(relation)},
+                }
+            )
+    return related

@@ -1,0 +1,198 @@
+"""The MARCXML import (`marcxml`) on real records (samples/public, see its README): legacy
+Invenio (INSPIRE), InvenioRDM's serializer and Library of Congress catalogue records."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from lxml import etree
+
+from oai_pipeline.transform import imports, marc
+from oai_pipeline.transform.base import TransformItem
+
+from .records import transform, wrap_metadata
+from .test_public_records import PUBLIC, items, metadata, one
+
+INSPIRE = "inspire-oai-marcxml-excerpt.xml"
+INVENIORDM = "inveniordm-marcxml-full-record.xml"
+SOUND = "loc-marcxml-sound-recording.xml"
+COMPUTER_FILE = "loc-marcxml-computer-file.xml"
+
+
+def _inspire() -> TransformItem:
+    [item] = transform(items(INSPIRE))
+    assert item.error is None, item.error
+    return item
+
+
+def test_the_import_is_chosen_by_the_marc_record_root() -> None:
+    root = etree.fromstring((PUBLIC / INVENIORDM).read_bytes())
+    assert imports.find_import(root) is marc.import_marc
+    assert "marcxml" in imports.supported_formats()
+
+
+def test_a_legacy_invenio_record_harvested_from_inspire() -> None:
+    item = _inspire()
+    data = item.data["metadata"]
+    assert item.identifier == "oai:inspirehep.net:1334431"
+    assert item.pid == "10.1016/j.nima.2014.09.061"  # 024 7_ $2 DOI, given twice: once
+    assert data["title"].startswith("High-precision gas gain")
+    assert [
+        (c["person_or_org"]["family_name"], [a["name"] for a in c["affiliations"]])
+        for c in data["creators"]
+    ] == [
+        ("Şahin", ["Uludag U."]),
+        ("Kowalski", ["AGH-UST, Cracow"]),
+        ("Veenhof", ["Uludag U.", "CERN"]),
+    ]
+    # no 260/264 and no 008: the year of the journal (773 $y)
+    assert data["publication_date"] == "2014"
+    assert {"description": "Nucl.Instrum.Meth., vol. A768, 2014, pp. 104–111",
+            "type": {"id": "series-information"}} in data["additional_descriptions"]  # fmt: skip
+    assert data["subjects"] == [{"subject": "Instrumentation", "scheme": "INSPIRE"}]
+    assert {"identifier": "978-5-94990010-9", "scheme": "isbn"} in data["identifiers"]
+    assert item.data["files"]["links"] == [
+        {
+            "url": "http://inspirehep.net/record/1333477/files/Issue13_Paper_Veneziano.pdf",
+            "key": "Issue13_Paper_Veneziano.pdf",
+        }
+    ]
+    # the collections `Published`, `citeable`, `HEP` and Invenio's leader name no type
+    assert data["resource_type"] == {"id": "other"}
+
+
+def test_inveniordm_marcxml() -> None:
+    item = one(INVENIORDM)
+    data = item.data["metadata"]
+    assert item.pid == "10.1234/12345-abcde"
+    assert data["resource_type"] == {"id": "image"}  # 980 $a image $b photo
+    nielsen = data["creators"][0]
+    assert nielsen["person_or_org"]["identifiers"] == [
+        {"identifier": "0000-0001-8135-3489", "scheme": "orcid"}
+    ]
+    assert nielsen["affiliations"] == [{"name": "CERN"}]
+    # a 700 without a role is a creator, one with a role ($4 oth) a contributor
+    assert [c["person_or_org"]["name"] for c in data["creators"]] == [
+        "Nielsen, Lars Holm",
+        "Tom, Blabin",
+    ]
+    assert [(c["person_or_org"]["name"], c["role"]) for c in data["contributors"]] == [
+        ("Nielsen, Lars Holm", {"id": "other"}),
+        ("Dirk, Dirkin", {"id": "other"}),
+        ("Doe, John the Contributor", {"id": "other"}),
+    ]
+    assert {"identifier": "gnd:4079154-3", "scheme": "gnd"} in data["contributors"][2][
+        "person_or_org"
+    ]["identifiers"]
+    # the embargo end date in 260 $c is no publication date
+    assert data["publication_date"] == "2018/2020-09"
+    assert data["publisher"] == "InvenioRDM"
+    # escaped twice, as InvenioRDM writes it
+    assert data["description"] == "<h1>A description</h1> <p>with HTML tags</p>"
+    assert data["additional_descriptions"] == [
+        {"description": "Bla bla bla", "type": {"id": "other"}},
+        {
+            "description": "Journal Title, vol. 5, no. 10, 2018/2020-09, p. 100",
+            "type": {"id": "series-information"},
+        },
+    ]
+    # the eu-repo access right and the spdx 650 are no licence and no subject
+    assert data["rights"] == [
+        {
+            "title": {"en": "A custom license"},
+            "link": "https://customlicense.org/licenses/by/4.0/",
+        },
+        {
+            "id": "cc-by-4.0",
+            "title": {"en": "Creative Commons Attribution 4.0 International"},
+            "link": "https://creativecommons.org/licenses/by/4.0/legalcode",
+        },
+    ]
+    assert data["subjects"] == [{"subject": "Abdominal Injuries"}, {"subject": "custom"}]
+    assert data["languages"] == [{"id": "dan"}, {"id": "eng"}]
+    assert data["related_identifiers"] == [
+        {"identifier": "10.1234/foo.bar", "scheme": "doi", "relation_type": {"id": "iscitedby"}},
+        {
+            "identifier": "10.1234/pgfpj-at058",
+            "scheme": "doi",
+            "relation_type": {"id": "isversionof"},
+        },
+    ]
+    assert data["formats"] == ["application/pdf"]
+    assert data["sizes"] == ["11 pages"]
+    assert [link["key"] for link in item.data["files"]["links"]] == ["test.pdf"]
+
+
+def test_a_catalogued_sound_recording() -> None:
+    data = metadata(SOUND)
+    assert data["resource_type"] == {"id": "audio"}
+    assert data["title"] == "The Great Ray Charles"
+    # no author: the performer (700 $4 prf) is the creator; `Charles, Ray,` and its dates
+    assert [c["person_or_org"] for c in data["creators"]] == [
+        {"type": "personal", "name": "Charles, Ray", "given_name": "Ray",
+         "family_name": "Charles", "identifiers": []}
+    ]  # fmt: skip
+    assert data["contributors"] == []
+    assert data["publication_date"] == "1957"  # `[1957?]`
+    assert data["publisher"] == "Atlantic"  # `Atlantic,`
+    assert data["subjects"] == [
+        {"subject": "Jazz -- 1951-1960", "scheme": "LCSH"},
+        {"subject": "Piano with jazz ensemble", "scheme": "LCSH"},
+    ]
+    assert data["description"].startswith("The Ray -- My melancholy baby")  # 505 contents
+    assert data["languages"] == [{"id": "eng"}]  # from 008
+    assert data["sizes"] == ["1 sound disc"]
+
+
+def test_a_catalogued_computer_file() -> None:
+    data = metadata(COMPUTER_FILE)
+    assert data["resource_type"] == {"id": "other"}  # software or data: MARC does not say
+    assert data["publication_date"] == "1994"  # `1994-` in 260 $c: the date of 008
+    # in document order; subfields outside the MARC namespace are read
+    assert [c["person_or_org"]["name"] for c in data["creators"]] == [
+        "White House Web Team",
+        "Annan, Kofi",
+        "UN. Secretary-General",
+        "UN. Spokesman for the Secretary-General",
+    ]
+    assert [c["person_or_org"]["type"] for c in data["creators"]] == [
+        "organizational",
+        "personal",
+        "organizational",
+        "organizational",
+    ]
+    assert data["subjects"][1] == {
+        "subject": "United States -- Executive Office of the President",
+        "scheme": "LCSH",
+    }
+    assert data["identifiers"] == [
+        {"identifier": "http://www.whitehouse.gov", "scheme": "url"},
+        {"identifier": "http://lcweb.loc.gov/staff/wpp/whitehouse.html", "scheme": "url"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "kind", "location", "words"),
+    [
+        (r'<datafield tag="245".*?</datafield>', "missing_field", "metadata.title", "245"),
+        (r'<datafield tag="(100|700)".*?</datafield>', "missing_field", "metadata.creators",
+         "creator"),
+        (r'(<subfield code="c">)2018/2020-09<', "invalid_date", "metadata.publication_date",
+         "2021-13-45"),
+    ],
+)  # fmt: skip
+def test_a_record_the_import_cannot_use_is_that_records_error(
+    pattern: str, kind: str, location: str, words: str
+) -> None:
+    replacement = r"\g<1>2021-13-45<" if "subfield" in pattern else ""
+    text = (PUBLIC / INVENIORDM).read_text(encoding="utf-8")
+    changed = re.sub(pattern, replacement, text, flags=re.S)
+    assert changed != text
+    bad = TransformItem("oai:test:bad", "2024-01-01", [], wrap_metadata(changed))
+    good = TransformItem("oai:test:good", "2024-01-01", [], wrap_metadata(text))
+    good, bad = transform([good, bad])
+    assert good.error is None and good.data is not None
+    assert bad.data is None
+    assert (bad.error.type, bad.error.location) == (kind, location)
+    assert words in bad.error.message
