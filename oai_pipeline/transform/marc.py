@@ -165,6 +165,7 @@ _ROLES = {
     "edt": "editor", "ths": "supervisor", "dgs": "supervisor", "res": "researcher",
     "spn": "sponsor", "cph": "rightsholder", "pro": "producer", "dst": "distributor",
     "his": "hostinginstitution", "dtm": "datamanager", "col": "datacollector",
+    "editor": "editor",  # $e spells the role out
 }  # fmt: skip
 _ORCID_IN = re.compile(r"(?:\(orcid\)|orcid\.org/)\s*(\S+)", re.I)
 _GND_IN = re.compile(r"(?:\(gnd\)|\(DE-588\)|d-nb\.info/gnd/)\s*(\S+)", re.I)
