@@ -91,6 +91,12 @@ _TOKEN_GONE_STATUSES = frozenset({400, 404, 410})
 
 # GetRecord errors that concern the one item asked for (what each means, if the source
 # says nothing): the harvest of the other identifiers goes on.
+# The arguments OAI-PMH defines: in a registered base URL's query (a request URL pasted as the
+# base URL, `…/oai?verb=Identify`) they are not the endpoint's and are left out.
+_OAI_ARGUMENTS = frozenset(
+    {"verb", "metadataPrefix", "from", "until", "set", "resumptionToken", "identifier"}
+)
+
 _ITEM_ERRORS = {
     "idDoesNotExist": "the source does not know this identifier",
     "cannotDisseminateFormat": "the source cannot disseminate this item in the metadata prefix",
@@ -191,6 +197,7 @@ class OAIClient:
                 f"rate_limit_per_minute must be positive, got {rate_limit_per_minute}"
             )
         self.base_url = base_url
+        self._endpoint, self._endpoint_params = _split_base_url(base_url)
         self.response_deadline = timeout * _RESPONSE_DEADLINE_TIMEOUTS
         self.max_retries = max_retries
         self.backoff_base = backoff_base
@@ -560,7 +567,8 @@ class OAIClient:
     def _send(self, params: dict[str, str]) -> tuple[int, httpx.Headers, bytes]:
         with self._limiter:
             deadline = time.monotonic() + self.response_deadline
-            with self._http.stream("GET", self.base_url, params=params) as response:
+            query = [*self._endpoint_params, *params.items()]
+            with self._http.stream("GET", self._endpoint, params=query) as response:
                 if response.history:
                     self._check_redirect(response, params)
                 chunks, size = [], 0
@@ -682,6 +690,18 @@ class OAIClient:
         stop: threading.Event | None = getattr(self._local, "stop", None)
         if stop is not None and stop.is_set():
             raise _Abandoned
+
+
+def _split_base_url(base_url: str) -> tuple[str, list[tuple[str, str]]]:
+    """The base URL without its query, and the query's own parameters to send with every
+    request (`…/index.php?option=com_oai`: httpx would replace the query by the OAI-PMH
+    arguments, not add them). A URL httpx cannot read is refused at the first request."""
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL:
+        return base_url, []
+    kept = [(name, value) for name, value in url.params.multi_items() if name not in _OAI_ARGUMENTS]
+    return str(url.copy_with(query=None)), kept
 
 
 def _certificate_refused(exc: BaseException | None) -> bool:

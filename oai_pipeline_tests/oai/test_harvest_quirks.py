@@ -1,0 +1,72 @@
+"""Quirks of real OAI-PMH servers, each through a whole harvest into the target: what the
+target and the harvest-record store end up holding, and what the run reports."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.runner import HarvestReport, run_harvest
+from oai_pipeline.pipeline.scope import HarvestScope, Window
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.settings import Settings
+from oai_pipeline_tests.oai.fake_source import FakeRecord, FakeSource, html_page
+from oai_pipeline_tests.support import harvest_fake_source, target_by_source
+
+EVERYTHING = HarvestScope("sample", (Window("all", None, None),))
+
+
+def dublin_core(number: int) -> str:
+    """oai_dc the rdm model imports without an error (a title, a creator, a date)."""
+    return (
+        '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
+        'xmlns:dc="http://purl.org/dc/elements/1.1/">'
+        f"<dc:title>Record {number}</dc:title><dc:creator>Doe, Jane</dc:creator>"
+        "<dc:date>2020-01-01</dc:date><dc:type>Dataset</dc:type></oai_dc:dc>"
+    )
+
+
+def importable(count: int) -> list[FakeRecord]:
+    return [
+        FakeRecord(f"oai:fake.test:{n}", f"2024-03-01T00:00:{n:02d}Z", raw_metadata=dublin_core(n))
+        for n in range(count)
+    ]
+
+
+def harvest(settings: Settings, scope: HarvestScope = EVERYTHING) -> HarvestReport:
+    with Services(settings) as services:
+        return run_harvest(services, scope, RunOptions(), progress=lambda _m: None)
+
+
+class QueryRoutedSource(FakeSource):
+    """An endpoint behind a query-routed script (a CMS without clean URLs): without its own
+    `q=oai` it answers with the site's home page."""
+
+    def answer(self, request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("q") != "oai":
+            return html_page(request, super().answer(request))
+        return super().answer(request)
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    [
+        "http://fake.test/index.php?q=oai",
+        # a request URL pasted as the base URL: its OAI-PMH arguments are not the endpoint's
+        "http://fake.test/index.php?q=oai&verb=Identify&metadataPrefix=marc",
+    ],
+)
+def test_a_base_url_with_its_own_query_keeps_it_on_every_request(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, base_url: str
+) -> None:
+    """Before, httpx replaced the base URL's query with the OAI-PMH arguments: every
+    request went to the site's home page and the harvest failed after its retries."""
+    source = harvest_fake_source(
+        settings, monkeypatch, QueryRoutedSource(importable(5), page_size=2), base_url=base_url
+    )
+    report = harvest(settings)
+    assert (report.harvested, report.created, report.errors) == (5, 5, 0)
+    assert set(target_by_source(settings, "sample")) == {r.identifier for r in source.records}
+    assert all(request.url.params.get_list("q") == ["oai"] for request in source.requests)
+    assert [r.url.params.get("metadataPrefix") for r in source.requests[:2]] == [None, "oai_dc"]
