@@ -24,6 +24,7 @@ from oai_pipeline.errors import PipelineError, RecordError, without_password
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.json_codec import ENGINE_JSON
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
+from oai_pipeline.oai.windows import parse_datestamp
 from oai_pipeline.sqlite_tuning import tune_wal
 from oai_pipeline.state.schema import (
     harvest_record_data,
@@ -165,10 +166,24 @@ LISTED_RECORD_FIELDS = (
 def supersedes(record: HarvestedRecord, datestamp: str, deleted: bool) -> bool:
     """Whether `record`, listed again in the same sweep, replaces the copy staged before
     (`datestamp`, `deleted`): a later datestamp, or the same one with the other status (the
-    source's later word). A redone page lists the very same copies and replaces nothing."""
+    source's later word). A redone page lists the very same copies and replaces nothing.
+
+    Compared as moments: as text, `10:00:00Z` is later than `10:00:00.500Z` and
+    `12:30:00+02:00` than `11:00:00Z`. Text that is no datestamp is compared as text."""
     if record.datestamp != datestamp:
-        return record.datestamp > datestamp
+        later, earlier = _moment(record.datestamp), _moment(datestamp)
+        if later is None or earlier is None:
+            return record.datestamp > datestamp
+        if later != earlier:
+            return later > earlier
     return record.deleted != deleted
+
+
+def _moment(datestamp: str) -> datetime | None:
+    try:
+        return parse_datestamp(datestamp)
+    except ValueError:
+        return None
 
 
 class StateStore:

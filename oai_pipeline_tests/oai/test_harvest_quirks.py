@@ -70,3 +70,30 @@ def test_a_base_url_with_its_own_query_keeps_it_on_every_request(
     assert set(target_by_source(settings, "sample")) == {r.identifier for r in source.records}
     assert all(request.url.params.get_list("q") == ["oai"] for request in source.requests)
     assert [r.url.params.get("metadataPrefix") for r in source.requests[:2]] == [None, "oai_dc"]
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        # Java's Instant prints fractional seconds only when there are some
+        ("2024-03-01T10:00:00Z", "2024-03-01T10:00:00.500Z"),
+        # local time with its offset (10:30 UTC), then 11:00 UTC
+        ("2024-03-01T12:30:00+02:00", "2024-03-01T11:00:00Z"),
+    ],
+)
+def test_a_record_listed_twice_in_one_sweep_keeps_its_newest_copy_by_time_not_by_text(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, older: str, newer: str
+) -> None:
+    """The source changed a record mid-sweep and lists it again a page later. Before, the
+    copies were compared as text, by which the older one of these pairs is the later."""
+    records = importable(4)
+    records[0].datestamp = older
+    changed = FakeRecord(records[0].identifier, newer, title="", raw_metadata=dublin_core(99))
+    harvest_fake_source(settings, monkeypatch, FakeSource([*records, changed], page_size=2))
+    report = harvest(settings)
+    with Services(settings) as services:
+        stored = services.state.get_record(records[0].identifier, "sample")
+    target = target_by_source(settings, "sample")[records[0].identifier]
+    assert (report.harvested, report.created, report.errors) == (4, 4, 0)
+    assert stored["datestamp"] == newer
+    assert target["data"]["metadata"]["title"] == "Record 99"
