@@ -152,17 +152,29 @@ def _may_hold_illegal(data: bytes, text: str, reencode: bool) -> bool:
     return "\ufffe" in text or "\uffff" in text
 
 
+_LEADING_JUNK = re.compile(rb"(?:\s|\xef\xbb\xbf)+")
+
+
+def _without_leading_junk(data: bytes) -> bytes:
+    """``data`` from its first ``<``, when only whitespace and UTF-8 BOMs come before it; one
+    BOM kept in front if there was any (it says the bytes are UTF-8)."""
+    junk = _LEADING_JUNK.match(data)
+    if junk is None or not data.startswith(b"<", junk.end()):
+        return data
+    bom = codecs.BOM_UTF8 if codecs.BOM_UTF8 in junk.group(0) else b""
+    return bom + data[junk.end() :]
+
+
 def clean_page(data: bytes, charset: str | None = None) -> bytes:
     """UTF-8 bytes of the page without illegal characters; the input itself when already clean.
 
-    ``charset``: the HTTP Content-Type's, if any. Whitespace before the XML declaration (PHP
-    endpoints send a line break first) is dropped: no parser accepts it there. The fast path
-    (valid UTF-8, nothing illegal) costs one decode and a few byte searches.
+    ``charset``: the HTTP Content-Type's, if any. Whitespace and UTF-8 byte order marks
+    before the XML declaration (PHP endpoints send what their included files hold before
+    ``<?php``: line breaks, BOMs, in any order) are dropped: no parser accepts them there.
+    The fast path (valid UTF-8, nothing illegal) costs one decode and a few byte searches.
     """
-    if data[:1].isspace():
-        stripped = data.lstrip()
-        if stripped.startswith(b"<?xml"):
-            data = stripped
+    if data[:1].isspace() or data.startswith(codecs.BOM_UTF8):
+        data = _without_leading_junk(data)
     text, reencode = _decode(data, charset.lower() if charset else None)
     if _may_hold_illegal(data, text, reencode) and _ILLEGAL_CHARS.search(text):
         text = _ILLEGAL_CHARS.sub("", text)

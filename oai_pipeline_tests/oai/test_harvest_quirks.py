@@ -3,6 +3,8 @@ target and the harvest-record store end up holding, and what the run reports."""
 
 from __future__ import annotations
 
+import codecs
+
 import httpx
 import pytest
 
@@ -11,7 +13,12 @@ from oai_pipeline.pipeline.runner import HarvestReport, run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope, Window
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
-from oai_pipeline_tests.oai.fake_source import FakeRecord, FakeSource, html_page
+from oai_pipeline_tests.oai.fake_source import (
+    FakeRecord,
+    FakeSource,
+    html_page,
+    transform_body,
+)
 from oai_pipeline_tests.support import harvest_fake_source, target_by_source
 
 EVERYTHING = HarvestScope("sample", (Window("all", None, None),))
@@ -97,3 +104,29 @@ def test_a_record_listed_twice_in_one_sweep_keeps_its_newest_copy_by_time_not_by
     assert (report.harvested, report.created, report.errors) == (4, 4, 0)
     assert stored["datestamp"] == newer
     assert target["data"]["metadata"]["title"] == "Record 99"
+
+
+BOM = codecs.BOM_UTF8
+
+
+@pytest.mark.parametrize(
+    "before",
+    [b"\r\n" + BOM, BOM + b"\n", BOM + BOM, b"\n" + BOM + b" \n"],
+    ids=["newline-bom", "bom-newline", "two-boms", "bom-between-newlines"],
+)
+def test_byte_order_marks_and_line_breaks_before_the_declaration_are_dropped(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, before: bytes
+) -> None:
+    """PHP endpoints send what their included files hold before `<?php`: line breaks and
+    UTF-8 byte order marks, in any order. Before, only line breaks alone were dropped: every
+    page failed to parse, each was retried in vain and the harvest failed."""
+    records = importable(5)
+    records[2].raw_metadata = dublin_core(2).replace("Record 2", "Zürich")
+    source = FakeSource(records, page_size=2)
+    source.every = (1, transform_body(lambda body: before + body))
+    harvest_fake_source(settings, monkeypatch, source)
+    report = harvest(settings)
+    target = target_by_source(settings, "sample")
+    assert (report.harvested, report.created, report.errors) == (5, 5, 0)
+    assert target["oai:fake.test:2"]["data"]["metadata"]["title"] == "Zürich"
+    assert len(source.requests) == 4  # Identify and three pages: nothing retried
