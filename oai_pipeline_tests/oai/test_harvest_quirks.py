@@ -130,3 +130,50 @@ def test_byte_order_marks_and_line_breaks_before_the_declaration_are_dropped(
     assert (report.harvested, report.created, report.errors) == (5, 5, 0)
     assert target["oai:fake.test:2"]["data"]["metadata"]["title"] == "Zürich"
     assert len(source.requests) == 4  # Identify and three pages: nothing retried
+
+
+class UnescapedTokenSource(FakeSource):
+    """A source that writes its resumption tokens into the XML unescaped (`&` as it is)."""
+
+    PREFIX = "prefix=oai_dc&offset="
+
+    def list_response(self, verb: str, params: httpx.QueryParams) -> httpx.Response:
+        token = params.get("resumptionToken")
+        if token is not None:
+            assert token.startswith(self.PREFIX), token
+            params = params.set("resumptionToken", token.removeprefix(self.PREFIX))
+        response = super().list_response(verb, params)
+        body = response.content.replace(b'">eyJ', f'">{self.PREFIX}eyJ'.encode())
+        return httpx.Response(response.status_code, content=body, headers=response.headers)
+
+
+def test_a_bare_ampersand_in_a_resumption_token_is_read_as_one(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, every page with a token failed to parse, was retried in vain, and the
+    harvest failed on the second page, again on every rerun."""
+    source = harvest_fake_source(
+        settings, monkeypatch, UnescapedTokenSource(importable(5), page_size=2)
+    )
+    report = harvest(settings)
+    assert (report.harvested, report.created, report.errors) == (5, 5, 0)
+    assert len(source.requests) == 4  # Identify and three pages: nothing retried
+    assert source.requests[-1].url.params["resumptionToken"].startswith("prefix=oai_dc&offset=")
+
+
+def test_html_entities_and_bare_ampersands_in_a_record_are_read_as_characters(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Feeds built from HTML put `&nbsp;`, `&eacute;` and a bare `&` into the XML. Before,
+    each such record was a MalformedRecord error and never reached the target."""
+    records = importable(4)
+    records[1].raw_metadata = dublin_core(1).replace("Record 1", "Caf&eacute;&nbsp;au lait")
+    records[2].raw_metadata = dublin_core(2).replace("Record 2", "Tom & Jerry &c")
+    # a CDATA section means what it says: its `&amp;` is five characters, not repaired
+    records[3].raw_metadata = dublin_core(3).replace("Record 3", "<![CDATA[R&amp;D &nbsp;]]>")
+    harvest_fake_source(settings, monkeypatch, FakeSource(records, page_size=4))
+    report = harvest(settings)
+    target = target_by_source(settings, "sample")
+    titles = [target[r.identifier]["data"]["metadata"]["title"] for r in records]
+    assert (report.harvested, report.created, report.errors) == (4, 4, 0)
+    assert titles == ["Record 0", "Café\xa0au lait", "Tom & Jerry &c", "R&amp;D &nbsp;"]
