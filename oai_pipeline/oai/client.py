@@ -29,6 +29,7 @@ from oai_pipeline.oai.errors import (
     HarvestProtocolError,
     NoRecordsMatchForToken,
     OAIError,
+    OversizedResponse,
     RefusedRequest,
 )
 from oai_pipeline.oai.flow import (
@@ -179,14 +180,22 @@ class OAIClient:
         backoff_base: float = 1.0,
         max_retry_wait: float = 300.0,
         retry_budget_seconds: float = 1800.0,
+        max_response_bytes: int | None = None,
         user_agent: str | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
         """``sleep`` None waits in real time (cut short when a page fetched ahead is dropped);
-        tests pass a fake."""
+        tests pass a fake. A response larger than ``max_response_bytes`` (None: the project's
+        bound on documents) fails the request."""
         if not base_url.startswith(("http://", "https://")):
             raise ConfigurationError(f"OAI-PMH base URL must be http(s): {base_url!r}")
+        if max_response_bytes is None:
+            max_response_bytes = MAX_DOCUMENT_BYTES
+        if max_response_bytes <= 0:
+            raise ConfigurationError(
+                f"max_response_bytes must be positive, got {max_response_bytes}"
+            )
         if timeout <= 0 or max_retries < 0 or backoff_base < 0 or max_retry_wait < 0:
             raise ConfigurationError(
                 "timeout must be positive; max_retries, backoff_base and max_retry_wait "
@@ -203,6 +212,7 @@ class OAIClient:
         self.backoff_base = backoff_base
         self.max_retry_wait = max_retry_wait
         self.retry_budget_seconds = retry_budget_seconds
+        self.max_response_bytes = max_response_bytes
         self._sleep = sleep
         self._rng = random.Random()
         # A prefetching worker's stop event, so its waits end when its sweep is closed.
@@ -411,7 +421,9 @@ class OAIClient:
                     try:
                         page = ahead.take(token) if ahead is not None else fetch(token)
                     except HarvestProtocolError as exc:
-                        if token is None or token != resumed_token:
+                        # too large is what the page is, not what became of its token
+                        oversized = isinstance(exc, OversizedResponse)
+                        if token is None or token != resumed_token or oversized:
                             raise
                         refuse_resumed_token(exc)
                 except BadResumptionToken as exc:
@@ -575,9 +587,11 @@ class OAIClient:
                 for chunk in response.iter_bytes():
                     self._give_up_if_abandoned()  # its sweep was closed: stop reading
                     size += len(chunk)
-                    if size > MAX_DOCUMENT_BYTES:
-                        raise HarvestProtocolError(
-                            f"{self.base_url}: response larger than {MAX_DOCUMENT_BYTES} bytes"
+                    if size > self.max_response_bytes:
+                        raise OversizedResponse(
+                            f"{self.base_url} ({params['verb']}): response larger than "
+                            f"{_mebibytes(self.max_response_bytes)}; if the source's pages "
+                            "are that large, raise the reader option max_response_mb"
                         )
                     if time.monotonic() > deadline:  # a transport error: retried
                         raise httpx.ReadTimeout(
@@ -644,7 +658,9 @@ class OAIClient:
                         retry_after = parse_retry_after(headers.get("retry-after"))
                 else:
                     try:
-                        return parse_response(body, verb, _charset(headers))
+                        return parse_response(
+                            body, verb, _charset(headers), self.max_response_bytes
+                        )
                     except UnusablePage as exc:
                         if status >= 300:
                             raise RefusedRequest(
@@ -702,6 +718,11 @@ def _split_base_url(base_url: str) -> tuple[str, list[tuple[str, str]]]:
         return base_url, []
     kept = [(name, value) for name, value in url.params.multi_items() if name not in _OAI_ARGUMENTS]
     return str(url.copy_with(query=None)), kept
+
+
+def _mebibytes(size: int) -> str:
+    mebibytes = size / (1024 * 1024)
+    return f"{mebibytes:g} MiB" if mebibytes >= 1 else f"{size} bytes"
 
 
 def _certificate_refused(exc: BaseException | None) -> bool:

@@ -8,6 +8,7 @@ import codecs
 import httpx
 import pytest
 
+from oai_pipeline.oai.errors import HarvestProtocolError
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import HarvestReport, run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope, Window
@@ -177,3 +178,35 @@ def test_html_entities_and_bare_ampersands_in_a_record_are_read_as_characters(
     titles = [target[r.identifier]["data"]["metadata"]["title"] for r in records]
     assert (report.harvested, report.created, report.errors) == (4, 4, 0)
     assert titles == ["Record 0", "Café\xa0au lait", "Tom & Jerry &c", "R&amp;D &nbsp;"]
+
+
+def test_a_page_over_the_size_bound_fails_each_run_at_that_page_until_the_bound_is_raised(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, a rerun took the oversized page for a resumption token the source had lost:
+    it redid the window from its start three times, then failed saying the token had been
+    refused; every rerun did the same, and nothing said how to get past the page."""
+    records = importable(7)
+    records[4].raw_metadata = dublin_core(4).replace("Record 4", "Large " + "x" * 1_200_000)
+    options: dict[str, object] = {"max_response_mb": 1}
+    source = harvest_fake_source(
+        settings, monkeypatch, FakeSource(records, page_size=2), reader_options=options
+    )
+    for attempt in range(2):
+        before = len(source.requests)
+        with pytest.raises(HarvestProtocolError, match="larger than 1 MiB.*max_response_mb"):
+            harvest(settings)
+        # the first attempt lists pages 1 to 3; a rerun asks for page 3 at once, and only once
+        assert len(source.requests) - before == (4 if attempt == 0 else 2)
+    with Services(settings) as services:
+        (run,) = services.state.list_runs(harvester_id="sample")
+        assert (run["status"], run["staged"]) == ("failed", 4)
+        assert run["checkpoint"].resumption_token == source.requests[-1].url.params.get(
+            "resumptionToken"
+        )
+    options["max_response_mb"] = 2
+    report = harvest(settings)
+    assert (report.run_id, report.harvested, report.created, report.errors) == (run["id"], 7, 7, 0)
+    assert target_by_source(settings, "sample")["oai:fake.test:4"]["data"]["metadata"][
+        "title"
+    ].startswith("Large xxx")
