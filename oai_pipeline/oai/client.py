@@ -447,6 +447,10 @@ class OAIClient:
                             exc.message,
                         )
                         token, cursor, list_size, delivered = None, None, None, None
+                        # The saved token is judged once: met again in the redone window,
+                        # the source issued it anew (it was not lost) and its page's failure
+                        # is the run's, not another redo.
+                        resumed_token = None
                         seen_tokens.clear()
                         seen_pages.clear()
                         empty_in_a_row = 0

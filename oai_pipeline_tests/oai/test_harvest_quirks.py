@@ -3,6 +3,7 @@ target and the harvest-record store end up holding, and what the run reports."""
 
 from __future__ import annotations
 
+import base64
 import codecs
 
 import httpx
@@ -19,6 +20,7 @@ from oai_pipeline_tests.oai.fake_source import (
     FakeSource,
     html_page,
     transform_body,
+    truncated,
 )
 from oai_pipeline_tests.support import harvest_fake_source, target_by_source
 
@@ -210,3 +212,54 @@ def test_a_page_over_the_size_bound_fails_each_run_at_that_page_until_the_bound_
     assert target_by_source(settings, "sample")["oai:fake.test:4"]["data"]["metadata"][
         "title"
     ].startswith("Large xxx")
+
+
+class BrokenPageSource(FakeSource):
+    """Offset tokens, the same every time the list is asked for; while `broken`, the page
+    at `offset` comes truncated, every time (a record the source cannot render whole)."""
+
+    def __init__(self, *args: object, offset: int, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.broken_token: str | None = None
+        self.broken = True
+        self.offset = offset
+
+    def answer(self, request: httpx.Request) -> httpx.Response:
+        response = super().answer(request)
+        token = request.url.params.get("resumptionToken")
+        if token is not None and f'"offset": {self.offset},' in base64.b64decode(token).decode():
+            self.broken_token = token
+            if self.broken:
+                return truncated(request, response)
+        return response
+
+
+def test_a_page_that_always_comes_broken_fails_a_rerun_with_its_own_error(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rerun resumes the saved token; when it keeps failing but the window's first page
+    comes, the source may have lost it (DOAJ answers dead tokens with HTTP 500), so the
+    window is redone. Before, reaching the very same token again was taken for a lost token
+    once more: the window was redone three times, each time with the page's seven attempts,
+    and the run failed saying the token had been refused four times."""
+    source = BrokenPageSource(importable(9), page_size=2, offset=4)
+    harvest_fake_source(settings, monkeypatch, source)
+    with pytest.raises(HarvestProtocolError, match="not well-formed"):
+        harvest(settings)
+    before = len(source.requests)
+    with pytest.raises(HarvestProtocolError, match="not well-formed") as failure:
+        harvest(settings)
+    asked = source.requests[before:]
+    assert "refused" not in str(failure.value)
+    # the saved token (7 attempts), the first page (asked to judge the token, then for the
+    # redone window), the second, the same token again (7 attempts), and no more
+    assert sum(r.url.params.get("resumptionToken") == source.broken_token for r in asked) == 14
+    assert [r.url.params.get("verb") for r in asked if "resumptionToken" not in r.url.params] == [
+        "Identify",
+        "ListRecords",
+        "ListRecords",
+    ]
+    assert len(asked) == 18
+    source.broken = False
+    report = harvest(settings)
+    assert (report.harvested, report.created, report.errors) == (9, 9, 0)
