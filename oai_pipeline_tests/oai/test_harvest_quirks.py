@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import codecs
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -263,3 +264,27 @@ def test_a_page_that_always_comes_broken_fails_a_rerun_with_its_own_error(
     source.broken = False
     report = harvest(settings)
     assert (report.harvested, report.created, report.errors) == (9, 9, 0)
+
+
+def test_a_record_changed_again_on_its_day_at_a_day_granular_source_is_updated(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A day-granular datestamp says on which day a record last changed, not when: harvested
+    in the morning and changed in the afternoon, it keeps its datestamp. Before, the next
+    harvest took it for unchanged (its XML was not even stored) and the change never reached
+    the target."""
+    today = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    records = importable(3)
+    for record in records:
+        record.datestamp = today
+    source = harvest_fake_source(
+        settings, monkeypatch, FakeSource(records, page_size=2, granularity="day")
+    )
+    first = harvest(settings)
+    source.records[0].raw_metadata = dublin_core(0).replace("Record 0", "Changed that day")
+    second = harvest(settings)
+    third = harvest(settings)
+    target = target_by_source(settings, "sample")
+    assert (first.created, second.updated, second.unchanged) == (3, 1, 2)
+    assert target["oai:fake.test:0"]["data"]["metadata"]["title"] == "Changed that day"
+    assert (third.updated, third.unchanged) == (0, 3)  # the same XML again: unchanged
