@@ -15,6 +15,7 @@ import random
 import ssl
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Literal, NoReturn
@@ -89,6 +90,10 @@ _RESPONSE_DEADLINE_TIMEOUTS = 5
 # (a source that lost or never kept it): the token is refused, as by badResumptionToken. A
 # run resuming it would otherwise fail on it again and again.
 _TOKEN_GONE_STATUSES = frozenset({400, 404, 410})
+
+# A body gzip-compressed beyond its Content-Encoding (see OAIClient._unpacked).
+_GZIP_MAGIC = b"\x1f\x8b"
+_MAX_GZIP_LAYERS = 3
 
 # GetRecord errors that concern the one item asked for (what each means, if the source
 # says nothing): the harvest of the other identifiers goes on.
@@ -604,7 +609,29 @@ class OAIClient:
                         )
                     chunks.append(chunk)
             self._limiter.observe(response.headers)
-        return response.status_code, response.headers, b"".join(chunks)
+        return response.status_code, response.headers, self._unpacked(b"".join(chunks), params)
+
+    def _unpacked(self, body: bytes, params: dict[str, str]) -> bytes:
+        """A body still gzip after the transfer decoding, unpacked (bounded like any body):
+        PHP's output compression behind a compressing web server gzips twice and says so
+        once, a cache may serve stored gzip without its header. No XML starts with the
+        gzip magic bytes; what does not unpack is left for the parser to refuse."""
+        for _ in range(_MAX_GZIP_LAYERS):
+            if not body.startswith(_GZIP_MAGIC):
+                break
+            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            try:
+                unpacked = inflater.decompress(body, self.max_response_bytes + 1)
+            except zlib.error:
+                break
+            if len(unpacked) > self.max_response_bytes:
+                raise OversizedResponse(
+                    f"{self.base_url} ({params['verb']}): response larger than "
+                    f"{_mebibytes(self.max_response_bytes)} once unpacked; if the source's "
+                    "pages are that large, raise the reader option max_response_mb"
+                )
+            body = unpacked
+        return body
 
     def _check_redirect(self, response: httpx.Response, params: dict[str, str]) -> None:
         """A redirect that dropped the query fails (the source answers a request we did not

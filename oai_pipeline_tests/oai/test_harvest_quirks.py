@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import codecs
+import gzip
 from datetime import UTC, datetime
 
 import httpx
@@ -19,6 +20,7 @@ from oai_pipeline.settings import Settings
 from oai_pipeline_tests.oai.fake_source import (
     FakeRecord,
     FakeSource,
+    Fault,
     html_page,
     transform_body,
     truncated,
@@ -288,3 +290,36 @@ def test_a_record_changed_again_on_its_day_at_a_day_granular_source_is_updated(
     assert (first.created, second.updated, second.unchanged) == (3, 1, 2)
     assert target["oai:fake.test:0"]["data"]["metadata"]["title"] == "Changed that day"
     assert (third.updated, third.unchanged) == (0, 3)  # the same XML again: unchanged
+
+
+def _compressed(times: int, header: bool) -> Fault:
+    def fault(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        body = response.content
+        for _ in range(times):
+            body = gzip.compress(body)
+        headers = {"content-type": "text/xml; charset=utf-8"}
+        if header:
+            headers["content-encoding"] = "gzip"
+        return httpx.Response(response.status_code, content=body, headers=headers)
+
+    return fault
+
+
+@pytest.mark.parametrize(
+    ("times", "header"),
+    [(2, True), (1, False)],
+    ids=["gzip-twice-labelled-once", "gzip-unlabelled"],
+)
+def test_a_body_still_gzip_after_the_transfer_decoding_is_unpacked(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, times: int, header: bool
+) -> None:
+    """PHP's output compression behind a compressing web server gzips twice and says so
+    once; a cache may serve the stored gzip without its header. No XML starts with the gzip
+    magic bytes. Before, every page was "not well-formed", retried in vain, and the harvest
+    failed."""
+    source = FakeSource(importable(5), page_size=2)
+    source.every = (1, _compressed(times, header))
+    harvest_fake_source(settings, monkeypatch, source)
+    report = harvest(settings)
+    assert (report.harvested, report.created, report.errors) == (5, 5, 0)
+    assert len(source.requests) == 4  # Identify and three pages: nothing retried
