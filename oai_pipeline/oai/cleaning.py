@@ -223,7 +223,7 @@ def repair_references(data: bytes) -> bytes:
     """``data`` (cleaned UTF-8) with its bare ampersands escaped and its HTML named entities
     (``&nbsp;``, ``&eacute;``, which XML does not know) written as character references;
     the input itself when there is nothing to repair. Other undeclared entities stay (the
-    record's error): nothing is ever expanded from a declaration. Only for a page the strict parser
-    refused: a well-formed page never has either."""
+    record's error): nothing is ever expanded from a declaration. Only for a page the strict
+    parser refused: a well-formed page never has either."""
     repaired = _REFERENCE_OR_VERBATIM.sub(_repair_reference, data)
     return data if repaired == data else repaired

@@ -95,14 +95,14 @@ _TOKEN_GONE_STATUSES = frozenset({400, 404, 410})
 _GZIP_MAGIC = b"\x1f\x8b"
 _MAX_GZIP_LAYERS = 3
 
-# GetRecord errors that concern the one item asked for (what each means, if the source
-# says nothing): the harvest of the other identifiers goes on.
 # The arguments OAI-PMH defines: in a registered base URL's query (a request URL pasted as the
 # base URL, `…/oai?verb=Identify`) they are not the endpoint's and are left out.
 _OAI_ARGUMENTS = frozenset(
     {"verb", "metadataPrefix", "from", "until", "set", "resumptionToken", "identifier"}
 )
 
+# GetRecord errors that concern the one item asked for (what each means, if the source
+# says nothing): the harvest of the other identifiers goes on.
 _ITEM_ERRORS = {
     "idDoesNotExist": "the source does not know this identifier",
     "cannotDisseminateFormat": "the source cannot disseminate this item in the metadata prefix",
