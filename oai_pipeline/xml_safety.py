@@ -35,14 +35,15 @@ def _strict_parser() -> etree.XMLParser:
     return parser
 
 
-def parse_untrusted(data: bytes) -> etree._Element:
+def parse_untrusted(data: bytes, max_bytes: int | None = None) -> etree._Element:
     """Parse strictly; raises etree.XMLSyntaxError or ValueError on anything suspicious.
 
     Entities are never expanded by the parser; a document that declares any (billion laughs,
     external entities) is refused outright, wherever in its DTD the declaration hides.
     """
-    if len(data) > MAX_DOCUMENT_BYTES:
-        raise ValueError(f"document of {len(data)} bytes exceeds {MAX_DOCUMENT_BYTES}")
+    limit = MAX_DOCUMENT_BYTES if max_bytes is None else max_bytes
+    if len(data) > limit:
+        raise ValueError(f"document of {len(data)} bytes exceeds {limit}")
     root = etree.fromstring(data, parser=_strict_parser())
     dtd = root.getroottree().docinfo.internalDTD
     if dtd is not None and next(dtd.iterentities(), None) is not None:

@@ -178,16 +178,22 @@ def stored_harvester_ids() -> list[str]:
 
 
 def harvest_fake_source(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch, fake: FakeSource
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    fake: FakeSource,
+    *,
+    base_url: str = BASE_URL,
+    reader_options: dict[str, object] | None = None,
 ) -> FakeSource:
-    """`fake` behind the harvester `sample` (oai_dc): discovery reads it through its
-    transport, with no real waits."""
-    register(settings, BASE_URL, metadata_prefix="oai_dc")
+    """`fake` behind the harvester `sample` (oai_dc) registered with `base_url`: discovery
+    reads it through its transport, with no real waits, and with `reader_options` (the
+    loader spec's options) as they are when the reader is built."""
+    register(settings, base_url, metadata_prefix="oai_dc")
     monkeypatch.setattr(
         discover_module,
         "build_reader",
         lambda harvester: OAIPMHReader(
-            None, harvester, transport=fake.transport(), sleep=lambda _s: None
+            reader_options, harvester, transport=fake.transport(), sleep=lambda _s: None
         ),
     )
     return fake

@@ -3,13 +3,16 @@
 Real feeds carry characters XML 1.0 forbids (literal control characters, and numeric
 references such as ``&#1;``, ``&#xFFFE;`` or lone surrogates ``&#xD800;``), and declare
 encodings they do not use (UTF-8 declared, Latin-1 sent, or the other way round). Both are
-repaired here; everything else is left to the strict parser to refuse.
+repaired here; everything else is left to the strict parser to refuse. A page the parser
+refuses gets one more repair before its records are isolated (:func:`repair_references`):
+feeds built from HTML carry ``&nbsp;`` and bare ampersands.
 """
 
 from __future__ import annotations
 
 import codecs
 import re
+from html.entities import html5
 
 # XML 1.0 Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
 _ILLEGAL_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -152,17 +155,29 @@ def _may_hold_illegal(data: bytes, text: str, reencode: bool) -> bool:
     return "\ufffe" in text or "\uffff" in text
 
 
+_LEADING_JUNK = re.compile(rb"(?:\s|\xef\xbb\xbf)+")
+
+
+def _without_leading_junk(data: bytes) -> bytes:
+    """``data`` from its first ``<``, when only whitespace and UTF-8 BOMs come before it; one
+    BOM kept in front if there was any (it says the bytes are UTF-8)."""
+    junk = _LEADING_JUNK.match(data)
+    if junk is None or not data.startswith(b"<", junk.end()):
+        return data
+    bom = codecs.BOM_UTF8 if codecs.BOM_UTF8 in junk.group(0) else b""
+    return bom + data[junk.end() :]
+
+
 def clean_page(data: bytes, charset: str | None = None) -> bytes:
     """UTF-8 bytes of the page without illegal characters; the input itself when already clean.
 
-    ``charset``: the HTTP Content-Type's, if any. Whitespace before the XML declaration (PHP
-    endpoints send a line break first) is dropped: no parser accepts it there. The fast path
-    (valid UTF-8, nothing illegal) costs one decode and a few byte searches.
+    ``charset``: the HTTP Content-Type's, if any. Whitespace and UTF-8 byte order marks
+    before the XML declaration (PHP endpoints send what their included files hold before
+    ``<?php``: line breaks, BOMs, in any order) are dropped: no parser accepts them there.
+    The fast path (valid UTF-8, nothing illegal) costs one decode and a few byte searches.
     """
-    if data[:1].isspace():
-        stripped = data.lstrip()
-        if stripped.startswith(b"<?xml"):
-            data = stripped
+    if data[:1].isspace() or data.startswith(codecs.BOM_UTF8):
+        data = _without_leading_junk(data)
     text, reencode = _decode(data, charset.lower() if charset else None)
     if _may_hold_illegal(data, text, reencode) and _ILLEGAL_CHARS.search(text):
         text = _ILLEGAL_CHARS.sub("", text)
@@ -178,3 +193,37 @@ def clean_page(data: bytes, charset: str | None = None) -> bytes:
     if match is not None and declared not in _UTF8_NAMES:
         out = out[: match.start(3)] + b"UTF-8" + out[match.end(3) :]
     return out
+
+
+# CDATA sections and comments (left as they are; one left open runs to the end, so that the
+# search stays linear), or an ampersand and the reference it starts.
+_REFERENCE_OR_VERBATIM = re.compile(
+    rb"<!\[CDATA\[(?:.*?\]\]>|.*)|<!--(?:.*?-->|.*)"
+    rb"|&(#[0-9]+;|#[xX][0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9]*;)?",
+    re.S,
+)
+_XML_ENTITIES = frozenset({b"amp;", b"lt;", b"gt;", b"quot;", b"apos;"})
+
+
+def _repair_reference(match: re.Match[bytes]) -> bytes:
+    reference = match.group(1)
+    if match.group(0).startswith(b"<") or (
+        reference is not None and (reference.startswith(b"#") or reference in _XML_ENTITIES)
+    ):
+        return match.group(0)
+    if reference is None:  # a bare ampersand: `Tom & Jerry`, a token `a=1&b=2`
+        return b"&amp;"
+    characters = html5.get(reference.decode("ascii"))
+    if characters is None:  # no entity of HTML either: an error the parser reports
+        return match.group(0)
+    return "".join(f"&#{ord(c)};" for c in characters).encode("ascii")
+
+
+def repair_references(data: bytes) -> bytes:
+    """``data`` (cleaned UTF-8) with its bare ampersands escaped and its HTML named entities
+    (``&nbsp;``, ``&eacute;``, which XML does not know) written as character references;
+    the input itself when there is nothing to repair. Other undeclared entities stay (the
+    record's error): nothing is ever expanded from a declaration. Only for a page the strict
+    parser refused: a well-formed page never has either."""
+    repaired = _REFERENCE_OR_VERBATIM.sub(_repair_reference, data)
+    return data if repaired == data else repaired

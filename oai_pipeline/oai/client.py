@@ -15,6 +15,7 @@ import random
 import ssl
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Literal, NoReturn
@@ -29,6 +30,7 @@ from oai_pipeline.oai.errors import (
     HarvestProtocolError,
     NoRecordsMatchForToken,
     OAIError,
+    OversizedResponse,
     RefusedRequest,
 )
 from oai_pipeline.oai.flow import (
@@ -88,6 +90,16 @@ _RESPONSE_DEADLINE_TIMEOUTS = 5
 # (a source that lost or never kept it): the token is refused, as by badResumptionToken. A
 # run resuming it would otherwise fail on it again and again.
 _TOKEN_GONE_STATUSES = frozenset({400, 404, 410})
+
+# A body gzip-compressed beyond its Content-Encoding (see OAIClient._unpacked).
+_GZIP_MAGIC = b"\x1f\x8b"
+_MAX_GZIP_LAYERS = 3
+
+# The arguments OAI-PMH defines: in a registered base URL's query (a request URL pasted as the
+# base URL, `…/oai?verb=Identify`) they are not the endpoint's and are left out.
+_OAI_ARGUMENTS = frozenset(
+    {"verb", "metadataPrefix", "from", "until", "set", "resumptionToken", "identifier"}
+)
 
 # GetRecord errors that concern the one item asked for (what each means, if the source
 # says nothing): the harvest of the other identifiers goes on.
@@ -173,14 +185,22 @@ class OAIClient:
         backoff_base: float = 1.0,
         max_retry_wait: float = 300.0,
         retry_budget_seconds: float = 1800.0,
+        max_response_bytes: int | None = None,
         user_agent: str | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
         """``sleep`` None waits in real time (cut short when a page fetched ahead is dropped);
-        tests pass a fake."""
+        tests pass a fake. A response larger than ``max_response_bytes`` (None: the project's
+        bound on documents) fails the request."""
         if not base_url.startswith(("http://", "https://")):
             raise ConfigurationError(f"OAI-PMH base URL must be http(s): {base_url!r}")
+        if max_response_bytes is None:
+            max_response_bytes = MAX_DOCUMENT_BYTES
+        if max_response_bytes <= 0:
+            raise ConfigurationError(
+                f"max_response_bytes must be positive, got {max_response_bytes}"
+            )
         if timeout <= 0 or max_retries < 0 or backoff_base < 0 or max_retry_wait < 0:
             raise ConfigurationError(
                 "timeout must be positive; max_retries, backoff_base and max_retry_wait "
@@ -191,11 +211,13 @@ class OAIClient:
                 f"rate_limit_per_minute must be positive, got {rate_limit_per_minute}"
             )
         self.base_url = base_url
+        self._endpoint, self._endpoint_params = _split_base_url(base_url)
         self.response_deadline = timeout * _RESPONSE_DEADLINE_TIMEOUTS
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.max_retry_wait = max_retry_wait
         self.retry_budget_seconds = retry_budget_seconds
+        self.max_response_bytes = max_response_bytes
         self._sleep = sleep
         self._rng = random.Random()
         # A prefetching worker's stop event, so its waits end when its sweep is closed.
@@ -404,7 +426,9 @@ class OAIClient:
                     try:
                         page = ahead.take(token) if ahead is not None else fetch(token)
                     except HarvestProtocolError as exc:
-                        if token is None or token != resumed_token:
+                        # too large is what the page is, not what became of its token
+                        oversized = isinstance(exc, OversizedResponse)
+                        if token is None or token != resumed_token or oversized:
                             raise
                         refuse_resumed_token(exc)
                 except BadResumptionToken as exc:
@@ -428,6 +452,10 @@ class OAIClient:
                             exc.message,
                         )
                         token, cursor, list_size, delivered = None, None, None, None
+                        # The saved token is judged once: met again in the redone window,
+                        # the source issued it anew (it was not lost) and its page's failure
+                        # is the run's, not another redo.
+                        resumed_token = None
                         seen_tokens.clear()
                         seen_pages.clear()
                         empty_in_a_row = 0
@@ -560,16 +588,19 @@ class OAIClient:
     def _send(self, params: dict[str, str]) -> tuple[int, httpx.Headers, bytes]:
         with self._limiter:
             deadline = time.monotonic() + self.response_deadline
-            with self._http.stream("GET", self.base_url, params=params) as response:
+            query = [*self._endpoint_params, *params.items()]
+            with self._http.stream("GET", self._endpoint, params=query) as response:
                 if response.history:
                     self._check_redirect(response, params)
                 chunks, size = [], 0
                 for chunk in response.iter_bytes():
                     self._give_up_if_abandoned()  # its sweep was closed: stop reading
                     size += len(chunk)
-                    if size > MAX_DOCUMENT_BYTES:
-                        raise HarvestProtocolError(
-                            f"{self.base_url}: response larger than {MAX_DOCUMENT_BYTES} bytes"
+                    if size > self.max_response_bytes:
+                        raise OversizedResponse(
+                            f"{self.base_url} ({params['verb']}): response larger than "
+                            f"{_mebibytes(self.max_response_bytes)}; if the source's pages "
+                            "are that large, raise the reader option max_response_mb"
                         )
                     if time.monotonic() > deadline:  # a transport error: retried
                         raise httpx.ReadTimeout(
@@ -578,7 +609,29 @@ class OAIClient:
                         )
                     chunks.append(chunk)
             self._limiter.observe(response.headers)
-        return response.status_code, response.headers, b"".join(chunks)
+        return response.status_code, response.headers, self._unpacked(b"".join(chunks), params)
+
+    def _unpacked(self, body: bytes, params: dict[str, str]) -> bytes:
+        """A body still gzip after the transfer decoding, unpacked (bounded like any body):
+        PHP's output compression behind a compressing web server gzips twice and says so
+        once, a cache may serve stored gzip without its header. No XML starts with the
+        gzip magic bytes; what does not unpack is left for the parser to refuse."""
+        for _ in range(_MAX_GZIP_LAYERS):
+            if not body.startswith(_GZIP_MAGIC):
+                break
+            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            try:
+                unpacked = inflater.decompress(body, self.max_response_bytes + 1)
+            except zlib.error:
+                break
+            if len(unpacked) > self.max_response_bytes:
+                raise OversizedResponse(
+                    f"{self.base_url} ({params['verb']}): response larger than "
+                    f"{_mebibytes(self.max_response_bytes)} once unpacked; if the source's "
+                    "pages are that large, raise the reader option max_response_mb"
+                )
+            body = unpacked
+        return body
 
     def _check_redirect(self, response: httpx.Response, params: dict[str, str]) -> None:
         """A redirect that dropped the query fails (the source answers a request we did not
@@ -636,7 +689,9 @@ class OAIClient:
                         retry_after = parse_retry_after(headers.get("retry-after"))
                 else:
                     try:
-                        return parse_response(body, verb, _charset(headers))
+                        return parse_response(
+                            body, verb, _charset(headers), self.max_response_bytes
+                        )
                     except UnusablePage as exc:
                         if status >= 300:
                             raise RefusedRequest(
@@ -682,6 +737,23 @@ class OAIClient:
         stop: threading.Event | None = getattr(self._local, "stop", None)
         if stop is not None and stop.is_set():
             raise _Abandoned
+
+
+def _split_base_url(base_url: str) -> tuple[str, list[tuple[str, str]]]:
+    """The base URL without its query, and the query's own parameters to send with every
+    request (`…/index.php?option=com_oai`: httpx would replace the query by the OAI-PMH
+    arguments, not add them). A URL httpx cannot read is refused at the first request."""
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL:
+        return base_url, []
+    kept = [(name, value) for name, value in url.params.multi_items() if name not in _OAI_ARGUMENTS]
+    return str(url.copy_with(query=None)), kept
+
+
+def _mebibytes(size: int) -> str:
+    mebibytes = size / (1024 * 1024)
+    return f"{mebibytes:g} MiB" if mebibytes >= 1 else f"{size} bytes"
 
 
 def _certificate_refused(exc: BaseException | None) -> bool:

@@ -46,6 +46,11 @@ class HarvestProtocolError(PipelineError):
     retries exhausted, or a page that stays unparseable after retries."""
 
 
+class OversizedResponse(HarvestProtocolError):
+    """A response larger than the reader's bound: the same every time it is asked for, so
+    it is neither retried nor taken for a resumption token the source lost."""
+
+
 class RefusedRequest(HarvestProtocolError):
     """An HTTP error status that is not "come back later", without an OAI-PMH answer."""
 

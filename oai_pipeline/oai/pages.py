@@ -16,7 +16,7 @@ from lxml import etree
 from sickle.models import Header, ResumptionToken
 
 from oai_pipeline.errors import RecordError
-from oai_pipeline.oai.cleaning import clean_page
+from oai_pipeline.oai.cleaning import clean_page, repair_references
 from oai_pipeline.oai.types import (
     MAX_DATESTAMP_LENGTH,
     MAX_IDENTIFIER_LENGTH,
@@ -77,13 +77,23 @@ def _int_or_none(value: str | None) -> int | None:
         return None
 
 
-def parse_response(body: bytes, verb: Verb, charset: str | None = None) -> ParsedResponse:
+def parse_response(
+    body: bytes, verb: Verb, charset: str | None = None, max_bytes: int | None = None
+) -> ParsedResponse:
     """Clean, parse strictly once, and read the response to ``verb`` (``charset``: the HTTP
-    Content-Type's, if any)."""
+    Content-Type's, if any; ``max_bytes``: the largest document parsed whole)."""
     data = clean_page(body, charset)
     try:
-        root = parse_untrusted(data)
+        root = parse_untrusted(data, max_bytes)
     except (etree.XMLSyntaxError, ValueError) as exc:
+        repaired = repair_references(data) if isinstance(exc, etree.XMLSyntaxError) else data
+        if repaired is not data:
+            try:
+                root = parse_untrusted(repaired, max_bytes)
+            except (etree.XMLSyntaxError, ValueError):
+                data = repaired  # broken records are isolated from the repaired page
+            else:
+                return _read_root(root, verb)
         if verb in ("ListRecords", "GetRecord"):
             return _parse_isolating_records(data, verb, exc)
         raise UnusablePage(f"not well-formed XML: {exc}") from exc

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.oai.client import OAIClient
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, Page, SweepCheckpoint
+from oai_pipeline.xml_safety import MAX_DOCUMENT_BYTES
 
 
 class Reader(ABC):
@@ -89,6 +90,12 @@ class OAIPMHReaderOptions(BaseModel):
     retry_budget_seconds: float = Field(
         1800.0, ge=0, description="total waiting allowed for one request's retries"
     )
+    max_response_mb: int = Field(
+        MAX_DOCUMENT_BYTES // (1024 * 1024),
+        ge=1,
+        le=1024,
+        description="largest response in MiB (a page of the list); a larger one fails the run",
+    )
     user_agent: str | None = Field(None, description="User-Agent with your contact details")
     rate_limit_per_minute: int | None = Field(
         None, gt=0, description="overrides the harvester's rate limit"
@@ -131,6 +138,7 @@ class OAIPMHReader(Reader):
             backoff_base=options.backoff_base,
             max_retry_wait=options.max_retry_wait,
             retry_budget_seconds=options.retry_budget_seconds,
+            max_response_bytes=options.max_response_mb * 1024 * 1024,
             user_agent=options.user_agent,
             transport=transport,
             sleep=sleep,

@@ -24,6 +24,7 @@ from oai_pipeline.errors import PipelineError, RecordError, without_password
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.json_codec import ENGINE_JSON
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
+from oai_pipeline.oai.windows import parse_datestamp
 from oai_pipeline.sqlite_tuning import tune_wal
 from oai_pipeline.state.schema import (
     harvest_record_data,
@@ -165,10 +166,46 @@ LISTED_RECORD_FIELDS = (
 def supersedes(record: HarvestedRecord, datestamp: str, deleted: bool) -> bool:
     """Whether `record`, listed again in the same sweep, replaces the copy staged before
     (`datestamp`, `deleted`): a later datestamp, or the same one with the other status (the
-    source's later word). A redone page lists the very same copies and replaces nothing."""
+    source's later word). A redone page lists the very same copies and replaces nothing.
+
+    Compared as moments: as text, `10:00:00Z` is later than `10:00:00.500Z` and
+    `12:30:00+02:00` than `11:00:00Z`. Text that is no datestamp is compared as text."""
     if record.datestamp != datestamp:
-        return record.datestamp > datestamp
+        later, earlier = _moment(record.datestamp), _moment(datestamp)
+        if later is None or earlier is None:
+            return record.datestamp > datestamp
+        if later != earlier:
+            return later > earlier
     return record.deleted != deleted
+
+
+# A source may stamp the days of its own time zone: a copy harvested up to a day after the
+# UTC day of its datestamp may still be older than the record's last change on that day.
+_DAY_STAMP_SLACK = timedelta(days=2)
+
+
+def _harvested_within_its_day(datestamp: str | None, harvested_at: str | None) -> bool:
+    """Whether a record with a day's datestamp (`YYYY-MM-DD`) was last harvested before its
+    day was over, so that its content may have changed since under the same datestamp."""
+    if datestamp is None or "T" in datestamp or harvested_at is None:
+        return False
+    day, harvested = _moment(datestamp), _moment_of(harvested_at)
+    return day is not None and harvested is not None and harvested < day + _DAY_STAMP_SLACK
+
+
+def _moment_of(timestamp: str) -> datetime | None:
+    """One of this store's own timestamps (utc_now) as an aware datetime."""
+    try:
+        return datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def _moment(datestamp: str) -> datetime | None:
+    try:
+        return parse_datestamp(datestamp)
+    except ValueError:
+        return None
 
 
 class StateStore:
@@ -399,7 +436,9 @@ class StateStore:
     ) -> None:
         now = utc_now()
         latest = {record.identifier: record for record in records}
-        unchanged = set() if rewrite else self._unchanged(conn, harvester_id, latest)
+        unchanged, changed_within_day = (
+            (set(), set()) if rewrite else self._unchanged(conn, harvester_id, latest)
+        )
         rows: dict[str, dict[str, Any]] = {}
         xml: dict[str, bytes | None] = {}
         for r in latest.values():
@@ -411,6 +450,10 @@ class StateStore:
             if r.identifier not in unchanged:
                 values.update(datestamp=r.datestamp, deleted=r.deleted)
                 xml[r.identifier] = r.xml
+            if r.identifier in changed_within_day:
+                # Its datestamp is the one transformed and written, its content is not: the
+                # stored transform is not reused and the skip rule does not hold.
+                values.update(transformed_datestamp=None, written_datestamp=None)
             rows[r.identifier] = values
         self._upsert_records(conn, harvester_id, rows)
         self._replace_payloads(conn, harvest_record_xml, harvester_id, xml)
@@ -423,14 +466,18 @@ class StateStore:
 
     def _unchanged(
         self, conn: Connection, harvester_id: str, records: dict[str, HarvestedRecord]
-    ) -> set[str]:
+    ) -> tuple[set[str], set[str]]:
         """Records harvested again as they were: same datestamp, live, the XML stored
         and its last harvest without an error. Their XML is not written again (a source
         changes the datestamp when it changes a record; a re-harvest of a large source would
         otherwise rewrite all of its XML). A record whose last harvest failed at any stage
         (a parse, transform or write error) is retried from what the source lists now: a
         source that fixes a record without a new datestamp must not get the old XML
-        transformed again."""
+        transformed again.
+
+        A day's datestamp says on which day a record last changed, not when: a copy
+        harvested during that day may have changed later that day. Such a record counts as
+        unchanged only if its XML is the stored one; returned second when it is not."""
         candidates = [
             r.identifier
             for r in records.values()
@@ -438,9 +485,10 @@ class StateStore:
         ]
         hr, stored_xml = harvest_records, harvest_record_xml
         same: set[str] = set()
+        to_compare: list[str] = []
         for chunk in _chunks(candidates):
             for row in conn.execute(
-                sa.select(hr.c.identifier, hr.c.datestamp)
+                sa.select(hr.c.identifier, hr.c.datestamp, hr.c.last_harvested_at)
                 .join(stored_xml, _of_record(stored_xml))
                 .where(
                     hr.c.harvester_id == harvester_id,
@@ -450,9 +498,21 @@ class StateStore:
             ):
                 if row.datestamp == records[row.identifier].datestamp:
                     same.add(row.identifier)
+                    if _harvested_within_its_day(row.datestamp, row.last_harvested_at):
+                        to_compare.append(row.identifier)
             if same:
                 same -= self._with_errors(conn, harvester_id, None, chunk)
-        return same
+        changed_within_day: set[str] = set()
+        for chunk in _chunks([i for i in to_compare if i in same]):
+            for row in conn.execute(
+                sa.select(stored_xml.c.identifier, stored_xml.c.xml).where(
+                    stored_xml.c.harvester_id == harvester_id,
+                    stored_xml.c.identifier.in_(chunk),
+                )
+            ):
+                if bytes(row.xml) != records[row.identifier].xml:
+                    changed_within_day.add(row.identifier)
+        return same - changed_within_day, changed_within_day
 
     @staticmethod
     def _with_errors(

@@ -1,0 +1,325 @@
+"""Quirks of real OAI-PMH servers, each through a whole harvest into the target: what the
+target and the harvest-record store end up holding, and what the run reports."""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import gzip
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+
+from oai_pipeline.oai.errors import HarvestProtocolError
+from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.runner import HarvestReport, run_harvest
+from oai_pipeline.pipeline.scope import HarvestScope, Window
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.settings import Settings
+from oai_pipeline_tests.oai.fake_source import (
+    FakeRecord,
+    FakeSource,
+    Fault,
+    html_page,
+    transform_body,
+    truncated,
+)
+from oai_pipeline_tests.support import harvest_fake_source, target_by_source
+
+EVERYTHING = HarvestScope("sample", (Window("all", None, None),))
+
+
+def dublin_core(number: int) -> str:
+    """oai_dc the rdm model imports without an error (a title, a creator, a date)."""
+    return (
+        '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
+        'xmlns:dc="http://purl.org/dc/elements/1.1/">'
+        f"<dc:title>Record {number}</dc:title><dc:creator>Doe, Jane</dc:creator>"
+        "<dc:date>2020-01-01</dc:date><dc:type>Dataset</dc:type></oai_dc:dc>"
+    )
+
+
+def importable(count: int) -> list[FakeRecord]:
+    return [
+        FakeRecord(f"oai:fake.test:{n}", f"2024-03-01T00:00:{n:02d}Z", raw_metadata=dublin_core(n))
+        for n in range(count)
+    ]
+
+
+def harvest(settings: Settings, scope: HarvestScope = EVERYTHING) -> HarvestReport:
+    with Services(settings) as services:
+        return run_harvest(services, scope, RunOptions(), progress=lambda _m: None)
+
+
+class QueryRoutedSource(FakeSource):
+    """An endpoint behind a query-routed script (a CMS without clean URLs): without its own
+    `q=oai` it answers with the site's home page."""
+
+    def answer(self, request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("q") != "oai":
+            return html_page(request, super().answer(request))
+        return super().answer(request)
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    [
+        "http://fake.test/index.php?q=oai",
+        # a request URL pasted as the base URL: its OAI-PMH arguments are not the endpoint's
+        "http://fake.test/index.php?q=oai&verb=Identify&metadataPrefix=marc",
+    ],
+)
+def test_a_base_url_with_its_own_query_keeps_it_on_every_request(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, base_url: str
+) -> None:
+    """Before, httpx replaced the base URL's query with the OAI-PMH arguments: every
+    request went to the site's home page and the harvest failed after its retries."""
+    source = harvest_fake_source(
+        settings, monkeypatch, QueryRoutedSource(importable(5), page_size=2), base_url=base_url
+    )
+    report = harvest(settings)
+    assert (report.harvested, report.created, report.errors) == (5, 5, 0)
+    assert set(target_by_source(settings, "sample")) == {r.identifier for r in source.records}
+    assert all(request.url.params.get_list("q") == ["oai"] for request in source.requests)
+    assert [r.url.params.get("metadataPrefix") for r in source.requests[:2]] == [None, "oai_dc"]
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        # Java's Instant prints fractional seconds only when there are some
+        ("2024-03-01T10:00:00Z", "2024-03-01T10:00:00.500Z"),
+        # local time with its offset (10:30 UTC), then 11:00 UTC
+        ("2024-03-01T12:30:00+02:00", "2024-03-01T11:00:00Z"),
+    ],
+)
+def test_a_record_listed_twice_in_one_sweep_keeps_its_newest_copy_by_time_not_by_text(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, older: str, newer: str
+) -> None:
+    """The source changed a record mid-sweep and lists it again a page later. Before, the
+    copies were compared as text, by which the older one of these pairs is the later."""
+    records = importable(4)
+    records[0].datestamp = older
+    changed = FakeRecord(records[0].identifier, newer, title="", raw_metadata=dublin_core(99))
+    harvest_fake_source(settings, monkeypatch, FakeSource([*records, changed], page_size=2))
+    report = harvest(settings)
+    with Services(settings) as services:
+        stored = services.state.get_record(records[0].identifier, "sample")
+    target = target_by_source(settings, "sample")[records[0].identifier]
+    assert (report.harvested, report.created, report.errors) == (4, 4, 0)
+    assert stored["datestamp"] == newer
+    assert target["data"]["metadata"]["title"] == "Record 99"
+
+
+BOM = codecs.BOM_UTF8
+
+
+@pytest.mark.parametrize(
+    "before",
+    [b"\r\n" + BOM, BOM + b"\n", BOM + BOM, b"\n" + BOM + b" \n"],
+    ids=["newline-bom", "bom-newline", "two-boms", "bom-between-newlines"],
+)
+def test_byte_order_marks_and_line_breaks_before_the_declaration_are_dropped(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, before: bytes
+) -> None:
+    """PHP endpoints send what their included files hold before `<?php`: line breaks and
+    UTF-8 byte order marks, in any order. Before, only line breaks alone were dropped: every
+    page failed to parse, each was retried in vain and the harvest failed."""
+    records = importable(5)
+    records[2].raw_metadata = dublin_core(2).replace("Record 2", "Zürich")
+    source = FakeSource(records, page_size=2)
+    source.every = (1, transform_body(lambda body: before + body))
+    harvest_fake_source(settings, monkeypatch, source)
+    report = harvest(settings)
+    target = target_by_source(settings, "sample")
+    assert (report.harvested, report.created, report.errors) == (5, 5, 0)
+    assert target["oai:fake.test:2"]["data"]["metadata"]["title"] == "Zürich"
+    assert len(source.requests) == 4  # Identify and three pages: nothing retried
+
+
+class UnescapedTokenSource(FakeSource):
+    """A source that writes its resumption tokens into the XML unescaped (`&` as it is)."""
+
+    PREFIX = "prefix=oai_dc&offset="
+
+    def list_response(self, verb: str, params: httpx.QueryParams) -> httpx.Response:
+        token = params.get("resumptionToken")
+        if token is not None:
+            assert token.startswith(self.PREFIX), token
+            params = params.set("resumptionToken", token.removeprefix(self.PREFIX))
+        response = super().list_response(verb, params)
+        body = response.content.replace(b'">eyJ', f'">{self.PREFIX}eyJ'.encode())
+        return httpx.Response(response.status_code, content=body, headers=response.headers)
+
+
+def test_a_bare_ampersand_in_a_resumption_token_is_read_as_one(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, every page with a token failed to parse, was retried in vain, and the
+    harvest failed on the second page, again on every rerun."""
+    source = harvest_fake_source(
+        settings, monkeypatch, UnescapedTokenSource(importable(5), page_size=2)
+    )
+    report = harvest(settings)
+    assert (report.harvested, report.created, report.errors) == (5, 5, 0)
+    assert len(source.requests) == 4  # Identify and three pages: nothing retried
+    assert source.requests[-1].url.params["resumptionToken"].startswith("prefix=oai_dc&offset=")
+
+
+def test_html_entities_and_bare_ampersands_in_a_record_are_read_as_characters(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Feeds built from HTML put `&nbsp;`, `&eacute;` and a bare `&` into the XML. Before,
+    each such record was a MalformedRecord error and never reached the target."""
+    records = importable(4)
+    records[1].raw_metadata = dublin_core(1).replace("Record 1", "Caf&eacute;&nbsp;au lait")
+    records[2].raw_metadata = dublin_core(2).replace("Record 2", "Tom & Jerry &c")
+    # a CDATA section means what it says: its `&amp;` is five characters, not repaired
+    records[3].raw_metadata = dublin_core(3).replace("Record 3", "<![CDATA[R&amp;D &nbsp;]]>")
+    harvest_fake_source(settings, monkeypatch, FakeSource(records, page_size=4))
+    report = harvest(settings)
+    target = target_by_source(settings, "sample")
+    titles = [target[r.identifier]["data"]["metadata"]["title"] for r in records]
+    assert (report.harvested, report.created, report.errors) == (4, 4, 0)
+    assert titles == ["Record 0", "Café\xa0au lait", "Tom & Jerry &c", "R&amp;D &nbsp;"]
+
+
+def test_a_page_over_the_size_bound_fails_each_run_at_that_page_until_the_bound_is_raised(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, a rerun took the oversized page for a resumption token the source had lost:
+    it redid the window from its start three times, then failed saying the token had been
+    refused; every rerun did the same, and nothing said how to get past the page."""
+    records = importable(7)
+    records[4].raw_metadata = dublin_core(4).replace("Record 4", "Large " + "x" * 1_200_000)
+    options: dict[str, object] = {"max_response_mb": 1}
+    source = harvest_fake_source(
+        settings, monkeypatch, FakeSource(records, page_size=2), reader_options=options
+    )
+    for attempt in range(2):
+        before = len(source.requests)
+        with pytest.raises(HarvestProtocolError, match="larger than 1 MiB.*max_response_mb"):
+            harvest(settings)
+        # the first attempt lists pages 1 to 3; a rerun asks for page 3 at once, and only once
+        assert len(source.requests) - before == (4 if attempt == 0 else 2)
+    with Services(settings) as services:
+        (run,) = services.state.list_runs(harvester_id="sample")
+        assert (run["status"], run["staged"]) == ("failed", 4)
+        assert run["checkpoint"].resumption_token == source.requests[-1].url.params.get(
+            "resumptionToken"
+        )
+    options["max_response_mb"] = 2
+    report = harvest(settings)
+    assert (report.run_id, report.harvested, report.created, report.errors) == (run["id"], 7, 7, 0)
+    assert target_by_source(settings, "sample")["oai:fake.test:4"]["data"]["metadata"][
+        "title"
+    ].startswith("Large xxx")
+
+
+class BrokenPageSource(FakeSource):
+    """Offset tokens, the same every time the list is asked for; while `broken`, the page
+    at `offset` comes truncated, every time (a record the source cannot render whole)."""
+
+    def __init__(self, *args: object, offset: int, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.broken_token: str | None = None
+        self.broken = True
+        self.offset = offset
+
+    def answer(self, request: httpx.Request) -> httpx.Response:
+        response = super().answer(request)
+        token = request.url.params.get("resumptionToken")
+        if token is not None and f'"offset": {self.offset},' in base64.b64decode(token).decode():
+            self.broken_token = token
+            if self.broken:
+                return truncated(request, response)
+        return response
+
+
+def test_a_page_that_always_comes_broken_fails_a_rerun_with_its_own_error(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rerun resumes the saved token; when it keeps failing but the window's first page
+    comes, the source may have lost it (DOAJ answers dead tokens with HTTP 500), so the
+    window is redone. Before, reaching the very same token again was taken for a lost token
+    once more: the window was redone three times, each time with the page's seven attempts,
+    and the run failed saying the token had been refused four times."""
+    source = BrokenPageSource(importable(9), page_size=2, offset=4)
+    harvest_fake_source(settings, monkeypatch, source)
+    with pytest.raises(HarvestProtocolError, match="not well-formed"):
+        harvest(settings)
+    before = len(source.requests)
+    with pytest.raises(HarvestProtocolError, match="not well-formed") as failure:
+        harvest(settings)
+    asked = source.requests[before:]
+    assert "refused" not in str(failure.value)
+    # the saved token (7 attempts), the first page (asked to judge the token, then for the
+    # redone window), the second, the same token again (7 attempts), and no more
+    assert sum(r.url.params.get("resumptionToken") == source.broken_token for r in asked) == 14
+    assert [r.url.params.get("verb") for r in asked if "resumptionToken" not in r.url.params] == [
+        "Identify",
+        "ListRecords",
+        "ListRecords",
+    ]
+    assert len(asked) == 18
+    source.broken = False
+    report = harvest(settings)
+    assert (report.harvested, report.created, report.errors) == (9, 9, 0)
+
+
+def test_a_record_changed_again_on_its_day_at_a_day_granular_source_is_updated(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A day-granular datestamp says on which day a record last changed, not when: harvested
+    in the morning and changed in the afternoon, it keeps its datestamp. Before, the next
+    harvest took it for unchanged (its XML was not even stored) and the change never reached
+    the target."""
+    today = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    records = importable(3)
+    for record in records:
+        record.datestamp = today
+    source = harvest_fake_source(
+        settings, monkeypatch, FakeSource(records, page_size=2, granularity="day")
+    )
+    first = harvest(settings)
+    source.records[0].raw_metadata = dublin_core(0).replace("Record 0", "Changed that day")
+    second = harvest(settings)
+    third = harvest(settings)
+    target = target_by_source(settings, "sample")
+    assert (first.created, second.updated, second.unchanged) == (3, 1, 2)
+    assert target["oai:fake.test:0"]["data"]["metadata"]["title"] == "Changed that day"
+    assert (third.updated, third.unchanged) == (0, 3)  # the same XML again: unchanged
+
+
+def _compressed(times: int, header: bool) -> Fault:
+    def fault(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        body = response.content
+        for _ in range(times):
+            body = gzip.compress(body)
+        headers = {"content-type": "text/xml; charset=utf-8"}
+        if header:
+            headers["content-encoding"] = "gzip"
+        return httpx.Response(response.status_code, content=body, headers=headers)
+
+    return fault
+
+
+@pytest.mark.parametrize(
+    ("times", "header"),
+    [(2, True), (1, False)],
+    ids=["gzip-twice-labelled-once", "gzip-unlabelled"],
+)
+def test_a_body_still_gzip_after_the_transfer_decoding_is_unpacked(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, times: int, header: bool
+) -> None:
+    """PHP's output compression behind a compressing web server gzips twice and says so
+    once; a cache may serve the stored gzip without its header. No XML starts with the gzip
+    magic bytes. Before, every page was "not well-formed", retried in vain, and the harvest
+    failed."""
+    source = FakeSource(importable(5), page_size=2)
+    source.every = (1, _compressed(times, header))
+    harvest_fake_source(settings, monkeypatch, source)
+    report = harvest(settings)
+    assert (report.harvested, report.created, report.errors) == (5, 5, 0)
+    assert len(source.requests) == 4  # Identify and three pages: nothing retried
