@@ -166,9 +166,14 @@ def supersedes(record: HarvestedRecord, datestamp: str, deleted: bool) -> bool:
     """Whether `record`, listed again in the same sweep, replaces the copy staged before
     (`datestamp`, `deleted`): a later datestamp, or the same one with the other status (the
     source's later word). A redone page lists the very same copies and replaces nothing."""
-    if record.datestamp != datestamp:
-        return record.datestamp > datestamp
-    return record.deleted != deleted
+    return is_later_copy((record.datestamp, record.deleted), (datestamp, deleted))
+
+
+def is_later_copy(copy: tuple[str, bool], than: tuple[str, bool]) -> bool:
+    """Whether a record's copy (datestamp, deleted), listed after `than`, replaces it."""
+    if copy[0] != than[0]:
+        return copy[0] > than[0]
+    return copy[1] != than[1]
 
 
 class StateStore:
@@ -493,6 +498,18 @@ class StateStore:
             return
         now = utc_now()
         with self._engine.begin() as conn:
+            # A copy a later harvest listed anew (a run re-executed after another one) is
+            # out of date: its transform must not replace the newer copy's.
+            listed = self._listed_copies(conn, harvester_id, [i.identifier for i in items])
+            items = [
+                item
+                for item in items
+                if item.identifier not in listed
+                or not is_later_copy(
+                    listed[item.identifier],
+                    (item.datestamp, item.xml is None and listed[item.identifier][1]),
+                )
+            ]
             parse_errors = self._errors_of(conn, harvester_id, [i.identifier for i in items])
             rows: dict[str, dict[str, Any]] = {}
             data: dict[str, Any] = {}
@@ -606,6 +623,29 @@ class StateStore:
                     found[row.identifier] = ReportedRecord(
                         row.datestamp, bool(row.deleted), transform
                     )
+        return found
+
+    def listed_copies(
+        self, harvester_id: str, identifiers: list[str]
+    ) -> dict[str, tuple[str, bool]]:
+        """Each record's (datestamp, deleted) as the source listed it last, whichever run
+        listed it (records never harvested are left out)."""
+        with self._read() as conn:
+            return self._listed_copies(conn, harvester_id, identifiers)
+
+    @staticmethod
+    def _listed_copies(
+        conn: Connection, harvester_id: str, identifiers: list[str]
+    ) -> dict[str, tuple[str, bool]]:
+        found: dict[str, tuple[str, bool]] = {}
+        hr = harvest_records
+        for chunk in _chunks(list(dict.fromkeys(identifiers))):
+            rows = conn.execute(
+                sa.select(hr.c.identifier, hr.c.datestamp, hr.c.deleted).where(
+                    hr.c.harvester_id == harvester_id, hr.c.identifier.in_(chunk)
+                )
+            )
+            found.update((row.identifier, (row.datestamp, bool(row.deleted))) for row in rows)
         return found
 
     def get_memories(self, harvester_id: str, identifiers: list[str]) -> dict[str, HarvestMemory]:
