@@ -252,7 +252,12 @@ def write(
     finally:
         for writer in writers:
             writer.close()
-    state.finish_run(run_id, "succeeded")
+    if owed := state.records_owed(run_id):
+        # Its other windows' records are still to be written (this scope is part of the run:
+        # e.g. a backfill overlapping its windows wrote these with its own): not done yet.
+        progress(f"harvest run {run_id}: {owed} records of its other windows still to write")
+    else:
+        state.finish_run(run_id, "succeeded")
     state.prune_run_records(scope.harvester_id, keep_days=services.settings.keep_run_records_days)
     return summary
 

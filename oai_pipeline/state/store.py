@@ -1486,6 +1486,23 @@ class StateStore:
                 ).scalar_one()
         return waiting
 
+    def records_owed(self, run_id: int) -> int:
+        """How many of the run's records still wait to be written, not counting those a
+        later run of the harvester listed again (that run writes them)."""
+        rr, later = run_records, run_records.alias("later")
+        with self._read() as conn:
+            return conn.execute(
+                sa.select(sa.func.count()).where(
+                    rr.c.run_id == run_id,
+                    rr.c.status.in_(("pending", "running")),
+                    ~sa.exists().where(
+                        later.c.harvester_id == rr.c.harvester_id,
+                        later.c.identifier == rr.c.identifier,
+                        later.c.run_id > rr.c.run_id,
+                    ),
+                )
+            ).scalar_one()
+
     def finish_run(
         self,
         run_id: int,
