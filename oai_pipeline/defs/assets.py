@@ -111,7 +111,9 @@ def _each_scope(
     tag_worker(context)
     _refuse_a_job_backfill_run(context)
     results = []
-    with pipeline.services() as services:
+    with _retry_only_transient():  # a wrong database URL or setting: no retries either
+        services = pipeline.services()
+    with services:
         for scope in scopes_for_keys(list(context.partition_keys)):
             context.log.info(
                 f"{scope.harvester_id}: windows {scope.keys[0]} .. {scope.keys[-1]} "
