@@ -1489,17 +1489,18 @@ class StateStore:
     def records_owed(self, run_id: int) -> int:
         """How many of the run's records still wait to be written, not counting those a
         later run of the harvester listed again (that run writes them)."""
-        rr, later = run_records, run_records.alias("later")
+        rr = run_records
+        harvester_id = self._require_run(run_id)["harvester_id"]
+        # Uncorrelated: the database reads the later runs' identifiers once, not per record.
+        listed_later = sa.select(rr.c.identifier).where(
+            rr.c.harvester_id == harvester_id, rr.c.run_id > run_id
+        )
         with self._read() as conn:
             return conn.execute(
                 sa.select(sa.func.count()).where(
                     rr.c.run_id == run_id,
                     rr.c.status.in_(("pending", "running")),
-                    ~sa.exists().where(
-                        later.c.harvester_id == rr.c.harvester_id,
-                        later.c.identifier == rr.c.identifier,
-                        later.c.run_id > rr.c.run_id,
-                    ),
+                    rr.c.identifier.not_in(listed_later),
                 )
             ).scalar_one()
 
