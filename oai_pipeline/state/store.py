@@ -26,6 +26,7 @@ from oai_pipeline.json_codec import ENGINE_JSON
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
 from oai_pipeline.sqlite_tuning import tune_wal
 from oai_pipeline.state.schema import (
+    applied_fixtures,
     harvest_record_data,
     harvest_record_xml,
     harvest_records,
@@ -245,6 +246,26 @@ class StateStore:
                 sa.select(harvesters.c.config).order_by(harvesters.c.id)
             ).scalars()
             return [Harvester.from_stored(config) for config in configs]
+
+    def applied_fixture(self, path: str) -> str | None:
+        """The sha256 of the content of the fixture file `path` applied last (None: never)."""
+        with self._read() as conn:
+            return conn.execute(
+                sa.select(applied_fixtures.c.sha256).where(applied_fixtures.c.path == path)
+            ).scalar()
+
+    def mark_fixture_applied(self, path: str, sha256: str) -> None:
+        now = utc_now()
+        with self._engine.begin() as conn:
+            updated = conn.execute(
+                applied_fixtures.update()
+                .where(applied_fixtures.c.path == path)
+                .values(sha256=sha256, applied_at=now)
+            ).rowcount
+            if not updated:
+                conn.execute(
+                    applied_fixtures.insert().values(path=path, sha256=sha256, applied_at=now)
+                )
 
     def delete_harvester(self, harvester_id: str, *, delete_records: bool = False) -> bool:
         """Remove from the registry; its harvest records and runs stay unless asked."""
