@@ -336,3 +336,46 @@ def test_overlapping_backfills_finish_a_run_only_once_all_its_windows_are_writte
     assert _materialize(instance, DOWNSTREAM, "2024-01-06", "2024-01-12").success
     assert _run_statuses(settings) == ["succeeded", "succeeded"]
     assert set(target_by_source(settings, "alpha")) == _live_ids(sample)
+
+
+def test_one_harvesters_mistake_does_not_stop_the_others_of_a_backfill(
+    instance: dg.DagsterInstance, settings: Settings, sample: OAIEndpoint
+) -> None:
+    """A backfill over two harvesters (one run, one step per asset): alpha asks for a format
+    the source does not have. beta is harvested all the same, its windows are materialised
+    (and automation takes them on); the step fails naming alpha's mistake."""
+    register(settings, sample.base_url, harvester_id="alpha", metadata_prefix="no_such_prefix")
+    register(settings, sample.base_url, harvester_id="beta", metadata_prefix=PREFIX)
+    instance.add_dynamic_partitions(HARVESTER, ["alpha", "beta"])
+    from oai_pipeline.definitions import defs
+
+    def automation(cursor: object = None) -> dg.AutomationResult:
+        return dg.evaluate_automation_conditions(
+            defs=defs,
+            instance=instance,
+            asset_selection=dg.AssetSelection.assets("transformed_records"),
+            cursor=cursor,
+        )
+
+    before = automation()
+    result = dg.materialize(
+        [*harvest_assets, *harvest_checks],
+        instance=instance,
+        resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
+        tags={
+            RANGE_START_TAG: str(partition_key("alpha", "2024-01-02")),
+            RANGE_END_TAG: str(partition_key("beta", "2024-01-20")),
+        },
+        raise_on_error=False,
+    )
+
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    description = failure.step_failure_data.user_failure_data.description
+    assert description.startswith("alpha: ") and "cannotDisseminateFormat" in description
+    beta = {str(partition_key("beta", f"2024-01-{day:02}")) for day in range(2, 21)}
+    assert set(instance.get_materialized_partitions(dg.AssetKey("raw_oai_xml"))) == beta
+    requested = automation(before.cursor).get_requested_partitions(
+        dg.AssetKey("transformed_records")
+    )
+    assert requested == beta
