@@ -31,15 +31,12 @@ storages either way. Three consequences of open connections are handled here:
 Commits do not wait for an fsync (``synchronous=NORMAL``, as in the state store and the
 embedded target).
 
-Configure it in ``dagster.yaml`` (``dagster_home`` is where the default storage keeps
-its files, ``history/runs`` under it)::
+Configure it in ``dagster.yaml``; its files go under the instance's folder, as the default
+storage's (``history/runs``), or under an optional ``dagster_home``::
 
     event_log_storage:
       module: oai_pipeline.dagster_event_log
       class: PooledSqliteEventLogStorage
-      config:
-        dagster_home:
-          env: DAGSTER_HOME
 """
 
 from __future__ import annotations
@@ -73,27 +70,43 @@ EVENT_BATCH_SIZE = 1000
 class PooledSqliteEventLogStorage(SqliteEventLogStorage):
     """`SqliteEventLogStorage` with an engine per database file kept open (see the module)."""
 
-    def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None):
+    def __init__(self, base_dir: str | None, inst_data: ConfigurableClassData | None = None):
+        """`base_dir` None: the instance's own folder's, known once it registers (below)."""
         # Before Dagster's __init__: it may already connect (to create the index shard).
         self._engines: OrderedDict[str, sa.Engine] = OrderedDict()
         self._tables_found: set[str] = set()
         self._asset_key_columns_found: set[str] = set()
         # shard -> its connection in the batch's transaction, while a batch is stored
         self._batch: dict[str, sa.Connection] | None = None
-        super().__init__(base_dir, inst_data=inst_data)
+        self._pending_inst_data = inst_data
+        if base_dir is not None:
+            self._open(base_dir)
+
+    def _open(self, base_dir: str) -> None:
+        super().__init__(base_dir, inst_data=self._pending_inst_data)
         self._db_lock = threading.RLock()  # held for a whole batch, taken again per event
         _open_storages.add(self)
         os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", str(EVENT_BATCH_SIZE))
 
+    def register_instance(self, instance: dg.DagsterInstance) -> None:
+        """Without `dagster_home`, the files go where Dagster's own storage keeps them: under
+        the instance's folder, which is DAGSTER_HOME or, when that is not set, the temporary
+        folder `dagster dev` makes (a `dagster.yaml` naming `env: DAGSTER_HOME` stopped the
+        instance from loading there)."""
+        if not hasattr(self, "_base_dir"):
+            self._open(os.path.join(instance.root_directory, "history", "runs"))
+        super().register_instance(instance)
+
     @classmethod
     def config_type(cls) -> dict[str, Any]:
-        return {"dagster_home": dg.StringSource}
+        return {"dagster_home": dg.Field(dg.StringSource, is_required=False)}
 
     @classmethod
     def from_config_value(  # type: ignore[override]
         cls, inst_data: ConfigurableClassData | None, config_value: Mapping[str, Any]
     ) -> PooledSqliteEventLogStorage:
-        base_dir = os.path.join(config_value["dagster_home"], "history", "runs")
+        home = config_value.get("dagster_home")
+        base_dir = os.path.join(home, "history", "runs") if home else None
         return cls(base_dir, inst_data=inst_data)
 
     @contextmanager

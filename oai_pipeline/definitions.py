@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 import dagster as dg
@@ -28,12 +29,19 @@ logger = logging.getLogger(__name__)
 
 
 def load_data_folder_fixture() -> None:
-    """A fixture `oai_harvesters.yaml` in the data folder is loaded when the definitions load."""
+    """A fixture `oai_harvesters.yaml` in the data folder is loaded when the definitions load,
+    once per content. Every run worker loads the definitions: applied each time, the file
+    undid a harvester's change made since in the UI or the CLI (disabled, say) at once."""
     settings = load_settings()
     if not settings.fixture_file.exists():
         return
+    path = str(settings.fixture_file.resolve())
+    digest = hashlib.sha256(settings.fixture_file.read_bytes()).hexdigest()
     with Services(settings) as services:
+        if services.state.applied_fixture(path) == digest:
+            return
         results = load_fixture_file(settings.fixture_file, HarvesterRegistry(services.state))
+        services.state.mark_fixture_applied(path, digest)
     logger.info("loaded %s: %s", settings.fixture_file, results)
 
 

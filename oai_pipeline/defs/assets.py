@@ -110,21 +110,52 @@ def _each_scope(
     failure sensor records this run's failure there."""
     tag_worker(context)
     _refuse_a_job_backfill_run(context)
-    results = []
-    with pipeline.services() as services:
-        for scope in scopes_for_keys(list(context.partition_keys)):
+    results: list[tuple[HarvestScope, T]] = []
+    failures: list[str] = []
+    scopes = scopes_for_keys(list(context.partition_keys))
+    with _retry_only_transient():  # a wrong database URL or setting: no retries either
+        services = pipeline.services()
+    with services:
+        for scope in scopes:
             context.log.info(
                 f"{scope.harvester_id}: windows {scope.keys[0]} .. {scope.keys[-1]} "
                 f"({len(scope.keys)})"
             )
-            with _retry_only_transient():
-                if upstream is None:
-                    results.append((scope, stage(services, scope)))
-                    continue
-                for run_id, part in split_by_upstream_run(services.storage, upstream, scope):
-                    services.state.resume_run(run_id, context.run_id)
-                    results.append((part, stage(services, part)))
+            try:
+                with _retry_only_transient():
+                    if upstream is None:
+                        results.append((scope, stage(services, scope)))
+                        continue
+                    for run_id, part in split_by_upstream_run(services.storage, upstream, scope):
+                        services.state.resume_run(run_id, context.run_id)
+                        results.append((part, stage(services, part)))
+            except dg.Failure as failure:
+                if len({s.harvester_id for s in scopes}) == 1:
+                    raise
+                # One harvester's mistake (a wrong prefix, a deleted harvester) must not stop
+                # the others of a backfill over several harvesters.
+                context.log.error(f"{scope.harvester_id}: {failure.description}")
+                failures.append(f"{scope.harvester_id}: {failure.description}")
+    if failures:
+        _materialised_before_failing(context, _scopes(results))
+        raise dg.Failure(description="; ".join(failures), allow_retries=False)
     return results
+
+
+def _materialised_before_failing(
+    context: dg.AssetExecutionContext, scopes: list[HarvestScope]
+) -> None:
+    """The windows of the harvesters that went through, materialised although the step fails
+    for another harvester's: the UI shows them done, and automation takes them on."""
+    for scope in scopes:
+        for window in scope.keys:
+            context.log_event(
+                dg.AssetMaterialization(
+                    asset_key=context.asset_key,
+                    partition=str(partition_key(scope.harvester_id, window)),
+                    metadata={"window": window},
+                )
+            )
 
 
 def _refuse_a_job_backfill_run(context: dg.AssetExecutionContext) -> None:

@@ -17,6 +17,7 @@ import dagster as dg
 from oai_pipeline.state.harvester_lock import is_dead_local_process, new_owner
 
 WORKER_TAG = "oai_pipeline/worker"
+PARENT_RUN_ID_TAG = "dagster/parent_run_id"
 # Between two steps, and while a step waits for its retry (the assets' retry policy waits
 # up to 210 s), the tagged process has ended and the run is alive: only a run that has also
 # been quiet for longer than that counts as dead.
@@ -37,12 +38,21 @@ def dead_runs(instance: dg.DagsterInstance, now: datetime | None = None) -> list
     ):
         run = record.dagster_run
         worker = run.tags.get(WORKER_TAG)
-        if worker is None or not is_dead_local_process(worker):
+        if worker is None or not is_dead_local_process(worker) or _inherited(instance, run, worker):
             continue
         latest = instance.get_records_for_run(run.run_id, limit=1, ascending=False).records
         if not latest or datetime.fromtimestamp(latest[0].timestamp, UTC) < quiet_since:
             dead.append(run)
     return dead
+
+
+def _inherited(instance: dg.DagsterInstance, run: dg.DagsterRun, worker: str) -> bool:
+    """Whether the run's worker tag is its parent's: a re-execution (from failure, all steps)
+    copies the parent run's tags, so until a step of its own starts (e.g. while it waits
+    for a pool slot), the tag names the parent's process, long gone."""
+    parent_id = run.tags.get(PARENT_RUN_ID_TAG)
+    parent = instance.get_run_by_id(parent_id) if parent_id else None
+    return parent is not None and parent.tags.get(WORKER_TAG) == worker
 
 
 @dg.sensor(

@@ -18,6 +18,7 @@ run_all_harvesters = dg.define_asset_job(
     "run_all_harvesters",
     selection=dg.AssetSelection.groups(GROUP),
     partitions_def=harvest_partitions,
-    description="A full harvest of every harvester: one run and one sweep per harvester "
-    "(launched by the run_all_harvesters schedule, or as a backfill of all partitions).",
+    description="A full harvest of every harvester: one run and one sweep per harvester, "
+    "launched by the run_all_harvesters schedule (for a backfill, Materialize the assets: "
+    "the range runs of a job's backfill are refused).",
 )

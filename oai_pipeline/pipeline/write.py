@@ -33,6 +33,7 @@ from oai_pipeline.pipeline.partitions import run_id_of
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_stage import no_data_error
+from oai_pipeline.state.store import StateStore, is_later_copy
 from oai_pipeline.sync.rules import Action
 from oai_pipeline.targets.base import PlannedWrite, WriteOutcome, Writer
 
@@ -59,6 +60,9 @@ ALREADY_WRITTEN = "already_written"
 FAILED_BEFORE = "failed_before"
 HELD_ELSEWHERE = "held_by_another_attempt"
 _EARLIER = {"failed": FAILED_BEFORE, "running": HELD_ELSEWHERE, "pending": HELD_ELSEWHERE}
+# A record a later harvest listed anew (a newer datestamp, or deleted since): this run's copy
+# is not written (`unchanged` in the run); the later harvest's run writes the newer one.
+SUPERSEDED = "superseded_by_a_later_harvest"
 
 
 @dataclass
@@ -122,8 +126,12 @@ def write(
         is_claimed = pl.col("identifier").is_in(list(claimed))
         done_earlier = decisions.filter(~is_claimed)
         decisions = decisions.filter(is_claimed)
+        to_act_on = decisions.filter(pl.col("identifier").is_in(list(acting)))
+        stale = _listed_anew(state, scope.harvester_id, to_act_on)
+        superseded = decisions.filter(pl.col("identifier").is_in(list(stale)))
+        decisions = decisions.filter(~pl.col("identifier").is_in(list(stale)))
         # The transformed rows (with the record data) only of records something happens to.
-        needed = acting & claimed
+        needed = (acting & claimed) - stale
         by_id: dict[str, dict] = {}
         if needed:
             transformed = read_group(
@@ -132,8 +140,11 @@ def write(
             by_id = {row["identifier"]: row for row in transformed.iter_rows(named=True)}
         rows: list[dict] = []
         written_outcomes: list[WriteOutcome] = []
-        statuses: dict[str, str] = {}
+        statuses: dict[str, str] = dict.fromkeys(stale, "unchanged")
         errors: dict[str, RecordError] = {}
+        for row in superseded.iter_rows(named=True):
+            summary.actions[SUPERSEDED] += 1
+            rows.append(_not_written(row, SUPERSEDED))
         for index, writer in enumerate(writers):
             mine = decisions.filter(pl.col("writer") == index)
             outcomes: list[WriteOutcome] = []
@@ -218,17 +229,7 @@ def write(
         for row in done_earlier.iter_rows(named=True):
             label = _EARLIER.get(earlier.get(row["identifier"], ""), ALREADY_WRITTEN)
             summary.actions[label] += 1
-            rows.append(
-                {
-                    "identifier": row["identifier"],
-                    "writer": row["writer"],
-                    "planned_action": row["action"],
-                    "action": label,
-                    "local_id": row["local_id"],
-                    "revision": None,
-                    **error_columns(None),
-                }
-            )
+            rows.append(_not_written(row, label))
         written += len(claimed)
         # Records of the run in windows outside the scope (a later run harvested them again)
         # are not this stage's: only the scope's own are counted.
@@ -251,9 +252,44 @@ def write(
     finally:
         for writer in writers:
             writer.close()
-    state.finish_run(run_id, "succeeded")
+    if owed := state.records_owed(run_id):
+        # Its other windows' records are still to be written (this scope is part of the run:
+        # e.g. a backfill overlapping its windows wrote these with its own): not done yet.
+        progress(f"harvest run {run_id}: {owed} records of its other windows still to write")
+    else:
+        state.finish_run(run_id, "succeeded")
     state.prune_run_records(scope.harvester_id, keep_days=services.settings.keep_run_records_days)
     return summary
+
+
+def _listed_anew(state: StateStore, harvester_id: str, decisions: pl.DataFrame) -> set[str]:
+    """Records of the plan a later harvest listed anew: a newer datestamp, or deleted since.
+    Their copy in this run is out of date (its plan was made, or its run re-executed from
+    failure, after another run harvested and maybe wrote them); written, it would roll the
+    target back to it, and the store would take the older datestamp for the written one."""
+    planned = {
+        row["identifier"]: (row["datestamp"], bool(row["deleted"]))
+        for row in decisions.select("identifier", "datestamp", "deleted").iter_rows(named=True)
+    }
+    listed = state.listed_copies(harvester_id, list(planned))
+    return {
+        identifier
+        for identifier, copy in planned.items()
+        if identifier in listed and is_later_copy(listed[identifier], copy)
+    }
+
+
+def _not_written(row: dict, label: str) -> dict:
+    """A row of the written frame for a planned record this run did not write, and why."""
+    return {
+        "identifier": row["identifier"],
+        "writer": row["writer"],
+        "planned_action": row["action"],
+        "action": label,
+        "local_id": row["local_id"],
+        "revision": None,
+        **error_columns(None),
+    }
 
 
 def _refused_pids_again(

@@ -39,6 +39,16 @@ harvesters = sa.Table(
     sa.Column("updated_at", sa.String(32), nullable=False),
 )
 
+# Fixture files loaded when the definitions load: the content last applied, so a file is
+# applied once per content and a harvester changed since (CLI, UI) keeps that change.
+applied_fixtures = sa.Table(
+    "applied_fixtures",
+    metadata,
+    sa.Column("path", sa.String(1000), primary_key=True),
+    sa.Column("sha256", sa.String(64), nullable=False),
+    sa.Column("applied_at", sa.String(32), nullable=False),
+)
+
 # One harvest record per (harvester, OAI identifier).
 harvest_records = sa.Table(
     "harvest_records",

@@ -27,6 +27,7 @@ from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoin
 from oai_pipeline.oai.windows import parse_datestamp
 from oai_pipeline.sqlite_tuning import tune_wal
 from oai_pipeline.state.schema import (
+    applied_fixtures,
     harvest_record_data,
     harvest_record_xml,
     harvest_records,
@@ -166,17 +167,22 @@ LISTED_RECORD_FIELDS = (
 def supersedes(record: HarvestedRecord, datestamp: str, deleted: bool) -> bool:
     """Whether `record`, listed again in the same sweep, replaces the copy staged before
     (`datestamp`, `deleted`): a later datestamp, or the same one with the other status (the
-    source's later word). A redone page lists the very same copies and replaces nothing.
+    source's later word). A redone page lists the very same copies and replaces nothing."""
+    return is_later_copy((record.datestamp, record.deleted), (datestamp, deleted))
+
+
+def is_later_copy(copy: tuple[str, bool], than: tuple[str, bool]) -> bool:
+    """Whether a record's copy (datestamp, deleted), listed after `than`, replaces it.
 
     Compared as moments: as text, `10:00:00Z` is later than `10:00:00.500Z` and
     `12:30:00+02:00` than `11:00:00Z`. Text that is no datestamp is compared as text."""
-    if record.datestamp != datestamp:
-        later, earlier = _moment(record.datestamp), _moment(datestamp)
+    if copy[0] != than[0]:
+        later, earlier = _moment(copy[0]), _moment(than[0])
         if later is None or earlier is None:
-            return record.datestamp > datestamp
+            return copy[0] > than[0]
         if later != earlier:
             return later > earlier
-    return record.deleted != deleted
+    return copy[1] != than[1]
 
 
 # A source may stamp the days of its own time zone: a copy harvested up to a day after the
@@ -277,6 +283,26 @@ class StateStore:
                 sa.select(harvesters.c.config).order_by(harvesters.c.id)
             ).scalars()
             return [Harvester.from_stored(config) for config in configs]
+
+    def applied_fixture(self, path: str) -> str | None:
+        """The sha256 of the content of the fixture file `path` applied last (None: never)."""
+        with self._read() as conn:
+            return conn.execute(
+                sa.select(applied_fixtures.c.sha256).where(applied_fixtures.c.path == path)
+            ).scalar()
+
+    def mark_fixture_applied(self, path: str, sha256: str) -> None:
+        now = utc_now()
+        with self._engine.begin() as conn:
+            updated = conn.execute(
+                applied_fixtures.update()
+                .where(applied_fixtures.c.path == path)
+                .values(sha256=sha256, applied_at=now)
+            ).rowcount
+            if not updated:
+                conn.execute(
+                    applied_fixtures.insert().values(path=path, sha256=sha256, applied_at=now)
+                )
 
     def delete_harvester(self, harvester_id: str, *, delete_records: bool = False) -> bool:
         """Remove from the registry; its harvest records and runs stay unless asked."""
@@ -553,6 +579,18 @@ class StateStore:
             return
         now = utc_now()
         with self._engine.begin() as conn:
+            # A copy a later harvest listed anew (a run re-executed after another one) is
+            # out of date: its transform must not replace the newer copy's.
+            listed = self._listed_copies(conn, harvester_id, [i.identifier for i in items])
+            items = [
+                item
+                for item in items
+                if item.identifier not in listed
+                or not is_later_copy(
+                    listed[item.identifier],
+                    (item.datestamp, item.xml is None and listed[item.identifier][1]),
+                )
+            ]
             parse_errors = self._errors_of(conn, harvester_id, [i.identifier for i in items])
             rows: dict[str, dict[str, Any]] = {}
             data: dict[str, Any] = {}
@@ -666,6 +704,29 @@ class StateStore:
                     found[row.identifier] = ReportedRecord(
                         row.datestamp, bool(row.deleted), transform
                     )
+        return found
+
+    def listed_copies(
+        self, harvester_id: str, identifiers: list[str]
+    ) -> dict[str, tuple[str, bool]]:
+        """Each record's (datestamp, deleted) as the source listed it last, whichever run
+        listed it (records never harvested are left out)."""
+        with self._read() as conn:
+            return self._listed_copies(conn, harvester_id, identifiers)
+
+    @staticmethod
+    def _listed_copies(
+        conn: Connection, harvester_id: str, identifiers: list[str]
+    ) -> dict[str, tuple[str, bool]]:
+        found: dict[str, tuple[str, bool]] = {}
+        hr = harvest_records
+        for chunk in _chunks(list(dict.fromkeys(identifiers))):
+            rows = conn.execute(
+                sa.select(hr.c.identifier, hr.c.datestamp, hr.c.deleted).where(
+                    hr.c.harvester_id == harvester_id, hr.c.identifier.in_(chunk)
+                )
+            )
+            found.update((row.identifier, (row.datestamp, bool(row.deleted))) for row in rows)
         return found
 
     def get_memories(self, harvester_id: str, identifiers: list[str]) -> dict[str, HarvestMemory]:
@@ -1505,6 +1566,24 @@ class StateStore:
                     )
                 ).scalar_one()
         return waiting
+
+    def records_owed(self, run_id: int) -> int:
+        """How many of the run's records still wait to be written, not counting those a
+        later run of the harvester listed again (that run writes them)."""
+        rr = run_records
+        harvester_id = self._require_run(run_id)["harvester_id"]
+        # Uncorrelated: the database reads the later runs' identifiers once, not per record.
+        listed_later = sa.select(rr.c.identifier).where(
+            rr.c.harvester_id == harvester_id, rr.c.run_id > run_id
+        )
+        with self._read() as conn:
+            return conn.execute(
+                sa.select(sa.func.count()).where(
+                    rr.c.run_id == run_id,
+                    rr.c.status.in_(("pending", "running")),
+                    rr.c.identifier.not_in(listed_later),
+                )
+            ).scalar_one()
 
     def finish_run(
         self,

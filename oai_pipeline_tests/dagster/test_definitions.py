@@ -79,3 +79,43 @@ def test_a_fixture_in_the_data_folder_is_loaded_with_the_definitions(settings) -
     assert harvester is not None
     assert harvester.metadata_prefix == "oai_datacite"
     assert harvester.writers == ['oai-service{model:"rdm"}']
+
+
+def test_the_data_folder_fixture_is_applied_once_per_content(
+    instance: dg.DagsterInstance, settings
+) -> None:
+    """Every run worker loads the definitions: a harvester changed in the UI since the file
+    was applied (here: disabled) keeps the change until the file itself changes."""
+    from oai_pipeline.definitions import build_definitions
+    from oai_pipeline.pipeline.services import Services
+
+    entry = (
+        "- id: zenodo\n  name: Zenodo\n  base-url: https://zenodo.org/oai2d\n"
+        "  metadata-prefix: oai_datacite\n  model: rdm\n"
+    )
+    settings.fixture_file.write_text(entry)
+    build_definitions()
+    disable = {
+        "id": "zenodo",
+        "base_url": "https://zenodo.org/oai2d",
+        "metadata_prefix": "oai_datacite",
+        "model": "rdm",
+        "enabled": False,
+    }
+    assert (
+        defs.resolve_job_def("register_harvester")
+        .execute_in_process(
+            run_config={"ops": {"register_harvester_op": {"config": disable}}}, instance=instance
+        )
+        .success
+    )
+
+    build_definitions()  # a run worker, a code reload
+
+    with Services(settings) as services:
+        assert services.state.get_harvester("zenodo").enabled is False
+    settings.fixture_file.write_text(entry + "  setspec: user-cesnet\n")
+    build_definitions()
+    with Services(settings) as services:
+        harvester = services.state.get_harvester("zenodo")
+    assert (harvester.setspec, harvester.enabled) == ("user-cesnet", True)

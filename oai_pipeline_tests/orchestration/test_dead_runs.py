@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 from dagster._core.definitions.policy import calculate_delay
+from dagster._core.storage.tags import PARENT_RUN_ID_TAG, ROOT_RUN_ID_TAG
 
 from oai_pipeline.definitions import defs
 from oai_pipeline.defs.assets import TRANSIENT_RETRY
@@ -96,3 +97,26 @@ def test_a_run_waiting_for_a_step_retry_is_not_taken_for_dead() -> None:
         for attempt in range(1, policy.max_retries + 1)
     )
     assert QUIET_FOR.total_seconds() >= longest + 60
+
+
+def test_a_reexecution_is_not_taken_for_dead_by_its_parents_process(
+    instance: dg.DagsterInstance,
+) -> None:
+    """A re-execution from the UI copies its parent's tags, the parent's worker among them:
+    until a step of its own starts (it may wait long for a pool slot), the tag names the
+    parent's process, which is gone."""
+    parent = _started_run(instance, _dead_pid())
+    instance.report_run_failed(parent)
+    child = dg.DagsterRun(
+        job_name="harvest_job",
+        status=dg.DagsterRunStatus.STARTED,
+        tags={**parent.tags, PARENT_RUN_ID_TAG: parent.run_id, ROOT_RUN_ID_TAG: parent.run_id},
+    )
+    instance.add_run(child)
+    later = datetime.now(UTC) + QUIET_FOR + timedelta(seconds=5)
+
+    assert dead_runs(instance, later) == []
+
+    # a step of its own started in a process that then died: found as any other run
+    instance.add_run_tags(child.run_id, {WORKER_TAG: f"{socket.gethostname()}:{_dead_pid()}:n"})
+    assert [run.run_id for run in dead_runs(instance, later)] == [child.run_id]

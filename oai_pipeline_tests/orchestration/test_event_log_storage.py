@@ -16,6 +16,7 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 from dagster._core.events.log import EventLogEntry
+from dagster._core.instance.ref import InstanceRef
 
 from oai_pipeline.dagster_event_log import OPEN_RUN_SHARDS, PooledSqliteEventLogStorage
 
@@ -84,6 +85,39 @@ def test_the_shipped_instance_keeps_its_event_log_where_dagster_does(
     storage = instance.event_log_storage
     assert isinstance(storage, PooledSqliteEventLogStorage)
     _materialize(instance, "2024-01-01")
+    assert (home / "history" / "runs" / "index.db").exists()
+
+
+def test_without_dagster_home_the_shipped_config_loads_in_a_temporary_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`dagster dev` (or any dagster command) run in the project without DAGSTER_HOME reads
+    the project's dagster.yaml and keeps the instance in a temporary folder of its own."""
+    monkeypatch.delenv("DAGSTER_HOME")
+    temporary = tmp_path / ".tmp_dagster_home_x"
+    temporary.mkdir()
+    ref = InstanceRef.from_dir(str(temporary), config_dir=str(PROJECT))
+    with dg.DagsterInstance.from_ref(ref) as instance:
+        assert isinstance(instance.event_log_storage, PooledSqliteEventLogStorage)
+        _materialize(instance, "2024-01-01")
+        assert instance.get_materialized_partitions(dg.AssetKey("harvested")) == {"2024-01-01"}
+    assert (temporary / "history" / "runs" / "index.db").exists()
+
+
+def test_a_home_whose_config_names_dagster_home_keeps_working(home: Path) -> None:
+    """The shipped dagster.yaml once named `dagster_home: {env: DAGSTER_HOME}`; a home
+    holding that copy is left as it is and still loads."""
+    config = home / "dagster.yaml"
+    config.write_text(
+        config.read_text().replace(
+            "  class: PooledSqliteEventLogStorage\n",
+            "  class: PooledSqliteEventLogStorage\n  config:\n    dagster_home:\n"
+            "      env: DAGSTER_HOME\n",
+        )
+    )
+    assert "env: DAGSTER_HOME" in config.read_text()
+    with dg.DagsterInstance.get() as instance:
+        _materialize(instance, "2024-01-01")
     assert (home / "history" / "runs" / "index.db").exists()
 
 

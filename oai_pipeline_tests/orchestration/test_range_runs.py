@@ -21,6 +21,7 @@ from oai_pipeline.defs.launch import (
 )
 from oai_pipeline.defs.partitions import HARVESTER, ensure_harvester_partitions, partition_key
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.records import (
     EndpointRecord,
     generate_datacite_records,
@@ -305,3 +306,76 @@ def test_writing_a_settled_run_again_says_what_each_record_did_before(
     failures = totals["status_recent_failures"].value.records
     assert 0 < len(failures) <= live
     assert {f.data["error_type"] for f in failures} == {"missing_community"}
+
+
+def _run_statuses(settings: Settings) -> list[str]:
+    """The harvester's harvest runs' statuses, oldest first."""
+    with Services(settings) as services:
+        runs = services.state.list_runs(harvester_id="alpha")
+    return [run["status"] for run in reversed(runs)]
+
+
+def test_overlapping_backfills_finish_a_run_only_once_all_its_windows_are_written(
+    instance: dg.DagsterInstance, settings: Settings, sample: OAIEndpoint
+) -> None:
+    """Two backfills of one harvester over overlapping windows, their steps interleaved (a
+    harvester's lease is held per step, not per run): run 1 lists 01-02 .. 01-08, run 2
+    01-06 .. 01-12, then run 1's downstream steps write 01-02 .. 01-08, partly with run 2's
+    records. Run 2 is not done until its own windows 01-09 .. 01-12 are written: taken for
+    succeeded, an incremental harvest would start after it and a failure of its Dagster run
+    would leave it so, those records never written."""
+    register(settings, sample.base_url, harvester_id="alpha", metadata_prefix=PREFIX)
+    ensure_harvester_partitions(instance, ["alpha"])
+    raw = dg.AssetSelection.assets("raw_oai_xml")
+    assert _materialize(instance, raw, "2024-01-02", "2024-01-08").success
+    assert _materialize(instance, raw, "2024-01-06", "2024-01-12").success
+
+    assert _materialize(instance, DOWNSTREAM, "2024-01-02", "2024-01-08").success
+
+    assert _run_statuses(settings) == ["succeeded", "running"]
+    assert _materialize(instance, DOWNSTREAM, "2024-01-06", "2024-01-12").success
+    assert _run_statuses(settings) == ["succeeded", "succeeded"]
+    assert set(target_by_source(settings, "alpha")) == _live_ids(sample)
+
+
+def test_one_harvesters_mistake_does_not_stop_the_others_of_a_backfill(
+    instance: dg.DagsterInstance, settings: Settings, sample: OAIEndpoint
+) -> None:
+    """A backfill over two harvesters (one run, one step per asset): alpha asks for a format
+    the source does not have. beta is harvested all the same, its windows are materialised
+    (and automation takes them on); the step fails naming alpha's mistake."""
+    register(settings, sample.base_url, harvester_id="alpha", metadata_prefix="no_such_prefix")
+    register(settings, sample.base_url, harvester_id="beta", metadata_prefix=PREFIX)
+    instance.add_dynamic_partitions(HARVESTER, ["alpha", "beta"])
+    from oai_pipeline.definitions import defs
+
+    def automation(cursor: object = None) -> dg.AutomationResult:
+        return dg.evaluate_automation_conditions(
+            defs=defs,
+            instance=instance,
+            asset_selection=dg.AssetSelection.assets("transformed_records"),
+            cursor=cursor,
+        )
+
+    before = automation()
+    result = dg.materialize(
+        [*harvest_assets, *harvest_checks],
+        instance=instance,
+        resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
+        tags={
+            RANGE_START_TAG: str(partition_key("alpha", "2024-01-02")),
+            RANGE_END_TAG: str(partition_key("beta", "2024-01-20")),
+        },
+        raise_on_error=False,
+    )
+
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    description = failure.step_failure_data.user_failure_data.description
+    assert description.startswith("alpha: ") and "cannotDisseminateFormat" in description
+    beta = {str(partition_key("beta", f"2024-01-{day:02}")) for day in range(2, 21)}
+    assert set(instance.get_materialized_partitions(dg.AssetKey("raw_oai_xml"))) == beta
+    requested = automation(before.cursor).get_requested_partitions(
+        dg.AssetKey("transformed_records")
+    )
+    assert requested == beta
