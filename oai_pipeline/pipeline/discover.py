@@ -202,8 +202,8 @@ def _fetch(
         state.get_run(run_id), services.harvester(scope.harvester_id)
     )
 
-    def stage(records: list[HarvestedRecord]) -> bool:
-        """Stage one page; True when the cap is reached."""
+    def stage(records: list[HarvestedRecord], listed_at: str | None = None) -> bool:
+        """Stage one page (`listed_at`: its responseDate); True when the cap is reached."""
         nonlocal staged, next_progress
         discovered = len(records)
         existing = 0
@@ -213,7 +213,9 @@ def _fetch(
             )
         if cap:
             records = records[: max(0, cap - staged)]
-        new, duplicates = state.stage(run_id, scope.harvester_id, records, rewrite=rewrite)
+        new, duplicates = state.stage(
+            run_id, scope.harvester_id, records, rewrite=rewrite, listed_at=listed_at
+        )
         staged += new
         state.update_counters(
             run_id,
@@ -255,7 +257,7 @@ def _fetch(
             # Also for a sweep of one page or noRecordsMatch, the usual incremental harvest.
             state.save_response_date(run_id, page.response_date or asked_at)
             response_date_saved = True
-        if stage(page.records):
+        if stage(page.records, page.response_date):
             return
 
 

@@ -190,21 +190,21 @@ def is_later_copy(copy: tuple[str, bool], than: tuple[str, bool]) -> bool:
 _DAY_STAMP_SLACK = timedelta(days=2)
 
 
-def _harvested_within_its_day(datestamp: str | None, harvested_at: str | None) -> bool:
-    """Whether a record with a day's datestamp (`YYYY-MM-DD`) was last harvested before its
-    day was over, so that its content may have changed since under the same datestamp."""
-    if datestamp is None or "T" in datestamp or harvested_at is None:
+def _listed_within_its_day(datestamp: str | None, listed_at: datetime) -> bool:
+    """Whether a record with a day's datestamp (`YYYY-MM-DD`), listed at `listed_at`, may have
+    changed since its stored copy under the same datestamp: its day (and the slack) is not
+    over yet, so the stored copy, harvested earlier still, may predate a later change."""
+    if datestamp is None or "T" in datestamp:
         return False
-    day, harvested = _moment(datestamp), _moment_of(harvested_at)
-    return day is not None and harvested is not None and harvested < day + _DAY_STAMP_SLACK
+    day = _moment(datestamp)
+    return day is not None and listed_at < day + _DAY_STAMP_SLACK
 
 
-def _moment_of(timestamp: str) -> datetime | None:
-    """One of this store's own timestamps (utc_now) as an aware datetime."""
-    try:
-        return datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-    except ValueError:
-        return None
+def _listing_moment(response_date: str | None) -> datetime:
+    """When the source listed a page, by its own clock (the page's responseDate, the clock its
+    datestamps follow), or by ours when it gave none that reads as a date."""
+    moment = _moment(response_date) if response_date else None
+    return moment if moment is not None else datetime.now(UTC)
 
 
 def _moment(datestamp: str) -> datetime | None:
@@ -459,11 +459,14 @@ class StateStore:
         records: Iterable[HarvestedRecord],
         *,
         rewrite: bool = False,
+        listed_at: str | None = None,
     ) -> None:
         now = utc_now()
         latest = {record.identifier: record for record in records}
         unchanged, changed_within_day = (
-            (set(), set()) if rewrite else self._unchanged(conn, harvester_id, latest)
+            (set(), set())
+            if rewrite
+            else self._unchanged(conn, harvester_id, latest, _listing_moment(listed_at))
         )
         rows: dict[str, dict[str, Any]] = {}
         xml: dict[str, bytes | None] = {}
@@ -491,7 +494,11 @@ class StateStore:
         )
 
     def _unchanged(
-        self, conn: Connection, harvester_id: str, records: dict[str, HarvestedRecord]
+        self,
+        conn: Connection,
+        harvester_id: str,
+        records: dict[str, HarvestedRecord],
+        listed_at: datetime,
     ) -> tuple[set[str], set[str]]:
         """Records harvested again as they were: same datestamp, live, the XML stored
         and its last harvest without an error. Their XML is not written again (a source
@@ -502,7 +509,8 @@ class StateStore:
         transformed again.
 
         A day's datestamp says on which day a record last changed, not when: a copy
-        harvested during that day may have changed later that day. Such a record counts as
+        harvested during that day may have changed later that day. Such a record, listed
+        again before its day (and the slack) is over by the source's clock, counts as
         unchanged only if its XML is the stored one; returned second when it is not."""
         candidates = [
             r.identifier
@@ -514,7 +522,7 @@ class StateStore:
         to_compare: list[str] = []
         for chunk in _chunks(candidates):
             for row in conn.execute(
-                sa.select(hr.c.identifier, hr.c.datestamp, hr.c.last_harvested_at)
+                sa.select(hr.c.identifier, hr.c.datestamp)
                 .join(stored_xml, _of_record(stored_xml))
                 .where(
                     hr.c.harvester_id == harvester_id,
@@ -524,7 +532,7 @@ class StateStore:
             ):
                 if row.datestamp == records[row.identifier].datestamp:
                     same.add(row.identifier)
-                    if _harvested_within_its_day(row.datestamp, row.last_harvested_at):
+                    if _listed_within_its_day(row.datestamp, listed_at):
                         to_compare.append(row.identifier)
             if same:
                 same -= self._with_errors(conn, harvester_id, None, chunk)
@@ -1121,11 +1129,13 @@ class StateStore:
         records: list[HarvestedRecord],
         *,
         rewrite: bool = False,
+        listed_at: str | None = None,
     ) -> tuple[int, int]:
-        """Stage a page: new records become `pending` run rows and harvest records, in one
-        transaction. A record listed again in the same run (a redone page, or a source
-        that changed it mid-sweep) counts as a duplicate; the newer copy replaces the
-        staged one (see `supersedes`). Returns (newly staged, duplicates skipped).
+        """Stage a page (`listed_at`: its responseDate): new records become `pending` run
+        rows and harvest records, in one transaction. A record listed again in the same run
+        (a redone page, or a source that changed it mid-sweep) counts as a duplicate; the
+        newer copy replaces the staged one (see `supersedes`). Returns (newly staged,
+        duplicates skipped).
 
         `rewrite` (update_all) stores the XML of records whose datestamp did not change too:
         a source may change a record without changing its datestamp."""
@@ -1162,7 +1172,9 @@ class StateStore:
             ]
             duplicates += len(already)
             if newer:
-                self._upsert_harvested(conn, harvester_id, newer, rewrite=rewrite)
+                self._upsert_harvested(
+                    conn, harvester_id, newer, rewrite=rewrite, listed_at=listed_at
+                )
             if new:
                 conn.execute(
                     run_records.insert(),
@@ -1178,7 +1190,9 @@ class StateStore:
                         for record in new
                     ],
                 )
-                self._upsert_harvested(conn, harvester_id, new, rewrite=rewrite)
+                self._upsert_harvested(
+                    conn, harvester_id, new, rewrite=rewrite, listed_at=listed_at
+                )
                 newest = max(r.datestamp for r in new)
                 last = harvest_runs.c.last_datestamp
                 conn.execute(

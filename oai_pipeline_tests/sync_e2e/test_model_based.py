@@ -173,6 +173,15 @@ class Simulation:
     def granule(self, moment: datetime) -> str:
         return moment.strftime("%Y-%m-%d") if self.granularity == "day" else stamp(moment)
 
+    def day_not_over(self, granule: str) -> bool:
+        """A day's datestamp listed before its day (and two days' slack, by the source's
+        clock) is over: the record may have changed since under the same datestamp, so the
+        harvester compares what the source lists with the copy it stored."""
+        if self.granularity != "day":
+            return False
+        day = datetime.strptime(granule, "%Y-%m-%d").replace(tzinfo=UTC)
+        return self.now < day + timedelta(days=2)
+
     def fresh_doi(self) -> str:
         self.next_doi += 1
         return f"10.5072/m{self.seed}-{self.next_doi}"
@@ -607,6 +616,7 @@ class Simulation:
                 and memory.written is not None
                 and memory.written_granule == granule
                 and not memory.error
+                and not (self.day_not_over(granule) and content != memory.listed)
             )
             if same:  # skipped, or a local change undone from the stored transform
                 assert memory is not None
@@ -807,10 +817,18 @@ class Simulation:
         self.verify(services)
 
 
+# Seeds that once found a bug, run with the default ones: 45 (a day-granular source changes
+# a record twice on one day, a failed harvest between; the store judged "the day is not over"
+# by our clock instead of the source's responseDate, so the change was skipped).
+REGRESSION_SEEDS = [45]
+
+
 def seeds(variable: str = "OAI_MODEL_SEEDS", default: int = 3) -> list[int]:
     if "OAI_MODEL_SEED" in os.environ:
         return [int(os.environ["OAI_MODEL_SEED"])]
-    return list(range(int(os.environ.get(variable, str(default)))))
+    count = int(os.environ.get(variable, str(default)))
+    extra = REGRESSION_SEEDS if variable == "OAI_MODEL_SEEDS" and count else []
+    return list(dict.fromkeys([*range(count), *extra]))
 
 
 def cases() -> list:
