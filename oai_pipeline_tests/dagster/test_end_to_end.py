@@ -165,19 +165,24 @@ def window_keys_from(first: str, last: str) -> list[str]:
     return window_keys(date.fromisoformat(first), date.fromisoformat(last))
 
 
+def failure_without_retries(instance: dg.DagsterInstance) -> dg.DagsterEvent:
+    """The step failure of a harvest of two windows that must fail at once, never retried."""
+    result = materialize_windows(
+        instance, "sample", "2024-01-03", "2024-01-04", raise_on_error=False
+    )
+    assert not result.success
+    events = [e.event_type_value for e in result.all_events]
+    assert "STEP_UP_FOR_RETRY" not in events
+    return next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+
+
 def test_a_config_mistake_fails_at_once_without_retries(
     instance: dg.DagsterInstance, settings: Settings, endpoint: OAIEndpoint
 ) -> None:
     register(settings, endpoint.base_url, metadata_prefix="no_such_prefix")
 
-    result = materialize_windows(
-        instance, "sample", "2024-01-03", "2024-01-04", raise_on_error=False
-    )
+    failure = failure_without_retries(instance)
 
-    assert not result.success
-    events = [e.event_type_value for e in result.all_events]
-    assert "STEP_UP_FOR_RETRY" not in events
-    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     assert "cannotDisseminateFormat" in str(failure.event_specific_data.error.to_string())
 
 
@@ -188,14 +193,8 @@ def test_a_wrong_state_database_url_fails_at_once_without_retries(
     spread over minutes and a traceback."""
     monkeypatch.setenv("OAI_PIPELINE_STATE_DB_URL", "mysql://harvest@localhost/state")
 
-    result = materialize_windows(
-        instance, "sample", "2024-01-03", "2024-01-04", raise_on_error=False
-    )
+    failure = failure_without_retries(instance)
 
-    assert not result.success
-    events = [e.event_type_value for e in result.all_events]
-    assert "STEP_UP_FOR_RETRY" not in events
-    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     description = failure.step_failure_data.user_failure_data.description
     assert description.startswith(
         "cannot open the state database mysql://harvest@localhost/state: "

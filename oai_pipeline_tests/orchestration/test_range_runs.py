@@ -72,6 +72,23 @@ def _live_ids(endpoint: OAIEndpoint) -> set[str]:
     return {r.identifier for r in _records(endpoint) if not r.deleted}
 
 
+def materialize_alpha_and_beta(
+    instance: dg.DagsterInstance, *, raise_on_error: bool = True
+) -> dg.ExecuteInProcessResult:
+    """A 2-D range over harvesters alpha and beta as a UI backfill launches it: range tags,
+    no per-harvester tag."""
+    return dg.materialize(
+        [*harvest_assets, *harvest_checks],
+        instance=instance,
+        resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
+        tags={
+            RANGE_START_TAG: str(partition_key("alpha", "2024-01-02")),
+            RANGE_END_TAG: str(partition_key("beta", "2024-01-20")),
+        },
+        raise_on_error=raise_on_error,
+    )
+
+
 def test_a_range_of_windows_is_one_sweep(
     instance: dg.DagsterInstance, settings: Settings, sample: OAIEndpoint
 ) -> None:
@@ -99,16 +116,7 @@ def test_a_range_over_two_harvesters_and_windows(
     register(settings, generated.base_url, harvester_id="beta", metadata_prefix=PREFIX)
     instance.add_dynamic_partitions(HARVESTER, ["alpha", "beta"])
 
-    # a 2-D range as a UI backfill launches it: no per-harvester tag
-    result = dg.materialize(
-        [*harvest_assets, *harvest_checks],
-        instance=instance,
-        resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
-        tags={
-            RANGE_START_TAG: str(partition_key("alpha", "2024-01-02")),
-            RANGE_END_TAG: str(partition_key("beta", "2024-01-20")),
-        },
-    )
+    result = materialize_alpha_and_beta(instance)
 
     assert result.success
     for endpoint in (sample, generated):
@@ -358,16 +366,7 @@ def test_one_harvesters_mistake_does_not_stop_the_others_of_a_backfill(
         )
 
     before = automation()
-    result = dg.materialize(
-        [*harvest_assets, *harvest_checks],
-        instance=instance,
-        resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
-        tags={
-            RANGE_START_TAG: str(partition_key("alpha", "2024-01-02")),
-            RANGE_END_TAG: str(partition_key("beta", "2024-01-20")),
-        },
-        raise_on_error=False,
-    )
+    result = materialize_alpha_and_beta(instance, raise_on_error=False)
 
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)
