@@ -15,6 +15,7 @@ from oai_pipeline.harvesters.plugins import RDM_MODEL
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.oai.reader import OAIPMHReader
 from oai_pipeline.pipeline import discover as discover_module
+from oai_pipeline.pipeline.scope import HarvestScope, Window
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.records import (
     SAMPLE_FIRST_DAY,
@@ -197,3 +198,20 @@ def harvest_fake_source(
         ),
     )
     return fake
+
+
+# The harvester `sample` over all of its source at once: one window without bounds.
+EVERYTHING = HarvestScope("sample", (Window("all", None, None),))
+
+
+def oai_dc(
+    title: str, creator: str = "Doe, Jane", date_text: str = "2020-01-01", kind: str | None = None
+) -> str:
+    """An oai_dc record the rdm model imports without an error (a title, a creator, a date)."""
+    kind_element = f"<dc:type>{kind}</dc:type>" if kind else ""
+    return (
+        '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
+        'xmlns:dc="http://purl.org/dc/elements/1.1/">'
+        f"<dc:title>{title}</dc:title><dc:creator>{creator}</dc:creator>"
+        f"<dc:date>{date_text}</dc:date>{kind_element}</oai_dc:dc>"
+    )

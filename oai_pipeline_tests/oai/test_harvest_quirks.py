@@ -14,7 +14,7 @@ import pytest
 from oai_pipeline.oai.errors import HarvestProtocolError
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import HarvestReport, run_harvest
-from oai_pipeline.pipeline.scope import HarvestScope, Window
+from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
 from oai_pipeline_tests.oai.fake_source import (
@@ -25,19 +25,11 @@ from oai_pipeline_tests.oai.fake_source import (
     transform_body,
     truncated,
 )
-from oai_pipeline_tests.support import harvest_fake_source, target_by_source
-
-EVERYTHING = HarvestScope("sample", (Window("all", None, None),))
+from oai_pipeline_tests.support import EVERYTHING, harvest_fake_source, oai_dc, target_by_source
 
 
 def dublin_core(number: int) -> str:
-    """oai_dc the rdm model imports without an error (a title, a creator, a date)."""
-    return (
-        '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
-        'xmlns:dc="http://purl.org/dc/elements/1.1/">'
-        f"<dc:title>Record {number}</dc:title><dc:creator>Doe, Jane</dc:creator>"
-        "<dc:date>2020-01-01</dc:date><dc:type>Dataset</dc:type></oai_dc:dc>"
-    )
+    return oai_dc(f"Record {number}", kind="Dataset")
 
 
 def importable(count: int) -> list[FakeRecord]:

@@ -27,9 +27,8 @@ from oai_pipeline_tests.oai.fake_source import (
     status,
     transform_body,
 )
-from oai_pipeline_tests.support import harvest_fake_source, raise_on_call
+from oai_pipeline_tests.support import EVERYTHING, harvest_fake_source, raise_on_call
 
-EVERYTHING = HarvestScope("sample", (Window("all", None, None),))
 RESPONSE_DATE = "2026-01-01T00:00:00Z"  # what FakeSource answers
 
 

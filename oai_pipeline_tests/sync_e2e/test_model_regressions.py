@@ -6,23 +6,15 @@ import pytest
 
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import run_harvest
-from oai_pipeline.pipeline.scope import HarvestScope, Window
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline_tests.oai.fake_source import FakeRecord, FakeSource
-from oai_pipeline_tests.support import harvest_fake_source
-
-EVERYTHING = HarvestScope("sample", (Window("all", None, None),))
+from oai_pipeline_tests.support import EVERYTHING, harvest_fake_source, oai_dc
 
 
 def dc(title: str) -> str:
-    return (
-        '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
-        'xmlns:dc="http://purl.org/dc/elements/1.1/">'
-        f"<dc:title>{title}</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
-        "</oai_dc:dc>"
-    )
+    return oai_dc(title, creator="Doe, J", date_text="2020")
 
 
 def harvest(settings: Settings, **options: object) -> None:

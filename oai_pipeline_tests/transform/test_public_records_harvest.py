@@ -10,16 +10,14 @@ import pytest
 
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import run_harvest
-from oai_pipeline.pipeline.scope import HarvestScope, Window
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline_tests.oai.fake_source import FakeRecord, FakeSource
-from oai_pipeline_tests.support import harvest_fake_source
+from oai_pipeline_tests.support import EVERYTHING, harvest_fake_source
 
 from .test_public_records import PUBLIC
 
-EVERYTHING = HarvestScope("sample", (Window("all", None, None),))
 SAMPLES = [
     "conicet-dspace-GetRecord-oai_dc.xml",
     "helda-dspace-oai_dc.xml",
