@@ -58,9 +58,18 @@ def _clark(namespace: str, local: str) -> str:
 class KernelTags:
     """The element names of one DataCite kernel namespace, in Clark notation."""
 
-    def __init__(self, namespace: str) -> None:
+    def __init__(self, namespace: str, person_parts_also_in: tuple[str, ...] = ()) -> None:
         def q(local: str) -> str:
             return _clark(namespace, local)
+
+        # A creator's or contributor's nameIdentifier and affiliation as a source writes them in
+        # another namespace (IRIS: the OAI-PMH one), read as this kernel's. Only the namespaces
+        # named: an element of any other is no part of the person.
+        self.person_parts = {
+            _clark(other, local): q(local)
+            for other in person_parts_also_in
+            for local in ("nameIdentifier", "affiliation")
+        }
 
         # Kernel-2.x and 3 make resourceType optional (minOccurs=0); kernel-4 requires it.
         self.resource_type_required = namespace == KERNEL_4
@@ -404,12 +413,15 @@ def _people(tags: KernelTags, elements: list[etree._Element]) -> list[Person]:
     `givenName`, `familyName`, `affiliation`, then the next `creatorName` …), and reading only
     the first name lost every other author."""
     names = tags.names
+    aliases = tags.person_parts
     people: list[Person] = []
     for index, element in enumerate(elements):
         children: Children = {}
         name_element = None
         for child in element:
             tag = child.tag
+            if aliases:
+                tag = aliases.get(tag, tag)
             if tag in names:
                 if name_element is not None:  # a second name: the next person begins
                     people.append((index, element, children, name_element))

@@ -14,6 +14,7 @@ from typing import Any
 
 from lxml import etree
 
+from oai_pipeline.oai.pages import OAI_NAMESPACE
 from oai_pipeline.transform import datacite
 from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.dublin_core import DC, languages
@@ -21,7 +22,11 @@ from oai_pipeline.transform.failure import missing_field
 from oai_pipeline.transform.normalize import citation, file_link, text_or_none
 
 OAIRE = "http://namespace.openaire.eu/schema/oaire/"
-_DATACITE = datacite.KernelTags(datacite.KERNEL_4)
+# IRIS (Cineca's DSpace-CRIS) writes a creator's nameIdentifier and affiliation unprefixed under
+# its `xmlns="http://www.openarchives.org/OAI/2.0/"`, so in the OAI-PMH namespace.
+_DATACITE = datacite.KernelTags(datacite.KERNEL_4, person_parts_also_in=(OAI_NAMESPACE,))
+# ... and its Handle as a `datacite:identifier` in the kernel-3 namespace.
+_KERNEL_3_IDENTIFIER = datacite.KernelTags(datacite.KERNEL_3).identifier
 # The guidelines moved fundingReference from DataCite's namespace to OpenAIRE's (DSpace and
 # OpenEdition write `oaire:fundingReference`); its parts are named as DataCite's.
 _OAIRE = datacite.KernelTags(OAIRE)
@@ -48,13 +53,27 @@ def _listed(children: datacite.Children, wrapper: str, item: str) -> list[etree.
     return datacite.nested(children, wrapper, item) + children.get(item, [])
 
 
+def _unwrapped(elements: list[etree._Element], tag: str) -> list[etree._Element]:
+    """The elements, one that wraps elements of its own tag replaced by those: IRIS writes
+    its creators as `datacite:creator/datacite:creator`, and the wrapper, which has no name,
+    failed the record."""
+    result: list[etree._Element] = []
+    for element in elements:
+        inner = list(element.iterchildren(tag))
+        result.extend(inner or (element,))
+    return result
+
+
 def import_openaire(resource: etree._Element) -> dict[str, Any]:
     """An `oaire:resource` as RDMRecord-shaped data."""
     tags = _DATACITE
     children = datacite.children_by_tag(resource)
     title, additional_titles = datacite.titles(_listed(children, tags.titles, tags.title))
     creators = datacite.creatibutors(
-        tags, _listed(children, tags.creators, tags.creator), "metadata.creators", people=True
+        tags,
+        _unwrapped(_listed(children, tags.creators, tags.creator), tags.creator),
+        "metadata.creators",
+        people=True,
     )
     if not creators:
         raise missing_field("metadata.creators", "creator (datacite:creators/datacite:creator)")
@@ -125,10 +144,11 @@ def _resource_type(children: datacite.Children) -> str:
 def _identifiers(children: datacite.Children) -> tuple[dict[str, Any], list[dict[str, str]]]:
     """datacite:identifier and the alternate identifiers. The record's DOI is its identifier
     when that is a DOI, else its first DOI alternateIdentifier: DSpace, IRIS and OpenEdition
-    give the Handle or URL as the identifier and the DOI as an alternate one."""
+    give the Handle or URL as the identifier and the DOI as an alternate one (IRIS the Handle
+    in DataCite's kernel-3 namespace)."""
     tags = _DATACITE
     pids, identifiers = datacite.record_identifiers(
-        children.get(tags.identifier, []),
+        children.get(tags.identifier, []) + children.get(_KERNEL_3_IDENTIFIER, []),
         _listed(children, tags.alternate_identifiers, tags.alternate_identifier),
     )
     if "doi" not in pids:

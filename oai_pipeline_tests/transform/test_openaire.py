@@ -15,6 +15,7 @@ from .records import transform, wrap_metadata
 from .test_public_records import PUBLIC, metadata, one
 
 IRIS = "unimi-iris-oai_openaire.xml"
+IRIS_NESTED = "unimi-iris-oai_openaire-nested-creators.xml"
 MINIMAL = "openaire-guidelines-sample-minimal.xml"
 FIELD_EXAMPLES = "openaire-guidelines-field-examples.xml"
 INSPIRE = "inspirehep-oai_openaire-thesis.xml"
@@ -60,6 +61,12 @@ def test_an_iris_journal_article() -> None:
             "identifiers": [{"identifier": "0000-0001-7287-6616", "scheme": "orcid"}],
         },
     ]
+    # IRIS writes `affiliation` (and its local IRIS/UGOV `nameIdentifier`s, no scheme the
+    # target has) in the OAI-PMH namespace: the affiliation is read
+    assert [c["affiliations"] for c in data["creators"]] == [
+        [{"id": "00wjc7c48", "name": "University of Milan"}],
+        [{"id": "00wjc7c48", "name": "University of Milan"}],
+    ]
     assert data["publication_date"] == "2018"
     assert [(d["type"]["id"], d["date"]) for d in data["dates"]] == [
         ("accepted", "2018"),
@@ -78,8 +85,10 @@ def test_an_iris_journal_article() -> None:
     ]
     assert data["sizes"] == ["413926 bytes"]
     assert data["formats"] == ["application/pdf"]
+    # the Handle is a `datacite:identifier` in the kernel-3 namespace
     assert data["identifiers"] == [
-        {"identifier": "http://hdl.handle.net/2434/636308", "scheme": "urn"}
+        {"identifier": "2434/636308", "scheme": "handle"},
+        {"identifier": "http://hdl.handle.net/2434/636308", "scheme": "urn"},
     ]
     # the COAR access right is no licence
     assert data.get("rights", []) == []
@@ -89,6 +98,29 @@ def test_an_iris_journal_article() -> None:
             "key": "Finale pubblicato.pdf",
         }
     ]
+
+
+def test_iris_creators_wrapped_in_a_creator_are_read() -> None:
+    item = one(IRIS_NESTED)
+    creators = item.data["metadata"]["creators"]
+    assert len(creators) == 45
+    assert [c["person_or_org"]["name"] for c in (creators[0], creators[-1])] == [
+        "W.J. Sutherland",
+        "C. Wordley",
+    ]
+    assert item.data["metadata"]["identifiers"] == [
+        {"identifier": "2434/907506", "scheme": "handle"}
+    ]
+
+
+def test_person_parts_in_a_namespace_no_server_uses_are_not_read() -> None:
+    """Only the OAI-PMH namespace IRIS writes them in is read beside DataCite's."""
+    text = (PUBLIC / IRIS).read_text(encoding="utf-8")
+    moved = text.replace("<affiliation ", '<affiliation xmlns="urn:example:other" ')
+    assert moved != text
+    item = TransformItem("oai:test:other", "2024-01-01", [], wrap_metadata(moved))
+    (result,) = transform([item])
+    assert [c["affiliations"] for c in result.data["metadata"]["creators"]] == [[], []]
 
 
 def test_the_guidelines_minimal_record() -> None:
