@@ -25,6 +25,7 @@ from oai_pipeline.transform.normalize import (
     block_text_or_none,
     citation,
     description_html,
+    eu_repo_grant,
     file_link,
     isbn,
     issn,
@@ -127,6 +128,7 @@ def import_marc(record: etree._Element) -> dict[str, Any]:
         "related_identifiers": related,
         "sizes": _texts(fields, "300", "sizes"),
         "formats": _texts(fields, None, "formats"),
+        "funding": _funding(fields),
     }
     return {"metadata": metadata, "pids": pids, "files": {"enabled": False, "links": links}}
 
@@ -367,6 +369,35 @@ def _rights(fields: Fields) -> list[dict[str, Any]]:
         right["title"] = {"en": title} if title else (None if license_id else {"en": url})
         rights.append(right)
     return rights
+
+
+# InvenioRDM's access statuses, which it writes in 542 $l (MARC's copyright status).
+_INVENIORDM_ACCESS = frozenset({"open", "restricted", "embargoed", "metadata-only"})
+
+
+def _funding(fields: Fields) -> list[dict[str, Any]]:
+    """Funding information notes (536) as the funder ($a: legacy Invenio's funding agency at
+    CDS and INSPIRE, the text of the note in a catalogue) and the award number ($c grant,
+    else $b contract, $f project, $d other number). An OpenAIRE grant
+    (`info:eu-repo/grantAgreement/EC/FP7/282896`, DSpace's dc.relation) names both.
+    InvenioRDM writes the award's title in $a and its number in $c but no funder, which the
+    target requires: its 536 (told by an access status in 542 $l) are left out, and its
+    DataCite format is the one that carries its funding whole."""
+    if any(t in _INVENIORDM_ACCESS for f in fields.get("542", ()) for t in f.all("l")):
+        return []
+    funding: list[dict[str, Any]] = []
+    for field in fields.get("536", ()):
+        entry = next((grant for _, text in field.subfields if (grant := eu_repo_grant(text))), None)
+        if entry is None:
+            name = _clean(field.first("a"))
+            if name is None:
+                continue  # a number without a funder is no funding the target can hold
+            number = next((text for code in "cbfd" if (text := field.first(code))), None)
+            award = {"number": number, "identifiers": []} if number else None
+            entry = {"funder": {"name": name, "identifiers": []}, "award": award}
+        if entry not in funding:
+            funding.append(entry)
+    return funding
 
 
 def _languages(controls: dict[str, str], fields: Fields) -> list[dict[str, str]]:

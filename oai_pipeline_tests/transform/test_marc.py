@@ -4,6 +4,7 @@ Invenio (INSPIRE), InvenioRDM's serializer and Library of Congress catalogue rec
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from lxml import etree
@@ -11,13 +12,14 @@ from lxml import etree
 from oai_pipeline.transform import imports, marc
 from oai_pipeline.transform.base import TransformItem
 
-from .records import transform, wrap_metadata
+from .records import page_items, transform, wrap_metadata
 from .test_public_records import PUBLIC, items, metadata, one
 
 INSPIRE = "inspire-oai-marcxml-excerpt.xml"
 INVENIORDM = "inveniordm-marcxml-full-record.xml"
 SOUND = "loc-marcxml-sound-recording.xml"
 COMPUTER_FILE = "loc-marcxml-computer-file.xml"
+UFDC = "ufdc-marcxml-funding-note.xml"
 
 
 def _inspire() -> TransformItem:
@@ -170,6 +172,76 @@ def test_a_catalogued_computer_file() -> None:
         {"identifier": "http://www.whitehouse.gov", "scheme": "url"},
         {"identifier": "http://lcweb.loc.gov/staff/wpp/whitehouse.html", "scheme": "url"},
     ]
+
+
+def _inspire_with(fields: str, tmp_path: Path) -> dict:
+    """The INSPIRE record's metadata with `fields` (MARCXML datafields) added before its 595."""
+    text = (PUBLIC / INSPIRE).read_text(encoding="utf-8")
+    changed = text.replace('<marc:datafield tag="595"', fields + '<marc:datafield tag="595"', 1)
+    assert changed != text
+    (tmp_path / INSPIRE).write_text(changed, encoding="utf-8")
+    [item] = transform(page_items(INSPIRE, tmp_path))
+    assert item.error is None, item.error
+    return item.data["metadata"]
+
+
+def test_a_catalogue_funding_note_is_the_funder() -> None:
+    # 536 $a, the text of the note, as the University of Florida's catalogue writes it
+    assert metadata(UFDC)["funding"] == [
+        {
+            "funder": {
+                "name": "Funded by a grant from the Florida Humanities Council",
+                "identifiers": [],
+            }
+        }
+    ]
+
+
+def test_legacy_invenio_funding_agency_and_grant_number(tmp_path: Path) -> None:
+    """536 as CDS writes it (CERNDocumentServer/cds-migrator-kit's test of its 536 rule:
+    $a agency, $c grant number, $f project, $r access) and INSPIRE's dojson maps it."""
+    data = _inspire_with(
+        '<marc:datafield tag="536" ind1=" " ind2=" ">'
+        '<marc:subfield code="a">CERN Technical Student Program</marc:subfield>'
+        "</marc:datafield>"
+        '<marc:datafield tag="536" ind1=" " ind2=" ">'
+        '<marc:subfield code="a">FP7</marc:subfield>'
+        '<marc:subfield code="c">654168</marc:subfield>'
+        '<marc:subfield code="f">AIDA-2020</marc:subfield>'
+        '<marc:subfield code="r">openAccess</marc:subfield>'
+        "</marc:datafield>",
+        tmp_path,
+    )
+    assert data["funding"] == [
+        {"funder": {"name": "CERN Technical Student Program", "identifiers": []}},
+        {
+            "funder": {"name": "FP7", "identifiers": []},
+            "award": {"number": "654168", "identifiers": []},
+        },
+    ]
+
+
+def test_an_openaire_grant_in_a_funding_note_names_funder_and_award(tmp_path: Path) -> None:
+    """DSpace MARC crosswalks write dc.relation's grant in 536 $a; this one is AMS Acta's
+    (john-shepherdson/dnet-hadoop `.../oa/graph/raw/oaf-bologna.xml`), its title shortened."""
+    data = _inspire_with(
+        '<marc:datafield tag="536" ind1=" " ind2=" "><marc:subfield code="a">'
+        "info:eu-repo/grantAgreement/EC/H2020/817949/EU/CONtract SOLutions/CONSOLE"
+        "</marc:subfield></marc:datafield>",
+        tmp_path,
+    )
+    assert data["funding"] == [
+        {
+            "funder": {"id": "00k4n6c32", "name": "European Commission", "identifiers": []},
+            "award": {"number": "817949", "title": {"en": "CONtract SOLutions"}, "identifiers": []},
+        }
+    ]
+
+
+def test_inveniordm_funding_notes_name_no_funder_and_are_left_out() -> None:
+    """InvenioRDM's 536 $a is the award's title, not a funder (its serializer writes no
+    funder): the award title must not become one."""
+    assert metadata(INVENIORDM)["funding"] == []
 
 
 @pytest.mark.parametrize(
