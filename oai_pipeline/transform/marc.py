@@ -342,9 +342,11 @@ _THESAURI = {"0": "LCSH", "1": "LCSH", "2": "MeSH", "3": "NAL", "5": "CSH", "6":
 
 def _subjects(fields: Fields) -> list[dict[str, Any]]:
     """Subject headings (600-655, their subdivisions joined by ` -- `) and keywords (653).
-    InvenioRDM writes its licence ids as 650 17 with $2 `spdx`: those are no subjects."""
+    The chronological ones (648, `1594-1920 -- Spanish Colonial Period`) are headings too:
+    catalogues give a collection's period there. InvenioRDM writes its licence ids as 650 17
+    with $2 `spdx`: those are no subjects."""
     subjects: list[dict[str, Any]] = []
-    for tag in ("600", "610", "611", "630", "650", "651", "653", "655"):
+    for tag in ("600", "610", "611", "630", "648", "650", "651", "653", "655"):
         for field in fields.get(tag, ()):
             scheme = field.first("2") if field.ind2 == "7" else _THESAURI.get(field.ind2)
             if scheme and scheme.lower() == "spdx":

@@ -197,6 +197,14 @@ def test_a_catalogue_funding_note_is_the_funder() -> None:
     ]
 
 
+def test_chronological_subject_headings_are_subjects() -> None:
+    # 648 with no thesaurus (second indicator blank), before the topical 650s
+    assert metadata(UFDC)["subjects"][:2] == [
+        {"subject": "1594-1920 -- Spanish Colonial Period"},
+        {"subject": "1594-1920 -- Colonial Period"},
+    ]
+
+
 def test_legacy_invenio_funding_agency_and_grant_number(tmp_path: Path) -> None:
     """536 as CDS writes it (CERNDocumentServer/cds-migrator-kit's test of its 536 rule:
     $a agency, $c grant number, $f project, $r access) and INSPIRE's dojson maps it."""
