@@ -91,9 +91,13 @@ _RESPONSE_DEADLINE_TIMEOUTS = 5
 # run resuming it would otherwise fail on it again and again.
 _TOKEN_GONE_STATUSES = frozenset({400, 404, 410})
 
-# A body gzip-compressed beyond its Content-Encoding (see OAIClient._unpacked).
+# Bodies are unpacked by OAIClient._unpacked, which checks what Content-Encoding claims:
+# these encodings are read raw and left to it, any other (br, zstd) to httpx.
+_UNPACKED_HERE = frozenset({"gzip", "x-gzip", "deflate", "identity"})
 _GZIP_MAGIC = b"\x1f\x8b"
-_MAX_GZIP_LAYERS = 3
+_GZIP_WBITS = 16 + zlib.MAX_WBITS
+# the labelled layer and up to three more (gzip twice and more, see _unpacked)
+_MAX_COMPRESSION_LAYERS = 4
 
 # The arguments OAI-PMH defines: in a registered base URL's query (a request URL pasted as the
 # base URL, `…/oai?verb=Identify`) they are not the endpoint's and are left out.
@@ -592,16 +596,17 @@ class OAIClient:
             with self._http.stream("GET", self._endpoint, params=query) as response:
                 if response.history:
                     self._check_redirect(response, params)
+                encodings = _content_encodings(response.headers)
+                # gzip and deflate are checked and unpacked here (see _unpacked): httpx
+                # would fail the page on a plain body labelled gzip (DecodingError). A
+                # transport that hands over the body read (httpx.MockTransport) decoded it.
+                ours = encodings <= _UNPACKED_HERE and not response.is_stream_consumed
                 chunks, size = [], 0
-                for chunk in response.iter_bytes():
+                for chunk in response.iter_raw() if ours else response.iter_bytes():
                     self._give_up_if_abandoned()  # its sweep was closed: stop reading
                     size += len(chunk)
                     if size > self.max_response_bytes:
-                        raise OversizedResponse(
-                            f"{self.base_url} ({params['verb']}): response larger than "
-                            f"{_mebibytes(self.max_response_bytes)}; if the source's pages "
-                            "are that large, raise the reader option max_response_mb"
-                        )
+                        raise self._oversized(params)
                     if time.monotonic() > deadline:  # a transport error: retried
                         raise httpx.ReadTimeout(
                             f"the response took over {self.response_deadline:.0f} s "
@@ -609,29 +614,42 @@ class OAIClient:
                         )
                     chunks.append(chunk)
             self._limiter.observe(response.headers)
-        return response.status_code, response.headers, self._unpacked(b"".join(chunks), params)
+        body = b"".join(chunks)
+        deflated = ours and "deflate" in encodings
+        return response.status_code, response.headers, self._unpacked(body, params, deflated)
 
-    def _unpacked(self, body: bytes, params: dict[str, str]) -> bytes:
-        """A body still gzip after the transfer decoding, unpacked (bounded like any body):
-        PHP's output compression behind a compressing web server gzips twice and says so
-        once, a cache may serve stored gzip without its header. No XML starts with the
-        gzip magic bytes; what does not unpack is left for the parser to refuse."""
-        for _ in range(_MAX_GZIP_LAYERS):
-            if not body.startswith(_GZIP_MAGIC):
+    def _unpacked(self, body: bytes, params: dict[str, str], deflated: bool = False) -> bytes:
+        """The body as the source meant it, whatever its Content-Encoding claims (bounded
+        like any body): a proxy may label a plain body gzip, PHP's output compression behind
+        a compressing web server gzips twice and says so once, a cache may serve stored gzip
+        without its header. No XML starts with the gzip magic bytes; a body that does not
+        inflate whole is left as it came, for the parser to refuse (and the page to be
+        retried). ``deflated``: the source says deflate (zlib-wrapped or raw, both seen)."""
+        for _ in range(_MAX_COMPRESSION_LAYERS):
+            if body.startswith(_GZIP_MAGIC):
+                formats: tuple[int, ...] = (_GZIP_WBITS,)
+            elif deflated:
+                formats, deflated = (zlib.MAX_WBITS, -zlib.MAX_WBITS), False
+            else:
                 break
-            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            try:
-                unpacked = inflater.decompress(body, self.max_response_bytes + 1)
-            except zlib.error:
+            unpacked = None
+            for wbits in formats:
+                unpacked = _inflate(body, wbits, self.max_response_bytes + 1)
+                if unpacked is not None:
+                    break
+            if unpacked is None:
                 break
             if len(unpacked) > self.max_response_bytes:
-                raise OversizedResponse(
-                    f"{self.base_url} ({params['verb']}): response larger than "
-                    f"{_mebibytes(self.max_response_bytes)} once unpacked; if the source's "
-                    "pages are that large, raise the reader option max_response_mb"
-                )
+                raise self._oversized(params, " once unpacked")
             body = unpacked
         return body
+
+    def _oversized(self, params: dict[str, str], when: str = "") -> OversizedResponse:
+        return OversizedResponse(
+            f"{self.base_url} ({params['verb']}): response larger than "
+            f"{_mebibytes(self.max_response_bytes)}{when}; if the source's pages are that "
+            "large, raise the reader option max_response_mb"
+        )
 
     def _check_redirect(self, response: httpx.Response, params: dict[str, str]) -> None:
         """A redirect that dropped the query fails (the source answers a request we did not
@@ -763,6 +781,23 @@ def _certificate_refused(exc: BaseException | None) -> bool:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def _content_encodings(headers: httpx.Headers) -> set[str]:
+    """The codings a Content-Encoding header names, lower case (none: empty)."""
+    codings = headers.get_list("content-encoding", split_commas=True)
+    return {coding.strip().lower() for coding in codings if coding.strip()}
+
+
+def _inflate(body: bytes, wbits: int, limit: int) -> bytes | None:
+    """``body`` inflated (gzip, zlib or raw deflate by ``wbits``), at most ``limit`` bytes of
+    it; None unless it inflates as one whole stream (broken, cut short, or not compressed)."""
+    inflater = zlib.decompressobj(wbits)
+    try:
+        unpacked = inflater.decompress(body, limit)
+    except zlib.error:
+        return None
+    return unpacked if inflater.eof or len(unpacked) >= limit else None
 
 
 def _charset(headers: httpx.Headers) -> str | None:
