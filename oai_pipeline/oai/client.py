@@ -28,6 +28,7 @@ from oai_pipeline.errors import ConfigurationError, RecordError
 from oai_pipeline.oai.errors import (
     BadResumptionToken,
     HarvestProtocolError,
+    InvalidDatestamp,
     NoRecordsMatchForToken,
     OAIError,
     OversizedResponse,
@@ -56,6 +57,7 @@ from oai_pipeline.oai.types import (
     Page,
     SweepCheckpoint,
 )
+from oai_pipeline.oai.windows import format_datestamp, parse_datestamp
 from oai_pipeline.xml_safety import MAX_DOCUMENT_BYTES
 
 logger = logging.getLogger(__name__)
@@ -104,6 +106,7 @@ _MAX_COMPRESSION_LAYERS = 4
 _OAI_ARGUMENTS = frozenset(
     {"verb", "metadataPrefix", "from", "until", "set", "resumptionToken", "identifier"}
 )
+_DATE_ARGUMENTS = ("from", "until")
 
 # GetRecord errors that concern the one item asked for (what each means, if the source
 # says nothing): the harvest of the other identifiers goes on.
@@ -227,7 +230,10 @@ class OAIClient:
         # A prefetching worker's stop event, so its waits end when its sweep is closed.
         self._local = threading.local()
         self._ahead: set[_PageAhead] = set()
-        self._moved_reported = False
+        # Quirks of the source met so far (see _notice), and whether from/until go by day
+        # although Identify declares seconds (see _by_day).
+        self.notices: list[str] = []
+        self.dates_by_day = False
         self._limiter = RateLimiter(
             rate_limit_per_minute, max_wait=max_retry_wait, sleep=self._pause
         )
@@ -292,7 +298,10 @@ class OAIClient:
             params["resumptionToken"] = resumption_token  # an exclusive argument
         else:
             params["metadataPrefix"] = metadata_prefix
-            for name, value in (("from", from_), ("until", until), ("set", set_spec)):
+            dates = (("from", from_), ("until", until))
+            if self.dates_by_day:
+                dates = tuple((name, value and _day_of(value)) for name, value in dates)
+            for name, value in (*dates, ("set", set_spec)):
                 if value:
                     params[name] = value
         try:
@@ -305,6 +314,8 @@ class OAIClient:
                     context=f"{self.base_url} ({verb})",
                 ) from exc
             raise
+        if _refuses_an_argument(parsed) and _dates_in_seconds(params):
+            parsed = self._by_day(verb, params, parsed)
         if parsed.errors and all(code == "noRecordsMatch" for code, _ in parsed.errors):
             if resumption_token:
                 raise NoRecordsMatchForToken(
@@ -573,6 +584,37 @@ class OAIClient:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def _by_day(
+        self, verb: Verb, params: dict[str, str], refused: ParsedResponse
+    ) -> ParsedResponse:
+        """badArgument to a from/until in seconds: an Identify that declares seconds the source
+        does not take (seen at DSpace, EPrints and OJS installs). The request is sent again
+        with whole days, and so is every later one of this client; a window widened to whole
+        days is safe, as records unchanged since the last harvest are skipped. Refused again,
+        the source refuses another argument: its first answer stands."""
+        by_day = {
+            name: _day_of(value) if name in _DATE_ARGUMENTS else value
+            for name, value in params.items()
+        }
+        parsed = self._request(verb, by_day)
+        if _refuses_an_argument(parsed):
+            return refused
+        self.dates_by_day = True
+        message = "; ".join(text or code for code, text in refused.errors)
+        self._notice(
+            f"{self.base_url}: the source refuses from/until in seconds (badArgument: "
+            f"{message}) though its Identify declares that granularity; harvesting by whole "
+            "days instead (records unchanged since the last harvest are skipped)"
+        )
+        return parsed
+
+    def _notice(self, message: str) -> None:
+        """A quirk of the source the operator should know of: logged once, and kept in
+        ``notices`` for the harvest's outcome."""
+        if message not in self.notices:
+            self.notices.append(message)
+            logger.warning("%s", message)
+
     # ---- one logical request -----------------------------------------------------------
 
     def _raise_errors(self, parsed: ParsedResponse, verb: Verb) -> None:
@@ -662,13 +704,10 @@ class OAIClient:
                 f"{self.base_url} redirects (HTTP {first}) to {response.url}, dropping the "
                 f"OAI-PMH query: set the harvester's base URL to {moved_to}"
             )
-        if first in (301, 308) and not self._moved_reported:
-            self._moved_reported = True
-            logger.warning(
-                "%s has moved permanently (HTTP %d) to %s: set the harvester's base URL to it",
-                self.base_url,
-                first,
-                moved_to,
+        if first in (301, 308):
+            self._notice(
+                f"{self.base_url} has moved permanently (HTTP {first}) to {moved_to}: "
+                "set the harvester's base URL to it"
             )
 
     def _request(self, verb: Verb, params: dict[str, str]) -> ParsedResponse:
@@ -767,6 +806,23 @@ def _split_base_url(base_url: str) -> tuple[str, list[tuple[str, str]]]:
         return base_url, []
     kept = [(name, value) for name, value in url.params.multi_items() if name not in _OAI_ARGUMENTS]
     return str(url.copy_with(query=None)), kept
+
+
+def _refuses_an_argument(parsed: ParsedResponse) -> bool:
+    return bool(parsed.errors) and all(code == "badArgument" for code, _ in parsed.errors)
+
+
+def _dates_in_seconds(params: dict[str, str]) -> bool:
+    return any("T" in params.get(name, "") for name in _DATE_ARGUMENTS)
+
+
+def _day_of(datestamp: str) -> str:
+    """The UTC day of a from/until datestamp (one that is none is left for the source to
+    refuse)."""
+    try:
+        return format_datestamp(parse_datestamp(datestamp), "day")
+    except InvalidDatestamp:
+        return datestamp
 
 
 def _mebibytes(size: int) -> str:

@@ -172,10 +172,12 @@ class FakeSource:
         return datestamp[:10] if self.granularity == "day" else datestamp
 
     def selected(self, record: FakeRecord, state: dict) -> bool:
+        """By the granularity of each bound: `until=2024-03-01` takes that whole day."""
         stamp = self.granule(record.datestamp)
-        if state.get("from") and stamp < state["from"]:
+        first, last = state.get("from"), state.get("until")
+        if first and stamp[: len(first)] < first:
             return False
-        if state.get("until") and stamp > state["until"]:
+        if last and stamp[: len(last)] > last:
             return False
         return not (state.get("set") and state["set"] not in record.sets)
 
@@ -201,6 +203,19 @@ class FakeSource:
 
     def error(self, code: str, message: str, status: int = 200) -> httpx.Response:
         return self.xml("", f'<error code="{code}">{escape(message)}</error>', status)
+
+
+class SecondsRefusedSource(FakeSource):
+    """Declares `YYYY-MM-DDThh:mm:ssZ` in Identify but answers badArgument to a from/until
+    in seconds, as DSpace, EPrints and OJS installs whose Identify says more than they take
+    (their messages vary: "Illegal until parameter", "Invalid date given in until
+    parameter")."""
+
+    def list_response(self, verb: str, params: httpx.QueryParams) -> httpx.Response:
+        for name in ("from", "until"):
+            if "T" in params.get(name, ""):
+                return self.error("badArgument", f"Illegal {name} parameter")
+        return super().list_response(verb, params)
 
 
 # ---- faults ------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
     FakeRecord,
     FakeSource,
+    SecondsRefusedSource,
     drop_connection,
     expire_tokens,
     html_page,
@@ -690,3 +691,40 @@ def test_a_token_answered_forbidden_fails_without_losing_the_checkpoint(code: in
         harvest.run()
     assert harvest.checkpoints[-1].pages_read == 2
     assert harvest.checkpoints[-1].resumption_token
+
+
+def test_dates_in_seconds_refused_by_a_source_declaring_them_go_by_day_from_then_on() -> None:
+    """Identify declares seconds, the source answers badArgument to them. Before, the
+    harvest failed on it, every time."""
+    source = SecondsRefusedSource(make_records(9, day=1) + make_records(4, day=2), page_size=4)
+    harvest = Harvest(source)
+    harvest.run(from_="2024-03-01T12:00:00Z", until="2024-03-01T23:59:59Z")
+    harvest.run(from_="2024-03-02T00:00:00Z", until="2024-03-02T05:00:00Z")
+    dates = [
+        (request.url.params.get("from"), request.url.params.get("until"))
+        for request in source.requests
+        if "resumptionToken" not in request.url.params
+    ]
+    # the first window refused in seconds and asked again by day; the second by day at once
+    assert dates == [
+        ("2024-03-01T12:00:00Z", "2024-03-01T23:59:59Z"),
+        ("2024-03-01", "2024-03-01"),
+        ("2024-03-02", "2024-03-02"),
+    ]
+    assert set(harvest.records) == held(source)  # whole days: a wider window, never a gap
+    (notice,) = harvest.client.notices
+    assert "refuses from/until in seconds (badArgument: Illegal from parameter)" in notice
+
+
+@pytest.mark.parametrize(
+    ("from_", "asked"), [("2024-03-01T12:00:00Z", 2), ("2024-03-01", 1)], ids=["seconds", "day"]
+)
+def test_a_bad_argument_for_another_reason_still_fails(from_: str, asked: int) -> None:
+    source = FakeSource(make_records(3))
+    source.every = (1, lambda request, response: source.error("badArgument", "Illegal set"))
+    harvest = Harvest(source)
+    with pytest.raises(OAIError, match="badArgument: Illegal set") as caught:
+        harvest.run(from_=from_, set_spec="no:such:set")
+    assert caught.value.code == "badArgument"
+    assert len(source.requests) == asked  # a request in seconds is tried by day once
+    assert harvest.client.notices == [] and not harvest.client.dates_by_day

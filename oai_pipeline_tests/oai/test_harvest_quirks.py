@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
+from oai_pipeline.cli.output import report_text
 from oai_pipeline.oai.errors import HarvestProtocolError
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import HarvestReport, run_harvest
@@ -23,6 +24,7 @@ from oai_pipeline_tests.oai.fake_source import (
     FakeRecord,
     FakeSource,
     Fault,
+    SecondsRefusedSource,
     html_page,
     transform_body,
     truncated,
@@ -347,3 +349,30 @@ def test_a_body_is_read_as_it_is_whatever_its_content_encoding_says(
     report = harvest(settings)
     assert (report.harvested, report.created, report.errors) == (5, 5, 0)
     assert len(source.requests) == 4  # Identify and three pages: nothing retried
+
+
+def test_a_source_refusing_the_dates_in_seconds_it_declares_is_harvested_by_day(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before, an incremental harvest of such a source failed on badArgument, every time.
+    By day, the window grows to whole days: the records of that day listed again are
+    unchanged by datestamp and skipped, only the changed one is written."""
+    records = importable(4)
+    for number, record in enumerate(records):
+        record.datestamp = f"2024-03-02T0{number}:00:00Z"
+    source = harvest_fake_source(settings, monkeypatch, SecondsRefusedSource(records, page_size=2))
+    first = harvest(settings)  # everything: no from/until to refuse
+    source.records[3].datestamp = "2024-03-02T10:00:00Z"
+    source.records[3].raw_metadata = dublin_core(3).replace("Record 3", "Changed")
+    since = datetime(2024, 3, 2, 9, tzinfo=UTC)
+    second = harvest(settings, HarvestScope.adhoc("sample", since=since))
+    asked = [r.url.params.get("from") for r in source.requests if "from" in r.url.params]
+    target = target_by_source(settings, "sample")
+    assert (first.created, first.notices) == (4, [])
+    assert asked == ["2024-03-02T09:00:00Z", "2024-03-02"]
+    assert (second.harvested, second.updated, second.unchanged, second.errors) == (4, 1, 3, 0)
+    assert target["oai:fake.test:3"]["data"]["metadata"]["title"] == "Changed"
+    (notice,) = second.notices
+    assert notice.startswith("http://fake.test/oai: the source refuses from/until in seconds")
+    assert f"  note: {notice}" in report_text(second.to_dict()).splitlines()
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [notice]
