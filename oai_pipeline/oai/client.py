@@ -270,9 +270,15 @@ class OAIClient:
     # ---- verbs ---------------------------------------------------------------------------
 
     def identify(self) -> IdentifyInfo:
+        """The source's Identify; one naming another base URL is noted (see
+        another_base_url), never followed."""
         parsed = self._request("Identify", {"verb": "Identify"})
         self._raise_errors(parsed, "Identify")
-        return read_identify(parsed, self.base_url)
+        info = read_identify(parsed, self.base_url)
+        warning = another_base_url(self.base_url, info.base_url)
+        if warning is not None:
+            self._notice(warning)
+        return info
 
     def list_page(
         self,
@@ -806,6 +812,37 @@ def _split_base_url(base_url: str) -> tuple[str, list[tuple[str, str]]]:
         return base_url, []
     kept = [(name, value) for name, value in url.params.multi_items() if name not in _OAI_ARGUMENTS]
     return str(url.copy_with(query=None)), kept
+
+
+def another_base_url(registered: str, declared: str) -> str | None:
+    """The warning for an Identify whose baseURL names another endpoint than the harvester's
+    (http for https, the host behind a proxy, another path); None for the same one, however
+    written. The harvest keeps to the registered URL: which is right, the operator knows."""
+    if not declared or _endpoint_key(registered) == _endpoint_key(declared):
+        return None
+    return (
+        f"{registered}: the source's Identify names another base URL, {declared}; "
+        "harvesting the registered one (if the source lives there, set the harvester's "
+        "base URL to it)"
+    )
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _endpoint_key(url: str) -> tuple[object, ...]:
+    """What tells endpoints apart: scheme and host in any case, the port (default or
+    none: the same), the path with or without a trailing slash, the URL's own query."""
+    try:
+        parsed = httpx.URL(url.strip())
+    except httpx.InvalidURL:
+        return (url.strip(),)
+    scheme = parsed.scheme.lower()
+    query = sorted(
+        (name, value) for name, value in parsed.params.multi_items() if name not in _OAI_ARGUMENTS
+    )
+    port = parsed.port or _DEFAULT_PORTS.get(scheme)
+    return (scheme, parsed.host.lower(), port, parsed.path.rstrip("/"), tuple(query))
 
 
 def _refuses_an_argument(parsed: ParsedResponse) -> bool:

@@ -88,6 +88,7 @@ class FakeSource:
         self.every: tuple[int, Fault] | None = None  # every Nth request -> fault
         self.token_epoch = 0
         self.response_headers: dict[str, str] = {}
+        self.identify_base_url = BASE_URL  # the baseURL its Identify names
 
     # ---- plumbing -------------------------------------------------------------------
     def transport(self) -> httpx.MockTransport:
@@ -114,7 +115,8 @@ class FakeSource:
             granularity = "YYYY-MM-DD" if self.granularity == "day" else "YYYY-MM-DDThh:mm:ssZ"
             body = (
                 "<Identify><repositoryName>Fake</repositoryName>"
-                f"<baseURL>{BASE_URL}</baseURL><protocolVersion>2.0</protocolVersion>"
+                f"<baseURL>{escape(self.identify_base_url)}</baseURL>"
+                "<protocolVersion>2.0</protocolVersion>"
                 "<adminEmail>a@fake.test</adminEmail>"
                 "<earliestDatestamp>2024-01-01T00:00:00Z</earliestDatestamp>"
                 f"<deletedRecord>{self.deleted_record}</deletedRecord>"

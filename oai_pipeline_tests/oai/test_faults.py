@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from oai_pipeline.errors import ConfigurationError
-from oai_pipeline.oai.client import OAIClient
+from oai_pipeline.oai.client import OAIClient, another_base_url
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
 from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
 from oai_pipeline_tests.oai.fake_source import (
@@ -728,3 +728,50 @@ def test_a_bad_argument_for_another_reason_still_fails(from_: str, asked: int) -
     assert caught.value.code == "badArgument"
     assert len(source.requests) == asked  # a request in seconds is tried by day once
     assert harvest.client.notices == [] and not harvest.client.dates_by_day
+
+
+@pytest.mark.parametrize(
+    ("registered", "declared"),
+    [
+        ("http://fake.test/oai", "http://fake.test/oai"),
+        ("http://fake.test/oai", "HTTP://Fake.Test/oai/"),
+        ("http://fake.test/oai", "http://fake.test:80/oai"),
+        ("https://fake.test:443/oai/", "https://fake.test/oai"),
+        # a request URL pasted as the base URL, or given as one: not another endpoint
+        ("http://fake.test/oai?verb=Identify", "http://fake.test/oai"),
+        ("http://fake.test/index.php?q=oai", "http://fake.test/index.php/?q=oai&verb=Identify"),
+    ],
+)
+def test_an_identify_naming_the_same_base_url_however_written_is_not_noted(
+    registered: str, declared: str
+) -> None:
+    assert another_base_url(registered, declared) is None
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [
+        "https://fake.test/oai",  # http registered, https declared
+        "http://proxy.fake.test/oai",  # the host behind a proxy
+        "http://fake.test:8080/oai",
+        "http://fake.test/oai/request",  # a trailing path
+        "http://fake.test/OAI",
+        "http://fake.test/index.php?q=oai",
+        # a real one: the baseURL Stud.IP's Lernmarktplatz hard-codes (Krassmus/LernMarktplatz,
+        # views/oai/identify.php)
+        "http://localhost/studip/plugins.php/lernmarktplatz/oai/",
+    ],
+)
+def test_an_identify_naming_another_base_url_is_noted_once_and_not_followed(declared: str) -> None:
+    """Before, nothing mentioned it."""
+    source = FakeSource(make_records(4), page_size=2)
+    source.identify_base_url = declared
+    harvest = Harvest(source)
+    harvest.client.identify()
+    harvest.client.identify()
+    harvest.run()
+    assert harvest.client.notices == [
+        f"{BASE_URL}: the source's Identify names another base URL, {declared}; harvesting "
+        "the registered one (if the source lives there, set the harvester's base URL to it)"
+    ]
+    assert {str(request.url.copy_with(query=None)) for request in source.requests} == {BASE_URL}
