@@ -174,6 +174,19 @@ def test_a_permanent_redirect_is_reported_once(
         )
 
 
+def test_a_permanent_redirect_is_a_notice_of_the_harvest() -> None:
+    """Before, only the log said so, where the operator of a scheduled harvest looks last."""
+    source = FakeSource(make_records(7), page_size=3)
+    with FaultServer(source) as server, OAIClient(server.base_url, sleep=lambda _s: None) as client:
+        server.every = moved(301, lambda server, query: f"/new/oai?{query}")
+        for _page in client.sweep("ListRecords", metadata_prefix="oai_dc"):
+            pass
+    assert client.notices == [
+        f"{server.base_url} has moved permanently (HTTP 301) to {server.origin}/new/oai: "
+        "set the harvester's base URL to it"
+    ]
+
+
 def test_a_plain_body_labelled_gzip_is_read_as_it_is() -> None:
     """A proxy that labels plain XML `Content-Encoding: gzip`. Before, httpx failed every
     page with DecodingError, each was retried in vain and the harvest failed."""
