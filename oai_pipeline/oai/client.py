@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import ssl
 import threading
 import time
@@ -107,6 +108,12 @@ _OAI_ARGUMENTS = frozenset(
     {"verb", "metadataPrefix", "from", "until", "set", "resumptionToken", "identifier"}
 )
 _DATE_ARGUMENTS = ("from", "until")
+# What a badArgument's message names (messages vary: "Illegal until parameter", "Invalid
+# date given in until parameter", "metadataPrefix does not exist"; see _refuses_the_dates).
+_DATES_NAMED = re.compile(r"\b(?:from|until)\b|date|granular", re.IGNORECASE)
+_OTHER_ARGUMENT_NAMED = re.compile(
+    r"metadataPrefix|\bset\b|setSpec|identifier|resumptionToken|\bverb\b", re.IGNORECASE
+)
 
 # GetRecord errors that concern the one item asked for (what each means, if the source
 # says nothing): the harvest of the other identifiers goes on.
@@ -320,7 +327,7 @@ class OAIClient:
                     context=f"{self.base_url} ({verb})",
                 ) from exc
             raise
-        if _refuses_an_argument(parsed) and _dates_in_seconds(params):
+        if _refuses_the_dates(parsed) and _dates_in_seconds(params):
             parsed = self._by_day(verb, params, parsed)
         if parsed.errors and all(code == "noRecordsMatch" for code, _ in parsed.errors):
             if resumption_token:
@@ -847,6 +854,16 @@ def _endpoint_key(url: str) -> tuple[object, ...]:
 
 def _refuses_an_argument(parsed: ParsedResponse) -> bool:
     return bool(parsed.errors) and all(code == "badArgument" for code, _ in parsed.errors)
+
+
+def _refuses_the_dates(parsed: ParsedResponse) -> bool:
+    """badArgument that may concern from/until: not when every message names another
+    argument alone (Zenodo: "metadataPrefix does not exist"), which a request by day would
+    only be refused again."""
+    return _refuses_an_argument(parsed) and any(
+        _DATES_NAMED.search(message) or not _OTHER_ARGUMENT_NAMED.search(message)
+        for _, message in parsed.errors
+    )
 
 
 def _dates_in_seconds(params: dict[str, str]) -> bool:

@@ -717,16 +717,24 @@ def test_dates_in_seconds_refused_by_a_source_declaring_them_go_by_day_from_then
 
 
 @pytest.mark.parametrize(
-    ("from_", "asked"), [("2024-03-01T12:00:00Z", 2), ("2024-03-01", 1)], ids=["seconds", "day"]
+    ("from_", "message", "asked"),
+    [
+        ("2024-03-01T12:00:00Z", "Illegal argument", 2),  # might be the dates: tried by day
+        ("2024-03-01T12:00:00Z", "Illegal set", 1),  # names another argument
+        ("2024-03-01", "Illegal argument", 1),
+    ],
+    ids=["seconds", "seconds-other-argument-named", "day"],
 )
-def test_a_bad_argument_for_another_reason_still_fails(from_: str, asked: int) -> None:
+def test_a_bad_argument_for_another_reason_still_fails(
+    from_: str, message: str, asked: int
+) -> None:
     source = FakeSource(make_records(3))
-    source.every = (1, lambda request, response: source.error("badArgument", "Illegal set"))
+    source.every = (1, lambda request, response: source.error("badArgument", message))
     harvest = Harvest(source)
-    with pytest.raises(OAIError, match="badArgument: Illegal set") as caught:
+    with pytest.raises(OAIError, match=f"badArgument: {message}") as caught:
         harvest.run(from_=from_, set_spec="no:such:set")
     assert caught.value.code == "badArgument"
-    assert len(source.requests) == asked  # a request in seconds is tried by day once
+    assert len(source.requests) == asked
     assert harvest.client.notices == [] and not harvest.client.dates_by_day
 
 
