@@ -14,6 +14,7 @@ from oai_pipeline.harvesters.fixtures import load_fixture_file
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import release_target_records
 from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.oai.client import another_base_url
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.store import StateStore
 
@@ -139,12 +140,16 @@ def show(harvester_id: str, as_json: bool) -> None:
         identify = store.get_identify(harvester_id)
     payload = harvester.model_dump(mode="json")
     payload["identify"] = None if identify is None else identify.__dict__.copy()
+    warning = None if identify is None else another_base_url(harvester.base_url, identify.base_url)
+    payload["warnings"] = [warning] if warning else []
     text = _describe(harvester)
     if identify is not None:
         text += (
             f"\n  identify: {identify.repository_name}, granularity {identify.granularity}, "
             f"earliest {identify.earliest_datestamp}, deletedRecord {identify.deleted_record}"
         )
+    if warning:
+        text += f"\n  warning: {warning}"
     emit(payload, as_json=as_json, text=text)
 
 

@@ -257,4 +257,5 @@ def report_text(report: dict[str, Any]) -> str:
         )
     if report.get("cap_reached"):
         lines.append("  the cap was reached; run again to harvest more")
+    lines.extend(f"  note: {notice}" for notice in report.get("notices") or [])
     return "\n".join(lines)

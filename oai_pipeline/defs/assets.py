@@ -5,7 +5,7 @@ grouped into one scope per harvester and contiguous windows, one ListRecords swe
 """
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -301,6 +301,14 @@ def _window_metadata(
     }
 
 
+def _notices(each: Iterable[list[str]]) -> dict[str, object]:
+    """The quirks of the sources met (Reader.notices), one line each; none: no entry."""
+    notices = list(dict.fromkeys(notice for notices in each for notice in notices))
+    if not notices:
+        return {}
+    return {"source_notices": dg.MetadataValue.md("\n".join(f"- {n}" for n in notices))}
+
+
 def _scopes(results: list[tuple[HarvestScope, T]]) -> list[HarvestScope]:
     return [scope for scope, _ in results]
 
@@ -331,6 +339,7 @@ def raw_oai_xml(
             "harvest_runs": ", ".join(str(r.run_id) for _, r in results),
             "cap_reached": any(r.cap_reached for _, r in results),
             **_counts("run_", counters),
+            **_notices(r.notices for _, r in results),
         }
     )
 

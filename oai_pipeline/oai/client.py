@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import ssl
 import threading
 import time
@@ -28,6 +29,7 @@ from oai_pipeline.errors import ConfigurationError, RecordError
 from oai_pipeline.oai.errors import (
     BadResumptionToken,
     HarvestProtocolError,
+    InvalidDatestamp,
     NoRecordsMatchForToken,
     OAIError,
     OversizedResponse,
@@ -56,6 +58,7 @@ from oai_pipeline.oai.types import (
     Page,
     SweepCheckpoint,
 )
+from oai_pipeline.oai.windows import format_datestamp, parse_datestamp
 from oai_pipeline.xml_safety import MAX_DOCUMENT_BYTES
 
 logger = logging.getLogger(__name__)
@@ -91,14 +94,25 @@ _RESPONSE_DEADLINE_TIMEOUTS = 5
 # run resuming it would otherwise fail on it again and again.
 _TOKEN_GONE_STATUSES = frozenset({400, 404, 410})
 
-# A body gzip-compressed beyond its Content-Encoding (see OAIClient._unpacked).
+# Bodies are unpacked by OAIClient._unpacked, which checks what Content-Encoding claims:
+# these encodings are read raw and left to it, any other (br, zstd) to httpx.
+_UNPACKED_HERE = frozenset({"gzip", "x-gzip", "deflate", "identity"})
 _GZIP_MAGIC = b"\x1f\x8b"
-_MAX_GZIP_LAYERS = 3
+_GZIP_WBITS = 16 + zlib.MAX_WBITS
+# the labelled layer and up to three more (gzip twice and more, see _unpacked)
+_MAX_COMPRESSION_LAYERS = 4
 
 # The arguments OAI-PMH defines: in a registered base URL's query (a request URL pasted as the
 # base URL, `…/oai?verb=Identify`) they are not the endpoint's and are left out.
 _OAI_ARGUMENTS = frozenset(
     {"verb", "metadataPrefix", "from", "until", "set", "resumptionToken", "identifier"}
+)
+_DATE_ARGUMENTS = ("from", "until")
+# What a badArgument's message names (messages vary: "Illegal until parameter", "Invalid
+# date given in until parameter", "metadataPrefix does not exist"; see _refuses_the_dates).
+_DATES_NAMED = re.compile(r"\b(?:from|until)\b|date|granular", re.IGNORECASE)
+_OTHER_ARGUMENT_NAMED = re.compile(
+    r"metadataPrefix|\bset\b|setSpec|identifier|resumptionToken|\bverb\b", re.IGNORECASE
 )
 
 # GetRecord errors that concern the one item asked for (what each means, if the source
@@ -223,7 +237,10 @@ class OAIClient:
         # A prefetching worker's stop event, so its waits end when its sweep is closed.
         self._local = threading.local()
         self._ahead: set[_PageAhead] = set()
-        self._moved_reported = False
+        # Quirks of the source met so far (see _notice), and whether from/until go by day
+        # although Identify declares seconds (see _by_day).
+        self.notices: list[str] = []
+        self.dates_by_day = False
         self._limiter = RateLimiter(
             rate_limit_per_minute, max_wait=max_retry_wait, sleep=self._pause
         )
@@ -260,9 +277,15 @@ class OAIClient:
     # ---- verbs ---------------------------------------------------------------------------
 
     def identify(self) -> IdentifyInfo:
+        """The source's Identify; one naming another base URL is noted (see
+        another_base_url), never followed."""
         parsed = self._request("Identify", {"verb": "Identify"})
         self._raise_errors(parsed, "Identify")
-        return read_identify(parsed, self.base_url)
+        info = read_identify(parsed, self.base_url)
+        warning = another_base_url(self.base_url, info.base_url)
+        if warning is not None:
+            self._notice(warning)
+        return info
 
     def list_page(
         self,
@@ -288,7 +311,10 @@ class OAIClient:
             params["resumptionToken"] = resumption_token  # an exclusive argument
         else:
             params["metadataPrefix"] = metadata_prefix
-            for name, value in (("from", from_), ("until", until), ("set", set_spec)):
+            dates = (("from", from_), ("until", until))
+            if self.dates_by_day:
+                dates = tuple((name, value and _day_of(value)) for name, value in dates)
+            for name, value in (*dates, ("set", set_spec)):
                 if value:
                     params[name] = value
         try:
@@ -301,6 +327,8 @@ class OAIClient:
                     context=f"{self.base_url} ({verb})",
                 ) from exc
             raise
+        if _refuses_the_dates(parsed) and _dates_in_seconds(params):
+            parsed = self._by_day(verb, params, parsed)
         if parsed.errors and all(code == "noRecordsMatch" for code, _ in parsed.errors):
             if resumption_token:
                 raise NoRecordsMatchForToken(
@@ -569,6 +597,37 @@ class OAIClient:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def _by_day(
+        self, verb: Verb, params: dict[str, str], refused: ParsedResponse
+    ) -> ParsedResponse:
+        """badArgument to a from/until in seconds: an Identify that declares seconds the source
+        does not take (seen at DSpace, EPrints and OJS installs). The request is sent again
+        with whole days, and so is every later one of this client; a window widened to whole
+        days is safe, as records unchanged since the last harvest are skipped. Refused again,
+        the source refuses another argument: its first answer stands."""
+        by_day = {
+            name: _day_of(value) if name in _DATE_ARGUMENTS else value
+            for name, value in params.items()
+        }
+        parsed = self._request(verb, by_day)
+        if _refuses_an_argument(parsed):
+            return refused
+        self.dates_by_day = True
+        message = "; ".join(text or code for code, text in refused.errors)
+        self._notice(
+            f"{self.base_url}: the source refuses from/until in seconds (badArgument: "
+            f"{message}) though its Identify declares that granularity; harvesting by whole "
+            "days instead (records unchanged since the last harvest are skipped)"
+        )
+        return parsed
+
+    def _notice(self, message: str) -> None:
+        """A quirk of the source the operator should know of: logged once, and kept in
+        ``notices`` for the harvest's outcome."""
+        if message not in self.notices:
+            self.notices.append(message)
+            logger.warning("%s", message)
+
     # ---- one logical request -----------------------------------------------------------
 
     def _raise_errors(self, parsed: ParsedResponse, verb: Verb) -> None:
@@ -592,16 +651,17 @@ class OAIClient:
             with self._http.stream("GET", self._endpoint, params=query) as response:
                 if response.history:
                     self._check_redirect(response, params)
+                encodings = _content_encodings(response.headers)
+                # gzip and deflate are checked and unpacked here (see _unpacked): httpx
+                # would fail the page on a plain body labelled gzip (DecodingError). A
+                # transport that hands over the body read (httpx.MockTransport) decoded it.
+                ours = encodings <= _UNPACKED_HERE and not response.is_stream_consumed
                 chunks, size = [], 0
-                for chunk in response.iter_bytes():
+                for chunk in response.iter_raw() if ours else response.iter_bytes():
                     self._give_up_if_abandoned()  # its sweep was closed: stop reading
                     size += len(chunk)
                     if size > self.max_response_bytes:
-                        raise OversizedResponse(
-                            f"{self.base_url} ({params['verb']}): response larger than "
-                            f"{_mebibytes(self.max_response_bytes)}; if the source's pages "
-                            "are that large, raise the reader option max_response_mb"
-                        )
+                        raise self._oversized(params)
                     if time.monotonic() > deadline:  # a transport error: retried
                         raise httpx.ReadTimeout(
                             f"the response took over {self.response_deadline:.0f} s "
@@ -609,29 +669,42 @@ class OAIClient:
                         )
                     chunks.append(chunk)
             self._limiter.observe(response.headers)
-        return response.status_code, response.headers, self._unpacked(b"".join(chunks), params)
+        body = b"".join(chunks)
+        deflated = ours and "deflate" in encodings
+        return response.status_code, response.headers, self._unpacked(body, params, deflated)
 
-    def _unpacked(self, body: bytes, params: dict[str, str]) -> bytes:
-        """A body still gzip after the transfer decoding, unpacked (bounded like any body):
-        PHP's output compression behind a compressing web server gzips twice and says so
-        once, a cache may serve stored gzip without its header. No XML starts with the
-        gzip magic bytes; what does not unpack is left for the parser to refuse."""
-        for _ in range(_MAX_GZIP_LAYERS):
-            if not body.startswith(_GZIP_MAGIC):
+    def _unpacked(self, body: bytes, params: dict[str, str], deflated: bool = False) -> bytes:
+        """The body as the source meant it, whatever its Content-Encoding claims (bounded
+        like any body): a proxy may label a plain body gzip, PHP's output compression behind
+        a compressing web server gzips twice and says so once, a cache may serve stored gzip
+        without its header. No XML starts with the gzip magic bytes; a body that does not
+        inflate whole is left as it came, for the parser to refuse (and the page to be
+        retried). ``deflated``: the source says deflate (zlib-wrapped or raw, both seen)."""
+        for _ in range(_MAX_COMPRESSION_LAYERS):
+            if body.startswith(_GZIP_MAGIC):
+                formats: tuple[int, ...] = (_GZIP_WBITS,)
+            elif deflated:
+                formats, deflated = (zlib.MAX_WBITS, -zlib.MAX_WBITS), False
+            else:
                 break
-            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            try:
-                unpacked = inflater.decompress(body, self.max_response_bytes + 1)
-            except zlib.error:
+            unpacked = None
+            for wbits in formats:
+                unpacked = _inflate(body, wbits, self.max_response_bytes + 1)
+                if unpacked is not None:
+                    break
+            if unpacked is None:
                 break
             if len(unpacked) > self.max_response_bytes:
-                raise OversizedResponse(
-                    f"{self.base_url} ({params['verb']}): response larger than "
-                    f"{_mebibytes(self.max_response_bytes)} once unpacked; if the source's "
-                    "pages are that large, raise the reader option max_response_mb"
-                )
+                raise self._oversized(params, " once unpacked")
             body = unpacked
         return body
+
+    def _oversized(self, params: dict[str, str], when: str = "") -> OversizedResponse:
+        return OversizedResponse(
+            f"{self.base_url} ({params['verb']}): response larger than "
+            f"{_mebibytes(self.max_response_bytes)}{when}; if the source's pages are that "
+            "large, raise the reader option max_response_mb"
+        )
 
     def _check_redirect(self, response: httpx.Response, params: dict[str, str]) -> None:
         """A redirect that dropped the query fails (the source answers a request we did not
@@ -644,13 +717,10 @@ class OAIClient:
                 f"{self.base_url} redirects (HTTP {first}) to {response.url}, dropping the "
                 f"OAI-PMH query: set the harvester's base URL to {moved_to}"
             )
-        if first in (301, 308) and not self._moved_reported:
-            self._moved_reported = True
-            logger.warning(
-                "%s has moved permanently (HTTP %d) to %s: set the harvester's base URL to it",
-                self.base_url,
-                first,
-                moved_to,
+        if first in (301, 308):
+            self._notice(
+                f"{self.base_url} has moved permanently (HTTP {first}) to {moved_to}: "
+                "set the harvester's base URL to it"
             )
 
     def _request(self, verb: Verb, params: dict[str, str]) -> ParsedResponse:
@@ -751,6 +821,64 @@ def _split_base_url(base_url: str) -> tuple[str, list[tuple[str, str]]]:
     return str(url.copy_with(query=None)), kept
 
 
+def another_base_url(registered: str, declared: str) -> str | None:
+    """The warning for an Identify whose baseURL names another endpoint than the harvester's
+    (http for https, the host behind a proxy, another path); None for the same one, however
+    written. The harvest keeps to the registered URL: which is right, the operator knows."""
+    if not declared or _endpoint_key(registered) == _endpoint_key(declared):
+        return None
+    return (
+        f"{registered}: the source's Identify names another base URL, {declared}; "
+        "harvesting the registered one (if the source lives there, set the harvester's "
+        "base URL to it)"
+    )
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _endpoint_key(url: str) -> tuple[object, ...]:
+    """What tells endpoints apart: scheme and host in any case, the port (default or
+    none: the same), the path with or without a trailing slash, the URL's own query."""
+    try:
+        parsed = httpx.URL(url.strip())
+    except httpx.InvalidURL:
+        return (url.strip(),)
+    scheme = parsed.scheme.lower()
+    query = sorted(
+        (name, value) for name, value in parsed.params.multi_items() if name not in _OAI_ARGUMENTS
+    )
+    port = parsed.port or _DEFAULT_PORTS.get(scheme)
+    return (scheme, parsed.host.lower(), port, parsed.path.rstrip("/"), tuple(query))
+
+
+def _refuses_an_argument(parsed: ParsedResponse) -> bool:
+    return bool(parsed.errors) and all(code == "badArgument" for code, _ in parsed.errors)
+
+
+def _refuses_the_dates(parsed: ParsedResponse) -> bool:
+    """badArgument that may concern from/until: not when every message names another
+    argument alone (Zenodo: "metadataPrefix does not exist"), which a request by day would
+    only be refused again."""
+    return _refuses_an_argument(parsed) and any(
+        _DATES_NAMED.search(message) or not _OTHER_ARGUMENT_NAMED.search(message)
+        for _, message in parsed.errors
+    )
+
+
+def _dates_in_seconds(params: dict[str, str]) -> bool:
+    return any("T" in params.get(name, "") for name in _DATE_ARGUMENTS)
+
+
+def _day_of(datestamp: str) -> str:
+    """The UTC day of a from/until datestamp (one that is none is left for the source to
+    refuse)."""
+    try:
+        return format_datestamp(parse_datestamp(datestamp), "day")
+    except InvalidDatestamp:
+        return datestamp
+
+
 def _mebibytes(size: int) -> str:
     mebibytes = size / (1024 * 1024)
     return f"{mebibytes:g} MiB" if mebibytes >= 1 else f"{size} bytes"
@@ -763,6 +891,23 @@ def _certificate_refused(exc: BaseException | None) -> bool:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def _content_encodings(headers: httpx.Headers) -> set[str]:
+    """The codings a Content-Encoding header names, lower case (none: empty)."""
+    codings = headers.get_list("content-encoding", split_commas=True)
+    return {coding.strip().lower() for coding in codings if coding.strip()}
+
+
+def _inflate(body: bytes, wbits: int, limit: int) -> bytes | None:
+    """``body`` inflated (gzip, zlib or raw deflate by ``wbits``), at most ``limit`` bytes of
+    it; None unless it inflates as one whole stream (broken, cut short, or not compressed)."""
+    inflater = zlib.decompressobj(wbits)
+    try:
+        unpacked = inflater.decompress(body, limit)
+    except zlib.error:
+        return None
+    return unpacked if inflater.eof or len(unpacked) >= limit else None
 
 
 def _charset(headers: httpx.Headers) -> str | None:

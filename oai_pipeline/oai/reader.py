@@ -55,6 +55,12 @@ class Reader(ABC):
     def get_records(self, identifiers: list[str]) -> Iterator[HarvestedRecord]:
         """The given records, one by one; an unknown identifier is that record's error."""
 
+    @property
+    def notices(self) -> list[str]:
+        """Quirks of the source met so far that the operator should know of (one line each),
+        for the harvest's outcome; a reader that meets none need not override."""
+        return []
+
     def close(self) -> None:  # noqa: B027 - readers without resources need not override
         """Release connections and files."""
 
@@ -147,6 +153,10 @@ class OAIPMHReader(Reader):
     @property
     def client(self) -> OAIClient:
         return self._client
+
+    @property
+    def notices(self) -> list[str]:
+        return list(self._client.notices)
 
     def set_rate_limit(self, per_minute: int | None) -> None:
         """A run option overrides the configured rate limit; None restores it."""

@@ -42,6 +42,8 @@ class DiscoveryResult:
     deleted: int = 0
     parse_errors: dict[str, int] = field(default_factory=dict)
     cap_reached: bool = False
+    # quirks of the source met by this attempt (Reader.notices)
+    notices: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -155,6 +157,7 @@ def discover(
             except BaseException as error:
                 services.record_failure(run_id, error)
                 raise
+            result.notices = reader.notices
     finally:
         reader.close()
     result.counters = state.reconcile_counters(run_id)

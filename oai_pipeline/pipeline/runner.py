@@ -41,6 +41,8 @@ class HarvestReport:
     # did not try again (without retry_failed); not in the counts above.
     written_earlier: int = 0
     failed_earlier: int = 0
+    # quirks of the source the operator should know of (DiscoveryResult.notices)
+    notices: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -56,6 +58,7 @@ def summarise(
     actions: Counter[str],
     errors: Counter[str],
     undone: Counter[str] | None = None,
+    notices: list[str] | None = None,
 ) -> HarvestReport:
     return HarvestReport(
         harvester_id=harvester_id,
@@ -74,6 +77,7 @@ def summarise(
         local_changes_undone=(undone or Counter()).total(),
         written_earlier=actions[ALREADY_WRITTEN],
         failed_earlier=actions[FAILED_BEFORE],
+        notices=list(notices or []),
     )
 
 
@@ -129,4 +133,5 @@ def run_harvest(
         written.actions,
         written.errors,
         written.undone,
+        discovery.notices,
     )

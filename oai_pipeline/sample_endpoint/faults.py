@@ -7,6 +7,8 @@ When several switches hit the same request, the first in field order wins.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -41,3 +43,13 @@ class Faults(BaseModel):
     """Requests allowed per window in the rate-limit headers (Zenodo: 133 a minute)."""
     ratelimit_window_seconds: int = Field(default=60, ge=1)
     """Length of the rate-limit window the headers describe."""
+    identify_granularity: Literal["day", "seconds"] | None = None
+    """Identify declares this granularity whatever the endpoint takes: `seconds` at an
+    endpoint of `day` granularity (badArgument to a from/until in seconds) is the Identify
+    of DSpace, EPrints and OJS installs that declare more than they take."""
+    identify_base_url: str | None = None
+    """Identify names this baseURL instead of the endpoint's own (http for https, the host
+    behind a proxy, another path)."""
+    plain_labelled_gzip: bool = False
+    """Every response is sent plain but labelled `Content-Encoding: gzip`, as a
+    misconfigured proxy does."""

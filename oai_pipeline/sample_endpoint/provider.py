@@ -245,9 +245,15 @@ class OAIProvider:
     # ----------------------------------------------------------------- requests
 
     def handle(
-        self, params: Mapping[str, list[str]], *, illegal_characters: bool = False
+        self,
+        params: Mapping[str, list[str]],
+        *,
+        illegal_characters: bool = False,
+        identify_granularity: Granularity | None = None,
+        identify_base_url: str | None = None,
     ) -> ProviderResponse:
-        """Answer one request, given its arguments as `parse_qs` returns them."""
+        """Answer one request, given its arguments as `parse_qs` returns them; Identify
+        declares `identify_granularity` and `identify_base_url` if given (a lying one)."""
         verbs = params.get("verb", [])
         if len(verbs) != 1 or verbs[0] not in _VERB_ARGUMENTS:
             message = (
@@ -266,7 +272,9 @@ class OAIProvider:
         try:
             with self._lock:
                 if verb == "Identify":
-                    return self._ok(verb, args, self._identify())
+                    return self._ok(
+                        verb, args, self._identify(identify_granularity, identify_base_url)
+                    )
                 if verb == "ListMetadataFormats":
                     return self._ok(verb, args, self._list_metadata_formats(args))
                 if verb == "ListSets":
@@ -302,18 +310,20 @@ class OAIProvider:
 
     # ------------------------------------------------------------------- verbs
 
-    def _identify(self) -> bytes:
+    def _identify(self, granularity: Granularity | None, base_url: str | None) -> bytes:
         if self.earliest_datestamp is not None:
             earliest = int(self.earliest_datestamp.timestamp())
         else:
             earliest = min((entry.stamp for entry in self._by_key.values()), default=0)
         return (
             f"<Identify><repositoryName>{escape(self.repository_name)}</repositoryName>"
-            f"<baseURL>{escape(self.base_url)}</baseURL><protocolVersion>2.0</protocolVersion>"
+            f"<baseURL>{escape(base_url or self.base_url)}</baseURL>"
+            "<protocolVersion>2.0</protocolVersion>"
             f"<adminEmail>{escape(self.admin_email)}</adminEmail>"
             f"<earliestDatestamp>{self._format_stamp(earliest)}</earliestDatestamp>"
             f"<deletedRecord>{self.deleted_record}</deletedRecord>"
-            f"<granularity>{_GRANULARITY_FORMATS[self.granularity]}</granularity></Identify>"
+            f"<granularity>{_GRANULARITY_FORMATS[granularity or self.granularity]}</granularity>"
+            "</Identify>"
         ).encode()
 
     def _list_metadata_formats(self, args: dict[str, str]) -> bytes:

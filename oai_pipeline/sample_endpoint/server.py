@@ -272,7 +272,9 @@ class OAIEndpoint:
             return None
         if faults.ratelimit_headers:
             reply.headers += self._ratelimit_headers(faults)
-        if _accepts_gzip(accept_encoding):
+        if faults.plain_labelled_gzip:
+            reply.headers.append(("Content-Encoding", "gzip"))
+        elif _accepts_gzip(accept_encoding):
             reply.body = gzip.compress(reply.body, compresslevel=1)
             reply.headers.append(("Content-Encoding", "gzip"))
         reply.headers.append(("Vary", "Accept-Encoding"))
@@ -292,7 +294,12 @@ class OAIEndpoint:
             return _Reply(200, _NOT_XML_BODY, [("Content-Type", _XML)])
         if number in faults.html_error_on:
             return _Reply(200, _HTML_ERROR_PAGE, [("Content-Type", "text/html; charset=utf-8")])
-        response = self.provider.handle(params, illegal_characters=faults.illegal_characters)
+        response = self.provider.handle(
+            params,
+            illegal_characters=faults.illegal_characters,
+            identify_granularity=faults.identify_granularity,
+            identify_base_url=faults.identify_base_url,
+        )
         if response.list_page:
             self._count_list_page(faults)
         body = response.body

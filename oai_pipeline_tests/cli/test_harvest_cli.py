@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from oai_pipeline.cli import main
+from oai_pipeline.sample_endpoint.faults import Faults
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline_tests.cli.conftest import RECORDS, create_args
 from oai_pipeline_tests.support import deleted_records, live_records
@@ -151,3 +152,35 @@ def test_a_harvester_replacing_a_deleted_one_takes_its_records_over(endpoint: OA
     assert report["errors"] == 0 and report["created"] == 0
     assert sorted(r["id"] for r in after) == sorted(r["id"] for r in before)
     assert {r["source_harvester"] for r in after} == {"new"}
+
+
+def test_quirks_of_a_source_are_noted_in_the_report_and_by_harvesters_show() -> None:
+    """Over real HTTP, a source whose Identify declares seconds it refuses and names another
+    base URL, behind a proxy labelling plain bodies gzip. Before, the harvest failed (the
+    gzip label, then badArgument) and nothing mentioned the other base URL."""
+    declared = "https://repository.example.org/oai/request"
+    faults = Faults(
+        identify_granularity="seconds", identify_base_url=declared, plain_labelled_gzip=True
+    )
+    with OAIEndpoint(RECORDS, page_size=3, granularity="day", faults=faults) as endpoint:
+        assert run(*create_args("sample", endpoint.base_url)).exit_code == 0
+        result = run("harvest", "sample", "--since", "2024-01-12T10:00:00Z")
+        asked = [request.get("from") for request in endpoint.requests if "from" in request]
+    on_the_day = [
+        r
+        for r in live_records(RECORDS, "oai_datacite") + deleted_records(RECORDS, "oai_datacite")
+        if r.datestamp.date().isoformat() == "2024-01-12"
+    ]
+    assert result.exit_code == 0, result.output
+    assert asked == ["2024-01-12T10:00:00Z", "2024-01-12"]
+    assert f"  harvested: {len(on_the_day)} " in result.output  # the whole day
+    notes = [line for line in result.output.splitlines() if line.startswith("  note: ")]
+    assert len(notes) == 2
+    assert f"Identify names another base URL, {declared}; harvesting the registered" in notes[0]
+    assert "refuses from/until in seconds (badArgument: " in notes[1]
+    shown = run("harvesters", "show", "sample")
+    warning = f"  warning: {endpoint.base_url}: the source's Identify names another base URL"
+    assert any(line.startswith(warning) for line in shown.output.splitlines())
+    assert json.loads(run("harvesters", "show", "sample", "--json").output)["warnings"] == [
+        notes[0].removeprefix("  note: ")
+    ]

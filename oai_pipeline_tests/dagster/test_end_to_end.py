@@ -12,6 +12,7 @@ from oai_pipeline.defs.launch import materialize_windows
 from oai_pipeline.defs.partitions import partition_key
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, SYNC_DECISIONS, WRITTEN_RECORDS
+from oai_pipeline.sample_endpoint.faults import Faults
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
 from oai_pipeline.storage import PartitionStore
@@ -159,6 +160,31 @@ def test_a_single_partition_run(
     assert result.success
     expected = {r.identifier for r in live_records(records, PREFIX) if r.datestamp.date() == day}
     assert set(target_by_source(settings, "sample")) == expected
+
+
+def test_quirks_of_the_source_are_in_the_raw_metadata(
+    instance: dg.DagsterInstance, settings: Settings, endpoint: OAIEndpoint, records
+) -> None:
+    """Where the operator of a scheduled harvest sees its outcome: the Dagster UI."""
+    endpoint.faults = Faults(identify_base_url="https://repository.example.org/oai")
+    register(settings, endpoint.base_url, metadata_prefix=PREFIX)
+    day = sorted(r.datestamp.date() for r in live_records(records, PREFIX))[-1]
+    key = str(partition_key("sample", day.isoformat()))
+    instance.add_dynamic_partitions("harvester", ["sample"])
+
+    result = dg.materialize(
+        harvest_assets,
+        instance=instance,
+        partition_key=key,
+        resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
+    )
+
+    assert result.success
+    notices = _latest_metadata(instance, RAW_OAI_XML, key)["source_notices"]
+    assert notices.startswith(
+        f"- {endpoint.base_url}: the source's Identify names another base URL, "
+        "https://repository.example.org/oai; harvesting the registered one"
+    )
 
 
 def window_keys_from(first: str, last: str) -> list[str]:

@@ -228,3 +228,28 @@ def test_slow_on_delays_only_the_named_requests():
         second = time.monotonic() - started - first
     assert second >= 0.3  # the second request waited; the first was answered at once
     assert first < second
+
+
+def test_identify_can_declare_another_granularity_and_base_url():
+    """The Identify of an install that declares seconds it refuses, behind a proxy."""
+    declared = "https://repository.example.org/oai"
+    faults = Faults(identify_granularity="seconds", identify_base_url=declared)
+    in_seconds = {"verb": "ListRecords", "metadataPrefix": "oai_dc", "from": "2024-01-03T00:00:00Z"}
+    with OAIEndpoint(granularity="day", faults=faults) as endpoint, httpx.Client() as client:
+        identify = etree.fromstring(client.get(endpoint.base_url, params=IDENTIFY).content)
+        refused = client.get(endpoint.base_url, params=in_seconds)
+    assert identify.findtext(".//oai:granularity", namespaces=NS) == "YYYY-MM-DDThh:mm:ssZ"
+    assert identify.findtext(".//oai:baseURL", namespaces=NS) == declared
+    assert error_codes(etree.fromstring(refused.content)) == ["badArgument"]
+
+
+def test_plain_labelled_gzip_sends_the_body_plain_with_the_gzip_label():
+    with (
+        _endpoint(plain_labelled_gzip=True) as endpoint,
+        httpx.stream(
+            "GET", endpoint.base_url, params=IDENTIFY, headers={"Accept-Encoding": "gzip"}
+        ) as response,
+    ):
+        body = b"".join(response.iter_raw())
+    assert response.headers["Content-Encoding"] == "gzip"
+    assert etree.fromstring(body).findtext(".//oai:repositoryName", namespaces=NS)

@@ -88,6 +88,7 @@ class FakeSource:
         self.every: tuple[int, Fault] | None = None  # every Nth request -> fault
         self.token_epoch = 0
         self.response_headers: dict[str, str] = {}
+        self.identify_base_url = BASE_URL  # the baseURL its Identify names
 
     # ---- plumbing -------------------------------------------------------------------
     def transport(self) -> httpx.MockTransport:
@@ -114,7 +115,8 @@ class FakeSource:
             granularity = "YYYY-MM-DD" if self.granularity == "day" else "YYYY-MM-DDThh:mm:ssZ"
             body = (
                 "<Identify><repositoryName>Fake</repositoryName>"
-                f"<baseURL>{BASE_URL}</baseURL><protocolVersion>2.0</protocolVersion>"
+                f"<baseURL>{escape(self.identify_base_url)}</baseURL>"
+                "<protocolVersion>2.0</protocolVersion>"
                 "<adminEmail>a@fake.test</adminEmail>"
                 "<earliestDatestamp>2024-01-01T00:00:00Z</earliestDatestamp>"
                 f"<deletedRecord>{self.deleted_record}</deletedRecord>"
@@ -172,10 +174,12 @@ class FakeSource:
         return datestamp[:10] if self.granularity == "day" else datestamp
 
     def selected(self, record: FakeRecord, state: dict) -> bool:
+        """By the granularity of each bound: `until=2024-03-01` takes that whole day."""
         stamp = self.granule(record.datestamp)
-        if state.get("from") and stamp < state["from"]:
+        first, last = state.get("from"), state.get("until")
+        if first and stamp[: len(first)] < first:
             return False
-        if state.get("until") and stamp > state["until"]:
+        if last and stamp[: len(last)] > last:
             return False
         return not (state.get("set") and state["set"] not in record.sets)
 
@@ -201,6 +205,19 @@ class FakeSource:
 
     def error(self, code: str, message: str, status: int = 200) -> httpx.Response:
         return self.xml("", f'<error code="{code}">{escape(message)}</error>', status)
+
+
+class SecondsRefusedSource(FakeSource):
+    """Declares `YYYY-MM-DDThh:mm:ssZ` in Identify but answers badArgument to a from/until
+    in seconds, as DSpace, EPrints and OJS installs whose Identify says more than they take
+    (their messages vary: "Illegal until parameter", "Invalid date given in until
+    parameter")."""
+
+    def list_response(self, verb: str, params: httpx.QueryParams) -> httpx.Response:
+        for name in ("from", "until"):
+            if "T" in params.get(name, ""):
+                return self.error("badArgument", f"Illegal {name} parameter")
+        return super().list_response(verb, params)
 
 
 # ---- faults ------------------------------------------------------------------------------

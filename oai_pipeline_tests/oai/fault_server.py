@@ -137,6 +137,18 @@ def truncated_gzip(server: FaultServer, target: str, sock: socket.socket) -> boo
     return True
 
 
+def labelled(coding: str, pack: Callable[[bytes], bytes] = lambda body: body) -> RawFault:
+    """The answer ``pack``ed (by default: left plain) and labelled ``Content-Encoding:
+    coding``, as a misconfigured proxy does."""
+
+    def fault(server: FaultServer, target: str, sock: socket.socket) -> bool:
+        response = server.response(target)
+        send(sock, response.status_code, pack(response.content), {"Content-Encoding": coding})
+        return True
+
+    return fault
+
+
 def stall_mid_body(server: FaultServer, target: str, sock: socket.socket) -> bool:
     body = server.response(target).content
     sock.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body[:200])

@@ -10,13 +10,14 @@ import httpx
 import pytest
 
 from oai_pipeline.errors import ConfigurationError
-from oai_pipeline.oai.client import OAIClient
+from oai_pipeline.oai.client import OAIClient, another_base_url
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
 from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
 from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
     FakeRecord,
     FakeSource,
+    SecondsRefusedSource,
     drop_connection,
     expire_tokens,
     html_page,
@@ -690,3 +691,95 @@ def test_a_token_answered_forbidden_fails_without_losing_the_checkpoint(code: in
         harvest.run()
     assert harvest.checkpoints[-1].pages_read == 2
     assert harvest.checkpoints[-1].resumption_token
+
+
+def test_dates_in_seconds_refused_by_a_source_declaring_them_go_by_day_from_then_on() -> None:
+    """Identify declares seconds, the source answers badArgument to them. Before, the
+    harvest failed on it, every time."""
+    source = SecondsRefusedSource(make_records(9, day=1) + make_records(4, day=2), page_size=4)
+    harvest = Harvest(source)
+    harvest.run(from_="2024-03-01T12:00:00Z", until="2024-03-01T23:59:59Z")
+    harvest.run(from_="2024-03-02T00:00:00Z", until="2024-03-02T05:00:00Z")
+    dates = [
+        (request.url.params.get("from"), request.url.params.get("until"))
+        for request in source.requests
+        if "resumptionToken" not in request.url.params
+    ]
+    # the first window refused in seconds and asked again by day; the second by day at once
+    assert dates == [
+        ("2024-03-01T12:00:00Z", "2024-03-01T23:59:59Z"),
+        ("2024-03-01", "2024-03-01"),
+        ("2024-03-02", "2024-03-02"),
+    ]
+    assert set(harvest.records) == held(source)  # whole days: a wider window, never a gap
+    (notice,) = harvest.client.notices
+    assert "refuses from/until in seconds (badArgument: Illegal from parameter)" in notice
+
+
+@pytest.mark.parametrize(
+    ("from_", "message", "asked"),
+    [
+        ("2024-03-01T12:00:00Z", "Illegal argument", 2),  # might be the dates: tried by day
+        ("2024-03-01T12:00:00Z", "Illegal set", 1),  # names another argument
+        ("2024-03-01", "Illegal argument", 1),
+    ],
+    ids=["seconds", "seconds-other-argument-named", "day"],
+)
+def test_a_bad_argument_for_another_reason_still_fails(
+    from_: str, message: str, asked: int
+) -> None:
+    source = FakeSource(make_records(3))
+    source.every = (1, lambda request, response: source.error("badArgument", message))
+    harvest = Harvest(source)
+    with pytest.raises(OAIError, match=f"badArgument: {message}") as caught:
+        harvest.run(from_=from_, set_spec="no:such:set")
+    assert caught.value.code == "badArgument"
+    assert len(source.requests) == asked
+    assert harvest.client.notices == [] and not harvest.client.dates_by_day
+
+
+@pytest.mark.parametrize(
+    ("registered", "declared"),
+    [
+        ("http://fake.test/oai", "http://fake.test/oai"),
+        ("http://fake.test/oai", "HTTP://Fake.Test/oai/"),
+        ("http://fake.test/oai", "http://fake.test:80/oai"),
+        ("https://fake.test:443/oai/", "https://fake.test/oai"),
+        # a request URL pasted as the base URL, or given as one: not another endpoint
+        ("http://fake.test/oai?verb=Identify", "http://fake.test/oai"),
+        ("http://fake.test/index.php?q=oai", "http://fake.test/index.php/?q=oai&verb=Identify"),
+    ],
+)
+def test_an_identify_naming_the_same_base_url_however_written_is_not_noted(
+    registered: str, declared: str
+) -> None:
+    assert another_base_url(registered, declared) is None
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [
+        "https://fake.test/oai",  # http registered, https declared
+        "http://proxy.fake.test/oai",  # the host behind a proxy
+        "http://fake.test:8080/oai",
+        "http://fake.test/oai/request",  # a trailing path
+        "http://fake.test/OAI",
+        "http://fake.test/index.php?q=oai",
+        # a real one: the baseURL Stud.IP's Lernmarktplatz hard-codes (Krassmus/LernMarktplatz,
+        # views/oai/identify.php)
+        "http://localhost/studip/plugins.php/lernmarktplatz/oai/",
+    ],
+)
+def test_an_identify_naming_another_base_url_is_noted_once_and_not_followed(declared: str) -> None:
+    """Before, nothing mentioned it."""
+    source = FakeSource(make_records(4), page_size=2)
+    source.identify_base_url = declared
+    harvest = Harvest(source)
+    harvest.client.identify()
+    harvest.client.identify()
+    harvest.run()
+    assert harvest.client.notices == [
+        f"{BASE_URL}: the source's Identify names another base URL, {declared}; harvesting "
+        "the registered one (if the source lives there, set the harvester's base URL to it)"
+    ]
+    assert {str(request.url.copy_with(query=None)) for request in source.requests} == {BASE_URL}

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import gzip
 import time
 
 import pytest
 
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.client import OAIClient
-from oai_pipeline.oai.errors import HarvestProtocolError
+from oai_pipeline.oai.errors import HarvestProtocolError, OversizedResponse
 from oai_pipeline_tests.oai.fake_source import FakeSource, make_records
 from oai_pipeline_tests.oai.fault_server import (
     SELF_SIGNED,
     FaultServer,
     close_after_headers,
+    labelled,
     moved,
     reset_mid_body,
     short_of_content_length,
@@ -170,3 +172,41 @@ def test_a_permanent_redirect_is_reported_once(
             f"{server.base_url} has moved permanently (HTTP {status}) to "
             f"{server.origin}/new/oai: set the harvester's base URL to it"
         )
+
+
+def test_a_permanent_redirect_is_a_notice_of_the_harvest() -> None:
+    """Before, only the log said so, where the operator of a scheduled harvest looks last."""
+    source = FakeSource(make_records(7), page_size=3)
+    with FaultServer(source) as server, OAIClient(server.base_url, sleep=lambda _s: None) as client:
+        server.every = moved(301, lambda server, query: f"/new/oai?{query}")
+        for _page in client.sweep("ListRecords", metadata_prefix="oai_dc"):
+            pass
+    assert client.notices == [
+        f"{server.base_url} has moved permanently (HTTP 301) to {server.origin}/new/oai: "
+        "set the harvester's base URL to it"
+    ]
+
+
+def test_a_plain_body_labelled_gzip_is_read_as_it_is() -> None:
+    """A proxy that labels plain XML `Content-Encoding: gzip`. Before, httpx failed every
+    page with DecodingError, each was retried in vain and the harvest failed."""
+    source = FakeSource(make_records(7), page_size=3)
+    with FaultServer(source) as server:
+        server.every = labelled("gzip")
+        got, sleeps = harvest(server)
+    assert got == held(source) and sleeps == []
+
+
+@pytest.mark.parametrize(
+    ("pack", "when"),
+    [(lambda body: body, "larger than 4096 bytes;"), (gzip.compress, "4096 bytes once unpacked")],
+    ids=["plain-labelled-gzip", "gzip"],
+)
+def test_a_body_labelled_gzip_is_bounded_like_any_other(pack, when: str) -> None:
+    """The bound holds for the bytes as they come and for what they unpack to."""
+    source = FakeSource(make_records(30), page_size=30)
+    with FaultServer(source) as server:
+        server.every = labelled("gzip", pack)
+        with pytest.raises(OversizedResponse, match=when):
+            harvest(server, max_response_bytes=4096)
+    assert len(server.targets) == 1  # the same every time: not retried

@@ -189,6 +189,22 @@ def test_bad_argument_with_http_422_fails_without_retry() -> None:
     assert len(recorded.requests) == 1 and sleeps == []
 
 
+@pytest.mark.parametrize("until", ["2026-08-13T23:59:59Z", "2026-08-13"])
+def test_a_bad_prefix_answered_bad_argument_is_not_asked_again_by_day(until: str) -> None:
+    """Zenodo answers an unknown prefix with badArgument, which in answer to a from/until
+    in seconds might be the dates: its message names the prefix, so the harvest fails at
+    once, as before (the request by day would be refused as well)."""
+    answer = "zenodo-error-badArgument-unknown-prefix-http422.xml"
+    dates = [("from", until.replace("23:59:59", "00:00:00")), ("until", until)]
+    params = [("verb", "ListRecords"), ("metadataPrefix", "XXX"), *dates]
+    recorded = Recorded({Recorded.key("zenodo.org", params): answer})
+    client = zenodo(recorded)
+    with pytest.raises(OAIError, match="badArgument: metadataPrefix does not exist"):
+        client.list_page("ListRecords", metadata_prefix="XXX", from_=dates[0][1], until=until)
+    assert len(recorded.requests) == 1
+    assert client.notices == [] and not client.dates_by_day
+
+
 def test_bad_resumption_token_with_http_422() -> None:
     with pytest.raises(BadResumptionToken) as caught:
         zenodo(Recorded()).list_page(
