@@ -986,7 +986,9 @@ class StateStore:
         max_records: int,
         options: dict[str, Any],
         dagster_run_id: str | None = None,
+        worker: str | None = None,
     ) -> int:
+        """A new run, `running`; `worker` is the harvester lease's owner of the process."""
         if scale is not None and scale not in SCALES:
             raise PipelineError(f"unknown scale {scale!r} (known: {', '.join(SCALES)})")
         if max_records < 0:
@@ -997,6 +999,7 @@ class StateStore:
                 harvest_runs.insert().values(
                     harvester_id=harvester_id,
                     dagster_run_id=dagster_run_id,
+                    worker=worker,
                     window_from=window_from,
                     window_until=window_until,
                     scale=scale,
@@ -1043,12 +1046,17 @@ class StateStore:
         with self._read() as conn:
             return [self._run_dict(row) for row in conn.execute(query)]
 
-    def resume_run(self, run_id: int, dagster_run_id: str | None = None) -> None:
+    def resume_run(
+        self, run_id: int, dagster_run_id: str | None = None, worker: str | None = None
+    ) -> None:
         """Another attempt works on the run: a failed or stopped one is running again, and
-        the Dagster run (if any) is the one whose failure the failure sensor records on it."""
+        the Dagster run (if any) is the one whose failure the failure sensor records on it;
+        `worker` (if given) the process that works on it now (see `create_run`)."""
         values: dict[str, Any] = {"updated_at": utc_now()}
         if dagster_run_id is not None:
             values["dagster_run_id"] = dagster_run_id
+        if worker is not None:
+            values["worker"] = worker
         with self._engine.begin() as conn:
             conn.execute(harvest_runs.update().where(harvest_runs.c.id == run_id).values(values))
             conn.execute(
@@ -1058,6 +1066,52 @@ class StateStore:
                 )
                 .values(status="running", error=None, finished_at=None)
             )
+
+    def settle_interrupted_runs(
+        self, harvester_id: str | None, works_on: Callable[[str, str], bool]
+    ) -> list[dict[str, Any]]:
+        """Runs started outside Dagster (the CLI) still `running` although their process no
+        longer works on them (`works_on(harvester_id, worker)` is False: it was killed) are
+        failed, as what they are: interrupted, resumable. Returns them, failed.
+
+        A Dagster run's harvest runs are not judged here: its steps run in processes of
+        their own, one after the other, and the dead-run sensor tells when it died."""
+        query = sa.select(harvest_runs).where(
+            harvest_runs.c.status == "running",
+            harvest_runs.c.dagster_run_id.is_(None),
+            harvest_runs.c.worker.is_not(None),
+        )
+        if harvester_id is not None:
+            query = query.where(harvest_runs.c.harvester_id == harvester_id)
+        with self._read() as conn:
+            running = [self._run_dict(row) for row in conn.execute(query)]
+        settled = []
+        for run in running:
+            if works_on(run["harvester_id"], run["worker"]):
+                continue
+            process = run["worker"].rsplit(":", 1)[0]
+            error = (
+                f"interrupted: its process ({process}) is gone (killed?); harvesting the "
+                f"same window again, or `oai-pipeline harvest {run['harvester_id']} "
+                f"--resume {run['id']}`, resumes it"
+            )
+            now = utc_now()
+            with self._engine.begin() as conn:
+                # Only if still so: the process may have finished it meanwhile, or another
+                # attempt resumed it.
+                failed = conn.execute(
+                    harvest_runs.update()
+                    .where(
+                        harvest_runs.c.id == run["id"],
+                        harvest_runs.c.status == "running",
+                        harvest_runs.c.worker == run["worker"],
+                        harvest_runs.c.dagster_run_id.is_(None),
+                    )
+                    .values(status="failed", error=error, finished_at=now, updated_at=now)
+                ).rowcount
+            if failed:
+                settled.append(run | {"status": "failed", "error": error, "finished_at": now})
+        return settled
 
     def runs_of_dagster_run(self, dagster_run_id: str) -> list[dict[str, Any]]:
         """The harvest runs a Dagster run works on (a range run may work on several)."""
