@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # The largest whole number a column holds (SQLite INTEGER, PostgreSQL BIGINT) and orjson writes:
 # a count, id or limit given from outside is checked against it, not met as an OverflowError.
 MAX_INTEGER = 2**63 - 1
@@ -163,6 +163,16 @@ harvest_runs = sa.Table(
     sa.Column("record_counts", sa.JSON, nullable=True),
 )
 
+# Every Dagster run that worked on a harvest run (harvest_runs.dagster_run_id is the latest):
+# a downstream run may write part of a harvest run another Dagster run started, and the
+# harvest run is running only while one of them is.
+harvest_run_dagster_runs = sa.Table(
+    "harvest_run_dagster_runs",
+    metadata,
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("harvest_runs.id"), primary_key=True),
+    sa.Column("dagster_run_id", sa.String(100), primary_key=True, index=True),
+)
+
 # Per-record status within a run; unique (run, identifier) makes staging idempotent.
 run_records = sa.Table(
     "run_records",
@@ -254,6 +264,16 @@ def _add_worker(connection: Connection) -> None:
     _add_run_column(connection, "worker", "VARCHAR(200)")
 
 
+def _link_dagster_runs(connection: Connection) -> None:
+    """Of the Dagster runs that worked on a run, an older version kept the latest."""
+    connection.execute(
+        sa.text(
+            "INSERT INTO harvest_run_dagster_runs (run_id, dagster_run_id) "
+            "SELECT id, dagster_run_id FROM harvest_runs WHERE dagster_run_id IS NOT NULL"
+        )
+    )
+
+
 # version -> the step that brings the schema from version-1 to it (create_all covers the
 # current version of a new database).
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -263,6 +283,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     5: _add_written_fingerprint,
     6: _add_record_counts,
     7: _add_worker,
+    8: _link_dagster_runs,
 }
 
 

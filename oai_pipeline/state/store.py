@@ -31,6 +31,7 @@ from oai_pipeline.state.schema import (
     harvest_record_data,
     harvest_record_xml,
     harvest_records,
+    harvest_run_dagster_runs,
     harvest_runs,
     harvesters,
     migrate,
@@ -87,7 +88,7 @@ def _minutes_ago(minutes: int) -> str:
     return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
-def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
+def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), _CHUNK):
         yield items[start : start + _CHUNK]
 
@@ -319,6 +320,16 @@ class StateStore:
                     run_records,
                 ):
                     conn.execute(table.delete().where(table.c.harvester_id == harvester_id))
+                links = harvest_run_dagster_runs
+                conn.execute(
+                    links.delete().where(
+                        links.c.run_id.in_(
+                            sa.select(harvest_runs.c.id).where(
+                                harvest_runs.c.harvester_id == harvester_id
+                            )
+                        )
+                    )
+                )
                 conn.execute(
                     harvest_runs.delete().where(harvest_runs.c.harvester_id == harvester_id)
                 )
@@ -1016,7 +1027,23 @@ class StateStore:
                     updated_at=now,
                 )
             )
-            return int(result.inserted_primary_key[0])
+            run_id = int(result.inserted_primary_key[0])
+            self._link_dagster_run(conn, run_id, dagster_run_id)
+            return run_id
+
+    @staticmethod
+    def _link_dagster_run(conn: Connection, run_id: int, dagster_run_id: str | None) -> None:
+        """Remember that the Dagster run works on the run (see `dagster_runs_of`)."""
+        if dagster_run_id is None:
+            return
+        links = harvest_run_dagster_runs
+        known = conn.execute(
+            sa.select(links.c.run_id).where(
+                links.c.run_id == run_id, links.c.dagster_run_id == dagster_run_id
+            )
+        ).first()
+        if known is None:
+            conn.execute(links.insert().values(run_id=run_id, dagster_run_id=dagster_run_id))
 
     @staticmethod
     def _run_dict(row: Any) -> dict[str, Any]:
@@ -1059,6 +1086,7 @@ class StateStore:
             values["worker"] = worker
         with self._engine.begin() as conn:
             conn.execute(harvest_runs.update().where(harvest_runs.c.id == run_id).values(values))
+            self._link_dagster_run(conn, run_id, dagster_run_id)
             conn.execute(
                 harvest_runs.update()
                 .where(
@@ -1114,14 +1142,40 @@ class StateStore:
         return settled
 
     def runs_of_dagster_run(self, dagster_run_id: str) -> list[dict[str, Any]]:
-        """The harvest runs a Dagster run works on (a range run may work on several)."""
-        query = (
-            sa.select(harvest_runs)
-            .where(harvest_runs.c.dagster_run_id == dagster_run_id)
-            .order_by(harvest_runs.c.id)
+        """The harvest runs a Dagster run worked on (a range run may work on several), also
+        those a later Dagster run worked on since, each with its `dagster_run_ids`."""
+        links = harvest_run_dagster_runs
+        return self._runs_with_dagster_runs(
+            harvest_runs.c.id.in_(
+                sa.select(links.c.run_id).where(links.c.dagster_run_id == dagster_run_id)
+            )
         )
-        with self._engine.begin() as conn:
-            return [self._run_dict(row) for row in conn.execute(query)]
+
+    def running_dagster_runs(self) -> list[dict[str, Any]]:
+        """The runs still `running` that Dagster runs worked on, each with its
+        `dagster_run_ids`."""
+        return self._runs_with_dagster_runs(
+            harvest_runs.c.status == "running", harvest_runs.c.dagster_run_id.is_not(None)
+        )
+
+    def _runs_with_dagster_runs(self, *where: sa.ColumnElement[bool]) -> list[dict[str, Any]]:
+        links = harvest_run_dagster_runs
+        with self._read() as conn:
+            runs = [
+                self._run_dict(row)
+                for row in conn.execute(
+                    sa.select(harvest_runs).where(*where).order_by(harvest_runs.c.id)
+                )
+            ]
+            worked_on: dict[int, list[str]] = {}
+            for chunk in _chunks([run["id"] for run in runs]):
+                for run_id, dagster_run_id in conn.execute(
+                    sa.select(links.c.run_id, links.c.dagster_run_id).where(
+                        links.c.run_id.in_(chunk)
+                    )
+                ):
+                    worked_on.setdefault(run_id, []).append(dagster_run_id)
+        return [run | {"dagster_run_ids": sorted(worked_on.get(run["id"], []))} for run in runs]
 
     def latest_run(self, harvester_id: str, *, status: str | None = None) -> dict[str, Any] | None:
         query = (

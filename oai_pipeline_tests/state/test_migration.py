@@ -174,3 +174,25 @@ def test_a_version_5_database_gains_the_kept_counts_of_pruned_runs(store_url: st
     with StateStore(store_url) as store:
         assert store.get_run(run_id)["record_counts"] is None  # its rows are all there
         assert store.run_status(run_id=run_id)["record_rows_pruned"] is False
+
+
+def test_a_version_7_database_knows_the_dagster_run_of_each_run(store_url: str) -> None:
+    """It kept the latest Dagster run on the run only: that one is linked."""
+    with StateStore(store_url) as store:
+        run_id = store.create_run(
+            "h",
+            window_from=None,
+            window_until=None,
+            scale=None,
+            max_records=0,
+            options={},
+            dagster_run_id="the-dagster-run",
+        )
+    engine = sa.create_engine(store_url)
+    with engine.begin() as connection:  # what version 7 looked like
+        connection.execute(sa.text("DROP TABLE harvest_run_dagster_runs"))
+        connection.execute(sa.text("UPDATE schema_version SET version = 7"))
+    engine.dispose()
+    with StateStore(store_url) as store:
+        [run] = store.runs_of_dagster_run("the-dagster-run")
+    assert run["id"] == run_id and run["dagster_run_ids"] == ["the-dagster-run"]
