@@ -4,11 +4,7 @@ for ever, and the next harvest of its harvester says what becomes of it."""
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
@@ -18,8 +14,8 @@ from oai_pipeline.sample_endpoint.faults import Faults
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.store import StateStore
+from oai_pipeline_tests.support import cli_killed_when
 
-CLI = str(Path(sys.executable).with_name("oai-pipeline"))
 WINDOW = ["--since", "2024-01-03", "--until", "2024-01-12"]
 
 
@@ -40,20 +36,12 @@ def _killed_mid_harvest(endpoint: OAIEndpoint, harvester_id: str) -> None:
     """Harvest run 1 (WINDOW) of the harvester, SIGKILLed while its second page is slow."""
     slow = endpoint.request_count + 3  # Identify, the first page, then the second
     endpoint.faults = Faults(slow_on={slow: SLOW_SECONDS})
-    process = subprocess.Popen(
-        [CLI, "harvest", harvester_id, *WINDOW],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 120
     try:
-        while endpoint.request_count < slow or not _staged(1):
-            assert process.poll() is None, "the harvest ended before the kill point"
-            assert time.monotonic() < deadline, "kill point never reached"
-            time.sleep(0.01)
+        cli_killed_when(
+            ["harvest", harvester_id, *WINDOW],
+            lambda: endpoint.request_count >= slow and _staged(1) > 0,
+        )
     finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
         endpoint.faults = Faults()
     # The endpoint's answer to the killed client fails with a traceback on stderr: let it
     # land here, not in the output a later in-process command is tested on.
