@@ -377,6 +377,9 @@ def _export(services: Services, scope: HarvestScope, run_id: int, result: Discov
         run_id,
         batch_size=PART_SIZE,
         group_of=lambda datestamp: position[scope.window_key_for(datestamp)],
+        # A resumed or re-executed old run: records the source moved out of its windows
+        # since, harvested again by a later run, are that run's windows' now.
+        moved_out=lambda datestamp: not scope.holds(datestamp),
     )
     for record in staged:
         key = scope.window_key_for(record.datestamp)

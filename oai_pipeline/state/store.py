@@ -1322,6 +1322,7 @@ class StateStore:
         *,
         batch_size: int = 5000,
         group_of: Callable[[str], int] | None = None,
+        moved_out: Callable[[str], bool] | None = None,
     ) -> Iterator[HarvestedRecord]:
         """The run's staged records, as harvested (latest version), in staging order.
 
@@ -1330,10 +1331,15 @@ class StateStore:
         records in no datestamp order, and a writer of per-window files wants each window's
         records together. Only the run's row ids are held for that, never the records.
         The XML is looked up without an ORDER BY, so the database never sorts it.
+
+        `moved_out` (datestamp -> whether it lies outside what the caller covers) leaves out
+        the records a later run of the harvester listed again with such a datestamp: the
+        source moved them to a later window, which that run harvested (re-exporting an old
+        run's windows would count them twice, there and here).
         """
         run = self._require_run(run_id)
         harvester_id = run["harvester_id"]
-        order = self._staged_order(run_id, harvester_id, group_of)
+        order = self._staged_order(run_id, harvester_id, group_of, moved_out)
         decoded: dict[str, list[str]] = {}
 
         def set_specs(stored: Any) -> list[str]:
@@ -1413,18 +1419,27 @@ class StateStore:
                 )
 
     def _staged_order(
-        self, run_id: int, harvester_id: str, group_of: Callable[[str], int] | None
+        self,
+        run_id: int,
+        harvester_id: str,
+        group_of: Callable[[str], int] | None,
+        moved_out: Callable[[str], bool] | None = None,
     ) -> pl.Series:
         """The run's row ids in the order `iter_staged` yields them (compact: int64)."""
         rr, hr = run_records, harvest_records
         with self._read() as conn:
-            if group_of is None:
+            if group_of is None and moved_out is None:
                 ids = conn.execute(
                     sa.select(rr.c.id).where(rr.c.run_id == run_id).order_by(rr.c.id)
                 ).scalars()
                 return pl.Series("id", list(ids), dtype=pl.Int64)
+            listed_later = (
+                rr.c.identifier.in_(_listed_later(harvester_id, run_id))
+                if moved_out is not None
+                else sa.false()
+            )
             rows = conn.execute(
-                sa.select(rr.c.id, hr.c.datestamp)
+                sa.select(rr.c.id, hr.c.datestamp, listed_later.label("listed_later"))
                 .join(
                     hr,
                     sa.and_(hr.c.harvester_id == harvester_id, hr.c.identifier == rr.c.identifier),
@@ -1434,10 +1449,12 @@ class StateStore:
             ids: list[int] = []
             groups: list[int] = []
             group_cache: dict[str, int] = {}
-            for row_id, datestamp in rows:
+            for row_id, datestamp, later in rows:
+                if later and moved_out is not None and moved_out(datestamp):
+                    continue
                 group = group_cache.get(datestamp)
                 if group is None:
-                    group = group_cache[datestamp] = group_of(datestamp)
+                    group = group_cache[datestamp] = group_of(datestamp) if group_of else 0
                     if len(group_cache) > 100_000:
                         group_cache.clear()
                 ids.append(row_id)
@@ -1694,16 +1711,12 @@ class StateStore:
         later run of the harvester listed again (that run writes them)."""
         rr = run_records
         harvester_id = self._require_run(run_id)["harvester_id"]
-        # Uncorrelated: the database reads the later runs' identifiers once, not per record.
-        listed_later = sa.select(rr.c.identifier).where(
-            rr.c.harvester_id == harvester_id, rr.c.run_id > run_id
-        )
         with self._read() as conn:
             return conn.execute(
                 sa.select(sa.func.count()).where(
                     rr.c.run_id == run_id,
                     rr.c.status.in_(("pending", "running")),
-                    rr.c.identifier.not_in(listed_later),
+                    rr.c.identifier.not_in(_listed_later(harvester_id, run_id)),
                 )
             ).scalar_one()
 
@@ -1812,6 +1825,13 @@ class StateStore:
             "harvest_records": self.record_totals(run["harvester_id"]),
             "target": target_stats,
         }
+
+
+def _listed_later(harvester_id: str, run_id: int) -> sa.Select:
+    """The identifiers later runs of the harvester listed. Uncorrelated: the database reads
+    them once, not per record of the run."""
+    rr = run_records
+    return sa.select(rr.c.identifier).where(rr.c.harvester_id == harvester_id, rr.c.run_id > run_id)
 
 
 # The last failures a pruned run keeps (what `status` shows of it).
