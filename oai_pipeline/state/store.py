@@ -1078,9 +1078,11 @@ class StateStore:
     ) -> None:
         """Another attempt works on the run: a failed or stopped one is running again, and
         the Dagster run (if any) is the one whose failure the failure sensor records on it;
-        `worker` (if given) the process that works on it now (see `create_run`)."""
+        `worker` (if given) the process that works on it now (see `create_run`). A worker
+        without a Dagster run (the CLI resuming a run a Dagster run began) leaves no Dagster
+        run on it: whether the run is alive is then the worker's to tell."""
         values: dict[str, Any] = {"updated_at": utc_now()}
-        if dagster_run_id is not None:
+        if dagster_run_id is not None or worker is not None:
             values["dagster_run_id"] = dagster_run_id
         if worker is not None:
             values["worker"] = worker
