@@ -172,6 +172,22 @@ def harvest_canceled_sensor(context: dg.RunStatusSensorContext, pipeline: Pipeli
     )
 
 
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    monitor_all_code_locations=False,
+    description="Fails a harvest run a succeeded Dagster run took on, but did not write all of, "
+    "when the Dagster run that was to write the rest failed (see fail_orphaned_harvest_runs).",
+)
+def harvest_success_sensor(context: dg.RunStatusSensorContext, pipeline: PipelineResource) -> None:
+    """written_records does this as it ends; a run of the steps before it alone (transform
+    some windows again) does not reach it, and took on the harvest run all the same."""
+    dagster_run_id = context.dagster_run.run_id
+    with pipeline.services() as services:
+        worked_on = [r["id"] for r in services.state.runs_of_dagster_run(dagster_run_id)]
+    fail_orphaned_harvest_runs(pipeline, context.instance, worked_on, dagster_run_id)
+
+
 # Downstream assets follow upstream materialisations of any window (declarative automation).
 automation_sensor = dg.AutomationConditionSensorDefinition(
     "harvest_automation",

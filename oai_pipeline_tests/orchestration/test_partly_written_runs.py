@@ -57,15 +57,35 @@ def _killed_range_run(instance: dg.DagsterInstance, first: str, last: str) -> dg
     return run
 
 
-def _downstream(instance: dg.DagsterInstance, first: str, last: str) -> dg.ExecuteInProcessResult:
-    """A later run of the downstream assets over some windows (say, from the UI)."""
+def _downstream(
+    instance: dg.DagsterInstance, first: str, last: str, assets: list | None = None
+) -> dg.ExecuteInProcessResult:
+    """A later run of the downstream `assets` (default: all three) over some windows (say,
+    from the UI)."""
     return dg.materialize(
         harvest_assets,
-        selection=[transformed, sync_decisions, written_records],
+        selection=assets or [transformed, sync_decisions, written_records],
         instance=instance,
         resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
         tags=range_tags("alpha", first, last),
     )
+
+
+def _run_status_sensor(
+    instance: dg.DagsterInstance, name: str, run_id: str, event_type: dg.DagsterEventType
+) -> None:
+    """One evaluation of the run status sensor `name` for the run's `event_type` event."""
+    [event] = instance.get_records_for_run(run_id, of_type=event_type).records
+    sensor = defs.resolve_sensor_def(name)
+    context = dg.build_run_status_sensor_context(
+        sensor_name=sensor.name,
+        dagster_event=event.event_log_entry.dagster_event,
+        dagster_instance=instance,
+        dagster_run=instance.get_run_by_id(run_id),
+        resources=defs.resources,
+    )
+    failed = event_type is dg.DagsterEventType.RUN_FAILURE
+    sensor(context.for_run_failure() if failed else context)
 
 
 def _dead_run_sensor_and_failure_sensor(
@@ -77,18 +97,9 @@ def _dead_run_sensor_and_failure_sensor(
     context = dg.build_sensor_context(instance=instance, resources=defs.resources)
     defs.resolve_sensor_def("dead_run_sensor").evaluate_tick(context)
     assert instance.get_run_by_id(killed.run_id).status is dg.DagsterRunStatus.FAILURE
-    [failure] = instance.get_records_for_run(
-        killed.run_id, of_type=dg.DagsterEventType.RUN_FAILURE
-    ).records
-    sensor = defs.resolve_sensor_def("harvest_failure_sensor")
-    status_context = dg.build_run_status_sensor_context(
-        sensor_name=sensor.name,
-        dagster_event=failure.event_log_entry.dagster_event,
-        dagster_instance=instance,
-        dagster_run=instance.get_run_by_id(killed.run_id),
-        resources=defs.resources,
+    _run_status_sensor(
+        instance, "harvest_failure_sensor", killed.run_id, dg.DagsterEventType.RUN_FAILURE
     )
-    sensor(status_context.for_run_failure())
 
 
 def _harvest_run(settings: Settings, run_id: int) -> dict:
@@ -129,3 +140,31 @@ def test_a_killed_run_partly_written_later_ends_failed(
     assert _downstream(instance, "2024-01-04", "2024-01-06").success
     run = _harvest_run(settings, harvest_run["id"])
     assert (run["status"], run["owed"]) == ("succeeded", 0)
+
+
+def test_a_later_run_that_only_transforms_leaves_a_failed_run_failed(
+    instance: dg.DagsterInstance,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    endpoint: OAIEndpoint,
+) -> None:
+    """The failure was recorded on run 1; a later Dagster run transforms 01-02 .. 01-03 again
+    (no written_records step to end with): it took run 1 on, and when it succeeds, run 1 is
+    failed again, not running."""
+    register(settings, endpoint.base_url, harvester_id="alpha", metadata_prefix="oai_datacite")
+    ensure_harvester_partitions(instance, ["alpha"])
+    killed = _killed_range_run(instance, "2024-01-02", "2024-01-06")
+    with Services(settings) as services:
+        [harvest_run] = services.state.runs_of_dagster_run(killed.run_id)
+    _dead_run_sensor_and_failure_sensor(instance, monkeypatch, killed)
+
+    later = _downstream(instance, "2024-01-02", "2024-01-03", [transformed])
+    assert later.success
+    assert _harvest_run(settings, harvest_run["id"])["status"] == "running"  # taken on
+    _run_status_sensor(
+        instance, "harvest_success_sensor", later.run_id, dg.DagsterEventType.RUN_SUCCESS
+    )
+
+    run = _harvest_run(settings, harvest_run["id"])
+    assert run["status"] == "failed"
+    assert f"the Dagster run {killed.run_id} failed before writing them" in run["error"]
