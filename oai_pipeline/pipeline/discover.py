@@ -115,7 +115,10 @@ def _run_for(
         dagster_run_id=dagster_run_id,
         worker=worker,
     )
-    superseded = [r for r in interrupted if not options.identifiers and _covers(from_, until, r)]
+    # Only a sweep of the whole window lists all of its records again (not a capped run,
+    # nor one of selected identifiers).
+    lists_all = not options.identifiers and not options.cap
+    superseded = [r for r in interrupted if lists_all and _covers(from_, until, r)]
     for old in superseded:
         state.finish_run(
             old["id"],
@@ -135,6 +138,8 @@ def _covers(from_: str | None, until: str | None, run: dict) -> bool:
 
 
 def _bound(ours: str | None, theirs: str | None, *, later: bool) -> bool:
+    """Whether our bound reaches as far as theirs (an upper one if `later`): compared as
+    moments, since the two may be at different granularities."""
     if ours is None:
         return True
     if theirs is None:

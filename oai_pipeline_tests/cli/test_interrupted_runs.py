@@ -59,6 +59,12 @@ def _killed_mid_harvest(endpoint: OAIEndpoint, harvester_id: str) -> None:
         ),
         (WINDOW, "resuming it", "succeeded", 1),
         ([], "superseded by harvest run 2, which lists its window again", "stopped", 2),
+        (  # a capped run lists only some of the records of its window: no supersession
+            ["--max-records", "2"],
+            "marked failed: `oai-pipeline harvest sample --resume 1` resumes it",
+            "failed",
+            2,
+        ),
     ],
 )
 def test_a_killed_cli_harvest_is_interrupted_not_running(
