@@ -18,6 +18,7 @@ from oai_pipeline.defs.sensors import (
     automation_sensor,
     harvest_canceled_sensor,
     harvest_failure_sensor,
+    harvest_success_sensor,
     harvester_registry_sensor,
 )
 from oai_pipeline.harvesters.fixtures import load_fixture_file
@@ -56,6 +57,7 @@ def build_definitions() -> dg.Definitions:
             harvester_registry_sensor,
             harvest_failure_sensor,
             harvest_canceled_sensor,
+            harvest_success_sensor,
             automation_sensor,
             dead_run_sensor,
         ],

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -215,3 +220,26 @@ def oai_dc(
         f"<dc:title>{title}</dc:title><dc:creator>{creator}</dc:creator>"
         f"<dc:date>{date_text}</dc:date>{kind_element}</oai_dc:dc>"
     )
+
+
+# The CLI of this environment, as an operator starts it (a process of its own).
+CLI = str(Path(sys.executable).with_name("oai-pipeline"))
+
+
+def cli_killed_when(
+    args: list[str], condition: Callable[[], bool], env: dict[str, str] | None = None
+) -> None:
+    """Start `oai-pipeline ARGS` and SIGKILL it as soon as `condition` holds (the kill point),
+    as `kill -9` or the OOM killer would: it cannot record anything."""
+    process = subprocess.Popen(
+        [CLI, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 120
+    try:
+        while not condition():
+            assert process.poll() is None, "the command ended before the kill point"
+            assert time.monotonic() < deadline, "kill point never reached"
+            time.sleep(0.01)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)

@@ -8,7 +8,7 @@ import click
 
 from oai_pipeline.cli.harvesters import open_store
 from oai_pipeline.cli.output import FriendlyCommand, InvalidInput, emit, json_option, limit_option
-from oai_pipeline.pipeline.status import harvest_status
+from oai_pipeline.pipeline.status import harvest_status, settle_interrupted
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.schema import MAX_INTEGER
 from oai_pipeline.state.store import DEFAULT_STALE_MINUTES, jsonable_run
@@ -94,6 +94,7 @@ def status(
     if batch_id is not None and harvester_id is not None:
         raise InvalidInput("give --batch-id or --harvester, not both")
     with open_store() as store:
+        settle_interrupted(store)
         if list_recent:
             if batch_id is not None:
                 raise InvalidInput("--list-recent lists runs: use --harvester, not --batch-id")

@@ -23,6 +23,7 @@ from oai_pipeline.defs.partitions import (
     scopes_for_keys,
 )
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+from oai_pipeline.defs.sensors import fail_orphaned_harvest_runs
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import describe_validation_error
 from oai_pipeline.oai.errors import HarvestProtocolError
@@ -388,12 +389,19 @@ def written_records(
         lambda s, scope: write(s, scope, options, progress=context.log.info),
         SYNC_DECISIONS,
     )
+    harvest_runs = list(dict.fromkeys(r.run_id for _, r in results))
+    # A harvest run this run wrote part of, whose other windows' records the Dagster run
+    # that harvested it will not write (it failed or was killed): not running.
+    for run_id in fail_orphaned_harvest_runs(
+        pipeline, context.instance, harvest_runs, context.run_id
+    ):
+        context.log.warning(f"harvest run {run_id}: records of its other windows not written")
     return dg.MaterializeResult(
         metadata={
             **_window_metadata(context, pipeline, WRITTEN_RECORDS, _scopes(results), _outcomes),
             "harvest_runs": ", ".join(str(r.run_id) for _, r in results),
             "run_local_changes_undone": sum(r.undone.total() for _, r in results),
-            **_status_metadata(pipeline, list(dict.fromkeys(r.run_id for _, r in results))),
+            **_status_metadata(pipeline, harvest_runs),
         }
     )
 

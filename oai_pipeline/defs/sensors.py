@@ -1,9 +1,13 @@
 """Sensors: the `harvester` partitions follow the registry, with no code reload."""
 
+from collections.abc import Callable
+from typing import Literal
+
 import dagster as dg
 
 from oai_pipeline.defs.partitions import HARVESTER, harvester_partitions, window_partitions
 from oai_pipeline.defs.resources import PipelineResource
+from oai_pipeline.pipeline.services import Services
 
 # Dagster slows down past this many partitions of one asset (harvesters x windows).
 PARTITION_BUDGET = 100_000
@@ -52,16 +56,80 @@ def harvester_registry_sensor(
     )
 
 
+# How a harvest run ends, and why (None: it goes on running).
+Outcome = tuple[Literal["failed", "stopped"], str]
+
+
 def finish_harvest_runs(
-    pipeline: PipelineResource, dagster_run_id: str, status: str, message: str
+    pipeline: PipelineResource,
+    instance: dg.DagsterInstance,
+    dagster_run_id: str,
+    status: Literal["failed", "stopped"],
+    message: str,
 ) -> list[int]:
-    """Mark the harvest runs a Dagster run left unfinished; returns their ids."""
-    finished = []
+    """Mark the harvest runs a Dagster run left unfinished, but those another Dagster run
+    still works on (a range run whose windows a later run wrote part of: it goes on with
+    the others); returns their ids."""
     with pipeline.services() as services:
-        for run in services.state.runs_of_dagster_run(dagster_run_id):
-            if run["status"] == "running":
-                services.state.finish_run(run["id"], status, error=message[:2000])
-                finished.append(run["id"])
+        runs = services.state.runs_of_dagster_run(dagster_run_id)
+        return _finish_orphans(services, instance, runs, lambda _run, _failed: (status, message))
+
+
+def fail_orphaned_harvest_runs(
+    pipeline: PipelineResource,
+    instance: dg.DagsterInstance,
+    harvest_run_ids: list[int],
+    ending: str,
+) -> list[int]:
+    """Finish the harvest runs `ending` (a Dagster run as it ends) wrote part of and left
+    `running`, when the Dagster run that was to write the rest failed or was canceled and
+    no other Dagster run works on them: the failure sensor finished them before `ending`
+    took them on, and nothing will finish them again. (One that is still to fail, killed
+    and not yet found dead, is left to the failure sensor.) Returns their ids."""
+    with pipeline.services() as services:
+        runs = [r for r in services.state.running_dagster_runs() if r["id"] in harvest_run_ids]
+
+        def outcome(run: dict, ended: dict[str, dg.DagsterRunStatus]) -> Outcome | None:
+            failed = [d for d, status in ended.items() if status is dg.DagsterRunStatus.FAILURE]
+            canceled = [d for d, status in ended.items() if status is dg.DagsterRunStatus.CANCELED]
+            if not failed and not canceled:
+                return None  # harvested by a run of raw_oai_xml alone: automation goes on
+            return (
+                "failed" if failed else "stopped",
+                f"{services.state.records_owed(run['id'])} of its records are still to write: "
+                f"the Dagster run {', '.join(failed or canceled)} "
+                f"{'failed' if failed else 'was canceled'} before writing them; materialise "
+                "its windows again to write them",
+            )
+
+        return _finish_orphans(services, instance, runs, outcome, ending)
+
+
+def _finish_orphans(
+    services: Services,
+    instance: dg.DagsterInstance,
+    runs: list[dict],
+    outcome: Callable[[dict, dict[str, dg.DagsterRunStatus]], Outcome | None],
+    ending: str | None = None,
+) -> list[int]:
+    """Finish those of `runs` still running that no unfinished Dagster run (but `ending`)
+    works on, as `outcome(run, the statuses of its other Dagster runs)` says (status, error;
+    None: leave it running)."""
+    finished = []
+    for run in runs:
+        if run["status"] != "running":
+            continue
+        others = [d for d in run["dagster_run_ids"] if d != ending]
+        records = instance.get_run_records(filters=dg.RunsFilter(run_ids=others)) if others else []
+        if any(not record.dagster_run.is_finished for record in records):
+            continue
+        ended = {record.dagster_run.run_id: record.dagster_run.status for record in records}
+        result = outcome(run, ended)
+        if result is None:
+            continue
+        status, message = result
+        services.state.finish_run(run["id"], status, error=message[:2000])
+        finished.append(run["id"])
     return finished
 
 
@@ -71,7 +139,9 @@ def finish_harvest_runs(
     description="Records a failed Dagster run on its harvest runs, so status shows why.",
 )
 def harvest_failure_sensor(context: dg.RunFailureSensorContext, pipeline: PipelineResource) -> None:
-    finish_harvest_runs(pipeline, context.dagster_run.run_id, "failed", failure_message(context))
+    finish_harvest_runs(
+        pipeline, context.instance, context.dagster_run.run_id, "failed", failure_message(context)
+    )
 
 
 def failure_message(context: dg.RunFailureSensorContext) -> str:
@@ -94,8 +164,28 @@ def failure_message(context: dg.RunFailureSensorContext) -> str:
 )
 def harvest_canceled_sensor(context: dg.RunStatusSensorContext, pipeline: PipelineResource) -> None:
     finish_harvest_runs(
-        pipeline, context.dagster_run.run_id, "stopped", "the Dagster run was canceled"
+        pipeline,
+        context.instance,
+        context.dagster_run.run_id,
+        "stopped",
+        "the Dagster run was canceled",
     )
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    monitor_all_code_locations=False,
+    description="Fails a harvest run a succeeded Dagster run took on, but did not write all of, "
+    "when the Dagster run that was to write the rest failed (see fail_orphaned_harvest_runs).",
+)
+def harvest_success_sensor(context: dg.RunStatusSensorContext, pipeline: PipelineResource) -> None:
+    """written_records does this as it ends; a run of the steps before it alone (transform
+    some windows again) does not reach it, and took on the harvest run all the same."""
+    dagster_run_id = context.dagster_run.run_id
+    with pipeline.services() as services:
+        worked_on = [r["id"] for r in services.state.runs_of_dagster_run(dagster_run_id)]
+    fail_orphaned_harvest_runs(pipeline, context.instance, worked_on, dagster_run_id)
 
 
 # Downstream assets follow upstream materialisations of any window (declarative automation).

@@ -19,7 +19,7 @@ from oai_pipeline.harvesters.plugins import build_reader
 from oai_pipeline.oai.errors import HarvestProtocolError
 from oai_pipeline.oai.reader import Reader
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
-from oai_pipeline.oai.windows import format_datestamp
+from oai_pipeline.oai.windows import format_datestamp, parse_datestamp
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, RAW_SCHEMA, error_columns, frame
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.partition_summary import WindowCounts
@@ -64,10 +64,18 @@ def _run_for(
     from_: str | None,
     until: str | None,
     dagster_run_id: str | None,
+    progress: Callable[[str], None],
 ) -> RunToFetch:
-    """The run to continue (same window, not succeeded; or the one asked for) or a new one."""
+    """The run to continue (same window, not succeeded; or the one asked for) or a new one.
+
+    Runs of the harvester a killed process left `running` are failed first (under the
+    lease: no live process works on them), and what becomes of them is said."""
     state = services.state
     harvester = services.harvester(scope.harvester_id)
+    worker = services.harvester_lock.owner(scope.harvester_id)
+    interrupted = state.settle_interrupted_runs(
+        scope.harvester_id, services.harvester_lock.works_on
+    )
     run = None
     if options.resume_batch_id is not None:
         run = state.get_run(options.resume_batch_id)
@@ -82,7 +90,8 @@ def _run_for(
         checkpoint = checkpoint if isinstance(checkpoint, SweepCheckpoint) else None
         changed = _changed_request(checkpoint, harvester)
         if changed is None:
-            state.resume_run(run["id"], dagster_run_id)
+            state.resume_run(run["id"], dagster_run_id, worker)
+            _tell_interrupted(interrupted, run["id"], None, progress)
             return RunToFetch(
                 run["id"],
                 checkpoint,
@@ -106,8 +115,67 @@ def _run_for(
         max_records=options.cap,
         options=options.model_dump(mode="json"),
         dagster_run_id=dagster_run_id,
+        worker=worker,
     )
+    # Only a sweep of the whole window lists all of its records again (not a capped run,
+    # nor one of selected identifiers).
+    lists_all = not options.identifiers and not options.cap
+    superseded = [r for r in interrupted if lists_all and _covers(from_, until, r)]
+    for old in superseded:
+        state.finish_run(
+            old["id"],
+            "stopped",
+            error=f"superseded by harvest run {run_id}, which lists its window again "
+            "(it was interrupted: its process is gone)",
+        )
+    _tell_interrupted(interrupted, None, (run_id, {r["id"] for r in superseded}), progress)
     return RunToFetch(run_id, None, from_, until, options.cap)
+
+
+def _covers(from_: str | None, until: str | None, run: dict) -> bool:
+    """Whether the window from_ .. until (None: open) holds all of the run's window."""
+    return _bound(from_, run["window_from"], later=False) and _bound(
+        until, run["window_until"], later=True
+    )
+
+
+def _bound(ours: str | None, theirs: str | None, *, later: bool) -> bool:
+    """Whether our bound reaches as far as theirs (an upper one if `later`): compared as
+    moments, since the two may be at different granularities."""
+    if ours is None:
+        return True
+    if theirs is None:
+        return False
+    try:
+        mine, other = parse_datestamp(ours), parse_datestamp(theirs)
+    except ValueError:
+        return False
+    return mine >= other if later else mine <= other
+
+
+def _tell_interrupted(
+    interrupted: list[dict],
+    resumed: int | None,
+    new: tuple[int, set[int]] | None,
+    progress: Callable[[str], None],
+) -> None:
+    """Say what becomes of each run a killed process left: resumed by this run, superseded
+    by it (its window is within this one's), or failed and resumable."""
+    for run in interrupted:
+        what = (
+            f"harvest run {run['id']} of {run['harvester_id']} (window "
+            f"{run['window_from'] or '…'} .. {run['window_until'] or '…'}) was interrupted: "
+            f"its process ({run['worker'].rsplit(':', 1)[0]}) is gone"
+        )
+        if run["id"] == resumed:
+            progress(f"{what}; resuming it")
+        elif new is not None and run["id"] in new[1]:
+            progress(f"{what}; superseded by harvest run {new[0]}, which lists its window again")
+        else:
+            progress(
+                f"{what}; marked failed: `oai-pipeline harvest {run['harvester_id']} "
+                f"--resume {run['id']}` resumes it"
+            )
 
 
 def _changed_request(checkpoint: SweepCheckpoint | None, harvester: Harvester) -> str | None:
@@ -149,7 +217,7 @@ def discover(
         ):
             identify = _identify(reader, services, harvester.id)
             from_, until = scope.oai_range(identify.granularity)
-            run = _run_for(services, scope, options, from_, until, dagster_run_id)
+            run = _run_for(services, scope, options, from_, until, dagster_run_id, progress)
             run_id = run.run_id
             result = DiscoveryResult(run_id=run_id, from_=run.from_, until=run.until)
             try:
@@ -317,6 +385,9 @@ def _export(services: Services, scope: HarvestScope, run_id: int, result: Discov
         run_id,
         batch_size=PART_SIZE,
         group_of=lambda datestamp: position[scope.window_key_for(datestamp)],
+        # A resumed or re-executed old run: records the source moved out of its windows
+        # since, harvested again by a later run, are that run's windows' now.
+        moved_out=lambda datestamp: not scope.holds(datestamp),
     )
     for record in staged:
         key = scope.window_key_for(record.datestamp)

@@ -79,6 +79,16 @@ class HarvestScope:
         from_, until = oai_bounds(start or end - timedelta(days=1), end, granularity)
         return (from_ if start else None), until
 
+    def holds(self, datestamp: str) -> bool:
+        """Whether the datestamp lies within the range (one that is no date: taken as so)."""
+        try:
+            moment = parse_datestamp(datestamp)
+        except ValueError:
+            return True
+        return (self.start is None or self.start <= moment) and (
+            self.end is None or moment < self.end
+        )
+
     def window_key_for(self, datestamp: str) -> str:
         """The window a record belongs to; records outside the range go to the nearest end."""
         if len(self.windows) == 1:

@@ -5,7 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import sqlalchemy as sa
+
+from oai_pipeline.state.harvester_lock import HarvesterLock
 from oai_pipeline.state.store import DEFAULT_STALE_MINUTES, StateStore
+
+
+def settle_interrupted(state: StateStore) -> list[dict[str, Any]]:
+    """Fail the runs a killed CLI harvest left `running` (see `settle_interrupted_runs`), so
+    that status shows them as what they are, not running for ever."""
+    engine = sa.create_engine(state.url)
+    try:
+        return state.settle_interrupted_runs(None, HarvesterLock(engine).works_on)
+    finally:
+        engine.dispose()
 
 
 def target_stats(target_db_url: str, harvester_id: str) -> dict[str, Any]:

@@ -81,6 +81,7 @@ class HarvesterLock:
         self.lease = lease
         # (harvester, thread) this object holds the lease for, and how many times over
         self._held: Counter[tuple[str, int]] = Counter()
+        self._owners: dict[tuple[str, int], str] = {}
         try:
             _metadata.create_all(engine, checkfirst=True)
         except sa.exc.DatabaseError:
@@ -128,6 +129,27 @@ class HarvesterLock:
                 .values(owner=owner, renewed_at=datetime.now(UTC))
             )
             return taken.rowcount == 1
+
+    def owner(self, harvester_id: str) -> str | None:
+        """Who holds the harvester's lease in this thread (None: not held here): a harvest
+        run names it, so that `works_on` tells whether the run's process still works on it."""
+        return self._owners.get((harvester_id, threading.get_ident()))
+
+    def works_on(self, harvester_id: str, owner: str) -> bool:
+        """Whether `owner` still holds the harvester's lease: a process that was killed holds
+        it no more once it is on this machine or the lease expired (not renewed)."""
+        with self.engine.connect() as connection:
+            renewed_at = connection.execute(
+                sa.select(harvester_locks.c.renewed_at).where(
+                    harvester_locks.c.harvester_id == harvester_id,
+                    harvester_locks.c.owner == owner,
+                )
+            ).scalar()
+        if renewed_at is None or is_dead_local_process(owner):
+            return False
+        if renewed_at.tzinfo is None:  # SQLite keeps no time zone: it was stored in UTC
+            renewed_at = renewed_at.replace(tzinfo=UTC)
+        return renewed_at >= datetime.now(UTC) - self.lease
 
     def renew(self, harvester_id: str, owner: str) -> None:
         with self.engine.begin() as connection:
@@ -209,10 +231,12 @@ class HarvesterLock:
         renewer = threading.Thread(target=keep_renewing, name=f"lease-{harvester_id}", daemon=True)
         renewer.start()
         self._held[held] = 1
+        self._owners[held] = owner
         try:
             yield
         finally:
             del self._held[held]
+            del self._owners[held]
             stop.set()
             renewer.join()
             self.release(harvester_id, owner)

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 8
 # The largest whole number a column holds (SQLite INTEGER, PostgreSQL BIGINT) and orjson writes:
 # a count, id or limit given from outside is checked against it, not met as an OverflowError.
 MAX_INTEGER = 2**63 - 1
@@ -136,6 +136,9 @@ harvest_runs = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("harvester_id", sa.String(200), nullable=False, index=True),
     sa.Column("dagster_run_id", sa.String(100), nullable=True),
+    # The harvester lease's owner (host:pid:nonce) of the process that works on the run
+    # last: a run without a Dagster run is alive only while that process holds the lease.
+    sa.Column("worker", sa.String(200), nullable=True),
     sa.Column("window_from", sa.String(32), nullable=True),
     sa.Column("window_until", sa.String(32), nullable=True),
     sa.Column("scale", sa.String(20), nullable=True),
@@ -158,6 +161,16 @@ harvest_runs = sa.Table(
     sa.Column("finished_at", sa.String(32), nullable=True),
     # The run's record statuses and last failures, kept when its run_records are pruned.
     sa.Column("record_counts", sa.JSON, nullable=True),
+)
+
+# Every Dagster run that worked on a harvest run (harvest_runs.dagster_run_id is the latest):
+# a downstream run may write part of a harvest run another Dagster run started, and the
+# harvest run is running only while one of them is.
+harvest_run_dagster_runs = sa.Table(
+    "harvest_run_dagster_runs",
+    metadata,
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("harvest_runs.id"), primary_key=True),
+    sa.Column("dagster_run_id", sa.String(100), primary_key=True, index=True),
 )
 
 # Per-record status within a run; unique (run, identifier) makes staging idempotent.
@@ -233,14 +246,32 @@ def _add_written_fingerprint(connection: Connection) -> None:
     memory.create(connection)  # covering get_memories again, with the new columns
 
 
+def _add_run_column(connection: Connection, name: str, kind: str) -> None:
+    """A column of harvest_runs, unless there (a database made by an older version that
+    create_all made with the current columns, as the tests of older versions do)."""
+    columns = {column["name"] for column in sa.inspect(connection).get_columns("harvest_runs")}
+    if name not in columns:
+        connection.execute(sa.text(f"ALTER TABLE harvest_runs ADD COLUMN {name} {kind}"))
+
+
 def _add_record_counts(connection: Connection) -> None:
     """Runs of an older version have all their per-record rows: no counts kept yet."""
-    columns = {column["name"] for column in sa.inspect(connection).get_columns("harvest_runs")}
-    if "record_counts" not in columns:
-        json_type = sa.JSON().compile(dialect=connection.dialect)
-        connection.execute(
-            sa.text(f"ALTER TABLE harvest_runs ADD COLUMN record_counts {json_type}")
+    _add_run_column(connection, "record_counts", sa.JSON().compile(dialect=connection.dialect))
+
+
+def _add_worker(connection: Connection) -> None:
+    """Runs of an older version name no process: whether they are alive is not known."""
+    _add_run_column(connection, "worker", "VARCHAR(200)")
+
+
+def _link_dagster_runs(connection: Connection) -> None:
+    """Of the Dagster runs that worked on a run, an older version kept the latest."""
+    connection.execute(
+        sa.text(
+            "INSERT INTO harvest_run_dagster_runs (run_id, dagster_run_id) "
+            "SELECT id, dagster_run_id FROM harvest_runs WHERE dagster_run_id IS NOT NULL"
         )
+    )
 
 
 # version -> the step that brings the schema from version-1 to it (create_all covers the
@@ -251,6 +282,8 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     4: _move_payloads,
     5: _add_written_fingerprint,
     6: _add_record_counts,
+    7: _add_worker,
+    8: _link_dagster_runs,
 }
 
 

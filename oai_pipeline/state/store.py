@@ -31,6 +31,7 @@ from oai_pipeline.state.schema import (
     harvest_record_data,
     harvest_record_xml,
     harvest_records,
+    harvest_run_dagster_runs,
     harvest_runs,
     harvesters,
     migrate,
@@ -87,7 +88,7 @@ def _minutes_ago(minutes: int) -> str:
     return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
-def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
+def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), _CHUNK):
         yield items[start : start + _CHUNK]
 
@@ -319,6 +320,16 @@ class StateStore:
                     run_records,
                 ):
                     conn.execute(table.delete().where(table.c.harvester_id == harvester_id))
+                links = harvest_run_dagster_runs
+                conn.execute(
+                    links.delete().where(
+                        links.c.run_id.in_(
+                            sa.select(harvest_runs.c.id).where(
+                                harvest_runs.c.harvester_id == harvester_id
+                            )
+                        )
+                    )
+                )
                 conn.execute(
                     harvest_runs.delete().where(harvest_runs.c.harvester_id == harvester_id)
                 )
@@ -986,7 +997,9 @@ class StateStore:
         max_records: int,
         options: dict[str, Any],
         dagster_run_id: str | None = None,
+        worker: str | None = None,
     ) -> int:
+        """A new run, `running`; `worker` is the harvester lease's owner of the process."""
         if scale is not None and scale not in SCALES:
             raise PipelineError(f"unknown scale {scale!r} (known: {', '.join(SCALES)})")
         if max_records < 0:
@@ -997,6 +1010,7 @@ class StateStore:
                 harvest_runs.insert().values(
                     harvester_id=harvester_id,
                     dagster_run_id=dagster_run_id,
+                    worker=worker,
                     window_from=window_from,
                     window_until=window_until,
                     scale=scale,
@@ -1013,7 +1027,23 @@ class StateStore:
                     updated_at=now,
                 )
             )
-            return int(result.inserted_primary_key[0])
+            run_id = int(result.inserted_primary_key[0])
+            self._link_dagster_run(conn, run_id, dagster_run_id)
+            return run_id
+
+    @staticmethod
+    def _link_dagster_run(conn: Connection, run_id: int, dagster_run_id: str | None) -> None:
+        """Remember that the Dagster run works on the run (see `dagster_runs_of`)."""
+        if dagster_run_id is None:
+            return
+        links = harvest_run_dagster_runs
+        known = conn.execute(
+            sa.select(links.c.run_id).where(
+                links.c.run_id == run_id, links.c.dagster_run_id == dagster_run_id
+            )
+        ).first()
+        if known is None:
+            conn.execute(links.insert().values(run_id=run_id, dagster_run_id=dagster_run_id))
 
     @staticmethod
     def _run_dict(row: Any) -> dict[str, Any]:
@@ -1043,14 +1073,22 @@ class StateStore:
         with self._read() as conn:
             return [self._run_dict(row) for row in conn.execute(query)]
 
-    def resume_run(self, run_id: int, dagster_run_id: str | None = None) -> None:
+    def resume_run(
+        self, run_id: int, dagster_run_id: str | None = None, worker: str | None = None
+    ) -> None:
         """Another attempt works on the run: a failed or stopped one is running again, and
-        the Dagster run (if any) is the one whose failure the failure sensor records on it."""
+        the Dagster run (if any) is the one whose failure the failure sensor records on it;
+        `worker` (if given) the process that works on it now (see `create_run`). A worker
+        without a Dagster run (the CLI resuming a run a Dagster run began) leaves no Dagster
+        run on it: whether the run is alive is then the worker's to tell."""
         values: dict[str, Any] = {"updated_at": utc_now()}
-        if dagster_run_id is not None:
+        if dagster_run_id is not None or worker is not None:
             values["dagster_run_id"] = dagster_run_id
+        if worker is not None:
+            values["worker"] = worker
         with self._engine.begin() as conn:
             conn.execute(harvest_runs.update().where(harvest_runs.c.id == run_id).values(values))
+            self._link_dagster_run(conn, run_id, dagster_run_id)
             conn.execute(
                 harvest_runs.update()
                 .where(
@@ -1059,15 +1097,87 @@ class StateStore:
                 .values(status="running", error=None, finished_at=None)
             )
 
-    def runs_of_dagster_run(self, dagster_run_id: str) -> list[dict[str, Any]]:
-        """The harvest runs a Dagster run works on (a range run may work on several)."""
-        query = (
-            sa.select(harvest_runs)
-            .where(harvest_runs.c.dagster_run_id == dagster_run_id)
-            .order_by(harvest_runs.c.id)
+    def settle_interrupted_runs(
+        self, harvester_id: str | None, works_on: Callable[[str, str], bool]
+    ) -> list[dict[str, Any]]:
+        """Runs started outside Dagster (the CLI) still `running` although their process no
+        longer works on them (`works_on(harvester_id, worker)` is False: it was killed) are
+        failed, as what they are: interrupted, resumable. Returns them, failed.
+
+        A Dagster run's harvest runs are not judged here: its steps run in processes of
+        their own, one after the other, and the dead-run sensor tells when it died."""
+        query = sa.select(harvest_runs).where(
+            harvest_runs.c.status == "running",
+            harvest_runs.c.dagster_run_id.is_(None),
+            harvest_runs.c.worker.is_not(None),
         )
-        with self._engine.begin() as conn:
-            return [self._run_dict(row) for row in conn.execute(query)]
+        if harvester_id is not None:
+            query = query.where(harvest_runs.c.harvester_id == harvester_id)
+        with self._read() as conn:
+            running = [self._run_dict(row) for row in conn.execute(query)]
+        settled = []
+        for run in running:
+            if works_on(run["harvester_id"], run["worker"]):
+                continue
+            process = run["worker"].rsplit(":", 1)[0]
+            error = (
+                f"interrupted: its process ({process}) is gone (killed?); harvesting the "
+                f"same window again, or `oai-pipeline harvest {run['harvester_id']} "
+                f"--resume {run['id']}`, resumes it"
+            )
+            now = utc_now()
+            with self._engine.begin() as conn:
+                # Only if still so: the process may have finished it meanwhile, or another
+                # attempt resumed it.
+                failed = conn.execute(
+                    harvest_runs.update()
+                    .where(
+                        harvest_runs.c.id == run["id"],
+                        harvest_runs.c.status == "running",
+                        harvest_runs.c.worker == run["worker"],
+                        harvest_runs.c.dagster_run_id.is_(None),
+                    )
+                    .values(status="failed", error=error, finished_at=now, updated_at=now)
+                ).rowcount
+            if failed:
+                settled.append(run | {"status": "failed", "error": error, "finished_at": now})
+        return settled
+
+    def runs_of_dagster_run(self, dagster_run_id: str) -> list[dict[str, Any]]:
+        """The harvest runs a Dagster run worked on (a range run may work on several), also
+        those a later Dagster run worked on since, each with its `dagster_run_ids`."""
+        links = harvest_run_dagster_runs
+        return self._runs_with_dagster_runs(
+            harvest_runs.c.id.in_(
+                sa.select(links.c.run_id).where(links.c.dagster_run_id == dagster_run_id)
+            )
+        )
+
+    def running_dagster_runs(self) -> list[dict[str, Any]]:
+        """The runs still `running` that Dagster runs worked on, each with its
+        `dagster_run_ids`."""
+        return self._runs_with_dagster_runs(
+            harvest_runs.c.status == "running", harvest_runs.c.dagster_run_id.is_not(None)
+        )
+
+    def _runs_with_dagster_runs(self, *where: sa.ColumnElement[bool]) -> list[dict[str, Any]]:
+        links = harvest_run_dagster_runs
+        with self._read() as conn:
+            runs = [
+                self._run_dict(row)
+                for row in conn.execute(
+                    sa.select(harvest_runs).where(*where).order_by(harvest_runs.c.id)
+                )
+            ]
+            worked_on: dict[int, list[str]] = {}
+            for chunk in _chunks([run["id"] for run in runs]):
+                for run_id, dagster_run_id in conn.execute(
+                    sa.select(links.c.run_id, links.c.dagster_run_id).where(
+                        links.c.run_id.in_(chunk)
+                    )
+                ):
+                    worked_on.setdefault(run_id, []).append(dagster_run_id)
+        return [run | {"dagster_run_ids": sorted(worked_on.get(run["id"], []))} for run in runs]
 
     def latest_run(self, harvester_id: str, *, status: str | None = None) -> dict[str, Any] | None:
         query = (
@@ -1214,6 +1324,7 @@ class StateStore:
         *,
         batch_size: int = 5000,
         group_of: Callable[[str], int] | None = None,
+        moved_out: Callable[[str], bool] | None = None,
     ) -> Iterator[HarvestedRecord]:
         """The run's staged records, as harvested (latest version), in staging order.
 
@@ -1222,10 +1333,15 @@ class StateStore:
         records in no datestamp order, and a writer of per-window files wants each window's
         records together. Only the run's row ids are held for that, never the records.
         The XML is looked up without an ORDER BY, so the database never sorts it.
+
+        `moved_out` (datestamp -> whether it lies outside what the caller covers) leaves out
+        the records a later run of the harvester listed again with such a datestamp: the
+        source moved them to a later window, which that run harvested (re-exporting an old
+        run's windows would count them twice, there and here).
         """
         run = self._require_run(run_id)
         harvester_id = run["harvester_id"]
-        order = self._staged_order(run_id, harvester_id, group_of)
+        order = self._staged_order(run_id, harvester_id, group_of, moved_out)
         decoded: dict[str, list[str]] = {}
 
         def set_specs(stored: Any) -> list[str]:
@@ -1305,18 +1421,27 @@ class StateStore:
                 )
 
     def _staged_order(
-        self, run_id: int, harvester_id: str, group_of: Callable[[str], int] | None
+        self,
+        run_id: int,
+        harvester_id: str,
+        group_of: Callable[[str], int] | None,
+        moved_out: Callable[[str], bool] | None = None,
     ) -> pl.Series:
         """The run's row ids in the order `iter_staged` yields them (compact: int64)."""
         rr, hr = run_records, harvest_records
         with self._read() as conn:
-            if group_of is None:
+            if group_of is None and moved_out is None:
                 ids = conn.execute(
                     sa.select(rr.c.id).where(rr.c.run_id == run_id).order_by(rr.c.id)
                 ).scalars()
                 return pl.Series("id", list(ids), dtype=pl.Int64)
+            listed_later = (
+                rr.c.identifier.in_(_listed_later(harvester_id, run_id))
+                if moved_out is not None
+                else sa.false()
+            )
             rows = conn.execute(
-                sa.select(rr.c.id, hr.c.datestamp)
+                sa.select(rr.c.id, hr.c.datestamp, listed_later.label("listed_later"))
                 .join(
                     hr,
                     sa.and_(hr.c.harvester_id == harvester_id, hr.c.identifier == rr.c.identifier),
@@ -1326,10 +1451,12 @@ class StateStore:
             ids: list[int] = []
             groups: list[int] = []
             group_cache: dict[str, int] = {}
-            for row_id, datestamp in rows:
+            for row_id, datestamp, later in rows:
+                if later and moved_out is not None and moved_out(datestamp):
+                    continue
                 group = group_cache.get(datestamp)
                 if group is None:
-                    group = group_cache[datestamp] = group_of(datestamp)
+                    group = group_cache[datestamp] = group_of(datestamp) if group_of else 0
                     if len(group_cache) > 100_000:
                         group_cache.clear()
                 ids.append(row_id)
@@ -1586,16 +1713,12 @@ class StateStore:
         later run of the harvester listed again (that run writes them)."""
         rr = run_records
         harvester_id = self._require_run(run_id)["harvester_id"]
-        # Uncorrelated: the database reads the later runs' identifiers once, not per record.
-        listed_later = sa.select(rr.c.identifier).where(
-            rr.c.harvester_id == harvester_id, rr.c.run_id > run_id
-        )
         with self._read() as conn:
             return conn.execute(
                 sa.select(sa.func.count()).where(
                     rr.c.run_id == run_id,
                     rr.c.status.in_(("pending", "running")),
-                    rr.c.identifier.not_in(listed_later),
+                    rr.c.identifier.not_in(_listed_later(harvester_id, run_id)),
                 )
             ).scalar_one()
 
@@ -1704,6 +1827,13 @@ class StateStore:
             "harvest_records": self.record_totals(run["harvester_id"]),
             "target": target_stats,
         }
+
+
+def _listed_later(harvester_id: str, run_id: int) -> sa.Select:
+    """The identifiers later runs of the harvester listed. Uncorrelated: the database reads
+    them once, not per record of the run."""
+    rr = run_records
+    return sa.select(rr.c.identifier).where(rr.c.harvester_id == harvester_id, rr.c.run_id > run_id)
 
 
 # The last failures a pruned run keeps (what `status` shows of it).

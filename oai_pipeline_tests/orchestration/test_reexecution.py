@@ -152,3 +152,55 @@ def test_a_reexecuted_run_does_not_roll_back_what_a_later_run_wrote(
             if "run_record_count" in m.metadata
         )
         assert written["run_action_superseded_by_a_later_harvest"].value == 2
+
+
+def _counts_by_window(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, int]:
+    """Each window's `record_count` in the run's materialisations of `asset`."""
+    return {
+        m.metadata["window"].value: m.metadata["record_count"].value
+        for m in result.asset_materializations_for_node(asset)
+    }
+
+
+def test_an_all_steps_reexecution_counts_a_moved_record_in_its_window_of_now(
+    instance: dg.DagsterInstance,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    endpoint: OAIEndpoint,
+) -> None:
+    """Run 1 (01-02 .. 01-06) fails; the source changes one of its records and deletes
+    another, which run 2 (01-15) harvests. Re-executing run 1 with all steps rebuilds its
+    windows: the two records belong to 01-15 now and count there only, not also in one of
+    run 1's windows."""
+    register(settings, endpoint.base_url, harvester_id="alpha", metadata_prefix=PREFIX)
+    ensure_harvester_partitions(instance, ["alpha"])
+    first_run = _failed_range_run(
+        instance, monkeypatch, "2024-01-02", "2024-01-06", "written_records"
+    )
+    changed, deleted = _live_in(endpoint, "2024-01-02", "2024-01-06")[:2]
+    later = datetime(2024, 1, 15, 9, tzinfo=UTC)
+    endpoint.upsert(_retitled(changed, "Changed at the source", later))
+    endpoint.mark_deleted(deleted.identifier, at=later)
+    second = materialize_windows(instance, "alpha", "2024-01-15", "2024-01-15")
+    assert _counts_by_window(second, "raw_oai_xml") == {"2024-01-15": 2}
+
+    again = dg.execute_job(
+        dg.reconstructable(harvest_job),
+        instance,
+        run_config=IN_PROCESS,
+        reexecution_options=dg.ReexecutionOptions(parent_run_id=first_run),
+        tags=range_tags("alpha", "2024-01-02", "2024-01-06"),
+        raise_on_error=False,
+    )
+
+    assert again.success
+    now = {
+        f"2024-01-0{day}": sum(
+            1
+            for r in records_for_prefix(endpoint.records(), PREFIX)
+            if r.datestamp.date().isoformat() == f"2024-01-0{day}"
+        )
+        for day in range(2, 7)
+    }
+    for asset in ("raw_oai_xml", "transformed_records", "sync_decisions", "written_records"):
+        assert _counts_by_window(again, asset) == now, asset

@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -24,9 +21,8 @@ from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings, load_settings
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
-from oai_pipeline_tests.support import register, use_plugin
+from oai_pipeline_tests.support import CLI, cli_killed_when, register, use_plugin
 
-CLI = str(Path(sys.executable).with_name("oai-pipeline"))
 HARVEST = ["harvest", "gen", "--since", "2024-01-01", "--progress-every", "50"]
 RECORDS = generate_datacite_records(
     1500, seed=7, start=datetime(2024, 1, 5, tzinfo=UTC), span_days=2
@@ -125,21 +121,7 @@ def _target_count(settings: Settings) -> int:
 
 
 def _kill_when(home: Path, condition: Callable[[], bool], *extra: str) -> None:
-    process = subprocess.Popen(
-        [CLI, *HARVEST, *extra],
-        env=_env(home),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 120
-    try:
-        while not condition():
-            assert process.poll() is None, "the harvest ended before the kill point"
-            assert time.monotonic() < deadline, "kill point never reached"
-            time.sleep(0.01)
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
+    cli_killed_when([*HARVEST, *extra], condition, _env(home))
 
 
 @pytest.fixture(scope="module")

@@ -14,10 +14,26 @@ from oai_pipeline.targets.base import WriteOutcome
 from oai_pipeline.transform.base import TransformItem
 
 
-def _run(store: StateStore) -> int:
+def _run(store: StateStore, dagster_run_id: str | None = None) -> int:
     return store.create_run(
-        "h", window_from=None, window_until=None, scale=None, max_records=0, options={}
+        "h",
+        window_from=None,
+        window_until=None,
+        scale=None,
+        max_records=0,
+        options={},
+        dagster_run_id=dagster_run_id,
     )
+
+
+def _as_version(store_url: str, version: int, *undo: str) -> None:
+    """Make the database look as `version` left it: `undo` the later versions' changes."""
+    engine = sa.create_engine(store_url)
+    with engine.begin() as connection:
+        for statement in undo:
+            connection.execute(sa.text(statement))
+        connection.execute(sa.text(f"UPDATE schema_version SET version = {version}"))
+    engine.dispose()
 
 
 def _payloads_in_the_row(connection: sa.Connection) -> None:
@@ -153,12 +169,12 @@ def test_a_version_4_database_remembers_the_chain_it_wrote_with(store_url: str) 
         clean.data = {"metadata": {"title": "T"}}
         store.save_transformed("h", [clean], fingerprint="f1")
         store.save_write_outcomes("h", [WriteOutcome("oai:x:1", Action.CREATE, "r1", 1)], {})
-    engine = sa.create_engine(store_url)
-    with engine.begin() as connection:  # what version 4 looked like
-        connection.execute(sa.text("DROP INDEX ix_harvest_records_memory"))
-        connection.execute(sa.text("ALTER TABLE harvest_records DROP COLUMN written_fingerprint"))
-        connection.execute(sa.text("UPDATE schema_version SET version = 4"))
-    engine.dispose()
+    _as_version(
+        store_url,
+        4,
+        "DROP INDEX ix_harvest_records_memory",
+        "ALTER TABLE harvest_records DROP COLUMN written_fingerprint",
+    )
     with StateStore(store_url) as store:
         assert store.get_memories("h", ["oai:x:1"])["oai:x:1"].written_fingerprint == "f1"
 
@@ -166,11 +182,17 @@ def test_a_version_4_database_remembers_the_chain_it_wrote_with(store_url: str) 
 def test_a_version_5_database_gains_the_kept_counts_of_pruned_runs(store_url: str) -> None:
     with StateStore(store_url) as store:
         run_id = _run(store)
-    engine = sa.create_engine(store_url)
-    with engine.begin() as connection:  # what version 5 looked like
-        connection.execute(sa.text("ALTER TABLE harvest_runs DROP COLUMN record_counts"))
-        connection.execute(sa.text("UPDATE schema_version SET version = 5"))
-    engine.dispose()
+    _as_version(store_url, 5, "ALTER TABLE harvest_runs DROP COLUMN record_counts")
     with StateStore(store_url) as store:
         assert store.get_run(run_id)["record_counts"] is None  # its rows are all there
         assert store.run_status(run_id=run_id)["record_rows_pruned"] is False
+
+
+def test_a_version_7_database_knows_the_dagster_run_of_each_run(store_url: str) -> None:
+    """It kept the latest Dagster run on the run only: that one is linked."""
+    with StateStore(store_url) as store:
+        run_id = _run(store, dagster_run_id="the-dagster-run")
+    _as_version(store_url, 7, "DROP TABLE harvest_run_dagster_runs")
+    with StateStore(store_url) as store:
+        [run] = store.runs_of_dagster_run("the-dagster-run")
+    assert run["id"] == run_id and run["dagster_run_ids"] == ["the-dagster-run"]

@@ -108,9 +108,30 @@ def test_deleting_a_harvester_keeps_records_unless_asked(store, delete_records):
     store.save_harvester(harvester())
     run_id = new_run(store)
     store.stage(run_id, "h", [record(1)])
+    store.resume_run(run_id, "a-dagster-run")  # remembered beside the run
     store.delete_harvester("h", delete_records=delete_records)
     assert (store.get_record("oai:x:1") is None) is delete_records
     assert (store.get_run(run_id) is None) is delete_records
+    assert (store.runs_of_dagster_run("a-dagster-run") == []) is delete_records
+
+
+@pytest.mark.parametrize("alive", [False, True])
+def test_a_run_the_cli_resumed_from_a_dagster_run_is_judged_by_its_process(store, alive):
+    """`oai-pipeline harvest --resume RUN` of a run a failed Dagster run began, then killed:
+    no Dagster run works on it any more, so its process tells whether it is alive."""
+    run_id = new_run(store)
+    store.resume_run(run_id, "a-failed-dagster-run")
+    store.finish_run(run_id, "failed", error="the Dagster run failed")
+    store.resume_run(run_id, worker="host:1234:nonce")
+
+    settled = store.settle_interrupted_runs("h", lambda _harvester, _worker: alive)
+
+    run = store.get_run(run_id)
+    assert (run["status"], [r["id"] for r in settled]) == (
+        ("running", []) if alive else ("failed", [run_id])
+    )
+    assert run["dagster_run_id"] is None
+    assert alive or run["error"].startswith("interrupted: its process (host:1234) is gone")
 
 
 # -- harvest records ---------------------------------------------------------------------

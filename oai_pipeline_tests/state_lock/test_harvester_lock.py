@@ -84,6 +84,21 @@ def test_a_killed_local_holder_is_taken_over_at_once(engine: sa.Engine) -> None:
     assert not lock.try_acquire("remote", "new-owner")
 
 
+def test_whether_a_holder_still_works_on_its_harvester(engine: sa.Engine) -> None:
+    """What tells a harvest run's status whether the process that works on it is alive."""
+    lock = HarvesterLock(engine)
+    with lock.hold("h"):
+        owner = lock.owner("h")
+        assert owner is not None and lock.works_on("h", owner)
+        assert not lock.works_on("other", owner)
+    assert lock.owner("h") is None and not lock.works_on("h", owner)  # released
+    # A holder on another machine that stopped renewing: alive until its lease expires.
+    assert lock.try_acquire("remote", "other-host:1:nonce")
+    assert lock.works_on("remote", "other-host:1:nonce")
+    expired = HarvesterLock(engine, lease=timedelta(seconds=-1))
+    assert not expired.works_on("remote", "other-host:1:nonce")
+
+
 def test_two_processes_creating_the_lock_table_at_once(
     engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
