@@ -12,6 +12,7 @@ import contextlib
 import gzip
 import math
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -59,6 +60,13 @@ class _Reply:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up mid-reply (a harvest killed or timed out) is no error of the
+        endpoint's: the stdlib would print a traceback to stderr for each."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _RequestHandler(BaseHTTPRequestHandler):

@@ -1,8 +1,6 @@
-"""Serving generated DataCite records in bulk: complete, and fast enough for a benchmark."""
+"""Serving generated DataCite records in bulk, complete (its speed is the benchmark's to show)."""
 
 from __future__ import annotations
-
-import time
 
 import pytest
 from lxml import etree
@@ -18,17 +16,14 @@ def records():
     return generate_datacite_records(COUNT, seed=1)
 
 
-def test_ten_thousand_records_are_served_paged_and_quickly(records):
+def test_ten_thousand_records_are_served_paged(records):
     with OAIEndpoint(records, page_size=200) as endpoint:
-        started = time.perf_counter()
         result = sweep(endpoint.base_url, metadataPrefix="oai_datacite")
-        elapsed = time.perf_counter() - started
     assert result.pages == COUNT // 200
     assert len(result.headers) == COUNT
     assert result.identifiers == {record.identifier for record in records}
     assert sum(header.deleted for header in result.headers) == round(COUNT * 0.02)
     assert sum(header.has_metadata for header in result.headers) == COUNT - round(COUNT * 0.02)
-    assert elapsed < 10, f"{COUNT} records took {elapsed:.1f} s"  # about 1.5 s on a laptop
 
 
 def test_generated_sets_and_windows_select_subsets(records):
@@ -54,3 +49,26 @@ def test_served_generated_metadata_parses(records):
     for record in records[:50]:
         if not record.deleted:
             etree.fromstring(record.metadata["datacite"])
+
+
+@pytest.mark.parametrize(
+    ("error", "printed"),
+    [
+        (BrokenPipeError(32, "Broken pipe"), False),
+        (ConnectionResetError(104, "Connection reset by peer"), False),
+        (ValueError("a bug of the endpoint"), True),
+    ],
+)
+def test_a_client_hanging_up_mid_reply_prints_no_traceback(
+    records, capfd: pytest.CaptureFixture[str], error: Exception, printed: bool
+) -> None:
+    """A killed harvest's connection: the stdlib printed a traceback for it, which landed in
+    the output of whatever ran next."""
+    with OAIEndpoint(records[:10]) as endpoint:
+        server = endpoint._server
+        assert server is not None
+        try:
+            raise error
+        except Exception:
+            server.handle_error(None, ("127.0.0.1", 1))
+    assert ("Traceback" in capfd.readouterr().err) is printed

@@ -40,6 +40,12 @@ with dg.DagsterInstance.local_temp(sys.argv[1]) as instance:
 
 
 @pytest.fixture
+def instance(persistent_instance: dg.DagsterInstance) -> dg.DagsterInstance:
+    """On disk: a child process runs a job on it."""
+    return persistent_instance
+
+
+@pytest.fixture
 def endpoint() -> Iterator[OAIEndpoint]:
     with OAIEndpoint(shifted_sample_records(), page_size=3) as endpoint:
         yield endpoint

@@ -48,6 +48,12 @@ def _windows(request: dg.RunRequest) -> tuple[str, str]:
 
 
 @pytest.fixture
+def instance(persistent_instance: dg.DagsterInstance) -> dg.DagsterInstance:
+    """On disk: a schedule context loads the instance again from its folder."""
+    return persistent_instance
+
+
+@pytest.fixture
 def registry(settings: Settings) -> Settings:
     """Four harvesters: never harvested, up to date, down for a week, disabled."""
     add_harvester(settings, "fresh")
