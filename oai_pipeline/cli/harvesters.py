@@ -9,8 +9,9 @@ from typing import Any, TypeVar
 
 import click
 
-from oai_pipeline.cli.output import FriendlyGroup, emit, json_option
-from oai_pipeline.harvesters.fixtures import load_fixture_file
+from oai_pipeline.cli.output import FriendlyGroup, InvalidInput, emit, json_option
+from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.harvesters.fixtures import read_fixture_file
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import release_target_records
 from oai_pipeline.harvesters.registry import HarvesterRegistry
@@ -176,8 +177,12 @@ def delete(harvester_id: str, delete_records: bool) -> None:
 @json_option
 def load(file: Path, as_json: bool) -> None:
     """Create or update the harvesters of a fixture file (oai_harvesters.yaml)."""
+    try:
+        entries = read_fixture_file(file)
+    except ConfigurationError as error:  # the file is the user's input, as create's options are
+        raise InvalidInput(str(error), as_json=as_json) from None
     with open_store() as store:
-        results = load_fixture_file(file, HarvesterRegistry(store))
+        results = HarvesterRegistry(store).upsert_many(entries)
     payload = [{"id": harvester_id, "result": result} for harvester_id, result in results]
     text = "\n".join(f"{harvester_id}: {result}" for harvester_id, result in results)
     emit(payload, as_json=as_json, text=text or f"{file} lists no harvesters")

@@ -230,12 +230,21 @@ def _status_metadata(pipeline: PipelineResource, run_ids: list[int]) -> dict[str
     return metadata
 
 
+def _errors(summary: PartitionSummary) -> dict[str, object]:
+    """Per error type, and the first failed records: a transformer's failures show where
+    they happen, not only once the writer stage copies them."""
+    return {
+        "error_count": summary.errors.total(),
+        **_counts("errors_", summary.errors),
+        "errors_preview": _error_table(summary.error_rows),
+    }
+
+
 def _records_and_errors(summary: PartitionSummary) -> dict[str, object]:
     return {
         "record_count": summary.records,
         "deleted_at_source": summary.deleted,
-        "error_count": summary.errors.total(),
-        **_counts("errors_", summary.errors),
+        **_errors(summary),
     }
 
 
@@ -244,13 +253,7 @@ def _actions(summary: PartitionSummary) -> dict[str, object]:
 
 
 def _outcomes(summary: PartitionSummary) -> dict[str, object]:
-    return {
-        "record_count": summary.records,
-        "error_count": summary.errors.total(),
-        **_counts("action_", summary.actions),
-        **_counts("errors_", summary.errors),
-        "errors_preview": _error_table(summary.error_rows),
-    }
+    return {**_actions(summary), **_errors(summary)}
 
 
 def _add_partition_metadata(

@@ -194,7 +194,7 @@ def test_a_fixture_file_that_is_not_utf8(tmp_path: Path) -> None:
 
     result = run("harvesters", "load", str(path))
 
-    assert_one_line_error(result, f"{path} is not UTF-8 text")
+    assert_one_line_error(result, f"{path} is not UTF-8 text", 2)
     assert stored_harvester_ids() == []
 
 
@@ -214,7 +214,7 @@ def test_fixture_duplicate_keys_and_booleans_for_integers(
 
     result = run("harvesters", "load", str(path))
 
-    assert_one_line_error(result, message)
+    assert_one_line_error(result, message, 2)
     assert stored_harvester_ids() == []
 
 
@@ -646,14 +646,14 @@ DEEP = "[" * 100_000 + "]" * 100_000
 
 
 @pytest.mark.parametrize(
-    ("file", "content", "command", "message"),
+    ("file", "content", "command", "message", "exit_code"),
     [
-        ("h.yaml", f"- {DEEP}\n", ["harvesters", "load"], "nests too deeply"),
-        ("record.json", DEEP, ["target", "deposit"], "is not valid JSON: maximum recursion"),
+        ("h.yaml", f"- {DEEP}\n", ["harvesters", "load"], "nests too deeply", 2),
+        ("record.json", DEEP, ["target", "deposit"], "is not valid JSON: maximum recursion", 1),
     ],
 )
 def test_a_deeply_nested_file_is_a_one_line_error(
-    tmp_path: Path, file: str, content: str, command: list[str], message: str
+    tmp_path: Path, file: str, content: str, command: list[str], message: str, exit_code: int
 ) -> None:
     """Before, a RecursionError traceback."""
     path = tmp_path / file
@@ -661,7 +661,7 @@ def test_a_deeply_nested_file_is_a_one_line_error(
 
     result = run(*command, str(path))
 
-    assert_one_line_error(result, message)
+    assert_one_line_error(result, message, exit_code)
     assert stored_harvester_ids() == []
 
 

@@ -175,6 +175,27 @@ def test_load_fixture_file_twice(tmp_path):
     assert stored_harvester_ids() == ["zenodo"]
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        "- id: zenodo\n  base-url: https://zenodo.org/oai2d\n",  # no metadata-prefix
+        "- id: [\n",  # not YAML
+    ],
+)
+def test_a_bad_fixture_file_exits_2_as_a_bad_create_does(tmp_path, content):
+    """The README: 2 for a usage or validation error. The file is the user's input, as
+    `create`'s options are; a missing field there exits 2, so it does in a file."""
+    path = tmp_path / "oai_harvesters.yaml"
+    path.write_text(content)
+    assert run("create", "--id", "zenodo", "--json", ok=False).exit_code == 2
+
+    result = run("load", str(path), "--json", ok=False)
+
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.stdout)["type"] == "validation_error"
+    assert stored_harvester_ids() == []
+
+
 def test_delete_with_records():
     run(*CREATE)
     store = StateStore(load_settings().state_db_url)

@@ -165,6 +165,9 @@ def test_each_window_of_a_range_shows_its_own_counts_and_checks(
         assert raw["record_count"] == per_window[day]
         assert raw["run_record_count"] == sum(per_window.values())
         assert transformed["error_count"] == (day == broken_window)
+        for stage in (transformed, written):  # each stage's records in error, named
+            failed = [row.data["identifier"] for row in stage["errors_preview"].records]
+            assert failed == ([broken.identifier] if day == broken_window else [])
         assert transformed["run_error_count"] == 1
         assert written["record_count"] == per_window[day]
 
