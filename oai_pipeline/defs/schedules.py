@@ -24,6 +24,7 @@ from oai_pipeline.defs.partitions import (
     window_partitions,
 )
 from oai_pipeline.defs.resources import PipelineResource
+from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.windows import parse_datestamp, read_response_date
 from oai_pipeline.pipeline.services import Services as PipelineServices
 from oai_pipeline.state.store import StateStore
@@ -41,8 +42,27 @@ _BUSY = [
 ]
 
 
+# A month: more than that is a typo (hours for minutes), and would re-harvest for weeks.
+MAX_OVERLAP_HOURS = 24 * 31
+
+
 def overlap() -> timedelta:
-    return timedelta(hours=float(os.environ.get("OAI_PIPELINE_INCREMENTAL_OVERLAP_HOURS", "2")))
+    """OAI_PIPELINE_INCREMENTAL_OVERLAP_HOURS (default 2). Read once a tick: a typo fails the
+    tick saying so, where read for each harvester it was logged as every harvester's error
+    and no run was requested."""
+    text = os.environ.get("OAI_PIPELINE_INCREMENTAL_OVERLAP_HOURS", "").strip()
+    if not text:
+        return timedelta(hours=2)
+    try:
+        hours = float(text)
+    except ValueError:
+        hours = -1.0
+    if not 0 <= hours <= MAX_OVERLAP_HOURS:  # NaN too
+        raise ConfigurationError(
+            "OAI_PIPELINE_INCREMENTAL_OVERLAP_HOURS must be a number of hours from 0 to "
+            f"{MAX_OVERLAP_HOURS}, not {text!r}"
+        )
+    return timedelta(hours=hours)
 
 
 def incremental_window_range(
@@ -185,9 +205,11 @@ def incremental_run_requests(
     tick_id: str,
     skip: Collection[str] = (),
 ) -> list[dg.RunRequest]:
+    window_overlap = overlap()
+
     def since_last_success(services: PipelineServices, harvester_id: str) -> tuple[str, str]:
         last = last_complete_sweep(services.state, harvester_id) or {}
-        return incremental_window_range(last.get("response_date"), now, overlap=overlap())
+        return incremental_window_range(last.get("response_date"), now, overlap=window_overlap)
 
     return range_run_requests(
         instance, pipeline, harvest_job.name, "incremental", tick_id, since_last_success, skip

@@ -185,6 +185,23 @@ def test_incremental_overlap_crosses_midnight(
     assert _windows(request) == ("2024-03-09", "2024-03-10")  # sources index late
 
 
+@pytest.mark.parametrize("hours", ["abc", "-1", "nan", "1e6"])
+def test_a_mistyped_overlap_fails_the_tick_saying_so(
+    instance: dg.DagsterInstance,
+    registry: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    hours: str,
+) -> None:
+    monkeypatch.setenv("OAI_PIPELINE_INCREMENTAL_OVERLAP_HOURS", hours)
+
+    with pytest.raises(dg.DagsterUserCodeExecutionError) as failed:
+        _tick("incremental_harvest_schedule", instance)
+    # the tick's error (the UI shows it under Dagster's own line) names the setting
+    assert "OAI_PIPELINE_INCREMENTAL_OVERLAP_HOURS must be a number" in str(failed.value.__cause__)
+    assert "no run requested for harvester" not in caplog.text
+
+
 def test_incremental_schedule_skips_without_enabled_harvesters(
     instance: dg.DagsterInstance, settings: Settings
 ) -> None:
