@@ -506,6 +506,18 @@ def test_moments_at_the_ends_of_the_calendar(registered: str, args: list[str]) -
     assert json.loads(result.stdout)["type"] == "validation_error"
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["--since", "0001-01-01T00:00:00+01:00"], ["--until", "9999-12-31T23:00:00-05:00"]],
+)
+def test_an_offset_beyond_the_calendar_in_utc_is_one_line(registered: str, args: list[str]) -> None:
+    """Before, converting the moment to UTC raised OverflowError: a traceback."""
+    result = run("harvest", registered, *args, "--json")
+
+    assert_one_line_error(result, f"{args[0]}: out of range in UTC: {args[1]!r}", 2)
+    assert json.loads(result.stdout)["type"] == "validation_error"
+
+
 # -- Interrupts: the run is stopped, not left running ------------------------------------------
 
 
