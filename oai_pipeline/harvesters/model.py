@@ -15,6 +15,7 @@ import re
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
+import httpx
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -128,6 +129,10 @@ class Harvester(BaseModel):
             port = 0
         if port == 0:  # caught here, not as an httpx traceback at the first harvest
             raise ValueError(f"{value!r}: the port must be a number from 1 to 65535")
+        try:  # control characters, a host that is no IDNA name: refused by every request
+            httpx.URL(value)
+        except httpx.InvalidURL as error:
+            raise ValueError(f"{value!r} is not a URL a request can go to: {error}") from None
         return value
 
     @field_validator("metadata_prefix")

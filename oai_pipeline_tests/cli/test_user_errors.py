@@ -142,6 +142,13 @@ def test_harvest_logs_no_line_per_http_request(
 # -- F7: the base URL's port ------------------------------------------------------------------
 
 
+def test_a_base_url_with_a_control_character_is_refused_at_registration() -> None:
+    result = run(*create_args("control", "http://127.0.0.1/oai\x01"))
+
+    assert_one_line_error(result, "is not a URL a request can go to", 2)
+    assert stored_harvester_ids() == []
+
+
 @pytest.mark.parametrize("port", ["abc", "99999", "0", "-1"])
 def test_a_bad_port_is_refused_at_registration(port: str) -> None:
     result = run(*create_args("bad-port", f"http://127.0.0.1:{port}/oai"))
