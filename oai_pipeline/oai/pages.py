@@ -25,6 +25,7 @@ from oai_pipeline.oai.types import (
     OAISet,
 )
 from oai_pipeline.oai.windows import normalize_response_date
+from oai_pipeline.state.schema import MAX_INTEGER
 from oai_pipeline.xml_safety import parse_untrusted, safe_xml_parser
 
 OAI_NAMESPACE = "http://www.openarchives.org/OAI/2.0/"
@@ -71,10 +72,13 @@ class ParsedResponse:
 
 
 def _int_or_none(value: str | None) -> int | None:
+    """A cursor or completeListSize: a count, so one that is negative or beyond what the
+    checkpoint can store (`completeListSize="1e30"` written out) is none at all."""
     try:
-        return int(value) if value not in (None, "") else None
+        number = int(value) if value not in (None, "") else None
     except ValueError:
         return None
+    return number if number is not None and 0 <= number <= MAX_INTEGER else None
 
 
 def parse_response(

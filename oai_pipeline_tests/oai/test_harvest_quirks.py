@@ -159,6 +159,29 @@ def test_a_response_date_beyond_the_calendar_in_utc_is_no_date(
     assert len(sent) == 4 and all(stamp in body for body in sent)  # Identify and three pages
 
 
+@pytest.mark.parametrize(
+    ("attribute", "value"),
+    [
+        ("completeListSize", "99999999999999999999999999"),
+        ("cursor", "99999999999999999999999999"),
+    ],
+)
+def test_a_resumption_token_count_no_checkpoint_holds_is_none(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, attribute: str, value: str
+) -> None:
+    """Before, a count beyond 64 bits failed to be saved in the checkpoint (orjson's
+    TypeError) before the next page: every harvest of the source failed with a traceback."""
+    source = FakeSource(importable(5), page_size=2)
+    pattern = re.compile(f'{attribute}="[^"]*"'.encode())
+    source.every = (
+        1,
+        transform_body(lambda body: pattern.sub(f'{attribute}="{value}"'.encode(), body)),
+    )
+    harvest_fake_source(settings, monkeypatch, source)
+    report = harvest(settings)
+    assert (report.harvested, report.created, report.errors) == (5, 5, 0)
+
+
 class UnescapedTokenSource(FakeSource):
     """A source that writes its resumption tokens into the XML unescaped (`&` as it is)."""
 
