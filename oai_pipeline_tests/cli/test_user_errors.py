@@ -668,7 +668,7 @@ DEEP = "[" * 100_000 + "]" * 100_000
     ("file", "content", "command", "message"),
     [
         ("h.yaml", f"- {DEEP}\n", ["harvesters", "load"], "nests too deeply"),
-        ("record.json", DEEP, ["target", "deposit"], "is not valid JSON: maximum recursion"),
+        ("record.json", DEEP, ["target", "deposit"], "is not valid JSON: depth limit exceeded"),
     ],
 )
 def test_a_deeply_nested_file_is_a_one_line_error(
@@ -682,6 +682,40 @@ def test_a_deeply_nested_file_is_a_one_line_error(
 
     assert_one_line_error(result, message)
     assert stored_harvester_ids() == []
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"metadata": {"title": "x\\ud800"}}', "no low surrogate in string"),
+        ('{"metadata": {"size": 1e999}}', "number is infinity"),
+    ],
+)
+def test_a_deposit_the_target_cannot_store_is_a_one_line_error(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    """JSON the target's codec cannot write: a lone surrogate was a traceback from the
+    database, an infinite number was stored as null."""
+    path = tmp_path / "record.json"
+    path.write_text(content, encoding="utf-8")
+
+    result = run("target", "deposit", str(path))
+
+    assert_one_line_error(result, f"is not valid JSON: {message}")
+    assert json.loads(run("target", "list", "--json").stdout) == []
+
+
+def test_an_edit_value_the_target_cannot_store_as_json_is_a_plain_string(tmp_path: Path) -> None:
+    """Before, `"x\\ud800"` parsed as JSON to a lone surrogate: a traceback from the database."""
+    path = tmp_path / "record.json"
+    path.write_text('{"metadata": {"title": "Old"}}', encoding="utf-8")
+    record_id = run("target", "deposit", str(path)).stdout.strip()
+
+    result = run("target", "edit", record_id, "--set", 'metadata.title="x\\ud800"')
+
+    assert result.exit_code == 0, result.output
+    shown = json.loads(run("target", "show", record_id, "--json").stdout)
+    assert shown["draft"]["metadata"]["title"] == '"x\\ud800"'
 
 
 def test_deeply_nested_plugin_options_are_a_validation_error() -> None:
