@@ -139,6 +139,30 @@ def test_harvest_logs_no_line_per_http_request(
     assert [r.getMessage() for r in http_lines if r.levelno < logging.WARNING] == []
 
 
+# -- Command-line bytes that are not UTF-8 ----------------------------------------------------
+
+# `--name $'Z\xfcrich'` typed in a Latin-1 terminal: Python's argv holds a lone surrogate.
+NOT_UTF8 = b"Z\xfcrich".decode("utf-8", "surrogateescape")
+
+
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [
+        ([*create_args("latin", "http://example.org/oai"), "--name", NOT_UTF8], "'--name'"),
+        (["records", "show", f"oai:{NOT_UTF8}"], "'OAI_IDENTIFIER'"),
+        (["harvesters", "show", NOT_UTF8, "--json"], "'HARVESTER_ID'"),
+        (["records", "list", "--message", NOT_UTF8], "'--message'"),
+    ],
+)
+def test_an_argument_that_is_not_utf8_is_a_one_line_error(args: list[str], hint: str) -> None:
+    """Before, the lone surrogate reached the database: a traceback."""
+    result = run(*args)
+
+    assert_one_line_error(result, f"{hint}: ", 2)
+    assert "Z\ufffdrich' is not UTF-8 text (is the terminal's locale UTF-8?)" in result.stderr
+    assert stored_harvester_ids() == []
+
+
 # -- F7: the base URL's port ------------------------------------------------------------------
 
 
