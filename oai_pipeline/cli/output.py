@@ -15,7 +15,7 @@ import click
 from pydantic import ValidationError
 
 from oai_pipeline.errors import PipelineError
-from oai_pipeline.harvesters.model import describe_validation_error
+from oai_pipeline.harvesters.model import describe_validation_error, has_lone_surrogate
 from oai_pipeline.state.schema import MAX_INTEGER
 
 json_option = click.option(
@@ -207,15 +207,12 @@ def _refuse_text_not_utf8(ctx: click.Context) -> None:
     for param in ctx.command.params:
         value = ctx.params.get(param.name or "")
         for text in value if isinstance(value, tuple | list) else (value,):
-            if isinstance(text, str) and not text.isascii():
-                try:
-                    text.encode("utf-8")
-                except UnicodeEncodeError:
-                    shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-                    raise InvalidInput(
-                        f"{param.get_error_hint(ctx)}: {shown!r} is not UTF-8 text "
-                        "(is the terminal's locale UTF-8?)"
-                    ) from None
+            if isinstance(text, str) and has_lone_surrogate(text):
+                shown = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+                raise InvalidInput(
+                    f"{param.get_error_hint(ctx)}: {shown!r} is not UTF-8 text "
+                    "(is the terminal's locale UTF-8?)"
+                )
 
 
 class FriendlyCommand(_OneLineErrors, click.Command):

@@ -62,6 +62,18 @@ def check_slug(value: str, what: str, *, max_length: int | None) -> str:
     return value
 
 
+def has_lone_surrogate(text: str) -> bool:
+    """Python's stand-in for bytes that are not UTF-8 (in argv) or a YAML `"\\ud800"`: no
+    database or JSON writer takes it."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _stored(info: ValidationInfo) -> bool:
     return bool((info.context or {}).get("stored"))
 
@@ -107,6 +119,18 @@ class Harvester(BaseModel):
     rate_limit_per_minute: int | None = Field(default=None, le=MAX_INTEGER)
     batch_size: int = 500  # records per writer transaction
     enabled: bool = True
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _storable_text(cls, value: Any) -> Any:
+        """Text the state store keeps: a fixture's `"\\ud800"` (a lone surrogate) or `"\\0"`
+        (PostgreSQL refuses NUL) was a traceback at the database."""
+        for text in value if isinstance(value, list) else (value,):
+            if isinstance(text, str) and "\0" in text:
+                raise ValueError(f"{text!r} holds a NUL character")
+            if isinstance(text, str) and has_lone_surrogate(text):
+                raise ValueError(f"{text!r} holds a lone surrogate, not text")
+        return value
 
     @field_validator("id")
     @classmethod

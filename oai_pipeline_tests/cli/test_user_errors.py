@@ -232,6 +232,31 @@ def test_a_fixture_file_that_is_not_utf8(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
+        ('  comment: "a\\ud800b"\n', "invalid comment: 'a\\ud800b' holds a lone surrogate"),
+        ('  name: "a\\0b"\n', "invalid name: 'a\\x00b' holds a NUL character"),
+        (
+            '  harvest-managers: ["ops\\udcff@example.org"]\n',
+            "invalid harvest_managers: 'ops\\udcff@example.org' holds a lone surrogate",
+        ),
+    ],
+)
+def test_a_fixture_escape_no_database_stores_is_a_one_line_error(
+    tmp_path: Path, extra: str, message: str
+) -> None:
+    """YAML's `\\ud800` and `\\0` escapes: before, a traceback from the database (SQLite
+    refuses the surrogate, PostgreSQL the NUL)."""
+    path = tmp_path / "harvesters.yaml"
+    path.write_text(GOOD_ENTRY + extra, encoding="utf-8")
+
+    result = run("harvesters", "load", str(path))
+
+    assert_one_line_error(result, message)
+    assert stored_harvester_ids() == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
         ("  base-url: http://example.org/other\n", "found duplicate key 'base-url'"),
         ("  rate-limit-per-minute: true\n", "rate-limit-per-minute: Input should be a valid"),
         ("  batch-size: false\n", "batch-size: Input should be a valid integer"),
