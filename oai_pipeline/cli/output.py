@@ -15,7 +15,7 @@ import click
 from pydantic import ValidationError
 
 from oai_pipeline.errors import PipelineError
-from oai_pipeline.harvesters.model import describe_validation_error
+from oai_pipeline.harvesters.model import describe_validation_error, has_lone_surrogate
 from oai_pipeline.state.schema import MAX_INTEGER
 
 json_option = click.option(
@@ -196,7 +196,23 @@ class _OneLineErrors:
     def invoke(self, ctx: click.Context) -> Any:
         top = sigterm_as_interrupt() if ctx.parent is None else nullcontext()
         with top, one_line_errors(lambda: bool(ctx.meta.get(JSON_ERRORS))):
+            _refuse_text_not_utf8(ctx)
             return super().invoke(ctx)  # type: ignore[misc]
+
+
+def _refuse_text_not_utf8(ctx: click.Context) -> None:
+    """Python hands command-line bytes that are not UTF-8 (a Latin-1 terminal, a name pasted
+    from such a file) over as lone surrogates, which no database or JSON writer takes: a
+    traceback where it was stored or looked up. Paths are exempt: a file name may be any bytes."""
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        for text in value if isinstance(value, tuple | list) else (value,):
+            if isinstance(text, str) and has_lone_surrogate(text):
+                shown = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+                raise InvalidInput(
+                    f"{param.get_error_hint(ctx)}: {shown!r} is not UTF-8 text "
+                    "(is the terminal's locale UTF-8?)"
+                )
 
 
 class FriendlyCommand(_OneLineErrors, click.Command):

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from oai_pipeline import json_codec
 from oai_pipeline.cli.output import FriendlyGroup, emit, json_option
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.settings import load_settings
@@ -37,7 +38,7 @@ def _parse_assignment(text: str) -> tuple[str, Any]:
     if not equals or not field:
         raise PipelineError(f"--set {text!r}: expected FIELD=VALUE, e.g. metadata.title=New")
     try:
-        return field, json.loads(raw)
+        return field, json_codec.loads(raw)
     except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deeply
         return field, raw
 
@@ -53,7 +54,9 @@ def target() -> None:
 def deposit(file: Path, publish: bool) -> None:
     """Deposit a new record from FILE.json; prints the new id."""
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        # Read as the target stores JSON: what it cannot write back (a lone surrogate, a
+        # number beyond a double) is refused here, not met as a traceback in the database.
+        data = json_codec.loads(file.read_text(encoding="utf-8"))
     except OSError as error:
         raise PipelineError(f"cannot read {file}: {error.strerror}") from None
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:

@@ -15,6 +15,7 @@ import re
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
+import httpx
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -59,6 +60,18 @@ def check_slug(value: str, what: str, *, max_length: int | None) -> str:
             "starting with a letter or digit"
         )
     return value
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """Python's stand-in for bytes that are not UTF-8 (in argv) or a YAML `"\\ud800"`: no
+    database or JSON writer takes it."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _stored(info: ValidationInfo) -> bool:
@@ -107,6 +120,18 @@ class Harvester(BaseModel):
     batch_size: int = 500  # records per writer transaction
     enabled: bool = True
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _storable_text(cls, value: Any) -> Any:
+        """Text the state store keeps: a fixture's `"\\ud800"` (a lone surrogate) or `"\\0"`
+        (PostgreSQL refuses NUL) was a traceback at the database."""
+        for text in value if isinstance(value, list) else (value,):
+            if isinstance(text, str) and "\0" in text:
+                raise ValueError(f"{text!r} holds a NUL character")
+            if isinstance(text, str) and has_lone_surrogate(text):
+                raise ValueError(f"{text!r} holds a lone surrogate, not text")
+        return value
+
     @field_validator("id")
     @classmethod
     def _id(cls, value: str, info: ValidationInfo) -> str:
@@ -128,6 +153,10 @@ class Harvester(BaseModel):
             port = 0
         if port == 0:  # caught here, not as an httpx traceback at the first harvest
             raise ValueError(f"{value!r}: the port must be a number from 1 to 65535")
+        try:  # control characters, a host that is no IDNA name: refused by every request
+            httpx.URL(value)
+        except httpx.InvalidURL as error:
+            raise ValueError(f"{value!r} is not a URL a request can go to: {error}") from None
         return value
 
     @field_validator("metadata_prefix")

@@ -70,11 +70,18 @@ class ParsedResponse:
         return _int_or_none(self.token.complete_list_size) if self.token else None
 
 
+# What the checkpoint (JSON, SQL BIGINT) holds of a count.
+_MAX_COUNT = 2**63 - 1
+
+
 def _int_or_none(value: str | None) -> int | None:
+    """A cursor or completeListSize: a count, so one that is negative or beyond what the
+    checkpoint can store (`completeListSize="1e30"` written out) is none at all."""
     try:
-        return int(value) if value not in (None, "") else None
+        number = int(value) if value not in (None, "") else None
     except ValueError:
         return None
+    return number if number is not None and 0 <= number <= _MAX_COUNT else None
 
 
 def parse_response(

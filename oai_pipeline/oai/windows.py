@@ -49,6 +49,8 @@ def parse_datestamp(text: str) -> datetime:
             return datetime.fromisoformat(value).astimezone(UTC)
         except ValueError:
             pass
+        except OverflowError:  # an offset that moves it before year 1 or after 9999 in UTC
+            raise InvalidDatestamp(f"out of range in UTC: {text!r}") from None
     raise InvalidDatestamp(f"not an OAI datestamp (YYYY-MM-DD or YYYY-MM-DDThh:mm:ssZ): {text!r}")
 
 
@@ -61,7 +63,7 @@ def read_response_date(text: str | None) -> datetime | None:
         return None
     try:
         return _as_utc(datetime.fromisoformat(value))
-    except ValueError:
+    except (ValueError, OverflowError):  # Overflow: `0001-01-01T00:00:00+01:00`
         return None
 
 

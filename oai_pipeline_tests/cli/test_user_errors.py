@@ -139,7 +139,38 @@ def test_harvest_logs_no_line_per_http_request(
     assert [r.getMessage() for r in http_lines if r.levelno < logging.WARNING] == []
 
 
+# -- Command-line bytes that are not UTF-8 ----------------------------------------------------
+
+# `--name $'Z\xfcrich'` typed in a Latin-1 terminal: Python's argv holds a lone surrogate.
+NOT_UTF8 = b"Z\xfcrich".decode("utf-8", "surrogateescape")
+
+
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [
+        ([*create_args("latin", "http://example.org/oai"), "--name", NOT_UTF8], "'--name'"),
+        (["records", "show", f"oai:{NOT_UTF8}"], "'OAI_IDENTIFIER'"),
+        (["harvesters", "show", NOT_UTF8, "--json"], "'HARVESTER_ID'"),
+        (["records", "list", "--message", NOT_UTF8], "'--message'"),
+    ],
+)
+def test_an_argument_that_is_not_utf8_is_a_one_line_error(args: list[str], hint: str) -> None:
+    """Before, the lone surrogate reached the database: a traceback."""
+    result = run(*args)
+
+    assert_one_line_error(result, f"{hint}: ", 2)
+    assert "Z\ufffdrich' is not UTF-8 text (is the terminal's locale UTF-8?)" in result.stderr
+    assert stored_harvester_ids() == []
+
+
 # -- F7: the base URL's port ------------------------------------------------------------------
+
+
+def test_a_base_url_with_a_control_character_is_refused_at_registration() -> None:
+    result = run(*create_args("control", "http://127.0.0.1/oai\x01"))
+
+    assert_one_line_error(result, "is not a URL a request can go to", 2)
+    assert stored_harvester_ids() == []
 
 
 @pytest.mark.parametrize("port", ["abc", "99999", "0", "-1"])
@@ -195,6 +226,31 @@ def test_a_fixture_file_that_is_not_utf8(tmp_path: Path) -> None:
     result = run("harvesters", "load", str(path))
 
     assert_one_line_error(result, f"{path} is not UTF-8 text", 2)
+    assert stored_harvester_ids() == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ('  comment: "a\\ud800b"\n', "invalid comment: 'a\\ud800b' holds a lone surrogate"),
+        ('  name: "a\\0b"\n', "invalid name: 'a\\x00b' holds a NUL character"),
+        (
+            '  harvest-managers: ["ops\\udcff@example.org"]\n',
+            "invalid harvest_managers: 'ops\\udcff@example.org' holds a lone surrogate",
+        ),
+    ],
+)
+def test_a_fixture_escape_no_database_stores_is_a_one_line_error(
+    tmp_path: Path, extra: str, message: str
+) -> None:
+    """YAML's `\\ud800` and `\\0` escapes: before, a traceback from the database (SQLite
+    refuses the surrogate, PostgreSQL the NUL)."""
+    path = tmp_path / "harvesters.yaml"
+    path.write_text(GOOD_ENTRY + extra, encoding="utf-8")
+
+    result = run("harvesters", "load", str(path))
+
+    assert_one_line_error(result, message)
     assert stored_harvester_ids() == []
 
 
@@ -506,6 +562,18 @@ def test_moments_at_the_ends_of_the_calendar(registered: str, args: list[str]) -
     assert json.loads(result.stdout)["type"] == "validation_error"
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["--since", "0001-01-01T00:00:00+01:00"], ["--until", "9999-12-31T23:00:00-05:00"]],
+)
+def test_an_offset_beyond_the_calendar_in_utc_is_one_line(registered: str, args: list[str]) -> None:
+    """Before, converting the moment to UTC raised OverflowError: a traceback."""
+    result = run("harvest", registered, *args, "--json")
+
+    assert_one_line_error(result, f"{args[0]}: out of range in UTC: {args[1]!r}", 2)
+    assert json.loads(result.stdout)["type"] == "validation_error"
+
+
 # -- Interrupts: the run is stopped, not left running ------------------------------------------
 
 
@@ -649,7 +717,7 @@ DEEP = "[" * 100_000 + "]" * 100_000
     ("file", "content", "command", "message", "exit_code"),
     [
         ("h.yaml", f"- {DEEP}\n", ["harvesters", "load"], "nests too deeply", 2),
-        ("record.json", DEEP, ["target", "deposit"], "is not valid JSON: maximum recursion", 1),
+        ("record.json", DEEP, ["target", "deposit"], "is not valid JSON: depth limit exceeded", 1),
     ],
 )
 def test_a_deeply_nested_file_is_a_one_line_error(
@@ -663,6 +731,40 @@ def test_a_deeply_nested_file_is_a_one_line_error(
 
     assert_one_line_error(result, message, exit_code)
     assert stored_harvester_ids() == []
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"metadata": {"title": "x\\ud800"}}', "no low surrogate in string"),
+        ('{"metadata": {"size": 1e999}}', "number is infinity"),
+    ],
+)
+def test_a_deposit_the_target_cannot_store_is_a_one_line_error(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    """JSON the target's codec cannot write: a lone surrogate was a traceback from the
+    database, an infinite number was stored as null."""
+    path = tmp_path / "record.json"
+    path.write_text(content, encoding="utf-8")
+
+    result = run("target", "deposit", str(path))
+
+    assert_one_line_error(result, f"is not valid JSON: {message}")
+    assert json.loads(run("target", "list", "--json").stdout) == []
+
+
+def test_an_edit_value_the_target_cannot_store_as_json_is_a_plain_string(tmp_path: Path) -> None:
+    """Before, `"x\\ud800"` parsed as JSON to a lone surrogate: a traceback from the database."""
+    path = tmp_path / "record.json"
+    path.write_text('{"metadata": {"title": "Old"}}', encoding="utf-8")
+    record_id = run("target", "deposit", str(path)).stdout.strip()
+
+    result = run("target", "edit", record_id, "--set", 'metadata.title="x\\ud800"')
+
+    assert result.exit_code == 0, result.output
+    shown = json.loads(run("target", "show", record_id, "--json").stdout)
+    assert shown["draft"]["metadata"]["title"] == '"x\\ud800"'
 
 
 def test_deeply_nested_plugin_options_are_a_validation_error() -> None:

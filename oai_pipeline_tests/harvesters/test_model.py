@@ -51,6 +51,21 @@ def test_base_url_port_must_be_a_port_number(port):
     assert field == "base_url" and "the port must be a number from 1 to 65535" in message
 
 
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        ("http://example.org/oai\x01", "non-printable ASCII character"),
+        ("http://example.org/o\tai", "non-printable ASCII character"),
+        ("http://\u200b/oai", "Invalid IDNA hostname"),
+    ],
+)
+def test_base_url_no_request_can_go_to_is_refused(bad, reason):
+    """Before, it was registered and every harvest of it failed at its first request."""
+    field, message = _problem(base_url=bad)
+    assert field == "base_url" and f"{bad!r} is not a URL a request can go to" in message
+    assert reason in message
+
+
 def test_ids_fit_the_state_store_column():
     assert Harvester.from_input(BASE | {"id": "a" * 200}).id == "a" * 200
     field, message = _problem(id="a" * 201)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import codecs
 import gzip
+import re
 import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -132,6 +133,53 @@ def test_byte_order_marks_and_line_breaks_before_the_declaration_are_dropped(
     assert (report.harvested, report.created, report.errors) == (5, 5, 0)
     assert target["oai:fake.test:2"]["data"]["metadata"]["title"] == "Zürich"
     assert len(source.requests) == 4  # Identify and three pages: nothing retried
+
+
+@pytest.mark.parametrize(
+    "response_date", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:00:00-05:00"]
+)
+def test_a_response_date_beyond_the_calendar_in_utc_is_no_date(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, response_date: str
+) -> None:
+    """A source with a broken clock or time zone: its responseDate, converted to UTC, is
+    before year 1 or after 9999. Before, every page raised OverflowError out of the page
+    parser and the harvest failed with a traceback; now the pages are read by our clock."""
+    source = FakeSource(importable(5), page_size=2)
+    stamp = f"<responseDate>{response_date}</responseDate>".encode()
+    sent: list[bytes] = []
+
+    def restamp(body: bytes) -> bytes:
+        sent.append(re.sub(rb"<responseDate>[^<]*</responseDate>", stamp, body))
+        return sent[-1]
+
+    source.every = (1, transform_body(restamp))
+    harvest_fake_source(settings, monkeypatch, source)
+    report = harvest(settings)
+    assert (report.harvested, report.created, report.errors) == (5, 5, 0)
+    assert len(sent) == 4 and all(stamp in body for body in sent)  # Identify and three pages
+
+
+@pytest.mark.parametrize(
+    ("attribute", "value"),
+    [
+        ("completeListSize", "99999999999999999999999999"),
+        ("cursor", "99999999999999999999999999"),
+    ],
+)
+def test_a_resumption_token_count_no_checkpoint_holds_is_none(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, attribute: str, value: str
+) -> None:
+    """Before, a count beyond 64 bits failed to be saved in the checkpoint (orjson's
+    TypeError) before the next page: every harvest of the source failed with a traceback."""
+    source = FakeSource(importable(5), page_size=2)
+    pattern = re.compile(f'{attribute}="[^"]*"'.encode())
+    source.every = (
+        1,
+        transform_body(lambda body: pattern.sub(f'{attribute}="{value}"'.encode(), body)),
+    )
+    harvest_fake_source(settings, monkeypatch, source)
+    report = harvest(settings)
+    assert (report.harvested, report.created, report.errors) == (5, 5, 0)
 
 
 class UnescapedTokenSource(FakeSource):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -12,6 +13,7 @@ from lxml import etree
 
 from oai_pipeline.oai.client import OAIClient
 from oai_pipeline.oai.errors import BadResumptionToken, HarvestProtocolError, OAIError
+from oai_pipeline.oai.pages import parse_response
 from oai_pipeline.oai.windows import parse_datestamp
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -313,3 +315,20 @@ def test_user_agent_carries_the_operators_contact(monkeypatch: pytest.MonkeyPatc
     assert default_user_agent().endswith("(OAI-PMH harvester; +mailto:harvest-admin@example.org)")
     monkeypatch.delenv("OAI_PIPELINE_CONTACT")
     assert "+https://" in default_user_agent()
+
+
+@pytest.mark.parametrize(
+    ("attribute", "value"),
+    [("cursor", "-1"), ("completeListSize", "-1"), ("completeListSize", str(2**63))],
+)
+def test_a_count_of_the_resumption_token_no_checkpoint_holds_is_none(
+    attribute: str, value: str
+) -> None:
+    """Zenodo's first page, its token's count made negative or beyond 64 bits: no count."""
+    body = (SAMPLES / "zenodo-ListRecords-oai_dc-page1.xml").read_bytes()
+    body, changed = re.subn(f'{attribute}="\\d+"'.encode(), f'{attribute}="{value}"'.encode(), body)
+    page = parse_response(body, "ListRecords")
+    assert changed == 1 and page.next_token
+    assert (page.cursor, page.complete_list_size) == (
+        (None, 8091628) if attribute == "cursor" else (0, None)
+    )
