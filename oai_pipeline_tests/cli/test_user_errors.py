@@ -250,7 +250,7 @@ def test_a_fixture_escape_no_database_stores_is_a_one_line_error(
 
     result = run("harvesters", "load", str(path))
 
-    assert_one_line_error(result, message)
+    assert_one_line_error(result, message, exit_code=2)  # a validation error of the file
     assert stored_harvester_ids() == []
 
 
