@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import Harvester
@@ -26,6 +27,7 @@ from oai_pipeline.pipeline.partition_summary import WindowCounts
 from oai_pipeline.pipeline.partitions import run_updates_all
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
+from oai_pipeline.state.store import StateStore
 
 logger = logging.getLogger(__name__)
 
@@ -78,11 +80,7 @@ def _run_for(
     )
     run = None
     if options.resume_batch_id is not None:
-        run = state.get_run(options.resume_batch_id)
-        if run is None or run["harvester_id"] != scope.harvester_id:
-            raise PipelineError(
-                f"no harvest run {options.resume_batch_id} for harvester {scope.harvester_id!r}"
-            )
+        run = _run_to_resume(state, scope.harvester_id, options.resume_batch_id)
     elif not options.identifiers:
         run = state.find_resumable_run(scope.harvester_id, from_, until)
     if run is not None:
@@ -203,6 +201,8 @@ def discover(
 ) -> DiscoveryResult:
     state = services.state
     harvester = services.harvester(scope.harvester_id)
+    if options.resume_batch_id is not None:  # a typo is told before the source is asked
+        _run_to_resume(state, scope.harvester_id, options.resume_batch_id)
     reader = build_reader(harvester)
     try:
         if options.rate_limit_per_minute and hasattr(reader, "set_rate_limit"):
@@ -232,6 +232,13 @@ def discover(
     result.cap_reached = bool(result.counters.get("cap_reached"))
     _export(services, scope, run_id, result)
     return result
+
+
+def _run_to_resume(state: StateStore, harvester_id: str, run_id: int) -> dict[str, Any]:
+    run = state.get_run(run_id)
+    if run is None or run["harvester_id"] != harvester_id:
+        raise PipelineError(f"no harvest run {run_id} for harvester {harvester_id!r}")
+    return run
 
 
 def _identify(reader: Reader, services: Services, harvester_id: str) -> IdentifyInfo:

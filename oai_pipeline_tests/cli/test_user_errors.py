@@ -304,6 +304,21 @@ def test_use_job_checks_the_harvester_before_submitting(
     assert_one_line_error(result, "unknown harvester 'nope'")
 
 
+def test_resuming_a_run_that_does_not_exist_asks_nothing_of_the_source(
+    registered: str, closed_port: int
+) -> None:
+    """Before, the source was asked for its Identify first: a source down (here, nothing
+    listens) hid the typo behind its retries and its error."""
+    update = run(
+        "harvesters", "update", registered, "--base-url", f"http://127.0.0.1:{closed_port}/oai"
+    )
+    assert update.exit_code == 0, update.output
+
+    result = run("harvest", registered, "--resume", "999")
+
+    assert_one_line_error(result, f"no harvest run 999 for harvester {registered!r}")
+
+
 def test_use_job_with_selected_identifiers_is_refused(registered: str) -> None:
     """They belong to no window: a partitioned run would overwrite windows with them."""
     result = run("harvest", registered, "oai:zenodo.org:1", "--use-job")
