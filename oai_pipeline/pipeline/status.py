@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import sqlalchemy as sa
@@ -10,15 +11,36 @@ import sqlalchemy as sa
 from oai_pipeline.state.harvester_lock import HarvesterLock
 from oai_pipeline.state.store import DEFAULT_STALE_MINUTES, StateStore
 
+logger = logging.getLogger(__name__)
+
 
 def settle_interrupted(state: StateStore) -> list[dict[str, Any]]:
     """Fail the runs a killed CLI harvest left `running` (see `settle_interrupted_runs`), so
-    that status shows them as what they are, not running for ever."""
+    that status shows them as what they are, not running for ever. On a database status may
+    only read (a replica, a read-only role) they are shown as stored, and it says so."""
     engine = sa.create_engine(state.url)
     try:
         return state.settle_interrupted_runs(None, HarvesterLock(engine).works_on)
+    except sa.exc.DBAPIError as error:
+        if not _refused_as_read_only(error):
+            raise
+        logger.warning(
+            "the state database is read-only: runs whose process is gone are shown as "
+            "stored (running); a status with write access marks them failed"
+        )
+        return []
     finally:
         engine.dispose()
+
+
+# PostgreSQL's read_only_sql_transaction and insufficient_privilege.
+_READ_ONLY_SQLSTATES = frozenset({"25006", "42501"})
+
+
+def _refused_as_read_only(error: sa.exc.DBAPIError) -> bool:
+    if getattr(error.orig, "pgcode", None) in _READ_ONLY_SQLSTATES:
+        return True
+    return "readonly database" in str(error.orig)  # SQLite's "attempt to write a readonly …"
 
 
 def target_stats(target_db_url: str, harvester_id: str) -> dict[str, Any]:

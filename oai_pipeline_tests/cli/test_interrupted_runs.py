@@ -4,7 +4,9 @@ for ever, and the next harvest of its harvester says what becomes of it."""
 from __future__ import annotations
 
 import json
+import socket
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
@@ -97,3 +99,36 @@ def test_a_killed_cli_harvest_is_interrupted_not_running(
     runs = {r["id"]: r for r in json.loads(run("status", "--list-recent", "--json").stdout)}
     assert runs[1]["status"] == run_1_ends
     assert runs[next_run_id]["status"] == "succeeded"
+
+
+def test_status_on_a_read_only_state_database_shows_runs_as_they_are_stored(
+    registered: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A monitoring account may only read (a replica, a read-only role): status cannot mark
+    a run whose process is gone, so it says so and shows the run as stored."""
+    settings = load_settings()
+    with StateStore(settings.state_db_url) as state:
+        run_id = state.create_run(
+            registered,
+            window_from=None,
+            window_until=None,
+            scale=None,
+            max_records=0,
+            options={},
+            worker=f"{socket.gethostname()}:{_pid_of_no_process()}:gone",
+        )
+    path = settings.state_db_url.removeprefix("sqlite:///")
+    monkeypatch.setenv("OAI_PIPELINE_STATE_DB_URL", f"sqlite:///file:{path}?mode=ro&uri=true")
+
+    result = CliRunner().invoke(main, ["status", "--batch-id", str(run_id), "--json"])
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["run"]["status"] == "running"
+    assert "the state database is read-only" in caplog.text  # the CLI logs to stderr
+
+
+def _pid_of_no_process() -> int:
+    pid = 4_000_000  # above Linux's pid_max (4,194,304 at most) once a free one is found
+    while Path(f"/proc/{pid}").exists():
+        pid += 1
+    return pid
