@@ -87,7 +87,7 @@ def fail_orphaned_harvest_runs(
     took them on, and nothing will finish them again. (One that is still to fail, killed
     and not yet found dead, is left to the failure sensor.) Returns their ids."""
     with pipeline.services() as services:
-        runs = [r for r in services.state.running_dagster_runs() if r["id"] in harvest_run_ids]
+        runs = services.state.running_dagster_runs(harvest_run_ids)
 
         def outcome(run: dict, ended: dict[str, dg.DagsterRunStatus]) -> Outcome | None:
             failed = [d for d, status in ended.items() if status is dg.DagsterRunStatus.FAILURE]

@@ -1153,11 +1153,13 @@ class StateStore:
             )
         )
 
-    def running_dagster_runs(self) -> list[dict[str, Any]]:
-        """The runs still `running` that Dagster runs worked on, each with its
+    def running_dagster_runs(self, run_ids: Sequence[int]) -> list[dict[str, Any]]:
+        """Those of the runs still `running` that Dagster runs worked on, each with its
         `dagster_run_ids`."""
         return self._runs_with_dagster_runs(
-            harvest_runs.c.status == "running", harvest_runs.c.dagster_run_id.is_not(None)
+            harvest_runs.c.id.in_(run_ids),
+            harvest_runs.c.status == "running",
+            harvest_runs.c.dagster_run_id.is_not(None),
         )
 
     def _runs_with_dagster_runs(self, *where: sa.ColumnElement[bool]) -> list[dict[str, Any]]:
