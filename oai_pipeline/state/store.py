@@ -98,7 +98,9 @@ def _create_engine(url: str) -> Engine:
     if parsed.get_backend_name() != "sqlite":
         return sa.create_engine(url, pool_pre_ping=True, **ENGINE_JSON)
     in_memory = parsed.database in (None, "", ":memory:")
-    if not in_memory:
+    # A URI filename (file:...?mode=ro&uri=true) names a database that exists; as a path it
+    # would create a folder called "file:" in the working directory.
+    if not in_memory and not parsed.database.startswith("file:"):
         Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = sa.create_engine(
         url,

@@ -102,10 +102,14 @@ def test_a_killed_cli_harvest_is_interrupted_not_running(
 
 
 def test_status_on_a_read_only_state_database_shows_runs_as_they_are_stored(
-    registered: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    registered: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
 ) -> None:
     """A monitoring account may only read (a replica, a read-only role): status cannot mark
     a run whose process is gone, so it says so and shows the run as stored."""
+    monkeypatch.chdir(tmp_path)
     settings = load_settings()
     with StateStore(settings.state_db_url) as state:
         run_id = state.create_run(
@@ -125,6 +129,7 @@ def test_status_on_a_read_only_state_database_shows_runs_as_they_are_stored(
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["run"]["status"] == "running"
     assert "the state database is read-only" in caplog.text  # the CLI logs to stderr
+    assert not Path("file:").exists()  # the URI filename was not taken for a folder to make
 
 
 def _pid_of_no_process() -> int:
