@@ -232,13 +232,18 @@ class PartitionStore:
         if self._local:
             try:
                 with open(path, "rb") as handle:
-                    return json.loads(handle.read())
+                    data = handle.read()
             except (FileNotFoundError, NotADirectoryError):
                 return None
-        if not self.fs.exists(path):
+        elif not self.fs.exists(path):
             return None
-        with self.fs.open(path, "rb") as handle:
-            return json.loads(handle.read())
+        else:
+            with self.fs.open(path, "rb") as handle:
+                data = handle.read()
+        try:
+            return json.loads(data)
+        except ValueError:  # cut short by a power cut: the partition was never completed
+            return None
 
     def read_partition(self, asset: str, harvester_id: str, window: str) -> pl.DataFrame | None:
         """The whole partition (for inspection and tests); None if never written."""

@@ -16,10 +16,11 @@ from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_stage import transform
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
+from oai_pipeline.storage import MANIFEST
 from oai_pipeline_tests.support import register, shifted_sample_records, window_keys
 
 
-def test_a_part_cut_short_fails_the_next_stage_by_name_and_its_stage_rewrites_it(
+def test_a_part_or_manifest_cut_short_fails_the_next_stage_by_name_and_its_stage_rewrites_it(
     settings: Settings,
 ) -> None:
     records = shifted_sample_records()
@@ -47,3 +48,13 @@ def test_a_part_cut_short_fails_the_next_stage_by_name_and_its_stage_rewrites_it
             transform(services, scope)
             plan(services, scope, RunOptions())
             assert path.read_bytes() == whole
+
+            manifest = path.parent / MANIFEST
+            manifest.write_bytes(manifest.read_bytes()[:10])
+            with pytest.raises(PipelineError) as failure:
+                plan(services, scope, RunOptions())
+            assert f"{TRANSFORMED_RECORDS} has not been materialised for sample {window}" in str(
+                failure.value
+            )
+            transform(services, scope)
+            plan(services, scope, RunOptions())
