@@ -4,9 +4,11 @@ harvest at a time lists records from a source's server.
 Dagster's run-tag limits cover runs that carry the harvester tag; a backfill launched from
 the UI, a CLI harvest in another shell, or a range run over several harvesters does not.
 This lease in the state store covers them all: it is taken for a stage and released after;
-a holder that died stops renewing it and the lease expires. The same lease, keyed by the
-source's host (`source_key`), keeps harvesters of one server (Zenodo communities, a DSpace's
-sets) from sweeping it at the same time: polite harvesters send one request at a time.
+a holder on this machine keeps it while its process runs (one killed is taken over at
+once), one on another machine while it renews it (the lease expires otherwise). The same
+lease, keyed by the source's host (`source_key`), keeps harvesters of one server (Zenodo
+communities, a DSpace's sets) from sweeping it at the same time: polite harvesters send one
+request at a time.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import socket
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
@@ -56,32 +57,54 @@ def source_key(base_url: str) -> str:
     return f"source:{host}" + (f":{port}" if port else "")
 
 
+def _process_start(pid: int) -> str | None:
+    """When the process started (clock ticks since boot; Linux), so that a pid the system
+    gave to another process since is not taken for the holder."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    fields = stat.rpartition(b")")[2].split()
+    return fields[19].decode() if len(fields) > 19 else None  # field 22: starttime
+
+
 def new_owner() -> str:
-    """host:pid:nonce, so a holder killed on this machine is recognised as dead."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+    """host:pid:nonce[:start], so a holder on this machine is judged by its process."""
+    pid = os.getpid()
+    start = _process_start(pid)
+    return f"{socket.gethostname()}:{pid}:{uuid.uuid4().hex}" + (f":{start}" if start else "")
+
+
+def _local_process_alive(owner: str) -> bool | None:
+    """Whether the holder's process still runs: None when it is on another machine."""
+    parts = owner.split(":")  # host, pid, nonce and (where /proc tells it) start
+    host, pid_text = parts[0], parts[1] if len(parts) > 1 else ""
+    recorded = parts[3] if len(parts) > 3 else ""
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return None
+    pid = int(pid_text)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, another user's
+    except OverflowError:
+        return False
+    return not recorded or _process_start(pid) in (recorded, None)
 
 
 def is_dead_local_process(owner: str) -> bool:
-    host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return _local_process_alive(owner) is False
 
 
 class HarvesterLock:
     def __init__(self, engine: sa.Engine, *, lease: timedelta = timedelta(minutes=2)) -> None:
         self.engine = engine
         self.lease = lease
-        # (harvester, thread) this object holds the lease for, and how many times over
-        self._held: Counter[tuple[str, int]] = Counter()
-        self._owners: dict[tuple[str, int], str] = {}
+        # (harvester, thread) this object holds the lease for -> the owner name it holds it as
+        self._held: dict[tuple[str, int], str] = {}
         try:
             _metadata.create_all(engine, checkfirst=True)
         except sa.exc.DatabaseError:
@@ -93,12 +116,21 @@ class HarvesterLock:
     def try_acquire(self, harvester_id: str, owner: str) -> bool:
         now = datetime.now(UTC)
         with self.engine.begin() as connection:
-            connection.execute(
-                harvester_locks.delete().where(
+            expired = connection.execute(
+                sa.select(harvester_locks.c.owner).where(
                     harvester_locks.c.harvester_id == harvester_id,
                     harvester_locks.c.renewed_at < now - self.lease,
                 )
-            )
+            ).scalar()
+            # A holder on this machine is judged by its process, not by its renewals: one
+            # suspended (Ctrl-Z) or slowed down still writes when it wakes up.
+            if expired is not None and not _local_process_alive(expired):
+                connection.execute(
+                    harvester_locks.delete().where(
+                        harvester_locks.c.harvester_id == harvester_id,
+                        harvester_locks.c.owner == expired,
+                    )
+                )
         try:
             with self.engine.begin() as connection:
                 connection.execute(
@@ -133,11 +165,11 @@ class HarvesterLock:
     def owner(self, harvester_id: str) -> str | None:
         """Who holds the harvester's lease in this thread (None: not held here): a harvest
         run names it, so that `works_on` tells whether the run's process still works on it."""
-        return self._owners.get((harvester_id, threading.get_ident()))
+        return self._held.get((harvester_id, threading.get_ident()))
 
     def works_on(self, harvester_id: str, owner: str) -> bool:
-        """Whether `owner` still holds the harvester's lease: a process that was killed holds
-        it no more once it is on this machine or the lease expired (not renewed)."""
+        """Whether `owner` still holds the harvester's lease: on this machine, while its
+        process runs; on another, until the lease expires (not renewed)."""
         with self.engine.connect() as connection:
             renewed_at = connection.execute(
                 sa.select(harvester_locks.c.renewed_at).where(
@@ -145,15 +177,19 @@ class HarvesterLock:
                     harvester_locks.c.owner == owner,
                 )
             ).scalar()
-        if renewed_at is None or is_dead_local_process(owner):
+        if renewed_at is None:
             return False
+        alive = _local_process_alive(owner)
+        if alive is not None:
+            return alive
         if renewed_at.tzinfo is None:  # SQLite keeps no time zone: it was stored in UTC
             renewed_at = renewed_at.replace(tzinfo=UTC)
         return renewed_at >= datetime.now(UTC) - self.lease
 
-    def renew(self, harvester_id: str, owner: str) -> None:
+    def renew(self, harvester_id: str, owner: str) -> bool:
+        """Renew the lease; False if it is no longer ours (expired and taken, or deleted)."""
         with self.engine.begin() as connection:
-            connection.execute(
+            renewed = connection.execute(
                 harvester_locks.update()
                 .where(
                     harvester_locks.c.harvester_id == harvester_id,
@@ -161,6 +197,28 @@ class HarvesterLock:
                 )
                 .values(renewed_at=datetime.now(UTC))
             )
+        return renewed.rowcount == 1 or self.try_acquire(harvester_id, owner)
+
+    def _keep_renewing(self, harvester_id: str, owner: str, stop: threading.Event) -> None:
+        """Renew until stopped. A database that refuses for a while (locked, restarting) must
+        not end the renewals for the rest of the run: the lease would expire under it."""
+        interval = max(1.0, self.lease.total_seconds() / 3)
+        lost = False
+        while not stop.wait(interval):
+            try:
+                held = self.renew(harvester_id, owner)
+            except sa.exc.SQLAlchemyError as error:
+                logger.warning(
+                    "could not renew the lease of %s (will retry): %s", harvester_id, error
+                )
+                continue
+            if not held and not lost:
+                logger.error(
+                    "the lease of %s expired and another process holds it now: "
+                    "this run and that one may both write for it",
+                    harvester_id,
+                )
+            lost = not held
 
     def release(self, harvester_id: str, owner: str) -> None:
         with self.engine.begin() as connection:
@@ -204,12 +262,8 @@ class HarvesterLock:
         """
         busy = busy or f"another run is writing for harvester {harvester_id!r}"
         held = (harvester_id, threading.get_ident())
-        if self._held[held]:
-            self._held[held] += 1
-            try:
-                yield
-            finally:
-                self._held[held] -= 1
+        if held in self._held:  # the outermost `hold` releases it
+            yield
             return
         owner = new_owner()
         deadline = time.monotonic() + wait_seconds
@@ -222,21 +276,18 @@ class HarvesterLock:
                 raise PipelineError(f"{busy}; gave up after {wait_seconds:.0f} s")
             sleep(poll_seconds)
         stop = threading.Event()
-        interval = max(1.0, self.lease.total_seconds() / 3)
-
-        def keep_renewing() -> None:
-            while not stop.wait(interval):
-                self.renew(harvester_id, owner)
-
-        renewer = threading.Thread(target=keep_renewing, name=f"lease-{harvester_id}", daemon=True)
+        renewer = threading.Thread(
+            target=self._keep_renewing,
+            args=(harvester_id, owner, stop),
+            name=f"lease-{harvester_id}",
+            daemon=True,
+        )
         renewer.start()
-        self._held[held] = 1
-        self._owners[held] = owner
+        self._held[held] = owner
         try:
             yield
         finally:
             del self._held[held]
-            del self._owners[held]
             stop.set()
             renewer.join()
             self.release(harvester_id, owner)

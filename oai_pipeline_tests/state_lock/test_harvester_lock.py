@@ -112,3 +112,71 @@ def test_two_processes_creating_the_lock_table_at_once(
     monkeypatch.setattr(harvester_lock._metadata, "create_all", racing)
     lock = HarvesterLock(engine)
     assert lock.try_acquire("h", "me")
+
+
+def test_a_live_holder_on_this_machine_keeps_its_lease_when_its_renewals_stall(
+    engine: sa.Engine,
+) -> None:
+    """A harvest suspended with Ctrl-Z, or whose renewals the database held up, writes again
+    when it wakes: nobody takes its lease, and its run is not shown as interrupted."""
+    stalled = HarvesterLock(engine, lease=timedelta(seconds=-1))  # expired when taken
+    me = harvester_lock.new_owner()
+    assert stalled.try_acquire("h", me)
+    assert not stalled.try_acquire("h", "new-owner")
+    assert stalled.works_on("h", me)
+
+
+def test_a_pid_given_to_another_process_is_not_taken_for_the_holder(engine: sa.Engine) -> None:
+    """The holder died and the system gave its pid to a new process (here: this one)."""
+    import os
+    import socket
+
+    lock = HarvesterLock(engine)
+    reused = f"{socket.gethostname()}:{os.getpid()}:nonce:1"  # started at another time
+    assert lock.try_acquire("h", reused)
+    assert not lock.works_on("h", reused)
+    assert lock.try_acquire("h", "new-owner")  # taken over at once
+
+
+class _Ticks(threading.Event):
+    """A stop event that lets the renewer run `times` rounds without waiting."""
+
+    def __init__(self, times: int) -> None:
+        super().__init__()
+        self.left = times
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.left -= 1
+        return self.left < 0
+
+
+def test_renewals_go_on_after_the_database_refused_one(
+    engine: sa.Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    lock = HarvesterLock(engine)
+    assert lock.try_acquire("h", "me")
+    renew = lock.renew
+    calls: list[bool] = []
+
+    def flaky(harvester_id: str, owner: str) -> bool:
+        if not calls:
+            calls.append(False)
+            raise sa.exc.OperationalError("UPDATE", {}, Exception("database is locked"))
+        calls.append(renew(harvester_id, owner))
+        return calls[-1]
+
+    monkeypatch.setattr(lock, "renew", flaky)
+    lock._keep_renewing("h", "me", _Ticks(3))
+    assert calls == [False, True, True]
+    assert "could not renew the lease of h (will retry)" in caplog.text
+
+
+def test_a_lease_lost_to_another_process_is_logged_once_and_retaken_when_free(
+    engine: sa.Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    lock = HarvesterLock(engine)
+    assert lock.try_acquire("h", "other-host:1:nonce")  # took it after ours expired
+    lock._keep_renewing("h", "me", _Ticks(2))
+    assert caplog.text.count("the lease of h expired and another process holds it") == 1
+    lock.release("h", "other-host:1:nonce")
+    assert lock.renew("h", "me") and lock.works_on("h", "me")
