@@ -49,7 +49,7 @@ def test_each_step_names_its_process_on_the_run(
         register(settings, endpoint.base_url, harvester_id="alpha", metadata_prefix="oai_datacite")
         result = materialize_windows(instance, "alpha", "2024-01-02", "2024-01-04")
     assert result.success
-    host, pid, _ = instance.get_run_by_id(result.run_id).tags[WORKER_TAG].split(":")
+    host, pid, *_ = instance.get_run_by_id(result.run_id).tags[WORKER_TAG].split(":")
     assert (host, int(pid)) == (socket.gethostname(), os.getpid())
 
 
