@@ -240,7 +240,9 @@ _LEVELS = {"a": "publication-section", "b": "publication-article", "m": "publica
 
 def _resource_type(leader: str, fields: Fields) -> str:
     """Invenio's collection (980: `ARTICLE`, `THESIS`; InvenioRDM's eu-repo type and its
-    `publication`/`article` pair, subtype first) when one names a type, else the leader."""
+    `publication`/`article` pair, subtype first) when one names a type, else the leader. A
+    text (or a record with no leader) with a dissertation note (502) is a thesis: the note is
+    given only for one, and catalogues code a thesis as a book (leader `am`)."""
     values = [
         text
         for field in fields.get("980", ())
@@ -248,12 +250,14 @@ def _resource_type(leader: str, fields: Fields) -> str:
         if not text.startswith("user-")  # InvenioRDM's communities
     ]
     mapped = vocab.dc_resource_type(values)
-    if mapped != "other" or len(leader) < 8:
+    if mapped != "other":
         return mapped
-    kind, level = leader[6], leader[7]
+    kind = leader[6] if len(leader) >= 8 else None
+    if kind in (None, "a", "t") and any(f.subfields for f in fields.get("502", ())):
+        return "publication-dissertation"
     if kind == "a":
-        return _LEVELS.get(level, "publication")
-    return _RECORD_TYPES.get(kind, "other")
+        return _LEVELS.get(leader[7], "publication")
+    return _RECORD_TYPES.get(kind, "other") if kind else "other"
 
 
 _DATE_NOISE = re.compile(r"^[©℗cp]\s*(?=\d)|[.,;:]+$")
@@ -297,7 +301,8 @@ _INVENIO_520 = {"1": "formats", "2": "sizes"}
 def _descriptions(fields: Fields) -> tuple[str | None, list[dict[str, Any]]]:
     """The first summary (520) is the description; further summaries, the contents (505),
     the general notes (500, where InvenioRDM writes its additional descriptions) and the host
-    item's citation (773) follow."""
+    item's citation (773) follow, then the dissertation note (502) and the series (490, 830),
+    which are never the description: a record without a summary is not described by them."""
     found: list[tuple[str, str]] = []
     for tag, kind in (("520", "abstract"), ("505", "table-of-contents"), ("500", "other")):
         for field in fields.get(tag, ()):
@@ -312,9 +317,58 @@ def _descriptions(fields: Fields) -> tuple[str | None, list[dict[str, Any]]]:
         for field in journals
         if (described := _host_citation(field))
     )
+    notes = [
+        {"description": note, "type": {"id": "other"}}
+        for field in fields.get("502", ())
+        if (note := _thesis_note(field))
+    ]
+    notes.extend(
+        {"description": text, "type": {"id": "series-information"}} for text in _series(fields)
+    )
     if not found:
-        return None, []
-    return found[0][0], [{"description": text, "type": {"id": kind}} for text, kind in found[1:]]
+        return None, notes
+    additional = [{"description": text, "type": {"id": kind}} for text, kind in found[1:]]
+    return found[0][0], additional + notes
+
+
+def _thesis_note(field: Field) -> str | None:
+    """A dissertation note (502) as catalogues print it: $a is the whole note (`Thesis (Ph.
+    D.)--Johns Hopkins, 1928.`); the parts ($b degree, $c granting institution, $d year, as
+    ETD crosswalks, INSPIRE and InvenioRDM write them) are put in that form, which the MARC
+    documentation gives as their equivalent."""
+    if text := _clean(" ".join(field.all("a"))):
+        return text
+    degree, institution, year = (_clean(field.first(code)) for code in "bcd")
+    if not (degree or institution or year):
+        return None
+    note = f"Thesis ({degree})" if degree else "Thesis"
+    if institution:
+        note += f"--{institution}"
+    return f"{note}, {year}" if year else note
+
+
+def _series_fields(fields: Fields) -> list[Field]:
+    """The series statements: 490 (as transcribed; first indicator 1 when an added entry, 830,
+    gives the series' controlled form: then that one is read), 830 and 440 (both in one,
+    before 2008)."""
+    traced = "830" in fields
+    chosen = [f for f in fields.get("490", ()) if not (traced and f.ind1 == "1")]
+    return chosen + fields.get("830", []) + fields.get("440", [])
+
+
+def _series(fields: Fields) -> list[str]:
+    """The series the item is part of, `title ; volume` (the ISBD form, as DataCite's
+    SeriesInformation gives it)."""
+    series: list[str] = []
+    for field in _series_fields(fields):
+        title = " ".join(
+            part for code, text in field.subfields if code in "anp" and (part := _clean(text))
+        )
+        volume = _clean(field.first("v"))
+        text = f"{title} ; {volume}" if title and volume else title
+        if text and text not in series:
+            series.append(text)
+    return series
 
 
 def _host_citation(field: Field) -> dict[str, Any] | None:
@@ -427,8 +481,9 @@ def _identifiers(
     fields: Fields,
 ) -> tuple[dict[str, Any], list[dict[str, str]], list[dict[str, str]], list[dict[str, Any]]]:
     """The pids (the first DOI of 024), the record's other identifiers (ISBN 020, ISSN 022,
-    024, arXiv 037, its URL 856), the file links (856 naming a file) and the related
-    identifiers (the host item of 773; 856 of a version or a related resource)."""
+    024, arXiv 037, system control numbers 035, its URL 856), the file links (856 naming a
+    file) and the related identifiers (the host item of 773, the series of 490/830; 856 of a
+    version or a related resource)."""
     pids: dict[str, Any] = {}
     identifiers: list[dict[str, str]] = []
     related: list[dict[str, Any]] = []
@@ -454,6 +509,9 @@ def _identifiers(
     for field in fields.get("037", ()):
         if (field.first("9") or "").lower() == "arxiv" and (value := field.first("a")):
             identifiers.append({"identifier": value.removeprefix("arXiv:"), "scheme": "arxiv"})
+    identifiers.extend(
+        entry for field in fields.get("035", ()) if (entry := _control_number(field))
+    )
     for field in fields.get("856", ()):
         for url in field.all("u"):
             if (link := file_link(url)) is not None:
@@ -474,9 +532,43 @@ def _identifiers(
     )
 
 
+# 035, a system control number: `(OCoLC)ocm44279786` (the catalogue that numbered it, by its
+# MARC organisation code, then the number), or legacy Invenio's source in $9 and the number in
+# $a (CDS, INSPIRE: `$9 arXiv $a oai:arXiv.org:1409.2361`, `$9 CDS $a 1234`). A number of a
+# catalogue that has a permanent URL for it is that URL, the scheme the target can link;
+# arXiv's is an arXiv id; any other keeps its source as `(source)number`, MARC's own form,
+# with the scheme `other`.
+_CONTROL_NUMBER = re.compile(r"^\(([^()]+)\)\s*(.+)$")
+_OCLC_NUMBER = re.compile(r"^(?:ocm|ocn|on)?0*(\d+)$")
+_ARXIV_PREFIX = re.compile(r"^(?:oai:arXiv\.org:|arXiv:)", re.I)
+_RECORD_URLS = {
+    "cds": "https://cds.cern.ch/record/{}",
+    "inspire": "https://inspirehep.net/literature/{}",
+}
+
+
+def _control_number(field: Field) -> dict[str, str] | None:
+    """An 035 as an identifier ($z, a cancelled number, is none)."""
+    value = field.first("a")
+    if value is None:
+        return None
+    source = field.first("9")
+    if source is None and (match := _CONTROL_NUMBER.match(value)):
+        source, value = match.group(1), match.group(2).strip()
+    key = (source or "").strip().lower()
+    if key == "ocolc" and (number := _OCLC_NUMBER.match(value)):
+        return {"identifier": f"https://www.worldcat.org/oclc/{number.group(1)}", "scheme": "url"}
+    if key == "arxiv":
+        return {"identifier": _ARXIV_PREFIX.sub("", value), "scheme": "arxiv"}
+    if key in _RECORD_URLS and value.isdigit():
+        return {"identifier": _RECORD_URLS[key].format(value), "scheme": "url"}
+    return {"identifier": f"({source}){value}" if source else value, "scheme": "other"}
+
+
 def _host(fields: Fields) -> list[dict[str, Any]]:
     """773, the host item: its ISSN ($x) or ISBN ($z) is what the record is published in;
-    InvenioRDM writes its related identifiers there ($a identifier, $n scheme, $i relation)."""
+    InvenioRDM writes its related identifiers there ($a identifier, $n scheme, $i relation).
+    A series' ISSN (490, 830 $x) is what the record is part of."""
     related: list[dict[str, Any]] = []
     for field in fields.get("773", ()):
         for code, scheme, check in (("x", "issn", issn), ("z", "isbn", isbn)):
@@ -499,4 +591,13 @@ def _host(fields: Fields) -> list[dict[str, Any]]:
                     "relation_type": {"id": vocab.relation_type(relation)},
                 }
             )
+    for field in _series_fields(fields):
+        for value in field.all("x"):
+            series = {
+                "identifier": issn(value),
+                "scheme": "issn",
+                "relation_type": {"id": "ispartof"},
+            }
+            if series["identifier"] and series not in related:
+                related.append(series)
     return related
