@@ -22,6 +22,7 @@ from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.dates import first_date
 from oai_pipeline.transform.failure import missing_field
 from oai_pipeline.transform.normalize import (
+    EUROPEAN_COMMISSION,
     block_text_or_none,
     citation,
     description_html,
@@ -431,26 +432,39 @@ def _rights(fields: Fields) -> list[dict[str, Any]]:
 _INVENIORDM_ACCESS = frozenset({"open", "restricted", "embargoed", "metadata-only"})
 
 
+# The European Union's framework programmes, which CDS writes as a 536's agency ($a `FP7`):
+# their funder is the European Commission (CDS's migration to InvenioRDM reads them so).
+_EU_PROGRAMMES = re.compile(r"^(?:FP ?[1-7]|H2020|Horizon 2020|Horizon Europe)$", re.I)
+
+
 def _funding(fields: Fields) -> list[dict[str, Any]]:
     """Funding information notes (536) as the funder ($a: legacy Invenio's funding agency at
-    CDS and INSPIRE, the text of the note in a catalogue) and the award number ($c grant,
-    else $b contract, $f project, $d other number). An OpenAIRE grant
-    (`info:eu-repo/grantAgreement/EC/FP7/282896`, DSpace's dc.relation) names both.
-    InvenioRDM writes the award's title in $a and its number in $c but no funder, which the
-    target requires: its 536 (told by an access status in 542 $l) are left out, and its
-    DataCite format is the one that carries its funding whole."""
-    if any(t in _INVENIORDM_ACCESS for f in fields.get("542", ()) for t in f.all("l")):
-        return []
+    CDS and INSPIRE, an EU framework programme being the European Commission; the text of
+    the note in a catalogue) and the award: its number ($c grant, else $b contract, $f
+    project, $d other number) and, beside a grant or contract number, the project's acronym
+    CDS and INSPIRE write in $f (`AIDA-2020`) as its title, the only name the note gives it.
+    An OpenAIRE grant (`info:eu-repo/grantAgreement/EC/FP7/282896`, DSpace's dc.relation)
+    names both. InvenioRDM writes an award's title in $a and its number in $c but no funder,
+    which the target requires (as InvenioRDM's own DataCite export and DataCite do): its 536
+    (told by an access status in 542 $l) are left out unless one is an OpenAIRE grant, and
+    its DataCite format is the one that carries its funding whole."""
+    inveniordm = any(t in _INVENIORDM_ACCESS for f in fields.get("542", ()) for t in f.all("l"))
     funding: list[dict[str, Any]] = []
     for field in fields.get("536", ()):
         entry = next((grant for _, text in field.subfields if (grant := eu_repo_grant(text))), None)
         if entry is None:
             name = _clean(field.first("a"))
-            if name is None:
-                continue  # a number without a funder is no funding the target can hold
+            if inveniordm or name is None:
+                continue  # an award without a funder is no funding the target can hold
             number = next((text for code in "cbfd" if (text := field.first(code))), None)
-            award = {"number": number, "identifiers": []} if number else None
-            entry = {"funder": {"name": name, "identifiers": []}, "award": award}
+            award: dict[str, Any] | None = None
+            if number:
+                award = {"number": number, "identifiers": []}
+                acronym = field.first("f")
+                if acronym and acronym != number:
+                    award["title"] = {"en": acronym}
+            funder = EUROPEAN_COMMISSION if _EU_PROGRAMMES.match(name) else {"name": name}
+            entry = {"funder": {**funder, "identifiers": []}, "award": award}
         if entry not in funding:
             funding.append(entry)
     return funding

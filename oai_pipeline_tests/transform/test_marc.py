@@ -326,7 +326,9 @@ def test_chronological_subject_headings_are_subjects() -> None:
 
 def test_legacy_invenio_funding_agency_and_grant_number(tmp_path: Path) -> None:
     """536 as CDS writes it (CERNDocumentServer/cds-migrator-kit's test of its 536 rule:
-    $a agency, $c grant number, $f project, $r access) and INSPIRE's dojson maps it."""
+    $a agency, $c grant number, $f project, $r access) and INSPIRE's dojson maps it. `FP7` is
+    the EU's programme, its funder the European Commission (cds-migrator-kit's thesis rule
+    makes it the award `00k4n6c32::654168`); the project's acronym names the award."""
     data = _inspire_with(
         '<marc:datafield tag="536" ind1=" " ind2=" ">'
         '<marc:subfield code="a">CERN Technical Student Program</marc:subfield>'
@@ -342,8 +344,8 @@ def test_legacy_invenio_funding_agency_and_grant_number(tmp_path: Path) -> None:
     assert data["funding"] == [
         {"funder": {"name": "CERN Technical Student Program", "identifiers": []}},
         {
-            "funder": {"name": "FP7", "identifiers": []},
-            "award": {"number": "654168", "identifiers": []},
+            "funder": {"id": "00k4n6c32", "name": "European Commission", "identifiers": []},
+            "award": {"number": "654168", "title": {"en": "AIDA-2020"}, "identifiers": []},
         },
     ]
 
@@ -367,8 +369,27 @@ def test_an_openaire_grant_in_a_funding_note_names_funder_and_award(tmp_path: Pa
 
 def test_inveniordm_funding_notes_name_no_funder_and_are_left_out() -> None:
     """InvenioRDM's 536 $a is the award's title, not a funder (its serializer writes no
-    funder): the award title must not become one."""
+    funder): the award title must not become one, and an award without a funder is no
+    funding the target holds (InvenioRDM's own DataCite export requires the funder)."""
     assert metadata(INVENIORDM)["funding"] == []
+
+
+def test_an_inveniordm_funding_note_with_an_openaire_grant_is_kept() -> None:
+    """An InvenioRDM award whose number is an OpenAIRE grant (a record migrated from DSpace
+    keeps dc.relation's grant as its award) names its funder: it is kept."""
+    text = (PUBLIC / INVENIORDM).read_text(encoding="utf-8")
+    grant = "info:eu-repo/grantAgreement/EC/H2020/654168"
+    changed = text.replace(
+        '<subfield code="c">111023</subfield>', f'<subfield code="c">{grant}</subfield>'
+    )
+    assert changed != text
+    [item] = transform([TransformItem("oai:test:rdm", "2024-01-01", [], wrap_metadata(changed))])
+    assert item.data["metadata"]["funding"] == [
+        {
+            "funder": {"id": "00k4n6c32", "name": "European Commission", "identifiers": []},
+            "award": {"number": "654168", "identifiers": []},
+        }
+    ]
 
 
 @pytest.mark.parametrize(
