@@ -110,8 +110,10 @@ def import_marc(record: etree._Element) -> dict[str, Any]:
     leader, controls, fields = _read(record)
     title, additional_titles = _titles(fields)
     creators, contributors = _creatibutors(fields)
-    pids, identifiers, links, related = _identifiers(fields)
-    description, additional_descriptions = _descriptions(fields)
+    has_series = "490" in fields or "830" in fields or "440" in fields
+    series = _series_fields(fields) if has_series else []
+    pids, identifiers, links, related = _identifiers(fields, series)
+    description, additional_descriptions = _descriptions(fields, series)
     metadata: dict[str, Any] = {
         "resource_type": {"id": _resource_type(leader, fields)},
         "title": title,
@@ -254,7 +256,7 @@ def _resource_type(leader: str, fields: Fields) -> str:
     if mapped != "other":
         return mapped
     kind = leader[6] if len(leader) >= 8 else None
-    if kind in (None, "a", "t") and any(f.subfields for f in fields.get("502", ())):
+    if kind in (None, "a", "t") and "502" in fields and any(f.subfields for f in fields["502"]):
         return "publication-dissertation"
     if kind == "a":
         return _LEVELS.get(leader[7], "publication")
@@ -299,7 +301,7 @@ def _publisher(fields: Fields) -> str | None:
 _INVENIO_520 = {"1": "formats", "2": "sizes"}
 
 
-def _descriptions(fields: Fields) -> tuple[str | None, list[dict[str, Any]]]:
+def _descriptions(fields: Fields, series: list[Field]) -> tuple[str | None, list[dict[str, Any]]]:
     """The first summary (520) is the description; further summaries, the contents (505),
     the general notes (500, where InvenioRDM writes its additional descriptions) and the host
     item's citation (773) follow, then the dissertation note (502) and the series (490, 830),
@@ -318,14 +320,17 @@ def _descriptions(fields: Fields) -> tuple[str | None, list[dict[str, Any]]]:
         for field in journals
         if (described := _host_citation(field))
     )
-    notes = [
-        {"description": note, "type": {"id": "other"}}
-        for field in fields.get("502", ())
-        if (note := _thesis_note(field))
-    ]
-    notes.extend(
-        {"description": text, "type": {"id": "series-information"}} for text in _series(fields)
-    )
+    notes: list[dict[str, Any]] = []
+    if "502" in fields:
+        notes.extend(
+            {"description": note, "type": {"id": "other"}}
+            for field in fields["502"]
+            if (note := _thesis_note(field))
+        )
+    if series:
+        notes.extend(
+            {"description": text, "type": {"id": "series-information"}} for text in _series(series)
+        )
     if not found:
         return None, notes
     additional = [{"description": text, "type": {"id": kind}} for text, kind in found[1:]]
@@ -357,11 +362,11 @@ def _series_fields(fields: Fields) -> list[Field]:
     return chosen + fields.get("830", []) + fields.get("440", [])
 
 
-def _series(fields: Fields) -> list[str]:
+def _series(series_fields: list[Field]) -> list[str]:
     """The series the item is part of, `title ; volume` (the ISBD form, as DataCite's
     SeriesInformation gives it)."""
     series: list[str] = []
-    for field in _series_fields(fields):
+    for field in series_fields:
         title = " ".join(
             part for code, text in field.subfields if code in "anp" and (part := _clean(text))
         )
@@ -492,7 +497,7 @@ def _language_codes(text: str) -> list[str]:
 
 
 def _identifiers(
-    fields: Fields,
+    fields: Fields, series: list[Field]
 ) -> tuple[dict[str, Any], list[dict[str, str]], list[dict[str, str]], list[dict[str, Any]]]:
     """The pids (the first DOI of 024), the record's other identifiers (ISBN 020, ISSN 022,
     024, arXiv 037, system control numbers 035, its URL 856), the file links (856 naming a
@@ -523,9 +528,9 @@ def _identifiers(
     for field in fields.get("037", ()):
         if (field.first("9") or "").lower() == "arxiv" and (value := field.first("a")):
             identifiers.append({"identifier": value.removeprefix("arXiv:"), "scheme": "arxiv"})
-    identifiers.extend(
-        entry for field in fields.get("035", ()) if (entry := _control_number(field))
-    )
+    for field in fields.get("035", ()):
+        if entry := _control_number(field):
+            identifiers.append(entry)
     for field in fields.get("856", ()):
         for url in field.all("u"):
             if (link := file_link(url)) is not None:
@@ -542,7 +547,7 @@ def _identifiers(
         pids,
         unique_identifiers(identifiers, own["identifier"] if own else None),
         links,
-        related + _host(fields),
+        related + _host(fields, series),
     )
 
 
@@ -579,7 +584,7 @@ def _control_number(field: Field) -> dict[str, str] | None:
     return {"identifier": f"({source}){value}" if source else value, "scheme": "other"}
 
 
-def _host(fields: Fields) -> list[dict[str, Any]]:
+def _host(fields: Fields, series: list[Field]) -> list[dict[str, Any]]:
     """773, the host item: its ISSN ($x) or ISBN ($z) is what the record is published in;
     InvenioRDM writes its related identifiers there ($a identifier, $n scheme, $i relation).
     A series' ISSN (490, 830 $x) is what the record is part of."""
@@ -605,7 +610,7 @@ def _host(fields: Fields) -> list[dict[str, Any]]:
                     "relation_type": {"id": vocab.relation_type(relation)},
                 }
             )
-    for field in _series_fields(fields):
+    for field in series:
         for value in field.all("x"):
             series = {
                 "identifier": issn(value),
