@@ -612,11 +612,11 @@ def _host(fields: Fields, series: list[Field]) -> list[dict[str, Any]]:
             )
     for field in series:
         for value in field.all("x"):
-            series = {
+            part_of = {
                 "identifier": issn(value),
                 "scheme": "issn",
                 "relation_type": {"id": "ispartof"},
             }
-            if series["identifier"] and series not in related:
-                related.append(series)
+            if part_of["identifier"] and part_of not in related:
+                related.append(part_of)
     return related
