@@ -734,6 +734,10 @@ def licenses(elements: list[etree._Element], uri_attribute: str) -> list[dict[st
     return list(merged.values())
 
 
+# funderIdentifierTypes that may hold any identifier: none, and DSpace's blanket Crossref one.
+_UNTYPED_FUNDER_IDS = frozenset({"", "crossreffunderid"})
+
+
 def funding(tags: KernelTags, references: list[etree._Element]) -> list[dict[str, Any]]:
     """fundingReferences; `tags` name their parts (DataCite's, or OpenAIRE's `oaire:` ones)."""
     result = []
@@ -748,13 +752,18 @@ def funding(tags: KernelTags, references: list[etree._Element]) -> list[dict[str
             if value is None:
                 continue
             kind = vocab.vocabulary_key(element.get("funderIdentifierType") or "")
-            if kind == "ror" or (not kind and is_ror(value)):
+            # DSpace's oai_openaire types every funder identifier `Crossref Funder ID` (its
+            # crosswalk's TODO), a ROR too: a ROR is the funder's id whatever its type says.
+            if kind == "ror" or (kind in _UNTYPED_FUNDER_IDS and is_ror(value)):
                 # checked as affiliation RORs are: a malformed one is dropped, the name stays
                 if is_ror(value):
                     funder["id"] = normalize_ror(value)
             elif kind == "crossreffunderid":
+                doi = normalize_doi(value)
                 funder["identifiers"].append(
-                    {"scheme": "doi", "identifier": normalize_doi(value) or value}
+                    {"scheme": "doi", "identifier": doi}
+                    if doi
+                    else {"scheme": "other", "identifier": value}
                 )
             elif kind == "isni" and (checked := name_identifier(kind, value)) is not None:
                 funder["identifiers"].append(checked)

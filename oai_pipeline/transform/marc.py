@@ -22,6 +22,7 @@ from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.dates import first_date
 from oai_pipeline.transform.failure import missing_field
 from oai_pipeline.transform.normalize import (
+    EUROPEAN_COMMISSION,
     block_text_or_none,
     citation,
     description_html,
@@ -109,8 +110,10 @@ def import_marc(record: etree._Element) -> dict[str, Any]:
     leader, controls, fields = _read(record)
     title, additional_titles = _titles(fields)
     creators, contributors = _creatibutors(fields)
-    pids, identifiers, links, related = _identifiers(fields)
-    description, additional_descriptions = _descriptions(fields)
+    has_series = "490" in fields or "830" in fields or "440" in fields
+    series = _series_fields(fields) if has_series else []
+    pids, identifiers, links, related = _identifiers(fields, series)
+    description, additional_descriptions = _descriptions(fields, series)
     metadata: dict[str, Any] = {
         "resource_type": {"id": _resource_type(leader, fields)},
         "title": title,
@@ -240,7 +243,9 @@ _LEVELS = {"a": "publication-section", "b": "publication-article", "m": "publica
 
 def _resource_type(leader: str, fields: Fields) -> str:
     """Invenio's collection (980: `ARTICLE`, `THESIS`; InvenioRDM's eu-repo type and its
-    `publication`/`article` pair, subtype first) when one names a type, else the leader."""
+    `publication`/`article` pair, subtype first) when one names a type, else the leader. A
+    text (or a record with no leader) with a dissertation note (502) is a thesis: the note is
+    given only for one, and catalogues code a thesis as a book (leader `am`)."""
     values = [
         text
         for field in fields.get("980", ())
@@ -248,12 +253,14 @@ def _resource_type(leader: str, fields: Fields) -> str:
         if not text.startswith("user-")  # InvenioRDM's communities
     ]
     mapped = vocab.dc_resource_type(values)
-    if mapped != "other" or len(leader) < 8:
+    if mapped != "other":
         return mapped
-    kind, level = leader[6], leader[7]
+    kind = leader[6] if len(leader) >= 8 else None
+    if kind in (None, "a", "t") and "502" in fields and any(f.subfields for f in fields["502"]):
+        return "publication-dissertation"
     if kind == "a":
-        return _LEVELS.get(level, "publication")
-    return _RECORD_TYPES.get(kind, "other")
+        return _LEVELS.get(leader[7], "publication")
+    return _RECORD_TYPES.get(kind, "other") if kind else "other"
 
 
 _DATE_NOISE = re.compile(r"^[©℗cp]\s*(?=\d)|[.,;:]+$")
@@ -294,10 +301,11 @@ def _publisher(fields: Fields) -> str | None:
 _INVENIO_520 = {"1": "formats", "2": "sizes"}
 
 
-def _descriptions(fields: Fields) -> tuple[str | None, list[dict[str, Any]]]:
+def _descriptions(fields: Fields, series: list[Field]) -> tuple[str | None, list[dict[str, Any]]]:
     """The first summary (520) is the description; further summaries, the contents (505),
     the general notes (500, where InvenioRDM writes its additional descriptions) and the host
-    item's citation (773) follow."""
+    item's citation (773) follow, then the dissertation note (502) and the series (490, 830),
+    which are never the description: a record without a summary is not described by them."""
     found: list[tuple[str, str]] = []
     for tag, kind in (("520", "abstract"), ("505", "table-of-contents"), ("500", "other")):
         for field in fields.get(tag, ()):
@@ -312,9 +320,61 @@ def _descriptions(fields: Fields) -> tuple[str | None, list[dict[str, Any]]]:
         for field in journals
         if (described := _host_citation(field))
     )
+    notes: list[dict[str, Any]] = []
+    if "502" in fields:
+        notes.extend(
+            {"description": note, "type": {"id": "other"}}
+            for field in fields["502"]
+            if (note := _thesis_note(field))
+        )
+    if series:
+        notes.extend(
+            {"description": text, "type": {"id": "series-information"}} for text in _series(series)
+        )
     if not found:
-        return None, []
-    return found[0][0], [{"description": text, "type": {"id": kind}} for text, kind in found[1:]]
+        return None, notes
+    additional = [{"description": text, "type": {"id": kind}} for text, kind in found[1:]]
+    return found[0][0], additional + notes
+
+
+def _thesis_note(field: Field) -> str | None:
+    """A dissertation note (502) as catalogues print it: $a is the whole note (`Thesis (Ph.
+    D.)--Johns Hopkins, 1928.`); the parts ($b degree, $c granting institution, $d year, as
+    ETD crosswalks, INSPIRE and InvenioRDM write them) are put in that form, which the MARC
+    documentation gives as their equivalent."""
+    if text := _clean(" ".join(field.all("a"))):
+        return text
+    degree, institution, year = (_clean(field.first(code)) for code in "bcd")
+    if not (degree or institution or year):
+        return None
+    note = f"Thesis ({degree})" if degree else "Thesis"
+    if institution:
+        note += f"--{institution}"
+    return f"{note}, {year}" if year else note
+
+
+def _series_fields(fields: Fields) -> list[Field]:
+    """The series statements: 490 (as transcribed; first indicator 1 when an added entry, 830,
+    gives the series' controlled form: then that one is read), 830 and 440 (both in one,
+    before 2008)."""
+    traced = "830" in fields
+    chosen = [f for f in fields.get("490", ()) if not (traced and f.ind1 == "1")]
+    return chosen + fields.get("830", []) + fields.get("440", [])
+
+
+def _series(series_fields: list[Field]) -> list[str]:
+    """The series the item is part of, `title ; volume` (the ISBD form, as DataCite's
+    SeriesInformation gives it)."""
+    series: list[str] = []
+    for field in series_fields:
+        title = " ".join(
+            part for code, text in field.subfields if code in "anp" and (part := _clean(text))
+        )
+        volume = _clean(field.first("v"))
+        text = f"{title} ; {volume}" if title and volume else title
+        if text and text not in series:
+            series.append(text)
+    return series
 
 
 def _host_citation(field: Field) -> dict[str, Any] | None:
@@ -377,26 +437,39 @@ def _rights(fields: Fields) -> list[dict[str, Any]]:
 _INVENIORDM_ACCESS = frozenset({"open", "restricted", "embargoed", "metadata-only"})
 
 
+# The European Union's framework programmes, which CDS writes as a 536's agency ($a `FP7`):
+# their funder is the European Commission (CDS's migration to InvenioRDM reads them so).
+_EU_PROGRAMMES = re.compile(r"^(?:FP ?[1-7]|H2020|Horizon 2020|Horizon Europe)$", re.I)
+
+
 def _funding(fields: Fields) -> list[dict[str, Any]]:
     """Funding information notes (536) as the funder ($a: legacy Invenio's funding agency at
-    CDS and INSPIRE, the text of the note in a catalogue) and the award number ($c grant,
-    else $b contract, $f project, $d other number). An OpenAIRE grant
-    (`info:eu-repo/grantAgreement/EC/FP7/282896`, DSpace's dc.relation) names both.
-    InvenioRDM writes the award's title in $a and its number in $c but no funder, which the
-    target requires: its 536 (told by an access status in 542 $l) are left out, and its
-    DataCite format is the one that carries its funding whole."""
-    if any(t in _INVENIORDM_ACCESS for f in fields.get("542", ()) for t in f.all("l")):
-        return []
+    CDS and INSPIRE, an EU framework programme being the European Commission; the text of
+    the note in a catalogue) and the award: its number ($c grant, else $b contract, $f
+    project, $d other number) and, beside a grant or contract number, the project's acronym
+    CDS and INSPIRE write in $f (`AIDA-2020`) as its title, the only name the note gives it.
+    An OpenAIRE grant (`info:eu-repo/grantAgreement/EC/FP7/282896`, DSpace's dc.relation)
+    names both. InvenioRDM writes an award's title in $a and its number in $c but no funder,
+    which the target requires (as InvenioRDM's own DataCite export and DataCite do): its 536
+    (told by an access status in 542 $l) are left out unless one is an OpenAIRE grant, and
+    its DataCite format is the one that carries its funding whole."""
+    inveniordm = any(t in _INVENIORDM_ACCESS for f in fields.get("542", ()) for t in f.all("l"))
     funding: list[dict[str, Any]] = []
     for field in fields.get("536", ()):
         entry = next((grant for _, text in field.subfields if (grant := eu_repo_grant(text))), None)
         if entry is None:
             name = _clean(field.first("a"))
-            if name is None:
-                continue  # a number without a funder is no funding the target can hold
+            if inveniordm or name is None:
+                continue  # an award without a funder is no funding the target can hold
             number = next((text for code in "cbfd" if (text := field.first(code))), None)
-            award = {"number": number, "identifiers": []} if number else None
-            entry = {"funder": {"name": name, "identifiers": []}, "award": award}
+            award: dict[str, Any] | None = None
+            if number:
+                award = {"number": number, "identifiers": []}
+                acronym = field.first("f")
+                if acronym and acronym != number:
+                    award["title"] = {"en": acronym}
+            funder = EUROPEAN_COMMISSION if _EU_PROGRAMMES.match(name) else {"name": name}
+            entry = {"funder": {**funder, "identifiers": []}, "award": award}
         if entry not in funding:
             funding.append(entry)
     return funding
@@ -424,11 +497,12 @@ def _language_codes(text: str) -> list[str]:
 
 
 def _identifiers(
-    fields: Fields,
+    fields: Fields, series: list[Field]
 ) -> tuple[dict[str, Any], list[dict[str, str]], list[dict[str, str]], list[dict[str, Any]]]:
     """The pids (the first DOI of 024), the record's other identifiers (ISBN 020, ISSN 022,
-    024, arXiv 037, its URL 856), the file links (856 naming a file) and the related
-    identifiers (the host item of 773; 856 of a version or a related resource)."""
+    024, arXiv 037, system control numbers 035, its URL 856), the file links (856 naming a
+    file) and the related identifiers (the host item of 773, the series of 490/830; 856 of a
+    version or a related resource)."""
     pids: dict[str, Any] = {}
     identifiers: list[dict[str, str]] = []
     related: list[dict[str, Any]] = []
@@ -454,6 +528,9 @@ def _identifiers(
     for field in fields.get("037", ()):
         if (field.first("9") or "").lower() == "arxiv" and (value := field.first("a")):
             identifiers.append({"identifier": value.removeprefix("arXiv:"), "scheme": "arxiv"})
+    for field in fields.get("035", ()):
+        if entry := _control_number(field):
+            identifiers.append(entry)
     for field in fields.get("856", ()):
         for url in field.all("u"):
             if (link := file_link(url)) is not None:
@@ -470,13 +547,47 @@ def _identifiers(
         pids,
         unique_identifiers(identifiers, own["identifier"] if own else None),
         links,
-        related + _host(fields),
+        related + _host(fields, series),
     )
 
 
-def _host(fields: Fields) -> list[dict[str, Any]]:
+# 035, a system control number: `(OCoLC)ocm44279786` (the catalogue that numbered it, by its
+# MARC organisation code, then the number), or legacy Invenio's source in $9 and the number in
+# $a (CDS, INSPIRE: `$9 arXiv $a oai:arXiv.org:1409.2361`, `$9 CDS $a 1234`). A number of a
+# catalogue that has a permanent URL for it is that URL, the scheme the target can link;
+# arXiv's is an arXiv id; any other keeps its source as `(source)number`, MARC's own form,
+# with the scheme `other`.
+_CONTROL_NUMBER = re.compile(r"^\(([^()]+)\)\s*(.+)$")
+_OCLC_NUMBER = re.compile(r"^(?:ocm|ocn|on)?0*(\d+)$")
+_ARXIV_PREFIX = re.compile(r"^(?:oai:arXiv\.org:|arXiv:)", re.I)
+_RECORD_URLS = {
+    "cds": "https://cds.cern.ch/record/{}",
+    "inspire": "https://inspirehep.net/literature/{}",
+}
+
+
+def _control_number(field: Field) -> dict[str, str] | None:
+    """An 035 as an identifier ($z, a cancelled number, is none)."""
+    value = field.first("a")
+    if value is None:
+        return None
+    source = field.first("9")
+    if source is None and (match := _CONTROL_NUMBER.match(value)):
+        source, value = match.group(1), match.group(2).strip()
+    key = (source or "").strip().lower()
+    if key == "ocolc" and (number := _OCLC_NUMBER.match(value)):
+        return {"identifier": f"https://www.worldcat.org/oclc/{number.group(1)}", "scheme": "url"}
+    if key == "arxiv":
+        return {"identifier": _ARXIV_PREFIX.sub("", value), "scheme": "arxiv"}
+    if key in _RECORD_URLS and value.isdigit():
+        return {"identifier": _RECORD_URLS[key].format(value), "scheme": "url"}
+    return {"identifier": f"({source}){value}" if source else value, "scheme": "other"}
+
+
+def _host(fields: Fields, series: list[Field]) -> list[dict[str, Any]]:
     """773, the host item: its ISSN ($x) or ISBN ($z) is what the record is published in;
-    InvenioRDM writes its related identifiers there ($a identifier, $n scheme, $i relation)."""
+    InvenioRDM writes its related identifiers there ($a identifier, $n scheme, $i relation).
+    A series' ISSN (490, 830 $x) is what the record is part of."""
     related: list[dict[str, Any]] = []
     for field in fields.get("773", ()):
         for code, scheme, check in (("x", "issn", issn), ("z", "isbn", isbn)):
@@ -499,4 +610,13 @@ def _host(fields: Fields) -> list[dict[str, Any]]:
                     "relation_type": {"id": vocab.relation_type(relation)},
                 }
             )
+    for field in series:
+        for value in field.all("x"):
+            part_of = {
+                "identifier": issn(value),
+                "scheme": "issn",
+                "relation_type": {"id": "ispartof"},
+            }
+            if part_of["identifier"] and part_of not in related:
+                related.append(part_of)
     return related

@@ -436,7 +436,8 @@ _GRANT = re.compile(
     r"^info:eu-repo/grantAgreement/([^/]+)/([^/]*)/([^/]+)(?:/([^/]*))?(?:/([^/]*))?"
 )
 # Funders by their eu-repo code, as the target names them (ROR id).
-_FUNDERS = {"EC": {"id": "00k4n6c32", "name": "European Commission"}}
+EUROPEAN_COMMISSION = {"id": "00k4n6c32", "name": "European Commission"}
+_FUNDERS = {"EC": EUROPEAN_COMMISSION}
 
 
 def eu_repo_grant(text: str) -> dict[str, Any] | None:

@@ -28,7 +28,11 @@ _DATACITE = datacite.KernelTags(datacite.KERNEL_4, person_parts_also_in=(OAI_NAM
 # ... and its Handle as a `datacite:identifier` in the kernel-3 namespace.
 _KERNEL_3_IDENTIFIER = datacite.KernelTags(datacite.KERNEL_3).identifier
 # The guidelines moved fundingReference from DataCite's namespace to OpenAIRE's (DSpace and
-# OpenEdition write `oaire:fundingReference`); its parts are named as DataCite's.
+# OpenEdition write `oaire:fundingReference`); its parts are named as DataCite's. Its one part
+# of its own, oaire:fundingStream (the funder's programme: `Horizon 2020 Framework Programme`),
+# is not read: the target has no place for it (InvenioRDM keeps an award's programme only in
+# its awards vocabulary and stores a harvested award as number, title and identifiers), and
+# it is no award title (a programme funds many awards) nor the funder.
 _OAIRE = datacite.KernelTags(OAIRE)
 
 

@@ -20,6 +20,7 @@ INVENIORDM = "inveniordm-marcxml-full-record.xml"
 SOUND = "loc-marcxml-sound-recording.xml"
 COMPUTER_FILE = "loc-marcxml-computer-file.xml"
 UFDC = "ufdc-marcxml-funding-note.xml"
+THESIS = "invenio-demo-marcxml-thesis.xml"
 
 
 def _inspire() -> TransformItem:
@@ -98,6 +99,8 @@ def test_inveniordm_marcxml() -> None:
             "description": "Journal Title, vol. 5, no. 10, 2018/2020-09, p. 100",
             "type": {"id": "series-information"},
         },
+        # 502 $c, its thesis:university: the note in the form catalogues print
+        {"description": "Thesis--A university", "type": {"id": "other"}},
     ]
     # the eu-repo access right and the spdx 650 are no licence and no subject
     assert data["rights"] == [
@@ -169,6 +172,8 @@ def test_a_catalogued_computer_file() -> None:
         "scheme": "LCSH",
     }
     assert data["identifiers"] == [
+        # 035 `(OCoLC)ocm44279786`: the OCLC number by WorldCat's permanent URL
+        {"identifier": "https://www.worldcat.org/oclc/44279786", "scheme": "url"},
         {"identifier": "http://www.whitehouse.gov", "scheme": "url"},
         {"identifier": "http://lcweb.loc.gov/staff/wpp/whitehouse.html", "scheme": "url"},
     ]
@@ -183,6 +188,120 @@ def _inspire_with(fields: str, tmp_path: Path) -> dict:
     [item] = transform(page_items(INSPIRE, tmp_path))
     assert item.error is None, item.error
     return item.data["metadata"]
+
+
+def test_system_control_numbers_are_identifiers() -> None:
+    """035 as legacy Invenio writes it, the source in $9: INSPIRE's texkey keeps its source
+    (MARC's `(source)number` form), the CDS record number is the record's CDS URL, and DESY's
+    $z (a cancelled number) is none."""
+    identifiers = _inspire().data["metadata"]["identifiers"]
+    assert identifiers[1:3] == [
+        {"identifier": "(INSPIRETeX)Sahin:2014haa", "scheme": "other"},
+        {"identifier": "https://cds.cern.ch/record/1234", "scheme": "url"},
+    ]
+    assert not any("DA14-kp48u" in entry["identifier"] for entry in identifiers)
+
+
+def test_system_control_numbers_of_catalogues_and_arxiv(tmp_path: Path) -> None:
+    """A catalogue's number with its MARC organisation code, and arXiv's OAI identifier as
+    CDS writes it in 035 (CERNDocumentServer/cds-migrator-kit's 035 rule)."""
+    data = _inspire_with(
+        '<marc:datafield tag="035" ind1=" " ind2=" ">'
+        '<marc:subfield code="a">(SzGeCERN)002628325CER</marc:subfield></marc:datafield>'
+        '<marc:datafield tag="035" ind1=" " ind2=" "><marc:subfield code="9">arXiv</marc:subfield>'
+        '<marc:subfield code="a">oai:arXiv.org:1409.2361</marc:subfield></marc:datafield>',
+        tmp_path,
+    )
+    assert {"identifier": "(SzGeCERN)002628325CER", "scheme": "other"} in data["identifiers"]
+    assert {"identifier": "1409.2361", "scheme": "arxiv"} in data["identifiers"]
+
+
+def test_a_dissertation_note_is_a_description() -> None:
+    """502 $a of a thesis in Invenio's demo records (its collection, 980 THESIS, says
+    thesis)."""
+    data = metadata(THESIS)
+    assert data["resource_type"] == {"id": "publication-dissertation"}
+    assert data["additional_descriptions"][-1] == {
+        "description": "Ph.D. : Syracuse Univ. : 1999",
+        "type": {"id": "other"},
+    }
+
+
+def test_a_dissertation_note_makes_a_text_without_a_type_a_thesis(tmp_path: Path) -> None:
+    """MARC gives a dissertation note only for a thesis: the same record without its
+    collection (980), as a catalogue without Invenio's collections has it, is one too."""
+    text = (PUBLIC / THESIS).read_text(encoding="utf-8")
+    changed = re.sub(r'<datafield tag="980".*?</datafield>', "", text, flags=re.S)
+    assert changed != text
+    [item] = transform([TransformItem("oai:test:thesis", "2024-01-01", [], wrap_metadata(changed))])
+    assert item.data["metadata"]["resource_type"] == {"id": "publication-dissertation"}
+    # a sound recording with a note (a recorded thesis defence) stays a recording
+    assert metadata(SOUND)["resource_type"] == {"id": "audio"}
+
+
+def test_a_dissertation_note_in_parts(tmp_path: Path) -> None:
+    """502 $b degree, $c institution, $d year, as INSPIRE writes it (CERNDocumentServer/
+    harvesting-kit's Inspire2CDS thesis test) and ETD crosswalks do: the note in the form
+    the MARC documentation gives as their equivalent."""
+    data = _inspire_with(
+        '<marc:datafield tag="502" ind1=" " ind2=" ">'
+        '<marc:subfield code="b">Diploma</marc:subfield>'
+        '<marc:subfield code="c">Freiburg U.</marc:subfield>'
+        '<marc:subfield code="d">2005</marc:subfield></marc:datafield>',
+        tmp_path,
+    )
+    assert {"description": "Thesis (Diploma)--Freiburg U., 2005", "type": {"id": "other"}} in data[
+        "additional_descriptions"
+    ]
+
+
+def test_series_added_entries_are_series_information() -> None:
+    """830 of the University of Florida's catalogue: each series (here the collections the
+    item is in) a series-information description, never the record's description."""
+    data = metadata(UFDC)
+    assert "description" not in data
+    assert data["additional_descriptions"] == [
+        {"description": text, "type": {"id": "series-information"}}
+        for text in (
+            "University of Florida Digital Collections",
+            "World Studies Collections",
+            "Spanish Borderlands Collections",
+            "Spanish Colonial St. Augustine",
+        )
+    ]
+
+
+def test_a_series_statement_with_its_volume_and_issn(tmp_path: Path) -> None:
+    """490 $a $v $x as CDS writes a book's series (cds-migrator-kit's test of its 490 rule):
+    the series and volume as series information, its ISSN what the record is part of. A 490
+    traced by an 830 (first indicator 1) is read from the 830, not twice."""
+    data = _inspire_with(
+        '<marc:datafield tag="490" ind1=" " ind2=" ">'
+        '<marc:subfield code="a">CISM International Centre</marc:subfield>'
+        '<marc:subfield code="v">490</marc:subfield>'
+        '<marc:subfield code="x">0317-8471</marc:subfield></marc:datafield>',
+        tmp_path,
+    )
+    assert data["additional_descriptions"][-1] == {
+        "description": "CISM International Centre ; 490",
+        "type": {"id": "series-information"},
+    }
+    assert data["related_identifiers"] == [
+        {"identifier": "0317-8471", "scheme": "issn", "relation_type": {"id": "ispartof"}}
+    ]
+    traced = _inspire_with(
+        '<marc:datafield tag="490" ind1="1" ind2=" ">'
+        '<marc:subfield code="a">Lecture notes in physics ;</marc:subfield>'
+        '<marc:subfield code="v">v. 779</marc:subfield></marc:datafield>'
+        '<marc:datafield tag="830" ind1=" " ind2="0">'
+        '<marc:subfield code="a">Lecture notes in physics ;</marc:subfield>'
+        '<marc:subfield code="v">779.</marc:subfield></marc:datafield>',
+        tmp_path,
+    )
+    assert [d["description"] for d in traced["additional_descriptions"]][-1:] == [
+        "Lecture notes in physics ; 779"
+    ]
+    assert "Lecture notes in physics ; v. 779" not in str(traced["additional_descriptions"])
 
 
 def test_a_catalogue_funding_note_is_the_funder() -> None:
@@ -207,7 +326,9 @@ def test_chronological_subject_headings_are_subjects() -> None:
 
 def test_legacy_invenio_funding_agency_and_grant_number(tmp_path: Path) -> None:
     """536 as CDS writes it (CERNDocumentServer/cds-migrator-kit's test of its 536 rule:
-    $a agency, $c grant number, $f project, $r access) and INSPIRE's dojson maps it."""
+    $a agency, $c grant number, $f project, $r access) and INSPIRE's dojson maps it. `FP7` is
+    the EU's programme, its funder the European Commission (cds-migrator-kit's thesis rule
+    makes it the award `00k4n6c32::654168`); the project's acronym names the award."""
     data = _inspire_with(
         '<marc:datafield tag="536" ind1=" " ind2=" ">'
         '<marc:subfield code="a">CERN Technical Student Program</marc:subfield>'
@@ -223,8 +344,8 @@ def test_legacy_invenio_funding_agency_and_grant_number(tmp_path: Path) -> None:
     assert data["funding"] == [
         {"funder": {"name": "CERN Technical Student Program", "identifiers": []}},
         {
-            "funder": {"name": "FP7", "identifiers": []},
-            "award": {"number": "654168", "identifiers": []},
+            "funder": {"id": "00k4n6c32", "name": "European Commission", "identifiers": []},
+            "award": {"number": "654168", "title": {"en": "AIDA-2020"}, "identifiers": []},
         },
     ]
 
@@ -248,8 +369,27 @@ def test_an_openaire_grant_in_a_funding_note_names_funder_and_award(tmp_path: Pa
 
 def test_inveniordm_funding_notes_name_no_funder_and_are_left_out() -> None:
     """InvenioRDM's 536 $a is the award's title, not a funder (its serializer writes no
-    funder): the award title must not become one."""
+    funder): the award title must not become one, and an award without a funder is no
+    funding the target holds (InvenioRDM's own DataCite export requires the funder)."""
     assert metadata(INVENIORDM)["funding"] == []
+
+
+def test_an_inveniordm_funding_note_with_an_openaire_grant_is_kept() -> None:
+    """An InvenioRDM award whose number is an OpenAIRE grant (a record migrated from DSpace
+    keeps dc.relation's grant as its award) names its funder: it is kept."""
+    text = (PUBLIC / INVENIORDM).read_text(encoding="utf-8")
+    grant = "info:eu-repo/grantAgreement/EC/H2020/654168"
+    changed = text.replace(
+        '<subfield code="c">111023</subfield>', f'<subfield code="c">{grant}</subfield>'
+    )
+    assert changed != text
+    [item] = transform([TransformItem("oai:test:rdm", "2024-01-01", [], wrap_metadata(changed))])
+    assert item.data["metadata"]["funding"] == [
+        {
+            "funder": {"id": "00k4n6c32", "name": "European Commission", "identifiers": []},
+            "award": {"number": "654168", "identifiers": []},
+        }
+    ]
 
 
 @pytest.mark.parametrize(

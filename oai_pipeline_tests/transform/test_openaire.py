@@ -171,6 +171,50 @@ def test_the_guidelines_examples_of_licence_funding_and_creator() -> None:
     assert evans["affiliations"] == [{"name": "Institute of Science and Technology"}]
 
 
+def test_a_funding_reference_as_dspace_writes_it() -> None:
+    """A fundingReference as DSpace 7/8's oai_openaire crosswalk builds it from a Project
+    entity (DSpace/DSpace `dspace/config/crosswalks/oai/metadataFormats/oai_openaire.xsl`:
+    the award title first, every funder identifier typed `Crossref Funder ID`, an awardURI
+    attribute even when empty), the Project's funder identified by its ROR. The ROR is the
+    funder's id (before, it was kept as a DOI `https://ror.org/00k4n6c32`). The funding
+    stream has no place in the record: InvenioRDM keeps an award's programme only in its
+    awards vocabulary, and stores a harvested award as number, title and identifiers."""
+    text = (PUBLIC / MINIMAL).read_text(encoding="utf-8")
+    reference = (
+        "<oaire:fundingReferences><oaire:fundingReference>"
+        "<oaire:awardTitle>Open Access Infrastructure for Research in Europe 2020"
+        "</oaire:awardTitle>"
+        "<oaire:funderName>European Commission</oaire:funderName>"
+        '<oaire:funderIdentifier funderIdentifierType="Crossref Funder ID">'
+        "https://ror.org/00k4n6c32</oaire:funderIdentifier>"
+        '<oaire:funderIdentifier funderIdentifierType="Crossref Funder ID">'
+        "grid.270680.b</oaire:funderIdentifier>"
+        "<oaire:fundingStream>Horizon 2020 Framework Programme</oaire:fundingStream>"
+        '<oaire:awardNumber awardURI="">643410</oaire:awardNumber>'
+        "</oaire:fundingReference></oaire:fundingReferences>"
+    )
+    changed = text.replace("<dc:language>", reference + "<dc:language>", 1)
+    assert changed != text
+    [item] = transform([TransformItem("oai:test:dspace", "2024-01-01", [], wrap_metadata(changed))])
+    assert item.error is None, item.error
+    assert item.data["metadata"]["funding"] == [
+        {
+            "funder": {
+                "id": "00k4n6c32",
+                "name": "European Commission",
+                # no DOI: kept, but not as a DOI
+                "identifiers": [{"identifier": "grid.270680.b", "scheme": "other"}],
+            },
+            "award": {
+                "number": "643410",
+                "title": {"en": "Open Access Infrastructure for Research in Europe 2020"},
+                "identifiers": [],
+            },
+        }
+    ]
+    assert "Horizon 2020" not in str(item.data)
+
+
 def test_an_inspire_thesis() -> None:
     item = one(INSPIRE)
     data = item.data["metadata"]
