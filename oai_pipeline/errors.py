@@ -23,6 +23,11 @@ class ConfigurationError(PipelineError):
     """The harvester, option or argument is wrong; retrying cannot help."""
 
 
+class InvalidArgument(ConfigurationError):
+    """An argument wrong in itself, whatever is stored (a slug with a space, a field path
+    `a..b`): the command line's validation error (exit 2), as for a bad option value."""
+
+
 def without_password(url: str) -> str:
     """A database or storage URL as an error may print it: `s3://key:secret@bucket` and
     `postgresql://user:secret@host/db` show `:***@`."""

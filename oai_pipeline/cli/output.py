@@ -14,7 +14,7 @@ from typing import IO, Any
 import click
 from pydantic import ValidationError
 
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.errors import InvalidArgument, PipelineError
 from oai_pipeline.harvesters.model import describe_validation_error, has_lone_surrogate
 from oai_pipeline.state.schema import MAX_INTEGER
 
@@ -110,6 +110,8 @@ def _command_error(error: Exception, as_json: bool) -> CommandError | None:
         return error
     if isinstance(error, ValidationError):
         return InvalidInput(describe_validation_error(error), as_json=as_json)
+    if isinstance(error, InvalidArgument):
+        return InvalidInput(str(error), as_json=as_json)
     if isinstance(error, PipelineError):
         return CommandError(str(error), kind=_kind(error), as_json=as_json)
     if isinstance(error, OSError):  # the machine's fault (disk full, no permission), not ours

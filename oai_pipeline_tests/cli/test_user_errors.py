@@ -366,7 +366,7 @@ def test_use_job_refused_is_one_line(
 def test_community_slugs_follow_the_harvester_id_rule(slug: str) -> None:
     result = run("target", "communities", "create", slug)
 
-    assert_one_line_error(result, "community slug")
+    assert_one_line_error(result, "community slug", 2)  # as a bad harvester id is
     assert json.loads(run("target", "communities", "list", "--json").stdout) == []
 
 
@@ -378,6 +378,59 @@ def test_community_slug_rule_in_the_repository(settings: Settings) -> None:
         assert repository.create_community(" cesnet-data_1 ")["slug"] == "cesnet-data_1"
     finally:
         repository.close()
+
+
+# -- The target's input: a file or a field wrong in itself is a validation error --------------
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "is not valid JSON: unexpected character"),
+        ("", "is not valid JSON: Input is a zero-length, empty document"),
+        (b"\xff{}", "is not valid JSON: 'utf-8' codec can't decode"),
+        ("[1, 2]", "a record must be a JSON object"),
+        (None, "cannot read"),
+    ],
+)
+def test_a_deposit_file_that_is_no_record_is_a_validation_error(
+    tmp_path: Path, content: str | bytes | None, message: str
+) -> None:
+    """The operator's mistake, as a bad harvesters load file is: before, exit 1 (the code of
+    a run that failed), so a script could not tell it from the target being down."""
+    path = tmp_path / "record.json"
+    if isinstance(content, str):
+        path.write_text(content, encoding="utf-8")
+    elif content is not None:
+        path.write_bytes(content)
+
+    result = run("target", "deposit", str(path))
+
+    assert_one_line_error(result, message, 2)
+    assert json.loads(run("target", "list", "--json").stdout) == []
+
+
+@pytest.mark.parametrize(
+    ("assignment", "message"),
+    [
+        ("metadata.title", "--set 'metadata.title': expected FIELD=VALUE"),
+        ("=New", "--set '=New': expected FIELD=VALUE"),
+        ("metadata..title=New", "'metadata..title' is not a field path"),
+        (".title=New", "'.title' is not a field path"),
+    ],
+)
+def test_an_edit_field_that_is_no_field_is_a_validation_error(
+    tmp_path: Path, assignment: str, message: str
+) -> None:
+    path = tmp_path / "record.json"
+    path.write_text('{"metadata": {"title": "Old"}}', encoding="utf-8")
+    record_id = run("target", "deposit", str(path)).stdout.strip()
+
+    result = run("target", "edit", record_id, "--set", assignment)
+
+    assert_one_line_error(result, message, 2)
+    shown = json.loads(run("target", "show", record_id, "--json").stdout)
+    assert shown["draft"] == {"metadata": {"title": "Old"}}
 
 
 # -- F15: conflicting options -----------------------------------------------------------------
@@ -732,7 +785,7 @@ DEEP = "[" * 100_000 + "]" * 100_000
     ("file", "content", "command", "message", "exit_code"),
     [
         ("h.yaml", f"- {DEEP}\n", ["harvesters", "load"], "nests too deeply", 2),
-        ("record.json", DEEP, ["target", "deposit"], "is not valid JSON: depth limit exceeded", 1),
+        ("record.json", DEEP, ["target", "deposit"], "is not valid JSON: depth limit exceeded", 2),
     ],
 )
 def test_a_deeply_nested_file_is_a_one_line_error(
@@ -765,7 +818,7 @@ def test_a_deposit_the_target_cannot_store_is_a_one_line_error(
 
     result = run("target", "deposit", str(path))
 
-    assert_one_line_error(result, f"is not valid JSON: {message}")
+    assert_one_line_error(result, f"is not valid JSON: {message}", 2)
     assert json.loads(run("target", "list", "--json").stdout) == []
 
 
