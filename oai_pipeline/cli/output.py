@@ -7,7 +7,7 @@ import logging
 import re
 import signal
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import IO, Any
 
@@ -246,6 +246,20 @@ def emit(payload: Any, *, as_json: bool, text: str | None = None) -> None:
         click.echo(json.dumps(payload, indent=2, sort_keys=True, default=str))
     else:
         click.echo(text if text is not None else json.dumps(payload, indent=2, default=str))
+
+
+# What would split a listing's row (a line break of any kind) or shift its columns (a tab).
+_BREAKS_A_ROW = re.compile(r"[\t\n\v\f\r\x1c-\x1e\x85\u2028\u2029]+")
+
+
+def listing_text(rows: Iterable[Sequence[object]], *, empty: str) -> str:
+    """A listing for people and for `cut -f`: one line a row, its columns separated by tabs,
+    trailing empty columns left out; `empty` when there are no rows. A tab or a line break
+    inside a value (a title or name pasted with one) is shown as a space."""
+    lines = [
+        "\t".join(_BREAKS_A_ROW.sub(" ", str(value)) for value in row).rstrip() for row in rows
+    ]
+    return "\n".join(lines) or empty
 
 
 def report_text(report: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from oai_pipeline import json_codec
-from oai_pipeline.cli.output import FriendlyGroup, InvalidInput, emit, json_option
+from oai_pipeline.cli.output import FriendlyGroup, InvalidInput, emit, json_option, listing_text
 from oai_pipeline.settings import load_settings
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline.targets.embedded.transaction import STATES
@@ -153,12 +153,20 @@ def list_records(harvester: str | None, state: str | None, as_json: bool) -> Non
     """Records of the target repository."""
     with _repository() as repository:
         rows = repository.list(harvester=harvester, state=state)
-    text = "\n".join(
-        f"{row['id']}  {row['state']:<9}  r{row['revision']}  "
-        f"{row['source_identifier'] or '-'}  {row['title'] or ''}"
-        for row in rows
+    text = listing_text(
+        (
+            (
+                row["id"],
+                row["state"],
+                f"r{row['revision']}",
+                row["source_identifier"] or "-",
+                row["title"] or "",
+            )
+            for row in rows
+        ),
+        empty="no records",
     )
-    emit(rows, as_json=as_json, text=text or "no records")
+    emit(rows, as_json=as_json, text=text)
 
 
 @target.group(name="communities")
@@ -183,9 +191,11 @@ def list_communities(as_json: bool) -> None:
     with _repository() as repository:
         rows = repository.list_communities()
     by_id = {row["id"]: row["slug"] for row in rows}
-    text = "\n".join(
-        f"{row['slug']}  {row['id']}"
-        + (f"  (in {by_id.get(row['parent'])})" if row["parent"] else "")
-        for row in rows
+    text = listing_text(
+        (
+            (row["slug"], row["id"], f"(in {by_id.get(row['parent'])})" if row["parent"] else "")
+            for row in rows
+        ),
+        empty="no communities",
     )
-    emit(rows, as_json=as_json, text=text or "no communities")
+    emit(rows, as_json=as_json, text=text)
