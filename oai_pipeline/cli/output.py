@@ -14,6 +14,7 @@ from typing import IO, Any
 import click
 from pydantic import ValidationError
 
+from oai_pipeline.console import error_document, json_flag_given
 from oai_pipeline.errors import InvalidArgument, PipelineError
 from oai_pipeline.harvesters.model import describe_validation_error, has_lone_surrogate
 from oai_pipeline.state.schema import MAX_INTEGER
@@ -63,7 +64,7 @@ class CommandError(click.ClickException):
         else:
             super().show(file)
         if self.as_json:
-            click.echo(json.dumps({"error": self.message, "type": self.kind}, sort_keys=True))
+            click.echo(error_document(self.message, self.kind))
 
 
 class Terminated(KeyboardInterrupt):
@@ -163,7 +164,7 @@ def _asks_for_json(command: click.Command, args: Sequence[str]) -> bool:
     subcommand may not exist: a typo) or a command without the flag look for the flag
     itself; the subcommand that has it decides once it parses."""
     args = list(args)
-    flag_given = "--json" in (args[: args.index("--")] if "--" in args else args)
+    flag_given = json_flag_given(args)
     if not any(param.name == "as_json" for param in command.params):
         return flag_given
     try:  # the parser consumes the list it is given: it gets a copy

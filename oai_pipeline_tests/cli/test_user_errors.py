@@ -684,6 +684,43 @@ def test_ctrl_c_is_a_json_error_too(registered: str, monkeypatch: pytest.MonkeyP
     assert json.loads(result.stdout) == {"error": "interrupted", "type": "interrupted"}
 
 
+@pytest.mark.parametrize(
+    ("args", "stdout"),
+    [
+        (["harvesters", "list"], ""),
+        (["harvesters", "list", "--json"], '{"error": "interrupted", "type": "interrupted"}\n'),
+        (["records", "list", "--message", "--", "--json"], ""),  # `--json` after `--` is a value
+    ],
+)
+def test_ctrl_c_while_the_command_line_loads(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    stdout: str,
+) -> None:
+    """Loading the commands takes seconds: a Ctrl-C then was a traceback of the import."""
+    from oai_pipeline import console
+
+    def interrupted(name: str) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(console, "import_module", interrupted)
+    monkeypatch.setattr("sys.argv", ["oai-pipeline", *args])
+
+    with pytest.raises(SystemExit) as stopped:
+        console.main()
+
+    assert stopped.value.code == 130
+    assert capsys.readouterr() == (stdout, "Error: interrupted\n")
+
+
+def test_the_console_script_loads_the_command_line_through_the_guard() -> None:
+    from importlib.metadata import entry_points
+
+    (script,) = entry_points(group="console_scripts", name="oai-pipeline")
+    assert script.value == "oai_pipeline.console:main"
+
+
 @pytest.fixture
 def sigterm_unhandled() -> Iterator[None]:
     """SIGTERM as a RuntimeError unless the command handles it (its default kills pytest)."""
