@@ -8,7 +8,7 @@ import re
 import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from typing import IO, Any
 
 import click
@@ -64,7 +64,8 @@ class CommandError(click.ClickException):
         else:
             super().show(file)
         if self.as_json:
-            click.echo(error_document(self.message, self.kind))
+            with suppress(OSError):  # stdout itself failed (a full disk): the line above says so
+                click.echo(error_document(self.message, self.kind))
 
 
 class Terminated(KeyboardInterrupt):

@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from oai_pipeline.settings import Settings, load_settings
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline_tests.cli.conftest import create_args
-from oai_pipeline_tests.support import stored_harvester_ids
+from oai_pipeline_tests.support import CLI, stored_harvester_ids
 
 
 def run(*args: str) -> Result:
@@ -719,6 +720,19 @@ def test_the_console_script_loads_the_command_line_through_the_guard() -> None:
 
     (script,) = entry_points(group="console_scripts", name="oai-pipeline")
     assert script.value == "oai_pipeline.console:main"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_json_on_a_full_disk_is_one_line_on_stderr() -> None:
+    """Before, the error's JSON, written to the stdout that had just failed, failed again:
+    a traceback after the error line."""
+    with open("/dev/full", "wb") as full:
+        result = subprocess.run(
+            [CLI, "harvesters", "list", "--json"], stdout=full, stderr=subprocess.PIPE, text=True
+        )
+
+    assert result.returncode == 1
+    assert result.stderr == "Error: [Errno 28] No space left on device\n"
 
 
 @pytest.fixture
