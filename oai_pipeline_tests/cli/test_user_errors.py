@@ -499,6 +499,42 @@ def test_an_unusable_location_is_a_one_line_error(
     assert "secret" not in result.output  # a password in a URL is never printed
 
 
+# A command that opens the state database, and one that opens the target's.
+DATABASE_URLS = [
+    ("OAI_PIPELINE_STATE_DB_URL", ["harvesters", "list"]),
+    ("OAI_PIPELINE_TARGET_DB_URL", ["target", "list"]),
+]
+
+
+@pytest.mark.parametrize(("variable", "command"), DATABASE_URLS)
+def test_a_plain_postgresql_url_says_which_driver_is_installed(
+    monkeypatch: pytest.MonkeyPatch, variable: str, command: list[str]
+) -> None:
+    """SQLAlchemy 2.1 reads postgresql:// as psycopg 3, which is not installed: before, the
+    error said only "No module named 'psycopg'", as if it should be installed."""
+    monkeypatch.setenv(variable, "postgresql://u:secret@127.0.0.1:1/db")
+
+    result = run(*command, "--json")
+
+    assert_one_line_error(result, "driver installed is psycopg2: postgresql+psycopg2://")
+    assert "secret" not in result.output
+
+
+@pytest.mark.parametrize(("variable", "command"), DATABASE_URLS)
+def test_an_unreachable_postgresql_server_is_one_plain_line(
+    monkeypatch: pytest.MonkeyPatch, closed_port: int, variable: str, command: list[str]
+) -> None:
+    """libpq's message spans lines indented with a tab: the state database's error kept the
+    tab and a trailing space, in the JSON too."""
+    monkeypatch.setenv(variable, f"postgresql+psycopg2://u@127.0.0.1:{closed_port}/db")
+
+    result = run(*command, "--json")
+
+    assert_one_line_error(result, "Connection refused Is the server running on that host")
+    error = json.loads(result.stdout)["error"]
+    assert error == " ".join(error.split())
+
+
 def test_a_full_disk_during_a_harvest_is_a_one_line_error(
     registered: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

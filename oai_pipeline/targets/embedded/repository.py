@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from oai_pipeline.errors import InvalidArgument, PipelineError
+from oai_pipeline.errors import InvalidArgument, PipelineError, database_error_text
 from oai_pipeline.harvesters.model import check_slug
 from oai_pipeline.sync.rules import LocalRecord
 from oai_pipeline.targets.base import DEFAULT_PID_FIELD, SourceKey, pid_of
@@ -67,7 +67,7 @@ class EmbeddedRepository:
             migrate(self.engine)
         except sa.exc.DatabaseError as error:  # also a file that is no database (garbage)
             self.engine.dispose()
-            reason = " ".join(str(error.orig).split())  # PostgreSQL's messages span lines
+            reason = database_error_text(error.orig)
             raise PipelineError(f"cannot open the target database: {reason}") from None
 
     def close(self) -> None:
