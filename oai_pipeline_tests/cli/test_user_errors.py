@@ -506,6 +506,23 @@ DATABASE_URLS = [
 ]
 
 
+@pytest.mark.parametrize("url", ["bogus", "mysql://u@host/db", "sqlite:///{file}/state.sqlite"])
+@pytest.mark.parametrize(("variable", "command"), DATABASE_URLS)
+def test_an_unusable_database_url_is_the_same_kind_of_error_for_both_databases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, variable: str, command: list[str]
+) -> None:
+    """Before, the state database's was a pipeline_error, the target's a configuration_error:
+    a script had to know which database it was to tell a setting from a failure."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    monkeypatch.setenv(variable, url.format(file=a_file))
+
+    result = run(*command, "--json")
+
+    assert_one_line_error(result, "")
+    assert json.loads(result.stdout)["type"] == "configuration_error"
+
+
 @pytest.mark.parametrize(("variable", "command"), DATABASE_URLS)
 def test_a_plain_postgresql_url_says_which_driver_is_installed(
     monkeypatch: pytest.MonkeyPatch, variable: str, command: list[str]
