@@ -23,6 +23,21 @@ class ConfigurationError(PipelineError):
     """The harvester, option or argument is wrong; retrying cannot help."""
 
 
+class InvalidArgument(ConfigurationError):
+    """An argument wrong in itself, whatever is stored (a slug with a space, a field path
+    `a..b`): the command line's validation error (exit 2), as for a bad option value."""
+
+
+def database_error_text(error: BaseException) -> str:
+    """A database's error as one line: PostgreSQL's span lines, indented with tabs. A URL
+    naming a driver that is not installed also says which one is."""
+    text = " ".join(str(error).split())
+    if isinstance(error, ImportError) and error.name == "psycopg":
+        # SQLAlchemy 2.1 reads a plain postgresql:// as psycopg 3; we ship psycopg2.
+        text += "; the PostgreSQL driver installed is psycopg2: postgresql+psycopg2://…"
+    return text
+
+
 def without_password(url: str) -> str:
     """A database or storage URL as an error may print it: `s3://key:secret@bucket` and
     `postgresql://user:secret@host/db` show `:***@`."""

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from oai_pipeline.cli.output import FriendlyGroup, InvalidInput, emit, json_option
+from oai_pipeline.cli.output import FriendlyGroup, InvalidInput, emit, json_option, listing_text
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.harvesters.fixtures import read_fixture_file
 from oai_pipeline.harvesters.model import Harvester
@@ -125,10 +125,11 @@ def list_(as_json: bool) -> None:
     with open_store() as store:
         found = HarvesterRegistry(store).list()
     rows = [h.model_dump(mode="json") for h in found]
-    text = "\n".join(
-        f"{h.id}\t{h.base_url}\t{h.metadata_prefix}\t{h.setspec or '-'}\t{h.name}" for h in found
+    text = listing_text(
+        ((h.id, h.base_url, h.metadata_prefix, h.setspec or "-", h.name) for h in found),
+        empty="no harvesters registered",
     )
-    emit(rows, as_json=as_json, text=text or "no harvesters registered")
+    emit(rows, as_json=as_json, text=text)
 
 
 @harvesters.command(name="show")

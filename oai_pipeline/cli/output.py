@@ -7,14 +7,15 @@ import logging
 import re
 import signal
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext, suppress
 from typing import IO, Any
 
 import click
 from pydantic import ValidationError
 
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.console import error_document, json_flag_given
+from oai_pipeline.errors import InvalidArgument, PipelineError
 from oai_pipeline.harvesters.model import describe_validation_error, has_lone_surrogate
 from oai_pipeline.state.schema import MAX_INTEGER
 
@@ -63,7 +64,8 @@ class CommandError(click.ClickException):
         else:
             super().show(file)
         if self.as_json:
-            click.echo(json.dumps({"error": self.message, "type": self.kind}, sort_keys=True))
+            with suppress(OSError):  # stdout itself failed (a full disk): the line above says so
+                click.echo(error_document(self.message, self.kind))
 
 
 class Terminated(KeyboardInterrupt):
@@ -110,6 +112,8 @@ def _command_error(error: Exception, as_json: bool) -> CommandError | None:
         return error
     if isinstance(error, ValidationError):
         return InvalidInput(describe_validation_error(error), as_json=as_json)
+    if isinstance(error, InvalidArgument):
+        return InvalidInput(str(error), as_json=as_json)
     if isinstance(error, PipelineError):
         return CommandError(str(error), kind=_kind(error), as_json=as_json)
     if isinstance(error, OSError):  # the machine's fault (disk full, no permission), not ours
@@ -161,7 +165,7 @@ def _asks_for_json(command: click.Command, args: Sequence[str]) -> bool:
     subcommand may not exist: a typo) or a command without the flag look for the flag
     itself; the subcommand that has it decides once it parses."""
     args = list(args)
-    flag_given = "--json" in (args[: args.index("--")] if "--" in args else args)
+    flag_given = json_flag_given(args)
     if not any(param.name == "as_json" for param in command.params):
         return flag_given
     try:  # the parser consumes the list it is given: it gets a copy
@@ -244,6 +248,20 @@ def emit(payload: Any, *, as_json: bool, text: str | None = None) -> None:
         click.echo(json.dumps(payload, indent=2, sort_keys=True, default=str))
     else:
         click.echo(text if text is not None else json.dumps(payload, indent=2, default=str))
+
+
+# What would split a listing's row (a line break of any kind) or shift its columns (a tab).
+_BREAKS_A_ROW = re.compile(r"[\t\n\v\f\r\x1c-\x1e\x85\u2028\u2029]+")
+
+
+def listing_text(rows: Iterable[Sequence[object]], *, empty: str) -> str:
+    """A listing for people and for `cut -f`: one line a row, its columns separated by tabs,
+    trailing empty columns left out; `empty` when there are no rows. A tab or a line break
+    inside a value (a title or name pasted with one) is shown as a space."""
+    lines = [
+        "\t".join(_BREAKS_A_ROW.sub(" ", str(value)) for value in row).rstrip() for row in rows
+    ]
+    return "\n".join(lines) or empty
 
 
 def report_text(report: dict[str, Any]) -> str:

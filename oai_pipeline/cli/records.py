@@ -7,7 +7,7 @@ import json
 import click
 
 from oai_pipeline.cli.harvesters import open_store
-from oai_pipeline.cli.output import FriendlyGroup, emit, json_option, limit_option
+from oai_pipeline.cli.output import FriendlyGroup, emit, json_option, limit_option, listing_text
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.state.store import LISTED_RECORD_FIELDS
 
@@ -57,20 +57,21 @@ def list_(
             location=location,
             limit=limit,
         )
-    lines = [
-        "\t".join(
-            [
+    text = listing_text(
+        (
+            (
                 r["harvester_id"],
                 r["identifier"],
                 r["datestamp"] or "-",
                 "deleted" if r["deleted"] else "live",
                 r["local_id"] or "-",
                 _first_error(r),
-            ]
-        ).rstrip()
-        for r in found
-    ]
-    emit(found, as_json=as_json, text="\n".join(lines) or "no matching harvest records")
+            )
+            for r in found
+        ),
+        empty="no matching harvest records",
+    )
+    emit(found, as_json=as_json, text=text)
 
 
 @records.command(name="show")

@@ -7,7 +7,14 @@ from typing import Any
 import click
 
 from oai_pipeline.cli.harvesters import open_store
-from oai_pipeline.cli.output import FriendlyCommand, InvalidInput, emit, json_option, limit_option
+from oai_pipeline.cli.output import (
+    FriendlyCommand,
+    InvalidInput,
+    emit,
+    json_option,
+    limit_option,
+    listing_text,
+)
 from oai_pipeline.pipeline.status import harvest_status, settle_interrupted
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.schema import MAX_INTEGER
@@ -15,13 +22,20 @@ from oai_pipeline.state.store import DEFAULT_STALE_MINUTES, jsonable_run
 
 
 def _runs_text(runs: list[dict[str, Any]]) -> str:
-    lines = [
-        f"{run['id']}\t{run['harvester_id']}\t{run['status']}\t"
-        f"{run['window_from'] or '…'} .. {run['window_until'] or '…'}\t"
-        f"staged {run['staged']}\t{run['created_at']}"
-        for run in runs
-    ]
-    return "\n".join(lines) or "no harvest runs yet"
+    return listing_text(
+        (
+            (
+                run["id"],
+                run["harvester_id"],
+                run["status"],
+                f"{run['window_from'] or '…'} .. {run['window_until'] or '…'}",
+                f"staged {run['staged']}",
+                run["created_at"],
+            )
+            for run in runs
+        ),
+        empty="no harvest runs yet",
+    )
 
 
 def _status_text(status: dict[str, Any]) -> str:

@@ -15,8 +15,7 @@ from typing import Any
 import click
 
 from oai_pipeline import json_codec
-from oai_pipeline.cli.output import FriendlyGroup, emit, json_option
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.cli.output import FriendlyGroup, InvalidInput, emit, json_option, listing_text
 from oai_pipeline.settings import load_settings
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline.targets.embedded.transaction import STATES
@@ -36,7 +35,7 @@ def _parse_assignment(text: str) -> tuple[str, Any]:
     field, equals, raw = text.partition("=")
     field = field.strip()
     if not equals or not field:
-        raise PipelineError(f"--set {text!r}: expected FIELD=VALUE, e.g. metadata.title=New")
+        raise InvalidInput(f"--set {text!r}: expected FIELD=VALUE, e.g. metadata.title=New")
     try:
         return field, json_codec.loads(raw)
     except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deeply
@@ -53,14 +52,15 @@ def target() -> None:
 @click.option("--publish", is_flag=True, help="Publish at once instead of leaving a draft.")
 def deposit(file: Path, publish: bool) -> None:
     """Deposit a new record from FILE.json; prints the new id."""
+    # The file is the user's input, as harvesters load's is: a mistake in it exits 2.
     try:
         # Read as the target stores JSON: what it cannot write back (a lone surrogate, a
         # number beyond a double) is refused here, not met as a traceback in the database.
         data = json_codec.loads(file.read_text(encoding="utf-8"))
     except OSError as error:
-        raise PipelineError(f"cannot read {file}: {error.strerror}") from None
+        raise InvalidInput(f"cannot read {file}: {error.strerror or error}") from None
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
-        raise PipelineError(f"{file} is not valid JSON: {error}") from None
+        raise InvalidInput(f"{file} is not valid JSON: {error}") from None
     with _repository() as repository:
         click.echo(repository.deposit(data, publish=publish))
 
@@ -153,12 +153,20 @@ def list_records(harvester: str | None, state: str | None, as_json: bool) -> Non
     """Records of the target repository."""
     with _repository() as repository:
         rows = repository.list(harvester=harvester, state=state)
-    text = "\n".join(
-        f"{row['id']}  {row['state']:<9}  r{row['revision']}  "
-        f"{row['source_identifier'] or '-'}  {row['title'] or ''}"
-        for row in rows
+    text = listing_text(
+        (
+            (
+                row["id"],
+                row["state"],
+                f"r{row['revision']}",
+                row["source_identifier"] or "-",
+                row["title"] or "",
+            )
+            for row in rows
+        ),
+        empty="no records",
     )
-    emit(rows, as_json=as_json, text=text or "no records")
+    emit(rows, as_json=as_json, text=text)
 
 
 @target.group(name="communities")
@@ -183,9 +191,11 @@ def list_communities(as_json: bool) -> None:
     with _repository() as repository:
         rows = repository.list_communities()
     by_id = {row["id"]: row["slug"] for row in rows}
-    text = "\n".join(
-        f"{row['slug']}  {row['id']}"
-        + (f"  (in {by_id.get(row['parent'])})" if row["parent"] else "")
-        for row in rows
+    text = listing_text(
+        (
+            (row["slug"], row["id"], f"(in {by_id.get(row['parent'])})" if row["parent"] else "")
+            for row in rows
+        ),
+        empty="no communities",
     )
-    emit(rows, as_json=as_json, text=text or "no communities")
+    emit(rows, as_json=as_json, text=text)

@@ -20,7 +20,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import StaticPool
 
-from oai_pipeline.errors import PipelineError, RecordError, without_password
+from oai_pipeline.errors import (
+    ConfigurationError,
+    PipelineError,
+    RecordError,
+    database_error_text,
+    without_password,
+)
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.json_codec import ENGINE_JSON
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
@@ -227,15 +233,15 @@ class StateStore:
             self._engine = _create_engine(url)
         except (OSError, ImportError, ValueError, sa.exc.ArgumentError) as error:
             # ImportError: a URL of a database whose driver is not installed (mysql://)
-            raise PipelineError(f"cannot open the state database {shown}: {error}") from None
+            reason = database_error_text(error)
+            raise ConfigurationError(f"cannot open the state database {shown}: {reason}") from None
         try:
             with self._engine.begin() as connection:
                 migrate(connection)
         except sa.exc.DatabaseError as error:  # also a file that is no database (garbage)
             self._engine.dispose()
-            raise PipelineError(
-                f"cannot open the state database {shown}: {error.orig}".replace("\n", " ")
-            ) from None
+            reason = database_error_text(error.orig)
+            raise PipelineError(f"cannot open the state database {shown}: {reason}") from None
 
     def close(self) -> None:
         self._engine.dispose()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import click
@@ -10,6 +11,7 @@ from click.testing import CliRunner
 from oai_pipeline.cli import main
 from oai_pipeline.defs.resources import HarvestOptions
 from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.settings import PROJECT_ROOT
 
 
 def _commands(
@@ -38,3 +40,43 @@ def test_launchpad_describes_run_options_as_the_cli_does() -> None:
         assert field.description == RunOptions.describe(name)
     help_text = CliRunner().invoke(main, ["harvest", "--help"], terminal_width=1000).output
     assert RunOptions.describe("retry_failed") in help_text
+
+
+def test_the_readme_command_table_names_every_command_and_option() -> None:
+    """Before, it left out demo, serve's --host, deposit's --publish, edit's --set, delete's
+    --purge and --note, a community's --parent and every flag of harvesters create."""
+    readme = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("| command | what it does |")
+    table = readme[start : readme.index("\n\n", start)]
+    first_cells = [row.split(" | ")[0] for row in table.splitlines()[2:]]
+    options = {
+        option
+        for _, command in _commands(main)
+        for param in command.params
+        if isinstance(param, click.Option)
+        for option in (*param.opts, *param.secondary_opts)
+    } - {"--help", "--json"}  # --json: the paragraph above the table says which have it
+
+    for name, _ in _commands(main):
+        group, leaf = name.split(" ")[0], name.split(" ")[-1]
+        assert any(
+            f"`{group}" in cell and re.search(rf"\b{leaf}\b", cell) for cell in first_cells
+        ), name
+    assert set(re.findall(r"--[a-z][a-z0-9-]*", table)) - {"--json"} == options
+
+
+def test_the_commands_without_json_are_those_the_readme_names() -> None:
+    """The README: every listing and report has --json, all but these, which print one line."""
+    without = {
+        name
+        for name, command in _commands(main)
+        if not any(param.name == "as_json" for param in command.params)
+    }
+    assert without == {
+        "harvesters delete",
+        *(f"target {action}" for action in ("deposit", "edit", "publish", "delete")),
+        "target hard-delete",
+        "target restore",
+        "target communities create",
+        "sample-endpoint serve",
+    }

@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from oai_pipeline.settings import Settings, load_settings
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline_tests.cli.conftest import create_args
-from oai_pipeline_tests.support import stored_harvester_ids
+from oai_pipeline_tests.support import CLI, stored_harvester_ids
 
 
 def run(*args: str) -> Result:
@@ -366,7 +367,7 @@ def test_use_job_refused_is_one_line(
 def test_community_slugs_follow_the_harvester_id_rule(slug: str) -> None:
     result = run("target", "communities", "create", slug)
 
-    assert_one_line_error(result, "community slug")
+    assert_one_line_error(result, "community slug", 2)  # as a bad harvester id is
     assert json.loads(run("target", "communities", "list", "--json").stdout) == []
 
 
@@ -378,6 +379,59 @@ def test_community_slug_rule_in_the_repository(settings: Settings) -> None:
         assert repository.create_community(" cesnet-data_1 ")["slug"] == "cesnet-data_1"
     finally:
         repository.close()
+
+
+# -- The target's input: a file or a field wrong in itself is a validation error --------------
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "is not valid JSON: unexpected character"),
+        ("", "is not valid JSON: Input is a zero-length, empty document"),
+        (b"\xff{}", "is not valid JSON: 'utf-8' codec can't decode"),
+        ("[1, 2]", "a record must be a JSON object"),
+        (None, "cannot read"),
+    ],
+)
+def test_a_deposit_file_that_is_no_record_is_a_validation_error(
+    tmp_path: Path, content: str | bytes | None, message: str
+) -> None:
+    """The operator's mistake, as a bad harvesters load file is: before, exit 1 (the code of
+    a run that failed), so a script could not tell it from the target being down."""
+    path = tmp_path / "record.json"
+    if isinstance(content, str):
+        path.write_text(content, encoding="utf-8")
+    elif content is not None:
+        path.write_bytes(content)
+
+    result = run("target", "deposit", str(path))
+
+    assert_one_line_error(result, message, 2)
+    assert json.loads(run("target", "list", "--json").stdout) == []
+
+
+@pytest.mark.parametrize(
+    ("assignment", "message"),
+    [
+        ("metadata.title", "--set 'metadata.title': expected FIELD=VALUE"),
+        ("=New", "--set '=New': expected FIELD=VALUE"),
+        ("metadata..title=New", "'metadata..title' is not a field path"),
+        (".title=New", "'.title' is not a field path"),
+    ],
+)
+def test_an_edit_field_that_is_no_field_is_a_validation_error(
+    tmp_path: Path, assignment: str, message: str
+) -> None:
+    path = tmp_path / "record.json"
+    path.write_text('{"metadata": {"title": "Old"}}', encoding="utf-8")
+    record_id = run("target", "deposit", str(path)).stdout.strip()
+
+    result = run("target", "edit", record_id, "--set", assignment)
+
+    assert_one_line_error(result, message, 2)
+    shown = json.loads(run("target", "show", record_id, "--json").stdout)
+    assert shown["draft"] == {"metadata": {"title": "Old"}}
 
 
 # -- F15: conflicting options -----------------------------------------------------------------
@@ -443,6 +497,59 @@ def test_an_unusable_location_is_a_one_line_error(
     assert_one_line_error(result, message)
     assert "error" in json.loads(result.stdout)
     assert "secret" not in result.output  # a password in a URL is never printed
+
+
+# A command that opens the state database, and one that opens the target's.
+DATABASE_URLS = [
+    ("OAI_PIPELINE_STATE_DB_URL", ["harvesters", "list"]),
+    ("OAI_PIPELINE_TARGET_DB_URL", ["target", "list"]),
+]
+
+
+@pytest.mark.parametrize("url", ["bogus", "mysql://u@host/db", "sqlite:///{file}/state.sqlite"])
+@pytest.mark.parametrize(("variable", "command"), DATABASE_URLS)
+def test_an_unusable_database_url_is_the_same_kind_of_error_for_both_databases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, variable: str, command: list[str]
+) -> None:
+    """Before, the state database's was a pipeline_error, the target's a configuration_error:
+    a script had to know which database it was to tell a setting from a failure."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    monkeypatch.setenv(variable, url.format(file=a_file))
+
+    result = run(*command, "--json")
+
+    assert_one_line_error(result, "")
+    assert json.loads(result.stdout)["type"] == "configuration_error"
+
+
+@pytest.mark.parametrize(("variable", "command"), DATABASE_URLS)
+def test_a_plain_postgresql_url_says_which_driver_is_installed(
+    monkeypatch: pytest.MonkeyPatch, variable: str, command: list[str]
+) -> None:
+    """SQLAlchemy 2.1 reads postgresql:// as psycopg 3, which is not installed: before, the
+    error said only "No module named 'psycopg'", as if it should be installed."""
+    monkeypatch.setenv(variable, "postgresql://u:secret@127.0.0.1:1/db")
+
+    result = run(*command, "--json")
+
+    assert_one_line_error(result, "driver installed is psycopg2: postgresql+psycopg2://")
+    assert "secret" not in result.output
+
+
+@pytest.mark.parametrize(("variable", "command"), DATABASE_URLS)
+def test_an_unreachable_postgresql_server_is_one_plain_line(
+    monkeypatch: pytest.MonkeyPatch, closed_port: int, variable: str, command: list[str]
+) -> None:
+    """libpq's message spans lines indented with a tab: the state database's error kept the
+    tab and a trailing space, in the JSON too."""
+    monkeypatch.setenv(variable, f"postgresql+psycopg2://u@127.0.0.1:{closed_port}/db")
+
+    result = run(*command, "--json")
+
+    assert_one_line_error(result, "Connection refused Is the server running on that host")
+    error = json.loads(result.stdout)["error"]
+    assert error == " ".join(error.split())
 
 
 def test_a_full_disk_during_a_harvest_is_a_one_line_error(
@@ -631,6 +738,56 @@ def test_ctrl_c_is_a_json_error_too(registered: str, monkeypatch: pytest.MonkeyP
     assert json.loads(result.stdout) == {"error": "interrupted", "type": "interrupted"}
 
 
+@pytest.mark.parametrize(
+    ("args", "stdout"),
+    [
+        (["harvesters", "list"], ""),
+        (["harvesters", "list", "--json"], '{"error": "interrupted", "type": "interrupted"}\n'),
+        (["records", "list", "--message", "--", "--json"], ""),  # `--json` after `--` is a value
+    ],
+)
+def test_ctrl_c_while_the_command_line_loads(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    stdout: str,
+) -> None:
+    """Loading the commands takes seconds: a Ctrl-C then was a traceback of the import."""
+    from oai_pipeline import console
+
+    def interrupted(name: str) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(console, "import_module", interrupted)
+    monkeypatch.setattr("sys.argv", ["oai-pipeline", *args])
+
+    with pytest.raises(SystemExit) as stopped:
+        console.main()
+
+    assert stopped.value.code == 130
+    assert capsys.readouterr() == (stdout, "Error: interrupted\n")
+
+
+def test_the_console_script_loads_the_command_line_through_the_guard() -> None:
+    from importlib.metadata import entry_points
+
+    (script,) = entry_points(group="console_scripts", name="oai-pipeline")
+    assert script.value == "oai_pipeline.console:main"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_json_on_a_full_disk_is_one_line_on_stderr() -> None:
+    """Before, the error's JSON, written to the stdout that had just failed, failed again:
+    a traceback after the error line."""
+    with open("/dev/full", "wb") as full:
+        result = subprocess.run(
+            [CLI, "harvesters", "list", "--json"], stdout=full, stderr=subprocess.PIPE, text=True
+        )
+
+    assert result.returncode == 1
+    assert result.stderr == "Error: [Errno 28] No space left on device\n"
+
+
 @pytest.fixture
 def sigterm_unhandled() -> Iterator[None]:
     """SIGTERM as a RuntimeError unless the command handles it (its default kills pytest)."""
@@ -732,7 +889,7 @@ DEEP = "[" * 100_000 + "]" * 100_000
     ("file", "content", "command", "message", "exit_code"),
     [
         ("h.yaml", f"- {DEEP}\n", ["harvesters", "load"], "nests too deeply", 2),
-        ("record.json", DEEP, ["target", "deposit"], "is not valid JSON: depth limit exceeded", 1),
+        ("record.json", DEEP, ["target", "deposit"], "is not valid JSON: depth limit exceeded", 2),
     ],
 )
 def test_a_deeply_nested_file_is_a_one_line_error(
@@ -765,7 +922,7 @@ def test_a_deposit_the_target_cannot_store_is_a_one_line_error(
 
     result = run("target", "deposit", str(path))
 
-    assert_one_line_error(result, f"is not valid JSON: {message}")
+    assert_one_line_error(result, f"is not valid JSON: {message}", 2)
     assert json.loads(run("target", "list", "--json").stdout) == []
 
 

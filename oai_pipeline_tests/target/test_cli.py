@@ -80,13 +80,11 @@ def test_deposit_published_with_communities(run, tmp_path: Path) -> None:
     ("args", "message"),
     [
         (("show", "nope"), "Error: no record 'nope' in the target repository"),
-        (("edit", "nope", "--set", "title"), "Error: --set 'title': expected FIELD=VALUE"),
         (("edit", "nope", "--set", "metadata.title=x"), "Error: no record 'nope'"),
         (("publish", "nope"), "Error: no record 'nope'"),
         (("delete", "nope"), "Error: no record 'nope'"),
         (("hard-delete", "nope"), "Error: no record 'nope'"),
         (("restore", "nope"), "Error: no record 'nope'"),
-        (("deposit", "/no/such/file.json"), "Error: cannot read /no/such/file.json"),
         (("communities", "create", "x", "--parent", "nope"), "Error: parent community 'nope'"),
     ],
 )
@@ -97,14 +95,32 @@ def test_mistakes_are_one_line_errors(run, args: tuple[str, ...], message: str) 
     assert len(result.output.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("edit", "nope", "--set", "title"), "Error: --set 'title': expected FIELD=VALUE"),
+        (("deposit", "/no/such/file.json"), "Error: cannot read /no/such/file.json"),
+    ],
+)
+def test_malformed_input_is_a_one_line_validation_error(
+    run, args: tuple[str, ...], message: str
+) -> None:
+    """Wrong in itself, whatever the target holds: exit 2, as for a bad option value."""
+    result = run(*args, ok=False)
+    assert result.exit_code == 2
+    assert result.output.startswith(message)
+    assert len(result.output.strip().splitlines()) == 1
+
+
 def test_bad_json_is_a_one_line_error(run, tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text("{not json")
     result = run("deposit", str(path), ok=False)
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.output.startswith(f"Error: {path} is not valid JSON")
     path.write_text("[1, 2]")
-    assert run("deposit", str(path), ok=False).output == "Error: a record must be a JSON object\n"
+    result = run("deposit", str(path), ok=False)
+    assert (result.exit_code, result.output) == (2, "Error: a record must be a JSON object\n")
 
 
 def test_an_unknown_state_is_refused_by_click(run) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from oai_pipeline.errors import ConfigurationError, without_password
+from oai_pipeline.errors import ConfigurationError, database_error_text, without_password
 from oai_pipeline.json_codec import ENGINE_JSON
 from oai_pipeline.sqlite_tuning import tune_wal
 
@@ -31,7 +31,8 @@ def create_target_engine(url: str) -> sa.Engine:
         engine = sa.create_engine(parsed, **ENGINE_JSON)
     except (sa.exc.ArgumentError, ImportError, ValueError) as error:
         shown = without_password(url)
-        raise ConfigurationError(f"target database URL {shown} is not usable: {error}") from None
+        reason = database_error_text(error)
+        raise ConfigurationError(f"target database URL {shown} is not usable: {reason}") from None
     if engine.dialect.name == "sqlite":
         path = _sqlite_file(parsed)
         if path is not None:

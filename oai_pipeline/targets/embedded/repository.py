@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from oai_pipeline.errors import ConfigurationError, PipelineError
+from oai_pipeline.errors import InvalidArgument, PipelineError, database_error_text
 from oai_pipeline.harvesters.model import check_slug
 from oai_pipeline.sync.rules import LocalRecord
 from oai_pipeline.targets.base import DEFAULT_PID_FIELD, SourceKey, pid_of
@@ -33,7 +33,7 @@ def set_path(data: dict[str, Any], path: str, value: Any) -> None:
     """Set a dotted field path (`metadata.title`, `metadata.creators.0.name`) in place."""
     parts = path.split(".")
     if not path or any(not part for part in parts):
-        raise PipelineError(f"{path!r} is not a field path like metadata.title")
+        raise InvalidArgument(f"{path!r} is not a field path like metadata.title")
     container: Any = data
     for depth, part in enumerate(parts):
         last = depth == len(parts) - 1
@@ -67,7 +67,7 @@ class EmbeddedRepository:
             migrate(self.engine)
         except sa.exc.DatabaseError as error:  # also a file that is no database (garbage)
             self.engine.dispose()
-            reason = " ".join(str(error.orig).split())  # PostgreSQL's messages span lines
+            reason = database_error_text(error.orig)
             raise PipelineError(f"cannot open the target database: {reason}") from None
 
     def close(self) -> None:
@@ -100,7 +100,7 @@ class EmbeddedRepository:
     def deposit(self, data: dict[str, Any], *, publish: bool = False) -> str:
         """A new record from the data (a draft unless `publish`); returns its id."""
         if not isinstance(data, dict):
-            raise PipelineError("a record must be a JSON object")
+            raise InvalidArgument("a record must be a JSON object")
         with self.transaction() as tx:
             community_ids = self._resolve(tx, communities_of(data))
             record_id = tx.create(data, doi=pid_of(data))
@@ -233,7 +233,7 @@ class EmbeddedRepository:
         try:
             check_slug(slug, "community slug", max_length=communities.c.slug.type.length)
         except ValueError as error:
-            raise ConfigurationError(str(error)) from None
+            raise InvalidArgument(str(error)) from None
         with self.transaction() as tx:
             row = tx.create_community(slug, parent=parent)
         return {"id": row.id, "slug": row.slug, "parent": row.parent_id}
