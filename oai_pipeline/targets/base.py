@@ -43,7 +43,9 @@ class WriterOptions(BaseModel):
     publish: bool = True
     direct_update: bool = False
     """Replace a published record in place instead of writing an edit draft and publishing
-    it (no draft step: nothing is left as a draft if publishing would fail). Needs publish."""
+    it. Needs publish. The embedded target publishes a harvested update in the transaction
+    that writes it, so there the two end the same; a target whose publishing is a step of
+    its own (a remote repository's API) leaves no draft behind a failed publish with it."""
     update_all: bool = False
     pid_field: str = DEFAULT_PID_FIELD
     community: str | None = None

@@ -398,8 +398,12 @@ class EmbeddedWriter(Writer):
         """Overwrite the record with the harvested data (a local edit draft is overwritten)."""
         row = tx.record(record_id)
         published = row.state == "live"
-        if published and self.options.publish and self.options.direct_update:
-            tx.update_published(record_id, data, doi=pid)
+        if published and self.options.publish:
+            # An edit draft published in the same transaction is one nobody can see: the
+            # record goes straight to its new revision, the user's edit draft is removed, and
+            # the DOI is the data's as `publish` takes it (`direct_update`: also the plan's).
+            doi = pid if self.options.direct_update else pid_of(data, self.options.pid_field)
+            tx.update_published(record_id, data, doi=doi)
             return
         if published and not self.options.publish and row.data == data:
             # A reviewer published the harvested draft as it was: an edit draft of the same
