@@ -901,13 +901,31 @@ def _content_encodings(headers: httpx.Headers) -> set[str]:
 
 def _inflate(body: bytes, wbits: int, limit: int) -> bytes | None:
     """``body`` inflated (gzip, zlib or raw deflate by ``wbits``), at most ``limit`` bytes of
-    it; None unless it inflates as one whole stream (broken, cut short, or not compressed)."""
-    inflater = zlib.decompressobj(wbits)
-    try:
-        unpacked = inflater.decompress(body, limit)
-    except zlib.error:
-        return None
-    return unpacked if inflater.eof or len(unpacked) >= limit else None
+    it; None unless it inflates whole (broken, cut short, or not compressed). A gzip body
+    may be several members one after the other (RFC 1952 §2.2: what `cat a.gz b.gz`, and
+    proxies that compress chunk by chunk, send): each is inflated in turn, zero bytes of
+    padding between or after them skipped; what follows the last member that is no gzip is
+    left out, as gzip(1) does (a member cut short is not whole: None)."""
+    pieces: list[bytes] = []
+    size = 0
+    rest = body
+    while True:
+        inflater = zlib.decompressobj(wbits)
+        try:
+            piece = inflater.decompress(rest, limit - size)
+        except zlib.error:
+            return None
+        pieces.append(piece)
+        size += len(piece)
+        if size >= limit:
+            return b"".join(pieces)
+        if not inflater.eof:
+            return None  # cut short (or the limit was met within this member: above)
+        if wbits != _GZIP_WBITS:
+            return b"".join(pieces)
+        rest = inflater.unused_data.lstrip(b"\0")
+        if not rest.startswith(_GZIP_MAGIC):
+            return b"".join(pieces)
 
 
 def _charset(headers: httpx.Headers) -> str | None:
