@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import codecs
 import gzip
+import json
 import re
 import zlib
 from collections.abc import Callable
@@ -13,7 +14,9 @@ from datetime import UTC, datetime
 
 import httpx
 import pytest
+from click.testing import CliRunner
 
+from oai_pipeline.cli import main
 from oai_pipeline.cli.output import report_text
 from oai_pipeline.oai.errors import HarvestProtocolError
 from oai_pipeline.pipeline.options import RunOptions
@@ -424,3 +427,76 @@ def test_a_source_refusing_the_dates_in_seconds_it_declares_is_harvested_by_day(
     assert notice.startswith("http://fake.test/oai: the source refuses from/until in seconds")
     assert f"  note: {notice}" in report_text(second.to_dict()).splitlines()
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [notice]
+
+
+def _status(*args: str) -> tuple[str, dict]:
+    """`oai-pipeline status ARGS` as text and as JSON."""
+    text = CliRunner().invoke(main, ["status", *args])
+    data = CliRunner().invoke(main, ["status", *args, "--json"])
+    assert text.exit_code == data.exit_code == 0, text.output + data.output
+    return text.stdout, json.loads(data.stdout)
+
+
+def test_the_notices_of_a_harvest_are_kept_on_its_run_and_shown_by_status(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, they were in the harvest's report and its log only: once the terminal was
+    closed (or for a scheduled run), `status` said nothing of them."""
+    records = importable(4)
+    harvest_fake_source(settings, monkeypatch, SecondsRefusedSource(records, page_size=2))
+    first = harvest(settings)
+    since = datetime(2024, 3, 1, tzinfo=UTC)
+    second = harvest(settings, HarvestScope.adhoc("sample", since=since))
+    (notice,) = second.notices
+    text, data = _status("--harvester", "sample")
+    assert data["run"]["id"] == second.run_id and data["notices"] == [notice]
+    assert data["run"]["notices"] == [notice]
+    assert f"  note: {notice}" in text.splitlines()
+    # the earlier run met none
+    text, data = _status("--batch-id", str(first.run_id))
+    assert data["notices"] == [] and "note:" not in text
+    recent = json.loads(CliRunner().invoke(main, ["status", "--list-recent", "--json"]).stdout)
+    assert [run["notices"] for run in recent] == [[notice], []]
+
+
+def test_a_failed_run_keeps_its_notices_and_its_resumed_attempt_adds_its_own(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first attempt went by day, then the source failed mid-list; the attempt that
+    resumes it asks by token (no dates to refuse: it does not meet that quirk again) and
+    meets another. The run keeps both, and its report says both."""
+    records = importable(6)
+    source = harvest_fake_source(
+        settings,
+        monkeypatch,
+        SecondsRefusedSource(records, page_size=2),
+        reader_options={"max_retries": 0, "prefetch": False},
+    )
+    scope = HarvestScope.adhoc("sample", since=datetime(2024, 3, 1, tzinfo=UTC))
+    # Identify, the page refused in seconds, the page by day, then the second page fails
+    source.faults[4] = lambda request, response: httpx.Response(500, text="oops")
+    with pytest.raises(HarvestProtocolError, match="HTTP 500"):
+        harvest(settings, scope)
+    text, failed = _status("--harvester", "sample")
+    (by_day,) = failed["notices"]
+    assert failed["run"]["status"] == "failed"
+    assert by_day.startswith("http://fake.test/oai: the source refuses from/until in seconds")
+    assert f"  note: {by_day}" in text.splitlines()
+
+    asked = len(source.requests)
+    source.identify_base_url = "https://fake.test/oai"
+    resumed = harvest(settings, scope)
+    assert resumed.run_id == failed["run"]["id"] and resumed.harvested == 6
+    assert not any("from" in r.url.params for r in source.requests[asked:])
+    moved = (
+        "http://fake.test/oai: the source's Identify names another base URL, "
+        "https://fake.test/oai; harvesting the registered one (if the source lives there, "
+        "set the harvester's base URL to it)"
+    )
+    assert resumed.notices == [by_day, moved]
+    text, data = _status("--batch-id", str(resumed.run_id))
+    assert data["run"]["status"] == "succeeded" and data["notices"] == [by_day, moved]
+    assert [line for line in text.splitlines() if "note:" in line] == [
+        f"  note: {by_day}",
+        f"  note: {moved}",
+    ]
