@@ -500,3 +500,106 @@ def test_a_failed_run_keeps_its_notices_and_its_resumed_attempt_adds_its_own(
         f"  note: {by_day}",
         f"  note: {moved}",
     ]
+
+
+OAI_XMLNS = b' xmlns="http://www.openarchives.org/OAI/2.0/"'
+
+
+def _every_page(*changes: tuple[bytes, bytes]) -> Fault:
+    """Each response with the given bytes replaced."""
+
+    def change(body: bytes) -> bytes:
+        for old, new in changes:
+            body = body.replace(old, new)
+        return body
+
+    return transform_body(change)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        [(b"<record>", b'<record xmlns="">')],
+        [(b"<resumptionToken", b'<resumptionToken xmlns=""')],
+        [(b"<OAI-PMH" + OAI_XMLNS, b"<OAI-PMH")],
+        [(b"<record>", b'<record xmlns="">'), (b"Record 2", b"Record 2 < 3")],
+    ],
+    ids=["records", "token", "envelope", "records-one-broken"],
+)
+def test_oai_pmh_elements_in_no_namespace_are_read_as_oai_pmh_and_noted(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, changes: list[tuple[bytes, bytes]]
+) -> None:
+    """A DOM built with createElement, not createElementNS, serialises as `<record
+    xmlns="">`; a template may leave out the xmlns. Before, such records were skipped
+    unseen: every page was empty and the harvest succeeded with nothing (a token in no
+    namespace ended the list after its first page; an envelope without it was retried,
+    then failed as "not an OAI-PMH response (root element 'OAI-PMH')")."""
+    source = FakeSource(importable(5), page_size=2)
+    source.every = (1, _every_page(*changes))
+    harvest_fake_source(settings, monkeypatch, source)
+    report = harvest(settings)
+    broken = 1 if len(changes) > 1 else 0  # its page is read record by record
+    assert (report.harvested, report.created, report.errors) == (5, 5 - broken, broken)
+    target = target_by_source(settings, "sample")
+    assert set(target) == {r.identifier for r in source.records} - (
+        {"oai:fake.test:2"} if broken else set()
+    )
+    assert target["oai:fake.test:4"]["data"]["metadata"]["title"] == "Record 4"
+    (notice,) = report.notices
+    assert notice.startswith("http://fake.test/oai: the source sends OAI-PMH elements in no ")
+    assert len(source.requests) == 4  # Identify and three pages: nothing retried
+
+
+@pytest.mark.parametrize(
+    ("changes", "found"),
+    [
+        # misspelt (no trailing slash)
+        ([(b"<record>", b'<record xmlns="http://www.openarchives.org/OAI/2.0">')], "record"),
+        # OAI-PMH 1.1's
+        (
+            [
+                (
+                    b"<record>",
+                    b'<record xmlns="http://www.openarchives.org/OAI/1.1/OAI_ListRecords">',
+                )
+            ],
+            "record",
+        ),
+        ([(b"<resumptionToken", b'<resumptionToken xmlns="urn:elsewhere"')], "resumptionToken"),
+    ],
+    ids=["misspelt", "oai-1.1", "token"],
+)
+def test_records_in_another_namespace_fail_the_run_naming_it(
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    changes: list[tuple[bytes, bytes]],
+    found: str,
+) -> None:
+    """What they say cannot be read as OAI-PMH, and is not taken for nothing. Before, the
+    records were skipped unseen and the harvest succeeded with none (a token in another
+    namespace ended the list after its first page). Not retried: the same every time."""
+    source = FakeSource(importable(5), page_size=2)
+    source.every = (1, _every_page(*changes))
+    harvest_fake_source(settings, monkeypatch, source)
+    namespace = changes[0][1].split(b'"')[1].decode()
+    with pytest.raises(HarvestProtocolError, match=f"<ListRecords> holds <{found}> in the "):
+        harvest(settings)
+    assert len(source.requests) == 2  # Identify and the first page, once
+    with Services(settings) as services:
+        run = services.state.latest_run("sample")
+    assert run["status"] == "failed" and f"namespace {namespace!r}" in run["error"]
+    assert target_by_source(settings, "sample") == {}
+
+
+def test_an_envelope_in_another_namespace_fails_at_once_naming_it(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, it was retried as any page that is no OAI-PMH, then failed naming the root
+    element 'OAI-PMH' without its namespace."""
+    source = FakeSource(importable(5), page_size=2)
+    misspelt = b' xmlns="http://www.openarchives.org/OAI/2.0"'
+    source.every = (1, _every_page((b"<OAI-PMH" + OAI_XMLNS, b"<OAI-PMH" + misspelt)))
+    harvest_fake_source(settings, monkeypatch, source)
+    with pytest.raises(HarvestProtocolError, match="root element <OAI-PMH> in the namespace"):
+        harvest(settings)
+    assert len(source.requests) == 1  # Identify, once
