@@ -18,12 +18,15 @@ from click.testing import CliRunner
 
 from oai_pipeline.cli import main
 from oai_pipeline.cli.output import report_text
+from oai_pipeline.defs.partitions import build_window_partitions, partition_key, scopes_for_keys
 from oai_pipeline.oai.errors import HarvestProtocolError
+from oai_pipeline.pipeline.frames import RAW_OAI_XML
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import HarvestReport, run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
+from oai_pipeline.storage import PartitionStore
 from oai_pipeline_tests.oai.fake_source import (
     FakeRecord,
     FakeSource,
@@ -603,3 +606,57 @@ def test_an_envelope_in_another_namespace_fails_at_once_naming_it(
     with pytest.raises(HarvestProtocolError, match="root element <OAI-PMH> in the namespace"):
         harvest(settings)
     assert len(source.requests) == 1  # Identify, once
+
+
+def test_by_day_on_the_window_grid_asks_each_window_exactly_and_files_each_record_once(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The grid's windows are whole UTC days (daily, weekly, monthly; a grid finer than a
+    day is refused): asked by day, a window is asked for exactly its days, so the records
+    that come are its own, each filed in the window of its datestamp and in no other.
+    (Widening reaches past what was asked only for `harvest --since/--until` moments within
+    days: that run files the whole days under its own key, unchanged records skipped.)"""
+    stamps = {
+        "oai:fake.test:feb29-last": "2024-02-29T23:59:59Z",
+        "oai:fake.test:mar1-first": "2024-03-01T00:00:00Z",
+        "oai:fake.test:mar1-noon": "2024-03-01T12:00:00Z",
+        "oai:fake.test:mar1-last": "2024-03-01T23:59:59Z",
+        "oai:fake.test:mar2-first": "2024-03-02T00:00:00Z",
+        "oai:fake.test:mar2-ten": "2024-03-02T10:00:00Z",
+        "oai:fake.test:mar3-first": "2024-03-03T00:00:00Z",
+    }
+    records = [
+        FakeRecord(identifier, stamp, raw_metadata=dublin_core(n))
+        for n, (identifier, stamp) in enumerate(stamps.items())
+    ]
+    source = harvest_fake_source(settings, monkeypatch, SecondsRefusedSource(records, page_size=2))
+    grid = build_window_partitions("daily", "2024-02-01")
+    keys = [str(partition_key("sample", day)) for day in ("2024-03-01", "2024-03-02")]
+    (scope,) = scopes_for_keys(keys, grid)
+    report = harvest(settings, scope)
+
+    asked = [
+        (r.url.params.get("from"), r.url.params.get("until"))
+        for r in source.requests
+        if "from" in r.url.params
+    ]
+    assert asked == [
+        ("2024-03-01T00:00:00Z", "2024-03-02T23:59:59Z"),
+        ("2024-03-01", "2024-03-02"),
+    ]
+    storage = PartitionStore(settings.storage_url)
+
+    def filed(day: str) -> list[str]:
+        frame = storage.read_partition(RAW_OAI_XML, "sample", day)
+        return sorted(frame["identifier"].to_list()) if frame is not None else []
+
+    assert filed("2024-03-01") == sorted(i for i in stamps if i.startswith("oai:fake.test:mar1"))
+    assert filed("2024-03-02") == sorted(i for i in stamps if i.startswith("oai:fake.test:mar2"))
+    assert (report.harvested, report.created) == (5, 5)  # the two days' records, once each
+    assert "harvesting by whole days" in report.notices[0]
+    # the next day's window alone (what the incremental schedule asks): that day only
+    (later,) = scopes_for_keys([str(partition_key("sample", "2024-03-03"))], grid)
+    next_day = harvest(settings, later)
+    assert (next_day.harvested, next_day.created) == (1, 1)
+    assert filed("2024-03-03") == ["oai:fake.test:mar3-first"]
+    assert filed("2024-03-02") == sorted(i for i in stamps if i.startswith("oai:fake.test:mar2"))
