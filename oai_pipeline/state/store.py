@@ -24,7 +24,7 @@ from oai_pipeline.errors import PipelineError, RecordError, without_password
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.json_codec import ENGINE_JSON
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
-from oai_pipeline.oai.windows import parse_datestamp
+from oai_pipeline.oai.windows import read_datestamp
 from oai_pipeline.sqlite_tuning import tune_wal
 from oai_pipeline.state.schema import (
     applied_fixtures,
@@ -202,7 +202,7 @@ def _listed_within_its_day(datestamp: str | None, listed_at: datetime) -> bool:
     """Whether a record with a day's datestamp (`YYYY-MM-DD`), listed at `listed_at`, may have
     changed since its stored copy under the same datestamp: its day (and the slack) is not
     over yet, so the stored copy, harvested earlier still, may predate a later change."""
-    if datestamp is None or "T" in datestamp:
+    if datestamp is None or len(datestamp.strip()) != len("YYYY-MM-DD"):
         return False
     day = _moment(datestamp)
     return day is not None and listed_at < day + _DAY_STAMP_SLACK
@@ -216,10 +216,7 @@ def _listing_moment(response_date: str | None) -> datetime:
 
 
 def _moment(datestamp: str) -> datetime | None:
-    try:
-        return parse_datestamp(datestamp)
-    except ValueError:
-        return None
+    return read_datestamp(datestamp)
 
 
 class StateStore:

@@ -660,3 +660,48 @@ def test_by_day_on_the_window_grid_asks_each_window_exactly_and_files_each_recor
     assert (next_day.harvested, next_day.created) == (1, 1)
     assert filed("2024-03-03") == ["oai:fake.test:mar3-first"]
     assert filed("2024-03-02") == sorted(i for i in stamps if i.startswith("oai:fake.test:mar2"))
+
+
+@pytest.mark.parametrize(
+    ("pattern", "replacement"),
+    [
+        (rb"Z</datestamp>", rb"</datestamp>"),  # `2024-03-01T10:30:00`: no zone, UTC
+        (rb"(<datestamp>[\d-]+)T", rb"\1 "),  # `2024-03-01 10:30:00Z`: a datetime as printed
+    ],
+    ids=["without-zone", "space"],
+)
+def test_datestamps_in_a_loose_iso_form_file_each_record_in_its_own_window(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, pattern: bytes, replacement: bytes
+) -> None:
+    """Sources send datestamps without their `Z` or with a space for the `T` (templates
+    that print a database's datetime). Before, a harvest of several windows in one sweep
+    (a backfill, a full harvest) filed every such record in its first window: the others
+    stayed empty, whatever their records' days."""
+    records = [
+        FakeRecord(
+            f"oai:fake.test:{day}-{hour}",
+            f"2024-03-0{day}T{hour:02d}:30:00Z",
+            raw_metadata=dublin_core(day * 100 + hour),
+        )
+        for day in (1, 2, 3)
+        for hour in (0, 12, 23)
+    ]
+    source = FakeSource(records, page_size=4)
+    source.every = (1, transform_body(lambda body: re.sub(pattern, replacement, body)))
+    harvest_fake_source(settings, monkeypatch, source)
+    grid = build_window_partitions("daily", "2024-02-01")
+    days = ("2024-03-01", "2024-03-02", "2024-03-03")
+    (scope,) = scopes_for_keys([str(partition_key("sample", day)) for day in days], grid)
+    report = harvest(settings, scope)
+    storage = PartitionStore(settings.storage_url)
+    assert (report.harvested, report.created, report.errors) == (9, 9, 0)
+    for number, day in enumerate(days, 1):
+        frame = storage.read_partition(RAW_OAI_XML, "sample", day)
+        assert frame is not None, day
+        assert sorted(frame["identifier"].to_list()) == sorted(
+            f"oai:fake.test:{number}-{hour}" for hour in (0, 12, 23)
+        )
+        sent = re.sub(
+            pattern, replacement, f"<datestamp>2024-03-0{number}T12:30:00Z</datestamp>".encode()
+        )
+        assert sent.decode()[11:-12] in frame["datestamp"].to_list()  # kept as sent
