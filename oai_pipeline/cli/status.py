@@ -72,6 +72,8 @@ def _status_text(status: dict[str, Any]) -> str:
             f"  discovery: pages {state['pages_read']}, cursor {state['cursor']}, "
             f"token {state['resumption_token'] or '-'}, responseDate {state['response_date']}"
         )
+    # quirks of the source its attempts met, as the harvest's report said them
+    lines.extend(f"  note: {notice}" for notice in status.get("notices") or [])
     target = status["target"]
     lines.append(
         "  target: "

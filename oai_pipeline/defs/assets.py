@@ -225,6 +225,11 @@ def _status_metadata(pipeline: PipelineResource, run_ids: list[int]) -> dict[str
                     f"{prefix}discovery_state": dg.MetadataValue.json(
                         status["discovery_state"] or {}
                     ),
+                    # the run's notices, kept across its attempts (as on raw_oai_xml)
+                    **{
+                        f"{prefix}{name}": value
+                        for name, value in _notices([status["notices"]]).items()
+                    },
                 }
             )
     return metadata

@@ -30,6 +30,7 @@ from oai_pipeline.oai.errors import (
     BadResumptionToken,
     HarvestProtocolError,
     InvalidDatestamp,
+    MalformedResponse,
     NoRecordsMatchForToken,
     OAIError,
     OversizedResponse,
@@ -43,6 +44,7 @@ from oai_pipeline.oai.flow import (
     parse_retry_after,
 )
 from oai_pipeline.oai.pages import (
+    ForeignNamespace,
     ParsedResponse,
     UnusablePage,
     Verb,
@@ -454,9 +456,10 @@ class OAIClient:
                     try:
                         page = ahead.take(token) if ahead is not None else fetch(token)
                     except HarvestProtocolError as exc:
-                        # too large is what the page is, not what became of its token
-                        oversized = isinstance(exc, OversizedResponse)
-                        if token is None or token != resumed_token or oversized:
+                        # too large or malformed is what the page is, not what became
+                        # of its token
+                        as_it_is = isinstance(exc, (OversizedResponse, MalformedResponse))
+                        if token is None or token != resumed_token or as_it_is:
                             raise
                         refuse_resumed_token(exc)
                 except BadResumptionToken as exc:
@@ -759,9 +762,11 @@ class OAIClient:
                         retry_after = parse_retry_after(headers.get("retry-after"))
                 else:
                     try:
-                        return parse_response(
+                        parsed = parse_response(
                             body, verb, _charset(headers), self.max_response_bytes
                         )
+                    except ForeignNamespace as exc:  # the same at every try
+                        raise MalformedResponse(f"{self.base_url} ({verb}): {exc}") from exc
                     except UnusablePage as exc:
                         if status >= 300:
                             raise RefusedRequest(
@@ -769,6 +774,10 @@ class OAIClient:
                                 status=status,
                             ) from exc
                         problem = str(exc)
+                    else:
+                        if parsed.notice is not None:
+                            self._notice(f"{self.base_url}: {parsed.notice}")
+                        return parsed
             if retry_after is not None:
                 polite_retries += 1
                 exhausted = polite_retries > self.max_retries * _POLITE_RETRIES_PER_RETRY
@@ -901,13 +910,31 @@ def _content_encodings(headers: httpx.Headers) -> set[str]:
 
 def _inflate(body: bytes, wbits: int, limit: int) -> bytes | None:
     """``body`` inflated (gzip, zlib or raw deflate by ``wbits``), at most ``limit`` bytes of
-    it; None unless it inflates as one whole stream (broken, cut short, or not compressed)."""
-    inflater = zlib.decompressobj(wbits)
-    try:
-        unpacked = inflater.decompress(body, limit)
-    except zlib.error:
-        return None
-    return unpacked if inflater.eof or len(unpacked) >= limit else None
+    it; None unless it inflates whole (broken, cut short, or not compressed). A gzip body
+    may be several members one after the other (RFC 1952 §2.2: what `cat a.gz b.gz`, and
+    proxies that compress chunk by chunk, send): each is inflated in turn, zero bytes of
+    padding between or after them skipped; what follows the last member that is no gzip is
+    left out, as gzip(1) does (a member cut short is not whole: None)."""
+    pieces: list[bytes] = []
+    size = 0
+    rest = body
+    while True:
+        inflater = zlib.decompressobj(wbits)
+        try:
+            piece = inflater.decompress(rest, limit - size)
+        except zlib.error:
+            return None
+        pieces.append(piece)
+        size += len(piece)
+        if size >= limit:
+            return b"".join(pieces)
+        if not inflater.eof:
+            return None  # cut short (or the limit was met within this member: above)
+        if wbits != _GZIP_WBITS:
+            return b"".join(pieces)
+        rest = inflater.unused_data.lstrip(b"\0")
+        if not rest.startswith(_GZIP_MAGIC):
+            return b"".join(pieces)
 
 
 def _charset(headers: httpx.Headers) -> str | None:
@@ -926,7 +953,7 @@ def _oai_error_answer(body: bytes, verb: Verb, status: int) -> ParsedResponse | 
         return None
     try:
         parsed = parse_response(body, verb)
-    except UnusablePage:
+    except (UnusablePage, ForeignNamespace):
         return None
     return parsed if parsed.errors else None
 

@@ -51,6 +51,12 @@ class OversizedResponse(HarvestProtocolError):
     it is neither retried nor taken for a resumption token the source lost."""
 
 
+class MalformedResponse(HarvestProtocolError):
+    """A response that parses but cannot be read as OAI-PMH (its records in another
+    namespace than OAI-PMH's): the same every time it is asked for, so it is neither
+    retried nor taken for a resumption token the source lost."""
+
+
 class RefusedRequest(HarvestProtocolError):
     """An HTTP error status that is not "come back later", without an OAI-PMH answer."""
 

@@ -44,6 +44,12 @@ class UnusablePage(Exception):
     """The body is not a complete OAI-PMH response; a failed request to retry."""
 
 
+class ForeignNamespace(Exception):
+    """A sound document whose OAI-PMH elements are in another namespace than OAI-PMH's (one
+    misspelt, another protocol version's): what they hold cannot be read as OAI-PMH, and
+    is not taken for nothing. The same every time it is asked for: not retried."""
+
+
 @dataclass
 class ParsedResponse:
     """What one response says: its errors, or its records / container and where the list goes on."""
@@ -53,6 +59,20 @@ class ParsedResponse:
     records: list[HarvestedRecord] = field(default_factory=list)
     token: ResumptionToken | None = None
     container: etree._Element | None = None
+    # OAI-PMH elements the source sent in no namespace, read as OAI-PMH's (see _claim)
+    unqualified: list[str] = field(default_factory=list)
+
+    @property
+    def notice(self) -> str | None:
+        """What to tell the operator of elements read in no namespace (the same words for
+        every page, to be said once); None: there were none."""
+        if not self.unqualified:
+            return None
+        return (
+            'the source sends OAI-PMH elements in no namespace (a <record xmlns="">, an '
+            f"<OAI-PMH> without xmlns), not in OAI-PMH's ({OAI_NAMESPACE}): they are read "
+            "as OAI-PMH's (its responses are not valid OAI-PMH; its operator may want to know)"
+        )
 
     @property
     def next_token(self) -> str | None:
@@ -107,11 +127,86 @@ def parse_response(
     return _read_root(root, verb)
 
 
+# OAI-PMH's elements by the element they belong in (the protocol's schema, OAI-PMH.xsd): in
+# there, an element of one of these names in no namespace can only be the source's OAI-PMH
+# element that lost its namespace (a DOM built with createElement, not createElementNS,
+# serialised as `<record xmlns="">`; a template without the xmlns). What a <metadata>,
+# <about> or <description> holds is another format's, in no namespace or any: not looked at.
+_VERBS = (
+    "Identify", "ListRecords", "ListIdentifiers", "GetRecord", "ListSets", "ListMetadataFormats"
+)  # fmt: skip
+_STRUCTURE: dict[str, frozenset[str]] = {
+    name: frozenset(children.split())
+    for name, children in {
+        "OAI-PMH": "responseDate request error " + " ".join(_VERBS),
+        "Identify": "repositoryName baseURL protocolVersion adminEmail earliestDatestamp "
+        "deletedRecord granularity compression description",
+        "ListRecords": "record resumptionToken",
+        "GetRecord": "record",
+        "ListIdentifiers": "header resumptionToken",
+        "ListSets": "set resumptionToken",
+        "ListMetadataFormats": "metadataFormat",
+        "record": "header metadata about",
+        "header": "identifier datestamp setSpec",
+        "set": "setSpec setName setDescription",
+        "metadataFormat": "metadataPrefix schema metadataNamespace",
+    }.items()
+}
+# What a list's element lists: in a foreign namespace, what it says would be lost unseen
+# (its records, or the token of the rest of the list).
+_LISTED = frozenset({"record", "header", "set", "metadataFormat", "resumptionToken"})
+
+
+def _claim(element: etree._Element, unqualified: list[str], *, whole: bool) -> None:
+    """Put the OAI-PMH elements under ``element`` (one of OAI-PMH's) that are in no
+    namespace into OAI-PMH's, noting their names in ``unqualified``; raise ForeignNamespace
+    for an item or token of a list in another namespace. ``whole``: look through all of the
+    structure under it (an element claimed: what is under it lost its namespace with it),
+    else the root's children and the items of its list only (a page as the protocol wants
+    it costs a look at each item, no more)."""
+    parent = _local(element.tag)
+    allowed = _STRUCTURE.get(parent)
+    if allowed is None:
+        return
+    descend = whole or parent == "OAI-PMH"
+    for child in element.iterchildren(etree.Element):
+        tag: str = child.tag
+        if tag.startswith(_NS):  # as it should be: the usual case, kept cheap
+            if descend:
+                _claim(child, unqualified, whole=whole)
+            continue
+        namespace, _, name = tag[1:].rpartition("}") if tag[0] == "{" else ("", "", tag)
+        if name not in allowed:
+            continue
+        if not namespace:
+            child.tag = _NS + name
+            unqualified.append(name)
+            _claim(child, unqualified, whole=True)
+        elif parent in _VERBS and name in _LISTED:
+            raise ForeignNamespace(
+                f"<{parent}> holds <{name}> in the namespace {namespace!r}, not in "
+                f"OAI-PMH's ({OAI_NAMESPACE}): what it says cannot be read as OAI-PMH (the "
+                "source's responses are malformed)"
+            )
+
+
 def _read_root(root: etree._Element, verb: Verb) -> ParsedResponse:
+    unqualified: list[str] = []
+    root_name = etree.QName(root)
+    if root_name.localname == "OAI-PMH" and root_name.namespace is None:
+        root.tag = _NS + "OAI-PMH"  # a document without the xmlns: read as OAI-PMH
+        unqualified.append("OAI-PMH")
+    elif root_name.localname == "OAI-PMH" and root_name.namespace != OAI_NAMESPACE:
+        raise ForeignNamespace(
+            f"root element <OAI-PMH> in the namespace {root_name.namespace!r}, not in "
+            f"OAI-PMH's ({OAI_NAMESPACE}): the response cannot be read as OAI-PMH"
+        )
     if root.tag != _NS + "OAI-PMH":
         raise UnusablePage(f"not an OAI-PMH response (root element {_local(root.tag)!r})")
+    _claim(root, unqualified, whole=bool(unqualified))
     parsed = ParsedResponse(
-        response_date=normalize_response_date(root.findtext(_NS + "responseDate"))
+        response_date=normalize_response_date(root.findtext(_NS + "responseDate")),
+        unqualified=unqualified,
     )
     for error in root.iterfind(_NS + "error"):
         parsed.errors.append((error.get("code") or "unknown", " ".join((error.text or "").split())))
@@ -272,12 +367,15 @@ def _record_spans(text: str) -> list[tuple[int, int]]:
     return spans if depth == 0 else []
 
 
-def _namespace_wrapper(element: etree._Element) -> tuple[bytes, bytes]:
+def _namespace_wrapper(element: etree._Element, verb: Verb) -> tuple[bytes, bytes]:
+    """An element to parse one record of ``element`` (the list) in: the list's namespace
+    declarations, and its name in OAI-PMH's namespace (a prefix of its own)."""
     declarations = "".join(
         f' xmlns="{uri}"' if prefix is None else f' xmlns:{prefix}="{uri}"'
         for prefix, uri in element.nsmap.items()
     )
-    return f"<wrapper{declarations}>".encode(), b"</wrapper>"
+    tag = f'_wrapper_oai:{verb} xmlns:_wrapper_oai="{OAI_NAMESPACE}"'
+    return f"<{tag}{declarations}>".encode(), f"</_wrapper_oai:{verb}>".encode()
 
 
 def _parse_isolating_records(data: bytes, verb: Verb, page_error: Exception) -> ParsedResponse:
@@ -297,12 +395,14 @@ def _parse_isolating_records(data: bytes, verb: Verb, page_error: Exception) -> 
     parsed = _read_root(root, verb)
     if parsed.errors or parsed.container is None:
         return parsed
-    opening, closing = _namespace_wrapper(parsed.container)
+    opening, closing = _namespace_wrapper(parsed.container, verb)
     parser = safe_xml_parser()
     for number, (start, end) in enumerate(spans, 1):
         chunk = text[start:end].encode("utf-8")
         try:
             wrapper = etree.fromstring(opening + chunk + closing, parser=parser)
+            # the wrapper stands for the list: its record is looked at as the list's are
+            _claim(wrapper, parsed.unqualified, whole=False)
             record = _harvested(wrapper[0], with_xml=True)
         except etree.XMLSyntaxError as exc:
             record = _broken_record(text[start:end], opening, closing, number, exc)

@@ -67,6 +67,17 @@ def read_response_date(text: str | None) -> datetime | None:
         return None
 
 
+def read_datestamp(text: str | None) -> datetime | None:
+    """A record's datestamp as an aware UTC datetime, to file and compare it by: the
+    protocol's two forms, and those sources send beside them (`2024-03-01T10:30:00`
+    without its `Z`, UTC as OAI-PMH knows no other zone; `2024-03-01 10:30:00Z`, a
+    database's datetime as printed). None when it is no date."""
+    try:
+        return parse_datestamp(text or "")
+    except InvalidDatestamp:
+        return read_response_date(text)
+
+
 def normalize_response_date(text: str | None) -> str:
     """A responseDate in the one form this project stores (`YYYY-MM-DDThh:mm:ssZ`), or ''
     when the source sent none that reads as a date."""

@@ -44,7 +44,7 @@ class DiscoveryResult:
     deleted: int = 0
     parse_errors: dict[str, int] = field(default_factory=dict)
     cap_reached: bool = False
-    # quirks of the source met by this attempt (Reader.notices)
+    # quirks of the source the run met, in this attempt and earlier ones (Reader.notices)
     notices: list[str] = field(default_factory=list)
 
 
@@ -223,15 +223,28 @@ def discover(
             try:
                 _fetch(services, scope, options, reader, run, progress)
             except BaseException as error:
+                # what the source did before the run failed is kept for its status (the
+                # failure may be its doing), as is the failure itself
+                _keep_notices(state, run_id, reader)
                 services.record_failure(run_id, error)
                 raise
-            result.notices = reader.notices
+            # the run's notices: this attempt's and those an earlier one of it met
+            result.notices = state.add_run_notices(run_id, reader.notices)
     finally:
         reader.close()
     result.counters = state.reconcile_counters(run_id)
     result.cap_reached = bool(result.counters.get("cap_reached"))
     _export(services, scope, run_id, result)
     return result
+
+
+def _keep_notices(state: StateStore, run_id: int, reader: Reader) -> None:
+    """Save the reader's notices on a failing run; a failure to save them (the state
+    database is what failed) is logged, and the run's own failure is what is raised."""
+    try:
+        state.add_run_notices(run_id, reader.notices)
+    except Exception:  # noqa: BLE001 - the run's failure matters more
+        logger.warning("the notices of harvest run %s could not be saved", run_id, exc_info=True)
 
 
 def _run_to_resume(state: StateStore, harvester_id: str, run_id: int) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property
 
 from oai_pipeline.oai.types import Granularity
-from oai_pipeline.oai.windows import format_datestamp, oai_bounds, parse_datestamp
+from oai_pipeline.oai.windows import format_datestamp, oai_bounds, read_datestamp
 
 # The storage key of a run outside the grid: `adhoc-` and the moment it started.
 ADHOC_PREFIX = "adhoc-"
@@ -81,9 +81,8 @@ class HarvestScope:
 
     def holds(self, datestamp: str) -> bool:
         """Whether the datestamp lies within the range (one that is no date: taken as so)."""
-        try:
-            moment = parse_datestamp(datestamp)
-        except ValueError:
+        moment = read_datestamp(datestamp)
+        if moment is None:
             return True
         return (self.start is None or self.start <= moment) and (
             self.end is None or moment < self.end
@@ -93,9 +92,8 @@ class HarvestScope:
         """The window a record belongs to; records outside the range go to the nearest end."""
         if len(self.windows) == 1:
             return self.windows[0].key
-        try:
-            moment = parse_datestamp(datestamp)
-        except ValueError:
+        moment = read_datestamp(datestamp)
+        if moment is None:
             return self.windows[0].key
         return self.windows[bisect.bisect_right(self._ends, moment)].key
 

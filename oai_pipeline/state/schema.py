@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # The largest whole number a column holds (SQLite INTEGER, PostgreSQL BIGINT) and orjson writes:
 # a count, id or limit given from outside is checked against it, not met as an OverflowError.
 MAX_INTEGER = 2**63 - 1
@@ -161,6 +161,10 @@ harvest_runs = sa.Table(
     sa.Column("finished_at", sa.String(32), nullable=True),
     # The run's record statuses and last failures, kept when its run_records are pruned.
     sa.Column("record_counts", sa.JSON, nullable=True),
+    # Quirks of the source its attempts met (Reader.notices: the source refused dates in
+    # seconds, its Identify names another base URL, it moved): a list of lines, kept across
+    # resumed attempts, bounded (StateStore.add_run_notices); None: none met.
+    sa.Column("notices", sa.JSON, nullable=True),
 )
 
 # Every Dagster run that worked on a harvest run (harvest_runs.dagster_run_id is the latest):
@@ -274,6 +278,11 @@ def _link_dagster_runs(connection: Connection) -> None:
     )
 
 
+def _add_notices(connection: Connection) -> None:
+    """Runs of an older version kept no notices (their harvest report had them)."""
+    _add_run_column(connection, "notices", sa.JSON().compile(dialect=connection.dialect))
+
+
 # version -> the step that brings the schema from version-1 to it (create_all covers the
 # current version of a new database).
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -284,6 +293,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     6: _add_record_counts,
     7: _add_worker,
     8: _link_dagster_runs,
+    9: _add_notices,
 }
 
 

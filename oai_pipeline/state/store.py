@@ -30,7 +30,7 @@ from oai_pipeline.errors import (
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.json_codec import ENGINE_JSON
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
-from oai_pipeline.oai.windows import parse_datestamp
+from oai_pipeline.oai.windows import read_datestamp
 from oai_pipeline.sqlite_tuning import tune_wal
 from oai_pipeline.state.schema import (
     applied_fixtures,
@@ -55,6 +55,11 @@ RUN_STATUSES = ("running", "succeeded", "failed", "stopped")
 RECORD_STATUSES = ("pending", "running", "imported", "updated", "unchanged", "gone", "failed")
 COUNTERS = ("pages_read", "discovered", "staged", "duplicates_skipped", "existing_skipped")
 DEFAULT_STALE_MINUTES = 30
+# What a run keeps of the notices its attempts met (add_run_notices): this many lines of at
+# most this many characters (a notice quotes the source's own error message).
+MAX_RUN_NOTICES = 20
+MAX_NOTICE_LENGTH = 1000
+NOTICES_LEFT_OUT = "(more notices than a run keeps: the others are in the harvest's log)"
 
 _READ_ONLY = "oai_pipeline_read_only"
 _CHUNK = 500  # identifiers per IN (...) clause, well below every database's limit
@@ -203,7 +208,7 @@ def _listed_within_its_day(datestamp: str | None, listed_at: datetime) -> bool:
     """Whether a record with a day's datestamp (`YYYY-MM-DD`), listed at `listed_at`, may have
     changed since its stored copy under the same datestamp: its day (and the slack) is not
     over yet, so the stored copy, harvested earlier still, may predate a later change."""
-    if datestamp is None or "T" in datestamp:
+    if datestamp is None or len(datestamp.strip()) != len("YYYY-MM-DD"):
         return False
     day = _moment(datestamp)
     return day is not None and listed_at < day + _DAY_STAMP_SLACK
@@ -217,10 +222,7 @@ def _listing_moment(response_date: str | None) -> datetime:
 
 
 def _moment(datestamp: str) -> datetime | None:
-    try:
-        return parse_datestamp(datestamp)
-    except ValueError:
-        return None
+    return read_datestamp(datestamp)
 
 
 class StateStore:
@@ -1058,6 +1060,7 @@ class StateStore:
         run = dict(row._mapping)
         run["cap_reached"] = bool(run["cap_reached"])
         run["checkpoint"] = _checkpoint_from_json(run["checkpoint"])
+        run["notices"] = list(run.get("notices") or [])
         return run
 
     def get_run(self, run_id: int) -> dict[str, Any] | None:
@@ -1231,6 +1234,25 @@ class StateStore:
         }
         with self._engine.begin() as conn:
             conn.execute(harvest_runs.update().where(harvest_runs.c.id == run_id).values(values))
+
+    def add_run_notices(self, run_id: int, notices: Iterable[str]) -> list[str]:
+        """Keep the quirks of the source an attempt of the run met (Reader.notices) with
+        those earlier attempts kept: each line once, in the order met, at most
+        MAX_RUN_NOTICES of them (the last saying that others were left out) of at most
+        MAX_NOTICE_LENGTH characters. Returns the run's notices."""
+        with self._engine.begin() as conn:
+            stored = conn.execute(
+                sa.select(harvest_runs.c.notices).where(harvest_runs.c.id == run_id)
+            ).scalar()
+            kept = list(stored or [])
+            merged = _bounded_notices(kept, notices)
+            if merged != kept:
+                conn.execute(
+                    harvest_runs.update()
+                    .where(harvest_runs.c.id == run_id)
+                    .values(notices=merged or None, updated_at=utc_now())
+                )
+        return merged
 
     def save_response_date(self, run_id: int, response_date: str) -> None:
         """The run's first page's responseDate, where the next incremental harvest starts
@@ -1831,12 +1853,29 @@ class StateStore:
             "stale_running": int(stale),
             "stale_after_minutes": stale_minutes,
             "recent_failures": recent_failures,
+            "notices": run["notices"],
             "discovery_state": None
             if checkpoint is None
             else {**dataclasses.asdict(checkpoint), "last_datestamp": run.get("last_datestamp")},
             "harvest_records": self.record_totals(run["harvester_id"]),
             "target": target_stats,
         }
+
+
+def _bounded_notices(kept: list[str], met: Iterable[str]) -> list[str]:
+    """The notices `kept` so far and those `met` since, as add_run_notices keeps them."""
+    left_out = NOTICES_LEFT_OUT in kept
+    lines: dict[str, None] = {}
+    for notice in (*(n for n in kept if n != NOTICES_LEFT_OUT), *met):
+        notice = " ".join(str(notice).split())  # one line each, as text and logs show them
+        if len(notice) > MAX_NOTICE_LENGTH:
+            notice = notice[: MAX_NOTICE_LENGTH - 1] + "…"
+        if notice:
+            lines[notice] = None
+    merged = list(lines)
+    if left_out or len(merged) > MAX_RUN_NOTICES:
+        merged = [*merged[: MAX_RUN_NOTICES - 1], NOTICES_LEFT_OUT]
+    return merged
 
 
 def _listed_later(harvester_id: str, run_id: int) -> sa.Select:

@@ -185,6 +185,8 @@ def test_quirks_of_the_source_are_in_the_raw_metadata(
         f"- {endpoint.base_url}: the source's Identify names another base URL, "
         "https://repository.example.org/oai; harvesting the registered one"
     )
+    # and where the run's status is, kept on the run
+    assert _latest_metadata(instance, WRITTEN_RECORDS, key)["status_source_notices"] == notices
 
 
 def window_keys_from(first: str, last: str) -> list[str]:

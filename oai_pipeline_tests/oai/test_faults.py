@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from lxml import etree
 
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.client import OAIClient, another_base_url
@@ -342,6 +343,40 @@ def test_a_broken_record_becomes_a_record_error_and_the_page_is_kept() -> None:
     assert broken.datestamp == records[2].datestamp
     fine = [r for r in harvest.records.values() if r is not broken]
     assert all(r.error is None and r.xml for r in fine)
+
+
+def test_oai_pmh_elements_in_no_namespace_are_read_as_oai_pmh_not_what_records_hold() -> None:
+    """Records, headers and tokens of every verb that lost their namespace are OAI-PMH's; a
+    metadata format in no namespace (MARC without its namespace has a <record> of its own)
+    stays as the source sent it."""
+    records = make_records(5)
+    for record in records:
+        record.raw_metadata = "<record><leader>00000nam</leader></record>"
+    source = FakeSource(records, page_size=2)
+    source.every = (
+        1,
+        transform_body(
+            lambda body: body.replace(
+                b'<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"', b"<OAI-PMH"
+            )
+        ),
+    )
+    harvest = Harvest(source, max_retries=0)
+    assert harvest.client.identify().granularity == "seconds"
+    harvest.run()
+    assert set(harvest.records) == held(source)
+    metadata = etree.fromstring(harvest.records[records[0].identifier].xml).find(
+        "{http://www.openarchives.org/OAI/2.0/}metadata"
+    )
+    assert [child.tag for child in metadata] == ["record"]  # MARC's, in no namespace still
+    assert [child.tag for child in metadata[0]] == ["leader"]
+    headers = Harvest(source, max_retries=0).run("ListIdentifiers")
+    assert set(headers.records) == held(source)
+    one = harvest.client.get_record(records[3].identifier, "oai_dc")
+    assert (one.identifier, one.error) == (records[3].identifier, None)
+    (notice,) = harvest.client.notices
+    assert "OAI-PMH elements in no namespace" in notice
+    assert harvest.sleeps == []
 
 
 def test_a_record_broken_before_its_header_is_still_identified() -> None:

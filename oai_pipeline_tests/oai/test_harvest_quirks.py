@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import codecs
 import gzip
+import json
 import re
 import zlib
 from collections.abc import Callable
@@ -13,14 +14,19 @@ from datetime import UTC, datetime
 
 import httpx
 import pytest
+from click.testing import CliRunner
 
+from oai_pipeline.cli import main
 from oai_pipeline.cli.output import report_text
+from oai_pipeline.defs.partitions import build_window_partitions, partition_key, scopes_for_keys
 from oai_pipeline.oai.errors import HarvestProtocolError
+from oai_pipeline.pipeline.frames import RAW_OAI_XML
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import HarvestReport, run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
+from oai_pipeline.storage import PartitionStore
 from oai_pipeline_tests.oai.fake_source import (
     FakeRecord,
     FakeSource,
@@ -424,3 +430,278 @@ def test_a_source_refusing_the_dates_in_seconds_it_declares_is_harvested_by_day(
     assert notice.startswith("http://fake.test/oai: the source refuses from/until in seconds")
     assert f"  note: {notice}" in report_text(second.to_dict()).splitlines()
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [notice]
+
+
+def _status(*args: str) -> tuple[str, dict]:
+    """`oai-pipeline status ARGS` as text and as JSON."""
+    text = CliRunner().invoke(main, ["status", *args])
+    data = CliRunner().invoke(main, ["status", *args, "--json"])
+    assert text.exit_code == data.exit_code == 0, text.output + data.output
+    return text.stdout, json.loads(data.stdout)
+
+
+def test_the_notices_of_a_harvest_are_kept_on_its_run_and_shown_by_status(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, they were in the harvest's report and its log only: once the terminal was
+    closed (or for a scheduled run), `status` said nothing of them."""
+    records = importable(4)
+    harvest_fake_source(settings, monkeypatch, SecondsRefusedSource(records, page_size=2))
+    first = harvest(settings)
+    since = datetime(2024, 3, 1, tzinfo=UTC)
+    second = harvest(settings, HarvestScope.adhoc("sample", since=since))
+    (notice,) = second.notices
+    text, data = _status("--harvester", "sample")
+    assert data["run"]["id"] == second.run_id and data["notices"] == [notice]
+    assert data["run"]["notices"] == [notice]
+    assert f"  note: {notice}" in text.splitlines()
+    # the earlier run met none
+    text, data = _status("--batch-id", str(first.run_id))
+    assert data["notices"] == [] and "note:" not in text
+    recent = json.loads(CliRunner().invoke(main, ["status", "--list-recent", "--json"]).stdout)
+    assert [run["notices"] for run in recent] == [[notice], []]
+
+
+def test_a_failed_run_keeps_its_notices_and_its_resumed_attempt_adds_its_own(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first attempt went by day, then the source failed mid-list; the attempt that
+    resumes it asks by token (no dates to refuse: it does not meet that quirk again) and
+    meets another. The run keeps both, and its report says both."""
+    records = importable(6)
+    source = harvest_fake_source(
+        settings,
+        monkeypatch,
+        SecondsRefusedSource(records, page_size=2),
+        reader_options={"max_retries": 0, "prefetch": False},
+    )
+    scope = HarvestScope.adhoc("sample", since=datetime(2024, 3, 1, tzinfo=UTC))
+    # Identify, the page refused in seconds, the page by day, then the second page fails
+    source.faults[4] = lambda request, response: httpx.Response(500, text="oops")
+    with pytest.raises(HarvestProtocolError, match="HTTP 500"):
+        harvest(settings, scope)
+    text, failed = _status("--harvester", "sample")
+    (by_day,) = failed["notices"]
+    assert failed["run"]["status"] == "failed"
+    assert by_day.startswith("http://fake.test/oai: the source refuses from/until in seconds")
+    assert f"  note: {by_day}" in text.splitlines()
+
+    asked = len(source.requests)
+    source.identify_base_url = "https://fake.test/oai"
+    resumed = harvest(settings, scope)
+    assert resumed.run_id == failed["run"]["id"] and resumed.harvested == 6
+    assert not any("from" in r.url.params for r in source.requests[asked:])
+    moved = (
+        "http://fake.test/oai: the source's Identify names another base URL, "
+        "https://fake.test/oai; harvesting the registered one (if the source lives there, "
+        "set the harvester's base URL to it)"
+    )
+    assert resumed.notices == [by_day, moved]
+    text, data = _status("--batch-id", str(resumed.run_id))
+    assert data["run"]["status"] == "succeeded" and data["notices"] == [by_day, moved]
+    assert [line for line in text.splitlines() if "note:" in line] == [
+        f"  note: {by_day}",
+        f"  note: {moved}",
+    ]
+
+
+OAI_XMLNS = b' xmlns="http://www.openarchives.org/OAI/2.0/"'
+
+
+def _every_page(*changes: tuple[bytes, bytes]) -> Fault:
+    """Each response with the given bytes replaced."""
+
+    def change(body: bytes) -> bytes:
+        for old, new in changes:
+            body = body.replace(old, new)
+        return body
+
+    return transform_body(change)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        [(b"<record>", b'<record xmlns="">')],
+        [(b"<resumptionToken", b'<resumptionToken xmlns=""')],
+        [(b"<OAI-PMH" + OAI_XMLNS, b"<OAI-PMH")],
+        [(b"<record>", b'<record xmlns="">'), (b"Record 2", b"Record 2 < 3")],
+    ],
+    ids=["records", "token", "envelope", "records-one-broken"],
+)
+def test_oai_pmh_elements_in_no_namespace_are_read_as_oai_pmh_and_noted(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, changes: list[tuple[bytes, bytes]]
+) -> None:
+    """A DOM built with createElement, not createElementNS, serialises as `<record
+    xmlns="">`; a template may leave out the xmlns. Before, such records were skipped
+    unseen: every page was empty and the harvest succeeded with nothing (a token in no
+    namespace ended the list after its first page; an envelope without it was retried,
+    then failed as "not an OAI-PMH response (root element 'OAI-PMH')")."""
+    source = FakeSource(importable(5), page_size=2)
+    source.every = (1, _every_page(*changes))
+    harvest_fake_source(settings, monkeypatch, source)
+    report = harvest(settings)
+    broken = 1 if len(changes) > 1 else 0  # its page is read record by record
+    assert (report.harvested, report.created, report.errors) == (5, 5 - broken, broken)
+    target = target_by_source(settings, "sample")
+    assert set(target) == {r.identifier for r in source.records} - (
+        {"oai:fake.test:2"} if broken else set()
+    )
+    assert target["oai:fake.test:4"]["data"]["metadata"]["title"] == "Record 4"
+    (notice,) = report.notices
+    assert notice.startswith("http://fake.test/oai: the source sends OAI-PMH elements in no ")
+    assert len(source.requests) == 4  # Identify and three pages: nothing retried
+
+
+@pytest.mark.parametrize(
+    ("changes", "found"),
+    [
+        # misspelt (no trailing slash)
+        ([(b"<record>", b'<record xmlns="http://www.openarchives.org/OAI/2.0">')], "record"),
+        # OAI-PMH 1.1's
+        (
+            [
+                (
+                    b"<record>",
+                    b'<record xmlns="http://www.openarchives.org/OAI/1.1/OAI_ListRecords">',
+                )
+            ],
+            "record",
+        ),
+        ([(b"<resumptionToken", b'<resumptionToken xmlns="urn:elsewhere"')], "resumptionToken"),
+    ],
+    ids=["misspelt", "oai-1.1", "token"],
+)
+def test_records_in_another_namespace_fail_the_run_naming_it(
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    changes: list[tuple[bytes, bytes]],
+    found: str,
+) -> None:
+    """What they say cannot be read as OAI-PMH, and is not taken for nothing. Before, the
+    records were skipped unseen and the harvest succeeded with none (a token in another
+    namespace ended the list after its first page). Not retried: the same every time."""
+    source = FakeSource(importable(5), page_size=2)
+    source.every = (1, _every_page(*changes))
+    harvest_fake_source(settings, monkeypatch, source)
+    namespace = changes[0][1].split(b'"')[1].decode()
+    with pytest.raises(HarvestProtocolError, match=f"<ListRecords> holds <{found}> in the "):
+        harvest(settings)
+    assert len(source.requests) == 2  # Identify and the first page, once
+    with Services(settings) as services:
+        run = services.state.latest_run("sample")
+    assert run["status"] == "failed" and f"namespace {namespace!r}" in run["error"]
+    assert target_by_source(settings, "sample") == {}
+
+
+def test_an_envelope_in_another_namespace_fails_at_once_naming_it(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, it was retried as any page that is no OAI-PMH, then failed naming the root
+    element 'OAI-PMH' without its namespace."""
+    source = FakeSource(importable(5), page_size=2)
+    misspelt = b' xmlns="http://www.openarchives.org/OAI/2.0"'
+    source.every = (1, _every_page((b"<OAI-PMH" + OAI_XMLNS, b"<OAI-PMH" + misspelt)))
+    harvest_fake_source(settings, monkeypatch, source)
+    with pytest.raises(HarvestProtocolError, match="root element <OAI-PMH> in the namespace"):
+        harvest(settings)
+    assert len(source.requests) == 1  # Identify, once
+
+
+def test_by_day_on_the_window_grid_asks_each_window_exactly_and_files_each_record_once(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The grid's windows are whole UTC days (daily, weekly, monthly; a grid finer than a
+    day is refused): asked by day, a window is asked for exactly its days, so the records
+    that come are its own, each filed in the window of its datestamp and in no other.
+    (Widening reaches past what was asked only for `harvest --since/--until` moments within
+    days: that run files the whole days under its own key, unchanged records skipped.)"""
+    stamps = {
+        "oai:fake.test:feb29-last": "2024-02-29T23:59:59Z",
+        "oai:fake.test:mar1-first": "2024-03-01T00:00:00Z",
+        "oai:fake.test:mar1-noon": "2024-03-01T12:00:00Z",
+        "oai:fake.test:mar1-last": "2024-03-01T23:59:59Z",
+        "oai:fake.test:mar2-first": "2024-03-02T00:00:00Z",
+        "oai:fake.test:mar2-ten": "2024-03-02T10:00:00Z",
+        "oai:fake.test:mar3-first": "2024-03-03T00:00:00Z",
+    }
+    records = [
+        FakeRecord(identifier, stamp, raw_metadata=dublin_core(n))
+        for n, (identifier, stamp) in enumerate(stamps.items())
+    ]
+    source = harvest_fake_source(settings, monkeypatch, SecondsRefusedSource(records, page_size=2))
+    grid = build_window_partitions("daily", "2024-02-01")
+    keys = [str(partition_key("sample", day)) for day in ("2024-03-01", "2024-03-02")]
+    (scope,) = scopes_for_keys(keys, grid)
+    report = harvest(settings, scope)
+
+    asked = [
+        (r.url.params.get("from"), r.url.params.get("until"))
+        for r in source.requests
+        if "from" in r.url.params
+    ]
+    assert asked == [
+        ("2024-03-01T00:00:00Z", "2024-03-02T23:59:59Z"),
+        ("2024-03-01", "2024-03-02"),
+    ]
+    storage = PartitionStore(settings.storage_url)
+
+    def filed(day: str) -> list[str]:
+        frame = storage.read_partition(RAW_OAI_XML, "sample", day)
+        return sorted(frame["identifier"].to_list()) if frame is not None else []
+
+    assert filed("2024-03-01") == sorted(i for i in stamps if i.startswith("oai:fake.test:mar1"))
+    assert filed("2024-03-02") == sorted(i for i in stamps if i.startswith("oai:fake.test:mar2"))
+    assert (report.harvested, report.created) == (5, 5)  # the two days' records, once each
+    assert "harvesting by whole days" in report.notices[0]
+    # the next day's window alone (what the incremental schedule asks): that day only
+    (later,) = scopes_for_keys([str(partition_key("sample", "2024-03-03"))], grid)
+    next_day = harvest(settings, later)
+    assert (next_day.harvested, next_day.created) == (1, 1)
+    assert filed("2024-03-03") == ["oai:fake.test:mar3-first"]
+    assert filed("2024-03-02") == sorted(i for i in stamps if i.startswith("oai:fake.test:mar2"))
+
+
+@pytest.mark.parametrize(
+    ("pattern", "replacement"),
+    [
+        (rb"Z</datestamp>", rb"</datestamp>"),  # `2024-03-01T10:30:00`: no zone, UTC
+        (rb"(<datestamp>[\d-]+)T", rb"\1 "),  # `2024-03-01 10:30:00Z`: a datetime as printed
+    ],
+    ids=["without-zone", "space"],
+)
+def test_datestamps_in_a_loose_iso_form_file_each_record_in_its_own_window(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, pattern: bytes, replacement: bytes
+) -> None:
+    """Sources send datestamps without their `Z` or with a space for the `T` (templates
+    that print a database's datetime). Before, a harvest of several windows in one sweep
+    (a backfill, a full harvest) filed every such record in its first window: the others
+    stayed empty, whatever their records' days."""
+    records = [
+        FakeRecord(
+            f"oai:fake.test:{day}-{hour}",
+            f"2024-03-0{day}T{hour:02d}:30:00Z",
+            raw_metadata=dublin_core(day * 100 + hour),
+        )
+        for day in (1, 2, 3)
+        for hour in (0, 12, 23)
+    ]
+    source = FakeSource(records, page_size=4)
+    source.every = (1, transform_body(lambda body: re.sub(pattern, replacement, body)))
+    harvest_fake_source(settings, monkeypatch, source)
+    grid = build_window_partitions("daily", "2024-02-01")
+    days = ("2024-03-01", "2024-03-02", "2024-03-03")
+    (scope,) = scopes_for_keys([str(partition_key("sample", day)) for day in days], grid)
+    report = harvest(settings, scope)
+    storage = PartitionStore(settings.storage_url)
+    assert (report.harvested, report.created, report.errors) == (9, 9, 0)
+    for number, day in enumerate(days, 1):
+        frame = storage.read_partition(RAW_OAI_XML, "sample", day)
+        assert frame is not None, day
+        assert sorted(frame["identifier"].to_list()) == sorted(
+            f"oai:fake.test:{number}-{hour}" for hour in (0, 12, 23)
+        )
+        sent = re.sub(
+            pattern, replacement, f"<datestamp>2024-03-0{number}T12:30:00Z</datestamp>".encode()
+        )
+        assert sent.decode()[11:-12] in frame["datestamp"].to_list()  # kept as sent

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -195,6 +196,63 @@ def test_a_plain_body_labelled_gzip_is_read_as_it_is() -> None:
         server.every = labelled("gzip")
         got, sleeps = harvest(server)
     assert got == held(source) and sleeps == []
+
+
+def _members(count: int, padding: bytes = b"") -> Callable[[bytes], bytes]:
+    """The body cut in ``count`` pieces, each gzipped on its own and the members sent one
+    after the other (what `cat a.gz b.gz` makes, and proxies that compress as the body
+    streams through), ``padding`` after each."""
+
+    def pack(body: bytes) -> bytes:
+        step = -(-len(body) // count)
+        pieces = [body[start : start + step] for start in range(0, len(body), step)]
+        return b"".join(gzip.compress(piece) + padding for piece in pieces)
+
+    return pack
+
+
+@pytest.mark.parametrize(
+    ("coding", "pack"),
+    [
+        ("gzip", _members(2)),
+        ("gzip", _members(5)),
+        ("x-gzip", _members(3)),
+        ("gzip", _members(3, padding=b"\0" * 7)),  # zero padding, which gzip(1) skips
+        ("gzip", lambda body: gzip.compress(_members(2)(body))),  # members inside gzip
+    ],
+    ids=["two-members", "five-members", "x-gzip", "zero-padded", "gzipped-again"],
+)
+def test_a_gzip_body_of_several_members_is_read_whole(coding: str, pack) -> None:
+    """Before, only the first member was inflated: every page was cut short (not
+    well-formed), retried in vain, and the harvest failed."""
+    source = FakeSource(make_records(7), page_size=3)
+    with FaultServer(source) as server:
+        server.every = labelled(coding, pack)
+        got, sleeps = harvest(server)
+    assert got == held(source) and sleeps == []
+
+
+def test_a_gzip_member_cut_short_after_a_whole_one_is_retried() -> None:
+    """A second member cut short is a truncated body, never the first member alone."""
+    source = FakeSource(make_records(7), page_size=3)
+    with FaultServer(source) as server:
+        server.faults[2] = labelled("gzip", lambda body: _members(2)(body)[:-30])
+        got, sleeps = harvest(server)
+    assert got == held(source) and len(sleeps) == 1
+
+
+def test_a_gzip_body_of_several_members_is_bounded_as_a_whole() -> None:
+    """Each member is below the bound, together they are not: the bound holds for all of
+    what the body unpacks to, not for each member."""
+    source = FakeSource(make_records(30), page_size=30)
+    with FaultServer(source) as server:
+        body = server.response("/oai?verb=ListRecords&metadataPrefix=oai_dc").content
+        members = 8
+        assert len(body) // members < 4096 < len(body)
+        server.every = labelled("gzip", _members(members))
+        with pytest.raises(OversizedResponse, match="4096 bytes once unpacked"):
+            harvest(server, max_response_bytes=4096)
+    assert len(server.targets) == 1  # the same every time: not retried
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,12 @@ import pytest
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.client import OAIClient
 from oai_pipeline.oai.errors import InvalidDatestamp
-from oai_pipeline.oai.windows import format_datestamp, oai_bounds, parse_datestamp
+from oai_pipeline.oai.windows import (
+    format_datestamp,
+    oai_bounds,
+    parse_datestamp,
+    read_datestamp,
+)
 from oai_pipeline_tests.oai.fake_source import BASE_URL, FakeRecord, FakeSource
 
 
@@ -68,6 +73,21 @@ def test_parse_and_format_datestamps() -> None:
     for bad in ("2015-13-01", "yesterday", "2015-01-16T10:00", ""):
         with pytest.raises(InvalidDatestamp):
             parse_datestamp(bad)
+
+
+def test_a_records_datestamp_is_read_in_the_loose_forms_sources_send() -> None:
+    """To file a record in its window: what the protocol allows, and what sources send
+    beside it; the strict reading (from/until, --since) still refuses these."""
+    assert read_datestamp("2014-02-03T14:41:33Z") == utc(2014, 2, 3, 14, 41, 33)
+    assert read_datestamp("2014-02-03T14:41:33") == utc(2014, 2, 3, 14, 41, 33)  # UTC
+    assert read_datestamp("2014-02-03 14:41:33Z") == utc(2014, 2, 3, 14, 41, 33)
+    assert read_datestamp("2014-02-03 14:41:33") == utc(2014, 2, 3, 14, 41, 33)
+    assert read_datestamp(" 2014-02-03T14:41Z ") == utc(2014, 2, 3, 14, 41)
+    assert read_datestamp("2015-01-16") == utc(2015, 1, 16)
+    for bad in ("2015-13-01", "yesterday", "", None):
+        assert read_datestamp(bad) is None
+    with pytest.raises(InvalidDatestamp):
+        parse_datestamp("2014-02-03 14:41:33Z")
 
 
 @pytest.mark.parametrize("granularity", ["seconds", "day"])

@@ -196,3 +196,15 @@ def test_a_version_7_database_knows_the_dagster_run_of_each_run(store_url: str) 
     with StateStore(store_url) as store:
         [run] = store.runs_of_dagster_run("the-dagster-run")
     assert run["id"] == run_id and run["dagster_run_ids"] == ["the-dagster-run"]
+
+
+def test_a_version_8_database_keeps_the_notices_of_runs(store_url: str) -> None:
+    """Its runs kept none: they have none, and new ones are kept on them."""
+    with StateStore(store_url) as store:
+        run_id = _run(store)
+    _as_version(store_url, 8, "ALTER TABLE harvest_runs DROP COLUMN notices")
+    with StateStore(store_url) as store:
+        assert store.get_run(run_id)["notices"] == []
+        assert store.run_status(run_id=run_id)["notices"] == []
+        assert store.add_run_notices(run_id, ["the source moved"]) == ["the source moved"]
+        assert store.get_run(run_id)["notices"] == ["the source moved"]

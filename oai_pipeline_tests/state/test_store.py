@@ -12,7 +12,14 @@ from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.oai.pages import parse_response
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
 from oai_pipeline.state.schema import SCHEMA_VERSION, harvest_runs, run_records, schema_version
-from oai_pipeline.state.store import RECORD_STATUSES, SCALES, StateStore
+from oai_pipeline.state.store import (
+    MAX_NOTICE_LENGTH,
+    MAX_RUN_NOTICES,
+    NOTICES_LEFT_OUT,
+    RECORD_STATUSES,
+    SCALES,
+    StateStore,
+)
 from oai_pipeline.sync.rules import Action, HarvestMemory
 from oai_pipeline.targets.base import WriteOutcome
 from oai_pipeline.transform.base import TransformItem
@@ -557,6 +564,38 @@ def test_run_status_reports_everything(store):
         store.run_status(harvester_id="nobody")
     with pytest.raises(PipelineError, match="no harvest run 999"):
         store.run_status(run_id=999)
+
+
+def test_a_runs_notices_are_kept_once_each_in_order_and_bounded(store):
+    """What the source did that the operator should know of (Reader.notices), saved by each
+    attempt of the run: an attempt's own are added to the earlier ones, none twice."""
+    run_id = new_run(store)
+    assert store.get_run(run_id)["notices"] == []
+    assert store.run_status(run_id=run_id)["notices"] == []
+    assert store.add_run_notices(run_id, []) == []
+    assert store.add_run_notices(run_id, ["moved", "by day"]) == ["moved", "by day"]
+    # a resumed attempt met one of them again, and another
+    assert store.add_run_notices(run_id, ["by day", "another base URL"]) == [
+        "moved",
+        "by day",
+        "another base URL",
+    ]
+    assert store.get_run(run_id)["notices"] == ["moved", "by day", "another base URL"]
+    assert store.run_status(run_id=run_id)["notices"] == ["moved", "by day", "another base URL"]
+    assert [r["notices"] for r in store.list_runs()] == [["moved", "by day", "another base URL"]]
+    # a source's message quoted in a notice is its own: one line, and not without end
+    other = new_run(store)
+    [long] = store.add_run_notices(other, ["the source says:\n" + "x" * 5000])
+    assert long.startswith("the source says: xxx") and long.endswith("…")
+    assert len(long) == MAX_NOTICE_LENGTH
+    # and not without number
+    many = [f"notice {n}" for n in range(MAX_RUN_NOTICES + 5)]
+    kept = store.add_run_notices(other, many)
+    assert len(kept) == MAX_RUN_NOTICES and kept[-1] == NOTICES_LEFT_OUT
+    assert kept[1:-1] == many[: MAX_RUN_NOTICES - 2]  # the first met are kept
+    assert store.add_run_notices(other, ["later still"]) == kept  # still full
+    assert store.add_run_notices(other, many[:3]) == kept
+    assert store.get_run(run_id)["notices"] == ["moved", "by day", "another base URL"]
 
 
 def test_two_processes_write_side_by_side(store, store_url):
