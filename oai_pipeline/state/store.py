@@ -138,6 +138,11 @@ def _of_record(table: sa.Table) -> sa.ColumnElement[bool]:
     )
 
 
+def _equal_or_null(column: sa.ColumnElement[Any], value: Any) -> sa.ColumnElement[bool]:
+    """`column IS NOT DISTINCT FROM value` as an index can answer it (PostgreSQL's cannot)."""
+    return column.is_(None) if value is None else column == value
+
+
 def _error_dict(row: Any) -> dict[str, Any]:
     return {"stage": row.stage, "type": row.type, "message": row.message, "location": row.location}
 
@@ -1205,8 +1210,8 @@ class StateStore:
             sa.select(harvest_runs)
             .where(
                 harvest_runs.c.harvester_id == harvester_id,
-                harvest_runs.c.window_from.is_not_distinct_from(window_from),
-                harvest_runs.c.window_until.is_not_distinct_from(window_until),
+                _equal_or_null(harvest_runs.c.window_from, window_from),
+                _equal_or_null(harvest_runs.c.window_until, window_until),
             )
             .order_by(harvest_runs.c.id.desc())
             .limit(1)
