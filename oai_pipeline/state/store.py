@@ -1781,6 +1781,21 @@ class StateStore:
                 ).rowcount
         return dropped
 
+    def pruned_runs(self, run_ids: Iterable[int]) -> set[int]:
+        """Those of the runs whose per-record rows were pruned (see `prune_run_records`):
+        nothing resumes them, nor writes their records again."""
+        pruned: set[int] = set()
+        with self._read() as conn:
+            for chunk in _chunks(sorted(set(run_ids))):
+                pruned.update(
+                    conn.execute(
+                        sa.select(harvest_runs.c.id).where(
+                            harvest_runs.c.id.in_(chunk), harvest_runs.c.record_counts.is_not(None)
+                        )
+                    ).scalars()
+                )
+        return pruned
+
     def last_success(self, harvester_id: str) -> dict[str, Any] | None:
         """The latest succeeded run, with `response_date` (its first page's responseDate)."""
         return self.latest_run(harvester_id, status="succeeded")

@@ -142,3 +142,62 @@ def test_keeping_everything_keeps_the_parquet_of_old_cli_harvests(
         )
         run_harvest(services, HarvestScope.adhoc("sample"), RunOptions(), progress=lambda _m: None)
         assert stale in services.storage.windows(RAW_OAI_XML, "sample")
+
+
+def _keys(services: Services) -> dict[str, list[str]]:
+    return {asset: sorted(services.storage.windows(asset, "sample")) for asset in STAGE_ASSETS}
+
+
+def _grid(key: str) -> HarvestScope:
+    """A scope of the Dagster grid's keys (no `adhoc-` key), all of the source each."""
+    return HarvestScope("sample", (Window(key, None, None),))
+
+
+def test_the_grid_partitions_of_runs_whose_rows_were_pruned_are_dropped(
+    source: FakeSource, settings: Settings
+) -> None:
+    """A daily incremental harvest adds a key of the grid a day (the first full harvest one
+    per day of the grid), each kept for good: three years left ~1,500 partitions per asset."""
+    with Services(settings) as services:
+        old = run_harvest(services, _grid("2024-01-01"), RunOptions(), progress=lambda _m: None)
+        run_harvest(services, _grid("2024-01-02"), RunOptions(), progress=lambda _m: None)
+        # a partition being written (no manifest yet) of a key no run is known for
+        services.storage.write_part(
+            RAW_OAI_XML, "sample", "2024-01-05", 0, pl.DataFrame({"identifier": ["x"]})
+        )
+        _age(services, old.run_id)
+        run_harvest(services, _grid("2024-01-03"), RunOptions(), progress=lambda _m: None)
+        assert services.state.get_run(old.run_id)["record_counts"] is not None  # rows pruned
+        kept = _keys(services)
+    assert kept == {
+        **dict.fromkeys(STAGE_ASSETS, ["2024-01-02", "2024-01-03"]),
+        RAW_OAI_XML: ["2024-01-02", "2024-01-03", "2024-01-05"],
+    }
+
+
+def test_the_partitions_of_the_latest_success_and_of_unfinished_runs_stay(
+    source: FakeSource, settings: Settings
+) -> None:
+    """A run that failed (resumable) or the latest success keep their Parquet however old:
+    a resume or a Dagster re-execution reads it."""
+    with Services(settings) as services:
+        first = run_harvest(services, _grid("2024-01-01"), RunOptions(), progress=lambda _m: None)
+        _age(services, first.run_id)
+        run_harvest(services, _grid("2024-01-01"), RunOptions(), progress=lambda _m: None)
+        assert _keys(services) == dict.fromkeys(STAGE_ASSETS, ["2024-01-01"])  # rewritten
+        services.state.finish_run(first.run_id + 1, "failed", error="a crash")
+        _age(services, first.run_id + 1)
+        run_harvest(services, _grid("2024-01-02"), RunOptions(), progress=lambda _m: None)
+        assert _keys(services) == dict.fromkeys(STAGE_ASSETS, ["2024-01-01", "2024-01-02"])
+
+
+def test_keeping_everything_keeps_the_grid_partitions(
+    source: FakeSource, settings: Settings
+) -> None:
+    with Services(settings.model_copy(update={"keep_run_records_days": 0})) as services:
+        old = run_harvest(services, _grid("2024-01-01"), RunOptions(), progress=lambda _m: None)
+        _age(services, old.run_id)
+        run_harvest(services, _grid("2024-01-02"), RunOptions(), progress=lambda _m: None)
+        services.state.prune_run_records("sample", keep_days=30)  # pruned under another setting
+        run_harvest(services, _grid("2024-01-03"), RunOptions(), progress=lambda _m: None)
+        assert _keys(services)[RAW_OAI_XML] == ["2024-01-01", "2024-01-02", "2024-01-03"]
