@@ -15,38 +15,50 @@ from collections.abc import Collection
 
 from oai_pipeline.pipeline.frames import STAGE_ASSETS
 from oai_pipeline.pipeline.services import Services
+from oai_pipeline.storage import PartitionStore
 
 
 def prune_partitions(
     services: Services, harvester_id: str, keep: Collection[str] = ()
 ) -> list[str]:
     """Drop the harvester's partitions (all four assets of a key) that only runs with pruned
-    per-record rows wrote, except the keys in `keep` (the caller's scope). A key any of whose
-    partitions lacks a manifest (being written, or left so by a crash) is kept: its run is
-    not known. Returns the keys dropped."""
+    per-record rows wrote, except the keys in `keep` (the caller's scope). Returns the keys
+    dropped."""
     if services.settings.keep_run_records_days <= 0:
         return []
     storage = services.storage
     present = {asset: set(storage.windows(asset, harvester_id)) for asset in STAGE_ASSETS}
-    writers: dict[str, set[int]] = {}
+    # One manifest a key (its most upstream partition's) to tell the keys of runs still
+    # needed, which are most of those kept: the others are read only for keys to drop.
+    writers: dict[str, dict[str, int | None]] = {}
     for key in set().union(*present.values()).difference(keep):
-        runs: set[int] = set()
-        for asset in STAGE_ASSETS:
-            if key not in present[asset]:
-                continue
-            manifest = storage.read_manifest(asset, harvester_id, key)
-            if manifest is None or "run_id" not in manifest:
-                break
-            runs.add(int(manifest["run_id"]))
-        else:
-            writers[key] = runs
-    if not writers:
-        return []
-    pruned = services.state.pruned_runs(set().union(*writers.values()))
-    dropped = sorted(key for key, runs in writers.items() if runs <= pruned)
+        assets = [asset for asset in STAGE_ASSETS if key in present[asset]]
+        writers[key] = {asset: None for asset in assets}
+        writers[key][assets[0]] = _writer(storage, assets[0], harvester_id, key)
+    pruned = _pruned(services, writers)
+    for key, runs in writers.items():
+        if next(iter(runs.values())) in pruned:
+            for asset in list(runs)[1:]:
+                runs[asset] = _writer(storage, asset, harvester_id, key)
+    pruned = _pruned(services, writers)
+    dropped = sorted(key for key, runs in writers.items() if set(runs.values()) <= pruned)
     for key in dropped:
         # Downstream first: a crash in between leaves the upstream whole, and the next prune
         # finds the key again by its upstream's manifest.
         for asset in reversed(STAGE_ASSETS):
             storage.clear(asset, harvester_id, key)
     return dropped
+
+
+def _writer(storage: PartitionStore, asset: str, harvester_id: str, key: str) -> int | None:
+    """The run that wrote the partition; None without a manifest (being written, or left so
+    by a crash: its run is not known, the key is kept)."""
+    manifest = storage.read_manifest(asset, harvester_id, key)
+    if manifest is None or "run_id" not in manifest:
+        return None
+    return int(manifest["run_id"])
+
+
+def _pruned(services: Services, writers: dict[str, dict[str, int | None]]) -> set[int | None]:
+    named = {run for runs in writers.values() for run in runs.values() if run is not None}
+    return set(services.state.pruned_runs(named)) if named else set()

@@ -166,12 +166,16 @@ def test_the_grid_partitions_of_runs_whose_rows_were_pruned_are_dropped(
             RAW_OAI_XML, "sample", "2024-01-05", 0, pl.DataFrame({"identifier": ["x"]})
         )
         _age(services, old.run_id)
+        # a key whose upstream the old run wrote, and its downstream a run still needed
+        recent = services.state.latest_run("sample")["id"]
+        for asset, run_id in zip(STAGE_ASSETS, (old.run_id, recent, recent, recent), strict=True):
+            services.storage.write_manifest(asset, "sample", "2024-01-07", {"run_id": run_id})
         run_harvest(services, _grid("2024-01-03"), RunOptions(), progress=lambda _m: None)
         assert services.state.get_run(old.run_id)["record_counts"] is not None  # rows pruned
         kept = _keys(services)
     assert kept == {
-        **dict.fromkeys(STAGE_ASSETS, ["2024-01-02", "2024-01-03"]),
-        RAW_OAI_XML: ["2024-01-02", "2024-01-03", "2024-01-05"],
+        **dict.fromkeys(STAGE_ASSETS, ["2024-01-02", "2024-01-03", "2024-01-07"]),
+        RAW_OAI_XML: ["2024-01-02", "2024-01-03", "2024-01-05", "2024-01-07"],
     }
 
 
