@@ -12,10 +12,59 @@ harvester's latest success) no stage can write its records again, so its partiti
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from oai_pipeline.pipeline.frames import STAGE_ASSETS
+from oai_pipeline.pipeline.frames import RAW_OAI_XML, STAGE_ASSETS
+from oai_pipeline.pipeline.scope import adhoc_started
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.storage import PartitionStore
+
+
+@dataclass
+class Pruned:
+    harvester_id: str
+    run_records: int  # per-record rows dropped
+    partitions: list[str]  # keys whose four partitions were dropped
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def prune(services: Services, harvester_id: str, keep: Collection[str] = ()) -> Pruned:
+    """What a harvest that writes drops of the harvester's finished runs (after
+    OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS; 0: nothing), and `oai-pipeline prune` on demand:
+    the per-record rows of its old succeeded runs, then the partitions only they wrote, and
+    the CLI harvests' partitions started that long ago. `keep`: keys of the caller's scope."""
+    days = services.settings.keep_run_records_days
+    rows = services.state.prune_run_records(harvester_id, keep_days=days)
+    keys = prune_partitions(services, harvester_id, keep)
+    keys += prune_adhoc_partitions(services, harvester_id, keep)
+    return Pruned(harvester_id, rows, sorted(keys))
+
+
+def prune_adhoc_partitions(
+    services: Services, harvester_id: str, keep: Collection[str] = ()
+) -> list[str]:
+    """Drop the harvester's ad-hoc partitions (a CLI harvest's Parquet, one key per run)
+    started more than OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS ago (0: never), whatever became of
+    their run: no run reads them again (a resumed run exports under its own key), and each
+    full harvest added all of its XML. Returns the keys dropped."""
+    keep_days = services.settings.keep_run_records_days
+    if keep_days <= 0:
+        return []
+    cutoff = datetime.now(UTC) - timedelta(days=keep_days)
+    storage = services.storage
+    dropped = sorted(
+        key
+        for key in storage.windows(RAW_OAI_XML, harvester_id)
+        if key not in keep and (started := adhoc_started(key)) is not None and started < cutoff
+    )
+    for key in dropped:
+        for asset in STAGE_ASSETS:
+            storage.clear(asset, harvester_id, key)
+    return dropped
 
 
 def prune_partitions(

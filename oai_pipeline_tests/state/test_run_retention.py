@@ -3,12 +3,16 @@ counts and last failures stay on the run."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
 import pytest
 import sqlalchemy as sa
+from click.testing import CliRunner, Result
 
+from oai_pipeline.cli import main
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, STAGE_ASSETS
 from oai_pipeline.pipeline.options import RunOptions
@@ -21,6 +25,7 @@ from oai_pipeline_tests.oai.fake_source import FakeSource, make_records
 from oai_pipeline_tests.support import harvest_fake_source
 
 EVERYTHING = HarvestScope("sample", (Window("all", None, None),))
+STAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # as the state store writes times
 
 
 @pytest.fixture
@@ -205,3 +210,63 @@ def test_keeping_everything_keeps_the_grid_partitions(
         services.state.prune_run_records("sample", keep_days=30)  # pruned under another setting
         run_harvest(services, _grid("2024-01-03"), RunOptions(), progress=lambda _m: None)
         assert _keys(services)[RAW_OAI_XML] == ["2024-01-01", "2024-01-02", "2024-01-03"]
+
+
+def _prune(*args: str) -> Result:
+    return CliRunner().invoke(main, ["prune", *args])
+
+
+def test_prune_drops_now_what_a_harvest_would_with_fewer_days(
+    source: FakeSource, settings: Settings
+) -> None:
+    """A harvester no longer harvested (or a shorter retention) is pruned on demand."""
+    with Services(settings) as services:
+        old = run_harvest(services, _grid("2024-01-01"), RunOptions(), progress=lambda _m: None)
+        run_harvest(services, _grid("2024-01-02"), RunOptions(), progress=lambda _m: None)
+        # ten days ago: within the default 30, not within 5
+        with services.state._engine.begin() as conn:  # noqa: SLF001
+            conn.execute(
+                harvest_runs.update()
+                .where(harvest_runs.c.id == old.run_id)
+                .values(finished_at=(datetime.now(UTC) - timedelta(days=10)).strftime(STAMP))
+            )
+    assert json.loads(_prune("--json").stdout)["pruned"] == [
+        {"harvester_id": "sample", "run_records": 0, "partitions": []}
+    ]
+    result = _prune("sample", "--keep-days", "5", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {
+        "keep_days": 5,
+        "pruned": [{"harvester_id": "sample", "run_records": 10, "partitions": ["2024-01-01"]}],
+        "skipped": [],
+    }
+    with Services(settings) as services:
+        assert _keys(services) == dict.fromkeys(STAGE_ASSETS, ["2024-01-02"])
+        assert services.state.run_status(run_id=old.run_id)["total_records"] == 10
+
+
+@pytest.mark.parametrize(
+    ("args", "message", "code"),
+    [
+        (["--keep-days", "0"], "--keep-days must be a whole number of days from 1", 2),
+        (["--keep-days", "-3"], "--keep-days must be a whole number of days from 1", 2),
+        (["--keep-days", "many"], "'many' is not a valid integer", 2),
+        (["nope"], "unknown harvester 'nope'", 1),
+    ],
+)
+def test_prune_refuses_a_mistake_in_one_line(
+    source: FakeSource, args: list[str], message: str, code: int
+) -> None:
+    result = _prune(*args, "--json")
+    assert result.exit_code == code, result.output
+    assert message in json.loads(result.stdout)["error"]
+    assert "Traceback" not in result.output
+
+
+def test_prune_when_everything_is_kept_says_how_to(
+    source: FakeSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS", "0")
+    result = _prune()
+    assert result.exit_code == 2
+    assert "give --keep-days to prune" in result.stderr
