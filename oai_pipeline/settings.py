@@ -13,6 +13,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # A run keeps a row per record it staged (~200 bytes): a weekly full harvest of a million
 # records would add ~10 GB a year to the state database.
 DEFAULT_KEEP_RUN_RECORDS_DAYS = 30
+MAX_KEEP_RUN_RECORDS_DAYS = 36_500
 
 
 class Settings(BaseModel):
@@ -74,12 +75,12 @@ def _keep_days(text: str | None) -> int:
         days = int(text)
     except ValueError:
         days = -1
-    if not 0 <= days <= 36_500:
+    if not 0 <= days <= MAX_KEEP_RUN_RECORDS_DAYS:
         from oai_pipeline.errors import ConfigurationError
 
         raise ConfigurationError(
             "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS must be a whole number of days from 0 "
-            f"(keep them always) to 36500, not {text!r}"
+            f"(keep them always) to {MAX_KEEP_RUN_RECORDS_DAYS}, not {text!r}"
         )
     return days
 

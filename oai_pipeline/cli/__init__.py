@@ -21,6 +21,7 @@ _COMMAND_MODULES = (
     "harvesters",
     "records",
     "status",
+    "prune",
     "target",
     "sample_endpoint",
 )

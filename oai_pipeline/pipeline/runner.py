@@ -6,13 +6,11 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
 
 from oai_pipeline.pipeline.discover import discover
-from oai_pipeline.pipeline.frames import RAW_OAI_XML, STAGE_ASSETS
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.plan import plan
-from oai_pipeline.pipeline.scope import HarvestScope, adhoc_started
+from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_stage import transform
 from oai_pipeline.pipeline.write import ALREADY_WRITTEN, FAILED_BEFORE, write
@@ -81,29 +79,6 @@ def summarise(
     )
 
 
-def prune_adhoc_partitions(services: Services, scope: HarvestScope) -> list[str]:
-    """Drop the harvester's ad-hoc partitions (a CLI harvest's Parquet, one key per run)
-    started more than OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS ago (0: never), as its succeeded
-    runs drop their per-record rows. No run reads them again (a resumed run exports under
-    its own key), and each full harvest added all of its XML. Returns the keys dropped."""
-    keep_days = services.settings.keep_run_records_days
-    if keep_days <= 0:
-        return []
-    cutoff = datetime.now(UTC) - timedelta(days=keep_days)
-    storage = services.storage
-    dropped = sorted(
-        key
-        for key in storage.windows(RAW_OAI_XML, scope.harvester_id)
-        if key not in scope.keys
-        and (started := adhoc_started(key)) is not None
-        and started < cutoff
-    )
-    for key in dropped:
-        for asset in STAGE_ASSETS:
-            storage.clear(asset, scope.harvester_id, key)
-    return dropped
-
-
 def run_harvest(
     services: Services,
     scope: HarvestScope,
@@ -122,7 +97,6 @@ def run_harvest(
             services.record_failure(discovery.run_id, error)
             raise
         written = write(services, scope, options, progress=progress)
-        prune_adhoc_partitions(services, scope)
     return summarise(
         scope.harvester_id,
         discovery.run_id,

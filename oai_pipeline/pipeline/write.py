@@ -30,6 +30,7 @@ from oai_pipeline.pipeline.groups import PartRef, map_partition_groups, read_gro
 from oai_pipeline.pipeline.local_changes import undo_local_changes
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.partitions import run_id_of
+from oai_pipeline.pipeline.retention import prune
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_stage import no_data_error
@@ -258,7 +259,7 @@ def write(
         progress(f"harvest run {run_id}: {owed} records of its other windows still to write")
     else:
         state.finish_run(run_id, "succeeded")
-    state.prune_run_records(scope.harvester_id, keep_days=services.settings.keep_run_records_days)
+    prune(services, scope.harvester_id, keep=scope.keys)
     return summary
 
 

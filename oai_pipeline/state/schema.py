@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # The largest whole number a column holds (SQLite INTEGER, PostgreSQL BIGINT) and orjson writes:
 # a count, id or limit given from outside is checked against it, not met as an OverflowError.
 MAX_INTEGER = 2**63 - 1
@@ -167,6 +167,29 @@ harvest_runs = sa.Table(
     sa.Column("notices", sa.JSON, nullable=True),
 )
 
+# What every harvest asks of the harvester's runs, answered without reading each run it ever
+# had (a run an hour is 26,000 in three years): the runs a killed process left running,
+# the last run of the window (to resume), and the succeeded runs whose rows are not pruned.
+RUN_INDEXES = (
+    sa.Index("ix_harvest_runs_status", harvest_runs.c.status, harvest_runs.c.harvester_id),
+    sa.Index(
+        "ix_harvest_runs_window",
+        harvest_runs.c.harvester_id,
+        harvest_runs.c.window_from,
+        harvest_runs.c.window_until,
+    ),
+    # Only the runs that still have their per-record rows (the recent ones, and those that
+    # did not succeed): a pruned run leaves the index.
+    sa.Index(
+        "ix_harvest_runs_unpruned",
+        harvest_runs.c.harvester_id,
+        harvest_runs.c.status,
+        harvest_runs.c.finished_at,
+        sqlite_where=harvest_runs.c.record_counts.is_(None),
+        postgresql_where=harvest_runs.c.record_counts.is_(None),
+    ),
+)
+
 # Every Dagster run that worked on a harvest run (harvest_runs.dagster_run_id is the latest):
 # a downstream run may write part of a harvest run another Dagster run started, and the
 # harvest run is running only while one of them is.
@@ -283,6 +306,11 @@ def _add_notices(connection: Connection) -> None:
     _add_run_column(connection, "notices", sa.JSON().compile(dialect=connection.dialect))
 
 
+def _index_runs(connection: Connection) -> None:
+    for index in RUN_INDEXES:
+        index.create(connection, checkfirst=True)
+
+
 # version -> the step that brings the schema from version-1 to it (create_all covers the
 # current version of a new database).
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -294,6 +322,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     7: _add_worker,
     8: _link_dagster_runs,
     9: _add_notices,
+    10: _index_runs,
 }
 
 

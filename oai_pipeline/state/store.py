@@ -149,6 +149,11 @@ def _of_record(table: sa.Table) -> sa.ColumnElement[bool]:
     )
 
 
+def _equal_or_null(column: sa.ColumnElement[Any], value: Any) -> sa.ColumnElement[bool]:
+    """`column IS NOT DISTINCT FROM value` as an index can answer it (PostgreSQL's cannot)."""
+    return column.is_(None) if value is None else column == value
+
+
 def _error_dict(row: Any) -> dict[str, Any]:
     return {"stage": row.stage, "type": row.type, "message": row.message, "location": row.location}
 
@@ -1214,8 +1219,8 @@ class StateStore:
             sa.select(harvest_runs)
             .where(
                 harvest_runs.c.harvester_id == harvester_id,
-                harvest_runs.c.window_from.is_not_distinct_from(window_from),
-                harvest_runs.c.window_until.is_not_distinct_from(window_until),
+                _equal_or_null(harvest_runs.c.window_from, window_from),
+                _equal_or_null(harvest_runs.c.window_until, window_until),
             )
             .order_by(harvest_runs.c.id.desc())
             .limit(1)
@@ -1803,6 +1808,21 @@ class StateStore:
                     run_records.delete().where(run_records.c.run_id == run_id)
                 ).rowcount
         return dropped
+
+    def pruned_runs(self, run_ids: Iterable[int]) -> set[int]:
+        """Those of the runs whose per-record rows were pruned (see `prune_run_records`):
+        nothing resumes them, nor writes their records again."""
+        pruned: set[int] = set()
+        with self._read() as conn:
+            for chunk in _chunks(sorted(set(run_ids))):
+                pruned.update(
+                    conn.execute(
+                        sa.select(harvest_runs.c.id).where(
+                            harvest_runs.c.id.in_(chunk), harvest_runs.c.record_counts.is_not(None)
+                        )
+                    ).scalars()
+                )
+        return pruned
 
     def last_success(self, harvester_id: str) -> dict[str, Any] | None:
         """The latest succeeded run, with `response_date` (its first page's responseDate)."""

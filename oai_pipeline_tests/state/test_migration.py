@@ -182,7 +182,12 @@ def test_a_version_4_database_remembers_the_chain_it_wrote_with(store_url: str) 
 def test_a_version_5_database_gains_the_kept_counts_of_pruned_runs(store_url: str) -> None:
     with StateStore(store_url) as store:
         run_id = _run(store)
-    _as_version(store_url, 5, "ALTER TABLE harvest_runs DROP COLUMN record_counts")
+    _as_version(
+        store_url,
+        5,
+        "DROP INDEX ix_harvest_runs_unpruned",  # of version 10, on the column
+        "ALTER TABLE harvest_runs DROP COLUMN record_counts",
+    )
     with StateStore(store_url) as store:
         assert store.get_run(run_id)["record_counts"] is None  # its rows are all there
         assert store.run_status(run_id=run_id)["record_rows_pruned"] is False

@@ -3,12 +3,16 @@ counts and last failures stay on the run."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
 import pytest
 import sqlalchemy as sa
+from click.testing import CliRunner, Result
 
+from oai_pipeline.cli import main
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, STAGE_ASSETS
 from oai_pipeline.pipeline.options import RunOptions
@@ -21,6 +25,7 @@ from oai_pipeline_tests.oai.fake_source import FakeSource, make_records
 from oai_pipeline_tests.support import harvest_fake_source
 
 EVERYTHING = HarvestScope("sample", (Window("all", None, None),))
+STAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # as the state store writes times
 
 
 @pytest.fixture
@@ -142,3 +147,126 @@ def test_keeping_everything_keeps_the_parquet_of_old_cli_harvests(
         )
         run_harvest(services, HarvestScope.adhoc("sample"), RunOptions(), progress=lambda _m: None)
         assert stale in services.storage.windows(RAW_OAI_XML, "sample")
+
+
+def _keys(services: Services) -> dict[str, list[str]]:
+    return {asset: sorted(services.storage.windows(asset, "sample")) for asset in STAGE_ASSETS}
+
+
+def _grid(key: str) -> HarvestScope:
+    """A scope of the Dagster grid's keys (no `adhoc-` key), all of the source each."""
+    return HarvestScope("sample", (Window(key, None, None),))
+
+
+def test_the_grid_partitions_of_runs_whose_rows_were_pruned_are_dropped(
+    source: FakeSource, settings: Settings
+) -> None:
+    """A daily incremental harvest adds a key of the grid a day (the first full harvest one
+    per day of the grid), each kept for good: three years left ~1,500 partitions per asset."""
+    with Services(settings) as services:
+        old = run_harvest(services, _grid("2024-01-01"), RunOptions(), progress=lambda _m: None)
+        run_harvest(services, _grid("2024-01-02"), RunOptions(), progress=lambda _m: None)
+        # a partition being written (no manifest yet) of a key no run is known for
+        services.storage.write_part(
+            RAW_OAI_XML, "sample", "2024-01-05", 0, pl.DataFrame({"identifier": ["x"]})
+        )
+        _age(services, old.run_id)
+        # a key whose upstream the old run wrote, and its downstream a run still needed
+        recent = services.state.latest_run("sample")["id"]
+        for asset, run_id in zip(STAGE_ASSETS, (old.run_id, recent, recent, recent), strict=True):
+            services.storage.write_manifest(asset, "sample", "2024-01-07", {"run_id": run_id})
+        run_harvest(services, _grid("2024-01-03"), RunOptions(), progress=lambda _m: None)
+        assert services.state.get_run(old.run_id)["record_counts"] is not None  # rows pruned
+        kept = _keys(services)
+    assert kept == {
+        **dict.fromkeys(STAGE_ASSETS, ["2024-01-02", "2024-01-03", "2024-01-07"]),
+        RAW_OAI_XML: ["2024-01-02", "2024-01-03", "2024-01-05", "2024-01-07"],
+    }
+
+
+def test_the_partitions_of_the_latest_success_and_of_unfinished_runs_stay(
+    source: FakeSource, settings: Settings
+) -> None:
+    """A run that failed (resumable) or the latest success keep their Parquet however old:
+    a resume or a Dagster re-execution reads it."""
+    with Services(settings) as services:
+        first = run_harvest(services, _grid("2024-01-01"), RunOptions(), progress=lambda _m: None)
+        _age(services, first.run_id)
+        run_harvest(services, _grid("2024-01-01"), RunOptions(), progress=lambda _m: None)
+        assert _keys(services) == dict.fromkeys(STAGE_ASSETS, ["2024-01-01"])  # rewritten
+        services.state.finish_run(first.run_id + 1, "failed", error="a crash")
+        _age(services, first.run_id + 1)
+        run_harvest(services, _grid("2024-01-02"), RunOptions(), progress=lambda _m: None)
+        assert _keys(services) == dict.fromkeys(STAGE_ASSETS, ["2024-01-01", "2024-01-02"])
+
+
+def test_keeping_everything_keeps_the_grid_partitions(
+    source: FakeSource, settings: Settings
+) -> None:
+    with Services(settings.model_copy(update={"keep_run_records_days": 0})) as services:
+        old = run_harvest(services, _grid("2024-01-01"), RunOptions(), progress=lambda _m: None)
+        _age(services, old.run_id)
+        run_harvest(services, _grid("2024-01-02"), RunOptions(), progress=lambda _m: None)
+        services.state.prune_run_records("sample", keep_days=30)  # pruned under another setting
+        run_harvest(services, _grid("2024-01-03"), RunOptions(), progress=lambda _m: None)
+        assert _keys(services)[RAW_OAI_XML] == ["2024-01-01", "2024-01-02", "2024-01-03"]
+
+
+def _prune(*args: str) -> Result:
+    return CliRunner().invoke(main, ["prune", *args])
+
+
+def test_prune_drops_now_what_a_harvest_would_with_fewer_days(
+    source: FakeSource, settings: Settings
+) -> None:
+    """A harvester no longer harvested (or a shorter retention) is pruned on demand."""
+    with Services(settings) as services:
+        old = run_harvest(services, _grid("2024-01-01"), RunOptions(), progress=lambda _m: None)
+        run_harvest(services, _grid("2024-01-02"), RunOptions(), progress=lambda _m: None)
+        # ten days ago: within the default 30, not within 5
+        with services.state._engine.begin() as conn:  # noqa: SLF001
+            conn.execute(
+                harvest_runs.update()
+                .where(harvest_runs.c.id == old.run_id)
+                .values(finished_at=(datetime.now(UTC) - timedelta(days=10)).strftime(STAMP))
+            )
+    assert json.loads(_prune("--json").stdout)["pruned"] == [
+        {"harvester_id": "sample", "run_records": 0, "partitions": []}
+    ]
+    result = _prune("sample", "--keep-days", "5", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {
+        "keep_days": 5,
+        "pruned": [{"harvester_id": "sample", "run_records": 10, "partitions": ["2024-01-01"]}],
+        "skipped": [],
+    }
+    with Services(settings) as services:
+        assert _keys(services) == dict.fromkeys(STAGE_ASSETS, ["2024-01-02"])
+        assert services.state.run_status(run_id=old.run_id)["total_records"] == 10
+
+
+@pytest.mark.parametrize(
+    ("args", "message", "code"),
+    [
+        (["--keep-days", "0"], "--keep-days must be a whole number of days from 1", 2),
+        (["--keep-days", "-3"], "--keep-days must be a whole number of days from 1", 2),
+        (["--keep-days", "many"], "'many' is not a valid integer", 2),
+        (["nope"], "unknown harvester 'nope'", 1),
+    ],
+)
+def test_prune_refuses_a_mistake_in_one_line(
+    source: FakeSource, args: list[str], message: str, code: int
+) -> None:
+    result = _prune(*args, "--json")
+    assert result.exit_code == code, result.output
+    assert message in json.loads(result.stdout)["error"]
+    assert "Traceback" not in result.output
+
+
+def test_prune_when_everything_is_kept_says_how_to(
+    source: FakeSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS", "0")
+    result = _prune()
+    assert result.exit_code == 2
+    assert "give --keep-days to prune" in result.stderr

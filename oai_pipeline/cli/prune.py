@@ -1,0 +1,66 @@
+"""`oai-pipeline prune [ID…]`: drop now what harvests drop of finished runs as they write."""
+
+from __future__ import annotations
+
+import click
+
+from oai_pipeline.cli.output import FriendlyCommand, InvalidInput, emit, json_option
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.pipeline.retention import prune as prune_harvester
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.settings import MAX_KEEP_RUN_RECORDS_DAYS, load_settings
+
+
+@click.command(name="prune", cls=FriendlyCommand)
+@click.argument("harvester_ids", nargs=-1)
+@click.option(
+    "--keep-days",
+    type=int,
+    help="days a succeeded run keeps its per-record statuses and Parquet "
+    "(default: OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS)",
+)
+@json_option
+def prune(harvester_ids: tuple[str, ...], keep_days: int | None, as_json: bool) -> None:
+    """Drop now, of HARVESTER_IDS (default: every registered harvester), the per-record
+    statuses and Parquet partitions of runs that succeeded more than --keep-days ago (their
+    counts stay); the latest success and runs that failed or still run keep theirs. Each
+    harvest that writes does so for its harvester: this is for harvesters no longer
+    harvested, or a shorter --keep-days."""
+    if keep_days is not None and not 1 <= keep_days <= MAX_KEEP_RUN_RECORDS_DAYS:
+        raise InvalidInput(
+            f"--keep-days must be a whole number of days from 1 to {MAX_KEEP_RUN_RECORDS_DAYS}, "
+            f"not {keep_days}",
+            as_json=as_json,
+        )
+    settings = load_settings()
+    if keep_days is None and settings.keep_run_records_days == 0:
+        raise InvalidInput(
+            "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS is 0 (keep them always): give --keep-days to prune",
+            as_json=as_json,
+        )
+    if keep_days is not None:
+        settings = settings.model_copy(update={"keep_run_records_days": keep_days})
+    with Services(settings) as services:
+        ids = list(dict.fromkeys(harvester_ids)) or [
+            harvester.id for harvester in services.state.list_harvesters()
+        ]
+        for harvester_id in ids:  # every name checked before anything is dropped
+            services.harvester(harvester_id)
+        pruned, busy = [], []
+        for harvester_id in ids:
+            try:
+                # Not while a harvest of it writes (it would wait up to an hour).
+                with services.harvester_lock.hold(harvester_id, wait_seconds=0):
+                    pruned.append(prune_harvester(services, harvester_id).to_dict())
+            except PipelineError as error:
+                busy.append({"harvester_id": harvester_id, "error": str(error)})
+    lines = [
+        f"{p['harvester_id']}: {p['run_records']} per-record statuses, "
+        f"{len(p['partitions'])} partition keys dropped"
+        for p in pruned
+    ] + [f"{b['harvester_id']}: skipped ({b['error']})" for b in busy]
+    emit(
+        {"keep_days": settings.keep_run_records_days, "pruned": pruned, "skipped": busy},
+        as_json=as_json,
+        text="\n".join(lines) or "no harvester is registered",
+    )
