@@ -32,16 +32,26 @@ class Pruned:
         return asdict(self)
 
 
-def prune(services: Services, harvester_id: str, keep: Collection[str] = ()) -> Pruned:
+def prune(
+    services: Services,
+    harvester_id: str,
+    keep: Collection[str] = (),
+    *,
+    every_key: bool = True,
+) -> Pruned:
     """What a harvest that writes drops of the harvester's finished runs (after
     OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS; 0: nothing), and `oai-pipeline prune` on demand:
     the per-record rows of its old succeeded runs, then the partitions only they wrote, and
-    the CLI harvests' partitions started that long ago. `keep`: keys of the caller's scope."""
+    the CLI harvests' partitions started that long ago. `keep`: keys of the caller's scope.
+
+    A partition can go only once its run's rows went, so a harvest (`every_key=False`)
+    looks at the grid's partitions only when it pruned a run: their manifests are a read per
+    key, a request each on an object store, and most harvests prune none."""
     days = services.settings.keep_run_records_days
-    rows = services.state.prune_run_records(harvester_id, keep_days=days)
-    keys = prune_partitions(services, harvester_id, keep)
+    pruned_runs = services.state.prune_run_records(harvester_id, keep_days=days)
+    keys = prune_partitions(services, harvester_id, keep) if every_key or pruned_runs.runs else []
     keys += prune_adhoc_partitions(services, harvester_id, keep)
-    return Pruned(harvester_id, rows, sorted(keys))
+    return Pruned(harvester_id, pruned_runs.rows, sorted(keys))
 
 
 def prune_adhoc_partitions(

@@ -259,7 +259,7 @@ def write(
         progress(f"harvest run {run_id}: {owed} records of its other windows still to write")
     else:
         state.finish_run(run_id, "succeeded")
-    prune(services, scope.harvester_id, keep=scope.keys)
+    prune(services, scope.harvester_id, keep=scope.keys, every_key=False)
     return summary
 
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import polars as pl
 import sqlalchemy as sa
@@ -228,6 +228,13 @@ def _listing_moment(response_date: str | None) -> datetime:
 
 def _moment(datestamp: str) -> datetime | None:
     return read_datestamp(datestamp)
+
+
+class PrunedRuns(NamedTuple):
+    """What `StateStore.prune_run_records` dropped."""
+
+    runs: int  # runs whose per-record rows went now
+    rows: int
 
 
 class StateStore:
@@ -1775,15 +1782,16 @@ class StateStore:
                 .values(status=status, error=error, finished_at=now, updated_at=now)
             )
 
-    def prune_run_records(self, harvester_id: str, *, keep_days: int) -> int:
+    def prune_run_records(self, harvester_id: str, *, keep_days: int) -> PrunedRuns:
         """Drop the per-record rows of the harvester's runs that succeeded more than
         `keep_days` ago (0: never), keeping their counts and last failures on the run, which
-        `run_status` shows. The latest succeeded run keeps its rows. Returns the rows dropped.
+        `run_status` shows. The latest succeeded run keeps its rows. Returns how many runs
+        and rows it dropped.
 
         A run keeps a row per record it staged: a full harvest of a large source adds that
         many every time, and a succeeded run's rows answer nothing but its status."""
         if keep_days <= 0:
-            return 0
+            return PrunedRuns(0, 0)
         cutoff = _minutes_ago(keep_days * 24 * 60)
         runs = harvest_runs.c
         latest = self.last_success(harvester_id)
@@ -1797,8 +1805,9 @@ class StateStore:
                     runs.id != (latest["id"] if latest else -1),
                 )
             ).scalars()
+            old_runs = list(old)
             dropped = 0
-            for run_id in list(old):
+            for run_id in old_runs:
                 conn.execute(
                     harvest_runs.update()
                     .where(runs.id == run_id)
@@ -1807,7 +1816,7 @@ class StateStore:
                 dropped += conn.execute(
                     run_records.delete().where(run_records.c.run_id == run_id)
                 ).rowcount
-        return dropped
+        return PrunedRuns(len(old_runs), dropped)
 
     def pruned_runs(self, run_ids: Iterable[int]) -> set[int]:
         """Those of the runs whose per-record rows were pruned (see `prune_run_records`):

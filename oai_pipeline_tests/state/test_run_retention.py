@@ -78,7 +78,7 @@ def test_the_latest_succeeded_run_keeps_its_rows_however_old(
     with Services(settings) as services:
         only = _harvest(services)
         _age(services, only)
-        assert services.state.prune_run_records("sample", keep_days=30) == 0
+        assert services.state.prune_run_records("sample", keep_days=30).rows == 0
         assert _rows(services, only) == 10
 
 
@@ -270,3 +270,28 @@ def test_prune_when_everything_is_kept_says_how_to(
     result = _prune()
     assert result.exit_code == 2
     assert "give --keep-days to prune" in result.stderr
+
+
+def test_a_harvest_that_prunes_no_run_reads_no_manifest_of_other_keys(
+    source: FakeSource, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partitions go only as their runs' rows go: looking for them costs a manifest read per
+    key (a request each on an object store), wasted on the many harvests that prune no run."""
+    from oai_pipeline.pipeline import retention
+
+    scans: list[str] = []
+    scan = retention.prune_partitions
+
+    def counted(services: Services, harvester_id: str, keep=()) -> list[str]:
+        scans.append(harvester_id)
+        return scan(services, harvester_id, keep)
+
+    monkeypatch.setattr(retention, "prune_partitions", counted)
+    with Services(settings) as services:
+        old = run_harvest(services, _grid("2024-01-01"), RunOptions(), progress=lambda _m: None)
+        run_harvest(services, _grid("2024-01-02"), RunOptions(), progress=lambda _m: None)
+        assert scans == []
+        _age(services, old.run_id)
+        run_harvest(services, _grid("2024-01-03"), RunOptions(), progress=lambda _m: None)
+        assert scans == ["sample"]
+        assert "2024-01-01" not in services.storage.windows(RAW_OAI_XML, "sample")
