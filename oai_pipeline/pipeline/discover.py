@@ -215,7 +215,16 @@ def discover(
             services.harvester_lock.hold(harvester.id),
             services.harvester_lock.hold_source(harvester.base_url),
         ):
-            identify = _identify(reader, services, harvester.id)
+            try:
+                identify = _identify(reader, services, harvester.id)
+            except HarvestProtocolError as error:
+                # Never identified (a first harvest) and the source cannot say what it is:
+                # the failure is still a run's, so that `status` tells why, its window in
+                # days (every source takes those).
+                from_, until = scope.oai_range("day")
+                run = _run_for(services, scope, options, from_, until, dagster_run_id, progress)
+                services.record_failure(run.run_id, error)
+                raise
             from_, until = scope.oai_range(identify.granularity)
             run = _run_for(services, scope, options, from_, until, dagster_run_id, progress)
             run_id = run.run_id

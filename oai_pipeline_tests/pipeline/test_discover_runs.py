@@ -126,6 +126,9 @@ def test_a_broken_identify_alone_does_not_stop_the_harvest(
         source.every = (1, identify_fails)
         with pytest.raises(HarvestProtocolError, match="Identify"):
             run_discover(services)  # never identified: nothing to go on
+        # but the failure is a run's, for `status` to tell why
+        (never,) = services.state.list_runs(harvester_id="sample")
+        assert never["status"] == "failed" and "HTTP 500" in never["error"]
         source.every = None
         first = run_discover(services)
         services.state.finish_run(first.run_id, "succeeded")
