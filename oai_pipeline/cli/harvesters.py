@@ -111,9 +111,15 @@ def create(harvester_id: str, model: str | None, community: str | None, as_json:
 @json_option
 def update(harvester_id: str, model: str | None, community: str | None, as_json: bool, **flags):
     """Change the given fields of a harvester; the others stay as they are."""
+    changes = _given(flags)
+    if not changes and model is None and community is None:
+        raise InvalidInput(
+            "nothing to update: give the fields to change (see harvesters update --help)",
+            as_json=as_json,
+        )
     with open_store() as store:
         harvester = HarvesterRegistry(store).update(
-            harvester_id, model=model, community=community, **_given(flags)
+            harvester_id, model=model, community=community, **changes
         )
     emit(harvester.model_dump(mode="json"), as_json=as_json, text=f"updated {_describe(harvester)}")
 

@@ -109,6 +109,9 @@ def status(
     """Status of a harvest run (counters, per-record counts, failures, discovery state)."""
     if batch_id is not None and harvester_id is not None:
         raise InvalidInput("give --batch-id or --harvester, not both")
+    limit_given = click.get_current_context().get_parameter_source("limit")
+    if not list_recent and limit_given is not click.core.ParameterSource.DEFAULT:
+        raise InvalidInput("--limit counts the runs --list-recent lists: add --list-recent")
     with open_store() as store:
         settle_interrupted(store)
         if list_recent:

@@ -70,6 +70,9 @@ def closed_port() -> int:
         ),
         (["target", "list", "--state", "bogus"], "'bogus' is not one of", "bad_parameter", 2),
         (["harvest", "nope", "--bogus"], "No such option '--bogus'", "no_such_option", 2),
+        # a command that would do nothing, or ignore what it was given
+        (["harvesters", "update", "nope"], "nothing to update", "validation_error", 2),
+        (["status", "--limit", "5"], "--limit counts the runs", "validation_error", 2),
     ],
 )
 def test_json_errors_are_a_json_object_on_stdout(
