@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import click
+from pydantic import ValidationError
 
 from oai_pipeline.cli.output import (
     FriendlyCommand,
@@ -15,6 +16,7 @@ from oai_pipeline.cli.output import (
     report_text,
     setup_cli_logging,
 )
+from oai_pipeline.harvesters.model import describe_validation_error
 from oai_pipeline.oai.windows import parse_datestamp
 from oai_pipeline.pipeline.options import SCALES, RunOptions
 from oai_pipeline.pipeline.runner import run_harvest
@@ -120,18 +122,24 @@ def harvest(
             "a harvest of selected OAI identifiers runs in this process (the records belong "
             "to no window of the Dagster partitions): leave out --use-job"
         )
-    options = RunOptions(
-        scale=scale,
-        max_records=max_records,
-        include_existing=include_existing,
-        rate_limit_per_minute=rate_limit_per_minute,
-        update_all=update_all,
-        progress_every=progress_every,
-        reset_stale_running_minutes=reset_stale_running_minutes,
-        retry_failed=retry_failed,
-        resume_batch_id=resume_batch_id,
-        identifiers=list(oai_identifiers),
-    )
+    try:
+        options = RunOptions(
+            scale=scale,
+            max_records=max_records,
+            include_existing=include_existing,
+            rate_limit_per_minute=rate_limit_per_minute,
+            update_all=update_all,
+            progress_every=progress_every,
+            reset_stale_running_minutes=reset_stale_running_minutes,
+            retry_failed=retry_failed,
+            resume_batch_id=resume_batch_id,
+            identifiers=list(oai_identifiers),
+        )
+    except ValidationError as error:  # named as the options the user gave, not as fields
+        raise InvalidInput(
+            describe_validation_error(error, lambda field: f"--{field.replace('_', '-')}"),
+            as_json=as_json,
+        ) from None
     start = parse_moment(since, "--since")
     end = parse_moment(until_, "--until", earliest=EARLIEST_END)
     if start and end and start >= end:

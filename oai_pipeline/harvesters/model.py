@@ -12,6 +12,7 @@ one registered before them can still be listed, shown, fixed with `update` or de
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
@@ -292,11 +293,14 @@ def _field_error(field: str, message: str, value: Any) -> ValidationError:
     )
 
 
-def describe_validation_error(error: ValidationError) -> str:
-    """One line naming the field(s), the way the CLI prints a ValidationError."""
+def describe_validation_error(
+    error: ValidationError, name: Callable[[str], str] = lambda field: field
+) -> str:
+    """One line naming the field(s), the way the CLI prints a ValidationError; `name` says
+    what the user called a field (a command-line option)."""
     parts = []
     for item in error.errors():
-        field = ".".join(str(p) for p in item["loc"]) or "input"
+        field = name(".".join(str(p) for p in item["loc"])) if item["loc"] else "input"
         message = item["msg"].removeprefix("Value error, ")
         parts.append(f"{field}: {message}")
     return "invalid " + "; ".join(parts)

@@ -1106,3 +1106,21 @@ def test_a_set_community_no_slug_can_name_is_refused(slug: str) -> None:
 
     assert_one_line_error(result, f"{slug!r} is not a community slug", 2)
     assert stored_harvester_ids() == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-records", "-1"], "invalid --max-records: Input should be greater than or equal"),
+        (["--progress-every", "0"], "invalid --progress-every: Input should be greater than 0"),
+        (["--rate-limit-per-minute", "0"], "invalid --rate-limit-per-minute:"),
+    ],
+)
+def test_a_bad_harvest_option_is_named_as_the_option(
+    registered: str, args: list[str], message: str
+) -> None:
+    """Before, the run option's field: `invalid max_records: …`."""
+    result = run("harvest", registered, *args, "--json")
+
+    assert_one_line_error(result, message, 2)
+    assert json.loads(result.stdout)["type"] == "validation_error"
