@@ -378,7 +378,8 @@ class OAIClient:
         completeListSize was not reached (without a size, that answer ends the list). A
         repeated token, or more than ``max_empty_pages`` pages in a row that add nothing
         (empty, or the very records of an earlier page: a broken offset) and still carry a
-        token, raise HarvestProtocolError.
+        token, raise HarvestProtocolError. A list that ends far from the completeListSize
+        the source last announced is a notice (see _count_notice), not a failure.
         """
         window = (from_, until, set_spec, metadata_prefix)
         token: str | None = None
@@ -417,6 +418,12 @@ class OAIClient:
         # the last page's completeListSize, and the records listed up to it by its cursor
         list_size = checkpoint.complete_list_size if checkpoint is not None else None
         delivered = checkpoint.delivered if checkpoint is not None else None
+        # the size the source last announced, and the records its pages held (see
+        # _count_notice); a resumed sweep goes on from what its earlier attempts listed
+        announced = list_size
+        listed: int | None = 0
+        if checkpoint is not None and token is not None:
+            listed = checkpoint.listed
         resumed_token = token  # what a failed run saved, to go on from
 
         def refuse_resumed_token(failure: HarvestProtocolError) -> NoReturn:
@@ -450,6 +457,7 @@ class OAIClient:
                         response_date=response_date,
                         complete_list_size=list_size,
                         delivered=delivered,
+                        listed=listed,
                     )
                 )
                 try:
@@ -483,6 +491,7 @@ class OAIClient:
                             exc.message,
                         )
                         token, cursor, list_size, delivered = None, None, None, None
+                        announced, listed = None, 0
                         # The saved token is judged once: met again in the redone window,
                         # the source issued it anew (it was not lost) and its page's failure
                         # is the run's, not another redo.
@@ -495,7 +504,17 @@ class OAIClient:
                 cursor, response_date = page.cursor, page.response_date
                 list_size = page.complete_list_size
                 delivered = cursor + len(page.records) if cursor is not None else None
+                if page.complete_list_size is not None:
+                    announced = page.complete_list_size
+                if listed is not None:
+                    listed += len(page.records)
                 next_token = page.resumption_token
+                if next_token is None and announced is not None and listed is not None:
+                    # judged when the end is known, before a capped caller may stop reading
+                    notice = _count_notice(listed, announced)
+                    if notice is not None:
+                        where = _window_words(from_, until, set_spec)
+                        self._notice(f"{self.base_url} ({verb}{where}): {notice}")
                 # Judged before the page is handed over (so that a sound token is fetched
                 # ahead), raised after, when the caller asks for the next page.
                 refusal: HarvestProtocolError | None = None
@@ -956,6 +975,44 @@ def _oai_error_answer(body: bytes, verb: Verb, status: int) -> ParsedResponse | 
     except (UnusablePage, ForeignNamespace):
         return None
     return parsed if parsed.errors else None
+
+
+# How far the records a sweep listed may be from the completeListSize the source last
+# announced before the end is taken for the source's doing: records deleted (or, in a window
+# open at its end, added) while the list was swept move the count a little, rarely by more
+# than 1 % of the list; a small list moves by a few at most. A list ended early (a token
+# page answered with an empty list and no token) or a size that counts something else is
+# further off. Not the cursor: sources misuse it (DOAJ counts through the page, some send a
+# page number).
+_COUNT_SLACK_RECORDS = 5
+_COUNT_SLACK_SHARE = 100
+
+
+def _count_notice(listed: int, announced: int) -> str | None:
+    """What to tell of a list that ended with ``listed`` records though the source last
+    announced ``announced`` (completeListSize); None: close enough."""
+    slack = max(_COUNT_SLACK_RECORDS, announced // _COUNT_SLACK_SHARE)
+    if abs(listed - announced) <= slack:
+        return None
+    if listed < announced:
+        return (
+            f"the list ended after {listed} records, {announced - listed} fewer than the "
+            f"{announced} the source announced (completeListSize), more than records "
+            "deleted while it was listed explain: the source may have ended it early and "
+            "records may be missing (harvest the window again; if it recurs, tell the "
+            "source's operator)"
+        )
+    return (
+        f"the list held {listed} records, {listed - announced} more than the {announced} "
+        "the source announced (completeListSize): its count is off, or it listed records "
+        "twice"
+    )
+
+
+def _window_words(from_: str | None, until: str | None, set_spec: str | None) -> str:
+    """The list's arguments as a notice names them ("" for the whole source)."""
+    parts = (("from", from_), ("until", until), ("set", set_spec))
+    return "".join(f" {name} {value}" for name, value in parts if value)
 
 
 def _repeats(page: Page, seen_pages: set[int]) -> bool:

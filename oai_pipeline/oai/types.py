@@ -65,6 +65,10 @@ class SweepCheckpoint:
     # noRecordsMatch for the token before that size means the source lost the list.
     complete_list_size: int | None = None
     delivered: int | None = None
+    # Records the pages before the token held (every attempt of the sweep), counted page by
+    # page, not by the cursor (sources misuse it): the list's end compares it with the
+    # announced size. None: not known (a checkpoint an older version saved).
+    listed: int | None = None
 
 
 @dataclass(frozen=True)

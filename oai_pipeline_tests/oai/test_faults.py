@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 from lxml import etree
 
 from oai_pipeline.errors import ConfigurationError
-from oai_pipeline.oai.client import OAIClient, another_base_url
+from oai_pipeline.oai.client import OAIClient, _count_notice, another_base_url
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
 from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
 from oai_pipeline_tests.oai.fake_source import (
@@ -818,3 +819,58 @@ def test_an_identify_naming_another_base_url_is_noted_once_and_not_followed(decl
         "the registered one (if the source lives there, set the harvester's base URL to it)"
     ]
     assert {str(request.url.copy_with(query=None)) for request in source.requests} == {BASE_URL}
+
+
+def _ends_here(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    """A token page answered with an empty list and no token."""
+    return FakeSource([]).xml("ListRecords", "<ListRecords/>")
+
+
+@pytest.mark.parametrize(
+    ("listed", "announced", "noted"),
+    [(15, 20, False), (14, 20, True), (990, 1000, False), (989, 1000, True), (26, 20, True)],
+)
+def test_a_list_is_noted_only_when_it_ends_beyond_what_changes_meanwhile_explain(
+    listed: int, announced: int, noted: bool
+) -> None:
+    """A few records, or 1 % of a large list, may be deleted (or added) while it is listed."""
+    assert (_count_notice(listed, announced) is not None) is noted
+
+
+def test_a_source_whose_list_size_counts_something_else_is_noted() -> None:
+    source = FakeSource(make_records(20), page_size=3)
+    source.every = (1, transform_body(lambda b: b.replace(b'ListSize="20"', b'ListSize="7"')))
+    harvest = Harvest(source).run()
+    assert harvest.yielded == 20
+    (notice,) = harvest.client.notices
+    assert notice.startswith(
+        "http://fake.test/oai (ListRecords): the list held 20 records, 13 more than the 7 "
+    )
+
+
+def test_a_list_whose_records_are_deleted_while_it_is_listed_is_not_noted() -> None:
+    source = FakeSource(make_records(20), page_size=3)
+
+    def drop_two(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        del source.records[:2]
+        return source.answer(request)
+
+    source.faults[3] = drop_two
+    harvest = Harvest(source).run()
+    assert harvest.yielded < 20 and harvest.client.notices == []
+
+
+def test_a_resumed_checkpoint_without_a_count_judges_no_list_size() -> None:
+    """A checkpoint an older version saved does not say how many records came before its
+    token: the resumed sweep cannot tell a short list from one it listed only part of."""
+    source = FakeSource(make_records(20), page_size=3)
+    checkpoint = _saved_mid_list(source)
+    assert checkpoint.listed == 3  # page one's, before the token of page two
+    source.faults[2] = _ends_here
+    old = Harvest(source).run(checkpoint=dataclasses.replace(checkpoint, listed=None))
+    assert old.yielded == 3 and old.client.notices == []
+    source.requests.clear()
+    source.faults[2] = _ends_here
+    counted = Harvest(source).run(checkpoint=checkpoint)
+    (notice,) = counted.client.notices
+    assert "the list ended after 6 records, 14 fewer than the 20" in notice

@@ -33,6 +33,7 @@ from oai_pipeline_tests.oai.fake_source import (
     Fault,
     SecondsRefusedSource,
     html_page,
+    status,
     transform_body,
     truncated,
 )
@@ -705,3 +706,58 @@ def test_datestamps_in_a_loose_iso_form_file_each_record_in_its_own_window(
             pattern, replacement, f"<datestamp>2024-03-0{number}T12:30:00Z</datestamp>".encode()
         )
         assert sent.decode()[11:-12] in frame["datestamp"].to_list()  # kept as sent
+
+
+def _empty_list(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    """A token page answered with an empty list and no token: the list ends, silently."""
+    return FakeSource([]).xml("ListRecords", "<ListRecords/>")
+
+
+SHORT_LIST = (
+    "http://fake.test/oai (ListRecords): the list ended after {listed} records, {gap} fewer "
+    "than the 20 the source announced (completeListSize)"
+)
+
+
+def test_a_list_ended_far_short_of_its_announced_size_is_noted_with_the_numbers(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, a token page answered with an empty <ListRecords/> ended the list silently:
+    the run succeeded with 6 of the 20 records its tokens announced, and nothing said so."""
+    source = harvest_fake_source(settings, monkeypatch, FakeSource(importable(20)))
+    source.faults[4] = _empty_list  # Identify, pages one and two, then the empty page
+    report = harvest(settings)
+    assert report.harvested == 6
+    (notice,) = report.notices
+    assert notice.startswith(SHORT_LIST.format(listed=6, gap=14))
+    text, data = _status("--harvester", "sample")
+    assert data["notices"] == [notice] and f"  note: {notice}" in text.splitlines()
+
+
+def test_a_resumed_sweep_counts_what_its_earlier_attempts_listed(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attempt that resumes a failed run lists only the rest of the list: it is not
+    short for that, and when it ends early, the notice counts every attempt's records."""
+    source = harvest_fake_source(
+        settings,
+        monkeypatch,
+        FakeSource(importable(20)),
+        reader_options={"max_retries": 0, "prefetch": False},
+    )
+    source.faults[3] = status(500)  # Identify, page one, then page two fails
+    with pytest.raises(HarvestProtocolError, match="HTTP 500"):
+        harvest(settings)
+    resumed = harvest(settings)
+    assert resumed.harvested == 20 and resumed.notices == []
+
+    since = HarvestScope.adhoc("sample", since=datetime(2024, 3, 1, tzinfo=UTC))
+    source.faults[len(source.requests) + 3] = status(500)  # Identify, page one, page two
+    with pytest.raises(HarvestProtocolError, match="HTTP 500"):
+        harvest(settings, since)
+    # Identify, then pages two and three by token, then the empty page
+    source.faults[len(source.requests) + 4] = _empty_list
+    short = harvest(settings, since)
+    (notice,) = short.notices
+    assert notice.startswith("http://fake.test/oai (ListRecords from 2024-03-01")
+    assert "the list ended after 9 records, 11 fewer than the 20 the source" in notice
