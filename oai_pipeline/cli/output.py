@@ -264,6 +264,12 @@ def listing_text(rows: Iterable[Sequence[object]], *, empty: str) -> str:
     return "\n".join(lines) or empty
 
 
+def note_lines(notices: list[str] | None) -> list[str]:
+    """The quirks of the source a run met (Reader.notices), one `note:` line each, as every
+    report and status says them."""
+    return [f"  note: {notice}" for notice in notices or []]
+
+
 def report_text(report: dict[str, Any]) -> str:
     lines = [
         f"harvester {report['harvester_id']}, harvest run {report['run_id']}",
@@ -291,5 +297,5 @@ def report_text(report: dict[str, Any]) -> str:
         )
     if report.get("cap_reached"):
         lines.append("  the cap was reached; run again to harvest more")
-    lines.extend(f"  note: {notice}" for notice in report.get("notices") or [])
+    lines.extend(note_lines(report.get("notices")))
     return "\n".join(lines)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from oai_pipeline.cli.output import FriendlyCommand, emit, json_option
+from oai_pipeline.cli.output import FriendlyCommand, emit, json_option, note_lines
 from oai_pipeline.pipeline.reconcile import reconcile as reconcile_source
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import load_settings
@@ -27,5 +27,6 @@ def reconcile(harvester_id: str, force: bool, as_json: bool) -> None:
         f"{report['source_identifiers']} identifiers at the source, "
         f"{report['harvested_live']} harvested live, {len(report['vanished'])} vanished"
         + "".join(f"\n  {action}: {n}" for action, n in sorted(report["actions"].items()))
+        + "".join(f"\n{line}" for line in note_lines(report["notices"]))
     )
     emit(report, as_json=as_json, text=text)

@@ -14,6 +14,7 @@ from oai_pipeline.cli.output import (
     json_option,
     limit_option,
     listing_text,
+    note_lines,
 )
 from oai_pipeline.pipeline.status import harvest_status, settle_interrupted
 from oai_pipeline.settings import load_settings
@@ -73,7 +74,7 @@ def _status_text(status: dict[str, Any]) -> str:
             f"token {state['resumption_token'] or '-'}, responseDate {state['response_date']}"
         )
     # quirks of the source its attempts met, as the harvest's report said them
-    lines.extend(f"  note: {notice}" for notice in status.get("notices") or [])
+    lines.extend(note_lines(status.get("notices")))
     target = status["target"]
     lines.append(
         "  target: "

@@ -35,6 +35,8 @@ class ReconcileReport:
     vanished: list[str]
     actions: Counter[str] = field(default_factory=Counter)
     errors: int = 0
+    # quirks of the source the sweeps met (Reader.notices), as a harvest's report has them
+    notices: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
@@ -45,6 +47,7 @@ class ReconcileReport:
             "vanished": self.vanished,
             "actions": dict(self.actions),
             "errors": self.errors,
+            "notices": self.notices,
         }
 
 
@@ -85,11 +88,17 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
                 "; listing it again" if sweep < MAX_SWEEPS else "",
             )
     finally:
+        notices = reader.notices
         reader.close()
     live = state.live_identifiers(harvester_id)
     vanished = vanished_identifiers(live, source_ids, sweep_complete=True)
     report = ReconcileReport(
-        harvester_id, identify.deleted_record, len(source_ids), len(live), sorted(vanished)
+        harvester_id,
+        identify.deleted_record,
+        len(source_ids),
+        len(live),
+        sorted(vanished),
+        notices=notices,
     )
     if not vanished:
         return report
@@ -99,6 +108,8 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
             f"reconcile of {harvester_id} deletes nothing: {doubt} would be deleted, which "
             "looks like a broken source rather than deletions; if the source really dropped "
             "them, run reconcile again with --force"
+            # what the source did may be why (a list that ended early)
+            + "".join(f"\n  note: {notice}" for notice in notices)
         )
     records = {r: state.get_record(r, harvester_id) for r in vanished}
     memories = state.get_memories(harvester_id, sorted(vanished))

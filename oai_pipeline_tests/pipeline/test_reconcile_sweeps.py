@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
+from click.testing import CliRunner
 
+from oai_pipeline.cli import main
+from oai_pipeline.errors import PipelineError
 from oai_pipeline.oai.reader import OAIPMHReader
 from oai_pipeline.pipeline import discover as discover_module
 from oai_pipeline.pipeline import reconcile as reconcile_module
@@ -65,3 +70,40 @@ def test_a_stable_list_is_swept_once(source: FakeSource, settings: Settings) -> 
     with Services(settings) as services:
         report = reconcile(services, "sample")
     assert len(report.vanished) == 1 and source.verbs.count("ListIdentifiers") == 3
+
+
+MOVED = (
+    "http://fake.test/oai: the source's Identify names another base URL, "
+    "https://fake.test/oai; harvesting the registered one (if the source lives there, "
+    "set the harvester's base URL to it)"
+)
+
+
+def test_the_notices_of_a_reconcile_are_in_its_report(source: FakeSource) -> None:
+    """Before, what the reader noted of the source during a reconcile was only logged: its
+    report (text and --json) said nothing of it."""
+    source.identify_base_url = "https://fake.test/oai"
+    text = CliRunner().invoke(main, ["reconcile", "sample"])
+    data = CliRunner().invoke(main, ["reconcile", "sample", "--json"])
+    assert text.exit_code == 0 and data.exit_code == 0
+    assert f"  note: {MOVED}" in text.stdout.splitlines()
+    assert json.loads(data.stdout)["notices"] == [MOVED]
+
+
+def test_a_reconcile_refused_for_a_list_ended_early_says_so(
+    source: FakeSource, settings: Settings
+) -> None:
+    """The source answered the second page with an empty list and no token: 7 of its 10
+    records look vanished. The refusal names the list size the source announced."""
+
+    def empty(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        return source.xml("ListIdentifiers", "<ListIdentifiers/>")
+
+    source.faults[len(source.requests) + 3] = empty  # Identify, page one, here
+    with Services(settings) as services, pytest.raises(PipelineError) as refused:
+        reconcile(services, "sample")
+    assert "deletes nothing: the source lists 3 identifiers: 7 of the 10" in str(refused.value)
+    assert (
+        "  note: http://fake.test/oai (ListIdentifiers): the list ended after 3 records, "
+        "7 fewer than the 10 the source announced (completeListSize)"
+    ) in str(refused.value)
