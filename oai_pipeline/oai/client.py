@@ -471,7 +471,7 @@ class OAIClient:
                             raise
                         refuse_resumed_token(exc)
                 except BadResumptionToken as exc:
-                    lost = list_size is not None and delivered is not None and delivered < list_size
+                    lost = _lost(list_size, listed, delivered)
                     if isinstance(exc, NoRecordsMatchForToken) and not lost:
                         # The list ends: a token on its last full page, then nothing.
                         page = Page([], resumption_token=None, response_date=exc.response_date)
@@ -988,11 +988,30 @@ _COUNT_SLACK_RECORDS = 5
 _COUNT_SLACK_SHARE = 100
 
 
+def _count_slack(announced: int) -> int:
+    """How far a list of ``announced`` records may end from that size (see above)."""
+    return max(_COUNT_SLACK_RECORDS, announced // _COUNT_SLACK_SHARE)
+
+
+def _lost(list_size: int | None, listed: int | None, delivered: int | None) -> bool:
+    """Whether noRecordsMatch for a token means the source lost the list: the records
+    listed so far are short of its completeListSize, by more than changes meanwhile
+    explain, or at all when the cursor says so too. The cursor alone (a checkpoint an older
+    version saved has no count) is misused by some sources: a page number made a list whose
+    last page had a token look lost every time, and the window was redone until the run
+    failed."""
+    if list_size is None:
+        return False
+    by_cursor = delivered is not None and delivered < list_size
+    if listed is None:
+        return by_cursor
+    return listed < list_size - _count_slack(list_size) or (by_cursor and listed < list_size)
+
+
 def _count_notice(listed: int, announced: int) -> str | None:
     """What to tell of a list that ended with ``listed`` records though the source last
     announced ``announced`` (completeListSize); None: close enough."""
-    slack = max(_COUNT_SLACK_RECORDS, announced // _COUNT_SLACK_SHARE)
-    if abs(listed - announced) <= slack:
+    if abs(listed - announced) <= _count_slack(announced):
         return None
     if listed < announced:
         return (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -874,3 +875,30 @@ def test_a_resumed_checkpoint_without_a_count_judges_no_list_size() -> None:
     counted = Harvest(source).run(checkpoint=checkpoint)
     (notice,) = counted.client.notices
     assert "the list ended after 6 records, 14 fewer than the 20" in notice
+
+
+class PageNumberSource(FakeSource):
+    """Sends the page's number as its cursor, and a token on the last page, answered with
+    noRecordsMatch."""
+
+    def list_response(self, verb: str, params: httpx.QueryParams) -> httpx.Response:
+        if params.get("resumptionToken") == "past-the-end":
+            return self.error("noRecordsMatch", "", status=422)
+        response = super().list_response(verb, params)
+        body = re.sub(
+            rb'cursor="(\d+)"',
+            lambda m: b'cursor="%d"' % (int(m[1]) // self.page_size),
+            response.content,
+        )
+        body = re.sub(rb"(<resumptionToken [^>]*)/>", rb"\1>past-the-end</resumptionToken>", body)
+        return httpx.Response(response.status_code, content=body, headers=response.headers)
+
+
+def test_a_cursor_that_is_a_page_number_does_not_make_the_list_look_lost() -> None:
+    """Before, cursor 2 plus the 3 records of the last page made 5 of 9 listed: the
+    noRecordsMatch after it was taken for a lost list, the window redone until the run
+    failed. The records the sweep counted say the list was whole."""
+    source = PageNumberSource(make_records(9), page_size=3)
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source) and harvest.yielded == 9
+    assert len(source.requests) == 4 and harvest.client.notices == []
