@@ -615,9 +615,12 @@ class TargetTransaction:
         self.connection.execute(_DELETE_DRAFTS, {"record_id": record_id})
         return self._change(row, LIVE, draft.data, doi=pid_of(draft.data, pid_field))
 
-    def update_published(self, record_id: str, data: dict[str, Any], *, doi: str | None) -> int:
-        """Replace the published version in place (no draft step); an edit draft is dropped."""
-        row = self.record(record_id)
+    def update_published(
+        self, record_id: str, data: dict[str, Any], *, doi: str | None, row: sa.Row | None = None
+    ) -> int:
+        """Replace the published version in place (no draft step); an edit draft is dropped.
+        `row`: the record as this transaction just read it, not to be read again."""
+        row = row if row is not None else self.record(record_id)
         if row.state != LIVE:
             raise PipelineError(f"record {record_id} is {row.state}, not published")
         self.remove_edit_draft(record_id)

@@ -354,7 +354,9 @@ class EmbeddedWriter(Writer):
                 tx.restore(record_id)
             elif action is Action.REVIVE:
                 tx.revive(record_id)
-            self._update(tx, record_id, data, pid)
+            revision = self._update(tx, record_id, data, pid)
+            tx.add_to_communities(record_id, community_ids)
+            return WriteOutcome(write.identifier, action, record_id, revision)
         tx.add_to_communities(record_id, community_ids)
         return WriteOutcome(write.identifier, action, record_id, tx.record(record_id).revision)
 
@@ -394,8 +396,9 @@ class EmbeddedWriter(Writer):
 
     def _update(
         self, tx: TargetTransaction, record_id: str, data: dict[str, Any], pid: str | None
-    ) -> None:
-        """Overwrite the record with the harvested data (a local edit draft is overwritten)."""
+    ) -> int:
+        """Overwrite the record with the harvested data (a local edit draft is overwritten).
+        Returns the record's revision now."""
         row = tx.record(record_id)
         published = row.state == "live"
         if published and self.options.publish:
@@ -403,16 +406,16 @@ class EmbeddedWriter(Writer):
             # record goes straight to its new revision, the user's edit draft is removed, and
             # the DOI is the data's as `publish` takes it (`direct_update`: also the plan's).
             doi = pid if self.options.direct_update else pid_of(data, self.options.pid_field)
-            tx.update_published(record_id, data, doi=doi)
-            return
+            return tx.update_published(record_id, data, doi=doi, row=row)
         if published and not self.options.publish and row.data == data:
             # A reviewer published the harvested draft as it was: an edit draft of the same
             # data would only ask for the same review again. A user's edit draft goes.
             tx.remove_edit_draft(record_id)
-            return
+            return row.revision
         tx.save_draft(record_id, data, doi=pid, harvested=not self.options.publish)
         if self.options.publish:
-            tx.publish(record_id, pid_field=self.options.pid_field)
+            return tx.publish(record_id, pid_field=self.options.pid_field)
+        return row.revision
 
     def _delete(
         self, tx: TargetTransaction, write: PlannedWrite, local: LocalRecord, action: Action
