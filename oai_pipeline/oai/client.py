@@ -988,7 +988,7 @@ _COUNT_SLACK_RECORDS = 5
 _COUNT_SLACK_SHARE = 100
 
 
-def _count_slack(announced: int) -> int:
+def list_size_slack(announced: int) -> int:
     """How far a list of ``announced`` records may end from that size (see above)."""
     return max(_COUNT_SLACK_RECORDS, announced // _COUNT_SLACK_SHARE)
 
@@ -1005,13 +1005,13 @@ def _lost(list_size: int | None, listed: int | None, delivered: int | None) -> b
     by_cursor = delivered is not None and delivered < list_size
     if listed is None:
         return by_cursor
-    return listed < list_size - _count_slack(list_size) or (by_cursor and listed < list_size)
+    return listed < list_size - list_size_slack(list_size) or (by_cursor and listed < list_size)
 
 
 def _count_notice(listed: int, announced: int) -> str | None:
     """What to tell of a list that ended with ``listed`` records though the source last
     announced ``announced`` (completeListSize); None: close enough."""
-    if abs(listed - announced) <= _count_slack(announced):
+    if abs(listed - announced) <= list_size_slack(announced):
         return None
     if listed < announced:
         return (

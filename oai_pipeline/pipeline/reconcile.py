@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.plugins import build_reader, build_writers
+from oai_pipeline.oai.client import list_size_slack
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sync.reconcile import implausible_loss, vanished_identifiers
 from oai_pipeline.sync.rules import Action, SourceRecord, decide
@@ -73,11 +74,14 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
         source_ids: set[str] = set()
         for sweep in range(1, MAX_SWEEPS + 1):
             sizes: set[int] = set()
+            listed, announced = 0, None
             # Any failure propagates: an incomplete sweep must delete nothing.
             for page in reader.list_identifiers():
                 source_ids.update(r.identifier for r in page.records if not r.deleted)
+                listed += len(page.records)
                 if page.complete_list_size is not None:
                     sizes.add(page.complete_list_size)
+                    announced = page.complete_list_size
             if len(sizes) <= 1:
                 break
             logger.warning(
@@ -102,7 +106,13 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
     )
     if not vanished:
         return report
-    doubt = implausible_loss(len(live), len(source_ids), len(vanished))
+    short = announced is not None and listed < announced - list_size_slack(announced)
+    doubt = implausible_loss(
+        len(live),
+        len(source_ids),
+        len(vanished),
+        ended_early=(listed, announced) if short and announced is not None else None,
+    )
     if doubt is not None and not force:
         raise PipelineError(
             f"reconcile of {harvester_id} deletes nothing: {doubt} would be deleted, which "

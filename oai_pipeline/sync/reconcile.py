@@ -22,10 +22,26 @@ def vanished_identifiers(
 SUSPICIOUS_SHARE = 0.5
 
 
-def implausible_loss(harvested_live: int, listed: int, vanished: int) -> str | None:
-    """Why deleting the vanished records looks wrong, or None when it looks like deletions."""
+def implausible_loss(
+    harvested_live: int,
+    listed: int,
+    vanished: int,
+    *,
+    ended_early: tuple[int, int] | None = None,
+) -> str | None:
+    """Why deleting the vanished records looks wrong, or None when it looks like deletions.
+
+    `ended_early`: (records listed, completeListSize announced) of a sweep that ended far
+    short of the size its source announced: the missing records may be on the pages it
+    never sent, which is no proof of absence (only a complete sweep is)."""
     if not vanished:
         return None
+    if ended_early is not None:
+        records, announced = ended_early
+        return (
+            f"the source's list ended after {records} of the {announced} records it "
+            f"announced (completeListSize): {vanished} harvested records"
+        )
     if listed == 0:
         return f"the source lists no identifiers at all: all {vanished} harvested records"
     if vanished > SUSPICIOUS_SHARE * harvested_live:

@@ -27,7 +27,11 @@ from oai_pipeline_tests.support import register
 def source(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> FakeSource:
     """A FakeSource (offset tokens, deletedRecord=no) behind the harvester `sample`, its
     ten records harvested."""
-    fake = FakeSource(make_records(10), page_size=3, deleted_record="no")
+    return _harvested(settings, monkeypatch, 10)
+
+
+def _harvested(settings: Settings, monkeypatch: pytest.MonkeyPatch, count: int) -> FakeSource:
+    fake = FakeSource(make_records(count), page_size=3, deleted_record="no")
     register(settings, BASE_URL, metadata_prefix="oai_dc")
 
     def reader(harvester):
@@ -102,8 +106,31 @@ def test_a_reconcile_refused_for_a_list_ended_early_says_so(
     source.faults[len(source.requests) + 3] = empty  # Identify, page one, here
     with Services(settings) as services, pytest.raises(PipelineError) as refused:
         reconcile(services, "sample")
-    assert "deletes nothing: the source lists 3 identifiers: 7 of the 10" in str(refused.value)
+    assert (
+        "deletes nothing: the source's list ended after 3 of the 10 records it announced "
+        "(completeListSize): 7 harvested records"
+    ) in str(refused.value)
     assert (
         "  note: http://fake.test/oai (ListIdentifiers): the list ended after 3 records, "
         "7 fewer than the 10 the source announced (completeListSize)"
     ) in str(refused.value)
+
+
+def test_a_list_ended_far_short_of_its_size_deletes_nothing_even_when_few_vanished(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """30 records, the list ended after 18: the 12 it never sent are no proof of deletions
+    (only a complete sweep is). Before, 12 of 30 is not most, so all 12 were deleted."""
+    fake = _harvested(settings, monkeypatch, 30)
+
+    def empty(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        return fake.xml("ListIdentifiers", "<ListIdentifiers/>")
+
+    fake.faults[len(fake.requests) + 8] = empty  # Identify, six pages, here
+    with Services(settings) as services:
+        with pytest.raises(PipelineError) as refused:
+            reconcile(services, "sample")
+        assert "ended after 18 of the 30 records it announced" in str(refused.value)
+        assert services.state.live_identifiers("sample") == {r.identifier for r in fake.records}
+        fake.faults.clear()
+        assert reconcile(services, "sample").vanished == []  # the whole list: nothing gone

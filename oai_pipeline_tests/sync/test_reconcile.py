@@ -25,4 +25,8 @@ def test_a_loss_that_looks_like_a_broken_source_is_named() -> None:
     assert "51 of the 100" in implausible_loss(100, 49, 51)
     assert "8 of the 9" in implausible_loss(9, 1, 8)  # a few records: judged alike
     assert implausible_loss(2, 1, 1) is None  # half is not more than half
+    # a list that ended far short of the size its source announced proves no absence
+    ended = implausible_loss(30, 18, 12, ended_early=(18, 30))
+    assert ended is not None and "ended after 18 of the 30 records it announced" in ended
+    assert implausible_loss(30, 18, 0, ended_early=(18, 30)) is None  # nothing to delete
     assert implausible_loss(100, 0, 0) is None  # nothing vanished, nothing to doubt
