@@ -57,22 +57,26 @@ def source_key(base_url: str) -> str:
     return f"source:{host}" + (f":{port}" if port else "")
 
 
-def _process_start(pid: int) -> str | None:
-    """When the process started (clock ticks since boot; Linux), so that a pid the system
-    gave to another process since is not taken for the holder."""
+def _process_stat(pid: int) -> tuple[str, str] | None:
+    """The process's state and when it started (clock ticks since boot), from /proc
+    (Linux; None elsewhere): a pid the system gave to another process since is not taken
+    for the holder, nor a killed one its parent has not reaped yet (a zombie)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             stat = handle.read()
     except OSError:
         return None
-    fields = stat.rpartition(b")")[2].split()
-    return fields[19].decode() if len(fields) > 19 else None  # field 22: starttime
+    fields = stat.rpartition(b")")[2].split()  # from field 3, the state
+    if len(fields) <= 19:
+        return None
+    return fields[0].decode(), fields[19].decode()  # field 22: starttime
 
 
 def new_owner() -> str:
     """host:pid:nonce[:start], so a holder on this machine is judged by its process."""
     pid = os.getpid()
-    start = _process_start(pid)
+    stat = _process_stat(pid)
+    start = stat[1] if stat else None
     return f"{socket.gethostname()}:{pid}:{uuid.uuid4().hex}" + (f":{start}" if start else "")
 
 
@@ -92,7 +96,11 @@ def _local_process_alive(owner: str) -> bool | None:
         pass  # alive, another user's
     except OverflowError:
         return False
-    return not recorded or _process_start(pid) in (recorded, None)
+    stat = _process_stat(pid)
+    if stat is None:
+        return True  # no /proc to tell more
+    state, start = stat
+    return state not in ("Z", "X") and (not recorded or start == recorded)
 
 
 def is_dead_local_process(owner: str) -> bool:

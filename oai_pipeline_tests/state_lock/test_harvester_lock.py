@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -180,3 +181,28 @@ def test_a_lease_lost_to_another_process_is_logged_once_and_retaken_when_free(
     assert caplog.text.count("the lease of h expired and another process holds it") == 1
     lock.release("h", "other-host:1:nonce")
     assert lock.renew("h", "me") and lock.works_on("h", "me")
+
+
+def test_a_killed_holder_its_parent_has_not_reaped_is_dead(engine: sa.Engine) -> None:
+    """A zombie still answers `kill(pid, 0)`: its lease must not be held until the parent
+    (a Dagster run worker) gets round to reaping it."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        owner = f"{socket.gethostname()}:{child.pid}:nonce"
+        lock = HarvesterLock(engine)
+        assert lock.try_acquire("h", owner)
+        assert lock.works_on("h", owner)  # alive
+        os.kill(child.pid, signal.SIGKILL)
+        while Path(f"/proc/{child.pid}/stat").read_bytes().rpartition(b")")[2].split()[0] != b"Z":
+            time.sleep(0.01)  # not reaped: a zombie
+        assert not lock.works_on("h", owner)
+        assert lock.try_acquire("h", "new-owner")
+    finally:
+        child.kill()
+        child.wait()
