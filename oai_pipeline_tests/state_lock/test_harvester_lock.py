@@ -180,3 +180,47 @@ def test_a_lease_lost_to_another_process_is_logged_once_and_retaken_when_free(
     assert caplog.text.count("the lease of h expired and another process holds it") == 1
     lock.release("h", "other-host:1:nonce")
     assert lock.renew("h", "me") and lock.works_on("h", "me")
+
+
+@pytest.mark.postgres
+def test_a_lease_is_released_after_postgresql_dropped_its_connections(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """A restarted server (here: its connections ended by an administrator) leaves the
+    lease's pooled connections dead: the first statement on one failed, the release that
+    ends a stage whose work was done, or the take of the next stage's lease."""
+    from oai_pipeline.pipeline.services import Services
+    from oai_pipeline.settings import Settings
+    from oai_pipeline_tests.postgres import fresh_database
+
+    url = fresh_database(postgres_url, "lease")
+    settings = Settings(
+        home=tmp_path,
+        state_db_url=url,
+        target_db_url=f"sqlite:///{tmp_path / 'target.sqlite'}",
+        storage_url=str(tmp_path / "storage"),
+    )
+    admin = sa.create_engine(sa.make_url(url).set(database="postgres"))
+
+    def drop_connections() -> None:
+        with admin.begin() as connection:
+            connection.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = :name AND pid <> pg_backend_pid()"
+                ),
+                {"name": sa.make_url(url).database},
+            )
+
+    try:
+        with Services(settings) as services:
+            lock = services.harvester_lock
+            with lock.hold("h", wait_seconds=0):
+                drop_connections()
+            assert lock.try_acquire("h", "someone-else")  # it was released
+            lock.release("h", "someone-else")
+            drop_connections()
+            with lock.hold("h", wait_seconds=0):
+                assert not lock.try_acquire("h", "someone-else")
+    finally:
+        admin.dispose()
