@@ -171,6 +171,29 @@ def test_renewals_go_on_after_the_database_refused_one(
     assert "could not renew the lease of h (will retry)" in caplog.text
 
 
+def test_a_refused_renewal_is_logged_as_the_database_said_it_in_one_line(
+    engine: sa.Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """PostgreSQL restarting: psycopg2's message spans lines; SQLAlchemy's adds the
+    statement, its parameters and a link. Logged every round while the database is away."""
+    lock = HarvesterLock(engine)
+    closed = (
+        "server closed the connection unexpectedly\n\tThis probably means the server "
+        "terminated abnormally\n\tbefore or while processing the request.\n"
+    )
+
+    def refused(_harvester_id: str, _owner: str) -> bool:
+        raise sa.exc.OperationalError("UPDATE harvester_locks", {"owner": "me"}, Exception(closed))
+
+    monkeypatch.setattr(lock, "renew", refused)
+    lock._keep_renewing("h", "me", _Ticks(1))
+    assert [record.getMessage() for record in caplog.records] == [
+        "could not renew the lease of h (will retry): server closed the connection "
+        "unexpectedly This probably means the server terminated abnormally before or while "
+        "processing the request."
+    ]
+
+
 def test_a_lease_lost_to_another_process_is_logged_once_and_retaken_when_free(
     engine: sa.Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
