@@ -214,7 +214,7 @@ def test_a_lease_is_released_after_postgresql_dropped_its_connections(
     ends a stage whose work was done, or the take of the next stage's lease."""
     from oai_pipeline.pipeline.services import Services
     from oai_pipeline.settings import Settings
-    from oai_pipeline_tests.postgres import fresh_database
+    from oai_pipeline_tests.postgres import drop_connections, fresh_database
 
     url = fresh_database(postgres_url, "lease")
     settings = Settings(
@@ -223,27 +223,12 @@ def test_a_lease_is_released_after_postgresql_dropped_its_connections(
         target_db_url=f"sqlite:///{tmp_path / 'target.sqlite'}",
         storage_url=str(tmp_path / "storage"),
     )
-    admin = sa.create_engine(sa.make_url(url).set(database="postgres"))
-
-    def drop_connections() -> None:
-        with admin.begin() as connection:
-            connection.execute(
-                sa.text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = :name AND pid <> pg_backend_pid()"
-                ),
-                {"name": sa.make_url(url).database},
-            )
-
-    try:
-        with Services(settings) as services:
-            lock = services.harvester_lock
-            with lock.hold("h", wait_seconds=0):
-                drop_connections()
-            assert lock.try_acquire("h", "someone-else")  # it was released
-            lock.release("h", "someone-else")
-            drop_connections()
-            with lock.hold("h", wait_seconds=0):
-                assert not lock.try_acquire("h", "someone-else")
-    finally:
-        admin.dispose()
+    with Services(settings) as services:
+        lock = services.harvester_lock
+        with lock.hold("h", wait_seconds=0):
+            drop_connections(url)
+        assert lock.try_acquire("h", "someone-else")  # it was released
+        lock.release("h", "someone-else")
+        drop_connections(url)
+        with lock.hold("h", wait_seconds=0):
+            assert not lock.try_acquire("h", "someone-else")
