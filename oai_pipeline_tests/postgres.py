@@ -131,3 +131,23 @@ def fresh_database(server_url: str, prefix: str = "t") -> str:
     finally:
         engine.dispose()
     return url.set(database=name).render_as_string(hide_password=False)
+
+
+def drop_connections(url: str) -> None:
+    """End every connection to the URL's database, as a restart of the server does: what a
+    pool kept of them is dead, found so at its next statement."""
+    import sqlalchemy as sa
+
+    database = sa.make_url(url)
+    engine = sa.create_engine(database.set(database="postgres"))
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = :name AND pid <> pg_backend_pid()"
+                ),
+                {"name": database.database},
+            )
+    finally:
+        engine.dispose()

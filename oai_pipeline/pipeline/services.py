@@ -18,7 +18,9 @@ class Services:
         self.settings = settings
         self.state = StateStore(settings.state_db_url)
         self.storage = PartitionStore(settings.storage_url)
-        self._lock_engine = sa.create_engine(settings.state_db_url)
+        # Pinged at checkout, as the state store's: a restarted PostgreSQL leaves the pooled
+        # connections dead, and a lease released or taken on one failed the stage.
+        self._lock_engine = sa.create_engine(settings.state_db_url, pool_pre_ping=True)
         self.harvester_lock = HarvesterLock(self._lock_engine)
 
     def harvester(self, harvester_id: str) -> Harvester:

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.errors import PipelineError, database_error_text
 
 logger = logging.getLogger(__name__)
 
@@ -216,8 +216,11 @@ class HarvesterLock:
             try:
                 held = self.renew(harvester_id, owner)
             except sa.exc.SQLAlchemyError as error:
+                # The database's own words, as one line: not SQLAlchemy's statement,
+                # parameters and link, every round while the database is away.
+                reason = database_error_text(getattr(error, "orig", None) or error)
                 logger.warning(
-                    "could not renew the lease of %s (will retry): %s", harvester_id, error
+                    "could not renew the lease of %s (will retry): %s", harvester_id, reason
                 )
                 continue
             if not held and not lost:

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 # The largest whole number a column holds (SQLite INTEGER, PostgreSQL BIGINT) and orjson writes:
 # a count, id or limit given from outside is checked against it, not met as an OverflowError.
 MAX_INTEGER = 2**63 - 1
@@ -171,7 +171,15 @@ harvest_runs = sa.Table(
 # had (a run an hour is 26,000 in three years): the runs a killed process left running,
 # the last run of the window (to resume), and the succeeded runs whose rows are not pruned.
 RUN_INDEXES = (
-    sa.Index("ix_harvest_runs_status", harvest_runs.c.status, harvest_runs.c.harvester_id),
+    # With the id: the harvester's latest run of a status (last_success) is the index's last
+    # entry. SQLite's indexes end with the rowid anyway; PostgreSQL's do not, and without it
+    # read every run newer than that one, from the newest (version 11).
+    sa.Index(
+        "ix_harvest_runs_status",
+        harvest_runs.c.status,
+        harvest_runs.c.harvester_id,
+        harvest_runs.c.id,
+    ),
     sa.Index(
         "ix_harvest_runs_window",
         harvest_runs.c.harvester_id,
@@ -311,6 +319,13 @@ def _index_runs(connection: Connection) -> None:
         index.create(connection, checkfirst=True)
 
 
+def _index_latest_runs(connection: Connection) -> None:
+    """Version 10's status index had no id: made again with it."""
+    (status,) = (index for index in RUN_INDEXES if index.name == "ix_harvest_runs_status")
+    status.drop(connection, checkfirst=True)
+    status.create(connection)
+
+
 # version -> the step that brings the schema from version-1 to it (create_all covers the
 # current version of a new database).
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -323,6 +338,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     8: _link_dagster_runs,
     9: _add_notices,
     10: _index_runs,
+    11: _index_latest_runs,
 }
 
 

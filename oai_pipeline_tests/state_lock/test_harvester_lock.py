@@ -172,6 +172,29 @@ def test_renewals_go_on_after_the_database_refused_one(
     assert "could not renew the lease of h (will retry)" in caplog.text
 
 
+def test_a_refused_renewal_is_logged_as_the_database_said_it_in_one_line(
+    engine: sa.Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """PostgreSQL restarting: psycopg2's message spans lines; SQLAlchemy's adds the
+    statement, its parameters and a link. Logged every round while the database is away."""
+    lock = HarvesterLock(engine)
+    closed = (
+        "server closed the connection unexpectedly\n\tThis probably means the server "
+        "terminated abnormally\n\tbefore or while processing the request.\n"
+    )
+
+    def refused(_harvester_id: str, _owner: str) -> bool:
+        raise sa.exc.OperationalError("UPDATE harvester_locks", {"owner": "me"}, Exception(closed))
+
+    monkeypatch.setattr(lock, "renew", refused)
+    lock._keep_renewing("h", "me", _Ticks(1))
+    assert [record.getMessage() for record in caplog.records] == [
+        "could not renew the lease of h (will retry): server closed the connection "
+        "unexpectedly This probably means the server terminated abnormally before or while "
+        "processing the request."
+    ]
+
+
 def test_a_lease_lost_to_another_process_is_logged_once_and_retaken_when_free(
     engine: sa.Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -206,3 +229,32 @@ def test_a_killed_holder_its_parent_has_not_reaped_is_dead(engine: sa.Engine) ->
     finally:
         child.kill()
         child.wait()
+
+
+@pytest.mark.postgres
+def test_a_lease_is_released_after_postgresql_dropped_its_connections(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """A restarted server (here: its connections ended by an administrator) leaves the
+    lease's pooled connections dead: the first statement on one failed, the release that
+    ends a stage whose work was done, or the take of the next stage's lease."""
+    from oai_pipeline.pipeline.services import Services
+    from oai_pipeline.settings import Settings
+    from oai_pipeline_tests.postgres import drop_connections, fresh_database
+
+    url = fresh_database(postgres_url, "lease")
+    settings = Settings(
+        home=tmp_path,
+        state_db_url=url,
+        target_db_url=f"sqlite:///{tmp_path / 'target.sqlite'}",
+        storage_url=str(tmp_path / "storage"),
+    )
+    with Services(settings) as services:
+        lock = services.harvester_lock
+        with lock.hold("h", wait_seconds=0):
+            drop_connections(url)
+        assert lock.try_acquire("h", "someone-else")  # it was released
+        lock.release("h", "someone-else")
+        drop_connections(url)
+        with lock.hold("h", wait_seconds=0):
+            assert not lock.try_acquire("h", "someone-else")

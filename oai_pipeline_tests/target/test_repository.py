@@ -351,3 +351,20 @@ def test_reading_does_not_wait_for_a_writer(repo: EmbeddedRepository) -> None:
         assert repo.show(record_id)["state"] == "live"  # readers see the last commit
         assert repo.stats() == {"records": 1, "source_identifiers": 0}
     assert repo.show(record_id)["state"] == "tombstone"
+
+
+@pytest.mark.postgres
+def test_a_restarted_postgresql_is_used_again_at_once(postgres_url: str) -> None:
+    """Its pooled connections are dead after it: the next write (a harvest's batch) failed
+    with 'server closed the connection unexpectedly' although the server was back."""
+    from oai_pipeline_tests.postgres import drop_connections, fresh_database
+
+    url = fresh_database(postgres_url, "target")
+    with EmbeddedRepository(url) as repository:
+        first = repository.deposit(record("Before"), publish=True)
+        drop_connections(url)
+        second = repository.deposit(record("After"), publish=True)
+        assert [repository.show(r)["data"]["metadata"]["title"] for r in (first, second)] == [
+            "Before",
+            "After",
+        ]

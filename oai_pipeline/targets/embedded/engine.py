@@ -28,7 +28,10 @@ def create_target_engine(url: str) -> sa.Engine:
     """An engine whose transactions (and SAVEPOINTs) behave the same on SQLite and PostgreSQL."""
     try:
         parsed = sa.make_url(url)
-        engine = sa.create_engine(parsed, **ENGINE_JSON)
+        # A server's connections are pinged at checkout, as the state store's: a restarted
+        # PostgreSQL leaves the pooled ones dead, and the next batch failed on one.
+        ping = {} if parsed.get_backend_name() == "sqlite" else {"pool_pre_ping": True}
+        engine = sa.create_engine(parsed, **ping, **ENGINE_JSON)
     except (sa.exc.ArgumentError, ImportError, ValueError) as error:
         shown = without_password(url)
         reason = database_error_text(error)
