@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 # The largest whole number a column holds (SQLite INTEGER, PostgreSQL BIGINT) and orjson writes:
 # a count, id or limit given from outside is checked against it, not met as an OverflowError.
 MAX_INTEGER = 2**63 - 1
@@ -186,6 +186,10 @@ RUN_INDEXES = (
         harvest_runs.c.window_from,
         harvest_runs.c.window_until,
     ),
+    # A harvester's latest run (`status`) is the last entry of its range: on PostgreSQL the
+    # harvester's index alone is in no id order, and the primary key from the newest run
+    # back reads every run of other harvesters since (version 12).
+    sa.Index("ix_harvest_runs_latest", harvest_runs.c.harvester_id, harvest_runs.c.id),
     # Only the runs that still have their per-record rows (the recent ones, and those that
     # did not succeed): a pruned run leaves the index.
     sa.Index(
@@ -339,6 +343,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     9: _add_notices,
     10: _index_runs,
     11: _index_latest_runs,
+    12: _index_runs,  # the latest-run index
 }
 
 

@@ -107,6 +107,42 @@ def test_a_harvests_questions_about_runs_use_an_index_of_what_they_ask(
             assert any(index.name in plan for index in RUN_INDEXES), plan
 
 
+def test_a_harvesters_latest_run_is_read_from_its_end_of_an_index(store_url: str) -> None:
+    """`status` of a harvester that has not run for a while: PostgreSQL read the primary key
+    from the newest run back, through every run of the other harvesters since."""
+    with StateStore(store_url) as store:
+        _history(store)
+        with store._engine.begin() as conn:  # noqa: SLF001
+            conn.execute(harvest_runs.delete().where(harvest_runs.c.harvester_id == "other-0"))
+            conn.execute(  # its runs were long ago: every other harvester's are newer
+                harvest_runs.insert(),
+                [{**row, "harvester_id": "other-0"} for row in _old_runs(200)],
+            )
+            if conn.dialect.name == "postgresql":
+                conn.exec_driver_sql("ANALYZE harvest_runs")
+        for plan in _plans(store, lambda: store.latest_run("other-0")):
+            assert "SCAN harvest_runs" not in plan  # SQLite
+            assert "Seq Scan on harvest_runs" not in plan  # PostgreSQL
+            assert "harvest_runs_pkey" not in plan, plan
+        assert store.latest_run("other-0")["window_from"] == "old-199"
+
+
+def _old_runs(count: int) -> list[dict]:
+    return [
+        {
+            "id": -count + n,  # before every other run
+            "window_from": f"old-{n}",
+            "max_records": 0,
+            "options": {},
+            "status": "succeeded",
+            "created_at": "2023-01-01T00:00:00.000000Z",
+            "updated_at": "2023-01-01T00:00:00.000000Z",
+            "finished_at": "2023-01-01T00:00:00.000000Z",
+        }
+        for n in range(count)
+    ]
+
+
 def test_a_version_9_database_gains_the_run_indexes(store_url: str) -> None:
     with StateStore(store_url) as store:
         _runs(store, 2)
