@@ -545,14 +545,16 @@ def test_an_unreachable_postgresql_server_is_one_plain_line(
     monkeypatch: pytest.MonkeyPatch, closed_port: int, variable: str, command: list[str]
 ) -> None:
     """libpq's message spans lines indented with a tab: the state database's error kept the
-    tab and a trailing space, in the JSON too."""
-    monkeypatch.setenv(variable, f"postgresql+psycopg2://u@127.0.0.1:{closed_port}/db")
+    tab and a trailing space, in the JSON too. Each names which database it could not open
+    (the target's named none), without its password."""
+    monkeypatch.setenv(variable, f"postgresql+psycopg2://u:secret@127.0.0.1:{closed_port}/db")
 
     result = run(*command, "--json")
 
     assert_one_line_error(result, "Connection refused Is the server running on that host")
     error = json.loads(result.stdout)["error"]
     assert error == " ".join(error.split())
+    assert f"database postgresql+psycopg2://u:***@127.0.0.1:{closed_port}/db: " in error
 
 
 def test_a_full_disk_during_a_harvest_is_a_one_line_error(

@@ -14,7 +14,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from oai_pipeline.errors import InvalidArgument, PipelineError, database_error_text
+from oai_pipeline.errors import (
+    InvalidArgument,
+    PipelineError,
+    database_error_text,
+    without_password,
+)
 from oai_pipeline.harvesters.model import check_slug
 from oai_pipeline.sync.rules import LocalRecord
 from oai_pipeline.targets.base import DEFAULT_PID_FIELD, SourceKey, pid_of
@@ -68,7 +73,8 @@ class EmbeddedRepository:
         except sa.exc.DatabaseError as error:  # also a file that is no database (garbage)
             self.engine.dispose()
             reason = database_error_text(error.orig)
-            raise PipelineError(f"cannot open the target database: {reason}") from None
+            shown = without_password(url)  # which database, as the state store's error says
+            raise PipelineError(f"cannot open the target database {shown}: {reason}") from None
 
     def close(self) -> None:
         self.engine.dispose()
