@@ -133,6 +133,14 @@ class PartitionStore:
             with contextlib.suppress(FileNotFoundError):
                 self.fs.rm(path)
 
+    def _read(self, path: str) -> bytes:
+        """A whole file, as one read (FileNotFoundError when there is none)."""
+        if self._local:
+            with open(path, "rb") as handle:
+                return handle.read()
+        with self.fs.open(path, "rb") as handle:
+            return handle.read()
+
     def _write_local(self, folder: str, name: str, data: bytes | memoryview) -> None:
         """Write to a temporary name and rename: a reader never sees half a file.
 
@@ -190,12 +198,7 @@ class PartitionStore:
         """A part file; `columns` reads only those (the record data is most of a file)."""
         path = f"{self._folder(asset, harvester_id, window)}/{name}"
         wanted = list(columns) if columns is not None else None
-        if self._local:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        else:
-            with self.fs.open(path, "rb") as handle:
-                data = handle.read()
+        data = self._read(path)
         try:
             return pl.read_parquet(data, columns=wanted)
         except pl.exceptions.ComputeError as error:
@@ -228,18 +231,10 @@ class PartitionStore:
             handle.write(data)
 
     def read_manifest(self, asset: str, harvester_id: str, window: str) -> dict | None:
-        path = f"{self._folder(asset, harvester_id, window)}/{MANIFEST}"
-        if self._local:
-            try:
-                with open(path, "rb") as handle:
-                    data = handle.read()
-            except (FileNotFoundError, NotADirectoryError):
-                return None
-        elif not self.fs.exists(path):
+        try:
+            data = self._read(f"{self._folder(asset, harvester_id, window)}/{MANIFEST}")
+        except (FileNotFoundError, NotADirectoryError):
             return None
-        else:
-            with self.fs.open(path, "rb") as handle:
-                data = handle.read()
         try:
             return json.loads(data)
         except ValueError:  # cut short by a power cut: the partition was never completed

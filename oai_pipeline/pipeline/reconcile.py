@@ -106,13 +106,10 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
     )
     if not vanished:
         return report
-    short = announced is not None and listed < announced - list_size_slack(announced)
-    doubt = implausible_loss(
-        len(live),
-        len(source_ids),
-        len(vanished),
-        ended_early=(listed, announced) if short and announced is not None else None,
-    )
+    ended_early = None  # the list ended far short of the size it announced
+    if announced is not None and listed < announced - list_size_slack(announced):
+        ended_early = (listed, announced)
+    doubt = implausible_loss(len(live), len(source_ids), len(vanished), ended_early=ended_early)
     if doubt is not None and not force:
         raise PipelineError(
             f"reconcile of {harvester_id} deletes nothing: {doubt} would be deleted, which "

@@ -323,7 +323,7 @@ def _index_runs(connection: Connection) -> None:
         index.create(connection, checkfirst=True)
 
 
-def _index_latest_runs(connection: Connection) -> None:
+def _add_id_to_status_index(connection: Connection) -> None:
     """Version 10's status index had no id: made again with it."""
     (status,) = (index for index in RUN_INDEXES if index.name == "ix_harvest_runs_status")
     status.drop(connection, checkfirst=True)
@@ -342,7 +342,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     8: _link_dagster_runs,
     9: _add_notices,
     10: _index_runs,
-    11: _index_latest_runs,
+    11: _add_id_to_status_index,
     12: _index_runs,  # the latest-run index
 }
 
