@@ -28,6 +28,14 @@ class InvalidArgument(ConfigurationError):
     `a..b`): the command line's validation error (exit 2), as for a bad option value."""
 
 
+def add_notices(error: BaseException, notices: list[str]) -> None:
+    """What the source did before a run failed (Reader.notices), carried on its error as
+    notes: the failure may be the source's doing, and the run makes no report to say it.
+    The command line prints them under the error; a traceback (Dagster) shows them too."""
+    for notice in notices:
+        error.add_note(notice)
+
+
 def database_error_text(error: BaseException) -> str:
     """A database's error as one line: PostgreSQL's span lines, indented with tabs. A URL
     naming a driver that is not installed also says which one is."""

@@ -115,7 +115,9 @@ def _command_error(error: Exception, as_json: bool) -> CommandError | None:
     if isinstance(error, InvalidArgument):
         return InvalidInput(str(error), as_json=as_json)
     if isinstance(error, PipelineError):
-        return CommandError(str(error), kind=_kind(error), as_json=as_json)
+        # notes added on the way up (Reader.notices of a failed sweep) belong to the message
+        message = "\n".join([str(error), *note_lines(getattr(error, "__notes__", None))])
+        return CommandError(message, kind=_kind(error), as_json=as_json)
     if isinstance(error, OSError):  # the machine's fault (disk full, no permission), not ours
         return CommandError(_os_error_text(error), kind=_kind(error), as_json=as_json)
     if isinstance(error, click.ClickException) and as_json:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.errors import PipelineError, add_notices
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader
 from oai_pipeline.oai.errors import HarvestProtocolError
@@ -236,6 +236,7 @@ def discover(
                 # failure may be its doing), as is the failure itself
                 _keep_notices(state, run_id, reader)
                 services.record_failure(run_id, error)
+                add_notices(error, reader.notices)
                 raise
             # the run's notices: this attempt's and those an earlier one of it met
             result.notices = state.add_run_notices(run_id, reader.notices)

@@ -11,7 +11,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.errors import PipelineError, add_notices
 from oai_pipeline.harvesters.plugins import build_reader, build_writers
 from oai_pipeline.oai.client import list_size_slack
 from oai_pipeline.pipeline.services import Services
@@ -68,6 +68,7 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
     harvester = services.harvester(harvester_id)
     state = services.state
     reader = build_reader(harvester)
+    changes: list[str] = []  # sweeps whose list changed while it was listed
     try:
         identify = reader.identify()
         state.save_identify(harvester_id, identify)
@@ -84,15 +85,18 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
                     announced = page.complete_list_size
             if len(sizes) <= 1:
                 break
-            logger.warning(
-                "reconcile of %s: the source's list changed while it was listed "
-                "(completeListSize %s)%s",
-                harvester_id,
-                ", ".join(map(str, sorted(sizes))),
-                "; listing it again" if sweep < MAX_SWEEPS else "",
+            changes.append(
+                f"the source's list changed while it was listed (completeListSize "
+                f"{', '.join(map(str, sorted(sizes)))} in sweep {sweep})"
+                + ("; listed again" if sweep < MAX_SWEEPS else "")
             )
+            logger.warning("reconcile of %s: %s", harvester_id, changes[-1])
+    except PipelineError as error:
+        # A failed sweep's report is this error: it says what the source did meanwhile.
+        add_notices(error, [*reader.notices, *changes])
+        raise
     finally:
-        notices = reader.notices
+        notices = [*reader.notices, *changes]
         reader.close()
     live = state.live_identifiers(harvester_id)
     vanished = vanished_identifiers(live, source_ids, sweep_complete=True)

@@ -479,10 +479,11 @@ def test_a_failed_run_keeps_its_notices_and_its_resumed_attempt_adds_its_own(
     scope = HarvestScope.adhoc("sample", since=datetime(2024, 3, 1, tzinfo=UTC))
     # Identify, the page refused in seconds, the page by day, then the second page fails
     source.faults[4] = lambda request, response: httpx.Response(500, text="oops")
-    with pytest.raises(HarvestProtocolError, match="HTTP 500"):
+    with pytest.raises(HarvestProtocolError, match="HTTP 500") as failure:
         harvest(settings, scope)
     text, failed = _status("--harvester", "sample")
     (by_day,) = failed["notices"]
+    assert failure.value.__notes__ == [by_day]  # the failure says them, as status does
     assert failed["run"]["status"] == "failed"
     assert by_day.startswith("http://fake.test/oai: the source refuses from/until in seconds")
     assert f"  note: {by_day}" in text.splitlines()

@@ -65,6 +65,11 @@ def test_a_record_shifted_past_a_page_by_a_deletion_is_not_taken_for_deleted(
         # record dropped meanwhile goes with the next reconcile.
         assert source.verbs.count("ListIdentifiers") == 3 + 3
         assert report.vanished == []
+        # Before, only logged: the report (text and --json) now says the list changed.
+        assert report.notices == [
+            "the source's list changed while it was listed (completeListSize 9, 10 in "
+            "sweep 1); listed again"
+        ]
         assert reconcile(services, "sample").vanished == [dropped.identifier]
         assert services.state.get_record(shifted.identifier, "sample")["deleted"] is False
 
@@ -92,6 +97,22 @@ def test_the_notices_of_a_reconcile_are_in_its_report(source: FakeSource) -> Non
     assert text.exit_code == 0 and data.exit_code == 0
     assert f"  note: {MOVED}" in text.stdout.splitlines()
     assert json.loads(data.stdout)["notices"] == [MOVED]
+
+
+def test_a_failed_sweep_says_what_the_source_did_before_it_failed(source: FakeSource) -> None:
+    """Before, a reconcile whose sweep failed printed the error alone: the notices its
+    reader met (here, a source that moved) were lost with the report it never made."""
+    source.identify_base_url = "https://fake.test/oai"
+    refuse = source.error("badArgument", "no such set")
+
+    def reconcile_failing(*args: str):  # its second request, the first page, is refused
+        source.faults[len(source.requests) + 2] = lambda request, response: refuse
+        return CliRunner().invoke(main, ["reconcile", "sample", *args])
+
+    text, data = reconcile_failing(), reconcile_failing("--json")
+    assert text.exit_code == 1 and "badArgument" in text.stderr
+    assert f"  note: {MOVED}" in text.stderr.splitlines()
+    assert f"  note: {MOVED}" in json.loads(data.stdout)["error"]
 
 
 def test_a_reconcile_refused_for_a_list_ended_early_says_so(
