@@ -143,6 +143,19 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
             self._engines.pop(name).dispose()
         return engine
 
+    def delete_events(self, run_id: str) -> None:
+        """A deleted run's shard file goes too (Dagster's own storage leaves one per run, its
+        events deleted): deleting old runs is how an instance stops growing."""
+        super().delete_events(run_id)
+        with self._db_lock:
+            engine = self._engines.pop(run_id, None)
+            if engine is not None:
+                engine.dispose()
+            self._initialized_dbs.discard(run_id)
+            for suffix in ("", "-wal", "-shm"):
+                with suppress(FileNotFoundError):
+                    os.remove(self.path_for_shard(run_id) + suffix)
+
     def close_connections(self, wait: float = -1) -> None:
         """Close every open connection: the last one to a database checkpoints its WAL.
 

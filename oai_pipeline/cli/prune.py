@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from oai_pipeline.cli.output import FriendlyCommand, InvalidInput, emit, json_option
@@ -25,7 +27,9 @@ def prune(harvester_ids: tuple[str, ...], keep_days: int | None, as_json: bool) 
     statuses and Parquet partitions of runs that succeeded more than --keep-days ago (their
     counts stay); the latest success and runs that failed or still run keep theirs. Each
     harvest that writes does so for its harvester: this is for harvesters no longer
-    harvested, or a shorter --keep-days."""
+    harvested, or a shorter --keep-days. Dagster runs of theirs older than that go too, when
+    every asset partition they wrote was materialised again since; without HARVESTER_IDS,
+    also the runs of harvesters no longer registered."""
     if keep_days is not None and not 1 <= keep_days <= MAX_KEEP_RUN_RECORDS_DAYS:
         raise InvalidInput(
             f"--keep-days must be a whole number of days from 1 to {MAX_KEEP_RUN_RECORDS_DAYS}, "
@@ -54,13 +58,51 @@ def prune(harvester_ids: tuple[str, ...], keep_days: int | None, as_json: bool) 
                     pruned.append(prune_harvester(services, harvester_id).to_dict())
             except PipelineError as error:
                 busy.append({"harvester_id": harvester_id, "error": str(error)})
+        registered = {harvester.id for harvester in services.state.list_harvesters()}
+    dagster_runs = _prune_dagster_runs(
+        [p["harvester_id"] for p in pruned],
+        every=not harvester_ids,
+        registered=registered,
+        keep_days=settings.keep_run_records_days,
+    )
     lines = [
         f"{p['harvester_id']}: {p['run_records']} per-record statuses, "
         f"{len(p['partitions'])} partition keys dropped"
         for p in pruned
     ] + [f"{b['harvester_id']}: skipped ({b['error']})" for b in busy]
+    if dagster_runs is not None:
+        lines.append(f"Dagster: {sum(dagster_runs.values())} superseded runs deleted")
     emit(
-        {"keep_days": settings.keep_run_records_days, "pruned": pruned, "skipped": busy},
+        {
+            "keep_days": settings.keep_run_records_days,
+            "pruned": pruned,
+            "skipped": busy,
+            "dagster_runs_deleted": dagster_runs,
+        },
         as_json=as_json,
         text="\n".join(lines) or "no harvester is registered",
     )
+
+
+def _prune_dagster_runs(
+    harvester_ids: list[str], *, every: bool, registered: set[str], keep_days: int
+) -> dict[str, int] | None:
+    """Runs deleted per harvester from the Dagster instance under DAGSTER_HOME, as a Dagster
+    harvest deletes them (see run_history); with `every`, also the runs of harvesters no
+    longer registered. None without an instance (DAGSTER_HOME unset or never created)."""
+    home = os.environ.get("DAGSTER_HOME")
+    if not home or not os.path.isdir(home):
+        return None
+    from oai_pipeline.defs.launch import dagster_instance  # Dagster only where it is used
+    from oai_pipeline.defs.run_history import harvesters_with_runs, prune_run_history
+
+    with dagster_instance() as instance:
+        gone = sorted(harvesters_with_runs(instance) - registered) if every else []
+        return {
+            harvester_id: len(
+                prune_run_history(
+                    instance, harvester_id, keep_days, registered=harvester_id in registered
+                ).deleted
+            )
+            for harvester_id in [*harvester_ids, *gone]
+        }

@@ -21,13 +21,9 @@ from oai_pipeline.defs.partitions import (
     window_partitions,
 )
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+from oai_pipeline.defs.tags import HARVESTER_TAG, SOURCE_TAG
 from oai_pipeline.errors import ConfigurationError, PipelineError
 from oai_pipeline.state.harvester_lock import source_key
-
-HARVESTER_TAG = "oai_pipeline/harvester"
-# The source's server (`source_key`): runs of harvesters of one server queue one after the
-# other (dagster.yaml), instead of waiting in a pool slot for the server's lease.
-SOURCE_TAG = "oai_pipeline/source"
 
 
 def dagster_instance() -> dg.DagsterInstance:

@@ -14,7 +14,7 @@ from typing import Any
 import dagster as dg
 
 from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
-from oai_pipeline.defs.launch import HARVESTER_TAG, range_tags
+from oai_pipeline.defs.launch import range_tags
 from oai_pipeline.defs.partitions import (
     HARVESTER,
     RANGE_END_TAG,
@@ -24,6 +24,7 @@ from oai_pipeline.defs.partitions import (
     window_partitions,
 )
 from oai_pipeline.defs.resources import PipelineResource
+from oai_pipeline.defs.tags import HARVESTER_TAG
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.windows import parse_datestamp, read_response_date
 from oai_pipeline.pipeline.services import Services as PipelineServices
