@@ -16,8 +16,10 @@ from sqlalchemy.exc import OperationalError
 
 from oai_pipeline.defs.dead_runs import tag_worker
 from oai_pipeline.defs.partitions import (
+    HARVESTER,
     RANGE_END_TAG,
     RANGE_START_TAG,
+    WINDOW,
     harvest_partitions,
     partition_key,
     scopes_for_keys,
@@ -110,6 +112,7 @@ def _each_scope(
     `upstream`) first names this Dagster run on the harvest run it continues, so that the
     failure sensor records this run's failure there."""
     tag_worker(context)
+    _refuse_a_run_without_partitions(context)
     _refuse_a_job_backfill_run(context)
     results: list[tuple[HarvestScope, T]] = []
     failures: list[str] = []
@@ -157,6 +160,23 @@ def _materialised_before_failing(
                     metadata={"window": window},
                 )
             )
+
+
+def _refuse_a_run_without_partitions(context: dg.AssetExecutionContext) -> None:
+    """A run launched with no partition (the launchpad's Launch Run of `harvest` or
+    `run_all_harvesters` without choosing one) failed with Dagster's invariant violation and
+    its traceback. Refused in one line, with what to do instead."""
+    if context.has_partition_key or context.has_partition_key_range:
+        return
+    raise dg.Failure(
+        description=(
+            f"this run names no partition: choose a harvester and its windows "
+            f"({HARVESTER}|{WINDOW} keys) in the launchpad, or Materialize them from the "
+            "assets; for a full harvest of every harvester, start (or test) the "
+            "run_all_harvesters_schedule"
+        ),
+        allow_retries=False,
+    )
 
 
 def _refuse_a_job_backfill_run(context: dg.AssetExecutionContext) -> None:

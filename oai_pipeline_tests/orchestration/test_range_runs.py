@@ -288,6 +288,34 @@ def test_a_range_run_of_a_job_backfill_is_refused(
     assert _list_records(sample) == []  # nothing harvested
 
 
+@pytest.mark.parametrize("job_name", ["harvest", "run_all_harvesters"])
+def test_a_run_launched_without_a_partition_says_what_to_choose(
+    instance: dg.DagsterInstance, settings: Settings, sample: OAIEndpoint, job_name: str
+) -> None:
+    """Launch Run in the launchpad with no partition chosen: a one-line refusal, not
+    Dagster's "Cannot access partition_key for a non-partitioned run" and its traceback."""
+    from oai_pipeline.definitions import defs
+
+    register(settings, sample.base_url, harvester_id="alpha", metadata_prefix=PREFIX)
+    ensure_harvester_partitions(instance, ["alpha"])
+
+    result = defs.resolve_job_def(job_name).execute_in_process(
+        instance=instance,
+        run_config={"execution": {"config": {"in_process": {}}}},
+        raise_on_error=False,
+    )
+
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert failure.step_key == "raw_oai_xml"
+    description = failure.step_failure_data.user_failure_data.description
+    assert description.startswith("this run names no partition: choose a harvester")
+    assert "\n" not in description
+    events = [e.event_type_value for e in result.all_events]
+    assert "STEP_UP_FOR_RETRY" not in events  # a mistake: not retried for minutes
+    assert _list_records(sample) == []
+
+
 def test_writing_a_settled_run_again_says_what_each_record_did_before(
     instance: dg.DagsterInstance, settings: Settings, sample: OAIEndpoint
 ) -> None:
