@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import dagster as dg
 import pytest
 
-from oai_pipeline.defs.assets import harvest_assets
+from oai_pipeline.defs.assets import harvest_assets, written_records
 from oai_pipeline.defs.checks import harvest_checks
 from oai_pipeline.defs.launch import (
     RANGE_END_TAG,
@@ -190,6 +190,49 @@ def test_each_window_of_a_range_shows_its_own_counts_and_checks(
     # the run's own result: every stage adds up, one record error in the range
     assert checks[("reconciles", None)] is True
     assert checks[("no_record_errors", None)] is False
+
+
+def _check_statuses(instance: dg.DagsterInstance, check: str) -> dict[str | None, str]:
+    """Each partition's latest status of a check of written_records, as the UI shows it."""
+    check_key = dg.AssetCheckKey(dg.AssetKey("written_records"), check)
+    return {
+        info.partition_key: info.latest_execution_status.value
+        for info in instance.event_log_storage.get_asset_check_partition_info([check_key])
+    }
+
+
+def test_a_range_of_one_window_shows_its_checks_on_its_partition(
+    instance: dg.DagsterInstance, settings: Settings, sample: OAIEndpoint
+) -> None:
+    """The hourly run of today's window is a range run of one window: its check results were
+    stored without a partition, and the window's checks stayed planned for good. A stage
+    that does not add up fails `reconciles` on the window, saying why."""
+    register(settings, sample.base_url, harvester_id="alpha", metadata_prefix=PREFIX)
+    day = "2024-01-05"
+    key = str(partition_key("alpha", day))
+    assert materialize_windows(instance, "alpha", day, day).success
+    assert _check_statuses(instance, "reconciles")[key] == "SUCCEEDED"
+    assert _check_statuses(instance, "no_record_errors")[key] == "SUCCEEDED"
+
+    # a record is added to the window at the source; only raw_oai_xml harvests it again
+    in_window = [r for r in _records(sample) if r.datestamp.date().isoformat() == day]
+    sample.provider.upsert(
+        dataclasses.replace(in_window[0], identifier=f"{in_window[0].identifier}-new")
+    )
+    assert _materialize(instance, dg.AssetSelection.assets("raw_oai_xml"), day, day).success
+    # Execute the checks alone, as the UI offers
+    result = _materialize(instance, dg.AssetSelection.checks_for_assets(written_records), day, day)
+
+    [evaluation] = [
+        e
+        for e in result.get_asset_check_evaluations()
+        if e.check_name == "reconciles" and e.partition == key
+    ]
+    assert not evaluation.passed
+    assert evaluation.description == (
+        f"raw {len(in_window) + 1} != transformed {len(in_window)} (incl. parse errors)"
+    )
+    assert _check_statuses(instance, "reconciles")[key] == "FAILED"
 
 
 def _materialize(
