@@ -448,6 +448,11 @@ def test_one_harvesters_mistake_does_not_stop_the_others_of_a_backfill(
     assert description.startswith("alpha: ") and "cannotDisseminateFormat" in description
     beta = {str(partition_key("beta", f"2024-01-{day:02}")) for day in range(2, 21)}
     assert set(instance.get_materialized_partitions(dg.AssetKey("raw_oai_xml"))) == beta
+    # each of beta's windows shows its counts, not its window alone
+    per_window = Counter(r.datestamp.date().isoformat() for r in _records(sample))
+    for day, count in per_window.items():
+        raw = _latest(instance, "raw_oai_xml", str(partition_key("beta", day)))
+        assert (raw["window"], raw["record_count"], raw["error_count"]) == (day, count, 0)
     requested = automation(before.cursor).get_requested_partitions(
         dg.AssetKey("transformed_records")
     )
