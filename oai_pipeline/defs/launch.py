@@ -14,8 +14,10 @@ from dagster_shared.check import CheckError
 from oai_pipeline.defs.assets import harvest_assets
 from oai_pipeline.defs.checks import harvest_checks
 from oai_pipeline.defs.partitions import (
+    HARVESTER_TAG,
     RANGE_END_TAG,
     RANGE_START_TAG,
+    SOURCE_TAG,
     ensure_harvester_partitions,
     partition_key,
     window_partitions,
@@ -23,11 +25,6 @@ from oai_pipeline.defs.partitions import (
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.errors import ConfigurationError, PipelineError
 from oai_pipeline.state.harvester_lock import source_key
-
-HARVESTER_TAG = "oai_pipeline/harvester"
-# The source's server (`source_key`): runs of harvesters of one server queue one after the
-# other (dagster.yaml), instead of waiting in a pool slot for the server's lease.
-SOURCE_TAG = "oai_pipeline/source"
 
 
 def dagster_instance() -> dg.DagsterInstance:
