@@ -16,8 +16,10 @@ from sqlalchemy.exc import OperationalError
 
 from oai_pipeline.defs.dead_runs import tag_worker
 from oai_pipeline.defs.partitions import (
+    HARVESTER,
     RANGE_END_TAG,
     RANGE_START_TAG,
+    WINDOW,
     harvest_partitions,
     partition_key,
     scopes_for_keys,
@@ -111,6 +113,7 @@ def _each_scope(
     `upstream`) first names this Dagster run on the harvest run it continues, so that the
     failure sensor records this run's failure there."""
     tag_worker(context)
+    _refuse_a_run_without_partitions(context)
     _refuse_a_job_backfill_run(context)
     results: list[tuple[HarvestScope, T]] = []
     failures: list[str] = []
@@ -139,25 +142,48 @@ def _each_scope(
                 context.log.error(f"{scope.harvester_id}: {failure.description}")
                 failures.append(f"{scope.harvester_id}: {failure.description}")
     if failures:
-        _materialised_before_failing(context, _scopes(results))
+        _materialised_before_failing(context, pipeline, _scopes(results))
         raise dg.Failure(description="; ".join(failures), allow_retries=False)
     return results
 
 
 def _materialised_before_failing(
-    context: dg.AssetExecutionContext, scopes: list[HarvestScope]
+    context: dg.AssetExecutionContext, pipeline: PipelineResource, scopes: list[HarvestScope]
 ) -> None:
     """The windows of the harvesters that went through, materialised although the step fails
-    for another harvester's: the UI shows them done, and automation takes them on."""
+    for another harvester's: the UI shows them done, with their counts (not the window
+    alone), and automation takes them on."""
+    asset = context.asset_key.to_user_string()
+    storage = PartitionStore(pipeline.settings().storage_url)
     for scope in scopes:
         for window in scope.keys:
+            summary = summarise_partition(
+                storage, asset, scope.harvester_id, window, preview=ERROR_PREVIEW
+            )
             context.log_event(
                 dg.AssetMaterialization(
                     asset_key=context.asset_key,
                     partition=str(partition_key(scope.harvester_id, window)),
-                    metadata={"window": window},
+                    metadata={"window": window, **_DESCRIBE[asset](summary)},
                 )
             )
+
+
+def _refuse_a_run_without_partitions(context: dg.AssetExecutionContext) -> None:
+    """A run launched with no partition (the launchpad's Launch Run of `harvest` or
+    `run_all_harvesters` without choosing one) failed with Dagster's invariant violation and
+    its traceback. Refused in one line, with what to do instead."""
+    if context.has_partition_key or context.has_partition_key_range:
+        return
+    raise dg.Failure(
+        description=(
+            f"this run names no partition: choose a harvester and its windows "
+            f"({HARVESTER}|{WINDOW} keys) in the launchpad, or Materialize them from the "
+            "assets; for a full harvest of every harvester, start (or test) the "
+            "run_all_harvesters_schedule"
+        ),
+        allow_retries=False,
+    )
 
 
 def _refuse_a_job_backfill_run(context: dg.AssetExecutionContext) -> None:
@@ -262,6 +288,15 @@ def _outcomes(summary: PartitionSummary) -> dict[str, object]:
     return {**_actions(summary), **_errors(summary)}
 
 
+# What each asset's partition metadata tells of its records.
+_DESCRIBE: dict[str, Callable[[PartitionSummary], dict[str, object]]] = {
+    RAW_OAI_XML: _records_and_errors,
+    TRANSFORMED_RECORDS: _records_and_errors,
+    SYNC_DECISIONS: _actions,
+    WRITTEN_RECORDS: _outcomes,
+}
+
+
 def _add_partition_metadata(
     context: dg.AssetExecutionContext, by_partition: dict[str, dict[str, object]]
 ) -> None:
@@ -287,10 +322,10 @@ def _window_metadata(
     pipeline: PipelineResource,
     asset: str,
     scopes: list[HarvestScope],
-    describe: Callable[[PartitionSummary], dict[str, object]],
 ) -> dict[str, object]:
     """Each window's partition gets the counts of its own records (Dagster would otherwise
     copy the run's onto every window of a range); the run's totals come back as `run_…`."""
+    describe = _DESCRIBE[asset]
     storage = PartitionStore(pipeline.settings().storage_url)
     total = PartitionSummary()
     by_partition: dict[str, dict[str, object]] = {}
@@ -341,9 +376,7 @@ def raw_oai_xml(
         counters.update({k: int(v) for k, v in result.counters.items() if isinstance(v, int)})
     return dg.MaterializeResult(
         metadata={
-            **_window_metadata(
-                context, pipeline, RAW_OAI_XML, _scopes(results), _records_and_errors
-            ),
+            **_window_metadata(context, pipeline, RAW_OAI_XML, _scopes(results)),
             "oai_from": ", ".join(str(r.from_) for _, r in results),
             "oai_until": ", ".join(str(r.until) for _, r in results),
             "harvest_runs": ", ".join(str(r.run_id) for _, r in results),
@@ -362,9 +395,7 @@ def transformed_records(
     results = _each_scope(context, pipeline, transform, RAW_OAI_XML)
     return dg.MaterializeResult(
         metadata={
-            **_window_metadata(
-                context, pipeline, TRANSFORMED_RECORDS, _scopes(results), _records_and_errors
-            ),
+            **_window_metadata(context, pipeline, TRANSFORMED_RECORDS, _scopes(results)),
             "run_transformed": sum(r.transformed for _, r in results),
             "run_reused": sum(r.reused for _, r in results),
             "transform_workers": max((r.workers for _, r in results), default=1),
@@ -382,7 +413,7 @@ def sync_decisions(
         context, pipeline, lambda s, scope: plan(s, scope, options), TRANSFORMED_RECORDS
     )
     return dg.MaterializeResult(
-        metadata=_window_metadata(context, pipeline, SYNC_DECISIONS, _scopes(results), _actions)
+        metadata=_window_metadata(context, pipeline, SYNC_DECISIONS, _scopes(results))
     )
 
 
@@ -408,7 +439,7 @@ def written_records(
     pruned_runs = _prune_run_history(context, pipeline, _scopes(results))
     return dg.MaterializeResult(
         metadata={
-            **_window_metadata(context, pipeline, WRITTEN_RECORDS, _scopes(results), _outcomes),
+            **_window_metadata(context, pipeline, WRITTEN_RECORDS, _scopes(results)),
             "harvest_runs": ", ".join(str(r.run_id) for _, r in results),
             "run_local_changes_undone": sum(r.undone.total() for _, r in results),
             **_status_metadata(pipeline, harvest_runs),

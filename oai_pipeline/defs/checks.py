@@ -115,8 +115,9 @@ def stage_checks(
     keys = list(context.partition_keys)
     with pipeline.services() as services:
         per_window = {key: count_window(services.storage, *split_key(key)) for key in keys}
-    if len(keys) > 1:
-        # Dagster stores a range run's results without a partition: each window gets its own.
+    if not context.has_partition_key:
+        # Dagster stores a range run's results without a partition, a range of one window
+        # too (an hourly run of today's window): each window gets its own evaluation.
         targets = _latest_materializations(context.instance, [str(key) for key in keys])
         for key, counts in per_window.items():
             for result in _results(counts):

@@ -14,8 +14,10 @@ from dagster_shared.check import CheckError
 from oai_pipeline.defs.assets import harvest_assets
 from oai_pipeline.defs.checks import harvest_checks
 from oai_pipeline.defs.partitions import (
+    HARVESTER_TAG,
     RANGE_END_TAG,
     RANGE_START_TAG,
+    SOURCE_TAG,
     ensure_harvester_partitions,
     partition_key,
     window_partitions,

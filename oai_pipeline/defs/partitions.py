@@ -24,6 +24,12 @@ _WINDOW_KINDS = {
 # The tags of a single-run range (what Dagster puts on a range backfill's run).
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
+# The harvester of a run launched by a schedule or the CLI: one run per harvester at a time
+# (dagster.yaml's tag limit).
+HARVESTER_TAG = "oai_pipeline/harvester"
+# The source's server (`source_key`): runs of harvesters of one server queue one after the
+# other (dagster.yaml), instead of waiting in a pool slot for the server's lease.
+SOURCE_TAG = "oai_pipeline/source"
 
 
 def build_window_partitions(

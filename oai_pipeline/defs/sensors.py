@@ -5,7 +5,12 @@ from typing import Literal
 
 import dagster as dg
 
-from oai_pipeline.defs.partitions import HARVESTER, harvester_partitions, window_partitions
+from oai_pipeline.defs.partitions import (
+    HARVESTER,
+    HARVESTER_TAG,
+    harvester_partitions,
+    window_partitions,
+)
 from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.pipeline.services import Services
 
@@ -36,6 +41,23 @@ def partition_requests(
     return requests
 
 
+def cancel_queued_runs(instance: dg.DagsterInstance, deleted: set[str]) -> list[tuple[str, str]]:
+    """Cancel the queued runs of deleted harvesters (scheduled, from the CLI, a partition
+    launched in the UI): once their partitions are gone, each failed as it left the queue
+    with Dagster's "Partition range ... is not a valid range" and its traceback. Returns
+    (run id, harvester) of each."""
+    if not deleted:
+        return []
+    canceled = []
+    queued = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.QUEUED]))
+    for run in queued:
+        harvester_id = run.tags.get(HARVESTER_TAG) or run.tags.get(f"dagster/partition/{HARVESTER}")
+        if harvester_id in deleted:
+            instance.report_run_canceled(run, message=f"harvester {harvester_id} was deleted")
+            canceled.append((run.run_id, harvester_id))
+    return canceled
+
+
 @dg.sensor(
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=15,
@@ -50,6 +72,8 @@ def harvester_registry_sensor(
     if warning := partition_budget_warning(len(registered), window_partitions.get_num_partitions()):
         context.log.warning(warning)
     requests = partition_requests(registered, existing)
+    for run_id, harvester_id in cancel_queued_runs(context.instance, existing - registered):
+        context.log.info(f"canceled queued run {run_id}: harvester {harvester_id} was deleted")
     return dg.SensorResult(
         dynamic_partitions_requests=requests,
         skip_reason=None if requests else "harvester partitions already match the registry",

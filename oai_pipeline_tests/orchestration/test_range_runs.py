@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import dagster as dg
 import pytest
 
-from oai_pipeline.defs.assets import harvest_assets
+from oai_pipeline.defs.assets import harvest_assets, written_records
 from oai_pipeline.defs.checks import harvest_checks
 from oai_pipeline.defs.launch import (
     RANGE_END_TAG,
@@ -192,6 +192,49 @@ def test_each_window_of_a_range_shows_its_own_counts_and_checks(
     assert checks[("no_record_errors", None)] is False
 
 
+def _check_statuses(instance: dg.DagsterInstance, check: str) -> dict[str | None, str]:
+    """Each partition's latest status of a check of written_records, as the UI shows it."""
+    check_key = dg.AssetCheckKey(dg.AssetKey("written_records"), check)
+    return {
+        info.partition_key: info.latest_execution_status.value
+        for info in instance.event_log_storage.get_asset_check_partition_info([check_key])
+    }
+
+
+def test_a_range_of_one_window_shows_its_checks_on_its_partition(
+    instance: dg.DagsterInstance, settings: Settings, sample: OAIEndpoint
+) -> None:
+    """The hourly run of today's window is a range run of one window: its check results were
+    stored without a partition, and the window's checks stayed planned for good. A stage
+    that does not add up fails `reconciles` on the window, saying why."""
+    register(settings, sample.base_url, harvester_id="alpha", metadata_prefix=PREFIX)
+    day = "2024-01-05"
+    key = str(partition_key("alpha", day))
+    assert materialize_windows(instance, "alpha", day, day).success
+    assert _check_statuses(instance, "reconciles")[key] == "SUCCEEDED"
+    assert _check_statuses(instance, "no_record_errors")[key] == "SUCCEEDED"
+
+    # a record is added to the window at the source; only raw_oai_xml harvests it again
+    in_window = [r for r in _records(sample) if r.datestamp.date().isoformat() == day]
+    sample.provider.upsert(
+        dataclasses.replace(in_window[0], identifier=f"{in_window[0].identifier}-new")
+    )
+    assert _materialize(instance, dg.AssetSelection.assets("raw_oai_xml"), day, day).success
+    # Execute the checks alone, as the UI offers
+    result = _materialize(instance, dg.AssetSelection.checks_for_assets(written_records), day, day)
+
+    [evaluation] = [
+        e
+        for e in result.get_asset_check_evaluations()
+        if e.check_name == "reconciles" and e.partition == key
+    ]
+    assert not evaluation.passed
+    assert evaluation.description == (
+        f"raw {len(in_window) + 1} != transformed {len(in_window)} (incl. parse errors)"
+    )
+    assert _check_statuses(instance, "reconciles")[key] == "FAILED"
+
+
 def _materialize(
     instance: dg.DagsterInstance, selection: object, first: str, last: str, **kw: object
 ) -> dg.ExecuteInProcessResult:
@@ -288,6 +331,34 @@ def test_a_range_run_of_a_job_backfill_is_refused(
     assert _list_records(sample) == []  # nothing harvested
 
 
+@pytest.mark.parametrize("job_name", ["harvest", "run_all_harvesters"])
+def test_a_run_launched_without_a_partition_says_what_to_choose(
+    instance: dg.DagsterInstance, settings: Settings, sample: OAIEndpoint, job_name: str
+) -> None:
+    """Launch Run in the launchpad with no partition chosen: a one-line refusal, not
+    Dagster's "Cannot access partition_key for a non-partitioned run" and its traceback."""
+    from oai_pipeline.definitions import defs
+
+    register(settings, sample.base_url, harvester_id="alpha", metadata_prefix=PREFIX)
+    ensure_harvester_partitions(instance, ["alpha"])
+
+    result = defs.resolve_job_def(job_name).execute_in_process(
+        instance=instance,
+        run_config={"execution": {"config": {"in_process": {}}}},
+        raise_on_error=False,
+    )
+
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert failure.step_key == "raw_oai_xml"
+    description = failure.step_failure_data.user_failure_data.description
+    assert description.startswith("this run names no partition: choose a harvester")
+    assert "\n" not in description
+    events = [e.event_type_value for e in result.all_events]
+    assert "STEP_UP_FOR_RETRY" not in events  # a mistake: not retried for minutes
+    assert _list_records(sample) == []
+
+
 def test_writing_a_settled_run_again_says_what_each_record_did_before(
     instance: dg.DagsterInstance, settings: Settings, sample: OAIEndpoint
 ) -> None:
@@ -377,6 +448,11 @@ def test_one_harvesters_mistake_does_not_stop_the_others_of_a_backfill(
     assert description.startswith("alpha: ") and "cannotDisseminateFormat" in description
     beta = {str(partition_key("beta", f"2024-01-{day:02}")) for day in range(2, 21)}
     assert set(instance.get_materialized_partitions(dg.AssetKey("raw_oai_xml"))) == beta
+    # each of beta's windows shows its counts, not its window alone
+    per_window = Counter(r.datestamp.date().isoformat() for r in _records(sample))
+    for day, count in per_window.items():
+        raw = _latest(instance, "raw_oai_xml", str(partition_key("beta", day)))
+        assert (raw["window"], raw["record_count"], raw["error_count"]) == (day, count, 0)
     requested = automation(before.cursor).get_requested_partitions(
         dg.AssetKey("transformed_records")
     )

@@ -57,6 +57,50 @@ def test_harvester_partitions_follow_the_registry(
     assert sorted(instance.get_dynamic_partitions(HARVESTER)) == ["beta", "gamma"]
 
 
+def _queued_run(instance: dg.DagsterInstance, tags: dict[str, str]) -> dg.DagsterRun:
+    """A run of the code location waiting in the queue, as the run coordinator leaves it."""
+    from dagster._core.remote_origin import (
+        RegisteredCodeLocationOrigin,
+        RemoteJobOrigin,
+        RemoteRepositoryOrigin,
+    )
+
+    location = RegisteredCodeLocationOrigin("oai_pipeline.definitions")
+    origin = RemoteJobOrigin(RemoteRepositoryOrigin(location, "__repository__"), "harvest")
+    return instance.add_run(
+        dg.DagsterRun(
+            job_name="harvest",
+            tags=tags,
+            status=dg.DagsterRunStatus.QUEUED,
+            remote_job_origin=origin,
+        )
+    )
+
+
+def test_queued_runs_of_a_deleted_harvester_are_canceled(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """Left in the queue, they failed as they left it, their partitions gone, with Dagster's
+    "not a valid range" and its traceback."""
+    add_harvester(settings, "alpha")
+    add_harvester(settings, "beta")
+    _registry_tick(instance)
+    scheduled = _queued_run(instance, range_tags("alpha", "2024-01-01", "2024-01-31"))
+    from_the_ui = _queued_run(
+        instance, {"dagster/partition": "alpha|2024-01-05", "dagster/partition/harvester": "alpha"}
+    )
+    other = _queued_run(instance, range_tags("beta", "2024-01-01", "2024-01-31"))
+    with Services(settings) as services:
+        HarvesterRegistry(services.state).delete("alpha")
+
+    _registry_tick(instance)
+
+    assert instance.get_dynamic_partitions(HARVESTER) == ["beta"]
+    for run in (scheduled, from_the_ui):
+        assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.CANCELED
+    assert instance.get_run_by_id(other.run_id).status == dg.DagsterRunStatus.QUEUED
+
+
 def _failed_dagster_run(instance: dg.DagsterInstance) -> tuple[dg.DagsterRun, dg.DagsterEvent]:
     @dg.op
     def crash() -> None:
