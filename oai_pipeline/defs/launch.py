@@ -23,7 +23,6 @@ from oai_pipeline.defs.partitions import (
     window_partitions,
 )
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
-from oai_pipeline.defs.tags import HARVESTER_TAG, SOURCE_TAG
 from oai_pipeline.errors import ConfigurationError, PipelineError
 from oai_pipeline.state.harvester_lock import source_key
 

@@ -30,6 +30,8 @@ HARVESTER_TAG = "oai_pipeline/harvester"
 # The source's server (`source_key`): runs of harvesters of one server queue one after the
 # other (dagster.yaml), instead of waiting in a pool slot for the server's lease.
 SOURCE_TAG = "oai_pipeline/source"
+# What Dagster tags a run of one partition key with (launched in the UI): its harvester.
+PARTITION_HARVESTER_TAG = f"dagster/partition/{HARVESTER}"
 
 
 def build_window_partitions(

@@ -20,8 +20,7 @@ import sqlalchemy as sa
 from dagster._core.storage.event_log import SqlEventLogStorage
 from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
 
-from oai_pipeline.defs.partitions import split_key
-from oai_pipeline.defs.tags import HARVESTER_TAG, PARTITION_HARVESTER_TAG
+from oai_pipeline.defs.partitions import HARVESTER_TAG, PARTITION_HARVESTER_TAG, split_key
 from oai_pipeline.pipeline.frames import STAGE_ASSETS
 
 logger = logging.getLogger(__name__)

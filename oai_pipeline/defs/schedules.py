@@ -17,6 +17,7 @@ from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
 from oai_pipeline.defs.launch import range_tags
 from oai_pipeline.defs.partitions import (
     HARVESTER,
+    HARVESTER_TAG,
     RANGE_END_TAG,
     RANGE_START_TAG,
     ensure_harvester_partitions,
@@ -24,7 +25,6 @@ from oai_pipeline.defs.partitions import (
     window_partitions,
 )
 from oai_pipeline.defs.resources import PipelineResource
-from oai_pipeline.defs.tags import HARVESTER_TAG
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.windows import parse_datestamp, read_response_date
 from oai_pipeline.pipeline.services import Services as PipelineServices

@@ -8,6 +8,7 @@ import dagster as dg
 from oai_pipeline.defs.partitions import (
     HARVESTER,
     HARVESTER_TAG,
+    PARTITION_HARVESTER_TAG,
     harvester_partitions,
     window_partitions,
 )
@@ -51,7 +52,7 @@ def cancel_queued_runs(instance: dg.DagsterInstance, deleted: set[str]) -> list[
     canceled = []
     queued = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.QUEUED]))
     for run in queued:
-        harvester_id = run.tags.get(HARVESTER_TAG) or run.tags.get(f"dagster/partition/{HARVESTER}")
+        harvester_id = run.tags.get(HARVESTER_TAG) or run.tags.get(PARTITION_HARVESTER_TAG)
         if harvester_id in deleted:
             instance.report_run_canceled(run, message=f"harvester {harvester_id} was deleted")
             canceled.append((run.run_id, harvester_id))

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from oai_pipeline.cli import main
 from oai_pipeline.defs import run_history
 from oai_pipeline.defs.launch import materialize_windows
+from oai_pipeline.defs.partitions import HARVESTER_TAG
 from oai_pipeline.defs.run_history import prune_run_history
-from oai_pipeline.defs.tags import HARVESTER_TAG
 from oai_pipeline.pipeline.frames import WRITTEN_RECORDS
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings, ensure_dagster_home
