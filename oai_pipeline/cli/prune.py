@@ -94,15 +94,10 @@ def _prune_dagster_runs(
     if not home or not os.path.isdir(home):
         return None
     from oai_pipeline.defs.launch import dagster_instance  # Dagster only where it is used
-    from oai_pipeline.defs.run_history import harvesters_with_runs, prune_run_history
+    from oai_pipeline.defs.run_history import prune_run_history
 
     with dagster_instance() as instance:
-        gone = sorted(harvesters_with_runs(instance) - registered) if every else []
-        return {
-            harvester_id: len(
-                prune_run_history(
-                    instance, harvester_id, keep_days, registered=harvester_id in registered
-                ).deleted
-            )
-            for harvester_id in [*harvester_ids, *gone]
-        }
+        pruned = prune_run_history(
+            instance, keep_days, registered, harvester_ids=None if every else harvester_ids
+        )
+    return {harvester_id: 0 for harvester_id in harvester_ids} | pruned.counts()

@@ -25,7 +25,7 @@ from oai_pipeline.defs.partitions import (
     scopes_for_keys,
 )
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
-from oai_pipeline.defs.run_history import prune_run_history
+from oai_pipeline.defs.run_history import prune_run_history_daily
 from oai_pipeline.defs.sensors import fail_orphaned_harvest_runs
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import describe_validation_error
@@ -436,7 +436,7 @@ def written_records(
         pipeline, context.instance, harvest_runs, context.run_id
     ):
         context.log.warning(f"harvest run {run_id}: records of its other windows not written")
-    pruned_runs = _prune_run_history(context, pipeline, _scopes(results))
+    pruned_runs = _prune_run_history(context, pipeline)
     return dg.MaterializeResult(
         metadata={
             **_window_metadata(context, pipeline, WRITTEN_RECORDS, _scopes(results)),
@@ -448,20 +448,28 @@ def written_records(
     )
 
 
-def _prune_run_history(
-    context: dg.AssetExecutionContext, pipeline: PipelineResource, scopes: list[HarvestScope]
-) -> int:
-    """As a harvest drops its harvester's old per-record rows, its Dagster runs that were
-    superseded go (see run_history). Retention never fails the harvest that wrote."""
-    keep_days = pipeline.settings().keep_run_records_days
-    deleted = 0
-    for harvester_id in dict.fromkeys(scope.harvester_id for scope in scopes):
-        try:
-            deleted += len(prune_run_history(context.instance, harvester_id, keep_days).deleted)
-        except Exception as error:  # noqa: BLE001 - the records are written; history can wait
-            context.log.warning(f"{harvester_id}: old Dagster runs not pruned: {error}")
+def _prune_run_history(context: dg.AssetExecutionContext, pipeline: PipelineResource) -> int:
+    """As harvests drop old per-record rows, the superseded Dagster runs of every harvester
+    go, once a day (see run_history). Retention never fails the harvest that wrote."""
+    settings = pipeline.settings()
+
+    def registered() -> set[str]:
+        with Services(settings) as services:
+            return {harvester.id for harvester in services.state.list_harvesters()}
+
+    try:
+        pruned = prune_run_history_daily(
+            context.instance, settings.keep_run_records_days, registered
+        )
+    except Exception as error:  # noqa: BLE001 - the records are written; history can wait
+        context.log.warning(f"old Dagster runs not pruned: {error}")
+        return 0
+    deleted = sum(pruned.counts().values()) if pruned is not None else 0
     if deleted:
-        context.log.info(f"{deleted} superseded Dagster runs older than {keep_days} days deleted")
+        context.log.info(
+            f"{deleted} superseded Dagster runs older than "
+            f"{settings.keep_run_records_days} days deleted"
+        )
     return deleted
 
 

@@ -1,4 +1,4 @@
-"""What Dagster keeps of a harvester's finished runs.
+"""What Dagster keeps of the harvesters' finished runs.
 
 Every run leaves its run row, its event log (a SQLite file of its own on the default
 instance) and its captured logs: ~0.35 MB a run, ~3 GB a year for a harvester on the hourly
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -20,7 +21,12 @@ import sqlalchemy as sa
 from dagster._core.storage.event_log import SqlEventLogStorage
 from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
 
-from oai_pipeline.defs.partitions import HARVESTER_TAG, PARTITION_HARVESTER_TAG, split_key
+from oai_pipeline.defs.partitions import (
+    HARVESTER_TAG,
+    PARTITION_HARVESTER_TAG,
+    RANGE_START_TAG,
+    split_key,
+)
 from oai_pipeline.pipeline.frames import STAGE_ASSETS
 
 logger = logging.getLogger(__name__)
@@ -33,74 +39,104 @@ _ASSET_EVENTS = {
 }
 # Runs, and materialisations, read per query.
 PAGE = 500
+# When a harvest last pruned (the instance's key-value store): once a day is enough, and
+# the runs kept (each window's latest) are read again each time.
+PRUNED_AT_KEY = "oai_pipeline/run_history_pruned_at"
+PRUNE_EVERY = timedelta(days=1)
 
 
 @dataclass
 class RunHistoryPruned:
-    harvester_id: str
-    deleted: list[str] = field(default_factory=list)  # Dagster run ids
+    deleted: dict[str, list[str]] = field(default_factory=dict)  # harvester -> run ids
     kept: int = 0  # old enough, but the latest word on one of their partitions
+
+    def counts(self) -> dict[str, int]:
+        return {harvester: len(runs) for harvester, runs in self.deleted.items()}
 
 
 def prune_run_history(
     instance: dg.DagsterInstance,
-    harvester_id: str,
     keep_days: int,
+    registered: Collection[str],
     *,
-    registered: bool = True,
+    harvester_ids: Collection[str] | None = None,
     now: datetime | None = None,
 ) -> RunHistoryPruned:
-    """Delete the harvester's Dagster runs that finished more than `keep_days` ago (0: keep
-    all) and were superseded; runs of a harvester no longer `registered` need not be, its
-    partitions went with it."""
-    pruned = RunHistoryPruned(harvester_id)
+    """Delete the harvest runs (of `harvester_ids`, default all) that finished more than
+    `keep_days` ago (0: keep all) and were superseded. A run of a harvester not `registered`
+    need not be: its partitions went with it."""
+    pruned = RunHistoryPruned()
     if keep_days <= 0:
         return pruned
     finished_before = (now or datetime.now(UTC)) - timedelta(days=keep_days)
-    old = _old_runs(instance, harvester_id, finished_before)
-    # Each window's latest run stays for good: asked of each run, the oldest of them would be
-    # asked again by every harvest. Asked once of the partitions, that takes a query an asset.
-    holding = _latest_runs(instance, harvester_id) if registered and old else set()
+    old = [
+        (harvester_id, run)
+        for run in _old_runs(instance, finished_before)
+        if (harvester_id := harvester_of(run.dagster_run)) is not None
+        and (harvester_ids is None or harvester_id in harvester_ids)
+    ]
+    # Each window's latest run stays for good: asked of each run, they would be asked again
+    # every time. Asked once of the partitions, that takes a query an asset.
+    holding = _latest_runs(instance) if old else set()
     if holding is None:
         logger.warning("Dagster runs not pruned: the instance's event log is not SQL")
         return pruned
-    for run in old:
+    for harvester_id, run in old:
         run_id = run.dagster_run.run_id
-        if run_id in holding or (
-            registered
-            and run.dagster_run.status != dg.DagsterRunStatus.SUCCESS
-            and not _superseded(instance, run)
+        failed = run.dagster_run.status != dg.DagsterRunStatus.SUCCESS
+        if harvester_id in registered and (
+            run_id in holding or (failed and not _superseded(instance, run))
         ):
             pruned.kept += 1
             continue
         _delete_run(instance, run_id)
-        pruned.deleted.append(run_id)
+        pruned.deleted.setdefault(harvester_id, []).append(run_id)
     return pruned
 
 
-def _old_runs(
-    instance: dg.DagsterInstance, harvester_id: str, before: datetime
-) -> list[dg.RunRecord]:
-    runs: dict[str, dg.RunRecord] = {}
-    for tag in (HARVESTER_TAG, PARTITION_HARVESTER_TAG):
-        cursor = None
-        while True:
-            records = instance.get_run_records(
-                filters=dg.RunsFilter(
-                    tags={tag: harvester_id}, statuses=_FINISHED, updated_before=before
-                ),
-                limit=PAGE,
-                cursor=cursor,
-            )
-            runs.update((record.dagster_run.run_id, record) for record in records)
-            if len(records) < PAGE:
-                break
-            cursor = records[-1].dagster_run.run_id
-    return list(runs.values())
+def prune_run_history_daily(
+    instance: dg.DagsterInstance, keep_days: int, registered: Callable[[], Collection[str]]
+) -> RunHistoryPruned | None:
+    """`prune_run_history` of every harvester, unless a harvest did so less than a day ago
+    (None then)."""
+    now = datetime.now(UTC)
+    stored = instance.run_storage.get_cursor_values({PRUNED_AT_KEY}).get(PRUNED_AT_KEY)
+    if keep_days <= 0 or (stored and now - datetime.fromisoformat(stored) < PRUNE_EVERY):
+        return None
+    instance.run_storage.set_cursor_values({PRUNED_AT_KEY: now.isoformat()})
+    return prune_run_history(instance, keep_days, registered(), now=now)
 
 
-def _latest_runs(instance: dg.DagsterInstance, harvester_id: str) -> set[str] | None:
-    """The runs that made the latest materialisation of one of the harvester's partitions;
+def harvester_of(run: dg.DagsterRun) -> str | None:
+    """The harvester a run harvested: tagged by the CLI and the schedules, by Dagster with
+    the partition (a run of one key) or the range (a backfill's run); None for other runs."""
+    if harvester := run.tags.get(HARVESTER_TAG) or run.tags.get(PARTITION_HARVESTER_TAG):
+        return harvester
+    if start := run.tags.get(RANGE_START_TAG):
+        try:
+            return split_key(start)[0]
+        except Exception:  # noqa: BLE001 - a range of another partitions definition
+            return None
+    return None
+
+
+def _old_runs(instance: dg.DagsterInstance, before: datetime) -> list[dg.RunRecord]:
+    runs: list[dg.RunRecord] = []
+    cursor = None
+    while True:
+        records = instance.get_run_records(
+            filters=dg.RunsFilter(statuses=_FINISHED, updated_before=before),
+            limit=PAGE,
+            cursor=cursor,
+        )
+        runs.extend(records)
+        if len(records) < PAGE:
+            return runs
+        cursor = records[-1].dagster_run.run_id
+
+
+def _latest_runs(instance: dg.DagsterInstance) -> set[str] | None:
+    """The runs that made the latest materialisation of a partition of the four assets;
     None from an event log that is not Dagster's SQL one (SQLite, PostgreSQL, MySQL).
 
     Read as (id, run id) rows of the event log's index: a materialisation read as a record
@@ -113,7 +149,7 @@ def _latest_runs(instance: dg.DagsterInstance, harvester_id: str) -> set[str] | 
         latest = instance.get_latest_storage_id_by_partition(
             asset_key, dg.DagsterEventType.ASSET_MATERIALIZATION
         )
-        ids = [i for key, i in latest.items() if split_key(key)[0] == harvester_id]
+        ids = list(latest.values())
         for start in range(0, len(ids), PAGE):
             query = sa.select(SqlEventLogStorageTable.c.run_id).where(
                 SqlEventLogStorageTable.c.id.in_(ids[start : start + PAGE])
@@ -167,9 +203,3 @@ def _delete_run(instance: dg.DagsterInstance, run_id: str) -> None:
         instance.compute_log_manager.delete_logs(prefix=[run_id])
     except Exception:  # noqa: BLE001 - a log store that cannot delete keeps them; the run went
         logger.warning("the captured logs of run %s could not be deleted", run_id, exc_info=True)
-
-
-def harvesters_with_runs(instance: dg.DagsterInstance) -> set[str]:
-    """Every harvester a run of the instance names, registered or long deleted."""
-    tags = instance.get_run_tags(tag_keys=[HARVESTER_TAG, PARTITION_HARVESTER_TAG])
-    return {value for _key, values in tags for value in values}

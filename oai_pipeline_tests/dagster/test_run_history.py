@@ -12,8 +12,11 @@ from click.testing import CliRunner
 
 from oai_pipeline.cli import main
 from oai_pipeline.defs import run_history
-from oai_pipeline.defs.launch import materialize_windows
+from oai_pipeline.defs.assets import harvest_assets
+from oai_pipeline.defs.checks import harvest_checks
+from oai_pipeline.defs.launch import materialize_windows, range_tags
 from oai_pipeline.defs.partitions import HARVESTER_TAG
+from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.defs.run_history import prune_run_history
 from oai_pipeline.pipeline.frames import WRITTEN_RECORDS
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
@@ -64,13 +67,13 @@ def test_a_run_goes_once_each_of_its_partitions_was_materialised_again(
     assert len(harvested) == 10  # a window a day of the ten days the records span
 
     # The only run of its partitions: kept, however old.
-    assert prune_run_history(instance, "sample", 1, now=LATER).deleted == []
+    assert prune_run_history(instance, 1, {"sample"}, now=LATER).deleted == {}
     # Too recent: kept, superseded or not.
     again = materialize_windows(instance, "sample", first, last).run_id
-    assert prune_run_history(instance, "sample", 1).deleted == []
+    assert prune_run_history(instance, 1, {"sample"}).deleted == {}
 
-    pruned = prune_run_history(instance, "sample", 1, now=LATER)
-    assert pruned.deleted == [full] and pruned.kept == 1
+    pruned = prune_run_history(instance, 1, {"sample"}, now=LATER)
+    assert pruned.deleted == {"sample": [full]} and pruned.kept == 1
     assert instance.get_run_by_id(full) is None
     assert instance.get_run_by_id(again) is not None
     # What the UI shows of the partitions is the later run's, and all of them still are.
@@ -80,11 +83,12 @@ def test_a_run_goes_once_each_of_its_partitions_was_materialised_again(
     register(settings, endpoint.base_url, metadata_prefix="no_such_format")
     failed = materialize_windows(instance, "sample", first, first, raise_on_error=False)
     assert not failed.success
-    assert prune_run_history(instance, "sample", 1, now=LATER).deleted == []
+    assert prune_run_history(instance, 1, {"sample"}, now=LATER).deleted == {}
     # Once that window is harvested again, the failure is history.
     register(settings, endpoint.base_url)
     materialize_windows(instance, "sample", first, first)
-    assert prune_run_history(instance, "sample", 1, now=LATER).deleted == [failed.run_id]
+    pruned = prune_run_history(instance, 1, {"sample"}, now=LATER)
+    assert pruned.deleted == {"sample": [failed.run_id]}
     assert _materialised(instance) == harvested
 
 
@@ -94,8 +98,17 @@ def test_runs_of_a_deleted_harvester_go_and_nothing_goes_when_kept_for_good(
     register(settings, endpoint.base_url)
     first, last = _windows(records)
     run = materialize_windows(instance, "sample", first, last).run_id
-    assert prune_run_history(instance, "sample", 0, registered=False, now=LATER).deleted == []
-    assert prune_run_history(instance, "sample", 1, registered=False, now=LATER).deleted == [run]
+    # A backfill's run from the UI: its harvester is known from its range alone.
+    range_only = {k: v for k, v in range_tags("sample", first, last).items() if k != HARVESTER_TAG}
+    backfill = dg.materialize(
+        [*harvest_assets, *harvest_checks],
+        instance=instance,
+        resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
+        tags=range_only,
+    ).run_id
+    assert prune_run_history(instance, 0, set(), now=LATER).deleted == {}
+    pruned = prune_run_history(instance, 1, set(), now=LATER)
+    assert sorted(pruned.deleted["sample"]) == sorted([run, backfill])
 
 
 def test_a_harvest_deletes_its_harvesters_superseded_runs(
@@ -116,6 +129,11 @@ def test_a_harvest_deletes_its_harvesters_superseded_runs(
     # The second run still wrote the latest written_records while the third ran.
     assert {m.metadata["dagster_runs_pruned"].value for m in written} == {1}
     assert instance.get_run_by_id(runs[0]) is None
+    assert instance.get_run_by_id(runs[1]) is not None
+    # Once a day: the next harvest leaves the second run, superseded now, for tomorrow.
+    again = materialize_windows(instance, "sample", first, last)
+    written = again.asset_materializations_for_node(WRITTEN_RECORDS)
+    assert {m.metadata["dagster_runs_pruned"].value for m in written} == {0}
     assert instance.get_run_by_id(runs[1]) is not None
 
 
