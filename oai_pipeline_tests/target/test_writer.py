@@ -462,6 +462,32 @@ def test_pid_field_names_where_the_pid_lives(harness: Harness, repo: EmbeddedRep
     assert repo.show(other.local_id)["doi"] == "hdl:1/3"
 
 
+@pytest.mark.parametrize("kind", ["new draft", "edit draft"])
+def test_a_reviewer_publishing_a_harvested_draft_keeps_the_writers_pid(
+    harness: Harness, repo: EmbeddedRepository, kind: str
+) -> None:
+    """publish: false with a pid_field other than pids.doi. Before, publishing the draft
+    (or a user's edit of it) in the target made the record hold the DOI at pids.doi: the
+    writer's pid was free for another record, and the harvest never set it back."""
+    harness.reconfigure(pid_field="metadata.identifier", publish=False)
+    payload = data("Harvested", doi="10.1/a")
+    payload["metadata"]["identifier"] = "hdl:1/2"
+    record_id = harness.one("oai:1", payload).local_id
+    if kind == "edit draft":  # published once; the source then changes the record's pid
+        repo.publish(record_id)
+        payload = data("Changed", doi="10.1/a")
+        payload["metadata"]["identifier"] = "hdl:1/3"
+        harness.one("oai:1", payload)
+    repo.edit(record_id, {"metadata.title": "Reviewed"})
+
+    repo.publish(record_id)
+
+    expected = "hdl:1/2" if kind == "new draft" else "hdl:1/3"
+    assert repo.show(record_id)["doi"] == expected
+    with repo.transaction(read_only=True) as tx:  # no other record can take it
+        assert tx.pid_holder(expected) == record_id
+
+
 def test_a_stale_create_after_a_crash_makes_no_duplicate(
     harness: Harness, repo: EmbeddedRepository
 ) -> None:
