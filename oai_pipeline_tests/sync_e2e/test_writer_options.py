@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,8 +108,9 @@ def dc(title: str, doi: str) -> str:
 class Story:
     """The source, the repository's users and the checks of one option combination."""
 
-    def __init__(self, settings: Settings, source: FakeSource, options: Options):
-        self.settings = settings
+    def __init__(self, services: Services, source: FakeSource, options: Options):
+        self.services = services
+        settings = services.settings
         self.source = source
         self.options = options
         self.repository = EmbeddedRepository(settings.target_db_url)
@@ -145,8 +147,7 @@ class Story:
 
     # -- the target ------------------------------------------------------------------------
     def harvest(self) -> None:
-        with Services(self.settings) as services:
-            run_harvest(services, EVERYTHING, RunOptions(), progress=lambda _m: None)
+        run_harvest(self.services, EVERYTHING, RunOptions(), progress=lambda _m: None)
 
     def local(self, identifier: str) -> dict | None:
         rows = [
@@ -158,8 +159,7 @@ class Story:
         return self.repository.show(rows[0]["id"]) if rows else None
 
     def errors(self, identifier: str) -> list[dict]:
-        with Services(self.settings) as services:
-            record = services.state.get_record(identifier, "sample")
+        record = self.services.state.get_record(identifier, "sample")
         assert record is not None
         return record["errors"]
 
@@ -208,7 +208,7 @@ def story(
     settings: Settings,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
-) -> Story:
+) -> Iterator[Story]:
     options: Options = request.param
     source = harvest_fake_source(settings, monkeypatch, FakeSource([]))
     transformers = ['oai-import{model:"rdm"}']
@@ -219,10 +219,12 @@ def story(
         HarvesterRegistry(services.state).update(
             "sample", transformers=transformers, writers=[options.writer()]
         )
-    story = Story(settings, source, options)
-    story.repository.create_community("top")
-    story.repository.create_community("sub", parent="top")
-    return story
+    with Services(settings) as services:
+        story = Story(services, source, options)
+        story.repository.create_community("top")
+        story.repository.create_community("sub", parent="top")
+        yield story
+        story.repository.close()
 
 
 A, B, C = "oai:fake.test:a", "oai:fake.test:b", "oai:fake.test:c"
