@@ -678,6 +678,30 @@ def test_direct_update_changes_the_published_record_in_place(
     assert (shown["data"]["metadata"]["title"], shown["draft"]) == ("New", None)
 
 
+@pytest.mark.parametrize("direct_update", [False, True])
+def test_direct_update_gives_the_record_the_pid_a_publish_gives_it(
+    harness: Harness, repo: EmbeddedRepository, direct_update: bool
+) -> None:
+    """The transform named a pid its data no longer carries (a later transformer moved it).
+    Before, direct_update made the record hold the transform's pid while a created or an
+    edit-and-publish updated record held the data's: the option changed what the record
+    holds, although a direct update and a published edit draft end the same."""
+    harness.reconfigure(direct_update=direct_update)
+
+    def write(title: str, datestamp: str) -> WriteOutcome:
+        (outcome,) = harness.writer.apply(
+            H,
+            [PlannedWrite("oai:1", Action.UPDATE, "x", datestamp, data(title), pid="10.1/a")],
+        )
+        return outcome
+
+    created = write("Old", DATESTAMP)
+    assert repo.show(created.local_id)["doi"] is None  # as publishing the data gives it
+    updated = write("New", "2026-06-01")
+    assert (updated.action, updated.local_id) == (Action.UPDATE, created.local_id)
+    assert repo.show(created.local_id)["doi"] is None
+
+
 def test_communities_writer_and_record_slug_or_id_parents_and_default(
     harness: Harness, repo: EmbeddedRepository
 ) -> None:
