@@ -106,6 +106,18 @@ def test_a_version_5_target_keeps_its_dois_bare(target_url: str) -> None:
     }
 
 
+def test_a_version_6_target_keeps_the_pids_of_its_drafts(target_url: str) -> None:
+    with EmbeddedRepository(target_url) as first:
+        new = first.deposit(record(doi="10.1234/a"))
+        edited = first.deposit(record(doi="10.1234/b"), publish=True)
+        first.edit(edited, {"metadata.title": "Edited"})
+        as_version(first, 6, "ALTER TABLE target_drafts DROP COLUMN doi")
+    with EmbeddedRepository(target_url) as again:
+        again.publish(new)
+        again.publish(edited)
+        assert [again.show(i)["doi"] for i in (new, edited)] == ["10.1234/a", "10.1234/b"]
+
+
 def test_a_version_2_target_keeps_its_dois_in_normal_form(target_url: str) -> None:
     with EmbeddedRepository(target_url) as first:
         upper = first.deposit(record(doi="10.1234/a"), publish=True)

@@ -462,6 +462,32 @@ def test_pid_field_names_where_the_pid_lives(harness: Harness, repo: EmbeddedRep
     assert repo.show(other.local_id)["doi"] == "hdl:1/3"
 
 
+@pytest.mark.parametrize("kind", ["new draft", "edit draft"])
+def test_a_reviewer_publishing_a_harvested_draft_keeps_the_writers_pid(
+    harness: Harness, repo: EmbeddedRepository, kind: str
+) -> None:
+    """publish: false with a pid_field other than pids.doi. Before, publishing the draft
+    (or a user's edit of it) in the target made the record hold the DOI at pids.doi: the
+    writer's pid was free for another record, and the harvest never set it back."""
+    harness.reconfigure(pid_field="metadata.identifier", publish=False)
+    payload = data("Harvested", doi="10.1/a")
+    payload["metadata"]["identifier"] = "hdl:1/2"
+    record_id = harness.one("oai:1", payload).local_id
+    if kind == "edit draft":  # published once; the source then changes the record's pid
+        repo.publish(record_id)
+        payload = data("Changed", doi="10.1/a")
+        payload["metadata"]["identifier"] = "hdl:1/3"
+        harness.one("oai:1", payload)
+    repo.edit(record_id, {"metadata.title": "Reviewed"})
+
+    repo.publish(record_id)
+
+    expected = "hdl:1/2" if kind == "new draft" else "hdl:1/3"
+    assert repo.show(record_id)["doi"] == expected
+    with repo.transaction(read_only=True) as tx:  # no other record can take it
+        assert tx.pid_holder(expected) == record_id
+
+
 def test_a_stale_create_after_a_crash_makes_no_duplicate(
     harness: Harness, repo: EmbeddedRepository
 ) -> None:
@@ -650,6 +676,30 @@ def test_direct_update_changes_the_published_record_in_place(
     assert (outcome.action, outcome.revision) == (Action.UPDATE, 2)
     shown = repo.show(local_id)
     assert (shown["data"]["metadata"]["title"], shown["draft"]) == ("New", None)
+
+
+@pytest.mark.parametrize("direct_update", [False, True])
+def test_direct_update_gives_the_record_the_pid_a_publish_gives_it(
+    harness: Harness, repo: EmbeddedRepository, direct_update: bool
+) -> None:
+    """The transform named a pid its data no longer carries (a later transformer moved it).
+    Before, direct_update made the record hold the transform's pid while a created or an
+    edit-and-publish updated record held the data's: the option changed what the record
+    holds, although a direct update and a published edit draft end the same."""
+    harness.reconfigure(direct_update=direct_update)
+
+    def write(title: str, datestamp: str) -> WriteOutcome:
+        (outcome,) = harness.writer.apply(
+            H,
+            [PlannedWrite("oai:1", Action.UPDATE, "x", datestamp, data(title), pid="10.1/a")],
+        )
+        return outcome
+
+    created = write("Old", DATESTAMP)
+    assert repo.show(created.local_id)["doi"] is None  # as publishing the data gives it
+    updated = write("New", "2026-06-01")
+    assert (updated.action, updated.local_id) == (Action.UPDATE, created.local_id)
+    assert repo.show(created.local_id)["doi"] is None
 
 
 def test_communities_writer_and_record_slug_or_id_parents_and_default(

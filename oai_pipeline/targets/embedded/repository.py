@@ -128,7 +128,11 @@ class EmbeddedRepository:
                 raise PipelineError(f"record {record_id} is {row.state}: restore it before editing")
             for path, value in changes.items():
                 set_path(data, path, value)
-            tx.save_draft(record_id, data, doi=pid_of(data))
+            # A harvested record's pid is its harvest's (the writer's `pid_field` may be
+            # another than `pids.doi`); the next harvest sets it anyway.
+            harvested = row.source_harvester is not None
+            pid = (draft.doi if draft is not None else row.doi) if harvested else pid_of(data)
+            tx.save_draft(record_id, data, doi=pid)
             tx.mark_changed_locally(record_id)
 
     def publish(self, record_id: str) -> None:

@@ -15,8 +15,9 @@ import sqlalchemy as sa
 
 from oai_pipeline.doi import normal_doi
 from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.targets.base import pid_of
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 metadata = sa.MetaData()
 
@@ -107,6 +108,9 @@ drafts = sa.Table(
     # Left by a harvest whose writer does not publish, and untouched by a user since: the
     # harvested state of the record (the skip rule's), not a local edit.
     sa.Column("harvested", sa.Boolean, nullable=False, default=False, server_default=sa.false()),
+    # The pid the draft names as whoever wrote it reads it (a harvest by its writer's
+    # `pid_field`, a user by `pids.doi`): the one the record holds once the draft is published.
+    sa.Column("doi", Doi(), nullable=True),
 )
 
 revisions = sa.Table(
@@ -210,6 +214,24 @@ def _add_changed_locally(connection: sa.Connection) -> None:
     changed_index.create(connection, checkfirst=True)
 
 
+def _add_draft_dois(connection: sa.Connection) -> None:
+    """Drafts keep their pid: a new record's is the one it reserved, an edit draft's the DOI
+    of its data (as publishing read it before)."""
+    columns = {column["name"] for column in sa.inspect(connection).get_columns(drafts.name)}
+    if "doi" not in columns:
+        connection.execute(sa.text(f"ALTER TABLE {drafts.name} ADD COLUMN doi VARCHAR(512)"))
+    rows = connection.execute(
+        sa.select(drafts.c.record_id, drafts.c.kind, drafts.c.data, records.c.doi).join(
+            records, records.c.id == drafts.c.record_id
+        )
+    ).all()
+    for row in rows:
+        doi = row.doi if row.kind == "new" else pid_of(row.data)
+        connection.execute(
+            sa.update(drafts).where(drafts.c.record_id == row.record_id).values(doi=doi)
+        )
+
+
 _STEPS = {
     1: _create_v1,
     2: _add_lookup_index,
@@ -217,6 +239,7 @@ _STEPS = {
     4: _add_harvested_drafts,
     5: _add_changed_locally,
     6: _bare_dois,
+    7: _add_draft_dois,
 }
 _LOCK_KEY = 0x0A1_7A56E7  # the advisory lock that serialises migrations on PostgreSQL
 

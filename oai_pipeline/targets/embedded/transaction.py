@@ -88,6 +88,7 @@ _UPDATE_DRAFT = (
         data=sa.bindparam("new_data", type_=drafts.c.data.type),
         updated=sa.bindparam("stamp"),
         harvested=sa.bindparam("new_harvested"),
+        doi=sa.bindparam("new_doi", type_=drafts.c.doi.type),
     )
 )
 _ADD_DRAFT = sa.insert(drafts)
@@ -353,7 +354,12 @@ class TargetTransaction:
         record_id, stamp = self._insert_record(DRAFT, None, 0, doi, harvester_id, source_identifier)
         self.connection.execute(
             sa.insert(drafts).values(
-                record_id=record_id, kind="new", data=data, updated=stamp, harvested=harvested
+                record_id=record_id,
+                kind="new",
+                data=data,
+                updated=stamp,
+                harvested=harvested,
+                doi=doi,
             )
         )
         return record_id
@@ -592,6 +598,7 @@ class TargetTransaction:
                 "new_data": data,
                 "stamp": stamp,
                 "new_harvested": harvested,
+                "new_doi": doi,
             },
         )
         if updated.rowcount == 0:
@@ -603,17 +610,20 @@ class TargetTransaction:
                     "data": data,
                     "updated": stamp,
                     "harvested": harvested,
+                    "doi": doi,
                 },
             )
 
-    def publish(self, record_id: str, *, pid_field: str = DEFAULT_PID_FIELD) -> int:
-        """The draft becomes the published version (a new revision)."""
+    def publish(self, record_id: str, *, pid_field: str | None = None) -> int:
+        """The draft becomes the published version (a new revision), holding the pid at
+        `pid_field` of its data, or by default the one the draft names (`drafts.doi`)."""
         row = self.record(record_id)
         draft = self.draft(record_id)
         if row.state not in (DRAFT, LIVE) or draft is None:
             raise PipelineError(f"record {record_id} has no draft to publish")
         self.connection.execute(_DELETE_DRAFTS, {"record_id": record_id})
-        return self._change(row, LIVE, draft.data, doi=pid_of(draft.data, pid_field))
+        doi = draft.doi if pid_field is None else pid_of(draft.data, pid_field)
+        return self._change(row, LIVE, draft.data, doi=doi)
 
     def update_published(
         self, record_id: str, data: dict[str, Any], *, doi: str | None, row: sa.Row | None = None

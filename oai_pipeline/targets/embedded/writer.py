@@ -404,8 +404,9 @@ class EmbeddedWriter(Writer):
         if published and self.options.publish:
             # An edit draft published in the same transaction is one nobody can see: the
             # record goes straight to its new revision, the user's edit draft is removed, and
-            # the DOI is the data's as `publish` takes it (`direct_update`: also the plan's).
-            doi = pid if self.options.direct_update else pid_of(data, self.options.pid_field)
+            # the DOI is the data's as `publish` takes it, with `direct_update` too (before,
+            # that took the plan's: the option changed which pid the record held).
+            doi = pid_of(data, self.options.pid_field)
             return tx.update_published(record_id, data, doi=doi, row=row)
         if published and not self.options.publish and row.data == data:
             # A reviewer published the harvested draft as it was: an edit draft of the same
