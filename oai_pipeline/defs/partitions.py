@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -74,6 +75,32 @@ def ensure_harvester_partitions(instance: dg.DagsterInstance, harvester_ids: lis
 
 def partition_key(harvester_id: str, window_key: str) -> dg.MultiPartitionKey:
     return dg.MultiPartitionKey({HARVESTER: harvester_id, WINDOW: window_key})
+
+
+def harvesters_of(tags: Mapping[str, str], registered: Callable[[], list[str]]) -> set[str]:
+    """The harvesters a run harvests, from its tags: the CLI's and the schedules' name it;
+    a run launched in the UI names its partitions only, one key or a range (a 2-D range spans
+    the `registered` harvesters between its corners). Empty for a run of anything else."""
+    if HARVESTER_TAG in tags:
+        return {tags[HARVESTER_TAG]}
+    if PARTITION_HARVESTER_TAG in tags:
+        return {tags[PARTITION_HARVESTER_TAG]}
+    if key := tags.get("dagster/partition"):
+        return {_harvester_of_key(key)} - {None}
+    start, end = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
+    if not (start and end):
+        return set()
+    first, last = _harvester_of_key(start), _harvester_of_key(end)
+    if first is None or last is None:
+        return set()
+    return {first, last} | {h for h in registered() if first <= h <= last}
+
+
+def _harvester_of_key(key: str) -> str | None:
+    try:
+        return split_key(key)[0]
+    except Exception:  # noqa: BLE001 - a key of another partitions definition: not a harvest
+        return None
 
 
 def split_key(key: str) -> tuple[str, str]:

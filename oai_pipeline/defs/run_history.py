@@ -15,18 +15,14 @@ from collections import defaultdict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import dagster as dg
 import sqlalchemy as sa
 from dagster._core.storage.event_log import SqlEventLogStorage
 from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
 
-from oai_pipeline.defs.partitions import (
-    HARVESTER_TAG,
-    PARTITION_HARVESTER_TAG,
-    RANGE_START_TAG,
-    split_key,
-)
+from oai_pipeline.defs.partitions import HARVESTER, harvesters_of
 from oai_pipeline.pipeline.frames import STAGE_ASSETS
 
 logger = logging.getLogger(__name__)
@@ -69,11 +65,12 @@ def prune_run_history(
     if keep_days <= 0:
         return pruned
     finished_before = (now or datetime.now(UTC)) - timedelta(days=keep_days)
+    known = partial(instance.get_dynamic_partitions, HARVESTER)
     old = [
-        (harvester_id, run)
+        (min(harvesters), harvesters, run)
         for run in _old_runs(instance, finished_before)
-        if (harvester_id := harvester_of(run.dagster_run)) is not None
-        and (harvester_ids is None or harvester_id in harvester_ids)
+        if (harvesters := harvesters_of(run.dagster_run.tags, known))
+        and (harvester_ids is None or harvesters & set(harvester_ids))
     ]
     # Each window's latest run stays for good: asked of each run, they would be asked again
     # every time. Asked once of the partitions, that takes a query an asset.
@@ -81,10 +78,10 @@ def prune_run_history(
     if holding is None:
         logger.warning("Dagster runs not pruned: the instance's event log is not SQL")
         return pruned
-    for harvester_id, run in old:
+    for harvester_id, harvesters, run in old:
         run_id = run.dagster_run.run_id
         failed = run.dagster_run.status != dg.DagsterRunStatus.SUCCESS
-        if harvester_id in registered and (
+        if harvesters & set(registered) and (
             run_id in holding or (failed and not _superseded(instance, run))
         ):
             pruned.kept += 1
@@ -105,19 +102,6 @@ def prune_run_history_daily(
         return None
     instance.run_storage.set_cursor_values({PRUNED_AT_KEY: now.isoformat()})
     return prune_run_history(instance, keep_days, registered(), now=now)
-
-
-def harvester_of(run: dg.DagsterRun) -> str | None:
-    """The harvester a run harvested: tagged by the CLI and the schedules, by Dagster with
-    the partition (a run of one key) or the range (a backfill's run); None for other runs."""
-    if harvester := run.tags.get(HARVESTER_TAG) or run.tags.get(PARTITION_HARVESTER_TAG):
-        return harvester
-    if start := run.tags.get(RANGE_START_TAG):
-        try:
-            return split_key(start)[0]
-        except Exception:  # noqa: BLE001 - a range of another partitions definition
-            return None
-    return None
 
 
 def _old_runs(instance: dg.DagsterInstance, before: datetime) -> list[dg.RunRecord]:

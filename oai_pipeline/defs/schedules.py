@@ -17,11 +17,8 @@ from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
 from oai_pipeline.defs.launch import range_tags
 from oai_pipeline.defs.partitions import (
     HARVESTER,
-    HARVESTER_TAG,
-    RANGE_END_TAG,
-    RANGE_START_TAG,
     ensure_harvester_partitions,
-    split_key,
+    harvesters_of,
     window_partitions,
 )
 from oai_pipeline.defs.resources import PipelineResource
@@ -136,32 +133,28 @@ def last_complete_sweep(state: StateStore, harvester_id: str) -> dict[str, Any] 
 STUCK_AFTER = timedelta(minutes=10)
 
 
-def busy_harvesters(instance: dg.DagsterInstance, now: datetime | None = None) -> set[str]:
-    """Harvesters with a run queued or in progress (one writer each: a new run would wait).
-    A run stuck as NOT_STARTED does not count: it would keep its harvester out for good."""
+def busy_harvesters(
+    instance: dg.DagsterInstance, now: datetime | None = None, *, job_name: str | None = None
+) -> set[str]:
+    """Harvesters with a run (of `job_name`, default any) queued or in progress (one writer
+    each: a new run would wait). A run stuck as NOT_STARTED does not count: it would keep
+    its harvester out for good."""
     stuck_before = (now or datetime.now(UTC)) - STUCK_AFTER
     busy: set[str] = set()
     registered: list[str] | None = None
+
+    def harvesters() -> list[str]:
+        nonlocal registered
+        if registered is None:
+            registered = instance.get_dynamic_partitions(HARVESTER)
+        return registered
+
     for record in instance.get_run_records(filters=dg.RunsFilter(statuses=_BUSY)):
         run = record.dagster_run
         if run.status is dg.DagsterRunStatus.NOT_STARTED and record.create_timestamp < stuck_before:
             continue
-        if HARVESTER_TAG in run.tags:
-            busy.add(run.tags[HARVESTER_TAG])
-            continue
-        # A run launched from the UI (an asset backfill) names its partitions only.
-        start, end = run.tags.get(RANGE_START_TAG), run.tags.get(RANGE_END_TAG)
-        single = run.tags.get(f"dagster/partition/{HARVESTER}")
-        if single is not None:
-            busy.add(single)
-        elif run.tags.get("dagster/partition"):
-            busy.add(split_key(run.tags["dagster/partition"])[0])
-        elif start and end:
-            first, last = split_key(start)[0], split_key(end)[0]
-            if registered is None:
-                registered = instance.get_dynamic_partitions(HARVESTER)
-            # A 2-D range spans the harvesters between its corners.
-            busy |= {first, last} | {h for h in registered if first <= h <= last}
+        if job_name is None or run.job_name == job_name:
+            busy |= harvesters_of(run.tags, harvesters)
     return busy
 
 
@@ -241,7 +234,11 @@ def incremental_harvest_schedule(
 
 
 def full_harvest_requests(
-    instance: dg.DagsterInstance, pipeline: PipelineResource, now: datetime, tick_id: str
+    instance: dg.DagsterInstance,
+    pipeline: PipelineResource,
+    now: datetime,
+    tick_id: str,
+    skip: Collection[str] = (),
 ) -> list[dg.RunRequest]:
     first = window_partitions.get_first_partition_key()
     last = window_partitions.get_partition_key_for_timestamp(now.timestamp())
@@ -252,6 +249,7 @@ def full_harvest_requests(
         "full",
         tick_id,
         lambda _s, _h: (first, last),
+        skip,
     )
 
 
@@ -265,5 +263,16 @@ def run_all_harvesters_schedule(
     context: dg.ScheduleEvaluationContext, pipeline: PipelineResource
 ) -> list[dg.RunRequest] | dg.SkipReason:
     now = context.scheduled_execution_time or datetime.now(UTC)
-    requests = full_harvest_requests(context.instance, pipeline, now, now.strftime("%Y%m%dT%H%M"))
-    return requests or dg.SkipReason("no enabled harvester is registered")
+    # A full harvest still queued or going (a slow source) is not asked for again: weekly
+    # runs would pile up behind it. An incremental run going does not keep one out.
+    busy = busy_harvesters(context.instance, job_name=run_all_harvesters.name)
+    requests = full_harvest_requests(
+        context.instance, pipeline, now, now.strftime("%Y%m%dT%H%M"), busy
+    )
+    if requests:
+        return requests
+    if busy:
+        return dg.SkipReason(
+            f"every enabled harvester's full harvest is still going: {sorted(busy)}"
+        )
+    return dg.SkipReason("no enabled harvester is registered")

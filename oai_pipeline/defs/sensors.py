@@ -1,15 +1,15 @@
 """Sensors: the `harvester` partitions follow the registry, with no code reload."""
 
 from collections.abc import Callable
+from functools import partial
 from typing import Literal
 
 import dagster as dg
 
 from oai_pipeline.defs.partitions import (
     HARVESTER,
-    HARVESTER_TAG,
-    PARTITION_HARVESTER_TAG,
     harvester_partitions,
+    harvesters_of,
     window_partitions,
 )
 from oai_pipeline.defs.resources import PipelineResource
@@ -51,11 +51,13 @@ def cancel_queued_runs(instance: dg.DagsterInstance, deleted: set[str]) -> list[
         return []
     canceled = []
     queued = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.QUEUED]))
+    partitions = partial(instance.get_dynamic_partitions, HARVESTER)  # the deleted ones too
     for run in queued:
-        harvester_id = run.tags.get(HARVESTER_TAG) or run.tags.get(PARTITION_HARVESTER_TAG)
-        if harvester_id in deleted:
-            instance.report_run_canceled(run, message=f"harvester {harvester_id} was deleted")
-            canceled.append((run.run_id, harvester_id))
+        harvesters = harvesters_of(run.tags, partitions)
+        if harvesters and harvesters <= deleted:
+            names = ", ".join(sorted(harvesters))
+            instance.report_run_canceled(run, message=f"harvester {names} was deleted")
+            canceled.append((run.run_id, names))
     return canceled
 
 

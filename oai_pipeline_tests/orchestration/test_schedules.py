@@ -226,6 +226,24 @@ def test_run_all_harvesters_schedule_requests_a_full_harvest_of_each(
         assert _windows(request) == ("2024-01-01", "2024-03-10")  # the whole grid, one sweep
 
 
+def test_a_full_harvest_still_going_is_not_asked_for_again(
+    instance: dg.DagsterInstance, registry: Settings
+) -> None:
+    """Before, a source slower than a week got a full run queued behind its last every
+    week; an incremental run going keeps no full harvest out."""
+    job = dg.GraphDefinition("run_all_harvesters").to_job()
+    instance.create_run_for_job(
+        job, tags=range_tags("down", "2024-01-01", "2024-03-03"), status=dg.DagsterRunStatus.STARTED
+    )
+    instance.create_run_for_job(
+        dg.GraphDefinition("harvest").to_job(),
+        tags=range_tags("fresh", "2024-03-09", "2024-03-10"),
+        status=dg.DagsterRunStatus.STARTED,
+    )
+    requests = _by_harvester(_tick("run_all_harvesters_schedule", instance).run_requests)
+    assert set(requests) == {"fresh", "current"}
+
+
 def test_schedule_requests_name_existing_jobs_and_partitions(
     instance: dg.DagsterInstance, registry: Settings
 ) -> None:

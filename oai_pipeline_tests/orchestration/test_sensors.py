@@ -90,13 +90,23 @@ def test_queued_runs_of_a_deleted_harvester_are_canceled(
         instance, {"dagster/partition": "alpha|2024-01-05", "dagster/partition/harvester": "alpha"}
     )
     other = _queued_run(instance, range_tags("beta", "2024-01-01", "2024-01-31"))
+    # An asset backfill's run from the UI names its range only: alpha's, and alpha to beta.
+    backfill = {
+        "dagster/asset_partition_range_start": "alpha|2024-01-01",
+        "dagster/asset_partition_range_end": "alpha|2024-01-31",
+    }
+    ui_backfill = _queued_run(instance, backfill)
+    both = _queued_run(
+        instance, {**backfill, "dagster/asset_partition_range_end": "beta|2024-01-31"}
+    )
     with Services(settings) as services:
         HarvesterRegistry(services.state).delete("alpha")
 
     _registry_tick(instance)
 
     assert instance.get_dynamic_partitions(HARVESTER) == ["beta"]
-    for run in (scheduled, from_the_ui):
+    assert instance.get_run_by_id(both.run_id).status == dg.DagsterRunStatus.QUEUED
+    for run in (scheduled, from_the_ui, ui_backfill):
         assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.CANCELED
     assert instance.get_run_by_id(other.run_id).status == dg.DagsterRunStatus.QUEUED
 
