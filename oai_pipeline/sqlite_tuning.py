@@ -15,7 +15,11 @@ Dagster event log takes the first setting only).
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any
+
+from sqlalchemy import Engine, event
+from sqlalchemy.engine import ExceptionContext
 
 WAL_AUTOCHECKPOINT_PAGES = 16384  # of 4 KB
 CACHE_KIB = 16384
@@ -31,3 +35,18 @@ def tune_wal(cursor: Any) -> None:
     sync_at_checkpoints(cursor)
     cursor.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
     cursor.execute(f"PRAGMA cache_size=-{CACHE_KIB}")  # negative: in KiB
+
+
+def release_lock_on_interrupt(engine: Engine) -> None:
+    """Close the statement's cursor when Ctrl-C or SIGTERM interrupts it. SQLAlchemy treats
+    such an interrupt as a lost connection and closes it with the cursor still open; SQLite
+    then keeps the half-done transaction, and its write lock, until the cursor is garbage
+    collected, which the traceback prevents: the interrupted harvest's own cleanup (the run
+    marked stopped, the lease released) waited for that lock, 60 s a write, for minutes."""
+
+    @event.listens_for(engine, "handle_error")
+    def _close_cursor(context: ExceptionContext) -> None:
+        cursor = getattr(context.execution_context, "cursor", None)
+        if cursor is not None and not isinstance(context.original_exception, Exception):
+            with suppress(Exception):  # the interrupt is what is raised, not this
+                cursor.close()

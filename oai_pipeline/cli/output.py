@@ -74,7 +74,13 @@ class Terminated(KeyboardInterrupt):
     endpoint shuts down. Left to the default action, the process just vanished."""
 
 
+# Set once SIGTERM arrived: a library that runs Python code from its own (polars, calling
+# back while it builds a frame) may swallow the Terminated and raise an error of its own.
+_terminating = threading.Event()
+
+
 def _terminate(signum: int, frame: object) -> None:
+    _terminating.set()
     raise Terminated("SIGTERM")
 
 
@@ -84,6 +90,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    _terminating.clear()
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         yield
@@ -155,6 +162,10 @@ def one_line_errors(as_json: bool | Callable[[], bool] = False) -> Iterator[None
         )
         raise CommandError(kind, kind=kind, exit_code=exit_code, as_json=_asked(as_json)) from None
     except Exception as error:
+        if _terminating.is_set():  # SIGTERM's interrupt, turned into another error
+            raise CommandError(
+                "terminated", kind="terminated", exit_code=143, as_json=_asked(as_json)
+            ) from None
         reported = _command_error(error, _asked(as_json))
         if reported is None or reported is error:
             raise

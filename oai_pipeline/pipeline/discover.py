@@ -242,9 +242,15 @@ def discover(
             result.notices = state.add_run_notices(run_id, reader.notices)
     finally:
         reader.close()
-    result.counters = state.reconcile_counters(run_id)
-    result.cap_reached = bool(result.counters.get("cap_reached"))
-    _export(services, scope, run_id, result)
+    try:
+        result.counters = state.reconcile_counters(run_id)
+        result.cap_reached = bool(result.counters.get("cap_reached"))
+        _export(services, scope, run_id, result)
+    except BaseException as error:
+        # as a failed sweep: a run whose staged records could not be exported (a full
+        # disk, Ctrl-C) ends failed or stopped, not `running` after its process ended
+        services.record_failure(run_id, error)
+        raise
     return result
 
 

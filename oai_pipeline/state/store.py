@@ -31,7 +31,7 @@ from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.json_codec import ENGINE_JSON
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
 from oai_pipeline.oai.windows import read_datestamp
-from oai_pipeline.sqlite_tuning import tune_wal
+from oai_pipeline.sqlite_tuning import release_lock_on_interrupt, tune_wal
 from oai_pipeline.state.schema import (
     applied_fixtures,
     harvest_record_data,
@@ -138,6 +138,7 @@ def _create_engine(url: str) -> Engine:
         else:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
 
+    release_lock_on_interrupt(engine)
     return engine
 
 

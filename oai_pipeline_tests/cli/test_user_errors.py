@@ -824,6 +824,28 @@ def test_sigterm_stops_a_harvest_like_ctrl_c(
     assert json.loads(run("harvest", registered, "--json").stdout)["created"] == 8
 
 
+def test_sigterm_a_library_turned_into_its_own_error_still_stops_the_harvest(
+    registered: str, monkeypatch: pytest.MonkeyPatch, sigterm_unhandled: None
+) -> None:
+    """SIGTERM landing while polars called back into Python: polars swallowed the
+    interrupt and raised a TypeError of its own; the harvest ended with a traceback and exit
+    1, not as terminated."""
+
+    def terminate(*args: object) -> None:
+        try:
+            signal.raise_signal(signal.SIGTERM)
+        except KeyboardInterrupt:
+            raise TypeError("'<unprintable str object>' is not a Polars data type") from None
+
+    with monkeypatch.context() as patch:
+        patch.setattr("oai_pipeline.pipeline.runner.transform", terminate)
+        result = run("harvest", registered, "--json")
+
+    assert_one_line_error(result, "terminated", 143)
+    assert json.loads(result.stdout) == {"error": "terminated", "type": "terminated"}
+    assert json.loads(run("harvest", registered, "--json").stdout)["created"] == 8
+
+
 @pytest.mark.parametrize(
     ("config", "message"),
     [

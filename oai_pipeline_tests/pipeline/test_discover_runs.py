@@ -289,3 +289,22 @@ def test_a_second_harvest_started_between_the_stages_of_the_first_waits_for_it(
 
     assert reports["first"].run_id != reports["second"].run_id
     assert reports["first"].harvested == reports["second"].harvested == 10
+
+
+@pytest.mark.parametrize("error", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_a_run_whose_export_fails_is_not_left_running(
+    source: FakeSource,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    error: BaseException,
+) -> None:
+    """The sweep done, writing its Parquet part fails (a full disk) or is interrupted: the
+    run ends failed or stopped. It stayed `running` after the process ended, for `status`
+    and the next harvest, which called it killed."""
+    with Services(settings) as services:
+        raise_on_call(monkeypatch, services.storage, "write_part", 1, error)
+        with pytest.raises(type(error)):
+            run_discover(services)
+        run = services.state.list_runs(harvester_id="sample", limit=1)[0]
+    expected = "failed" if isinstance(error, Exception) else "stopped"
+    assert run["status"] == expected and type(error).__name__ in run["error"]

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from oai_pipeline.errors import ConfigurationError, database_error_text, without_password
 from oai_pipeline.json_codec import ENGINE_JSON
-from oai_pipeline.sqlite_tuning import tune_wal
+from oai_pipeline.sqlite_tuning import release_lock_on_interrupt, tune_wal
 
 _WAL_ATTEMPTS = 100  # x 50 ms
 # Execution option of a read-only transaction: on SQLite it never waits for a writer (WAL).
@@ -46,6 +46,7 @@ def create_target_engine(url: str) -> sa.Engine:
                     f"cannot create the folder of the target database {path}: {error.strerror}"
                 ) from None
         _configure_sqlite(engine, wal=path is not None)
+        release_lock_on_interrupt(engine)
     return engine
 
 
