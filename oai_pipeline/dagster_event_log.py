@@ -86,6 +86,12 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
         super().__init__(base_dir, inst_data=self._pending_inst_data)
         self._db_lock = threading.RLock()  # held for a whole batch, taken again per event
         _open_storages.add(self)
+        # Dagster creates the index's tables only when its file does not exist yet, and
+        # completes them on the first event stored. A first start killed meanwhile left it
+        # without the dynamic partitions table: every run then failed as it added its
+        # harvester's partition, before it could store an event. Completed here, at once.
+        with self._connect(INDEX_SHARD_NAME):
+            pass
         os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", str(EVENT_BATCH_SIZE))
 
     def register_instance(self, instance: dg.DagsterInstance) -> None:

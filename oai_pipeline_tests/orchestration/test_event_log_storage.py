@@ -350,3 +350,20 @@ def test_a_failed_batch_stores_none_of_its_events(instance: dg.DagsterInstance) 
     assert _messages(instance, "run-1") == []
     storage.store_event_batch(good)  # the storage is usable afterwards
     assert _messages(instance, "run-1") == ["event 0", "event 1", "event 2"]
+
+
+def test_a_first_start_killed_while_the_index_was_made_is_completed(home: Path) -> None:
+    """Killed (a harvest's first Dagster run, here) after Dagster made the index's first
+    table: Dagster completes it only on the first event stored, and every run failed
+    before that, adding its harvester's partition ("requires the dynamic partitions table,
+    which currently does not exist")."""
+    from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
+
+    index = home / "history" / "runs" / "index.db"
+    index.parent.mkdir(parents=True)
+    engine = sa.create_engine(f"sqlite:///{index}")
+    SqlEventLogStorageTable.create(engine)  # as far as the killed start got
+    engine.dispose()
+    with dg.DagsterInstance.get() as instance:
+        instance.add_dynamic_partitions("harvester", ["sample"])
+        assert instance.get_dynamic_partitions("harvester") == ["sample"]
