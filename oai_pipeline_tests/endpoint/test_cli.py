@@ -30,7 +30,7 @@ def _serve_and_probe(args: list[str], port: int) -> tuple[object, dict[str, etre
 
     def probe() -> None:
         url = f"http://127.0.0.1:{port}/oai"
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # a loaded CI machine starts the CLI slowly
         while time.monotonic() < deadline and not cli_done.is_set():
             try:
                 response = httpx.get(url, params={"verb": "Identify"}, timeout=2)
@@ -42,8 +42,11 @@ def _serve_and_probe(args: list[str], port: int) -> tuple[object, dict[str, etre
                 break
             except httpx.TransportError:
                 time.sleep(0.05)
-        if not cli_done.is_set():  # Ctrl-C only while `serve` still runs
+        # Ctrl-C only while `serve` still runs, and again until it stops: one that lands
+        # while the CLI still starts may be swallowed by an import, and `serve` ran for good.
+        while not cli_done.is_set():
             _thread.interrupt_main()
+            cli_done.wait(5)
 
     helper = threading.Thread(target=probe)
     helper.start()
