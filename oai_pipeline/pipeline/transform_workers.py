@@ -10,6 +10,7 @@ incremental harvest) never pays for starting workers.
 
 from __future__ import annotations
 
+import gc
 import math
 import multiprocessing
 import multiprocessing.connection
@@ -199,6 +200,23 @@ def _start_worker(harvester: Harvester) -> None:
     global _worker_chain
     exit_with_parent()
     _worker_chain = build_transformers(harvester)
+    collect_less()
+
+
+# Objects allocated between the cyclic collector's youngest-generation runs in a worker.
+WORKER_GC_THRESHOLD = 10_000
+
+
+def collect_less() -> None:
+    """A worker only transforms: the ~110,000 objects of its imports live as long as it
+    does, and a record's allocations (pydantic's most) are freed by reference counting.
+    Python's collector still ran every 700 allocations and went through all of them now and
+    then: ~15 % of a record's transform (~100 µs of ~600). Those objects are set aside
+    (`gc.freeze`) and the youngest generation collected every 10,000 allocations: ~11 µs."""
+    gc.collect()
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(WORKER_GC_THRESHOLD, older, oldest)
 
 
 def exit_with_parent() -> None:
