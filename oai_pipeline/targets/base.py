@@ -90,6 +90,8 @@ class PlannedWrite:
     reason: str
     datestamp: str
     data: dict[str, Any] | None = None
+    # The pid the record is looked up by, read at the writer's `pid_field` (the transform's
+    # DOI for the default one): the writer falls back to it where the data names none.
     pid: str | None = None
     communities: list[str] = field(default_factory=list)
     local_id: str | None = None

@@ -70,7 +70,8 @@ class Options:
     def __str__(self) -> str:
         return (
             f"{'pub' if self.publish else 'draft'}{'-direct' if self.direct_update else ''}"
-            f"{'-all' if self.update_all else ''}{'-urn' if self.pid_field else ''}"
+            f"{'-all' if self.update_all else ''}"
+            f"{'-' + self.pid_field.rsplit('.', 1)[-1] if self.pid_field else ''}"
             f"-{self.community or 'nocomm'}"
         )
 
@@ -323,3 +324,39 @@ def test_a_story_of_source_changes_and_local_actions(story: Story) -> None:
     local = story.check(B, published[B])
     assert local["id"] == ids[B]
     assert len(repository.list(harvester="sample")) == 3
+
+
+# A writer whose `pid_field` names a field the records lack: they have no pid, whatever
+# DOI the import found (the Urn plug-in writes `pids.urn`, not `pids.handle`).
+NO_PID = Options(True, False, False, "pids.handle", None)
+
+
+def deposit_doi(story: Story, doi: str) -> str:
+    """A user's published deposit holding this pid (as `pids.doi`, how a user's is read)."""
+    return story.repository.deposit(
+        {"metadata": {"title": "Deposited"}, "pids": {"doi": {"identifier": doi}}},
+        publish=True,
+    )
+
+
+def assert_untouched(story: Story, deposit: str, doi: str) -> None:
+    shown = story.repository.show(deposit)
+    assert (shown["data"]["metadata"]["title"], shown["doi"]) == ("Deposited", doi), shown
+    assert (shown["source_harvester"], shown["revision"]) == (None, 1), shown
+
+
+@pytest.mark.parametrize("story", [NO_PID], indirect=True, ids=str)
+def test_a_record_without_a_pid_at_pid_field_takes_no_deposit_of_its_doi_over(
+    story: Story,
+) -> None:
+    """Before, the writer looked the record up by the DOI the import found (the default
+    field's) where its `pid_field` gave none: the plan said create, the write took the
+    user's deposit of that DOI over, overwrote it and left it without its DOI."""
+    deposit = deposit_doi(story, story.doi(A))
+    story.put(A, "first a")
+    story.harvest()
+
+    local = story.local(A)
+    assert local is not None and local["id"] != deposit
+    assert (local["state"], local["doi"], story.errors(A)) == ("live", None, [])
+    assert_untouched(story, deposit, story.doi(A))
