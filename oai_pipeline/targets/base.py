@@ -65,6 +65,13 @@ class WriterOptions(BaseModel):
         # The rule `--community` and `target communities create` follow.
         return None if value is None else check_slug(value, "community slug", max_length=None)
 
+    def pid_in(self, data: dict[str, Any] | None, transform_pid: str | None) -> str | None:
+        """The pid this writer finds a record by: the DOI the transform named, or, for
+        another `pid_field`, what the data holds there (none when it holds nothing)."""
+        if self.pid_field == DEFAULT_PID_FIELD:
+            return transform_pid
+        return pid_of(data, self.pid_field)
+
     @model_validator(mode="after")
     def _direct_update_publishes(self) -> WriterOptions:
         if self.direct_update and not self.publish:
