@@ -32,10 +32,13 @@ def undo_local_changes(
             identifiers = changed[start : start + BATCH]
             reported = state.last_reported(harvester_id, identifiers)
             memories = state.get_memories(harvester_id, identifiers)
+            transforms = {i: reported[i].transform for i in identifiers if i in reported}
+            data = {i: json_codec.loads(t.data_json) if t else None for i, t in transforms.items()}
+            # Found by the writer's pid (its `pid_field`) as the plan finds them, not by the
+            # transform's DOI: that gave a record a pid its writer does not give it.
             keys = [
-                SourceKey(i, reported[i].transform.pid if reported[i].transform else None)
-                for i in identifiers
-                if i in reported
+                SourceKey(i, writer.options.pid_in(data[i], t.pid if t else None))
+                for i, t in transforms.items()
             ]
             local = writer.lookup(harvester_id, keys)
             writes = []
@@ -57,7 +60,7 @@ def undo_local_changes(
                         action=decision.action,
                         reason=f"changed locally: {decision.reason}",
                         datestamp=last.datestamp,
-                        data=json_codec.loads(transform.data_json) if transform else None,
+                        data=data[key.identifier],
                         pid=key.pid,
                         communities=transform.communities if transform else [],
                         local_id=local[key.identifier].local_id,

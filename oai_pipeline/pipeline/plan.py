@@ -24,7 +24,7 @@ from oai_pipeline.pipeline.partitions import run_id_of, run_updates_all
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sync.rules import SourceRecord, decide
-from oai_pipeline.targets.base import DEFAULT_PID_FIELD, SourceKey, pid_of
+from oai_pipeline.targets.base import DEFAULT_PID_FIELD, SourceKey
 
 # What the plan reads of a transformed record: not its data.
 PLAN_COLUMNS = ("identifier", "datestamp", "deleted", "pid", "error_type")
@@ -71,9 +71,9 @@ def plan(services: Services, scope: HarvestScope, options: RunOptions) -> Counte
             update_all = run_update_all or writer.options.update_all
             sources = base_sources
             if writer.options.pid_field != DEFAULT_PID_FIELD:
-                field = writer.options.pid_field
+                pid_in = writer.options.pid_in
                 sources = [
-                    dataclasses.replace(s, pid=pid_of(json_codec.loads(d), field) if d else None)
+                    dataclasses.replace(s, pid=pid_in(json_codec.loads(d) if d else None, s.pid))
                     for s, d in zip(base_sources, data, strict=True)
                 ]
             locals_ = writer.lookup(

@@ -168,7 +168,9 @@ def write(
                             reason=row["reason"],
                             datestamp=row["datestamp"],
                             data=json_codec.loads(source["data"]) if source["data"] else None,
-                            pid=source["pid"],
+                            # The writer's pid, as the plan read it (its `pid_field`): the
+                            # transform's is the DOI, which the writer would take over by.
+                            pid=row["pid"],
                             communities=list(source["communities"] or []),
                             local_id=row["local_id"],
                             run_started=run_started,

@@ -65,6 +65,13 @@ class WriterOptions(BaseModel):
         # The rule `--community` and `target communities create` follow.
         return None if value is None else check_slug(value, "community slug", max_length=None)
 
+    def pid_in(self, data: dict[str, Any] | None, transform_pid: str | None) -> str | None:
+        """The pid this writer finds a record by: the DOI the transform named, or, for
+        another `pid_field`, what the data holds there (none when it holds nothing)."""
+        if self.pid_field == DEFAULT_PID_FIELD:
+            return transform_pid
+        return pid_of(data, self.pid_field)
+
     @model_validator(mode="after")
     def _direct_update_publishes(self) -> WriterOptions:
         if self.direct_update and not self.publish:
@@ -90,6 +97,8 @@ class PlannedWrite:
     reason: str
     datestamp: str
     data: dict[str, Any] | None = None
+    # The pid the record is looked up by, read at the writer's `pid_field` (the transform's
+    # DOI for the default one): the writer falls back to it where the data names none.
     pid: str | None = None
     communities: list[str] = field(default_factory=list)
     local_id: str | None = None

@@ -16,6 +16,7 @@ import itertools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ import pytest
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import run_harvest
+from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
@@ -70,11 +72,13 @@ class Options:
     def __str__(self) -> str:
         return (
             f"{'pub' if self.publish else 'draft'}{'-direct' if self.direct_update else ''}"
-            f"{'-all' if self.update_all else ''}{'-urn' if self.pid_field else ''}"
+            f"{'-all' if self.update_all else ''}"
+            f"{'-' + self.pid_field.rsplit('.', 1)[-1] if self.pid_field else ''}"
             f"-{self.community or 'nocomm'}"
         )
 
 
+LATER = datetime(2025, 1, 1, tzinfo=UTC)  # after every datestamp of a story
 WRITES = [(True, False), (True, True), (False, False)]  # (publish, direct_update)
 COMMUNITIES = [None, "top", "sub", "nowhere"]
 
@@ -146,8 +150,11 @@ class Story:
         return f"10.5072/{identifier.rsplit(':', 1)[-1]}"
 
     # -- the target ------------------------------------------------------------------------
-    def harvest(self) -> None:
-        run_harvest(self.services, EVERYTHING, RunOptions(), progress=lambda _m: None)
+    def harvest(self, *, incremental: bool = False) -> None:
+        """`incremental`: since a time after every datestamp, so the source lists nothing
+        and only the records users changed are written (brought back)."""
+        scope = HarvestScope.adhoc("sample", since=LATER) if incremental else EVERYTHING
+        run_harvest(self.services, scope, RunOptions(), progress=lambda _m: None)
 
     def local(self, identifier: str) -> dict | None:
         rows = [
@@ -323,3 +330,83 @@ def test_a_story_of_source_changes_and_local_actions(story: Story) -> None:
     local = story.check(B, published[B])
     assert local["id"] == ids[B]
     assert len(repository.list(harvester="sample")) == 3
+
+
+# A writer whose `pid_field` names a field the records lack: they have no pid, whatever
+# DOI the import found (the Urn plug-in writes `pids.urn`, not `pids.handle`).
+NO_PID = Options(True, False, False, "pids.handle", None)
+NO_PID_DRAFTS = Options(False, False, False, "pids.handle", None)
+URN_DRAFTS = Options(False, False, False, "pids.urn", None)
+
+
+def deposit_doi(story: Story, doi: str) -> str:
+    """A user's published deposit holding this pid (as `pids.doi`, how a user's is read)."""
+    return story.repository.deposit(
+        {"metadata": {"title": "Deposited"}, "pids": {"doi": {"identifier": doi}}},
+        publish=True,
+    )
+
+
+def assert_untouched(story: Story, deposit: str, doi: str) -> None:
+    shown = story.repository.show(deposit)
+    assert (shown["data"]["metadata"]["title"], shown["doi"]) == ("Deposited", doi), shown
+    assert (shown["source_harvester"], shown["revision"]) == (None, 1), shown
+
+
+@pytest.mark.parametrize("story", [NO_PID], indirect=True, ids=str)
+def test_a_record_without_a_pid_at_pid_field_takes_no_deposit_of_its_doi_over(
+    story: Story,
+) -> None:
+    """Before, the writer looked the record up by the DOI the import found (the default
+    field's) where its `pid_field` gave none: the plan said create, the write took the
+    user's deposit of that DOI over, overwrote it and left it without its DOI."""
+    deposit = deposit_doi(story, story.doi(A))
+    story.put(A, "first a")
+    story.harvest()
+
+    local = story.local(A)
+    assert local is not None and local["id"] != deposit
+    assert (local["state"], local["doi"], story.errors(A)) == ("live", None, [])
+    assert_untouched(story, deposit, story.doi(A))
+
+
+@pytest.mark.parametrize("story", [NO_PID_DRAFTS], indirect=True, ids=str)
+def test_a_changed_draft_comes_back_under_the_writers_pid_field(story: Story) -> None:
+    """Bringing back a locally changed record read its pid from the default field, not the
+    writer's: a harvested draft (publish: false) a user edited failed with `duplicate_pid`
+    against a user's deposit of its DOI, and the edit stayed; with no such deposit, the
+    draft reserved a DOI its writer does not give it."""
+    story.put(A, "first a")
+    story.harvest()
+    record_id = story.local(A)["id"]
+    story.repository.edit(record_id, {"metadata.title": "edited locally"})
+    deposit = deposit_doi(story, story.doi(A))
+
+    story.harvest(incremental=True)
+
+    local = story.local(A)
+    assert (local["id"], local["doi"], story.errors(A)) == (record_id, None, [])
+    assert (local["state"], local["draft"]["metadata"]["title"]) == ("draft", "first a")
+    assert_untouched(story, deposit, story.doi(A))
+
+
+@pytest.mark.parametrize("story", [URN_DRAFTS], indirect=True, ids=str)
+def test_a_hard_deleted_record_whose_pid_a_deposit_took_is_taken_over_not_revived(
+    story: Story,
+) -> None:
+    """The harvest brings back a record a user hard deleted (no new datestamp): a deposit
+    that took the pid the record gave up (the writer's `pid_field`, not the DOI) is taken
+    over, no duplicate."""
+    story.put(A, "first a")
+    story.harvest()
+    record_id = story.local(A)["id"]
+    story.repository.publish(record_id)  # a reviewer accepts the draft
+    story.repository.hard_delete(record_id)
+    deposit = deposit_doi(story, story.options.pid(story.doi(A)))
+
+    story.harvest(incremental=True)
+
+    local = story.check(A, published="Deposited")
+    assert local["id"] == deposit
+    assert story.repository.show(record_id)["source_identifier"] is None
+    assert [r["id"] for r in story.repository.list(harvester="sample")] == [deposit]

@@ -788,3 +788,47 @@ def test_released_records_are_taken_over_by_oai_identifiers_only(
         assert later.one("17", data("Another 17")).local_id not in (None, bare)
     finally:
         later.writer.close()
+
+
+def test_publish_false_a_pid_the_source_changes_waits_for_review_with_the_data(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    """DESIGN.md: with publish: false the published version stays as a reviewer accepted
+    it, its pid too, until the draft with the new one is published; then the old pid is
+    free for another record."""
+    harness.reconfigure(pid_field="metadata.identifier", publish=False)
+    payload = data("First", doi="10.1/a")
+    payload["metadata"]["identifier"] = "hdl:1/2"
+    record_id = harness.one("oai:1", payload).local_id
+    repo.publish(record_id)
+    changed = data("First", doi="10.1/a")
+    changed["metadata"]["identifier"] = "hdl:1/3"
+    harness.one("oai:1", changed, datestamp="2026-06-01")
+    shown = repo.show(record_id)
+    assert (shown["doi"], shown["draft_kind"]) == ("hdl:1/2", "edit")
+    assert shown["draft"]["metadata"]["identifier"] == "hdl:1/3"
+
+    repo.publish(record_id)
+
+    assert repo.show(record_id)["doi"] == "hdl:1/3"
+    assert harness.one("oai:2", {"metadata": {"title": "B", "identifier": "hdl:1/2"}}).error is None
+
+
+def test_publish_false_a_reviewed_record_gets_the_pid_of_a_new_pid_field(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    """The operator moves the writer's pid to another field and rewrites everything
+    (update_all): a record a reviewer published as the harvest has it has no draft to
+    review, its pid is the one its writer now reads."""
+    harness.reconfigure(publish=False)
+    payload = data("First", doi="10.1/a")
+    payload["metadata"]["identifier"] = "hdl:1/2"
+    record_id = harness.one("oai:1", payload).local_id
+    repo.publish(record_id)
+    harness.reconfigure(publish=False, pid_field="metadata.identifier", update_all=True)
+
+    outcome = harness.one("oai:1", payload)
+
+    assert (outcome.action, outcome.error) == (Action.UPDATE, None)
+    shown = repo.show(record_id)
+    assert (shown["doi"], shown["draft"], shown["revision"]) == ("hdl:1/2", None, 1)

@@ -535,10 +535,13 @@ class TargetTransaction:
         for record_id, doi in released.items():
             row = self.record(record_id)
             if row.doi is None and pid_of(row.data, pid_field) == doi:
-                self._check_pid_free(doi, record_id)
-                self.connection.execute(
-                    sa.update(records).where(records.c.id == record_id).values(doi=doi)
-                )
+                self.hold_pid(record_id, doi)
+
+    def hold_pid(self, record_id: str, doi: str | None) -> None:
+        """The record holds this pid from now on, its data unchanged (no new revision);
+        DuplicatePidError if another record holds it."""
+        self._check_pid_free(doi, record_id)
+        self.connection.execute(sa.update(records).where(records.c.id == record_id).values(doi=doi))
 
     def claim(self, record_id: str, harvester_id: str, source_identifier: str) -> None:
         """PID takeover: the record is now the harvested record of this source identifier.

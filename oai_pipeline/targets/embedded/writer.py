@@ -410,8 +410,12 @@ class EmbeddedWriter(Writer):
             return tx.update_published(record_id, data, doi=doi, row=row)
         if published and not self.options.publish and row.data == data:
             # A reviewer published the harvested draft as it was: an edit draft of the same
-            # data would only ask for the same review again. A user's edit draft goes.
+            # data would only ask for the same review again. A user's edit draft goes. The
+            # record holds the pid the draft would have named (not the one a former
+            # `pid_field` read): no draft is left whose publishing would set it.
             tx.remove_edit_draft(record_id)
+            if row.doi != pid:
+                tx.hold_pid(record_id, pid)
             return row.revision
         tx.save_draft(record_id, data, doi=pid, harvested=not self.options.publish)
         if self.options.publish:
