@@ -17,7 +17,7 @@ from typing import Any
 from oai_pipeline.errors import PipelineError, add_notices
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader
-from oai_pipeline.oai.errors import HarvestProtocolError
+from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
 from oai_pipeline.oai.reader import Reader
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
 from oai_pipeline.oai.windows import format_datestamp, parse_datestamp
@@ -217,7 +217,7 @@ def discover(
         ):
             try:
                 identify = _identify(reader, services, harvester.id)
-            except HarvestProtocolError as error:
+            except (HarvestProtocolError, OAIError) as error:
                 # Never identified (a first harvest) and the source cannot say what it is:
                 # the failure is still a run's, so that `status` tells why, its window in
                 # days (every source takes those).
@@ -272,11 +272,11 @@ def _run_to_resume(state: StateStore, harvester_id: str, run_id: int) -> dict[st
 
 def _identify(reader: Reader, services: Services, harvester_id: str) -> IdentifyInfo:
     """The source's Identify, saved; if it cannot be had (the source down, a broken
-    Identify), the one saved last time, so that the harvest runs on and a failure is
-    that run's (its status shows it; before, no run saw it)."""
+    Identify, an OAI-PMH error in its place), the one saved last time, so that the harvest
+    runs on and a failure is that run's (its status shows it; before, no run saw it)."""
     try:
         identify = reader.identify()
-    except HarvestProtocolError as error:
+    except (HarvestProtocolError, OAIError) as error:
         saved = services.state.get_identify(harvester_id)
         if saved is None:
             raise

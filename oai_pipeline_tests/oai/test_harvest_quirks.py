@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from oai_pipeline.cli import main
 from oai_pipeline.cli.output import report_text
 from oai_pipeline.defs.partitions import build_window_partitions, partition_key, scopes_for_keys
-from oai_pipeline.oai.errors import HarvestProtocolError
+from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
 from oai_pipeline.pipeline.frames import RAW_OAI_XML
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import HarvestReport, run_harvest
@@ -762,3 +762,33 @@ def test_a_resumed_sweep_counts_what_its_earlier_attempts_listed(
     (notice,) = short.notices
     assert notice.startswith("http://fake.test/oai (ListRecords from 2024-03-01")
     assert "the list ended after 9 records, 11 fewer than the 20 the source" in notice
+
+
+def _identify_refused(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    """An Identify answered with an OAI-PMH error and HTTP 500 (a source's broken
+    front end): the source's answer, not retried."""
+    return FakeSource([]).error("badArgument", "Internal error", status=500)
+
+
+def test_an_oai_error_in_answer_to_identify_is_a_runs_failure_or_the_saved_identify_serves(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An Identify the source answers with an OAI-PMH error is the source's failure like an
+    Identify that never comes. Before, a first harvest failed without any run (`status` said
+    there were no harvest runs, or showed the last successful one), and a later harvest
+    failed too although the Identify saved before serves, as it does when Identify fails
+    otherwise."""
+    source = harvest_fake_source(settings, monkeypatch, FakeSource(importable(5), page_size=2))
+    source.faults[1] = _identify_refused
+    with pytest.raises(OAIError, match="badArgument"):
+        harvest(settings)
+    text, failed = _status("--harvester", "sample")
+    assert failed["run"]["status"] == "failed"
+    assert "badArgument: Internal error" in failed["run"]["error"]
+
+    resumed = harvest(settings)  # Identify answers now: the failed run goes on
+    assert resumed.run_id == failed["run"]["id"] and resumed.created == 5
+
+    source.faults[len(source.requests) + 1] = _identify_refused
+    again = harvest(settings)
+    assert again.run_id != resumed.run_id and again.harvested == 5 and again.errors == 0
