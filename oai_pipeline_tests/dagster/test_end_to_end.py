@@ -16,33 +16,17 @@ from oai_pipeline.sample_endpoint.faults import Faults
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
 from oai_pipeline.storage import PartitionStore
+from oai_pipeline_tests.dagster.conftest import window_range
 from oai_pipeline_tests.support import (
     deleted_records,
     expected_title_and_doi,
     live_records,
     register,
-    shifted_sample_records,
     target_by_source,
     window_keys,
 )
 
 PREFIX = "oai_datacite"
-
-
-@pytest.fixture
-def records():
-    return shifted_sample_records()
-
-
-@pytest.fixture
-def endpoint(records):
-    with OAIEndpoint(records, page_size=3) as endpoint:
-        yield endpoint
-
-
-def _window_range(records) -> tuple[str, str]:
-    days = sorted(r.datestamp.date() for r in records)
-    return days[0].isoformat(), days[-1].isoformat()
 
 
 def _latest_metadata(instance: dg.DagsterInstance, asset: str, key: str) -> dict:
@@ -57,7 +41,7 @@ def test_harvest_through_all_four_assets_into_the_target(
     instance: dg.DagsterInstance, settings: Settings, endpoint: OAIEndpoint, records
 ) -> None:
     register(settings, endpoint.base_url, metadata_prefix=PREFIX)
-    first, last = _window_range(records)
+    first, last = window_range(records)
 
     result = materialize_windows(instance, "sample", first, last)
 
@@ -123,7 +107,7 @@ def test_second_harvest_changes_nothing(
     instance: dg.DagsterInstance, settings: Settings, endpoint: OAIEndpoint, records
 ) -> None:
     register(settings, endpoint.base_url, metadata_prefix=PREFIX)
-    first, last = _window_range(records)
+    first, last = window_range(records)
     assert materialize_windows(instance, "sample", first, last).success
     before = target_by_source(settings, "sample")
 

@@ -21,25 +21,10 @@ from oai_pipeline.defs.run_history import prune_run_history
 from oai_pipeline.pipeline.frames import WRITTEN_RECORDS
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings, ensure_dagster_home
-from oai_pipeline_tests.support import register, shifted_sample_records
+from oai_pipeline_tests.dagster.conftest import window_range
+from oai_pipeline_tests.support import register
 
 LATER = datetime.now(UTC) + timedelta(days=3)
-
-
-@pytest.fixture
-def records():
-    return shifted_sample_records()
-
-
-@pytest.fixture
-def endpoint(records):
-    with OAIEndpoint(records, page_size=3) as endpoint:
-        yield endpoint
-
-
-def _windows(records) -> tuple[str, str]:
-    days = sorted(r.datestamp.date() for r in records)
-    return days[0].isoformat(), days[-1].isoformat()
 
 
 class _Later(datetime):
@@ -61,7 +46,7 @@ def test_a_run_goes_once_each_of_its_partitions_was_materialised_again(
 ) -> None:
     instance = persistent_instance
     register(settings, endpoint.base_url)
-    first, last = _windows(records)
+    first, last = window_range(records)
     full = materialize_windows(instance, "sample", first, last).run_id
     harvested = _materialised(instance)
     assert len(harvested) == 10  # a window a day of the ten days the records span
@@ -96,7 +81,7 @@ def test_runs_of_a_deleted_harvester_go_and_nothing_goes_when_kept_for_good(
     instance: dg.DagsterInstance, settings: Settings, endpoint: OAIEndpoint, records
 ) -> None:
     register(settings, endpoint.base_url)
-    first, last = _windows(records)
+    first, last = window_range(records)
     run = materialize_windows(instance, "sample", first, last).run_id
     # A backfill's run from the UI: its harvester is known from its range alone.
     range_only = {k: v for k, v in range_tags("sample", first, last).items() if k != HARVESTER_TAG}
@@ -120,7 +105,7 @@ def test_a_harvest_deletes_its_harvesters_superseded_runs(
 ) -> None:
     """Before, every run stayed for good: ~0.35 MB each, ~3 GB a year of hourly runs."""
     register(settings, endpoint.base_url)
-    first, last = _windows(records)
+    first, last = window_range(records)
     runs = [materialize_windows(instance, "sample", first, last).run_id for _ in range(2)]
     _three_days_on(monkeypatch)
     monkeypatch.setenv("OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS", "1")
@@ -147,7 +132,7 @@ def test_prune_deletes_them_too_and_those_of_harvesters_no_longer_registered(
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "prune_home"))
     ensure_dagster_home()
     register(settings, endpoint.base_url)
-    first, last = _windows(records)
+    first, last = window_range(records)
 
     @dg.asset
     def gone_harvesters_asset() -> None:
