@@ -506,7 +506,10 @@ class OAIClient:
                 delivered = cursor + len(page.records) if cursor is not None else None
                 if page.complete_list_size is not None:
                     announced = page.complete_list_size
-                if listed is not None:
+                # A page sent again (its records, fresh tokens) lists nothing new: counted,
+                # it made a list lost after it look whole, and its last records were missed.
+                repeated = bool(page.records) and _repeats(page, seen_pages)
+                if listed is not None and not repeated:
                     listed += len(page.records)
                 next_token = page.resumption_token
                 if next_token is None and announced is not None and listed is not None:
@@ -527,7 +530,7 @@ class OAIClient:
                         )
                     else:
                         seen_tokens.add(next_token)
-                        adds_nothing = not page.records or _repeats(page, seen_pages)
+                        adds_nothing = not page.records or repeated
                         empty_in_a_row = empty_in_a_row + 1 if adds_nothing else 0
                         if empty_in_a_row > max_empty_pages:
                             refusal = HarvestProtocolError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -218,6 +219,34 @@ class SecondsRefusedSource(FakeSource):
             if "T" in params.get(name, ""):
                 return self.error("badArgument", f"Illegal {name} parameter")
         return super().list_response(verb, params)
+
+
+class OpaqueTokenSource(FakeSource):
+    """Issues a new random-looking token with every page, as sources that key tokens to
+    server-side state do (Invenio, DSpace): an answer sent again carries a token never
+    seen before, though it names a place in the list already read."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.issued: dict[str, str] = {}  # opaque token -> the token FakeSource reads
+
+    def list_response(self, verb: str, params: httpx.QueryParams) -> httpx.Response:
+        if "resumptionToken" in params:
+            known = self.issued.get(params["resumptionToken"])
+            if known is None:
+                return self.error("badResumptionToken", "unknown token", status=422)
+            params = params.set("resumptionToken", known)
+        response = super().list_response(verb, params)
+
+        def issue(match: re.Match[bytes]) -> bytes:
+            opaque = f"t{len(self.issued)}"
+            self.issued[opaque] = match[2].decode()
+            return match[1] + opaque.encode() + b"</resumptionToken>"
+
+        body = re.sub(
+            rb"(<resumptionToken[^>/]*>)([^<]+)</resumptionToken>", issue, response.content
+        )
+        return httpx.Response(response.status_code, content=body, headers=response.headers)
 
 
 # ---- faults ------------------------------------------------------------------------------

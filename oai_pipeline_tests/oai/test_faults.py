@@ -20,6 +20,7 @@ from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
     FakeRecord,
     FakeSource,
+    OpaqueTokenSource,
     SecondsRefusedSource,
     drop_connection,
     expire_tokens,
@@ -534,6 +535,20 @@ def test_a_list_lost_again_and_again_fails_instead_of_ending() -> None:
     source.every = (2, no_records_match)
     with pytest.raises(HarvestProtocolError, match="refused 3 times.*noRecordsMatch"):
         Harvest(source).run(max_restarts=2)
+
+
+def test_pages_sent_again_do_not_make_a_lost_list_look_whole() -> None:
+    """Fuzz seed 7066: a source answered a token with an earlier page (fresh tokens, so
+    the sweep went on from there) and later lost the list. The repeated pages had counted
+    as listed records, so 21 of 20 looked whole and the last 5 were never harvested."""
+    source = OpaqueTokenSource(make_records(20), page_size=3)
+    source.faults[4] = lambda request, response: source.answer(source.requests[-3])
+    source.faults[8] = no_records_match  # offsets 0, 3, 6, then 3, 6, 9, 12, lost at 15
+
+    harvest = Harvest(source).run()
+
+    assert set(harvest.records) == held(source)  # the window redone from its start
+    assert [c.resumption_token for c in harvest.checkpoints].count(None) == 2
 
 
 def test_no_records_match_after_the_whole_list_ends_it() -> None:
