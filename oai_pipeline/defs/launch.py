@@ -20,11 +20,11 @@ from oai_pipeline.defs.partitions import (
     SOURCE_TAG,
     ensure_harvester_partitions,
     partition_key,
+    source_tag,
     window_partitions,
 )
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.errors import ConfigurationError, PipelineError
-from oai_pipeline.state.harvester_lock import source_key
 
 
 def dagster_instance() -> dg.DagsterInstance:
@@ -54,7 +54,7 @@ def range_tags(
         HARVESTER_TAG: harvester_id,
     }
     if base_url is not None:
-        tags[SOURCE_TAG] = source_key(base_url).removeprefix("source:")
+        tags[SOURCE_TAG] = source_tag(base_url)
     return tags
 
 

@@ -11,6 +11,7 @@ import dagster as dg
 
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.pipeline.scope import HarvestScope, Window
+from oai_pipeline.state.harvester_lock import source_key
 
 HARVESTER = "harvester"
 WINDOW = "window"
@@ -31,6 +32,13 @@ HARVESTER_TAG = "oai_pipeline/harvester"
 # The source's server (`source_key`): runs of harvesters of one server queue one after the
 # other (dagster.yaml), instead of waiting in a pool slot for the server's lease.
 SOURCE_TAG = "oai_pipeline/source"
+
+
+def source_tag(base_url: str) -> str:
+    """The SOURCE_TAG value of a harvester harvesting `base_url`."""
+    return source_key(base_url).removeprefix("source:")
+
+
 # What Dagster tags a run of one partition key with (launched in the UI): its harvester.
 PARTITION_HARVESTER_TAG = f"dagster/partition/{HARVESTER}"
 

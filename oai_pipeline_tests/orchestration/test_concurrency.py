@@ -11,6 +11,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import yaml
+from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteRepositoryOrigin
+from dagster._core.test_utils import create_run_for_test
 from dagster._utils.tags import TagConcurrencyLimitsCounter
 
 from oai_pipeline.defs.assets import SOURCE_POOL, harvest_assets, raw_oai_xml
@@ -21,8 +23,9 @@ from oai_pipeline.defs.launch import (
     RANGE_START_TAG,
     range_tags,
 )
-from oai_pipeline.defs.partitions import HARVESTER, partition_key
+from oai_pipeline.defs.partitions import HARVESTER, SOURCE_TAG, partition_key
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+from oai_pipeline.defs.run_coordinator import HarvestRunCoordinator
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.records import generate_datacite_records
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
@@ -83,6 +86,69 @@ def test_the_shipped_config_queues_runs_of_one_server(
     )
     assert counter.is_blocked(same_server)
     assert not counter.is_blocked(arxiv)
+
+
+def test_a_run_launched_in_the_ui_is_queued_by_its_harvester_and_server(
+    shipped_instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """A UI launch names its partitions only; the shipped run coordinator tags it, so a
+    second run of the harvester (or of its server) waits in the queue, not in a run slot."""
+    zenodo = "https://zenodo.org/oai2d"
+    register(settings, zenodo, harvester_id="zenodo-a")
+    register(settings, zenodo, harvester_id="zenodo-b")
+    register(settings, "https://export.arxiv.org/oai2", harvester_id="arxiv")
+    shipped_instance.add_dynamic_partitions(HARVESTER, ["arxiv", "zenodo-a", "zenodo-b"])
+    assert isinstance(shipped_instance.run_coordinator, HarvestRunCoordinator)
+
+    def launched_in_the_ui(tags: dict[str, str]) -> dg.DagsterRun:
+        run = _ui_run(shipped_instance, tags)
+        _submit(shipped_instance, run)
+        stored = shipped_instance.get_run_by_id(run.run_id)
+        assert stored is not None and stored.status is dg.DagsterRunStatus.QUEUED
+        return stored
+
+    one_key = launched_in_the_ui(
+        {"dagster/partition": str(partition_key("zenodo-a", "2024-01-02"))}
+    )
+    assert one_key.tags[HARVESTER_TAG] == "zenodo-a"
+    assert one_key.tags[SOURCE_TAG] == "zenodo.org"
+    both = {  # a backfill range over the two harvesters of one server
+        RANGE_START_TAG: str(partition_key("zenodo-a", "2024-01-01")),
+        RANGE_END_TAG: str(partition_key("zenodo-b", "2024-01-31")),
+    }
+    shared_server = launched_in_the_ui(both)
+    assert HARVESTER_TAG not in shared_server.tags  # a tag holds one harvester
+    assert shared_server.tags[SOURCE_TAG] == "zenodo.org"
+    arxiv = launched_in_the_ui({"dagster/partition": str(partition_key("arxiv", "2024-01-02"))})
+
+    queue = shipped_instance.get_concurrency_config().run_queue_config
+    counter = TagConcurrencyLimitsCounter(queue.tag_concurrency_limits, [one_key])
+    again = launched_in_the_ui({"dagster/partition": str(partition_key("zenodo-a", "2024-01-03"))})
+    assert counter.is_blocked(again)
+    assert counter.is_blocked(shared_server)
+    assert not counter.is_blocked(arxiv)
+    # a run that is not a harvest's is queued as it was
+    other = launched_in_the_ui({"team": "x"}).tags
+    assert HARVESTER_TAG not in other and SOURCE_TAG not in other
+
+
+def _ui_run(instance: dg.DagsterInstance, tags: dict[str, str]) -> dg.DagsterRun:
+    """A run as the webserver creates it: of a job of a code location, not yet started."""
+    location = RemoteRepositoryOrigin(
+        RegisteredCodeLocationOrigin("oai_pipeline"), "__repository__"
+    )
+    return create_run_for_test(
+        instance,
+        job_name="harvest_job",
+        tags=tags,
+        status=dg.DagsterRunStatus.NOT_STARTED,
+        remote_job_origin=location.get_job_origin("harvest_job"),
+    )
+
+
+def _submit(instance: dg.DagsterInstance, run: dg.DagsterRun) -> None:
+    """What the webserver does with a run launched in the UI."""
+    instance.run_coordinator.submit_run(dg.SubmitRunContext(run, workspace=None))  # type: ignore[arg-type]
 
 
 def test_a_range_run_without_the_tag_waits_for_the_harvester_lease(

@@ -1,0 +1,78 @@
+"""The run queue, with the harvester and source tags on every harvest run.
+
+The run queue's limits in dagster.yaml (one run per harvester, one per server) key on the
+tags the CLI's and the schedules' runs carry. A run launched in the UI names its
+partitions only: without the tags it left the queue at once and waited for its
+harvester's lease inside one of the four run slots, while other harvesters' runs queued
+behind it. Tagged when submitted, it waits in the queue instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+import dagster as dg
+
+from oai_pipeline.defs.partitions import (
+    HARVESTER,
+    HARVESTER_TAG,
+    SOURCE_TAG,
+    harvesters_of,
+    source_tag,
+)
+from oai_pipeline.defs.resources import PipelineResource
+
+logger = logging.getLogger(__name__)
+
+
+class HarvestRunCoordinator(dg.QueuedRunCoordinator):
+    """Dagster's queued run coordinator, tagging a harvest run that lacks the tags."""
+
+    def submit_run(self, context: dg.SubmitRunContext) -> dg.DagsterRun:
+        run = context.dagster_run
+        try:
+            tags = missing_harvest_tags(
+                run.tags,
+                lambda: self._instance.get_dynamic_partitions(HARVESTER),
+                _base_urls,
+            )
+        except Exception as error:  # noqa: BLE001 - an untagged run still runs (see above)
+            logger.warning("run %s queued without harvester tags: %s", run.run_id, error)
+            tags = {}
+        if tags:
+            self._instance.add_run_tags(run.run_id, tags)
+        return super().submit_run(context)
+
+
+def missing_harvest_tags(
+    tags: Mapping[str, str],
+    registered: Callable[[], list[str]] | None = None,
+    base_urls: Callable[[set[str]], Mapping[str, str]] | None = None,
+) -> dict[str, str]:
+    """The harvester and source tags a run's partitions imply and its tags lack. A range
+    over several harvesters gets no harvester tag (a tag holds one value), but a source
+    tag when they share a server."""
+    if HARVESTER_TAG in tags and SOURCE_TAG in tags:
+        return {}
+    harvesters = harvesters_of(tags, registered or list)
+    if not harvesters:
+        return {}
+    missing: dict[str, str] = {}
+    if len(harvesters) == 1 and HARVESTER_TAG not in tags:
+        missing[HARVESTER_TAG] = next(iter(harvesters))
+    if SOURCE_TAG not in tags and base_urls is not None:
+        urls = base_urls(harvesters)
+        sources = {source_tag(urls[h]) for h in harvesters if h in urls}
+        if len(sources) == 1 and len(urls) == len(harvesters):
+            missing[SOURCE_TAG] = sources.pop()
+    return missing
+
+
+def _base_urls(harvester_ids: set[str]) -> dict[str, str]:
+    with PipelineResource().services() as services:
+        return {
+            harvester.id: harvester.base_url
+            for harvester in services.state.list_harvesters()
+            if harvester.id in harvester_ids
+        }
