@@ -247,8 +247,19 @@ def setup_cli_logging() -> None:
     """Our progress and info lines on stderr; httpx's `HTTP Request: GET …` line for every
     request is noise there, so the HTTP libraries log only warnings and errors."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(without_interruptions)
     for name in ("httpx", "httpcore"):
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def without_interruptions(record: logging.LogRecord) -> bool:
+    """Drops a library's log of Ctrl-C or SIGTERM met in its cleanup, with its traceback
+    (SQLAlchemy's pool logs "Exception during reset or similar" when a connection's
+    rollback is interrupted, then raises it on): the command reports the interruption in
+    one line (`one_line_errors`)."""
+    kind = record.exc_info[0] if record.exc_info else None
+    return kind is None or issubclass(kind, Exception)
 
 
 def progress_line(line: str) -> None:

@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -771,6 +772,39 @@ def test_ctrl_c_while_the_command_line_loads(
 
     assert stopped.value.code == 130
     assert capsys.readouterr() == (stdout, "Error: interrupted\n")
+
+
+CTRL_C_IN_A_ROLLBACK = """
+import sqlalchemy as sa
+from oai_pipeline.cli.output import setup_cli_logging
+
+setup_cli_logging()
+engine = sa.create_engine("sqlite://")
+connection = engine.connect()
+
+
+@sa.event.listens_for(engine, "reset")
+def pressed(dbapi_connection, record, reset_state):
+    raise KeyboardInterrupt
+
+
+try:
+    connection.close()
+except KeyboardInterrupt:
+    print("interrupted")
+engine.dispose()
+"""
+
+
+def test_ctrl_c_in_a_connection_rollback_is_not_a_traceback() -> None:
+    """SQLAlchemy's pool logs the interrupted rollback of a connection going back to it,
+    with a traceback, before raising it on; the command then said `Error: interrupted`
+    under a traceback."""
+    result = subprocess.run(
+        [sys.executable, "-c", CTRL_C_IN_A_ROLLBACK], capture_output=True, text=True, timeout=60
+    )
+
+    assert (result.returncode, result.stdout, result.stderr) == (0, "interrupted\n", "")
 
 
 def test_the_console_script_loads_the_command_line_through_the_guard() -> None:
