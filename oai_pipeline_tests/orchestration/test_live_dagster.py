@@ -1,4 +1,5 @@
-"""A real Dagster webserver and daemon: a year-long backfill of one harvester, and `--use-job`.
+"""A real Dagster webserver and daemon: a year-long backfill of one harvester, `--use-job`, and runs
+launched as the UI does.
 
 `dagster dev` runs in its own process group with DAGSTER_HOME (the shipped dagster.yaml) and
 OAI_PIPELINE_HOME in a temp dir; the harvester points at the shipped endpoint serving records
