@@ -88,7 +88,8 @@ def partition_key(harvester_id: str, window_key: str) -> dg.MultiPartitionKey:
 def harvesters_of(tags: Mapping[str, str], registered: Callable[[], list[str]]) -> set[str]:
     """The harvesters a run harvests, from its tags: the CLI's and the schedules' name it;
     a run launched in the UI names its partitions only, one key or a range (a 2-D range spans
-    the `registered` harvesters between its corners). Empty for a run of anything else."""
+    the `registered` harvesters between its corners, in the order Dagster keeps them: the
+    order they were added, not by name). Empty for a run of anything else."""
     if HARVESTER_TAG in tags:
         return {tags[HARVESTER_TAG]}
     if PARTITION_HARVESTER_TAG in tags:
@@ -101,7 +102,10 @@ def harvesters_of(tags: Mapping[str, str], registered: Callable[[], list[str]]) 
     first, last = _harvester_of_key(start), _harvester_of_key(end)
     if first is None or last is None:
         return set()
-    return {first, last} | {h for h in registered() if first <= h <= last}
+    keys = list(registered())
+    if first in keys and last in keys and keys.index(first) <= keys.index(last):
+        return set(keys[keys.index(first) : keys.index(last) + 1])
+    return {first, last}  # a corner no longer registered: what lay between is unknown
 
 
 def _harvester_of_key(key: str) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from functools import partial
 
 import dagster as dg
 
@@ -35,7 +36,7 @@ class HarvestRunCoordinator(dg.QueuedRunCoordinator):
             tags = missing_harvest_tags(
                 run.tags,
                 lambda: self._instance.get_dynamic_partitions(HARVESTER),
-                _base_urls,
+                partial(_base_urls, run.run_id),
             )
         except Exception as error:  # noqa: BLE001 - an untagged run still runs (see above)
             logger.warning("run %s queued without harvester tags: %s", run.run_id, error)
@@ -69,10 +70,16 @@ def missing_harvest_tags(
     return missing
 
 
-def _base_urls(harvester_ids: set[str]) -> dict[str, str]:
-    with PipelineResource().services() as services:
-        return {
-            harvester.id: harvester.base_url
-            for harvester in services.state.list_harvesters()
-            if harvester.id in harvester_ids
-        }
+def _base_urls(run_id: str, harvester_ids: set[str]) -> dict[str, str]:
+    """The harvesters' base URLs from the state store; none when it does not answer (down,
+    restarting): the run still gets its harvester tag, which its partitions name."""
+    try:
+        with PipelineResource().services() as services:
+            return {
+                harvester.id: harvester.base_url
+                for harvester in services.state.list_harvesters()
+                if harvester.id in harvester_ids
+            }
+    except Exception as error:  # noqa: BLE001 - a run without its server tag still runs
+        logger.warning("run %s queued without its server tag: %s", run_id, error)
+        return {}

@@ -1,14 +1,21 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import partial
 
 import dagster as dg
 import pytest
 
 from oai_pipeline.defs.partitions import (
+    HARVESTER,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
     build_window_partitions,
+    harvest_partitions,
+    harvesters_of,
     partition_key,
     scopes_for_keys,
+    split_key,
 )
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.pipeline.scope import HarvestScope
@@ -90,3 +97,25 @@ def test_a_window_start_after_today_is_refused() -> None:
     TypeError traceback (its first window key is None)."""
     with pytest.raises(ConfigurationError, match="is after today: the grid would have no"):
         build_window_partitions("daily", "2099-01-01")
+
+
+def test_a_range_over_harvesters_spans_them_in_the_order_dagster_keeps(
+    instance: dg.DagsterInstance,
+) -> None:
+    """Dagster orders the harvester dimension as the partitions were added (the registry
+    sensor adds each tick's new ones): a UI backfill of one window over all harvesters runs
+    zeta..mid, which holds alpha too, though alpha is not between them by name."""
+    instance.add_dynamic_partitions(HARVESTER, ["zeta"])
+    instance.add_dynamic_partitions(HARVESTER, ["alpha", "mid"])  # a later sensor tick
+    added = partial(instance.get_dynamic_partitions, HARVESTER)
+    backfill = {RANGE_START_TAG: "zeta|2024-01-05", RANGE_END_TAG: "mid|2024-01-05"}
+    run_keys = harvest_partitions.get_partition_keys_in_range(
+        dg.PartitionKeyRange(backfill[RANGE_START_TAG], backfill[RANGE_END_TAG]),
+        dynamic_partitions_store=instance,
+    )
+    assert {split_key(key)[0] for key in run_keys} == {"zeta", "alpha", "mid"}  # what it harvests
+    assert harvesters_of(backfill, added) == {"zeta", "alpha", "mid"}
+    later = {RANGE_START_TAG: "alpha|2024-01-05", RANGE_END_TAG: "mid|2024-01-05"}
+    assert harvesters_of(later, added) == {"alpha", "mid"}
+    instance.delete_dynamic_partition(HARVESTER, "zeta")  # a corner gone: only corners known
+    assert harvesters_of(backfill, added) == {"zeta", "mid"}

@@ -194,6 +194,44 @@ class LiveDagster:
             raise RuntimeError(f"backfill refused: {result}")
         return result["backfillId"]
 
+    def launch_partition_run(self, assets: list[str], partition_key: str) -> str:
+        """A run of one partition key as the UI's Materialize launches it: its only tag
+        names the partition."""
+        data = self.graphql(
+            """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
+                 __typename
+                 ... on LaunchRunSuccess { run { runId } }
+                 ... on PythonError { message stack }
+                 ... on InvalidSubsetError { message } } }""",
+            params={
+                "selector": {
+                    **self.repository_selector(),
+                    "jobName": "__ASSET_JOB",
+                    "assetSelection": [{"path": [name]} for name in assets],
+                    "assetCheckSelection": [],
+                },
+                "mode": "default",
+                "runConfigData": {},
+                "executionMetadata": {
+                    "tags": [{"key": "dagster/partition", "value": partition_key}]
+                },
+            },
+        )
+        result = data["launchRun"]
+        if result["__typename"] != "LaunchRunSuccess":
+            raise RuntimeError(f"run refused: {result}")
+        return result["run"]["runId"]
+
+    def cancel_run(self, run_id: str) -> None:
+        """Cancel a run (a queued one leaves the queue at once), as the UI's Terminate does."""
+        result = self.graphql(
+            """mutation($id: String!) { terminateRun(runId: $id) { __typename
+                 ... on TerminateRunFailure { message } ... on PythonError { message } } }""",
+            id=run_id,
+        )["terminateRun"]
+        if result["__typename"] != "TerminateRunSuccess":
+            raise RuntimeError(f"could not cancel run {run_id}: {result}")
+
     def backfill_status(self, backfill_id: str) -> str:
         data = self.graphql(
             """query($id: String!) { partitionBackfillOrError(backfillId: $id) {

@@ -132,6 +132,32 @@ def test_a_run_launched_in_the_ui_is_queued_by_its_harvester_and_server(
     assert HARVESTER_TAG not in other and SOURCE_TAG not in other
 
 
+def test_a_ui_run_keeps_its_harvester_tag_when_the_state_store_does_not_answer(
+    shipped_instance: dg.DagsterInstance,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The server tag needs the harvester's URL from the state store; the harvester tag only
+    the run's partition. A state store down at launch (a restarting PostgreSQL) cost the run
+    both, so a second run of the harvester started beside it and waited for the lease in a
+    run slot. The launch never fails for it."""
+    garbage = tmp_path / "state.db"
+    garbage.write_bytes(b"not a database" * 100)
+    monkeypatch.setenv("OAI_PIPELINE_STATE_DB_URL", f"sqlite:///{garbage}")
+    shipped_instance.add_dynamic_partitions(HARVESTER, ["zenodo-a"])
+    run = _ui_run(
+        shipped_instance, {"dagster/partition": str(partition_key("zenodo-a", "2024-01-02"))}
+    )
+    _submit(shipped_instance, run)
+
+    stored = shipped_instance.get_run_by_id(run.run_id)
+    assert stored is not None and stored.status is dg.DagsterRunStatus.QUEUED
+    assert stored.tags[HARVESTER_TAG] == "zenodo-a"
+    assert SOURCE_TAG not in stored.tags
+    assert f"run {run.run_id} queued without its server tag" in caplog.text
+
+
 def _ui_run(instance: dg.DagsterInstance, tags: dict[str, str]) -> dg.DagsterRun:
     """A run as the webserver creates it: of a job of a code location, not yet started."""
     location = RemoteRepositoryOrigin(

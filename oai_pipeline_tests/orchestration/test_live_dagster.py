@@ -1,4 +1,5 @@
-"""A real Dagster webserver and daemon: a year-long backfill of one harvester, and `--use-job`.
+"""A real Dagster webserver and daemon: a year-long backfill of one harvester, `--use-job`, and runs
+launched as the UI does.
 
 `dagster dev` runs in its own process group with DAGSTER_HOME (the shipped dagster.yaml) and
 OAI_PIPELINE_HOME in a temp dir; the harvester points at the shipped endpoint serving records
@@ -163,3 +164,33 @@ def test_use_job_goes_through_the_same_queue(live: Live) -> None:
     assert len(harvest_runs) == 1
     assert harvest_runs[0]["status"] == "succeeded"
     assert harvest_runs[0]["window_from"].startswith("2024-06-01")
+
+
+def test_a_second_ui_run_of_a_harvester_waits_in_the_queue(live: Live) -> None:
+    """Runs launched in the UI name their partition only; the shipped run coordinator, in the
+    webserver's process, tags them, so a second run of the harvester stays queued while the
+    first runs, instead of waiting for the lease in a run slot."""
+    dagster = live.dagster
+    first = dagster.launch_partition_run(ASSETS, "yearly|2024-03-01")
+    second = dagster.launch_partition_run(ASSETS, "yearly|2024-03-02")
+    expected = {
+        HARVESTER_TAG: "yearly",
+        SOURCE_TAG: source_key(live.endpoint.base_url).removeprefix("source:"),
+    }
+    for run_id in (first, second):
+        tags = dagster.run(run_id)["tags"]
+        assert {key: tags.get(key) for key in expected} == expected, tags
+    wait_for(
+        "the first UI run to leave the queue",
+        lambda: dagster.run(first)["status"] in ("STARTING", "STARTED", "SUCCESS"),
+        timeout=30,
+    )
+    assert dagster.run(second)["status"] == "QUEUED"
+    dagster.cancel_run(second)  # enough: it waited; not worth a second run's time
+    status = wait_for(
+        "the first UI run to finish",
+        lambda: (s := dagster.run(first)["status"]) in ("SUCCESS", "FAILURE", "CANCELED") and s,
+        timeout=60,
+        every=1,
+    )
+    assert status == "SUCCESS", _fail_with_log(live, status)
