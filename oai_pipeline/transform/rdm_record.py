@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from oai_pipeline.doi import DOI as _DOI
+from oai_pipeline.doi import MAX_DOI_LENGTH
 from oai_pipeline.transform.dates import normalize_date
 from oai_pipeline.transform.normalize import ORCID as _ORCID
 from oai_pipeline.transform.normalize import ROR as _ROR
@@ -202,7 +203,7 @@ class PID(_Model):
 class DOI(_Model):
     # A pattern pydantic checks natively (a Python validator costs more per record);
     # oai_import._validate words its error with the rejected value.
-    identifier: Annotated[str, Field(pattern=_DOI.pattern)]
+    identifier: Annotated[str, Field(pattern=_DOI.pattern, max_length=MAX_DOI_LENGTH)]
     provider: Literal["datacite", "external"] = "external"
 
 
