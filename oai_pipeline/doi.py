@@ -15,6 +15,10 @@ _RESOLVER = re.compile(
 )
 # The form a DOI has (what the target accepts; rdm_record validates with it).
 DOI = re.compile(r"^10\.\d{4,9}/\S+$")
+# The longest DOI a record may carry (rdm_record validates it): what the embedded target's
+# DOI column keeps. Real DOIs are far shorter; a longer value is the record's error, not a
+# write PostgreSQL refuses (or, past the state store's pid column, a failed transform stage).
+MAX_DOI_LENGTH = 512
 
 
 def bare_doi(value: str) -> str:

@@ -82,7 +82,8 @@ def _status_text(status: dict[str, Any]) -> str:
     )
     for failure in status["recent_failures"]:
         error = failure["error"]
-        lines.append(f"  failed {failure['identifier']}: {error['type']}: {error['message']}")
+        identifier = failure["identifier"] or "(no identifier)"  # MissingIdentifier, say
+        lines.append(f"  failed {identifier}: {error['type']}: {error['message']}")
     return "\n".join(lines)
 
 

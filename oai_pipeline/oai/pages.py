@@ -273,16 +273,26 @@ def _serialize(element: etree._Element) -> bytes:
     return etree.tostring(element, encoding="UTF-8", xml_declaration=False, with_tail=False)
 
 
-def _cut_to_size(record: HarvestedRecord, field: str, limit: int) -> RecordError:
-    """The record's error for a header value longer than the state store keeps, the value
-    cut to that size so that the error can be stored under it."""
-    value: str = getattr(record, field)
-    setattr(record, field, value[:limit])
-    return RecordError(
-        type=f"Invalid{field.capitalize()}",
-        message=f"{field} longer than {limit} characters: {value[:80]!r}",
-        location=f"header/{field}",
-    )
+def _cut_to_size(record: HarvestedRecord) -> RecordError | None:
+    """The record's error for a header value longer than the state store keeps (the first
+    one), every such value cut to that size: PostgreSQL refuses a longer one, and with it
+    the whole page, which no retry changes."""
+    errors = []
+    for name, limit in (
+        ("identifier", MAX_IDENTIFIER_LENGTH),
+        ("datestamp", MAX_DATESTAMP_LENGTH),
+    ):
+        value: str = getattr(record, name)
+        if len(value) > limit:
+            setattr(record, name, value[:limit])
+            errors.append(
+                RecordError(
+                    type=f"Invalid{name.capitalize()}",
+                    message=f"{name} longer than {limit} characters: {value[:80]!r}",
+                    location=f"header/{name}",
+                )
+            )
+    return errors[0] if errors else None
 
 
 def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
@@ -304,22 +314,21 @@ def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
         set_specs=set_specs,
         xml=_serialize(item) if with_xml else None,
     )
+    too_long = _cut_to_size(record)
     if not record.identifier:
         record.error = RecordError(
             type="MissingIdentifier",
             message="record header has no identifier",
             location="header/identifier",
         )
-    elif len(record.identifier) > MAX_IDENTIFIER_LENGTH:
-        record.error = _cut_to_size(record, "identifier", MAX_IDENTIFIER_LENGTH)
+    elif too_long is not None:
+        record.error = too_long
     elif not record.datestamp:
         record.error = RecordError(
             type="MissingDatestamp",
             message="record header has no datestamp",
             location="header/datestamp",
         )
-    elif len(record.datestamp) > MAX_DATESTAMP_LENGTH:
-        record.error = _cut_to_size(record, "datestamp", MAX_DATESTAMP_LENGTH)
     elif with_xml and not record.deleted:
         metadata = item.find(_METADATA_TAG)
         # Comments and processing instructions are not metadata: an element must be there.
@@ -432,21 +441,16 @@ def _broken_record(
     if not identifier:
         found = _IDENTIFIER.search(chunk)
         identifier = found.group(1) if found else ""
-    if deleted:
-        # The header is the truth: a deleted record needs no metadata, broken or not.
-        return HarvestedRecord(identifier, datestamp, True, set_specs, xml=None)
-    return HarvestedRecord(
-        identifier=identifier,
-        datestamp=datestamp,
-        deleted=False,
-        set_specs=set_specs,
-        xml=None,
-        error=RecordError(
+    record = HarvestedRecord(identifier, datestamp, deleted, set_specs, xml=None)
+    record.error = _cut_to_size(record)
+    # The header is the truth: a deleted record needs no metadata, broken or not.
+    if record.error is None and not deleted:
+        record.error = RecordError(
             type="MalformedRecord",
             message=f"record XML is not well-formed: {exc}",
             location=f"record {number} of the page",
-        ),
-    )
+        )
+    return record
 
 
 # ---- Identify and ListSets ----------------------------------------------------------------

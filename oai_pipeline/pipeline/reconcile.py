@@ -73,16 +73,21 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
         identify = reader.identify()
         state.save_identify(harvester_id, identify)
         source_ids: set[str] = set()
+        unidentified = 0  # the most live headers without identifier (whose?) a sweep listed
         for sweep in range(1, MAX_SWEEPS + 1):
             sizes: set[int] = set()
-            listed, announced = 0, None
+            listed, announced, without_identifier = 0, None, 0
             # Any failure propagates: an incomplete sweep must delete nothing.
             for page in reader.list_identifiers():
                 source_ids.update(r.identifier for r in page.records if not r.deleted)
+                without_identifier += sum(
+                    1 for r in page.records if not (r.identifier or r.deleted)
+                )
                 listed += len(page.records)
                 if page.complete_list_size is not None:
                     sizes.add(page.complete_list_size)
                     announced = page.complete_list_size
+            unidentified = max(unidentified, without_identifier)
             if len(sizes) <= 1:
                 break
             changes.append(
@@ -113,7 +118,13 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
     ended_early = None  # the list ended far short of the size it announced
     if announced is not None and listed < announced - list_size_slack(announced):
         ended_early = (listed, announced)
-    doubt = implausible_loss(len(live), len(source_ids), len(vanished), ended_early=ended_early)
+    doubt = implausible_loss(
+        len(live),
+        len(source_ids - {""}),
+        len(vanished),
+        ended_early=ended_early,
+        unidentified=unidentified,
+    )
     if doubt is not None and not force:
         raise PipelineError(
             f"reconcile of {harvester_id} deletes nothing: {doubt} would be deleted, which "

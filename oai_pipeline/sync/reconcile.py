@@ -28,12 +28,15 @@ def implausible_loss(
     vanished: int,
     *,
     ended_early: tuple[int, int] | None = None,
+    unidentified: int = 0,
 ) -> str | None:
     """Why deleting the vanished records looks wrong, or None when it looks like deletions.
 
     `ended_early`: (records listed, completeListSize announced) of a sweep that ended far
     short of the size its source announced: the missing records may be on the pages it
-    never sent, which is no proof of absence (only a complete sweep is)."""
+    never sent, which is no proof of absence (only a complete sweep is).
+    `unidentified`: live records the sweep listed without an identifier: any of them may
+    be a vanished one, so their absence is not proven either."""
     if not vanished:
         return None
     if ended_early is not None:
@@ -41,6 +44,12 @@ def implausible_loss(
         return (
             f"the source's list ended after {records} of the {announced} records it "
             f"announced (completeListSize): {vanished} harvested records"
+        )
+    if unidentified:
+        plural = "s" if unidentified > 1 else ""
+        return (
+            f"the source listed {unidentified} record{plural} without an identifier (it may "
+            f"be any of the vanished ones): {vanished} harvested records"
         )
     if listed == 0:
         return f"the source lists no identifiers at all: all {vanished} harvested records"

@@ -25,7 +25,7 @@ from lxml import etree
 from oai_pipeline.doi import normalize_doi
 from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.dates import normalize_date
-from oai_pipeline.transform.failure import VALIDATION, TransformFailure, missing_field
+from oai_pipeline.transform.failure import VALIDATION, TransformFailure, missing_field, shown
 from oai_pipeline.transform.normalize import (
     block_text_or_none,
     person_or_org,
@@ -191,7 +191,7 @@ def _arxiv_id(paths: _Paths, root: etree._Element) -> str:
     if match is None:
         raise TransformFailure(
             VALIDATION,
-            f"{text!r} is not an arXiv identifier (like 2301.00001 or math/0211159)",
+            f"{shown(text)} is not an arXiv identifier (like 2301.00001 or math/0211159)",
             "pids.doi",
         )
     if match["new"]:

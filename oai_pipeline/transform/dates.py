@@ -13,7 +13,7 @@ import calendar
 import re
 from functools import lru_cache
 
-from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure
+from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure, shown
 
 ACCEPTED_FORMS = (
     "YYYY, YYYY-MM, YYYY-MM-DD (or a timestamp), YYYY/MM/DD, YYYY/MM, 'May 2020', "
@@ -70,7 +70,7 @@ class _UnknownForm(ValueError):
 
 
 def _invalid(text: str) -> _UnknownForm:
-    return _UnknownForm(f"{text!r} is not a date of a known form ({ACCEPTED_FORMS})")
+    return _UnknownForm(f"{shown(text)} is not a date of a known form ({ACCEPTED_FORMS})")
 
 
 def _spelled(text: str) -> str | None:
@@ -113,9 +113,9 @@ def _single(text: str) -> str:
         date = match.group(0)
     year, month, day = match.groups()
     if month is not None and not 1 <= int(month) <= 12:
-        raise ValueError(f"{text!r} has no month {int(month)}")
+        raise ValueError(f"{shown(text)} has no month {int(month)}")
     if day is not None and not 1 <= int(day) <= calendar.monthrange(int(year), int(month))[1]:
-        raise ValueError(f"{text!r} has no day {int(day)}")
+        raise ValueError(f"{shown(text)} has no day {int(day)}")
     return date
 
 
@@ -126,7 +126,7 @@ def _interval(text: str, start_text: str, end_text: str) -> str:
         raise _invalid(text) from None
     common = min(len(start), len(end))
     if start[:common] > end[:common]:
-        raise ValueError(f"{text!r} is an interval that ends before it starts")
+        raise ValueError(f"{shown(text)} is an interval that ends before it starts")
     return f"{start}/{end}"
 
 
@@ -162,7 +162,7 @@ def first_date(candidates: list[str]) -> str:
             continue
     raise TransformFailure(
         INVALID_DATE,
-        f"cannot read a publication date from {' or '.join(map(repr, candidates))}; "
+        f"cannot read a publication date from {' or '.join(map(shown, candidates))}; "
         f"the accepted forms are {ACCEPTED_FORMS}",
         "metadata.publication_date",
     )

@@ -16,7 +16,7 @@ from oai_pipeline.doi import normalize_doi
 from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.datacite import XML_LANG
 from oai_pipeline.transform.dates import ACCEPTED_FORMS, is_timestamp, normalize_date
-from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure, missing_field
+from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure, missing_field, shown
 from oai_pipeline.transform.normalize import (
     block_text_or_none,
     description_html,
@@ -188,7 +188,7 @@ def _publication_date(dc: etree._Element) -> str | None:
         return chosen
     raise TransformFailure(
         INVALID_DATE,
-        f"cannot read a publication date from dc:date {' or '.join(map(repr, dates))}; "
+        f"cannot read a publication date from dc:date {' or '.join(map(shown, dates))}; "
         f"the accepted forms are {ACCEPTED_FORMS}",
         "metadata.publication_date",
     )

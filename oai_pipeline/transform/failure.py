@@ -14,6 +14,19 @@ MALFORMED_XML = "malformed_xml"
 MISSING_METADATA = "MissingMetadata"
 
 
+# The longest value an error message quotes whole: a field holding a whole abstract (or a
+# page of garbage) would make its record's error as long, in `status`, `records list` and
+# the materialisation's preview of errors.
+SHOWN_VALUE_LENGTH = 100
+
+
+def shown(value: object) -> str:
+    """`value` as an error message quotes it (its repr), a long text cut, saying its length."""
+    if not isinstance(value, str) or len(value) <= SHOWN_VALUE_LENGTH:
+        return repr(value)
+    return f"{value[:SHOWN_VALUE_LENGTH]!r}… ({len(value)} characters)"
+
+
 class TransformFailure(Exception):
     """Raised inside an import for one record; the transformer turns it into `item.error`."""
 

@@ -17,6 +17,7 @@ from oai_pipeline.transform.failure import (
     VALIDATION,
     TransformFailure,
     missing_field,
+    shown,
 )
 from oai_pipeline.transform.imports import find_import, supported_formats
 from oai_pipeline.transform.rdm_record import RDMRecord, error_location
@@ -228,7 +229,7 @@ def _validate(data: dict[str, Any]) -> RDMRecord:
         if first["type"] == "string_pattern_mismatch":
             # the value an operator can look for, not the regex it failed
             what = _PATTERN_FORMS.get(location, "of the form this field needs")
-            message = f"{first['input']!r} is not {what}"
+            message = f"{shown(first['input'])} is not {what}"
         else:
             message = first["msg"].removeprefix("Value error, ")  # the prefix says nothing
         raise TransformFailure(VALIDATION, f"{location}: {message}{more}", location) from None

@@ -12,7 +12,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from oai_pipeline.doi import DOI as _DOI
+from oai_pipeline.doi import MAX_DOI_LENGTH
 from oai_pipeline.transform.dates import normalize_date
+from oai_pipeline.transform.failure import shown
 from oai_pipeline.transform.normalize import ORCID as _ORCID
 from oai_pipeline.transform.normalize import ROR as _ROR
 
@@ -45,7 +47,7 @@ class Identifier(_Model):
         patterns = {"orcid": _ORCID, "ror": _ROR}
         pattern = patterns.get(self.scheme)
         if pattern is not None and not pattern.match(self.identifier):
-            raise ValueError(f"{self.identifier!r} is not a valid {self.scheme} identifier")
+            raise ValueError(f"{shown(self.identifier)} is not a valid {self.scheme} identifier")
         return self
 
 
@@ -81,7 +83,7 @@ class Affiliation(_Model):
         if self.id is None and self.name is None:
             raise ValueError("an affiliation needs an id or a name")
         if self.id is not None and not _ROR.match(self.id):
-            raise ValueError(f"{self.id!r} is not a ROR id")
+            raise ValueError(f"{shown(self.id)} is not a ROR id")
         return self
 
 
@@ -202,7 +204,7 @@ class PID(_Model):
 class DOI(_Model):
     # A pattern pydantic checks natively (a Python validator costs more per record);
     # oai_import._validate words its error with the rejected value.
-    identifier: Annotated[str, Field(pattern=_DOI.pattern)]
+    identifier: Annotated[str, Field(pattern=_DOI.pattern, max_length=MAX_DOI_LENGTH)]
     provider: Literal["datacite", "external"] = "external"
 
 

@@ -792,3 +792,26 @@ def test_an_oai_error_in_answer_to_identify_is_a_runs_failure_or_the_saved_ident
     source.faults[len(source.requests) + 1] = _identify_refused
     again = harvest(settings)
     assert again.run_id != resumed.run_id and again.harvested == 5 and again.errors == 0
+
+
+@pytest.mark.parametrize("identifier", ["", " \n "], ids=["empty", "blank"])
+def test_a_record_without_identifier_is_an_error_status_names_as_such(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, identifier: str
+) -> None:
+    """The page's other records are written; `status` said `failed : MissingIdentifier`
+    before, as if a name had been lost from the line."""
+    records = importable(5)
+    records[2].identifier = identifier
+    harvest_fake_source(settings, monkeypatch, FakeSource(records, page_size=5))
+    for _ in range(2):  # a second harvest: the same error, nothing written twice
+        report = harvest(settings)
+        assert (report.created + report.unchanged, report.error_types) == (
+            4,
+            {"MissingIdentifier": 1},
+        )
+        assert len(target_by_source(settings, "sample")) == 4
+    text, data = _status("--harvester", "sample")
+    assert "  failed (no identifier): MissingIdentifier: record header has no identifier" in (
+        text.splitlines()
+    )
+    assert [f["identifier"] for f in data["recent_failures"]] == [""]

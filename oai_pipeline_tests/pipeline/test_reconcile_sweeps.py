@@ -155,3 +155,25 @@ def test_a_list_ended_far_short_of_its_size_deletes_nothing_even_when_few_vanish
         assert services.state.live_identifiers("sample") == {r.identifier for r in fake.records}
         fake.faults.clear()
         assert reconcile(services, "sample").vanished == []  # the whole list: nothing gone
+
+
+@pytest.mark.parametrize("identifier", ["", "  "], ids=["empty", "blank"])
+def test_a_header_without_identifier_deletes_nothing_without_force(
+    source: FakeSource, settings: Settings, identifier: str
+) -> None:
+    """The source now sends one record's header without its identifier: that record looks
+    vanished, though the header may well be its own. Before, 1 of 10 looked like a deletion
+    and reconcile deleted it from the target; a sweep with such a header is not complete."""
+    broken = source.records[4]
+    kept = broken.identifier
+    broken.identifier = identifier
+    with Services(settings) as services:
+        with pytest.raises(PipelineError) as refused:
+            reconcile(services, "sample")
+        assert (
+            "deletes nothing: the source listed 1 record without an identifier (it may be "
+            "any of the vanished ones): 1 harvested records would be deleted"
+        ) in str(refused.value)
+        assert services.state.get_record(kept, "sample")["deleted"] is False
+        assert reconcile(services, "sample", force=True).vanished == [kept]
+        assert services.state.get_record(kept, "sample")["deleted"] is True

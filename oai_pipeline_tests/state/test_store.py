@@ -10,7 +10,13 @@ import sqlalchemy as sa
 from oai_pipeline.errors import ConfigurationError, PipelineError, RecordError
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.oai.pages import parse_response
-from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
+from oai_pipeline.oai.types import (
+    MAX_DATESTAMP_LENGTH,
+    MAX_IDENTIFIER_LENGTH,
+    HarvestedRecord,
+    IdentifyInfo,
+    SweepCheckpoint,
+)
 from oai_pipeline.state.schema import SCHEMA_VERSION, harvest_runs, run_records, schema_version
 from oai_pipeline.state.store import (
     MAX_NOTICE_LENGTH,
@@ -622,24 +628,52 @@ def test_two_processes_write_side_by_side(store, store_url):
     assert store.run_status(harvester_id="b")["records"]["imported"] == 200
 
 
-def test_an_over_long_identifier_or_datestamp_is_the_records_error(store):
-    """Longer than the columns: PostgreSQL would refuse the whole page."""
+@pytest.mark.parametrize(
+    ("metadata", "without_identifier"),
+    [
+        ("<x/>", "MissingIdentifier"),
+        # not well-formed: the page's records are read one by one, the error is the cut
+        ("<x>&undefined;</x>", "InvalidDatestamp"),
+        ("<x>a</y>", "InvalidDatestamp"),
+    ],
+    ids=["well-formed", "undefined-entity", "mismatched-tags"],
+)
+def test_an_over_long_identifier_or_datestamp_is_the_records_error(
+    store, metadata, without_identifier
+):
+    """Longer than the columns: PostgreSQL would refuse the whole page. Before, a record
+    that did not parse (read apart from its page) kept them whole, and so did a record with
+    both too long (only the identifier was cut), or without identifier: PostgreSQL
+    refused to stage the page and the harvest failed."""
     long_id, long_stamp = "oai:x:" + "i" * 1200, "2024-01-01T10:00:00.123456789012+02:00"
+
+    def item(identifier: str, datestamp: str) -> str:
+        return (
+            f"<record><header><identifier>{identifier}</identifier>"
+            f"<datestamp>{datestamp}</datestamp></header><metadata>{metadata}</metadata></record>"
+        )
+
     page = (
         '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/">'
         "<responseDate>2024-01-01T00:00:00Z</responseDate><ListRecords>"
-        f"<record><header><identifier>{long_id}</identifier>"
-        "<datestamp>2024-01-01</datestamp></header><metadata><x/></metadata></record>"
-        "<record><header><identifier>oai:x:2</identifier>"
-        f"<datestamp>{long_stamp}</datestamp></header><metadata><x/></metadata></record>"
+        f"{item(long_id, '2024-01-01')}{item('oai:x:2', long_stamp)}"
+        f"{item('oai:x:' + 'j' * 1200, long_stamp)}{item('', long_stamp)}"
         "</ListRecords></OAI-PMH>"
     ).encode()
     records = parse_response(page, "ListRecords").records
 
-    assert store.stage(new_run(store), "h", records) == (2, 0)
+    assert store.stage(new_run(store), "h", records) == (4, 0)
 
-    errors = {
-        row["identifier"][:10]: row["errors"][0]["type"]
-        for row in (store.get_record(r.identifier, "h") for r in records)
-    }
-    assert errors == {"oai:x:iiii": "InvalidIdentifier", "oai:x:2": "InvalidDatestamp"}
+    stored = [store.get_record(r.identifier, "h") for r in records]
+    assert [(len(r["identifier"]), len(r["datestamp"])) for r in stored] == [
+        (MAX_IDENTIFIER_LENGTH, 10),
+        (7, MAX_DATESTAMP_LENGTH),
+        (MAX_IDENTIFIER_LENGTH, MAX_DATESTAMP_LENGTH),
+        (0, MAX_DATESTAMP_LENGTH),
+    ]
+    assert [r["errors"][0]["type"] for r in stored] == [
+        "InvalidIdentifier",
+        "InvalidDatestamp",
+        "InvalidIdentifier",
+        without_identifier,
+    ]

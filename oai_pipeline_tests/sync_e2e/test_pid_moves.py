@@ -106,3 +106,28 @@ def test_a_doi_changing_to_a_users_deposit_is_refused_saying_whose(harness: Harn
     )
     assert harness.repository.show(deposit)["data"]["metadata"]["title"] == "mine"
     assert harness.local(identifier)["doi"] == old_doi
+
+
+@pytest.mark.parametrize("length", [600, 1200], ids=["over-the-target", "over-the-state"])
+def test_a_doi_longer_than_the_target_keeps_is_that_records_error(
+    harness: Harness, length: int
+) -> None:
+    """Before, on PostgreSQL, a DOI over 512 characters failed the write with the database's
+    "value too long for type character varying(512)", and one over 1000 failed the whole
+    transform stage: no record of the harvest was written. SQLite took both."""
+    harness.register()
+    harness.harvest()
+    first, second, third = harness.identifiers()
+    old_doi = doi_of(harness, second)
+    set_doi(harness, second, "10.5072/" + "x" * length, 1)
+    harness.change_title(third, "Changed in the same harvest", at(9, 2))
+    harness.harvest()
+    harness.harvest()  # and again: the same error, nothing else changes
+
+    [error] = harness.harvest_record(second)["errors"]
+    assert (error["stage"], error["type"]) == ("transform", "validation")
+    assert error["message"] == "pids.doi.identifier: String should have at most 512 characters"
+    assert harness.local(second)["doi"] == old_doi
+    assert harness.local(third)["data"]["metadata"]["title"] == "Changed in the same harvest"
+    assert harness.harvest_record(third)["errors"] == []
+    assert len(harness.all_local()) == 3

@@ -177,6 +177,29 @@ def test_a_doi_that_is_no_doi_is_a_validation_error() -> None:
     assert "pattern" not in item.error.message and "\\d" not in item.error.message
 
 
+@pytest.mark.parametrize(
+    ("replace", "huge", "location"),
+    [
+        # a DOI may have 512 characters: longer, the message says just that
+        ("10.5072/1153992", "no-doi " * 70 + "end", "pids.doi.identifier"),
+        (
+            "2013</publicationYear>",
+            "x" * 100_000 + "</publicationYear>",
+            "metadata.publication_date",
+        ),
+    ],
+    ids=["doi", "publication-year"],
+)
+def test_a_long_value_is_quoted_cut_in_the_error(replace: str, huge: str, location: str) -> None:
+    """Before, the message quoted the whole value: a field holding 100,000 characters made
+    an error as long in `status`, `records list` and Dagster's preview of errors."""
+    item = transform_with_a_good_neighbour(item_from(VIDEO.replace(replace, huge)))
+    value = huge.removesuffix("</publicationYear>")
+    assert item.error.location == location
+    assert len(item.error.message) < 500
+    assert f"{value[:100]!r}… ({len(value)} characters)" in item.error.message
+
+
 def test_metadata_with_only_a_comment_is_an_error_with_a_location() -> None:
     """F12: as for an empty <metadata/>, not a `no_data` error without a location."""
     xml = (

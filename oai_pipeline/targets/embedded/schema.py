@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from oai_pipeline.doi import normal_doi
+from oai_pipeline.doi import MAX_DOI_LENGTH, normal_doi
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.targets.base import pid_of
 
@@ -26,7 +26,7 @@ class Doi(sa.types.TypeDecorator):
     """A DOI column that stores, and compares, the normal form (`normal_doi`) of any value
     bound to it, so no query or write can miss a DOI by its case."""
 
-    impl = sa.String(512)
+    impl = sa.String(MAX_DOI_LENGTH)
     cache_ok = True
 
     def process_bind_param(self, value: str | None, dialect: sa.Dialect) -> str | None:
