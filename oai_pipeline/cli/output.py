@@ -282,10 +282,14 @@ def listing_text(rows: Iterable[Sequence[object]], *, empty: str) -> str:
     """A listing for people and for `cut -f`: one line a row, its columns separated by tabs,
     trailing empty columns left out; `empty` when there are no rows. A tab or a line break
     inside a value (a title or name pasted with one) is shown as a space."""
-    lines = [
-        "\t".join(_BREAKS_A_ROW.sub(" ", str(value)) for value in row).rstrip() for row in rows
-    ]
+    lines = ["\t".join(map(one_line, row)).rstrip() for row in rows]
     return "\n".join(lines) or empty
+
+
+def one_line(value: object) -> str:
+    """`value` as text that stays on its line: a tab or line break in it (an identifier or
+    an error message sent with one) is shown as a space."""
+    return _BREAKS_A_ROW.sub(" ", str(value))
 
 
 def note_lines(notices: list[str] | None) -> list[str]:

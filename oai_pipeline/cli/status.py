@@ -15,6 +15,7 @@ from oai_pipeline.cli.output import (
     limit_option,
     listing_text,
     note_lines,
+    one_line,
 )
 from oai_pipeline.pipeline.status import harvest_status, settle_interrupted
 from oai_pipeline.settings import load_settings
@@ -64,9 +65,11 @@ def _status_text(status: dict[str, Any]) -> str:
     )
     state = status["discovery_state"]
     if state and run["status"] == "succeeded":  # the checkpoint is the last page's, not news
+        # the first page's responseDate, where the next incremental harvest starts (the
+        # checkpoint of a list of one page was saved before that page came: None)
         lines.append(
             f"  discovery: complete, {counters['pages_read']} pages, "
-            f"responseDate {state['response_date']}"
+            f"responseDate {run['response_date'] or state['response_date'] or '-'}"
         )
     elif state:
         lines.append(
@@ -83,7 +86,7 @@ def _status_text(status: dict[str, Any]) -> str:
     for failure in status["recent_failures"]:
         error = failure["error"]
         identifier = failure["identifier"] or "(no identifier)"  # MissingIdentifier, say
-        lines.append(f"  failed {identifier}: {error['type']}: {error['message']}")
+        lines.append(one_line(f"  failed {identifier}: {error['type']}: {error['message']}"))
     return "\n".join(lines)
 
 

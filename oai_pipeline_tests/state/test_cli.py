@@ -11,11 +11,16 @@ from oai_pipeline.cli.records import records
 from oai_pipeline.cli.status import status
 from oai_pipeline.errors import RecordError
 from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
-from oai_pipeline.settings import load_settings
+from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.runner import run_harvest
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.settings import Settings, load_settings
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.sync.rules import Action
 from oai_pipeline.targets.base import WriteOutcome
 from oai_pipeline.transform.base import TransformItem
+from oai_pipeline_tests.oai.fake_source import FakeRecord, FakeSource
+from oai_pipeline_tests.support import EVERYTHING, harvest_fake_source, oai_dc
 
 
 def run(command, *args: str, ok: bool = True):
@@ -202,3 +207,24 @@ def test_status_reads_the_embedded_targets_stats(filled):
     """The target's counts come from the embedded repository of the same settings."""
     report = json.loads(run(status, "--harvester", "zenodo", "--json").output)
     assert report["target"] == {"records": 0, "source_identifiers": 0}
+
+
+def test_status_of_a_harvest_of_one_page_and_an_error_with_a_line_break(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A list of one page: its checkpoint was saved before that page came, so `status` said
+    `responseDate None`; the run keeps the page's. A line break in a failed record's
+    identifier or error split its `failed` line in two."""
+    records = [
+        FakeRecord("oai:fake.test:1", "2024-01-02T00:00:00Z", raw_metadata=oai_dc("One")),
+        FakeRecord("oai:fake.test:\nsecond", "2024-01-03T00:00:00Z", raw_metadata="<nodc/>"),
+    ]
+    harvest_fake_source(settings, monkeypatch, FakeSource(records, page_size=5))
+    with Services(settings) as services:
+        run_harvest(services, EVERYTHING, RunOptions(), progress=lambda _line: None)
+
+    text = run(status, "--harvester", "sample").output
+
+    assert "discovery: complete, 1 pages, responseDate 2026-01-01T00:00:00Z" in text
+    (failed,) = [line for line in text.splitlines() if line.startswith("  failed ")]
+    assert failed.startswith("  failed oai:fake.test: second: unknown_root: ")
