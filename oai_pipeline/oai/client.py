@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Literal, NoReturn
+from urllib.parse import unquote
 
 import httpx
 from sickle import oaiexceptions
@@ -799,7 +800,9 @@ class OAIClient:
                     else:
                         if parsed.notice is not None:
                             self._notice(f"{self.base_url}: {parsed.notice}")
-                        return parsed
+                        problem = _answers_another_token(parsed, params)
+                        if problem is None:
+                            return parsed
             if retry_after is not None:
                 polite_retries += 1
                 exhausted = polite_retries > self.max_retries * _POLITE_RETRIES_PER_RETRY
@@ -881,6 +884,32 @@ def _endpoint_key(url: str) -> tuple[object, ...]:
     )
     port = parsed.port or _DEFAULT_PORTS.get(scheme)
     return (scheme, parsed.host.lower(), port, parsed.path.rstrip("/"), tuple(query))
+
+
+def _answers_another_token(parsed: ParsedResponse, params: dict[str, str]) -> str | None:
+    """Why the answer to a resumption token is not its page, by the request the source says
+    it answers (OAI-PMH's <request> element): another token's, or a list's first page (a
+    cache or load balancer that mixed answers up). Taken, such a page ended the list early
+    or continued another list, and the rest of ours was never harvested; retried, the
+    source answers the token. None: it may be the token's (no arguments echoed at all is
+    not judged)."""
+    sent = params.get("resumptionToken")
+    echoed = parsed.answered.get("resumptionToken")
+    if sent is None or not parsed.answered:
+        return None
+    if echoed is None:
+        if not any(name in parsed.answered for name in _OAI_ARGUMENTS - {"verb"}):
+            return None
+        return (
+            "the source answered a list's first request, not the resumption token "
+            f"{_shorten(sent)!r} (a page of another list)"
+        )
+    if echoed.strip() in (sent, unquote(sent)) or unquote(echoed.strip()) == sent:
+        return None
+    return (
+        f"the source answered another resumption token ({_shorten(echoed)!r}), not "
+        f"{_shorten(sent)!r} (a page of another list)"
+    )
 
 
 def _refuses_an_argument(parsed: ParsedResponse) -> bool:

@@ -18,6 +18,7 @@ from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
 from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
 from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
+    EchoingSource,
     FakeRecord,
     FakeSource,
     OpaqueTokenSource,
@@ -549,6 +550,31 @@ def test_pages_sent_again_do_not_make_a_lost_list_look_whole() -> None:
 
     assert set(harvest.records) == held(source)  # the window redone from its start
     assert [c.resumption_token for c in harvest.checkpoints].count(None) == 2
+
+
+@pytest.mark.parametrize("other", ["first page", "other token"])
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_a_page_of_another_list_for_a_token_is_retried_not_taken(
+    other: str, prefetch: bool
+) -> None:
+    """A cache or load balancer answered a token with a page of another list (the window of
+    another harvest, its <request> says so): taken, it ended the list early and 14 of the
+    20 records were never harvested, the run ending well. Retried, the token is answered."""
+    source = EchoingSource(make_records(20, day=2) + make_records(4, day=1), page_size=3)
+    window = {"from_": "2024-03-02T00:00:00Z", "until": "2024-03-02T23:59:59Z"}
+    another = {"from": "2024-03-01T00:00:00Z", "until": "2024-03-01T23:59:59Z"}
+    first = httpx.Request(
+        "GET", BASE_URL, params={"verb": "ListRecords", "metadataPrefix": "oai_dc", **another}
+    )
+    if other == "other token":  # the other list's last page, to its own token
+        token = re.search(r"<resumptionToken[^>]*>([^<]+)<", source.answer(first).text)[1]
+        first = httpx.Request(
+            "GET", BASE_URL, params={"verb": "ListRecords", "resumptionToken": token}
+        )
+    source.faults[3] = lambda request, response: source.answer(first)
+    harvest = Harvest(source).run(prefetch=prefetch, **window)
+    assert set(harvest.records) == {r.identifier for r in source.records[:20]}
+    assert len(source.requests) == 8  # 7 pages and the one retry
 
 
 def test_no_records_match_after_the_whole_list_ends_it() -> None:
