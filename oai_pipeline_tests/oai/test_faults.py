@@ -577,6 +577,38 @@ def test_a_page_of_another_list_for_a_token_is_retried_not_taken(
     assert len(source.requests) == 8  # 7 pages and the one retry
 
 
+@pytest.mark.parametrize(
+    "echo",
+    [
+        # the list's first request, on every page (the token left out), days for seconds
+        '<request verb="ListRecords" metadataPrefix="oai_dc" from="2024-03-01" until="2024-03-01">',
+        '<request verb="ListRecords">',  # nothing echoed
+    ],
+)
+def test_a_token_page_echoing_what_is_still_its_list_is_taken(echo: str) -> None:
+    source = FakeSource(make_records(20), page_size=3)
+    source.every = (1, transform_body(lambda b: re.sub(rb"<request [^>]*>", echo.encode(), b)))
+    harvest = Harvest(source).run(from_="2024-03-01T00:00:00Z", until="2024-03-01T23:59:59Z")
+    assert set(harvest.records) == held(source) and len(source.requests) == 7
+
+
+def test_a_token_echoed_percent_encoded_is_the_tokens_page() -> None:
+    source = OpaqueTokenSource(make_records(9), page_size=3)
+    """Echoed percent-encoded (`%74` for `t`): the same token."""
+
+    def echo_decoded(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        token = request.url.params.get("resumptionToken", "")
+        body = response.content.replace(
+            b'<request verb="ListRecords">',
+            f'<request verb="ListRecords" resumptionToken="{token.replace("t", "%74")}">'.encode(),
+        )
+        return httpx.Response(response.status_code, content=body, headers=response.headers)
+
+    source.every = (1, echo_decoded)
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source) and len(source.requests) == 3
+
+
 def test_no_records_match_after_the_whole_list_ends_it() -> None:
     """Some sources put a token on the last full page and answer it with noRecordsMatch."""
     source = FakeSource(make_records(9), page_size=3)
