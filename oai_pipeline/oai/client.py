@@ -1094,9 +1094,11 @@ def _window_words(from_: str | None, until: str | None, set_spec: str | None) ->
 
 
 def _repeats(page: Page, seen_pages: set[int]) -> bool:
-    """Whether the page lists the very records (identifiers and datestamps) of an earlier
-    page of this sweep; remembers it otherwise."""
-    key = hash(tuple((r.identifier, r.datestamp, r.deleted) for r in page.records))
+    """Whether the page lists the records of an earlier page of this sweep (the same
+    identifiers in the same order); remembers it otherwise. By identifier only: a page sent
+    again after its records changed (a later datestamp, deleted meanwhile) lists no more
+    records than the first time, and counted, it made a list lost later look whole."""
+    key = hash(tuple(r.identifier for r in page.records))
     if key in seen_pages:
         return True
     seen_pages.add(key)
