@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Literal, NoReturn
+from urllib.parse import unquote, unquote_plus
 
 import httpx
 from sickle import oaiexceptions
@@ -320,7 +321,8 @@ class OAIClient:
                 if value:
                     params[name] = value
         try:
-            parsed = self._request(verb, params)
+            listed = {"metadataPrefix": metadata_prefix, "from": from_, "until": until}
+            parsed = self._request(verb, params, {**listed, "set": set_spec})
         except RefusedRequest as exc:
             if resumption_token and exc.status in _TOKEN_GONE_STATUSES:
                 raise BadResumptionToken(
@@ -748,8 +750,14 @@ class OAIClient:
                 "set the harvester's base URL to it"
             )
 
-    def _request(self, verb: Verb, params: dict[str, str]) -> ParsedResponse:
+    def _request(
+        self, verb: Verb, params: dict[str, str], listed: dict[str, str | None] | None = None
+    ) -> ParsedResponse:
         """Send until a usable OAI-PMH response arrives, or give up with HarvestProtocolError.
+
+        ``listed``: the arguments of the list a resumption token in ``params`` continues (its
+        first request's), so that a page of another list is told apart (see
+        _answers_another_list).
 
         Retried: transport failures, 408/425/429/5xx, and bodies that are not a whole
         OAI-PMH document (truncated, not XML, HTML with status 200). A Retry-After on
@@ -799,7 +807,9 @@ class OAIClient:
                     else:
                         if parsed.notice is not None:
                             self._notice(f"{self.base_url}: {parsed.notice}")
-                        return parsed
+                        problem = _answers_another_list(parsed, params, listed or {})
+                        if problem is None:
+                            return parsed
             if retry_after is not None:
                 polite_retries += 1
                 exhausted = polite_retries > self.max_retries * _POLITE_RETRIES_PER_RETRY
@@ -881,6 +891,52 @@ def _endpoint_key(url: str) -> tuple[object, ...]:
     )
     port = parsed.port or _DEFAULT_PORTS.get(scheme)
     return (scheme, parsed.host.lower(), port, parsed.path.rstrip("/"), tuple(query))
+
+
+def _answers_another_list(
+    parsed: ParsedResponse, params: dict[str, str], listed: dict[str, str | None]
+) -> str | None:
+    """Why the answer to a resumption token is not its page, by the request the source says
+    it answers (OAI-PMH's <request> element): another token, or arguments other than those
+    of the list the token continues (``listed``), mean a cache or load balancer mixed
+    answers up. Taken, such a page ended the list early or went on with another list, and
+    the rest of ours was never harvested; retried, the source answers the token. None: it
+    may be the token's (what is not echoed is not judged)."""
+    sent = params.get("resumptionToken")
+    if sent is None:
+        return None
+    echoed = parsed.answered.get("resumptionToken")
+    if echoed is not None and not _token_forms(echoed.strip()) & _token_forms(sent):
+        return (
+            f"the source answered another resumption token ({_shorten(echoed)!r}), not "
+            f"{_shorten(sent)!r} (a page of another list)"
+        )
+    if echoed is None:
+        for name, ours in listed.items():
+            theirs = parsed.answered.get(name)
+            if theirs is not None and not _same_argument(theirs, ours):
+                return (
+                    f"the source answered the first request of another list ({name} "
+                    f"{theirs!r}, not {ours!r}), not the resumption token {_shorten(sent)!r}"
+                )
+    return None
+
+
+def _same_argument(echoed: str, ours: str | None) -> bool:
+    """Whether an echoed list argument is ours: the same text; for from/until the same UTC
+    day (a source may echo them at another granularity or precision than sent)."""
+    echoed = echoed.strip()
+    if ours is None or echoed == ours:
+        return echoed == (ours or "")
+    try:
+        return parse_datestamp(echoed).date() == parse_datestamp(ours).date()
+    except InvalidDatestamp:
+        return False
+
+
+def _token_forms(token: str) -> set[str]:
+    """A token as sent and as a source may echo it, URL-decoded (a `+` as a space or not)."""
+    return {token, unquote(token), unquote_plus(token)}
 
 
 def _refuses_an_argument(parsed: ParsedResponse) -> bool:
@@ -1038,9 +1094,11 @@ def _window_words(from_: str | None, until: str | None, set_spec: str | None) ->
 
 
 def _repeats(page: Page, seen_pages: set[int]) -> bool:
-    """Whether the page lists the very records (identifiers and datestamps) of an earlier
-    page of this sweep; remembers it otherwise."""
-    key = hash(tuple((r.identifier, r.datestamp, r.deleted) for r in page.records))
+    """Whether the page lists the records of an earlier page of this sweep (the same
+    identifiers in the same order); remembers it otherwise. By identifier only: a page sent
+    again after its records changed (a later datestamp, deleted meanwhile) lists no more
+    records than the first time, and counted, it made a list lost later look whole."""
+    key = hash(tuple(r.identifier for r in page.records))
     if key in seen_pages:
         return True
     seen_pages.add(key)

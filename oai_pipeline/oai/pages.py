@@ -61,6 +61,8 @@ class ParsedResponse:
     container: etree._Element | None = None
     # OAI-PMH elements the source sent in no namespace, read as OAI-PMH's (see _claim)
     unqualified: list[str] = field(default_factory=list)
+    # the arguments of the request the source says it answers (<request>'s attributes)
+    answered: dict[str, str] = field(default_factory=dict)
 
     @property
     def notice(self) -> str | None:
@@ -204,9 +206,11 @@ def _read_root(root: etree._Element, verb: Verb) -> ParsedResponse:
     if root.tag != _NS + "OAI-PMH":
         raise UnusablePage(f"not an OAI-PMH response (root element {_local(root.tag)!r})")
     _claim(root, unqualified, whole=bool(unqualified))
+    request = root.find(_NS + "request")
     parsed = ParsedResponse(
         response_date=normalize_response_date(root.findtext(_NS + "responseDate")),
         unqualified=unqualified,
+        answered={} if request is None else {str(k): str(v) for k, v in request.attrib.items()},
     )
     for error in root.iterfind(_NS + "error"):
         parsed.errors.append((error.get("code") or "unknown", " ".join((error.text or "").split())))

@@ -249,6 +249,20 @@ class OpaqueTokenSource(FakeSource):
         return httpx.Response(response.status_code, content=body, headers=response.headers)
 
 
+class EchoingSource(FakeSource):
+    """Echoes each request's arguments in its <request> element, as OAI-PMH asks and real
+    sources do (Zenodo, arXiv): `<request verb="ListRecords" resumptionToken="...">`."""
+
+    def answer(self, request: httpx.Request) -> httpx.Response:
+        response = super().answer(request)
+        echo = "".join(
+            f' {name}="{escape(value, {chr(34): "&quot;"})}"'
+            for name, value in request.url.params.multi_items()
+        )
+        body = re.sub(rb"<request [^>]*>", f"<request{echo}>".encode(), response.content, count=1)
+        return httpx.Response(response.status_code, content=body, headers=response.headers)
+
+
 # ---- faults ------------------------------------------------------------------------------
 
 

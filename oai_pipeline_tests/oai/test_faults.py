@@ -18,6 +18,7 @@ from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
 from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
 from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
+    EchoingSource,
     FakeRecord,
     FakeSource,
     OpaqueTokenSource,
@@ -549,6 +550,85 @@ def test_pages_sent_again_do_not_make_a_lost_list_look_whole() -> None:
 
     assert set(harvest.records) == held(source)  # the window redone from its start
     assert [c.resumption_token for c in harvest.checkpoints].count(None) == 2
+
+
+def test_pages_sent_again_with_changed_records_do_not_make_a_lost_list_look_whole() -> None:
+    """A page sent again after its records changed (a re-index moved every datestamp) was
+    not taken for a repeat and counted again: with no cursor to tell, 27 of 30 listed
+    looked whole when the source then lost the list, and the last 9 records were missed."""
+    source = OpaqueTokenSource(make_records(30), page_size=3)
+    no_cursor = transform_body(lambda body: re.sub(rb' cursor="\d+"', b"", body))
+
+    def sent_again_changed(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        for record in source.records:  # a day later each time
+            day = int(record.datestamp[8:10]) + 1
+            record.datestamp = f"{record.datestamp[:8]}{day:02d}{record.datestamp[10:]}"
+        return no_cursor(request, source.answer(source.requests[-2]))
+
+    source.every = (1, no_cursor)
+    source.faults.update({4: sent_again_changed, 6: sent_again_changed, 10: no_records_match})
+
+    harvest = Harvest(source).run(prefetch=False)
+
+    assert set(harvest.records) == held(source)  # the window redone from its start
+    assert [c.resumption_token for c in harvest.checkpoints].count(None) == 2
+
+
+@pytest.mark.parametrize("other", ["first page", "other token"])
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_a_page_of_another_list_for_a_token_is_retried_not_taken(
+    other: str, prefetch: bool
+) -> None:
+    """A cache or load balancer answered a token with a page of another list (the window of
+    another harvest, its <request> says so): taken, it ended the list early and 14 of the
+    20 records were never harvested, the run ending well. Retried, the token is answered."""
+    source = EchoingSource(make_records(20, day=2) + make_records(4, day=1), page_size=3)
+    window = {"from_": "2024-03-02T00:00:00Z", "until": "2024-03-02T23:59:59Z"}
+    another = {"from": "2024-03-01T00:00:00Z", "until": "2024-03-01T23:59:59Z"}
+    first = httpx.Request(
+        "GET", BASE_URL, params={"verb": "ListRecords", "metadataPrefix": "oai_dc", **another}
+    )
+    if other == "other token":  # the other list's last page, to its own token
+        token = re.search(r"<resumptionToken[^>]*>([^<]+)<", source.answer(first).text)[1]
+        first = httpx.Request(
+            "GET", BASE_URL, params={"verb": "ListRecords", "resumptionToken": token}
+        )
+    source.faults[3] = lambda request, response: source.answer(first)
+    harvest = Harvest(source).run(prefetch=prefetch, **window)
+    assert set(harvest.records) == {r.identifier for r in source.records[:20]}
+    assert len(source.requests) == 8  # 7 pages and the one retry
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [
+        # the list's first request, on every page (the token left out), days for seconds
+        '<request verb="ListRecords" metadataPrefix="oai_dc" from="2024-03-01" until="2024-03-01">',
+        '<request verb="ListRecords">',  # nothing echoed
+    ],
+)
+def test_a_token_page_echoing_what_is_still_its_list_is_taken(echo: str) -> None:
+    source = FakeSource(make_records(20), page_size=3)
+    source.every = (1, transform_body(lambda b: re.sub(rb"<request [^>]*>", echo.encode(), b)))
+    harvest = Harvest(source).run(from_="2024-03-01T00:00:00Z", until="2024-03-01T23:59:59Z")
+    assert set(harvest.records) == held(source) and len(source.requests) == 7
+
+
+def test_a_token_echoed_percent_encoded_is_the_tokens_page() -> None:
+    source = OpaqueTokenSource(make_records(9), page_size=3)
+    """Echoed percent-encoded (`%74` for `t`): the same token."""
+
+    def echo_decoded(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        token = request.url.params.get("resumptionToken", "")
+        body = response.content.replace(
+            b'<request verb="ListRecords">',
+            f'<request verb="ListRecords" resumptionToken="{token.replace("t", "%74")}">'.encode(),
+        )
+        return httpx.Response(response.status_code, content=body, headers=response.headers)
+
+    source.every = (1, echo_decoded)
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source) and len(source.requests) == 3
 
 
 def test_no_records_match_after_the_whole_list_ends_it() -> None:
