@@ -243,6 +243,10 @@ class OAIClient:
         # Quirks of the source met so far (see _notice), and whether from/until go by day
         # although Identify declares seconds (see _by_day).
         self.notices: list[str] = []
+        # Set once a source's <request> named another list on every try of one page: its
+        # echo is then a quirk (a double-escaped or rewritten token), not mixed-up answers,
+        # and is not judged again (each page would wait through every retry).
+        self._echo_unreliable = False
         self.dates_by_day = False
         self._limiter = RateLimiter(
             rate_limit_per_minute, max_wait=max_retry_wait, sleep=self._pause
@@ -768,6 +772,7 @@ class OAIClient:
         while True:
             self._give_up_if_abandoned()
             retry_after: float | None = None
+            another_list: ParsedResponse | None = None  # a page whose <request> is not ours
             try:
                 status, headers, body = self._send(params)
             except (httpx.TooManyRedirects, httpx.UnsupportedProtocol) as exc:
@@ -807,9 +812,12 @@ class OAIClient:
                     else:
                         if parsed.notice is not None:
                             self._notice(f"{self.base_url}: {parsed.notice}")
-                        problem = _answers_another_list(parsed, params, listed or {})
+                        problem = None
+                        if not self._echo_unreliable:
+                            problem = _answers_another_list(parsed, params, listed or {})
                         if problem is None:
                             return parsed
+                        another_list = parsed
             if retry_after is not None:
                 polite_retries += 1
                 exhausted = polite_retries > self.max_retries * _POLITE_RETRIES_PER_RETRY
@@ -821,6 +829,15 @@ class OAIClient:
                     backoff_retries, self.backoff_base, self.max_retry_wait, self._rng
                 )
             attempts = backoff_retries + polite_retries
+            if (exhausted or waited + wait > self.retry_budget_seconds) and another_list:
+                # The same on every try: the source's echo, not an answer mixed up.
+                self._echo_unreliable = True
+                self._notice(
+                    f"{self.base_url} ({verb}): {problem} on each of {attempts} tries; "
+                    "taken as the token's page, and the source's <request> no longer judged "
+                    "(if records are missing, harvest the window again)"
+                )
+                return another_list
             if exhausted or waited + wait > self.retry_budget_seconds:
                 raise HarvestProtocolError(
                     f"{self.base_url} ({verb}): gave up after {attempts} attempts and "

@@ -631,6 +631,28 @@ def test_a_token_echoed_percent_encoded_is_the_tokens_page() -> None:
     assert set(harvest.records) == held(source) and len(source.requests) == 3
 
 
+def test_a_source_that_always_echoes_another_token_is_harvested_after_one_page_of_retries() -> None:
+    """A source whose <request> names a token other than the one sent on every try (here
+    doubly escaped, as some PHP providers write it) is quirky, not mixed up: before, every
+    token page failed after its retries, and with them the run, for good. The page taken
+    after one round of retries, its echo is not judged again, with a notice."""
+    source = OpaqueTokenSource(make_records(12), page_size=3)
+
+    def echo_escaped_twice(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        token = request.url.params.get("resumptionToken", "")
+        echo = f'<request verb="ListRecords" resumptionToken="{token}&amp;amp;x">'
+        body = response.content.replace(b'<request verb="ListRecords">', echo.encode())
+        return httpx.Response(response.status_code, content=body, headers=response.headers)
+
+    source.every = (1, echo_escaped_twice)
+    harvest = Harvest(source, max_retries=2).run()
+
+    assert set(harvest.records) == held(source)
+    assert len(source.requests) == 4 + 2  # the first token page tried 3 times, then taken
+    (notice,) = harvest.client.notices
+    assert "answered another resumption token" in notice and "on each of 3 tries" in notice
+
+
 def test_no_records_match_after_the_whole_list_ends_it() -> None:
     """Some sources put a token on the last full page and answer it with noRecordsMatch."""
     source = FakeSource(make_records(9), page_size=3)
