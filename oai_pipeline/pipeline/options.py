@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from oai_pipeline.state.schema import MAX_INTEGER
+from oai_pipeline.state.schema import MAX_COUNT, MAX_INTEGER
 from oai_pipeline.state.store import SCALES
 
 Scale = Literal["smoke", "small", "medium", "large", "full"]
@@ -19,7 +19,7 @@ class RunOptions(BaseModel):
         default=None,
         description="cap: smoke 10, small 100, medium 1000, large 10000, full uncapped",
     )
-    max_records: int = Field(default=0, ge=0, le=MAX_INTEGER, description="exact cap; 0 = uncapped")
+    max_records: int = Field(default=0, ge=0, le=MAX_COUNT, description="exact cap; 0 = uncapped")
     include_existing: bool = Field(
         default=False,
         description="capped runs: count records the target already holds towards the cap",

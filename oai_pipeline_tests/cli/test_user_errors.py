@@ -913,7 +913,6 @@ HUGE = str(2**64)
         ["status", "--stale-minutes", HUGE],
         ["records", "list", "--limit", HUGE],
         ["harvest", "sample", "--resume", HUGE],
-        ["harvest", "sample", "--max-records", HUGE],
         ["harvest", "sample", "--reset-stale-running-minutes", HUGE],
         ["harvesters", "update", "sample", "--rate-limit-per-minute", HUGE],
         [*create_args("big", "http://example.org/oai"), "--rate-limit-per-minute", HUGE],
@@ -928,6 +927,27 @@ def test_a_number_too_large_for_the_database_is_a_usage_error(
     assert_one_line_error(result, "9223372036854775807", 2)
     assert json.loads(result.stdout)["type"] in ("bad_parameter", "validation_error")
     assert stored_harvester_ids() == [registered]
+
+
+@pytest.mark.parametrize("cap", [2**31, 2**64])
+def test_a_cap_beyond_what_postgresql_keeps_is_a_usage_error(
+    backend: str, registered: str, cap: int
+) -> None:
+    """A run's cap is kept in a 32-bit column on PostgreSQL: before, 2**31 passed the check
+    against SQLite's limit and failed the harvest with the database's 'integer out of range'
+    (SQLite took it)."""
+    result = run("harvest", registered, "--max-records", str(cap), "--json")
+
+    assert_one_line_error(result, "invalid --max-records: ", 2)
+    assert "2147483647" in result.stderr
+    assert "no harvest runs yet" in run("status").stderr
+
+
+def test_the_largest_cap_postgresql_keeps_is_taken(backend: str, registered: str) -> None:
+    result = run("harvest", registered, "--max-records", str(2**31 - 1), "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(run("status", "--json").stdout)["run"]["max_records"] == 2**31 - 1
 
 
 def test_the_largest_number_of_minutes_is_no_overflow(registered: str) -> None:
