@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from oai_pipeline.oai.types import MAX_IDENTIFIER_LENGTH
 from oai_pipeline.state.schema import MAX_COUNT, MAX_INTEGER
 from oai_pipeline.state.store import SCALES
 
@@ -58,6 +59,14 @@ class RunOptions(BaseModel):
         # a harvest record named '  '.
         if any(not identifier.strip() for identifier in value):
             raise ValueError("an OAI identifier must not be blank")
+        # One the state store cannot keep failed the run at the database (PostgreSQL refuses
+        # it with the whole page; SQLite kept it): the source's own are cut, see oai.pages.
+        for identifier in value:
+            if len(identifier) > MAX_IDENTIFIER_LENGTH:
+                raise ValueError(
+                    f"an OAI identifier has at most {MAX_IDENTIFIER_LENGTH} characters, "
+                    f"not {len(identifier)}"
+                )
         return value
 
     @model_validator(mode="after")

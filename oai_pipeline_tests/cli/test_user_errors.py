@@ -1060,6 +1060,20 @@ def test_a_blank_oai_identifier_is_refused(registered: str, blank: str) -> None:
     assert "no harvest runs yet" in run("status").stderr
 
 
+def test_an_oai_identifier_longer_than_the_state_store_keeps_is_refused(
+    backend: str, registered: str
+) -> None:
+    """Before, the source's idDoesNotExist for it was staged under it: PostgreSQL refused the
+    value (a DataError traceback, the run failed), SQLite kept it."""
+    too_long = "oai:sample.oai-pipeline:" + "x" * 1000
+
+    result = run("harvest", registered, "oai:sample.oai-pipeline:dataset", too_long, "--json")
+
+    assert_one_line_error(result, "an OAI identifier has at most 1000 characters, not 1024", 2)
+    assert json.loads(run("records", "list", "--json").stdout) == []
+    assert "no harvest runs yet" in run("status").stderr
+
+
 # -- harvest --use-job beyond today -----------------------------------------------------------
 
 
