@@ -1007,6 +1007,56 @@ def test_a_deposit_the_target_cannot_store_is_a_one_line_error(
     assert json.loads(run("target", "list", "--json").stdout) == []
 
 
+LONG_DOI = "10.1234/" + "a" * 600
+
+
+@pytest.mark.parametrize(
+    ("record", "message", "exit_code"),
+    [
+        (
+            {"pids": {"doi": {"identifier": LONG_DOI}}},
+            "pids.doi: a DOI has at most 512 characters, not 608",
+            2,
+        ),
+        ({"pids": {"doi": "10.1234/a\0b"}}, "pids.doi: '10.1234/a\\x00b' holds a NUL", 2),
+        ({"parent": {"communities": {"ids": ["a\0b"]}}}, "community 'a\\x00b' does not", 1),
+    ],
+)
+def test_a_deposit_postgresql_refuses_is_a_one_line_error(
+    backend: str, tmp_path: Path, record: dict, message: str, exit_code: int
+) -> None:
+    """Before, on PostgreSQL, a traceback from the database (value too long for the DOI
+    column; a NUL character in a query); SQLite stored the DOI."""
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps({"metadata": {"title": "T"}} | record), encoding="utf-8")
+
+    result = run("target", "deposit", str(path), "--publish")
+
+    assert_one_line_error(result, message, exit_code)
+    assert json.loads(run("target", "list", "--json").stdout) == []
+
+
+@pytest.mark.parametrize(
+    ("doi", "message"),
+    [
+        (LONG_DOI, "pids.doi: a DOI has at most 512 characters, not 608"),
+        ('"10.1234/a\\u0000b"', "pids.doi: '10.1234/a\\x00b' holds a NUL"),
+    ],
+)
+def test_an_edit_to_a_doi_postgresql_refuses_is_a_one_line_error(
+    backend: str, tmp_path: Path, doi: str, message: str
+) -> None:
+    path = tmp_path / "record.json"
+    path.write_text('{"metadata": {"title": "Old"}}', encoding="utf-8")
+    record_id = run("target", "deposit", str(path), "--publish").stdout.strip()
+
+    result = run("target", "edit", record_id, "--set", f"pids.doi={doi}")
+
+    assert_one_line_error(result, message, 2)
+    shown = json.loads(run("target", "show", record_id, "--json").stdout)
+    assert shown["draft"] is None
+
+
 def test_an_edit_value_the_target_cannot_store_as_json_is_a_plain_string(tmp_path: Path) -> None:
     """Before, `"x\\ud800"` parsed as JSON to a lone surrogate: a traceback from the database."""
     path = tmp_path / "record.json"
