@@ -91,3 +91,16 @@ def postgres_url() -> Iterator[str]:
 
     with throwaway_postgres() as url:
         yield url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The state store and the target on SQLite (the default) or each on a fresh database of
+    the throwaway PostgreSQL server: for what one of them refuses that the other takes."""
+    if request.param == "postgresql":
+        from oai_pipeline_tests.postgres import fresh_database
+
+        server = request.getfixturevalue("postgres_url")
+        monkeypatch.setenv("OAI_PIPELINE_STATE_DB_URL", fresh_database(server))
+        monkeypatch.setenv("OAI_PIPELINE_TARGET_DB_URL", fresh_database(server))
+    return request.param

@@ -6,7 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from oai_pipeline.state.schema import MAX_INTEGER
+from oai_pipeline.oai.types import MAX_IDENTIFIER_LENGTH
+from oai_pipeline.state.schema import MAX_COUNT, MAX_INTEGER
 from oai_pipeline.state.store import SCALES
 
 Scale = Literal["smoke", "small", "medium", "large", "full"]
@@ -19,7 +20,7 @@ class RunOptions(BaseModel):
         default=None,
         description="cap: smoke 10, small 100, medium 1000, large 10000, full uncapped",
     )
-    max_records: int = Field(default=0, ge=0, le=MAX_INTEGER, description="exact cap; 0 = uncapped")
+    max_records: int = Field(default=0, ge=0, le=MAX_COUNT, description="exact cap; 0 = uncapped")
     include_existing: bool = Field(
         default=False,
         description="capped runs: count records the target already holds towards the cap",
@@ -58,6 +59,14 @@ class RunOptions(BaseModel):
         # a harvest record named '  '.
         if any(not identifier.strip() for identifier in value):
             raise ValueError("an OAI identifier must not be blank")
+        # One the state store cannot keep failed the run at the database (PostgreSQL refuses
+        # it with the whole page; SQLite kept it): the source's own are cut, see oai.pages.
+        for identifier in value:
+            if len(identifier) > MAX_IDENTIFIER_LENGTH:
+                raise ValueError(
+                    f"an OAI identifier has at most {MAX_IDENTIFIER_LENGTH} characters, "
+                    f"not {len(identifier)}"
+                )
         return value
 
     @model_validator(mode="after")

@@ -13,10 +13,21 @@ from sqlalchemy.engine import Connection
 
 from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
-SCHEMA_VERSION = 12
-# The largest whole number a column holds (SQLite INTEGER, PostgreSQL BIGINT) and orjson writes:
-# a count, id or limit given from outside is checked against it, not met as an OverflowError.
+SCHEMA_VERSION = 13
+# The largest whole number SQLite's INTEGER holds, a PostgreSQL query compares with (as a
+# bigint) and orjson writes: an id or limit given from outside is checked against it, not
+# met as an OverflowError.
 MAX_INTEGER = 2**63 - 1
+# The largest count an `sa.Integer` column keeps on PostgreSQL (32 bits; SQLite's are 64): a
+# count given from outside and stored (a run's record cap) is checked against it, not
+# refused by the database ("integer out of range") with the harvest run it belongs to.
+MAX_COUNT = 2**31 - 1
+
+# The id of a row written per record of a run (run_records) or per record error: a source
+# of millions of records, harvested again and again, writes more than 2**31 of them in its
+# life, past what PostgreSQL's integer (SERIAL) counts to (version 13: BIGINT). SQLite's
+# INTEGER PRIMARY KEY is 64 bits already, and a BIGINT one would not be its rowid.
+ROW_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 metadata = sa.MetaData()
 
@@ -117,7 +128,7 @@ harvest_record_data = _beside_the_record(
 record_errors = sa.Table(
     "record_errors",
     metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("id", ROW_ID, primary_key=True, autoincrement=True),
     sa.Column("harvester_id", sa.String(200), nullable=False),
     sa.Column("identifier", sa.String(1000), nullable=False),
     sa.Column("stage", sa.String(20), nullable=False),
@@ -216,7 +227,7 @@ harvest_run_dagster_runs = sa.Table(
 run_records = sa.Table(
     "run_records",
     metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),  # staging order
+    sa.Column("id", ROW_ID, primary_key=True, autoincrement=True),  # staging order
     sa.Column("run_id", sa.Integer, sa.ForeignKey("harvest_runs.id"), nullable=False),
     sa.Column("harvester_id", sa.String(200), nullable=False),
     sa.Column("identifier", sa.String(1000), nullable=False),
@@ -330,6 +341,19 @@ def _add_id_to_status_index(connection: Connection) -> None:
     status.create(connection)
 
 
+def _widen_row_ids(connection: Connection) -> None:
+    """PostgreSQL's SERIAL ids of run_records and record_errors become BIGINT (column and
+    sequence); SQLite's are 64 bits already."""
+    if connection.dialect.name != "postgresql":
+        return
+    for table in (run_records, record_errors):
+        connection.execute(sa.text(f"ALTER TABLE {table.name} ALTER COLUMN id TYPE BIGINT"))
+        sequence = connection.execute(
+            sa.text(f"SELECT pg_get_serial_sequence('{table.name}', 'id')")
+        ).scalar_one()
+        connection.execute(sa.text(f"ALTER SEQUENCE {sequence} AS BIGINT"))
+
+
 # version -> the step that brings the schema from version-1 to it (create_all covers the
 # current version of a new database).
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -344,6 +368,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     10: _index_runs,
     11: _add_id_to_status_index,
     12: _index_runs,  # the latest-run index
+    13: _widen_row_ids,
 }
 
 

@@ -913,7 +913,6 @@ HUGE = str(2**64)
         ["status", "--stale-minutes", HUGE],
         ["records", "list", "--limit", HUGE],
         ["harvest", "sample", "--resume", HUGE],
-        ["harvest", "sample", "--max-records", HUGE],
         ["harvest", "sample", "--reset-stale-running-minutes", HUGE],
         ["harvesters", "update", "sample", "--rate-limit-per-minute", HUGE],
         [*create_args("big", "http://example.org/oai"), "--rate-limit-per-minute", HUGE],
@@ -928,6 +927,27 @@ def test_a_number_too_large_for_the_database_is_a_usage_error(
     assert_one_line_error(result, "9223372036854775807", 2)
     assert json.loads(result.stdout)["type"] in ("bad_parameter", "validation_error")
     assert stored_harvester_ids() == [registered]
+
+
+@pytest.mark.parametrize("cap", [2**31, 2**64])
+def test_a_cap_beyond_what_postgresql_keeps_is_a_usage_error(
+    backend: str, registered: str, cap: int
+) -> None:
+    """A run's cap is kept in a 32-bit column on PostgreSQL: before, 2**31 passed the check
+    against SQLite's limit and failed the harvest with the database's 'integer out of range'
+    (SQLite took it)."""
+    result = run("harvest", registered, "--max-records", str(cap), "--json")
+
+    assert_one_line_error(result, "invalid --max-records: ", 2)
+    assert "2147483647" in result.stderr
+    assert "no harvest runs yet" in run("status").stderr
+
+
+def test_the_largest_cap_postgresql_keeps_is_taken(backend: str, registered: str) -> None:
+    result = run("harvest", registered, "--max-records", str(2**31 - 1), "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(run("status", "--json").stdout)["run"]["max_records"] == 2**31 - 1
 
 
 def test_the_largest_number_of_minutes_is_no_overflow(registered: str) -> None:
@@ -987,6 +1007,56 @@ def test_a_deposit_the_target_cannot_store_is_a_one_line_error(
     assert json.loads(run("target", "list", "--json").stdout) == []
 
 
+LONG_DOI = "10.1234/" + "a" * 600
+
+
+@pytest.mark.parametrize(
+    ("record", "message", "exit_code"),
+    [
+        (
+            {"pids": {"doi": {"identifier": LONG_DOI}}},
+            "pids.doi: a DOI has at most 512 characters, not 608",
+            2,
+        ),
+        ({"pids": {"doi": "10.1234/a\0b"}}, "pids.doi: '10.1234/a\\x00b' holds a NUL", 2),
+        ({"parent": {"communities": {"ids": ["a\0b"]}}}, "community 'a\\x00b' does not", 1),
+    ],
+)
+def test_a_deposit_postgresql_refuses_is_a_one_line_error(
+    backend: str, tmp_path: Path, record: dict, message: str, exit_code: int
+) -> None:
+    """Before, on PostgreSQL, a traceback from the database (value too long for the DOI
+    column; a NUL character in a query); SQLite stored the DOI."""
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps({"metadata": {"title": "T"}} | record), encoding="utf-8")
+
+    result = run("target", "deposit", str(path), "--publish")
+
+    assert_one_line_error(result, message, exit_code)
+    assert json.loads(run("target", "list", "--json").stdout) == []
+
+
+@pytest.mark.parametrize(
+    ("doi", "message"),
+    [
+        (LONG_DOI, "pids.doi: a DOI has at most 512 characters, not 608"),
+        ('"10.1234/a\\u0000b"', "pids.doi: '10.1234/a\\x00b' holds a NUL"),
+    ],
+)
+def test_an_edit_to_a_doi_postgresql_refuses_is_a_one_line_error(
+    backend: str, tmp_path: Path, doi: str, message: str
+) -> None:
+    path = tmp_path / "record.json"
+    path.write_text('{"metadata": {"title": "Old"}}', encoding="utf-8")
+    record_id = run("target", "deposit", str(path), "--publish").stdout.strip()
+
+    result = run("target", "edit", record_id, "--set", f"pids.doi={doi}")
+
+    assert_one_line_error(result, message, 2)
+    shown = json.loads(run("target", "show", record_id, "--json").stdout)
+    assert shown["draft"] is None
+
+
 def test_an_edit_value_the_target_cannot_store_as_json_is_a_plain_string(tmp_path: Path) -> None:
     """Before, `"x\\ud800"` parsed as JSON to a lone surrogate: a traceback from the database."""
     path = tmp_path / "record.json"
@@ -1036,6 +1106,20 @@ def test_a_blank_oai_identifier_is_refused(registered: str, blank: str) -> None:
     result = run("harvest", registered, "oai:sample.oai-pipeline:dataset", blank, "--json")
 
     assert_one_line_error(result, "identifiers: an OAI identifier must not be blank", 2)
+    assert json.loads(run("records", "list", "--json").stdout) == []
+    assert "no harvest runs yet" in run("status").stderr
+
+
+def test_an_oai_identifier_longer_than_the_state_store_keeps_is_refused(
+    backend: str, registered: str
+) -> None:
+    """Before, the source's idDoesNotExist for it was staged under it: PostgreSQL refused the
+    value (a DataError traceback, the run failed), SQLite kept it."""
+    too_long = "oai:sample.oai-pipeline:" + "x" * 1000
+
+    result = run("harvest", registered, "oai:sample.oai-pipeline:dataset", too_long, "--json")
+
+    assert_one_line_error(result, "an OAI identifier has at most 1000 characters, not 1024", 2)
     assert json.loads(run("records", "list", "--json").stdout) == []
     assert "no harvest runs yet" in run("status").stderr
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
+from oai_pipeline.errors import RecordError
 from oai_pipeline.oai.types import HarvestedRecord
 from oai_pipeline.state.schema import SCHEMA_VERSION
 from oai_pipeline.state.store import StateStore
@@ -213,3 +215,69 @@ def test_a_version_8_database_keeps_the_notices_of_runs(store_url: str) -> None:
         assert store.run_status(run_id=run_id)["notices"] == []
         assert store.add_run_notices(run_id, ["the source moved"]) == ["the source moved"]
         assert store.get_run(run_id)["notices"] == ["the source moved"]
+
+
+_LARGEST_SERIAL = 2**31 - 1
+# What version 12 made on PostgreSQL: SERIAL (32-bit) ids of the rows written per record.
+_INTEGER_ROW_IDS = [
+    statement
+    for table in ("run_records", "record_errors")
+    for statement in (
+        f"ALTER TABLE {table} ALTER COLUMN id TYPE INTEGER",
+        f"ALTER SEQUENCE {table}_id_seq AS INTEGER",
+    )
+]
+
+
+def _next_row_ids_at_the_32_bit_limit(store_url: str, run_id: int) -> None:
+    """The next id of run_records and record_errors is one past the largest a SERIAL gives:
+    as after 2**31 rows staged and errors stored over the database's life."""
+    engine = sa.create_engine(store_url)
+    with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            for table in ("run_records", "record_errors"):
+                connection.execute(sa.text(f"SELECT setval('{table}_id_seq', {_LARGEST_SERIAL})"))
+        else:  # SQLite's next rowid is the largest one + 1
+            now = "2024-01-01T00:00:00Z"
+            connection.execute(
+                sa.text(
+                    "INSERT INTO run_records (id, run_id, harvester_id, identifier, status, "
+                    f"attempts, updated_at) VALUES ({_LARGEST_SERIAL}, {run_id}, 'other', "
+                    f"'oai:other:1', 'pending', 0, '{now}')"
+                )
+            )
+            connection.execute(
+                sa.text(
+                    "INSERT INTO record_errors (id, harvester_id, identifier, stage, type, "
+                    f"message, created_at) VALUES ({_LARGEST_SERIAL}, 'other', "
+                    f"'oai:other:1', 'harvest', 'T', 'm', '{now}')"
+                )
+            )
+    engine.dispose()
+
+
+@pytest.mark.parametrize("made_by", ["version 12", "this version"])
+def test_a_run_stages_past_the_32_bit_row_ids(store_url: str, made_by: str) -> None:
+    """Before, on PostgreSQL, the per-record rows had SERIAL ids: after 2**31 of them (a
+    source of millions of records harvested again and again) no page could be staged,
+    every harvest failing with 'integer out of range'. SQLite's ids are 64 bits."""
+    with StateStore(store_url) as store:
+        run_id = _run(store)
+    if made_by == "version 12":
+        _as_version(store_url, 12, *(_INTEGER_ROW_IDS if "postgresql" in store_url else ()))
+    _next_row_ids_at_the_32_bit_limit(store_url, run_id)
+    failed = HarvestedRecord(
+        "oai:x:2", "2024-01-01", False, error=RecordError(type="T", message="bad")
+    )
+    records = [HarvestedRecord("oai:x:1", "2024-01-01", False, xml=b"<r/>"), failed]
+
+    with StateStore(store_url) as store:
+        assert store.stage(run_id, "h", records) == (2, 0)
+        assert store.get_record("oai:x:2", "h")["errors"][0]["message"] == "bad"
+    engine = sa.create_engine(store_url)
+    with engine.connect() as connection:
+        ids = connection.execute(
+            sa.text("SELECT id FROM run_records WHERE harvester_id = 'h' ORDER BY id")
+        ).scalars()
+        assert list(ids) == [_LARGEST_SERIAL + 1, _LARGEST_SERIAL + 2]
+    engine.dispose()

@@ -21,7 +21,6 @@ from oai_pipeline.sample_endpoint.records import EndpointRecord, load_sample_rec
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings, load_settings
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
-from oai_pipeline_tests.postgres import fresh_database
 from oai_pipeline_tests.support import register
 
 PREFIX = "oai_datacite"
@@ -39,15 +38,6 @@ def source_records() -> list[EndpointRecord]:
         dataclasses.replace(r, datestamp=at(8, i), set_specs=list(r.set_specs))
         for i, r in enumerate(live)
     ]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "postgresql":
-        server = request.getfixturevalue("postgres_url")
-        monkeypatch.setenv("OAI_PIPELINE_STATE_DB_URL", fresh_database(server))
-        monkeypatch.setenv("OAI_PIPELINE_TARGET_DB_URL", fresh_database(server))
-    return request.param
 
 
 class Harness:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.errors import PipelineError, RecordError
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action, HarvestMemory, SourceRecord, decide
 from oai_pipeline.targets.base import PlannedWrite, SourceKey, WriteOutcome
@@ -460,6 +460,33 @@ def test_pid_field_names_where_the_pid_lives(harness: Harness, repo: EmbeddedRep
     assert repo.show(users)["doi"] == "hdl:1/2"
     other = harness.one("oai:2", {"metadata": {"title": "B", "identifier": "hdl:1/3"}})
     assert repo.show(other.local_id)["doi"] == "hdl:1/3"
+
+
+@pytest.mark.parametrize("publish", [True, False])
+def test_a_pid_at_pid_field_longer_than_the_target_keeps_is_that_records_error(
+    harness: Harness, repo: EmbeddedRepository, publish: bool
+) -> None:
+    """The transform checks only the DOI it reads (pids.doi). Before, a longer value at
+    another pid_field failed the write on PostgreSQL with the database's 'value too long
+    for type character varying(512)', and SQLite wrote it."""
+    harness.reconfigure(pid_field="metadata.identifier", publish=publish)
+    sources = [
+        (f"oai:{n}", {"metadata": {"title": "T", "identifier": identifier}})
+        for n, identifier in enumerate(["hdl:1/" + "x" * 600, "hdl:1/2"])
+    ]
+
+    too_long, fine = harness.harvest(sources)
+
+    assert (too_long.action, too_long.error) == (
+        Action.ERROR,
+        RecordError(
+            type="invalid_pid",
+            message="the pid has 606 characters, more than the 512 the target keeps",
+            location="metadata.identifier",
+        ),
+    )
+    assert fine.action is Action.CREATE and fine.error is None
+    assert [row["source_identifier"] for row in repo.list(harvester=H)] == ["oai:1"]
 
 
 @pytest.mark.parametrize("kind", ["new draft", "edit draft"])

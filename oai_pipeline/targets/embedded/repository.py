@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from oai_pipeline.doi import MAX_DOI_LENGTH
 from oai_pipeline.errors import (
     InvalidArgument,
     PipelineError,
@@ -109,7 +110,7 @@ class EmbeddedRepository:
             raise InvalidArgument("a record must be a JSON object")
         with self.transaction() as tx:
             community_ids = self._resolve(tx, communities_of(data))
-            record_id = tx.create(data, doi=pid_of(data))
+            record_id = tx.create(data, doi=_storable_doi(pid_of(data)))
             if publish:
                 tx.publish(record_id)
             tx.add_to_communities(record_id, community_ids)
@@ -131,7 +132,10 @@ class EmbeddedRepository:
             # A harvested record's pid is its harvest's (the writer's `pid_field` may be
             # another than `pids.doi`); the next harvest sets it anyway.
             harvested = row.source_harvester is not None
-            pid = (draft.doi if draft is not None else row.doi) if harvested else pid_of(data)
+            if harvested:
+                pid = draft.doi if draft is not None else row.doi
+            else:
+                pid = _storable_doi(pid_of(data))
             tx.save_draft(record_id, data, doi=pid)
             tx.mark_changed_locally(record_id)
 
@@ -283,6 +287,19 @@ class EmbeddedRepository:
                 raise PipelineError(f"community {reference!r} does not exist")
             ids.append(row.id)
         return ids
+
+
+def _storable_doi(doi: str | None) -> str | None:
+    """A user's DOI as the DOI column keeps it: PostgreSQL refuses a longer one and a NUL
+    character (a traceback at the database; SQLite kept both). A harvested DOI is checked
+    where its record is validated (rdm_record)."""
+    if doi is not None and len(doi) > MAX_DOI_LENGTH:
+        raise InvalidArgument(
+            f"pids.doi: a DOI has at most {MAX_DOI_LENGTH} characters, not {len(doi)}"
+        )
+    if doi is not None and "\0" in doi:
+        raise InvalidArgument(f"pids.doi: {doi!r} holds a NUL character")
+    return doi
 
 
 def _title(data: dict[str, Any] | None) -> str | None:

@@ -797,7 +797,10 @@ class TargetTransaction:
     # -- communities -----------------------------------------------------------------------
 
     def community(self, reference: str) -> sa.Row | None:
-        """A community by id or by slug."""
+        """A community by id or by slug; none for a reference holding a NUL character, which
+        no slug or id does (PostgreSQL refuses it in a query; a deposit's was a traceback)."""
+        if "\0" in reference:
+            return None
         return self.connection.execute(
             sa.select(communities).where(
                 sa.or_(communities.c.id == reference, communities.c.slug == reference)

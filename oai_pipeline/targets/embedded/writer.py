@@ -18,7 +18,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from oai_pipeline import json_codec
-from oai_pipeline.doi import normal_doi
+from oai_pipeline.doi import MAX_DOI_LENGTH, normal_doi
 from oai_pipeline.errors import PipelineError, RecordError
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action, LocalRecord, LocalState, SourceRecord, decide
@@ -160,6 +160,8 @@ class EmbeddedWriter(Writer):
             except TypeError:  # not JSON: the one-by-one path reports it as the database does
                 continue
             doi = pid_of(write.data, self.options.pid_field)
+            if doi is not None and len(doi) > MAX_DOI_LENGTH:
+                continue  # the one-by-one path reports it
             creations[write.identifier] = NewRecord(write.identifier, data_json, doi)
         return creations
 
@@ -306,6 +308,16 @@ class EmbeddedWriter(Writer):
         if not source_deleted and not isinstance(data, dict):
             return _failed(write, "no_data", "a live record came without record data")
         pid = (pid_of(data, self.options.pid_field) if data else None) or write.pid
+        if pid is not None and len(pid) > MAX_DOI_LENGTH:
+            # Read at another `pid_field` than the DOI the transform validated: PostgreSQL
+            # refused it with the database's message, SQLite wrote it.
+            return _failed(
+                write,
+                "invalid_pid",
+                f"the pid has {len(pid)} characters, more than the {MAX_DOI_LENGTH} the "
+                "target keeps",
+                location=self.options.pid_field,
+            )
         # Re-check: the state now, not the state the plan saw.
         local = self._local(tx, harvester_id, (write.identifier, pid), known)
         source = SourceRecord(write.identifier, write.datestamp, source_deleted, pid)
