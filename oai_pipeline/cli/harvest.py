@@ -155,14 +155,22 @@ def harvest(
         services.harvester(harvester_id)
         if failed_again:
             failed = services.state.failed_identifiers(harvester_id)
-            if not failed:
+            # A record listed without identifier cannot be asked for (GetRecord of "" is a
+            # badArgument, which failed the run): its window's next harvest lists it again.
+            askable = [identifier for identifier in failed if identifier.strip()]
+            if len(askable) < len(failed):
+                progress_line(
+                    f"harvester {harvester_id}: {len(failed) - len(askable)} failed record "
+                    "without identifier left out (harvest its window again to get it)"
+                )
+            if not askable:
                 emit(
-                    {"harvester_id": harvester_id, "failed": 0},
+                    {"harvester_id": harvester_id, "failed": len(failed)},
                     as_json=as_json,
-                    text=f"harvester {harvester_id} has no failed records",
+                    text=f"harvester {harvester_id} has no failed records to ask for again",
                 )
                 return
-            options = options.model_copy(update={"identifiers": failed})
+            options = RunOptions.model_validate({**options.model_dump(), "identifiers": askable})
         scope = HarvestScope.adhoc(harvester_id, start, end)
         report = run_harvest(services, scope, options, progress=progress_line).to_dict()
     emit(report, as_json=as_json, text=report_text(report))

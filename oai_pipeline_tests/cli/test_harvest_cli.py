@@ -10,8 +10,15 @@ from click.testing import CliRunner, Result
 from oai_pipeline.cli import main
 from oai_pipeline.sample_endpoint.faults import Faults
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline.settings import Settings
 from oai_pipeline_tests.cli.conftest import RECORDS, create_args
-from oai_pipeline_tests.support import deleted_records, live_records
+from oai_pipeline_tests.oai.fake_source import FakeRecord, FakeSource
+from oai_pipeline_tests.support import (
+    deleted_records,
+    harvest_fake_source,
+    live_records,
+    oai_dc,
+)
 
 
 def run(*args: str) -> Result:
@@ -134,6 +141,26 @@ def test_failed_records_are_harvested_again_by_identifier_once_fixed(
     assert "has no failed records" in run("harvest", "sample", "--failed").output
     refused = run("harvest", "sample", "--failed", "--since", "2024-01-01")
     assert refused.exit_code == 2 and "--failed" in refused.output
+
+
+def test_a_failed_record_without_identifier_is_not_asked_for_by_identifier(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--failed` asked GetRecord for the record listed without identifier too: a source
+    answers that with badArgument, and the whole run failed. It is left out, saying so."""
+    records = [
+        FakeRecord("oai:fake.test:1", "2024-01-02T00:00:00Z", raw_metadata="<nodc/>"),
+        FakeRecord("", "2024-01-03T00:00:00Z", raw_metadata=oai_dc("No identifier")),
+    ]
+    fake = harvest_fake_source(settings, monkeypatch, FakeSource(records, page_size=5))
+    assert json.loads(run("harvest", "sample", "--json").output)["errors"] == 2
+
+    again = run("harvest", "sample", "--failed", "--json")
+
+    asked = [r.url.params.get("identifier") for r in fake.requests if "GetRecord" in str(r.url)]
+    assert asked == ["oai:fake.test:1"]
+    assert "1 failed record without identifier left out" in again.stderr
+    assert json.loads(again.stdout)["harvested"] == 1
 
 
 def test_a_harvester_replacing_a_deleted_one_takes_its_records_over(endpoint: OAIEndpoint) -> None:
