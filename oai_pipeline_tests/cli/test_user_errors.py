@@ -1173,6 +1173,8 @@ def test_a_set_community_no_slug_can_name_is_refused(slug: str) -> None:
         (["--max-records", "-1"], "invalid --max-records: Input should be greater than or equal"),
         (["--progress-every", "0"], "invalid --progress-every: Input should be greater than 0"),
         (["--rate-limit-per-minute", "0"], "invalid --rate-limit-per-minute:"),
+        # was `invalid input: give either a scale or max_records, not both`
+        (["--scale", "small", "--max-records", "3"], "give either --scale or --max-records"),
     ],
 )
 def test_a_bad_harvest_option_is_named_as_the_option(
