@@ -160,9 +160,8 @@ def list_(as_json: bool) -> None:
     rows = [h.model_dump(mode="json") for h in found]
     text = listing_text(
         ((h.id, h.base_url, h.metadata_prefix, h.setspec or "-", h.name) for h in found),
-        empty="no harvesters registered",
     )
-    emit(rows, as_json=as_json, text=text)
+    emit(rows, as_json=as_json, text=text, empty="no harvesters registered")
 
 
 @harvesters.command(name="show")

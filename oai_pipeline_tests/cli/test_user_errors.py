@@ -107,7 +107,7 @@ def test_a_json_option_value_is_not_the_json_flag() -> None:
     result = run("records", "list", "--message", "--json")
 
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip() == "no matching harvest records"
+    assert result.stdout == "" and result.stderr.strip() == "no matching harvest records"
 
 
 # -- F6 and the httpx request lines: stdout holds only the result -----------------------------
@@ -1204,3 +1204,22 @@ def test_harvester_errors_name_the_options_given(args: list[str], message: str) 
     assert run(*create_args("h", "http://example.org/oai")).exit_code == 0
 
     assert_one_line_error(run("harvesters", *args), message, exit_code=2)
+
+
+@pytest.mark.parametrize(
+    ("args", "note"),
+    [
+        (["harvesters", "list"], "no harvesters registered"),
+        (["records", "list"], "no matching harvest records"),
+        (["status", "--list-recent"], "no harvest runs yet"),
+        (["target", "list"], "no records"),
+        (["target", "communities", "list"], "no communities"),
+    ],
+)
+def test_an_empty_listing_prints_no_row(args: list[str], note: str) -> None:
+    """Before, the note went to stdout, where `… | cut -f1` read it as a row."""
+    result = run(*args)
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    assert result.stderr.strip() == note
