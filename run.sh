@@ -37,5 +37,5 @@ case "$command" in
   dev) setup; exec .venv/bin/dagster dev -w workspace.yaml "$@" ;;
   bench) setup; exec .venv/bin/python -m oai_pipeline_tests.benchmark "$@" ;;
   cli) setup; exec .venv/bin/oai-pipeline "$@" ;;
-  *) sed -n '2,8p' "$0"; exit 2 ;;
+  *) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 2 ;;  # the comment block above, no code
 esac

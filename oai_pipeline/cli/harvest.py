@@ -122,6 +122,8 @@ def harvest(
             "a harvest of selected OAI identifiers runs in this process (the records belong "
             "to no window of the Dagster partitions): leave out --use-job"
         )
+    if scale is not None and max_records:  # RunOptions says it of its fields, not the flags
+        raise InvalidInput("give either --scale or --max-records, not both", as_json=as_json)
     try:
         options = RunOptions(
             scale=scale,

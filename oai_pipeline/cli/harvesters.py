@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from pydantic import ValidationError
 
 from oai_pipeline.cli.output import FriendlyGroup, InvalidInput, emit, json_option, listing_text
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.harvesters.fixtures import read_fixture_file
-from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.harvesters.model import Harvester, describe_validation_error
 from oai_pipeline.harvesters.plugins import release_target_records
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.oai.client import another_base_url
@@ -62,6 +63,31 @@ def _harvester_options(command: F) -> F:
 
 
 _MULTIPLE = ("transformers", "writers", "harvest_managers")
+# The repeatable flags are named for one value each (`--writer`, not `--writers`).
+_OPTION_OF_FIELD = {
+    "transformers": "--transformer",
+    "writers": "--writer",
+    "harvest_managers": "--harvest-manager",
+    "enabled": "--enabled/--disabled",
+}
+
+
+def _option_name(field: str) -> str:
+    """What the user typed for the field an error names (`writers.0` -> `--writer`)."""
+    name = field.split(".")[0]
+    return _OPTION_OF_FIELD.get(name, f"--{name.replace('_', '-')}")
+
+
+@contextmanager
+def _errors_named_as_options(as_json: bool) -> Iterator[None]:
+    """A harvester's validation error names the flags given, as `harvest`'s does: before,
+    `create` without --base-url said `invalid base_url: Field required`."""
+    try:
+        yield
+    except ValidationError as error:
+        raise InvalidInput(
+            describe_validation_error(error, _option_name), as_json=as_json
+        ) from None
 
 
 def _given(flags: dict[str, Any]) -> dict[str, Any]:
@@ -99,7 +125,8 @@ def harvesters() -> None:
 def create(harvester_id: str, model: str | None, community: str | None, as_json: bool, **flags):
     """Register a new harvester."""
     data = {"id": harvester_id, **_given(flags)}
-    harvester = Harvester.from_input(data, model=model, community=community)
+    with _errors_named_as_options(as_json):
+        harvester = Harvester.from_input(data, model=model, community=community)
     with open_store() as store:
         HarvesterRegistry(store).create(harvester)
     emit(harvester.model_dump(mode="json"), as_json=as_json, text=f"created {_describe(harvester)}")
@@ -117,7 +144,7 @@ def update(harvester_id: str, model: str | None, community: str | None, as_json:
             "nothing to update: give the fields to change (see harvesters update --help)",
             as_json=as_json,
         )
-    with open_store() as store:
+    with open_store() as store, _errors_named_as_options(as_json):
         harvester = HarvesterRegistry(store).update(
             harvester_id, model=model, community=community, **changes
         )
@@ -133,9 +160,8 @@ def list_(as_json: bool) -> None:
     rows = [h.model_dump(mode="json") for h in found]
     text = listing_text(
         ((h.id, h.base_url, h.metadata_prefix, h.setspec or "-", h.name) for h in found),
-        empty="no harvesters registered",
     )
-    emit(rows, as_json=as_json, text=text)
+    emit(rows, as_json=as_json, text=text, empty="no harvesters registered")
 
 
 @harvesters.command(name="show")

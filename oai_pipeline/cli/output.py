@@ -267,9 +267,13 @@ def progress_line(line: str) -> None:
     click.echo(line, err=True)
 
 
-def emit(payload: Any, *, as_json: bool, text: str | None = None) -> None:
+def emit(payload: Any, *, as_json: bool, text: str | None = None, empty: str = "") -> None:
+    """`empty`: what an empty listing (`text` "") says, on stderr: on stdout it was read as
+    a row (`records list … | cut -f2` gave `no matching harvest records`)."""
     if as_json:
         click.echo(json.dumps(payload, indent=2, sort_keys=True, default=str))
+    elif text == "" and empty:
+        click.echo(empty, err=True)
     else:
         click.echo(text if text is not None else json.dumps(payload, indent=2, default=str))
 
@@ -278,12 +282,12 @@ def emit(payload: Any, *, as_json: bool, text: str | None = None) -> None:
 _BREAKS_A_ROW = re.compile(r"[\t\n\v\f\r\x1c-\x1e\x85\u2028\u2029]+")
 
 
-def listing_text(rows: Iterable[Sequence[object]], *, empty: str) -> str:
+def listing_text(rows: Iterable[Sequence[object]]) -> str:
     """A listing for people and for `cut -f`: one line a row, its columns separated by tabs,
-    trailing empty columns left out; `empty` when there are no rows. A tab or a line break
-    inside a value (a title or name pasted with one) is shown as a space."""
+    trailing empty columns left out ("" when there are none: `emit`'s `empty` says so). A
+    tab or a line break inside a value (a title or name pasted with one) is shown as a space."""
     lines = ["\t".join(map(one_line, row)).rstrip() for row in rows]
-    return "\n".join(lines) or empty
+    return "\n".join(lines)
 
 
 def one_line(value: object) -> str:

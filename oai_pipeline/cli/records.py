@@ -69,9 +69,8 @@ def list_(
             )
             for r in found
         ),
-        empty="no matching harvest records",
     )
-    emit(found, as_json=as_json, text=text)
+    emit(found, as_json=as_json, text=text, empty="no matching harvest records")
 
 
 @records.command(name="show")

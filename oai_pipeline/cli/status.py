@@ -36,7 +36,6 @@ def _runs_text(runs: list[dict[str, Any]]) -> str:
             )
             for run in runs
         ),
-        empty="no harvest runs yet",
     )
 
 
@@ -123,7 +122,12 @@ def status(
             if batch_id is not None:
                 raise InvalidInput("--list-recent lists runs: use --harvester, not --batch-id")
             runs = store.list_runs(harvester_id=harvester_id, limit=limit)
-            emit([jsonable_run(r) for r in runs], as_json=as_json, text=_runs_text(runs))
+            emit(
+                [jsonable_run(r) for r in runs],
+                as_json=as_json,
+                text=_runs_text(runs),
+                empty="no harvest runs yet",
+            )
             return
         result = harvest_status(
             store,

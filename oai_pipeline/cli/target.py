@@ -164,9 +164,8 @@ def list_records(harvester: str | None, state: str | None, as_json: bool) -> Non
             )
             for row in rows
         ),
-        empty="no records",
     )
-    emit(rows, as_json=as_json, text=text)
+    emit(rows, as_json=as_json, text=text, empty="no records")
 
 
 @target.group(name="communities")
@@ -196,6 +195,5 @@ def list_communities(as_json: bool) -> None:
             (row["slug"], row["id"], f"(in {by_id.get(row['parent'])})" if row["parent"] else "")
             for row in rows
         ),
-        empty="no communities",
     )
-    emit(rows, as_json=as_json, text=text)
+    emit(rows, as_json=as_json, text=text, empty="no communities")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Iterator
 
 import click
@@ -80,3 +81,15 @@ def test_the_commands_without_json_are_those_the_readme_names() -> None:
         "target communities create",
         "sample-endpoint serve",
     }
+
+
+def test_run_sh_without_a_command_prints_its_usage_and_no_code() -> None:
+    """Before, `./run.sh` printed the line after its usage too: `set -euo pipefail`."""
+    script = PROJECT_ROOT / "run.sh"
+    result = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=30)
+
+    assert result.returncode == 2
+    lines = result.stdout.splitlines()
+    assert lines and all(line.startswith("#") for line in lines), result.stdout
+    commands = re.findall(r"^  (\w+)\)", script.read_text(encoding="utf-8"), re.MULTILINE)
+    assert commands and all(f"./run.sh {name}" in result.stdout for name in commands)

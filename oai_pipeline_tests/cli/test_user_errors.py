@@ -107,7 +107,7 @@ def test_a_json_option_value_is_not_the_json_flag() -> None:
     result = run("records", "list", "--message", "--json")
 
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip() == "no matching harvest records"
+    assert result.stdout == "" and result.stderr.strip() == "no matching harvest records"
 
 
 # -- F6 and the httpx request lines: stdout holds only the result -----------------------------
@@ -592,8 +592,8 @@ def test_a_harvester_without_model_gets_the_default_one() -> None:
 @pytest.mark.parametrize(
     ("given", "missing"),
     [
-        (["--transformer", RDM_MODEL.transformer], "writers"),
-        (["--writer", RDM_MODEL.writer], "transformers"),
+        (["--transformer", RDM_MODEL.transformer], "writer"),
+        (["--writer", RDM_MODEL.writer], "transformer"),
     ],
 )
 def test_a_harvester_with_half_a_chain_is_refused(given: list[str], missing: str) -> None:
@@ -602,7 +602,8 @@ def test_a_harvester_with_half_a_chain_is_refused(given: list[str], missing: str
         "--metadata-prefix", "oai_dc", *given,
     )  # fmt: skip
 
-    assert_one_line_error(result, f"{missing}: a harvester needs {missing}", 2)
+    # named as the flag to give (was the model's field: `writers: a harvester needs …`)
+    assert_one_line_error(result, f"--{missing}: a harvester needs {missing}s", 2)
     assert stored_harvester_ids() == []
 
 
@@ -1256,6 +1257,8 @@ def test_a_set_community_no_slug_can_name_is_refused(slug: str) -> None:
         (["--max-records", "-1"], "invalid --max-records: Input should be greater than or equal"),
         (["--progress-every", "0"], "invalid --progress-every: Input should be greater than 0"),
         (["--rate-limit-per-minute", "0"], "invalid --rate-limit-per-minute:"),
+        # was `invalid input: give either a scale or max_records, not both`
+        (["--scale", "small", "--max-records", "3"], "give either --scale or --max-records"),
     ],
 )
 def test_a_bad_harvest_option_is_named_as_the_option(
@@ -1266,3 +1269,41 @@ def test_a_bad_harvest_option_is_named_as_the_option(
 
     assert_one_line_error(result, message, 2)
     assert json.loads(result.stdout)["type"] == "validation_error"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["create", "--id", "nourl"], "invalid --base-url: Field required; --metadata-prefix:"),
+        (["create", "--id", "Bad id", "--base-url", "http://x/oai", "--metadata-prefix", "p"],
+         "invalid --id: 'Bad id' is not a harvester id"),
+        (["update", "h", "--batch-size", "0"], "invalid --batch-size: must be between"),
+        (["update", "h", "--writer", "s3"], "invalid --writer: unknown writer 's3'"),
+        (["update", "h", "--harvest-manager", "a\0b"], "invalid --harvest-manager: 'a\\x00b'"),
+    ],
+)  # fmt: skip
+def test_harvester_errors_name_the_options_given(args: list[str], message: str) -> None:
+    """Before, `harvesters create` and `update` named the model's fields (`invalid base_url:
+    Field required`, `invalid batch_size: …`), not the flags the user typed, as `harvest` does."""
+    assert run(*create_args("h", "http://example.org/oai")).exit_code == 0
+
+    assert_one_line_error(run("harvesters", *args), message, exit_code=2)
+
+
+@pytest.mark.parametrize(
+    ("args", "note"),
+    [
+        (["harvesters", "list"], "no harvesters registered"),
+        (["records", "list"], "no matching harvest records"),
+        (["status", "--list-recent"], "no harvest runs yet"),
+        (["target", "list"], "no records"),
+        (["target", "communities", "list"], "no communities"),
+    ],
+)
+def test_an_empty_listing_prints_no_row(args: list[str], note: str) -> None:
+    """Before, the note went to stdout, where `… | cut -f1` read it as a row."""
+    result = run(*args)
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    assert result.stderr.strip() == note

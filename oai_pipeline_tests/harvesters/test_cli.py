@@ -92,18 +92,18 @@ def test_round_trip_create_list_update_show_delete():
 
 
 INVALID = [
-    (["--id", "Bad|Id"], "id"),
-    (["--base-url", "ftp://zenodo.org/oai2d"], "base_url"),
-    (["--loader", "ftp-reader"], "loader"),
-    (["--transformer", "nope"], "transformers.0"),
-    (["--writer", "s3"], "writers.0"),
-    (["--writer", "oai-service{model:"], "writers.0"),
-    (["--transformer", "oai-import{model: 1, extra: true}"], "transformers.0"),
-    (["--writer", "oai-service{publish: 'maybe'}"], "writers.0"),
-    (["--model", "nope"], "model"),
-    (["--harvest-manager", "nobody"], "harvest_managers"),
-    (["--rate-limit-per-minute", "0"], "rate_limit_per_minute"),
-    (["--batch-size", "0"], "batch_size"),
+    (["--id", "Bad|Id"], "--id"),
+    (["--base-url", "ftp://zenodo.org/oai2d"], "--base-url"),
+    (["--loader", "ftp-reader"], "--loader"),
+    (["--transformer", "nope"], "--transformer"),
+    (["--writer", "s3"], "--writer"),
+    (["--writer", "oai-service{model:"], "--writer"),
+    (["--transformer", "oai-import{model: 1, extra: true}"], "--transformer"),
+    (["--writer", "oai-service{publish: 'maybe'}"], "--writer"),
+    (["--model", "nope"], "--model"),
+    (["--harvest-manager", "nobody"], "--harvest-manager"),
+    (["--rate-limit-per-minute", "0"], "--rate-limit-per-minute"),
+    (["--batch-size", "0"], "--batch-size"),
 ]
 
 
@@ -124,6 +124,7 @@ def _with(flags: list[str]) -> list[str]:
 
 @pytest.mark.parametrize(("flags", "field"), INVALID)
 def test_invalid_create_fails_with_one_line_naming_the_field(flags, field):
+    # named as the flag given (was the model's field: `base_url`, `writers.0`)
     result = run(*_with(flags), ok=False)
     assert result.exit_code != 0
     lines = result.output.strip().splitlines()
