@@ -61,17 +61,26 @@ def map_partition_groups(
     *,
     group_rows: int = GROUP_ROWS,
     columns: Sequence[str] | None = None,
+    manifest_extra: dict | None = None,
 ) -> None:
     """Replace target_asset's partitions of the scope with transform_group of source parts.
 
     `transform_group(parts, frame)` gets the rows of consecutive parts concatenated and
     returns rows carrying an `identifier` column; each target part keeps its source part's
     name. A group never holds one identifier in two parts, so the way back is unambiguous.
-    `columns` reads only those columns of the source parts.
+    `columns` reads only those columns of the source parts; `manifest_extra` is added to
+    each target partition's manifest (what the next stage must know the stage was run with).
     """
     with bulk_allocation():
         _map_groups(
-            storage, scope, source_asset, target_asset, transform_group, group_rows, columns
+            storage,
+            scope,
+            source_asset,
+            target_asset,
+            transform_group,
+            group_rows,
+            columns,
+            manifest_extra or {},
         )
 
 
@@ -83,6 +92,7 @@ def _map_groups(
     transform_group: Callable[[list[PartRef], pl.DataFrame], pl.DataFrame],
     group_rows: int,
     columns: Sequence[str] | None,
+    manifest_extra: dict,
 ) -> None:
     group = _Group()
     counts = WindowCounts()
@@ -114,7 +124,7 @@ def _map_groups(
             parts = index + 1
             if group.rows >= group_rows:
                 flush()
-        read.append((key, parts, manifest))
+        read.append((key, parts, None if manifest is None else {**manifest, **manifest_extra}))
         if not group.parts:
             flush()
     flush()

@@ -5,18 +5,43 @@ from __future__ import annotations
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import writers_update_all
+from oai_pipeline.pipeline.frames import SYNC_DECISIONS
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.storage import PartitionStore
+
+# The sync_decisions manifest's record of the harvester's writers the plan was made for.
+PLANNED_WRITERS = "writers"
 
 
 def run_id_of(storage: PartitionStore, asset: str, scope: HarvestScope) -> int:
     """The harvest run that produced the scope's upstream partitions."""
+    return int(_first_manifest(storage, asset, scope)["run_id"])
+
+
+def planned_run_id(storage: PartitionStore, scope: HarvestScope, harvester: Harvester) -> int:
+    """The run whose sync_decisions the scope writes, if the harvester's writers are still
+    those it was planned for: the plan names writers by position and decided with their
+    options, so a plan applied to other writers would write to the wrong one, or not at all
+    to one added since (a re-execution from failure after the harvester was changed)."""
+    manifest = _first_manifest(storage, SYNC_DECISIONS, scope)
+    planned = manifest.get(PLANNED_WRITERS)
+    if planned is not None and planned != list(harvester.writers):
+        raise PipelineError(
+            f"the writers of harvester {scope.harvester_id} changed since its "
+            f"{SYNC_DECISIONS} were planned ({', '.join(planned) or 'none'} then, "
+            f"{', '.join(harvester.writers) or 'none'} now): materialise {SYNC_DECISIONS} "
+            "again with the writers of now, then written_records (or run the harvest again)"
+        )
+    return int(manifest["run_id"])
+
+
+def _first_manifest(storage: PartitionStore, asset: str, scope: HarvestScope) -> dict:
     manifest = storage.read_manifest(asset, scope.harvester_id, scope.keys[0])
     if manifest is None:
         raise PipelineError(
             f"{asset} has not been materialised for {scope.harvester_id} {scope.keys[0]}"
         )
-    return int(manifest["run_id"])
+    return manifest
 
 
 def split_by_upstream_run(

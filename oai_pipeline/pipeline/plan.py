@@ -20,7 +20,7 @@ from oai_pipeline.pipeline.frames import (
 )
 from oai_pipeline.pipeline.groups import PartRef, map_partition_groups
 from oai_pipeline.pipeline.options import RunOptions
-from oai_pipeline.pipeline.partitions import run_id_of, run_updates_all
+from oai_pipeline.pipeline.partitions import PLANNED_WRITERS, run_id_of, run_updates_all
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sync.rules import SourceRecord, decide
@@ -112,6 +112,8 @@ def plan(services: Services, scope: HarvestScope, options: RunOptions) -> Counte
             SYNC_DECISIONS,
             plan_group,
             columns=PLAN_COLUMNS + (("data",) if other_pid_fields else ()),
+            # rows name writers by position: the write stage checks they are still these
+            manifest_extra={PLANNED_WRITERS: list(harvester.writers)},
         )
     finally:
         for writer in writers:

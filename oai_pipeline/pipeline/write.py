@@ -29,7 +29,7 @@ from oai_pipeline.pipeline.frames import (
 from oai_pipeline.pipeline.groups import PartRef, map_partition_groups, read_group
 from oai_pipeline.pipeline.local_changes import undo_local_changes
 from oai_pipeline.pipeline.options import RunOptions
-from oai_pipeline.pipeline.partitions import run_id_of
+from oai_pipeline.pipeline.partitions import planned_run_id
 from oai_pipeline.pipeline.retention import prune
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
@@ -86,7 +86,7 @@ def write(
     harvester = services.harvester(scope.harvester_id)
     writers = build_writers(harvester, services.settings)
     fingerprint = transform_fingerprint(harvester)  # of the data this stage writes
-    run_id = run_id_of(services.storage, SYNC_DECISIONS, scope)
+    run_id = planned_run_id(services.storage, scope, harvester)
     run = state.get_run(run_id)
     run_started = datetime.fromisoformat(run["created_at"]) if run is not None else None
     summary = WriteSummary(run_id=run_id)

@@ -18,6 +18,7 @@ from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.records import EndpointRecord, records_for_prefix
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
+from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline_tests.support import register, shifted_sample_records, target_by_source
 
 PREFIX = "oai_datacite"
@@ -204,3 +205,49 @@ def test_an_all_steps_reexecution_counts_a_moved_record_in_its_window_of_now(
     }
     for asset in ("raw_oai_xml", "transformed_records", "sync_decisions", "written_records"):
         assert _counts_by_window(again, asset) == now, asset
+
+
+def test_a_reexecution_refuses_a_plan_made_for_other_writers_and_a_new_plan_writes_them(
+    instance: dg.DagsterInstance,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    endpoint: OAIEndpoint,
+) -> None:
+    """Run 1 fails at written_records; the operator then gives the harvester a second
+    writer (another community). The plan names writers by position: re-executed from
+    failure, it would write as before and the new writer not at all, with the run a
+    success. It fails naming what to do instead; materialising the plan again writes both."""
+    register(settings, endpoint.base_url, harvester_id="alpha", metadata_prefix=PREFIX)
+    ensure_harvester_partitions(instance, ["alpha"])
+    EmbeddedRepository(settings.target_db_url).create_community("added")
+    first_run = _failed_range_run(
+        instance, monkeypatch, "2024-01-02", "2024-01-06", "written_records"
+    )
+    with Services(settings) as services:
+        harvester = services.harvester("alpha")
+        writers = [*harvester.writers, 'oai-service{model:"rdm", community:"added"}']
+        services.state.save_harvester(harvester.model_copy(update={"writers": writers}))
+
+    again = dg.execute_job(
+        dg.reconstructable(harvest_job),
+        instance,
+        run_config=IN_PROCESS,
+        reexecution_options=dg.ReexecutionOptions.from_failure(first_run, instance),
+        tags=range_tags("alpha", "2024-01-02", "2024-01-06"),
+        raise_on_error=False,
+    )
+
+    assert not again.success
+    [failure] = [e for e in again.all_events if e.is_step_failure]
+    message = failure.step_failure_data.error.message
+    assert "the writers of harvester alpha changed since its sync_decisions were planned" in (
+        message
+    )
+    assert "materialise sync_decisions again" in message
+    assert target_by_source(settings, "alpha") == {}  # nothing written from the old plan
+
+    assert materialize_windows(instance, "alpha", "2024-01-02", "2024-01-06").success
+    target = target_by_source(settings, "alpha")
+    live = {r.identifier for r in _live_in(endpoint, "2024-01-02", "2024-01-06")}
+    assert set(target) == live
+    assert all("added" in record["communities"] for record in target.values())
