@@ -274,3 +274,19 @@ def test_a_harvested_record_the_source_no_longer_has_is_deleted_as_at_the_source
         ("oai:fake.test:1", "2024-01-02T00:00:00Z", True),
         ("oai:fake.test:2", "2024-01-02T00:00:00Z", True),
     }
+
+
+def test_an_identifier_given_twice_is_asked_for_once(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Identifiers that need escaping reach the source as given; one given twice was asked
+    for twice."""
+    odd = ["oai:x:a+b", "oai:x:a/b#c", "oai:x:a&b=c", "oai:x:a%20b", "oai:x:a b", "oai:x:ü"]
+    records = [FakeRecord(i, "2024-01-02T00:00:00Z", raw_metadata=oai_dc("T")) for i in odd]
+    fake = harvest_fake_source(settings, monkeypatch, FakeSource(records))
+
+    report = json.loads(run("harvest", "sample", *odd, odd[0], "--json").stdout)
+
+    asked = [r.url.params.get("identifier") for r in fake.requests if "GetRecord" in str(r.url)]
+    assert asked == odd
+    assert (report["created"], report["errors"]) == (len(odd), 0)
