@@ -232,6 +232,7 @@ def discover(
             run = _run_for(services, scope, options, from_, until, dagster_run_id, progress)
             run_id = run.run_id
             result = DiscoveryResult(run_id=run_id, from_=run.from_, until=run.until)
+            options = _with_identifiers_left(state, run_id, options)
             try:
                 _fetch(services, scope, options, reader, run, result, progress)
             except BaseException as error:
@@ -255,6 +256,19 @@ def discover(
         services.record_failure(run_id, error)
         raise
     return result
+
+
+def _with_identifiers_left(state: StateStore, run_id: int, options: RunOptions) -> RunOptions:
+    """A resumed run of selected identifiers asks for those it has not staged yet. Before,
+    `--resume` of one (it failed or was stopped mid-list) swept the whole source into it."""
+    run = state.get_run(run_id)
+    asked = (run or {}).get("options", {}).get("identifiers") or []
+    if options.identifiers or not asked:
+        return options
+    staged = state.record_statuses(run_id, asked)
+    left = [identifier for identifier in asked if identifier not in staged]
+    # none left: the run's records are all staged, and it is written from them
+    return options.model_copy(update={"identifiers": left or asked})
 
 
 def _keep_notices(state: StateStore, run_id: int, reader: Reader) -> None:

@@ -12,7 +12,7 @@ from oai_pipeline.sample_endpoint.faults import Faults
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
 from oai_pipeline_tests.cli.conftest import RECORDS, create_args
-from oai_pipeline_tests.oai.fake_source import FakeRecord, FakeSource
+from oai_pipeline_tests.oai.fake_source import FakeRecord, FakeSource, drop_connection
 from oai_pipeline_tests.support import (
     deleted_records,
     harvest_fake_source,
@@ -290,3 +290,26 @@ def test_an_identifier_given_twice_is_asked_for_once(
     asked = [r.url.params.get("identifier") for r in fake.requests if "GetRecord" in str(r.url)]
     assert asked == odd
     assert (report["created"], report["errors"]) == (len(odd), 0)
+
+
+def test_resuming_a_failed_run_of_selected_identifiers_asks_for_those_left(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--resume` of a run of selected identifiers that failed mid-list swept the whole
+    source into it (every record created, not the three asked for)."""
+    records = [
+        FakeRecord(f"oai:fake.test:{n}", "2024-01-02T00:00:00Z", raw_metadata=oai_dc(f"T{n}"))
+        for n in range(6)
+    ]
+    fake = harvest_fake_source(settings, monkeypatch, FakeSource(records))
+    fake.faults = dict.fromkeys(range(4, 40), drop_connection)  # the third GetRecord on
+    chosen = ["oai:fake.test:0", "oai:fake.test:1", "oai:fake.test:2"]
+    failed = run("harvest", "sample", *chosen, "--json")
+    assert failed.exit_code == 1
+    fake.faults.clear()
+
+    resumed = json.loads(run("harvest", "sample", "--resume", "1", "--json").stdout)
+
+    assert resumed["run_id"] == 1 and resumed["created"] == len(chosen)
+    assert sorted(_records_listed("--harvester", "sample")) == chosen
+    assert "ListRecords" not in fake.verbs
