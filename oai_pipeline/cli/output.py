@@ -315,6 +315,11 @@ def report_text(report: dict[str, Any]) -> str:
     if report.get("error_types"):
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(report["error_types"].items()))
         lines.append(f"  error types: {kinds}")
+    if unknown := report.get("unknown_identifiers"):
+        shown = ", ".join(unknown[:10]) + (
+            f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+        )
+        lines.append(f"  not at the source (idDoesNotExist), no harvest record kept: {shown}")
     if report.get("written_earlier"):
         lines.append(f"  written by an earlier attempt of this run: {report['written_earlier']}")
     if report.get("failed_earlier"):

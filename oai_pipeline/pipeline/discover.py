@@ -46,6 +46,9 @@ class DiscoveryResult:
     cap_reached: bool = False
     # quirks of the source the run met, in this attempt and earlier ones (Reader.notices)
     notices: list[str] = field(default_factory=list)
+    # selected identifiers the source has no record of (idDoesNotExist) and never had: failed
+    # records of the run, without a harvest record (see _answered_unknown)
+    unknown: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -229,8 +232,9 @@ def discover(
             run = _run_for(services, scope, options, from_, until, dagster_run_id, progress)
             run_id = run.run_id
             result = DiscoveryResult(run_id=run_id, from_=run.from_, until=run.until)
+            options = _with_identifiers_left(state, run_id, options)
             try:
-                _fetch(services, scope, options, reader, run, progress)
+                _fetch(services, scope, options, reader, run, result, progress)
             except BaseException as error:
                 # what the source did before the run failed is kept for its status (the
                 # failure may be its doing), as is the failure itself
@@ -239,7 +243,7 @@ def discover(
                 add_notices(error, reader.notices)
                 raise
             # the run's notices: this attempt's and those an earlier one of it met
-            result.notices = state.add_run_notices(run_id, reader.notices)
+            result.notices = state.add_run_notices(run_id, [*reader.notices, *result.notices])
     finally:
         reader.close()
     try:
@@ -252,6 +256,19 @@ def discover(
         services.record_failure(run_id, error)
         raise
     return result
+
+
+def _with_identifiers_left(state: StateStore, run_id: int, options: RunOptions) -> RunOptions:
+    """A resumed run of selected identifiers asks for those it has not staged yet. Before,
+    `--resume` of one (it failed or was stopped mid-list) swept the whole source into it."""
+    run = state.get_run(run_id)
+    asked = (run or {}).get("options", {}).get("identifiers") or []
+    if options.identifiers or not asked:
+        return options
+    staged = state.record_statuses(run_id, asked)
+    left = [identifier for identifier in asked if identifier not in staged]
+    # none left: the run's records are all staged, and it is written from them
+    return options.model_copy(update={"identifiers": left or asked})
 
 
 def _keep_notices(state: StateStore, run_id: int, reader: Reader) -> None:
@@ -292,6 +309,7 @@ def _fetch(
     options: RunOptions,
     reader,
     run: RunToFetch,
+    result: DiscoveryResult,
     progress: Callable[[str], None],
 ) -> None:
     state = services.state
@@ -309,10 +327,13 @@ def _fetch(
         state.get_run(run_id), services.harvester(scope.harvester_id)
     )
 
-    def stage(records: list[HarvestedRecord], listed_at: str | None = None) -> bool:
-        """Stage one page (`listed_at`: its responseDate); True when the cap is reached."""
+    def stage(
+        records: list[HarvestedRecord], listed_at: str | None = None, discovered: int = 0
+    ) -> bool:
+        """Stage one page (`listed_at`: its responseDate; `discovered`: how many the source
+        answered, if more than `records`); True when the cap is reached."""
         nonlocal staged, next_progress
-        discovered = len(records)
+        discovered = max(discovered, len(records))
         existing = 0
         if cap and not options.include_existing and records:
             records, existing = _drop_existing(
@@ -344,10 +365,16 @@ def _fetch(
         for record in reader.get_records(options.identifiers):
             batch.append(record)
             if len(batch) >= 100:
-                if stage(batch):
+                if stage(
+                    _answered_unknown(state, scope.harvester_id, run_id, batch, result),
+                    discovered=len(batch),
+                ):
                     return
                 batch = []
-        stage(batch)
+        stage(
+            _answered_unknown(state, scope.harvester_id, run_id, batch, result),
+            discovered=len(batch),
+        )
         return
 
     def save_checkpoint(new_checkpoint: SweepCheckpoint) -> None:
@@ -366,6 +393,48 @@ def _fetch(
             response_date_saved = True
         if stage(page.records, page.response_date):
             return
+
+
+def _answered_unknown(
+    state: StateStore,
+    harvester_id: str,
+    run_id: int,
+    records: list[HarvestedRecord],
+    result: DiscoveryResult,
+) -> list[HarvestedRecord]:
+    """The records of GetRecord answers to stage, after settling those the source answered
+    `idDoesNotExist` (it has no such record):
+
+    - one it listed before (a harvest record with a datestamp) was deleted at the source
+      without a deleted header (hard deleted, or a source that keeps no deletions): it is
+      staged as deleted, as a reconcile treats a record that vanished from the full list;
+      the target record is deleted (a tombstone; harvested again, it is restored). Before,
+      the harvest record lost its datestamp and stayed live, and so did the target record.
+    - one it never had (a typo) is a failed record of the run with no harvest record, so
+      that it is counted nowhere as live (`status`, `records list --live`, reconcile)."""
+    unknown = [r for r in records if r.error is not None and r.error.type == "idDoesNotExist"]
+    if not unknown:
+        return records
+    listed = state.listed_copies(harvester_id, [r.identifier for r in unknown])
+    deleted: dict[str, HarvestedRecord] = {}
+    never: dict[str, HarvestedRecord] = {}
+    for record in unknown:
+        datestamp, was_deleted = listed.get(record.identifier, ("", False))
+        if datestamp:
+            deleted[record.identifier] = HarvestedRecord(
+                identifier=record.identifier, datestamp=datestamp, deleted=True
+            )
+            if not was_deleted:  # (a deleted one's tombstone may go: deletedRecord transient)
+                result.notices.append(
+                    f"{record.identifier}: the source no longer has this record (idDoesNotExist) "
+                    "and sent no deleted header; deleted as at the source"
+                )
+        else:
+            never[record.identifier] = record
+    if never:
+        errors = {i: r.error for i, r in never.items() if r.error is not None}
+        result.unknown.extend(state.fail_unknown(run_id, harvester_id, errors))
+    return [deleted.get(r.identifier, r) for r in records if r.identifier not in never]
 
 
 def _drop_existing(

@@ -67,7 +67,8 @@ class RunOptions(BaseModel):
                     f"an OAI identifier has at most {MAX_IDENTIFIER_LENGTH} characters, "
                     f"not {len(identifier)}"
                 )
-        return value
+        # The same one given twice was asked of the source twice (a request for nothing).
+        return list(dict.fromkeys(value))
 
     @model_validator(mode="after")
     def _one_cap(self) -> RunOptions:

@@ -41,6 +41,9 @@ class HarvestReport:
     failed_earlier: int = 0
     # quirks of the source the operator should know of (DiscoveryResult.notices)
     notices: list[str] = field(default_factory=list)
+    # selected identifiers the source has no record of (idDoesNotExist): each is one of
+    # `errors`, and no harvest record is kept for it
+    unknown_identifiers: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -57,7 +60,11 @@ def summarise(
     errors: Counter[str],
     undone: Counter[str] | None = None,
     notices: list[str] | None = None,
+    unknown: list[str] | None = None,
 ) -> HarvestReport:
+    if unknown:  # failed at discovery, never planned: an error like those of the write
+        errors = errors + Counter({"idDoesNotExist": len(unknown)})
+        actions = actions + Counter({"error": len(unknown)})
     return HarvestReport(
         harvester_id=harvester_id,
         run_id=run_id,
@@ -76,6 +83,7 @@ def summarise(
         written_earlier=actions[ALREADY_WRITTEN],
         failed_earlier=actions[FAILED_BEFORE],
         notices=list(notices or []),
+        unknown_identifiers=list(unknown or []),
     )
 
 
@@ -108,4 +116,5 @@ def run_harvest(
         written.errors,
         written.undone,
         discovery.notices,
+        discovery.unknown,
     )

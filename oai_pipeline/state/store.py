@@ -606,6 +606,61 @@ class StateStore:
         with self._read() as conn:
             return list(conn.execute(query).scalars())
 
+    def fail_unknown(
+        self, run_id: int, harvester_id: str, errors: dict[str, RecordError]
+    ) -> list[str]:
+        """Record identifiers the source says it never had (GetRecord's idDoesNotExist) as
+        failed records of the run, with no harvest record: a harvest record stands for a
+        record the source has or had, and one kept for a typo counted as live. A harvest
+        record the source never gave a datestamp (an earlier such answer, or an error) is
+        dropped with its errors. Returns the identifiers new to the run (not staged before)."""
+        now = utc_now()
+        hr, rr = harvest_records, run_records
+        with self._engine.begin() as conn:
+            known: set[str] = set()
+            for chunk in _chunks(list(errors)):
+                known.update(
+                    conn.execute(
+                        sa.select(rr.c.identifier).where(
+                            rr.c.run_id == run_id, rr.c.identifier.in_(chunk)
+                        )
+                    ).scalars()
+                )
+                never_listed = sa.select(hr.c.identifier).where(
+                    hr.c.harvester_id == harvester_id,
+                    hr.c.identifier.in_(chunk),
+                    sa.or_(hr.c.datestamp.is_(None), hr.c.datestamp == ""),
+                )
+                leftovers = list(conn.execute(never_listed).scalars())
+                for table in (record_errors, harvest_record_xml, harvest_record_data, hr):
+                    if leftovers:
+                        conn.execute(
+                            table.delete().where(
+                                table.c.harvester_id == harvester_id,
+                                table.c.identifier.in_(leftovers),
+                            )
+                        )
+            new = [identifier for identifier in errors if identifier not in known]
+            if new:
+                conn.execute(
+                    rr.insert(),
+                    [
+                        {
+                            "run_id": run_id,
+                            "harvester_id": harvester_id,
+                            "identifier": identifier,
+                            "status": "failed",
+                            "attempts": 1,
+                            "error_type": errors[identifier].type,
+                            "error_message": errors[identifier].message,
+                            "error_location": errors[identifier].location,
+                            "updated_at": now,
+                        }
+                        for identifier in new
+                    ],
+                )
+        return new
+
     def upsert_harvested(self, harvester_id: str, records: list[HarvestedRecord]) -> None:
         """What the source said of each record: datestamp, deleted, setSpecs, XML, parse error."""
         with self._engine.begin() as conn:

@@ -12,7 +12,7 @@ from oai_pipeline.sample_endpoint.faults import Faults
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
 from oai_pipeline_tests.cli.conftest import RECORDS, create_args
-from oai_pipeline_tests.oai.fake_source import FakeRecord, FakeSource
+from oai_pipeline_tests.oai.fake_source import FakeRecord, FakeSource, drop_connection
 from oai_pipeline_tests.support import (
     deleted_records,
     harvest_fake_source,
@@ -211,3 +211,105 @@ def test_quirks_of_a_source_are_noted_in_the_report_and_by_harvesters_show() -> 
     assert json.loads(run("harvesters", "show", "sample", "--json").output)["warnings"] == [
         notes[0].removeprefix("  note: ")
     ]
+
+
+def _records_listed(*args: str) -> list[str]:
+    return [r["identifier"] for r in json.loads(run("records", "list", *args, "--json").output)]
+
+
+def test_an_identifier_the_source_never_had_is_an_error_and_no_harvest_record(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`harvest ID oai:typo`: the source's idDoesNotExist left a harvest record counted as
+    live (status, `records list --live`, reconcile's vanished). It is a failed record of the
+    run, named in the report, with no harvest record; the other identifiers go on."""
+    records = [FakeRecord("oai:fake.test:1", "2024-01-02T00:00:00Z", raw_metadata=oai_dc("One"))]
+    harvest_fake_source(settings, monkeypatch, FakeSource(records))
+
+    result = run("harvest", "sample", "oai:fake.test:typo", "oai:fake.test:1", "--json")
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["created"], report["errors"]) == (1, 1)
+    assert report["error_types"] == {"idDoesNotExist": 1}
+    assert report["unknown_identifiers"] == ["oai:fake.test:typo"]
+    assert _records_listed("--harvester", "sample", "--live") == ["oai:fake.test:1"]
+    assert _records_listed("--harvester", "sample") == ["oai:fake.test:1"]
+    status = json.loads(run("status", "--harvester", "sample", "--json").output)
+    assert status["harvest_records"]["live"] == 1
+    assert status["records"]["failed"] == 1
+    assert [f["identifier"] for f in status["recent_failures"]] == ["oai:fake.test:typo"]
+    text = run("harvest", "sample", "oai:fake.test:typo").output
+    assert "not at the source (idDoesNotExist), no harvest record kept: oai:fake.test:typo" in text
+
+
+def test_a_harvested_record_the_source_no_longer_has_is_deleted_as_at_the_source(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record harvested before, then dropped by the source without a deleted header: its
+    GetRecord answer idDoesNotExist wiped the harvest record's datestamp and left it and the
+    target record live. It is a deletion at the source, as a reconcile treats it, said in a
+    notice; a record deleted before stays deleted."""
+    records = [
+        FakeRecord("oai:fake.test:1", "2024-01-02T00:00:00Z", raw_metadata=oai_dc("One")),
+        FakeRecord("oai:fake.test:2", "2024-01-02T00:00:00Z", deleted=True),
+    ]
+    source = FakeSource(records)
+    harvest_fake_source(settings, monkeypatch, source)
+    assert json.loads(run("harvest", "sample", "--json").output)["created"] == 1
+    source.records = []
+
+    result = run("harvest", "sample", "oai:fake.test:1", "oai:fake.test:2", "--json")
+
+    [target] = json.loads(run("target", "list", "--json").output)
+    assert (target["source_identifier"], target["state"]) == ("oai:fake.test:1", "tombstone")
+    report = json.loads(result.stdout)
+    assert (report["deleted"], report["errors"], report.get("unknown_identifiers")) == (1, 0, [])
+    assert report["notices"] == [
+        "oai:fake.test:1: the source no longer has this record (idDoesNotExist) and sent no "
+        "deleted header; deleted as at the source"
+    ]
+    listed = json.loads(run("records", "list", "--harvester", "sample", "--json").output)
+    assert {(r["identifier"], r["datestamp"], r["deleted"]) for r in listed} == {
+        ("oai:fake.test:1", "2024-01-02T00:00:00Z", True),
+        ("oai:fake.test:2", "2024-01-02T00:00:00Z", True),
+    }
+
+
+def test_an_identifier_given_twice_is_asked_for_once(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Identifiers that need escaping reach the source as given; one given twice was asked
+    for twice."""
+    odd = ["oai:x:a+b", "oai:x:a/b#c", "oai:x:a&b=c", "oai:x:a%20b", "oai:x:a b", "oai:x:ü"]
+    records = [FakeRecord(i, "2024-01-02T00:00:00Z", raw_metadata=oai_dc("T")) for i in odd]
+    fake = harvest_fake_source(settings, monkeypatch, FakeSource(records))
+
+    report = json.loads(run("harvest", "sample", *odd, odd[0], "--json").stdout)
+
+    asked = [r.url.params.get("identifier") for r in fake.requests if "GetRecord" in str(r.url)]
+    assert asked == odd
+    assert (report["created"], report["errors"]) == (len(odd), 0)
+
+
+def test_resuming_a_failed_run_of_selected_identifiers_asks_for_those_left(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--resume` of a run of selected identifiers that failed mid-list swept the whole
+    source into it (every record created, not the three asked for)."""
+    records = [
+        FakeRecord(f"oai:fake.test:{n}", "2024-01-02T00:00:00Z", raw_metadata=oai_dc(f"T{n}"))
+        for n in range(6)
+    ]
+    fake = harvest_fake_source(settings, monkeypatch, FakeSource(records))
+    fake.faults = dict.fromkeys(range(4, 40), drop_connection)  # the third GetRecord on
+    chosen = ["oai:fake.test:0", "oai:fake.test:1", "oai:fake.test:2"]
+    failed = run("harvest", "sample", *chosen, "--json")
+    assert failed.exit_code == 1
+    fake.faults.clear()
+
+    resumed = json.loads(run("harvest", "sample", "--resume", "1", "--json").stdout)
+
+    assert resumed["run_id"] == 1 and resumed["created"] == len(chosen)
+    assert sorted(_records_listed("--harvester", "sample")) == chosen
+    assert "ListRecords" not in fake.verbs
