@@ -416,10 +416,16 @@ def _answered_unknown(
     if not unknown:
         return records
     listed = state.listed_copies(harvester_id, [r.identifier for r in unknown])
+    # A record written to the target whose datestamp an error answer wiped (GetRecord's
+    # cannotDisseminateFormat) was listed too: the datestamp it was written with stands.
+    wiped = [r.identifier for r in unknown if not listed.get(r.identifier, ("", False))[0]]
+    written = state.get_memories(harvester_id, wiped) if wiped else {}
     deleted: dict[str, HarvestedRecord] = {}
     never: dict[str, HarvestedRecord] = {}
     for record in unknown:
         datestamp, was_deleted = listed.get(record.identifier, ("", False))
+        if not datestamp and (memory := written.get(record.identifier)) is not None:
+            datestamp = memory.datestamp or ""
         if datestamp:
             deleted[record.identifier] = HarvestedRecord(
                 identifier=record.identifier, datestamp=datestamp, deleted=True

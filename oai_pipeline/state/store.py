@@ -630,6 +630,8 @@ class StateStore:
                     hr.c.harvester_id == harvester_id,
                     hr.c.identifier.in_(chunk),
                     sa.or_(hr.c.datestamp.is_(None), hr.c.datestamp == ""),
+                    # never one linked to a target record: that one would be nobody's
+                    hr.c.local_id.is_(None),
                 )
                 leftovers = list(conn.execute(never_listed).scalars())
                 for table in (record_errors, harvest_record_xml, harvest_record_data, hr):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 from click.testing import CliRunner, Result
 
@@ -274,6 +275,43 @@ def test_a_harvested_record_the_source_no_longer_has_is_deleted_as_at_the_source
         ("oai:fake.test:1", "2024-01-02T00:00:00Z", True),
         ("oai:fake.test:2", "2024-01-02T00:00:00Z", True),
     }
+
+
+class NoFormatSource(FakeSource):
+    """Answers GetRecord of a record it has with cannotDisseminateFormat: not in this format."""
+
+    def answer(self, request: httpx.Request) -> httpx.Response:
+        params = request.url.params
+        if params.get("verb") == "GetRecord" and any(
+            r.identifier == params.get("identifier") for r in self.records
+        ):
+            return self.error("cannotDisseminateFormat", "not in this format")
+        return super().answer(request)
+
+
+def test_a_written_record_whose_datestamp_an_error_wiped_keeps_its_harvest_record(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record written to the target, then answered cannotDisseminateFormat (which leaves
+    its harvest record without a datestamp), then idDoesNotExist: it was taken for one the
+    source never had, and its harvest record, the target record's link to its source, was
+    dropped: the target record was nobody's, never deleted or updated again, and a harvest
+    would create it a second time. It is deleted as at the source, like a listed one."""
+    records = [FakeRecord("oai:fake.test:1", "2024-01-02T00:00:00Z", raw_metadata=oai_dc("One"))]
+    source = harvest_fake_source(settings, monkeypatch, NoFormatSource(records))
+    assert json.loads(run("harvest", "sample", "--json").output)["created"] == 1
+    run("harvest", "sample", "oai:fake.test:1", "--json")
+    source.records = []
+
+    report = json.loads(run("harvest", "sample", "oai:fake.test:1", "--json").output)
+
+    shown = run("records", "show", "oai:fake.test:1", "--harvester", "sample", "--json")
+    assert shown.exit_code == 0, shown.output
+    [target] = json.loads(run("target", "list", "--json").output)
+    assert json.loads(shown.output)["local_id"] == target["id"]
+    # and the source's word is acted on: deleted as at the source, as a listed record is
+    assert (report["deleted"], report["unknown_identifiers"]) == (1, [])
+    assert target["state"] == "tombstone"
 
 
 def test_an_identifier_given_twice_is_asked_for_once(
