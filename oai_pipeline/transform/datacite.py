@@ -25,6 +25,7 @@ from oai_pipeline.transform.failure import (
     missing_field,
 )
 from oai_pipeline.transform.normalize import (
+    citation,
     clean_unicode,
     collapse_whitespace,
     description_html,
@@ -101,6 +102,11 @@ class KernelTags:
         self.related_items = q("relatedItems")
         self.related_item = q("relatedItem")
         self.related_item_identifier = q("relatedItemIdentifier")
+        self.volume = q("volume")
+        self.issue = q("issue")
+        self.first_page = q("firstPage")
+        self.last_page = q("lastPage")
+        self.edition = q("edition")
         self.sizes = q("sizes")
         self.size = q("size")
         self.formats = q("formats")
@@ -278,11 +284,12 @@ def import_resource(resource: etree._Element) -> dict[str, Any]:
     description, additional_descriptions = descriptions(
         nested(children, tags.descriptions, tags.description)
     )
+    related_items = nested(children, tags.related_items, tags.related_item)
     related_identifiers, file_links = related(
-        nested(children, tags.related_identifiers, tags.related_identifier),
-        nested(children, tags.related_items, tags.related_item),
-        tags,
+        nested(children, tags.related_identifiers, tags.related_identifier), related_items, tags
     )
+    if related_items:
+        additional_descriptions += published_in(tags, related_items)
     contributors = nested(children, tags.contributors, tags.contributor)
     # Kernel-2.x has no rightsList: its one `<rights>` is a child of the resource.
     rights_elements = nested(children, tags.rights_list, tags.rights)
@@ -692,6 +699,37 @@ def related(
                 _attribute(item, "relatedItemType"),
             )
     return related, links
+
+
+def published_in(tags: KernelTags, items: list[etree._Element]) -> list[dict[str, Any]]:
+    """The journal or book of a relatedItem `IsPublishedIn` (kernel-4.4: its title, volume,
+    issue, pages, edition, year) as a series-information description, as OpenAIRE's citation
+    and MARC's 773 are: the related identifier keeps only its ISSN or ISBN, and an item
+    without any identifier would leave nothing of where the work appeared."""
+    found: list[dict[str, Any]] = []
+    for item in items:
+        if (_attribute(item, "relationType") or "").lower() != "ispublishedin":
+            continue
+        children = children_by_tag(item)
+        item_titles = [
+            (element, text)
+            for element in nested(children, tags.titles, tags.title)
+            if (text := _text(element))
+        ]
+        main = next((pair for pair in item_titles if not pair[0].get("titleType")), None)
+        edition = text_or_none(_string(children, tags.edition))
+        described = citation(
+            (main or item_titles[0])[1] if item_titles else None,
+            text_or_none(_string(children, tags.volume)),
+            text_or_none(_string(children, tags.issue)),
+            text_or_none(_string(children, tags.first_page)),
+            text_or_none(_string(children, tags.last_page)),
+            f"{edition} ed." if edition else None,
+            text_or_none(_string(children, tags.publication_year)),
+        )
+        if described and described not in found:
+            found.append(described)
+    return found
 
 
 def licenses(elements: list[etree._Element], uri_attribute: str) -> list[dict[str, Any]]:

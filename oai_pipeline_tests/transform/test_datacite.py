@@ -494,3 +494,29 @@ def test_malformed_funder_ror_is_dropped_not_the_funder() -> None:
 def test_datacite_text_is_nfc_without_invisible_characters() -> None:
     item = video_with(title="Cafe\u0301\u200b tales")
     assert transformed_metadata(item)["title"] == "Caf\u00e9 tales"
+
+
+def test_the_journal_a_related_item_is_published_in_is_series_information() -> None:
+    """DataCite's relatedItem example (a journal article, `IsPublishedIn` a journal): the
+    journal's title, volume, issue, year and pages were dropped, only its ISSN kept. They are
+    the citation a series-information description gives, as OpenAIRE's and MARC's are, also
+    for an item with no identifier at all."""
+    name = "datacite-example-relateditem1-v4.xml"
+    metadata = transformed_metadata(datacite_item(name))
+    assert metadata["additional_descriptions"] == [
+        {
+            "description": "Journal of Metadata Examples, vol. 3, no. 4, 2022, pp. 20–35",
+            "type": {"id": "series-information"},
+        }
+    ]
+    assert metadata["related_identifiers"] == [
+        {"identifier": "1234-5678", "scheme": "issn", "relation_type": {"id": "ispublishedin"}}
+    ]
+    text = (SAMPLES / name).read_text(encoding="utf-8")
+    start = text.index("<relatedItemIdentifier")
+    end = text.index("</relatedItemIdentifier>") + len("</relatedItemIdentifier>")
+    xml = wrap_metadata(text[:start] + text[end:])
+    bare = transformed_metadata(
+        TransformItem(identifier="oai:example.org:1", datestamp="2024-01-01", set_specs=[], xml=xml)
+    )
+    assert bare["additional_descriptions"] == metadata["additional_descriptions"]
