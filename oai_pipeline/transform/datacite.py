@@ -616,10 +616,11 @@ def publication_date(dates: list[etree._Element], year: str | None, what: str) -
 
 
 def other_dates(dates: list[etree._Element]) -> list[dict[str, Any]]:
-    """The dates the target can store. One that is not a date of a known form (`Summer 2019`,
-    the open interval `2019-01-01/..`) is left out: an optional value does not fail the
-    record. An unreadable Issued date is left out too; `publication_date` then falls back
-    to publicationYear."""
+    """The dates the target can store; a date of a type it has not (Coverage, the period a
+    dataset covers) is an `other` date that names its type. One that is not a date of a known
+    form (`Summer 2019`, the open interval `2019-01-01/..`) is left out: an optional value
+    does not fail the record. An unreadable Issued date is left out too; `publication_date`
+    then falls back to publicationYear."""
     result = []
     for element in dates:
         text = _text(element)
@@ -629,13 +630,14 @@ def other_dates(dates: list[etree._Element]) -> list[dict[str, Any]]:
             date = normalize_date(text)
         except ValueError:
             continue
-        result.append(
-            {
-                "date": date,
-                "type": {"id": vocab.date_type(element.get("dateType"))},
-                "description": _attribute(element, "dateInformation"),
-            }
-        )
+        source_type = element.get("dateType")
+        kind = vocab.date_type(source_type)
+        description = _attribute(element, "dateInformation")
+        if kind == "other" and source_type and source_type.strip().lower() != "other":
+            # A type the target lacks (kernel-4.6's Coverage) is kept in words.
+            label = source_type.strip()
+            description = f"{label}: {description}" if description else label
+        result.append({"date": date, "type": {"id": kind}, "description": description})
     return result
 
 

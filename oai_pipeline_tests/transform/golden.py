@@ -18,7 +18,8 @@ example: related resource types Poster and Presentation (were `other`), relation
 (was the relation `other`, now `references`). And for the OpenAIRE v4 and MARCXML imports: only
 the unknown-root messages changed, which now list oai_openaire and marcxml. And for the
 journal of a DataCite relatedItem `IsPublishedIn`: the affiliation and relatedItem examples
-gained its citation as a series-information description; nothing else changed.
+gained its citation as a series-information description; nothing else changed. And for
+DataCite dates of a type the target lacks: the full example's Coverage date names its type.
 """
 
 from __future__ import annotations

@@ -520,3 +520,19 @@ def test_the_journal_a_related_item_is_published_in_is_series_information() -> N
         TransformItem(identifier="oai:example.org:1", datestamp="2024-01-01", set_specs=[], xml=xml)
     )
     assert bare["additional_descriptions"] == metadata["additional_descriptions"]
+
+
+def test_a_date_of_a_type_the_target_lacks_names_its_type() -> None:
+    """DataCite's full example: kernel-4.6's Coverage date (the period the data covers) was an
+    `other` date that no longer said so; an Other date keeps its dateInformation as it was."""
+    dates = transformed_metadata(datacite_item("datacite-example-full-v4.xml"))["dates"]
+    assert {
+        "date": "2024-01-01/2024-12-31",
+        "type": {"id": "other"},
+        "description": "Coverage",
+    } in dates
+    assert {
+        "date": "2024-01-01",
+        "type": {"id": "other"},
+        "description": "ExampleDateInformation",
+    } in dates
