@@ -50,6 +50,8 @@ OAI_DATACITE = "http://schema.datacite.org/oai/oai-1.1/"
 OAI_DATACITE_1_0 = "http://schema.datacite.org/oai/oai-1.0/"
 """The older envelope (DataCite's OAI server offered it first); the same `payload` inside."""
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
+CROSSREF_FUNDER_PREFIX = "10.13039"
+"""The DOI prefix of Crossref's Funder Registry: a Crossref Funder ID is a DOI under it."""
 
 
 def _clark(namespace: str, local: str) -> str:
@@ -505,6 +507,13 @@ def is_funder(contributor: etree._Element) -> bool:
     return vocab.role(contributor.get("contributorType")) == "funder"
 
 
+def _crossref_funder_id(value: str) -> dict[str, str]:
+    """A Crossref Funder ID as the DOI it is: given as the DOI, its URL or its suffix alone
+    (`501100001659`, as some producers write it); anything else is kept as `other`."""
+    doi = normalize_doi(value) or (f"{CROSSREF_FUNDER_PREFIX}/{value}" if value.isdigit() else None)
+    return {"scheme": "doi", "identifier": doi} if doi else {"scheme": "other", "identifier": value}
+
+
 def _funder_contributors(
     tags: KernelTags, contributors: list[etree._Element]
 ) -> list[dict[str, Any]]:
@@ -528,10 +537,11 @@ def _funder_contributors(
             if (grant := eu_repo_grant(value)) is not None:
                 entry = grant
                 continue
-            doi = normalize_doi(value)
             scheme = vocab.vocabulary_key(element.get("nameIdentifierScheme") or "")
-            if doi is not None or scheme in ("fundref", "crossreffunderid"):
-                identifiers.append({"scheme": "doi", "identifier": doi or value})
+            if scheme in ("fundref", "crossreffunderid"):
+                identifiers.append(_crossref_funder_id(value))
+            elif (doi := normalize_doi(value)) is not None:
+                identifiers.append({"scheme": "doi", "identifier": doi})
         if entry is None:
             if name is None and not identifiers:
                 continue
@@ -799,12 +809,7 @@ def funding(tags: KernelTags, references: list[etree._Element]) -> list[dict[str
                 if is_ror(value):
                     funder["id"] = normalize_ror(value)
             elif kind == "crossreffunderid":
-                doi = normalize_doi(value)
-                funder["identifiers"].append(
-                    {"scheme": "doi", "identifier": doi}
-                    if doi
-                    else {"scheme": "other", "identifier": value}
-                )
+                funder["identifiers"].append(_crossref_funder_id(value))
             elif kind == "isni" and (checked := name_identifier(kind, value)) is not None:
                 funder["identifiers"].append(checked)
             else:

@@ -536,3 +536,21 @@ def test_a_date_of_a_type_the_target_lacks_names_its_type() -> None:
         "type": {"id": "other"},
         "description": "ExampleDateInformation",
     } in dates
+
+
+def _funding_example_with(old: str, new: str) -> TransformItem:
+    """DataCite's fundingReference example (Zenodo's, two EC grants) with `old` replaced."""
+    text = (SAMPLES / "datacite-example-fundingReference-v4.xml").read_text(encoding="utf-8")
+    assert old in text
+    xml = wrap_metadata(text.replace(old, new, 1))
+    return TransformItem(
+        identifier="oai:example.org:1", datestamp="2024-01-01", set_specs=[], xml=xml
+    )
+
+
+def test_a_crossref_funder_id_given_as_its_number_is_the_funder_doi() -> None:
+    """Producers write a Crossref Funder ID as its number alone (`501100001659`); it was kept
+    as an `other` identifier nothing can resolve. It is the 10.13039 DOI it stands for."""
+    item = _funding_example_with("https://doi.org/10.13039/501100000780", "501100000780")
+    funder = transformed_metadata(item)["funding"][0]["funder"]
+    assert funder["identifiers"] == [{"scheme": "doi", "identifier": "10.13039/501100000780"}]
