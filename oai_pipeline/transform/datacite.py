@@ -543,8 +543,8 @@ def _funder_contributors(
             elif (doi := normalize_doi(value)) is not None:
                 identifiers.append({"scheme": "doi", "identifier": doi})
         if entry is None:
-            if name is None and not identifiers:
-                continue
+            if name is None:
+                continue  # no funder the target can name
             entry = {"funder": {}, "award": None}
         if name is not None:
             entry["funder"]["name"] = name  # the source's name for it, over the eu-repo code's
@@ -789,7 +789,9 @@ _UNTYPED_FUNDER_IDS = frozenset({"", "crossreffunderid"})
 
 
 def funding(tags: KernelTags, references: list[etree._Element]) -> list[dict[str, Any]]:
-    """fundingReferences; `tags` name their parts (DataCite's, or OpenAIRE's `oaire:` ones)."""
+    """fundingReferences; `tags` name their parts (DataCite's, or OpenAIRE's `oaire:` ones).
+    A reference whose funder has neither a name nor a ROR is left out: the target holds no
+    funding without a funder it can name, and the rest of the record is still good."""
     result = []
     for reference in references:
         parts = children_by_tag(reference)
@@ -826,6 +828,8 @@ def funding(tags: KernelTags, references: list[etree._Element]) -> list[dict[str
         }
         if titles:
             award["title"] = titles
+        if funder["name"] is None and "id" not in funder:
+            continue  # no funder the target can name (funderName is required, yet left empty)
         has_award = award.get("number") or titles or award["identifiers"]
         result.append({"funder": funder, "award": award if has_award else None})
     return result

@@ -554,3 +554,13 @@ def test_a_crossref_funder_id_given_as_its_number_is_the_funder_doi() -> None:
     item = _funding_example_with("https://doi.org/10.13039/501100000780", "501100000780")
     funder = transformed_metadata(item)["funding"][0]["funder"]
     assert funder["identifiers"] == [{"scheme": "doi", "identifier": "10.13039/501100000780"}]
+
+
+def test_a_funding_reference_without_a_funder_name_leaves_the_record_whole() -> None:
+    """An empty funderName (the schema requires one; producers leave it empty) failed the whole
+    record's validation (a funder needs an id or a name); that reference alone is left out."""
+    item = _funding_example_with(
+        "<funderName>European Commission</funderName>", "<funderName> </funderName>"
+    )
+    funding = transformed_metadata(item)["funding"]
+    assert [entry["award"]["number"] for entry in funding] == ["284382"]
