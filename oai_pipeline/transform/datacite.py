@@ -25,6 +25,7 @@ from oai_pipeline.transform.failure import (
     missing_field,
 )
 from oai_pipeline.transform.normalize import (
+    citation,
     clean_unicode,
     collapse_whitespace,
     description_html,
@@ -49,6 +50,8 @@ OAI_DATACITE = "http://schema.datacite.org/oai/oai-1.1/"
 OAI_DATACITE_1_0 = "http://schema.datacite.org/oai/oai-1.0/"
 """The older envelope (DataCite's OAI server offered it first); the same `payload` inside."""
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
+CROSSREF_FUNDER_PREFIX = "10.13039"
+"""The DOI prefix of Crossref's Funder Registry: a Crossref Funder ID is a DOI under it."""
 
 
 def _clark(namespace: str, local: str) -> str:
@@ -101,6 +104,11 @@ class KernelTags:
         self.related_items = q("relatedItems")
         self.related_item = q("relatedItem")
         self.related_item_identifier = q("relatedItemIdentifier")
+        self.volume = q("volume")
+        self.issue = q("issue")
+        self.first_page = q("firstPage")
+        self.last_page = q("lastPage")
+        self.edition = q("edition")
         self.sizes = q("sizes")
         self.size = q("size")
         self.formats = q("formats")
@@ -278,11 +286,12 @@ def import_resource(resource: etree._Element) -> dict[str, Any]:
     description, additional_descriptions = descriptions(
         nested(children, tags.descriptions, tags.description)
     )
+    related_items = nested(children, tags.related_items, tags.related_item)
     related_identifiers, file_links = related(
-        nested(children, tags.related_identifiers, tags.related_identifier),
-        nested(children, tags.related_items, tags.related_item),
-        tags,
+        nested(children, tags.related_identifiers, tags.related_identifier), related_items, tags
     )
+    if related_items:
+        additional_descriptions += published_in(tags, related_items)
     contributors = nested(children, tags.contributors, tags.contributor)
     # Kernel-2.x has no rightsList: its one `<rights>` is a child of the resource.
     rights_elements = nested(children, tags.rights_list, tags.rights)
@@ -498,6 +507,13 @@ def is_funder(contributor: etree._Element) -> bool:
     return vocab.role(contributor.get("contributorType")) == "funder"
 
 
+def _crossref_funder_id(value: str) -> dict[str, str]:
+    """A Crossref Funder ID as the DOI it is: given as the DOI, its URL or its suffix alone
+    (`501100001659`, as some producers write it); anything else is kept as `other`."""
+    doi = normalize_doi(value) or (f"{CROSSREF_FUNDER_PREFIX}/{value}" if value.isdigit() else None)
+    return {"scheme": "doi", "identifier": doi} if doi else {"scheme": "other", "identifier": value}
+
+
 def _funder_contributors(
     tags: KernelTags, contributors: list[etree._Element]
 ) -> list[dict[str, Any]]:
@@ -521,13 +537,14 @@ def _funder_contributors(
             if (grant := eu_repo_grant(value)) is not None:
                 entry = grant
                 continue
-            doi = normalize_doi(value)
             scheme = vocab.vocabulary_key(element.get("nameIdentifierScheme") or "")
-            if doi is not None or scheme in ("fundref", "crossreffunderid"):
-                identifiers.append({"scheme": "doi", "identifier": doi or value})
+            if scheme in ("fundref", "crossreffunderid"):
+                identifiers.append(_crossref_funder_id(value))
+            elif (doi := normalize_doi(value)) is not None:
+                identifiers.append({"scheme": "doi", "identifier": doi})
         if entry is None:
-            if name is None and not identifiers:
-                continue
+            if name is None:
+                continue  # no funder the target can name
             entry = {"funder": {}, "award": None}
         if name is not None:
             entry["funder"]["name"] = name  # the source's name for it, over the eu-repo code's
@@ -609,10 +626,11 @@ def publication_date(dates: list[etree._Element], year: str | None, what: str) -
 
 
 def other_dates(dates: list[etree._Element]) -> list[dict[str, Any]]:
-    """The dates the target can store. One that is not a date of a known form (`Summer 2019`,
-    the open interval `2019-01-01/..`) is left out: an optional value does not fail the
-    record. An unreadable Issued date is left out too; `publication_date` then falls back
-    to publicationYear."""
+    """The dates the target can store; a date of a type it has not (Coverage, the period a
+    dataset covers) is an `other` date that names its type. One that is not a date of a known
+    form (`Summer 2019`, the open interval `2019-01-01/..`) is left out: an optional value
+    does not fail the record. An unreadable Issued date is left out too; `publication_date`
+    then falls back to publicationYear."""
     result = []
     for element in dates:
         text = _text(element)
@@ -622,13 +640,14 @@ def other_dates(dates: list[etree._Element]) -> list[dict[str, Any]]:
             date = normalize_date(text)
         except ValueError:
             continue
-        result.append(
-            {
-                "date": date,
-                "type": {"id": vocab.date_type(element.get("dateType"))},
-                "description": _attribute(element, "dateInformation"),
-            }
-        )
+        source_type = element.get("dateType")
+        kind = vocab.date_type(source_type)
+        description = _attribute(element, "dateInformation")
+        if kind == "other" and source_type and source_type.strip().lower() != "other":
+            # A type the target lacks (kernel-4.6's Coverage) is kept in words.
+            label = source_type.strip()
+            description = f"{label}: {description}" if description else label
+        result.append({"date": date, "type": {"id": kind}, "description": description})
     return result
 
 
@@ -694,6 +713,37 @@ def related(
     return related, links
 
 
+def published_in(tags: KernelTags, items: list[etree._Element]) -> list[dict[str, Any]]:
+    """The journal or book of a relatedItem `IsPublishedIn` (kernel-4.4: its title, volume,
+    issue, pages, edition, year) as a series-information description, as OpenAIRE's citation
+    and MARC's 773 are: the related identifier keeps only its ISSN or ISBN, and an item
+    without any identifier would leave nothing of where the work appeared."""
+    found: list[dict[str, Any]] = []
+    for item in items:
+        if (_attribute(item, "relationType") or "").lower() != "ispublishedin":
+            continue
+        children = children_by_tag(item)
+        item_titles = [
+            (element, text)
+            for element in nested(children, tags.titles, tags.title)
+            if (text := _text(element))
+        ]
+        main = next((pair for pair in item_titles if not pair[0].get("titleType")), None)
+        edition = text_or_none(_string(children, tags.edition))
+        described = citation(
+            (main or item_titles[0])[1] if item_titles else None,
+            text_or_none(_string(children, tags.volume)),
+            text_or_none(_string(children, tags.issue)),
+            text_or_none(_string(children, tags.first_page)),
+            text_or_none(_string(children, tags.last_page)),
+            f"{edition} ed." if edition else None,
+            text_or_none(_string(children, tags.publication_year)),
+        )
+        if described and described not in found:
+            found.append(described)
+    return found
+
+
 def licenses(elements: list[etree._Element], uri_attribute: str) -> list[dict[str, Any]]:
     """Licenses by id (rightsIdentifier, else a known URI in `uri_attribute`: DataCite's
     rightsURI, OpenAIRE's licenseCondition `uri`); the same license given in several languages
@@ -739,7 +789,9 @@ _UNTYPED_FUNDER_IDS = frozenset({"", "crossreffunderid"})
 
 
 def funding(tags: KernelTags, references: list[etree._Element]) -> list[dict[str, Any]]:
-    """fundingReferences; `tags` name their parts (DataCite's, or OpenAIRE's `oaire:` ones)."""
+    """fundingReferences; `tags` name their parts (DataCite's, or OpenAIRE's `oaire:` ones).
+    A reference whose funder has neither a name nor a ROR is left out: the target holds no
+    funding without a funder it can name, and the rest of the record is still good."""
     result = []
     for reference in references:
         parts = children_by_tag(reference)
@@ -759,12 +811,7 @@ def funding(tags: KernelTags, references: list[etree._Element]) -> list[dict[str
                 if is_ror(value):
                     funder["id"] = normalize_ror(value)
             elif kind == "crossreffunderid":
-                doi = normalize_doi(value)
-                funder["identifiers"].append(
-                    {"scheme": "doi", "identifier": doi}
-                    if doi
-                    else {"scheme": "other", "identifier": value}
-                )
+                funder["identifiers"].append(_crossref_funder_id(value))
             elif kind == "isni" and (checked := name_identifier(kind, value)) is not None:
                 funder["identifiers"].append(checked)
             else:
@@ -781,6 +828,8 @@ def funding(tags: KernelTags, references: list[etree._Element]) -> list[dict[str
         }
         if titles:
             award["title"] = titles
+        if funder["name"] is None and "id" not in funder:
+            continue  # no funder the target can name (funderName is required, yet left empty)
         has_award = award.get("number") or titles or award["identifiers"]
         result.append({"funder": funder, "award": award if has_award else None})
     return result

@@ -110,8 +110,7 @@ def import_marc(record: etree._Element) -> dict[str, Any]:
     leader, controls, fields = _read(record)
     title, additional_titles = _titles(fields)
     creators, contributors = _creatibutors(fields)
-    has_series = "490" in fields or "830" in fields or "440" in fields
-    series = _series_fields(fields) if has_series else []
+    series = [] if _SERIES_TAGS.isdisjoint(fields) else _series_fields(fields)
     pids, identifiers, links, related = _identifiers(fields, series)
     description, additional_descriptions = _descriptions(fields, series)
     metadata: dict[str, Any] = {
@@ -304,7 +303,7 @@ _INVENIO_520 = {"1": "formats", "2": "sizes"}
 def _descriptions(fields: Fields, series: list[Field]) -> tuple[str | None, list[dict[str, Any]]]:
     """The first summary (520) is the description; further summaries, the contents (505),
     the general notes (500, where InvenioRDM writes its additional descriptions) and the host
-    item's citation (773) follow, then the dissertation note (502) and the series (490, 830),
+    item's citation (773) follow, then the dissertation note (502) and the series (490, 800-830),
     which are never the description: a record without a summary is not described by them."""
     found: list[tuple[str, str]] = []
     for tag, kind in (("520", "abstract"), ("505", "table-of-contents"), ("500", "other")):
@@ -353,23 +352,38 @@ def _thesis_note(field: Field) -> str | None:
     return f"{note}, {year}" if year else note
 
 
+# The series fields: the statement (490; 440 before 2008) and the added entries, the
+# series' controlled form: under a person (800), an organisation (810), a meeting (811) or
+# its title alone (830).
+_SERIES_TAGS = frozenset({"490", "440", "800", "810", "811", "830"})
+
+
 def _series_fields(fields: Fields) -> list[Field]:
-    """The series statements: 490 (as transcribed; first indicator 1 when an added entry, 830,
-    gives the series' controlled form: then that one is read), 830 and 440 (both in one,
-    before 2008)."""
-    traced = "830" in fields
-    chosen = [f for f in fields.get("490", ()) if not (traced and f.ind1 == "1")]
-    return chosen + fields.get("830", []) + fields.get("440", [])
+    """The series statements: 490 (as transcribed; first indicator 1 when an added entry,
+    800-830, gives the series' controlled form: then that one is read), the added entries
+    (800/810/811 only with the series' title, $t: without it they name no series) and 440."""
+    added = [f for tag in ("800", "810", "811") for f in fields.get(tag, ()) if f.first("t")]
+    added += fields.get("830", ())
+    chosen = [f for f in fields.get("490", ()) if not (added and f.ind1 == "1")]
+    return chosen + added + fields.get("440", [])
 
 
 def _series(series_fields: list[Field]) -> list[str]:
     """The series the item is part of, `title ; volume` (the ISBD form, as DataCite's
-    SeriesInformation gives it)."""
+    SeriesInformation gives it). A series entered under a name (800/810/811) is
+    `name. title ; volume` (`Taylor, Charles, 1931- Philosophical papers ; 1`), as catalogues
+    display it: its title alone is often only `Proceedings` or `Map series`."""
     series: list[str] = []
     for field in series_fields:
-        title = " ".join(
-            part for code, text in field.subfields if code in "anp" and (part := _clean(text))
-        )
+        codes = field.subfields
+        at = next((i for i, (code, _) in enumerate(codes) if code == "t"), None)
+        heading = None
+        if at is not None:  # the name ($a and its parts: numbers, dates, places) before $t
+            heading = _clean(" ".join(text for code, text in codes[:at] if code in "abcdnq"))
+            codes = codes[at:]
+        title = " ".join(part for code, text in codes if code in "tanp" and (part := _clean(text)))
+        if heading and title:
+            title = f"{heading} {title}" if heading[-1] in ".-" else f"{heading}. {title}"
         volume = _clean(field.first("v"))
         text = f"{title} ; {volume}" if title and volume else title
         if text and text not in series:
@@ -501,7 +515,7 @@ def _identifiers(
 ) -> tuple[dict[str, Any], list[dict[str, str]], list[dict[str, str]], list[dict[str, Any]]]:
     """The pids (the first DOI of 024), the record's other identifiers (ISBN 020, ISSN 022,
     024, arXiv 037, system control numbers 035, its URL 856), the file links (856 naming a
-    file) and the related identifiers (the host item of 773, the series of 490/830; 856 of a
+    file) and the related identifiers (the host item of 773, the series of 490, 800-830; 856 of a
     version or a related resource)."""
     pids: dict[str, Any] = {}
     identifiers: list[dict[str, str]] = []
@@ -587,7 +601,7 @@ def _control_number(field: Field) -> dict[str, str] | None:
 def _host(fields: Fields, series: list[Field]) -> list[dict[str, Any]]:
     """773, the host item: its ISSN ($x) or ISBN ($z) is what the record is published in;
     InvenioRDM writes its related identifiers there ($a identifier, $n scheme, $i relation).
-    A series' ISSN (490, 830 $x) is what the record is part of."""
+    A series' ISSN (490, 800-830 $x) is what the record is part of."""
     related: list[dict[str, Any]] = []
     for field in fields.get("773", ()):
         for code, scheme, check in (("x", "issn", issn), ("z", "isbn", isbn)):

@@ -16,7 +16,10 @@ It was re-recorded for the public-records audit (kernel-2.x DataCite): only the 
 messages changed, which now list kernel-2/3/4. And for kernel-4.7 values of DataCite's full
 example: related resource types Poster and Presentation (were `other`), relationType Other
 (was the relation `other`, now `references`). And for the OpenAIRE v4 and MARCXML imports: only
-the unknown-root messages changed, which now list oai_openaire and marcxml.
+the unknown-root messages changed, which now list oai_openaire and marcxml. And for the
+journal of a DataCite relatedItem `IsPublishedIn`: the affiliation and relatedItem examples
+gained its citation as a series-information description; nothing else changed. And for
+DataCite dates of a type the target lacks: the full example's Coverage date names its type.
 """
 
 from __future__ import annotations

@@ -494,3 +494,73 @@ def test_malformed_funder_ror_is_dropped_not_the_funder() -> None:
 def test_datacite_text_is_nfc_without_invisible_characters() -> None:
     item = video_with(title="Cafe\u0301\u200b tales")
     assert transformed_metadata(item)["title"] == "Caf\u00e9 tales"
+
+
+def test_the_journal_a_related_item_is_published_in_is_series_information() -> None:
+    """DataCite's relatedItem example (a journal article, `IsPublishedIn` a journal): the
+    journal's title, volume, issue, year and pages were dropped, only its ISSN kept. They are
+    the citation a series-information description gives, as OpenAIRE's and MARC's are, also
+    for an item with no identifier at all."""
+    name = "datacite-example-relateditem1-v4.xml"
+    metadata = transformed_metadata(datacite_item(name))
+    assert metadata["additional_descriptions"] == [
+        {
+            "description": "Journal of Metadata Examples, vol. 3, no. 4, 2022, pp. 20–35",
+            "type": {"id": "series-information"},
+        }
+    ]
+    assert metadata["related_identifiers"] == [
+        {"identifier": "1234-5678", "scheme": "issn", "relation_type": {"id": "ispublishedin"}}
+    ]
+    text = (SAMPLES / name).read_text(encoding="utf-8")
+    start = text.index("<relatedItemIdentifier")
+    end = text.index("</relatedItemIdentifier>") + len("</relatedItemIdentifier>")
+    xml = wrap_metadata(text[:start] + text[end:])
+    bare = transformed_metadata(
+        TransformItem(identifier="oai:example.org:1", datestamp="2024-01-01", set_specs=[], xml=xml)
+    )
+    assert bare["additional_descriptions"] == metadata["additional_descriptions"]
+
+
+def test_a_date_of_a_type_the_target_lacks_names_its_type() -> None:
+    """DataCite's full example: kernel-4.6's Coverage date (the period the data covers) was an
+    `other` date that no longer said so; an Other date keeps its dateInformation as it was."""
+    dates = transformed_metadata(datacite_item("datacite-example-full-v4.xml"))["dates"]
+    assert {
+        "date": "2024-01-01/2024-12-31",
+        "type": {"id": "other"},
+        "description": "Coverage",
+    } in dates
+    assert {
+        "date": "2024-01-01",
+        "type": {"id": "other"},
+        "description": "ExampleDateInformation",
+    } in dates
+
+
+def _funding_example_with(old: str, new: str) -> TransformItem:
+    """DataCite's fundingReference example (Zenodo's, two EC grants) with `old` replaced."""
+    text = (SAMPLES / "datacite-example-fundingReference-v4.xml").read_text(encoding="utf-8")
+    assert old in text
+    xml = wrap_metadata(text.replace(old, new, 1))
+    return TransformItem(
+        identifier="oai:example.org:1", datestamp="2024-01-01", set_specs=[], xml=xml
+    )
+
+
+def test_a_crossref_funder_id_given_as_its_number_is_the_funder_doi() -> None:
+    """Producers write a Crossref Funder ID as its number alone (`501100001659`); it was kept
+    as an `other` identifier nothing can resolve. It is the 10.13039 DOI it stands for."""
+    item = _funding_example_with("https://doi.org/10.13039/501100000780", "501100000780")
+    funder = transformed_metadata(item)["funding"][0]["funder"]
+    assert funder["identifiers"] == [{"scheme": "doi", "identifier": "10.13039/501100000780"}]
+
+
+def test_a_funding_reference_without_a_funder_name_leaves_the_record_whole() -> None:
+    """An empty funderName (the schema requires one; producers leave it empty) failed the whole
+    record's validation (a funder needs an id or a name); that reference alone is left out."""
+    item = _funding_example_with(
+        "<funderName>European Commission</funderName>", "<funderName> </funderName>"
+    )
+    funding = transformed_metadata(item)["funding"]
+    assert [entry["award"]["number"] for entry in funding] == ["284382"]

@@ -304,6 +304,57 @@ def test_a_series_statement_with_its_volume_and_issn(tmp_path: Path) -> None:
     assert "Lecture notes in physics ; v. 779" not in str(traced["additional_descriptions"])
 
 
+def test_series_entered_under_a_name(tmp_path: Path) -> None:
+    """800/810/811, a series entered under a person, an organisation or a meeting: the name,
+    the series' title ($t) and the volume. The 490 and 800 are the Library of Congress's
+    record of Charles Taylor's Human agency and language (LCCN 84016966); the 810 and 811
+    are the examples of MARC 21's documentation of those fields. A 490 traced by the 800
+    (first indicator 1) is read from the 800, not twice; an 800 without $t names no series."""
+    data = _inspire_with(
+        '<marc:datafield tag="490" ind1="1" ind2=" ">'
+        '<marc:subfield code="a">Philosophical papers ;</marc:subfield>'
+        '<marc:subfield code="v">1</marc:subfield></marc:datafield>'
+        '<marc:datafield tag="800" ind1="1" ind2=" ">'
+        '<marc:subfield code="a">Taylor, Charles,</marc:subfield>'
+        '<marc:subfield code="d">1931-</marc:subfield>'
+        '<marc:subfield code="t">Philosophical papers ;</marc:subfield>'
+        '<marc:subfield code="v">1.</marc:subfield></marc:datafield>'
+        '<marc:datafield tag="800" ind1="1" ind2=" ">'
+        '<marc:subfield code="a">Nobody, Without a title</marc:subfield></marc:datafield>'
+        '<marc:datafield tag="810" ind1="2" ind2=" ">'
+        '<marc:subfield code="a">United States.</marc:subfield>'
+        '<marc:subfield code="b">Army Map Service.</marc:subfield>'
+        '<marc:subfield code="t">Map series ;</marc:subfield>'
+        '<marc:subfield code="v">1250</marc:subfield>'
+        '<marc:subfield code="x">0317-8471</marc:subfield></marc:datafield>'
+        '<marc:datafield tag="811" ind1="2" ind2=" ">'
+        '<marc:subfield code="a">International Congress of Romance Linguistics and Philology'
+        "</marc:subfield>"
+        '<marc:subfield code="n">(17th :</marc:subfield>'
+        '<marc:subfield code="d">1983 :</marc:subfield>'
+        '<marc:subfield code="c">Aix-en-Provence, France).</marc:subfield>'
+        '<marc:subfield code="t">Actes du XVIIème Congrès international de linguistique et'
+        " philologie romanes ;</marc:subfield>"
+        '<marc:subfield code="v">v. 4</marc:subfield></marc:datafield>',
+        tmp_path,
+    )
+    series = [
+        d["description"]
+        for d in data["additional_descriptions"]
+        if d["type"]["id"] == "series-information" and "Nucl.Instrum" not in d["description"]
+    ]
+    assert series == [
+        "Taylor, Charles, 1931- Philosophical papers ; 1",
+        "United States. Army Map Service. Map series ; 1250",
+        "International Congress of Romance Linguistics and Philology (17th : 1983 :"
+        " Aix-en-Provence, France). Actes du XVIIème Congrès international de linguistique et"
+        " philologie romanes ; v. 4",
+    ]
+    assert {"identifier": "0317-8471", "scheme": "issn", "relation_type": {"id": "ispartof"}} in (
+        data["related_identifiers"]
+    )
+
+
 def test_a_catalogue_funding_note_is_the_funder() -> None:
     # 536 $a, the text of the note, as the University of Florida's catalogue writes it
     assert metadata(UFDC)["funding"] == [
