@@ -23,8 +23,13 @@ from oai_pipeline.defs.partitions import (
     source_tag,
 )
 from oai_pipeline.defs.resources import PipelineResource
+from oai_pipeline.state.store import read_base_urls
 
 logger = logging.getLogger(__name__)
+
+# How long a launch waits for the state store's answer (the harvesters' URLs, for the server
+# tag) before the run is queued without its server tag: the webserver's launch waits with it.
+STATE_STORE_TIMEOUT_SECONDS = 2.0
 
 
 class HarvestRunCoordinator(dg.QueuedRunCoordinator):
@@ -71,15 +76,15 @@ def missing_harvest_tags(
 
 
 def _base_urls(run_id: str, harvester_ids: set[str]) -> dict[str, str]:
-    """The harvesters' base URLs from the state store; none when it does not answer (down,
-    restarting): the run still gets its harvester tag, which its partitions name."""
+    """The harvesters' base URLs from the state store; none when it does not answer in time
+    (down, restarting, locked): the run still gets its harvester tag, which its partitions
+    name."""
     try:
-        with PipelineResource().services() as services:
-            return {
-                harvester.id: harvester.base_url
-                for harvester in services.state.list_harvesters()
-                if harvester.id in harvester_ids
-            }
+        return read_base_urls(
+            PipelineResource().settings().state_db_url,
+            harvester_ids,
+            timeout_seconds=STATE_STORE_TIMEOUT_SECONDS,
+        )
     except Exception as error:  # noqa: BLE001 - a run without its server tag still runs
         logger.warning("run %s queued without its server tag: %s", run_id, error)
         return {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteRepo
 from dagster._core.test_utils import create_run_for_test
 from dagster._utils.tags import TagConcurrencyLimitsCounter
 
+from oai_pipeline.defs import run_coordinator
 from oai_pipeline.defs.assets import SOURCE_POOL, harvest_assets, raw_oai_xml
 from oai_pipeline.defs.checks import harvest_checks
 from oai_pipeline.defs.launch import (
@@ -23,7 +25,11 @@ from oai_pipeline.defs.launch import (
     RANGE_START_TAG,
     range_tags,
 )
-from oai_pipeline.defs.partitions import HARVESTER, SOURCE_TAG, partition_key
+from oai_pipeline.defs.partitions import (
+    HARVESTER,
+    SOURCE_TAG,
+    partition_key,
+)
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.defs.run_coordinator import HarvestRunCoordinator
 from oai_pipeline.pipeline.services import Services
@@ -236,3 +242,60 @@ def _materialize(instance: dg.DagsterInstance, harvester_id: str) -> dg.ExecuteI
             RANGE_END_TAG: str(partition_key(harvester_id, "2024-01-15")),
         },
     )
+
+
+def test_a_ui_run_gets_its_server_tag_while_a_harvest_holds_the_state_store(
+    shipped_instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """A harvest holds the state store's write lock for each of its writes. The coordinator,
+    in the webserver's launch, opened the store as a writer (schema check) and waited up to
+    60 s on that lock, then queued the run without its server tag; it only reads."""
+    register(settings, "https://zenodo.org/oai2d", harvester_id="zenodo-a")
+    shipped_instance.add_dynamic_partitions(HARVESTER, ["zenodo-a"])
+    state_db = sqlite3.connect(settings.state_db_url.removeprefix("sqlite:///"))
+    state_db.isolation_level = None
+    state_db.execute("BEGIN IMMEDIATE")  # what a harvest's write holds while it runs
+    try:
+        run = _ui_run(
+            shipped_instance, {"dagster/partition": str(partition_key("zenodo-a", "2024-01-02"))}
+        )
+        _submit(shipped_instance, run)
+    finally:
+        state_db.execute("ROLLBACK")
+        state_db.close()
+    stored = shipped_instance.get_run_by_id(run.run_id)
+    assert stored is not None and stored.status is dg.DagsterRunStatus.QUEUED
+    assert stored.tags[HARVESTER_TAG] == "zenodo-a"
+    assert stored.tags[SOURCE_TAG] == "zenodo.org"
+
+
+def test_a_ui_run_is_queued_in_bounded_time_when_the_state_store_cannot_be_read(
+    shipped_instance: dg.DagsterInstance,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A state store that even a reader must wait for (a process holding SQLite's exclusive
+    lock) costs the run its server tag after the coordinator's short wait, not the
+    launch: the run is queued with its harvester tag and the reason logged."""
+    register(settings, "https://zenodo.org/oai2d", harvester_id="zenodo-a")
+    shipped_instance.add_dynamic_partitions(HARVESTER, ["zenodo-a"])
+    monkeypatch.setattr(run_coordinator, "STATE_STORE_TIMEOUT_SECONDS", 0.1)
+    state_db = sqlite3.connect(settings.state_db_url.removeprefix("sqlite:///"))
+    state_db.isolation_level = None
+    state_db.execute("PRAGMA locking_mode = EXCLUSIVE")
+    state_db.execute("BEGIN EXCLUSIVE")
+    try:
+        run = _ui_run(
+            shipped_instance, {"dagster/partition": str(partition_key("zenodo-a", "2024-01-02"))}
+        )
+        _submit(shipped_instance, run)
+    finally:
+        state_db.execute("ROLLBACK")
+        state_db.close()
+    stored = shipped_instance.get_run_by_id(run.run_id)
+    assert stored is not None and stored.status is dg.DagsterRunStatus.QUEUED
+    assert stored.tags[HARVESTER_TAG] == "zenodo-a"
+    assert SOURCE_TAG not in stored.tags
+    assert f"run {run.run_id} queued without its server tag" in caplog.text
+    assert "database is locked" in caplog.text
