@@ -5,6 +5,13 @@ tags the CLI's and the schedules' runs carry. A run launched in the UI names its
 partitions only: without the tags it left the queue at once and waited for its
 harvester's lease inside one of the four run slots, while other harvesters' runs queued
 behind it. Tagged when submitted, it waits in the queue instead.
+
+A run over several harvesters (a UI backfill of a few windows of many harvesters, which
+Dagster cuts into one run per window) gets one tag value naming them all (`several_tag`):
+runs over the same harvesters, such as the other windows of that backfill, queue one after
+the other instead of filling the run slots while they wait for the same leases. A tag holds
+one value, so such a run does not hold back a run of one of its harvesters alone; the
+harvester lease still keeps them from writing at once.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from oai_pipeline.defs.partitions import (
     HARVESTER_TAG,
     SOURCE_TAG,
     harvesters_of,
+    several_tag,
     source_tag,
 )
 from oai_pipeline.defs.resources import PipelineResource
@@ -56,22 +64,20 @@ def missing_harvest_tags(
     registered: Callable[[], list[str]] | None = None,
     base_urls: Callable[[set[str]], Mapping[str, str]] | None = None,
 ) -> dict[str, str]:
-    """The harvester and source tags a run's partitions imply and its tags lack. A range
-    over several harvesters gets no harvester tag (a tag holds one value), but a source
-    tag when they share a server."""
+    """The harvester and source tags a run's partitions imply and its tags lack; a run over
+    several harvesters (or servers) gets the value naming them all."""
     if HARVESTER_TAG in tags and SOURCE_TAG in tags:
         return {}
     harvesters = harvesters_of(tags, registered or list)
     if not harvesters:
         return {}
     missing: dict[str, str] = {}
-    if len(harvesters) == 1 and HARVESTER_TAG not in tags:
-        missing[HARVESTER_TAG] = next(iter(harvesters))
+    if HARVESTER_TAG not in tags:
+        missing[HARVESTER_TAG] = several_tag(harvesters)
     if SOURCE_TAG not in tags and base_urls is not None:
         urls = base_urls(harvesters)
-        sources = {source_tag(urls[h]) for h in harvesters if h in urls}
-        if len(sources) == 1 and len(urls) == len(harvesters):
-            missing[SOURCE_TAG] = sources.pop()
+        if harvesters <= urls.keys():
+            missing[SOURCE_TAG] = several_tag({source_tag(urls[h]) for h in harvesters})
     return missing
 
 
