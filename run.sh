@@ -2,7 +2,8 @@
 # One entry point for a fresh clone: sets everything up (venv from the lock file), then
 #   ./run.sh demo    a real harvest of the shipped endpoint into the embedded target
 #   ./run.sh test    the test suite
-#   ./run.sh dev     the Dagster UI and daemon (dagster dev) on this project
+#   ./run.sh dev     the Dagster UI and daemon (dagster dev) on this project, with the
+#                    demo's sample endpoint beside it
 #   ./run.sh bench   the benchmark (records/s and peak RSS, see README)
 #   ./run.sh cli …   any oai-pipeline command
 set -euo pipefail
@@ -34,7 +35,15 @@ shift || true
 case "$command" in
   demo) setup; exec .venv/bin/oai-pipeline demo "$@" ;;
   test) setup; exec .venv/bin/python -m pytest -q "$@" ;;
-  dev) setup; exec .venv/bin/dagster dev -w workspace.yaml "$@" ;;
+  dev)
+    setup
+    # The shipped endpoint at the port the demo's harvester `sample` harvests
+    # (OAI_PIPELINE_SAMPLE_PORT, default 8765), served beside the UI for as long as it runs,
+    # so that harvester's schedules and new materialisations work there too.
+    .venv/bin/oai-pipeline sample-endpoint serve >/dev/null &
+    sample_endpoint=$!
+    trap 'kill "$sample_endpoint" 2>/dev/null || true' EXIT
+    .venv/bin/dagster dev -w workspace.yaml "$@" ;;
   bench) setup; exec .venv/bin/python -m oai_pipeline_tests.benchmark "$@" ;;
   cli) setup; exec .venv/bin/oai-pipeline "$@" ;;
   *) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 2 ;;  # the comment block above, no code

@@ -1,19 +1,22 @@
 """`oai-pipeline demo`: a real harvest of the shipped endpoint through all four assets.
 
-Starts the sample OAI-PMH endpoint on loopback, registers it as the harvester `sample`,
-materialises the four assets over its windows on the Dagster instance under DAGSTER_HOME
-(so the UI shows the runs afterwards), and prints what happened.
+Starts the sample OAI-PMH endpoint on loopback at a fixed port (where `./run.sh dev` serves
+it too), registers it as the harvester `sample`, materialises the four assets over its
+windows on the Dagster instance under DAGSTER_HOME (so the UI shows the runs afterwards), and
+prints what happened.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, time
 
 import click
 
 from oai_pipeline.cli.output import FriendlyCommand, emit, json_option, report_text
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.errors import ConfigurationError, PipelineError
 from oai_pipeline.settings import ensure_dagster_home, load_settings
 
 DEMO_HARVESTER = "sample"
@@ -63,17 +66,17 @@ def demo(as_json: bool) -> None:
     from oai_pipeline.harvesters.plugins import RDM_MODEL
     from oai_pipeline.harvesters.registry import HarvesterRegistry
     from oai_pipeline.pipeline.services import Services
-    from oai_pipeline.sample_endpoint.records import SAMPLE_LAST_DAY, load_sample_records
-    from oai_pipeline.sample_endpoint.server import OAIEndpoint
+    from oai_pipeline.sample_endpoint.records import SAMPLE_LAST_DAY
 
-    with OAIEndpoint(load_sample_records()) as endpoint:
+    with sample_endpoint() as base_url:
         with Services(load_settings()) as services:
             HarvesterRegistry(services.state).upsert(
                 Harvester(
                     id=DEMO_HARVESTER,
                     name="oai-pipeline sample endpoint",
-                    comment="the OAI-PMH endpoint shipped with oai-pipeline (oai-pipeline demo)",
-                    base_url=endpoint.base_url,
+                    comment="the OAI-PMH endpoint shipped with oai-pipeline (oai-pipeline demo; "
+                    "./run.sh dev serves it beside the UI)",
+                    base_url=base_url,
                     metadata_prefix="oai_datacite",
                     transformers=[RDM_MODEL.transformer],
                     writers=[RDM_MODEL.writer],
@@ -98,6 +101,40 @@ def demo(as_json: bool) -> None:
         f"\n  Dagster run: {result.run_id} (./run.sh dev to see it in the UI)"
     )
     emit(report, as_json=as_json, text=text)
+
+
+@contextmanager
+def sample_endpoint() -> Iterator[str]:
+    """The shipped endpoint at its fixed URL, served while the demo runs, or the one that
+    `./run.sh dev` serves there already. The harvester `sample` keeps that URL, so it still
+    harvests in the UI after the demo (on a port of its own, it pointed at a dead port)."""
+    from oai_pipeline.sample_endpoint.records import load_sample_records
+    from oai_pipeline.sample_endpoint.server import (
+        SAMPLE_HOST,
+        SAMPLE_PORT_ENV,
+        OAIEndpoint,
+        sample_base_url,
+        sample_port,
+        serves_the_sample,
+    )
+
+    port = sample_port()
+    base_url = sample_base_url(port)
+    endpoint: OAIEndpoint | None = OAIEndpoint(load_sample_records(), host=SAMPLE_HOST, port=port)
+    try:
+        endpoint.start()
+    except OSError as error:
+        if not serves_the_sample(base_url):
+            raise ConfigurationError(
+                f"cannot serve the sample endpoint on {SAMPLE_HOST}:{port}: "
+                f"{error.strerror or error}; set {SAMPLE_PORT_ENV} to a free port"
+            ) from None
+        endpoint = None  # ./run.sh dev serves it there: the demo harvests that one
+    try:
+        yield base_url
+    finally:
+        if endpoint is not None:
+            endpoint.stop()
 
 
 def target_live_count(harvester_id: str) -> int:

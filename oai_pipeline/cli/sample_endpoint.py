@@ -6,7 +6,11 @@ import click
 
 from oai_pipeline.cli.output import FriendlyGroup
 from oai_pipeline.sample_endpoint.records import generate_datacite_records
-from oai_pipeline.sample_endpoint.server import serve_forever
+from oai_pipeline.sample_endpoint.server import (
+    DEFAULT_SAMPLE_PORT,
+    SAMPLE_PORT_ENV,
+    serve_forever,
+)
 
 _SAMPLE_PAGE_SIZE = 4
 _GENERATED_PAGE_SIZE = 100
@@ -20,7 +24,13 @@ def sample_endpoint() -> None:
 @sample_endpoint.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
 @click.option(
-    "--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="0: any."
+    "--port",
+    default=DEFAULT_SAMPLE_PORT,
+    show_default=True,
+    envvar=SAMPLE_PORT_ENV,
+    show_envvar=True,
+    type=click.IntRange(0, 65535),
+    help="0: any. The demo's harvester `sample` harvests the one on this port.",
 )
 @click.option(
     "--page-size",

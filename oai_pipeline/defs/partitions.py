@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections import defaultdict
 from collections.abc import Callable, Mapping
@@ -41,6 +42,23 @@ def source_tag(base_url: str) -> str:
 
 # What Dagster tags a run of one partition key with (launched in the UI): its harvester.
 PARTITION_HARVESTER_TAG = f"dagster/partition/{HARVESTER}"
+
+# How a tag names several harvesters (or servers) of one run: harvester ids and host names
+# never hold it, so such a value is never taken for one harvester.
+SEVERAL = "+"
+_MAX_SEVERAL_LENGTH = 200
+
+
+def several_tag(values: set[str]) -> str:
+    """The one tag value of a run over several harvesters (or servers): the same for every
+    run over the same ones, so that the tag limit queues those runs one after the other.
+    A long list is shortened to its ends, its count and a digest of the whole."""
+    names = sorted(values)
+    joined = SEVERAL.join(names)
+    if len(joined) <= _MAX_SEVERAL_LENGTH:
+        return joined
+    digest = hashlib.sha1(joined.encode()).hexdigest()[:10]
+    return SEVERAL.join((names[0], f"{len(names) - 2}-more", names[-1], digest))
 
 
 def build_window_partitions(
@@ -89,8 +107,9 @@ def harvesters_of(tags: Mapping[str, str], registered: Callable[[], list[str]]) 
     """The harvesters a run harvests, from its tags: the CLI's and the schedules' name it;
     a run launched in the UI names its partitions only, one key or a range (a 2-D range spans
     the `registered` harvesters between its corners, in the order Dagster keeps them: the
-    order they were added, not by name). Empty for a run of anything else."""
-    if HARVESTER_TAG in tags:
+    order they were added, not by name; its harvester tag names them all, `several_tag`).
+    Empty for a run of anything else."""
+    if HARVESTER_TAG in tags and SEVERAL not in tags[HARVESTER_TAG]:
         return {tags[HARVESTER_TAG]}
     if PARTITION_HARVESTER_TAG in tags:
         return {tags[PARTITION_HARVESTER_TAG]}

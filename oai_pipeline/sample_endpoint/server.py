@@ -36,6 +36,7 @@ from oai_pipeline.sample_endpoint.records import (
 )
 
 OAI_PATH = "/oai"
+SAMPLE_REPOSITORY_NAME = "oai-pipeline sample endpoint"
 _XML = "text/xml; charset=utf-8"
 _UNAVAILABLE_PAGE = (
     b"<html><head><title>503 Service Temporarily Unavailable</title></head><body>"
@@ -142,7 +143,7 @@ class OAIEndpoint:
         faults: Faults | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
-        repository_name: str = "oai-pipeline sample endpoint",
+        repository_name: str = SAMPLE_REPOSITORY_NAME,
         earliest_datestamp: datetime | None = None,
         last_page_token: LastPageToken = "empty",
         set_names: Mapping[str, str] | None = None,
@@ -365,3 +366,41 @@ def serve_forever(
         pass
     finally:
         endpoint.stop()
+
+
+# The port of the shipped endpoint that the demo's harvester `sample` harvests: the demo
+# serves it there while it runs, and `./run.sh dev` beside the UI, so the harvester it leaves
+# registered keeps working in the UI (schedules, sensors, new materialisations).
+SAMPLE_PORT_ENV = "OAI_PIPELINE_SAMPLE_PORT"
+DEFAULT_SAMPLE_PORT = 8765
+SAMPLE_HOST = "127.0.0.1"
+
+
+def sample_port(environ: Mapping[str, str] | None = None) -> int:
+    """The shipped endpoint's fixed port: OAI_PIPELINE_SAMPLE_PORT, else 8765."""
+    import os
+
+    from oai_pipeline.errors import ConfigurationError
+
+    text = (os.environ if environ is None else environ).get(SAMPLE_PORT_ENV) or ""
+    if not text:
+        return DEFAULT_SAMPLE_PORT
+    port = int(text) if text.isdigit() else 0
+    if not 1 <= port <= 65535:
+        raise ConfigurationError(f"{SAMPLE_PORT_ENV} must be a port from 1 to 65535, not {text!r}")
+    return port
+
+
+def sample_base_url(port: int) -> str:
+    return f"http://{SAMPLE_HOST}:{port}{OAI_PATH}"
+
+
+def serves_the_sample(base_url: str) -> bool:
+    """Whether the shipped endpoint answers at `base_url` (started by `./run.sh dev`)."""
+    import httpx
+
+    try:
+        response = httpx.get(base_url, params={"verb": "Identify"}, timeout=5)
+    except httpx.HTTPError:
+        return False
+    return f"<repositoryName>{SAMPLE_REPOSITORY_NAME}</repositoryName>".encode() in response.content

@@ -18,7 +18,7 @@ from typing import Any, Literal, NamedTuple
 import polars as pl
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import NullPool, StaticPool
 
 from oai_pipeline.errors import (
     ConfigurationError,
@@ -229,6 +229,56 @@ def _listing_moment(response_date: str | None) -> datetime:
 
 def _moment(datestamp: str) -> datetime | None:
     return read_datestamp(datestamp)
+
+
+def read_base_urls(
+    url: str, harvester_ids: Iterable[str], *, timeout_seconds: float
+) -> dict[str, str]:
+    """The base URLs of these harvesters, read in one query that waits at most
+    `timeout_seconds` for a lock or a connection.
+
+    For callers that must not stall, such as the run coordinator inside the webserver's launch
+    of a run: opening a `StateStore` checks the schema in a write transaction, which waits up
+    to 60 s while a harvest writes on SQLite. This only reads (no schema check, no file
+    created), so a harvest's write transaction does not hold it up in WAL mode."""
+    wanted = set(harvester_ids)
+    if not wanted:
+        return {}
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if database.startswith("file:"):  # a URI filename: sqlite3 reads its mode itself
+            connect_args: dict[str, Any] = {"timeout": timeout_seconds, "uri": True}
+        elif database in ("", ":memory:") or not Path(database).expanduser().exists():
+            return {}  # no store yet: no harvester has a URL
+        else:
+            connect_args = {"timeout": timeout_seconds}
+    elif parsed.get_backend_name() == "postgresql":
+        milliseconds = max(1, int(timeout_seconds * 1000))
+        connect_args = {
+            "connect_timeout": max(1, round(timeout_seconds)),
+            "options": f"-c statement_timeout={milliseconds}",
+        }
+    else:
+        connect_args = {}
+    engine = sa.create_engine(url, connect_args=connect_args, poolclass=NullPool, **ENGINE_JSON)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(
+                sa.select(harvesters.c.id, harvesters.c.config).where(
+                    harvesters.c.id.in_(sorted(wanted))
+                )
+            ).all()
+    except sa.exc.DBAPIError as error:  # locked, no such table, not a database, timed out
+        shown, reason = without_password(url), database_error_text(error.orig)
+        raise PipelineError(f"cannot read the state database {shown}: {reason}") from None
+    finally:
+        engine.dispose()
+    return {
+        row.id: row.config["base_url"]
+        for row in rows
+        if isinstance(row.config, dict) and row.config.get("base_url")
+    }
 
 
 class PrunedRuns(NamedTuple):

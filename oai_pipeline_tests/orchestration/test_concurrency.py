@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteRepo
 from dagster._core.test_utils import create_run_for_test
 from dagster._utils.tags import TagConcurrencyLimitsCounter
 
+from oai_pipeline.defs import run_coordinator
 from oai_pipeline.defs.assets import SOURCE_POOL, harvest_assets, raw_oai_xml
 from oai_pipeline.defs.checks import harvest_checks
 from oai_pipeline.defs.launch import (
@@ -23,7 +25,13 @@ from oai_pipeline.defs.launch import (
     RANGE_START_TAG,
     range_tags,
 )
-from oai_pipeline.defs.partitions import HARVESTER, SOURCE_TAG, partition_key
+from oai_pipeline.defs.partitions import (
+    HARVESTER,
+    SOURCE_TAG,
+    harvesters_of,
+    partition_key,
+    several_tag,
+)
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.defs.run_coordinator import HarvestRunCoordinator
 from oai_pipeline.pipeline.services import Services
@@ -117,7 +125,7 @@ def test_a_run_launched_in_the_ui_is_queued_by_its_harvester_and_server(
         RANGE_END_TAG: str(partition_key("zenodo-b", "2024-01-31")),
     }
     shared_server = launched_in_the_ui(both)
-    assert HARVESTER_TAG not in shared_server.tags  # a tag holds one harvester
+    assert shared_server.tags[HARVESTER_TAG] == "zenodo-a+zenodo-b"
     assert shared_server.tags[SOURCE_TAG] == "zenodo.org"
     arxiv = launched_in_the_ui({"dagster/partition": str(partition_key("arxiv", "2024-01-02"))})
 
@@ -236,3 +244,112 @@ def _materialize(instance: dg.DagsterInstance, harvester_id: str) -> dg.ExecuteI
             RANGE_END_TAG: str(partition_key(harvester_id, "2024-01-15")),
         },
     )
+
+
+def test_a_ui_run_gets_its_server_tag_while_a_harvest_holds_the_state_store(
+    shipped_instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """A harvest holds the state store's write lock for each of its writes. The coordinator,
+    in the webserver's launch, opened the store as a writer (schema check) and waited up to
+    60 s on that lock, then queued the run without its server tag; it only reads."""
+    register(settings, "https://zenodo.org/oai2d", harvester_id="zenodo-a")
+    shipped_instance.add_dynamic_partitions(HARVESTER, ["zenodo-a"])
+    state_db = sqlite3.connect(settings.state_db_url.removeprefix("sqlite:///"))
+    state_db.isolation_level = None
+    state_db.execute("BEGIN IMMEDIATE")  # what a harvest's write holds while it runs
+    try:
+        run = _ui_run(
+            shipped_instance, {"dagster/partition": str(partition_key("zenodo-a", "2024-01-02"))}
+        )
+        _submit(shipped_instance, run)
+    finally:
+        state_db.execute("ROLLBACK")
+        state_db.close()
+    stored = shipped_instance.get_run_by_id(run.run_id)
+    assert stored is not None and stored.status is dg.DagsterRunStatus.QUEUED
+    assert stored.tags[HARVESTER_TAG] == "zenodo-a"
+    assert stored.tags[SOURCE_TAG] == "zenodo.org"
+
+
+def test_a_ui_run_is_queued_in_bounded_time_when_the_state_store_cannot_be_read(
+    shipped_instance: dg.DagsterInstance,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A state store that even a reader must wait for (a process holding SQLite's exclusive
+    lock) costs the run its server tag after the coordinator's short wait, not the
+    launch: the run is queued with its harvester tag and the reason logged."""
+    register(settings, "https://zenodo.org/oai2d", harvester_id="zenodo-a")
+    shipped_instance.add_dynamic_partitions(HARVESTER, ["zenodo-a"])
+    monkeypatch.setattr(run_coordinator, "STATE_STORE_TIMEOUT_SECONDS", 0.1)
+    state_db = sqlite3.connect(settings.state_db_url.removeprefix("sqlite:///"))
+    state_db.isolation_level = None
+    state_db.execute("PRAGMA locking_mode = EXCLUSIVE")
+    state_db.execute("BEGIN EXCLUSIVE")
+    try:
+        run = _ui_run(
+            shipped_instance, {"dagster/partition": str(partition_key("zenodo-a", "2024-01-02"))}
+        )
+        _submit(shipped_instance, run)
+    finally:
+        state_db.execute("ROLLBACK")
+        state_db.close()
+    stored = shipped_instance.get_run_by_id(run.run_id)
+    assert stored is not None and stored.status is dg.DagsterRunStatus.QUEUED
+    assert stored.tags[HARVESTER_TAG] == "zenodo-a"
+    assert SOURCE_TAG not in stored.tags
+    assert f"run {run.run_id} queued without its server tag" in caplog.text
+    assert "database is locked" in caplog.text
+
+
+def test_runs_over_the_same_harvesters_queue_one_after_the_other(
+    shipped_instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """A UI backfill of a few windows of many harvesters is cut by Dagster into one run per
+    window, each over all the harvesters. Untagged, those runs filled every run slot, each
+    waiting for the same harvesters' leases, and escaped the per-server limit. Tagged with the
+    harvesters (and servers) they share, they queue one after the other, and the sensors,
+    schedules and pruning still read each harvester of them."""
+    register(settings, "https://zenodo.org/oai2d", harvester_id="zenodo-a")
+    register(settings, "https://export.arxiv.org/oai2", harvester_id="arxiv")
+    register(settings, "https://example.org/oai", harvester_id="other")
+    shipped_instance.add_dynamic_partitions(HARVESTER, ["zenodo-a", "arxiv", "other"])
+
+    def backfill_run(day: str) -> dg.DagsterRun:  # one window of zenodo-a and arxiv
+        run = _ui_run(
+            shipped_instance,
+            {
+                RANGE_START_TAG: str(partition_key("zenodo-a", day)),
+                RANGE_END_TAG: str(partition_key("arxiv", day)),
+                "dagster/backfill": "abcdefgh",
+            },
+        )
+        _submit(shipped_instance, run)
+        stored = shipped_instance.get_run_by_id(run.run_id)
+        assert stored is not None and stored.status is dg.DagsterRunStatus.QUEUED
+        return stored
+
+    first, second = backfill_run("2024-01-02"), backfill_run("2024-01-03")
+    assert first.tags[HARVESTER_TAG] == "arxiv+zenodo-a"
+    assert first.tags[SOURCE_TAG] == "export.arxiv.org+zenodo.org"
+    assert harvesters_of(first.tags, list) == {"zenodo-a", "arxiv"}
+
+    queue = shipped_instance.get_concurrency_config().run_queue_config
+    counter = TagConcurrencyLimitsCounter(queue.tag_concurrency_limits, [first])
+    assert counter.is_blocked(second)
+    other = _ui_run(
+        shipped_instance, {"dagster/partition": str(partition_key("other", "2024-01-02"))}
+    )
+    _submit(shipped_instance, other)
+    stored_other = shipped_instance.get_run_by_id(other.run_id)
+    assert stored_other is not None and not counter.is_blocked(stored_other)
+
+
+def test_a_long_list_of_harvesters_makes_a_short_tag_value() -> None:
+    many = {f"harvester-{n:03d}" for n in range(50)}
+    value = several_tag(many)
+    assert len(value) < 80
+    assert value.startswith("harvester-000+48-more+harvester-049+")
+    assert value == several_tag(set(many))
+    assert value != several_tag(many - {"harvester-010"})

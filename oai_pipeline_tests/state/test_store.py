@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -25,6 +26,7 @@ from oai_pipeline.state.store import (
     RECORD_STATUSES,
     SCALES,
     StateStore,
+    read_base_urls,
 )
 from oai_pipeline.sync.rules import Action, HarvestMemory
 from oai_pipeline.targets.base import WriteOutcome
@@ -677,3 +679,20 @@ def test_an_over_long_identifier_or_datestamp_is_the_records_error(
         "InvalidIdentifier",
         without_identifier,
     ]
+
+
+def test_read_base_urls_reads_only_the_harvesters_asked_for(
+    store: StateStore, store_url: str
+) -> None:
+    """The run coordinator's read (no schema check, a bounded wait), on both databases."""
+    store.save_harvesters([harvester("a"), harvester("b")])
+    assert read_base_urls(store_url, {"a", "gone"}, timeout_seconds=2) == {
+        "a": "https://example.org/oai"
+    }
+    assert read_base_urls(store_url, set(), timeout_seconds=2) == {}
+
+
+def test_read_base_urls_of_a_store_not_made_yet_creates_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "none" / "state.sqlite"
+    assert read_base_urls(f"sqlite:///{missing}", {"a"}, timeout_seconds=2) == {}
+    assert not missing.parent.exists()
