@@ -6,6 +6,7 @@ import json
 import logging
 import re
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext, suppress
@@ -15,7 +16,7 @@ import click
 from pydantic import ValidationError
 
 from oai_pipeline.console import error_document, json_flag_given
-from oai_pipeline.errors import InvalidArgument, PipelineError
+from oai_pipeline.errors import InvalidArgument, PipelineError, database_error_text
 from oai_pipeline.harvesters.model import describe_validation_error, has_lone_surrogate
 from oai_pipeline.state.schema import MAX_INTEGER
 
@@ -127,6 +128,9 @@ def _command_error(error: Exception, as_json: bool) -> CommandError | None:
         return CommandError(message, kind=_kind(error), as_json=as_json)
     if isinstance(error, OSError):  # the machine's fault (disk full, no permission), not ours
         return CommandError(_os_error_text(error), kind=_kind(error), as_json=as_json)
+    if _is_database_unavailable(error):  # its server gone or restarting mid-command
+        text = database_error_text(getattr(error, "orig", None) or error)
+        return CommandError(f"database error: {text}", kind="database_error", as_json=as_json)
     if isinstance(error, click.ClickException) and as_json:
         return CommandError(
             error.format_message(),
@@ -136,6 +140,15 @@ def _command_error(error: Exception, as_json: bool) -> CommandError | None:
             shown=error,
         )
     return None
+
+
+def _is_database_unavailable(error: Exception) -> bool:
+    """The database's fault, not ours: SQLAlchemy's OperationalError (a server that went
+    away, refused the connection, shut down; SQLite's locked or read-only file) or its
+    InterfaceError (a connection closed under it). SQLAlchemy is looked up only once
+    imported: a command that never opened a database can't have met one of its errors."""
+    exc = sys.modules.get("sqlalchemy.exc")
+    return exc is not None and isinstance(error, exc.OperationalError | exc.InterfaceError)
 
 
 def _os_error_text(error: OSError) -> str:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+
 import sqlalchemy as sa
 
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.errors import PipelineError, database_error_text
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.settings import Settings
 from oai_pipeline.state.harvester_lock import HarvesterLock
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.storage import PartitionStore
+
+logger = logging.getLogger(__name__)
 
 
 class Services:
@@ -31,9 +35,22 @@ class Services:
 
     def record_failure(self, run_id: int, error: BaseException) -> None:
         """An exception ends the harvest run as failed; an interrupt (Ctrl-C, a terminated
-        Dagster run) as stopped. Either way the next attempt resumes it."""
+        Dagster run) as stopped. Either way the next attempt resumes it.
+
+        A state database that is itself the failure (its server gone, restarting) cannot
+        take the record: the error that ended the run is what the caller raises, not a
+        second one about recording it. The run then stays `running` until the next harvest
+        or `status` finds its process gone and ends it as interrupted."""
         status = "failed" if isinstance(error, Exception) else "stopped"
-        self.state.finish_run(run_id, status, error=f"{type(error).__name__}: {error}")
+        try:
+            self.state.finish_run(run_id, status, error=f"{type(error).__name__}: {error}")
+        except sa.exc.DBAPIError as unrecorded:
+            logger.warning(
+                "could not record harvest run %s as %s: %s",
+                run_id,
+                status,
+                database_error_text(unrecorded.orig),
+            )
 
     def close(self) -> None:
         self.state.close()

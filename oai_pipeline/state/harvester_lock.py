@@ -80,8 +80,16 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{pid}:{uuid.uuid4().hex}" + (f":{start}" if start else "")
 
 
+# Leases this process stopped using but could not release (its database away at the time):
+# their holder counts as dead, so the next `hold` in this process (a Dagster code server, a
+# second CLI command in one interpreter) takes them over instead of waiting for itself.
+_abandoned: set[str] = set()
+
+
 def _local_process_alive(owner: str) -> bool | None:
     """Whether the holder's process still runs: None when it is on another machine."""
+    if owner in _abandoned:
+        return False
     parts = owner.split(":")  # host, pid, nonce and (where /proc tells it) start
     host, pid_text = parts[0], parts[1] if len(parts) > 1 else ""
     recorded = parts[3] if len(parts) > 3 else ""
@@ -301,4 +309,19 @@ class HarvesterLock:
             del self._held[held]
             stop.set()
             renewer.join()
+            self._release_after_use(harvester_id, owner)
+
+    def _release_after_use(self, harvester_id: str, owner: str) -> None:
+        """Release at the end of a `hold`. A database gone meanwhile (its server restarting)
+        must not replace the error that ended the work, nor fail work that was done: the
+        lease is left abandoned, taken over at once by the next holder on this machine
+        (seen from another, once it expires unrenewed)."""
+        try:
             self.release(harvester_id, owner)
+        except sa.exc.DBAPIError as error:
+            _abandoned.add(owner)
+            logger.warning(
+                "could not release the lease of %s: %s",
+                harvester_id,
+                database_error_text(error.orig),
+            )

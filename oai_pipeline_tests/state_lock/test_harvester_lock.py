@@ -258,3 +258,22 @@ def test_a_lease_is_released_after_postgresql_dropped_its_connections(
         drop_connections(url)
         with lock.hold("h", wait_seconds=0):
             assert not lock.try_acquire("h", "someone-else")
+
+
+def test_a_lease_that_could_not_be_released_is_taken_over_in_the_same_process(
+    engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database went away as the work ended (its server restarting): the release failed.
+    Before, that error replaced the work's own, and the next harvest in this process (a
+    code server, a second command in one interpreter) waited an hour for itself."""
+    lock = HarvesterLock(engine)
+    gone = sa.exc.OperationalError("DELETE", {}, Exception("server closed the connection"))
+
+    def refused(harvester_id: str, owner: str) -> None:
+        raise gone
+
+    with monkeypatch.context() as patch:
+        patch.setattr(lock, "release", refused)
+        with pytest.raises(ValueError, match="the work's own error"), lock.hold("h"):
+            raise ValueError("the work's own error")
+    assert HarvesterLock(engine).try_acquire("h", "next-run")  # at once, not after an hour
