@@ -246,25 +246,33 @@ def _materialize(instance: dg.DagsterInstance, harvester_id: str) -> dg.ExecuteI
     )
 
 
+def _submit_while_held(
+    instance: dg.DagsterInstance, settings: Settings, statements: list[str]
+) -> dg.DagsterRun:
+    """A UI run of zenodo-a submitted while `statements` hold the SQLite state store."""
+    register(settings, "https://zenodo.org/oai2d", harvester_id="zenodo-a")
+    instance.add_dynamic_partitions(HARVESTER, ["zenodo-a"])
+    state_db = sqlite3.connect(settings.state_db_url.removeprefix("sqlite:///"))
+    state_db.isolation_level = None
+    for statement in statements:
+        state_db.execute(statement)
+    try:
+        run = _ui_run(instance, {"dagster/partition": str(partition_key("zenodo-a", "2024-01-02"))})
+        _submit(instance, run)
+    finally:
+        state_db.execute("ROLLBACK")
+        state_db.close()
+    return run
+
+
 def test_a_ui_run_gets_its_server_tag_while_a_harvest_holds_the_state_store(
     shipped_instance: dg.DagsterInstance, settings: Settings
 ) -> None:
     """A harvest holds the state store's write lock for each of its writes. The coordinator,
     in the webserver's launch, opened the store as a writer (schema check) and waited up to
     60 s on that lock, then queued the run without its server tag; it only reads."""
-    register(settings, "https://zenodo.org/oai2d", harvester_id="zenodo-a")
-    shipped_instance.add_dynamic_partitions(HARVESTER, ["zenodo-a"])
-    state_db = sqlite3.connect(settings.state_db_url.removeprefix("sqlite:///"))
-    state_db.isolation_level = None
-    state_db.execute("BEGIN IMMEDIATE")  # what a harvest's write holds while it runs
-    try:
-        run = _ui_run(
-            shipped_instance, {"dagster/partition": str(partition_key("zenodo-a", "2024-01-02"))}
-        )
-        _submit(shipped_instance, run)
-    finally:
-        state_db.execute("ROLLBACK")
-        state_db.close()
+    # what a harvest's write holds while it runs
+    run = _submit_while_held(shipped_instance, settings, ["BEGIN IMMEDIATE"])
     stored = shipped_instance.get_run_by_id(run.run_id)
     assert stored is not None and stored.status is dg.DagsterRunStatus.QUEUED
     assert stored.tags[HARVESTER_TAG] == "zenodo-a"
@@ -280,21 +288,10 @@ def test_a_ui_run_is_queued_in_bounded_time_when_the_state_store_cannot_be_read(
     """A state store that even a reader must wait for (a process holding SQLite's exclusive
     lock) costs the run its server tag after the coordinator's short wait, not the
     launch: the run is queued with its harvester tag and the reason logged."""
-    register(settings, "https://zenodo.org/oai2d", harvester_id="zenodo-a")
-    shipped_instance.add_dynamic_partitions(HARVESTER, ["zenodo-a"])
     monkeypatch.setattr(run_coordinator, "STATE_STORE_TIMEOUT_SECONDS", 0.1)
-    state_db = sqlite3.connect(settings.state_db_url.removeprefix("sqlite:///"))
-    state_db.isolation_level = None
-    state_db.execute("PRAGMA locking_mode = EXCLUSIVE")
-    state_db.execute("BEGIN EXCLUSIVE")
-    try:
-        run = _ui_run(
-            shipped_instance, {"dagster/partition": str(partition_key("zenodo-a", "2024-01-02"))}
-        )
-        _submit(shipped_instance, run)
-    finally:
-        state_db.execute("ROLLBACK")
-        state_db.close()
+    run = _submit_while_held(
+        shipped_instance, settings, ["PRAGMA locking_mode = EXCLUSIVE", "BEGIN EXCLUSIVE"]
+    )
     stored = shipped_instance.get_run_by_id(run.run_id)
     assert stored is not None and stored.status is dg.DagsterRunStatus.QUEUED
     assert stored.tags[HARVESTER_TAG] == "zenodo-a"
