@@ -160,6 +160,8 @@ def test_dspace_publication_date_is_the_issued_date() -> None:
         ("1 May 2020", "2020-05-01"),
         ("May 1, 2020", "2020-05-01"),
         ("2019-2020", "2019/2020"),
+        ("12.05.2020", "2020-05-12"),  # OPUS and other German repositories: day first
+        ("12. Mai 2020", "2020-05-12"),
     ],
 )
 def test_dc_dates_in_common_forms(date: str, expected: str) -> None:
