@@ -180,6 +180,28 @@ def normalize_date(text: str) -> str:
     return _interval(text, start_text, end_text)
 
 
+# A year in free text (`Spring 2020`, `WS 2019/20`, `Published 2004`): four digits standing
+# alone, from 1000 to 2999.
+_YEAR_IN_TEXT = re.compile(r"(?<!\d)([12]\d{3})(?!\d)")
+# What catalogues write for "no date": n.d., s.d., s.a. (sine anno), o.J. (ohne Jahr), undated.
+_NO_DATE = re.compile(
+    r"^\[?\s*(?:n\.\s?d|s\.\s?d|s\.\s?a|o\.\s?j|sine anno|ohne jahr|sans date|undated|"
+    r"no date|unknown|unbekannt)\.?\s*\]?$",
+    re.I,
+)
+
+
+def year_in_text(text: str) -> str | None:
+    """The earliest year written in a text that is no date (`Spring 2020`: 2020), or None."""
+    years = _YEAR_IN_TEXT.findall(text)
+    return min(years) if years else None
+
+
+def says_no_date(text: str) -> bool:
+    """True for the catalogue terms that say a work is undated (`n.d.`, `[s.a.]`, `o.J.`)."""
+    return _NO_DATE.match(text.strip()) is not None
+
+
 def first_date(candidates: list[str]) -> str:
     """The first of `candidates` (in the order of preference) that is a date of an accepted
     form, normalized; when none is, the record's invalid_date failure naming them all."""

@@ -15,7 +15,13 @@ from lxml import etree
 from oai_pipeline.doi import normalize_doi
 from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.datacite import XML_LANG
-from oai_pipeline.transform.dates import ACCEPTED_FORMS, is_timestamp, normalize_date
+from oai_pipeline.transform.dates import (
+    ACCEPTED_FORMS,
+    is_timestamp,
+    normalize_date,
+    says_no_date,
+    year_in_text,
+)
 from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure, missing_field, shown
 from oai_pipeline.transform.normalize import (
     block_text_or_none,
@@ -129,6 +135,7 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
     identifiers, containers = _containers(dc, identifiers + alternates, resource_type)
     own = pids.get("doi")
     publishers = _texts(_PUBLISHER, dc)
+    publication_date, other_dates = _dates(dc)
     metadata: dict[str, Any] = {
         "resource_type": {"id": resource_type},
         "title": titles[0][1],
@@ -140,7 +147,7 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
         "contributors": [
             {**_creatibutor(text), "role": {"id": "other"}} for text in _names(_CONTRIBUTOR, dc)
         ],
-        "publication_date": _publication_date(dc),
+        "publication_date": publication_date,
         "description": descriptions[0][1] if descriptions else None,
         "additional_descriptions": [
             {"description": text, "type": {"id": "other"}, "lang": _language(element)}
@@ -150,6 +157,7 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
         "rights": _rights(dc),
         "languages": languages(dc),
         "publisher": publishers[0][1] if publishers else None,
+        "dates": other_dates,
         "identifiers": unique_identifiers(identifiers, own["identifier"] if own else None),
         "related_identifiers": related + containers,
         "formats": [text for _, text in _texts(_FORMAT, dc)],
@@ -158,40 +166,58 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
     return {"metadata": metadata, "pids": pids, "files": {"enabled": False, "links": links}}
 
 
-def _publication_date(dc: etree._Element) -> str | None:
-    """The issued date among the dc:dates. Repositories list several, and not the issued
-    date first: DSpace gives dc.date.accessioned and .available, deposit timestamps with a
-    time of day, before dc.date.issued, a date without one. So a date without a time of day
-    is preferred to a timestamp (an accepted manuscript is deposited before it is issued);
-    of those, the earliest (of equal dates the less precise: `2015` before `2015-03-02`).
+def _dates(dc: etree._Element) -> tuple[str | None, list[dict[str, Any]]]:
+    """The publication date among the dc:dates, and the others as dates of the record.
 
-    None when there is no dc:date at all: the oai-import transformer then takes the date of
-    the record's OAI datestamp (see `oai_import._default_publication_date`)."""
-    dates = [text for _, text in _texts(_DATE, dc)]
-    if not dates:
-        return None  # the transformer falls back to the OAI datestamp
+    Repositories list several, and not the issued date first: DSpace flattens
+    dc.date.accessioned and .available, deposit timestamps with a time of day, and then
+    dc.date.issued, a date without one, into dc:date. So the publication date is, in order:
+    the earliest date without a time of day (an accepted manuscript is deposited before it is
+    issued; of equal dates the less precise, `2015` before `2015-03-02`); else the earliest
+    year written in a dc:date that is no date (`Spring 2020`, `WS 2019/20`); else the earliest
+    timestamp. None when there is no dc:date, or only ones that say "no date" (`n.d.`,
+    `o.J.`): the oai-import transformer then takes the day of the record's OAI datestamp (see
+    `oai_import._default_publication_date`). A dc:date that is neither a date nor has a year
+    fails the record: the source says when, and we cannot read it.
+
+    The other dates (DSpace's deposit timestamps, cut to their day) are kept once each as
+    `other` dates: Dublin Core does not say what they are."""
+    texts = [text for _, text in _texts(_DATE, dc)]
+    if not texts:
+        return None, []
     earliest: str | None = None
     earliest_stamp: str | None = None
-    for text in dates:
+    readable: list[str] = []
+    unreadable: list[str] = []
+    for text in texts:
         try:
             date = normalize_date(text)
         except ValueError:
+            unreadable.append(text)
             continue
+        if date not in readable:
+            readable.append(date)
         # EDTF dates (and an interval's start) compare as strings, a prefix first.
         if is_timestamp(text):
             if earliest_stamp is None or date < earliest_stamp:
                 earliest_stamp = date
         elif earliest is None or date.partition("/")[0] < earliest.partition("/")[0]:
             earliest = date
-    chosen = earliest if earliest is not None else earliest_stamp
-    if chosen is not None:
-        return chosen
-    raise TransformFailure(
-        INVALID_DATE,
-        f"cannot read a publication date from dc:date {' or '.join(map(shown, dates))}; "
-        f"the accepted forms are {ACCEPTED_FORMS}",
-        "metadata.publication_date",
-    )
+    chosen = earliest
+    if chosen is None and unreadable:
+        years = [year for text in unreadable if (year := year_in_text(text)) is not None]
+        chosen = min(years) if years else None
+    if chosen is None:
+        chosen = earliest_stamp
+    if chosen is None and not all(map(says_no_date, unreadable)):
+        raise TransformFailure(
+            INVALID_DATE,
+            f"cannot read a publication date from dc:date {' or '.join(map(shown, texts))}; "
+            f"the accepted forms are {ACCEPTED_FORMS}",
+            "metadata.publication_date",
+        )
+    others = [{"date": date, "type": {"id": "other"}} for date in readable if date != chosen]
+    return chosen, others
 
 
 def _identifiers(

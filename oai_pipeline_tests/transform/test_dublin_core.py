@@ -172,6 +172,32 @@ def test_dc_dates_in_common_forms(date: str, expected: str) -> None:
     assert transformed_metadata(item)["publication_date"] == expected
 
 
+@pytest.mark.parametrize(
+    ("dates", "expected"),
+    [
+        (["Spring 2020"], "2020"),
+        (["WS 2019/20"], "2019"),  # a German winter semester
+        (["Published 2004", "2020-03-01T10:00:00Z"], "2004"),  # before a deposit timestamp
+        (["Spring 2020", "2019-10"], "2019-10"),  # a date is preferred to a year in text
+        (["n.d."], "2021-06-30"),  # "no date": the day of the OAI datestamp
+        (["[s.a.]", "o.J."], "2021-06-30"),
+    ],
+)
+def test_dc_date_that_is_no_date_keeps_the_record(dates: list[str], expected: str) -> None:
+    """A dc:date that is no date failed the record with invalid_date, although its year (or
+    another dc:date) was there; a catalogue's "no date" is taken as no dc:date at all."""
+    body = "".join(f"<dc:date>{date}</dc:date>" for date in dates)
+    item = TransformItem(
+        "oai:x:1",
+        "2021-06-30T08:15:00Z",
+        [],
+        wrap_metadata(
+            DC_HEAD + f"<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator>{body}</oai_dc:dc>"
+        ),
+    )
+    assert transformed_metadata(item)["publication_date"] == expected
+
+
 def test_dc_dois_in_every_form() -> None:
     """F4: info:doi/, www.doi.org and OpenAIRE's altIdentifier are DOIs, lower-cased. An
     altIdentifier is another identifier of this very resource (OpenAIRE guidelines), so it is
@@ -386,7 +412,8 @@ def test_dc_names_of_library_catalogues_and_organisations() -> None:
 
 def test_record_without_dc_date_is_dated_by_its_oai_datestamp() -> None:
     """No dc:date at all: the day of the OAI datestamp is the publication date (before, the
-    record was rejected); an unreadable dc:date still is an invalid_date."""
+    record was rejected); an unreadable dc:date without a year still is an invalid_date
+    (`test_errors.test_unparsable_dc_date`)."""
     item = TransformItem(
         "oai:x:1",
         "2021-06-30T08:15:00Z",

@@ -150,6 +150,15 @@ def test_issn_in_dc_identifier_is_the_serial_the_record_is_published_in() -> Non
     ]
 
 
+def test_dspace_deposit_timestamps_are_kept_as_dates() -> None:
+    """DSpace's oai_dc flattens dc.date.accessioned, .available and .issued into dc:date: the
+    issued date is the publication date, and the deposit timestamps (one day, twice) were
+    dropped; they are kept once as `other` dates."""
+    data = metadata("nku-dspace-oai_dc.xml")
+    assert data["publication_date"] == "2007-09"
+    assert data["dates"] == [{"date": "2016-07-05", "type": {"id": "other"}}]
+
+
 def test_isbn_of_a_book_part_and_eu_repo_alt_identifier() -> None:
     """CONICET: the ISBN of the book a chapter is in, and OpenAIRE's altIdentifier/url (another
     identifier of this record) were dropped."""
