@@ -25,6 +25,7 @@ from oai_pipeline.transform.dates import (
 from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure, missing_field, shown
 from oai_pipeline.transform.normalize import (
     block_text_or_none,
+    creators_or_contributors,
     description_html,
     eu_repo_grant,
     file_link,
@@ -125,9 +126,12 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
     titles = _texts(_TITLE, dc)
     if not titles:
         raise missing_field("metadata.title", "dc:title")
-    creators = [_creatibutor(text) for text in _names(_CREATOR, dc)]
+    creators, contributors = creators_or_contributors(
+        [_creatibutor(text) for text in _names(_CREATOR, dc)],
+        [{**_creatibutor(text), "role": {"id": "other"}} for text in _names(_CONTRIBUTOR, dc)],
+    )
     if not creators:
-        raise missing_field("metadata.creators", "dc:creator")
+        raise missing_field("metadata.creators", "dc:creator or dc:contributor")
     descriptions = _descriptions(dc)
     pids, identifiers, links = _identifiers(dc)
     resource_type = vocab.dc_resource_type([text for _, text in _texts(_TYPE, dc)])
@@ -144,9 +148,7 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
             for element, text in titles[1:]
         ],
         "creators": creators,
-        "contributors": [
-            {**_creatibutor(text), "role": {"id": "other"}} for text in _names(_CONTRIBUTOR, dc)
-        ],
+        "contributors": contributors,
         "publication_date": publication_date,
         "description": descriptions[0][1] if descriptions else None,
         "additional_descriptions": [
