@@ -198,6 +198,18 @@ def test_dc_date_that_is_no_date_keeps_the_record(dates: list[str], expected: st
     assert transformed_metadata(item)["publication_date"] == expected
 
 
+def test_percent_encoded_doi_url_is_the_records_doi() -> None:
+    """DSpace's dc.identifier.uri as a percent-encoded doi.org URL was a plain URL identifier,
+    and the record had no DOI."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        "<dc:identifier>https://doi.org/10.1234%2FABC</dc:identifier>"
+    )
+    transform_one(item)
+    assert item.pid == "10.1234/abc"
+    assert item.data["metadata"]["identifiers"] == []
+
+
 def test_dc_dois_in_every_form() -> None:
     """F4: info:doi/, www.doi.org and OpenAIRE's altIdentifier are DOIs, lower-cased. An
     altIdentifier is another identifier of this very resource (OpenAIRE guidelines), so it is

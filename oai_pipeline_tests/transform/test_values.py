@@ -151,6 +151,26 @@ def test_every_doi_form_is_normalised(text: str) -> None:
     assert normalize_doi(text) == "10.1234/abc"
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("https://doi.org/10.1234%2Fabc", "10.1234/abc"),
+        ("http://dx.doi.org/10.1234%2FABC", "10.1234/abc"),
+        # SICI DOIs hold `<`, `>` and `;`, which a URL escapes
+        (
+            "https://doi.org/10.1002/(SICI)1097-4571(199806)49:8%3C693::AID-ASI4%3E3.0.CO;2-0",
+            "10.1002/(sici)1097-4571(199806)49:8<693::aid-asi4>3.0.co;2-0",
+        ),
+        ("https://doi.org/10.1234/a%25b", "10.1234/a%b"),  # a DOI's own `%`
+        ("10.1234/a%2Fb", "10.1234/a%2fb"),  # not a URL: taken as it is
+    ],
+)
+def test_a_percent_encoded_doi_url_is_decoded(text: str, expected: str) -> None:
+    """A doi.org URL is percent-encoded; before, `https://doi.org/10.1234%2Fabc` was no DOI
+    (its record got no pid) and a SICI DOI kept its escapes."""
+    assert normalize_doi(text) == expected
+
+
 def test_one_line_values_collapse_whitespace() -> None:
     """F5: line breaks and indentation inside a title or a name are layout."""
     assert normalize.text_or_none("  A long title\n      over lines\t end  ") == (
