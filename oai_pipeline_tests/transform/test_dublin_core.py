@@ -210,6 +210,31 @@ def test_percent_encoded_doi_url_is_the_records_doi() -> None:
     assert item.data["metadata"]["identifiers"] == []
 
 
+@pytest.mark.parametrize(
+    ("types", "expected"),
+    [
+        # DINI (German repositories): the DCMI type, then the doc-type term
+        (["Text", "doc-type:doctoralThesis"], "publication-dissertation"),
+        (["doc-type:article"], "publication-article"),
+        (["doc-type:StudyThesis"], "publication-dissertation"),
+        (["doc-type:Periodical"], "publication-journal"),
+        # OPUS 4: its own type, then the doc-type term
+        (["coursematerial", "doc-type:coursematerial"], "lesson"),
+        # OpenAIRE v4's COAR URI written into dc:type
+        (["http://purl.org/coar/resource_type/c_6501"], "publication-article"),
+        (["Text"], "publication"),
+    ],
+)
+def test_dini_and_coar_types(types: list[str], expected: str) -> None:
+    """DINI's `doc-type:` terms and COAR type URIs were `other`, and `Text` listed first hid
+    the specific type after it."""
+    body = "".join(f"<dc:type>{value}</dc:type>" for value in types)
+    item = dc_item(
+        f"<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>{body}"
+    )
+    assert transformed_metadata(item)["resource_type"] == {"id": expected}
+
+
 def test_dc_dois_in_every_form() -> None:
     """F4: info:doi/, www.doi.org and OpenAIRE's altIdentifier are DOIs, lower-cased. An
     altIdentifier is another identifier of this very resource (OpenAIRE guidelines), so it is
