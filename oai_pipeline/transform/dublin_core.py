@@ -183,10 +183,22 @@ def _dates(dc: etree._Element) -> tuple[str | None, list[dict[str, Any]]]:
     fails the record: the source says when, and we cannot read it.
 
     The other dates (DSpace's deposit timestamps, cut to their day) are kept once each as
-    `other` dates: Dublin Core does not say what they are."""
+    `other` dates: Dublin Core does not say what they are. OpenAIRE's embargo end is an
+    `available` date."""
     texts = [text for _, text in _texts(_DATE, dc)]
     if not texts:
         return None, []
+    embargo_ends: list[dict[str, Any]] = []
+    if any(text.startswith(_EU_REPO_DATE) for text in texts):
+        embargo_ends = [
+            {"date": date, "type": {"id": "available"}, "description": "embargo end"}
+            for text in texts
+            if text.startswith(_EU_REPO_EMBARGO_END)
+            and (date := _date_or_none(text[len(_EU_REPO_EMBARGO_END) :]))
+        ]
+        texts = [text for text in texts if not text.startswith(_EU_REPO_DATE)]
+        if not texts:
+            return None, embargo_ends
     earliest: str | None = None
     earliest_stamp: str | None = None
     readable: list[str] = []
@@ -219,7 +231,20 @@ def _dates(dc: etree._Element) -> tuple[str | None, list[dict[str, Any]]]:
             "metadata.publication_date",
         )
     others = [{"date": date, "type": {"id": "other"}} for date in readable if date != chosen]
-    return chosen, others
+    return chosen, others + embargo_ends
+
+
+# OpenAIRE's dc:date for the end of an embargo (`info:eu-repo/date/embargoEnd/2025-06-30`):
+# when the files become available, never the publication date.
+_EU_REPO_DATE = "info:eu-repo/date/"
+_EU_REPO_EMBARGO_END = "info:eu-repo/date/embargoEnd/"
+
+
+def _date_or_none(text: str) -> str | None:
+    try:
+        return normalize_date(text)
+    except ValueError:
+        return None
 
 
 def _identifiers(

@@ -235,6 +235,21 @@ def test_dini_and_coar_types(types: list[str], expected: str) -> None:
     assert transformed_metadata(item)["resource_type"] == {"id": expected}
 
 
+def test_openaire_embargo_end_is_an_available_date() -> None:
+    """OPUS and DSpace in OpenAIRE's set write the embargo's end as a dc:date
+    (`info:eu-repo/date/embargoEnd/…`); it was dropped, and it is never the publication date."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020-05-12</dc:date>"
+        "<dc:date>info:eu-repo/date/embargoEnd/2022-05-12</dc:date>"
+        "<dc:rights>info:eu-repo/semantics/embargoedAccess</dc:rights>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["publication_date"] == "2020-05-12"
+    assert metadata["dates"] == [
+        {"date": "2022-05-12", "type": {"id": "available"}, "description": "embargo end"}
+    ]
+
+
 def test_dc_dois_in_every_form() -> None:
     """F4: info:doi/, www.doi.org and OpenAIRE's altIdentifier are DOIs, lower-cased. An
     altIdentifier is another identifier of this very resource (OpenAIRE guidelines), so it is
