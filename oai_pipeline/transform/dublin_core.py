@@ -155,7 +155,7 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
             {"description": text, "type": {"id": "other"}, "lang": _language(element)}
             for element, text in descriptions[1:]
         ],
-        "subjects": [{"subject": text} for _, text in _texts(_SUBJECT, dc)],
+        "subjects": _subjects(dc),
         "rights": _rights(dc),
         "languages": languages(dc),
         "publisher": publishers[0][1] if publishers else None,
@@ -245,6 +245,30 @@ def _date_or_none(text: str) -> str | None:
         return normalize_date(text)
     except ValueError:
         return None
+
+
+# A classification in dc:subject: DINI's `ddc:610` (German repositories) and OpenAIRE's
+# `info:eu-repo/classification/ddc/610`.
+_CLASSIFICATION = re.compile(r"^(?:(ddc):\s*|info:eu-repo/classification/([A-Za-z]+)/)(.+)$", re.I)
+
+
+def _subjects(dc: etree._Element) -> list[dict[str, Any]]:
+    """dc:subject values, each once: a classification code with its scheme (`ddc:610` is
+    `610` of DDC), and keywords a value lists with `;` between them (OJS writes an
+    article's keywords as one dc:subject, `Medizin; Chirurgie; Anästhesie`) one by one."""
+    subjects: dict[tuple[str, str | None], None] = {}
+    for _, text in _texts(_SUBJECT, dc):
+        if ":" in text and (match := _CLASSIFICATION.match(text)):
+            scheme = (match.group(1) or match.group(2)).upper()
+            subjects[(match.group(3).strip(), scheme)] = None
+            continue
+        for part in text.split(";") if ";" in text else (text,):
+            if keyword := part.strip():
+                subjects[(keyword, None)] = None
+    return [
+        {"subject": subject, "scheme": scheme} if scheme else {"subject": subject}
+        for subject, scheme in subjects
+    ]
 
 
 def _identifiers(

@@ -250,6 +250,28 @@ def test_openaire_embargo_end_is_an_available_date() -> None:
     ]
 
 
+def test_ddc_codes_and_keywords_joined_by_semicolons_are_subjects_of_their_own() -> None:
+    """OPUS writes its DDC classes as `ddc:610`, OpenAIRE as an eu-repo classification URI,
+    OJS an article's keywords as one dc:subject joined by `;`: each was one free-text
+    subject (`ddc:610`, `Medizin; Chirurgie; Anästhesie`)."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        '<dc:subject xml:lang="de">Medizin; Chirurgie; Anästhesie;</dc:subject>'
+        "<dc:subject>Chirurgie</dc:subject>"
+        "<dc:subject>ddc:610</dc:subject>"
+        "<dc:subject>info:eu-repo/classification/ddc/617</dc:subject>"
+        "<dc:subject>610 Medicine &amp; health</dc:subject>"
+    )
+    assert transformed_metadata(item)["subjects"] == [
+        {"subject": "Medizin"},
+        {"subject": "Chirurgie"},
+        {"subject": "Anästhesie"},
+        {"subject": "610", "scheme": "DDC"},
+        {"subject": "617", "scheme": "DDC"},
+        {"subject": "610 Medicine & health"},
+    ]
+
+
 def test_dc_dois_in_every_form() -> None:
     """F4: info:doi/, www.doi.org and OpenAIRE's altIdentifier are DOIs, lower-cased. An
     altIdentifier is another identifier of this very resource (OpenAIRE guidelines), so it is
