@@ -5,6 +5,7 @@ sources, and the target, which must find a user's deposit however its DOI was ty
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote
 
 # Every form a DOI is written in by the feeds: a resolver URL (doi.org, dx.doi.org,
 # www.doi.org), `doi:`, the `info:doi/` URI and OpenAIRE's eu-repo altIdentifier.
@@ -22,11 +23,20 @@ MAX_DOI_LENGTH = 512
 
 
 def bare_doi(value: str) -> str:
-    """`value` without a resolver prefix, stripped and in lower case (not checked)."""
+    """`value` without a resolver prefix, stripped and in lower case (not checked). A doi.org
+    URL is percent-decoded (`https://doi.org/10.1234%2Fabc`, as DSpace and link resolvers
+    write it): in a URL `%` is an escape, a DOI's own `%` is written `%25`. A bare DOI is
+    taken as it is."""
     text = value.strip()
     if text.startswith("10."):  # bare already, as nearly every DOI a harvest sees
         return text.lower()
-    return _RESOLVER.sub("", text, count=1).strip().lower()
+    match = _RESOLVER.match(text)
+    if match is None:
+        return text.lower()
+    bare = text[match.end() :].strip()
+    if "%" in bare and "doi.org/" in match.group(0).lower():
+        bare = unquote(bare)
+    return bare.lower()
 
 
 def normalize_doi(value: str) -> str | None:

@@ -1,10 +1,12 @@
 """EDTF-safe dates: the subset of EDTF every repository accepts (YYYY, YYYY-MM, YYYY-MM-DD, A/B).
 
 Sources write dates in more forms than that; the unambiguous ones (a timestamp, `2020/05/01`,
-`May 2020`, `1 May 2020`, `May 1, 2020`, a year range `2019-2020`) are read into that subset.
-Library catalogues' approximate years (`ca. 1900`, `[1885?]`, `19--`, `1950s`) are read as
-the year or the interval of years. Day-first or month-first numeric forms (`12/05/2020`) are
-ambiguous and refused.
+`20200501`, `May 2020`, `1 May 2020`, `May 1, 2020`, German and French month names, a year
+range `2019-2020`, and the German/European `01.05.2020`, which is always day first) are read
+into that subset. Library catalogues' approximate years (`ca. 1900`, `[1885?]`, `1885.`,
+`19--`, `1950s`) are read as the year or the interval of years. Numeric forms with slashes
+and the year last (`12/05/2020`) are day first in Europe and month first in the US: ambiguous,
+and refused.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from functools import lru_cache
 from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure, shown
 
 ACCEPTED_FORMS = (
-    "YYYY, YYYY-MM, YYYY-MM-DD (or a timestamp), YYYY/MM/DD, YYYY/MM, 'May 2020', "
-    "'1 May 2020', 'May 1, 2020', a year range YYYY-YYYY or an interval A/B of these, "
+    "YYYY, YYYY-MM, YYYY-MM-DD (or a timestamp), YYYYMMDD, YYYY/MM/DD, YYYY/MM, DD.MM.YYYY, "
+    "MM.YYYY, 'May 2020', '1 May 2020', 'May 1, 2020', '12. Mai 2020', a year range "
+    "YYYY-YYYY or an interval A/B of these, "
     "or an approximate year ('ca. 1900', '[1885?]', '19--', '1950s')"
 )
 """The forms `normalize_date` reads, for the error messages of the imports."""
@@ -29,6 +32,12 @@ _TIMESTAMP = re.compile(
 )
 # Year first with slashes is unambiguous: 2020/05/01, 2020/5. (2020/2021 is an interval.)
 _SLASHED = re.compile(r"^(\d{4})/(\d{1,2})(?:/(\d{1,2}))?$")
+# Year first, unpadded (`2020-5-1`), and ISO 8601's basic form (`20200501`).
+_UNPADDED = re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2})$")
+_BASIC = re.compile(r"^(\d{4})(\d{2})(\d{2})$")
+# Dots are the German/European numeric form, always day first: 12.05.2020, 1.5.2020, 05.2020.
+# A two-digit year (12.05.20) names no century and is refused.
+_DOTTED = re.compile(r"^(?:(\d{1,2})\.\s?)?(\d{1,2})\.\s?(\d{4})$")
 _YEAR_RANGE = re.compile(r"^(\d{4})\s*[-\u2013]\s*(\d{4})$")
 _MONTHS = {
     name: number
@@ -36,17 +45,34 @@ _MONTHS = {
     for name in (calendar.month_name[number].lower(), calendar.month_abbr[number].lower())
 }
 _MONTHS["sept"] = 9
-_MONTH = r"([A-Za-z]{3,9})\.?"
+# German and French month names, as German and European repositories write them
+# (`12. Mai 2020`, `März 2020`, `1 juin 2020`); none is another month's English name.
+_FOREIGN_MONTHS = (
+    ("januar", "jänner", "janvier", "janv"),
+    ("februar", "feber", "février", "fevrier", "févr", "fevr"),
+    ("märz", "maerz", "mrz", "mär", "mars"),
+    ("avril", "avr"),
+    ("mai",),
+    ("juni", "juin"),
+    ("juli", "juillet", "juil"),
+    ("août", "aout"),
+    ("septembre",),
+    ("oktober", "okt", "octobre"),
+    ("novembre",),
+    ("dezember", "dez", "décembre", "decembre", "déc"),
+)
+_MONTHS.update({name: number for number, names in enumerate(_FOREIGN_MONTHS, 1) for name in names})
+_MONTH = r"([^\W\d_]{3,9})\.?"
 _MONTH_YEAR = re.compile(rf"^{_MONTH}\s+(\d{{4}})$")  # May 2020
 _DAY_MONTH_YEAR = re.compile(rf"^(\d{{1,2}})\.?\s+{_MONTH},?\s+(\d{{4}})$")  # 1 May 2020
 _MONTH_DAY_YEAR = re.compile(rf"^{_MONTH}\s+(\d{{1,2}}),?\s+(\d{{4}})$")  # May 1, 2020
 
 
 # Library catalogues' approximate years (AACR2/RDA): "ca. 1900", "circa 1900", "c1900",
-# "[1885?]", "1885?", "[1920]": the year. "19--" (century unknown digits, also "19uu") and
-# "1950s" (a decade): the interval of years they cover.
+# "[1885?]", "1885?", "[1920]", "1885." (ISBD's closing period): the year. "19--" (century
+# unknown digits, also "19uu") and "1950s" (a decade): the interval of years they cover.
 _APPROXIMATE_YEAR = re.compile(
-    r"^\[?\s*(?:(?:ca|c|circa|approx|approximately|around|about)\.?\s*)?(\d{4})\s*\??\s*\]?\??$",
+    r"^\[?\s*(?:(?:ca|c|circa|approx|approximately|around|about)\.?\s*)?(\d{4})\s*\??\s*\]?\??\.?$",
     re.I,
 )
 _UNKNOWN_DIGITS = re.compile(r"^\[?(\d{2,3})(-{1,2}|[ux]{1,2}|\?{1,2})\??\]?$", re.I)
@@ -75,8 +101,10 @@ def _invalid(text: str) -> _UnknownForm:
 
 def _spelled(text: str) -> str | None:
     """`YYYY-MM[-DD]` of the other unambiguous forms, or None when `text` is none of them."""
-    if match := _SLASHED.match(text):
+    if match := _SLASHED.match(text) or _UNPADDED.match(text) or _BASIC.match(text):
         year, month, day = match.groups()
+    elif match := _DOTTED.match(text):
+        day, month, year = match.groups()
     elif text[:1].isalpha() or (text[:1].isdigit() and not text[:4].isdigit()):
         if match := _MONTH_YEAR.match(text):
             month_name, year = match.groups()
@@ -150,6 +178,28 @@ def normalize_date(text: str) -> str:
         return _single(text)
     start_text, _, end_text = text.partition("/")
     return _interval(text, start_text, end_text)
+
+
+# A year in free text (`Spring 2020`, `WS 2019/20`, `Published 2004`): four digits standing
+# alone, from 1000 to 2999.
+_YEAR_IN_TEXT = re.compile(r"(?<!\d)([12]\d{3})(?!\d)")
+# What catalogues write for "no date": n.d., s.d., s.a. (sine anno), o.J. (ohne Jahr), undated.
+_NO_DATE = re.compile(
+    r"^\[?\s*(?:n\.\s?d|s\.\s?d|s\.\s?a|o\.\s?j|sine anno|ohne jahr|sans date|undated|"
+    r"no date|unknown|unbekannt)\.?\s*\]?$",
+    re.I,
+)
+
+
+def year_in_text(text: str) -> str | None:
+    """The earliest year written in a text that is no date (`Spring 2020`: 2020), or None."""
+    years = _YEAR_IN_TEXT.findall(text)
+    return min(years) if years else None
+
+
+def says_no_date(text: str) -> bool:
+    """True for the catalogue terms that say a work is undated (`n.d.`, `[s.a.]`, `o.J.`)."""
+    return _NO_DATE.match(text.strip()) is not None
 
 
 def first_date(candidates: list[str]) -> str:

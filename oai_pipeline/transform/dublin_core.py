@@ -15,10 +15,17 @@ from lxml import etree
 from oai_pipeline.doi import normalize_doi
 from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.datacite import XML_LANG
-from oai_pipeline.transform.dates import ACCEPTED_FORMS, is_timestamp, normalize_date
+from oai_pipeline.transform.dates import (
+    ACCEPTED_FORMS,
+    is_timestamp,
+    normalize_date,
+    says_no_date,
+    year_in_text,
+)
 from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure, missing_field, shown
 from oai_pipeline.transform.normalize import (
     block_text_or_none,
+    creators_or_contributors,
     description_html,
     eu_repo_grant,
     file_link,
@@ -119,9 +126,12 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
     titles = _texts(_TITLE, dc)
     if not titles:
         raise missing_field("metadata.title", "dc:title")
-    creators = [_creatibutor(text) for text in _names(_CREATOR, dc)]
+    creators, contributors = creators_or_contributors(
+        [_creatibutor(text) for text in _names(_CREATOR, dc)],
+        [{**_creatibutor(text), "role": {"id": "other"}} for text in _names(_CONTRIBUTOR, dc)],
+    )
     if not creators:
-        raise missing_field("metadata.creators", "dc:creator")
+        raise missing_field("metadata.creators", "dc:creator or dc:contributor")
     descriptions = _descriptions(dc)
     pids, identifiers, links = _identifiers(dc)
     resource_type = vocab.dc_resource_type([text for _, text in _texts(_TYPE, dc)])
@@ -129,6 +139,7 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
     identifiers, containers = _containers(dc, identifiers + alternates, resource_type)
     own = pids.get("doi")
     publishers = _texts(_PUBLISHER, dc)
+    publication_date, other_dates = _dates(dc)
     metadata: dict[str, Any] = {
         "resource_type": {"id": resource_type},
         "title": titles[0][1],
@@ -137,19 +148,18 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
             for element, text in titles[1:]
         ],
         "creators": creators,
-        "contributors": [
-            {**_creatibutor(text), "role": {"id": "other"}} for text in _names(_CONTRIBUTOR, dc)
-        ],
-        "publication_date": _publication_date(dc),
+        "contributors": contributors,
+        "publication_date": publication_date,
         "description": descriptions[0][1] if descriptions else None,
         "additional_descriptions": [
             {"description": text, "type": {"id": "other"}, "lang": _language(element)}
             for element, text in descriptions[1:]
         ],
-        "subjects": [{"subject": text} for _, text in _texts(_SUBJECT, dc)],
+        "subjects": _subjects(dc),
         "rights": _rights(dc),
         "languages": languages(dc),
         "publisher": publishers[0][1] if publishers else None,
+        "dates": other_dates,
         "identifiers": unique_identifiers(identifiers, own["identifier"] if own else None),
         "related_identifiers": related + containers,
         "formats": [text for _, text in _texts(_FORMAT, dc)],
@@ -158,40 +168,107 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
     return {"metadata": metadata, "pids": pids, "files": {"enabled": False, "links": links}}
 
 
-def _publication_date(dc: etree._Element) -> str | None:
-    """The issued date among the dc:dates. Repositories list several, and not the issued
-    date first: DSpace gives dc.date.accessioned and .available, deposit timestamps with a
-    time of day, before dc.date.issued, a date without one. So a date without a time of day
-    is preferred to a timestamp (an accepted manuscript is deposited before it is issued);
-    of those, the earliest (of equal dates the less precise: `2015` before `2015-03-02`).
+def _dates(dc: etree._Element) -> tuple[str | None, list[dict[str, Any]]]:
+    """The publication date among the dc:dates, and the others as dates of the record.
 
-    None when there is no dc:date at all: the oai-import transformer then takes the date of
-    the record's OAI datestamp (see `oai_import._default_publication_date`)."""
-    dates = [text for _, text in _texts(_DATE, dc)]
-    if not dates:
-        return None  # the transformer falls back to the OAI datestamp
+    Repositories list several, and not the issued date first: DSpace flattens
+    dc.date.accessioned and .available, deposit timestamps with a time of day, and then
+    dc.date.issued, a date without one, into dc:date. So the publication date is, in order:
+    the earliest date without a time of day (an accepted manuscript is deposited before it is
+    issued; of equal dates the less precise, `2015` before `2015-03-02`); else the earliest
+    year written in a dc:date that is no date (`Spring 2020`, `WS 2019/20`); else the earliest
+    timestamp. None when there is no dc:date, or only ones that say "no date" (`n.d.`,
+    `o.J.`): the oai-import transformer then takes the day of the record's OAI datestamp (see
+    `oai_import._default_publication_date`). A dc:date that is neither a date nor has a year
+    fails the record: the source says when, and we cannot read it.
+
+    The other dates (DSpace's deposit timestamps, cut to their day) are kept once each as
+    `other` dates: Dublin Core does not say what they are. OpenAIRE's embargo end is an
+    `available` date."""
+    texts = [text for _, text in _texts(_DATE, dc)]
+    if not texts:
+        return None, []
+    embargo_ends: list[dict[str, Any]] = []
+    if any(text.startswith(_EU_REPO_DATE) for text in texts):
+        embargo_ends = [
+            {"date": date, "type": {"id": "available"}, "description": "embargo end"}
+            for text in texts
+            if text.startswith(_EU_REPO_EMBARGO_END)
+            and (date := _date_or_none(text[len(_EU_REPO_EMBARGO_END) :]))
+        ]
+        texts = [text for text in texts if not text.startswith(_EU_REPO_DATE)]
+        if not texts:
+            return None, embargo_ends
     earliest: str | None = None
     earliest_stamp: str | None = None
-    for text in dates:
+    readable: list[str] = []
+    unreadable: list[str] = []
+    for text in texts:
         try:
             date = normalize_date(text)
         except ValueError:
+            unreadable.append(text)
             continue
+        if date not in readable:
+            readable.append(date)
         # EDTF dates (and an interval's start) compare as strings, a prefix first.
         if is_timestamp(text):
             if earliest_stamp is None or date < earliest_stamp:
                 earliest_stamp = date
         elif earliest is None or date.partition("/")[0] < earliest.partition("/")[0]:
             earliest = date
-    chosen = earliest if earliest is not None else earliest_stamp
-    if chosen is not None:
-        return chosen
-    raise TransformFailure(
-        INVALID_DATE,
-        f"cannot read a publication date from dc:date {' or '.join(map(shown, dates))}; "
-        f"the accepted forms are {ACCEPTED_FORMS}",
-        "metadata.publication_date",
-    )
+    chosen = earliest
+    if chosen is None and unreadable:
+        years = [year for text in unreadable if (year := year_in_text(text)) is not None]
+        chosen = min(years) if years else None
+    if chosen is None:
+        chosen = earliest_stamp
+    if chosen is None and not all(map(says_no_date, unreadable)):
+        raise TransformFailure(
+            INVALID_DATE,
+            f"cannot read a publication date from dc:date {' or '.join(map(shown, texts))}; "
+            f"the accepted forms are {ACCEPTED_FORMS}",
+            "metadata.publication_date",
+        )
+    others = [{"date": date, "type": {"id": "other"}} for date in readable if date != chosen]
+    return chosen, others + embargo_ends
+
+
+# OpenAIRE's dc:date for the end of an embargo (`info:eu-repo/date/embargoEnd/2025-06-30`):
+# when the files become available, never the publication date.
+_EU_REPO_DATE = "info:eu-repo/date/"
+_EU_REPO_EMBARGO_END = "info:eu-repo/date/embargoEnd/"
+
+
+def _date_or_none(text: str) -> str | None:
+    try:
+        return normalize_date(text)
+    except ValueError:
+        return None
+
+
+# A classification in dc:subject: DINI's `ddc:610` (German repositories) and OpenAIRE's
+# `info:eu-repo/classification/ddc/610`.
+_CLASSIFICATION = re.compile(r"^(?:(ddc):\s*|info:eu-repo/classification/([A-Za-z]+)/)(.+)$", re.I)
+
+
+def _subjects(dc: etree._Element) -> list[dict[str, Any]]:
+    """dc:subject values, each once: a classification code with its scheme (`ddc:610` is
+    `610` of DDC), and keywords a value lists with `;` between them (OJS writes an
+    article's keywords as one dc:subject, `Medizin; Chirurgie; Anästhesie`) one by one."""
+    subjects: dict[tuple[str, str | None], None] = {}
+    for _, text in _texts(_SUBJECT, dc):
+        if ":" in text and (match := _CLASSIFICATION.match(text)):
+            scheme = (match.group(1) or match.group(2)).upper()
+            subjects[(match.group(3).strip(), scheme)] = None
+            continue
+        for part in text.split(";") if ";" in text else (text,):
+            if keyword := part.strip():
+                subjects[(keyword, None)] = None
+    return [
+        {"subject": subject, "scheme": scheme} if scheme else {"subject": subject}
+        for subject, scheme in subjects
+    ]
 
 
 def _identifiers(

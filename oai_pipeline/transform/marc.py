@@ -25,6 +25,7 @@ from oai_pipeline.transform.normalize import (
     EUROPEAN_COMMISSION,
     block_text_or_none,
     citation,
+    creators_or_contributors,
     description_html,
     eu_repo_grant,
     file_link,
@@ -197,9 +198,7 @@ def _creatibutors(fields: Fields) -> tuple[list[dict[str, Any]], list[dict[str, 
         else:
             role = next((_ROLES[r] for r in sorted(relators) if r in _ROLES), "other")
             contributors.append({**entry, "role": {"id": role}})
-    if not creators:
-        creators = [{k: v for k, v in entry.items() if k != "role"} for entry in contributors]
-        contributors = []
+    creators, contributors = creators_or_contributors(creators, contributors)
     if not creators:
         raise missing_field("metadata.creators", "creator (MARC 100/110/111 or 700/710/711 $a)")
     return creators, contributors

@@ -209,6 +209,18 @@ def looks_like_organisation(name: str) -> bool:
     return bool(_ACRONYM.match(name) or _ORGANISATION_WORDS.search(name))
 
 
+def creators_or_contributors(
+    creators: list[dict[str, Any]], contributors: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The creators and contributors of a record, with the contributors (without their role)
+    as its creators when it names no creator: a recording catalogued under its title, a
+    DSpace thesis with only its advisor in dc.contributor. The target needs a creator, and
+    the people the source names are the nearest it gives. Both MARC and Dublin Core use it."""
+    if creators:
+        return creators, contributors
+    return [{k: v for k, v in entry.items() if k != "role"} for entry in contributors], []
+
+
 def split_dc_name(text: str) -> tuple[str, str | None]:
     """A dc:creator/dc:contributor name without the authority dates after it, and the
     affiliation in a trailing parenthesis (a role such as `(ed.)` is dropped)."""

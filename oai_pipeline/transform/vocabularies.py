@@ -97,6 +97,13 @@ DC_RESOURCE_TYPES: dict[str, str] = {
     "recordingmusical": "audio",
     "recordingoral": "audio",
     "learningobject": "lesson",
+    # DINI's document types (`doc-type:` terms of German repositories, OPUS's plain types)
+    # that are not eu-repo terms.
+    "periodical": "publication-journal",
+    "periodicalpart": "publication",
+    "studythesis": "publication-dissertation",
+    "habilitation": "publication-dissertation",
+    "coursematerial": "lesson",
 }
 
 # COAR Resource Types (http://purl.org/coar/resource_type/<code>), the types OpenAIRE v4's
@@ -218,22 +225,36 @@ _NOT_ALPHANUMERIC = re.compile(r"[\W_]+")
 
 @lru_cache(maxsize=4096)
 def _dc_type(value: str) -> str | None:
-    """The resource type of one dc:type: an eu-repo URI's or DCMI URI's last segment, else the
-    whole text (`Audio/Sound`), compared without case, spaces or punctuation."""
+    """The resource type of one dc:type: a COAR type URI's, else an eu-repo URI's or DCMI URI's
+    last segment, or a DINI `doc-type:` term (German repositories) without its prefix, else
+    the whole text (`Audio/Sound`), compared without case, spaces or punctuation."""
     value = value.strip()
     if value.startswith(("info:", "http://", "https://")):
-        value = value.rsplit("/", 1)[-1]
+        value = value.rstrip("/").rsplit("/", 1)[-1]
+        if value in COAR_RESOURCE_TYPES:
+            return COAR_RESOURCE_TYPES[value]
+    elif value[:9].lower() == "doc-type:":
+        value = value[9:]
     return DC_RESOURCE_TYPES.get(_NOT_ALPHANUMERIC.sub("", value).lower())
 
 
+# What a dc:type says that says little: DCMI's `Text`, `other`. A more specific dc:type
+# of the same record is preferred (`Text` before `doc-type:doctoralThesis`, as DINI asks).
+_VAGUE_TYPES = frozenset({"publication", "other"})
+
+
 def dc_resource_type(values: list[str]) -> str:
-    """The first dc:type (eu-repo URI, DCMI term or a repository's free text) that maps;
+    """The first dc:type (eu-repo URI, COAR URI, DINI term, DCMI term or a repository's free
+    text) that maps to a specific type, else the first that maps (`Text`: `publication`);
     `other` when none does."""
+    vague = None
     for value in values:
         mapped = _dc_type(value)
         if mapped is not None:
-            return mapped
-    return "other"
+            if mapped not in _VAGUE_TYPES:
+                return mapped
+            vague = vague or mapped
+    return vague or "other"
 
 
 def coar_resource_type(uri: str | None, label: str | None, general: str | None) -> str:

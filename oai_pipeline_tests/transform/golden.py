@@ -20,6 +20,8 @@ the unknown-root messages changed, which now list oai_openaire and marcxml. And 
 journal of a DataCite relatedItem `IsPublishedIn`: the affiliation and relatedItem examples
 gained its citation as a series-information description; nothing else changed. And for
 DataCite dates of a type the target lacks: the full example's Coverage date names its type.
+And for German/European date forms (`12.05.2020`): only the invalid_date messages changed,
+which list the new forms.
 """
 
 from __future__ import annotations

@@ -160,6 +160,8 @@ def test_dspace_publication_date_is_the_issued_date() -> None:
         ("1 May 2020", "2020-05-01"),
         ("May 1, 2020", "2020-05-01"),
         ("2019-2020", "2019/2020"),
+        ("12.05.2020", "2020-05-12"),  # OPUS and other German repositories: day first
+        ("12. Mai 2020", "2020-05-12"),
     ],
 )
 def test_dc_dates_in_common_forms(date: str, expected: str) -> None:
@@ -168,6 +170,106 @@ def test_dc_dates_in_common_forms(date: str, expected: str) -> None:
         f"<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>{date}</dc:date>"
     )
     assert transformed_metadata(item)["publication_date"] == expected
+
+
+@pytest.mark.parametrize(
+    ("dates", "expected"),
+    [
+        (["Spring 2020"], "2020"),
+        (["WS 2019/20"], "2019"),  # a German winter semester
+        (["Published 2004", "2020-03-01T10:00:00Z"], "2004"),  # before a deposit timestamp
+        (["Spring 2020", "2019-10"], "2019-10"),  # a date is preferred to a year in text
+        (["n.d."], "2021-06-30"),  # "no date": the day of the OAI datestamp
+        (["[s.a.]", "o.J."], "2021-06-30"),
+    ],
+)
+def test_dc_date_that_is_no_date_keeps_the_record(dates: list[str], expected: str) -> None:
+    """A dc:date that is no date failed the record with invalid_date, although its year (or
+    another dc:date) was there; a catalogue's "no date" is taken as no dc:date at all."""
+    body = "".join(f"<dc:date>{date}</dc:date>" for date in dates)
+    item = TransformItem(
+        "oai:x:1",
+        "2021-06-30T08:15:00Z",
+        [],
+        wrap_metadata(
+            DC_HEAD + f"<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator>{body}</oai_dc:dc>"
+        ),
+    )
+    assert transformed_metadata(item)["publication_date"] == expected
+
+
+def test_percent_encoded_doi_url_is_the_records_doi() -> None:
+    """DSpace's dc.identifier.uri as a percent-encoded doi.org URL was a plain URL identifier,
+    and the record had no DOI."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        "<dc:identifier>https://doi.org/10.1234%2FABC</dc:identifier>"
+    )
+    transform_one(item)
+    assert item.pid == "10.1234/abc"
+    assert item.data["metadata"]["identifiers"] == []
+
+
+@pytest.mark.parametrize(
+    ("types", "expected"),
+    [
+        # DINI (German repositories): the DCMI type, then the doc-type term
+        (["Text", "doc-type:doctoralThesis"], "publication-dissertation"),
+        (["doc-type:article"], "publication-article"),
+        (["doc-type:StudyThesis"], "publication-dissertation"),
+        (["doc-type:Periodical"], "publication-journal"),
+        # OPUS 4: its own type, then the doc-type term
+        (["coursematerial", "doc-type:coursematerial"], "lesson"),
+        # OpenAIRE v4's COAR URI written into dc:type
+        (["http://purl.org/coar/resource_type/c_6501"], "publication-article"),
+        (["Text"], "publication"),
+    ],
+)
+def test_dini_and_coar_types(types: list[str], expected: str) -> None:
+    """DINI's `doc-type:` terms and COAR type URIs were `other`, and `Text` listed first hid
+    the specific type after it."""
+    body = "".join(f"<dc:type>{value}</dc:type>" for value in types)
+    item = dc_item(
+        f"<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>{body}"
+    )
+    assert transformed_metadata(item)["resource_type"] == {"id": expected}
+
+
+def test_openaire_embargo_end_is_an_available_date() -> None:
+    """OPUS and DSpace in OpenAIRE's set write the embargo's end as a dc:date
+    (`info:eu-repo/date/embargoEnd/…`); it was dropped, and it is never the publication date."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020-05-12</dc:date>"
+        "<dc:date>info:eu-repo/date/embargoEnd/2022-05-12</dc:date>"
+        "<dc:rights>info:eu-repo/semantics/embargoedAccess</dc:rights>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["publication_date"] == "2020-05-12"
+    assert metadata["dates"] == [
+        {"date": "2022-05-12", "type": {"id": "available"}, "description": "embargo end"}
+    ]
+
+
+def test_ddc_codes_and_keywords_joined_by_semicolons_are_subjects_of_their_own() -> None:
+    """OPUS writes its DDC classes as `ddc:610`, OpenAIRE as an eu-repo classification URI,
+    OJS an article's keywords as one dc:subject joined by `;`: each was one free-text
+    subject (`ddc:610`, `Medizin; Chirurgie; Anästhesie`)."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        '<dc:subject xml:lang="de">Medizin; Chirurgie; Anästhesie;</dc:subject>'
+        "<dc:subject>Chirurgie</dc:subject>"
+        "<dc:subject>ddc:610</dc:subject>"
+        "<dc:subject>info:eu-repo/classification/ddc/617</dc:subject>"
+        "<dc:subject>610 Medicine &amp; health</dc:subject>"
+    )
+    assert transformed_metadata(item)["subjects"] == [
+        {"subject": "Medizin"},
+        {"subject": "Chirurgie"},
+        {"subject": "Anästhesie"},
+        {"subject": "610", "scheme": "DDC"},
+        {"subject": "617", "scheme": "DDC"},
+        {"subject": "610 Medicine & health"},
+    ]
 
 
 def test_dc_dois_in_every_form() -> None:
@@ -384,7 +486,8 @@ def test_dc_names_of_library_catalogues_and_organisations() -> None:
 
 def test_record_without_dc_date_is_dated_by_its_oai_datestamp() -> None:
     """No dc:date at all: the day of the OAI datestamp is the publication date (before, the
-    record was rejected); an unreadable dc:date still is an invalid_date."""
+    record was rejected); an unreadable dc:date without a year still is an invalid_date
+    (`test_errors.test_unparsable_dc_date`)."""
     item = TransformItem(
         "oai:x:1",
         "2021-06-30T08:15:00Z",

@@ -102,6 +102,23 @@ def test_an_organisation_named_in_finnish_is_an_organisation() -> None:
     }
 
 
+def test_contributors_are_the_creators_of_a_record_without_dc_creator() -> None:
+    """The HELDA report without its dc:creator (a department's series issue names only the
+    department, as dc:contributor) failed with "no dc:creator"; its contributors are its
+    creators now, as they are for MARC (one rule, `creators_or_contributors`)."""
+    xml = (PUBLIC / "helda-dspace-oai_dc.xml").read_bytes()
+    xml = xml.replace(b"<dc:creator>Tall, Anna</dc:creator>", b"")
+    item = TransformItem("oai:helda:7634", "2024-01-01", [], wrap_metadata(xml))
+    [item] = transform([item])
+    assert item.error is None, item.error
+    data = item.data["metadata"]  # type: ignore[index]
+    assert [c["person_or_org"]["name"] for c in data["creators"]] == [
+        "Helsingin yliopisto, soveltavan biologian laitos"
+    ]
+    assert "role" not in data["creators"][0]
+    assert data["contributors"] == []
+
+
 @pytest.mark.parametrize(
     "name",
     [
@@ -148,6 +165,15 @@ def test_issn_in_dc_identifier_is_the_serial_the_record_is_published_in() -> Non
     assert data["identifiers"] == [
         {"identifier": "http://hdl.handle.net/11216/1280", "scheme": "url"}
     ]
+
+
+def test_dspace_deposit_timestamps_are_kept_as_dates() -> None:
+    """DSpace's oai_dc flattens dc.date.accessioned, .available and .issued into dc:date: the
+    issued date is the publication date, and the deposit timestamps (one day, twice) were
+    dropped; they are kept once as `other` dates."""
+    data = metadata("nku-dspace-oai_dc.xml")
+    assert data["publication_date"] == "2007-09"
+    assert data["dates"] == [{"date": "2016-07-05", "type": {"id": "other"}}]
 
 
 def test_isbn_of_a_book_part_and_eu_repo_alt_identifier() -> None:

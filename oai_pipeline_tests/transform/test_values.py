@@ -84,6 +84,37 @@ def test_dates_in_other_unambiguous_forms(text: str, expected: str | None) -> No
         assert normalize_date(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("12.05.2020", "2020-05-12"),  # dots are always day first
+        ("1.5.2020", "2020-05-01"),
+        ("01. 05. 2020", "2020-05-01"),
+        ("05.2020", "2020-05"),
+        ("12. Mai 2020", "2020-05-12"),
+        ("März 2020", "2020-03"),
+        ("1. Dezember 2019", "2019-12-01"),
+        ("1 juin 2020", "2020-06-01"),
+        ("20200512", "2020-05-12"),  # ISO 8601's basic form
+        ("2020-5-1", "2020-05-01"),
+        ("1998.", "1998"),  # ISBD's closing period
+        ("12.05.2020/14.05.2020", "2020-05-12/2020-05-14"),
+        ("12.5.20", None),  # no century
+        ("31.02.2020", None),
+        ("12.13.2020", None),  # dots are never month first
+        ("Mai 20", None),
+    ],
+)
+def test_german_and_european_dates(text: str, expected: str | None) -> None:
+    """German and European repositories write day-first dates with dots and month names in
+    their language; before, each failed the record with invalid_date."""
+    if expected is None:
+        with pytest.raises(ValueError):
+            normalize_date(text)
+    else:
+        assert normalize_date(text) == expected
+
+
 def test_a_rejected_date_names_the_accepted_forms() -> None:
     with pytest.raises(ValueError) as error:
         normalize_date("Summer 2019")
@@ -118,6 +149,26 @@ def test_identifier_normalisation() -> None:
 def test_every_doi_form_is_normalised(text: str) -> None:
     """F4: one reader for every way the feeds write a DOI, lower-cased."""
     assert normalize_doi(text) == "10.1234/abc"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("https://doi.org/10.1234%2Fabc", "10.1234/abc"),
+        ("http://dx.doi.org/10.1234%2FABC", "10.1234/abc"),
+        # SICI DOIs hold `<`, `>` and `;`, which a URL escapes
+        (
+            "https://doi.org/10.1002/(SICI)1097-4571(199806)49:8%3C693::AID-ASI4%3E3.0.CO;2-0",
+            "10.1002/(sici)1097-4571(199806)49:8<693::aid-asi4>3.0.co;2-0",
+        ),
+        ("https://doi.org/10.1234/a%25b", "10.1234/a%b"),  # a DOI's own `%`
+        ("10.1234/a%2Fb", "10.1234/a%2fb"),  # not a URL: taken as it is
+    ],
+)
+def test_a_percent_encoded_doi_url_is_decoded(text: str, expected: str) -> None:
+    """A doi.org URL is percent-encoded; before, `https://doi.org/10.1234%2Fabc` was no DOI
+    (its record got no pid) and a SICI DOI kept its escapes."""
+    assert normalize_doi(text) == expected
 
 
 def test_one_line_values_collapse_whitespace() -> None:
