@@ -39,11 +39,11 @@ case "$command" in
     setup
     # The shipped endpoint at the port the demo's harvester `sample` harvests
     # (OAI_PIPELINE_SAMPLE_PORT, default 8765), served beside the UI for as long as it runs,
-    # so that harvester's schedules and new materialisations work there too.
-    .venv/bin/oai-pipeline sample-endpoint serve >/dev/null &
-    sample_endpoint=$!
-    trap 'kill "$sample_endpoint" 2>/dev/null || true' EXIT
-    .venv/bin/dagster dev -w workspace.yaml "$@" ;;
+    # so that harvester's schedules and new materialisations work there too. dagster dev
+    # takes this shell's process (exec): Ctrl-C and SIGTERM reach it as before, and the
+    # endpoint stops when it ends.
+    .venv/bin/oai-pipeline sample-endpoint serve --exit-with-parent >/dev/null &
+    exec .venv/bin/dagster dev -w workspace.yaml "$@" ;;
   bench) setup; exec .venv/bin/python -m oai_pipeline_tests.benchmark "$@" ;;
   cli) setup; exec .venv/bin/oai-pipeline "$@" ;;
   *) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 2 ;;  # the comment block above, no code

@@ -53,8 +53,18 @@ def sample_endpoint() -> None:
     metavar="N",
     help="Serve N generated DataCite records (2 % deleted) instead of the sample set.",
 )
+@click.option(
+    "--exit-with-parent",
+    is_flag=True,
+    help="Also stop when the process that started this one ends (./run.sh dev).",
+)
 def serve(
-    host: str, port: int, page_size: int | None, granularity: str, generated: int | None
+    host: str,
+    port: int,
+    page_size: int | None,
+    granularity: str,
+    generated: int | None,
+    exit_with_parent: bool,
 ) -> None:
     """Serve until Ctrl-C; prints the base URL to harvest."""
     records = None
@@ -76,6 +86,7 @@ def serve(
             port=port,
             page_size=page_size,
             granularity=granularity,
+            exit_with_parent=exit_with_parent,
         )
     except OSError as error:  # port taken, unknown host: a one-line error, not a traceback
         message = f"cannot serve on {host}:{port}: {error.strerror or error}"

@@ -348,20 +348,28 @@ def serve_forever(
     *,
     on_ready: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
+    exit_with_parent: bool = False,
     **options: Any,
 ) -> None:
     """Serve until Ctrl-C (or until `stop` is set); `on_ready` gets the base URL.
 
+    `exit_with_parent`: also until the process that started this one ends (`./run.sh dev`
+    serves it beside `dagster dev`, which it execs into: started in the background from a
+    script, this process ignores Ctrl-C, and a script killed by a signal runs no trap).
     `options` are `OAIEndpoint`'s keyword arguments.
     """
+    import os
+
     endpoint = OAIEndpoint(records, **options)
     stop = stop or threading.Event()
+    parent = os.getppid()
     base_url = endpoint.start()
     try:
         if on_ready is not None:
             on_ready(base_url)
         while not stop.wait(0.2):  # short waits: Ctrl-C is noticed promptly
-            pass
+            if exit_with_parent and os.getppid() != parent:  # adopted: the parent ended
+                break
     except KeyboardInterrupt:
         pass
     finally:

@@ -1,9 +1,14 @@
-"""`oai-pipeline sample-endpoint serve`, driven through click's CliRunner."""
+"""`oai-pipeline sample-endpoint serve`, driven through click's CliRunner (and once as
+processes: `--exit-with-parent`)."""
 
 from __future__ import annotations
 
 import _thread
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -100,3 +105,53 @@ def test_group_name_and_help():
     result = CliRunner().invoke(sample_endpoint, ["serve", "--help"])
     assert result.exit_code == 0
     assert "--generated" in result.output and "Ctrl-C" in result.output
+
+
+def test_serve_with_exit_with_parent_stops_when_its_parent_ends(tmp_path):
+    """`./run.sh dev` starts `serve --exit-with-parent` in the background and execs into
+    `dagster dev`: when that ends (Ctrl-C, SIGTERM), the endpoint ends too, not left
+    serving the port for good."""
+    port = _free_port()
+    pid_file = tmp_path / "serve.pid"
+    parent = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'from oai_pipeline.cli import main;"
+        f" main()', 'sample-endpoint', 'serve', '--port', '{port}', '--exit-with-parent'],"
+        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(60)\n"
+    )
+    starter = subprocess.Popen([sys.executable, "-c", parent])
+    try:
+        deadline = time.monotonic() + 60
+        while not _answers(port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _answers(port), "serve did not start"
+        child = int(pid_file.read_text())
+    finally:
+        starter.kill()
+        starter.wait()
+    deadline = time.monotonic() + 20
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    still_serving = _alive(child)
+    if still_serving:
+        os.kill(child, signal.SIGKILL)
+    assert not still_serving
+    assert not _answers(port)
+
+
+def _answers(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/oai?verb=Identify", timeout=2).is_success
+    except httpx.HTTPError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs (a zombie whose parent has not reaped it does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
