@@ -761,9 +761,9 @@ def licenses(elements: list[etree._Element], uri_attribute: str) -> list[dict[st
         license_id = (
             vocab.license_id_from_identifier(identifier)
             if identifier
-            else vocab.license_id_from_url(uri)
-            if uri
-            else None
+            # a known URI, else a license named with its version in the text (`CC BY 4.0`)
+            else (vocab.license_id_from_url(uri) if uri else None)
+            or (vocab.license_id_from_name(text) if text else None)
         )
         key = license_id or uri or text
         if key is None:

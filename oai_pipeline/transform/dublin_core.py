@@ -461,8 +461,20 @@ def _rights(dc: etree._Element) -> list[dict[str, Any]]:
     if statements and len(statements) == len(rights):
         for right, (element, text) in zip(rights, statements, strict=True):
             right["title"] = {vocab.i18n_key(element.get(XML_LANG)): text}
-    else:
-        copyrights = statements + copyrights
+        statements = []
+    # A statement that names a license with its version (`CC BY 4.0`: repositories that give
+    # no license URL) is that license, once, titled in each language; others are free text.
+    named = {right["id"]: right for right in rights if right["id"]}
+    for element, text in statements:
+        language = vocab.i18n_key(element.get(XML_LANG))
+        license_id = vocab.license_id_from_name(text)
+        if license_id is None:
+            rights.append({"title": {language: text}})
+        elif (right := named.get(license_id)) is None:
+            named[license_id] = {"id": license_id, "title": {language: text}}
+            rights.append(named[license_id])
+        else:
+            right["title"] = {language: text, **(right["title"] or {})}
     rights.extend(
         {"title": {vocab.i18n_key(element.get(XML_LANG)): text}} for element, text in copyrights
     )

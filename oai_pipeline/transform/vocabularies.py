@@ -360,6 +360,38 @@ def license_id_from_url(url: str) -> str | None:
     return None
 
 
+# A Creative Commons license as feeds name it in text, with its version: `CC BY 4.0`,
+# `CC-BY-NC-SA-4.0`, `Creative Commons Attribution-NonCommercial 4.0 International`, OPUS's
+# `Creative Commons - CC BY - Namensnennung 4.0 International`; and CC0 (`CC0 1.0 Universal`).
+_CC_SHORT_NAME = re.compile(r"\bCC[\s-]+(BY(?:[\s-]+(?:NC|ND|SA))*)\b[^0-9]{0,80}?(\d\.\d)\b", re.I)
+_CC_LONG_NAME = re.compile(
+    r"\bcreative\s+commons\s+(attribution(?:[\s-]+(?:non-?commercial|no-?deriv\w*|"
+    r"share-?alike))*)\b[^0-9]{0,40}?(\d\.\d)\b",
+    re.I,
+)
+_CC_LONG_PARTS = {"attribution": "by", "non": "nc", "no": "nd", "share": "sa"}
+_CC_ZERO_NAME = re.compile(r"\bCC[\s-]?(?:0|zero)\b(?:[\s-]*(\d\.\d))?", re.I)
+
+
+def license_id_from_name(text: str) -> str | None:
+    """The license id of a Creative Commons license named in text with its version (or of
+    CC0), else None: repositories that give no license URL name the license in dc:rights
+    (`CC BY 4.0`). A name without a version (`CC BY`) names no license the target holds."""
+    if match := _CC_SHORT_NAME.search(text):
+        parts = re.split(r"[\s-]+", match.group(1).lower())
+    elif match := _CC_LONG_NAME.search(text):
+        words = re.findall(r"attribution|non|no|share", match.group(1).lower())
+        parts = [_CC_LONG_PARTS[word] for word in words]
+    elif match := _CC_ZERO_NAME.search(text):
+        return f"cc0-{match.group(1) or '1.0'}"
+    else:
+        return None
+    if "nd" in parts and "sa" in parts:
+        return None  # no such license: NoDerivatives and ShareAlike exclude each other
+    kind = "-".join(sorted(set(parts), key=["by", "nc", "nd", "sa"].index))
+    return f"cc-{kind}-{match.group(2)}"
+
+
 # Languages as they name themselves (dc:language of European and other repositories), and
 # English names ISO 639 words differently (`Modern Greek (1453-)`): -> ISO 639-3.
 # fmt: off

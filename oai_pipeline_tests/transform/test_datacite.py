@@ -391,6 +391,17 @@ def test_rights_uri_that_is_no_web_link_names_the_right() -> None:
     ]
 
 
+def test_a_license_named_only_in_the_rights_text_is_that_license() -> None:
+    """A <rights> with neither rightsIdentifier nor a known rightsURI, only the name."""
+    item = video_with(
+        before_language="<rightsList><rights>Creative Commons Attribution 4.0 International"
+        "</rights></rightsList>"
+    )
+    assert transformed_metadata(item)["rights"] == [
+        {"id": "cc-by-4.0", "title": {"en": "Creative Commons Attribution 4.0 International"}}
+    ]
+
+
 def test_repeated_identifiers_are_kept_once() -> None:
     """An ORCID given twice (bare and as a URL) is one ORCID (the target allows one per
     scheme); an alternateIdentifier that is the record's own DOI is not copied."""

@@ -526,6 +526,28 @@ def test_ojs_copyright_statement_is_not_the_license_title() -> None:
     ]
 
 
+def test_a_license_named_without_its_url_is_that_license() -> None:
+    """dc:rights `CC BY 4.0` with no license URL (OPUS, DSpace, many OJS journals) was a
+    free-text right: the record had no license the target could search or show."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        "<dc:rights>CC BY-NC 4.0</dc:rights><dc:rights>Open Access</dc:rights>"
+        '<dc:rights xml:lang="de">Creative Commons - CC BY-NC - Namensnennung - Nicht '
+        "kommerziell 4.0 International</dc:rights>"
+    )
+    assert transformed_metadata(item)["rights"] == [
+        {
+            "id": "cc-by-nc-4.0",
+            "title": {
+                "en": "CC BY-NC 4.0",
+                "de": "Creative Commons - CC BY-NC - Namensnennung - Nicht kommerziell 4.0 "
+                "International",
+            },
+        },
+        {"title": {"en": "Open Access"}},
+    ]
+
+
 def test_invisible_characters_are_dropped_and_text_is_nfc() -> None:
     """A title of only a zero-width space is no title (the next one is the title); text is
     NFC, so a decomposed `é` equals the composed one."""

@@ -233,6 +233,31 @@ def test_licenses() -> None:
         assert vocab.license_id_from_url(url) == expected, url
 
 
+def test_licenses_named_in_text() -> None:
+    """Repositories that give no license URL name the license (dc:rights `CC BY 4.0`, OPUS's
+    long German name); only a name with its version names a license the target holds."""
+    names = {
+        "CC BY 4.0": "cc-by-4.0",
+        "CC-BY-NC-SA-4.0": "cc-by-nc-sa-4.0",
+        "Licensed under CC BY-SA 2.0": "cc-by-sa-2.0",
+        "Attribution 4.0 International (CC BY 4.0)": "cc-by-4.0",
+        "Creative Commons Attribution 4.0 International": "cc-by-4.0",
+        "Creative Commons Attribution-NonCommercial-NoDerivs 3.0 Unported": "cc-by-nc-nd-3.0",
+        "Creative Commons Attribution-NonCommercial-ShareAlike 4.0 International License": (
+            "cc-by-nc-sa-4.0"
+        ),
+        "Creative Commons - CC BY - Namensnennung 4.0 International": "cc-by-4.0",
+        "CC0 1.0 Universal": "cc0-1.0",
+        "CC0": "cc0-1.0",
+        "CC BY": None,  # no version
+        "CC BY-ND-SA 4.0": None,  # no such license
+        "All rights reserved": None,
+        "Open Access": None,
+    }
+    for name, expected in names.items():
+        assert vocab.license_id_from_name(name) == expected, name
+
+
 def test_languages_and_vocabularies() -> None:
     assert vocab.language_id("en-US") == "eng"
     assert vocab.language_id("eng") == "eng"
