@@ -27,6 +27,7 @@ from oai_pipeline_tests.oai.fake_source import (
     expire_tokens,
     html_page,
     make_records,
+    no_records_match,
     not_xml,
     status,
     timeout,
@@ -511,10 +512,6 @@ def test_an_oversized_response_fails_at_once(monkeypatch: pytest.MonkeyPatch) ->
 
 
 # -- noRecordsMatch in answer to a token --------------------------------------------------------
-
-
-def no_records_match(request: httpx.Request, response: httpx.Response) -> httpx.Response:
-    return FakeSource([]).error("noRecordsMatch", "", status=422)
 
 
 def without_list_size(request: httpx.Request, response: httpx.Response) -> httpx.Response:
