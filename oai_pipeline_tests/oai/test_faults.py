@@ -528,6 +528,19 @@ def test_no_records_match_for_a_token_before_the_list_size_redoes_the_window() -
     assert [c.resumption_token for c in harvest.checkpoints].count(None) == 2
 
 
+def test_no_records_match_after_a_page_without_size_is_judged_by_the_size_announced() -> None:
+    """Fuzz seeds 116 and 164: the list's first page announced 20 records, a later page
+    said no size, then the source lost the list (noRecordsMatch for its token). Judged by
+    the last page's size alone, nothing said more was coming: the list ended after 6 of 20
+    records and the run succeeded without the other 14."""
+    source = FakeSource(make_records(20), page_size=3)
+    source.faults[2] = transform_body(lambda body: re.sub(rb' completeListSize="\d+"', b"", body))
+    source.faults[3] = no_records_match
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)  # the window redone from its start
+    assert [c.resumption_token for c in harvest.checkpoints].count(None) == 2
+
+
 def test_a_list_lost_again_and_again_fails_instead_of_ending() -> None:
     source = FakeSource(make_records(10), page_size=3)
     source.every = (2, no_records_match)
