@@ -382,14 +382,19 @@ def repeat_token(request: httpx.Request, response: httpx.Response) -> httpx.Resp
     )(request, response)
 
 
-def empty_page(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+def empty_pages(complete_list_size: int | None = None) -> Fault:
     """A page without records whose token leads to another such page (while the fault
     lasts; after it, the source does not know that token)."""
-    verb = request.url.params.get("verb", "ListRecords")
-    if verb not in ("ListRecords", "ListIdentifiers"):
-        return response
-    token = f"empty{id(request)}"
-    return FakeSource([]).xml(verb, f"<{verb}><resumptionToken>{token}</resumptionToken></{verb}>")
+
+    def fault(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        verb = request.url.params.get("verb", "ListRecords")
+        if verb not in ("ListRecords", "ListIdentifiers"):
+            return response
+        size = "" if complete_list_size is None else f' completeListSize="{complete_list_size}"'
+        token = f'<resumptionToken cursor="0"{size}>empty{id(request)}</resumptionToken>'
+        return FakeSource([]).xml(verb, f"<{verb}>{token}</{verb}>")
+
+    return fault
 
 
 def redirect(code: int) -> Fault:

@@ -43,7 +43,7 @@ from oai_pipeline_tests.oai.fake_source import (
     answer_again,
     compressed,
     drop_connection,
-    empty_page,
+    empty_pages,
     expire_tokens,
     html_page,
     illegal_characters,
@@ -78,7 +78,7 @@ def seeds_to_run() -> list[int]:
 
 
 class FuzzSource(FakeSource):
-    """Shapes every answer as the case's source does (its completeListSize) and refuses
+    """Shapes every response as the case's source does (its completeListSize) and refuses
     to go on past MAX_REQUESTS, so that a harvest looping on it fails instead of hanging."""
 
     list_size: str = "right"  # right, wrong or absent
@@ -94,15 +94,25 @@ class FuzzSource(FakeSource):
             return response
 
         def shape(body: bytes) -> bytes:
-            if self.list_size == "absent":
-                return re.sub(rb' completeListSize="\d+"', b"", body)
             return re.sub(
-                rb'completeListSize="(\d+)"',
-                lambda m: f'completeListSize="{max(0, int(m[1]) + self.wrong_by)}"'.encode(),
+                rb' completeListSize="(\d+)"',
+                lambda m: self.size_attribute(int(m[1])).encode(),
                 body,
             )
 
         return transform_body(shape)(request, response)
+
+    def size_attribute(self, size: int) -> str:
+        """The completeListSize attribute this source sends for a list of `size`."""
+        if self.list_size == "absent":
+            return ""
+        return f' completeListSize="{max(0, size + self.wrong_by)}"'
+
+    def shown_list_size(self) -> int | None:
+        """The completeListSize this source sends for all its records, if any."""
+        if self.list_size == "absent":
+            return None
+        return max(0, len(self.records) + self.wrong_by)
 
 
 SOURCE_CLASSES: dict[tuple[bool, bool], type[FuzzSource]] = {
@@ -139,7 +149,7 @@ def _echo_first_request(request: httpx.Request, response: httpx.Response) -> htt
 
 # name -> what makes the fault (from the source and the case's random generator). Those
 # named `token-...` act on requests with a resumption token only.
-FAULTS: dict[str, Callable[[FakeSource, random.Random], Fault]] = {
+FAULTS: dict[str, Callable[[FuzzSource, random.Random], Fault]] = {
     "503-seconds": lambda source, rng: unavailable(str(rng.choice([0, 1, 5, 120, 86400]))),
     "503-http-date": lambda source, rng: unavailable(_http_date(timedelta(seconds=30))),
     "503-past-date": lambda source, rng: unavailable("Wed, 21 Oct 2015 07:28:00 GMT"),
@@ -166,8 +176,38 @@ FAULTS: dict[str, Callable[[FakeSource, random.Random], Fault]] = {
     "token-repeated": lambda source, rng: on_tokens(repeat_token),
     "token-no-records-match": lambda source, rng: on_tokens(no_records_match),
     "token-echo-first-request": lambda source, rng: on_tokens(_echo_first_request),
-    "empty-pages": lambda source, rng: empty_page,
+    # with the list's size as the source sends it (right, wrong or absent)
+    "empty-pages": lambda source, rng: empty_pages(source.shown_list_size()),
 }
+
+
+@dataclass
+class PlacedFault:
+    """A fault at some requests (a range of request numbers, or every Nth request)."""
+
+    name: str
+    fault: Fault = field(repr=False)
+    requests: range = range(0)
+    every: int = 0
+
+    def __str__(self) -> str:
+        if self.every:
+            return f"{self.name} at every {self.every}th request"
+        first, last = self.requests[0], self.requests[-1]
+        return f"{self.name} at request{f' {first}' if first == last else f's {first}-{last}'}"
+
+
+def install(source: FakeSource, faults: list[PlacedFault]) -> None:
+    """Put `faults` on `source`: a single request's fault wins over a range's (endless
+    empty pages), a later single one over an earlier."""
+    for placed in faults:
+        if placed.every:
+            source.every = (placed.every, placed.fault)
+        elif len(placed.requests) == 1:
+            source.faults[placed.requests[0]] = placed.fault
+    for placed in faults:
+        for number in placed.requests if len(placed.requests) > 1 else ():
+            source.faults.setdefault(number, placed.fault)
 
 
 @dataclass
@@ -184,7 +224,7 @@ class FuzzCase:
     list_size: str
     wrong_by: int
     reader_options: dict[str, object]
-    faults: list[tuple[str, str]] = field(default_factory=list)  # (name, where)
+    faults: list[PlacedFault] = field(default_factory=list)
     _rng: random.Random = field(default_factory=random.Random, repr=False)
 
     @classmethod
@@ -246,22 +286,20 @@ class FuzzCase:
             names.remove("token-no-records-match")
         free = list(range(1, clean_requests + 4))
         rng.shuffle(free)
+        every_taken = False
         for _ in range(rng.randint(2, 8)):
             name = rng.choice(names)
             fault = FAULTS[name](source, rng)
             if name == "empty-pages":
                 first, length = rng.randint(2, clean_requests + 1), rng.randint(2, 60)
-                for number in range(first, first + length):
-                    source.faults.setdefault(number, fault)
-                self.faults.append((name, f"requests {first}-{first + length - 1}"))
-            elif source.every is None and rng.random() < 0.15:
-                every = rng.randint(2, 6)
-                source.every = (every, fault)
-                self.faults.append((name, f"every {every}th request"))
+                self.faults.append(PlacedFault(name, fault, range(first, first + length)))
+            elif not every_taken and rng.random() < 0.15:
+                every_taken = True
+                self.faults.append(PlacedFault(name, fault, every=rng.randint(2, 6)))
             elif free:
                 number = free.pop()
-                source.faults[number] = fault
-                self.faults.append((name, f"request {number}"))
+                self.faults.append(PlacedFault(name, fault, range(number, number + 1)))
+        install(source, self.faults)
 
     def __str__(self) -> str:
         return (
@@ -270,7 +308,7 @@ class FuzzCase:
             f"{self.deleted_record}, {'opaque' if self.opaque_tokens else 'offset'} tokens, "
             f"{'echoing' if self.echoing else 'plain'} <request>, completeListSize "
             f"{self.list_size}{self.wrong_by or ''}, reader {self.reader_options}; faults "
-            + ", ".join(f"{name} at {where}" for name, where in self.faults)
+            + ", ".join(map(str, self.faults))
         )
 
 
