@@ -421,12 +421,12 @@ class OAIClient:
         seen_tokens: set[str] = {token} if token else set()
         seen_pages: set[int] = set()  # a hash of each page's headers
         restarts, empty_in_a_row = 0, 0
-        # the last page's completeListSize, and the records listed up to it by its cursor
-        list_size = checkpoint.complete_list_size if checkpoint is not None else None
-        delivered = checkpoint.delivered if checkpoint is not None else None
-        # the size the source last announced, and the records its pages held (see
+        # the size the source last announced (a page without one does not unsay it: a
+        # list lost after such a page looked whole, its last records missed), the records
+        # listed up to the last page by its cursor, and the records its pages held (see
         # _count_notice); a resumed sweep goes on from what its earlier attempts listed
-        announced = list_size
+        announced = checkpoint.complete_list_size if checkpoint is not None else None
+        delivered = checkpoint.delivered if checkpoint is not None else None
         listed: int | None = 0
         if checkpoint is not None and token is not None:
             listed = checkpoint.listed
@@ -461,7 +461,7 @@ class OAIClient:
                         pages_read=pages_read,
                         cursor=cursor,
                         response_date=response_date,
-                        complete_list_size=list_size,
+                        complete_list_size=announced,
                         delivered=delivered,
                         listed=listed,
                     )
@@ -477,7 +477,7 @@ class OAIClient:
                             raise
                         refuse_resumed_token(exc)
                 except BadResumptionToken as exc:
-                    lost = _lost(list_size, listed, delivered)
+                    lost = _lost(announced, listed, delivered)
                     if isinstance(exc, NoRecordsMatchForToken) and not lost:
                         # The list ends: a token on its last full page, then nothing.
                         page = Page([], resumption_token=None, response_date=exc.response_date)
@@ -496,7 +496,7 @@ class OAIClient:
                             self.base_url,
                             exc.message,
                         )
-                        token, cursor, list_size, delivered = None, None, None, None
+                        token, cursor, delivered = None, None, None
                         announced, listed = None, 0
                         # The saved token is judged once: met again in the redone window,
                         # the source issued it anew (it was not lost) and its page's failure
@@ -508,7 +508,6 @@ class OAIClient:
                         continue
                 pages_read += 1
                 cursor, response_date = page.cursor, page.response_date
-                list_size = page.complete_list_size
                 delivered = cursor + len(page.records) if cursor is not None else None
                 if page.complete_list_size is not None:
                     announced = page.complete_list_size

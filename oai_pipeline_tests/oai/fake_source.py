@@ -8,6 +8,7 @@ compare what a harvest got with exactly what the source holds.
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import re
 from collections.abc import Callable
@@ -317,3 +318,97 @@ def expire_tokens(source: FakeSource) -> Fault:
         return source.answer(request)
 
     return fault
+
+
+def compressed(
+    times: int, header: str | None, compress: Callable[[bytes], bytes] = gzip.compress
+) -> Fault:
+    """The body ``compress``ed ``times`` times, labelled with Content-Encoding ``header``."""
+
+    def fault(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        body = response.content
+        for _ in range(times):
+            body = compress(body)
+        headers = {"content-type": "text/xml; charset=utf-8"}
+        if header:
+            headers["content-encoding"] = header
+        # as a network transport hands it over: not read, so not decoded yet
+        stream = httpx.ByteStream(body)
+        return httpx.Response(response.status_code, stream=stream, headers=headers)
+
+    return fault
+
+
+def no_records_match(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    return FakeSource([]).error("noRecordsMatch", "", status=422)
+
+
+def oai_error(code: str, status: int = 200) -> Fault:
+    """An OAI-PMH ``<error>`` in place of the answer, with HTTP ``status``."""
+    return lambda request, response: FakeSource([]).error(code, "said the fault", status=status)
+
+
+def illegal_characters(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    """A literal U+0001 and references illegal in XML 1.0 in every title "Record ..."."""
+    dirty = "\x01&#1;&#xFFFE;&#xD800;&#x1F;"
+    return transform_body(lambda b: b.replace(b"Record ", f"Rec{dirty}ord ".encode()))(
+        request, response
+    )
+
+
+def answer_again(source: FakeSource, back: int) -> Fault:
+    """The answer to the request `back` requests before this one (a page sent again by a
+    cache or a confused server), with whatever token that answer carries."""
+
+    def fault(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        if len(source.requests) <= back:
+            return response
+        return source.answer(source.requests[-1 - back])
+
+    return fault
+
+
+def repeat_token(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    """The page names as its next token the very token it was asked with (a loop)."""
+    token = request.url.params.get("resumptionToken")
+    if token is None:
+        return response
+    return transform_body(
+        lambda body: re.sub(
+            rb"(<resumptionToken[^>/]*>)[^<]*(</resumptionToken>)",
+            lambda match: match[1] + escape(token).encode() + match[2],
+            body,
+        )
+    )(request, response)
+
+
+def empty_pages(complete_list_size: int | None = None) -> Fault:
+    """A page without records whose token leads to another such page (while the fault
+    lasts; after it, the source does not know that token)."""
+
+    def fault(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        verb = request.url.params.get("verb", "ListRecords")
+        if verb not in ("ListRecords", "ListIdentifiers"):
+            return response
+        size = "" if complete_list_size is None else f' completeListSize="{complete_list_size}"'
+        token = f'<resumptionToken cursor="0"{size}>empty{id(request)}</resumptionToken>'
+        return FakeSource([]).xml(verb, f"<{verb}>{token}</{verb}>")
+
+    return fault
+
+
+def redirect(code: int) -> Fault:
+    """Redirect to the same query at another path (a moved endpoint, a proxy)."""
+
+    def fault(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        moved = request.url.copy_with(path="/moved/oai")
+        return httpx.Response(code, headers={"location": str(moved)})
+
+    return fault
+
+
+def on_tokens(fault: Fault) -> Fault:
+    """`fault` only for requests carrying a resumption token; the others are answered."""
+    return lambda request, response: (
+        fault(request, response) if "resumptionToken" in request.url.params else response
+    )

@@ -27,6 +27,7 @@ from oai_pipeline_tests.oai.fake_source import (
     expire_tokens,
     html_page,
     make_records,
+    no_records_match,
     not_xml,
     status,
     timeout,
@@ -513,10 +514,6 @@ def test_an_oversized_response_fails_at_once(monkeypatch: pytest.MonkeyPatch) ->
 # -- noRecordsMatch in answer to a token --------------------------------------------------------
 
 
-def no_records_match(request: httpx.Request, response: httpx.Response) -> httpx.Response:
-    return FakeSource([]).error("noRecordsMatch", "", status=422)
-
-
 def without_list_size(request: httpx.Request, response: httpx.Response) -> httpx.Response:
     body = response.content.replace(b' completeListSize="10"', b"")
     return httpx.Response(response.status_code, content=body, headers=response.headers)
@@ -528,6 +525,19 @@ def test_no_records_match_for_a_token_before_the_list_size_redoes_the_window() -
     source.faults[2] = no_records_match  # the answer to the first token
     harvest = Harvest(source).run()
     assert set(harvest.records) == held(source)
+    assert [c.resumption_token for c in harvest.checkpoints].count(None) == 2
+
+
+def test_no_records_match_after_a_page_without_size_is_judged_by_the_size_announced() -> None:
+    """Fuzz seeds 116 and 164: the list's first page announced 20 records, a later page
+    said no size, then the source lost the list (noRecordsMatch for its token). Judged by
+    the last page's size alone, nothing said more was coming: the list ended after 6 of 20
+    records and the run succeeded without the other 14."""
+    source = FakeSource(make_records(20), page_size=3)
+    source.faults[2] = transform_body(lambda body: re.sub(rb' completeListSize="\d+"', b"", body))
+    source.faults[3] = no_records_match
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)  # the window redone from its start
     assert [c.resumption_token for c in harvest.checkpoints].count(None) == 2
 
 

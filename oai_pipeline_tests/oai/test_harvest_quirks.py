@@ -32,6 +32,7 @@ from oai_pipeline_tests.oai.fake_source import (
     FakeSource,
     Fault,
     SecondsRefusedSource,
+    compressed,
     html_page,
     status,
     transform_body,
@@ -343,23 +344,6 @@ def test_a_record_changed_again_on_its_day_at_a_day_granular_source_is_updated(
     assert (third.updated, third.unchanged) == (0, 3)  # the same XML again: unchanged
 
 
-def _compressed(times: int, header: str | None, compress=gzip.compress) -> Fault:
-    """The body ``compress``ed ``times`` times, labelled with Content-Encoding ``header``."""
-
-    def fault(request: httpx.Request, response: httpx.Response) -> httpx.Response:
-        body = response.content
-        for _ in range(times):
-            body = compress(body)
-        headers = {"content-type": "text/xml; charset=utf-8"}
-        if header:
-            headers["content-encoding"] = header
-        # as a network transport hands it over: not read, so not decoded yet
-        stream = httpx.ByteStream(body)
-        return httpx.Response(response.status_code, stream=stream, headers=headers)
-
-    return fault
-
-
 def _raw_deflate(body: bytes) -> bytes:
     packer = zlib.compressobj(wbits=-zlib.MAX_WBITS)
     return packer.compress(body) + packer.flush()
@@ -399,7 +383,7 @@ def test_a_body_is_read_as_it_is_whatever_its_content_encoding_says(
     page was "not well-formed" (or, for a plain body labelled gzip, httpx's DecodingError),
     retried in vain, and the harvest failed."""
     source = FakeSource(importable(5), page_size=2)
-    source.every = (1, _compressed(times, header, compress))
+    source.every = (1, compressed(times, header, compress))
     harvest_fake_source(settings, monkeypatch, source)
     report = harvest(settings)
     assert (report.harvested, report.created, report.errors) == (5, 5, 0)
