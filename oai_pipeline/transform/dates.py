@@ -1,12 +1,12 @@
 """EDTF-safe dates: the subset of EDTF every repository accepts (YYYY, YYYY-MM, YYYY-MM-DD, A/B).
 
 Sources write dates in more forms than that; the unambiguous ones (a timestamp, `2020/05/01`,
-`20200501`, `May 2020`, `1 May 2020`, `May 1, 2020`, German and French month names, a year
-range `2019-2020`, and the German/European `01.05.2020`, which is always day first) are read
-into that subset. Library catalogues' approximate years (`ca. 1900`, `[1885?]`, `1885.`,
-`19--`, `1950s`) are read as the year or the interval of years. Numeric forms with slashes
-and the year last (`12/05/2020`) are day first in Europe and month first in the US: ambiguous,
-and refused.
+`2020.05.01`, `20200501`, `May 2020`, `1 May 2020`, `May 1, 2020`, German and French month
+names, a year range `2019-2020`, and the German/European `01.05.2020`, which is always day
+first) are read into that subset. Library catalogues' approximate years (`ca. 1900`,
+`[1885?]`, `1885.`, `19--`, `1950s`) are read as the year or the interval of years. Numeric
+forms with slashes and the year last (`12/05/2020`) are day first in Europe and month first
+in the US: ambiguous, and refused.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from functools import lru_cache
 from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure, shown
 
 ACCEPTED_FORMS = (
-    "YYYY, YYYY-MM, YYYY-MM-DD (or a timestamp), YYYYMMDD, YYYY/MM/DD, YYYY/MM, DD.MM.YYYY, "
+    "YYYY, YYYY-MM, YYYY-MM-DD (or a timestamp), YYYYMMDD, YYYY/MM/DD, YYYY/MM, YYYY.MM.DD, "
+    "DD.MM.YYYY, "
     "MM.YYYY, 'May 2020', '1 May 2020', 'May 1, 2020', '12. Mai 2020', a year range "
     "YYYY-YYYY or an interval A/B of these, "
     "or an approximate year ('ca. 1900', '[1885?]', '19--', '1950s')"
@@ -32,8 +33,9 @@ _TIMESTAMP = re.compile(
 )
 # Year first with slashes is unambiguous: 2020/05/01, 2020/5. (2020/2021 is an interval.)
 _SLASHED = re.compile(r"^(\d{4})/(\d{1,2})(?:/(\d{1,2}))?$")
-# Year first, unpadded (`2020-5-1`), and ISO 8601's basic form (`20200501`).
-_UNPADDED = re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2})$")
+# Year first, unpadded (`2020-5-1`), or with dots as Hungarian, Chinese and Korean sources
+# write it (`2020.05.01`, `2020. 05. 01.`), and ISO 8601's basic form (`20200501`).
+_UNPADDED = re.compile(r"^(\d{4})(?:-|\.\s?)(\d{1,2})(?:-|\.\s?)(\d{1,2})\.?$")
 _BASIC = re.compile(r"^(\d{4})(\d{2})(\d{2})$")
 # Dots are the German/European numeric form, always day first: 12.05.2020, 1.5.2020, 05.2020.
 # A two-digit year (12.05.20) names no century and is refused.

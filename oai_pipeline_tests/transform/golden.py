@@ -21,7 +21,8 @@ journal of a DataCite relatedItem `IsPublishedIn`: the affiliation and relatedIt
 gained its citation as a series-information description; nothing else changed. And for
 DataCite dates of a type the target lacks: the full example's Coverage date names its type.
 And for German/European date forms (`12.05.2020`): only the invalid_date messages changed,
-which list the new forms.
+which list the new forms. And for year-first dates with dots (`2020.05.12`): only the
+invalid_date messages changed (20 of each set), which list the form.
 """
 
 from __future__ import annotations

@@ -97,6 +97,9 @@ def test_dates_in_other_unambiguous_forms(text: str, expected: str | None) -> No
         ("1 juin 2020", "2020-06-01"),
         ("20200512", "2020-05-12"),  # ISO 8601's basic form
         ("2020-5-1", "2020-05-01"),
+        ("2020.05.12", "2020-05-12"),  # year first with dots (Hungarian, Chinese, Korean)
+        ("2020. 5. 12.", "2020-05-12"),
+        ("2020.13.01", None),
         ("1998.", "1998"),  # ISBD's closing period
         ("12.05.2020/14.05.2020", "2020-05-12/2020-05-14"),
         ("12.5.20", None),  # no century
