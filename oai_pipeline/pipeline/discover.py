@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from oai_pipeline.errors import PipelineError, add_notices
+import sqlalchemy as sa
+
+from oai_pipeline.errors import PipelineError, add_notices, database_error_text
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
@@ -272,10 +274,18 @@ def _with_identifiers_left(state: StateStore, run_id: int, options: RunOptions) 
 
 
 def _keep_notices(state: StateStore, run_id: int, reader: Reader) -> None:
-    """Save the reader's notices on a failing run; a failure to save them (the state
-    database is what failed) is logged, and the run's own failure is what is raised."""
+    """Save the reader's notices on a failing run; a failure to save them is logged, and the
+    run's own failure is what is raised. The state database refusing (its server gone: often
+    the run's failure itself) is one line, as `Services.record_failure` says it: the CLI
+    prints a logged traceback, which buried the run's one-line error under the database's."""
     try:
         state.add_run_notices(run_id, reader.notices)
+    except sa.exc.DBAPIError as error:
+        logger.warning(
+            "could not save the notices of harvest run %s: %s",
+            run_id,
+            database_error_text(error.orig),
+        )
     except Exception:  # noqa: BLE001 - the run's failure matters more
         logger.warning("the notices of harvest run %s could not be saved", run_id, exc_info=True)
 

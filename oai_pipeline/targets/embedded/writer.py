@@ -96,7 +96,9 @@ class EmbeddedWriter(Writer):
                         ids = tx.create_many_published(
                             list(creations.values()), harvester_id=harvester_id
                         )
-                except sa.exc.SQLAlchemyError:
+                except sa.exc.SQLAlchemyError as error:
+                    if _connection_lost(error):
+                        raise
                     creations = {}  # e.g. an id clash: every record takes the one-by-one path
                 else:
                     for identifier, record_id in zip(creations, ids, strict=True):
@@ -189,6 +191,8 @@ class EmbeddedWriter(Writer):
                 return self._apply_isolated(tx, harvester_id, write, None, again=True)
             return _failed(write, "write_failed", _first_line(error))
         except (PipelineError, sa.exc.SQLAlchemyError) as error:
+            if _connection_lost(error):
+                raise
             return _failed(write, "write_failed", _first_line(error))
 
     def _settle_refusals(
@@ -481,6 +485,13 @@ class EmbeddedWriter(Writer):
 
 class _TryAgain(Exception):
     """Undoes an attempt of `_exchange_pids` in which a record failed."""
+
+
+def _connection_lost(error: Exception) -> bool:
+    """The database connection itself is gone (its server stopped or restarted): the batch's
+    failure, not the record's. Taken for the record's, every later record of the batch
+    failed the same way and the batch then ended in a PendingRollbackError traceback."""
+    return isinstance(error, sa.exc.DBAPIError) and error.connection_invalidated
 
 
 def _asks_for_communities(data: dict[str, Any]) -> bool:
