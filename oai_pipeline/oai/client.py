@@ -9,6 +9,7 @@ the OAI ``<error>`` Zenodo sends with it).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import random
@@ -26,7 +27,7 @@ import httpx
 from sickle import oaiexceptions
 
 from oai_pipeline import __version__
-from oai_pipeline.errors import ConfigurationError, RecordError
+from oai_pipeline.errors import ConfigurationError, PipelineError, RecordError
 from oai_pipeline.oai.errors import (
     BadResumptionToken,
     HarvestProtocolError,
@@ -248,6 +249,9 @@ class OAIClient:
         # and is not judged again (each page would wait through every retry).
         self._echo_unreliable = False
         self.dates_by_day = False
+        # Whether the completeListSize of a set's list counts the whole source instead (None:
+        # not known yet; see _size_ignores_set).
+        self._set_size_ignored: bool | None = None
         self._limiter = RateLimiter(
             rate_limit_per_minute, max_wait=max_retry_wait, sleep=self._pause
         )
@@ -521,6 +525,14 @@ class OAIClient:
                 if next_token is None and announced is not None and listed is not None:
                     # judged when the end is known, before a capped caller may stop reading
                     notice = _count_notice(listed, announced)
+                    if (
+                        notice is not None
+                        and set_spec
+                        and listed < announced
+                        and self._size_ignores_set(metadata_prefix, from_, until, announced)
+                    ):
+                        notice = None
+                        page = dataclasses.replace(page, size_ignores_set=True)
                     if notice is not None:
                         where = _window_words(from_, until, set_spec)
                         self._notice(f"{self.base_url} ({verb}{where}): {notice}")
@@ -556,6 +568,45 @@ class OAIClient:
             if ahead is not None:
                 ahead.close()
                 self._ahead.discard(ahead)
+
+    def _size_ignores_set(
+        self,
+        metadata_prefix: str,
+        from_: str | None,
+        until: str | None,
+        announced: int,
+    ) -> bool:
+        """Whether a set's list that ended normally far short of its completeListSize did so
+        because the source counts the whole source in that size, not the set (seen at
+        sources that filter by set but count before filtering). One request tells: the same
+        list without the set announces that very size. Then the size says nothing of the
+        set's list, which ended with an empty token as lists do: it is taken as whole, and the
+        quirk noted once, instead of a warning of a list cut short at every harvest (and a
+        reconcile refused for it). Known once, not asked again by this client. A list really
+        cut short still ends far from the size the source announces for the set."""
+        if self._set_size_ignored is None:
+            try:
+                # ListIdentifiers whatever the list: its count is the same, its page lighter
+                whole = self.list_page(
+                    "ListIdentifiers", metadata_prefix=metadata_prefix, from_=from_, until=until
+                )
+            except PipelineError as error:
+                logger.warning("%s: could not list without the set: %s", self.base_url, error)
+                return False  # not known: the list is judged by the size it announced
+            size = whole.complete_list_size
+            if size is None and whole.resumption_token is None:
+                size = len(whole.records)  # the whole source fits on one page
+            self._set_size_ignored = size is not None and abs(size - announced) <= (
+                list_size_slack(announced)
+            )
+            if not self._set_size_ignored:
+                return False  # the size is the set's: the list was cut short
+            self._notice(
+                f"{self.base_url}: the source's completeListSize counts the whole source, "
+                "not the set (a set's list announces the size of the list without the set): "
+                "a set's list that ends normally is taken as whole"
+            )
+        return self._set_size_ignored
 
     def get_record(self, identifier: str, metadata_prefix: str) -> HarvestedRecord:
         """One record by identifier; ``idDoesNotExist`` and ``cannotDisseminateFormat`` (the

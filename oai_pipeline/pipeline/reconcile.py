@@ -87,6 +87,11 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
                 if page.complete_list_size is not None:
                     sizes.add(page.complete_list_size)
                     announced = page.complete_list_size
+                if page.size_ignores_set:
+                    # the size counts the whole source: it tells neither where the set's
+                    # list ends nor whether the set changed (the source's other records do)
+                    sizes.clear()
+                    announced = None
             unidentified = max(unidentified, without_identifier)
             if len(sizes) <= 1:
                 break

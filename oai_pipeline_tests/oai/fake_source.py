@@ -221,6 +221,25 @@ class SecondsRefusedSource(FakeSource):
         return super().list_response(verb, params)
 
 
+class SetBlindSizeSource(FakeSource):
+    """Filters a list by set but announces, as its completeListSize, the size of the same list
+    without the set (the whole source in that window), as some sources count before they
+    filter."""
+
+    def list_response(self, verb: str, params: httpx.QueryParams) -> httpx.Response:
+        response = super().list_response(verb, params)
+        state = {"from": params.get("from"), "until": params.get("until")}
+        if "resumptionToken" in params:
+            try:
+                state = json.loads(base64.urlsafe_b64decode(params["resumptionToken"]))
+            except ValueError:
+                return response  # refused as a bad token
+        whole = sum(1 for r in self.records if self.selected(r, {**state, "set": None}))
+        size = b'completeListSize="%d"' % whole
+        body = re.sub(rb'completeListSize="\d+"', size, response.content)
+        return httpx.Response(response.status_code, content=body, headers=response.headers)
+
+
 class OpaqueTokenSource(FakeSource):
     """Issues a new random-looking token with every page, as sources that key tokens to
     server-side state do (Invenio, DSpace): an answer sent again carries a token never

@@ -32,6 +32,7 @@ from oai_pipeline_tests.oai.fake_source import (
     FakeSource,
     Fault,
     SecondsRefusedSource,
+    SetBlindSizeSource,
     html_page,
     status,
     transform_body,
@@ -733,6 +734,40 @@ def test_a_list_ended_far_short_of_its_announced_size_is_noted_with_the_numbers(
     assert notice.startswith(SHORT_LIST.format(listed=6, gap=14))
     text, data = _status("--harvester", "sample")
     assert data["notices"] == [notice] and f"  note: {notice}" in text.splitlines()
+
+
+def test_a_set_whose_list_size_counts_the_whole_source_is_noted_once_as_a_quirk(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source lists the set's 7 records whole but announces its 20 as the set's
+    completeListSize. Before, every harvest of the set warned of a list cut short (harvest
+    again, tell the source's operator) though nothing was missing."""
+    records = importable(20)
+    for record in records[:7]:
+        record.sets = ["s1"]
+    source = SetBlindSizeSource(records)
+    harvest_fake_source(settings, monkeypatch, source, setspec="s1")
+    report = harvest(settings)
+    assert report.harvested == 7
+    assert report.notices == [
+        "http://fake.test/oai: the source's completeListSize counts the whole source, not the "
+        "set (a set's list announces the size of the list without the set): a set's list "
+        "that ends normally is taken as whole"
+    ]
+
+
+def test_a_set_list_ended_short_of_the_sets_own_size_is_still_noted(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The list without the set is larger than the size announced: that size is the set's,
+    and a set's list ended after 6 of its 20 records is cut short, as before."""
+    records = importable(30)
+    for record in records[:20]:
+        record.sets = ["s1"]
+    source = harvest_fake_source(settings, monkeypatch, FakeSource(records), setspec="s1")
+    source.faults[4] = _empty_list  # Identify, pages one and two, then the empty page
+    (notice,) = harvest(settings).notices
+    assert notice.startswith(SHORT_LIST.format(listed=6, gap=14).replace(")", " set s1)", 1))
 
 
 def test_a_resumed_sweep_counts_what_its_earlier_attempts_listed(

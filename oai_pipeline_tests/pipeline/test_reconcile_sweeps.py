@@ -19,7 +19,12 @@ from oai_pipeline.pipeline.reconcile import reconcile
 from oai_pipeline.pipeline.scope import HarvestScope, Window
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
-from oai_pipeline_tests.oai.fake_source import BASE_URL, FakeSource, make_records
+from oai_pipeline_tests.oai.fake_source import (
+    BASE_URL,
+    FakeSource,
+    SetBlindSizeSource,
+    make_records,
+)
 from oai_pipeline_tests.support import register
 
 
@@ -30,9 +35,16 @@ def source(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> FakeSource:
     return _harvested(settings, monkeypatch, 10)
 
 
-def _harvested(settings: Settings, monkeypatch: pytest.MonkeyPatch, count: int) -> FakeSource:
-    fake = FakeSource(make_records(count), page_size=3, deleted_record="no")
-    register(settings, BASE_URL, metadata_prefix="oai_dc")
+def _harvested(
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    count: int,
+    *,
+    fake: FakeSource | None = None,
+    setspec: str | None = None,
+) -> FakeSource:
+    fake = fake or FakeSource(make_records(count), page_size=3, deleted_record="no")
+    register(settings, BASE_URL, metadata_prefix="oai_dc", setspec=setspec)
 
     def reader(harvester):
         return OAIPMHReader(None, harvester, transport=fake.transport(), sleep=lambda _s: None)
@@ -177,3 +189,54 @@ def test_a_header_without_identifier_deletes_nothing_without_force(
         assert services.state.get_record(kept, "sample")["deleted"] is False
         assert reconcile(services, "sample", force=True).vanished == [kept]
         assert services.state.get_record(kept, "sample")["deleted"] is True
+
+
+def _in_set(records: list, count: int) -> list:
+    """The first `count` records in the set `s1`, the others in none."""
+    for record in records[:count]:
+        record.sets = ["s1"]
+    return records
+
+
+SET_BLIND = (
+    "http://fake.test/oai: the source's completeListSize counts the whole source, not the "
+    "set (a set's list announces the size of the list without the set): a set's list that "
+    "ends normally is taken as whole"
+)
+
+
+def test_a_set_whose_list_size_counts_the_whole_source_is_reconciled_without_force(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The set's 9 records are listed whole, but the source announces its 30 as the set's
+    completeListSize. Before, every reconcile of that set called its list cut short and
+    refused to delete the record that left the set without --force."""
+    records = _in_set(make_records(30), 9)
+    fake = SetBlindSizeSource(records, page_size=3, deleted_record="no")
+    _harvested(settings, monkeypatch, 0, fake=fake, setspec="s1")
+    records[4].sets = []  # left the set: the target mirrors the set
+    sent = len(fake.requests)
+    with Services(settings) as services:
+        report = reconcile(services, "sample")
+        assert services.state.get_record(records[4].identifier, "sample")["deleted"] is True
+    assert report.vanished == [records[4].identifier] and report.notices == [SET_BLIND]
+    # one sweep of the set (3 pages), and the first page of the list without the set
+    pages = [dict(r.url.params) for r in fake.requests[sent:]][1:]  # after Identify
+    assert len(pages) == 4 and pages[-1] == {"verb": "ListIdentifiers", "metadataPrefix": "oai_dc"}
+
+
+def test_a_set_whose_list_ends_short_of_the_sets_size_still_deletes_nothing(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The size the source announces is the set's (the list without the set is larger): a
+    set's list that ends early is still no proof that the records it never sent are gone."""
+    fake = FakeSource(_in_set(make_records(30), 12), page_size=3, deleted_record="no")
+    _harvested(settings, monkeypatch, 0, fake=fake, setspec="s1")
+
+    def empty(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        return fake.xml("ListIdentifiers", "<ListIdentifiers/>")
+
+    fake.faults[len(fake.requests) + 3] = empty  # Identify, page one, here
+    with Services(settings) as services, pytest.raises(PipelineError) as refused:
+        reconcile(services, "sample")
+    assert "the source's list ended after 3 of the 12 records it announced" in str(refused.value)
