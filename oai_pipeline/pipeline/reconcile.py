@@ -8,8 +8,12 @@ errors. A sweep that failed part-way deletes nothing.
 from __future__ import annotations
 
 import logging
+import sqlite3
+import tempfile
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from oai_pipeline.errors import PipelineError, add_notices
 from oai_pipeline.harvesters.plugins import build_reader, build_writers
@@ -25,6 +29,52 @@ logger = logging.getLogger(__name__)
 # so that one they still have slips past a page boundary unlisted. A sweep whose list size
 # changed is repeated (this many sweeps at most) and whatever any of them listed is kept.
 MAX_SWEEPS = 3
+
+
+class ListedIdentifiers:
+    """The identifiers a reconcile's sweeps listed, in a scratch SQLite file under the data
+    folder: held as Python strings (and the harvested ones beside them), a source of a
+    million records took some 300 MB, growing with the source."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self._folder = tempfile.TemporaryDirectory(prefix="reconcile-", dir=folder)
+        self._db = sqlite3.connect(Path(self._folder.name) / "listed.sqlite")
+        # a scratch file, gone with the run: no journal, no waiting for the disk
+        self._db.execute("PRAGMA journal_mode=OFF")
+        self._db.execute("PRAGMA synchronous=OFF")
+        self._db.execute("CREATE TABLE listed (identifier TEXT PRIMARY KEY) WITHOUT ROWID")
+
+    def add(self, identifiers: Iterable[str]) -> None:
+        self._db.executemany(
+            "INSERT OR IGNORE INTO listed VALUES (?)", ((i,) for i in identifiers if i)
+        )
+
+    def count(self) -> int:
+        """How many distinct identifiers were listed (an empty one is none)."""
+        return self._db.execute("SELECT count(*) FROM listed").fetchone()[0]
+
+    def among(self, identifiers: list[str]) -> set[str]:
+        """Those of ``identifiers`` that were listed."""
+        found: set[str] = set()
+        for start in range(0, len(identifiers), 500):  # below SQLite's bound on parameters
+            chunk = identifiers[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT identifier FROM listed WHERE identifier IN ({marks})", chunk
+            )
+            found.update(row[0] for row in rows)
+        return found
+
+    def close(self) -> None:
+        self._db.close()
+        self._folder.cleanup()
+
+    def __enter__(self) -> ListedIdentifiers:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 @dataclass
@@ -60,11 +110,14 @@ def reconcile(services: Services, harvester_id: str, *, force: bool = False) -> 
     with (
         services.harvester_lock.hold(harvester_id),
         services.harvester_lock.hold_source(base_url),
+        ListedIdentifiers(services.settings.home / "tmp") as source_ids,
     ):
-        return _reconcile(services, harvester_id, force)
+        return _reconcile(services, harvester_id, force, source_ids)
 
 
-def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileReport:
+def _reconcile(
+    services: Services, harvester_id: str, force: bool, source_ids: ListedIdentifiers
+) -> ReconcileReport:
     harvester = services.harvester(harvester_id)
     state = services.state
     reader = build_reader(harvester)
@@ -72,14 +125,13 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
     try:
         identify = reader.identify()
         state.save_identify(harvester_id, identify)
-        source_ids: set[str] = set()
         unidentified = 0  # the most live headers without identifier (whose?) a sweep listed
         for sweep in range(1, MAX_SWEEPS + 1):
             sizes: set[int] = set()
             listed, announced, without_identifier = 0, None, 0
             # Any failure propagates: an incomplete sweep must delete nothing.
             for page in reader.list_identifiers():
-                source_ids.update(r.identifier for r in page.records if not r.deleted)
+                source_ids.add(r.identifier for r in page.records if not r.deleted)
                 without_identifier += sum(
                     1 for r in page.records if not (r.identifier or r.deleted)
                 )
@@ -108,15 +160,14 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
     finally:
         notices = [*reader.notices, *changes]
         reader.close()
-    live = state.live_identifiers(harvester_id)
-    vanished = vanished_identifiers(live, source_ids, sweep_complete=True)
+    # The harvested records read a chunk at a time, against what the sweeps listed.
+    live, vanished = 0, set()
+    for chunk in state.live_identifier_chunks(harvester_id):
+        live += len(chunk)
+        vanished |= vanished_identifiers(set(chunk), source_ids.among(chunk), sweep_complete=True)
+    listed_ids = source_ids.count()
     report = ReconcileReport(
-        harvester_id,
-        identify.deleted_record,
-        len(source_ids),
-        len(live),
-        sorted(vanished),
-        notices=notices,
+        harvester_id, identify.deleted_record, listed_ids, live, sorted(vanished), notices=notices
     )
     if not vanished:
         return report
@@ -124,8 +175,8 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
     if announced is not None and listed < announced - list_size_slack(announced):
         ended_early = (listed, announced)
     doubt = implausible_loss(
-        len(live),
-        len(source_ids - {""}),
+        live,
+        listed_ids,
         len(vanished),
         ended_early=ended_early,
         unidentified=unidentified,

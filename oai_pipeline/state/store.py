@@ -1012,6 +1012,26 @@ class StateStore:
                 ).scalars()
             )
 
+    def live_identifier_chunks(self, harvester_id: str, size: int = 5_000) -> Iterator[list[str]]:
+        """The harvester's live identifiers in order, `size` at a time: a reconcile of a source
+        of millions reads them without holding them all (see live_identifiers)."""
+        after: str | None = None
+        while True:
+            query = sa.select(harvest_records.c.identifier).where(
+                harvest_records.c.harvester_id == harvester_id,
+                harvest_records.c.deleted.is_(False),
+            )
+            if after is not None:
+                query = query.where(harvest_records.c.identifier > after)
+            with self._read() as conn:
+                chunk = list(
+                    conn.execute(query.order_by(harvest_records.c.identifier).limit(size)).scalars()
+                )
+            if not chunk:
+                return
+            yield chunk
+            after = chunk[-1]
+
     def list_records(
         self,
         *,

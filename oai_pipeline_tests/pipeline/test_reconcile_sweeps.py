@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import httpx
 import pytest
@@ -11,11 +12,12 @@ from click.testing import CliRunner
 from oai_pipeline.cli import main
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.oai.reader import OAIPMHReader
+from oai_pipeline.oai.types import HarvestedRecord
 from oai_pipeline.pipeline import discover as discover_module
 from oai_pipeline.pipeline import reconcile as reconcile_module
 from oai_pipeline.pipeline.discover import discover
 from oai_pipeline.pipeline.options import RunOptions
-from oai_pipeline.pipeline.reconcile import reconcile
+from oai_pipeline.pipeline.reconcile import ReconcileReport, reconcile
 from oai_pipeline.pipeline.scope import HarvestScope, Window
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
@@ -240,3 +242,71 @@ def test_a_set_whose_list_ends_short_of_the_sets_size_still_deletes_nothing(
     with Services(settings) as services, pytest.raises(PipelineError) as refused:
         reconcile(services, "sample")
     assert "the source's list ended after 3 of the 12 records it announced" in str(refused.value)
+
+
+def _generated_source(count: int) -> httpx.MockTransport:
+    """A source of `count` identifiers (deletedRecord=no), its pages made when asked for:
+    nothing of it is held, so what a reconcile holds is its own."""
+    fake, page_size = FakeSource([], deleted_record="no"), 1000
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        params = request.url.params
+        if params["verb"] == "Identify":
+            return fake.answer(request)
+        start = int(params.get("resumptionToken", 0))
+        headers = "".join(
+            f"<header><identifier>oai:big:{n:09d}</identifier>"
+            "<datestamp>2024-01-01T00:00:00Z</datestamp></header>"
+            for n in range(start, min(count, start + page_size))
+        )
+        after = start + page_size
+        token = after if after < count else ""
+        return fake.xml(
+            "ListIdentifiers",
+            f"<ListIdentifiers>{headers}<resumptionToken cursor='{start}' "
+            f"completeListSize='{count}'>{token}</resumptionToken></ListIdentifiers>",
+        )
+
+    return httpx.MockTransport(answer)
+
+
+def _reconcile_memory(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, count: int
+) -> tuple[int, ReconcileReport]:
+    """The most memory (bytes, as tracemalloc counts) a reconcile of `count` harvested records
+    against a source of the same records takes."""
+    harvester_id = f"big-{count}"
+    register(settings, BASE_URL, harvester_id=harvester_id, metadata_prefix="oai_dc")
+    transport = _generated_source(count)
+    monkeypatch.setattr(
+        reconcile_module,
+        "build_reader",
+        lambda harvester: OAIPMHReader(None, harvester, transport=transport),
+    )
+    with Services(settings) as services:
+        services.state.upsert_harvested(
+            harvester_id,
+            [
+                HarvestedRecord(f"oai:big:{n:09d}", "2024-01-01T00:00:00Z", False)
+                for n in range(count)
+            ],
+        )
+        tracemalloc.start()
+        try:
+            report = reconcile(services, harvester_id)
+            return tracemalloc.get_traced_memory()[1], report
+        finally:
+            tracemalloc.stop()
+
+
+def test_a_reconcile_holds_no_more_for_a_larger_source(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, every identifier listed and every one harvested was held as a string for the
+    whole reconcile (some 300 MB for a source of a million): its memory grew with the
+    source. What was listed now waits in a scratch file, the harvested ones are read a chunk
+    at a time."""
+    small, _ = _reconcile_memory(settings, monkeypatch, 5_000)
+    large, report = _reconcile_memory(settings, monkeypatch, 20_000)
+    assert report.source_identifiers == report.harvested_live == 20_000
+    assert large - small < 2_000_000
