@@ -37,6 +37,7 @@ from oai_pipeline.oai.errors import (
     OAIError,
     OversizedResponse,
     RefusedRequest,
+    UnknownSet,
 )
 from oai_pipeline.oai.flow import (
     RateLimiter,
@@ -252,6 +253,7 @@ class OAIClient:
         # Whether the completeListSize of a set's list counts the whole source instead (None:
         # not known yet; see _size_ignores_set).
         self._set_size_ignored: bool | None = None
+        self._sets_known: dict[str, bool | None] = {}  # see _has_set
         self._limiter = RateLimiter(
             rate_limit_per_minute, max_wait=max_retry_wait, sleep=self._pause
         )
@@ -341,6 +343,8 @@ class OAIClient:
             raise
         if _refuses_the_dates(parsed) and _dates_in_seconds(params):
             parsed = self._by_day(verb, params, parsed)
+        if set_spec and not resumption_token:
+            self._refuse_unknown_set(verb, parsed, set_spec, dated=bool(from_ or until))
         if parsed.errors and all(code == "noRecordsMatch" for code, _ in parsed.errors):
             if resumption_token:
                 raise NoRecordsMatchForToken(
@@ -568,6 +572,51 @@ class OAIClient:
             if ahead is not None:
                 ahead.close()
                 self._ahead.discard(ahead)
+
+    def _refuse_unknown_set(
+        self, verb: ListVerb, parsed: ParsedResponse, set_spec: str, *, dated: bool
+    ) -> None:
+        """Raise UnknownSet when the first page of a set's list says that the source has no
+        such set: noSetHierarchy (it has no sets), or badArgument or noRecordsMatch (of a
+        list without dates: a full harvest, a reconcile) for a set that ListSets does not
+        list either. Taken as an empty list, a wrong setspec made an empty harvest, and the
+        next reconcile took every record harvested before for deleted."""
+        codes = {code for code, _ in parsed.errors}
+        if not codes:
+            return
+        answer = "its answer: " + "; ".join(
+            f"{code}: {text}" if text else code for code, text in parsed.errors
+        )
+        if "noSetHierarchy" in codes:
+            raise UnknownSet(
+                "noSetHierarchy",
+                f"the source has no sets ({answer}), so not the harvester's set "
+                f"{set_spec!r}: harvest it without a set",
+                context=f"{self.base_url} ({verb})",
+            )
+        empty = codes == {"noRecordsMatch"} and not dated
+        if (empty or codes == {"badArgument"}) and self._has_set(set_spec) is False:
+            raise UnknownSet(
+                next(iter(codes)),
+                f"the source has no set {set_spec!r} (ListSets does not list it; {answer}): "
+                "check the harvester's setspec against the source's ListSets",
+                context=f"{self.base_url} ({verb})",
+            )
+
+    def _has_set(self, set_spec: str) -> bool | None:
+        """Whether ListSets lists the set (or a set below it, `a:b` for `a`); None when
+        ListSets fails: not known. Asked once per set; stops at the set when found."""
+        if set_spec not in self._sets_known:
+            below = set_spec + ":"
+            try:
+                found = any(
+                    s.spec == set_spec or s.spec.startswith(below) for s in self.list_sets()
+                )
+            except PipelineError as error:
+                logger.warning("%s: ListSets failed: %s", self.base_url, error)
+                found = None
+            self._sets_known[set_spec] = found
+        return self._sets_known[set_spec]
 
     def _size_ignores_set(
         self,

@@ -1,8 +1,8 @@
 """A small paged OAI-PMH source behind httpx.MockTransport, with switchable faults.
 
 It holds a fixed set of records and answers Identify, ListRecords, ListIdentifiers and
-GetRecord with from/until/set filtering and resumption tokens, so that a fault test can
-compare what a harvest got with exactly what the source holds.
+GetRecord with from/until/set filtering and resumption tokens, and ListSets (one page), so
+that a fault test can compare what a harvest got with exactly what the source holds.
 """
 
 from __future__ import annotations
@@ -90,6 +90,7 @@ class FakeSource:
         self.token_epoch = 0
         self.response_headers: dict[str, str] = {}
         self.identify_base_url = BASE_URL  # the baseURL its Identify names
+        self.sets: list[str] | None = None  # what ListSets lists (None: its records' sets)
 
     # ---- plumbing -------------------------------------------------------------------
     def transport(self) -> httpx.MockTransport:
@@ -131,6 +132,17 @@ class FakeSource:
             return self.error("idDoesNotExist", "No matching identifier", status=422)
         if verb in ("ListRecords", "ListIdentifiers"):
             return self.list_response(verb, params)
+        if verb == "ListSets":
+            specs = self.sets
+            if specs is None:
+                specs = sorted({spec for record in self.records for spec in record.sets})
+            if not specs:
+                return self.error("noSetHierarchy", "This repository does not support sets")
+            listed = "".join(
+                f"<set><setSpec>{escape(s)}</setSpec><setName>{escape(s)}</setName></set>"
+                for s in specs
+            )
+            return self.xml(verb, f"<ListSets>{listed}</ListSets>")
         return self.error("badVerb", "Illegal verb", status=400)
 
     def list_response(self, verb: str, params: httpx.QueryParams) -> httpx.Response:

@@ -888,7 +888,8 @@ def test_a_bad_argument_for_another_reason_still_fails(
     with pytest.raises(OAIError, match=f"badArgument: {message}") as caught:
         harvest.run(from_=from_, set_spec="no:such:set")
     assert caught.value.code == "badArgument"
-    assert len(source.requests) == asked
+    # and ListSets, asked whether the source has the set (answered badArgument: not known)
+    assert len(source.requests) == asked + 1 and source.verbs[-1] == "ListSets"
     assert harvest.client.notices == [] and not harvest.client.dates_by_day
 
 

@@ -11,6 +11,8 @@ from click.testing import CliRunner
 
 from oai_pipeline.cli import main
 from oai_pipeline.errors import PipelineError
+from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.oai.errors import UnknownSet
 from oai_pipeline.oai.reader import OAIPMHReader
 from oai_pipeline.oai.types import HarvestedRecord
 from oai_pipeline.pipeline import discover as discover_module
@@ -310,3 +312,20 @@ def test_a_reconcile_holds_no_more_for_a_larger_source(
     large, report = _reconcile_memory(settings, monkeypatch, 20_000)
     assert report.source_identifiers == report.harvested_live == 20_000
     assert large - small < 2_000_000
+
+
+def test_a_set_the_source_does_not_have_deletes_nothing_even_with_force(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The harvester's setspec was changed to a set the source does not have (a typo): its
+    list answers noRecordsMatch. Before, the reconcile took that for a source emptied of the
+    set and, with --force, deleted every record harvested from it."""
+    fake = FakeSource(_in_set(make_records(6), 6), page_size=3, deleted_record="no")
+    _harvested(settings, monkeypatch, 0, fake=fake, setspec="s1")
+    with Services(settings) as services:
+        HarvesterRegistry(services.state).upsert(
+            services.harvester("sample").model_copy(update={"setspec": "s-1"})
+        )
+        with pytest.raises(UnknownSet, match="the source has no set 's-1'"):
+            reconcile(services, "sample", force=True)
+        assert len(services.state.live_identifiers("sample")) == 6
