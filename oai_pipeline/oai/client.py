@@ -1040,11 +1040,12 @@ def _answers_another_list(
 
 
 def _same_argument(echoed: str, ours: str | None) -> bool:
-    """Whether an echoed list argument is ours: the same text; for from/until the same UTC
-    day (a source may echo them at another granularity or precision than sent)."""
+    """Whether an echoed list argument is ours: the same text, or that text URL-escaped as it
+    was sent (a set `col_10023/1` echoed `col_10023%2F1`); for from/until the same UTC day
+    (a source may echo them at another granularity or precision than sent)."""
     echoed = echoed.strip()
-    if ours is None or echoed == ours:
-        return echoed == (ours or "")
+    if ours is None or echoed == ours or unquote(echoed) == ours:
+        return unquote(echoed) == (ours or "")
     try:
         return parse_datestamp(echoed).date() == parse_datestamp(ours).date()
     except InvalidDatestamp:

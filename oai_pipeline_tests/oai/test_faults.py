@@ -7,6 +7,7 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -612,6 +613,24 @@ def test_a_token_page_echoing_what_is_still_its_list_is_taken(echo: str) -> None
     source.every = (1, transform_body(lambda b: re.sub(rb"<request [^>]*>", echo.encode(), b)))
     harvest = Harvest(source).run(from_="2024-03-01T00:00:00Z", until="2024-03-01T23:59:59Z")
     assert set(harvest.records) == held(source) and len(source.requests) == 7
+
+
+@pytest.mark.parametrize("set_spec", ["col_10023/1", "ddc:610", "user-abc", "openaire_data"])
+def test_a_set_echoed_url_escaped_on_token_pages_is_still_its_list(set_spec: str) -> None:
+    """The source echoes the list's first request on every page, its set URL-escaped as it
+    was sent (`col_10023%2F1`). Before, each token page was taken for another list's: retried
+    until the retries ran out (a minute of backoff at the defaults), with a notice of mixed-up
+    answers at every harvest."""
+    records = make_records(9)
+    for record in records:
+        record.sets = [set_spec]
+    source = FakeSource(records, page_size=3)
+    escaped = quote(set_spec, safe="")
+    echo = f'<request verb="ListRecords" metadataPrefix="oai_dc" set="{escaped}">'
+    source.every = (1, transform_body(lambda b: re.sub(rb"<request [^>]*>", echo.encode(), b)))
+    harvest = Harvest(source).run(set_spec=set_spec)
+    assert set(harvest.records) == held(source) and len(source.requests) == 3
+    assert harvest.client.notices == []
 
 
 def test_a_token_echoed_percent_encoded_is_the_tokens_page() -> None:
