@@ -18,6 +18,9 @@ from pathlib import Path
 from oai_pipeline.errors import PipelineError, add_notices
 from oai_pipeline.harvesters.plugins import build_reader, build_writers
 from oai_pipeline.oai.client import list_size_slack
+from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.runner import run_harvest
+from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sync.reconcile import implausible_loss, vanished_identifiers
 from oai_pipeline.sync.rules import Action, SourceRecord, decide
@@ -84,6 +87,11 @@ class ReconcileReport:
     source_identifiers: int
     harvested_live: int
     vanished: list[str]
+    # records an earlier reconcile found vanished that the source lists again: harvested
+    # again by identifier (their datestamp may be the same, which no incremental harvest
+    # lists again), with that harvest's actions
+    returned: list[str] = field(default_factory=list)
+    returned_actions: Counter[str] = field(default_factory=Counter)
     actions: Counter[str] = field(default_factory=Counter)
     errors: int = 0
     # quirks of the source the sweeps met (Reader.notices), as a harvest's report has them
@@ -96,6 +104,8 @@ class ReconcileReport:
             "source_identifiers": self.source_identifiers,
             "harvested_live": self.harvested_live,
             "vanished": self.vanished,
+            "returned": self.returned,
+            "returned_actions": dict(self.returned_actions),
             "actions": dict(self.actions),
             "errors": self.errors,
             "notices": self.notices,
@@ -112,7 +122,14 @@ def reconcile(services: Services, harvester_id: str, *, force: bool = False) -> 
         services.harvester_lock.hold_source(base_url),
         ListedIdentifiers(services.settings.home / "tmp") as source_ids,
     ):
-        return _reconcile(services, harvester_id, force, source_ids)
+        report = _reconcile(services, harvester_id, force, source_ids)
+    if report.returned:
+        # Once the leases are released: the harvest takes them itself.
+        scope = HarvestScope.adhoc(harvester_id, None, None)
+        options = RunOptions(identifiers=report.returned)
+        harvested = run_harvest(services, scope, options, progress=logger.info)
+        report.returned_actions.update(harvested.actions)
+    return report
 
 
 def _reconcile(
@@ -165,9 +182,18 @@ def _reconcile(
     for chunk in state.live_identifier_chunks(harvester_id):
         live += len(chunk)
         vanished |= vanished_identifiers(set(chunk), source_ids.among(chunk), sweep_complete=True)
+    returned: list[str] = []
+    for chunk in state.gone_identifier_chunks(harvester_id):
+        returned += sorted(source_ids.among(chunk))
     listed_ids = source_ids.count()
     report = ReconcileReport(
-        harvester_id, identify.deleted_record, listed_ids, live, sorted(vanished), notices=notices
+        harvester_id,
+        identify.deleted_record,
+        listed_ids,
+        live,
+        sorted(vanished),
+        returned=returned,
+        notices=notices,
     )
     if not vanished:
         return report

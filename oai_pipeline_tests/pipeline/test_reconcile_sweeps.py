@@ -20,16 +20,18 @@ from oai_pipeline.pipeline import reconcile as reconcile_module
 from oai_pipeline.pipeline.discover import discover
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.reconcile import ReconcileReport, reconcile
+from oai_pipeline.pipeline.runner import run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope, Window
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
 from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
+    FakeRecord,
     FakeSource,
     SetBlindSizeSource,
     make_records,
 )
-from oai_pipeline_tests.support import register
+from oai_pipeline_tests.support import oai_dc, register, target_by_source
 
 
 @pytest.fixture
@@ -329,3 +331,31 @@ def test_a_set_the_source_does_not_have_deletes_nothing_even_with_force(
         with pytest.raises(UnknownSet, match="the source has no set 's-1'"):
             reconcile(services, "sample", force=True)
         assert len(services.state.live_identifiers("sample")) == 6
+
+
+def test_a_record_back_in_the_set_with_its_old_datestamp_comes_back_at_the_next_reconcile(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record left the set (a tombstone in the target) and came back without a new
+    datestamp, as set changes often leave it: no incremental harvest lists it again. Before,
+    the next reconcile listed it and left it deleted until a full harvest; it is now harvested
+    again by identifier and restored."""
+    records = [
+        FakeRecord(f"oai:fake.test:{n}", f"2024-03-01T00:00:0{n}Z", raw_metadata=oai_dc(f"R{n}"))
+        for n in range(6)
+    ]
+    fake = FakeSource(_in_set(records, 6), page_size=3, deleted_record="no")
+    _harvested(settings, monkeypatch, 0, fake=fake, setspec="s1")
+    back = records[2].identifier
+    with Services(settings) as services:
+        everything = HarvestScope("sample", (Window("all", None, None),))
+        run_harvest(services, everything, RunOptions(), progress=lambda _m: None)
+        records[2].sets = []
+        assert reconcile(services, "sample").vanished == [back]
+        assert target_by_source(settings, "sample")[back]["state"] == "tombstone"
+        records[2].sets = ["s1"]
+        report = reconcile(services, "sample")
+        assert report.returned == [back] and report.returned_actions == {"restore": 1}
+        assert services.state.get_record(back, "sample")["deleted"] is False
+        assert target_by_source(settings, "sample")[back]["state"] == "live"
+        assert reconcile(services, "sample").returned == []  # back for good
