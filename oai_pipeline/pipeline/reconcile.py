@@ -127,8 +127,15 @@ def reconcile(services: Services, harvester_id: str, *, force: bool = False) -> 
         # Once the leases are released: the harvest takes them itself.
         scope = HarvestScope.adhoc(harvester_id, None, None)
         options = RunOptions(identifiers=report.returned)
-        harvested = run_harvest(services, scope, options, progress=logger.info)
-        report.returned_actions.update(harvested.actions)
+        try:
+            harvested = run_harvest(services, scope, options, progress=logger.info)
+        except PipelineError as error:  # what the reconcile did stands: said, not lost
+            report.notices.append(
+                f"harvesting again the {len(report.returned)} records listed again failed "
+                f"({error}); the next reconcile tries again"
+            )
+        else:
+            report.returned_actions.update(harvested.actions)
     return report
 
 

@@ -333,6 +333,22 @@ def test_a_set_the_source_does_not_have_deletes_nothing_even_with_force(
         assert len(services.state.live_identifiers("sample")) == 6
 
 
+def _written_set(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[FakeRecord], FakeSource]:
+    """Six records of the set `s1`, harvested and written to the target."""
+    records = [
+        FakeRecord(f"oai:fake.test:{n}", f"2024-03-01T00:00:0{n}Z", raw_metadata=oai_dc(f"R{n}"))
+        for n in range(6)
+    ]
+    fake = FakeSource(_in_set(records, 6), page_size=3, deleted_record="no")
+    _harvested(settings, monkeypatch, 0, fake=fake, setspec="s1")
+    with Services(settings) as services:
+        everything = HarvestScope("sample", (Window("all", None, None),))
+        run_harvest(services, everything, RunOptions(), progress=lambda _m: None)
+    return records, fake
+
+
 def test_a_record_back_in_the_set_with_its_old_datestamp_comes_back_at_the_next_reconcile(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -340,16 +356,9 @@ def test_a_record_back_in_the_set_with_its_old_datestamp_comes_back_at_the_next_
     datestamp, as set changes often leave it: no incremental harvest lists it again. Before,
     the next reconcile listed it and left it deleted until a full harvest; it is now harvested
     again by identifier and restored."""
-    records = [
-        FakeRecord(f"oai:fake.test:{n}", f"2024-03-01T00:00:0{n}Z", raw_metadata=oai_dc(f"R{n}"))
-        for n in range(6)
-    ]
-    fake = FakeSource(_in_set(records, 6), page_size=3, deleted_record="no")
-    _harvested(settings, monkeypatch, 0, fake=fake, setspec="s1")
+    records, fake = _written_set(settings, monkeypatch)
     back = records[2].identifier
     with Services(settings) as services:
-        everything = HarvestScope("sample", (Window("all", None, None),))
-        run_harvest(services, everything, RunOptions(), progress=lambda _m: None)
         records[2].sets = []
         assert reconcile(services, "sample").vanished == [back]
         assert target_by_source(settings, "sample")[back]["state"] == "tombstone"
@@ -359,3 +368,26 @@ def test_a_record_back_in_the_set_with_its_old_datestamp_comes_back_at_the_next_
         assert services.state.get_record(back, "sample")["deleted"] is False
         assert target_by_source(settings, "sample")[back]["state"] == "live"
         assert reconcile(services, "sample").returned == []  # back for good
+
+
+def test_a_failed_harvest_of_the_records_back_leaves_the_reconcile_standing(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source fails every GetRecord: the reconcile's report says so (the next one tries
+    again) instead of failing after its deletions were made."""
+    records, fake = _written_set(settings, monkeypatch)
+    records[2].sets = []
+    records[4].sets = []
+    with Services(settings) as services:
+        assert len(reconcile(services, "sample").vanished) == 2
+    records[2].sets = ["s1"]
+    records.pop(5)  # deleted meanwhile
+    answer = fake.answer
+    fake.answer = lambda request: (  # type: ignore[method-assign]
+        httpx.Response(500) if request.url.params["verb"] == "GetRecord" else answer(request)
+    )
+    with Services(settings) as services:
+        report = reconcile(services, "sample")
+        assert report.vanished == ["oai:fake.test:5"] and report.returned == ["oai:fake.test:2"]
+        assert report.notices[-1].startswith("harvesting again the 1 records listed again failed")
+        assert services.state.get_record("oai:fake.test:5", "sample")["deleted"] is True
