@@ -59,9 +59,11 @@ def register(
     loader: str = "oai-pmh",
     batch_size: int = 100,
     enabled: bool = True,
+    setspec: str | None = None,
 ) -> Harvester:
     harvester = Harvester(
         batch_size=batch_size,
+        setspec=setspec,
         id=harvester_id,
         loader=loader,
         name="test harvester",
@@ -190,11 +192,13 @@ def harvest_fake_source(
     *,
     base_url: str = BASE_URL,
     reader_options: dict[str, object] | None = None,
+    setspec: str | None = None,
 ) -> FakeSource:
-    """`fake` behind the harvester `sample` (oai_dc) registered with `base_url`: discovery
-    reads it through its transport, with no real waits, and with `reader_options` (the
-    loader spec's options) as they are when the reader is built."""
-    register(settings, base_url, metadata_prefix="oai_dc")
+    """`fake` behind the harvester `sample` (oai_dc, of the set `setspec` if given)
+    registered with `base_url`: discovery reads it through its transport, with no real
+    waits, and with `reader_options` (the loader spec's options) as they are when the reader
+    is built."""
+    register(settings, base_url, metadata_prefix="oai_dc", setspec=setspec)
     monkeypatch.setattr(
         discover_module,
         "build_reader",

@@ -27,6 +27,14 @@ def reconcile(harvester_id: str, force: bool, as_json: bool) -> None:
         f"{report['source_identifiers']} identifiers at the source, "
         f"{report['harvested_live']} harvested live, {len(report['vanished'])} vanished"
         + "".join(f"\n  {action}: {n}" for action, n in sorted(report["actions"].items()))
+        + (
+            f"\n{len(report['returned'])} vanished before and listed again, harvested again:"
+            + "".join(
+                f"\n  {action}: {n}" for action, n in sorted(report["returned_actions"].items())
+            )
+            if report["returned"]
+            else ""
+        )
         + "".join(f"\n{line}" for line in note_lines(report["notices"]))
     )
     emit(report, as_json=as_json, text=text)

@@ -9,6 +9,7 @@ the OAI ``<error>`` Zenodo sends with it).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import random
@@ -26,7 +27,7 @@ import httpx
 from sickle import oaiexceptions
 
 from oai_pipeline import __version__
-from oai_pipeline.errors import ConfigurationError, RecordError
+from oai_pipeline.errors import ConfigurationError, PipelineError, RecordError
 from oai_pipeline.oai.errors import (
     BadResumptionToken,
     HarvestProtocolError,
@@ -36,6 +37,7 @@ from oai_pipeline.oai.errors import (
     OAIError,
     OversizedResponse,
     RefusedRequest,
+    UnknownSet,
 )
 from oai_pipeline.oai.flow import (
     RateLimiter,
@@ -248,6 +250,10 @@ class OAIClient:
         # and is not judged again (each page would wait through every retry).
         self._echo_unreliable = False
         self.dates_by_day = False
+        # Whether the completeListSize of a set's list counts the whole source instead (None:
+        # not known yet; see _size_ignores_set).
+        self._set_size_ignored: bool | None = None
+        self._sets_known: dict[str, bool | None] = {}  # see _has_set
         self._limiter = RateLimiter(
             rate_limit_per_minute, max_wait=max_retry_wait, sleep=self._pause
         )
@@ -337,6 +343,8 @@ class OAIClient:
             raise
         if _refuses_the_dates(parsed) and _dates_in_seconds(params):
             parsed = self._by_day(verb, params, parsed)
+        if set_spec and not resumption_token:
+            self._refuse_unknown_set(verb, parsed, set_spec, dated=bool(from_ or until))
         if parsed.errors and all(code == "noRecordsMatch" for code, _ in parsed.errors):
             if resumption_token:
                 raise NoRecordsMatchForToken(
@@ -520,6 +528,14 @@ class OAIClient:
                 if next_token is None and announced is not None and listed is not None:
                     # judged when the end is known, before a capped caller may stop reading
                     notice = _count_notice(listed, announced)
+                    if (
+                        notice is not None
+                        and set_spec
+                        and listed < announced
+                        and self._size_ignores_set(metadata_prefix, from_, until, announced)
+                    ):
+                        notice = None
+                        page = dataclasses.replace(page, size_ignores_set=True)
                     if notice is not None:
                         where = _window_words(from_, until, set_spec)
                         self._notice(f"{self.base_url} ({verb}{where}): {notice}")
@@ -555,6 +571,90 @@ class OAIClient:
             if ahead is not None:
                 ahead.close()
                 self._ahead.discard(ahead)
+
+    def _refuse_unknown_set(
+        self, verb: ListVerb, parsed: ParsedResponse, set_spec: str, *, dated: bool
+    ) -> None:
+        """Raise UnknownSet when the first page of a set's list says that the source has no
+        such set: noSetHierarchy (it has no sets), or badArgument or noRecordsMatch (of a
+        list without dates: a full harvest, a reconcile) for a set that ListSets does not
+        list either. Taken as an empty list, a wrong setspec made an empty harvest, and the
+        next reconcile took every record harvested before for deleted."""
+        codes = {code for code, _ in parsed.errors}
+        if not codes:
+            return
+        answer = "its answer: " + "; ".join(
+            f"{code}: {text}" if text else code for code, text in parsed.errors
+        )
+        if "noSetHierarchy" in codes:
+            raise UnknownSet(
+                "noSetHierarchy",
+                f"the source has no sets ({answer}), so not the harvester's set "
+                f"{set_spec!r}: harvest it without a set",
+                context=f"{self.base_url} ({verb})",
+            )
+        empty = codes == {"noRecordsMatch"} and not dated
+        if (empty or codes == {"badArgument"}) and self._has_set(set_spec) is False:
+            raise UnknownSet(
+                next(iter(codes)),
+                f"the source has no set {set_spec!r} (ListSets does not list it; {answer}): "
+                "check the harvester's setspec against the source's ListSets",
+                context=f"{self.base_url} ({verb})",
+            )
+
+    def _has_set(self, set_spec: str) -> bool | None:
+        """Whether ListSets lists the set (or a set below it, `a:b` for `a`); None when
+        ListSets fails: not known. Asked once per set; stops at the set when found."""
+        if set_spec not in self._sets_known:
+            below = set_spec + ":"
+            try:
+                found = any(
+                    s.spec == set_spec or s.spec.startswith(below) for s in self.list_sets()
+                )
+            except PipelineError as error:
+                logger.warning("%s: ListSets failed: %s", self.base_url, error)
+                found = None
+            self._sets_known[set_spec] = found
+        return self._sets_known[set_spec]
+
+    def _size_ignores_set(
+        self,
+        metadata_prefix: str,
+        from_: str | None,
+        until: str | None,
+        announced: int,
+    ) -> bool:
+        """Whether a set's list that ended normally far short of its completeListSize did so
+        because the source counts the whole source in that size, not the set (seen at
+        sources that filter by set but count before filtering). One request tells: the same
+        list without the set announces that very size. Then the size says nothing of the
+        set's list, which ended with an empty token as lists do: it is taken as whole, and the
+        quirk noted once, instead of a warning of a list cut short at every harvest (and a
+        reconcile refused for it). Known once, not asked again by this client. A list really
+        cut short still ends far from the size the source announces for the set."""
+        if self._set_size_ignored is None:
+            try:
+                # ListIdentifiers whatever the list: its count is the same, its page lighter
+                whole = self.list_page(
+                    "ListIdentifiers", metadata_prefix=metadata_prefix, from_=from_, until=until
+                )
+            except PipelineError as error:
+                logger.warning("%s: could not list without the set: %s", self.base_url, error)
+                return False  # not known: the list is judged by the size it announced
+            size = whole.complete_list_size
+            if size is None and whole.resumption_token is None:
+                size = len(whole.records)  # the whole source fits on one page
+            self._set_size_ignored = size is not None and abs(size - announced) <= (
+                list_size_slack(announced)
+            )
+            if not self._set_size_ignored:
+                return False  # the size is the set's: the list was cut short
+            self._notice(
+                f"{self.base_url}: the source's completeListSize counts the whole source, "
+                "not the set (a set's list announces the size of the list without the set): "
+                "a set's list that ends normally is taken as whole"
+            )
+        return self._set_size_ignored
 
     def get_record(self, identifier: str, metadata_prefix: str) -> HarvestedRecord:
         """One record by identifier; ``idDoesNotExist`` and ``cannotDisseminateFormat`` (the
@@ -939,11 +1039,12 @@ def _answers_another_list(
 
 
 def _same_argument(echoed: str, ours: str | None) -> bool:
-    """Whether an echoed list argument is ours: the same text; for from/until the same UTC
-    day (a source may echo them at another granularity or precision than sent)."""
+    """Whether an echoed list argument is ours: the same text, or that text URL-escaped as it
+    was sent (a set `col_10023/1` echoed `col_10023%2F1`); for from/until the same UTC day
+    (a source may echo them at another granularity or precision than sent)."""
     echoed = echoed.strip()
-    if ours is None or echoed == ours:
-        return echoed == (ours or "")
+    if ours is None or echoed == ours or unquote(echoed) == ours:
+        return unquote(echoed) == (ours or "")
     try:
         return parse_datestamp(echoed).date() == parse_datestamp(ours).date()
     except InvalidDatestamp:

@@ -27,6 +27,11 @@ class OAIError(PipelineError):
         super().__init__(f"OAI-PMH error from {context}: {detail}" if context else detail)
 
 
+class UnknownSet(OAIError, ConfigurationError):
+    """The source has no such set (or no sets at all): the harvester's setspec is wrong. Not
+    an empty list, which a later reconcile would take for every record deleted."""
+
+
 class BadResumptionToken(OAIError):
     """The source no longer accepts the token (expired, server restarted): redo the window."""
 

@@ -46,6 +46,9 @@ class Page:
     response_date: str
     cursor: int | None = None
     complete_list_size: int | None = None
+    # Set on the last page of a set's list whose completeListSize turned out to count the
+    # whole source, not the set (see OAIClient.sweep): that size says nothing of the list.
+    size_ignores_set: bool = False
 
 
 @dataclass

@@ -8,12 +8,19 @@ errors. A sweep that failed part-way deletes nothing.
 from __future__ import annotations
 
 import logging
+import sqlite3
+import tempfile
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from oai_pipeline.errors import PipelineError, add_notices
 from oai_pipeline.harvesters.plugins import build_reader, build_writers
 from oai_pipeline.oai.client import list_size_slack
+from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.runner import run_harvest
+from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sync.reconcile import implausible_loss, vanished_identifiers
 from oai_pipeline.sync.rules import Action, SourceRecord, decide
@@ -27,6 +34,52 @@ logger = logging.getLogger(__name__)
 MAX_SWEEPS = 3
 
 
+class ListedIdentifiers:
+    """The identifiers a reconcile's sweeps listed, in a scratch SQLite file under the data
+    folder: held as Python strings (and the harvested ones beside them), a source of a
+    million records took some 300 MB, growing with the source."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self._folder = tempfile.TemporaryDirectory(prefix="reconcile-", dir=folder)
+        self._db = sqlite3.connect(Path(self._folder.name) / "listed.sqlite")
+        # a scratch file, gone with the run: no journal, no waiting for the disk
+        self._db.execute("PRAGMA journal_mode=OFF")
+        self._db.execute("PRAGMA synchronous=OFF")
+        self._db.execute("CREATE TABLE listed (identifier TEXT PRIMARY KEY) WITHOUT ROWID")
+
+    def add(self, identifiers: Iterable[str]) -> None:
+        self._db.executemany(
+            "INSERT OR IGNORE INTO listed VALUES (?)", ((i,) for i in identifiers if i)
+        )
+
+    def count(self) -> int:
+        """How many distinct identifiers were listed (an empty one is none)."""
+        return self._db.execute("SELECT count(*) FROM listed").fetchone()[0]
+
+    def among(self, identifiers: list[str]) -> set[str]:
+        """Those of ``identifiers`` that were listed."""
+        found: set[str] = set()
+        for start in range(0, len(identifiers), 500):  # below SQLite's bound on parameters
+            chunk = identifiers[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT identifier FROM listed WHERE identifier IN ({marks})", chunk
+            )
+            found.update(row[0] for row in rows)
+        return found
+
+    def close(self) -> None:
+        self._db.close()
+        self._folder.cleanup()
+
+    def __enter__(self) -> ListedIdentifiers:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
 @dataclass
 class ReconcileReport:
     harvester_id: str
@@ -34,6 +87,11 @@ class ReconcileReport:
     source_identifiers: int
     harvested_live: int
     vanished: list[str]
+    # records an earlier reconcile found vanished that the source lists again: harvested
+    # again by identifier (their datestamp may be the same, which no incremental harvest
+    # lists again), with that harvest's actions
+    returned: list[str] = field(default_factory=list)
+    returned_actions: Counter[str] = field(default_factory=Counter)
     actions: Counter[str] = field(default_factory=Counter)
     errors: int = 0
     # quirks of the source the sweeps met (Reader.notices), as a harvest's report has them
@@ -46,6 +104,8 @@ class ReconcileReport:
             "source_identifiers": self.source_identifiers,
             "harvested_live": self.harvested_live,
             "vanished": self.vanished,
+            "returned": self.returned,
+            "returned_actions": dict(self.returned_actions),
             "actions": dict(self.actions),
             "errors": self.errors,
             "notices": self.notices,
@@ -60,11 +120,28 @@ def reconcile(services: Services, harvester_id: str, *, force: bool = False) -> 
     with (
         services.harvester_lock.hold(harvester_id),
         services.harvester_lock.hold_source(base_url),
+        ListedIdentifiers(services.settings.home / "tmp") as source_ids,
     ):
-        return _reconcile(services, harvester_id, force)
+        report = _reconcile(services, harvester_id, force, source_ids)
+    if report.returned:
+        # Once the leases are released: the harvest takes them itself.
+        scope = HarvestScope.adhoc(harvester_id, None, None)
+        options = RunOptions(identifiers=report.returned)
+        try:
+            harvested = run_harvest(services, scope, options, progress=logger.info)
+        except PipelineError as error:  # what the reconcile did stands: said, not lost
+            report.notices.append(
+                f"harvesting again the {len(report.returned)} records listed again failed "
+                f"({error}); the next reconcile tries again"
+            )
+        else:
+            report.returned_actions.update(harvested.actions)
+    return report
 
 
-def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileReport:
+def _reconcile(
+    services: Services, harvester_id: str, force: bool, source_ids: ListedIdentifiers
+) -> ReconcileReport:
     harvester = services.harvester(harvester_id)
     state = services.state
     reader = build_reader(harvester)
@@ -72,14 +149,13 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
     try:
         identify = reader.identify()
         state.save_identify(harvester_id, identify)
-        source_ids: set[str] = set()
         unidentified = 0  # the most live headers without identifier (whose?) a sweep listed
         for sweep in range(1, MAX_SWEEPS + 1):
             sizes: set[int] = set()
             listed, announced, without_identifier = 0, None, 0
             # Any failure propagates: an incomplete sweep must delete nothing.
             for page in reader.list_identifiers():
-                source_ids.update(r.identifier for r in page.records if not r.deleted)
+                source_ids.add(r.identifier for r in page.records if not r.deleted)
                 without_identifier += sum(
                     1 for r in page.records if not (r.identifier or r.deleted)
                 )
@@ -87,6 +163,11 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
                 if page.complete_list_size is not None:
                     sizes.add(page.complete_list_size)
                     announced = page.complete_list_size
+                if page.size_ignores_set:
+                    # the size counts the whole source: it tells neither where the set's
+                    # list ends nor whether the set changed (the source's other records do)
+                    sizes.clear()
+                    announced = None
             unidentified = max(unidentified, without_identifier)
             if len(sizes) <= 1:
                 break
@@ -103,14 +184,22 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
     finally:
         notices = [*reader.notices, *changes]
         reader.close()
-    live = state.live_identifiers(harvester_id)
-    vanished = vanished_identifiers(live, source_ids, sweep_complete=True)
+    # The harvested records read a chunk at a time, against what the sweeps listed.
+    live, vanished = 0, set()
+    for chunk in state.live_identifier_chunks(harvester_id):
+        live += len(chunk)
+        vanished |= vanished_identifiers(set(chunk), source_ids.among(chunk), sweep_complete=True)
+    returned: list[str] = []
+    for chunk in state.gone_identifier_chunks(harvester_id):
+        returned += sorted(source_ids.among(chunk))
+    listed_ids = source_ids.count()
     report = ReconcileReport(
         harvester_id,
         identify.deleted_record,
-        len(source_ids),
-        len(live),
+        listed_ids,
+        live,
         sorted(vanished),
+        returned=returned,
         notices=notices,
     )
     if not vanished:
@@ -119,8 +208,8 @@ def _reconcile(services: Services, harvester_id: str, force: bool) -> ReconcileR
     if announced is not None and listed < announced - list_size_slack(announced):
         ended_early = (listed, announced)
     doubt = implausible_loss(
-        len(live),
-        len(source_ids - {""}),
+        live,
+        listed_ids,
         len(vanished),
         ended_early=ended_early,
         unidentified=unidentified,

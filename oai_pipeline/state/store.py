@@ -1012,6 +1012,37 @@ class StateStore:
                 ).scalars()
             )
 
+    def live_identifier_chunks(self, harvester_id: str, size: int = 5_000) -> Iterator[list[str]]:
+        """The harvester's live identifiers in order, `size` at a time: a reconcile of a source
+        of millions reads them without holding them all (see live_identifiers)."""
+        live = harvest_records.c.deleted.is_(False)
+        return self._identifier_chunks(harvester_id, live, size)
+
+    def gone_identifier_chunks(self, harvester_id: str, size: int = 5_000) -> Iterator[list[str]]:
+        """The identifiers a reconcile marked gone (vanished from the list, no deleted header)
+        and no harvest listed since, in order, `size` at a time."""
+        gone = harvest_records.c.deleted.is_(True) & harvest_records.c.gone_at.is_not(None)
+        return self._identifier_chunks(harvester_id, gone, size)
+
+    def _identifier_chunks(
+        self, harvester_id: str, condition: sa.ColumnElement[bool], size: int
+    ) -> Iterator[list[str]]:
+        after: str | None = None
+        while True:
+            query = sa.select(harvest_records.c.identifier).where(
+                harvest_records.c.harvester_id == harvester_id, condition
+            )
+            if after is not None:
+                query = query.where(harvest_records.c.identifier > after)
+            with self._read() as conn:
+                chunk = list(
+                    conn.execute(query.order_by(harvest_records.c.identifier).limit(size)).scalars()
+                )
+            if not chunk:
+                return
+            yield chunk
+            after = chunk[-1]
+
     def list_records(
         self,
         *,

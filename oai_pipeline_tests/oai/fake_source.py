@@ -1,8 +1,8 @@
 """A small paged OAI-PMH source behind httpx.MockTransport, with switchable faults.
 
 It holds a fixed set of records and answers Identify, ListRecords, ListIdentifiers and
-GetRecord with from/until/set filtering and resumption tokens, so that a fault test can
-compare what a harvest got with exactly what the source holds.
+GetRecord with from/until/set filtering and resumption tokens, and ListSets (one page), so
+that a fault test can compare what a harvest got with exactly what the source holds.
 """
 
 from __future__ import annotations
@@ -91,6 +91,7 @@ class FakeSource:
         self.token_epoch = 0
         self.response_headers: dict[str, str] = {}
         self.identify_base_url = BASE_URL  # the baseURL its Identify names
+        self.sets: list[str] | None = None  # what ListSets lists (None: its records' sets)
 
     # ---- plumbing -------------------------------------------------------------------
     def transport(self) -> httpx.MockTransport:
@@ -132,6 +133,17 @@ class FakeSource:
             return self.error("idDoesNotExist", "No matching identifier", status=422)
         if verb in ("ListRecords", "ListIdentifiers"):
             return self.list_response(verb, params)
+        if verb == "ListSets":
+            specs = self.sets
+            if specs is None:
+                specs = sorted({spec for record in self.records for spec in record.sets})
+            if not specs:
+                return self.error("noSetHierarchy", "This repository does not support sets")
+            listed = "".join(
+                f"<set><setSpec>{escape(s)}</setSpec><setName>{escape(s)}</setName></set>"
+                for s in specs
+            )
+            return self.xml(verb, f"<ListSets>{listed}</ListSets>")
         return self.error("badVerb", "Illegal verb", status=400)
 
     def list_response(self, verb: str, params: httpx.QueryParams) -> httpx.Response:
@@ -220,6 +232,25 @@ class SecondsRefusedSource(FakeSource):
             if "T" in params.get(name, ""):
                 return self.error("badArgument", f"Illegal {name} parameter")
         return super().list_response(verb, params)
+
+
+class SetBlindSizeSource(FakeSource):
+    """Filters a list by set but announces, as its completeListSize, the size of the same list
+    without the set (the whole source in that window), as some sources count before they
+    filter."""
+
+    def list_response(self, verb: str, params: httpx.QueryParams) -> httpx.Response:
+        response = super().list_response(verb, params)
+        state = {"from": params.get("from"), "until": params.get("until")}
+        if "resumptionToken" in params:
+            try:
+                state = json.loads(base64.urlsafe_b64decode(params["resumptionToken"]))
+            except ValueError:
+                return response  # refused as a bad token
+        whole = sum(1 for r in self.records if self.selected(r, {**state, "set": None}))
+        size = b'completeListSize="%d"' % whole
+        body = re.sub(rb'completeListSize="\d+"', size, response.content)
+        return httpx.Response(response.status_code, content=body, headers=response.headers)
 
 
 class OpaqueTokenSource(FakeSource):

@@ -7,6 +7,7 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -624,6 +625,24 @@ def test_a_token_page_echoing_what_is_still_its_list_is_taken(echo: str) -> None
     assert set(harvest.records) == held(source) and len(source.requests) == 7
 
 
+@pytest.mark.parametrize("set_spec", ["col_10023/1", "ddc:610", "user-abc", "openaire_data"])
+def test_a_set_echoed_url_escaped_on_token_pages_is_still_its_list(set_spec: str) -> None:
+    """The source echoes the list's first request on every page, its set URL-escaped as it
+    was sent (`col_10023%2F1`). Before, each token page was taken for another list's: retried
+    until the retries ran out (a minute of backoff at the defaults), with a notice of mixed-up
+    answers at every harvest."""
+    records = make_records(9)
+    for record in records:
+        record.sets = [set_spec]
+    source = FakeSource(records, page_size=3)
+    escaped = quote(set_spec, safe="")
+    echo = f'<request verb="ListRecords" metadataPrefix="oai_dc" set="{escaped}">'
+    source.every = (1, transform_body(lambda b: re.sub(rb"<request [^>]*>", echo.encode(), b)))
+    harvest = Harvest(source).run(set_spec=set_spec)
+    assert set(harvest.records) == held(source) and len(source.requests) == 3
+    assert harvest.client.notices == []
+
+
 def test_a_token_echoed_percent_encoded_is_the_tokens_page() -> None:
     source = OpaqueTokenSource(make_records(9), page_size=3)
     """Echoed percent-encoded (`%74` for `t`): the same token."""
@@ -898,7 +917,8 @@ def test_a_bad_argument_for_another_reason_still_fails(
     with pytest.raises(OAIError, match=f"badArgument: {message}") as caught:
         harvest.run(from_=from_, set_spec="no:such:set")
     assert caught.value.code == "badArgument"
-    assert len(source.requests) == asked
+    # and ListSets, asked whether the source has the set (answered badArgument: not known)
+    assert len(source.requests) == asked + 1 and source.verbs[-1] == "ListSets"
     assert harvest.client.notices == [] and not harvest.client.dates_by_day
 
 

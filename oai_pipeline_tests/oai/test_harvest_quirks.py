@@ -19,7 +19,8 @@ from click.testing import CliRunner
 from oai_pipeline.cli import main
 from oai_pipeline.cli.output import report_text
 from oai_pipeline.defs.partitions import build_window_partitions, partition_key, scopes_for_keys
-from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
+from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.oai.errors import HarvestProtocolError, OAIError, UnknownSet
 from oai_pipeline.pipeline.frames import RAW_OAI_XML
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import HarvestReport, run_harvest
@@ -32,6 +33,7 @@ from oai_pipeline_tests.oai.fake_source import (
     FakeSource,
     Fault,
     SecondsRefusedSource,
+    SetBlindSizeSource,
     compressed,
     html_page,
     status,
@@ -717,6 +719,94 @@ def test_a_list_ended_far_short_of_its_announced_size_is_noted_with_the_numbers(
     assert notice.startswith(SHORT_LIST.format(listed=6, gap=14))
     text, data = _status("--harvester", "sample")
     assert data["notices"] == [notice] and f"  note: {notice}" in text.splitlines()
+
+
+def test_a_set_whose_list_size_counts_the_whole_source_is_noted_once_as_a_quirk(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source lists the set's 7 records whole but announces its 20 as the set's
+    completeListSize. Before, every harvest of the set warned of a list cut short (harvest
+    again, tell the source's operator) though nothing was missing."""
+    records = importable(20)
+    for record in records[:7]:
+        record.sets = ["s1"]
+    source = SetBlindSizeSource(records)
+    harvest_fake_source(settings, monkeypatch, source, setspec="s1")
+    report = harvest(settings)
+    assert report.harvested == 7
+    assert report.notices == [
+        "http://fake.test/oai: the source's completeListSize counts the whole source, not the "
+        "set (a set's list announces the size of the list without the set): a set's list "
+        "that ends normally is taken as whole"
+    ]
+
+
+def test_a_set_list_ended_short_of_the_sets_own_size_is_still_noted(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The list without the set is larger than the size announced: that size is the set's,
+    and a set's list ended after 6 of its 20 records is cut short, as before."""
+    records = importable(30)
+    for record in records[:20]:
+        record.sets = ["s1"]
+    source = harvest_fake_source(settings, monkeypatch, FakeSource(records), setspec="s1")
+    source.faults[4] = _empty_list  # Identify, pages one and two, then the empty page
+    (notice,) = harvest(settings).notices
+    assert notice.startswith(SHORT_LIST.format(listed=6, gap=14).replace(")", " set s1)", 1))
+
+
+def _in_sets(count: int, *sets: str) -> list[FakeRecord]:
+    records = importable(count)
+    for record in records:
+        record.sets = list(sets)
+    return records
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [
+        ("noSetHierarchy", "the source has no sets (its answer: noSetHierarchy: "),
+        ("badArgument", "the source has no set 'user-nosuch' (ListSets does not list it; "),
+        ("noRecordsMatch", "the source has no set 'user-nosuch' (ListSets does not list it; "),
+    ],
+)
+def test_a_set_the_source_does_not_have_is_a_configuration_error(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, code: str, said: str
+) -> None:
+    """Before, noRecordsMatch for a set the source does not have was an empty harvest (and a
+    later reconcile took every record harvested before for deleted), and noSetHierarchy or
+    badArgument the source's error alone, not saying that the setspec is wrong."""
+    source = FakeSource(_in_sets(4, "user-abc"))
+    if code != "noRecordsMatch":
+        if code == "noSetHierarchy":
+            source.records = importable(4)  # a source without sets
+        answer = source.error(code, "no such set", status=422)
+        source.faults[2] = lambda request, response: answer  # Identify, then the list
+    harvest_fake_source(settings, monkeypatch, source, setspec="user-nosuch")
+    with pytest.raises(UnknownSet) as refused:
+        harvest(settings)
+    assert said in str(refused.value)
+
+
+def test_an_empty_set_the_source_has_is_an_empty_harvest(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A set ListSets lists (itself, or a set below it) is only empty; an incremental
+    harvest's empty answer is not judged (no ListSets at every quiet harvest)."""
+    source = FakeSource(_in_sets(4, "col_10023/1"))
+    source.sets = ["col_10023/1", "ddc:610:1", "openaire_data"]
+    harvest_fake_source(settings, monkeypatch, source, setspec="openaire_data")
+    assert harvest(settings).harvested == 0
+    with Services(settings) as services:
+        HarvesterRegistry(services.state).upsert(
+            services.harvester("sample").model_copy(update={"setspec": "ddc:610"})
+        )
+    assert harvest(settings).harvested == 0
+    asked = len(source.requests)
+    since = HarvestScope.adhoc("sample", since=datetime(2024, 3, 1, tzinfo=UTC))
+    source.sets = []
+    assert harvest(settings, since).harvested == 0
+    assert "ListSets" not in source.verbs[asked:]
 
 
 def test_a_resumed_sweep_counts_what_its_earlier_attempts_listed(

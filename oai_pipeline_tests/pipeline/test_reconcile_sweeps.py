@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import httpx
 import pytest
@@ -10,17 +11,27 @@ from click.testing import CliRunner
 
 from oai_pipeline.cli import main
 from oai_pipeline.errors import PipelineError
+from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.oai.errors import UnknownSet
 from oai_pipeline.oai.reader import OAIPMHReader
+from oai_pipeline.oai.types import HarvestedRecord
 from oai_pipeline.pipeline import discover as discover_module
 from oai_pipeline.pipeline import reconcile as reconcile_module
 from oai_pipeline.pipeline.discover import discover
 from oai_pipeline.pipeline.options import RunOptions
-from oai_pipeline.pipeline.reconcile import reconcile
+from oai_pipeline.pipeline.reconcile import ReconcileReport, reconcile
+from oai_pipeline.pipeline.runner import run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope, Window
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
-from oai_pipeline_tests.oai.fake_source import BASE_URL, FakeSource, make_records
-from oai_pipeline_tests.support import register
+from oai_pipeline_tests.oai.fake_source import (
+    BASE_URL,
+    FakeRecord,
+    FakeSource,
+    SetBlindSizeSource,
+    make_records,
+)
+from oai_pipeline_tests.support import oai_dc, register, target_by_source
 
 
 @pytest.fixture
@@ -30,9 +41,16 @@ def source(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> FakeSource:
     return _harvested(settings, monkeypatch, 10)
 
 
-def _harvested(settings: Settings, monkeypatch: pytest.MonkeyPatch, count: int) -> FakeSource:
-    fake = FakeSource(make_records(count), page_size=3, deleted_record="no")
-    register(settings, BASE_URL, metadata_prefix="oai_dc")
+def _harvested(
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    count: int,
+    *,
+    fake: FakeSource | None = None,
+    setspec: str | None = None,
+) -> FakeSource:
+    fake = fake or FakeSource(make_records(count), page_size=3, deleted_record="no")
+    register(settings, BASE_URL, metadata_prefix="oai_dc", setspec=setspec)
 
     def reader(harvester):
         return OAIPMHReader(None, harvester, transport=fake.transport(), sleep=lambda _s: None)
@@ -177,3 +195,199 @@ def test_a_header_without_identifier_deletes_nothing_without_force(
         assert services.state.get_record(kept, "sample")["deleted"] is False
         assert reconcile(services, "sample", force=True).vanished == [kept]
         assert services.state.get_record(kept, "sample")["deleted"] is True
+
+
+def _in_set(records: list, count: int) -> list:
+    """The first `count` records in the set `s1`, the others in none."""
+    for record in records[:count]:
+        record.sets = ["s1"]
+    return records
+
+
+SET_BLIND = (
+    "http://fake.test/oai: the source's completeListSize counts the whole source, not the "
+    "set (a set's list announces the size of the list without the set): a set's list that "
+    "ends normally is taken as whole"
+)
+
+
+def test_a_set_whose_list_size_counts_the_whole_source_is_reconciled_without_force(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The set's 9 records are listed whole, but the source announces its 30 as the set's
+    completeListSize. Before, every reconcile of that set called its list cut short and
+    refused to delete the record that left the set without --force."""
+    records = _in_set(make_records(30), 9)
+    fake = SetBlindSizeSource(records, page_size=3, deleted_record="no")
+    _harvested(settings, monkeypatch, 0, fake=fake, setspec="s1")
+    records[4].sets = []  # left the set: the target mirrors the set
+    sent = len(fake.requests)
+    with Services(settings) as services:
+        report = reconcile(services, "sample")
+        assert services.state.get_record(records[4].identifier, "sample")["deleted"] is True
+    assert report.vanished == [records[4].identifier] and report.notices == [SET_BLIND]
+    # one sweep of the set (3 pages), and the first page of the list without the set
+    pages = [dict(r.url.params) for r in fake.requests[sent:]][1:]  # after Identify
+    assert len(pages) == 4 and pages[-1] == {"verb": "ListIdentifiers", "metadataPrefix": "oai_dc"}
+
+
+def test_a_set_whose_list_ends_short_of_the_sets_size_still_deletes_nothing(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The size the source announces is the set's (the list without the set is larger): a
+    set's list that ends early is still no proof that the records it never sent are gone."""
+    fake = FakeSource(_in_set(make_records(30), 12), page_size=3, deleted_record="no")
+    _harvested(settings, monkeypatch, 0, fake=fake, setspec="s1")
+
+    def empty(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        return fake.xml("ListIdentifiers", "<ListIdentifiers/>")
+
+    fake.faults[len(fake.requests) + 3] = empty  # Identify, page one, here
+    with Services(settings) as services, pytest.raises(PipelineError) as refused:
+        reconcile(services, "sample")
+    assert "the source's list ended after 3 of the 12 records it announced" in str(refused.value)
+
+
+def _generated_source(count: int) -> httpx.MockTransport:
+    """A source of `count` identifiers (deletedRecord=no), its pages made when asked for:
+    nothing of it is held, so what a reconcile holds is its own."""
+    fake, page_size = FakeSource([], deleted_record="no"), 1000
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        params = request.url.params
+        if params["verb"] == "Identify":
+            return fake.answer(request)
+        start = int(params.get("resumptionToken", 0))
+        headers = "".join(
+            f"<header><identifier>oai:big:{n:09d}</identifier>"
+            "<datestamp>2024-01-01T00:00:00Z</datestamp></header>"
+            for n in range(start, min(count, start + page_size))
+        )
+        after = start + page_size
+        token = after if after < count else ""
+        return fake.xml(
+            "ListIdentifiers",
+            f"<ListIdentifiers>{headers}<resumptionToken cursor='{start}' "
+            f"completeListSize='{count}'>{token}</resumptionToken></ListIdentifiers>",
+        )
+
+    return httpx.MockTransport(answer)
+
+
+def _reconcile_memory(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, count: int
+) -> tuple[int, ReconcileReport]:
+    """The most memory (bytes, as tracemalloc counts) a reconcile of `count` harvested records
+    against a source of the same records takes."""
+    harvester_id = f"big-{count}"
+    register(settings, BASE_URL, harvester_id=harvester_id, metadata_prefix="oai_dc")
+    transport = _generated_source(count)
+    monkeypatch.setattr(
+        reconcile_module,
+        "build_reader",
+        lambda harvester: OAIPMHReader(None, harvester, transport=transport),
+    )
+    with Services(settings) as services:
+        services.state.upsert_harvested(
+            harvester_id,
+            [
+                HarvestedRecord(f"oai:big:{n:09d}", "2024-01-01T00:00:00Z", False)
+                for n in range(count)
+            ],
+        )
+        tracemalloc.start()
+        try:
+            report = reconcile(services, harvester_id)
+            return tracemalloc.get_traced_memory()[1], report
+        finally:
+            tracemalloc.stop()
+
+
+def test_a_reconcile_holds_no_more_for_a_larger_source(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, every identifier listed and every one harvested was held as a string for the
+    whole reconcile (some 300 MB for a source of a million): its memory grew with the
+    source. What was listed now waits in a scratch file, the harvested ones are read a chunk
+    at a time."""
+    small, _ = _reconcile_memory(settings, monkeypatch, 5_000)
+    large, report = _reconcile_memory(settings, monkeypatch, 20_000)
+    assert report.source_identifiers == report.harvested_live == 20_000
+    assert large - small < 2_000_000
+
+
+def test_a_set_the_source_does_not_have_deletes_nothing_even_with_force(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The harvester's setspec was changed to a set the source does not have (a typo): its
+    list answers noRecordsMatch. Before, the reconcile took that for a source emptied of the
+    set and, with --force, deleted every record harvested from it."""
+    fake = FakeSource(_in_set(make_records(6), 6), page_size=3, deleted_record="no")
+    _harvested(settings, monkeypatch, 0, fake=fake, setspec="s1")
+    with Services(settings) as services:
+        HarvesterRegistry(services.state).upsert(
+            services.harvester("sample").model_copy(update={"setspec": "s-1"})
+        )
+        with pytest.raises(UnknownSet, match="the source has no set 's-1'"):
+            reconcile(services, "sample", force=True)
+        assert len(services.state.live_identifiers("sample")) == 6
+
+
+def _written_set(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[FakeRecord], FakeSource]:
+    """Six records of the set `s1`, harvested and written to the target."""
+    records = [
+        FakeRecord(f"oai:fake.test:{n}", f"2024-03-01T00:00:0{n}Z", raw_metadata=oai_dc(f"R{n}"))
+        for n in range(6)
+    ]
+    fake = FakeSource(_in_set(records, 6), page_size=3, deleted_record="no")
+    _harvested(settings, monkeypatch, 0, fake=fake, setspec="s1")
+    with Services(settings) as services:
+        everything = HarvestScope("sample", (Window("all", None, None),))
+        run_harvest(services, everything, RunOptions(), progress=lambda _m: None)
+    return records, fake
+
+
+def test_a_record_back_in_the_set_with_its_old_datestamp_comes_back_at_the_next_reconcile(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record left the set (a tombstone in the target) and came back without a new
+    datestamp, as set changes often leave it: no incremental harvest lists it again. Before,
+    the next reconcile listed it and left it deleted until a full harvest; it is now harvested
+    again by identifier and restored."""
+    records, fake = _written_set(settings, monkeypatch)
+    back = records[2].identifier
+    with Services(settings) as services:
+        records[2].sets = []
+        assert reconcile(services, "sample").vanished == [back]
+        assert target_by_source(settings, "sample")[back]["state"] == "tombstone"
+        records[2].sets = ["s1"]
+        report = reconcile(services, "sample")
+        assert report.returned == [back] and report.returned_actions == {"restore": 1}
+        assert services.state.get_record(back, "sample")["deleted"] is False
+        assert target_by_source(settings, "sample")[back]["state"] == "live"
+        assert reconcile(services, "sample").returned == []  # back for good
+
+
+def test_a_failed_harvest_of_the_records_back_leaves_the_reconcile_standing(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source fails every GetRecord: the reconcile's report says so (the next one tries
+    again) instead of failing after its deletions were made."""
+    records, fake = _written_set(settings, monkeypatch)
+    records[2].sets = []
+    records[4].sets = []
+    with Services(settings) as services:
+        assert len(reconcile(services, "sample").vanished) == 2
+    records[2].sets = ["s1"]
+    records.pop(5)  # deleted meanwhile
+    answer = fake.answer
+    fake.answer = lambda request: (  # type: ignore[method-assign]
+        httpx.Response(500) if request.url.params["verb"] == "GetRecord" else answer(request)
+    )
+    with Services(settings) as services:
+        report = reconcile(services, "sample")
+        assert report.vanished == ["oai:fake.test:5"] and report.returned == ["oai:fake.test:2"]
+        assert report.notices[-1].startswith("harvesting again the 1 records listed again failed")
+        assert services.state.get_record("oai:fake.test:5", "sample")["deleted"] is True
