@@ -11,6 +11,7 @@ from oai_pipeline.defs.assets import harvest_assets
 from oai_pipeline.defs.checks import harvest_checks
 from oai_pipeline.defs.dead_runs import dead_run_sensor
 from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
+from oai_pipeline.defs.reconcile import reconcile_schedule, reconcile_sources
 from oai_pipeline.defs.registration import register_harvester
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.defs.schedules import incremental_harvest_schedule, run_all_harvesters_schedule
@@ -51,8 +52,12 @@ def build_definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=harvest_assets,
         asset_checks=harvest_checks,
-        jobs=[harvest_job, run_all_harvesters, register_harvester],
-        schedules=[incremental_harvest_schedule, run_all_harvesters_schedule],
+        jobs=[harvest_job, run_all_harvesters, register_harvester, reconcile_sources],
+        schedules=[
+            incremental_harvest_schedule,
+            run_all_harvesters_schedule,
+            reconcile_schedule,
+        ],
         sensors=[
             harvester_registry_sensor,
             harvest_failure_sensor,

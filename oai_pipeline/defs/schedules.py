@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 TRIGGER_TAG = "oai_pipeline/trigger"
 # How many of a harvester's latest runs are searched for its last complete sweep.
 RUN_HISTORY = 500
-_BUSY = [
+BUSY_STATUSES = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
     dg.DagsterRunStatus.STARTING,
@@ -149,7 +149,7 @@ def busy_harvesters(
             registered = instance.get_dynamic_partitions(HARVESTER)
         return registered
 
-    for record in instance.get_run_records(filters=dg.RunsFilter(statuses=_BUSY)):
+    for record in instance.get_run_records(filters=dg.RunsFilter(statuses=BUSY_STATUSES)):
         run = record.dagster_run
         if run.status is dg.DagsterRunStatus.NOT_STARTED and record.create_timestamp < stuck_before:
             continue

@@ -344,3 +344,17 @@ def test_a_history_cut_at_run_history_keeps_its_oldest_complete_run_as_covered(
     requests = _by_harvester(_tick("incremental_harvest_schedule", instance).run_requests)
 
     assert _windows(requests["old"]) == ("2024-03-09", "2024-03-10")
+
+
+def test_the_reconcile_schedule_asks_for_one_run_at_a_time(instance: dg.DagsterInstance) -> None:
+    """Weekly: one run of `reconcile_sources`, not another while one is queued or going (a
+    slow source's sweep: runs would pile up behind it)."""
+    [request] = _tick("reconcile_schedule", instance).run_requests
+    assert request.job_name in (None, "reconcile_sources")
+    assert request.tags[TRIGGER_TAG] == "reconcile"
+
+    job = defs.resolve_job_def("reconcile_sources")
+    instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)
+    skipped = _tick("reconcile_schedule", instance)
+    assert not skipped.run_requests
+    assert "still queued or going" in skipped.skip_message

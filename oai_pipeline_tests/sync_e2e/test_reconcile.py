@@ -131,3 +131,53 @@ def test_a_record_that_left_the_harvested_set_is_deleted_by_reconcile(harness: H
     )
     harness.harvest()
     assert harness.local(moved)["state"] == "live"
+
+
+def _reconcile_job_run(instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
+    """The `reconcile_sources` job of the code location, as its schedule launches it."""
+    from oai_pipeline.definitions import defs
+
+    return defs.resolve_job_def("reconcile_sources").execute_in_process(
+        instance=instance, raise_on_error=False
+    )
+
+
+def test_the_reconcile_job_deletes_what_vanished_at_sources_that_keep_none(
+    forgetful: Harness,
+) -> None:
+    """Left to an operator's memory, an unattended deployment kept the records such a source
+    dropped live for good: the job (and its weekly schedule) reconciles every enabled
+    harvester whose source keeps no deletions."""
+    forgetful.register(loader=IMPATIENT_LOADER)
+    forgetful.harvest()
+    gone = forgetful.identifiers()[0]
+    forgetful.endpoint.remove(gone)
+
+    result = _reconcile_job_run(forgetful.instance)
+
+    assert result.success
+    assert forgetful.local(gone)["state"] == "tombstone"
+    [materialization] = [
+        e.event_specific_data.metadata
+        for e in result.all_events
+        if e.event_type_value == "STEP_OUTPUT" and e.event_specific_data.metadata
+    ]
+    assert materialization["vanished"].value == 1
+    assert result.output_for_node("reconcile_harvesters")["sample"]["vanished"] == [gone]
+
+
+def test_a_reconcile_the_job_may_not_act_on_fails_the_run_saying_why(forgetful: Harness) -> None:
+    """The job never forces: a source that suddenly lists nothing deletes nothing, and the
+    run fails naming the harvester, for an operator to look at."""
+    forgetful.register(loader=IMPATIENT_LOADER)
+    forgetful.harvest()
+    for identifier in forgetful.identifiers():
+        forgetful.endpoint.remove(identifier)
+
+    result = _reconcile_job_run(forgetful.instance)
+
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    message = failure.step_failure_data.error.message
+    assert "1 of 1 reconciles failed or were refused" in message and "sample:" in message
+    assert all(forgetful.local(i)["state"] == "live" for i in forgetful.identifiers())

@@ -1,0 +1,108 @@
+"""Reconcile in Dagster: the deletions of sources that keep none, found on a schedule.
+
+A source whose Identify says `deletedRecord` `no` or `transient` (Zenodo) never lists a
+deletion: only a sweep of every identifier it still has finds the records it dropped
+(`oai-pipeline reconcile`). Left to an operator's memory, an unattended deployment kept those
+records live for good; the `reconcile_sources` job runs that sweep for every such harvester,
+and its schedule weekly once started. It never forces: a sweep the core refuses to act on
+(the source listed nothing, most records vanished, its list ended far short of its size)
+fails the run naming the harvester and why, for an operator to look at.
+"""
+
+import dagster as dg
+from pydantic import Field
+
+from oai_pipeline.defs.resources import PipelineResource
+from oai_pipeline.defs.schedules import BUSY_STATUSES, TRIGGER_TAG
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.pipeline.reconcile import reconcile
+from oai_pipeline.pipeline.services import Services
+
+# What Identify's deletedRecord says of sources whose deletions only a sweep finds.
+KEEPS_NO_DELETIONS = ("no", "transient")
+
+
+class ReconcileConfig(dg.Config):
+    harvesters: list[str] = Field(
+        default_factory=list,
+        description="Harvester ids to reconcile; empty: every enabled harvester whose source "
+        "keeps no deletions (Identify's deletedRecord is no or transient).",
+    )
+
+
+def harvesters_to_reconcile(services: Services, asked: list[str]) -> list[str]:
+    """The harvesters asked for, else the enabled ones whose source (as last identified)
+    keeps no deletions; one never harvested is not known to keep none, and waits."""
+    if asked:
+        known = {harvester.id for harvester in services.state.list_harvesters()}
+        unknown = sorted(set(asked) - known)
+        if unknown:
+            raise dg.Failure(f"no such harvester: {', '.join(unknown)}")
+        return list(dict.fromkeys(asked))
+    chosen = []
+    for harvester in services.state.list_harvesters():
+        identify = services.state.get_identify(harvester.id) if harvester.enabled else None
+        if identify is not None and identify.deleted_record in KEEPS_NO_DELETIONS:
+            chosen.append(harvester.id)
+    return chosen
+
+
+@dg.op(description="Reconcile each harvester: a sweep of the identifiers its source still has.")
+def reconcile_harvesters(
+    context: dg.OpExecutionContext, config: ReconcileConfig, pipeline: PipelineResource
+) -> dict[str, dict]:
+    reports: dict[str, dict] = {}
+    failures: dict[str, str] = {}
+    with pipeline.services() as services:
+        for harvester_id in harvesters_to_reconcile(services, config.harvesters):
+            try:
+                report = reconcile(services, harvester_id)
+            except PipelineError as error:  # refused or failed: the others still go
+                failures[harvester_id] = str(error).splitlines()[0]
+                context.log.error(f"reconcile of {harvester_id}: {failures[harvester_id]}")
+                continue
+            reports[harvester_id] = report.to_dict()
+            context.log.info(
+                f"reconcile of {harvester_id}: {report.source_identifiers} listed, "
+                f"{len(report.vanished)} vanished, {len(report.returned)} back at the source"
+            )
+    context.add_output_metadata(
+        {
+            "harvesters": len(reports) + len(failures),
+            "vanished": sum(len(r["vanished"]) for r in reports.values()),
+            "returned": sum(len(r["returned"]) for r in reports.values()),
+            "failed": dg.MetadataValue.json(failures),
+        }
+    )
+    if failures:
+        raise dg.Failure(
+            f"{len(failures)} of {len(reports) + len(failures)} reconciles failed or were "
+            "refused (see `oai-pipeline reconcile ID --force` for one to act on anyway): "
+            + "; ".join(f"{harvester}: {why}" for harvester, why in sorted(failures.items()))
+        )
+    return reports
+
+
+@dg.job(
+    description="Reconcile the harvesters whose sources keep no deletions (or those given in "
+    "the config): tombstones for the records they no longer list."
+)
+def reconcile_sources() -> None:
+    reconcile_harvesters()
+
+
+@dg.schedule(
+    cron_schedule="0 5 * * 0",
+    job=reconcile_sources,
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+    description="Weekly (when started): reconcile every enabled harvester whose source keeps "
+    "no deletions.",
+)
+def reconcile_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+    # A slow source's sweep still going: weekly runs would pile up behind it.
+    busy = context.instance.get_run_records(
+        dg.RunsFilter(job_name=reconcile_sources.name, statuses=BUSY_STATUSES), limit=1
+    )
+    if busy:
+        return dg.SkipReason("the last reconcile is still queued or going")
+    return dg.RunRequest(tags={TRIGGER_TAG: "reconcile"})
