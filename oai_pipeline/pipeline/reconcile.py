@@ -8,8 +8,10 @@ errors. A sweep that failed part-way deletes nothing.
 from __future__ import annotations
 
 import logging
+import shutil
 import sqlite3
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
+from oai_pipeline.state.harvester_lock import is_dead_local_process, new_owner
 from oai_pipeline.sync.reconcile import implausible_loss, vanished_identifiers
 from oai_pipeline.sync.rules import Action, SourceRecord, decide
 from oai_pipeline.targets.base import PlannedWrite, SourceKey
@@ -34,6 +37,33 @@ logger = logging.getLogger(__name__)
 MAX_SWEEPS = 3
 
 
+_PREFIX = "reconcile-"
+_OWNER = "owner"  # the process that listed into the folder (harvester_lock.new_owner)
+
+
+def _remove_left_over(folder: Path) -> None:
+    """Scratch folders of reconciles whose process on this machine is gone (killed with
+    `kill -9`, a lost machine's power): each held a copy of a source's identifiers, tens of
+    MB for a large source, and stayed for good. A folder of a live process, or of another
+    machine sharing the data folder, is left alone; one without its owner file (written
+    right after the folder) too, unless an hour old: its process died between the two."""
+    for leftover in folder.glob(f"{_PREFIX}*"):
+        try:
+            owner = (leftover / _OWNER).read_text()
+        except FileNotFoundError:
+            try:
+                stale = time.time() - leftover.stat().st_mtime > 3600
+            except FileNotFoundError:
+                continue  # removed meanwhile
+            if stale:
+                shutil.rmtree(leftover, ignore_errors=True)
+            continue
+        except OSError:
+            continue
+        if is_dead_local_process(owner):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
 class ListedIdentifiers:
     """The identifiers a reconcile's sweeps listed, in a scratch SQLite file under the data
     folder: held as Python strings (and the harvested ones beside them), a source of a
@@ -41,7 +71,9 @@ class ListedIdentifiers:
 
     def __init__(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self._folder = tempfile.TemporaryDirectory(prefix="reconcile-", dir=folder)
+        _remove_left_over(folder)
+        self._folder = tempfile.TemporaryDirectory(prefix=_PREFIX, dir=folder)
+        (Path(self._folder.name) / _OWNER).write_text(new_owner())
         self._db = sqlite3.connect(Path(self._folder.name) / "listed.sqlite")
         # a scratch file, gone with the run: no journal, no waiting for the disk
         self._db.execute("PRAGMA journal_mode=OFF")

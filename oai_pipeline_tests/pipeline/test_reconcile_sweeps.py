@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
 import tracemalloc
+from pathlib import Path
 
 import httpx
 import pytest
@@ -24,6 +28,7 @@ from oai_pipeline.pipeline.runner import run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope, Window
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
+from oai_pipeline.state.harvester_lock import new_owner
 from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
     FakeRecord,
@@ -391,3 +396,31 @@ def test_a_failed_harvest_of_the_records_back_leaves_the_reconcile_standing(
         assert report.vanished == ["oai:fake.test:5"] and report.returned == ["oai:fake.test:2"]
         assert report.notices[-1].startswith("harvesting again the 1 records listed again failed")
         assert services.state.get_record("oai:fake.test:5", "sample")["deleted"] is True
+
+
+def test_the_scratch_folder_a_killed_reconcile_left_is_removed_by_the_next(
+    tmp_path: Path,
+) -> None:
+    """A reconcile killed with `kill -9` left its scratch folder (a copy of the source's
+    identifiers, tens of MB for a large source) for good. The next one removes it; the folder
+    of a reconcile still running (this process), or of another machine, stays."""
+    child = subprocess.Popen(["sleep", "0"])
+    child.wait()  # a pid that has ended
+    folders = {
+        "killed": f"{socket.gethostname()}:{child.pid}:{'0' * 32}",
+        "running": new_owner(),
+        "elsewhere": f"another-host.example:{os.getpid()}:{'1' * 32}",
+    }
+    for name, owner in folders.items():
+        (tmp_path / f"reconcile-{name}").mkdir()
+        (tmp_path / f"reconcile-{name}" / "owner").write_text(owner)
+        (tmp_path / f"reconcile-{name}" / "listed.sqlite").write_bytes(b"x" * 100)
+
+    with reconcile_module.ListedIdentifiers(tmp_path) as listed:
+        listed.add(["oai:x:1"])
+        left = {p.name for p in tmp_path.glob("reconcile-*")}
+        assert left == {"reconcile-running", "reconcile-elsewhere", Path(listed._folder.name).name}
+    assert {p.name for p in tmp_path.glob("reconcile-*")} == {
+        "reconcile-running",
+        "reconcile-elsewhere",
+    }
