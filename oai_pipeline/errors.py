@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel
@@ -44,6 +45,13 @@ def database_error_text(error: BaseException) -> str:
         # SQLAlchemy 2.1 reads a plain postgresql:// as psycopg 3; we ship psycopg2.
         text += "; the PostgreSQL driver installed is psycopg2: postgresql+psycopg2://…"
     return text
+
+
+def log_unsaved(log: logging.Logger, what: str, error: BaseException) -> None:
+    """One warning line for a write a database refused after the work it records was done or
+    failed (its server gone or restarting): the error that matters is the work's, and a
+    traceback logged here buried it under the database's."""
+    log.warning("could not %s: %s", what, database_error_text(getattr(error, "orig", error)))
 
 
 def without_password(url: str) -> str:

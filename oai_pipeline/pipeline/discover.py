@@ -16,7 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from oai_pipeline.errors import PipelineError, add_notices, database_error_text
+from oai_pipeline.errors import PipelineError, add_notices, log_unsaved
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
@@ -281,11 +281,7 @@ def _keep_notices(state: StateStore, run_id: int, reader: Reader) -> None:
     try:
         state.add_run_notices(run_id, reader.notices)
     except sa.exc.DBAPIError as error:
-        logger.warning(
-            "could not save the notices of harvest run %s: %s",
-            run_id,
-            database_error_text(error.orig),
-        )
+        log_unsaved(logger, f"save the notices of harvest run {run_id}", error)
     except Exception:  # noqa: BLE001 - the run's failure matters more
         logger.warning("the notices of harvest run %s could not be saved", run_id, exc_info=True)
 
@@ -371,20 +367,19 @@ def _fetch(
         return False
 
     if options.identifiers:
+
+        def stage_answers(answers: list[HarvestedRecord]) -> bool:
+            settled = _answered_unknown(state, scope.harvester_id, run_id, answers, result)
+            return stage(settled, discovered=len(answers))
+
         batch: list[HarvestedRecord] = []
         for record in reader.get_records(options.identifiers):
             batch.append(record)
             if len(batch) >= 100:
-                if stage(
-                    _answered_unknown(state, scope.harvester_id, run_id, batch, result),
-                    discovered=len(batch),
-                ):
+                if stage_answers(batch):
                     return
                 batch = []
-        stage(
-            _answered_unknown(state, scope.harvester_id, run_id, batch, result),
-            discovered=len(batch),
-        )
+        stage_answers(batch)
         return
 
     def save_checkpoint(new_checkpoint: SweepCheckpoint) -> None:

@@ -6,7 +6,7 @@ import logging
 
 import sqlalchemy as sa
 
-from oai_pipeline.errors import PipelineError, database_error_text
+from oai_pipeline.errors import PipelineError, log_unsaved
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.settings import Settings
 from oai_pipeline.state.harvester_lock import HarvesterLock
@@ -45,12 +45,7 @@ class Services:
         try:
             self.state.finish_run(run_id, status, error=f"{type(error).__name__}: {error}")
         except sa.exc.DBAPIError as unrecorded:
-            logger.warning(
-                "could not record harvest run %s as %s: %s",
-                run_id,
-                status,
-                database_error_text(unrecorded.orig),
-            )
+            log_unsaved(logger, f"record harvest run {run_id} as {status}", unrecorded)
 
     def close(self) -> None:
         self.state.close()

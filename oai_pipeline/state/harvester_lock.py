@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from oai_pipeline.errors import PipelineError, database_error_text
+from oai_pipeline.errors import PipelineError, database_error_text, log_unsaved
 
 logger = logging.getLogger(__name__)
 
@@ -320,8 +320,4 @@ class HarvesterLock:
             self.release(harvester_id, owner)
         except sa.exc.DBAPIError as error:
             _abandoned.add(owner)
-            logger.warning(
-                "could not release the lease of %s: %s",
-                harvester_id,
-                database_error_text(error.orig),
-            )
+            log_unsaved(logger, f"release the lease of {harvester_id}", error)

@@ -684,8 +684,8 @@ class StateStore:
                     hr.c.local_id.is_(None),
                 )
                 leftovers = list(conn.execute(never_listed).scalars())
-                for table in (record_errors, harvest_record_xml, harvest_record_data, hr):
-                    if leftovers:
+                if leftovers:
+                    for table in (record_errors, harvest_record_xml, harvest_record_data, hr):
                         conn.execute(
                             table.delete().where(
                                 table.c.harvester_id == harvester_id,
