@@ -142,6 +142,14 @@ def _create_engine(url: str) -> Engine:
     return engine
 
 
+def _unknown_to_source(rr: sa.Table) -> sa.ColumnElement[bool]:
+    """A run row `fail_unknown` made for an identifier the source never had: a failed record
+    of the run, but nothing was staged for it (no harvest record), so not one of `staged`."""
+    # (coalesce: a failed row without an error type is no such row, and NOT NULL is NULL)
+    error_type = sa.func.coalesce(rr.c.error_type, "")
+    return sa.and_(rr.c.status == "failed", error_type == "idDoesNotExist")
+
+
 def _of_record(table: sa.Table) -> sa.ColumnElement[bool]:
     """Join condition: the row of `table` (XML or data) that belongs to the harvest record."""
     return sa.and_(
@@ -1663,7 +1671,9 @@ class StateStore:
             if row is None:
                 raise PipelineError(f"no harvest run {run_id}")
             staged = conn.execute(
-                sa.select(sa.func.count()).where(run_records.c.run_id == run_id)
+                sa.select(sa.func.count()).where(
+                    run_records.c.run_id == run_id, ~_unknown_to_source(run_records)
+                )
             ).scalar_one()
             discovered = max(int(row.discovered), staged)
             cap_reached = bool(row.cap_reached) or bool(

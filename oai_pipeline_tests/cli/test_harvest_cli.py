@@ -351,3 +351,29 @@ def test_resuming_a_failed_run_of_selected_identifiers_asks_for_those_left(
     assert resumed["run_id"] == 1 and resumed["created"] == len(chosen)
     assert sorted(_records_listed("--harvester", "sample")) == chosen
     assert "ListRecords" not in fake.verbs
+
+
+def _numbered(count: int) -> list[FakeRecord]:
+    return [
+        FakeRecord(f"oai:fake.test:{n}", "2024-01-02T00:00:00Z", raw_metadata=oai_dc(f"T{n}"))
+        for n in range(count)
+    ]
+
+
+def test_an_identifier_the_source_never_had_is_not_counted_as_staged(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's `staged` counter counted a typo identifier (idDoesNotExist, no harvest
+    record) as staged; it is one of the run's failed records, named in the report."""
+    harvest_fake_source(settings, monkeypatch, FakeSource(_numbered(1)))
+
+    report = json.loads(
+        run("harvest", "sample", "oai:fake.test:typo", "oai:fake.test:0", "--json").stdout
+    )
+
+    assert report["unknown_identifiers"] == ["oai:fake.test:typo"]
+    status = json.loads(run("status", "--harvester", "sample", "--json").output)
+    assert status["counters"]["staged"] == 1
+    assert status["records"]["failed"] == 1
+    listed = json.loads(run("status", "--list-recent", "--json").output)
+    assert [r["staged"] for r in listed] == [1]
