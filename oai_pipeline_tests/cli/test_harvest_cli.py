@@ -9,9 +9,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from oai_pipeline.cli import main
+from oai_pipeline.pipeline import discover as discover_module
 from oai_pipeline.sample_endpoint.faults import Faults
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
+from oai_pipeline.state.store import StateStore
 from oai_pipeline_tests.cli.conftest import RECORDS, create_args
 from oai_pipeline_tests.oai.fake_source import FakeRecord, FakeSource, drop_connection
 from oai_pipeline_tests.support import (
@@ -353,6 +355,32 @@ def test_resuming_a_failed_run_of_selected_identifiers_asks_for_those_left(
     assert "ListRecords" not in fake.verbs
 
 
+class UnavailableFor(FakeSource):
+    """Answers GetRecord of the identifiers in `down` with HTTP 503, as a source whose
+    backend for some records is down: the retries run out and the run fails."""
+
+    def __init__(self, records: list[FakeRecord]) -> None:
+        super().__init__(records)
+        self.down: set[str] = set()
+
+    def answer(self, request: httpx.Request) -> httpx.Response:
+        params = request.url.params
+        if params.get("verb") == "GetRecord" and params.get("identifier") in self.down:
+            return httpx.Response(503, text="Service Unavailable", headers={"retry-after": "0"})
+        return super().answer(request)
+
+    def asked(self, since: int = 0) -> list[str]:
+        """The identifiers of the GetRecord requests from request number `since` on, once
+        each in the order first asked (a retried request is one)."""
+        return list(
+            dict.fromkeys(
+                r.url.params["identifier"]
+                for r in self.requests[since:]
+                if r.url.params.get("verb") == "GetRecord"
+            )
+        )
+
+
 def _numbered(count: int) -> list[FakeRecord]:
     return [
         FakeRecord(f"oai:fake.test:{n}", "2024-01-02T00:00:00Z", raw_metadata=oai_dc(f"T{n}"))
@@ -377,3 +405,66 @@ def test_an_identifier_the_source_never_had_is_not_counted_as_staged(
     assert status["records"]["failed"] == 1
     listed = json.loads(run("status", "--list-recent", "--json").output)
     assert [r["staged"] for r in listed] == [1]
+
+
+def test_resuming_selected_identifiers_asks_again_only_from_the_one_that_failed(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Answers were staged 100 at a time: a run that failed at its k-th identifier had
+    staged none of those before it, and `--resume` asked the source for all of them
+    again. Each answer is staged as it comes: the resumed run asks from the k-th on."""
+    source = harvest_fake_source(settings, monkeypatch, UnavailableFor(_numbered(6)))
+    chosen = [r.identifier for r in source.records]
+    source.down = {chosen[3]}
+    failed = run("harvest", "sample", *chosen, "--json")
+    assert failed.exit_code == 1
+    assert source.asked() == chosen[:4]
+    source.down.clear()
+    before = len(source.requests)
+
+    resumed = json.loads(run("harvest", "sample", "--resume", "1", "--json").stdout)
+
+    assert source.asked(before) == chosen[3:]
+    assert (resumed["run_id"], resumed["created"], resumed["written_earlier"]) == (1, 6, 0)
+    status = json.loads(run("status", "--harvester", "sample", "--json").output)
+    assert status["counters"]["staged"] == 6
+
+
+class CountingStaged(FakeSource):
+    """Notes, at each GetRecord, how many records of harvest run 1 are staged (durable)."""
+
+    def __init__(self, records: list[FakeRecord], state: StateStore) -> None:
+        super().__init__(records)
+        self.state = state
+        self.staged_when_asked: list[int] = []
+
+    def answer(self, request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("verb") == "GetRecord":
+            asked = [r.identifier for r in self.records]
+            self.staged_when_asked.append(len(self.state.record_statuses(1, asked)))
+        return super().answer(request)
+
+
+@pytest.mark.parametrize(
+    ("seconds_per_commit", "staged_when_asked"),
+    [(3600.0, [0, 0, 2, 2, 4]), (0.0, [0, 1, 2, 3, 4])],
+)
+def test_answers_to_selected_identifiers_are_committed_in_bounded_batches(
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    seconds_per_commit: float,
+    staged_when_asked: list[int],
+) -> None:
+    """What a killed process (no chance to stage on its way out) loses is bounded: answers
+    are committed every ANSWERS_PER_COMMIT, or every SECONDS_PER_COMMIT of a slow source."""
+    monkeypatch.setattr(discover_module, "ANSWERS_PER_COMMIT", 2)
+    monkeypatch.setattr(discover_module, "SECONDS_PER_COMMIT", seconds_per_commit)
+    chosen = [r.identifier for r in _numbered(5)]
+    with StateStore(settings.state_db_url) as state:
+        source = CountingStaged(_numbered(5), state)
+        harvest_fake_source(settings, monkeypatch, source)
+
+        report = json.loads(run("harvest", "sample", *chosen, "--json").stdout)
+
+    assert report["created"] == 5
+    assert source.staged_when_asked == staged_when_asked
