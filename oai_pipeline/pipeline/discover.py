@@ -244,10 +244,13 @@ def discover(
                 _fetch(services, scope, options, reader, run, result, progress)
             except BaseException as error:
                 # what the source did before the run failed is kept for its status (the
-                # failure may be its doing), as is the failure itself
-                _keep_notices(state, run_id, reader)
+                # failure may be its doing), as is the failure itself: the reader's quirks
+                # and the run's own notices (a record deleted as at the source), as a
+                # successful run keeps them
+                notices = [*reader.notices, *result.notices]
+                _keep_notices(state, run_id, notices)
                 services.record_failure(run_id, error)
-                add_notices(error, reader.notices)
+                add_notices(error, notices)
                 raise
             # the run's notices: this attempt's and those an earlier one of it met
             result.notices = state.add_run_notices(run_id, [*reader.notices, *result.notices])
@@ -278,13 +281,13 @@ def _with_identifiers_left(state: StateStore, run_id: int, options: RunOptions) 
     return options.model_copy(update={"identifiers": left or asked})
 
 
-def _keep_notices(state: StateStore, run_id: int, reader: Reader) -> None:
-    """Save the reader's notices on a failing run; a failure to save them is logged, and the
+def _keep_notices(state: StateStore, run_id: int, notices: list[str]) -> None:
+    """Save the notices of a failing run; a failure to save them is logged, and the
     run's own failure is what is raised. The state database refusing (its server gone: often
     the run's failure itself) is one line, as `Services.record_failure` says it: the CLI
     prints a logged traceback, which buried the run's one-line error under the database's."""
     try:
-        state.add_run_notices(run_id, reader.notices)
+        state.add_run_notices(run_id, notices)
     except sa.exc.DBAPIError as error:
         log_unsaved(logger, f"save the notices of harvest run {run_id}", error)
     except Exception:  # noqa: BLE001 - the run's failure matters more

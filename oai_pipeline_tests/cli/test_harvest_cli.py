@@ -388,6 +388,33 @@ def _numbered(count: int) -> list[FakeRecord]:
     ]
 
 
+def test_a_failed_run_keeps_the_notice_of_a_record_deleted_as_at_the_source(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record the source answered idDoesNotExist for, harvested before, is deleted as at
+    the source with a notice. When a later identifier's GetRecord then failed the run, the
+    notice was lost: not on the failed run's status, nor under its error."""
+    source = harvest_fake_source(settings, monkeypatch, UnavailableFor(_numbered(2)))
+    assert json.loads(run("harvest", "sample", "--json").output)["created"] == 2
+    source.records = source.records[1:]  # the source drops oai:fake.test:0 ...
+    source.down = {"oai:fake.test:1"}  # ... and cannot answer for oai:fake.test:1
+
+    failed = run("harvest", "sample", "oai:fake.test:0", "oai:fake.test:1")
+
+    notice = (
+        "oai:fake.test:0: the source no longer has this record (idDoesNotExist) and sent no "
+        "deleted header; deleted as at the source"
+    )
+    assert failed.exit_code == 1
+    assert f"  note: {notice}" in failed.output.splitlines()
+    status = json.loads(run("status", "--harvester", "sample", "--json").output)
+    assert status["run"]["status"] == "failed"
+    assert status["notices"] == [notice]
+    source.down.clear()
+    resumed = json.loads(run("harvest", "sample", "--resume", "2", "--json").stdout)
+    assert (resumed["deleted"], resumed["notices"]) == (1, [notice])
+
+
 def test_an_identifier_the_source_never_had_is_not_counted_as_staged(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
