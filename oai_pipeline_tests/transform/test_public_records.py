@@ -429,3 +429,30 @@ def test_kernel_4_7_poster_presentation_and_other_relation() -> None:
         ("references", None),
         ("istranslationof", {"id": "poster"}),
     ]  # the same DOI in the same relation once (the Presentation one repeats it)
+
+
+def test_dspace_journal_in_dc_relation_is_series_information() -> None:
+    """NKU (DSpace) writes dc.relation.ispartofseries, the journal and its volume, into
+    dc:relation (`Journal of Kentucky Studies;volume 24 September 2007`): it was dropped; its
+    ISSN (dc:identifier) stays the serial the record is published in."""
+    data = metadata("nku-dspace-oai_dc.xml")
+    assert data["additional_descriptions"] == [
+        {
+            "description": "Journal of Kentucky Studies, vol. 24, September 2007",
+            "type": {"id": "series-information"},
+        }
+    ]
+    assert data["related_identifiers"] == [
+        {"identifier": "8755-4208", "scheme": "issn", "relation_type": {"id": "ispublishedin"}}
+    ]
+
+
+def test_series_without_a_number_and_whole_references_are_no_citations() -> None:
+    """HELDA's series name and its number in two dc:relation values, and ZORA's (EPrints)
+    dc:source, a whole reference with the authors and the article's title before the
+    journal's, are not read as a journal citation: which part is the journal is not clear."""
+    assert not any(
+        entry["type"] == {"id": "series-information"}
+        for name in ("helda-dspace-oai_dc.xml", "zora-eprints-oai_dc-excerpt.xml")
+        for entry in metadata(name)["additional_descriptions"]
+    )
