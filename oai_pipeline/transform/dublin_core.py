@@ -17,6 +17,7 @@ from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.datacite import XML_LANG
 from oai_pipeline.transform.dates import (
     ACCEPTED_FORMS,
+    is_approximate,
     is_timestamp,
     normalize_date,
     says_no_date,
@@ -188,8 +189,10 @@ def _dates(dc: etree._Element) -> tuple[str | None, list[dict[str, Any]]]:
     fails the record: the source says when, and we cannot read it.
 
     The other dates (DSpace's deposit timestamps, cut to their day) are kept once each as
-    `other` dates: Dublin Core does not say what they are. OpenAIRE's embargo end is an
-    `available` date."""
+    `other` dates: Dublin Core does not say what they are. A text read only as its year
+    (`Spring 2020`, `ca. 1890`) keeps its words as the date's description, and when it is
+    the publication date it is also an `issued` date, so that what the source said is not lost.
+    OpenAIRE's embargo end is an `available` date."""
     texts = [text for _, text in _texts(_DATE, dc)]
     if not texts:
         return None, []
@@ -204,30 +207,30 @@ def _dates(dc: etree._Element) -> tuple[str | None, list[dict[str, Any]]]:
         texts = [text for text in texts if not text.startswith(_EU_REPO_DATE)]
         if not texts:
             return None, embargo_ends
-    earliest: str | None = None
-    earliest_stamp: str | None = None
-    readable: list[str] = []
+    # (date, the source's words when the date says less than they do), in the source's order
+    read: list[tuple[str, str | None]] = []
+    earliest: tuple[str, str | None] | None = None
+    earliest_stamp: tuple[str, str | None] | None = None
+    earliest_year: tuple[str, str | None] | None = None
     unreadable: list[str] = []
     for text in texts:
         try:
             date = normalize_date(text)
         except ValueError:
             unreadable.append(text)
+            if (year := year_in_text(text)) is not None:
+                read.append((year, text))
+                if earliest_year is None or year < earliest_year[0]:
+                    earliest_year = read[-1]
             continue
-        if date not in readable:
-            readable.append(date)
+        read.append((date, text if is_approximate(text) else None))
         # EDTF dates (and an interval's start) compare as strings, a prefix first.
         if is_timestamp(text):
-            if earliest_stamp is None or date < earliest_stamp:
-                earliest_stamp = date
-        elif earliest is None or date.partition("/")[0] < earliest.partition("/")[0]:
-            earliest = date
-    chosen = earliest
-    if chosen is None and unreadable:
-        years = [year for text in unreadable if (year := year_in_text(text)) is not None]
-        chosen = min(years) if years else None
-    if chosen is None:
-        chosen = earliest_stamp
+            if earliest_stamp is None or date < earliest_stamp[0]:
+                earliest_stamp = read[-1]
+        elif earliest is None or date.partition("/")[0] < earliest[0].partition("/")[0]:
+            earliest = read[-1]
+    chosen = earliest or earliest_year or earliest_stamp
     if chosen is None and not all(map(says_no_date, unreadable)):
         raise TransformFailure(
             INVALID_DATE,
@@ -235,8 +238,17 @@ def _dates(dc: etree._Element) -> tuple[str | None, list[dict[str, Any]]]:
             f"the accepted forms are {ACCEPTED_FORMS}",
             "metadata.publication_date",
         )
-    others = [{"date": date, "type": {"id": "other"}} for date in readable if date != chosen]
-    return chosen, others + embargo_ends
+    dates: list[dict[str, Any]] = []
+    for entry in dict.fromkeys(read):
+        date, words = entry
+        if entry == chosen:
+            if words is not None:
+                dates.append({"date": date, "type": {"id": "issued"}, "description": words})
+        elif words is not None:
+            dates.append({"date": date, "type": {"id": "other"}, "description": words})
+        elif chosen is None or date != chosen[0]:
+            dates.append({"date": date, "type": {"id": "other"}})
+    return (chosen[0] if chosen else None), dates + embargo_ends
 
 
 # OpenAIRE's dc:date for the end of an embargo (`info:eu-repo/date/embargoEnd/2025-06-30`):

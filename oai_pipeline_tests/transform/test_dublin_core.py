@@ -707,3 +707,69 @@ def test_zenodo_journal_in_dc_source_is_series_information() -> None:
         for key, item in by_id.items()
         if key != "oai:zenodo.org:8333281"
     )
+
+
+@pytest.mark.parametrize(
+    ("dates", "publication_date", "expected"),
+    [
+        (
+            ["Spring 2020"],
+            "2020",
+            [{"date": "2020", "type": {"id": "issued"}, "description": "Spring 2020"}],
+        ),
+        (
+            ["ca. 1890"],
+            "1890",
+            [{"date": "1890", "type": {"id": "issued"}, "description": "ca. 1890"}],
+        ),
+        (
+            ["[1885?]"],
+            "1885",
+            [{"date": "1885", "type": {"id": "issued"}, "description": "[1885?]"}],
+        ),
+        (
+            ["19--"],
+            "1900/1999",
+            [{"date": "1900/1999", "type": {"id": "issued"}, "description": "19--"}],
+        ),
+        # a date is the publication date; the text beside it is kept as another date
+        (
+            ["Spring 2020", "2019-10"],
+            "2019-10",
+            [{"date": "2020", "type": {"id": "other"}, "description": "Spring 2020"}],
+        ),
+        (
+            ["2019-10", "ca. 1890"],
+            "1890",
+            [
+                {"date": "2019-10", "type": {"id": "other"}},
+                {"date": "1890", "type": {"id": "issued"}, "description": "ca. 1890"},
+            ],
+        ),
+        # the same year written exactly and approximately: both said, both kept
+        (
+            ["1890", "ca. 1890"],
+            "1890",
+            [{"date": "1890", "type": {"id": "other"}, "description": "ca. 1890"}],
+        ),
+        # dates the target's form says all of are kept as they were
+        (["May 2020"], "2020-05", []),
+        (["1885."], "1885", []),
+        (
+            ["2020", "2020-03-01T10:00:00Z"],
+            "2020",
+            [{"date": "2020-03-01", "type": {"id": "other"}}],
+        ),
+    ],
+)
+def test_dc_date_text_read_as_a_year_is_kept(
+    dates: list[str], publication_date: str, expected: list[dict]
+) -> None:
+    """A dc:date that is no date (`Spring 2020`) or an approximate one (`ca. 1890`) became its
+    year, and its text was lost (beside another date, the whole value was): the year is now a
+    date described by the source's text, `issued` when it is the publication date."""
+    body = "".join(f"<dc:date>{date}</dc:date>" for date in dates)
+    item = dc_item(f"<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator>{body}")
+    metadata = transformed_metadata(item)
+    assert metadata["publication_date"] == publication_date
+    assert metadata["dates"] == expected
