@@ -62,6 +62,12 @@ _RELATION = _elements("relation")
 _TYPE = _elements("type")
 _FORMAT = _elements("format")
 _SOURCE = _elements("source")
+# DCMI Terms' citation of where the work appeared, which EPrints (ZORA) writes into oai_dc,
+# in the terms' namespace or (its `dcterms` prefix bound to the wrong URI) the elements'.
+_BIBLIOGRAPHIC_CITATION = etree.XPath(
+    "dc:bibliographicCitation | terms:bibliographicCitation",
+    namespaces={"dc": DC, "terms": "http://purl.org/dc/terms/"},
+)
 
 
 def _texts(path: etree.XPath, dc: etree._Element) -> list[tuple[etree._Element, str]]:
@@ -461,13 +467,14 @@ def _cited(
 
 def _journals(dc: etree._Element) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
     """The journal the record appeared in, as DSpace (dc.relation.ispartof, .ispartofseries),
-    EPrints, OJS and Zenodo write it in free text in dc:relation or dc:source: its ISSNs (OJS
+    EPrints, OJS and Zenodo write it in free text in dc:relation or dc:source (EPrints also in
+    a dcterms:bibliographicCitation): its ISSNs (OJS
     writes them as dc:source values of their own, `<dc:source>2159-5399`) as identifiers, and
     its citation as a series-information description, the shape DataCite's relatedItem
     IsPublishedIn and MARC's 773 take. URLs, DOIs and other identifiers are `_relations`'."""
     issns: list[dict[str, str]] = []
     described: list[dict[str, Any]] = []
-    for path in (_RELATION, _SOURCE):
+    for path in (_RELATION, _SOURCE, _BIBLIOGRAPHIC_CITATION):
         for _, text in _texts(path, dc):
             if "://" in text or text.startswith("info:") or normalize_doi(text) is not None:
                 continue

@@ -3,6 +3,7 @@ oai-import transformer: DSpace, bepress and OJS-style Dublin Core, DataCite kern
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -448,11 +449,37 @@ def test_dspace_journal_in_dc_relation_is_series_information() -> None:
 
 
 def test_series_without_a_number_and_whole_references_are_no_citations() -> None:
-    """HELDA's series name and its number in two dc:relation values, and ZORA's (EPrints)
-    dc:source, a whole reference with the authors and the article's title before the
-    journal's, are not read as a journal citation: which part is the journal is not clear."""
+    """HELDA's series name and its number in two dc:relation values, and an author-year
+    reference in dc:source (ZORA's, with the authors and the article's title before the
+    journal's) are not read as a journal citation: which part is the journal is not clear."""
     assert not any(
         entry["type"] == {"id": "series-information"}
-        for name in ("helda-dspace-oai_dc.xml", "zora-eprints-oai_dc-excerpt.xml")
-        for entry in metadata(name)["additional_descriptions"]
+        for entry in metadata("helda-dspace-oai_dc.xml")["additional_descriptions"]
     )
+    zora = (PUBLIC / "zora-eprints-oai_dc-excerpt.xml").read_text()
+    without_citation = re.sub(r"<dcterms:bibliographicCitation>.*?</dcterms:[^>]*>", "", zora)
+    item = TransformItem("oai:x:2", "2024-01-01", [], wrap_metadata(without_citation))
+    [item] = transform([item])
+    assert item.error is None
+    assert item.data["metadata"]["additional_descriptions"] == []
+
+
+def test_eprints_bibliographic_citation_is_series_information() -> None:
+    """ZORA (EPrints) writes the journal citation as a `dcterms:bibliographicCitation` inside
+    oai_dc (its `dcterms` prefix bound to the elements' namespace): it was dropped."""
+    assert metadata("zora-eprints-oai_dc-excerpt.xml")["additional_descriptions"] == [
+        {
+            "description": "Cost Effectiveness and Resource Allocation : C/E, vol. 5, p. 5",
+            "type": {"id": "series-information"},
+        }
+    ]
+    terms = _dc(
+        '<dcterms:bibliographicCitation xmlns:dcterms="http://purl.org/dc/terms/">'
+        "Journal of Foo, 12(3), 45-67</dcterms:bibliographicCitation>"
+    )
+    assert terms["additional_descriptions"] == [
+        {
+            "description": "Journal of Foo, vol. 12, no. 3, pp. 45–67",
+            "type": {"id": "series-information"},
+        }
+    ]
