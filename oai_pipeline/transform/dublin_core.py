@@ -468,10 +468,10 @@ def _cited(
 def _journals(dc: etree._Element) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
     """The journal the record appeared in, as DSpace (dc.relation.ispartof, .ispartofseries),
     EPrints, OJS and Zenodo write it in free text in dc:relation or dc:source (EPrints also in
-    a dcterms:bibliographicCitation): its ISSNs (OJS
-    writes them as dc:source values of their own, `<dc:source>2159-5399`) as identifiers, and
-    its citation as a series-information description, the shape DataCite's relatedItem
-    IsPublishedIn and MARC's 773 take. URLs, DOIs and other identifiers are `_relations`'."""
+    a dcterms:bibliographicCitation): its ISSNs (OJS writes them as dc:source values of their
+    own, `<dc:source>2159-5399`) as identifiers, and its citation as a series-information
+    description, the shape DataCite's relatedItem IsPublishedIn and MARC's 773 take. URLs,
+    DOIs and other identifiers are `_relations`'."""
     issns: list[dict[str, str]] = []
     described: list[dict[str, Any]] = []
     for path in (_RELATION, _SOURCE, _BIBLIOGRAPHIC_CITATION):
