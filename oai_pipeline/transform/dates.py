@@ -199,6 +199,21 @@ def year_in_text(text: str) -> str | None:
     return min(years) if years else None
 
 
+def is_approximate(text: str) -> bool:
+    """True when `normalize_date` reads `text` only as an approximate year, a year of unknown
+    digits or a decade (`ca. 1900`, `[1885?]`, `19--`, `1950s`): its EDTF form says less than
+    the text, so an import keeps the text beside it. ISBD's closing period (`1885.`) is none."""
+    text = text.strip()
+    if "/" in text or _YEAR_RANGE.match(text):
+        return False
+    try:
+        _single(text)
+        return False
+    except ValueError:
+        approximate = _approximate(text)
+    return approximate is not None and approximate != text.rstrip(".")
+
+
 def says_no_date(text: str) -> bool:
     """True for the catalogue terms that say a work is undated (`n.d.`, `[s.a.]`, `o.J.`)."""
     return _NO_DATE.match(text.strip()) is not None

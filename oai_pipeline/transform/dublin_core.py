@@ -17,6 +17,7 @@ from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.datacite import XML_LANG
 from oai_pipeline.transform.dates import (
     ACCEPTED_FORMS,
+    is_approximate,
     is_timestamp,
     normalize_date,
     says_no_date,
@@ -25,6 +26,7 @@ from oai_pipeline.transform.dates import (
 from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure, missing_field, shown
 from oai_pipeline.transform.normalize import (
     block_text_or_none,
+    citation,
     creators_or_contributors,
     description_html,
     eu_repo_grant,
@@ -60,6 +62,12 @@ _RELATION = _elements("relation")
 _TYPE = _elements("type")
 _FORMAT = _elements("format")
 _SOURCE = _elements("source")
+# DCMI Terms' citation of where the work appeared, which EPrints (ZORA) writes into oai_dc,
+# in the terms' namespace or (its `dcterms` prefix bound to the wrong URI) the elements'.
+_BIBLIOGRAPHIC_CITATION = etree.XPath(
+    "dc:bibliographicCitation | terms:bibliographicCitation",
+    namespaces={"dc": DC, "terms": "http://purl.org/dc/terms/"},
+)
 
 
 def _texts(path: etree.XPath, dc: etree._Element) -> list[tuple[etree._Element, str]]:
@@ -136,7 +144,10 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
     pids, identifiers, links = _identifiers(dc)
     resource_type = vocab.dc_resource_type([text for _, text in _texts(_TYPE, dc)])
     alternates, related, funding = _relations(dc)
-    identifiers, containers = _containers(dc, identifiers + alternates, resource_type)
+    journal_issns, journals = _journals(dc)
+    identifiers, containers = _containers(
+        dc, identifiers + alternates + journal_issns, resource_type
+    )
     own = pids.get("doi")
     publishers = _texts(_PUBLISHER, dc)
     publication_date, other_dates = _dates(dc)
@@ -154,7 +165,8 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
         "additional_descriptions": [
             {"description": text, "type": {"id": "other"}, "lang": _language(element)}
             for element, text in descriptions[1:]
-        ],
+        ]
+        + journals,
         "subjects": _subjects(dc),
         "rights": _rights(dc),
         "languages": languages(dc),
@@ -183,8 +195,10 @@ def _dates(dc: etree._Element) -> tuple[str | None, list[dict[str, Any]]]:
     fails the record: the source says when, and we cannot read it.
 
     The other dates (DSpace's deposit timestamps, cut to their day) are kept once each as
-    `other` dates: Dublin Core does not say what they are. OpenAIRE's embargo end is an
-    `available` date."""
+    `other` dates: Dublin Core does not say what they are. A text read only as its year
+    (`Spring 2020`, `ca. 1890`) keeps its words as the date's description, and when it is
+    the publication date it is also an `issued` date, so that what the source said is not lost.
+    OpenAIRE's embargo end is an `available` date."""
     texts = [text for _, text in _texts(_DATE, dc)]
     if not texts:
         return None, []
@@ -199,30 +213,30 @@ def _dates(dc: etree._Element) -> tuple[str | None, list[dict[str, Any]]]:
         texts = [text for text in texts if not text.startswith(_EU_REPO_DATE)]
         if not texts:
             return None, embargo_ends
-    earliest: str | None = None
-    earliest_stamp: str | None = None
-    readable: list[str] = []
+    # (date, the source's words when the date says less than they do), in the source's order
+    read: list[tuple[str, str | None]] = []
+    earliest: tuple[str, str | None] | None = None
+    earliest_stamp: tuple[str, str | None] | None = None
+    earliest_year: tuple[str, str | None] | None = None
     unreadable: list[str] = []
     for text in texts:
         try:
             date = normalize_date(text)
         except ValueError:
             unreadable.append(text)
+            if (year := year_in_text(text)) is not None:
+                read.append((year, text))
+                if earliest_year is None or year < earliest_year[0]:
+                    earliest_year = read[-1]
             continue
-        if date not in readable:
-            readable.append(date)
+        read.append((date, text if is_approximate(text) else None))
         # EDTF dates (and an interval's start) compare as strings, a prefix first.
         if is_timestamp(text):
-            if earliest_stamp is None or date < earliest_stamp:
-                earliest_stamp = date
-        elif earliest is None or date.partition("/")[0] < earliest.partition("/")[0]:
-            earliest = date
-    chosen = earliest
-    if chosen is None and unreadable:
-        years = [year for text in unreadable if (year := year_in_text(text)) is not None]
-        chosen = min(years) if years else None
-    if chosen is None:
-        chosen = earliest_stamp
+            if earliest_stamp is None or date < earliest_stamp[0]:
+                earliest_stamp = read[-1]
+        elif earliest is None or date.partition("/")[0] < earliest[0].partition("/")[0]:
+            earliest = read[-1]
+    chosen = earliest or earliest_year or earliest_stamp
     if chosen is None and not all(map(says_no_date, unreadable)):
         raise TransformFailure(
             INVALID_DATE,
@@ -230,8 +244,17 @@ def _dates(dc: etree._Element) -> tuple[str | None, list[dict[str, Any]]]:
             f"the accepted forms are {ACCEPTED_FORMS}",
             "metadata.publication_date",
         )
-    others = [{"date": date, "type": {"id": "other"}} for date in readable if date != chosen]
-    return chosen, others + embargo_ends
+    dates: list[dict[str, Any]] = []
+    for entry in dict.fromkeys(read):
+        date, words = entry
+        if entry == chosen:
+            if words is not None:
+                dates.append({"date": date, "type": {"id": "issued"}, "description": words})
+        elif words is not None:
+            dates.append({"date": date, "type": {"id": "other"}, "description": words})
+        elif chosen is None or date != chosen[0]:
+            dates.append({"date": date, "type": {"id": "other"}})
+    return (chosen[0] if chosen else None), dates + embargo_ends
 
 
 # OpenAIRE's dc:date for the end of an embargo (`info:eu-repo/date/embargoEnd/2025-06-30`):
@@ -308,12 +331,6 @@ def _identifiers(
             identifiers.append({"identifier": number, "scheme": "isbn"})
         elif (number := issn(text)) is not None:
             identifiers.append({"identifier": number, "scheme": "issn"})
-    # OJS writes the journal's ISSNs as dc:source values of their own (`<dc:source>2159-5399`).
-    identifiers.extend(
-        {"identifier": number, "scheme": "issn"}
-        for _, text in _texts(_SOURCE, dc)
-        if (number := issn(text)) is not None
-    )
     # DSpace lists a DOI as dc.identifier.doi and again as its URL: one is the pid, once
     # (`import_dc` drops the repeats and the pid from the identifiers).
     return pids, identifiers, links
@@ -357,6 +374,115 @@ def _containers(
         else:
             own.append(entry)
     return own, related
+
+
+# A journal's ISSN written with its label inside a citation or alone (`ISSN: 1234-5679`,
+# `eISSN 1234-5679`, `ISSN (online) 1234-5679`), as DSpace's dc.relation.ispartof and
+# EPrints' citations (`…, 12 (3). pp. 45-67. ISSN 1234-5679`) give it.
+_LABELLED_ISSN = re.compile(
+    r"[\s.,;]*\b(?:[ep]-?|print\s+|online\s+)?issn(?:\s*\([^()]{0,20}\))?\s*:?\s*"
+    r"(\d{4}-?\d{3}[\dX])\b",
+    re.I,
+)
+# The parts of a citation: volume, issue, pages (`123-127`, `e1234`, `S12-S15`, an article
+# number `012345`) and a date in brackets (`(2020)`, `(2023-10-12)`, `(September 2007)`).
+_VOLUME = r"(?P<volume>\d+)"
+_ISSUE = r"\(\s*(?P<issue>[\w./ -]{1,20}?)\s*\)"
+_PAGE = r"[A-Za-z]{0,4}\d+[A-Za-z]?"
+_PAGES = rf"(?:pp?\.?\s*)?(?P<start>{_PAGE})(?:\s*-\s*(?P<end>{_PAGE}))?"
+_YEAR = r"\(\s*(?P<year>[^()]*\d{4}[^()]*?)\s*\)"
+# APA and EPrints: `Journal, 12(3), 45-67`, `Journal, 12 (3). pp. 45-67`, `Journal, 5:5`,
+# `Cell Reports, 42(10), (2023-10-12)`: an issue or pages, or both, after the volume.
+_NUMBERED = re.compile(
+    rf"^(?P<title>[^;]*?[^\d\s;]),\s*{_VOLUME}(?:\s*{_ISSUE})?"
+    rf"(?:\s*(?::|,|\.)\s*{_PAGES})?(?:,?\s*{_YEAR})?$"
+)
+# Nature and the physics journals: `Nature 580, 123-127 (2020)`, `Phys. Rev. Lett. 116, 061102
+# (2016)`; the year is required (`Figure 3, 12-14` is no citation).
+_JOURNAL_VOLUME_PAGES = re.compile(
+    rf"^(?P<title>[^,;]*[^\W\d_].?)\s+{_VOLUME},\s*{_PAGES}\s*{_YEAR}$"
+)
+# Labelled: OJS's `Journal; Vol. 12, No. 3 (2019): Issue title; 45-67`, DSpace's series
+# `Journal;volume 24 September 2007`, `Journal, Vol. 12, No. 3, pp. 45-67`, `Revista; v. 7 n. 2`.
+_LABELLED = re.compile(
+    r"^(?P<title>.+?)\s*[;,]\s*(?:vol(?:ume)?\.?|v\.|bd\.|band|jg\.|jahrgang|tome|tomo|t\.)"
+    rf"\s*{_VOLUME}\b"
+    r"(?:\s*,?\s*(?:no\.?|nr\.?|núm\.?|num\.?|n\.|n[°º]|issue|iss\.|heft|h\.)\s*"
+    r"(?P<issue>[\w/-]+))?"
+    rf"(?:\s*{_YEAR})?(?P<tail>.*)$",
+    re.I,
+)
+_TAIL_PAGES = re.compile(rf"(?:^|[;:,.])\s*{_PAGES}\s*$")
+# An author-year reference (`Doe, J (2007). Title. Journal, 5:5.`) holds the work's own title
+# before the journal's: which words are the journal cannot be told, so it is no citation here.
+_REFERENCE_YEAR = re.compile(r"\(\d{4}[a-z]?\)")
+# A journal citation is one short line; a longer text (an abstract in dc:source) is none, and
+# is not searched: the patterns' backtracking grows with the square of the length.
+_CITATION_LENGTH = 400
+
+
+def _journal_citation(text: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """The journal a dc:relation or dc:source names, as a series-information description,
+    and the ISSNs it gives. Conservative: a text is a citation only when a journal title is
+    followed by its volume and issue or pages, or by a labelled volume (`Vol. 12`); anything
+    else (a meeting `PyHEP 2023 Workshop, 9-12 October 2023`, a series name alone, a whole
+    reference with its authors) is none."""
+    if len(text) > _CITATION_LENGTH:
+        return None, []
+    numbers = [n for m in _LABELLED_ISSN.finditer(text) if (n := issn(m.group(1)))]
+    rest = _LABELLED_ISSN.sub("", text) if numbers else text
+    rest = re.sub(r"(?<=\d)\s*[\u2013\u2014]\s*(?=[A-Za-z]?\d)", "-", rest).strip(" .,;")
+    if not rest:
+        return None, numbers
+    if (bare := issn(rest)) is not None:
+        return None, [*numbers, bare]
+    described = None
+    if (match := _LABELLED.match(rest)) is not None:
+        tail = match.group("tail")
+        start = end = None
+        if pages := _TAIL_PAGES.search(tail):
+            start, end = pages.group("start"), pages.group("end")
+            tail = tail[: pages.start()]
+        more = text_or_none(tail.strip(" .,;:"))
+        described = _cited(match, start, end, match.group("year"), more)
+    elif (match := _JOURNAL_VOLUME_PAGES.match(rest) or _NUMBERED.match(rest)) is not None:
+        issue, volume = match.groupdict().get("issue"), match.group("volume")
+        # without an issue, a year is no volume: `Springer, Berlin, 2019, 45-67`
+        if issue or (match.group("start") and not 1800 <= int(volume) <= 2100):
+            described = _cited(match, match.group("start"), match.group("end"), match["year"])
+    return described, numbers
+
+
+def _cited(
+    match: re.Match[str], start: str | None, end: str | None, *more: str | None
+) -> dict[str, Any] | None:
+    """The citation of a matched text; None when its title is not a journal's: no words, a
+    URL, or the start of an author-year reference."""
+    title = match.group("title").strip(" ,;:")
+    if sum(c.isalpha() for c in title) < 2 or "://" in title or _REFERENCE_YEAR.search(title):
+        return None
+    issue = match.groupdict().get("issue")
+    return citation(title, match.group("volume"), issue, start, end, *more)
+
+
+def _journals(dc: etree._Element) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    """The journal the record appeared in, as DSpace (dc.relation.ispartof, .ispartofseries),
+    EPrints, OJS and Zenodo write it in free text in dc:relation or dc:source (EPrints also in
+    a dcterms:bibliographicCitation): its ISSNs (OJS writes them as dc:source values of their
+    own, `<dc:source>2159-5399`) as identifiers, and its citation as a series-information
+    description, the shape DataCite's relatedItem IsPublishedIn and MARC's 773 take. URLs,
+    DOIs and other identifiers are `_relations`'."""
+    issns: list[dict[str, str]] = []
+    described: list[dict[str, Any]] = []
+    for path in (_RELATION, _SOURCE, _BIBLIOGRAPHIC_CITATION):
+        for _, text in _texts(path, dc):
+            if "://" in text or text.startswith("info:") or normalize_doi(text) is not None:
+                continue
+            found, numbers = _journal_citation(text)
+            if found is not None and found not in described:
+                described.append(found)
+            issns.extend({"identifier": number, "scheme": "issn"} for number in numbers)
+    return issns, described
 
 
 # InvenioRDM's relation types are DataCite's relationType list, which has no untyped

@@ -22,7 +22,9 @@ gained its citation as a series-information description; nothing else changed. A
 DataCite dates of a type the target lacks: the full example's Coverage date names its type.
 And for German/European date forms (`12.05.2020`): only the invalid_date messages changed,
 which list the new forms. And for year-first dates with dots (`2020.05.12`): only the
-invalid_date messages changed (20 of each set), which list the form.
+invalid_date messages changed (20 of each set), which list the form. And for the journal in a
+dc:source/dc:relation: only Zenodo's record 8333281 (`Cell Reports, 42(10), (2023-10-12)`)
+changed, in both sets: it gained that citation as a series-information description.
 """
 
 from __future__ import annotations

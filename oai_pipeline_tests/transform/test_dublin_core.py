@@ -559,3 +559,217 @@ def test_invisible_characters_are_dropped_and_text_is_nfc() -> None:
     assert metadata["title"] == "Caf\u00e9 study"
     assert metadata["additional_titles"] == []
     assert metadata["creators"][0]["person_or_org"]["family_name"] == "M\u00fcller"
+
+
+def _series_information(metadata: dict) -> list[str]:
+    return [
+        entry["description"]
+        for entry in metadata["additional_descriptions"]
+        if entry["type"] == {"id": "series-information"}
+    ]
+
+
+@pytest.mark.parametrize("element", ["relation", "source"])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # APA: journal, volume(issue), pages or article number
+        (
+            "Journal of Physics: Conference Series, 1234(5), 012345",
+            "Journal of Physics: Conference Series, vol. 1234, no. 5, p. 012345",
+        ),
+        ("Cell Reports, 42(10), (2023-10-12)", "Cell Reports, vol. 42, no. 10, 2023-10-12"),
+        ("Journal of Foo, 12(3), 45-67.", "Journal of Foo, vol. 12, no. 3, pp. 45–67"),
+        # Nature's and the physics journals' style: journal volume, pages (year)
+        ("Nature 580, 123–127 (2020)", "Nature, vol. 580, 2020, pp. 123–127"),
+        ("Phys. Rev. Lett. 116, 061102 (2016)", "Phys. Rev. Lett., vol. 116, 2016, p. 061102"),
+        # EPrints' citation: publication, volume(number):pagerange
+        (
+            "Cost Effectiveness and Resource Allocation : C/E, 5:5.",
+            "Cost Effectiveness and Resource Allocation : C/E, vol. 5, p. 5",
+        ),
+        ("Journal of Foo, 12(3):45-67.", "Journal of Foo, vol. 12, no. 3, pp. 45–67"),
+        # OJS: journal; issue identification; pages
+        (
+            "Zeitschrift für X; Vol. 12, No. 3 (2019): 45-67",
+            "Zeitschrift für X, vol. 12, no. 3, 2019, pp. 45–67",
+        ),
+        (
+            "Proceedings of the AAAI Conference on Artificial Intelligence; Vol. 40 No. 1: "
+            "AAAI-26 Technical Tracks 1; 101-109",
+            "Proceedings of the AAAI Conference on Artificial Intelligence, vol. 40, no. 1, "
+            "AAAI-26 Technical Tracks 1, pp. 101–109",
+        ),
+        ("Revista X; v. 7 n. 2 (2018)", "Revista X, vol. 7, no. 2, 2018"),
+        # labelled parts
+        (
+            "Journal of Foo, Vol. 12, No. 3, pp. 45-67",
+            "Journal of Foo, vol. 12, no. 3, pp. 45–67",
+        ),
+    ],
+)
+def test_a_journal_citation_in_dc_relation_or_source_is_series_information(
+    element: str, text: str, expected: str
+) -> None:
+    """DSpace, EPrints, OJS and Zenodo give the journal an article appeared in as free text in
+    dc:relation or dc:source; it was dropped. It is read into the citation DataCite's
+    relatedItem IsPublishedIn and MARC's 773 give: a series-information description."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        "<dc:description>Abstract</dc:description>"
+        f"<dc:{element}>{text}</dc:{element}>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["description"] == "Abstract"
+    assert _series_information(metadata) == [expected]
+    assert metadata["related_identifiers"] == []
+
+
+@pytest.mark.parametrize("element", ["relation", "source"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ISSN: 0028-0836",
+        "ISSN 0028-0836",
+        "eISSN: 0028-0836",
+        "0028-0836",
+    ],
+)
+def test_an_issn_in_dc_relation_or_source_is_the_journal(element: str, text: str) -> None:
+    """DSpace's dc.relation.ispartof and EPrints write the journal's ISSN with its label; it was
+    dropped (dc:relation) or read only without one (dc:source)."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        f"<dc:{element}>{text}</dc:{element}>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["related_identifiers"] == [
+        {"identifier": "0028-0836", "scheme": "issn", "relation_type": {"id": "ispublishedin"}}
+    ]
+    assert _series_information(metadata) == []
+
+
+def test_a_citation_with_its_issn_is_both() -> None:
+    """EPrints' citation ends with the journal's ISSN: the citation and the ISSN, once each."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        "<dc:source>Nature, 580 (7801). pp. 123-127. ISSN 0028-0836</dc:source>"
+        "<dc:identifier>0028-0836</dc:identifier>"
+    )
+    metadata = transformed_metadata(item)
+    assert _series_information(metadata) == ["Nature, vol. 580, no. 7801, pp. 123–127"]
+    assert metadata["related_identifiers"] == [
+        {"identifier": "0028-0836", "scheme": "issn", "relation_type": {"id": "ispublishedin"}}
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "PyHEP 2023 Workshop, 9-12 October 2023",  # Zenodo: a meeting, no journal
+        "Julkaisuja / Helsingin yliopisto, soveltavan biologian laitos",  # a series, no number
+        "34",
+        "Part of the Smith collection",
+        "Journal of Foo",  # a title alone
+        "Smith, J; Doe, A (2007). A review. Journal of Foo, 5:5.",  # a whole reference
+        "Has version: Doe, J (2019) Preprint, arXiv, 12(3)",
+        "https://example.org/journal/12/3",
+        "10.1234/abc",
+    ],
+)
+def test_dc_relation_that_is_no_citation_is_not_read_as_one(text: str) -> None:
+    """Only text that clearly is a citation becomes one: a journal title and its volume,
+    issue or pages. URLs and DOIs stay related identifiers."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        f"<dc:relation>{text}</dc:relation><dc:source>{text}</dc:source>"
+    )
+    metadata = transformed_metadata(item)
+    assert _series_information(metadata) == []
+    assert all(r["relation_type"]["id"] == "references" for r in metadata["related_identifiers"])
+
+
+def test_zenodo_journal_in_dc_source_is_series_information() -> None:
+    """Zenodo's recorded page: `Cell Reports, 42(10), (2023-10-12)` was dropped; a meeting in
+    dc:source (`PyHEP 2023 Workshop, 9-12 October 2023`) is no journal."""
+    by_id = {
+        item.identifier: item
+        for item in transform(
+            page_items("zenodo-ListRecords-oai_dc-resumed-with-deleted.xml")
+            + page_items("zenodo-ListRecords-oai_dc-page1.xml")
+        )
+        if item.data is not None
+    }
+    cell = by_id["oai:zenodo.org:8333281"].data["metadata"]
+    assert _series_information(cell) == ["Cell Reports, vol. 42, no. 10, 2023-10-12"]
+    assert all(
+        not _series_information(item.data["metadata"])
+        for key, item in by_id.items()
+        if key != "oai:zenodo.org:8333281"
+    )
+
+
+@pytest.mark.parametrize(
+    ("dates", "publication_date", "expected"),
+    [
+        (
+            ["Spring 2020"],
+            "2020",
+            [{"date": "2020", "type": {"id": "issued"}, "description": "Spring 2020"}],
+        ),
+        (
+            ["ca. 1890"],
+            "1890",
+            [{"date": "1890", "type": {"id": "issued"}, "description": "ca. 1890"}],
+        ),
+        (
+            ["[1885?]"],
+            "1885",
+            [{"date": "1885", "type": {"id": "issued"}, "description": "[1885?]"}],
+        ),
+        (
+            ["19--"],
+            "1900/1999",
+            [{"date": "1900/1999", "type": {"id": "issued"}, "description": "19--"}],
+        ),
+        # a date is the publication date; the text beside it is kept as another date
+        (
+            ["Spring 2020", "2019-10"],
+            "2019-10",
+            [{"date": "2020", "type": {"id": "other"}, "description": "Spring 2020"}],
+        ),
+        (
+            ["2019-10", "ca. 1890"],
+            "1890",
+            [
+                {"date": "2019-10", "type": {"id": "other"}},
+                {"date": "1890", "type": {"id": "issued"}, "description": "ca. 1890"},
+            ],
+        ),
+        # the same year written exactly and approximately: both said, both kept
+        (
+            ["1890", "ca. 1890"],
+            "1890",
+            [{"date": "1890", "type": {"id": "other"}, "description": "ca. 1890"}],
+        ),
+        # dates the target's form says all of are kept as they were
+        (["May 2020"], "2020-05", []),
+        (["1885."], "1885", []),
+        (
+            ["2020", "2020-03-01T10:00:00Z"],
+            "2020",
+            [{"date": "2020-03-01", "type": {"id": "other"}}],
+        ),
+    ],
+)
+def test_dc_date_text_read_as_a_year_is_kept(
+    dates: list[str], publication_date: str, expected: list[dict]
+) -> None:
+    """A dc:date that is no date (`Spring 2020`) or an approximate one (`ca. 1890`) became its
+    year, and its text was lost (beside another date, the whole value was): the year is now a
+    date described by the source's text, `issued` when it is the publication date."""
+    body = "".join(f"<dc:date>{date}</dc:date>" for date in dates)
+    item = dc_item(f"<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator>{body}")
+    metadata = transformed_metadata(item)
+    assert metadata["publication_date"] == publication_date
+    assert metadata["dates"] == expected

@@ -3,6 +3,7 @@ oai-import transformer: DSpace, bepress and OJS-style Dublin Core, DataCite kern
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -429,3 +430,56 @@ def test_kernel_4_7_poster_presentation_and_other_relation() -> None:
         ("references", None),
         ("istranslationof", {"id": "poster"}),
     ]  # the same DOI in the same relation once (the Presentation one repeats it)
+
+
+def test_dspace_journal_in_dc_relation_is_series_information() -> None:
+    """NKU (DSpace) writes dc.relation.ispartofseries, the journal and its volume, into
+    dc:relation (`Journal of Kentucky Studies;volume 24 September 2007`): it was dropped; its
+    ISSN (dc:identifier) stays the serial the record is published in."""
+    data = metadata("nku-dspace-oai_dc.xml")
+    assert data["additional_descriptions"] == [
+        {
+            "description": "Journal of Kentucky Studies, vol. 24, September 2007",
+            "type": {"id": "series-information"},
+        }
+    ]
+    assert data["related_identifiers"] == [
+        {"identifier": "8755-4208", "scheme": "issn", "relation_type": {"id": "ispublishedin"}}
+    ]
+
+
+def test_series_without_a_number_and_whole_references_are_no_citations() -> None:
+    """HELDA's series name and its number in two dc:relation values, and an author-year
+    reference in dc:source (ZORA's, with the authors and the article's title before the
+    journal's) are not read as a journal citation: which part is the journal is not clear."""
+    assert not any(
+        entry["type"] == {"id": "series-information"}
+        for entry in metadata("helda-dspace-oai_dc.xml")["additional_descriptions"]
+    )
+    zora = (PUBLIC / "zora-eprints-oai_dc-excerpt.xml").read_text()
+    without_citation = re.sub(r"<dcterms:bibliographicCitation>.*?</dcterms:[^>]*>", "", zora)
+    item = TransformItem("oai:x:2", "2024-01-01", [], wrap_metadata(without_citation))
+    [item] = transform([item])
+    assert item.error is None
+    assert item.data["metadata"]["additional_descriptions"] == []
+
+
+def test_eprints_bibliographic_citation_is_series_information() -> None:
+    """ZORA (EPrints) writes the journal citation as a `dcterms:bibliographicCitation` inside
+    oai_dc (its `dcterms` prefix bound to the elements' namespace): it was dropped."""
+    assert metadata("zora-eprints-oai_dc-excerpt.xml")["additional_descriptions"] == [
+        {
+            "description": "Cost Effectiveness and Resource Allocation : C/E, vol. 5, p. 5",
+            "type": {"id": "series-information"},
+        }
+    ]
+    terms = _dc(
+        '<dcterms:bibliographicCitation xmlns:dcterms="http://purl.org/dc/terms/">'
+        "Journal of Foo, 12(3), 45-67</dcterms:bibliographicCitation>"
+    )
+    assert terms["additional_descriptions"] == [
+        {
+            "description": "Journal of Foo, vol. 12, no. 3, pp. 45–67",
+            "type": {"id": "series-information"},
+        }
+    ]
