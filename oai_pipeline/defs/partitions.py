@@ -49,6 +49,18 @@ SEVERAL = "+"
 _MAX_SEVERAL_LENGTH = 200
 
 
+# A run holds the limit of each harvester (and server) it harvests under a tag key of its
+# own, `oai_pipeline/harvester.<id>`: a tag holds one value, so a run over several
+# harvesters cannot name each of them under HARVESTER_TAG (see run_coordinator.py).
+ONE_VALUE_SEPARATOR = "."
+
+
+def one_value_key(tag_key: str, value: str) -> str:
+    """The tag key of one harvester (or server) of a run: `tag_key`'s limit per value holds
+    for every run naming `value` this way, alone or with others."""
+    return f"{tag_key}{ONE_VALUE_SEPARATOR}{value}"
+
+
 def several_tag(values: set[str]) -> str:
     """The one tag value of a run over several harvesters (or servers): the same for every
     run over the same ones, so that the tag limit queues those runs one after the other.
