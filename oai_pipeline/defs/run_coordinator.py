@@ -31,13 +31,16 @@ from dagster._core.run_coordinator.queued_run_coordinator import RunQueueConfig
 from oai_pipeline.defs.partitions import (
     HARVESTER,
     HARVESTER_TAG,
+    KEY_DELIMITER,
     ONE_VALUE_SEPARATOR,
+    PARTITION_TAG,
     SEVERAL,
     SOURCE_TAG,
     harvesters_of,
     one_value_key,
     several_tag,
     source_tag,
+    unread_keys,
 )
 from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.state.store import read_base_urls
@@ -65,6 +68,10 @@ class HarvestRunCoordinator(dg.QueuedRunCoordinator):
         except Exception as error:  # noqa: BLE001 - an untagged run still runs (see above)
             logger.warning("run %s queued without harvester tags: %s", run.run_id, error)
             tags = {}
+        if not tags and (unread := unread_keys(run.tags)):
+            logger.warning(
+                "run %s queued without harvester tags: %s", run.run_id, _not_a_key(unread[0])
+            )
         if tags:
             self._instance.add_run_tags(run.run_id, tags)
         return super().submit_run(context)
@@ -154,6 +161,14 @@ def one_value_limits(
         for base in per_value
         if key.startswith(base + ONE_VALUE_SEPARATOR)
     ]
+
+
+def _not_a_key(key: str) -> str:
+    """What is wrong with a key that is not harvester|window, and what was likely meant."""
+    window, _, harvester_id = key.partition(KEY_DELIMITER)
+    meant = f"{harvester_id}{KEY_DELIMITER}{window}"
+    hint = f" (did you mean {meant!r}?)" if unread_keys({PARTITION_TAG: meant}) == [] else ""
+    return f"partition key {key!r} is not harvester{KEY_DELIMITER}window{hint}"
 
 
 def _base_urls(run_id: str, harvester_ids: set[str]) -> dict[str, str]:

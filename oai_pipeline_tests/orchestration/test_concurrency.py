@@ -412,3 +412,30 @@ def test_limits_left_under_concurrency_runs_are_named_in_the_log(
         instance.get_concurrency_config()
         instance.get_concurrency_config()
     assert caplog.text.count("tag_concurrency_limits under `concurrency: runs:`") == 1
+
+
+def test_a_ui_run_of_a_key_with_its_dimensions_swapped_is_queued_untagged_and_logged(
+    shipped_instance: dg.DagsterInstance, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A key typed window first (`2024-01-01|sample`; the key is harvester|window) was tagged
+    with the harvester `2024-01-01`: a limit of no harvester, and the runs of the sensors'
+    and schedules' reading. It is queued untagged now, and the log says what was meant."""
+    register(settings, "https://sample.example.org/oai", harvester_id="sample")
+    shipped_instance.add_dynamic_partitions(HARVESTER, ["sample"])
+    run = _ui_run(
+        shipped_instance,
+        {
+            "dagster/partition": "2024-01-01|sample",
+            "dagster/partition/harvester": "2024-01-01",
+            "dagster/partition/window": "sample",
+        },
+    )
+    _submit(shipped_instance, run)
+
+    stored = shipped_instance.get_run_by_id(run.run_id)
+    assert stored is not None and stored.status is dg.DagsterRunStatus.QUEUED
+    assert not [key for key in stored.tags if key.startswith("oai_pipeline/")]
+    assert (
+        f"run {run.run_id} queued without harvester tags: partition key '2024-01-01|sample' "
+        "is not harvester|window (did you mean 'sample|2024-01-01'?)"
+    ) in caplog.text
