@@ -130,8 +130,13 @@ def harvesters_of(tags: Mapping[str, str], registered: Callable[[], list[str]]) 
         return {tags[HARVESTER_TAG]}
     if key := tags.get(PARTITION_TAG):  # Dagster's dimension tags read it by position
         return {_harvester_of_key(key)} - {None}
-    if PARTITION_HARVESTER_TAG in tags and is_window_key(tags.get(PARTITION_WINDOW_TAG, "")):
-        return {tags[PARTITION_HARVESTER_TAG]}
+    if PARTITION_HARVESTER_TAG in tags:
+        window_key = tags.get(PARTITION_WINDOW_TAG)
+        return (
+            {tags[PARTITION_HARVESTER_TAG]}
+            if window_key is None or is_window_key(window_key)
+            else set()
+        )
     start, end = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
     if not (start and end):
         return set()

@@ -131,6 +131,7 @@ def test_a_range_over_harvesters_spans_them_in_the_order_dagster_keeps(
             "dagster/partition/window": "sample",
         },
         {"dagster/partition": "2024-01-01|sample"},
+        {"dagster/partition/harvester": "2024-01-01", "dagster/partition/window": "sample"},
         {RANGE_START_TAG: "2024-01-01|sample", RANGE_END_TAG: "2024-01-31|sample"},
         {RANGE_START_TAG: "sample|2024-01-01", RANGE_END_TAG: "2024-01-31|sample"},
     ],
