@@ -40,13 +40,30 @@ def source_tag(base_url: str) -> str:
     return source_key(base_url).removeprefix("source:")
 
 
-# What Dagster tags a run of one partition key with (launched in the UI): its harvester.
-PARTITION_HARVESTER_TAG = f"dagster/partition/{HARVESTER}"
+# What Dagster tags a run of one partition key with (launched in the UI): the key, and each
+# of its parts, split by position.
+PARTITION_TAG = "dagster/partition"
+PARTITION_HARVESTER_TAG = f"{PARTITION_TAG}/{HARVESTER}"
+PARTITION_WINDOW_TAG = f"{PARTITION_TAG}/{WINDOW}"
+# Between a key's harvester and window (Dagster's multi-partition key delimiter).
+KEY_DELIMITER = "|"
 
 # How a tag names several harvesters (or servers) of one run: harvester ids and host names
 # never hold it, so such a value is never taken for one harvester.
 SEVERAL = "+"
 _MAX_SEVERAL_LENGTH = 200
+
+
+# A run holds the limit of each harvester (and server) it harvests under a tag key of its
+# own, `oai_pipeline/harvester.<id>`: a tag holds one value, so a run over several
+# harvesters cannot name each of them under HARVESTER_TAG (see run_coordinator.py).
+ONE_VALUE_SEPARATOR = "."
+
+
+def one_value_key(tag_key: str, value: str) -> str:
+    """The tag key of one harvester (or server) of a run: `tag_key`'s limit per value holds
+    for every run naming `value` this way, alone or with others."""
+    return f"{tag_key}{ONE_VALUE_SEPARATOR}{value}"
 
 
 def several_tag(values: set[str]) -> str:
@@ -108,13 +125,18 @@ def harvesters_of(tags: Mapping[str, str], registered: Callable[[], list[str]]) 
     a run launched in the UI names its partitions only, one key or a range (a 2-D range spans
     the `registered` harvesters between its corners, in the order Dagster keeps them: the
     order they were added, not by name; its harvester tag names them all, `several_tag`).
-    Empty for a run of anything else."""
+    Empty for a run of anything else, or of a key that is not harvester|window."""
     if HARVESTER_TAG in tags and SEVERAL not in tags[HARVESTER_TAG]:
         return {tags[HARVESTER_TAG]}
-    if PARTITION_HARVESTER_TAG in tags:
-        return {tags[PARTITION_HARVESTER_TAG]}
-    if key := tags.get("dagster/partition"):
+    if key := tags.get(PARTITION_TAG):  # Dagster's dimension tags read it by position
         return {_harvester_of_key(key)} - {None}
+    if PARTITION_HARVESTER_TAG in tags:
+        window_key = tags.get(PARTITION_WINDOW_TAG)
+        return (
+            {tags[PARTITION_HARVESTER_TAG]}
+            if window_key is None or is_window_key(window_key)
+            else set()
+        )
     start, end = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
     if not (start and end):
         return set()
@@ -127,11 +149,33 @@ def harvesters_of(tags: Mapping[str, str], registered: Callable[[], list[str]]) 
     return {first, last}  # a corner no longer registered: what lay between is unknown
 
 
-def _harvester_of_key(key: str) -> str | None:
+def unread_keys(tags: Mapping[str, str]) -> list[str]:
+    """The run's two-part partition keys (one key, a range's corners) that are not
+    harvester|window, such as one typed window first."""
+    keys = [tags.get(PARTITION_TAG), tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)]
+    return [
+        key for key in keys if key and key.count(KEY_DELIMITER) == 1 and not _harvester_of_key(key)
+    ]
+
+
+def is_window_key(key: str) -> bool:
+    """Whether `key` is written as a window of the grid (its date format): the window of a
+    key typed the other way round is a harvester id."""
     try:
-        return split_key(key)[0]
+        datetime.strptime(key, window_partitions.fmt)
+    except ValueError:
+        return False
+    return True
+
+
+def _harvester_of_key(key: str) -> str | None:
+    """The harvester of a harvester|window key: the partitions definition splits a key by
+    position, so its window part must read as a window."""
+    try:
+        harvester_id, window_key = split_key(key)
     except Exception:  # noqa: BLE001 - a key of another partitions definition: not a harvest
         return None
+    return harvester_id if is_window_key(window_key) else None
 
 
 def split_key(key: str) -> tuple[str, str]:

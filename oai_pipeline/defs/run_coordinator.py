@@ -6,29 +6,41 @@ partitions only: without the tags it left the queue at once and waited for its
 harvester's lease inside one of the four run slots, while other harvesters' runs queued
 behind it. Tagged when submitted, it waits in the queue instead.
 
-A run over several harvesters (a UI backfill of a few windows of many harvesters, which
-Dagster cuts into one run per window) gets one tag value naming them all (`several_tag`):
-runs over the same harvesters, such as the other windows of that backfill, queue one after
-the other instead of filling the run slots while they wait for the same leases. A tag holds
-one value, so such a run does not hold back a run of one of its harvesters alone; the
-harvester lease still keeps them from writing at once.
+A tag holds one value, and Dagster's limits match tag keys exactly (no key prefixes). A run
+over several harvesters (a UI backfill of a few windows of many harvesters, which Dagster
+cuts into one run per window) is tagged `a+b` (`several_tag`), which never matched a run of
+`a` alone: both left the queue and one waited for a's lease in a run slot, up to an hour,
+then failed. So every harvest run also names each of its harvesters (and servers) under a
+key of its own (`one_value_key`: `oai_pipeline/harvester.a`), and the coordinator gives each
+such key the configured per-value limit of its base key (`get_run_queue_config`, read by the
+daemon at each pass). Dagster lets a run coordinator supply those limits only when they are
+set in its own config: dagster.yaml sets them under `run_coordinator.config`, not
+`concurrency.runs`, which would replace them.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from typing import Any
 
 import dagster as dg
+from dagster._core.run_coordinator.queued_run_coordinator import RunQueueConfig
 
 from oai_pipeline.defs.partitions import (
     HARVESTER,
     HARVESTER_TAG,
+    KEY_DELIMITER,
+    ONE_VALUE_SEPARATOR,
+    PARTITION_TAG,
+    SEVERAL,
     SOURCE_TAG,
     harvesters_of,
+    one_value_key,
     several_tag,
     source_tag,
+    unread_keys,
 )
 from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.state.store import read_base_urls
@@ -43,6 +55,8 @@ STATE_STORE_TIMEOUT_SECONDS = 2.0
 class HarvestRunCoordinator(dg.QueuedRunCoordinator):
     """Dagster's queued run coordinator, tagging a harvest run that lacks the tags."""
 
+    _warned_of_run_limits = False
+
     def submit_run(self, context: dg.SubmitRunContext) -> dg.DagsterRun:
         run = context.dagster_run
         try:
@@ -54,9 +68,42 @@ class HarvestRunCoordinator(dg.QueuedRunCoordinator):
         except Exception as error:  # noqa: BLE001 - an untagged run still runs (see above)
             logger.warning("run %s queued without harvester tags: %s", run.run_id, error)
             tags = {}
+        if not tags and (unread := unread_keys(run.tags)):
+            logger.warning(
+                "run %s queued without harvester tags: %s", run.run_id, _not_a_key(unread[0])
+            )
         if tags:
             self._instance.add_run_tags(run.run_id, tags)
         return super().submit_run(context)
+
+    def get_run_queue_config(self) -> RunQueueConfig:
+        """The configured limits, and each harvester's and server's own: Dagster's limits
+        match tag keys exactly, so every key naming one (`one_value_key`) that runs carry
+        gets the per-value limit of its base key. The daemon reads this at each pass."""
+        config = super().get_run_queue_config()
+        self._warn_of_limits_it_cannot_extend()
+        try:
+            tag_keys = self._instance.get_run_tag_keys()
+        except Exception as error:  # noqa: BLE001 - the configured limits still hold
+            logger.warning("run queue without per-harvester limits: %s", error)
+            return config
+        extra = one_value_limits(config.tag_concurrency_limits, tag_keys)
+        return config._replace(tag_concurrency_limits=[*config.tag_concurrency_limits, *extra])
+
+    def _warn_of_limits_it_cannot_extend(self) -> None:
+        """Limits under `concurrency: runs:` (an older dagster.yaml kept in DAGSTER_HOME)
+        replace the coordinator's: say so once, rather than let runs over several
+        harvesters wait for a lease in a run slot unexplained."""
+        if self._warned_of_run_limits:
+            return
+        run_settings = (self._instance.get_settings("concurrency") or {}).get("runs") or {}
+        if "tag_concurrency_limits" in run_settings:
+            self._warned_of_run_limits = True
+            logger.warning(
+                "dagster.yaml sets tag_concurrency_limits under `concurrency: runs:`, so a run "
+                "over several harvesters does not hold back a run of one of them; move them "
+                "under `run_coordinator: config:` as in the project's dagster.yaml"
+            )
 
 
 def missing_harvest_tags(
@@ -64,21 +111,64 @@ def missing_harvest_tags(
     registered: Callable[[], list[str]] | None = None,
     base_urls: Callable[[set[str]], Mapping[str, str]] | None = None,
 ) -> dict[str, str]:
-    """The harvester and source tags a run's partitions imply and its tags lack; a run over
-    several harvesters (or servers) gets the value naming them all."""
-    if HARVESTER_TAG in tags and SOURCE_TAG in tags:
-        return {}
+    """The harvester and source tags a run's partitions imply and its tags lack: the value
+    naming them all (`several_tag`), and each harvester and server under a key of its own
+    (`one_value_key`), which holds it back from, and is held back by, any other run of it."""
     harvesters = harvesters_of(tags, registered or list)
     if not harvesters:
         return {}
-    missing: dict[str, str] = {}
-    if HARVESTER_TAG not in tags:
-        missing[HARVESTER_TAG] = several_tag(harvesters)
-    if SOURCE_TAG not in tags and base_urls is not None:
-        urls = base_urls(harvesters)
-        if harvesters <= urls.keys():
-            missing[SOURCE_TAG] = several_tag({source_tag(urls[h]) for h in harvesters})
-    return missing
+    implied = {HARVESTER_TAG: several_tag(harvesters)}
+    implied |= {one_value_key(HARVESTER_TAG, h): h for h in harvesters}
+    if sources := _sources(tags, harvesters, base_urls):
+        implied[SOURCE_TAG] = several_tag(sources)
+        implied |= {one_value_key(SOURCE_TAG, s): s for s in sources}
+    return {key: value for key, value in implied.items() if key not in tags}
+
+
+def _sources(
+    tags: Mapping[str, str],
+    harvesters: set[str],
+    base_urls: Callable[[set[str]], Mapping[str, str]] | None,
+) -> set[str]:
+    """The servers (SOURCE_TAG values) of a run's harvesters: the one the CLI's and the
+    schedules' runs name, else from the harvesters' URLs; none when a URL is unknown."""
+    named = tags.get(SOURCE_TAG)
+    if named and len(harvesters) == 1 and SEVERAL not in named:
+        return {named}
+    if base_urls is None:
+        return set()
+    urls = base_urls(harvesters)
+    if not harvesters <= urls.keys():
+        return set()
+    return {source_tag(urls[h]) for h in harvesters}
+
+
+def one_value_limits(
+    limits: Sequence[Mapping[str, Any]], tag_keys: Sequence[str]
+) -> list[Mapping[str, Any]]:
+    """A limit for each of `tag_keys` naming one harvester or server (`one_value_key`): the
+    per-value limit configured for its base key (HARVESTER_TAG, SOURCE_TAG), if any."""
+    per_value = {
+        limit["key"]: limit["limit"]
+        for limit in limits
+        if limit["key"] in (HARVESTER_TAG, SOURCE_TAG)
+        and isinstance(limit.get("value"), Mapping)
+        and limit["value"].get("applyLimitPerUniqueValue")
+    }
+    return [
+        {"key": key, "limit": per_value[base]}
+        for key in tag_keys
+        for base in per_value
+        if key.startswith(base + ONE_VALUE_SEPARATOR)
+    ]
+
+
+def _not_a_key(key: str) -> str:
+    """What is wrong with a key that is not harvester|window, and what was likely meant."""
+    window, _, harvester_id = key.partition(KEY_DELIMITER)
+    meant = f"{harvester_id}{KEY_DELIMITER}{window}"
+    hint = f" (did you mean {meant!r}?)" if unread_keys({PARTITION_TAG: meant}) == [] else ""
+    return f"partition key {key!r} is not harvester{KEY_DELIMITER}window{hint}"
 
 
 def _base_urls(run_id: str, harvester_ids: set[str]) -> dict[str, str]:

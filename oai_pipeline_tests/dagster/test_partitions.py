@@ -119,3 +119,25 @@ def test_a_range_over_harvesters_spans_them_in_the_order_dagster_keeps(
     assert harvesters_of(later, added) == {"alpha", "mid"}
     instance.delete_dynamic_partition(HARVESTER, "zeta")  # a corner gone: only corners known
     assert harvesters_of(backfill, added) == {"zeta", "mid"}
+
+
+@pytest.mark.parametrize(
+    "tags",
+    [
+        # typed in the launchpad with the window first; Dagster tags its dimensions by position
+        {
+            "dagster/partition": "2024-01-01|sample",
+            "dagster/partition/harvester": "2024-01-01",
+            "dagster/partition/window": "sample",
+        },
+        {"dagster/partition": "2024-01-01|sample"},
+        {"dagster/partition/harvester": "2024-01-01", "dagster/partition/window": "sample"},
+        {RANGE_START_TAG: "2024-01-01|sample", RANGE_END_TAG: "2024-01-31|sample"},
+        {RANGE_START_TAG: "sample|2024-01-01", RANGE_END_TAG: "2024-01-31|sample"},
+    ],
+)
+def test_a_key_with_its_dimensions_swapped_names_no_harvester(tags: dict[str, str]) -> None:
+    """The key is harvester|window (`sample|2024-01-01`). Read by position, a key typed the
+    other way round named the window `2024-01-01` as its harvester."""
+    assert harvesters_of(tags, lambda: ["sample"]) == set()
+    assert harvesters_of({"dagster/partition": "sample|2024-01-01"}, list) == {"sample"}

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteRepositoryOrigin
 from dagster._core.test_utils import create_run_for_test
+from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 from dagster._utils.tags import TagConcurrencyLimitsCounter
 
 from oai_pipeline.defs import run_coordinator
@@ -350,3 +351,91 @@ def test_a_long_list_of_harvesters_makes_a_short_tag_value() -> None:
     assert value.startswith("harvester-000+48-more+harvester-049+")
     assert value == several_tag(set(many))
     assert value != several_tag(many - {"harvester-010"})
+
+
+def _dequeued(instance: dg.DagsterInstance) -> set[str]:
+    """The queued runs the daemon would launch now: its own pass over the queue, with the
+    instance's run queue config as the daemon reads it each iteration."""
+    daemon = QueuedRunCoordinatorDaemon(interval_seconds=5)
+    runs = daemon._get_runs_to_dequeue(instance, instance.get_concurrency_config(), None)  # noqa: SLF001
+    return {run.run_id for run in runs}
+
+
+@pytest.mark.parametrize("several_first", [True, False])
+def test_a_run_over_several_harvesters_and_a_run_of_one_of_them_queue_one_after_the_other(
+    shipped_instance: dg.DagsterInstance, settings: Settings, several_first: bool
+) -> None:
+    """A UI backfill of one window of alpha and beta is one run tagged `alpha+beta`: a tag
+    holds one value, so it neither held back nor was held back by a run of alpha alone.
+    Both left the queue; the later one waited for alpha's lease in a run slot (up to an
+    hour, then failed). Each harvester (and server) of a run now holds its own limit."""
+    for harvester_id in ("alpha", "beta", "gamma"):
+        register(settings, f"https://{harvester_id}.example.org/oai", harvester_id=harvester_id)
+    register(settings, "https://beta.example.org/oai", harvester_id="beta-set")  # beta's server
+    shipped_instance.add_dynamic_partitions(HARVESTER, ["alpha", "beta", "gamma", "beta-set"])
+
+    def queued(tags: dict[str, str]) -> dg.DagsterRun:
+        run = _ui_run(shipped_instance, tags)
+        _submit(shipped_instance, run)
+        return run
+
+    def several() -> dg.DagsterRun:
+        return queued(
+            {
+                RANGE_START_TAG: str(partition_key("alpha", "2024-01-02")),
+                RANGE_END_TAG: str(partition_key("beta", "2024-01-02")),
+            }
+        )
+
+    def alpha_alone() -> dg.DagsterRun:  # as the CLI and the schedules tag it
+        return queued(range_tags("alpha", "2024-01-03", "2024-01-09"))
+
+    first, second = (several(), alpha_alone()) if several_first else (alpha_alone(), several())
+    gamma = queued({"dagster/partition": str(partition_key("gamma", "2024-01-02"))})
+    beta_server = queued({"dagster/partition": str(partition_key("beta-set", "2024-01-02"))})
+
+    # alpha's second run waits in the queue; so does beta-set's behind the run over beta
+    launched = {first.run_id, gamma.run_id} | (set() if several_first else {beta_server.run_id})
+    assert _dequeued(shipped_instance) == launched
+    assert second.run_id not in launched
+
+
+def test_limits_left_under_concurrency_runs_are_named_in_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An older dagster.yaml kept in DAGSTER_HOME sets the limits under `concurrency: runs:`,
+    which replace the coordinator's own: the daemon says so, once."""
+    config = yaml.safe_load((PROJECT / "dagster.yaml").read_text())
+    limits = config["run_coordinator"].pop("config")["tag_concurrency_limits"]
+    config["concurrency"]["runs"]["tag_concurrency_limits"] = limits
+    with dg.instance_for_test(overrides=config) as instance:
+        instance.get_concurrency_config()
+        instance.get_concurrency_config()
+    assert caplog.text.count("tag_concurrency_limits under `concurrency: runs:`") == 1
+
+
+def test_a_ui_run_of_a_key_with_its_dimensions_swapped_is_queued_untagged_and_logged(
+    shipped_instance: dg.DagsterInstance, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A key typed window first (`2024-01-01|sample`; the key is harvester|window) was tagged
+    with the harvester `2024-01-01`: a limit of no harvester, and the runs of the sensors'
+    and schedules' reading. It is queued untagged now, and the log says what was meant."""
+    register(settings, "https://sample.example.org/oai", harvester_id="sample")
+    shipped_instance.add_dynamic_partitions(HARVESTER, ["sample"])
+    run = _ui_run(
+        shipped_instance,
+        {
+            "dagster/partition": "2024-01-01|sample",
+            "dagster/partition/harvester": "2024-01-01",
+            "dagster/partition/window": "sample",
+        },
+    )
+    _submit(shipped_instance, run)
+
+    stored = shipped_instance.get_run_by_id(run.run_id)
+    assert stored is not None and stored.status is dg.DagsterRunStatus.QUEUED
+    assert not [key for key in stored.tags if key.startswith("oai_pipeline/")]
+    assert (
+        f"run {run.run_id} queued without harvester tags: partition key '2024-01-01|sample' "
+        "is not harvester|window (did you mean 'sample|2024-01-01'?)"
+    ) in caplog.text
