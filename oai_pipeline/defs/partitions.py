@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -60,10 +61,20 @@ _MAX_SEVERAL_LENGTH = 200
 ONE_VALUE_SEPARATOR = "."
 
 
+# Dagster's tag keys: each `/` section at most 63 of these characters (else deprecated).
+_TAG_KEY_SECTION = re.compile(r"[A-Za-z0-9_.-]{1,63}")
+
+
 def one_value_key(tag_key: str, value: str) -> str:
     """The tag key of one harvester (or server) of a run: `tag_key`'s limit per value holds
-    for every run naming `value` this way, alone or with others."""
-    return f"{tag_key}{ONE_VALUE_SEPARATOR}{value}"
+    for every run naming `value` this way, alone or with others. A value Dagster would not
+    take in a key (`host:8080`, a long id) is named by its tidied start and a digest."""
+    key = f"{tag_key}{ONE_VALUE_SEPARATOR}{value}"
+    if _TAG_KEY_SECTION.fullmatch(key.rpartition("/")[2]):
+        return key
+    digest = hashlib.sha256(value.encode()).hexdigest()[:12]
+    tidied = re.sub(r"[^A-Za-z0-9_.-]", "_", value)[:32]
+    return f"{tag_key}{ONE_VALUE_SEPARATOR}{tidied}-{digest}"
 
 
 def several_tag(values: set[str]) -> str:

@@ -15,7 +15,7 @@ import yaml
 from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteRepositoryOrigin
 from dagster._core.test_utils import create_run_for_test
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
-from dagster._utils.tags import TagConcurrencyLimitsCounter
+from dagster._utils.tags import TagConcurrencyLimitsCounter, is_valid_tag_key
 
 from oai_pipeline.defs import run_coordinator
 from oai_pipeline.defs.assets import SOURCE_POOL, harvest_assets, raw_oai_xml
@@ -30,6 +30,7 @@ from oai_pipeline.defs.partitions import (
     HARVESTER,
     SOURCE_TAG,
     harvesters_of,
+    one_value_key,
     partition_key,
     several_tag,
 )
@@ -439,3 +440,21 @@ def test_a_ui_run_of_a_key_with_its_dimensions_swapped_is_queued_untagged_and_lo
         f"run {run.run_id} queued without harvester tags: partition key '2024-01-01|sample' "
         "is not harvester|window (did you mean 'sample|2024-01-01'?)"
     ) in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("tag_key", "values"),
+    [
+        (SOURCE_TAG, ["localhost:8765", "localhost:8766", "localhost_8765"]),
+        (HARVESTER_TAG, ["a" * 60, "a" * 61, "zenodo"]),
+    ],
+)
+def test_each_harvester_and_server_key_is_one_dagster_takes(
+    tag_key: str, values: list[str]
+) -> None:
+    """A server's port (`:`) or a long harvester id made a key Dagster deprecates (and may
+    refuse): the key names such a value by its tidied start and a digest, one per value."""
+    keys = [one_value_key(tag_key, value) for value in values]
+    assert all(is_valid_tag_key(key) for key in keys), keys
+    assert len(set(keys)) == len(keys)
+    assert one_value_key(HARVESTER_TAG, "zenodo") == "oai_pipeline/harvester.zenodo"
