@@ -248,7 +248,7 @@ def discover(
                 # and the run's own notices (a record deleted as at the source), as a
                 # successful run keeps them
                 notices = [*reader.notices, *result.notices]
-                _keep_notices(state, run_id, notices)
+                _save_on_failure(run_id, "notices", lambda: state.add_run_notices(run_id, notices))
                 services.record_failure(run_id, error)
                 add_notices(error, notices)
                 raise
@@ -281,17 +281,18 @@ def _with_identifiers_left(state: StateStore, run_id: int, options: RunOptions) 
     return options.model_copy(update={"identifiers": left or asked})
 
 
-def _keep_notices(state: StateStore, run_id: int, notices: list[str]) -> None:
-    """Save the notices of a failing run; a failure to save them is logged, and the
-    run's own failure is what is raised. The state database refusing (its server gone: often
-    the run's failure itself) is one line, as `Services.record_failure` says it: the CLI
-    prints a logged traceback, which buried the run's one-line error under the database's."""
+def _save_on_failure(run_id: int, what: str, save: Callable[[], object]) -> None:
+    """Save what a failing run had (its notices, its answers); a failure to save it is
+    logged, and the run's own failure is what is raised. The state database refusing (its
+    server gone: often the run's failure itself) is one line, as `Services.record_failure`
+    says it: the CLI prints a logged traceback, which buried the run's one-line error under
+    the database's."""
     try:
-        state.add_run_notices(run_id, notices)
+        save()
     except sa.exc.DBAPIError as error:
-        log_unsaved(logger, f"save the notices of harvest run {run_id}", error)
+        log_unsaved(logger, f"save the {what} of harvest run {run_id}", error)
     except Exception:  # noqa: BLE001 - the run's failure matters more
-        logger.warning("the notices of harvest run %s could not be saved", run_id, exc_info=True)
+        logger.warning("the %s of harvest run %s could not be saved", what, run_id, exc_info=True)
 
 
 def _run_to_resume(state: StateStore, harvester_id: str, run_id: int) -> dict[str, Any]:
@@ -433,21 +434,10 @@ def _stage_answers_of(
                     return
     except BaseException:
         if answered:
-            _stage_before_failure(run_id, lambda: stage_answers(answered))
+            _save_on_failure(run_id, "answers", lambda: stage_answers(answered))
         raise
     if answered:
         stage_answers(answered)
-
-
-def _stage_before_failure(run_id: int, stage_answers: Callable[[], object]) -> None:
-    """Stage the answers a failing run had; a failure to (the state database gone: often the
-    run's failure itself) is logged, and the run's own failure is what is raised."""
-    try:
-        stage_answers()
-    except sa.exc.DBAPIError as error:
-        log_unsaved(logger, f"stage the answers of harvest run {run_id}", error)
-    except Exception:  # noqa: BLE001 - the run's failure matters more
-        logger.warning("the answers of harvest run %s could not be staged", run_id, exc_info=True)
 
 
 def _answered_unknown(
