@@ -150,6 +150,18 @@ def _unknown_to_source(rr: sa.Table) -> sa.ColumnElement[bool]:
     return sa.and_(rr.c.status == "failed", error_type == "idDoesNotExist")
 
 
+@dataclasses.dataclass
+class _Relisted:
+    """What staging learns of records listed again (`StateStore._unchanged`)."""
+
+    unchanged: set[str] = dataclasses.field(default_factory=set)  # same datestamp, XML kept
+    # same datestamp, other XML: changed later on the day of its datestamp
+    changed_within_day: set[str] = dataclasses.field(default_factory=set)
+    # unchanged, with the same sets, not vanished: only its harvest time is new
+    as_stored: set[str] = dataclasses.field(default_factory=set)
+    existing: set[str] = dataclasses.field(default_factory=set)  # harvest records found
+
+
 def _of_record(table: sa.Table) -> sa.ColumnElement[bool]:
     """Join condition: the row of `table` (XML or data) that belongs to the harvest record."""
     return sa.and_(
@@ -455,12 +467,19 @@ class StateStore:
         return found
 
     def _upsert_records(
-        self, conn: Connection, harvester_id: str, rows: dict[str, dict[str, Any]]
+        self,
+        conn: Connection,
+        harvester_id: str,
+        rows: dict[str, dict[str, Any]],
+        known: set[str] | frozenset[str] = frozenset(),
     ) -> None:
-        """Update the harvest records that exist, insert the others (same columns each)."""
+        """Update the harvest records that exist, insert the others (same columns each);
+        `known`: records the caller has just read, which exist."""
         if not rows:
             return
-        existing = self._existing(conn, harvester_id, list(rows))
+        existing = set(known) | self._existing(
+            conn, harvester_id, [i for i in rows if i not in known]
+        )
         by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         for identifier, values in rows.items():
             if identifier in existing:
@@ -555,14 +574,28 @@ class StateStore:
     ) -> None:
         now = utc_now()
         latest = {record.identifier: record for record in records}
-        unchanged, changed_within_day = (
-            (set(), set())
+        relisted = (
+            _Relisted()
             if rewrite
             else self._unchanged(conn, harvester_id, latest, _listing_moment(listed_at))
         )
+        unchanged, changed_within_day = relisted.unchanged, relisted.changed_within_day
+        # Listed again as stored, sets and all: one statement for them all, not one each (an
+        # unchanged re-harvest stages every record of the source).
+        for chunk in _chunks(list(relisted.as_stored)):
+            conn.execute(
+                harvest_records.update()
+                .where(
+                    harvest_records.c.harvester_id == harvester_id,
+                    harvest_records.c.identifier.in_(chunk),
+                )
+                .values(last_harvested_at=now)
+            )
         rows: dict[str, dict[str, Any]] = {}
         xml: dict[str, bytes | None] = {}
         for r in latest.values():
+            if r.identifier in relisted.as_stored:
+                continue
             values: dict[str, Any] = {
                 "set_specs": list(r.set_specs),
                 "last_harvested_at": now,
@@ -576,7 +609,7 @@ class StateStore:
                 # stored transform is not reused and the skip rule does not hold.
                 values.update(transformed_datestamp=None, written_datestamp=None)
             rows[r.identifier] = values
-        self._upsert_records(conn, harvester_id, rows)
+        self._upsert_records(conn, harvester_id, rows, relisted.existing)
         self._replace_payloads(conn, harvest_record_xml, harvester_id, xml)
         self._replace_errors(
             conn,
@@ -591,7 +624,7 @@ class StateStore:
         harvester_id: str,
         records: dict[str, HarvestedRecord],
         listed_at: datetime,
-    ) -> tuple[set[str], set[str]]:
+    ) -> _Relisted:
         """Records harvested again as they were: same datestamp, live, the XML stored
         and its last harvest without an error. Their XML is not written again (a source
         changes the datestamp when it changes a record; a re-harvest of a large source would
@@ -603,18 +636,21 @@ class StateStore:
         A day's datestamp says on which day a record last changed, not when: a copy
         harvested during that day may have changed later that day. Such a record, listed
         again before its day (and the slack) is over by the source's clock, counts as
-        unchanged only if its XML is the stored one; returned second when it is not."""
+        unchanged only if its XML is the stored one (`changed_within_day` when not)."""
         candidates = [
             r.identifier
             for r in records.values()
             if not r.deleted and r.error is None and r.xml is not None
         ]
         hr, stored_xml = harvest_records, harvest_record_xml
+        relisted = _Relisted()
         same: set[str] = set()
+        # the sets and whether it had vanished, as stored: unchanged too, or not
+        kept_as_is: set[str] = set()
         to_compare: list[str] = []
         for chunk in _chunks(candidates):
             for row in conn.execute(
-                sa.select(hr.c.identifier, hr.c.datestamp)
+                sa.select(hr.c.identifier, hr.c.datestamp, hr.c.set_specs, hr.c.gone_at)
                 .join(stored_xml, _of_record(stored_xml))
                 .where(
                     hr.c.harvester_id == harvester_id,
@@ -622,13 +658,16 @@ class StateStore:
                     ~hr.c.deleted,
                 )
             ):
-                if row.datestamp == records[row.identifier].datestamp:
+                relisted.existing.add(row.identifier)
+                record = records[row.identifier]
+                if row.datestamp == record.datestamp:
                     same.add(row.identifier)
+                    if row.gone_at is None and list(row.set_specs or []) == list(record.set_specs):
+                        kept_as_is.add(row.identifier)
                     if _listed_within_its_day(row.datestamp, listed_at):
                         to_compare.append(row.identifier)
             if same:
                 same -= self._with_errors(conn, harvester_id, None, chunk)
-        changed_within_day: set[str] = set()
         for chunk in _chunks([i for i in to_compare if i in same]):
             for row in conn.execute(
                 sa.select(stored_xml.c.identifier, stored_xml.c.xml).where(
@@ -637,8 +676,10 @@ class StateStore:
                 )
             ):
                 if bytes(row.xml) != records[row.identifier].xml:
-                    changed_within_day.add(row.identifier)
-        return same - changed_within_day, changed_within_day
+                    relisted.changed_within_day.add(row.identifier)
+        relisted.unchanged = same - relisted.changed_within_day
+        relisted.as_stored = relisted.unchanged & kept_as_is
+        return relisted
 
     @staticmethod
     def _with_errors(

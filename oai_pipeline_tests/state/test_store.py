@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -200,6 +201,18 @@ def test_reharvest_replaces_datestamp_and_parse_error(store):
     store.upsert_harvested("h", [record(1, day=5)])
     again = store.get_record("oai:x:1", "h")
     assert again["datestamp"] == "2024-01-05" and again["errors"] == []
+
+
+def test_a_record_listed_again_unchanged_takes_its_new_sets(store):
+    """Staging touches a record listed again as stored in one statement for all: a record
+    whose sets changed without a new datestamp must still take them."""
+    store.stage(new_run(store), "h", [record(1), record(2)])
+    before = store.get_record("oai:x:1", "h")["last_harvested_at"]
+    moved = dataclasses.replace(record(2), set_specs=["s1", "s2"])
+    store.stage(new_run(store), "h", [record(1), moved])
+    assert store.get_record("oai:x:2", "h")["set_specs"] == ["s1", "s2"]
+    assert store.get_record("oai:x:1", "h")["set_specs"] == ["s1"]
+    assert store.get_record("oai:x:1", "h")["last_harvested_at"] >= before
 
 
 def test_mark_gone_and_live_identifiers(store):
