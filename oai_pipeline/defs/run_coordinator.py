@@ -21,6 +21,7 @@ set in its own config: dagster.yaml sets them under `run_coordinator.config`, no
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -50,12 +51,15 @@ logger = logging.getLogger(__name__)
 # How long a launch waits for the state store's answer (the harvesters' URLs, for the server
 # tag) before the run is queued without its server tag: the webserver's launch waits with it.
 STATE_STORE_TIMEOUT_SECONDS = 2.0
+# How long the run tag keys read for the per-harvester limits are taken as current.
+TAG_KEYS_MAX_AGE_SECONDS = 60.0
 
 
 class HarvestRunCoordinator(dg.QueuedRunCoordinator):
     """Dagster's queued run coordinator, tagging a harvest run that lacks the tags."""
 
     _warned_of_run_limits = False
+    _tag_keys: tuple[float, list[str]] | None = None  # (when read, the keys)
 
     def submit_run(self, context: dg.SubmitRunContext) -> dg.DagsterRun:
         run = context.dagster_run
@@ -83,12 +87,27 @@ class HarvestRunCoordinator(dg.QueuedRunCoordinator):
         config = super().get_run_queue_config()
         self._warn_of_limits_it_cannot_extend()
         try:
-            tag_keys = self._instance.get_run_tag_keys()
+            tag_keys = self._run_tag_keys()
         except Exception as error:  # noqa: BLE001 - the configured limits still hold
             logger.warning("run queue without per-harvester limits: %s", error)
             return config
         extra = one_value_limits(config.tag_concurrency_limits, tag_keys)
         return config._replace(tag_concurrency_limits=[*config.tag_concurrency_limits, *extra])
+
+    def _run_tag_keys(self) -> Sequence[str]:
+        """The tag keys of all runs, read at most every TAG_KEYS_MAX_AGE_SECONDS (the read
+        scans every run's tags, ~70 ms at a million: years of hourly runs; the daemon asks
+        every few seconds), and the key of each registered harvester, read each time: a new
+        harvester's first runs are held to its limit at once. A new server's key waits up
+        to that age for its limit; the server lease still keeps its sweeps apart."""
+        now = time.monotonic()
+        if self._tag_keys is None or now - self._tag_keys[0] >= TAG_KEYS_MAX_AGE_SECONDS:
+            self._tag_keys = (now, list(self._instance.get_run_tag_keys()))
+        registered = [
+            one_value_key(HARVESTER_TAG, harvester_id)
+            for harvester_id in self._instance.get_dynamic_partitions(HARVESTER)
+        ]
+        return list(dict.fromkeys([*self._tag_keys[1], *registered]))
 
     def _warn_of_limits_it_cannot_extend(self) -> None:
         """Limits under `concurrency: runs:` (an older dagster.yaml kept in DAGSTER_HOME)

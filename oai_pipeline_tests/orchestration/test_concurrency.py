@@ -458,3 +458,31 @@ def test_each_harvester_and_server_key_is_one_dagster_takes(
     assert all(is_valid_tag_key(key) for key in keys), keys
     assert len(set(keys)) == len(keys)
     assert one_value_key(HARVESTER_TAG, "zenodo") == "oai_pipeline/harvester.zenodo"
+
+
+def test_the_daemon_pass_reads_all_run_tags_once_a_minute(
+    shipped_instance: dg.DagsterInstance, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-harvester limits come from the tag keys of every run ever made, a scan of all
+    their tags: read once a minute, not at each daemon pass (every 5 s); a harvester
+    registered meanwhile is held to its limit at once."""
+    reads: list[int] = []
+    all_keys = shipped_instance.get_run_tag_keys
+    monkeypatch.setattr(shipped_instance, "get_run_tag_keys", lambda: reads.append(1) or all_keys())
+    clock = [1000.0]
+    monkeypatch.setattr(run_coordinator.time, "monotonic", lambda: clock[0])
+    register(settings, "https://alpha.example.org/oai", harvester_id="alpha")
+    shipped_instance.add_dynamic_partitions(HARVESTER, ["alpha"])
+
+    def limited_keys() -> set[str]:
+        limits = shipped_instance.get_concurrency_config().run_queue_config.tag_concurrency_limits
+        return {limit["key"] for limit in limits}
+
+    assert one_value_key(HARVESTER_TAG, "alpha") in limited_keys()
+    shipped_instance.add_dynamic_partitions(HARVESTER, ["beta"])
+    clock[0] += 30
+    assert one_value_key(HARVESTER_TAG, "beta") in limited_keys()
+    assert len(reads) == 1
+    clock[0] += 31
+    limited_keys()
+    assert len(reads) == 2
