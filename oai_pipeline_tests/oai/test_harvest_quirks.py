@@ -396,8 +396,8 @@ def test_a_source_refusing_the_dates_in_seconds_it_declares_is_harvested_by_day(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Before, an incremental harvest of such a source failed on badArgument, every time.
-    By day, the window grows to whole days: the records of that day listed again are
-    unchanged by datestamp and skipped, only the changed one is written."""
+    By day, the window grows to whole days: the records of that day listed again outside
+    the hours asked are left out (said in a note), only the changed one is written."""
     records = importable(4)
     for number, record in enumerate(records):
         record.datestamp = f"2024-03-02T0{number}:00:00Z"
@@ -411,9 +411,13 @@ def test_a_source_refusing_the_dates_in_seconds_it_declares_is_harvested_by_day(
     target = target_by_source(settings, "sample")
     assert (first.created, first.notices) == (4, [])
     assert asked == ["2024-03-02T09:00:00Z", "2024-03-02"]
-    assert (second.harvested, second.updated, second.unchanged, second.errors) == (4, 1, 3, 0)
+    assert (second.harvested, second.updated, second.unchanged, second.errors) == (1, 1, 0, 0)
     assert target["oai:fake.test:3"]["data"]["metadata"]["title"] == "Changed"
-    (notice,) = second.notices
+    notice, by_day = second.notices
+    assert by_day.startswith(
+        "the source lists by day: 2024-03-02T09:00:00Z .. … (until exclusive) was asked for "
+        "as the whole days 2024-03-02 .. …; 3 records dated outside the hours asked were left out"
+    )
     assert notice.startswith("http://fake.test/oai: the source refuses from/until in seconds")
     assert f"  note: {notice}" in report_text(second.to_dict()).splitlines()
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [notice]
