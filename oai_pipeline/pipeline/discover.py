@@ -243,6 +243,8 @@ def discover(
             run_id = run.run_id
             result = DiscoveryResult(run_id=run_id, from_=run.from_, until=run.until)
             options = _with_identifiers_left(state, run_id, options)
+            if _set_listed_before(state, harvester, run):
+                reader.know_set(harvester.setspec or "")
             try:
                 _fetch(services, scope, options, reader, run, result, progress)
                 _tell_whole_days(scope, identify, run, result)
@@ -270,6 +272,18 @@ def discover(
         services.record_failure(run_id, error)
         raise
     return result
+
+
+def _set_listed_before(state: StateStore, harvester: Harvester, run: RunToFetch) -> bool:
+    """Whether a dated list of the harvester's set (an incremental harvest) follows a
+    succeeded run that listed that set: its source has the set (that run's list of it came
+    with records or was checked against ListSets), and an empty list of it is a quiet day,
+    not a mistyped set to check (one ListSets request per harvest that finds nothing)."""
+    if not harvester.setspec or not (run.from_ or run.until):
+        return False
+    last = state.last_success(harvester.id)
+    checkpoint = (last or {}).get("checkpoint")
+    return isinstance(checkpoint, SweepCheckpoint) and checkpoint.set_spec == harvester.setspec
 
 
 def _tell_whole_days(
