@@ -344,7 +344,7 @@ class OAIClient:
         if _refuses_the_dates(parsed) and _dates_in_seconds(params):
             parsed = self._by_day(verb, params, parsed)
         if set_spec and not resumption_token:
-            self._refuse_unknown_set(verb, parsed, set_spec, dated=bool(from_ or until))
+            self._refuse_unknown_set(verb, parsed, set_spec)
         if parsed.errors and all(code == "noRecordsMatch" for code, _ in parsed.errors):
             if resumption_token:
                 raise NoRecordsMatchForToken(
@@ -572,14 +572,14 @@ class OAIClient:
                 ahead.close()
                 self._ahead.discard(ahead)
 
-    def _refuse_unknown_set(
-        self, verb: ListVerb, parsed: ParsedResponse, set_spec: str, *, dated: bool
-    ) -> None:
+    def _refuse_unknown_set(self, verb: ListVerb, parsed: ParsedResponse, set_spec: str) -> None:
         """Raise UnknownSet when the first page of a set's list says that the source has no
-        such set: noSetHierarchy (it has no sets), or badArgument or noRecordsMatch (of a
-        list without dates: a full harvest, a reconcile) for a set that ListSets does not
-        list either. Taken as an empty list, a wrong setspec made an empty harvest, and the
-        next reconcile took every record harvested before for deleted."""
+        such set: noSetHierarchy (it has no sets), or badArgument or noRecordsMatch for a set
+        that ListSets does not list either. Taken as an empty list, a wrong setspec made an
+        empty harvest, and the next reconcile took every record harvested before for
+        deleted; of a dated list (an incremental harvest), the typo went unnoticed until
+        then. ListSets is asked once per client, and not for a set known to be the source's
+        (see know_set): a quiet incremental harvest costs no more requests."""
         codes = {code for code, _ in parsed.errors}
         if not codes:
             return
@@ -593,14 +593,18 @@ class OAIClient:
                 f"{set_spec!r}: harvest it without a set",
                 context=f"{self.base_url} ({verb})",
             )
-        empty = codes == {"noRecordsMatch"} and not dated
-        if (empty or codes == {"badArgument"}) and self._has_set(set_spec) is False:
+        if codes in ({"noRecordsMatch"}, {"badArgument"}) and self._has_set(set_spec) is False:
             raise UnknownSet(
                 next(iter(codes)),
                 f"the source has no set {set_spec!r} (ListSets does not list it; {answer}): "
                 "check the harvester's setspec against the source's ListSets",
                 context=f"{self.base_url} ({verb})",
             )
+
+    def know_set(self, set_spec: str) -> None:
+        """Take the set as one the source has (a run of the harvester listed it before), so
+        that an empty list of it is not checked against ListSets."""
+        self._sets_known.setdefault(set_spec, True)
 
     def _has_set(self, set_spec: str) -> bool | None:
         """Whether ListSets lists the set (or a set below it, `a:b` for `a`); None when

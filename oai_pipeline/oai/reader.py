@@ -61,6 +61,10 @@ class Reader(ABC):
         for the harvest's outcome; a reader that meets none need not override."""
         return []
 
+    def know_set(self, set_spec: str) -> None:  # noqa: B027 - a hint, free to ignore
+        """The harvester's set is one the source has (a run listed it before): an empty
+        dated list of it need not be checked against the source's sets."""
+
     def close(self) -> None:  # noqa: B027 - readers without resources need not override
         """Release connections and files."""
 
@@ -206,6 +210,9 @@ class OAIPMHReader(Reader):
             max_restarts=self._options.max_restarts,
             prefetch=self._options.prefetch,
         )
+
+    def know_set(self, set_spec: str) -> None:
+        self._client.know_set(set_spec)
 
     def get_records(self, identifiers: list[str]) -> Iterator[HarvestedRecord]:
         for identifier in identifiers:

@@ -23,7 +23,7 @@ from oai_pipeline.harvesters.plugins import build_reader
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
 from oai_pipeline.oai.reader import Reader
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
-from oai_pipeline.oai.windows import format_datestamp, parse_datestamp
+from oai_pipeline.oai.windows import format_datestamp, parse_datestamp, read_datestamp
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, RAW_SCHEMA, error_columns, frame
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.partition_summary import WindowCounts
@@ -56,6 +56,9 @@ class DiscoveryResult:
     # selected identifiers the source has no record of (idDoesNotExist) and never had: failed
     # records of the run, without a harvest record (see _answered_unknown)
     unknown: list[str] = field(default_factory=list)
+    # records listed only because the source was asked for the whole days of a range that
+    # starts or ends within a day (see HarvestScope.listed_for_whole_day), in this attempt
+    outside_range: int = 0
 
 
 @dataclass
@@ -240,8 +243,11 @@ def discover(
             run_id = run.run_id
             result = DiscoveryResult(run_id=run_id, from_=run.from_, until=run.until)
             options = _with_identifiers_left(state, run_id, options)
+            if _set_listed_before(state, harvester, run):
+                reader.know_set(harvester.setspec or "")
             try:
                 _fetch(services, scope, options, reader, run, result, progress)
+                _tell_whole_days(scope, identify, run, result)
             except BaseException as error:
                 # what the source did before the run failed is kept for its status (the
                 # failure may be its doing), as is the failure itself: the reader's quirks
@@ -266,6 +272,46 @@ def discover(
         services.record_failure(run_id, error)
         raise
     return result
+
+
+def _set_listed_before(state: StateStore, harvester: Harvester, run: RunToFetch) -> bool:
+    """Whether a dated list of the harvester's set (an incremental harvest) follows a
+    succeeded run that listed that set: its source has the set (that run's list of it came
+    with records or was checked against ListSets), and an empty list of it is a quiet day,
+    not a mistyped set to check (one ListSets request per harvest that finds nothing)."""
+    if not harvester.setspec or not (run.from_ or run.until):
+        return False
+    last = state.last_success(harvester.id)
+    checkpoint = (last or {}).get("checkpoint")
+    return isinstance(checkpoint, SweepCheckpoint) and checkpoint.set_spec == harvester.setspec
+
+
+def _tell_whole_days(
+    scope: HarvestScope, identify: IdentifyInfo, run: RunToFetch, result: DiscoveryResult
+) -> None:
+    """Say that a range with hours was listed by whole days, and how many records listed
+    outside it were left out: a user asking for two hours of a day-granular source otherwise
+    wonders why the whole day was asked for, or why fewer records came than it listed."""
+    if not scope.within_days or not (identify.granularity == "day" or result.outside_range):
+        return
+    asked = " .. ".join(
+        format_datestamp(moment, "seconds") if moment is not None else "…"
+        for moment in (scope.start, scope.end)
+    )
+    days = " .. ".join(_day_of(bound) for bound in (run.from_, run.until))
+    result.notices.append(
+        f"the source lists by day: {asked} (until exclusive) was asked for as the whole days "
+        f"{days}; {result.outside_range} records dated "
+        "outside the hours asked were left out (not harvested, not counted against the cap), "
+        "records dated by day only are harvested"
+    )
+
+
+def _day_of(bound: str | None) -> str:
+    """An OAI bound as the day it falls on ('…' for none): a source refusing seconds is
+    asked for that day (see OAIClient._by_day)."""
+    moment = read_datestamp(bound) if bound else None
+    return format_datestamp(moment, "day") if moment is not None else "…"
 
 
 def _with_identifiers_left(state: StateStore, run_id: int, options: RunOptions) -> RunOptions:
@@ -334,6 +380,9 @@ def _fetch(
     counters = state.reconcile_counters(run_id)
     staged = int(counters.get("staged", 0))
     cap = run.cap
+    # A source that lists by day (its granularity, or one refusing seconds) lists the whole
+    # days of `--since`/`--until` with hours: those it lists outside them are left out.
+    asked_within_days = scope.within_days and not options.identifiers
     if cap and staged >= cap:
         state.set_cap_reached(run_id)
         return
@@ -349,6 +398,10 @@ def _fetch(
         answered, if more than `records`); True when the cap is reached."""
         nonlocal staged, next_progress
         discovered = max(discovered, len(records))
+        if asked_within_days:
+            asked = [r for r in records if not scope.listed_for_whole_day(r.datestamp)]
+            result.outside_range += len(records) - len(asked)
+            records = asked
         existing = 0
         if cap and not options.include_existing and records:
             records, existing = _drop_existing(

@@ -88,6 +88,30 @@ class HarvestScope:
             self.end is None or moment < self.end
         )
 
+    @property
+    def within_days(self) -> bool:
+        """Whether the range starts or ends within a day (`--since`/`--until` with hours),
+        which a source listing by day widens to whole days."""
+        return any(
+            moment is not None and moment != _day_start(moment) for moment in (self.start, self.end)
+        )
+
+    def listed_for_whole_day(self, datestamp: str) -> bool:
+        """Whether a record lies outside the range, on one of the days it starts or ends in:
+        listed only because the source was asked for whole days. Such a record was not asked
+        for: it is not harvested, nor does it use the cap. A datestamp of a day only (or no
+        date) may be any moment of that day: it is kept."""
+        text = datestamp.strip()
+        if len(text) <= len("YYYY-MM-DD"):
+            return False
+        moment = read_datestamp(text)
+        if moment is None:
+            return False
+        start, end = self.start, self.end
+        if start is not None and _day_start(start) <= moment < start:
+            return True
+        return end is not None and end <= moment < _day_start(end - _TICK) + timedelta(days=1)
+
     def window_key_for(self, datestamp: str) -> str:
         """The window a record belongs to; records outside the range go to the nearest end."""
         if len(self.windows) == 1:
@@ -101,6 +125,10 @@ class HarvestScope:
     def _ends(self) -> list[datetime]:
         """Window ends (exclusive) but the last, which may be open: computed once per scope."""
         return [w.end for w in self.windows[:-1]]  # type: ignore[misc]
+
+
+# Less than any datestamp's precision: the day of an end is that of its last moment.
+_TICK = timedelta(microseconds=1)
 
 
 def _day_start(moment: datetime) -> datetime:

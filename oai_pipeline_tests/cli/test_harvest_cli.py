@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from datetime import datetime
 
 import httpx
 import pytest
@@ -495,3 +497,36 @@ def test_answers_to_selected_identifiers_are_committed_in_bounded_batches(
 
     assert report["created"] == 5
     assert source.staged_when_asked == staged_when_asked
+
+
+def test_hours_asked_of_a_source_listing_by_day_harvest_those_hours_only() -> None:
+    """`--since`/`--until` with hours at a source whose Identify declares day granularity
+    (and whose datestamps are in seconds): the request asks for the whole day, as it must.
+    Before, the records of the day outside the hours were harvested and used the cap; they
+    are left out now, and a note says that the source lists by day."""
+    live = live_records(RECORDS, "oai_datacite")[:6]
+    hours = ["08:00:00", "09:59:59", "10:00:00", "11:59:59", "12:00:00", "23:00:00"]
+    records = [
+        dataclasses.replace(record, datestamp=datetime.fromisoformat(f"2024-03-05T{hour}Z"))
+        for record, hour in zip(live, hours, strict=True)
+    ]
+    with OAIEndpoint(records, page_size=2, faults=Faults(identify_granularity="day")) as endpoint:
+        assert run(*create_args("sample", endpoint.base_url)).exit_code == 0
+        result = run(
+            "harvest", "sample", "--since", "2024-03-05T10:00:00Z",
+            "--until", "2024-03-05T12:00:00Z", "--max-records", "3", "--json",
+        )  # fmt: skip
+        asked = [(r.get("from"), r.get("until")) for r in endpoint.requests if "from" in r]
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert asked == [("2024-03-05", "2024-03-05")]
+    assert (report["harvested"], report["cap_reached"]) == (2, False)
+    assert sorted(_records_listed("--harvester", "sample")) == sorted(
+        r.identifier for r in records[2:4]
+    )
+    assert any(
+        "the source lists by day: 2024-03-05T10:00:00Z .. 2024-03-05T12:00:00Z" in notice
+        and "4 records dated outside the hours asked were left out" in notice
+        for notice in report["notices"]
+    ), report["notices"]

@@ -72,6 +72,28 @@ def test_moments_within_days_widen_to_whole_days_at_day_granularity(
     assert scope.oai_range("seconds")[0] == f"{since}Z"  # seconds: the moments themselves
 
 
+def test_only_records_dated_outside_hours_asked_on_their_days_are_left_out() -> None:
+    """What a source listing by day sends for the whole days of `--since`/`--until` with
+    hours: a datestamp in seconds outside the hours is left out; one of a day only may be
+    any moment of it, and one outside those days (a source's own quirk) is kept, as the
+    grid keeps it (see window_key_for)."""
+    start, end = datetime(2024, 3, 5, 10, tzinfo=UTC), datetime(2024, 3, 6, 12, tzinfo=UTC)
+    scope = HarvestScope.adhoc("h", start, end)
+    assert scope.within_days
+    left_out = [
+        "2024-03-05T00:00:00Z", "2024-03-05T09:59:59Z", "2024-03-06T12:00:00Z",
+        "2024-03-06T23:59:59Z", "2024-03-05 09:00:00",
+    ]  # fmt: skip
+    kept = [
+        "2024-03-05T10:00:00Z", "2024-03-06T11:59:59Z", "2024-03-05", "2024-03-06",
+        "2024-03-04T23:59:59Z", "2024-03-07T00:00:00Z", "not a date", "",
+    ]  # fmt: skip
+    assert [d for d in left_out + kept if scope.listed_for_whole_day(d)] == left_out
+    midnights = HarvestScope.adhoc("h", datetime(2024, 3, 5, tzinfo=UTC), None)
+    assert not midnights.within_days
+    assert not midnights.listed_for_whole_day("2024-03-04T23:59:59Z")
+
+
 def test_record_lands_in_the_window_of_its_datestamp() -> None:
     (scope,) = scopes_for_keys(["h|2024-02-01", "h|2024-02-02", "h|2024-02-03"])
     assert scope.window_key_for("2024-02-02T00:00:00Z") == "2024-02-02"

@@ -396,8 +396,8 @@ def test_a_source_refusing_the_dates_in_seconds_it_declares_is_harvested_by_day(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Before, an incremental harvest of such a source failed on badArgument, every time.
-    By day, the window grows to whole days: the records of that day listed again are
-    unchanged by datestamp and skipped, only the changed one is written."""
+    By day, the window grows to whole days: the records of that day listed again outside
+    the hours asked are left out (said in a note), only the changed one is written."""
     records = importable(4)
     for number, record in enumerate(records):
         record.datestamp = f"2024-03-02T0{number}:00:00Z"
@@ -411,9 +411,13 @@ def test_a_source_refusing_the_dates_in_seconds_it_declares_is_harvested_by_day(
     target = target_by_source(settings, "sample")
     assert (first.created, first.notices) == (4, [])
     assert asked == ["2024-03-02T09:00:00Z", "2024-03-02"]
-    assert (second.harvested, second.updated, second.unchanged, second.errors) == (4, 1, 3, 0)
+    assert (second.harvested, second.updated, second.unchanged, second.errors) == (1, 1, 0, 0)
     assert target["oai:fake.test:3"]["data"]["metadata"]["title"] == "Changed"
-    (notice,) = second.notices
+    notice, by_day = second.notices
+    assert by_day.startswith(
+        "the source lists by day: 2024-03-02T09:00:00Z .. … (until exclusive) was asked for "
+        "as the whole days 2024-03-02 .. …; 3 records dated outside the hours asked were left out"
+    )
     assert notice.startswith("http://fake.test/oai: the source refuses from/until in seconds")
     assert f"  note: {notice}" in report_text(second.to_dict()).splitlines()
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [notice]
@@ -792,7 +796,8 @@ def test_an_empty_set_the_source_has_is_an_empty_harvest(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A set ListSets lists (itself, or a set below it) is only empty; an incremental
-    harvest's empty answer is not judged (no ListSets at every quiet harvest)."""
+    harvest's empty answer for the set the last succeeded run listed is not judged again (no
+    ListSets at every quiet harvest)."""
     source = FakeSource(_in_sets(4, "col_10023/1"))
     source.sets = ["col_10023/1", "ddc:610:1", "openaire_data"]
     harvest_fake_source(settings, monkeypatch, source, setspec="openaire_data")
@@ -807,6 +812,34 @@ def test_an_empty_set_the_source_has_is_an_empty_harvest(
     source.sets = []
     assert harvest(settings, since).harvested == 0
     assert "ListSets" not in source.verbs[asked:]
+
+
+def test_an_incremental_harvest_of_a_set_the_source_does_not_have_is_a_configuration_error(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dated list of a mistyped set answers noRecordsMatch, as a quiet day does: before, an
+    incremental harvest took it for an empty harvest, and the typo went unnoticed until the
+    next full harvest or reconcile. ListSets is asked once when a set's dated list is empty
+    and the harvester's last succeeded run did not list that set (a quiet incremental of a
+    set harvested before asks nothing more: see the test above)."""
+    source = FakeSource(_in_sets(4, "user-abc"))
+    harvest_fake_source(settings, monkeypatch, source, setspec="user-abcd")
+    since = HarvestScope.adhoc("sample", since=datetime(2024, 3, 2, tzinfo=UTC))
+    with pytest.raises(UnknownSet, match="the source has no set 'user-abcd'"):
+        harvest(settings, since)
+    assert source.verbs.count("ListSets") == 1
+
+    with Services(settings) as services:  # fixed, harvested; then mistyped in an update
+        registry = HarvesterRegistry(services.state)
+        registry.upsert(services.harvester("sample").model_copy(update={"setspec": "user-abc"}))
+    assert harvest(settings).harvested == 4
+    assert harvest(settings, since).harvested == 0
+    with Services(settings) as services:
+        registry = HarvesterRegistry(services.state)
+        registry.upsert(services.harvester("sample").model_copy(update={"setspec": "user-ab"}))
+    with pytest.raises(UnknownSet, match="the source has no set 'user-ab'"):
+        harvest(settings, since)
+    assert source.verbs.count("ListSets") == 2
 
 
 def test_a_resumed_sweep_counts_what_its_earlier_attempts_listed(

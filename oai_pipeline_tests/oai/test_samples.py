@@ -221,9 +221,23 @@ def test_no_records_match_with_empty_text_and_http_422_is_an_empty_last_page() -
     assert page.response_date == "2026-08-13T18:19:00Z"
 
 
+# arXiv's ListSets, cut to the set the test lists (a dated list of a set that answers
+# noRecordsMatch is checked against ListSets once)
+ARXIV_SETS = b"""<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/">
+  <responseDate>2016-06-02T19:13:02Z</responseDate>
+  <request verb="ListSets">http://export.arxiv.org/oai2</request>
+  <ListSets><set><setSpec>physics:hep-lat</setSpec><setName>Lattice</setName></set></ListSets>
+</OAI-PMH>"""
+
+
 def test_arxiv_padded_no_records_match_with_status_200() -> None:
     body = (SAMPLES / "arxiv-error-noRecordsMatch-2016.xml").read_bytes()
-    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        listing_sets = request.url.params.get("verb") == "ListSets"
+        return httpx.Response(200, content=ARXIV_SETS if listing_sets else body)
+
+    transport = httpx.MockTransport(answer)
     client = OAIClient("http://export.arxiv.org/oai2", transport=transport)
     pages = list(
         client.sweep(
