@@ -150,6 +150,8 @@ def harvest(
         from oai_pipeline.cli.submit import submit_harvest_job
 
         payload = submit_harvest_job(harvester_id, start, end, options)
+        if "note" in payload and not as_json:
+            progress_line(f"note: {payload['note']}")
         emit(payload, as_json=as_json, text=f"submitted Dagster run {payload['run_id']}")
         return
     setup_cli_logging()

@@ -119,4 +119,24 @@ def submit_harvest_job(
             f"no Dagster webserver at {url.geturl()} ({type(failure or error).__name__}); "
             "start it with `./run.sh dev` or set DAGSTER_WEBSERVER_URL"
         ) from error
-    return {"run_id": run_id, "harvester_id": harvester_id, "windows": [first, last]}
+    payload = {"run_id": run_id, "harvester_id": harvester_id, "windows": [first, last]}
+    if note := _widened(start, end, first, last):
+        payload["note"] = note
+    return payload
+
+
+def _widened(start: datetime | None, end: datetime | None, first: str, last: str) -> str | None:
+    """What a Dagster run harvests beyond --since/--until: its partitions are whole windows
+    of the grid, so a range within windows (hours of a day) is widened, and would otherwise
+    be so without a word."""
+    from oai_pipeline.defs.partitions import window_partitions
+
+    first_start = window_partitions.time_window_for_partition_key(first).start
+    last_end = window_partitions.time_window_for_partition_key(last).end
+    if (start is None or start <= first_start) and (end is None or end >= last_end):
+        return None
+    return (
+        f"the Dagster run harvests whole windows of the grid: {first} .. {last} "
+        f"({first_start.isoformat()} to {last_end.isoformat()}), not just --since/--until; "
+        "harvest without --use-job to keep to the range"
+    )

@@ -1164,6 +1164,28 @@ def test_use_job_until_the_future_ends_with_todays_window(
     assert recording_client.submitted[0]["dagster/asset_partition_range_end"].endswith(today)
 
 
+def test_use_job_with_hours_says_the_run_harvests_whole_windows(
+    registered: str, recording_client: type[_RecordingClient]
+) -> None:
+    """A Dagster run's partitions are whole windows: hours given to --use-job were widened to
+    the day without a word (a harvest in this process keeps to them)."""
+    hours = ["--since", "2024-03-05T10:00:00Z", "--until", "2024-03-05T12:00:00Z"]
+
+    result = run("harvest", registered, *hours, "--use-job")
+    as_json = run("harvest", registered, *hours, "--use-job", "--json")
+    whole_days = run(
+        "harvest", registered, "--since", "2024-03-05", "--until", "2024-03-07", "--use-job"
+    )
+
+    assert result.exit_code == 0, result.output
+    assert "note: the Dagster run harvests whole windows of the grid: 2024-03-05 .. 2024-03-05" in (
+        result.stderr
+    )
+    assert "note" in json.loads(as_json.stdout)
+    assert whole_days.exit_code == 0 and "note" not in whole_days.stderr
+    assert len(recording_client.submitted) == 3
+
+
 def test_use_job_since_the_future_is_refused(
     registered: str, recording_client: type[_RecordingClient]
 ) -> None:
