@@ -303,6 +303,9 @@ def _ids(found):
         ({"location": "dates"}, ["oai:x:3"]),
         ({"error_type": "transform", "location": "titles"}, ["oai:x:2"]),
         ({"error_type": "missing_community", "message": "title"}, []),  # same error, all filters
+        ({"harvester_id": "h", "error_type": "transform"}, ["oai:x:2", "oai:x:3"]),
+        ({"harvester_id": "other", "error_type": "transform"}, []),
+        ({"deleted": False, "message": "no such"}, ["oai:x:4"]),
         ({"limit": 2}, ["oai:x:1", "oai:x:2"]),
     ],
 )
