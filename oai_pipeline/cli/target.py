@@ -15,7 +15,14 @@ from typing import Any
 import click
 
 from oai_pipeline import json_codec
-from oai_pipeline.cli.output import FriendlyGroup, InvalidInput, emit, json_option, listing_text
+from oai_pipeline.cli.output import (
+    FriendlyGroup,
+    InvalidInput,
+    emit,
+    json_option,
+    limit_option,
+    listing_text,
+)
 from oai_pipeline.settings import load_settings
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline.targets.embedded.transaction import STATES
@@ -148,11 +155,12 @@ def show(record_id: str, as_json: bool) -> None:
 @click.option(
     "--state", type=click.Choice(STATES), default=None, help="Only records in this state."
 )
+@limit_option(50, "records")
 @json_option
-def list_records(harvester: str | None, state: str | None, as_json: bool) -> None:
-    """Records of the target repository."""
+def list_records(harvester: str | None, state: str | None, limit: int, as_json: bool) -> None:
+    """Records of the target repository, oldest first."""
     with _repository() as repository:
-        rows = repository.list(harvester=harvester, state=state)
+        rows = repository.list(harvester=harvester, state=state, limit=limit)
     text = listing_text(
         (
             (

@@ -127,3 +127,14 @@ def test_an_unknown_state_is_refused_by_click(run) -> None:
     result = run("list", "--state", "gone", ok=False)
     assert result.exit_code == 2
     assert "Invalid value for '--state'" in result.output
+
+
+def test_list_shows_a_page_of_the_oldest_records(run, tmp_path: Path) -> None:
+    """A target of a million records is not listed whole: `--limit` (default 50)."""
+    path = tmp_path / "no-doi.json"
+    path.write_text(json.dumps({"metadata": {"title": "Deposited"}}))
+    deposited = [run("deposit", str(path)).output.strip() for _ in range(3)]
+    listed = json.loads(run("list", "--limit", "2", "--json").output)
+    assert [r["id"] for r in listed] == deposited[:2]
+    assert len(run("list").output.splitlines()) == 3
+    assert run("list", "--limit", "0", ok=False).exit_code == 2

@@ -210,9 +210,11 @@ class EmbeddedRepository:
         }
 
     def list(
-        self, *, harvester: str | None = None, state: str | None = None
+        self, *, harvester: str | None = None, state: str | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
-        """Records, oldest first; `state` is one of live, draft, tombstone, deleted."""
+        """Records, oldest first, at most `limit` of them (None: all); `state` is one of live,
+        draft, tombstone, deleted. The limit is the query's: a target of a million records
+        is not read whole (2 GB of rows) to show a page of it."""
         if state is not None and state not in STATES:
             raise PipelineError(f"unknown state {state!r} (known: {', '.join(STATES)})")
         query = (
@@ -224,6 +226,8 @@ class EmbeddedRepository:
             query = query.where(records.c.source_harvester == harvester)
         if state is not None:
             query = query.where(records.c.state == state)
+        if limit is not None:
+            query = query.limit(limit)
         with self.transaction(read_only=True) as tx:
             rows = list(tx.connection.execute(query))
         return [

@@ -17,7 +17,7 @@ from oai_pipeline.doi import MAX_DOI_LENGTH, normal_doi
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.targets.base import pid_of
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 metadata = sa.MetaData()
 
@@ -91,6 +91,18 @@ changed_index = sa.Index(
     records.c.source_identifier,
     sqlite_where=records.c.changed_locally,
     postgresql_where=records.c.changed_locally,
+)
+
+# `target list` pages its records oldest first, of all harvesters or of one: read from
+# these in order and stopped at its limit, not a million records sorted first (version 8).
+listing_indexes = (
+    sa.Index("ix_target_records_created", records.c.created, records.c.id),
+    sa.Index(
+        "ix_target_records_harvester_created",
+        records.c.source_harvester,
+        records.c.created,
+        records.c.id,
+    ),
 )
 
 drafts = sa.Table(
@@ -232,6 +244,11 @@ def _add_draft_dois(connection: sa.Connection) -> None:
         )
 
 
+def _add_listing_indexes(connection: sa.Connection) -> None:
+    for index in listing_indexes:
+        index.create(connection, checkfirst=True)
+
+
 _STEPS = {
     1: _create_v1,
     2: _add_lookup_index,
@@ -240,6 +257,7 @@ _STEPS = {
     5: _add_changed_locally,
     6: _bare_dois,
     7: _add_draft_dois,
+    8: _add_listing_indexes,
 }
 _LOCK_KEY = 0x0A1_7A56E7  # the advisory lock that serialises migrations on PostgreSQL
 
