@@ -444,3 +444,32 @@ def test_a_version_7_target_gains_the_listing_indexes(target_url: str) -> None:
             indexes = sa.inspect(connection).get_indexes("target_records")
         names = {index["name"] for index in indexes}
         assert {"ix_target_records_created", "ix_target_records_harvester_created"} <= names
+
+
+@pytest.mark.parametrize("harvester", [None, "h"])
+def test_stats_count_sources_without_sorting_them(tmp_path, harvester: str | None) -> None:
+    """`status` and every `written_records` materialisation ask for the stats: a
+    COUNT(DISTINCT) of the sources sorted a million of them (a source names one record)."""
+    with EmbeddedRepository(f"sqlite:///{tmp_path / 'target.sqlite'}") as repo:
+        _harvested(repo, "h", "oai:1", None)
+        _harvested(repo, "h", "oai:2", None)
+        repo.deposit(record(), publish=True)  # a user's: no source
+        sent: list[tuple[str, Any]] = []
+
+        def grab(_conn, _cursor, statement, parameters, _context, _many) -> None:  # noqa: ANN001
+            if statement.startswith("SELECT count"):
+                sent.append((statement, parameters))
+
+        sa.event.listen(repo.engine, "before_cursor_execute", grab)
+        try:
+            stats = repo.stats(harvester)
+        finally:
+            sa.event.remove(repo.engine, "before_cursor_execute", grab)
+        assert stats == {"records": 2 if harvester else 3, "source_identifiers": 2}
+        [(statement, parameters)] = sent
+        with repo.engine.connect() as connection:
+            plan = " | ".join(
+                row[3]
+                for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+            )
+        assert "TEMP B-TREE" not in plan, plan
