@@ -131,12 +131,14 @@ def older_queue_limits(instance: dg.DagsterInstance) -> str | None:
     keys = {limit.get("key") for limit in run_settings.get("tag_concurrency_limits") or []}
     if not keys & {HARVESTER_TAG, SOURCE_TAG}:
         return None
+    waiting = "runs over several harvesters wait"
+    if not isinstance(instance.run_coordinator, HarvestRunCoordinator):
+        waiting = "runs launched in the UI and runs over several harvesters wait"
     return (
         "dagster.yaml in DAGSTER_HOME sets the harvest runs' tag_concurrency_limits under "
-        "`concurrency: runs:` (as older oai-pipeline versions did), so runs launched in the UI "
-        "and runs over several harvesters wait for a harvester in a run slot, not in the "
-        "queue; move them under `run_coordinator: config:` with the run_coordinator block of "
-        "the project's dagster.yaml"
+        f"`concurrency: runs:` (as older oai-pipeline versions did), so {waiting} for a "
+        "harvester in a run slot, not in the queue; move them under `run_coordinator: config:` "
+        "with the run_coordinator block of the project's dagster.yaml"
     )
 
 

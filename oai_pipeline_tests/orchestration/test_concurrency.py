@@ -415,6 +415,7 @@ def test_limits_left_under_concurrency_runs_are_named_in_the_log(
         instance.get_concurrency_config()
         instance.get_concurrency_config()
     assert caplog.text.count("tag_concurrency_limits under `concurrency: runs:`") == 1
+    assert "launched in the UI" not in caplog.text  # the coordinator tags those
 
 
 def test_a_ui_run_of_a_key_with_its_dimensions_swapped_is_queued_untagged_and_logged(
@@ -510,6 +511,7 @@ def test_an_older_dagster_yaml_is_named_by_the_commands_that_open_the_instance(
     with dagster_instance() as instance:
         assert not isinstance(instance.run_coordinator, HarvestRunCoordinator)
     assert caplog.text.count("tag_concurrency_limits under `concurrency: runs:`") == 1
+    assert "runs launched in the UI" in caplog.text  # untagged: no coordinator tags them
     assert "run_coordinator: config:" in caplog.text
 
     caplog.clear()
