@@ -25,6 +25,7 @@ from oai_pipeline.defs.partitions import (
     scopes_for_keys,
 )
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+from oai_pipeline.defs.run_coordinator import older_queue_limits
 from oai_pipeline.defs.run_history import prune_run_history_daily
 from oai_pipeline.defs.sensors import fail_orphaned_harvest_runs
 from oai_pipeline.errors import PipelineError
@@ -363,6 +364,8 @@ def raw_oai_xml(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, harvest_options: HarvestOptions
 ) -> dg.MaterializeResult:
     """ListRecords of the window(s), following resumption tokens, checkpointed page by page."""
+    if problem := older_queue_limits(context.instance):  # in the run's log, seen in the UI
+        context.log.warning(problem)
     options = _options(harvest_options)
     results = _each_scope(
         context,

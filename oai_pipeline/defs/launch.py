@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -24,21 +25,29 @@ from oai_pipeline.defs.partitions import (
     window_partitions,
 )
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+from oai_pipeline.defs.run_coordinator import older_queue_limits
 from oai_pipeline.errors import ConfigurationError, PipelineError
+
+logger = logging.getLogger(__name__)
 
 
 def dagster_instance() -> dg.DagsterInstance:
     """The instance under DAGSTER_HOME. A dagster.yaml that does not load, or a database of
     it that does not open, is the operator's to fix: one line naming the folder, not
-    Dagster's traceback."""
+    Dagster's traceback. A dagster.yaml an older version left there is said so: the
+    commands that open the instance are where an operator sees it after an upgrade."""
     try:
-        return dg.DagsterInstance.get()
+        instance = dg.DagsterInstance.get()
     except dg.DagsterInvalidConfigError as error:  # its text goes on with the whole schema
         reason = "; ".join(e.message.split(" Expected: ")[0] for e in error.errors)
     except sa.exc.DatabaseError as error:
         reason = " ".join(str(error.orig).split())
     except (yaml.YAMLError, CheckError) as error:
         reason = " ".join(str(error).split())
+    else:
+        if problem := older_queue_limits(instance):
+            logger.warning("warning: %s", problem)
+        return instance
     home = os.environ.get("DAGSTER_HOME", "")
     raise PipelineError(f"cannot open the Dagster instance in {home}: {reason}")
 

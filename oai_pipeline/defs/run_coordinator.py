@@ -110,19 +110,36 @@ class HarvestRunCoordinator(dg.QueuedRunCoordinator):
         return list(dict.fromkeys([*self._tag_keys[1], *registered]))
 
     def _warn_of_limits_it_cannot_extend(self) -> None:
-        """Limits under `concurrency: runs:` (an older dagster.yaml kept in DAGSTER_HOME)
-        replace the coordinator's: say so once, rather than let runs over several
-        harvesters wait for a lease in a run slot unexplained."""
+        """Say once, in the daemon's log, what `older_queue_limits` finds."""
         if self._warned_of_run_limits:
             return
-        run_settings = (self._instance.get_settings("concurrency") or {}).get("runs") or {}
-        if "tag_concurrency_limits" in run_settings:
+        if problem := older_queue_limits(self._instance):
             self._warned_of_run_limits = True
-            logger.warning(
-                "dagster.yaml sets tag_concurrency_limits under `concurrency: runs:`, so a run "
-                "over several harvesters does not hold back a run of one of them; move them "
-                "under `run_coordinator: config:` as in the project's dagster.yaml"
-            )
+            logger.warning(problem)
+
+
+def older_queue_limits(instance: dg.DagsterInstance) -> str | None:
+    """What is wrong with harvest limits set under `concurrency: runs:`, as the dagster.yaml
+    of an older oai-pipeline did (kept in DAGSTER_HOME on an upgrade), or None.
+
+    Dagster uses those limits as written: a run over several harvesters does not hold back a
+    run of one of them, and without this project's run coordinator (that dagster.yaml names
+    none) a run launched in the UI carries no harvester tag either; both leave the queue and
+    wait for the harvester's lease in a run slot, then fail after an hour. Nothing else says
+    so: the runs only wait."""
+    run_settings = (instance.get_settings("concurrency") or {}).get("runs") or {}
+    keys = {limit.get("key") for limit in run_settings.get("tag_concurrency_limits") or []}
+    if not keys & {HARVESTER_TAG, SOURCE_TAG}:
+        return None
+    waiting = "runs over several harvesters wait"
+    if not isinstance(instance.run_coordinator, HarvestRunCoordinator):
+        waiting = "runs launched in the UI and runs over several harvesters wait"
+    return (
+        "dagster.yaml in DAGSTER_HOME sets the harvest runs' tag_concurrency_limits under "
+        f"`concurrency: runs:` (as older oai-pipeline versions did), so {waiting} for a "
+        "harvester in a run slot, not in the queue; move them under `run_coordinator: config:` "
+        "with the run_coordinator block of the project's dagster.yaml"
+    )
 
 
 def missing_harvest_tags(

@@ -18,6 +18,7 @@ import json5
 from pydantic import BaseModel, ValidationError
 
 from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.transform.base import OUTPUT_REVISION
 
 if TYPE_CHECKING:
     from oai_pipeline.harvesters.model import Harvester
@@ -186,10 +187,11 @@ def build_transformers(harvester: Harvester) -> list[Transformer]:
 
 
 def transform_fingerprint(harvester: Harvester) -> str:
-    """What a record's transform depends on besides the record: the chain, its options and
-    the versions of the packages that provide it. The same fingerprint and an unchanged
-    datestamp mean the stored transform is what the chain would make again."""
-    chain: list[Any] = [["oai-pipeline", _package_version("oai-pipeline")]]
+    """What a record's transform depends on besides the record: the chain, its options, the
+    versions of the packages that provide it and the revision of the shipped transformers'
+    output. The same fingerprint and an unchanged datestamp mean the stored transform is
+    what the chain would make again."""
+    chain: list[Any] = [["oai-pipeline", _package_version("oai-pipeline"), OUTPUT_REVISION]]
     for text in harvester.transformers:
         spec = parse_spec(text)
         entry_point = available("transformers").get(spec.name)

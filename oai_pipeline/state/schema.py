@@ -6,12 +6,15 @@ and PostgreSQL, readable in JSON output, and ordered when compared as text.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
+
+logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 13
 # The largest whole number SQLite's INTEGER holds, a PostgreSQL query compares with (as a
@@ -395,5 +398,13 @@ def migrate(connection: Connection) -> int:
         MIGRATIONS[version](connection)
         connection.execute(
             schema_version.update().where(schema_version.c.id == 1).values(version=version)
+        )
+    if current < SCHEMA_VERSION:  # once: an operator who upgraded in place learns it here
+        logger.warning(
+            "the state database %s was upgraded from schema version %d to %d; "
+            "older oai-pipeline versions cannot use it any more",
+            connection.engine.url.render_as_string(hide_password=True),
+            current,
+            SCHEMA_VERSION,
         )
     return SCHEMA_VERSION

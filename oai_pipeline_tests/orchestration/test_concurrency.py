@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
@@ -24,6 +25,7 @@ from oai_pipeline.defs.launch import (
     HARVESTER_TAG,
     RANGE_END_TAG,
     RANGE_START_TAG,
+    dagster_instance,
     range_tags,
 )
 from oai_pipeline.defs.partitions import (
@@ -413,6 +415,7 @@ def test_limits_left_under_concurrency_runs_are_named_in_the_log(
         instance.get_concurrency_config()
         instance.get_concurrency_config()
     assert caplog.text.count("tag_concurrency_limits under `concurrency: runs:`") == 1
+    assert "launched in the UI" not in caplog.text  # the coordinator tags those
 
 
 def test_a_ui_run_of_a_key_with_its_dimensions_swapped_is_queued_untagged_and_logged(
@@ -486,3 +489,53 @@ def test_the_daemon_pass_reads_all_run_tags_once_a_minute(
     clock[0] += 31
     limited_keys()
     assert len(reads) == 2
+
+
+def _older_dagster_yaml() -> dict:
+    """The shipped dagster.yaml as versions before the run coordinator shipped it (and as it
+    stays in DAGSTER_HOME on an upgrade): no run_coordinator block, the harvest limits under
+    `concurrency: runs:`."""
+    config = yaml.safe_load((PROJECT / "dagster.yaml").read_text())
+    limits = config.pop("run_coordinator")["config"]["tag_concurrency_limits"]
+    config["concurrency"]["runs"]["tag_concurrency_limits"] = limits
+    return config
+
+
+def test_an_older_dagster_yaml_is_named_by_the_commands_that_open_the_instance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It names no run coordinator, so the coordinator's own warning never comes: the CLI's
+    opening of the instance (`demo`, `harvest --use-job`) says it instead."""
+    (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(_older_dagster_yaml()))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    with dagster_instance() as instance:
+        assert not isinstance(instance.run_coordinator, HarvestRunCoordinator)
+    assert caplog.text.count("tag_concurrency_limits under `concurrency: runs:`") == 1
+    assert "runs launched in the UI" in caplog.text  # untagged: no coordinator tags them
+    assert "run_coordinator: config:" in caplog.text
+
+    caplog.clear()
+    (tmp_path / "dagster.yaml").write_text((PROJECT / "dagster.yaml").read_text())
+    with dagster_instance():
+        pass
+    assert "tag_concurrency_limits" not in caplog.text
+
+
+def test_an_older_dagster_yaml_is_named_in_the_log_of_each_harvest_run(
+    settings: Settings,
+) -> None:
+    """A run launched in the UI on such an instance waits in a run slot: its log says why."""
+    with (
+        dg.instance_for_test(overrides=_older_dagster_yaml()) as instance,
+        OAIEndpoint(shifted_sample_records(), page_size=4) as source,
+    ):
+        register(settings, source.base_url, harvester_id="alpha")
+        instance.add_dynamic_partitions(HARVESTER, ["alpha"])
+        result = _materialize(instance, "alpha")
+        assert result.success
+        warnings = [
+            event.message
+            for event in instance.all_logs(result.run_id)
+            if event.level == logging.WARNING
+        ]
+    assert any("tag_concurrency_limits under `concurrency: runs:`" in w for w in warnings)

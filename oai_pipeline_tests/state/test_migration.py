@@ -281,3 +281,24 @@ def test_a_run_stages_past_the_32_bit_row_ids(store_url: str, made_by: str) -> N
         ).scalars()
         assert list(ids) == [_LARGEST_SERIAL + 1, _LARGEST_SERIAL + 2]
     engine.dispose()
+
+
+def test_an_upgrade_says_once_which_database_went_from_which_version(
+    store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An operator who upgrades in place learns that the database was migrated (and that the
+    version they ran before cannot use it any more), once: not when it is made, not again."""
+    with StateStore(store_url):
+        pass
+    assert "upgraded" not in caplog.text
+    _as_version(store_url, 11)
+    with StateStore(store_url):
+        pass
+    with StateStore(store_url):
+        pass
+    shown = sa.make_url(store_url).render_as_string(hide_password=True)
+    upgrades = [r.getMessage() for r in caplog.records if "upgraded" in r.getMessage()]
+    assert upgrades == [
+        f"the state database {shown} was upgraded from schema version 11 to {SCHEMA_VERSION}; "
+        "older oai-pipeline versions cannot use it any more"
+    ]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 import dagster as dg
+import pytest
 
+from oai_pipeline.harvesters import plugins
 from oai_pipeline.pipeline.frames import TRANSFORMED_RECORDS
 from oai_pipeline.storage import PartitionStore
 from oai_pipeline_tests.sync_e2e.conftest import DAY, Harness, at
@@ -58,3 +60,22 @@ def test_stored_transforms_are_reused_until_the_record_or_the_chain_changes(
     assert {i: harness.local(i)["revision"] for i in revisions} == {
         i: revision + 1 for i, revision in revisions.items()
     }
+
+
+def test_an_upgrade_whose_transformers_make_other_outputs_transforms_again(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Upgraded in place, with the same package version (the transform fixes after 0.3.1
+    kept it) but a new OUTPUT_REVISION: the records harvested before are transformed and
+    written again, as a fresh install would write them, although no datestamp changed."""
+    harness.register()
+    identifiers = harness.identifiers()
+    assert _transform_counts(harness.harvest()) == (3, 0)
+    revisions = {i: harness.local(i)["revision"] for i in identifiers}
+
+    monkeypatch.setattr(plugins, "OUTPUT_REVISION", plugins.OUTPUT_REVISION + 1)
+    assert _transform_counts(harness.harvest()) == (3, 0)
+    assert {i: harness.local(i)["revision"] for i in identifiers} == {
+        i: revision + 1 for i, revision in revisions.items()
+    }
+    assert _transform_counts(harness.harvest()) == (3, 3)  # then reused again

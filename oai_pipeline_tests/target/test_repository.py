@@ -160,6 +160,24 @@ def test_an_older_target_gains_a_flag_false_for_its_rows(
             assert index is None or index in names
 
 
+def test_an_upgrade_says_once_which_target_went_from_which_version(
+    target_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Said once, when it happens: not when the target is made, not at the next opening."""
+    with EmbeddedRepository(target_url) as first:
+        record_id = first.deposit(record(), publish=True)
+        assert "upgraded" not in caplog.text
+        as_version(first, 5)
+    with EmbeddedRepository(target_url), EmbeddedRepository(target_url) as again:
+        assert again.show(record_id)["state"] == "live"
+    shown = sa.make_url(target_url).render_as_string(hide_password=True)
+    upgrades = [r.getMessage() for r in caplog.records if "upgraded" in r.getMessage()]
+    assert upgrades == [
+        f"the target database {shown} was upgraded from schema version 5 to {SCHEMA_VERSION}; "
+        "older oai-pipeline versions cannot use it any more"
+    ]
+
+
 def test_deposit_a_draft_then_publish(repo: EmbeddedRepository) -> None:
     record_id = repo.deposit(record(doi="10.1234/a"))
     shown = repo.show(record_id)

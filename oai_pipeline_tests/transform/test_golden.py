@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 from collections import Counter
 
 import pytest
 
+from oai_pipeline.transform.base import OUTPUT_REVISION
+
 from . import golden
+
+# The golden outputs (sha256 of golden/outputs.json.gz decompressed) each OUTPUT_REVISION has.
+RECORDED_AT_REVISION = {
+    1: "620170d378298f5e977ae0a938100fef4fe3d4571f8c9c71efe1bee97d11e7b2",
+}
 
 
 @pytest.fixture(scope="module")
@@ -31,3 +40,14 @@ def test_the_golden_set_covers_successes_and_every_error_type(
     types = Counter(row["error"][0] for row in rows if row["error"])
     expected = {"malformed_xml", "missing_field", "invalid_date", "validation", "unknown_root"}
     assert expected <= set(types), types
+
+
+def test_outputs_recorded_anew_come_with_a_new_output_revision() -> None:
+    """Installs upgraded in place make their stored transforms again only when the
+    fingerprint changes: outputs recorded anew without raising OUTPUT_REVISION would leave
+    every record harvested before with its old transform until its source changes it."""
+    digest = hashlib.sha256(gzip.decompress(golden.GOLDEN.read_bytes())).hexdigest()
+    assert RECORDED_AT_REVISION.get(OUTPUT_REVISION) == digest, (
+        "the golden outputs changed: raise OUTPUT_REVISION in oai_pipeline/transform/base.py "
+        f"and record {digest} for it in RECORDED_AT_REVISION"
+    )

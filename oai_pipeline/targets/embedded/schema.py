@@ -9,6 +9,7 @@ deposit instead of duplicating it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import sqlalchemy as sa
@@ -16,6 +17,8 @@ import sqlalchemy as sa
 from oai_pipeline.doi import MAX_DOI_LENGTH, normal_doi
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.targets.base import pid_of
+
+logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 8
 
@@ -281,9 +284,18 @@ def migrate(engine: sa.Engine) -> int:
                 f"the target database has schema version {version}, newer than this "
                 f"oai-pipeline ({SCHEMA_VERSION}); upgrade oai-pipeline"
             )
+        found = version
         for step in range(version + 1, SCHEMA_VERSION + 1):
             _STEPS[step](connection)
             connection.execute(sa.delete(schema_version))
             connection.execute(sa.insert(schema_version).values(version=step))
             version = step
+    if 0 < found < version:  # once: an operator who upgraded in place learns it here
+        logger.warning(
+            "the target database %s was upgraded from schema version %d to %d; "
+            "older oai-pipeline versions cannot use it any more",
+            engine.url.render_as_string(hide_password=True),
+            found,
+            version,
+        )
     return version
