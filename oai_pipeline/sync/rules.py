@@ -30,6 +30,11 @@ class Action(StrEnum):
     ERROR = "error"  # the record cannot be written (e.g. transform failed)
 
 
+# Why a record is rewritten whatever it holds (`update_all`): a writer writes it even when
+# the data it has is the data it would write.
+UPDATE_ALL_REASON = "update_all rewrites every record"
+
+
 @dataclass(frozen=True)
 class SourceRecord:
     identifier: str
@@ -145,7 +150,7 @@ def decide(
             if local.has_edit_draft:
                 return Decision(Action.UPDATE, "changed; the local edit draft is overwritten")
             if update_all:
-                return Decision(Action.UPDATE, "update_all rewrites every record")
+                return Decision(Action.UPDATE, UPDATE_ALL_REASON)
             if memory is not None and not _same_transform(source, memory):
                 return Decision(Action.UPDATE, "transformed by another chain than written")
             return Decision(Action.UPDATE, "changed at the source or locally")

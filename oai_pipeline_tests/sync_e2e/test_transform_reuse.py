@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import dagster as dg
 import pytest
 
 from oai_pipeline.harvesters import plugins
-from oai_pipeline.pipeline.frames import TRANSFORMED_RECORDS
+from oai_pipeline.pipeline.frames import TRANSFORMED_RECORDS, WRITTEN_RECORDS
 from oai_pipeline.storage import PartitionStore
 from oai_pipeline_tests.sync_e2e.conftest import DAY, Harness, at
 
@@ -17,6 +18,15 @@ def _transform_counts(result: dg.ExecuteInProcessResult) -> tuple[int, int]:
     (materialization,) = result.asset_materializations_for_node(TRANSFORMED_RECORDS)
     metadata = materialization.metadata
     return int(metadata["run_transformed"].value), int(metadata["run_reused"].value)
+
+
+def _write_actions(result: dg.ExecuteInProcessResult) -> dict[str, int]:
+    (materialization,) = result.asset_materializations_for_node(WRITTEN_RECORDS)
+    return {
+        name.removeprefix("run_action_"): int(value.value)
+        for name, value in materialization.metadata.items()
+        if name.startswith("run_action_") and value.value
+    }
 
 
 def _data(harness: Harness) -> dict[str, dict]:
@@ -67,15 +77,39 @@ def test_an_upgrade_whose_transformers_make_other_outputs_transforms_again(
 ) -> None:
     """Upgraded in place, with the same package version (the transform fixes after 0.3.1
     kept it) but a new OUTPUT_REVISION: the records harvested before are transformed and
-    written again, as a fresh install would write them, although no datestamp changed."""
+    written again, as a fresh install would write them, although no datestamp changed. A
+    record the new chain makes the same data of keeps its revision (`nothing`): a copy of
+    the last revision for each record of a large repository was noise."""
     harness.register()
     identifiers = harness.identifiers()
     assert _transform_counts(harness.harvest()) == (3, 0)
     revisions = {i: harness.local(i)["revision"] for i in identifiers}
-
     monkeypatch.setattr(plugins, "OUTPUT_REVISION", plugins.OUTPUT_REVISION + 1)
-    assert _transform_counts(harness.harvest()) == (3, 0)
-    assert {i: harness.local(i)["revision"] for i in identifiers} == {
-        i: revision + 1 for i, revision in revisions.items()
-    }
+
+    upgraded = harness.harvest()
+
+    assert _transform_counts(upgraded) == (3, 0)
+    assert _write_actions(upgraded) == {"nothing": 3}
+    assert {i: harness.local(i)["revision"] for i in identifiers} == revisions
     assert _transform_counts(harness.harvest()) == (3, 3)  # then reused again
+
+
+def test_a_datestamp_bumped_without_a_change_leaves_the_record_as_it_is(
+    harness: Harness,
+) -> None:
+    """A source that bumps datestamps without changing its records (a repository
+    reindexed) made a new revision of each, a copy of the last: now the write finds the
+    record holding that data already (`nothing`), and the harvest record remembers the new
+    datestamp, so the next harvest skips it. `update_all` still rewrites."""
+    harness.register()
+    first, *_ = harness.identifiers()
+    harness.harvest()
+    revision = harness.local(first)["revision"]
+    record = harness.records[first]
+    harness.endpoint.upsert(dataclasses.replace(record, datestamp=at(20)))
+
+    assert _write_actions(harness.harvest()) == {"nothing": 1, "skip": 2}
+    assert harness.local(first)["revision"] == revision
+    assert _write_actions(harness.harvest()) == {"skip": 3}
+    assert _write_actions(harness.harvest(update_all=True)) == {"update": 3}
+    assert harness.local(first)["revision"] == revision + 1

@@ -21,7 +21,14 @@ from oai_pipeline import json_codec
 from oai_pipeline.doi import MAX_DOI_LENGTH, normal_doi
 from oai_pipeline.errors import PipelineError, RecordError
 from oai_pipeline.settings import Settings
-from oai_pipeline.sync.rules import Action, LocalRecord, LocalState, SourceRecord, decide
+from oai_pipeline.sync.rules import (
+    UPDATE_ALL_REASON,
+    Action,
+    LocalRecord,
+    LocalState,
+    SourceRecord,
+    decide,
+)
 from oai_pipeline.targets.base import (
     DUPLICATE,
     PlannedWrite,
@@ -343,6 +350,9 @@ class EmbeddedWriter(Writer):
             record = tx.record(local.local_id)
             done = self._done_by_this_run(record, local, write) or write.action
             return WriteOutcome(write.identifier, done, local.local_id, local.revision)
+        if action is Action.UPDATE and self._holds_already(tx, local, data, write):
+            tx.add_to_communities(local.local_id, community_ids)
+            return WriteOutcome(write.identifier, Action.NOTHING, local.local_id, local.revision)
         if action is Action.CREATE and self.options.publish and not community_ids:
             record_id = tx.create_published(
                 data,
@@ -388,6 +398,23 @@ class EmbeddedWriter(Writer):
             return False
         record = tx.record(local.local_id)
         return as_utc(record.updated) >= write.run_started and record.data == data
+
+    def _holds_already(
+        self, tx: TargetTransaction, local: LocalRecord, data: dict[str, Any], write: PlannedWrite
+    ) -> bool:
+        """The published record holds exactly this data and its pid, and nobody's edit: a
+        new revision would be a copy of the last. A source that bumps datestamps without
+        changing the records (a repository reindexed) or another transform chain that makes
+        the same data (an upgrade) leaves the record as it is (`nothing`), and the harvest
+        record remembers it as written. `update_all` rewrites regardless."""
+        if write.reason == UPDATE_ALL_REASON or local.local_id is None:
+            return False
+        if local.taken_over or local.has_edit_draft or not self.options.publish:
+            return False
+        if local.state is not LocalState.LIVE:
+            return False
+        record = tx.record(local.local_id)
+        return record.data == data and record.doi == pid_of(data, self.options.pid_field)
 
     @staticmethod
     def _done_by_this_run(record: sa.Row, local: LocalRecord, write: PlannedWrite) -> Action | None:
