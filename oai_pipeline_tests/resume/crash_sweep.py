@@ -374,6 +374,10 @@ def snapshot(home: Home, run_id: int | None = None) -> dict[str, Any]:
             harvest_records = [
                 dict(r._mapping) for r in conn.execute(sa.text("SELECT * FROM harvest_records"))
             ]
+            stored_xml = {
+                r[0]: hashlib.sha1(bytes(r[1])).hexdigest()[:12]
+                for r in conn.execute(sa.text("SELECT identifier, xml FROM harvest_record_xml"))
+            }
             errors = sorted(
                 tuple(r)
                 for r in conn.execute(sa.text("SELECT identifier, stage, type FROM record_errors"))
@@ -421,6 +425,13 @@ def snapshot(home: Home, run_id: int | None = None) -> dict[str, Any]:
             r["written_revision"] or 0,
             r["written_datestamp"] or "",
             r["written_fingerprint"] or "",
+            # what staging keeps of a record listed again as stored (its sets, whether it
+            # vanished, its XML) and whether any harvest stamped it
+            _digest(r["set_specs"]),
+            r["gone_at"] is None,
+            r["last_harvested_at"] is None,
+            stored_xml.get(r["identifier"], ""),
+            r["transformed_datestamp"] or "",
         )
         for r in harvest_records
     )

@@ -94,6 +94,9 @@ def changed(source: Source, tmp_path_factory: pytest.TempPathFactory) -> Source:
         "sql_run_status:1:before",
         # a Parquet part half written (its old file renamed away), then a clean rerun
         "write_part:2:mid",
+        # the run finished, its lease not released: the rerun is a new run that lists every
+        # record again as stored (one UPDATE per chunk; sets, XML and written state kept)
+        "finish_run:1:after",
     ],
 )
 def test_a_first_harvest_killed_and_rerun_ends_like_an_uninterrupted_one(
