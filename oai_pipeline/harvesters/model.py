@@ -42,6 +42,8 @@ from oai_pipeline.state.schema import harvesters as harvesters_table
 # file paths and comma-separated lists, so no spaces, '/', '|' or ','.
 SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 HARVESTER_ID = SLUG
+# What the windows of the partitions look like (YYYY-MM-DD, whatever their granularity).
+_LOOKS_LIKE_A_WINDOW = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 # Longer ids would not fit the state store's columns (PostgreSQL refuses, SQLite would not).
 MAX_HARVESTER_ID_LENGTH: int = harvesters_table.c.id.type.length  # type: ignore[attr-defined]
 _EMAIL = re.compile(r"^[^@\s,;]+@[^@\s,;]+\.[^@\s,;.]+$")
@@ -136,8 +138,16 @@ class Harvester(BaseModel):
     @field_validator("id")
     @classmethod
     def _id(cls, value: str, info: ValidationInfo) -> str:
-        limit = None if _stored(info) else MAX_HARVESTER_ID_LENGTH
-        return check_slug(value, "harvester id", max_length=limit)
+        if _stored(info):  # registered before these rules: it keeps its id
+            return check_slug(value, "harvester id", max_length=None)
+        if _LOOKS_LIKE_A_WINDOW.match(value):
+            # A partition key is `harvester|window`: a key typed the other way round would
+            # name an existing harvester and a window, and be taken for one.
+            raise ValueError(
+                f"{value!r} is not a harvester id: it reads as a date, as the windows of the "
+                "Dagster partitions do; name the source (e.g. 'zenodo-2024')"
+            )
+        return check_slug(value, "harvester id", max_length=MAX_HARVESTER_ID_LENGTH)
 
     @field_validator("base_url")
     @classmethod

@@ -33,7 +33,13 @@ def test_bad_ids(bad):
     assert field == "id" and "is not a harvester id" in message
 
 
-@pytest.mark.parametrize("good", ["zenodo", "0day", "a_b-c", "x"])
+def test_an_id_that_reads_as_a_window_is_refused():
+    """`2024-01-02` would make `2024-01-02|2024-01-03` a key of either dimension order."""
+    field, message = _problem(id="2024-01-02")
+    assert field == "id" and "reads as a date" in message
+
+
+@pytest.mark.parametrize("good", ["zenodo", "0day", "a_b-c", "x", "2024-01", "zenodo-2024-01-02"])
 def test_good_ids(good):
     assert Harvester.from_input(BASE | {"id": good}).id == good
 
