@@ -54,6 +54,19 @@ def log_unsaved(log: logging.Logger, what: str, error: BaseException) -> None:
     log.warning("could not %s: %s", what, database_error_text(getattr(error, "orig", error)))
 
 
+def log_upgraded(log: logging.Logger, database: str, url: str, found: int, version: int) -> None:
+    """Say once that a migration upgraded a database: an operator who upgraded in place
+    learns here that the version before cannot use it any more (`url` without password)."""
+    log.warning(
+        "the %s database %s was upgraded from schema version %d to %d; "
+        "older oai-pipeline versions cannot use it any more",
+        database,
+        url,
+        found,
+        version,
+    )
+
+
 def without_password(url: str) -> str:
     """A database or storage URL as an error may print it: `s3://key:secret@bucket` and
     `postgresql://user:secret@host/db` show `:***@`."""

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from oai_pipeline.errors import log_upgraded
 from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
 logger = logging.getLogger(__name__)
@@ -399,12 +400,7 @@ def migrate(connection: Connection) -> int:
         connection.execute(
             schema_version.update().where(schema_version.c.id == 1).values(version=version)
         )
-    if current < SCHEMA_VERSION:  # once: an operator who upgraded in place learns it here
-        logger.warning(
-            "the state database %s was upgraded from schema version %d to %d; "
-            "older oai-pipeline versions cannot use it any more",
-            connection.engine.url.render_as_string(hide_password=True),
-            current,
-            SCHEMA_VERSION,
-        )
+    if current < SCHEMA_VERSION:
+        url = connection.engine.url.render_as_string(hide_password=True)
+        log_upgraded(logger, "state", url, current, SCHEMA_VERSION)
     return SCHEMA_VERSION

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from oai_pipeline.doi import MAX_DOI_LENGTH, normal_doi
-from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.errors import ConfigurationError, log_upgraded
 from oai_pipeline.targets.base import pid_of
 
 logger = logging.getLogger(__name__)
@@ -290,12 +290,7 @@ def migrate(engine: sa.Engine) -> int:
             connection.execute(sa.delete(schema_version))
             connection.execute(sa.insert(schema_version).values(version=step))
             version = step
-    if 0 < found < version:  # once: an operator who upgraded in place learns it here
-        logger.warning(
-            "the target database %s was upgraded from schema version %d to %d; "
-            "older oai-pipeline versions cannot use it any more",
-            engine.url.render_as_string(hide_password=True),
-            found,
-            version,
-        )
+    if 0 < found < version:  # 0: created just now, not upgraded
+        url = engine.url.render_as_string(hide_password=True)
+        log_upgraded(logger, "target", url, found, version)
     return version
