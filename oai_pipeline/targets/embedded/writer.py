@@ -342,15 +342,15 @@ class EmbeddedWriter(Writer):
                 write.identifier, Action.ERROR, local.local_id, local.revision, error
             )
         record_id = local.local_id
-        if action is Action.UPDATE and self._written_by_this_run(tx, local, data, write):
+        published = self._as_harvested(tx, local) if action is Action.UPDATE else None
+        if published is not None and self._written_by_this_run(published, data, write):
             # An earlier attempt of this run wrote it and crashed before its outcome was
             # saved: the record is as this write would leave it, so no new revision; the
             # outcome is what that attempt did (a record it created is created, not updated).
             tx.add_to_communities(local.local_id, community_ids)
-            record = tx.record(local.local_id)
-            done = self._done_by_this_run(record, local, write) or write.action
+            done = self._done_by_this_run(published, local, write) or write.action
             return WriteOutcome(write.identifier, done, local.local_id, local.revision)
-        if action is Action.UPDATE and self._holds_already(tx, local, data, write):
+        if published is not None and self._holds_already(published, data, write):
             tx.add_to_communities(local.local_id, community_ids)
             return WriteOutcome(write.identifier, Action.NOTHING, local.local_id, local.revision)
         if action is Action.CREATE and self.options.publish and not community_ids:
@@ -386,34 +386,30 @@ class EmbeddedWriter(Writer):
         tx.add_to_communities(record_id, community_ids)
         return WriteOutcome(write.identifier, action, record_id, tx.record(record_id).revision)
 
-    def _written_by_this_run(
-        self, tx: TargetTransaction, local: LocalRecord, data: dict[str, Any], write: PlannedWrite
-    ) -> bool:
-        """Published with exactly this data since the run started, nobody's edit since."""
-        if write.run_started is None or local.local_id is None:
-            return False
-        if local.taken_over or local.has_edit_draft:
-            return False
+    def _as_harvested(self, tx: TargetTransaction, local: LocalRecord) -> sa.Row | None:
+        """The record, when it is published by this writer with nobody's edit on it (no
+        takeover, no edit draft): one read for the checks below, None otherwise."""
+        if local.local_id is None or local.taken_over or local.has_edit_draft:
+            return None
         if local.state is not LocalState.LIVE or not self.options.publish:
+            return None
+        return tx.record(local.local_id)
+
+    @staticmethod
+    def _written_by_this_run(record: sa.Row, data: dict[str, Any], write: PlannedWrite) -> bool:
+        """Published with exactly this data since the run started."""
+        if write.run_started is None:
             return False
-        record = tx.record(local.local_id)
         return as_utc(record.updated) >= write.run_started and record.data == data
 
-    def _holds_already(
-        self, tx: TargetTransaction, local: LocalRecord, data: dict[str, Any], write: PlannedWrite
-    ) -> bool:
-        """The published record holds exactly this data and its pid, and nobody's edit: a
-        new revision would be a copy of the last. A source that bumps datestamps without
-        changing the records (a repository reindexed) or another transform chain that makes
-        the same data (an upgrade) leaves the record as it is (`nothing`), and the harvest
-        record remembers it as written. `update_all` rewrites regardless."""
-        if write.reason == UPDATE_ALL_REASON or local.local_id is None:
+    def _holds_already(self, record: sa.Row, data: dict[str, Any], write: PlannedWrite) -> bool:
+        """The published record holds exactly this data and its pid: a new revision would be
+        a copy of the last. A source that bumps datestamps without changing the records (a
+        repository reindexed) or another transform chain that makes the same data (an
+        upgrade) leaves the record as it is (`nothing`), and the harvest record remembers it
+        as written. `update_all` rewrites regardless."""
+        if write.reason == UPDATE_ALL_REASON:
             return False
-        if local.taken_over or local.has_edit_draft or not self.options.publish:
-            return False
-        if local.state is not LocalState.LIVE:
-            return False
-        record = tx.record(local.local_id)
         return record.data == data and record.doi == pid_of(data, self.options.pid_field)
 
     @staticmethod
