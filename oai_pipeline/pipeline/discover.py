@@ -70,6 +70,7 @@ class RunToFetch:
     from_: str | None
     until: str | None
     cap: int  # the run's own cap, kept across resumes; 0 = uncapped
+    asked: HarvestScope  # the range the run was asked for, hours and all
 
 
 def _run_for(
@@ -96,6 +97,10 @@ def _run_for(
         run = _run_to_resume(state, scope.harvester_id, options.resume_batch_id)
     elif not options.identifiers:
         run = state.find_resumable_run(scope.harvester_id, from_, until)
+        if run is not None and _options_of(run).get("hours_asked") != scope.hours_asked:
+            # the same days at a source listing by day, other hours: the pages it read left
+            # out records this harvest asks for (or staged some it does not); it starts over
+            run = None
     if run is not None:
         checkpoint = run.get("checkpoint")
         checkpoint = checkpoint if isinstance(checkpoint, SweepCheckpoint) else None
@@ -109,6 +114,7 @@ def _run_for(
                 run["window_from"],
                 run["window_until"],
                 run["max_records"] or 0,
+                scope.with_hours_asked(_options_of(run).get("hours_asked")),
             )
         if options.resume_batch_id is not None:
             raise PipelineError(
@@ -124,7 +130,7 @@ def _run_for(
         window_until=until,
         scale=options.scale,
         max_records=options.cap,
-        options=options.model_dump(mode="json"),
+        options=_run_options(options, scope),
         dagster_run_id=dagster_run_id,
         worker=worker,
     )
@@ -140,7 +146,20 @@ def _run_for(
             "(it was interrupted: its process is gone)",
         )
     _tell_interrupted(interrupted, None, (run_id, {r["id"] for r in superseded}), progress)
-    return RunToFetch(run_id, None, from_, until, options.cap)
+    return RunToFetch(run_id, None, from_, until, options.cap, scope)
+
+
+def _run_options(options: RunOptions, scope: HarvestScope) -> dict[str, Any]:
+    """What a new run keeps of how it was asked for: its options, and the hours of its
+    range (`HarvestScope.hours_asked`), which its `from`/`until` by day do not hold."""
+    kept = options.model_dump(mode="json")
+    if scope.hours_asked:
+        kept["hours_asked"] = scope.hours_asked
+    return kept
+
+
+def _options_of(run: dict[str, Any]) -> dict[str, Any]:
+    return run.get("options") or {}
 
 
 def _covers(from_: str | None, until: str | None, run: dict) -> bool:
@@ -247,7 +266,7 @@ def discover(
                 reader.know_set(harvester.setspec or "")
             try:
                 _fetch(services, scope, options, reader, run, result, progress)
-                _tell_whole_days(scope, identify, run, result)
+                _tell_whole_days(run.asked, identify, run, result)
             except BaseException as error:
                 # what the source did before the run failed is kept for its status (the
                 # failure may be its doing), as is the failure itself: the reader's quirks
@@ -299,10 +318,14 @@ def _tell_whole_days(
         for moment in (scope.start, scope.end)
     )
     days = " .. ".join(_day_of(bound) for bound in (run.from_, run.until))
+    left_out = (
+        "1 record dated outside the hours asked was"
+        if result.outside_range == 1
+        else f"{result.outside_range} records dated outside the hours asked were"
+    )
     result.notices.append(
         f"the source lists by day: {asked} (until exclusive) was asked for as the whole days "
-        f"{days}; {result.outside_range} records dated "
-        "outside the hours asked were left out (not harvested, not counted against the cap), "
+        f"{days}; {left_out} left out (not harvested, not counted against the cap), "
         "records dated by day only are harvested"
     )
 
@@ -382,7 +405,7 @@ def _fetch(
     cap = run.cap
     # A source that lists by day (its granularity, or one refusing seconds) lists the whole
     # days of `--since`/`--until` with hours: those it lists outside them are left out.
-    asked_within_days = scope.within_days and not options.identifiers
+    asked_within_days = run.asked.within_days and not options.identifiers
     if cap and staged >= cap:
         state.set_cap_reached(run_id)
         return
@@ -399,7 +422,7 @@ def _fetch(
         nonlocal staged, next_progress
         discovered = max(discovered, len(records))
         if asked_within_days:
-            asked = [r for r in records if not scope.listed_for_whole_day(r.datestamp)]
+            asked = [r for r in records if not run.asked.listed_for_whole_day(r.datestamp)]
             result.outside_range += len(records) - len(asked)
             records = asked
         existing = 0

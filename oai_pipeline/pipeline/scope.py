@@ -96,6 +96,22 @@ class HarvestScope:
             moment is not None and moment != _day_start(moment) for moment in (self.start, self.end)
         )
 
+    @property
+    def hours_asked(self) -> list[str | None] | None:
+        """The range's moments if it starts or ends within a day, as its run keeps them
+        (None otherwise): every attempt of the run leaves out the records a source listing
+        by day lists outside them, the attempt `--resume` starts too (its scope is open)."""
+        if not self.within_days:
+            return None
+        return [moment.isoformat() if moment else None for moment in (self.start, self.end)]
+
+    def with_hours_asked(self, hours: list[str | None] | None) -> HarvestScope:
+        """This open scope (`--resume` of a run) over the range the run was asked for."""
+        if not hours:
+            return self
+        start, end = (datetime.fromisoformat(moment) if moment else None for moment in hours)
+        return HarvestScope(self.harvester_id, (Window(self.keys[0], start, end),))
+
     def listed_for_whole_day(self, datestamp: str) -> bool:
         """Whether a record lies outside the range, on one of the days it starts or ends in:
         listed only because the source was asked for whole days. Such a record was not asked

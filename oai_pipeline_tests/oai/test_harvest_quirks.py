@@ -922,3 +922,85 @@ def test_a_record_without_identifier_is_an_error_status_names_as_such(
         text.splitlines()
     )
     assert [f["identifier"] for f in data["recent_failures"]] == [""]
+
+
+class DayListingSource(FakeSource):
+    """Declares day granularity and takes `from`/`until` by day, but dates its records in
+    seconds (as DSpace does): a range with hours is asked for as whole days."""
+
+    def granule(self, datestamp: str) -> str:
+        return datestamp
+
+
+def _fails_after_first_page(source: FakeSource) -> None:
+    """Identify, the first page, then the second page fails (no retries)."""
+    source.faults[3] = lambda request, response: httpx.Response(500, text="oops")
+
+
+def _hourly(count: int) -> list[FakeRecord]:
+    records = importable(count)
+    for hour, record in enumerate(records):
+        record.datestamp = f"2024-03-02T{hour:02d}:00:00Z"
+    return records
+
+
+def test_a_failed_run_with_hours_is_not_resumed_by_a_harvest_of_other_hours_of_its_days(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At a source listing by day, `--since 03:00` and `--since 01:00` ask for the same
+    days. The second resumed the first's failed run where it stopped: the records of its
+    first page dated 01:00-03:00 had been left out, and were never harvested. It starts a
+    run of its own now."""
+    source = harvest_fake_source(
+        settings,
+        monkeypatch,
+        DayListingSource(_hourly(6), page_size=2, granularity="day"),
+        reader_options={"max_retries": 0, "prefetch": False},
+    )
+    _fails_after_first_page(source)
+    with pytest.raises(HarvestProtocolError, match="HTTP 500"):
+        harvest(settings, HarvestScope.adhoc("sample", since=datetime(2024, 3, 2, 3, tzinfo=UTC)))
+    source.faults.clear()
+
+    report = harvest(
+        settings, HarvestScope.adhoc("sample", since=datetime(2024, 3, 2, 1, tzinfo=UTC))
+    )
+
+    assert report.run_id == 2
+    assert report.harvested == 5
+    assert sorted(target_by_source(settings, "sample")) == [
+        f"oai:fake.test:{n}" for n in range(1, 6)
+    ]
+
+
+@pytest.mark.parametrize("by_number", [True, False])
+def test_a_run_with_hours_resumed_leaves_out_what_its_hours_leave_out(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, by_number: bool
+) -> None:
+    """`--resume N` (an open scope) of a `--since 03:00` run at a source listing by day
+    staged the records of 00:00-03:00 its later pages listed: its hours were forgotten.
+    A harvest of the same hours resumes the run too, and leaves them out."""
+    source = harvest_fake_source(
+        settings,
+        monkeypatch,
+        DayListingSource(_hourly(6), page_size=2, granularity="day"),
+        reader_options={"max_retries": 0, "prefetch": False},
+    )
+    # the first page holds 00:00 and 01:00, the second 02:00 (outside) and 03:00
+    _fails_after_first_page(source)
+    with pytest.raises(HarvestProtocolError, match="HTTP 500"):
+        harvest(settings, HarvestScope.adhoc("sample", since=datetime(2024, 3, 2, 3, tzinfo=UTC)))
+    source.faults.clear()
+
+    since = None if by_number else datetime(2024, 3, 2, 3, tzinfo=UTC)
+    with Services(settings) as services:
+        resumed = run_harvest(
+            services,
+            HarvestScope.adhoc("sample", since=since),
+            RunOptions(resume_batch_id=1 if by_number else None),
+            progress=lambda _m: None,
+        )
+
+    assert (resumed.run_id, resumed.harvested) == (1, 3)
+    assert sorted(target_by_source(settings, "sample")) == [f"oai:fake.test:{n}" for n in (3, 4, 5)]
+    assert any("1 record dated outside the hours asked was left out" in n for n in resumed.notices)
