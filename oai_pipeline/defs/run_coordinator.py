@@ -97,9 +97,9 @@ class HarvestRunCoordinator(dg.QueuedRunCoordinator):
     def _run_tag_keys(self) -> Sequence[str]:
         """The tag keys of all runs, read at most every TAG_KEYS_MAX_AGE_SECONDS (the read
         scans every run's tags, ~70 ms at a million: years of hourly runs; the daemon asks
-        every few seconds), and the key of each registered harvester, read each time: a new
-        harvester's first runs are held to its limit at once. A new server's key waits up
-        to that age for its limit; the server lease still keeps its sweeps apart."""
+        every few seconds), and, read each time, the key of each registered harvester and
+        those of the queued runs (which the daemon reads at each pass anyway): the first
+        runs of a new harvester or server are held to its limit at once."""
         now = time.monotonic()
         if self._tag_keys is None or now - self._tag_keys[0] >= TAG_KEYS_MAX_AGE_SECONDS:
             self._tag_keys = (now, list(self._instance.get_run_tag_keys()))
@@ -107,7 +107,12 @@ class HarvestRunCoordinator(dg.QueuedRunCoordinator):
             one_value_key(HARVESTER_TAG, harvester_id)
             for harvester_id in self._instance.get_dynamic_partitions(HARVESTER)
         ]
-        return list(dict.fromkeys([*self._tag_keys[1], *registered]))
+        queued = self._instance.get_runs(
+            filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.QUEUED])
+        )
+        return list(
+            dict.fromkeys([*self._tag_keys[1], *registered, *(k for r in queued for k in r.tags)])
+        )
 
     def _warn_of_limits_it_cannot_extend(self) -> None:
         """Say once, in the daemon's log, what `older_queue_limits` finds."""

@@ -468,7 +468,8 @@ def test_the_daemon_pass_reads_all_run_tags_once_a_minute(
 ) -> None:
     """The per-harvester limits come from the tag keys of every run ever made, a scan of all
     their tags: read once a minute, not at each daemon pass (every 5 s); a harvester
-    registered meanwhile is held to its limit at once."""
+    registered meanwhile, or the server of a run queued meanwhile, is held to its limit at
+    once."""
     reads: list[int] = []
     all_keys = shipped_instance.get_run_tag_keys
     monkeypatch.setattr(shipped_instance, "get_run_tag_keys", lambda: reads.append(1) or all_keys())
@@ -484,7 +485,9 @@ def test_the_daemon_pass_reads_all_run_tags_once_a_minute(
     assert one_value_key(HARVESTER_TAG, "alpha") in limited_keys()
     shipped_instance.add_dynamic_partitions(HARVESTER, ["beta"])
     clock[0] += 30
-    assert one_value_key(HARVESTER_TAG, "beta") in limited_keys()
+    new_server = one_value_key(SOURCE_TAG, "gamma.example.org")
+    _submit(shipped_instance, _ui_run(shipped_instance, {new_server: "gamma.example.org"}))
+    assert {one_value_key(HARVESTER_TAG, "beta"), new_server} <= limited_keys()
     assert len(reads) == 1
     clock[0] += 31
     limited_keys()
