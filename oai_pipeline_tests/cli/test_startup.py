@@ -81,6 +81,30 @@ def test_help_lists_every_command_with_its_summary(tmp_path: Path) -> None:
         assert oai_pipeline.cli.COMMANDS[name].summary.startswith(shown.removesuffix("...")), name
 
 
+@pytest.mark.parametrize(
+    "args, needed",
+    [
+        (["harvesters", "list", "--json"], ("sqlalchemy", "oai_pipeline.harvesters.model")),
+        (["status", "--json"], ("sqlalchemy", "oai_pipeline.state.store")),
+        (["records", "list", "--json"], ("sqlalchemy", "oai_pipeline.state.store")),
+    ],
+)
+def test_a_listing_imports_what_it_uses_only(
+    tmp_path: Path, args: list[str], needed: tuple[str, ...]
+) -> None:
+    """The database toolkit and the store, not Dagster, polars, sickle, lxml or the
+    transform layer (nor the command's neighbours)."""
+    run = _run(args, tmp_path)
+
+    assert set(_loaded(run["modules"], needed)) >= set(needed)
+    unused = ("dagster", "polars", "sickle", "lxml", "oai_pipeline.transform.oai_import")
+    assert _loaded(run["modules"], unused) == []
+    commands = {m for m in run["modules"] if m.startswith("oai_pipeline.cli.")}
+    assert commands <= {"oai_pipeline.cli.output", f"oai_pipeline.cli.{args[0]}"} | (
+        {"oai_pipeline.cli.harvesters"} if args[0] in ("status", "records") else set()
+    )
+
+
 def test_every_command_module_is_in_the_mapping() -> None:
     """A command module left out of COMMANDS would never be reachable."""
     package = Path(oai_pipeline.cli.__file__).parent
