@@ -92,6 +92,18 @@ class LazyGroup(FriendlyGroup):
             raise TypeError(f"{module_name}:{attribute} is not a click command")
         return command
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click.Group's, but a typo is matched against every command for its "Did you
+        mean …?", not only against those loaded (none, at that point)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as error:
+            raise click.exceptions.NoSuchCommand(
+                error.command_name, possibilities=self.list_commands(ctx), ctx=ctx
+            ) from None
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """As click.Group's, but a command not imported yet is listed from its summary."""
         listed = {

@@ -141,3 +141,12 @@ def test_help_is_the_same_once_every_command_is_loaded(width: int) -> None:
     lazy_help = CliRunner().invoke(lazy, ["--help"], terminal_width=width).output
     assert lazy_help == CliRunner().invoke(eager, ["--help"], terminal_width=width).output
     assert lazy.commands == {}  # listed without loading
+
+
+def test_a_mistyped_command_is_matched_against_every_command() -> None:
+    """Before the lazy group's own resolve_command, click suggested from the commands loaded
+    so far (none), and `oai-pipeline recor` lost its "Did you mean 'records'?"."""
+    result = CliRunner().invoke(oai_pipeline.cli.main, ["recor"])
+
+    assert result.exit_code == 2
+    assert "No such command 'recor'. Did you mean 'records'?" in result.output
