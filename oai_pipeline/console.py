@@ -1,6 +1,7 @@
-"""The `oai-pipeline` console script. Loading the command line takes seconds (Dagster, polars,
-SQLAlchemy); a Ctrl-C meanwhile stops it as one during a command does, not with a traceback
-of the import that was running. This module imports only the standard library for that."""
+"""The `oai-pipeline` console script. Loading the command line (click, pydantic; a command's
+own module, with SQLAlchemy and the rest, is imported as it runs, under one_line_errors) takes
+a moment; a Ctrl-C meanwhile stops it as one during a command does, not with a traceback of
+the import that was running. This module imports only the standard library for that."""
 
 from __future__ import annotations
 

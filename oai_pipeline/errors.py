@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 class RecordError(BaseModel):
@@ -78,3 +83,28 @@ def without_password(url: str) -> str:
     if not password:
         return url
     return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{password}@", ":***@", 1)))
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """Python's stand-in for bytes that are not UTF-8 (in argv) or a YAML `"\\ud800"`: no
+    database or JSON writer takes it."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def describe_validation_error(
+    error: ValidationError, name: Callable[[str], str] = lambda field: field
+) -> str:
+    """One line naming the field(s), the way the CLI prints a ValidationError; `name` says
+    what the user called a field (a command-line option)."""
+    parts = []
+    for item in error.errors():
+        field = name(".".join(str(p) for p in item["loc"])) if item["loc"] else "input"
+        message = item["msg"].removeprefix("Value error, ")
+        parts.append(f"{field}: {message}")
+    return "invalid " + "; ".join(parts)

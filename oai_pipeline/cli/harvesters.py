@@ -16,7 +16,7 @@ from oai_pipeline.harvesters.fixtures import read_fixture_file
 from oai_pipeline.harvesters.model import Harvester, describe_validation_error
 from oai_pipeline.harvesters.plugins import release_target_records
 from oai_pipeline.harvesters.registry import HarvesterRegistry
-from oai_pipeline.oai.client import another_base_url
+from oai_pipeline.oai.base_url import another_base_url
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.store import StateStore
 

@@ -16,9 +16,14 @@ import click
 from pydantic import ValidationError
 
 from oai_pipeline.console import error_document, json_flag_given
-from oai_pipeline.errors import InvalidArgument, PipelineError, database_error_text
-from oai_pipeline.harvesters.model import describe_validation_error, has_lone_surrogate
-from oai_pipeline.state.schema import MAX_INTEGER
+from oai_pipeline.errors import (
+    InvalidArgument,
+    PipelineError,
+    database_error_text,
+    describe_validation_error,
+    has_lone_surrogate,
+)
+from oai_pipeline.state.limits import MAX_INTEGER
 
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="print JSON for machines (errors too) instead of text"

@@ -19,7 +19,7 @@ from oai_pipeline.cli.output import (
 )
 from oai_pipeline.pipeline.status import harvest_status, settle_interrupted
 from oai_pipeline.settings import load_settings
-from oai_pipeline.state.schema import MAX_INTEGER
+from oai_pipeline.state.limits import MAX_INTEGER
 from oai_pipeline.state.store import DEFAULT_STALE_MINUTES, jsonable_run
 
 

@@ -12,7 +12,6 @@ one registered before them can still be listed, shown, fixed with `update` or de
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
@@ -26,7 +25,8 @@ from pydantic import (
     field_validator,
 )
 
-from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.errors import ConfigurationError, has_lone_surrogate
+from oai_pipeline.errors import describe_validation_error as describe_validation_error
 from oai_pipeline.harvesters.plugins import (
     RDM_MODEL,
     PluginGroup,
@@ -35,7 +35,7 @@ from oai_pipeline.harvesters.plugins import (
     validate_spec,
     with_option,
 )
-from oai_pipeline.state.schema import MAX_INTEGER
+from oai_pipeline.state.limits import MAX_INTEGER
 from oai_pipeline.state.schema import harvesters as harvesters_table
 
 # Harvester ids and community slugs: they end up in Dagster partition keys (`id|window`),
@@ -63,18 +63,6 @@ def check_slug(value: str, what: str, *, max_length: int | None) -> str:
             "starting with a letter or digit"
         )
     return value
-
-
-def has_lone_surrogate(text: str) -> bool:
-    """Python's stand-in for bytes that are not UTF-8 (in argv) or a YAML `"\\ud800"`: no
-    database or JSON writer takes it."""
-    if text.isascii():
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 def _stored(info: ValidationInfo) -> bool:
@@ -301,16 +289,3 @@ def _field_error(field: str, message: str, value: Any) -> ValidationError:
             )
         ],
     )
-
-
-def describe_validation_error(
-    error: ValidationError, name: Callable[[str], str] = lambda field: field
-) -> str:
-    """One line naming the field(s), the way the CLI prints a ValidationError; `name` says
-    what the user called a field (a command-line option)."""
-    parts = []
-    for item in error.errors():
-        field = name(".".join(str(p) for p in item["loc"])) if item["loc"] else "input"
-        message = item["msg"].removeprefix("Value error, ")
-        parts.append(f"{field}: {message}")
-    return "invalid " + "; ".join(parts)

@@ -28,6 +28,7 @@ from sickle import oaiexceptions
 
 from oai_pipeline import __version__
 from oai_pipeline.errors import ConfigurationError, PipelineError, RecordError
+from oai_pipeline.oai.base_url import another_base_url, split_base_url
 from oai_pipeline.oai.errors import (
     BadResumptionToken,
     HarvestProtocolError,
@@ -107,11 +108,6 @@ _GZIP_WBITS = 16 + zlib.MAX_WBITS
 # the labelled layer and up to three more (gzip twice and more, see _unpacked)
 _MAX_COMPRESSION_LAYERS = 4
 
-# The arguments OAI-PMH defines: in a registered base URL's query (a request URL pasted as the
-# base URL, `…/oai?verb=Identify`) they are not the endpoint's and are left out.
-_OAI_ARGUMENTS = frozenset(
-    {"verb", "metadataPrefix", "from", "until", "set", "resumptionToken", "identifier"}
-)
 _DATE_ARGUMENTS = ("from", "until")
 # What a badArgument's message names (messages vary: "Illegal until parameter", "Invalid
 # date given in until parameter", "metadataPrefix does not exist"; see _refuses_the_dates).
@@ -230,7 +226,7 @@ class OAIClient:
                 f"rate_limit_per_minute must be positive, got {rate_limit_per_minute}"
             )
         self.base_url = base_url
-        self._endpoint, self._endpoint_params = _split_base_url(base_url)
+        self._endpoint, self._endpoint_params = split_base_url(base_url)
         self.response_deadline = timeout * _RESPONSE_DEADLINE_TIMEOUTS
         self.max_retries = max_retries
         self.backoff_base = backoff_base
@@ -968,49 +964,6 @@ class OAIClient:
         stop: threading.Event | None = getattr(self._local, "stop", None)
         if stop is not None and stop.is_set():
             raise _Abandoned
-
-
-def _split_base_url(base_url: str) -> tuple[str, list[tuple[str, str]]]:
-    """The base URL without its query, and the query's own parameters to send with every
-    request (`…/index.php?option=com_oai`: httpx would replace the query by the OAI-PMH
-    arguments, not add them). A URL httpx cannot read is refused at the first request."""
-    try:
-        url = httpx.URL(base_url)
-    except httpx.InvalidURL:
-        return base_url, []
-    kept = [(name, value) for name, value in url.params.multi_items() if name not in _OAI_ARGUMENTS]
-    return str(url.copy_with(query=None)), kept
-
-
-def another_base_url(registered: str, declared: str) -> str | None:
-    """The warning for an Identify whose baseURL names another endpoint than the harvester's
-    (http for https, the host behind a proxy, another path); None for the same one, however
-    written. The harvest keeps to the registered URL: which is right, the operator knows."""
-    if not declared or _endpoint_key(registered) == _endpoint_key(declared):
-        return None
-    return (
-        f"{registered}: the source's Identify names another base URL, {declared}; "
-        "harvesting the registered one (if the source lives there, set the harvester's "
-        "base URL to it)"
-    )
-
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def _endpoint_key(url: str) -> tuple[object, ...]:
-    """What tells endpoints apart: scheme and host in any case, the port (default or
-    none: the same), the path with or without a trailing slash, the URL's own query."""
-    try:
-        parsed = httpx.URL(url.strip())
-    except httpx.InvalidURL:
-        return (url.strip(),)
-    scheme = parsed.scheme.lower()
-    query = sorted(
-        (name, value) for name, value in parsed.params.multi_items() if name not in _OAI_ARGUMENTS
-    )
-    port = parsed.port or _DEFAULT_PORTS.get(scheme)
-    return (scheme, parsed.host.lower(), port, parsed.path.rstrip("/"), tuple(query))
 
 
 def _answers_another_list(

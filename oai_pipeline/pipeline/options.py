@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from oai_pipeline.oai.types import MAX_IDENTIFIER_LENGTH
-from oai_pipeline.state.schema import MAX_COUNT, MAX_INTEGER
+from oai_pipeline.state.limits import MAX_COUNT, MAX_INTEGER
 from oai_pipeline.state.store import SCALES
 
 Scale = Literal["smoke", "small", "medium", "large", "full"]

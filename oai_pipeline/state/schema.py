@@ -18,14 +18,6 @@ from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 13
-# The largest whole number SQLite's INTEGER holds, a PostgreSQL query compares with (as a
-# bigint) and orjson writes: an id or limit given from outside is checked against it, not
-# met as an OverflowError.
-MAX_INTEGER = 2**63 - 1
-# The largest count an `sa.Integer` column keeps on PostgreSQL (32 bits; SQLite's are 64): a
-# count given from outside and stored (a run's record cap) is checked against it, not
-# refused by the database ("integer out of range") with the harvest run it belongs to.
-MAX_COUNT = 2**31 - 1
 
 # The id of a row written per record of a run (run_records) or per record error: a source
 # of millions of records, harvested again and again, writes more than 2**31 of them in its

@@ -13,9 +13,8 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-import polars as pl
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import NullPool, StaticPool
@@ -47,6 +46,9 @@ from oai_pipeline.state.schema import (
 from oai_pipeline.sync.rules import Action, HarvestMemory
 from oai_pipeline.targets.base import WriteOutcome
 from oai_pipeline.transform.base import TransformItem
+
+if TYPE_CHECKING:
+    import polars as pl
 
 # Caps by scale; 0 = uncapped.
 SCALES: dict[str, int] = {"smoke": 10, "small": 100, "medium": 1000, "large": 10000, "full": 0}
@@ -1665,7 +1667,10 @@ class StateStore:
         group_of: Callable[[str], int] | None,
         moved_out: Callable[[str], bool] | None = None,
     ) -> pl.Series:
-        """The run's row ids in the order `iter_staged` yields them (compact: int64)."""
+        """The run's row ids in the order `iter_staged` yields them (compact: int64). polars
+        is imported here, for the run that writes, not by every command opening the store."""
+        import polars as pl
+
         rr, hr = run_records, harvest_records
         with self._read() as conn:
             if group_of is None and moved_out is None:

@@ -19,7 +19,10 @@ def _commands(
     command: click.Command, path: tuple[str, ...] = ()
 ) -> Iterator[tuple[str, click.Command]]:
     if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
+        context = click.Context(command)
+        for name in command.list_commands(context):  # the root's are loaded only when asked
+            sub = command.get_command(context, name)
+            assert sub is not None, name
             yield from _commands(sub, (*path, name))
     else:
         yield " ".join(path), command

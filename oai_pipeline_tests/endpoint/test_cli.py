@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 
+import click
 import httpx
 import pytest
 from click.testing import CliRunner
@@ -101,7 +102,7 @@ def test_bad_options_are_usage_errors(args):
 
 def test_group_name_and_help():
     assert sample_endpoint.name == "sample-endpoint"
-    assert main.commands["sample-endpoint"] is sample_endpoint
+    assert main.get_command(click.Context(main), "sample-endpoint") is sample_endpoint
     result = CliRunner().invoke(sample_endpoint, ["serve", "--help"])
     assert result.exit_code == 0
     assert "--generated" in result.output and "Ctrl-C" in result.output

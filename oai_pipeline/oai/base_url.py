@@ -1,0 +1,56 @@
+"""What a registered base URL names: the endpoint, apart from the OAI-PMH arguments pasted
+with it. Apart from the client, so that comparing base URLs (`harvesters show`) does not
+load the harvesting machinery (sickle)."""
+
+from __future__ import annotations
+
+import httpx
+
+# The arguments OAI-PMH defines: in a registered base URL's query (a request URL pasted as the
+# base URL, `…/oai?verb=Identify`) they are not the endpoint's and are left out.
+OAI_ARGUMENTS = frozenset(
+    {"verb", "metadataPrefix", "from", "until", "set", "resumptionToken", "identifier"}
+)
+
+
+def split_base_url(base_url: str) -> tuple[str, list[tuple[str, str]]]:
+    """The base URL without its query, and the query's own parameters to send with every
+    request (`…/index.php?option=com_oai`: httpx would replace the query by the OAI-PMH
+    arguments, not add them). A URL httpx cannot read is refused at the first request."""
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL:
+        return base_url, []
+    kept = [(name, value) for name, value in url.params.multi_items() if name not in OAI_ARGUMENTS]
+    return str(url.copy_with(query=None)), kept
+
+
+def another_base_url(registered: str, declared: str) -> str | None:
+    """The warning for an Identify whose baseURL names another endpoint than the harvester's
+    (http for https, the host behind a proxy, another path); None for the same one, however
+    written. The harvest keeps to the registered URL: which is right, the operator knows."""
+    if not declared or _endpoint_key(registered) == _endpoint_key(declared):
+        return None
+    return (
+        f"{registered}: the source's Identify names another base URL, {declared}; "
+        "harvesting the registered one (if the source lives there, set the harvester's "
+        "base URL to it)"
+    )
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _endpoint_key(url: str) -> tuple[object, ...]:
+    """What tells endpoints apart: scheme and host in any case, the port (default or
+    none: the same), the path with or without a trailing slash, the URL's own query."""
+    try:
+        parsed = httpx.URL(url.strip())
+    except httpx.InvalidURL:
+        return (url.strip(),)
+    scheme = parsed.scheme.lower()
+    query = sorted(
+        (name, value) for name, value in parsed.params.multi_items() if name not in OAI_ARGUMENTS
+    )
+    port = parsed.port or _DEFAULT_PORTS.get(scheme)
+    return (scheme, parsed.host.lower(), port, parsed.path.rstrip("/"), tuple(query))
