@@ -72,12 +72,14 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Source]:
 
 @pytest.fixture(scope="module")
 def changed(source: Source, tmp_path_factory: pytest.TempPathFactory) -> Source:
-    """The source after updates, deletions and new records, and the uninterrupted
-    incremental harvest of it (from a home that had harvested it all before)."""
+    """The source after updates, deletions, new records and records moved to other sets, and
+    the uninterrupted incremental harvest of it (from a home that had harvested it all
+    before, where users then edited and deleted records: the harvest brings them back)."""
     root = tmp_path_factory.mktemp("crash_points_changed")
     harvested = Backend().new_home(root, "harvested", source.empty)
     _harvest(harvested, FULL)
     crash_sweep.change_source(source.endpoint, RECORDS, CHANGE_DAY)
+    crash_sweep.edit_target_locally(harvested)
     reference = Backend().new_home(root, "reference", harvested)
     _harvest(reference, INCREMENTAL)
     source.harvested = harvested
@@ -109,6 +111,19 @@ def test_a_first_harvest_killed_and_rerun_ends_like_an_uninterrupted_one(
     got = _outcome(home, 1)
     assert got == source.first
     assert got["status_records"]["imported"] == sum(1 for r in RECORDS if not r.deleted)
+
+
+def test_a_resumed_harvest_killed_as_it_resumes_ends_like_an_uninterrupted_one(
+    source: Source, tmp_path: Path
+) -> None:
+    """Killed half way, then killed again right after its rerun took the run up again
+    (`resume_run`: the only harvest that calls it is one that resumes a run)."""
+    home = Backend().new_home(tmp_path, "home", source.empty)
+    _harvest(home, FULL, "writer_apply:2:after")
+    _harvest(home, FULL, "resume_run:1:after")
+    _harvest(home, FULL)
+
+    assert _outcome(home, 1) == source.first
 
 
 def test_an_incremental_harvest_killed_after_its_writes_reports_what_they_did(
