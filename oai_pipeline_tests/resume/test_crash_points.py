@@ -143,6 +143,21 @@ def test_an_incremental_harvest_killed_after_its_writes_reports_what_they_did(
     assert statuses["gone"] > 0 and statuses["imported"] > 0 and statuses["updated"] > 0
 
 
+def test_a_harvest_killed_before_saving_what_it_brought_back_brings_it_back_when_rerun(
+    changed: Source, tmp_path: Path
+) -> None:
+    """Killed after the target took back the records users changed, before the state store
+    heard of it: the rerun finds them again and remembers their revisions (the target had
+    already stopped calling them changed locally: the state store kept the revisions of
+    before, and the next harvest took the records for changed locally and rewrote them)."""
+    assert changed.harvested is not None and changed.incremental is not None
+    home = Backend().new_home(tmp_path, "home", changed.harvested)
+    _harvest(home, INCREMENTAL, "save_write_outcomes:1:before")
+    _harvest(home, INCREMENTAL)
+
+    assert _outcome(home, 2) == changed.incremental
+
+
 def test_a_reconcile_killed_before_its_deletions_deletes_them_when_rerun(tmp_path: Path) -> None:
     """Killed after the sweep, before the target took the deletions: the rerun deletes them
     (the records were marked gone first, and a rerun looked for vanished ones among the
