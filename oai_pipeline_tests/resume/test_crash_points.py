@@ -27,7 +27,10 @@ RECORDS = generate_datacite_records(
     100, seed=5, start=FIRST_DAY, span_days=2, prefixes=(PREFIX,), deleted_fraction=0.05
 )
 FULL = ["harvest", HARVESTER]
-INCREMENTAL = ["harvest", HARVESTER, "--since", CHANGE_DAY.date().isoformat()]
+# From the first harvest's last day: records moved to other sets without a new datestamp
+# (as DSpace and InvenioRDM servers do) are listed again.
+RELISTED_SINCE = FIRST_DAY + timedelta(days=1)
+INCREMENTAL = ["harvest", HARVESTER, "--since", RELISTED_SINCE.date().isoformat()]
 
 
 def _harvest(home: Home, args: list[str], crash: str = "none") -> None:
@@ -78,10 +81,14 @@ def changed(source: Source, tmp_path_factory: pytest.TempPathFactory) -> Source:
     root = tmp_path_factory.mktemp("crash_points_changed")
     harvested = Backend().new_home(root, "harvested", source.empty)
     _harvest(harvested, FULL)
-    crash_sweep.change_source(source.endpoint, RECORDS, CHANGE_DAY)
+    changes = crash_sweep.change_source(
+        source.endpoint, RECORDS, CHANGE_DAY, relisted_since=RELISTED_SINCE
+    )
+    assert changes["moved_without_datestamp"] and changes["moved_with_datestamp"]
     crash_sweep.edit_target_locally(harvested)
     reference = Backend().new_home(root, "reference", harvested)
     _harvest(reference, INCREMENTAL)
+    assert crash_sweep.source_sets_mismatch(reference, source.endpoint) == []
     source.harvested = harvested
     source.incremental = _outcome(reference, 2)
     return source
