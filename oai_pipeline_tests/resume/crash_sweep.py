@@ -887,13 +887,13 @@ def main(argv: list[str] | None = None) -> int:
                         if args.scenario not in ("incremental", "both"):
                             break
                         day = first_day + timedelta(days=10)
-                        changed = change_source(
-                            endpoint, records, day, relisted_since=RELISTED_SINCE
-                        )
+                        # the Dagster grid harvests the change's day only: no record moved
+                        # without a new datestamp would be listed again
+                        relisted = None if args.dagster else RELISTED_SINCE
+                        changed = change_source(endpoint, records, day, relisted_since=relisted)
                         log(f"[{backend_name}] source changed: {changed}")
                         edited = edit_target_locally(full)
                         log(f"[{backend_name}] target records changed by users: {edited}")
-                        # the Dagster grid harvests the change's day only
                         since = RELISTED_SINCE.date().isoformat()
                         again = ["harvest", HARVESTER, "--since", since]
                         if args.dagster:
