@@ -64,6 +64,7 @@ def undo_local_changes(
                         pid=key.pid,
                         communities=transform.communities if transform else [],
                         local_id=local[key.identifier].local_id,
+                        undoes_local_change=True,
                     )
                 )
             # Skips go to the writer too: it finds them as the harvest leaves them.
@@ -71,6 +72,11 @@ def undo_local_changes(
             written = [o for o in outcomes if o.action is not Action.SKIP]
             state.save_write_outcomes(
                 harvester_id, written, {w.identifier: w.datestamp for w in writes}
+            )
+            # Only now, remembered: killed before, the rerun finds them changed locally again
+            # (and the writer finds them as it left them, no new revision).
+            writer.settle_local_changes(
+                harvester_id, [o.local_id for o in outcomes if o.local_id and o.error is None]
             )
             actions.update(o.action.value if o.error is None else "error" for o in written)
     return actions

@@ -161,6 +161,9 @@ class _Relisted:
     changed_within_day: set[str] = dataclasses.field(default_factory=set)
     # unchanged, with the same sets, not vanished: only its harvest time is new
     as_stored: set[str] = dataclasses.field(default_factory=set)
+    # same datestamp, other sets: moved to another collection (DSpace, InvenioRDM do so
+    # without a new datestamp), which a transform may map to a community
+    sets_changed: set[str] = dataclasses.field(default_factory=set)
     existing: set[str] = dataclasses.field(default_factory=set)  # harvest records found
 
 
@@ -606,9 +609,10 @@ class StateStore:
             if r.identifier not in unchanged:
                 values.update(datestamp=r.datestamp, deleted=r.deleted)
                 xml[r.identifier] = r.xml
-            if r.identifier in changed_within_day:
-                # Its datestamp is the one transformed and written, its content is not: the
-                # stored transform is not reused and the skip rule does not hold.
+            if r.identifier in changed_within_day or r.identifier in relisted.sets_changed:
+                # Its datestamp is the one transformed and written, its content (or its sets,
+                # which the transform may map to communities) is not: the stored transform
+                # is not reused and the skip rule does not hold.
                 values.update(transformed_datestamp=None, written_datestamp=None)
             rows[r.identifier] = values
         self._upsert_records(conn, harvester_id, rows, relisted.existing)
@@ -664,7 +668,9 @@ class StateStore:
                 record = records[row.identifier]
                 if row.datestamp == record.datestamp:
                     same.add(row.identifier)
-                    if row.gone_at is None and list(row.set_specs or []) == list(record.set_specs):
+                    if list(row.set_specs or []) != list(record.set_specs):
+                        relisted.sets_changed.add(row.identifier)
+                    elif row.gone_at is None:
                         kept_as_is.add(row.identifier)
                     if _listed_within_its_day(row.datestamp, listed_at):
                         to_compare.append(row.identifier)

@@ -105,6 +105,11 @@ class PlannedWrite:
     # When the harvest run started: a revision made since then that holds exactly this data
     # is the run's own, written by an attempt that crashed before saving the outcome.
     run_started: datetime | None = None
+    # Brings back a record a user changed (`Writer.changed_locally`): the writer leaves it
+    # marked changed locally until `settle_local_changes`, which follows the state store's
+    # record of the write. Settled in the write, a crash before that record lost the write:
+    # the rerun found the record no more, and its harvest record kept the revision before.
+    undoes_local_change: bool = False
 
 
 @dataclass
@@ -141,6 +146,10 @@ class Writer(ABC):
         the harvest brings them back even when the source does not list them again. A target
         that cannot tell returns none (they come back when the source lists them)."""
         return []
+
+    def settle_local_changes(self, harvester_id: str, local_ids: list[str]) -> None:  # noqa: B027
+        """These records, written by writes that `undoes_local_change` and remembered by the
+        state store, are no longer changed locally (see `changed_locally`)."""
 
     def release(self, harvester_id: str) -> int:
         """The harvester is deleted with its harvest records: its records in the target

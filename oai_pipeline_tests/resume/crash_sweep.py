@@ -7,7 +7,8 @@ Parquet storage changes:
     .venv/bin/python -m oai_pipeline_tests.resume.crash_sweep \\
         [--records 2000] [--page-size 100] [--batch-size 50] \\
         [--scenario first|incremental|both] [--backend sqlite|postgres|both] \\
-        [--points all|NAME[,NAME…]] [--per-point 4] [--double] [--dagster] [--json-out PATH]
+        [--points all|NAME[,NAME…]] [--per-point 4] [--double] [--resumed] [--dagster] \\
+        [--json-out PATH]
 
 How it works. The shipped OAI-PMH endpoint serves generated DataCite records (with
 deletions) from this process. A reference home is harvested without interruption. Then, for
@@ -28,9 +29,14 @@ are then rewritten in place run after run, so a half-written part or manifest is
 folder the rerun writes into; each grid partition's manifest and records are compared too.
 
 Scenarios: `first` is the first full harvest of a fresh home; `incremental` is a second
-harvest (`--since`) after the source changed (updates, new records, deletions) of a home
-that had harvested everything before. Backends: SQLite files (default) or a throwaway
-PostgreSQL server (oai_pipeline_tests/postgres.py) for the state store and the target.
+harvest (`--since`) after the source changed (updates, new records, deletions, records moved
+to other sets with and without a new datestamp) and users changed some of the target's
+records (edited, deleted: the harvest brings them back) of a home that had harvested
+everything before. `--resumed` sweeps each scenario once more with its harvest killed
+first (INTERRUPTION): the harvest swept then resumes that run. The reference must also hold
+the sets the source serves (a set change lost alike with and without a crash). Backends:
+SQLite files (default) or a throwaway PostgreSQL server (oai_pipeline_tests/postgres.py)
+for the state store and the target.
 
 `--points` names fault points (see POINTS; `--list` prints them with their call counts):
 each is tried at `--per-point` call numbers spread over the calls the uninterrupted harvest
@@ -61,6 +67,12 @@ from typing import Any
 HARVESTER = "gen"
 PREFIX = "oai_datacite"
 EXIT_CODE = 137  # what a SIGKILLed process reports to its shell
+# Where `--resumed` kills a scenario's harvest first: after its second target batch, the
+# run half done (staged, transformed, partly written); the harvest swept resumes it.
+INTERRUPTION = "writer_apply:2:after"
+# The incremental scenario harvests from here (the last day of the first harvest's records):
+# it lists again the records of that day whose sets changed without a new datestamp.
+RELISTED_SINCE = datetime(2024, 1, 7, tzinfo=UTC)
 
 # name -> (module, attribute path): the function a crash is injected around.
 POINTS: dict[str, tuple[str, str]] = {
@@ -83,7 +95,6 @@ POINTS: dict[str, tuple[str, str]] = {
     "writer_apply": ("oai_pipeline.targets.embedded.writer", "EmbeddedWriter.apply"),
     "save_written": ("oai_pipeline.state.store", "StateStore.save_written"),
     "save_write_outcomes": ("oai_pipeline.state.store", "StateStore.save_write_outcomes"),
-    "set_record_status": ("oai_pipeline.state.store", "StateStore.set_record_status"),
     "changed_locally": ("oai_pipeline.targets.embedded.writer", "EmbeddedWriter.changed_locally"),
     "finish_run": ("oai_pipeline.state.store", "StateStore.finish_run"),
     "prune_run_records": ("oai_pipeline.state.store", "StateStore.prune_run_records"),
@@ -561,6 +572,10 @@ class Scenario:
     name: str
     args: list[str]
     template: Home | None  # the home as it is before this harvest
+    # the spec of a crash of the scenario's harvest in the template first: the harvest
+    # (the reference's too) then resumes the run it left (`resume_run` is called only so)
+    interrupted_by: str | None = None
+    endpoint: Any = None  # the source, to check the reference's sets against
 
 
 @contextmanager
@@ -571,8 +586,18 @@ def endpoint_for(records: list, page_size: int) -> Iterator[Any]:
         yield endpoint
 
 
-def change_source(endpoint: Any, records: list, day: datetime, seed: int = 3) -> dict[str, int]:
-    """Updates (5 %), deletions (3 %), new records (2 %), all datestamped on `day`."""
+def change_source(
+    endpoint: Any,
+    records: list,
+    day: datetime,
+    seed: int = 3,
+    relisted_since: datetime | None = None,
+) -> dict[str, int]:
+    """Updates (5 %), deletions (3 %), new records (2 %), all datestamped on `day`; records
+    moved to other sets (2 %) with a new datestamp (`day`) and, when `relisted_since` is
+    given, records datestamped since then moved to other sets without one (2 % of all: real
+    DSpace and InvenioRDM servers do both; only a harvest from `relisted_since` lists the
+    latter again)."""
     from oai_pipeline.sample_endpoint.records import generate_datacite_records
     from oai_pipeline_tests.benchmark import revise
 
@@ -584,6 +609,17 @@ def change_source(endpoint: Any, records: list, day: datetime, seed: int = 3) ->
         revise(endpoint, record, day + timedelta(seconds=rng.randrange(3600)), PREFIX)
     for record in deleted:
         endpoint.mark_deleted(record.identifier, day + timedelta(seconds=rng.randrange(3600)))
+    untouched = [r for r in live if r not in chosen]
+    moved = rng.sample(untouched, round(len(live) * 0.02))
+    for record in moved:
+        at = day + timedelta(seconds=rng.randrange(3600))
+        endpoint.upsert(dataclasses.replace(record, datestamp=at, set_specs=_moved(record)))
+    relabelled = []
+    if relisted_since is not None:
+        recent = [r for r in untouched if r not in moved and r.datestamp >= relisted_since]
+        relabelled = rng.sample(recent, min(len(recent), round(len(records) * 0.02)))
+        for record in relabelled:
+            endpoint.upsert(dataclasses.replace(record, set_specs=_moved(record)))
     new = generate_datacite_records(
         round(len(records) * 0.02),
         seed=seed + 100,
@@ -596,7 +632,76 @@ def change_source(endpoint: Any, records: list, day: datetime, seed: int = 3) ->
         endpoint.upsert(
             dataclasses.replace(record, identifier=f"oai:generated.oai-pipeline:new-{index}")
         )
-    return {"updated": len(updated), "deleted": len(deleted), "new": len(new)}
+    return {
+        "updated": len(updated),
+        "deleted": len(deleted),
+        "new": len(new),
+        "moved_with_datestamp": len(moved),
+        "moved_without_datestamp": len(relabelled),
+    }
+
+
+def _moved(record: Any) -> list[str]:
+    """The record's sets after a move: its first set left, another one joined."""
+    return [*record.set_specs[1:], "moved-collection"]
+
+
+def edit_target_locally(home: Home, count: int = 3) -> dict[str, int]:
+    """Users change harvested records in the target: `count` each edited (a draft left),
+    edited and published, and deleted. The next harvest brings them back (`undo_local_changes`:
+    its writes, then `save_write_outcomes`)."""
+    import sqlalchemy as sa
+
+    from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+
+    repository = EmbeddedRepository(_settings(home).target_db_url)
+    try:
+        with repository.engine.connect() as conn:
+            ids = list(
+                conn.execute(
+                    sa.text(
+                        "SELECT id FROM target_records WHERE state = 'live' "
+                        "AND source_harvester = :h ORDER BY source_identifier"
+                    ),
+                    {"h": HARVESTER},
+                ).scalars()
+            )
+        drafted, published, deleted = ids[:count], ids[count : 2 * count], ids[-count:]
+        for record_id in drafted + published:
+            repository.edit(record_id, {"metadata.title": "Edited by a user"})
+        for record_id in published:
+            repository.publish(record_id)
+        for record_id in deleted:
+            repository.delete(record_id, note="deleted by a user")
+    finally:
+        repository.engine.dispose()
+    return {"drafted": len(drafted), "published": len(published), "deleted": len(deleted)}
+
+
+def source_sets_mismatch(home: Home, endpoint: Any) -> list[str]:
+    """Live source records whose harvest record does not hold the sets the source serves
+    (a harvest that lists every changed record must leave none): a set change the harvest
+    lost is the same in the reference and in a crashed home, and only this check sees it."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(_settings(home).state_db_url)
+    try:
+        with engine.connect() as conn:
+            stored = {
+                row[0]: json.loads(row[1]) if isinstance(row[1], str) else row[1]
+                for row in conn.execute(
+                    sa.text("SELECT identifier, set_specs FROM harvest_records WHERE NOT deleted")
+                )
+            }
+    finally:
+        engine.dispose()
+    return sorted(
+        record.identifier
+        for record in endpoint.records()
+        if not record.deleted
+        and record.identifier in stored
+        and list(stored[record.identifier] or []) != list(record.set_specs)
+    )
 
 
 def choose_calls(count: int, per_point: int) -> list[int]:
@@ -618,7 +723,15 @@ def run_scenario(
     double: bool,
     log: Callable[[str], None],
 ) -> list[dict[str, Any]]:
-    reference = backend.new_home(root, f"{scenario.name}-ref", scenario.template)
+    template = scenario.template
+    if scenario.interrupted_by is not None:
+        template = backend.new_home(root, f"{scenario.name}-interrupted", template)
+        killed = _cli(template, scenario.interrupted_by, scenario.args)
+        if killed.returncode != EXIT_CODE:
+            raise RuntimeError(
+                f"{scenario.interrupted_by} did not kill the harvest: {killed.stderr[-2000:]}"
+            )
+    reference = backend.new_home(root, f"{scenario.name}-ref", template)
     counts_file = root / f"{scenario.name}-counts.json"
     result = _cli(reference, f"count:{counts_file}", scenario.args)
     if result.returncode != 0:
@@ -626,6 +739,12 @@ def run_scenario(
     counts = json.loads(counts_file.read_text())
     log(f"[{backend.name}/{scenario.name}] calls: {counts}")
     ref_snapshot = snapshot(reference)
+    outcomes = []
+    lost = source_sets_mismatch(reference, scenario.endpoint) if scenario.endpoint else []
+    if lost:
+        problem = f"the reference keeps other sets than the source's: {len(lost)}, {lost[:3]}"
+        outcomes.append({"spec": "reference", "problems": [problem]})
+        log(f"  reference: FAIL {problem}")
     ref_status = status_json(reference, ref_snapshot["last_run_id"])
     log(
         f"[{backend.name}/{scenario.name}] reference: {len(ref_snapshot['target'])} target "
@@ -640,9 +759,8 @@ def run_scenario(
         for k in choose_calls(counts.get(name, 0), per_point):
             specs.extend(f"{name}:{k}:{moment}" for moment in moments)
     rng = random.Random(11)
-    outcomes = []
     for index, spec in enumerate(specs):
-        home = backend.new_home(root, f"{scenario.name}-{index}", scenario.template)
+        home = backend.new_home(root, f"{scenario.name}-{index}", template)
         started = time.monotonic()
         attempts = [spec]
         first = _cli(home, spec, scenario.args)
@@ -704,6 +822,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--points", default="all")
     parser.add_argument("--per-point", type=int, default=4)
     parser.add_argument("--double", action="store_true", help="kill the rerun once more too")
+    parser.add_argument(
+        "--resumed",
+        action="store_true",
+        help=f"also sweep each scenario's harvest resuming a run killed at {INTERRUPTION}",
+    )
     parser.add_argument("--list", action="store_true", help="print the fault points")
     parser.add_argument(
         "--dagster", action="store_true", help="in-process Dagster runs instead of the CLI"
@@ -758,19 +881,31 @@ def main(argv: list[str] | None = None) -> int:
                     raise RuntimeError(done.stderr[-2000:])
                 scenarios = []
                 if args.scenario in ("first", "both"):
-                    scenarios.append(Scenario("first", first_args, base))
+                    scenarios.append(Scenario("first", first_args, base, endpoint=endpoint))
                 for phase in ("first", "incremental"):
                     if phase == "incremental":
                         if args.scenario not in ("incremental", "both"):
                             break
                         day = first_day + timedelta(days=10)
-                        changed = change_source(endpoint, records, day)
+                        # the Dagster grid harvests the change's day only: no record moved
+                        # without a new datestamp would be listed again
+                        relisted = None if args.dagster else RELISTED_SINCE
+                        changed = change_source(endpoint, records, day, relisted_since=relisted)
                         log(f"[{backend_name}] source changed: {changed}")
-                        since = day.date().isoformat()
+                        edited = edit_target_locally(full)
+                        log(f"[{backend_name}] target records changed by users: {edited}")
+                        since = RELISTED_SINCE.date().isoformat()
                         again = ["harvest", HARVESTER, "--since", since]
                         if args.dagster:
-                            again = ["dagster", since, since]
-                        scenarios = [Scenario("incremental", again, full)]
+                            again = ["dagster", day.date().isoformat(), day.date().isoformat()]
+                        scenarios = [Scenario("incremental", again, full, endpoint=endpoint)]
+                    if args.resumed:
+                        scenarios += [
+                            dataclasses.replace(
+                                s, name=f"{s.name}-resumed", interrupted_by=INTERRUPTION
+                            )
+                            for s in scenarios
+                        ]
                     for scenario in scenarios:
                         scenario.name = f"{backend_name}-{scenario.name}"
                         outcomes = run_scenario(

@@ -27,7 +27,10 @@ RECORDS = generate_datacite_records(
     100, seed=5, start=FIRST_DAY, span_days=2, prefixes=(PREFIX,), deleted_fraction=0.05
 )
 FULL = ["harvest", HARVESTER]
-INCREMENTAL = ["harvest", HARVESTER, "--since", CHANGE_DAY.date().isoformat()]
+# From the first harvest's last day: records moved to other sets without a new datestamp
+# (as DSpace and InvenioRDM servers do) are listed again.
+RELISTED_SINCE = FIRST_DAY + timedelta(days=1)
+INCREMENTAL = ["harvest", HARVESTER, "--since", RELISTED_SINCE.date().isoformat()]
 
 
 def _harvest(home: Home, args: list[str], crash: str = "none") -> None:
@@ -72,14 +75,20 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Source]:
 
 @pytest.fixture(scope="module")
 def changed(source: Source, tmp_path_factory: pytest.TempPathFactory) -> Source:
-    """The source after updates, deletions and new records, and the uninterrupted
-    incremental harvest of it (from a home that had harvested it all before)."""
+    """The source after updates, deletions, new records and records moved to other sets, and
+    the uninterrupted incremental harvest of it (from a home that had harvested it all
+    before, where users then edited and deleted records: the harvest brings them back)."""
     root = tmp_path_factory.mktemp("crash_points_changed")
     harvested = Backend().new_home(root, "harvested", source.empty)
     _harvest(harvested, FULL)
-    crash_sweep.change_source(source.endpoint, RECORDS, CHANGE_DAY)
+    changes = crash_sweep.change_source(
+        source.endpoint, RECORDS, CHANGE_DAY, relisted_since=RELISTED_SINCE
+    )
+    assert changes["moved_without_datestamp"] and changes["moved_with_datestamp"]
+    crash_sweep.edit_target_locally(harvested)
     reference = Backend().new_home(root, "reference", harvested)
     _harvest(reference, INCREMENTAL)
+    assert crash_sweep.source_sets_mismatch(reference, source.endpoint) == []
     source.harvested = harvested
     source.incremental = _outcome(reference, 2)
     return source
@@ -111,6 +120,19 @@ def test_a_first_harvest_killed_and_rerun_ends_like_an_uninterrupted_one(
     assert got["status_records"]["imported"] == sum(1 for r in RECORDS if not r.deleted)
 
 
+def test_a_resumed_harvest_killed_as_it_resumes_ends_like_an_uninterrupted_one(
+    source: Source, tmp_path: Path
+) -> None:
+    """Killed half way, then killed again right after its rerun took the run up again
+    (`resume_run`: the only harvest that calls it is one that resumes a run)."""
+    home = Backend().new_home(tmp_path, "home", source.empty)
+    _harvest(home, FULL, "writer_apply:2:after")
+    _harvest(home, FULL, "resume_run:1:after")
+    _harvest(home, FULL)
+
+    assert _outcome(home, 1) == source.first
+
+
 def test_an_incremental_harvest_killed_after_its_writes_reports_what_they_did(
     changed: Source, tmp_path: Path
 ) -> None:
@@ -126,6 +148,21 @@ def test_an_incremental_harvest_killed_after_its_writes_reports_what_they_did(
     assert got == changed.incremental
     statuses = got["status_records"]
     assert statuses["gone"] > 0 and statuses["imported"] > 0 and statuses["updated"] > 0
+
+
+def test_a_harvest_killed_before_saving_what_it_brought_back_brings_it_back_when_rerun(
+    changed: Source, tmp_path: Path
+) -> None:
+    """Killed after the target took back the records users changed, before the state store
+    heard of it: the rerun finds them again and remembers their revisions (the target had
+    already stopped calling them changed locally: the state store kept the revisions of
+    before, and the next harvest took the records for changed locally and rewrote them)."""
+    assert changed.harvested is not None and changed.incremental is not None
+    home = Backend().new_home(tmp_path, "home", changed.harvested)
+    _harvest(home, INCREMENTAL, "save_write_outcomes:1:before")
+    _harvest(home, INCREMENTAL)
+
+    assert _outcome(home, 2) == changed.incremental
 
 
 def test_a_reconcile_killed_before_its_deletions_deletes_them_when_rerun(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from oai_pipeline_tests.support import expected_title_and_doi
@@ -107,3 +109,27 @@ def test_one_writers_error_is_not_wiped_by_another_writer(harness: Harness) -> N
     for identifier in harness.identifiers():
         assert harness.harvest_record(identifier)["errors"] == []
         assert "later" in harness.local(identifier)["communities"]
+
+
+def test_a_record_moved_into_a_mapped_set_without_a_new_datestamp_joins_its_community(
+    harness: Harness,
+) -> None:
+    """DSpace and InvenioRDM move a record to another collection without a new datestamp:
+    listed again, it goes to the community its new set maps to (its stored transform, made
+    for its old sets, was reused: the target never saw the move)."""
+    harness.repository.create_community("from-sets")
+    harness.register(
+        transformer='oai-import{model:"rdm", set_communities:{"moved-collection": "from-sets"}}'
+    )
+    harness.harvest()
+    identifier = harness.identifiers()[0]
+    assert "from-sets" not in harness.local(identifier)["communities"]
+
+    record = harness.records[identifier]
+    harness.endpoint.upsert(
+        dataclasses.replace(record, set_specs=[*record.set_specs, "moved-collection"])
+    )
+    harness.harvest()
+
+    assert "from-sets" in harness.local(identifier)["communities"]
+    assert harness.harvest_record(identifier)["set_specs"][-1] == "moved-collection"

@@ -117,17 +117,27 @@ class EmbeddedWriter(Writer):
                     )
             self._settle_refusals(tx, harvester_id, writes, outcomes)
             # Records now as the harvest leaves them are no longer changed locally (newly
-            # created ones never were).
+            # created ones never were; those a write brings back, once remembered).
+            undoing = {w.identifier for w in writes if w.undoes_local_change}
             tx.settle_local_changes(
                 o.local_id
                 for identifier, o in outcomes.items()
-                if o.local_id and o.error is None and identifier not in creations
+                if o.local_id
+                and o.error is None
+                and identifier not in creations
+                and identifier not in undoing
             )
         return [outcomes[write.identifier] for write in writes]
 
     def changed_locally(self, harvester_id: str) -> list[str]:
         with self.repository.transaction(read_only=True) as tx:
             return tx.changed_locally(harvester_id)
+
+    def settle_local_changes(self, harvester_id: str, local_ids: list[str]) -> None:
+        if not local_ids:
+            return
+        with self.repository.transaction() as tx:
+            tx.settle_local_changes(local_ids)
 
     def _plain_creations(
         self, tx: TargetTransaction, writes: list[PlannedWrite], known: dict[str, LocalRecord]
