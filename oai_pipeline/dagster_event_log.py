@@ -21,8 +21,9 @@ storages either way. Three consequences of open connections are handled here:
   them, none removes one. Absent ones are asked again, so a migration is seen at once;
 - a batch of events (Dagster hands over a step's planned and materialised events of a
   range in batches when ``DAGSTER_EVENT_BATCH_SIZE`` is set, which this storage sets unless
-  the environment does) is stored in one transaction per database file instead of two
-  commits an event. A failed batch is rolled back whole; Dagster then stores its events
+  the environment does; the checks hand over their windows' evaluations so too) is
+  stored in one transaction per database file instead of two commits an event.
+  A failed batch is rolled back whole; Dagster then stores its events
   one by one. The UI's live log shows a batch's events once it is committed;
 - a forked child must not use its parent's SQLite connections, so it starts without any;
 - connections still open when the process exits are closed then (so the WAL is copied

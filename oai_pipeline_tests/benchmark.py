@@ -216,8 +216,8 @@ def harvest_dagster(
     import dagster as dg
 
     from oai_pipeline.defs.launch import materialize_windows
-    from oai_pipeline.defs.partitions import partition_key
     from oai_pipeline.settings import ensure_dagster_home
+    from oai_pipeline_tests.dagster_results import run_totals
 
     ensure_dagster_home()  # our dagster.yaml in the fresh DAGSTER_HOME
     started = time.perf_counter()
@@ -228,14 +228,8 @@ def harvest_dagster(
         seconds = time.perf_counter() - started
         if not result.success:
             raise RuntimeError("the Dagster run failed")
-        records = instance.fetch_materializations(
-            dg.AssetRecordsFilter(
-                asset_key=dg.AssetKey("written_records"),
-                asset_partitions=[str(partition_key(HARVESTER_ID, first_window))],
-            ),
-            limit=1,
-        ).records
-        metadata = records[0].asset_materialization.metadata if records else {}
+        # the run's totals: its observation of written_records (see assets._run_result)
+        metadata = run_totals(result, "written_records")
     actions = {
         name.removeprefix("run_action_"): int(value.value)
         for name, value in metadata.items()

@@ -54,6 +54,8 @@ from oai_pipeline.pipeline.write import write
 from oai_pipeline.storage import PartitionStore
 
 GROUP = "oai_harvest"
+# The description of the observation carrying a run's totals (`_run_result`).
+RUN_TOTALS = "this run's totals"
 
 T = TypeVar("T")
 
@@ -347,6 +349,24 @@ def _window_metadata(
     }
 
 
+def _run_result(
+    context: dg.AssetExecutionContext, run_metadata: dict[str, object]
+) -> dg.MaterializeResult:
+    """The run's totals and state, once for the run: an observation of the asset (in the
+    run's log and the asset's events). As the materialisation's metadata, Dagster copied
+    them onto each window's materialisation of a range (365 copies for a year of daily
+    windows, most of the bytes Dagster stored and read back per window); each window's
+    materialisation now carries its own counts only."""
+    context.log_event(
+        dg.AssetObservation(
+            asset_key=context.asset_key,
+            description=RUN_TOTALS,
+            metadata=run_metadata,
+        )
+    )
+    return dg.MaterializeResult()
+
+
 def _notices(each: Iterable[list[str]]) -> dict[str, object]:
     """The quirks of the sources met (Reader.notices), one line each; none: no entry."""
     notices = list(dict.fromkeys(notice for notices in each for notice in notices))
@@ -377,8 +397,9 @@ def raw_oai_xml(
     counters: Counter[str] = Counter()
     for _, result in results:
         counters.update({k: int(v) for k, v in result.counters.items() if isinstance(v, int)})
-    return dg.MaterializeResult(
-        metadata={
+    return _run_result(
+        context,
+        {
             **_window_metadata(context, pipeline, RAW_OAI_XML, _scopes(results)),
             "oai_from": ", ".join(str(r.from_) for _, r in results),
             "oai_until": ", ".join(str(r.until) for _, r in results),
@@ -386,7 +407,7 @@ def raw_oai_xml(
             "cap_reached": any(r.cap_reached for _, r in results),
             **_counts("run_", counters),
             **_notices(r.notices for _, r in results),
-        }
+        },
     )
 
 
@@ -396,13 +417,14 @@ def transformed_records(
 ) -> dg.MaterializeResult:
     """Each record through the harvester's transformers; failures are per-record errors."""
     results = _each_scope(context, pipeline, transform, RAW_OAI_XML)
-    return dg.MaterializeResult(
-        metadata={
+    return _run_result(
+        context,
+        {
             **_window_metadata(context, pipeline, TRANSFORMED_RECORDS, _scopes(results)),
             "run_transformed": sum(r.transformed for _, r in results),
             "run_reused": sum(r.reused for _, r in results),
             "transform_workers": max((r.workers for _, r in results), default=1),
-        }
+        },
     )
 
 
@@ -415,8 +437,8 @@ def sync_decisions(
     results = _each_scope(
         context, pipeline, lambda s, scope: plan(s, scope, options), TRANSFORMED_RECORDS
     )
-    return dg.MaterializeResult(
-        metadata=_window_metadata(context, pipeline, SYNC_DECISIONS, _scopes(results))
+    return _run_result(
+        context, _window_metadata(context, pipeline, SYNC_DECISIONS, _scopes(results))
     )
 
 
@@ -440,14 +462,15 @@ def written_records(
     ):
         context.log.warning(f"harvest run {run_id}: records of its other windows not written")
     pruned_runs = _prune_run_history(context, pipeline)
-    return dg.MaterializeResult(
-        metadata={
+    return _run_result(
+        context,
+        {
             **_window_metadata(context, pipeline, WRITTEN_RECORDS, _scopes(results)),
             "harvest_runs": ", ".join(str(r.run_id) for _, r in results),
             "run_local_changes_undone": sum(r.undone.total() for _, r in results),
             **_status_metadata(pipeline, harvest_runs),
             "dagster_runs_pruned": pruned_runs,
-        }
+        },
     )
 
 

@@ -11,6 +11,12 @@ import dagster as dg
 from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,
 )
+from dagster._core.events import (
+    DagsterEvent,
+    DagsterEventBatchMetadata,
+    DagsterEventType,
+    generate_event_batch_id,
+)
 
 from oai_pipeline.defs.assets import written_records
 from oai_pipeline.defs.partitions import harvest_partitions, split_key
@@ -107,6 +113,45 @@ def _evaluation(
     )
 
 
+def _message(evaluation: dg.AssetCheckEvaluation) -> str:
+    """Dagster's own message for a check evaluation (DagsterEvent.asset_check_evaluation)."""
+    outcome = "passed." if evaluation.passed else "did not pass."
+    described = f" Description: '{evaluation.description}'" if evaluation.description else ""
+    return (
+        f"Asset check '{evaluation.check_name}' on "
+        f"'{evaluation.asset_key.to_user_string()}' {outcome}{described}"
+    )
+
+
+def _log_evaluations(
+    context: dg.AssetCheckExecutionContext, evaluations: list[dg.AssetCheckEvaluation]
+) -> None:
+    """`log_event` of each evaluation, handed to the event log as one batch. Dagster 1.13
+    stores each logged check evaluation on its own (two transactions: the run's events and
+    the instance's check table), 730 for a year of daily windows; a batch is stored in one
+    transaction per database, as a range's materialisations are. Same events, same order,
+    in the run's log and the step's events (logged the public way on a Dagster without
+    that)."""
+    op_context = context.op_execution_context
+    step = getattr(op_context, "_step_execution_context", None)
+    logged = getattr(op_context, "_events", None)
+    if step is None or not isinstance(logged, list):
+        for evaluation in evaluations:
+            op_context.log_event(evaluation)
+        return
+    batch_id = generate_event_batch_id()
+    for index, evaluation in enumerate(evaluations):
+        logged.append(
+            DagsterEvent.from_step(
+                event_type=DagsterEventType.ASSET_CHECK_EVALUATION,
+                step_context=step,
+                event_specific_data=evaluation,
+                message=_message(evaluation),
+                batch_metadata=DagsterEventBatchMetadata(batch_id, index == len(evaluations) - 1),
+            )
+        )
+
+
 @dg.multi_asset_check(name="stage_checks", specs=_SPECS)
 def stage_checks(
     context: dg.AssetCheckExecutionContext, pipeline: PipelineResource
@@ -119,11 +164,14 @@ def stage_checks(
         # Dagster stores a range run's results without a partition, a range of one window
         # too (an hourly run of today's window): each window gets its own evaluation.
         targets = _latest_materializations(context.instance, [str(key) for key in keys])
-        for key, counts in per_window.items():
-            for result in _results(counts):
-                context.op_execution_context.log_event(
-                    _evaluation(result, str(key), targets.get(str(key)))
-                )
+        _log_evaluations(
+            context,
+            [
+                _evaluation(result, str(key), targets.get(str(key)))
+                for key, counts in per_window.items()
+                for result in _results(counts)
+            ],
+        )
     yield from _results(sum_counts(per_window.values()))
 
 

@@ -17,6 +17,7 @@ from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
 from oai_pipeline.storage import PartitionStore
 from oai_pipeline_tests.dagster.conftest import window_range
+from oai_pipeline_tests.dagster_results import run_totals
 from oai_pipeline_tests.support import (
     deleted_records,
     expected_title_and_doi,
@@ -76,7 +77,8 @@ def test_harvest_through_all_four_assets_into_the_target(
             seen[identifier] = key
     assert set(seen) == {r.identifier for r in live + deleted}
 
-    # materialisation metadata: each window counts its own records, the run_… the run's
+    # materialisation metadata: each window counts its own records; the run's totals are
+    # the run's observation's, once
     live_ids = {r.identifier for r in live}
     for key in keys:
         written = _latest_metadata(instance, "written_records", str(partition_key("sample", key)))
@@ -84,8 +86,10 @@ def test_harvest_through_all_four_assets_into_the_target(
         assert written["window"] == key
         assert written.get("action_create", 0) == created_here
         assert written["error_count"] == 0
-        assert written["run_action_create"] == len(live)
-        assert written["run_window"] == f"{first} .. {last}"
+        assert not [name for name in written if name.startswith(("run_", "status_"))]
+    written = {name: value.value for name, value in run_totals(result, WRITTEN_RECORDS).items()}
+    assert written["run_action_create"] == len(live)
+    assert written["run_window"] == f"{first} .. {last}"
 
     # and where the harvest run stands, as `oai-pipeline status` says it
     assert written["status_harvest_run_status"] == "succeeded"
@@ -164,13 +168,13 @@ def test_quirks_of_the_source_are_in_the_raw_metadata(
     )
 
     assert result.success
-    notices = _latest_metadata(instance, RAW_OAI_XML, key)["source_notices"]
+    notices = run_totals(result, RAW_OAI_XML)["source_notices"].value
     assert notices.startswith(
         f"- {endpoint.base_url}: the source's Identify names another base URL, "
         "https://repository.example.org/oai; harvesting the registered one"
     )
     # and where the run's status is, kept on the run
-    assert _latest_metadata(instance, WRITTEN_RECORDS, key)["status_source_notices"] == notices
+    assert run_totals(result, WRITTEN_RECORDS)["status_source_notices"].value == notices
 
 
 def window_keys_from(first: str, last: str) -> list[str]:

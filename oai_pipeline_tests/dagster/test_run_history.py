@@ -22,6 +22,7 @@ from oai_pipeline.pipeline.frames import WRITTEN_RECORDS
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings, ensure_dagster_home
 from oai_pipeline_tests.dagster.conftest import window_range
+from oai_pipeline_tests.dagster_results import run_totals
 from oai_pipeline_tests.support import register
 
 LATER = datetime.now(UTC) + timedelta(days=3)
@@ -110,15 +111,13 @@ def test_a_harvest_deletes_its_harvesters_superseded_runs(
     _three_days_on(monkeypatch)
     monkeypatch.setenv("OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS", "1")
     latest = materialize_windows(instance, "sample", first, last)
-    written = latest.asset_materializations_for_node(WRITTEN_RECORDS)
     # The second run still wrote the latest written_records while the third ran.
-    assert {m.metadata["dagster_runs_pruned"].value for m in written} == {1}
+    assert run_totals(latest, WRITTEN_RECORDS)["dagster_runs_pruned"].value == 1
     assert instance.get_run_by_id(runs[0]) is None
     assert instance.get_run_by_id(runs[1]) is not None
     # Once a day: the next harvest leaves the second run, superseded now, for tomorrow.
     again = materialize_windows(instance, "sample", first, last)
-    written = again.asset_materializations_for_node(WRITTEN_RECORDS)
-    assert {m.metadata["dagster_runs_pruned"].value for m in written} == {0}
+    assert run_totals(again, WRITTEN_RECORDS)["dagster_runs_pruned"].value == 0
     assert instance.get_run_by_id(runs[1]) is not None
 
 

@@ -17,8 +17,16 @@ import pytest
 import sqlalchemy as sa
 from dagster._core.events.log import EventLogEntry
 from dagster._core.instance.ref import InstanceRef
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+from dagster._core.storage.event_log.base import PartitionKeyFilter
 
 from oai_pipeline.dagster_event_log import OPEN_RUN_SHARDS, PooledSqliteEventLogStorage
+from oai_pipeline.defs.assets import written_records
+from oai_pipeline.defs.launch import materialize_windows
+from oai_pipeline.defs.partitions import partition_key
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline.settings import Settings
+from oai_pipeline_tests.support import register, shifted_sample_records
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -367,3 +375,42 @@ def test_a_first_start_killed_while_the_index_was_made_is_completed(home: Path) 
     with dg.DagsterInstance.get() as instance:
         instance.add_dynamic_partitions("harvester", ["sample"])
         assert instance.get_dynamic_partitions("harvester") == ["sample"]
+
+
+def test_a_range_runs_check_evaluations_are_stored_in_one_batch(
+    instance: dg.DagsterInstance, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each window's two check evaluations were stored one by one (730 commits to each of
+    two databases for a year of daily windows): now in one batch, where the UI reads them."""
+    batches: list[list[str]] = []
+    store_batch = PooledSqliteEventLogStorage.store_event_batch
+
+    def recorded(self: PooledSqliteEventLogStorage, events) -> None:
+        batches.append([event.dagster_event_type for event in events])
+        store_batch(self, events)
+
+    monkeypatch.setattr(PooledSqliteEventLogStorage, "store_event_batch", recorded)
+    days = [f"2024-01-{day:02d}" for day in range(2, 9)]
+    with OAIEndpoint(shifted_sample_records()) as endpoint:
+        register(settings, endpoint.base_url, harvester_id="alpha")
+        result = materialize_windows(instance, "alpha", days[0], days[-1])
+    assert result.success
+
+    checks = [b for b in batches if dg.DagsterEventType.ASSET_CHECK_EVALUATION in b]
+    assert checks == [[dg.DagsterEventType.ASSET_CHECK_EVALUATION] * 2 * len(days)]
+    # stored as Dagster stores each: every window's status, this run's, in the check table
+    for name in ("reconciles", "no_record_errors"):
+        for day in days:
+            [record] = instance.event_log_storage.get_asset_check_execution_history(
+                dg.AssetCheckKey(written_records.key, name),
+                limit=1,
+                partition_filter=PartitionKeyFilter(key=str(partition_key("alpha", day))),
+            )
+            assert record.run_id == result.run_id
+            assert record.status == AssetCheckExecutionRecordStatus.SUCCEEDED
+    # and in the run's log, once each
+    logged = instance.all_logs(result.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+    partitions = [entry.dagster_event.event_specific_data.partition for entry in logged]
+    assert sorted(p for p in partitions if p) == sorted(
+        str(partition_key("alpha", day)) for day in days for _ in range(2)
+    )

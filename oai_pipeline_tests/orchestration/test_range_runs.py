@@ -29,6 +29,7 @@ from oai_pipeline.sample_endpoint.records import (
 )
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
+from oai_pipeline_tests.dagster_results import run_totals
 from oai_pipeline_tests.support import register, shifted_sample_records, target_by_source
 
 PREFIX = "oai_datacite"
@@ -163,13 +164,20 @@ def test_each_window_of_a_range_shows_its_own_counts_and_checks(
         written = _latest(instance, "written_records", key)
         assert raw["window"] == transformed["window"] == written["window"] == day
         assert raw["record_count"] == per_window[day]
-        assert raw["run_record_count"] == sum(per_window.values())
         assert transformed["error_count"] == (day == broken_window)
         for stage in (transformed, written):  # each stage's records in error, named
             failed = [row.data["identifier"] for row in stage["errors_preview"].records]
             assert failed == ([broken.identifier] if day == broken_window else [])
-        assert transformed["run_error_count"] == 1
         assert written["record_count"] == per_window[day]
+        # the run's totals and state are not copied onto every window
+        for stage in (raw, transformed, written):
+            assert not [name for name in stage if name.startswith(("run_", "status_"))]
+    # they are the run's: once, on its observation of each asset
+    assert run_totals(result, "raw_oai_xml")["run_record_count"].value == sum(per_window.values())
+    assert run_totals(result, "transformed_records")["run_error_count"].value == 1
+    written_totals = run_totals(result, "written_records")
+    assert written_totals["run_windows"].value == len(days)
+    assert written_totals["status_harvest_run_status"].value == "succeeded"
 
     checks: dict[tuple[str, str | None], bool] = {}
     for evaluation in result.get_asset_check_evaluations():
@@ -279,12 +287,7 @@ def test_a_downstream_range_over_windows_two_runs_harvested_writes_both(
 
     assert result.success
     assert set(target_by_source(settings, "alpha")) == _live_ids(sample)
-    written = next(
-        m.metadata
-        for m in result.asset_materializations_for_node("written_records")
-        if "run_record_count" in m.metadata
-    )
-    assert "run_action_already_written" not in written
+    assert "run_action_already_written" not in run_totals(result, "written_records")
 
 
 def test_a_downstream_range_with_windows_not_harvested_fails_clearly(
@@ -373,11 +376,7 @@ def test_writing_a_settled_run_again_says_what_each_record_did_before(
         instance, dg.AssetSelection.assets("written_records"), "2024-01-02", "2024-01-20"
     )
 
-    totals = next(
-        m.metadata
-        for m in again.asset_materializations_for_node("written_records")
-        if "run_record_count" in m.metadata
-    )
+    totals = run_totals(again, "written_records")
     live = len(_live_ids(sample))
     assert int(totals["run_action_failed_before"].value) == live
     # the source's deletions were settled without error: those are written

@@ -16,6 +16,7 @@ from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
+from oai_pipeline_tests.dagster_results import run_totals
 from oai_pipeline_tests.orchestration.state_setup import add_finished_run, add_harvester
 from oai_pipeline_tests.support import register, shifted_sample_records
 
@@ -197,11 +198,7 @@ def test_a_downstream_run_names_itself_on_the_harvest_run(
     with OAIEndpoint(records) as endpoint:
         register(settings, endpoint.base_url)
         first = materialize_windows(instance, "sample", days[0], days[-1])
-        (harvest_run,) = (
-            first.asset_materializations_for_node("raw_oai_xml")[0]
-            .metadata["harvest_runs"]
-            .value.split(", ")
-        )
+        (harvest_run,) = run_totals(first, "raw_oai_xml")["harvest_runs"].value.split(", ")
         again = dg.materialize(
             harvest_assets,
             selection=[transformed_records],
