@@ -396,6 +396,34 @@ def test_a_lookup_searches_the_batchs_keys_not_the_harvesters_records(tmp_path) 
                 assert "SCAN target_records" not in plan, plan
 
 
+def test_records_changed_locally_are_found_from_their_partial_index(tmp_path) -> None:
+    """Each write stage asks which of the harvester's records a user changed: the query named
+    the flag as `changed_locally = 1`, which SQLite does not match to the partial index's
+    `WHERE changed_locally`, and read every record of the harvester instead."""
+    with EmbeddedRepository(f"sqlite:///{tmp_path / 'target.sqlite'}") as repo:
+        ids = [_harvested(repo, "h", f"oai:{n}", None) for n in range(3)]
+        repo.edit(ids[1], {"metadata.title": "changed"})
+        sent: list[tuple[str, Any]] = []
+
+        def grab(_conn, _cursor, statement, parameters, _context, _many) -> None:  # noqa: ANN001
+            if statement.startswith("SELECT") and "FROM target_records" in statement:
+                sent.append((statement, parameters))
+
+        sa.event.listen(repo.engine, "before_cursor_execute", grab)
+        try:
+            with repo.transaction(read_only=True) as tx:
+                assert tx.changed_locally("h") == ["oai:1"]
+        finally:
+            sa.event.remove(repo.engine, "before_cursor_execute", grab)
+        [(statement, parameters)] = [(s, p) for s, p in sent if "changed_locally" in s]
+        with repo.engine.connect() as connection:
+            plan = " | ".join(
+                row[3]
+                for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+            )
+        assert "ix_target_records_changed" in plan, plan
+
+
 def test_a_bad_url_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="not usable"):
         EmbeddedRepository("nosuchdb://x")

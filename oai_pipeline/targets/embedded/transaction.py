@@ -60,6 +60,11 @@ _BY_PID = sa.select(*_LOOKUP_COLUMNS, records.c.source_harvester, records.c.chan
     records.c.state != DELETED,
     ~records.c.purge,
 )
+# The flag as the partial index `ix_target_records_changed` names it (`WHERE changed_locally`):
+# SQLite uses a partial index only for a query with the same term, and SQLAlchemy writes the
+# Boolean column as `changed_locally = 1` there; each write stage then read the harvester's
+# every record to find the few a user changed.
+_CHANGED_LOCALLY = sa.literal_column(f"{records.name}.changed_locally")
 
 # The statements every harvested update runs, built once: SQLAlchemy builds, keys and looks
 # up a statement made per call in ~0.3 ms, several times what SQLite takes to run it; one
@@ -489,7 +494,7 @@ class TargetTransaction:
         return list(
             self.connection.execute(
                 sa.select(records.c.source_identifier)
-                .where(records.c.source_harvester == harvester_id, records.c.changed_locally)
+                .where(records.c.source_harvester == harvester_id, _CHANGED_LOCALLY)
                 .order_by(records.c.source_identifier)
             ).scalars()
         )
