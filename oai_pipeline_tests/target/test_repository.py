@@ -360,6 +360,70 @@ def test_lookup_of_many_keys_at_once(repo: EmbeddedRepository) -> None:
     assert {r.state for r in found.values()} == {LocalState.MISSING}
 
 
+def test_a_lookup_searches_the_batchs_keys_not_the_harvesters_records(tmp_path) -> None:
+    """The lookup by DOI (of records missing by source identifier: all of a first harvest)
+    read every record of the harvester, by source_harvester, once per batch: a harvest's
+    write grew with the square of its records (30,000: a third of the write stage). Each
+    query now searches the batch's identifiers or DOIs in an index (SQLite's plan)."""
+    with EmbeddedRepository(f"sqlite:///{tmp_path / 'target.sqlite'}") as repo:
+        for n in range(3):
+            _harvested(repo, "h", f"oai:{n}", f"10.1234/{n}")
+        sent: list[tuple[str, Any]] = []
+
+        def grab(_conn, _cursor, statement, parameters, _context, _many) -> None:  # noqa: ANN001
+            if statement.startswith("SELECT") and "FROM target_records" in statement:
+                sent.append((statement, parameters))
+
+        # A batch's worth of DOIs: SQLite searches the DOI index for a few of them anyway.
+        keys = [SourceKey("oai:0", "10.1234/0")]
+        keys += [SourceKey(f"oai:new:{n}", f"10.1234/new.{n}") for n in range(500)]
+        sa.event.listen(repo.engine, "before_cursor_execute", grab)
+        try:
+            found = repo.lookup("h", keys)
+        finally:
+            sa.event.remove(repo.engine, "before_cursor_execute", grab)
+        assert found["oai:new:0"].state is LocalState.MISSING
+        assert any("doi IN" in statement for statement, _ in sent)
+        with repo.engine.connect() as connection:
+            for statement, parameters in sent:
+                plan = " | ".join(
+                    row[3]
+                    for row in connection.exec_driver_sql(
+                        f"EXPLAIN QUERY PLAN {statement}", parameters
+                    )
+                )
+                assert "(source_harvester=?)" not in plan, plan
+                assert "SCAN target_records" not in plan, plan
+
+
+def test_records_changed_locally_are_found_from_their_partial_index(tmp_path) -> None:
+    """Each write stage asks which of the harvester's records a user changed: the query named
+    the flag as `changed_locally = 1`, which SQLite does not match to the partial index's
+    `WHERE changed_locally`, and read every record of the harvester instead."""
+    with EmbeddedRepository(f"sqlite:///{tmp_path / 'target.sqlite'}") as repo:
+        ids = [_harvested(repo, "h", f"oai:{n}", None) for n in range(3)]
+        repo.edit(ids[1], {"metadata.title": "changed"})
+        sent: list[tuple[str, Any]] = []
+
+        def grab(_conn, _cursor, statement, parameters, _context, _many) -> None:  # noqa: ANN001
+            if statement.startswith("SELECT") and "FROM target_records" in statement:
+                sent.append((statement, parameters))
+
+        sa.event.listen(repo.engine, "before_cursor_execute", grab)
+        try:
+            with repo.transaction(read_only=True) as tx:
+                assert tx.changed_locally("h") == ["oai:1"]
+        finally:
+            sa.event.remove(repo.engine, "before_cursor_execute", grab)
+        [(statement, parameters)] = [(s, p) for s, p in sent if "changed_locally" in s]
+        with repo.engine.connect() as connection:
+            plan = " | ".join(
+                row[3]
+                for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+            )
+        assert "ix_target_records_changed" in plan, plan
+
+
 def test_a_bad_url_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="not usable"):
         EmbeddedRepository("nosuchdb://x")
