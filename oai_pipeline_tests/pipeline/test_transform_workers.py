@@ -27,6 +27,7 @@ from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings, default_transform_workers, load_settings
 from oai_pipeline.storage import PartitionStore
 from oai_pipeline.transform.base import TransformItem
+from oai_pipeline_tests.dagster_results import run_totals
 from oai_pipeline_tests.support import (
     live_records,
     register,
@@ -240,9 +241,7 @@ def test_the_transform_stage_uses_the_workers(
         register(settings, endpoint.base_url)
         result = materialize_windows(instance, "sample", days[0], days[-1])
     assert result.success
-    materializations = result.asset_materializations_for_node(TRANSFORMED_RECORDS)
-    assert materializations
-    assert {m.metadata["transform_workers"].value for m in materializations} == {2}
+    assert run_totals(result, TRANSFORMED_RECORDS)["transform_workers"].value == 2
 
     storage = PartitionStore(settings.storage_url)
     raw, transformed = (

@@ -18,6 +18,7 @@ from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline.targets.embedded.schema import records as records_table
+from oai_pipeline_tests.dagster_results import run_totals
 from oai_pipeline_tests.support import (
     live_records,
     register,
@@ -125,10 +126,8 @@ def test_a_record_the_chain_made_nothing_of_is_a_no_data_error(
     assert result.success
 
     assert target_by_source(settings, "sample") == {}
-    # One materialisation per window, each with its own counts and the run's.
-    transformed = result.asset_materializations_for_node("transformed_records")[0]
     live = live_records(records, "oai_datacite")
-    assert transformed.metadata["run_errors_no_data"].value == len(live)
+    assert run_totals(result, "transformed_records")["run_errors_no_data"].value == len(live)
     with Services(settings) as services:
         record = services.state.get_record(live[0].identifier, "sample")
     assert record is not None and record["data"] is None
@@ -161,8 +160,7 @@ def test_data_that_is_not_json_is_the_records_error(
     assert result.success
 
     live = live_records(records, "oai_datacite")
-    transformed = result.asset_materializations_for_node("transformed_records")[0]
-    failed = transformed.metadata["run_errors_transformer_failure"].value
+    failed = run_totals(result, "transformed_records")["run_errors_transformer_failure"].value
     assert 0 < failed < len(live)
     assert len(target_by_source(settings, "sample")) == len(live) - failed
     with Services(settings) as services:
@@ -222,8 +220,8 @@ def test_a_writer_pid_field_is_what_the_plan_finds_records_by(
         days = sorted(r.datestamp.date().isoformat() for r in records)
         result = materialize_windows(instance, "sample", days[0], days[-1])
     assert result.success
-    plan = result.asset_materializations_for_node("sync_decisions")[0].metadata
-    written = result.asset_materializations_for_node("written_records")[0].metadata
+    plan = run_totals(result, "sync_decisions")
+    written = run_totals(result, "written_records")
     assert target_by_source(settings, "sample")[first]["id"] == users
     assert int(plan["run_action_update"].value) == 1  # the takeover, planned as done
     assert int(written["run_action_update"].value) == 1

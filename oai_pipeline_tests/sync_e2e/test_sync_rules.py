@@ -10,6 +10,7 @@ import pytest
 
 from oai_pipeline.defs.launch import materialize_windows
 from oai_pipeline.errors import PipelineError
+from oai_pipeline_tests.dagster_results import run_totals
 from oai_pipeline_tests.sync_e2e.conftest import Harness, at
 
 
@@ -194,8 +195,7 @@ def test_update_all_picks_up_a_change_made_without_a_new_datestamp(harness: Harn
 
 
 def _undone(result) -> int:
-    written = result.asset_materializations_for_node("written_records")[0]
-    return written.metadata["run_local_changes_undone"].value
+    return run_totals(result, "written_records")["run_local_changes_undone"].value
 
 
 def test_a_harvest_that_does_not_list_a_record_still_undoes_its_local_changes(

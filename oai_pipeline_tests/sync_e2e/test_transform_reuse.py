@@ -11,20 +11,19 @@ import pytest
 from oai_pipeline.harvesters import plugins
 from oai_pipeline.pipeline.frames import TRANSFORMED_RECORDS, WRITTEN_RECORDS
 from oai_pipeline.storage import PartitionStore
+from oai_pipeline_tests.dagster_results import run_totals
 from oai_pipeline_tests.sync_e2e.conftest import DAY, Harness, at
 
 
 def _transform_counts(result: dg.ExecuteInProcessResult) -> tuple[int, int]:
-    (materialization,) = result.asset_materializations_for_node(TRANSFORMED_RECORDS)
-    metadata = materialization.metadata
+    metadata = run_totals(result, TRANSFORMED_RECORDS)
     return int(metadata["run_transformed"].value), int(metadata["run_reused"].value)
 
 
 def _write_actions(result: dg.ExecuteInProcessResult) -> dict[str, int]:
-    (materialization,) = result.asset_materializations_for_node(WRITTEN_RECORDS)
     return {
         name.removeprefix("run_action_"): int(value.value)
-        for name, value in materialization.metadata.items()
+        for name, value in run_totals(result, WRITTEN_RECORDS).items()
         if name.startswith("run_action_") and value.value
     }
 
