@@ -26,7 +26,7 @@ from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.state.harvester_lock import is_dead_local_process, new_owner
 from oai_pipeline.sync.reconcile import implausible_loss, vanished_identifiers
-from oai_pipeline.sync.rules import Action, SourceRecord, decide
+from oai_pipeline.sync.rules import Action, HarvestMemory, LocalRecord, SourceRecord, decide
 from oai_pipeline.targets.base import PlannedWrite, SourceKey
 
 logger = logging.getLogger(__name__)
@@ -110,6 +110,16 @@ class ListedIdentifiers:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _unheard_of(local: LocalRecord, memory: HarvestMemory | None) -> bool:
+    """The target holds another revision of the record than the store remembers writing."""
+    if local.local_id is None:
+        return False
+    return memory is None or (memory.local_id, memory.written_revision) != (
+        local.local_id,
+        local.revision,
+    )
 
 
 @dataclass
@@ -261,29 +271,42 @@ def _reconcile(
             keys = [SourceKey(identifier) for identifier in sorted(vanished)]
             local = writer.lookup(harvester_id, keys)
             writes = []
+            unheard: set[str] = set()  # deleted already, by a write the store never heard of
             for key in keys:
                 datestamp = (records.get(key.identifier) or {}).get("datestamp") or ""
                 source = SourceRecord(key.identifier, datestamp, deleted=True)
-                decision = decide(source, memories.get(key.identifier), local[key.identifier])
-                report.actions[decision.action.value] += 1
-                if (
-                    decision.action in (Action.SKIP, Action.NOTHING)
-                    and not local[key.identifier].has_edit_draft
-                ):
-                    continue
+                found, memory = local[key.identifier], memories.get(key.identifier)
+                decision = decide(source, memory, found)
+                action = decision.action
+                if action in (Action.SKIP, Action.NOTHING) and not found.has_edit_draft:
+                    if not _unheard_of(found, memory):
+                        report.actions[action.value] += 1
+                        continue
+                    # Left as the reconcile leaves it, maybe by a reconcile killed before the
+                    # store saved its outcome: the writer reports the revision the target
+                    # holds (left stale, the next plans compared the record with the one
+                    # before), and whether that reconcile deleted it.
+                    unheard.add(key.identifier)
+                    action = Action.NOTHING
+                else:
+                    report.actions[action.value] += 1
                 writes.append(
                     PlannedWrite(
                         key.identifier,
-                        decision.action,
+                        action,
                         "vanished from the source (reconcile)",
                         datestamp,
-                        local_id=local[key.identifier].local_id,
+                        local_id=found.local_id,
+                        # a revision made since the store's last write of the record is one it
+                        # never heard of: the writer tells a deletion at the source from it
+                        run_started=memory.written_at if memory else None,
                     )
                 )
             outcomes = writer.apply(harvester_id, writes) if writes else []
             state.save_write_outcomes(
                 harvester_id, outcomes, {w.identifier: w.datestamp for w in writes}
             )
+            report.actions.update(o.action.value for o in outcomes if o.identifier in unheard)
             report.errors += sum(1 for o in outcomes if o.error is not None)
         finally:
             writer.close()

@@ -953,6 +953,7 @@ class StateStore:
                         harvest_records.c.deleted,
                         harvest_records.c.written_fingerprint,
                         harvest_records.c.datestamp,
+                        harvest_records.c.last_written_at,
                     ).where(
                         harvest_records.c.harvester_id == harvester_id,
                         harvest_records.c.identifier.in_(chunk),
@@ -968,6 +969,7 @@ class StateStore:
                         deleted=bool(row.deleted),
                         written_fingerprint=row.written_fingerprint,
                         listed_datestamp=row.datestamp,
+                        written_at=datetime.fromisoformat(row.last_written_at),
                     )
         return memories
 

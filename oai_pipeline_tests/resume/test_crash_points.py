@@ -9,6 +9,7 @@ docstring): each case injects the crash at the k-th call of one function or SQL 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -187,4 +188,49 @@ def test_a_reconcile_killed_before_its_deletions_deletes_them_when_rerun(tmp_pat
     )
     assert sum(state == "live" for state in target.values()) == (
         sum(1 for r in records if not r.deleted) - len(gone)
+    )
+
+
+def test_a_reconcile_killed_before_saving_its_deletions_remembers_them_when_rerun(
+    tmp_path: Path,
+) -> None:
+    """Killed after the target tombstoned the vanished records, before the state store saved
+    those outcomes: the rerun finds them deleted already and still remembers the revision
+    the target holds, and reports them deleted (it skipped them, their harvest records kept
+    the revision before the deletion, and its report said nothing was deleted)."""
+    records = RECORDS[:30]
+    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
+        harvested = Backend().new_home(tmp_path, "harvested")
+        crash_sweep.register_harvester(harvested, endpoint.base_url, batch_size=10)
+        _harvest(harvested, FULL)
+        gone = sorted(r.identifier for r in records if not r.deleted)[:3]
+        for identifier in gone:
+            endpoint.remove(identifier)
+        reference = Backend().new_home(tmp_path, "reference", harvested)
+        home = Backend().new_home(tmp_path, "home", harvested)
+        reconcile = ["reconcile", HARVESTER, "--json"]
+
+        expected = crash_sweep._cli(reference, "none", reconcile)
+        _harvest(home, reconcile, "save_write_outcomes:1:before")
+        rerun = crash_sweep._cli(home, "none", reconcile)
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+
+        assert json.loads(rerun.stdout)["actions"] == json.loads(expected.stdout)["actions"]
+        assert json.loads(rerun.stdout)["actions"] == {"delete": len(gone)}
+        got, want = crash_sweep.snapshot(home), crash_sweep.snapshot(reference)
+        assert got["target"] == want["target"]
+        assert got["harvest_records"] == want["harvest_records"]
+
+        # back at the source: restored alike, as records the reconcile deleted
+        for record in records:
+            if record.identifier in gone:
+                endpoint.upsert(record)
+        returned = [crash_sweep._cli(h, "none", reconcile) for h in (reference, home)]
+    assert [json.loads(r.stdout)["returned_actions"] for r in returned] == [
+        {"restore": len(gone)}
+    ] * 2
+    assert crash_sweep.snapshot(home)["target"] == crash_sweep.snapshot(reference)["target"]
+    assert (
+        crash_sweep.snapshot(home)["harvest_records"]
+        == crash_sweep.snapshot(reference)["harvest_records"]
     )
