@@ -234,3 +234,26 @@ def test_a_reconcile_killed_before_saving_its_deletions_remembers_them_when_reru
         crash_sweep.snapshot(home)["harvest_records"]
         == crash_sweep.snapshot(reference)["harvest_records"]
     )
+
+
+def test_a_harvest_killed_while_bringing_records_back_reports_them_brought_back(
+    changed: Source, tmp_path: Path
+) -> None:
+    """Killed after the target took back the records users changed, before the state store
+    heard of it: the rerun reports them brought back, by this run (`update`: the record no
+    longer tells it was restored), as an uninterrupted harvest does (it found them holding
+    the harvested data already and reported `nothing`, none brought back)."""
+    assert changed.harvested is not None
+    reference = Backend().new_home(tmp_path, "reference", changed.harvested)
+    home = Backend().new_home(tmp_path, "home", changed.harvested)
+    harvest = [*INCREMENTAL, "--json"]
+
+    expected = json.loads(crash_sweep._cli(reference, "none", harvest).stdout)
+    _harvest(home, harvest, "save_write_outcomes:1:before")
+    rerun = crash_sweep._cli(home, "none", harvest)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    got = json.loads(rerun.stdout)
+
+    assert expected["local_changes_undone"] > 0
+    assert got["local_changes_undone"] == expected["local_changes_undone"]
+    assert got["local_changes_undone_actions"] == {"update": expected["local_changes_undone"]}
