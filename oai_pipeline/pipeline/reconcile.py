@@ -159,26 +159,60 @@ def reconcile(services: Services, harvester_id: str, *, force: bool = False) -> 
     # Like a harvest: one run at a time writes for a harvester, and one lists from the
     # source's server.
     base_url = services.harvester(harvester_id).base_url
+    # First the harvest an earlier reconcile left unfinished (killed, failed): the records it
+    # staged are no longer marked gone, so no sweep would find them listed again, and those
+    # it had not written yet stayed deleted in the target while the source has them.
+    resumed = _resume_unfinished_harvest(services, harvester_id)
     with (
         services.harvester_lock.hold(harvester_id),
         services.harvester_lock.hold_source(base_url),
         ListedIdentifiers(services.settings.home / "tmp") as source_ids,
     ):
         report = _reconcile(services, harvester_id, force, source_ids)
-    if report.returned:
+    if resumed is not None:
+        identifiers, actions, notice = resumed
+        report.returned = sorted({*identifiers, *report.returned})
+        report.returned_actions.update(actions)
+        report.notices += [notice] if notice else []
+    listed_again = [i for i in report.returned if resumed is None or i not in resumed[0]]
+    if listed_again:
         # Once the leases are released: the harvest takes them itself.
         scope = HarvestScope.adhoc(harvester_id, None, None)
-        options = RunOptions(identifiers=report.returned)
+        options = RunOptions(identifiers=listed_again, reconcile=True)
         try:
             harvested = run_harvest(services, scope, options, progress=logger.info)
         except PipelineError as error:  # what the reconcile did stands: said, not lost
             report.notices.append(
-                f"harvesting again the {len(report.returned)} records listed again failed "
+                f"harvesting again the {len(listed_again)} records listed again failed "
                 f"({error}); the next reconcile tries again"
             )
         else:
             report.returned_actions.update(harvested.actions)
     return report
+
+
+def _resume_unfinished_harvest(
+    services: Services, harvester_id: str
+) -> tuple[list[str], Counter[str], str | None] | None:
+    """Resume the last reconcile's harvest of the records listed again if it did not
+    succeed: (its identifiers, the actions of the resumed run, a notice if it failed again),
+    or None when there is none to resume."""
+    run = services.state.latest_reconcile_run(harvester_id)
+    if run is None or run["status"] == "succeeded":
+        return None
+    identifiers = list((run.get("options") or {}).get("identifiers") or [])
+    scope = HarvestScope.adhoc(harvester_id, None, None)
+    options = RunOptions(resume_batch_id=run["id"], reconcile=True)
+    try:
+        harvested = run_harvest(services, scope, options, progress=logger.info)
+    except PipelineError as error:
+        return (
+            identifiers,
+            Counter(),
+            f"resuming harvest run {run['id']} of the {len(identifiers)} records an earlier "
+            f"reconcile found listed again failed ({error}); the next reconcile tries again",
+        )
+    return identifiers, Counter(harvested.actions), None
 
 
 def _reconcile(

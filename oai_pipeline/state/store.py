@@ -1421,6 +1421,21 @@ class StateStore:
             row = conn.execute(query).first()
         return None if row is None else self._run_dict(row)
 
+    def latest_reconcile_run(self, harvester_id: str) -> dict[str, Any] | None:
+        """The latest run a reconcile started to harvest again the records the source listed
+        again (`RunOptions.reconcile`), or None."""
+        query = (
+            sa.select(harvest_runs)
+            .where(harvest_runs.c.harvester_id == harvester_id)
+            .order_by(harvest_runs.c.id.desc())
+        )
+        with self._read() as conn:
+            for row in conn.execute(query):
+                run = self._run_dict(row)
+                if (run.get("options") or {}).get("reconcile"):
+                    return run
+        return None
+
     def find_resumable_run(
         self, harvester_id: str, window_from: str | None, window_until: str | None
     ) -> dict[str, Any] | None:

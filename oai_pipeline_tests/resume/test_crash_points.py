@@ -257,3 +257,47 @@ def test_a_harvest_killed_while_bringing_records_back_reports_them_brought_back(
     assert expected["local_changes_undone"] > 0
     assert got["local_changes_undone"] == expected["local_changes_undone"]
     assert got["local_changes_undone_actions"] == {"update": expected["local_changes_undone"]}
+
+
+@pytest.mark.parametrize(
+    "crash",
+    [
+        # the harvest of the records listed again staged them, then died before writing
+        "writer_apply:1:before",
+        # it wrote them, and died before its run was finished
+        "finish_run:1:before",
+    ],
+)
+def test_a_reconcile_killed_while_harvesting_returned_records_finishes_it_when_rerun(
+    tmp_path: Path, crash: str
+) -> None:
+    """A reconcile that harvests again the records an earlier one deleted (the source lists
+    them again), killed in that harvest: the rerun resumes it. Before, the records staged
+    were no longer marked gone, so the rerun harvested nothing: they stayed deleted in the
+    target while the source had them, and the run stayed unfinished."""
+    records = RECORDS[:30]
+    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
+        reconciled = Backend().new_home(tmp_path, "reconciled")
+        crash_sweep.register_harvester(reconciled, endpoint.base_url, batch_size=10)
+        _harvest(reconciled, FULL)
+        back = [r for r in records if not r.deleted][:3]
+        for record in back:
+            endpoint.remove(record.identifier)
+        _harvest(reconciled, ["reconcile", HARVESTER])
+        for record in back:
+            endpoint.upsert(record)
+        reference = Backend().new_home(tmp_path, "reference", reconciled)
+        home = Backend().new_home(tmp_path, "home", reconciled)
+        reconcile = ["reconcile", HARVESTER, "--json"]
+
+        expected = json.loads(crash_sweep._cli(reference, "none", reconcile).stdout)
+        _harvest(home, reconcile, crash)
+        rerun = crash_sweep._cli(home, "none", reconcile)
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+
+    got = json.loads(rerun.stdout)
+    assert got["returned"] == expected["returned"] == sorted(r.identifier for r in back)
+    want, snapshot = crash_sweep.snapshot(reference), crash_sweep.snapshot(home)
+    for key in ("target", "harvest_records", "last_run_status", "unfinished_runs"):
+        assert snapshot[key] == want[key], key
+    assert snapshot["run_record_statuses"] == want["run_record_statuses"] == {"updated": 3}
