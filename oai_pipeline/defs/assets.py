@@ -38,6 +38,7 @@ from oai_pipeline.pipeline.frames import (
     TRANSFORMED_RECORDS,
     WRITTEN_RECORDS,
 )
+from oai_pipeline.pipeline.local_changes import brought_back
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.partition_summary import (
     ERROR_PREVIEW,
@@ -467,7 +468,7 @@ def written_records(
         {
             **_window_metadata(context, pipeline, WRITTEN_RECORDS, _scopes(results)),
             "harvest_runs": ", ".join(str(r.run_id) for _, r in results),
-            "run_local_changes_undone": sum(r.undone.total() for _, r in results),
+            "run_local_changes_undone": sum(brought_back(r.undone) for _, r in results),
             **_status_metadata(pipeline, harvest_runs),
             "dagster_runs_pruned": pruned_runs,
         },

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from datetime import datetime
 
 from oai_pipeline import json_codec
 from oai_pipeline.pipeline.services import Services
@@ -21,9 +22,17 @@ BATCH = 500
 
 
 def undo_local_changes(
-    services: Services, harvester_id: str, writers: Sequence[Writer]
+    services: Services,
+    harvester_id: str,
+    writers: Sequence[Writer],
+    run_started: datetime | None = None,
 ) -> Counter[str]:
-    """Bring the harvester's locally changed records back; returns the actions taken."""
+    """Bring the harvester's locally changed records back; returns the actions taken.
+
+    `run_started`: when the harvest run started. A record an earlier attempt of the run
+    brought back, killed before the state store saved it, is still marked changed locally:
+    the writer tells it by its revision made since then and reports what that attempt did
+    (without it, `nothing`: the record already held the data)."""
     state = services.state
     actions: Counter[str] = Counter()
     for writer in writers:
@@ -65,6 +74,7 @@ def undo_local_changes(
                         communities=transform.communities if transform else [],
                         local_id=local[key.identifier].local_id,
                         undoes_local_change=True,
+                        run_started=run_started,
                     )
                 )
             # Skips go to the writer too: it finds them as the harvest leaves them.
@@ -80,3 +90,9 @@ def undo_local_changes(
             )
             actions.update(o.action.value if o.error is None else "error" for o in written)
     return actions
+
+
+def brought_back(actions: Counter[str]) -> int:
+    """How many records the actions `undo_local_changes` returned brought back: not those
+    it found as the source reports them (`nothing`), nor those it failed to."""
+    return sum(n for action, n in actions.items() if action not in ("nothing", "error"))

@@ -51,6 +51,11 @@ class RunOptions(BaseModel):
         default=None, le=MAX_INTEGER, description="resume this harvest run"
     )
     identifiers: list[str] = Field(default_factory=list)
+    reconcile: bool = Field(
+        default=False,
+        description="set by a reconcile on the run that harvests again the records the source "
+        "lists again: the next reconcile resumes the run if it did not succeed",
+    )
 
     @field_validator("identifiers")
     @classmethod

@@ -26,7 +26,7 @@ from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.state.harvester_lock import is_dead_local_process, new_owner
 from oai_pipeline.sync.reconcile import implausible_loss, vanished_identifiers
-from oai_pipeline.sync.rules import Action, SourceRecord, decide
+from oai_pipeline.sync.rules import Action, HarvestMemory, LocalRecord, SourceRecord, decide
 from oai_pipeline.targets.base import PlannedWrite, SourceKey
 
 logger = logging.getLogger(__name__)
@@ -112,6 +112,16 @@ class ListedIdentifiers:
         self.close()
 
 
+def _unheard_of(local: LocalRecord, memory: HarvestMemory | None) -> bool:
+    """The target holds another revision of the record than the store remembers writing."""
+    if local.local_id is None:
+        return False
+    return memory is None or (memory.local_id, memory.written_revision) != (
+        local.local_id,
+        local.revision,
+    )
+
+
 @dataclass
 class ReconcileReport:
     harvester_id: str
@@ -149,26 +159,60 @@ def reconcile(services: Services, harvester_id: str, *, force: bool = False) -> 
     # Like a harvest: one run at a time writes for a harvester, and one lists from the
     # source's server.
     base_url = services.harvester(harvester_id).base_url
+    # First the harvest an earlier reconcile left unfinished (killed, failed): the records it
+    # staged are no longer marked gone, so no sweep would find them listed again, and those
+    # it had not written yet stayed deleted in the target while the source has them.
+    resumed = _resume_unfinished_harvest(services, harvester_id)
     with (
         services.harvester_lock.hold(harvester_id),
         services.harvester_lock.hold_source(base_url),
         ListedIdentifiers(services.settings.home / "tmp") as source_ids,
     ):
         report = _reconcile(services, harvester_id, force, source_ids)
-    if report.returned:
+    if resumed is not None:
+        identifiers, actions, notice = resumed
+        report.returned = sorted({*identifiers, *report.returned})
+        report.returned_actions.update(actions)
+        report.notices += [notice] if notice else []
+    listed_again = [i for i in report.returned if resumed is None or i not in resumed[0]]
+    if listed_again:
         # Once the leases are released: the harvest takes them itself.
         scope = HarvestScope.adhoc(harvester_id, None, None)
-        options = RunOptions(identifiers=report.returned)
+        options = RunOptions(identifiers=listed_again, reconcile=True)
         try:
             harvested = run_harvest(services, scope, options, progress=logger.info)
         except PipelineError as error:  # what the reconcile did stands: said, not lost
             report.notices.append(
-                f"harvesting again the {len(report.returned)} records listed again failed "
+                f"harvesting again the {len(listed_again)} records listed again failed "
                 f"({error}); the next reconcile tries again"
             )
         else:
             report.returned_actions.update(harvested.actions)
     return report
+
+
+def _resume_unfinished_harvest(
+    services: Services, harvester_id: str
+) -> tuple[list[str], Counter[str], str | None] | None:
+    """Resume the last reconcile's harvest of the records listed again if it did not
+    succeed: (its identifiers, the actions of the resumed run, a notice if it failed again),
+    or None when there is none to resume."""
+    run = services.state.latest_reconcile_run(harvester_id)
+    if run is None or run["status"] == "succeeded":
+        return None
+    identifiers = list((run.get("options") or {}).get("identifiers") or [])
+    scope = HarvestScope.adhoc(harvester_id, None, None)
+    options = RunOptions(resume_batch_id=run["id"], reconcile=True)
+    try:
+        harvested = run_harvest(services, scope, options, progress=logger.info)
+    except PipelineError as error:
+        return (
+            identifiers,
+            Counter(),
+            f"resuming harvest run {run['id']} of the {len(identifiers)} records an earlier "
+            f"reconcile found listed again failed ({error}); the next reconcile tries again",
+        )
+    return identifiers, Counter(harvested.actions), None
 
 
 def _reconcile(
@@ -261,29 +305,42 @@ def _reconcile(
             keys = [SourceKey(identifier) for identifier in sorted(vanished)]
             local = writer.lookup(harvester_id, keys)
             writes = []
+            unheard: set[str] = set()  # deleted already, by a write the store never heard of
             for key in keys:
                 datestamp = (records.get(key.identifier) or {}).get("datestamp") or ""
                 source = SourceRecord(key.identifier, datestamp, deleted=True)
-                decision = decide(source, memories.get(key.identifier), local[key.identifier])
-                report.actions[decision.action.value] += 1
-                if (
-                    decision.action in (Action.SKIP, Action.NOTHING)
-                    and not local[key.identifier].has_edit_draft
-                ):
-                    continue
+                found, memory = local[key.identifier], memories.get(key.identifier)
+                decision = decide(source, memory, found)
+                action = decision.action
+                if action in (Action.SKIP, Action.NOTHING) and not found.has_edit_draft:
+                    if not _unheard_of(found, memory):
+                        report.actions[action.value] += 1
+                        continue
+                    # Left as the reconcile leaves it, maybe by a reconcile killed before the
+                    # store saved its outcome: the writer reports the revision the target
+                    # holds (left stale, the next plans compared the record with the one
+                    # before), and whether that reconcile deleted it.
+                    unheard.add(key.identifier)
+                    action = Action.NOTHING
+                else:
+                    report.actions[action.value] += 1
                 writes.append(
                     PlannedWrite(
                         key.identifier,
-                        decision.action,
+                        action,
                         "vanished from the source (reconcile)",
                         datestamp,
-                        local_id=local[key.identifier].local_id,
+                        local_id=found.local_id,
+                        # a revision made since the store's last write of the record is one it
+                        # never heard of: the writer tells a deletion at the source from it
+                        run_started=memory.written_at if memory else None,
                     )
                 )
             outcomes = writer.apply(harvester_id, writes) if writes else []
             state.save_write_outcomes(
                 harvester_id, outcomes, {w.identifier: w.datestamp for w in writes}
             )
+            report.actions.update(o.action.value for o in outcomes if o.identifier in unheard)
             report.errors += sum(1 for o in outcomes if o.error is not None)
         finally:
             writer.close()

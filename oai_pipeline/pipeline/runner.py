@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from oai_pipeline.pipeline.discover import discover
+from oai_pipeline.pipeline.local_changes import brought_back
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.plan import plan
 from oai_pipeline.pipeline.scope import HarvestScope
@@ -33,8 +34,11 @@ class HarvestReport:
     cap_reached: bool
     actions: dict[str, int] = field(default_factory=dict)
     error_types: dict[str, int] = field(default_factory=dict)
-    # records the source did not list, brought back from a user's change (local_changes.py)
+    # records the source did not list, brought back from a user's change (local_changes.py),
+    # by this run or an earlier attempt of it; and every action taken on the records a user
+    # changed, by name (`nothing`: found as the source reports them; `error`: not brought back)
     local_changes_undone: int = 0
+    local_changes_undone_actions: dict[str, int] = field(default_factory=dict)
     # A resumed run: records an earlier attempt wrote, and those it failed that this one
     # did not try again (without retry_failed); not in the counts above.
     written_earlier: int = 0
@@ -79,7 +83,8 @@ def summarise(
         cap_reached=cap_reached,
         actions=dict(actions),
         error_types=dict(errors),
-        local_changes_undone=(undone or Counter()).total(),
+        local_changes_undone=brought_back(undone or Counter()),
+        local_changes_undone_actions=dict(undone or {}),
         written_earlier=actions[ALREADY_WRITTEN],
         failed_earlier=actions[FAILED_BEFORE],
         notices=list(notices or []),

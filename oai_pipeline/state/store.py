@@ -953,6 +953,7 @@ class StateStore:
                         harvest_records.c.deleted,
                         harvest_records.c.written_fingerprint,
                         harvest_records.c.datestamp,
+                        harvest_records.c.last_written_at,
                     ).where(
                         harvest_records.c.harvester_id == harvester_id,
                         harvest_records.c.identifier.in_(chunk),
@@ -968,6 +969,7 @@ class StateStore:
                         deleted=bool(row.deleted),
                         written_fingerprint=row.written_fingerprint,
                         listed_datestamp=row.datestamp,
+                        written_at=datetime.fromisoformat(row.last_written_at),
                     )
         return memories
 
@@ -1418,6 +1420,21 @@ class StateStore:
         with self._read() as conn:
             row = conn.execute(query).first()
         return None if row is None else self._run_dict(row)
+
+    def latest_reconcile_run(self, harvester_id: str) -> dict[str, Any] | None:
+        """The latest run a reconcile started to harvest again the records the source listed
+        again (`RunOptions.reconcile`), or None."""
+        query = (
+            sa.select(harvest_runs)
+            .where(harvest_runs.c.harvester_id == harvester_id)
+            .order_by(harvest_runs.c.id.desc())
+        )
+        with self._read() as conn:
+            for row in conn.execute(query):
+                run = self._run_dict(row)
+                if (run.get("options") or {}).get("reconcile"):
+                    return run
+        return None
 
     def find_resumable_run(
         self, harvester_id: str, window_from: str | None, window_until: str | None

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 
 
@@ -58,6 +59,9 @@ class HarvestMemory:
     # the datestamp the source gave last, also when its write failed (`datestamp` is the
     # last one written)
     listed_datestamp: str | None = field(default=None, compare=False)
+    # when the store saved that write: a target revision made since is one it never heard
+    # of (a write whose outcome a crash lost)
+    written_at: datetime | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,9 @@ class PlannedWrite:
     communities: list[str] = field(default_factory=list)
     local_id: str | None = None
     # When the harvest run started: a revision made since then that holds exactly this data
-    # is the run's own, written by an attempt that crashed before saving the outcome.
+    # is the run's own, written by an attempt that crashed before saving the outcome. A
+    # reconcile gives when the state store last saved the record's write: a deletion at the
+    # source made since is one of a reconcile killed before saving it.
     run_started: datetime | None = None
     # Brings back a record a user changed (`Writer.changed_locally`): the writer leaves it
     # marked changed locally until `settle_local_changes`, which follows the state store's

@@ -6,7 +6,7 @@ Parquet storage changes:
 
     .venv/bin/python -m oai_pipeline_tests.resume.crash_sweep \\
         [--records 2000] [--page-size 100] [--batch-size 50] \\
-        [--scenario first|incremental|both] [--backend sqlite|postgres|both] \\
+        [--scenario first|incremental|reconcile|both|all] [--backend sqlite|postgres|both] \\
         [--points all|NAME[,NAME…]] [--per-point 4] [--double] [--resumed] [--dagster] \\
         [--json-out PATH]
 
@@ -34,7 +34,10 @@ to other sets with and without a new datestamp) and users changed some of the ta
 records (edited, deleted: the harvest brings them back) of a home that had harvested
 everything before. `--resumed` sweeps each scenario once more with its harvest killed
 first (INTERRUPTION): the harvest swept then resumes that run. The reference must also hold
-the sets the source serves (a set change lost alike with and without a crash). Backends:
+the sets the source serves (a set change lost alike with and without a crash). `reconcile`
+(CLI only) is `oai-pipeline reconcile` of a home in step with a source that keeps no
+deletions: it deletes the records the source dropped and harvests again those an earlier
+reconcile deleted that the source lists again. Backends:
 SQLite files (default) or a throwaway PostgreSQL server (oai_pipeline_tests/postgres.py)
 for the state store and the target.
 
@@ -95,6 +98,7 @@ POINTS: dict[str, tuple[str, str]] = {
     "writer_apply": ("oai_pipeline.targets.embedded.writer", "EmbeddedWriter.apply"),
     "save_written": ("oai_pipeline.state.store", "StateStore.save_written"),
     "save_write_outcomes": ("oai_pipeline.state.store", "StateStore.save_write_outcomes"),
+    "mark_gone": ("oai_pipeline.state.store", "StateStore.mark_gone"),
     "changed_locally": ("oai_pipeline.targets.embedded.writer", "EmbeddedWriter.changed_locally"),
     "finish_run": ("oai_pipeline.state.store", "StateStore.finish_run"),
     "prune_run_records": ("oai_pipeline.state.store", "StateStore.prune_run_records"),
@@ -641,6 +645,39 @@ def change_source(
     }
 
 
+def reconcile_template(
+    backend: Backend, root: Path, full: Home, endpoint: Any, log: Callable[[str], None]
+) -> Home:
+    """A home in step with the source (`full` harvested again: what users changed is brought
+    back), whose last reconcile deleted records the source now lists again, and the source
+    dropped others since (no deletion kept): the reconcile swept deletes these and harvests
+    those again (`returned`)."""
+    home = backend.new_home(root, f"{backend.name}-reconciled", full)
+
+    def run(args: list[str]) -> None:
+        done = _cli(home, "none", args)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)} failed: {done.stderr[-2000:]}")
+
+    run(["harvest", HARVESTER, "--since", RELISTED_SINCE.date().isoformat()])
+    rng = random.Random(5)
+    live = {r.identifier: r for r in endpoint.records() if not r.deleted}
+    returning = rng.sample(sorted(live), max(1, len(live) // 100))
+    for identifier in returning:
+        endpoint.remove(identifier)
+    run(["reconcile", HARVESTER])
+    for identifier in returning:
+        endpoint.upsert(live[identifier])
+    dropped = rng.sample(sorted(set(live) - set(returning)), max(1, len(live) * 3 // 100))
+    for identifier in dropped:
+        endpoint.remove(identifier)
+    log(
+        f"[{backend.name}] reconcile: {len(returning)} records deleted by the last reconcile "
+        f"listed again, {len(dropped)} dropped by the source"
+    )
+    return home
+
+
 def _moved(record: Any) -> list[str]:
     """The record's sets after a move: its first set left, another one joined."""
     return [*record.set_specs[1:], "moved-collection"]
@@ -817,7 +854,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=2000)
     parser.add_argument("--page-size", type=int, default=100)
     parser.add_argument("--batch-size", type=int, default=50)
-    parser.add_argument("--scenario", choices=("first", "incremental", "both"), default="both")
+    parser.add_argument(
+        "--scenario",
+        choices=("first", "incremental", "reconcile", "both", "all"),
+        default="both",
+        help="both: first and incremental; all: and reconcile",
+    )
     parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="sqlite")
     parser.add_argument("--points", default="all")
     parser.add_argument("--per-point", type=int, default=4)
@@ -879,13 +921,26 @@ def main(argv: list[str] | None = None) -> int:
                 done = _cli(full, "none", first_args)
                 if done.returncode != 0:
                     raise RuntimeError(done.stderr[-2000:])
+                wanted = {
+                    "both": {"first", "incremental"},
+                    "all": {"first", "incremental", "reconcile"},
+                }.get(args.scenario, {args.scenario})
+                if args.dagster:  # a reconcile is a CLI command, no Dagster run of the assets
+                    wanted.discard("reconcile")
                 scenarios = []
-                if args.scenario in ("first", "both"):
+                if "first" in wanted:
                     scenarios.append(Scenario("first", first_args, base, endpoint=endpoint))
-                for phase in ("first", "incremental"):
+                for phase in ("first", "incremental", "reconcile"):
+                    if phase != "first" and phase not in wanted:
+                        continue
+                    if phase == "reconcile":
+                        template = reconcile_template(backend, root, full, endpoint, log)
+                        scenarios = [
+                            Scenario(
+                                "reconcile", ["reconcile", HARVESTER], template, endpoint=endpoint
+                            )
+                        ]
                     if phase == "incremental":
-                        if args.scenario not in ("incremental", "both"):
-                            break
                         day = first_day + timedelta(days=10)
                         # the Dagster grid harvests the change's day only: no record moved
                         # without a new datestamp would be listed again

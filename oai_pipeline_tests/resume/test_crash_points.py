@@ -9,6 +9,7 @@ docstring): each case injects the crash at the k-th call of one function or SQL 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -188,3 +189,115 @@ def test_a_reconcile_killed_before_its_deletions_deletes_them_when_rerun(tmp_pat
     assert sum(state == "live" for state in target.values()) == (
         sum(1 for r in records if not r.deleted) - len(gone)
     )
+
+
+def test_a_reconcile_killed_before_saving_its_deletions_remembers_them_when_rerun(
+    tmp_path: Path,
+) -> None:
+    """Killed after the target tombstoned the vanished records, before the state store saved
+    those outcomes: the rerun finds them deleted already and still remembers the revision
+    the target holds, and reports them deleted (it skipped them, their harvest records kept
+    the revision before the deletion, and its report said nothing was deleted)."""
+    records = RECORDS[:30]
+    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
+        harvested = Backend().new_home(tmp_path, "harvested")
+        crash_sweep.register_harvester(harvested, endpoint.base_url, batch_size=10)
+        _harvest(harvested, FULL)
+        gone = sorted(r.identifier for r in records if not r.deleted)[:3]
+        for identifier in gone:
+            endpoint.remove(identifier)
+        reference = Backend().new_home(tmp_path, "reference", harvested)
+        home = Backend().new_home(tmp_path, "home", harvested)
+        reconcile = ["reconcile", HARVESTER, "--json"]
+
+        expected = crash_sweep._cli(reference, "none", reconcile)
+        _harvest(home, reconcile, "save_write_outcomes:1:before")
+        rerun = crash_sweep._cli(home, "none", reconcile)
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+
+        assert json.loads(rerun.stdout)["actions"] == json.loads(expected.stdout)["actions"]
+        assert json.loads(rerun.stdout)["actions"] == {"delete": len(gone)}
+        got, want = crash_sweep.snapshot(home), crash_sweep.snapshot(reference)
+        assert got["target"] == want["target"]
+        assert got["harvest_records"] == want["harvest_records"]
+
+        # back at the source: restored alike, as records the reconcile deleted
+        for record in records:
+            if record.identifier in gone:
+                endpoint.upsert(record)
+        returned = [crash_sweep._cli(h, "none", reconcile) for h in (reference, home)]
+    assert [json.loads(r.stdout)["returned_actions"] for r in returned] == [
+        {"restore": len(gone)}
+    ] * 2
+    assert crash_sweep.snapshot(home)["target"] == crash_sweep.snapshot(reference)["target"]
+    assert (
+        crash_sweep.snapshot(home)["harvest_records"]
+        == crash_sweep.snapshot(reference)["harvest_records"]
+    )
+
+
+def test_a_harvest_killed_while_bringing_records_back_reports_them_brought_back(
+    changed: Source, tmp_path: Path
+) -> None:
+    """Killed after the target took back the records users changed, before the state store
+    heard of it: the rerun reports them brought back, by this run (`update`: the record no
+    longer tells it was restored), as an uninterrupted harvest does (it found them holding
+    the harvested data already and reported `nothing`, none brought back)."""
+    assert changed.harvested is not None
+    reference = Backend().new_home(tmp_path, "reference", changed.harvested)
+    home = Backend().new_home(tmp_path, "home", changed.harvested)
+    harvest = [*INCREMENTAL, "--json"]
+
+    expected = json.loads(crash_sweep._cli(reference, "none", harvest).stdout)
+    _harvest(home, harvest, "save_write_outcomes:1:before")
+    rerun = crash_sweep._cli(home, "none", harvest)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    got = json.loads(rerun.stdout)
+
+    assert expected["local_changes_undone"] > 0
+    assert got["local_changes_undone"] == expected["local_changes_undone"]
+    assert got["local_changes_undone_actions"] == {"update": expected["local_changes_undone"]}
+
+
+@pytest.mark.parametrize(
+    "crash",
+    [
+        # the harvest of the records listed again staged them, then died before writing
+        "writer_apply:1:before",
+        # it wrote them, and died before its run was finished
+        "finish_run:1:before",
+    ],
+)
+def test_a_reconcile_killed_while_harvesting_returned_records_finishes_it_when_rerun(
+    tmp_path: Path, crash: str
+) -> None:
+    """A reconcile that harvests again the records an earlier one deleted (the source lists
+    them again), killed in that harvest: the rerun resumes it. Before, the records staged
+    were no longer marked gone, so the rerun harvested nothing: they stayed deleted in the
+    target while the source had them, and the run stayed unfinished."""
+    records = RECORDS[:30]
+    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
+        reconciled = Backend().new_home(tmp_path, "reconciled")
+        crash_sweep.register_harvester(reconciled, endpoint.base_url, batch_size=10)
+        _harvest(reconciled, FULL)
+        back = [r for r in records if not r.deleted][:3]
+        for record in back:
+            endpoint.remove(record.identifier)
+        _harvest(reconciled, ["reconcile", HARVESTER])
+        for record in back:
+            endpoint.upsert(record)
+        reference = Backend().new_home(tmp_path, "reference", reconciled)
+        home = Backend().new_home(tmp_path, "home", reconciled)
+        reconcile = ["reconcile", HARVESTER, "--json"]
+
+        expected = json.loads(crash_sweep._cli(reference, "none", reconcile).stdout)
+        _harvest(home, reconcile, crash)
+        rerun = crash_sweep._cli(home, "none", reconcile)
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+
+    got = json.loads(rerun.stdout)
+    assert got["returned"] == expected["returned"] == sorted(r.identifier for r in back)
+    want, snapshot = crash_sweep.snapshot(reference), crash_sweep.snapshot(home)
+    for key in ("target", "harvest_records", "last_run_status", "unfinished_runs"):
+        assert snapshot[key] == want[key], key
+    assert snapshot["run_record_statuses"] == want["run_record_statuses"] == {"updated": 3}
