@@ -99,11 +99,13 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
             )
         fresh = [i for i in items if i.identifier not in stored]
         live = [i for i in fresh if i.xml is not None]
-        encoded = chain.run(live)
+        encoded = chain.run(live, decode=False)  # only stored: the text is the data
         for item in live:
-            if item.error is None and item.data is None:
+            if item.error is None and item.identifier not in encoded:
                 item.error = no_data_error()
-        services.state.save_transformed(scope.harvester_id, fresh, fingerprint=fingerprint)
+        services.state.save_transformed(
+            scope.harvester_id, fresh, fingerprint=fingerprint, data_json=encoded
+        )
         rows = []
         for item, deleted in zip(items, raw["deleted"].to_list(), strict=True):
             summary.records += 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -27,7 +27,7 @@ from oai_pipeline.errors import (
     without_password,
 )
 from oai_pipeline.harvesters.model import Harvester
-from oai_pipeline.json_codec import ENGINE_JSON
+from oai_pipeline.json_codec import ENGINE_JSON, Encoded
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
 from oai_pipeline.oai.windows import read_datestamp
 from oai_pipeline.sqlite_tuning import release_lock_on_interrupt, tune_wal
@@ -104,6 +104,12 @@ def _minutes_ago(minutes: int) -> str:
 def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), _CHUNK):
         yield items[start : start + _CHUNK]
+
+
+def _encoded(data_json: Mapping[str, str], item: TransformItem) -> Encoded | None:
+    """The item's data as the JSON text made of it, for the JSON column to store unchanged."""
+    text = data_json.get(item.identifier)
+    return None if text is None else Encoded(text)
 
 
 def _create_engine(url: str) -> Engine:
@@ -776,11 +782,20 @@ class StateStore:
             self._upsert_harvested(conn, harvester_id, records)
 
     def save_transformed(
-        self, harvester_id: str, items: list[TransformItem], *, fingerprint: str | None = None
+        self,
+        harvester_id: str,
+        items: list[TransformItem],
+        *,
+        fingerprint: str | None = None,
+        data_json: Mapping[str, str] | None = None,
     ) -> None:
         """The transformers' output (data, pid, communities) and their error, if any, per
         record; a clean output is remembered with its datestamp and the chain's fingerprint
-        so that an unchanged record need not be transformed again (`stored_transforms`)."""
+        so that an unchanged record need not be transformed again (`stored_transforms`).
+
+        `data_json`: the records' data as JSON text by identifier (what `TransformChain.run`
+        returns), stored as it is instead of each item's `data`; a record without is one
+        without data."""
         if not items:
             return
         now = utc_now()
@@ -804,8 +819,9 @@ class StateStore:
             for item in items:
                 values: dict[str, Any] = {"last_transformed_at": now}
                 if item.xml is not None:  # a live record: its data is what the chain made
-                    clean = item.error is None and item.data is not None
-                    data[item.identifier] = item.data
+                    made = item.data if data_json is None else _encoded(data_json, item)
+                    clean = item.error is None and made is not None
+                    data[item.identifier] = made
                     values.update(
                         pid=item.pid,
                         communities=item.communities,
