@@ -2116,9 +2116,16 @@ def _bounded_notices(kept: list[str], met: Iterable[str]) -> list[str]:
 
 def _listed_later(harvester_id: str, run_id: int) -> sa.Select:
     """The identifiers later runs of the harvester listed. Uncorrelated: the database reads
-    them once, not per record of the run."""
-    rr = run_records
-    return sa.select(rr.c.identifier).where(rr.c.harvester_id == harvester_id, rr.c.run_id > run_id)
+    them once, not per record of the run.
+
+    Run by run, from the harvester's later runs (ix_harvest_runs_latest): by `run_id >` alone,
+    every discover read the rows of every later run of every harvester (another harvester's
+    full harvest staged beside it: a million rows) to keep those of its own."""
+    rr, runs = run_records, harvest_runs
+    later_runs = sa.select(runs.c.id).where(runs.c.harvester_id == harvester_id, runs.c.id > run_id)
+    return sa.select(rr.c.identifier).where(
+        rr.c.run_id.in_(later_runs), rr.c.harvester_id == harvester_id
+    )
 
 
 # The last failures a pruned run keeps (what `status` shows of it).
