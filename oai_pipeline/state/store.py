@@ -1685,7 +1685,7 @@ class StateStore:
                 ).scalars()
                 return pl.Series("id", list(ids), dtype=pl.Int64)
             listed_later = (
-                rr.c.identifier.in_(_listed_later(harvester_id, run_id))
+                rr.c.identifier.in_(_listed_later(conn, harvester_id, run_id))
                 if moved_out is not None
                 else sa.false()
             )
@@ -1969,7 +1969,7 @@ class StateStore:
                 sa.select(sa.func.count()).where(
                     rr.c.run_id == run_id,
                     rr.c.status.in_(("pending", "running")),
-                    rr.c.identifier.not_in(_listed_later(harvester_id, run_id)),
+                    rr.c.identifier.not_in(_listed_later(conn, harvester_id, run_id)),
                 )
             ).scalar_one()
 
@@ -2114,15 +2114,22 @@ def _bounded_notices(kept: list[str], met: Iterable[str]) -> list[str]:
     return merged
 
 
-def _listed_later(harvester_id: str, run_id: int) -> sa.Select:
+def _listed_later(conn: Connection, harvester_id: str, run_id: int) -> sa.Select:
     """The identifiers later runs of the harvester listed. Uncorrelated: the database reads
     them once, not per record of the run.
 
-    Run by run, from the harvester's later runs (ix_harvest_runs_latest): by `run_id >` alone,
-    every discover read the rows of every later run of every harvester (another harvester's
-    full harvest staged beside it: a million rows) to keep those of its own."""
-    rr, runs = run_records, harvest_runs
-    later_runs = sa.select(runs.c.id).where(runs.c.harvester_id == harvester_id, runs.c.id > run_id)
+    By the harvester's later runs, named (ix_harvest_runs_latest), then run by run: by
+    `run_id >` alone, SQLite read the rows of every later run of every harvester (another
+    harvester's full harvest staged beside it: a million rows) to keep the harvester's; with
+    those runs as a subquery, PostgreSQL (which estimates the runs after the last ANALYZE as
+    many) hashed every row of run_records instead."""
+    runs = harvest_runs
+    later_runs = list(
+        conn.execute(
+            sa.select(runs.c.id).where(runs.c.harvester_id == harvester_id, runs.c.id > run_id)
+        ).scalars()
+    )
+    rr = run_records
     return sa.select(rr.c.identifier).where(
         rr.c.run_id.in_(later_runs), rr.c.harvester_id == harvester_id
     )
