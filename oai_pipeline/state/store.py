@@ -1944,6 +1944,21 @@ class StateStore:
                 found.update({row.identifier: row.status for row in rows})
         return found
 
+    def refresh_run_statistics(self) -> None:
+        """PostgreSQL: gather the statistics of run_records once a run's records are staged.
+
+        A run made since the last ANALYZE is estimated at a row or so: the write's claims,
+        status counts and updates of a chunk of its records (`run_id = ? AND identifier IN
+        (...)`) then searched the run by run_id alone and filtered every one of its rows,
+        per chunk (27 ms per 500 of a 200,000-record run: the write grew with its square).
+        Autovacuum analyzes a large table only after a tenth of it changed. SQLite's planner
+        needs no statistics for this."""
+        if self._engine.dialect.name != "postgresql":
+            return
+        with self._engine.connect() as conn:
+            conn.execute(sa.text(f"ANALYZE {run_records.name}"))
+            conn.commit()
+
     def unsettled_records(self, run_id: int, identifiers: Iterable[str]) -> int:
         """How many of these records of the run are still pending or running."""
         rr = run_records

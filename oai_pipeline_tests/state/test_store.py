@@ -785,3 +785,44 @@ def test_records_listed_later_are_read_from_the_harvesters_later_runs(store):
                 for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
             )
             assert "(run_id>?)" not in plan, plan
+
+
+@pytest.mark.postgres
+def test_a_new_runs_records_are_searched_by_identifier_once_staged(postgres_url: str) -> None:
+    """PostgreSQL estimated a run made since its last ANALYZE at a row or so: each chunk of the
+    write (`run_id = ? AND identifier IN (...)`) searched the run by run_id alone and filtered
+    every row of it. Once staged, the run's statistics are gathered and the chunk's
+    identifiers are searched in the (run_id, identifier) index."""
+    from oai_pipeline_tests.postgres import fresh_database
+
+    def staged(run_id: int, rows: int) -> str:  # a large run's rows, quickly
+        return (
+            "INSERT INTO run_records (run_id, harvester_id, identifier, status, attempts, "
+            f"updated_at) SELECT {run_id}, 'h', 'oai:x:' || n, 'pending', 0, 'x' "
+            f"FROM generate_series(1, {rows}) n"
+        )
+
+    with StateStore(fresh_database(postgres_url, "state")) as store:
+        engine = store._engine  # noqa: SLF001
+        older = new_run(store)
+        with engine.connect() as conn:
+            conn.execute(sa.text(staged(older, 100_000)))
+            conn.execute(sa.text("ANALYZE run_records"))
+            conn.commit()
+        run_id = new_run(store)
+        with engine.connect() as conn:
+            conn.execute(sa.text(staged(run_id, 100_000)))
+            conn.commit()
+        store.refresh_run_statistics()
+        chunk = ", ".join(f"'oai:x:{n}'" for n in range(4000, 4500))
+        with engine.connect() as conn:
+            plan = " | ".join(
+                row[0]
+                for row in conn.exec_driver_sql(
+                    "EXPLAIN SELECT status FROM run_records "
+                    f"WHERE run_id = {run_id} AND identifier IN ({chunk})"
+                )
+            )
+        assert "uq_run_records_run_identifier" in plan, plan
+        assert "identifier" in plan.split("Index Cond")[1].split("Filter")[0], plan
+        assert store.unsettled_records(run_id, [f"oai:x:{n}" for n in range(4000, 4500)]) == 500
