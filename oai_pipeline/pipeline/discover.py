@@ -283,6 +283,7 @@ def discover(
         reader.close()
     try:
         result.counters = state.reconcile_counters(run_id)
+        state.refresh_run_statistics()  # the write searches this run's records by chunk
         result.cap_reached = bool(result.counters.get("cap_reached"))
         _export(services, scope, run_id, result)
     except BaseException as error:

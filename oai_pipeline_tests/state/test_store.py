@@ -746,3 +746,83 @@ def test_unsettled_records_are_counted_from_their_own_rows(store):
                 for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
             )
             assert "ix_run_records_status" not in plan, plan
+
+
+def test_records_listed_later_are_read_from_the_harvesters_later_runs(store):
+    """Every discover (and the sensor's `records_owed`) asks which of its run's records a
+    later run of the harvester listed. Asked by `run_id >` alone, SQLite read the rows of every
+    later run of every harvester (ix_run_records_status (run_id>?)) to keep the harvester's:
+    another harvester's full harvest staged beside it cost every discover its million rows.
+    The answer stays the same; on SQLite, its plan searches the harvester's later runs."""
+    first = new_run(store)
+    store.stage(first, "h", [record(n) for n in range(1, 5)])
+    beside = new_run(store, "other")  # another harvester's run, later, same identifiers
+    store.stage(beside, "other", [record(n) for n in range(1, 5)])
+    later = new_run(store)
+    store.stage(later, "h", [record(2)])
+    sent: list[tuple[str, object]] = []
+
+    def grab(_conn, _cursor, statement, parameters, _context, _many) -> None:  # noqa: ANN001
+        if "FROM run_records" in statement and not statement.startswith("EXPLAIN"):
+            sent.append((statement, parameters))
+
+    engine = store._engine  # noqa: SLF001
+    sa.event.listen(engine, "before_cursor_execute", grab)
+    try:
+        staged = store.iter_staged(first, group_of=lambda _d: 0, moved_out=lambda _d: True)
+        assert [r.identifier for r in staged] == ["oai:x:1", "oai:x:3", "oai:x:4"]
+        assert store.records_owed(first) == 3
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", grab)
+    if engine.dialect.name != "sqlite":
+        return
+    asking = [(s, p) for s, p in sent if "run_records.identifier IN (SELECT" in s or "NOT IN" in s]
+    assert len(asking) == 2, sent
+    with engine.connect() as conn:
+        for statement, parameters in asking:
+            plan = " | ".join(
+                row[3]
+                for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+            )
+            assert "(run_id>?)" not in plan, plan
+
+
+@pytest.mark.postgres
+def test_a_new_runs_records_are_searched_by_identifier_once_staged(postgres_url: str) -> None:
+    """PostgreSQL estimated a run made since its last ANALYZE at a row or so: each chunk of the
+    write (`run_id = ? AND identifier IN (...)`) searched the run by run_id alone and filtered
+    every row of it. Once staged, the run's statistics are gathered and the chunk's
+    identifiers are searched in the (run_id, identifier) index."""
+    from oai_pipeline_tests.postgres import fresh_database
+
+    def staged(run_id: int, rows: int) -> str:  # a large run's rows, quickly
+        return (
+            "INSERT INTO run_records (run_id, harvester_id, identifier, status, attempts, "
+            f"updated_at) SELECT {run_id}, 'h', 'oai:x:' || n, 'pending', 0, 'x' "
+            f"FROM generate_series(1, {rows}) n"
+        )
+
+    with StateStore(fresh_database(postgres_url, "state")) as store:
+        engine = store._engine  # noqa: SLF001
+        older = new_run(store)
+        with engine.connect() as conn:
+            conn.execute(sa.text(staged(older, 100_000)))
+            conn.execute(sa.text("ANALYZE run_records"))
+            conn.commit()
+        run_id = new_run(store)
+        with engine.connect() as conn:
+            conn.execute(sa.text(staged(run_id, 100_000)))
+            conn.commit()
+        store.refresh_run_statistics()
+        chunk = ", ".join(f"'oai:x:{n}'" for n in range(4000, 4500))
+        with engine.connect() as conn:
+            plan = " | ".join(
+                row[0]
+                for row in conn.exec_driver_sql(
+                    "EXPLAIN SELECT status FROM run_records "
+                    f"WHERE run_id = {run_id} AND identifier IN ({chunk})"
+                )
+            )
+        assert "uq_run_records_run_identifier" in plan, plan
+        assert "identifier" in plan.split("Index Cond")[1].split("Filter")[0], plan
+        assert store.unsettled_records(run_id, [f"oai:x:{n}" for n in range(4000, 4500)]) == 500

@@ -528,6 +528,55 @@ def test_a_version_7_target_gains_the_listing_indexes(target_url: str) -> None:
         assert {"ix_target_records_created", "ix_target_records_harvester_created"} <= names
 
 
+@pytest.mark.parametrize(
+    "filters",
+    [
+        pytest.param({"state": "deleted"}, id="state"),
+        pytest.param({"harvester": "h", "state": "tombstone"}, id="harvester-state"),
+    ],
+)
+def test_a_listing_of_a_state_reads_that_states_records(tmp_path, filters: dict) -> None:
+    """`target list --state deleted` read the creation index from the first record and kept
+    those of the state: with none in it, every record of the target (0.46 s at 100,000
+    records). It reads the state's records, in order, from their own index (version 9)."""
+    with EmbeddedRepository(f"sqlite:///{tmp_path / 'target.sqlite'}") as repo:
+        ids = [_harvested(repo, "h", f"oai:{n}", None) for n in range(3)]
+        with repo.transaction() as tx:
+            tx.tombstone(ids[1], note=None, purge=False)
+        sent: list[tuple[str, Any]] = []
+
+        def grab(_conn, _cursor, statement, parameters, _context, _many) -> None:  # noqa: ANN001
+            if statement.startswith("SELECT") and "LIMIT" in statement:
+                sent.append((statement, parameters))
+
+        sa.event.listen(repo.engine, "before_cursor_execute", grab)
+        try:
+            listed = repo.list(limit=2, **filters)
+        finally:
+            sa.event.remove(repo.engine, "before_cursor_execute", grab)
+        assert [r["id"] for r in listed] == ([ids[1]] if filters["state"] == "tombstone" else [])
+        [(statement, parameters)] = [(s, p) for s, p in sent if "ORDER BY" in s]
+        with repo.engine.connect() as connection:
+            plan = " | ".join(
+                row[3]
+                for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+            )
+        assert "TEMP B-TREE" not in plan, plan
+        assert "ix_target_records_state_created (state=?)" in plan, plan
+
+
+def test_a_version_8_target_gains_the_state_listing_index(target_url: str) -> None:
+    with EmbeddedRepository(target_url) as first:
+        record_id = first.deposit(record(), publish=True)
+        as_version(first, 8, "DROP INDEX ix_target_records_state_created")
+    with EmbeddedRepository(target_url) as again:
+        assert [r["id"] for r in again.list(state="live", limit=1)] == [record_id]
+        with again.engine.connect() as connection:
+            assert current_version(connection) == SCHEMA_VERSION
+            indexes = sa.inspect(connection).get_indexes("target_records")
+        assert "ix_target_records_state_created" in {index["name"] for index in indexes}
+
+
 @pytest.mark.parametrize("harvester", [None, "h"])
 def test_stats_count_sources_without_sorting_them(tmp_path, harvester: str | None) -> None:
     """`status` and every `written_records` materialisation ask for the stats: a

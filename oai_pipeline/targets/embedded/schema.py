@@ -20,7 +20,7 @@ from oai_pipeline.targets.base import pid_of
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 metadata = sa.MetaData()
 
@@ -106,6 +106,14 @@ listing_indexes = (
         records.c.created,
         records.c.id,
     ),
+)
+
+# `target list --state S` pages the records of one state oldest first: from the creation index
+# it read every record of other states first, the whole target when none is in that state
+# (0.25 s per 100,000 records to say "no deleted record"). Here they are read in order
+# (version 9).
+state_listing_index = sa.Index(
+    "ix_target_records_state_created", records.c.state, records.c.created, records.c.id
 )
 
 drafts = sa.Table(
@@ -252,6 +260,10 @@ def _add_listing_indexes(connection: sa.Connection) -> None:
         index.create(connection, checkfirst=True)
 
 
+def _add_state_listing_index(connection: sa.Connection) -> None:
+    state_listing_index.create(connection, checkfirst=True)
+
+
 _STEPS = {
     1: _create_v1,
     2: _add_lookup_index,
@@ -261,6 +273,7 @@ _STEPS = {
     6: _bare_dois,
     7: _add_draft_dois,
     8: _add_listing_indexes,
+    9: _add_state_listing_index,
 }
 _LOCK_KEY = 0x0A1_7A56E7  # the advisory lock that serialises migrations on PostgreSQL
 
