@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +25,7 @@ from oai_pipeline.errors import (
     PipelineError,
     RecordError,
     database_error_text,
+    log_unsaved,
     without_password,
 )
 from oai_pipeline.harvesters.model import Harvester
@@ -52,6 +54,8 @@ if TYPE_CHECKING:
 
 # Caps by scale; 0 = uncapped.
 SCALES: dict[str, int] = {"smoke": 10, "small": 100, "medium": 1000, "large": 10000, "full": 0}
+
+logger = logging.getLogger(__name__)
 
 RUN_STATUSES = ("running", "succeeded", "failed", "stopped")
 RECORD_STATUSES = ("pending", "running", "imported", "updated", "unchanged", "gone", "failed")
@@ -1988,9 +1992,12 @@ class StateStore:
         needs no statistics for this."""
         if self._engine.dialect.name != "postgresql":
             return
-        with self._engine.connect() as conn:
-            conn.execute(sa.text(f"ANALYZE {run_records.name}"))
-            conn.commit()
+        try:
+            with self._engine.connect() as conn:
+                conn.execute(sa.text(f"ANALYZE {run_records.name}"))
+                conn.commit()
+        except sa.exc.DBAPIError as error:  # a hint to the planner: the run goes on without
+            log_unsaved(logger, "gather the statistics of run_records", error)
 
     def unsettled_records(self, run_id: int, identifiers: Iterable[str]) -> int:
         """How many of these records of the run are still pending or running."""
