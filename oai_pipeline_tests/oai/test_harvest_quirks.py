@@ -932,9 +932,21 @@ class DayListingSource(FakeSource):
         return datestamp
 
 
-def _fails_after_first_page(source: FakeSource) -> None:
-    """Identify, the first page, then the second page fails (no retries)."""
+def _failed_run_since_three(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Harvest run 1, `--since 03:00` of six records an hour apart from 00:00 at a source
+    listing by day, two a page, failed at its second page: it left out the first page's
+    00:00 and 01:00 (outside its hours), and stopped before 02:00 (outside) and 03:00."""
+    source = harvest_fake_source(
+        settings,
+        monkeypatch,
+        DayListingSource(_hourly(6), page_size=2, granularity="day"),
+        reader_options={"max_retries": 0, "prefetch": False},
+    )
+    # Identify, the first page, then the second page fails (no retries)
     source.faults[3] = lambda request, response: httpx.Response(500, text="oops")
+    with pytest.raises(HarvestProtocolError, match="HTTP 500"):
+        harvest(settings, HarvestScope.adhoc("sample", since=datetime(2024, 3, 2, 3, tzinfo=UTC)))
+    source.faults.clear()
 
 
 def _hourly(count: int) -> list[FakeRecord]:
@@ -951,16 +963,7 @@ def test_a_failed_run_with_hours_is_not_resumed_by_a_harvest_of_other_hours_of_i
     days. The second resumed the first's failed run where it stopped: the records of its
     first page dated 01:00-03:00 had been left out, and were never harvested. It starts a
     run of its own now."""
-    source = harvest_fake_source(
-        settings,
-        monkeypatch,
-        DayListingSource(_hourly(6), page_size=2, granularity="day"),
-        reader_options={"max_retries": 0, "prefetch": False},
-    )
-    _fails_after_first_page(source)
-    with pytest.raises(HarvestProtocolError, match="HTTP 500"):
-        harvest(settings, HarvestScope.adhoc("sample", since=datetime(2024, 3, 2, 3, tzinfo=UTC)))
-    source.faults.clear()
+    _failed_run_since_three(settings, monkeypatch)
 
     report = harvest(
         settings, HarvestScope.adhoc("sample", since=datetime(2024, 3, 2, 1, tzinfo=UTC))
@@ -980,17 +983,7 @@ def test_a_run_with_hours_resumed_leaves_out_what_its_hours_leave_out(
     """`--resume N` (an open scope) of a `--since 03:00` run at a source listing by day
     staged the records of 00:00-03:00 its later pages listed: its hours were forgotten.
     A harvest of the same hours resumes the run too, and leaves them out."""
-    source = harvest_fake_source(
-        settings,
-        monkeypatch,
-        DayListingSource(_hourly(6), page_size=2, granularity="day"),
-        reader_options={"max_retries": 0, "prefetch": False},
-    )
-    # the first page holds 00:00 and 01:00, the second 02:00 (outside) and 03:00
-    _fails_after_first_page(source)
-    with pytest.raises(HarvestProtocolError, match="HTTP 500"):
-        harvest(settings, HarvestScope.adhoc("sample", since=datetime(2024, 3, 2, 3, tzinfo=UTC)))
-    source.faults.clear()
+    _failed_run_since_three(settings, monkeypatch)
 
     since = None if by_number else datetime(2024, 3, 2, 3, tzinfo=UTC)
     with Services(settings) as services:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -319,6 +320,37 @@ def test_list_filters_and_stats(repo: EmbeddedRepository) -> None:
     assert repo.stats("h") == {"records": 0, "source_identifiers": 0}
 
 
+@contextmanager
+def _statements(
+    repo: EmbeddedRepository, wanted: Callable[[str], bool]
+) -> Iterator[list[tuple[str, Any]]]:
+    """The statements (and their parameters) sent to the target within, those `wanted`."""
+    sent: list[tuple[str, Any]] = []
+
+    def grab(_conn, _cursor, statement, parameters, _context, _many) -> None:  # noqa: ANN001
+        if wanted(statement):
+            sent.append((statement, parameters))
+
+    sa.event.listen(repo.engine, "before_cursor_execute", grab)
+    try:
+        yield sent
+    finally:
+        sa.event.remove(repo.engine, "before_cursor_execute", grab)
+
+
+def _reads_records(statement: str) -> bool:
+    return statement.startswith("SELECT") and "FROM target_records" in statement
+
+
+def _plan(repo: EmbeddedRepository, statement: str, parameters: Any) -> str:
+    """SQLite's query plan of a statement sent (`_statements`), its steps joined by ` | `."""
+    with repo.engine.connect() as connection:
+        return " | ".join(
+            row[3]
+            for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+        )
+
+
 def _harvested(repo: EmbeddedRepository, harvester: str, identifier: str, doi: str | None) -> str:
     with repo.transaction() as tx:
         record_id = tx.create(
@@ -368,32 +400,17 @@ def test_a_lookup_searches_the_batchs_keys_not_the_harvesters_records(tmp_path) 
     with EmbeddedRepository(f"sqlite:///{tmp_path / 'target.sqlite'}") as repo:
         for n in range(3):
             _harvested(repo, "h", f"oai:{n}", f"10.1234/{n}")
-        sent: list[tuple[str, Any]] = []
-
-        def grab(_conn, _cursor, statement, parameters, _context, _many) -> None:  # noqa: ANN001
-            if statement.startswith("SELECT") and "FROM target_records" in statement:
-                sent.append((statement, parameters))
-
         # A batch's worth of DOIs: SQLite searches the DOI index for a few of them anyway.
         keys = [SourceKey("oai:0", "10.1234/0")]
         keys += [SourceKey(f"oai:new:{n}", f"10.1234/new.{n}") for n in range(500)]
-        sa.event.listen(repo.engine, "before_cursor_execute", grab)
-        try:
+        with _statements(repo, _reads_records) as sent:
             found = repo.lookup("h", keys)
-        finally:
-            sa.event.remove(repo.engine, "before_cursor_execute", grab)
         assert found["oai:new:0"].state is LocalState.MISSING
         assert any("doi IN" in statement for statement, _ in sent)
-        with repo.engine.connect() as connection:
-            for statement, parameters in sent:
-                plan = " | ".join(
-                    row[3]
-                    for row in connection.exec_driver_sql(
-                        f"EXPLAIN QUERY PLAN {statement}", parameters
-                    )
-                )
-                assert "(source_harvester=?)" not in plan, plan
-                assert "SCAN target_records" not in plan, plan
+        for statement, parameters in sent:
+            plan = _plan(repo, statement, parameters)
+            assert "(source_harvester=?)" not in plan, plan
+            assert "SCAN target_records" not in plan, plan
 
 
 def test_records_changed_locally_are_found_from_their_partial_index(tmp_path) -> None:
@@ -403,24 +420,10 @@ def test_records_changed_locally_are_found_from_their_partial_index(tmp_path) ->
     with EmbeddedRepository(f"sqlite:///{tmp_path / 'target.sqlite'}") as repo:
         ids = [_harvested(repo, "h", f"oai:{n}", None) for n in range(3)]
         repo.edit(ids[1], {"metadata.title": "changed"})
-        sent: list[tuple[str, Any]] = []
-
-        def grab(_conn, _cursor, statement, parameters, _context, _many) -> None:  # noqa: ANN001
-            if statement.startswith("SELECT") and "FROM target_records" in statement:
-                sent.append((statement, parameters))
-
-        sa.event.listen(repo.engine, "before_cursor_execute", grab)
-        try:
-            with repo.transaction(read_only=True) as tx:
-                assert tx.changed_locally("h") == ["oai:1"]
-        finally:
-            sa.event.remove(repo.engine, "before_cursor_execute", grab)
+        with _statements(repo, _reads_records) as sent, repo.transaction(read_only=True) as tx:
+            assert tx.changed_locally("h") == ["oai:1"]
         [(statement, parameters)] = [(s, p) for s, p in sent if "changed_locally" in s]
-        with repo.engine.connect() as connection:
-            plan = " | ".join(
-                row[3]
-                for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
-            )
+        plan = _plan(repo, statement, parameters)
         assert "ix_target_records_changed" in plan, plan
 
 
@@ -488,24 +491,11 @@ def test_a_listing_page_is_read_in_index_order_and_stops_at_its_limit(
     with EmbeddedRepository(f"sqlite:///{tmp_path / 'target.sqlite'}") as repo:
         for n in range(3):
             _harvested(repo, "h", f"oai:{n}", None)
-        sent: list[tuple[str, Any]] = []
-
-        def grab(_conn, _cursor, statement, parameters, _context, _many) -> None:  # noqa: ANN001
-            if statement.startswith("SELECT") and "FROM target_records" in statement:
-                sent.append((statement, parameters))
-
-        sa.event.listen(repo.engine, "before_cursor_execute", grab)
-        try:
+        with _statements(repo, _reads_records) as sent:
             assert len(repo.list(limit=2, **filters)) == (0 if "state" in filters else 2)
-        finally:
-            sa.event.remove(repo.engine, "before_cursor_execute", grab)
         [(statement, parameters)] = sent
         assert "LIMIT" in statement
-        with repo.engine.connect() as connection:
-            plan = " | ".join(
-                row[3]
-                for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
-            )
+        plan = _plan(repo, statement, parameters)
         assert "TEMP B-TREE" not in plan, plan
         assert "ix_target_records_" in plan and "created" in plan, plan
 
@@ -543,24 +533,11 @@ def test_a_listing_of_a_state_reads_that_states_records(tmp_path, filters: dict)
         ids = [_harvested(repo, "h", f"oai:{n}", None) for n in range(3)]
         with repo.transaction() as tx:
             tx.tombstone(ids[1], note=None, purge=False)
-        sent: list[tuple[str, Any]] = []
-
-        def grab(_conn, _cursor, statement, parameters, _context, _many) -> None:  # noqa: ANN001
-            if statement.startswith("SELECT") and "LIMIT" in statement:
-                sent.append((statement, parameters))
-
-        sa.event.listen(repo.engine, "before_cursor_execute", grab)
-        try:
+        with _statements(repo, lambda s: s.startswith("SELECT") and "LIMIT" in s) as sent:
             listed = repo.list(limit=2, **filters)
-        finally:
-            sa.event.remove(repo.engine, "before_cursor_execute", grab)
         assert [r["id"] for r in listed] == ([ids[1]] if filters["state"] == "tombstone" else [])
         [(statement, parameters)] = [(s, p) for s, p in sent if "ORDER BY" in s]
-        with repo.engine.connect() as connection:
-            plan = " | ".join(
-                row[3]
-                for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
-            )
+        plan = _plan(repo, statement, parameters)
         assert "TEMP B-TREE" not in plan, plan
         assert "ix_target_records_state_created (state=?)" in plan, plan
 
@@ -585,22 +562,9 @@ def test_stats_count_sources_without_sorting_them(tmp_path, harvester: str | Non
         _harvested(repo, "h", "oai:1", None)
         _harvested(repo, "h", "oai:2", None)
         repo.deposit(record(), publish=True)  # a user's: no source
-        sent: list[tuple[str, Any]] = []
-
-        def grab(_conn, _cursor, statement, parameters, _context, _many) -> None:  # noqa: ANN001
-            if statement.startswith("SELECT count"):
-                sent.append((statement, parameters))
-
-        sa.event.listen(repo.engine, "before_cursor_execute", grab)
-        try:
+        with _statements(repo, lambda s: s.startswith("SELECT count")) as sent:
             stats = repo.stats(harvester)
-        finally:
-            sa.event.remove(repo.engine, "before_cursor_execute", grab)
         assert stats == {"records": 2 if harvester else 3, "source_identifiers": 2}
         [(statement, parameters)] = sent
-        with repo.engine.connect() as connection:
-            plan = " | ".join(
-                row[3]
-                for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
-            )
+        plan = _plan(repo, statement, parameters)
         assert "TEMP B-TREE" not in plan, plan
