@@ -39,11 +39,6 @@ PART_SIZE = 5000
 # longest a slow source's answers wait to be (lost with the process if it is killed).
 ANSWERS_PER_COMMIT = 100
 SECONDS_PER_COMMIT = 10.0
-# PostgreSQL plans the staging of a page by the run's statistics, which put a run made since
-# they were last gathered at a row or so: it then read the run's staged records by run_id at
-# every page (a list's staging grew with its square). They are gathered again each time the
-# run's staged records double from this many (StateStore.refresh_run_statistics).
-STATISTICS_FROM_STAGED = 5000
 
 
 @dataclass
@@ -416,7 +411,6 @@ def _fetch(
         state.set_cap_reached(run_id)
         return
     next_progress = (staged // options.progress_every + 1) * options.progress_every
-    next_statistics = max(STATISTICS_FROM_STAGED, 2 * staged)
     rewrite = options.update_all or run_updates_all(
         state.get_run(run_id), services.harvester(scope.harvester_id)
     )
@@ -426,7 +420,7 @@ def _fetch(
     ) -> bool:
         """Stage one page (`listed_at`: its responseDate; `discovered`: how many the source
         answered, if more than `records`); True when the cap is reached."""
-        nonlocal staged, next_progress, next_statistics
+        nonlocal staged, next_progress
         discovered = max(discovered, len(records))
         if asked_within_days:
             asked = [r for r in records if not run.asked.listed_for_whole_day(r.datestamp)]
@@ -443,9 +437,6 @@ def _fetch(
             run_id, scope.harvester_id, records, rewrite=rewrite, listed_at=listed_at
         )
         staged += new
-        if staged >= next_statistics:
-            state.refresh_run_statistics()
-            next_statistics = 2 * staged
         state.update_counters(
             run_id,
             pages_read=1,

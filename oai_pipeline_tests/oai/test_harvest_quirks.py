@@ -21,14 +21,12 @@ from oai_pipeline.cli.output import report_text
 from oai_pipeline.defs.partitions import build_window_partitions, partition_key, scopes_for_keys
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError, UnknownSet
-from oai_pipeline.pipeline import discover as discover_module
 from oai_pipeline.pipeline.frames import RAW_OAI_XML
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import HarvestReport, run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
-from oai_pipeline.state.store import StateStore
 from oai_pipeline.storage import PartitionStore
 from oai_pipeline_tests.oai.fake_source import (
     FakeRecord,
@@ -999,24 +997,3 @@ def test_a_run_with_hours_resumed_leaves_out_what_its_hours_leave_out(
     assert (resumed.run_id, resumed.harvested) == (1, 3)
     assert sorted(target_by_source(settings, "sample")) == [f"oai:fake.test:{n}" for n in (3, 4, 5)]
     assert any("1 record dated outside the hours asked was left out" in n for n in resumed.notices)
-
-
-def test_a_long_list_gathers_the_run_statistics_as_its_staged_records_double(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """PostgreSQL planned each page's staging by statistics gathered before the run (a row
-    or so of it), and read the run's staged records by run_id at every page: a list's staging
-    grew with its square. They are gathered again as its staged records double, and once
-    the list is staged (for the write)."""
-    monkeypatch.setattr(discover_module, "STATISTICS_FROM_STAGED", 4)
-    records = importable(20)
-    staged_when: list[int] = []
-
-    def refresh(store: StateStore) -> None:
-        staged_when.append(len(store.record_statuses(1, [r.identifier for r in records])))
-
-    monkeypatch.setattr(StateStore, "refresh_run_statistics", refresh)
-    harvest_fake_source(settings, monkeypatch, FakeSource(records, page_size=3))
-
-    assert harvest(settings).harvested == 20
-    assert staged_when == [6, 12, 20]
