@@ -33,6 +33,11 @@ class PartRef:
     index: int
 
 
+# What finishes a group handed out (`map_partition_groups_ahead`): its result rows.
+FinishGroup = Callable[[], pl.DataFrame]
+StartGroup = Callable[[list[PartRef], pl.DataFrame], FinishGroup]
+
+
 class _Group:
     def __init__(self) -> None:
         self.parts: list[PartRef] = []
@@ -71,17 +76,65 @@ def map_partition_groups(
     `columns` reads only those columns of the source parts; `manifest_extra` is added to
     each target partition's manifest (what the next stage must know the stage was run with).
     """
+
+    def start_group(parts: list[PartRef], frame: pl.DataFrame) -> FinishGroup:
+        result = transform_group(parts, frame)
+        return lambda: result
+
     with bulk_allocation():
         _map_groups(
             storage,
             scope,
             source_asset,
             target_asset,
-            transform_group,
+            start_group,
             group_rows,
             columns,
             manifest_extra or {},
+            ahead=False,
         )
+
+
+def map_partition_groups_ahead(
+    storage: PartitionStore,
+    scope: HarvestScope,
+    source_asset: str,
+    target_asset: str,
+    start_group: StartGroup,
+    *,
+    group_rows: int = GROUP_ROWS,
+    columns: Sequence[str] | None = None,
+    manifest_extra: dict | None = None,
+) -> None:
+    """`map_partition_groups` for a stage whose groups are worked on elsewhere (processes).
+
+    `start_group(parts, frame)` hands the group out and returns what finishes it. The next
+    group is started before the previous one is finished, so this process's finishing (its
+    saves, the parts it writes) runs while the others work, not while they wait. Groups are
+    still finished, and their parts and windows written, in order: a stage killed at any
+    point leaves what the group-by-group walk would have left.
+    """
+    with bulk_allocation():
+        _map_groups(
+            storage,
+            scope,
+            source_asset,
+            target_asset,
+            start_group,
+            group_rows,
+            columns,
+            manifest_extra or {},
+            ahead=True,
+        )
+
+
+@dataclass
+class _Started:
+    """A group handed out, and the windows to finish once its parts are written."""
+
+    group: _Group
+    finish: FinishGroup | None
+    windows: list[tuple[str, int, dict | None]]
 
 
 def _map_groups(
@@ -89,27 +142,46 @@ def _map_groups(
     scope: HarvestScope,
     source_asset: str,
     target_asset: str,
-    transform_group: Callable[[list[PartRef], pl.DataFrame], pl.DataFrame],
+    start_group: StartGroup,
     group_rows: int,
     columns: Sequence[str] | None,
     manifest_extra: dict,
+    *,
+    ahead: bool,
 ) -> None:
     group = _Group()
     counts = WindowCounts()
     # Windows read to the end whose last parts may still wait in the group: each is
     # finished (stale parts dropped, manifest written) once its parts are all written.
     read: list[tuple[str, int, dict | None]] = []
+    started: _Started | None = None  # with `ahead`: handed out, not yet finished
 
-    def flush() -> None:
-        nonlocal group
-        if group.parts:
-            _write_group(storage, scope, target_asset, group, transform_group, counts)
-        group = _Group()
-        for key, parts, manifest in read:
+    def finish(work: _Started) -> None:
+        if work.finish is not None:
+            _write_group(storage, scope, target_asset, work.group, work.finish(), counts)
+        for key, parts, manifest in work.windows:
             storage.finish(
                 target_asset, scope.harvester_id, key, parts, counts.manifest(key, manifest)
             )
+
+    def flush() -> None:
+        nonlocal group, started
+        if not group.parts:  # windows only: finished after the group handed out before
+            if started is not None:
+                started.windows.extend(read)
+            else:
+                finish(_Started(group, None, list(read)))
+            read.clear()
+            return
+        work = _Started(group, start_group(group.parts, _combined(group)), list(read))
+        group = _Group()
         read.clear()
+        if started is not None:
+            finish(started)
+        started = work
+        if not ahead:
+            finish(work)
+            started = None
 
     for key in scope.keys:
         manifest = storage.read_manifest(source_asset, scope.harvester_id, key)
@@ -128,6 +200,12 @@ def _map_groups(
         if not group.parts:
             flush()
     flush()
+    if started is not None:
+        finish(started)
+
+
+def _combined(group: _Group) -> pl.DataFrame:
+    return pl.concat(group.frames, how="vertical_relaxed")
 
 
 def _write_group(
@@ -135,11 +213,9 @@ def _write_group(
     scope: HarvestScope,
     target_asset: str,
     group: _Group,
-    transform_group: Callable[[list[PartRef], pl.DataFrame], pl.DataFrame],
+    result: pl.DataFrame,
     counts: WindowCounts,
 ) -> None:
-    combined = pl.concat(group.frames, how="vertical_relaxed")
-    result = transform_group(group.parts, combined)
     # Routed with the group's own map, not with frame operations per part: a range of daily
     # windows makes hundreds of small parts, and every polars call has a fixed cost.
     identifiers = result["identifier"].to_list()

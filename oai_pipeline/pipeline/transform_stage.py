@@ -18,11 +18,17 @@ from oai_pipeline.pipeline.frames import (
     error_from_row,
     frame,
 )
-from oai_pipeline.pipeline.groups import PartRef, map_partition_groups, read_group
+from oai_pipeline.pipeline.groups import (
+    FinishGroup,
+    PartRef,
+    map_partition_groups_ahead,
+    read_group,
+)
 from oai_pipeline.pipeline.partitions import run_id_of, run_updates_all
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_workers import TransformChain
+from oai_pipeline.state.store import StoredTransform
 from oai_pipeline.transform.base import TransformItem
 
 
@@ -68,7 +74,7 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
         services.state.get_run(run_id_of(services.storage, RAW_OAI_XML, scope)), harvester
     )
 
-    def transform_group(parts: list[PartRef], raw: pl.DataFrame) -> pl.DataFrame:
+    def start_group(parts: list[PartRef], raw: pl.DataFrame) -> FinishGroup:
         # A record unchanged since the chain of the same fingerprint transformed it cleanly
         # is not transformed again: its stored transform is what the chain would make.
         # The group is read without its XML; only the records to transform need theirs.
@@ -98,10 +104,19 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
                 )
             )
         fresh = [i for i in items if i.identifier not in stored]
-        live = [i for i in fresh if i.xml is not None]
-        encoded = chain.run(live, decode=False)  # only stored: the text is the data
-        for item in live:
-            if item.error is None and item.identifier not in encoded:
+        # Handed to the workers; this process saves the group before meanwhile.
+        batch = chain.start([i for i in fresh if i.xml is not None], decode=False)
+        return lambda: finish_group(raw, items, stored, fresh, batch.result())
+
+    def finish_group(
+        raw: pl.DataFrame,
+        items: list[TransformItem],
+        stored: dict[str, StoredTransform],
+        fresh: list[TransformItem],
+        encoded: dict[str, str],  # only stored: the text is the data
+    ) -> pl.DataFrame:
+        for item in fresh:
+            if item.xml is not None and item.error is None and item.identifier not in encoded:
                 item.error = no_data_error()
         services.state.save_transformed(
             scope.harvester_id, fresh, fingerprint=fingerprint, data_json=encoded
@@ -136,12 +151,12 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
         return frame(rows, TRANSFORMED_SCHEMA)
 
     with TransformChain(harvester, workers=services.settings.transform_workers) as chain:
-        map_partition_groups(
+        map_partition_groups_ahead(
             services.storage,
             scope,
             RAW_OAI_XML,
             TRANSFORMED_RECORDS,
-            transform_group,
+            start_group,
             columns=[name for name in RAW_SCHEMA.names() if name != "xml"],
         )
         summary.workers = chain.workers

@@ -18,7 +18,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 
@@ -103,32 +103,31 @@ class TransformChain:
 
         `decode=False`: an item transformed in a worker is left without `data`; the text is
         its data. The stage only stores the text, and decoding it was ~15 % of its own time."""
+        return self.start(items, decode=decode).result()
+
+    def start(self, items: list[TransformItem], *, decode: bool = True) -> ChainBatch:
+        """Hand `items` to the workers and return at once: `result()` waits for them (what
+        `run` returns). Without workers, the batch is transformed here before returning."""
         pending = [i for i in items if i.error is None and i.xml is not None]
         self._seen += len(pending)
         pool = self._pool_for(self._seen)
         if pool is None or not pending:
-            return self._run_here(pending)
+            return ChainBatch(self, pending, done=self._run_here(pending))
         tasks = max(self._workers, math.ceil(len(pending) / CHUNK))
         size = math.ceil(len(pending) / tasks)
         chunks = [pending[start : start + size] for start in range(0, len(pending), size)]
         try:
             with interrupts_held():  # the workers start here, on the stage's first batch
-                mapped = pool.map(_transform_chunk, [_sendable(chunk) for chunk in chunks])
-            results = list(mapped)
+                futures = [pool.submit(_transform_chunk, _sendable(chunk)) for chunk in chunks]
         except BrokenProcessPool:
-            # A worker died (killed, out of memory, a crashing extension): go on here.
-            self._close_pool()
-            self._workers = 1
-            return self._run_here(pending)
-        encoded: dict[str, str] = {}
-        for chunk, chunk_results in zip(chunks, results, strict=True):
-            for item, (text, pid, communities, error) in zip(chunk, chunk_results, strict=True):
-                if decode:
-                    item.data = None if text is None else json_codec.loads(text)
-                item.pid, item.communities, item.error = pid, communities, error
-                if text is not None:
-                    encoded[item.identifier] = text
-        return encoded
+            return ChainBatch(self, pending, done=self._run_here_for_good(pending))
+        return ChainBatch(self, pending, chunks=chunks, futures=futures, decode=decode)
+
+    def _run_here_for_good(self, items: list[TransformItem]) -> dict[str, str]:
+        """A worker died (killed, out of memory, a crashing extension): go on here."""
+        self._close_pool()
+        self._workers = 1
+        return self._run_here(items)
 
     def _run_here(self, items: list[TransformItem]) -> dict[str, str]:
         run_chain(self._transformers, items)
@@ -159,6 +158,48 @@ class TransformChain:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class ChainBatch:
+    """A batch handed to the chain: the stage saves the batch before while workers run it."""
+
+    def __init__(
+        self,
+        chain: TransformChain,
+        items: list[TransformItem],
+        *,
+        done: dict[str, str] | None = None,
+        chunks: list[list[TransformItem]] | None = None,
+        futures: list[Future[list[ChainResult]]] | None = None,
+        decode: bool = True,
+    ) -> None:
+        self._chain = chain
+        self._items = items
+        self._done = done
+        self._chunks = chunks or []
+        self._futures = futures or []
+        self._decode = decode
+
+    def result(self) -> dict[str, str]:
+        """The data of each item as JSON text, by identifier; the items are transformed."""
+        if self._done is None:
+            self._done = self._collect()
+        return self._done
+
+    def _collect(self) -> dict[str, str]:
+        try:
+            results = [future.result() for future in self._futures]
+        except (BrokenProcessPool, CancelledError):  # cancelled: an earlier batch broke it
+            return self._chain._run_here_for_good(self._items)
+        encoded: dict[str, str] = {}
+        for chunk, chunk_results in zip(self._chunks, results, strict=True):
+            for item, (text, pid, communities, error) in zip(chunk, chunk_results, strict=True):
+                if self._decode:
+                    item.data = None if text is None else json_codec.loads(text)
+                item.pid, item.communities, item.error = pid, communities, error
+                if text is not None:
+                    encoded[item.identifier] = text
+        return encoded
 
 
 @contextmanager

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
 
 from oai_pipeline.errors import PipelineError
-from oai_pipeline.pipeline.groups import PartRef, map_partition_groups
+from oai_pipeline.pipeline.groups import (
+    FinishGroup,
+    PartRef,
+    map_partition_groups,
+    map_partition_groups_ahead,
+)
 from oai_pipeline.pipeline.partition_summary import summarise_partition
 from oai_pipeline.pipeline.scope import HarvestScope, Window
 from oai_pipeline.storage import PartitionStore
@@ -47,8 +54,32 @@ def _doubled(calls: list[list[PartRef]]):
     return transform
 
 
+Transform = Callable[[list[PartRef], pl.DataFrame], pl.DataFrame]
+
+
+def _map_ahead(
+    store: PartitionStore,
+    scope: HarvestScope,
+    source: str,
+    target: str,
+    transform: Transform,
+    **options: Any,
+) -> None:
+    """`map_partition_groups_ahead` with the transform run when the group is finished."""
+
+    def start(parts: list[PartRef], frame: pl.DataFrame) -> FinishGroup:
+        return lambda: transform(parts, frame)
+
+    map_partition_groups_ahead(store, scope, source, target, start, **options)
+
+
+# Both walks write the same partitions; the one ahead only finishes each group later.
+MAPPERS = pytest.mark.parametrize("mapper", [map_partition_groups, _map_ahead])
+
+
+@MAPPERS
 @pytest.mark.parametrize("group_rows", [1, 3, 1000])
-def test_rows_go_back_to_their_parts(tmp_path: Path, group_rows: int) -> None:
+def test_rows_go_back_to_their_parts(tmp_path: Path, group_rows: int, mapper) -> None:
     store = PartitionStore(str(tmp_path))
     scope = _scope(4)
     parts = {
@@ -60,7 +91,7 @@ def test_rows_go_back_to_their_parts(tmp_path: Path, group_rows: int) -> None:
     _fill(store, scope, parts)
     store.write_part("target", H, "2024-01-02", 0, pl.DataFrame({"identifier": ["old"]}))
     calls: list[list[PartRef]] = []
-    map_partition_groups(store, scope, "source", "target", _doubled(calls), group_rows=group_rows)
+    mapper(store, scope, "source", "target", _doubled(calls), group_rows=group_rows)
     for key, key_parts in parts.items():
         assert store.read_manifest("target", H, key)["run_id"] == 7
         # the counts of the rows written, not the source's
@@ -77,13 +108,14 @@ def test_rows_go_back_to_their_parts(tmp_path: Path, group_rows: int) -> None:
     assert len(calls) == {1: 4, 3: 3, 1000: 1}[group_rows]
 
 
-def test_an_identifier_in_two_parts_splits_the_group(tmp_path: Path) -> None:
+@MAPPERS
+def test_an_identifier_in_two_parts_splits_the_group(tmp_path: Path, mapper) -> None:
     store = PartitionStore(str(tmp_path))
     scope = _scope(2)
     parts = {"2024-01-01": [["a", "b"]], "2024-01-02": [["b", "c"]]}
     _fill(store, scope, parts)
     calls: list[list[PartRef]] = []
-    map_partition_groups(store, scope, "source", "target", _doubled(calls))
+    mapper(store, scope, "source", "target", _doubled(calls))
     assert [[p.window for p in call] for call in calls] == [["2024-01-01"], ["2024-01-02"]]
     second = store.read_part("target", H, "2024-01-02", "part-000000.parquet")
     assert sorted(second["identifier"].to_list()) == ["b", "b", "c", "c"]
@@ -101,7 +133,8 @@ def test_a_result_row_of_an_unknown_record_is_an_error(tmp_path: Path) -> None:
         map_partition_groups(store, scope, "source", "target", stray)
 
 
-def test_a_window_gets_its_manifest_once_all_its_parts_are_written(tmp_path: Path) -> None:
+@MAPPERS
+def test_a_window_gets_its_manifest_once_all_its_parts_are_written(tmp_path: Path, mapper) -> None:
     """A target window with a manifest is complete, even when its parts span groups."""
     store = PartitionStore(str(tmp_path))
     scope = _scope(3)
@@ -113,7 +146,7 @@ def test_a_window_gets_its_manifest_once_all_its_parts_are_written(tmp_path: Pat
         return frame
 
     # group_rows=2: the third part still waits in the group when its window has been read
-    map_partition_groups(store, scope, "source", "target", check, group_rows=2)
+    mapper(store, scope, "source", "target", check, group_rows=2)
     assert seen == [("2024-01-01", None)] * 3 + [("2024-01-03", None)]
     for key, records in {"2024-01-01": 3, "2024-01-02": 0, "2024-01-03": 1}.items():
         assert store.read_manifest("target", H, key)["run_id"] == 7
@@ -141,3 +174,39 @@ def test_mapping_again_after_the_source_shrank_leaves_no_stale_part(tmp_path: Pa
     assert sorted(p.name for p in (tmp_path / "target" / H / "2024-01-02").iterdir()) == [
         "_manifest.json"
     ]
+
+
+def test_ahead_the_next_group_is_handed_out_before_the_one_before_is_finished(
+    tmp_path: Path,
+) -> None:
+    """The point of the walk ahead: while others work on a group, this process finishes the
+    one before. Its parts and windows are still written in order, each window only once all
+    its parts are: what a kill at any moment leaves is what the plain walk would leave."""
+    store = PartitionStore(str(tmp_path))
+    scope = _scope(3)
+    _fill(store, scope, {"2024-01-01": [["a"], ["b"]], "2024-01-02": [["c"]], "2024-01-03": []})
+    events: list[str] = []
+
+    def start(parts: list[PartRef], frame: pl.DataFrame) -> FinishGroup:
+        name = "+".join(frame["identifier"].to_list())
+        events.append(f"start {name}")
+
+        def finish() -> pl.DataFrame:
+            written = {k: store.read_manifest("target", H, k) is not None for k in scope.keys}
+            events.append(f"finish {name} {sorted(k for k, done in written.items() if done)}")
+            return frame
+
+        return finish
+
+    map_partition_groups_ahead(store, scope, "source", "target", start, group_rows=1)
+    assert events == [
+        "start a",
+        "start b",
+        "finish a []",
+        "start c",
+        "finish b []",
+        "finish c ['2024-01-01']",
+    ]
+    for key, records in {"2024-01-01": 2, "2024-01-02": 1, "2024-01-03": 0}.items():
+        assert store.read_manifest("target", H, key)["run_id"] == 7
+        assert summarise_partition(store, "target", H, key).records == records

@@ -232,6 +232,28 @@ def test_a_worker_that_dies_leaves_the_batch_to_this_process(
     assert outcome(rest) == outcome(batch)
 
 
+@pytest.mark.parametrize("plugin", ["", "die-in-worker"])
+def test_batches_handed_out_together_come_back_each_as_the_chain_makes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plugin: str
+) -> None:
+    """The stage hands out the next batch before it takes the results of the one before:
+    each batch still comes back whole and as made in this process, and a worker dying with
+    both batches out leaves both to this process."""
+    use_transformer(monkeypatch, tmp_path / "site", "die-in-worker", "DieInWorker", DYING_PLUGIN)
+    chain_harvester = harvester(*([CHAIN, plugin] if plugin else [CHAIN]))
+    first, second = items(), items()[::-1]
+    with TransformChain(chain_harvester, workers=2, min_records=0) as chain:
+        handed_out = [chain.start(first), chain.start(second)]
+        results = [batch.result() for batch in handed_out]
+        assert chain.workers == (1 if plugin else 2)
+    assert outcome(first) == in_process(chain_harvester, items())
+    assert outcome(second) == in_process(chain_harvester, items()[::-1])
+    for batch, texts in zip((first, second), results, strict=True):
+        assert {k: json.loads(v) for k, v in texts.items()} == {
+            i.identifier: i.data for i in batch if i.data is not None
+        }
+
+
 def test_the_transform_stage_uses_the_workers(
     instance: dg.DagsterInstance, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

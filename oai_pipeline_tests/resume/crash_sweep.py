@@ -92,7 +92,7 @@ POINTS: dict[str, tuple[str, str]] = {
     "write_part": ("oai_pipeline.storage", "PartitionStore.write_part"),
     "storage_finish": ("oai_pipeline.storage", "PartitionStore.finish"),
     "write_manifest": ("oai_pipeline.storage", "PartitionStore.write_manifest"),
-    "transform_chain": ("oai_pipeline.pipeline.transform_workers", "TransformChain.run"),
+    "transform_chain": ("oai_pipeline.pipeline.transform_workers", "ChainBatch.result"),
     "save_transformed": ("oai_pipeline.state.store", "StateStore.save_transformed"),
     "claim": ("oai_pipeline.state.store", "StateStore.claim"),
     "writer_apply": ("oai_pipeline.targets.embedded.writer", "EmbeddedWriter.apply"),
