@@ -539,7 +539,11 @@ def test_a_listing_of_a_state_reads_that_states_records(tmp_path, filters: dict)
         [(statement, parameters)] = [(s, p) for s, p in sent if "ORDER BY" in s]
         plan = _plan(repo, statement, parameters)
         assert "TEMP B-TREE" not in plan, plan
-        assert "ix_target_records_state_created (state=?)" in plan, plan
+        if "harvester" in filters:  # that harvester's, not the state's of every harvester
+            index = "ix_target_records_harvester_state_created (source_harvester=? AND state=?)"
+        else:
+            index = "ix_target_records_state_created (state=?)"
+        assert index in plan, plan
 
 
 def test_a_version_8_target_gains_the_state_listing_index(target_url: str) -> None:
@@ -552,6 +556,37 @@ def test_a_version_8_target_gains_the_state_listing_index(target_url: str) -> No
             assert current_version(connection) == SCHEMA_VERSION
             indexes = sa.inspect(connection).get_indexes("target_records")
         assert "ix_target_records_state_created" in {index["name"] for index in indexes}
+
+
+def test_a_harvesters_listing_of_a_state_skips_other_harvesters_records(tmp_path) -> None:
+    """`target list --harvester h --state tombstone` read the tombstones of every harvester
+    from the state index to keep h's: all of them when h has none (77 ms at a million
+    records). It reads h's records of the state from their own index (version 10)."""
+    with EmbeddedRepository(f"sqlite:///{tmp_path / 'target.sqlite'}") as repo:
+        others = [_harvested(repo, "other", f"oai:{n}", None) for n in range(3)]
+        mine = _harvested(repo, "h", "oai:0", None)
+        with repo.transaction() as tx:
+            for record_id in others:
+                tx.tombstone(record_id, note=None, purge=False)
+        with _statements(repo, lambda s: s.startswith("SELECT") and "ORDER BY" in s) as sent:
+            assert repo.list(harvester="h", state="tombstone", limit=2) == []
+            assert [r["id"] for r in repo.list(harvester="h", state="live", limit=2)] == [mine]
+        for statement, parameters in sent:
+            plan = _plan(repo, statement, parameters)
+            assert "(source_harvester=? AND state=?)" in plan, plan
+            assert "TEMP B-TREE" not in plan, plan
+
+
+def test_a_version_9_target_gains_the_harvester_state_listing_index(target_url: str) -> None:
+    with EmbeddedRepository(target_url) as first:
+        record_id = first.deposit(record(), publish=True)
+        as_version(first, 9, "DROP INDEX ix_target_records_harvester_state_created")
+    with EmbeddedRepository(target_url) as again:
+        assert [r["id"] for r in again.list(state="live", limit=1)] == [record_id]
+        with again.engine.connect() as connection:
+            assert current_version(connection) == SCHEMA_VERSION
+            indexes = sa.inspect(connection).get_indexes("target_records")
+        assert "ix_target_records_harvester_state_created" in {i["name"] for i in indexes}
 
 
 @pytest.mark.parametrize("harvester", [None, "h"])

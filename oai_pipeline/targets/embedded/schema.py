@@ -20,7 +20,7 @@ from oai_pipeline.targets.base import pid_of
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 metadata = sa.MetaData()
 
@@ -114,6 +114,18 @@ listing_indexes = (
 # (version 9).
 state_listing_index = sa.Index(
     "ix_target_records_state_created", records.c.state, records.c.created, records.c.id
+)
+
+# `target list --harvester h --state S` pages one harvester's records of one state: from the
+# state index it read that state's records of every harvester to keep h's, all of them when h
+# has none in that state (80 ms per million tombstones of other harvesters). Here they are
+# read in order (version 10).
+harvester_state_listing_index = sa.Index(
+    "ix_target_records_harvester_state_created",
+    records.c.source_harvester,
+    records.c.state,
+    records.c.created,
+    records.c.id,
 )
 
 drafts = sa.Table(
@@ -264,6 +276,10 @@ def _add_state_listing_index(connection: sa.Connection) -> None:
     state_listing_index.create(connection, checkfirst=True)
 
 
+def _add_harvester_state_listing_index(connection: sa.Connection) -> None:
+    harvester_state_listing_index.create(connection, checkfirst=True)
+
+
 _STEPS = {
     1: _create_v1,
     2: _add_lookup_index,
@@ -274,6 +290,7 @@ _STEPS = {
     7: _add_draft_dois,
     8: _add_listing_indexes,
     9: _add_state_listing_index,
+    10: _add_harvester_state_listing_index,
 }
 _LOCK_KEY = 0x0A1_7A56E7  # the advisory lock that serialises migrations on PostgreSQL
 
