@@ -349,7 +349,8 @@ class TargetTransaction:
                 updated=stamp,
             )
         )
-        self._count_new(harvester_id, 1, sources=int(source_identifier is not None))
+        if state != DELETED:
+            self._count_new(harvester_id, 1, sources=int(source_identifier is not None))
         return record_id, stamp
 
     def _count_new(self, harvester_id: str | None, new: int, *, sources: int) -> None:
