@@ -86,3 +86,20 @@ def test_records_listed_by_error_are_found_from_their_errors(
     assert "CORRELATED" not in listing, listing
     assert "SCAN harvest_records" not in listing and "SCAN r " not in listing, listing
     assert "LIST SUBQUERY" in listing, listing
+
+
+def test_a_reconcile_reads_the_gone_records_from_their_own_index(store: StateStore) -> None:
+    """Each reconcile reads back the records it marked gone (a few, if any) to see which the
+    source lists again: it read every record of the harvester for them (PostgreSQL: a
+    sequential scan of every harvester's). A partial index holds just them (version 14)."""
+    store.mark_gone("h", {"oai:x:3"})
+    chunks: list[list[str]] = []
+    plans = _statement_plans(
+        store._engine,  # noqa: SLF001
+        lambda: chunks.extend(store.gone_identifier_chunks("h")),
+        "harvest_records",
+    )
+    assert chunks == [["oai:x:3"]]
+    for plan in plans:
+        assert "ix_harvest_records_gone" in plan, plan
+        assert "TEMP B-TREE" not in plan, plan

@@ -302,3 +302,14 @@ def test_an_upgrade_says_once_which_database_went_from_which_version(
         f"the state database {shown} was upgraded from schema version 11 to {SCHEMA_VERSION}; "
         "older oai-pipeline versions cannot use it any more"
     ]
+
+
+def test_a_version_13_database_gains_the_index_of_gone_records(store_url: str) -> None:
+    with StateStore(store_url) as store:
+        store.upsert_harvested("h", [HarvestedRecord("oai:1", "2024-01-01", False, xml=b"<r/>")])
+        store.mark_gone("h", {"oai:1"})
+    _as_version(store_url, 13, "DROP INDEX ix_harvest_records_gone")
+    with StateStore(store_url) as store:
+        assert list(store.gone_identifier_chunks("h")) == [["oai:1"]]
+        indexes = sa.inspect(store._engine).get_indexes("harvest_records")  # noqa: SLF001
+    assert "ix_harvest_records_gone" in {index["name"] for index in indexes}

@@ -25,9 +25,14 @@ from oai_pipeline.harvesters.model import check_slug
 from oai_pipeline.sync.rules import LocalRecord
 from oai_pipeline.targets.base import DEFAULT_PID_FIELD, SourceKey, pid_of
 from oai_pipeline.targets.embedded.engine import READ_ONLY, create_target_engine
-from oai_pipeline.targets.embedded.schema import communities, drafts, migrate, records
+from oai_pipeline.targets.embedded.schema import (
+    communities,
+    counts,
+    drafts,
+    migrate,
+    records,
+)
 from oai_pipeline.targets.embedded.transaction import (
-    DELETED,
     LIVE,
     STATES,
     TargetTransaction,
@@ -264,19 +269,18 @@ class EmbeddedRepository:
     def stats(self, harvester_id: str | None = None) -> dict[str, int]:
         """How many records the target holds (not hard deleted), and distinct source ids.
 
-        A source (harvester, identifier) names one record at most (uq_target_records_source),
-        so the records that have one are counted: a COUNT(DISTINCT) sorted them all first
-        (a million records: 1 s of each `status` and materialisation)."""
+        Read from the counts the database keeps as records are written (`target_counts`),
+        not counted from the records: a harvester of a million records took 0.2 s of each
+        `status` and `written_records` materialisation, growing with the target."""
         query = sa.select(
-            sa.func.count(),
-            # NULL (not counted) unless both are set
-            sa.func.count(records.c.source_harvester + "\x1f" + records.c.source_identifier),
-        ).where(records.c.state != DELETED)
+            sa.func.coalesce(sa.func.sum(counts.c.records), 0),
+            sa.func.coalesce(sa.func.sum(counts.c.source_identifiers), 0),
+        )
         if harvester_id is not None:
-            query = query.where(records.c.source_harvester == harvester_id)
+            query = query.where(counts.c.source_harvester == harvester_id)
         with self.transaction(read_only=True) as tx:
             count, sources = tx.connection.execute(query).one()
-        return {"records": count, "source_identifiers": sources}
+        return {"records": int(count), "source_identifiers": int(sources)}
 
     # -- what the harvest needs ------------------------------------------------------------
 

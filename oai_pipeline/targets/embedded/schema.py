@@ -20,7 +20,7 @@ from oai_pipeline.targets.base import pid_of
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 11
 
 metadata = sa.MetaData()
 
@@ -114,6 +114,31 @@ listing_indexes = (
 # (version 9).
 state_listing_index = sa.Index(
     "ix_target_records_state_created", records.c.state, records.c.created, records.c.id
+)
+
+# `target list --harvester h --state S` pages one harvester's records of one state: from the
+# state index it read that state's records of every harvester to keep h's, all of them when h
+# has none in that state (80 ms per million tombstones of other harvesters). Here they are
+# read in order (version 10).
+harvester_state_listing_index = sa.Index(
+    "ix_target_records_harvester_state_created",
+    records.c.source_harvester,
+    records.c.state,
+    records.c.created,
+    records.c.id,
+)
+
+# What `stats` tells (on `status` and each `written_records` materialisation), per harvester
+# ('': records of none, a user's deposits and released records): its records that are not
+# hard deleted, and those of them with a source identifier. Counting them took a scan of
+# the harvester's records each time (0.1 s per 500,000 records, growing with the target);
+# the writes of version 11 keep these counts in their own transaction (`_count_records`).
+counts = sa.Table(
+    "target_counts",
+    metadata,
+    sa.Column("source_harvester", sa.String(255), primary_key=True),
+    sa.Column("records", sa.BigInteger, nullable=False),
+    sa.Column("source_identifiers", sa.BigInteger, nullable=False),
 )
 
 drafts = sa.Table(
@@ -264,6 +289,93 @@ def _add_state_listing_index(connection: sa.Connection) -> None:
     state_listing_index.create(connection, checkfirst=True)
 
 
+def _add_harvester_state_listing_index(connection: sa.Connection) -> None:
+    harvester_state_listing_index.create(connection, checkfirst=True)
+
+
+# A record counts while not hard deleted; its source while it has both harvester and
+# identifier. The writes of records count the records they insert (TargetTransaction
+# `_count_new`: a trigger per inserted row doubled SQLite's cost of an insert); these
+# triggers count every change and deletion, whatever code makes it.
+_SQLITE_COUNT = """
+    INSERT INTO target_counts (source_harvester, records, source_identifiers)
+        SELECT coalesce({row}.source_harvester, ''), {sign}1, {sign}(
+            {row}.source_harvester IS NOT NULL AND {row}.source_identifier IS NOT NULL)
+        WHERE {row}.state <> 'deleted'
+    ON CONFLICT (source_harvester) DO UPDATE SET
+        records = records + excluded.records,
+        source_identifiers = source_identifiers + excluded.source_identifiers;
+"""
+_COUNTED_COLUMNS = "state, source_harvester, source_identifier"
+_SQLITE_COUNT_TRIGGERS = (
+    f"""CREATE TRIGGER IF NOT EXISTS tr_target_counts_delete AFTER DELETE ON target_records
+    BEGIN {_SQLITE_COUNT.format(row="OLD", sign="-")} END""",
+    f"""CREATE TRIGGER IF NOT EXISTS tr_target_counts_update
+    AFTER UPDATE OF {_COUNTED_COLUMNS} ON target_records
+    WHEN OLD.state IS NOT NEW.state OR OLD.source_harvester IS NOT NEW.source_harvester
+        OR OLD.source_identifier IS NOT NEW.source_identifier
+    BEGIN {_SQLITE_COUNT.format(row="OLD", sign="-")}
+        {_SQLITE_COUNT.format(row="NEW", sign="+")} END""",
+)
+_POSTGRESQL_COUNT_TRIGGERS = (
+    """CREATE OR REPLACE FUNCTION target_counts_follow() RETURNS trigger AS $$
+    BEGIN
+        IF OLD.state <> 'deleted' THEN
+            UPDATE target_counts SET
+                records = records - 1,
+                source_identifiers = source_identifiers - (OLD.source_harvester IS NOT NULL
+                    AND OLD.source_identifier IS NOT NULL)::int
+            WHERE source_harvester = coalesce(OLD.source_harvester, '');
+        END IF;
+        IF TG_OP = 'UPDATE' AND NEW.state <> 'deleted' THEN
+            INSERT INTO target_counts AS c (source_harvester, records, source_identifiers)
+            VALUES (coalesce(NEW.source_harvester, ''), 1, (NEW.source_harvester IS NOT NULL
+                AND NEW.source_identifier IS NOT NULL)::int)
+            ON CONFLICT (source_harvester) DO UPDATE SET
+                records = c.records + 1,
+                source_identifiers = c.source_identifiers + EXCLUDED.source_identifiers;
+        END IF;
+        RETURN NULL;
+    END $$ LANGUAGE plpgsql""",
+    "DROP TRIGGER IF EXISTS tr_target_counts_delete ON target_records",
+    """CREATE TRIGGER tr_target_counts_delete AFTER DELETE ON target_records
+    FOR EACH ROW EXECUTE FUNCTION target_counts_follow()""",
+    "DROP TRIGGER IF EXISTS tr_target_counts_update ON target_records",
+    f"""CREATE TRIGGER tr_target_counts_update
+    AFTER UPDATE OF {_COUNTED_COLUMNS} ON target_records
+    FOR EACH ROW
+    WHEN (OLD.state IS DISTINCT FROM NEW.state
+        OR OLD.source_harvester IS DISTINCT FROM NEW.source_harvester
+        OR OLD.source_identifier IS DISTINCT FROM NEW.source_identifier)
+    EXECUTE FUNCTION target_counts_follow()""",
+)
+
+
+def _count_records(connection: sa.Connection) -> None:
+    """The counts of `stats`, made from the records there are, then kept by the inserts
+    (`_count_new`) and the triggers of changes and deletions.
+
+    The triggers come first: on PostgreSQL creating one waits for the transactions writing
+    records and holds off new ones until this one commits, so the counting that follows
+    sees every record written before, and every later change goes through a trigger."""
+    counts.create(connection, checkfirst=True)
+    postgresql = connection.dialect.name == "postgresql"
+    for statement in _POSTGRESQL_COUNT_TRIGGERS if postgresql else _SQLITE_COUNT_TRIGGERS:
+        connection.execute(sa.text(statement))
+    harvester = sa.func.coalesce(records.c.source_harvester, "")
+    counted = sa.select(
+        harvester,
+        sa.func.count(),
+        sa.func.count(records.c.source_harvester + "\x1f" + records.c.source_identifier),
+    ).where(records.c.state != "deleted")
+    connection.execute(sa.delete(counts))
+    connection.execute(
+        sa.insert(counts).from_select(
+            ["source_harvester", "records", "source_identifiers"], counted.group_by(harvester)
+        )
+    )
+
+
 _STEPS = {
     1: _create_v1,
     2: _add_lookup_index,
@@ -274,6 +386,8 @@ _STEPS = {
     7: _add_draft_dois,
     8: _add_listing_indexes,
     9: _add_state_listing_index,
+    10: _add_harvester_state_listing_index,
+    11: _count_records,
 }
 _LOCK_KEY = 0x0A1_7A56E7  # the advisory lock that serialises migrations on PostgreSQL
 
