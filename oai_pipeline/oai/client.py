@@ -38,6 +38,7 @@ from oai_pipeline.oai.errors import (
     OAIError,
     OversizedResponse,
     RefusedRequest,
+    UnknownMetadataFormat,
     UnknownSet,
 )
 from oai_pipeline.oai.flow import (
@@ -341,6 +342,8 @@ class OAIClient:
             parsed = self._by_day(verb, params, parsed)
         if set_spec and not resumption_token:
             self._refuse_unknown_set(verb, parsed, set_spec)
+        if not resumption_token:
+            self._refuse_unknown_format(verb, parsed, metadata_prefix)
         if parsed.errors and all(code == "noRecordsMatch" for code, _ in parsed.errors):
             if resumption_token:
                 raise NoRecordsMatchForToken(
@@ -596,6 +599,33 @@ class OAIClient:
                 "check the harvester's setspec against the source's ListSets",
                 context=f"{self.base_url} ({verb})",
             )
+
+    def _refuse_unknown_format(
+        self, verb: ListVerb, parsed: ParsedResponse, metadata_prefix: str
+    ) -> None:
+        """Raise UnknownMetadataFormat when a list's first page says cannotDisseminateFormat,
+        naming the prefixes the source's ListMetadataFormats offers: the source's own message
+        ("unknown metadataPrefix") left the operator to find the right one by hand. One more
+        request, only on the way to failing."""
+        if not any(code == "cannotDisseminateFormat" for code, _ in parsed.errors):
+            return
+        try:
+            offered = self.list_metadata_formats()
+        except PipelineError as error:
+            logger.warning("%s: ListMetadataFormats failed: %s", self.base_url, error)
+            hint = "check the harvester's metadata prefix against the source's ListMetadataFormats"
+        else:
+            names = ", ".join(offered) or "none"
+            hint = (
+                f"the source offers {names}: set one as the harvester's metadata prefix "
+                "(`oai-pipeline harvesters update ID --metadata-prefix P`)"
+            )
+        answer = "; ".join(f"{code}: {text}" if text else code for code, text in parsed.errors)
+        raise UnknownMetadataFormat(
+            "cannotDisseminateFormat",
+            f"the source does not disseminate {metadata_prefix!r} (its answer: {answer}); {hint}",
+            context=f"{self.base_url} ({verb})",
+        )
 
     def know_set(self, set_spec: str) -> None:
         """Take the set as one the source has (a run of the harvester listed it before), so

@@ -1329,3 +1329,26 @@ def test_an_empty_listing_prints_no_row(args: list[str], note: str) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout == ""
     assert result.stderr.strip() == note
+
+
+# -- A harvester's metadata prefix the source lacks: the error names the ones it has ----------
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_metadata_prefix_the_source_lacks_names_those_it_offers(
+    endpoint: OAIEndpoint, as_json: bool
+) -> None:
+    """Before, the error was the source's own `unknown metadataPrefix 'marc21x'` alone: the
+    operator had to ask ListMetadataFormats by hand to find what to set instead."""
+    args = create_args("sample", endpoint.base_url)
+    args[args.index("oai_datacite")] = "marc21x"
+    assert run(*args).exit_code == 0
+
+    result = run("harvest", "sample", *(["--json"] if as_json else []))
+
+    said = "the source offers oai_dc, oai_datacite, datacite: set one as the harvester's"
+    assert_one_line_error(result, said)
+    assert "--metadata-prefix" in result.stderr
+    if as_json:
+        error = json.loads(result.stdout)
+        assert said in error["error"] and error["type"] == "unknown_metadata_format"
