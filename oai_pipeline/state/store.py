@@ -2115,6 +2115,9 @@ class StateStore:
         elif harvester_id is not None:
             run = self.latest_run(harvester_id)
             if run is None:
+                # A typo in the id said "has no harvest runs yet", as if it were registered.
+                if self.get_harvester(harvester_id) is None:
+                    raise PipelineError(f"unknown harvester {harvester_id!r}")
                 raise PipelineError(f"harvester {harvester_id!r} has no harvest runs yet")
         else:
             runs = self.list_runs(limit=1)

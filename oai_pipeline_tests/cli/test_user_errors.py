@@ -1352,3 +1352,28 @@ def test_a_metadata_prefix_the_source_lacks_names_those_it_offers(
     if as_json:
         error = json.loads(result.stdout)
         assert said in error["error"] and error["type"] == "unknown_metadata_format"
+
+
+# -- status of a harvester: a typo in its id is not "no harvest runs yet" --------------------
+
+
+def test_status_of_an_unknown_harvester_says_so(registered: str) -> None:
+    """Before, `status --harvester samlpe` said "harvester 'samlpe' has no harvest runs yet",
+    as if it were registered and only waiting for its first harvest."""
+    assert_one_line_error(run("status", "--harvester", "samlpe"), "unknown harvester 'samlpe'")
+    assert_one_line_error(run("status", "--harvester", registered), "has no harvest runs yet")
+
+
+def test_status_of_a_run_that_failed_on_its_first_page_prints_no_none(
+    endpoint: OAIEndpoint,
+) -> None:
+    """Before, its discovery line read `cursor None, …, responseDate None`."""
+    args = create_args("sample", endpoint.base_url)
+    args[args.index("oai_datacite")] = "marc21x"
+    assert run(*args).exit_code == 0
+    assert run("harvest", "sample").exit_code == 1
+
+    result = run("status", "--harvester", "sample")
+
+    assert result.exit_code == 0, result.output
+    assert "failed" in result.stdout and "None" not in result.stdout, result.stdout
