@@ -125,6 +125,13 @@ _ITEM_ERRORS = {
 }
 
 
+# What an operator is told when the base URL answers as no OAI-PMH endpoint does.
+_NOT_AN_ENDPOINT = (
+    "; check that the harvester's base URL is the source's OAI-PMH endpoint "
+    "(`oai-pipeline harvesters update ID --base-url URL`)"
+)
+
+
 def _noop_save(checkpoint: SweepCheckpoint) -> None:
     """Default for sweeps whose progress need not survive the process."""
 
@@ -902,6 +909,7 @@ class OAIClient:
             self._give_up_if_abandoned()
             retry_after: float | None = None
             another_list: ParsedResponse | None = None  # a page whose <request> is not ours
+            web_page = False  # the answer was an HTML page
             try:
                 status, headers, body = self._send(params)
             except (httpx.TooManyRedirects, httpx.UnsupportedProtocol) as exc:
@@ -933,11 +941,14 @@ class OAIClient:
                         raise MalformedResponse(f"{self.base_url} ({verb}): {exc}") from exc
                     except UnusablePage as exc:
                         if status >= 300:
+                            # no such page: not for a token (the source forgot it)
+                            gone = status in (404, 410) and "resumptionToken" not in params
+                            hint = _NOT_AN_ENDPOINT if gone else ""
                             raise RefusedRequest(
-                                f"{self.base_url} ({verb}): HTTP {status} and {exc}",
+                                f"{self.base_url} ({verb}): HTTP {status} and {exc}{hint}",
                                 status=status,
                             ) from exc
-                        problem = str(exc)
+                        problem, web_page = str(exc), exc.web_page
                     else:
                         if parsed.notice is not None:
                             self._notice(f"{self.base_url}: {parsed.notice}")
@@ -971,6 +982,7 @@ class OAIClient:
                 raise HarvestProtocolError(
                     f"{self.base_url} ({verb}): gave up after {attempts} attempts and "
                     f"{waited:.0f} s of waiting; last problem: {problem}"
+                    + (_NOT_AN_ENDPOINT if web_page else "")
                 )
             logger.warning(
                 "%s (%s): %s; retry %d in %.1f s", self.base_url, verb, problem, attempts, wait

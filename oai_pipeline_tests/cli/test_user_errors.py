@@ -23,12 +23,15 @@ from oai_pipeline.defs.resources import HarvestOptions
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import RDM_MODEL
+from oai_pipeline.sample_endpoint.faults import Faults
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings, load_settings
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline_tests.cli.conftest import create_args
-from oai_pipeline_tests.support import CLI, stored_harvester_ids
+from oai_pipeline_tests.support import CLI, shifted_sample_records, stored_harvester_ids
+
+RECORDS_FOR_ERRORS = shifted_sample_records()
 
 
 def run(*args: str) -> Result:
@@ -1377,3 +1380,28 @@ def test_status_of_a_run_that_failed_on_its_first_page_prints_no_none(
 
     assert result.exit_code == 0, result.output
     assert "failed" in result.stdout and "None" not in result.stdout, result.stdout
+
+
+# -- A base URL that is no OAI-PMH endpoint: the error says to check it ------------------------
+
+
+def test_a_base_url_answering_a_web_page_says_to_check_the_base_url() -> None:
+    """Before, the run gave up with the XML parser's complaint about the page's <br> tags
+    ("Opening and ending tag mismatch: br line 2 and p"), not saying that the answer was a
+    web page, nor where the mistake may be."""
+    with OAIEndpoint(RECORDS_FOR_ERRORS, faults=Faults(html_error_on=set(range(1, 20)))) as web:
+        args = create_args("web", web.base_url)
+        assert run(*args, "--loader", "oai-pmh{max_retries: 1}").exit_code == 0
+        result = run("harvest", "web")
+
+    assert_one_line_error(result, "an HTML page, not OAI-PMH XML")
+    assert "check that the harvester's base URL is the source's OAI-PMH endpoint" in result.stderr
+
+
+def test_a_base_url_answering_404_says_to_check_the_base_url(endpoint: OAIEndpoint) -> None:
+    assert run(*create_args("typo", endpoint.base_url + "x")).exit_code == 0
+
+    result = run("harvest", "typo")
+
+    assert_one_line_error(result, "(Identify): HTTP 404 and ")
+    assert "check that the harvester's base URL is the source's OAI-PMH endpoint" in result.stderr
