@@ -1311,6 +1311,13 @@ class StateStore:
             raise PipelineError(f"no harvest run {run_id}")
         return run
 
+    def harvesters_with_runs(self) -> list[str]:
+        """Every harvester id some harvest run names: the registered ones harvested, and the
+        deleted ones whose harvest records were kept (`delete_harvester`)."""
+        query = sa.select(harvest_runs.c.harvester_id).distinct()
+        with self._read() as conn:
+            return sorted(conn.execute(query).scalars())
+
     def list_runs(
         self, *, harvester_id: str | None = None, limit: int = 20
     ) -> list[dict[str, Any]]:
