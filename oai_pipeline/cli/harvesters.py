@@ -17,8 +17,6 @@ from oai_pipeline.harvesters.model import Harvester, describe_validation_error
 from oai_pipeline.harvesters.plugins import release_target_records
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.oai.base_url import another_base_url
-from oai_pipeline.pipeline.retention import drop_partitions
-from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.store import StateStore
 
@@ -201,6 +199,10 @@ def delete(harvester_id: str, delete_records: bool) -> None:
             HarvesterRegistry(store).delete(harvester_id)
         click.echo(f"deleted harvester {harvester_id} (harvest records kept)")
         return
+    # Here, not at the top: a listing of this module must not load polars with them.
+    from oai_pipeline.pipeline.retention import drop_partitions
+    from oai_pipeline.pipeline.services import Services
+
     with Services(load_settings()) as services:
         registry = HarvesterRegistry(services.state)
         harvester = registry.get(harvester_id)
