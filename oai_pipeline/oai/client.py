@@ -610,26 +610,34 @@ class OAIClient:
     def _refuse_unknown_format(
         self, verb: ListVerb, parsed: ParsedResponse, metadata_prefix: str
     ) -> None:
-        """Raise UnknownMetadataFormat when a list's first page says cannotDisseminateFormat,
+        """Raise UnknownMetadataFormat when a list's first page refuses the metadata prefix,
         naming the prefixes the source's ListMetadataFormats offers: the source's own message
-        ("unknown metadataPrefix") left the operator to find the right one by hand. One more
-        request, only on the way to failing."""
-        if not any(code == "cannotDisseminateFormat" for code, _ in parsed.errors):
+        ("unknown metadataPrefix") left the operator to find the right one by hand. Refused
+        so by cannotDisseminateFormat, or by a badArgument (Zenodo: "metadataPrefix does not
+        exist") when ListMetadataFormats does not list the prefix. One more request, only on
+        the way to failing."""
+        codes = {code for code, _ in parsed.errors}
+        if not codes & {"cannotDisseminateFormat", "badArgument"}:
             return
         try:
-            offered = self.list_metadata_formats()
+            offered: list[str] | None = self.list_metadata_formats()
         except PipelineError as error:
             logger.warning("%s: ListMetadataFormats failed: %s", self.base_url, error)
+            offered = None
+        if "cannotDisseminateFormat" not in codes and (
+            offered is None or metadata_prefix in offered
+        ):
+            return  # a badArgument about another argument
+        if offered is None:
             hint = "check the harvester's metadata prefix against the source's ListMetadataFormats"
         else:
-            names = ", ".join(offered) or "none"
             hint = (
-                f"the source offers {names}: set one as the harvester's metadata prefix "
-                "(`oai-pipeline harvesters update ID --metadata-prefix P`)"
+                f"the source offers {', '.join(offered) or 'none'}: set one as the harvester's "
+                "metadata prefix (`oai-pipeline harvesters update ID --metadata-prefix P`)"
             )
         answer = "; ".join(f"{code}: {text}" if text else code for code, text in parsed.errors)
         raise UnknownMetadataFormat(
-            "cannotDisseminateFormat",
+            parsed.errors[0][0],
             f"the source does not disseminate {metadata_prefix!r} (its answer: {answer}); {hint}",
             context=f"{self.base_url} ({verb})",
         )

@@ -918,8 +918,10 @@ def test_a_bad_argument_for_another_reason_still_fails(
     with pytest.raises(OAIError, match=f"badArgument: {message}") as caught:
         harvest.run(from_=from_, set_spec="no:such:set")
     assert caught.value.code == "badArgument"
-    # and ListSets, asked whether the source has the set (answered badArgument: not known)
-    assert len(source.requests) == asked + 1 and source.verbs[-1] == "ListSets"
+    # and ListSets, asked whether the source has the set (answered badArgument: not known),
+    # and ListMetadataFormats whether it has the prefix (the same: the source's error stands)
+    assert len(source.requests) == asked + 2
+    assert source.verbs[-2:] == ["ListSets", "ListMetadataFormats"]
     assert harvest.client.notices == [] and not harvest.client.dates_by_day
 
 
