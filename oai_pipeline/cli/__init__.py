@@ -42,9 +42,10 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "prune": LazyCommand(
         "oai_pipeline.cli.prune:prune",
-        "Drop now, of HARVESTER_IDS (default: every registered harvester), the per-record "
-        "statuses and Parquet partitions of runs that succeeded more than --keep-days ago "
-        "(their counts stay); the latest success and runs that failed or still run keep theirs.",
+        "Drop now, of HARVESTER_IDS (default: every registered harvester, and every deleted one "
+        "whose harvest records were kept), the per-record statuses and Parquet partitions of "
+        "runs that succeeded more than --keep-days ago (their counts stay); the latest success "
+        "and runs that failed or still run keep theirs.",
     ),
     "reconcile": LazyCommand(
         "oai_pipeline.cli.reconcile:reconcile",

@@ -194,15 +194,29 @@ def delete(harvester_id: str, delete_records: bool) -> None:
     """Unregister a harvester; its harvest records are kept unless --delete-records (then
     its records in the target become ordinary ones, which a later harvester of the source
     takes over instead of duplicating them)."""
-    released = 0
-    with open_store() as store:
-        registry = HarvesterRegistry(store)
-        if delete_records:
-            released = release_target_records(registry.get(harvester_id), load_settings())
-        registry.delete(harvester_id, delete_records=delete_records)
-    kept = "deleted" if delete_records else "kept"
-    more = f", {released} target records released" if delete_records else ""
-    click.echo(f"deleted harvester {harvester_id} (harvest records {kept}{more})")
+    if not delete_records:
+        with open_store() as store:
+            HarvesterRegistry(store).delete(harvester_id)
+        click.echo(f"deleted harvester {harvester_id} (harvest records kept)")
+        return
+    # Here, not at the top: a listing of this module must not load polars with them.
+    from oai_pipeline.pipeline.retention import drop_partitions
+    from oai_pipeline.pipeline.services import Services
+
+    with Services(load_settings()) as services:
+        registry = HarvesterRegistry(services.state)
+        harvester = registry.get(harvester_id)
+        # Not while a harvest writes for it (as prune): its rows would go from under it.
+        with services.harvester_lock.hold(harvester_id, wait_seconds=0):
+            released = release_target_records(harvester, services.settings)
+            registry.delete(harvester_id, delete_records=True)
+            # Its Parquet partitions too: no run of the state store names them any more,
+            # so no prune would ever drop them.
+            partitions = drop_partitions(services, harvester_id)
+    click.echo(
+        f"deleted harvester {harvester_id} (harvest records deleted, {released} target "
+        f"records released, {partitions} partition keys dropped)"
+    )
 
 
 @harvesters.command(name="load")

@@ -23,11 +23,12 @@ from oai_pipeline.settings import MAX_KEEP_RUN_RECORDS_DAYS, load_settings
 )
 @json_option
 def prune(harvester_ids: tuple[str, ...], keep_days: int | None, as_json: bool) -> None:
-    """Drop now, of HARVESTER_IDS (default: every registered harvester), the per-record
-    statuses and Parquet partitions of runs that succeeded more than --keep-days ago (their
-    counts stay); the latest success and runs that failed or still run keep theirs. Each
-    harvest that writes does so for its harvester: this is for harvesters no longer
-    harvested, or a shorter --keep-days. Dagster runs of theirs older than that go too, when
+    """Drop now, of HARVESTER_IDS (default: every registered harvester, and every deleted one
+    whose harvest records were kept), the per-record statuses and Parquet partitions of runs
+    that succeeded more than --keep-days ago (their counts stay); the latest success and runs
+    that failed or still run keep theirs. Each harvest that writes does so for its
+    harvester: this is for harvesters no longer harvested (or deleted), or a shorter
+    --keep-days. Dagster runs of theirs older than that go too, when
     every asset partition they wrote was materialised again since; without HARVESTER_IDS,
     also the runs of harvesters no longer registered."""
     if keep_days is not None and not 1 <= keep_days <= MAX_KEEP_RUN_RECORDS_DAYS:
@@ -45,11 +46,14 @@ def prune(harvester_ids: tuple[str, ...], keep_days: int | None, as_json: bool) 
     if keep_days is not None:
         settings = settings.model_copy(update={"keep_run_records_days": keep_days})
     with Services(settings) as services:
-        ids = list(dict.fromkeys(harvester_ids)) or [
-            harvester.id for harvester in services.state.list_harvesters()
-        ]
+        registered = {harvester.id for harvester in services.state.list_harvesters()}
+        # A harvester deleted with its harvest records kept is harvested no more, so no
+        # harvest prunes its runs: this is the only way to.
+        prunable = registered | set(services.state.harvesters_with_runs())
+        ids = list(dict.fromkeys(harvester_ids)) or sorted(prunable)
         for harvester_id in ids:  # every name checked before anything is dropped
-            services.harvester(harvester_id)
+            if harvester_id not in prunable:
+                raise PipelineError(f"unknown harvester {harvester_id!r}")
         pruned, busy = [], []
         for harvester_id in ids:
             try:

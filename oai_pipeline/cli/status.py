@@ -39,6 +39,11 @@ def _runs_text(runs: list[dict[str, Any]]) -> str:
     )
 
 
+def _or_dash(value: object) -> str:
+    """A value not known yet as `-`, as the other fields say it (not Python's `None`)."""
+    return "-" if value is None else str(value)
+
+
 def _status_text(status: dict[str, Any]) -> str:
     run, counters = status["run"], status["counters"]
     cap = run["max_records"] or "uncapped"
@@ -72,8 +77,9 @@ def _status_text(status: dict[str, Any]) -> str:
         )
     elif state:
         lines.append(
-            f"  discovery: pages {state['pages_read']}, cursor {state['cursor']}, "
-            f"token {state['resumption_token'] or '-'}, responseDate {state['response_date']}"
+            f"  discovery: pages {state['pages_read']}, cursor {_or_dash(state['cursor'])}, "
+            f"token {state['resumption_token'] or '-'}, "
+            f"responseDate {_or_dash(state['response_date'])}"
         )
     # quirks of the source its attempts met, as the harvest's report said them
     lines.extend(note_lines(status.get("notices")))

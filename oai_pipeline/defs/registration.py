@@ -1,15 +1,41 @@
 """Register a harvester from the Dagster UI: the `register_harvester` job's launchpad config
 is a harvester as `oai_harvesters.yaml` describes it (create, or update to exactly this)."""
 
+import hashlib
+import logging
+
 import dagster as dg
 from pydantic import Field, ValidationError
 
 from oai_pipeline.defs.partitions import ensure_harvester_partitions
 from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.errors import PipelineError
-from oai_pipeline.harvesters.fixtures import FixtureEntry
+from oai_pipeline.harvesters.fixtures import FixtureEntry, load_fixture_file
 from oai_pipeline.harvesters.model import describe_validation_error
 from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.settings import load_settings
+
+logger = logging.getLogger(__name__)
+
+
+def load_data_folder_fixture() -> None:
+    """A fixture `oai_harvesters.yaml` in the data folder is loaded when the definitions load
+    (and by the harvester_registry_sensor), once per content. Every run worker loads the
+    definitions: applied each time, the file undid a harvester's change made since in the
+    UI or the CLI (disabled, say) at once. A file in error stores nothing: ConfigurationError.
+    """
+    settings = load_settings()
+    if not settings.fixture_file.exists():
+        return
+    path = str(settings.fixture_file.resolve())
+    digest = hashlib.sha256(settings.fixture_file.read_bytes()).hexdigest()
+    with Services(settings) as services:
+        if services.state.applied_fixture(path) == digest:
+            return
+        results = load_fixture_file(settings.fixture_file, HarvesterRegistry(services.state))
+        services.state.mark_fixture_applied(path, digest)
+    logger.info("loaded %s: %s", settings.fixture_file, results)
 
 
 class HarvesterConfig(dg.Config):

@@ -12,7 +12,9 @@ from oai_pipeline.defs.partitions import (
     harvesters_of,
     window_partitions,
 )
+from oai_pipeline.defs.registration import load_data_folder_fixture
 from oai_pipeline.defs.resources import PipelineResource
+from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.pipeline.services import Services
 
 # Dagster slows down past this many partitions of one asset (harvesters x windows).
@@ -69,6 +71,12 @@ def cancel_queued_runs(instance: dg.DagsterInstance, deleted: set[str]) -> list[
 def harvester_registry_sensor(
     context: dg.SensorEvaluationContext, pipeline: PipelineResource
 ) -> dg.SensorResult:
+    try:
+        load_data_folder_fixture()  # a file changed since: no code reload needed
+    except ConfigurationError as error:
+        fixture_error: ConfigurationError | None = error
+    else:
+        fixture_error = None
     with pipeline.services() as services:
         registered = {h.id for h in services.state.list_harvesters()}
     existing = set(context.instance.get_dynamic_partitions(HARVESTER))
@@ -77,6 +85,11 @@ def harvester_registry_sensor(
     requests = partition_requests(registered, existing)
     for run_id, harvester_id in cancel_queued_runs(context.instance, existing - registered):
         context.log.info(f"canceled queued run {run_id}: harvester {harvester_id} was deleted")
+    if fixture_error is not None:
+        message = f"{fixture_error} (harvesters unchanged; fix the file)"
+        if not requests:  # a failed tick is what the UI shows; the partitions first
+            raise ConfigurationError(message)
+        context.log.error(message)
     return dg.SensorResult(
         dynamic_partitions_requests=requests,
         skip_reason=None if requests else "harvester partitions already match the registry",

@@ -131,6 +131,19 @@ def read_fixture_file(path: Path) -> list[Harvester]:
         return []
     if isinstance(content, list):
         content = {"harvesters": content}
+    elif not isinstance(content, dict) or "harvesters" not in content:
+        # pydantic said `harvesters: Field required; id: Extra inputs are not permitted; …`
+        # of a single harvester written without its dash: not what to change.
+        if isinstance(content, dict) and "id" in content:
+            found = "a single harvester's keys: put `- ` before its first key"
+        elif isinstance(content, dict):
+            found = "a mapping without `harvesters`"
+        else:
+            found = f"a YAML {type(content).__name__} ({content!r:.40})"
+        raise ConfigurationError(
+            f"{path}: a fixture file is a list of harvesters, each entry starting with `- ` "
+            f"(or a mapping with a `harvesters` list), not {found}"
+        )
     try:
         entries = FixtureFile.model_validate(content).harvesters
     except ValidationError as error:

@@ -38,6 +38,7 @@ from oai_pipeline.oai.errors import (
     OAIError,
     OversizedResponse,
     RefusedRequest,
+    UnknownMetadataFormat,
     UnknownSet,
 )
 from oai_pipeline.oai.flow import (
@@ -122,6 +123,13 @@ _ITEM_ERRORS = {
     "idDoesNotExist": "the source does not know this identifier",
     "cannotDisseminateFormat": "the source cannot disseminate this item in the metadata prefix",
 }
+
+
+# What an operator is told when the base URL answers as no OAI-PMH endpoint does.
+_NOT_AN_ENDPOINT = (
+    "; check that the harvester's base URL is the source's OAI-PMH endpoint "
+    "(`oai-pipeline harvesters update ID --base-url URL`)"
+)
 
 
 def _noop_save(checkpoint: SweepCheckpoint) -> None:
@@ -341,6 +349,8 @@ class OAIClient:
             parsed = self._by_day(verb, params, parsed)
         if set_spec and not resumption_token:
             self._refuse_unknown_set(verb, parsed, set_spec)
+        if not resumption_token:
+            self._refuse_unknown_format(verb, parsed, metadata_prefix)
         if parsed.errors and all(code == "noRecordsMatch" for code, _ in parsed.errors):
             if resumption_token:
                 raise NoRecordsMatchForToken(
@@ -596,6 +606,41 @@ class OAIClient:
                 "check the harvester's setspec against the source's ListSets",
                 context=f"{self.base_url} ({verb})",
             )
+
+    def _refuse_unknown_format(
+        self, verb: ListVerb, parsed: ParsedResponse, metadata_prefix: str
+    ) -> None:
+        """Raise UnknownMetadataFormat when a list's first page refuses the metadata prefix,
+        naming the prefixes the source's ListMetadataFormats offers: the source's own message
+        ("unknown metadataPrefix") left the operator to find the right one by hand. Refused
+        so by cannotDisseminateFormat, or by a badArgument (Zenodo: "metadataPrefix does not
+        exist") when ListMetadataFormats does not list the prefix. One more request, only on
+        the way to failing."""
+        codes = {code for code, _ in parsed.errors}
+        if not codes & {"cannotDisseminateFormat", "badArgument"}:
+            return
+        try:
+            offered: list[str] | None = self.list_metadata_formats()
+        except PipelineError as error:
+            logger.warning("%s: ListMetadataFormats failed: %s", self.base_url, error)
+            offered = None
+        if "cannotDisseminateFormat" not in codes and (
+            offered is None or metadata_prefix in offered
+        ):
+            return  # a badArgument about another argument
+        if offered is None:
+            hint = "check the harvester's metadata prefix against the source's ListMetadataFormats"
+        else:
+            hint = (
+                f"the source offers {', '.join(offered) or 'none'}: set one as the harvester's "
+                "metadata prefix (`oai-pipeline harvesters update ID --metadata-prefix P`)"
+            )
+        answer = "; ".join(f"{code}: {text}" if text else code for code, text in parsed.errors)
+        raise UnknownMetadataFormat(
+            parsed.errors[0][0],
+            f"the source does not disseminate {metadata_prefix!r} (its answer: {answer}); {hint}",
+            context=f"{self.base_url} ({verb})",
+        )
 
     def know_set(self, set_spec: str) -> None:
         """Take the set as one the source has (a run of the harvester listed it before), so
@@ -872,6 +917,7 @@ class OAIClient:
             self._give_up_if_abandoned()
             retry_after: float | None = None
             another_list: ParsedResponse | None = None  # a page whose <request> is not ours
+            web_page = False  # the answer was an HTML page
             try:
                 status, headers, body = self._send(params)
             except (httpx.TooManyRedirects, httpx.UnsupportedProtocol) as exc:
@@ -903,11 +949,14 @@ class OAIClient:
                         raise MalformedResponse(f"{self.base_url} ({verb}): {exc}") from exc
                     except UnusablePage as exc:
                         if status >= 300:
+                            # no such page: not for a token (the source forgot it)
+                            gone = status in (404, 410) and "resumptionToken" not in params
+                            hint = _NOT_AN_ENDPOINT if gone else ""
                             raise RefusedRequest(
-                                f"{self.base_url} ({verb}): HTTP {status} and {exc}",
+                                f"{self.base_url} ({verb}): HTTP {status} and {exc}{hint}",
                                 status=status,
                             ) from exc
-                        problem = str(exc)
+                        problem, web_page = str(exc), exc.web_page
                     else:
                         if parsed.notice is not None:
                             self._notice(f"{self.base_url}: {parsed.notice}")
@@ -941,6 +990,7 @@ class OAIClient:
                 raise HarvestProtocolError(
                     f"{self.base_url} ({verb}): gave up after {attempts} attempts and "
                     f"{waited:.0f} s of waiting; last problem: {problem}"
+                    + (_NOT_AN_ENDPOINT if web_page else "")
                 )
             logger.warning(
                 "%s (%s): %s; retry %d in %.1f s", self.base_url, verb, problem, attempts, wait

@@ -32,6 +32,11 @@ class UnknownSet(OAIError, ConfigurationError):
     an empty list, which a later reconcile would take for every record deleted."""
 
 
+class UnknownMetadataFormat(OAIError, ConfigurationError):
+    """The source does not disseminate the harvester's metadata prefix at all: its
+    metadata prefix is wrong. Every harvest would fail the same way until it is changed."""
+
+
 class BadResumptionToken(OAIError):
     """The source no longer accepts the token (expired, server restarted): redo the window."""
 

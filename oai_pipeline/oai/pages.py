@@ -41,7 +41,12 @@ _ITEM_TAG = {
 
 
 class UnusablePage(Exception):
-    """The body is not a complete OAI-PMH response; a failed request to retry."""
+    """The body is not a complete OAI-PMH response; a failed request to retry.
+    ``web_page``: it is an HTML page (a proxy's error page, or no OAI-PMH endpoint there)."""
+
+    def __init__(self, message: str, *, web_page: bool = False) -> None:
+        super().__init__(message)
+        self.web_page = web_page
 
 
 class ForeignNamespace(Exception):
@@ -123,10 +128,22 @@ def parse_response(
                 data = repaired  # broken records are isolated from the repaired page
             else:
                 return _read_root(root, verb)
+        if _HTML_START.match(data):
+            raise UnusablePage(f"an HTML page, not OAI-PMH XML ({exc})", web_page=True) from exc
         if verb in ("ListRecords", "GetRecord"):
             return _parse_isolating_records(data, verb, exc)
         raise UnusablePage(f"not well-formed XML: {exc}") from exc
     return _read_root(root, verb)
+
+
+# A web page: `<!DOCTYPE html>` or `<html>` first (after an XML declaration or comments).
+# Said so, not as the parser's complaint about its <br> or its attributes, which hid that
+# the answer was a web page (a proxy's error page, or a base URL that is no OAI-PMH
+# endpoint).
+_HTML_START = re.compile(
+    rb"\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!DOCTYPE\s+html|html[\s>])",
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 # OAI-PMH's elements by the element they belong in (the protocol's schema, OAI-PMH.xsd): in
@@ -204,7 +221,10 @@ def _read_root(root: etree._Element, verb: Verb) -> ParsedResponse:
             f"OAI-PMH's ({OAI_NAMESPACE}): the response cannot be read as OAI-PMH"
         )
     if root.tag != _NS + "OAI-PMH":
-        raise UnusablePage(f"not an OAI-PMH response (root element {_local(root.tag)!r})")
+        raise UnusablePage(
+            f"not an OAI-PMH response (root element {_local(root.tag)!r})",
+            web_page=_local(root.tag).lower() == "html",
+        )
     _claim(root, unqualified, whole=bool(unqualified))
     request = root.find(_NS + "request")
     parsed = ParsedResponse(

@@ -54,6 +54,17 @@ def prune(
     return Pruned(harvester_id, pruned_runs.rows, sorted(keys))
 
 
+def drop_partitions(services: Services, harvester_id: str) -> int:
+    """Drop every partition (all four assets, every key) of a harvester deleted with its
+    harvest records; returns how many keys. Downstream first, as `prune_partitions` does."""
+    storage = services.storage
+    keys = set().union(*(storage.windows(asset, harvester_id) for asset in STAGE_ASSETS))
+    for key in keys:
+        for asset in reversed(STAGE_ASSETS):
+            storage.clear(asset, harvester_id, key)
+    return len(keys)
+
+
 def prune_adhoc_partitions(
     services: Services, harvester_id: str, keep: Collection[str] = ()
 ) -> list[str]:

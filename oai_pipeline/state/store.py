@@ -1311,6 +1311,13 @@ class StateStore:
             raise PipelineError(f"no harvest run {run_id}")
         return run
 
+    def harvesters_with_runs(self) -> list[str]:
+        """Every harvester id some harvest run names: the registered ones harvested, and the
+        deleted ones whose harvest records were kept (`delete_harvester`)."""
+        query = sa.select(harvest_runs.c.harvester_id).distinct()
+        with self._read() as conn:
+            return sorted(conn.execute(query).scalars())
+
     def list_runs(
         self, *, harvester_id: str | None = None, limit: int = 20
     ) -> list[dict[str, Any]]:
@@ -2115,6 +2122,9 @@ class StateStore:
         elif harvester_id is not None:
             run = self.latest_run(harvester_id)
             if run is None:
+                # A typo in the id said "has no harvest runs yet", as if it were registered.
+                if self.get_harvester(harvester_id) is None:
+                    raise PipelineError(f"unknown harvester {harvester_id!r}")
                 raise PipelineError(f"harvester {harvester_id!r} has no harvest runs yet")
         else:
             runs = self.list_runs(limit=1)

@@ -12,10 +12,13 @@ from click.testing import CliRunner, Result
 
 from oai_pipeline.cli import main
 from oai_pipeline.pipeline import discover as discover_module
+from oai_pipeline.pipeline.frames import STAGE_ASSETS
+from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.faults import Faults
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
 from oai_pipeline.state.store import StateStore
+from oai_pipeline.storage import PartitionStore
 from oai_pipeline_tests.cli.conftest import RECORDS, create_args
 from oai_pipeline_tests.oai.fake_source import FakeRecord, FakeSource, drop_connection
 from oai_pipeline_tests.support import (
@@ -184,6 +187,38 @@ def test_a_harvester_replacing_a_deleted_one_takes_its_records_over(endpoint: OA
     assert report["errors"] == 0 and report["created"] == 0
     assert sorted(r["id"] for r in after) == sorted(r["id"] for r in before)
     assert {r["source_harvester"] for r in after} == {"new"}
+
+
+def test_deleting_a_harvester_with_its_records_drops_its_parquet_too(
+    endpoint: OAIEndpoint, settings: Settings
+) -> None:
+    """Before, its Parquet partitions stayed: no run of the state store named them any more,
+    so no prune ever dropped them (a harvester re-created under the id found them there)."""
+    assert run(*create_args("old", endpoint.base_url)).exit_code == 0
+    assert run("harvest", "old").exit_code == 0
+    storage = PartitionStore(settings.storage_url)
+    assert all(storage.windows(asset, "old") for asset in STAGE_ASSETS)
+
+    deleted = run("harvesters", "delete", "old", "--delete-records")
+
+    assert deleted.exit_code == 0, deleted.output
+    assert "1 partition keys dropped" in deleted.output
+    assert not any(storage.windows(asset, "old") for asset in STAGE_ASSETS)
+
+
+def test_a_harvester_a_harvest_writes_for_is_not_deleted_with_its_records(
+    endpoint: OAIEndpoint, settings: Settings
+) -> None:
+    """Before, its harvest records and runs were deleted from under the harvest."""
+    assert run(*create_args("busy", endpoint.base_url)).exit_code == 0
+    assert run("harvest", "busy").exit_code == 0
+    with Services(settings) as services, services.harvester_lock.hold("busy"):
+        deleted = run("harvesters", "delete", "busy", "--delete-records")
+
+    assert deleted.exit_code == 1
+    assert deleted.stderr.startswith("Error: another run is writing for harvester 'busy'")
+    assert run("harvesters", "show", "busy").exit_code == 0
+    assert json.loads(run("records", "list", "--harvester", "busy", "--json").stdout)
 
 
 def test_quirks_of_a_source_are_noted_in_the_report_and_by_harvesters_show() -> None:

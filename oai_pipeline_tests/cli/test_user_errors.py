@@ -23,12 +23,15 @@ from oai_pipeline.defs.resources import HarvestOptions
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import RDM_MODEL
+from oai_pipeline.sample_endpoint.faults import Faults
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings, load_settings
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline_tests.cli.conftest import create_args
-from oai_pipeline_tests.support import CLI, stored_harvester_ids
+from oai_pipeline_tests.support import CLI, shifted_sample_records, stored_harvester_ids
+
+RECORDS_FOR_ERRORS = shifted_sample_records()
 
 
 def run(*args: str) -> Result:
@@ -1329,3 +1332,76 @@ def test_an_empty_listing_prints_no_row(args: list[str], note: str) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout == ""
     assert result.stderr.strip() == note
+
+
+# -- A harvester's metadata prefix the source lacks: the error names the ones it has ----------
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_metadata_prefix_the_source_lacks_names_those_it_offers(
+    endpoint: OAIEndpoint, as_json: bool
+) -> None:
+    """Before, the error was the source's own `unknown metadataPrefix 'marc21x'` alone: the
+    operator had to ask ListMetadataFormats by hand to find what to set instead."""
+    args = create_args("sample", endpoint.base_url)
+    args[args.index("oai_datacite")] = "marc21x"
+    assert run(*args).exit_code == 0
+
+    result = run("harvest", "sample", *(["--json"] if as_json else []))
+
+    said = "the source offers oai_dc, oai_datacite, datacite: set one as the harvester's"
+    assert_one_line_error(result, said)
+    assert "--metadata-prefix" in result.stderr
+    if as_json:
+        error = json.loads(result.stdout)
+        assert said in error["error"] and error["type"] == "unknown_metadata_format"
+
+
+# -- status of a harvester: a typo in its id is not "no harvest runs yet" --------------------
+
+
+def test_status_of_an_unknown_harvester_says_so(registered: str) -> None:
+    """Before, `status --harvester samlpe` said "harvester 'samlpe' has no harvest runs yet",
+    as if it were registered and only waiting for its first harvest."""
+    assert_one_line_error(run("status", "--harvester", "samlpe"), "unknown harvester 'samlpe'")
+    assert_one_line_error(run("status", "--harvester", registered), "has no harvest runs yet")
+
+
+def test_status_of_a_run_that_failed_on_its_first_page_prints_no_none(
+    endpoint: OAIEndpoint,
+) -> None:
+    """Before, its discovery line read `cursor None, …, responseDate None`."""
+    args = create_args("sample", endpoint.base_url)
+    args[args.index("oai_datacite")] = "marc21x"
+    assert run(*args).exit_code == 0
+    assert run("harvest", "sample").exit_code == 1
+
+    result = run("status", "--harvester", "sample")
+
+    assert result.exit_code == 0, result.output
+    assert "failed" in result.stdout and "None" not in result.stdout, result.stdout
+
+
+# -- A base URL that is no OAI-PMH endpoint: the error says to check it ------------------------
+
+
+def test_a_base_url_answering_a_web_page_says_to_check_the_base_url() -> None:
+    """Before, the run gave up with the XML parser's complaint about the page's <br> tags
+    ("Opening and ending tag mismatch: br line 2 and p"), not saying that the answer was a
+    web page, nor where the mistake may be."""
+    with OAIEndpoint(RECORDS_FOR_ERRORS, faults=Faults(html_error_on=set(range(1, 20)))) as web:
+        args = create_args("web", web.base_url)
+        assert run(*args, "--loader", "oai-pmh{max_retries: 1}").exit_code == 0
+        result = run("harvest", "web")
+
+    assert_one_line_error(result, "an HTML page, not OAI-PMH XML")
+    assert "check that the harvester's base URL is the source's OAI-PMH endpoint" in result.stderr
+
+
+def test_a_base_url_answering_404_says_to_check_the_base_url(endpoint: OAIEndpoint) -> None:
+    assert run(*create_args("typo", endpoint.base_url + "x")).exit_code == 0
+
+    result = run("harvest", "typo")
+
+    assert_one_line_error(result, "(Identify): HTTP 404 and ")
+    assert "check that the harvester's base URL is the source's OAI-PMH endpoint" in result.stderr

@@ -7,9 +7,11 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from oai_pipeline.definitions import defs
 from oai_pipeline.defs.partitions import HARVESTER, WINDOW, harvest_partitions
+from oai_pipeline.errors import ConfigurationError
 
 PROJECT = Path(__file__).resolve().parents[2]
 ASSETS = ["raw_oai_xml", "transformed_records", "sync_decisions", "written_records"]
@@ -119,3 +121,38 @@ def test_the_data_folder_fixture_is_applied_once_per_content(
     with Services(settings) as services:
         harvester = services.state.get_harvester("zenodo")
     assert (harvester.setspec, harvester.enabled) == ("user-cesnet", True)
+
+
+def test_a_fixture_file_in_error_leaves_the_code_location_running(
+    instance: dg.DagsterInstance, settings, caplog
+) -> None:
+    """Before, a typo in the data folder's oai_harvesters.yaml failed the import of the
+    definitions: no schedule, sensor or run of any harvester until the file was fixed. Now
+    the registry stays as it was, the registry sensor's ticks fail saying why, and the fixed
+    file is applied by the next tick, without a code reload."""
+    from oai_pipeline.definitions import build_definitions
+    from oai_pipeline.pipeline.services import Services
+
+    entry = "  base-url: https://zenodo.org/oai2d\n  metadata-prefix: oai_datacite\n"
+    settings.fixture_file.write_text("- id: Zen odo\n" + entry)
+
+    loaded = build_definitions()
+
+    assert loaded.resolve_schedule_def("incremental_harvest_schedule") is not None
+    assert "'Zen odo' is not a harvester id" in caplog.text
+    sensor = loaded.resolve_sensor_def("harvester_registry_sensor")
+    context = dg.build_sensor_context(instance=instance, resources=loaded.resources)
+    with pytest.raises(ConfigurationError) as failed:
+        sensor.evaluate_tick(context)
+    assert "'Zen odo' is not a harvester id" in str(failed.value)
+    assert "harvesters unchanged; fix the file" in str(failed.value)
+    with Services(settings) as services:
+        assert services.state.list_harvesters() == []
+
+    settings.fixture_file.write_text("- id: zenodo\n" + entry)
+    data = sensor.evaluate_tick(context)
+
+    with Services(settings) as services:
+        assert [h.id for h in services.state.list_harvesters()] == ["zenodo"]
+    [added] = data.dynamic_partitions_requests
+    assert list(added.partition_keys) == ["zenodo"]

@@ -197,6 +197,30 @@ def test_a_bad_fixture_file_exits_2_as_a_bad_create_does(tmp_path, content):
     assert stored_harvester_ids() == []
 
 
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (
+            "id: zenodo\nbase-url: https://zenodo.org/oai2d\nmetadata-prefix: oai_dc\n",
+            "not a single harvester's keys: put `- ` before its first key",
+        ),
+        ("zenodo\n", "not a YAML str ('zenodo')"),
+    ],
+)
+def test_a_fixture_file_that_is_no_list_says_how_to_write_one(tmp_path, content, said):
+    """A harvester written without its leading `- ` said `invalid harvesters: Field required;
+    id: Extra inputs are not permitted; base-url: …`, as if the keys were wrong."""
+    path = tmp_path / "oai_harvesters.yaml"
+    path.write_text(content)
+
+    result = run("load", str(path), ok=False)
+
+    assert result.exit_code == 2, result.output
+    assert "a fixture file is a list of harvesters, each entry starting with `- `" in result.stderr
+    assert said in result.stderr and "Extra inputs" not in result.stderr
+    assert stored_harvester_ids() == []
+
+
 def test_delete_with_records():
     run(*CREATE)
     store = StateStore(load_settings().state_db_url)

@@ -332,7 +332,8 @@ def test_a_bad_metadata_prefix_fails_at_once_with_the_oai_code() -> None:
     with pytest.raises(OAIError) as caught:
         list(harvest.client.sweep("ListRecords", metadata_prefix="marcxml"))
     assert caught.value.code == "cannotDisseminateFormat"
-    assert len(source.requests) == 1 and harvest.sleeps == []
+    # the list asked once; then ListMetadataFormats, for the error to name what there is
+    assert source.verbs == ["ListRecords", "ListMetadataFormats"] and harvest.sleeps == []
 
 
 def test_a_broken_record_becomes_a_record_error_and_the_page_is_kept() -> None:
@@ -735,7 +736,7 @@ def test_an_oai_error_sent_with_http_500_is_the_sources_answer_not_retried() -> 
     with pytest.raises(OAIError) as caught:
         harvest.run()
     assert caught.value.code == "cannotDisseminateFormat"
-    assert len(source.requests) == 1 and harvest.sleeps == []
+    assert source.verbs == ["ListRecords", "ListMetadataFormats"] and harvest.sleeps == []
 
 
 def test_a_503_with_an_oai_error_body_is_still_come_back_later() -> None:
@@ -917,8 +918,10 @@ def test_a_bad_argument_for_another_reason_still_fails(
     with pytest.raises(OAIError, match=f"badArgument: {message}") as caught:
         harvest.run(from_=from_, set_spec="no:such:set")
     assert caught.value.code == "badArgument"
-    # and ListSets, asked whether the source has the set (answered badArgument: not known)
-    assert len(source.requests) == asked + 1 and source.verbs[-1] == "ListSets"
+    # and ListSets, asked whether the source has the set (answered badArgument: not known),
+    # and ListMetadataFormats whether it has the prefix (the same: the source's error stands)
+    assert len(source.requests) == asked + 2
+    assert source.verbs[-2:] == ["ListSets", "ListMetadataFormats"]
     assert harvest.client.notices == [] and not harvest.client.dates_by_day
 
 

@@ -12,7 +12,12 @@ import pytest
 from lxml import etree
 
 from oai_pipeline.oai.client import OAIClient
-from oai_pipeline.oai.errors import BadResumptionToken, HarvestProtocolError, OAIError
+from oai_pipeline.oai.errors import (
+    BadResumptionToken,
+    HarvestProtocolError,
+    OAIError,
+    UnknownMetadataFormat,
+)
 from oai_pipeline.oai.pages import parse_response
 from oai_pipeline.oai.windows import parse_datestamp
 
@@ -182,13 +187,39 @@ def test_list_sets_follows_the_token_to_a_last_page_without_token_element() -> N
 
 
 def test_bad_argument_with_http_422_fails_without_retry() -> None:
+    """Zenodo's answer to a prefix it lacks is badArgument, not cannotDisseminateFormat: the
+    error names the prefixes its ListMetadataFormats offers (before, only its own message)."""
     recorded, sleeps = Recorded(), []
-    with pytest.raises(OAIError) as caught:
+    with pytest.raises(UnknownMetadataFormat) as caught:
         zenodo(recorded, sleeps).list_page("ListRecords", metadata_prefix="XXX")
     assert caught.value.code == "badArgument"
-    assert caught.value.message == "metadataPrefix does not exist"
-    assert "badArgument" in str(caught.value)
-    assert len(recorded.requests) == 1 and sleeps == []
+    assert "(its answer: badArgument: metadataPrefix does not exist)" in str(caught.value)
+    assert "the source offers marcxml, oai_dc, dcat, marc21, datacite, " in str(caught.value)
+    # the list once (a badArgument is not retried), then ListMetadataFormats
+    verbs = [request.url.params["verb"] for request in recorded.requests]
+    assert verbs == ["ListRecords", "ListMetadataFormats"] and sleeps == []
+
+
+def test_a_bad_argument_about_another_argument_asks_no_more() -> None:
+    """A badArgument for a prefix ListMetadataFormats lists is about another argument: the
+    source's own error, as before."""
+    body = (
+        b'<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><responseDate>2026-01-01T00:00:00Z'
+        b'</responseDate><request>x</request><error code="badArgument">bad from</error></OAI-PMH>'
+    )
+    formats = (SAMPLES / "zenodo-ListMetadataFormats.xml").read_bytes()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        listing = request.url.params["verb"] == "ListMetadataFormats"
+        return (
+            httpx.Response(200, content=formats) if listing else httpx.Response(422, content=body)
+        )
+
+    client = OAIClient("https://zenodo.org/oai2d", transport=httpx.MockTransport(answer))
+    with pytest.raises(OAIError) as caught:
+        client.list_page("ListRecords", metadata_prefix="oai_dc", from_="2026-01-01")
+    assert not isinstance(caught.value, UnknownMetadataFormat)
+    assert str(caught.value).endswith("(ListRecords): badArgument: bad from")
 
 
 @pytest.mark.parametrize("until", ["2026-08-13T23:59:59Z", "2026-08-13"])
@@ -201,9 +232,13 @@ def test_a_bad_prefix_answered_bad_argument_is_not_asked_again_by_day(until: str
     params = [("verb", "ListRecords"), ("metadataPrefix", "XXX"), *dates]
     recorded = Recorded({Recorded.key("zenodo.org", params): answer})
     client = zenodo(recorded)
-    with pytest.raises(OAIError, match="badArgument: metadataPrefix does not exist"):
+    with pytest.raises(UnknownMetadataFormat, match="badArgument: metadataPrefix does not exist"):
         client.list_page("ListRecords", metadata_prefix="XXX", from_=dates[0][1], until=until)
-    assert len(recorded.requests) == 1
+    # not asked again by day: the list once, then ListMetadataFormats for the error
+    assert [r.url.params["verb"] for r in recorded.requests] == [
+        "ListRecords",
+        "ListMetadataFormats",
+    ]
     assert client.notices == [] and not client.dates_by_day
 
 

@@ -186,7 +186,7 @@ def test_status_list_recent(filled):
 def test_status_mistakes_are_one_line(filled):
     for args, message, exit_code in [
         (["--batch-id", "999"], "Error: no harvest run 999", 1),
-        (["--harvester", "nobody"], "Error: harvester 'nobody' has no harvest runs yet", 1),
+        (["--harvester", "nobody"], "Error: unknown harvester 'nobody'", 1),
         (
             ["--batch-id", "1", "--harvester", "zenodo"],
             "Error: give --batch-id or --harvester, not both",

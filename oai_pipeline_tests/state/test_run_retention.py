@@ -246,6 +246,29 @@ def test_prune_drops_now_what_a_harvest_would_with_fewer_days(
         assert services.state.run_status(run_id=old.run_id)["total_records"] == 10
 
 
+@pytest.mark.parametrize("named", [True, False])
+def test_prune_reaches_a_deleted_harvester_whose_records_were_kept(
+    source: FakeSource, settings: Settings, named: bool
+) -> None:
+    """`harvesters delete ID` keeps its harvest records and runs, and nothing harvests it
+    again to prune them: before, `prune ID` refused it ("unknown harvester") and `prune`
+    left it out, so its runs' per-record rows and Parquet partitions stayed for ever."""
+    with Services(settings) as services:
+        old = run_harvest(services, _grid("2024-01-01"), RunOptions(), progress=lambda _m: None)
+        run_harvest(services, _grid("2024-01-02"), RunOptions(), progress=lambda _m: None)
+        _age(services, old.run_id)
+    assert CliRunner().invoke(main, ["harvesters", "delete", "sample"]).exit_code == 0
+
+    result = _prune(*(["sample"] if named else []), "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["pruned"] == [
+        {"harvester_id": "sample", "run_records": 10, "partitions": ["2024-01-01"]}
+    ]
+    with Services(settings) as services:
+        assert _keys(services) == dict.fromkeys(STAGE_ASSETS, ["2024-01-02"])
+
+
 @pytest.mark.parametrize(
     ("args", "message", "code"),
     [

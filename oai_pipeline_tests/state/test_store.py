@@ -584,7 +584,7 @@ def test_run_status_reports_everything(store):
     later = new_run(store, "other")
     assert store.run_status(harvester_id="h")["run"]["id"] == run_id
     assert store.run_status()["run"]["id"] == later
-    with pytest.raises(PipelineError, match="no harvest runs yet"):
+    with pytest.raises(PipelineError, match="unknown harvester 'nobody'"):
         store.run_status(harvester_id="nobody")
     with pytest.raises(PipelineError, match="no harvest run 999"):
         store.run_status(run_id=999)
