@@ -258,10 +258,16 @@ def dagster_child(argv: list[str]) -> None:
         result = materialize_windows(
             instance, HARVESTER, first, last, raise_on_error=False, log_level="WARNING"
         )
-        if result.success:  # what a user reads of the run: the write asset's metadata
-            written = result.asset_materializations_for_node("written_records")
-            undone = {m.metadata["run_local_changes_undone"].value for m in written}
-            print(json.dumps({"run_local_changes_undone": sorted(undone)}))
+        if result.success:  # what a user reads of the run: the write asset's run totals
+            undone = [
+                event.asset_observation_data.asset_observation.metadata[key].value
+                for event in result.all_events
+                if event.is_asset_observation
+                and event.asset_key == dg.AssetKey("written_records")
+                and (key := "run_local_changes_undone")
+                in event.asset_observation_data.asset_observation.metadata
+            ]
+            print(json.dumps({"run_local_changes_undone": undone}))
     sys.exit(0 if result.success else 1)
 
 

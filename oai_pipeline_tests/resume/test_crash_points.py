@@ -259,6 +259,29 @@ def test_a_harvest_killed_while_bringing_records_back_reports_them_brought_back(
     assert got["local_changes_undone_actions"] == {"update": expected["local_changes_undone"]}
 
 
+def test_a_harvest_killed_after_saving_what_it_brought_back_still_reports_it(
+    changed: Source, tmp_path: Path
+) -> None:
+    """Killed once the state store saved the records it brought back, before its run was
+    finished: the rerun resumes the run and reports them brought back by it, with the same
+    actions (it found them settled, or its rules skipped them, and reported none undone)."""
+    assert changed.harvested is not None
+    reference = Backend().new_home(tmp_path, "reference", changed.harvested)
+    home = Backend().new_home(tmp_path, "home", changed.harvested)
+    harvest = [*INCREMENTAL, "--json"]
+
+    expected = json.loads(crash_sweep._cli(reference, "none", harvest).stdout)
+    _harvest(home, harvest, "save_write_outcomes:1:after")
+    rerun = crash_sweep._cli(home, "none", harvest)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    got = json.loads(rerun.stdout)
+
+    assert got["run_id"] == expected["run_id"]
+    assert expected["local_changes_undone"] > 0
+    assert got["local_changes_undone"] == expected["local_changes_undone"]
+    assert got["local_changes_undone_actions"] == expected["local_changes_undone_actions"]
+
+
 @pytest.mark.parametrize(
     "crash",
     [
