@@ -191,13 +191,24 @@ def test_a_reconcile_killed_before_its_deletions_deletes_them_when_rerun(tmp_pat
     )
 
 
+@pytest.mark.parametrize(
+    "crash",
+    [
+        # the target tombstoned the vanished records, the state store heard nothing of it
+        "save_write_outcomes:1:before",
+        # the store saved those deletions, the records were not marked gone yet
+        "save_write_outcomes:1:after",
+    ],
+)
 def test_a_reconcile_killed_before_saving_its_deletions_remembers_them_when_rerun(
-    tmp_path: Path,
+    tmp_path: Path, crash: str
 ) -> None:
     """Killed after the target tombstoned the vanished records, before the state store saved
     those outcomes: the rerun finds them deleted already and still remembers the revision
     the target holds, and reports them deleted (it skipped them, their harvest records kept
-    the revision before the deletion, and its report said nothing was deleted)."""
+    the revision before the deletion, and its report said nothing was deleted). Killed after
+    the store saved them, before they were marked gone: the rerun reports them deleted too
+    (it found them as remembered and reported them `skip`)."""
     records = RECORDS[:30]
     with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
         harvested = Backend().new_home(tmp_path, "harvested")
@@ -211,7 +222,7 @@ def test_a_reconcile_killed_before_saving_its_deletions_remembers_them_when_reru
         reconcile = ["reconcile", HARVESTER, "--json"]
 
         expected = crash_sweep._cli(reference, "none", reconcile)
-        _harvest(home, reconcile, "save_write_outcomes:1:before")
+        _harvest(home, reconcile, crash)
         rerun = crash_sweep._cli(home, "none", reconcile)
         assert rerun.returncode == 0, rerun.stderr[-3000:]
 
