@@ -612,7 +612,37 @@ _RUN_TOTALS = (
     "unknown_identifiers",
 )
 # A reconcile's report: what it found vanished and deleted, what it harvested again.
-_RECONCILE = ("vanished", "returned", "actions", "returned_actions", "errors")
+_RECONCILE = ("vanished", "returned", "actions", "errors")
+_EARLIER = ("already_written", "failed_before")
+
+
+def _union_differs(got: dict[str, int], reference: dict[str, int]) -> bool:
+    """A resumed run's actions against an uncrashed one's: each at most the reference's
+    (those an earlier attempt took counted under `_EARLIER`), the same total."""
+    actions, ref_actions = Counter(got), Counter(reference)
+    more = any(n > ref_actions[a] for a, n in actions.items() if a not in _EARLIER)
+    return more or actions.total() != ref_actions.total()
+
+
+def _compare_reconcile_reports(reference: dict[str, Any], got: dict[str, Any]) -> list[str]:
+    """A reconcile keeps no run of its own: one killed after it marked the vanished records
+    gone leaves the rerun none to find (the target and harvest records, compared apart,
+    show them deleted), so the rerun reports them all or none. Its harvest of the records
+    listed again is a run that the rerun resumes (`already_written`)."""
+    keys = _RECONCILE
+    if not got["vanished"] and not got["actions"]:
+        keys = ("returned", "errors")  # the killed attempt finished the deletions
+    problems = [
+        f"reconcile {key}: {got.get(key)} vs {reference.get(key)}"
+        for key in keys
+        if got.get(key) != reference.get(key)
+    ]
+    if _union_differs(got["returned_actions"], reference["returned_actions"]):
+        problems.append(
+            f"reconcile returned_actions: {got['returned_actions']} "
+            f"vs {reference['returned_actions']}"
+        )
+    return problems
 
 
 def compare_reports(reference: dict[str, Any] | None, got: dict[str, Any] | None) -> list[str]:
@@ -628,11 +658,7 @@ def compare_reports(reference: dict[str, Any] | None, got: dict[str, Any] | None
         key = "run_local_changes_undone"
         return [] if got[key] == reference[key] else [f"{key} {got[key]} vs {reference[key]}"]
     if "vanished" in reference:
-        return [
-            f"reconcile {key}: {got.get(key)} vs {reference.get(key)}"
-            for key in _RECONCILE
-            if got.get(key) != reference.get(key)
-        ]
+        return _compare_reconcile_reports(reference, got)
     if got["run_id"] != reference["run_id"]:
         wrote = {k: got[k] for k in ("created", "updated", "deleted") if got[k]}
         undone = got["local_changes_undone"]
@@ -644,11 +670,8 @@ def compare_reports(reference: dict[str, Any] | None, got: dict[str, Any] | None
     ]
     if len(got["windows"]) != len(reference["windows"]):  # a CLI run's key is new each run
         problems.append(f"report windows {got['windows']} vs {reference['windows']}")
-    earlier = ("already_written", "failed_before")
-    actions, ref_actions = Counter(got["actions"]), Counter(reference["actions"])
-    more = {a: n for a, n in actions.items() if a not in earlier and n > ref_actions[a]}
-    if more or actions.total() != ref_actions.total():
-        problems.append(f"report actions {dict(actions)} vs {dict(ref_actions)}")
+    if _union_differs(got["actions"], reference["actions"]):
+        problems.append(f"report actions {got['actions']} vs {reference['actions']}")
     errors = got["errors"] + got["failed_earlier"]
     if errors != reference["errors"] + reference["failed_earlier"]:
         problems.append(
