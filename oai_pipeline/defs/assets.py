@@ -468,7 +468,10 @@ def written_records(
         {
             **_window_metadata(context, pipeline, WRITTEN_RECORDS, _scopes(results)),
             "harvest_runs": ", ".join(str(r.run_id) for _, r in results),
-            "run_local_changes_undone": sum(brought_back(r.undone) for _, r in results),
+            # each write of a harvest run reports the run's undo (all its attempts): once
+            "run_local_changes_undone": sum(
+                brought_back(undone) for undone in {r.run_id: r.undone for _, r in results}.values()
+            ),
             **_status_metadata(pipeline, harvest_runs),
             "dagster_runs_pruned": pruned_runs,
         },

@@ -26,8 +26,11 @@ def undo_local_changes(
     harvester_id: str,
     writers: Sequence[Writer],
     run_started: datetime | None = None,
+    run_id: int | None = None,
 ) -> Counter[str]:
-    """Bring the harvester's locally changed records back; returns the actions taken.
+    """Bring the harvester's locally changed records back; returns the actions taken, with
+    those earlier attempts of run `run_id` took (saved with each batch's outcomes: a rerun
+    finds those records settled, or its sync rules skip them, and would report none).
 
     `run_started`: when the harvest run started. A record an earlier attempt of the run
     brought back, killed before the state store saved it, is still marked changed locally:
@@ -80,16 +83,20 @@ def undo_local_changes(
             # Skips go to the writer too: it finds them as the harvest leaves them.
             outcomes = writer.apply(harvester_id, writes) if writes else []
             written = [o for o in outcomes if o.action is not Action.SKIP]
+            batch = Counter(o.action.value if o.error is None else "error" for o in written)
             state.save_write_outcomes(
-                harvester_id, written, {w.identifier: w.datestamp for w in writes}
+                harvester_id,
+                written,
+                {w.identifier: w.datestamp for w in writes},
+                undone=(run_id, batch) if run_id is not None else None,
             )
             # Only now, remembered: killed before, the rerun finds them changed locally again
             # (and the writer finds them as it left them, no new revision).
             writer.settle_local_changes(
                 harvester_id, [o.local_id for o in outcomes if o.local_id and o.error is None]
             )
-            actions.update(o.action.value if o.error is None else "error" for o in written)
-    return actions
+            actions.update(batch)
+    return state.run_local_changes_undone(run_id) if run_id is not None else actions
 
 
 def brought_back(actions: Counter[str]) -> int:

@@ -26,7 +26,14 @@ from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.state.harvester_lock import is_dead_local_process, new_owner
 from oai_pipeline.sync.reconcile import implausible_loss, vanished_identifiers
-from oai_pipeline.sync.rules import Action, HarvestMemory, LocalRecord, SourceRecord, decide
+from oai_pipeline.sync.rules import (
+    Action,
+    HarvestMemory,
+    LocalRecord,
+    LocalState,
+    SourceRecord,
+    decide,
+)
 from oai_pipeline.targets.base import PlannedWrite, SourceKey
 
 logger = logging.getLogger(__name__)
@@ -110,6 +117,10 @@ class ListedIdentifiers:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+# A target record's states a reconcile's deletion leaves.
+_DELETED = (LocalState.TOMBSTONE, LocalState.HARD_DELETED)
 
 
 def _unheard_of(local: LocalRecord, memory: HarvestMemory | None) -> bool:
@@ -314,6 +325,11 @@ def _reconcile(
                 action = decision.action
                 if action in (Action.SKIP, Action.NOTHING) and not found.has_edit_draft:
                     if not _unheard_of(found, memory):
+                        # Deleted by a write the store saved while it still takes the record
+                        # for live at the source: by a reconcile killed before it marked them
+                        # gone. This one finishes it: its deletion, as that one reported it.
+                        if found.state in _DELETED:
+                            action = Action.DELETE
                         report.actions[action.value] += 1
                         continue
                     # Left as the reconcile leaves it, maybe by a reconcile killed before the

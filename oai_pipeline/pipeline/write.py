@@ -247,7 +247,9 @@ def write(
             map_partition_groups(
                 services.storage, scope, SYNC_DECISIONS, WRITTEN_RECORDS, write_group
             )
-            summary.undone = undo_local_changes(services, scope.harvester_id, writers, run_started)
+            summary.undone = undo_local_changes(
+                services, scope.harvester_id, writers, run_started, run_id
+            )
             _require_all_settled(waiting, run_id, options)
     except BaseException as error:
         services.record_failure(run_id, error)

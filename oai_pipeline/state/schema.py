@@ -17,7 +17,7 @@ from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 # The id of a row written per record of a run (run_records) or per record error: a source
 # of millions of records, harvested again and again, writes more than 2**31 of them in its
@@ -183,6 +183,10 @@ harvest_runs = sa.Table(
     # seconds, its Identify names another base URL, it moved): a list of lines, kept across
     # resumed attempts, bounded (StateStore.add_run_notices); None: none met.
     sa.Column("notices", sa.JSON, nullable=True),
+    # What the run's undo of local changes did (local_changes.py), by action, saved with
+    # the outcomes of each batch: a resumed attempt finds those records settled and reports
+    # what earlier attempts brought back from this. None: nothing undone yet.
+    sa.Column("local_changes_undone", sa.JSON, nullable=True),
 )
 
 # What every harvest asks of the harvester's runs, answered without reading each run it ever
@@ -336,6 +340,13 @@ def _add_notices(connection: Connection) -> None:
     _add_run_column(connection, "notices", sa.JSON().compile(dialect=connection.dialect))
 
 
+def _add_local_changes_undone(connection: Connection) -> None:
+    """Runs of an older version kept no undo counts (their harvest report had them)."""
+    _add_run_column(
+        connection, "local_changes_undone", sa.JSON().compile(dialect=connection.dialect)
+    )
+
+
 def _index_runs(connection: Connection) -> None:
     for index in RUN_INDEXES:
         index.create(connection, checkfirst=True)
@@ -381,6 +392,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     12: _index_runs,  # the latest-run index
     13: _widen_row_ids,
     14: _index_gone_records,
+    15: _add_local_changes_undone,
 }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -999,13 +1000,40 @@ class StateStore:
         outcomes: list[WriteOutcome],
         datestamps: dict[str, str],
         fingerprint: str | None = None,
+        *,
+        undone: tuple[int, Mapping[str, int]] | None = None,
     ) -> None:
         """The last write of each record: local id, revision, datestamp written, errors, and
-        the `fingerprint` of the transform chain whose data was written."""
-        if not outcomes:
+        the `fingerprint` of the transform chain whose data was written. `undone`: (run id,
+        actions) of a batch of the run's undo of local changes, added to the run's in the
+        same transaction (see `run_local_changes_undone`)."""
+        if not outcomes and not (undone and undone[1]):
             return
         with self._engine.begin() as conn:
-            self._save_write_outcomes(conn, harvester_id, outcomes, datestamps, fingerprint)
+            if outcomes:
+                self._save_write_outcomes(conn, harvester_id, outcomes, datestamps, fingerprint)
+            if undone and undone[1]:
+                run_id, actions = undone
+                stored = conn.execute(
+                    sa.select(harvest_runs.c.local_changes_undone).where(
+                        harvest_runs.c.id == run_id
+                    )
+                ).scalar()
+                total = Counter(stored or {})
+                total.update(actions)
+                conn.execute(
+                    harvest_runs.update()
+                    .where(harvest_runs.c.id == run_id)
+                    .values(local_changes_undone=dict(total))
+                )
+
+    def run_local_changes_undone(self, run_id: int) -> Counter[str]:
+        """What the run's undo of local changes did, by action, over all its attempts."""
+        with self._engine.connect() as conn:
+            stored = conn.execute(
+                sa.select(harvest_runs.c.local_changes_undone).where(harvest_runs.c.id == run_id)
+            ).scalar()
+        return Counter(stored or {})
 
     def save_written(
         self,

@@ -7,8 +7,8 @@ Parquet storage changes:
     .venv/bin/python -m oai_pipeline_tests.resume.crash_sweep \\
         [--records 2000] [--page-size 100] [--batch-size 50] \\
         [--scenario first|incremental|reconcile|both|all] [--backend sqlite|postgres|both] \\
-        [--points all|NAME[,NAME…]] [--per-point 4] [--double] [--resumed] [--dagster] \\
-        [--json-out PATH]
+        [--points all|NAME[,NAME…]] [--per-point 4] [--double] [--resumed] \\
+        [--resumed-at discover,transform,plan,write,undo] [--dagster] [--json-out PATH]
 
 How it works. The shipped OAI-PMH endpoint serves generated DataCite records (with
 deletions) from this process. A reference home is harvested without interruption. Then, for
@@ -73,6 +73,14 @@ EXIT_CODE = 137  # what a SIGKILLed process reports to its shell
 # Where `--resumed` kills a scenario's harvest first: after its second target batch, the
 # run half done (staged, transformed, partly written); the harvest swept resumes it.
 INTERRUPTION = "writer_apply:2:after"
+# `--resumed-at STAGE,…`: the stage the first harvest is killed in (the run then resumed).
+INTERRUPTIONS: dict[str, str] = {
+    "discover": "stage:2:after",  # two pages staged, the list not finished
+    "transform": "save_transformed:1:after",  # the first transform batch saved
+    "plan": "lookup:1:after",  # the plan's first lookup of the target's records
+    "write": INTERRUPTION,
+    "undo": "changed_locally:1:after",  # every batch written, the local changes not undone
+}
 # The incremental scenario harvests from here (the last day of the first harvest's records):
 # it lists again the records of that day whose sets changed without a new datestamp.
 RELISTED_SINCE = datetime(2024, 1, 7, tzinfo=UTC)
@@ -100,6 +108,7 @@ POINTS: dict[str, tuple[str, str]] = {
     "save_write_outcomes": ("oai_pipeline.state.store", "StateStore.save_write_outcomes"),
     "mark_gone": ("oai_pipeline.state.store", "StateStore.mark_gone"),
     "changed_locally": ("oai_pipeline.targets.embedded.writer", "EmbeddedWriter.changed_locally"),
+    "lookup": ("oai_pipeline.targets.embedded.writer", "EmbeddedWriter.lookup"),
     "finish_run": ("oai_pipeline.state.store", "StateStore.finish_run"),
     "prune_run_records": ("oai_pipeline.state.store", "StateStore.prune_run_records"),
     "lock_acquire": ("oai_pipeline.state.harvester_lock", "HarvesterLock.try_acquire"),
@@ -249,6 +258,16 @@ def dagster_child(argv: list[str]) -> None:
         result = materialize_windows(
             instance, HARVESTER, first, last, raise_on_error=False, log_level="WARNING"
         )
+        if result.success:  # what a user reads of the run: the write asset's run totals
+            undone = [
+                event.asset_observation_data.asset_observation.metadata[key].value
+                for event in result.all_events
+                if event.is_asset_observation
+                and event.asset_key == dg.AssetKey("written_records")
+                and (key := "run_local_changes_undone")
+                in event.asset_observation_data.asset_observation.metadata
+            ]
+            print(json.dumps({"run_local_changes_undone": undone}))
     sys.exit(0 if result.success else 1)
 
 
@@ -571,6 +590,97 @@ def compare_status(reference: dict[str, Any], got: dict[str, Any]) -> list[str]:
     return problems
 
 
+def report_of(done: subprocess.CompletedProcess[str]) -> dict[str, Any] | None:
+    """The `--json` report a successful harvest or reconcile printed (its last line)."""
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return None
+    try:
+        return json.loads(done.stdout)
+    except json.JSONDecodeError:
+        return json.loads(lines[-1])
+
+
+# What a harvest report counts once per run (discovery's totals, what it undid "by this run
+# or an earlier attempt of it"): a resumed run reports the run's, as an uncrashed one does.
+_RUN_TOTALS = (
+    "harvested",
+    "deleted_at_source",
+    "cap_reached",
+    "local_changes_undone",
+    "local_changes_undone_actions",
+    "unknown_identifiers",
+)
+# A reconcile's report: what it found vanished and deleted, what it harvested again.
+_RECONCILE = ("vanished", "returned", "actions", "errors")
+_EARLIER = ("already_written", "failed_before")
+
+
+def _union_differs(got: dict[str, int], reference: dict[str, int]) -> bool:
+    """A resumed run's actions against an uncrashed one's: each at most the reference's
+    (those an earlier attempt took counted under `_EARLIER`), the same total."""
+    actions, ref_actions = Counter(got), Counter(reference)
+    more = any(n > ref_actions[a] for a, n in actions.items() if a not in _EARLIER)
+    return more or actions.total() != ref_actions.total()
+
+
+def _compare_reconcile_reports(reference: dict[str, Any], got: dict[str, Any]) -> list[str]:
+    """A reconcile keeps no run of its own: one killed after it marked the vanished records
+    gone leaves the rerun none to find (the target and harvest records, compared apart,
+    show them deleted), so the rerun reports them all or none. Its harvest of the records
+    listed again is a run that the rerun resumes (`already_written`)."""
+    keys = _RECONCILE
+    if not got["vanished"] and not got["actions"]:
+        keys = ("returned", "errors")  # the killed attempt finished the deletions
+    problems = [
+        f"reconcile {key}: {got.get(key)} vs {reference.get(key)}"
+        for key in keys
+        if got.get(key) != reference.get(key)
+    ]
+    if _union_differs(got["returned_actions"], reference["returned_actions"]):
+        problems.append(
+            f"reconcile returned_actions: {got['returned_actions']} "
+            f"vs {reference['returned_actions']}"
+        )
+    return problems
+
+
+def compare_reports(reference: dict[str, Any] | None, got: dict[str, Any] | None) -> list[str]:
+    """What the rerun's report says differently from the uncrashed run's, beyond what a
+    rerun legitimately reports differently: a resumed run counts the records an earlier
+    attempt wrote (or failed, not tried again) as `already_written` (`failed_before`), not
+    under the action that attempt took; the union (each action at most the reference's,
+    the same total) must match. A rerun after the killed attempt had finished the run is a
+    new run of unchanged records: it must report no write."""
+    if reference is None or got is None:
+        return [] if reference is got else [f"no report: {got} vs {reference}"]
+    if "run_local_changes_undone" in reference:  # a Dagster run's written_records metadata
+        key = "run_local_changes_undone"
+        return [] if got[key] == reference[key] else [f"{key} {got[key]} vs {reference[key]}"]
+    if "vanished" in reference:
+        return _compare_reconcile_reports(reference, got)
+    if got["run_id"] != reference["run_id"]:
+        wrote = {k: got[k] for k in ("created", "updated", "deleted") if got[k]}
+        undone = got["local_changes_undone"]
+        return [f"the new run reports writes: {wrote}, undone {undone}"] if wrote or undone else []
+    problems = [
+        f"report {key}: {got.get(key)} vs {reference.get(key)}"
+        for key in _RUN_TOTALS
+        if got.get(key) != reference.get(key)
+    ]
+    if len(got["windows"]) != len(reference["windows"]):  # a CLI run's key is new each run
+        problems.append(f"report windows {got['windows']} vs {reference['windows']}")
+    if _union_differs(got["actions"], reference["actions"]):
+        problems.append(f"report actions {got['actions']} vs {reference['actions']}")
+    errors = got["errors"] + got["failed_earlier"]
+    if errors != reference["errors"] + reference["failed_earlier"]:
+        problems.append(
+            f"report errors {got['errors']} (+{got['failed_earlier']} earlier) "
+            f"vs {reference['errors']}"
+        )
+    return problems
+
+
 @dataclasses.dataclass
 class Scenario:
     name: str
@@ -765,15 +875,16 @@ def run_scenario(
         template = backend.new_home(root, f"{scenario.name}-interrupted", template)
         killed = _cli(template, scenario.interrupted_by, scenario.args)
         if killed.returncode != EXIT_CODE:
-            raise RuntimeError(
-                f"{scenario.interrupted_by} did not kill the harvest: {killed.stderr[-2000:]}"
-            )
+            problem = f"{scenario.interrupted_by} did not kill the harvest: {killed.stderr[-600:]}"
+            log(f"[{backend.name}/{scenario.name}] {problem}")
+            return [{"spec": "interruption", "problems": [problem]}]
     reference = backend.new_home(root, f"{scenario.name}-ref", template)
     counts_file = root / f"{scenario.name}-counts.json"
     result = _cli(reference, f"count:{counts_file}", scenario.args)
     if result.returncode != 0:
         raise RuntimeError(f"reference harvest failed: {result.stderr[-2000:]}")
     counts = json.loads(counts_file.read_text())
+    ref_report = report_of(result)
     log(f"[{backend.name}/{scenario.name}] calls: {counts}")
     ref_snapshot = snapshot(reference)
     outcomes = []
@@ -826,6 +937,7 @@ def run_scenario(
         got = snapshot(home, ref_snapshot["last_run_id"])
         problems += compare(ref_snapshot, got)
         problems += compare_status(ref_status, status_json(home, ref_snapshot["last_run_id"]))
+        problems += compare_reports(ref_report, report_of(final))
         outcome = {
             "spec": spec,
             "attempts": attempts,
@@ -840,6 +952,10 @@ def run_scenario(
         if not problems:
             shutil.rmtree(home.path, ignore_errors=True)
     return outcomes
+
+
+def _suffix(stage: str) -> str:
+    return "" if stage == "write" else f"-{stage}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -869,6 +985,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"also sweep each scenario's harvest resuming a run killed at {INTERRUPTION}",
     )
+    parser.add_argument(
+        "--resumed-at",
+        default="",
+        help=f"with --resumed: the stages the first harvest is killed in, comma-separated "
+        f"(default write): {', '.join(f'{k}={v}' for k, v in INTERRUPTIONS.items())}",
+    )
     parser.add_argument("--list", action="store_true", help="print the fault points")
     parser.add_argument(
         "--dagster", action="store_true", help="in-process Dagster runs instead of the CLI"
@@ -888,6 +1010,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(points) - set(POINTS) - set(SQL_POINTS)
     if unknown:
         parser.error(f"unknown points: {sorted(unknown)}")
+    stages = args.resumed_at.split(",") if args.resumed_at else ["write"]
+    if set(stages) - set(INTERRUPTIONS):
+        parser.error(f"unknown stages: {sorted(set(stages) - set(INTERRUPTIONS))}")
+    args.resumed = args.resumed or bool(args.resumed_at)
 
     from oai_pipeline.sample_endpoint.records import generate_datacite_records
 
@@ -914,7 +1040,7 @@ def main(argv: list[str] | None = None) -> int:
             with endpoint_for(records, args.page_size) as endpoint:
                 base = backend.new_home(root, f"{backend_name}-empty")
                 register_harvester(base, endpoint.base_url, args.batch_size)
-                first_args = ["harvest", HARVESTER]
+                first_args = ["harvest", HARVESTER, "--json"]
                 if args.dagster:
                     first_args = ["dagster", "2024-01-05", "2024-01-08"]
                 full = backend.new_home(root, f"{backend_name}-full", base)
@@ -937,7 +1063,10 @@ def main(argv: list[str] | None = None) -> int:
                         template = reconcile_template(backend, root, full, endpoint, log)
                         scenarios = [
                             Scenario(
-                                "reconcile", ["reconcile", HARVESTER], template, endpoint=endpoint
+                                "reconcile",
+                                ["reconcile", HARVESTER, "--json"],
+                                template,
+                                endpoint=endpoint,
                             )
                         ]
                     if phase == "incremental":
@@ -950,16 +1079,19 @@ def main(argv: list[str] | None = None) -> int:
                         edited = edit_target_locally(full)
                         log(f"[{backend_name}] target records changed by users: {edited}")
                         since = RELISTED_SINCE.date().isoformat()
-                        again = ["harvest", HARVESTER, "--since", since]
+                        again = ["harvest", HARVESTER, "--since", since, "--json"]
                         if args.dagster:
                             again = ["dagster", day.date().isoformat(), day.date().isoformat()]
                         scenarios = [Scenario("incremental", again, full, endpoint=endpoint)]
                     if args.resumed:
                         scenarios += [
                             dataclasses.replace(
-                                s, name=f"{s.name}-resumed", interrupted_by=INTERRUPTION
+                                s,
+                                name=f"{s.name}-resumed{_suffix(stage)}",
+                                interrupted_by=INTERRUPTIONS[stage],
                             )
                             for s in scenarios
+                            for stage in stages
                         ]
                     for scenario in scenarios:
                         scenario.name = f"{backend_name}-{scenario.name}"

@@ -191,13 +191,24 @@ def test_a_reconcile_killed_before_its_deletions_deletes_them_when_rerun(tmp_pat
     )
 
 
+@pytest.mark.parametrize(
+    "crash",
+    [
+        # the target tombstoned the vanished records, the state store heard nothing of it
+        "save_write_outcomes:1:before",
+        # the store saved those deletions, the records were not marked gone yet
+        "save_write_outcomes:1:after",
+    ],
+)
 def test_a_reconcile_killed_before_saving_its_deletions_remembers_them_when_rerun(
-    tmp_path: Path,
+    tmp_path: Path, crash: str
 ) -> None:
     """Killed after the target tombstoned the vanished records, before the state store saved
     those outcomes: the rerun finds them deleted already and still remembers the revision
     the target holds, and reports them deleted (it skipped them, their harvest records kept
-    the revision before the deletion, and its report said nothing was deleted)."""
+    the revision before the deletion, and its report said nothing was deleted). Killed after
+    the store saved them, before they were marked gone: the rerun reports them deleted too
+    (it found them as remembered and reported them `skip`)."""
     records = RECORDS[:30]
     with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
         harvested = Backend().new_home(tmp_path, "harvested")
@@ -211,7 +222,7 @@ def test_a_reconcile_killed_before_saving_its_deletions_remembers_them_when_reru
         reconcile = ["reconcile", HARVESTER, "--json"]
 
         expected = crash_sweep._cli(reference, "none", reconcile)
-        _harvest(home, reconcile, "save_write_outcomes:1:before")
+        _harvest(home, reconcile, crash)
         rerun = crash_sweep._cli(home, "none", reconcile)
         assert rerun.returncode == 0, rerun.stderr[-3000:]
 
@@ -240,9 +251,10 @@ def test_a_harvest_killed_while_bringing_records_back_reports_them_brought_back(
     changed: Source, tmp_path: Path
 ) -> None:
     """Killed after the target took back the records users changed, before the state store
-    heard of it: the rerun reports them brought back, by this run (`update`: the record no
-    longer tells it was restored), as an uninterrupted harvest does (it found them holding
-    the harvested data already and reported `nothing`, none brought back)."""
+    heard of it: the rerun reports them brought back, by this run, with the same actions
+    as an uninterrupted harvest (it found them holding the harvested data already and
+    reported `nothing`, none brought back; then `update` for those it had restored: the
+    record's revisions before the run tell that it was a tombstone)."""
     assert changed.harvested is not None
     reference = Backend().new_home(tmp_path, "reference", changed.harvested)
     home = Backend().new_home(tmp_path, "home", changed.harvested)
@@ -256,7 +268,31 @@ def test_a_harvest_killed_while_bringing_records_back_reports_them_brought_back(
 
     assert expected["local_changes_undone"] > 0
     assert got["local_changes_undone"] == expected["local_changes_undone"]
-    assert got["local_changes_undone_actions"] == {"update": expected["local_changes_undone"]}
+    assert expected["local_changes_undone_actions"].get("restore")
+    assert got["local_changes_undone_actions"] == expected["local_changes_undone_actions"]
+
+
+def test_a_harvest_killed_after_saving_what_it_brought_back_still_reports_it(
+    changed: Source, tmp_path: Path
+) -> None:
+    """Killed once the state store saved the records it brought back, before its run was
+    finished: the rerun resumes the run and reports them brought back by it, with the same
+    actions (it found them settled, or its rules skipped them, and reported none undone)."""
+    assert changed.harvested is not None
+    reference = Backend().new_home(tmp_path, "reference", changed.harvested)
+    home = Backend().new_home(tmp_path, "home", changed.harvested)
+    harvest = [*INCREMENTAL, "--json"]
+
+    expected = json.loads(crash_sweep._cli(reference, "none", harvest).stdout)
+    _harvest(home, harvest, "save_write_outcomes:1:after")
+    rerun = crash_sweep._cli(home, "none", harvest)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    got = json.loads(rerun.stdout)
+
+    assert got["run_id"] == expected["run_id"]
+    assert expected["local_changes_undone"] > 0
+    assert got["local_changes_undone"] == expected["local_changes_undone"]
+    assert got["local_changes_undone_actions"] == expected["local_changes_undone_actions"]
 
 
 @pytest.mark.parametrize(

@@ -182,6 +182,15 @@ class TargetTransaction:
             raise PipelineError(f"no record {record_id!r} in the target repository")
         return row
 
+    def state_before(self, record_id: str, since: datetime) -> str | None:
+        """The record's state as of its last revision made before `since` (None: none)."""
+        return self.connection.execute(
+            sa.select(revisions.c.state)
+            .where(revisions.c.record_id == record_id, revisions.c.created < since.astimezone(UTC))
+            .order_by(revisions.c.revision.desc())
+            .limit(1)
+        ).scalar()
+
     def draft(self, record_id: str) -> sa.Row | None:
         return self.connection.execute(_DRAFT, {"record_id": record_id}).first()
 

@@ -40,6 +40,8 @@ from oai_pipeline.targets.base import (
 )
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline.targets.embedded.transaction import (
+    DELETED,
+    TOMBSTONE,
     DuplicatePidError,
     NewRecord,
     TargetTransaction,
@@ -358,7 +360,11 @@ class EmbeddedWriter(Writer):
             # saved: the record is as this write would leave it, so no new revision; the
             # outcome is what that attempt did (a record it created is created, not updated).
             tx.add_to_communities(local.local_id, community_ids)
-            done = self._done_by_this_run(published, local, write) or write.action
+            done = (
+                self._done_by_this_run(published, local, write)
+                or self._brought_back_by_this_run(tx, published, write)
+                or write.action
+            )
             return WriteOutcome(write.identifier, done, local.local_id, local.revision)
         if published is not None and self._holds_already(published, data, write):
             tx.add_to_communities(local.local_id, community_ids)
@@ -442,6 +448,18 @@ class EmbeddedWriter(Writer):
         ):
             return Action.DELETE
         return None
+
+    @staticmethod
+    def _brought_back_by_this_run(
+        tx: TargetTransaction, record: sa.Row, write: PlannedWrite
+    ) -> Action | None:
+        """A record a user deleted that an earlier attempt of this run restored (a tombstone
+        before the run) or revived (hard deleted) and crashed before its outcome was saved:
+        what that attempt did, as the uninterrupted run reports it (not `update`)."""
+        if write.run_started is None:
+            return None
+        before = tx.state_before(record.id, write.run_started)
+        return {TOMBSTONE: Action.RESTORE, DELETED: Action.REVIVE}.get(before or "")
 
     def _update(
         self, tx: TargetTransaction, record_id: str, data: dict[str, Any], pid: str | None
