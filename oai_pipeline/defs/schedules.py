@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dagster as dg
+from dagster._check import CheckError
 
 from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
 from oai_pipeline.defs.launch import range_tags
@@ -129,6 +130,17 @@ def last_complete_sweep(state: StateStore, harvester_id: str) -> dict[str, Any] 
     return found
 
 
+def tick_time(context: dg.ScheduleEvaluationContext) -> datetime:
+    """The moment the tick was scheduled for, or now for a tick evaluated without one (by
+    hand, in a test): Dagster's property then raises a CheckError, not returns None, so
+    `context.scheduled_execution_time or now` failed the tick."""
+    try:
+        scheduled = context.scheduled_execution_time
+    except CheckError:
+        return datetime.now(UTC)
+    return scheduled or datetime.now(UTC)
+
+
 # A run still NOT_STARTED after this long never will (e.g. stored, then refused at launch).
 STUCK_AFTER = timedelta(minutes=10)
 
@@ -219,7 +231,7 @@ def incremental_run_requests(
 def incremental_harvest_schedule(
     context: dg.ScheduleEvaluationContext, pipeline: PipelineResource
 ) -> list[dg.RunRequest] | dg.SkipReason:
-    now = context.scheduled_execution_time or datetime.now(UTC)
+    now = tick_time(context)
     busy = busy_harvesters(context.instance)
     requests = incremental_run_requests(
         context.instance, pipeline, now, now.strftime("%Y%m%dT%H%M"), busy
@@ -262,7 +274,7 @@ def full_harvest_requests(
 def run_all_harvesters_schedule(
     context: dg.ScheduleEvaluationContext, pipeline: PipelineResource
 ) -> list[dg.RunRequest] | dg.SkipReason:
-    now = context.scheduled_execution_time or datetime.now(UTC)
+    now = tick_time(context)
     # A full harvest still queued or going (a slow source) is not asked for again: weekly
     # runs would pile up behind it. An incremental run going does not keep one out.
     busy = busy_harvesters(context.instance, job_name=run_all_harvesters.name)

@@ -358,3 +358,18 @@ def test_the_reconcile_schedule_asks_for_one_run_at_a_time(instance: dg.DagsterI
     skipped = _tick("reconcile_schedule", instance)
     assert not skipped.run_requests
     assert "still queued or going" in skipped.skip_message
+
+
+@pytest.mark.parametrize("name", ["incremental_harvest_schedule", "run_all_harvesters_schedule"])
+def test_a_tick_built_without_a_scheduled_time_harvests_up_to_now(
+    instance: dg.DagsterInstance, registry: Settings, name: str
+) -> None:
+    """Before, `context.scheduled_execution_time or now` read a property that raises when no
+    time was set (a test, a tick evaluated by hand): the tick failed with Dagster's CheckError."""
+    context = dg.build_schedule_context(instance=instance, resources=defs.resources)
+
+    requests = _by_harvester(defs.resolve_schedule_def(name).evaluate_tick(context).run_requests)
+
+    assert set(requests) == {"fresh", "current", "down"}
+    today = datetime.now(UTC).date().isoformat()
+    assert {_windows(request)[1] for request in requests.values()} == {today}
