@@ -102,6 +102,17 @@ def _given(flags: dict[str, Any]) -> dict[str, Any]:
     return changes
 
 
+def disabled_warning(harvester: Harvester) -> str | None:
+    """What a harvest the operator asks for by name says of a disabled harvester: it runs
+    (they named it), but they may not know that no schedule or sensor harvests it."""
+    if harvester.enabled:
+        return None
+    return (
+        f"harvester {harvester.id} is disabled: schedules and sensors skip it "
+        f"(`oai-pipeline harvesters update {harvester.id} --enabled` enables it)"
+    )
+
+
 def _describe(harvester: Harvester) -> str:
     lines = [f"{harvester.id}"]
     for field, value in harvester.model_dump().items():

@@ -565,3 +565,21 @@ def test_hours_asked_of_a_source_listing_by_day_harvest_those_hours_only() -> No
         and "4 records dated outside the hours asked were left out" in notice
         for notice in report["notices"]
     ), report["notices"]
+
+
+def test_a_disabled_harvester_named_is_harvested_with_a_note(registered: str) -> None:
+    """Before, it ran without a word: the operator did not learn that no schedule harvests it."""
+    assert run("harvesters", "update", registered, "--disabled").exit_code == 0
+
+    text = CliRunner().invoke(main, ["harvest", registered, "--max-records", "1"])
+    as_json = CliRunner().invoke(main, ["harvest", registered, "--max-records", "1", "--json"])
+
+    note = f"harvester {registered} is disabled: schedules and sensors skip it"
+    assert text.exit_code == 0, text.output
+    assert f"note: {note}" in text.stderr and note not in text.stdout
+    assert "harvested:" in text.stdout
+    assert as_json.exit_code == 0, as_json.output
+    [warning] = json.loads(as_json.stdout)["warnings"]
+    assert warning.startswith(note) and f"harvesters update {registered} --enabled" in warning
+    assert run("harvesters", "update", registered, "--enabled").exit_code == 0
+    assert json.loads(run("harvest", registered, "--json").stdout)["warnings"] == []

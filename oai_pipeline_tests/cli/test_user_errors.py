@@ -1189,6 +1189,23 @@ def test_use_job_with_hours_says_the_run_harvests_whole_windows(
     assert len(recording_client.submitted) == 3
 
 
+def test_use_job_of_a_disabled_harvester_says_it_is_disabled(
+    registered: str, recording_client: type[_RecordingClient]
+) -> None:
+    """Before, the run was handed to Dagster without a word that no schedule harvests it."""
+    assert run("harvesters", "update", registered, "--disabled").exit_code == 0
+
+    result = run("harvest", registered, "--use-job")
+    as_json = run("harvest", registered, "--use-job", "--json")
+
+    note = f"harvester {registered} is disabled: schedules and sensors skip it"
+    assert result.exit_code == 0, result.output
+    assert f"note: {note}" in result.stderr
+    [warning] = json.loads(as_json.stdout)["warnings"]
+    assert warning.startswith(note)
+    assert len(recording_client.submitted) == 2
+
+
 def test_use_job_since_the_future_is_refused(
     registered: str, recording_client: type[_RecordingClient]
 ) -> None:
