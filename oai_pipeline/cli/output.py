@@ -320,6 +320,15 @@ def note_lines(notices: list[str] | None) -> list[str]:
     return [f"  note: {notice}" for notice in notices or []]
 
 
+# What the operator does about a record error that fails every record until they do: the
+# report named only its type (`missing_community 12`), not the fix.
+FIX_OF_ERROR = {
+    "missing_community": "create the community each names (`oai-pipeline records list "
+    "--harvester {h} --error-type missing_community` shows them) with `oai-pipeline target "
+    "communities create SLUG`, then `oai-pipeline harvest {h} --failed`",
+}
+
+
 def report_text(report: dict[str, Any]) -> str:
     lines = [
         f"harvester {report['harvester_id']}, harvest run {report['run_id']}",
@@ -333,6 +342,9 @@ def report_text(report: dict[str, Any]) -> str:
     if report.get("error_types"):
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(report["error_types"].items()))
         lines.append(f"  error types: {kinds}")
+        for kind in sorted(report["error_types"]):
+            if kind in FIX_OF_ERROR:
+                lines.append(f"  {kind}: {FIX_OF_ERROR[kind].format(h=report['harvester_id'])}")
     if unknown := report.get("unknown_identifiers"):
         shown = ", ".join(unknown[:10]) + (
             f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""

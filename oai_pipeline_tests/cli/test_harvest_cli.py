@@ -583,3 +583,43 @@ def test_a_disabled_harvester_named_is_harvested_with_a_note(registered: str) ->
     assert warning.startswith(note) and f"harvesters update {registered} --enabled" in warning
     assert run("harvesters", "update", registered, "--enabled").exit_code == 0
     assert json.loads(run("harvest", registered, "--json").stdout)["warnings"] == []
+
+
+def test_a_missing_community_is_warned_of_at_registration_and_its_errors_name_the_fix(
+    endpoint: OAIEndpoint,
+) -> None:
+    """Before, `harvesters create --community later` said nothing, and every record of the
+    next harvest failed with `community 'later' does not exist in the target`, which did
+    not say what to do about it."""
+    args = ["harvesters", "create", "--id", "sample", "--base-url", endpoint.base_url]
+    args += ["--metadata-prefix", "oai_datacite", "--model", "rdm", "--community", "later"]
+    created = CliRunner().invoke(main, [*args, "--json"])
+
+    fix = "`oai-pipeline target communities create later`"
+    assert created.exit_code == 0, created.output  # warned, not refused: created afterwards
+    [warning] = json.loads(created.stdout)["warnings"]
+    assert "the target has no community 'later'" in warning and fix in warning
+    assert f"warning: {warning}" in created.stderr
+    report = CliRunner().invoke(main, ["harvest", "sample"])
+    assert "  missing_community: create the community each names" in report.stdout
+    assert "then `oai-pipeline harvest sample --failed`" in report.stdout
+    status = run("status", "--harvester", "sample").stdout
+    said = "missing_community: community 'later' does not exist in the target: create it with "
+    assert said + fix in status
+    assert "harvest the failed records again with `oai-pipeline harvest sample --failed`" in status
+
+    assert run("target", "communities", "create", "later").exit_code == 0
+    updated = CliRunner().invoke(main, ["harvesters", "update", "sample", "--comment", "x"])
+    assert updated.exit_code == 0 and "warning" not in updated.stderr
+    assert json.loads(run("harvest", "sample", "--failed", "--json").stdout)["errors"] == 0
+
+
+def test_a_set_community_the_target_lacks_is_warned_of_too() -> None:
+    transformer = 'oai-import{set_communities: {"user-x": "x-community"}}'
+    args = ["harvesters", "create", "--id", "sets", "--base-url", "http://example.org/oai"]
+    args += ["--metadata-prefix", "oai_dc", "--transformer", transformer, "--writer", "oai-service"]
+
+    created = CliRunner().invoke(main, args)
+
+    assert created.exit_code == 0, created.output
+    assert "warning: the target has no community 'x-community'" in created.stderr

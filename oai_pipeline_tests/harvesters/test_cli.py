@@ -167,7 +167,7 @@ def test_load_fixture_file_twice(tmp_path):
         "  harvest-manager: a@example.org\n"
     )
     first = json.loads(run("load", str(path), "--json").output)
-    assert first == [{"id": "zenodo", "result": "created"}]
+    assert first == [{"id": "zenodo", "result": "created", "warnings": []}]
     assert run("load", str(path)).output.strip() == "zenodo: unchanged"
     path.write_text(path.read_text() + "- id: Bad\n  base-url: x\n  metadata-prefix: y\n")
     result = run("load", str(path), ok=False)
