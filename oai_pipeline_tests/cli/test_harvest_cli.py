@@ -73,18 +73,19 @@ def test_selected_identifiers_and_a_cap(registered: str) -> None:
 @pytest.mark.parametrize(
     ("args", "message", "exit_code"),
     [
-        (["harvest", "nope"], "unknown harvester 'nope'", 1),
+        (["harvest", "nope"], "unknown harvester 'nope'", 2),
         (["harvest", "sample", "--since", "yesterday"], "--since", 2),
         (["harvest", "sample", "--scale", "small", "--max-records", "5"], "not both", 2),
         (["harvest", "sample", "--since", "2024-02-01", "--until", "2024-01-01"], "before", 2),
-        (["harvest", "sample", "--resume", "999"], "no harvest run 999", 1),
+        (["harvest", "sample", "--resume", "999"], "no harvest run 999", 2),
         (["status", "--batch-id", "1", "--harvester", "sample"], "not both", 2),
     ],
 )
 def test_user_mistakes_are_one_line_errors(
     registered: str, args: list[str], message: str, exit_code: int
 ) -> None:
-    """A usage or validation mistake exits 2, any other 1 (as the README says)."""
+    """A usage or validation mistake, or a named thing that does not exist, exits 2, any
+    other 1 (as the README says)."""
     result = CliRunner().invoke(main, args)
 
     assert result.exit_code == exit_code
