@@ -25,6 +25,16 @@ class PipelineError(Exception):
     """A user-facing failure of a whole run or command: printed as one line, no traceback."""
 
 
+class NotFound(PipelineError):
+    """What the user named (a harvester, run, record, community) does not exist: a mistake in
+    an argument, exit 2 in the command line as other argument mistakes (it was 1)."""
+
+
+class AlreadyExists(PipelineError):
+    """What the user asked to create exists already: exit 2 in the command line, as the
+    command's other mistakes (`harvesters create` of an id taken exited 1)."""
+
+
 class ConfigurationError(PipelineError):
     """The harvester, option or argument is wrong; retrying cannot help."""
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import click
 from pydantic import ValidationError
 
+from oai_pipeline.cli.harvesters import disabled_warning
 from oai_pipeline.cli.output import (
     FriendlyCommand,
     InvalidInput,
@@ -150,13 +151,18 @@ def harvest(
         from oai_pipeline.cli.submit import submit_harvest_job
 
         payload = submit_harvest_job(harvester_id, start, end, options)
-        if "note" in payload and not as_json:
-            progress_line(f"note: {payload['note']}")
+        if not as_json:
+            for note in [*payload["warnings"], *([payload["note"]] if "note" in payload else [])]:
+                progress_line(f"note: {note}")
         emit(payload, as_json=as_json, text=f"submitted Dagster run {payload['run_id']}")
         return
     setup_cli_logging()
     with Services(load_settings()) as services:
-        services.harvester(harvester_id)
+        # Run: the operator named it. But they hear why no schedule harvests it.
+        warning = disabled_warning(services.harvester(harvester_id))
+        warnings = [warning] if warning else []
+        for line in warnings:
+            progress_line(f"note: {line}")
         if failed_again:
             failed = services.state.failed_identifiers(harvester_id)
             # A record listed without identifier cannot be asked for (GetRecord of "" is a
@@ -169,7 +175,7 @@ def harvest(
                 )
             if not askable:
                 emit(
-                    {"harvester_id": harvester_id, "failed": len(failed)},
+                    {"harvester_id": harvester_id, "failed": len(failed), "warnings": warnings},
                     as_json=as_json,
                     text=f"harvester {harvester_id} has no failed records to ask for again",
                 )
@@ -177,4 +183,4 @@ def harvest(
             options = RunOptions.model_validate({**options.model_dump(), "identifiers": askable})
         scope = HarvestScope.adhoc(harvester_id, start, end)
         report = run_harvest(services, scope, options, progress=progress_line).to_dict()
-    emit(report, as_json=as_json, text=report_text(report))
+    emit({**report, "warnings": warnings}, as_json=as_json, text=report_text(report))

@@ -11,10 +11,10 @@ import click
 from pydantic import ValidationError
 
 from oai_pipeline.cli.output import FriendlyGroup, InvalidInput, emit, json_option, listing_text
-from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.errors import ConfigurationError, PipelineError, database_error_text
 from oai_pipeline.harvesters.fixtures import read_fixture_file
 from oai_pipeline.harvesters.model import Harvester, describe_validation_error
-from oai_pipeline.harvesters.plugins import release_target_records
+from oai_pipeline.harvesters.plugins import missing_communities, release_target_records
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.oai.base_url import another_base_url
 from oai_pipeline.settings import load_settings
@@ -102,6 +102,41 @@ def _given(flags: dict[str, Any]) -> dict[str, Any]:
     return changes
 
 
+def community_warnings(harvester: Harvester) -> list[str]:
+    """The communities the harvester names that the target lacks, as warnings: not refused,
+    since the operator may create them afterwards, but without a word every record of the
+    next harvest failed with `missing_community`. A target that cannot be asked is a warning
+    too: registering does not need it."""
+    import sqlalchemy as sa
+
+    try:
+        missing = missing_communities(harvester, load_settings())
+    except (PipelineError, OSError, sa.exc.SQLAlchemyError) as error:
+        return [f"could not check the target's communities: {database_error_text(error)}"]
+    return [
+        f"the target has no community {slug!r}: every record of {harvester.id} sent to it will "
+        f"fail (missing_community) until `oai-pipeline target communities create {slug}`"
+        for slug in missing
+    ]
+
+
+def _warn(warnings: list[str]) -> None:
+    """On stderr, whatever the output: stdout holds the result (JSON with --json)."""
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+
+
+def disabled_warning(harvester: Harvester) -> str | None:
+    """What a harvest the operator asks for by name says of a disabled harvester: it runs
+    (they named it), but they may not know that no schedule or sensor harvests it."""
+    if harvester.enabled:
+        return None
+    return (
+        f"harvester {harvester.id} is disabled: schedules and sensors skip it "
+        f"(`oai-pipeline harvesters update {harvester.id} --enabled` enables it)"
+    )
+
+
 def _describe(harvester: Harvester) -> str:
     lines = [f"{harvester.id}"]
     for field, value in harvester.model_dump().items():
@@ -129,7 +164,10 @@ def create(harvester_id: str, model: str | None, community: str | None, as_json:
         harvester = Harvester.from_input(data, model=model, community=community)
     with open_store() as store:
         HarvesterRegistry(store).create(harvester)
-    emit(harvester.model_dump(mode="json"), as_json=as_json, text=f"created {_describe(harvester)}")
+    warnings = community_warnings(harvester)
+    _warn(warnings)
+    payload = {**harvester.model_dump(mode="json"), "warnings": warnings}
+    emit(payload, as_json=as_json, text=f"created {_describe(harvester)}")
 
 
 @harvesters.command(name="update")
@@ -148,7 +186,10 @@ def update(harvester_id: str, model: str | None, community: str | None, as_json:
         harvester = HarvesterRegistry(store).update(
             harvester_id, model=model, community=community, **changes
         )
-    emit(harvester.model_dump(mode="json"), as_json=as_json, text=f"updated {_describe(harvester)}")
+    warnings = community_warnings(harvester)
+    _warn(warnings)
+    payload = {**harvester.model_dump(mode="json"), "warnings": warnings}
+    emit(payload, as_json=as_json, text=f"updated {_describe(harvester)}")
 
 
 @harvesters.command(name="list")
@@ -230,6 +271,12 @@ def load(file: Path, as_json: bool) -> None:
         raise InvalidInput(str(error), as_json=as_json) from None
     with open_store() as store:
         results = HarvesterRegistry(store).upsert_many(entries)
-    payload = [{"id": harvester_id, "result": result} for harvester_id, result in results]
+    changed = {h.id: h for h in entries}
+    payload = []
+    for harvester_id, result in results:
+        unchanged = result == "unchanged"
+        warnings = [] if unchanged else community_warnings(changed[harvester_id])
+        _warn(warnings)
+        payload.append({"id": harvester_id, "result": result, "warnings": warnings})
     text = "\n".join(f"{harvester_id}: {result}" for harvester_id, result in results)
     emit(payload, as_json=as_json, text=text or f"{file} lists no harvesters")

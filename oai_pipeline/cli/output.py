@@ -17,7 +17,9 @@ from pydantic import ValidationError
 
 from oai_pipeline.console import error_document, json_flag_given
 from oai_pipeline.errors import (
+    AlreadyExists,
     InvalidArgument,
+    NotFound,
     PipelineError,
     database_error_text,
     describe_validation_error,
@@ -127,6 +129,8 @@ def _command_error(error: Exception, as_json: bool) -> CommandError | None:
         return InvalidInput(describe_validation_error(error), as_json=as_json)
     if isinstance(error, InvalidArgument):
         return InvalidInput(str(error), as_json=as_json)
+    if isinstance(error, NotFound | AlreadyExists):  # a mistake in what the user named
+        return CommandError(str(error), kind=_kind(error), exit_code=2, as_json=as_json)
     if isinstance(error, PipelineError):
         # notes added on the way up (Reader.notices of a failed sweep) belong to the message
         message = "\n".join([str(error), *note_lines(getattr(error, "__notes__", None))])
@@ -169,7 +173,8 @@ def _asked(as_json: bool | Callable[[], bool]) -> bool:
 @contextmanager
 def one_line_errors(as_json: bool | Callable[[], bool] = False) -> Iterator[None]:
     """User mistakes end the command with one `Error: …` line, never a traceback:
-    ValidationError and click usage errors exit 2, PipelineError exits 1, Ctrl-C 130 and
+    ValidationError, click usage errors and a named thing not found (or already there)
+    exit 2, another PipelineError exits 1, Ctrl-C 130 and
     SIGTERM 143 (the shell's 128 + the signal). With `as_json` (a flag, or asked only when
     an error happens) the error is also JSON on stdout."""
     try:
@@ -320,6 +325,15 @@ def note_lines(notices: list[str] | None) -> list[str]:
     return [f"  note: {notice}" for notice in notices or []]
 
 
+# What the operator does about a record error that fails every record until they do: the
+# report named only its type (`missing_community 12`), not the fix.
+FIX_OF_ERROR = {
+    "missing_community": "create the community each names (`oai-pipeline records list "
+    "--harvester {h} --error-type missing_community` shows them) with `oai-pipeline target "
+    "communities create SLUG`, then `oai-pipeline harvest {h} --failed`",
+}
+
+
 def report_text(report: dict[str, Any]) -> str:
     lines = [
         f"harvester {report['harvester_id']}, harvest run {report['run_id']}",
@@ -333,6 +347,9 @@ def report_text(report: dict[str, Any]) -> str:
     if report.get("error_types"):
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(report["error_types"].items()))
         lines.append(f"  error types: {kinds}")
+        for kind in sorted(report["error_types"]):
+            if kind in FIX_OF_ERROR:
+                lines.append(f"  {kind}: {FIX_OF_ERROR[kind].format(h=report['harvester_id'])}")
     if unknown := report.get("unknown_identifiers"):
         shown = ", ".join(unknown[:10]) + (
             f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""

@@ -7,7 +7,7 @@ import os
 import click
 
 from oai_pipeline.cli.output import FriendlyCommand, InvalidInput, emit, json_option
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.errors import NotFound, PipelineError
 from oai_pipeline.pipeline.retention import prune as prune_harvester
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import MAX_KEEP_RUN_RECORDS_DAYS, load_settings
@@ -53,7 +53,7 @@ def prune(harvester_ids: tuple[str, ...], keep_days: int | None, as_json: bool) 
         ids = list(dict.fromkeys(harvester_ids)) or sorted(prunable)
         for harvester_id in ids:  # every name checked before anything is dropped
             if harvester_id not in prunable:
-                raise PipelineError(f"unknown harvester {harvester_id!r}")
+                raise NotFound(f"unknown harvester {harvester_id!r}")
         pruned, busy = [], []
         for harvester_id in ids:
             try:

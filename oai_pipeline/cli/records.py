@@ -8,7 +8,7 @@ import click
 
 from oai_pipeline.cli.harvesters import open_store
 from oai_pipeline.cli.output import FriendlyGroup, emit, json_option, limit_option, listing_text
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.errors import NotFound
 from oai_pipeline.state.store import LISTED_RECORD_FIELDS
 
 
@@ -83,7 +83,7 @@ def show(oai_identifier: str, harvester_id: str | None, as_json: bool) -> None:
         record = store.get_record(oai_identifier, harvester_id)
     if record is None:
         of = f" of harvester {harvester_id!r}" if harvester_id else ""
-        raise PipelineError(f"no harvest record {oai_identifier!r}{of}")
+        raise NotFound(f"no harvest record {oai_identifier!r}{of}")
     lines = [f"{record['identifier']} (harvester {record['harvester_id']})"]
     for field in LISTED_RECORD_FIELDS:
         if field in ("harvester_id", "identifier"):  # in the heading line

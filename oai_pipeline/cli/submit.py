@@ -10,7 +10,7 @@ import os
 from datetime import datetime
 from urllib.parse import ParseResult, urlparse
 
-from oai_pipeline.cli.harvesters import open_store
+from oai_pipeline.cli.harvesters import disabled_warning, open_store
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.pipeline.options import RunOptions
@@ -119,7 +119,9 @@ def submit_harvest_job(
             f"no Dagster webserver at {url.geturl()} ({type(failure or error).__name__}); "
             "start it with `./run.sh dev` or set DAGSTER_WEBSERVER_URL"
         ) from error
-    payload = {"run_id": run_id, "harvester_id": harvester_id, "windows": [first, last]}
+    payload: dict = {"run_id": run_id, "harvester_id": harvester_id, "windows": [first, last]}
+    warning = disabled_warning(harvester)
+    payload["warnings"] = [warning] if warning else []
     if note := _widened(start, end, first, last):
         payload["note"] = note
     return payload

@@ -9,9 +9,10 @@ import logging
 import os
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import dagster as dg
+from dagster._check import CheckError
 
 from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
 from oai_pipeline.defs.launch import range_tags
@@ -129,6 +130,17 @@ def last_complete_sweep(state: StateStore, harvester_id: str) -> dict[str, Any] 
     return found
 
 
+def tick_time(context: dg.ScheduleEvaluationContext) -> datetime:
+    """The moment the tick was scheduled for, or now for a tick evaluated without one (by
+    hand, in a test): Dagster's property then raises a CheckError, not returns None, so
+    `context.scheduled_execution_time or now` failed the tick."""
+    try:
+        scheduled = context.scheduled_execution_time
+    except CheckError:
+        return datetime.now(UTC)
+    return scheduled or datetime.now(UTC)
+
+
 # A run still NOT_STARTED after this long never will (e.g. stored, then refused at launch).
 STUCK_AFTER = timedelta(minutes=10)
 
@@ -158,6 +170,14 @@ def busy_harvesters(
     return busy
 
 
+class TickRequests(NamedTuple):
+    """A tick's run requests, and the harvesters it could ask for none, with why (one line
+    each): a tick that requested nothing must say so, not that no harvester is registered."""
+
+    requests: list[dg.RunRequest]
+    failed: dict[str, str]
+
+
 def range_run_requests(
     instance: dg.DagsterInstance,
     pipeline: PipelineResource,
@@ -166,17 +186,19 @@ def range_run_requests(
     tick_id: str,
     window_range: Callable[[PipelineServices, str], tuple[str, str]],
     skip: Collection[str] = (),
-) -> list[dg.RunRequest]:
+) -> TickRequests:
     """One single-run range request per enabled harvester (one ListRecords sweep each)."""
     requests = []
+    failed: dict[str, str] = {}
     with pipeline.services() as services:
         for harvester in services.state.list_harvesters():
             if not harvester.enabled or harvester.id in skip:
                 continue
             try:
                 first, last = window_range(services, harvester.id)
-            except Exception:  # one harvester's bad state must not stop the others' runs
+            except Exception as error:  # one harvester's bad state must not stop the others'
                 logger.exception("no run requested for harvester %s", harvester.id)
+                failed[harvester.id] = _one_line(error)
                 continue
             ensure_harvester_partitions(instance, [harvester.id])
             requests.append(
@@ -189,7 +211,33 @@ def range_run_requests(
                     },
                 )
             )
-    return requests
+    return TickRequests(requests, failed)
+
+
+def _one_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+def tick_result(
+    tick: TickRequests, busy: Collection[str], busy_means: str
+) -> list[dg.RunRequest] | dg.SkipReason:
+    """The requests, or why there are none: the harvesters whose windows could not be
+    computed (with the error), those still busy (`busy_means` says with what), or none
+    enabled. Before, a tick whose every harvester failed said "no enabled harvester is
+    registered", which sent the operator looking at the registry, not at the error."""
+    if tick.requests:
+        return tick.requests
+    reasons = [
+        f"harvester {harvester_id}: no run requested: {error}"
+        for harvester_id, error in sorted(tick.failed.items())
+    ]
+    if busy:
+        which = "harvesters with" if reasons else "every enabled harvester has"
+        reasons.append(f"{which} {busy_means}: {sorted(busy)}")
+    if not reasons:
+        return dg.SkipReason("no enabled harvester is registered")
+    return dg.SkipReason("; ".join(reasons))
 
 
 def incremental_run_requests(
@@ -198,7 +246,7 @@ def incremental_run_requests(
     now: datetime,
     tick_id: str,
     skip: Collection[str] = (),
-) -> list[dg.RunRequest]:
+) -> TickRequests:
     window_overlap = overlap()
 
     def since_last_success(services: PipelineServices, harvester_id: str) -> tuple[str, str]:
@@ -219,18 +267,12 @@ def incremental_run_requests(
 def incremental_harvest_schedule(
     context: dg.ScheduleEvaluationContext, pipeline: PipelineResource
 ) -> list[dg.RunRequest] | dg.SkipReason:
-    now = context.scheduled_execution_time or datetime.now(UTC)
+    now = tick_time(context)
     busy = busy_harvesters(context.instance)
-    requests = incremental_run_requests(
+    tick = incremental_run_requests(
         context.instance, pipeline, now, now.strftime("%Y%m%dT%H%M"), busy
     )
-    if requests:
-        return requests
-    if busy:
-        return dg.SkipReason(
-            f"every enabled harvester has a run queued or in progress: {sorted(busy)}"
-        )
-    return dg.SkipReason("no enabled harvester is registered")
+    return tick_result(tick, busy, "a run queued or in progress")
 
 
 def full_harvest_requests(
@@ -239,7 +281,7 @@ def full_harvest_requests(
     now: datetime,
     tick_id: str,
     skip: Collection[str] = (),
-) -> list[dg.RunRequest]:
+) -> TickRequests:
     first = window_partitions.get_first_partition_key()
     last = window_partitions.get_partition_key_for_timestamp(now.timestamp())
     return range_run_requests(
@@ -262,17 +304,9 @@ def full_harvest_requests(
 def run_all_harvesters_schedule(
     context: dg.ScheduleEvaluationContext, pipeline: PipelineResource
 ) -> list[dg.RunRequest] | dg.SkipReason:
-    now = context.scheduled_execution_time or datetime.now(UTC)
+    now = tick_time(context)
     # A full harvest still queued or going (a slow source) is not asked for again: weekly
     # runs would pile up behind it. An incremental run going does not keep one out.
     busy = busy_harvesters(context.instance, job_name=run_all_harvesters.name)
-    requests = full_harvest_requests(
-        context.instance, pipeline, now, now.strftime("%Y%m%dT%H%M"), busy
-    )
-    if requests:
-        return requests
-    if busy:
-        return dg.SkipReason(
-            f"every enabled harvester's full harvest is still going: {sorted(busy)}"
-        )
-    return dg.SkipReason("no enabled harvester is registered")
+    tick = full_harvest_requests(context.instance, pipeline, now, now.strftime("%Y%m%dT%H%M"), busy)
+    return tick_result(tick, busy, "a full harvest still going")

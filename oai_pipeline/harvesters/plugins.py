@@ -214,6 +214,31 @@ def build_writers(harvester: Harvester, settings: Settings) -> list[Writer]:
     return [_instantiate("writers", text, settings) for text in harvester.writers]
 
 
+def missing_communities(harvester: Harvester, settings: Settings) -> list[str]:
+    """The communities the harvester's configuration names (a writer's `community`, a
+    transformer's `set_communities`) that a writer's target does not have: each record sent
+    to one fails with `missing_community`, so the operator hears it when registering."""
+    named_by_transformers = [
+        slug
+        for text in harvester.transformers
+        if isinstance(sets := parse_spec(text).options.get("set_communities"), dict)
+        for slug in sets.values()
+        if isinstance(slug, str)
+    ]
+    missing: list[str] = []
+    writers = build_writers(harvester, settings)
+    try:
+        for writer in writers:
+            own = [writer.options.community] if writer.options.community else []
+            wanted = list(dict.fromkeys([*own, *named_by_transformers]))
+            if wanted:
+                missing += [c for c in writer.missing_communities(wanted) if c not in missing]
+    finally:
+        for writer in writers:
+            writer.close()
+    return missing
+
+
 def release_target_records(harvester: Harvester, settings: Settings) -> int:
     """Each writer's target lets go of the harvester's records (it is being deleted with
     its harvest records); returns how many records were released."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.errors import AlreadyExists, NotFound, PipelineError
 from oai_pipeline.harvesters.model import Harvester
 
 if TYPE_CHECKING:
@@ -21,14 +21,14 @@ class HarvesterRegistry:
 
     def create(self, harvester: Harvester) -> Harvester:
         if self.store.get_harvester(harvester.id) is not None:
-            raise PipelineError(f"harvester {harvester.id!r} already exists (use update)")
+            raise AlreadyExists(f"harvester {harvester.id!r} already exists (use update)")
         self.store.save_harvester(harvester)
         return harvester
 
     def get(self, harvester_id: str) -> Harvester:
         harvester = self.store.get_harvester(harvester_id)
         if harvester is None:
-            raise PipelineError(f"unknown harvester {harvester_id!r}")
+            raise NotFound(f"unknown harvester {harvester_id!r}")
         return harvester
 
     def list(self) -> list[Harvester]:
@@ -60,7 +60,7 @@ class HarvesterRegistry:
     def delete(self, harvester_id: str, *, delete_records: bool = False) -> None:
         """Unregister; its harvest records stay unless `delete_records`."""
         if not self.store.delete_harvester(harvester_id, delete_records=delete_records):
-            raise PipelineError(f"unknown harvester {harvester_id!r}")
+            raise NotFound(f"unknown harvester {harvester_id!r}")
 
     def upsert(self, harvester: Harvester) -> UpsertResult:
         """Create or update to exactly this harvester (what loading a fixture does)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from oai_pipeline.errors import PipelineError, add_notices, log_unsaved
+from oai_pipeline.errors import NotFound, PipelineError, add_notices, log_unsaved
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
@@ -368,7 +368,7 @@ def _save_on_failure(run_id: int, what: str, save: Callable[[], object]) -> None
 def _run_to_resume(state: StateStore, harvester_id: str, run_id: int) -> dict[str, Any]:
     run = state.get_run(run_id)
     if run is None or run["harvester_id"] != harvester_id:
-        raise PipelineError(f"no harvest run {run_id} for harvester {harvester_id!r}")
+        raise NotFound(f"no harvest run {run_id} for harvester {harvester_id!r}")
     return run
 
 

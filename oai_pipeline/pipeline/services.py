@@ -6,7 +6,7 @@ import logging
 
 import sqlalchemy as sa
 
-from oai_pipeline.errors import PipelineError, log_unsaved
+from oai_pipeline.errors import NotFound, log_unsaved
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.settings import Settings
 from oai_pipeline.state.harvester_lock import HarvesterLock
@@ -30,7 +30,7 @@ class Services:
     def harvester(self, harvester_id: str) -> Harvester:
         harvester = self.state.get_harvester(harvester_id)
         if harvester is None:
-            raise PipelineError(f"unknown harvester {harvester_id!r}")
+            raise NotFound(f"unknown harvester {harvester_id!r}")
         return harvester
 
     def record_failure(self, run_id: int, error: BaseException) -> None:

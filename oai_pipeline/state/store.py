@@ -23,6 +23,7 @@ from sqlalchemy.pool import NullPool, StaticPool
 
 from oai_pipeline.errors import (
     ConfigurationError,
+    NotFound,
     PipelineError,
     RecordError,
     database_error_text,
@@ -1336,7 +1337,7 @@ class StateStore:
     def _require_run(self, run_id: int) -> dict[str, Any]:
         run = self.get_run(run_id)
         if run is None:
-            raise PipelineError(f"no harvest run {run_id}")
+            raise NotFound(f"no harvest run {run_id}")
         return run
 
     def harvesters_with_runs(self) -> list[str]:
@@ -2152,7 +2153,7 @@ class StateStore:
             if run is None:
                 # A typo in the id said "has no harvest runs yet", as if it were registered.
                 if self.get_harvester(harvester_id) is None:
-                    raise PipelineError(f"unknown harvester {harvester_id!r}")
+                    raise NotFound(f"unknown harvester {harvester_id!r}")
                 raise PipelineError(f"harvester {harvester_id!r} has no harvest runs yet")
         else:
             runs = self.list_runs(limit=1)

@@ -153,6 +153,12 @@ class Writer(ABC):
         """These records, written by writes that `undoes_local_change` and remembered by the
         state store, are no longer changed locally (see `changed_locally`)."""
 
+    def missing_communities(self, references: list[str]) -> list[str]:
+        """Those of the communities (slugs or ids) a record may be added to that the target
+        does not have: each record sent to one fails with `missing_community`. Asked when a
+        harvester is registered or changed; a target that cannot tell returns none."""
+        return []
+
     def release(self, harvester_id: str) -> int:
         """The harvester is deleted with its harvest records: its records in the target
         become ordinary records, for a later harvester of the source to take over. Returns

@@ -73,18 +73,19 @@ def test_selected_identifiers_and_a_cap(registered: str) -> None:
 @pytest.mark.parametrize(
     ("args", "message", "exit_code"),
     [
-        (["harvest", "nope"], "unknown harvester 'nope'", 1),
+        (["harvest", "nope"], "unknown harvester 'nope'", 2),
         (["harvest", "sample", "--since", "yesterday"], "--since", 2),
         (["harvest", "sample", "--scale", "small", "--max-records", "5"], "not both", 2),
         (["harvest", "sample", "--since", "2024-02-01", "--until", "2024-01-01"], "before", 2),
-        (["harvest", "sample", "--resume", "999"], "no harvest run 999", 1),
+        (["harvest", "sample", "--resume", "999"], "no harvest run 999", 2),
         (["status", "--batch-id", "1", "--harvester", "sample"], "not both", 2),
     ],
 )
 def test_user_mistakes_are_one_line_errors(
     registered: str, args: list[str], message: str, exit_code: int
 ) -> None:
-    """A usage or validation mistake exits 2, any other 1 (as the README says)."""
+    """A usage or validation mistake, or a named thing that does not exist, exits 2, any
+    other 1 (as the README says)."""
     result = CliRunner().invoke(main, args)
 
     assert result.exit_code == exit_code
@@ -565,3 +566,61 @@ def test_hours_asked_of_a_source_listing_by_day_harvest_those_hours_only() -> No
         and "4 records dated outside the hours asked were left out" in notice
         for notice in report["notices"]
     ), report["notices"]
+
+
+def test_a_disabled_harvester_named_is_harvested_with_a_note(registered: str) -> None:
+    """Before, it ran without a word: the operator did not learn that no schedule harvests it."""
+    assert run("harvesters", "update", registered, "--disabled").exit_code == 0
+
+    text = CliRunner().invoke(main, ["harvest", registered, "--max-records", "1"])
+    as_json = CliRunner().invoke(main, ["harvest", registered, "--max-records", "1", "--json"])
+
+    note = f"harvester {registered} is disabled: schedules and sensors skip it"
+    assert text.exit_code == 0, text.output
+    assert f"note: {note}" in text.stderr and note not in text.stdout
+    assert "harvested:" in text.stdout
+    assert as_json.exit_code == 0, as_json.output
+    [warning] = json.loads(as_json.stdout)["warnings"]
+    assert warning.startswith(note) and f"harvesters update {registered} --enabled" in warning
+    assert run("harvesters", "update", registered, "--enabled").exit_code == 0
+    assert json.loads(run("harvest", registered, "--json").stdout)["warnings"] == []
+
+
+def test_a_missing_community_is_warned_of_at_registration_and_its_errors_name_the_fix(
+    endpoint: OAIEndpoint,
+) -> None:
+    """Before, `harvesters create --community later` said nothing, and every record of the
+    next harvest failed with `community 'later' does not exist in the target`, which did
+    not say what to do about it."""
+    args = ["harvesters", "create", "--id", "sample", "--base-url", endpoint.base_url]
+    args += ["--metadata-prefix", "oai_datacite", "--model", "rdm", "--community", "later"]
+    created = CliRunner().invoke(main, [*args, "--json"])
+
+    fix = "`oai-pipeline target communities create later`"
+    assert created.exit_code == 0, created.output  # warned, not refused: created afterwards
+    [warning] = json.loads(created.stdout)["warnings"]
+    assert "the target has no community 'later'" in warning and fix in warning
+    assert f"warning: {warning}" in created.stderr
+    report = CliRunner().invoke(main, ["harvest", "sample"])
+    assert "  missing_community: create the community each names" in report.stdout
+    assert "then `oai-pipeline harvest sample --failed`" in report.stdout
+    status = run("status", "--harvester", "sample").stdout
+    said = "missing_community: community 'later' does not exist in the target: create it with "
+    assert said + fix in status
+    assert "harvest the failed records again with `oai-pipeline harvest sample --failed`" in status
+
+    assert run("target", "communities", "create", "later").exit_code == 0
+    updated = CliRunner().invoke(main, ["harvesters", "update", "sample", "--comment", "x"])
+    assert updated.exit_code == 0 and "warning" not in updated.stderr
+    assert json.loads(run("harvest", "sample", "--failed", "--json").stdout)["errors"] == 0
+
+
+def test_a_set_community_the_target_lacks_is_warned_of_too() -> None:
+    transformer = 'oai-import{set_communities: {"user-x": "x-community"}}'
+    args = ["harvesters", "create", "--id", "sets", "--base-url", "http://example.org/oai"]
+    args += ["--metadata-prefix", "oai_dc", "--transformer", transformer, "--writer", "oai-service"]
+
+    created = CliRunner().invoke(main, args)
+
+    assert created.exit_code == 0, created.output
+    assert "warning: the target has no community 'x-community'" in created.stderr

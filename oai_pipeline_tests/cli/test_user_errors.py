@@ -60,12 +60,15 @@ def closed_port() -> int:
 @pytest.mark.parametrize(
     ("args", "message", "kind", "exit_code"),
     [
-        (["harvest", "nope"], "unknown harvester 'nope'", "pipeline_error", 1),
-        (["reconcile", "nope"], "unknown harvester 'nope'", "pipeline_error", 1),
-        (["status", "--batch-id", "999"], "no harvest run 999", "pipeline_error", 1),
-        (["records", "show", "nope"], "no harvest record 'nope'", "pipeline_error", 1),
-        (["harvesters", "show", "nope"], "unknown harvester 'nope'", "pipeline_error", 1),
-        (["target", "show", "nope"], "no record 'nope'", "pipeline_error", 1),
+        # what the user named does not exist (was exit 1, `pipeline_error`) or exists already
+        (["harvest", "nope"], "unknown harvester 'nope'", "not_found", 2),
+        (["reconcile", "nope"], "unknown harvester 'nope'", "not_found", 2),
+        (["status", "--batch-id", "999"], "no harvest run 999", "not_found", 2),
+        (["records", "show", "nope"], "no harvest record 'nope'", "not_found", 2),
+        (["harvesters", "show", "nope"], "unknown harvester 'nope'", "not_found", 2),
+        (["harvesters", "update", "nope", "--name", "x"], "unknown harvester", "not_found", 2),
+        (["prune", "nope"], "unknown harvester 'nope'", "not_found", 2),
+        (["target", "show", "nope"], "no record 'nope'", "not_found", 2),
         (
             create_args("", "http://example.org/oai"),
             "is not a harvester id",
@@ -91,10 +94,36 @@ def test_json_errors_are_a_json_object_on_stdout(
     assert f"Error: {payload['error']}" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (create_args("h", "http://example.org/oai"), "harvester 'h' already exists (use update)"),
+        (["target", "communities", "create", "c"], "community 'c' already exists"),
+    ],
+)
+def test_creating_what_exists_exits_2_as_the_other_mistakes(args: list[str], message: str) -> None:
+    """Before, exit 1 (`pipeline_error`), where the command's other mistakes (an invalid
+    option, an id no harvester can have) exit 2."""
+    assert run(*args).exit_code == 0
+
+    assert_one_line_error(run(*args), message, 2)
+
+
+def test_creating_a_harvester_that_exists_is_already_exists_in_json() -> None:
+    args = create_args("h", "http://example.org/oai")
+    assert run(*args).exit_code == 0
+
+    result = run(*args, "--json")
+
+    message = "harvester 'h' already exists (use update)"
+    assert_one_line_error(result, message, 2)
+    assert json.loads(result.stdout) == {"error": message, "type": "already_exists"}
+
+
 def test_errors_without_json_leave_stdout_empty() -> None:
     result = run("harvest", "nope")
 
-    assert_one_line_error(result, "unknown harvester 'nope'")
+    assert_one_line_error(result, "unknown harvester 'nope'", 2)
     assert result.stdout == ""
 
 
@@ -309,7 +338,7 @@ def test_use_job_checks_the_harvester_before_submitting(
 
     result = run("harvest", "nope", "--use-job")
 
-    assert_one_line_error(result, "unknown harvester 'nope'")
+    assert_one_line_error(result, "unknown harvester 'nope'", 2)
 
 
 def test_resuming_a_run_that_does_not_exist_asks_nothing_of_the_source(
@@ -324,7 +353,7 @@ def test_resuming_a_run_that_does_not_exist_asks_nothing_of_the_source(
 
     result = run("harvest", registered, "--resume", "999")
 
-    assert_one_line_error(result, f"no harvest run 999 for harvester {registered!r}")
+    assert_one_line_error(result, f"no harvest run 999 for harvester {registered!r}", 2)
 
 
 def test_use_job_with_selected_identifiers_is_refused(registered: str) -> None:
@@ -1023,7 +1052,7 @@ LONG_DOI = "10.1234/" + "a" * 600
             2,
         ),
         ({"pids": {"doi": "10.1234/a\0b"}}, "pids.doi: '10.1234/a\\x00b' holds a NUL", 2),
-        ({"parent": {"communities": {"ids": ["a\0b"]}}}, "community 'a\\x00b' does not", 1),
+        ({"parent": {"communities": {"ids": ["a\0b"]}}}, "community 'a\\x00b' does not", 2),
     ],
 )
 def test_a_deposit_postgresql_refuses_is_a_one_line_error(
@@ -1187,6 +1216,23 @@ def test_use_job_with_hours_says_the_run_harvests_whole_windows(
     assert "note" in json.loads(as_json.stdout)
     assert whole_days.exit_code == 0 and "note" not in whole_days.stderr
     assert len(recording_client.submitted) == 3
+
+
+def test_use_job_of_a_disabled_harvester_says_it_is_disabled(
+    registered: str, recording_client: type[_RecordingClient]
+) -> None:
+    """Before, the run was handed to Dagster without a word that no schedule harvests it."""
+    assert run("harvesters", "update", registered, "--disabled").exit_code == 0
+
+    result = run("harvest", registered, "--use-job")
+    as_json = run("harvest", registered, "--use-job", "--json")
+
+    note = f"harvester {registered} is disabled: schedules and sensors skip it"
+    assert result.exit_code == 0, result.output
+    assert f"note: {note}" in result.stderr
+    [warning] = json.loads(as_json.stdout)["warnings"]
+    assert warning.startswith(note)
+    assert len(recording_client.submitted) == 2
 
 
 def test_use_job_since_the_future_is_refused(
@@ -1363,7 +1409,9 @@ def test_a_metadata_prefix_the_source_lacks_names_those_it_offers(
 def test_status_of_an_unknown_harvester_says_so(registered: str) -> None:
     """Before, `status --harvester samlpe` said "harvester 'samlpe' has no harvest runs yet",
     as if it were registered and only waiting for its first harvest."""
-    assert_one_line_error(run("status", "--harvester", "samlpe"), "unknown harvester 'samlpe'")
+    assert_one_line_error(
+        run("status", "--harvester", "samlpe"), "unknown harvester 'samlpe'", exit_code=2
+    )
     assert_one_line_error(run("status", "--harvester", registered), "has no harvest runs yet")
 
 

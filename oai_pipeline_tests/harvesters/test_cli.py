@@ -148,11 +148,12 @@ def test_invalid_update_fails_and_keeps_the_harvester(flags, field):
 def test_duplicate_and_unknown_ids_are_one_line_errors():
     run(*CREATE)
     result = run(*CREATE, ok=False)
-    assert result.exit_code == 1
+    # exit 2 as the command's other mistakes (an invalid option); it was 1
+    assert result.exit_code == 2
     assert result.output.strip() == "Error: harvester 'zenodo' already exists (use update)"
     for args in (["show", "nope"], ["update", "nope", "--name", "x"], ["delete", "nope"]):
         result = run(*args, ok=False)
-        assert result.exit_code == 1
+        assert result.exit_code == 2
         assert result.output.strip() == "Error: unknown harvester 'nope'"
 
 
@@ -167,7 +168,7 @@ def test_load_fixture_file_twice(tmp_path):
         "  harvest-manager: a@example.org\n"
     )
     first = json.loads(run("load", str(path), "--json").output)
-    assert first == [{"id": "zenodo", "result": "created"}]
+    assert first == [{"id": "zenodo", "result": "created", "warnings": []}]
     assert run("load", str(path)).output.strip() == "zenodo: unchanged"
     path.write_text(path.read_text() + "- id: Bad\n  base-url: x\n  metadata-prefix: y\n")
     result = run("load", str(path), ok=False)

@@ -358,3 +358,62 @@ def test_the_reconcile_schedule_asks_for_one_run_at_a_time(instance: dg.DagsterI
     skipped = _tick("reconcile_schedule", instance)
     assert not skipped.run_requests
     assert "still queued or going" in skipped.skip_message
+
+
+@pytest.mark.parametrize("name", ["incremental_harvest_schedule", "run_all_harvesters_schedule"])
+def test_a_tick_built_without_a_scheduled_time_harvests_up_to_now(
+    instance: dg.DagsterInstance, registry: Settings, name: str
+) -> None:
+    """Before, `context.scheduled_execution_time or now` read a property that raises when no
+    time was set (a test, a tick evaluated by hand): the tick failed with Dagster's CheckError."""
+    context = dg.build_schedule_context(instance=instance, resources=defs.resources)
+
+    requests = _by_harvester(defs.resolve_schedule_def(name).evaluate_tick(context).run_requests)
+
+    assert set(requests) == {"fresh", "current", "down"}
+    today = datetime.now(UTC).date().isoformat()
+    assert {_windows(request)[1] for request in requests.values()} == {today}
+
+
+def test_a_tick_whose_every_harvester_failed_says_what_failed(
+    instance: dg.DagsterInstance, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, the tick skipped with "no enabled harvester is registered": the operator
+    looked at the registry, not at the error of each harvester's window calculation."""
+    add_harvester(settings, "broken")
+    add_harvester(settings, "busy")
+    add_harvester(settings, "off", enabled=False)
+    instance.create_run_for_job(
+        dg.GraphDefinition("harvest").to_job(),
+        tags=range_tags("busy", "2024-03-09", "2024-03-10"),
+        status=dg.DagsterRunStatus.STARTED,
+    )
+
+    def last_complete_sweep(state: StateStore, harvester_id: str) -> dict | None:
+        raise RuntimeError(f"unreadable state of {harvester_id}\nsecond line")
+
+    monkeypatch.setattr(schedules, "last_complete_sweep", last_complete_sweep)
+
+    data = _tick("incremental_harvest_schedule", instance)
+
+    assert data.run_requests == []
+    assert data.skip_message == (
+        "harvester broken: no run requested: RuntimeError: unreadable state of broken; "
+        "harvesters with a run queued or in progress: ['busy']"
+    )
+
+
+def test_a_tick_whose_only_harvester_failed_does_not_say_none_is_registered(
+    instance: dg.DagsterInstance, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add_harvester(settings, "broken")
+
+    def last_complete_sweep(state: StateStore, harvester_id: str) -> dict | None:
+        raise ValueError("bad responseDate")
+
+    monkeypatch.setattr(schedules, "last_complete_sweep", last_complete_sweep)
+
+    data = _tick("incremental_harvest_schedule", instance)
+
+    assert data.run_requests == []
+    assert data.skip_message == "harvester broken: no run requested: ValueError: bad responseDate"

@@ -135,7 +135,7 @@ def test_records_list_text_and_show(filled):
     text = run(records, "show", "oai:zenodo.org:2", "--harvester", "zenodo").output
     assert "error (transform) transform: No title at titles" in text
     missing = run(records, "show", "oai:nowhere:1", ok=False)
-    assert missing.exit_code == 1
+    assert missing.exit_code == 2
     assert missing.output.strip() == "Error: no harvest record 'oai:nowhere:1'"
     assert run(records, "list", "--limit", "0", ok=False).exit_code == 2
 
@@ -185,8 +185,8 @@ def test_status_list_recent(filled):
 
 def test_status_mistakes_are_one_line(filled):
     for args, message, exit_code in [
-        (["--batch-id", "999"], "Error: no harvest run 999", 1),
-        (["--harvester", "nobody"], "Error: unknown harvester 'nobody'", 1),
+        (["--batch-id", "999"], "Error: no harvest run 999", 2),
+        (["--harvester", "nobody"], "Error: unknown harvester 'nobody'", 2),
         (
             ["--batch-id", "1", "--harvester", "zenodo"],
             "Error: give --batch-id or --harvester, not both",

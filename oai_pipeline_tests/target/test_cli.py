@@ -89,8 +89,10 @@ def test_deposit_published_with_communities(run, tmp_path: Path) -> None:
     ],
 )
 def test_mistakes_are_one_line_errors(run, args: tuple[str, ...], message: str) -> None:
+    """A record or community named that does not exist exits 2, as other argument mistakes
+    (it was 1)."""
     result = run(*args, ok=False)
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.output.startswith(message)
     assert len(result.output.strip().splitlines()) == 1
 

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from oai_pipeline.doi import MAX_DOI_LENGTH
 from oai_pipeline.errors import (
     InvalidArgument,
+    NotFound,
     PipelineError,
     database_error_text,
     without_password,
@@ -295,7 +296,7 @@ class EmbeddedRepository:
         for reference in references:
             row = tx.community(reference)
             if row is None:
-                raise PipelineError(f"community {reference!r} does not exist")
+                raise NotFound(f"community {reference!r} does not exist")
             ids.append(row.id)
         return ids
 

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from oai_pipeline.doi import normal_doi
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.errors import AlreadyExists, NotFound, PipelineError
 from oai_pipeline.sync.rules import LocalRecord, LocalState
 from oai_pipeline.targets.base import DEFAULT_PID_FIELD, pid_of
 from oai_pipeline.targets.embedded.schema import (
@@ -179,7 +179,7 @@ class TargetTransaction:
     def record(self, record_id: str) -> sa.Row:
         row = self.connection.execute(_RECORD, {"record_id": record_id}).first()
         if row is None:
-            raise PipelineError(f"no record {record_id!r} in the target repository")
+            raise NotFound(f"no record {record_id!r} in the target repository")
         return row
 
     def state_before(self, record_id: str, since: datetime) -> str | None:
@@ -858,12 +858,12 @@ class TargetTransaction:
         if not slug:
             raise PipelineError("a community needs a slug")
         if self.community(slug) is not None:
-            raise PipelineError(f"community {slug!r} already exists")
+            raise AlreadyExists(f"community {slug!r} already exists")
         parent_id = None
         if parent is not None:
             parent_row = self.community(parent)
             if parent_row is None:
-                raise PipelineError(f"parent community {parent!r} does not exist")
+                raise NotFound(f"parent community {parent!r} does not exist")
             parent_id = parent_row.id
         community_id = secrets.token_hex(16)
         self.connection.execute(

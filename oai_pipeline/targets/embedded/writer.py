@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from oai_pipeline import json_codec
 from oai_pipeline.doi import MAX_DOI_LENGTH, normal_doi
 from oai_pipeline.errors import PipelineError, RecordError
+from oai_pipeline.harvesters.model import SLUG
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import (
     UPDATE_ALL_REASON,
@@ -81,6 +82,10 @@ class EmbeddedWriter(Writer):
 
     def lookup(self, harvester_id: str, keys: list[SourceKey]) -> dict[str, LocalRecord]:
         return self.repository.lookup(harvester_id, keys)
+
+    def missing_communities(self, references: list[str]) -> list[str]:
+        with self.repository.transaction(read_only=True) as tx:
+            return [reference for reference in references if tx.community(reference) is None]
 
     def release(self, harvester_id: str) -> int:
         with self.repository.transaction() as tx:
@@ -348,7 +353,7 @@ class EmbeddedWriter(Writer):
         if source_deleted:
             return self._delete(tx, write, local, action)
         assert data is not None
-        community_ids, error = self._communities(tx, write, data)
+        community_ids, error = self._communities(tx, harvester_id, write, data)
         if error is not None:
             return WriteOutcome(
                 write.identifier, Action.ERROR, local.local_id, local.revision, error
@@ -513,7 +518,7 @@ class EmbeddedWriter(Writer):
         return WriteOutcome(write.identifier, action, record_id, tx.record(record_id).revision)
 
     def _communities(
-        self, tx: TargetTransaction, write: PlannedWrite, data: dict[str, Any]
+        self, tx: TargetTransaction, harvester_id: str, write: PlannedWrite, data: dict[str, Any]
     ) -> tuple[list[str], RecordError | None]:
         """The writer's community, then the record's: ids, or the error of a missing one."""
         wanted: list[tuple[str, str]] = []
@@ -527,11 +532,22 @@ class EmbeddedWriter(Writer):
             if row is None:
                 return [], RecordError(
                     type="missing_community",
-                    message=f"community {reference!r} does not exist in the target",
+                    message=missing_community(reference, harvester_id),
                     location=location,
                 )
             ids.append(row.id)
         return ids, None
+
+
+def missing_community(reference: str, harvester_id: str) -> str:
+    """The record error of a community the target lacks, naming the fix: before, it said
+    only that the community did not exist, and every record of the harvest failed so."""
+    slug = reference if SLUG.match(reference) else "SLUG"
+    return (
+        f"community {reference!r} does not exist in the target: create it with "
+        f"`oai-pipeline target communities create {slug}`, then harvest the failed records "
+        f"again with `oai-pipeline harvest {harvester_id} --failed`"
+    )
 
 
 class _TryAgain(Exception):
