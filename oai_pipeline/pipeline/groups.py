@@ -81,38 +81,38 @@ def map_partition_groups(
         result = transform_group(parts, frame)
         return lambda: result
 
-    with bulk_allocation():
-        _map_groups(
-            storage,
-            scope,
-            source_asset,
-            target_asset,
-            start_group,
-            group_rows,
-            columns,
-            manifest_extra or {},
-            ahead=False,
-        )
+    walk_partition_groups(
+        storage,
+        scope,
+        source_asset,
+        target_asset,
+        start_group,
+        ahead=False,
+        group_rows=group_rows,
+        columns=columns,
+        manifest_extra=manifest_extra,
+    )
 
 
-def map_partition_groups_ahead(
+def walk_partition_groups(
     storage: PartitionStore,
     scope: HarvestScope,
     source_asset: str,
     target_asset: str,
     start_group: StartGroup,
     *,
+    ahead: bool,
     group_rows: int = GROUP_ROWS,
     columns: Sequence[str] | None = None,
     manifest_extra: dict | None = None,
 ) -> None:
-    """`map_partition_groups` for a stage whose groups are worked on elsewhere (processes).
+    """`map_partition_groups` for a stage whose groups can be worked on elsewhere (processes).
 
-    `start_group(parts, frame)` hands the group out and returns what finishes it. The next
-    group is started before the previous one is finished, so this process's finishing (its
-    saves, the parts it writes) runs while the others work, not while they wait. Groups are
-    still finished, and their parts and windows written, in order: a stage killed at any
-    point leaves what the group-by-group walk would have left.
+    `start_group(parts, frame)` hands the group out and returns what finishes it. `ahead`:
+    the next group is started before the previous one is finished, so this process's
+    finishing (its saves, the parts it writes) runs while the others work, not while they
+    wait. Groups are still finished, and their parts and windows written, in order: a stage
+    killed at any point leaves what the group-by-group walk would have left.
     """
     with bulk_allocation():
         _map_groups(
@@ -124,7 +124,7 @@ def map_partition_groups_ahead(
             group_rows,
             columns,
             manifest_extra or {},
-            ahead=True,
+            ahead=ahead,
         )
 
 

@@ -21,8 +21,8 @@ from oai_pipeline.pipeline.frames import (
 from oai_pipeline.pipeline.groups import (
     FinishGroup,
     PartRef,
-    map_partition_groups_ahead,
     read_group,
+    walk_partition_groups,
 )
 from oai_pipeline.pipeline.partitions import run_id_of, run_updates_all
 from oai_pipeline.pipeline.scope import HarvestScope
@@ -151,12 +151,13 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
         return frame(rows, TRANSFORMED_SCHEMA)
 
     with TransformChain(harvester, workers=services.settings.transform_workers) as chain:
-        map_partition_groups_ahead(
+        walk_partition_groups(
             services.storage,
             scope,
             RAW_OAI_XML,
             TRANSFORMED_RECORDS,
             start_group,
+            ahead=True,  # the workers transform the next group while this one is saved
             columns=[name for name in RAW_SCHEMA.names() if name != "xml"],
         )
         summary.workers = chain.workers

@@ -15,7 +15,7 @@ from oai_pipeline.pipeline.groups import (
     FinishGroup,
     PartRef,
     map_partition_groups,
-    map_partition_groups_ahead,
+    walk_partition_groups,
 )
 from oai_pipeline.pipeline.partition_summary import summarise_partition
 from oai_pipeline.pipeline.scope import HarvestScope, Window
@@ -65,12 +65,12 @@ def _map_ahead(
     transform: Transform,
     **options: Any,
 ) -> None:
-    """`map_partition_groups_ahead` with the transform run when the group is finished."""
+    """`walk_partition_groups` with the transform run when the group is finished."""
 
     def start(parts: list[PartRef], frame: pl.DataFrame) -> FinishGroup:
         return lambda: transform(parts, frame)
 
-    map_partition_groups_ahead(store, scope, source, target, start, **options)
+    walk_partition_groups(store, scope, source, target, start, ahead=True, **options)
 
 
 # Both walks write the same partitions; the one ahead only finishes each group later.
@@ -198,7 +198,7 @@ def test_ahead_the_next_group_is_handed_out_before_the_one_before_is_finished(
 
         return finish
 
-    map_partition_groups_ahead(store, scope, "source", "target", start, group_rows=1)
+    walk_partition_groups(store, scope, "source", "target", start, ahead=True, group_rows=1)
     assert events == [
         "start a",
         "start b",
