@@ -275,7 +275,7 @@ def test_prune_reaches_a_deleted_harvester_whose_records_were_kept(
         (["--keep-days", "0"], "--keep-days must be a whole number of days from 1", 2),
         (["--keep-days", "-3"], "--keep-days must be a whole number of days from 1", 2),
         (["--keep-days", "many"], "'many' is not a valid integer", 2),
-        (["nope"], "unknown harvester 'nope'", 1),
+        (["nope"], "unknown harvester 'nope'", 2),  # a user mistake, as the others
     ],
 )
 def test_prune_refuses_a_mistake_in_one_line(
