@@ -247,6 +247,21 @@ def test_a_reconcile_killed_before_saving_its_deletions_remembers_them_when_reru
     )
 
 
+def _reports_killed_and_rerun(
+    changed: Source, tmp_path: Path, crash: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The incremental harvest's --json report uncrashed, and its rerun's after `crash`."""
+    assert changed.harvested is not None
+    reference = Backend().new_home(tmp_path, "reference", changed.harvested)
+    home = Backend().new_home(tmp_path, "home", changed.harvested)
+    harvest = [*INCREMENTAL, "--json"]
+    expected = json.loads(crash_sweep._cli(reference, "none", harvest).stdout)
+    _harvest(home, harvest, crash)
+    rerun = crash_sweep._cli(home, "none", harvest)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    return expected, json.loads(rerun.stdout)
+
+
 def test_a_harvest_killed_while_bringing_records_back_reports_them_brought_back(
     changed: Source, tmp_path: Path
 ) -> None:
@@ -255,16 +270,7 @@ def test_a_harvest_killed_while_bringing_records_back_reports_them_brought_back(
     as an uninterrupted harvest (it found them holding the harvested data already and
     reported `nothing`, none brought back; then `update` for those it had restored: the
     record's revisions before the run tell that it was a tombstone)."""
-    assert changed.harvested is not None
-    reference = Backend().new_home(tmp_path, "reference", changed.harvested)
-    home = Backend().new_home(tmp_path, "home", changed.harvested)
-    harvest = [*INCREMENTAL, "--json"]
-
-    expected = json.loads(crash_sweep._cli(reference, "none", harvest).stdout)
-    _harvest(home, harvest, "save_write_outcomes:1:before")
-    rerun = crash_sweep._cli(home, "none", harvest)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    got = json.loads(rerun.stdout)
+    expected, got = _reports_killed_and_rerun(changed, tmp_path, "save_write_outcomes:1:before")
 
     assert expected["local_changes_undone"] > 0
     assert got["local_changes_undone"] == expected["local_changes_undone"]
@@ -278,16 +284,7 @@ def test_a_harvest_killed_after_saving_what_it_brought_back_still_reports_it(
     """Killed once the state store saved the records it brought back, before its run was
     finished: the rerun resumes the run and reports them brought back by it, with the same
     actions (it found them settled, or its rules skipped them, and reported none undone)."""
-    assert changed.harvested is not None
-    reference = Backend().new_home(tmp_path, "reference", changed.harvested)
-    home = Backend().new_home(tmp_path, "home", changed.harvested)
-    harvest = [*INCREMENTAL, "--json"]
-
-    expected = json.loads(crash_sweep._cli(reference, "none", harvest).stdout)
-    _harvest(home, harvest, "save_write_outcomes:1:after")
-    rerun = crash_sweep._cli(home, "none", harvest)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    got = json.loads(rerun.stdout)
+    expected, got = _reports_killed_and_rerun(changed, tmp_path, "save_write_outcomes:1:after")
 
     assert got["run_id"] == expected["run_id"]
     assert expected["local_changes_undone"] > 0
