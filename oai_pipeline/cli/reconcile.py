@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from oai_pipeline.cli.output import FriendlyCommand, emit, json_option, note_lines
+from oai_pipeline.cli.harvesters import disabled_warning
+from oai_pipeline.cli.output import FriendlyCommand, emit, json_option, note_lines, progress_line
 from oai_pipeline.pipeline.reconcile import reconcile as reconcile_source
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import load_settings
@@ -21,7 +22,15 @@ from oai_pipeline.settings import load_settings
 def reconcile(harvester_id: str, force: bool, as_json: bool) -> None:
     """List every identifier the source still has; delete harvested records that vanished."""
     with Services(load_settings()) as services:
-        report = reconcile_source(services, harvester_id, force=force).to_dict()
+        # Run: the operator named it. But they hear why the weekly reconcile leaves it out.
+        warning = disabled_warning(services.harvester(harvester_id))
+        warnings = [warning] if warning else []
+        for line in warnings:
+            progress_line(f"note: {line}")
+        report = {
+            **reconcile_source(services, harvester_id, force=force).to_dict(),
+            "warnings": warnings,
+        }
     text = (
         f"harvester {harvester_id} (deletedRecord={report['deleted_record']}): "
         f"{report['source_identifiers']} identifiers at the source, "

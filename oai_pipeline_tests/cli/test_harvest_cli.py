@@ -586,6 +586,25 @@ def test_a_disabled_harvester_named_is_harvested_with_a_note(registered: str) ->
     assert json.loads(run("harvest", registered, "--json").stdout)["warnings"] == []
 
 
+def test_a_disabled_harvester_named_is_reconciled_with_a_note(registered: str) -> None:
+    """As a harvest of it: the weekly reconcile leaves a disabled harvester out, unsaid."""
+    assert run("harvest", registered).exit_code == 0
+    assert run("harvesters", "update", registered, "--disabled").exit_code == 0
+
+    text = CliRunner().invoke(main, ["reconcile", registered])
+    as_json = CliRunner().invoke(main, ["reconcile", registered, "--json"])
+
+    note = f"harvester {registered} is disabled: schedules and sensors skip it"
+    assert text.exit_code == 0, text.output
+    assert f"note: {note}" in text.stderr and note not in text.stdout
+    assert "vanished" in text.stdout
+    assert as_json.exit_code == 0, as_json.output
+    [warning] = json.loads(as_json.stdout)["warnings"]
+    assert warning.startswith(note)
+    assert run("harvesters", "update", registered, "--enabled").exit_code == 0
+    assert json.loads(run("reconcile", registered, "--json").stdout)["warnings"] == []
+
+
 def test_a_missing_community_is_warned_of_at_registration_and_its_errors_name_the_fix(
     endpoint: OAIEndpoint,
 ) -> None:
