@@ -568,41 +568,31 @@ def test_hours_asked_of_a_source_listing_by_day_harvest_those_hours_only() -> No
     ), report["notices"]
 
 
-def test_a_disabled_harvester_named_is_harvested_with_a_note(registered: str) -> None:
-    """Before, it ran without a word: the operator did not learn that no schedule harvests it."""
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [(["harvest", "--max-records", "1"], "harvested:"), (["reconcile"], "vanished")],
+)
+def test_a_disabled_harvester_named_runs_with_a_note(
+    registered: str, command: list[str], shown: str
+) -> None:
+    """Before, a harvest or reconcile of it ran without a word: the operator did not learn
+    that no schedule harvests or reconciles it."""
+    assert run("harvest", registered).exit_code == 0  # something to reconcile
     assert run("harvesters", "update", registered, "--disabled").exit_code == 0
+    name, *options = command
 
-    text = CliRunner().invoke(main, ["harvest", registered, "--max-records", "1"])
-    as_json = CliRunner().invoke(main, ["harvest", registered, "--max-records", "1", "--json"])
+    text = CliRunner().invoke(main, [name, registered, *options])
+    as_json = CliRunner().invoke(main, [name, registered, *options, "--json"])
 
     note = f"harvester {registered} is disabled: schedules and sensors skip it"
     assert text.exit_code == 0, text.output
     assert f"note: {note}" in text.stderr and note not in text.stdout
-    assert "harvested:" in text.stdout
+    assert shown in text.stdout
     assert as_json.exit_code == 0, as_json.output
     [warning] = json.loads(as_json.stdout)["warnings"]
     assert warning.startswith(note) and f"harvesters update {registered} --enabled" in warning
     assert run("harvesters", "update", registered, "--enabled").exit_code == 0
-    assert json.loads(run("harvest", registered, "--json").stdout)["warnings"] == []
-
-
-def test_a_disabled_harvester_named_is_reconciled_with_a_note(registered: str) -> None:
-    """As a harvest of it: the weekly reconcile leaves a disabled harvester out, unsaid."""
-    assert run("harvest", registered).exit_code == 0
-    assert run("harvesters", "update", registered, "--disabled").exit_code == 0
-
-    text = CliRunner().invoke(main, ["reconcile", registered])
-    as_json = CliRunner().invoke(main, ["reconcile", registered, "--json"])
-
-    note = f"harvester {registered} is disabled: schedules and sensors skip it"
-    assert text.exit_code == 0, text.output
-    assert f"note: {note}" in text.stderr and note not in text.stdout
-    assert "vanished" in text.stdout
-    assert as_json.exit_code == 0, as_json.output
-    [warning] = json.loads(as_json.stdout)["warnings"]
-    assert warning.startswith(note)
-    assert run("harvesters", "update", registered, "--enabled").exit_code == 0
-    assert json.loads(run("reconcile", registered, "--json").stdout)["warnings"] == []
+    assert json.loads(run(name, registered, "--json").stdout)["warnings"] == []
 
 
 def test_a_missing_community_is_warned_of_at_registration_and_its_errors_name_the_fix(
