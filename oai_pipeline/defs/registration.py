@@ -19,23 +19,27 @@ from oai_pipeline.settings import load_settings
 logger = logging.getLogger(__name__)
 
 
-def load_data_folder_fixture() -> None:
+def load_data_folder_fixture(services: Services | None = None) -> None:
     """A fixture `oai_harvesters.yaml` in the data folder is loaded when the definitions load
-    (and by the harvester_registry_sensor), once per content. Every run worker loads the
-    definitions: applied each time, the file undid a harvester's change made since in the
-    UI or the CLI (disabled, say) at once. A file in error stores nothing: ConfigurationError.
+    (and by the harvester_registry_sensor, with its resource's `services`), once per content.
+    Every run worker loads the definitions: applied each time, the file undid a harvester's
+    change made since in the UI or the CLI (disabled, say) at once. A file in error stores
+    nothing: ConfigurationError.
     """
-    settings = load_settings()
-    if not settings.fixture_file.exists():
+    if services is None:
+        with Services(load_settings()) as opened:
+            load_data_folder_fixture(opened)
         return
-    path = str(settings.fixture_file.resolve())
-    digest = hashlib.sha256(settings.fixture_file.read_bytes()).hexdigest()
-    with Services(settings) as services:
-        if services.state.applied_fixture(path) == digest:
-            return
-        results = load_fixture_file(settings.fixture_file, HarvesterRegistry(services.state))
-        services.state.mark_fixture_applied(path, digest)
-    logger.info("loaded %s: %s", settings.fixture_file, results)
+    fixture = services.settings.fixture_file
+    if not fixture.exists():
+        return
+    path = str(fixture.resolve())
+    digest = hashlib.sha256(fixture.read_bytes()).hexdigest()
+    if services.state.applied_fixture(path) == digest:
+        return
+    results = load_fixture_file(fixture, HarvesterRegistry(services.state))
+    services.state.mark_fixture_applied(path, digest)
+    logger.info("loaded %s: %s", fixture, results)
 
 
 class HarvesterConfig(dg.Config):

@@ -71,13 +71,13 @@ def cancel_queued_runs(instance: dg.DagsterInstance, deleted: set[str]) -> list[
 def harvester_registry_sensor(
     context: dg.SensorEvaluationContext, pipeline: PipelineResource
 ) -> dg.SensorResult:
-    try:
-        load_data_folder_fixture()  # a file changed since: no code reload needed
-    except ConfigurationError as error:
-        fixture_error: ConfigurationError | None = error
-    else:
-        fixture_error = None
     with pipeline.services() as services:
+        try:
+            load_data_folder_fixture(services)  # a file changed since: no code reload needed
+        except ConfigurationError as error:
+            fixture_error: ConfigurationError | None = error
+        else:
+            fixture_error = None
         registered = {h.id for h in services.state.list_harvesters()}
     existing = set(context.instance.get_dynamic_partitions(HARVESTER))
     if warning := partition_budget_warning(len(registered), window_partitions.get_num_partitions()):
