@@ -445,6 +445,7 @@ class OAIClient:
         if checkpoint is not None and token is not None:
             listed = checkpoint.listed
         resumed_token = token  # what a failed run saved, to go on from
+        set_seen = checkpoint is not None and checkpoint.set_confirmed  # see SweepCheckpoint
 
         def refuse_resumed_token(failure: HarvestProtocolError) -> NoReturn:
             """The saved token keeps failing (after retries), where the window's first page
@@ -465,21 +466,21 @@ class OAIClient:
 
         try:
             while True:
-                save_checkpoint(
-                    SweepCheckpoint(
-                        from_=from_,
-                        until=until,
-                        set_spec=set_spec,
-                        metadata_prefix=metadata_prefix,
-                        resumption_token=token,
-                        pages_read=pages_read,
-                        cursor=cursor,
-                        response_date=response_date,
-                        complete_list_size=announced,
-                        delivered=delivered,
-                        listed=listed,
-                    )
+                saved = SweepCheckpoint(
+                    from_=from_,
+                    until=until,
+                    set_spec=set_spec,
+                    metadata_prefix=metadata_prefix,
+                    resumption_token=token,
+                    pages_read=pages_read,
+                    cursor=cursor,
+                    response_date=response_date,
+                    complete_list_size=announced,
+                    delivered=delivered,
+                    listed=listed,
+                    set_confirmed=self._set_confirmed(set_spec, set_seen),
                 )
+                save_checkpoint(saved)
                 try:
                     try:
                         page = ahead.take(token) if ahead is not None else fetch(token)
@@ -521,6 +522,7 @@ class OAIClient:
                         empty_in_a_row = 0
                         continue
                 pages_read += 1
+                set_seen = set_seen or bool(page.records)
                 cursor, response_date = page.cursor, page.response_date
                 delivered = cursor + len(page.records) if cursor is not None else None
                 if page.complete_list_size is not None:
@@ -569,6 +571,9 @@ class OAIClient:
                         ahead.start(next_token)
                 yield page
                 if next_token is None:
+                    if self._set_confirmed(set_spec, set_seen) and not saved.set_confirmed:
+                        # the list's last checkpoint says what its pages showed of the set
+                        save_checkpoint(dataclasses.replace(saved, set_confirmed=True))
                     return
                 if refusal is not None:
                     raise refusal
@@ -646,6 +651,11 @@ class OAIClient:
         """Take the set as one the source has (a run of the harvester listed it before), so
         that an empty list of it is not checked against ListSets."""
         self._sets_known.setdefault(set_spec, True)
+
+    def _set_confirmed(self, set_spec: str | None, records_seen: bool) -> bool:
+        """Whether a list of the set showed that the source has it: its pages held records,
+        ListSets lists it, or a confirmed run of the harvester listed it (know_set)."""
+        return bool(set_spec) and (records_seen or self._sets_known.get(set_spec) is True)
 
     def _has_set(self, set_spec: str) -> bool | None:
         """Whether ListSets lists the set (or a set below it, `a:b` for `a`); None when

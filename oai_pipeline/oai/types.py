@@ -72,6 +72,11 @@ class SweepCheckpoint:
     # page, not by the cursor (sources misuse it): the list's end compares it with the
     # announced size. None: not known (a checkpoint an older version saved).
     listed: int | None = None
+    # Whether the source has the set: a page of the list held records, or ListSets lists
+    # it. An empty incremental list of a confirmed set is a quiet day, not a typo to check
+    # (see discover._set_listed_before). False in checkpoints older versions saved: those
+    # trusted a set whose check failed or was never made.
+    set_confirmed: bool = False
 
 
 @dataclass(frozen=True)

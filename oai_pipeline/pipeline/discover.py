@@ -296,14 +296,19 @@ def discover(
 
 def _set_listed_before(state: StateStore, harvester: Harvester, run: RunToFetch) -> bool:
     """Whether a dated list of the harvester's set (an incremental harvest) follows a
-    succeeded run that listed that set: its source has the set (that run's list of it came
-    with records or was checked against ListSets), and an empty list of it is a quiet day,
-    not a mistyped set to check (one ListSets request per harvest that finds nothing)."""
+    succeeded run whose list confirmed that set (its pages held records, or ListSets listed
+    it): an empty list of it is a quiet day, not a mistyped set to check (one ListSets
+    request per harvest that finds nothing). A run that only succeeded (its ListSets failed,
+    or an older version made no check) confirms nothing: the next empty list is checked."""
     if not harvester.setspec or not (run.from_ or run.until):
         return False
     last = state.last_success(harvester.id)
     checkpoint = (last or {}).get("checkpoint")
-    return isinstance(checkpoint, SweepCheckpoint) and checkpoint.set_spec == harvester.setspec
+    return (
+        isinstance(checkpoint, SweepCheckpoint)
+        and checkpoint.set_spec == harvester.setspec
+        and checkpoint.set_confirmed
+    )
 
 
 def _tell_whole_days(

@@ -842,6 +842,30 @@ def test_an_incremental_harvest_of_a_set_the_source_does_not_have_is_a_configura
     assert source.verbs.count("ListSets") == 2
 
 
+def test_a_set_whose_check_failed_is_checked_again_by_the_next_incremental_harvest(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped set's first harvest succeeds empty when ListSets fails (nothing says the
+    set is wrong). Before, that success alone made every later empty incremental list of
+    the set a quiet day, and the typo went unnoticed; now only a run whose list confirmed
+    the set (records, or ListSets listing it) does, as does a run of an older version."""
+    source = harvest_fake_source(
+        settings,
+        monkeypatch,
+        FakeSource(_in_sets(4, "user-abc")),
+        setspec="user-abcd",
+        reader_options={"max_retries": 0},
+    )
+    source.faults[3] = status(500)  # Identify, the list, then ListSets fails
+    assert harvest(settings).harvested == 0
+    assert source.verbs == ["Identify", "ListRecords", "ListSets"]
+
+    since = HarvestScope.adhoc("sample", since=datetime(2024, 3, 2, tzinfo=UTC))
+    with pytest.raises(UnknownSet, match="the source has no set 'user-abcd'"):
+        harvest(settings, since)
+    assert source.verbs.count("ListSets") == 2
+
+
 def test_a_resumed_sweep_counts_what_its_earlier_attempts_listed(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
