@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -22,7 +22,7 @@ from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
 from oai_pipeline.oai.reader import Reader
-from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
+from oai_pipeline.oai.types import Granularity, HarvestedRecord, IdentifyInfo, SweepCheckpoint
 from oai_pipeline.oai.windows import format_datestamp, parse_datestamp, read_datestamp
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, RAW_SCHEMA, error_columns, frame
 from oai_pipeline.pipeline.options import RunOptions
@@ -265,7 +265,9 @@ def discover(
             if _set_listed_before(state, harvester, run):
                 reader.know_set(harvester.setspec or "")
             try:
-                _fetch(services, scope, options, reader, run, result, progress)
+                _fetch(
+                    services, scope, options, reader, run, result, progress, identify.granularity
+                )
                 _tell_whole_days(run.asked, identify, run, result)
             except BaseException as error:
                 # what the source did before the run failed is kept for its status (the
@@ -401,9 +403,13 @@ def _fetch(
     run: RunToFetch,
     result: DiscoveryResult,
     progress: Callable[[str], None],
+    granularity: Granularity = "seconds",
 ) -> None:
     state = services.state
     run_id = run.run_id
+    # When an earlier attempt of this run began listing: a resumed run lists again what the
+    # source changed since (see _catch_up_from).
+    first_listed_at = (state.get_run(run_id) or {}).get("response_date")
     # Resuming: trust the durable rows, not a counter that may predate a crash; the cap is
     # the run's own, whatever this attempt was started with.
     counters = state.reconcile_counters(run_id)
@@ -477,6 +483,51 @@ def _fetch(
             response_date_saved = True
         if stage(page.records, page.response_date):
             return
+    catch_up = _catch_up_from(run, first_listed_at, granularity)
+    if catch_up is not None:
+        # Not checkpointed: killed during it, the next attempt resumes the token sweep's
+        # checkpoint and lists the changes again (staging a copy twice replaces nothing).
+        for page in reader.sweep(
+            from_=catch_up, until=run.until, checkpoint=None, save_checkpoint=lambda _: None
+        ):
+            if stage(page.records, page.response_date):
+                return
+
+
+# How far before an earlier attempt's first responseDate a resumed run lists the source's
+# changes again: sources index late (as an incremental harvest's overlap).
+CATCH_UP_OVERLAP = timedelta(hours=2)
+
+
+def _catch_up_from(
+    run: RunToFetch, first_listed_at: str | None, granularity: Granularity
+) -> str | None:
+    """The `from` of the list a resumed run makes after its token sweep, or None (a new run,
+    or a window that ended before the run began listing).
+
+    The source may have changed, hours or days ago, records an earlier attempt of the run
+    staged (or wrote) before it was killed: updated, deleted, added before the saved token.
+    The token sweep goes on past them, so without this list the rerun wrote their old copies
+    and left out records added before the token, where a harvest of the source as it is now
+    has the new ones; only the next incremental harvest caught up."""
+    if run.checkpoint is None or not first_listed_at:
+        return None
+    moment = read_datestamp(first_listed_at)
+    if moment is None:
+        return None
+    moment -= CATCH_UP_OVERLAP
+    start = read_datestamp(run.from_) if run.from_ else None
+    if start is not None and start > moment:
+        moment = start
+    if run.until:
+        end = read_datestamp(run.until)
+        if end is not None and len(run.until.strip()) == len("YYYY-MM-DD"):
+            end += timedelta(days=1)  # a day's `until` holds the whole day
+            if moment >= end:
+                return None
+        elif end is not None and moment > end:
+            return None
+    return format_datestamp(moment, granularity)
 
 
 def _stage_answers_of(

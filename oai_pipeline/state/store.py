@@ -1604,6 +1604,27 @@ class StateStore:
                 self._upsert_harvested(
                     conn, harvester_id, newer, rewrite=rewrite, listed_at=listed_at
                 )
+                # A newer copy of a record an earlier attempt of the run already wrote (the
+                # source changed it since) is the run's to write again: before, it kept its
+                # old copy in the target until the next incremental harvest.
+                for chunk in _chunks([record.identifier for record in newer]):
+                    conn.execute(
+                        run_records.update()
+                        .where(
+                            run_records.c.run_id == run_id,
+                            run_records.c.identifier.in_(chunk),
+                            run_records.c.status.not_in(("pending", "running")),
+                        )
+                        .values(
+                            status="pending",
+                            attempts=0,
+                            claimed_at=None,
+                            error_type=None,
+                            error_message=None,
+                            error_location=None,
+                            updated_at=now,
+                        )
+                    )
             if new:
                 conn.execute(
                     run_records.insert(),
