@@ -445,7 +445,8 @@ class OAIClient:
         if checkpoint is not None and token is not None:
             listed = checkpoint.listed
         resumed_token = token  # what a failed run saved, to go on from
-        set_seen = checkpoint is not None and checkpoint.set_confirmed  # see SweepCheckpoint
+        if set_spec and checkpoint is not None and checkpoint.set_confirmed:
+            self.know_set(set_spec)  # an earlier attempt of the sweep confirmed it
 
         def refuse_resumed_token(failure: HarvestProtocolError) -> NoReturn:
             """The saved token keeps failing (after retries), where the window's first page
@@ -478,7 +479,7 @@ class OAIClient:
                     complete_list_size=announced,
                     delivered=delivered,
                     listed=listed,
-                    set_confirmed=self._set_confirmed(set_spec, set_seen),
+                    set_confirmed=self._set_confirmed(set_spec),
                 )
                 save_checkpoint(saved)
                 try:
@@ -522,7 +523,8 @@ class OAIClient:
                         empty_in_a_row = 0
                         continue
                 pages_read += 1
-                set_seen = set_seen or bool(page.records)
+                if set_spec and page.records:
+                    self._sets_known[set_spec] = True  # the source has it: it lists records
                 cursor, response_date = page.cursor, page.response_date
                 delivered = cursor + len(page.records) if cursor is not None else None
                 if page.complete_list_size is not None:
@@ -571,7 +573,7 @@ class OAIClient:
                         ahead.start(next_token)
                 yield page
                 if next_token is None:
-                    if self._set_confirmed(set_spec, set_seen) and not saved.set_confirmed:
+                    if self._set_confirmed(set_spec) and not saved.set_confirmed:
                         # the list's last checkpoint says what its pages showed of the set
                         save_checkpoint(dataclasses.replace(saved, set_confirmed=True))
                     return
@@ -652,10 +654,10 @@ class OAIClient:
         that an empty list of it is not checked against ListSets."""
         self._sets_known.setdefault(set_spec, True)
 
-    def _set_confirmed(self, set_spec: str | None, records_seen: bool) -> bool:
-        """Whether a list of the set showed that the source has it: its pages held records,
-        ListSets lists it, or a confirmed run of the harvester listed it (know_set)."""
-        return bool(set_spec) and (records_seen or self._sets_known.get(set_spec) is True)
+    def _set_confirmed(self, set_spec: str | None) -> bool:
+        """Whether the source has the set, as far as this client saw: a list of it held
+        records, ListSets lists it, or a confirmed run of the harvester listed it (know_set)."""
+        return bool(set_spec) and self._sets_known.get(set_spec) is True
 
     def _has_set(self, set_spec: str) -> bool | None:
         """Whether ListSets lists the set (or a set below it, `a:b` for `a`); None when

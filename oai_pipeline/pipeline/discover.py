@@ -403,7 +403,7 @@ def _fetch(
     run: RunToFetch,
     result: DiscoveryResult,
     progress: Callable[[str], None],
-    granularity: Granularity = "seconds",
+    granularity: Granularity,
 ) -> None:
     state = services.state
     run_id = run.run_id

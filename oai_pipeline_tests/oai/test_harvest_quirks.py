@@ -457,8 +457,9 @@ def test_a_failed_run_keeps_its_notices_and_its_resumed_attempt_adds_its_own(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first attempt went by day, then the source failed mid-list; the attempt that
-    resumes it asks by token (no dates to refuse: it does not meet that quirk again) and
-    meets another. The run keeps both, and its report says both."""
+    resumes it goes on by token, meets another quirk, and meets the first again when it lists
+    what changed since the run began. The run keeps both, each once, and its report says
+    both."""
     records = importable(6)
     source = harvest_fake_source(
         settings,
@@ -482,7 +483,10 @@ def test_a_failed_run_keeps_its_notices_and_its_resumed_attempt_adds_its_own(
     source.identify_base_url = "https://fake.test/oai"
     resumed = harvest(settings, scope)
     assert resumed.run_id == failed["run"]["id"] and resumed.harvested == 6
-    assert not any("from" in r.url.params for r in source.requests[asked:])
+    # the token first, where the failed attempt stopped; then, with dates, what the source
+    # changed since the run began listing (meeting the refusal again, said once)
+    lists = [r.url.params for r in source.requests[asked:] if r.url.params["verb"] != "Identify"]
+    assert "resumptionToken" in lists[0] and "from" in lists[-1]
     moved = (
         "http://fake.test/oai: the source's Identify names another base URL, "
         "https://fake.test/oai; harvesting the registered one (if the source lives there, "
@@ -864,6 +868,30 @@ def test_a_set_whose_check_failed_is_checked_again_by_the_next_incremental_harve
     with pytest.raises(UnknownSet, match="the source has no set 'user-abcd'"):
         harvest(settings, since)
     assert source.verbs.count("ListSets") == 2
+
+
+def test_a_set_whose_list_held_records_is_not_checked_when_its_next_list_is_empty(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A set ListSets does not list (sources hide some) but whose list held records is the
+    source's: the resumed run's second list (what changed since the run began, empty) and the
+    next quiet incremental harvest take it for empty. Before, they asked ListSets and failed
+    the run with UnknownSet."""
+    source = harvest_fake_source(
+        settings,
+        monkeypatch,
+        FakeSource(_in_sets(6, "hidden"), page_size=2),
+        setspec="hidden",
+        reader_options={"max_retries": 0, "prefetch": False},
+    )
+    source.sets = ["other"]
+    source.faults[3] = status(500)  # Identify, page one, then page two fails
+    with pytest.raises(HarvestProtocolError, match="HTTP 500"):
+        harvest(settings)
+    assert harvest(settings).harvested == 6
+    since = HarvestScope.adhoc("sample", since=datetime(2024, 3, 2, tzinfo=UTC))
+    assert harvest(settings, since).harvested == 0
+    assert "ListSets" not in source.verbs
 
 
 def test_a_resumed_sweep_counts_what_its_earlier_attempts_listed(
