@@ -24,7 +24,7 @@ from oai_pipeline.defs.partitions import (
 )
 from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.errors import ConfigurationError
-from oai_pipeline.oai.windows import parse_datestamp, read_response_date
+from oai_pipeline.oai.windows import INDEXING_OVERLAP, parse_datestamp, read_response_date
 from oai_pipeline.pipeline.services import Services as PipelineServices
 from oai_pipeline.state.store import StateStore
 
@@ -51,7 +51,7 @@ def overlap() -> timedelta:
     and no run was requested."""
     text = os.environ.get("OAI_PIPELINE_INCREMENTAL_OVERLAP_HOURS", "").strip()
     if not text:
-        return timedelta(hours=2)
+        return INDEXING_OVERLAP
     try:
         hours = float(text)
     except ValueError:
@@ -68,7 +68,7 @@ def incremental_window_range(
     last_response_date: str | None,
     now: datetime,
     windows: dg.TimeWindowPartitionsDefinition = window_partitions,
-    overlap: timedelta = timedelta(hours=2),
+    overlap: timedelta = INDEXING_OVERLAP,
 ) -> tuple[str, str]:
     """First and last window key to harvest: from (last responseDate - overlap) to now.
 

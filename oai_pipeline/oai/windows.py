@@ -14,6 +14,10 @@ from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.errors import InvalidDatestamp
 from oai_pipeline.oai.types import Granularity
 
+# How far before the last harvest's responseDate the next one lists again: sources index
+# late, so a record stamped just before that moment may have been listed only after it.
+INDEXING_OVERLAP = timedelta(hours=2)
+
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _SECONDS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})$")
 

@@ -23,7 +23,12 @@ from oai_pipeline.harvesters.plugins import build_reader
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
 from oai_pipeline.oai.reader import Reader
 from oai_pipeline.oai.types import Granularity, HarvestedRecord, IdentifyInfo, SweepCheckpoint
-from oai_pipeline.oai.windows import format_datestamp, parse_datestamp, read_datestamp
+from oai_pipeline.oai.windows import (
+    INDEXING_OVERLAP,
+    format_datestamp,
+    parse_datestamp,
+    read_datestamp,
+)
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, RAW_SCHEMA, error_columns, frame
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.partition_summary import WindowCounts
@@ -494,11 +499,6 @@ def _fetch(
                 return
 
 
-# How far before an earlier attempt's first responseDate a resumed run lists the source's
-# changes again: sources index late (as an incremental harvest's overlap).
-CATCH_UP_OVERLAP = timedelta(hours=2)
-
-
 def _catch_up_from(
     run: RunToFetch, first_listed_at: str | None, granularity: Granularity
 ) -> str | None:
@@ -515,7 +515,7 @@ def _catch_up_from(
     moment = read_datestamp(first_listed_at)
     if moment is None:
         return None
-    moment -= CATCH_UP_OVERLAP
+    moment -= INDEXING_OVERLAP  # sources index late
     start = read_datestamp(run.from_) if run.from_ else None
     if start is not None and start > moment:
         moment = start
