@@ -492,6 +492,10 @@ def _fetch(
     if catch_up is not None:
         # Not checkpointed: killed during it, the next attempt resumes the token sweep's
         # checkpoint and lists the changes again (staging a copy twice replaces nothing).
+        progress(
+            f"run {run_id} began listing at {first_listed_at}: listing again what the source "
+            f"changed since {catch_up}"
+        )
         for page in reader.sweep(
             from_=catch_up, until=run.until, checkpoint=None, save_checkpoint=lambda _: None
         ):

@@ -24,10 +24,12 @@ FIRST_DAY = datetime(2024, 1, 5, tzinfo=UTC)
 FULL = ["harvest", HARVESTER]
 
 
-def _harvest(home: Home, crash: str = "none") -> None:
+def _harvest(home: Home, crash: str = "none") -> str:
+    """The harvest's progress (stderr)."""
     result = crash_sweep._cli(home, crash, FULL)
     expected = 0 if crash == "none" else EXIT_CODE
     assert result.returncode == expected, result.stdout + result.stderr[-3000:]
+    return result.stderr
 
 
 def _target(home: Home) -> dict[str, tuple]:
@@ -94,7 +96,7 @@ def test_a_rerun_after_the_source_moved_on_ends_like_a_fresh_harvest_of_it(
         home = backend.new_home(tmp_path, "home", empty)
         _harvest(home, crash)
         _move_on(endpoint, _staged(home))
-        _harvest(home)
+        assert "listing again what the source changed since" in _harvest(home)
         fresh = backend.new_home(tmp_path, "fresh", empty)
         _harvest(fresh)
 
