@@ -662,13 +662,11 @@ def _union_differs(got: dict[str, int], reference: dict[str, int]) -> bool:
 
 
 def _compare_reconcile_reports(reference: dict[str, Any], got: dict[str, Any]) -> list[str]:
-    """A reconcile keeps no run of its own: one killed after it marked the vanished records
-    gone leaves the rerun none to find (the target and harvest records, compared apart,
-    show them deleted), so the rerun reports them all or none. Its harvest of the records
-    listed again is a run that the rerun resumes (`already_written`)."""
+    """A reconcile's rerun reports what the uncrashed one does: the records found vanished
+    and deleted (an attempt killed after marking them gone saved them on its reconcile run,
+    which the rerun resumes), and those listed again; its harvest of these is a run that
+    the rerun resumes (`already_written`)."""
     keys = _RECONCILE
-    if not got["vanished"] and not got["actions"]:
-        keys = ("returned", "errors")  # the killed attempt finished the deletions
     problems = [
         f"reconcile {key}: {got.get(key)} vs {reference.get(key)}"
         for key in keys
