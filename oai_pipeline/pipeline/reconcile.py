@@ -25,6 +25,7 @@ from oai_pipeline.pipeline.runner import run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.state.harvester_lock import is_dead_local_process, new_owner
+from oai_pipeline.state.store import ReconcileDeletions
 from oai_pipeline.sync.reconcile import implausible_loss, vanished_identifiers
 from oai_pipeline.sync.rules import (
     Action,
@@ -179,13 +180,22 @@ def reconcile(services: Services, harvester_id: str, *, force: bool = False) -> 
         services.harvester_lock.hold_source(base_url),
         ListedIdentifiers(services.settings.home / "tmp") as source_ids,
     ):
-        report = _reconcile(services, harvester_id, force, source_ids)
+        run_id, earlier = services.state.start_reconcile_run(harvester_id)
+        report = _reconcile(services, harvester_id, force, source_ids, run_id)
+    # the records to harvest again are those this sweep found gone and listed
+    listed_again = [i for i in report.returned if resumed is None or i not in resumed[0]]
+    if earlier is not None:
+        # An attempt of this run killed after it marked its deletions saved them on the run:
+        # reported as that attempt would have, not as "nothing vanished".
+        report.vanished = sorted({*earlier.vanished, *report.vanished})
+        report.actions.update(earlier.actions)
+        report.errors += earlier.errors
+        report.returned = sorted({*earlier.returned, *report.returned})
     if resumed is not None:
         identifiers, actions, notice = resumed
         report.returned = sorted({*identifiers, *report.returned})
         report.returned_actions.update(actions)
         report.notices += [notice] if notice else []
-    listed_again = [i for i in report.returned if resumed is None or i not in resumed[0]]
     if listed_again:
         # Once the leases are released: the harvest takes them itself.
         scope = HarvestScope.adhoc(harvester_id, None, None)
@@ -199,6 +209,7 @@ def reconcile(services: Services, harvester_id: str, *, force: bool = False) -> 
             )
         else:
             report.returned_actions.update(harvested.actions)
+    services.state.finish_reconcile_run(run_id)
     return report
 
 
@@ -227,7 +238,11 @@ def _resume_unfinished_harvest(
 
 
 def _reconcile(
-    services: Services, harvester_id: str, force: bool, source_ids: ListedIdentifiers
+    services: Services,
+    harvester_id: str,
+    force: bool,
+    source_ids: ListedIdentifiers,
+    run_id: int,
 ) -> ReconcileReport:
     harvester = services.harvester(harvester_id)
     state = services.state
@@ -363,7 +378,10 @@ def _reconcile(
     # Marked gone only once every writer has deleted them: the next reconcile finds what is
     # vanished among the records still marked live, so marked first, a reconcile killed
     # before its writes left the target's records live for ever (no later run deleted them).
-    state.mark_gone(harvester_id, vanished)
+    deletions = ReconcileDeletions(
+        run_id, sorted(vanished), report.actions, report.errors, report.returned
+    )
+    state.mark_gone(harvester_id, vanished, deletions)
     if report.errors:
         logger.warning("reconcile of %s: %d write errors", harvester_id, report.errors)
     return report

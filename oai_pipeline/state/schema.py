@@ -17,7 +17,7 @@ from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 # The id of a row written per record of a run (run_records) or per record error: a source
 # of millions of records, harvested again and again, writes more than 2**31 of them in its
@@ -191,6 +191,26 @@ harvest_runs = sa.Table(
     # the outcomes of each batch: a resumed attempt finds those records settled and reports
     # what earlier attempts brought back from this. None: nothing undone yet.
     sa.Column("local_changes_undone", sa.JSON, nullable=True),
+)
+
+# A reconcile's run: what it deleted, saved in the transaction that marks the records gone.
+# A reconcile killed after that (while harvesting the records listed again, or before it
+# printed its report) leaves no vanished record for its rerun to find: the rerun resumes
+# this row and reports what the killed attempt did, as a harvest's rerun does (version 16).
+reconcile_runs = sa.Table(
+    "reconcile_runs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("harvester_id", sa.String(200), nullable=False, index=True),
+    sa.Column("status", sa.String(20), nullable=False),  # running, succeeded
+    sa.Column("created_at", sa.String(32), nullable=False),
+    sa.Column("finished_at", sa.String(32), nullable=True),
+    # None until its deletions are saved; then the identifiers found vanished, the actions
+    # taken on them, the write errors, and the gone records the source listed again
+    sa.Column("vanished", sa.JSON, nullable=True),
+    sa.Column("actions", sa.JSON, nullable=True),
+    sa.Column("errors", sa.Integer, nullable=False, default=0),
+    sa.Column("returned", sa.JSON, nullable=True),
 )
 
 # What every harvest asks of the harvester's runs, answered without reading each run it ever
@@ -380,6 +400,11 @@ def _index_gone_records(connection: Connection) -> None:
     gone_index.create(connection, checkfirst=True)
 
 
+def _add_reconcile_runs(connection: Connection) -> None:
+    """Reconciles of an older version kept no run (their report was all there was)."""
+    reconcile_runs.create(connection, checkfirst=True)
+
+
 # version -> the step that brings the schema from version-1 to it (create_all covers the
 # current version of a new database).
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -397,6 +422,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     13: _widen_row_ids,
     14: _index_gone_records,
     15: _add_local_changes_undone,
+    16: _add_reconcile_runs,
 }
 
 

@@ -44,6 +44,7 @@ from oai_pipeline.state.schema import (
     harvest_runs,
     harvesters,
     migrate,
+    reconcile_runs,
     record_errors,
     run_records,
 )
@@ -71,6 +72,19 @@ NOTICES_LEFT_OUT = "(more notices than a run keeps: the others are in the harves
 
 _READ_ONLY = "oai_pipeline_read_only"
 _CHUNK = 500  # identifiers per IN (...) clause, well below every database's limit
+
+
+@dataclasses.dataclass
+class ReconcileDeletions:
+    """What a reconcile run deleted (saved by `mark_gone`): the identifiers it found
+    vanished, the actions taken on them, its write errors, and the gone records the
+    source listed again that it harvests after."""
+
+    run_id: int
+    vanished: list[str]
+    actions: Counter[str]
+    errors: int
+    returned: list[str]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -428,6 +442,7 @@ class StateStore:
                     harvest_record_data,
                     harvest_records,
                     run_records,
+                    reconcile_runs,
                 ):
                     conn.execute(table.delete().where(table.c.harvester_id == harvester_id))
                 links = harvest_run_dagster_runs
@@ -1090,13 +1105,31 @@ class StateStore:
         self._upsert_records(conn, harvester_id, rows)
         self._replace_errors(conn, harvester_id, "write", errors)
 
-    def mark_gone(self, harvester_id: str, identifiers: set[str]) -> None:
+    def mark_gone(
+        self,
+        harvester_id: str,
+        identifiers: set[str],
+        reconcile_run: ReconcileDeletions | None = None,
+    ) -> None:
         """Reconcile: records that vanished from a source keeping no deletions are deleted.
 
         What their last harvest, transform or write failed with no longer applies (a deleted
-        header clears it the same way): left, the record would count as failed for good."""
+        header clears it the same way): left, the record would count as failed for good.
+        `reconcile_run`: what the reconcile did, saved on its run in the same transaction
+        (marked gone, the records are no longer found vanished: the run alone remembers)."""
         now = utc_now()
         with self._engine.begin() as conn:
+            if reconcile_run is not None:
+                conn.execute(
+                    reconcile_runs.update()
+                    .where(reconcile_runs.c.id == reconcile_run.run_id)
+                    .values(
+                        vanished=sorted(identifiers),
+                        actions=dict(reconcile_run.actions),
+                        errors=reconcile_run.errors,
+                        returned=list(reconcile_run.returned),
+                    )
+                )
             for stage in ("harvest", "transform", "write"):
                 self._replace_errors(conn, harvester_id, stage, dict.fromkeys(identifiers, []))
             for chunk in _chunks(sorted(identifiers)):
@@ -1476,6 +1509,44 @@ class StateStore:
         with self._read() as conn:
             row = conn.execute(query).first()
         return None if row is None else self._run_dict(row)
+
+    def start_reconcile_run(self, harvester_id: str) -> tuple[int, ReconcileDeletions | None]:
+        """The harvester's reconcile run that did not finish (killed, failed), resumed, or a
+        new one; with what that run deleted before, if it saved it (`mark_gone`)."""
+        with self._engine.begin() as conn:
+            row = conn.execute(
+                sa.select(reconcile_runs)
+                .where(
+                    reconcile_runs.c.harvester_id == harvester_id,
+                    reconcile_runs.c.status == "running",
+                )
+                .order_by(reconcile_runs.c.id.desc())
+                .limit(1)
+            ).first()
+            if row is None:
+                run_id = conn.execute(
+                    reconcile_runs.insert().values(
+                        harvester_id=harvester_id, status="running", created_at=utc_now(), errors=0
+                    )
+                ).inserted_primary_key[0]
+                return int(run_id), None
+        if row.vanished is None:
+            return int(row.id), None
+        return int(row.id), ReconcileDeletions(
+            int(row.id),
+            list(row.vanished),
+            Counter(row.actions or {}),
+            int(row.errors or 0),
+            list(row.returned or []),
+        )
+
+    def finish_reconcile_run(self, run_id: int) -> None:
+        with self._engine.begin() as conn:
+            conn.execute(
+                reconcile_runs.update()
+                .where(reconcile_runs.c.id == run_id)
+                .values(status="succeeded", finished_at=utc_now())
+            )
 
     def latest_reconcile_run(self, harvester_id: str) -> dict[str, Any] | None:
         """The latest run a reconcile started to harvest again the records the source listed

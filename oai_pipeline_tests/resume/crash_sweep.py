@@ -258,17 +258,53 @@ def dagster_child(argv: list[str]) -> None:
         result = materialize_windows(
             instance, HARVESTER, first, last, raise_on_error=False, log_level="WARNING"
         )
-        if result.success:  # what a user reads of the run: the write asset's run totals
-            undone = [
-                event.asset_observation_data.asset_observation.metadata[key].value
-                for event in result.all_events
-                if event.is_asset_observation
-                and event.asset_key == dg.AssetKey("written_records")
-                and (key := "run_local_changes_undone")
-                in event.asset_observation_data.asset_observation.metadata
-            ]
-            print(json.dumps({"run_local_changes_undone": undone}))
+        if result.success:
+            print(json.dumps(dagster_report(result)))
     sys.exit(0 if result.success else 1)
+
+
+def dagster_report(result: Any) -> dict[str, Any]:
+    """What a user reads of a Dagster run, as the CLI's `--json` report tells it: the run
+    totals each asset observes (`RUN_TOTALS`): discovery's records, deletions and cap; the
+    written records' actions and errors, the local changes undone, and the harvest run's
+    records per status (`status_records_…`)."""
+
+    from oai_pipeline.defs.assets import RUN_TOTALS
+
+    totals: dict[str, dict[str, Any]] = {}
+    for event in result.all_events:
+        if not event.is_asset_observation:
+            continue
+        observation = event.asset_observation_data.asset_observation
+        if observation.description == RUN_TOTALS:
+            totals[observation.asset_key.to_user_string()] = {
+                key: value.value
+                for key, value in observation.metadata.items()
+                if isinstance(value.value, int | float | str | bool)
+            }
+    raw, written = totals.get("raw_oai_xml", {}), totals.get("written_records", {})
+
+    def prefixed(prefix: str) -> dict[str, int]:
+        return {k.removeprefix(prefix): v for k, v in written.items() if k.startswith(prefix)}
+
+    actions = Counter(prefixed("run_action_"))
+    return {
+        "dagster": True,
+        "harvest_runs": written.get("harvest_runs"),
+        "harvested": raw.get("run_record_count"),
+        "deleted_at_source": raw.get("run_deleted_at_source"),
+        "cap_reached": raw.get("cap_reached"),
+        "created": actions["create"],
+        "updated": sum(actions[a] for a in ("update", "publish_draft", "restore", "revive")),
+        "deleted": actions["delete"] + actions["delete_draft"],
+        "unchanged": actions["skip"] + actions["nothing"],
+        "actions": dict(actions),
+        "errors": written.get("run_error_count"),
+        "error_types": prefixed("run_errors_"),
+        "local_changes_undone": written.get("run_local_changes_undone"),
+        "run_records": prefixed("status_records_"),
+        "harvest_run_status": written.get("status_harvest_run_status"),
+    }
 
 
 def child(argv: list[str]) -> None:
@@ -614,6 +650,7 @@ _RUN_TOTALS = (
 # A reconcile's report: what it found vanished and deleted, what it harvested again.
 _RECONCILE = ("vanished", "returned", "actions", "errors")
 _EARLIER = ("already_written", "failed_before")
+FAILED_EARLIER_ACTION = "failed_before"  # a resumed write's action for a record failed before
 
 
 def _union_differs(got: dict[str, int], reference: dict[str, int]) -> bool:
@@ -625,13 +662,11 @@ def _union_differs(got: dict[str, int], reference: dict[str, int]) -> bool:
 
 
 def _compare_reconcile_reports(reference: dict[str, Any], got: dict[str, Any]) -> list[str]:
-    """A reconcile keeps no run of its own: one killed after it marked the vanished records
-    gone leaves the rerun none to find (the target and harvest records, compared apart,
-    show them deleted), so the rerun reports them all or none. Its harvest of the records
-    listed again is a run that the rerun resumes (`already_written`)."""
+    """A reconcile's rerun reports what the uncrashed one does: the records found vanished
+    and deleted (an attempt killed after marking them gone saved them on its reconcile run,
+    which the rerun resumes), and those listed again; its harvest of these is a run that
+    the rerun resumes (`already_written`)."""
     keys = _RECONCILE
-    if not got["vanished"] and not got["actions"]:
-        keys = ("returned", "errors")  # the killed attempt finished the deletions
     problems = [
         f"reconcile {key}: {got.get(key)} vs {reference.get(key)}"
         for key in keys
@@ -645,6 +680,37 @@ def _compare_reconcile_reports(reference: dict[str, Any], got: dict[str, Any]) -
     return problems
 
 
+def _compare_dagster_reports(reference: dict[str, Any], got: dict[str, Any]) -> list[str]:
+    """A Dagster rerun's run totals (`dagster_report`) against the uncrashed run's, by the
+    rules of `compare_reports`: the same harvest run reports the same discovery totals,
+    undo and records per status, its actions' union and its errors (with those failed
+    before); a new harvest run (the killed attempt had finished it) reports no write."""
+    if got["harvest_runs"] != reference["harvest_runs"]:
+        wrote = {k: got[k] for k in ("created", "updated", "deleted") if got[k]}
+        undone = got["local_changes_undone"]
+        return [f"the new run reports writes: {wrote}, undone {undone}"] if wrote or undone else []
+    problems = [
+        f"report {key}: {got.get(key)} vs {reference.get(key)}"
+        for key in (
+            "harvested",
+            "deleted_at_source",
+            "cap_reached",
+            "local_changes_undone",
+            "run_records",
+            "harvest_run_status",
+        )
+        if got.get(key) != reference.get(key)
+    ]
+    if _union_differs(got["actions"], reference["actions"]):
+        problems.append(f"report actions {got['actions']} vs {reference['actions']}")
+    errors = got["errors"] + got["actions"].get(FAILED_EARLIER_ACTION, 0)
+    if errors != reference["errors"] + reference["actions"].get(FAILED_EARLIER_ACTION, 0):
+        problems.append(
+            f"report errors {got['errors']} ({got['actions']}) vs {reference['errors']}"
+        )
+    return problems
+
+
 def compare_reports(reference: dict[str, Any] | None, got: dict[str, Any] | None) -> list[str]:
     """What the rerun's report says differently from the uncrashed run's, beyond what a
     rerun legitimately reports differently: a resumed run counts the records an earlier
@@ -654,9 +720,8 @@ def compare_reports(reference: dict[str, Any] | None, got: dict[str, Any] | None
     new run of unchanged records: it must report no write."""
     if reference is None or got is None:
         return [] if reference is got else [f"no report: {got} vs {reference}"]
-    if "run_local_changes_undone" in reference:  # a Dagster run's written_records metadata
-        key = "run_local_changes_undone"
-        return [] if got[key] == reference[key] else [f"{key} {got[key]} vs {reference[key]}"]
+    if reference.get("dagster"):
+        return _compare_dagster_reports(reference, got)
     if "vanished" in reference:
         return _compare_reconcile_reports(reference, got)
     if got["run_id"] != reference["run_id"]:
@@ -886,6 +951,7 @@ def run_scenario(
     counts = json.loads(counts_file.read_text())
     ref_report = report_of(result)
     log(f"[{backend.name}/{scenario.name}] calls: {counts}")
+    log(f"[{backend.name}/{scenario.name}] reference report: {ref_report}")
     ref_snapshot = snapshot(reference)
     outcomes = []
     lost = source_sets_mismatch(reference, scenario.endpoint) if scenario.endpoint else []

@@ -334,3 +334,53 @@ def test_a_reconcile_killed_while_harvesting_returned_records_finishes_it_when_r
     for key in ("target", "harvest_records", "last_run_status", "unfinished_runs"):
         assert snapshot[key] == want[key], key
     assert snapshot["run_record_statuses"] == want["run_record_statuses"] == {"updated": 3}
+
+
+@pytest.mark.parametrize(
+    "crash",
+    [
+        # the vanished records deleted and marked gone, the report not printed yet
+        "mark_gone:1:after",
+        # the harvest of the records listed again (after the deletions' write) started,
+        # then died
+        "writer_apply:2:before",
+    ],
+)
+def test_a_reconcile_killed_after_marking_records_gone_reports_them_when_rerun(
+    tmp_path: Path, crash: str
+) -> None:
+    """Killed once it had deleted the vanished records and marked them gone: the rerun
+    reports them vanished and deleted, as the uninterrupted reconcile does (marked gone,
+    no sweep found them vanished again: the rerun said nothing vanished, nothing deleted,
+    while this reconcile had deleted them)."""
+    records = RECORDS[:30]
+    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
+        reconciled = Backend().new_home(tmp_path, "reconciled")
+        crash_sweep.register_harvester(reconciled, endpoint.base_url, batch_size=10)
+        _harvest(reconciled, FULL)
+        live = [r for r in records if not r.deleted]
+        back, dropped = live[:2], live[2:5]
+        for record in back:
+            endpoint.remove(record.identifier)
+        _harvest(reconciled, ["reconcile", HARVESTER])
+        for record in back:
+            endpoint.upsert(record)
+        for record in dropped:
+            endpoint.remove(record.identifier)
+        reference = Backend().new_home(tmp_path, "reference", reconciled)
+        home = Backend().new_home(tmp_path, "home", reconciled)
+        reconcile = ["reconcile", HARVESTER, "--json"]
+
+        expected = json.loads(crash_sweep._cli(reference, "none", reconcile).stdout)
+        _harvest(home, reconcile, crash)
+        rerun = crash_sweep._cli(home, "none", reconcile)
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+
+    got = json.loads(rerun.stdout)
+    assert expected["vanished"] == sorted(r.identifier for r in dropped)
+    assert expected["actions"] == {"delete": len(dropped)}
+    for key in ("vanished", "actions", "errors", "returned"):
+        assert got[key] == expected[key], key
+    want, snapshot = crash_sweep.snapshot(reference), crash_sweep.snapshot(home)
+    for key in ("target", "harvest_records", "unfinished_runs"):
+        assert snapshot[key] == want[key], key
