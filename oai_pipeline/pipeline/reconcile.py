@@ -190,6 +190,12 @@ def reconcile(services: Services, harvester_id: str, *, force: bool = False) -> 
         report.vanished = sorted({*earlier.vanished, *report.vanished})
         report.actions.update(earlier.actions)
         report.errors += earlier.errors
+        # Those it found listed again that this sweep did not, nor a resumed harvest: its
+        # harvest of them succeeded (then it was killed), as a resumed harvest reports them.
+        harvested_before = set(earlier.returned) - set(report.returned)
+        harvested_before -= set(resumed[0]) if resumed is not None else set()
+        if harvested_before:
+            report.returned_actions["already_written"] += len(harvested_before)
         report.returned = sorted({*earlier.returned, *report.returned})
     if resumed is not None:
         identifiers, actions, notice = resumed

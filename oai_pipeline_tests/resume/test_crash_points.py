@@ -344,6 +344,8 @@ def test_a_reconcile_killed_while_harvesting_returned_records_finishes_it_when_r
         # the harvest of the records listed again (after the deletions' write) started,
         # then died
         "writer_apply:2:before",
+        # that harvest succeeded, then the reconcile died before closing its run
+        "finish_run:1:after",
     ],
 )
 def test_a_reconcile_killed_after_marking_records_gone_reports_them_when_rerun(
@@ -352,7 +354,8 @@ def test_a_reconcile_killed_after_marking_records_gone_reports_them_when_rerun(
     """Killed once it had deleted the vanished records and marked them gone: the rerun
     reports them vanished and deleted, as the uninterrupted reconcile does (marked gone,
     no sweep found them vanished again: the rerun said nothing vanished, nothing deleted,
-    while this reconcile had deleted them)."""
+    while this reconcile had deleted them), and what it harvested again of those listed
+    again as written before."""
     records = RECORDS[:30]
     with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
         reconciled = Backend().new_home(tmp_path, "reconciled")
@@ -381,6 +384,9 @@ def test_a_reconcile_killed_after_marking_records_gone_reports_them_when_rerun(
     assert expected["actions"] == {"delete": len(dropped)}
     for key in ("vanished", "actions", "errors", "returned"):
         assert got[key] == expected[key], key
+    # what the killed attempt's harvest wrote is `already_written`, as a resumed harvest says
+    assert sum(expected["returned_actions"].values()) == len(back)
+    assert not crash_sweep._union_differs(got["returned_actions"], expected["returned_actions"])
     want, snapshot = crash_sweep.snapshot(reference), crash_sweep.snapshot(home)
     for key in ("target", "harvest_records", "unfinished_runs"):
         assert snapshot[key] == want[key], key
