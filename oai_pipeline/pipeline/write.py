@@ -102,7 +102,6 @@ def write(
 
     def write_group(parts: list[PartRef], decisions: pl.DataFrame) -> pl.DataFrame:
         nonlocal written, next_progress, waiting
-        planned_ids = decisions["identifier"].unique().to_list()
         # Successful records of a resumed run are never written again; failed ones on
         # request. Holding the lease proves no other attempt is still writing, so records a
         # dead attempt left `running` are reclaimed (after N minutes, if asked). Claimed group
@@ -168,6 +167,7 @@ def write(
                             reason=row["reason"],
                             datestamp=row["datestamp"],
                             data=json_codec.loads(source["data"]) if source["data"] else None,
+                            data_json=source["data"] or None,
                             # The writer's pid, as the plan read it (its `pid_field`): the
                             # transform's is the DOI, which the writer would take over by.
                             pid=row["pid"],
@@ -235,8 +235,13 @@ def write(
             rows.append(_not_written(row, label))
         written += len(claimed)
         # Records of the run in windows outside the scope (a later run harvested them again)
-        # are not this stage's: only the scope's own are counted.
-        waiting += state.unsettled_records(run_id, planned_ids)
+        # are not this stage's: only the scope's own are counted. Known without reading the
+        # statuses again: the group's records this attempt claimed and gave no status, and
+        # those another attempt holds (`earlier`), read once above.
+        waiting += len(claimed - settled - statuses.keys()) + sum(
+            earlier.get(identifier) in ("pending", "running")
+            for identifier in set(done_earlier["identifier"])
+        )
         if written >= next_progress:
             progress(f"harvest run {run_id}: {written} records written")
             next_progress = (written // options.progress_every + 1) * options.progress_every

@@ -97,6 +97,9 @@ class PlannedWrite:
     reason: str
     datestamp: str
     data: dict[str, Any] | None = None
+    # `data` as the transform encoded it (None: not at hand): a writer that stores JSON text
+    # stores this one rather than encode the data again.
+    data_json: str | None = None
     # The pid the record is looked up by, read at the writer's `pid_field` (the transform's
     # DOI for the default one): the writer falls back to it where the data names none.
     pid: str | None = None

@@ -9,11 +9,17 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from oai_pipeline import json_codec
 from oai_pipeline.errors import ConfigurationError, PipelineError
 from oai_pipeline.sync.rules import LocalState
 from oai_pipeline.targets.base import SourceKey
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
-from oai_pipeline.targets.embedded.schema import SCHEMA_VERSION, current_version, records
+from oai_pipeline.targets.embedded.schema import (
+    SCHEMA_VERSION,
+    current_version,
+    records,
+    revisions,
+)
 from oai_pipeline.targets.embedded.transaction import NewRecord
 
 
@@ -676,3 +682,41 @@ def test_a_version_10_target_counts_its_records(target_url: str) -> None:
         assert again.stats() == {"records": 3, "source_identifiers": 2}
         _harvested(again, "h", "oai:3", None)
         assert again.stats("h") == {"records": 3, "source_identifiers": 3}
+
+
+def test_records_created_together_are_stored_as_one_created_alone(target_url: str) -> None:
+    """`create_many_published` writes its rows past SQLAlchemy's per-row conversion on
+    SQLite: every column reads back as `create_published` leaves it (timestamps, flags,
+    the DOI in its normal form, the data and its revision)."""
+    data = record(doi="10.1234/ABC")
+    with EmbeddedRepository(target_url) as repo:
+        with repo.transaction() as tx:
+            alone = tx.create_published(
+                data, doi="10.1234/abc", harvester_id="h", source_identifier="oai:alone"
+            )
+            (together,) = tx.create_many_published(
+                [
+                    NewRecord(
+                        "oai:together", json_codec.dumps(record(doi="10.1234/DEF")), "10.1234/DEF"
+                    )
+                ],
+                harvester_id="h",
+            )
+        with repo.transaction(read_only=True) as tx:
+            rows = {row.id: row._asdict() for row in tx.connection.execute(sa.select(records))}
+            saved = {
+                row.record_id: row._asdict() for row in tx.connection.execute(sa.select(revisions))
+            }
+    first, second = rows[alone], rows[together]
+    assert second["doi"] == "10.1234/def" and second["data"] == record(doi="10.1234/DEF")
+    assert second["created"] == second["updated"]
+    assert type(second["created"]) is type(first["created"])
+    different = {"id", "doi", "data", "source_identifier", "created", "updated"}
+    assert {k: v for k, v in second.items() if k not in different} == {
+        k: v for k, v in first.items() if k not in different
+    }
+    assert saved[together]["data"] == second["data"]
+    assert {
+        k: v for k, v in saved[together].items() if k not in {"record_id", "data", "created"}
+    } == {k: v for k, v in saved[alone].items() if k not in {"record_id", "data", "created"}}
+    assert saved[together]["created"] == second["created"]

@@ -98,12 +98,9 @@ class EmbeddedWriter(Writer):
         with self.repository.transaction() as tx:
             # One lookup for the batch; `_apply_one` looks again where an earlier record of
             # the batch could have changed the answer (a pid takeover).
-            known = tx.local_records(
-                harvester_id,
-                [self._key(write) for write in writes],
-                coming_back=self._coming_back,
-            )
-            creations = self._plain_creations(tx, writes, known)
+            keys = {write.identifier: self._key(write) for write in writes}
+            known = tx.local_records(harvester_id, keys.values(), coming_back=self._coming_back)
+            creations = self._plain_creations(tx, writes, known, keys)
             if creations:
                 try:
                     with tx.savepoint():
@@ -147,7 +144,11 @@ class EmbeddedWriter(Writer):
             tx.settle_local_changes(local_ids)
 
     def _plain_creations(
-        self, tx: TargetTransaction, writes: list[PlannedWrite], known: dict[str, LocalRecord]
+        self,
+        tx: TargetTransaction,
+        writes: list[PlannedWrite],
+        known: dict[str, LocalRecord],
+        keys: dict[str, tuple[str, str | None]],
     ) -> dict[str, NewRecord]:
         """The batch's new records that need nothing but an insert, written together.
 
@@ -159,10 +160,12 @@ class EmbeddedWriter(Writer):
         if not self.options.publish or self.options.community:
             return {}
         pids_of: dict[str, set[str]] = {}
+        data_pids: dict[str, str | None] = {}  # read once: `pid_of` is a record's dearest step
         named: Counter[str] = Counter()
         for write in writes:
             data = write.data if isinstance(write.data, dict) else None
-            pids = {self._key(write)[1], pid_of(data, self.options.pid_field) if data else None}
+            data_pids[write.identifier] = pid_of(data, self.options.pid_field) if data else None
+            pids = {keys[write.identifier][1], data_pids[write.identifier]}
             pids.discard(None)
             pids_of[write.identifier] = pids  # type: ignore[assignment]
             named.update(pids)  # type: ignore[arg-type]
@@ -182,10 +185,10 @@ class EmbeddedWriter(Writer):
             if pids_of[write.identifier] & held:
                 continue
             try:
-                data_json = json_codec.dumps(write.data)
+                data_json = write.data_json or json_codec.dumps(write.data)
             except TypeError:  # not JSON: the one-by-one path reports it as the database does
                 continue
-            doi = pid_of(write.data, self.options.pid_field)
+            doi = data_pids[write.identifier]
             if doi is not None and len(doi) > MAX_DOI_LENGTH:
                 continue  # the one-by-one path reports it
             creations[write.identifier] = NewRecord(write.identifier, data_json, doi)
