@@ -2127,21 +2127,6 @@ class StateStore:
         except sa.exc.DBAPIError as error:  # a hint to the planner: the run goes on without
             log_unsaved(logger, "gather the statistics of run_records", error)
 
-    def unsettled_records(self, run_id: int, identifiers: Iterable[str]) -> int:
-        """How many of these records of the run are still pending or running."""
-        rr = run_records
-        waiting = 0
-        with self._read() as conn:
-            for chunk in _chunks(list(identifiers)):
-                # The statuses counted here, not in the query: with the status in it, SQLite
-                # read the run's every pending record (ix_run_records_status) per chunk, not
-                # the chunk's records, and the write of a large run grew with its square.
-                statuses = conn.execute(
-                    sa.select(rr.c.status).where(rr.c.run_id == run_id, rr.c.identifier.in_(chunk))
-                ).scalars()
-                waiting += sum(status in ("pending", "running") for status in statuses)
-        return waiting
-
     def records_owed(self, run_id: int) -> int:
         """How many of the run's records still wait to be written, not counting those a
         later run of the harvester listed again (that run writes them)."""
