@@ -1559,12 +1559,18 @@ class StateStore:
         *,
         rewrite: bool = False,
         listed_at: str | None = None,
+        room: int | None = None,
     ) -> tuple[int, int]:
         """Stage a page (`listed_at`: its responseDate): new records become `pending` run
         rows and harvest records, in one transaction. A record listed again in the same run
         (a redone page, or a source that changed it mid-sweep) counts as a duplicate; the
         newer copy replaces the staged one (see `supersedes`). Returns (newly staged,
         duplicates skipped).
+
+        `room` (a capped run): at most this many new records, the first listed; records the
+        run already has use none of it, so their newer copies are always taken. (Cut to the
+        room before, a resumed run's list of what the source changed since it began lost
+        the newer copies of its records, and new records with them, to the cap.)
 
         `rewrite` (update_all) stores the XML of records whose datestamp did not change too:
         a source may change a record without changing its datestamp."""
@@ -1594,6 +1600,8 @@ class StateStore:
                     )
                 )
             new = [record for identifier, record in unique.items() if identifier not in already]
+            if room is not None:
+                new = new[: max(0, room)]
             newer = [
                 record
                 for identifier, record in unique.items()

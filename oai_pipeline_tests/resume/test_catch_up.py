@@ -1,0 +1,183 @@
+"""The catch-up list of a resumed run (what the source changed since an earlier attempt of the
+run began listing, see `discover._catch_up_from`) beyond the CLI's full harvest that
+test_source_moved_on.py covers: under Dagster, on PostgreSQL, killed during the catch-up
+list itself, in a dated window, a capped run and a set; and what the rerun reports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from oai_pipeline.sample_endpoint.records import generate_datacite_records
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline_tests.benchmark import revise
+from oai_pipeline_tests.resume import crash_sweep
+from oai_pipeline_tests.resume.crash_sweep import EXIT_CODE, HARVESTER, PREFIX, Backend, Home
+
+TODAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+# Records of the two days before today: a Dagster run of them and today's window also lists
+# what the source changed today (dated now, as real sources date changes).
+FIRST_DAY = TODAY - timedelta(days=2)
+DAGSTER = ["dagster", FIRST_DAY.date().isoformat(), TODAY.date().isoformat()]
+
+
+def _run(home: Home, args: list[str], crash: str = "none") -> str:
+    """The command's output (stdout) after checking how it ended."""
+    return _ran(home, args, crash).stdout
+
+
+def _ran(home: Home, args: list[str], crash: str = "none") -> subprocess.CompletedProcess[str]:
+    result = crash_sweep._cli(home, crash, args)
+    expected = 0 if crash == "none" else EXIT_CODE
+    assert result.returncode == expected, result.stdout + result.stderr[-3000:]
+    return result
+
+
+def _query(url: str, sql: str) -> list[sa.Row]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return list(conn.execute(sa.text(sql)))
+    finally:
+        engine.dispose()
+
+
+def _target(home: Home) -> dict[str, tuple]:
+    """Each live harvested record's DOI and data, by its OAI identifier. A tombstone counts as
+    no record: the killed attempt wrote records the source deleted since, which a fresh
+    harvest never creates."""
+    rows = _query(crash_sweep._settings(home).target_db_url, "SELECT * FROM target_records")
+    return {
+        r.source_identifier: (r.doi, crash_sweep._digest(r.data))
+        for r in rows
+        if r.state != "tombstone"
+    }
+
+
+def _staged(home: Home) -> list[str]:
+    rows = _query(
+        crash_sweep._settings(home).state_db_url, "SELECT identifier FROM harvest_records"
+    )
+    return sorted(r[0] for r in rows)
+
+
+def _move_on(endpoint: OAIEndpoint, staged: list[str], updated: int = 4, seed: int = 1) -> datetime:
+    """Update `updated` and delete 2 records the killed attempt staged, add 3, all dated now
+    (after the killed attempt listed); returns that moment."""
+    now = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+    current = {record.identifier: record for record in endpoint.records()}
+    live = [identifier for identifier in staged if not current[identifier].deleted]
+    chosen = random.Random(seed).sample(live, updated + 2)
+    for identifier in chosen[:updated]:
+        revise(endpoint, current[identifier], now, PREFIX)
+    for identifier in chosen[updated:]:
+        endpoint.mark_deleted(identifier, now)
+    for index, record in enumerate(
+        generate_datacite_records(3, seed=99 + seed, start=now, span_days=1, prefixes=(PREFIX,))
+    ):
+        identifier = f"oai:generated.oai-pipeline:new-{seed}-{index}"
+        endpoint.upsert(dataclasses.replace(record, identifier=identifier, datestamp=now))
+    return now
+
+
+def _records(count: int = 100) -> list:
+    return generate_datacite_records(
+        count, seed=5, start=FIRST_DAY, span_days=2, prefixes=(PREFIX,), deleted_fraction=0.05
+    )
+
+
+def _scenario(
+    tmp_path: Path, backend: Backend, args: list[str], crash: str
+) -> tuple[Home, Home, str]:
+    """A harvest killed at `crash`, the source moved on, the harvest rerun; and a fresh
+    harvest of the source as it is now. Returns both homes and the rerun's output."""
+    with OAIEndpoint(_records(), page_size=20) as endpoint:
+        empty = backend.new_home(tmp_path, "empty")
+        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10)
+        home = backend.new_home(tmp_path, "home", empty)
+        _run(home, args, crash)
+        _move_on(endpoint, _staged(home))
+        rerun = _run(home, args)
+        fresh = backend.new_home(tmp_path, "fresh", empty)
+        _run(fresh, args)
+    return home, fresh, rerun
+
+
+@pytest.mark.parametrize("crash", ["stage:2:after", "writer_apply:2:after"])
+def test_a_dagster_rerun_after_the_source_moved_on_ends_like_a_fresh_harvest(
+    tmp_path: Path, crash: str
+) -> None:
+    home, fresh, _ = _scenario(tmp_path, Backend(), DAGSTER, crash)
+    assert _target(home) == _target(fresh)
+
+
+def test_a_postgres_rerun_after_the_source_moved_on_ends_like_a_fresh_harvest(
+    tmp_path: Path,
+) -> None:
+    backend = crash_sweep.PostgresBackend()
+    try:
+        home, fresh, _ = _scenario(tmp_path, backend, ["harvest", HARVESTER], "stage:2:after")
+        assert _target(home) == _target(fresh)
+    finally:
+        backend.close()
+
+
+def test_a_run_killed_during_its_catch_up_list_converges_when_rerun(tmp_path: Path) -> None:
+    """Killed in the write stage (its token sweep done), the source moved on by more than a
+    page; the rerun killed after the first page of its catch-up list; the next rerun ends
+    like a fresh harvest, with the changes made between the two reruns too."""
+    args = ["harvest", HARVESTER]
+    with OAIEndpoint(_records(), page_size=20) as endpoint:
+        empty = Backend().new_home(tmp_path, "empty")
+        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10)
+        home = Backend().new_home(tmp_path, "home", empty)
+        _run(home, args, "writer_apply:2:after")
+        _move_on(endpoint, _staged(home), updated=30)
+        # the token sweep's last page again (stage 1), then the catch-up's first page
+        killed = _ran(home, args, "stage:2:after")
+        assert "listing again what the source changed" in killed.stderr
+        assert _run_counters(home)["staged"] < 103  # not all the new records staged
+        _move_on(endpoint, _staged(home), updated=3, seed=2)
+        _run(home, args)
+        fresh = Backend().new_home(tmp_path, "fresh", empty)
+        _run(fresh, args)
+    assert _target(home) == _target(fresh)
+
+
+def _run_counters(home: Home) -> dict[str, int]:
+    report = json.loads(_run(home, ["status", "--json"]))
+    return report["counters"]
+
+
+def test_a_capped_run_resumed_takes_the_newer_copies_of_its_records_and_keeps_its_cap(
+    tmp_path: Path,
+) -> None:
+    """A run capped one record above what the source held (the sweep ended under the cap),
+    killed in the write stage; the source updated and deleted records the run staged and
+    added 3. The rerun's catch-up list stages the newer copies of the run's records (they
+    use no room under the cap) and one new record: before, the page was cut to the room
+    left, dropping newer copies of staged records with the new ones."""
+    args = ["harvest", HARVESTER, "--max-records", "101"]
+    with OAIEndpoint(_records(), page_size=20) as endpoint:
+        empty = Backend().new_home(tmp_path, "empty")
+        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10)
+        home = Backend().new_home(tmp_path, "home", empty)
+        _run(home, args, "writer_apply:2:after")
+        before = set(_staged(home))
+        _move_on(endpoint, sorted(before))
+        _run(home, args)
+        fresh = Backend().new_home(tmp_path, "fresh", empty)
+        _run(fresh, ["harvest", HARVESTER])
+
+    assert _run_counters(home)["staged"] == 101  # the cap holds
+    got, expected = _target(home), _target(fresh)
+    assert {i: got.get(i) for i in before} == {i: expected.get(i) for i in before}
+    assert len(set(got) - before) == 1
