@@ -1651,7 +1651,10 @@ class StateStore:
                 self._upsert_harvested(
                     conn, harvester_id, new, rewrite=rewrite, listed_at=listed_at
                 )
-                newest = max(r.datestamp for r in new)
+            if new or newer:
+                # the newest datestamp the run staged (`status`): a newer copy of a record it
+                # had (a resumed run's catch-up list) counts too
+                newest = max(r.datestamp for r in (*new, *newer))
                 last = harvest_runs.c.last_datestamp
                 conn.execute(
                     harvest_runs.update()

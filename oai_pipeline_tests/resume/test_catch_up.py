@@ -16,11 +16,15 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.oai.types import HarvestedRecord
 from oai_pipeline.sample_endpoint.records import generate_datacite_records
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline.state.store import StateStore
 from oai_pipeline_tests.benchmark import revise
 from oai_pipeline_tests.resume import crash_sweep
 from oai_pipeline_tests.resume.crash_sweep import EXIT_CODE, HARVESTER, PREFIX, Backend, Home
+from oai_pipeline_tests.support import register
 
 TODAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 # Records of the two days before today: a Dagster run of them and today's window also lists
@@ -69,9 +73,16 @@ def _staged(home: Home) -> list[str]:
     return sorted(r[0] for r in rows)
 
 
-def _move_on(endpoint: OAIEndpoint, staged: list[str], updated: int = 4, seed: int = 1) -> datetime:
+def _move_on(
+    endpoint: OAIEndpoint,
+    staged: list[str],
+    updated: int = 4,
+    seed: int = 1,
+    set_spec: str | None = None,
+) -> datetime:
     """Update `updated` and delete 2 records the killed attempt staged, add 3, all dated now
-    (after the killed attempt listed); returns that moment."""
+    (after the killed attempt listed), the new ones in `set_spec` if given; returns that
+    moment."""
     now = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
     current = {record.identifier: record for record in endpoint.records()}
     live = [identifier for identifier in staged if not current[identifier].deleted]
@@ -84,7 +95,10 @@ def _move_on(endpoint: OAIEndpoint, staged: list[str], updated: int = 4, seed: i
         generate_datacite_records(3, seed=99 + seed, start=now, span_days=1, prefixes=(PREFIX,))
     ):
         identifier = f"oai:generated.oai-pipeline:new-{seed}-{index}"
-        endpoint.upsert(dataclasses.replace(record, identifier=identifier, datestamp=now))
+        sets = [set_spec] if set_spec else record.set_specs
+        endpoint.upsert(
+            dataclasses.replace(record, identifier=identifier, datestamp=now, set_specs=sets)
+        )
     return now
 
 
@@ -95,17 +109,29 @@ def _records(count: int = 100) -> list:
 
 
 def _scenario(
-    tmp_path: Path, backend: Backend, args: list[str], crash: str
+    tmp_path: Path,
+    backend: Backend,
+    args: list[str],
+    crash: str,
+    set_spec: str | None = None,
+    page_size: int = 20,
 ) -> tuple[Home, Home, str]:
     """A harvest killed at `crash`, the source moved on, the harvest rerun; and a fresh
-    harvest of the source as it is now. Returns both homes and the rerun's output."""
-    with OAIEndpoint(_records(), page_size=20) as endpoint:
+    harvest of the source as it is now. Returns both homes and the rerun's progress."""
+    with OAIEndpoint(_records(), page_size=page_size) as endpoint:
         empty = backend.new_home(tmp_path, "empty")
-        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10)
+        register(
+            crash_sweep._settings(empty),
+            endpoint.base_url,
+            harvester_id=HARVESTER,
+            metadata_prefix=PREFIX,
+            batch_size=10,
+            setspec=set_spec,
+        )
         home = backend.new_home(tmp_path, "home", empty)
         _run(home, args, crash)
-        _move_on(endpoint, _staged(home))
-        rerun = _run(home, args)
+        _move_on(endpoint, _staged(home), set_spec=set_spec)
+        rerun = _ran(home, args).stderr
         fresh = backend.new_home(tmp_path, "fresh", empty)
         _run(fresh, args)
     return home, fresh, rerun
@@ -181,3 +207,62 @@ def test_a_capped_run_resumed_takes_the_newer_copies_of_its_records_and_keeps_it
     got, expected = _target(home), _target(fresh)
     assert {i: got.get(i) for i in before} == {i: expected.get(i) for i in before}
     assert len(set(got) - before) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "set_spec"),
+    [
+        # an incremental harvest of the last two days
+        (["harvest", HARVESTER, "--since", (TODAY - timedelta(days=1)).date().isoformat()], None),
+        # a harvester of one set
+        (["harvest", HARVESTER], "dataset"),
+    ],
+    ids=["since", "set"],
+)
+def test_a_dated_or_set_rerun_after_the_source_moved_on_ends_like_a_fresh_harvest(
+    tmp_path: Path, args: list[str], set_spec: str | None
+) -> None:
+    home, fresh, rerun = _scenario(
+        tmp_path, Backend(), args, "stage:2:after", set_spec=set_spec, page_size=5
+    )
+    assert "listing again what the source changed since" in rerun
+    assert _target(home) == _target(fresh)
+
+
+def _store_with_run(tmp_path: Path) -> tuple[StateStore, int]:
+    store = StateStore(f"sqlite:///{tmp_path / 'state.sqlite'}")
+    store.save_harvester(
+        Harvester.from_stored(
+            {"id": "h", "base_url": "https://example.org/oai", "metadata_prefix": "oai_dc"}
+        )
+    )
+    run_id = store.create_run(
+        "h", window_from=None, window_until=None, scale=None, max_records=0, options={}
+    )
+    return store, run_id
+
+
+def _copy(n: int, datestamp: str) -> HarvestedRecord:
+    return HarvestedRecord(identifier=f"oai:x:{n}", datestamp=datestamp, deleted=False, xml=b"<r/>")
+
+
+def test_a_newer_copy_of_a_staged_record_is_the_runs_newest_datestamp(tmp_path: Path) -> None:
+    """`status` shows the newest datestamp a run staged: a catch-up list that brought only
+    newer copies of the run's records (updated since) left it at the old ones'."""
+    store, run_id = _store_with_run(tmp_path)
+    store.stage(run_id, "h", [_copy(1, "2024-01-05T00:00:00Z"), _copy(2, "2024-01-06T00:00:00Z")])
+    assert store.stage(run_id, "h", [_copy(1, "2024-02-01T00:00:00Z")]) == (0, 1)
+    assert store.get_run(run_id)["last_datestamp"] == "2024-02-01T00:00:00Z"
+
+
+def test_the_room_under_a_cap_is_for_new_records_only(tmp_path: Path) -> None:
+    store, run_id = _store_with_run(tmp_path)
+    store.stage(run_id, "h", [_copy(1, "2024-01-05T00:00:00Z")])
+    page = [
+        _copy(1, "2024-02-01T00:00:00Z"),
+        _copy(2, "2024-02-01T00:00:00Z"),
+        _copy(3, "2024-02-01T00:00:00Z"),
+    ]
+    assert store.stage(run_id, "h", page, room=1) == (1, 1)
+    staged = {r.identifier: r.datestamp for r in store.iter_staged(run_id)}
+    assert staged == {"oai:x:1": "2024-02-01T00:00:00Z", "oai:x:2": "2024-02-01T00:00:00Z"}
