@@ -1607,6 +1607,9 @@ class StateStore:
                 for identifier, record in unique.items()
                 if identifier in already and supersedes(record, *already[identifier])
             ]
+            newer += self._changed_within_day(
+                conn, harvester_id, unique, already, _listing_moment(listed_at)
+            )
             duplicates += len(already)
             if newer:
                 self._upsert_harvested(
@@ -1668,6 +1671,31 @@ class StateStore:
                     )
                 )
         return len(new), duplicates
+
+    def _changed_within_day(
+        self,
+        conn: Connection,
+        harvester_id: str,
+        listed: dict[str, HarvestedRecord],
+        staged: dict[str, tuple[str, bool]],
+        listed_at: datetime,
+    ) -> list[HarvestedRecord]:
+        """Records the run staged, listed again with the same day's datestamp before that
+        day is over, whose XML is not the one staged: a source dating records by day
+        changed them later that day (after an earlier attempt of the run staged them; a
+        resumed run's catch-up list has the new copy). Before, the same datestamp made the
+        new copy a duplicate, and the run wrote the old one."""
+        same_day = {
+            identifier: record
+            for identifier, record in listed.items()
+            if identifier in staged
+            and (record.datestamp, record.deleted) == staged[identifier]
+            and _listed_within_its_day(record.datestamp, listed_at)
+        }
+        if not same_day:
+            return []
+        changed = self._unchanged(conn, harvester_id, same_day, listed_at).changed_within_day
+        return [same_day[identifier] for identifier in changed]
 
     def iter_staged(
         self,

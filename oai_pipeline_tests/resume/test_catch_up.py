@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from oai_pipeline.harvesters.model import Harvester
-from oai_pipeline.oai.types import HarvestedRecord
+from oai_pipeline.oai.types import Granularity, HarvestedRecord
 from oai_pipeline.sample_endpoint.records import generate_datacite_records
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.state.store import StateStore
@@ -115,10 +115,13 @@ def _scenario(
     crash: str,
     set_spec: str | None = None,
     page_size: int = 20,
+    records: list | None = None,
+    granularity: Granularity = "seconds",
 ) -> tuple[Home, Home, str]:
     """A harvest killed at `crash`, the source moved on, the harvest rerun; and a fresh
     harvest of the source as it is now. Returns both homes and the rerun's progress."""
-    with OAIEndpoint(_records(), page_size=page_size) as endpoint:
+    served = _records() if records is None else records
+    with OAIEndpoint(served, page_size=page_size, granularity=granularity) as endpoint:
         empty = backend.new_home(tmp_path, "empty")
         register(
             crash_sweep._settings(empty),
@@ -266,3 +269,23 @@ def test_the_room_under_a_cap_is_for_new_records_only(tmp_path: Path) -> None:
     assert store.stage(run_id, "h", page, room=1) == (1, 1)
     staged = {r.identifier: r.datestamp for r in store.iter_staged(run_id)}
     assert staged == {"oai:x:1": "2024-02-01T00:00:00Z", "oai:x:2": "2024-02-01T00:00:00Z"}
+
+
+def test_a_rerun_takes_what_a_day_granular_source_changed_the_same_day(tmp_path: Path) -> None:
+    """A source that dates records by day: records the killed attempt staged today and the
+    source changed again today keep their datestamp. The rerun's catch-up list has their
+    new copies; before, they counted as the copies staged (same datestamp) and the rerun
+    wrote the old ones."""
+    records = generate_datacite_records(
+        60, seed=5, start=TODAY, span_days=1, prefixes=(PREFIX,), deleted_fraction=0.05
+    )
+    home, fresh, rerun = _scenario(
+        tmp_path,
+        Backend(),
+        ["harvest", HARVESTER],
+        "stage:2:after",
+        records=records,
+        granularity="day",
+    )
+    assert "listing again what the source changed since" in rerun
+    assert _target(home) == _target(fresh)
