@@ -117,9 +117,9 @@ def _scenario(
     page_size: int = 20,
     records: list | None = None,
     granularity: Granularity = "seconds",
-) -> tuple[Home, Home, str]:
+) -> tuple[Home, Home, subprocess.CompletedProcess[str]]:
     """A harvest killed at `crash`, the source moved on, the harvest rerun; and a fresh
-    harvest of the source as it is now. Returns both homes and the rerun's progress."""
+    harvest of the source as it is now. Returns both homes and the rerun."""
     served = _records() if records is None else records
     with OAIEndpoint(served, page_size=page_size, granularity=granularity) as endpoint:
         empty = backend.new_home(tmp_path, "empty")
@@ -134,17 +134,18 @@ def _scenario(
         home = backend.new_home(tmp_path, "home", empty)
         _run(home, args, crash)
         _move_on(endpoint, _staged(home), set_spec=set_spec)
-        rerun = _ran(home, args).stderr
+        rerun = _ran(home, args)
         fresh = backend.new_home(tmp_path, "fresh", empty)
         _run(fresh, args)
     return home, fresh, rerun
 
 
-@pytest.mark.parametrize("crash", ["stage:2:after", "writer_apply:2:after"])
 def test_a_dagster_rerun_after_the_source_moved_on_ends_like_a_fresh_harvest(
-    tmp_path: Path, crash: str
+    tmp_path: Path,
 ) -> None:
-    home, fresh, _ = _scenario(tmp_path, Backend(), DAGSTER, crash)
+    """A Dagster run of the days of the records and today's window (where the changes are
+    dated), killed in its write stage."""
+    home, fresh, _ = _scenario(tmp_path, Backend(), DAGSTER, "writer_apply:2:after")
     assert _target(home) == _target(fresh)
 
 
@@ -228,7 +229,7 @@ def test_a_dated_or_set_rerun_after_the_source_moved_on_ends_like_a_fresh_harves
     home, fresh, rerun = _scenario(
         tmp_path, Backend(), args, "stage:2:after", set_spec=set_spec, page_size=5
     )
-    assert "listing again what the source changed since" in rerun
+    assert "listing again what the source changed since" in rerun.stderr
     assert _target(home) == _target(fresh)
 
 
@@ -287,5 +288,19 @@ def test_a_rerun_takes_what_a_day_granular_source_changed_the_same_day(tmp_path:
         records=records,
         granularity="day",
     )
-    assert "listing again what the source changed since" in rerun
+    assert "listing again what the source changed since" in rerun.stderr
+    assert _target(home) == _target(fresh)
+
+
+def test_the_rerun_reports_each_record_once(tmp_path: Path) -> None:
+    """Killed once every record was written: the rerun writes again only what the source
+    changed since, and reports those under their action, the others `already_written`
+    (none under both)."""
+    home, fresh, rerun = _scenario(
+        tmp_path, Backend(), ["harvest", HARVESTER, "--json"], "save_written:1:after"
+    )
+    report = json.loads(rerun.stdout)
+    assert report["actions"] == {"already_written": 94, "update": 4, "delete": 2, "create": 3}
+    assert report["written_earlier"] == 94
+    assert sum(report["actions"].values()) == report["harvested"] == 103
     assert _target(home) == _target(fresh)
