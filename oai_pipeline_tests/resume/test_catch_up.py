@@ -1,7 +1,8 @@
 """The catch-up list of a resumed run (what the source changed since an earlier attempt of the
 run began listing, see `discover._catch_up_from`) beyond the CLI's full harvest that
 test_source_moved_on.py covers: under Dagster, on PostgreSQL, killed during the catch-up
-list itself, in a dated window, a capped run and a set; and what the rerun reports.
+list itself, in a dated window, a capped run, a set and a source dating records by day; and
+what the rerun reports.
 """
 
 from __future__ import annotations
