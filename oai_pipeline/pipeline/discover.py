@@ -447,10 +447,13 @@ def _fetch(
             records, existing = _drop_existing(
                 services, scope.harvester_id, records, options.retry_failed
             )
-        if cap:
-            records = records[: max(0, cap - staged)]
         new, duplicates = state.stage(
-            run_id, scope.harvester_id, records, rewrite=rewrite, listed_at=listed_at
+            run_id,
+            scope.harvester_id,
+            records,
+            rewrite=rewrite,
+            listed_at=listed_at,
+            room=cap - staged if cap else None,
         )
         staged += new
         state.update_counters(

@@ -1630,12 +1630,18 @@ class StateStore:
         *,
         rewrite: bool = False,
         listed_at: str | None = None,
+        room: int | None = None,
     ) -> tuple[int, int]:
         """Stage a page (`listed_at`: its responseDate): new records become `pending` run
         rows and harvest records, in one transaction. A record listed again in the same run
         (a redone page, or a source that changed it mid-sweep) counts as a duplicate; the
         newer copy replaces the staged one (see `supersedes`). Returns (newly staged,
         duplicates skipped).
+
+        `room` (a capped run): at most this many new records, the first listed; records the
+        run already has use none of it, so their newer copies are always taken. (Cut to the
+        room before, a resumed run's list of what the source changed since it began lost
+        the newer copies of its records, and new records with them, to the cap.)
 
         `rewrite` (update_all) stores the XML of records whose datestamp did not change too:
         a source may change a record without changing its datestamp."""
@@ -1665,11 +1671,16 @@ class StateStore:
                     )
                 )
             new = [record for identifier, record in unique.items() if identifier not in already]
+            if room is not None:
+                new = new[: max(0, room)]
             newer = [
                 record
                 for identifier, record in unique.items()
                 if identifier in already and supersedes(record, *already[identifier])
             ]
+            newer += self._changed_within_day(
+                conn, harvester_id, unique, already, _listing_moment(listed_at)
+            )
             duplicates += len(already)
             if newer:
                 self._upsert_harvested(
@@ -1714,7 +1725,10 @@ class StateStore:
                 self._upsert_harvested(
                     conn, harvester_id, new, rewrite=rewrite, listed_at=listed_at
                 )
-                newest = max(r.datestamp for r in new)
+            if new or newer:
+                # the newest datestamp the run staged (`status`): a newer copy of a record it
+                # had (a resumed run's catch-up list) counts too
+                newest = max(r.datestamp for r in (*new, *newer))
                 last = harvest_runs.c.last_datestamp
                 conn.execute(
                     harvest_runs.update()
@@ -1728,6 +1742,31 @@ class StateStore:
                     )
                 )
         return len(new), duplicates
+
+    def _changed_within_day(
+        self,
+        conn: Connection,
+        harvester_id: str,
+        listed: dict[str, HarvestedRecord],
+        staged: dict[str, tuple[str, bool]],
+        listed_at: datetime,
+    ) -> list[HarvestedRecord]:
+        """Records the run staged, listed again with the same day's datestamp before that
+        day is over, whose XML is not the one staged: a source dating records by day
+        changed them later that day (after an earlier attempt of the run staged them; a
+        resumed run's catch-up list has the new copy). Before, the same datestamp made the
+        new copy a duplicate, and the run wrote the old one."""
+        same_day = {
+            identifier: record
+            for identifier, record in listed.items()
+            if identifier in staged
+            and (record.datestamp, record.deleted) == staged[identifier]
+            and _listed_within_its_day(record.datestamp, listed_at)
+        }
+        if not same_day:
+            return []
+        changed = self._unchanged(conn, harvester_id, same_day, listed_at).changed_within_day
+        return [same_day[identifier] for identifier in changed]
 
     def iter_staged(
         self,

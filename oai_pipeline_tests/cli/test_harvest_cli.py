@@ -113,7 +113,7 @@ def test_resume_retries_failed_records_only_when_asked(endpoint: OAIEndpoint) ->
     first, live = _failed_for_a_missing_community(endpoint)
     run_id = str(first["run_id"])
 
-    resumed = json.loads(run("harvest", "sample", "--resume", run_id, "--json").output)
+    resumed = json.loads(run("harvest", "sample", "--resume", run_id, "--json").stdout)
     assert resumed["run_id"] == first["run_id"]
     assert resumed["created"] == 0  # failed records are not retried unless asked
     # The report says what the earlier attempt did: failed the live records, deleted none
@@ -125,7 +125,7 @@ def test_resume_retries_failed_records_only_when_asked(endpoint: OAIEndpoint) ->
     assert f"written by an earlier attempt of this run: {resumed['written_earlier']}" in text
 
     retried = json.loads(
-        run("harvest", "sample", "--resume", run_id, "--retry-failed", "--json").output
+        run("harvest", "sample", "--resume", run_id, "--retry-failed", "--json").stdout
     )
     assert retried["created"] == len(live)
     status = json.loads(run("status", "--batch-id", run_id, "--json").output)

@@ -1,0 +1,307 @@
+"""The catch-up list of a resumed run (what the source changed since an earlier attempt of the
+run began listing, see `discover._catch_up_from`) beyond the CLI's full harvest that
+test_source_moved_on.py covers: under Dagster, on PostgreSQL, killed during the catch-up
+list itself, in a dated window, a capped run, a set and a source dating records by day; and
+what the rerun reports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.oai.types import Granularity, HarvestedRecord
+from oai_pipeline.sample_endpoint.records import generate_datacite_records
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline.state.store import StateStore
+from oai_pipeline_tests.benchmark import revise
+from oai_pipeline_tests.resume import crash_sweep
+from oai_pipeline_tests.resume.crash_sweep import EXIT_CODE, HARVESTER, PREFIX, Backend, Home
+from oai_pipeline_tests.support import register
+
+TODAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+# Records of the two days before today: a Dagster run of them and today's window also lists
+# what the source changed today (dated now, as real sources date changes).
+FIRST_DAY = TODAY - timedelta(days=2)
+DAGSTER = ["dagster", FIRST_DAY.date().isoformat(), TODAY.date().isoformat()]
+
+
+def _run(home: Home, args: list[str], crash: str = "none") -> str:
+    """The command's output (stdout) after checking how it ended."""
+    return _ran(home, args, crash).stdout
+
+
+def _ran(home: Home, args: list[str], crash: str = "none") -> subprocess.CompletedProcess[str]:
+    result = crash_sweep._cli(home, crash, args)
+    expected = 0 if crash == "none" else EXIT_CODE
+    assert result.returncode == expected, result.stdout + result.stderr[-3000:]
+    return result
+
+
+def _query(url: str, sql: str) -> list[sa.Row]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return list(conn.execute(sa.text(sql)))
+    finally:
+        engine.dispose()
+
+
+def _target(home: Home) -> dict[str, tuple]:
+    """Each live harvested record's DOI and data, by its OAI identifier. A tombstone counts as
+    no record: the killed attempt wrote records the source deleted since, which a fresh
+    harvest never creates."""
+    rows = _query(crash_sweep._settings(home).target_db_url, "SELECT * FROM target_records")
+    return {
+        r.source_identifier: (r.doi, crash_sweep._digest(r.data))
+        for r in rows
+        if r.state != "tombstone"
+    }
+
+
+def _staged(home: Home) -> list[str]:
+    rows = _query(
+        crash_sweep._settings(home).state_db_url, "SELECT identifier FROM harvest_records"
+    )
+    return sorted(r[0] for r in rows)
+
+
+def _move_on(
+    endpoint: OAIEndpoint,
+    staged: list[str],
+    updated: int = 4,
+    seed: int = 1,
+    set_spec: str | None = None,
+) -> datetime:
+    """Update `updated` and delete 2 records the killed attempt staged, add 3, all dated now
+    (after the killed attempt listed), the new ones in `set_spec` if given; returns that
+    moment."""
+    now = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+    current = {record.identifier: record for record in endpoint.records()}
+    live = [identifier for identifier in staged if not current[identifier].deleted]
+    chosen = random.Random(seed).sample(live, updated + 2)
+    for identifier in chosen[:updated]:
+        revise(endpoint, current[identifier], now, PREFIX)
+    for identifier in chosen[updated:]:
+        endpoint.mark_deleted(identifier, now)
+    for index, record in enumerate(
+        generate_datacite_records(3, seed=99 + seed, start=now, span_days=1, prefixes=(PREFIX,))
+    ):
+        identifier = f"oai:generated.oai-pipeline:new-{seed}-{index}"
+        sets = [set_spec] if set_spec else record.set_specs
+        endpoint.upsert(
+            dataclasses.replace(record, identifier=identifier, datestamp=now, set_specs=sets)
+        )
+    return now
+
+
+def _records(count: int = 100) -> list:
+    return generate_datacite_records(
+        count, seed=5, start=FIRST_DAY, span_days=2, prefixes=(PREFIX,), deleted_fraction=0.05
+    )
+
+
+def _scenario(
+    tmp_path: Path,
+    backend: Backend,
+    args: list[str],
+    crash: str,
+    set_spec: str | None = None,
+    page_size: int = 20,
+    records: list | None = None,
+    granularity: Granularity = "seconds",
+) -> tuple[Home, Home, subprocess.CompletedProcess[str]]:
+    """A harvest killed at `crash`, the source moved on, the harvest rerun; and a fresh
+    harvest of the source as it is now. Returns both homes and the rerun."""
+    served = _records() if records is None else records
+    with OAIEndpoint(served, page_size=page_size, granularity=granularity) as endpoint:
+        empty = backend.new_home(tmp_path, "empty")
+        register(
+            crash_sweep._settings(empty),
+            endpoint.base_url,
+            harvester_id=HARVESTER,
+            metadata_prefix=PREFIX,
+            batch_size=10,
+            setspec=set_spec,
+        )
+        home = backend.new_home(tmp_path, "home", empty)
+        _run(home, args, crash)
+        _move_on(endpoint, _staged(home), set_spec=set_spec)
+        rerun = _ran(home, args)
+        fresh = backend.new_home(tmp_path, "fresh", empty)
+        _run(fresh, args)
+    return home, fresh, rerun
+
+
+def test_a_dagster_rerun_after_the_source_moved_on_ends_like_a_fresh_harvest(
+    tmp_path: Path,
+) -> None:
+    """A Dagster run of the days of the records and today's window (where the changes are
+    dated), killed in its write stage."""
+    home, fresh, _ = _scenario(tmp_path, Backend(), DAGSTER, "writer_apply:2:after")
+    assert _target(home) == _target(fresh)
+
+
+def test_a_postgres_rerun_after_the_source_moved_on_ends_like_a_fresh_harvest(
+    tmp_path: Path,
+) -> None:
+    backend = crash_sweep.PostgresBackend()
+    try:
+        home, fresh, _ = _scenario(tmp_path, backend, ["harvest", HARVESTER], "stage:2:after")
+        assert _target(home) == _target(fresh)
+    finally:
+        backend.close()
+
+
+def test_a_run_killed_during_its_catch_up_list_converges_when_rerun(tmp_path: Path) -> None:
+    """Killed in the write stage (its token sweep done), the source moved on by more than a
+    page; the rerun killed after the first page of its catch-up list; the next rerun ends
+    like a fresh harvest, with the changes made between the two reruns too."""
+    args = ["harvest", HARVESTER]
+    with OAIEndpoint(_records(), page_size=20) as endpoint:
+        empty = Backend().new_home(tmp_path, "empty")
+        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10)
+        home = Backend().new_home(tmp_path, "home", empty)
+        _run(home, args, "writer_apply:2:after")
+        _move_on(endpoint, _staged(home), updated=30)
+        # the token sweep's last page again (stage 1), then the catch-up's first page
+        killed = _ran(home, args, "stage:2:after")
+        assert "listing again what the source changed" in killed.stderr
+        assert _run_counters(home)["staged"] < 103  # not all the new records staged
+        _move_on(endpoint, _staged(home), updated=3, seed=2)
+        _run(home, args)
+        fresh = Backend().new_home(tmp_path, "fresh", empty)
+        _run(fresh, args)
+    assert _target(home) == _target(fresh)
+
+
+def _run_counters(home: Home) -> dict[str, int]:
+    report = json.loads(_run(home, ["status", "--json"]))
+    return report["counters"]
+
+
+def test_a_capped_run_resumed_takes_the_newer_copies_of_its_records_and_keeps_its_cap(
+    tmp_path: Path,
+) -> None:
+    """A run capped one record above what the source held (the sweep ended under the cap),
+    killed in the write stage; the source updated and deleted records the run staged and
+    added 3. The rerun's catch-up list stages the newer copies of the run's records (they
+    use no room under the cap) and one new record: before, the page was cut to the room
+    left, dropping newer copies of staged records with the new ones."""
+    args = ["harvest", HARVESTER, "--max-records", "101"]
+    with OAIEndpoint(_records(), page_size=20) as endpoint:
+        empty = Backend().new_home(tmp_path, "empty")
+        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10)
+        home = Backend().new_home(tmp_path, "home", empty)
+        _run(home, args, "writer_apply:2:after")
+        before = set(_staged(home))
+        _move_on(endpoint, sorted(before))
+        _run(home, args)
+        fresh = Backend().new_home(tmp_path, "fresh", empty)
+        _run(fresh, ["harvest", HARVESTER])
+
+    assert _run_counters(home)["staged"] == 101  # the cap holds
+    got, expected = _target(home), _target(fresh)
+    assert {i: got.get(i) for i in before} == {i: expected.get(i) for i in before}
+    assert len(set(got) - before) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "set_spec"),
+    [
+        # an incremental harvest of the last two days
+        (["harvest", HARVESTER, "--since", (TODAY - timedelta(days=1)).date().isoformat()], None),
+        # a harvester of one set
+        (["harvest", HARVESTER], "dataset"),
+    ],
+    ids=["since", "set"],
+)
+def test_a_dated_or_set_rerun_after_the_source_moved_on_ends_like_a_fresh_harvest(
+    tmp_path: Path, args: list[str], set_spec: str | None
+) -> None:
+    home, fresh, rerun = _scenario(
+        tmp_path, Backend(), args, "stage:2:after", set_spec=set_spec, page_size=5
+    )
+    assert "listing again what the source changed since" in rerun.stderr
+    assert _target(home) == _target(fresh)
+
+
+def _store_with_run(tmp_path: Path) -> tuple[StateStore, int]:
+    store = StateStore(f"sqlite:///{tmp_path / 'state.sqlite'}")
+    store.save_harvester(
+        Harvester.from_stored(
+            {"id": "h", "base_url": "https://example.org/oai", "metadata_prefix": "oai_dc"}
+        )
+    )
+    run_id = store.create_run(
+        "h", window_from=None, window_until=None, scale=None, max_records=0, options={}
+    )
+    return store, run_id
+
+
+def _copy(n: int, datestamp: str) -> HarvestedRecord:
+    return HarvestedRecord(identifier=f"oai:x:{n}", datestamp=datestamp, deleted=False, xml=b"<r/>")
+
+
+def test_a_newer_copy_of_a_staged_record_is_the_runs_newest_datestamp(tmp_path: Path) -> None:
+    """`status` shows the newest datestamp a run staged: a catch-up list that brought only
+    newer copies of the run's records (updated since) left it at the old ones'."""
+    store, run_id = _store_with_run(tmp_path)
+    store.stage(run_id, "h", [_copy(1, "2024-01-05T00:00:00Z"), _copy(2, "2024-01-06T00:00:00Z")])
+    assert store.stage(run_id, "h", [_copy(1, "2024-02-01T00:00:00Z")]) == (0, 1)
+    assert store.get_run(run_id)["last_datestamp"] == "2024-02-01T00:00:00Z"
+
+
+def test_the_room_under_a_cap_is_for_new_records_only(tmp_path: Path) -> None:
+    store, run_id = _store_with_run(tmp_path)
+    store.stage(run_id, "h", [_copy(1, "2024-01-05T00:00:00Z")])
+    page = [
+        _copy(1, "2024-02-01T00:00:00Z"),
+        _copy(2, "2024-02-01T00:00:00Z"),
+        _copy(3, "2024-02-01T00:00:00Z"),
+    ]
+    assert store.stage(run_id, "h", page, room=1) == (1, 1)
+    staged = {r.identifier: r.datestamp for r in store.iter_staged(run_id)}
+    assert staged == {"oai:x:1": "2024-02-01T00:00:00Z", "oai:x:2": "2024-02-01T00:00:00Z"}
+
+
+def test_a_rerun_takes_what_a_day_granular_source_changed_the_same_day(tmp_path: Path) -> None:
+    """A source that dates records by day: records the killed attempt staged today and the
+    source changed again today keep their datestamp. The rerun's catch-up list has their
+    new copies; before, they counted as the copies staged (same datestamp) and the rerun
+    wrote the old ones."""
+    records = generate_datacite_records(
+        60, seed=5, start=TODAY, span_days=1, prefixes=(PREFIX,), deleted_fraction=0.05
+    )
+    home, fresh, rerun = _scenario(
+        tmp_path,
+        Backend(),
+        ["harvest", HARVESTER],
+        "stage:2:after",
+        records=records,
+        granularity="day",
+    )
+    assert "listing again what the source changed since" in rerun.stderr
+    assert _target(home) == _target(fresh)
+
+
+def test_the_rerun_reports_each_record_once(tmp_path: Path) -> None:
+    """Killed once every record was written: the rerun writes again only what the source
+    changed since, and reports those under their action, the others `already_written`
+    (none under both)."""
+    home, fresh, rerun = _scenario(
+        tmp_path, Backend(), ["harvest", HARVESTER, "--json"], "save_written:1:after"
+    )
+    report = json.loads(rerun.stdout)
+    assert report["actions"] == {"already_written": 94, "update": 4, "delete": 2, "create": 3}
+    assert report["written_earlier"] == 94
+    assert sum(report["actions"].values()) == report["harvested"] == 103
+    assert _target(home) == _target(fresh)
