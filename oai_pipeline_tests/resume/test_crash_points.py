@@ -308,32 +308,10 @@ def test_a_reconcile_killed_while_harvesting_returned_records_finishes_it_when_r
     them again), killed in that harvest: the rerun resumes it. Before, the records staged
     were no longer marked gone, so the rerun harvested nothing: they stayed deleted in the
     target while the source had them, and the run stayed unfinished."""
-    records = RECORDS[:30]
-    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
-        reconciled = Backend().new_home(tmp_path, "reconciled")
-        crash_sweep.register_harvester(reconciled, endpoint.base_url, batch_size=10)
-        _harvest(reconciled, FULL)
-        back = [r for r in records if not r.deleted][:3]
-        for record in back:
-            endpoint.remove(record.identifier)
-        _harvest(reconciled, ["reconcile", HARVESTER])
-        for record in back:
-            endpoint.upsert(record)
-        reference = Backend().new_home(tmp_path, "reference", reconciled)
-        home = Backend().new_home(tmp_path, "home", reconciled)
-        reconcile = ["reconcile", HARVESTER, "--json"]
-
-        expected = json.loads(crash_sweep._cli(reference, "none", reconcile).stdout)
-        _harvest(home, reconcile, crash)
-        rerun = crash_sweep._cli(home, "none", reconcile)
-        assert rerun.returncode == 0, rerun.stderr[-3000:]
-
-    got = json.loads(rerun.stdout)
+    back, _, expected, got, want, snapshot = _reconcile_killed_and_rerun(tmp_path, crash, 3, 0)
     assert got["returned"] == expected["returned"] == sorted(r.identifier for r in back)
-    want, snapshot = crash_sweep.snapshot(reference), crash_sweep.snapshot(home)
     for key in ("target", "harvest_records", "last_run_status", "unfinished_runs"):
         assert snapshot[key] == want[key], key
-    assert snapshot["run_record_statuses"] == want["run_record_statuses"] == {"updated": 3}
 
 
 @pytest.mark.parametrize(
@@ -356,13 +334,34 @@ def test_a_reconcile_killed_after_marking_records_gone_reports_them_when_rerun(
     no sweep found them vanished again: the rerun said nothing vanished, nothing deleted,
     while this reconcile had deleted them), and what it harvested again of those listed
     again as written before."""
+    back, dropped, expected, got, want, snapshot = _reconcile_killed_and_rerun(
+        tmp_path, crash, 2, 3
+    )
+    assert expected["vanished"] == sorted(r.identifier for r in dropped)
+    assert expected["actions"] == {"delete": len(dropped)}
+    for key in ("vanished", "actions", "errors", "returned"):
+        assert got[key] == expected[key], key
+    # what the killed attempt's harvest wrote is `already_written`, as a resumed harvest says
+    assert sum(expected["returned_actions"].values()) == len(back)
+    assert not crash_sweep._union_differs(got["returned_actions"], expected["returned_actions"])
+    for key in ("target", "harvest_records", "unfinished_runs"):
+        assert snapshot[key] == want[key], key
+
+
+def _reconcile_killed_and_rerun(
+    tmp_path: Path, crash: str, returning: int, dropping: int
+) -> tuple[list[Any], list[Any], dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Harvested and reconciled after `returning` live records vanished; then those are
+    listed again and `dropping` others vanish. Reconciled once in a reference home, and in
+    another killed at `crash` and rerun: (the records back, those dropped, the reference's
+    report, the rerun's, the reference's snapshot, the rerun's)."""
     records = RECORDS[:30]
     with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
         reconciled = Backend().new_home(tmp_path, "reconciled")
         crash_sweep.register_harvester(reconciled, endpoint.base_url, batch_size=10)
         _harvest(reconciled, FULL)
         live = [r for r in records if not r.deleted]
-        back, dropped = live[:2], live[2:5]
+        back, dropped = live[:returning], live[returning : returning + dropping]
         for record in back:
             endpoint.remove(record.identifier)
         _harvest(reconciled, ["reconcile", HARVESTER])
@@ -378,15 +377,5 @@ def test_a_reconcile_killed_after_marking_records_gone_reports_them_when_rerun(
         _harvest(home, reconcile, crash)
         rerun = crash_sweep._cli(home, "none", reconcile)
         assert rerun.returncode == 0, rerun.stderr[-3000:]
-
     got = json.loads(rerun.stdout)
-    assert expected["vanished"] == sorted(r.identifier for r in dropped)
-    assert expected["actions"] == {"delete": len(dropped)}
-    for key in ("vanished", "actions", "errors", "returned"):
-        assert got[key] == expected[key], key
-    # what the killed attempt's harvest wrote is `already_written`, as a resumed harvest says
-    assert sum(expected["returned_actions"].values()) == len(back)
-    assert not crash_sweep._union_differs(got["returned_actions"], expected["returned_actions"])
-    want, snapshot = crash_sweep.snapshot(reference), crash_sweep.snapshot(home)
-    for key in ("target", "harvest_records", "unfinished_runs"):
-        assert snapshot[key] == want[key], key
+    return back, dropped, expected, got, crash_sweep.snapshot(reference), crash_sweep.snapshot(home)
