@@ -1,8 +1,10 @@
-"""The catch-up list of a resumed run (what the source changed since an earlier attempt of the
-run began listing, see `discover._catch_up_from`) beyond the CLI's full harvest that
-test_source_moved_on.py covers: under Dagster, on PostgreSQL, killed during the catch-up
-list itself, in a dated window, a capped run, a set and a source dating records by day; and
-what the rerun reports.
+"""A harvest killed, then rerun after the source moved on (records updated, deleted and added
+since the killed attempt, dated when they changed as real sources date them), ends like a
+harvest of the source as it is now into a fresh home: the rerun resumes its run, and lists
+again what the source changed since that run began listing (its catch-up list, see
+`discover._catch_up_from`). From the CLI and under Dagster, on PostgreSQL, killed during the
+catch-up list itself, in a dated window, a capped run, a set and a source dating records by
+day; and what the rerun reports.
 """
 
 from __future__ import annotations
@@ -139,6 +141,25 @@ def _scenario(
         fresh = backend.new_home(tmp_path, "fresh", empty)
         _run(fresh, args)
     return home, fresh, rerun
+
+
+@pytest.mark.parametrize(
+    "crash",
+    [
+        # discover: two pages staged, the list not finished
+        "stage:2:after",
+        # write: the run listed and transformed all, a batch of creations in the target
+        "writer_apply:2:after",
+    ],
+)
+def test_a_rerun_after_the_source_moved_on_ends_like_a_fresh_harvest_of_it(
+    tmp_path: Path, crash: str
+) -> None:
+    """Before, the rerun went on from its token and kept the old copies of what it had
+    staged or written, and missed the records added before the token."""
+    home, fresh, rerun = _scenario(tmp_path, Backend(), ["harvest", HARVESTER], crash)
+    assert "listing again what the source changed since" in rerun.stderr
+    assert _target(home) == _target(fresh)
 
 
 def test_a_dagster_rerun_after_the_source_moved_on_ends_like_a_fresh_harvest(
