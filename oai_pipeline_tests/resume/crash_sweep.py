@@ -680,15 +680,21 @@ def _compare_reconcile_reports(reference: dict[str, Any], got: dict[str, Any]) -
     return problems
 
 
+def _new_run_writes(got: dict[str, Any]) -> list[str]:
+    """A rerun that started a new harvest run (the killed attempt had finished its own) has
+    nothing left to write: any write or undo it reports is a problem."""
+    wrote = {k: got[k] for k in ("created", "updated", "deleted") if got[k]}
+    undone = got["local_changes_undone"]
+    return [f"the new run reports writes: {wrote}, undone {undone}"] if wrote or undone else []
+
+
 def _compare_dagster_reports(reference: dict[str, Any], got: dict[str, Any]) -> list[str]:
     """A Dagster rerun's run totals (`dagster_report`) against the uncrashed run's, by the
     rules of `compare_reports`: the same harvest run reports the same discovery totals,
     undo and records per status, its actions' union and its errors (with those failed
     before); a new harvest run (the killed attempt had finished it) reports no write."""
     if got["harvest_runs"] != reference["harvest_runs"]:
-        wrote = {k: got[k] for k in ("created", "updated", "deleted") if got[k]}
-        undone = got["local_changes_undone"]
-        return [f"the new run reports writes: {wrote}, undone {undone}"] if wrote or undone else []
+        return _new_run_writes(got)
     problems = [
         f"report {key}: {got.get(key)} vs {reference.get(key)}"
         for key in (
@@ -725,9 +731,7 @@ def compare_reports(reference: dict[str, Any] | None, got: dict[str, Any] | None
     if "vanished" in reference:
         return _compare_reconcile_reports(reference, got)
     if got["run_id"] != reference["run_id"]:
-        wrote = {k: got[k] for k in ("created", "updated", "deleted") if got[k]}
-        undone = got["local_changes_undone"]
-        return [f"the new run reports writes: {wrote}, undone {undone}"] if wrote or undone else []
+        return _new_run_writes(got)
     problems = [
         f"report {key}: {got.get(key)} vs {reference.get(key)}"
         for key in _RUN_TOTALS

@@ -19,11 +19,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from oai_pipeline.harvesters.model import Harvester
-from oai_pipeline.oai.types import Granularity, HarvestedRecord
+from oai_pipeline.oai.types import Granularity
 from oai_pipeline.sample_endpoint.records import generate_datacite_records
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
-from oai_pipeline.state.store import StateStore
 from oai_pipeline_tests.benchmark import revise
 from oai_pipeline_tests.resume import crash_sweep
 from oai_pipeline_tests.resume.crash_sweep import EXIT_CODE, HARVESTER, PREFIX, Backend, Home
@@ -253,45 +251,6 @@ def test_a_dated_or_set_rerun_after_the_source_moved_on_ends_like_a_fresh_harves
     )
     assert "listing again what the source changed since" in rerun.stderr
     assert _target(home) == _target(fresh)
-
-
-def _store_with_run(tmp_path: Path) -> tuple[StateStore, int]:
-    store = StateStore(f"sqlite:///{tmp_path / 'state.sqlite'}")
-    store.save_harvester(
-        Harvester.from_stored(
-            {"id": "h", "base_url": "https://example.org/oai", "metadata_prefix": "oai_dc"}
-        )
-    )
-    run_id = store.create_run(
-        "h", window_from=None, window_until=None, scale=None, max_records=0, options={}
-    )
-    return store, run_id
-
-
-def _copy(n: int, datestamp: str) -> HarvestedRecord:
-    return HarvestedRecord(identifier=f"oai:x:{n}", datestamp=datestamp, deleted=False, xml=b"<r/>")
-
-
-def test_a_newer_copy_of_a_staged_record_is_the_runs_newest_datestamp(tmp_path: Path) -> None:
-    """`status` shows the newest datestamp a run staged: a catch-up list that brought only
-    newer copies of the run's records (updated since) left it at the old ones'."""
-    store, run_id = _store_with_run(tmp_path)
-    store.stage(run_id, "h", [_copy(1, "2024-01-05T00:00:00Z"), _copy(2, "2024-01-06T00:00:00Z")])
-    assert store.stage(run_id, "h", [_copy(1, "2024-02-01T00:00:00Z")]) == (0, 1)
-    assert store.get_run(run_id)["last_datestamp"] == "2024-02-01T00:00:00Z"
-
-
-def test_the_room_under_a_cap_is_for_new_records_only(tmp_path: Path) -> None:
-    store, run_id = _store_with_run(tmp_path)
-    store.stage(run_id, "h", [_copy(1, "2024-01-05T00:00:00Z")])
-    page = [
-        _copy(1, "2024-02-01T00:00:00Z"),
-        _copy(2, "2024-02-01T00:00:00Z"),
-        _copy(3, "2024-02-01T00:00:00Z"),
-    ]
-    assert store.stage(run_id, "h", page, room=1) == (1, 1)
-    staged = {r.identifier: r.datestamp for r in store.iter_staged(run_id)}
-    assert staged == {"oai:x:1": "2024-02-01T00:00:00Z", "oai:x:2": "2024-02-01T00:00:00Z"}
 
 
 def test_a_rerun_takes_what_a_day_granular_source_changed_the_same_day(tmp_path: Path) -> None:

@@ -402,6 +402,26 @@ def test_staging_is_idempotent(store, store_url):
     assert store.stage(new_run(store), "h", page) == (3, 0)
 
 
+def test_a_newer_copy_of_a_staged_record_is_the_runs_newest_datestamp(store):
+    """`status` shows the newest datestamp a run staged: a resumed run's catch-up list that
+    brought only newer copies of the run's records (updated since) left it at the old ones'."""
+    run_id = new_run(store)
+    store.stage(run_id, "h", [record(1, day=5), record(2, day=6)])
+    assert store.stage(run_id, "h", [record(1, day=20)]) == (0, 1)
+    assert store.get_run(run_id)["last_datestamp"] == "2024-01-20"
+
+
+def test_the_room_under_a_cap_is_for_new_records_only(store):
+    """A capped run's room goes to records new to the run: newer copies of its own records
+    (a resumed run's catch-up list) are always taken."""
+    run_id = new_run(store)
+    store.stage(run_id, "h", [record(1, day=5)])
+    page = [record(1, day=20), record(2, day=20), record(3, day=20)]
+    assert store.stage(run_id, "h", page, room=1) == (1, 1)
+    staged = {r.identifier: r.datestamp for r in store.iter_staged(run_id)}
+    assert staged == {"oai:x:1": "2024-01-20", "oai:x:2": "2024-01-20"}
+
+
 def test_iter_staged_gives_records_as_harvested(store):
     run_id = new_run(store)
     bad = RecordError(type="xml_syntax", message="broken", location="line 2")
