@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 import dagster as dg
-from dagster._check import CheckError
+from dagster_shared.check import CheckError
 
 from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
 from oai_pipeline.defs.launch import range_tags
