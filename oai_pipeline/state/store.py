@@ -669,7 +669,9 @@ class StateStore:
         A day's datestamp says on which day a record last changed, not when: a copy
         harvested during that day may have changed later that day. Such a record, listed
         again before its day (and the slack) is over by the source's clock, counts as
-        unchanged only if its XML is the stored one (`changed_within_day` when not)."""
+        unchanged only if its XML is the stored one (`changed_within_day` when not, a
+        failed one too: before, a staged copy that failed its transform was kept when the
+        source fixed it later that day)."""
         candidates = [
             r.identifier
             for r in records.values()
@@ -681,6 +683,9 @@ class StateStore:
         # the sets and whether it had vanished, as stored: unchanged too, or not
         kept_as_is: set[str] = set()
         to_compare: list[str] = []
+        # same datestamp, its last harvest failed: never unchanged, but changed within its
+        # day all the same when its XML is not the stored one (a staged copy is replaced)
+        failed: set[str] = set()
         for chunk in _chunks(candidates):
             for row in conn.execute(
                 sa.select(hr.c.identifier, hr.c.datestamp, hr.c.set_specs, hr.c.gone_at)
@@ -702,8 +707,10 @@ class StateStore:
                     if _listed_within_its_day(row.datestamp, listed_at):
                         to_compare.append(row.identifier)
             if same:
-                same -= self._with_errors(conn, harvester_id, None, chunk)
-        for chunk in _chunks([i for i in to_compare if i in same]):
+                with_errors = self._with_errors(conn, harvester_id, None, chunk)
+                failed |= same & with_errors
+                same -= with_errors
+        for chunk in _chunks([i for i in to_compare if i in same or i in failed]):
             for row in conn.execute(
                 sa.select(stored_xml.c.identifier, stored_xml.c.xml).where(
                     stored_xml.c.harvester_id == harvester_id,
