@@ -19,7 +19,13 @@ from oai_pipeline.oai.types import (
     IdentifyInfo,
     SweepCheckpoint,
 )
-from oai_pipeline.state.schema import SCHEMA_VERSION, harvest_runs, run_records, schema_version
+from oai_pipeline.state.schema import (
+    CATCH_UP_COUNTERS,
+    SCHEMA_VERSION,
+    harvest_runs,
+    run_records,
+    schema_version,
+)
 from oai_pipeline.state.store import (
     MAX_NOTICE_LENGTH,
     MAX_RUN_NOTICES,
@@ -448,6 +454,7 @@ def test_reconcile_counters_after_a_crash_between_rows_and_counters(store):
         "duplicates_skipped": 0,
         "existing_skipped": 0,
         "cap_reached": True,  # 4 staged of a cap of 4: the cap holds across the crash
+        **dict.fromkeys(CATCH_UP_COUNTERS, 0),
     }
     run = store.get_run(run_id)
     assert (run["staged"], run["discovered"], run["cap_reached"]) == (4, 4, True)
@@ -576,6 +583,7 @@ def test_run_status_reports_everything(store):
         "duplicates_skipped": 1,
         "existing_skipped": 0,
         "cap_reached": False,
+        **dict.fromkeys(CATCH_UP_COUNTERS, 0),
     }
     assert status["records"] == {
         "pending": 1,
