@@ -452,7 +452,7 @@ def _fetch(
         existing = 0
         if cap and not options.include_existing and records:
             records, existing = _drop_existing(
-                services, scope.harvester_id, records, options.retry_failed
+                services, run_id, scope.harvester_id, records, options.retry_failed
             )
         page = state.stage(
             run_id,
@@ -656,17 +656,27 @@ def _answered_unknown(
 
 
 def _drop_existing(
-    services: Services, harvester_id: str, records: list[HarvestedRecord], retry_failed: bool
+    services: Services,
+    run_id: int,
+    harvester_id: str,
+    records: list[HarvestedRecord],
+    retry_failed: bool,
 ) -> tuple[list[HarvestedRecord], int]:
     """In a capped run, records already written with the same datestamp and status don't
     use the cap: live ones that have their local record, deleted ones (which may never have
     had one), and failed ones unless asked to retry them. The next capped run gets further
     instead of listing them again. (The same datestamp with the other status is the
-    source's later word: kept.)"""
-    memories = services.state.get_memories(harvester_id, [r.identifier for r in records])
+    source's later word: kept.)
+
+    The run's own records (a resumed run listing a page again, or its catch-up list) use no
+    room either: staging counts them as the run's duplicates, or takes a copy the source
+    changed the same day. Before, those an earlier attempt wrote counted as existing."""
+    identifiers = [r.identifier for r in records]
+    memories = services.state.get_memories(harvester_id, identifiers)
+    own = services.state.in_run(run_id, [i for i in identifiers if i in memories])
     kept = []
     for record in records:
-        memory = memories.get(record.identifier)
+        memory = None if record.identifier in own else memories.get(record.identifier)
         if memory is not None and memory.deleted in (None, record.deleted):
             # A failed record's write left no datestamp written: the one listed last counts.
             if memory.had_errors and memory.listed_datestamp == record.datestamp:

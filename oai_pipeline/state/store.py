@@ -1772,6 +1772,20 @@ class StateStore:
                 )
         return StagedPage(len(new), duplicates, len(newer))
 
+    def in_run(self, run_id: int, identifiers: Sequence[str]) -> set[str]:
+        """Which of these records the run has staged."""
+        found: set[str] = set()
+        with self._read() as conn:
+            for chunk in _chunks(list(identifiers)):
+                found.update(
+                    conn.execute(
+                        sa.select(run_records.c.identifier).where(
+                            run_records.c.run_id == run_id, run_records.c.identifier.in_(chunk)
+                        )
+                    ).scalars()
+                )
+        return found
+
     def _changed_within_day(
         self,
         conn: Connection,

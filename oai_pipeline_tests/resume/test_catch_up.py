@@ -341,3 +341,21 @@ def test_the_rerun_counts_its_catch_up_list_apart(tmp_path: Path) -> None:
         "catch-up list (what the source changed since the run began): pages 1, records "
         "listed 9; staged 0 new records and 4 newer copies of the run's own"
     ) in _run(home, ["status"])
+
+
+def test_a_capped_rerun_counts_its_own_records_listed_again_as_duplicates(
+    tmp_path: Path,
+) -> None:
+    """A capped run killed once it had written every record; its rerun lists its last page
+    again. Those records are the run's own, which no earlier harvest wrote: duplicates of
+    the run, not `existing_skipped` (records a capped run skips as written before it).
+    Before, the 20 records of that page counted as existing."""
+    args = ["harvest", HARVESTER, "--max-records", "101"]
+    with OAIEndpoint(_records(), page_size=20) as endpoint:
+        home = Backend().new_home(tmp_path, "home")
+        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
+        _run(home, args, "save_written:1:after")
+        _run(home, args)
+    counters = _run_counters(home)
+    assert (counters["existing_skipped"], counters["duplicates_skipped"]) == (0, 20)
+    assert counters["staged"] == 100
