@@ -334,6 +334,16 @@ FIX_OF_ERROR = {
 }
 
 
+def catch_up_line(counts: dict[str, Any]) -> str:
+    """A resumed run's catch-up list(s), told apart from the token sweep's counts."""
+    return (
+        "  catch-up list (what the source changed since the run began): "
+        f"pages {counts['catch_up_pages']}, records listed {counts['catch_up_listed']}; "
+        f"staged {counts['catch_up_new_records']} new records and "
+        f"{counts['catch_up_newer_copies']} newer copies of the run's own"
+    )
+
+
 def report_text(report: dict[str, Any]) -> str:
     lines = [
         f"harvester {report['harvester_id']}, harvest run {report['run_id']}",
@@ -362,6 +372,8 @@ def report_text(report: dict[str, Any]) -> str:
             f"  failed in an earlier attempt of this run: {report['failed_earlier']} "
             "(not tried again; --retry-failed does)"
         )
+    if report.get("catch_up_pages"):
+        lines.append(catch_up_line(report))
     if report.get("local_changes_undone"):
         lines.append(
             f"  local changes undone: {report['local_changes_undone']} "

@@ -10,6 +10,7 @@ from oai_pipeline.cli.harvesters import open_store
 from oai_pipeline.cli.output import (
     FriendlyCommand,
     InvalidInput,
+    catch_up_line,
     emit,
     json_option,
     limit_option,
@@ -56,6 +57,7 @@ def _status_text(status: dict[str, Any]) -> str:
         f"staged {counters['staged']}, duplicates skipped {counters['duplicates_skipped']}, "
         f"existing skipped {counters['existing_skipped']}, "
         f"cap reached {'yes' if counters['cap_reached'] else 'no'}",
+        *([catch_up_line(counters)] if counters.get("catch_up_pages") else []),
         "  records: "
         + ", ".join(f"{name} {count}" for name, count in status["records"].items())
         + f" (total {status['total_records']}"

@@ -423,19 +423,26 @@ def _fetch(
     # A source that lists by day (its granularity, or one refusing seconds) lists the whole
     # days of `--since`/`--until` with hours: those it lists outside them are left out.
     asked_within_days = run.asked.within_days and not options.identifiers
-    if cap and staged >= cap:
+    catch_up = None if options.identifiers else _catch_up_from(run, first_listed_at, granularity)
+    cap_reached = bool(cap) and staged >= cap
+    if cap_reached:
         state.set_cap_reached(run_id)
-        return
+        if catch_up is None:
+            return
     next_progress = (staged // options.progress_every + 1) * options.progress_every
     rewrite = options.update_all or run_updates_all(
         state.get_run(run_id), services.harvester(scope.harvester_id)
     )
 
     def stage(
-        records: list[HarvestedRecord], listed_at: str | None = None, discovered: int = 0
+        records: list[HarvestedRecord],
+        listed_at: str | None = None,
+        discovered: int = 0,
+        catching_up: bool = False,
     ) -> bool:
         """Stage one page (`listed_at`: its responseDate; `discovered`: how many the source
-        answered, if more than `records`); True when the cap is reached."""
+        answered, if more than `records`; `catching_up`: a page of the catch-up list, counted
+        apart); True when the cap is reached."""
         nonlocal staged, next_progress
         discovered = max(discovered, len(records))
         if asked_within_days:
@@ -445,9 +452,9 @@ def _fetch(
         existing = 0
         if cap and not options.include_existing and records:
             records, existing = _drop_existing(
-                services, scope.harvester_id, records, options.retry_failed
+                services, run_id, scope.harvester_id, records, options.retry_failed
             )
-        new, duplicates = state.stage(
+        page = state.stage(
             run_id,
             scope.harvester_id,
             records,
@@ -455,14 +462,25 @@ def _fetch(
             listed_at=listed_at,
             room=cap - staged if cap else None,
         )
-        staged += new
-        state.update_counters(
-            run_id,
-            pages_read=1,
-            discovered=discovered,
-            duplicates_skipped=duplicates,
-            existing_skipped=existing,
-        )
+        staged += page.new
+        if catching_up:
+            # Records the token sweep counted already, or changed since: counted apart, so
+            # that `discovered` stays what the source has and the second list is told.
+            state.update_counters(
+                run_id,
+                catch_up_pages=1,
+                catch_up_listed=discovered,
+                catch_up_new_records=page.new,
+                catch_up_newer_copies=page.newer,
+            )
+        else:
+            state.update_counters(
+                run_id,
+                pages_read=1,
+                discovered=discovered,
+                duplicates_skipped=page.duplicates,
+                existing_skipped=existing,
+            )
         if staged >= next_progress:
             progress(f"harvest run {run_id}: {staged} records staged")
             next_progress = (staged // options.progress_every + 1) * options.progress_every
@@ -482,19 +500,29 @@ def _fetch(
     # A source whose responseDate is no date: the next incremental harvest starts at our
     # clock before the first request instead (the overlap covers a clock skew).
     asked_at = format_datestamp(datetime.now(UTC), "seconds")
-    for page in reader.sweep(
-        from_=run.from_, until=run.until, checkpoint=run.checkpoint, save_checkpoint=save_checkpoint
-    ):
+    # A capped run that reached its cap in an earlier attempt has no room to sweep on for.
+    sweep = (
+        ()
+        if cap_reached
+        else reader.sweep(
+            from_=run.from_,
+            until=run.until,
+            checkpoint=run.checkpoint,
+            save_checkpoint=save_checkpoint,
+        )
+    )
+    for page in sweep:
         if not response_date_saved:
             # Also for a sweep of one page or noRecordsMatch, the usual incremental harvest.
             state.save_response_date(run_id, page.response_date or asked_at)
             response_date_saved = True
         if stage(page.records, page.response_date):
-            return
-    catch_up = _catch_up_from(run, first_listed_at, granularity)
+            break
     if catch_up is not None:
         # Not checkpointed: killed during it, the next attempt resumes the token sweep's
         # checkpoint and lists the changes again (staging a copy twice replaces nothing).
+        # Also once the cap is reached: the newer copies of the run's own records use no
+        # room (StateStore.stage), so a capped run writes them, not its pre-crash copies.
         progress(
             f"run {run_id} began listing at {first_listed_at}: listing again what the source "
             f"changed since {catch_up}"
@@ -502,8 +530,7 @@ def _fetch(
         for page in reader.sweep(
             from_=catch_up, until=run.until, checkpoint=None, save_checkpoint=lambda _: None
         ):
-            if stage(page.records, page.response_date):
-                return
+            stage(page.records, page.response_date, catching_up=True)
 
 
 def _catch_up_from(
@@ -629,17 +656,27 @@ def _answered_unknown(
 
 
 def _drop_existing(
-    services: Services, harvester_id: str, records: list[HarvestedRecord], retry_failed: bool
+    services: Services,
+    run_id: int,
+    harvester_id: str,
+    records: list[HarvestedRecord],
+    retry_failed: bool,
 ) -> tuple[list[HarvestedRecord], int]:
     """In a capped run, records already written with the same datestamp and status don't
     use the cap: live ones that have their local record, deleted ones (which may never have
     had one), and failed ones unless asked to retry them. The next capped run gets further
     instead of listing them again. (The same datestamp with the other status is the
-    source's later word: kept.)"""
-    memories = services.state.get_memories(harvester_id, [r.identifier for r in records])
+    source's later word: kept.)
+
+    The run's own records (a resumed run listing a page again, or its catch-up list) use no
+    room either: staging counts them as the run's duplicates, or takes a copy the source
+    changed the same day. Before, those an earlier attempt wrote counted as existing."""
+    identifiers = [r.identifier for r in records]
+    memories = services.state.get_memories(harvester_id, identifiers)
+    own = services.state.in_run(run_id, [i for i in identifiers if i in memories])
     kept = []
     for record in records:
-        memory = memories.get(record.identifier)
+        memory = None if record.identifier in own else memories.get(record.identifier)
         if memory is not None and memory.deleted in (None, record.deleted):
             # A failed record's write left no datestamp written: the one listed last counts.
             if memory.had_errors and memory.listed_datestamp == record.datestamp:

@@ -15,6 +15,7 @@ from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_stage import transform
 from oai_pipeline.pipeline.write import ALREADY_WRITTEN, FAILED_BEFORE, write
+from oai_pipeline.state.schema import CATCH_UP_COUNTERS
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +44,13 @@ class HarvestReport:
     # did not try again (without retry_failed); not in the counts above.
     written_earlier: int = 0
     failed_earlier: int = 0
+    # A resumed run's catch-up list(s), all attempts (discover._catch_up_from): pages read,
+    # records listed, and staged of them the records new to the run and the newer copies of
+    # its own records (written again); `harvested` counts each record once, whichever list.
+    catch_up_pages: int = 0
+    catch_up_listed: int = 0
+    catch_up_new_records: int = 0
+    catch_up_newer_copies: int = 0
     # quirks of the source the operator should know of (DiscoveryResult.notices)
     notices: list[str] = field(default_factory=list)
     # selected identifiers the source has no record of (idDoesNotExist): each is one of
@@ -65,6 +73,7 @@ def summarise(
     undone: Counter[str] | None = None,
     notices: list[str] | None = None,
     unknown: list[str] | None = None,
+    catch_up: dict[str, int] | None = None,
 ) -> HarvestReport:
     if unknown:  # failed at discovery, never planned: an error like those of the write
         errors = errors + Counter({"idDoesNotExist": len(unknown)})
@@ -89,6 +98,7 @@ def summarise(
         failed_earlier=actions[FAILED_BEFORE],
         notices=list(notices or []),
         unknown_identifiers=list(unknown or []),
+        **{name: int((catch_up or {}).get(name, 0)) for name in CATCH_UP_COUNTERS},
     )
 
 
@@ -122,4 +132,5 @@ def run_harvest(
         written.undone,
         discovery.notices,
         discovery.unknown,
+        discovery.counters,
     )

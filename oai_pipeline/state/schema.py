@@ -17,7 +17,17 @@ from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
+
+# A resumed run's catch-up lists (what the source changed since the run began listing), all
+# its attempts, apart from the token sweep's counters: their pages, the records they listed,
+# and of those the records new to the run and the newer copies of its own records staged.
+CATCH_UP_COUNTERS = (
+    "catch_up_pages",
+    "catch_up_listed",
+    "catch_up_new_records",
+    "catch_up_newer_copies",
+)
 
 # The id of a row written per record of a run (run_records) or per record error: a source
 # of millions of records, harvested again and again, writes more than 2**31 of them in its
@@ -174,6 +184,18 @@ harvest_runs = sa.Table(
     sa.Column("duplicates_skipped", sa.Integer, nullable=False, default=0),
     sa.Column("existing_skipped", sa.Integer, nullable=False, default=0),
     sa.Column("cap_reached", sa.Boolean, nullable=False, default=False),
+    # A resumed run's catch-up lists (what the source changed since the run began listing,
+    # discover._catch_up_from), all attempts: counted apart from the token sweep's counters
+    # above, which count the source's records once (version 17).
+    *(
+        sa.Column(name, sa.Integer, nullable=False, default=0, server_default="0")
+        for name in (
+            "catch_up_pages",
+            "catch_up_listed",
+            "catch_up_new_records",
+            "catch_up_newer_copies",
+        )
+    ),
     sa.Column("checkpoint", sa.JSON, nullable=True),
     sa.Column("response_date", sa.String(32), nullable=True),  # of the run's first page
     # the newest datestamp staged: shown in status, never a checkpoint (records are unordered)
@@ -371,6 +393,17 @@ def _add_local_changes_undone(connection: Connection) -> None:
     )
 
 
+def _add_catch_up_counters(connection: Connection) -> None:
+    """Runs of an older version counted their catch-up lists with the token sweep's."""
+    for name in (
+        "catch_up_pages",
+        "catch_up_listed",
+        "catch_up_new_records",
+        "catch_up_newer_copies",
+    ):
+        _add_run_column(connection, name, "INTEGER NOT NULL DEFAULT 0")
+
+
 def _index_runs(connection: Connection) -> None:
     for index in RUN_INDEXES:
         index.create(connection, checkfirst=True)
@@ -423,6 +456,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     14: _index_gone_records,
     15: _add_local_changes_undone,
     16: _add_reconcile_runs,
+    17: _add_catch_up_counters,
 }
 
 

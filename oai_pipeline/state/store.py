@@ -36,6 +36,7 @@ from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoin
 from oai_pipeline.oai.windows import read_datestamp
 from oai_pipeline.sqlite_tuning import release_lock_on_interrupt, tune_wal
 from oai_pipeline.state.schema import (
+    CATCH_UP_COUNTERS,
     applied_fixtures,
     harvest_record_data,
     harvest_record_xml,
@@ -176,6 +177,27 @@ def _unknown_to_source(rr: sa.Table) -> sa.ColumnElement[bool]:
     # (coalesce: a failed row without an error type is no such row, and NOT NULL is NULL)
     error_type = sa.func.coalesce(rr.c.error_type, "")
     return sa.and_(rr.c.status == "failed", error_type == "idDoesNotExist")
+
+
+class StagedPage(tuple[int, int]):
+    """What `StateStore.stage` did with a page: (newly staged, duplicates skipped), as a
+    tuple (compared and unpacked as before), and `newer`: of the duplicates, the newer
+    copies of records the run had that replaced the staged ones."""
+
+    newer: int
+
+    def __new__(cls, new: int, duplicates: int, newer: int = 0) -> StagedPage:
+        page = super().__new__(cls, (new, duplicates))
+        page.newer = newer
+        return page
+
+    @property
+    def new(self) -> int:
+        return self[0]
+
+    @property
+    def duplicates(self) -> int:
+        return self[1]
 
 
 @dataclasses.dataclass
@@ -669,7 +691,9 @@ class StateStore:
         A day's datestamp says on which day a record last changed, not when: a copy
         harvested during that day may have changed later that day. Such a record, listed
         again before its day (and the slack) is over by the source's clock, counts as
-        unchanged only if its XML is the stored one (`changed_within_day` when not)."""
+        unchanged only if its XML is the stored one (`changed_within_day` when not, a
+        failed one too: before, a staged copy that failed its transform was kept when the
+        source fixed it later that day)."""
         candidates = [
             r.identifier
             for r in records.values()
@@ -681,6 +705,9 @@ class StateStore:
         # the sets and whether it had vanished, as stored: unchanged too, or not
         kept_as_is: set[str] = set()
         to_compare: list[str] = []
+        # same datestamp, its last harvest failed: never unchanged, but changed within its
+        # day all the same when its XML is not the stored one (a staged copy is replaced)
+        failed: set[str] = set()
         for chunk in _chunks(candidates):
             for row in conn.execute(
                 sa.select(hr.c.identifier, hr.c.datestamp, hr.c.set_specs, hr.c.gone_at)
@@ -702,8 +729,10 @@ class StateStore:
                     if _listed_within_its_day(row.datestamp, listed_at):
                         to_compare.append(row.identifier)
             if same:
-                same -= self._with_errors(conn, harvester_id, None, chunk)
-        for chunk in _chunks([i for i in to_compare if i in same]):
+                with_errors = self._with_errors(conn, harvester_id, None, chunk)
+                failed |= same & with_errors
+                same -= with_errors
+        for chunk in _chunks([i for i in to_compare if i in same or i in failed]):
             for row in conn.execute(
                 sa.select(stored_xml.c.identifier, stored_xml.c.xml).where(
                     stored_xml.c.harvester_id == harvester_id,
@@ -1631,12 +1660,12 @@ class StateStore:
         rewrite: bool = False,
         listed_at: str | None = None,
         room: int | None = None,
-    ) -> tuple[int, int]:
+    ) -> StagedPage:
         """Stage a page (`listed_at`: its responseDate): new records become `pending` run
         rows and harvest records, in one transaction. A record listed again in the same run
         (a redone page, or a source that changed it mid-sweep) counts as a duplicate; the
         newer copy replaces the staged one (see `supersedes`). Returns (newly staged,
-        duplicates skipped).
+        duplicates skipped), and of those duplicates the newer copies taken (`StagedPage`).
 
         `room` (a capped run): at most this many new records, the first listed; records the
         run already has use none of it, so their newer copies are always taken. (Cut to the
@@ -1741,7 +1770,21 @@ class StateStore:
                         updated_at=now,
                     )
                 )
-        return len(new), duplicates
+        return StagedPage(len(new), duplicates, len(newer))
+
+    def in_run(self, run_id: int, identifiers: Sequence[str]) -> set[str]:
+        """Which of these records the run has staged."""
+        found: set[str] = set()
+        with self._read() as conn:
+            for chunk in _chunks(list(identifiers)):
+                found.update(
+                    conn.execute(
+                        sa.select(run_records.c.identifier).where(
+                            run_records.c.run_id == run_id, run_records.c.identifier.in_(chunk)
+                        )
+                    ).scalars()
+                )
+        return found
 
     def _changed_within_day(
         self,
@@ -1923,6 +1966,7 @@ class StateStore:
     def _counters(run: dict[str, Any]) -> dict[str, Any]:
         counters: dict[str, Any] = {name: int(run[name]) for name in COUNTERS}
         counters["cap_reached"] = bool(run["cap_reached"])
+        counters.update((name, int(run[name] or 0)) for name in CATCH_UP_COUNTERS)
         return counters
 
     def reconcile_counters(self, run_id: int) -> dict[str, Any]:
@@ -1959,13 +2003,13 @@ class StateStore:
         return self._counters(run)
 
     def update_counters(self, run_id: int, **deltas_or_values: int | bool) -> None:
-        """Integer counters (pages_read, discovered, staged, duplicates_skipped,
-        existing_skipped) are incremented by the value given; `cap_reached` is set."""
+        """Integer counters (COUNTERS, CATCH_UP_COUNTERS) are incremented by the value
+        given; `cap_reached` is set."""
         values: dict[str, Any] = {"updated_at": utc_now()}
         for name, value in deltas_or_values.items():
             if name == "cap_reached":
                 values[name] = bool(value)
-            elif name in COUNTERS:
+            elif name in COUNTERS or name in CATCH_UP_COUNTERS:
                 if value:
                     values[name] = harvest_runs.c[name] + int(value)
             else:

@@ -270,6 +270,7 @@ def dagster_report(result: Any) -> dict[str, Any]:
     records per status (`status_records_…`)."""
 
     from oai_pipeline.defs.assets import RUN_TOTALS
+    from oai_pipeline.state.schema import CATCH_UP_COUNTERS
 
     totals: dict[str, dict[str, Any]] = {}
     for event in result.all_events:
@@ -302,6 +303,8 @@ def dagster_report(result: Any) -> dict[str, Any]:
         "errors": written.get("run_error_count"),
         "error_types": prefixed("run_errors_"),
         "local_changes_undone": written.get("run_local_changes_undone"),
+        # a resumed run's catch-up list, as the harvest report counts it
+        **{name: raw.get(f"run_{name}") for name in CATCH_UP_COUNTERS},
         "run_records": prefixed("status_records_"),
         "harvest_run_status": written.get("status_harvest_run_status"),
     }

@@ -165,8 +165,11 @@ def test_a_dagster_rerun_after_the_source_moved_on_ends_like_a_fresh_harvest(
 ) -> None:
     """A Dagster run of the days of the records and today's window (where the changes are
     dated), killed in its write stage."""
-    home, fresh, _ = _scenario(tmp_path, Backend(), DAGSTER, "writer_apply:2:after")
+    home, fresh, rerun = _scenario(tmp_path, Backend(), DAGSTER, "writer_apply:2:after")
     assert _target(home) == _target(fresh)
+    # the materialisation of raw_oai_xml counts today's window's catch-up list apart
+    report = json.loads(rerun.stdout.strip().splitlines()[-1])
+    assert (report["catch_up_pages"], report["catch_up_listed"]) == (1, 9)
 
 
 def test_a_postgres_rerun_after_the_source_moved_on_ends_like_a_fresh_harvest(
@@ -285,3 +288,74 @@ def test_the_rerun_reports_each_record_once(tmp_path: Path) -> None:
     assert report["written_earlier"] == 94
     assert sum(report["actions"].values()) == report["harvested"] == 103
     assert _target(home) == _target(fresh)
+
+
+def test_a_capped_run_that_reached_its_cap_still_takes_the_newer_copies_of_its_records(
+    tmp_path: Path,
+) -> None:
+    """A run capped at 50 of the source's 100 records, killed in the write stage after its
+    list reached the cap; the source updated and deleted records the run staged. The rerun
+    has no room for new records, but its catch-up list stages the newer copies of its own:
+    before, it returned at once (its cap reached) and wrote their pre-crash copies."""
+    args = ["harvest", HARVESTER, "--max-records", "50"]
+    with OAIEndpoint(_records(), page_size=20) as endpoint:
+        empty = Backend().new_home(tmp_path, "empty")
+        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10)
+        home = Backend().new_home(tmp_path, "home", empty)
+        _run(home, args, "writer_apply:2:after")
+        before = set(_staged(home))
+        _move_on(endpoint, sorted(before))
+        rerun = _ran(home, args)
+        fresh = Backend().new_home(tmp_path, "fresh", empty)
+        _run(fresh, ["harvest", HARVESTER])
+
+    assert "listing again what the source changed since" in rerun.stderr
+    assert _run_counters(home)["staged"] == 50  # the cap holds, exactly
+    got, expected = _target(home), _target(fresh)
+    assert set(got) <= before
+    assert {i: got.get(i) for i in before} == {i: expected.get(i) for i in before}
+
+
+def test_the_rerun_counts_its_catch_up_list_apart(tmp_path: Path) -> None:
+    """The token sweep's counters keep their meaning: the rerun redoes the page it was killed
+    on (20 duplicates) and lists the rest, the 3 new records last: 6 pages, 123 records. The
+    catch-up list's page and the 9 records it lists (the 6 changed, the 3 added) are counted
+    apart, with what it staged (the newer copies of 4 records the token sweep had passed;
+    the new ones the sweep had), in `status` and in the harvest's report. Before, they were
+    added to the sweep's counters: 132 records discovered, and nothing said why."""
+    home, _, rerun = _scenario(
+        tmp_path, Backend(), ["harvest", HARVESTER, "--json"], "stage:2:after"
+    )
+    counters = _run_counters(home)
+    sweep = {"pages_read": 6, "discovered": 123, "duplicates_skipped": 20, "staged": 103}
+    assert {name: counters[name] for name in sweep} == sweep
+    catch_up = {
+        "catch_up_pages": 1,
+        "catch_up_listed": 9,
+        "catch_up_new_records": 0,
+        "catch_up_newer_copies": 4,
+    }
+    assert {name: counters[name] for name in catch_up} == catch_up
+    assert {name: json.loads(rerun.stdout)[name] for name in catch_up} == catch_up
+    assert (
+        "catch-up list (what the source changed since the run began): pages 1, records "
+        "listed 9; staged 0 new records and 4 newer copies of the run's own"
+    ) in _run(home, ["status"])
+
+
+def test_a_capped_rerun_counts_its_own_records_listed_again_as_duplicates(
+    tmp_path: Path,
+) -> None:
+    """A capped run killed once it had written every record; its rerun lists its last page
+    again. Those records are the run's own, which no earlier harvest wrote: duplicates of
+    the run, not `existing_skipped` (records a capped run skips as written before it).
+    Before, the 20 records of that page counted as existing."""
+    args = ["harvest", HARVESTER, "--max-records", "101"]
+    with OAIEndpoint(_records(), page_size=20) as endpoint:
+        home = Backend().new_home(tmp_path, "home")
+        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
+        _run(home, args, "save_written:1:after")
+        _run(home, args)
+    counters = _run_counters(home)
+    assert (counters["existing_skipped"], counters["duplicates_skipped"]) == (0, 20)
+    assert counters["staged"] == 100

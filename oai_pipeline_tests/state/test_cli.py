@@ -15,6 +15,7 @@ from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import run_harvest
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings, load_settings
+from oai_pipeline.state.schema import CATCH_UP_COUNTERS
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.sync.rules import Action
 from oai_pipeline.targets.base import WriteOutcome
@@ -153,6 +154,7 @@ def test_status_of_a_run_in_json(filled, monkeypatch):
         "duplicates_skipped": 0,
         "existing_skipped": 0,
         "cap_reached": False,
+        **dict.fromkeys(CATCH_UP_COUNTERS, 0),  # not resumed: no catch-up list
     }
     assert report["records"]["imported"] == 1 and report["records"]["failed"] == 1
     assert report["records"]["gone"] == 1 and report["stale_running"] == 0

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from oai_pipeline.errors import RecordError
 from oai_pipeline.oai.types import HarvestedRecord
-from oai_pipeline.state.schema import SCHEMA_VERSION
+from oai_pipeline.state.schema import CATCH_UP_COUNTERS, SCHEMA_VERSION
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.sync.rules import Action
 from oai_pipeline.targets.base import WriteOutcome
@@ -313,3 +313,23 @@ def test_a_version_13_database_gains_the_index_of_gone_records(store_url: str) -
         assert list(store.gone_identifier_chunks("h")) == [["oai:1"]]
         indexes = sa.inspect(store._engine).get_indexes("harvest_records")  # noqa: SLF001
     assert "ix_harvest_records_gone" in {index["name"] for index in indexes}
+
+
+def test_a_version_16_database_counts_catch_up_lists_apart(store_url: str) -> None:
+    """Its runs counted their catch-up lists with the token sweep's: none apart (0); a
+    resumed one counts the next apart."""
+    with StateStore(store_url) as store:
+        run_id = _run(store)
+    _as_version(
+        store_url,
+        16,
+        *(f"ALTER TABLE harvest_runs DROP COLUMN {name}" for name in CATCH_UP_COUNTERS),
+    )
+    with StateStore(store_url) as store:
+        counters = store.reconcile_counters(run_id)
+        assert {name: counters[name] for name in CATCH_UP_COUNTERS} == dict.fromkeys(
+            CATCH_UP_COUNTERS, 0
+        )
+        store.update_counters(run_id, catch_up_pages=1, catch_up_listed=7)
+        counters = store.reconcile_counters(run_id)
+    assert (counters["catch_up_pages"], counters["catch_up_listed"]) == (1, 7)

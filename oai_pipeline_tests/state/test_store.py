@@ -19,7 +19,13 @@ from oai_pipeline.oai.types import (
     IdentifyInfo,
     SweepCheckpoint,
 )
-from oai_pipeline.state.schema import SCHEMA_VERSION, harvest_runs, run_records, schema_version
+from oai_pipeline.state.schema import (
+    CATCH_UP_COUNTERS,
+    SCHEMA_VERSION,
+    harvest_runs,
+    run_records,
+    schema_version,
+)
 from oai_pipeline.state.store import (
     MAX_NOTICE_LENGTH,
     MAX_RUN_NOTICES,
@@ -448,6 +454,7 @@ def test_reconcile_counters_after_a_crash_between_rows_and_counters(store):
         "duplicates_skipped": 0,
         "existing_skipped": 0,
         "cap_reached": True,  # 4 staged of a cap of 4: the cap holds across the crash
+        **dict.fromkeys(CATCH_UP_COUNTERS, 0),
     }
     run = store.get_run(run_id)
     assert (run["staged"], run["discovered"], run["cap_reached"]) == (4, 4, True)
@@ -576,6 +583,7 @@ def test_run_status_reports_everything(store):
         "duplicates_skipped": 1,
         "existing_skipped": 0,
         "cap_reached": False,
+        **dict.fromkeys(CATCH_UP_COUNTERS, 0),
     }
     assert status["records"] == {
         "pending": 1,
@@ -813,3 +821,25 @@ def test_a_new_runs_records_are_searched_by_identifier_once_staged(postgres_url:
         assert "identifier" in plan.split("Index Cond")[1].split("Filter")[0], plan
         asked = [f"oai:x:{n}" for n in range(4000, 4500)]
         assert set(store.record_statuses(run_id, asked).values()) == {"pending"}
+
+
+def test_a_failed_record_changed_the_same_day_is_a_newer_copy(store):
+    """A source dating records by day: a record whose transform failed, changed again later
+    that day (same datestamp, other XML), is the run's to transform again. Before, its stored
+    error kept it out of the XML comparison: the new copy counted as the one staged, and the
+    record stayed failed with the old XML."""
+    today = datetime.now(UTC).date().isoformat()
+    listed_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    first = HarvestedRecord("oai:x:1", today, False, ["s1"], b"<record v='1'/>")
+    run_id = new_run(store)
+    store.stage(run_id, "h", [first], listed_at=listed_at)
+    failed = RecordError(type="TransformError", message="no title", location=None)
+    store.save_transformed(
+        "h", [TransformItem(first.identifier, today, [], first.xml, error=failed)]
+    )
+    store.set_record_status(run_id, {first.identifier: "failed"}, {first.identifier: failed})
+
+    fixed = dataclasses.replace(first, xml=b"<record v='2'/>")
+    store.stage(run_id, "h", [fixed], listed_at=listed_at)
+    assert [r.xml for r in store.iter_staged(run_id)] == [fixed.xml]
+    assert store.claim(run_id, limit=5) == [first.identifier]  # pending again
