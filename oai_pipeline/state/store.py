@@ -179,25 +179,12 @@ def _unknown_to_source(rr: sa.Table) -> sa.ColumnElement[bool]:
     return sa.and_(rr.c.status == "failed", error_type == "idDoesNotExist")
 
 
-class StagedPage(tuple[int, int]):
-    """What `StateStore.stage` did with a page: (newly staged, duplicates skipped), as a
-    tuple (compared and unpacked as before), and `newer`: of the duplicates, the newer
-    copies of records the run had that replaced the staged ones."""
+class StagedPage(NamedTuple):
+    """What `StateStore.stage` did with a page."""
 
-    newer: int
-
-    def __new__(cls, new: int, duplicates: int, newer: int = 0) -> StagedPage:
-        page = super().__new__(cls, (new, duplicates))
-        page.newer = newer
-        return page
-
-    @property
-    def new(self) -> int:
-        return self[0]
-
-    @property
-    def duplicates(self) -> int:
-        return self[1]
+    new: int  # newly staged
+    duplicates: int  # records the run had already: skipped, or replaced by a newer copy
+    newer: int = 0  # of the duplicates, the newer copies that replaced the staged ones
 
 
 @dataclasses.dataclass

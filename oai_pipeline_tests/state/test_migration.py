@@ -272,7 +272,7 @@ def test_a_run_stages_past_the_32_bit_row_ids(store_url: str, made_by: str) -> N
     records = [HarvestedRecord("oai:x:1", "2024-01-01", False, xml=b"<r/>"), failed]
 
     with StateStore(store_url) as store:
-        assert store.stage(run_id, "h", records) == (2, 0)
+        assert store.stage(run_id, "h", records) == (2, 0, 0)
         assert store.get_record("oai:x:2", "h")["errors"][0]["message"] == "bad"
     engine = sa.create_engine(store_url)
     with engine.connect() as connection:
