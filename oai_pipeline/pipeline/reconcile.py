@@ -169,17 +169,27 @@ class ReconcileReport:
 def reconcile(services: Services, harvester_id: str, *, force: bool = False) -> ReconcileReport:
     """`force`: act even on a sweep that would delete most of the harvester's records."""
     # Like a harvest: one run at a time writes for a harvester, and one lists from the
-    # source's server.
+    # source's server. Held to the end, the harvest of the records listed again and the
+    # closing of the reconcile run included (the harvest's own holds are reentrant): released
+    # before, a reconcile started meanwhile (another shell, the weekly schedule) found this
+    # one's run unfinished, resumed it and reported its deletions again as its own. One
+    # killed leaves its lease to be taken over at once, and its rerun reports them.
     base_url = services.harvester(harvester_id).base_url
+    with (
+        services.harvester_lock.hold(harvester_id),
+        services.harvester_lock.hold_source(base_url),
+    ):
+        return _reconcile_holding_the_leases(services, harvester_id, force)
+
+
+def _reconcile_holding_the_leases(
+    services: Services, harvester_id: str, force: bool
+) -> ReconcileReport:
     # First the harvest an earlier reconcile left unfinished (killed, failed): the records it
     # staged are no longer marked gone, so no sweep would find them listed again, and those
     # it had not written yet stayed deleted in the target while the source has them.
     resumed = _resume_unfinished_harvest(services, harvester_id)
-    with (
-        services.harvester_lock.hold(harvester_id),
-        services.harvester_lock.hold_source(base_url),
-        ListedIdentifiers(services.settings.home / "tmp") as source_ids,
-    ):
+    with ListedIdentifiers(services.settings.home / "tmp") as source_ids:
         run_id, earlier = services.state.start_reconcile_run(harvester_id)
         report = _reconcile(services, harvester_id, force, source_ids, run_id)
     # the records to harvest again are those this sweep found gone and listed
@@ -203,7 +213,6 @@ def reconcile(services: Services, harvester_id: str, *, force: bool = False) -> 
         report.returned_actions.update(actions)
         report.notices += [notice] if notice else []
     if listed_again:
-        # Once the leases are released: the harvest takes them itself.
         scope = HarvestScope.adhoc(harvester_id, None, None)
         options = RunOptions(identifiers=listed_again, reconcile=True)
         try:

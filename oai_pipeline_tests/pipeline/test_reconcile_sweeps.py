@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import subprocess
+import threading
 import tracemalloc
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from oai_pipeline.pipeline.runner import run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope, Window
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
-from oai_pipeline.state.harvester_lock import new_owner
+from oai_pipeline.state.harvester_lock import HarvesterLock, new_owner
 from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
     FakeRecord,
@@ -424,3 +425,61 @@ def test_the_scratch_folder_a_killed_reconcile_left_is_removed_by_the_next(
         "reconcile-running",
         "reconcile-elsewhere",
     }
+
+
+def test_a_reconcile_started_while_another_harvests_records_back_reports_none_of_its_deletions(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second reconcile (another shell, the weekly schedule) started while the first
+    harvests again the records listed again. Before, the first had released its leases for
+    that harvest and closed its reconcile run only after: the second found the run
+    unfinished, resumed it and reported the first's deletions and records back as its own,
+    so each was reported twice. Now it waits for the first to finish and finds nothing."""
+    records, _fake = _written_set(settings, monkeypatch)
+    records[2].sets = []
+    with Services(settings) as services:
+        assert reconcile(services, "sample").vanished == [records[2].identifier]
+    records[2].sets = ["s1"]  # back: harvested again by the next reconcile
+    records[4].sets = []  # gone: deleted by it
+    second: dict[str, ReconcileReport] = {}
+    second_waits_or_ended = threading.Event()
+    try_acquire = HarvesterLock.try_acquire
+
+    def noting_a_wait(self: HarvesterLock, harvester_id: str, owner: str) -> bool:
+        taken = try_acquire(self, harvester_id, owner)
+        if not taken and threading.current_thread().name == "second-reconcile":
+            second_waits_or_ended.set()
+        return taken
+
+    def second_reconcile() -> None:
+        try:
+            with Services(settings) as services:
+                second["report"] = reconcile(services, "sample")
+        finally:
+            second_waits_or_ended.set()
+
+    harvest = reconcile_module.run_harvest
+
+    def harvest_then_start_another(*args, **kwargs):  # type: ignore[no-untyped-def]
+        harvested = harvest(*args, **kwargs)
+        thread = threading.Thread(target=second_reconcile, name="second-reconcile")
+        thread.start()
+        second_waits_or_ended.wait()  # the second ran in the gap, or waits for the leases
+        threads.append(thread)
+        return harvested
+
+    threads: list[threading.Thread] = []
+    monkeypatch.setattr(HarvesterLock, "try_acquire", noting_a_wait)
+    monkeypatch.setattr(reconcile_module, "run_harvest", harvest_then_start_another)
+    with Services(settings) as services:
+        first = reconcile(services, "sample")
+    for thread in threads:
+        thread.join()
+
+    assert len(threads) == 1
+    assert first.vanished == [records[4].identifier] and first.actions == {"delete": 1}
+    assert first.returned == [records[2].identifier]
+    assert first.returned_actions == {"restore": 1}
+    got = second["report"]
+    assert (got.vanished, dict(got.actions), got.returned) == ([], {}, [])
+    assert dict(got.returned_actions) == {}

@@ -1,0 +1,59 @@
+"""The crash sweep's comparison of a Dagster rerun's report with the uncrashed run's: the
+sweep is only as good as it, and a comparison that flagged nothing passed every point."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from oai_pipeline_tests.resume.crash_sweep import _compare_dagster_reports
+
+
+def _report(actions: dict[str, int], **changes: Any) -> dict[str, Any]:
+    """A `dagster_report` of a harvest run of ten records (seven created, three unchanged)."""
+    report = {
+        "dagster": True,
+        "harvest_runs": 1,
+        "harvested": 10,
+        "deleted_at_source": 0,
+        "cap_reached": False,
+        "created": actions.get("create", 0),
+        "updated": 0,
+        "deleted": 0,
+        "unchanged": actions.get("skip", 0),
+        "actions": actions,
+        "errors": 0,
+        "error_types": {},
+        "local_changes_undone": 0,
+        "run_records": {"imported": 7, "unchanged": 3},
+        "harvest_run_status": "succeeded",
+    }
+    return {**report, **changes}
+
+
+UNCRASHED = _report({"create": 7, "skip": 3})
+
+
+def test_a_resumed_run_reporting_earlier_writes_as_already_written_matches() -> None:
+    resumed = _report({"create": 4, "already_written": 3, "skip": 3})
+    assert _compare_dagster_reports(UNCRASHED, resumed) == []
+
+
+@pytest.mark.parametrize(
+    "rerun",
+    [
+        # three records the killed attempt wrote are not in the rerun's report at all
+        _report({"create": 4, "skip": 3}),
+        # the run's records per status lost those three
+        _report({"create": 4, "already_written": 3, "skip": 3}, run_records={"imported": 4}),
+        # a record counted under an action the uncrashed run never took
+        _report({"create": 6, "update": 1, "skip": 3}),
+        # a new harvest run (the killed attempt had finished its own) that writes again
+        _report({"create": 7, "skip": 3}, harvest_runs=2),
+    ],
+)
+def test_a_rerun_reporting_otherwise_than_the_uncrashed_run_is_a_problem(
+    rerun: dict[str, Any],
+) -> None:
+    assert _compare_dagster_reports(UNCRASHED, rerun) != []
