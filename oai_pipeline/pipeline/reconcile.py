@@ -150,10 +150,14 @@ class ReconcileReport:
     errors: int = 0
     # quirks of the source the sweeps met (Reader.notices), as a harvest's report has them
     notices: list[str] = field(default_factory=list)
+    # the reconcile run (state store): a rerun of a killed reconcile reports the same one
+    # with what the killed attempt did; a new one, after a reconcile that had closed its run
+    run_id: int | None = None
 
     def to_dict(self) -> dict:
         return {
             "harvester_id": self.harvester_id,
+            "run_id": self.run_id,
             "deleted_record": self.deleted_record,
             "source_identifiers": self.source_identifiers,
             "harvested_live": self.harvested_live,
@@ -318,6 +322,7 @@ def _reconcile(
         sorted(vanished),
         returned=returned,
         notices=notices,
+        run_id=run_id,
     )
     if not vanished:
         return report

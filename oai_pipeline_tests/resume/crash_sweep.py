@@ -668,7 +668,11 @@ def _compare_reconcile_reports(reference: dict[str, Any], got: dict[str, Any]) -
     """A reconcile's rerun reports what the uncrashed one does: the records found vanished
     and deleted (an attempt killed after marking them gone saved them on its reconcile run,
     which the rerun resumes), and those listed again; its harvest of these is a run that
-    the rerun resumes (`already_written`)."""
+    the rerun resumes (`already_written`). A rerun after the killed attempt had closed its
+    reconcile run is a new reconcile of an unchanged source: it must find and do nothing."""
+    if got["run_id"] != reference["run_id"]:
+        acted = {key: got[key] for key in _RECONCILE if got[key]}
+        return [f"the new reconcile reports: {acted}"] if acted else []
     keys = _RECONCILE
     problems = [
         f"reconcile {key}: {got.get(key)} vs {reference.get(key)}"

@@ -348,6 +348,22 @@ def test_a_reconcile_killed_after_marking_records_gone_reports_them_when_rerun(
         assert snapshot[key] == want[key], key
 
 
+def test_a_reconcile_killed_after_closing_its_run_is_followed_by_a_new_one(
+    tmp_path: Path,
+) -> None:
+    """Killed releasing its leases, its run closed: the rerun is a new reconcile (another
+    run id) of a source that did not change, reporting nothing of the first's deletions as
+    its own, and leaving what the uninterrupted reconcile leaves."""
+    _, _, expected, got, want, snapshot = _reconcile_killed_and_rerun(
+        tmp_path, "lock_release:2:after", 2, 3
+    )
+    assert expected["actions"] == {"delete": 3}
+    assert got["run_id"] == expected["run_id"] + 1
+    assert (got["vanished"], got["actions"], got["returned"]) == ([], {}, [])
+    for key in ("target", "harvest_records", "unfinished_runs"):
+        assert snapshot[key] == want[key], key
+
+
 def _reconcile_killed_and_rerun(
     tmp_path: Path, crash: str, returning: int, dropping: int
 ) -> tuple[list[Any], list[Any], dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:

@@ -1,5 +1,6 @@
-"""The crash sweep's comparison of a Dagster rerun's report with the uncrashed run's: the
-sweep is only as good as it, and a comparison that flagged nothing passed every point."""
+"""The crash sweep's comparison of a rerun's report with the uncrashed run's (a Dagster
+harvest's, a reconcile's): the sweep is only as good as it, and a comparison that flagged
+nothing passed every point."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from oai_pipeline_tests.resume.crash_sweep import _compare_dagster_reports
+from oai_pipeline_tests.resume.crash_sweep import _compare_dagster_reports, compare_reports
 
 
 def _report(actions: dict[str, int], **changes: Any) -> dict[str, Any]:
@@ -57,3 +58,50 @@ def test_a_rerun_reporting_otherwise_than_the_uncrashed_run_is_a_problem(
     rerun: dict[str, Any],
 ) -> None:
     assert _compare_dagster_reports(UNCRASHED, rerun) != []
+
+
+def _reconcile_report(run_id: int, **changes: Any) -> dict[str, Any]:
+    """A reconcile's `--json` report: two records vanished and deleted, one listed again."""
+    report = {
+        "harvester_id": "h",
+        "run_id": run_id,
+        "vanished": ["oai:x:1", "oai:x:2"],
+        "returned": ["oai:x:3"],
+        "returned_actions": {"restore": 1},
+        "actions": {"delete": 2},
+        "errors": 0,
+    }
+    return {**report, **changes}
+
+
+NOTHING_FOUND = {"vanished": [], "returned": [], "returned_actions": {}, "actions": {}}
+
+
+@pytest.mark.parametrize(
+    "rerun",
+    [
+        # killed after the deletions: the same run, the harvest of the record listed again
+        # resumed (`already_written`)
+        _reconcile_report(1, returned_actions={"already_written": 1}),
+        # killed once its run was closed: a new reconcile of a source that did not change
+        _reconcile_report(2, **NOTHING_FOUND),
+    ],
+)
+def test_a_reconcile_rerun_reporting_what_the_uncrashed_one_did_matches(
+    rerun: dict[str, Any],
+) -> None:
+    assert compare_reports(_reconcile_report(1), rerun) == []
+
+
+@pytest.mark.parametrize(
+    "rerun",
+    [
+        # the same run, its deletions lost
+        _reconcile_report(1, vanished=[], actions={}),
+        # a new reconcile reporting the closed one's deletions again as its own
+        _reconcile_report(2),
+        _reconcile_report(2, **{**NOTHING_FOUND, "actions": {"delete": 2}}),
+    ],
+)
+def test_a_reconcile_rerun_reporting_otherwise_is_a_problem(rerun: dict[str, Any]) -> None:
+    assert compare_reports(_reconcile_report(1), rerun) != []
