@@ -189,12 +189,7 @@ harvest_runs = sa.Table(
     # above, which count the source's records once (version 17).
     *(
         sa.Column(name, sa.Integer, nullable=False, default=0, server_default="0")
-        for name in (
-            "catch_up_pages",
-            "catch_up_listed",
-            "catch_up_new_records",
-            "catch_up_newer_copies",
-        )
+        for name in CATCH_UP_COUNTERS
     ),
     sa.Column("checkpoint", sa.JSON, nullable=True),
     sa.Column("response_date", sa.String(32), nullable=True),  # of the run's first page
@@ -395,12 +390,7 @@ def _add_local_changes_undone(connection: Connection) -> None:
 
 def _add_catch_up_counters(connection: Connection) -> None:
     """Runs of an older version counted their catch-up lists with the token sweep's."""
-    for name in (
-        "catch_up_pages",
-        "catch_up_listed",
-        "catch_up_new_records",
-        "catch_up_newer_copies",
-    ):
+    for name in CATCH_UP_COUNTERS:
         _add_run_column(connection, name, "INTEGER NOT NULL DEFAULT 0")
 
 
