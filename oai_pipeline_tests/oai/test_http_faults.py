@@ -11,6 +11,7 @@ import pytest
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.client import OAIClient
 from oai_pipeline.oai.errors import HarvestProtocolError, OversizedResponse
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline_tests.oai.fake_source import FakeSource, make_records
 from oai_pipeline_tests.oai.fault_server import (
     SELF_SIGNED,
@@ -128,6 +129,24 @@ def test_an_untrusted_certificate_fails_at_once_saying_so() -> None:
     message = str(caught.value)
     assert message.startswith(f"{server.base_url} (Identify): the source's TLS certificate is")
     assert "CERTIFICATE_VERIFY_FAILED" in message and "SSL_CERT_FILE" in message
+    assert sleeps == []
+
+
+def test_https_to_a_source_serving_plain_http_fails_at_once_saying_so() -> None:
+    """Before, `https://` registered for a source that serves http there (a user's usual
+    slip) was retried with backoff like a network hiccup (~47 s by default), and reported
+    as `ConnectError: [SSL: WRONG_VERSION_NUMBER]`, with no word of http."""
+    with OAIEndpoint() as endpoint:  # a real HTTP server: it answers the TLS hello in http
+        https_url = endpoint.base_url.replace("http://", "https://")
+        sleeps: list[float] = []
+        with (
+            OAIClient(https_url, sleep=sleeps.append, max_retries=3, timeout=5) as client,
+            pytest.raises(HarvestProtocolError) as caught,
+        ):
+            client.identify()
+    message = str(caught.value)
+    assert message.startswith(f"{https_url} (Identify): the source does not speak https there")
+    assert message.endswith(f"set the harvester's base URL to {endpoint.base_url})")
     assert sleeps == []
 
 
