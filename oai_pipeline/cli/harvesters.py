@@ -11,7 +11,7 @@ import click
 from pydantic import ValidationError
 
 from oai_pipeline.cli.output import FriendlyGroup, InvalidInput, emit, json_option, listing_text
-from oai_pipeline.errors import ConfigurationError, PipelineError, database_error_text
+from oai_pipeline.errors import ConfigurationError, NotFound, PipelineError, database_error_text
 from oai_pipeline.harvesters.fixtures import read_fixture_file
 from oai_pipeline.harvesters.model import Harvester, describe_validation_error
 from oai_pipeline.harvesters.plugins import missing_communities, release_target_records
@@ -21,6 +21,16 @@ from oai_pipeline.settings import load_settings
 from oai_pipeline.state.store import StateStore
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def require_known_harvester(harvester_id: str | None, found: list[Any]) -> None:
+    """A listing filtered by harvester that found nothing: a typo in the id is an unknown
+    harvester (exit 2), as everywhere else, not an empty listing that reads "all is quiet"."""
+    if harvester_id is None or found:
+        return
+    with open_store() as store:
+        if not store.knows_harvester(harvester_id):
+            raise NotFound(f"unknown harvester {harvester_id!r}")
 
 
 @contextmanager

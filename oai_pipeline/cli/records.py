@@ -6,7 +6,7 @@ import json
 
 import click
 
-from oai_pipeline.cli.harvesters import open_store
+from oai_pipeline.cli.harvesters import open_store, require_known_harvester
 from oai_pipeline.cli.output import FriendlyGroup, emit, json_option, limit_option, listing_text
 from oai_pipeline.errors import NotFound
 from oai_pipeline.state.store import LISTED_RECORD_FIELDS
@@ -57,6 +57,7 @@ def list_(
             location=location,
             limit=limit,
         )
+    require_known_harvester(harvester_id, found)
     text = listing_text(
         (
             (

@@ -18,6 +18,7 @@ from oai_pipeline.cli.output import (
     note_lines,
     one_line,
 )
+from oai_pipeline.errors import NotFound
 from oai_pipeline.pipeline.status import harvest_status, settle_interrupted
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.limits import MAX_INTEGER
@@ -130,6 +131,8 @@ def status(
             if batch_id is not None:
                 raise InvalidInput("--list-recent lists runs: use --harvester, not --batch-id")
             runs = store.list_runs(harvester_id=harvester_id, limit=limit)
+            if harvester_id is not None and not runs and not store.knows_harvester(harvester_id):
+                raise NotFound(f"unknown harvester {harvester_id!r}")
             emit(
                 [jsonable_run(r) for r in runs],
                 as_json=as_json,

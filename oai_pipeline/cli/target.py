@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from oai_pipeline import json_codec
+from oai_pipeline.cli.harvesters import require_known_harvester
 from oai_pipeline.cli.output import (
     FriendlyGroup,
     InvalidInput,
@@ -161,6 +162,7 @@ def list_records(harvester: str | None, state: str | None, limit: int, as_json: 
     """Records of the target repository, oldest first."""
     with _repository() as repository:
         rows = repository.list(harvester=harvester, state=state, limit=limit)
+    require_known_harvester(harvester, rows)
     text = listing_text(
         (
             (

@@ -14,6 +14,7 @@ import logging
 import os
 import random
 import re
+import socket
 import ssl
 import threading
 import time
@@ -943,6 +944,19 @@ class OAIClient:
                         f"{self.base_url} ({verb}): the source's TLS certificate is not "
                         f"trusted: {exc} (SSL_CERT_FILE names a CA bundle to trust instead)"
                     ) from exc
+                host = _unknown_host(exc)
+                if host is not None:  # the name does not exist: a typo in the base URL
+                    raise HarvestProtocolError(
+                        f"{self.base_url} ({verb}): no host is named {host!r} ({exc}): check "
+                        "the harvester's base URL"
+                    ) from exc
+                if _not_tls(exc):  # https to a port that speaks plain http: the same each try
+                    plain = self.base_url.replace("https://", "http://", 1)
+                    raise HarvestProtocolError(
+                        f"{self.base_url} ({verb}): the source does not speak https there: "
+                        f"{exc} (if it serves plain http, set the harvester's base URL to "
+                        f"{plain})"
+                    ) from exc
                 problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             else:
                 if status in _RETRY_STATUSES or status >= 500:
@@ -1111,6 +1125,32 @@ def _certificate_refused(exc: BaseException | None) -> bool:
     """Whether a failed connection failed on verifying the source's certificate."""
     while exc is not None:
         if isinstance(exc, ssl.SSLCertVerificationError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _unknown_host(exc: BaseException | None) -> str | None:
+    """The host name of a failed connection whose name does not resolve (EAI_NONAME: the
+    name does not exist, not a resolver that failed for now, EAI_AGAIN), else None."""
+    request = getattr(exc, "_request", None)
+    while exc is not None:
+        if isinstance(exc, socket.gaierror) and exc.errno == socket.EAI_NONAME:
+            return request.url.host if request is not None else "?"
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+# What OpenSSL says when the server answers the TLS handshake with plain HTTP (an https base
+# URL for a source that serves http on that port): WRONG_VERSION_NUMBER up to OpenSSL 3.1,
+# PACKET_LENGTH_TOO_LONG or HTTP_REQUEST after.
+_PLAIN_HTTP_REASONS = frozenset({"WRONG_VERSION_NUMBER", "PACKET_LENGTH_TOO_LONG", "HTTP_REQUEST"})
+
+
+def _not_tls(exc: BaseException | None) -> bool:
+    """Whether a failed connection failed because the server does not speak TLS at all."""
+    while exc is not None:
+        if isinstance(exc, ssl.SSLError) and getattr(exc, "reason", None) in _PLAIN_HTTP_REASONS:
             return True
         exc = exc.__cause__ or exc.__context__
     return False

@@ -110,6 +110,8 @@ def _run_for(
         checkpoint = run.get("checkpoint")
         checkpoint = checkpoint if isinstance(checkpoint, SweepCheckpoint) else None
         changed = _changed_request(checkpoint, harvester)
+        if changed is None and options.resume_batch_id is None:
+            changed = _asked_otherwise(run, options)
         if changed is None:
             state.resume_run(run["id"], dagster_run_id, worker)
             _tell_interrupted(interrupted, run["id"], None, progress)
@@ -129,6 +131,10 @@ def _run_for(
         # The operator changed the harvester (e.g. fixed the prefix after a configuration
         # error): the old run's token lists something else; a new run starts over.
         state.finish_run(run["id"], "stopped", error=f"superseded: {changed}")
+        progress(
+            f"harvest run {run['id']} of this window ({run['status']}) is not resumed: "
+            f"{changed}; a new run starts"
+        )
     run_id = state.create_run(
         scope.harvester_id,
         window_from=from_,
@@ -211,6 +217,26 @@ def _tell_interrupted(
                 f"{what}; marked failed: `oai-pipeline harvest {run['harvester_id']} "
                 f"--resume {run['id']}` resumes it"
             )
+
+
+def _asked_otherwise(run: dict[str, Any], options: RunOptions) -> str | None:
+    """What this harvest asks for that the run to resume would not do: another cap, or
+    `update_all` it was started without. Resumed, the run keeps its own (so that a cap holds
+    across attempts): the harvest would silently do something else than asked, e.g. list
+    millions of records for `--max-records 5` after an uncapped run was stopped."""
+    own_cap = run["max_records"] or 0
+    changes = []
+    if options.cap_given and options.cap != own_cap:
+        changes.append(
+            f"it was started {_cap_text(own_cap)} and this harvest is {_cap_text(options.cap)}"
+        )
+    if options.update_all and not _options_of(run).get("update_all"):
+        changes.append("it was started without update_all")
+    return " and ".join(changes) or None
+
+
+def _cap_text(cap: int) -> str:
+    return f"capped at {cap} records" if cap else "uncapped"
 
 
 def _changed_request(checkpoint: SweepCheckpoint | None, harvester: Harvester) -> str | None:

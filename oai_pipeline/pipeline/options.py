@@ -87,6 +87,11 @@ class RunOptions(BaseModel):
         return cls.model_fields[name].description or ""
 
     @property
+    def cap_given(self) -> bool:
+        """Whether a cap was asked for (`full` too), not left out."""
+        return self.scale is not None or self.max_records > 0
+
+    @property
     def cap(self) -> int:
         """How many records this run may stage; 0 = uncapped."""
         if self.max_records:

@@ -43,7 +43,7 @@ class Services:
         or `status` finds its process gone and ends it as interrupted."""
         status = "failed" if isinstance(error, Exception) else "stopped"
         try:
-            self.state.finish_run(run_id, status, error=f"{type(error).__name__}: {error}")
+            self.state.finish_run(run_id, status, error=run_error_text(error))
         except sa.exc.DBAPIError as unrecorded:
             log_unsaved(logger, f"record harvest run {run_id} as {status}", unrecorded)
 
@@ -56,3 +56,15 @@ class Services:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def run_error_text(error: BaseException) -> str:
+    """What a run's `error` says of the exception that ended it. Ctrl-C carries no message:
+    `status` read `stopped (KeyboardInterrupt: )`."""
+    if not str(error):
+        return (
+            "KeyboardInterrupt (Ctrl-C)"
+            if type(error) is KeyboardInterrupt
+            else type(error).__name__
+        )
+    return f"{type(error).__name__}: {error}"

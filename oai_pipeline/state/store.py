@@ -1389,6 +1389,23 @@ class StateStore:
             raise NotFound(f"no harvest run {run_id}")
         return run
 
+    def knows_harvester(self, harvester_id: str) -> bool:
+        """Whether the id names a harvester: a registered one, or a deleted one whose harvest
+        runs or records were kept. A listing filtered by an id that is neither (a typo) says
+        so instead of answering "nothing found"."""
+        with self._read() as conn:
+            return any(
+                conn.execute(
+                    sa.select(table.c[column]).where(table.c[column] == harvester_id).limit(1)
+                ).first()
+                is not None
+                for table, column in (
+                    (harvesters, "id"),
+                    (harvest_runs, "harvester_id"),
+                    (harvest_records, "harvester_id"),
+                )
+            )
+
     def harvesters_with_runs(self) -> list[str]:
         """Every harvester id some harvest run names: the registered ones harvested, and the
         deleted ones whose harvest records were kept (`delete_harvester`)."""

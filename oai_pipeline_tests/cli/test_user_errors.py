@@ -1415,6 +1415,25 @@ def test_status_of_an_unknown_harvester_says_so(registered: str) -> None:
     assert_one_line_error(run("status", "--harvester", registered), "has no harvest runs yet")
 
 
+@pytest.mark.parametrize(
+    "listing",
+    [
+        ["records", "list"],
+        ["status", "--list-recent"],
+        ["target", "list"],
+    ],
+)
+def test_a_listing_of_an_unknown_harvester_says_so(registered: str, listing: list[str]) -> None:
+    """Before, `records list --harvester samlpe` (and the others) said "no matching harvest
+    records" and exited 0: a typo read as a harvester with nothing to show."""
+    assert run(*listing, "--harvester", registered).exit_code == 0  # registered, not harvested
+
+    result = run(*listing, "--harvester", "samlpe", "--json")
+
+    assert_one_line_error(result, "unknown harvester 'samlpe'", exit_code=2)
+    assert json.loads(result.stdout)["type"] == "not_found"
+
+
 def test_status_of_a_run_that_failed_on_its_first_page_prints_no_none(
     endpoint: OAIEndpoint,
 ) -> None:

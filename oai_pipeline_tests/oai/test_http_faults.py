@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import socket
 import time
 from collections.abc import Callable
 
@@ -11,6 +12,7 @@ import pytest
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.client import OAIClient
 from oai_pipeline.oai.errors import HarvestProtocolError, OversizedResponse
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline_tests.oai.fake_source import FakeSource, make_records
 from oai_pipeline_tests.oai.fault_server import (
     SELF_SIGNED,
@@ -129,6 +131,61 @@ def test_an_untrusted_certificate_fails_at_once_saying_so() -> None:
     assert message.startswith(f"{server.base_url} (Identify): the source's TLS certificate is")
     assert "CERTIFICATE_VERIFY_FAILED" in message and "SSL_CERT_FILE" in message
     assert sleeps == []
+
+
+def test_https_to_a_source_serving_plain_http_fails_at_once_saying_so() -> None:
+    """Before, `https://` registered for a source that serves http there (a user's usual
+    slip) was retried with backoff like a network hiccup (~47 s by default), and reported
+    as `ConnectError: [SSL: WRONG_VERSION_NUMBER]`, with no word of http."""
+    with OAIEndpoint() as endpoint:  # a real HTTP server: it answers the TLS hello in http
+        https_url = endpoint.base_url.replace("http://", "https://")
+        sleeps: list[float] = []
+        with (
+            OAIClient(https_url, sleep=sleeps.append, max_retries=3, timeout=5) as client,
+            pytest.raises(HarvestProtocolError) as caught,
+        ):
+            client.identify()
+    message = str(caught.value)
+    assert message.startswith(f"{https_url} (Identify): the source does not speak https there")
+    assert message.endswith(f"set the harvester's base URL to {endpoint.base_url})")
+    assert sleeps == []
+
+
+def test_a_host_name_that_does_not_exist_fails_at_once_saying_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before, a typo in the base URL's host (the resolver answers: no such name) was retried
+    with backoff like a network hiccup, ~40 s by default, before the same error."""
+
+    def no_such_name(*args: object, **kwargs: object) -> object:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_such_name)
+    sleeps: list[float] = []
+    with (
+        OAIClient("http://zenodo.orgg/oai2d", sleep=sleeps.append, max_retries=3) as client,
+        pytest.raises(HarvestProtocolError) as caught,
+    ):
+        client.identify()
+    message = str(caught.value)
+    assert message.startswith("http://zenodo.orgg/oai2d (Identify): no host is named 'zenodo.orgg'")
+    assert message.endswith("check the harvester's base URL") and sleeps == []
+
+
+def test_a_resolver_failing_for_now_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """EAI_AGAIN (no answer from the resolver) may pass: backed off as before."""
+
+    def resolver_down(*args: object, **kwargs: object) -> object:
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver_down)
+    sleeps: list[float] = []
+    with (
+        OAIClient("http://zenodo.org/oai2d", sleep=sleeps.append, max_retries=2) as client,
+        pytest.raises(HarvestProtocolError, match="gave up after 3 attempts"),
+    ):
+        client.identify()
+    assert len(sleeps) == 2
 
 
 def test_ssl_cert_file_trusts_a_source_with_its_own_certificate(

@@ -84,6 +84,39 @@ def test_a_resumed_run_keeps_its_own_cap(
     assert result.counters["staged"] == 5 and result.cap_reached
 
 
+@pytest.mark.parametrize(
+    ("first", "again", "staged"),
+    [
+        ({}, {"max_records": 5}, 5),  # before: the stopped uncapped run resumed, 10 staged
+        ({"max_records": 5}, {"scale": "full"}, 10),
+        ({}, {"update_all": True}, 10),
+    ],
+)
+def test_a_run_asked_otherwise_than_the_stopped_one_is_not_resumed(
+    source: FakeSource,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    first: dict,
+    again: dict,
+    staged: int,
+) -> None:
+    """A run stopped, then the operator asks again with a cap (or --update-all): before, the
+    run resumed with its own options, silently, and the harvest was not the one asked for."""
+    told: list[str] = []
+    with Services(settings) as services:
+        raise_on_call(monkeypatch, services.state, "stage", 2, RuntimeError("killed"))
+        with pytest.raises(RuntimeError, match="killed"):
+            run_discover(services, **first)
+        (stopped,) = services.state.list_runs(harvester_id="sample")
+        result = discover(services, EVERYTHING, RunOptions(**again), progress=told.append)
+        old = services.state.get_run(stopped["id"])
+        new = services.state.get_run(result.run_id)
+    assert result.run_id != stopped["id"] and result.counters["staged"] == staged
+    assert old["status"] == "stopped" and old["error"].startswith("superseded: it was started")
+    assert (new["max_records"] or 0) == RunOptions(**again).cap
+    assert any(f"harvest run {stopped['id']} of this window" in line for line in told), told
+
+
 def test_a_run_resuming_a_token_the_source_forgot_completes(
     source: FakeSource, settings: Settings
 ) -> None:

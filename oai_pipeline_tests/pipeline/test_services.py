@@ -20,5 +20,7 @@ def test_an_error_fails_the_run_an_interrupt_stops_it(settings: Settings) -> Non
         assert services.state.get_run(failed)["status"] == "failed"
         assert services.state.get_run(failed)["error"] == "ValueError: bad page"
         assert services.state.get_run(stopped)["status"] == "stopped"
+        # before: `KeyboardInterrupt: `, which `status` showed as `stopped (KeyboardInterrupt: )`
+        assert services.state.get_run(stopped)["error"] == "KeyboardInterrupt (Ctrl-C)"
         # both are picked up again by the next attempt of the same window
         assert services.state.find_resumable_run("h", None, None)["id"] == stopped
