@@ -73,21 +73,37 @@ CRASH_POINTS = (
 RECONCILE_CRASH_POINTS = ("mark_gone", "writer_apply", "save_written", "finish_run")
 
 
-def shifted_datetime(offset: timedelta) -> type[datetime]:
-    """A `datetime` whose `now()` is the real clock plus `offset` (its results plain
-    datetimes, so nothing downstream sees the subclass)."""
-    real = datetime
+_REAL_DATETIME = datetime
 
-    class Shifted(real):  # type: ignore[misc,valid-type]
-        @classmethod
-        def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
-            return real.now(tz) + offset
 
-        @classmethod
-        def utcnow(cls) -> datetime:  # type: ignore[override]
-            return real.now(UTC).replace(tzinfo=None) + offset
+class _AnyDatetime(type):
+    """Every datetime is an instance of the shifted class, as every instance it makes is a
+    plain datetime."""
 
-    return Shifted
+    def __instancecheck__(cls, instance: object) -> bool:
+        return isinstance(instance, _REAL_DATETIME)
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        return issubclass(subclass, _REAL_DATETIME)
+
+
+class ShiftedDatetime(datetime, metaclass=_AnyDatetime):
+    """`datetime` whose `now()` is the real clock plus `offset`. What it builds
+    (`fromisoformat`, `strptime`, a constructor call) is a plain datetime, so nothing that
+    pickles, serialises or compares types (Dagster does) ever meets the subclass."""
+
+    offset = timedelta(0)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> datetime:  # type: ignore[misc]
+        return _REAL_DATETIME(*args, **kwargs)
+
+    @classmethod
+    def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
+        return _REAL_DATETIME.now(tz) + cls.offset
+
+    @classmethod
+    def utcnow(cls) -> datetime:  # type: ignore[override]
+        return _REAL_DATETIME.now(UTC).replace(tzinfo=None) + cls.offset
 
 
 def child(argv: list[str]) -> None:
@@ -96,11 +112,18 @@ def child(argv: list[str]) -> None:
     datetime` takes it."""
     import datetime as datetime_module
 
-    offset = timedelta(seconds=float(os.environ.get(CLOCK_ENV, "0")))
-    datetime_module.datetime = shifted_datetime(offset)  # type: ignore[misc]
+    ShiftedDatetime.offset = timedelta(seconds=float(os.environ.get(CLOCK_ENV, "0")))
+    # code Dagster generates from annotations names the class: name it as the real one
+    ShiftedDatetime.__name__ = ShiftedDatetime.__qualname__ = "datetime"
+    ShiftedDatetime.__module__ = "datetime"
+    datetime_module.datetime = ShiftedDatetime  # type: ignore[misc]
     from oai_pipeline_tests.resume import crash_sweep
 
-    crash_sweep.child(argv)
+    spec, args = argv[0], argv[2:]
+    if args[0] == "dagster":  # dagster FIRST_WINDOW LAST_WINDOW: an in-process Dagster run
+        crash_sweep.dagster_child([spec, *args[1:]])
+    else:
+        crash_sweep.child(argv)
 
 
 # ------------------------------------------------------------------------- the driver
@@ -281,13 +304,23 @@ class Soak:
         """The day's incremental harvest as the schedule asks it: since the last complete
         sweep's responseDate minus the overlap (its `--since` to the second, where the
         schedule rounds down to the day's window)."""
-        from oai_pipeline.defs.schedules import last_complete_sweep, overlap
+        from oai_pipeline.defs.schedules import (
+            incremental_window_range,
+            last_complete_sweep,
+            overlap,
+        )
         from oai_pipeline.oai.windows import read_response_date
         from oai_pipeline.pipeline.services import Services
         from oai_pipeline_tests.resume.crash_sweep import _settings
 
         with Services(_settings(self.home)) as services:
             run = last_complete_sweep(services.state, HARVESTER)
+        if self.options.dagster:  # the schedule's run request: its range of daily windows
+            last_response = run["response_date"] if run else None
+            first, last = incremental_window_range(
+                last_response, self.clock.now(), overlap=overlap()
+            )
+            return ["dagster", first, last]
         response = read_response_date(run["response_date"]) if run else None
         if response is None:
             return ["harvest", HARVESTER]
@@ -359,7 +392,7 @@ class Soak:
                 )
             self.clock.set(day_start + timedelta(hours=21, minutes=self.rng.randint(0, 59)))
             args = self.harvest_args()
-            self.log(f"day {day}: {dict(changes)}; {' '.join(args[2:]) or 'full harvest'}")
+            self.log(f"day {day}: {dict(changes)}; {' '.join(args[1:])}")
             self.until_done(self.home, args, "harvest", CRASH_POINTS)
             if day % 7 == 0 or day == options.days:
                 self.clock.set(self.clock.now() + timedelta(minutes=30))
@@ -375,7 +408,10 @@ class Soak:
                 self.check(day)
 
     def check(self, day: int) -> None:
-        """The home against a fresh full harvest of the source as it is now; sizes."""
+        """The home against a fresh full harvest of the source as it is now; no run left
+        running, no lease left; sizes."""
+        from oai_pipeline_tests.resume import crash_sweep
+
         fresh = self.backend.new_home(self.work, f"fresh-{day}", self.empty)
         done = self.cli(fresh, ["harvest", HARVESTER])
         if done.returncode != 0:
@@ -403,6 +439,15 @@ class Soak:
                 f"deleted at the source) {len(extra)} {extra[:3]}, changed {len(changed)} "
                 f"{changed[:3]}"
             )
+        settings = crash_sweep._settings(self.home)
+        running = _rows(
+            settings.state_db_url, "SELECT id FROM harvest_runs WHERE status = 'running'"
+        )
+        if running:
+            problems.append(f"runs left running: {[r[0] for r in running]}")
+        leases = _rows(settings.state_db_url, "SELECT count(*) FROM harvester_locks")[0][0]
+        if leases:
+            problems.append(f"{leases} leases left")
         for problem in problems:
             self.problems.append(f"day {day}: {problem}")
         sizes = home_sizes(self.home)
@@ -498,6 +543,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-days", type=int, default=7, help="the monthly prune's")
     parser.add_argument("--page-size", type=int, default=50)
     parser.add_argument("--batch-size", type=int, default=25)
+    parser.add_argument(
+        "--dagster",
+        action="store_true",
+        help="harvest by in-process Dagster runs of the schedule's window range, not the CLI",
+    )
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--work", type=Path, help="folder for the homes (default: a temp dir)")
     parser.add_argument("--keep-work", action="store_true", help="keep the homes afterwards")
