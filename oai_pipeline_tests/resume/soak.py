@@ -511,6 +511,10 @@ def home_sizes(home: Any) -> str:
         )
         if path.exists()
     }
+    dagster_home = Path(home.env["DAGSTER_HOME"])
+    if dagster_home.exists():  # the Dagster instance's runs and event log
+        files["dagster"] = sum(p.stat().st_size for p in dagster_home.rglob("*") if p.is_file())
+        files["dagster"] //= 1024
     rows = " ".join(f"{k}={v}" for k, v in counts.items())
     return f"{rows} storage={storage_bytes // 1024}KiB/{partitions} partitions files_KiB={files}"
 
