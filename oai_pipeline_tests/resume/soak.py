@@ -4,8 +4,8 @@ Not a test (it takes minutes to hours); `test_soak.py` runs it for a few simulat
 
     .venv/bin/python -m oai_pipeline_tests.resume.soak \\
         [--days 200] [--records 500] [--seed 1] [--deleted-record persistent|transient|no] \\
-        [--crash-rate 0.2] [--check-every 14] [--keep-days 7] [--backend sqlite|postgres] \\
-        [--work DIR] [--keep-work]
+        [--crash-rate 0.2] [--crash-points NAME,…] [--crash-calls 3] [--check-every 14] \\
+        [--keep-days 7] [--dagster] [--backend sqlite|postgres] [--work DIR] [--keep-work]
 
 How it works. The shipped OAI-PMH endpoint serves generated DataCite records from this
 process. Time is simulated: every process (this one, which serves the source, and each CLI
@@ -16,8 +16,10 @@ vanishes) and re-adds a few records, each dated the moment it changed in that da
 dated back into the overlap, as sources that index late do). Then the day's incremental
 harvest runs as the schedule would ask it: `oai-pipeline harvest gen --since` the last
 complete sweep's responseDate minus the overlap (`schedules.last_complete_sweep`), the very
-first day a full harvest. Some days it is killed at a random fault point (crash_sweep's
-POINTS), the source sometimes moves on, and the harvest is rerun until it succeeds. Weekly a
+first day a full harvest; with `--dagster`, an in-process Dagster run of the range of daily
+windows the schedule requests (`schedules.incremental_window_range`). Some days it is killed
+at a random fault point (crash_sweep's POINTS), the source sometimes moves on, and the
+harvest is rerun until it succeeds. Weekly a
 `reconcile`, monthly a `prune --keep-days`. Every `--check-every` days (a reconcile day) and
 at the end, the target is compared with a fresh full harvest of the source as it is then
 into a fresh home: the same live records with the same DOI and data, no duplicate, and no
