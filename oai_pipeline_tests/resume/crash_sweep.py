@@ -413,6 +413,18 @@ def _settings(home: Home) -> Any:
     return load_settings({k: v for k, v in home.env.items() if k.startswith("OAI_PIPELINE_")})
 
 
+def query(url: str, sql: str) -> list[Any]:
+    """The rows of one SQL statement against a home's database (its state or its target)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return list(conn.execute(sa.text(sql)))
+    finally:
+        engine.dispose()
+
+
 def register_harvester(home: Home, base_url: str, batch_size: int) -> None:
     from oai_pipeline_tests.support import register
 

@@ -442,12 +442,14 @@ class Soak:
                 f"{changed[:3]}"
             )
         settings = crash_sweep._settings(self.home)
-        running = _rows(
+        running = crash_sweep.query(
             settings.state_db_url, "SELECT id FROM harvest_runs WHERE status = 'running'"
         )
         if running:
             problems.append(f"runs left running: {[r[0] for r in running]}")
-        leases = _rows(settings.state_db_url, "SELECT count(*) FROM harvester_locks")[0][0]
+        leases = crash_sweep.query(settings.state_db_url, "SELECT count(*) FROM harvester_locks")[
+            0
+        ][0]
         if leases:
             problems.append(f"{leases} leases left")
         for problem in problems:
@@ -462,23 +464,12 @@ class Soak:
             shutil.rmtree(fresh.path, ignore_errors=True)
 
 
-def _rows(url: str, sql: str) -> list[Any]:
-    import sqlalchemy as sa
-
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return list(conn.execute(sa.text(sql)))
-    finally:
-        engine.dispose()
-
-
 def target_view(home: Any) -> dict[str, Any]:
     """Live harvested records (DOI, data digest) by OAI identifier, tombstone count,
     identifiers held by more than one target record."""
-    from oai_pipeline_tests.resume.crash_sweep import _digest, _settings
+    from oai_pipeline_tests.resume.crash_sweep import _digest, _settings, query
 
-    rows = _rows(_settings(home).target_db_url, "SELECT * FROM target_records")
+    rows = query(_settings(home).target_db_url, "SELECT * FROM target_records")
     sources = Counter(r.source_identifier for r in rows if r.source_identifier)
     return {
         "live": {
@@ -493,15 +484,15 @@ def target_view(home: Any) -> dict[str, Any]:
 
 def home_sizes(home: Any) -> str:
     """Row counts of the tables that could grow run after run, and the bytes on disk."""
-    from oai_pipeline_tests.resume.crash_sweep import _settings
+    from oai_pipeline_tests.resume.crash_sweep import _settings, query
 
     settings = _settings(home)
     state_tables = ("harvest_records", "harvest_record_xml", "harvest_runs", "run_records")
     counts = {
-        t: _rows(settings.state_db_url, f"SELECT count(*) FROM {t}")[0][0] for t in state_tables
+        t: query(settings.state_db_url, f"SELECT count(*) FROM {t}")[0][0] for t in state_tables
     }
     for table in ("target_records", "target_revisions", "target_drafts"):
-        counts[table] = _rows(settings.target_db_url, f"SELECT count(*) FROM {table}")[0][0]
+        counts[table] = query(settings.target_db_url, f"SELECT count(*) FROM {table}")[0][0]
     storage = Path(settings.storage_url)
     storage_bytes = sum(p.stat().st_size for p in storage.rglob("*") if p.is_file())
     partitions = len(list(storage.glob("*/*/*")))

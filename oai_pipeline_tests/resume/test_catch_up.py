@@ -17,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from oai_pipeline.oai.types import Granularity
 from oai_pipeline.sample_endpoint.records import generate_datacite_records
@@ -46,20 +45,13 @@ def _ran(home: Home, args: list[str], crash: str = "none") -> subprocess.Complet
     return result
 
 
-def _query(url: str, sql: str) -> list[sa.Row]:
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return list(conn.execute(sa.text(sql)))
-    finally:
-        engine.dispose()
-
-
 def _target(home: Home) -> dict[str, tuple]:
     """Each live harvested record's DOI and data, by its OAI identifier. A tombstone counts as
     no record: the killed attempt wrote records the source deleted since, which a fresh
     harvest never creates."""
-    rows = _query(crash_sweep._settings(home).target_db_url, "SELECT * FROM target_records")
+    rows = crash_sweep.query(
+        crash_sweep._settings(home).target_db_url, "SELECT * FROM target_records"
+    )
     return {
         r.source_identifier: (r.doi, crash_sweep._digest(r.data))
         for r in rows
@@ -68,7 +60,7 @@ def _target(home: Home) -> dict[str, tuple]:
 
 
 def _staged(home: Home) -> list[str]:
-    rows = _query(
+    rows = crash_sweep.query(
         crash_sweep._settings(home).state_db_url, "SELECT identifier FROM harvest_records"
     )
     return sorted(r[0] for r in rows)
