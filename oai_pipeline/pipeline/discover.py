@@ -487,19 +487,13 @@ def _fetch(
             rewrite=rewrite,
             listed_at=listed_at,
             room=cap - staged if cap else None,
+            # Records the token sweep counted already, or changed since: counted apart (with
+            # the page, in its transaction), so that `discovered` stays what the source has
+            # and the second list is told.
+            catch_up_listed=discovered if catching_up else None,
         )
         staged += page.new
-        if catching_up:
-            # Records the token sweep counted already, or changed since: counted apart, so
-            # that `discovered` stays what the source has and the second list is told.
-            state.update_counters(
-                run_id,
-                catch_up_pages=1,
-                catch_up_listed=discovered,
-                catch_up_new_records=page.new,
-                catch_up_newer_copies=page.newer,
-            )
-        else:
+        if not catching_up:
             state.update_counters(
                 run_id,
                 pages_read=1,

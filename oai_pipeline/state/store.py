@@ -1664,6 +1664,7 @@ class StateStore:
         rewrite: bool = False,
         listed_at: str | None = None,
         room: int | None = None,
+        catch_up_listed: int | None = None,
     ) -> StagedPage:
         """Stage a page (`listed_at`: its responseDate): new records become `pending` run
         rows and harvest records, in one transaction. A record listed again in the same run
@@ -1677,7 +1678,13 @@ class StateStore:
         the newer copies of its records, and new records with them, to the cap.)
 
         `rewrite` (update_all) stores the XML of records whose datestamp did not change too:
-        a source may change a record without changing its datestamp."""
+        a source may change a record without changing its datestamp.
+
+        `catch_up_listed` (a page of a resumed run's catch-up list: how many records the
+        source listed on it): the page is counted in the run's CATCH_UP_COUNTERS in the same
+        transaction. Counted after, a run killed in between lost the page's new records and
+        newer copies from its report: its rerun found them staged and took them for
+        duplicates."""
         unique: dict[str, HarvestedRecord] = {}
         for record in records:
             kept = unique.get(record.identifier)
@@ -1771,6 +1778,19 @@ class StateStore:
                         last_datestamp=sa.case(
                             (sa.or_(last.is_(None), last < newest), newest), else_=last
                         ),
+                        updated_at=now,
+                    )
+                )
+            if catch_up_listed is not None:
+                runs = harvest_runs.c
+                conn.execute(
+                    harvest_runs.update()
+                    .where(runs.id == run_id)
+                    .values(
+                        catch_up_pages=runs.catch_up_pages + 1,
+                        catch_up_listed=runs.catch_up_listed + catch_up_listed,
+                        catch_up_new_records=runs.catch_up_new_records + len(new),
+                        catch_up_newer_copies=runs.catch_up_newer_copies + len(newer),
                         updated_at=now,
                     )
                 )

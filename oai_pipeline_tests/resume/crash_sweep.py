@@ -110,6 +110,8 @@ POINTS: dict[str, tuple[str, str]] = {
     "changed_locally": ("oai_pipeline.targets.embedded.writer", "EmbeddedWriter.changed_locally"),
     "lookup": ("oai_pipeline.targets.embedded.writer", "EmbeddedWriter.lookup"),
     "finish_run": ("oai_pipeline.state.store", "StateStore.finish_run"),
+    "start_reconcile_run": ("oai_pipeline.state.store", "StateStore.start_reconcile_run"),
+    "finish_reconcile_run": ("oai_pipeline.state.store", "StateStore.finish_reconcile_run"),
     "prune_run_records": ("oai_pipeline.state.store", "StateStore.prune_run_records"),
     "lock_acquire": ("oai_pipeline.state.harvester_lock", "HarvesterLock.try_acquire"),
     "lock_release": ("oai_pipeline.state.harvester_lock", "HarvesterLock.release"),

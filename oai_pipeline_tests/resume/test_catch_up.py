@@ -351,3 +351,28 @@ def test_a_capped_rerun_counts_its_own_records_listed_again_as_duplicates(
     counters = _run_counters(home)
     assert (counters["existing_skipped"], counters["duplicates_skipped"]) == (0, 20)
     assert counters["staged"] == 100
+
+
+def test_a_rerun_killed_after_staging_a_catch_up_page_still_counts_what_it_took(
+    tmp_path: Path,
+) -> None:
+    """Killed in the write stage, the source moved on; the rerun killed once the first page
+    of its catch-up list was staged, before it was counted. The next rerun reports the new
+    records and newer copies that page took, as a rerun not killed there does: before, it
+    found them staged and took them for duplicates (9 newer copies reported of 27 taken)."""
+    args = ["harvest", HARVESTER, "--json"]
+    catch_up = ("catch_up_new_records", "catch_up_newer_copies")
+    with OAIEndpoint(_records(200), page_size=20) as endpoint:
+        empty = Backend().new_home(tmp_path, "empty")
+        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10)
+        killed = Backend().new_home(tmp_path, "killed", empty)
+        _run(killed, args, "writer_apply:2:after")
+        _move_on(endpoint, _staged(killed), updated=30)
+        reference = Backend().new_home(tmp_path, "reference", killed)
+        expected = json.loads(_run(reference, args))
+        # the token sweep's last page again (stage 1), then the catch-up list's first page
+        _run(killed, args, "stage:2:after")
+        got = json.loads(_run(killed, args))
+    assert expected["catch_up_newer_copies"] > 0
+    assert {k: got[k] for k in catch_up} == {k: expected[k] for k in catch_up}
+    assert _target(killed) == _target(reference)

@@ -324,6 +324,8 @@ def test_a_reconcile_killed_while_harvesting_returned_records_finishes_it_when_r
         "writer_apply:2:before",
         # that harvest succeeded, then the reconcile died before closing its run
         "finish_run:1:after",
+        # everything done, the reconcile run not closed yet
+        "finish_reconcile_run:1:before",
     ],
 )
 def test_a_reconcile_killed_after_marking_records_gone_reports_them_when_rerun(

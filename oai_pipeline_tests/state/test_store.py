@@ -417,6 +417,26 @@ def test_a_newer_copy_of_a_staged_record_is_the_runs_newest_datestamp(store):
     assert store.get_run(run_id)["last_datestamp"] == "2024-01-20"
 
 
+def test_a_catch_up_page_is_counted_with_what_it_staged(store):
+    """A catch-up page's counters are saved with its records (one transaction): counted
+    after, a run killed in between had its rerun take the page's records for duplicates."""
+    run_id = new_run(store)
+    store.stage(run_id, "h", [record(1, day=5), record(2, day=5)])
+    page = [record(1, day=20), record(2, day=5), record(3, day=20)]
+    assert store.stage(run_id, "h", page, catch_up_listed=4) == (1, 2, 1)
+    run = store.get_run(run_id)
+    counted = {name: run[name] for name in CATCH_UP_COUNTERS}
+    assert counted == {
+        "catch_up_pages": 1,
+        "catch_up_listed": 4,
+        "catch_up_new_records": 1,
+        "catch_up_newer_copies": 1,
+    }
+    # a page of the token sweep is none of the catch-up list's
+    store.stage(run_id, "h", [record(4)])
+    assert store.get_run(run_id)["catch_up_pages"] == 1
+
+
 def test_the_room_under_a_cap_is_for_new_records_only(store):
     """A capped run's room goes to records new to the run: newer copies of its own records
     (a resumed run's catch-up list) are always taken."""
