@@ -73,7 +73,10 @@ def test_deposit_published_with_communities(run, tmp_path: Path) -> None:
     shown = json.loads(run("show", record_id, "--json").output)
     assert (shown["state"], shown["communities"]) == ("live", ["cesnet-data", "cesnet"])
     assert record_id in run("list").output
-    assert json.loads(run("list", "--harvester", "h", "--json").output) == []
+    # a deposit is no harvester's record; a harvester the state store does not know is a typo
+    assert [r["source_harvester"] for r in json.loads(run("list", "--json").output)] == [None]
+    unknown = run("list", "--harvester", "h", "--json", ok=False)
+    assert unknown.exit_code == 2 and "unknown harvester 'h'" in unknown.output
 
 
 @pytest.mark.parametrize(
