@@ -16,7 +16,7 @@ from oai_pipeline.harvesters.fixtures import read_fixture_file
 from oai_pipeline.harvesters.model import Harvester, describe_validation_error
 from oai_pipeline.harvesters.plugins import missing_communities, release_target_records
 from oai_pipeline.harvesters.registry import HarvesterRegistry
-from oai_pipeline.oai.base_url import another_base_url
+from oai_pipeline.oai.base_url import another_base_url, pasted_arguments_note
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.store import StateStore
 
@@ -130,6 +130,12 @@ def community_warnings(harvester: Harvester) -> list[str]:
     ]
 
 
+def _registered_as(given_base_url: str | None) -> list[str]:
+    """What registering changed of the base URL given, as a warning (pasted_arguments_note)."""
+    note = pasted_arguments_note(given_base_url)
+    return [note] if note else []
+
+
 def _warn(warnings: list[str]) -> None:
     """On stderr, whatever the output: stdout holds the result (JSON with --json)."""
     for warning in warnings:
@@ -174,7 +180,7 @@ def create(harvester_id: str, model: str | None, community: str | None, as_json:
         harvester = Harvester.from_input(data, model=model, community=community)
     with open_store() as store:
         HarvesterRegistry(store).create(harvester)
-    warnings = community_warnings(harvester)
+    warnings = _registered_as(flags.get("base_url")) + community_warnings(harvester)
     _warn(warnings)
     payload = {**harvester.model_dump(mode="json"), "warnings": warnings}
     emit(payload, as_json=as_json, text=f"created {_describe(harvester)}")
@@ -193,10 +199,11 @@ def update(harvester_id: str, model: str | None, community: str | None, as_json:
             as_json=as_json,
         )
     with open_store() as store, _errors_named_as_options(as_json):
-        harvester = HarvesterRegistry(store).update(
-            harvester_id, model=model, community=community, **changes
-        )
-    warnings = community_warnings(harvester)
+        registry = HarvesterRegistry(store)
+        # a URL stored with OAI-PMH arguments before they were left out loses them now too
+        given_url = changes.get("base_url") or registry.get(harvester_id).base_url
+        harvester = registry.update(harvester_id, model=model, community=community, **changes)
+    warnings = _registered_as(given_url) + community_warnings(harvester)
     _warn(warnings)
     payload = {**harvester.model_dump(mode="json"), "warnings": warnings}
     emit(payload, as_json=as_json, text=f"updated {_describe(harvester)}")
@@ -275,8 +282,9 @@ def delete(harvester_id: str, delete_records: bool) -> None:
 @json_option
 def load(file: Path, as_json: bool) -> None:
     """Create or update the harvesters of a fixture file (oai_harvesters.yaml)."""
+    given_urls: dict[str, str] = {}
     try:
-        entries = read_fixture_file(file)
+        entries = read_fixture_file(file, given_urls=given_urls)
     except ConfigurationError as error:  # the file is the user's input, as create's options are
         raise InvalidInput(str(error), as_json=as_json) from None
     with open_store() as store:
@@ -285,7 +293,9 @@ def load(file: Path, as_json: bool) -> None:
     payload = []
     for harvester_id, result in results:
         unchanged = result == "unchanged"
-        warnings = [] if unchanged else community_warnings(changed[harvester_id])
+        # the file's URL is told each time until it is changed, even if stored so already
+        warnings = _registered_as(given_urls.get(harvester_id))
+        warnings += [] if unchanged else community_warnings(changed[harvester_id])
         _warn(warnings)
         payload.append({"id": harvester_id, "result": result, "warnings": warnings})
     text = "\n".join(f"{harvester_id}: {result}" for harvester_id, result in results)

@@ -13,6 +13,7 @@ from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.fixtures import FixtureEntry, load_fixture_file
 from oai_pipeline.harvesters.model import describe_validation_error
 from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.oai.base_url import pasted_arguments_note
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import load_settings
 
@@ -83,12 +84,16 @@ def register_harvester_op(
         result = HarvesterRegistry(services.state).upsert(harvester)
     ensure_harvester_partitions(context.instance, [harvester.id])
     context.log.info(f"harvester {harvester.id}: {result}")
+    note = pasted_arguments_note(config.base_url)
+    if note:
+        context.log.warning(f"harvester {harvester.id}: {note}")
     return dg.Output(
         harvester.id,
         metadata={
             "harvester": harvester.id,
             "result": result,
             "harvester_config": dg.MetadataValue.json(harvester.model_dump(mode="json")),
+            "warnings": dg.MetadataValue.json([note] if note else []),
         },
     )
 

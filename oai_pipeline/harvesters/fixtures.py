@@ -15,6 +15,7 @@ the same state. The file is a list of entries, or a mapping with a `harvesters` 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,9 @@ from pydantic import BaseModel, ConfigDict, StrictInt, ValidationError, model_va
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.harvesters.model import Harvester, describe_validation_error
 from oai_pipeline.harvesters.registry import HarvesterRegistry, UpsertResult
+from oai_pipeline.oai.base_url import pasted_arguments_note
+
+logger = logging.getLogger(__name__)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -113,8 +117,10 @@ class FixtureFile(BaseModel):
     harvesters: list[FixtureEntry]
 
 
-def read_fixture_file(path: Path) -> list[Harvester]:
-    """Parse and validate the whole file; the first problem is a ConfigurationError."""
+def read_fixture_file(path: Path, *, given_urls: dict[str, str] | None = None) -> list[Harvester]:
+    """Parse and validate the whole file; the first problem is a ConfigurationError.
+    `given_urls`, if given, is filled with each harvester's base URL as the file writes it
+    (a harvester's may leave OAI-PMH arguments out: pasted_arguments_note)."""
     try:
         content = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     except OSError as error:
@@ -162,9 +168,17 @@ def read_fixture_file(path: Path) -> list[Harvester]:
             raise ConfigurationError(f"{path}: harvester {harvester.id!r} is listed twice")
         seen.add(harvester.id)
         harvesters.append(harvester)
+        if given_urls is not None:
+            given_urls[harvester.id] = entry.base_url
     return harvesters
 
 
 def load_fixture_file(path: Path, registry: HarvesterRegistry) -> list[tuple[str, UpsertResult]]:
-    """Create or update every harvester of the file: all of them, or none if one is wrong."""
-    return registry.upsert_many(read_fixture_file(Path(path)))
+    """Create or update every harvester of the file: all of them, or none if one is wrong.
+    A base URL registered without the OAI-PMH arguments the file gives it is logged."""
+    given_urls: dict[str, str] = {}
+    harvesters = read_fixture_file(Path(path), given_urls=given_urls)
+    for harvester_id, given in given_urls.items():
+        if note := pasted_arguments_note(given):
+            logger.warning("%s: harvester %s: %s", path, harvester_id, note)
+    return registry.upsert_many(harvesters)

@@ -35,6 +35,7 @@ from oai_pipeline.harvesters.plugins import (
     validate_spec,
     with_option,
 )
+from oai_pipeline.oai.base_url import without_oai_arguments
 from oai_pipeline.state.limits import MAX_INTEGER
 from oai_pipeline.state.schema import harvesters as harvesters_table
 
@@ -156,7 +157,10 @@ class Harvester(BaseModel):
             httpx.URL(value)
         except httpx.InvalidURL as error:
             raise ValueError(f"{value!r} is not a URL a request can go to: {error}") from None
-        return value
+        # A request URL pasted as the base URL names the endpoint by what it leaves out (see
+        # pasted_arguments_note); one stored so before is harvested as is (the client leaves
+        # the arguments out) until it is updated.
+        return without_oai_arguments(value)[0]
 
     @field_validator("metadata_prefix")
     @classmethod

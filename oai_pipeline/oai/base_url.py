@@ -25,6 +25,36 @@ def split_base_url(base_url: str) -> tuple[str, list[tuple[str, str]]]:
     return str(url.copy_with(query=None)), kept
 
 
+def without_oai_arguments(base_url: str) -> tuple[str, list[str]]:
+    """The base URL as a harvester registers it: without the OAI-PMH arguments pasted into
+    its query (`…/oai?verb=Identify`), which every request sets itself, and their names.
+    Without any, the URL as given."""
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL:
+        return base_url, []
+    pasted = [name for name, _ in url.params.multi_items() if name in OAI_ARGUMENTS]
+    if not pasted:
+        return base_url, []
+    kept = [(name, value) for name, value in url.params.multi_items() if name not in OAI_ARGUMENTS]
+    return str(url.copy_with(params=kept)), list(dict.fromkeys(pasted))
+
+
+def pasted_arguments_note(given: str | None) -> str | None:
+    """What an operator is told when the base URL they gave was registered without its
+    OAI-PMH arguments (None: registered as given), so that `harvesters show` and the
+    Dagster UI name the endpoint, not one request to it."""
+    if not given:
+        return None
+    cleaned, pasted = without_oai_arguments(given.strip())
+    if not pasted:
+        return None
+    return (
+        f"base URL {given.strip()} holds OAI-PMH arguments ({', '.join(pasted)}) that every "
+        f"request sets itself: registered as {cleaned}"
+    )
+
+
 def another_base_url(registered: str, declared: str) -> str | None:
     """The warning for an Identify whose baseURL names another endpoint than the harvester's
     (http for https, the host behind a proxy, another path); None for the same one, however

@@ -211,12 +211,14 @@ class OAIClient:
         retry_budget_seconds: float = 1800.0,
         max_response_bytes: int | None = None,
         user_agent: str | None = None,
+        endpoint_proven: bool = True,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
         """``sleep`` None waits in real time (cut short when a page fetched ahead is dropped);
         tests pass a fake. A response larger than ``max_response_bytes`` (None: the project's
-        bound on documents) fails the request."""
+        bound on documents) fails the request. ``endpoint_proven`` False: the base URL has
+        never answered OAI-PMH (see `endpoint_proven`)."""
         if not base_url.startswith(("http://", "https://")):
             raise ConfigurationError(f"OAI-PMH base URL must be http(s): {base_url!r}")
         if max_response_bytes is None:
@@ -244,6 +246,11 @@ class OAIClient:
         self.max_response_bytes = max_response_bytes
         self._sleep = sleep
         self._rng = random.Random()
+        # Whether the base URL has answered OAI-PMH (in an earlier harvest, or in this
+        # client): only then is an HTML page with status 200 a maintenance page to wait out.
+        # Before, it is the wrong URL (a home page, a login page): retried, it cost a minute
+        # of waiting before the error that says to check the base URL.
+        self.endpoint_proven = endpoint_proven
         # A prefetching worker's stop event, so its waits end when its sweep is closed.
         self._local = threading.local()
         self._ahead: set[_PageAhead] = set()
@@ -983,7 +990,13 @@ class OAIClient:
                                 status=status,
                             ) from exc
                         problem, web_page = str(exc), exc.web_page
+                        if web_page and not self.endpoint_proven:
+                            raise HarvestProtocolError(
+                                f"{self.base_url} ({verb}): {problem}, and this base URL has "
+                                f"never answered OAI-PMH{_NOT_AN_ENDPOINT}"
+                            ) from exc
                     else:
+                        self.endpoint_proven = True
                         if parsed.notice is not None:
                             self._notice(f"{self.base_url}: {parsed.notice}")
                         problem = None

@@ -65,6 +65,11 @@ class Reader(ABC):
         """The harvester's set is one the source has (a run listed it before): an empty
         dated list of it need not be checked against the source's sets."""
 
+    def first_contact(self) -> None:  # noqa: B027 - a hint, free to ignore
+        """The harvester's source has never answered (no Identify of it is saved): an answer
+        that is no harvesting protocol's at all (a web page) is a wrong address, to report
+        at once rather than wait out as a source's passing outage."""
+
     def close(self) -> None:  # noqa: B027 - readers without resources need not override
         """Release connections and files."""
 
@@ -213,6 +218,9 @@ class OAIPMHReader(Reader):
 
     def know_set(self, set_spec: str) -> None:
         self._client.know_set(set_spec)
+
+    def first_contact(self) -> None:
+        self._client.endpoint_proven = False
 
     def get_records(self, identifiers: list[str]) -> Iterator[HarvestedRecord]:
         for identifier in identifiers:

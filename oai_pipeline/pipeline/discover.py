@@ -413,11 +413,15 @@ def _run_to_resume(state: StateStore, harvester_id: str, run_id: int) -> dict[st
 def _identify(reader: Reader, services: Services, harvester_id: str) -> IdentifyInfo:
     """The source's Identify, saved; if it cannot be had (the source down, a broken
     Identify, an OAI-PMH error in its place), the one saved last time, so that the harvest
-    runs on and a failure is that run's (its status shows it; before, no run saw it)."""
+    runs on and a failure is that run's (its status shows it; before, no run saw it).
+    Never identified, the source's base URL is untried: a web page there is told at once
+    (Reader.first_contact), not retried as a maintenance page."""
+    saved = services.state.get_identify(harvester_id)
+    if saved is None:
+        reader.first_contact()
     try:
         identify = reader.identify()
     except (HarvestProtocolError, OAIError) as error:
-        saved = services.state.get_identify(harvester_id)
         if saved is None:
             raise
         logger.warning("%s; harvesting with the Identify saved before", error)

@@ -268,6 +268,8 @@ def _reconcile(
     reader = build_reader(harvester)
     changes: list[str] = []  # sweeps whose list changed while it was listed
     try:
+        if state.get_identify(harvester_id) is None:  # never answered: see first_contact
+            reader.first_contact()
         identify = reader.identify()
         state.save_identify(harvester_id, identify)
         unidentified = 0  # the most live headers without identifier (whose?) a sweep listed

@@ -2368,9 +2368,15 @@ class StateStore:
             "stale_after_minutes": stale_minutes,
             "recent_failures": recent_failures,
             "notices": run["notices"],
+            # `complete`: the run succeeded, its sweep listed the window to the end; its
+            # last checkpoint (a token, the pages before the last) is no state to resume from
             "discovery_state": None
             if checkpoint is None
-            else {**dataclasses.asdict(checkpoint), "last_datestamp": run.get("last_datestamp")},
+            else {
+                **dataclasses.asdict(checkpoint),
+                "last_datestamp": run.get("last_datestamp"),
+                "complete": run["status"] == "succeeded",
+            },
             "harvest_records": self.record_totals(run["harvester_id"]),
             "target": target_stats,
         }

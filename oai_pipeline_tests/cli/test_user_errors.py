@@ -1465,6 +1465,49 @@ def test_a_base_url_answering_a_web_page_says_to_check_the_base_url() -> None:
     assert "check that the harvester's base URL is the source's OAI-PMH endpoint" in result.stderr
 
 
+def test_a_new_harvesters_base_url_answering_a_web_page_fails_at_once() -> None:
+    """A base URL that answers a web page with HTTP 200 (a home page, a login page) before
+    it ever answered OAI-PMH is the wrong URL: before, Identify was retried 7 times (about a
+    minute of waiting) before the error that says to check it."""
+    with OAIEndpoint(RECORDS_FOR_ERRORS, faults=Faults(html_error_on=set(range(1, 20)))) as web:
+        args = create_args("home-page", web.base_url)
+        assert run(*args, "--loader", "oai-pmh{backoff_base: 0}").exit_code == 0
+        result = run("harvest", "home-page")
+        asked = web.request_count
+
+    assert asked == 1
+    assert_one_line_error(result, "never answered OAI-PMH")
+    assert "check that the harvester's base URL is the source's OAI-PMH endpoint" in result.stderr
+    assert "failed" in run("status", "--harvester", "home-page").stdout  # the run says why
+
+
+def test_a_harvested_sources_maintenance_page_is_still_waited_out() -> None:
+    """Once the base URL has answered OAI-PMH, a web page there is a proxy's maintenance
+    page: retried as before, and the harvest goes on once it is gone."""
+    with OAIEndpoint(RECORDS_FOR_ERRORS) as source:
+        args = create_args("maintained", source.base_url)
+        assert run(*args, "--loader", "oai-pmh{backoff_base: 0}").exit_code == 0
+        assert run("harvest", "maintained").exit_code == 0
+        before = source.request_count
+        source.faults = Faults(html_error_on={before + 1, before + 2})
+        result = run("harvest", "maintained")
+        verbs = [request.get("verb") for request in source.requests[before:]]
+
+    assert result.exit_code == 0, result.output
+    assert verbs[:3] == ["Identify"] * 3  # waited out, not the Identify saved last time
+
+
+def test_a_web_page_after_a_new_sources_first_answer_is_waited_out() -> None:
+    """A source whose Identify answered has proven its base URL: a web page in place of
+    its first list page is a maintenance page, retried as for any harvested source."""
+    with OAIEndpoint(RECORDS_FOR_ERRORS, faults=Faults(html_error_on={2})) as source:
+        args = create_args("new-source", source.base_url)
+        assert run(*args, "--loader", "oai-pmh{backoff_base: 0}").exit_code == 0
+        result = run("harvest", "new-source")
+
+    assert result.exit_code == 0, result.output
+
+
 def test_a_base_url_answering_404_says_to_check_the_base_url(endpoint: OAIEndpoint) -> None:
     assert run(*create_args("typo", endpoint.base_url + "x")).exit_code == 0
 

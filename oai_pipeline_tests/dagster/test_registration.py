@@ -71,3 +71,17 @@ def test_a_mistake_in_the_config_stores_nothing_and_says_which_field(
     assert "Traceback" not in (failure.step_failure_data.user_failure_data.description or "")
     assert _registered(settings) == {}
     assert instance.get_dynamic_partitions(HARVESTER) == []
+
+
+def test_a_request_url_from_the_launchpad_is_registered_as_its_endpoint(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """The launchpad's base URL pasted from a browser (`…?verb=Identify`) is stored as the
+    endpoint, and the run's output says so."""
+    result = _register(instance, {**ZENODO, "base_url": "https://zenodo.org/oai2d?verb=Identify"})
+
+    assert result.success
+    assert _registered(settings)["zenodo"].base_url == "https://zenodo.org/oai2d"
+    (output,) = [e for e in result.all_events if e.is_successful_output]
+    [warning] = output.event_specific_data.metadata["warnings"].value
+    assert "registered as https://zenodo.org/oai2d" in warning

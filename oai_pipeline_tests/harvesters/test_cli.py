@@ -231,3 +231,58 @@ def test_delete_with_records():
         assert store.get_record("oai:zenodo.org:1") is None
     finally:
         store.close()
+
+
+PASTED = "https://repo.example.org/index.php?verb=Identify&q=oai&metadataPrefix=oai_dc"
+ENDPOINT = "https://repo.example.org/index.php?q=oai"
+
+
+def test_a_request_url_given_as_base_url_is_registered_as_its_endpoint():
+    """Before, `--base-url '…?verb=Identify&metadataPrefix=…'` was stored as typed: requests
+    worked (the client leaves the arguments out) but `show` and the Dagster UI named one
+    request, not the endpoint. The endpoint's own query stays."""
+    args = [a if a != "https://zenodo.org/oai2d" else PASTED for a in CREATE]
+    created = run(*args, "--json")
+
+    assert json.loads(created.stdout)["base_url"] == ENDPOINT
+    [warning] = json.loads(created.stdout)["warnings"][:1]
+    assert f"registered as {ENDPOINT}" in warning and "(verb, metadataPrefix)" in warning
+    assert f"warning: base URL {PASTED}" in created.stderr
+    assert json.loads(run("show", "zenodo", "--json").stdout)["base_url"] == ENDPOINT
+
+    updated = run("update", "zenodo", "--base-url", PASTED.replace("repo.", "oai."), "--json")
+    assert json.loads(updated.stdout)["base_url"] == ENDPOINT.replace("repo.", "oai.")
+    assert "registered as" in updated.stderr
+
+
+def test_a_harvester_stored_with_a_request_url_keeps_it_until_updated():
+    """Stored before the arguments were left out: read back as is (its runs harvest the
+    same endpoint), and the next update stores the endpoint, saying so."""
+    from oai_pipeline.harvesters.model import Harvester
+
+    run(*CREATE)
+    store = StateStore(load_settings().state_db_url)
+    try:
+        stored = store.get_harvester("zenodo").model_dump()
+        store.save_harvester(Harvester.from_stored({**stored, "base_url": PASTED}))
+        assert store.get_harvester("zenodo").base_url == PASTED
+    finally:
+        store.close()
+
+    updated = run("update", "zenodo", "--name", "Renamed", "--json")
+
+    assert json.loads(updated.stdout)["base_url"] == ENDPOINT
+    assert f"registered as {ENDPOINT}" in updated.stderr
+
+
+def test_a_fixture_entrys_request_url_is_registered_as_its_endpoint(tmp_path):
+    fixture = tmp_path / "oai_harvesters.yaml"
+    fixture.write_text(
+        f"- id: pasted\n  base-url: '{PASTED}'\n  metadata-prefix: oai_dc\n  model: rdm\n"
+    )
+
+    for result in ("created", "unchanged"):  # told each time, until the file is changed
+        [loaded] = json.loads(run("load", str(fixture), "--json").stdout)
+        assert loaded["result"] == result
+        assert any(f"registered as {ENDPOINT}" in w for w in loaded["warnings"])
+    assert json.loads(run("show", "pasted", "--json").stdout)["base_url"] == ENDPOINT

@@ -160,6 +160,7 @@ def test_status_of_a_run_in_json(filled, monkeypatch):
     assert report["records"]["gone"] == 1 and report["stale_running"] == 0
     assert report["recent_failures"][0]["identifier"] == "oai:zenodo.org:2"
     assert report["discovery_state"]["resumption_token"] == "tok-1"
+    assert report["discovery_state"]["complete"] is True  # succeeded: nothing to resume
     assert report["harvest_records"]["deleted"] == 1
     assert report["target"] == {"records": 1}
     by_harvester = json.loads(run(status, "--harvester", "arxiv", "--json").output)

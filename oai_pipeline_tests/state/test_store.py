@@ -626,6 +626,7 @@ def test_run_status_reports_everything(store):
     }
     assert status["discovery_state"]["resumption_token"] == "tok"
     assert status["discovery_state"]["cursor"] == 3
+    assert status["discovery_state"]["complete"] is False  # running: resumes from its token
     assert status["harvest_records"] == {"total": 5, "live": 5, "deleted": 0, "with_errors": 0}
     assert status["target"] == {"records": 7, "source_ids": 5}
     # the harvester's latest run, or the latest of all
