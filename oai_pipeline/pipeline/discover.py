@@ -109,7 +109,7 @@ def _run_for(
     if run is not None:
         checkpoint = run.get("checkpoint")
         checkpoint = checkpoint if isinstance(checkpoint, SweepCheckpoint) else None
-        changed = _changed_request(checkpoint, harvester)
+        changed = _changed_request(run, checkpoint, harvester)
         if changed is None and options.resume_batch_id is None:
             changed = _asked_otherwise(run, options)
         if changed is None:
@@ -141,7 +141,7 @@ def _run_for(
         window_until=until,
         scale=options.scale,
         max_records=options.cap,
-        options=_run_options(options, scope),
+        options=_run_options(options, scope, harvester.base_url),
         dagster_run_id=dagster_run_id,
         worker=worker,
     )
@@ -160,12 +160,15 @@ def _run_for(
     return RunToFetch(run_id, None, from_, until, options.cap, scope)
 
 
-def _run_options(options: RunOptions, scope: HarvestScope) -> dict[str, Any]:
-    """What a new run keeps of how it was asked for: its options, and the hours of its
-    range (`HarvestScope.hours_asked`), which its `from`/`until` by day do not hold."""
+def _run_options(options: RunOptions, scope: HarvestScope, base_url: str) -> dict[str, Any]:
+    """What a new run keeps of how it was asked for: its options, the hours of its range
+    (`HarvestScope.hours_asked`), which its `from`/`until` by day do not hold, and the base
+    URL it lists from: its resumption token and the sets it confirms are that endpoint's
+    (`_base_url_changed`)."""
     kept = options.model_dump(mode="json")
     if scope.hours_asked:
         kept["hours_asked"] = scope.hours_asked
+    kept["base_url"] = base_url
     return kept
 
 
@@ -239,19 +242,30 @@ def _cap_text(cap: int) -> str:
     return f"capped at {cap} records" if cap else "uncapped"
 
 
-def _changed_request(checkpoint: SweepCheckpoint | None, harvester: Harvester) -> str | None:
-    """What the harvester now asks the source for that the run's checkpoint did not."""
+def _changed_request(
+    run: dict[str, Any], checkpoint: SweepCheckpoint | None, harvester: Harvester
+) -> str | None:
+    """What the harvester now asks the source for that the run's checkpoint did not, or
+    where: the resumption token of a run of the old base URL is the old server's."""
     if checkpoint is None:
         return None
     changes = [
         f"the {name} changed from {before!r} to {now!r}"
         for name, before, now in (
+            ("base URL", _options_of(run).get("base_url"), harvester.base_url),
             ("metadata prefix", checkpoint.metadata_prefix, harvester.metadata_prefix),
             ("set", checkpoint.set_spec, harvester.setspec),
         )
-        if before != now
+        if before != now and (name != "base URL" or _base_url_changed(run, harvester))
     ]
     return " and ".join(changes) or None
+
+
+def _base_url_changed(run: dict[str, Any], harvester: Harvester) -> bool:
+    """Whether the run listed from another base URL than the harvester's now (the source
+    moved). A run an older version made does not say: taken as listed from this one."""
+    listed_from = _options_of(run).get("base_url")
+    return listed_from is not None and listed_from != harvester.base_url
 
 
 def discover(
@@ -339,6 +353,7 @@ def _set_listed_before(state: StateStore, harvester: Harvester, run: RunToFetch)
     checkpoint = (last or {}).get("checkpoint")
     return (
         isinstance(checkpoint, SweepCheckpoint)
+        and not _base_url_changed(last or {}, harvester)  # the old endpoint's set, maybe
         and checkpoint.set_spec == harvester.setspec
         and checkpoint.set_confirmed
     )
