@@ -59,13 +59,19 @@ def another_base_url(registered: str, declared: str) -> str | None:
     """The warning for an Identify whose baseURL names another endpoint than the harvester's
     (http for https, the host behind a proxy, another path); None for the same one, however
     written. The harvest keeps to the registered URL: which is right, the operator knows."""
-    if not declared or _endpoint_key(registered) == _endpoint_key(declared):
+    if not declared or same_endpoint(registered, declared):
         return None
     return (
         f"{registered}: the source's Identify names another base URL, {declared}; "
         "harvesting the registered one (if the source lives there, set the harvester's "
         "base URL to it)"
     )
+
+
+def same_endpoint(one: str, other: str) -> bool:
+    """Whether two base URLs name one endpoint, however written (`_endpoint_key`): a base
+    URL edited only so is no move of the source."""
+    return _endpoint_key(one) == _endpoint_key(other)
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from oai_pipeline.errors import NotFound, PipelineError, add_notices, log_unsaved
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader
+from oai_pipeline.oai.base_url import same_endpoint
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
 from oai_pipeline.oai.reader import Reader
 from oai_pipeline.oai.types import Granularity, HarvestedRecord, IdentifyInfo, SweepCheckpoint
@@ -265,7 +266,7 @@ def _base_url_changed(run: dict[str, Any], harvester: Harvester) -> bool:
     """Whether the run listed from another base URL than the harvester's now (the source
     moved). A run an older version made does not say: taken as listed from this one."""
     listed_from = _options_of(run).get("base_url")
-    return listed_from is not None and listed_from != harvester.base_url
+    return listed_from is not None and not same_endpoint(listed_from, harvester.base_url)
 
 
 def discover(

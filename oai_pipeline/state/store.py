@@ -32,6 +32,7 @@ from oai_pipeline.errors import (
 )
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.json_codec import ENGINE_JSON, Encoded
+from oai_pipeline.oai.base_url import same_endpoint
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
 from oai_pipeline.oai.windows import read_datestamp
 from oai_pipeline.sqlite_tuning import release_lock_on_interrupt, tune_wal
@@ -387,15 +388,25 @@ class StateStore:
         self.save_harvesters([harvester])
 
     def save_harvesters(self, many: list[Harvester]) -> None:
-        """Create or replace several harvesters in one transaction: all or none."""
+        """Create or replace several harvesters in one transaction: all or none.
+
+        A harvester given another base URL (the source moved) drops the Identify saved for
+        the old one: it is not the new endpoint's, so it must neither stand in for an
+        Identify the new URL fails (a wrong URL harvested with the old source's
+        granularity) nor count as the new URL having answered OAI-PMH (`_identify`)."""
         now = utc_now()
         with self._engine.begin() as conn:
             for harvester in many:
                 config = harvester.model_dump(mode="json")
+                values: dict[str, Any] = {"config": config, "updated_at": now}
+                before = conn.execute(
+                    sa.select(harvesters.c.config).where(harvesters.c.id == harvester.id)
+                ).scalar()
+                old_url = before.get("base_url") if isinstance(before, dict) else None
+                if old_url and not same_endpoint(old_url, harvester.base_url):
+                    values |= {"identify": None, "deleted_record": None}
                 updated = conn.execute(
-                    harvesters.update()
-                    .where(harvesters.c.id == harvester.id)
-                    .values(config=config, updated_at=now)
+                    harvesters.update().where(harvesters.c.id == harvester.id).values(**values)
                 ).rowcount
                 if not updated:
                     conn.execute(

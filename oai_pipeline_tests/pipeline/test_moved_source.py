@@ -11,6 +11,7 @@ import pytest
 
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.oai.errors import UnknownSet
+from oai_pipeline.oai.types import IdentifyInfo
 from oai_pipeline.pipeline.discover import discover
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import HarvestReport, run_harvest
@@ -18,7 +19,7 @@ from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
 from oai_pipeline_tests.oai.fake_source import FakeSource, make_records
-from oai_pipeline_tests.support import EVERYTHING, harvest_fake_source, raise_on_call
+from oai_pipeline_tests.support import EVERYTHING, harvest_fake_source, raise_on_call, register
 
 NEW_URL = "https://repository.example.org/server/oai/request"
 
@@ -80,3 +81,23 @@ def test_a_set_confirmed_at_the_old_base_url_is_checked_at_the_new_one(
     with pytest.raises(UnknownSet, match="the source has no set 'hdl_123_4'"):
         harvest(settings, since)
     assert source.verbs.count("ListSets") == 1
+
+
+def test_the_saved_identify_goes_with_the_endpoint_not_with_how_its_url_is_written(
+    settings: Settings,
+) -> None:
+    """A base URL written otherwise (case, default port, trailing slash) is the same
+    endpoint: its Identify stays. Another endpoint drops it (see
+    oai_pipeline_tests/cli/test_moved_source.py)."""
+    register(settings, "https://Repo.example.org:443/oai/request")
+    identify = IdentifyInfo(
+        "repo", "https://repo.example.org/oai/request", "seconds", "2020-01-01", "no", "2026"
+    )
+    with Services(settings) as services:
+        services.state.save_identify("sample", identify)
+        registry = HarvesterRegistry(services.state)
+        registry.update("sample", base_url="https://repo.example.org/oai/request/")
+        kept = services.state.get_identify("sample")
+        registry.update("sample", base_url=NEW_URL)
+        dropped = services.state.get_identify("sample")
+    assert kept == identify and dropped is None
