@@ -44,7 +44,16 @@ for the state store and the target.
 
 `--points` names fault points (see POINTS; `--list` prints them with their call counts):
 each is tried at `--per-point` call numbers spread over the calls the uninterrupted harvest
-makes (first, last, and between), before and after the call.
+makes (first, last, and between), before and after the call; NAME:K:MOMENT is one crash.
+
+`--source-moves-on` (CLI `first` and `incremental`): after each kill, before the rerun, the
+source changes (`SourceMove`: records of the run's first page updated and deleted, records
+added before any resumption token, all dated now), so that a resumed run's catch-up list
+(`discover._catch_up_from`) has to find them. The rerun is compared, by the same code, with
+a harvest of the changed source from the same starting home (what the killed attempt wrote
+of the changed records before the change is written again, a deletion a tombstone:
+`moved_on_view`), and its report's catch-up counters with those the change and the state
+the killed attempt left make (`expected_catch_up`); the source is then changed back.
 """
 
 from __future__ import annotations
@@ -1237,6 +1246,9 @@ def run_scenario(
     )
     specs = []
     for name in points:
+        if name.count(":") == 2:  # one crash: NAME:K:MOMENT
+            specs.append(name)
+            continue
         if name in SQL_POINTS:
             moments = ["before"]
         else:
@@ -1268,6 +1280,7 @@ def run_scenario(
             outcomes.append(outcome)
             log(f"  {spec}: {outcome['problems']}")
             continue
+        catch_up: dict[str, int] = {}
         if move is None:
             final, problems = _rerun(home, specs, scenario.args, double and reached, rng, attempts)
             got = snapshot(home, ref_snapshot["last_run_id"])
@@ -1275,7 +1288,7 @@ def run_scenario(
             problems += compare_status(ref_status, status_json(home, ref_snapshot["last_run_id"]))
             problems += compare_reports(ref_report, report_of(final))
         else:
-            got, problems = _rerun_moved_on(
+            got, problems, catch_up = _rerun_moved_on(
                 backend,
                 root,
                 f"{scenario.name}-{index}",
@@ -1295,6 +1308,7 @@ def run_scenario(
             "seconds": round(time.monotonic() - started, 1),
             "problems": problems,
             "leftover_tmp_files": got["tmp_files"],
+            **({"catch_up_expected": catch_up} if move is not None else {}),
         }
         outcomes.append(outcome)
         flag = "FAIL" if problems else "ok"
@@ -1342,7 +1356,7 @@ def _rerun_moved_on(
     page_size: int,
     rerun: tuple[list[str], bool, random.Random, list[str]],
     unchanged: tuple[dict[str, Any], dict[str, Any]],
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[dict[str, Any], list[str], dict[str, int]]:
     """The source moves on after the kill; the rerun is compared with a harvest of the
     changed source from the starting home (fresh: no kill), by the sync rules for what the
     killed attempt wrote before the change (`moved_on_view`), and its catch-up counters
@@ -1408,7 +1422,7 @@ def _rerun_moved_on(
         problems += compare_reports(fresh_report, report)
     problems += compare_catch_up(catch_up, report, double)
     shutil.rmtree(fresh.path, ignore_errors=True)
-    return got, problems
+    return got, problems, catch_up
 
 
 def _suffix(stage: str) -> str:
@@ -1471,7 +1485,7 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM ends the sweep through its `finally`s: a PostgreSQL server it started stops.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     points = [*POINTS, *SQL_POINTS] if args.points == "all" else args.points.split(",")
-    unknown = set(points) - set(POINTS) - set(SQL_POINTS)
+    unknown = {p.split(":")[0] for p in points} - set(POINTS) - set(SQL_POINTS)
     if unknown:
         parser.error(f"unknown points: {sorted(unknown)}")
     stages = args.resumed_at.split(",") if args.resumed_at else ["write"]
