@@ -1175,9 +1175,10 @@ def moved_on_report(
 def compare_catch_up(
     expected: dict[str, int], got: dict[str, Any] | None, double: bool
 ) -> list[str]:
-    """The rerun's report counts its catch-up list as derived from the change (once killed
-    twice, the lists of both attempts add up: then each new record and newer copy is still
-    counted once, and the change listed at least once)."""
+    """The run counts its catch-up list (`got`: its counters in `status --json`, which the
+    rerun's report repeats) as derived from the change (once killed twice, the lists of
+    both attempts add up: then each new record and newer copy is still counted once, and
+    the change listed at least once)."""
     if got is None:
         return []
     counted = {name: got.get(name) for name in expected}
@@ -1406,9 +1407,16 @@ def _rerun_moved_on(
     if finished and "error" not in expected_status:
         run_keys = ("records", "total_records", "counters")
         expected_status.update({k: reference_status[k] for k in run_keys})
-    problems += compare_status(expected_status, status_json(home, run_id))
+    got_status = status_json(home, run_id)
+    problems += compare_status(expected_status, got_status)
     report, fresh_report = report_of(final), moved_on_report(report_of(done), move, created)
-    if report is not None and fresh_report is not None and report["run_id"] != run_id:
+    if report is None or fresh_report is None or report["run_id"] == run_id:
+        problems += compare_reports(fresh_report, report)
+    elif not finished:
+        # an attempt after the change (`--double`) finished the run: the rerun is a new run
+        # of a source it holds already
+        problems += _new_run_writes(report)
+    else:
         # the killed attempt had finished its run: the rerun is a new one, of the change
         wrote = {k: report[k] for k in ("created", "updated", "deleted")}
         change = {
@@ -1418,9 +1426,14 @@ def _rerun_moved_on(
         }
         if wrote != change:
             problems.append(f"the new run wrote {wrote}, the change is {change}")
-    else:
-        problems += compare_reports(fresh_report, report)
-    problems += compare_catch_up(catch_up, report, double)
+    # the run's own counters (all its attempts), whichever run the last rerun was; the
+    # rerun's report of that run says the same
+    counters = got_status.get("counters")
+    problems += compare_catch_up(catch_up, counters, double)
+    if report is not None and counters is not None and report["run_id"] == run_id:
+        reported = {name: report.get(name) for name in catch_up}
+        if reported != {name: counters[name] for name in catch_up}:
+            problems.append(f"the report counts the catch-up {reported}, status {counters}")
     shutil.rmtree(fresh.path, ignore_errors=True)
     return got, problems, catch_up
 
