@@ -1434,7 +1434,8 @@ def _rerun_moved_on(
         reported = {name: report.get(name) for name in catch_up}
         if reported != {name: counters[name] for name in catch_up}:
             problems.append(f"the report counts the catch-up {reported}, status {counters}")
-    shutil.rmtree(fresh.path, ignore_errors=True)
+    if not problems:  # kept with the crashed home otherwise, to look into
+        shutil.rmtree(fresh.path, ignore_errors=True)
     return got, problems, catch_up
 
 
