@@ -8,7 +8,8 @@ Parquet storage changes:
         [--records 2000] [--page-size 100] [--batch-size 50] \\
         [--scenario first|incremental|reconcile|both|all] [--backend sqlite|postgres|both] \\
         [--points all|NAME[,NAME…]] [--per-point 4] [--double] [--resumed] \\
-        [--resumed-at discover,transform,plan,write,undo] [--dagster] [--json-out PATH]
+        [--resumed-at discover,transform,plan,write,undo] [--dagster] [--source-moves-on]
+        [--json-out PATH]
 
 How it works. The shipped OAI-PMH endpoint serves generated DataCite records (with
 deletions) from this process. A reference home is harvested without interruption. Then, for
@@ -43,7 +44,16 @@ for the state store and the target.
 
 `--points` names fault points (see POINTS; `--list` prints them with their call counts):
 each is tried at `--per-point` call numbers spread over the calls the uninterrupted harvest
-makes (first, last, and between), before and after the call.
+makes (first, last, and between), before and after the call; NAME:K:MOMENT is one crash.
+
+`--source-moves-on` (CLI `first` and `incremental`): after each kill, before the rerun, the
+source changes (`SourceMove`: records of the run's first page updated and deleted, records
+added before any resumption token, all dated now), so that a resumed run's catch-up list
+(`discover._catch_up_from`) has to find them. The rerun is compared, by the same code, with
+a harvest of the changed source from the same starting home (what the killed attempt wrote
+of the changed records before the change is written again, a deletion a tombstone:
+`moved_on_view`), and its report's catch-up counters with those the change and the state
+the killed attempt left make (`expected_catch_up`); the source is then changed back.
 """
 
 from __future__ import annotations
@@ -941,6 +951,248 @@ def source_sets_mismatch(home: Home, endpoint: Any) -> list[str]:
     )
 
 
+@dataclasses.dataclass
+class SourceMove:
+    """`--source-moves-on`: what the source changes between a killed attempt and its rerun,
+    dated when it is applied (after the attempt began listing, as a real source dates a
+    change). The same records every time, chosen so that only the rerun's catch-up list
+    (`discover._catch_up_from`) can see them once its token sweep is past the first page:
+    records of the run's first page updated and deleted, and new records whose place in the
+    list (`order_key`) is before every other record's, i.e. before any saved token."""
+
+    updated: list[str]
+    deleted: list[str]
+    new: list[Any]  # EndpointRecord, their datestamps set by `apply`
+    originals: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def changed(self) -> int:
+        return len(self.updated) + len(self.deleted) + len(self.new)
+
+    def apply(self, endpoint: Any) -> datetime:
+        """Change the source (the caller undoes it with `undo`); returns the change's date."""
+        from oai_pipeline_tests.benchmark import revise
+
+        now = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+        current = {record.identifier: record for record in endpoint.records()}
+        self.originals = {i: current[i] for i in [*self.updated, *self.deleted]}
+        for identifier in self.updated:
+            revise(endpoint, current[identifier], now, PREFIX)
+        for identifier in self.deleted:
+            endpoint.mark_deleted(identifier, now)
+        for record in self.new:
+            endpoint.upsert(dataclasses.replace(record, datestamp=now))
+        return now
+
+    def undo(self, endpoint: Any) -> None:
+        """The source as it was before `apply`: the next crash point starts from it."""
+        for record in self.originals.values():
+            endpoint.upsert(record)
+        for record in self.new:
+            endpoint.remove(record.identifier)
+
+
+def source_move(
+    endpoint: Any, first_page: list[str], updated: int = 4, deleted: int = 2, new: int = 3
+) -> SourceMove:
+    """The change `--source-moves-on` applies: `updated` and `deleted` live records of the
+    run's `first_page` (its first identifiers listed), `new` records listed before all."""
+    from oai_pipeline.sample_endpoint.provider import order_key
+    from oai_pipeline.sample_endpoint.records import generate_datacite_records
+
+    current = {record.identifier: record for record in endpoint.records()}
+    live = [i for i in first_page if i in current and not current[i].deleted]
+    if len(live) < updated + deleted:
+        raise RuntimeError(f"the run's first page has {len(live)} live records: too few")
+    first_key = min(order_key(identifier) for identifier in current)
+    names: list[str] = []
+    candidate = 0
+    while len(names) < new:
+        identifier = f"oai:generated.oai-pipeline:moved-on-{candidate}"
+        if order_key(identifier) < first_key:
+            names.append(identifier)
+        candidate += 1
+    records = generate_datacite_records(new, seed=17, prefixes=(PREFIX,), deleted_fraction=0.0)
+    return SourceMove(
+        updated=live[:updated],
+        deleted=live[updated : updated + deleted],
+        new=[dataclasses.replace(r, identifier=n) for r, n in zip(records, names, strict=True)],
+    )
+
+
+def _first_page(home: Home, run_id: int, page_size: int) -> list[str]:
+    """The identifiers a run staged first (its first page, in list order)."""
+    rows = query(
+        _settings(home).state_db_url,
+        f"SELECT identifier FROM run_records WHERE run_id = {int(run_id)} ORDER BY id "
+        f"LIMIT {int(page_size)}",
+    )
+    return [row[0] for row in rows]
+
+
+def _killed_run(killed: Home, template_run: int | None) -> Any:
+    """The harvest run the killed attempt created (None: it was killed before)."""
+    rows = query(
+        _settings(killed).state_db_url,
+        "SELECT id, status, response_date, checkpoint FROM harvest_runs ORDER BY id",
+    )
+    return rows[-1] if rows and rows[-1].id != template_run else None
+
+
+def expected_catch_up(
+    killed: Home, template_run: int | None, move: SourceMove, page_size: int
+) -> dict[str, int]:
+    """What the rerun's report must count of its catch-up list, from the state the killed
+    attempt left and the change: a run left `running` that had begun listing lists again
+    the `changed` records (one list); of them it takes the new records and the newer copies
+    of the records its token sweep had passed (the first page, once a token is saved). A
+    killed attempt that had not begun listing, or had finished its run, leaves none."""
+    from oai_pipeline.state.schema import CATCH_UP_COUNTERS
+
+    expected = dict.fromkeys(CATCH_UP_COUNTERS, 0)
+    run = _killed_run(killed, template_run)
+    if run is None or run.status != "running":
+        return expected
+    checkpoint = json.loads(run.checkpoint) if isinstance(run.checkpoint, str) else run.checkpoint
+    if not run.response_date or not checkpoint:
+        return expected
+    expected["catch_up_pages"] = -(-move.changed // page_size)
+    expected["catch_up_listed"] = move.changed
+    if checkpoint.get("resumption_token"):  # past the first page: it is not listed again
+        expected["catch_up_new_records"] = len(move.new)
+        expected["catch_up_newer_copies"] = len(move.updated) + len(move.deleted)
+    return expected
+
+
+def _target_by_record(home: Home | None) -> dict[str, tuple]:
+    """The home's target rows (`snapshot`) by OAI identifier; none in a home that never
+    harvested (no target yet)."""
+    import sqlalchemy as sa
+
+    if home is None:
+        return {}
+    engine = sa.create_engine(_settings(home).target_db_url)
+    try:
+        created = sa.inspect(engine).has_table("target_records")
+    finally:
+        engine.dispose()
+    return {row[0]: row for row in snapshot(home)["target"]} if created else {}
+
+
+def moved_on_view(
+    got: dict[str, Any], move: SourceMove, rewritten: set[str], transformed: set[str]
+) -> dict[str, Any]:
+    """A snapshot as `compare` reads it, but for what the sync rules make of a change that
+    came after the killed attempt wrote the old copies (`rewritten`: the changed records
+    whose target row that attempt wrote): written twice, their revisions and written
+    fields are left out, and a deleted one (a tombstone, checked by `moved_on_problems`;
+    a fresh harvest never writes it) is left out. A deleted record the killed attempt had
+    transformed keeps the DOI and transform datestamp of its old copy, as a record deleted
+    after an earlier harvest does: left out too."""
+    gone = rewritten & set(move.deleted)
+    known_gone = transformed & set(move.deleted)
+    view = dict(got)
+    view["target"] = sorted(
+        (*row[:3], -1, -1, *row[5:]) if row[0] in rewritten else row
+        for row in got["target"]
+        if row[0] not in gone
+    )
+    rows = []
+    for row in got["harvest_records"]:
+        if row[0] in rewritten:
+            row = (*row[:4], "", -1, "", "", *row[8:])
+        if row[0] in known_gone:
+            row = (*row[:3], "", *row[4:12], "")
+        rows.append(row)
+    view["harvest_records"] = sorted(rows)
+    return view
+
+
+def moved_on_statuses(
+    statuses: dict[str, int], move: SourceMove, created: set[str]
+) -> dict[str, int]:
+    """The fresh run's records per status as the rerun's must read: a changed record the
+    killed attempt had created is `updated` (its newer copy) or `gone` (deleted at the
+    source), where the fresh harvest imports it or leaves it `unchanged`."""
+    counts = Counter(statuses)
+    for identifier in created & (set(move.updated) | set(move.deleted)):
+        fresh, now = (
+            ("imported", "updated") if identifier in move.updated else ("unchanged", "gone")
+        )
+        counts[fresh] -= 1
+        counts[now] += 1
+    keep = set(statuses)
+    return {k: n for k, n in sorted(counts.items()) if n or k in keep}
+
+
+def moved_on_status(status: dict[str, Any], move: SourceMove, created: set[str]) -> dict[str, Any]:
+    """`status --json` of the fresh run as the rerun's must read (`moved_on_statuses`; the
+    tombstones of the records created then deleted at the source are target records)."""
+    if "error" in status:
+        return status
+    tombstones = len(created & set(move.deleted))
+    target = dict(status["target"])
+    target.update({k: target[k] + tombstones for k in ("records", "source_identifiers")})
+    return {
+        **status,
+        "records": moved_on_statuses(status["records"], move, created),
+        "target": target,
+    }
+
+
+def moved_on_problems(got: dict[str, Any], move: SourceMove, rewritten: set[str]) -> list[str]:
+    """The records the killed attempt wrote and the source changed since: each written once
+    more (its newer copy, or its deletion: a tombstone), never more."""
+    rows = {row[0]: row for row in got["target"]}
+    problems = []
+    for identifier in sorted(rewritten):
+        row = rows.get(identifier)
+        if row is None:
+            problems.append(f"{identifier} (written before the change) has no target record")
+        elif identifier in move.deleted and row[1] != "tombstone":
+            problems.append(f"{identifier} deleted at the source is {row[1]} in the target")
+        elif row[4] > 2:
+            problems.append(f"{identifier} written {row[4]} times")
+    return problems
+
+
+def moved_on_report(
+    reference: dict[str, Any] | None, move: SourceMove, created: set[str]
+) -> dict[str, Any] | None:
+    """The fresh harvest's report as the rerun's must read (`compare_reports`): a changed
+    record the killed attempt had created is updated or deleted by the rerun where the
+    fresh harvest creates it or leaves it out (`nothing`)."""
+    if reference is None:
+        return None
+    actions = Counter(reference["actions"])
+    for identifier in created & (set(move.updated) | set(move.deleted)):
+        fresh, now = ("create", "update") if identifier in move.updated else ("nothing", "delete")
+        actions[fresh] -= 1
+        actions[now] += 1
+    return {**reference, "actions": {a: n for a, n in actions.items() if n}}
+
+
+def compare_catch_up(
+    expected: dict[str, int], got: dict[str, Any] | None, double: bool
+) -> list[str]:
+    """The run counts its catch-up list (`got`: its counters in `status --json`, which the
+    rerun's report repeats) as derived from the change (once killed twice, the lists of
+    both attempts add up: then each new record and newer copy is still counted once, and
+    the change listed at least once)."""
+    if got is None:
+        return []
+    counted = {name: got.get(name) for name in expected}
+    if not double:
+        return [] if counted == expected else [f"catch-up {counted} vs {expected}"]
+    taken = ("catch_up_new_records", "catch_up_newer_copies")
+    problems = []
+    if sum(counted[n] or 0 for n in taken) != sum(expected[n] for n in taken):
+        problems.append(f"catch-up {counted} vs {expected} (each taken once)")
+    if (counted["catch_up_listed"] or 0) < expected["catch_up_listed"]:
+        problems.append(f"catch-up listed {counted['catch_up_listed']} vs {expected}")
+    return problems
+
+
 def choose_calls(count: int, per_point: int) -> list[int]:
     if count <= 0:
         return []
@@ -959,7 +1211,11 @@ def run_scenario(
     per_point: int,
     double: bool,
     log: Callable[[str], None],
+    moves_on_pages: int | None = None,
 ) -> list[dict[str, Any]]:
+    """`moves_on_pages` (`--source-moves-on`: the source's page size): after each kill the
+    source changes (`SourceMove`) before the rerun, which is compared with a fresh harvest
+    of the changed source from the same starting home instead of the reference."""
     template = scenario.template
     if scenario.interrupted_by is not None:
         template = backend.new_home(root, f"{scenario.name}-interrupted", template)
@@ -991,12 +1247,25 @@ def run_scenario(
     )
     specs = []
     for name in points:
+        if name.count(":") == 2:  # one crash: NAME:K:MOMENT
+            specs.append(name)
+            continue
         if name in SQL_POINTS:
             moments = ["before"]
         else:
             moments = ["before", "after"] + (["mid"] if name in MID_POINTS else [])
         for k in choose_calls(counts.get(name, 0), per_point):
             specs.extend(f"{name}:{k}:{moment}" for moment in moments)
+    move = None
+    if moves_on_pages:
+        template_runs = query(_settings(template).state_db_url, "SELECT max(id) FROM harvest_runs")
+        template_run = template_runs[0][0] if template_runs else None
+        first_page = _first_page(reference, ref_snapshot["last_run_id"], moves_on_pages)
+        move = source_move(scenario.endpoint, first_page)
+        log(
+            f"[{backend.name}/{scenario.name}] after each kill the source moves on: updates "
+            f"{move.updated}, deletes {move.deleted}, adds {[r.identifier for r in move.new]}"
+        )
     rng = random.Random(11)
     for index, spec in enumerate(specs):
         home = backend.new_home(root, f"{scenario.name}-{index}", template)
@@ -1012,23 +1281,27 @@ def run_scenario(
             outcomes.append(outcome)
             log(f"  {spec}: {outcome['problems']}")
             continue
-        if double and reached:
-            second = rng.choice(specs)
-            attempts.append(second)
-            again = _cli(home, second, scenario.args)
-            if again.returncode not in (0, EXIT_CODE):
-                attempts.append(f"exit {again.returncode}: {again.stderr[-600:]}")
-        final = _cli(home, "none", scenario.args)
-        problems = []
-        if final.returncode != 0:
-            problems.append(f"rerun exited {final.returncode}: {final.stderr[-800:]}")
-            final = _cli(home, "none", scenario.args)  # does a second rerun recover?
-            if final.returncode != 0:
-                problems.append("a second rerun fails too")
-        got = snapshot(home, ref_snapshot["last_run_id"])
-        problems += compare(ref_snapshot, got)
-        problems += compare_status(ref_status, status_json(home, ref_snapshot["last_run_id"]))
-        problems += compare_reports(ref_report, report_of(final))
+        catch_up: dict[str, int] = {}
+        if move is None:
+            final, problems = _rerun(home, specs, scenario.args, double and reached, rng, attempts)
+            got = snapshot(home, ref_snapshot["last_run_id"])
+            problems += compare(ref_snapshot, got)
+            problems += compare_status(ref_status, status_json(home, ref_snapshot["last_run_id"]))
+            problems += compare_reports(ref_report, report_of(final))
+        else:
+            got, problems, catch_up = _rerun_moved_on(
+                backend,
+                root,
+                f"{scenario.name}-{index}",
+                template,
+                template_run,
+                home,
+                scenario,
+                move,
+                moves_on_pages,
+                (specs, double and reached, rng, attempts),
+                (ref_snapshot, ref_status),
+            )
         outcome = {
             "spec": spec,
             "attempts": attempts,
@@ -1036,6 +1309,7 @@ def run_scenario(
             "seconds": round(time.monotonic() - started, 1),
             "problems": problems,
             "leftover_tmp_files": got["tmp_files"],
+            **({"catch_up_expected": catch_up} if move is not None else {}),
         }
         outcomes.append(outcome)
         flag = "FAIL" if problems else "ok"
@@ -1043,6 +1317,126 @@ def run_scenario(
         if not problems:
             shutil.rmtree(home.path, ignore_errors=True)
     return outcomes
+
+
+def _rerun(
+    home: Home,
+    specs: list[str],
+    args: list[str],
+    double: bool,
+    rng: random.Random,
+    attempts: list[str],
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """After the kill: with `double`, a rerun killed once more first; then the rerun (and a
+    second one if it fails). Returns the last rerun and the problems seen."""
+    if double:
+        second = rng.choice(specs)
+        attempts.append(second)
+        again = _cli(home, second, args)
+        if again.returncode not in (0, EXIT_CODE):
+            attempts.append(f"exit {again.returncode}: {again.stderr[-600:]}")
+    final = _cli(home, "none", args)
+    problems = []
+    if final.returncode != 0:
+        problems.append(f"rerun exited {final.returncode}: {final.stderr[-800:]}")
+        final = _cli(home, "none", args)  # does a second rerun recover?
+        if final.returncode != 0:
+            problems.append("a second rerun fails too")
+    return final, problems
+
+
+def _rerun_moved_on(
+    backend: Backend,
+    root: Path,
+    name: str,
+    template: Home | None,
+    template_run: int | None,
+    home: Home,
+    scenario: Scenario,
+    move: SourceMove,
+    page_size: int,
+    rerun: tuple[list[str], bool, random.Random, list[str]],
+    unchanged: tuple[dict[str, Any], dict[str, Any]],
+) -> tuple[dict[str, Any], list[str], dict[str, int]]:
+    """The source moves on after the kill; the rerun is compared with a harvest of the
+    changed source from the starting home (fresh: no kill), by the sync rules for what the
+    killed attempt wrote before the change (`moved_on_view`), and its catch-up counters
+    with those the change and the killed attempt's state make (`expected_catch_up`)."""
+    specs, double, rng, attempts = rerun
+    was = _target_by_record(template)
+    killed = _target_by_record(home)
+    changed = set(move.updated) | set(move.deleted)
+    rewritten = {i for i, row in killed.items() if was.get(i) != row} & changed
+    created = {i for i in rewritten if i not in was}
+    transformed = changed & {
+        row[0]
+        for row in query(
+            _settings(home).state_db_url,
+            "SELECT identifier FROM harvest_records WHERE transformed_datestamp IS NOT NULL",
+        )
+    }
+    catch_up = expected_catch_up(home, template_run, move, page_size)
+    killed_run = _killed_run(home, template_run)
+    # the killed attempt had finished its run (on the unchanged source): the rerun is a new
+    # run of the change, and that run's records are the uncrashed reference's
+    finished = killed_run is not None and killed_run.status != "running"
+    move.apply(scenario.endpoint)
+    try:
+        final, problems = _rerun(home, specs, scenario.args, double, rng, attempts)
+        fresh = backend.new_home(root, f"{name}-fresh", template)
+        done = _cli(fresh, "none", scenario.args)
+        if done.returncode != 0:
+            raise RuntimeError(f"the fresh harvest failed: {done.stderr[-2000:]}")
+    finally:
+        move.undo(scenario.endpoint)
+    expected = snapshot(fresh)
+    got = snapshot(home, expected["last_run_id"])
+    reference, reference_status = unchanged
+    expected["run_record_statuses"] = (
+        reference["run_record_statuses"]
+        if finished
+        else moved_on_statuses(expected["run_record_statuses"], move, created)
+    )
+    problems += compare(
+        moved_on_view(expected, move, rewritten, transformed),
+        moved_on_view(got, move, rewritten, transformed),
+    )
+    problems += moved_on_problems(got, move, rewritten)
+    run_id = expected["last_run_id"]
+    expected_status = moved_on_status(status_json(fresh, run_id), move, created)
+    if finished and "error" not in expected_status:
+        run_keys = ("records", "total_records", "counters")
+        expected_status.update({k: reference_status[k] for k in run_keys})
+    got_status = status_json(home, run_id)
+    problems += compare_status(expected_status, got_status)
+    report, fresh_report = report_of(final), moved_on_report(report_of(done), move, created)
+    if report is None or fresh_report is None or report["run_id"] == run_id:
+        problems += compare_reports(fresh_report, report)
+    elif not finished:
+        # an attempt after the change (`--double`) finished the run: the rerun is a new run
+        # of a source it holds already
+        problems += _new_run_writes(report)
+    else:
+        # the killed attempt had finished its run: the rerun is a new one, of the change
+        wrote = {k: report[k] for k in ("created", "updated", "deleted")}
+        change = {
+            "created": len(move.new),
+            "updated": len(move.updated),
+            "deleted": len(move.deleted),
+        }
+        if wrote != change:
+            problems.append(f"the new run wrote {wrote}, the change is {change}")
+    # the run's own counters (all its attempts), whichever run the last rerun was; the
+    # rerun's report of that run says the same
+    counters = got_status.get("counters")
+    problems += compare_catch_up(catch_up, counters, double)
+    if report is not None and counters is not None and report["run_id"] == run_id:
+        reported = {name: report.get(name) for name in catch_up}
+        if reported != {name: counters[name] for name in catch_up}:
+            problems.append(f"the report counts the catch-up {reported}, status {counters}")
+    if not problems:  # kept with the crashed home otherwise, to look into
+        shutil.rmtree(fresh.path, ignore_errors=True)
+    return got, problems, catch_up
 
 
 def _suffix(stage: str) -> str:
@@ -1082,6 +1476,13 @@ def main(argv: list[str] | None = None) -> int:
         help=f"with --resumed: the stages the first harvest is killed in, comma-separated "
         f"(default write): {', '.join(f'{k}={v}' for k, v in INTERRUPTIONS.items())}",
     )
+    parser.add_argument(
+        "--source-moves-on",
+        action="store_true",
+        help="after each kill, change the source (update, delete, add records, dated now) "
+        "before the rerun, and compare it with a fresh harvest of the changed source "
+        "(the resumed run's catch-up list); CLI first and incremental scenarios only",
+    )
     parser.add_argument("--list", action="store_true", help="print the fault points")
     parser.add_argument(
         "--dagster", action="store_true", help="in-process Dagster runs instead of the CLI"
@@ -1098,13 +1499,17 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM ends the sweep through its `finally`s: a PostgreSQL server it started stops.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     points = [*POINTS, *SQL_POINTS] if args.points == "all" else args.points.split(",")
-    unknown = set(points) - set(POINTS) - set(SQL_POINTS)
+    unknown = {p.split(":")[0] for p in points} - set(POINTS) - set(SQL_POINTS)
     if unknown:
         parser.error(f"unknown points: {sorted(unknown)}")
     stages = args.resumed_at.split(",") if args.resumed_at else ["write"]
     if set(stages) - set(INTERRUPTIONS):
         parser.error(f"unknown stages: {sorted(set(stages) - set(INTERRUPTIONS))}")
     args.resumed = args.resumed or bool(args.resumed_at)
+    if args.source_moves_on and (
+        args.resumed or args.dagster or args.scenario in ("reconcile", "all")
+    ):
+        parser.error("--source-moves-on sweeps the CLI's first and incremental scenarios only")
 
     from oai_pipeline.sample_endpoint.records import generate_datacite_records
 
@@ -1195,6 +1600,7 @@ def main(argv: list[str] | None = None) -> int:
                             args.per_point,
                             args.double,
                             log,
+                            moves_on_pages=args.page_size if args.source_moves_on else None,
                         )
                         results[scenario.name] = outcomes
                         failures += sum(1 for o in outcomes if o["problems"])

@@ -397,3 +397,39 @@ def _reconcile_killed_and_rerun(
         assert rerun.returncode == 0, rerun.stderr[-3000:]
     got = json.loads(rerun.stdout)
     return back, dropped, expected, got, crash_sweep.snapshot(reference), crash_sweep.snapshot(home)
+
+
+def test_the_sweep_with_a_source_that_moves_on_finds_a_rerun_like_a_fresh_harvest(
+    tmp_path: Path,
+) -> None:
+    """`crash_sweep --source-moves-on` at one point, so that the mode cannot rot: killed in
+    the write stage, the source changed, the rerun's catch-up list takes the 6 changed
+    records of its first page (newer copies) and the 3 records added before its token, and
+    the sweep finds its result like a fresh harvest of the changed source; the source is
+    as it was after."""
+    with OAIEndpoint(RECORDS, page_size=20) as endpoint:
+        before = endpoint.records()
+        empty = Backend().new_home(tmp_path, "empty")
+        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10)
+        scenario = crash_sweep.Scenario("first", [*FULL, "--json"], empty, endpoint=endpoint)
+        outcomes = crash_sweep.run_scenario(
+            Backend(),
+            tmp_path,
+            endpoint.base_url,
+            scenario,
+            ["writer_apply:2:after"],
+            per_point=1,
+            double=False,
+            log=lambda _: None,
+            moves_on_pages=20,
+        )
+        assert endpoint.records() == before
+
+    [outcome] = outcomes
+    assert outcome["reached"] and outcome["problems"] == []
+    assert outcome["catch_up_expected"] == {
+        "catch_up_pages": 1,
+        "catch_up_listed": 9,
+        "catch_up_new_records": 3,
+        "catch_up_newer_copies": 6,
+    }
