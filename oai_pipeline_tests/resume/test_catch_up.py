@@ -202,6 +202,26 @@ def _run_counters(home: Home) -> dict[str, int]:
     return report["counters"]
 
 
+def _capped_scenario(
+    tmp_path: Path, cap: int
+) -> tuple[Home, Home, subprocess.CompletedProcess[str], set[str]]:
+    """A harvest capped at `cap` killed in the write stage, the source moved on (records the
+    run staged updated and deleted, 3 added), the harvest rerun; and a fresh uncapped
+    harvest of the source as it is now: both homes, the rerun, what the run staged before."""
+    args = ["harvest", HARVESTER, "--max-records", str(cap)]
+    with OAIEndpoint(_records(), page_size=20) as endpoint:
+        empty = Backend().new_home(tmp_path, "empty")
+        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10)
+        home = Backend().new_home(tmp_path, "home", empty)
+        _run(home, args, "writer_apply:2:after")
+        before = set(_staged(home))
+        _move_on(endpoint, sorted(before))
+        rerun = _ran(home, args)
+        fresh = Backend().new_home(tmp_path, "fresh", empty)
+        _run(fresh, ["harvest", HARVESTER])
+    return home, fresh, rerun, before
+
+
 def test_a_capped_run_resumed_takes_the_newer_copies_of_its_records_and_keeps_its_cap(
     tmp_path: Path,
 ) -> None:
@@ -210,18 +230,7 @@ def test_a_capped_run_resumed_takes_the_newer_copies_of_its_records_and_keeps_it
     added 3. The rerun's catch-up list stages the newer copies of the run's records (they
     use no room under the cap) and one new record: before, the page was cut to the room
     left, dropping newer copies of staged records with the new ones."""
-    args = ["harvest", HARVESTER, "--max-records", "101"]
-    with OAIEndpoint(_records(), page_size=20) as endpoint:
-        empty = Backend().new_home(tmp_path, "empty")
-        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10)
-        home = Backend().new_home(tmp_path, "home", empty)
-        _run(home, args, "writer_apply:2:after")
-        before = set(_staged(home))
-        _move_on(endpoint, sorted(before))
-        _run(home, args)
-        fresh = Backend().new_home(tmp_path, "fresh", empty)
-        _run(fresh, ["harvest", HARVESTER])
-
+    home, fresh, _, before = _capped_scenario(tmp_path, 101)
     assert _run_counters(home)["staged"] == 101  # the cap holds
     got, expected = _target(home), _target(fresh)
     assert {i: got.get(i) for i in before} == {i: expected.get(i) for i in before}
@@ -289,18 +298,7 @@ def test_a_capped_run_that_reached_its_cap_still_takes_the_newer_copies_of_its_r
     list reached the cap; the source updated and deleted records the run staged. The rerun
     has no room for new records, but its catch-up list stages the newer copies of its own:
     before, it returned at once (its cap reached) and wrote their pre-crash copies."""
-    args = ["harvest", HARVESTER, "--max-records", "50"]
-    with OAIEndpoint(_records(), page_size=20) as endpoint:
-        empty = Backend().new_home(tmp_path, "empty")
-        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10)
-        home = Backend().new_home(tmp_path, "home", empty)
-        _run(home, args, "writer_apply:2:after")
-        before = set(_staged(home))
-        _move_on(endpoint, sorted(before))
-        rerun = _ran(home, args)
-        fresh = Backend().new_home(tmp_path, "fresh", empty)
-        _run(fresh, ["harvest", HARVESTER])
-
+    home, fresh, rerun, before = _capped_scenario(tmp_path, 50)
     assert "listing again what the source changed since" in rerun.stderr
     assert _run_counters(home)["staged"] == 50  # the cap holds, exactly
     got, expected = _target(home), _target(fresh)
