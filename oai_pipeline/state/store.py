@@ -180,6 +180,15 @@ def _unknown_to_source(rr: sa.Table) -> sa.ColumnElement[bool]:
     return sa.and_(rr.c.status == "failed", error_type == "idDoesNotExist")
 
 
+def _staged_in_run(conn: Connection, run_id: int, identifiers: list[str]) -> set[str]:
+    """Which of these records (a chunk: `_chunks`) the run has staged."""
+    rr = run_records
+    query = sa.select(rr.c.identifier).where(
+        rr.c.run_id == run_id, rr.c.identifier.in_(identifiers)
+    )
+    return set(conn.execute(query).scalars())
+
+
 class StagedPage(NamedTuple):
     """What `StateStore.stage` did with a page."""
 
@@ -780,13 +789,7 @@ class StateStore:
         with self._engine.begin() as conn:
             known: set[str] = set()
             for chunk in _chunks(list(errors)):
-                known.update(
-                    conn.execute(
-                        sa.select(rr.c.identifier).where(
-                            rr.c.run_id == run_id, rr.c.identifier.in_(chunk)
-                        )
-                    ).scalars()
-                )
+                known |= _staged_in_run(conn, run_id, chunk)
                 never_listed = sa.select(hr.c.identifier).where(
                     hr.c.harvester_id == harvester_id,
                     hr.c.identifier.in_(chunk),
@@ -1812,13 +1815,7 @@ class StateStore:
         found: set[str] = set()
         with self._read() as conn:
             for chunk in _chunks(list(identifiers)):
-                found.update(
-                    conn.execute(
-                        sa.select(run_records.c.identifier).where(
-                            run_records.c.run_id == run_id, run_records.c.identifier.in_(chunk)
-                        )
-                    ).scalars()
-                )
+                found |= _staged_in_run(conn, run_id, chunk)
         return found
 
     def _changed_within_day(
