@@ -250,14 +250,16 @@ def _changed_request(
     where: the resumption token of a run of the old base URL is the old server's."""
     if checkpoint is None:
         return None
+    asked = [
+        ("metadata prefix", checkpoint.metadata_prefix, harvester.metadata_prefix),
+        ("set", checkpoint.set_spec, harvester.setspec),
+    ]
+    if _base_url_changed(run, harvester):
+        asked.insert(0, ("base URL", _options_of(run)["base_url"], harvester.base_url))
     changes = [
         f"the {name} changed from {before!r} to {now!r}"
-        for name, before, now in (
-            ("base URL", _options_of(run).get("base_url"), harvester.base_url),
-            ("metadata prefix", checkpoint.metadata_prefix, harvester.metadata_prefix),
-            ("set", checkpoint.set_spec, harvester.setspec),
-        )
-        if before != now and (name != "base URL" or _base_url_changed(run, harvester))
+        for name, before, now in asked
+        if before != now
     ]
     return " and ".join(changes) or None
 

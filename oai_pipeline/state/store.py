@@ -2035,13 +2035,14 @@ class StateStore:
         return self._counters(run)
 
     def update_counters(self, run_id: int, **deltas_or_values: int | bool) -> None:
-        """Integer counters (COUNTERS, CATCH_UP_COUNTERS) are incremented by the value
-        given; `cap_reached` is set."""
+        """Integer counters (pages_read, discovered, staged, duplicates_skipped,
+        existing_skipped) are incremented by the value given; `cap_reached` is set. (The
+        catch-up list's are counted by `stage`, in its transaction.)"""
         values: dict[str, Any] = {"updated_at": utc_now()}
         for name, value in deltas_or_values.items():
             if name == "cap_reached":
                 values[name] = bool(value)
-            elif name in COUNTERS or name in CATCH_UP_COUNTERS:
+            elif name in COUNTERS:
                 if value:
                     values[name] = harvest_runs.c[name] + int(value)
             else:

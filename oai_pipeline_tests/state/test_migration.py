@@ -330,6 +330,7 @@ def test_a_version_16_database_counts_catch_up_lists_apart(store_url: str) -> No
         assert {name: counters[name] for name in CATCH_UP_COUNTERS} == dict.fromkeys(
             CATCH_UP_COUNTERS, 0
         )
-        store.update_counters(run_id, catch_up_pages=1, catch_up_listed=7)
+        page = [HarvestedRecord("oai:x:1", "2024-01-01T00:00:00Z", False)]
+        store.stage(run_id, "h", page, catch_up_listed=7)
         counters = store.reconcile_counters(run_id)
     assert (counters["catch_up_pages"], counters["catch_up_listed"]) == (1, 7)
