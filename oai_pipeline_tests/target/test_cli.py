@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,14 @@ def test_list_shows_a_page_of_the_oldest_records(run, tmp_path: Path) -> None:
     assert [r["id"] for r in listed] == deposited[:2]
     assert len(run("list").output.splitlines()) == 3
     assert run("list", "--limit", "0", ok=False).exit_code == 2
+
+
+def test_show_json_times_are_utc_with_their_zone(run, record_file: Path) -> None:
+    """A reader comparing `created` with the harvest records' times (`records show`, `…Z`)
+    needs the zone: SQLite gives the stored times back without it."""
+    record_id = run("deposit", str(record_file)).output.strip()
+    shown = json.loads(run("show", record_id, "--json").output)
+    for name in ("created", "updated"):
+        assert shown[name].endswith("Z"), shown[name]
+        moment = datetime.fromisoformat(shown[name])
+        assert moment.utcoffset() == timedelta(0)

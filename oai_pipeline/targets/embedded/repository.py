@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -37,8 +38,14 @@ from oai_pipeline.targets.embedded.transaction import (
     LIVE,
     STATES,
     TargetTransaction,
+    as_utc,
     communities_of,
 )
+
+
+def _iso_utc(stamp: datetime) -> str:
+    """ISO 8601 in UTC with `Z`, the form of the state store's times (`records show`)."""
+    return as_utc(stamp).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def set_path(data: dict[str, Any], path: str, value: Any) -> None:
@@ -211,8 +218,9 @@ class EmbeddedRepository:
             "purge": bool(row.purge),
             "source_harvester": row.source_harvester,
             "source_identifier": row.source_identifier,
-            "created": row.created.isoformat(),
-            "updated": row.updated.isoformat(),
+            # UTC with its zone, as every time the CLI prints (SQLite returns them naive)
+            "created": _iso_utc(row.created),
+            "updated": _iso_utc(row.updated),
         }
 
     def list(
