@@ -72,6 +72,16 @@ class PartitionStore:
     def _folder(self, asset: str, harvester_id: str, window: str) -> str:
         return f"{self._base}/{asset}/{harvester_id}/{window}"
 
+    @property
+    def is_local(self) -> bool:
+        return self._local
+
+    def location(self, asset: str, harvester_id: str, window: str) -> str:
+        """Where a partition's parts are, for a reader: a local folder, or the object
+        store's URL with its protocol (``s3://bucket/prefix/…``)."""
+        folder = self._folder(asset, harvester_id, window)
+        return os.path.abspath(folder) if self._local else self.fs.unstrip_protocol(folder)
+
     def windows(self, asset: str, harvester_id: str) -> list[str]:
         """The keys of the harvester's partitions of this asset."""
         return self._names(f"{self._base}/{asset}/{harvester_id}")
@@ -97,14 +107,25 @@ class PartitionStore:
             self.fs.rm(path)
 
     def finish(
-        self, asset: str, harvester_id: str, window: str, parts: int, manifest: dict | None
+        self,
+        asset: str,
+        harvester_id: str,
+        window: str,
+        parts: int,
+        manifest: dict | None,
+        empty: pl.DataFrame | None = None,
     ) -> None:
         """End re-materialising with parts 0..parts-1 written: drop the rest, then the manifest.
 
         Stale parts go first, so a partition with a manifest never holds a part of an earlier
         materialisation. Without a manifest (the source had none) the partition stays without.
+        A partition of no records gets `empty` (the asset's columns, no rows) as its one part:
+        a reader of the window's folder gets an empty table, not "no files found".
         """
         folder = self._folder(asset, harvester_id, window)
+        if parts == 0 and empty is not None and manifest is not None:
+            self.write_part(asset, harvester_id, window, 0, empty)
+            parts = 1
         keep = {part_name(part) for part in range(parts)}
         if manifest is not None:
             keep.add(f"{MANIFEST}{_TMP}")  # written over just below

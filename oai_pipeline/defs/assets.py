@@ -168,7 +168,7 @@ def _materialised_before_failing(
                 dg.AssetMaterialization(
                     asset_key=context.asset_key,
                     partition=str(partition_key(scope.harvester_id, window)),
-                    metadata={"window": window, **_DESCRIBE[asset](summary)},
+                    metadata=_window_entries(storage, asset, scope.harvester_id, window, summary),
                 )
             )
 
@@ -321,6 +321,21 @@ def _add_partition_metadata(
     step._metadata_accumulator = accumulator  # noqa: SLF001 - see the docstring
 
 
+def _window_entries(
+    storage: PartitionStore, asset: str, harvester_id: str, window: str, summary: PartitionSummary
+) -> dict[str, object]:
+    """A window's materialisation metadata: its key, where its Parquet parts are (a path a
+    data engineer opens or hands to polars/duckdb; a URL on an object store) and its counts."""
+    location = storage.location(asset, harvester_id, window)
+    return {
+        "window": window,
+        "path": dg.MetadataValue.path(location)
+        if storage.is_local
+        else dg.MetadataValue.url(location),
+        **_DESCRIBE[asset](summary),
+    }
+
+
 def _window_metadata(
     context: dg.AssetExecutionContext,
     pipeline: PipelineResource,
@@ -339,7 +354,7 @@ def _window_metadata(
                 storage, asset, scope.harvester_id, window, preview=ERROR_PREVIEW
             )
             key = partition_key(scope.harvester_id, window)
-            by_partition[key] = {"window": window, **describe(summary)}
+            by_partition[key] = _window_entries(storage, asset, scope.harvester_id, window, summary)
             total.add(summary, preview=ERROR_PREVIEW)
     _add_partition_metadata(context, by_partition)
     return {
@@ -397,13 +412,22 @@ def raw_oai_xml(
     )
     counters: Counter[str] = Counter()
     for _, result in results:
-        counters.update({k: int(v) for k, v in result.counters.items() if isinstance(v, int)})
+        # Counts only: `cap_reached` is a flag (below, as a bool), not a count to add up.
+        counters.update(
+            {
+                k: v
+                for k, v in result.counters.items()
+                if isinstance(v, int) and not isinstance(v, bool)
+            }
+        )
     return _run_result(
         context,
         {
             **_window_metadata(context, pipeline, RAW_OAI_XML, _scopes(results)),
-            "oai_from": ", ".join(str(r.from_) for _, r in results),
-            "oai_until": ", ".join(str(r.until) for _, r in results),
+            # no `from` (the grid's first window holds everything older): "earliest", not
+            # Python's "None"
+            "oai_from": ", ".join(r.from_ or "earliest" for _, r in results),
+            "oai_until": ", ".join(r.until or "latest" for _, r in results),
             "harvest_runs": ", ".join(str(r.run_id) for _, r in results),
             "cap_reached": any(r.cap_reached for _, r in results),
             **_counts("run_", counters),

@@ -73,7 +73,11 @@ def _results(counts: StageCounts) -> list[dg.AssetCheckResult]:
             passed=errors == 0,
             severity=dg.AssetCheckSeverity.WARN,
             description=f"{errors} record errors" if errors else "no record errors",
-            metadata={f"errors_{k}": v for k, v in sorted(counts.error_types.items())},
+            # the count it reports, 0 included: a passed check has a number to plot too
+            metadata={
+                "error_count": errors,
+                **{f"errors_{k}": v for k, v in sorted(counts.error_types.items())},
+            },
         ),
     ]
 

@@ -788,5 +788,10 @@ def _export(services: Services, scope: HarvestScope, run_id: int, result: Discov
     flush()
     for key in scope.keys:
         storage.finish(
-            RAW_OAI_XML, scope.harvester_id, key, parts[key], counts.manifest(key, manifest)
+            RAW_OAI_XML,
+            scope.harvester_id,
+            key,
+            parts[key],
+            counts.manifest(key, manifest),
+            empty=RAW_SCHEMA.to_frame(),
         )

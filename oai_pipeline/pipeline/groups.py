@@ -16,6 +16,7 @@ import polars as pl
 
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.pipeline.collector import bulk_allocation
+from oai_pipeline.pipeline.frames import SCHEMAS
 from oai_pipeline.pipeline.partition_summary import WindowCounts
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.storage import PartitionStore
@@ -161,7 +162,12 @@ def _map_groups(
             _write_group(storage, scope, target_asset, work.group, work.finish(), counts)
         for key, parts, manifest in work.windows:
             storage.finish(
-                target_asset, scope.harvester_id, key, parts, counts.manifest(key, manifest)
+                target_asset,
+                scope.harvester_id,
+                key,
+                parts,
+                counts.manifest(key, manifest),
+                empty=empty,
             )
 
     def flush() -> None:
@@ -183,6 +189,7 @@ def _map_groups(
             finish(work)
             started = None
 
+    empty = _empty_part(target_asset)
     for key in scope.keys:
         manifest = storage.read_manifest(source_asset, scope.harvester_id, key)
         storage.begin(target_asset, scope.harvester_id, key)
@@ -190,6 +197,10 @@ def _map_groups(
         for index, (name, source) in enumerate(
             storage.iter_parts(source_asset, scope.harvester_id, key, columns)
         ):
+            if source.is_empty() and empty is not None:  # an empty window's: no work
+                storage.write_part(target_asset, scope.harvester_id, key, index, empty)
+                parts = index + 1
+                continue
             if group.overlaps(source):
                 flush()
             group.add(PartRef(key, name, index), source)
@@ -202,6 +213,12 @@ def _map_groups(
     flush()
     if started is not None:
         finish(started)
+
+
+def _empty_part(asset: str) -> pl.DataFrame | None:
+    """The part of no records of one of the four assets: its columns, no rows."""
+    schema = SCHEMAS.get(asset)
+    return None if schema is None else schema.to_frame()
 
 
 def _combined(group: _Group) -> pl.DataFrame:
