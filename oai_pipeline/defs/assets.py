@@ -491,7 +491,7 @@ def written_records(
         context,
         {
             **_window_metadata(context, pipeline, WRITTEN_RECORDS, _scopes(results)),
-            "harvest_runs": ", ".join(str(r.run_id) for _, r in results),
+            "harvest_runs": ", ".join(map(str, harvest_runs)),
             # each write of a harvest run reports the run's undo (all its attempts): once
             "run_local_changes_undone": sum(
                 brought_back(undone) for undone in {r.run_id: r.undone for _, r in results}.values()
