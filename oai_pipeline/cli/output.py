@@ -379,7 +379,21 @@ def report_text(report: dict[str, Any]) -> str:
             f"  local changes undone: {report['local_changes_undone']} "
             "(records changed in the target, not listed by the source)"
         )
+    if taken := reidentified_line(report.get("reidentified")):
+        lines.append(taken)
     if report.get("cap_reached"):
         lines.append("  the cap was reached; run again to harvest more")
     lines.extend(note_lines(report.get("notices")))
     return "\n".join(lines)
+
+
+def reidentified_line(actions: dict[str, int] | None) -> str | None:
+    """The line of a harvest's or reconcile's report for the records that took over the
+    target record their former identifier left (a source that changed its identifiers)."""
+    taken = sum(n for action, n in (actions or {}).items() if action != "error")
+    if not taken:
+        return None
+    return (
+        f"  re-identified: {taken} (records refused a DOI their former identifier held, "
+        "now on its target record)"
+    )

@@ -5,7 +5,14 @@ from __future__ import annotations
 import click
 
 from oai_pipeline.cli.harvesters import disabled_warning
-from oai_pipeline.cli.output import FriendlyCommand, emit, json_option, note_lines, progress_line
+from oai_pipeline.cli.output import (
+    FriendlyCommand,
+    emit,
+    json_option,
+    note_lines,
+    progress_line,
+    reidentified_line,
+)
 from oai_pipeline.pipeline.reconcile import reconcile as reconcile_source
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import load_settings
@@ -44,6 +51,7 @@ def reconcile(harvester_id: str, force: bool, as_json: bool) -> None:
             if report["returned"]
             else ""
         )
+        + (f"\n{taken.strip()}" if (taken := reidentified_line(report["reidentified"])) else "")
         + "".join(f"\n{line}" for line in note_lines(report["notices"]))
     )
     emit(report, as_json=as_json, text=text)

@@ -496,6 +496,10 @@ def written_records(
             "run_local_changes_undone": sum(
                 brought_back(undone) for undone in {r.run_id: r.undone for _, r in results}.values()
             ),
+            # records refused a DOI their former identifier held, written once it gave it up
+            "reidentified": sum(
+                n for _, r in results for a, n in r.reidentified.items() if a != "error"
+            ),
             **_status_metadata(pipeline, harvest_runs),
             "dagster_runs_pruned": pruned_runs,
         },

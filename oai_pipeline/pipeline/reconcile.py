@@ -21,6 +21,7 @@ from oai_pipeline.errors import PipelineError, add_notices
 from oai_pipeline.harvesters.plugins import build_reader, build_writers
 from oai_pipeline.oai.client import list_size_slack
 from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.reidentified import take_over_freed_pids
 from oai_pipeline.pipeline.runner import run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
@@ -146,6 +147,9 @@ class ReconcileReport:
     # lists again), with that harvest's actions
     returned: list[str] = field(default_factory=list)
     returned_actions: Counter[str] = field(default_factory=Counter)
+    # records an earlier harvest refused the DOI a vanished record held, written now that
+    # its tombstone gave it up (the source re-identified them; see reidentified.py)
+    reidentified: Counter[str] = field(default_factory=Counter)
     actions: Counter[str] = field(default_factory=Counter)
     errors: int = 0
     # quirks of the source the sweeps met (Reader.notices), as a harvest's report has them
@@ -164,6 +168,7 @@ class ReconcileReport:
             "vanished": self.vanished,
             "returned": self.returned,
             "returned_actions": dict(self.returned_actions),
+            "reidentified": dict(self.reidentified),
             "actions": dict(self.actions),
             "errors": self.errors,
             "notices": self.notices,
@@ -228,6 +233,14 @@ def _reconcile_holding_the_leases(
             )
         else:
             report.returned_actions.update(harvested.actions)
+    # After the deletions, also those a killed attempt of this run saved: every reconcile
+    # looks, so a rerun finishes what the killed one did not.
+    writers = build_writers(services.harvester(harvester_id), services.settings)
+    try:
+        report.reidentified = take_over_freed_pids(services, harvester_id, writers)
+    finally:
+        for writer in writers:
+            writer.close()
     services.state.finish_reconcile_run(run_id)
     return report
 

@@ -40,6 +40,9 @@ class HarvestReport:
     # changed, by name (`nothing`: found as the source reports them; `error`: not brought back)
     local_changes_undone: int = 0
     local_changes_undone_actions: dict[str, int] = field(default_factory=dict)
+    # records refused a DOI their former identifier held, written once it gave it up
+    # (a source that re-identified them; see reidentified.py), by action
+    reidentified: dict[str, int] = field(default_factory=dict)
     # A resumed run: records an earlier attempt wrote, and those it failed that this one
     # did not try again (without retry_failed); not in the counts above.
     written_earlier: int = 0
@@ -74,6 +77,7 @@ def summarise(
     notices: list[str] | None = None,
     unknown: list[str] | None = None,
     catch_up: dict[str, int] | None = None,
+    reidentified: Counter[str] | None = None,
 ) -> HarvestReport:
     if unknown:  # failed at discovery, never planned: an error like those of the write
         errors = errors + Counter({"idDoesNotExist": len(unknown)})
@@ -94,6 +98,7 @@ def summarise(
         error_types=dict(errors),
         local_changes_undone=brought_back(undone or Counter()),
         local_changes_undone_actions=dict(undone or {}),
+        reidentified=dict(reidentified or {}),
         written_earlier=actions[ALREADY_WRITTEN],
         failed_earlier=actions[FAILED_BEFORE],
         notices=list(notices or []),
@@ -133,4 +138,5 @@ def run_harvest(
         discovery.notices,
         discovery.unknown,
         discovery.counters,
+        written.reidentified,
     )

@@ -30,6 +30,7 @@ from oai_pipeline.pipeline.groups import PartRef, map_partition_groups, read_gro
 from oai_pipeline.pipeline.local_changes import undo_local_changes
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.partitions import planned_run_id
+from oai_pipeline.pipeline.reidentified import take_over_freed_pids
 from oai_pipeline.pipeline.retention import prune
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
@@ -73,6 +74,7 @@ class WriteSummary:
     errors: Counter[str] = field(default_factory=Counter)
     error_rows: list[dict] = field(default_factory=list)
     undone: Counter[str] = field(default_factory=Counter)  # see local_changes.py
+    reidentified: Counter[str] = field(default_factory=Counter)  # see reidentified.py
 
 
 def write(
@@ -254,6 +256,11 @@ def write(
             )
             summary.undone = undo_local_changes(
                 services, scope.harvester_id, writers, run_started, run_id
+            )
+            # After the deletions this run wrote: records an earlier write refused the DOI
+            # that their former identifier held take its record over now.
+            summary.reidentified = take_over_freed_pids(
+                services, scope.harvester_id, writers, run_started
             )
             _require_all_settled(waiting, run_id, options)
     except BaseException as error:

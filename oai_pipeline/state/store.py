@@ -51,7 +51,7 @@ from oai_pipeline.state.schema import (
     run_records,
 )
 from oai_pipeline.sync.rules import Action, HarvestMemory
-from oai_pipeline.targets.base import WriteOutcome
+from oai_pipeline.targets.base import DUPLICATE, WriteOutcome
 from oai_pipeline.transform.base import TransformItem
 
 if TYPE_CHECKING:
@@ -770,6 +770,29 @@ class StateStore:
         query = (
             sa.select(record_errors.c.identifier)
             .where(record_errors.c.harvester_id == harvester_id)
+            .distinct()
+            .order_by(record_errors.c.identifier)
+        )
+        with self._read() as conn:
+            return list(conn.execute(query).scalars())
+
+    def refused_a_pid(self, harvester_id: str) -> list[str]:
+        """The harvester's records live at the source whose last write was refused their pid
+        (`duplicate_pid`), in order: a source that re-identified a record deletes the old
+        identifier after, or in another window than, the new one was refused its DOI."""
+        hr = harvest_records
+        query = (
+            sa.select(record_errors.c.identifier)
+            .join(
+                hr,
+                (hr.c.harvester_id == record_errors.c.harvester_id)
+                & (hr.c.identifier == record_errors.c.identifier),
+            )
+            .where(
+                record_errors.c.harvester_id == harvester_id,
+                record_errors.c.type == DUPLICATE,
+                hr.c.deleted.is_(False),
+            )
             .distinct()
             .order_by(record_errors.c.identifier)
         )

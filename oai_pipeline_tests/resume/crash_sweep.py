@@ -119,6 +119,9 @@ POINTS: dict[str, tuple[str, str]] = {
     "mark_gone": ("oai_pipeline.state.store", "StateStore.mark_gone"),
     "changed_locally": ("oai_pipeline.targets.embedded.writer", "EmbeddedWriter.changed_locally"),
     "lookup": ("oai_pipeline.targets.embedded.writer", "EmbeddedWriter.lookup"),
+    # the records refused a DOI that a re-identified record's tombstone may now give them
+    # (pipeline/reidentified.py; their writes are writer_apply and save_write_outcomes)
+    "refused_a_pid": ("oai_pipeline.state.store", "StateStore.refused_a_pid"),
     "finish_run": ("oai_pipeline.state.store", "StateStore.finish_run"),
     "start_reconcile_run": ("oai_pipeline.state.store", "StateStore.start_reconcile_run"),
     "finish_reconcile_run": ("oai_pipeline.state.store", "StateStore.finish_reconcile_run"),

@@ -1,0 +1,93 @@
+"""Records a source re-identified: the new identifier takes over the old one's target record.
+
+A source that changes its OAI identifiers (a DSpace upgrade, a move to a new host) lists the
+same works, with the same DOIs, under new identifiers, and deletes the old ones or lets them
+vanish. A new identifier written while its old one is still live in the target is refused
+its DOI (`duplicate_pid`: two live identifiers, one DOI); once the old one is deleted (its
+deleted header, or a reconcile), its tombstone holds the DOI and the writer lets the new
+identifier take it over. Nothing would list the refused record again, though (an incremental
+harvest lists it only once the source changes it), so each write stage and each reconcile
+writes those records again from their last transform: the old target record comes back under
+the new identifier (same id, a new revision), not a new record, not a tombstone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+
+from oai_pipeline import json_codec
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.sync.rules import Action, SourceRecord, decide
+from oai_pipeline.targets.base import PlannedWrite, SourceKey, Writer
+
+BATCH = 500
+
+
+def take_over_freed_pids(
+    services: Services,
+    harvester_id: str,
+    writers: Sequence[Writer],
+    run_started: datetime | None = None,
+) -> Counter[str]:
+    """Write again, from their last transform, the harvester's records refused their pid
+    that the target now lets them have (a re-identified record's tombstone, a user's
+    deposit); returns the actions taken. Records still refused are left as they are: no
+    write, no new error.
+
+    A record the target already holds under its identifier but the store does not know as
+    written (a write killed before the store saved it) is written too: the writer finds it
+    as this write would leave it, and the store forgets the old error."""
+    state = services.state
+    refused = state.refused_a_pid(harvester_id)
+    actions: Counter[str] = Counter()
+    for writer in writers:
+        for start in range(0, len(refused), BATCH):
+            identifiers = refused[start : start + BATCH]
+            reported = state.last_reported(harvester_id, identifiers)
+            memories = state.get_memories(harvester_id, identifiers)
+            transforms = {
+                i: last.transform
+                for i, last in reported.items()
+                if not last.deleted and last.transform is not None
+            }
+            data = {i: json_codec.loads(t.data_json) for i, t in transforms.items()}
+            keys = [
+                SourceKey(i, writer.options.pid_in(data[i], t.pid)) for i, t in transforms.items()
+            ]
+            local = writer.lookup(harvester_id, keys)
+            writes = []
+            for key in keys:
+                found, memory = local[key.identifier], memories.get(key.identifier)
+                known = memory is not None and memory.local_id == found.local_id
+                if found.local_id is None or (known and not found.taken_over):
+                    continue  # still refused (or its own record, written and known)
+                last = reported[key.identifier]
+                source = SourceRecord(key.identifier, last.datestamp, False, key.pid)
+                decision = decide(source, None, found, publishes=writer.options.publish)
+                transform = transforms[key.identifier]
+                writes.append(
+                    PlannedWrite(
+                        identifier=key.identifier,
+                        action=decision.action,
+                        reason=f"its pid is free for it now: {decision.reason}",
+                        datestamp=last.datestamp,
+                        data=data[key.identifier],
+                        data_json=transform.data_json,
+                        pid=key.pid,
+                        communities=transform.communities,
+                        local_id=found.local_id,
+                        run_started=run_started,
+                    )
+                )
+            if not writes:
+                continue
+            outcomes = writer.apply(harvester_id, writes)
+            state.save_write_outcomes(
+                harvester_id, outcomes, {w.identifier: w.datestamp for w in writes}
+            )
+            actions.update(
+                o.action.value if o.error is None else Action.ERROR.value for o in outcomes
+            )
+    return actions
