@@ -864,3 +864,27 @@ def test_a_failed_record_changed_the_same_day_is_a_newer_copy(store):
     store.stage(run_id, "h", [fixed], listed_at=listed_at)
     assert [r.xml for r in store.iter_staged(run_id)] == [fixed.xml]
     assert store.claim(run_id, limit=5) == [first.identifier]  # pending again
+
+
+def test_refused_a_pid_lists_live_records_whose_last_write_was_refused_their_doi(store):
+    """What a write stage or reconcile offers their DOI again (pipeline/reidentified.py): live
+    records of the harvester whose last write failed with duplicate_pid, not other errors,
+    not records deleted at the source, not another harvester's, not once written since."""
+    store.upsert_harvested("h", [record(n) for n in range(1, 6)] + [record(6, deleted=True)])
+    store.upsert_harvested("other", [record(1)])
+    refused = RecordError(type="duplicate_pid", message="DOI 10.1/x is already used")
+    other = RecordError(type="missing_community", message="no community 'x'")
+
+    def fail(harvester_id: str, n: int, error: RecordError) -> None:
+        outcome = WriteOutcome(f"oai:x:{n}", Action.CREATE, None, None, error=error)
+        store.save_write_outcomes(harvester_id, [outcome], {f"oai:x:{n}": "2024-01-01"})
+
+    for n in (3, 1, 5, 6):
+        fail("h", n, refused)
+    fail("h", 2, other)
+    fail("other", 1, refused)
+    written = WriteOutcome("oai:x:5", Action.RESTORE, "abc-123", 3)
+    store.save_write_outcomes("h", [written], {"oai:x:5": "2024-01-01"})
+
+    assert store.refused_a_pid("h") == ["oai:x:1", "oai:x:3"]
+    assert store.refused_a_pid("nobody") == []
