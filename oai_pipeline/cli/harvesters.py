@@ -10,7 +10,14 @@ from typing import Any, TypeVar
 import click
 from pydantic import ValidationError
 
-from oai_pipeline.cli.output import FriendlyGroup, InvalidInput, emit, json_option, listing_text
+from oai_pipeline.cli.output import (
+    CommandError,
+    FriendlyGroup,
+    InvalidInput,
+    emit,
+    json_option,
+    listing_text,
+)
 from oai_pipeline.errors import ConfigurationError, NotFound, PipelineError, database_error_text
 from oai_pipeline.harvesters.fixtures import read_fixture_file
 from oai_pipeline.harvesters.model import Harvester, describe_validation_error
@@ -300,3 +307,52 @@ def load(file: Path, as_json: bool) -> None:
         payload.append({"id": harvester_id, "result": result, "warnings": warnings})
     text = "\n".join(f"{harvester_id}: {result}" for harvester_id, result in results)
     emit(payload, as_json=as_json, text=text or f"{file} lists no harvesters")
+
+
+@harvesters.command(name="rekey")
+@click.argument("harvester_id")
+@click.option("--from-prefix", "old", required=True, help="the identifiers' prefix until now")
+@click.option("--to-prefix", "new", required=True, help="the prefix the source uses now")
+@click.option("--dry-run", is_flag=True, help="say what would be rewritten; change nothing")
+@click.option(
+    "--supersede-runs",
+    is_flag=True,
+    help="mark unfinished harvest runs superseded instead of refusing (their token is stale)",
+)
+@json_option
+def rekey(
+    harvester_id: str, old: str, new: str, dry_run: bool, supersede_runs: bool, as_json: bool
+) -> None:
+    """Rewrite the harvester's OAI identifiers beginning with --from-prefix to begin with
+    --to-prefix, in the state store and the target: a source that changed its identifier
+    namespace keeps its target records. Run it before the first harvest after the change."""
+    # Here, not at the top: a listing of this module must not load the pipeline with it.
+    from oai_pipeline.identifier_prefix import RekeyRefused
+    from oai_pipeline.pipeline.rekey import rekey as rekey_identifiers
+    from oai_pipeline.pipeline.services import Services
+
+    try:
+        with Services(load_settings()) as services:
+            report = rekey_identifiers(
+                services, harvester_id, old, new, dry_run=dry_run, supersede_runs=supersede_runs
+            ).to_dict()
+    except RekeyRefused as refused:
+        raise CommandError(str(refused), kind="refused", exit_code=2, as_json=as_json) from None
+    emit(report, as_json=as_json, text=_rekey_text(report))
+
+
+def _rekey_text(report: dict[str, Any]) -> str:
+    verb = "would rewrite" if report["dry_run"] else "rewrote"
+    lines = [
+        f"harvester {report['harvester']}: {verb} {report['from_prefix']}… to "
+        f"{report['to_prefix']}… in {report['state_records']} harvest records and "
+        f"{report['target_records']} target records"
+    ]
+    lines += [f"  {example['from']} -> {example['to']}" for example in report["examples"]]
+    if report["superseded_runs"]:
+        runs = ", ".join(str(run) for run in report["superseded_runs"])
+        what = "to supersede" if report["dry_run"] else "superseded"
+        lines.append(f"harvest runs {what}: {runs}")
+    if report["dry_run"]:
+        lines.append("dry run: nothing was changed")
+    return "\n".join(lines)

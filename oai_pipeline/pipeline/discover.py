@@ -264,6 +264,16 @@ def _changed_request(
     return " and ".join(changes) or None
 
 
+def resumes_where_it_stopped(run: dict[str, Any], harvester: Harvester) -> bool:
+    """Whether a harvest would resume this unfinished run from its saved resumption token
+    (a run that saved none has listed nothing; one asking another endpoint, prefix or set
+    is superseded instead)."""
+    checkpoint = run.get("checkpoint")
+    if not isinstance(checkpoint, SweepCheckpoint):
+        return False
+    return _changed_request(run, checkpoint, harvester) is None
+
+
 def _base_url_changed(run: dict[str, Any], harvester: Harvester) -> bool:
     """Whether the run listed from another base URL than the harvester's now (the source
     moved). A run an older version made does not say: taken as listed from this one."""

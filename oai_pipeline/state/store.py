@@ -31,9 +31,22 @@ from oai_pipeline.errors import (
     without_password,
 )
 from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.identifier_prefix import (
+    EXAMPLES,
+    RekeyPlan,
+    RekeyRefused,
+    replaced,
+    starts_with,
+    taken_message,
+)
 from oai_pipeline.json_codec import ENGINE_JSON, Encoded
 from oai_pipeline.oai.base_url import same_endpoint
-from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, SweepCheckpoint
+from oai_pipeline.oai.types import (
+    MAX_IDENTIFIER_LENGTH,
+    HarvestedRecord,
+    IdentifyInfo,
+    SweepCheckpoint,
+)
 from oai_pipeline.oai.windows import read_datestamp
 from oai_pipeline.sqlite_tuning import release_lock_on_interrupt, tune_wal
 from oai_pipeline.state.schema import (
@@ -62,6 +75,8 @@ SCALES: dict[str, int] = {"smoke": 10, "small": 100, "medium": 1000, "large": 10
 
 logger = logging.getLogger(__name__)
 
+# How the error of a run a later one replaced begins: no harvest resumes it (discover).
+SUPERSEDED = "superseded"
 RUN_STATUSES = ("running", "succeeded", "failed", "stopped")
 RECORD_STATUSES = ("pending", "running", "imported", "updated", "unchanged", "gone", "failed")
 COUNTERS = ("pages_read", "discovered", "staged", "duplicates_skipped", "existing_skipped")
@@ -1237,6 +1252,115 @@ class StateStore:
             yield chunk
             after = chunk[-1]
 
+    # -- a source's new identifier namespace (`harvesters rekey`) --------------------------
+
+    def unfinished_runs(self, harvester_id: str) -> list[dict[str, Any]]:
+        """The harvester's harvest runs that did not succeed and were not superseded: a later
+        harvest may resume them (or they run still)."""
+        query = (
+            sa.select(harvest_runs)
+            .where(
+                harvest_runs.c.harvester_id == harvester_id,
+                harvest_runs.c.status != "succeeded",
+                sa.or_(
+                    harvest_runs.c.error.is_(None),
+                    ~harvest_runs.c.error.startswith(SUPERSEDED, autoescape=True),
+                ),
+            )
+            .order_by(harvest_runs.c.id)
+        )
+        with self._read() as conn:
+            return [self._run_dict(row) for row in conn.execute(query)]
+
+    def rekey_plan(self, harvester_id: str, old: str, new: str) -> RekeyPlan:
+        """What `rekey` would rewrite (read only)."""
+        with self._read() as conn:
+            return self._rekey_plan(conn, harvester_id, old, new)
+
+    @staticmethod
+    def _rekey_plan(conn: Connection, harvester_id: str, old: str, new: str) -> RekeyPlan:
+        hr = harvest_records
+        ours = sa.and_(hr.c.harvester_id == harvester_id, starts_with(hr.c.identifier, old))
+        count, longest = conn.execute(
+            sa.select(sa.func.count(), sa.func.max(sa.func.length(hr.c.identifier))).where(ours)
+        ).one()
+        examples = conn.execute(
+            sa.select(hr.c.identifier).where(ours).order_by(hr.c.identifier).limit(EXAMPLES)
+        ).scalars()
+        holder = hr.alias("holder")
+        taken = conn.execute(
+            sa.select(hr.c.identifier)
+            .where(
+                ours,
+                sa.exists().where(
+                    holder.c.harvester_id == harvester_id,
+                    holder.c.identifier == replaced(hr.c.identifier, old, new),
+                ),
+            )
+            .order_by(hr.c.identifier)
+            .limit(EXAMPLES)
+        ).scalars()
+        return RekeyPlan(
+            "state",
+            count=int(count),
+            examples=list(examples),
+            taken=list(taken),
+            longest=0 if not count else int(longest) - len(old) + len(new),
+            limit=MAX_IDENTIFIER_LENGTH,
+        )
+
+    def rekey(self, harvester_id: str, old: str, new: str) -> int:
+        """Rewrite the harvester's identifiers that begin with `old` to begin with `new`, in
+        every table that names a record by (harvester, identifier), in one transaction: its
+        harvest records with their XML, data and errors, its runs' per-record rows and its
+        reconcile runs' lists. Returns how many harvest records; RekeyRefused (nothing
+        changed) if one's new identifier is taken. Run again, it finds nothing to rewrite."""
+        with self._engine.begin() as conn:
+            plan = self._rekey_plan(conn, harvester_id, old, new)
+            if plan.taken:
+                raise RekeyRefused(taken_message(plan, harvester_id, old, new))
+            for table in (
+                record_errors,
+                harvest_record_xml,
+                harvest_record_data,
+                run_records,
+                harvest_records,
+            ):
+                conn.execute(
+                    table.update()
+                    .where(
+                        table.c.harvester_id == harvester_id,
+                        starts_with(table.c.identifier, old),
+                    )
+                    .values(identifier=replaced(table.c.identifier, old, new))
+                )
+            self._rekey_reconcile_runs(conn, harvester_id, old, new)
+        return plan.count
+
+    @staticmethod
+    def _rekey_reconcile_runs(conn: Connection, harvester_id: str, old: str, new: str) -> None:
+        """The identifiers a reconcile run saved (found vanished, listed again): a killed
+        reconcile's rerun reports them, and harvests again those listed again."""
+
+        def rewritten(identifiers: list[str] | None) -> list[str] | None:
+            if identifiers is None:
+                return None
+            return [new + i[len(old) :] if i.startswith(old) else i for i in identifiers]
+
+        rows = conn.execute(
+            sa.select(
+                reconcile_runs.c.id, reconcile_runs.c.vanished, reconcile_runs.c.returned
+            ).where(reconcile_runs.c.harvester_id == harvester_id)
+        ).all()
+        for row in rows:
+            vanished, returned = rewritten(row.vanished), rewritten(row.returned)
+            if (vanished, returned) != (row.vanished, row.returned):
+                conn.execute(
+                    reconcile_runs.update()
+                    .where(reconcile_runs.c.id == row.id)
+                    .values(vanished=vanished, returned=returned)
+                )
+
     def list_records(
         self,
         *,
@@ -1637,7 +1761,8 @@ class StateStore:
         self, harvester_id: str, window_from: str | None, window_until: str | None
     ) -> dict[str, Any] | None:
         """The latest run of exactly this window, if it did not succeed (crashed, failed,
-        stopped): a new attempt resumes it instead of starting over."""
+        stopped) and no later harvest or rekey superseded it: a new attempt resumes it
+        instead of starting over."""
         query = (
             sa.select(harvest_runs)
             .where(
@@ -1651,6 +1776,8 @@ class StateStore:
         with self._read() as conn:
             row = conn.execute(query).first()
         if row is None or row.status == "succeeded":
+            return None
+        if row.status == "stopped" and (row.error or "").startswith(SUPERSEDED):
             return None
         return self._run_dict(row)
 

@@ -12,6 +12,7 @@ from pydantic import BaseModel, field_validator, model_validator
 from oai_pipeline.doi import normal_doi
 from oai_pipeline.errors import RecordError
 from oai_pipeline.harvesters.model import check_slug
+from oai_pipeline.identifier_prefix import RekeyPlan, RekeyRefused
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action, LocalRecord
 
@@ -167,6 +168,24 @@ class Writer(ABC):
         become ordinary records, for a later harvester of the source to take over. Returns
         how many; a target that keeps no owner of a record has none to release."""
         return 0
+
+    def plan_rekey(self, harvester_id: str, old: str, new: str) -> RekeyPlan:
+        """What `rekey` would rewrite (`harvesters rekey`): the harvester's records whose
+        source identifier begins with `old`. A target that keeps no source identifier
+        returns an empty plan; one that keeps them but cannot rewrite them must refuse
+        (RekeyRefused), as this default does: the next harvest would duplicate its records."""
+        raise RekeyRefused(
+            f"writer {type(self).__name__} cannot rewrite the source identifiers of its "
+            "records; nothing was changed"
+        )
+
+    def rekey(self, harvester_id: str, old: str, new: str) -> int:
+        """The harvester's records whose source identifier begins with `old` begin with
+        `new` instead, in one transaction; returns how many. Run after `plan_rekey`."""
+        raise RekeyRefused(
+            f"writer {type(self).__name__} cannot rewrite the source identifiers of its "
+            "records; nothing was changed"
+        )
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""

@@ -19,6 +19,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from oai_pipeline.doi import normal_doi
 from oai_pipeline.errors import AlreadyExists, NotFound, PipelineError
+from oai_pipeline.identifier_prefix import (
+    EXAMPLES,
+    RekeyPlan,
+    RekeyRefused,
+    replaced,
+    starts_with,
+    taken_message,
+)
 from oai_pipeline.sync.rules import LocalRecord, LocalState
 from oai_pipeline.targets.base import DEFAULT_PID_FIELD, pid_of
 from oai_pipeline.targets.embedded.schema import (
@@ -572,6 +580,64 @@ class TargetTransaction:
             .values(source_harvester=None, changed_locally=False)
         )
         return result.rowcount
+
+    def rekey_plan(self, harvester_id: str, old: str, new: str) -> RekeyPlan:
+        """What `rekey` would rewrite: the harvester's records whose source identifier begins
+        with `old`, in any state (a tombstone, a hard-deleted record: a harvest brings them
+        back by it), and those whose new identifier another of its records holds."""
+        ours = sa.and_(
+            records.c.source_harvester == harvester_id,
+            starts_with(records.c.source_identifier, old),
+        )
+        count, longest = self.connection.execute(
+            sa.select(
+                sa.func.count(), sa.func.max(sa.func.length(records.c.source_identifier))
+            ).where(ours)
+        ).one()
+        examples = self.connection.execute(
+            sa.select(records.c.source_identifier)
+            .where(ours)
+            .order_by(records.c.source_identifier)
+            .limit(EXAMPLES)
+        ).scalars()
+        holder = records.alias("holder")
+        taken = self.connection.execute(
+            sa.select(records.c.source_identifier)
+            .where(
+                ours,
+                sa.exists().where(
+                    holder.c.source_harvester == harvester_id,
+                    holder.c.source_identifier == replaced(records.c.source_identifier, old, new),
+                ),
+            )
+            .order_by(records.c.source_identifier)
+            .limit(EXAMPLES)
+        ).scalars()
+        return RekeyPlan(
+            "target",
+            count=int(count),
+            examples=list(examples),
+            taken=list(taken),
+            longest=0 if not count else int(longest) - len(old) + len(new),
+            limit=records.c.source_identifier.type.length,
+        )
+
+    def rekey(self, harvester_id: str, old: str, new: str) -> int:
+        """The harvester's records whose source identifier begins with `old` begin with `new`
+        instead: the next harvest of the new identifiers finds them (same ids, revisions go
+        on). Returns how many; RekeyRefused (nothing changed) if a new one is taken."""
+        plan = self.rekey_plan(harvester_id, old, new)
+        if plan.taken:
+            raise RekeyRefused(taken_message(plan, harvester_id, old, new))
+        self.connection.execute(
+            sa.update(records)
+            .where(
+                records.c.source_harvester == harvester_id,
+                starts_with(records.c.source_identifier, old),
+            )
+            .values(source_identifier=replaced(records.c.source_identifier, old, new))
+        )
+        return plan.count
 
     def release_pids(self, harvester_id: str, new_pids: dict[str, str | None]) -> dict[str, str]:
         """The harvester's records of these source identifiers let go of a DOI other than

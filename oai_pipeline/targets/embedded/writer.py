@@ -21,6 +21,7 @@ from oai_pipeline import json_codec
 from oai_pipeline.doi import MAX_DOI_LENGTH, normal_doi
 from oai_pipeline.errors import PipelineError, RecordError
 from oai_pipeline.harvesters.model import SLUG
+from oai_pipeline.identifier_prefix import RekeyPlan
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import (
     UPDATE_ALL_REASON,
@@ -90,6 +91,14 @@ class EmbeddedWriter(Writer):
     def release(self, harvester_id: str) -> int:
         with self.repository.transaction() as tx:
             return tx.release(harvester_id)
+
+    def plan_rekey(self, harvester_id: str, old: str, new: str) -> RekeyPlan:
+        with self.repository.transaction(read_only=True) as tx:
+            return tx.rekey_plan(harvester_id, old, new)
+
+    def rekey(self, harvester_id: str, old: str, new: str) -> int:
+        with self.repository.transaction() as tx:
+            return tx.rekey(harvester_id, old, new)
 
     def apply(self, harvester_id: str, writes: list[PlannedWrite]) -> list[WriteOutcome]:
         outcomes: dict[str, WriteOutcome] = {}

@@ -1,0 +1,94 @@
+"""Rewriting a prefix of OAI identifiers (`harvesters rekey`): what the state store and the
+targets share of it, in SQL that SQLite and PostgreSQL run alike.
+
+A source that moves or upgrades may change its identifier namespace (`oai:old.example.org:`
+becomes `oai:repo.example.org:`). Harvest records and target records are found by OAI
+identifier, so the stores rewrite the prefix of each before the next harvest lists the new
+ones: that harvest then finds them as known records instead of creating new ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+
+from oai_pipeline.errors import PipelineError
+
+# How many rewritten identifiers a plan shows, and how many clashes a refusal names.
+EXAMPLES = 5
+
+
+class RekeyRefused(PipelineError):
+    """The rekey cannot be done as asked, or not now; nothing was changed (exit 2)."""
+
+
+def check_prefixes(old: str, new: str) -> None:
+    """Refuse prefixes that make no rewrite, or one that is a prefix of the other: then an
+    identifier already rewritten would match the old prefix again, and a rerun (which must
+    finish a killed rekey) would rewrite it twice."""
+    if not old:
+        raise RekeyRefused("--from-prefix is empty: give the prefix the identifiers have now")
+    if not new:
+        raise RekeyRefused("--to-prefix is empty: give the prefix the source uses now")
+    if old == new:
+        raise RekeyRefused(f"--from-prefix and --to-prefix are the same ({old!r}): nothing to do")
+    if new.startswith(old) or old.startswith(new):
+        raise RekeyRefused(
+            f"one prefix begins with the other ({old!r}, {new!r}): an identifier rewritten "
+            "would match again; give prefixes that differ where they begin"
+        )
+
+
+def starts_with(column: sa.ColumnElement[str], prefix: str) -> sa.ColumnElement[bool]:
+    """The column's value begins with `prefix`, exactly: SQLite's LIKE ignores the case of
+    ASCII letters, so the LIKE (which an index may serve) is checked by a comparison."""
+    return sa.and_(
+        column.startswith(prefix, autoescape=True),
+        sa.func.substr(column, 1, len(prefix)) == prefix,
+    )
+
+
+def rest_after(column: sa.ColumnElement[str], prefix: str) -> sa.ColumnElement[str]:
+    """What follows `prefix` in the column's value (which begins with it)."""
+    return sa.func.substr(column, len(prefix) + 1)
+
+
+def replaced(column: sa.ColumnElement[str], old: str, new: str) -> sa.ColumnElement[str]:
+    """The column's value with `old` (its beginning) replaced by `new`."""
+    return sa.literal(new, sa.String) + rest_after(column, old)
+
+
+@dataclass
+class RekeyPlan:
+    """What one store would rewrite: how many identifiers, a few of them (the old ones, in
+    order), those whose new identifier the store already holds (`taken`: the source was
+    harvested under the new prefix already), and the longest new identifier's length."""
+
+    store: str
+    count: int = 0
+    examples: list[str] = field(default_factory=list)
+    taken: list[str] = field(default_factory=list)
+    longest: int = 0
+    limit: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"store": self.store, "identifiers": self.count, "examples": self.examples}
+
+
+def taken_message(plan: RekeyPlan, harvester_id: str, old: str, new: str) -> str:
+    """Why identifiers whose new form a store holds already cannot be rewritten."""
+    shown = ", ".join(f"{i} -> {new}{i[len(old) :]}" for i in plan.taken)
+    where = "harvest records" if plan.store == "state" else f"{plan.store} records"
+    return (
+        f"harvester {harvester_id} has {where} under {new!r} already (e.g. {shown}): the "
+        "source was harvested under the new prefix before this rekey, which must come before "
+        "the first harvest after the source changed its identifiers; nothing was changed"
+    )
+
+
+def too_long_message(plan: RekeyPlan, old: str, new: str) -> str:
+    return (
+        f"rewritten with {new!r} for {old!r}, an identifier of the {plan.store} would be "
+        f"{plan.longest} characters long, more than it keeps ({plan.limit}); nothing was changed"
+    )
