@@ -13,9 +13,12 @@ state store, each in one transaction. Killed between the two, the target holds t
 identifiers and the state store the old ones; a rerun of the same command finds nothing left
 to rewrite in the target and rewrites the state store (a store whose identifiers are under
 the new prefix already is done, not a clash: a clash is a new identifier held beside its old
-one). Meanwhile a harvest that ran anyway finds each record in the target under its new
-identifier and updates it (a target record with no harvest record of its own is taken up, as
-after a write killed before the state store saved it): no duplicate either way.
+one). The targets go first because a harvest that runs before that rerun then finds each
+record in the target under its new identifier and takes it up (no duplicate); the state
+store first would have left harvest records naming target records that the target no longer
+finds by identifier. (That rerun is then refused, the new identifiers being harvested; the
+old harvest records stay, to be found vanished by a reconcile, which leaves the target
+records alone: none holds their identifiers any more.)
 """
 
 from __future__ import annotations

@@ -10,8 +10,10 @@ once their deletion was harvested or a reconcile found them vanished.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
@@ -171,3 +173,118 @@ def test_refused_once_the_new_identifiers_were_harvested(
     assert f"under {NEW!r} already" in error and "nothing was changed" in error
     assert f"{OLD}123456789/0 -> {NEW}123456789/0" in error
     assert target() == created
+
+
+def test_refused_while_a_harvest_or_reconcile_holds_the_harvesters_lease(
+    moved: tuple[dict[str, dict], OAIEndpoint],
+) -> None:
+    from oai_pipeline.pipeline.services import Services
+    from oai_pipeline.settings import load_settings
+    from oai_pipeline.state.harvester_lock import new_owner
+
+    before, _ = moved
+    with Services(load_settings()) as services:
+        owner = new_owner()  # a live process of this machine, as a running harvest's
+        assert services.harvester_lock.try_acquire(HARVESTER, owner)
+        try:
+            error = refusal(
+                "harvesters", "rekey", HARVESTER, "--from-prefix", OLD, "--to-prefix", NEW
+            )
+        finally:
+            services.harvester_lock.release(HARVESTER, owner)
+
+    assert "a harvest or reconcile of harvester dspace is running" in error
+    assert target() == before
+    assert all(i.startswith(OLD) for i in harvest_identifiers())
+
+
+def _failed_run(base_url: str) -> int:
+    """A harvest run of the new host that failed after its first page: the next harvest of
+    its window resumes it from its resumption token."""
+    from oai_pipeline.oai.types import SweepCheckpoint
+    from oai_pipeline.settings import load_settings
+    from oai_pipeline.state.store import StateStore
+
+    with StateStore(load_settings().state_db_url) as state:
+        run_id = state.create_run(
+            HARVESTER,
+            window_from=None,
+            window_until=None,
+            scale=None,
+            max_records=0,
+            options={"base_url": base_url},
+        )
+        state.save_checkpoint(
+            run_id, SweepCheckpoint(None, None, None, "oai_dc", "token-2", pages_read=1)
+        )
+        state.finish_run(run_id, "failed", error="HarvestProtocolError: the source went away")
+    return run_id
+
+
+def test_refused_while_a_run_would_resume_from_the_old_identifiers_token_unless_superseded(
+    moved: tuple[dict[str, dict], OAIEndpoint],
+) -> None:
+    from oai_pipeline.settings import load_settings
+    from oai_pipeline.state.store import StateStore
+
+    before, endpoint = moved
+    run_id = _failed_run(endpoint.base_url)
+    args = ["harvesters", "rekey", HARVESTER, "--from-prefix", OLD, "--to-prefix", NEW]
+
+    error = refusal(*args)
+    assert f"{run_id} (failed)" in error
+    assert f"oai-pipeline harvest {HARVESTER} --resume {run_id}" in error
+    assert "--supersede-runs" in error
+    assert target() == before
+
+    rekeyed = run_json(*args, "--supersede-runs")
+    assert rekeyed["superseded_runs"] == [run_id]
+    with StateStore(load_settings().state_db_url) as state:
+        run = state.get_run(run_id)
+        assert run is not None and run["status"] == "stopped"
+        assert state.find_resumable_run(HARVESTER, None, None) is None  # not resumed
+    full = run_json("harvest", HARVESTER)
+    assert full["run_id"] != run_id
+    assert "create" not in full["actions"] and target().keys() == before.keys()
+
+
+@pytest.mark.usefixtures("backend")
+@pytest.mark.parametrize(
+    "crash",
+    [
+        "rekey_target:1:before",  # nothing rewritten
+        "rekey_target:1:after",  # the target rewritten, the state store not: between the two
+        "rekey_state:1:after",  # both rewritten, no report printed
+    ],
+)
+def test_killed_rekey_rerun_finishes_the_job_without_duplicates(
+    moved: tuple[dict[str, dict], OAIEndpoint], crash: str
+) -> None:
+    """Killed (`os._exit`, as SIGKILL) at a point of the rewrite, the same command run again
+    rewrites what is left; the next harvest then finds every record known."""
+    from oai_pipeline_tests.resume import crash_sweep
+
+    before, _ = moved
+    home = crash_sweep.Home(Path(os.environ["OAI_PIPELINE_HOME"]), dict(os.environ))
+    args = ["harvesters", "rekey", HARVESTER, "--from-prefix", OLD, "--to-prefix", NEW]
+    killed = crash_sweep._cli(home, crash, args)
+    assert killed.returncode == crash_sweep.EXIT_CODE, killed.stdout + killed.stderr
+    if crash == "rekey_target:1:after":  # the two stores disagree until the rerun
+        assert all(r["source_identifier"].startswith(NEW) for r in target().values())
+        assert all(i.startswith(OLD) for i in harvest_identifiers())
+
+    rerun = run_json(*args)
+    done_before = {"rekey_target:1:before": 0, "rekey_target:1:after": 1, "rekey_state:1:after": 2}
+    assert [rerun["target_records"], rerun["state_records"]] == {
+        0: [RECORDS, RECORDS],
+        1: [0, RECORDS],
+        2: [0, 0],
+    }[done_before[crash]]
+    harvested = run_json("harvest", HARVESTER)
+
+    assert harvested["actions"] == {"nothing": RECORDS} and harvested["errors"] == 0
+    after = target()
+    assert after.keys() == before.keys()
+    assert all(r["source_identifier"].startswith(NEW) for r in after.values())
+    assert [r["revision"] for r in after.values()] == [r["revision"] for r in before.values()]
+    assert harvest_identifiers() == sorted(f"{NEW}123456789/{n}" for n in range(RECORDS))

@@ -123,6 +123,10 @@ POINTS: dict[str, tuple[str, str]] = {
     # (pipeline/reidentified.py; their writes are writer_apply and save_write_outcomes)
     "refused_a_pid": ("oai_pipeline.state.store", "StateStore.refused_a_pid"),
     "finish_run": ("oai_pipeline.state.store", "StateStore.finish_run"),
+    # `harvesters rekey`: the target's rewrite of a prefix, then the state store's
+    # (pipeline/rekey.py); killed between them, a rerun finishes the job
+    "rekey_target": ("oai_pipeline.targets.embedded.writer", "EmbeddedWriter.rekey"),
+    "rekey_state": ("oai_pipeline.state.store", "StateStore.rekey"),
     "start_reconcile_run": ("oai_pipeline.state.store", "StateStore.start_reconcile_run"),
     "finish_reconcile_run": ("oai_pipeline.state.store", "StateStore.finish_reconcile_run"),
     "prune_run_records": ("oai_pipeline.state.store", "StateStore.prune_run_records"),

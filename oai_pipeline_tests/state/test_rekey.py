@@ -1,0 +1,124 @@
+"""`StateStore.rekey`: a harvester's identifiers under one prefix move to another in every
+table that names a record by (harvester, identifier), in one transaction; on SQLite and
+PostgreSQL (see conftest)."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from oai_pipeline.errors import RecordError
+from oai_pipeline.identifier_prefix import RekeyRefused
+from oai_pipeline.oai.types import HarvestedRecord
+from oai_pipeline.state.schema import (
+    harvest_record_data,
+    harvest_record_xml,
+    harvest_records,
+    reconcile_runs,
+    record_errors,
+    run_records,
+)
+from oai_pipeline.state.store import StateStore
+from oai_pipeline.sync.rules import Action, HarvestMemory
+from oai_pipeline.targets.base import WriteOutcome
+from oai_pipeline.transform.base import TransformItem
+
+OLD = "oai:old.example.org:"
+NEW = "oai:repo.example.org:"
+
+
+def record(identifier: str) -> HarvestedRecord:
+    return HarvestedRecord(
+        identifier=identifier,
+        datestamp="2024-01-01",
+        deleted=False,
+        set_specs=["s"],
+        xml=f"<record id='{identifier}'/>".encode(),
+    )
+
+
+def identifiers(store: StateStore, table: sa.Table, harvester_id: str = "h") -> list[str]:
+    with store._engine.connect() as conn:
+        query = sa.select(table.c.identifier).where(table.c.harvester_id == harvester_id)
+        return sorted(conn.execute(query).scalars())
+
+
+def harvested(store: StateStore) -> int:
+    """Harvester h: three records under OLD (written, one failed, staged in a run, found
+    vanished by a reconcile), one under another prefix whose LIKE pattern OLD's would match
+    on SQLite (case, `_` and `%` are no wildcards here); harvester `other` under OLD too."""
+    names = [f"{OLD}1", f"{OLD}2", f"{OLD}3", "OAI:OLD.EXAMPLE.ORG:4", "oai:oldXexample.org:5"]
+    store.upsert_harvested("h", [record(i) for i in names])
+    store.upsert_harvested("other", [record(f"{OLD}1")])
+    store.save_transformed(
+        "h", [TransformItem(f"{OLD}1", "2024-01-01", [], b"<r/>", data={"title": "one"})]
+    )
+    failure = RecordError(type="missing_community", message="no community 'x'")
+    store.save_write_outcomes(
+        "h",
+        [
+            WriteOutcome(f"{OLD}1", Action.CREATE, "abcde-12345", 1),
+            WriteOutcome(f"{OLD}2", Action.CREATE, None, None, error=failure),
+        ],
+        {f"{OLD}1": "2024-01-01", f"{OLD}2": "2024-01-01"},
+    )
+    run_id = store.create_run(
+        "h", window_from=None, window_until=None, scale=None, max_records=0, options={}
+    )
+    store.stage(run_id, "h", [record(f"{OLD}1"), record(f"{OLD}2")])
+    store.finish_run(run_id, "succeeded")
+    reconcile_id, _ = store.start_reconcile_run("h")
+    with store._engine.begin() as conn:
+        conn.execute(
+            reconcile_runs.update()
+            .where(reconcile_runs.c.id == reconcile_id)
+            .values(vanished=[f"{OLD}3"], actions={"delete": 1}, returned=[f"{OLD}2"])
+        )
+    return reconcile_id
+
+
+def test_every_table_of_the_harvester_is_rewritten_and_nothing_else(store: StateStore) -> None:
+    reconcile_id = harvested(store)
+    planned = store.rekey_plan("h", OLD, NEW)
+    assert (planned.count, planned.examples, planned.taken) == (
+        3,
+        [f"{OLD}1", f"{OLD}2", f"{OLD}3"],
+        [],
+    )
+
+    assert store.rekey("h", OLD, NEW) == 3
+
+    others = ["OAI:OLD.EXAMPLE.ORG:4", "oai:oldXexample.org:5"]
+    assert identifiers(store, harvest_records) == [*others, f"{NEW}1", f"{NEW}2", f"{NEW}3"]
+    assert identifiers(store, harvest_record_xml) == [*others, f"{NEW}1", f"{NEW}2", f"{NEW}3"]
+    assert identifiers(store, harvest_record_data) == [f"{NEW}1"]
+    assert identifiers(store, record_errors) == [f"{NEW}2"]
+    assert identifiers(store, run_records) == [f"{NEW}1", f"{NEW}2"]
+    assert identifiers(store, harvest_records, "other") == [f"{OLD}1"]
+    # what the next harvest of the new identifiers finds: the record, its write, its error
+    assert store.get_memories("h", [f"{NEW}1"]) == {
+        f"{NEW}1": HarvestMemory("2024-01-01", False, "abcde-12345", 1, deleted=False)
+    }
+    assert store.get_record(f"{NEW}1", harvester_id="h")["data"] == {"title": "one"}
+    assert store.failed_identifiers("h") == [f"{NEW}2"]
+    with store._engine.connect() as conn:
+        saved = conn.execute(
+            sa.select(reconcile_runs).where(reconcile_runs.c.id == reconcile_id)
+        ).one()
+    assert (saved.vanished, saved.returned) == ([f"{NEW}3"], [f"{NEW}2"])
+    # run again: nothing left to rewrite
+    assert store.rekey_plan("h", OLD, NEW).count == 0
+    assert store.rekey("h", OLD, NEW) == 0
+
+
+def test_refused_when_a_new_identifier_is_harvested_already(store: StateStore) -> None:
+    harvested(store)
+    store.upsert_harvested("h", [record(f"{NEW}2")])  # the moved source, harvested already
+
+    assert store.rekey_plan("h", OLD, NEW).taken == [f"{OLD}2"]
+    with pytest.raises(RekeyRefused, match="under 'oai:repo.example.org:' already"):
+        store.rekey("h", OLD, NEW)
+    assert identifiers(store, harvest_records) == sorted(
+        ["OAI:OLD.EXAMPLE.ORG:4", "oai:oldXexample.org:5", f"{OLD}1", f"{OLD}2", f"{OLD}3"]
+        + [f"{NEW}2"]
+    )
