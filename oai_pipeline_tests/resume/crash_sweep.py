@@ -46,14 +46,16 @@ for the state store and the target.
 each is tried at `--per-point` call numbers spread over the calls the uninterrupted harvest
 makes (first, last, and between), before and after the call; NAME:K:MOMENT is one crash.
 
-`--source-moves-on` (CLI `first` and `incremental`): after each kill, before the rerun, the
-source changes (`SourceMove`: records of the run's first page updated and deleted, records
-added before any resumption token, all dated now), so that a resumed run's catch-up list
-(`discover._catch_up_from`) has to find them. The rerun is compared, by the same code, with
-a harvest of the changed source from the same starting home (what the killed attempt wrote
-of the changed records before the change is written again, a deletion a tombstone:
-`moved_on_view`), and its report's catch-up counters with those the change and the state
-the killed attempt left make (`expected_catch_up`); the source is then changed back.
+`--source-moves-on` (CLI `first` and `incremental`, either backend, with `--resumed`: the
+run interrupted on the unchanged source, then killed at the point): after each point's kill,
+before the rerun, the source changes (`SourceMove`: records of the run's first page updated
+and deleted, records added before any resumption token, all dated now), so that a resumed
+run's catch-up list (`discover._catch_up_from`) has to find them. The rerun is compared, by
+the same code, with a harvest of the changed source from the same starting home (what the
+killed attempt wrote of the changed records before the change is written again, a deletion a
+tombstone: `moved_on_view`), and its report's catch-up counters with those the change and
+the state the killed attempt left make (`expected_catch_up`); the source is then changed
+back.
 """
 
 from __future__ import annotations
@@ -1030,11 +1032,26 @@ def _first_page(home: Home, run_id: int, page_size: int) -> list[str]:
     return [row[0] for row in rows]
 
 
+def _last_finished_run(home: Home) -> int | None:
+    """The id of the home's last harvest run that is not left `running` (None: none). A run
+    after it is the one a harvest from this home creates, or resumes (`--resumed`: the
+    interrupted run the template holds, which the killed attempt may not have reached)."""
+    rows = query(
+        _settings(home).state_db_url,
+        "SELECT max(id) FROM harvest_runs WHERE status <> 'running'",
+    )
+    return rows[0][0] if rows else None
+
+
 def _killed_run(killed: Home, template_run: int | None) -> Any:
-    """The harvest run the killed attempt created (None: it was killed before)."""
+    """The harvest run the killed attempt created or resumed, the last after `template_run`
+    (`_last_finished_run` of the template; None: it was killed before creating one)."""
+    from oai_pipeline.state.schema import CATCH_UP_COUNTERS
+
     rows = query(
         _settings(killed).state_db_url,
-        "SELECT id, status, response_date, checkpoint FROM harvest_runs ORDER BY id",
+        "SELECT id, status, response_date, checkpoint, "
+        f"{', '.join(CATCH_UP_COUNTERS)} FROM harvest_runs ORDER BY id",
     )
     return rows[-1] if rows and rows[-1].id != template_run else None
 
@@ -1046,21 +1063,25 @@ def expected_catch_up(
     attempt left and the change: a run left `running` that had begun listing lists again
     the `changed` records (one list); of them it takes the new records and the newer copies
     of the records its token sweep had passed (the first page, once a token is saved). A
-    killed attempt that had not begun listing, or had finished its run, leaves none."""
+    killed attempt that had not begun listing, or had finished its run, leaves none. Added
+    to what the run counted before the change: an attempt that resumed it (`--resumed`)
+    made a catch-up list of its own (a page, of nothing changed yet)."""
     from oai_pipeline.state.schema import CATCH_UP_COUNTERS
 
     expected = dict.fromkeys(CATCH_UP_COUNTERS, 0)
     run = _killed_run(killed, template_run)
     if run is None or run.status != "running":
         return expected
+    counted = {name: int(getattr(run, name) or 0) for name in CATCH_UP_COUNTERS}
+    expected = dict(counted)
     checkpoint = json.loads(run.checkpoint) if isinstance(run.checkpoint, str) else run.checkpoint
     if not run.response_date or not checkpoint:
         return expected
-    expected["catch_up_pages"] = -(-move.changed // page_size)
-    expected["catch_up_listed"] = move.changed
+    expected["catch_up_pages"] += -(-move.changed // page_size)
+    expected["catch_up_listed"] += move.changed
     if checkpoint.get("resumption_token"):  # past the first page: it is not listed again
-        expected["catch_up_new_records"] = len(move.new)
-        expected["catch_up_newer_copies"] = len(move.updated) + len(move.deleted)
+        expected["catch_up_new_records"] += len(move.new)
+        expected["catch_up_newer_copies"] += len(move.updated) + len(move.deleted)
     return expected
 
 
@@ -1258,8 +1279,7 @@ def run_scenario(
             specs.extend(f"{name}:{k}:{moment}" for moment in moments)
     move = None
     if moves_on_pages:
-        template_runs = query(_settings(template).state_db_url, "SELECT max(id) FROM harvest_runs")
-        template_run = template_runs[0][0] if template_runs else None
+        template_run = _last_finished_run(template)
         first_page = _first_page(reference, ref_snapshot["last_run_id"], moves_on_pages)
         move = source_move(scenario.endpoint, first_page)
         log(
@@ -1506,9 +1526,7 @@ def main(argv: list[str] | None = None) -> int:
     if set(stages) - set(INTERRUPTIONS):
         parser.error(f"unknown stages: {sorted(set(stages) - set(INTERRUPTIONS))}")
     args.resumed = args.resumed or bool(args.resumed_at)
-    if args.source_moves_on and (
-        args.resumed or args.dagster or args.scenario in ("reconcile", "all")
-    ):
+    if args.source_moves_on and (args.dagster or args.scenario in ("reconcile", "all")):
         parser.error("--source-moves-on sweeps the CLI's first and incremental scenarios only")
 
     from oai_pipeline.sample_endpoint.records import generate_datacite_records

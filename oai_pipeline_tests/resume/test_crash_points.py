@@ -433,3 +433,52 @@ def test_the_sweep_with_a_source_that_moves_on_finds_a_rerun_like_a_fresh_harves
         "catch_up_new_records": 3,
         "catch_up_newer_copies": 6,
     }
+
+
+def _sweep_moved_on(
+    tmp_path: Path, backend: Backend, crash: str, interrupted_by: str | None = None
+) -> tuple[dict[str, Any], list[Any], list[Any]]:
+    """`crash_sweep --source-moves-on` of the first harvest at one `crash` (after the run was
+    killed at `interrupted_by` first: `--resumed`): its one outcome, and the source's records
+    before and after the sweep."""
+    with OAIEndpoint(RECORDS, page_size=20) as endpoint:
+        before = endpoint.records()
+        empty = backend.new_home(tmp_path, "empty")
+        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10)
+        scenario = crash_sweep.Scenario(
+            "first", [*FULL, "--json"], empty, interrupted_by=interrupted_by, endpoint=endpoint
+        )
+        [outcome] = crash_sweep.run_scenario(
+            backend,
+            tmp_path,
+            endpoint.base_url,
+            scenario,
+            [crash],
+            per_point=1,
+            double=False,
+            log=lambda _: None,
+            moves_on_pages=20,
+        )
+        return outcome, before, endpoint.records()
+
+
+def test_the_sweep_with_a_source_that_moves_on_resumes_a_run_killed_twice(
+    tmp_path: Path,
+) -> None:
+    """`--source-moves-on --resumed-at discover`: the run killed with two pages listed, then
+    killed again in its write stage, the source changed, rerun: the rerun is still the
+    interrupted run, so its catch-up list takes the 6 changed records of its first page and
+    the 3 added before its token; the run also counts the page of the list its second
+    attempt made before the change (the sweep took the template's interrupted run for one
+    finished before, expected no catch-up list and flagged every point)."""
+    outcome, before, after = _sweep_moved_on(
+        tmp_path, Backend(), "writer_apply:2:after", crash_sweep.INTERRUPTIONS["discover"]
+    )
+    assert after == before
+    assert outcome["reached"] and outcome["problems"] == []
+    assert outcome["catch_up_expected"] == {
+        "catch_up_pages": 2,
+        "catch_up_listed": 9,
+        "catch_up_new_records": 3,
+        "catch_up_newer_copies": 6,
+    }
