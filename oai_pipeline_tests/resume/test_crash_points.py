@@ -482,3 +482,18 @@ def test_the_sweep_with_a_source_that_moves_on_resumes_a_run_killed_twice(
         "catch_up_new_records": 3,
         "catch_up_newer_copies": 6,
     }
+
+
+@pytest.mark.postgres
+def test_the_sweep_with_a_source_that_moves_on_runs_on_postgresql(tmp_path: Path) -> None:
+    """`--source-moves-on --backend postgres` at one point: the homes are databases of a
+    throwaway server (copied from a template database), the fresh harvest of the changed
+    source one more: the rerun's catch-up list and result are found as on SQLite."""
+    backend = crash_sweep.PostgresBackend()
+    try:
+        outcome, before, after = _sweep_moved_on(tmp_path, backend, "writer_apply:2:after")
+    finally:
+        backend.close()
+    assert after == before
+    assert outcome["reached"] and outcome["problems"] == []
+    assert outcome["catch_up_expected"]["catch_up_newer_copies"] == 6
