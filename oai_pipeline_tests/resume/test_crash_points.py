@@ -436,17 +436,26 @@ def test_the_sweep_with_a_source_that_moves_on_finds_a_rerun_like_a_fresh_harves
 
 
 def _sweep_moved_on(
-    tmp_path: Path, backend: Backend, crash: str, interrupted_by: str | None = None
+    tmp_path: Path,
+    backend: Backend,
+    crash: str,
+    interrupted_by: str | None = None,
+    args: list[str] | None = None,
+    records: list[Any] = RECORDS,
 ) -> tuple[dict[str, Any], list[Any], list[Any]]:
-    """`crash_sweep --source-moves-on` of the first harvest at one `crash` (after the run was
-    killed at `interrupted_by` first: `--resumed`): its one outcome, and the source's records
-    before and after the sweep."""
-    with OAIEndpoint(RECORDS, page_size=20) as endpoint:
+    """`crash_sweep --source-moves-on` of the first harvest (`args`, by default the CLI's) at
+    one `crash` (after the run was killed at `interrupted_by` first: `--resumed`): its one
+    outcome, and the source's records before and after the sweep."""
+    with OAIEndpoint(records, page_size=20) as endpoint:
         before = endpoint.records()
         empty = backend.new_home(tmp_path, "empty")
         crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10)
         scenario = crash_sweep.Scenario(
-            "first", [*FULL, "--json"], empty, interrupted_by=interrupted_by, endpoint=endpoint
+            "first",
+            args or [*FULL, "--json"],
+            empty,
+            interrupted_by=interrupted_by,
+            endpoint=endpoint,
         )
         [outcome] = crash_sweep.run_scenario(
             backend,
@@ -497,3 +506,31 @@ def test_the_sweep_with_a_source_that_moves_on_runs_on_postgresql(tmp_path: Path
     assert after == before
     assert outcome["reached"] and outcome["problems"] == []
     assert outcome["catch_up_expected"]["catch_up_newer_copies"] == 6
+
+
+def test_the_sweep_with_a_source_that_moves_on_reruns_a_dagster_run(tmp_path: Path) -> None:
+    """`--source-moves-on --dagster` at one point: a Dagster run of the last days and today's
+    window (where the change is dated), killed in its write stage, a new run of the same
+    partitions after the change: its catch-up list and result are found like a fresh run's
+    (the sweep read the run of a Dagster report by a CLI report's `run_id`, and failed)."""
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    records = generate_datacite_records(
+        100,
+        seed=5,
+        start=today - timedelta(days=2),
+        span_days=2,
+        prefixes=(PREFIX,),
+        deleted_fraction=0.05,
+    )
+    grid = ["dagster", (today - timedelta(days=2)).date().isoformat(), today.date().isoformat()]
+    outcome, before, after = _sweep_moved_on(
+        tmp_path, Backend(), "writer_apply:2:after", args=grid, records=records
+    )
+    assert after == before
+    assert outcome["reached"] and outcome["problems"] == []
+    assert outcome["catch_up_expected"] == {
+        "catch_up_pages": 1,
+        "catch_up_listed": 9,
+        "catch_up_new_records": 3,
+        "catch_up_newer_copies": 6,
+    }
