@@ -1073,8 +1073,7 @@ def expected_catch_up(
     run = _killed_run(killed, template_run)
     if run is None or run.status != "running":
         return expected
-    counted = {name: int(getattr(run, name) or 0) for name in CATCH_UP_COUNTERS}
-    expected = dict(counted)
+    expected = {name: int(getattr(run, name) or 0) for name in CATCH_UP_COUNTERS}
     checkpoint = json.loads(run.checkpoint) if isinstance(run.checkpoint, str) else run.checkpoint
     if not run.response_date or not checkpoint:
         return expected
@@ -1510,7 +1509,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="after each kill, change the source (update, delete, add records, dated now) "
         "before the rerun, and compare it with a fresh harvest of the changed source "
-        "(the resumed run's catch-up list); CLI first and incremental scenarios only",
+        "(the resumed run's catch-up list); first and incremental scenarios only",
     )
     parser.add_argument("--list", action="store_true", help="print the fault points")
     parser.add_argument(
