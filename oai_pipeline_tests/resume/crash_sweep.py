@@ -1066,14 +1066,16 @@ def expected_catch_up(
     of the records its token sweep had passed (the first page, once a token is saved). A
     killed attempt that had not begun listing, or had finished its run, leaves none. Added
     to what the run counted before the change: an attempt that resumed it (`--resumed`)
-    made a catch-up list of its own (a page, of nothing changed yet)."""
+    made a catch-up list of its own (a page, of nothing changed yet), also when it then
+    finished the run (the rerun is a new run, which leaves that one's counters alone)."""
     from oai_pipeline.state.schema import CATCH_UP_COUNTERS
 
-    expected = dict.fromkeys(CATCH_UP_COUNTERS, 0)
     run = _killed_run(killed, template_run)
-    if run is None or run.status != "running":
-        return expected
+    if run is None:
+        return dict.fromkeys(CATCH_UP_COUNTERS, 0)
     expected = {name: int(getattr(run, name) or 0) for name in CATCH_UP_COUNTERS}
+    if run.status != "running":
+        return expected
     checkpoint = json.loads(run.checkpoint) if isinstance(run.checkpoint, str) else run.checkpoint
     if not run.response_date or not checkpoint:
         return expected

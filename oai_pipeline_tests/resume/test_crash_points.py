@@ -534,3 +534,18 @@ def test_the_sweep_with_a_source_that_moves_on_reruns_a_dagster_run(tmp_path: Pa
         "catch_up_new_records": 3,
         "catch_up_newer_copies": 6,
     }
+
+
+def test_the_sweep_with_a_source_that_moves_on_expects_a_resumed_run_finished_as_it_ended(
+    tmp_path: Path,
+) -> None:
+    """`--source-moves-on --resumed-at discover` killed once the resumed run had finished
+    (its catch-up list, of nothing changed yet, counted): the rerun is a new run of the
+    change, and the finished run keeps the page it counted (the sweep expected none)."""
+    outcome, before, after = _sweep_moved_on(
+        tmp_path, Backend(), "finish_run:1:after", crash_sweep.INTERRUPTIONS["discover"]
+    )
+    assert after == before
+    assert outcome["reached"] and outcome["problems"] == []
+    assert outcome["catch_up_expected"]["catch_up_pages"] == 1
+    assert outcome["catch_up_expected"]["catch_up_listed"] == 0
