@@ -1163,19 +1163,28 @@ def moved_on_status(status: dict[str, Any], move: SourceMove, created: set[str])
     }
 
 
-def moved_on_problems(got: dict[str, Any], move: SourceMove, rewritten: set[str]) -> list[str]:
+def moved_on_problems(
+    got: dict[str, Any],
+    move: SourceMove,
+    rewritten: set[str],
+    was: dict[str, tuple] | None = None,
+) -> list[str]:
     """The records the killed attempt wrote and the source changed since: each written once
-    more (its newer copy, or its deletion: a tombstone), never more."""
+    more (its newer copy, or its deletion: a tombstone), never more; `was`: the starting
+    home's target rows (`_target_by_record`), whose revisions a record had before the run
+    (an incremental harvest's records were written by the first one)."""
+    was = was or {}
     rows = {row[0]: row for row in got["target"]}
     problems = []
     for identifier in sorted(rewritten):
         row = rows.get(identifier)
+        before = was[identifier][4] if identifier in was else 0  # its revisions then
         if row is None:
             problems.append(f"{identifier} (written before the change) has no target record")
         elif identifier in move.deleted and row[1] != "tombstone":
             problems.append(f"{identifier} deleted at the source is {row[1]} in the target")
-        elif row[4] > 2:
-            problems.append(f"{identifier} written {row[4]} times")
+        elif row[4] - before > 2:
+            problems.append(f"{identifier} written {row[4] - before} times by the run")
     return problems
 
 
@@ -1426,7 +1435,7 @@ def _rerun_moved_on(
         moved_on_view(expected, move, rewritten, transformed),
         moved_on_view(got, move, rewritten, transformed),
     )
-    problems += moved_on_problems(got, move, rewritten)
+    problems += moved_on_problems(got, move, rewritten, was)
     run_id = expected["last_run_id"]
     expected_status = moved_on_status(status_json(fresh, run_id), move, created)
     if finished and "error" not in expected_status:
