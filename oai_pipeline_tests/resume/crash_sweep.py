@@ -1450,16 +1450,23 @@ def _rerun_moved_on(
         # an attempt after the change (`--double`) finished the run: the rerun is a new run
         # of a source it holds already
         problems += _new_run_writes(report)
+    elif _run_of(report) != str(killed_run.id + 1):
+        # the killed attempt had finished its run, and an attempt after the change
+        # (`--double`: its kill point never reached) finished the new run of the change: the
+        # rerun is one more new run, of a source it holds already
+        problems += _new_run_writes(report)
     else:
-        # the killed attempt had finished its run: the rerun is a new one, of the change
+        # the killed attempt had finished its run: the rerun's is the new one, of the change
+        # (resumed after `--double` killed it: what that attempt wrote is written earlier)
         wrote = {k: report[k] for k in ("created", "updated", "deleted")}
         change = {
             "created": len(move.new),
             "updated": len(move.updated),
             "deleted": len(move.deleted),
         }
-        if wrote != change:
-            problems.append(f"the new run wrote {wrote}, the change is {change}")
+        earlier = report.get("written_earlier") or report["actions"].get("already_written", 0)
+        if (wrote != change and not double) or sum(wrote.values()) + earlier != move.changed:
+            problems.append(f"the new run wrote {wrote} (+{earlier}), the change is {change}")
     # the run's own counters (all its attempts), whichever run the last rerun was; the
     # rerun's report of that run says the same
     counters = got_status.get("counters")

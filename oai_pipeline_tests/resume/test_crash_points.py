@@ -442,10 +442,12 @@ def _sweep_moved_on(
     interrupted_by: str | None = None,
     args: list[str] | None = None,
     records: list[Any] = RECORDS,
+    double: bool = False,
 ) -> tuple[dict[str, Any], list[Any], list[Any]]:
     """`crash_sweep --source-moves-on` of the first harvest (`args`, by default the CLI's) at
-    one `crash` (after the run was killed at `interrupted_by` first: `--resumed`): its one
-    outcome, and the source's records before and after the sweep."""
+    one `crash` (after the run was killed at `interrupted_by` first: `--resumed`; `double`:
+    the rerun killed at `crash` once more first): its one outcome, and the source's records
+    before and after the sweep."""
     with OAIEndpoint(records, page_size=20) as endpoint:
         before = endpoint.records()
         empty = backend.new_home(tmp_path, "empty")
@@ -464,7 +466,7 @@ def _sweep_moved_on(
             scenario,
             [crash],
             per_point=1,
-            double=False,
+            double=double,
             log=lambda _: None,
             moves_on_pages=20,
         )
@@ -549,3 +551,16 @@ def test_the_sweep_with_a_source_that_moves_on_expects_a_resumed_run_finished_as
     assert outcome["reached"] and outcome["problems"] == []
     assert outcome["catch_up_expected"]["catch_up_pages"] == 1
     assert outcome["catch_up_expected"]["catch_up_listed"] == 0
+
+
+def test_the_sweep_with_a_source_that_moves_on_and_a_double_kill_after_a_finished_run(
+    tmp_path: Path,
+) -> None:
+    """`--source-moves-on --double`, killed once the run had finished: the next run, of the
+    change, is killed at the same point after it finished too, so the rerun is a third run
+    with nothing to write (the sweep expected the rerun to write the change, and flagged
+    it)."""
+    outcome, before, after = _sweep_moved_on(tmp_path, Backend(), "finish_run:1:after", double=True)
+    assert after == before
+    assert outcome["attempts"] == ["finish_run:1:after", "finish_run:1:after"]
+    assert outcome["problems"] == []
