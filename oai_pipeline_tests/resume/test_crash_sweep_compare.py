@@ -8,7 +8,12 @@ from typing import Any
 
 import pytest
 
-from oai_pipeline_tests.resume.crash_sweep import _compare_dagster_reports, compare_reports
+from oai_pipeline_tests.resume.crash_sweep import (
+    SourceMove,
+    _compare_dagster_reports,
+    compare_reports,
+    moved_on_problems,
+)
 
 
 def _report(actions: dict[str, int], **changes: Any) -> dict[str, Any]:
@@ -105,3 +110,25 @@ def test_a_reconcile_rerun_reporting_what_the_uncrashed_one_did_matches(
 )
 def test_a_reconcile_rerun_reporting_otherwise_is_a_problem(rerun: dict[str, Any]) -> None:
     assert compare_reports(_reconcile_report(1), rerun) != []
+
+
+def _target_row(identifier: str, state: str, revisions: int) -> tuple:
+    """A `snapshot` target row: identifier, state, DOI, revision, revisions, data, …"""
+    return (identifier, state, "10.1/x", revisions, revisions, "data", "", False, "")
+
+
+def test_a_moved_on_record_an_incremental_run_wrote_twice_is_no_problem() -> None:
+    """`--source-moves-on` of an incremental harvest: a record the first harvest wrote (one
+    revision), the killed attempt updated and the rerun updated again (its newer copy) has
+    three revisions, two of them the run's: no problem (the sweep counted the first
+    harvest's against the run and flagged every point past the write stage); a third
+    write by the run is one."""
+    move = SourceMove(updated=["a"], deleted=["b"], new=[])
+    was = {"a": _target_row("a", "live", 1), "b": _target_row("b", "live", 1)}
+    twice = {"target": [_target_row("a", "live", 3), _target_row("b", "tombstone", 3)]}
+    assert moved_on_problems(twice, move, {"a", "b"}, was) == []
+
+    thrice = {"target": [_target_row("a", "live", 4), _target_row("b", "tombstone", 3)]}
+    assert moved_on_problems(thrice, move, {"a", "b"}, was) == ["a written 3 times by the run"]
+    # a record the run created: its own revisions only
+    assert moved_on_problems(twice, move, {"a", "b"}) != []
