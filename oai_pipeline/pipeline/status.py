@@ -8,6 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from oai_pipeline.errors import database_error_text
 from oai_pipeline.state.harvester_lock import HarvesterLock
 from oai_pipeline.state.store import DEFAULT_STALE_MINUTES, StateStore
 
@@ -22,11 +23,16 @@ def settle_interrupted(state: StateStore) -> list[dict[str, Any]]:
     try:
         return state.settle_interrupted_runs(None, HarvesterLock(engine).works_on)
     except sa.exc.DBAPIError as error:
-        if not _refused_as_read_only(error):
+        if _refused_as_read_only(error):
+            why = "is read-only"
+        elif _refused_as_full(error):  # status must still show where a harvest stopped
+            why = f"cannot be written ({database_error_text(error.orig)})"
+        else:
             raise
         logger.warning(
-            "the state database is read-only: runs whose process is gone are shown as "
-            "stored (running); a status with write access marks them failed"
+            "the state database %s: runs whose process is gone are shown as stored "
+            "(running); a status that can write marks them failed",
+            why,
         )
         return []
     finally:
@@ -41,6 +47,11 @@ def _refused_as_read_only(error: sa.exc.DBAPIError) -> bool:
     if getattr(error.orig, "pgcode", None) in _READ_ONLY_SQLSTATES:
         return True
     return "readonly database" in str(error.orig)  # SQLite's "attempt to write a readonly …"
+
+
+def _refused_as_full(error: sa.exc.DBAPIError) -> bool:
+    """The disk is full (SQLite), or PostgreSQL's disk_full."""
+    return getattr(error.orig, "pgcode", None) == "53100" or "disk is full" in str(error.orig)
 
 
 def target_stats(target_db_url: str, harvester_id: str) -> dict[str, Any]:
