@@ -57,8 +57,13 @@ def _refused_as_full(error: sa.exc.DBAPIError) -> bool:
 def target_stats(target_db_url: str, harvester_id: str) -> dict[str, Any]:
     """What the embedded target holds of this harvester: its records and how many distinct
     source identifiers they carry."""
+    from oai_pipeline.targets.embedded.engine import sqlite_file_missing
     from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 
+    if sqlite_file_missing(target_db_url):
+        # Nothing written yet (a first harvest that stopped while staging): creating the
+        # file here failed on the full or read-only disk status is asked about then.
+        return {"records": 0, "source_identifiers": 0}
     repository = EmbeddedRepository(target_db_url)
     try:
         return repository.stats(harvester_id)

@@ -28,6 +28,18 @@ def _sqlite_file(url: sa.URL) -> Path | None:
     return Path(database)
 
 
+def sqlite_file_missing(url: str) -> bool:
+    """Whether the URL names a SQLite file not created yet: no record was ever written."""
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError:
+        return False
+    if parsed.get_backend_name() != "sqlite":
+        return False
+    path = _sqlite_file(parsed)
+    return path is not None and not path.expanduser().exists()
+
+
 def create_target_engine(url: str) -> sa.Engine:
     """An engine whose transactions (and SAVEPOINTs) behave the same on SQLite and PostgreSQL."""
     try:
