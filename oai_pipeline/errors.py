@@ -89,6 +89,12 @@ def disk_advice(error_number: int | None) -> str | None:
     return None
 
 
+def refused_by_disk(error: BaseException) -> bool:
+    """Whether the error (or the database error it was made from) is a disk that is full or
+    not writable, as `disk_advice` words it: a command that only reads may go on without."""
+    return RESUME_ADVICE in str(error)
+
+
 def log_unsaved(log: logging.Logger, what: str, error: BaseException) -> None:
     """One warning line for a write a database refused after the work it records was done or
     failed (its server gone or restarting): the error that matters is the work's, and a

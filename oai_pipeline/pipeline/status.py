@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from oai_pipeline.errors import database_error_text
+from oai_pipeline.errors import PipelineError, database_error_text, refused_by_disk
 from oai_pipeline.state.harvester_lock import HarvesterLock
 from oai_pipeline.state.store import DEFAULT_STALE_MINUTES, StateStore
 
@@ -82,5 +82,13 @@ def harvest_status(
     """The given run, else the harvester's latest, else the latest of all (`run_status`),
     with the target's totals of its harvester."""
     status = state.run_status(run_id=run_id, harvester_id=harvester_id, stale_minutes=stale_minutes)
-    status["target"] = target_stats(target_db_url, status["run"]["harvester_id"])
+    try:
+        status["target"] = target_stats(target_db_url, status["run"]["harvester_id"])
+    except (PipelineError, sa.exc.DBAPIError) as error:
+        # SQLite grows the target's -shm file even to read: on a full disk the run's status,
+        # what the operator asks for then, is still shown
+        if not refused_by_disk(error):
+            raise
+        logger.warning("the target's record counts are not shown: %s", error)
+        status["target"] = None
     return status

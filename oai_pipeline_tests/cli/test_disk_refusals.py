@@ -6,11 +6,12 @@ from __future__ import annotations
 import errno
 import json
 import socket
+import sqlite3
 from pathlib import Path
 
 import polars as pl
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from oai_pipeline.cli import main
 from oai_pipeline.settings import load_settings
@@ -93,3 +94,32 @@ def test_a_part_cut_short_by_a_full_disk_is_removed_and_named(
     storage = Path(load_settings().storage_url)
     for name in storage.rglob("*.parquet"):
         pl.read_parquet(name)  # every part a reader may pick up is whole
+
+
+def test_status_on_a_full_disk_shows_the_run_without_the_target_counts(
+    registered: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SQLite grows a database's -shm file even to read it: on a full disk the target
+    could not be opened, and status, what the operator asks for then, failed whole."""
+    assert run_cli("harvest", registered).exit_code == 0
+
+    def full(cursor: sqlite3.Cursor) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr("oai_pipeline.targets.embedded.engine._use_wal", full)
+
+    result = run_cli("status", "--harvester", registered, "--json")
+
+    assert result.exit_code == 0, result.output
+    status = json.loads(result.stdout)
+    assert status["run"]["status"] == "succeeded"
+    assert status["target"] is None
+    assert "the target's record counts are not shown" in caplog.text
+    assert "target.sqlite is full; free space" in caplog.text
+    text = run_cli("status", "--harvester", registered)
+    assert text.exit_code == 0
+    assert "  target: not available" in text.stdout
+
+
+def run_cli(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
