@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import errno
 import json
+import os
+import shutil
 import socket
 import sqlite3
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -14,8 +18,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from oai_pipeline.cli import main
+from oai_pipeline.sample_endpoint.records import generate_datacite_records
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.store import StateStore
+from oai_pipeline_tests.cli.conftest import create_args
 
 
 def test_status_before_anything_was_written_does_not_create_the_target(registered: str) -> None:
@@ -123,3 +130,61 @@ def test_status_on_a_full_disk_shows_the_run_without_the_target_counts(
 
 def run_cli(*args: str) -> Result:
     return CliRunner().invoke(main, list(args))
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A real 4 MB file system (Linux tmpfs), where `mount` is permitted (root)."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield folder
+    finally:
+        # lazily: a pooled SQLite connection of this process may still hold a file open
+        subprocess.run(["umount", "--lazy", str(folder)], check=True)
+
+
+def test_a_harvest_that_fills_a_real_disk_resumes_once_space_is_freed(
+    small_tmpfs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A home on a file system too small for the harvest: one line naming the full file and
+    the cure, nothing left running unseen or half-written, and the rerun on a grown file
+    system writes every record once."""
+    records = generate_datacite_records(600)
+    monkeypatch.setenv("OAI_PIPELINE_HOME", str(small_tmpfs / "home"))
+    with OAIEndpoint(records, page_size=50) as endpoint:
+        created = run_cli(*create_args("gen", endpoint.base_url))
+        assert created.exit_code == 0, created.output
+
+        failed = run_cli("harvest", "gen", "--json")
+
+        assert failed.exit_code == 1
+        [line] = failed.stderr.splitlines()[-1:]
+        assert line.startswith("Error: ")
+        assert str(small_tmpfs / "home") in line
+        assert "free space on that file system" in line
+        assert json.loads(failed.stdout)["error"] == line.removeprefix("Error: ")
+        status = run_cli("status", "--harvester", "gen", "--json")
+        assert status.exit_code == 0, status.output
+        for state_file in (small_tmpfs / "home").glob("*.sqlite"):
+            with sqlite3.connect(state_file) as connection:
+                assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        for part in (small_tmpfs / "home").rglob("*.parquet"):
+            pl.read_parquet(part)
+
+        subprocess.run(["mount", "-o", "remount,size=64m", str(small_tmpfs)], check=True)
+        rerun = run_cli("harvest", "gen", "--json")
+
+    assert rerun.exit_code == 0, rerun.output
+    report = json.loads(rerun.stdout)
+    live = sum(1 for record in records if not record.deleted)
+    assert report["created"] == live
+    target = run_cli("status", "--harvester", "gen", "--json")
+    assert json.loads(target.stdout)["target"]["records"] == live
