@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
@@ -60,6 +62,37 @@ def database_error_text(error: BaseException) -> str:
         # SQLAlchemy 2.1 reads a plain postgresql:// as psycopg 3; we ship psycopg2.
         text += "; the PostgreSQL driver installed is psycopg2: postgresql+psycopg2://…"
     return text
+
+
+# What the operator does when the machine refuses a write (errno of the OSError).
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+_NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+RESUME_ADVICE = "then run again: a harvest resumes where it stopped"
+
+
+def _user() -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except (ImportError, KeyError):  # Windows, or a uid without a name (a container)
+        return "this user"
+
+
+def disk_advice(error_number: int | None) -> str | None:
+    """What to do about a full or unwritable disk, said beside the error: the bare
+    `No space left on device` named neither the cure nor that nothing was lost."""
+    if error_number in _FULL:
+        return f"free space on that file system (or move the data folder), {RESUME_ADVICE}"
+    if error_number in _NOT_WRITABLE:
+        return f"make it writable for {_user()} (or run as its owner), {RESUME_ADVICE}"
+    return None
+
+
+def refused_by_disk(error: BaseException) -> bool:
+    """Whether the error (or the database error it was made from) is a disk that is full or
+    not writable, as `disk_advice` words it: a command that only reads may go on without."""
+    return RESUME_ADVICE in str(error)
 
 
 def log_unsaved(log: logging.Logger, what: str, error: BaseException) -> None:

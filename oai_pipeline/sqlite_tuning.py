@@ -15,11 +15,17 @@ Dagster event log takes the first setting only).
 
 from __future__ import annotations
 
+import errno
+import os
+import sqlite3
 from contextlib import suppress
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine, event, exc
 from sqlalchemy.engine import ExceptionContext
+
+from oai_pipeline.errors import disk_advice
 
 WAL_AUTOCHECKPOINT_PAGES = 16384  # of 4 KB
 CACHE_KIB = 16384
@@ -50,3 +56,50 @@ def release_lock_on_interrupt(engine: Engine) -> None:
         if cursor is not None and not isinstance(context.original_exception, Exception):
             with suppress(Exception):  # the interrupt is what is raised, not this
                 cursor.close()
+
+
+# Below this many bytes free, SQLite's "disk I/O error" (its -shm or -wal not grown) is
+# the file system being full.
+_NEARLY_FULL_BYTES = 1 << 20
+
+
+def _refusal(message: str, path: Path) -> int | None:
+    """The errno of a write the machine refused, as SQLite words it; None for other errors."""
+    if message == "database or disk is full":
+        return errno.ENOSPC
+    if message.startswith("attempt to write a readonly database"):
+        return errno.EROFS
+    folder = path.parent
+    if message == "unable to open database file" and folder.is_dir():
+        return None if os.access(folder, os.W_OK) else errno.EACCES
+    if message == "disk I/O error":
+        with suppress(OSError):
+            if os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize < _NEARLY_FULL_BYTES:
+                return errno.ENOSPC
+    return None
+
+
+def explain_refused_writes(engine: Engine) -> None:
+    """Name the file and the cure when the disk refuses a write: SQLite says only
+    `database or disk is full` or `attempt to write a readonly database`, which left an
+    operator of a harvest (CLI or Dagster) guessing which database, and what to do."""
+    database = engine.url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    path = Path(database).expanduser()
+
+    @event.listens_for(engine, "handle_error")
+    def _explain(context: ExceptionContext) -> BaseException | None:
+        original = context.original_exception
+        if not isinstance(original, sqlite3.OperationalError):
+            return None
+        message = str(original)
+        number = _refusal(message, path)
+        if number is None:
+            return None
+        if number == errno.ENOSPC:
+            where = f"the file system holding {path} is full"
+        else:  # SQLite writes its -wal and -shm files beside the database, even to read
+            where = f"{path} or its folder is not writable"
+        explained = sqlite3.OperationalError(f"{message}: {where}; {disk_advice(number)}")
+        return exc.OperationalError(context.statement, context.parameters, explained)

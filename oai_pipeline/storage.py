@@ -34,7 +34,12 @@ import fsspec
 import polars as pl
 from fsspec.implementations.local import LocalFileSystem
 
-from oai_pipeline.errors import ConfigurationError, PipelineError, without_password
+from oai_pipeline.errors import (
+    ConfigurationError,
+    PipelineError,
+    disk_advice,
+    without_password,
+)
 
 MANIFEST = "_manifest.json"
 _TMP = ".tmp"
@@ -182,9 +187,20 @@ class PartitionStore:
             except FileNotFoundError:
                 os.makedirs(folder, exist_ok=True)
                 handle = open(tmp_path, "wb")  # noqa: SIM115
-        with handle:
-            handle.write(data)
-            handle.truncate()
+        try:
+            with handle:
+                handle.write(data)
+                handle.truncate()
+        except OSError as error:
+            # Half a file on a full disk: it held the space the operator must free, and
+            # the bare error named no file. The partition has no manifest: it is rewritten.
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_path)
+            refused = OSError(error.errno, error.strerror, path)
+            advice = disk_advice(error.errno)
+            if advice:
+                refused.add_note(advice)  # shown under the error in Dagster
+            raise refused from None
         os.replace(tmp_path, path)
 
     def write_part(

@@ -30,3 +30,42 @@ def test_state_store_and_target_get_the_wal_and_cache_settings(tmp_path: Path) -
         assert _pragmas(repository.engine) == expected
     finally:
         repository.close()
+
+
+def _fill(engine: sa.Engine, limit_pragma: str) -> sa.exc.OperationalError:
+    """Make one connection's writes fail as a full (or read-only) disk makes them, and
+    return the error a write then raises."""
+    with engine.connect() as connection:
+        pages = connection.exec_driver_sql("PRAGMA page_count").scalar()
+        connection.exec_driver_sql(limit_pragma.format(pages=pages))
+        connection.commit()
+        try:
+            with connection.begin():
+                connection.exec_driver_sql("CREATE TABLE filler (x BLOB)")
+                connection.exec_driver_sql("INSERT INTO filler VALUES (zeroblob(1000000))")
+        except sa.exc.OperationalError as error:
+            return error
+    raise AssertionError("the write was not refused")
+
+
+def test_a_full_disk_names_the_database_file_and_the_cure(tmp_path: Path) -> None:
+    """SQLite's bare `database or disk is full` named neither file nor what to do."""
+    with StateStore(f"sqlite:///{tmp_path / 'state.sqlite'}") as store:
+        error = _fill(store._engine, "PRAGMA max_page_count = {pages}")
+    assert "database or disk is full" in str(error.orig)
+    assert f"the file system holding {tmp_path / 'state.sqlite'} is full" in str(error.orig)
+    assert "free space on that file system" in str(error.orig)
+    assert "a harvest resumes where it stopped" in str(error)  # Dagster shows this one
+    repository = EmbeddedRepository(f"sqlite:///{tmp_path / 'target.sqlite'}")
+    try:
+        error = _fill(repository.engine, "PRAGMA max_page_count = {pages}")
+    finally:
+        repository.close()
+    assert f"the file system holding {tmp_path / 'target.sqlite'} is full" in str(error.orig)
+
+
+def test_a_read_only_database_names_the_file_and_the_cure(tmp_path: Path) -> None:
+    with StateStore(f"sqlite:///{tmp_path / 'state.sqlite'}") as store:
+        error = _fill(store._engine, "PRAGMA query_only = 1")
+    assert f"{tmp_path / 'state.sqlite'} or its folder is not writable" in str(error.orig)
+    assert "make it writable for" in str(error.orig)

@@ -23,6 +23,7 @@ from oai_pipeline.errors import (
     PipelineError,
     database_error_text,
     describe_validation_error,
+    disk_advice,
     has_lone_surrogate,
 )
 from oai_pipeline.state.limits import MAX_INTEGER
@@ -161,9 +162,11 @@ def _is_database_unavailable(error: Exception) -> bool:
 
 
 def _os_error_text(error: OSError) -> str:
-    if error.strerror and error.filename is not None:
-        return f"{error.strerror}: {error.filename}"
-    return str(error) or type(error).__name__
+    if not (error.strerror and error.filename is not None):
+        return str(error) or type(error).__name__  # stdout itself, say: no file to name
+    advice = disk_advice(error.errno)  # a full or read-only disk: what to do about it
+    text = f"{error.strerror}: {error.filename}"
+    return f"{text}; {advice}" if advice else text
 
 
 def _asked(as_json: bool | Callable[[], bool]) -> bool:

@@ -251,7 +251,7 @@ def _status_metadata(pipeline: PipelineResource, run_ids: list[int]) -> dict[str
                         f"{prefix}harvest_records_{k}": v
                         for k, v in status["harvest_records"].items()
                     },
-                    **{f"{prefix}target_{k}": v for k, v in status["target"].items()},
+                    **{f"{prefix}target_{k}": v for k, v in (status["target"] or {}).items()},
                     f"{prefix}recent_failures": _error_table(failures),
                     f"{prefix}discovery_state": dg.MetadataValue.json(
                         status["discovery_state"] or {}

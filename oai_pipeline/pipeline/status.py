@@ -8,6 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from oai_pipeline.errors import PipelineError, database_error_text, refused_by_disk
 from oai_pipeline.state.harvester_lock import HarvesterLock
 from oai_pipeline.state.store import DEFAULT_STALE_MINUTES, StateStore
 
@@ -22,11 +23,16 @@ def settle_interrupted(state: StateStore) -> list[dict[str, Any]]:
     try:
         return state.settle_interrupted_runs(None, HarvesterLock(engine).works_on)
     except sa.exc.DBAPIError as error:
-        if not _refused_as_read_only(error):
+        if _refused_as_read_only(error):
+            why = "is read-only"
+        elif _refused_as_full(error):  # status must still show where a harvest stopped
+            why = f"cannot be written ({database_error_text(error.orig)})"
+        else:
             raise
         logger.warning(
-            "the state database is read-only: runs whose process is gone are shown as "
-            "stored (running); a status with write access marks them failed"
+            "the state database %s: runs whose process is gone are shown as stored "
+            "(running); a status that can write marks them failed",
+            why,
         )
         return []
     finally:
@@ -43,11 +49,21 @@ def _refused_as_read_only(error: sa.exc.DBAPIError) -> bool:
     return "readonly database" in str(error.orig)  # SQLite's "attempt to write a readonly …"
 
 
+def _refused_as_full(error: sa.exc.DBAPIError) -> bool:
+    """The disk is full (SQLite), or PostgreSQL's disk_full."""
+    return getattr(error.orig, "pgcode", None) == "53100" or "disk is full" in str(error.orig)
+
+
 def target_stats(target_db_url: str, harvester_id: str) -> dict[str, Any]:
     """What the embedded target holds of this harvester: its records and how many distinct
     source identifiers they carry."""
+    from oai_pipeline.targets.embedded.engine import sqlite_file_missing
     from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 
+    if sqlite_file_missing(target_db_url):
+        # Nothing written yet (a first harvest that stopped while staging): creating the
+        # file here failed on the full or read-only disk status is asked about then.
+        return {"records": 0, "source_identifiers": 0}
     repository = EmbeddedRepository(target_db_url)
     try:
         return repository.stats(harvester_id)
@@ -66,5 +82,13 @@ def harvest_status(
     """The given run, else the harvester's latest, else the latest of all (`run_status`),
     with the target's totals of its harvester."""
     status = state.run_status(run_id=run_id, harvester_id=harvester_id, stale_minutes=stale_minutes)
-    status["target"] = target_stats(target_db_url, status["run"]["harvester_id"])
+    try:
+        status["target"] = target_stats(target_db_url, status["run"]["harvester_id"])
+    except (PipelineError, sa.exc.DBAPIError) as error:
+        # SQLite grows the target's -shm file even to read: on a full disk the run's status,
+        # what the operator asks for then, is still shown
+        if not refused_by_disk(error):
+            raise
+        logger.warning("the target's record counts are not shown: %s", error)
+        status["target"] = None
     return status

@@ -48,7 +48,11 @@ from oai_pipeline.oai.types import (
     SweepCheckpoint,
 )
 from oai_pipeline.oai.windows import read_datestamp
-from oai_pipeline.sqlite_tuning import release_lock_on_interrupt, tune_wal
+from oai_pipeline.sqlite_tuning import (
+    explain_refused_writes,
+    release_lock_on_interrupt,
+    tune_wal,
+)
 from oai_pipeline.state.schema import (
     CATCH_UP_COUNTERS,
     applied_fixtures,
@@ -184,6 +188,7 @@ def _create_engine(url: str) -> Engine:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     release_lock_on_interrupt(engine)
+    explain_refused_writes(engine)
     return engine
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import socket
+import sqlite3
 import time
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from click.testing import CliRunner, Result
 
 from oai_pipeline.cli import main
@@ -137,3 +139,36 @@ def _pid_of_no_process() -> int:
     while Path(f"/proc/{pid}").exists():
         pid += 1
     return pid
+
+
+def test_status_on_a_full_disk_shows_runs_as_they_are_stored(
+    registered: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A harvest that filled the disk left its run `running` (it could not mark it failed):
+    status is what the operator reads then, so it must not fail on the write it skips."""
+    settings = load_settings()
+    with StateStore(settings.state_db_url) as state:
+        run_id = state.create_run(
+            registered,
+            window_from=None,
+            window_until=None,
+            scale=None,
+            max_records=0,
+            options={},
+            worker=f"{socket.gethostname()}:{_pid_of_no_process()}:gone",
+        )
+
+    def disk_full(*_args: object) -> None:
+        raise sa.exc.OperationalError(
+            "UPDATE harvest_runs …", {}, sqlite3.OperationalError("database or disk is full")
+        )
+
+    monkeypatch.setattr(StateStore, "settle_interrupted_runs", disk_full)
+
+    result = CliRunner().invoke(main, ["status", "--batch-id", str(run_id), "--json"])
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["run"]["status"] == "running"
+    assert "the state database cannot be written (database or disk is full)" in caplog.text

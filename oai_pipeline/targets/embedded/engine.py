@@ -10,7 +10,11 @@ import sqlalchemy as sa
 
 from oai_pipeline.errors import ConfigurationError, database_error_text, without_password
 from oai_pipeline.json_codec import ENGINE_JSON
-from oai_pipeline.sqlite_tuning import release_lock_on_interrupt, tune_wal
+from oai_pipeline.sqlite_tuning import (
+    explain_refused_writes,
+    release_lock_on_interrupt,
+    tune_wal,
+)
 
 _WAL_ATTEMPTS = 100  # x 50 ms
 # Execution option of a read-only transaction: on SQLite it never waits for a writer (WAL).
@@ -22,6 +26,18 @@ def _sqlite_file(url: sa.URL) -> Path | None:
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
     return Path(database)
+
+
+def sqlite_file_missing(url: str) -> bool:
+    """Whether the URL names a SQLite file not created yet: no record was ever written."""
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError:
+        return False
+    if parsed.get_backend_name() != "sqlite":
+        return False
+    path = _sqlite_file(parsed)
+    return path is not None and not path.expanduser().exists()
 
 
 def create_target_engine(url: str) -> sa.Engine:
@@ -47,6 +63,7 @@ def create_target_engine(url: str) -> sa.Engine:
                 ) from None
         _configure_sqlite(engine, wal=path is not None)
         release_lock_on_interrupt(engine)
+        explain_refused_writes(engine)
     return engine
 
 
