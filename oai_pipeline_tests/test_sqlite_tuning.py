@@ -6,6 +6,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.settings import Settings
 from oai_pipeline.sqlite_tuning import CACHE_KIB, WAL_AUTOCHECKPOINT_PAGES
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
@@ -69,3 +71,11 @@ def test_a_read_only_database_names_the_file_and_the_cure(tmp_path: Path) -> Non
         error = _fill(store._engine, "PRAGMA query_only = 1")
     assert f"{tmp_path / 'state.sqlite'} or its folder is not writable" in str(error.orig)
     assert "make it writable for" in str(error.orig)
+
+
+def test_a_lease_refused_by_the_disk_names_the_file_too(settings: Settings) -> None:
+    """The harvester lease has an engine of its own: `could not release the lease of gen:
+    database or disk is full` named no file."""
+    with Services(settings) as services:
+        error = _fill(services.harvester_lock.engine, "PRAGMA max_page_count = {pages}")
+    assert f"the file system holding {settings.home / 'state.sqlite'} is full" in str(error.orig)

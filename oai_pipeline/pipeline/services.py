@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from oai_pipeline.errors import NotFound, log_unsaved
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.settings import Settings
+from oai_pipeline.sqlite_tuning import explain_refused_writes
 from oai_pipeline.state.harvester_lock import HarvesterLock
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.storage import PartitionStore
@@ -25,6 +26,7 @@ class Services:
         # Pinged at checkout, as the state store's: a restarted PostgreSQL leaves the pooled
         # connections dead, and a lease released or taken on one failed the stage.
         self._lock_engine = sa.create_engine(settings.state_db_url, pool_pre_ping=True)
+        explain_refused_writes(self._lock_engine)  # a lease on a full disk names the file too
         self.harvester_lock = HarvesterLock(self._lock_engine)
 
     def harvester(self, harvester_id: str) -> Harvester:
