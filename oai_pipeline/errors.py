@@ -91,7 +91,10 @@ def disk_advice(error_number: int | None) -> str | None:
 
 def refused_by_disk(error: BaseException) -> bool:
     """Whether the error (or the database error it was made from) is a disk that is full or
-    not writable, as `disk_advice` words it: a command that only reads may go on without."""
+    not writable, as `disk_advice` words it: a command that only reads may go on without,
+    and a retry a minute later meets the same disk."""
+    if isinstance(error, OSError) and disk_advice(error.errno) is not None:
+        return True
     return RESUME_ADVICE in str(error)
 
 

@@ -28,7 +28,7 @@ from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.defs.run_coordinator import older_queue_limits
 from oai_pipeline.defs.run_history import prune_run_history_daily
 from oai_pipeline.defs.sensors import fail_orphaned_harvest_runs
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.errors import PipelineError, disk_advice, refused_by_disk
 from oai_pipeline.harvesters.model import describe_validation_error
 from oai_pipeline.oai.errors import HarvestProtocolError
 from oai_pipeline.pipeline.discover import discover
@@ -88,7 +88,11 @@ def _retry_only_transient() -> Iterator[None]:
     anything else (a wrong prefix, option or argument, an OAI error, a bug) fails at once."""
     try:
         yield
-    except TRANSIENT_ERRORS:
+    except TRANSIENT_ERRORS as error:
+        if refused_by_disk(error):  # the operator's to free or make writable: no retries
+            advice = disk_advice(error.errno) if isinstance(error, OSError) else None
+            description = f"{error}; {advice}" if advice else str(error)
+            raise dg.Failure(description=description, allow_retries=False) from error
         raise
     except PipelineError as error:
         raise dg.Failure(description=str(error), allow_retries=False) from error

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from datetime import date
 
 import dagster as dg
@@ -216,3 +217,25 @@ def test_a_wrong_state_database_url_fails_at_once_without_retries(
         "cannot open the state database mysql://harvest@localhost/state: "
     )
     assert "\n" not in description
+
+
+def test_a_full_disk_fails_at_once_naming_the_cure(
+    instance: dg.DagsterInstance,
+    settings: Settings,
+    endpoint: OAIEndpoint,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A full disk is not freed by waiting: three retries spread over minutes only delayed
+    the failure the operator must act on."""
+    register(settings, endpoint.base_url, metadata_prefix=PREFIX)
+
+    def full_disk(_store: PartitionStore, folder: str, name: str, _data: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", f"{folder}/{name}")
+
+    monkeypatch.setattr(PartitionStore, "_write_local", full_disk)
+
+    failure = failure_without_retries(instance)
+
+    description = failure.step_failure_data.user_failure_data.description
+    assert "No space left on device" in description
+    assert "free space on that file system" in description
