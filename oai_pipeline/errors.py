@@ -70,7 +70,8 @@ _NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
 RESUME_ADVICE = "then run again: a harvest resumes where it stopped"
 
 
-def _user() -> str:
+def user_name() -> str:
+    """Who this process runs as, as an advice names them."""
     try:
         import pwd
 
@@ -85,7 +86,7 @@ def disk_advice(error_number: int | None) -> str | None:
     if error_number in _FULL:
         return f"free space on that file system (or move the data folder), {RESUME_ADVICE}"
     if error_number in _NOT_WRITABLE:
-        return f"make it writable for {_user()} (or run as its owner), {RESUME_ADVICE}"
+        return f"make it writable for {user_name()} (or run as its owner), {RESUME_ADVICE}"
     return None
 
 
