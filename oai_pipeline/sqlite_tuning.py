@@ -67,15 +67,25 @@ def release_lock_on_interrupt(engine: Engine) -> None:
 _NEARLY_FULL_BYTES = 1 << 20
 
 
+def _read_only_file_system(folder: Path) -> bool:
+    """Whether the folder is on a file system mounted read-only: making the file writable,
+    or running as its owner, cannot help there."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def _refusal(message: str, path: Path) -> int | None:
     """The errno of a write the machine refused, as SQLite words it; None for other errors."""
     if message == "database or disk is full":
         return errno.ENOSPC
-    if message.startswith("attempt to write a readonly database"):
-        return errno.EROFS
     folder = path.parent
+    not_writable = errno.EROFS if _read_only_file_system(folder) else errno.EACCES
+    if message.startswith("attempt to write a readonly database"):
+        return not_writable
     if message == "unable to open database file" and folder.is_dir():
-        return None if os.access(folder, os.W_OK) else errno.EACCES
+        return None if os.access(folder, os.W_OK) else not_writable
     if message == "disk I/O error":
         with suppress(OSError):
             if os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize < _NEARLY_FULL_BYTES:
@@ -103,6 +113,8 @@ def explain_refused_writes(engine: Engine) -> None:
             return None
         if number == errno.ENOSPC:
             where = f"the file system holding {path} is full"
+        elif number == errno.EROFS:
+            where = f"the file system holding {path} is mounted read-only"
         else:  # SQLite writes its -wal and -shm files beside the database, even to read
             where = f"{path} or its folder is not writable"
         explained = sqlite3.OperationalError(f"{message}: {where}; {disk_advice(number)}")

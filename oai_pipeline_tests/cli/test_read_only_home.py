@@ -157,6 +157,29 @@ def test_reading_commands_work_on_a_read_only_file_system(
     )
 
 
+def test_a_command_that_writes_on_a_read_only_file_system_says_to_mount_it_read_write(
+    harvested: Path,
+    read_only_mount: Callable[[Path], Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The advice was to make the file writable for this user or run as its owner: on a
+    file system mounted read-only neither helps."""
+    mounted = read_only_mount(harvested)
+    monkeypatch.setenv("OAI_PIPELINE_HOME", str(mounted))
+
+    for args in (("harvest", "sample"), ("target", "communities", "create", "x")):
+        result = run_cli(*args)
+
+        assert result.exit_code == 1, args
+        [line] = result.stderr.splitlines()
+        database = "target" if args[0] == "target" else "state"
+        assert line.endswith(
+            f"the file system holding {mounted}/{database}.sqlite is mounted read-only; "
+            "mount it read-write (or move the data folder), then run again: a harvest "
+            "resumes where it stopped"
+        ), args
+
+
 def test_commits_still_in_the_wal_are_shown(
     harvested: Path,
     read_only_mount: Callable[[Path], Path],
