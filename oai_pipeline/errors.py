@@ -66,11 +66,12 @@ def database_error_text(error: BaseException) -> str:
 
 # What the operator does when the machine refuses a write (errno of the OSError).
 _FULL = (errno.ENOSPC, errno.EDQUOT)
-_NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+_NOT_WRITABLE = (errno.EACCES, errno.EPERM)
 RESUME_ADVICE = "then run again: a harvest resumes where it stopped"
 
 
-def _user() -> str:
+def user_name() -> str:
+    """Who this process runs as, as an advice names them."""
     try:
         import pwd
 
@@ -84,8 +85,10 @@ def disk_advice(error_number: int | None) -> str | None:
     `No space left on device` named neither the cure nor that nothing was lost."""
     if error_number in _FULL:
         return f"free space on that file system (or move the data folder), {RESUME_ADVICE}"
+    if error_number == errno.EROFS:  # no user may write it: its owner neither
+        return f"mount it read-write (or move the data folder), {RESUME_ADVICE}"
     if error_number in _NOT_WRITABLE:
-        return f"make it writable for {_user()} (or run as its owner), {RESUME_ADVICE}"
+        return f"make it writable for {user_name()} (or run as its owner), {RESUME_ADVICE}"
     return None
 
 

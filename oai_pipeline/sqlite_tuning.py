@@ -16,16 +16,20 @@ Dagster event log takes the first setting only).
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import sqlite3
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, event, exc
+from sqlalchemy import Engine, event, exc, make_url
 from sqlalchemy.engine import ExceptionContext
 
-from oai_pipeline.errors import disk_advice
+from oai_pipeline.errors import disk_advice, user_name
+
+logger = logging.getLogger(__name__)
 
 WAL_AUTOCHECKPOINT_PAGES = 16384  # of 4 KB
 CACHE_KIB = 16384
@@ -63,15 +67,25 @@ def release_lock_on_interrupt(engine: Engine) -> None:
 _NEARLY_FULL_BYTES = 1 << 20
 
 
+def _read_only_file_system(folder: Path) -> bool:
+    """Whether the folder is on a file system mounted read-only: making the file writable,
+    or running as its owner, cannot help there."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def _refusal(message: str, path: Path) -> int | None:
     """The errno of a write the machine refused, as SQLite words it; None for other errors."""
     if message == "database or disk is full":
         return errno.ENOSPC
-    if message.startswith("attempt to write a readonly database"):
-        return errno.EROFS
     folder = path.parent
+    not_writable = errno.EROFS if _read_only_file_system(folder) else errno.EACCES
+    if message.startswith("attempt to write a readonly database"):
+        return not_writable
     if message == "unable to open database file" and folder.is_dir():
-        return None if os.access(folder, os.W_OK) else errno.EACCES
+        return None if os.access(folder, os.W_OK) else not_writable
     if message == "disk I/O error":
         with suppress(OSError):
             if os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize < _NEARLY_FULL_BYTES:
@@ -99,7 +113,106 @@ def explain_refused_writes(engine: Engine) -> None:
             return None
         if number == errno.ENOSPC:
             where = f"the file system holding {path} is full"
+        elif number == errno.EROFS:
+            where = f"the file system holding {path} is mounted read-only"
         else:  # SQLite writes its -wal and -shm files beside the database, even to read
             where = f"{path} or its folder is not writable"
         explained = sqlite3.OperationalError(f"{message}: {where}; {disk_advice(number)}")
         return exc.OperationalError(context.statement, context.parameters, explained)
+
+
+# -- reading a home this process cannot write -------------------------------------------------
+#
+# SQLite in WAL mode writes beside a database even to read it: it creates the -wal and -shm
+# files, or takes locks in the -shm. On a home restored on read-only media, mounted read-only
+# into a monitoring container, or owned by the harvest's user, the commands that only read
+# (status, the listings) open the file read-only instead:
+#
+# - `mode=ro` reads through the -wal and -shm that are there (SQLite 3.22 and later use a
+#   -shm it cannot write): the commits of a harvest still in the -wal are seen, and a running
+#   harvest's are read consistently.
+# - `immutable=1` when there is neither (a database closed cleanly), or `mode=ro` fails on a
+#   -wal without commits: SQLite reads the file as it is, without locks, and creates nothing.
+#   It ignores a -wal, so it is never used when one holds commits (a -wal without its -shm
+#   is refused in one line); and it does not see what a writer changes after it opened the
+#   file, or a checkpoint copying pages into the file meanwhile: fine for one command that
+#   reads once, never for a harvest (the commands that write open the file as before, and
+#   fail with `explain_refused_writes`'s line).
+
+_noted_folders: set[Path] = set()
+
+
+def unwritable_sqlite_file(url: str) -> Path | None:
+    """The SQLite file `url` names if it exists and this process cannot write it or create
+    files beside it (a read-only file system, another user's folder); else None (a URL of
+    PostgreSQL, of memory, a URI filename the user wrote, a file not created yet)."""
+    try:
+        parsed = make_url(url)
+    except exc.ArgumentError:
+        return None
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return None
+    if database.startswith("file:"):
+        return None
+    path = Path(database).expanduser()
+    if not path.is_file():
+        return None
+    writable = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+    return None if writable else path
+
+
+def _uri(path: Path, parameter: str) -> str:
+    return f"{path.absolute().as_uri()}?{parameter}"
+
+
+def _wal_holds_commits(path: Path) -> bool:
+    with suppress(OSError):
+        return os.stat(f"{path}-wal").st_size > 0
+    return False
+
+
+def read_only_connector(path: Path, *, timeout: float) -> Callable[[], sqlite3.Connection]:
+    """A `creator` for an engine that reads the SQLite file at `path` without writing
+    anything (see above); says once per folder, on stderr, that what is shown is read so."""
+
+    def connect() -> sqlite3.Connection:
+        connection = _open_read_only(path, timeout)
+        if path.parent not in _noted_folders:
+            _noted_folders.add(path.parent)
+            logger.warning(
+                "%s cannot be written by %s (a read-only home): its databases are shown as "
+                "they are, which may be behind a harvest running now; a run whose process is "
+                "gone still shows as running",
+                path.parent,
+                user_name(),
+            )
+        return connection
+
+    return connect
+
+
+def _open_read_only(path: Path, timeout: float) -> sqlite3.Connection:
+    """`mode=ro` where a -shm or a -wal with commits is there (a harvest running, or one
+    killed): it reads the commits through the -wal. Else `immutable=1`, which creates
+    nothing (`mode=ro` would leave an empty -wal and -shm where it may create them)."""
+    in_wal = _wal_holds_commits(path)
+    if in_wal or Path(f"{path}-shm").exists():
+        connection = sqlite3.connect(
+            _uri(path, "mode=ro"), uri=True, timeout=timeout, check_same_thread=False
+        )
+        try:
+            connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return connection
+        except sqlite3.OperationalError:  # no -shm, and none can be made
+            connection.close()
+    if in_wal:  # immutable=1 would not see them
+        raise sqlite3.OperationalError(
+            f"{path}-wal holds changes not yet in the database, which SQLite cannot read "
+            f"where it cannot write without the {path.name}-shm file beside it: copy the "
+            "folder somewhere writable and read the copy, or run as its owner (which moves "
+            "the changes into the database)"
+        )
+    return sqlite3.connect(
+        _uri(path, "immutable=1"), uri=True, timeout=timeout, check_same_thread=False
+    )

@@ -35,15 +35,16 @@ def require_known_harvester(harvester_id: str | None, found: list[Any]) -> None:
     harvester (exit 2), as everywhere else, not an empty listing that reads "all is quiet"."""
     if harvester_id is None or found:
         return
-    with open_store() as store:
+    with open_store(only_reads=True) as store:
         if not store.knows_harvester(harvester_id):
             raise NotFound(f"unknown harvester {harvester_id!r}")
 
 
 @contextmanager
-def open_store() -> Iterator[StateStore]:
-    """The state store of the current settings (OAI_PIPELINE_HOME, …)."""
-    store = StateStore(load_settings().state_db_url)
+def open_store(*, only_reads: bool = False) -> Iterator[StateStore]:
+    """The state store of the current settings (OAI_PIPELINE_HOME, …); `only_reads` for a
+    command that only reads: it then works on a home this user cannot write (`StateStore`)."""
+    store = StateStore(load_settings().state_db_url, only_reads=only_reads)
     try:
         yield store
     finally:
@@ -220,7 +221,7 @@ def update(harvester_id: str, model: str | None, community: str | None, as_json:
 @json_option
 def list_(as_json: bool) -> None:
     """The registered harvesters."""
-    with open_store() as store:
+    with open_store(only_reads=True) as store:
         found = HarvesterRegistry(store).list()
     rows = [h.model_dump(mode="json") for h in found]
     text = listing_text(
@@ -234,7 +235,7 @@ def list_(as_json: bool) -> None:
 @json_option
 def show(harvester_id: str, as_json: bool) -> None:
     """One harvester, with what the source's Identify said, if harvested before."""
-    with open_store() as store:
+    with open_store(only_reads=True) as store:
         harvester = HarvesterRegistry(store).get(harvester_id)
         identify = store.get_identify(harvester_id)
     payload = harvester.model_dump(mode="json")

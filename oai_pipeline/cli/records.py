@@ -48,7 +48,7 @@ def list_(
     """List harvest records (error filters all apply to the same error)."""
     if only_deleted and only_live:  # separate flags, so the conflict is seen, not last-wins
         raise click.UsageError("give --live or --deleted, not both")
-    with open_store() as store:
+    with open_store(only_reads=True) as store:
         found = store.list_records(
             harvester_id=harvester_id,
             deleted=True if only_deleted else False if only_live else None,
@@ -80,7 +80,7 @@ def list_(
 @json_option
 def show(oai_identifier: str, harvester_id: str | None, as_json: bool) -> None:
     """One harvest record: its state, errors, original XML and transformed data."""
-    with open_store() as store:
+    with open_store(only_reads=True) as store:
         record = store.get_record(oai_identifier, harvester_id)
     if record is None:
         of = f" of harvester {harvester_id!r}" if harvester_id else ""

@@ -125,7 +125,7 @@ def status(
     limit_given = click.get_current_context().get_parameter_source("limit")
     if not list_recent and limit_given is not click.core.ParameterSource.DEFAULT:
         raise InvalidInput("--limit counts the runs --list-recent lists: add --list-recent")
-    with open_store() as store:
+    with open_store(only_reads=True) as store:
         settle_interrupted(store)
         if list_recent:
             if batch_id is not None:
@@ -146,5 +146,6 @@ def status(
             run_id=batch_id,
             harvester_id=harvester_id,
             stale_minutes=stale_minutes,
+            only_reads=True,
         )
     emit(result, as_json=as_json, text=_status_text(result))

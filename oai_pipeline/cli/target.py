@@ -30,8 +30,10 @@ from oai_pipeline.targets.embedded.transaction import STATES
 
 
 @contextmanager
-def _repository() -> Iterator[EmbeddedRepository]:
-    repository = EmbeddedRepository(load_settings().target_db_url)
+def _repository(*, only_reads: bool = False) -> Iterator[EmbeddedRepository]:
+    """The target of the current settings; `only_reads` for a command that only reads: it
+    then works on a home this user cannot write (`EmbeddedRepository`)."""
+    repository = EmbeddedRepository(load_settings().target_db_url, only_reads=only_reads)
     try:
         yield repository
     finally:
@@ -134,7 +136,7 @@ def restore(record_id: str) -> None:
 @json_option
 def show(record_id: str, as_json: bool) -> None:
     """The record: state, published data, draft, revision, DOI, communities, tombstone."""
-    with _repository() as repository:
+    with _repository(only_reads=True) as repository:
         record = repository.show(record_id)
     lines = [
         f"{record['id']}  {record['state']}  revision {record['revision']}",
@@ -160,7 +162,7 @@ def show(record_id: str, as_json: bool) -> None:
 @json_option
 def list_records(harvester: str | None, state: str | None, limit: int, as_json: bool) -> None:
     """Records of the target repository, oldest first."""
-    with _repository() as repository:
+    with _repository(only_reads=True) as repository:
         rows = repository.list(harvester=harvester, state=state, limit=limit)
     require_known_harvester(harvester, rows)
     text = listing_text(
@@ -197,7 +199,7 @@ def create_community(slug: str, parent: str | None) -> None:
 @json_option
 def list_communities(as_json: bool) -> None:
     """Every community with its parent."""
-    with _repository() as repository:
+    with _repository(only_reads=True) as repository:
         rows = repository.list_communities()
     by_id = {row["id"]: row["slug"] for row in rows}
     text = listing_text(

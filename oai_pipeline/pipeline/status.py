@@ -18,7 +18,10 @@ logger = logging.getLogger(__name__)
 def settle_interrupted(state: StateStore) -> list[dict[str, Any]]:
     """Fail the runs a killed CLI harvest left `running` (see `settle_interrupted_runs`), so
     that status shows them as what they are, not running for ever. On a database status may
-    only read (a replica, a read-only role) they are shown as stored, and it says so."""
+    only read (a replica, a read-only role) they are shown as stored, and it says so; on a
+    home this process cannot write (`StateStore.read_only`), opening the store said so."""
+    if state.read_only:
+        return []
     engine = sa.create_engine(state.url)
     try:
         return state.settle_interrupted_runs(None, HarvesterLock(engine).works_on)
@@ -54,9 +57,12 @@ def _refused_as_full(error: sa.exc.DBAPIError) -> bool:
     return getattr(error.orig, "pgcode", None) == "53100" or "disk is full" in str(error.orig)
 
 
-def target_stats(target_db_url: str, harvester_id: str) -> dict[str, Any]:
+def target_stats(
+    target_db_url: str, harvester_id: str, *, only_reads: bool = False
+) -> dict[str, Any]:
     """What the embedded target holds of this harvester: its records and how many distinct
-    source identifiers they carry."""
+    source identifiers they carry. `only_reads`: for a command that only reads (see
+    `EmbeddedRepository`), never for a harvest."""
     from oai_pipeline.targets.embedded.engine import sqlite_file_missing
     from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 
@@ -64,7 +70,7 @@ def target_stats(target_db_url: str, harvester_id: str) -> dict[str, Any]:
         # Nothing written yet (a first harvest that stopped while staging): creating the
         # file here failed on the full or read-only disk status is asked about then.
         return {"records": 0, "source_identifiers": 0}
-    repository = EmbeddedRepository(target_db_url)
+    repository = EmbeddedRepository(target_db_url, only_reads=only_reads)
     try:
         return repository.stats(harvester_id)
     finally:
@@ -78,12 +84,14 @@ def harvest_status(
     run_id: int | None = None,
     harvester_id: str | None = None,
     stale_minutes: int = DEFAULT_STALE_MINUTES,
+    only_reads: bool = False,
 ) -> dict[str, Any]:
     """The given run, else the harvester's latest, else the latest of all (`run_status`),
-    with the target's totals of its harvester."""
+    with the target's totals of its harvester (`only_reads`: see `target_stats`)."""
     status = state.run_status(run_id=run_id, harvester_id=harvester_id, stale_minutes=stale_minutes)
     try:
-        status["target"] = target_stats(target_db_url, status["run"]["harvester_id"])
+        harvester = status["run"]["harvester_id"]
+        status["target"] = target_stats(target_db_url, harvester, only_reads=only_reads)
     except (PipelineError, sa.exc.DBAPIError) as error:
         # SQLite grows the target's -shm file even to read: on a full disk the run's status,
         # what the operator asks for then, is still shown

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from oai_pipeline.errors import log_upgraded
+from oai_pipeline.errors import ConfigurationError, log_upgraded
 from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
 logger = logging.getLogger(__name__)
@@ -450,6 +450,33 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
 }
 
 
+def _newer(current: int) -> ConfigurationError:
+    return ConfigurationError(
+        f"the state database has schema version {current}, newer than this "
+        f"oai-pipeline ({SCHEMA_VERSION}); upgrade oai-pipeline"
+    )
+
+
+def check_version(connection: Connection) -> None:
+    """What `migrate` checks, for a database this process may only read (a read-only home):
+    one of another schema version cannot be read with these tables, nor upgraded here."""
+    current = None
+    if sa.inspect(connection).has_table(schema_version.name):
+        current = connection.execute(
+            sa.select(schema_version.c.version).where(schema_version.c.id == 1)
+        ).scalar()
+    if current is not None and current > SCHEMA_VERSION:
+        raise _newer(current)
+    if current != SCHEMA_VERSION:
+        found = "no schema" if current is None else f"schema version {current}"
+        raise ConfigurationError(
+            f"the state database has {found}, older than this oai-pipeline "
+            f"({SCHEMA_VERSION}), and is on a home this user cannot write: upgrade it by "
+            "running any oai-pipeline command where it can be written (as its owner), then "
+            "read it here"
+        )
+
+
 def migrate(connection: Connection) -> int:
     """Create missing tables and run pending migrations; safe to call from every process."""
     if connection.dialect.name == "postgresql":
@@ -463,12 +490,7 @@ def migrate(connection: Connection) -> int:
         connection.execute(schema_version.insert().values(id=1, version=SCHEMA_VERSION))
         return SCHEMA_VERSION
     if current > SCHEMA_VERSION:
-        from oai_pipeline.errors import ConfigurationError
-
-        raise ConfigurationError(
-            f"the state database has schema version {current}, newer than this "
-            f"oai-pipeline ({SCHEMA_VERSION}); upgrade oai-pipeline"
-        )
+        raise _newer(current)
     for version in range(current + 1, SCHEMA_VERSION + 1):
         MIGRATIONS[version](connection)
         connection.execute(

@@ -50,12 +50,15 @@ from oai_pipeline.oai.types import (
 from oai_pipeline.oai.windows import read_datestamp
 from oai_pipeline.sqlite_tuning import (
     explain_refused_writes,
+    read_only_connector,
     release_lock_on_interrupt,
     tune_wal,
+    unwritable_sqlite_file,
 )
 from oai_pipeline.state.schema import (
     CATCH_UP_COUNTERS,
     applied_fixtures,
+    check_version,
     harvest_record_data,
     harvest_record_xml,
     harvest_records,
@@ -153,28 +156,35 @@ def _encoded(data_json: Mapping[str, str], item: TransformItem) -> Encoded | Non
     return None if text is None else Encoded(text)
 
 
-def _create_engine(url: str) -> Engine:
+def _create_engine(url: str, *, read_only_file: Path | None = None) -> Engine:
+    """The store's engine; `read_only_file`: the SQLite file, opened read-only
+    (`read_only_connector`) by a command that only reads a home it cannot write."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return sa.create_engine(url, pool_pre_ping=True, **ENGINE_JSON)
     in_memory = parsed.database in (None, "", ":memory:")
-    # A URI filename (file:...?mode=ro&uri=true) names a database that exists; as a path it
-    # would create a folder called "file:" in the working directory.
-    if not in_memory and not parsed.database.startswith("file:"):
-        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = sa.create_engine(
-        url,
-        connect_args={"timeout": 60, "check_same_thread": False},
-        **ENGINE_JSON,
-        **({"poolclass": StaticPool} if in_memory else {}),
-    )
+    if read_only_file is not None:
+        creator = read_only_connector(read_only_file, timeout=60)
+        engine = sa.create_engine(url, creator=creator, poolclass=NullPool, **ENGINE_JSON)
+    else:
+        # A URI filename (file:...?mode=ro&uri=true) names a database that exists; as a
+        # path it would create a folder called "file:" in the working directory.
+        if not in_memory and not parsed.database.startswith("file:"):
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = sa.create_engine(
+            url,
+            connect_args={"timeout": 60, "check_same_thread": False},
+            **ENGINE_JSON,
+            **({"poolclass": StaticPool} if in_memory else {}),
+        )
+    wal = not in_memory and read_only_file is None
 
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA busy_timeout = 60000")
-        if not in_memory:
+        if wal:
             cursor.execute("PRAGMA journal_mode = WAL")
             tune_wal(cursor)
         cursor.close()
@@ -182,7 +192,7 @@ def _create_engine(url: str) -> Engine:
     @sa.event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
         # Writers take the lock up front (no deadlock on upgrade); readers never wait.
-        if connection.get_execution_options().get(_READ_ONLY):
+        if read_only_file is not None or connection.get_execution_options().get(_READ_ONLY):
             connection.exec_driver_sql("BEGIN")
         else:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
@@ -381,18 +391,27 @@ class PrunedRuns(NamedTuple):
 class StateStore:
     """Everything the pipeline remembers between runs, in one database."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, only_reads: bool = False) -> None:
+        """`only_reads`: opened by a command that only reads (status, the listings). On a
+        SQLite file this process cannot write (a read-only home) it is then opened read-only,
+        without the schema upgrade and without the writes those commands would make; the
+        store's writing methods fail with the line saying the file is not writable."""
         self.url = url
         shown = without_password(url)
+        read_only_file = unwritable_sqlite_file(url) if only_reads else None
+        self.read_only = read_only_file is not None
         try:
-            self._engine = _create_engine(url)
+            self._engine = _create_engine(url, read_only_file=read_only_file)
         except (OSError, ImportError, ValueError, sa.exc.ArgumentError) as error:
             # ImportError: a URL of a database whose driver is not installed (mysql://)
             reason = database_error_text(error)
             raise ConfigurationError(f"cannot open the state database {shown}: {reason}") from None
         try:
             with self._engine.begin() as connection:
-                migrate(connection)
+                if self.read_only:
+                    check_version(connection)
+                else:
+                    migrate(connection)
         except sa.exc.DatabaseError as error:  # also a file that is no database (garbage)
             self._engine.dispose()
             reason = database_error_text(error.orig)

@@ -143,7 +143,8 @@ def test_records_list_text_and_show(filled):
 
 def test_status_of_a_run_in_json(filled, monkeypatch):
     monkeypatch.setattr(
-        "oai_pipeline.pipeline.status.target_stats", lambda url, harvester_id: {"records": 1}
+        "oai_pipeline.pipeline.status.target_stats",
+        lambda url, harvester_id, **_options: {"records": 1},
     )
     report = json.loads(run(status, "--batch-id", str(filled["zenodo"]), "--json").output)
     assert report["run"]["status"] == "succeeded" and report["run"]["scale"] == "small"

@@ -12,6 +12,7 @@ from oai_pipeline.errors import ConfigurationError, database_error_text, without
 from oai_pipeline.json_codec import ENGINE_JSON
 from oai_pipeline.sqlite_tuning import (
     explain_refused_writes,
+    read_only_connector,
     release_lock_on_interrupt,
     tune_wal,
 )
@@ -40,19 +41,27 @@ def sqlite_file_missing(url: str) -> bool:
     return path is not None and not path.expanduser().exists()
 
 
-def create_target_engine(url: str) -> sa.Engine:
-    """An engine whose transactions (and SAVEPOINTs) behave the same on SQLite and PostgreSQL."""
+def create_target_engine(url: str, *, read_only_file: Path | None = None) -> sa.Engine:
+    """An engine whose transactions (and SAVEPOINTs) behave the same on SQLite and PostgreSQL.
+
+    `read_only_file`: the SQLite file, opened read-only (`read_only_connector`) by a command
+    that only reads a home it cannot write."""
     try:
         parsed = sa.make_url(url)
         # A server's connections are pinged at checkout, as the state store's: a restarted
         # PostgreSQL leaves the pooled ones dead, and the next batch failed on one.
         ping = {} if parsed.get_backend_name() == "sqlite" else {"pool_pre_ping": True}
+        if read_only_file is not None:
+            ping = {"creator": read_only_connector(read_only_file, timeout=30)}
         engine = sa.create_engine(parsed, **ping, **ENGINE_JSON)
     except (sa.exc.ArgumentError, ImportError, ValueError) as error:
         shown = without_password(url)
         reason = database_error_text(error)
         raise ConfigurationError(f"target database URL {shown} is not usable: {reason}") from None
-    if engine.dialect.name == "sqlite":
+    if engine.dialect.name == "sqlite" and read_only_file is not None:
+        _configure_sqlite(engine, wal=False, read_only=True)
+        explain_refused_writes(engine)
+    elif engine.dialect.name == "sqlite":
         path = _sqlite_file(parsed)
         if path is not None:
             try:
@@ -83,12 +92,13 @@ def _use_wal(cursor: sqlite3.Cursor) -> None:
             time.sleep(0.05)
 
 
-def _configure_sqlite(engine: sa.Engine, *, wal: bool) -> None:
+def _configure_sqlite(engine: sa.Engine, *, wal: bool, read_only: bool = False) -> None:
     """pysqlite's own transaction handling breaks SAVEPOINT: SQLAlchemy's documented recipe.
 
     The driver is put in autocommit mode and every transaction is begun explicitly with
     BEGIN IMMEDIATE, which also takes the write lock up front, so two writers wait for each
-    other (busy timeout) instead of failing on a lock upgrade.
+    other (busy timeout) instead of failing on a lock upgrade. A `read_only` engine (a file
+    opened read-only) begins every transaction deferred: it takes no write lock.
     """
 
     @sa.event.listens_for(engine, "connect")
@@ -104,5 +114,5 @@ def _configure_sqlite(engine: sa.Engine, *, wal: bool) -> None:
 
     @sa.event.listens_for(engine, "begin")
     def _begin(connection: sa.Connection) -> None:
-        read_only = connection.get_execution_options().get(READ_ONLY, False)
-        connection.exec_driver_sql("BEGIN DEFERRED" if read_only else "BEGIN IMMEDIATE")
+        reads = read_only or connection.get_execution_options().get(READ_ONLY, False)
+        connection.exec_driver_sql("BEGIN DEFERRED" if reads else "BEGIN IMMEDIATE")

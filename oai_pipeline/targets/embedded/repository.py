@@ -24,10 +24,12 @@ from oai_pipeline.errors import (
     without_password,
 )
 from oai_pipeline.harvesters.model import check_slug
+from oai_pipeline.sqlite_tuning import unwritable_sqlite_file
 from oai_pipeline.sync.rules import LocalRecord
 from oai_pipeline.targets.base import DEFAULT_PID_FIELD, SourceKey, pid_of
 from oai_pipeline.targets.embedded.engine import READ_ONLY, create_target_engine
 from oai_pipeline.targets.embedded.schema import (
+    check_version,
     communities,
     counts,
     drafts,
@@ -76,14 +78,23 @@ def set_path(data: dict[str, Any], path: str, value: Any) -> None:
 class EmbeddedRepository:
     """A little but real repository in SQL: SQLite by default, PostgreSQL in production."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, only_reads: bool = False) -> None:
+        """`only_reads`: opened by a command that only reads (status, the listings). On a
+        SQLite file this process cannot write (a read-only home) it is then opened read-only,
+        without the schema upgrade; the writing methods fail with the line saying the file
+        is not writable."""
         self.url = url
         # Whether records released by a deleted harvester exist (`release`), asked at the
         # first transaction: a harvester deleted while a stage runs is seen by the next one.
         self._released: bool | None = None
-        self.engine = create_target_engine(url)
+        read_only_file = unwritable_sqlite_file(url) if only_reads else None
+        self.read_only = read_only_file is not None
+        self.engine = create_target_engine(url, read_only_file=read_only_file)
         try:
-            migrate(self.engine)
+            if self.read_only:
+                check_version(self.engine)
+            else:
+                migrate(self.engine)
         except sa.exc.DatabaseError as error:  # also a file that is no database (garbage)
             self.engine.dispose()
             reason = database_error_text(error.orig)

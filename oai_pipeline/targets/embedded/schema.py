@@ -398,6 +398,30 @@ def current_version(connection: sa.Connection) -> int:
     return connection.execute(sa.select(sa.func.max(schema_version.c.version))).scalar() or 0
 
 
+def check_version(engine: sa.Engine) -> None:
+    """What `migrate` checks, for a database this process may only read (a read-only home):
+    one of another schema version cannot be read with these tables, nor upgraded here."""
+    with engine.begin() as connection:
+        version = current_version(connection)
+    if version > SCHEMA_VERSION:
+        raise _newer(version)
+    if version < SCHEMA_VERSION:
+        found = "no schema" if version == 0 else f"schema version {version}"
+        raise ConfigurationError(
+            f"the target database has {found}, older than this oai-pipeline "
+            f"({SCHEMA_VERSION}), and is on a home this user cannot write: upgrade it by "
+            "running any oai-pipeline command where it can be written (as its owner), then "
+            "read it here"
+        )
+
+
+def _newer(version: int) -> ConfigurationError:
+    return ConfigurationError(
+        f"the target database has schema version {version}, newer than this "
+        f"oai-pipeline ({SCHEMA_VERSION}); upgrade oai-pipeline"
+    )
+
+
 def migrate(engine: sa.Engine) -> int:
     """Create or upgrade the schema to SCHEMA_VERSION; running it again changes nothing."""
     with engine.begin() as connection:
@@ -407,10 +431,7 @@ def migrate(engine: sa.Engine) -> int:
         schema_version.create(connection, checkfirst=True)
         version = current_version(connection)
         if version > SCHEMA_VERSION:  # its tables are not the ones this code writes
-            raise ConfigurationError(
-                f"the target database has schema version {version}, newer than this "
-                f"oai-pipeline ({SCHEMA_VERSION}); upgrade oai-pipeline"
-            )
+            raise _newer(version)
         found = version
         for step in range(version + 1, SCHEMA_VERSION + 1):
             _STEPS[step](connection)
