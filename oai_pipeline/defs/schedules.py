@@ -7,7 +7,7 @@ down for days catches up in one run (one ListRecords sweep over the missed windo
 
 import logging
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -97,8 +97,12 @@ def _swept_to_the_present(run: dict[str, Any]) -> bool:
     return response is not None and end >= response
 
 
-def last_complete_sweep(state: StateStore, harvester_id: str) -> dict[str, Any] | None:
-    """The newest succeeded run that listed everything changed up to its responseDate.
+def last_complete_sweep(
+    state: StateStore, harvester_id: str, runs: Sequence[dict[str, Any]] | None = None
+) -> dict[str, Any] | None:
+    """The newest succeeded run that listed everything changed up to its responseDate, of
+    the harvester's latest RUN_HISTORY `runs` (newest first; read from `state` if None:
+    a tick reads every harvester's at once, `StateStore.sweep_histories`).
 
     A capped run (a scale or max_records), a run of selected identifiers and a run over an
     old range of windows succeed without that guarantee; starting the next incremental
@@ -109,7 +113,8 @@ def last_complete_sweep(state: StateStore, harvester_id: str) -> dict[str, Any] 
     the beginning of the grid); in a history cut at RUN_HISTORY runs, its oldest complete
     run is taken as covered, as the runs before it made it.
     """
-    runs = state.list_runs(harvester_id=harvester_id, limit=RUN_HISTORY)  # newest first
+    if runs is None:
+        runs = state.sweep_histories([harvester_id], limit=RUN_HISTORY)[harvester_id]
     covered: datetime | None = None  # everything changed until then was listed
     found: dict[str, Any] | None = None
     for run in reversed(runs):
@@ -178,29 +183,36 @@ class TickRequests(NamedTuple):
     failed: dict[str, str]
 
 
+# Given the services and the harvesters a tick asks for, what gives each one's first and
+# last window: prepared once a tick, so that what it reads is read for all of them at once.
+WindowRanges = Callable[[PipelineServices, list[str]], Callable[[str], tuple[str, str]]]
+
+
 def range_run_requests(
     instance: dg.DagsterInstance,
     pipeline: PipelineResource,
     job_name: str,
     trigger: str,
     tick_id: str,
-    window_range: Callable[[PipelineServices, str], tuple[str, str]],
+    window_ranges: WindowRanges,
     skip: Collection[str] = (),
 ) -> TickRequests:
-    """One single-run range request per enabled harvester (one ListRecords sweep each)."""
+    """One single-run range request per enabled harvester (one ListRecords sweep each).
+
+    Nothing is read per harvester: a tick of hundreds of harvesters made a query of the
+    state store and one of the instance's partitions for each."""
     requests = []
     failed: dict[str, str] = {}
     with pipeline.services() as services:
-        for harvester in services.state.list_harvesters():
-            if not harvester.enabled or harvester.id in skip:
-                continue
+        harvesters = [h for h in services.state.list_harvesters() if h.enabled and h.id not in skip]
+        window_range = window_ranges(services, [h.id for h in harvesters])
+        for harvester in harvesters:
             try:
-                first, last = window_range(services, harvester.id)
+                first, last = window_range(harvester.id)
             except Exception as error:  # one harvester's bad state must not stop the others'
                 logger.exception("no run requested for harvester %s", harvester.id)
                 failed[harvester.id] = _one_line(error)
                 continue
-            ensure_harvester_partitions(instance, [harvester.id])
             requests.append(
                 dg.RunRequest(
                     run_key=f"{trigger}:{harvester.id}:{first}:{last}:{tick_id}",
@@ -211,6 +223,7 @@ def range_run_requests(
                     },
                 )
             )
+    ensure_harvester_partitions(instance, [h.id for h in harvesters if h.id not in failed])
     return TickRequests(requests, failed)
 
 
@@ -249,9 +262,17 @@ def incremental_run_requests(
 ) -> TickRequests:
     window_overlap = overlap()
 
-    def since_last_success(services: PipelineServices, harvester_id: str) -> tuple[str, str]:
-        last = last_complete_sweep(services.state, harvester_id) or {}
-        return incremental_window_range(last.get("response_date"), now, overlap=window_overlap)
+    def since_last_success(
+        services: PipelineServices, harvester_ids: list[str]
+    ) -> Callable[[str], tuple[str, str]]:
+        histories = services.state.sweep_histories(harvester_ids, limit=RUN_HISTORY)
+
+        def window_range(harvester_id: str) -> tuple[str, str]:
+            runs = histories[harvester_id]
+            last = last_complete_sweep(services.state, harvester_id, runs) or {}
+            return incremental_window_range(last.get("response_date"), now, overlap=window_overlap)
+
+        return window_range
 
     return range_run_requests(
         instance, pipeline, harvest_job.name, "incremental", tick_id, since_last_success, skip
@@ -290,7 +311,7 @@ def full_harvest_requests(
         run_all_harvesters.name,
         "full",
         tick_id,
-        lambda _s, _h: (first, last),
+        lambda _services, _harvesters: lambda _harvester: (first, last),
         skip,
     )
 
