@@ -181,6 +181,7 @@ class TickRequests(NamedTuple):
 
     requests: list[dg.RunRequest]
     failed: dict[str, str]
+    busy: list[str] = []  # enabled harvesters left out: a run of theirs is still going
 
 
 # Given the services and the harvesters a tick asks for, what gives each one's first and
@@ -204,7 +205,8 @@ def range_run_requests(
     requests = []
     failed: dict[str, str] = {}
     with pipeline.services() as services:
-        harvesters = [h for h in services.state.list_harvesters() if h.enabled and h.id not in skip]
+        enabled = [h for h in services.state.list_harvesters() if h.enabled]
+        harvesters = [h for h in enabled if h.id not in skip]
         window_range = window_ranges(services, [h.id for h in harvesters])
         for harvester in harvesters:
             try:
@@ -224,7 +226,7 @@ def range_run_requests(
                 )
             )
     ensure_harvester_partitions(instance, [h.id for h in harvesters if h.id not in failed])
-    return TickRequests(requests, failed)
+    return TickRequests(requests, failed, sorted(h.id for h in enabled if h.id in skip))
 
 
 def _one_line(error: Exception) -> str:
@@ -232,22 +234,35 @@ def _one_line(error: Exception) -> str:
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
-def tick_result(
-    tick: TickRequests, busy: Collection[str], busy_means: str
-) -> list[dg.RunRequest] | dg.SkipReason:
+# How many harvesters a skip reason names: with hundreds registered, naming each one made
+# a reason of thousands of characters in the UI's tick list.
+NAMED_IN_SKIP_REASON = 10
+
+
+def tick_result(tick: TickRequests, busy_means: str) -> list[dg.RunRequest] | dg.SkipReason:
     """The requests, or why there are none: the harvesters whose windows could not be
-    computed (with the error), those still busy (`busy_means` says with what), or none
-    enabled. Before, a tick whose every harvester failed said "no enabled harvester is
-    registered", which sent the operator looking at the registry, not at the error."""
+    computed (with the error), the enabled ones still busy (`busy_means` says with what), or
+    none enabled; the first NAMED_IN_SKIP_REASON of each, and how many more. Before, a tick
+    whose every harvester failed said "no enabled harvester is registered", which sent the
+    operator looking at the registry, not at the error."""
     if tick.requests:
         return tick.requests
+    failed = sorted(tick.failed.items())
     reasons = [
         f"harvester {harvester_id}: no run requested: {error}"
-        for harvester_id, error in sorted(tick.failed.items())
+        for harvester_id, error in failed[:NAMED_IN_SKIP_REASON]
     ]
-    if busy:
+    if len(failed) > NAMED_IN_SKIP_REASON:
+        reasons.append(
+            f"and {len(failed) - NAMED_IN_SKIP_REASON} more harvesters with no run requested "
+            "(each with its error in the daemon's log)"
+        )
+    if tick.busy:
         which = "harvesters with" if reasons else "every enabled harvester has"
-        reasons.append(f"{which} {busy_means}: {sorted(busy)}")
+        named = str(tick.busy[:NAMED_IN_SKIP_REASON])
+        if len(tick.busy) > NAMED_IN_SKIP_REASON:
+            named += f" and {len(tick.busy) - NAMED_IN_SKIP_REASON} more"
+        reasons.append(f"{which} {busy_means}: {named}")
     if not reasons:
         return dg.SkipReason("no enabled harvester is registered")
     return dg.SkipReason("; ".join(reasons))
@@ -293,7 +308,7 @@ def incremental_harvest_schedule(
     tick = incremental_run_requests(
         context.instance, pipeline, now, now.strftime("%Y%m%dT%H%M"), busy
     )
-    return tick_result(tick, busy, "a run queued or in progress")
+    return tick_result(tick, "a run queued or in progress")
 
 
 def full_harvest_requests(
@@ -330,4 +345,4 @@ def run_all_harvesters_schedule(
     # runs would pile up behind it. An incremental run going does not keep one out.
     busy = busy_harvesters(context.instance, job_name=run_all_harvesters.name)
     tick = full_harvest_requests(context.instance, pipeline, now, now.strftime("%Y%m%dT%H%M"), busy)
-    return tick_result(tick, busy, "a full harvest still going")
+    return tick_result(tick, "a full harvest still going")

@@ -458,3 +458,41 @@ def test_a_tick_reads_runs_and_partitions_once_whatever_the_number_of_harvesters
 
     assert many == few
     assert many["harvest_runs"] <= 1
+
+
+def test_a_skip_reason_names_a_few_of_many_harvesters_and_counts_the_rest(
+    instance: dg.DagsterInstance, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With 300 harvesters busy the reason named all 300 (4,000 characters in the UI's tick
+    list), a disabled one among them, under "every enabled harvester has…"."""
+    monkeypatch.setattr(schedules, "NAMED_IN_SKIP_REASON", 2)
+    for harvester_id in ("b1", "b2", "b3", "b4", "off"):
+        add_harvester(settings, harvester_id, enabled=harvester_id != "off")
+        instance.create_run_for_job(
+            dg.GraphDefinition("harvest").to_job(),
+            tags=range_tags(harvester_id, "2024-03-09", "2024-03-10"),
+            status=dg.DagsterRunStatus.STARTED,
+        )
+
+    busy = _tick("incremental_harvest_schedule", instance)
+
+    assert busy.skip_message == (
+        "every enabled harvester has a run queued or in progress: ['b1', 'b2'] and 2 more"
+    )
+
+    for harvester_id in ("f1", "f2", "f3"):
+        add_harvester(settings, harvester_id)
+
+    def last_complete_sweep(state: StateStore, harvester_id: str, runs: list) -> dict | None:
+        raise RuntimeError(f"unreadable state of {harvester_id}")
+
+    monkeypatch.setattr(schedules, "last_complete_sweep", last_complete_sweep)
+
+    failing = _tick("incremental_harvest_schedule", instance)
+
+    assert failing.skip_message == (
+        "harvester f1: no run requested: RuntimeError: unreadable state of f1; "
+        "harvester f2: no run requested: RuntimeError: unreadable state of f2; "
+        "and 1 more harvesters with no run requested (each with its error in the daemon's log); "
+        "harvesters with a run queued or in progress: ['b1', 'b2'] and 2 more"
+    )
