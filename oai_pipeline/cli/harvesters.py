@@ -220,12 +220,23 @@ def update(harvester_id: str, model: str | None, community: str | None, as_json:
 @harvesters.command(name="list")
 @json_option
 def list_(as_json: bool) -> None:
-    """The registered harvesters."""
+    """The registered harvesters: id, base URL, metadata prefix, set, name, and whether the
+    schedules harvest it (`enabled` or `disabled`; last, so the columns before keep their place)."""
     with open_store(only_reads=True) as store:
         found = HarvesterRegistry(store).list()
     rows = [h.model_dump(mode="json") for h in found]
     text = listing_text(
-        ((h.id, h.base_url, h.metadata_prefix, h.setspec or "-", h.name) for h in found),
+        (
+            (
+                h.id,
+                h.base_url,
+                h.metadata_prefix,
+                h.setspec or "-",
+                h.name,
+                "enabled" if h.enabled else "disabled",
+            )
+            for h in found
+        ),
     )
     emit(rows, as_json=as_json, text=text, empty="no harvesters registered")
 

@@ -122,6 +122,8 @@ harvest_partitions = dg.MultiPartitionsDefinition(
 def ensure_harvester_partitions(instance: dg.DagsterInstance, harvester_ids: list[str]) -> None:
     """Add the harvesters' partitions now, not at the registry sensor's next tick: a run
     for a harvester without its partition is stored, then never starts."""
+    if not harvester_ids:
+        return
     missing = sorted(set(harvester_ids) - set(instance.get_dynamic_partitions(HARVESTER)))
     if missing:
         instance.add_dynamic_partitions(HARVESTER, missing)

@@ -7,7 +7,7 @@ down for days catches up in one run (one ListRecords sweep over the missed windo
 
 import logging
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -97,8 +97,12 @@ def _swept_to_the_present(run: dict[str, Any]) -> bool:
     return response is not None and end >= response
 
 
-def last_complete_sweep(state: StateStore, harvester_id: str) -> dict[str, Any] | None:
-    """The newest succeeded run that listed everything changed up to its responseDate.
+def last_complete_sweep(
+    state: StateStore, harvester_id: str, runs: Sequence[dict[str, Any]] | None = None
+) -> dict[str, Any] | None:
+    """The newest succeeded run that listed everything changed up to its responseDate, of
+    the harvester's latest RUN_HISTORY `runs` (newest first; read from `state` if None:
+    a tick reads every harvester's at once, `StateStore.sweep_histories`).
 
     A capped run (a scale or max_records), a run of selected identifiers and a run over an
     old range of windows succeed without that guarantee; starting the next incremental
@@ -109,7 +113,8 @@ def last_complete_sweep(state: StateStore, harvester_id: str) -> dict[str, Any] 
     the beginning of the grid); in a history cut at RUN_HISTORY runs, its oldest complete
     run is taken as covered, as the runs before it made it.
     """
-    runs = state.list_runs(harvester_id=harvester_id, limit=RUN_HISTORY)  # newest first
+    if runs is None:
+        runs = state.sweep_histories([harvester_id], limit=RUN_HISTORY)[harvester_id]
     covered: datetime | None = None  # everything changed until then was listed
     found: dict[str, Any] | None = None
     for run in reversed(runs):
@@ -176,6 +181,12 @@ class TickRequests(NamedTuple):
 
     requests: list[dg.RunRequest]
     failed: dict[str, str]
+    busy: list[str] = []  # enabled harvesters left out: a run of theirs is still going
+
+
+# Given the services and the harvesters a tick asks for, what gives each one's first and
+# last window: prepared once a tick, so that what it reads is read for all of them at once.
+WindowRanges = Callable[[PipelineServices, list[str]], Callable[[str], tuple[str, str]]]
 
 
 def range_run_requests(
@@ -184,23 +195,26 @@ def range_run_requests(
     job_name: str,
     trigger: str,
     tick_id: str,
-    window_range: Callable[[PipelineServices, str], tuple[str, str]],
+    window_ranges: WindowRanges,
     skip: Collection[str] = (),
 ) -> TickRequests:
-    """One single-run range request per enabled harvester (one ListRecords sweep each)."""
+    """One single-run range request per enabled harvester (one ListRecords sweep each).
+
+    Nothing is read per harvester: a tick of hundreds of harvesters made a query of the
+    state store and one of the instance's partitions for each."""
     requests = []
     failed: dict[str, str] = {}
     with pipeline.services() as services:
-        for harvester in services.state.list_harvesters():
-            if not harvester.enabled or harvester.id in skip:
-                continue
+        enabled = [h for h in services.state.list_harvesters() if h.enabled]
+        harvesters = [h for h in enabled if h.id not in skip]
+        window_range = window_ranges(services, [h.id for h in harvesters])
+        for harvester in harvesters:
             try:
-                first, last = window_range(services, harvester.id)
+                first, last = window_range(harvester.id)
             except Exception as error:  # one harvester's bad state must not stop the others'
                 logger.exception("no run requested for harvester %s", harvester.id)
                 failed[harvester.id] = _one_line(error)
                 continue
-            ensure_harvester_partitions(instance, [harvester.id])
             requests.append(
                 dg.RunRequest(
                     run_key=f"{trigger}:{harvester.id}:{first}:{last}:{tick_id}",
@@ -211,7 +225,8 @@ def range_run_requests(
                     },
                 )
             )
-    return TickRequests(requests, failed)
+    ensure_harvester_partitions(instance, [h.id for h in harvesters if h.id not in failed])
+    return TickRequests(requests, failed, sorted(h.id for h in enabled if h.id in skip))
 
 
 def _one_line(error: Exception) -> str:
@@ -219,22 +234,35 @@ def _one_line(error: Exception) -> str:
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
-def tick_result(
-    tick: TickRequests, busy: Collection[str], busy_means: str
-) -> list[dg.RunRequest] | dg.SkipReason:
+# How many harvesters a skip reason names: with hundreds registered, naming each one made
+# a reason of thousands of characters in the UI's tick list.
+NAMED_IN_SKIP_REASON = 10
+
+
+def tick_result(tick: TickRequests, busy_means: str) -> list[dg.RunRequest] | dg.SkipReason:
     """The requests, or why there are none: the harvesters whose windows could not be
-    computed (with the error), those still busy (`busy_means` says with what), or none
-    enabled. Before, a tick whose every harvester failed said "no enabled harvester is
-    registered", which sent the operator looking at the registry, not at the error."""
+    computed (with the error), the enabled ones still busy (`busy_means` says with what), or
+    none enabled; the first NAMED_IN_SKIP_REASON of each, and how many more. Before, a tick
+    whose every harvester failed said "no enabled harvester is registered", which sent the
+    operator looking at the registry, not at the error."""
     if tick.requests:
         return tick.requests
+    failed = sorted(tick.failed.items())
     reasons = [
         f"harvester {harvester_id}: no run requested: {error}"
-        for harvester_id, error in sorted(tick.failed.items())
+        for harvester_id, error in failed[:NAMED_IN_SKIP_REASON]
     ]
-    if busy:
+    if len(failed) > NAMED_IN_SKIP_REASON:
+        reasons.append(
+            f"and {len(failed) - NAMED_IN_SKIP_REASON} more harvesters with no run requested "
+            "(each with its error in the daemon's log)"
+        )
+    if tick.busy:
         which = "harvesters with" if reasons else "every enabled harvester has"
-        reasons.append(f"{which} {busy_means}: {sorted(busy)}")
+        named = str(tick.busy[:NAMED_IN_SKIP_REASON])
+        if len(tick.busy) > NAMED_IN_SKIP_REASON:
+            named += f" and {len(tick.busy) - NAMED_IN_SKIP_REASON} more"
+        reasons.append(f"{which} {busy_means}: {named}")
     if not reasons:
         return dg.SkipReason("no enabled harvester is registered")
     return dg.SkipReason("; ".join(reasons))
@@ -249,9 +277,17 @@ def incremental_run_requests(
 ) -> TickRequests:
     window_overlap = overlap()
 
-    def since_last_success(services: PipelineServices, harvester_id: str) -> tuple[str, str]:
-        last = last_complete_sweep(services.state, harvester_id) or {}
-        return incremental_window_range(last.get("response_date"), now, overlap=window_overlap)
+    def since_last_success(
+        services: PipelineServices, harvester_ids: list[str]
+    ) -> Callable[[str], tuple[str, str]]:
+        histories = services.state.sweep_histories(harvester_ids, limit=RUN_HISTORY)
+
+        def window_range(harvester_id: str) -> tuple[str, str]:
+            runs = histories[harvester_id]
+            last = last_complete_sweep(services.state, harvester_id, runs) or {}
+            return incremental_window_range(last.get("response_date"), now, overlap=window_overlap)
+
+        return window_range
 
     return range_run_requests(
         instance, pipeline, harvest_job.name, "incremental", tick_id, since_last_success, skip
@@ -272,7 +308,7 @@ def incremental_harvest_schedule(
     tick = incremental_run_requests(
         context.instance, pipeline, now, now.strftime("%Y%m%dT%H%M"), busy
     )
-    return tick_result(tick, busy, "a run queued or in progress")
+    return tick_result(tick, "a run queued or in progress")
 
 
 def full_harvest_requests(
@@ -290,7 +326,7 @@ def full_harvest_requests(
         run_all_harvesters.name,
         "full",
         tick_id,
-        lambda _s, _h: (first, last),
+        lambda _services, _harvesters: lambda _harvester: (first, last),
         skip,
     )
 
@@ -309,4 +345,4 @@ def run_all_harvesters_schedule(
     # runs would pile up behind it. An incremental run going does not keep one out.
     busy = busy_harvesters(context.instance, job_name=run_all_harvesters.name)
     tick = full_harvest_requests(context.instance, pipeline, now, now.strftime("%Y%m%dT%H%M"), busy)
-    return tick_result(tick, busy, "a full harvest still going")
+    return tick_result(tick, "a full harvest still going")

@@ -1607,6 +1607,50 @@ class StateStore:
         with self._read() as conn:
             return [self._run_dict(row) for row in conn.execute(query)]
 
+    # What `sweep_histories` reads of a run: enough to tell whether it was a complete sweep.
+    _SWEEP_COLUMNS = (
+        "id",
+        "harvester_id",
+        "status",
+        "cap_reached",
+        "options",
+        "window_from",
+        "window_until",
+        "response_date",
+    )
+
+    def sweep_histories(
+        self, harvester_ids: Sequence[str], *, limit: int
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Each harvester's latest `limit` runs, newest first, with only the columns that say
+        whether a run was a complete sweep (`_SWEEP_COLUMNS`): in one query for all of them.
+        The hourly schedule read `list_runs` per harvester, whole rows with their JSON
+        counters: 300 harvesters with a month of hourly runs took ~12 s a tick."""
+        histories: dict[str, list[dict[str, Any]]] = {h: [] for h in harvester_ids}
+        columns = [harvest_runs.c[name] for name in self._SWEEP_COLUMNS]
+        with self._read() as conn:
+            rank = (
+                sa.func.row_number()
+                .over(partition_by=harvest_runs.c.harvester_id, order_by=harvest_runs.c.id.desc())
+                .label("rank")
+            )
+            for chunk in _chunks(list(histories)):
+                ranked = (
+                    sa.select(*columns, rank)
+                    .where(harvest_runs.c.harvester_id.in_(chunk))
+                    .subquery()
+                )
+                query = (
+                    sa.select(*(ranked.c[name] for name in self._SWEEP_COLUMNS))
+                    .where(ranked.c.rank <= limit)
+                    .order_by(ranked.c.harvester_id, ranked.c.id.desc())
+                )
+                for row in conn.execute(query):
+                    run = dict(zip(self._SWEEP_COLUMNS, row, strict=True))  # not row._mapping's
+                    run["cap_reached"] = bool(run["cap_reached"])
+                    histories[run["harvester_id"]].append(run)
+        return histories
+
     def resume_run(
         self, run_id: int, dagster_run_id: str | None = None, worker: str | None = None
     ) -> None:

@@ -48,7 +48,7 @@ def test_a_line_break_or_tab_in_a_value_keeps_the_row_on_one_line(tmp_path: Path
     run(*create_args("h", "http://example.org/oai"), "--name", "Two\r\nlines")
 
     assert run("target", "list").stdout == f"{record_id}\tlive\tr1\t-\tFirst line second line\n"
-    harvester = "h\thttp://example.org/oai\toai_datacite\t-\tTwo lines\n"
+    harvester = "h\thttp://example.org/oai\toai_datacite\t-\tTwo lines\tenabled\n"
     assert run("harvesters", "list").stdout == harvester
     shown = json.loads(run("target", "list", "--json").stdout)  # JSON keeps the value as it is
     assert shown[0]["title"] == "First line\nsecond\tline"

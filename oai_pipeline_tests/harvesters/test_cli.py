@@ -286,3 +286,14 @@ def test_a_fixture_entrys_request_url_is_registered_as_its_endpoint(tmp_path):
         assert loaded["result"] == result
         assert any(f"registered as {ENDPOINT}" in w for w in loaded["warnings"])
     assert json.loads(run("show", "pasted", "--json").stdout)["base_url"] == ENDPOINT
+
+
+def test_the_text_listing_says_which_harvesters_the_schedules_skip():
+    """Among hundreds of harvesters, the disabled ones were told only by `--json`."""
+    for harvester_id, enabled in (("on", "--enabled"), ("off", "--disabled")):
+        url = f"https://{harvester_id}.example.org/oai"
+        run("create", "--id", harvester_id, "--base-url", url, "--metadata-prefix", "dc", enabled)
+
+    rows = [line.split("\t") for line in run("list").output.splitlines()]
+
+    assert {row[0]: row[5] for row in rows} == {"on": "enabled", "off": "disabled"}

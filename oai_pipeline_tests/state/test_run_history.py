@@ -182,3 +182,28 @@ def test_a_version_10_database_gains_the_id_in_its_status_index(store_url: str) 
     (status,) = (index for index in indexes if index["name"] == "ix_harvest_runs_status")
     assert status["column_names"] == ["status", "harvester_id", "id"]
     assert version == SCHEMA_VERSION
+
+
+def test_sweep_histories_reads_each_harvesters_latest_runs_in_one_query(store_url: str) -> None:
+    """The hourly schedule's question, for every harvester at once (see `sweep_histories`)."""
+    with StateStore(store_url) as store:
+        _history(store, days=12)
+        sent: list[str] = []
+
+        def grab(_conn, _cursor, statement, *_args) -> None:  # noqa: ANN001
+            sent.append(statement)
+
+        sa.event.listen(store._engine, "before_cursor_execute", grab)  # noqa: SLF001
+        try:
+            histories = store.sweep_histories(["h", "other-3", "never-ran"], limit=5)
+        finally:
+            sa.event.remove(store._engine, "before_cursor_execute", grab)  # noqa: SLF001
+
+        assert len([s for s in sent if "FROM harvest_runs" in s]) == 1
+        assert histories["never-ran"] == []
+        newest_first = [f"day-{day}" for day in range(11, 6, -1)]
+        assert [run["window_from"] for run in histories["h"]] == newest_first
+        assert {run["status"] for run in histories["h"]} == {"failed"}
+        assert [run["window_from"] for run in histories["other-3"]][0] == "day-11"
+        assert all(run["harvester_id"] == "other-3" for run in histories["other-3"])
+        assert histories["h"][0].keys() >= {"status", "cap_reached", "options", "response_date"}
