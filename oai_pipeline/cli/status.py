@@ -19,6 +19,7 @@ from oai_pipeline.cli.output import (
     one_line,
 )
 from oai_pipeline.errors import NotFound
+from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.pipeline.status import harvest_status, settle_interrupted
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.limits import MAX_INTEGER
@@ -39,6 +40,25 @@ def _runs_text(runs: list[dict[str, Any]]) -> str:
             for run in runs
         ),
     )
+
+
+def _each_harvester_text(rows: list[dict[str, Any]]) -> str:
+    def columns(row: dict[str, Any]) -> tuple[object, ...]:
+        state = "enabled" if row["enabled"] else "disabled"
+        run = row["run"]
+        if run is None:
+            return (row["harvester_id"], state, "never harvested")
+        return (
+            row["harvester_id"],
+            state,
+            run["status"],
+            f"run {run['id']}",
+            f"{run['window_from'] or '…'} .. {run['window_until'] or '…'}",
+            run["finished_at"] or run["updated_at"],
+            run["error"] or "",
+        )
+
+    return listing_text(columns(row) for row in rows)
 
 
 def _or_dash(value: object) -> str:
@@ -102,6 +122,11 @@ def _status_text(status: dict[str, Any]) -> str:
 @click.option("--batch-id", type=click.IntRange(max=MAX_INTEGER), help="this harvest run")
 @click.option("--harvester", "harvester_id", help="this harvester's latest run")
 @click.option("--list-recent", is_flag=True, help="list the recent harvest runs")
+@click.option(
+    "--each-harvester",
+    is_flag=True,
+    help="the latest run of each registered harvester, one line each",
+)
 @limit_option(20, "runs (--list-recent)")
 @click.option(
     "--stale-minutes",
@@ -115,6 +140,7 @@ def status(
     batch_id: int | None,
     harvester_id: str | None,
     list_recent: bool,
+    each_harvester: bool,
     limit: int,
     stale_minutes: int,
     as_json: bool,
@@ -125,8 +151,26 @@ def status(
     limit_given = click.get_current_context().get_parameter_source("limit")
     if not list_recent and limit_given is not click.core.ParameterSource.DEFAULT:
         raise InvalidInput("--limit counts the runs --list-recent lists: add --list-recent")
+    if each_harvester and (list_recent or batch_id is not None or harvester_id is not None):
+        raise InvalidInput(
+            "--each-harvester shows every harvester: leave out --list-recent, --batch-id "
+            "and --harvester"
+        )
     with open_store(only_reads=True) as store:
         settle_interrupted(store)
+        if each_harvester:
+            latest = {h: jsonable_run(run) for h, run in store.latest_runs().items()}
+            rows = [
+                {"harvester_id": h.id, "enabled": h.enabled, "run": latest.get(h.id)}
+                for h in HarvesterRegistry(store).list()
+            ]
+            emit(
+                rows,
+                as_json=as_json,
+                text=_each_harvester_text(rows),
+                empty="no harvesters registered",
+            )
+            return
         if list_recent:
             if batch_id is not None:
                 raise InvalidInput("--list-recent lists runs: use --harvester, not --batch-id")

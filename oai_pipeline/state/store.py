@@ -1607,6 +1607,18 @@ class StateStore:
         with self._read() as conn:
             return [self._run_dict(row) for row in conn.execute(query)]
 
+    def latest_runs(self) -> dict[str, dict[str, Any]]:
+        """Each harvester's latest harvest run, in one query: the overview of a registry of
+        hundreds, where `list_runs` shows the few harvesters of the last hour's runs."""
+        latest = (
+            sa.select(sa.func.max(harvest_runs.c.id))
+            .group_by(harvest_runs.c.harvester_id)
+            .scalar_subquery()
+        )
+        query = sa.select(harvest_runs).where(harvest_runs.c.id.in_(latest))
+        with self._read() as conn:
+            return {row.harvester_id: self._run_dict(row) for row in conn.execute(query)}
+
     # What `sweep_histories` reads of a run: enough to tell whether it was a complete sweep.
     _SWEEP_COLUMNS = (
         "id",

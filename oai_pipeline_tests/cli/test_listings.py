@@ -8,6 +8,8 @@ from pathlib import Path
 from click.testing import CliRunner, Result
 
 from oai_pipeline.cli import main
+from oai_pipeline.settings import Settings
+from oai_pipeline.state.store import StateStore
 from oai_pipeline_tests.cli.conftest import create_args
 
 
@@ -52,3 +54,44 @@ def test_a_line_break_or_tab_in_a_value_keeps_the_row_on_one_line(tmp_path: Path
     assert run("harvesters", "list").stdout == harvester
     shown = json.loads(run("target", "list", "--json").stdout)  # JSON keeps the value as it is
     assert shown[0]["title"] == "First line\nsecond\tline"
+
+
+def test_status_each_harvester_shows_every_harvesters_latest_run(settings: Settings) -> None:
+    """An aggregator of hundreds of harvesters asks which ones failed: `--list-recent` shows
+    the last runs of all, a handful of harvesters after one hourly tick."""
+    run(*create_args("a", "http://a.example.org/oai"))
+    run(*create_args("b", "http://b.example.org/oai"), "--disabled")
+    run(*create_args("c", "http://c.example.org/oai"))
+    with StateStore(settings.state_db_url) as store:
+        for harvester_id, status, error in (
+            ("a", "succeeded", None),
+            ("b", "succeeded", None),
+            ("a", "failed", "OAIError: the source\nfell over"),
+        ):
+            run_id = store.create_run(
+                harvester_id,
+                window_from="2024-01-01",
+                window_until=None,
+                scale=None,
+                max_records=0,
+                options={},
+            )
+            store.finish_run(run_id, status, error=error)  # type: ignore[arg-type]
+
+    lines = [line.split("\t") for line in run("status", "--each-harvester").stdout.splitlines()]
+    shown = json.loads(run("status", "--each-harvester", "--json").stdout)
+
+    assert [line[:5] for line in lines] == [
+        ["a", "enabled", "failed", "run 3", "2024-01-01 .. …"],
+        ["b", "disabled", "succeeded", "run 2", "2024-01-01 .. …"],
+        ["c", "enabled", "never harvested"],
+    ]
+    assert lines[0][6] == "OAIError: the source fell over"  # on its line
+    assert [(row["harvester_id"], row["run"] and row["run"]["id"]) for row in shown] == [
+        ("a", 3),
+        ("b", 2),
+        ("c", None),
+    ]
+    refused = CliRunner().invoke(main, ["status", "--each-harvester", "--harvester", "a"])
+    assert refused.exit_code == 2
+    assert "--each-harvester shows every harvester" in refused.output
