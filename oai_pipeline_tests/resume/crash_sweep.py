@@ -684,8 +684,9 @@ _RUN_TOTALS = (
     "local_changes_undone_actions",
     "unknown_identifiers",
 )
-# A reconcile's report: what it found vanished and deleted, what it harvested again.
-_RECONCILE = ("vanished", "returned", "actions", "errors")
+# A reconcile's report: what it found vanished and deleted, what it harvested again, the
+# records it handed their former identifier's target record (all attempts of its run).
+_RECONCILE = ("vanished", "returned", "actions", "errors", "reidentified")
 _EARLIER = ("already_written", "failed_before")
 FAILED_EARLIER_ACTION = "failed_before"  # a resumed write's action for a record failed before
 
@@ -705,14 +706,15 @@ def _compare_reconcile_reports(reference: dict[str, Any], got: dict[str, Any]) -
     the rerun resumes (`already_written`). A rerun after the killed attempt had closed its
     reconcile run is a new reconcile of an unchanged source: it must find and do nothing."""
     if got["run_id"] != reference["run_id"]:
-        acted = {key: got[key] for key in _RECONCILE if got[key]}
+        acted = {key: got[key] for key in _RECONCILE if got.get(key)}
         return [f"the new reconcile reports: {acted}"] if acted else []
-    keys = _RECONCILE
+    keys = [key for key in _RECONCILE if key != "reidentified"]
     problems = [
         f"reconcile {key}: {got.get(key)} vs {reference.get(key)}"
         for key in keys
         if got.get(key) != reference.get(key)
     ]
+    problems += _reidentified_differs(reference, got)
     if _union_differs(got["returned_actions"], reference["returned_actions"]):
         problems.append(
             f"reconcile returned_actions: {got['returned_actions']} "
@@ -721,10 +723,20 @@ def _compare_reconcile_reports(reference: dict[str, Any], got: dict[str, Any]) -
     return problems
 
 
+def _reidentified_differs(reference: dict[str, Any], got: dict[str, Any]) -> list[str]:
+    """A rerun of the same run reports its take-overs of freed DOIs (reidentified.py) over
+    all its attempts: those a killed attempt wrote but never recorded as `already_written`,
+    the union as the uncrashed run's (`_union_differs`)."""
+    taken, ref_taken = got.get("reidentified") or {}, reference.get("reidentified") or {}
+    if _union_differs(taken, ref_taken):
+        return [f"report reidentified: {taken} vs {ref_taken}"]
+    return []
+
+
 def _new_run_writes(got: dict[str, Any]) -> list[str]:
     """A rerun that started a new harvest run (the killed attempt had finished its own) has
     nothing left to write: any write or undo it reports is a problem."""
-    wrote = {k: got[k] for k in ("created", "updated", "deleted") if got[k]}
+    wrote = {k: got[k] for k in ("created", "updated", "deleted", "reidentified") if got.get(k)}
     undone = got["local_changes_undone"]
     return [f"the new run reports writes: {wrote}, undone {undone}"] if wrote or undone else []
 
@@ -778,6 +790,7 @@ def compare_reports(reference: dict[str, Any] | None, got: dict[str, Any] | None
         for key in _RUN_TOTALS
         if got.get(key) != reference.get(key)
     ]
+    problems += _reidentified_differs(reference, got)
     if len(got["windows"]) != len(reference["windows"]):  # a CLI run's key is new each run
         problems.append(f"report windows {got['windows']} vs {reference['windows']}")
     if _union_differs(got["actions"], reference["actions"]):
@@ -800,6 +813,9 @@ class Scenario:
     # (the reference's too) then resumes the run it left (`resume_run` is called only so)
     interrupted_by: str | None = None
     endpoint: Any = None  # the source, to check the reference's sets against
+    # what the scenario's own rules say of a home after its harvest (the reference's too),
+    # beyond `compare`: e.g. `reidentified_problems`
+    check: Callable[[Home], list[str]] | None = None
 
 
 @contextmanager
@@ -896,6 +912,117 @@ def reconcile_template(
         f"listed again, {len(dropped)} dropped by the source"
     )
     return home
+
+
+# `reidentify`: the source lists every record again under a new namespace (same DOIs) on
+# REIDENTIFIED_ON, and deletes (or drops) the old identifiers on OLD_ONES_DELETED_ON.
+OLD_NAMESPACE = "oai:generated.oai-pipeline:"
+NEW_NAMESPACE = "oai:repo.example.org:"
+REIDENTIFIED_ON = datetime(2024, 1, 15, 12, tzinfo=UTC)
+OLD_ONES_DELETED_ON = datetime(2024, 1, 18, 12, tzinfo=UTC)
+
+
+def reidentify_records(count: int) -> list:
+    """Records with DOIs and no deletion: each must keep its target record when re-identified."""
+    from oai_pipeline.sample_endpoint.records import generate_datacite_records
+
+    return generate_datacite_records(
+        count,
+        seed=23,
+        start=datetime(2024, 1, 5, tzinfo=UTC),
+        span_days=3,
+        prefixes=(PREFIX,),
+        deleted_fraction=0.0,
+    )
+
+
+def reidentify_template(
+    backend: Backend,
+    root: Path,
+    endpoint: Any,
+    batch_size: int,
+    log: Callable[[str], None],
+) -> tuple[Home, list[str]]:
+    """A home that harvested everything, then the source's new identifiers, each refused its
+    DOI (`duplicate_pid`: the old identifier is live in the target); the source then deletes
+    the old ones (persistent deletions, dated later) or drops them (`deletedRecord=no`).
+    Returns the home and what the swept command is: a harvest of the deletions' day, which
+    deletes the old records and hands them to the new identifiers, or a reconcile."""
+    persistent = endpoint.provider.deleted_record == "persistent"
+    name = "reidentify" if persistent else "reidentify-reconcile"
+    home = backend.new_home(root, f"{backend.name}-{name}-start")
+    register_harvester(home, endpoint.base_url, batch_size)
+
+    def run(args: list[str]) -> dict[str, Any]:
+        done = _cli(home, "none", [*args, "--json"])
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)} failed: {done.stderr[-2000:]}")
+        return json.loads(done.stdout)
+
+    run(["harvest", HARVESTER])
+    old = [r for r in endpoint.records() if r.identifier.startswith(OLD_NAMESPACE)]
+    for record in old:
+        new = record.identifier.replace(OLD_NAMESPACE, NEW_NAMESPACE)
+        endpoint.upsert(dataclasses.replace(record, identifier=new, datestamp=REIDENTIFIED_ON))
+        if not persistent:
+            endpoint.remove(record.identifier)
+    day = REIDENTIFIED_ON.date().isoformat()
+    refused = run(["harvest", HARVESTER, "--since", day])
+    if refused["error_types"] != {"duplicate_pid": len(old)}:
+        raise RuntimeError(f"the new identifiers were not all refused their DOI: {refused}")
+    if persistent:
+        for record in old:
+            endpoint.mark_deleted(record.identifier, OLD_ONES_DELETED_ON)
+        args = ["harvest", HARVESTER, "--since", OLD_ONES_DELETED_ON.date().isoformat()]
+    else:
+        args = ["reconcile", HARVESTER]
+    log(f"[{backend.name}] {name}: {len(old)} records re-identified, swept: {' '.join(args)}")
+    return home, [*args, "--json"]
+
+
+def reidentified_problems(template: Home) -> Callable[[Home], list[str]]:
+    """What a harvest or reconcile that hands re-identified records their target records
+    must leave, crashed or not: each target record of an old identifier live under the new
+    one (same id, same DOI), one live record per DOI, no record failed."""
+    import sqlalchemy as sa
+
+    def target_rows(home: Home) -> list[Any]:
+        engine = sa.create_engine(_settings(home).target_db_url)
+        try:
+            with engine.connect() as conn:
+                return list(
+                    conn.execute(
+                        sa.text("SELECT id, source_identifier, state, doi FROM target_records")
+                    )
+                )
+        finally:
+            engine.dispose()
+
+    before = {row.id: row for row in target_rows(template)}
+
+    def check(home: Home) -> list[str]:
+        rows = target_rows(home)
+        problems = []
+        if len(rows) != len(before):
+            problems.append(f"{len(rows)} target records, {len(before)} before")
+        for row in rows:
+            was = before.get(row.id)
+            expected = was and was.source_identifier.replace(OLD_NAMESPACE, NEW_NAMESPACE)
+            if was is None or row.state != "live" or row.source_identifier != expected:
+                problems.append(
+                    f"target record {row.id} is {row.state} {row.source_identifier}, "
+                    f"expected live {expected}"
+                )
+                break
+        dois = Counter(row.doi for row in rows if row.state == "live")
+        if shared := [doi for doi, n in dois.items() if n > 1]:
+            problems.append(f"DOIs of more than one live record: {shared[:3]}")
+        failed = query(_settings(home).state_db_url, "SELECT count(*) FROM record_errors")
+        if failed[0][0]:
+            problems.append(f"{failed[0][0]} record errors left")
+        return problems
+
+    return check
 
 
 def _moved(record: Any) -> list[str]:
@@ -1282,6 +1409,9 @@ def run_scenario(
         problem = f"the reference keeps other sets than the source's: {len(lost)}, {lost[:3]}"
         outcomes.append({"spec": "reference", "problems": [problem]})
         log(f"  reference: FAIL {problem}")
+    if scenario.check is not None and (wrong := scenario.check(reference)):
+        outcomes.append({"spec": "reference", "problems": wrong})
+        log(f"  reference: FAIL {wrong}")
     ref_status = status_json(reference, ref_snapshot["last_run_id"])
     log(
         f"[{backend.name}/{scenario.name}] reference: {len(ref_snapshot['target'])} target "
@@ -1329,6 +1459,7 @@ def run_scenario(
             problems += compare(ref_snapshot, got)
             problems += compare_status(ref_status, status_json(home, ref_snapshot["last_run_id"]))
             problems += compare_reports(ref_report, report_of(final))
+            problems += scenario.check(home) if scenario.check is not None else []
         else:
             got, problems, catch_up = _rerun_moved_on(
                 backend,
@@ -1492,6 +1623,42 @@ def _run_of(report: dict[str, Any]) -> str:
     return str(report["harvest_runs"] if report.get("dagster") else report["run_id"])
 
 
+def sweep_reidentified(
+    backend: Backend,
+    root: Path,
+    args: argparse.Namespace,
+    points: list[str],
+    results: dict[str, Any],
+    log: Callable[[str], None],
+) -> int:
+    """The `reidentify` scenarios (see `reidentify_template`), each with a source of its
+    own: the harvest of the old identifiers' deletions, and the reconcile of a source that
+    keeps none. Returns how many points had problems."""
+    from oai_pipeline.sample_endpoint.server import OAIEndpoint
+
+    failures = 0
+    count = max(20, args.records // 10)
+    for policy in ("persistent", "no"):
+        records = reidentify_records(count)
+        with OAIEndpoint(records, page_size=args.page_size, deleted_record=policy) as endpoint:
+            template, swept = reidentify_template(backend, root, endpoint, args.batch_size, log)
+            name = template.path.name.removesuffix("-start")
+            scenario = Scenario(name, swept, template, check=reidentified_problems(template))
+            outcomes = run_scenario(
+                backend,
+                root,
+                endpoint.base_url,
+                scenario,
+                points,
+                args.per_point,
+                args.double,
+                log,
+            )
+        results[name] = outcomes
+        failures += sum(1 for o in outcomes if o["problems"])
+    return failures
+
+
 def _suffix(stage: str) -> str:
     return "" if stage == "write" else f"-{stage}"
 
@@ -1510,9 +1677,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=50)
     parser.add_argument(
         "--scenario",
-        choices=("first", "incremental", "reconcile", "both", "all"),
+        choices=("first", "incremental", "reconcile", "reidentify", "both", "all"),
         default="both",
-        help="both: first and incremental; all: and reconcile",
+        help="both: first and incremental; all: and reconcile and reidentify (a source that "
+        "re-identified every record: the harvest that deletes the old identifiers, and the "
+        "reconcile that finds them vanished, hand their target records to the new ones)",
     )
     parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="sqlite")
     parser.add_argument("--points", default="all")
@@ -1559,8 +1728,10 @@ def main(argv: list[str] | None = None) -> int:
     if set(stages) - set(INTERRUPTIONS):
         parser.error(f"unknown stages: {sorted(set(stages) - set(INTERRUPTIONS))}")
     args.resumed = args.resumed or bool(args.resumed_at)
-    if args.source_moves_on and args.scenario in ("reconcile", "all"):
+    if args.source_moves_on and args.scenario in ("reconcile", "reidentify", "all"):
         parser.error("--source-moves-on sweeps the first and incremental scenarios only")
+    if args.dagster and args.scenario == "reidentify":
+        parser.error("--scenario reidentify sweeps CLI harvests and reconciles only")
 
     from oai_pipeline.sample_endpoint.records import generate_datacite_records
 
@@ -1590,7 +1761,17 @@ def main(argv: list[str] | None = None) -> int:
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     for backend_name in backends:
         backend = PostgresBackend() if backend_name == "postgres" else Backend()
+        wanted = {
+            "both": {"first", "incremental"},
+            "all": {"first", "incremental", "reconcile", "reidentify"},
+        }.get(args.scenario, {args.scenario})
+        if args.dagster:  # a reconcile is a CLI command, no Dagster run of the assets
+            wanted -= {"reconcile", "reidentify"}
         try:
+            if "reidentify" in wanted:
+                failures += sweep_reidentified(backend, root, args, points, results, log)
+            if not wanted - {"reidentify"}:
+                continue
             with endpoint_for(records, args.page_size) as endpoint:
                 base = backend.new_home(root, f"{backend_name}-empty")
                 register_harvester(base, endpoint.base_url, args.batch_size)
@@ -1602,12 +1783,6 @@ def main(argv: list[str] | None = None) -> int:
                 done = _cli(full, "none", first_args)
                 if done.returncode != 0:
                     raise RuntimeError(done.stderr[-2000:])
-                wanted = {
-                    "both": {"first", "incremental"},
-                    "all": {"first", "incremental", "reconcile"},
-                }.get(args.scenario, {args.scenario})
-                if args.dagster:  # a reconcile is a CLI command, no Dagster run of the assets
-                    wanted.discard("reconcile")
                 scenarios = []
                 if "first" in wanted:
                     scenarios.append(Scenario("first", first_args, base, endpoint=endpoint))
