@@ -447,14 +447,16 @@ def query(url: str, sql: str) -> list[Any]:
         engine.dispose()
 
 
-def register_harvester(home: Home, base_url: str, batch_size: int) -> None:
+def register_harvester(
+    home: Home, base_url: str, batch_size: int, metadata_prefix: str = PREFIX
+) -> None:
     from oai_pipeline_tests.support import register
 
     register(
         _settings(home),
         base_url,
         harvester_id=HARVESTER,
-        metadata_prefix=PREFIX,
+        metadata_prefix=metadata_prefix,
         batch_size=batch_size,
     )
 
@@ -1023,6 +1025,132 @@ def reidentified_problems(template: Home) -> Callable[[Home], list[str]]:
         return problems
 
     return check
+
+
+# `rekey`: a DSpace of handles (no DOIs) moves to a new host, which lists every record under
+# a new prefix, re-stamped; the operator points the harvester there and rekeys it.
+OLD_HOST = "oai:old.example.org:"
+NEW_HOST = "oai:repo.example.org:"
+REKEY = ["harvesters", "rekey", HARVESTER, "--from-prefix", OLD_HOST, "--to-prefix", NEW_HOST]
+# where `harvesters rekey` is killed: before, between and after its two stores' rewrites
+REKEY_KILLS = [f"{p}:1:{m}" for p in ("rekey_target", "rekey_state") for m in ("before", "after")]
+
+
+def handle_records(prefix: str, count: int, stamp: datetime) -> list:
+    """Records without a DOI (the target mints none), identified by handle."""
+    from oai_pipeline.sample_endpoint.records import EndpointRecord
+    from oai_pipeline_tests.support import oai_dc
+
+    return [
+        EndpointRecord(
+            identifier=f"{prefix}123456789/{n}",
+            datestamp=stamp + timedelta(minutes=n),
+            metadata={"oai_dc": oai_dc(f"Thesis {n}", date_text="2019-05-01").encode()},
+        )
+        for n in range(count)
+    ]
+
+
+def _run_ok(home: Home, args: list[str]) -> subprocess.CompletedProcess[str]:
+    done = _cli(home, "none", args)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed: {done.stdout[-500:]}{done.stderr[-2000:]}")
+    return done
+
+
+def rekeyed_problems(template: Home) -> Callable[[Home], list[str]]:
+    """What the first harvest after a rekey must leave, crashed or not: each target record of
+    `template` (harvested from the old host) live under its new identifier, with the same id
+    and no new revision (its data did not change), and no other target record."""
+    import sqlalchemy as sa
+
+    def target_rows(home: Home) -> dict[str, Any]:
+        engine = sa.create_engine(_settings(home).target_db_url)
+        try:
+            with engine.connect() as conn:
+                rows = conn.execute(
+                    sa.text("SELECT id, source_identifier, state, revision FROM target_records")
+                )
+                return {row.id: row for row in rows}
+        finally:
+            engine.dispose()
+
+    before = target_rows(template)
+
+    def check(home: Home) -> list[str]:
+        after = target_rows(home)
+        problems = []
+        if after.keys() != before.keys():
+            new = sorted(set(after) - set(before))
+            problems.append(f"target ids differ: {len(new)} new, e.g. {new[:2]}")
+        for record_id in sorted(set(after) & set(before)):
+            row, was = after[record_id], before[record_id]
+            expected = was.source_identifier.replace(OLD_HOST, NEW_HOST)
+            if (row.state, row.source_identifier, row.revision) != ("live", expected, was.revision):
+                problems.append(f"target record {record_id}: {tuple(row)}, was {tuple(was)}")
+                break
+        return problems
+
+    return check
+
+
+def sweep_rekey(
+    backend: Backend,
+    root: Path,
+    args: argparse.Namespace,
+    points: list[str],
+    results: dict[str, Any],
+    log: Callable[[str], None],
+    rekey_kills: list[str] = REKEY_KILLS,
+) -> int:
+    """`rekey`: a home that harvested a DSpace of handles from its old host, the harvester
+    pointed at the new host (every identifier under a new prefix). `harvesters rekey` killed
+    before, between and after its two stores' rewrites, rerun, then the harvest; and the
+    first harvest after an uninterrupted rekey swept at every point. Each must end as an
+    uninterrupted rekey and harvest: the same target ids, nothing created, no new revision."""
+    from oai_pipeline.sample_endpoint.server import OAIEndpoint
+
+    count = max(20, args.records // 10)
+    moved_on = datetime.now(UTC).replace(microsecond=0)
+    home = backend.new_home(root, f"{backend.name}-rekey-start")
+    old = handle_records(OLD_HOST, count, moved_on - timedelta(days=5))
+    with OAIEndpoint(old, page_size=args.page_size) as old_host:
+        register_harvester(home, old_host.base_url, args.batch_size, metadata_prefix="oai_dc")
+        _run_ok(home, ["harvest", HARVESTER])
+    new = handle_records(NEW_HOST, count, moved_on - timedelta(hours=2))
+    harvest = ["harvest", HARVESTER, "--json"]
+    check = rekeyed_problems(home)
+    failures = 0
+    with OAIEndpoint(new, page_size=args.page_size, deleted_record="no") as new_host:
+        _run_ok(home, ["harvesters", "update", HARVESTER, "--base-url", new_host.base_url])
+        rekeyed = backend.new_home(root, f"{backend.name}-rekey-rekeyed", home)
+        _run_ok(rekeyed, REKEY)
+        reference = backend.new_home(root, f"{backend.name}-rekey-then-harvest", rekeyed)
+        ref_report = report_of(_run_ok(reference, harvest))
+        ref_snapshot = snapshot(reference)
+        log(f"[{backend.name}] rekey: {count} records; reference harvest {ref_report}")
+        outcomes = []
+        for index, spec in enumerate(rekey_kills):
+            killed = backend.new_home(root, f"{backend.name}-rekey-killed-{index}", home)
+            problems = []
+            if (done := _cli(killed, spec, REKEY)).returncode != EXIT_CODE:
+                problems.append(f"the rekey was not killed: {done.returncode} {done.stderr[-300:]}")
+            if (again := _cli(killed, "none", REKEY)).returncode != 0:
+                problems.append(f"its rerun exited {again.returncode}: {again.stdout[-300:]}")
+            final = _cli(killed, "none", harvest)
+            problems += compare(ref_snapshot, snapshot(killed, ref_snapshot["last_run_id"]))
+            problems += compare_reports(ref_report, report_of(final))
+            problems += check(killed)
+            outcomes.append({"spec": f"rekey {spec}", "problems": problems})
+            log(f"  rekey {spec}: {'FAIL ' + '; '.join(problems) if problems else 'ok'}")
+        name = f"{backend.name}-rekey-harvest"
+        scenario = Scenario(name, harvest, rekeyed, endpoint=new_host, check=check)
+        outcomes += run_scenario(
+            backend, root, new_host.base_url, scenario, points, args.per_point, args.double, log
+        )
+    results[name] = outcomes
+    failures += sum(1 for o in outcomes if o["problems"])
+    return failures
 
 
 def _moved(record: Any) -> list[str]:
@@ -1677,11 +1805,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=50)
     parser.add_argument(
         "--scenario",
-        choices=("first", "incremental", "reconcile", "reidentify", "both", "all"),
+        choices=("first", "incremental", "reconcile", "reidentify", "rekey", "both", "all"),
         default="both",
         help="both: first and incremental; all: and reconcile and reidentify (a source that "
         "re-identified every record: the harvest that deletes the old identifiers, and the "
-        "reconcile that finds them vanished, hand their target records to the new ones)",
+        "reconcile that finds them vanished, hand their target records to the new ones) and "
+        "rekey (harvesters rekey killed, and the first harvest after it)",
     )
     parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="sqlite")
     parser.add_argument("--points", default="all")
@@ -1728,10 +1857,10 @@ def main(argv: list[str] | None = None) -> int:
     if set(stages) - set(INTERRUPTIONS):
         parser.error(f"unknown stages: {sorted(set(stages) - set(INTERRUPTIONS))}")
     args.resumed = args.resumed or bool(args.resumed_at)
-    if args.source_moves_on and args.scenario in ("reconcile", "reidentify", "all"):
+    if args.source_moves_on and args.scenario in ("reconcile", "reidentify", "rekey", "all"):
         parser.error("--source-moves-on sweeps the first and incremental scenarios only")
-    if args.dagster and args.scenario == "reidentify":
-        parser.error("--scenario reidentify sweeps CLI harvests and reconciles only")
+    if args.dagster and args.scenario in ("reidentify", "rekey"):
+        parser.error(f"--scenario {args.scenario} sweeps CLI commands only")
 
     from oai_pipeline.sample_endpoint.records import generate_datacite_records
 
@@ -1763,14 +1892,16 @@ def main(argv: list[str] | None = None) -> int:
         backend = PostgresBackend() if backend_name == "postgres" else Backend()
         wanted = {
             "both": {"first", "incremental"},
-            "all": {"first", "incremental", "reconcile", "reidentify"},
+            "all": {"first", "incremental", "reconcile", "reidentify", "rekey"},
         }.get(args.scenario, {args.scenario})
         if args.dagster:  # a reconcile is a CLI command, no Dagster run of the assets
-            wanted -= {"reconcile", "reidentify"}
+            wanted -= {"reconcile", "reidentify", "rekey"}
         try:
             if "reidentify" in wanted:
                 failures += sweep_reidentified(backend, root, args, points, results, log)
-            if not wanted - {"reidentify"}:
+            if "rekey" in wanted:
+                failures += sweep_rekey(backend, root, args, points, results, log)
+            if not wanted - {"reidentify", "rekey"}:
                 continue
             with endpoint_for(records, args.page_size) as endpoint:
                 base = backend.new_home(root, f"{backend_name}-empty")
