@@ -6,7 +6,8 @@ Parquet storage changes:
 
     .venv/bin/python -m oai_pipeline_tests.resume.crash_sweep \\
         [--records 2000] [--page-size 100] [--batch-size 50] \\
-        [--scenario first|incremental|reconcile|both|all] [--backend sqlite|postgres|both] \\
+        [--scenario first|incremental|reconcile|reidentify|rekey|both|all] \\
+        [--backend sqlite|postgres|both] \\
         [--points all|NAME[,NAME…]] [--per-point 4] [--double] [--resumed] \\
         [--resumed-at discover,transform,plan,write,undo] [--dagster] [--source-moves-on]
         [--json-out PATH]
@@ -38,7 +39,16 @@ first (INTERRUPTION): the harvest swept then resumes that run. The reference mus
 the sets the source serves (a set change lost alike with and without a crash). `reconcile`
 (CLI only) is `oai-pipeline reconcile` of a home in step with a source that keeps no
 deletions: it deletes the records the source dropped and harvests again those an earlier
-reconcile deleted that the source lists again. Backends:
+reconcile deleted that the source lists again. `reidentify` (CLI only) is a source that
+listed every record (with a DOI) again under a new namespace, each new identifier refused
+its DOI by the harvest after: swept, the harvest that lists the old identifiers' deletions
+(a later day) and hands their target records to the new ones, and the reconcile that does
+it for a source keeping no deletions (`reidentified_problems`: the same target ids under the
+new identifiers, one live record per DOI, nothing failed; the report's `reidentified` is the
+run's, a killed attempt's unrecorded take-overs `already_written`). `rekey` (CLI only) is a
+DSpace of handles moved to a new host: `harvesters rekey` killed before, between and after
+its two stores and rerun, then the harvest; and the first harvest after a rekey, swept
+(`rekeyed_problems`: the same target ids, nothing created, no new revision). Backends:
 SQLite files (default) or a throwaway PostgreSQL server (oai_pipeline_tests/postgres.py)
 for the state store and the target.
 
