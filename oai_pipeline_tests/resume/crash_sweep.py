@@ -335,6 +335,8 @@ def dagster_report(result: Any) -> dict[str, Any]:
         "errors": written.get("run_error_count"),
         "error_types": prefixed("run_errors_"),
         "local_changes_undone": written.get("run_local_changes_undone"),
+        # the harvest run's take-overs of freed DOIs (reidentified.py), all its attempts
+        "reidentified": written.get("reidentified"),
         # a resumed run's catch-up list, as the harvest report counts it
         **{name: raw.get(f"run_{name}") for name in CATCH_UP_COUNTERS},
         "run_records": prefixed("status_records_"),

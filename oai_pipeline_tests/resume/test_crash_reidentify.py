@@ -48,3 +48,28 @@ def test_a_take_over_of_re_identified_records_killed_ends_like_an_uninterrupted_
     assert [o["problems"] for o in outcomes] == [[], []], lines
     reference = next(line for line in lines if "reference report" in line)
     assert "'reidentified': {'restore': 20}" in reference
+
+
+def test_a_dagster_run_killed_after_its_take_overs_reports_them_when_re_executed(
+    tmp_path: Path,
+) -> None:
+    """The written_records asset of a Dagster run killed (`os._exit`) once the take-overs
+    were saved, before its harvest run was closed: the run re-executed reports them in the
+    asset's run totals (`reidentified`), as the uncrashed run does; before, it said 0."""
+    backend = Backend()
+    records = crash_sweep.reidentify_records(20)
+    day = crash_sweep.OLD_ONES_DELETED_ON.date().isoformat()
+    with OAIEndpoint(records, page_size=10) as endpoint:
+        template, _ = crash_sweep.reidentify_template(
+            backend, tmp_path, endpoint, batch_size=10, log=lambda line: None
+        )
+        home = backend.new_home(tmp_path, "killed", template)
+        killed = crash_sweep._cli(home, "finish_run:1:before", ["dagster", day, day])
+        assert killed.returncode == crash_sweep.EXIT_CODE, killed.stderr[-3000:]
+        rerun = crash_sweep._cli(home, "none", ["dagster", day, day])
+
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    report = crash_sweep.report_of(rerun)
+    assert report is not None and report["reidentified"] == 20
+    assert report["harvest_run_status"] == "succeeded"
+    assert crash_sweep.reidentified_problems(template)(home) == []
