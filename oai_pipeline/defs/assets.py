@@ -500,9 +500,13 @@ def written_records(
             "run_local_changes_undone": sum(
                 brought_back(undone) for undone in {r.run_id: r.undone for _, r in results}.values()
             ),
-            # records refused a DOI their former identifier held, written once it gave it up
+            # records refused a DOI their former identifier held, written once it gave it up;
+            # each write of a harvest run reports the run's (all its attempts): once
             "reidentified": sum(
-                n for _, r in results for a, n in r.reidentified.items() if a != "error"
+                n
+                for taken in {r.run_id: r.reidentified for _, r in results}.values()
+                for a, n in taken.items()
+                if a != "error"
             ),
             **_status_metadata(pipeline, harvest_runs),
             "dagster_runs_pruned": pruned_runs,

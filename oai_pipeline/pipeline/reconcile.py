@@ -26,7 +26,7 @@ from oai_pipeline.pipeline.runner import run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.state.harvester_lock import is_dead_local_process, new_owner
-from oai_pipeline.state.store import ReconcileDeletions
+from oai_pipeline.state.store import ReconcileDeletions, TakeOverRun
 from oai_pipeline.sync.reconcile import implausible_loss, vanished_identifiers
 from oai_pipeline.sync.rules import (
     Action,
@@ -237,7 +237,9 @@ def _reconcile_holding_the_leases(
     # looks, so a rerun finishes what the killed one did not.
     writers = build_writers(services.harvester(harvester_id), services.settings)
     try:
-        report.reidentified = take_over_freed_pids(services, harvester_id, writers)
+        report.reidentified = take_over_freed_pids(
+            services, harvester_id, writers, run=TakeOverRun("reconcile", run_id)
+        )
     finally:
         for writer in writers:
             writer.close()

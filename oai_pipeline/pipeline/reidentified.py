@@ -9,6 +9,12 @@ identifier take it over. Nothing would list the refused record again, though (an
 harvest lists it only once the source changes it), so each write stage and each reconcile
 writes those records again from their last transform: the old target record comes back under
 the new identifier (same id, a new revision), not a new record, not a tombstone.
+
+What a run took over is counted on it (harvest run or reconcile run) with each batch's
+outcomes: a rerun of a killed run reports the take-overs of all its attempts, as its undo of
+local changes, and a take-over the killed attempt wrote but never recorded (killed between
+the target's commit and the store's) as `already_written`, as the write stage labels a record
+an earlier attempt wrote.
 """
 
 from __future__ import annotations
@@ -19,10 +25,13 @@ from datetime import datetime
 
 from oai_pipeline import json_codec
 from oai_pipeline.pipeline.services import Services
+from oai_pipeline.state.store import TakeOverRun
 from oai_pipeline.sync.rules import Action, SourceRecord, decide
 from oai_pipeline.targets.base import PlannedWrite, SourceKey, Writer
 
 BATCH = 500
+# write.ALREADY_WRITTEN (write imports this module): taken over by an earlier attempt
+ALREADY_WRITTEN = "already_written"
 
 
 def take_over_freed_pids(
@@ -30,15 +39,18 @@ def take_over_freed_pids(
     harvester_id: str,
     writers: Sequence[Writer],
     run_started: datetime | None = None,
+    run: TakeOverRun | None = None,
 ) -> Counter[str]:
     """Write again, from their last transform, the harvester's records refused their pid
     that the target now lets them have (a re-identified record's tombstone, a user's
-    deposit); returns the actions taken. Records still refused are left as they are: no
-    write, no new error.
+    deposit); returns the actions taken, by `run` over all its attempts when given (counted
+    on it with each batch). Records still refused are left as they are: no write, no new
+    error.
 
     A record the target already holds under its identifier but the store does not know as
     written (a write killed before the store saved it) is written too: the writer finds it
-    as this write would leave it, and the store forgets the old error."""
+    as this write would leave it, and the store forgets the old error; it counts as
+    `already_written`."""
     state = services.state
     refused = state.refused_a_pid(harvester_id)
     actions: Counter[str] = Counter()
@@ -58,11 +70,14 @@ def take_over_freed_pids(
             ]
             local = writer.lookup(harvester_id, keys)
             writes = []
+            earlier: set[str] = set()  # taken over by a killed attempt, not recorded
             for key in keys:
                 found, memory = local[key.identifier], memories.get(key.identifier)
                 known = memory is not None and memory.local_id == found.local_id
                 if found.local_id is None or (known and not found.taken_over):
                     continue  # still refused (or its own record, written and known)
+                if not found.taken_over:
+                    earlier.add(key.identifier)
                 last = reported[key.identifier]
                 source = SourceRecord(key.identifier, last.datestamp, False, key.pid)
                 decision = decide(source, None, found, publishes=writer.options.publish)
@@ -84,10 +99,19 @@ def take_over_freed_pids(
             if not writes:
                 continue
             outcomes = writer.apply(harvester_id, writes)
+            taken = Counter(
+                Action.ERROR.value
+                if o.error is not None
+                else ALREADY_WRITTEN
+                if o.identifier in earlier
+                else o.action.value
+                for o in outcomes
+            )
             state.save_write_outcomes(
-                harvester_id, outcomes, {w.identifier: w.datestamp for w in writes}
+                harvester_id,
+                outcomes,
+                {w.identifier: w.datestamp for w in writes},
+                reidentified=(run, taken) if run is not None else None,
             )
-            actions.update(
-                o.action.value if o.error is None else Action.ERROR.value for o in outcomes
-            )
-    return actions
+            actions.update(taken)
+    return state.run_reidentified(run) if run is not None else actions

@@ -35,7 +35,7 @@ from oai_pipeline.pipeline.retention import prune
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_stage import no_data_error
-from oai_pipeline.state.store import StateStore, is_later_copy
+from oai_pipeline.state.store import StateStore, TakeOverRun, is_later_copy
 from oai_pipeline.sync.rules import Action
 from oai_pipeline.targets.base import PlannedWrite, WriteOutcome, Writer
 
@@ -260,7 +260,7 @@ def write(
             # After the deletions this run wrote: records an earlier write refused the DOI
             # that their former identifier held take its record over now.
             summary.reidentified = take_over_freed_pids(
-                services, scope.harvester_id, writers, run_started
+                services, scope.harvester_id, writers, run_started, TakeOverRun("harvest", run_id)
             )
             _require_all_settled(waiting, run_id, options)
     except BaseException as error:

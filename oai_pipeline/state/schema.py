@@ -17,7 +17,7 @@ from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 
 # A resumed run's catch-up lists (what the source changed since the run began listing), all
 # its attempts, apart from the token sweep's counters: their pages, the records they listed,
@@ -208,6 +208,10 @@ harvest_runs = sa.Table(
     # the outcomes of each batch: a resumed attempt finds those records settled and reports
     # what earlier attempts brought back from this. None: nothing undone yet.
     sa.Column("local_changes_undone", sa.JSON, nullable=True),
+    # What the run's take-overs of freed pids did (reidentified.py), by action, saved with
+    # the outcomes of each batch: a resumed attempt finds those records written and reports
+    # what earlier attempts took over (version 18). None: nothing taken over yet.
+    sa.Column("reidentified", sa.JSON, nullable=True),
 )
 
 # A reconcile's run: what it deleted, saved in the transaction that marks the records gone.
@@ -228,6 +232,8 @@ reconcile_runs = sa.Table(
     sa.Column("actions", sa.JSON, nullable=True),
     sa.Column("errors", sa.Integer, nullable=False, default=0),
     sa.Column("returned", sa.JSON, nullable=True),
+    # its take-overs of freed pids, as harvest_runs.reidentified (version 18)
+    sa.Column("reidentified", sa.JSON, nullable=True),
 )
 
 # What every harvest asks of the harvester's runs, answered without reading each run it ever
@@ -428,6 +434,15 @@ def _add_reconcile_runs(connection: Connection) -> None:
     reconcile_runs.create(connection, checkfirst=True)
 
 
+def _add_reidentified(connection: Connection) -> None:
+    """Runs of an older version kept no take-over counts (their report had them)."""
+    kind = sa.JSON().compile(dialect=connection.dialect)
+    _add_run_column(connection, "reidentified", kind)
+    columns = {c["name"] for c in sa.inspect(connection).get_columns("reconcile_runs")}
+    if "reidentified" not in columns:
+        connection.execute(sa.text(f"ALTER TABLE reconcile_runs ADD COLUMN reidentified {kind}"))
+
+
 # version -> the step that brings the schema from version-1 to it (create_all covers the
 # current version of a new database).
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -447,6 +462,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     15: _add_local_changes_undone,
     16: _add_reconcile_runs,
     17: _add_catch_up_counters,
+    18: _add_reidentified,
 }
 
 

@@ -98,6 +98,20 @@ _READ_ONLY = "oai_pipeline_read_only"
 _CHUNK = 500  # identifiers per IN (...) clause, well below every database's limit
 
 
+@dataclasses.dataclass(frozen=True)
+class TakeOverRun:
+    """The run a batch of take-overs of freed pids (reidentified.py) counts on: a harvest
+    run's write stage, or a reconcile run. Saved with the batch's outcomes, so that a rerun
+    reports what a killed attempt took over (`StateStore.run_reidentified`)."""
+
+    kind: Literal["harvest", "reconcile"]
+    run_id: int
+
+    @property
+    def table(self) -> sa.Table:
+        return harvest_runs if self.kind == "harvest" else reconcile_runs
+
+
 @dataclasses.dataclass
 class ReconcileDeletions:
     """What a reconcile run deleted (saved by `mark_gone`): the identifiers it found
@@ -1110,16 +1124,29 @@ class StateStore:
         fingerprint: str | None = None,
         *,
         undone: tuple[int, Mapping[str, int]] | None = None,
+        reidentified: tuple[TakeOverRun, Mapping[str, int]] | None = None,
     ) -> None:
         """The last write of each record: local id, revision, datestamp written, errors, and
         the `fingerprint` of the transform chain whose data was written. `undone`: (run id,
         actions) of a batch of the run's undo of local changes, added to the run's in the
-        same transaction (see `run_local_changes_undone`)."""
+        same transaction (see `run_local_changes_undone`); `reidentified`: (run, actions) of
+        a batch of take-overs of freed pids, likewise (see `run_reidentified`)."""
         if not outcomes and not (undone and undone[1]):
             return
         with self._engine.begin() as conn:
             if outcomes:
                 self._save_write_outcomes(conn, harvester_id, outcomes, datestamps, fingerprint)
+            if reidentified and reidentified[1]:
+                run, actions = reidentified
+                column = run.table.c.reidentified
+                stored = conn.execute(
+                    sa.select(column).where(run.table.c.id == run.run_id)
+                ).scalar()
+                conn.execute(
+                    run.table.update()
+                    .where(run.table.c.id == run.run_id)
+                    .values(reidentified=dict(Counter(stored or {}) + Counter(actions)))
+                )
             if undone and undone[1]:
                 run_id, actions = undone
                 stored = conn.execute(
@@ -1134,6 +1161,14 @@ class StateStore:
                     .where(harvest_runs.c.id == run_id)
                     .values(local_changes_undone=dict(total))
                 )
+
+    def run_reidentified(self, run: TakeOverRun) -> Counter[str]:
+        """What the run's take-overs of freed pids did, by action, over all its attempts."""
+        with self._engine.connect() as conn:
+            stored = conn.execute(
+                sa.select(run.table.c.reidentified).where(run.table.c.id == run.run_id)
+            ).scalar()
+        return Counter(stored or {})
 
     def run_local_changes_undone(self, run_id: int) -> Counter[str]:
         """What the run's undo of local changes did, by action, over all its attempts."""

@@ -6,7 +6,8 @@ Parquet storage changes:
 
     .venv/bin/python -m oai_pipeline_tests.resume.crash_sweep \\
         [--records 2000] [--page-size 100] [--batch-size 50] \\
-        [--scenario first|incremental|reconcile|both|all] [--backend sqlite|postgres|both] \\
+        [--scenario first|incremental|reconcile|reidentify|rekey|both|all] \\
+        [--backend sqlite|postgres|both] \\
         [--points all|NAME[,NAME…]] [--per-point 4] [--double] [--resumed] \\
         [--resumed-at discover,transform,plan,write,undo] [--dagster] [--source-moves-on]
         [--json-out PATH]
@@ -38,7 +39,16 @@ first (INTERRUPTION): the harvest swept then resumes that run. The reference mus
 the sets the source serves (a set change lost alike with and without a crash). `reconcile`
 (CLI only) is `oai-pipeline reconcile` of a home in step with a source that keeps no
 deletions: it deletes the records the source dropped and harvests again those an earlier
-reconcile deleted that the source lists again. Backends:
+reconcile deleted that the source lists again. `reidentify` (CLI only) is a source that
+listed every record (with a DOI) again under a new namespace, each new identifier refused
+its DOI by the harvest after: swept, the harvest that lists the old identifiers' deletions
+(a later day) and hands their target records to the new ones, and the reconcile that does
+it for a source keeping no deletions (`reidentified_problems`: the same target ids under the
+new identifiers, one live record per DOI, nothing failed; the report's `reidentified` is the
+run's, a killed attempt's unrecorded take-overs `already_written`). `rekey` (CLI only) is a
+DSpace of handles moved to a new host: `harvesters rekey` killed before, between and after
+its two stores and rerun, then the harvest; and the first harvest after a rekey, swept
+(`rekeyed_problems`: the same target ids, nothing created, no new revision). Backends:
 SQLite files (default) or a throwaway PostgreSQL server (oai_pipeline_tests/postgres.py)
 for the state store and the target.
 
@@ -325,6 +335,8 @@ def dagster_report(result: Any) -> dict[str, Any]:
         "errors": written.get("run_error_count"),
         "error_types": prefixed("run_errors_"),
         "local_changes_undone": written.get("run_local_changes_undone"),
+        # the harvest run's take-overs of freed DOIs (reidentified.py), all its attempts
+        "reidentified": written.get("reidentified"),
         # a resumed run's catch-up list, as the harvest report counts it
         **{name: raw.get(f"run_{name}") for name in CATCH_UP_COUNTERS},
         "run_records": prefixed("status_records_"),
@@ -447,14 +459,16 @@ def query(url: str, sql: str) -> list[Any]:
         engine.dispose()
 
 
-def register_harvester(home: Home, base_url: str, batch_size: int) -> None:
+def register_harvester(
+    home: Home, base_url: str, batch_size: int, metadata_prefix: str = PREFIX
+) -> None:
     from oai_pipeline_tests.support import register
 
     register(
         _settings(home),
         base_url,
         harvester_id=HARVESTER,
-        metadata_prefix=PREFIX,
+        metadata_prefix=metadata_prefix,
         batch_size=batch_size,
     )
 
@@ -684,8 +698,9 @@ _RUN_TOTALS = (
     "local_changes_undone_actions",
     "unknown_identifiers",
 )
-# A reconcile's report: what it found vanished and deleted, what it harvested again.
-_RECONCILE = ("vanished", "returned", "actions", "errors")
+# A reconcile's report: what it found vanished and deleted, what it harvested again, the
+# records it handed their former identifier's target record (all attempts of its run).
+_RECONCILE = ("vanished", "returned", "actions", "errors", "reidentified")
 _EARLIER = ("already_written", "failed_before")
 FAILED_EARLIER_ACTION = "failed_before"  # a resumed write's action for a record failed before
 
@@ -705,14 +720,15 @@ def _compare_reconcile_reports(reference: dict[str, Any], got: dict[str, Any]) -
     the rerun resumes (`already_written`). A rerun after the killed attempt had closed its
     reconcile run is a new reconcile of an unchanged source: it must find and do nothing."""
     if got["run_id"] != reference["run_id"]:
-        acted = {key: got[key] for key in _RECONCILE if got[key]}
+        acted = {key: got[key] for key in _RECONCILE if got.get(key)}
         return [f"the new reconcile reports: {acted}"] if acted else []
-    keys = _RECONCILE
+    keys = [key for key in _RECONCILE if key != "reidentified"]
     problems = [
         f"reconcile {key}: {got.get(key)} vs {reference.get(key)}"
         for key in keys
         if got.get(key) != reference.get(key)
     ]
+    problems += _reidentified_differs(reference, got)
     if _union_differs(got["returned_actions"], reference["returned_actions"]):
         problems.append(
             f"reconcile returned_actions: {got['returned_actions']} "
@@ -721,10 +737,20 @@ def _compare_reconcile_reports(reference: dict[str, Any], got: dict[str, Any]) -
     return problems
 
 
+def _reidentified_differs(reference: dict[str, Any], got: dict[str, Any]) -> list[str]:
+    """A rerun of the same run reports its take-overs of freed DOIs (reidentified.py) over
+    all its attempts: those a killed attempt wrote but never recorded as `already_written`,
+    the union as the uncrashed run's (`_union_differs`)."""
+    taken, ref_taken = got.get("reidentified") or {}, reference.get("reidentified") or {}
+    if _union_differs(taken, ref_taken):
+        return [f"report reidentified: {taken} vs {ref_taken}"]
+    return []
+
+
 def _new_run_writes(got: dict[str, Any]) -> list[str]:
     """A rerun that started a new harvest run (the killed attempt had finished its own) has
     nothing left to write: any write or undo it reports is a problem."""
-    wrote = {k: got[k] for k in ("created", "updated", "deleted") if got[k]}
+    wrote = {k: got[k] for k in ("created", "updated", "deleted", "reidentified") if got.get(k)}
     undone = got["local_changes_undone"]
     return [f"the new run reports writes: {wrote}, undone {undone}"] if wrote or undone else []
 
@@ -778,6 +804,7 @@ def compare_reports(reference: dict[str, Any] | None, got: dict[str, Any] | None
         for key in _RUN_TOTALS
         if got.get(key) != reference.get(key)
     ]
+    problems += _reidentified_differs(reference, got)
     if len(got["windows"]) != len(reference["windows"]):  # a CLI run's key is new each run
         problems.append(f"report windows {got['windows']} vs {reference['windows']}")
     if _union_differs(got["actions"], reference["actions"]):
@@ -800,6 +827,9 @@ class Scenario:
     # (the reference's too) then resumes the run it left (`resume_run` is called only so)
     interrupted_by: str | None = None
     endpoint: Any = None  # the source, to check the reference's sets against
+    # what the scenario's own rules say of a home after its harvest (the reference's too),
+    # beyond `compare`: e.g. `reidentified_problems`
+    check: Callable[[Home], list[str]] | None = None
 
 
 @contextmanager
@@ -896,6 +926,243 @@ def reconcile_template(
         f"listed again, {len(dropped)} dropped by the source"
     )
     return home
+
+
+# `reidentify`: the source lists every record again under a new namespace (same DOIs) on
+# REIDENTIFIED_ON, and deletes (or drops) the old identifiers on OLD_ONES_DELETED_ON.
+OLD_NAMESPACE = "oai:generated.oai-pipeline:"
+NEW_NAMESPACE = "oai:repo.example.org:"
+REIDENTIFIED_ON = datetime(2024, 1, 15, 12, tzinfo=UTC)
+OLD_ONES_DELETED_ON = datetime(2024, 1, 18, 12, tzinfo=UTC)
+
+
+def reidentify_records(count: int) -> list:
+    """Records with DOIs and no deletion: each must keep its target record when re-identified."""
+    from oai_pipeline.sample_endpoint.records import generate_datacite_records
+
+    return generate_datacite_records(
+        count,
+        seed=23,
+        start=datetime(2024, 1, 5, tzinfo=UTC),
+        span_days=3,
+        prefixes=(PREFIX,),
+        deleted_fraction=0.0,
+    )
+
+
+def reidentify_template(
+    backend: Backend,
+    root: Path,
+    endpoint: Any,
+    batch_size: int,
+    log: Callable[[str], None],
+) -> tuple[Home, list[str]]:
+    """A home that harvested everything, then the source's new identifiers, each refused its
+    DOI (`duplicate_pid`: the old identifier is live in the target); the source then deletes
+    the old ones (persistent deletions, dated later) or drops them (`deletedRecord=no`).
+    Returns the home and what the swept command is: a harvest of the deletions' day, which
+    deletes the old records and hands them to the new identifiers, or a reconcile."""
+    persistent = endpoint.provider.deleted_record == "persistent"
+    name = "reidentify" if persistent else "reidentify-reconcile"
+    home = backend.new_home(root, f"{backend.name}-{name}-start")
+    register_harvester(home, endpoint.base_url, batch_size)
+
+    def run(args: list[str]) -> dict[str, Any]:
+        done = _cli(home, "none", [*args, "--json"])
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)} failed: {done.stderr[-2000:]}")
+        return json.loads(done.stdout)
+
+    run(["harvest", HARVESTER])
+    old = [r for r in endpoint.records() if r.identifier.startswith(OLD_NAMESPACE)]
+    for record in old:
+        new = record.identifier.replace(OLD_NAMESPACE, NEW_NAMESPACE)
+        endpoint.upsert(dataclasses.replace(record, identifier=new, datestamp=REIDENTIFIED_ON))
+        if not persistent:
+            endpoint.remove(record.identifier)
+    day = REIDENTIFIED_ON.date().isoformat()
+    refused = run(["harvest", HARVESTER, "--since", day])
+    if refused["error_types"] != {"duplicate_pid": len(old)}:
+        raise RuntimeError(f"the new identifiers were not all refused their DOI: {refused}")
+    if persistent:
+        for record in old:
+            endpoint.mark_deleted(record.identifier, OLD_ONES_DELETED_ON)
+        args = ["harvest", HARVESTER, "--since", OLD_ONES_DELETED_ON.date().isoformat()]
+    else:
+        args = ["reconcile", HARVESTER]
+    log(f"[{backend.name}] {name}: {len(old)} records re-identified, swept: {' '.join(args)}")
+    return home, [*args, "--json"]
+
+
+def reidentified_problems(template: Home) -> Callable[[Home], list[str]]:
+    """What a harvest or reconcile that hands re-identified records their target records
+    must leave, crashed or not: each target record of an old identifier live under the new
+    one (same id, same DOI), one live record per DOI, no record failed."""
+    import sqlalchemy as sa
+
+    def target_rows(home: Home) -> list[Any]:
+        engine = sa.create_engine(_settings(home).target_db_url)
+        try:
+            with engine.connect() as conn:
+                return list(
+                    conn.execute(
+                        sa.text("SELECT id, source_identifier, state, doi FROM target_records")
+                    )
+                )
+        finally:
+            engine.dispose()
+
+    before = {row.id: row for row in target_rows(template)}
+
+    def check(home: Home) -> list[str]:
+        rows = target_rows(home)
+        problems = []
+        if len(rows) != len(before):
+            problems.append(f"{len(rows)} target records, {len(before)} before")
+        for row in rows:
+            was = before.get(row.id)
+            expected = was and was.source_identifier.replace(OLD_NAMESPACE, NEW_NAMESPACE)
+            if was is None or row.state != "live" or row.source_identifier != expected:
+                problems.append(
+                    f"target record {row.id} is {row.state} {row.source_identifier}, "
+                    f"expected live {expected}"
+                )
+                break
+        dois = Counter(row.doi for row in rows if row.state == "live")
+        if shared := [doi for doi, n in dois.items() if n > 1]:
+            problems.append(f"DOIs of more than one live record: {shared[:3]}")
+        failed = query(_settings(home).state_db_url, "SELECT count(*) FROM record_errors")
+        if failed[0][0]:
+            problems.append(f"{failed[0][0]} record errors left")
+        return problems
+
+    return check
+
+
+# `rekey`: a DSpace of handles (no DOIs) moves to a new host, which lists every record under
+# a new prefix, re-stamped; the operator points the harvester there and rekeys it.
+OLD_HOST = "oai:old.example.org:"
+NEW_HOST = "oai:repo.example.org:"
+REKEY = ["harvesters", "rekey", HARVESTER, "--from-prefix", OLD_HOST, "--to-prefix", NEW_HOST]
+# where `harvesters rekey` is killed: before, between and after its two stores' rewrites
+REKEY_KILLS = [f"{p}:1:{m}" for p in ("rekey_target", "rekey_state") for m in ("before", "after")]
+
+
+def handle_records(prefix: str, count: int, stamp: datetime) -> list:
+    """Records without a DOI (the target mints none), identified by handle."""
+    from oai_pipeline.sample_endpoint.records import EndpointRecord
+    from oai_pipeline_tests.support import oai_dc
+
+    return [
+        EndpointRecord(
+            identifier=f"{prefix}123456789/{n}",
+            datestamp=stamp + timedelta(minutes=n),
+            metadata={"oai_dc": oai_dc(f"Thesis {n}", date_text="2019-05-01").encode()},
+        )
+        for n in range(count)
+    ]
+
+
+def _run_ok(home: Home, args: list[str]) -> subprocess.CompletedProcess[str]:
+    done = _cli(home, "none", args)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed: {done.stdout[-500:]}{done.stderr[-2000:]}")
+    return done
+
+
+def rekeyed_problems(template: Home) -> Callable[[Home], list[str]]:
+    """What the first harvest after a rekey must leave, crashed or not: each target record of
+    `template` (harvested from the old host) live under its new identifier, with the same id
+    and no new revision (its data did not change), and no other target record."""
+    import sqlalchemy as sa
+
+    def target_rows(home: Home) -> dict[str, Any]:
+        engine = sa.create_engine(_settings(home).target_db_url)
+        try:
+            with engine.connect() as conn:
+                rows = conn.execute(
+                    sa.text("SELECT id, source_identifier, state, revision FROM target_records")
+                )
+                return {row.id: row for row in rows}
+        finally:
+            engine.dispose()
+
+    before = target_rows(template)
+
+    def check(home: Home) -> list[str]:
+        after = target_rows(home)
+        problems = []
+        if after.keys() != before.keys():
+            new = sorted(set(after) - set(before))
+            problems.append(f"target ids differ: {len(new)} new, e.g. {new[:2]}")
+        for record_id in sorted(set(after) & set(before)):
+            row, was = after[record_id], before[record_id]
+            expected = was.source_identifier.replace(OLD_HOST, NEW_HOST)
+            if (row.state, row.source_identifier, row.revision) != ("live", expected, was.revision):
+                problems.append(f"target record {record_id}: {tuple(row)}, was {tuple(was)}")
+                break
+        return problems
+
+    return check
+
+
+def sweep_rekey(
+    backend: Backend,
+    root: Path,
+    args: argparse.Namespace,
+    points: list[str],
+    results: dict[str, Any],
+    log: Callable[[str], None],
+    rekey_kills: list[str] = REKEY_KILLS,
+) -> int:
+    """`rekey`: a home that harvested a DSpace of handles from its old host, the harvester
+    pointed at the new host (every identifier under a new prefix). `harvesters rekey` killed
+    before, between and after its two stores' rewrites, rerun, then the harvest; and the
+    first harvest after an uninterrupted rekey swept at every point. Each must end as an
+    uninterrupted rekey and harvest: the same target ids, nothing created, no new revision."""
+    from oai_pipeline.sample_endpoint.server import OAIEndpoint
+
+    count = max(20, args.records // 10)
+    moved_on = datetime.now(UTC).replace(microsecond=0)
+    home = backend.new_home(root, f"{backend.name}-rekey-start")
+    old = handle_records(OLD_HOST, count, moved_on - timedelta(days=5))
+    with OAIEndpoint(old, page_size=args.page_size) as old_host:
+        register_harvester(home, old_host.base_url, args.batch_size, metadata_prefix="oai_dc")
+        _run_ok(home, ["harvest", HARVESTER])
+    new = handle_records(NEW_HOST, count, moved_on - timedelta(hours=2))
+    harvest = ["harvest", HARVESTER, "--json"]
+    check = rekeyed_problems(home)
+    failures = 0
+    with OAIEndpoint(new, page_size=args.page_size, deleted_record="no") as new_host:
+        _run_ok(home, ["harvesters", "update", HARVESTER, "--base-url", new_host.base_url])
+        rekeyed = backend.new_home(root, f"{backend.name}-rekey-rekeyed", home)
+        _run_ok(rekeyed, REKEY)
+        reference = backend.new_home(root, f"{backend.name}-rekey-then-harvest", rekeyed)
+        ref_report = report_of(_run_ok(reference, harvest))
+        ref_snapshot = snapshot(reference)
+        log(f"[{backend.name}] rekey: {count} records; reference harvest {ref_report}")
+        outcomes = []
+        for index, spec in enumerate(rekey_kills):
+            killed = backend.new_home(root, f"{backend.name}-rekey-killed-{index}", home)
+            problems = []
+            if (done := _cli(killed, spec, REKEY)).returncode != EXIT_CODE:
+                problems.append(f"the rekey was not killed: {done.returncode} {done.stderr[-300:]}")
+            if (again := _cli(killed, "none", REKEY)).returncode != 0:
+                problems.append(f"its rerun exited {again.returncode}: {again.stdout[-300:]}")
+            final = _cli(killed, "none", harvest)
+            problems += compare(ref_snapshot, snapshot(killed, ref_snapshot["last_run_id"]))
+            problems += compare_reports(ref_report, report_of(final))
+            problems += check(killed)
+            outcomes.append({"spec": f"rekey {spec}", "problems": problems})
+            log(f"  rekey {spec}: {'FAIL ' + '; '.join(problems) if problems else 'ok'}")
+        name = f"{backend.name}-rekey-harvest"
+        scenario = Scenario(name, harvest, rekeyed, endpoint=new_host, check=check)
+        outcomes += run_scenario(
+            backend, root, new_host.base_url, scenario, points, args.per_point, args.double, log
+        )
+    results[name] = outcomes
+    failures += sum(1 for o in outcomes if o["problems"])
+    return failures
 
 
 def _moved(record: Any) -> list[str]:
@@ -1282,6 +1549,9 @@ def run_scenario(
         problem = f"the reference keeps other sets than the source's: {len(lost)}, {lost[:3]}"
         outcomes.append({"spec": "reference", "problems": [problem]})
         log(f"  reference: FAIL {problem}")
+    if scenario.check is not None and (wrong := scenario.check(reference)):
+        outcomes.append({"spec": "reference", "problems": wrong})
+        log(f"  reference: FAIL {wrong}")
     ref_status = status_json(reference, ref_snapshot["last_run_id"])
     log(
         f"[{backend.name}/{scenario.name}] reference: {len(ref_snapshot['target'])} target "
@@ -1329,6 +1599,7 @@ def run_scenario(
             problems += compare(ref_snapshot, got)
             problems += compare_status(ref_status, status_json(home, ref_snapshot["last_run_id"]))
             problems += compare_reports(ref_report, report_of(final))
+            problems += scenario.check(home) if scenario.check is not None else []
         else:
             got, problems, catch_up = _rerun_moved_on(
                 backend,
@@ -1492,6 +1763,42 @@ def _run_of(report: dict[str, Any]) -> str:
     return str(report["harvest_runs"] if report.get("dagster") else report["run_id"])
 
 
+def sweep_reidentified(
+    backend: Backend,
+    root: Path,
+    args: argparse.Namespace,
+    points: list[str],
+    results: dict[str, Any],
+    log: Callable[[str], None],
+) -> int:
+    """The `reidentify` scenarios (see `reidentify_template`), each with a source of its
+    own: the harvest of the old identifiers' deletions, and the reconcile of a source that
+    keeps none. Returns how many points had problems."""
+    from oai_pipeline.sample_endpoint.server import OAIEndpoint
+
+    failures = 0
+    count = max(20, args.records // 10)
+    for policy in ("persistent", "no"):
+        records = reidentify_records(count)
+        with OAIEndpoint(records, page_size=args.page_size, deleted_record=policy) as endpoint:
+            template, swept = reidentify_template(backend, root, endpoint, args.batch_size, log)
+            name = template.path.name.removesuffix("-start")
+            scenario = Scenario(name, swept, template, check=reidentified_problems(template))
+            outcomes = run_scenario(
+                backend,
+                root,
+                endpoint.base_url,
+                scenario,
+                points,
+                args.per_point,
+                args.double,
+                log,
+            )
+        results[name] = outcomes
+        failures += sum(1 for o in outcomes if o["problems"])
+    return failures
+
+
 def _suffix(stage: str) -> str:
     return "" if stage == "write" else f"-{stage}"
 
@@ -1510,9 +1817,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=50)
     parser.add_argument(
         "--scenario",
-        choices=("first", "incremental", "reconcile", "both", "all"),
+        choices=("first", "incremental", "reconcile", "reidentify", "rekey", "both", "all"),
         default="both",
-        help="both: first and incremental; all: and reconcile",
+        help="both: first and incremental; all: and reconcile and reidentify (a source that "
+        "re-identified every record: the harvest that deletes the old identifiers, and the "
+        "reconcile that finds them vanished, hand their target records to the new ones) and "
+        "rekey (harvesters rekey killed, and the first harvest after it)",
     )
     parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="sqlite")
     parser.add_argument("--points", default="all")
@@ -1559,8 +1869,10 @@ def main(argv: list[str] | None = None) -> int:
     if set(stages) - set(INTERRUPTIONS):
         parser.error(f"unknown stages: {sorted(set(stages) - set(INTERRUPTIONS))}")
     args.resumed = args.resumed or bool(args.resumed_at)
-    if args.source_moves_on and args.scenario in ("reconcile", "all"):
+    if args.source_moves_on and args.scenario in ("reconcile", "reidentify", "rekey", "all"):
         parser.error("--source-moves-on sweeps the first and incremental scenarios only")
+    if args.dagster and args.scenario in ("reidentify", "rekey"):
+        parser.error(f"--scenario {args.scenario} sweeps CLI commands only")
 
     from oai_pipeline.sample_endpoint.records import generate_datacite_records
 
@@ -1590,7 +1902,19 @@ def main(argv: list[str] | None = None) -> int:
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     for backend_name in backends:
         backend = PostgresBackend() if backend_name == "postgres" else Backend()
+        wanted = {
+            "both": {"first", "incremental"},
+            "all": {"first", "incremental", "reconcile", "reidentify", "rekey"},
+        }.get(args.scenario, {args.scenario})
+        if args.dagster:  # a reconcile is a CLI command, no Dagster run of the assets
+            wanted -= {"reconcile", "reidentify", "rekey"}
         try:
+            if "reidentify" in wanted:
+                failures += sweep_reidentified(backend, root, args, points, results, log)
+            if "rekey" in wanted:
+                failures += sweep_rekey(backend, root, args, points, results, log)
+            if not wanted - {"reidentify", "rekey"}:
+                continue
             with endpoint_for(records, args.page_size) as endpoint:
                 base = backend.new_home(root, f"{backend_name}-empty")
                 register_harvester(base, endpoint.base_url, args.batch_size)
@@ -1602,12 +1926,6 @@ def main(argv: list[str] | None = None) -> int:
                 done = _cli(full, "none", first_args)
                 if done.returncode != 0:
                     raise RuntimeError(done.stderr[-2000:])
-                wanted = {
-                    "both": {"first", "incremental"},
-                    "all": {"first", "incremental", "reconcile"},
-                }.get(args.scenario, {args.scenario})
-                if args.dagster:  # a reconcile is a CLI command, no Dagster run of the assets
-                    wanted.discard("reconcile")
                 scenarios = []
                 if "first" in wanted:
                     scenarios.append(Scenario("first", first_args, base, endpoint=endpoint))

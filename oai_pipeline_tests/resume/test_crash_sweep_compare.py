@@ -112,6 +112,29 @@ def test_a_reconcile_rerun_reporting_otherwise_is_a_problem(rerun: dict[str, Any
     assert compare_reports(_reconcile_report(1), rerun) != []
 
 
+TAKEN_OVER = {"reidentified": {"restore": 2}}
+
+
+@pytest.mark.parametrize(
+    ("rerun", "matches"),
+    [
+        # the run's take-overs, saved by the killed attempt, reported by its rerun
+        (_reconcile_report(1, **TAKEN_OVER), True),
+        # the killed attempt's take-overs the store never recorded: written earlier
+        (_reconcile_report(1, reidentified={"restore": 1, "already_written": 1}), True),
+        # the take-overs lost from the report, or counted under another action
+        (_reconcile_report(1), False),
+        (_reconcile_report(1, reidentified={"nothing": 2}), False),
+        # a new reconcile (the run was closed) taking over again
+        (_reconcile_report(2, **NOTHING_FOUND, **TAKEN_OVER), False),
+    ],
+)
+def test_a_rerun_reports_the_take_overs_of_freed_dois_of_its_run(
+    rerun: dict[str, Any], matches: bool
+) -> None:
+    assert (compare_reports(_reconcile_report(1, **TAKEN_OVER), rerun) == []) is matches
+
+
 def _target_row(identifier: str, state: str, revisions: int) -> tuple:
     """A `snapshot` target row: identifier, state, DOI, revision, revisions, data, …"""
     return (identifier, state, "10.1/x", revisions, revisions, "data", "", False, "")
