@@ -22,7 +22,9 @@ from click.testing import CliRunner, Result
 from oai_pipeline import sqlite_tuning
 from oai_pipeline.cli import main
 from oai_pipeline.settings import load_settings
+from oai_pipeline.state.schema import SCHEMA_VERSION as STATE_VERSION
 from oai_pipeline.state.store import StateStore
+from oai_pipeline.targets.embedded.schema import SCHEMA_VERSION as TARGET_VERSION
 
 READ_ONLY_NOTICE = "cannot be written by"
 
@@ -273,7 +275,8 @@ def test_an_older_schema_on_a_read_only_home_says_to_upgrade_it_where_it_can_be_
     [line] = result.stderr.splitlines()
     assert line.endswith(
         "older than this oai-pipeline "
-        f"({11 if database == 'target' else 17}), and is on a home this user cannot write: "
+        f"({TARGET_VERSION if database == 'target' else STATE_VERSION}), and is on a home this "
+        "user cannot write: "
         "upgrade it by running any oai-pipeline command where it can be written (as its "
         "owner), then read it here"
     )
