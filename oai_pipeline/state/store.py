@@ -216,6 +216,18 @@ def _create_engine(url: str, *, read_only_file: Path | None = None) -> Engine:
     return engine
 
 
+def _add_actions(
+    conn: Connection, column: sa.Column, run_id: int, actions: Mapping[str, int]
+) -> None:
+    """Add a batch's actions to the run's counts kept in `column` (action -> count), in the
+    batch's transaction: a resumed attempt reports what the killed ones did."""
+    table = column.table
+    stored = conn.execute(sa.select(column).where(table.c.id == run_id)).scalar()
+    total = Counter(stored or {})
+    total.update(actions)
+    conn.execute(table.update().where(table.c.id == run_id).values({column.name: dict(total)}))
+
+
 def _unknown_to_source(rr: sa.Table) -> sa.ColumnElement[bool]:
     """A run row `fail_unknown` made for an identifier the source never had: a failed record
     of the run, but nothing was staged for it (no harvest record), so not one of `staged`."""
@@ -1138,44 +1150,22 @@ class StateStore:
                 self._save_write_outcomes(conn, harvester_id, outcomes, datestamps, fingerprint)
             if reidentified and reidentified[1]:
                 run, actions = reidentified
-                column = run.table.c.reidentified
-                stored = conn.execute(
-                    sa.select(column).where(run.table.c.id == run.run_id)
-                ).scalar()
-                conn.execute(
-                    run.table.update()
-                    .where(run.table.c.id == run.run_id)
-                    .values(reidentified=dict(Counter(stored or {}) + Counter(actions)))
-                )
+                _add_actions(conn, run.table.c.reidentified, run.run_id, actions)
             if undone and undone[1]:
                 run_id, actions = undone
-                stored = conn.execute(
-                    sa.select(harvest_runs.c.local_changes_undone).where(
-                        harvest_runs.c.id == run_id
-                    )
-                ).scalar()
-                total = Counter(stored or {})
-                total.update(actions)
-                conn.execute(
-                    harvest_runs.update()
-                    .where(harvest_runs.c.id == run_id)
-                    .values(local_changes_undone=dict(total))
-                )
+                _add_actions(conn, harvest_runs.c.local_changes_undone, run_id, actions)
 
     def run_reidentified(self, run: TakeOverRun) -> Counter[str]:
         """What the run's take-overs of freed pids did, by action, over all its attempts."""
-        with self._engine.connect() as conn:
-            stored = conn.execute(
-                sa.select(run.table.c.reidentified).where(run.table.c.id == run.run_id)
-            ).scalar()
-        return Counter(stored or {})
+        return self._run_actions(run.table.c.reidentified, run.run_id)
 
     def run_local_changes_undone(self, run_id: int) -> Counter[str]:
         """What the run's undo of local changes did, by action, over all its attempts."""
+        return self._run_actions(harvest_runs.c.local_changes_undone, run_id)
+
+    def _run_actions(self, column: sa.Column, run_id: int) -> Counter[str]:
         with self._engine.connect() as conn:
-            stored = conn.execute(
-                sa.select(harvest_runs.c.local_changes_undone).where(harvest_runs.c.id == run_id)
-            ).scalar()
+            stored = conn.execute(sa.select(column).where(column.table.c.id == run_id)).scalar()
         return Counter(stored or {})
 
     def save_written(
