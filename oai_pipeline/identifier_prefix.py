@@ -76,6 +76,49 @@ class RekeyPlan:
         return {"store": self.store, "identifiers": self.count, "examples": self.examples}
 
 
+def plan_rekey(
+    conn: sa.Connection,
+    store: str,
+    harvester: sa.Column[str],
+    identifier: sa.Column[str],
+    harvester_id: str,
+    old: str,
+    new: str,
+) -> RekeyPlan:
+    """What a rekey would rewrite in one store: its rows of `harvester_id` whose `identifier`
+    begins with `old` (the state's harvest records, the target's records), and those whose
+    new identifier another of them holds."""
+    table = identifier.table
+    ours = sa.and_(harvester == harvester_id, starts_with(identifier, old))
+    count, longest = conn.execute(
+        sa.select(sa.func.count(), sa.func.max(sa.func.length(identifier))).where(ours)
+    ).one()
+    examples = conn.execute(
+        sa.select(identifier).where(ours).order_by(identifier).limit(EXAMPLES)
+    ).scalars()
+    holder = table.alias("holder")
+    taken = conn.execute(
+        sa.select(identifier)
+        .where(
+            ours,
+            sa.exists().where(
+                holder.c[harvester.name] == harvester_id,
+                holder.c[identifier.name] == replaced(identifier, old, new),
+            ),
+        )
+        .order_by(identifier)
+        .limit(EXAMPLES)
+    ).scalars()
+    return RekeyPlan(
+        store,
+        count=int(count),
+        examples=list(examples),
+        taken=list(taken),
+        longest=0 if not count else int(longest) - len(old) + len(new),
+        limit=identifier.type.length,
+    )
+
+
 def taken_message(plan: RekeyPlan, harvester_id: str, old: str, new: str) -> str:
     """Why identifiers whose new form a store holds already cannot be rewritten."""
     shown = ", ".join(f"{i} -> {new}{i[len(old) :]}" for i in plan.taken)

@@ -32,9 +32,9 @@ from oai_pipeline.errors import (
 )
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.identifier_prefix import (
-    EXAMPLES,
     RekeyPlan,
     RekeyRefused,
+    plan_rekey,
     replaced,
     starts_with,
     taken_message,
@@ -42,7 +42,6 @@ from oai_pipeline.identifier_prefix import (
 from oai_pipeline.json_codec import ENGINE_JSON, Encoded
 from oai_pipeline.oai.base_url import same_endpoint
 from oai_pipeline.oai.types import (
-    MAX_IDENTIFIER_LENGTH,
     HarvestedRecord,
     IdentifyInfo,
     SweepCheckpoint,
@@ -1329,34 +1328,7 @@ class StateStore:
     @staticmethod
     def _rekey_plan(conn: Connection, harvester_id: str, old: str, new: str) -> RekeyPlan:
         hr = harvest_records
-        ours = sa.and_(hr.c.harvester_id == harvester_id, starts_with(hr.c.identifier, old))
-        count, longest = conn.execute(
-            sa.select(sa.func.count(), sa.func.max(sa.func.length(hr.c.identifier))).where(ours)
-        ).one()
-        examples = conn.execute(
-            sa.select(hr.c.identifier).where(ours).order_by(hr.c.identifier).limit(EXAMPLES)
-        ).scalars()
-        holder = hr.alias("holder")
-        taken = conn.execute(
-            sa.select(hr.c.identifier)
-            .where(
-                ours,
-                sa.exists().where(
-                    holder.c.harvester_id == harvester_id,
-                    holder.c.identifier == replaced(hr.c.identifier, old, new),
-                ),
-            )
-            .order_by(hr.c.identifier)
-            .limit(EXAMPLES)
-        ).scalars()
-        return RekeyPlan(
-            "state",
-            count=int(count),
-            examples=list(examples),
-            taken=list(taken),
-            longest=0 if not count else int(longest) - len(old) + len(new),
-            limit=MAX_IDENTIFIER_LENGTH,
-        )
+        return plan_rekey(conn, "state", hr.c.harvester_id, hr.c.identifier, harvester_id, old, new)
 
     def rekey(self, harvester_id: str, old: str, new: str) -> int:
         """Rewrite the harvester's identifiers that begin with `old` to begin with `new`, in

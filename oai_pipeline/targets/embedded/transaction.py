@@ -20,9 +20,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from oai_pipeline.doi import normal_doi
 from oai_pipeline.errors import AlreadyExists, NotFound, PipelineError
 from oai_pipeline.identifier_prefix import (
-    EXAMPLES,
     RekeyPlan,
     RekeyRefused,
+    plan_rekey,
     replaced,
     starts_with,
     taken_message,
@@ -585,41 +585,14 @@ class TargetTransaction:
         """What `rekey` would rewrite: the harvester's records whose source identifier begins
         with `old`, in any state (a tombstone, a hard-deleted record: a harvest brings them
         back by it), and those whose new identifier another of its records holds."""
-        ours = sa.and_(
-            records.c.source_harvester == harvester_id,
-            starts_with(records.c.source_identifier, old),
-        )
-        count, longest = self.connection.execute(
-            sa.select(
-                sa.func.count(), sa.func.max(sa.func.length(records.c.source_identifier))
-            ).where(ours)
-        ).one()
-        examples = self.connection.execute(
-            sa.select(records.c.source_identifier)
-            .where(ours)
-            .order_by(records.c.source_identifier)
-            .limit(EXAMPLES)
-        ).scalars()
-        holder = records.alias("holder")
-        taken = self.connection.execute(
-            sa.select(records.c.source_identifier)
-            .where(
-                ours,
-                sa.exists().where(
-                    holder.c.source_harvester == harvester_id,
-                    holder.c.source_identifier == replaced(records.c.source_identifier, old, new),
-                ),
-            )
-            .order_by(records.c.source_identifier)
-            .limit(EXAMPLES)
-        ).scalars()
-        return RekeyPlan(
+        return plan_rekey(
+            self.connection,
             "target",
-            count=int(count),
-            examples=list(examples),
-            taken=list(taken),
-            longest=0 if not count else int(longest) - len(old) + len(new),
-            limit=records.c.source_identifier.type.length,
+            records.c.source_harvester,
+            records.c.source_identifier,
+            harvester_id,
+            old,
+            new,
         )
 
     def rekey(self, harvester_id: str, old: str, new: str) -> int:
