@@ -321,25 +321,37 @@ def _reconcile(
         notices = [*reader.notices, *changes]
         reader.close()
     # The harvested records read a chunk at a time, against what the sweeps listed.
-    live, vanished = 0, set()
+    deleting = state.reconcile_deleting(run_id)  # by an attempt of this run killed since
+    live, vanished, listed_deleting = 0, set(), set()
     for chunk in state.live_identifier_chunks(harvester_id):
         live += len(chunk)
-        vanished |= vanished_identifiers(set(chunk), source_ids.among(chunk), sweep_complete=True)
+        still_listed = source_ids.among(chunk)
+        vanished |= vanished_identifiers(set(chunk), still_listed, sweep_complete=True)
+        listed_deleting |= still_listed & deleting
     returned: list[str] = []
     for chunk in state.gone_identifier_chunks(harvester_id):
         returned += sorted(source_ids.among(chunk))
+    # Deleted by that attempt before it marked them gone, and listed again since: harvested
+    # again as those marked gone are (before, they stayed tombstones while the source had
+    # them: live in the store, neither vanished nor gone). Reported as that attempt's
+    # deletions are once saved: vanished, deleted, and returned.
+    undone = _deleted_in_target(services, harvester_id, listed_deleting)
     listed_ids = source_ids.count()
     report = ReconcileReport(
         harvester_id,
         identify.deleted_record,
         listed_ids,
         live,
-        sorted(vanished),
-        returned=returned,
+        sorted(vanished | undone),
+        returned=sorted({*returned, *undone}),
         notices=notices,
         run_id=run_id,
     )
+    if undone:
+        report.actions[Action.DELETE.value] += len(undone)
     if not vanished:
+        if undone:  # saved on the run, so that a rerun killed again still reports them
+            state.mark_gone(harvester_id, set(), _deletions(run_id, report))
         return report
     ended_early = None  # the list ended far short of the size it announced
     if announced is not None and listed < announced - list_size_slack(announced):
@@ -359,6 +371,9 @@ def _reconcile(
             # what the source did may be why (a list that ended early)
             + "".join(f"\n  note: {notice}" for notice in notices)
         )
+    # Saved before the writes: killed after them, before `mark_gone`, this attempt leaves
+    # tombstones of records still live in the store, which its rerun finds no other way.
+    state.save_reconcile_deleting(run_id, vanished)
     records = {r: state.get_record(r, harvester_id) for r in vanished}
     memories = state.get_memories(harvester_id, sorted(vanished))
     for writer in build_writers(harvester, services.settings):
@@ -413,10 +428,29 @@ def _reconcile(
     # Marked gone only once every writer has deleted them: the next reconcile finds what is
     # vanished among the records still marked live, so marked first, a reconcile killed
     # before its writes left the target's records live for ever (no later run deleted them).
-    deletions = ReconcileDeletions(
-        run_id, sorted(vanished), report.actions, report.errors, report.returned
-    )
-    state.mark_gone(harvester_id, vanished, deletions)
+    state.mark_gone(harvester_id, vanished, _deletions(run_id, report))
     if report.errors:
         logger.warning("reconcile of %s: %d write errors", harvester_id, report.errors)
     return report
+
+
+def _deletions(run_id: int, report: ReconcileReport) -> ReconcileDeletions:
+    """What the reconcile deleted, as its run saves it for a rerun to report."""
+    return ReconcileDeletions(
+        run_id, list(report.vanished), report.actions, report.errors, report.returned
+    )
+
+
+def _deleted_in_target(services: Services, harvester_id: str, identifiers: set[str]) -> set[str]:
+    """Those of `identifiers` whose record any of the harvester's writers holds deleted."""
+    if not identifiers:
+        return set()
+    keys = [SourceKey(identifier) for identifier in sorted(identifiers)]
+    deleted: set[str] = set()
+    for writer in build_writers(services.harvester(harvester_id), services.settings):
+        try:
+            found = writer.lookup(harvester_id, keys)
+        finally:
+            writer.close()
+        deleted |= {key.identifier for key in keys if found[key.identifier].state in _DELETED}
+    return deleted

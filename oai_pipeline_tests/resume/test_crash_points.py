@@ -564,3 +564,43 @@ def test_the_sweep_with_a_source_that_moves_on_and_a_double_kill_after_a_finishe
     assert after == before
     assert outcome["attempts"] == ["finish_run:1:after", "finish_run:1:after"]
     assert outcome["problems"] == []
+
+
+@pytest.mark.parametrize(
+    "crash",
+    [
+        # the target deleted the vanished records, the state store heard nothing of it
+        "writer_apply:1:after",
+        # the store saved the deletions' outcomes, the records not marked gone yet
+        "mark_gone:1:before",
+    ],
+)
+def test_a_record_a_killed_reconcile_deleted_comes_back_when_the_source_lists_it_again(
+    tmp_path: Path, crash: str
+) -> None:
+    """Killed after deleting the vanished records in the target, before marking them gone;
+    then the source lists one of them again. The rerun harvests it again (the harvest wins)
+    and reports it deleted and returned. Before, it stayed a tombstone for good: live in the
+    store and listed, neither vanished nor gone, no reconcile or harvest looked at it."""
+    records = RECORDS[:30]
+    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
+        home = Backend().new_home(tmp_path, "home")
+        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
+        _harvest(home, FULL)
+        dropped = [r for r in records if not r.deleted][:3]
+        for record in dropped:
+            endpoint.remove(record.identifier)
+        reconcile = ["reconcile", HARVESTER, "--json"]
+        _harvest(home, reconcile, crash)
+        endpoint.upsert(dropped[0])  # the source lists it again
+        rerun = crash_sweep._cli(home, "none", reconcile)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    report = json.loads(rerun.stdout)
+    back = dropped[0].identifier
+    assert report["vanished"] == sorted(r.identifier for r in dropped)
+    assert report["actions"] == {"delete": 3}
+    assert report["returned"] == [back]
+    assert report["returned_actions"] == {"restore": 1}
+    target = {row[0]: row[1] for row in crash_sweep.snapshot(home)["target"]}
+    assert target[back] == "live"
+    assert [target[r.identifier] for r in dropped[1:]] == ["tombstone", "tombstone"]
