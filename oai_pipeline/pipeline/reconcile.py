@@ -203,6 +203,11 @@ def _reconcile_holding_the_leases(
         report = _reconcile(services, harvester_id, force, source_ids, run_id)
     # the records to harvest again are those this sweep found gone and listed
     listed_again = [i for i in report.returned if resumed is None or i not in resumed[0]]
+    # Found listed again by a killed attempt, gone from the source again before they were
+    # harvested (not listed by this sweep, or the resumed harvest's GetRecord answered
+    # idDoesNotExist): still deleted, none of them came back. Before, they were reported
+    # returned, those not resumed as `already_written`.
+    gone_again = _gone_again(services, harvester_id, report, earlier, resumed)
     if earlier is not None:
         # An attempt of this run killed after it marked its deletions saved them on the run:
         # reported as that attempt would have, not as "nothing vanished".
@@ -213,6 +218,7 @@ def _reconcile_holding_the_leases(
         # harvest of them succeeded (then it was killed), as a resumed harvest reports them.
         harvested_before = set(earlier.returned) - set(report.returned)
         harvested_before -= set(resumed[0]) if resumed is not None else set()
+        harvested_before -= gone_again
         if harvested_before:
             report.returned_actions["already_written"] += len(harvested_before)
         report.returned = sorted({*earlier.returned, *report.returned})
@@ -221,6 +227,13 @@ def _reconcile_holding_the_leases(
         report.returned = sorted({*identifiers, *report.returned})
         report.returned_actions.update(actions)
         report.notices += [notice] if notice else []
+    if gone_again:
+        report.returned = [i for i in report.returned if i not in gone_again]
+        shown = ", ".join(sorted(gone_again)[:5]) + (", …" if len(gone_again) > 5 else "")
+        report.notices.append(
+            f"{len(gone_again)} records an earlier attempt found listed again are gone from "
+            f"the source again, left deleted: {shown}"
+        )
     if listed_again:
         scope = HarvestScope.adhoc(harvester_id, None, None)
         options = RunOptions(identifiers=listed_again, reconcile=True)
@@ -243,6 +256,26 @@ def _reconcile_holding_the_leases(
             writer.close()
     services.state.finish_reconcile_run(run_id)
     return report
+
+
+def _gone_again(
+    services: Services,
+    harvester_id: str,
+    report: ReconcileReport,
+    earlier: ReconcileDeletions | None,
+    resumed: tuple[list[str], Counter[str], str | None] | None,
+) -> set[str]:
+    """The records a killed attempt of this run found listed again that stayed deleted in
+    the store: this sweep did not list them (nor found them vanished: brought back, then
+    dropped again) and the resumed harvest, if it succeeded, did not bring them back."""
+    candidates = set(earlier.returned) if earlier is not None else set()
+    if resumed is not None and resumed[2] is None:  # a failed resume tries them again later
+        candidates |= set(resumed[0])
+    candidates -= {*report.returned, *report.vanished}
+    if not candidates:
+        return set()
+    copies = services.state.listed_copies(harvester_id, sorted(candidates))
+    return {i for i in candidates if copies.get(i, ("", True))[1]}
 
 
 def _resume_unfinished_harvest(

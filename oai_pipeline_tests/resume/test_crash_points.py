@@ -604,3 +604,53 @@ def test_a_record_a_killed_reconcile_deleted_comes_back_when_the_source_lists_it
     target = {row[0]: row[1] for row in crash_sweep.snapshot(home)["target"]}
     assert target[back] == "live"
     assert [target[r.identifier] for r in dropped[1:]] == ["tombstone", "tombstone"]
+
+
+@pytest.mark.parametrize(
+    "crash",
+    [
+        # the records listed again found and saved on the run, their harvest not begun
+        "mark_gone:1:after",
+        # that harvest's run created, nothing asked of the source yet: the rerun resumes it,
+        # and GetRecord of the record dropped meanwhile answers idDoesNotExist
+        "create_run:1:after",
+        # that harvest's records staged, none written yet
+        "writer_apply:2:before",
+    ],
+)
+def test_a_record_listed_again_then_dropped_before_a_killed_reconcile_harvested_it(
+    tmp_path: Path, crash: str
+) -> None:
+    """A reconcile found two deleted records listed again and was killed before harvesting
+    them; the source then dropped one again. The rerun brings back the other only: the one
+    dropped stays deleted, is not reported returned (before: returned, `already_written`
+    although no harvest wrote it, or a silent `skip`), a notice names it, and the harvest
+    run succeeds."""
+    records = RECORDS[:30]
+    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
+        home = Backend().new_home(tmp_path, "home")
+        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
+        _harvest(home, FULL)
+        live = [r for r in records if not r.deleted]
+        back, dropped = live[:2], live[2:4]
+        for record in back:
+            endpoint.remove(record.identifier)
+        _harvest(home, ["reconcile", HARVESTER])
+        for record in back:
+            endpoint.upsert(record)
+        for record in dropped:
+            endpoint.remove(record.identifier)
+        reconcile = ["reconcile", HARVESTER, "--json"]
+        _harvest(home, reconcile, crash)
+        endpoint.remove(back[0].identifier)  # gone again before it was harvested
+        rerun = crash_sweep._cli(home, "none", reconcile)
+    assert rerun.returncode == 0 and "Traceback" not in rerun.stderr, rerun.stderr[-3000:]
+    report = json.loads(rerun.stdout)
+    assert report["vanished"] == sorted(r.identifier for r in dropped)
+    assert report["returned"] == [back[1].identifier]
+    assert report["returned_actions"].get("already_written", 0) == 0
+    assert any(back[0].identifier in notice for notice in report["notices"])
+    got = crash_sweep.snapshot(home)
+    target = {row[0]: row[1] for row in got["target"]}
+    assert (target[back[0].identifier], target[back[1].identifier]) == ("tombstone", "live")
+    assert got["last_run_status"] == "succeeded" and got["unfinished_runs"] == []
