@@ -200,7 +200,7 @@ def _reconcile_holding_the_leases(
     resumed = _resume_unfinished_harvest(services, harvester_id)
     with ListedIdentifiers(services.settings.home / "tmp") as source_ids:
         run_id, earlier = services.state.start_reconcile_run(harvester_id)
-        report = _reconcile(services, harvester_id, force, source_ids, run_id)
+        report = _reconcile(services, harvester_id, force, source_ids, run_id, earlier)
     # the records to harvest again are those this sweep found gone and listed
     listed_again = [i for i in report.returned if resumed is None or i not in resumed[0]]
     # Found listed again by a killed attempt, gone from the source again before they were
@@ -308,7 +308,10 @@ def _reconcile(
     force: bool,
     source_ids: ListedIdentifiers,
     run_id: int,
+    earlier: ReconcileDeletions | None = None,
 ) -> ReconcileReport:
+    """`earlier`: what killed attempts of this run saved (`mark_gone`), merged with what
+    this one deletes when it saves its own."""
     harvester = services.harvester(harvester_id)
     state = services.state
     reader = build_reader(harvester)
@@ -380,11 +383,12 @@ def _reconcile(
         notices=notices,
         run_id=run_id,
     )
-    if undone:
-        report.actions[Action.DELETE.value] += len(undone)
+    # (an attempt killed again before harvesting them saved them already: counted once)
+    if counted := undone - set(earlier.vanished if earlier is not None else ()):
+        report.actions[Action.DELETE.value] += len(counted)
     if not vanished:
-        if undone:  # saved on the run, so that a rerun killed again still reports them
-            state.mark_gone(harvester_id, set(), _deletions(run_id, report))
+        if counted:  # saved on the run, so that a rerun killed again still reports them
+            state.mark_gone(harvester_id, set(), _deletions(run_id, report, earlier))
         return report
     ended_early = None  # the list ended far short of the size it announced
     if announced is not None and listed < announced - list_size_slack(announced):
@@ -461,16 +465,28 @@ def _reconcile(
     # Marked gone only once every writer has deleted them: the next reconcile finds what is
     # vanished among the records still marked live, so marked first, a reconcile killed
     # before its writes left the target's records live for ever (no later run deleted them).
-    state.mark_gone(harvester_id, vanished, _deletions(run_id, report))
+    state.mark_gone(harvester_id, vanished, _deletions(run_id, report, earlier))
     if report.errors:
         logger.warning("reconcile of %s: %d write errors", harvester_id, report.errors)
     return report
 
 
-def _deletions(run_id: int, report: ReconcileReport) -> ReconcileDeletions:
-    """What the reconcile deleted, as its run saves it for a rerun to report."""
+def _deletions(
+    run_id: int, report: ReconcileReport, earlier: ReconcileDeletions | None
+) -> ReconcileDeletions:
+    """What the reconcile run deleted, as it saves it for a rerun to report: this attempt's
+    and what killed attempts of the run saved before (the source dropped more records
+    since). Before, this attempt's overwrote theirs, which no report told again."""
+    if earlier is None:
+        return ReconcileDeletions(
+            run_id, list(report.vanished), report.actions, report.errors, report.returned
+        )
     return ReconcileDeletions(
-        run_id, list(report.vanished), report.actions, report.errors, report.returned
+        run_id,
+        sorted({*earlier.vanished, *report.vanished}),
+        earlier.actions + report.actions,
+        earlier.errors + report.errors,
+        sorted({*earlier.returned, *report.returned}),
     )
 
 

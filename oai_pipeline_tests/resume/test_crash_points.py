@@ -654,3 +654,30 @@ def test_a_record_listed_again_then_dropped_before_a_killed_reconcile_harvested_
     target = {row[0]: row[1] for row in got["target"]}
     assert (target[back[0].identifier], target[back[1].identifier]) == ("tombstone", "live")
     assert got["last_run_status"] == "succeeded" and got["unfinished_runs"] == []
+
+
+def test_a_reconcile_killed_twice_while_the_source_drops_more_reports_all_its_deletions(
+    tmp_path: Path,
+) -> None:
+    """Killed after marking two vanished records gone; the source drops a third, and the
+    rerun is killed in the same place. The next rerun reports the three deletions of the
+    run. Before, the second attempt's saved deletions replaced the first's: only the third
+    was reported, the first two no longer said anywhere."""
+    records = RECORDS[:30]
+    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
+        home = Backend().new_home(tmp_path, "home")
+        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
+        _harvest(home, FULL)
+        live = [r for r in records if not r.deleted]
+        reconcile = ["reconcile", HARVESTER, "--json"]
+        for record in live[:2]:
+            endpoint.remove(record.identifier)
+        _harvest(home, reconcile, "mark_gone:1:after")
+        endpoint.remove(live[5].identifier)
+        _harvest(home, reconcile, "mark_gone:1:after")
+        rerun = crash_sweep._cli(home, "none", reconcile)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    report = json.loads(rerun.stdout)
+    assert report["run_id"] == 1
+    assert report["vanished"] == sorted(r.identifier for r in [*live[:2], live[5]])
+    assert report["actions"] == {"delete": 3}
