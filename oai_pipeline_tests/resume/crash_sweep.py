@@ -57,6 +57,13 @@ starting home (what the killed attempt wrote of the changed records before the c
 written again, a deletion a tombstone: `moved_on_view`), and its report's catch-up counters
 with those the change and the state the killed attempt left make (`expected_catch_up`); the
 source is then changed back.
+
+With `--scenario reconcile` (CLI, either backend) the change is `ReconcileMove`: records the
+reconcile deletes listed again, records it harvests again dropped again, live ones dropped.
+The rerun is compared with a fresh reconcile of the changed source from the same starting
+home (the records the change touched written twice: revisions and written fields left out),
+its report with the fresh one's plus what the killed attempt did, as the state it left says
+(`expected_moved_on_reconcile`).
 """
 
 from __future__ import annotations
@@ -800,6 +807,8 @@ class Scenario:
     # (the reference's too) then resumes the run it left (`resume_run` is called only so)
     interrupted_by: str | None = None
     endpoint: Any = None  # the source, to check the reference's sets against
+    # `reconcile`: what the template's source did since its last reconcile
+    reconciled: ReconcileSource | None = None
 
 
 @contextmanager
@@ -865,9 +874,19 @@ def change_source(
     }
 
 
+@dataclasses.dataclass
+class ReconcileSource:
+    """What the source did since the reconcile template's last reconcile: `returning`, the
+    records it deleted, listed again; `dropped`, live records the source no longer lists
+    (the records themselves, for `--source-moves-on` to list some of them again)."""
+
+    returning: list[str]
+    dropped: dict[str, Any]
+
+
 def reconcile_template(
     backend: Backend, root: Path, full: Home, endpoint: Any, log: Callable[[str], None]
-) -> Home:
+) -> tuple[Home, ReconcileSource]:
     """A home in step with the source (`full` harvested again: what users changed is brought
     back), whose last reconcile deleted records the source now lists again, and the source
     dropped others since (no deletion kept): the reconcile swept deletes these and harvests
@@ -895,7 +914,7 @@ def reconcile_template(
         f"[{backend.name}] reconcile: {len(returning)} records deleted by the last reconcile "
         f"listed again, {len(dropped)} dropped by the source"
     )
-    return home
+    return home, ReconcileSource(returning, {i: live[i] for i in dropped})
 
 
 def _moved(record: Any) -> list[str]:
@@ -1299,7 +1318,11 @@ def run_scenario(
         for k in choose_calls(counts.get(name, 0), per_point):
             specs.extend(f"{name}:{k}:{moment}" for moment in moments)
     move = None
-    if moves_on_pages:
+    reconcile_move = None
+    if moves_on_pages and scenario.reconciled is not None:
+        reconcile_move = ReconcileMove.of(scenario.endpoint, scenario.reconciled)
+        log(f"[{backend.name}/{scenario.name}] after each kill the source {reconcile_move}")
+    elif moves_on_pages:
         template_run = _last_finished_run(template)
         first_page = _first_page(reference, ref_snapshot["last_run_id"], moves_on_pages)
         move = source_move(scenario.endpoint, first_page)
@@ -1323,7 +1346,18 @@ def run_scenario(
             log(f"  {spec}: {outcome['problems']}")
             continue
         catch_up: dict[str, int] = {}
-        if move is None:
+        if reconcile_move is not None:
+            got, problems = _rerun_reconcile_moved_on(
+                backend,
+                root,
+                f"{scenario.name}-{index}",
+                template,
+                home,
+                scenario,
+                reconcile_move,
+                (specs, double and reached, rng, attempts),
+            )
+        elif move is None:
             final, problems = _rerun(home, specs, scenario.args, double and reached, rng, attempts)
             got = snapshot(home, ref_snapshot["last_run_id"])
             problems += compare(ref_snapshot, got)
@@ -1487,6 +1521,188 @@ def _rerun_moved_on(
     return got, problems, catch_up
 
 
+@dataclasses.dataclass
+class ReconcileMove:
+    """`--source-moves-on --scenario reconcile`: what the source does between a killed
+    reconcile and its rerun. It lists again records the template's source had dropped
+    (`relisted`: the killed attempt may have deleted them), drops again records an earlier
+    reconcile deleted that it listed again (`gone_again`: the killed attempt may have
+    harvested them again, or be about to), and drops live records (`dropped`)."""
+
+    relisted: dict[str, Any]  # identifier -> the record listed again
+    gone_again: list[str]
+    dropped: list[str]
+    originals: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, endpoint: Any, source: ReconcileSource, count: int = 2) -> ReconcileMove:
+        listed = {r.identifier for r in endpoint.records() if not r.deleted}
+        untouched = sorted(listed - set(source.returning))
+        relisted = sorted(source.dropped)[:count]
+        return cls(
+            relisted={i: source.dropped[i] for i in relisted},
+            gone_again=sorted(source.returning)[:count],
+            dropped=untouched[:: max(1, len(untouched) // count)][:count],
+        )
+
+    def apply(self, endpoint: Any) -> None:
+        current = {record.identifier: record for record in endpoint.records()}
+        self.originals = {i: current[i] for i in [*self.gone_again, *self.dropped]}
+        for record in self.relisted.values():
+            endpoint.upsert(record)
+        for identifier in self.originals:
+            endpoint.remove(identifier)
+
+    def undo(self, endpoint: Any) -> None:
+        for identifier in self.relisted:
+            endpoint.remove(identifier)
+        for record in self.originals.values():
+            endpoint.upsert(record)
+
+    def __str__(self) -> str:
+        return (
+            f"lists again {sorted(self.relisted)}, drops again {self.gone_again}, "
+            f"drops {self.dropped}"
+        )
+
+
+def _reconcile_runs(home: Home) -> list[Any]:
+    return query(_settings(home).state_db_url, "SELECT id, status FROM reconcile_runs ORDER BY id")
+
+
+def expected_moved_on_reconcile(
+    fresh: dict[str, Any],
+    move: ReconcileMove,
+    undone: set[str],
+    back_then_gone: set[str],
+    new_run: bool,
+) -> dict[str, Any]:
+    """The rerun's report, from the fresh reconcile's of the changed source (`fresh`) and
+    what the killed attempt did (`undone`: records it deleted that the source lists again;
+    `back_then_gone`: records it harvested again that the source dropped again). The same
+    reconcile run reports its killed attempt's deletions: those too (vanished, deleted and
+    returned, where the fresh one never saw them vanish). A new run (the killed attempt had
+    closed its own on the unchanged source) finds what the change made only: the records
+    dropped (and those harvested again, dropped again) vanished, those listed again
+    returned."""
+    extra = undone | back_then_gone
+    if new_run:
+        vanished = set(move.dropped) | back_then_gone
+        return {
+            "vanished": sorted(vanished),
+            "actions": {"delete": len(vanished)} if vanished else {},
+            "errors": 0,
+            "returned": sorted(undone),
+            "returned_actions": {"restore": len(undone)} if undone else {},
+        }
+    actions = Counter(fresh["actions"])
+    actions["delete"] += len(extra)
+    returned_actions = Counter(fresh["returned_actions"])
+    returned_actions["restore"] += len(extra)
+    return {
+        "vanished": sorted({*fresh["vanished"], *extra}),
+        "actions": {a: n for a, n in actions.items() if n},
+        "errors": fresh["errors"],
+        "returned": sorted({*fresh["returned"], *extra}),
+        "returned_actions": {a: n for a, n in returned_actions.items() if n},
+    }
+
+
+def compare_moved_on_reconcile(
+    expected: dict[str, Any], got: dict[str, Any] | None, move: ReconcileMove
+) -> list[str]:
+    """The rerun's report against `expected_moved_on_reconcile`: vanished, deletions and
+    returned exactly; the harvest's actions as a resumed one reports them (`_union_differs`),
+    less a `skip` of each record dropped again that a resumed harvest asked for."""
+    if got is None:
+        return ["no report from the rerun"]
+    problems = [
+        f"reconcile {key}: {got.get(key)} vs {expected[key]}"
+        for key in ("vanished", "actions", "errors", "returned")
+        if got.get(key) != expected[key]
+    ]
+    actions = Counter(got["returned_actions"])
+    actions["skip"] -= min(actions["skip"], len(move.gone_again))
+    if _union_differs(+actions, expected["returned_actions"]):
+        problems.append(
+            f"reconcile returned_actions {got['returned_actions']} "
+            f"vs {expected['returned_actions']}"
+        )
+    return problems
+
+
+def _rerun_reconcile_moved_on(
+    backend: Backend,
+    root: Path,
+    name: str,
+    template: Home | None,
+    home: Home,
+    scenario: Scenario,
+    move: ReconcileMove,
+    rerun: tuple[list[str], bool, random.Random, list[str]],
+) -> tuple[dict[str, Any], list[str]]:
+    """The source moves on after the reconcile's kill; the rerun is compared with a fresh
+    reconcile of the changed source from the same starting home: the same target and harvest
+    records, but for the records the killed attempt wrote that the change touched (written
+    twice: their revisions and written fields left out), and the report
+    `expected_moved_on_reconcile` derives from the change and what the killed attempt did."""
+    specs, double, rng, attempts = rerun
+    was, killed = _target_by_record(template), _target_by_record(home)
+    undone = {i for i in move.relisted if was[i][1] == "live" and killed[i][1] != "live"}
+    back_then_gone = {i for i in move.gone_again if was[i][1] != "live" and killed[i][1] == "live"}
+    template_runs = len(_reconcile_runs(template)) if template else 0
+    killed_runs = _reconcile_runs(home)[template_runs:]
+    new_run = bool(killed_runs) and killed_runs[-1].status == "succeeded"
+    expected_run = (killed_runs[-1].id + 1) if new_run else None
+    move.apply(scenario.endpoint)
+    try:
+        final, problems = _rerun(home, specs, scenario.args, double, rng, attempts)
+        fresh = backend.new_home(root, f"{name}-fresh", template)
+        done = _cli(fresh, "none", scenario.args)
+        if done.returncode != 0:
+            raise RuntimeError(f"the fresh reconcile failed: {done.stderr[-2000:]}")
+    finally:
+        move.undo(scenario.endpoint)
+    fresh_report, report = report_of(done), report_of(final)
+    expected = snapshot(fresh)
+    got = snapshot(home)
+    # written twice (deleted and restored, restored and deleted) or by another harvest run
+    rewritten = undone | back_then_gone | set(move.relisted) | set(move.gone_again)
+    problems += compare(*(_rewritten_view(s, rewritten) for s in (expected, got)))
+    if expected_run is None:
+        expected_run = fresh_report["run_id"]
+    if report is not None and report["run_id"] != expected_run and double:
+        # the attempt killed after the change closed the run: the rerun is a new one, of a
+        # source the target holds already
+        acted = {k: report[k] for k in _RECONCILE if report[k]}
+        problems += [f"the new reconcile reports: {acted}"] if acted else []
+    else:
+        if report is not None and report["run_id"] != expected_run:
+            problems.append(f"the rerun is reconcile run {report['run_id']}, not {expected_run}")
+        wanted = expected_moved_on_reconcile(fresh_report, move, undone, back_then_gone, new_run)
+        problems += compare_moved_on_reconcile(wanted, report, move)
+    if not problems:
+        shutil.rmtree(fresh.path, ignore_errors=True)
+    return got, problems
+
+
+def _rewritten_view(got: dict[str, Any], rewritten: set[str]) -> dict[str, Any]:
+    """A snapshot as `compare` reads it for a reconcile whose source moved on: the revisions
+    and written fields of `rewritten` records left out, and the last harvest run's statuses
+    (which run that is, and what it holds, depends on where the kill was: the report's
+    returned and actions say what it harvested)."""
+    view = dict(got)
+    view["target"] = sorted(
+        (*row[:3], -1, -1, *row[5:]) if row[0] in rewritten else row for row in got["target"]
+    )
+    view["harvest_records"] = sorted(
+        (*row[:5], -1, "", "", *row[8:]) if row[0] in rewritten else row
+        for row in got["harvest_records"]
+    )
+    view["run_record_statuses"] = {}
+    return view
+
+
 def _run_of(report: dict[str, Any]) -> str:
     """The harvest run a report tells of (a Dagster run's: the runs its assets worked on)."""
     return str(report["harvest_runs"] if report.get("dagster") else report["run_id"])
@@ -1534,7 +1750,8 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="after each kill, change the source (update, delete, add records, dated now) "
         "before the rerun, and compare it with a fresh harvest of the changed source "
-        "(the resumed run's catch-up list); first and incremental scenarios only",
+        "(the resumed run's catch-up list); for reconcile: records it deleted listed again, "
+        "records it harvests again and others dropped (see ReconcileMove)",
     )
     parser.add_argument("--list", action="store_true", help="print the fault points")
     parser.add_argument(
@@ -1559,8 +1776,6 @@ def main(argv: list[str] | None = None) -> int:
     if set(stages) - set(INTERRUPTIONS):
         parser.error(f"unknown stages: {sorted(set(stages) - set(INTERRUPTIONS))}")
     args.resumed = args.resumed or bool(args.resumed_at)
-    if args.source_moves_on and args.scenario in ("reconcile", "all"):
-        parser.error("--source-moves-on sweeps the first and incremental scenarios only")
 
     from oai_pipeline.sample_endpoint.records import generate_datacite_records
 
@@ -1615,13 +1830,16 @@ def main(argv: list[str] | None = None) -> int:
                     if phase != "first" and phase not in wanted:
                         continue
                     if phase == "reconcile":
-                        template = reconcile_template(backend, root, full, endpoint, log)
+                        template, reconciled = reconcile_template(
+                            backend, root, full, endpoint, log
+                        )
                         scenarios = [
                             Scenario(
                                 "reconcile",
                                 ["reconcile", HARVESTER, "--json"],
                                 template,
                                 endpoint=endpoint,
+                                reconciled=reconciled,
                             )
                         ]
                     if phase == "incremental":

@@ -681,3 +681,46 @@ def test_a_reconcile_killed_twice_while_the_source_drops_more_reports_all_its_de
     assert report["run_id"] == 1
     assert report["vanished"] == sorted(r.identifier for r in [*live[:2], live[5]])
     assert report["actions"] == {"delete": 3}
+
+
+@pytest.mark.parametrize("crash", ["mark_gone:1:after", "writer_apply:1:after"])
+def test_the_sweep_with_a_source_that_moves_on_reruns_a_reconcile_like_a_fresh_one(
+    tmp_path: Path, crash: str
+) -> None:
+    """`crash_sweep --source-moves-on --scenario reconcile` at one point, so that the mode
+    cannot rot: killed once it had deleted the vanished records (before marking them gone,
+    or after), the source lists one of them again, drops again one it had listed again and
+    drops two more; the rerun is found like a fresh reconcile of the changed source, its
+    report as derived from the change (the one listed again deleted and returned too); the
+    source is as it was after. On the code before, either the record listed again stayed a
+    tombstone or the rerun reported returned the record dropped again."""
+    records = RECORDS[:60]
+    with OAIEndpoint(records, page_size=10) as endpoint:
+        empty = Backend().new_home(tmp_path, "empty")
+        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10)
+        full = Backend().new_home(tmp_path, "full", empty)
+        _harvest(full, FULL)
+        template, reconciled = crash_sweep.reconcile_template(
+            Backend(), tmp_path, full, endpoint, lambda _: None
+        )
+        before = endpoint.records()
+        scenario = crash_sweep.Scenario(
+            "reconcile",
+            ["reconcile", HARVESTER, "--json"],
+            template,
+            endpoint=endpoint,
+            reconciled=reconciled,
+        )
+        [outcome] = crash_sweep.run_scenario(
+            Backend(),
+            tmp_path,
+            endpoint.base_url,
+            scenario,
+            [crash],
+            per_point=1,
+            double=False,
+            log=lambda _: None,
+            moves_on_pages=10,
+        )
+        assert endpoint.records() == before
+    assert outcome["reached"] and outcome["problems"] == []
