@@ -699,7 +699,7 @@ class StateStore:
             values: dict[str, Any] = {
                 "set_specs": list(r.set_specs),
                 "last_harvested_at": now,
-                "gone_at": None,
+                "gone_at": now if r.vanished else None,
             }
             if r.identifier not in unchanged:
                 values.update(datestamp=r.datestamp, deleted=r.deleted)

@@ -724,3 +724,34 @@ def test_the_sweep_with_a_source_that_moves_on_reruns_a_reconcile_like_a_fresh_o
         )
         assert endpoint.records() == before
     assert outcome["reached"] and outcome["problems"] == []
+
+
+def test_a_record_a_resumed_reconcile_harvest_found_gone_comes_back_when_listed_again(
+    tmp_path: Path,
+) -> None:
+    """A reconcile killed as it began harvesting again the records listed again; the source
+    drops one again, so the resumed harvest's GetRecord answers idDoesNotExist and deletes
+    it. When the source lists it once more (its old datestamp: no incremental harvest lists
+    it), the next reconcile harvests it again. Before, that harvest left it deleted but no
+    longer marked gone: no reconcile looked at it again, a tombstone for good."""
+    records = RECORDS[:30]
+    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
+        home = Backend().new_home(tmp_path, "home")
+        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
+        _harvest(home, FULL)
+        back = [r for r in records if not r.deleted][:2]
+        for record in back:
+            endpoint.remove(record.identifier)
+        _harvest(home, ["reconcile", HARVESTER])
+        for record in back:
+            endpoint.upsert(record)
+        reconcile = ["reconcile", HARVESTER, "--json"]
+        _harvest(home, reconcile, "create_run:1:after")
+        endpoint.remove(back[0].identifier)
+        _harvest(home, reconcile)
+        endpoint.upsert(back[0])  # listed once more
+        again = crash_sweep._cli(home, "none", reconcile)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout)["returned"] == [back[0].identifier]
+    target = {row[0]: row[1] for row in crash_sweep.snapshot(home)["target"]}
+    assert target[back[0].identifier] == "live"
