@@ -1566,6 +1566,12 @@ class ReconcileMove:
         )
 
 
+def _last_run(home: Home) -> int | None:
+    """The id of the home's last harvest run, whatever its status (None: none)."""
+    rows = query(_settings(home).state_db_url, "SELECT max(id) FROM harvest_runs")
+    return rows[0][0] if rows else None
+
+
 def _reconcile_runs(home: Home) -> list[Any]:
     return query(_settings(home).state_db_url, "SELECT id, status FROM reconcile_runs ORDER BY id")
 
@@ -1576,6 +1582,7 @@ def expected_moved_on_reconcile(
     undone: set[str],
     back_then_gone: set[str],
     new_run: bool,
+    harvest_resumed: bool = False,
 ) -> dict[str, Any]:
     """The rerun's report, from the fresh reconcile's of the changed source (`fresh`) and
     what the killed attempt did (`undone`: records it deleted that the source lists again;
@@ -1584,8 +1591,10 @@ def expected_moved_on_reconcile(
     returned, where the fresh one never saw them vanish). A new run (the killed attempt had
     closed its own on the unchanged source) finds what the change made only: the records
     dropped (and those harvested again, dropped again) vanished, those listed again
-    returned."""
-    extra = undone | back_then_gone
+    returned. With `harvest_resumed` (the killed attempt left its harvest of the records
+    listed again unfinished), the resumed harvest deletes those dropped again itself
+    (GetRecord: idDoesNotExist; its actions), and no sweep finds them vanished."""
+    extra = undone | (set() if harvest_resumed else back_then_gone)
     if new_run:
         vanished = set(move.dropped) | back_then_gone
         return {
@@ -1613,7 +1622,8 @@ def compare_moved_on_reconcile(
 ) -> list[str]:
     """The rerun's report against `expected_moved_on_reconcile`: vanished, deletions and
     returned exactly; the harvest's actions as a resumed one reports them (`_union_differs`),
-    less a `skip` of each record dropped again that a resumed harvest asked for."""
+    less a `skip` or `delete` of each record dropped again that a resumed harvest asked for
+    (deleted at once, or a tombstone already)."""
     if got is None:
         return ["no report from the rerun"]
     problems = [
@@ -1622,7 +1632,11 @@ def compare_moved_on_reconcile(
         if got.get(key) != expected[key]
     ]
     actions = Counter(got["returned_actions"])
-    actions["skip"] -= min(actions["skip"], len(move.gone_again))
+    asked = len(move.gone_again)
+    for action in ("skip", "delete"):
+        taken = min(actions[action], asked)
+        actions[action] -= taken
+        asked -= taken
     if _union_differs(+actions, expected["returned_actions"]):
         problems.append(
             f"reconcile returned_actions {got['returned_actions']} "
@@ -1652,6 +1666,8 @@ def _rerun_reconcile_moved_on(
     back_then_gone = {i for i in move.gone_again if was[i][1] != "live" and killed[i][1] == "live"}
     template_runs = len(_reconcile_runs(template)) if template else 0
     killed_runs = _reconcile_runs(home)[template_runs:]
+    # the killed attempt's harvest of the records listed again, left unfinished: resumed
+    harvest_resumed = _last_finished_run(home) != _last_run(home)
     new_run = bool(killed_runs) and killed_runs[-1].status == "succeeded"
     expected_run = (killed_runs[-1].id + 1) if new_run else None
     move.apply(scenario.endpoint)
@@ -1668,7 +1684,8 @@ def _rerun_reconcile_moved_on(
     got = snapshot(home)
     # written twice (deleted and restored, restored and deleted) or by another harvest run
     rewritten = undone | back_then_gone | set(move.relisted) | set(move.gone_again)
-    problems += compare(*(_rewritten_view(s, rewritten) for s in (expected, got)))
+    views = (_rewritten_view(s, rewritten, set(move.gone_again)) for s in (expected, got))
+    problems += compare(*views)
     if expected_run is None:
         expected_run = fresh_report["run_id"]
     if report is not None and report["run_id"] != expected_run and double:
@@ -1679,26 +1696,36 @@ def _rerun_reconcile_moved_on(
     else:
         if report is not None and report["run_id"] != expected_run:
             problems.append(f"the rerun is reconcile run {report['run_id']}, not {expected_run}")
-        wanted = expected_moved_on_reconcile(fresh_report, move, undone, back_then_gone, new_run)
+        wanted = expected_moved_on_reconcile(
+            fresh_report, move, undone, back_then_gone, new_run, harvest_resumed
+        )
         problems += compare_moved_on_reconcile(wanted, report, move)
     if not problems:
         shutil.rmtree(fresh.path, ignore_errors=True)
     return got, problems
 
 
-def _rewritten_view(got: dict[str, Any], rewritten: set[str]) -> dict[str, Any]:
+def _rewritten_view(
+    got: dict[str, Any], rewritten: set[str], gone_again: set[str]
+) -> dict[str, Any]:
     """A snapshot as `compare` reads it for a reconcile whose source moved on: the revisions
     and written fields of `rewritten` records left out, and the last harvest run's statuses
     (which run that is, and what it holds, depends on where the kill was: the report's
-    returned and actions say what it harvested)."""
+    returned and actions say what it harvested). Of the records dropped again (`gone_again`)
+    the sets and XML kept are left out too: a resumed harvest that deletes one (GetRecord:
+    idDoesNotExist) keeps none, a reconcile marking it gone keeps the last copy."""
     view = dict(got)
     view["target"] = sorted(
         (*row[:3], -1, -1, *row[5:]) if row[0] in rewritten else row for row in got["target"]
     )
-    view["harvest_records"] = sorted(
-        (*row[:5], -1, "", "", *row[8:]) if row[0] in rewritten else row
-        for row in got["harvest_records"]
-    )
+    rows = []
+    for row in got["harvest_records"]:
+        if row[0] in rewritten:
+            row = (*row[:5], -1, "", "", *row[8:])
+        if row[0] in gone_again:
+            row = (*row[:8], "", *row[9:11], "", *row[12:])
+        rows.append(row)
+    view["harvest_records"] = sorted(rows)
     view["run_record_statuses"] = {}
     return view
 
