@@ -266,12 +266,15 @@ def _gone_again(
     resumed: tuple[list[str], Counter[str], str | None] | None,
 ) -> set[str]:
     """The records a killed attempt of this run found listed again that stayed deleted in
-    the store: this sweep did not list them (nor found them vanished: brought back, then
-    dropped again) and the resumed harvest, if it succeeded, did not bring them back."""
+    the store: this sweep did not list them (nor did an attempt of the run find them
+    vanished: brought back, then dropped again) and the resumed harvest, if it succeeded,
+    did not bring them back."""
     candidates = set(earlier.returned) if earlier is not None else set()
     if resumed is not None and resumed[2] is None:  # a failed resume tries them again later
         candidates |= set(resumed[0])
     candidates -= {*report.returned, *report.vanished}
+    # found vanished by an attempt of this run: live then, brought back before it was killed
+    candidates -= set(earlier.vanished) if earlier is not None else set()
     if not candidates:
         return set()
     copies = services.state.listed_copies(harvester_id, sorted(candidates))

@@ -755,3 +755,35 @@ def test_a_record_a_resumed_reconcile_harvest_found_gone_comes_back_when_listed_
     assert json.loads(again.stdout)["returned"] == [back[0].identifier]
     target = {row[0]: row[1] for row in crash_sweep.snapshot(home)["target"]}
     assert target[back[0].identifier] == "live"
+
+
+def test_a_record_brought_back_then_dropped_between_two_kills_is_reported_returned(
+    tmp_path: Path,
+) -> None:
+    """A reconcile killed once it had harvested again the records listed again; the source
+    drops one of them again, and the rerun is killed once it has deleted it again. The next
+    rerun reports it returned (it was brought back) and vanished, as it happened; it was
+    taken for one gone again before its harvest and left out of `returned`."""
+    records = RECORDS[:30]
+    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
+        home = Backend().new_home(tmp_path, "home")
+        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
+        _harvest(home, FULL)
+        live = [r for r in records if not r.deleted]
+        back, dropped = live[:2], live[2]
+        for record in back:
+            endpoint.remove(record.identifier)
+        _harvest(home, ["reconcile", HARVESTER])
+        for record in back:
+            endpoint.upsert(record)
+        endpoint.remove(dropped.identifier)
+        reconcile = ["reconcile", HARVESTER, "--json"]
+        _harvest(home, reconcile, "finish_run:1:after")
+        endpoint.remove(back[0].identifier)
+        _harvest(home, reconcile, "mark_gone:1:after")
+        rerun = crash_sweep._cli(home, "none", reconcile)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    report = json.loads(rerun.stdout)
+    assert report["returned"] == sorted(r.identifier for r in back)
+    assert report["vanished"] == sorted([back[0].identifier, dropped.identifier])
+    assert report["notices"] == []
