@@ -35,6 +35,10 @@ class HarvestedRecord:
     set_specs: list[str] = field(default_factory=list)
     xml: bytes | None = None
     error: RecordError | None = None
+    # deleted without a deleted header (GetRecord answered idDoesNotExist for a record it
+    # listed before): staged as gone, as a reconcile marks a record vanished from its list,
+    # so that a reconcile harvests it again once the source lists it again
+    vanished: bool = False
 
 
 @dataclass

@@ -674,6 +674,7 @@ def _answered_unknown(
       staged as deleted, as a reconcile treats a record that vanished from the full list;
       the target record is deleted (a tombstone; harvested again, it is restored). Before,
       the harvest record lost its datestamp and stayed live, and so did the target record.
+      Staged gone (`vanished`): listed again, the next reconcile harvests it again.
     - one it never had (a typo) is a failed record of the run with no harvest record, so
       that it is counted nowhere as live (`status`, `records list --live`, reconcile)."""
     unknown = [r for r in records if r.error is not None and r.error.type == "idDoesNotExist"]
@@ -692,7 +693,7 @@ def _answered_unknown(
             datestamp = memory.datestamp or ""
         if datestamp:
             deleted[record.identifier] = HarvestedRecord(
-                identifier=record.identifier, datestamp=datestamp, deleted=True
+                identifier=record.identifier, datestamp=datestamp, deleted=True, vanished=True
             )
             if not was_deleted:  # (a deleted one's tombstone may go: deletedRecord transient)
                 result.notices.append(

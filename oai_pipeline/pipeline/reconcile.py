@@ -200,9 +200,14 @@ def _reconcile_holding_the_leases(
     resumed = _resume_unfinished_harvest(services, harvester_id)
     with ListedIdentifiers(services.settings.home / "tmp") as source_ids:
         run_id, earlier = services.state.start_reconcile_run(harvester_id)
-        report = _reconcile(services, harvester_id, force, source_ids, run_id)
+        report = _reconcile(services, harvester_id, force, source_ids, run_id, earlier)
     # the records to harvest again are those this sweep found gone and listed
     listed_again = [i for i in report.returned if resumed is None or i not in resumed[0]]
+    # Found listed again by a killed attempt, gone from the source again before they were
+    # harvested (not listed by this sweep, or the resumed harvest's GetRecord answered
+    # idDoesNotExist): still deleted, none of them came back. Before, they were reported
+    # returned, those not resumed as `already_written`.
+    gone_again = _gone_again(services, harvester_id, report, earlier, resumed)
     if earlier is not None:
         # An attempt of this run killed after it marked its deletions saved them on the run:
         # reported as that attempt would have, not as "nothing vanished".
@@ -213,6 +218,7 @@ def _reconcile_holding_the_leases(
         # harvest of them succeeded (then it was killed), as a resumed harvest reports them.
         harvested_before = set(earlier.returned) - set(report.returned)
         harvested_before -= set(resumed[0]) if resumed is not None else set()
+        harvested_before -= gone_again
         if harvested_before:
             report.returned_actions["already_written"] += len(harvested_before)
         report.returned = sorted({*earlier.returned, *report.returned})
@@ -221,6 +227,13 @@ def _reconcile_holding_the_leases(
         report.returned = sorted({*identifiers, *report.returned})
         report.returned_actions.update(actions)
         report.notices += [notice] if notice else []
+    if gone_again:
+        report.returned = [i for i in report.returned if i not in gone_again]
+        shown = ", ".join(sorted(gone_again)[:5]) + (", …" if len(gone_again) > 5 else "")
+        report.notices.append(
+            f"{len(gone_again)} records an earlier attempt found listed again are gone from "
+            f"the source again, left deleted: {shown}"
+        )
     if listed_again:
         scope = HarvestScope.adhoc(harvester_id, None, None)
         options = RunOptions(identifiers=listed_again, reconcile=True)
@@ -245,6 +258,29 @@ def _reconcile_holding_the_leases(
             writer.close()
     services.state.finish_reconcile_run(run_id)
     return report
+
+
+def _gone_again(
+    services: Services,
+    harvester_id: str,
+    report: ReconcileReport,
+    earlier: ReconcileDeletions | None,
+    resumed: tuple[list[str], Counter[str], str | None] | None,
+) -> set[str]:
+    """The records a killed attempt of this run found listed again that stayed deleted in
+    the store: this sweep did not list them (nor did an attempt of the run find them
+    vanished: brought back, then dropped again) and the resumed harvest, if it succeeded,
+    did not bring them back."""
+    candidates = set(earlier.returned) if earlier is not None else set()
+    if resumed is not None and resumed[2] is None:  # a failed resume tries them again later
+        candidates |= set(resumed[0])
+    candidates -= {*report.returned, *report.vanished}
+    # found vanished by an attempt of this run: live then, brought back before it was killed
+    candidates -= set(earlier.vanished) if earlier is not None else set()
+    if not candidates:
+        return set()
+    copies = services.state.listed_copies(harvester_id, sorted(candidates))
+    return {i for i in candidates if copies.get(i, ("", True))[1]}
 
 
 def _resume_unfinished_harvest(
@@ -277,7 +313,10 @@ def _reconcile(
     force: bool,
     source_ids: ListedIdentifiers,
     run_id: int,
+    earlier: ReconcileDeletions | None = None,
 ) -> ReconcileReport:
+    """`earlier`: what killed attempts of this run saved (`mark_gone`), merged with what
+    this one deletes when it saves its own."""
     harvester = services.harvester(harvester_id)
     state = services.state
     reader = build_reader(harvester)
@@ -323,25 +362,38 @@ def _reconcile(
         notices = [*reader.notices, *changes]
         reader.close()
     # The harvested records read a chunk at a time, against what the sweeps listed.
-    live, vanished = 0, set()
+    deleting = state.reconcile_deleting(run_id)  # by an attempt of this run killed since
+    live, vanished, listed_deleting = 0, set(), set()
     for chunk in state.live_identifier_chunks(harvester_id):
         live += len(chunk)
-        vanished |= vanished_identifiers(set(chunk), source_ids.among(chunk), sweep_complete=True)
+        still_listed = source_ids.among(chunk)
+        vanished |= vanished_identifiers(set(chunk), still_listed, sweep_complete=True)
+        listed_deleting |= still_listed & deleting
     returned: list[str] = []
     for chunk in state.gone_identifier_chunks(harvester_id):
         returned += sorted(source_ids.among(chunk))
+    # Deleted by that attempt before it marked them gone, and listed again since: harvested
+    # again as those marked gone are (before, they stayed tombstones while the source had
+    # them: live in the store, neither vanished nor gone). Reported as that attempt's
+    # deletions are once saved: vanished, deleted, and returned.
+    undone = _deleted_in_target(services, harvester_id, listed_deleting)
     listed_ids = source_ids.count()
     report = ReconcileReport(
         harvester_id,
         identify.deleted_record,
         listed_ids,
         live,
-        sorted(vanished),
-        returned=returned,
+        sorted(vanished | undone),
+        returned=sorted({*returned, *undone}),
         notices=notices,
         run_id=run_id,
     )
+    # (an attempt killed again before harvesting them saved them already: counted once)
+    if counted := undone - set(earlier.vanished if earlier is not None else ()):
+        report.actions[Action.DELETE.value] += len(counted)
     if not vanished:
+        if counted:  # saved on the run, so that a rerun killed again still reports them
+            state.mark_gone(harvester_id, set(), _deletions(run_id, report, earlier))
         return report
     ended_early = None  # the list ended far short of the size it announced
     if announced is not None and listed < announced - list_size_slack(announced):
@@ -361,6 +413,9 @@ def _reconcile(
             # what the source did may be why (a list that ended early)
             + "".join(f"\n  note: {notice}" for notice in notices)
         )
+    # Saved before the writes: killed after them, before `mark_gone`, this attempt leaves
+    # tombstones of records still live in the store, which its rerun finds no other way.
+    state.save_reconcile_deleting(run_id, vanished)
     records = {r: state.get_record(r, harvester_id) for r in vanished}
     memories = state.get_memories(harvester_id, sorted(vanished))
     for writer in build_writers(harvester, services.settings):
@@ -415,10 +470,41 @@ def _reconcile(
     # Marked gone only once every writer has deleted them: the next reconcile finds what is
     # vanished among the records still marked live, so marked first, a reconcile killed
     # before its writes left the target's records live for ever (no later run deleted them).
-    deletions = ReconcileDeletions(
-        run_id, sorted(vanished), report.actions, report.errors, report.returned
-    )
-    state.mark_gone(harvester_id, vanished, deletions)
+    state.mark_gone(harvester_id, vanished, _deletions(run_id, report, earlier))
     if report.errors:
         logger.warning("reconcile of %s: %d write errors", harvester_id, report.errors)
     return report
+
+
+def _deletions(
+    run_id: int, report: ReconcileReport, earlier: ReconcileDeletions | None
+) -> ReconcileDeletions:
+    """What the reconcile run deleted, as it saves it for a rerun to report: this attempt's
+    and what killed attempts of the run saved before (the source dropped more records
+    since). Before, this attempt's overwrote theirs, which no report told again."""
+    if earlier is None:
+        return ReconcileDeletions(
+            run_id, list(report.vanished), report.actions, report.errors, report.returned
+        )
+    return ReconcileDeletions(
+        run_id,
+        sorted({*earlier.vanished, *report.vanished}),
+        earlier.actions + report.actions,
+        earlier.errors + report.errors,
+        sorted({*earlier.returned, *report.returned}),
+    )
+
+
+def _deleted_in_target(services: Services, harvester_id: str, identifiers: set[str]) -> set[str]:
+    """Those of `identifiers` whose record any of the harvester's writers holds deleted."""
+    if not identifiers:
+        return set()
+    keys = [SourceKey(identifier) for identifier in sorted(identifiers)]
+    deleted: set[str] = set()
+    for writer in build_writers(services.harvester(harvester_id), services.settings):
+        try:
+            found = writer.lookup(harvester_id, keys)
+        finally:
+            writer.close()
+        deleted |= {key.identifier for key in keys if found[key.identifier].state in _DELETED}
+    return deleted

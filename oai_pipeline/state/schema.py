@@ -17,7 +17,7 @@ from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 
 # A resumed run's catch-up lists (what the source changed since the run began listing), all
 # its attempts, apart from the token sweep's counters: their pages, the records they listed,
@@ -234,6 +234,10 @@ reconcile_runs = sa.Table(
     sa.Column("returned", sa.JSON, nullable=True),
     # its take-overs of freed pids, as harvest_runs.reidentified (version 18)
     sa.Column("reidentified", sa.JSON, nullable=True),
+    # the records its attempts were about to delete, saved before each writes: one killed
+    # before `vanished` was saved left tombstones its rerun knows of no other way; those the
+    # source lists again meanwhile the rerun harvests again (version 19)
+    sa.Column("deleting", sa.JSON, nullable=True),
 )
 
 # What every harvest asks of the harvester's runs, answered without reading each run it ever
@@ -354,12 +358,14 @@ def _add_written_fingerprint(connection: Connection) -> None:
     memory.create(connection)  # covering get_memories again, with the new columns
 
 
-def _add_run_column(connection: Connection, name: str, kind: str) -> None:
-    """A column of harvest_runs, unless there (a database made by an older version that
+def _add_run_column(
+    connection: Connection, name: str, kind: str, table: str = "harvest_runs"
+) -> None:
+    """A column of `table`, unless there (a database made by an older version that
     create_all made with the current columns, as the tests of older versions do)."""
-    columns = {column["name"] for column in sa.inspect(connection).get_columns("harvest_runs")}
+    columns = {column["name"] for column in sa.inspect(connection).get_columns(table)}
     if name not in columns:
-        connection.execute(sa.text(f"ALTER TABLE harvest_runs ADD COLUMN {name} {kind}"))
+        connection.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {name} {kind}"))
 
 
 def _add_record_counts(connection: Connection) -> None:
@@ -438,9 +444,13 @@ def _add_reidentified(connection: Connection) -> None:
     """Runs of an older version kept no take-over counts (their report had them)."""
     kind = sa.JSON().compile(dialect=connection.dialect)
     _add_run_column(connection, "reidentified", kind)
-    columns = {c["name"] for c in sa.inspect(connection).get_columns("reconcile_runs")}
-    if "reidentified" not in columns:
-        connection.execute(sa.text(f"ALTER TABLE reconcile_runs ADD COLUMN reidentified {kind}"))
+    _add_run_column(connection, "reidentified", kind, table=reconcile_runs.name)
+
+
+def _add_reconcile_deleting(connection: Connection) -> None:
+    """Reconcile runs of an older version saved nothing before their deletions' writes."""
+    kind = sa.JSON().compile(dialect=connection.dialect)
+    _add_run_column(connection, "deleting", kind, table=reconcile_runs.name)
 
 
 # version -> the step that brings the schema from version-1 to it (create_all covers the
@@ -463,6 +473,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     16: _add_reconcile_runs,
     17: _add_catch_up_counters,
     18: _add_reidentified,
+    19: _add_reconcile_deleting,
 }
 
 

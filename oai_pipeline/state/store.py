@@ -724,7 +724,7 @@ class StateStore:
             values: dict[str, Any] = {
                 "set_specs": list(r.set_specs),
                 "last_harvested_at": now,
-                "gone_at": None,
+                "gone_at": now if r.vanished else None,
             }
             if r.identifier not in unchanged:
                 values.update(datestamp=r.datestamp, deleted=r.deleted)
@@ -1240,7 +1240,7 @@ class StateStore:
                     reconcile_runs.update()
                     .where(reconcile_runs.c.id == reconcile_run.run_id)
                     .values(
-                        vanished=sorted(identifiers),
+                        vanished=sorted(reconcile_run.vanished),
                         actions=dict(reconcile_run.actions),
                         errors=reconcile_run.errors,
                         returned=list(reconcile_run.returned),
@@ -1810,6 +1810,27 @@ class StateStore:
             int(row.errors or 0),
             list(row.returned or []),
         )
+
+    def save_reconcile_deleting(self, run_id: int, identifiers: Iterable[str]) -> None:
+        """Before a reconcile writes its deletions: the records it deletes, added to those an
+        earlier attempt of the run was deleting (see `reconcile_deleting`)."""
+        with self._engine.begin() as conn:
+            saved = conn.execute(
+                sa.select(reconcile_runs.c.deleting).where(reconcile_runs.c.id == run_id)
+            ).scalar_one_or_none()
+            merged = sorted({*(saved or []), *identifiers})
+            conn.execute(
+                reconcile_runs.update().where(reconcile_runs.c.id == run_id).values(deleting=merged)
+            )
+
+    def reconcile_deleting(self, run_id: int) -> set[str]:
+        """The records the run's attempts were about to delete (a killed attempt's target may
+        hold their tombstones, though it saved no deletion on the run nor on the records)."""
+        with self._read() as conn:
+            saved = conn.execute(
+                sa.select(reconcile_runs.c.deleting).where(reconcile_runs.c.id == run_id)
+            ).scalar_one_or_none()
+        return set(saved or [])
 
     def finish_reconcile_run(self, run_id: int) -> None:
         with self._engine.begin() as conn:

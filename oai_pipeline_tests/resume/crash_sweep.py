@@ -67,6 +67,13 @@ starting home (what the killed attempt wrote of the changed records before the c
 written again, a deletion a tombstone: `moved_on_view`), and its report's catch-up counters
 with those the change and the state the killed attempt left make (`expected_catch_up`); the
 source is then changed back.
+
+With `--scenario reconcile` (CLI, either backend) the change is `ReconcileMove`: records the
+reconcile deletes listed again, records it harvests again dropped again, live ones dropped.
+The rerun is compared with a fresh reconcile of the changed source from the same starting
+home (the records the change touched written twice: revisions and written fields left out),
+its report with the fresh one's plus what the killed attempt did, as the state it left says
+(`expected_moved_on_reconcile`).
 """
 
 from __future__ import annotations
@@ -830,6 +837,8 @@ class Scenario:
     # what the scenario's own rules say of a home after its harvest (the reference's too),
     # beyond `compare`: e.g. `reidentified_problems`
     check: Callable[[Home], list[str]] | None = None
+    # `reconcile`: what the template's source did since its last reconcile
+    reconciled: ReconcileSource | None = None
 
 
 @contextmanager
@@ -895,9 +904,19 @@ def change_source(
     }
 
 
+@dataclasses.dataclass
+class ReconcileSource:
+    """What the source did since the reconcile template's last reconcile: `returning`, the
+    records it deleted, listed again; `dropped`, live records the source no longer lists
+    (the records themselves, for `--source-moves-on` to list some of them again)."""
+
+    returning: list[str]
+    dropped: dict[str, Any]
+
+
 def reconcile_template(
     backend: Backend, root: Path, full: Home, endpoint: Any, log: Callable[[str], None]
-) -> Home:
+) -> tuple[Home, ReconcileSource]:
     """A home in step with the source (`full` harvested again: what users changed is brought
     back), whose last reconcile deleted records the source now lists again, and the source
     dropped others since (no deletion kept): the reconcile swept deletes these and harvests
@@ -925,7 +944,7 @@ def reconcile_template(
         f"[{backend.name}] reconcile: {len(returning)} records deleted by the last reconcile "
         f"listed again, {len(dropped)} dropped by the source"
     )
-    return home
+    return home, ReconcileSource(returning, {i: live[i] for i in dropped})
 
 
 # `reidentify`: the source lists every record again under a new namespace (same DOIs) on
@@ -1569,7 +1588,11 @@ def run_scenario(
         for k in choose_calls(counts.get(name, 0), per_point):
             specs.extend(f"{name}:{k}:{moment}" for moment in moments)
     move = None
-    if moves_on_pages:
+    reconcile_move = None
+    if moves_on_pages and scenario.reconciled is not None:
+        reconcile_move = ReconcileMove.of(scenario.endpoint, scenario.reconciled)
+        log(f"[{backend.name}/{scenario.name}] after each kill the source {reconcile_move}")
+    elif moves_on_pages:
         template_run = _last_finished_run(template)
         first_page = _first_page(reference, ref_snapshot["last_run_id"], moves_on_pages)
         move = source_move(scenario.endpoint, first_page)
@@ -1593,7 +1616,18 @@ def run_scenario(
             log(f"  {spec}: {outcome['problems']}")
             continue
         catch_up: dict[str, int] = {}
-        if move is None:
+        if reconcile_move is not None:
+            got, problems = _rerun_reconcile_moved_on(
+                backend,
+                root,
+                f"{scenario.name}-{index}",
+                template,
+                home,
+                scenario,
+                reconcile_move,
+                (specs, double and reached, rng, attempts),
+            )
+        elif move is None:
             final, problems = _rerun(home, specs, scenario.args, double and reached, rng, attempts)
             got = snapshot(home, ref_snapshot["last_run_id"])
             problems += compare(ref_snapshot, got)
@@ -1758,6 +1792,215 @@ def _rerun_moved_on(
     return got, problems, catch_up
 
 
+@dataclasses.dataclass
+class ReconcileMove:
+    """`--source-moves-on --scenario reconcile`: what the source does between a killed
+    reconcile and its rerun. It lists again records the template's source had dropped
+    (`relisted`: the killed attempt may have deleted them), drops again records an earlier
+    reconcile deleted that it listed again (`gone_again`: the killed attempt may have
+    harvested them again, or be about to), and drops live records (`dropped`)."""
+
+    relisted: dict[str, Any]  # identifier -> the record listed again
+    gone_again: list[str]
+    dropped: list[str]
+    originals: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, endpoint: Any, source: ReconcileSource, count: int = 2) -> ReconcileMove:
+        listed = {r.identifier for r in endpoint.records() if not r.deleted}
+        untouched = sorted(listed - set(source.returning))
+        relisted = sorted(source.dropped)[:count]
+        return cls(
+            relisted={i: source.dropped[i] for i in relisted},
+            gone_again=sorted(source.returning)[:count],
+            dropped=untouched[:: max(1, len(untouched) // count)][:count],
+        )
+
+    def apply(self, endpoint: Any) -> None:
+        current = {record.identifier: record for record in endpoint.records()}
+        self.originals = {i: current[i] for i in [*self.gone_again, *self.dropped]}
+        for record in self.relisted.values():
+            endpoint.upsert(record)
+        for identifier in self.originals:
+            endpoint.remove(identifier)
+
+    def undo(self, endpoint: Any) -> None:
+        for identifier in self.relisted:
+            endpoint.remove(identifier)
+        for record in self.originals.values():
+            endpoint.upsert(record)
+
+    def __str__(self) -> str:
+        return (
+            f"lists again {sorted(self.relisted)}, drops again {self.gone_again}, "
+            f"drops {self.dropped}"
+        )
+
+
+def _last_run(home: Home) -> int | None:
+    """The id of the home's last harvest run, whatever its status (None: none)."""
+    rows = query(_settings(home).state_db_url, "SELECT max(id) FROM harvest_runs")
+    return rows[0][0] if rows else None
+
+
+def _reconcile_runs(home: Home) -> list[Any]:
+    return query(_settings(home).state_db_url, "SELECT id, status FROM reconcile_runs ORDER BY id")
+
+
+def expected_moved_on_reconcile(
+    fresh: dict[str, Any],
+    move: ReconcileMove,
+    undone: set[str],
+    back_then_gone: set[str],
+    new_run: bool,
+    harvest_resumed: bool = False,
+) -> dict[str, Any]:
+    """The rerun's report, from the fresh reconcile's of the changed source (`fresh`) and
+    what the killed attempt did (`undone`: records it deleted that the source lists again;
+    `back_then_gone`: records it harvested again that the source dropped again). The same
+    reconcile run reports its killed attempt's deletions: those too (vanished, deleted and
+    returned, where the fresh one never saw them vanish). A new run (the killed attempt had
+    closed its own on the unchanged source) finds what the change made only: the records
+    dropped (and those harvested again, dropped again) vanished, those listed again
+    returned. With `harvest_resumed` (the killed attempt left its harvest of the records
+    listed again unfinished), the resumed harvest deletes those dropped again itself
+    (GetRecord: idDoesNotExist; its actions), and no sweep finds them vanished."""
+    extra = undone | (set() if harvest_resumed else back_then_gone)
+    if new_run:
+        vanished = set(move.dropped) | back_then_gone
+        return {
+            "vanished": sorted(vanished),
+            "actions": {"delete": len(vanished)} if vanished else {},
+            "errors": 0,
+            "returned": sorted(undone),
+            "returned_actions": {"restore": len(undone)} if undone else {},
+        }
+    actions = Counter(fresh["actions"])
+    actions["delete"] += len(extra)
+    returned_actions = Counter(fresh["returned_actions"])
+    returned_actions["restore"] += len(extra)
+    return {
+        "vanished": sorted({*fresh["vanished"], *extra}),
+        "actions": {a: n for a, n in actions.items() if n},
+        "errors": fresh["errors"],
+        "returned": sorted({*fresh["returned"], *extra}),
+        "returned_actions": {a: n for a, n in returned_actions.items() if n},
+    }
+
+
+def compare_moved_on_reconcile(
+    expected: dict[str, Any], got: dict[str, Any] | None, move: ReconcileMove
+) -> list[str]:
+    """The rerun's report against `expected_moved_on_reconcile`: vanished, deletions and
+    returned exactly; the harvest's actions as a resumed one reports them (`_union_differs`),
+    less a `skip` or `delete` of each record dropped again that a resumed harvest asked for
+    (deleted at once, or a tombstone already)."""
+    if got is None:
+        return ["no report from the rerun"]
+    problems = [
+        f"reconcile {key}: {got.get(key)} vs {expected[key]}"
+        for key in ("vanished", "actions", "errors", "returned")
+        if got.get(key) != expected[key]
+    ]
+    actions = Counter(got["returned_actions"])
+    asked = len(move.gone_again)
+    for action in ("skip", "delete"):
+        taken = min(actions[action], asked)
+        actions[action] -= taken
+        asked -= taken
+    if _union_differs(+actions, expected["returned_actions"]):
+        problems.append(
+            f"reconcile returned_actions {got['returned_actions']} "
+            f"vs {expected['returned_actions']}"
+        )
+    return problems
+
+
+def _rerun_reconcile_moved_on(
+    backend: Backend,
+    root: Path,
+    name: str,
+    template: Home | None,
+    home: Home,
+    scenario: Scenario,
+    move: ReconcileMove,
+    rerun: tuple[list[str], bool, random.Random, list[str]],
+) -> tuple[dict[str, Any], list[str]]:
+    """The source moves on after the reconcile's kill; the rerun is compared with a fresh
+    reconcile of the changed source from the same starting home: the same target and harvest
+    records, but for the records the killed attempt wrote that the change touched (written
+    twice: their revisions and written fields left out), and the report
+    `expected_moved_on_reconcile` derives from the change and what the killed attempt did."""
+    specs, double, rng, attempts = rerun
+    was, killed = _target_by_record(template), _target_by_record(home)
+    undone = {i for i in move.relisted if was[i][1] == "live" and killed[i][1] != "live"}
+    back_then_gone = {i for i in move.gone_again if was[i][1] != "live" and killed[i][1] == "live"}
+    template_runs = len(_reconcile_runs(template)) if template else 0
+    killed_runs = _reconcile_runs(home)[template_runs:]
+    # the killed attempt's harvest of the records listed again, left unfinished: resumed
+    harvest_resumed = _last_finished_run(home) != _last_run(home)
+    new_run = bool(killed_runs) and killed_runs[-1].status == "succeeded"
+    expected_run = (killed_runs[-1].id + 1) if new_run else None
+    move.apply(scenario.endpoint)
+    try:
+        final, problems = _rerun(home, specs, scenario.args, double, rng, attempts)
+        fresh = backend.new_home(root, f"{name}-fresh", template)
+        done = _cli(fresh, "none", scenario.args)
+        if done.returncode != 0:
+            raise RuntimeError(f"the fresh reconcile failed: {done.stderr[-2000:]}")
+    finally:
+        move.undo(scenario.endpoint)
+    fresh_report, report = report_of(done), report_of(final)
+    expected = snapshot(fresh)
+    got = snapshot(home)
+    # written twice (deleted and restored, restored and deleted) or by another harvest run
+    rewritten = undone | back_then_gone | set(move.relisted) | set(move.gone_again)
+    views = (_rewritten_view(s, rewritten, set(move.gone_again)) for s in (expected, got))
+    problems += compare(*views)
+    if expected_run is None:
+        expected_run = fresh_report["run_id"]
+    if report is not None and report["run_id"] != expected_run and double:
+        # the attempt killed after the change closed the run: the rerun is a new one, of a
+        # source the target holds already
+        acted = {k: report[k] for k in _RECONCILE if report[k]}
+        problems += [f"the new reconcile reports: {acted}"] if acted else []
+    else:
+        if report is not None and report["run_id"] != expected_run:
+            problems.append(f"the rerun is reconcile run {report['run_id']}, not {expected_run}")
+        wanted = expected_moved_on_reconcile(
+            fresh_report, move, undone, back_then_gone, new_run, harvest_resumed
+        )
+        problems += compare_moved_on_reconcile(wanted, report, move)
+    if not problems:
+        shutil.rmtree(fresh.path, ignore_errors=True)
+    return got, problems
+
+
+def _rewritten_view(
+    got: dict[str, Any], rewritten: set[str], gone_again: set[str]
+) -> dict[str, Any]:
+    """A snapshot as `compare` reads it for a reconcile whose source moved on: the revisions
+    and written fields of `rewritten` records left out, and the last harvest run's statuses
+    (which run that is, and what it holds, depends on where the kill was: the report's
+    returned and actions say what it harvested). Of the records dropped again (`gone_again`)
+    the sets and XML kept are left out too: a resumed harvest that deletes one (GetRecord:
+    idDoesNotExist) keeps none, a reconcile marking it gone keeps the last copy."""
+    view = dict(got)
+    view["target"] = sorted(
+        (*row[:3], -1, -1, *row[5:]) if row[0] in rewritten else row for row in got["target"]
+    )
+    rows = []
+    for row in got["harvest_records"]:
+        if row[0] in rewritten:
+            row = (*row[:5], -1, "", "", *row[8:])
+        if row[0] in gone_again:
+            row = (*row[:8], "", *row[9:11], "", *row[12:])
+        rows.append(row)
+    view["harvest_records"] = sorted(rows)
+    view["run_record_statuses"] = {}
+    return view
+
+
 def _run_of(report: dict[str, Any]) -> str:
     """The harvest run a report tells of (a Dagster run's: the runs its assets worked on)."""
     return str(report["harvest_runs"] if report.get("dagster") else report["run_id"])
@@ -1844,7 +2087,8 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="after each kill, change the source (update, delete, add records, dated now) "
         "before the rerun, and compare it with a fresh harvest of the changed source "
-        "(the resumed run's catch-up list); first and incremental scenarios only",
+        "(the resumed run's catch-up list); for reconcile: records it deleted listed again, "
+        "records it harvests again and others dropped (see ReconcileMove)",
     )
     parser.add_argument("--list", action="store_true", help="print the fault points")
     parser.add_argument(
@@ -1869,8 +2113,8 @@ def main(argv: list[str] | None = None) -> int:
     if set(stages) - set(INTERRUPTIONS):
         parser.error(f"unknown stages: {sorted(set(stages) - set(INTERRUPTIONS))}")
     args.resumed = args.resumed or bool(args.resumed_at)
-    if args.source_moves_on and args.scenario in ("reconcile", "reidentify", "rekey", "all"):
-        parser.error("--source-moves-on sweeps the first and incremental scenarios only")
+    if args.source_moves_on and args.scenario in ("reidentify", "rekey", "all"):
+        parser.error("--source-moves-on sweeps the first, incremental and reconcile scenarios only")
     if args.dagster and args.scenario in ("reidentify", "rekey"):
         parser.error(f"--scenario {args.scenario} sweeps CLI commands only")
 
@@ -1933,13 +2177,16 @@ def main(argv: list[str] | None = None) -> int:
                     if phase != "first" and phase not in wanted:
                         continue
                     if phase == "reconcile":
-                        template = reconcile_template(backend, root, full, endpoint, log)
+                        template, reconciled = reconcile_template(
+                            backend, root, full, endpoint, log
+                        )
                         scenarios = [
                             Scenario(
                                 "reconcile",
                                 ["reconcile", HARVESTER, "--json"],
                                 template,
                                 endpoint=endpoint,
+                                reconciled=reconciled,
                             )
                         ]
                     if phase == "incremental":

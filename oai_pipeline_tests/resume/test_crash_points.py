@@ -564,3 +564,226 @@ def test_the_sweep_with_a_source_that_moves_on_and_a_double_kill_after_a_finishe
     assert after == before
     assert outcome["attempts"] == ["finish_run:1:after", "finish_run:1:after"]
     assert outcome["problems"] == []
+
+
+@pytest.mark.parametrize(
+    "crash",
+    [
+        # the target deleted the vanished records, the state store heard nothing of it
+        "writer_apply:1:after",
+        # the store saved the deletions' outcomes, the records not marked gone yet
+        "mark_gone:1:before",
+    ],
+)
+def test_a_record_a_killed_reconcile_deleted_comes_back_when_the_source_lists_it_again(
+    tmp_path: Path, crash: str
+) -> None:
+    """Killed after deleting the vanished records in the target, before marking them gone;
+    then the source lists one of them again. The rerun harvests it again (the harvest wins)
+    and reports it deleted and returned. Before, it stayed a tombstone for good: live in the
+    store and listed, neither vanished nor gone, no reconcile or harvest looked at it."""
+    records = RECORDS[:30]
+    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
+        home = Backend().new_home(tmp_path, "home")
+        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
+        _harvest(home, FULL)
+        dropped = [r for r in records if not r.deleted][:3]
+        for record in dropped:
+            endpoint.remove(record.identifier)
+        reconcile = ["reconcile", HARVESTER, "--json"]
+        _harvest(home, reconcile, crash)
+        endpoint.upsert(dropped[0])  # the source lists it again
+        rerun = crash_sweep._cli(home, "none", reconcile)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    report = json.loads(rerun.stdout)
+    back = dropped[0].identifier
+    assert report["vanished"] == sorted(r.identifier for r in dropped)
+    assert report["actions"] == {"delete": 3}
+    assert report["returned"] == [back]
+    assert report["returned_actions"] == {"restore": 1}
+    target = {row[0]: row[1] for row in crash_sweep.snapshot(home)["target"]}
+    assert target[back] == "live"
+    assert [target[r.identifier] for r in dropped[1:]] == ["tombstone", "tombstone"]
+
+
+@pytest.mark.parametrize(
+    "crash",
+    [
+        # the records listed again found and saved on the run, their harvest not begun
+        "mark_gone:1:after",
+        # that harvest's run created, nothing asked of the source yet: the rerun resumes it,
+        # and GetRecord of the record dropped meanwhile answers idDoesNotExist
+        "create_run:1:after",
+        # that harvest's records staged, none written yet
+        "writer_apply:2:before",
+    ],
+)
+def test_a_record_listed_again_then_dropped_before_a_killed_reconcile_harvested_it(
+    tmp_path: Path, crash: str
+) -> None:
+    """A reconcile found two deleted records listed again and was killed before harvesting
+    them; the source then dropped one again. The rerun brings back the other only: the one
+    dropped stays deleted, is not reported returned (before: returned, `already_written`
+    although no harvest wrote it, or a silent `skip`), a notice names it, and the harvest
+    run succeeds."""
+    records = RECORDS[:30]
+    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
+        home = Backend().new_home(tmp_path, "home")
+        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
+        _harvest(home, FULL)
+        live = [r for r in records if not r.deleted]
+        back, dropped = live[:2], live[2:4]
+        for record in back:
+            endpoint.remove(record.identifier)
+        _harvest(home, ["reconcile", HARVESTER])
+        for record in back:
+            endpoint.upsert(record)
+        for record in dropped:
+            endpoint.remove(record.identifier)
+        reconcile = ["reconcile", HARVESTER, "--json"]
+        _harvest(home, reconcile, crash)
+        endpoint.remove(back[0].identifier)  # gone again before it was harvested
+        rerun = crash_sweep._cli(home, "none", reconcile)
+    assert rerun.returncode == 0 and "Traceback" not in rerun.stderr, rerun.stderr[-3000:]
+    report = json.loads(rerun.stdout)
+    assert report["vanished"] == sorted(r.identifier for r in dropped)
+    assert report["returned"] == [back[1].identifier]
+    assert report["returned_actions"].get("already_written", 0) == 0
+    assert any(back[0].identifier in notice for notice in report["notices"])
+    got = crash_sweep.snapshot(home)
+    target = {row[0]: row[1] for row in got["target"]}
+    assert (target[back[0].identifier], target[back[1].identifier]) == ("tombstone", "live")
+    assert got["last_run_status"] == "succeeded" and got["unfinished_runs"] == []
+
+
+def test_a_reconcile_killed_twice_while_the_source_drops_more_reports_all_its_deletions(
+    tmp_path: Path,
+) -> None:
+    """Killed after marking two vanished records gone; the source drops a third, and the
+    rerun is killed in the same place. The next rerun reports the three deletions of the
+    run. Before, the second attempt's saved deletions replaced the first's: only the third
+    was reported, the first two no longer said anywhere."""
+    records = RECORDS[:30]
+    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
+        home = Backend().new_home(tmp_path, "home")
+        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
+        _harvest(home, FULL)
+        live = [r for r in records if not r.deleted]
+        reconcile = ["reconcile", HARVESTER, "--json"]
+        for record in live[:2]:
+            endpoint.remove(record.identifier)
+        _harvest(home, reconcile, "mark_gone:1:after")
+        endpoint.remove(live[5].identifier)
+        _harvest(home, reconcile, "mark_gone:1:after")
+        rerun = crash_sweep._cli(home, "none", reconcile)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    report = json.loads(rerun.stdout)
+    assert report["run_id"] == 1
+    assert report["vanished"] == sorted(r.identifier for r in [*live[:2], live[5]])
+    assert report["actions"] == {"delete": 3}
+
+
+@pytest.mark.parametrize("crash", ["mark_gone:1:after", "writer_apply:1:after"])
+def test_the_sweep_with_a_source_that_moves_on_reruns_a_reconcile_like_a_fresh_one(
+    tmp_path: Path, crash: str
+) -> None:
+    """`crash_sweep --source-moves-on --scenario reconcile` at one point, so that the mode
+    cannot rot: killed once it had deleted the vanished records (before marking them gone,
+    or after), the source lists one of them again, drops again one it had listed again and
+    drops two more; the rerun is found like a fresh reconcile of the changed source, its
+    report as derived from the change (the one listed again deleted and returned too); the
+    source is as it was after. On the code before, either the record listed again stayed a
+    tombstone or the rerun reported returned the record dropped again."""
+    records = RECORDS[:60]
+    with OAIEndpoint(records, page_size=10) as endpoint:
+        empty = Backend().new_home(tmp_path, "empty")
+        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10)
+        full = Backend().new_home(tmp_path, "full", empty)
+        _harvest(full, FULL)
+        template, reconciled = crash_sweep.reconcile_template(
+            Backend(), tmp_path, full, endpoint, lambda _: None
+        )
+        before = endpoint.records()
+        scenario = crash_sweep.Scenario(
+            "reconcile",
+            ["reconcile", HARVESTER, "--json"],
+            template,
+            endpoint=endpoint,
+            reconciled=reconciled,
+        )
+        [outcome] = crash_sweep.run_scenario(
+            Backend(),
+            tmp_path,
+            endpoint.base_url,
+            scenario,
+            [crash],
+            per_point=1,
+            double=False,
+            log=lambda _: None,
+            moves_on_pages=10,
+        )
+        assert endpoint.records() == before
+    assert outcome["reached"] and outcome["problems"] == []
+
+
+def test_a_record_a_resumed_reconcile_harvest_found_gone_comes_back_when_listed_again(
+    tmp_path: Path,
+) -> None:
+    """A reconcile killed as it began harvesting again the records listed again; the source
+    drops one again, so the resumed harvest's GetRecord answers idDoesNotExist and deletes
+    it. When the source lists it once more (its old datestamp: no incremental harvest lists
+    it), the next reconcile harvests it again. Before, that harvest left it deleted but no
+    longer marked gone: no reconcile looked at it again, a tombstone for good."""
+    records = RECORDS[:30]
+    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
+        home = Backend().new_home(tmp_path, "home")
+        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
+        _harvest(home, FULL)
+        back = [r for r in records if not r.deleted][:2]
+        for record in back:
+            endpoint.remove(record.identifier)
+        _harvest(home, ["reconcile", HARVESTER])
+        for record in back:
+            endpoint.upsert(record)
+        reconcile = ["reconcile", HARVESTER, "--json"]
+        _harvest(home, reconcile, "create_run:1:after")
+        endpoint.remove(back[0].identifier)
+        _harvest(home, reconcile)
+        endpoint.upsert(back[0])  # listed once more
+        again = crash_sweep._cli(home, "none", reconcile)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout)["returned"] == [back[0].identifier]
+    target = {row[0]: row[1] for row in crash_sweep.snapshot(home)["target"]}
+    assert target[back[0].identifier] == "live"
+
+
+def test_a_record_brought_back_then_dropped_between_two_kills_is_reported_returned(
+    tmp_path: Path,
+) -> None:
+    """A reconcile killed once it had harvested again the records listed again; the source
+    drops one of them again, and the rerun is killed once it has deleted it again. The next
+    rerun reports it returned (it was brought back) and vanished, as it happened; it was
+    taken for one gone again before its harvest and left out of `returned`."""
+    records = RECORDS[:30]
+    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
+        home = Backend().new_home(tmp_path, "home")
+        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
+        _harvest(home, FULL)
+        live = [r for r in records if not r.deleted]
+        back, dropped = live[:2], live[2]
+        for record in back:
+            endpoint.remove(record.identifier)
+        _harvest(home, ["reconcile", HARVESTER])
+        for record in back:
+            endpoint.upsert(record)
+        endpoint.remove(dropped.identifier)
+        reconcile = ["reconcile", HARVESTER, "--json"]
+        _harvest(home, reconcile, "finish_run:1:after")
+        endpoint.remove(back[0].identifier)
+        _harvest(home, reconcile, "mark_gone:1:after")
+        rerun = crash_sweep._cli(home, "none", reconcile)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    report = json.loads(rerun.stdout)
+    assert report["returned"] == sorted(r.identifier for r in back)
+    assert report["vanished"] == sorted([back[0].identifier, dropped.identifier])
+    assert report["notices"] == []
