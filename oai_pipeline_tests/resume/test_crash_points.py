@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,18 @@ def _harvest(home: Home, args: list[str], crash: str = "none") -> None:
     result = crash_sweep._cli(home, crash, args)
     expected = 0 if crash == "none" else EXIT_CODE
     assert result.returncode == expected, result.stdout + result.stderr[-3000:]
+
+
+@contextmanager
+def _harvested_source(
+    tmp_path: Path, records: list[Any], name: str
+) -> Iterator[tuple[OAIEndpoint, Home]]:
+    """A source keeping no deletions (a reconcile finds them) and a home that harvested it."""
+    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
+        home = Backend().new_home(tmp_path, name)
+        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
+        _harvest(home, FULL)
+        yield endpoint, home
 
 
 def _outcome(home: Home, run_id: int) -> dict[str, Any]:
@@ -171,10 +184,7 @@ def test_a_reconcile_killed_before_its_deletions_deletes_them_when_rerun(tmp_pat
     (the records were marked gone first, and a rerun looked for vanished ones among the
     records still marked live only: the target kept them live for ever)."""
     records = RECORDS[:30]
-    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
-        home = Backend().new_home(tmp_path, "home")
-        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
-        _harvest(home, FULL)
+    with _harvested_source(tmp_path, records, "home") as (endpoint, home):
         gone = sorted(r.identifier for r in records if not r.deleted)[:3]
         for identifier in gone:
             endpoint.remove(identifier)
@@ -210,10 +220,7 @@ def test_a_reconcile_killed_before_saving_its_deletions_remembers_them_when_reru
     the store saved them, before they were marked gone: the rerun reports them deleted too
     (it found them as remembered and reported them `skip`)."""
     records = RECORDS[:30]
-    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
-        harvested = Backend().new_home(tmp_path, "harvested")
-        crash_sweep.register_harvester(harvested, endpoint.base_url, batch_size=10)
-        _harvest(harvested, FULL)
+    with _harvested_source(tmp_path, records, "harvested") as (endpoint, harvested):
         gone = sorted(r.identifier for r in records if not r.deleted)[:3]
         for identifier in gone:
             endpoint.remove(identifier)
@@ -374,10 +381,7 @@ def _reconcile_killed_and_rerun(
     another killed at `crash` and rerun: (the records back, those dropped, the reference's
     report, the rerun's, the reference's snapshot, the rerun's)."""
     records = RECORDS[:30]
-    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
-        reconciled = Backend().new_home(tmp_path, "reconciled")
-        crash_sweep.register_harvester(reconciled, endpoint.base_url, batch_size=10)
-        _harvest(reconciled, FULL)
+    with _harvested_source(tmp_path, records, "reconciled") as (endpoint, reconciled):
         live = [r for r in records if not r.deleted]
         back, dropped = live[:returning], live[returning : returning + dropping]
         for record in back:
@@ -416,10 +420,7 @@ def test_a_record_a_killed_reconcile_deleted_comes_back_when_the_source_lists_it
     and reports it deleted and returned. Before, it stayed a tombstone for good: live in the
     store and listed, neither vanished nor gone, no reconcile or harvest looked at it."""
     records = RECORDS[:30]
-    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
-        home = Backend().new_home(tmp_path, "home")
-        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
-        _harvest(home, FULL)
+    with _harvested_source(tmp_path, records, "home") as (endpoint, home):
         dropped = [r for r in records if not r.deleted][:3]
         for record in dropped:
             endpoint.remove(record.identifier)
@@ -460,10 +461,7 @@ def test_a_record_listed_again_then_dropped_before_a_killed_reconcile_harvested_
     although no harvest wrote it, or a silent `skip`), a notice names it, and the harvest
     run succeeds."""
     records = RECORDS[:30]
-    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
-        home = Backend().new_home(tmp_path, "home")
-        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
-        _harvest(home, FULL)
+    with _harvested_source(tmp_path, records, "home") as (endpoint, home):
         live = [r for r in records if not r.deleted]
         back, dropped = live[:2], live[2:4]
         for record in back:
@@ -497,10 +495,7 @@ def test_a_reconcile_killed_twice_while_the_source_drops_more_reports_all_its_de
     run. Before, the second attempt's saved deletions replaced the first's: only the third
     was reported, the first two no longer said anywhere."""
     records = RECORDS[:30]
-    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
-        home = Backend().new_home(tmp_path, "home")
-        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
-        _harvest(home, FULL)
+    with _harvested_source(tmp_path, records, "home") as (endpoint, home):
         live = [r for r in records if not r.deleted]
         reconcile = ["reconcile", HARVESTER, "--json"]
         for record in live[:2]:
@@ -525,10 +520,7 @@ def test_a_record_a_resumed_reconcile_harvest_found_gone_comes_back_when_listed_
     it), the next reconcile harvests it again. Before, that harvest left it deleted but no
     longer marked gone: no reconcile looked at it again, a tombstone for good."""
     records = RECORDS[:30]
-    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
-        home = Backend().new_home(tmp_path, "home")
-        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
-        _harvest(home, FULL)
+    with _harvested_source(tmp_path, records, "home") as (endpoint, home):
         back = [r for r in records if not r.deleted][:2]
         for record in back:
             endpoint.remove(record.identifier)
@@ -555,10 +547,7 @@ def test_a_record_brought_back_then_dropped_between_two_kills_is_reported_return
     rerun reports it returned (it was brought back) and vanished, as it happened; it was
     taken for one gone again before its harvest and left out of `returned`."""
     records = RECORDS[:30]
-    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
-        home = Backend().new_home(tmp_path, "home")
-        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
-        _harvest(home, FULL)
+    with _harvested_source(tmp_path, records, "home") as (endpoint, home):
         live = [r for r in records if not r.deleted]
         back, dropped = live[:2], live[2]
         for record in back:
