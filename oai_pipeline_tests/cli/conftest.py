@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from oai_pipeline.cli import main
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline.settings import load_settings
+from oai_pipeline.state.store import StateStore
 from oai_pipeline_tests.support import shifted_sample_records
 
 RECORDS = shifted_sample_records()
@@ -32,3 +36,25 @@ def registered(endpoint: OAIEndpoint) -> str:
     result = CliRunner().invoke(main, create_args("sample", endpoint.base_url))
     assert result.exit_code == 0, result.output
     return "sample"
+
+
+def pid_of_no_process() -> int:
+    pid = 4_000_000  # above Linux's pid_max (4,194,304 at most) once a free one is found
+    while Path(f"/proc/{pid}").exists():
+        pid += 1
+    return pid
+
+
+def run_left_running(harvester_id: str, worker: str | None = None) -> int:
+    """A harvest run left `running`, by default by a process that is gone (a killed harvest):
+    a status that can write fails it."""
+    with StateStore(load_settings().state_db_url) as state:
+        return state.create_run(
+            harvester_id,
+            window_from=None,
+            window_until=None,
+            scale=None,
+            max_records=0,
+            options={},
+            worker=worker or f"{socket.gethostname()}:{pid_of_no_process()}:gone",
+        )

@@ -21,24 +21,14 @@ from oai_pipeline.cli import main
 from oai_pipeline.sample_endpoint.records import generate_datacite_records
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import load_settings
-from oai_pipeline.state.store import StateStore
-from oai_pipeline_tests.cli.conftest import create_args
+from oai_pipeline_tests.cli.conftest import create_args, run_left_running
 
 
 def test_status_before_anything_was_written_does_not_create_the_target(registered: str) -> None:
     """A first harvest that filled the disk while staging leaves no target file: status
     created it (and failed so on the full or read-only disk) to count no records."""
     settings = load_settings()
-    with StateStore(settings.state_db_url) as state:
-        run_id = state.create_run(
-            registered,
-            window_from=None,
-            window_until=None,
-            scale=None,
-            max_records=0,
-            options={},
-            worker=f"{socket.gethostname()}:1:test",
-        )
+    run_id = run_left_running(registered, f"{socket.gethostname()}:1:test")
     target_file = Path(settings.target_db_url.removeprefix("sqlite:///"))
     assert not target_file.exists()
 

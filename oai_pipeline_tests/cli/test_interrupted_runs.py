@@ -4,7 +4,6 @@ for ever, and the next harvest of its harvester says what becomes of it."""
 from __future__ import annotations
 
 import json
-import socket
 import sqlite3
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from oai_pipeline.sample_endpoint.faults import Faults
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.store import StateStore
+from oai_pipeline_tests.cli.conftest import run_left_running
 from oai_pipeline_tests.support import cli_killed_when
 
 WINDOW = ["--since", "2024-01-03", "--until", "2024-01-12"]
@@ -113,16 +113,7 @@ def test_status_on_a_read_only_state_database_shows_runs_as_they_are_stored(
     a run whose process is gone, so it says so and shows the run as stored."""
     monkeypatch.chdir(tmp_path)
     settings = load_settings()
-    with StateStore(settings.state_db_url) as state:
-        run_id = state.create_run(
-            registered,
-            window_from=None,
-            window_until=None,
-            scale=None,
-            max_records=0,
-            options={},
-            worker=f"{socket.gethostname()}:{_pid_of_no_process()}:gone",
-        )
+    run_id = run_left_running(registered)
     path = settings.state_db_url.removeprefix("sqlite:///")
     monkeypatch.setenv("OAI_PIPELINE_STATE_DB_URL", f"sqlite:///file:{path}?mode=ro&uri=true")
 
@@ -134,13 +125,6 @@ def test_status_on_a_read_only_state_database_shows_runs_as_they_are_stored(
     assert not Path("file:").exists()  # the URI filename was not taken for a folder to make
 
 
-def _pid_of_no_process() -> int:
-    pid = 4_000_000  # above Linux's pid_max (4,194,304 at most) once a free one is found
-    while Path(f"/proc/{pid}").exists():
-        pid += 1
-    return pid
-
-
 def test_status_on_a_full_disk_shows_runs_as_they_are_stored(
     registered: str,
     monkeypatch: pytest.MonkeyPatch,
@@ -148,17 +132,7 @@ def test_status_on_a_full_disk_shows_runs_as_they_are_stored(
 ) -> None:
     """A harvest that filled the disk left its run `running` (it could not mark it failed):
     status is what the operator reads then, so it must not fail on the write it skips."""
-    settings = load_settings()
-    with StateStore(settings.state_db_url) as state:
-        run_id = state.create_run(
-            registered,
-            window_from=None,
-            window_until=None,
-            scale=None,
-            max_records=0,
-            options={},
-            worker=f"{socket.gethostname()}:{_pid_of_no_process()}:gone",
-        )
+    run_id = run_left_running(registered)
 
     def disk_full(*_args: object) -> None:
         raise sa.exc.OperationalError(

@@ -25,6 +25,7 @@ from oai_pipeline.settings import load_settings
 from oai_pipeline.state.schema import SCHEMA_VERSION as STATE_VERSION
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.targets.embedded.schema import SCHEMA_VERSION as TARGET_VERSION
+from oai_pipeline_tests.cli.conftest import run_left_running
 
 READ_ONLY_NOTICE = "cannot be written by"
 
@@ -43,27 +44,6 @@ READING_COMMANDS = [
 
 def run_cli(*args: str) -> Result:
     return CliRunner().invoke(main, list(args))
-
-
-def _pid_of_no_process() -> int:
-    pid = 4_000_000  # above Linux's pid_max once a free one is found
-    while Path(f"/proc/{pid}").exists():
-        pid += 1
-    return pid
-
-
-def _run_of_a_killed_harvest(harvester_id: str) -> int:
-    """A run left `running` by a process that is gone: a status that can write fails it."""
-    with StateStore(load_settings().state_db_url) as state:
-        return state.create_run(
-            harvester_id,
-            window_from=None,
-            window_until=None,
-            scale=None,
-            max_records=0,
-            options={},
-            worker=f"{socket.gethostname()}:{_pid_of_no_process()}:gone",
-        )
 
 
 def _digests(folder: Path) -> dict[str, str]:
@@ -108,7 +88,7 @@ def read_only_mount(tmp_path: Path) -> Iterator[Callable[[Path], Path]]:
 def harvested(registered: str) -> Path:
     """The home after a harvest of the sample endpoint, and a run a killed process left."""
     assert run_cli("harvest", registered).exit_code == 0
-    _run_of_a_killed_harvest(registered)
+    run_left_running(registered)
     return load_settings().home
 
 
