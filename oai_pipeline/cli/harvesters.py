@@ -24,7 +24,7 @@ from oai_pipeline.harvesters.model import Harvester, describe_validation_error
 from oai_pipeline.harvesters.plugins import missing_communities, release_target_records
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.oai.base_url import another_base_url, pasted_arguments_note
-from oai_pipeline.settings import load_settings
+from oai_pipeline.settings import holds_dagster_instance, load_settings
 from oai_pipeline.state.store import StateStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -344,13 +344,33 @@ def rekey(
     from oai_pipeline.pipeline.services import Services
 
     try:
-        with Services(load_settings()) as services:
+        # The Dagster runs too: one queued has no harvest run yet (see defs/harvester_runs).
+        with Services(load_settings()) as services, _dagster_runs() as dagster_runs:
             report = rekey_identifiers(
-                services, harvester_id, old, new, dry_run=dry_run, supersede_runs=supersede_runs
+                services,
+                harvester_id,
+                old,
+                new,
+                dry_run=dry_run,
+                supersede_runs=supersede_runs,
+                orchestrator=dagster_runs,
             ).to_dict()
     except RekeyRefused as refused:
         raise CommandError(str(refused), kind="refused", exit_code=2, as_json=as_json) from None
     emit(report, as_json=as_json, text=_rekey_text(report))
+
+
+@contextmanager
+def _dagster_runs() -> Iterator[Any]:
+    """The runs of the Dagster instance under DAGSTER_HOME (None without one). Dagster is
+    loaded only when there is an instance to ask."""
+    if not holds_dagster_instance():
+        yield None
+        return
+    from oai_pipeline.defs.harvester_runs import dagster_runs_in_home
+
+    with dagster_runs_in_home() as runs:
+        yield runs
 
 
 def _rekey_text(report: dict[str, Any]) -> str:

@@ -31,19 +31,22 @@ def tag_worker(context: dg.AssetExecutionContext) -> None:
 
 def dead_runs(instance: dg.DagsterInstance, now: datetime | None = None) -> list[dg.DagsterRun]:
     """STARTED runs whose tagged process is gone from this machine and that are quiet."""
-    quiet_since = (now or datetime.now(UTC)) - QUIET_FOR
-    dead = []
-    for record in instance.get_run_records(
+    records = instance.get_run_records(
         filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])
-    ):
-        run = record.dagster_run
-        worker = run.tags.get(WORKER_TAG)
-        if worker is None or not is_dead_local_process(worker) or _inherited(instance, run, worker):
-            continue
-        latest = instance.get_records_for_run(run.run_id, limit=1, ascending=False).records
-        if not latest or datetime.fromtimestamp(latest[0].timestamp, UTC) < quiet_since:
-            dead.append(run)
-    return dead
+    )
+    return [record.dagster_run for record in records if is_dead(instance, record.dagster_run, now)]
+
+
+def is_dead(instance: dg.DagsterInstance, run: dg.DagsterRun, now: datetime | None = None) -> bool:
+    """Whether a STARTED run's tagged process is gone from this machine and the run quiet."""
+    if run.status is not dg.DagsterRunStatus.STARTED:
+        return False
+    worker = run.tags.get(WORKER_TAG)
+    if worker is None or not is_dead_local_process(worker) or _inherited(instance, run, worker):
+        return False
+    quiet_since = (now or datetime.now(UTC)) - QUIET_FOR
+    latest = instance.get_records_for_run(run.run_id, limit=1, ascending=False).records
+    return not latest or datetime.fromtimestamp(latest[0].timestamp, UTC) < quiet_since
 
 
 def _inherited(instance: dg.DagsterInstance, run: dg.DagsterRun, worker: str) -> bool:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import Harvester
@@ -41,6 +41,23 @@ from oai_pipeline.identifier_prefix import (
 from oai_pipeline.pipeline.discover import resumes_where_it_stopped
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.targets.base import Writer
+
+
+class OrchestratorRuns(Protocol):
+    """What the orchestrator (Dagster) knows of a harvester's runs that the state store does
+    not: a run queued or starting has no harvest run yet, and whether a harvest run's
+    orchestrator run is still alive is the orchestrator's to tell (its steps run in
+    processes of their own, one after the other)."""
+
+    def waiting(self, harvester_id: str) -> list[str]:
+        """The harvester's runs that are queued, starting or running, and alive, each as
+        "<run id> (<status>)"."""
+        ...
+
+    def ended(self, run_id: str) -> bool:
+        """Whether that run is over although its harvest run says `running`: failed or
+        canceled (not yet recorded on it), or its process gone (killed) and quiet."""
+        ...
 
 
 @dataclass
@@ -81,14 +98,19 @@ def rekey(
     *,
     dry_run: bool = False,
     supersede_runs: bool = False,
+    orchestrator: OrchestratorRuns | None = None,
 ) -> RekeyReport:
     """Rewrite the harvester's identifiers beginning with `old` to begin with `new`, in the
     targets and then the state store (see the module's docstring); `dry_run` only says what
-    it would rewrite. RekeyRefused (nothing changed) when it must not run now."""
+    it would rewrite. RekeyRefused (nothing changed) when it must not run now. Without an
+    `orchestrator` (no Dagster instance), a harvest run of a Dagster run that says
+    `running` is taken for running, and runs only queued are not seen."""
     check_prefixes(old, new)
     harvester = services.harvester(harvester_id)
     with _holding_the_lease(services, harvester_id):
-        in_the_way = _runs_in_the_way(services, harvester, supersede_runs)
+        in_the_way = _runs_in_the_way(services, harvester, supersede_runs, orchestrator)
+        if orchestrator is not None:
+            _refuse_waiting_runs(harvester_id, orchestrator.waiting(harvester_id))
         writers = build_writers(harvester, services.settings)
         try:
             plans = [services.state.rekey_plan(harvester_id, old, new)]
@@ -140,19 +162,23 @@ def _holding_the_lease(services: Services, harvester_id: str) -> Iterator[None]:
 
 
 def _runs_in_the_way(
-    services: Services, harvester: Harvester, supersede: bool
+    services: Services,
+    harvester: Harvester,
+    supersede: bool,
+    orchestrator: OrchestratorRuns | None,
 ) -> list[dict[str, Any]]:
     """The harvester's runs a later harvest would resume from a resumption token of the old
     identifiers (its staged records are rewritten, but the rest of its list is not): refused,
     unless `supersede` (returned, to be marked superseded). A Dagster run still running one
-    is refused either way."""
+    is refused either way; one the orchestrator finds over (failed, or its process killed:
+    what the failure and dead-run sensors record on it at their next tick) is the failed
+    run it is about to be, as a harvest then takes it."""
     resumable = []
     for run in services.state.unfinished_runs(harvester.id):
-        if run["status"] == "running" and run.get("dagster_run_id"):
-            raise RekeyRefused(
-                f"harvest run {run['id']} of harvester {harvester.id} is running in Dagster "
-                f"run {run['dagster_run_id']}: rekey once it has ended; nothing was changed"
-            )
+        dagster_run_id = run.get("dagster_run_id")
+        running = run["status"] == "running" and dagster_run_id
+        if running and (orchestrator is None or not orchestrator.ended(dagster_run_id)):
+            raise RekeyRefused(_running_message(run, harvester.id, orchestrator is None))
         if resumes_where_it_stopped(run, harvester):
             resumable.append(run)
     if resumable and not supersede:
@@ -166,6 +192,34 @@ def _runs_in_the_way(
             "--supersede-runs); nothing was changed"
         )
     return resumable
+
+
+def _running_message(run: dict[str, Any], harvester_id: str, no_instance: bool) -> str:
+    """Why a harvest run of a Dagster run counts as running, and what ends it."""
+    dagster_run_id = run["dagster_run_id"]
+    if no_instance:
+        seen = "(no Dagster instance in DAGSTER_HOME to ask whether that run is still alive)"
+    else:
+        seen = "(not failed, and its process alive or active in the last 5 minutes)"
+    return (
+        f"harvest run {run['id']} of harvester {harvester_id} is running in Dagster run "
+        f"{dagster_run_id} {seen}: rekey once it has ended. If its process was killed, the "
+        "daemon's dead-run sensor marks it failed once it has been quiet for 5 minutes, or "
+        "terminate it in the UI (Runs, Terminate); nothing was changed"
+    )
+
+
+def _refuse_waiting_runs(harvester_id: str, waiting: list[str]) -> None:
+    """Runs queued or starting have no harvest run yet: started after the rewrite, a run
+    queued for the old source or old identifiers (selected ones, or Parquet partitions of
+    them its steps read) would harvest or write them as new records."""
+    if waiting:
+        raise RekeyRefused(
+            f"Dagster runs of harvester {harvester_id} are queued or in progress: "
+            f"{', '.join(waiting)}. Rekey once they have ended, or terminate them in the UI "
+            "(Runs, Terminate) or delete the queued ones (`dagster run delete RUN_ID`); "
+            "nothing was changed"
+        )
 
 
 def _check(plans: list[RekeyPlan], harvester_id: str, old: str, new: str) -> None:

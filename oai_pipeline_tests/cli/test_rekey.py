@@ -288,3 +288,115 @@ def test_killed_rekey_rerun_finishes_the_job_without_duplicates(
     assert all(r["source_identifier"].startswith(NEW) for r in after.values())
     assert [r["revision"] for r in after.values()] == [r["revision"] for r in before.values()]
     assert harvest_identifiers() == sorted(f"{NEW}123456789/{n}" for n in range(RECORDS))
+
+
+def _dagster_instance_in_home():  # noqa: ANN202 - a context manager of Dagster's instance
+    """The instance under DAGSTER_HOME, as `harvest --use-job` and the daemon use it."""
+    from oai_pipeline.defs.launch import dagster_instance
+    from oai_pipeline.settings import ensure_dagster_home
+
+    ensure_dagster_home()
+    return dagster_instance()
+
+
+def test_refused_while_a_dagster_run_of_the_harvester_is_queued_or_starting(
+    moved: tuple[dict[str, dict], OAIEndpoint],
+) -> None:
+    """A run queued (`harvest --use-job`, a schedule) or launched in the UI has no harvest run
+    yet: before, rekey went ahead and the run, started after it, harvested the records it was
+    queued for as new ones. Terminated (canceled), it is out of the way."""
+    import dagster as dg
+
+    from oai_pipeline.defs.partitions import HARVESTER_TAG, PARTITION_TAG
+    from oai_pipeline_tests.orchestration.dagster_runs import add_queued_run
+
+    before, _ = moved
+    args = ["harvesters", "rekey", HARVESTER, "--from-prefix", OLD, "--to-prefix", NEW]
+    with _dagster_instance_in_home() as instance:
+        queued = add_queued_run(instance, {HARVESTER_TAG: HARVESTER})
+        launched = dg.DagsterRun(  # from the UI: names its partition only
+            job_name="__ASSET_JOB",
+            status=dg.DagsterRunStatus.STARTING,
+            tags={PARTITION_TAG: f"{HARVESTER}|2024-01-01"},
+        )
+        others = add_queued_run(instance, {HARVESTER_TAG: "b"})
+        instance.add_run(launched)
+
+        error = refusal(*args)
+        assert f"{queued.run_id} (QUEUED)" in error and f"{launched.run_id} (STARTING)" in error
+        assert others.run_id not in error
+        assert "dagster run delete" in error and "nothing was changed" in error
+        assert target() == before
+        assert all(i.startswith(OLD) for i in harvest_identifiers())
+
+        instance.report_run_canceled(queued)  # Terminate in the UI
+        instance.report_run_failed(launched)
+        rekeyed = run_json(*args)
+
+    assert rekeyed["state_records"] == rekeyed["target_records"] == RECORDS
+
+
+def test_a_harvest_run_whose_dagster_run_was_killed_no_longer_counts_as_running(
+    moved: tuple[dict[str, dict], OAIEndpoint],
+) -> None:
+    """A Dagster run killed outright (kill -9) leaves its harvest run `running` until the
+    daemon's dead-run sensor fails it. Before, rekey refused it until then, even with
+    --supersede-runs (and for good without a daemon). Now a run the sensor would fail (its
+    process gone, quiet) counts as the failed run it is about to be; one alive still
+    refuses, saying what ends it."""
+    import socket
+
+    import dagster as dg
+
+    from oai_pipeline.defs.dead_runs import WORKER_TAG
+    from oai_pipeline.defs.partitions import HARVESTER_TAG
+    from oai_pipeline.oai.types import SweepCheckpoint
+    from oai_pipeline.settings import load_settings
+    from oai_pipeline.state.store import StateStore
+    from oai_pipeline_tests.cli.conftest import pid_of_no_process
+
+    before, endpoint = moved
+    args = ["harvesters", "rekey", HARVESTER, "--from-prefix", OLD, "--to-prefix", NEW]
+    host = socket.gethostname()
+    dagster_run = dg.DagsterRun(
+        job_name="harvest_job",
+        status=dg.DagsterRunStatus.STARTED,
+        tags={HARVESTER_TAG: HARVESTER, WORKER_TAG: f"{host}:{os.getpid()}:nonce"},
+    )
+    with StateStore(load_settings().state_db_url) as state:
+        run_id = state.create_run(
+            HARVESTER,
+            window_from=None,
+            window_until=None,
+            scale=None,
+            max_records=0,
+            options={"base_url": endpoint.base_url},
+            dagster_run_id=dagster_run.run_id,
+            worker=f"{host}:{pid_of_no_process()}:gone",
+        )
+        state.save_checkpoint(
+            run_id, SweepCheckpoint(None, None, None, "oai_dc", "token-2", pages_read=1)
+        )
+
+    # no instance to ask: running, and the error says what ends it
+    error = refusal(*args, "--supersede-runs")
+    assert f"harvest run {run_id}" in error and "no Dagster instance" in error
+    assert "dead-run sensor" in error and "Terminate" in error
+
+    with _dagster_instance_in_home() as instance:
+        instance.add_run(dagster_run)
+        error = refusal(*args, "--supersede-runs")  # its process is alive: running
+        assert f"running in Dagster run {dagster_run.run_id}" in error
+        assert target() == before
+
+        # killed: the process its tag names is gone, and the run logged nothing since
+        instance.add_run_tags(dagster_run.run_id, {WORKER_TAG: f"{host}:{pid_of_no_process()}:x"})
+        error = refusal(*args)  # resumable from the old identifiers' token, as a failed run
+        assert f"{run_id} (running)" in error and "--supersede-runs" in error
+        rekeyed = run_json(*args, "--supersede-runs")
+
+    assert rekeyed["superseded_runs"] == [run_id]
+    assert rekeyed["state_records"] == rekeyed["target_records"] == RECORDS
+    with StateStore(load_settings().state_db_url) as state:
+        superseded = state.get_run(run_id)
+        assert superseded is not None and superseded["status"] == "stopped"

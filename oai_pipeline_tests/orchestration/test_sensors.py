@@ -17,6 +17,7 @@ from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
 from oai_pipeline_tests.dagster_results import run_totals
+from oai_pipeline_tests.orchestration.dagster_runs import add_queued_run
 from oai_pipeline_tests.orchestration.state_setup import add_finished_run, add_harvester
 from oai_pipeline_tests.support import register, shifted_sample_records
 
@@ -58,26 +59,6 @@ def test_harvester_partitions_follow_the_registry(
     assert sorted(instance.get_dynamic_partitions(HARVESTER)) == ["beta", "gamma"]
 
 
-def _queued_run(instance: dg.DagsterInstance, tags: dict[str, str]) -> dg.DagsterRun:
-    """A run of the code location waiting in the queue, as the run coordinator leaves it."""
-    from dagster._core.remote_origin import (
-        RegisteredCodeLocationOrigin,
-        RemoteJobOrigin,
-        RemoteRepositoryOrigin,
-    )
-
-    location = RegisteredCodeLocationOrigin("oai_pipeline.definitions")
-    origin = RemoteJobOrigin(RemoteRepositoryOrigin(location, "__repository__"), "harvest")
-    return instance.add_run(
-        dg.DagsterRun(
-            job_name="harvest",
-            tags=tags,
-            status=dg.DagsterRunStatus.QUEUED,
-            remote_job_origin=origin,
-        )
-    )
-
-
 def test_queued_runs_of_a_deleted_harvester_are_canceled(
     instance: dg.DagsterInstance, settings: Settings
 ) -> None:
@@ -86,18 +67,18 @@ def test_queued_runs_of_a_deleted_harvester_are_canceled(
     add_harvester(settings, "alpha")
     add_harvester(settings, "beta")
     _registry_tick(instance)
-    scheduled = _queued_run(instance, range_tags("alpha", "2024-01-01", "2024-01-31"))
-    from_the_ui = _queued_run(
+    scheduled = add_queued_run(instance, range_tags("alpha", "2024-01-01", "2024-01-31"))
+    from_the_ui = add_queued_run(
         instance, {"dagster/partition": "alpha|2024-01-05", "dagster/partition/harvester": "alpha"}
     )
-    other = _queued_run(instance, range_tags("beta", "2024-01-01", "2024-01-31"))
+    other = add_queued_run(instance, range_tags("beta", "2024-01-01", "2024-01-31"))
     # An asset backfill's run from the UI names its range only: alpha's, and alpha to beta.
     backfill = {
         "dagster/asset_partition_range_start": "alpha|2024-01-01",
         "dagster/asset_partition_range_end": "alpha|2024-01-31",
     }
-    ui_backfill = _queued_run(instance, backfill)
-    both = _queued_run(
+    ui_backfill = add_queued_run(instance, backfill)
+    both = add_queued_run(
         instance, {**backfill, "dagster/asset_partition_range_end": "beta|2024-01-31"}
     )
     with Services(settings) as services:
