@@ -200,7 +200,7 @@ def _running_message(run: dict[str, Any], harvester_id: str, no_instance: bool) 
     if no_instance:
         seen = "(no Dagster instance in DAGSTER_HOME to ask whether that run is still alive)"
     else:
-        seen = "(not failed, and its process alive or active in the last 5 minutes)"
+        seen = "(neither failed nor canceled, nor its process found gone for 5 minutes)"
     return (
         f"harvest run {run['id']} of harvester {harvester_id} is running in Dagster run "
         f"{dagster_run_id} {seen}: rekey once it has ended. If its process was killed, the "
