@@ -208,13 +208,36 @@ def update(harvester_id: str, model: str | None, community: str | None, as_json:
         )
     with open_store() as store, _errors_named_as_options(as_json):
         registry = HarvesterRegistry(store)
+        before = registry.get(harvester_id)
         # a URL stored with OAI-PMH arguments before they were left out loses them now too
-        given_url = changes.get("base_url") or registry.get(harvester_id).base_url
+        given_url = changes.get("base_url") or before.base_url
         harvester = registry.update(harvester_id, model=model, community=community, **changes)
     warnings = _registered_as(given_url) + community_warnings(harvester)
+    if harvester.base_url != before.base_url:
+        warnings += _runs_queued_for(before)
     _warn(warnings)
     payload = {**harvester.model_dump(mode="json"), "warnings": warnings}
     emit(payload, as_json=as_json, text=f"updated {_describe(harvester)}")
+
+
+def _runs_queued_for(before: Harvester) -> list[str]:
+    """The harvester's Dagster runs queued or running when its base URL changed, as a
+    warning: a run reads the harvester as it starts, so it harvests the new URL (which the
+    operator may not expect of a run queued for the old one), while its server tag, which
+    the run queue holds it back by, still names the old server."""
+    try:
+        with _dagster_runs() as dagster_runs:
+            waiting = [] if dagster_runs is None else dagster_runs.waiting(before.id)
+    except PipelineError as error:  # the update is done: the instance's trouble is a warning
+        return [f"could not ask the Dagster instance for runs queued for the old URL: {error}"]
+    if not waiting:
+        return []
+    return [
+        f"Dagster runs of {before.id} queued or running: {', '.join(waiting)}. Those not "
+        "started yet harvest the new base URL when they start (the run queue still holds "
+        f"them back by the old one's server); if the source changed its identifiers too, "
+        f"terminate them before `oai-pipeline harvesters rekey {before.id}`"
+    ]
 
 
 @harvesters.command(name="list")

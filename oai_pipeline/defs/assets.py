@@ -19,10 +19,13 @@ from oai_pipeline.defs.partitions import (
     HARVESTER,
     RANGE_END_TAG,
     RANGE_START_TAG,
+    SEVERAL,
+    SOURCE_TAG,
     WINDOW,
     harvest_partitions,
     partition_key,
     scopes_for_keys,
+    source_tag,
 )
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.defs.run_coordinator import older_queue_limits
@@ -31,7 +34,7 @@ from oai_pipeline.defs.sensors import fail_orphaned_harvest_runs
 from oai_pipeline.errors import PipelineError, disk_advice, refused_by_disk
 from oai_pipeline.harvesters.model import describe_validation_error
 from oai_pipeline.oai.errors import HarvestProtocolError
-from oai_pipeline.pipeline.discover import discover
+from oai_pipeline.pipeline.discover import DiscoveryResult, discover
 from oai_pipeline.pipeline.frames import (
     RAW_OAI_XML,
     SYNC_DECISIONS,
@@ -399,6 +402,22 @@ def _scopes(results: list[tuple[HarvestScope, T]]) -> list[HarvestScope]:
     return [scope for scope, _ in results]
 
 
+def _tell_moved_source(
+    context: dg.AssetExecutionContext, services: Services, harvester_id: str
+) -> None:
+    """A run reads the harvester as it starts: one queued before `harvesters update
+    --base-url` harvests the new URL, while its server tag (set when it was queued, what the
+    run queue held it back by) names the old one's server. Said in the run's log, where the
+    operator looks for what it harvested."""
+    queued_for = context.run.tags.get(SOURCE_TAG)
+    base_url = services.harvester(harvester_id).base_url
+    if queued_for and SEVERAL not in queued_for and queued_for != source_tag(base_url):
+        context.log.warning(
+            f"{harvester_id}: this run was queued for server {queued_for}; the harvester's "
+            f"base URL has changed since, and the run lists from {base_url}"
+        )
+
+
 @dg.asset(kinds={"oai-pmh", "parquet"}, pool=SOURCE_POOL, **_ASSET_ARGS)
 def raw_oai_xml(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, harvest_options: HarvestOptions
@@ -407,13 +426,14 @@ def raw_oai_xml(
     if problem := older_queue_limits(context.instance):  # in the run's log, seen in the UI
         context.log.warning(problem)
     options = _options(harvest_options)
-    results = _each_scope(
-        context,
-        pipeline,
-        lambda services, scope: discover(
+
+    def list_records(services: Services, scope: HarvestScope) -> DiscoveryResult:
+        _tell_moved_source(context, services, scope.harvester_id)
+        return discover(
             services, scope, options, dagster_run_id=context.run_id, progress=context.log.info
-        ),
-    )
+        )
+
+    results = _each_scope(context, pipeline, list_records)
     counters: Counter[str] = Counter()
     for _, result in results:
         # Counts only: `cap_reached` is a flag (below, as a bool), not a count to add up.

@@ -400,3 +400,27 @@ def test_a_harvest_run_whose_dagster_run_was_killed_no_longer_counts_as_running(
     with StateStore(load_settings().state_db_url) as state:
         superseded = state.get_run(run_id)
         assert superseded is not None and superseded["status"] == "stopped"
+
+
+def test_update_of_the_base_url_warns_of_the_runs_queued_for_the_old_one(
+    moved: tuple[dict[str, dict], OAIEndpoint],
+) -> None:
+    """A run queued before `harvesters update --base-url` reads the harvester as it starts, so
+    it harvests the new URL, and before, nothing said so: the operator who meant to rekey
+    before the next harvest had a harvest of the new identifiers start under them."""
+    from oai_pipeline.defs.launch import range_tags
+    from oai_pipeline_tests.orchestration.dagster_runs import add_queued_run
+
+    _, endpoint = moved
+    with _dagster_instance_in_home() as instance:
+        queued = add_queued_run(
+            instance, range_tags(HARVESTER, "2024-01-01", "2024-01-31", endpoint.base_url)
+        )
+        moved_again = f"{endpoint.base_url}?moved=1"
+        updated = run_json("harvesters", "update", HARVESTER, "--base-url", moved_again)
+        unchanged_url = run_json("harvesters", "update", HARVESTER, "--name", "DSpace")
+
+    [warning] = [w for w in updated["warnings"] if "queued" in w]
+    assert f"{queued.run_id} (QUEUED)" in warning and "harvest the new base URL" in warning
+    assert f"harvesters rekey {HARVESTER}" in warning
+    assert not [w for w in unchanged_url["warnings"] if "queued" in w]  # the URL did not change
