@@ -99,18 +99,23 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
 
 
 def holds_dagster_instance(environ: dict[str, str] | None = None) -> bool:
-    """Whether DAGSTER_HOME names an instance: its dagster.yaml, or the default storage a home
-    without one gets. Not created for asking: a home never used has no runs to ask about."""
-    home = (os.environ if environ is None else environ).get("DAGSTER_HOME")
-    if not home:
-        return False
-    return (Path(home) / "dagster.yaml").is_file() or (Path(home) / "history").is_dir()
+    """Whether the Dagster home (`dagster_home`) holds an instance: its dagster.yaml, or the
+    default storage a home without one gets. Not created for asking: a home never used has
+    no runs to ask about."""
+    home = dagster_home(environ)
+    return (home / "dagster.yaml").is_file() or (home / "history").is_dir()
+
+
+def dagster_home(environ: dict[str, str] | None = None) -> Path:
+    """DAGSTER_HOME, or the project's folder that `./run.sh` and `harvest --use-job` use
+    when it is unset."""
+    env = os.environ if environ is None else environ
+    return Path(env.get("DAGSTER_HOME") or PROJECT_ROOT / ".dagster_home").resolve()
 
 
 def ensure_dagster_home(environ: dict[str, str] | None = None) -> Path:
     """DAGSTER_HOME, defaulting to a git-ignored folder of the project, with our dagster.yaml."""
-    env = os.environ if environ is None else environ
-    home = Path(env.get("DAGSTER_HOME") or PROJECT_ROOT / ".dagster_home").resolve()
+    home = dagster_home(environ)
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     shipped = PROJECT_ROOT / "dagster.yaml"

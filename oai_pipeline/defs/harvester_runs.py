@@ -75,8 +75,11 @@ class DagsterRuns:
 
 @contextmanager
 def dagster_runs_in_home() -> Iterator[DagsterRuns]:
-    """The runs of the instance under DAGSTER_HOME, where `harvest --use-job` queues them."""
+    """The runs of the instance under DAGSTER_HOME (by default the project's folder), where
+    `harvest --use-job` queues them."""
     from oai_pipeline.defs.launch import dagster_instance
+    from oai_pipeline.settings import ensure_dagster_home
 
+    ensure_dagster_home()  # DagsterInstance.get() reads DAGSTER_HOME
     with dagster_instance() as instance:
         yield DagsterRuns(instance)
