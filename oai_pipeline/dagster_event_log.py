@@ -153,15 +153,27 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
     def delete_events(self, run_id: str) -> None:
         """A deleted run's shard file goes too (Dagster's own storage leaves one per run, its
         events deleted): deleting old runs is how an instance stops growing."""
-        super().delete_events(run_id)
+        self.delete_events_of_runs([run_id])
+
+    def delete_events_of_runs(self, run_ids: Sequence[str]) -> None:
+        """`delete_events` of many runs at once: their index rows in one transaction, their
+        shard files removed unopened (opening one checks its schema, then it goes anyway).
+        Pruning thousands of old runs a day cost ~50 ms a run one by one, mostly those."""
+        with self.index_connection() as connection:
+            for run_id in run_ids:
+                self.delete_events_for_run(connection, run_id)
+        if self.supports_global_concurrency_limits:
+            for run_id in run_ids:
+                self.free_concurrency_slots_for_run(run_id)
         with self._db_lock:
-            engine = self._engines.pop(run_id, None)
-            if engine is not None:
-                engine.dispose()
-            self._initialized_dbs.discard(run_id)
-            for suffix in ("", "-wal", "-shm"):
-                with suppress(FileNotFoundError):
-                    os.remove(self.path_for_shard(run_id) + suffix)
+            for run_id in run_ids:
+                engine = self._engines.pop(run_id, None)
+                if engine is not None:
+                    engine.dispose()
+                self._initialized_dbs.discard(run_id)
+                for suffix in ("", "-wal", "-shm"):
+                    with suppress(FileNotFoundError):
+                        os.remove(self.path_for_shard(run_id) + suffix)
 
     def close_connections(self, wait: float = -1) -> None:
         """Close every open connection: the last one to a database checkpoints its WAL.

@@ -10,6 +10,7 @@ from oai_pipeline.defs.assets import harvest_assets
 from oai_pipeline.defs.checks import harvest_checks
 from oai_pipeline.defs.dead_runs import dead_run_sensor
 from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
+from oai_pipeline.defs.prune_runs import prune_run_history_job, prune_run_history_schedule
 from oai_pipeline.defs.reconcile import reconcile_schedule, reconcile_sources
 from oai_pipeline.defs.registration import load_data_folder_fixture, register_harvester
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
@@ -37,11 +38,18 @@ def build_definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=harvest_assets,
         asset_checks=harvest_checks,
-        jobs=[harvest_job, run_all_harvesters, register_harvester, reconcile_sources],
+        jobs=[
+            harvest_job,
+            run_all_harvesters,
+            register_harvester,
+            reconcile_sources,
+            prune_run_history_job,
+        ],
         schedules=[
             incremental_harvest_schedule,
             run_all_harvesters_schedule,
             reconcile_schedule,
+            prune_run_history_schedule,
         ],
         sensors=[
             harvester_registry_sensor,

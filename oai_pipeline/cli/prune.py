@@ -91,9 +91,10 @@ def prune(harvester_ids: tuple[str, ...], keep_days: int | None, as_json: bool) 
 def _prune_dagster_runs(
     harvester_ids: list[str], *, every: bool, registered: set[str], keep_days: int
 ) -> dict[str, int] | None:
-    """Runs deleted per harvester from the Dagster instance under DAGSTER_HOME, as a Dagster
-    harvest deletes them (see run_history); with `every`, also the runs of harvesters no
-    longer registered. None without an instance (DAGSTER_HOME unset or never created)."""
+    """Runs deleted per harvester from the Dagster instance under DAGSTER_HOME, as the
+    prune_run_history job deletes them (see run_history); with `every`, also the runs of
+    harvesters no longer registered. None without an instance (DAGSTER_HOME unset or never
+    created)."""
     home = os.environ.get("DAGSTER_HOME")
     if not home or not os.path.isdir(home):
         return None

@@ -29,7 +29,6 @@ from oai_pipeline.defs.partitions import (
 )
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.defs.run_coordinator import older_queue_limits
-from oai_pipeline.defs.run_history import prune_run_history_daily
 from oai_pipeline.defs.sensors import fail_orphaned_harvest_runs
 from oai_pipeline.errors import PipelineError, disk_advice, refused_by_disk
 from oai_pipeline.harvesters.model import describe_validation_error
@@ -510,7 +509,6 @@ def written_records(
         pipeline, context.instance, harvest_runs, context.run_id
     ):
         context.log.warning(f"harvest run {run_id}: records of its other windows not written")
-    pruned_runs = _prune_run_history(context, pipeline)
     return _run_result(
         context,
         {
@@ -529,34 +527,8 @@ def written_records(
                 if a != "error"
             ),
             **_status_metadata(pipeline, harvest_runs),
-            "dagster_runs_pruned": pruned_runs,
         },
     )
-
-
-def _prune_run_history(context: dg.AssetExecutionContext, pipeline: PipelineResource) -> int:
-    """As harvests drop old per-record rows, the superseded Dagster runs of every harvester
-    go, once a day (see run_history). Retention never fails the harvest that wrote."""
-    settings = pipeline.settings()
-
-    def registered() -> set[str]:
-        with Services(settings) as services:
-            return {harvester.id for harvester in services.state.list_harvesters()}
-
-    try:
-        pruned = prune_run_history_daily(
-            context.instance, settings.keep_run_records_days, registered
-        )
-    except Exception as error:  # noqa: BLE001 - the records are written; history can wait
-        context.log.warning(f"old Dagster runs not pruned: {error}")
-        return 0
-    deleted = sum(pruned.counts().values()) if pruned is not None else 0
-    if deleted:
-        context.log.info(
-            f"{deleted} superseded Dagster runs older than "
-            f"{settings.keep_run_records_days} days deleted"
-        )
-    return deleted
 
 
 harvest_assets = [raw_oai_xml, transformed_records, sync_decisions, written_records]

@@ -16,6 +16,7 @@ from oai_pipeline.defs.assets import harvest_assets
 from oai_pipeline.defs.checks import harvest_checks
 from oai_pipeline.defs.launch import materialize_windows, range_tags
 from oai_pipeline.defs.partitions import HARVESTER_TAG
+from oai_pipeline.defs.prune_runs import prune_run_history_job, prune_run_history_schedule
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.defs.run_history import prune_run_history
 from oai_pipeline.pipeline.frames import WRITTEN_RECORDS
@@ -97,28 +98,94 @@ def test_runs_of_a_deleted_harvester_go_and_nothing_goes_when_kept_for_good(
     assert sorted(pruned.deleted["sample"]) == sorted([run, backfill])
 
 
-def test_a_harvest_deletes_its_harvesters_superseded_runs(
+def test_a_harvest_step_does_no_pruning(
     instance: dg.DagsterInstance,
     settings: Settings,
     endpoint: OAIEndpoint,
     records,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Before, every run stayed for good: ~0.35 MB each, ~3 GB a year of hourly runs."""
+    """Before, written_records pruned every harvester's runs once a day: at 300 hourly
+    harvesters ~7,200 runs, minutes of one harvest's step and its harvester's slot."""
     register(settings, endpoint.base_url)
     first, last = window_range(records)
     runs = [materialize_windows(instance, "sample", first, last).run_id for _ in range(2)]
     _three_days_on(monkeypatch)
     monkeypatch.setenv("OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS", "1")
     latest = materialize_windows(instance, "sample", first, last)
-    # The second run still wrote the latest written_records while the third ran.
-    assert run_totals(latest, WRITTEN_RECORDS)["dagster_runs_pruned"].value == 1
-    assert instance.get_run_by_id(runs[0]) is None
-    assert instance.get_run_by_id(runs[1]) is not None
-    # Once a day: the next harvest leaves the second run, superseded now, for tomorrow.
-    again = materialize_windows(instance, "sample", first, last)
-    assert run_totals(again, WRITTEN_RECORDS)["dagster_runs_pruned"].value == 0
-    assert instance.get_run_by_id(runs[1]) is not None
+    assert "dagster_runs_pruned" not in run_totals(latest, WRITTEN_RECORDS)
+    assert all(instance.get_run_by_id(run) is not None for run in runs)
+
+
+def _latest_runs_by_partition(instance: dg.DagsterInstance) -> dict[str, str]:
+    """What the UI shows of each partition of written_records: the run of its latest
+    materialisation."""
+    asset_key = dg.AssetKey(WRITTEN_RECORDS)
+    return {
+        partition: record.run_id
+        for partition in _materialised(instance)
+        if (
+            record := instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=[partition]), limit=1
+            ).records[0]
+        )
+    }
+
+
+def _prune_job(instance: dg.DagsterInstance, max_runs: int) -> dg.ExecuteInProcessResult:
+    return prune_run_history_job.execute_in_process(
+        instance=instance,
+        resources={"pipeline": PipelineResource()},
+        run_config={"ops": {"delete_superseded_runs": {"config": {"max_runs": max_runs}}}},
+    )
+
+
+def test_the_prune_job_deletes_superseded_runs_in_bounded_steps_and_keeps_the_latest(
+    instance: dg.DagsterInstance,
+    settings: Settings,
+    endpoint: OAIEndpoint,
+    records,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    register(settings, endpoint.base_url)
+    first, last = window_range(records)
+    runs = [materialize_windows(instance, "sample", first, last).run_id for _ in range(3)]
+    shown = _latest_runs_by_partition(instance)
+    assert set(shown.values()) == {runs[2]}
+    _three_days_on(monkeypatch)
+    monkeypatch.setenv("OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS", "1")
+
+    # Stopped at max_runs, and says so; the next prune goes on with the rest.
+    first_prune = _prune_job(instance, max_runs=1)
+    assert first_prune.output_for_node("delete_superseded_runs") == {"sample": 1}
+    output = next(e for e in first_prune.all_node_events if e.is_successful_output)
+    assert output.step_output_data.metadata["more_left"].value is True
+    assert [instance.get_run_by_id(r) is None for r in runs].count(True) == 1
+    second = _prune_job(instance, max_runs=10)
+    assert second.output_for_node("delete_superseded_runs") == {"sample": 1}
+    assert [instance.get_run_by_id(r) is None for r in runs] == [True, True, False]
+    # Each window still shows the latest run's materialisation: nothing else changed.
+    assert _latest_runs_by_partition(instance) == shown
+    assert _prune_job(instance, max_runs=10).output_for_node("delete_superseded_runs") == {}
+
+
+def test_the_prune_schedule_skips_while_a_prune_runs_or_runs_are_kept_for_good(
+    persistent_instance: dg.DagsterInstance, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def tick() -> dg.RunRequest | dg.SkipReason:
+        context = dg.build_schedule_context(
+            instance=persistent_instance, resources={"pipeline": PipelineResource()}
+        )
+        return prune_run_history_schedule(context)  # type: ignore[return-value]
+
+    assert isinstance(tick(), dg.RunRequest)
+    monkeypatch.setenv("OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS", "0")
+    assert "kept for good" in str(tick())
+    monkeypatch.setenv("OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS", "1")
+    persistent_instance.add_run(
+        dg.DagsterRun(job_name=prune_run_history_job.name, status=dg.DagsterRunStatus.STARTED)
+    )
+    assert "still queued or going" in str(tick())
 
 
 def test_prune_deletes_them_too_and_those_of_harvesters_no_longer_registered(

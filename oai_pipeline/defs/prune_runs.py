@@ -1,0 +1,86 @@
+"""Pruning Dagster's run history as a job of its own, daily on a schedule (see run_history).
+
+It used to run inside a harvest's step, once a day across every harvester: at 300 hourly
+harvesters that held one harvest (and its harvester's slot) for minutes on housekeeping
+unrelated to it. As a job, no harvest waits on it, a run shows what it deleted, and one
+stopped (or stopped at `max_runs`) leaves the rest to the next.
+"""
+
+import dagster as dg
+from pydantic import Field
+
+from oai_pipeline.defs.resources import PipelineResource
+from oai_pipeline.defs.run_history import prune_run_history
+from oai_pipeline.defs.schedules import BUSY_STATUSES, TRIGGER_TAG
+
+# Runs one prune deletes at most (~20 s on SQLite): the rest waits for the next one. Above a
+# day's runs at 300 hourly harvesters (~7,200), so a backlog shrinks every day.
+MAX_RUNS_PER_PRUNE = 20_000
+
+
+class PruneRunHistoryConfig(dg.Config):
+    max_runs: int = Field(
+        default=MAX_RUNS_PER_PRUNE,
+        ge=1,
+        description="Runs deleted at most by this prune; the next one goes on with the rest.",
+    )
+
+
+@dg.op(
+    description="Delete the harvest runs that finished more than "
+    "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS ago and whose partitions were all materialised since."
+)
+def delete_superseded_runs(
+    context: dg.OpExecutionContext, config: PruneRunHistoryConfig, pipeline: PipelineResource
+) -> dict[str, int]:
+    keep_days = pipeline.settings().keep_run_records_days
+    with pipeline.services() as services:
+        registered = {harvester.id for harvester in services.state.list_harvesters()}
+    pruned = prune_run_history(context.instance, keep_days, registered, limit=config.max_runs)
+    counts = pruned.counts()
+    for harvester_id, deleted in sorted(counts.items()):
+        context.log.info(f"{harvester_id}: {deleted} superseded runs deleted")
+    if pruned.more_left:
+        context.log.warning(
+            f"stopped at max_runs ({config.max_runs}): the next prune deletes the rest"
+        )
+    context.add_output_metadata(
+        {
+            "keep_days": keep_days,  # 0: runs are kept for good, none deleted
+            "deleted": sum(counts.values()),
+            "kept": pruned.kept,
+            "more_left": pruned.more_left,
+            "deleted_by_harvester": dg.MetadataValue.json(counts),
+        }
+    )
+    return counts
+
+
+@dg.job(
+    name="prune_run_history",
+    description="Delete the harvest runs superseded for longer than "
+    "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS: each window's latest run, and a failure not harvested "
+    "again, stay.",
+)
+def prune_run_history_job() -> None:
+    delete_superseded_runs()
+
+
+@dg.schedule(
+    cron_schedule="40 4 * * *",
+    job=prune_run_history_job,
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Daily: delete the harvest runs superseded for longer than "
+    "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS (skipped when it is 0).",
+)
+def prune_run_history_schedule(
+    context: dg.ScheduleEvaluationContext, pipeline: PipelineResource
+) -> dg.RunRequest | dg.SkipReason:
+    if pipeline.settings().keep_run_records_days <= 0:
+        return dg.SkipReason("OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS is 0: runs are kept for good")
+    busy = context.instance.get_run_records(
+        dg.RunsFilter(job_name=prune_run_history_job.name, statuses=BUSY_STATUSES), limit=1
+    )
+    if busy:
+        return dg.SkipReason("the last prune is still queued or going")
+    return dg.RunRequest(tags={TRIGGER_TAG: "prune_run_history"})
