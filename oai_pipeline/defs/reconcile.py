@@ -13,7 +13,7 @@ import dagster as dg
 from pydantic import Field
 
 from oai_pipeline.defs.resources import PipelineResource
-from oai_pipeline.defs.schedules import BUSY_STATUSES, TRIGGER_TAG
+from oai_pipeline.defs.schedules import BUSY_STATUSES, NAMED_IN_SKIP_REASON, TRIGGER_TAG
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.pipeline.reconcile import reconcile
 from oai_pipeline.pipeline.services import Services
@@ -30,21 +30,34 @@ class ReconcileConfig(dg.Config):
     )
 
 
-def harvesters_to_reconcile(services: Services, asked: list[str]) -> list[str]:
-    """The harvesters asked for, else the enabled ones whose source (as last identified)
-    keeps no deletions; one never harvested is not known to keep none, and waits."""
+def reconcile_selection(services: Services, asked: list[str]) -> tuple[list[str], dict[str, str]]:
+    """(the harvesters to reconcile, those that wait with why). Asked for: those. Else the
+    enabled ones whose source, as last identified, keeps no deletions; one whose source has
+    not answered Identify yet waits for its next harvest: never harvested, or moved
+    (`harvesters update --base-url` drops the old URL's Identify, which says nothing of the
+    new one, and the identifiers there may differ: rekey first, see the README). Before,
+    such a harvester was passed over in silence: after a move, a week without reconcile."""
     if asked:
         known = {harvester.id for harvester in services.state.list_harvesters()}
         unknown = sorted(set(asked) - known)
         if unknown:
             raise dg.Failure(f"no such harvester: {', '.join(unknown)}")
-        return list(dict.fromkeys(asked))
-    chosen = []
+        return list(dict.fromkeys(asked)), {}
+    chosen: list[str] = []
+    waiting: dict[str, str] = {}
     for harvester in services.state.list_harvesters():
-        identify = services.state.get_identify(harvester.id) if harvester.enabled else None
-        if identify is not None and identify.deleted_record in KEEPS_NO_DELETIONS:
+        if not harvester.enabled:
+            continue
+        identify = services.state.get_identify(harvester.id)
+        if identify is None:
+            waiting[harvester.id] = (
+                f"its source {harvester.base_url} has not answered Identify yet (never "
+                "harvested, or its base URL changed since its last harvest): whether it "
+                "keeps deletions is unknown, reconciled after its next harvest"
+            )
+        elif identify.deleted_record in KEEPS_NO_DELETIONS:
             chosen.append(harvester.id)
-    return chosen
+    return chosen, waiting
 
 
 @dg.op(description="Reconcile each harvester: a sweep of the identifiers its source still has.")
@@ -54,7 +67,10 @@ def reconcile_harvesters(
     reports: dict[str, dict] = {}
     failures: dict[str, str] = {}
     with pipeline.services() as services:
-        for harvester_id in harvesters_to_reconcile(services, config.harvesters):
+        chosen, waiting = reconcile_selection(services, config.harvesters)
+        for harvester_id, why in waiting.items():
+            context.log.warning(f"reconcile of {harvester_id} waits: {why}")
+        for harvester_id in chosen:
             try:
                 report = reconcile(services, harvester_id)
             except PipelineError as error:  # refused or failed: the others still go
@@ -72,6 +88,7 @@ def reconcile_harvesters(
             "vanished": sum(len(r["vanished"]) for r in reports.values()),
             "returned": sum(len(r["returned"]) for r in reports.values()),
             "failed": dg.MetadataValue.json(failures),
+            "waiting": dg.MetadataValue.json(waiting),
         }
     )
     if failures:
@@ -98,11 +115,24 @@ def reconcile_sources() -> None:
     description="Weekly (when started): reconcile every enabled harvester whose source keeps "
     "no deletions.",
 )
-def reconcile_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+def reconcile_schedule(
+    context: dg.ScheduleEvaluationContext, pipeline: PipelineResource
+) -> dg.RunRequest | dg.SkipReason:
     # A slow source's sweep still going: weekly runs would pile up behind it.
     busy = context.instance.get_run_records(
         dg.RunsFilter(job_name=reconcile_sources.name, statuses=BUSY_STATUSES), limit=1
     )
     if busy:
         return dg.SkipReason("the last reconcile is still queued or going")
-    return dg.RunRequest(tags={TRIGGER_TAG: "reconcile"})
+    with pipeline.services() as services:
+        chosen, waiting = reconcile_selection(services, [])
+    if chosen:  # those waiting are named in the run's log and metadata
+        return dg.RunRequest(tags={TRIGGER_TAG: "reconcile"})
+    named = sorted(waiting.items())[:NAMED_IN_SKIP_REASON]
+    reasons = [f"harvester {harvester_id} waits: {why}" for harvester_id, why in named]
+    if len(waiting) > len(named):
+        reasons.append(f"and {len(waiting) - len(named)} more harvesters waiting")
+    return dg.SkipReason(
+        "no enabled harvester's source is known to keep no deletions (Identify's "
+        "deletedRecord no or transient)" + "".join(f"; {reason}" for reason in reasons)
+    )

@@ -392,7 +392,12 @@ def _reconcile(
     if counted := undone - set(earlier.vanished if earlier is not None else ()):
         report.actions[Action.DELETE.value] += len(counted)
     if not vanished:
-        if counted:  # saved on the run, so that a rerun killed again still reports them
+        # Saved on the run (what the source lists again included: harvested after, so no
+        # rerun's sweep finds them gone again), so that a rerun of an attempt killed after
+        # this reports them as the vanished path's does. Before, only a reconcile that found
+        # something vanished saved them: killed after harvesting them, its rerun said
+        # `returned: []`.
+        if counted or report.returned:
             state.mark_gone(harvester_id, set(), _deletions(run_id, report, earlier))
         return report
     ended_early = None  # the list ended far short of the size it announced

@@ -728,7 +728,11 @@ class StateStore:
             }
             if r.identifier not in unchanged:
                 values.update(datestamp=r.datestamp, deleted=r.deleted)
-                xml[r.identifier] = r.xml
+                # Gone without a deleted header (GetRecord's idDoesNotExist): the source sent
+                # nothing newer, so the copy last harvested stays, beside the data transformed
+                # from it, as a reconcile's `mark_gone` leaves it. Before, it was dropped.
+                if not r.vanished:
+                    xml[r.identifier] = r.xml
             if r.identifier in changed_within_day or r.identifier in relisted.sets_changed:
                 # Its datestamp is the one transformed and written, its content (or its sets,
                 # which the transform may map to communities) is not: the stored transform

@@ -12,6 +12,7 @@ from click.testing import CliRunner, Result
 
 from oai_pipeline.cli import main
 from oai_pipeline.pipeline import discover as discover_module
+from oai_pipeline.pipeline import reconcile as reconcile_module
 from oai_pipeline.pipeline.frames import STAGE_ASSETS
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.faults import Faults
@@ -315,6 +316,41 @@ def test_a_harvested_record_the_source_no_longer_has_is_deleted_as_at_the_source
         ("oai:fake.test:1", "2024-01-02T00:00:00Z", True),
         ("oai:fake.test:2", "2024-01-02T00:00:00Z", True),
     }
+
+
+def test_a_record_deleted_as_at_the_source_keeps_its_last_copy_as_a_reconcile_leaves_it(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two records the source dropped without a deleted header: one deleted by a harvest of
+    it (GetRecord: idDoesNotExist), one by a reconcile (vanished from the list). Both keep
+    the XML last harvested, beside the data transformed from it, for `records show` and
+    the Parquet files (the source sent nothing newer). Before, the harvest dropped the XML
+    and kept the data, while the reconcile kept both."""
+    records = [
+        FakeRecord(f"oai:fake.test:{n}", "2024-01-02T00:00:00Z", raw_metadata=oai_dc(f"R{n}"))
+        for n in range(1, 5)
+    ]
+    source = FakeSource(records, deleted_record="no")
+    harvest_fake_source(settings, monkeypatch, source)
+    # the reconcile's sweep reads the same fake source
+    monkeypatch.setattr(reconcile_module, "build_reader", discover_module.build_reader)
+    assert json.loads(run("harvest", "sample", "--json").output)["created"] == 4
+    dropped = ["oai:fake.test:1", "oai:fake.test:2"]
+    before = {i: json.loads(run("records", "show", i, "--json").output) for i in dropped}
+    source.records = records[2:]
+
+    harvested = json.loads(run("harvest", "sample", dropped[0], "--json").output)
+    reconciled = json.loads(run("reconcile", "sample", "--json").output)
+
+    assert (harvested["deleted"], reconciled["vanished"]) == (1, [dropped[1]])
+    for identifier in dropped:
+        after = json.loads(run("records", "show", identifier, "--json").output)
+        assert after["deleted"] is True and after["gone_at"] is not None
+        assert (after["xml"], after["data"]) == (
+            before[identifier]["xml"],
+            before[identifier]["data"],
+        )
+        assert "<metadata>" in after["xml"]
 
 
 class NoFormatSource(FakeSource):

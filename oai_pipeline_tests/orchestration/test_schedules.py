@@ -21,6 +21,8 @@ from oai_pipeline.defs.launch import (
 )
 from oai_pipeline.defs.partitions import ensure_harvester_partitions
 from oai_pipeline.defs.schedules import STUCK_AFTER, TRIGGER_TAG, busy_harvesters
+from oai_pipeline.oai.types import IdentifyInfo
+from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
 from oai_pipeline.state.store import StateStore
 from oai_pipeline_tests.orchestration.state_setup import add_finished_run, add_harvester
@@ -348,9 +350,25 @@ def test_a_history_cut_at_run_history_keeps_its_oldest_complete_run_as_covered(
     assert _windows(requests["old"]) == ("2024-03-09", "2024-03-10")
 
 
-def test_the_reconcile_schedule_asks_for_one_run_at_a_time(instance: dg.DagsterInstance) -> None:
+def _identified(settings: Settings, harvester_id: str, deleted_record: str = "no") -> None:
+    """The harvester's source answered Identify (as its first harvest saves it)."""
+    with Services(settings) as services:
+        harvester = services.harvester(harvester_id)
+        services.state.save_identify(
+            harvester_id,
+            IdentifyInfo(
+                "Test", harvester.base_url, "YYYY-MM-DD", "2020-01-01", deleted_record, "x"
+            ),
+        )
+
+
+def test_the_reconcile_schedule_asks_for_one_run_at_a_time(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
     """Weekly: one run of `reconcile_sources`, not another while one is queued or going (a
     slow source's sweep: runs would pile up behind it)."""
+    add_harvester(settings, "zenodo")
+    _identified(settings, "zenodo")
     [request] = _tick("reconcile_schedule", instance).run_requests
     assert request.job_name in (None, "reconcile_sources")
     assert request.tags[TRIGGER_TAG] == "reconcile"
@@ -360,6 +378,34 @@ def test_the_reconcile_schedule_asks_for_one_run_at_a_time(instance: dg.DagsterI
     skipped = _tick("reconcile_schedule", instance)
     assert not skipped.run_requests
     assert "still queued or going" in skipped.skip_message
+
+
+def test_the_reconcile_schedule_says_why_a_moved_source_waits_for_its_next_harvest(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """After `harvesters update ID --base-url NEW`, the Identify of the old URL is dropped:
+    the new source's deletedRecord is unknown (and its identifiers may differ) until a
+    harvest there identifies it, so the reconcile waits. Before, the tick asked for a run
+    that reconciled nothing and said nothing of it: a week without reconcile, unexplained."""
+    add_harvester(settings, "zenodo")
+    _identified(settings, "zenodo")
+    add_harvester(settings, "persistent")
+    _identified(settings, "persistent", deleted_record="persistent")
+    assert _tick("reconcile_schedule", instance).run_requests
+
+    add_harvester(settings, "zenodo", base_url="https://zenodo.example.org/moved/oai")
+    skipped = _tick("reconcile_schedule", instance)
+
+    assert not skipped.run_requests
+    assert "harvester zenodo waits" in skipped.skip_message
+    assert "https://zenodo.example.org/moved/oai has not answered Identify" in (
+        skipped.skip_message
+    )
+    assert "persistent" not in skipped.skip_message  # keeps its deletions: never reconciled
+
+    _identified(settings, "zenodo")  # its next harvest
+    [request] = _tick("reconcile_schedule", instance).run_requests
+    assert request.tags[TRIGGER_TAG] == "reconcile"
 
 
 @pytest.mark.parametrize("name", ["incremental_harvest_schedule", "run_all_harvesters_schedule"])

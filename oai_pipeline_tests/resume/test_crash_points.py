@@ -566,3 +566,44 @@ def test_a_record_brought_back_then_dropped_between_two_kills_is_reported_return
     assert report["returned"] == sorted(r.identifier for r in back)
     assert report["vanished"] == sorted([back[0].identifier, dropped.identifier])
     assert report["notices"] == []
+
+
+@pytest.mark.parametrize(
+    "crash",
+    [
+        # the harvest of the records listed again succeeded, the reconcile died before
+        # closing its run
+        "finish_run:1:after",
+        # everything done, the reconcile run not closed yet
+        "finish_reconcile_run:1:before",
+    ],
+)
+def test_a_reconcile_that_found_nothing_vanished_reports_what_it_brought_back_when_rerun(
+    tmp_path: Path, crash: str
+) -> None:
+    """A reconcile that found nothing vanished, only records listed again, killed once it had
+    harvested them; the source then drops one of them again. The rerun reports both returned
+    (and the one dropped vanished), as it does when the killed attempt also found records
+    vanished. Before, the killed attempt saved what it brought back on its run only when
+    something vanished: the rerun said `returned: []`."""
+    records = RECORDS[:30]
+    with _harvested_source(tmp_path, records, "home") as (endpoint, home):
+        back = [r for r in records if not r.deleted][:2]
+        for record in back:
+            endpoint.remove(record.identifier)
+        _harvest(home, ["reconcile", HARVESTER])
+        for record in back:
+            endpoint.upsert(record)
+        reconcile = ["reconcile", HARVESTER, "--json"]
+        _harvest(home, reconcile, crash)
+        endpoint.remove(back[0].identifier)  # brought back, then dropped again
+        rerun = crash_sweep._cli(home, "none", reconcile)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    report = json.loads(rerun.stdout)
+    assert report["run_id"] == 2
+    assert report["returned"] == sorted(r.identifier for r in back)
+    assert report["returned_actions"] == {"already_written": len(back)}
+    assert report["vanished"] == [back[0].identifier]
+    assert report["actions"] == {"delete": 1}
+    target = {row[0]: row[1] for row in crash_sweep.snapshot(home)["target"]}
+    assert (target[back[0].identifier], target[back[1].identifier]) == ("tombstone", "live")

@@ -18,7 +18,8 @@ from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.faults import Faults
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import load_settings
-from oai_pipeline_tests.sync_e2e.conftest import Harness, at, source_records
+from oai_pipeline_tests.support import register
+from oai_pipeline_tests.sync_e2e.conftest import PREFIX, Harness, at, source_records
 
 # Fail fast: one retry, no real waiting.
 IMPATIENT_LOADER = "oai-pmh{max_retries: 1, backoff_base: 0, max_empty_pages: 2}"
@@ -164,6 +165,39 @@ def test_the_reconcile_job_deletes_what_vanished_at_sources_that_keep_none(
     ]
     assert materialization["vanished"].value == 1
     assert result.output_for_node("reconcile_harvesters")["sample"]["vanished"] == [gone]
+
+
+def test_the_reconcile_job_says_which_harvester_waits_for_its_moved_source_to_be_harvested(
+    forgetful: Harness,
+) -> None:
+    """A harvester moved to another base URL (its old Identify dropped) is not reconciled
+    until a harvest identifies its new source; the run says so in its log and metadata.
+    Before, it was passed over without a word."""
+    forgetful.register(loader=IMPATIENT_LOADER)
+    forgetful.harvest()
+    gone = forgetful.identifiers()[0]
+    forgetful.endpoint.remove(gone)
+    # the same server under another name: a URL the harvester was never harvested at
+    moved_url = forgetful.endpoint.base_url.replace("127.0.0.1", "localhost")
+    register(forgetful.settings, moved_url, metadata_prefix=PREFIX, loader=IMPATIENT_LOADER)
+
+    result = _reconcile_job_run(forgetful.instance)
+
+    assert result.success
+    assert forgetful.local(gone)["state"] == "live"  # not reconciled yet
+    [metadata] = [
+        e.event_specific_data.metadata
+        for e in result.all_events
+        if e.event_type_value == "STEP_OUTPUT" and e.event_specific_data.metadata
+    ]
+    waiting = metadata["waiting"].value
+    assert list(waiting) == ["sample"] and "has not answered Identify" in waiting["sample"]
+    logged = [entry.user_message for entry in forgetful.instance.all_logs(result.run_id)]
+    assert any("reconcile of sample waits" in message for message in logged)
+
+    forgetful.harvest()  # at the new URL: identified
+    assert _reconcile_job_run(forgetful.instance).success
+    assert forgetful.local(gone)["state"] == "tombstone"
 
 
 def test_a_reconcile_the_job_may_not_act_on_fails_the_run_saying_why(forgetful: Harness) -> None:
