@@ -54,6 +54,10 @@ def _serve_and_probe(args: list[str], port: int) -> tuple[object, dict[str, etre
             _thread.interrupt_main()
             cli_done.wait(5)
 
+    # Ctrl-C as a terminal sends it, whatever an earlier test in this worker left: Dagster's
+    # in-process runs swap SIGINT's handler for one that only records it, and one left so
+    # (a run's generator never closed) turned these Ctrl-Cs into nothing, and `serve` ran on.
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     helper = threading.Thread(target=probe)
     helper.start()
     try:
@@ -61,6 +65,7 @@ def _serve_and_probe(args: list[str], port: int) -> tuple[object, dict[str, etre
     finally:
         cli_done.set()
         helper.join()
+        signal.signal(signal.SIGINT, handler)
     return result, found
 
 
