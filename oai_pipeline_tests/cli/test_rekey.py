@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -198,9 +199,10 @@ def test_refused_while_a_harvest_or_reconcile_holds_the_harvesters_lease(
     assert all(i.startswith(OLD) for i in harvest_identifiers())
 
 
-def _failed_run(base_url: str) -> int:
-    """A harvest run of the new host that failed after its first page: the next harvest of
-    its window resumes it from its resumption token."""
+def _run_after_its_first_page(base_url: str, *, failed: bool = True, **run: Any) -> int:
+    """A harvest run of the new host that read its first page (and, `failed`, then failed):
+    the next harvest of its window resumes it from its resumption token. `run`: more of
+    `create_run`'s arguments (a Dagster run's id, its worker)."""
     from oai_pipeline.oai.types import SweepCheckpoint
     from oai_pipeline.settings import load_settings
     from oai_pipeline.state.store import StateStore
@@ -213,11 +215,13 @@ def _failed_run(base_url: str) -> int:
             scale=None,
             max_records=0,
             options={"base_url": base_url},
+            **run,
         )
         state.save_checkpoint(
             run_id, SweepCheckpoint(None, None, None, "oai_dc", "token-2", pages_read=1)
         )
-        state.finish_run(run_id, "failed", error="HarvestProtocolError: the source went away")
+        if failed:
+            state.finish_run(run_id, "failed", error="HarvestProtocolError: the source went away")
     return run_id
 
 
@@ -228,7 +232,7 @@ def test_refused_while_a_run_would_resume_from_the_old_identifiers_token_unless_
     from oai_pipeline.state.store import StateStore
 
     before, endpoint = moved
-    run_id = _failed_run(endpoint.base_url)
+    run_id = _run_after_its_first_page(endpoint.base_url)
     args = ["harvesters", "rekey", HARVESTER, "--from-prefix", OLD, "--to-prefix", NEW]
 
     error = refusal(*args)
@@ -350,7 +354,6 @@ def test_a_harvest_run_whose_dagster_run_was_killed_no_longer_counts_as_running(
 
     from oai_pipeline.defs.dead_runs import WORKER_TAG
     from oai_pipeline.defs.partitions import HARVESTER_TAG
-    from oai_pipeline.oai.types import SweepCheckpoint
     from oai_pipeline.settings import load_settings
     from oai_pipeline.state.store import StateStore
     from oai_pipeline_tests.cli.conftest import pid_of_no_process
@@ -363,20 +366,12 @@ def test_a_harvest_run_whose_dagster_run_was_killed_no_longer_counts_as_running(
         status=dg.DagsterRunStatus.STARTED,
         tags={HARVESTER_TAG: HARVESTER, WORKER_TAG: f"{host}:{os.getpid()}:nonce"},
     )
-    with StateStore(load_settings().state_db_url) as state:
-        run_id = state.create_run(
-            HARVESTER,
-            window_from=None,
-            window_until=None,
-            scale=None,
-            max_records=0,
-            options={"base_url": endpoint.base_url},
-            dagster_run_id=dagster_run.run_id,
-            worker=f"{host}:{pid_of_no_process()}:gone",
-        )
-        state.save_checkpoint(
-            run_id, SweepCheckpoint(None, None, None, "oai_dc", "token-2", pages_read=1)
-        )
+    run_id = _run_after_its_first_page(
+        endpoint.base_url,
+        failed=False,
+        dagster_run_id=dagster_run.run_id,
+        worker=f"{host}:{pid_of_no_process()}:gone",
+    )
 
     # no instance to ask: running, and the error says what ends it
     error = refusal(*args, "--supersede-runs")

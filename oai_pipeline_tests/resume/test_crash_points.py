@@ -53,6 +53,15 @@ def _harvested_source(
         yield endpoint, home
 
 
+def _deleted_then_listed_again(endpoint: OAIEndpoint, home: Home, records: list[Any]) -> None:
+    """The records vanish, a reconcile deletes them, and the source lists them again."""
+    for record in records:
+        endpoint.remove(record.identifier)
+    _harvest(home, ["reconcile", HARVESTER])
+    for record in records:
+        endpoint.upsert(record)
+
+
 def _outcome(home: Home, run_id: int) -> dict[str, Any]:
     """The home's target, harvest records and run statuses, and what `status` says."""
     from oai_pipeline.state.store import StateStore
@@ -384,11 +393,7 @@ def _reconcile_killed_and_rerun(
     with _harvested_source(tmp_path, records, "reconciled") as (endpoint, reconciled):
         live = [r for r in records if not r.deleted]
         back, dropped = live[:returning], live[returning : returning + dropping]
-        for record in back:
-            endpoint.remove(record.identifier)
-        _harvest(reconciled, ["reconcile", HARVESTER])
-        for record in back:
-            endpoint.upsert(record)
+        _deleted_then_listed_again(endpoint, reconciled, back)
         for record in dropped:
             endpoint.remove(record.identifier)
         reference = Backend().new_home(tmp_path, "reference", reconciled)
@@ -464,11 +469,7 @@ def test_a_record_listed_again_then_dropped_before_a_killed_reconcile_harvested_
     with _harvested_source(tmp_path, records, "home") as (endpoint, home):
         live = [r for r in records if not r.deleted]
         back, dropped = live[:2], live[2:4]
-        for record in back:
-            endpoint.remove(record.identifier)
-        _harvest(home, ["reconcile", HARVESTER])
-        for record in back:
-            endpoint.upsert(record)
+        _deleted_then_listed_again(endpoint, home, back)
         for record in dropped:
             endpoint.remove(record.identifier)
         reconcile = ["reconcile", HARVESTER, "--json"]
@@ -522,11 +523,7 @@ def test_a_record_a_resumed_reconcile_harvest_found_gone_comes_back_when_listed_
     records = RECORDS[:30]
     with _harvested_source(tmp_path, records, "home") as (endpoint, home):
         back = [r for r in records if not r.deleted][:2]
-        for record in back:
-            endpoint.remove(record.identifier)
-        _harvest(home, ["reconcile", HARVESTER])
-        for record in back:
-            endpoint.upsert(record)
+        _deleted_then_listed_again(endpoint, home, back)
         reconcile = ["reconcile", HARVESTER, "--json"]
         _harvest(home, reconcile, "create_run:1:after")
         endpoint.remove(back[0].identifier)
@@ -550,11 +547,7 @@ def test_a_record_brought_back_then_dropped_between_two_kills_is_reported_return
     with _harvested_source(tmp_path, records, "home") as (endpoint, home):
         live = [r for r in records if not r.deleted]
         back, dropped = live[:2], live[2]
-        for record in back:
-            endpoint.remove(record.identifier)
-        _harvest(home, ["reconcile", HARVESTER])
-        for record in back:
-            endpoint.upsert(record)
+        _deleted_then_listed_again(endpoint, home, back)
         endpoint.remove(dropped.identifier)
         reconcile = ["reconcile", HARVESTER, "--json"]
         _harvest(home, reconcile, "finish_run:1:after")
@@ -589,11 +582,7 @@ def test_a_reconcile_that_found_nothing_vanished_reports_what_it_brought_back_wh
     records = RECORDS[:30]
     with _harvested_source(tmp_path, records, "home") as (endpoint, home):
         back = [r for r in records if not r.deleted][:2]
-        for record in back:
-            endpoint.remove(record.identifier)
-        _harvest(home, ["reconcile", HARVESTER])
-        for record in back:
-            endpoint.upsert(record)
+        _deleted_then_listed_again(endpoint, home, back)
         reconcile = ["reconcile", HARVESTER, "--json"]
         _harvest(home, reconcile, crash)
         endpoint.remove(back[0].identifier)  # brought back, then dropped again
