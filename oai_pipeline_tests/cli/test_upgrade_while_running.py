@@ -19,8 +19,7 @@ def test_a_harvest_running_when_the_store_is_migrated_stops_with_one_line(
     registered: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The harvest's first staged page meets a store a newer version migrated meanwhile: the
-    command says so in one line, without a traceback,
-    and stages nothing."""
+    command says so in one line, without a traceback, and stages nothing."""
     stage = StateStore.stage
 
     def stage_after_an_upgrade(self: StateStore, *args: Any, **kwargs: Any) -> Any:
