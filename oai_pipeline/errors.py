@@ -46,6 +46,27 @@ class InvalidArgument(ConfigurationError):
     `a..b`): the command line's validation error (exit 2), as for a bad option value."""
 
 
+class SchemaChanged(ConfigurationError):
+    """Another process migrated the database to another schema version after this process
+    opened it (an in-place upgrade while it ran): its writes are refused, since they would
+    miss what the new schema keeps. Restarting it with the new version is the cure."""
+
+
+def schema_changed(database: str, found: int | None, known: int) -> SchemaChanged:
+    """The error of a write refused by `SchemaChanged`, in one line."""
+    if found is not None and found > known:
+        return SchemaChanged(
+            f"the {database} database was upgraded to schema version {found} by a newer "
+            f"oai-pipeline while this process (schema version {known}) ran: nothing was "
+            "written; restart this process with the upgraded oai-pipeline"
+        )
+    now = "no schema version" if found is None else f"schema version {found}"
+    return SchemaChanged(
+        f"the {database} database has {now} now, not the {known} it had when this process "
+        "opened it (replaced by an older copy?): nothing was written; restart this process"
+    )
+
+
 def add_notices(error: BaseException, notices: list[str]) -> None:
     """What the source did before a run failed (Reader.notices), carried on its error as
     notes: the failure may be the source's doing, and the run makes no report to say it.

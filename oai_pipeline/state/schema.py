@@ -12,7 +12,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from oai_pipeline.errors import ConfigurationError, log_upgraded
+from oai_pipeline.errors import ConfigurationError, log_upgraded, schema_changed
 from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
 logger = logging.getLogger(__name__)
@@ -504,11 +504,43 @@ def check_version(connection: Connection) -> None:
         )
 
 
+# PostgreSQL's advisory lock of the schema: a migration holds it alone, a write transaction
+# shared (`refuse_if_changed`), so neither runs while the other is half done.
+_LOCK_KEY = 7431002
+
+
+def _stored_version(connection: Connection) -> int | None:
+    if not sa.inspect(connection).has_table(schema_version.name):
+        return None
+    return connection.execute(
+        sa.select(schema_version.c.version).where(schema_version.c.id == 1)
+    ).scalar()
+
+
+def refuse_if_changed(connection: Connection) -> None:
+    """At the start of a write transaction of a process that opened the store at
+    SCHEMA_VERSION: refuse it if another process (a newer oai-pipeline) migrated the store
+    since. An old process left running would otherwise write rows that miss what the new
+    schema keeps. SQLite: the transaction holds the write lock already (BEGIN IMMEDIATE), so
+    no migration can come between this check and the writes; PostgreSQL: the shared lock
+    does the same."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(sa.text(f"SELECT pg_advisory_xact_lock_shared({_LOCK_KEY})"))
+    current = connection.execute(
+        sa.select(schema_version.c.version).where(schema_version.c.id == 1)
+    ).scalar()
+    if current != SCHEMA_VERSION:
+        raise schema_changed("state", current, SCHEMA_VERSION)
+
+
 def migrate(connection: Connection) -> int:
     """Create missing tables and run pending migrations; safe to call from every process."""
     if connection.dialect.name == "postgresql":
-        # Two processes starting at once must not both create the tables.
-        connection.execute(sa.text("SELECT pg_advisory_xact_lock(7431002)"))
+        if _stored_version(connection) == SCHEMA_VERSION:
+            return SCHEMA_VERSION  # nothing to do: no lock to wait for behind writers
+        # Two processes starting at once must not both create the tables; a migration must
+        # not run beside a write of an older process (`refuse_if_changed`).
+        connection.execute(sa.text(f"SELECT pg_advisory_xact_lock({_LOCK_KEY})"))
     metadata.create_all(connection, checkfirst=True)
     current = connection.execute(
         sa.select(schema_version.c.version).where(schema_version.c.id == 1)

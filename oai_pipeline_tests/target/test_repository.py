@@ -13,6 +13,7 @@ from oai_pipeline import json_codec
 from oai_pipeline.errors import ConfigurationError, PipelineError
 from oai_pipeline.sync.rules import LocalState
 from oai_pipeline.targets.base import SourceKey
+from oai_pipeline.targets.embedded.engine import create_target_engine
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline.targets.embedded.schema import (
     SCHEMA_VERSION,
@@ -49,11 +50,21 @@ def test_schema_is_created_once_and_reopening_changes_nothing(
 
 
 def as_version(repository: EmbeddedRepository, version: int, *statements: str) -> None:
-    """Make the target look as it did at schema `version` (`statements` undo the later steps)."""
-    with repository.engine.begin() as connection:
-        for statement in statements:
-            connection.execute(sa.text(statement))
-        connection.execute(sa.text("UPDATE schema_version SET version = :v"), {"v": version})
+    """Make the target look as it did at schema `version` (`statements` undo the later steps),
+    from another engine: the repository's own refuses writes once the version changed."""
+    as_older = older_version_engine(repository)
+    try:
+        with as_older.begin() as connection:
+            for statement in statements:
+                connection.execute(sa.text(statement))
+            connection.execute(sa.text("UPDATE schema_version SET version = :v"), {"v": version})
+    finally:
+        as_older.dispose()
+
+
+def older_version_engine(repository: EmbeddedRepository) -> sa.Engine:
+    """An engine on the repository's database, as a process of an older version opens it."""
+    return create_target_engine(repository.url)
 
 
 def test_a_version_1_target_gains_the_lookup_index(target_url: str) -> None:
@@ -673,8 +684,10 @@ def test_a_version_10_target_counts_its_records(target_url: str) -> None:
         on = "" if first.engine.dialect.name == "sqlite" else " ON target_records"
         for name in ("update", "delete"):
             as_version(first, 10, f"DROP TRIGGER tr_target_counts_{name}{on}")
-        with first.engine.begin() as connection:  # written by version 10: not counted
+        as_older = older_version_engine(first)
+        with as_older.begin() as connection:  # written by version 10: not counted
             connection.execute(sa.text("UPDATE target_records SET state = 'tombstone'"))
+        as_older.dispose()
     with EmbeddedRepository(target_url) as again:
         with again.engine.connect() as connection:
             assert current_version(connection) == SCHEMA_VERSION

@@ -20,6 +20,7 @@ from oai_pipeline.errors import (
     InvalidArgument,
     NotFound,
     PipelineError,
+    SchemaChanged,
     database_error_text,
     without_password,
 )
@@ -35,6 +36,7 @@ from oai_pipeline.targets.embedded.schema import (
     drafts,
     migrate,
     records,
+    refuse_if_changed,
 )
 from oai_pipeline.targets.embedded.transaction import (
     LIVE,
@@ -75,6 +77,23 @@ def set_path(data: dict[str, Any], path: str, value: Any) -> None:
             raise PipelineError(f"cannot set {path}: {'.'.join(parts[:depth])} is not an object")
 
 
+def _refuse_writes_after_a_migration(engine: sa.Engine) -> None:
+    """Each write transaction first checks that the target is still at the schema version
+    this code knows (`refuse_if_changed`): a process left running while an upgrade migrated
+    it stops with one line instead of writing what the new schema does not expect."""
+
+    @sa.event.listens_for(engine, "begin")  # after the SQLite engine's BEGIN IMMEDIATE
+    def _still_known(connection: sa.Connection) -> None:
+        if connection.get_execution_options().get(READ_ONLY):
+            return
+        try:
+            refuse_if_changed(connection)
+        except (SchemaChanged, sa.exc.DBAPIError):
+            # The begin failed: no transaction is left open to hold the write lock.
+            connection.connection.rollback()
+            raise
+
+
 class EmbeddedRepository:
     """A little but real repository in SQL: SQLite by default, PostgreSQL in production."""
 
@@ -100,6 +119,8 @@ class EmbeddedRepository:
             reason = database_error_text(error.orig)
             shown = without_password(url)  # which database, as the state store's error says
             raise PipelineError(f"cannot open the target database {shown}: {reason}") from None
+        if not self.read_only:
+            _refuse_writes_after_a_migration(self.engine)
 
     def close(self) -> None:
         self.engine.dispose()

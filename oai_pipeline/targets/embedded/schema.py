@@ -15,7 +15,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from oai_pipeline.doi import MAX_DOI_LENGTH, normal_doi
-from oai_pipeline.errors import ConfigurationError, log_upgraded
+from oai_pipeline.errors import ConfigurationError, log_upgraded, schema_changed
 from oai_pipeline.targets.base import pid_of
 
 logger = logging.getLogger(__name__)
@@ -422,11 +422,28 @@ def _newer(version: int) -> ConfigurationError:
     )
 
 
+def refuse_if_changed(connection: sa.Connection) -> None:
+    """At the start of a write transaction of a process that opened the target at
+    SCHEMA_VERSION: refuse it if another process (a newer oai-pipeline) migrated the target
+    since, as the state store does (`state.schema.refuse_if_changed`): an old process left
+    running would write what the new schema does not expect (a record left out of the
+    counts of version 11). SQLite: BEGIN IMMEDIATE holds the write lock already; PostgreSQL:
+    the shared lock keeps a migration out until the transaction ends."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(sa.text("SELECT pg_advisory_xact_lock_shared(:key)"), {"key": _LOCK_KEY})
+    version = connection.execute(sa.select(sa.func.max(schema_version.c.version))).scalar()
+    if version != SCHEMA_VERSION:
+        raise schema_changed("target", version, SCHEMA_VERSION)
+
+
 def migrate(engine: sa.Engine) -> int:
     """Create or upgrade the schema to SCHEMA_VERSION; running it again changes nothing."""
     with engine.begin() as connection:
         if connection.dialect.name == "postgresql":
-            # Two processes starting at once: the second waits, then finds the schema current.
+            if current_version(connection) == SCHEMA_VERSION:
+                return SCHEMA_VERSION  # nothing to do: no lock to wait for behind writers
+            # Two processes starting at once: the second waits, then finds the schema current;
+            # a migration waits for the writes of older processes (`refuse_if_changed`).
             connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
         schema_version.create(connection, checkfirst=True)
         version = current_version(connection)

@@ -1,0 +1,46 @@
+"""A harvest running while an in-place upgrade migrates the state store under it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from oai_pipeline.cli import main
+from oai_pipeline.settings import Settings
+from oai_pipeline.state.schema import SCHEMA_VERSION, harvest_records
+from oai_pipeline.state.store import StateStore
+from oai_pipeline_tests.state.test_upgrade_while_running import set_stored_version
+
+
+def test_a_harvest_running_when_the_store_is_migrated_stops_with_one_line(
+    registered: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The harvest's first staged page meets a store a newer version migrated meanwhile: the
+    command says so in one line, without a traceback, and stages nothing."""
+    stage = StateStore.stage
+
+    def stage_after_an_upgrade(self: StateStore, *args: Any, **kwargs: Any) -> Any:
+        set_stored_version(settings.state_db_url, SCHEMA_VERSION + 1)
+        return stage(self, *args, **kwargs)
+
+    monkeypatch.setattr(StateStore, "stage", stage_after_an_upgrade)
+
+    result = CliRunner().invoke(main, ["harvest", registered])
+
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert result.stderr.splitlines()[-1] == (
+        f"Error: the state database was upgraded to schema version {SCHEMA_VERSION + 1} by a "
+        f"newer oai-pipeline while this process (schema version {SCHEMA_VERSION}) ran: nothing "
+        "was written; restart this process with the upgraded oai-pipeline"
+    )
+    engine = sa.create_engine(settings.state_db_url)
+    try:
+        with engine.connect() as connection:
+            staged = connection.execute(sa.select(sa.func.count()).select_from(harvest_records))
+            assert staged.scalar() == 0
+    finally:
+        engine.dispose()
