@@ -26,7 +26,6 @@ from oai_pipeline.errors import (
     NotFound,
     PipelineError,
     RecordError,
-    SchemaChanged,
     database_error_text,
     log_unsaved,
     without_password,
@@ -48,6 +47,7 @@ from oai_pipeline.oai.types import (
     SweepCheckpoint,
 )
 from oai_pipeline.oai.windows import read_datestamp
+from oai_pipeline.schema_guard import refuse_writes_after_a_migration
 from oai_pipeline.sqlite_tuning import (
     explain_refused_writes,
     read_only_connector,
@@ -215,23 +215,6 @@ def _create_engine(url: str, *, read_only_file: Path | None = None) -> Engine:
     release_lock_on_interrupt(engine)
     explain_refused_writes(engine)
     return engine
-
-
-def _refuse_writes_after_a_migration(engine: Engine) -> None:
-    """Each write transaction first checks that the store is still at the schema version
-    this code knows (`refuse_if_changed`): a process left running while an upgrade migrated
-    it stops with one line instead of writing what the new schema does not expect."""
-
-    @sa.event.listens_for(engine, "begin")  # after the SQLite engine's BEGIN IMMEDIATE
-    def _still_known(connection: Connection) -> None:
-        if connection.get_execution_options().get(_READ_ONLY):
-            return
-        try:
-            refuse_if_changed(connection)
-        except (SchemaChanged, sa.exc.DBAPIError):
-            # The begin failed: no transaction is left open to hold the write lock.
-            connection.connection.rollback()
-            raise
 
 
 def _add_actions(
@@ -461,7 +444,7 @@ class StateStore:
             reason = database_error_text(error.orig)
             raise PipelineError(f"cannot open the state database {shown}: {reason}") from None
         if not self.read_only:
-            _refuse_writes_after_a_migration(self._engine)
+            refuse_writes_after_a_migration(self._engine, refuse_if_changed, _READ_ONLY)
 
     def close(self) -> None:
         self._engine.dispose()

@@ -20,11 +20,11 @@ from oai_pipeline.errors import (
     InvalidArgument,
     NotFound,
     PipelineError,
-    SchemaChanged,
     database_error_text,
     without_password,
 )
 from oai_pipeline.harvesters.model import check_slug
+from oai_pipeline.schema_guard import refuse_writes_after_a_migration
 from oai_pipeline.sqlite_tuning import unwritable_sqlite_file
 from oai_pipeline.sync.rules import LocalRecord
 from oai_pipeline.targets.base import DEFAULT_PID_FIELD, SourceKey, pid_of
@@ -77,23 +77,6 @@ def set_path(data: dict[str, Any], path: str, value: Any) -> None:
             raise PipelineError(f"cannot set {path}: {'.'.join(parts[:depth])} is not an object")
 
 
-def _refuse_writes_after_a_migration(engine: sa.Engine) -> None:
-    """Each write transaction first checks that the target is still at the schema version
-    this code knows (`refuse_if_changed`): a process left running while an upgrade migrated
-    it stops with one line instead of writing what the new schema does not expect."""
-
-    @sa.event.listens_for(engine, "begin")  # after the SQLite engine's BEGIN IMMEDIATE
-    def _still_known(connection: sa.Connection) -> None:
-        if connection.get_execution_options().get(READ_ONLY):
-            return
-        try:
-            refuse_if_changed(connection)
-        except (SchemaChanged, sa.exc.DBAPIError):
-            # The begin failed: no transaction is left open to hold the write lock.
-            connection.connection.rollback()
-            raise
-
-
 class EmbeddedRepository:
     """A little but real repository in SQL: SQLite by default, PostgreSQL in production."""
 
@@ -120,7 +103,7 @@ class EmbeddedRepository:
             shown = without_password(url)  # which database, as the state store's error says
             raise PipelineError(f"cannot open the target database {shown}: {reason}") from None
         if not self.read_only:
-            _refuse_writes_after_a_migration(self.engine)
+            refuse_writes_after_a_migration(self.engine, refuse_if_changed, READ_ONLY)
 
     def close(self) -> None:
         self.engine.dispose()
