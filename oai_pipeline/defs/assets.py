@@ -47,7 +47,10 @@ from oai_pipeline.pipeline.partition_summary import (
     PartitionSummary,
     summarise_partition,
 )
-from oai_pipeline.pipeline.partitions import split_by_upstream_run
+from oai_pipeline.pipeline.partitions import (
+    refuse_partitions_of_old_identifiers,
+    split_by_upstream_run,
+)
 from oai_pipeline.pipeline.plan import plan
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
@@ -141,7 +144,11 @@ def _each_scope(
                     if upstream is None:
                         results.append((scope, stage(services, scope)))
                         continue
-                    for run_id, part in split_by_upstream_run(services.storage, upstream, scope):
+                    parts = split_by_upstream_run(services.storage, upstream, scope)
+                    refuse_partitions_of_old_identifiers(
+                        services.state, services.storage, upstream, parts
+                    )
+                    for run_id, part in parts:
                         services.state.resume_run(run_id, context.run_id)
                         results.append((part, stage(services, part)))
             except dg.Failure as failure:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import writers_update_all
-from oai_pipeline.pipeline.frames import SYNC_DECISIONS
+from oai_pipeline.pipeline.frames import RAW_OAI_XML, SYNC_DECISIONS
 from oai_pipeline.pipeline.scope import HarvestScope
+from oai_pipeline.state.store import Rekey, StateStore
 from oai_pipeline.storage import PartitionStore
 
 # The sync_decisions manifest's record of the harvester's writers the plan was made for.
@@ -75,6 +76,55 @@ def split_by_upstream_run(
             parts.append((runs[start], part))
             start = index
     return parts
+
+
+def refuse_partitions_of_old_identifiers(
+    state: StateStore,
+    storage: PartitionStore,
+    asset: str,
+    parts: list[tuple[int, HarvestScope]],
+) -> None:
+    """Refuse upstream partitions (`split_by_upstream_run`'s parts) that hold identifiers a
+    later `harvesters rekey` rewrote. The state store and the target know those records
+    under their new identifiers only: a step reading the old ones (automation, a
+    re-execution from failure, a materialisation from the UI) would transform them into
+    harvest records of the old identifiers and plan them as new records. Checked before the
+    step touches anything, so the run that made them is left as it was (a superseded one is
+    not made resumable again by the step's failure)."""
+    stale: list[tuple[str, Rekey]] = []
+    for run_id, scope in parts:
+        rekeys = state.rekeys_after_run(scope.harvester_id, run_id)
+        if not rekeys:
+            continue
+        for window in scope.keys:
+            rekey = _rekey_of_part(storage, asset, scope.harvester_id, window, rekeys)
+            if rekey is not None:
+                stale.append((window, rekey))
+    if not stale:
+        return
+    windows = [window for window, _ in stale]
+    shown = ", ".join(windows[:5]) + (f" and {len(windows) - 5} more" if len(windows) > 5 else "")
+    harvester_id = parts[0][1].harvester_id
+    rekey = stale[0][1]
+    raise PipelineError(
+        f"{asset} of {harvester_id} {shown} was made before the harvester's identifiers were "
+        f"rekeyed from {rekey.old_prefix!r} to {rekey.new_prefix!r} (at {rekey.rekeyed_at}): "
+        "it holds the old identifiers, which the state store and the target no longer know, "
+        f"and would be written as new records. Materialise {RAW_OAI_XML} of these windows "
+        "again (it lists their records under the new identifiers), then the assets after it"
+    )
+
+
+def _rekey_of_part(
+    storage: PartitionStore, asset: str, harvester_id: str, window: str, rekeys: list[Rekey]
+) -> Rekey | None:
+    """The first of `rekeys` whose old prefix an identifier of the partition begins with."""
+    for _, frame in storage.iter_parts(asset, harvester_id, window, columns=["identifier"]):
+        identifiers = frame["identifier"]
+        for rekey in rekeys:
+            if identifiers.str.starts_with(rekey.old_prefix).any():
+                return rekey
+    return None
 
 
 def run_updates_all(run: dict | None, harvester: Harvester | None = None) -> bool:

@@ -17,7 +17,7 @@ from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 20
 
 # A resumed run's catch-up lists (what the source changed since the run began listing), all
 # its attempts, apart from the token sweep's counters: their pages, the records they listed,
@@ -240,6 +240,21 @@ reconcile_runs = sa.Table(
     sa.Column("deleting", sa.JSON, nullable=True),
 )
 
+# The harvester's rekeys (`harvesters rekey`), saved in the transaction that rewrites its
+# identifiers: the Parquet partitions of the runs up to `last_run_id` (listed before it) still
+# hold the old identifiers, which a downstream step must not write as new records (version 20).
+identifier_rekeys = sa.Table(
+    "identifier_rekeys",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("harvester_id", sa.String(200), nullable=False, index=True),
+    sa.Column("old_prefix", sa.String(MAX_IDENTIFIER_LENGTH), nullable=False),
+    sa.Column("new_prefix", sa.String(MAX_IDENTIFIER_LENGTH), nullable=False),
+    # the newest harvest run (of any harvester) when it was done; none: there was none yet
+    sa.Column("last_run_id", sa.Integer, nullable=True),
+    sa.Column("rekeyed_at", sa.String(32), nullable=False),
+)
+
 # What every harvest asks of the harvester's runs, answered without reading each run it ever
 # had (a run an hour is 26,000 in three years): the runs a killed process left running,
 # the last run of the window (to resume), and the succeeded runs whose rows are not pruned.
@@ -453,6 +468,11 @@ def _add_reconcile_deleting(connection: Connection) -> None:
     _add_run_column(connection, "deleting", kind, table=reconcile_runs.name)
 
 
+def _add_identifier_rekeys(connection: Connection) -> None:
+    """Rekeys of an older version were not saved: their partitions are not told apart."""
+    identifier_rekeys.create(connection, checkfirst=True)
+
+
 # version -> the step that brings the schema from version-1 to it (create_all covers the
 # current version of a new database).
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -474,6 +494,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     17: _add_catch_up_counters,
     18: _add_reidentified,
     19: _add_reconcile_deleting,
+    20: _add_identifier_rekeys,
 }
 
 

@@ -65,6 +65,7 @@ from oai_pipeline.state.schema import (
     harvest_run_dagster_runs,
     harvest_runs,
     harvesters,
+    identifier_rekeys,
     migrate,
     reconcile_runs,
     record_errors,
@@ -408,6 +409,14 @@ def read_base_urls(
     }
 
 
+class Rekey(NamedTuple):
+    """A saved `harvesters rekey` of a harvester's identifiers."""
+
+    old_prefix: str
+    new_prefix: str
+    rekeyed_at: str
+
+
 class PrunedRuns(NamedTuple):
     """What `StateStore.prune_run_records` dropped."""
 
@@ -540,6 +549,7 @@ class StateStore:
                     harvest_records,
                     run_records,
                     reconcile_runs,
+                    identifier_rekeys,
                 ):
                     conn.execute(table.delete().where(table.c.harvester_id == harvester_id))
                 links = harvest_run_dagster_runs
@@ -1364,7 +1374,30 @@ class StateStore:
                     .values(identifier=replaced(table.c.identifier, old, new))
                 )
             self._rekey_reconcile_runs(conn, harvester_id, old, new)
+            if plan.count:  # a rerun that found nothing left to rewrite saved its rekey before
+                last_run_id = conn.execute(sa.select(sa.func.max(harvest_runs.c.id))).scalar()
+                conn.execute(
+                    identifier_rekeys.insert().values(
+                        harvester_id=harvester_id,
+                        old_prefix=old,
+                        new_prefix=new,
+                        last_run_id=last_run_id,
+                        rekeyed_at=utc_now(),
+                    )
+                )
         return plan.count
+
+    def rekeys_after_run(self, harvester_id: str, run_id: int) -> list[Rekey]:
+        """The harvester's rekeys done after harvest run `run_id` was created, oldest first:
+        the Parquet partitions that run made may hold identifiers they rewrote."""
+        r = identifier_rekeys
+        with self._read() as conn:
+            rows = conn.execute(
+                sa.select(r.c.old_prefix, r.c.new_prefix, r.c.rekeyed_at)
+                .where(r.c.harvester_id == harvester_id, r.c.last_run_id >= run_id)
+                .order_by(r.c.id)
+            ).all()
+        return [Rekey(*row) for row in rows]
 
     @staticmethod
     def _rekey_reconcile_runs(conn: Connection, harvester_id: str, old: str, new: str) -> None:

@@ -122,3 +122,41 @@ def test_refused_when_a_new_identifier_is_harvested_already(store: StateStore) -
         ["OAI:OLD.EXAMPLE.ORG:4", "oai:oldXexample.org:5", f"{OLD}1", f"{OLD}2", f"{OLD}3"]
         + [f"{NEW}2"]
     )
+
+
+def _new_run(store: StateStore) -> int:
+    return store.create_run(
+        "h", window_from=None, window_until=None, scale=None, max_records=0, options={}
+    )
+
+
+def test_a_rekey_is_saved_for_the_runs_that_listed_before_it(store: StateStore) -> None:
+    """The runs harvested before a rekey made Parquet partitions of the old identifiers: the
+    rekey is saved with them (in its transaction), and not for a run created after it; a rerun
+    that finds nothing left to rewrite saves none again."""
+    harvested(store)
+    before = _new_run(store)
+    assert store.rekeys_after_run("h", before) == []
+
+    store.rekey("h", OLD, NEW)
+    store.rekey("h", OLD, NEW)  # a rerun (of a rekey killed after the state store's rewrite)
+    after = _new_run(store)
+
+    [saved] = store.rekeys_after_run("h", before)
+    assert (saved.old_prefix, saved.new_prefix) == (OLD, NEW)
+    assert store.rekeys_after_run("h", after) == []
+    assert store.rekeys_after_run("other", before) == []
+
+
+def test_a_version_19_database_gains_the_table_of_rekeys(store_url: str) -> None:
+    with StateStore(store_url) as store:
+        harvested(store)
+        before = _new_run(store)
+    engine = sa.create_engine(store_url)
+    with engine.begin() as connection:
+        connection.execute(sa.text("DROP TABLE identifier_rekeys"))
+        connection.execute(sa.text("UPDATE schema_version SET version = 19"))
+    engine.dispose()
+    with StateStore(store_url) as store:
+        store.rekey("h", OLD, NEW)
+        assert [r.new_prefix for r in store.rekeys_after_run("h", before)] == [NEW]

@@ -1,0 +1,156 @@
+"""A window harvested before `harvesters rekey` keeps Parquet partitions of the old identifiers.
+
+Before, a downstream step of such a window run after the rekey (automation, a re-execution from
+failure, a materialisation from the UI) read them as they were: transformed_records saved harvest
+records under the old identifiers beside the rewritten ones (a rerun of the rekey then refused,
+a reconcile found them vanished), sync_decisions planned every record as new, written_records
+reported them `already_written` although none was written, and the harvest run the rekey had
+superseded became `failed` again, which the next harvest resumes from the old identifiers'
+resumption token. Now the step refuses the window, naming the rekey, and leaves everything
+as it was; materialising raw_oai_xml of the window again lists the new identifiers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import dagster as dg
+import pytest
+
+from oai_pipeline.definitions import defs
+from oai_pipeline.defs import assets
+from oai_pipeline.defs.assets import harvest_assets, sync_decisions, written_records
+from oai_pipeline.defs.assets import transformed_records as transformed
+from oai_pipeline.defs.harvester_runs import DagsterRuns
+from oai_pipeline.defs.launch import range_tags
+from oai_pipeline.defs.partitions import ensure_harvester_partitions
+from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.pipeline.rekey import rekey
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.sample_endpoint.records import EndpointRecord
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline.settings import Settings
+from oai_pipeline_tests.support import oai_dc, register, target_by_source
+
+OLD = "oai:old.example.org:"
+NEW = "oai:repo.example.org:"
+HARVESTER = "dspace"
+WINDOW = "2024-01-03"
+RECORDS = 5
+
+
+def handle_records(prefix: str) -> list[EndpointRecord]:
+    """Records without a DOI, all in WINDOW: nothing but the identifier says which is which."""
+    stamp = datetime(2024, 1, 3, 10, tzinfo=UTC)
+    return [
+        EndpointRecord(
+            identifier=f"{prefix}123456789/{n}",
+            datestamp=stamp + timedelta(minutes=n),
+            metadata={"oai_dc": oai_dc(f"Thesis {n}").encode()},
+        )
+        for n in range(RECORDS)
+    ]
+
+
+def materialise(instance: dg.DagsterInstance, selection: list) -> dg.ExecuteInProcessResult:
+    return dg.materialize(
+        harvest_assets,
+        selection=selection,
+        instance=instance,
+        resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
+        tags=range_tags(HARVESTER, WINDOW, WINDOW),
+        raise_on_error=False,
+    )
+
+
+def failure_sensor(instance: dg.DagsterInstance, run_id: str) -> None:
+    """The failure sensor's tick for the failed run: its harvest run becomes `failed`."""
+    [event] = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
+    sensor = defs.resolve_sensor_def("harvest_failure_sensor")
+    context = dg.build_run_status_sensor_context(
+        sensor_name=sensor.name,
+        dagster_event=event.event_log_entry.dagster_event,
+        dagster_instance=instance,
+        dagster_run=instance.get_run_by_id(run_id),
+        resources=defs.resources,
+    )
+    sensor(context.for_run_failure())
+
+
+def step_errors(result: dg.ExecuteInProcessResult) -> list[str]:
+    return [
+        event.step_failure_data.error.message
+        for event in result.all_events
+        if event.is_step_failure
+    ]
+
+
+def state_identifiers(settings: Settings) -> list[str]:
+    with Services(settings) as services:
+        listed = services.state.list_records(harvester_id=HARVESTER, limit=1000)
+    return sorted(record["identifier"] for record in listed)
+
+
+@pytest.fixture
+def harvested_then_rekeyed(
+    instance: dg.DagsterInstance, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[int]:
+    """The window harvested from the old host, its written_records failed (the target was
+    down); the source moved and the harvester was rekeyed (its failed run superseded).
+    Yields that harvest run's id."""
+    with OAIEndpoint(handle_records(OLD), page_size=3) as old_host:
+        register(settings, old_host.base_url, harvester_id=HARVESTER, metadata_prefix="oai_dc")
+        ensure_harvester_partitions(instance, [HARVESTER])
+        with monkeypatch.context() as patch:
+            patch.setattr(assets, "write", _target_down)
+            first = materialise(instance, harvest_assets)
+    assert not first.success
+    failure_sensor(instance, first.run_id)
+    with Services(settings) as services:
+        [run] = services.state.runs_of_dagster_run(first.run_id)
+        report = rekey(
+            services, HARVESTER, OLD, NEW, supersede_runs=True, orchestrator=DagsterRuns(instance)
+        )
+    assert report.rewritten == {"target": 0, "state": RECORDS}
+    assert report.superseded_runs == [run["id"]]
+    yield run["id"]
+
+
+def _target_down(*args: object, **kwargs: object) -> None:
+    raise PipelineError("the target is down")
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [[transformed, sync_decisions, written_records], [written_records]],
+    ids=["from_transformed_records", "written_records_only"],
+)
+def test_a_step_after_a_rekey_refuses_the_windows_partitions_of_old_identifiers(
+    instance: dg.DagsterInstance,
+    settings: Settings,
+    harvested_then_rekeyed: int,
+    selection: list,
+) -> None:
+    again = materialise(instance, selection)
+
+    assert not again.success
+    [error] = step_errors(again)
+    assert f"of {HARVESTER} {WINDOW} was made before the harvester's identifiers" in error
+    assert f"rekeyed from {OLD!r} to {NEW!r}" in error
+    assert "Materialise raw_oai_xml of these windows again" in error
+    # nothing changed: no harvest record of an old identifier, the superseded run left so
+    expected = [f"{NEW}123456789/{n}" for n in range(RECORDS)]
+    assert state_identifiers(settings) == expected
+    with Services(settings) as services:
+        assert services.state.get_run(harvested_then_rekeyed)["status"] == "stopped"
+    assert target_by_source(settings, HARVESTER) == {}
+
+    # What the message says to do: the window listed again, from the moved source.
+    with OAIEndpoint(handle_records(NEW), page_size=3) as new_host:
+        register(settings, new_host.base_url, harvester_id=HARVESTER, metadata_prefix="oai_dc")
+        listed_again = materialise(instance, harvest_assets)
+    assert listed_again.success, step_errors(listed_again)
+    assert sorted(target_by_source(settings, HARVESTER)) == expected  # each once
+    assert state_identifiers(settings) == expected
