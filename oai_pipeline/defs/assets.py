@@ -49,6 +49,7 @@ from oai_pipeline.pipeline.partition_summary import (
 )
 from oai_pipeline.pipeline.partitions import (
     refuse_partitions_of_old_identifiers,
+    refuse_partitions_of_superseded_runs,
     split_by_upstream_run,
 )
 from oai_pipeline.pipeline.plan import plan
@@ -148,6 +149,7 @@ def _each_scope(
                     refuse_partitions_of_old_identifiers(
                         services.state, services.storage, upstream, parts
                     )
+                    refuse_partitions_of_superseded_runs(services.state, upstream, parts)
                     for run_id, part in parts:
                         services.state.resume_run(run_id, context.run_id)
                         results.append((part, stage(services, part)))

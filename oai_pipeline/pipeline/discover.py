@@ -17,7 +17,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from oai_pipeline.errors import NotFound, PipelineError, add_notices, log_unsaved
+from oai_pipeline.errors import (
+    InvalidArgument,
+    NotFound,
+    PipelineError,
+    add_notices,
+    log_unsaved,
+)
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader
 from oai_pipeline.oai.base_url import same_endpoint
@@ -36,7 +42,7 @@ from oai_pipeline.pipeline.partition_summary import WindowCounts
 from oai_pipeline.pipeline.partitions import run_updates_all
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
-from oai_pipeline.state.store import StateStore
+from oai_pipeline.state.store import StateStore, superseded_because
 
 logger = logging.getLogger(__name__)
 
@@ -432,9 +438,18 @@ def _save_on_failure(run_id: int, what: str, save: Callable[[], object]) -> None
 
 
 def _run_to_resume(state: StateStore, harvester_id: str, run_id: int) -> dict[str, Any]:
+    """The run `--resume` names. A superseded one is refused: its resumption token is of what
+    replaced it (the old server, prefix or identifiers), and resumed, its error (what says
+    it was superseded) was gone, a later failure leaving it resumable again."""
     run = state.get_run(run_id)
     if run is None or run["harvester_id"] != harvester_id:
         raise NotFound(f"no harvest run {run_id} for harvester {harvester_id!r}")
+    why = superseded_because(run)
+    if why is not None:
+        raise InvalidArgument(
+            f"harvest run {run_id} cannot be resumed: it was {why}. Harvest without "
+            "--resume to start a new run"
+        )
     return run
 
 

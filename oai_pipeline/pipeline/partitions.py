@@ -7,7 +7,7 @@ from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import writers_update_all
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, SYNC_DECISIONS
 from oai_pipeline.pipeline.scope import HarvestScope
-from oai_pipeline.state.store import Rekey, StateStore
+from oai_pipeline.state.store import Rekey, StateStore, superseded_because
 from oai_pipeline.storage import PartitionStore
 
 # The sync_decisions manifest's record of the harvester's writers the plan was made for.
@@ -113,6 +113,32 @@ def refuse_partitions_of_old_identifiers(
         f"and would be written as new records. Materialise {RAW_OAI_XML} of these windows "
         "again (it lists their records under the new identifiers), then the assets after it"
     )
+
+
+def refuse_partitions_of_superseded_runs(
+    state: StateStore, asset: str, parts: list[tuple[int, HarvestScope]]
+) -> None:
+    """Refuse upstream partitions (`split_by_upstream_run`'s parts) that a harvest run made
+    which was superseded since (the source moved, the harvester changed, a larger harvest
+    or a rekey replaced it) while the harvest that replaced it has not listed the windows
+    again (it failed first). A step continuing the run (a re-execution from failure of its
+    old Dagster run, automation, the UI) made it `running` again, and a later failure left
+    it resumable from the token of what replaced it. Checked before the step touches
+    anything: the run stays superseded."""
+    for run_id, scope in parts:
+        run = state.get_run(run_id)
+        why = None if run is None else superseded_because(run)
+        if why is None:
+            continue
+        windows = scope.keys
+        shown = ", ".join(windows[:5]) + (
+            f" and {len(windows) - 5} more" if len(windows) > 5 else ""
+        )
+        raise PipelineError(
+            f"{asset} of {scope.harvester_id} {shown} was made by harvest run {run_id}, which "
+            f"was {why}; no step continues it. Materialise {RAW_OAI_XML} of these windows "
+            "again (a new harvest run lists them), then the assets after it"
+        )
 
 
 def _rekey_of_part(

@@ -87,6 +87,23 @@ logger = logging.getLogger(__name__)
 # How the error of a run a later one replaced begins: no harvest resumes it (discover).
 SUPERSEDED = "superseded"
 RUN_STATUSES = ("running", "succeeded", "failed", "stopped")
+
+
+class RunSuperseded(PipelineError):
+    """A step or harvest would take up a harvest run that a later harvest, a move of the
+    source or a rekey superseded (see `superseded_because`)."""
+
+
+def superseded_because(run: Mapping[str, Any]) -> str | None:
+    """Why the run was superseded (its error, "superseded…"), or None if it was not. Stopped
+    with that error, it stays so: its resumption token, and the records it staged, are of
+    what replaced it (another server, prefix, set, cap or identifiers)."""
+    error = run.get("error") or ""
+    if run.get("status") == "stopped" and error.startswith(SUPERSEDED):
+        return error
+    return None
+
+
 RECORD_STATUSES = ("pending", "running", "imported", "updated", "unchanged", "gone", "failed")
 COUNTERS = ("pages_read", "discovered", "staged", "duplicates_skipped", "existing_skipped")
 DEFAULT_STALE_MINUTES = 30
@@ -1715,6 +1732,14 @@ class StateStore:
         if worker is not None:
             values["worker"] = worker
         with self._engine.begin() as conn:
+            found = conn.execute(
+                sa.select(harvest_runs.c.status, harvest_runs.c.error).where(
+                    harvest_runs.c.id == run_id
+                )
+            ).first()
+            why = None if found is None else superseded_because(found._mapping)
+            if why is not None:
+                raise RunSuperseded(f"harvest run {run_id} was {why}: no attempt takes it up again")
             conn.execute(harvest_runs.update().where(harvest_runs.c.id == run_id).values(values))
             self._link_dagster_run(conn, run_id, dagster_run_id)
             conn.execute(
@@ -1916,7 +1941,7 @@ class StateStore:
             row = conn.execute(query).first()
         if row is None or row.status == "succeeded":
             return None
-        if row.status == "stopped" and (row.error or "").startswith(SUPERSEDED):
+        if superseded_because(row._mapping) is not None:
             return None
         return self._run_dict(row)
 

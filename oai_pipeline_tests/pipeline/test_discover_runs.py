@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from oai_pipeline.errors import PipelineError
+from oai_pipeline.errors import InvalidArgument, PipelineError
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
 from oai_pipeline.oai.windows import parse_datestamp
@@ -115,6 +115,29 @@ def test_a_run_asked_otherwise_than_the_stopped_one_is_not_resumed(
     assert old["status"] == "stopped" and old["error"].startswith("superseded: it was started")
     assert (new["max_records"] or 0) == RunOptions(**again).cap
     assert any(f"harvest run {stopped['id']} of this window" in line for line in told), told
+
+
+def test_resume_refuses_a_superseded_run_and_leaves_it_superseded(
+    source: FakeSource, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, `--resume` of a run a later harvest superseded made it `running` again (its
+    error, which said so, cleared) and resumed it from its token: a rekeyed source's old
+    identifiers, or here a run the operator replaced by a capped one."""
+    with Services(settings) as services:
+        raise_on_call(monkeypatch, services.state, "stage", 2, RuntimeError("killed"))
+        with pytest.raises(RuntimeError, match="killed"):
+            run_discover(services)
+        (stopped,) = services.state.list_runs(harvester_id="sample")
+        run_discover(services, max_records=5)  # supersedes it
+        with pytest.raises(InvalidArgument, match="cannot be resumed: it was superseded"):
+            run_discover(services, resume_batch_id=stopped["id"])
+        with pytest.raises(PipelineError, match="no attempt takes it up again"):
+            services.state.resume_run(stopped["id"], "a-dagster-run")
+        old = services.state.get_run(stopped["id"])
+        resumable = services.state.find_resumable_run("sample", None, None)
+    assert old["status"] == "stopped" and old["error"].startswith("superseded: it was started")
+    assert old["dagster_run_id"] is None
+    assert resumable is None or resumable["id"] != stopped["id"]
 
 
 def test_a_run_resuming_a_token_the_source_forgot_completes(

@@ -1,0 +1,155 @@
+"""A harvest run a later harvest superseded stays superseded.
+
+A harvest run is superseded (stopped, its error beginning "superseded") when a harvest of its
+window after the source moved (`harvesters update --base-url`), after the harvester changed,
+or over a larger window, or `harvesters rekey --supersede-runs`, replaces it: its resumption
+token lists from the old server, the old prefix or the old identifiers. Before, any step that
+took it up again made it `running` (StateStore.resume_run cleared its error): a re-execution
+from failure of its old Dagster run, or a downstream step of its window materialised from
+the UI or by automation, while the harvest that replaced it had failed before listing the
+window again. A later failure then left it `failed` and resumable, and `harvest --resume`
+resumed it from the old server's token. Now a step refuses the window, naming the run and why
+it was superseded, and says what to do: materialise raw_oai_xml of the window again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import dagster as dg
+import pytest
+
+from oai_pipeline.definitions import defs
+from oai_pipeline.defs import assets
+from oai_pipeline.defs.assets import harvest_assets, raw_oai_xml, sync_decisions, written_records
+from oai_pipeline.defs.assets import transformed_records as transformed
+from oai_pipeline.defs.launch import range_tags
+from oai_pipeline.defs.partitions import ensure_harvester_partitions
+from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.pipeline import discover as discover_module
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.sample_endpoint.records import EndpointRecord
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline.settings import Settings
+from oai_pipeline_tests.support import oai_dc, register, target_by_source
+
+HARVESTER = "moved"
+WINDOW = "2024-01-03"
+RECORDS = 4
+
+
+def records() -> list[EndpointRecord]:
+    stamp = datetime(2024, 1, 3, 10, tzinfo=UTC)
+    return [
+        EndpointRecord(
+            identifier=f"oai:repo.example.org:{n}",
+            datestamp=stamp + timedelta(minutes=n),
+            metadata={"oai_dc": oai_dc(f"Record {n}").encode()},
+        )
+        for n in range(RECORDS)
+    ]
+
+
+def materialise(instance: dg.DagsterInstance, selection: list) -> dg.ExecuteInProcessResult:
+    return dg.materialize(
+        harvest_assets,
+        selection=selection,
+        instance=instance,
+        resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
+        tags=range_tags(HARVESTER, WINDOW, WINDOW),
+        raise_on_error=False,
+    )
+
+
+def failure_sensor(instance: dg.DagsterInstance, run_id: str) -> None:
+    """The failure sensor's tick for the failed run: its harvest runs become `failed`."""
+    [event] = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
+    sensor = defs.resolve_sensor_def("harvest_failure_sensor")
+    context = dg.build_run_status_sensor_context(
+        sensor_name=sensor.name,
+        dagster_event=event.event_log_entry.dagster_event,
+        dagster_instance=instance,
+        dagster_run=instance.get_run_by_id(run_id),
+        resources=defs.resources,
+    )
+    sensor(context.for_run_failure())
+
+
+def step_errors(result: dg.ExecuteInProcessResult) -> list[str]:
+    return [
+        event.step_failure_data.error.message
+        for event in result.all_events
+        if event.is_step_failure
+    ]
+
+
+def _refuse(*args: object, **kwargs: object) -> None:
+    raise PipelineError("the new server refuses for now")
+
+
+@pytest.fixture
+def superseded_by_the_move(
+    instance: dg.DagsterInstance, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[int, OAIEndpoint]]:
+    """The window harvested from the old server, its written_records failed (the target was
+    down); the source moved, and the harvest of the window from the new server superseded
+    that run, then failed before listing anything. Yields the superseded run's id and the
+    new server (running)."""
+    with OAIEndpoint(records(), page_size=3) as old_server:
+        register(settings, old_server.base_url, harvester_id=HARVESTER, metadata_prefix="oai_dc")
+        ensure_harvester_partitions(instance, [HARVESTER])
+        with monkeypatch.context() as patch:
+            patch.setattr(assets, "write", _refuse)
+            first = materialise(instance, harvest_assets)
+    assert not first.success
+    failure_sensor(instance, first.run_id)
+    with Services(settings) as services:
+        [old_run] = services.state.runs_of_dagster_run(first.run_id)
+    with OAIEndpoint(records(), page_size=3) as new_server:
+        register(settings, new_server.base_url, harvester_id=HARVESTER, metadata_prefix="oai_dc")
+        with monkeypatch.context() as patch:
+            patch.setattr(discover_module, "_fetch", _refuse)
+            moved = materialise(instance, [raw_oai_xml])
+        assert not moved.success
+        with Services(settings) as services:
+            superseded = services.state.get_run(old_run["id"])
+        assert superseded["status"] == "stopped"
+        assert superseded["error"].startswith("superseded: the base URL changed")
+        yield old_run["id"], new_server
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [[transformed, sync_decisions, written_records], [written_records]],
+    ids=["from_transformed_records", "reexecution_of_the_failed_step"],
+)
+def test_a_step_of_a_superseded_runs_window_refuses_and_leaves_it_superseded(
+    instance: dg.DagsterInstance,
+    settings: Settings,
+    superseded_by_the_move: tuple[int, OAIEndpoint],
+    monkeypatch: pytest.MonkeyPatch,
+    selection: list,
+) -> None:
+    run_id, _ = superseded_by_the_move
+    with monkeypatch.context() as patch:
+        patch.setattr(assets, "write", _refuse)  # the target still down: the step would fail
+        again = materialise(instance, selection)
+
+    assert not again.success
+    [error] = step_errors(again)
+    assert f"harvest run {run_id}" in error and "superseded: the base URL changed" in error
+    assert "Materialise raw_oai_xml of these windows again" in error
+    if again.run_id:
+        failure_sensor(instance, again.run_id)
+    with Services(settings) as services:
+        run = services.state.get_run(run_id)
+        assert run["status"] == "stopped" and run["error"].startswith("superseded")
+        assert run_id not in [r["id"] for r in services.state.unfinished_runs(HARVESTER)]
+    assert target_by_source(settings, HARVESTER) == {}
+
+    # What the message says to do: the window listed again, from the new server.
+    listed_again = materialise(instance, harvest_assets)
+    assert listed_again.success, step_errors(listed_again)
+    assert len(target_by_source(settings, HARVESTER)) == RECORDS
