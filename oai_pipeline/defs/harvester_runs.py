@@ -72,6 +72,10 @@ class DagsterRuns:
             return False
         return run.status in ENDED or is_dead(self.instance, run, self.now)
 
+    def succeeded(self, run_id: str) -> bool:
+        run = self.instance.get_run_by_id(run_id)
+        return run is not None and run.status is dg.DagsterRunStatus.SUCCESS
+
 
 @contextmanager
 def dagster_runs_in_home() -> Iterator[DagsterRuns]:

@@ -39,6 +39,12 @@ from oai_pipeline.identifier_prefix import (
     too_long_message,
 )
 from oai_pipeline.pipeline.discover import resumes_where_it_stopped
+from oai_pipeline.pipeline.frames import (
+    RAW_OAI_XML,
+    SYNC_DECISIONS,
+    TRANSFORMED_RECORDS,
+    WRITTEN_RECORDS,
+)
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.targets.base import Writer
 
@@ -57,6 +63,11 @@ class OrchestratorRuns(Protocol):
     def ended(self, run_id: str) -> bool:
         """Whether that run is over although its harvest run says `running`: failed or
         canceled (not yet recorded on it), or its process gone (killed) and quiet."""
+        ...
+
+    def succeeded(self, run_id: str) -> bool:
+        """Whether that run ended successfully: a harvest run it left `running` waits for the
+        downstream steps of its windows (it materialised raw_oai_xml alone, say)."""
         ...
 
 
@@ -172,11 +183,19 @@ def _runs_in_the_way(
     unless `supersede` (returned, to be marked superseded). A Dagster run still running one
     is refused either way; one the orchestrator finds over (failed, or its process killed:
     what the failure and dead-run sensors record on it at their next tick) is the failed
-    run it is about to be, as a harvest then takes it."""
+    run it is about to be, as a harvest then takes it. One whose Dagster run succeeded waits
+    for the downstream steps of its windows: refused unless `supersede`, as those steps are
+    refused after the rekey anyway (its partitions hold the old identifiers), so that
+    nothing would finish it; superseded, a harvest of its windows lists them again."""
     resumable = []
     for run in services.state.unfinished_runs(harvester.id):
         dagster_run_id = run.get("dagster_run_id")
         running = run["status"] == "running" and dagster_run_id
+        if running and orchestrator is not None and orchestrator.succeeded(dagster_run_id):
+            if not supersede:
+                raise RekeyRefused(_waiting_message(run, harvester.id))
+            resumable.append(run)
+            continue
         if running and (orchestrator is None or not orchestrator.ended(dagster_run_id)):
             raise RekeyRefused(_running_message(run, harvester.id, orchestrator is None))
         if resumes_where_it_stopped(run, harvester):
@@ -206,6 +225,19 @@ def _running_message(run: dict[str, Any], harvester_id: str, no_instance: bool) 
         f"{dagster_run_id} {seen}: rekey once it has ended. If its process was killed, the "
         "daemon's dead-run sensor marks it failed once it has been quiet for 5 minutes, or "
         "terminate it in the UI (Runs, Terminate); nothing was changed"
+    )
+
+
+def _waiting_message(run: dict[str, Any], harvester_id: str) -> str:
+    """A harvest run whose Dagster run succeeded before its last step: what finishes it."""
+    window = f"{run['window_from'] or '…'} .. {run['window_until'] or '…'}"
+    return (
+        f"harvest run {run['id']} of harvester {harvester_id} (window {window}) waits for the "
+        f"steps after {RAW_OAI_XML}: its Dagster run {run['dagster_run_id']} succeeded without "
+        f"them. Materialise {TRANSFORMED_RECORDS}, {SYNC_DECISIONS} and {WRITTEN_RECORDS} of "
+        "its windows (or let automation do it), then rekey; or add --supersede-runs to "
+        "supersede it: its windows hold the old identifiers, which the next harvest of them "
+        "lists again under the new ones; nothing was changed"
     )
 
 

@@ -27,6 +27,7 @@ from oai_pipeline.defs.launch import range_tags
 from oai_pipeline.defs.partitions import ensure_harvester_partitions
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.errors import PipelineError
+from oai_pipeline.identifier_prefix import RekeyRefused
 from oai_pipeline.pipeline.rekey import rekey
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.records import EndpointRecord
@@ -154,3 +155,44 @@ def test_a_step_after_a_rekey_refuses_the_windows_partitions_of_old_identifiers(
     assert listed_again.success, step_errors(listed_again)
     assert sorted(target_by_source(settings, HARVESTER)) == expected  # each once
     assert state_identifiers(settings) == expected
+
+
+def test_rekey_of_a_run_waiting_for_its_downstream_steps_says_what_to_do_and_may_supersede_it(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """A Dagster run of raw_oai_xml alone succeeds and leaves its harvest run `running`: the
+    downstream steps of its windows finish it. Before, rekey refused it as running ("neither
+    failed nor canceled, nor its process found gone") even with --supersede-runs, and did not
+    say what to do. Now it says (materialise the assets after raw_oai_xml of its window, or
+    supersede it), and --supersede-runs supersedes it: its windows' partitions hold the old
+    identifiers, which a harvest after the rekey lists again."""
+    with OAIEndpoint(handle_records(OLD), page_size=3) as old_host:
+        register(settings, old_host.base_url, harvester_id=HARVESTER, metadata_prefix="oai_dc")
+        ensure_harvester_partitions(instance, [HARVESTER])
+        harvested = materialise(instance, [assets.raw_oai_xml])
+    assert harvested.success
+    with Services(settings) as services:
+        [run] = services.state.runs_of_dagster_run(harvested.run_id)
+        assert run["status"] == "running"
+        with pytest.raises(RekeyRefused) as refused:
+            rekey(services, HARVESTER, OLD, NEW, orchestrator=DagsterRuns(instance))
+        report = rekey(
+            services, HARVESTER, OLD, NEW, supersede_runs=True, orchestrator=DagsterRuns(instance)
+        )
+        superseded = services.state.get_run(run["id"])
+
+    message = str(refused.value)
+    assert f"harvest run {run['id']}" in message and harvested.run_id in message
+    assert "succeeded" in message and "transformed_records" in message
+    assert "--supersede-runs" in message and "nothing was changed" in message
+    assert report.superseded_runs == [run["id"]]
+    assert report.rewritten == {"target": 0, "state": RECORDS}  # its staged records
+    assert superseded["status"] == "stopped" and superseded["error"].startswith("superseded")
+
+    # the window listed again under the new identifiers, written once each
+    with OAIEndpoint(handle_records(NEW), page_size=3) as new_host:
+        register(settings, new_host.base_url, harvester_id=HARVESTER, metadata_prefix="oai_dc")
+        listed_again = materialise(instance, harvest_assets)
+    assert listed_again.success, step_errors(listed_again)
+    expected = [f"{NEW}123456789/{n}" for n in range(RECORDS)]
+    assert sorted(target_by_source(settings, HARVESTER)) == expected
