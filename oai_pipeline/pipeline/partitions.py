@@ -61,9 +61,7 @@ def split_by_upstream_run(
         else:
             runs.append(int(manifest["run_id"]))
     if missing:
-        shown = ", ".join(missing[:5]) + (
-            f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-        )
+        shown = _first_windows(missing)
         raise PipelineError(
             f"{asset} has not been materialised for {scope.harvester_id} {shown}: "
             "materialise it for these windows first"
@@ -103,7 +101,7 @@ def refuse_partitions_of_old_identifiers(
     if not stale:
         return
     windows = [window for window, _ in stale]
-    shown = ", ".join(windows[:5]) + (f" and {len(windows) - 5} more" if len(windows) > 5 else "")
+    shown = _first_windows(windows)
     harvester_id = parts[0][1].harvester_id
     rekey = stale[0][1]
     raise PipelineError(
@@ -130,10 +128,7 @@ def refuse_partitions_of_superseded_runs(
         why = None if run is None else superseded_because(run)
         if why is None:
             continue
-        windows = scope.keys
-        shown = ", ".join(windows[:5]) + (
-            f" and {len(windows) - 5} more" if len(windows) > 5 else ""
-        )
+        shown = _first_windows(scope.keys)
         raise PipelineError(
             f"{asset} of {scope.harvester_id} {shown} was made by harvest run {run_id}, which "
             f"was {why}; no step continues it. Materialise {RAW_OAI_XML} of these windows "
@@ -158,3 +153,9 @@ def run_updates_all(run: dict | None, harvester: Harvester | None = None) -> boo
     update_all (a resumed run keeps it), or a writer of the harvester has it on."""
     started_so = bool(run and run["options"].get("update_all"))
     return started_so or (harvester is not None and writers_update_all(harvester))
+
+
+def _first_windows(windows: list[str], shown: int = 5) -> str:
+    """The first windows of a refusal, and how many more: a range run may span years."""
+    more = f" and {len(windows) - shown} more" if len(windows) > shown else ""
+    return ", ".join(windows[:shown]) + more

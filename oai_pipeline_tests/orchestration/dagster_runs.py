@@ -1,10 +1,16 @@
-"""Dagster runs as the run coordinator and the daemon leave them, without running them."""
+"""Dagster runs as the run coordinator and the daemon leave them, and a window's assets run in
+process with the sensors' ticks that follow."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 import dagster as dg
+
+from oai_pipeline.definitions import defs
+from oai_pipeline.defs.assets import harvest_assets
+from oai_pipeline.defs.launch import range_tags
+from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 
 
 def add_queued_run(instance: dg.DagsterInstance, tags: Mapping[str, str]) -> dg.DagsterRun:
@@ -25,3 +31,46 @@ def add_queued_run(instance: dg.DagsterInstance, tags: Mapping[str, str]) -> dg.
             remote_job_origin=origin,
         )
     )
+
+
+def materialise_window(
+    instance: dg.DagsterInstance, selection: list, harvester_id: str, window: str
+) -> dg.ExecuteInProcessResult:
+    """The selected harvest assets of one window, as a run from the UI; failures returned."""
+    return dg.materialize(
+        harvest_assets,
+        selection=selection,
+        instance=instance,
+        resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
+        tags=range_tags(harvester_id, window, window),
+        raise_on_error=False,
+    )
+
+
+def run_status_sensor(
+    instance: dg.DagsterInstance,
+    name: str,
+    run_id: str,
+    event_type: dg.DagsterEventType = dg.DagsterEventType.RUN_FAILURE,
+) -> None:
+    """One evaluation of the run status sensor `name` for the run's `event_type` event (by
+    default the failure sensor's: the run's harvest runs become `failed`)."""
+    [event] = instance.get_records_for_run(run_id, of_type=event_type).records
+    sensor = defs.resolve_sensor_def(name)
+    context = dg.build_run_status_sensor_context(
+        sensor_name=sensor.name,
+        dagster_event=event.event_log_entry.dagster_event,
+        dagster_instance=instance,
+        dagster_run=instance.get_run_by_id(run_id),
+        resources=defs.resources,
+    )
+    failed = event_type is dg.DagsterEventType.RUN_FAILURE
+    sensor(context.for_run_failure() if failed else context)
+
+
+def step_errors(result: dg.ExecuteInProcessResult) -> list[str]:
+    return [
+        event.step_failure_data.error.message
+        for event in result.all_events
+        if event.is_step_failure
+    ]

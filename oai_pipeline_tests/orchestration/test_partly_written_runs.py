@@ -22,6 +22,7 @@ from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
+from oai_pipeline_tests.orchestration.dagster_runs import run_status_sensor
 from oai_pipeline_tests.support import register, shifted_sample_records
 
 # A range run of the harvester whose process is SIGKILLed as its first downstream step
@@ -77,23 +78,6 @@ def _downstream(
     )
 
 
-def _run_status_sensor(
-    instance: dg.DagsterInstance, name: str, run_id: str, event_type: dg.DagsterEventType
-) -> None:
-    """One evaluation of the run status sensor `name` for the run's `event_type` event."""
-    [event] = instance.get_records_for_run(run_id, of_type=event_type).records
-    sensor = defs.resolve_sensor_def(name)
-    context = dg.build_run_status_sensor_context(
-        sensor_name=sensor.name,
-        dagster_event=event.event_log_entry.dagster_event,
-        dagster_instance=instance,
-        dagster_run=instance.get_run_by_id(run_id),
-        resources=defs.resources,
-    )
-    failed = event_type is dg.DagsterEventType.RUN_FAILURE
-    sensor(context.for_run_failure() if failed else context)
-
-
 def _dead_run_sensor_and_failure_sensor(
     instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch, killed: dg.DagsterRun
 ) -> None:
@@ -103,7 +87,7 @@ def _dead_run_sensor_and_failure_sensor(
     context = dg.build_sensor_context(instance=instance, resources=defs.resources)
     defs.resolve_sensor_def("dead_run_sensor").evaluate_tick(context)
     assert instance.get_run_by_id(killed.run_id).status is dg.DagsterRunStatus.FAILURE
-    _run_status_sensor(
+    run_status_sensor(
         instance, "harvest_failure_sensor", killed.run_id, dg.DagsterEventType.RUN_FAILURE
     )
 
@@ -167,7 +151,7 @@ def test_a_later_run_that_only_transforms_leaves_a_failed_run_failed(
     later = _downstream(instance, "2024-01-02", "2024-01-03", [transformed])
     assert later.success
     assert _harvest_run(settings, harvest_run["id"])["status"] == "running"  # taken on
-    _run_status_sensor(
+    run_status_sensor(
         instance, "harvest_success_sensor", later.run_id, dg.DagsterEventType.RUN_SUCCESS
     )
 

@@ -20,19 +20,21 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 import pytest
 
-from oai_pipeline.definitions import defs
 from oai_pipeline.defs import assets
 from oai_pipeline.defs.assets import harvest_assets, raw_oai_xml, sync_decisions, written_records
 from oai_pipeline.defs.assets import transformed_records as transformed
-from oai_pipeline.defs.launch import range_tags
 from oai_pipeline.defs.partitions import ensure_harvester_partitions
-from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.pipeline import discover as discover_module
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.records import EndpointRecord
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
+from oai_pipeline_tests.orchestration.dagster_runs import (
+    materialise_window,
+    run_status_sensor,
+    step_errors,
+)
 from oai_pipeline_tests.support import oai_dc, register, target_by_source
 
 HARVESTER = "moved"
@@ -53,36 +55,12 @@ def records() -> list[EndpointRecord]:
 
 
 def materialise(instance: dg.DagsterInstance, selection: list) -> dg.ExecuteInProcessResult:
-    return dg.materialize(
-        harvest_assets,
-        selection=selection,
-        instance=instance,
-        resources={"pipeline": PipelineResource(), "harvest_options": HarvestOptions()},
-        tags=range_tags(HARVESTER, WINDOW, WINDOW),
-        raise_on_error=False,
-    )
+    return materialise_window(instance, selection, HARVESTER, WINDOW)
 
 
 def failure_sensor(instance: dg.DagsterInstance, run_id: str) -> None:
     """The failure sensor's tick for the failed run: its harvest runs become `failed`."""
-    [event] = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
-    sensor = defs.resolve_sensor_def("harvest_failure_sensor")
-    context = dg.build_run_status_sensor_context(
-        sensor_name=sensor.name,
-        dagster_event=event.event_log_entry.dagster_event,
-        dagster_instance=instance,
-        dagster_run=instance.get_run_by_id(run_id),
-        resources=defs.resources,
-    )
-    sensor(context.for_run_failure())
-
-
-def step_errors(result: dg.ExecuteInProcessResult) -> list[str]:
-    return [
-        event.step_failure_data.error.message
-        for event in result.all_events
-        if event.is_step_failure
-    ]
+    run_status_sensor(instance, "harvest_failure_sensor", run_id)
 
 
 def _refuse(*args: object, **kwargs: object) -> None:
