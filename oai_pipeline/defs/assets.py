@@ -487,7 +487,9 @@ def transformed_records(
 def sync_decisions(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, harvest_options: HarvestOptions
 ) -> dg.MaterializeResult:
-    """The plan: per record, what must happen to the target and why (inspect before writing)."""
+    """The plan: per record, what must happen to the target and why. written_records
+    follows it in the same run or through the harvest_automation sensor: stop that sensor
+    and materialise up to this asset to look at a plan before it is written."""
     options = _options(harvest_options)
     results = _each_scope(
         context, pipeline, lambda s, scope: plan(s, scope, options), TRANSFORMED_RECORDS

@@ -60,7 +60,7 @@ def delete_superseded_runs(
     name="prune_run_history",
     description="Delete the harvest runs superseded for longer than "
     "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS: each window's latest run, and a failure not harvested "
-    "again, stay.",
+    "again, stay. Launched daily by the prune_run_history_schedule.",
 )
 def prune_run_history_job() -> None:
     delete_superseded_runs()

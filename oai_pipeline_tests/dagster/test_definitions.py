@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -156,3 +157,60 @@ def test_a_fixture_file_in_error_leaves_the_code_location_running(
         assert [h.id for h in services.state.list_harvesters()] == ["zenodo"]
     [added] = data.dynamic_partitions_requests
     assert list(added.partition_keys) == ["zenodo"]
+
+
+def _descriptions() -> dict[str, str | None]:
+    """What the UI shows beside each asset, check, job, schedule and sensor."""
+    graph = defs.resolve_asset_graph()
+    described: dict[str, str | None] = {
+        f"asset {spec.key.to_user_string()}": spec.description
+        for spec in defs.resolve_all_asset_specs()
+    }
+    described.update(
+        {
+            f"check {key.name}": graph.get_check_spec(key).description
+            for key in graph.asset_check_keys
+        }
+    )
+    described.update(
+        {
+            f"job {job.name}": job.description
+            for job in defs.resolve_all_job_defs()
+            if not job.name.startswith("__")  # Dagster's own implicit asset job
+        }
+    )
+    described.update({f"schedule {s.name}": s.description for s in defs.schedules})
+    described.update({f"sensor {s.name}": s.description for s in defs.sensors})
+    return described
+
+
+def test_every_definition_says_what_it_does_in_the_ui() -> None:
+    """The harvest_automation sensor had no description: the one line in the sensor list
+    that did not say what it does."""
+    assert not [name for name, text in _descriptions().items() if not (text or "").strip()]
+
+
+def test_a_scheduled_jobs_description_names_its_schedule() -> None:
+    """From a job's page, which schedule launches it. run_all_harvesters named a
+    "run_all_harvesters schedule" that does not exist; the others named none."""
+    for schedule in defs.schedules:
+        job = defs.resolve_job_def(schedule.job_name)
+        assert schedule.name in (job.description or ""), (job.name, schedule.name)
+
+
+def test_descriptions_name_only_definitions_that_exist() -> None:
+    names = {s.name for s in defs.schedules} | {s.name for s in defs.sensors}
+    names |= {job.name for job in defs.resolve_all_job_defs()}
+    named = {
+        token
+        for text in _descriptions().values()
+        for token in re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", text or "")
+        if token.endswith(("_schedule", "_sensor")) or token == "harvest_automation"
+    }
+    assert named <= names
+    # the plan is written right after it is made, unless that sensor is stopped: said where
+    # the plan is shown
+    assert "harvest_automation" in (
+        defs.resolve_assets_def("sync_decisions").descriptions_by_key[dg.AssetKey("sync_decisions")]
+        or ""
+    )
