@@ -214,3 +214,13 @@ def test_descriptions_name_only_definitions_that_exist() -> None:
         defs.resolve_assets_def("sync_decisions").descriptions_by_key[dg.AssetKey("sync_decisions")]
         or ""
     )
+
+
+@pytest.mark.parametrize("resource", ["pipeline", "harvest_options"])
+def test_every_resource_field_is_described(resource: str) -> None:
+    """The UI's Resources page and the launchpad list these fields: `pipeline`'s four
+    locations were shown bare, with nothing saying what each is or what it defaults to."""
+    fields = type(defs.resources[resource]).model_fields
+    assert fields
+    assert not [name for name, field in fields.items() if not (field.description or "").strip()]
+    assert (type(defs.resources[resource]).__doc__ or "").strip()
