@@ -72,8 +72,12 @@ TRANSIENT_ERRORS = (HarvestProtocolError, httpx.TransportError, OSError, Operati
 TRANSIENT_RETRY = dg.RetryPolicy(max_retries=3, delay=30, backoff=dg.Backoff.EXPONENTIAL)
 
 # Downstream assets follow an upstream materialisation of any window, not only the latest.
-FOLLOW_UPSTREAM = dg.AutomationCondition.eager().without(
-    dg.AutomationCondition.in_latest_time_window()
+# Labelled so: with `.without()` the UI still showed plain "eager", which on a time-partitioned
+# asset reads as "the latest window only".
+FOLLOW_UPSTREAM = (
+    dg.AutomationCondition.eager()
+    .without(dg.AutomationCondition.in_latest_time_window())
+    .with_label("eager, any window")
 )
 
 # A global cap on concurrent source requests: the pool's limit is set in dagster.yaml.

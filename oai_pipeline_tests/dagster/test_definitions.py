@@ -239,3 +239,22 @@ def test_each_asset_lists_its_parquet_columns_for_the_ui() -> None:
             (column, str(dtype)) for column, dtype in SCHEMAS[name].items()
         ]
         assert schema.columns[0].description  # the identifier: what it is
+
+
+def test_the_automation_label_says_it_follows_any_window() -> None:
+    """Dagster's `eager` waits for the latest time window only; the downstream assets drop
+    that part, yet the UI labelled their condition plain "eager", telling a Dagster user
+    that a backfilled window is not followed."""
+    for name in ASSETS[1:]:
+        condition = defs.resolve_assets_def(name).automation_conditions_by_key[dg.AssetKey(name)]
+        assert "in_latest_time_window" not in repr(condition)
+        assert condition.get_label() == "eager, any window"
+    # the label leaves the condition's identity, so the automation sensor's cursor, as it was
+    unlabelled = dg.AutomationCondition.eager().without(
+        dg.AutomationCondition.in_latest_time_window()
+    )
+    ids = [
+        c.get_node_unique_id(parent_unique_id=None, index=None, target_key=None)
+        for c in (condition, unlabelled)
+    ]
+    assert ids[0] == ids[1]
