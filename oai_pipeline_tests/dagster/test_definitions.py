@@ -258,3 +258,16 @@ def test_the_automation_label_says_it_follows_any_window() -> None:
         for c in (condition, unlabelled)
     ]
     assert ids[0] == ids[1]
+
+
+def test_the_prune_says_which_runs_it_deletes() -> None:
+    """A run goes once it *finished* more than the kept days ago and was superseded, however
+    recently. The job and its schedule said "superseded for longer than" the kept days: an
+    operator expected last week's superseded runs of a month-old harvest to stay."""
+    job = defs.resolve_job_def("prune_run_history")
+    schedule = defs.resolve_schedule_def("prune_run_history_schedule")
+    [op] = [node.definition for node in job.nodes]
+    rule = "finished more than OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS ago and were superseded"
+    for description in (job.description, schedule.description, op.description):
+        assert rule in (description or "")
+        assert "superseded for longer" not in (description or "")
