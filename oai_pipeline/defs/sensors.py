@@ -66,7 +66,9 @@ def cancel_queued_runs(instance: dg.DagsterInstance, deleted: set[str]) -> list[
 @dg.sensor(
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=15,
-    description="Keeps the harvester partitions equal to the harvester registry.",
+    description="Keeps the harvester partitions equal to the harvester registry: applies the "
+    "data folder's oai_harvesters.yaml when it changed (its ticks fail, naming the error, while "
+    "that file is in error) and cancels the queued runs of deleted harvesters.",
 )
 def harvester_registry_sensor(
     context: dg.SensorEvaluationContext, pipeline: PipelineResource

@@ -271,3 +271,12 @@ def test_the_prune_says_which_runs_it_deletes() -> None:
     for description in (job.description, schedule.description, op.description):
         assert rule in (description or "")
         assert "superseded for longer" not in (description or "")
+
+
+def test_the_registry_sensor_says_it_applies_the_fixture_file() -> None:
+    """Its ticks fail while the data folder's oai_harvesters.yaml is in error (see the test
+    above), and it cancels the queued runs of deleted harvesters: its description said only
+    that it keeps the partitions, so a failed tick looked like a broken sensor."""
+    description = defs.resolve_sensor_def("harvester_registry_sensor").description or ""
+    assert "oai_harvesters.yaml" in description
+    assert "cancels the queued runs" in description
