@@ -36,6 +36,7 @@ from oai_pipeline.oai.errors import HarvestProtocolError
 from oai_pipeline.pipeline.discover import DiscoveryResult, discover
 from oai_pipeline.pipeline.frames import (
     RAW_OAI_XML,
+    SCHEMAS,
     SYNC_DECISIONS,
     TRANSFORMED_RECORDS,
     WRITTEN_RECORDS,
@@ -72,8 +73,12 @@ TRANSIENT_ERRORS = (HarvestProtocolError, httpx.TransportError, OSError, Operati
 TRANSIENT_RETRY = dg.RetryPolicy(max_retries=3, delay=30, backoff=dg.Backoff.EXPONENTIAL)
 
 # Downstream assets follow an upstream materialisation of any window, not only the latest.
-FOLLOW_UPSTREAM = dg.AutomationCondition.eager().without(
-    dg.AutomationCondition.in_latest_time_window()
+# Labelled so: with `.without()` the UI still showed plain "eager", which on a time-partitioned
+# asset reads as "the latest window only".
+FOLLOW_UPSTREAM = (
+    dg.AutomationCondition.eager()
+    .without(dg.AutomationCondition.in_latest_time_window())
+    .with_label("eager, any window")
 )
 
 # A global cap on concurrent source requests: the pool's limit is set in dagster.yaml.
@@ -86,6 +91,37 @@ _ASSET_ARGS = dict(
     retry_policy=TRANSIENT_RETRY,
 )
 _DOWNSTREAM_ARGS = dict(_ASSET_ARGS, automation_condition=FOLLOW_UPSTREAM)
+
+# What a column of the Parquet parts holds, where its name does not say it.
+_COLUMN_DESCRIPTIONS = {
+    "identifier": "the record's OAI identifier",
+    "datestamp": "the record's OAI datestamp, as the source sent it",
+    "deleted": "the source's header says the record is deleted",
+    "set_specs": "the record's OAI sets",
+    "xml": "the record's XML (bytes)",
+    "data": "the transformed record data, as JSON",
+    "pid": "the persistent identifier (e.g. DOI) the data carries",
+    "communities": "the target communities the transformer lists",
+    "writer": "index of the harvester's writer the row is for",
+    "local_id": "the record's id in the target",
+    "local_state": "the target record's state before the write",
+    "action": "what is (or was) done to the target record",
+    "reason": "why that action",
+    "planned_action": "the plan's action (sync_decisions)",
+    "revision": "the target record's revision after the write",
+    "error_type": "the kind of the record's error (empty: none)",
+}
+
+
+def _column_schema(asset: str) -> dict[str, dg.TableSchema]:
+    """The asset's Parquet columns as Dagster's `dagster/column_schema`: the UI's asset page
+    lists them under Columns, so a data engineer sees what a partition holds without opening
+    one."""
+    columns = [
+        dg.TableColumn(name, str(dtype), description=_COLUMN_DESCRIPTIONS.get(name))
+        for name, dtype in SCHEMAS[asset].items()
+    ]
+    return {"dagster/column_schema": dg.TableSchema(columns=columns)}
 
 
 @contextmanager
@@ -344,6 +380,9 @@ def _window_entries(
     location = storage.location(asset, harvester_id, window)
     return {
         "window": window,
+        # Dagster's own key: the UI's asset page shows it as the Row count (record_count
+        # stays for those who plot it)
+        "dagster/row_count": summary.records,
         "path": dg.MetadataValue.path(location)
         if storage.is_local
         else dg.MetadataValue.url(location),
@@ -426,7 +465,12 @@ def _tell_moved_source(
         )
 
 
-@dg.asset(kinds={"oai-pmh", "parquet"}, pool=SOURCE_POOL, **_ASSET_ARGS)
+@dg.asset(
+    kinds={"oai-pmh", "parquet"},
+    pool=SOURCE_POOL,
+    **_ASSET_ARGS,
+    metadata=_column_schema(RAW_OAI_XML),
+)
 def raw_oai_xml(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, harvest_options: HarvestOptions
 ) -> dg.MaterializeResult:
@@ -468,7 +512,12 @@ def raw_oai_xml(
     )
 
 
-@dg.asset(deps=[raw_oai_xml], kinds={"python", "parquet"}, **_DOWNSTREAM_ARGS)
+@dg.asset(
+    deps=[raw_oai_xml],
+    kinds={"python", "parquet"},
+    **_DOWNSTREAM_ARGS,
+    metadata=_column_schema(TRANSFORMED_RECORDS),
+)
 def transformed_records(
     context: dg.AssetExecutionContext, pipeline: PipelineResource
 ) -> dg.MaterializeResult:
@@ -485,11 +534,18 @@ def transformed_records(
     )
 
 
-@dg.asset(deps=[transformed_records], kinds={"python", "parquet"}, **_DOWNSTREAM_ARGS)
+@dg.asset(
+    deps=[transformed_records],
+    kinds={"python", "parquet"},
+    **_DOWNSTREAM_ARGS,
+    metadata=_column_schema(SYNC_DECISIONS),
+)
 def sync_decisions(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, harvest_options: HarvestOptions
 ) -> dg.MaterializeResult:
-    """The plan: per record, what must happen to the target and why (inspect before writing)."""
+    """The plan: per record, what must happen to the target and why. written_records
+    follows it in the same run or through the harvest_automation sensor: stop that sensor
+    and materialise up to this asset to look at a plan before it is written."""
     options = _options(harvest_options)
     results = _each_scope(
         context, pipeline, lambda s, scope: plan(s, scope, options), TRANSFORMED_RECORDS
@@ -499,7 +555,12 @@ def sync_decisions(
     )
 
 
-@dg.asset(deps=[sync_decisions], kinds={"python", "parquet", "sql"}, **_DOWNSTREAM_ARGS)
+@dg.asset(
+    deps=[sync_decisions],
+    kinds={"python", "parquet", "sql"},
+    **_DOWNSTREAM_ARGS,
+    metadata=_column_schema(WRITTEN_RECORDS),
+)
 def written_records(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, harvest_options: HarvestOptions
 ) -> dg.MaterializeResult:

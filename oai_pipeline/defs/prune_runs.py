@@ -28,7 +28,8 @@ class PruneRunHistoryConfig(dg.Config):
 
 @dg.op(
     description="Delete the harvest runs that finished more than "
-    "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS ago and whose partitions were all materialised since."
+    "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS ago and were superseded since (every partition they "
+    "materialised was materialised by a later run), at most max_runs of them."
 )
 def delete_superseded_runs(
     context: dg.OpExecutionContext, config: PruneRunHistoryConfig, pipeline: PipelineResource
@@ -58,9 +59,11 @@ def delete_superseded_runs(
 
 @dg.job(
     name="prune_run_history",
-    description="Delete the harvest runs superseded for longer than "
-    "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS: each window's latest run, and a failure not harvested "
-    "again, stay.",
+    description="Delete the harvest runs that finished more than "
+    "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS ago and were superseded since (every partition they "
+    "materialised was materialised by a later run): each window's latest run, and a failure "
+    "not harvested again, stay; the runs of deleted harvesters go. Launched daily by the "
+    "prune_run_history_schedule.",
 )
 def prune_run_history_job() -> None:
     delete_superseded_runs()
@@ -70,8 +73,9 @@ def prune_run_history_job() -> None:
     cron_schedule="40 4 * * *",
     job=prune_run_history_job,
     default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Daily: delete the harvest runs superseded for longer than "
-    "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS (skipped when it is 0).",
+    description="Daily: delete the harvest runs that finished more than "
+    "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS ago and were superseded since (skipped when it is 0, "
+    "or while the last prune is still queued or going).",
 )
 def prune_run_history_schedule(
     context: dg.ScheduleEvaluationContext, pipeline: PipelineResource

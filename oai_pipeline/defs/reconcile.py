@@ -102,7 +102,8 @@ def reconcile_harvesters(
 
 @dg.job(
     description="Reconcile the harvesters whose sources keep no deletions (or those given in "
-    "the config): tombstones for the records they no longer list."
+    "the config): tombstones for the records they no longer list. Launched weekly by the "
+    "reconcile_schedule once started."
 )
 def reconcile_sources() -> None:
     reconcile_harvesters()

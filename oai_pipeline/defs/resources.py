@@ -14,12 +14,31 @@ from oai_pipeline.settings import Settings, load_settings
 
 
 class PipelineResource(dg.ConfigurableResource):
-    """Each location defaults to the environment the CLI reads (OAI_PIPELINE_* variables)."""
+    """Where the harvest data lives: the data folder, the state store, the target and the
+    Parquet partitions. Each unset one is what the CLI reads (OAI_PIPELINE_* variables)."""
 
-    home: str | None = None
-    state_db_url: str | None = None
-    target_db_url: str | None = None
-    storage_url: str | None = None
+    # Described, as the UI's Resources page and the launchpad show these fields bare
+    # otherwise. A URL with a password belongs in the environment (or dg.EnvVar), not here:
+    # the Resources page shows the values set.
+    home: str | None = Field(
+        default=None,
+        description="The data folder (default OAI_PIPELINE_HOME, else .oai_pipeline_home/).",
+    )
+    state_db_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the state store: harvesters, harvest records and runs "
+        "(default OAI_PIPELINE_STATE_DB_URL, else state.sqlite in the data folder).",
+    )
+    target_db_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the embedded target repository (default "
+        "OAI_PIPELINE_TARGET_DB_URL, else target.sqlite in the data folder).",
+    )
+    storage_url: str | None = Field(
+        default=None,
+        description="Folder or fsspec URL of the four assets' Parquet partitions (default "
+        "OAI_PIPELINE_STORAGE_URL, else storage/ in the data folder).",
+    )
 
     def settings(self) -> Settings:
         env: dict[str, str] = {}

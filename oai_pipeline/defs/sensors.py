@@ -66,7 +66,9 @@ def cancel_queued_runs(instance: dg.DagsterInstance, deleted: set[str]) -> list[
 @dg.sensor(
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=15,
-    description="Keeps the harvester partitions equal to the harvester registry.",
+    description="Keeps the harvester partitions equal to the harvester registry: applies the "
+    "data folder's oai_harvesters.yaml when it changed (its ticks fail, naming the error, while "
+    "that file is in error) and cancels the queued runs of deleted harvesters.",
 )
 def harvester_registry_sensor(
     context: dg.SensorEvaluationContext, pipeline: PipelineResource
@@ -217,7 +219,7 @@ def harvest_canceled_sensor(context: dg.RunStatusSensorContext, pipeline: Pipeli
     default_status=dg.DefaultSensorStatus.RUNNING,
     monitor_all_code_locations=False,
     description="Fails a harvest run a succeeded Dagster run took on, but did not write all of, "
-    "when the Dagster run that was to write the rest failed (see fail_orphaned_harvest_runs).",
+    "when the Dagster run that was to write the rest failed or was canceled.",
 )
 def harvest_success_sensor(context: dg.RunStatusSensorContext, pipeline: PipelineResource) -> None:
     """written_records does this as it ends; a run of the steps before it alone (transform
@@ -234,4 +236,7 @@ automation_sensor = dg.AutomationConditionSensorDefinition(
     target=dg.AssetSelection.groups("oai_harvest"),
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=60,
+    description="Materialises transformed_records, sync_decisions and written_records for any "
+    "window whose upstream was materialised (raw_oai_xml alone, a re-run of one stage); stop "
+    "it to look at a plan (sync_decisions) before it is written.",
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -156,3 +157,126 @@ def test_a_fixture_file_in_error_leaves_the_code_location_running(
         assert [h.id for h in services.state.list_harvesters()] == ["zenodo"]
     [added] = data.dynamic_partitions_requests
     assert list(added.partition_keys) == ["zenodo"]
+
+
+def _descriptions() -> dict[str, str | None]:
+    """What the UI shows beside each asset, check, job, schedule and sensor."""
+    graph = defs.resolve_asset_graph()
+    described: dict[str, str | None] = {
+        f"asset {spec.key.to_user_string()}": spec.description
+        for spec in defs.resolve_all_asset_specs()
+    }
+    described.update(
+        {
+            f"check {key.name}": graph.get_check_spec(key).description
+            for key in graph.asset_check_keys
+        }
+    )
+    described.update(
+        {
+            f"job {job.name}": job.description
+            for job in defs.resolve_all_job_defs()
+            if not job.name.startswith("__")  # Dagster's own implicit asset job
+        }
+    )
+    described.update({f"schedule {s.name}": s.description for s in defs.schedules})
+    described.update({f"sensor {s.name}": s.description for s in defs.sensors})
+    return described
+
+
+def test_every_definition_says_what_it_does_in_the_ui() -> None:
+    """The harvest_automation sensor had no description: the one line in the sensor list
+    that did not say what it does."""
+    assert not [name for name, text in _descriptions().items() if not (text or "").strip()]
+
+
+def test_a_scheduled_jobs_description_names_its_schedule() -> None:
+    """From a job's page, which schedule launches it. run_all_harvesters named a
+    "run_all_harvesters schedule" that does not exist; the others named none."""
+    for schedule in defs.schedules:
+        job = defs.resolve_job_def(schedule.job_name)
+        assert schedule.name in (job.description or ""), (job.name, schedule.name)
+
+
+def test_descriptions_name_only_definitions_that_exist() -> None:
+    names = {s.name for s in defs.schedules} | {s.name for s in defs.sensors}
+    names |= {job.name for job in defs.resolve_all_job_defs()}
+    named = {
+        token
+        for text in _descriptions().values()
+        for token in re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", text or "")
+        if token.endswith(("_schedule", "_sensor")) or token == "harvest_automation"
+    }
+    assert named <= names
+    # the plan is written right after it is made, unless that sensor is stopped: said where
+    # the plan is shown
+    assert "harvest_automation" in (
+        defs.resolve_assets_def("sync_decisions").descriptions_by_key[dg.AssetKey("sync_decisions")]
+        or ""
+    )
+
+
+@pytest.mark.parametrize("resource", ["pipeline", "harvest_options"])
+def test_every_resource_field_is_described(resource: str) -> None:
+    """The UI's Resources page and the launchpad list these fields: `pipeline`'s four
+    locations were shown bare, with nothing saying what each is or what it defaults to."""
+    fields = type(defs.resources[resource]).model_fields
+    assert fields
+    assert not [name for name, field in fields.items() if not (field.description or "").strip()]
+    assert (type(defs.resources[resource]).__doc__ or "").strip()
+
+
+def test_each_asset_lists_its_parquet_columns_for_the_ui() -> None:
+    """The UI's asset page lists an asset's columns from `dagster/column_schema`: none was
+    set, so its Columns section was empty for all four Parquet assets."""
+    from oai_pipeline.pipeline.frames import SCHEMAS
+
+    for spec in defs.resolve_all_asset_specs():
+        name = spec.key.to_user_string()
+        schema = spec.metadata["dagster/column_schema"]
+        assert isinstance(schema, dg.TableSchema)
+        assert [(c.name, c.type) for c in schema.columns] == [
+            (column, str(dtype)) for column, dtype in SCHEMAS[name].items()
+        ]
+        assert schema.columns[0].description  # the identifier: what it is
+
+
+def test_the_automation_label_says_it_follows_any_window() -> None:
+    """Dagster's `eager` waits for the latest time window only; the downstream assets drop
+    that part, yet the UI labelled their condition plain "eager", telling a Dagster user
+    that a backfilled window is not followed."""
+    for name in ASSETS[1:]:
+        condition = defs.resolve_assets_def(name).automation_conditions_by_key[dg.AssetKey(name)]
+        assert "in_latest_time_window" not in repr(condition)
+        assert condition.get_label() == "eager, any window"
+    # the label leaves the condition's identity, so the automation sensor's cursor, as it was
+    unlabelled = dg.AutomationCondition.eager().without(
+        dg.AutomationCondition.in_latest_time_window()
+    )
+    ids = [
+        c.get_node_unique_id(parent_unique_id=None, index=None, target_key=None)
+        for c in (condition, unlabelled)
+    ]
+    assert ids[0] == ids[1]
+
+
+def test_the_prune_says_which_runs_it_deletes() -> None:
+    """A run goes once it *finished* more than the kept days ago and was superseded, however
+    recently. The job and its schedule said "superseded for longer than" the kept days: an
+    operator expected last week's superseded runs of a month-old harvest to stay."""
+    job = defs.resolve_job_def("prune_run_history")
+    schedule = defs.resolve_schedule_def("prune_run_history_schedule")
+    [op] = [node.definition for node in job.nodes]
+    rule = "finished more than OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS ago and were superseded"
+    for description in (job.description, schedule.description, op.description):
+        assert rule in (description or "")
+        assert "superseded for longer" not in (description or "")
+
+
+def test_the_registry_sensor_says_it_applies_the_fixture_file() -> None:
+    """Its ticks fail while the data folder's oai_harvesters.yaml is in error (see the test
+    above), and it cancels the queued runs of deleted harvesters: its description said only
+    that it keeps the partitions, so a failed tick looked like a broken sensor."""
+    description = defs.resolve_sensor_def("harvester_registry_sensor").description or ""
+    assert "oai_harvesters.yaml" in description
+    assert "cancels the queued runs" in description

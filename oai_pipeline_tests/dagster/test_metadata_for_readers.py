@@ -69,6 +69,8 @@ def test_each_window_names_where_its_parquet_is(
             part = pl.read_parquet(folder / "*.parquet")
             assert part.schema == SCHEMAS[asset]
             assert part.height == metadata["record_count"].value
+            # and under Dagster's own key, which the UI's asset page shows as its Row count
+            assert metadata["dagster/row_count"] == dg.IntMetadataValue(part.height)
             counted[window] = counted.get(window, 0) + part.height
     assert counted[DEFAULT_WINDOW_START] == 0 and sum(counted.values()) > 0
 
