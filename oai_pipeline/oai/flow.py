@@ -7,14 +7,22 @@ so tests run without real waiting.
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 
-# x-ratelimit-reset above this is an epoch timestamp, below it a number of seconds.
+# A rate-limit reset above this is an epoch timestamp, below it a number of seconds; above
+# the second threshold, an epoch timestamp in milliseconds (some gateways send Date.now()).
 _EPOCH_THRESHOLD = 1_000_000_000
+_EPOCH_MILLISECONDS_THRESHOLD = 100_000_000_000
+
+# Retry-After's delay-seconds is digits (RFC 9110 §10.2.3); a fraction is tolerated. float()
+# alone also took "nan", "inf", "-5" and "1_000": "nan" made every retry of a 503 come at
+# once (a wait of nothing, up to 5 max_retries times), where an unreadable value backs off.
+_DELAY_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
@@ -24,10 +32,10 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     if value is None or not value.strip():
         return None
     value = value.strip()
-    try:
+    if _DELAY_SECONDS.fullmatch(value):
         return float(value)
-    except ValueError:
-        pass
+    if value[:1].isdigit() or value[:1] in "+-.":
+        return None  # a number, but no delay-seconds (nor a date: those start with a day)
     try:
         moment = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):

@@ -10,8 +10,9 @@ import pytest
 
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.client import OAIClient
+from oai_pipeline.oai.errors import HarvestProtocolError
 from oai_pipeline.oai.flow import RateLimiter, backoff_delay, parse_retry_after
-from oai_pipeline_tests.oai.fake_source import BASE_URL, FakeSource, make_records
+from oai_pipeline_tests.oai.fake_source import BASE_URL, FakeSource, make_records, unavailable
 
 
 class FakeClock:
@@ -140,3 +141,22 @@ def test_invalid_client_settings_are_configuration_errors() -> None:
         OAIClient(BASE_URL, timeout=0)
     with pytest.raises(ConfigurationError):
         OAIClient(BASE_URL, rate_limit_per_minute=-1)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e400", "-5", "1_000", "+30", "0x10", "soon"])
+def test_a_retry_after_that_is_no_delay_seconds_is_unreadable(value: str) -> None:
+    """RFC 9110's delay-seconds is digits. float() took "nan" (no wait at all) and "inf"."""
+    assert parse_retry_after(value) is None
+
+
+def test_a_503_whose_retry_after_is_nan_backs_off_instead_of_hammering() -> None:
+    """A Retry-After of "nan" was a wait of nothing, and, as a polite retry, came up to five
+    times max_retries times: the source saw a burst of requests it had asked to space."""
+    source = FakeSource(make_records(3), page_size=3)
+    source.every = (1, unavailable("nan"))
+    sleeps: list[float] = []
+    client = OAIClient(BASE_URL, transport=source.transport(), sleep=sleeps.append, max_retries=2)
+    with pytest.raises(HarvestProtocolError, match="gave up after 3 attempts"):
+        list(client.sweep("ListRecords", metadata_prefix="oai_dc"))
+    assert len(source.requests) == 3
+    assert 0.5 <= sleeps[0] <= 1 and 1 <= sleeps[1] <= 2  # backoff, base 1 s
