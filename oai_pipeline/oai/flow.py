@@ -6,6 +6,7 @@ so tests run without real waiting.
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import threading
@@ -111,27 +112,81 @@ class RateLimiter:
         self._lock.release()
 
     def observe(self, headers: Mapping[str, str]) -> None:
-        """Slow down when ``x-ratelimit-remaining`` is low: spread what is left of the quota
-        evenly until ``x-ratelimit-reset``; wait for the reset when nothing is left."""
-        remaining = _number(headers.get("x-ratelimit-remaining"))
-        reset = _number(headers.get("x-ratelimit-reset"))
-        if remaining is None or reset is None:
+        """Slow down when the quota the source's rate-limit headers report (see _quota) is
+        low: spread what is left evenly until its reset; wait for the reset when nothing is
+        left."""
+        quota = _quota(headers)
+        if quota is None:
             return
-        limit = _number(headers.get("x-ratelimit-limit"))
+        remaining, reset, limit = quota
         low_mark = max(2.0, limit * 0.1) if limit else 2.0
         if remaining > low_mark:
             return
-        reset_in = reset - self._wall_clock() if reset > _EPOCH_THRESHOLD else reset
+        reset_in = _seconds_until_reset(reset, self._wall_clock())
+        if reset_in is None:
+            # no reset told: a Retry-After beside it (a hint on a 200) says when the quota
+            # comes back; without either, there is no knowing, and requests go on as spaced
+            reset_in = parse_retry_after(headers.get("retry-after"), now=self._wall_clock())
+            if reset_in is None:
+                return
         delay = clamp(reset_in / (max(remaining, 0.0) + 1.0), self.max_wait)
         earliest = self._clock() + delay
         if self._next_allowed is None or earliest > self._next_allowed:
             self._next_allowed = earliest
 
 
+def _quota(headers: Mapping[str, str]) -> tuple[float, str | None, float | None] | None:
+    """(remaining, reset as sent, limit) from whichever rate-limit headers the source sends;
+    None without a remaining count. Sources behind API gateways name them three ways:
+    ``X-RateLimit-*`` (Zenodo, GitHub), ``RateLimit-Remaining``/``-Reset``/``-Limit`` (the
+    IETF draft up to -06: Kong, Traefik), and one structured ``RateLimit`` field, as
+    ``limit=100, remaining=0, reset=30`` (drafts -03 to -06) or ``"policy";r=0;t=30``
+    (from -07; the most restrictive of several policies counts)."""
+    for prefix in ("x-ratelimit-", "ratelimit-"):
+        remaining = _number(headers.get(prefix + "remaining"))
+        if remaining is not None:
+            limit = _number(headers.get(prefix + "limit"))
+            return remaining, headers.get(prefix + "reset"), limit
+    field = headers.get("ratelimit")
+    if not field:
+        return None
+    items = [
+        {
+            name.strip().lower(): value.strip().strip('"')
+            for name, _, value in (part.partition("=") for part in item.split(";"))
+        }
+        for item in field.split(",")
+    ]
+    policies = [(r, item) for item in items if (r := _number(item.get("r"))) is not None]
+    if policies:
+        remaining, policy = min(policies, key=lambda found: found[0])
+        return remaining, policy.get("t"), None
+    listed = {name: value for item in items for name, value in item.items()}
+    remaining = _number(listed.get("remaining"))
+    if remaining is None:
+        return None
+    return remaining, listed.get("reset"), _number(listed.get("limit"))
+
+
+def _seconds_until_reset(reset: str | None, now: float) -> float | None:
+    """Seconds from ``now`` (epoch) to a rate-limit reset: a number of seconds, an epoch
+    timestamp in seconds or milliseconds, or an HTTP date; None when none or unreadable."""
+    number = _number(reset)
+    if number is None:
+        return parse_retry_after(reset, now=now) if reset else None
+    if number > _EPOCH_MILLISECONDS_THRESHOLD:
+        return number / 1000 - now
+    if number > _EPOCH_THRESHOLD:
+        return number - now
+    return number
+
+
 def _number(value: str | None) -> float | None:
+    """A finite number, else None ("nan" and "inf" are no count)."""
     if value is None:
         return None
     try:
-        return float(value.strip())
+        number = float(value.strip())
     except ValueError:
         return None
+    return number if math.isfinite(number) else None

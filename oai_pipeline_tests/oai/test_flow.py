@@ -6,6 +6,7 @@ import random
 from datetime import UTC, datetime
 from email.utils import format_datetime
 
+import httpx
 import pytest
 
 from oai_pipeline.errors import ConfigurationError
@@ -160,3 +161,65 @@ def test_a_503_whose_retry_after_is_nan_backs_off_instead_of_hammering() -> None
         list(client.sweep("ListRecords", metadata_prefix="oai_dc"))
     assert len(source.requests) == 3
     assert 0.5 <= sleeps[0] <= 1 and 1 <= sleeps[1] <= 2  # backoff, base 1 s
+
+
+WALL = 5e9  # the wall clock of the rate-limit tests, in epoch seconds
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"RateLimit-Limit": "100", "RateLimit-Remaining": "0", "RateLimit-Reset": "30"},
+        {"RateLimit": "limit=100, remaining=0, reset=30"},
+        {"RateLimit": '"burst";r=40;t=1, "daily";r=0;t=30', "RateLimit-Policy": '"daily";q=100'},
+        {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int((WALL + 30) * 1000))},
+        {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "Fri, 11 Jun 2128 08:53:50 GMT"},
+        {"x-ratelimit-remaining": "0", "retry-after": "30"},
+    ],
+    ids=["ietf-fields", "ietf-list", "ietf-policies", "epoch-ms", "http-date", "retry-after"],
+)
+def test_a_spent_quota_waits_for_its_reset_however_the_source_names_it(
+    headers: dict[str, str],
+) -> None:
+    """Sources behind API gateways report their quota as the IETF draft names it
+    (`RateLimit-Remaining`, or one `RateLimit` field), give the reset as an epoch in
+    milliseconds or a date, or only a Retry-After beside the count. Only `x-ratelimit-*` with
+    a reset in seconds was read: the client went on until the source refused it (429)."""
+    assert format_datetime(datetime.fromtimestamp(WALL + 30, UTC), usegmt=True) == (
+        "Fri, 11 Jun 2128 08:53:50 GMT"
+    )
+    clock = FakeClock()
+    limiter = RateLimiter(
+        None, max_wait=300, sleep=clock.sleep, clock=clock, wall_clock=lambda: WALL
+    )
+    with limiter:
+        limiter.observe(httpx.Headers(headers))
+    with limiter:
+        pass
+    assert clock.sleeps == [pytest.approx(30.0)]
+
+
+def test_a_quota_with_plenty_left_or_no_count_does_not_slow_down() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(None, max_wait=300, sleep=clock.sleep, clock=clock)
+    for headers in (
+        {"RateLimit": '"default";r=50;t=30'},
+        {"RateLimit-Remaining": "50", "RateLimit-Reset": "30"},
+        {"x-ratelimit-remaining": "nan", "x-ratelimit-reset": "30"},
+        {"RateLimit": "garbage"},
+        {"retry-after": "30"},  # on a 200 without a quota: a hint, not an order
+    ):
+        with limiter:
+            limiter.observe(httpx.Headers(headers))
+    with limiter:
+        pass
+    assert clock.sleeps == []
+
+
+def test_the_client_slows_down_on_ietf_rate_limit_headers() -> None:
+    source = FakeSource(make_records(6), page_size=2)
+    source.response_headers = {"RateLimit-Remaining": "0", "RateLimit-Reset": "7"}
+    sleeps: list[float] = []
+    client = OAIClient(BASE_URL, transport=source.transport(), sleep=sleeps.append)
+    list(client.sweep("ListRecords", metadata_prefix="oai_dc", prefetch=False))
+    assert len(sleeps) == 2 and all(6.9 < s <= 7 for s in sleeps)
