@@ -155,6 +155,41 @@ def _may_hold_illegal(data: bytes, text: str, reencode: bool) -> bool:
     return "\ufffe" in text or "\uffff" in text
 
 
+# What a page's bytes are searched for in UTF-8: U+FFFE and U+FFFF, references to characters.
+_NONCHARACTER_BYTES = (b"\xef\xbf\xbe", b"\xef\xbf\xbf")
+_CHAR_REFERENCE_BYTES = re.compile(rb"&#(?:[xX]([0-9a-fA-F]+)|([0-9]+));")
+# How much of a page is decoded at a time to check that it is UTF-8 (see _sound_utf8).
+_VALIDATION_STEP = 256 * 1024
+
+
+def _sound_utf8(data: bytes) -> bool:
+    """Whether ``data`` is a page to parse as it is: UTF-8 (declared so, or undeclared)
+    without a character XML forbids, literal or referenced. Found with byte searches, and the
+    UTF-8 checked a slice at a time: a large page was decoded whole for the check, a copy of
+    one to four times its size held beside it (the usual page needs no other)."""
+    if data.startswith(codecs.BOM_UTF8):
+        return False
+    declared, _ = _declared_encoding(data)
+    if declared is not None and declared not in _UTF8_NAMES:
+        return False
+    if any(byte in data for byte in _CONTROL_BYTES + _NONCHARACTER_BYTES):
+        return False
+    if b"&#" in data:
+        for match in _CHAR_REFERENCE_BYTES.finditer(data):
+            hex_digits, decimal = match.groups()
+            if not _is_legal(int(hex_digits, 16) if hex_digits else int(decimal)):
+                return False
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(data)
+    try:
+        for start in range(0, len(data), _VALIDATION_STEP):
+            decoder.decode(view[start : start + _VALIDATION_STEP])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 _LEADING_JUNK = re.compile(rb"(?:\s|\xef\xbb\xbf)+")
 
 
@@ -178,6 +213,8 @@ def clean_page(data: bytes, charset: str | None = None) -> bytes:
     """
     if data[:1].isspace() or data.startswith(codecs.BOM_UTF8):
         data = _without_leading_junk(data)
+    if _sound_utf8(data):
+        return data
     text, reencode = _decode(data, charset.lower() if charset else None)
     if _may_hold_illegal(data, text, reencode) and _ILLEGAL_CHARS.search(text):
         text = _ILLEGAL_CHARS.sub("", text)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import tracemalloc
+from collections.abc import Callable
+
 import pytest
 from lxml import etree
 
@@ -86,3 +89,27 @@ def test_a_wide_declaration_on_single_byte_text_is_wrong(declared: str, text: st
 def test_an_unknown_declared_encoding_is_replaced() -> None:
     cleaned = clean_page(b'<?xml version="1.0" encoding="x-made-up"?><a>plain</a>')
     assert etree.fromstring(cleaned).text == "plain"
+
+
+def _peak_bytes(action: Callable[[], object]) -> int:
+    """The most memory Python objects took at once while ``action`` ran."""
+    tracemalloc.start()
+    try:
+        action()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_large_clean_page_is_checked_without_a_copy_of_it() -> None:
+    """The usual page (UTF-8, nothing illegal) was decoded whole to be checked: up to three
+    times its size held beside it, for a page that is then parsed as it came."""
+    record = "<record><dc:title>Títle &#233; Заглавие 題名 &amp; more</dc:title></record>"
+    page = ('<?xml version="1.0" encoding="UTF-8"?><ListRecords>' + record * 150_000).encode()
+    page += b"</ListRecords>"
+    assert len(page) > 12_000_000
+    assert _peak_bytes(lambda: clean_page(page)) < len(page) / 4
+    assert clean_page(page) is page
+    # a page that needs repairs still gets them
+    broken = page.replace("Títle".encode(), "T&#1;ítle".encode(), 1)
+    assert b"&#1;" not in clean_page(broken) and "Títle".encode() in clean_page(broken)
