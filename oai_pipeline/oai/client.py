@@ -10,6 +10,7 @@ the OAI ``<error>`` Zenodo sends with it).
 from __future__ import annotations
 
 import dataclasses
+import io
 import logging
 import os
 import random
@@ -107,6 +108,8 @@ _TOKEN_GONE_STATUSES = frozenset({400, 404, 410})
 _UNPACKED_HERE = frozenset({"gzip", "x-gzip", "deflate", "identity"})
 _GZIP_MAGIC = b"\x1f\x8b"
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
+# How much of a compressed body is inflated at a time (see _inflate).
+_INFLATE_STEP = 1024 * 1024
 # the labelled layer and up to three more (gzip twice and more, see _unpacked)
 _MAX_COMPRESSION_LAYERS = 4
 
@@ -851,10 +854,12 @@ class OAIClient:
                 # would fail the page on a plain body labelled gzip (DecodingError). A
                 # transport that hands over the body read (httpx.MockTransport) decoded it.
                 ours = encodings <= _UNPACKED_HERE and not response.is_stream_consumed
-                chunks, size = [], 0
+                # One growing buffer, whose bytes getvalue() hands over without a copy: a
+                # list of chunks joined at the end held a large page twice at once.
+                received = io.BytesIO()
                 for chunk in response.iter_raw() if ours else response.iter_bytes():
                     self._give_up_if_abandoned()  # its sweep was closed: stop reading
-                    size += len(chunk)
+                    size = received.tell() + len(chunk)
                     if size > self.max_response_bytes:
                         raise self._oversized(params)
                     if time.monotonic() > deadline:  # a transport error: retried
@@ -862,9 +867,10 @@ class OAIClient:
                             f"the response took over {self.response_deadline:.0f} s "
                             f"({size} bytes so far)"
                         )
-                    chunks.append(chunk)
+                    received.write(chunk)
             self._limiter.observe(response.headers)
-        body = b"".join(chunks)
+        body = received.getvalue()
+        received.close()
         deflated = ours and "deflate" in encodings
         return response.status_code, response.headers, self._unpacked(body, params, deflated)
 
@@ -1181,27 +1187,31 @@ def _inflate(body: bytes, wbits: int, limit: int) -> bytes | None:
     may be several members one after the other (RFC 1952 §2.2: what `cat a.gz b.gz`, and
     proxies that compress chunk by chunk, send): each is inflated in turn, zero bytes of
     padding between or after them skipped; what follows the last member that is no gzip is
-    left out, as gzip(1) does (a member cut short is not whole: None)."""
-    pieces: list[bytes] = []
-    size = 0
+    left out, as gzip(1) does (a member cut short is not whole: None).
+
+    Inflated a step at a time into one buffer: zlib gathers one call's output in blocks and
+    joins them, so a page inflated in one call was held twice at once."""
+    out = io.BytesIO()
     rest = body
     while True:
         inflater = zlib.decompressobj(wbits)
+        pending = rest
         try:
-            piece = inflater.decompress(rest, limit - size)
+            while not inflater.eof:
+                piece = inflater.decompress(pending, min(_INFLATE_STEP, limit - out.tell()))
+                pending = inflater.unconsumed_tail
+                out.write(piece)
+                if out.tell() >= limit:
+                    return out.getvalue()
+                if not piece and not pending:
+                    return None  # cut short
         except zlib.error:
             return None
-        pieces.append(piece)
-        size += len(piece)
-        if size >= limit:
-            return b"".join(pieces)
-        if not inflater.eof:
-            return None  # cut short (or the limit was met within this member: above)
         if wbits != _GZIP_WBITS:
-            return b"".join(pieces)
+            return out.getvalue()
         rest = inflater.unused_data.lstrip(b"\0")
         if not rest.startswith(_GZIP_MAGIC):
-            return b"".join(pieces)
+            return out.getvalue()
 
 
 def _charset(headers: httpx.Headers) -> str | None:
