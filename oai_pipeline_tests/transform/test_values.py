@@ -174,6 +174,44 @@ def test_a_percent_encoded_doi_url_is_decoded(text: str, expected: str) -> None:
     assert normalize_doi(text) == expected
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "10.1234/ABC.",  # the end of a citation's sentence
+        "10.1234/ABC,",
+        "10.1234/ABC;",
+        "https://doi.org/10.1234/ABC.",
+        "(10.1234/ABC)",
+        "[doi:10.1234/ABC]",
+        "<https://doi.org/10.1234/ABC>",
+        "(https://doi.org/10.1234/ABC).",
+        "DOI 10.1234/ABC",
+        "doi: https://doi.org/10.1234/ABC",
+        "DOI: http://dx.doi.org/10.1234/ABC",
+        "10.1234/ABC)",  # a `)` that closes no `(` of the DOI
+    ],
+)
+def test_a_doi_copied_from_a_citation_is_the_doi_without_its_marks(text: str) -> None:
+    """Before, `10.1234/abc.` was the pid `10.1234/abc.` (a user's deposit of `10.1234/abc` was
+    then duplicated, not taken over) and `(10.1234/abc)`, `DOI 10.1234/abc` were no DOI."""
+    assert normalize_doi(text) == "10.1234/abc"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("10.1002/(SICI)1097-4636(199812)43:4", "10.1002/(sici)1097-4636(199812)43:4"),
+        ("10.1000/a(b)", "10.1000/a(b)"),  # its own parentheses are kept
+        ("10.1000/a.b", "10.1000/a.b"),
+        ("10.1234", None),
+        ("10.1234/.", None),
+        ("doi 10", None),
+    ],
+)
+def test_a_dois_own_characters_are_kept(text: str, expected: str | None) -> None:
+    assert normalize_doi(text) == expected
+
+
 def test_one_line_values_collapse_whitespace() -> None:
     """F5: line breaks and indentation inside a title or a name are layout."""
     assert normalize.text_or_none("  A long title\n      over lines\t end  ") == (
