@@ -130,11 +130,23 @@ def is_ror(value: str | None) -> bool:
     return bool(value) and bool(_ROR_ID.fullmatch(normalize_ror(value or "")))
 
 
+def has_orcid_check_digit(orcid: str) -> bool:
+    """True when the last character of `orcid` (`0000-0002-1825-0097`) is the ISO 7064 MOD 11-2
+    check digit of the others, as every ORCID iD's is: a mistyped digit makes it another
+    researcher's iD, or none at all."""
+    digits = orcid.replace("-", "")
+    total = 0
+    for digit in digits[:-1]:
+        total = (total + int(digit)) * 2
+    check = (12 - total % 11) % 11
+    return digits[-1] == ("X" if check == 10 else str(check))
+
+
 def name_identifier(scheme: str, value: str) -> dict[str, str] | None:
     """A person/org identifier with the scheme's canonical spelling of the value; None when
-    the value is malformed for a scheme the target checks (ORCID, ROR) or the scheme is none
-    the target knows for people, so that one identifier is dropped instead of failing the
-    whole record."""
+    the value is malformed for a scheme the target checks (ORCID, ROR; an ORCID with a wrong
+    check digit too) or the scheme is none the target knows for people, so that one
+    identifier is dropped instead of failing the whole record."""
     scheme = scheme.strip().lower()
     if scheme == "orcid":
         value = value.strip()
@@ -143,6 +155,8 @@ def name_identifier(scheme: str, value: str) -> dict[str, str] | None:
             if match is None:
                 return None
             value = "-".join(match.groups()).upper()
+        if not has_orcid_check_digit(value):
+            return None
         return {"scheme": "orcid", "identifier": value}
     if scheme == "ror":
         ror = normalize_ror(value)

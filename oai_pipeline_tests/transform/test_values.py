@@ -212,6 +212,30 @@ def test_a_dois_own_characters_are_kept(text: str, expected: str | None) -> None
     assert normalize_doi(text) == expected
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        "0000-0002-1825-0098",  # Josiah Carberry's iD (…-0097) with its last digit mistyped
+        "https://orcid.org/0000-0002-1825-0079",  # two digits swapped
+        "0000000218250096",
+        "0000-0002-1825-009X",
+        "1234-1234-1234-1234",  # a placeholder
+    ],
+)
+def test_an_orcid_with_a_wrong_check_digit_is_no_identifier(value: str) -> None:
+    """Before, a mistyped ORCID was the creator's identifier: another researcher's iD, or
+    one that exists for no one. It is dropped as a malformed one is, the person kept."""
+    assert normalize.name_identifier("orcid", value) is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["0000-0002-1825-0097", "https://orcid.org/0000-0001-5109-3700", "0000-0002-1694-233x"],
+)
+def test_an_orcid_with_its_check_digit_is_kept(value: str) -> None:
+    assert normalize.name_identifier("orcid", value) is not None
+
+
 def test_one_line_values_collapse_whitespace() -> None:
     """F5: line breaks and indentation inside a title or a name are layout."""
     assert normalize.text_or_none("  A long title\n      over lines\t end  ") == (
