@@ -105,11 +105,12 @@ def _names(path: etree.XPath, dc: etree._Element) -> list[str]:
 def _creatibutor(text: str) -> dict[str, Any]:
     """A dc:creator/dc:contributor: a person (Dublin Core's creators are people in practice)
     unless the name looks like an organisation's (`World Health Organization`, `CERN`);
-    authority dates after a name are dropped, a trailing `(Univ X)` is the affiliation."""
-    name, affiliation = split_dc_name(text)
-    kind = "organizational" if looks_like_organisation(name) else "personal"
+    authority dates after a name are dropped, a trailing `(Univ X)` is the affiliation, a
+    trailing `(https://orcid.org/…)` the person's ORCID."""
+    name, affiliation, orcid = split_dc_name(text)
+    kind = "organizational" if looks_like_organisation(name) and not orcid else "personal"
     return {
-        "person_or_org": person_or_org(name, kind=kind),
+        "person_or_org": person_or_org(name, kind=kind, identifiers=[orcid] if orcid else None),
         "affiliations": [{"name": affiliation}] if affiliation else [],
     }
 

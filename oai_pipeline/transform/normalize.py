@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
 import nh3
@@ -235,18 +235,36 @@ def creators_or_contributors(
     return [{k: v for k, v in entry.items() if k != "role"} for entry in contributors], []
 
 
-def split_dc_name(text: str) -> tuple[str, str | None]:
-    """A dc:creator/dc:contributor name without the authority dates after it, and the
-    affiliation in a trailing parenthesis (a role such as `(ed.)` is dropped)."""
-    affiliation = None
+# An ORCID in a name's parenthesis: `Doe, Jane (https://orcid.org/0000-0002-1825-0097)`,
+# `(ORCID: 0000-0002-1825-0097)`.
+_ORCID_LABEL = re.compile(r"^orcid(?:\s*id)?(?:\s*:\s*|\s+)", re.I)
+
+
+class DCName(NamedTuple):
+    """A name as a dc:creator (or a MARC 100 $a) writes it, taken apart."""
+
+    name: str
+    affiliation: str | None
+    orcid: dict[str, str] | None
+    """The person's ORCID identifier (`name_identifier`), None if none or not a valid one."""
+
+
+def split_dc_name(text: str) -> DCName:
+    """A dc:creator/dc:contributor name without the authority dates after it, and what a
+    trailing parenthesis holds: the person's ORCID (`(https://orcid.org/…)`), else the
+    affiliation (`(Univ X)`); a role such as `(ed.)` is dropped."""
+    affiliation = orcid = None
     if text.endswith(")") and (match := _PARENTHESIS.search(text)):
         inner = match.group(1).strip()
         text = text[: match.start()]
-        if not _ROLE.match(inner) and not _NAME_DATES.fullmatch(inner):
+        bare = _ORCID_LABEL.sub("", inner)
+        if _ORCID_FORMS.fullmatch(bare):
+            orcid = name_identifier("orcid", bare)  # a wrong check digit: no iD, no affiliation
+        elif not _ROLE.match(inner) and not _NAME_DATES.fullmatch(inner):
             affiliation = inner
     if text[-1:].isdigit() or text.endswith(("-", ".", "?")):
         text = _NAME_DATES.sub("", text).rstrip(" ,")
-    return text, affiliation
+    return DCName(text, affiliation, orcid)
 
 
 # An ISBN or ISSN as repositories write them in dc:identifier: bare, or after `ISBN`/`ISSN`
