@@ -97,7 +97,18 @@ def test_missing_dc_creators() -> None:
     assert (item.error.type, item.error.location) == ("missing_field", "metadata.creators")
 
 
-@pytest.mark.parametrize("year", ["twenty-thirteen", "2013-02-30", "2013/2012"])
+@pytest.mark.parametrize(
+    "year",
+    [
+        "twenty-thirteen",
+        "2013-02-30",
+        "2013/2012",
+        # other digits than ASCII's: before, kept as they were, a publication date in no EDTF
+        "\u0662\u0660\u0661\u0663",  # Arabic-Indic 2013
+        "\uff12\uff10\uff11\uff13",  # full-width 2013
+        "\uff12\uff10\uff11\uff13-\uff10\uff15",
+    ],
+)
 def test_unparsable_publication_date(year: str) -> None:
     resource = VIDEO.replace(
         "<publicationYear>2013</publicationYear>", f"<publicationYear>{year}</publicationYear>"
@@ -119,6 +130,19 @@ def test_unparsable_dc_date() -> None:
     # F8: the message says which forms would have been read
     assert "'last spring'" in item.error.message
     assert dates.ACCEPTED_FORMS in item.error.message
+
+
+@pytest.mark.parametrize("date", ["\u0661\u0669\u0669\u0660", "\uff11\uff19\uff19\uff10"])
+def test_a_dc_date_in_other_digits_than_ascii_is_an_invalid_date(date: str) -> None:
+    item = transform_with_a_good_neighbour(
+        item_from(
+            '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
+            'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>T</dc:title>'
+            f"<dc:creator>Doe, J</dc:creator><dc:date>{date}</dc:date></oai_dc:dc>"
+        )
+    )
+    assert (item.error.type, item.error.location) == ("invalid_date", "metadata.publication_date")
+    assert repr(date) in item.error.message
 
 
 def test_unparsable_date_in_dates_is_left_out() -> None:
