@@ -86,6 +86,23 @@ def test_creator_without_a_name() -> None:
     assert item.error.message == "the record has no name for a creator"
 
 
+@pytest.mark.parametrize(
+    ("namespace", "shown"),
+    [("http://purl.org/dc/elements/1.1", "'http://purl.org/dc/elements/1.1'"), ("", "(none)")],
+)
+def test_dc_elements_in_a_wrong_namespace_are_named(namespace: str, shown: str) -> None:
+    """Before, the error said the record had no dc:title, though it had one: in a namespace
+    one slash short of Dublin Core's."""
+    item = transform_with_a_good_neighbour(
+        item_from(
+            '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
+            f'xmlns="{namespace}"><title>T</title><creator>Doe, J</creator></oai_dc:dc>'
+        )
+    )
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.title")
+    assert f"its <title> is in the namespace {shown}" in item.error.message
+
+
 def test_missing_dc_creators() -> None:
     item = transform_with_a_good_neighbour(
         item_from(
