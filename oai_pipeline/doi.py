@@ -39,10 +39,41 @@ def bare_doi(value: str) -> str:
     return bare.lower()
 
 
+# What a DOI copied out of a citation carries around it: enclosing brackets (`(10.1234/abc)`),
+# a label (`DOI 10.1234/abc`, `doi: https://doi.org/10.1234/abc`) and the sentence's closing
+# punctuation (`10.1234/abc.`).
+_ENCLOSING = {"(": ")", "[": "]", "<": ">", "{": "}"}
+_LABEL = re.compile(r"^doi\s*:?\s*(?=10\.|https?://|(?:dx\.|www\.)?doi\.org/)", re.I)
+_CLOSING_PUNCTUATION = ".,;:"
+
+
+def _without_citation_marks(value: str) -> str:
+    """`value` without enclosing brackets and a `DOI` label before a DOI or its URL."""
+    text = value.strip().rstrip(_CLOSING_PUNCTUATION)
+    while len(text) > 1 and _ENCLOSING.get(text[0]) == text[-1]:
+        text = text[1:-1].strip()
+    return _LABEL.sub("", text)
+
+
+def _without_closing_punctuation(doi: str) -> str:
+    """`doi` without a sentence's closing punctuation, nor a `)` that closes no `(` of its own
+    (SICI DOIs hold balanced parentheses: `10.1002/(SICI)1097-4571(199806)49:8<693::…>`).
+    A registered DOI ends so only by mistake: the registration agencies advise against it."""
+    while True:
+        stripped = doi.rstrip(_CLOSING_PUNCTUATION)
+        if stripped.endswith(")") and stripped.count(")") > stripped.count("("):
+            stripped = stripped[:-1]
+        if stripped == doi:
+            return doi
+        doi = stripped
+
+
 def normalize_doi(value: str) -> str | None:
-    """The bare, lower-cased DOI of `value` (bare, `doi:`, `info:doi/`, a doi.org URL or an
-    eu-repo altIdentifier), or None when it is no DOI. The one DOI reader of every import."""
-    bare = bare_doi(value)
+    """The bare, lower-cased DOI of `value` (bare, `doi:`, `DOI `, `info:doi/`, a doi.org URL or
+    an eu-repo altIdentifier, also in brackets or followed by a sentence's punctuation), or
+    None when it is no DOI. The one DOI reader of every import: a source's `10.1234/abc.` is
+    the DOI `10.1234/abc`, so that a deposit of it is taken over, not duplicated."""
+    bare = _without_closing_punctuation(bare_doi(_without_citation_marks(value)))
     return bare if DOI.match(bare) else None
 
 

@@ -26,21 +26,24 @@ ACCEPTED_FORMS = (
 )
 """The forms `normalize_date` reads, for the error messages of the imports."""
 
-_DATE = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
+# Digits are ASCII digits (`[0-9]`, not `\d`, which also matches `٢٠٢٠` and `２０２０`):
+# EDTF is written in them, and a date in other digits kept as it is would be no EDTF date.
+_DATE = re.compile(r"^([0-9]{4})(?:-([0-9]{2})(?:-([0-9]{2}))?)?$")
 # A full timestamp (as OAI datestamps and DSpace dc:date carry) is cut to its day.
 _TIMESTAMP = re.compile(
-    r"^(\d{4}-\d{2}-\d{2})[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?$"
+    r"^([0-9]{4}-[0-9]{2}-[0-9]{2})[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?"
+    r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?$"
 )
 # Year first with slashes is unambiguous: 2020/05/01, 2020/5. (2020/2021 is an interval.)
-_SLASHED = re.compile(r"^(\d{4})/(\d{1,2})(?:/(\d{1,2}))?$")
+_SLASHED = re.compile(r"^([0-9]{4})/([0-9]{1,2})(?:/([0-9]{1,2}))?$")
 # Year first, unpadded (`2020-5-1`), or with dots as Hungarian, Chinese and Korean sources
 # write it (`2020.05.01`, `2020. 05. 01.`), and ISO 8601's basic form (`20200501`).
-_UNPADDED = re.compile(r"^(\d{4})(?:-|\.\s?)(\d{1,2})(?:-|\.\s?)(\d{1,2})\.?$")
-_BASIC = re.compile(r"^(\d{4})(\d{2})(\d{2})$")
+_UNPADDED = re.compile(r"^([0-9]{4})(?:-|\.\s?)([0-9]{1,2})(?:-|\.\s?)([0-9]{1,2})\.?$")
+_BASIC = re.compile(r"^([0-9]{4})([0-9]{2})([0-9]{2})$")
 # Dots are the German/European numeric form, always day first: 12.05.2020, 1.5.2020, 05.2020.
 # A two-digit year (12.05.20) names no century and is refused.
-_DOTTED = re.compile(r"^(?:(\d{1,2})\.\s?)?(\d{1,2})\.\s?(\d{4})$")
-_YEAR_RANGE = re.compile(r"^(\d{4})\s*[-\u2013]\s*(\d{4})$")
+_DOTTED = re.compile(r"^(?:([0-9]{1,2})\.\s?)?([0-9]{1,2})\.\s?([0-9]{4})$")
+_YEAR_RANGE = re.compile(r"^([0-9]{4})\s*[-\u2013]\s*([0-9]{4})$")
 _MONTHS = {
     name: number
     for number in range(1, 13)
@@ -65,20 +68,20 @@ _FOREIGN_MONTHS = (
 )
 _MONTHS.update({name: number for number, names in enumerate(_FOREIGN_MONTHS, 1) for name in names})
 _MONTH = r"([^\W\d_]{3,9})\.?"
-_MONTH_YEAR = re.compile(rf"^{_MONTH}\s+(\d{{4}})$")  # May 2020
-_DAY_MONTH_YEAR = re.compile(rf"^(\d{{1,2}})\.?\s+{_MONTH},?\s+(\d{{4}})$")  # 1 May 2020
-_MONTH_DAY_YEAR = re.compile(rf"^{_MONTH}\s+(\d{{1,2}}),?\s+(\d{{4}})$")  # May 1, 2020
+_MONTH_YEAR = re.compile(rf"^{_MONTH}\s+([0-9]{{4}})$")  # May 2020
+_DAY_MONTH_YEAR = re.compile(rf"^([0-9]{{1,2}})\.?\s+{_MONTH},?\s+([0-9]{{4}})$")  # 1 May 2020
+_MONTH_DAY_YEAR = re.compile(rf"^{_MONTH}\s+([0-9]{{1,2}}),?\s+([0-9]{{4}})$")  # May 1, 2020
 
 
 # Library catalogues' approximate years (AACR2/RDA): "ca. 1900", "circa 1900", "c1900",
 # "[1885?]", "1885?", "[1920]", "1885." (ISBD's closing period): the year. "19--" (century
 # unknown digits, also "19uu") and "1950s" (a decade): the interval of years they cover.
 _APPROXIMATE_YEAR = re.compile(
-    r"^\[?\s*(?:(?:ca|c|circa|approx|approximately|around|about)\.?\s*)?(\d{4})\s*\??\s*\]?\??\.?$",
+    r"^\[?\s*(?:(?:ca|c|circa|approx|approximately|around|about)\.?\s*)?([0-9]{4})\s*\??\s*\]?\??\.?$",
     re.I,
 )
-_UNKNOWN_DIGITS = re.compile(r"^\[?(\d{2,3})(-{1,2}|[ux]{1,2}|\?{1,2})\??\]?$", re.I)
-_DECADE = re.compile(r"^(\d{3})0'?s$")
+_UNKNOWN_DIGITS = re.compile(r"^\[?([0-9]{2,3})(-{1,2}|[ux]{1,2}|\?{1,2})\??\]?$", re.I)
+_DECADE = re.compile(r"^([0-9]{3})0'?s$")
 
 
 def _approximate(text: str) -> str | None:
@@ -184,7 +187,7 @@ def normalize_date(text: str) -> str:
 
 # A year in free text (`Spring 2020`, `WS 2019/20`, `Published 2004`): four digits standing
 # alone, from 1000 to 2999.
-_YEAR_IN_TEXT = re.compile(r"(?<!\d)([12]\d{3})(?!\d)")
+_YEAR_IN_TEXT = re.compile(r"(?<![0-9])([12][0-9]{3})(?![0-9])")
 # What catalogues write for "no date": n.d., s.d., s.a. (sine anno), o.J. (ohne Jahr), undated.
 _NO_DATE = re.compile(
     r"^\[?\s*(?:n\.\s?d|s\.\s?d|s\.\s?a|o\.\s?j|sine anno|ohne jahr|sans date|undated|"

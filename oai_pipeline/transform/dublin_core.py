@@ -23,7 +23,13 @@ from oai_pipeline.transform.dates import (
     says_no_date,
     year_in_text,
 )
-from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure, missing_field, shown
+from oai_pipeline.transform.failure import (
+    INVALID_DATE,
+    MISSING_FIELD,
+    TransformFailure,
+    missing_field,
+    shown,
+)
 from oai_pipeline.transform.normalize import (
     block_text_or_none,
     citation,
@@ -105,11 +111,12 @@ def _names(path: etree.XPath, dc: etree._Element) -> list[str]:
 def _creatibutor(text: str) -> dict[str, Any]:
     """A dc:creator/dc:contributor: a person (Dublin Core's creators are people in practice)
     unless the name looks like an organisation's (`World Health Organization`, `CERN`);
-    authority dates after a name are dropped, a trailing `(Univ X)` is the affiliation."""
-    name, affiliation = split_dc_name(text)
-    kind = "organizational" if looks_like_organisation(name) else "personal"
+    authority dates after a name are dropped, a trailing `(Univ X)` is the affiliation, a
+    trailing `(https://orcid.org/…)` the person's ORCID."""
+    name, affiliation, orcid = split_dc_name(text)
+    kind = "organizational" if looks_like_organisation(name) and not orcid else "personal"
     return {
-        "person_or_org": person_or_org(name, kind=kind),
+        "person_or_org": person_or_org(name, kind=kind, identifiers=[orcid] if orcid else None),
         "affiliations": [{"name": affiliation}] if affiliation else [],
     }
 
@@ -133,6 +140,7 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
     """An `oai_dc:dc` element as RDMRecord-shaped data."""
     titles = _texts(_TITLE, dc)
     if not titles:
+        _refuse_foreign_elements(dc)
         raise missing_field("metadata.title", "dc:title")
     creators, contributors = creators_or_contributors(
         [_creatibutor(text) for text in _names(_CREATOR, dc)],
@@ -178,6 +186,22 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
         "funding": funding,
     }
     return {"metadata": metadata, "pids": pids, "files": {"enabled": False, "links": links}}
+
+
+def _refuse_foreign_elements(dc: etree._Element) -> None:
+    """The record's error when its Dublin Core elements are in another namespace than DC's
+    (`http://purl.org/dc/elements/1.1`, without the slash): each would be left out, and the
+    record's error would say it has no title, though the source sent one."""
+    for element in dc.iterchildren(etree.Element):
+        name = etree.QName(element)
+        if name.localname == "title" and name.namespace != DC:
+            namespace = repr(name.namespace) if name.namespace else "(none)"
+            raise TransformFailure(
+                MISSING_FIELD,
+                f"the record has no dc:title: its <title> is in the namespace {namespace}, "
+                f"not Dublin Core's {DC!r}",
+                "metadata.title",
+            )
 
 
 def _dates(dc: etree._Element) -> tuple[str | None, list[dict[str, Any]]]:

@@ -209,7 +209,7 @@ def _creatibutor(tag: str, field: Field) -> dict[str, Any] | None:
     text = _clean(field.first("a"))
     if text is None:
         return None
-    name, affiliation = split_dc_name(text)
+    name, affiliation, orcid = split_dc_name(text)
     name = _clean(name) or name
     personal = tag.endswith("00") and field.ind1 != "3" and not looks_like_organisation(name)
     identifiers = []
@@ -219,6 +219,8 @@ def _creatibutor(tag: str, field: Field) -> dict[str, Any] | None:
                 checked := name_identifier(scheme, match.group(1))
             ):
                 identifiers.append(checked)
+    if orcid is not None:
+        identifiers.append(orcid)  # after $0/$1: one ORCID per person, theirs first
     affiliations = [{"name": text} for text in field.all("u")]
     if affiliation and not affiliations:
         affiliations = [{"name": affiliation}]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
 import nh3
@@ -130,11 +130,23 @@ def is_ror(value: str | None) -> bool:
     return bool(value) and bool(_ROR_ID.fullmatch(normalize_ror(value or "")))
 
 
+def has_orcid_check_digit(orcid: str) -> bool:
+    """True when the last character of `orcid` (`0000-0002-1825-0097`) is the ISO 7064 MOD 11-2
+    check digit of the others, as every ORCID iD's is: a mistyped digit makes it another
+    researcher's iD, or none at all."""
+    digits = orcid.replace("-", "")
+    total = 0
+    for digit in digits[:-1]:
+        total = (total + int(digit)) * 2
+    check = (12 - total % 11) % 11
+    return digits[-1] == ("X" if check == 10 else str(check))
+
+
 def name_identifier(scheme: str, value: str) -> dict[str, str] | None:
     """A person/org identifier with the scheme's canonical spelling of the value; None when
-    the value is malformed for a scheme the target checks (ORCID, ROR) or the scheme is none
-    the target knows for people, so that one identifier is dropped instead of failing the
-    whole record."""
+    the value is malformed for a scheme the target checks (ORCID, ROR; an ORCID with a wrong
+    check digit too) or the scheme is none the target knows for people, so that one
+    identifier is dropped instead of failing the whole record."""
     scheme = scheme.strip().lower()
     if scheme == "orcid":
         value = value.strip()
@@ -143,6 +155,8 @@ def name_identifier(scheme: str, value: str) -> dict[str, str] | None:
             if match is None:
                 return None
             value = "-".join(match.groups()).upper()
+        if not has_orcid_check_digit(value):
+            return None
         return {"scheme": "orcid", "identifier": value}
     if scheme == "ror":
         ror = normalize_ror(value)
@@ -221,18 +235,36 @@ def creators_or_contributors(
     return [{k: v for k, v in entry.items() if k != "role"} for entry in contributors], []
 
 
-def split_dc_name(text: str) -> tuple[str, str | None]:
-    """A dc:creator/dc:contributor name without the authority dates after it, and the
-    affiliation in a trailing parenthesis (a role such as `(ed.)` is dropped)."""
-    affiliation = None
+# An ORCID in a name's parenthesis: `Doe, Jane (https://orcid.org/0000-0002-1825-0097)`,
+# `(ORCID: 0000-0002-1825-0097)`.
+_ORCID_LABEL = re.compile(r"^orcid(?:\s*id)?(?:\s*:\s*|\s+)", re.I)
+
+
+class DCName(NamedTuple):
+    """A name as a dc:creator (or a MARC 100 $a) writes it, taken apart."""
+
+    name: str
+    affiliation: str | None
+    orcid: dict[str, str] | None
+    """The person's ORCID identifier (`name_identifier`), None if none or not a valid one."""
+
+
+def split_dc_name(text: str) -> DCName:
+    """A dc:creator/dc:contributor name without the authority dates after it, and what a
+    trailing parenthesis holds: the person's ORCID (`(https://orcid.org/…)`), else the
+    affiliation (`(Univ X)`); a role such as `(ed.)` is dropped."""
+    affiliation = orcid = None
     if text.endswith(")") and (match := _PARENTHESIS.search(text)):
         inner = match.group(1).strip()
         text = text[: match.start()]
-        if not _ROLE.match(inner) and not _NAME_DATES.fullmatch(inner):
+        bare = _ORCID_LABEL.sub("", inner)
+        if _ORCID_FORMS.fullmatch(bare):
+            orcid = name_identifier("orcid", bare)  # a wrong check digit: no iD, no affiliation
+        elif not _ROLE.match(inner) and not _NAME_DATES.fullmatch(inner):
             affiliation = inner
     if text[-1:].isdigit() or text.endswith(("-", ".", "?")):
         text = _NAME_DATES.sub("", text).rstrip(" ,")
-    return text, affiliation
+    return DCName(text, affiliation, orcid)
 
 
 # An ISBN or ISSN as repositories write them in dc:identifier: bare, or after `ISBN`/`ISSN`

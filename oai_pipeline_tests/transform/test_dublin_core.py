@@ -484,6 +484,40 @@ def test_dc_names_of_library_catalogues_and_organisations() -> None:
     assert (editor["person_or_org"]["name"], editor["affiliations"]) == ("Poe, Edgar", [])
 
 
+@pytest.mark.parametrize(
+    "written",
+    [
+        "https://orcid.org/0000-0002-1825-0097",
+        "http://orcid.org/0000-0002-1825-0097",
+        "0000-0002-1825-0097",
+        "ORCID: 0000-0002-1825-0097",
+        "orcid.org/0000000218250097",
+    ],
+)
+def test_an_orcid_in_a_dc_creators_parenthesis_is_the_persons_orcid(written: str) -> None:
+    """Before, `Carberry, Josiah (https://orcid.org/…)` gave Josiah an affiliation named by
+    the URL of his ORCID, and no identifier."""
+    item = dc_item(
+        f"<dc:title>T</dc:title><dc:date>2020</dc:date><dc:creator>Carberry, Josiah ({written})"
+        "</dc:creator>"
+    )
+    [creator] = transformed_metadata(item)["creators"]
+    assert creator["affiliations"] == []
+    assert creator["person_or_org"]["name"] == "Carberry, Josiah"
+    assert creator["person_or_org"]["identifiers"] == [
+        {"identifier": "0000-0002-1825-0097", "scheme": "orcid"}
+    ]
+
+
+def test_a_mistyped_orcid_in_a_dc_creators_parenthesis_is_neither_id_nor_affiliation() -> None:
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:date>2020</dc:date>"
+        "<dc:creator>Carberry, Josiah (0000-0002-1825-0098)</dc:creator>"
+    )
+    [creator] = transformed_metadata(item)["creators"]
+    assert (creator["affiliations"], creator["person_or_org"]["identifiers"]) == ([], [])
+
+
 def test_record_without_dc_date_is_dated_by_its_oai_datestamp() -> None:
     """No dc:date at all: the day of the OAI datestamp is the publication date (before, the
     record was rejected); an unreadable dc:date without a year still is an invalid_date

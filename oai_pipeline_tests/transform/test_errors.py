@@ -86,6 +86,23 @@ def test_creator_without_a_name() -> None:
     assert item.error.message == "the record has no name for a creator"
 
 
+@pytest.mark.parametrize(
+    ("namespace", "shown"),
+    [("http://purl.org/dc/elements/1.1", "'http://purl.org/dc/elements/1.1'"), ("", "(none)")],
+)
+def test_dc_elements_in_a_wrong_namespace_are_named(namespace: str, shown: str) -> None:
+    """Before, the error said the record had no dc:title, though it had one: in a namespace
+    one slash short of Dublin Core's."""
+    item = transform_with_a_good_neighbour(
+        item_from(
+            '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
+            f'xmlns="{namespace}"><title>T</title><creator>Doe, J</creator></oai_dc:dc>'
+        )
+    )
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.title")
+    assert f"its <title> is in the namespace {shown}" in item.error.message
+
+
 def test_missing_dc_creators() -> None:
     item = transform_with_a_good_neighbour(
         item_from(
@@ -97,7 +114,18 @@ def test_missing_dc_creators() -> None:
     assert (item.error.type, item.error.location) == ("missing_field", "metadata.creators")
 
 
-@pytest.mark.parametrize("year", ["twenty-thirteen", "2013-02-30", "2013/2012"])
+@pytest.mark.parametrize(
+    "year",
+    [
+        "twenty-thirteen",
+        "2013-02-30",
+        "2013/2012",
+        # other digits than ASCII's: before, kept as they were, a publication date in no EDTF
+        "\u0662\u0660\u0661\u0663",  # Arabic-Indic 2013
+        "\uff12\uff10\uff11\uff13",  # full-width 2013
+        "\uff12\uff10\uff11\uff13-\uff10\uff15",
+    ],
+)
 def test_unparsable_publication_date(year: str) -> None:
     resource = VIDEO.replace(
         "<publicationYear>2013</publicationYear>", f"<publicationYear>{year}</publicationYear>"
@@ -119,6 +147,19 @@ def test_unparsable_dc_date() -> None:
     # F8: the message says which forms would have been read
     assert "'last spring'" in item.error.message
     assert dates.ACCEPTED_FORMS in item.error.message
+
+
+@pytest.mark.parametrize("date", ["\u0661\u0669\u0669\u0660", "\uff11\uff19\uff19\uff10"])
+def test_a_dc_date_in_other_digits_than_ascii_is_an_invalid_date(date: str) -> None:
+    item = transform_with_a_good_neighbour(
+        item_from(
+            '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
+            'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>T</dc:title>'
+            f"<dc:creator>Doe, J</dc:creator><dc:date>{date}</dc:date></oai_dc:dc>"
+        )
+    )
+    assert (item.error.type, item.error.location) == ("invalid_date", "metadata.publication_date")
+    assert repr(date) in item.error.message
 
 
 def test_unparsable_date_in_dates_is_left_out() -> None:

@@ -174,6 +174,68 @@ def test_a_percent_encoded_doi_url_is_decoded(text: str, expected: str) -> None:
     assert normalize_doi(text) == expected
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "10.1234/ABC.",  # the end of a citation's sentence
+        "10.1234/ABC,",
+        "10.1234/ABC;",
+        "https://doi.org/10.1234/ABC.",
+        "(10.1234/ABC)",
+        "[doi:10.1234/ABC]",
+        "<https://doi.org/10.1234/ABC>",
+        "(https://doi.org/10.1234/ABC).",
+        "DOI 10.1234/ABC",
+        "doi: https://doi.org/10.1234/ABC",
+        "DOI: http://dx.doi.org/10.1234/ABC",
+        "10.1234/ABC)",  # a `)` that closes no `(` of the DOI
+    ],
+)
+def test_a_doi_copied_from_a_citation_is_the_doi_without_its_marks(text: str) -> None:
+    """Before, `10.1234/abc.` was the pid `10.1234/abc.` (a user's deposit of `10.1234/abc` was
+    then duplicated, not taken over) and `(10.1234/abc)`, `DOI 10.1234/abc` were no DOI."""
+    assert normalize_doi(text) == "10.1234/abc"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("10.1002/(SICI)1097-4636(199812)43:4", "10.1002/(sici)1097-4636(199812)43:4"),
+        ("10.1000/a(b)", "10.1000/a(b)"),  # its own parentheses are kept
+        ("10.1000/a.b", "10.1000/a.b"),
+        ("10.1234", None),
+        ("10.1234/.", None),
+        ("doi 10", None),
+    ],
+)
+def test_a_dois_own_characters_are_kept(text: str, expected: str | None) -> None:
+    assert normalize_doi(text) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "0000-0002-1825-0098",  # Josiah Carberry's iD (…-0097) with its last digit mistyped
+        "https://orcid.org/0000-0002-1825-0079",  # two digits swapped
+        "0000000218250096",
+        "0000-0002-1825-009X",
+        "1234-1234-1234-1234",  # a placeholder
+    ],
+)
+def test_an_orcid_with_a_wrong_check_digit_is_no_identifier(value: str) -> None:
+    """Before, a mistyped ORCID was the creator's identifier: another researcher's iD, or
+    one that exists for no one. It is dropped as a malformed one is, the person kept."""
+    assert normalize.name_identifier("orcid", value) is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["0000-0002-1825-0097", "https://orcid.org/0000-0001-5109-3700", "0000-0002-1694-233x"],
+)
+def test_an_orcid_with_its_check_digit_is_kept(value: str) -> None:
+    assert normalize.name_identifier("orcid", value) is not None
+
+
 def test_one_line_values_collapse_whitespace() -> None:
     """F5: line breaks and indentation inside a title or a name are layout."""
     assert normalize.text_or_none("  A long title\n      over lines\t end  ") == (
