@@ -926,6 +926,38 @@ def test_a_bad_argument_for_another_reason_still_fails(
 
 
 @pytest.mark.parametrize(
+    ("code", "what_to_check"),
+    [
+        # every endpoint takes ListRecords: no OAI-PMH 2.0 endpoint is at the base URL
+        ("badVerb", "the source refuses the OAI-PMH verb ListRecords; check that the "
+         "harvester's base URL is the source's OAI-PMH endpoint"),
+        # the prefix is offered and the dates are days: the operator is told what was asked
+        ("badArgument", "the list was asked for metadataPrefix oai_dc from 2024-03-01 until "
+         "2024-03-02: check the harvester's metadata prefix and setspec"),
+    ],
+)  # fmt: skip
+def test_an_oai_error_to_a_list_says_what_to_check_and_is_not_retried(
+    code: str, what_to_check: str
+) -> None:
+    """Before, the error said only the source's words ("badVerb: Illegal verb"), which left
+    the operator to guess whether the harvester's base URL, prefix, set or dates were wrong."""
+    source = FakeSource(make_records(3))
+
+    def refused(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        if request.url.params.get("verb") != "ListRecords":
+            return response
+        return source.error(code, "Illegal argument", status=400)
+
+    source.every = (1, refused)
+    harvest = Harvest(source)
+    with pytest.raises(OAIError) as caught:
+        harvest.run(from_="2024-03-01", until="2024-03-02")
+    assert caught.value.code == code
+    assert f"{code}: Illegal argument ({what_to_check}" in str(caught.value)
+    assert source.verbs.count("ListRecords") == 1 and harvest.sleeps == []
+
+
+@pytest.mark.parametrize(
     ("registered", "declared"),
     [
         ("http://fake.test/oai", "http://fake.test/oai"),
