@@ -748,7 +748,8 @@ class OAIClient:
                         type=code, message=message or _ITEM_ERRORS[code], location=identifier
                     ),
                 )
-        self._raise_errors(parsed, "GetRecord")
+        # named: of hundreds of selected identifiers, the operator drops the one refused
+        self._raise_errors(parsed, "GetRecord", f"asked for identifier {identifier!r}")
         if not parsed.records:
             return HarvestedRecord(
                 identifier=identifier,

@@ -727,6 +727,23 @@ def test_an_item_lacking_the_format_is_that_records_error_in_get_record() -> Non
     assert got[1].identifier == wanted[1] and "cannot disseminate" in got[1].error.message
 
 
+def test_an_oai_error_to_get_record_names_the_identifier_asked_for() -> None:
+    """A harvest of hundreds of selected identifiers fails on one the source refuses
+    (badArgument: an identifier in a syntax it does not take, a DOI given for an OAI
+    identifier). Before, the error did not say which: the operator could not drop it, and
+    `--resume` asked it first again and failed the same way."""
+    source = FakeSource(make_records(3))
+    source.faults[1] = lambda request, response: source.error(
+        "badArgument", "Illegal identifier", status=400
+    )
+    with pytest.raises(OAIError) as caught:
+        Harvest(source).client.get_record("10.1234/not-an-oai-id", "oai_dc")
+    assert caught.value.code == "badArgument"
+    assert "badArgument: Illegal identifier (asked for identifier '10.1234/not-an-oai-id'" in str(
+        caught.value
+    )
+
+
 def test_an_oai_error_sent_with_http_500_is_the_sources_answer_not_retried() -> None:
     source = FakeSource(make_records(3))
     source.faults[1] = lambda request, response: source.error(
