@@ -373,7 +373,16 @@ class OAIClient:
                     response_date=parsed.response_date,
                 )
             return Page(records=[], resumption_token=None, response_date=parsed.response_date)
-        self._raise_errors(parsed, verb)
+        hint = ""
+        if not resumption_token and any(code == "badArgument" for code, _ in parsed.errors):
+            # the prefix and set were checked above: say what else the source was asked
+            sent = _window_words(from_, until, set_spec)
+            hint = (
+                f"the list was asked for metadataPrefix {metadata_prefix}{sent}: check the "
+                "harvester's metadata prefix and setspec against the source's "
+                "ListMetadataFormats and ListSets"
+            )
+        self._raise_errors(parsed, verb, hint)
         return Page(
             records=parsed.records,
             resumption_token=parsed.next_token,
@@ -742,7 +751,8 @@ class OAIClient:
                         type=code, message=message or _ITEM_ERRORS[code], location=identifier
                     ),
                 )
-        self._raise_errors(parsed, "GetRecord")
+        # named: of hundreds of selected identifiers, the operator drops the one refused
+        self._raise_errors(parsed, "GetRecord", f"asked for identifier {identifier!r}")
         if not parsed.records:
             return HarvestedRecord(
                 identifier=identifier,
@@ -828,10 +838,16 @@ class OAIClient:
 
     # ---- one logical request -----------------------------------------------------------
 
-    def _raise_errors(self, parsed: ParsedResponse, verb: Verb) -> None:
+    def _raise_errors(self, parsed: ParsedResponse, verb: Verb, hint: str | None = None) -> None:
+        """Raise the response's OAI errors, with ``hint`` (what to check) or, for badVerb,
+        the base URL to check: every OAI-PMH endpoint takes the verbs this client sends, so a
+        source that refuses one is no OAI-PMH 2.0 endpoint at that URL (or a proxy in front
+        of it mangles the query). The source's words alone left the operator guessing."""
         if not parsed.errors:
             return
         code, message = parsed.errors[0]
+        if any(c == "badVerb" for c, _ in parsed.errors):
+            hint = f"the source refuses the OAI-PMH verb {verb}{_NOT_AN_ENDPOINT}"
         kind = (
             BadResumptionToken
             if any(c == "badResumptionToken" for c, _ in parsed.errors)
@@ -839,7 +855,7 @@ class OAIClient:
         )
         sickle_class = getattr(oaiexceptions, code[:1].upper() + code[1:], oaiexceptions.OAIError)
         raise kind(
-            code, message, errors=parsed.errors, context=f"{self.base_url} ({verb})"
+            code, message, errors=parsed.errors, context=f"{self.base_url} ({verb})", hint=hint
         ) from sickle_class(message)
 
     def _send(self, params: dict[str, str]) -> tuple[int, httpx.Headers, bytes]:

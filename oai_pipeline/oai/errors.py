@@ -9,7 +9,8 @@ class OAIError(PipelineError):
     """An OAI-PMH ``<error>`` the run cannot get past (badArgument, cannotDisseminateFormat, ...).
 
     A response may carry several ``<error>`` elements: all are in ``errors`` as (code, message);
-    ``code`` and ``message`` are the first one's. Retrying cannot help, so the client never does.
+    ``code`` and ``message`` are the first one's; ``hint``, what the operator should check,
+    ends the text. Retrying cannot help, so the client never does.
     """
 
     def __init__(
@@ -19,11 +20,14 @@ class OAIError(PipelineError):
         *,
         errors: list[tuple[str, str]] | None = None,
         context: str | None = None,
+        hint: str | None = None,
     ) -> None:
         self.code = code
         self.message = message
         self.errors = list(errors) if errors else [(code, message)]
         detail = "; ".join(f"{c}: {m}" if m else c for c, m in self.errors)
+        if hint:
+            detail = f"{detail} ({hint})"
         super().__init__(f"OAI-PMH error from {context}: {detail}" if context else detail)
 
 

@@ -35,6 +35,7 @@ from oai_pipeline.oai.windows import (
     format_datestamp,
     parse_datestamp,
     read_datestamp,
+    read_response_date,
 )
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, RAW_SCHEMA, error_columns, frame
 from oai_pipeline.pipeline.options import RunOptions
@@ -564,9 +565,9 @@ def _fetch(
         state.save_checkpoint(run_id, new_checkpoint)
 
     response_date_saved = False
-    # A source whose responseDate is no date: the next incremental harvest starts at our
-    # clock before the first request instead (the overlap covers a clock skew).
-    asked_at = format_datestamp(datetime.now(UTC), "seconds")
+    # A source whose responseDate is no date, or one to come: the next incremental harvest
+    # starts at our clock before the first request instead (see _listing_start).
+    asked_at = datetime.now(UTC)
     # A capped run that reached its cap in an earlier attempt has no room to sweep on for.
     sweep = (
         ()
@@ -581,7 +582,7 @@ def _fetch(
     for page in sweep:
         if not response_date_saved:
             # Also for a sweep of one page or noRecordsMatch, the usual incremental harvest.
-            state.save_response_date(run_id, page.response_date or asked_at)
+            state.save_response_date(run_id, _listing_start(page.response_date, asked_at, result))
             response_date_saved = True
         if stage(page.records, page.response_date):
             break
@@ -598,6 +599,30 @@ def _fetch(
             from_=catch_up, until=run.until, checkpoint=None, save_checkpoint=lambda _: None
         ):
             stage(page.records, page.response_date, catching_up=True)
+
+
+# How far ahead of our clock a responseDate may be before it is told as the source's clock
+# running ahead (less is a skew the indexing overlap covers, replaced without a word).
+_CLOCK_AHEAD_TOLD = timedelta(minutes=1)
+
+
+def _listing_start(response_date: str, asked_at: datetime, result: DiscoveryResult) -> str:
+    """Where the next incremental harvest starts: the first page's responseDate, by the
+    source's clock as its datestamps are. One that is no date, or a moment that has not
+    come yet (a clock set ahead, local time written with `Z`), is replaced by our clock
+    before the first request: kept, the next harvest started after changes it never
+    listed (the windows between the real moment and that one were skipped)."""
+    answered = read_response_date(response_date)
+    now = datetime.now(UTC)
+    if answered is not None and answered <= now:
+        return response_date
+    if answered is not None and answered - now > _CLOCK_AHEAD_TOLD:
+        result.notices.append(
+            f"the source's responseDate {response_date} is ahead of this machine's clock "
+            f"({format_datestamp(now, 'seconds')}): the next incremental harvest starts from "
+            "this machine's clock instead (check the source's clock or time zone)"
+        )
+    return format_datestamp(asked_at, "seconds")
 
 
 def _catch_up_from(

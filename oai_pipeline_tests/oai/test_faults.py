@@ -727,6 +727,23 @@ def test_an_item_lacking_the_format_is_that_records_error_in_get_record() -> Non
     assert got[1].identifier == wanted[1] and "cannot disseminate" in got[1].error.message
 
 
+def test_an_oai_error_to_get_record_names_the_identifier_asked_for() -> None:
+    """A harvest of hundreds of selected identifiers fails on one the source refuses
+    (badArgument: an identifier in a syntax it does not take, a DOI given for an OAI
+    identifier). Before, the error did not say which: the operator could not drop it, and
+    `--resume` asked it first again and failed the same way."""
+    source = FakeSource(make_records(3))
+    source.faults[1] = lambda request, response: source.error(
+        "badArgument", "Illegal identifier", status=400
+    )
+    with pytest.raises(OAIError) as caught:
+        Harvest(source).client.get_record("10.1234/not-an-oai-id", "oai_dc")
+    assert caught.value.code == "badArgument"
+    assert "badArgument: Illegal identifier (asked for identifier '10.1234/not-an-oai-id'" in str(
+        caught.value
+    )
+
+
 def test_an_oai_error_sent_with_http_500_is_the_sources_answer_not_retried() -> None:
     source = FakeSource(make_records(3))
     source.faults[1] = lambda request, response: source.error(
@@ -923,6 +940,38 @@ def test_a_bad_argument_for_another_reason_still_fails(
     assert len(source.requests) == asked + 2
     assert source.verbs[-2:] == ["ListSets", "ListMetadataFormats"]
     assert harvest.client.notices == [] and not harvest.client.dates_by_day
+
+
+@pytest.mark.parametrize(
+    ("code", "what_to_check"),
+    [
+        # every endpoint takes ListRecords: no OAI-PMH 2.0 endpoint is at the base URL
+        ("badVerb", "the source refuses the OAI-PMH verb ListRecords; check that the "
+         "harvester's base URL is the source's OAI-PMH endpoint"),
+        # the prefix is offered and the dates are days: the operator is told what was asked
+        ("badArgument", "the list was asked for metadataPrefix oai_dc from 2024-03-01 until "
+         "2024-03-02: check the harvester's metadata prefix and setspec"),
+    ],
+)  # fmt: skip
+def test_an_oai_error_to_a_list_says_what_to_check_and_is_not_retried(
+    code: str, what_to_check: str
+) -> None:
+    """Before, the error said only the source's words ("badVerb: Illegal verb"), which left
+    the operator to guess whether the harvester's base URL, prefix, set or dates were wrong."""
+    source = FakeSource(make_records(3))
+
+    def refused(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        if request.url.params.get("verb") != "ListRecords":
+            return response
+        return source.error(code, "Illegal argument", status=400)
+
+    source.every = (1, refused)
+    harvest = Harvest(source)
+    with pytest.raises(OAIError) as caught:
+        harvest.run(from_="2024-03-01", until="2024-03-02")
+    assert caught.value.code == code
+    assert f"{code}: Illegal argument ({what_to_check}" in str(caught.value)
+    assert source.verbs.count("ListRecords") == 1 and harvest.sleeps == []
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import json
 import re
 import zlib
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -21,6 +21,7 @@ from oai_pipeline.cli.output import report_text
 from oai_pipeline.defs.partitions import build_window_partitions, partition_key, scopes_for_keys
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError, UnknownSet
+from oai_pipeline.oai.windows import parse_datestamp
 from oai_pipeline.pipeline.frames import RAW_OAI_XML
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import HarvestReport, run_harvest
@@ -167,6 +168,32 @@ def test_a_response_date_beyond_the_calendar_in_utc_is_no_date(
     report = harvest(settings)
     assert (report.harvested, report.created, report.errors) == (5, 5, 0)
     assert len(sent) == 4 and all(stamp in body for body in sent)  # Identify and three pages
+
+
+def test_a_response_date_ahead_of_our_clock_is_not_where_the_next_harvest_starts(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A source whose clock runs ahead (local time written with `Z`, a clock set years
+    ahead): its responseDate is a moment that has not come yet. Before, it was kept as where
+    the next incremental harvest starts, which then skipped the windows between the real
+    last harvest and that moment (only today's window was listed); now our clock before the
+    first request stands in for it, and a note says so."""
+    ahead = datetime.now(UTC) + timedelta(days=3)
+    stamp = f"<responseDate>{ahead.strftime('%Y-%m-%dT%H:%M:%SZ')}</responseDate>".encode()
+    source = FakeSource(importable(5), page_size=2)
+    source.every = (
+        1,
+        transform_body(lambda body: re.sub(rb"<responseDate>[^<]*</responseDate>", stamp, body)),
+    )
+    harvest_fake_source(settings, monkeypatch, source)
+    before = datetime.now(UTC)
+    report = harvest(settings)
+    with Services(settings) as services:
+        saved = services.state.get_run(report.run_id)["response_date"]
+    assert (report.harvested, report.created, report.errors) == (5, 5, 0)
+    assert before - timedelta(seconds=1) <= parse_datestamp(saved) <= datetime.now(UTC)
+    (notice,) = report.notices
+    assert "responseDate" in notice and "ahead of this machine's clock" in notice
 
 
 @pytest.mark.parametrize(
