@@ -496,7 +496,7 @@ def read_identify(parsed: ParsedResponse, requested_url: str) -> IdentifyInfo:
         granularity = "seconds" if "hh" in granularity_text.lower() else "day"
     else:
         granularity = "seconds" if "T" in earliest else "day"
-    deleted_record = text("deletedRecord")
+    deleted_record = text("deletedRecord").lower()  # some write `Persistent`
     if deleted_record not in ("no", "transient", "persistent"):
         deleted_record = "no"
     return IdentifyInfo(

@@ -95,6 +95,21 @@ def test_identify_day_granularity() -> None:
     assert info.granularity == "day" and info.deleted_record == "persistent"
 
 
+@pytest.mark.parametrize(
+    ("sent", "read"), [("Persistent", "persistent"), (" TRANSIENT ", "transient")]
+)
+def test_deleted_record_is_read_whatever_its_case(sent: str, read: str) -> None:
+    """A source writing `Persistent` keeps its deletions: read as `no`, every reconcile would
+    sweep it for nothing."""
+    body = (
+        (SAMPLES / "zenodo-Identify.xml")
+        .read_bytes()
+        .replace(b"<deletedRecord>no", f"<deletedRecord>{sent}".encode())
+    )
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+    assert OAIClient("https://case.test/oai", transport=transport).identify().deleted_record == read
+
+
 def test_polite_request_headers_and_a_retry_after_on_200_is_not_obeyed() -> None:
     recorded, sleeps = Recorded(), []
     zenodo(recorded, sleeps).identify()
