@@ -11,6 +11,11 @@ The `prune_run_history_job` does it, daily on its schedule (prune_runs.py), not 
 harvest: at 300 hourly harvesters, ~7,200 runs a day held one harvest's step for minutes.
 Runs go in batches, their events first: a prune stopped anywhere leaves no event of a
 deleted run, and the next one goes on with what is left.
+
+The project's other runs (the prune's own, one a day; reconcile_sources; register_harvester;
+a run of a harvest job that names no harvester) hold no partition a harvest needs: of each
+job, the latest `KEEP_LAST_RUNS_PER_JOB` stay, and its latest failure, as the UI's job page
+would show them; older ones go after the same `keep_days`.
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ from oai_pipeline.pipeline.frames import STAGE_ASSETS
 
 logger = logging.getLogger(__name__)
 
-_FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
+_FAILURE = dg.DagsterRunStatus.FAILURE
+_FINISHED = [dg.DagsterRunStatus.SUCCESS, _FAILURE, dg.DagsterRunStatus.CANCELED]
 _ASSET_EVENTS = {
     dg.DagsterEventType.ASSET_MATERIALIZATION,
     dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
@@ -42,16 +48,28 @@ _ASSET_EVENTS = {
 }
 # Runs, and materialisations, read per query; runs deleted per transaction.
 PAGE = 500
+# Finished runs of each of the project's other jobs kept, whatever their age: a month of the
+# daily prune, half a year of the weekly reconcile.
+KEEP_LAST_RUNS_PER_JOB = 30
 
 
 @dataclass
 class RunHistoryPruned:
     deleted: dict[str, list[str]] = field(default_factory=dict)  # harvester -> run ids
-    kept: int = 0  # old enough, but the latest word on one of their partitions
+    # job -> run ids, of the runs of `jobs` that name no harvester
+    deleted_by_job: dict[str, list[str]] = field(default_factory=dict)
+    kept: int = 0  # old enough, but the latest word on one of their partitions (or job)
     more_left: bool = False  # stopped at the limit: the next prune goes on
 
     def counts(self) -> dict[str, int]:
         return {harvester: len(runs) for harvester, runs in self.deleted.items()}
+
+    def job_counts(self) -> dict[str, int]:
+        return {job: len(runs) for job, runs in self.deleted_by_job.items()}
+
+    @property
+    def total(self) -> int:
+        return sum(map(len, self.deleted.values())) + sum(map(len, self.deleted_by_job.values()))
 
 
 def prune_run_history(
@@ -60,47 +78,69 @@ def prune_run_history(
     registered: Collection[str],
     *,
     harvester_ids: Collection[str] | None = None,
+    jobs: Collection[str] = (),
     now: datetime | None = None,
     limit: int | None = None,
 ) -> RunHistoryPruned:
     """Delete the harvest runs (of `harvester_ids`, default all) that finished more than
     `keep_days` ago (0: keep all) and were superseded, at most `limit` of them (None: all).
-    A run of a harvester not `registered` need not be: its partitions went with it."""
+    A run of a harvester not `registered` need not be: its partitions went with it.
+    Without `harvester_ids`, the runs of `jobs` that name no harvester go too, once as old,
+    but for the latest few of each job and its latest failure."""
     pruned = RunHistoryPruned()
     if keep_days <= 0:
         return pruned
     finished_before = (now or datetime.now(UTC)) - timedelta(days=keep_days)
     known = partial(instance.get_dynamic_partitions, HARVESTER)
-    old = [
-        (min(harvesters), harvesters, run)
-        for run in _old_runs(instance, finished_before)
-        if (harvesters := harvesters_of(run.dagster_run.tags, known))
-        and (harvester_ids is None or harvesters & set(harvester_ids))
-    ]
+    old: list[tuple[str, set[str], dg.RunRecord]] = []  # (harvester or job, harvesters, run)
+    for run in _old_runs(instance, finished_before):
+        harvesters = harvesters_of(run.dagster_run.tags, known)
+        if harvesters and (harvester_ids is None or harvesters & set(harvester_ids)):
+            old.append((min(harvesters), harvesters, run))
+        elif not harvesters and harvester_ids is None and run.dagster_run.job_name in jobs:
+            old.append((run.dagster_run.job_name, set(), run))
     # Each window's latest run stays for good: asked of each run, they would be asked again
     # every time. Asked once of the partitions, that takes a query an asset.
     holding = _latest_runs(instance) if old else set()
     if holding is None:
         logger.warning("Dagster runs not pruned: the instance's event log is not SQL")
         return pruned
-    batch: list[tuple[str, str]] = []  # (harvester, run id)
-    for harvester_id, harvesters, run in old:
+    job_runs_kept = _job_runs_kept(instance, {owner for owner, hs, _ in old if not hs})
+    batch: list[tuple[str, str, bool]] = []  # (harvester or job, run id, of a job)
+    for owner, harvesters, run in old:
         run_id = run.dagster_run.run_id
         failed = run.dagster_run.status != dg.DagsterRunStatus.SUCCESS
-        if harvesters & set(registered) and (
-            run_id in holding or (failed and not _superseded(instance, run))
-        ):
+        if harvesters:
+            keep = bool(harvesters & set(registered)) and (
+                run_id in holding or (failed and not _superseded(instance, run))
+            )
+        else:  # a run of another job may still hold a partition (one of an odd key)
+            keep = run_id in job_runs_kept or run_id in holding
+        if keep:
             pruned.kept += 1
             continue
-        if limit is not None and sum(pruned.counts().values()) + len(batch) >= limit:
+        if limit is not None and pruned.total + len(batch) >= limit:
             pruned.more_left = True
             break
-        batch.append((harvester_id, run_id))
+        batch.append((owner, run_id, not harvesters))
         if len(batch) == PAGE:
             _delete_runs(instance, batch, pruned)
             batch = []
     _delete_runs(instance, batch, pruned)
     return pruned
+
+
+def _job_runs_kept(instance: dg.DagsterInstance, jobs: Collection[str]) -> set[str]:
+    """Of each job, its latest finished runs and its latest failure: what its page in the UI
+    shows first, and why it last failed, however long ago."""
+    kept: set[str] = set()
+    for job in jobs:
+        for statuses, limit in ((_FINISHED, KEEP_LAST_RUNS_PER_JOB), ([_FAILURE], 1)):
+            records = instance.get_run_records(
+                dg.RunsFilter(job_name=job, statuses=statuses), limit=limit
+            )
+            kept.update(record.dagster_run.run_id for record in records)
+    return kept
 
 
 def _old_runs(instance: dg.DagsterInstance, before: datetime) -> list[dg.RunRecord]:
@@ -179,16 +219,16 @@ def _partitions(event: dg.DagsterEvent) -> list[str]:
 
 
 def _delete_runs(
-    instance: dg.DagsterInstance, batch: Sequence[tuple[str, str]], pruned: RunHistoryPruned
+    instance: dg.DagsterInstance, batch: Sequence[tuple[str, str, bool]], pruned: RunHistoryPruned
 ) -> None:
     """What `instance.delete_run` deletes of each run, and its captured logs, for a batch of
-    (harvester, run id) at once: one transaction per database instead of a few a run. The
-    events go first: stopped between the two, a run is left without events, and the next
-    prune deletes it (superseded, as before). Its tags go with it, as Dagster's SQLite run
-    storage deletes them (foreign keys do not cascade there)."""
+    (harvester or job, run id, of a job) at once: one transaction per database instead of a
+    few a run. The events go first: stopped between the two, a run is left without events,
+    and the next prune deletes it (superseded, as before). Its tags go with it, as Dagster's
+    SQLite run storage deletes them (foreign keys do not cascade there)."""
     if not batch:
         return
-    run_ids = [run_id for _, run_id in batch]
+    run_ids = [run_id for _, run_id, _ in batch]
     events = instance.event_log_storage
     if hasattr(events, "delete_events_of_runs"):  # the shipped event log storage
         events.delete_events_of_runs(run_ids)
@@ -203,8 +243,8 @@ def _delete_runs(
     else:
         for run_id in run_ids:
             runs.delete_run(run_id)
-    for harvester_id, run_id in batch:
-        pruned.deleted.setdefault(harvester_id, []).append(run_id)
+    for owner, run_id, of_job in batch:
+        (pruned.deleted_by_job if of_job else pruned.deleted).setdefault(owner, []).append(run_id)
         try:
             instance.compute_log_manager.delete_logs(prefix=[run_id])
         except Exception:  # noqa: BLE001 - a log store that cannot delete keeps them; the run went

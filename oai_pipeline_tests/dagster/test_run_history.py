@@ -215,6 +215,7 @@ def test_prune_deletes_them_too_and_those_of_harvesters_no_longer_registered(
     result = CliRunner().invoke(main, ["prune", "--keep-days", "1", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["dagster_runs_deleted"] == {"sample": 1, "gone": 1}
+    assert json.loads(result.stdout)["dagster_job_runs_deleted"] == {}  # none of theirs old
     named = CliRunner().invoke(main, ["prune", "sample", "--keep-days", "1"])
     assert "Dagster: 0 superseded runs deleted" in named.stdout.splitlines()
     with dg.DagsterInstance.get() as instance:
@@ -225,3 +226,52 @@ def test_prune_deletes_them_too_and_those_of_harvesters_no_longer_registered(
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "never_made"))
     alone = CliRunner().invoke(main, ["prune", "--keep-days", "1", "--json"])
     assert json.loads(alone.stdout)["dagster_runs_deleted"] is None
+
+
+def _add_runs(instance: dg.DagsterInstance, job: str, *statuses: dg.DagsterRunStatus) -> list[str]:
+    return [instance.add_run(dg.DagsterRun(job_name=job, status=s)).run_id for s in statuses]
+
+
+def test_old_runs_of_the_other_jobs_go_but_the_latest_of_each_and_its_latest_failure(
+    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The prune's own runs (one a day), the weekly reconciles, registrations: before, none
+    ever went."""
+    monkeypatch.setattr(run_history, "KEEP_LAST_RUNS_PER_JOB", 2)
+    ok, failed = dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE
+    reconciles = _add_runs(instance, "reconcile_sources", failed, ok, failed, ok, ok)
+    prunes = _add_runs(instance, "prune_run_history", ok, ok, ok)
+    someone_elses = _add_runs(instance, "someone_elses_job", ok, ok, ok)
+    jobs = ["reconcile_sources", "prune_run_history"]
+
+    # Too recent, or when pruning named harvesters only: kept.
+    assert prune_run_history(instance, 1, set(), jobs=jobs).total == 0
+    named = prune_run_history(instance, 1, set(), harvester_ids=["sample"], jobs=jobs, now=LATER)
+    assert named.total == 0
+
+    pruned = prune_run_history(instance, 1, set(), jobs=jobs, now=LATER)
+    # The latest two of each job stay, and the latest failure however old; not another's.
+    assert {job: sorted(runs) for job, runs in pruned.deleted_by_job.items()} == {
+        "reconcile_sources": sorted(reconciles[:2]),
+        "prune_run_history": [prunes[0]],
+    }
+    assert pruned.deleted == {} and pruned.kept == 5
+    gone = {run for runs in pruned.deleted_by_job.values() for run in runs}
+    for run in reconciles + prunes + someone_elses:
+        assert (instance.get_run_by_id(run) is None) == (run in gone)
+    assert prune_run_history(instance, 1, set(), jobs=jobs, now=LATER).total == 0
+
+
+def test_the_prune_job_deletes_old_runs_of_its_own(
+    instance: dg.DagsterInstance, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run_history, "KEEP_LAST_RUNS_PER_JOB", 1)
+    monkeypatch.setenv("OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS", "1")
+    first, second = (_prune_job(instance, max_runs=10).run_id for _ in range(2))
+    _three_days_on(monkeypatch)
+    third = _prune_job(instance, max_runs=10)
+    output = next(e for e in third.all_node_events if e.is_successful_output)
+    assert output.step_output_data.metadata["deleted_by_job"].value == {"prune_run_history": 1}
+    # The latest finished one stays (the one going is not finished).
+    assert instance.get_run_by_id(first) is None
+    assert instance.get_run_by_id(second) is not None
