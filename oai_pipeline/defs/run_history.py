@@ -34,6 +34,7 @@ from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
 from dagster._core.storage.runs import SqlRunStorage
 from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
 
+from oai_pipeline.dagster_event_log import delete_events_of_runs
 from oai_pipeline.defs.partitions import HARVESTER, harvesters_of
 from oai_pipeline.pipeline.frames import STAGE_ASSETS
 
@@ -136,6 +137,8 @@ def _job_runs_kept(instance: dg.DagsterInstance, jobs: Collection[str]) -> set[s
     kept: set[str] = set()
     for job in jobs:
         for statuses, limit in ((_FINISHED, KEEP_LAST_RUNS_PER_JOB), ([_FAILURE], 1)):
+            if limit <= 0:  # Dagster reads a limit of 0 as none
+                continue
             records = instance.get_run_records(
                 dg.RunsFilter(job_name=job, statuses=statuses), limit=limit
             )
@@ -229,12 +232,7 @@ def _delete_runs(
     if not batch:
         return
     run_ids = [run_id for _, run_id, _ in batch]
-    events = instance.event_log_storage
-    if hasattr(events, "delete_events_of_runs"):  # the shipped event log storage
-        events.delete_events_of_runs(run_ids)
-    else:
-        for run_id in run_ids:
-            events.delete_events(run_id)
+    delete_events_of_runs(instance.event_log_storage, run_ids)
     runs = instance.run_storage
     if isinstance(runs, SqlRunStorage):
         with runs.connect() as connection:
