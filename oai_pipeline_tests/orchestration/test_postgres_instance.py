@@ -162,5 +162,11 @@ def test_the_prune_job_on_a_postgres_instance(
             "SELECT count(*) FROM event_logs WHERE run_id IN (%(a)s, %(b)s, %(c)s)",
             {"a": runs[0], "b": runs[1], "c": reconcile},
         ).scalar_one()
+        tags, orphans = connection.exec_driver_sql(
+            "SELECT count(*), count(*) FILTER (WHERE NOT EXISTS "
+            "(SELECT 1 FROM event_logs e WHERE e.id = t.event_id)) FROM asset_event_tags t"
+        ).one()
     assert left == 0
+    # The tags of their materialisations (their partition's dimensions) went with them.
+    assert tags > 0 and orphans == 0
     assert len([s for s in deletes if s.startswith("DELETE FROM event_logs")]) == 1
