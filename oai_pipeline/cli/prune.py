@@ -30,7 +30,8 @@ def prune(harvester_ids: tuple[str, ...], keep_days: int | None, as_json: bool) 
     harvester: this is for harvesters no longer harvested (or deleted), or a shorter
     --keep-days. Dagster runs of theirs older than that go too, when
     every asset partition they wrote was materialised again since; without HARVESTER_IDS,
-    also the runs of harvesters no longer registered."""
+    also the runs of harvesters no longer registered, and those of the other jobs (reconcile,
+    prune, ...) but the latest 30 of each and its latest failure."""
     if keep_days is not None and not 1 <= keep_days <= MAX_KEEP_RUN_RECORDS_DAYS:
         raise InvalidInput(
             f"--keep-days must be a whole number of days from 1 to {MAX_KEEP_RUN_RECORDS_DAYS}, "
