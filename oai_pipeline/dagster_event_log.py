@@ -54,7 +54,17 @@ from typing import Any
 import dagster as dg
 import sqlalchemy as sa
 from dagster._core.events.log import EventLogEntry
-from dagster._core.storage.event_log import SqliteEventLogStorage
+from dagster._core.storage.event_log import (
+    EventLogStorage,
+    SqlEventLogStorage,
+    SqliteEventLogStorage,
+)
+from dagster._core.storage.event_log.schema import (
+    AssetEventTagsTable,
+    ConcurrencySlotsTable,
+    PendingStepsTable,
+    SqlEventLogStorageTable,
+)
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._serdes import ConfigurableClassData
@@ -245,6 +255,58 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
         for run_id in run_ids:
             with suppress(FileNotFoundError):
                 os.utime(self.path_for_shard(run_id))
+
+
+# Runs whose events are deleted per statement: a bound parameter each (SQLite allows 32,766).
+DELETE_BATCH = 500
+
+
+def delete_events_of_runs(storage: EventLogStorage, run_ids: Sequence[str]) -> None:
+    """`storage.delete_events` of many runs, in one transaction per `DELETE_BATCH` runs where
+    the storage keeps all its events in one database (dagster-postgres, MySQL, consolidated
+    SQLite), and the shipped storage's own way on SQLite shards.
+
+    Dagster's deletes a run's rows with two queries a run, twice on those storages (its run
+    and index connections are the same database), then asks for its concurrency slots with
+    a few more: pruning thousands of runs took ~5 queries a run. The rows deleted are the
+    same: the run's events and the tags of its materialisations and observations."""
+    if isinstance(storage, PooledSqliteEventLogStorage):
+        storage.delete_events_of_runs(run_ids)
+        return
+    if not isinstance(storage, SqlEventLogStorage) or isinstance(storage, SqliteEventLogStorage):
+        for run_id in run_ids:  # one database a run, or not Dagster's SQL
+            storage.delete_events(run_id)
+        return
+    events = SqlEventLogStorageTable
+    tagged = [dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_OBSERVATION]
+    holding_slots: set[str] = set()
+    for start in range(0, len(run_ids), DELETE_BATCH):
+        batch = list(run_ids[start : start + DELETE_BATCH])
+        with storage.index_transaction() as connection:
+            tagged_events = sa.select(events.c.id).where(
+                events.c.run_id.in_(batch),
+                events.c.dagster_event_type.in_([t.value for t in tagged]),
+            )
+            connection.execute(
+                AssetEventTagsTable.delete().where(
+                    AssetEventTagsTable.c.event_id.in_(tagged_events)
+                )
+            )
+            connection.execute(events.delete().where(events.c.run_id.in_(batch)))
+            if storage.supports_global_concurrency_limits:
+                holding_slots.update(_runs_holding_slots(connection, batch))
+    # A finished run holds none; Dagster's own frees them (and hands them on) one run at a time.
+    for run_id in sorted(holding_slots):
+        storage.free_concurrency_slots_for_run(run_id)
+
+
+def _runs_holding_slots(connection: sa.Connection, run_ids: list[str]) -> set[str]:
+    """The runs that hold a concurrency slot, or wait for one."""
+    holding: set[str] = set()
+    for table in (ConcurrencySlotsTable, PendingStepsTable):
+        query = sa.select(table.c.run_id).where(table.c.run_id.in_(run_ids)).distinct()
+        holding.update(connection.execute(query).scalars())
+    return holding
 
 
 def _on_connect(connection: Any, _record: Any) -> None:

@@ -30,7 +30,8 @@ def prune(harvester_ids: tuple[str, ...], keep_days: int | None, as_json: bool) 
     harvester: this is for harvesters no longer harvested (or deleted), or a shorter
     --keep-days. Dagster runs of theirs older than that go too, when
     every asset partition they wrote was materialised again since; without HARVESTER_IDS,
-    also the runs of harvesters no longer registered."""
+    also the runs of harvesters no longer registered, and those of the other jobs (reconcile,
+    prune, ...) but the latest 30 of each and its latest failure."""
     if keep_days is not None and not 1 <= keep_days <= MAX_KEEP_RUN_RECORDS_DAYS:
         raise InvalidInput(
             f"--keep-days must be a whole number of days from 1 to {MAX_KEEP_RUN_RECORDS_DAYS}, "
@@ -63,7 +64,7 @@ def prune(harvester_ids: tuple[str, ...], keep_days: int | None, as_json: bool) 
             except PipelineError as error:
                 busy.append({"harvester_id": harvester_id, "error": str(error)})
         registered = {harvester.id for harvester in services.state.list_harvesters()}
-    dagster_runs = _prune_dagster_runs(
+    dagster_runs, job_runs = _prune_dagster_runs(
         [p["harvester_id"] for p in pruned],
         every=not harvester_ids,
         registered=registered,
@@ -76,12 +77,15 @@ def prune(harvester_ids: tuple[str, ...], keep_days: int | None, as_json: bool) 
     ] + [f"{b['harvester_id']}: skipped ({b['error']})" for b in busy]
     if dagster_runs is not None:
         lines.append(f"Dagster: {sum(dagster_runs.values())} superseded runs deleted")
+    if job_runs:
+        lines.append(f"Dagster: {sum(job_runs.values())} old runs of other jobs deleted")
     emit(
         {
             "keep_days": settings.keep_run_records_days,
             "pruned": pruned,
             "skipped": busy,
             "dagster_runs_deleted": dagster_runs,
+            "dagster_job_runs_deleted": job_runs,
         },
         as_json=as_json,
         text="\n".join(lines) or "no harvester is registered",
@@ -90,19 +94,25 @@ def prune(harvester_ids: tuple[str, ...], keep_days: int | None, as_json: bool) 
 
 def _prune_dagster_runs(
     harvester_ids: list[str], *, every: bool, registered: set[str], keep_days: int
-) -> dict[str, int] | None:
-    """Runs deleted per harvester from the Dagster instance under DAGSTER_HOME, as the
-    prune_run_history job deletes them (see run_history); with `every`, also the runs of
-    harvesters no longer registered. None without an instance (DAGSTER_HOME unset or never
-    created)."""
+) -> tuple[dict[str, int] | None, dict[str, int] | None]:
+    """Runs deleted per harvester, and per other job, from the Dagster instance under
+    DAGSTER_HOME, as the prune_run_history job deletes them (see run_history); with `every`,
+    also the runs of harvesters no longer registered and those of the other jobs. None
+    without an instance (DAGSTER_HOME unset or never created)."""
     home = os.environ.get("DAGSTER_HOME")
     if not home or not os.path.isdir(home):
-        return None
+        return None, None
     from oai_pipeline.defs.launch import dagster_instance  # Dagster only where it is used
+    from oai_pipeline.defs.prune_runs import project_jobs
     from oai_pipeline.defs.run_history import prune_run_history
 
     with dagster_instance() as instance:
         pruned = prune_run_history(
-            instance, keep_days, registered, harvester_ids=None if every else harvester_ids
+            instance,
+            keep_days,
+            registered,
+            harvester_ids=None if every else harvester_ids,
+            jobs=project_jobs(),
         )
-    return {harvester_id: 0 for harvester_id in harvester_ids} | pruned.counts()
+    harvest_runs = {harvester_id: 0 for harvester_id in harvester_ids} | pruned.counts()
+    return harvest_runs, pruned.job_counts() if every else None

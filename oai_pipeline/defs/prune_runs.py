@@ -9,8 +9,11 @@ stopped (or stopped at `max_runs`) leaves the rest to the next.
 import dagster as dg
 from pydantic import Field
 
+from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
+from oai_pipeline.defs.reconcile import reconcile_sources
+from oai_pipeline.defs.registration import register_harvester
 from oai_pipeline.defs.resources import PipelineResource
-from oai_pipeline.defs.run_history import prune_run_history
+from oai_pipeline.defs.run_history import KEEP_LAST_RUNS_PER_JOB, prune_run_history
 from oai_pipeline.defs.schedules import BUSY_STATUSES, TRIGGER_TAG
 
 # Runs one prune deletes at most (~20 s on SQLite): the rest waits for the next one. Above a
@@ -29,7 +32,8 @@ class PruneRunHistoryConfig(dg.Config):
 @dg.op(
     description="Delete the harvest runs that finished more than "
     "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS ago and were superseded since (every partition they "
-    "materialised was materialised by a later run), at most max_runs of them."
+    "materialised was materialised by a later run), and the other jobs' runs as old but the "
+    f"latest {KEEP_LAST_RUNS_PER_JOB} of each job and its latest failure; at most max_runs."
 )
 def delete_superseded_runs(
     context: dg.OpExecutionContext, config: PruneRunHistoryConfig, pipeline: PipelineResource
@@ -37,10 +41,14 @@ def delete_superseded_runs(
     keep_days = pipeline.settings().keep_run_records_days
     with pipeline.services() as services:
         registered = {harvester.id for harvester in services.state.list_harvesters()}
-    pruned = prune_run_history(context.instance, keep_days, registered, limit=config.max_runs)
+    pruned = prune_run_history(
+        context.instance, keep_days, registered, jobs=project_jobs(), limit=config.max_runs
+    )
     counts = pruned.counts()
     for harvester_id, deleted in sorted(counts.items()):
         context.log.info(f"{harvester_id}: {deleted} superseded runs deleted")
+    for job, deleted in sorted(pruned.job_counts().items()):
+        context.log.info(f"job {job}: {deleted} old runs deleted")
     if pruned.more_left:
         context.log.warning(
             f"stopped at max_runs ({config.max_runs}): the next prune deletes the rest"
@@ -48,10 +56,12 @@ def delete_superseded_runs(
     context.add_output_metadata(
         {
             "keep_days": keep_days,  # 0: runs are kept for good, none deleted
-            "deleted": sum(counts.values()),
+            "deleted": pruned.total,
             "kept": pruned.kept,
             "more_left": pruned.more_left,
             "deleted_by_harvester": dg.MetadataValue.json(counts),
+            # runs naming no harvester (the prune's own, reconcile_sources, ...)
+            "deleted_by_job": dg.MetadataValue.json(pruned.job_counts()),
         }
     )
     return counts
@@ -62,11 +72,27 @@ def delete_superseded_runs(
     description="Delete the harvest runs that finished more than "
     "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS ago and were superseded since (every partition they "
     "materialised was materialised by a later run): each window's latest run, and a failure "
-    "not harvested again, stay; the runs of deleted harvesters go. Launched daily by the "
-    "prune_run_history_schedule.",
+    "not harvested again, stay; the runs of deleted harvesters go. Of the other jobs' runs as "
+    f"old, the latest {KEEP_LAST_RUNS_PER_JOB} of each job and its latest failure stay. "
+    "Launched daily by the prune_run_history_schedule.",
 )
 def prune_run_history_job() -> None:
     delete_superseded_runs()
+
+
+def project_jobs() -> list[str]:
+    """The jobs whose runs naming no harvester are pruned: this project's (the instance may
+    hold other projects' runs, which are theirs to keep)."""
+    return [
+        job.name
+        for job in (
+            harvest_job,
+            run_all_harvesters,
+            register_harvester,
+            reconcile_sources,
+            prune_run_history_job,
+        )
+    ]
 
 
 @dg.schedule(

@@ -3,23 +3,36 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 import pytest
+import sqlalchemy as sa
 from click.testing import CliRunner
+from dagster._core.definitions.events import (
+    AssetMaterializationFailure,
+    AssetMaterializationFailureReason,
+    AssetMaterializationFailureType,
+)
+from dagster._core.events import (
+    AssetFailedToMaterializeData,
+    AssetMaterializationPlannedData,
+    StepMaterializationData,
+)
+from dagster._core.events.log import EventLogEntry
 
 from oai_pipeline.cli import main
 from oai_pipeline.defs import run_history
 from oai_pipeline.defs.assets import harvest_assets
 from oai_pipeline.defs.checks import harvest_checks
 from oai_pipeline.defs.launch import materialize_windows, range_tags
-from oai_pipeline.defs.partitions import HARVESTER_TAG
+from oai_pipeline.defs.partitions import HARVESTER_TAG, partition_key
 from oai_pipeline.defs.prune_runs import prune_run_history_job, prune_run_history_schedule
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.defs.run_history import prune_run_history
-from oai_pipeline.pipeline.frames import WRITTEN_RECORDS
+from oai_pipeline.pipeline.frames import STAGE_ASSETS, WRITTEN_RECORDS
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings, ensure_dagster_home
 from oai_pipeline_tests.dagster.conftest import window_range
@@ -27,6 +40,9 @@ from oai_pipeline_tests.dagster_results import run_totals
 from oai_pipeline_tests.support import register
 
 LATER = datetime.now(UTC) + timedelta(days=3)
+ASSET_PLANNED = dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED
+ASSET_FAILED = dg.DagsterEventType.ASSET_FAILED_TO_MATERIALIZE
+ASSET_MATERIALISED = dg.DagsterEventType.ASSET_MATERIALIZATION
 
 
 class _Later(datetime):
@@ -215,6 +231,7 @@ def test_prune_deletes_them_too_and_those_of_harvesters_no_longer_registered(
     result = CliRunner().invoke(main, ["prune", "--keep-days", "1", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["dagster_runs_deleted"] == {"sample": 1, "gone": 1}
+    assert json.loads(result.stdout)["dagster_job_runs_deleted"] == {}  # none of theirs old
     named = CliRunner().invoke(main, ["prune", "sample", "--keep-days", "1"])
     assert "Dagster: 0 superseded runs deleted" in named.stdout.splitlines()
     with dg.DagsterInstance.get() as instance:
@@ -225,3 +242,120 @@ def test_prune_deletes_them_too_and_those_of_harvesters_no_longer_registered(
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "never_made"))
     alone = CliRunner().invoke(main, ["prune", "--keep-days", "1", "--json"])
     assert json.loads(alone.stdout)["dagster_runs_deleted"] is None
+
+
+def _add_runs(instance: dg.DagsterInstance, job: str, *statuses: dg.DagsterRunStatus) -> list[str]:
+    return [instance.add_run(dg.DagsterRun(job_name=job, status=s)).run_id for s in statuses]
+
+
+def test_old_runs_of_the_other_jobs_go_but_the_latest_of_each_and_its_latest_failure(
+    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The prune's own runs (one a day), the weekly reconciles, registrations: before, none
+    ever went."""
+    monkeypatch.setattr(run_history, "KEEP_LAST_RUNS_PER_JOB", 2)
+    ok, failed = dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE
+    reconciles = _add_runs(instance, "reconcile_sources", failed, ok, failed, ok, ok)
+    prunes = _add_runs(instance, "prune_run_history", ok, ok, ok)
+    someone_elses = _add_runs(instance, "someone_elses_job", ok, ok, ok)
+    jobs = ["reconcile_sources", "prune_run_history"]
+
+    # Too recent, or when pruning named harvesters only: kept.
+    assert prune_run_history(instance, 1, set(), jobs=jobs).total == 0
+    named = prune_run_history(instance, 1, set(), harvester_ids=["sample"], jobs=jobs, now=LATER)
+    assert named.total == 0
+
+    pruned = prune_run_history(instance, 1, set(), jobs=jobs, now=LATER)
+    # The latest two of each job stay, and the latest failure however old; not another's.
+    assert {job: sorted(runs) for job, runs in pruned.deleted_by_job.items()} == {
+        "reconcile_sources": sorted(reconciles[:2]),
+        "prune_run_history": [prunes[0]],
+    }
+    assert pruned.deleted == {} and pruned.kept == 5
+    gone = {run for runs in pruned.deleted_by_job.values() for run in runs}
+    for run in reconciles + prunes + someone_elses:
+        assert (instance.get_run_by_id(run) is None) == (run in gone)
+    assert prune_run_history(instance, 1, set(), jobs=jobs, now=LATER).total == 0
+
+
+def test_the_prune_job_deletes_old_runs_of_its_own(
+    instance: dg.DagsterInstance, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run_history, "KEEP_LAST_RUNS_PER_JOB", 1)
+    monkeypatch.setenv("OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS", "1")
+    first, second = (_prune_job(instance, max_runs=10).run_id for _ in range(2))
+    _three_days_on(monkeypatch)
+    third = _prune_job(instance, max_runs=10)
+    output = next(e for e in third.all_node_events if e.is_successful_output)
+    assert output.step_output_data.metadata["deleted_by_job"].value == {"prune_run_history": 1}
+    # The latest finished one stays (the one going is not finished).
+    assert instance.get_run_by_id(first) is None
+    assert instance.get_run_by_id(second) is not None
+
+
+def _run_of_window(
+    instance: dg.DagsterInstance, harvester: str, window: str, *, failed: bool = True
+) -> str:
+    """A harvest run of one window: planned, then failed to materialise (or materialised)."""
+    status = dg.DagsterRunStatus.FAILURE if failed else dg.DagsterRunStatus.SUCCESS
+    run_id = instance.add_run(
+        dg.DagsterRun(job_name="harvest", status=status, tags={HARVESTER_TAG: harvester})
+    ).run_id
+    key = str(partition_key(harvester, window))
+    for asset in STAGE_ASSETS:
+        asset_key = dg.AssetKey(asset)
+        failure = AssetMaterializationFailure(
+            asset_key,
+            partition=key,
+            failure_type=AssetMaterializationFailureType.FAILED,
+            reason=AssetMaterializationFailureReason.FAILED_TO_MATERIALIZE,
+        )
+        for event_type, data in (
+            (ASSET_PLANNED, AssetMaterializationPlannedData(asset_key, key)),
+            (ASSET_FAILED, AssetFailedToMaterializeData(failure))
+            if failed
+            else (
+                ASSET_MATERIALISED,
+                StepMaterializationData(dg.AssetMaterialization(asset, partition=key)),
+            ),
+        ):
+            instance.event_log_storage.store_event(
+                EventLogEntry(
+                    error_info=None,
+                    level=logging.INFO,
+                    user_message="",
+                    run_id=run_id,
+                    timestamp=datetime.now(UTC).timestamp(),
+                    dagster_event=dg.DagsterEvent(
+                        event_type.value, job_name="harvest", event_specific_data=data
+                    ),
+                )
+            )
+    return run_id
+
+
+def test_failures_kept_cost_no_queries_each(instance: dg.DagsterInstance) -> None:
+    """Whether a failed run was superseded was asked run by run (~9 queries each): 500
+    failures kept took ~10 s of every prune. They are asked a batch at a time."""
+
+    def queries_of_a_prune() -> int:
+        statements: list[str] = []
+        on_statement = lambda *args: statements.append(args[2])  # noqa: E731
+        sa.event.listen(sa.Engine, "before_cursor_execute", on_statement)
+        try:
+            pruned = prune_run_history(instance, 1, {"sample"}, now=LATER)
+        finally:
+            sa.event.remove(sa.Engine, "before_cursor_execute", on_statement)
+        assert pruned.total == 0  # failures not harvested again: all kept
+        return len(statements)
+
+    instance.add_dynamic_partitions("harvester", ["sample"])
+    failed = [_run_of_window(instance, "sample", f"2024-01-{day:02d}") for day in range(1, 3)]
+    with_two = queries_of_a_prune()
+    failed += [_run_of_window(instance, "sample", f"2024-01-{day:02d}") for day in range(3, 9)]
+    assert queries_of_a_prune() == with_two
+    # Each failure still goes once its window was harvested again, and only then.
+    again = _run_of_window(instance, "sample", "2024-01-02", failed=False)
+    pruned = prune_run_history(instance, 1, {"sample"}, now=LATER)
+    assert pruned.deleted == {"sample": [failed[1]]} and pruned.kept == len(failed)
+    assert instance.get_run_by_id(again) is not None
