@@ -29,11 +29,16 @@ ACCEPTED_FORMS = (
 # Digits are ASCII digits (`[0-9]`, not `\d`, which also matches `٢٠٢٠` and `２０２０`):
 # EDTF is written in them, and a date in other digits kept as it is would be no EDTF date.
 _DATE = re.compile(r"^([0-9]{4})(?:-([0-9]{2})(?:-([0-9]{2}))?)?$")
-# A full timestamp (as OAI datestamps and DSpace dc:date carry) is cut to its day.
+# A full timestamp (as OAI datestamps and DSpace dc:date carry) is cut to its day, once its
+# time of day (and offset) is checked: `T25:99:99Z` is a corrupt value, not that day.
 _TIMESTAMP = re.compile(
-    r"^([0-9]{4}-[0-9]{2}-[0-9]{2})[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?"
-    r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?$"
+    r"^([0-9]{4}-[0-9]{2}-[0-9]{2})[T ]([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:\.[0-9]+)?)?"
+    r"(?:Z|[+-]([0-9]{2}):?([0-9]{2}))?$"
 )
+# Years that stand for no date at all: `0000` (an empty date field exported as digits) and
+# `9999` ("until further notice"). As a publication date they would be kept as the year 0 or
+# a year eight millennia away.
+PLACEHOLDER_YEARS = frozenset({"0000", "9999"})
 # Year first with slashes is unambiguous: 2020/05/01, 2020/5. (2020/2021 is an interval.)
 _SLASHED = re.compile(r"^([0-9]{4})/([0-9]{1,2})(?:/([0-9]{1,2}))?$")
 # Year first, unpadded (`2020-5-1`), or with dots as Hungarian, Chinese and Korean sources
@@ -87,7 +92,7 @@ _DECADE = re.compile(r"^([0-9]{3})0'?s$")
 def _approximate(text: str) -> str | None:
     """The EDTF year or interval of an approximate year, or None when `text` is none."""
     if match := _APPROXIMATE_YEAR.match(text):
-        return match.group(1)
+        return match.group(1) if match.group(1) not in PLACEHOLDER_YEARS else None
     if (match := _UNKNOWN_DIGITS.match(text)) and len(match.group(1) + match.group(2)) == 4:
         known = match.group(1)
         return f"{known.ljust(4, '0')}/{known.ljust(4, '9')}"
@@ -134,8 +139,20 @@ def is_timestamp(text: str) -> bool:
     return _TIMESTAMP.match(text.strip()) is not None
 
 
+def _check_time(text: str, stamp: re.Match[str]) -> None:
+    """ValueError when the time of day or the offset of a timestamp is none (`T25:99:99Z`);
+    a leap second (`23:59:60`) is a time of day."""
+    hour, minute, second, offset_hour, offset_minute = stamp.groups()[1:]
+    if int(hour) > 23 or int(minute) > 59 or (second is not None and int(second) > 60):
+        raise ValueError(f"{shown(text)} has no time of day {hour}:{minute}:{second or '00'}")
+    if offset_hour is not None and (int(offset_hour) > 14 or int(offset_minute) > 59):
+        raise ValueError(f"{shown(text)} has no UTC offset {offset_hour}:{offset_minute}")
+
+
 def _single(text: str) -> str:
     stamp = _TIMESTAMP.match(text)
+    if stamp is not None:
+        _check_time(text, stamp)
     date = stamp.group(1) if stamp else text
     match = _DATE.match(date)
     if not match:
@@ -145,6 +162,8 @@ def _single(text: str) -> str:
             raise _invalid(text)
         date = match.group(0)
     year, month, day = match.groups()
+    if year in PLACEHOLDER_YEARS:
+        raise ValueError(f"{shown(text)} is a placeholder for no date, not the year {year}")
     if month is not None and not 1 <= int(month) <= 12:
         raise ValueError(f"{shown(text)} has no month {int(month)}")
     if day is not None and not 1 <= int(day) <= calendar.monthrange(int(year), int(month))[1]:
@@ -191,7 +210,7 @@ _YEAR_IN_TEXT = re.compile(r"(?<![0-9])([12][0-9]{3})(?![0-9])")
 # What catalogues write for "no date": n.d., s.d., s.a. (sine anno), o.J. (ohne Jahr), undated.
 _NO_DATE = re.compile(
     r"^\[?\s*(?:n\.\s?d|s\.\s?d|s\.\s?a|o\.\s?j|sine anno|ohne jahr|sans date|undated|"
-    r"no date|unknown|unbekannt)\.?\s*\]?$",
+    r"no date|unknown|unbekannt|0000|9999)\.?\s*\]?$",
     re.I,
 )
 
@@ -218,7 +237,8 @@ def is_approximate(text: str) -> bool:
 
 
 def says_no_date(text: str) -> bool:
-    """True for the catalogue terms that say a work is undated (`n.d.`, `[s.a.]`, `o.J.`)."""
+    """True for the catalogue terms that say a work is undated (`n.d.`, `[s.a.]`, `o.J.`) and
+    for a placeholder year alone (`0000`, `9999`)."""
     return _NO_DATE.match(text.strip()) is not None
 
 

@@ -181,6 +181,8 @@ def test_dc_dates_in_common_forms(date: str, expected: str) -> None:
         (["Spring 2020", "2019-10"], "2019-10"),  # a date is preferred to a year in text
         (["n.d."], "2021-06-30"),  # "no date": the day of the OAI datestamp
         (["[s.a.]", "o.J."], "2021-06-30"),
+        (["0000"], "2021-06-30"),  # a placeholder year is no date either
+        (["9999", "2019"], "2019"),
     ],
 )
 def test_dc_date_that_is_no_date_keeps_the_record(dates: list[str], expected: str) -> None:

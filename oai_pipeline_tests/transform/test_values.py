@@ -59,6 +59,27 @@ def test_dates_that_are_not_edtf_safe(text: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("0000", "placeholder for no date"),
+        ("9999", "placeholder for no date"),
+        ("9999-12-31", "placeholder for no date"),
+        ("0000-2020", "placeholder for no date"),
+        ("2020-01-01T25:99:99Z", "has no time of day 25:99:99"),
+        ("2020-01-01T12:60Z", "has no time of day 12:60:00"),
+        ("2020-01-01T10:00:00+25:00", "has no UTC offset 25:00"),
+    ],
+)
+def test_placeholder_years_and_impossible_times_are_no_dates(text: str, message: str) -> None:
+    """`0000`/`9999` were kept as publication dates (the year 0, the year 9999), and a
+    timestamp's time of day was not read at all: `T25:99:99Z` dated the record that day."""
+    with pytest.raises(ValueError, match=message):
+        normalize_date(text)
+    assert normalize_date("2020-01-01T23:59:60Z") == "2020-01-01"  # a leap second is a time
+    assert normalize_date("2020-01-01T10:00:00-12:00") == "2020-01-01"
+
+
+@pytest.mark.parametrize(
     ("text", "expected"),
     [
         ("2020/05/01", "2020-05-01"),
