@@ -19,7 +19,7 @@ from lxml import etree
 
 from oai_pipeline.doi import normalize_doi
 from oai_pipeline.transform import vocabularies as vocab
-from oai_pipeline.transform.dates import first_date
+from oai_pipeline.transform.dates import first_date, says_no_date
 from oai_pipeline.transform.failure import missing_field
 from oai_pipeline.transform.normalize import (
     EUROPEAN_COMMISSION,
@@ -269,7 +269,8 @@ _DATE_NOISE = re.compile(r"^[©℗cp]\s*(?=\d)|[.,;:]+$")
 def _publication_date(controls: dict[str, str], fields: Fields) -> str | None:
     """The date of publication: 264 (second indicator 1) or 260 $c, else the first date of
     008, else the host item's year (773 $y) or Invenio's preprint date (269 $c). None when
-    the record has none: the oai-import transformer then takes the OAI datestamp's."""
+    the record has none, or only says it has none (`[n.d.]`, `0000`): the oai-import
+    transformer then takes the OAI datestamp's."""
     candidates = [
         text
         for tag in ("264", "260")
@@ -283,9 +284,13 @@ def _publication_date(controls: dict[str, str], fields: Fields) -> str | None:
         candidates.append(date1)
     candidates.extend(text for field in fields.get("773", ()) for text in field.all("y"))
     candidates.extend(text for field in fields.get("269", ()) for text in field.all("c"))
-    if not candidates:
-        return None
-    return first_date([_DATE_NOISE.sub("", candidate).strip() for candidate in candidates])
+    # `[n.d.]`, `[s.a.]`, `0000`: the catalogue says there is no date; none is a date to read
+    dated = [
+        text
+        for candidate in candidates
+        if not says_no_date(text := _DATE_NOISE.sub("", candidate).strip())
+    ]
+    return first_date(dated) if dated else None
 
 
 def _publisher(fields: Fields) -> str | None:

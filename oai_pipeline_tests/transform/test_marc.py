@@ -12,7 +12,7 @@ from lxml import etree
 from oai_pipeline.transform import imports, marc
 from oai_pipeline.transform.base import TransformItem
 
-from .records import page_items, transform, wrap_metadata
+from .records import page_items, transform, transformed_metadata, wrap_metadata
 from .test_public_records import PUBLIC, items, metadata, one
 
 INSPIRE = "inspire-oai-marcxml-excerpt.xml"
@@ -467,3 +467,42 @@ def test_a_record_the_import_cannot_use_is_that_records_error(
     assert bad.data is None
     assert (bad.error.type, bad.error.location) == (kind, location)
     assert words in bad.error.message
+
+
+def _marc_item(fields: str, leader: str = "00000nam a2200000 a 4500") -> TransformItem:
+    """A MARCXML record of `fields` (control and data fields), with a title and an author."""
+    body = (
+        f'<marc:record xmlns:marc="{marc.MARC}"><marc:leader>{leader}</marc:leader>'
+        '<marc:datafield tag="245" ind1="1" ind2="0"><marc:subfield code="a">A title /'
+        "</marc:subfield></marc:datafield>"
+        '<marc:datafield tag="100" ind1="1" ind2=" "><marc:subfield code="a">Doe, Jane,'
+        f"</marc:subfield></marc:datafield>{fields}</marc:record>"
+    )
+    return TransformItem("oai:test:marc", "2021-06-30T08:15:00Z", [], wrap_metadata(body))
+
+
+def _field(tag: str, *subfields: tuple[str, str], ind1: str = " ", ind2: str = " ") -> str:
+    codes = "".join(f'<marc:subfield code="{c}">{text}</marc:subfield>' for c, text in subfields)
+    return f'<marc:datafield tag="{tag}" ind1="{ind1}" ind2="{ind2}">{codes}</marc:datafield>'
+
+
+def _fixed_length_data(date1: str) -> str:
+    """An 008 with `date1` at 07-10 and English as the language."""
+    data = f"850101s{date1}    xx            000 0 eng d"
+    return f'<marc:controlfield tag="008">{data}</marc:controlfield>'
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        (_field("260", ("c", "[n.d.]")), "2021-06-30"),  # no date at all: the datestamp's day
+        (_field("264", ("c", "[s.a.]"), ind2="1"), "2021-06-30"),
+        (_fixed_length_data("9999"), "2021-06-30"),  # a placeholder year
+        (_field("260", ("c", "0000")) + _fixed_length_data("1999"), "1999"),
+        (_field("260", ("c", "[n.d.]")) + _fixed_length_data("1999"), "1999"),
+    ],
+)
+def test_a_catalogue_saying_there_is_no_date_keeps_the_record(fields: str, expected: str) -> None:
+    """260 $c `[n.d.]` (catalogues' "no date") failed the record with invalid_date, and a
+    placeholder year (`0000`, `9999`) was taken as its publication date."""
+    assert transformed_metadata(_marc_item(fields))["publication_date"] == expected
