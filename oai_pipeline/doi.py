@@ -15,7 +15,9 @@ _RESOLVER = re.compile(
     re.I,
 )
 # The form a DOI has (what the target accepts; rdm_record validates with it).
-DOI = re.compile(r"^10\.\d{4,9}/\S+$")
+# ASCII digits (`[0-9]`, not `\d`, which also matches `١٢٣٤` and `１２３４`): no registration
+# agency gives a prefix in other digits, and the target could not resolve one.
+DOI = re.compile(r"^10\.[0-9]{4,9}/\S+$")
 # The longest DOI a record may carry (rdm_record validates it): what the embedded target's
 # DOI column keeps. Real DOIs are far shorter; a longer value is the record's error, not a
 # write PostgreSQL refuses (or, past the state store's pid column, a failed transform stage).

@@ -219,6 +219,16 @@ def test_a_doi_copied_from_a_citation_is_the_doi_without_its_marks(text: str) ->
 
 
 @pytest.mark.parametrize(
+    "text", ["10.\u0661\u0662\u0663\u0664/abc", "10.\uff11\uff12\uff13\uff14/abc"]
+)
+def test_a_doi_prefix_in_other_digits_than_asciis_is_no_doi(text: str) -> None:
+    """`10.١٢٣٤/abc` (Arabic-Indic digits) and `10.１２３４/abc` (full-width) passed the DOI
+    pattern's `\\d`: stored as the record's pid, no resolver knows them."""
+    assert normalize_doi(text) is None
+    assert normalize_doi(f"https://doi.org/{text}") is None
+
+
+@pytest.mark.parametrize(
     ("text", "expected"),
     [
         ("10.1002/(SICI)1097-4636(199812)43:4", "10.1002/(sici)1097-4636(199812)43:4"),
