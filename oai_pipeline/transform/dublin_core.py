@@ -44,6 +44,7 @@ from oai_pipeline.transform.normalize import (
     split_dc_name,
     text_or_none,
     unique_identifiers,
+    without_et_al,
 )
 
 OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
@@ -98,7 +99,7 @@ def _names(path: etree.XPath, dc: etree._Element) -> list[str]:
         lang = element.get(XML_LANG)
         parts = _NAME_SEPARATOR.split(value) if ";" in value or "<" in value else (value,)
         for part in parts:
-            text = part.strip()
+            text = without_et_al(part.strip())  # `et al.` alone names nobody
             if not text:
                 continue
             by_lang = counts.setdefault(text, {})

@@ -211,6 +211,8 @@ def _creatibutor(tag: str, field: Field) -> dict[str, Any] | None:
         return None
     name, affiliation, orcid = split_dc_name(text)
     name = _clean(name) or name
+    if not name:
+        return None  # `et al.` alone names nobody
     personal = tag.endswith("00") and field.ind1 != "3" and not looks_like_organisation(name)
     identifiers = []
     for value in field.all("0") + field.all("1"):

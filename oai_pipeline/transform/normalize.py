@@ -240,6 +240,16 @@ def creators_or_contributors(
 _ORCID_LABEL = re.compile(r"^orcid(?:\s*id)?(?:\s*:\s*|\s+)", re.I)
 
 
+# `Doe, Jane et al.`, `Doe, J., [et al.]`, `Doe, Jane and others`: a citation's shorthand for the
+# authors it does not name, not part of the name (it became the given name `Jane et al.`).
+_ET_AL = re.compile(r"(?:^|,?\s+)(?:\[\s*et\.?\s*al\.?\s*\]|et\.?\s*al\.?|and\s+others)$", re.I)
+
+
+def without_et_al(text: str) -> str:
+    """`text` without a trailing `et al.` (empty when that is all it is)."""
+    return _ET_AL.sub("", text).rstrip(" ,") if "al" in text or "others" in text else text
+
+
 class DCName(NamedTuple):
     """A name as a dc:creator (or a MARC 100 $a) writes it, taken apart."""
 
@@ -252,8 +262,9 @@ class DCName(NamedTuple):
 def split_dc_name(text: str) -> DCName:
     """A dc:creator/dc:contributor name without the authority dates after it, and what a
     trailing parenthesis holds: the person's ORCID (`(https://orcid.org/…)`), else the
-    affiliation (`(Univ X)`); a role such as `(ed.)` is dropped."""
+    affiliation (`(Univ X)`); a role such as `(ed.)` and a trailing `et al.` are dropped."""
     affiliation = orcid = None
+    text = without_et_al(text)
     if text.endswith(")") and (match := _PARENTHESIS.search(text)):
         inner = match.group(1).strip()
         text = text[: match.start()]
@@ -262,6 +273,7 @@ def split_dc_name(text: str) -> DCName:
             orcid = name_identifier("orcid", bare)  # a wrong check digit: no iD, no affiliation
         elif not _ROLE.match(inner) and not _NAME_DATES.fullmatch(inner):
             affiliation = inner
+        text = without_et_al(text)  # `Doe, Jane et al. (Univ X)`
     if text[-1:].isdigit() or text.endswith(("-", ".", "?")):
         text = _NAME_DATES.sub("", text).rstrip(" ,")
     return DCName(text, affiliation, orcid)

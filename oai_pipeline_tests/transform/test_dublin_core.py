@@ -809,3 +809,25 @@ def test_dc_date_text_read_as_a_year_is_kept(
     metadata = transformed_metadata(item)
     assert metadata["publication_date"] == publication_date
     assert metadata["dates"] == expected
+
+
+@pytest.mark.parametrize(
+    "creators",
+    [
+        ["Doe, Jane et al."],
+        ["Doe, Jane, et al"],
+        ["Doe, Jane [et al.]"],
+        ["Doe, Jane and others"],
+        ["Doe, Jane et al. (Univ X)"],
+        ["Doe, Jane; et al."],
+        ["Doe, Jane", "et al."],
+    ],
+)
+def test_et_al_after_a_creator_is_no_part_of_a_name(creators: list[str]) -> None:
+    """`Doe, Jane et al.` became a person whose given name was `Jane et al.`, and `et al.` in
+    a dc:creator of its own a person named `et al.`."""
+    body = "".join(f"<dc:creator>{name}</dc:creator>" for name in creators)
+    item = dc_item(f"<dc:title>T</dc:title>{body}<dc:date>2020</dc:date>")
+    [creator] = transformed_metadata(item)["creators"]
+    person = creator["person_or_org"]
+    assert (person["family_name"], person["given_name"]) == ("Doe", "Jane")

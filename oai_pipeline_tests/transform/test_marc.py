@@ -506,3 +506,11 @@ def test_a_catalogue_saying_there_is_no_date_keeps_the_record(fields: str, expec
     """260 $c `[n.d.]` (catalogues' "no date") failed the record with invalid_date, and a
     placeholder year (`0000`, `9999`) was taken as its publication date."""
     assert transformed_metadata(_marc_item(fields))["publication_date"] == expected
+
+
+def test_et_al_in_an_added_entry_names_nobody() -> None:
+    """700 $a `et al.` was a creator named `et al.`; `Doe, Jane et al.` a given name
+    `Jane et al.`."""
+    item = _marc_item(_field("700", ("a", "Roe, Richard et al.")) + _field("700", ("a", "et al.")))
+    creators = transformed_metadata(item)["creators"]
+    assert [c["person_or_org"]["name"] for c in creators] == ["Doe, Jane", "Roe, Richard"]
