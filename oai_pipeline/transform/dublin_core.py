@@ -635,7 +635,7 @@ def _rights(dc: etree._Element) -> list[dict[str, Any]]:
 def languages(dc: etree._Element) -> list[dict[str, str]]:
     languages: list[dict[str, str]] = []
     for _, text in _texts(_LANGUAGE, dc):
-        language = vocab.language_id(text)
-        if language is not None and {"id": language} not in languages:
-            languages.append({"id": language})
+        for language in vocab.language_ids(text):  # `english; german` is two languages
+            if {"id": language} not in languages:
+                languages.append({"id": language})
     return languages

@@ -505,9 +505,9 @@ def _languages(controls: dict[str, str], fields: Fields) -> list[dict[str, str]]
         codes = [controls["008"][35:38]]
     languages: list[dict[str, str]] = []
     for code in codes:
-        language = vocab.language_id(code) if code.strip() else None
-        if language and {"id": language} not in languages:
-            languages.append({"id": language})
+        for language in vocab.language_ids(code) if code.strip() else ():  # `eng; ger`
+            if {"id": language} not in languages:
+                languages.append({"id": language})
     return languages
 
 

@@ -442,6 +442,21 @@ def language_id(code: str) -> str | None:
     return language.alpha_3 if language is not None else None
 
 
+# Between languages given in one value: `english; german`, `en, de`, `eng/ger`, `English and
+# French`.
+_LANGUAGE_LIST = re.compile(r"\s*(?:[;,/|+]|\s&\s|\sand\s|\sund\s|\set\s)\s*", re.I)
+
+
+def language_ids(text: str) -> list[str]:
+    """The ISO 639-3 ids of a value naming one language or several (`english; german`), in
+    order, each once; the whole value first, as a name may hold a comma (`Greek, Modern
+    (1453-)`). Parts that name no language are left out."""
+    if (whole := language_id(text)) is not None:
+        return [whole]
+    found = (language_id(part) for part in _LANGUAGE_LIST.split(text) if part.strip())
+    return list(dict.fromkeys(language for language in found if language is not None))
+
+
 @lru_cache(maxsize=256)
 def i18n_key(code: str | None) -> str:
     """The key of a `{lang: text}` dict: the two-letter tag when there is one, else `en`."""

@@ -831,3 +831,22 @@ def test_et_al_after_a_creator_is_no_part_of_a_name(creators: list[str]) -> None
     [creator] = transformed_metadata(item)["creators"]
     person = creator["person_or_org"]
     assert (person["family_name"], person["given_name"]) == ("Doe", "Jane")
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        ("english; german", ["eng", "deu"]),
+        ("en, de", ["eng", "deu"]),
+        ("eng/ger", ["eng", "deu"]),
+        ("English and French", ["eng", "fra"]),
+        ("Greek, Modern (1453-)", ["ell"]),  # one language's name with a comma
+    ],
+)
+def test_several_languages_in_one_dc_language(written: str, expected: list[str]) -> None:
+    """`english; german` in one dc:language was no language at all: the record had none."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        f"<dc:language>{written}</dc:language>"
+    )
+    assert transformed_metadata(item)["languages"] == [{"id": code} for code in expected]

@@ -514,3 +514,9 @@ def test_et_al_in_an_added_entry_names_nobody() -> None:
     item = _marc_item(_field("700", ("a", "Roe, Richard et al.")) + _field("700", ("a", "et al.")))
     creators = transformed_metadata(item)["creators"]
     assert [c["person_or_org"]["name"] for c in creators] == ["Doe, Jane", "Roe, Richard"]
+
+
+def test_languages_separated_in_one_041() -> None:
+    """041 $a `eng; ger` gave no language (the 008's was not read either, 041 being there)."""
+    item = _marc_item(_field("041", ("a", "eng; ger"), ind1="0"))
+    assert transformed_metadata(item)["languages"] == [{"id": "eng"}, {"id": "deu"}]
