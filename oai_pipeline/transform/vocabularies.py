@@ -373,10 +373,45 @@ _CC_LONG_PARTS = {"attribution": "by", "non": "nc", "no": "nd", "share": "sa"}
 _CC_ZERO_NAME = re.compile(r"\bCC[\s-]?(?:0|zero)\b(?:[\s-]*(\d\.\d))?", re.I)
 
 
+# SPDX ids that repositories give as the whole rights text (`MIT`, `Apache-2.0`, GitHub's
+# releases archived by Zenodo, software deposits), lower case as the target's licences are.
+# Only ids: a word like `Open` or `Public` is no licence; CC licences are read by name below.
+# fmt: off
+_SPDX_IDS = frozenset({
+    "0bsd", "afl-3.0", "agpl-3.0", "agpl-3.0-only", "agpl-3.0-or-later", "apache-1.1",
+    "apache-2.0", "artistic-2.0", "bsd-2-clause", "bsd-3-clause", "bsd-3-clause-clear",
+    "bsd-4-clause", "bsl-1.0", "cc-pddc", "cddl-1.0", "cecill-2.1", "dl-de-by-2.0", "ecl-2.0",
+    "epl-1.0", "epl-2.0", "etalab-2.0", "eupl-1.1", "eupl-1.2", "gpl-2.0", "gpl-2.0-only",
+    "gpl-2.0-or-later", "gpl-3.0", "gpl-3.0-only", "gpl-3.0-or-later", "isc", "lgpl-2.1",
+    "lgpl-2.1-only", "lgpl-2.1-or-later", "lgpl-3.0", "lgpl-3.0-only", "lgpl-3.0-or-later",
+    "lppl-1.3c", "mit", "mit-0", "mpl-1.1", "mpl-2.0", "ms-pl", "ncsa", "odbl-1.0",
+    "odc-by-1.0", "ofl-1.1", "ogl-uk-3.0", "pddl-1.0", "postgresql", "python-2.0",
+    "unlicense", "upl-1.0", "wtfpl", "zlib",
+})
+# fmt: on
+# `MIT`, `MIT License`, `The MIT License`, `GPL-3.0+`, `Apache License, Version 2.0`.
+_SPDX_NAME = re.compile(r"^(?:the\s+)?([A-Za-z0-9.-]+?)(\+)?(?:\s+licen[cs]e)?$", re.I)
+_APACHE_NAME = re.compile(r"^apache(?:\s+licen[cs]e)?,?\s+(?:version\s+|v)?(\d\.\d)$", re.I)
+
+
+def _license_id_from_spdx_name(text: str) -> str | None:
+    """The id of a licence given by its SPDX id alone (`MIT`, `Apache-2.0`, `GPL-3.0+`, also
+    followed by `License`), or by the Apache licence's name; else None."""
+    if match := _APACHE_NAME.match(text):
+        return f"apache-{match.group(1)}"
+    match = _SPDX_NAME.match(text)
+    if match is None or match.group(1).lower() not in _SPDX_IDS:
+        return None
+    return _spdx_id(match.group(1).lower() + (match.group(2) or ""))
+
+
 def license_id_from_name(text: str) -> str | None:
     """The license id of a Creative Commons license named in text with its version (or of
-    CC0), else None: repositories that give no license URL name the license in dc:rights
-    (`CC BY 4.0`). A name without a version (`CC BY`) names no license the target holds."""
+    CC0), or of a licence given by its SPDX id (`MIT`, `Apache-2.0`), else None: repositories
+    that give no license URL name the license in dc:rights (`CC BY 4.0`). A name without a
+    version (`CC BY`) names no license the target holds."""
+    if (spdx := _license_id_from_spdx_name(text.strip())) is not None:
+        return spdx
     if match := _CC_SHORT_NAME.search(text):
         parts = re.split(r"[\s-]+", match.group(1).lower())
     elif match := _CC_LONG_NAME.search(text):

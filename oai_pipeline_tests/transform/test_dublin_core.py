@@ -850,3 +850,30 @@ def test_several_languages_in_one_dc_language(written: str, expected: list[str])
         f"<dc:language>{written}</dc:language>"
     )
     assert transformed_metadata(item)["languages"] == [{"id": code} for code in expected]
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        ("MIT", "mit"),
+        ("The MIT License", "mit"),
+        ("Apache-2.0", "apache-2.0"),
+        ("Apache License, Version 2.0", "apache-2.0"),
+        ("CC-BY-4.0", "cc-by-4.0"),
+        ("BSD-3-Clause", "bsd-3-clause"),
+        ("GPL-3.0+", "gpl-3.0-or-later"),
+        ("GPL-2.0", "gpl-2.0-only"),
+    ],
+)
+def test_a_license_given_by_its_spdx_id_is_that_license(written: str, expected: str) -> None:
+    """dc:rights `MIT` or `Apache-2.0` (software deposits) was a free-text right, so the
+    record had no license the target could search or show; a word that is no SPDX id
+    (`Open`) stays free text."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        f"<dc:rights>{written}</dc:rights><dc:rights>Open</dc:rights>"
+    )
+    assert transformed_metadata(item)["rights"] == [
+        {"id": expected, "title": {"en": written}},
+        {"title": {"en": "Open"}},
+    ]
