@@ -441,7 +441,8 @@ def _subjects(fields: Fields) -> list[dict[str, Any]]:
 
 
 def _rights(fields: Fields) -> list[dict[str, Any]]:
-    """Terms of use (540): a licence by its URL ($u), named by $a. eu-repo access terms
+    """Terms of use (540): a licence by its URL ($u), named by $a (which names the licence
+    itself when there is no URL: `CC BY 4.0`, `MIT`). eu-repo access terms
     (InvenioRDM writes its access right there) are no licence."""
     rights = []
     for field in fields.get("540", ()):
@@ -449,6 +450,8 @@ def _rights(fields: Fields) -> list[dict[str, Any]]:
         if (title or "").startswith("info:eu-repo/") or not (title or url):
             continue
         license_id = vocab.license_id_from_url(url) if url else None
+        if license_id is None and title:  # `CC BY 4.0`, `MIT` without a URL
+            license_id = vocab.license_id_from_name(title)
         right: dict[str, Any] = {"id": license_id, "link": url}
         right["title"] = {"en": title} if title else (None if license_id else {"en": url})
         rights.append(right)

@@ -520,3 +520,17 @@ def test_languages_separated_in_one_041() -> None:
     """041 $a `eng; ger` gave no language (the 008's was not read either, 041 being there)."""
     item = _marc_item(_field("041", ("a", "eng; ger"), ind1="0"))
     assert transformed_metadata(item)["languages"] == [{"id": "eng"}, {"id": "deu"}]
+
+
+def test_terms_of_use_naming_a_license_without_its_url() -> None:
+    """540 $a `CC BY 4.0` or `MIT` with no $u was a free-text right, no license."""
+    item = _marc_item(
+        _field("540", ("a", "CC BY 4.0"))
+        + _field("540", ("a", "MIT"))
+        + _field("540", ("a", "Free to read"))
+    )
+    assert transformed_metadata(item)["rights"] == [
+        {"id": "cc-by-4.0", "title": {"en": "CC BY 4.0"}},
+        {"id": "mit", "title": {"en": "MIT"}},
+        {"title": {"en": "Free to read"}},
+    ]
