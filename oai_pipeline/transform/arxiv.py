@@ -400,6 +400,11 @@ def _raw_authors(text: str) -> list[dict[str, Any]]:
         if name.lower().startswith("for the "):
             name = name[len("for the ") :]
         name = _ET_AL.sub("", name)  # `A. Smith et al.`: the others are not named
+        if name.lower() in _SUFFIXES and names:  # `A. Smith, Jr.`: the suffix of the name before
+            previous, previous_affiliations, previous_numbers = names.pop()
+            name = f"{previous} {name}"
+            affiliations = previous_affiliations + affiliations
+            numbers = previous_numbers + numbers
         if name:
             names.append((name, affiliations, numbers))
     creators = []

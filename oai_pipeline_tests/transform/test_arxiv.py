@@ -490,6 +490,10 @@ def test_raw_record() -> None:
                 ("Gates Jr, Bill", []),
             ],
         ),
+        (  # a suffix after a comma is the name's, not a person named `Jr.`
+            "R. Bruce Smith, Jr. (Yale), Jane Doe and Bob Roe, III",
+            [("Smith Jr., R. Bruce", ["Yale"]), ("Doe, Jane", []), ("Roe III, Bob", [])],
+        ),
         (  # numbered affiliations, as arXiv's help asks for them
             "Author One (1), Author Two (1 and 2), Author Three (2) "
             "((1) Institution One, (2) Institution Two)",
