@@ -18,6 +18,10 @@ RECORDED_AT_REVISION = {
     # DOIs read out of citation marks, ORCIDs with their check digit, dates in ASCII digits
     # only: outputs of records the golden set does not hold changed.
     2: "620170d378298f5e977ae0a938100fef4fe3d4571f8c9c71efe1bee97d11e7b2",
+    # Placeholder years and impossible times refused, `et al.` dropped from names, several
+    # languages in one value, SPDX ids as licences, MARC's `[n.d.]` and 540 licences, arXivRaw's
+    # `, Jr.`, ASCII DOI prefixes: outputs of records the golden set does not hold changed.
+    3: "620170d378298f5e977ae0a938100fef4fe3d4571f8c9c71efe1bee97d11e7b2",
 }
 
 
