@@ -283,6 +283,7 @@ class OAIClient:
             transport=transport,
             timeout=httpx.Timeout(timeout),
             follow_redirects=True,
+            event_hooks={"response": [self._refuse_downgrade]},
             headers={
                 "User-Agent": user_agent,
                 "Accept-Encoding": "gzip, deflate",
@@ -922,6 +923,24 @@ class OAIClient:
             f"{_mebibytes(self.max_response_bytes)}{when}; if the source's pages are that "
             "large, raise the reader option max_response_mb"
         )
+
+    def _refuse_downgrade(self, response: httpx.Response) -> None:
+        """Refuse a redirect from https to plain http before it is followed: the harvest would
+        go on unencrypted (a page read, or altered, on the way) although the operator set an
+        https base URL, and the permanent-redirect notice then advised the http address.
+        Whether a source is harvested in the clear is the operator's choice, not its."""
+        if not response.has_redirect_location or response.url.scheme != "https":
+            return
+        try:
+            target = response.url.join(response.headers["location"])
+        except httpx.InvalidURL:
+            return  # httpx refuses it when it builds the next request
+        if target.scheme == "http":
+            raise ConfigurationError(
+                f"{self.base_url} redirects (HTTP {response.status_code}) from https to plain "
+                f"http, {target.copy_with(query=None)}: not followed, as the harvest would go "
+                "on unencrypted; ask the source's operator to serve OAI-PMH over https"
+            )
 
     def _check_redirect(self, response: httpx.Response, params: dict[str, str]) -> None:
         """A redirect that dropped the query fails (the source answers a request we did not
