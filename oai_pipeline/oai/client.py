@@ -1026,8 +1026,15 @@ class OAIClient:
                             # no such page: not for a token (the source forgot it)
                             gone = status in (404, 410) and "resumptionToken" not in params
                             hint = _NOT_AN_ENDPOINT if gone else ""
+                            what = f" and {exc}{hint}"
+                            if status < 400 and "location" not in headers:
+                                # httpx follows only a redirect that says where to
+                                what = (
+                                    ", a redirect without a Location (where to go): the "
+                                    "source's web server or proxy is misconfigured"
+                                )
                             raise RefusedRequest(
-                                f"{self.base_url} ({verb}): HTTP {status} and {exc}{hint}",
+                                f"{self.base_url} ({verb}): HTTP {status}{what}",
                                 status=status,
                             ) from exc
                         problem, web_page = str(exc), exc.web_page

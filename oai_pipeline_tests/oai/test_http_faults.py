@@ -403,3 +403,19 @@ def test_a_redirect_from_http_to_https_is_followed_and_noted() -> None:
         "http://fake.test/oai has moved permanently (HTTP 301) to https://fake.test/oai: "
         "set the harvester's base URL to it"
     )
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_without_a_location_says_so(status: int) -> None:
+    """Before: "HTTP 302 and not well-formed XML: Document is empty", which sent the
+    operator looking at the source's XML."""
+    transport = httpx.MockTransport(lambda request: httpx.Response(status))
+    with (
+        OAIClient("http://fake.test/oai", transport=transport, sleep=lambda _s: None) as client,
+        pytest.raises(HarvestProtocolError) as caught,
+    ):
+        client.identify()
+    assert str(caught.value) == (
+        f"http://fake.test/oai (Identify): HTTP {status}, a redirect without a Location "
+        "(where to go): the source's web server or proxy is misconfigured"
+    )
