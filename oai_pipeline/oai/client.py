@@ -106,6 +106,7 @@ _TOKEN_GONE_STATUSES = frozenset({400, 404, 410})
 # Bodies are unpacked by OAIClient._unpacked, which checks what Content-Encoding claims:
 # these encodings are read raw and left to it, any other (br, zstd) to httpx.
 _UNPACKED_HERE = frozenset({"gzip", "x-gzip", "deflate", "identity"})
+_LABELLED_COMPRESSED = frozenset({"gzip", "x-gzip", "deflate"})
 _GZIP_MAGIC = b"\x1f\x8b"
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
 # How much of a compressed body is inflated at a time (see _inflate).
@@ -888,7 +889,9 @@ class OAIClient:
             self._limiter.observe(response.headers)
         body = received.getvalue()
         received.close()
-        deflated = ours and "deflate" in encodings
+        # a body labelled gzip without gzip's magic bytes may be deflate all the same (a
+        # server module that wraps zlib's output under the gzip label)
+        deflated = ours and bool(encodings & _LABELLED_COMPRESSED)
         return response.status_code, response.headers, self._unpacked(body, params, deflated)
 
     def _unpacked(self, body: bytes, params: dict[str, str], deflated: bool = False) -> bytes:
@@ -897,12 +900,13 @@ class OAIClient:
         a compressing web server gzips twice and says so once, a cache may serve stored gzip
         without its header. No XML starts with the gzip magic bytes; a body that does not
         inflate whole is left as it came, for the parser to refuse (and the page to be
-        retried). ``deflated``: the source says deflate (zlib-wrapped or raw, both seen)."""
-        for _ in range(_MAX_COMPRESSION_LAYERS):
+        retried). ``deflated``: the source says deflate or gzip, so a body that is no gzip
+        may be deflate (zlib-wrapped or raw, both seen; under the gzip label too)."""
+        for layer in range(_MAX_COMPRESSION_LAYERS):
             if body.startswith(_GZIP_MAGIC):
                 formats: tuple[int, ...] = (_GZIP_WBITS,)
-            elif deflated:
-                formats, deflated = (zlib.MAX_WBITS, -zlib.MAX_WBITS), False
+            elif deflated and layer == 0:  # the label names the body as it came
+                formats = (zlib.MAX_WBITS, -zlib.MAX_WBITS)
             else:
                 break
             unpacked = None
