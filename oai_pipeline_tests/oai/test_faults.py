@@ -1101,3 +1101,40 @@ def test_a_cursor_that_is_a_page_number_does_not_make_the_list_look_lost() -> No
     harvest = Harvest(source).run()
     assert set(harvest.records) == held(source) and harvest.yielded == 9
     assert len(source.requests) == 4 and harvest.client.notices == []
+
+
+@pytest.mark.parametrize(
+    ("declared", "noted"),
+    [
+        (["http://proxy.fake.test/oai", BASE_URL], None),
+        ([BASE_URL, "http://proxy.fake.test/oai"], None),
+        (
+            ["http://proxy.fake.test/oai", "http://other.fake.test/oai"],
+            "http://proxy.fake.test/oai",
+        ),
+    ],
+    ids=["ours-second", "ours-first", "neither"],
+)
+def test_an_identify_with_several_base_urls_is_noted_only_when_none_is_ours(
+    declared: list[str], noted: str | None
+) -> None:
+    """A source reachable under two names may list both. Before, only the first was compared
+    with ours: ours listed second still got the notice of another base URL."""
+    source = FakeSource(make_records(2))
+    several = "".join(f"<baseURL>{url}</baseURL>" for url in declared)
+    source.every = (
+        1,
+        transform_body(lambda body: re.sub(rb"<baseURL>[^<]*</baseURL>", several.encode(), body)),
+    )
+    harvest = Harvest(source)
+    info = harvest.client.identify()
+    assert info.base_url == (noted or BASE_URL)
+    notices = (
+        []
+        if noted is None
+        else [
+            f"{BASE_URL}: the source's Identify names another base URL, {noted}; harvesting "
+            "the registered one (if the source lives there, set the harvester's base URL to it)"
+        ]
+    )
+    assert harvest.client.notices == notices
