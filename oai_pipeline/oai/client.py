@@ -753,6 +753,29 @@ class OAIClient:
                         type=code, message=message or _ITEM_ERRORS[code], location=identifier
                     ),
                 )
+        mixed_up = _answers_another_item(parsed, identifier, echo=not self._echo_unreliable)
+        if mixed_up is not None:
+            if any(record.identifier == identifier for record in parsed.records):
+                # the record asked for, under a <request> naming another: the source's echo
+                self._echo_unreliable = True
+                self._notice(
+                    f"{self.base_url} (GetRecord): {mixed_up} on every try, with the record "
+                    "asked for; the source's <request> no longer judged"
+                )
+            else:
+                return HarvestedRecord(
+                    identifier=identifier,
+                    datestamp="",
+                    deleted=False,
+                    error=RecordError(
+                        type="AnotherRecordAnswered",
+                        message=(
+                            f"{mixed_up}, on every try (a proxy or cache mixing answers up, or "
+                            "a source filing the record under another identifier): not staged"
+                        ),
+                        location=identifier,
+                    ),
+                )
         # named: of hundreds of selected identifiers, the operator drops the one refused
         self._raise_errors(parsed, "GetRecord", f"asked for identifier {identifier!r}")
         if not parsed.records:
@@ -981,7 +1004,8 @@ class OAIClient:
         while True:
             self._give_up_if_abandoned()
             retry_after: float | None = None
-            another_list: ParsedResponse | None = None  # a page whose <request> is not ours
+            # an answer to another request (a page of another list, another item's record)
+            another_answer: ParsedResponse | None = None
             web_page = False  # the answer was an HTML page
             try:
                 status, headers, body = self._send(params)
@@ -1052,11 +1076,15 @@ class OAIClient:
                         if parsed.notice is not None:
                             self._notice(f"{self.base_url}: {parsed.notice}")
                         problem = None
-                        if not self._echo_unreliable:
+                        if verb == "GetRecord":
+                            problem = _answers_another_item(
+                                parsed, params["identifier"], echo=not self._echo_unreliable
+                            )
+                        elif not self._echo_unreliable:
                             problem = _answers_another_list(parsed, params, listed or {})
                         if problem is None:
                             return parsed
-                        another_list = parsed
+                        another_answer = parsed
             if retry_after is not None:
                 polite_retries += 1
                 exhausted = polite_retries > self.max_retries * _POLITE_RETRIES_PER_RETRY
@@ -1068,7 +1096,9 @@ class OAIClient:
                     backoff_retries, self.backoff_base, self.max_retry_wait, self._rng
                 )
             attempts = backoff_retries + polite_retries
-            if (exhausted or waited + wait > self.retry_budget_seconds) and another_list:
+            if (exhausted or waited + wait > self.retry_budget_seconds) and another_answer:
+                if verb == "GetRecord":
+                    return another_answer  # judged by get_record: that item's error
                 # The same on every try: the source's echo, not an answer mixed up.
                 self._echo_unreliable = True
                 self._notice(
@@ -1076,7 +1106,7 @@ class OAIClient:
                     "taken as the token's page, and the source's <request> no longer judged "
                     "(if records are missing, harvest the window again)"
                 )
-                return another_list
+                return another_answer
             if exhausted or waited + wait > self.retry_budget_seconds:
                 raise HarvestProtocolError(
                     f"{self.base_url} ({verb}): gave up after {attempts} attempts and "
@@ -1133,6 +1163,23 @@ def _answers_another_list(
                     f"the source answered the first request of another list ({name} "
                     f"{theirs!r}, not {ours!r}), not the resumption token {_shorten(sent)!r}"
                 )
+    return None
+
+
+def _answers_another_item(parsed: ParsedResponse, identifier: str, *, echo: bool) -> str | None:
+    """Why a GetRecord answer is not the one to ``identifier``: its record's header names
+    another identifier, or (``echo``) its <request> does (an error answer, idDoesNotExist
+    included, has no header to tell). A proxy or cache mixing answers up sends another
+    item's; taken, that record was staged in place of the one asked for, and another's
+    idDoesNotExist deleted ours. None: it may be ours (what is not said is not judged)."""
+    echoed = parsed.answered.get("identifier") if echo else None
+    if echoed is not None and not _same_argument(echoed, identifier):
+        return (
+            f"the source answered GetRecord for identifier {echoed.strip()!r}, not {identifier!r}"
+        )
+    for record in parsed.records:
+        if record.identifier and record.identifier != identifier:
+            return f"the source answered with record {record.identifier!r}, not {identifier!r}"
     return None
 
 
