@@ -190,16 +190,31 @@ def _each_scope(
                         services.state.resume_run(run_id, context.run_id)
                         results.append((part, stage(services, part)))
             except dg.Failure as failure:
+                described = _naming(scope.harvester_id, failure.description)
                 if len({s.harvester_id for s in scopes}) == 1:
-                    raise
+                    raise dg.Failure(
+                        description=described,
+                        metadata=failure.metadata,
+                        allow_retries=failure.allow_retries,
+                    ) from failure
                 # One harvester's mistake (a wrong prefix, a deleted harvester) must not stop
                 # the others of a backfill over several harvesters.
-                context.log.error(f"{scope.harvester_id}: {failure.description}")
-                failures.append(f"{scope.harvester_id}: {failure.description}")
+                context.log.error(described)
+                failures.append(described)
     if failures:
         _materialised_before_failing(context, pipeline, _scopes(results))
         raise dg.Failure(description="; ".join(failures), allow_retries=False)
     return results
+
+
+def _naming(harvester_id: str, description: str | None) -> str:
+    """A step's failure as the UI and alerts show it, led by the harvester it is of: the
+    errors name the base URL, which at hundreds of harvesters does not say which one (several
+    may share a source). Not twice, for a message that names it first already."""
+    description = description or "failed"
+    if description.startswith(f"{harvester_id}: "):
+        return description
+    return f"{harvester_id}: {description}"
 
 
 def _materialised_before_failing(

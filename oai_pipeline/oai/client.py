@@ -106,6 +106,7 @@ _TOKEN_GONE_STATUSES = frozenset({400, 404, 410})
 # Bodies are unpacked by OAIClient._unpacked, which checks what Content-Encoding claims:
 # these encodings are read raw and left to it, any other (br, zstd) to httpx.
 _UNPACKED_HERE = frozenset({"gzip", "x-gzip", "deflate", "identity"})
+_LABELLED_COMPRESSED = frozenset({"gzip", "x-gzip", "deflate"})
 _GZIP_MAGIC = b"\x1f\x8b"
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
 # How much of a compressed body is inflated at a time (see _inflate).
@@ -283,6 +284,7 @@ class OAIClient:
             transport=transport,
             timeout=httpx.Timeout(timeout),
             follow_redirects=True,
+            event_hooks={"response": [self._refuse_downgrade]},
             headers={
                 "User-Agent": user_agent,
                 "Accept-Encoding": "gzip, deflate",
@@ -751,6 +753,29 @@ class OAIClient:
                         type=code, message=message or _ITEM_ERRORS[code], location=identifier
                     ),
                 )
+        mixed_up = _answers_another_item(parsed, identifier, echo=not self._echo_unreliable)
+        if mixed_up is not None:
+            if any(record.identifier == identifier for record in parsed.records):
+                # the record asked for, under a <request> naming another: the source's echo
+                self._echo_unreliable = True
+                self._notice(
+                    f"{self.base_url} (GetRecord): {mixed_up} on every try, with the record "
+                    "asked for; the source's <request> no longer judged"
+                )
+            else:
+                return HarvestedRecord(
+                    identifier=identifier,
+                    datestamp="",
+                    deleted=False,
+                    error=RecordError(
+                        type="AnotherRecordAnswered",
+                        message=(
+                            f"{mixed_up}, on every try (a proxy or cache mixing answers up, or "
+                            "a source filing the record under another identifier): not staged"
+                        ),
+                        location=identifier,
+                    ),
+                )
         # named: of hundreds of selected identifiers, the operator drops the one refused
         self._raise_errors(parsed, "GetRecord", f"asked for identifier {identifier!r}")
         if not parsed.records:
@@ -887,7 +912,9 @@ class OAIClient:
             self._limiter.observe(response.headers)
         body = received.getvalue()
         received.close()
-        deflated = ours and "deflate" in encodings
+        # a body labelled gzip without gzip's magic bytes may be deflate all the same (a
+        # server module that wraps zlib's output under the gzip label)
+        deflated = ours and bool(encodings & _LABELLED_COMPRESSED)
         return response.status_code, response.headers, self._unpacked(body, params, deflated)
 
     def _unpacked(self, body: bytes, params: dict[str, str], deflated: bool = False) -> bytes:
@@ -896,12 +923,13 @@ class OAIClient:
         a compressing web server gzips twice and says so once, a cache may serve stored gzip
         without its header. No XML starts with the gzip magic bytes; a body that does not
         inflate whole is left as it came, for the parser to refuse (and the page to be
-        retried). ``deflated``: the source says deflate (zlib-wrapped or raw, both seen)."""
-        for _ in range(_MAX_COMPRESSION_LAYERS):
+        retried). ``deflated``: the source says deflate or gzip, so a body that is no gzip
+        may be deflate (zlib-wrapped or raw, both seen; under the gzip label too)."""
+        for layer in range(_MAX_COMPRESSION_LAYERS):
             if body.startswith(_GZIP_MAGIC):
                 formats: tuple[int, ...] = (_GZIP_WBITS,)
-            elif deflated:
-                formats, deflated = (zlib.MAX_WBITS, -zlib.MAX_WBITS), False
+            elif deflated and layer == 0:  # the label names the body as it came
+                formats = (zlib.MAX_WBITS, -zlib.MAX_WBITS)
             else:
                 break
             unpacked = None
@@ -922,6 +950,24 @@ class OAIClient:
             f"{_mebibytes(self.max_response_bytes)}{when}; if the source's pages are that "
             "large, raise the reader option max_response_mb"
         )
+
+    def _refuse_downgrade(self, response: httpx.Response) -> None:
+        """Refuse a redirect from https to plain http before it is followed: the harvest would
+        go on unencrypted (a page read, or altered, on the way) although the operator set an
+        https base URL, and the permanent-redirect notice then advised the http address.
+        Whether a source is harvested in the clear is the operator's choice, not its."""
+        if not response.has_redirect_location or response.url.scheme != "https":
+            return
+        try:
+            target = response.url.join(response.headers["location"])
+        except httpx.InvalidURL:
+            return  # httpx refuses it when it builds the next request
+        if target.scheme == "http":
+            raise ConfigurationError(
+                f"{self.base_url} redirects (HTTP {response.status_code}) from https to plain "
+                f"http, {target.copy_with(query=None)}: not followed, as the harvest would go "
+                "on unencrypted; ask the source's operator to serve OAI-PMH over https"
+            )
 
     def _check_redirect(self, response: httpx.Response, params: dict[str, str]) -> None:
         """A redirect that dropped the query fails (the source answers a request we did not
@@ -958,7 +1004,8 @@ class OAIClient:
         while True:
             self._give_up_if_abandoned()
             retry_after: float | None = None
-            another_list: ParsedResponse | None = None  # a page whose <request> is not ours
+            # an answer to another request (a page of another list, another item's record)
+            another_answer: ParsedResponse | None = None
             web_page = False  # the answer was an HTML page
             try:
                 status, headers, body = self._send(params)
@@ -1007,8 +1054,15 @@ class OAIClient:
                             # no such page: not for a token (the source forgot it)
                             gone = status in (404, 410) and "resumptionToken" not in params
                             hint = _NOT_AN_ENDPOINT if gone else ""
+                            what = f" and {exc}{hint}"
+                            if status < 400 and "location" not in headers:
+                                # httpx follows only a redirect that says where to
+                                what = (
+                                    ", a redirect without a Location (where to go): the "
+                                    "source's web server or proxy is misconfigured"
+                                )
                             raise RefusedRequest(
-                                f"{self.base_url} ({verb}): HTTP {status} and {exc}{hint}",
+                                f"{self.base_url} ({verb}): HTTP {status}{what}",
                                 status=status,
                             ) from exc
                         problem, web_page = str(exc), exc.web_page
@@ -1022,11 +1076,15 @@ class OAIClient:
                         if parsed.notice is not None:
                             self._notice(f"{self.base_url}: {parsed.notice}")
                         problem = None
-                        if not self._echo_unreliable:
+                        if verb == "GetRecord":
+                            problem = _answers_another_item(
+                                parsed, params["identifier"], echo=not self._echo_unreliable
+                            )
+                        elif not self._echo_unreliable:
                             problem = _answers_another_list(parsed, params, listed or {})
                         if problem is None:
                             return parsed
-                        another_list = parsed
+                        another_answer = parsed
             if retry_after is not None:
                 polite_retries += 1
                 exhausted = polite_retries > self.max_retries * _POLITE_RETRIES_PER_RETRY
@@ -1038,7 +1096,9 @@ class OAIClient:
                     backoff_retries, self.backoff_base, self.max_retry_wait, self._rng
                 )
             attempts = backoff_retries + polite_retries
-            if (exhausted or waited + wait > self.retry_budget_seconds) and another_list:
+            if (exhausted or waited + wait > self.retry_budget_seconds) and another_answer:
+                if verb == "GetRecord":
+                    return another_answer  # judged by get_record: that item's error
                 # The same on every try: the source's echo, not an answer mixed up.
                 self._echo_unreliable = True
                 self._notice(
@@ -1046,7 +1106,7 @@ class OAIClient:
                     "taken as the token's page, and the source's <request> no longer judged "
                     "(if records are missing, harvest the window again)"
                 )
-                return another_list
+                return another_answer
             if exhausted or waited + wait > self.retry_budget_seconds:
                 raise HarvestProtocolError(
                     f"{self.base_url} ({verb}): gave up after {attempts} attempts and "
@@ -1103,6 +1163,23 @@ def _answers_another_list(
                     f"the source answered the first request of another list ({name} "
                     f"{theirs!r}, not {ours!r}), not the resumption token {_shorten(sent)!r}"
                 )
+    return None
+
+
+def _answers_another_item(parsed: ParsedResponse, identifier: str, *, echo: bool) -> str | None:
+    """Why a GetRecord answer is not the one to ``identifier``: its record's header names
+    another identifier, or (``echo``) its <request> does (an error answer, idDoesNotExist
+    included, has no header to tell). A proxy or cache mixing answers up sends another
+    item's; taken, that record was staged in place of the one asked for, and another's
+    idDoesNotExist deleted ours. None: it may be ours (what is not said is not judged)."""
+    echoed = parsed.answered.get("identifier") if echo else None
+    if echoed is not None and not _same_argument(echoed, identifier):
+        return (
+            f"the source answered GetRecord for identifier {echoed.strip()!r}, not {identifier!r}"
+        )
+    for record in parsed.records:
+        if record.identifier and record.identifier != identifier:
+            return f"the source answered with record {record.identifier!r}, not {identifier!r}"
     return None
 
 

@@ -16,6 +16,7 @@ from lxml import etree
 from sickle.models import Header, ResumptionToken
 
 from oai_pipeline.errors import RecordError
+from oai_pipeline.oai.base_url import same_endpoint
 from oai_pipeline.oai.cleaning import clean_page, repair_references
 from oai_pipeline.oai.types import (
     MAX_DATESTAMP_LENGTH,
@@ -482,7 +483,9 @@ def _broken_record(
 
 def read_identify(parsed: ParsedResponse, requested_url: str) -> IdentifyInfo:
     """Identify as the pipeline needs it; a missing granularity is inferred from the earliest
-    datestamp, an unknown deletedRecord is taken as "no" (the cautious reading)."""
+    datestamp, an unknown deletedRecord is taken as "no" (the cautious reading). Of several
+    baseURLs (a source behind two names lists both), the one that is ``requested_url`` if
+    any: the first alone made a source listing ours second look moved elsewhere."""
     container = parsed.container
     if container is None:
         raise UnusablePage("Identify response without <Identify>")
@@ -499,9 +502,18 @@ def read_identify(parsed: ParsedResponse, requested_url: str) -> IdentifyInfo:
     deleted_record = text("deletedRecord").lower()  # some write `Persistent`
     if deleted_record not in ("no", "transient", "persistent"):
         deleted_record = "no"
+    declared = [
+        url
+        for element in container.iterchildren(_NS + "baseURL")
+        if (url := (element.text or "").strip())
+    ]
+    base_url = next(
+        (url for url in declared if same_endpoint(url, requested_url)),
+        declared[0] if declared else requested_url,
+    )
     return IdentifyInfo(
         repository_name=text("repositoryName"),
-        base_url=text("baseURL") or requested_url,
+        base_url=base_url,
         granularity=granularity,
         earliest_datestamp=earliest,
         deleted_record=deleted_record,  # type: ignore[arg-type]

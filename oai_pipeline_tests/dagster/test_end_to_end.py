@@ -201,6 +201,10 @@ def test_a_config_mistake_fails_at_once_without_retries(
     failure = failure_without_retries(instance)
 
     assert "cannotDisseminateFormat" in str(failure.event_specific_data.error.to_string())
+    # named by its harvester, as a failure of one of several is: the base URL alone does
+    # not say which of hundreds of harvesters (before, it did not lead with it)
+    description = failure.step_failure_data.user_failure_data.description
+    assert description.startswith("sample: ") and not description.startswith("sample: sample:")
 
 
 def test_a_wrong_state_database_url_fails_at_once_without_retries(

@@ -22,6 +22,7 @@ from oai_pipeline_tests.oai.fake_source import (
     EchoingSource,
     FakeRecord,
     FakeSource,
+    Fault,
     OpaqueTokenSource,
     SecondsRefusedSource,
     drop_connection,
@@ -1101,3 +1102,125 @@ def test_a_cursor_that_is_a_page_number_does_not_make_the_list_look_lost() -> No
     harvest = Harvest(source).run()
     assert set(harvest.records) == held(source) and harvest.yielded == 9
     assert len(source.requests) == 4 and harvest.client.notices == []
+
+
+@pytest.mark.parametrize(
+    ("declared", "noted"),
+    [
+        (["http://proxy.fake.test/oai", BASE_URL], None),
+        ([BASE_URL, "http://proxy.fake.test/oai"], None),
+        (
+            ["http://proxy.fake.test/oai", "http://other.fake.test/oai"],
+            "http://proxy.fake.test/oai",
+        ),
+    ],
+    ids=["ours-second", "ours-first", "neither"],
+)
+def test_an_identify_with_several_base_urls_is_noted_only_when_none_is_ours(
+    declared: list[str], noted: str | None
+) -> None:
+    """A source reachable under two names may list both. Before, only the first was compared
+    with ours: ours listed second still got the notice of another base URL."""
+    source = FakeSource(make_records(2))
+    several = "".join(f"<baseURL>{url}</baseURL>" for url in declared)
+    source.every = (
+        1,
+        transform_body(lambda body: re.sub(rb"<baseURL>[^<]*</baseURL>", several.encode(), body)),
+    )
+    harvest = Harvest(source)
+    info = harvest.client.identify()
+    assert info.base_url == (noted or BASE_URL)
+    notices = (
+        []
+        if noted is None
+        else [
+            f"{BASE_URL}: the source's Identify names another base URL, {noted}; harvesting "
+            "the registered one (if the source lives there, set the harvester's base URL to it)"
+        ]
+    )
+    assert harvest.client.notices == notices
+
+
+def _answering_for(source: FakeSource, other: str, echo: str | None) -> Fault:
+    """GetRecord answered as a request for ``other`` is (a proxy or cache mixing answers
+    up), its <request> echoing ``echo`` as the identifier (None: no identifier echoed)."""
+
+    def fault(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        if request.url.params.get("verb") != "GetRecord":
+            return response
+        answer = source.answer(
+            httpx.Request("GET", request.url.copy_set_param("identifier", other))
+        )
+        if echo is None:
+            return answer
+        return transform_body(
+            lambda body: body.replace(b"<request ", f'<request identifier="{echo}" '.encode())
+        )(request, answer)
+
+    return fault
+
+
+@pytest.mark.parametrize("echo", [True, False], ids=["echoed", "not-echoed"])
+def test_get_record_answered_for_another_identifier_is_asked_again(echo: bool) -> None:
+    """Before, the other item's record was taken (and staged under its identifier, the one
+    asked for left unharvested)."""
+    records = make_records(3)
+    asked, other = records[0].identifier, records[1].identifier
+    source = FakeSource(records)
+    source.faults[1] = _answering_for(source, other, other if echo else None)
+    harvest = Harvest(source)
+    got = harvest.client.get_record(asked, "oai_dc")
+    assert (got.identifier, got.error) == (asked, None)
+    assert len(source.requests) == 2 and len(harvest.sleeps) == 1
+
+
+def test_another_identifiers_id_does_not_exist_is_not_taken_for_ours() -> None:
+    """An idDoesNotExist for another request stages ours as gone (deleted at the source)."""
+    records = make_records(3)
+    source = FakeSource(records)
+    source.faults[1] = _answering_for(source, "oai:fake.test:nope", "oai:fake.test:nope")
+    harvest = Harvest(source)
+    got = harvest.client.get_record(records[0].identifier, "oai_dc")
+    assert (got.identifier, got.error) == (records[0].identifier, None)
+    assert len(source.requests) == 2
+
+
+def test_get_record_answered_for_another_identifier_every_time_is_that_records_error() -> None:
+    records = make_records(3)
+    asked, other = records[0].identifier, records[1].identifier
+    source = FakeSource(records)
+    source.every = (1, _answering_for(source, other, None))
+    harvest = Harvest(source, max_retries=2)
+    got = harvest.client.get_record(asked, "oai_dc")
+    assert got.identifier == asked and got.xml is None and got.error is not None
+    assert got.error.type == "AnotherRecordAnswered" and got.error.location == asked
+    assert got.error.message.startswith(
+        f"the source answered with record {other!r}, not {asked!r}, on every try"
+    )
+    assert len(source.requests) == 3  # tried, then retried twice
+
+
+def test_get_record_echoing_another_identifier_with_ours_is_taken_and_noted_once() -> None:
+    """A source whose <request> echoes the identifier rewritten (a quirk, not mixed-up
+    answers): its record is the one asked for. Taken after the retries, with a note, and the
+    echo not judged again (each GetRecord would wait through every retry)."""
+    records = make_records(3)
+    source = FakeSource(records)
+
+    def rewritten_echo(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        return transform_body(
+            lambda body: body.replace(b"<request ", b'<request identifier="rewritten" ')
+        )(request, response)
+
+    source.every = (1, rewritten_echo)
+    harvest = Harvest(source, max_retries=2)
+    first = harvest.client.get_record(records[0].identifier, "oai_dc")
+    second = harvest.client.get_record(records[1].identifier, "oai_dc")
+    assert (first.identifier, first.error) == (records[0].identifier, None)
+    assert (second.identifier, second.error) == (records[1].identifier, None)
+    assert len(source.requests) == 3 + 1
+    assert harvest.client.notices == [
+        f"{BASE_URL} (GetRecord): the source answered GetRecord for identifier 'rewritten', "
+        f"not {records[0].identifier!r} on every try, with the record asked for; the source's "
+        "<request> no longer judged"
+    ]

@@ -388,6 +388,8 @@ def _raw_deflate(body: bytes) -> bytes:
         (0, "deflate", zlib.compress),
         (1, "deflate", zlib.compress),
         (1, "deflate", _raw_deflate),
+        (1, "gzip", zlib.compress),
+        (1, "x-gzip", _raw_deflate),
     ],
     ids=[
         "gzip-twice-labelled-once",
@@ -397,6 +399,8 @@ def _raw_deflate(body: bytes) -> bytes:
         "plain-labelled-deflate",
         "zlib-deflate",
         "raw-deflate",
+        "zlib-deflate-labelled-gzip",
+        "raw-deflate-labelled-x-gzip",
     ],
 )
 def test_a_body_is_read_as_it_is_whatever_its_content_encoding_says(
@@ -408,9 +412,9 @@ def test_a_body_is_read_as_it_is_whatever_its_content_encoding_says(
 ) -> None:
     """PHP's output compression behind a compressing web server gzips twice and says so
     once; a cache may serve the stored gzip without its header; a misconfigured proxy labels
-    a plain body gzip (or deflate). No XML starts with the gzip magic bytes. Before, every
-    page was "not well-formed" (or, for a plain body labelled gzip, httpx's DecodingError),
-    retried in vain, and the harvest failed."""
+    a plain body gzip (or deflate), or deflate gzip. No XML starts with the gzip magic bytes,
+    nor inflates whole. Before, every page was "not well-formed" (or, for a plain body
+    labelled gzip, httpx's DecodingError), retried in vain, and the harvest failed."""
     source = FakeSource(importable(5), page_size=2)
     source.every = (1, compressed(times, header, compress))
     harvest_fake_source(settings, monkeypatch, source)

@@ -360,3 +360,62 @@ def test_a_large_response_is_held_once_while_it_is_received(coding: str | None) 
             tracemalloc.stop()
     assert received == body
     assert peak < 1.5 * len(body)
+
+
+def _moving_to(scheme: str, source: FakeSource, status: int = 301) -> httpx.MockTransport:
+    """The source at ``scheme`` only: a request by the other scheme is redirected there."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.scheme != scheme:
+            moved = request.url.copy_with(scheme=scheme)
+            return httpx.Response(status, headers={"location": str(moved)})
+        return source.handle(request)
+
+    return httpx.MockTransport(handle)
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_from_https_to_plain_http_is_refused_naming_both(status: int) -> None:
+    """Before, it was followed silently (the harvest went on unencrypted), and a permanent
+    one was noted with the advice to set the base URL to the http:// address."""
+    source = FakeSource(make_records(3))
+    transport = _moving_to("http", source, status)
+    with (
+        OAIClient("https://fake.test/oai", transport=transport, sleep=lambda _s: None) as client,
+        pytest.raises(ConfigurationError) as caught,
+    ):
+        client.identify()
+    assert str(caught.value) == (
+        f"https://fake.test/oai redirects (HTTP {status}) from https to plain http, "
+        "http://fake.test/oai: not followed, as the harvest would go on unencrypted; ask the "
+        "source's operator to serve OAI-PMH over https"
+    )
+    assert source.requests == []  # the http:// address was never asked
+    assert client.notices == []
+
+
+def test_a_redirect_from_http_to_https_is_followed_and_noted() -> None:
+    source = FakeSource(make_records(3))
+    transport = _moving_to("https", source)
+    with OAIClient("http://fake.test/oai", transport=transport, sleep=lambda _s: None) as client:
+        client.identify()
+    assert client.notices[0] == (
+        "http://fake.test/oai has moved permanently (HTTP 301) to https://fake.test/oai: "
+        "set the harvester's base URL to it"
+    )
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_without_a_location_says_so(status: int) -> None:
+    """Before: "HTTP 302 and not well-formed XML: Document is empty", which sent the
+    operator looking at the source's XML."""
+    transport = httpx.MockTransport(lambda request: httpx.Response(status))
+    with (
+        OAIClient("http://fake.test/oai", transport=transport, sleep=lambda _s: None) as client,
+        pytest.raises(HarvestProtocolError) as caught,
+    ):
+        client.identify()
+    assert str(caught.value) == (
+        f"http://fake.test/oai (Identify): HTTP {status}, a redirect without a Location "
+        "(where to go): the source's web server or proxy is misconfigured"
+    )
