@@ -374,18 +374,26 @@ def _moving_to(scheme: str, source: FakeSource, status: int = 301) -> httpx.Mock
     return httpx.MockTransport(handle)
 
 
+def _identify_refused(
+    base_url: str, transport: httpx.MockTransport, error_type: type[Exception]
+) -> tuple[str, OAIClient]:
+    """Identify at base_url through transport, which must fail with error_type: its text."""
+    with (
+        OAIClient(base_url, transport=transport, sleep=lambda _s: None) as client,
+        pytest.raises(error_type) as caught,
+    ):
+        client.identify()
+    return str(caught.value), client
+
+
 @pytest.mark.parametrize("status", [301, 302, 307, 308])
 def test_a_redirect_from_https_to_plain_http_is_refused_naming_both(status: int) -> None:
     """Before, it was followed silently (the harvest went on unencrypted), and a permanent
     one was noted with the advice to set the base URL to the http:// address."""
     source = FakeSource(make_records(3))
     transport = _moving_to("http", source, status)
-    with (
-        OAIClient("https://fake.test/oai", transport=transport, sleep=lambda _s: None) as client,
-        pytest.raises(ConfigurationError) as caught,
-    ):
-        client.identify()
-    assert str(caught.value) == (
+    error, client = _identify_refused("https://fake.test/oai", transport, ConfigurationError)
+    assert error == (
         f"https://fake.test/oai redirects (HTTP {status}) from https to plain http, "
         "http://fake.test/oai: not followed, as the harvest would go on unencrypted; ask the "
         "source's operator to serve OAI-PMH over https"
@@ -410,12 +418,8 @@ def test_a_redirect_without_a_location_says_so(status: int) -> None:
     """Before: "HTTP 302 and not well-formed XML: Document is empty", which sent the
     operator looking at the source's XML."""
     transport = httpx.MockTransport(lambda request: httpx.Response(status))
-    with (
-        OAIClient("http://fake.test/oai", transport=transport, sleep=lambda _s: None) as client,
-        pytest.raises(HarvestProtocolError) as caught,
-    ):
-        client.identify()
-    assert str(caught.value) == (
+    error, _client = _identify_refused("http://fake.test/oai", transport, HarvestProtocolError)
+    assert error == (
         f"http://fake.test/oai (Identify): HTTP {status}, a redirect without a Location "
         "(where to go): the source's web server or proxy is misconfigured"
     )
