@@ -92,6 +92,7 @@ def submit_harvest_job(
 
     from oai_pipeline.defs.jobs import harvest_job
     from oai_pipeline.defs.launch import range_tags, window_range
+    from oai_pipeline.defs.partitions import TRIGGER_TAG
 
     if options.resume_batch_id is not None:
         raise PipelineError(
@@ -109,7 +110,10 @@ def submit_harvest_job(
         run_id = client.submit_job_execution(
             harvest_job.name,
             run_config=harvest_run_config(options),
-            tags=range_tags(harvester_id, first, last, harvester.base_url),
+            tags={
+                **range_tags(harvester_id, first, last, harvester.base_url),
+                TRIGGER_TAG: "cli",
+            },
         )
     except Exception as error:  # connection refused, DNS, timeouts, or a refusal
         failure = _connection_failure(error)

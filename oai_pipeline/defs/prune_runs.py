@@ -10,11 +10,12 @@ import dagster as dg
 from pydantic import Field
 
 from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
+from oai_pipeline.defs.partitions import TRIGGER_TAG
 from oai_pipeline.defs.reconcile import reconcile_sources
 from oai_pipeline.defs.registration import register_harvester
 from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.defs.run_history import KEEP_LAST_RUNS_PER_JOB, prune_run_history
-from oai_pipeline.defs.schedules import BUSY_STATUSES, TRIGGER_TAG
+from oai_pipeline.defs.schedules import BUSY_STATUSES
 
 # Runs one prune deletes at most (~20 s on SQLite): the rest waits for the next one. Above a
 # day's runs at 300 hourly harvesters (~7,200), so a backlog shrinks every day.

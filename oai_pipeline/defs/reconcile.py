@@ -12,8 +12,9 @@ fails the run naming the harvester and why, for an operator to look at.
 import dagster as dg
 from pydantic import Field
 
+from oai_pipeline.defs.partitions import TRIGGER_TAG
 from oai_pipeline.defs.resources import PipelineResource
-from oai_pipeline.defs.schedules import BUSY_STATUSES, NAMED_IN_SKIP_REASON, TRIGGER_TAG
+from oai_pipeline.defs.schedules import BUSY_STATUSES, NAMED_IN_SKIP_REASON
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.pipeline.reconcile import reconcile
 from oai_pipeline.pipeline.services import Services

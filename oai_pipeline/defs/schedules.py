@@ -18,6 +18,7 @@ from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
 from oai_pipeline.defs.launch import range_tags
 from oai_pipeline.defs.partitions import (
     HARVESTER,
+    TRIGGER_TAG,
     ensure_harvester_partitions,
     harvesters_of,
     window_partitions,
@@ -30,7 +31,6 @@ from oai_pipeline.state.store import StateStore
 
 logger = logging.getLogger(__name__)
 
-TRIGGER_TAG = "oai_pipeline/trigger"
 # How many of a harvester's latest runs are searched for its last complete sweep.
 RUN_HISTORY = 500
 BUSY_STATUSES = [

@@ -8,6 +8,7 @@ import dagster as dg
 
 from oai_pipeline.defs.partitions import (
     HARVESTER,
+    TRIGGER_TAG,
     harvester_partitions,
     harvesters_of,
     window_partitions,
@@ -234,6 +235,7 @@ def harvest_success_sensor(context: dg.RunStatusSensorContext, pipeline: Pipelin
 automation_sensor = dg.AutomationConditionSensorDefinition(
     "harvest_automation",
     target=dg.AssetSelection.groups("oai_harvest"),
+    run_tags={TRIGGER_TAG: "automation"},
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=60,
     description="Materialises transformed_records, sync_decisions and written_records for any "

@@ -1194,6 +1194,8 @@ def test_use_job_until_the_future_ends_with_todays_window(
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["windows"] == ["2024-01-01", today]
     assert recording_client.submitted[0]["dagster/asset_partition_range_end"].endswith(today)
+    # the run says what asked for it, as a schedule's does (the Runs page filters by it)
+    assert recording_client.submitted[0]["oai_pipeline/trigger"] == "cli"
 
 
 def test_use_job_with_hours_says_the_run_harvests_whole_windows(

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from oai_pipeline.definitions import defs
-from oai_pipeline.defs.partitions import partition_key
+from oai_pipeline.defs.partitions import TRIGGER_TAG, partition_key
 
 DOWNSTREAM = ["transformed_records", "sync_decisions", "written_records"]
 NOW = datetime(2024, 6, 30, 12, tzinfo=UTC)
@@ -53,6 +53,8 @@ def test_automation_sensor_runs_by_default_over_the_harvest_group() -> None:
     sensor = defs.resolve_sensor_def("harvest_automation")
     assert isinstance(sensor, dg.AutomationConditionSensorDefinition)
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    # its runs say what asked for them, as the schedules' do (the Runs page filters by it)
+    assert sensor.run_tags == {TRIGGER_TAG: "automation"}
     graph = defs.resolve_asset_graph()
     for asset in DOWNSTREAM:
         condition = graph.get(dg.AssetKey(asset)).automation_condition
