@@ -78,6 +78,12 @@ def parse_moment(value: str | None, flag: str, *, earliest: datetime = EARLIEST)
     "is fixed: a community created, a transformer option changed)",
 )
 @click.option("--use-job", is_flag=True, help="hand the run to the running Dagster instance")
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="with --use-job: follow the Dagster run to its end and exit 1 if it failed or was "
+    "canceled (Ctrl-C stops the wait, not the run)",
+)
 @json_option
 def harvest(
     harvester_id: str,
@@ -95,6 +101,7 @@ def harvest(
     resume_batch_id: int | None,
     failed_again: bool,
     use_job: bool,
+    wait: bool,
     as_json: bool,
 ) -> None:
     """Harvest HARVESTER_ID (all records, a date range, or the OAI_IDENTIFIERS given)."""
@@ -117,6 +124,11 @@ def harvest(
         raise click.UsageError(
             "--failed harvests the failed records by identifier, in this process: leave out "
             "OAI identifiers, --since/--until, --resume and --use-job"
+        )
+    if wait and not use_job:
+        raise click.UsageError(
+            "--wait follows a Dagster run: add --use-job (a harvest in this process ends "
+            "when the command does)"
         )
     if use_job and oai_identifiers:
         raise click.UsageError(
@@ -148,13 +160,19 @@ def harvest(
     if start and end and start >= end:
         raise InvalidInput("--since must be before --until")
     if use_job:
-        from oai_pipeline.cli.submit import submit_harvest_job
+        from oai_pipeline.cli.submit import submit_harvest_job, wait_for_run
 
         payload = submit_harvest_job(harvester_id, start, end, options)
         if not as_json:
             for note in [*payload["warnings"], *([payload["note"]] if "note" in payload else [])]:
                 progress_line(f"note: {note}")
-        emit(payload, as_json=as_json, text=f"submitted Dagster run {payload['run_id']}")
+        text = f"submitted Dagster run {payload['run_id']}"
+        if wait:
+            progress_line(text)
+            payload |= wait_for_run(payload["run_id"], progress=progress_line)
+            runs = ", ".join(f"harvest run {run['id']}" for run in payload["harvest_runs"])
+            text = f"Dagster run {payload['run_id']} succeeded ({runs or 'no harvest run'})"
+        emit(payload, as_json=as_json, text=text)
         return
     setup_cli_logging()
     with Services(load_settings()) as services:

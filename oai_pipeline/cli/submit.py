@@ -7,15 +7,30 @@ requested range, options as the `harvest_options` resource config.
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from datetime import datetime
+from typing import TYPE_CHECKING
 from urllib.parse import ParseResult, urlparse
 
 from oai_pipeline.cli.harvesters import disabled_warning, open_store
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.state.store import jsonable_run
+
+if TYPE_CHECKING:
+    from dagster_graphql import DagsterGraphQLClient
 
 DEFAULT_WEBSERVER = "http://127.0.0.1:3000"
+# How often --wait asks the webserver how the run stands.
+POLL_SECONDS = 5.0
+# Dagster's run statuses a run does not leave.
+FINISHED = frozenset({"SUCCESS", "FAILURE", "CANCELED"})
+
+
+class WaitedRunFailed(PipelineError):
+    """The Dagster run `--wait` followed failed or was canceled (exit code 1)."""
 
 
 def harvest_run_config(options: RunOptions) -> dict:
@@ -85,10 +100,63 @@ def _webserver_url() -> ParseResult:
     return url
 
 
+def _client(url: ParseResult) -> DagsterGraphQLClient:
+    from dagster_graphql import DagsterGraphQLClient
+
+    return DagsterGraphQLClient(
+        url.hostname or "127.0.0.1", port_number=url.port, use_https=url.scheme == "https"
+    )
+
+
+def wait_for_run(run_id: str, *, progress: Callable[[str], None]) -> dict:
+    """Follow a submitted run to its end (`harvest --use-job --wait`): a script or cron job
+    learns how the harvest went from the exit code, as from a harvest in this process.
+
+    The harvest runs it worked on are read from the state store once it ended; a failed or
+    canceled run is a WaitedRunFailed naming their error. Ctrl-C stops the wait, not the run."""
+    from dagster_graphql import DagsterGraphQLClientError
+
+    url = _webserver_url()
+    client = _client(url)
+    page = f"{url.geturl().rstrip('/')}/runs/{run_id}"
+    seen = None
+    try:
+        while True:
+            try:
+                status = client.get_run_status(run_id).value
+            except DagsterGraphQLClientError as error:
+                if _connection_failure(error) is None:
+                    raise PipelineError(f"Dagster run {run_id}: {_refusal(error)}") from error
+                raise PipelineError(
+                    f"lost the Dagster webserver at {url.geturl()} while waiting for run "
+                    f"{run_id} ({type(_connection_failure(error)).__name__}); the run goes "
+                    f"on: see {page}"
+                ) from error
+            if status != seen:
+                progress(f"Dagster run {run_id}: {status}")
+                seen = status
+            if status in FINISHED:
+                break
+            time.sleep(POLL_SECONDS)
+    except KeyboardInterrupt:
+        progress(f"stopped waiting; Dagster run {run_id} goes on: see {page}")
+        raise
+    with open_store(only_reads=True) as store:
+        harvest_runs = [jsonable_run(run) for run in store.runs_of_dagster_run(run_id)]
+    result = {"status": status, "harvest_runs": harvest_runs, "page": page}
+    if status != "SUCCESS":
+        errors = [
+            f"harvest run {run['id']}: {run['error']}" for run in harvest_runs if run["error"]
+        ]
+        reason = "; ".join(errors) or "its step errors are in its log"
+        raise WaitedRunFailed(f"Dagster run {run_id} ended {status}: {reason} (see {page})")
+    return result
+
+
 def submit_harvest_job(
     harvester_id: str, start: datetime | None, end: datetime | None, options: RunOptions
 ) -> dict:
-    from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
+    from dagster_graphql import DagsterGraphQLClientError
 
     from oai_pipeline.defs.jobs import harvest_job
     from oai_pipeline.defs.launch import range_tags, window_range
@@ -104,10 +172,7 @@ def submit_harvest_job(
     url = _webserver_url()
     first, last = window_range(start, end)
     try:
-        client = DagsterGraphQLClient(
-            url.hostname or "127.0.0.1", port_number=url.port, use_https=url.scheme == "https"
-        )
-        run_id = client.submit_job_execution(
+        run_id = _client(url).submit_job_execution(
             harvest_job.name,
             run_config=harvest_run_config(options),
             tags={

@@ -1161,9 +1161,11 @@ def test_an_oai_identifier_longer_than_the_state_store_keeps_is_refused(
 
 
 class _RecordingClient:
-    """A Dagster GraphQL client that takes every run and remembers its tags."""
+    """A Dagster GraphQL client that takes every run and remembers its tags; asked how the
+    run stands, it answers `statuses` one after the other."""
 
     submitted: list[dict[str, str]] = []
+    statuses: list[str] = []
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         pass
@@ -1172,12 +1174,108 @@ class _RecordingClient:
         self.submitted.append(kwargs["tags"])  # type: ignore[arg-type]
         return "run-1"
 
+    def get_run_status(self, run_id: str) -> dg.DagsterRunStatus:
+        assert run_id == "run-1"
+        status = self.statuses.pop(0)
+        if status == "ctrl-c":
+            raise KeyboardInterrupt
+        if status == "gone":  # the webserver stopped: how dagster-graphql says it
+            from dagster_graphql import DagsterGraphQLClientError
+
+            raise DagsterGraphQLClientError("refused") from ConnectionRefusedError(111, "no")
+        return dg.DagsterRunStatus(status)
+
 
 @pytest.fixture
 def recording_client(monkeypatch: pytest.MonkeyPatch) -> type[_RecordingClient]:
     monkeypatch.setattr("dagster_graphql.DagsterGraphQLClient", _RecordingClient)
     monkeypatch.setattr(_RecordingClient, "submitted", [])
+    monkeypatch.setattr(_RecordingClient, "statuses", [])
+    monkeypatch.setattr("oai_pipeline.cli.submit.POLL_SECONDS", 0)
     return _RecordingClient
+
+
+def _harvest_run_of_dagster_run(harvester_id: str, error: str | None) -> int:
+    """The harvest run the Dagster run `run-1` worked on, succeeded or failed with `error`."""
+    with StateStore(load_settings().state_db_url) as state:
+        run_id = state.create_run(
+            harvester_id,
+            window_from=None,
+            window_until=None,
+            scale=None,
+            max_records=0,
+            options={},
+            dagster_run_id="run-1",
+        )
+        state.finish_run(run_id, "failed" if error else "succeeded", error)
+    return run_id
+
+
+def test_use_job_wait_follows_the_run_to_its_end(
+    registered: str, recording_client: type[_RecordingClient]
+) -> None:
+    """Before, --use-job printed the submitted run and ended: a cron job or script could not
+    learn whether the harvest it asked for succeeded."""
+    harvest_run = _harvest_run_of_dagster_run(registered, None)
+    recording_client.statuses = ["QUEUED", "QUEUED", "STARTED", "SUCCESS"]
+
+    result = run("harvest", registered, "--use-job", "--wait", "--json")
+
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["status"] == "SUCCESS"
+    assert [r["id"] for r in payload["harvest_runs"]] == [harvest_run]
+    assert payload["harvest_runs"][0]["status"] == "succeeded"
+    # each status once, on stderr, as it changes
+    assert [line for line in result.stderr.splitlines() if line.startswith("Dagster run")] == [
+        "Dagster run run-1: QUEUED",
+        "Dagster run run-1: STARTED",
+        "Dagster run run-1: SUCCESS",
+    ]
+    assert recording_client.statuses == []
+
+
+@pytest.mark.parametrize("status", ["FAILURE", "CANCELED"])
+def test_use_job_wait_exits_1_naming_the_harvest_runs_error(
+    registered: str, recording_client: type[_RecordingClient], status: str
+) -> None:
+    harvest_run = _harvest_run_of_dagster_run(registered, "HarvestProtocolError: HTTP 500")
+    recording_client.statuses = ["STARTED", status]
+
+    result = run("harvest", registered, "--use-job", "--wait")
+
+    assert_one_line_error(
+        result,
+        f"Dagster run run-1 ended {status}: harvest run {harvest_run}: HarvestProtocolError: "
+        "HTTP 500 (see http://127.0.0.1:3000/runs/run-1)",
+    )
+
+
+def test_use_job_wait_stopped_says_the_run_goes_on(
+    registered: str, recording_client: type[_RecordingClient]
+) -> None:
+    recording_client.statuses = ["STARTED", "ctrl-c"]
+    interrupted = run("harvest", registered, "--use-job", "--wait")
+    recording_client.statuses = ["STARTED", "gone"]
+    lost = run("harvest", registered, "--use-job", "--wait")
+
+    assert interrupted.exit_code == 130, interrupted.output
+    assert (
+        "stopped waiting; Dagster run run-1 goes on: see http://127.0.0.1:3000/runs/run-1"
+        in interrupted.stderr
+    )
+    assert_one_line_error(
+        lost,
+        "lost the Dagster webserver at http://127.0.0.1:3000 while waiting for run run-1 "
+        "(ConnectionRefusedError); the run goes on: see http://127.0.0.1:3000/runs/run-1",
+    )
+
+
+def test_wait_without_use_job_is_a_usage_error(registered: str) -> None:
+    result = run("harvest", registered, "--wait")
+
+    assert result.exit_code == 2, result.output
+    assert "--wait follows a Dagster run: add --use-job" in result.stderr
 
 
 def test_use_job_until_the_future_ends_with_todays_window(
