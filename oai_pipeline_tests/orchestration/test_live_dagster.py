@@ -126,17 +126,20 @@ def test_use_job_goes_through_the_same_queue(live: Live) -> None:
             "--until",
             "2024-06-08",
             "--use-job",
+            "--wait",  # follows the run through the webserver to its end
             "--json",
         ],
         env=live.dagster.env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=180,
     )
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, _fail_with_log(live, result.stdout + result.stderr)
     submitted = json.loads(result.stdout)
     run_id = submitted["run_id"]
     assert submitted["windows"] == ["2024-06-01", "2024-06-07"]
+    assert submitted["status"] == "SUCCESS"
+    assert f"Dagster run {run_id}: SUCCESS" in result.stderr
 
     run = live.dagster.run(run_id)
     assert run["jobName"] == "harvest"
@@ -144,15 +147,7 @@ def test_use_job_goes_through_the_same_queue(live: Live) -> None:
     assert run["tags"][RANGE_END_TAG] == "yearly|2024-06-07"
     assert run["tags"][HARVESTER_TAG] == "yearly"
     assert run["tags"][SOURCE_TAG] == source_key(live.endpoint.base_url).removeprefix("source:")
-    status = wait_for(
-        "the --use-job run to finish",
-        lambda: (
-            (s := live.dagster.run(run_id)["status"]) in ("SUCCESS", "FAILURE", "CANCELED") and s
-        ),
-        timeout=120,
-        every=1,
-    )
-    assert status == "SUCCESS", _fail_with_log(live, status)
+    assert run["status"] == "SUCCESS"
     # queued like a UI launch: the run coordinator enqueued it, the daemon dequeued it
     assert "RunEnqueuedEvent" in live.dagster.run_events(run_id)
     with Services(live.settings) as services:
@@ -164,6 +159,7 @@ def test_use_job_goes_through_the_same_queue(live: Live) -> None:
     assert len(harvest_runs) == 1
     assert harvest_runs[0]["status"] == "succeeded"
     assert harvest_runs[0]["window_from"].startswith("2024-06-01")
+    assert [r["id"] for r in submitted["harvest_runs"]] == [harvest_runs[0]["id"]]
 
 
 def test_a_second_ui_run_of_a_harvester_waits_in_the_queue(live: Live) -> None:
