@@ -30,6 +30,7 @@ from oai_pipeline.transform.normalize import (
     block_text_or_none,
     person_or_org,
     text_or_none,
+    without_et_al,
 )
 
 ARXIV = "http://arxiv.org/OAI/arXiv/"
@@ -338,7 +339,6 @@ _NOTE_LIST = re.compile(r"\s*\(\d+\)")  # `(1) MIT, (2) CERN`
 _NOTE_NUMBER = re.compile(r"\((\d+)\)")
 _NOTE_REFERENCES = re.compile(r"\s*\d+(?:\s*(?:,|and|&)\s*\d+)*\s*")  # `1`, `1 and 2`, `1,2`
 _AND = re.compile(r"\sand\s")  # ` and ` between two authors
-_ET_AL = re.compile(r"\s*\bet\.?\s*al\.?$")
 _SUFFIXES = {"jr", "jr.", "sr", "sr.", "ii", "iii", "iv"}
 # Lower-case name particles belong to the family name: `Rachel Kuzio de Naray`.
 _PARTICLES = {
@@ -399,7 +399,7 @@ def _raw_authors(text: str) -> list[dict[str, Any]]:
                 names.append((group_name, [], []))
         if name.lower().startswith("for the "):
             name = name[len("for the ") :]
-        name = _ET_AL.sub("", name)  # `A. Smith et al.`: the others are not named
+        name = without_et_al(name)  # `A. Smith et al.`: the others are not named
         if name.lower() in _SUFFIXES and names:  # `A. Smith, Jr.`: the suffix of the name before
             previous, previous_affiliations, previous_numbers = names.pop()
             name = f"{previous} {name}"

@@ -240,14 +240,22 @@ def creators_or_contributors(
 _ORCID_LABEL = re.compile(r"^orcid(?:\s*id)?(?:\s*:\s*|\s+)", re.I)
 
 
-# `Doe, Jane et al.`, `Doe, J., [et al.]`, `Doe, Jane and others`: a citation's shorthand for the
+# `Doe, Jane et al.`, `Doe, J., [et al.]`, `Doe, Jane and others`, German catalogues' `u.a.`
+# (und andere; lower case only: `Smith, U. A.` are initials): a citation's shorthand for the
 # authors it does not name, not part of the name (it became the given name `Jane et al.`).
-_ET_AL = re.compile(r"(?:^|,?\s+)(?:\[\s*et\.?\s*al\.?\s*\]|et\.?\s*al\.?|and\s+others)$", re.I)
+_ET_AL = re.compile(
+    r"(?:^|,?\s+)\[?\s*(?:et\.?\s*al(?:ii)?\.?|and\s+others|(?-i:u\.\s?a\.))\s*\]?$", re.I
+)
+# What the shorthands end with: a name that ends otherwise (most) skips the expression.
+_ET_AL_ENDINGS = ("al", "al.", "alii", "alii.", "others", "a.", "]")
 
 
 def without_et_al(text: str) -> str:
-    """`text` without a trailing `et al.` (empty when that is all it is)."""
-    return _ET_AL.sub("", text).rstrip(" ,") if "al" in text or "others" in text else text
+    """`text` without a trailing `et al.` (empty when that is all it is). dc, MARC, DataCite,
+    OpenAIRE and arXivRaw names all go through it."""
+    if not text.lower().endswith(_ET_AL_ENDINGS):
+        return text
+    return _ET_AL.sub("", text).rstrip(" ,")
 
 
 class DCName(NamedTuple):

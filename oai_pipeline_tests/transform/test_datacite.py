@@ -575,3 +575,28 @@ def test_a_funding_reference_without_a_funder_name_leaves_the_record_whole() -> 
     )
     funding = transformed_metadata(item)["funding"]
     assert [entry["award"]["number"] for entry in funding] == ["284382"]
+
+
+def test_et_al_as_a_creator_or_contributor_names_nobody() -> None:
+    """A creatorName or contributorName `et al.`, `and others` or `u.a.` (German `und andere`)
+    was a person or organisation of that name, and `Roe, Richard et al.` the given name
+    `Richard et al.`; dc and MARC already dropped them."""
+    item = video_with(
+        creator="<creatorName>et al.</creatorName>",
+        before_language="<contributors>"
+        '<contributor contributorType="Other"><contributorName>and others</contributorName>'
+        '</contributor><contributor contributorType="Other"><contributorName>[u.a.]'
+        '</contributorName></contributor><contributor contributorType="Editor">'
+        "<contributorName>Roe, Richard et al.</contributorName></contributor></contributors>",
+    )
+    metadata = transformed_metadata(item)
+    assert [c["person_or_org"]["name"] for c in metadata["creators"]] == ["Lynn, Briscoe"]
+    assert [c["person_or_org"] for c in metadata["contributors"]] == [
+        {
+            "type": "personal",
+            "name": "Roe, Richard",
+            "given_name": "Richard",
+            "family_name": "Roe",
+            "identifiers": [],
+        }
+    ]
