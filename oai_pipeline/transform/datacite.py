@@ -625,7 +625,7 @@ def publication_date(dates: list[etree._Element], year: str | None, what: str) -
         candidates.append(year)
     if not candidates:
         raise missing_field("metadata.publication_date", what)
-    return first_date(candidates)
+    return first_date(candidates).date
 
 
 def other_dates(dates: list[etree._Element]) -> list[dict[str, Any]]:

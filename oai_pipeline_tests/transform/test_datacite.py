@@ -600,3 +600,14 @@ def test_et_al_as_a_creator_or_contributor_names_nobody() -> None:
             "identifiers": [],
         }
     ]
+
+
+def test_an_unreadable_publication_date_says_why_each_candidate_is_none() -> None:
+    """The invalid_date error named the Issued date and publicationYear it could not read
+    but dropped why: `2021-13-45` (no month 13) read as a text of an unknown form, and the
+    placeholder year `9999` as well."""
+    item = video_with(before_language='<dates><date dateType="Issued">2021-13-45</date></dates>')
+    item.xml = item.xml.replace(b">2013</publicationYear>", b">9999</publicationYear>")
+    transform_one(item)
+    assert item.error is not None and item.error.type == "invalid_date"
+    assert "'2021-13-45' has no month 13; '9999' is a placeholder" in item.error.message

@@ -486,9 +486,10 @@ def _field(tag: str, *subfields: tuple[str, str], ind1: str = " ", ind2: str = "
     return f'<marc:datafield tag="{tag}" ind1="{ind1}" ind2="{ind2}">{codes}</marc:datafield>'
 
 
-def _fixed_length_data(date1: str) -> str:
-    """An 008 with `date1` at 07-10 and English as the language."""
-    data = f"850101s{date1}    xx            000 0 eng d"
+def _fixed_length_data(date1: str, date2: str = "    ", kind: str = "s") -> str:
+    """An 008 of date type `kind` (06) with `date1` at 07-10, `date2` at 11-14 and English as
+    the language."""
+    data = f"850101{kind}{date1}{date2}xx            000 0 eng d"
     return f'<marc:controlfield tag="008">{data}</marc:controlfield>'
 
 
@@ -506,6 +507,41 @@ def test_a_catalogue_saying_there_is_no_date_keeps_the_record(fields: str, expec
     """260 $c `[n.d.]` (catalogues' "no date") failed the record with invalid_date, and a
     placeholder year (`0000`, `9999`) was taken as its publication date."""
     assert transformed_metadata(_marc_item(fields))["publication_date"] == expected
+
+
+@pytest.mark.parametrize(
+    ("fields", "date", "dates"),
+    [
+        # 008 dates with unknown digits (`u`) were lost: the record took the datestamp's day
+        (_fixed_length_data("19uu"), "1900/1999", []),
+        (_fixed_length_data("196u"), "1960/1969", []),
+        # type q, "questionable": sometime between date1 and date2 (was date1 alone)
+        (_fixed_length_data("1960", "1969", kind="q"), "1960/1969", []),
+        # too little known to date it: the datestamp's day, no year invented
+        (_fixed_length_data("1uuu"), "2021-06-30", []),
+        (_fixed_length_data("uuuu", kind="n"), "2021-06-30", []),
+        # transcribed approximate dates keep their words, as oai_dc's do (they were lost)
+        (
+            _field("260", ("c", "[19--]")),
+            "1900/1999",
+            [{"date": "1900/1999", "type": {"id": "issued"}, "description": "[19--]"}],
+        ),
+        (
+            _field("264", ("c", "199-?"), ind2="1") + _fixed_length_data("199u"),
+            "1990/1999",
+            [{"date": "1990/1999", "type": {"id": "issued"}, "description": "199-?"}],
+        ),
+        (
+            _field("260", ("c", "[1885?]")),
+            "1885",
+            [{"date": "1885", "type": {"id": "issued"}, "description": "[1885?]"}],
+        ),
+        (_field("260", ("c", "c1998.")), "1998", []),  # a copyright year: exact
+    ],
+)
+def test_dates_with_unknown_digits(fields: str, date: str, dates: list[dict[str, object]]) -> None:
+    metadata = transformed_metadata(_marc_item(fields))
+    assert (metadata["publication_date"], metadata.get("dates", [])) == (date, dates)
 
 
 def test_et_al_in_an_added_entry_names_nobody() -> None:
