@@ -560,17 +560,18 @@ def _identifiers(
     links: list[dict[str, str]] = []
     for field in fields.get("024", ()):
         value = field.first("a") or field.first("o")  # InvenioRDM: $o, a DOI not the pid
-        kind = field.first("2") or ("doi" if value and normalize_doi(value) else "")
-        if not value or not kind:
+        if not value:
             continue
-        if kind.lower() == "doi":
-            doi = normalize_doi(value) or value
-            if "doi" not in pids and field.first("a"):
-                pids["doi"] = {"identifier": doi, "provider": "external"}
-            else:
-                identifiers.append({"identifier": doi, "scheme": "doi"})
+        scheme = _standard_identifier_scheme(field, value)
+        doi = normalize_doi(value) if scheme == "doi" else None
+        if doi is None:
+            identifiers.append(
+                {"identifier": value, "scheme": scheme if scheme != "doi" else "other"}
+            )
+        elif "doi" not in pids and field.first("a"):
+            pids["doi"] = {"identifier": doi, "provider": "external"}
         else:
-            identifiers.append({"identifier": value, "scheme": vocab.identifier_scheme(kind)})
+            identifiers.append({"identifier": doi, "scheme": "doi"})
     for tag, scheme, check in (("020", "isbn", isbn), ("022", "issn", issn)):
         for field in fields.get(tag, ()):
             value = (field.first("a") or "").split(" ")[0]
@@ -600,6 +601,21 @@ def _identifiers(
         links,
         related + _host(fields, series),
     )
+
+
+# 024's first indicator names the standard: 0 ISRC, 1 UPC, 2 ISMN, 3 EAN, 4 SICI; 7 the one its $2
+# names (`doi`, `hdl`, `urn`); 8 an unspecified one. The target has no scheme for ISRC, ISMN and
+# SICI: they are `other`, as is an 024 7 without $2 unless its value is a DOI.
+_STANDARD_IDENTIFIERS = {"1": "upc", "3": "ean13"}
+
+
+def _standard_identifier_scheme(field: Field, value: str) -> str:
+    """The target's scheme of an 024 (a `doi` one may still be no DOI)."""
+    if source := field.first("2"):
+        return vocab.identifier_scheme(source)
+    if field.ind1 in "78 " and normalize_doi(value):
+        return "doi"
+    return _STANDARD_IDENTIFIERS.get(field.ind1, "other")
 
 
 # 035, a system control number: `(OCoLC)ocm44279786` (the catalogue that numbered it, by its

@@ -544,6 +544,37 @@ def test_dates_with_unknown_digits(fields: str, date: str, dates: list[dict[str,
     assert (metadata["publication_date"], metadata.get("dates", [])) == (date, dates)
 
 
+@pytest.mark.parametrize(
+    ("ind1", "subfields", "identifiers"),
+    [
+        # the first indicator names the standard; they were all dropped
+        ("0", [("a", "USRC17607839")], [{"identifier": "USRC17607839", "scheme": "other"}]),
+        ("1", [("a", "036000291452")], [{"identifier": "036000291452", "scheme": "upc"}]),
+        ("2", [("a", "9790060115615")], [{"identifier": "9790060115615", "scheme": "other"}]),
+        ("3", [("a", "4006381333931")], [{"identifier": "4006381333931", "scheme": "ean13"}]),
+        ("8", [("a", "X-1")], [{"identifier": "X-1", "scheme": "other"}]),
+        ("7", [("a", "11858/00-001M-0000-0013-D2E2-4"), ("2", "hdl")],
+         [{"identifier": "11858/00-001M-0000-0013-D2E2-4", "scheme": "handle"}]),
+        ("7", [("a", "urn:nbn:de:bvb:12-bsb0001"), ("2", "urn")],
+         [{"identifier": "urn:nbn:de:bvb:12-bsb0001", "scheme": "urn"}]),
+        # `$2 doi` on a value that is no DOI failed the whole record as an invalid pid
+        ("7", [("a", "not a doi"), ("2", "doi")], [{"identifier": "not a doi", "scheme": "other"}]),
+    ],
+)  # fmt: skip
+def test_standard_identifiers_by_their_first_indicator(
+    ind1: str, subfields: list[tuple[str, str]], identifiers: list[dict[str, str]]
+) -> None:
+    item = _marc_item(_field("024", *subfields, ind1=ind1))
+    assert transformed_metadata(item)["identifiers"] == identifiers
+    assert item.pid is None
+
+
+def test_a_doi_in_024_with_its_source_is_the_pid() -> None:
+    item = _marc_item(_field("024", ("a", "doi:10.1234/ABC"), ("2", "DOI"), ind1="7"))
+    transformed_metadata(item)
+    assert item.pid == "10.1234/abc"
+
+
 def test_et_al_in_an_added_entry_names_nobody() -> None:
     """700 $a `et al.` was a creator named `et al.`; `Doe, Jane et al.` a given name
     `Jane et al.`."""
