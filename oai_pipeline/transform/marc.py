@@ -585,15 +585,15 @@ def _identifiers(
             identifiers.append(entry)
     for field in fields.get("856", ()):
         for url in field.all("u"):
-            if (link := file_link(url)) is not None:
+            if (location := _electronic_location(url)) is None:
+                continue
+            if location["scheme"] == "url" and (link := file_link(url)) is not None:
                 links.append(link)
             elif field.ind2 in "0 ":
-                identifiers.append({"identifier": url, "scheme": "url"})
+                identifiers.append(location)
             else:
                 relation = "isversionof" if field.ind2 == "1" else "references"
-                related.append(
-                    {"identifier": url, "scheme": "url", "relation_type": {"id": relation}}
-                )
+                related.append({**location, "relation_type": {"id": relation}})
     own = pids.get("doi")
     return (
         pids,
@@ -616,6 +616,25 @@ def _standard_identifier_scheme(field: Field, value: str) -> str:
     if field.ind1 in "78 " and normalize_doi(value):
         return "doi"
     return _STANDARD_IDENTIFIERS.get(field.ind1, "other")
+
+
+# 856 $u is a URI, as catalogues write it: a URL, else a URN (`urn:nbn:…`), `doi:…` or `hdl:…`.
+_URL = re.compile(r"^(?:https?|ftp)://\S+$", re.I)
+_HANDLE = re.compile(r"^hdl:\s*(\S+/\S+)$", re.I)
+
+
+def _electronic_location(uri: str) -> dict[str, str] | None:
+    """An 856 $u as an identifier of its scheme; None for words (`Available online`): they
+    were kept as a `url` nothing can open."""
+    if _URL.match(uri):
+        return {"identifier": uri, "scheme": "url"}
+    if uri[:4].lower() == "urn:":
+        return {"identifier": uri, "scheme": "urn"}
+    if uri[:4].lower() == "doi:" and (doi := normalize_doi(uri)):
+        return {"identifier": doi, "scheme": "doi"}
+    if match := _HANDLE.match(uri):
+        return {"identifier": match.group(1), "scheme": "handle"}
+    return None
 
 
 # 035, a system control number: `(OCoLC)ocm44279786` (the catalogue that numbered it, by its

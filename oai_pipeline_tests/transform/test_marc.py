@@ -575,6 +575,38 @@ def test_a_doi_in_024_with_its_source_is_the_pid() -> None:
     assert item.pid == "10.1234/abc"
 
 
+@pytest.mark.parametrize(
+    ("u", "identifier"),
+    [
+        # 856 $u holding no URL was kept as a `url` the target refuses or cannot link
+        ("urn:nbn:de:bvb:12-bsb00012345-6",
+         {"identifier": "urn:nbn:de:bvb:12-bsb00012345-6", "scheme": "urn"}),
+        ("doi:10.1234/ABC", {"identifier": "10.1234/abc", "scheme": "doi"}),
+        ("hdl:1234/5", {"identifier": "1234/5", "scheme": "handle"}),
+        ("Available online", None),  # words: no link at all
+        ("https://example.org/record/1", {"identifier": "https://example.org/record/1",
+                                          "scheme": "url"}),
+    ],
+)  # fmt: skip
+def test_an_electronic_location_that_is_no_url(u: str, identifier: dict[str, str] | None) -> None:
+    own = _field("856", ("u", u), ind1="4", ind2="0")
+    related = _field("856", ("u", u), ind1="4", ind2="1")
+    metadata = transformed_metadata(_marc_item(own + related))
+    assert metadata["identifiers"] == ([identifier] if identifier else [])
+    version = [{**identifier, "relation_type": {"id": "isversionof"}}] if identifier else []
+    assert [{k: v for k, v in r.items() if k != "resource_type"}
+            for r in metadata["related_identifiers"]] == version  # fmt: skip
+
+
+def test_every_url_of_an_electronic_location_is_read() -> None:
+    item = _marc_item(
+        _field("856", ("u", "https://a.example/x"), ("u", "https://b.example/y.pdf"), ind1="4")
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["identifiers"] == [{"identifier": "https://a.example/x", "scheme": "url"}]
+    assert item.data["files"]["links"] == [{"url": "https://b.example/y.pdf", "key": "y.pdf"}]
+
+
 def test_et_al_in_an_added_entry_names_nobody() -> None:
     """700 $a `et al.` was a creator named `et al.`; `Doe, Jane et al.` a given name
     `Jane et al.`."""
