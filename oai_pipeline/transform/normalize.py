@@ -258,6 +258,13 @@ def without_et_al(text: str) -> str:
     return _ET_AL.sub("", text).rstrip(" ,")
 
 
+def orcid_in_note(note: str) -> str | None:
+    """The ORCID a name's parenthesised note is (`0000-0002-1825-0097`, `ORCID: …`, its URL),
+    without its label; None when the note is something else (an affiliation, a role)."""
+    bare = _ORCID_LABEL.sub("", note.strip())
+    return bare if _ORCID_FORMS.fullmatch(bare) else None
+
+
 class DCName(NamedTuple):
     """A name as a dc:creator (or a MARC 100 $a) writes it, taken apart."""
 
@@ -276,9 +283,8 @@ def split_dc_name(text: str) -> DCName:
     if text.endswith(")") and (match := _PARENTHESIS.search(text)):
         inner = match.group(1).strip()
         text = text[: match.start()]
-        bare = _ORCID_LABEL.sub("", inner)
-        if _ORCID_FORMS.fullmatch(bare):
-            orcid = name_identifier("orcid", bare)  # a wrong check digit: no iD, no affiliation
+        if (written := orcid_in_note(inner)) is not None:
+            orcid = name_identifier("orcid", written)  # a wrong check digit: no iD, no affiliation
         elif not _ROLE.match(inner) and not _NAME_DATES.fullmatch(inner):
             affiliation = inner
         text = without_et_al(text)  # `Doe, Jane et al. (Univ X)`
