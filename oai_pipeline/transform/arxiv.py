@@ -28,8 +28,11 @@ from oai_pipeline.transform.dates import normalize_date
 from oai_pipeline.transform.failure import VALIDATION, TransformFailure, missing_field, shown
 from oai_pipeline.transform.normalize import (
     block_text_or_none,
+    name_identifier,
+    orcid_in_note,
     person_or_org,
     text_or_none,
+    without_et_al,
 )
 
 ARXIV = "http://arxiv.org/OAI/arXiv/"
@@ -338,7 +341,6 @@ _NOTE_LIST = re.compile(r"\s*\(\d+\)")  # `(1) MIT, (2) CERN`
 _NOTE_NUMBER = re.compile(r"\((\d+)\)")
 _NOTE_REFERENCES = re.compile(r"\s*\d+(?:\s*(?:,|and|&)\s*\d+)*\s*")  # `1`, `1 and 2`, `1,2`
 _AND = re.compile(r"\sand\s")  # ` and ` between two authors
-_ET_AL = re.compile(r"\s*\bet\.?\s*al\.?$")
 _SUFFIXES = {"jr", "jr.", "sr", "sr.", "ii", "iii", "iv"}
 # Lower-case name particles belong to the family name: `Rachel Kuzio de Naray`.
 _PARTICLES = {
@@ -376,14 +378,20 @@ def _raw_authors(text: str) -> list[dict[str, Any]]:
     parentheses (`A. Smith (MIT)`) or as numbered notes (`A (1), B (1 and 2) ((1) MIT, (2)
     CERN)`), a collaboration before a colon (`ABCD Collaboration: A, B`) or as `for the ABCD
     Collaboration`. TeX accents (`Bal\\'azs`) become the letters they stand for."""
-    names: list[tuple[str, list[str], list[str]]] = []  # (name, affiliations, note numbers)
+    # (name, affiliations, note numbers, ORCIDs)
+    names: list[tuple[str, list[str], list[str], list[dict[str, str]]]] = []
     notes: dict[str, str] = {}
     for part in _split_authors(_tex_to_unicode(text)):
         name, groups = _parenthesised(part)
         affiliations: list[str] = []
         numbers: list[str] = []
+        orcids: list[dict[str, str]] = []
         for group in groups:
-            if _NOTE_LIST.match(group):
+            if (written := orcid_in_note(group)) is not None:
+                # `A. Smith (0000-0002-1825-0097)`: the person's, not an affiliation
+                if (orcid := name_identifier("orcid", written)) is not None:
+                    orcids.append(orcid)
+            elif _NOTE_LIST.match(group):
                 pieces = _NOTE_NUMBER.split(group)
                 for number, affiliation in zip(pieces[1::2], pieces[2::2], strict=True):
                     if affiliation := affiliation.strip(" ,;"):
@@ -396,23 +404,24 @@ def _raw_authors(text: str) -> list[dict[str, Any]]:
         if ":" in name:  # `ABCD Collaboration: Author One`
             group_name, _, name = (piece.strip() for piece in name.partition(":"))
             if group_name:
-                names.append((group_name, [], []))
+                names.append((group_name, [], [], []))
         if name.lower().startswith("for the "):
             name = name[len("for the ") :]
-        name = _ET_AL.sub("", name)  # `A. Smith et al.`: the others are not named
+        name = without_et_al(name)  # `A. Smith et al.`: the others are not named
         if name.lower() in _SUFFIXES and names:  # `A. Smith, Jr.`: the suffix of the name before
-            previous, previous_affiliations, previous_numbers = names.pop()
+            previous, previous_affiliations, previous_numbers, previous_orcids = names.pop()
             name = f"{previous} {name}"
             affiliations = previous_affiliations + affiliations
             numbers = previous_numbers + numbers
+            orcids = previous_orcids + orcids
         if name:
-            names.append((name, affiliations, numbers))
+            names.append((name, affiliations, numbers, orcids))
     creators = []
-    for name, affiliations, numbers in names:
+    for name, affiliations, numbers, orcids in names:
         affiliations += [notes[number] for number in numbers if number in notes]
         creators.append(
             {
-                "person_or_org": _raw_person(name),
+                "person_or_org": _raw_person(name, orcids),
                 "affiliations": [{"name": each} for each in dict.fromkeys(affiliations)],
             }
         )
@@ -469,9 +478,9 @@ def _parenthesised(part: str) -> tuple[str, list[str]]:
     return "".join(outside), groups
 
 
-def _raw_person(name: str) -> dict[str, Any]:
-    """`Given Names Family` as a person (`Bill Gates Jr`: the suffix after the family name, as
-    the arXiv format writes it); a collaboration as an organisation."""
+def _raw_person(name: str, orcids: list[dict[str, str]]) -> dict[str, Any]:
+    """`Given Names Family` as a person with its ORCID (`Bill Gates Jr`: the suffix after the
+    family name, as the arXiv format writes it); a collaboration as an organisation."""
     tokens = name.split()
     if _ORGANISATION.search(name) and len(tokens) > 1:
         return person_or_org(name, kind="organizational")
@@ -483,7 +492,7 @@ def _raw_person(name: str) -> dict[str, Any]:
     family = " ".join(tokens[start:])
     if suffix:
         family = f"{family} {suffix}"
-    return person_or_org(None, kind="personal", given=given, family=family)
+    return person_or_org(None, kind="personal", given=given, family=family, identifiers=orcids)
 
 
 # TeX accents as arXivRaw writes names: \'a, \"{o}, {\"u}, \c{c}, \v s, \'\i.

@@ -38,6 +38,7 @@ from oai_pipeline.transform.normalize import (
     person_or_org,
     text_or_none,
     unique_identifiers,
+    without_et_al,
 )
 
 KERNEL_4 = "http://datacite.org/schema/kernel-4"
@@ -458,7 +459,9 @@ def creatibutors(
     are people) it is a person's unless it looks like an organisation's."""
     result = []
     for index, element, children, name_element in _people(tags, elements):
-        name = _text(name_element) if name_element is not None else None
+        written = _text(name_element) if name_element is not None else None
+        # `et al.` (`and others`, `u.a.`) after or as a name: the authors it does not name
+        name = text_or_none(without_et_al(written)) if written is not None else None
         name_type = (name_element.get("nameType") or "").lower() if name_element is not None else ""
         # A malformed identifier (name_identifier gives None) is dropped, not the person.
         identifiers = [
@@ -471,8 +474,8 @@ def creatibutors(
         given = text_or_none(_string(children, tags.given_name))
         family = text_or_none(_string(children, tags.family_name))
         if name is None and family is None:
-            if contributors:
-                continue  # an optional contributor without a name is left out, not the record
+            if contributors or written is not None:
+                continue  # an optional contributor without a name, or `et al.`, is left out
             raise missing_field(f"{location}[{index}].person_or_org.name", "name for a creator")
         kind = _NAME_TYPES.get(name_type)
         role = vocab.role(element.get("contributorType")) if contributors else None
@@ -622,7 +625,7 @@ def publication_date(dates: list[etree._Element], year: str | None, what: str) -
         candidates.append(year)
     if not candidates:
         raise missing_field("metadata.publication_date", what)
-    return first_date(candidates)
+    return first_date(candidates).date
 
 
 def other_dates(dates: list[etree._Element]) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import calendar
 import re
 from functools import lru_cache
+from typing import NamedTuple
 
 from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure, shown
 
@@ -242,17 +243,42 @@ def says_no_date(text: str) -> bool:
     return _NO_DATE.match(text.strip()) is not None
 
 
-def first_date(candidates: list[str]) -> str:
+class ChosenDate(NamedTuple):
+    """A publication date and the text it was read from."""
+
+    date: str
+    text: str
+
+
+def first_date(candidates: list[str]) -> ChosenDate:
     """The first of `candidates` (in the order of preference) that is a date of an accepted
     form, normalized; when none is, the record's invalid_date failure naming them all."""
     for candidate in candidates:
         try:
-            return normalize_date(candidate)
+            return ChosenDate(normalize_date(candidate), candidate)
         except ValueError:
             continue
-    raise TransformFailure(
+    raise unreadable_publication_date(candidates)
+
+
+def _why_no_date(text: str) -> str:
+    """Why `normalize_date` refuses `text`, its form's list left to the caller."""
+    try:
+        normalize_date(text)
+    except _UnknownForm:
+        return f"{shown(text)} is no date of a known form"
+    except ValueError as error:
+        return str(error)
+    return f"{shown(text)} is a date"  # not reached by the callers, which pass refused texts
+
+
+def unreadable_publication_date(texts: list[str], what: str = "") -> TransformFailure:
+    """The record's invalid_date failure: why each of `texts` (` from dc:date`: `what` they
+    are) is no date (`'2021-13-45' has no month 13`), then the accepted forms. The
+    reasons were dropped, so a date with an impossible month read as one of an unknown form."""
+    reasons = "; ".join(_why_no_date(text) for text in texts)
+    return TransformFailure(
         INVALID_DATE,
-        f"cannot read a publication date from {' or '.join(map(shown, candidates))}; "
-        f"the accepted forms are {ACCEPTED_FORMS}",
+        f"cannot read a publication date{what}: {reasons}; the accepted forms are {ACCEPTED_FORMS}",
         "metadata.publication_date",
     )

@@ -16,19 +16,17 @@ from oai_pipeline.doi import normalize_doi
 from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.datacite import XML_LANG
 from oai_pipeline.transform.dates import (
-    ACCEPTED_FORMS,
     is_approximate,
     is_timestamp,
     normalize_date,
     says_no_date,
+    unreadable_publication_date,
     year_in_text,
 )
 from oai_pipeline.transform.failure import (
-    INVALID_DATE,
     MISSING_FIELD,
     TransformFailure,
     missing_field,
-    shown,
 )
 from oai_pipeline.transform.normalize import (
     block_text_or_none,
@@ -263,12 +261,7 @@ def _dates(dc: etree._Element) -> tuple[str | None, list[dict[str, Any]]]:
             earliest = read[-1]
     chosen = earliest or earliest_year or earliest_stamp
     if chosen is None and not all(map(says_no_date, unreadable)):
-        raise TransformFailure(
-            INVALID_DATE,
-            f"cannot read a publication date from dc:date {' or '.join(map(shown, texts))}; "
-            f"the accepted forms are {ACCEPTED_FORMS}",
-            "metadata.publication_date",
-        )
+        raise unreadable_publication_date(texts, " from dc:date")
     dates: list[dict[str, Any]] = []
     for entry in dict.fromkeys(read):
         date, words = entry

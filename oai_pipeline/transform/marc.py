@@ -19,7 +19,7 @@ from lxml import etree
 
 from oai_pipeline.doi import normalize_doi
 from oai_pipeline.transform import vocabularies as vocab
-from oai_pipeline.transform.dates import first_date, says_no_date
+from oai_pipeline.transform.dates import first_date, is_approximate, says_no_date
 from oai_pipeline.transform.failure import missing_field
 from oai_pipeline.transform.normalize import (
     EUROPEAN_COMMISSION,
@@ -114,13 +114,15 @@ def import_marc(record: etree._Element) -> dict[str, Any]:
     series = [] if _SERIES_TAGS.isdisjoint(fields) else _series_fields(fields)
     pids, identifiers, links, related = _identifiers(fields, series)
     description, additional_descriptions = _descriptions(fields, series)
+    publication_date, dates = _publication_date(controls, fields)
     metadata: dict[str, Any] = {
         "resource_type": {"id": _resource_type(leader, fields)},
         "title": title,
         "additional_titles": additional_titles,
         "creators": creators,
         "contributors": contributors,
-        "publication_date": _publication_date(controls, fields),
+        "publication_date": publication_date,
+        "dates": dates,
         "description": description,
         "additional_descriptions": additional_descriptions,
         "subjects": _subjects(fields),
@@ -266,13 +268,30 @@ def _resource_type(leader: str, fields: Fields) -> str:
 
 
 _DATE_NOISE = re.compile(r"^[©℗cp]\s*(?=\d)|[.,;:]+$")
+# 008's year with its unknown digits as `u` (`19uu`, `196u`): at least the century known.
+_CODED_YEAR = re.compile(r"^[0-9]{2}(?:[0-9]{2}|[0-9]u|uu)$")
 
 
-def _publication_date(controls: dict[str, str], fields: Fields) -> str | None:
-    """The date of publication: 264 (second indicator 1) or 260 $c, else the first date of
-    008, else the host item's year (773 $y) or Invenio's preprint date (269 $c). None when
-    the record has none, or only says it has none (`[n.d.]`, `0000`): the oai-import
-    transformer then takes the OAI datestamp's."""
+def _coded_date(fixed_length_data: str) -> str | None:
+    """The date of 008: date1 (07-10), its unknown digits an interval (`19uu`: 1900/1999);
+    for the type `q` (06, "questionable") the interval date1/date2 it lies in. None when too
+    little of it is known (`uuuu`, `1uuu`) or it is blank."""
+    kind, date1, date2 = fixed_length_data[6:7], fixed_length_data[7:11], fixed_length_data[11:15]
+    if _CODED_YEAR.match(date1) is None:
+        return None
+    if kind == "q" and date1.isdigit() and date2.isdigit() and date1 < date2:
+        return f"{date1}/{date2}"
+    return date1
+
+
+def _publication_date(
+    controls: dict[str, str], fields: Fields
+) -> tuple[str | None, list[dict[str, Any]]]:
+    """The date of publication: 264 (second indicator 1) or 260 $c, else the date of 008,
+    else the host item's year (773 $y) or Invenio's preprint date (269 $c). None when the
+    record has none, or only says it has none (`[n.d.]`, `0000`): the oai-import transformer
+    then takes the OAI datestamp's. A transcribed date read only approximately (`[19--]`,
+    `[1885?]`) keeps its words as the `issued` date's description, as oai_dc's do."""
     candidates = [
         text
         for tag in ("264", "260")
@@ -281,9 +300,9 @@ def _publication_date(controls: dict[str, str], fields: Fields) -> str | None:
         for text in field.all("c")
         if not text.startswith("info:")  # InvenioRDM's embargo end date
     ]
-    date1 = controls.get("008", "")[7:11]
-    if date1.isdigit():
-        candidates.append(date1)
+    coded = _coded_date(controls.get("008", ""))
+    if coded is not None:
+        candidates.append(coded)
     candidates.extend(text for field in fields.get("773", ()) for text in field.all("y"))
     candidates.extend(text for field in fields.get("269", ()) for text in field.all("c"))
     # `[n.d.]`, `[s.a.]`, `0000`: the catalogue says there is no date; none is a date to read
@@ -292,7 +311,14 @@ def _publication_date(controls: dict[str, str], fields: Fields) -> str | None:
         for candidate in candidates
         if not says_no_date(text := _DATE_NOISE.sub("", candidate).strip())
     ]
-    return first_date(dated) if dated else None
+    if not dated:
+        return None, []
+    chosen = first_date(dated)
+    if chosen.text == coded or not is_approximate(chosen.text):
+        return chosen.date, []
+    return chosen.date, [
+        {"date": chosen.date, "type": {"id": "issued"}, "description": chosen.text}
+    ]
 
 
 def _publisher(fields: Fields) -> str | None:
@@ -534,17 +560,18 @@ def _identifiers(
     links: list[dict[str, str]] = []
     for field in fields.get("024", ()):
         value = field.first("a") or field.first("o")  # InvenioRDM: $o, a DOI not the pid
-        kind = field.first("2") or ("doi" if value and normalize_doi(value) else "")
-        if not value or not kind:
+        if not value:
             continue
-        if kind.lower() == "doi":
-            doi = normalize_doi(value) or value
-            if "doi" not in pids and field.first("a"):
-                pids["doi"] = {"identifier": doi, "provider": "external"}
-            else:
-                identifiers.append({"identifier": doi, "scheme": "doi"})
+        scheme = _standard_identifier_scheme(field, value)
+        doi = normalize_doi(value) if scheme == "doi" else None
+        if doi is None:
+            identifiers.append(
+                {"identifier": value, "scheme": scheme if scheme != "doi" else "other"}
+            )
+        elif "doi" not in pids and field.first("a"):
+            pids["doi"] = {"identifier": doi, "provider": "external"}
         else:
-            identifiers.append({"identifier": value, "scheme": vocab.identifier_scheme(kind)})
+            identifiers.append({"identifier": doi, "scheme": "doi"})
     for tag, scheme, check in (("020", "isbn", isbn), ("022", "issn", issn)):
         for field in fields.get(tag, ()):
             value = (field.first("a") or "").split(" ")[0]
@@ -558,15 +585,15 @@ def _identifiers(
             identifiers.append(entry)
     for field in fields.get("856", ()):
         for url in field.all("u"):
-            if (link := file_link(url)) is not None:
+            if (location := _electronic_location(url)) is None:
+                continue
+            if location["scheme"] == "url" and (link := file_link(url)) is not None:
                 links.append(link)
             elif field.ind2 in "0 ":
-                identifiers.append({"identifier": url, "scheme": "url"})
+                identifiers.append(location)
             else:
                 relation = "isversionof" if field.ind2 == "1" else "references"
-                related.append(
-                    {"identifier": url, "scheme": "url", "relation_type": {"id": relation}}
-                )
+                related.append({**location, "relation_type": {"id": relation}})
     own = pids.get("doi")
     return (
         pids,
@@ -574,6 +601,40 @@ def _identifiers(
         links,
         related + _host(fields, series),
     )
+
+
+# 024's first indicator names the standard: 0 ISRC, 1 UPC, 2 ISMN, 3 EAN, 4 SICI; 7 the one its $2
+# names (`doi`, `hdl`, `urn`); 8 an unspecified one. The target has no scheme for ISRC, ISMN and
+# SICI: they are `other`, as is an 024 7 without $2 unless its value is a DOI.
+_STANDARD_IDENTIFIERS = {"1": "upc", "3": "ean13"}
+
+
+def _standard_identifier_scheme(field: Field, value: str) -> str:
+    """The target's scheme of an 024 (a `doi` one may still be no DOI)."""
+    if source := field.first("2"):
+        return vocab.identifier_scheme(source)
+    if field.ind1 in "78 " and normalize_doi(value):
+        return "doi"
+    return _STANDARD_IDENTIFIERS.get(field.ind1, "other")
+
+
+# 856 $u is a URI, as catalogues write it: a URL, else a URN (`urn:nbn:…`), `doi:…` or `hdl:…`.
+_URL = re.compile(r"^(?:https?|ftp)://\S+$", re.I)
+_HANDLE = re.compile(r"^hdl:\s*(\S+/\S+)$", re.I)
+
+
+def _electronic_location(uri: str) -> dict[str, str] | None:
+    """An 856 $u as an identifier of its scheme; None for words (`Available online`): they
+    were kept as a `url` nothing can open."""
+    if _URL.match(uri):
+        return {"identifier": uri, "scheme": "url"}
+    if uri[:4].lower() == "urn:":
+        return {"identifier": uri, "scheme": "urn"}
+    if uri[:4].lower() == "doi:" and (doi := normalize_doi(uri)):
+        return {"identifier": doi, "scheme": "doi"}
+    if match := _HANDLE.match(uri):
+        return {"identifier": match.group(1), "scheme": "handle"}
+    return None
 
 
 # 035, a system control number: `(OCoLC)ocm44279786` (the catalogue that numbered it, by its

@@ -240,14 +240,29 @@ def creators_or_contributors(
 _ORCID_LABEL = re.compile(r"^orcid(?:\s*id)?(?:\s*:\s*|\s+)", re.I)
 
 
-# `Doe, Jane et al.`, `Doe, J., [et al.]`, `Doe, Jane and others`: a citation's shorthand for the
+# `Doe, Jane et al.`, `Doe, J., [et al.]`, `Doe, Jane and others`, German catalogues' `u.a.`
+# (und andere; lower case only: `Smith, U. A.` are initials): a citation's shorthand for the
 # authors it does not name, not part of the name (it became the given name `Jane et al.`).
-_ET_AL = re.compile(r"(?:^|,?\s+)(?:\[\s*et\.?\s*al\.?\s*\]|et\.?\s*al\.?|and\s+others)$", re.I)
+_ET_AL = re.compile(
+    r"(?:^|,?\s+)\[?\s*(?:et\.?\s*al(?:ii)?\.?|and\s+others|(?-i:u\.\s?a\.))\s*\]?$", re.I
+)
+# What the shorthands end with: a name that ends otherwise (most) skips the expression.
+_ET_AL_ENDINGS = ("al", "al.", "alii", "alii.", "others", "a.", "]")
 
 
 def without_et_al(text: str) -> str:
-    """`text` without a trailing `et al.` (empty when that is all it is)."""
-    return _ET_AL.sub("", text).rstrip(" ,") if "al" in text or "others" in text else text
+    """`text` without a trailing `et al.` (empty when that is all it is). dc, MARC, DataCite,
+    OpenAIRE and arXivRaw names all go through it."""
+    if not text.lower().endswith(_ET_AL_ENDINGS):
+        return text
+    return _ET_AL.sub("", text).rstrip(" ,")
+
+
+def orcid_in_note(note: str) -> str | None:
+    """The ORCID a name's parenthesised note is (`0000-0002-1825-0097`, `ORCID: …`, its URL),
+    without its label; None when the note is something else (an affiliation, a role)."""
+    bare = _ORCID_LABEL.sub("", note.strip())
+    return bare if _ORCID_FORMS.fullmatch(bare) else None
 
 
 class DCName(NamedTuple):
@@ -268,9 +283,8 @@ def split_dc_name(text: str) -> DCName:
     if text.endswith(")") and (match := _PARENTHESIS.search(text)):
         inner = match.group(1).strip()
         text = text[: match.start()]
-        bare = _ORCID_LABEL.sub("", inner)
-        if _ORCID_FORMS.fullmatch(bare):
-            orcid = name_identifier("orcid", bare)  # a wrong check digit: no iD, no affiliation
+        if (written := orcid_in_note(inner)) is not None:
+            orcid = name_identifier("orcid", written)  # a wrong check digit: no iD, no affiliation
         elif not _ROLE.match(inner) and not _NAME_DATES.fullmatch(inner):
             affiliation = inner
         text = without_et_al(text)  # `Doe, Jane et al. (Univ X)`

@@ -599,3 +599,30 @@ def test_the_unknown_root_error_lists_the_arxiv_formats() -> None:
         "metadata prefix of one of them"
     )
     assert imports.supported_formats()[-2:] == ["arXiv", "arXivRaw"]
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        "0000-0002-1825-0097",
+        "ORCID: 0000-0002-1825-0097",
+        "https://orcid.org/0000-0002-1825-0097",
+    ],
+)
+def test_an_orcid_in_a_raw_authors_parenthesis_is_the_authors_orcid(note: str) -> None:
+    """`A. Smith (0000-0002-1825-0097)` made the ORCID the author's affiliation; it is the
+    person's ORCID, as in a dc:creator. `(MIT)` stays an affiliation, a wrong check digit
+    names neither, and `, and` before the last author parts no names."""
+    body = (
+        f"<id>2301.00001</id><title>T</title><authors>A. Smith ({note}), B. Jones (MIT),"
+        " and C. Lee (0000-0002-1825-0098)</authors>"
+    )
+    creators = transformed_metadata(raw_item(body))["creators"]
+    assert [
+        (c["person_or_org"]["name"], c["person_or_org"]["identifiers"], c["affiliations"])
+        for c in creators
+    ] == [
+        ("Smith, A.", [{"scheme": "orcid", "identifier": "0000-0002-1825-0097"}], []),
+        ("Jones, B.", [], [{"name": "MIT"}]),
+        ("Lee, C.", [], []),
+    ]

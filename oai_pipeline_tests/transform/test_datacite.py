@@ -575,3 +575,39 @@ def test_a_funding_reference_without_a_funder_name_leaves_the_record_whole() -> 
     )
     funding = transformed_metadata(item)["funding"]
     assert [entry["award"]["number"] for entry in funding] == ["284382"]
+
+
+def test_et_al_as_a_creator_or_contributor_names_nobody() -> None:
+    """A creatorName or contributorName `et al.`, `and others` or `u.a.` (German `und andere`)
+    was a person or organisation of that name, and `Roe, Richard et al.` the given name
+    `Richard et al.`; dc and MARC already dropped them."""
+    item = video_with(
+        creator="<creatorName>et al.</creatorName>",
+        before_language="<contributors>"
+        '<contributor contributorType="Other"><contributorName>and others</contributorName>'
+        '</contributor><contributor contributorType="Other"><contributorName>[u.a.]'
+        '</contributorName></contributor><contributor contributorType="Editor">'
+        "<contributorName>Roe, Richard et al.</contributorName></contributor></contributors>",
+    )
+    metadata = transformed_metadata(item)
+    assert [c["person_or_org"]["name"] for c in metadata["creators"]] == ["Lynn, Briscoe"]
+    assert [c["person_or_org"] for c in metadata["contributors"]] == [
+        {
+            "type": "personal",
+            "name": "Roe, Richard",
+            "given_name": "Richard",
+            "family_name": "Roe",
+            "identifiers": [],
+        }
+    ]
+
+
+def test_an_unreadable_publication_date_says_why_each_candidate_is_none() -> None:
+    """The invalid_date error named the Issued date and publicationYear it could not read
+    but dropped why: `2021-13-45` (no month 13) read as a text of an unknown form, and the
+    placeholder year `9999` as well."""
+    item = video_with(before_language='<dates><date dateType="Issued">2021-13-45</date></dates>')
+    item.xml = item.xml.replace(b">2013</publicationYear>", b">9999</publicationYear>")
+    transform_one(item)
+    assert item.error is not None and item.error.type == "invalid_date"
+    assert "'2021-13-45' has no month 13; '9999' is a placeholder" in item.error.message

@@ -486,9 +486,10 @@ def _field(tag: str, *subfields: tuple[str, str], ind1: str = " ", ind2: str = "
     return f'<marc:datafield tag="{tag}" ind1="{ind1}" ind2="{ind2}">{codes}</marc:datafield>'
 
 
-def _fixed_length_data(date1: str) -> str:
-    """An 008 with `date1` at 07-10 and English as the language."""
-    data = f"850101s{date1}    xx            000 0 eng d"
+def _fixed_length_data(date1: str, date2: str = "    ", kind: str = "s") -> str:
+    """An 008 of date type `kind` (06) with `date1` at 07-10, `date2` at 11-14 and English as
+    the language."""
+    data = f"850101{kind}{date1}{date2}xx            000 0 eng d"
     return f'<marc:controlfield tag="008">{data}</marc:controlfield>'
 
 
@@ -506,6 +507,104 @@ def test_a_catalogue_saying_there_is_no_date_keeps_the_record(fields: str, expec
     """260 $c `[n.d.]` (catalogues' "no date") failed the record with invalid_date, and a
     placeholder year (`0000`, `9999`) was taken as its publication date."""
     assert transformed_metadata(_marc_item(fields))["publication_date"] == expected
+
+
+@pytest.mark.parametrize(
+    ("fields", "date", "dates"),
+    [
+        # 008 dates with unknown digits (`u`) were lost: the record took the datestamp's day
+        (_fixed_length_data("19uu"), "1900/1999", []),
+        (_fixed_length_data("196u"), "1960/1969", []),
+        # type q, "questionable": sometime between date1 and date2 (was date1 alone)
+        (_fixed_length_data("1960", "1969", kind="q"), "1960/1969", []),
+        # too little known to date it: the datestamp's day, no year invented
+        (_fixed_length_data("1uuu"), "2021-06-30", []),
+        (_fixed_length_data("uuuu", kind="n"), "2021-06-30", []),
+        # transcribed approximate dates keep their words, as oai_dc's do (they were lost)
+        (
+            _field("260", ("c", "[19--]")),
+            "1900/1999",
+            [{"date": "1900/1999", "type": {"id": "issued"}, "description": "[19--]"}],
+        ),
+        (
+            _field("264", ("c", "199-?"), ind2="1") + _fixed_length_data("199u"),
+            "1990/1999",
+            [{"date": "1990/1999", "type": {"id": "issued"}, "description": "199-?"}],
+        ),
+        (
+            _field("260", ("c", "[1885?]")),
+            "1885",
+            [{"date": "1885", "type": {"id": "issued"}, "description": "[1885?]"}],
+        ),
+        (_field("260", ("c", "c1998.")), "1998", []),  # a copyright year: exact
+    ],
+)
+def test_dates_with_unknown_digits(fields: str, date: str, dates: list[dict[str, object]]) -> None:
+    metadata = transformed_metadata(_marc_item(fields))
+    assert (metadata["publication_date"], metadata.get("dates", [])) == (date, dates)
+
+
+@pytest.mark.parametrize(
+    ("ind1", "subfields", "identifiers"),
+    [
+        # the first indicator names the standard; they were all dropped
+        ("0", [("a", "USRC17607839")], [{"identifier": "USRC17607839", "scheme": "other"}]),
+        ("1", [("a", "036000291452")], [{"identifier": "036000291452", "scheme": "upc"}]),
+        ("2", [("a", "9790060115615")], [{"identifier": "9790060115615", "scheme": "other"}]),
+        ("3", [("a", "4006381333931")], [{"identifier": "4006381333931", "scheme": "ean13"}]),
+        ("8", [("a", "X-1")], [{"identifier": "X-1", "scheme": "other"}]),
+        ("7", [("a", "11858/00-001M-0000-0013-D2E2-4"), ("2", "hdl")],
+         [{"identifier": "11858/00-001M-0000-0013-D2E2-4", "scheme": "handle"}]),
+        ("7", [("a", "urn:nbn:de:bvb:12-bsb0001"), ("2", "urn")],
+         [{"identifier": "urn:nbn:de:bvb:12-bsb0001", "scheme": "urn"}]),
+        # `$2 doi` on a value that is no DOI failed the whole record as an invalid pid
+        ("7", [("a", "not a doi"), ("2", "doi")], [{"identifier": "not a doi", "scheme": "other"}]),
+    ],
+)  # fmt: skip
+def test_standard_identifiers_by_their_first_indicator(
+    ind1: str, subfields: list[tuple[str, str]], identifiers: list[dict[str, str]]
+) -> None:
+    item = _marc_item(_field("024", *subfields, ind1=ind1))
+    assert transformed_metadata(item)["identifiers"] == identifiers
+    assert item.pid is None
+
+
+def test_a_doi_in_024_with_its_source_is_the_pid() -> None:
+    item = _marc_item(_field("024", ("a", "doi:10.1234/ABC"), ("2", "DOI"), ind1="7"))
+    transformed_metadata(item)
+    assert item.pid == "10.1234/abc"
+
+
+@pytest.mark.parametrize(
+    ("u", "identifier"),
+    [
+        # 856 $u holding no URL was kept as a `url` the target refuses or cannot link
+        ("urn:nbn:de:bvb:12-bsb00012345-6",
+         {"identifier": "urn:nbn:de:bvb:12-bsb00012345-6", "scheme": "urn"}),
+        ("doi:10.1234/ABC", {"identifier": "10.1234/abc", "scheme": "doi"}),
+        ("hdl:1234/5", {"identifier": "1234/5", "scheme": "handle"}),
+        ("Available online", None),  # words: no link at all
+        ("https://example.org/record/1", {"identifier": "https://example.org/record/1",
+                                          "scheme": "url"}),
+    ],
+)  # fmt: skip
+def test_an_electronic_location_that_is_no_url(u: str, identifier: dict[str, str] | None) -> None:
+    own = _field("856", ("u", u), ind1="4", ind2="0")
+    related = _field("856", ("u", u), ind1="4", ind2="1")
+    metadata = transformed_metadata(_marc_item(own + related))
+    assert metadata["identifiers"] == ([identifier] if identifier else [])
+    version = [{**identifier, "relation_type": {"id": "isversionof"}}] if identifier else []
+    assert [{k: v for k, v in r.items() if k != "resource_type"}
+            for r in metadata["related_identifiers"]] == version  # fmt: skip
+
+
+def test_every_url_of_an_electronic_location_is_read() -> None:
+    item = _marc_item(
+        _field("856", ("u", "https://a.example/x"), ("u", "https://b.example/y.pdf"), ind1="4")
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["identifiers"] == [{"identifier": "https://a.example/x", "scheme": "url"}]
+    assert item.data["files"]["links"] == [{"url": "https://b.example/y.pdf", "key": "y.pdf"}]
 
 
 def test_et_al_in_an_added_entry_names_nobody() -> None:

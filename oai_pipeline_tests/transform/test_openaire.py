@@ -283,3 +283,37 @@ def test_a_record_missing_a_mandatory_element_is_that_records_error(
 )  # fmt: skip
 def test_coar_resource_types(uri: str | None, label: str, general: str, expected: str) -> None:
     assert vocab.coar_resource_type(uri, label, general) == expected
+
+
+def test_et_al_as_a_creator_names_nobody() -> None:
+    """IRIS and DSpace end a long author list with a creatorName `et al.`: it was a person
+    of that name, as was a trailing `u.a.`, and `Dieterich, Ernst et al.` the given name
+    `Ernst et al.`."""
+    text = (PUBLIC / MINIMAL).read_text(encoding="utf-8")
+    changed = text.replace(
+        "<datacite:creatorName>Dieterich, Ernst</datacite:creatorName>",
+        "<datacite:creatorName>Dieterich, Ernst et al.</datacite:creatorName>"
+        "</datacite:creator><datacite:creator><datacite:creatorName>et al."
+        "</datacite:creatorName></datacite:creator><datacite:creator>"
+        "<datacite:creatorName>Müller, Hans u. a.</datacite:creatorName>",
+    )
+    assert changed != text
+    item = TransformItem("oai:test:et-al", "2024-01-01", [], wrap_metadata(changed))
+    (result,) = transform([item])
+    assert result.error is None, result.error
+    assert [c["person_or_org"] for c in result.data["metadata"]["creators"]] == [
+        {
+            "type": "personal",
+            "name": "Dieterich, Ernst",
+            "given_name": "Ernst",
+            "family_name": "Dieterich",
+            "identifiers": [],
+        },
+        {
+            "type": "personal",
+            "name": "Müller, Hans",
+            "given_name": "Hans",
+            "family_name": "Müller",
+            "identifiers": [],
+        },
+    ]

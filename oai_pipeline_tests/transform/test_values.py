@@ -539,3 +539,20 @@ def test_approximate_years_of_library_catalogues(text: str, expected: str) -> No
 def test_approximate_forms_need_a_year(text: str) -> None:
     with pytest.raises(ValueError):
         normalize_date(text)
+
+
+@pytest.mark.parametrize(
+    ("written", "name"),
+    [
+        ("u.a.", ""),  # German `und andere`, as DNB and GBV records end an author list
+        ("[u.a.]", ""),
+        ("Müller, Hans u. a.", "Müller, Hans"),
+        ("Doe, J., [et al.]", "Doe, J."),
+        ("ET AL.", ""),
+        ("Smith, U. A.", "Smith, U. A."),  # initials, not `und andere`
+        ("Dahl, Paula", "Dahl, Paula"),
+    ],
+)
+def test_a_trailing_et_al_in_any_language_names_nobody(written: str, name: str) -> None:
+    """`u.a.` stayed a name (`Müller, Hans u. a.`: the given name `Hans u. a.`)."""
+    assert normalize.without_et_al(written) == name
