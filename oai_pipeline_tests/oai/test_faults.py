@@ -16,6 +16,7 @@ from lxml import etree
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.client import OAIClient, _count_notice, another_base_url
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
+from oai_pipeline.oai.pages import parse_response, read_identify
 from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
 from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
@@ -1020,6 +1021,44 @@ def test_an_identify_naming_another_base_url_is_noted_once_and_not_followed(decl
         "the registered one (if the source lives there, set the harvester's base URL to it)"
     ]
     assert {str(request.url.copy_with(query=None)) for request in source.requests} == {BASE_URL}
+
+
+@pytest.mark.parametrize(
+    "declared",
+    ["http://fake.test/oai", "HTTP://Fake.Test:80/oai/", "http://fake.test/oai?verb=Identify"],
+)
+def test_an_identify_naming_the_http_form_of_our_https_base_url_is_not_noted(
+    declared: str,
+) -> None:
+    """A source behind a TLS-terminating proxy often declares its http:// form. Before, the
+    note advised setting the harvester's base URL to it: a downgrade to plain http."""
+    assert another_base_url("https://fake.test/oai", declared) is None
+
+
+def test_of_several_base_urls_the_http_form_of_our_https_one_is_taken_as_ours() -> None:
+    """Before, the first listed was taken and noted, with the advice to switch to it."""
+    body = (
+        FakeSource([])
+        .xml(
+            "Identify",
+            "<Identify><repositoryName>R</repositoryName><baseURL>http://other.fake.test/oai"
+            "</baseURL><baseURL>http://fake.test/oai</baseURL><granularity>YYYY-MM-DD"
+            "</granularity><earliestDatestamp>2024-01-01</earliestDatestamp></Identify>",
+        )
+        .content
+    )
+    info = read_identify(parse_response(body, "Identify"), "https://fake.test/oai")
+    assert info.base_url == "http://fake.test/oai"
+    assert another_base_url("https://fake.test/oai", info.base_url) is None
+
+
+def test_an_identify_naming_another_plain_http_base_url_never_advises_switching_to_it() -> None:
+    """Before, an https harvester was told to set its base URL to the http:// one."""
+    declared = "http://proxy.fake.test/oai"
+    assert another_base_url("https://fake.test/oai", declared) == (
+        f"https://fake.test/oai: the source's Identify names another base URL, {declared}; "
+        "harvesting the registered one (that one is plain http: keep to https)"
+    )
 
 
 def _ends_here(request: httpx.Request, response: httpx.Response) -> httpx.Response:
