@@ -1239,6 +1239,51 @@ def test_get_record_answered_for_another_identifier_every_time_is_that_records_e
     assert len(source.requests) == 3  # tried, then retried twice
 
 
+@pytest.mark.parametrize(
+    "written",
+    [
+        "OAI:fake.test:1-0",  # the scheme in another case
+        "oai:Fake.TEST:1-0",  # the namespace (a domain name) in another case
+        "\n   oai:fake.test:1-0\n ",  # surrounded by whitespace
+    ],
+)
+@pytest.mark.parametrize("echoed", [True, False], ids=["echoed", "not-echoed"])
+def test_get_record_answered_for_our_identifier_written_otherwise_is_taken(
+    written: str, echoed: bool
+) -> None:
+    """An OAI identifier's scheme and namespace are case-insensitive. Before, a header or
+    echo differing from the identifier asked for only so was another item's answer: asked
+    again through every retry, then the record's AnotherRecordAnswered error."""
+    records = make_records(1)
+    asked = records[0].identifier
+    assert asked == "oai:fake.test:1-0"
+
+    def rewritten(body: bytes) -> bytes:
+        body = body.replace(f"<identifier>{asked}<".encode(), f"<identifier>{written}<".encode())
+        if echoed:
+            body = body.replace(b"<request ", f'<request identifier="{written}" '.encode())
+        return body
+
+    source = FakeSource(records)
+    source.every = (1, transform_body(rewritten))
+    harvest = Harvest(source, max_retries=2)
+    got = harvest.client.get_record(asked, "oai_dc")
+    assert (got.identifier, got.error) == (asked, None)
+    assert got.xml is not None
+    assert len(source.requests) == 1 and harvest.sleeps == [] and harvest.client.notices == []
+
+
+def test_get_record_answered_for_our_identifier_with_another_local_part_case_is_refused() -> None:
+    """The local part of an OAI identifier is case-sensitive: `item-A` is not `item-a`."""
+    records = [dataclasses.replace(make_records(1)[0], identifier="oai:fake.test:item-a")]
+    source = FakeSource(records)
+    source.every = (1, transform_body(lambda body: body.replace(b":item-a<", b":item-A<")))
+    harvest = Harvest(source, max_retries=1)
+    got = harvest.client.get_record("oai:fake.test:item-a", "oai_dc")
+    assert got.error is not None and got.error.type == "AnotherRecordAnswered"
+    assert len(source.requests) == 2
+
+
 def test_get_record_echoing_another_identifier_with_ours_is_taken_and_noted_once() -> None:
     """A source whose <request> echoes the identifier rewritten (a quirk, not mixed-up
     answers): its record is the one asked for. Taken after the retries, with a note, and the
