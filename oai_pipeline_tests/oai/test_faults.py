@@ -295,6 +295,20 @@ def test_a_repeated_token_is_an_error_not_a_loop() -> None:
         list(client.sweep("ListRecords", metadata_prefix="oai_dc"))
 
 
+def test_an_empty_token_with_a_list_size_mid_list_ends_it_with_a_notice() -> None:
+    """Some DSpace and EPrints versions end a page that has records with an empty
+    <resumptionToken cursor=… completeListSize=…/> far short of that size: the list ends
+    there (OAI-PMH: nothing more to ask for), and the operator is told records may miss."""
+    source = FakeSource(make_records(30), page_size=3)
+    source.faults[2] = transform_body(
+        lambda body: re.sub(rb"(<resumptionToken [^>]*)>[^<]*</resumptionToken>", rb"\1/>", body)
+    )
+    harvest = Harvest(source).run()
+    assert len(harvest.records) == 6 and len(source.requests) == 2
+    (notice,) = harvest.client.notices
+    assert "the list ended after 6 records, 24 fewer than the 30 the source announced" in notice
+
+
 def test_endless_empty_pages_are_an_error_not_a_loop() -> None:
     transport = _looping_transport(lambda n: _page(f"<resumptionToken>t{n}</resumptionToken>"))
     client = OAIClient(BASE_URL, transport=transport, sleep=lambda s: None)
