@@ -108,14 +108,19 @@ def finish_harvest_runs(
     instance: dg.DagsterInstance,
     dagster_run_id: str,
     status: Literal["failed", "stopped"],
-    message: str,
+    message: str | Callable[[str], str],
 ) -> list[int]:
     """Mark the harvest runs a Dagster run left unfinished, but those another Dagster run
     still works on (a range run whose windows a later run wrote part of: it goes on with
-    the others); returns their ids."""
+    the others), with `message` (or the one it gives for a run's harvester); returns their
+    ids."""
     with pipeline.services() as services:
         runs = services.state.runs_of_dagster_run(dagster_run_id)
-        return _finish_orphans(services, instance, runs, lambda _run, _failed: (status, message))
+
+        def outcome(run: dict, _ended: dict[str, dg.DagsterRunStatus]) -> Outcome:
+            return status, message if isinstance(message, str) else message(run["harvester_id"])
+
+        return _finish_orphans(services, instance, runs, outcome)
 
 
 def fail_orphaned_harvest_runs(
@@ -183,14 +188,28 @@ def _finish_orphans(
 )
 def harvest_failure_sensor(context: dg.RunFailureSensorContext, pipeline: PipelineResource) -> None:
     finish_harvest_runs(
-        pipeline, context.instance, context.dagster_run.run_id, "failed", failure_message(context)
+        pipeline,
+        context.instance,
+        context.dagster_run.run_id,
+        "failed",
+        partial(failure_message, context),
     )
 
 
-def failure_message(context: dg.RunFailureSensorContext) -> str:
-    """Why the run failed: the failed steps' errors, not Dagster's "Steps failed: [...]"."""
+def failure_message(context: dg.RunFailureSensorContext, harvester_id: str | None = None) -> str:
+    """Why the run failed: the failed steps' errors, not Dagster's "Steps failed: [...]".
+    A step's own description of its failure if it gave one (led by the harvester it is of:
+    dropped on that harvester's run, `harvester_id`, whose status names it already), else
+    the error Dagster's wrappers hold."""
     causes = []
     for event in context.get_step_failure_events():
+        failure = event.step_failure_data.user_failure_data
+        if failure is not None and failure.description:
+            described = failure.description.strip()
+            if harvester_id is not None:
+                described = described.removeprefix(f"{harvester_id}: ")
+            causes.append(f"{event.step_key}: {described}")
+            continue
         error = event.step_failure_data.error
         while error is not None and error.cause is not None:  # Dagster's wrappers: the cause
             error = error.cause

@@ -57,15 +57,30 @@ def pasted_arguments_note(given: str | None) -> str | None:
 
 def another_base_url(registered: str, declared: str) -> str | None:
     """The warning for an Identify whose baseURL names another endpoint than the harvester's
-    (http for https, the host behind a proxy, another path); None for the same one, however
-    written. The harvest keeps to the registered URL: which is right, the operator knows."""
-    if not declared or same_endpoint(registered, declared):
+    (https for http, the host behind a proxy, another path); None for ours, however written
+    (`is_our_base_url`). The harvest keeps to the registered URL: which is right, the
+    operator knows; but never is an https harvester told to move to plain http."""
+    if not declared or is_our_base_url(registered, declared):
         return None
+    if _scheme(registered) == "https" and _scheme(declared) == "http":
+        advice = "that one is plain http: keep to https"
+    else:
+        advice = "if the source lives there, set the harvester's base URL to it"
     return (
         f"{registered}: the source's Identify names another base URL, {declared}; "
-        "harvesting the registered one (if the source lives there, set the harvester's "
-        "base URL to it)"
+        f"harvesting the registered one ({advice})"
     )
+
+
+def is_our_base_url(registered: str, declared: str) -> bool:
+    """Whether a base URL a source declares is the registered one: the same endpoint
+    (`same_endpoint`), or the plain http form of a registered https one, which a source
+    behind a TLS-terminating proxy declares (the same source; not a move, nor to follow)."""
+    if same_endpoint(registered, declared):
+        return True
+    if _scheme(registered) != "https" or _scheme(declared) != "http":
+        return False
+    return _endpoint_key(registered)[1:] == _endpoint_key(declared)[1:]
 
 
 def same_endpoint(one: str, other: str) -> bool:
@@ -74,12 +89,20 @@ def same_endpoint(one: str, other: str) -> bool:
     return _endpoint_key(one) == _endpoint_key(other)
 
 
+def _scheme(url: str) -> str:
+    try:
+        return httpx.URL(url.strip()).scheme.lower()
+    except httpx.InvalidURL:
+        return ""
+
+
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def _endpoint_key(url: str) -> tuple[object, ...]:
-    """What tells endpoints apart: scheme and host in any case, the port (default or
-    none: the same), the path with or without a trailing slash, the URL's own query."""
+    """What tells endpoints apart: scheme and host in any case, the port (the scheme's
+    default written or not: the same), the path with or without a trailing slash, the
+    URL's own query."""
     try:
         parsed = httpx.URL(url.strip())
     except httpx.InvalidURL:
@@ -88,5 +111,6 @@ def _endpoint_key(url: str) -> tuple[object, ...]:
     query = sorted(
         (name, value) for name, value in parsed.params.multi_items() if name not in OAI_ARGUMENTS
     )
-    port = parsed.port or _DEFAULT_PORTS.get(scheme)
+    # the scheme's default port written or not: the same (None, whatever the scheme)
+    port = None if parsed.port == _DEFAULT_PORTS.get(scheme) else parsed.port
     return (scheme, parsed.host.lower(), port, parsed.path.rstrip("/"), tuple(query))

@@ -755,7 +755,7 @@ class OAIClient:
                 )
         mixed_up = _answers_another_item(parsed, identifier, echo=not self._echo_unreliable)
         if mixed_up is not None:
-            if any(record.identifier == identifier for record in parsed.records):
+            if any(same_identifier(record.identifier, identifier) for record in parsed.records):
                 # the record asked for, under a <request> naming another: the source's echo
                 self._echo_unreliable = True
                 self._notice(
@@ -785,7 +785,9 @@ class OAIClient:
                 deleted=False,
                 error=RecordError(type="EmptyResponse", message="GetRecord returned no record"),
             )
-        return parsed.records[0]
+        # staged under the identifier asked for, however the source writes its namespace:
+        # what the run was asked (and a --resume checks) is that one's
+        return dataclasses.replace(parsed.records[0], identifier=identifier)
 
     def list_sets(self) -> Iterator[OAISet]:
         """Every set of the source; a source without sets has none (noSetHierarchy)."""
@@ -1173,14 +1175,32 @@ def _answers_another_item(parsed: ParsedResponse, identifier: str, *, echo: bool
     item's; taken, that record was staged in place of the one asked for, and another's
     idDoesNotExist deleted ours. None: it may be ours (what is not said is not judged)."""
     echoed = parsed.answered.get("identifier") if echo else None
-    if echoed is not None and not _same_argument(echoed, identifier):
+    if echoed is not None and not (
+        _same_argument(echoed, identifier) or same_identifier(unquote(echoed), identifier)
+    ):
         return (
             f"the source answered GetRecord for identifier {echoed.strip()!r}, not {identifier!r}"
         )
     for record in parsed.records:
-        if record.identifier and record.identifier != identifier:
+        if record.identifier and not same_identifier(record.identifier, identifier):
             return f"the source answered with record {record.identifier!r}, not {identifier!r}"
     return None
+
+
+def same_identifier(one: str, other: str) -> bool:
+    """Whether two item identifiers are one, however written: around whitespace, and an OAI
+    identifier's scheme and namespace (`oai:Example.ORG:…`, a domain name) in any case; its
+    local part, and any other identifier, as written (the guidelines make them
+    case-sensitive)."""
+    return _identifier_key(one.strip()) == _identifier_key(other.strip())
+
+
+def _identifier_key(identifier: str) -> tuple[str, ...]:
+    scheme, _, rest = identifier.partition(":")
+    namespace, colon, local = rest.partition(":")
+    if scheme.lower() != "oai" or not colon:
+        return (identifier,)
+    return ("oai", namespace.lower(), local)
 
 
 def _same_argument(echoed: str, ours: str | None) -> bool:

@@ -16,7 +16,7 @@ from lxml import etree
 from sickle.models import Header, ResumptionToken
 
 from oai_pipeline.errors import RecordError
-from oai_pipeline.oai.base_url import same_endpoint
+from oai_pipeline.oai.base_url import is_our_base_url
 from oai_pipeline.oai.cleaning import clean_page, repair_references
 from oai_pipeline.oai.types import (
     MAX_DATESTAMP_LENGTH,
@@ -508,7 +508,7 @@ def read_identify(parsed: ParsedResponse, requested_url: str) -> IdentifyInfo:
         if (url := (element.text or "").strip())
     ]
     base_url = next(
-        (url for url in declared if same_endpoint(url, requested_url)),
+        (url for url in declared if is_our_base_url(requested_url, url)),
         declared[0] if declared else requested_url,
     )
     return IdentifyInfo(

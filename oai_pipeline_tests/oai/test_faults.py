@@ -16,6 +16,7 @@ from lxml import etree
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.client import OAIClient, _count_notice, another_base_url
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
+from oai_pipeline.oai.pages import parse_response, read_identify
 from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
 from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
@@ -292,6 +293,20 @@ def test_a_repeated_token_is_an_error_not_a_loop() -> None:
     client = OAIClient(BASE_URL, transport=transport, sleep=lambda s: None)
     with pytest.raises(HarvestProtocolError, match="repeated"):
         list(client.sweep("ListRecords", metadata_prefix="oai_dc"))
+
+
+def test_an_empty_token_with_a_list_size_mid_list_ends_it_with_a_notice() -> None:
+    """Some DSpace and EPrints versions end a page that has records with an empty
+    <resumptionToken cursor=… completeListSize=…/> far short of that size: the list ends
+    there (OAI-PMH: nothing more to ask for), and the operator is told records may miss."""
+    source = FakeSource(make_records(30), page_size=3)
+    source.faults[2] = transform_body(
+        lambda body: re.sub(rb"(<resumptionToken [^>]*)>[^<]*</resumptionToken>", rb"\1/>", body)
+    )
+    harvest = Harvest(source).run()
+    assert len(harvest.records) == 6 and len(source.requests) == 2
+    (notice,) = harvest.client.notices
+    assert "the list ended after 6 records, 24 fewer than the 30 the source announced" in notice
 
 
 def test_endless_empty_pages_are_an_error_not_a_loop() -> None:
@@ -1022,6 +1037,44 @@ def test_an_identify_naming_another_base_url_is_noted_once_and_not_followed(decl
     assert {str(request.url.copy_with(query=None)) for request in source.requests} == {BASE_URL}
 
 
+@pytest.mark.parametrize(
+    "declared",
+    ["http://fake.test/oai", "HTTP://Fake.Test:80/oai/", "http://fake.test/oai?verb=Identify"],
+)
+def test_an_identify_naming_the_http_form_of_our_https_base_url_is_not_noted(
+    declared: str,
+) -> None:
+    """A source behind a TLS-terminating proxy often declares its http:// form. Before, the
+    note advised setting the harvester's base URL to it: a downgrade to plain http."""
+    assert another_base_url("https://fake.test/oai", declared) is None
+
+
+def test_of_several_base_urls_the_http_form_of_our_https_one_is_taken_as_ours() -> None:
+    """Before, the first listed was taken and noted, with the advice to switch to it."""
+    body = (
+        FakeSource([])
+        .xml(
+            "Identify",
+            "<Identify><repositoryName>R</repositoryName><baseURL>http://other.fake.test/oai"
+            "</baseURL><baseURL>http://fake.test/oai</baseURL><granularity>YYYY-MM-DD"
+            "</granularity><earliestDatestamp>2024-01-01</earliestDatestamp></Identify>",
+        )
+        .content
+    )
+    info = read_identify(parse_response(body, "Identify"), "https://fake.test/oai")
+    assert info.base_url == "http://fake.test/oai"
+    assert another_base_url("https://fake.test/oai", info.base_url) is None
+
+
+def test_an_identify_naming_another_plain_http_base_url_never_advises_switching_to_it() -> None:
+    """Before, an https harvester was told to set its base URL to the http:// one."""
+    declared = "http://proxy.fake.test/oai"
+    assert another_base_url("https://fake.test/oai", declared) == (
+        f"https://fake.test/oai: the source's Identify names another base URL, {declared}; "
+        "harvesting the registered one (that one is plain http: keep to https)"
+    )
+
+
 def _ends_here(request: httpx.Request, response: httpx.Response) -> httpx.Response:
     """A token page answered with an empty list and no token."""
     return FakeSource([]).xml("ListRecords", "<ListRecords/>")
@@ -1198,6 +1251,51 @@ def test_get_record_answered_for_another_identifier_every_time_is_that_records_e
         f"the source answered with record {other!r}, not {asked!r}, on every try"
     )
     assert len(source.requests) == 3  # tried, then retried twice
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "OAI:fake.test:1-0",  # the scheme in another case
+        "oai:Fake.TEST:1-0",  # the namespace (a domain name) in another case
+        "\n   oai:fake.test:1-0\n ",  # surrounded by whitespace
+    ],
+)
+@pytest.mark.parametrize("echoed", [True, False], ids=["echoed", "not-echoed"])
+def test_get_record_answered_for_our_identifier_written_otherwise_is_taken(
+    written: str, echoed: bool
+) -> None:
+    """An OAI identifier's scheme and namespace are case-insensitive. Before, a header or
+    echo differing from the identifier asked for only so was another item's answer: asked
+    again through every retry, then the record's AnotherRecordAnswered error."""
+    records = make_records(1)
+    asked = records[0].identifier
+    assert asked == "oai:fake.test:1-0"
+
+    def rewritten(body: bytes) -> bytes:
+        body = body.replace(f"<identifier>{asked}<".encode(), f"<identifier>{written}<".encode())
+        if echoed:
+            body = body.replace(b"<request ", f'<request identifier="{written}" '.encode())
+        return body
+
+    source = FakeSource(records)
+    source.every = (1, transform_body(rewritten))
+    harvest = Harvest(source, max_retries=2)
+    got = harvest.client.get_record(asked, "oai_dc")
+    assert (got.identifier, got.error) == (asked, None)
+    assert got.xml is not None
+    assert len(source.requests) == 1 and harvest.sleeps == [] and harvest.client.notices == []
+
+
+def test_get_record_answered_for_our_identifier_with_another_local_part_case_is_refused() -> None:
+    """The local part of an OAI identifier is case-sensitive: `item-A` is not `item-a`."""
+    records = [dataclasses.replace(make_records(1)[0], identifier="oai:fake.test:item-a")]
+    source = FakeSource(records)
+    source.every = (1, transform_body(lambda body: body.replace(b":item-a<", b":item-A<")))
+    harvest = Harvest(source, max_retries=1)
+    got = harvest.client.get_record("oai:fake.test:item-a", "oai_dc")
+    assert got.error is not None and got.error.type == "AnotherRecordAnswered"
+    assert len(source.requests) == 2
 
 
 def test_get_record_echoing_another_identifier_with_ours_is_taken_and_noted_once() -> None:

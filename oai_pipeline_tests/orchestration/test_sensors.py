@@ -13,6 +13,7 @@ from oai_pipeline.defs.partitions import HARVESTER, window_partitions
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.defs.sensors import partition_budget_warning
 from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.oai.errors import HarvestProtocolError
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
@@ -93,10 +94,20 @@ def test_queued_runs_of_a_deleted_harvester_are_canceled(
     assert instance.get_run_by_id(other.run_id).status == dg.DagsterRunStatus.QUEUED
 
 
-def _failed_dagster_run(instance: dg.DagsterInstance) -> tuple[dg.DagsterRun, dg.DagsterEvent]:
+def _failed_dagster_run(
+    instance: dg.DagsterInstance, failure: dg.Failure | None = None
+) -> tuple[dg.DagsterRun, dg.DagsterEvent]:
+    """A Dagster run whose step `crash` failed: a bug's exception, or `failure` (as a stage
+    raises it, from the error it describes)."""
+
     @dg.op
     def crash() -> None:
-        raise RuntimeError("the worker died")
+        if failure is None:
+            raise RuntimeError("the worker died")
+        try:
+            raise HarvestProtocolError("http://fake.test/oai (ListRecords): 503")
+        except HarvestProtocolError as error:
+            raise failure from error
 
     @dg.job
     def doomed() -> None:
@@ -150,6 +161,38 @@ def test_failure_sensor_records_the_failure_on_the_harvest_runs(
         assert state.get_run(stuck)["finished_at"]
         assert state.get_run(done)["status"] == "succeeded"  # a finished harvest stays so
         assert state.get_run(other)["status"] == "running"  # another Dagster run: untouched
+
+
+@pytest.mark.parametrize(
+    ("description", "recorded"),
+    [
+        # one harvester's step: its description leads with the harvester, whose run it is
+        (
+            "beta: http://fake.test/oai (ListRecords): 503",
+            "crash: http://fake.test/oai (ListRecords): 503",
+        ),
+        # several harvesters' step: the other's failure is named by its harvester, once
+        ("alpha: bad prefix", "crash: alpha: bad prefix"),
+    ],
+)
+def test_a_harvest_run_left_by_a_failed_step_reads_its_failure_once_prefixed(
+    instance: dg.DagsterInstance, settings: Settings, description: str, recorded: str
+) -> None:
+    """Before, the run read Dagster's wrapper or the error's module path between the step
+    and the message (`crash: dagster._core.definitions.events.Failure: beta: …`,
+    `crash: oai_pipeline.oai.errors.HarvestProtocolError: …`)."""
+    dagster_run, event = _failed_dagster_run(
+        instance, dg.Failure(description=description, allow_retries=False)
+    )
+    add_harvester(settings, "beta")
+    stuck = add_finished_run(
+        settings, "beta", "2024-03-01T00:00:00Z", "running", dagster_run.run_id
+    )
+
+    _run_status_sensor("harvest_failure_sensor", instance, dagster_run, event)
+
+    with Services(settings) as services:
+        assert services.state.get_run(stuck)["error"] == recorded
 
 
 def test_the_dagster_run_that_continues_a_harvest_run_gets_its_failure(
