@@ -188,7 +188,14 @@ def _each_scope(
                     refuse_partitions_of_superseded_runs(services.state, upstream, parts)
                     for run_id, part in parts:
                         services.state.resume_run(run_id, context.run_id)
-                        results.append((part, stage(services, part)))
+                        try:
+                            results.append((part, stage(services, part)))
+                        except BaseException as error:
+                            # The run ends failed (or stopped) with this step's error, as
+                            # the CLI's does: `running` until the failure sensor ran, which
+                            # a stopped daemon never does. A retry resumes it again.
+                            services.record_failure(run_id, error)
+                            raise
             except dg.Failure as failure:
                 described = _naming(scope.harvester_id, failure.description)
                 if len({s.harvester_id for s in scopes}) == 1:

@@ -326,14 +326,17 @@ def discover(
             run = _run_for(services, scope, options, from_, until, dagster_run_id, progress)
             run_id = run.run_id
             result = DiscoveryResult(run_id=run_id, from_=run.from_, until=run.until)
-            options = _with_identifiers_left(state, run_id, options)
-            if _set_listed_before(state, harvester, run):
-                reader.know_set(harvester.setspec or "")
             try:
+                options = _with_identifiers_left(state, run_id, options)
+                if _set_listed_before(state, harvester, run):
+                    reader.know_set(harvester.setspec or "")
                 _fetch(
                     services, scope, options, reader, run, result, progress, identify.granularity
                 )
                 _tell_whole_days(run.asked, identify, run, result)
+                # the run's notices: this attempt's and those an earlier one of it met (a
+                # full disk refusing them fails the run, as one refusing a page does)
+                result.notices = state.add_run_notices(run_id, [*reader.notices, *result.notices])
             except BaseException as error:
                 # what the source did before the run failed is kept for its status (the
                 # failure may be its doing), as is the failure itself: the reader's quirks
@@ -344,8 +347,6 @@ def discover(
                 services.record_failure(run_id, error)
                 add_notices(error, notices)
                 raise
-            # the run's notices: this attempt's and those an earlier one of it met
-            result.notices = state.add_run_notices(run_id, [*reader.notices, *result.notices])
     finally:
         reader.close()
     try:

@@ -121,10 +121,13 @@ def run_harvest(
         try:
             transform(services, scope)
             plan(services, scope, options)
-        except BaseException as error:  # as discover and write do: the run is not left running
+            written = write(services, scope, options, progress=progress)
+        except BaseException as error:
+            # Whatever stage failed, and wherever in it (the write's writers not opening,
+            # before it writes), the run is not left `running` after its process ended:
+            # `status` said it was killed. One the write ended already keeps that end.
             services.record_failure(discovery.run_id, error)
             raise
-        written = write(services, scope, options, progress=progress)
     return summarise(
         scope.harvester_id,
         discovery.run_id,

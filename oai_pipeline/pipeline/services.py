@@ -6,7 +6,7 @@ import logging
 
 import sqlalchemy as sa
 
-from oai_pipeline.errors import NotFound, log_unsaved
+from oai_pipeline.errors import NotFound, SchemaChanged, log_unsaved
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.settings import Settings
 from oai_pipeline.sqlite_tuning import explain_refused_writes
@@ -37,17 +37,34 @@ class Services:
 
     def record_failure(self, run_id: int, error: BaseException) -> None:
         """An exception ends the harvest run as failed; an interrupt (Ctrl-C, a terminated
-        Dagster run) as stopped. Either way the next attempt resumes it.
+        Dagster run) as stopped. Either way the next attempt resumes it. A run something
+        ended already (it succeeded before the error) keeps that end.
 
         A state database that is itself the failure (its server gone, restarting) cannot
         take the record: the error that ended the run is what the caller raises, not a
         second one about recording it. The run then stays `running` until the next harvest
-        or `status` finds its process gone and ends it as interrupted."""
+        or `status` finds its process gone and ends it as interrupted. A store a newer
+        version migrated meanwhile refuses it too: its error, which the caller gets, says
+        so and what ends the run."""
         status = "failed" if isinstance(error, Exception) else "stopped"
         try:
-            self.state.finish_run(run_id, status, error=run_error_text(error))
+            self.state.finish_run(run_id, status, error=run_error_text(error), if_running=True)
         except sa.exc.DBAPIError as unrecorded:
             log_unsaved(logger, f"record harvest run {run_id} as {status}", unrecorded)
+        except SchemaChanged as refused:
+            raise SchemaChanged(f"{refused}; {self._left_running(run_id)}") from error
+
+    def _left_running(self, run_id: int) -> str:
+        """What ends a run this process could not end (its writes refused), for its error."""
+        run = self.state.get_run(run_id) or {}
+        if run.get("dagster_run_id"):
+            by = "the harvest_failure_sensor marks it failed as this Dagster run fails"
+        else:
+            by = (
+                f"`oai-pipeline status` or the next harvest of {run.get('harvester_id')} "
+                "marks it failed"
+            )
+        return f"harvest run {run_id} stays `running` until {by} (resumable)"
 
     def close(self) -> None:
         self.state.close()

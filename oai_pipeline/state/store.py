@@ -2576,14 +2576,22 @@ class StateStore:
         run_id: int,
         status: Literal["succeeded", "failed", "stopped"],
         error: str | None = None,
+        *,
+        if_running: bool = False,
     ) -> None:
+        """End the run. `if_running`: only if nothing ended it yet (a process ending its run
+        on an error after the run succeeded, e.g. in the pruning that follows, or after
+        another process settled it, leaves that end as it is)."""
         if status not in ("succeeded", "failed", "stopped"):
             raise ValueError(f"a run finishes as succeeded, failed or stopped, not {status!r}")
         now = utc_now()
+        which = [harvest_runs.c.id == run_id]
+        if if_running:
+            which.append(harvest_runs.c.status == "running")
         with self._engine.begin() as conn:
             conn.execute(
                 harvest_runs.update()
-                .where(harvest_runs.c.id == run_id)
+                .where(*which)
                 .values(status=status, error=error, finished_at=now, updated_at=now)
             )
 

@@ -35,7 +35,9 @@ def test_a_harvest_running_when_the_store_is_migrated_stops_with_one_line(
     assert result.stderr.splitlines()[-1] == (
         f"Error: the state database was upgraded to schema version {SCHEMA_VERSION + 1} by a "
         f"newer oai-pipeline while this process (schema version {SCHEMA_VERSION}) ran: nothing "
-        "was written; restart this process with the upgraded oai-pipeline"
+        "was written; restart this process with the upgraded oai-pipeline; harvest run 1 "
+        "stays `running` until `oai-pipeline status` or the next harvest of sample marks it "
+        "failed (resumable)"
     )
     engine = sa.create_engine(settings.state_db_url)
     try:

@@ -1,0 +1,84 @@
+"""A Dagster step that fails ends its harvest run as failed itself, with the error: the
+failure sensor (a daemon that may not run, or run minutes later) is no longer what tells
+`status` the run is not going on. The re-execution from failure resumes it."""
+
+from __future__ import annotations
+
+import errno
+
+import dagster as dg
+import pytest
+
+from oai_pipeline.defs.launch import range_tags
+from oai_pipeline.defs.partitions import ensure_harvester_partitions
+from oai_pipeline.pipeline.frames import TRANSFORMED_RECORDS
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
+from oai_pipeline.settings import Settings
+from oai_pipeline.storage import PartitionStore
+from oai_pipeline_tests.support import live_records, register, target_by_source
+
+PREFIX = "oai_datacite"
+IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
+FIRST, LAST = "2024-01-03", "2024-01-12"
+
+
+def harvest_job() -> dg.JobDefinition:
+    from oai_pipeline.definitions import defs
+
+    return defs.resolve_job_def("harvest")
+
+
+def _run(instance: dg.DagsterInstance, **kwargs: object) -> dg.ExecuteInProcessResult:
+    return dg.execute_job(
+        dg.reconstructable(harvest_job),
+        instance,
+        run_config=IN_PROCESS,
+        tags=range_tags("sample", FIRST, LAST),
+        raise_on_error=False,
+        **kwargs,
+    )
+
+
+def test_a_step_failed_on_a_full_disk_fails_its_run_and_a_reexecution_resumes_it(
+    instance: dg.DagsterInstance,
+    settings: Settings,
+    endpoint: OAIEndpoint,
+    records: list,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    register(settings, endpoint.base_url, metadata_prefix=PREFIX)
+    ensure_harvester_partitions(instance, ["sample"])
+    write_local = PartitionStore._write_local
+
+    def full_for_transforms(store: PartitionStore, folder: str, name: str, data: bytes) -> None:
+        if TRANSFORMED_RECORDS in folder:
+            raise OSError(errno.ENOSPC, "No space left on device", f"{folder}/{name}")
+        write_local(store, folder, name, data)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(PartitionStore, "_write_local", full_for_transforms)
+        failed = _run(instance)
+
+    assert not failed.success
+    [step] = [e.step_key for e in failed.all_events if e.is_step_failure]
+    assert step == "transformed_records"
+    with Services(settings) as services:
+        [run] = services.state.runs_of_dagster_run(failed.run_id)
+    assert run["status"] == "failed"  # before: `running` until the failure sensor ran
+    assert "No space left on device" in run["error"]
+    assert run["finished_at"] is not None
+
+    again = _run(
+        instance, reexecution_options=dg.ReexecutionOptions.from_failure(failed.run_id, instance)
+    )
+
+    assert again.success
+    with Services(settings) as services:
+        resumed = services.state.get_run(run["id"])
+    assert resumed["status"] == "succeeded"
+    in_windows = [
+        r for r in live_records(records, PREFIX) if FIRST <= r.datestamp.date().isoformat() <= LAST
+    ]
+    assert in_windows
+    assert {r.identifier for r in in_windows} <= set(target_by_source(settings, "sample"))
