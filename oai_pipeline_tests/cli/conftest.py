@@ -45,7 +45,9 @@ def pid_of_no_process() -> int:
     return pid
 
 
-def run_left_running(harvester_id: str, worker: str | None = None) -> int:
+def run_left_running(
+    harvester_id: str, worker: str | None = None, dagster_run_id: str | None = None
+) -> int:
     """A harvest run left `running`, by default by a process that is gone (a killed harvest):
     a status that can write fails it."""
     with StateStore(load_settings().state_db_url) as state:
@@ -57,4 +59,5 @@ def run_left_running(harvester_id: str, worker: str | None = None) -> int:
             max_records=0,
             options={},
             worker=worker or f"{socket.gethostname()}:{pid_of_no_process()}:gone",
+            dagster_run_id=dagster_run_id,
         )

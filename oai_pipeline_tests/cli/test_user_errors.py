@@ -28,7 +28,7 @@ from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings, load_settings
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
-from oai_pipeline_tests.cli.conftest import create_args
+from oai_pipeline_tests.cli.conftest import create_args, run_left_running
 from oai_pipeline_tests.support import CLI, shifted_sample_records, stored_harvester_ids
 
 RECORDS_FOR_ERRORS = shifted_sample_records()
@@ -1197,16 +1197,8 @@ def recording_client(monkeypatch: pytest.MonkeyPatch) -> type[_RecordingClient]:
 
 def _harvest_run_of_dagster_run(harvester_id: str, error: str | None) -> int:
     """The harvest run the Dagster run `run-1` worked on, succeeded or failed with `error`."""
+    run_id = run_left_running(harvester_id, dagster_run_id="run-1")
     with StateStore(load_settings().state_db_url) as state:
-        run_id = state.create_run(
-            harvester_id,
-            window_from=None,
-            window_until=None,
-            scale=None,
-            max_records=0,
-            options={},
-            dagster_run_id="run-1",
-        )
         state.finish_run(run_id, "failed" if error else "succeeded", error)
     return run_id
 
