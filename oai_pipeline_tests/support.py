@@ -19,6 +19,7 @@ from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import RDM_MODEL
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.oai.reader import OAIPMHReader
+from oai_pipeline.oai.windows import INDEXING_OVERLAP
 from oai_pipeline.pipeline import discover as discover_module
 from oai_pipeline.pipeline.scope import HarvestScope, Window
 from oai_pipeline.pipeline.services import Services
@@ -34,6 +35,15 @@ from oai_pipeline_tests.oai.fake_source import BASE_URL, FakeSource
 # Tests move the sample into the partition grid (which starts 2024-01-01) so that a
 # harvest spans several windows.
 SHIFTED_FIRST_DAY = date(2024, 1, 3)
+
+
+def settled_midnight() -> datetime:
+    """The latest midnight (UTC) before what a rerun's catch-up list looks back on
+    (INDEXING_OVERLAP before it began, and some slack). Records dated up to it are never
+    listed again by a catch-up list, whatever the time of day: dated up to today's midnight,
+    they were, in the first hours of a day (a test run at 00:30 UTC listed 12, not 9)."""
+    moment = datetime.now(UTC) - INDEXING_OVERLAP - timedelta(minutes=30)
+    return moment.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 def shifted_sample_records(first_day: date = SHIFTED_FIRST_DAY) -> list[EndpointRecord]:

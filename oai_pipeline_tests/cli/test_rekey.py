@@ -95,12 +95,14 @@ def moved() -> Iterator[tuple[dict[str, dict], OAIEndpoint]]:
 def test_rekeyed_before_the_next_harvest_the_records_keep_their_target_records(
     moved: tuple[dict[str, dict], OAIEndpoint],
 ) -> None:
-    before, _ = moved
+    before, endpoint = moved
     rekeyed = run_json("harvesters", "rekey", HARVESTER, "--from-prefix", OLD, "--to-prefix", NEW)
     assert rekeyed["state_records"] == rekeyed["target_records"] == RECORDS
     assert rekeyed["examples"][0] == {"from": f"{OLD}123456789/0", "to": f"{NEW}123456789/0"}
 
-    incremental = run_json("harvest", HARVESTER, "--since", datetime.now(UTC).date().isoformat())
+    # from the day of the first re-stamp (the day before, in the first two hours of a day)
+    since = min(record.datestamp for record in endpoint.records()).date().isoformat()
+    incremental = run_json("harvest", HARVESTER, "--since", since)
     full = run_json("harvest", HARVESTER)
     reconciled = run_json("reconcile", HARVESTER)
 

@@ -24,12 +24,13 @@ from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline_tests.benchmark import revise
 from oai_pipeline_tests.resume import crash_sweep
 from oai_pipeline_tests.resume.crash_sweep import EXIT_CODE, HARVESTER, PREFIX, Backend, Home
-from oai_pipeline_tests.support import register
+from oai_pipeline_tests.support import register, settled_midnight
 
 TODAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-# Records of the two days before today: a Dagster run of them and today's window also lists
-# what the source changed today (dated now, as real sources date changes).
-FIRST_DAY = TODAY - timedelta(days=2)
+# Records of two days before today (before the hours a catch-up list looks back on): a
+# Dagster run of them and today's window also lists what the source changed today (dated
+# now, as real sources date changes).
+FIRST_DAY = settled_midnight() - timedelta(days=2)
 DAGSTER = ["dagster", FIRST_DAY.date().isoformat(), TODAY.date().isoformat()]
 
 
@@ -240,8 +241,11 @@ def test_a_capped_run_resumed_takes_the_newer_copies_of_its_records_and_keeps_it
 @pytest.mark.parametrize(
     ("args", "set_spec"),
     [
-        # an incremental harvest of the last two days
-        (["harvest", HARVESTER, "--since", (TODAY - timedelta(days=1)).date().isoformat()], None),
+        # an incremental harvest of the records' last day and on
+        (
+            ["harvest", HARVESTER, "--since", (FIRST_DAY + timedelta(days=1)).date().isoformat()],
+            None,
+        ),
         # a harvester of one set
         (["harvest", HARVESTER], "dataset"),
     ],

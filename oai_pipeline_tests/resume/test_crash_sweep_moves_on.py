@@ -16,6 +16,7 @@ from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline_tests.resume import crash_sweep
 from oai_pipeline_tests.resume.crash_sweep import HARVESTER, PREFIX, Backend
 from oai_pipeline_tests.resume.test_crash_points import FULL, RECORDS, _harvest
+from oai_pipeline_tests.support import settled_midnight
 
 
 def test_the_sweep_with_a_source_that_moves_on_finds_a_rerun_like_a_fresh_harvest(
@@ -134,16 +135,12 @@ def test_the_sweep_with_a_source_that_moves_on_reruns_a_dagster_run(tmp_path: Pa
     window (where the change is dated), killed in its write stage, a new run of the same
     partitions after the change: its catch-up list and result are found like a fresh run's
     (the sweep read the run of a Dagster report by a CLI report's `run_id`, and failed)."""
-    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    today = datetime.now(UTC).date()
+    first_day = settled_midnight() - timedelta(days=2)
     records = generate_datacite_records(
-        100,
-        seed=5,
-        start=today - timedelta(days=2),
-        span_days=2,
-        prefixes=(PREFIX,),
-        deleted_fraction=0.05,
+        100, seed=5, start=first_day, span_days=2, prefixes=(PREFIX,), deleted_fraction=0.05
     )
-    grid = ["dagster", (today - timedelta(days=2)).date().isoformat(), today.date().isoformat()]
+    grid = ["dagster", first_day.date().isoformat(), today.isoformat()]
     outcome, before, after = _sweep_moved_on(
         tmp_path, Backend(), "writer_apply:2:after", args=grid, records=records
     )
