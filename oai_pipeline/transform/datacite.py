@@ -18,7 +18,7 @@ from lxml import etree
 
 from oai_pipeline.doi import normalize_doi
 from oai_pipeline.transform import vocabularies as vocab
-from oai_pipeline.transform.dates import first_date, normalize_date
+from oai_pipeline.transform.dates import first_date, read_date
 from oai_pipeline.transform.failure import (
     UNKNOWN_ROOT,
     TransformFailure,
@@ -630,27 +630,27 @@ def publication_date(dates: list[etree._Element], year: str | None, what: str) -
 
 def other_dates(dates: list[etree._Element]) -> list[dict[str, Any]]:
     """The dates the target can store; a date of a type it has not (Coverage, the period a
-    dataset covers) is an `other` date that names its type. One that is not a date of a known
-    form (`Summer 2019`, the open interval `2019-01-01/..`) is left out: an optional value
-    does not fail the record. An unreadable Issued date is left out too; `publication_date`
-    then falls back to publicationYear."""
+    dataset covers) is an `other` date that names its type. A date read only approximately
+    (`[1985?]`, `ca. 1985`) or only as the year of its words (`Summer 2019`) keeps the words
+    as its description, as oai_dc and MARC keep them (the words, or the date, were dropped).
+    One that is no date (`2021-13-45`, the open interval `2019-01-01/..`) is left out: an
+    optional value does not fail the record; an unreadable Issued date falls back to
+    publicationYear in `publication_date`."""
     result = []
     for element in dates:
         text = _text(element)
-        if text is None:
-            continue
-        try:
-            date = normalize_date(text)
-        except ValueError:
+        found = read_date(text) if text is not None else None
+        if found is None:
             continue
         source_type = element.get("dateType")
         kind = vocab.date_type(source_type)
-        description = _attribute(element, "dateInformation")
+        information = _attribute(element, "dateInformation")
+        description = "; ".join(part for part in (found.words, information) if part) or None
         if kind == "other" and source_type and source_type.strip().lower() != "other":
             # A type the target lacks (kernel-4.6's Coverage) is kept in words.
             label = source_type.strip()
             description = f"{label}: {description}" if description else label
-        result.append({"date": date, "type": {"id": kind}, "description": description})
+        result.append({"date": found.date, "type": {"id": kind}, "description": description})
     return result
 
 

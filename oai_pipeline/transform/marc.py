@@ -19,7 +19,7 @@ from lxml import etree
 
 from oai_pipeline.doi import normalize_doi
 from oai_pipeline.transform import vocabularies as vocab
-from oai_pipeline.transform.dates import first_date, is_approximate, says_no_date
+from oai_pipeline.transform.dates import ChosenDate, first_date, read_date, says_no_date
 from oai_pipeline.transform.failure import missing_field
 from oai_pipeline.transform.normalize import (
     EUROPEAN_COMMISSION,
@@ -288,11 +288,12 @@ def _publication_date(
     controls: dict[str, str], fields: Fields
 ) -> tuple[str | None, list[dict[str, Any]]]:
     """The date of publication: 264 (second indicator 1) or 260 $c, else the date of 008,
-    else the host item's year (773 $y) or Invenio's preprint date (269 $c). None when the
-    record has none, or only says it has none (`[n.d.]`, `0000`): the oai-import transformer
-    then takes the OAI datestamp's. A transcribed date read only approximately (`[19--]`,
-    `[1885?]`) keeps its words as the `issued` date's description, as oai_dc's do."""
-    candidates = [
+    else the host item's year (773 $y) or Invenio's preprint date (269 $c), else the year of a
+    $c in words (`Spring 1985`). None when the record has none, or only says it has none
+    (`[n.d.]`, `0000`): the oai-import transformer then takes the OAI datestamp's. A
+    transcribed date read only approximately (`[19--]`, `[1885?]`) or only as its year keeps
+    its words as an `issued` date's description, as oai_dc's do."""
+    transcribed = [
         text
         for tag in ("264", "260")
         for field in fields.get(tag, ())
@@ -300,6 +301,7 @@ def _publication_date(
         for text in field.all("c")
         if not text.startswith("info:")  # InvenioRDM's embargo end date
     ]
+    candidates = list(transcribed)
     coded = _coded_date(controls.get("008", ""))
     if coded is not None:
         candidates.append(coded)
@@ -314,10 +316,17 @@ def _publication_date(
     if not dated:
         return None, []
     chosen = first_date(dated)
-    if chosen.text == coded or not is_approximate(chosen.text):
-        return chosen.date, []
+    issued = [] if chosen.text == coded or chosen.words is None else [chosen]
+    # A $c that only its words date (`Spring 1985`), beside the date chosen (008's `1985`),
+    # keeps them as oai_dc does: it was dropped.
+    for text in transcribed:
+        cleaned = _DATE_NOISE.sub("", text).strip()
+        if cleaned != chosen.text and (found := read_date(cleaned)) and not found.exact:
+            entry = ChosenDate(found.date, cleaned, found.words)
+            if entry not in issued:
+                issued.append(entry)
     return chosen.date, [
-        {"date": chosen.date, "type": {"id": "issued"}, "description": chosen.text}
+        {"date": date.date, "type": {"id": "issued"}, "description": date.words} for date in issued
     ]
 
 

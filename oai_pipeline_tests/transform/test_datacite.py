@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from oai_pipeline.transform.base import TransformItem
 
 from .records import (
@@ -279,15 +281,45 @@ def video_with(**parts: str) -> TransformItem:
 
 
 def test_unreadable_secondary_dates_are_dropped_not_the_record() -> None:
-    """F3: `Summer 2019` and the open interval `2019-01-01/..` are left out."""
+    """F3: the open interval `2019-01-01/..` is left out, not the record; `Summer 2019`, which
+    was dropped too, is its year with its words, as in oai_dc."""
     item = video_with(
         before_language='<dates><date dateType="Collected">Summer 2019</date>'
         '<date dateType="Valid">2019-01-01/..</date>'
         '<date dateType="Created">2012/05/01</date></dates>'
     )
     metadata = transformed_metadata(item)
-    assert metadata["dates"] == [{"date": "2012-05-01", "type": {"id": "created"}}]
+    assert metadata["dates"] == [
+        {"date": "2019", "type": {"id": "collected"}, "description": "Summer 2019"},
+        {"date": "2012-05-01", "type": {"id": "created"}},
+    ]
     assert metadata["publication_date"] == "2013"
+
+
+@pytest.mark.parametrize("text", ["[1985?]", "ca. 1985", "1985?", "circa 1985"])
+def test_an_approximate_issued_date_keeps_its_words(text: str) -> None:
+    """`[1985?]` became 1985 with its words dropped; MARC and oai_dc keep them."""
+    item = video_with(
+        before_language=f'<dates><date dateType="Issued" dateInformation="print">{text}</date>'
+        "</dates>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["publication_date"] == "1985"
+    assert metadata["dates"] == [
+        {"date": "1985", "type": {"id": "issued"}, "description": f"{text}; print"}
+    ]
+
+
+def test_an_issued_date_in_words_is_its_year_with_the_words() -> None:
+    """Issued `Summer 2019` was dropped (and without publicationYear failed the record); its
+    year is the publication date and its words the issued date's description."""
+    item = video_with(before_language='<dates><date dateType="Issued">Summer 2019</date></dates>')
+    item.xml = item.xml.replace(b"<publicationYear>2013</publicationYear>", b"")
+    metadata = transformed_metadata(item)
+    assert metadata["publication_date"] == "2019"
+    assert metadata["dates"] == [
+        {"date": "2019", "type": {"id": "issued"}, "description": "Summer 2019"}
+    ]
 
 
 def test_invalid_issued_date_falls_back_to_the_publication_year() -> None:

@@ -537,6 +537,17 @@ def test_a_catalogue_saying_there_is_no_date_keeps_the_record(fields: str, expec
             [{"date": "1885", "type": {"id": "issued"}, "description": "[1885?]"}],
         ),
         (_field("260", ("c", "c1998.")), "1998", []),  # a copyright year: exact
+        # a $c in words beside 008's year was dropped (oai_dc keeps both), and alone failed
+        (
+            _field("260", ("c", "Spring 1985.")) + _fixed_length_data("1985"),
+            "1985",
+            [{"date": "1985", "type": {"id": "issued"}, "description": "Spring 1985"}],
+        ),
+        (
+            _field("264", ("c", "Winter 1986"), ind2="1"),
+            "1986",
+            [{"date": "1986", "type": {"id": "issued"}, "description": "Winter 1986"}],
+        ),
     ],
 )
 def test_dates_with_unknown_digits(fields: str, date: str, dates: list[dict[str, object]]) -> None:
