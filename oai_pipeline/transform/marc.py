@@ -559,10 +559,11 @@ def _language_codes(text: str) -> list[str]:
 def _identifiers(
     fields: Fields, series: list[Field]
 ) -> tuple[dict[str, Any], list[dict[str, str]], list[dict[str, str]], list[dict[str, Any]]]:
-    """The pids (the first DOI of 024), the record's other identifiers (ISBN 020, ISSN 022,
-    024, arXiv 037, system control numbers 035, its URL 856), the file links (856 naming a
-    file) and the related identifiers (the host item of 773, the series of 490, 800-830; 856 of a
-    version or a related resource)."""
+    """The pids (the first DOI of 024, else that of an 856 of the resource itself, second
+    indicator 0, when the record names no other DOI), the record's other identifiers (ISBN
+    020, ISSN 022, 024, arXiv 037, system control numbers 035, its URL 856), the file links
+    (856 naming a file) and the related identifiers (the host item of 773, the series of
+    490, 800-830; 856 of a version or a related resource)."""
     pids: dict[str, Any] = {}
     identifiers: list[dict[str, str]] = []
     related: list[dict[str, Any]] = []
@@ -592,12 +593,18 @@ def _identifiers(
     for field in fields.get("035", ()):
         if entry := _control_number(field):
             identifiers.append(entry)
+    any_doi = "doi" in pids or any(entry["scheme"] == "doi" for entry in identifiers)
     for field in fields.get("856", ()):
         for url in field.all("u"):
             if (location := _electronic_location(url)) is None:
                 continue
             if location["scheme"] == "url" and (link := file_link(url)) is not None:
                 links.append(link)
+            elif location["scheme"] == "doi" and field.ind2 == "0" and not any_doi:
+                # the resource's own DOI, and the record names no other: its DOI, as a
+                # dc:identifier DOI is (it was only an identifier, the record left without)
+                pids["doi"] = {"identifier": location["identifier"], "provider": "external"}
+                any_doi = True
             elif field.ind2 in "0 ":
                 identifiers.append(location)
             else:
@@ -621,6 +628,10 @@ _STANDARD_IDENTIFIERS = {"1": "upc", "3": "ean13"}
 def _standard_identifier_scheme(field: Field, value: str) -> str:
     """The target's scheme of an 024 (a `doi` one may still be no DOI)."""
     if source := field.first("2"):
+        if source.strip().lower() == "uri":  # a URL, URN or doi.org URL is of its scheme
+            location = _electronic_location(value)
+            scheme = location["scheme"] if location else "other"
+            return scheme if scheme in ("url", "urn", "doi") else "other"
         return vocab.identifier_scheme(source)
     if field.ind1 in "78 " and normalize_doi(value):
         return "doi"
@@ -636,6 +647,8 @@ def _electronic_location(uri: str) -> dict[str, str] | None:
     """An 856 $u as an identifier of its scheme; None for words (`Available online`): they
     were kept as a `url` nothing can open."""
     if _URL.match(uri):
+        if doi := normalize_doi(uri):  # a doi.org URL: the DOI, as in every other format
+            return {"identifier": doi, "scheme": "doi"}
         return {"identifier": uri, "scheme": "url"}
     if uri[:4].lower() == "urn:":
         return {"identifier": uri, "scheme": "urn"}
