@@ -643,3 +643,39 @@ def test_an_unreadable_publication_date_says_why_each_candidate_is_none() -> Non
     transform_one(item)
     assert item.error is not None and item.error.type == "invalid_date"
     assert "'2021-13-45' has no month 13; '9999' is a placeholder" in item.error.message
+
+
+@pytest.mark.parametrize(
+    "name_identifier",
+    [
+        # the registry named by its URL in nameIdentifierScheme, or only by schemeURI
+        '<nameIdentifier nameIdentifierScheme="https://orcid.org">'
+        "https://orcid.org/0000-0002-1825-0097</nameIdentifier>",
+        '<nameIdentifier schemeURI="https://orcid.org/">0000-0002-1825-0097</nameIdentifier>',
+        '<nameIdentifier schemeURI="https://orcid.org/">'
+        "https://orcid.org/0000-0002-1825-0097</nameIdentifier>",
+    ],
+)
+def test_an_orcid_its_scheme_names_by_url_is_kept(name_identifier: str) -> None:
+    """An ORCID whose registry only schemeURI (or a URL as nameIdentifierScheme) names was
+    dropped; the person now has it."""
+    creator = transformed_metadata(video_with(creator=name_identifier))["creators"][0]
+    assert creator["person_or_org"]["identifiers"] == [
+        {"identifier": "0000-0002-1825-0097", "scheme": "orcid"}
+    ]
+
+
+def test_a_rights_identifier_that_is_no_spdx_id_is_no_licence_id() -> None:
+    """`LicenseRef-Proprietary` (SPDX's form for a licence of the source's own) became the
+    licence id `licenseref-proprietary`, and an SPDX URL given as the identifier the id
+    `https://spdx.org/licenses/mit.html`: no licence the target has."""
+    item = video_with(
+        before_language="<rightsList>"
+        '<rights rightsIdentifierScheme="SPDX" rightsIdentifier="LicenseRef-Proprietary">'
+        "All rights reserved</rights>"
+        '<rights rightsIdentifier="https://spdx.org/licenses/MIT.html"/></rightsList>'
+    )
+    assert transformed_metadata(item)["rights"] == [
+        {"title": {"en": "All rights reserved"}},
+        {"id": "mit"},
+    ]
