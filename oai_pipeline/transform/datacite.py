@@ -18,7 +18,7 @@ from lxml import etree
 
 from oai_pipeline.doi import normalize_doi
 from oai_pipeline.transform import vocabularies as vocab
-from oai_pipeline.transform.dates import first_date, normalize_date
+from oai_pipeline.transform.dates import first_date, read_date
 from oai_pipeline.transform.failure import (
     UNKNOWN_ROOT,
     TransformFailure,
@@ -467,9 +467,7 @@ def creatibutors(
         identifiers = [
             checked
             for identifier in children.get(tags.name_identifier, ())
-            if (value := _text(identifier))
-            and (scheme := _attribute(identifier, "nameIdentifierScheme"))
-            and (checked := name_identifier(scheme, value))
+            if (value := _text(identifier)) and (checked := _person_identifier(identifier, value))
         ]
         given = text_or_none(_string(children, tags.given_name))
         family = text_or_none(_string(children, tags.family_name))
@@ -504,6 +502,29 @@ def creatibutors(
             entry["role"] = {"id": role}
         result.append(entry)
     return result
+
+
+# The registries of people's and organisations' identifiers, by the host of their URLs.
+_REGISTRY_HOSTS = (("orcid.org", "orcid"), ("ror.org", "ror"), ("isni.org", "isni"),
+                   ("d-nb.info/gnd", "gnd"))  # fmt: skip
+
+
+def _person_identifier(element: etree._Element, value: str) -> dict[str, str] | None:
+    """A nameIdentifier by its nameIdentifierScheme, else by the registry its schemeURI or
+    its value names: an ORCID given as `nameIdentifierScheme="https://orcid.org"`, or with
+    only `schemeURI="https://orcid.org/"`, was dropped."""
+    scheme = _attribute(element, "nameIdentifierScheme")
+    if scheme and (checked := name_identifier(scheme, value)):
+        return checked
+    named = " ".join(filter(None, (scheme, _attribute(element, "schemeURI"), value))).lower()
+    return next(
+        (
+            checked
+            for host, registry in _REGISTRY_HOSTS
+            if host in named and (checked := name_identifier(registry, value))
+        ),
+        None,
+    )
 
 
 def is_funder(contributor: etree._Element) -> bool:
@@ -630,27 +651,27 @@ def publication_date(dates: list[etree._Element], year: str | None, what: str) -
 
 def other_dates(dates: list[etree._Element]) -> list[dict[str, Any]]:
     """The dates the target can store; a date of a type it has not (Coverage, the period a
-    dataset covers) is an `other` date that names its type. One that is not a date of a known
-    form (`Summer 2019`, the open interval `2019-01-01/..`) is left out: an optional value
-    does not fail the record. An unreadable Issued date is left out too; `publication_date`
-    then falls back to publicationYear."""
+    dataset covers) is an `other` date that names its type. A date read only approximately
+    (`[1985?]`, `ca. 1985`) or only as the year of its words (`Summer 2019`) keeps the words
+    as its description, as oai_dc and MARC keep them (the words, or the date, were dropped).
+    One that is no date (`2021-13-45`, the open interval `2019-01-01/..`) is left out: an
+    optional value does not fail the record; an unreadable Issued date falls back to
+    publicationYear in `publication_date`."""
     result = []
     for element in dates:
         text = _text(element)
-        if text is None:
-            continue
-        try:
-            date = normalize_date(text)
-        except ValueError:
+        found = read_date(text) if text is not None else None
+        if found is None:
             continue
         source_type = element.get("dateType")
         kind = vocab.date_type(source_type)
-        description = _attribute(element, "dateInformation")
+        information = _attribute(element, "dateInformation")
+        description = "; ".join(part for part in (found.words, information) if part) or None
         if kind == "other" and source_type and source_type.strip().lower() != "other":
             # A type the target lacks (kernel-4.6's Coverage) is kept in words.
             label = source_type.strip()
             description = f"{label}: {description}" if description else label
-        result.append({"date": date, "type": {"id": kind}, "description": description})
+        result.append({"date": found.date, "type": {"id": kind}, "description": description})
     return result
 
 
@@ -762,7 +783,7 @@ def licenses(elements: list[etree._Element], uri_attribute: str) -> list[dict[st
         if (uri or text or "").startswith("info:eu-repo/semantics/"):  # Dryad: in the text
             continue
         license_id = (
-            vocab.license_id_from_identifier(identifier)
+            _license_id_from_identifier(identifier)
             if identifier
             # a known URI, else a license named with its version in the text (`CC BY 4.0`)
             else (vocab.license_id_from_url(uri) if uri else None)
@@ -785,6 +806,18 @@ def licenses(elements: list[etree._Element], uri_attribute: str) -> list[dict[st
             # a scheme-less URI is no link, but still the only name the source gives).
             entry["title"] = None if entry["id"] else {"en": entry["link"] or uris[key]}
     return list(merged.values())
+
+
+def _license_id_from_identifier(identifier: str) -> str | None:
+    """The licence id of a rightsIdentifier: an SPDX id (`CC-BY-4.0`), or the id of the
+    licence URL given in its place (`https://spdx.org/licenses/MIT.html`); None for SPDX's
+    `LicenseRef-…`, which names a licence of the source's own and no id the target has. Both
+    were kept as ids (`licenseref-proprietary`, `https://spdx.org/licenses/mit.html`)."""
+    if identifier.lower().startswith("licenseref-"):
+        return None
+    if "://" in identifier:
+        return vocab.license_id_from_url(identifier)
+    return vocab.license_id_from_identifier(identifier)
 
 
 # funderIdentifierTypes that may hold any identifier: none, and DSpace's blanket Crossref one.

@@ -243,21 +243,57 @@ def says_no_date(text: str) -> bool:
     return _NO_DATE.match(text.strip()) is not None
 
 
+class ReadDate(NamedTuple):
+    """A date as an import keeps it: EDTF, and the source's words when the date says less."""
+
+    date: str
+    words: str | None
+    """The text, when it was read only approximately (`[1885?]`) or only as the year in its
+    words (`Spring 1985`); None when the date says all it does."""
+    exact: bool
+    """True when `normalize_date` read the text (approximately or not), False when only the
+    year in its words was taken."""
+
+
+# A letter: `Spring 1985` and `Summer 2019` are words with a year, `2021-13-45` no date at all.
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def read_date(text: str) -> ReadDate | None:
+    """`text` as a date with its words (`[1885?]`: 1885 and the words; `Spring 1985`, a
+    season or other words with a year: that year and the words), None when it is no date.
+    DataCite, OpenAIRE and MARC keep dates so: one dropped the words, the other the date,
+    where oai_dc kept both. A text of digits that is no date (`2021-13-45`) is none."""
+    try:
+        date = normalize_date(text)
+    except ValueError:
+        year = year_in_text(text) if _LETTER.search(text) else None
+        return ReadDate(year, text.strip(), exact=False) if year is not None else None
+    return ReadDate(date, text.strip() if is_approximate(text) else None, exact=True)
+
+
 class ChosenDate(NamedTuple):
-    """A publication date and the text it was read from."""
+    """A publication date, the text it was read from and its words (`ReadDate.words`)."""
 
     date: str
     text: str
+    words: str | None
 
 
 def first_date(candidates: list[str]) -> ChosenDate:
     """The first of `candidates` (in the order of preference) that is a date of an accepted
-    form, normalized; when none is, the record's invalid_date failure naming them all."""
+    form, normalized; else the first that is words with a year (`Spring 1985`: 1985); when
+    none is either, the record's invalid_date failure naming them all."""
+    fallback: ChosenDate | None = None
     for candidate in candidates:
-        try:
-            return ChosenDate(normalize_date(candidate), candidate)
-        except ValueError:
+        found = read_date(candidate)
+        if found is None:
             continue
+        if found.exact:
+            return ChosenDate(found.date, candidate, found.words)
+        fallback = fallback or ChosenDate(found.date, candidate, found.words)
+    if fallback is not None:
+        return fallback
     raise unreadable_publication_date(candidates)
 
 

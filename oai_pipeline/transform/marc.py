@@ -19,7 +19,7 @@ from lxml import etree
 
 from oai_pipeline.doi import normalize_doi
 from oai_pipeline.transform import vocabularies as vocab
-from oai_pipeline.transform.dates import first_date, is_approximate, says_no_date
+from oai_pipeline.transform.dates import ChosenDate, first_date, read_date, says_no_date
 from oai_pipeline.transform.failure import missing_field
 from oai_pipeline.transform.normalize import (
     EUROPEAN_COMMISSION,
@@ -288,11 +288,12 @@ def _publication_date(
     controls: dict[str, str], fields: Fields
 ) -> tuple[str | None, list[dict[str, Any]]]:
     """The date of publication: 264 (second indicator 1) or 260 $c, else the date of 008,
-    else the host item's year (773 $y) or Invenio's preprint date (269 $c). None when the
-    record has none, or only says it has none (`[n.d.]`, `0000`): the oai-import transformer
-    then takes the OAI datestamp's. A transcribed date read only approximately (`[19--]`,
-    `[1885?]`) keeps its words as the `issued` date's description, as oai_dc's do."""
-    candidates = [
+    else the host item's year (773 $y) or Invenio's preprint date (269 $c), else the year of a
+    $c in words (`Spring 1985`). None when the record has none, or only says it has none
+    (`[n.d.]`, `0000`): the oai-import transformer then takes the OAI datestamp's. A
+    transcribed date read only approximately (`[19--]`, `[1885?]`) or only as its year keeps
+    its words as an `issued` date's description, as oai_dc's do."""
+    transcribed = [
         text
         for tag in ("264", "260")
         for field in fields.get(tag, ())
@@ -300,6 +301,7 @@ def _publication_date(
         for text in field.all("c")
         if not text.startswith("info:")  # InvenioRDM's embargo end date
     ]
+    candidates = list(transcribed)
     coded = _coded_date(controls.get("008", ""))
     if coded is not None:
         candidates.append(coded)
@@ -314,10 +316,17 @@ def _publication_date(
     if not dated:
         return None, []
     chosen = first_date(dated)
-    if chosen.text == coded or not is_approximate(chosen.text):
-        return chosen.date, []
+    issued = [] if chosen.text == coded or chosen.words is None else [chosen]
+    # A $c that only its words date (`Spring 1985`), beside the date chosen (008's `1985`),
+    # keeps them as oai_dc does: it was dropped.
+    for text in transcribed:
+        cleaned = _DATE_NOISE.sub("", text).strip()
+        if cleaned != chosen.text and (found := read_date(cleaned)) and not found.exact:
+            entry = ChosenDate(found.date, cleaned, found.words)
+            if entry not in issued:
+                issued.append(entry)
     return chosen.date, [
-        {"date": chosen.date, "type": {"id": "issued"}, "description": chosen.text}
+        {"date": date.date, "type": {"id": "issued"}, "description": date.words} for date in issued
     ]
 
 
@@ -550,10 +559,11 @@ def _language_codes(text: str) -> list[str]:
 def _identifiers(
     fields: Fields, series: list[Field]
 ) -> tuple[dict[str, Any], list[dict[str, str]], list[dict[str, str]], list[dict[str, Any]]]:
-    """The pids (the first DOI of 024), the record's other identifiers (ISBN 020, ISSN 022,
-    024, arXiv 037, system control numbers 035, its URL 856), the file links (856 naming a
-    file) and the related identifiers (the host item of 773, the series of 490, 800-830; 856 of a
-    version or a related resource)."""
+    """The pids (the first DOI of 024, else that of an 856 of the resource itself, second
+    indicator 0, when the record names no other DOI), the record's other identifiers (ISBN
+    020, ISSN 022, 024, arXiv 037, system control numbers 035, its URL 856), the file links
+    (856 naming a file) and the related identifiers (the host item of 773, the series of
+    490, 800-830; 856 of a version or a related resource)."""
     pids: dict[str, Any] = {}
     identifiers: list[dict[str, str]] = []
     related: list[dict[str, Any]] = []
@@ -583,12 +593,18 @@ def _identifiers(
     for field in fields.get("035", ()):
         if entry := _control_number(field):
             identifiers.append(entry)
+    any_doi = "doi" in pids or any(entry["scheme"] == "doi" for entry in identifiers)
     for field in fields.get("856", ()):
         for url in field.all("u"):
             if (location := _electronic_location(url)) is None:
                 continue
             if location["scheme"] == "url" and (link := file_link(url)) is not None:
                 links.append(link)
+            elif location["scheme"] == "doi" and field.ind2 == "0" and not any_doi:
+                # the resource's own DOI, and the record names no other: its DOI, as a
+                # dc:identifier DOI is (it was only an identifier, the record left without)
+                pids["doi"] = {"identifier": location["identifier"], "provider": "external"}
+                any_doi = True
             elif field.ind2 in "0 ":
                 identifiers.append(location)
             else:
@@ -612,6 +628,10 @@ _STANDARD_IDENTIFIERS = {"1": "upc", "3": "ean13"}
 def _standard_identifier_scheme(field: Field, value: str) -> str:
     """The target's scheme of an 024 (a `doi` one may still be no DOI)."""
     if source := field.first("2"):
+        if source.strip().lower() == "uri":  # a URL, URN or doi.org URL is of its scheme
+            location = _electronic_location(value)
+            scheme = location["scheme"] if location else "other"
+            return scheme if scheme in ("url", "urn", "doi") else "other"
         return vocab.identifier_scheme(source)
     if field.ind1 in "78 " and normalize_doi(value):
         return "doi"
@@ -627,6 +647,8 @@ def _electronic_location(uri: str) -> dict[str, str] | None:
     """An 856 $u as an identifier of its scheme; None for words (`Available online`): they
     were kept as a `url` nothing can open."""
     if _URL.match(uri):
+        if doi := normalize_doi(uri):  # a doi.org URL: the DOI, as in every other format
+            return {"identifier": doi, "scheme": "doi"}
         return {"identifier": uri, "scheme": "url"}
     if uri[:4].lower() == "urn:":
         return {"identifier": uri, "scheme": "urn"}

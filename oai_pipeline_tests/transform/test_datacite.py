@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from oai_pipeline.transform.base import TransformItem
 
 from .records import (
@@ -279,15 +281,45 @@ def video_with(**parts: str) -> TransformItem:
 
 
 def test_unreadable_secondary_dates_are_dropped_not_the_record() -> None:
-    """F3: `Summer 2019` and the open interval `2019-01-01/..` are left out."""
+    """F3: the open interval `2019-01-01/..` is left out, not the record; `Summer 2019`, which
+    was dropped too, is its year with its words, as in oai_dc."""
     item = video_with(
         before_language='<dates><date dateType="Collected">Summer 2019</date>'
         '<date dateType="Valid">2019-01-01/..</date>'
         '<date dateType="Created">2012/05/01</date></dates>'
     )
     metadata = transformed_metadata(item)
-    assert metadata["dates"] == [{"date": "2012-05-01", "type": {"id": "created"}}]
+    assert metadata["dates"] == [
+        {"date": "2019", "type": {"id": "collected"}, "description": "Summer 2019"},
+        {"date": "2012-05-01", "type": {"id": "created"}},
+    ]
     assert metadata["publication_date"] == "2013"
+
+
+@pytest.mark.parametrize("text", ["[1985?]", "ca. 1985", "1985?", "circa 1985"])
+def test_an_approximate_issued_date_keeps_its_words(text: str) -> None:
+    """`[1985?]` became 1985 with its words dropped; MARC and oai_dc keep them."""
+    item = video_with(
+        before_language=f'<dates><date dateType="Issued" dateInformation="print">{text}</date>'
+        "</dates>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["publication_date"] == "1985"
+    assert metadata["dates"] == [
+        {"date": "1985", "type": {"id": "issued"}, "description": f"{text}; print"}
+    ]
+
+
+def test_an_issued_date_in_words_is_its_year_with_the_words() -> None:
+    """Issued `Summer 2019` was dropped (and without publicationYear failed the record); its
+    year is the publication date and its words the issued date's description."""
+    item = video_with(before_language='<dates><date dateType="Issued">Summer 2019</date></dates>')
+    item.xml = item.xml.replace(b"<publicationYear>2013</publicationYear>", b"")
+    metadata = transformed_metadata(item)
+    assert metadata["publication_date"] == "2019"
+    assert metadata["dates"] == [
+        {"date": "2019", "type": {"id": "issued"}, "description": "Summer 2019"}
+    ]
 
 
 def test_invalid_issued_date_falls_back_to_the_publication_year() -> None:
@@ -611,3 +643,39 @@ def test_an_unreadable_publication_date_says_why_each_candidate_is_none() -> Non
     transform_one(item)
     assert item.error is not None and item.error.type == "invalid_date"
     assert "'2021-13-45' has no month 13; '9999' is a placeholder" in item.error.message
+
+
+@pytest.mark.parametrize(
+    "name_identifier",
+    [
+        # the registry named by its URL in nameIdentifierScheme, or only by schemeURI
+        '<nameIdentifier nameIdentifierScheme="https://orcid.org">'
+        "https://orcid.org/0000-0002-1825-0097</nameIdentifier>",
+        '<nameIdentifier schemeURI="https://orcid.org/">0000-0002-1825-0097</nameIdentifier>',
+        '<nameIdentifier schemeURI="https://orcid.org/">'
+        "https://orcid.org/0000-0002-1825-0097</nameIdentifier>",
+    ],
+)
+def test_an_orcid_its_scheme_names_by_url_is_kept(name_identifier: str) -> None:
+    """An ORCID whose registry only schemeURI (or a URL as nameIdentifierScheme) names was
+    dropped; the person now has it."""
+    creator = transformed_metadata(video_with(creator=name_identifier))["creators"][0]
+    assert creator["person_or_org"]["identifiers"] == [
+        {"identifier": "0000-0002-1825-0097", "scheme": "orcid"}
+    ]
+
+
+def test_a_rights_identifier_that_is_no_spdx_id_is_no_licence_id() -> None:
+    """`LicenseRef-Proprietary` (SPDX's form for a licence of the source's own) became the
+    licence id `licenseref-proprietary`, and an SPDX URL given as the identifier the id
+    `https://spdx.org/licenses/mit.html`: no licence the target has."""
+    item = video_with(
+        before_language="<rightsList>"
+        '<rights rightsIdentifierScheme="SPDX" rightsIdentifier="LicenseRef-Proprietary">'
+        "All rights reserved</rights>"
+        '<rights rightsIdentifier="https://spdx.org/licenses/MIT.html"/></rightsList>'
+    )
+    assert transformed_metadata(item)["rights"] == [
+        {"title": {"en": "All rights reserved"}},
+        {"id": "mit"},
+    ]

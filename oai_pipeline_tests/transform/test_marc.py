@@ -537,6 +537,17 @@ def test_a_catalogue_saying_there_is_no_date_keeps_the_record(fields: str, expec
             [{"date": "1885", "type": {"id": "issued"}, "description": "[1885?]"}],
         ),
         (_field("260", ("c", "c1998.")), "1998", []),  # a copyright year: exact
+        # a $c in words beside 008's year was dropped (oai_dc keeps both), and alone failed
+        (
+            _field("260", ("c", "Spring 1985.")) + _fixed_length_data("1985"),
+            "1985",
+            [{"date": "1985", "type": {"id": "issued"}, "description": "Spring 1985"}],
+        ),
+        (
+            _field("264", ("c", "Winter 1986"), ind2="1"),
+            "1986",
+            [{"date": "1986", "type": {"id": "issued"}, "description": "Winter 1986"}],
+        ),
     ],
 )
 def test_dates_with_unknown_digits(fields: str, date: str, dates: list[dict[str, object]]) -> None:
@@ -559,6 +570,12 @@ def test_dates_with_unknown_digits(fields: str, date: str, dates: list[dict[str,
          [{"identifier": "urn:nbn:de:bvb:12-bsb0001", "scheme": "urn"}]),
         # `$2 doi` on a value that is no DOI failed the whole record as an invalid pid
         ("7", [("a", "not a doi"), ("2", "doi")], [{"identifier": "not a doi", "scheme": "other"}]),
+        # `$2 uri` was `other` whatever the URI: a URL is a link, a URN a URN
+        ("7", [("a", "https://example.org/item/1"), ("2", "uri")],
+         [{"identifier": "https://example.org/item/1", "scheme": "url"}]),
+        ("7", [("a", "urn:nbn:de:0001-1"), ("2", "URI")],
+         [{"identifier": "urn:nbn:de:0001-1", "scheme": "urn"}]),
+        ("7", [("a", "info:x/1"), ("2", "uri")], [{"identifier": "info:x/1", "scheme": "other"}]),
     ],
 )  # fmt: skip
 def test_standard_identifiers_by_their_first_indicator(
@@ -581,7 +598,6 @@ def test_a_doi_in_024_with_its_source_is_the_pid() -> None:
         # 856 $u holding no URL was kept as a `url` the target refuses or cannot link
         ("urn:nbn:de:bvb:12-bsb00012345-6",
          {"identifier": "urn:nbn:de:bvb:12-bsb00012345-6", "scheme": "urn"}),
-        ("doi:10.1234/ABC", {"identifier": "10.1234/abc", "scheme": "doi"}),
         ("hdl:1234/5", {"identifier": "1234/5", "scheme": "handle"}),
         ("Available online", None),  # words: no link at all
         ("https://example.org/record/1", {"identifier": "https://example.org/record/1",
@@ -596,6 +612,32 @@ def test_an_electronic_location_that_is_no_url(u: str, identifier: dict[str, str
     version = [{**identifier, "relation_type": {"id": "isversionof"}}] if identifier else []
     assert [{k: v for k, v in r.items() if k != "resource_type"}
             for r in metadata["related_identifiers"]] == version  # fmt: skip
+
+
+@pytest.mark.parametrize("u", ["doi:10.1234/ABC", "https://doi.org/10.1234/ABC"])
+def test_the_doi_of_the_resource_itself_is_its_doi(u: str) -> None:
+    """856 4 0 (the resource itself) with a DOI never gave the record its DOI (a doi.org URL
+    was only a `url`), though a dc:identifier DOI does; an 856 of a version is related."""
+    own = _field("856", ("u", u), ind1="4", ind2="0")
+    version = _field("856", ("u", "https://doi.org/10.1234/v1"), ind1="4", ind2="1")
+    item = _marc_item(own + version)
+    metadata = transformed_metadata(item)
+    assert item.pid == "10.1234/abc"
+    assert metadata["identifiers"] == []
+    assert [{k: v for k, v in r.items() if k != "resource_type"}
+            for r in metadata["related_identifiers"]] == [
+        {"identifier": "10.1234/v1", "scheme": "doi", "relation_type": {"id": "isversionof"}}
+    ]  # fmt: skip
+
+
+def test_a_doi_elsewhere_stays_the_records_doi_beside_an_856_doi() -> None:
+    item = _marc_item(
+        _field("024", ("a", "10.1234/own"), ("2", "doi"), ind1="7")
+        + _field("856", ("u", "https://doi.org/10.1234/other"), ind1="4", ind2="0")
+    )
+    metadata = transformed_metadata(item)
+    assert item.pid == "10.1234/own"
+    assert metadata["identifiers"] == [{"identifier": "10.1234/other", "scheme": "doi"}]
 
 
 def test_every_url_of_an_electronic_location_is_read() -> None:
