@@ -1211,16 +1211,18 @@ class StateStore:
         fingerprint: str | None,
         statuses: dict[str, str],
         errors: dict[str, RecordError] | None = None,
+        actions: dict[str, str] | None = None,
     ) -> None:
         """`save_write_outcomes` and `set_record_status` of a written group in one
         transaction. Apart, a crash between the two left records remembered as written but
         `running` in the run: the resumed run planned them as unchanged and reported them so
-        (`imported`, `updated` and `gone` went missing from the run's counts)."""
+        (`imported`, `updated` and `gone` went missing from the run's counts). `actions`:
+        what the write did to each record, kept with its status (see `earlier_actions`)."""
         self._check_statuses(statuses)
         with self._engine.begin() as conn:
             if outcomes:
                 self._save_write_outcomes(conn, harvester_id, outcomes, datestamps, fingerprint)
-            self._set_record_status(conn, run_id, statuses, errors or {})
+            self._set_record_status(conn, run_id, statuses, errors or {}, actions or {})
 
     def _save_write_outcomes(
         self,
@@ -2393,23 +2395,28 @@ class StateStore:
         run_id: int,
         statuses: dict[str, str],
         errors: dict[str, RecordError],
+        actions: Mapping[str, str] | None = None,
     ) -> None:
         if not statuses:
             return
+        actions = actions or {}
         now = utc_now()
-        # Records without an error share one UPDATE per status (a part of unchanged records
-        # is one statement per chunk); records with an error carry their own values.
-        clean: dict[str, list[str]] = {}
+        # Records without an error share one UPDATE per status and action (a part of
+        # unchanged records is one statement per chunk); records with an error carry their
+        # own values.
+        clean: dict[tuple[str, str | None], list[str]] = {}
         params = []
         for identifier, status in statuses.items():
             error = errors.get(identifier)
+            action = actions.get(identifier)
             if error is None:
-                clean.setdefault(status, []).append(identifier)
+                clean.setdefault((status, action), []).append(identifier)
                 continue
             params.append(
                 {
                     "b_identifier": identifier,
                     "b_status": status,
+                    "b_action": action,
                     "b_error_type": error.type,
                     "b_error_message": error.message,
                     "b_error_location": error.location,
@@ -2424,19 +2431,21 @@ class StateStore:
             )
             .values(
                 status=sa.bindparam("b_status"),
+                action=sa.bindparam("b_action"),
                 error_type=sa.bindparam("b_error_type"),
                 error_message=sa.bindparam("b_error_message"),
                 error_location=sa.bindparam("b_error_location"),
                 updated_at=sa.bindparam("b_updated_at"),
             )
         )
-        for status, identifiers in clean.items():
+        for (status, action), identifiers in clean.items():
             for chunk in _chunks(identifiers):
                 conn.execute(
                     run_records.update()
                     .where(run_records.c.run_id == run_id, run_records.c.identifier.in_(chunk))
                     .values(
                         status=status,
+                        action=action,
                         error_type=None,
                         error_message=None,
                         error_location=None,
@@ -2517,6 +2526,7 @@ class StateStore:
                     .where(rr.c.id.in_(chunk))
                     .values(
                         status="unchanged" if unchanged else "running",
+                        action=Action.SKIP.value if unchanged else None,
                         claimed_at=now,
                         updated_at=now,
                         attempts=rr.c.attempts + 1,
@@ -2527,16 +2537,24 @@ class StateStore:
 
     def record_statuses(self, run_id: int, identifiers: Iterable[str]) -> dict[str, str]:
         """The run status of each of these records of the run."""
+        found = self.earlier_actions(run_id, identifiers)
+        return {identifier: status for identifier, (status, _) in found.items()}
+
+    def earlier_actions(
+        self, run_id: int, identifiers: Iterable[str]
+    ) -> dict[str, tuple[str, str | None]]:
+        """The run status of each of these records of the run and what its write did (the
+        action; None for a record not written yet, or written before version 21)."""
         rr = run_records
-        found: dict[str, str] = {}
+        found: dict[str, tuple[str, str | None]] = {}
         with self._read() as conn:
             for chunk in _chunks(list(identifiers)):
                 rows = conn.execute(
-                    sa.select(rr.c.identifier, rr.c.status).where(
+                    sa.select(rr.c.identifier, rr.c.status, rr.c.action).where(
                         rr.c.run_id == run_id, rr.c.identifier.in_(chunk)
                     )
                 )
-                found.update({row.identifier: row.status for row in rows})
+                found.update({row.identifier: (row.status, row.action) for row in rows})
         return found
 
     def refresh_run_statistics(self) -> None:
