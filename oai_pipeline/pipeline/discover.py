@@ -103,7 +103,7 @@ def _run_for(
     harvester = services.harvester(scope.harvester_id)
     worker = services.harvester_lock.owner(scope.harvester_id)
     interrupted = state.settle_interrupted_runs(
-        scope.harvester_id, services.harvester_lock.works_on
+        scope.harvester_id, services.harvester_lock.lease_of
     )
     run = None
     if options.resume_batch_id is not None:

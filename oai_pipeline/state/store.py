@@ -1753,11 +1753,14 @@ class StateStore:
             )
 
     def settle_interrupted_runs(
-        self, harvester_id: str | None, works_on: Callable[[str, str], bool]
+        self, harvester_id: str | None, lease_of: Callable[[str, str], str]
     ) -> list[dict[str, Any]]:
         """Runs started outside Dagster (the CLI) still `running` although their process no
-        longer works on them (`works_on(harvester_id, worker)` is False: it was killed) are
-        failed, as what they are: interrupted, resumable. Returns them, failed.
+        longer works on them (`lease_of(harvester_id, worker)`, HarvesterLock.lease_of, is
+        not `held`) are failed, as what they are: interrupted, resumable, by a process that
+        was killed (`lost` its lease) or that ended without recording the run's end
+        (`released` it: its writes refused, say by a store a newer version migrated). Returns
+        them, failed.
 
         A Dagster run's harvest runs are not judged here: its steps run in processes of
         their own, one after the other, and the dead-run sensor tells when it died."""
@@ -1772,11 +1775,18 @@ class StateStore:
             running = [self._run_dict(row) for row in conn.execute(query)]
         settled = []
         for run in running:
-            if works_on(run["harvester_id"], run["worker"]):
+            lease = lease_of(run["harvester_id"], run["worker"])
+            if lease == "held":
                 continue
             process = run["worker"].rsplit(":", 1)[0]
+            ended = (
+                "ended without recording the run's end (it released its lease: it was not "
+                "killed; its error said why)"
+                if lease == "released"
+                else "is gone (killed?)"
+            )
             error = (
-                f"interrupted: its process ({process}) is gone (killed?); harvesting the "
+                f"interrupted: its process ({process}) {ended}; harvesting the "
                 f"same window again, or `oai-pipeline harvest {run['harvester_id']} "
                 f"--resume {run['id']}`, resumes it"
             )
