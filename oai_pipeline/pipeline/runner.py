@@ -48,9 +48,10 @@ class HarvestReport:
     # did not try again (without retry_failed; not in the counts above).
     written_earlier: int = 0
     failed_earlier: int = 0
-    # A resumed run's catch-up list(s), all attempts (discover._catch_up_from): pages read,
-    # records listed, and staged of them the records new to the run and the newer copies of
-    # its own records (written again); `harvested` counts each record once, whichever list.
+    # A resumed run's catch-up list (discover._catch_up_from): pages read and records listed
+    # by its last attempt's (each lists every change again), and staged of them, all
+    # attempts, the records new to the run and the newer copies of its own records (written
+    # again); `harvested` counts each record once, whichever list.
     catch_up_pages: int = 0
     catch_up_listed: int = 0
     catch_up_new_records: int = 0

@@ -19,9 +19,10 @@ logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 21
 
-# A resumed run's catch-up lists (what the source changed since the run began listing), all
-# its attempts, apart from the token sweep's counters: their pages, the records they listed,
-# and of those the records new to the run and the newer copies of its own records staged.
+# A resumed run's catch-up list (what the source changed since the run began listing), apart
+# from the token sweep's counters: its pages and the records it listed (its last attempt's:
+# each lists every change again), and of those the records new to the run and the newer
+# copies of its own records staged (all attempts, each record once).
 CATCH_UP_COUNTERS = (
     "catch_up_pages",
     "catch_up_listed",
@@ -184,9 +185,9 @@ harvest_runs = sa.Table(
     sa.Column("duplicates_skipped", sa.Integer, nullable=False, default=0),
     sa.Column("existing_skipped", sa.Integer, nullable=False, default=0),
     sa.Column("cap_reached", sa.Boolean, nullable=False, default=False),
-    # A resumed run's catch-up lists (what the source changed since the run began listing,
-    # discover._catch_up_from), all attempts: counted apart from the token sweep's counters
-    # above, which count the source's records once (version 17).
+    # A resumed run's catch-up list (what the source changed since the run began listing,
+    # discover._catch_up_from; see CATCH_UP_COUNTERS): counted apart from the token sweep's
+    # counters above, which count the source's records once (version 17).
     *(
         sa.Column(name, sa.Integer, nullable=False, default=0, server_default="0")
         for name in CATCH_UP_COUNTERS

@@ -2005,6 +2005,7 @@ class StateStore:
         listed_at: str | None = None,
         room: int | None = None,
         catch_up_listed: int | None = None,
+        catch_up_begins: bool = False,
     ) -> StagedPage:
         """Stage a page (`listed_at`: its responseDate): new records become `pending` run
         rows and harvest records, in one transaction. A record listed again in the same run
@@ -2024,7 +2025,11 @@ class StateStore:
         source listed on it): the page is counted in the run's CATCH_UP_COUNTERS in the same
         transaction. Counted after, a run killed in between lost the page's new records and
         newer copies from its report: its rerun found them staged and took them for
-        duplicates."""
+        duplicates. `catch_up_begins` (its first page): the pages and records listed by an
+        earlier attempt's catch-up list are replaced, not added to (each attempt lists every
+        change again: the run's list is its last attempt's, as the token sweep's counters
+        count the source's pages once); the records it staged still add up, each staged
+        once."""
         unique: dict[str, HarvestedRecord] = {}
         for record in records:
             kept = unique.get(record.identifier)
@@ -2127,8 +2132,10 @@ class StateStore:
                     harvest_runs.update()
                     .where(runs.id == run_id)
                     .values(
-                        catch_up_pages=runs.catch_up_pages + 1,
-                        catch_up_listed=runs.catch_up_listed + catch_up_listed,
+                        catch_up_pages=1 if catch_up_begins else runs.catch_up_pages + 1,
+                        catch_up_listed=catch_up_listed
+                        if catch_up_begins
+                        else runs.catch_up_listed + catch_up_listed,
                         catch_up_new_records=runs.catch_up_new_records + len(new),
                         catch_up_newer_copies=runs.catch_up_newer_copies + len(newer),
                         updated_at=now,

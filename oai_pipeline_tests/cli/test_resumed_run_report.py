@@ -78,3 +78,42 @@ def test_a_resumed_run_reports_what_its_earlier_attempt_wrote_by_action(
     assert report["written_earlier"] == earlier
     text = run("harvest", registered, "--resume", "1").output
     assert f"created:   {len(live)}" in text
+
+
+def _interrupted_at(monkeypatch: pytest.MonkeyPatch, method: str, call: int) -> None:
+    """Ctrl-C as the `call`-th call of StateStore.`method` begins."""
+    original = getattr(StateStore, method)
+    calls = {"n": 0}
+
+    def interrupted(self: StateStore, *args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == call:
+            raise KeyboardInterrupt
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(StateStore, method, interrupted)
+
+
+def test_a_run_resumed_twice_counts_its_catch_up_list_once(
+    registered: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each resumed attempt lists again what the source changed since the run began (not
+    checkpointed): its pages and records listed were added up over the attempts, while
+    the token sweep's counters count the source's pages once. Now the run's catch-up list
+    is counted once too: the last attempt's, which lists every change."""
+    with monkeypatch.context() as patched:
+        _interrupted_at(patched, "stage", 3)  # in the sweep, at its third page
+        assert run("harvest", registered).exit_code == 130
+    with monkeypatch.context() as patched:
+        _interrupted_at(patched, "claim", 1)  # swept and caught up, then in the write
+        assert run("harvest", registered).exit_code == 130
+    once = json.loads(run("status", "--batch-id", "1", "--json").stdout)["counters"]
+
+    report = json.loads(run("harvest", registered, "--json").stdout)
+
+    assert report["run_id"] == 1
+    counters = json.loads(run("status", "--batch-id", "1", "--json").stdout)["counters"]
+    assert once["catch_up_pages"] == 1
+    caught_up = {name: counters[name] for name in ("catch_up_pages", "catch_up_listed")}
+    assert caught_up == {name: once[name] for name in caught_up}
+    assert {name: report[name] for name in caught_up} == caught_up

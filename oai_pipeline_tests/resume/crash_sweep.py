@@ -1504,9 +1504,9 @@ def compare_catch_up(
     expected: dict[str, int], got: dict[str, Any] | None, double: bool
 ) -> list[str]:
     """The run counts its catch-up list (`got`: its counters in `status --json`, which the
-    rerun's report repeats) as derived from the change (once killed twice, the lists of
-    both attempts add up: then each new record and newer copy is still counted once, and
-    the change listed at least once)."""
+    rerun's report repeats) as derived from the change (once killed twice, each new record
+    and newer copy is still counted once, and the change listed at least once: the pages
+    and records listed are the last attempt's list's)."""
     if got is None:
         return []
     counted = {name: got.get(name) for name in expected}
