@@ -369,7 +369,10 @@ def report_text(report: dict[str, Any]) -> str:
         )
         lines.append(f"  not at the source (idDoesNotExist), no harvest record kept: {shown}")
     if report.get("written_earlier"):
-        lines.append(f"  written by an earlier attempt of this run: {report['written_earlier']}")
+        lines.append(
+            f"  written by an earlier attempt of this run: {report['written_earlier']} "
+            "(counted above, by what it did)"
+        )
     if report.get("failed_earlier"):
         lines.append(
             f"  failed in an earlier attempt of this run: {report['failed_earlier']} "

@@ -58,7 +58,7 @@ from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.status import harvest_status
 from oai_pipeline.pipeline.transform_stage import transform
-from oai_pipeline.pipeline.write import write
+from oai_pipeline.pipeline.write import all_attempts, write
 from oai_pipeline.storage import PartitionStore
 
 GROUP = "oai_harvest"
@@ -606,6 +606,12 @@ def written_records(
         {
             **_window_metadata(context, pipeline, WRITTEN_RECORDS, _scopes(results)),
             "harvest_runs": ", ".join(map(str, harvest_runs)),
+            # what the harvest runs did to these records, all their attempts: `run_action_…`
+            # counts those an earlier attempt wrote `already_written`, as this one found them
+            **_counts(
+                "harvest_run_action_",
+                sum((all_attempts(r.actions, r.earlier) for _, r in results), Counter()),
+            ),
             # each write of a harvest run reports the run's undo (all its attempts): once
             "run_local_changes_undone": sum(
                 brought_back(undone) for undone in {r.run_id: r.undone for _, r in results}.values()

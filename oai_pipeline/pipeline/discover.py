@@ -103,7 +103,7 @@ def _run_for(
     harvester = services.harvester(scope.harvester_id)
     worker = services.harvester_lock.owner(scope.harvester_id)
     interrupted = state.settle_interrupted_runs(
-        scope.harvester_id, services.harvester_lock.works_on
+        scope.harvester_id, services.harvester_lock.lease_of
     )
     run = None
     if options.resume_batch_id is not None:
@@ -514,10 +514,11 @@ def _fetch(
         listed_at: str | None = None,
         discovered: int = 0,
         catching_up: bool = False,
+        catch_up_begins: bool = False,
     ) -> bool:
         """Stage one page (`listed_at`: its responseDate; `discovered`: how many the source
         answered, if more than `records`; `catching_up`: a page of the catch-up list, counted
-        apart); True when the cap is reached."""
+        apart, `catch_up_begins` its first); True when the cap is reached."""
         nonlocal staged, next_progress
         discovered = max(discovered, len(records))
         if asked_within_days:
@@ -540,6 +541,7 @@ def _fetch(
             # the page, in its transaction), so that `discovered` stays what the source has
             # and the second list is told.
             catch_up_listed=discovered if catching_up else None,
+            catch_up_begins=catch_up_begins,
         )
         staged += page.new
         if not catching_up:
@@ -596,10 +598,11 @@ def _fetch(
             f"run {run_id} began listing at {first_listed_at}: listing again what the source "
             f"changed since {catch_up}"
         )
-        for page in reader.sweep(
+        pages = reader.sweep(
             from_=catch_up, until=run.until, checkpoint=None, save_checkpoint=lambda _: None
-        ):
-            stage(page.records, page.response_date, catching_up=True)
+        )
+        for number, page in enumerate(pages):
+            stage(page.records, page.response_date, catching_up=True, catch_up_begins=not number)
 
 
 # How far ahead of our clock a responseDate may be before it is told as the source's clock

@@ -14,7 +14,7 @@ from oai_pipeline.pipeline.plan import plan
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_stage import transform
-from oai_pipeline.pipeline.write import ALREADY_WRITTEN, FAILED_BEFORE, write
+from oai_pipeline.pipeline.write import ALREADY_WRITTEN, FAILED_BEFORE, all_attempts, write
 from oai_pipeline.state.schema import CATCH_UP_COUNTERS
 
 logger = logging.getLogger(__name__)
@@ -43,13 +43,15 @@ class HarvestReport:
     # records refused a DOI their former identifier held, written once it gave it up
     # (a source that re-identified them; see reidentified.py), by action
     reidentified: dict[str, int] = field(default_factory=dict)
-    # A resumed run: records an earlier attempt wrote, and those it failed that this one
-    # did not try again (without retry_failed); not in the counts above.
+    # A resumed run: records an earlier attempt wrote (counted above by what it did to them:
+    # the counts above are the run's, all its attempts), and those it failed that this one
+    # did not try again (without retry_failed; not in the counts above).
     written_earlier: int = 0
     failed_earlier: int = 0
-    # A resumed run's catch-up list(s), all attempts (discover._catch_up_from): pages read,
-    # records listed, and staged of them the records new to the run and the newer copies of
-    # its own records (written again); `harvested` counts each record once, whichever list.
+    # A resumed run's catch-up list (discover._catch_up_from): pages read and records listed
+    # by its last attempt's (each lists every change again), and staged of them, all
+    # attempts, the records new to the run and the newer copies of its own records (written
+    # again); `harvested` counts each record once, whichever list.
     catch_up_pages: int = 0
     catch_up_listed: int = 0
     catch_up_new_records: int = 0
@@ -78,7 +80,14 @@ def summarise(
     unknown: list[str] | None = None,
     catch_up: dict[str, int] | None = None,
     reidentified: Counter[str] | None = None,
+    earlier: Counter[str] | None = None,
 ) -> HarvestReport:
+    """`actions`: this attempt's, with the records earlier attempts wrote `already_written`;
+    `earlier`: what those attempts did to them, by action (WriteSummary.earlier), counted
+    in the run's totals instead."""
+    written_earlier = actions[ALREADY_WRITTEN]
+    if earlier is not None:
+        actions = all_attempts(actions, earlier)
     if unknown:  # failed at discovery, never planned: an error like those of the write
         errors = errors + Counter({"idDoesNotExist": len(unknown)})
         actions = actions + Counter({"error": len(unknown)})
@@ -99,7 +108,7 @@ def summarise(
         local_changes_undone=brought_back(undone or Counter()),
         local_changes_undone_actions=dict(undone or {}),
         reidentified=dict(reidentified or {}),
-        written_earlier=actions[ALREADY_WRITTEN],
+        written_earlier=written_earlier,
         failed_earlier=actions[FAILED_BEFORE],
         notices=list(notices or []),
         unknown_identifiers=list(unknown or []),
@@ -142,4 +151,5 @@ def run_harvest(
         discovery.unknown,
         discovery.counters,
         written.reidentified,
+        written.earlier,
     )

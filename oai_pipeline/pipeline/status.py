@@ -24,7 +24,7 @@ def settle_interrupted(state: StateStore) -> list[dict[str, Any]]:
         return []
     engine = sa.create_engine(state.url)
     try:
-        return state.settle_interrupted_runs(None, HarvesterLock(engine).works_on)
+        return state.settle_interrupted_runs(None, HarvesterLock(engine).lease_of)
     except sa.exc.DBAPIError as error:
         if _refused_as_read_only(error):
             why = "is read-only"

@@ -62,6 +62,14 @@ ALREADY_WRITTEN = "already_written"
 FAILED_BEFORE = "failed_before"
 HELD_ELSEWHERE = "held_by_another_attempt"
 _EARLIER = {"failed": FAILED_BEFORE, "running": HELD_ELSEWHERE, "pending": HELD_ELSEWHERE}
+# What an earlier attempt did to a record it wrote before version 21 kept the action (see
+# StateStore.earlier_actions): told by its run status, which has one kind per status.
+_ACTION_OF_STATUS = {
+    "imported": Action.CREATE.value,
+    "updated": Action.UPDATE.value,
+    "gone": Action.DELETE.value,
+    "unchanged": Action.NOTHING.value,
+}
 # A record a later harvest listed anew (a newer datestamp, or deleted since): this run's copy
 # is not written (`unchanged` in the run); the later harvest's run writes the newer one.
 SUPERSEDED = "superseded_by_a_later_harvest"
@@ -75,6 +83,17 @@ class WriteSummary:
     error_rows: list[dict] = field(default_factory=list)
     undone: Counter[str] = field(default_factory=Counter)  # see local_changes.py
     reidentified: Counter[str] = field(default_factory=Counter)  # see reidentified.py
+    # what the earlier attempts of a resumed run did to the records this one found written
+    # (counted `already_written` in `actions`), by action
+    earlier: Counter[str] = field(default_factory=Counter)
+
+
+def all_attempts(actions: Counter[str], earlier: Counter[str]) -> Counter[str]:
+    """What the run did to the records, all its attempts: `actions` (an attempt's) with those
+    an earlier attempt wrote counted by what it did (`earlier`), not as `already_written`:
+    a run killed at 9,000 of 10,000 records reports 10,000 created, not 1,000."""
+    mine = Counter({a: n for a, n in actions.items() if a != ALREADY_WRITTEN})
+    return mine + earlier
 
 
 def write(
@@ -143,6 +162,8 @@ def write(
         rows: list[dict] = []
         written_outcomes: list[WriteOutcome] = []
         statuses: dict[str, str] = dict.fromkeys(stale, "unchanged")
+        # what was done to each record, kept with its status for a later attempt's report
+        record_actions: dict[str, str] = dict.fromkeys(stale, SUPERSEDED)
         errors: dict[str, RecordError] = {}
         for row in superseded.iter_rows(named=True):
             summary.actions[SUPERSEDED] += 1
@@ -194,6 +215,7 @@ def write(
                 # A record fails when any writer failed it; its first error is the run's.
                 if outcome.error is not None:
                     statuses[outcome.identifier] = "failed"
+                    record_actions[outcome.identifier] = Action.ERROR.value
                     errors.setdefault(outcome.identifier, outcome.error)
                     summary.errors[outcome.error.type] += 1
                     if len(summary.error_rows) < 100:
@@ -202,6 +224,7 @@ def write(
                         )
                 elif statuses.get(outcome.identifier) != "failed":
                     statuses[outcome.identifier] = RUN_STATUS[outcome.action]
+                    record_actions[outcome.identifier] = outcome.action.value
                 summary.actions[outcome.action.value] += 1
                 rows.append(
                     {
@@ -225,15 +248,19 @@ def write(
             fingerprint,
             {i: status for i, status in statuses.items() if i not in settled},
             errors,
+            record_actions,
         )
         earlier = (
-            state.record_statuses(run_id, done_earlier["identifier"].to_list())
+            state.earlier_actions(run_id, done_earlier["identifier"].to_list())
             if done_earlier.height
             else {}
         )
         for row in done_earlier.iter_rows(named=True):
-            label = _EARLIER.get(earlier.get(row["identifier"], ""), ALREADY_WRITTEN)
+            status, action = earlier.get(row["identifier"], ("", None))
+            label = _EARLIER.get(status, ALREADY_WRITTEN)
             summary.actions[label] += 1
+            if label == ALREADY_WRITTEN:
+                summary.earlier[action or _ACTION_OF_STATUS.get(status, ALREADY_WRITTEN)] += 1
             rows.append(_not_written(row, label))
         written += len(claimed)
         # Records of the run in windows outside the scope (a later run harvested them again)
@@ -241,7 +268,7 @@ def write(
         # statuses again: the group's records this attempt claimed and gave no status, and
         # those another attempt holds (`earlier`), read once above.
         waiting += len(claimed - settled - statuses.keys()) + sum(
-            earlier.get(identifier) in ("pending", "running")
+            earlier.get(identifier, ("", None))[0] in ("pending", "running")
             for identifier in set(done_earlier["identifier"])
         )
         if written >= next_progress:

@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 from urllib.parse import urlsplit
 
 import sqlalchemy as sa
@@ -40,6 +41,9 @@ harvester_locks = sa.Table(
     sa.Column("renewed_at", sa.DateTime(timezone=True), nullable=False),
 )
 
+
+# What became of a holder's lease (HarvesterLock.lease_of).
+LeaseState = Literal["held", "released", "lost"]
 
 # A sweep of a large source takes hours: a harvest of the same server waits that long.
 SOURCE_WAIT_SECONDS = 48 * 3600.0
@@ -121,6 +125,9 @@ class HarvesterLock:
         self.lease = lease
         # (harvester, thread) this object holds the lease for -> the owner name it holds it as
         self._held: dict[tuple[str, int], str] = {}
+        # holders whose lease this object took over or cleared (they had died): theirs is
+        # gone from the table, but not released (`lease_of`)
+        self._taken_over: set[str] = set()
         try:
             _metadata.create_all(engine, checkfirst=True)
         except sa.exc.DatabaseError:
@@ -141,6 +148,7 @@ class HarvesterLock:
             # A holder on this machine is judged by its process, not by its renewals: one
             # suspended (Ctrl-Z) or slowed down still writes when it wakes up.
             if expired is not None and not _local_process_alive(expired):
+                self._taken_over.add(expired)
                 connection.execute(
                     harvester_locks.delete().where(
                         harvester_locks.c.harvester_id == harvester_id,
@@ -168,6 +176,7 @@ class HarvesterLock:
             ).scalar()
             if holder is None or not is_dead_local_process(holder):
                 return False
+            self._taken_over.add(holder)
             taken = connection.execute(
                 harvester_locks.update()
                 .where(
@@ -186,6 +195,13 @@ class HarvesterLock:
     def works_on(self, harvester_id: str, owner: str) -> bool:
         """Whether `owner` still holds the harvester's lease: on this machine, while its
         process runs; on another, until the lease expires (not renewed)."""
+        return self.lease_of(harvester_id, owner) == "held"
+
+    def lease_of(self, harvester_id: str, owner: str) -> LeaseState:
+        """What became of `owner`'s lease of the harvester: `held` (see `works_on`),
+        `released` (its holder let it go as it ended its work: it was not killed) or `lost`
+        (its holder died or stopped renewing it, leaving it behind, and maybe this object
+        took it over)."""
         with self.engine.connect() as connection:
             renewed_at = connection.execute(
                 sa.select(harvester_locks.c.renewed_at).where(
@@ -194,13 +210,13 @@ class HarvesterLock:
                 )
             ).scalar()
         if renewed_at is None:
-            return False
+            return "lost" if owner in self._taken_over else "released"
         alive = _local_process_alive(owner)
         if alive is not None:
-            return alive
+            return "held" if alive else "lost"
         if renewed_at.tzinfo is None:  # SQLite keeps no time zone: it was stored in UTC
             renewed_at = renewed_at.replace(tzinfo=UTC)
-        return renewed_at >= datetime.now(UTC) - self.lease
+        return "held" if renewed_at >= datetime.now(UTC) - self.lease else "lost"
 
     def renew(self, harvester_id: str, owner: str) -> bool:
         """Renew the lease; False if it is no longer ours (expired and taken, or deleted)."""

@@ -17,11 +17,12 @@ from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 20
+SCHEMA_VERSION = 21
 
-# A resumed run's catch-up lists (what the source changed since the run began listing), all
-# its attempts, apart from the token sweep's counters: their pages, the records they listed,
-# and of those the records new to the run and the newer copies of its own records staged.
+# A resumed run's catch-up list (what the source changed since the run began listing), apart
+# from the token sweep's counters: its pages and the records it listed (its last attempt's:
+# each lists every change again), and of those the records new to the run and the newer
+# copies of its own records staged (all attempts, each record once).
 CATCH_UP_COUNTERS = (
     "catch_up_pages",
     "catch_up_listed",
@@ -184,9 +185,9 @@ harvest_runs = sa.Table(
     sa.Column("duplicates_skipped", sa.Integer, nullable=False, default=0),
     sa.Column("existing_skipped", sa.Integer, nullable=False, default=0),
     sa.Column("cap_reached", sa.Boolean, nullable=False, default=False),
-    # A resumed run's catch-up lists (what the source changed since the run began listing,
-    # discover._catch_up_from), all attempts: counted apart from the token sweep's counters
-    # above, which count the source's records once (version 17).
+    # A resumed run's catch-up list (what the source changed since the run began listing,
+    # discover._catch_up_from; see CATCH_UP_COUNTERS): counted apart from the token sweep's
+    # counters above, which count the source's records once (version 17).
     *(
         sa.Column(name, sa.Integer, nullable=False, default=0, server_default="0")
         for name in CATCH_UP_COUNTERS
@@ -309,6 +310,10 @@ run_records = sa.Table(
     sa.Column("harvester_id", sa.String(200), nullable=False),
     sa.Column("identifier", sa.String(1000), nullable=False),
     sa.Column("status", sa.String(20), nullable=False),
+    # What the write did to the record (sync.rules.Action, or write.SUPERSEDED), set with its
+    # status: a resumed attempt reports the records an earlier one wrote by their action
+    # (version 21; NULL on older rows: the status tells the kind).
+    sa.Column("action", sa.String(40), nullable=True),
     sa.Column("attempts", sa.Integer, nullable=False, default=0),
     sa.Column("error_type", sa.String(200), nullable=True),
     sa.Column("error_message", sa.Text, nullable=True),
@@ -473,6 +478,11 @@ def _add_identifier_rekeys(connection: Connection) -> None:
     identifier_rekeys.create(connection, checkfirst=True)
 
 
+def _add_run_record_action(connection: Connection) -> None:
+    """Runs of an older version kept only each record's status, not its action."""
+    _add_run_column(connection, "action", "VARCHAR(40)", table=run_records.name)
+
+
 # version -> the step that brings the schema from version-1 to it (create_all covers the
 # current version of a new database).
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -495,6 +505,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     18: _add_reidentified,
     19: _add_reconcile_deleting,
     20: _add_identifier_rekeys,
+    21: _add_run_record_action,
 }
 
 

@@ -1211,16 +1211,18 @@ class StateStore:
         fingerprint: str | None,
         statuses: dict[str, str],
         errors: dict[str, RecordError] | None = None,
+        actions: dict[str, str] | None = None,
     ) -> None:
         """`save_write_outcomes` and `set_record_status` of a written group in one
         transaction. Apart, a crash between the two left records remembered as written but
         `running` in the run: the resumed run planned them as unchanged and reported them so
-        (`imported`, `updated` and `gone` went missing from the run's counts)."""
+        (`imported`, `updated` and `gone` went missing from the run's counts). `actions`:
+        what the write did to each record, kept with its status (see `earlier_actions`)."""
         self._check_statuses(statuses)
         with self._engine.begin() as conn:
             if outcomes:
                 self._save_write_outcomes(conn, harvester_id, outcomes, datestamps, fingerprint)
-            self._set_record_status(conn, run_id, statuses, errors or {})
+            self._set_record_status(conn, run_id, statuses, errors or {}, actions or {})
 
     def _save_write_outcomes(
         self,
@@ -1751,11 +1753,14 @@ class StateStore:
             )
 
     def settle_interrupted_runs(
-        self, harvester_id: str | None, works_on: Callable[[str, str], bool]
+        self, harvester_id: str | None, lease_of: Callable[[str, str], str]
     ) -> list[dict[str, Any]]:
         """Runs started outside Dagster (the CLI) still `running` although their process no
-        longer works on them (`works_on(harvester_id, worker)` is False: it was killed) are
-        failed, as what they are: interrupted, resumable. Returns them, failed.
+        longer works on them (`lease_of(harvester_id, worker)`, HarvesterLock.lease_of, is
+        not `held`) are failed, as what they are: interrupted, resumable, by a process that
+        was killed (`lost` its lease) or that ended without recording the run's end
+        (`released` it: its writes refused, say by a store a newer version migrated). Returns
+        them, failed.
 
         A Dagster run's harvest runs are not judged here: its steps run in processes of
         their own, one after the other, and the dead-run sensor tells when it died."""
@@ -1770,11 +1775,18 @@ class StateStore:
             running = [self._run_dict(row) for row in conn.execute(query)]
         settled = []
         for run in running:
-            if works_on(run["harvester_id"], run["worker"]):
+            lease = lease_of(run["harvester_id"], run["worker"])
+            if lease == "held":
                 continue
             process = run["worker"].rsplit(":", 1)[0]
+            ended = (
+                "ended without recording the run's end (it released its lease: it was not "
+                "killed; its error said why)"
+                if lease == "released"
+                else "is gone (killed?)"
+            )
             error = (
-                f"interrupted: its process ({process}) is gone (killed?); harvesting the "
+                f"interrupted: its process ({process}) {ended}; harvesting the "
                 f"same window again, or `oai-pipeline harvest {run['harvester_id']} "
                 f"--resume {run['id']}`, resumes it"
             )
@@ -1993,6 +2005,7 @@ class StateStore:
         listed_at: str | None = None,
         room: int | None = None,
         catch_up_listed: int | None = None,
+        catch_up_begins: bool = False,
     ) -> StagedPage:
         """Stage a page (`listed_at`: its responseDate): new records become `pending` run
         rows and harvest records, in one transaction. A record listed again in the same run
@@ -2012,7 +2025,11 @@ class StateStore:
         source listed on it): the page is counted in the run's CATCH_UP_COUNTERS in the same
         transaction. Counted after, a run killed in between lost the page's new records and
         newer copies from its report: its rerun found them staged and took them for
-        duplicates."""
+        duplicates. `catch_up_begins` (its first page): the pages and records listed by an
+        earlier attempt's catch-up list are replaced, not added to (each attempt lists every
+        change again: the run's list is its last attempt's, as the token sweep's counters
+        count the source's pages once); the records it staged still add up, each staged
+        once."""
         unique: dict[str, HarvestedRecord] = {}
         for record in records:
             kept = unique.get(record.identifier)
@@ -2115,8 +2132,10 @@ class StateStore:
                     harvest_runs.update()
                     .where(runs.id == run_id)
                     .values(
-                        catch_up_pages=runs.catch_up_pages + 1,
-                        catch_up_listed=runs.catch_up_listed + catch_up_listed,
+                        catch_up_pages=1 if catch_up_begins else runs.catch_up_pages + 1,
+                        catch_up_listed=catch_up_listed
+                        if catch_up_begins
+                        else runs.catch_up_listed + catch_up_listed,
                         catch_up_new_records=runs.catch_up_new_records + len(new),
                         catch_up_newer_copies=runs.catch_up_newer_copies + len(newer),
                         updated_at=now,
@@ -2393,23 +2412,28 @@ class StateStore:
         run_id: int,
         statuses: dict[str, str],
         errors: dict[str, RecordError],
+        actions: Mapping[str, str] | None = None,
     ) -> None:
         if not statuses:
             return
+        actions = actions or {}
         now = utc_now()
-        # Records without an error share one UPDATE per status (a part of unchanged records
-        # is one statement per chunk); records with an error carry their own values.
-        clean: dict[str, list[str]] = {}
+        # Records without an error share one UPDATE per status and action (a part of
+        # unchanged records is one statement per chunk); records with an error carry their
+        # own values.
+        clean: dict[tuple[str, str | None], list[str]] = {}
         params = []
         for identifier, status in statuses.items():
             error = errors.get(identifier)
+            action = actions.get(identifier)
             if error is None:
-                clean.setdefault(status, []).append(identifier)
+                clean.setdefault((status, action), []).append(identifier)
                 continue
             params.append(
                 {
                     "b_identifier": identifier,
                     "b_status": status,
+                    "b_action": action,
                     "b_error_type": error.type,
                     "b_error_message": error.message,
                     "b_error_location": error.location,
@@ -2424,19 +2448,21 @@ class StateStore:
             )
             .values(
                 status=sa.bindparam("b_status"),
+                action=sa.bindparam("b_action"),
                 error_type=sa.bindparam("b_error_type"),
                 error_message=sa.bindparam("b_error_message"),
                 error_location=sa.bindparam("b_error_location"),
                 updated_at=sa.bindparam("b_updated_at"),
             )
         )
-        for status, identifiers in clean.items():
+        for (status, action), identifiers in clean.items():
             for chunk in _chunks(identifiers):
                 conn.execute(
                     run_records.update()
                     .where(run_records.c.run_id == run_id, run_records.c.identifier.in_(chunk))
                     .values(
                         status=status,
+                        action=action,
                         error_type=None,
                         error_message=None,
                         error_location=None,
@@ -2517,6 +2543,7 @@ class StateStore:
                     .where(rr.c.id.in_(chunk))
                     .values(
                         status="unchanged" if unchanged else "running",
+                        action=Action.SKIP.value if unchanged else None,
                         claimed_at=now,
                         updated_at=now,
                         attempts=rr.c.attempts + 1,
@@ -2527,16 +2554,24 @@ class StateStore:
 
     def record_statuses(self, run_id: int, identifiers: Iterable[str]) -> dict[str, str]:
         """The run status of each of these records of the run."""
+        found = self.earlier_actions(run_id, identifiers)
+        return {identifier: status for identifier, (status, _) in found.items()}
+
+    def earlier_actions(
+        self, run_id: int, identifiers: Iterable[str]
+    ) -> dict[str, tuple[str, str | None]]:
+        """The run status of each of these records of the run and what its write did (the
+        action; None for a record not written yet, or written before version 21)."""
         rr = run_records
-        found: dict[str, str] = {}
+        found: dict[str, tuple[str, str | None]] = {}
         with self._read() as conn:
             for chunk in _chunks(list(identifiers)):
                 rows = conn.execute(
-                    sa.select(rr.c.identifier, rr.c.status).where(
+                    sa.select(rr.c.identifier, rr.c.status, rr.c.action).where(
                         rr.c.run_id == run_id, rr.c.identifier.in_(chunk)
                     )
                 )
-                found.update({row.identifier: row.status for row in rows})
+                found.update({row.identifier: (row.status, row.action) for row in rows})
         return found
 
     def refresh_run_statistics(self) -> None:

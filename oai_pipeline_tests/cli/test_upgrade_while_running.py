@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -46,3 +47,30 @@ def test_a_harvest_running_when_the_store_is_migrated_stops_with_one_line(
             assert staged.scalar() == 0
     finally:
         engine.dispose()
+
+
+def test_status_says_a_run_refused_by_the_upgrade_ended_not_that_it_was_killed(
+    registered: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refused harvest could not record its run's end, but it ended: it released its
+    lease. `status` settles the run left `running` saying so; before, it said its process
+    was gone (killed?)."""
+    stage = StateStore.stage
+
+    def stage_after_an_upgrade(self: StateStore, *args: Any, **kwargs: Any) -> Any:
+        set_stored_version(settings.state_db_url, SCHEMA_VERSION + 1)
+        return stage(self, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(StateStore, "stage", stage_after_an_upgrade)
+        assert CliRunner().invoke(main, ["harvest", registered]).exit_code == 1
+    set_stored_version(settings.state_db_url, SCHEMA_VERSION)  # as the upgraded version reads it
+
+    result = CliRunner().invoke(main, ["status", "--batch-id", "1", "--json"])
+
+    assert result.exit_code == 0, result.output
+    run = json.loads(result.stdout)["run"]
+    assert run["status"] == "failed"
+    assert "is gone (killed?)" not in run["error"]
+    assert run["error"].startswith("interrupted: its process (")
+    assert "ended without recording the run's end (it released its lease" in run["error"]

@@ -382,6 +382,9 @@ def test_writing_a_settled_run_again_says_what_each_record_did_before(
     # the source's deletions were settled without error: those are written
     deleted = int(totals["run_record_count"].value) - live
     assert int(totals["run_action_already_written"].value) == deleted > 0
+    # and what the harvest run did to them, all its attempts (the first: nothing to delete)
+    assert int(totals["harvest_run_action_nothing"].value) == deleted
+    assert "harvest_run_action_already_written" not in totals
     # the run's status says the same, with its last failures and why
     assert totals["status_records_failed"].value == live
     failures = totals["status_recent_failures"].value.records

@@ -334,3 +334,22 @@ def test_a_version_16_database_counts_catch_up_lists_apart(store_url: str) -> No
         store.stage(run_id, "h", page, catch_up_listed=7)
         counters = store.reconcile_counters(run_id)
     assert (counters["catch_up_pages"], counters["catch_up_listed"]) == (1, 7)
+
+
+def test_a_version_20_database_keeps_the_action_of_each_written_record(store_url: str) -> None:
+    """Its runs kept each record's status only (the action unknown: None); a write after
+    the upgrade keeps what it did, for a resumed attempt's report."""
+    page = [HarvestedRecord(f"oai:x:{n}", "2024-01-01T00:00:00Z", False) for n in (1, 2)]
+    with StateStore(store_url) as store:
+        run_id = _run(store)
+        store.stage(run_id, "h", page)
+        store.set_record_status(run_id, {"oai:x:1": "imported"})
+    _as_version(store_url, 20, "ALTER TABLE run_records DROP COLUMN action")
+    with StateStore(store_url) as store:
+        assert store.earlier_actions(run_id, ["oai:x:1"]) == {"oai:x:1": ("imported", None)}
+        store.claim(run_id, identifiers=["oai:x:2"])
+        outcome = WriteOutcome("oai:x:2", Action.RESTORE, "r2", 2)
+        store.save_written(
+            run_id, "h", [outcome], {}, None, {"oai:x:2": "updated"}, None, {"oai:x:2": "restore"}
+        )
+        assert store.earlier_actions(run_id, ["oai:x:2"]) == {"oai:x:2": ("updated", "restore")}

@@ -81,8 +81,8 @@ def _plans(store: StateStore, call: Callable[[], object]) -> list[str]:
 @pytest.mark.parametrize(
     "call",
     [
-        pytest.param(lambda s: s.settle_interrupted_runs("h", lambda _h, _w: True), id="settle"),
-        pytest.param(lambda s: s.settle_interrupted_runs(None, lambda _h, _w: True), id="all"),
+        pytest.param(lambda s: s.settle_interrupted_runs("h", lambda _h, _w: "held"), id="settle"),
+        pytest.param(lambda s: s.settle_interrupted_runs(None, lambda _h, _w: "held"), id="all"),
         pytest.param(lambda s: s.find_resumable_run("h", "2099-01-01", None), id="resume"),
         pytest.param(lambda s: s.find_resumable_run("h", None, "2099-01-01"), id="resume-open"),
         pytest.param(lambda s: s.prune_run_records("h", keep_days=30), id="prune"),

@@ -146,7 +146,9 @@ def test_a_run_the_cli_resumed_from_a_dagster_run_is_judged_by_its_process(store
     store.finish_run(run_id, "failed", error="the Dagster run failed")
     store.resume_run(run_id, worker="host:1234:nonce")
 
-    settled = store.settle_interrupted_runs("h", lambda _harvester, _worker: alive)
+    settled = store.settle_interrupted_runs(
+        "h", lambda _harvester, _worker: "held" if alive else "lost"
+    )
 
     run = store.get_run(run_id)
     assert (run["status"], [r["id"] for r in settled]) == (

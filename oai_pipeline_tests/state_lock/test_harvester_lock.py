@@ -85,6 +85,28 @@ def test_a_killed_local_holder_is_taken_over_at_once(engine: sa.Engine) -> None:
     assert not lock.try_acquire("remote", "new-owner")
 
 
+def test_a_lease_released_is_told_from_one_a_killed_holder_left(engine: sa.Engine) -> None:
+    """What tells `status` whether a run's process ended (it released its lease: a harvest
+    refused by an upgrade of the store) or was killed (its lease left behind, maybe taken
+    over since by the process that asks)."""
+    import socket
+    import subprocess
+    import sys
+
+    lock = HarvesterLock(engine)
+    with lock.hold("h"):
+        owner = lock.owner("h")
+        assert owner is not None and lock.lease_of("h", owner) == "held"
+    assert lock.lease_of("h", owner) == "released"
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # its pid is now free: the holder is dead
+    killed = f"{socket.gethostname()}:{child.pid}:nonce"
+    assert lock.try_acquire("k", killed)
+    assert lock.lease_of("k", killed) == "lost"
+    with lock.hold("k"):  # taken over: the killed holder's row is gone, not released
+        assert lock.lease_of("k", killed) == "lost"
+
+
 def test_whether_a_holder_still_works_on_its_harvester(engine: sa.Engine) -> None:
     """What tells a harvest run's status whether the process that works on it is alive."""
     lock = HarvesterLock(engine)
