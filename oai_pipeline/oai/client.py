@@ -265,6 +265,8 @@ class OAIClient:
         # echo is then a quirk (a double-escaped or rewritten token), not mixed-up answers,
         # and is not judged again (each page would wait through every retry).
         self._echo_unreliable = False
+        # metadata prefixes GetRecord has answered a record in (see _refuses_the_identifier)
+        self._prefixes_answered: set[str] = set()
         self.dates_by_day = False
         # Whether the completeListSize of a set's list counts the whole source instead (None:
         # not known yet; see _size_ignores_set).
@@ -744,14 +746,16 @@ class OAIClient:
         )
         for code, message in parsed.errors:
             # Errors of this item, not of the run: the other identifiers are harvested.
-            if code in _ITEM_ERRORS:
+            refused = code == "badArgument" and self._refuses_the_identifier(
+                message, identifier, metadata_prefix
+            )
+            if code in _ITEM_ERRORS or refused:
+                meaning = _ITEM_ERRORS.get(code, "the source refuses this identifier")
                 return HarvestedRecord(
                     identifier=identifier,
                     datestamp="",
                     deleted=False,
-                    error=RecordError(
-                        type=code, message=message or _ITEM_ERRORS[code], location=identifier
-                    ),
+                    error=RecordError(type=code, message=message or meaning, location=identifier),
                 )
         mixed_up = _answers_another_item(parsed, identifier, echo=not self._echo_unreliable)
         if mixed_up is not None:
@@ -785,9 +789,23 @@ class OAIClient:
                 deleted=False,
                 error=RecordError(type="EmptyResponse", message="GetRecord returned no record"),
             )
+        self._prefixes_answered.add(metadata_prefix)
         # staged under the identifier asked for, however the source writes its namespace:
         # what the run was asked (and a --resume checks) is that one's
         return dataclasses.replace(parsed.records[0], identifier=identifier)
+
+    def _refuses_the_identifier(self, message: str, identifier: str, metadata_prefix: str) -> bool:
+        """Whether a badArgument to GetRecord refuses the identifier (a DOI given for an OAI
+        identifier, a syntax the source does not take), an error of that one record: when
+        its message names the identifier and not the prefix, or when the source answered a
+        GetRecord in this prefix before (the other arguments were the same). Otherwise (a
+        prefix refused, a message saying nothing first) the run fails, naming the identifier:
+        one refused identifier failed a run of hundreds, and its --resume again."""
+        if metadata_prefix in self._prefixes_answered:
+            return True
+        text = message or ""
+        names_it = identifier in text or re.search(r"identifier", text, re.IGNORECASE)
+        return bool(names_it) and not re.search(r"metadataPrefix|format", text, re.IGNORECASE)
 
     def list_sets(self) -> Iterator[OAISet]:
         """Every set of the source; a source without sets has none (noSetHierarchy)."""

@@ -390,6 +390,38 @@ def test_a_written_record_whose_datestamp_an_error_wiped_keeps_its_harvest_recor
     assert target["state"] == "tombstone"
 
 
+class RefusingSource(FakeSource):
+    """Answers GetRecord of an identifier that is no OAI identifier with badArgument."""
+
+    def answer(self, request: httpx.Request) -> httpx.Response:
+        params = request.url.params
+        if params.get("verb") == "GetRecord" and not params["identifier"].startswith("oai:"):
+            return self.error("badArgument", "Illegal identifier", status=400)
+        return super().answer(request)
+
+
+def test_an_identifier_the_source_refuses_is_its_records_error_and_the_others_are_harvested(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, the refused one (a DOI given for an OAI identifier) failed the run of all of
+    them, and `--resume` asked it first again and failed the same way."""
+    records = [
+        FakeRecord(f"oai:fake.test:{n}", "2024-01-02T00:00:00Z", raw_metadata=oai_dc(f"T{n}"))
+        for n in range(2)
+    ]
+    harvest_fake_source(settings, monkeypatch, RefusingSource(records))
+
+    result = run("harvest", "sample", "oai:fake.test:0", "10.1234/doi", "oai:fake.test:1", "--json")
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["created"], report["errors"]) == (2, 1)
+    refused = json.loads(run("records", "show", "10.1234/doi", "--json").stdout)
+    assert [(e["type"], e["message"]) for e in refused["errors"]] == [
+        ("badArgument", "Illegal identifier")
+    ]
+
+
 def test_an_identifier_given_twice_is_asked_for_once(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

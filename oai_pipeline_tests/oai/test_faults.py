@@ -744,20 +744,60 @@ def test_an_item_lacking_the_format_is_that_records_error_in_get_record() -> Non
 
 
 def test_an_oai_error_to_get_record_names_the_identifier_asked_for() -> None:
-    """A harvest of hundreds of selected identifiers fails on one the source refuses
-    (badArgument: an identifier in a syntax it does not take, a DOI given for an OAI
-    identifier). Before, the error did not say which: the operator could not drop it, and
-    `--resume` asked it first again and failed the same way."""
+    """A badArgument that says nothing of what it refuses, to the first GetRecord, may be a
+    refused metadata prefix: it fails the run, naming the identifier. Before, the error did
+    not say which: the operator could not drop it, and `--resume` failed the same way."""
     source = FakeSource(make_records(3))
     source.faults[1] = lambda request, response: source.error(
-        "badArgument", "Illegal identifier", status=400
+        "badArgument", "Bad argument", status=400
     )
     with pytest.raises(OAIError) as caught:
         Harvest(source).client.get_record("10.1234/not-an-oai-id", "oai_dc")
     assert caught.value.code == "badArgument"
-    assert "badArgument: Illegal identifier (asked for identifier '10.1234/not-an-oai-id'" in str(
+    assert "badArgument: Bad argument (asked for identifier '10.1234/not-an-oai-id'" in str(
         caught.value
     )
+
+
+@pytest.mark.parametrize(
+    ("message", "answered_before"),
+    [
+        ("Illegal identifier", False),  # it says what it refuses
+        ("'10.1234/not-an-oai-id' is not a valid OAI identifier", False),
+        ("Bad argument", True),  # the same prefix was answered: the identifier is refused
+    ],
+)
+def test_a_get_record_refusing_the_identifier_is_that_records_error(
+    message: str, answered_before: bool
+) -> None:
+    """Before, one identifier the source refuses (a DOI given for an OAI identifier, a syntax
+    it does not take) failed a run of hundreds of selected identifiers, and its --resume
+    failed on it again; now it is that record's error and the others are harvested."""
+    source = FakeSource(make_records(3))
+    wanted = [source.records[0].identifier, "10.1234/not-an-oai-id", source.records[2].identifier]
+    refused_at = 2 if answered_before else 1
+    if not answered_before:
+        wanted = wanted[1:]
+    source.faults[refused_at] = lambda request, response: source.error(
+        "badArgument", message, status=400
+    )
+    client = Harvest(source).client
+    got = [client.get_record(identifier, "oai_dc") for identifier in wanted]
+    refused = got[refused_at - 1]
+    assert refused.error is not None and refused.error.type == "badArgument"
+    assert refused.error.message == message and refused.identifier == "10.1234/not-an-oai-id"
+    assert [r.error for i, r in enumerate(got) if i != refused_at - 1] == [None] * (len(got) - 1)
+
+
+def test_a_get_record_refusing_the_metadata_prefix_fails_the_run() -> None:
+    """A badArgument naming the prefix is the run's (every identifier would get it)."""
+    source = FakeSource(make_records(3))
+    source.faults[1] = lambda request, response: source.error(
+        "badArgument", "metadataPrefix oai_dc is not valid for identifier x", status=400
+    )
+    with pytest.raises(OAIError) as caught:
+        Harvest(source).client.get_record(source.records[0].identifier, "oai_dc")
+    assert caught.value.code == "badArgument"
 
 
 def test_an_oai_error_sent_with_http_500_is_the_sources_answer_not_retried() -> None:
