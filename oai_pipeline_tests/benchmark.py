@@ -452,13 +452,16 @@ def summarise(
             "rss_growth_at_factor": round(big["rss_mb"] / c["rss_mb"], 2) if big else None,
             "rss_growth_ok": (big["rss_mb"] <= 1.5 * c["rss_mb"]) if big else None,
         }
+    wall_seconds = time.perf_counter() - started
     return {
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "started_at": (datetime.now(UTC) - timedelta(seconds=wall_seconds)).isoformat(
+            timespec="seconds"
+        ),
         "records": records_count,
         "changed": changed,
         "rss_factor": rss_factor,
         "page_size": page_size,
-        "wall_seconds": round(time.perf_counter() - started, 1),
+        "wall_seconds": round(wall_seconds, 1),
         "machine": machine(),
         "rows": rows,
         "targets": targets,

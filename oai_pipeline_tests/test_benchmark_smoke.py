@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from datetime import timedelta
 from pathlib import Path
 
 from oai_pipeline_tests import benchmark
@@ -100,3 +102,21 @@ def test_worker_memory_counts_multiprocessing_children() -> None:
         done.set()
         child.join(30)
     assert benchmark._children_rss_mb(os.getpid()) < 64
+
+
+def test_started_at_is_when_the_benchmark_started_not_when_it_ended() -> None:
+    """Before, `started_at` was taken as the figures were summed up: benchmarks/latest.json
+    said 16:02 for a run that ended then, 49 minutes after it started."""
+    from datetime import UTC, datetime
+
+    figure = {"seconds": 1.0, "rss_mb": 1.0}
+    an_hour_ago = time.perf_counter() - 3600
+
+    results = benchmark.summarise(
+        {"a_sickle": figure, "b_lxml_floor": figure}, 10, 0, 1, 500, [], an_hour_ago
+    )
+
+    started = datetime.fromisoformat(results["started_at"])
+    assert results["wall_seconds"] >= 3600
+    assert started <= datetime.now(UTC) - timedelta(seconds=3600)
+    assert started > datetime.now(UTC) - timedelta(hours=2)

@@ -52,6 +52,9 @@ class HarvesterConfig(dg.Config):
     base_url: str = Field(description="the OAI-PMH endpoint, http(s)://…")
     metadata_prefix: str = Field(description="e.g. oai_dc, oai_datacite, arXiv")
     setspec: str | None = Field(default=None, description="harvest only this set")
+    loader: str | None = Field(
+        default=None, description="name{json5 options}, e.g. oai-pmh{timeout: 120}; default oai-pmh"
+    )
     model: str | None = Field(
         default=None,
         description="fills in the transformer and writer not given (none given: rdm)",

@@ -280,3 +280,24 @@ def test_the_registry_sensor_says_it_applies_the_fixture_file() -> None:
     description = defs.resolve_sensor_def("harvester_registry_sensor").description or ""
     assert "oai_harvesters.yaml" in description
     assert "cancels the queued runs" in description
+
+
+def test_the_readme_names_every_job_schedule_sensor_check_and_config_field() -> None:
+    """Before, it named neither harvest_canceled_sensor, nor the `pipeline` resource and its
+    fields, nor most of harvest_options' fields: an operator met them only in the UI."""
+    readme = (PROJECT / "README.md").read_text(encoding="utf-8")
+    repo = defs.get_repository_def()
+    names = {job.name for job in repo.get_all_jobs() if not job.name.startswith("__")}
+    names |= {schedule.name for schedule in repo.schedule_defs}
+    names |= {sensor.name for sensor in repo.sensor_defs}
+    names |= {key.name for key in repo.asset_graph.asset_check_keys}
+    for name, resource in repo.get_top_level_resources().items():
+        names |= {name, *resource.config_schema.config_type.fields}
+    for job in repo.get_all_jobs():
+        if job.name == "register_harvester":  # its fields are the fixture file's, named there
+            continue
+        for op in job.graph.node_defs:
+            config = op.config_schema.config_type if op.config_schema else None
+            names |= set(getattr(config, "fields", {}))
+
+    assert {name for name in names if f"`{name}`" not in readme} == set()

@@ -59,6 +59,23 @@ def test_a_harvester_registered_from_the_launchpad_is_stored_with_its_partition(
     assert instance.get_dynamic_partitions(HARVESTER) == ["zenodo"]
 
 
+def test_the_launchpad_config_takes_the_loader_as_the_fixture_file_does(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """The README: the job's config is a fixture entry's fields in snake_case. Before, it
+    had no `loader`: a harvester's loader options (a slow source's timeout) could not be set
+    there, and a config with them was refused."""
+    result = _register(instance, {**ZENODO, "loader": "oai-pmh{timeout: 120, max_retries: 8}"})
+
+    assert result.success
+    assert _registered(settings)["zenodo"].loader == "oai-pmh{timeout: 120, max_retries: 8}"
+
+    bad = _register(instance, {**ZENODO, "loader": "oai-pmh{timeout: 1}"})
+
+    assert not bad.success
+    assert _registered(settings)["zenodo"].loader == "oai-pmh{timeout: 120, max_retries: 8}"
+
+
 def test_a_mistake_in_the_config_stores_nothing_and_says_which_field(
     instance: dg.DagsterInstance, settings: Settings
 ) -> None:
