@@ -1357,10 +1357,12 @@ def expected_catch_up(
     attempt left and the change: a run left `running` that had begun listing lists again
     the `changed` records (one list); of them it takes the new records and the newer copies
     of the records its token sweep had passed (the first page, once a token is saved). A
-    killed attempt that had not begun listing, or had finished its run, leaves none. Added
-    to what the run counted before the change: an attempt that resumed it (`--resumed`)
-    made a catch-up list of its own (a page, of nothing changed yet), also when it then
-    finished the run (the rerun is a new run, which leaves that one's counters alone)."""
+    killed attempt that had not begun listing, or had finished its run, leaves none. The
+    pages and records listed are the rerun's list's (each attempt lists every change again,
+    and the last one's counts); the records taken add to what the run took before the
+    change: an attempt that resumed it (`--resumed`) made a catch-up list of its own (a
+    page, of nothing changed yet), also when it then finished the run (the rerun is a new
+    run, which leaves that one's counters alone)."""
     from oai_pipeline.state.schema import CATCH_UP_COUNTERS
 
     run = _killed_run(killed, template_run)
@@ -1372,8 +1374,8 @@ def expected_catch_up(
     checkpoint = json.loads(run.checkpoint) if isinstance(run.checkpoint, str) else run.checkpoint
     if not run.response_date or not checkpoint:
         return expected
-    expected["catch_up_pages"] += -(-move.changed // page_size)
-    expected["catch_up_listed"] += move.changed
+    expected["catch_up_pages"] = max(1, -(-move.changed // page_size))  # an empty list: 1
+    expected["catch_up_listed"] = move.changed
     if checkpoint.get("resumption_token"):  # past the first page: it is not listed again
         expected["catch_up_new_records"] += len(move.new)
         expected["catch_up_newer_copies"] += len(move.updated) + len(move.deleted)

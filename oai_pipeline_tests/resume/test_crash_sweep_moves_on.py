@@ -99,16 +99,17 @@ def test_the_sweep_with_a_source_that_moves_on_resumes_a_run_killed_twice(
     """`--source-moves-on --resumed-at discover`: the run killed with two pages listed, then
     killed again in its write stage, the source changed, rerun: the rerun is still the
     interrupted run, so its catch-up list takes the 6 changed records of its first page and
-    the 3 added before its token; the run also counts the page of the list its second
-    attempt made before the change (the sweep took the template's interrupted run for one
-    finished before, expected no catch-up list and flagged every point)."""
+    the 3 added before its token; the pages and records listed are the rerun's list's, not
+    added to the list its second attempt made before the change (the sweep took the
+    template's interrupted run for one finished before, expected no catch-up list and
+    flagged every point)."""
     outcome, before, after = _sweep_moved_on(
         tmp_path, Backend(), "writer_apply:2:after", crash_sweep.INTERRUPTIONS["discover"]
     )
     assert after == before
     assert outcome["reached"] and outcome["problems"] == []
     assert outcome["catch_up_expected"] == {
-        "catch_up_pages": 2,
+        "catch_up_pages": 1,
         "catch_up_listed": 9,
         "catch_up_new_records": 3,
         "catch_up_newer_copies": 6,
