@@ -35,6 +35,7 @@ from oai_pipeline.pipeline.retention import prune
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_stage import no_data_error
+from oai_pipeline.state.schema import run_records
 from oai_pipeline.state.store import StateStore, TakeOverRun, is_later_copy
 from oai_pipeline.sync.rules import Action
 from oai_pipeline.targets.base import PlannedWrite, WriteOutcome, Writer
@@ -70,6 +71,8 @@ _ACTION_OF_STATUS = {
     "gone": Action.DELETE.value,
     "unchanged": Action.NOTHING.value,
 }
+# The longest action a run record keeps (see `_record_action`).
+ACTION_LENGTH = run_records.c.action.type.length
 # A record a later harvest listed anew (a newer datestamp, or deleted since): this run's copy
 # is not written (`unchanged` in the run); the later harvest's run writes the newer one.
 SUPERSEDED = "superseded_by_a_later_harvest"
@@ -165,6 +168,7 @@ def write(
         # what was done to each record, kept with its status for a later attempt's report
         record_actions: dict[str, str] = dict.fromkeys(stale, SUPERSEDED)
         errors: dict[str, RecordError] = {}
+        by_writer: dict[str, list[str]] = {}  # each writer's action on each record, in order
         for row in superseded.iter_rows(named=True):
             summary.actions[SUPERSEDED] += 1
             rows.append(_not_written(row, SUPERSEDED))
@@ -213,18 +217,18 @@ def write(
             )
             for outcome in outcomes:
                 # A record fails when any writer failed it; its first error is the run's.
+                # Written by one writer, it is not `unchanged` for another's skip.
                 if outcome.error is not None:
                     statuses[outcome.identifier] = "failed"
-                    record_actions[outcome.identifier] = Action.ERROR.value
                     errors.setdefault(outcome.identifier, outcome.error)
                     summary.errors[outcome.error.type] += 1
                     if len(summary.error_rows) < 100:
                         summary.error_rows.append(
                             {"identifier": outcome.identifier, **error_columns(outcome.error)}
                         )
-                elif statuses.get(outcome.identifier) != "failed":
+                elif statuses.get(outcome.identifier, "unchanged") == "unchanged":
                     statuses[outcome.identifier] = RUN_STATUS[outcome.action]
-                    record_actions[outcome.identifier] = outcome.action.value
+                by_writer.setdefault(outcome.identifier, []).append(outcome.action.value)
                 summary.actions[outcome.action.value] += 1
                 rows.append(
                     {
@@ -237,6 +241,12 @@ def write(
                         **error_columns(outcome.error),
                     }
                 )
+        for identifier, actions in by_writer.items():
+            record_actions[identifier] = (
+                Action.ERROR.value
+                if statuses[identifier] == "failed"
+                else _record_action(actions, statuses[identifier])
+            )
         # Once for all writers: the errors of every writer stay on the harvest record. The
         # outcomes and the run statuses in one transaction: a crash between the two left
         # records remembered as written but still `running` (see StateStore.save_written).
@@ -260,6 +270,7 @@ def write(
             label = _EARLIER.get(status, ALREADY_WRITTEN)
             summary.actions[label] += 1
             if label == ALREADY_WRITTEN:
+                action = _writer_action(action, row["writer"])
                 summary.earlier[action or _ACTION_OF_STATUS.get(status, ALREADY_WRITTEN)] += 1
             rows.append(_not_written(row, label))
         written += len(claimed)
@@ -321,6 +332,28 @@ def _listed_anew(state: StateStore, harvester_id: str, decisions: pl.DataFrame) 
         for identifier, copy in planned.items()
         if identifier in listed and is_later_copy(listed[identifier], copy)
     }
+
+
+def _record_action(actions: list[str], status: str) -> str:
+    """What the writers did to a record, kept on its run record for a resumed attempt's
+    report: the action, when every writer did the same; else each writer's, in order
+    (`update,skip`), so that each writer's is counted as an uninterrupted run counts it.
+    Too long for the column (many writers doing different things): the action its run
+    status tells."""
+    if len(set(actions)) == 1:
+        return actions[0]
+    joined = ",".join(actions)
+    if len(joined) <= ACTION_LENGTH:
+        return joined
+    return next(a for a in actions if RUN_STATUS[Action(a)] == status)
+
+
+def _writer_action(stored: str | None, writer: int) -> str | None:
+    """Writer `writer`'s action in what `_record_action` kept."""
+    if stored is None or "," not in stored:
+        return stored
+    actions = stored.split(",")
+    return actions[writer] if writer < len(actions) else None
 
 
 def _not_written(row: dict, label: str) -> dict:

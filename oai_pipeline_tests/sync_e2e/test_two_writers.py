@@ -1,0 +1,165 @@
+"""A harvester with two writers, end to end: the embedded target and a mirror of it.
+
+The mirror is the embedded writer under another plug-in name, writing to a database of its
+own (a writer is given once per harvester, by name): two independent targets, so what each
+writer did to a record can be told apart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.pipeline import write as write_module
+from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.runner import HarvestReport, run_harvest
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.settings import Settings
+from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline_tests.oai.fake_source import FakeRecord, FakeSource
+from oai_pipeline_tests.support import (
+    EVERYTHING,
+    harvest_fake_source,
+    oai_dc,
+    raise_on_call,
+    use_plugin,
+)
+
+MIRROR = '''
+"""The embedded writer into a database of its own (`url`)."""
+from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline.targets.embedded.writer import EmbeddedWriter
+
+
+class MirrorWriter(EmbeddedWriter):
+    class Options(EmbeddedWriter.Options):
+        url: str
+
+    @property
+    def repository(self):
+        if self._repository is None:
+            self._repository = EmbeddedRepository(self.options.url)
+        return self._repository
+'''
+
+
+def dc(title: str, doi: str) -> str:
+    return oai_dc(title).replace(
+        "</oai_dc:dc>", f"<dc:identifier>https://doi.org/{doi}</dc:identifier></oai_dc:dc>"
+    )
+
+
+class TwoTargets:
+    """The source, the harvester `sample` writing to the target and its mirror, and both."""
+
+    def __init__(self, services: Services, source: FakeSource, mirror_url: str) -> None:
+        self.services = services
+        self.source = source
+        self.targets = [
+            EmbeddedRepository(services.settings.target_db_url),
+            EmbeddedRepository(mirror_url),
+        ]
+
+    def harvest(self, **options: object) -> HarvestReport:
+        return run_harvest(
+            self.services, EVERYTHING, RunOptions(**options), progress=lambda _m: None
+        )
+
+    def local(self, target: int, identifier: str) -> dict | None:
+        repository = self.targets[target]
+        rows = [
+            r for r in repository.list(harvester="sample") if r["source_identifier"] == identifier
+        ]
+        assert len(rows) <= 1, rows
+        return repository.show(rows[0]["id"]) if rows else None
+
+    def close(self) -> None:
+        for repository in self.targets:
+            repository.close()
+
+
+@pytest.fixture
+def two(settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    use_plugin(
+        monkeypatch,
+        tmp_path / "site",
+        "mirror_plugin",
+        MIRROR,
+        {"oai_pipeline.writers": {"mirror-service": "mirror_plugin:MirrorWriter"}},
+    )
+    records = [
+        FakeRecord(
+            f"oai:x:{n}", f"2024-03-01T10:00:0{n}Z", raw_metadata=dc(f"T{n}", f"10.5072/{n}")
+        )
+        for n in range(1, 4)
+    ]
+    source = harvest_fake_source(settings, monkeypatch, FakeSource(records))
+    mirror_url = f"sqlite:///{tmp_path / 'mirror.db'}"
+    with Services(settings) as services:
+        registry = HarvesterRegistry(services.state)
+        harvester = registry.get("sample")
+        writers = [*harvester.writers, f'mirror-service{{url:"{mirror_url}"}}']
+        services.state.save_harvester(harvester.model_copy(update={"writers": writers}))
+        both = TwoTargets(services, source, mirror_url)
+        try:
+            yield both
+        finally:
+            both.close()
+
+
+def test_a_record_one_writer_rewrites_and_the_other_skips_is_updated_in_the_run(
+    two: TwoTargets,
+) -> None:
+    """A user edited the record in the first target only: the first writer brings it back,
+    the second finds it as harvested. Its run status was the last writer's (`unchanged`,
+    action `skip`): the run hid the write."""
+    two.harvest()
+    edit_in_first_target(two, "oai:x:1")
+    report = two.harvest()
+    assert report.actions == {"update": 1, "skip": 5}
+    assert two.local(0, "oai:x:1")["data"]["metadata"]["title"] == "T1"
+    statuses = two.services.state.earlier_actions(report.run_id, ["oai:x:1", "oai:x:2"])
+    assert statuses["oai:x:1"][0] == "updated"
+    assert statuses["oai:x:2"] == ("unchanged", "skip")
+    assert report.updated == 1
+
+
+def edit_in_first_target(two: TwoTargets, identifier: str) -> None:
+    """A user edits the record in the first target only."""
+    local = two.local(0, identifier)
+    assert local is not None
+    two.targets[0].edit(local["id"], {"metadata": {**local["data"]["metadata"], "title": "E"}})
+    two.targets[0].publish(local["id"])
+
+
+def test_a_resumed_run_counts_what_each_writer_did_in_its_earlier_attempt(
+    two: TwoTargets, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed in the write stage after both writers wrote every record: the resumed run
+    reports what an uninterrupted one does, one action per writer and record (it counted
+    the earlier attempt's once per record: created 3 of 6)."""
+    raise_on_call(monkeypatch, write_module, "take_over_freed_pids", 1, RuntimeError("killed"))
+    with pytest.raises(RuntimeError):
+        two.harvest()
+    report = two.harvest()
+    assert (report.created, report.written_earlier) == (6, 6)
+    assert report.actions == {"create": 6}
+    assert [two.local(t, "oai:x:1")["revision"] for t in (0, 1)] == [1, 1]
+
+
+def test_a_resumed_run_counts_each_writers_own_action_where_they_differ(
+    two: TwoTargets, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The earlier attempt updated a record in one target and skipped it in the other: the
+    resumed run says so, as an uninterrupted one does (it stored one action per record, the
+    last writer's, and counted it for each writer: `skip` twice)."""
+    two.harvest()
+    edit_in_first_target(two, "oai:x:1")
+    raise_on_call(monkeypatch, write_module, "take_over_freed_pids", 1, RuntimeError("killed"))
+    with pytest.raises(RuntimeError):
+        two.harvest()
+    report = two.harvest()
+    assert report.actions == {"update": 1, "skip": 5}
+    assert report.updated == 1
