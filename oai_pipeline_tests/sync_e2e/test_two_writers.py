@@ -7,6 +7,7 @@ writer did to a record can be told apart.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.pipeline import write as write_module
 from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.rekey import rekey
 from oai_pipeline.pipeline.runner import HarvestReport, run_harvest
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
@@ -163,3 +165,40 @@ def test_a_resumed_run_counts_each_writers_own_action_where_they_differ(
     report = two.harvest()
     assert report.actions == {"update": 1, "skip": 5}
     assert report.updated == 1
+
+
+def test_a_record_failing_in_one_writer_only_fails_its_run_and_keeps_the_other_write(
+    two: TwoTargets, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN.md: a writer rejection is an error on the harvest record, and the harvest goes
+    on; a record fails when any writer failed it. Each writer's target is its own: the other
+    writer's write is kept, and the record is written again (both writers) until both take it."""
+    two.harvest()
+    with Services(two.services.settings) as services:
+        harvester = services.harvester("sample")
+        writers = [harvester.writers[0], harvester.writers[1][:-1] + ', community:"nowhere"}']
+        services.state.save_harvester(harvester.model_copy(update={"writers": writers}))
+    source = two.source.records[0]
+    source.raw_metadata, source.datestamp = dc("New", "10.5072/1"), "2024-03-01T11:00:00Z"
+    report = two.harvest()
+    assert report.errors == 1 and report.error_types == {"missing_community": 1}
+    statuses = two.services.state.earlier_actions(report.run_id, ["oai:x:1"])
+    assert statuses["oai:x:1"] == ("failed", "error")
+    record = two.services.state.get_record("oai:x:1", "sample")
+    assert [e["type"] for e in record["errors"]] == ["missing_community"]
+    assert two.local(0, "oai:x:1")["data"]["metadata"]["title"] == "New"
+    assert two.local(1, "oai:x:1")["data"]["metadata"]["title"] == "T1"
+
+
+def test_rekey_rewrites_both_writers_records(two: TwoTargets) -> None:
+    two.harvest()
+    report = rekey(two.services, "sample", "oai:x:", "oai:y:")
+    assert report.rewritten == {"target": 6, "state": 3}
+    for target in (0, 1):
+        assert two.local(target, "oai:y:1") is not None
+        assert two.local(target, "oai:x:1") is None
+    two.source.records[:] = [
+        dataclasses.replace(r, identifier=r.identifier.replace("x", "y"))
+        for r in two.source.records
+    ]
+    assert two.harvest().actions == {"skip": 6}
