@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -96,33 +95,20 @@ def test_an_update_of_the_base_url_with_the_dagster_server_gone_warns(
 
 
 @pytest.fixture
-def read_only_dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """DAGSTER_HOME holding an instance, mounted again read-only (root: a bind mount)."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("a bind mount needs root")
+def read_only_dagster_home(
+    read_only_mount: Callable[[Path], Path], monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """DAGSTER_HOME holding an instance, mounted again read-only."""
+    import dagster as dg
+
     home = Path(os.environ["DAGSTER_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     shutil.copy(PROJECT_ROOT / "dagster.yaml", home / "dagster.yaml")
-    import dagster as dg
-
     with dg.DagsterInstance.from_config(str(home)):  # its databases created
         pass
-    point = tmp_path / "read-only-dagster-home"
-    point.mkdir()
-    for command in (
-        ["mount", "--bind", str(home), str(point)],
-        ["mount", "-o", "remount,ro,bind", str(point)],
-    ):
-        done = subprocess.run(command, capture_output=True)
-        if done.returncode != 0:
-            if command[1] != "--bind":
-                subprocess.run(["umount", str(point)], check=True)
-            pytest.skip(f"cannot bind-mount here: {done.stderr.decode().strip()}")
-    monkeypatch.setenv("DAGSTER_HOME", str(point))
-    try:
-        yield point
-    finally:
-        subprocess.run(["umount", "--lazy", str(point)], check=True)
+    mounted = read_only_mount(home)
+    monkeypatch.setenv("DAGSTER_HOME", str(mounted))
+    return mounted
 
 
 def test_the_demo_on_a_read_only_dagster_home_is_one_line_and_registers_nothing(
