@@ -10,12 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from click.testing import CliRunner, Result
 
 from oai_pipeline.cli import main
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import PROJECT_ROOT, load_settings
 from oai_pipeline_tests.cli.test_user_errors import closed_port  # noqa: F401 - a fixture
+from oai_pipeline_tests.postgres import drop_connections, fresh_database
 
 
 def run_cli(*args: str) -> Result:
@@ -132,3 +134,45 @@ def test_the_demo_on_a_read_only_dagster_home_is_one_line_and_registers_nothing(
     assert json.loads(result.stdout)["type"] == "dagster_storage_error"
     with Services(load_settings()) as services:
         assert services.state.list_harvesters() == []
+
+
+@pytest.mark.postgres
+def test_a_dagster_postgresql_database_gone_after_opening_is_one_line(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The instance opened, then its database refused connections (as a server stopping
+    does) when rekey asked it for the harvester's runs: dagster-postgres's traceback."""
+    from oai_pipeline.defs.harvester_runs import dagster_runs_in_home
+    from oai_pipeline.defs.instance_storage import DagsterStorageError
+
+    url = sa.make_url(fresh_database(postgres_url, prefix="dagster"))
+    for name, value in {
+        "DAGSTER_PG_USERNAME": url.username or "postgres",
+        "DAGSTER_PG_PASSWORD": url.password or "",
+        "DAGSTER_PG_HOST": url.host or "127.0.0.1",
+        "DAGSTER_PG_PORT": str(url.port),
+        "DAGSTER_PG_DB": url.database or "",
+    }.items():
+        monkeypatch.setenv(name, value)
+    home = Path(os.environ["DAGSTER_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copy(PROJECT_ROOT / "dagster-postgres.yaml", home / "dagster.yaml")
+    monkeypatch.setattr("dagster_postgres.utils.calculate_delay", lambda **_: 0)
+    admin = sa.create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
+
+    with dagster_runs_in_home() as runs:
+        assert runs.waiting("sample") == []
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f"ALTER DATABASE {url.database} ALLOW_CONNECTIONS false")
+        drop_connections(url.render_as_string(hide_password=False))
+        with pytest.raises(DagsterStorageError) as refused:
+            runs.waiting("sample")
+    admin.dispose()
+
+    [line] = str(refused.value).splitlines()
+    assert line.startswith(f"the Dagster instance's database failed in {home}: ")
+    assert f'database "{url.database}" is not currently accepting connections' in line
+    assert line.endswith(
+        "is the Dagster instance's PostgreSQL server running? "
+        f"(the storage named in {home}/dagster.yaml)"
+    )
