@@ -32,22 +32,23 @@ class DagsterStorageError(PipelineError):
     """The Dagster instance's database failed: the operator's to fix, not a bug."""
 
 
-def database_failure(error: BaseException) -> sa.exc.DatabaseError | None:
+def database_failure(error: BaseException) -> sa.exc.DBAPIError | None:
     """The database error under `error`: itself, or what dagster-postgres's `too many
     retries` (or another wrapper) was raised from."""
     seen: BaseException | None = error
     while seen is not None:
         if isinstance(seen, sa.exc.DatabaseError | sa.exc.InterfaceError):
-            return seen  # type: ignore[return-value]
+            return seen
         seen = seen.__cause__
     return None
 
 
 def dagster_home_text() -> str:
+    """DAGSTER_HOME as the instance was opened from (`ensure_dagster_home` sets it)."""
     return os.environ.get("DAGSTER_HOME", "")
 
 
-def storage_failure_text(error: sa.exc.DBAPIError | sa.exc.DatabaseError) -> str:
+def storage_failure_text(error: sa.exc.DBAPIError) -> str:
     """The database's error in one line, with what to do about it."""
     home = dagster_home_text()
     orig = getattr(error, "orig", None) or error
