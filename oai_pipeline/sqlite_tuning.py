@@ -107,18 +107,26 @@ def explain_refused_writes(engine: Engine) -> None:
         original = context.original_exception
         if not isinstance(original, sqlite3.OperationalError):
             return None
-        message = str(original)
-        number = _refusal(message, path)
-        if number is None:
+        explained = refused_write_text(str(original), path)
+        if explained is None:
             return None
-        if number == errno.ENOSPC:
-            where = f"the file system holding {path} is full"
-        elif number == errno.EROFS:
-            where = f"the file system holding {path} is mounted read-only"
-        else:  # SQLite writes its -wal and -shm files beside the database, even to read
-            where = f"{path} or its folder is not writable"
-        explained = sqlite3.OperationalError(f"{message}: {where}; {disk_advice(number)}")
-        return exc.OperationalError(context.statement, context.parameters, explained)
+        error = sqlite3.OperationalError(explained)
+        return exc.OperationalError(context.statement, context.parameters, error)
+
+
+def refused_write_text(message: str, path: Path) -> str | None:
+    """SQLite's `message` about the database at `path` with the file and the cure, when it
+    is the disk refusing a write (full, read-only, not writable); None for other errors."""
+    number = _refusal(message, path)
+    if number is None:
+        return None
+    if number == errno.ENOSPC:
+        where = f"the file system holding {path} is full"
+    elif number == errno.EROFS:
+        where = f"the file system holding {path} is mounted read-only"
+    else:  # SQLite writes its -wal and -shm files beside the database, even to read
+        where = f"{path} or its folder is not writable"
+    return f"{message}: {where}; {disk_advice(number)}"
 
 
 # -- reading a home this process cannot write -------------------------------------------------

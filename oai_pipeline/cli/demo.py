@@ -60,6 +60,7 @@ def demo(as_json: bool) -> None:
     ensure_dagster_home()
     import dagster as dg
 
+    from oai_pipeline.defs.instance_storage import STORAGE_FAILED, dagster_storage_errors
     from oai_pipeline.defs.launch import dagster_instance, materialize_windows, window_range
     from oai_pipeline.defs.partitions import window_partitions
     from oai_pipeline.harvesters.model import Harvester
@@ -68,7 +69,9 @@ def demo(as_json: bool) -> None:
     from oai_pipeline.pipeline.services import Services
     from oai_pipeline.sample_endpoint.records import SAMPLE_LAST_DAY
 
-    with sample_endpoint() as base_url:
+    # The instance first: one that does not open (a read-only DAGSTER_HOME) fails the demo
+    # before it registers the harvester or serves the endpoint.
+    with dagster_instance() as instance, sample_endpoint() as base_url:
         with Services(load_settings()) as services:
             HarvesterRegistry(services.state).upsert(
                 Harvester(
@@ -86,7 +89,7 @@ def demo(as_json: bool) -> None:
         # run and one sweep (the grid's first window is open to the past).
         last_moment = datetime.combine(SAMPLE_LAST_DAY, time.max, tzinfo=UTC)
         first, last = window_range(None, last_moment)
-        with dagster_instance() as instance:
+        with dagster_storage_errors(STORAGE_FAILED):
             result = materialize_windows(
                 instance, DEMO_HARVESTER, first, last, raise_on_error=False, log_level="WARNING"
             )

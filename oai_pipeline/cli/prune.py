@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import click
 
@@ -46,7 +49,8 @@ def prune(harvester_ids: tuple[str, ...], keep_days: int | None, as_json: bool) 
         )
     if keep_days is not None:
         settings = settings.model_copy(update={"keep_run_records_days": keep_days})
-    with Services(settings) as services:
+    # The instance first: one that does not open fails the prune before anything is dropped.
+    with _dagster_instance() as instance, Services(settings) as services:
         registered = {harvester.id for harvester in services.state.list_harvesters()}
         # A harvester deleted with its harvest records kept is harvested no more, so no
         # harvest prunes its runs: this is the only way to.
@@ -64,12 +68,13 @@ def prune(harvester_ids: tuple[str, ...], keep_days: int | None, as_json: bool) 
             except PipelineError as error:
                 busy.append({"harvester_id": harvester_id, "error": str(error)})
         registered = {harvester.id for harvester in services.state.list_harvesters()}
-    dagster_runs, job_runs = _prune_dagster_runs(
-        [p["harvester_id"] for p in pruned],
-        every=not harvester_ids,
-        registered=registered,
-        keep_days=settings.keep_run_records_days,
-    )
+        dagster_runs, job_runs = _prune_dagster_runs(
+            instance,
+            [p["harvester_id"] for p in pruned],
+            every=not harvester_ids,
+            registered=registered,
+            keep_days=settings.keep_run_records_days,
+        )
     lines = [
         f"{p['harvester_id']}: {p['run_records']} per-record statuses, "
         f"{len(p['partitions'])} partition keys dropped"
@@ -92,21 +97,33 @@ def prune(harvester_ids: tuple[str, ...], keep_days: int | None, as_json: bool) 
     )
 
 
-def _prune_dagster_runs(
-    harvester_ids: list[str], *, every: bool, registered: set[str], keep_days: int
-) -> tuple[dict[str, int] | None, dict[str, int] | None]:
-    """Runs deleted per harvester, and per other job, from the Dagster instance under
-    DAGSTER_HOME, as the prune_run_history job deletes them (see run_history); with `every`,
-    also the runs of harvesters no longer registered and those of the other jobs. None
-    without an instance (DAGSTER_HOME unset or never created)."""
+@contextmanager
+def _dagster_instance() -> Iterator[Any]:
+    """The Dagster instance under DAGSTER_HOME; None without one (DAGSTER_HOME unset or
+    never created)."""
     home = os.environ.get("DAGSTER_HOME")
     if not home or not os.path.isdir(home):
-        return None, None
+        yield None
+        return
     from oai_pipeline.defs.launch import dagster_instance  # Dagster only where it is used
+
+    with dagster_instance() as instance:
+        yield instance
+
+
+def _prune_dagster_runs(
+    instance: Any, harvester_ids: list[str], *, every: bool, registered: set[str], keep_days: int
+) -> tuple[dict[str, int] | None, dict[str, int] | None]:
+    """Runs deleted per harvester, and per other job, from the Dagster `instance`, as the
+    prune_run_history job deletes them (see run_history); with `every`, also the runs of
+    harvesters no longer registered and those of the other jobs. None without an instance."""
+    if instance is None:
+        return None, None
+    from oai_pipeline.defs.instance_storage import STORAGE_FAILED, dagster_storage_errors
     from oai_pipeline.defs.prune_runs import project_jobs
     from oai_pipeline.defs.run_history import prune_run_history
 
-    with dagster_instance() as instance:
+    with dagster_storage_errors(STORAGE_FAILED):
         pruned = prune_run_history(
             instance,
             keep_days,

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from oai_pipeline.defs.dead_runs import is_dead
+from oai_pipeline.defs.instance_storage import STORAGE_FAILED, dagster_storage_errors
 from oai_pipeline.defs.partitions import HARVESTER, harvesters_of
 from oai_pipeline.defs.schedules import STUCK_AFTER
 
@@ -48,6 +49,10 @@ class DagsterRuns:
     def unfinished(self, harvester_id: str) -> list[dg.DagsterRun]:
         """The harvester's runs that may still harvest or write: not those the dead-run
         sensor would fail, nor one stuck NOT_STARTED (as `busy_harvesters` counts them)."""
+        with dagster_storage_errors(STORAGE_FAILED):
+            return self._unfinished(harvester_id)
+
+    def _unfinished(self, harvester_id: str) -> list[dg.DagsterRun]:
         now = self.now or datetime.now(UTC)
         found = []
         for record in self.instance.get_run_records(filters=dg.RunsFilter(statuses=UNFINISHED)):
@@ -67,13 +72,15 @@ class DagsterRuns:
     def ended(self, run_id: str) -> bool:
         """Failed, canceled, or found dead; a run the instance does not know is not taken
         for ended (DAGSTER_HOME may not be the daemon's)."""
-        run = self.instance.get_run_by_id(run_id)
-        if run is None:
-            return False
-        return run.status in ENDED or is_dead(self.instance, run, self.now)
+        with dagster_storage_errors(STORAGE_FAILED):
+            run = self.instance.get_run_by_id(run_id)
+            if run is None:
+                return False
+            return run.status in ENDED or is_dead(self.instance, run, self.now)
 
     def succeeded(self, run_id: str) -> bool:
-        run = self.instance.get_run_by_id(run_id)
+        with dagster_storage_errors(STORAGE_FAILED):
+            run = self.instance.get_run_by_id(run_id)
         return run is not None and run.status is dg.DagsterRunStatus.SUCCESS
 
 

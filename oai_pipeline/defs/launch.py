@@ -8,12 +8,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
-import sqlalchemy as sa
 import yaml
 from dagster_shared.check import CheckError
 
 from oai_pipeline.defs.assets import harvest_assets
 from oai_pipeline.defs.checks import harvest_checks
+from oai_pipeline.defs.instance_storage import dagster_storage_errors
 from oai_pipeline.defs.partitions import (
     HARVESTER_TAG,
     RANGE_END_TAG,
@@ -34,14 +34,14 @@ logger = logging.getLogger(__name__)
 def dagster_instance() -> dg.DagsterInstance:
     """The instance under DAGSTER_HOME. A dagster.yaml that does not load, or a database of
     it that does not open, is the operator's to fix: one line naming the folder, not
-    Dagster's traceback. A dagster.yaml an older version left there is said so: the
-    commands that open the instance are where an operator sees it after an upgrade."""
+    Dagster's traceback (see instance_storage). A dagster.yaml an older version left there
+    is said so: the commands that open the instance are where an operator sees it after an
+    upgrade."""
     try:
-        instance = dg.DagsterInstance.get()
+        with dagster_storage_errors("cannot open the Dagster instance"):
+            instance = dg.DagsterInstance.get()
     except dg.DagsterInvalidConfigError as error:  # its text goes on with the whole schema
         reason = "; ".join(e.message.split(" Expected: ")[0] for e in error.errors)
-    except sa.exc.DatabaseError as error:
-        reason = " ".join(str(error.orig).split())
     except (yaml.YAMLError, CheckError) as error:
         reason = " ".join(str(error).split())
     else:

@@ -1,9 +1,13 @@
-"""A running sample endpoint, and the harvester `sample` registered on it through the CLI."""
+"""A running sample endpoint, and the harvester `sample` registered on it through the CLI;
+a folder mounted again read-only."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -61,3 +65,34 @@ def run_left_running(
             worker=worker or f"{socket.gethostname()}:{pid_of_no_process()}:gone",
             dagster_run_id=dagster_run_id,
         )
+
+
+@pytest.fixture
+def read_only_mount(tmp_path: Path) -> Iterator[Callable[[Path], Path]]:
+    """Mounts a folder again, read-only (a real read-only file system), where `mount` is
+    permitted (root); the mount point is returned."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a bind mount needs root")
+    mounted: list[Path] = []
+
+    def mount(folder: Path) -> Path:
+        point = tmp_path / f"read-only-{len(mounted)}"
+        point.mkdir()
+        for command in (
+            ["mount", "--bind", str(folder), str(point)],
+            ["mount", "-o", "remount,ro,bind", str(point)],
+        ):
+            done = subprocess.run(command, capture_output=True)
+            if done.returncode != 0:
+                if command[1] != "--bind":
+                    subprocess.run(["umount", str(point)], check=True)
+                pytest.skip(f"cannot bind-mount here: {done.stderr.decode().strip()}")
+        mounted.append(point)
+        return point
+
+    try:
+        yield mount
+    finally:
+        for point in reversed(mounted):
+            # lazily: a SQLite connection of this process may still hold a file open
+            subprocess.run(["umount", "--lazy", str(point)], check=True)

@@ -12,8 +12,7 @@ import os
 import shutil
 import socket
 import sqlite3
-import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -51,37 +50,6 @@ def _digests(folder: Path) -> dict[str, str]:
         path.name: hashlib.sha256(path.read_bytes()).hexdigest()
         for path in sorted(folder.glob("*.sqlite*"))
     }
-
-
-@pytest.fixture
-def read_only_mount(tmp_path: Path) -> Iterator[Callable[[Path], Path]]:
-    """Mounts a folder again, read-only (a real read-only file system), where `mount` is
-    permitted (root); the mount point is returned."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("a bind mount needs root")
-    mounted: list[Path] = []
-
-    def mount(folder: Path) -> Path:
-        point = tmp_path / f"read-only-{len(mounted)}"
-        point.mkdir()
-        for command in (
-            ["mount", "--bind", str(folder), str(point)],
-            ["mount", "-o", "remount,ro,bind", str(point)],
-        ):
-            done = subprocess.run(command, capture_output=True)
-            if done.returncode != 0:
-                if command[1] != "--bind":
-                    subprocess.run(["umount", str(point)], check=True)
-                pytest.skip(f"cannot bind-mount here: {done.stderr.decode().strip()}")
-        mounted.append(point)
-        return point
-
-    try:
-        yield mount
-    finally:
-        for point in reversed(mounted):
-            # lazily: a SQLite connection of this process may still hold a file open
-            subprocess.run(["umount", "--lazy", str(point)], check=True)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ counts and last failures stay on the run."""
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -320,3 +321,31 @@ def test_a_harvest_that_prunes_no_run_reads_no_manifest_of_other_keys(
         run_harvest(services, _grid("2024-01-03"), RunOptions(), progress=lambda _m: None)
         assert scans == ["sample"]
         assert "2024-01-01" not in services.storage.windows(RAW_OAI_XML, "sample")
+
+
+def test_prune_with_a_damaged_dagster_instance_drops_nothing(
+    source: FakeSource, settings: Settings
+) -> None:
+    """The state store's rows and Parquet were dropped first, then the instance failed to
+    open: the error, without the cure, hid what had been dropped. The instance is now
+    opened first, and its damage named with what to do."""
+    with Services(settings) as services:
+        old = run_harvest(services, _grid("2024-01-01"), RunOptions(), progress=lambda _m: None)
+        run_harvest(services, _grid("2024-01-02"), RunOptions(), progress=lambda _m: None)
+        _age(services, old.run_id)
+    home = Path(os.environ["DAGSTER_HOME"])
+    (home / "history").mkdir(parents=True)
+    (home / "history" / "runs.db").write_bytes(b"not a database, " * 1024)
+
+    result = _prune("--json")
+
+    assert result.exit_code == 1
+    assert json.loads(result.stdout) == {
+        "error": f"cannot open the Dagster instance in {home}: file is not a database: a "
+        f"database in {home} is damaged; restore the folder from a backup, or move it aside "
+        "for a new, empty instance (its run history is then lost)",
+        "type": "dagster_storage_error",
+    }
+    with Services(settings) as services:
+        assert _keys(services) == dict.fromkeys(STAGE_ASSETS, ["2024-01-01", "2024-01-02"])
+        assert _rows(services, old.run_id) == 10
