@@ -41,18 +41,6 @@ def _harvest(home: Home, args: list[str], crash: str = "none") -> None:
     assert result.returncode == expected, result.stdout + result.stderr[-3000:]
 
 
-@contextmanager
-def _harvested_source(
-    tmp_path: Path, records: list[Any], name: str
-) -> Iterator[tuple[OAIEndpoint, Home]]:
-    """A source keeping no deletions (a reconcile finds them) and a home that harvested it."""
-    with OAIEndpoint(records, page_size=10, deleted_record="no") as endpoint:
-        home = Backend().new_home(tmp_path, name)
-        crash_sweep.register_harvester(home, endpoint.base_url, batch_size=10)
-        _harvest(home, FULL)
-        yield endpoint, home
-
-
 def _deleted_then_listed_again(endpoint: OAIEndpoint, home: Home, records: list[Any]) -> None:
     """The records vanish, a reconcile deletes them, and the source lists them again."""
     for record in records:
@@ -60,6 +48,59 @@ def _deleted_then_listed_again(endpoint: OAIEndpoint, home: Home, records: list[
     _harvest(home, ["reconcile", HARVESTER])
     for record in records:
         endpoint.upsert(record)
+
+
+class HarvestedSource:
+    """An endpoint keeping no deletions (a reconcile finds them) serving the first 30
+    records, and homes that harvested it: made once for the module (a harvest and a
+    reconcile per test were most of its time), copied for each test, the endpoint given
+    back its records first."""
+
+    def __init__(self, endpoint: OAIEndpoint, root: Path) -> None:
+        self.endpoint = endpoint
+        self.records = RECORDS[:30]
+        self._root = root
+        self._templates: dict[int, Home] = {}
+
+    def restore(self) -> None:
+        """The endpoint's records as at first, whatever a test removed or added."""
+        for record in self.endpoint.records():
+            self.endpoint.remove(record.identifier)
+        for record in self.records:
+            self.endpoint.upsert(record)
+
+    def template(self, returned: int) -> Home:
+        """A home that harvested the source and, if `returned`, whose reconcile deleted the
+        first `returned` live records, which the source lists again."""
+        if returned not in self._templates:
+            self.restore()
+            if returned == 0:
+                home = Backend().new_home(self._root, "harvested")
+                crash_sweep.register_harvester(home, self.endpoint.base_url, batch_size=10)
+                _harvest(home, FULL)
+            else:
+                home = Backend().new_home(self._root, f"returned-{returned}", self.template(0))
+                live = [r for r in self.records if not r.deleted]
+                _deleted_then_listed_again(self.endpoint, home, live[:returned])
+            self._templates[returned] = home
+        return self._templates[returned]
+
+
+@pytest.fixture(scope="module")
+def shared_source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HarvestedSource]:
+    with OAIEndpoint(RECORDS[:30], page_size=10, deleted_record="no") as endpoint:
+        yield HarvestedSource(endpoint, tmp_path_factory.mktemp("crash_points_reconcile"))
+
+
+@contextmanager
+def _harvested_source(
+    shared: HarvestedSource, tmp_path: Path, name: str, returned: int = 0
+) -> Iterator[tuple[OAIEndpoint, Home]]:
+    """The shared source as at first, and a copy of a home that harvested it (`returned`:
+    see `HarvestedSource.template`)."""
+    template = shared.template(returned)
+    shared.restore()
+    yield shared.endpoint, Backend().new_home(tmp_path, name, template)
 
 
 def _outcome(home: Home, run_id: int) -> dict[str, Any]:
@@ -188,12 +229,14 @@ def test_a_harvest_killed_before_saving_what_it_brought_back_brings_it_back_when
     assert _outcome(home, 2) == changed.incremental
 
 
-def test_a_reconcile_killed_before_its_deletions_deletes_them_when_rerun(tmp_path: Path) -> None:
+def test_a_reconcile_killed_before_its_deletions_deletes_them_when_rerun(
+    shared_source: HarvestedSource, tmp_path: Path
+) -> None:
     """Killed after the sweep, before the target took the deletions: the rerun deletes them
     (the records were marked gone first, and a rerun looked for vanished ones among the
     records still marked live only: the target kept them live for ever)."""
     records = RECORDS[:30]
-    with _harvested_source(tmp_path, records, "home") as (endpoint, home):
+    with _harvested_source(shared_source, tmp_path, "home") as (endpoint, home):
         gone = sorted(r.identifier for r in records if not r.deleted)[:3]
         for identifier in gone:
             endpoint.remove(identifier)
@@ -220,7 +263,7 @@ def test_a_reconcile_killed_before_its_deletions_deletes_them_when_rerun(tmp_pat
     ],
 )
 def test_a_reconcile_killed_before_saving_its_deletions_remembers_them_when_rerun(
-    tmp_path: Path, crash: str
+    shared_source: HarvestedSource, tmp_path: Path, crash: str
 ) -> None:
     """Killed after the target tombstoned the vanished records, before the state store saved
     those outcomes: the rerun finds them deleted already and still remembers the revision
@@ -229,7 +272,7 @@ def test_a_reconcile_killed_before_saving_its_deletions_remembers_them_when_reru
     the store saved them, before they were marked gone: the rerun reports them deleted too
     (it found them as remembered and reported them `skip`)."""
     records = RECORDS[:30]
-    with _harvested_source(tmp_path, records, "harvested") as (endpoint, harvested):
+    with _harvested_source(shared_source, tmp_path, "harvested") as (endpoint, harvested):
         gone = sorted(r.identifier for r in records if not r.deleted)[:3]
         for identifier in gone:
             endpoint.remove(identifier)
@@ -318,13 +361,15 @@ def test_a_harvest_killed_after_saving_what_it_brought_back_still_reports_it(
     ],
 )
 def test_a_reconcile_killed_while_harvesting_returned_records_finishes_it_when_rerun(
-    tmp_path: Path, crash: str
+    shared_source: HarvestedSource, tmp_path: Path, crash: str
 ) -> None:
     """A reconcile that harvests again the records an earlier one deleted (the source lists
     them again), killed in that harvest: the rerun resumes it. Before, the records staged
     were no longer marked gone, so the rerun harvested nothing: they stayed deleted in the
     target while the source had them, and the run stayed unfinished."""
-    back, _, expected, got, want, snapshot = _reconcile_killed_and_rerun(tmp_path, crash, 3, 0)
+    back, _, expected, got, want, snapshot = _reconcile_killed_and_rerun(
+        shared_source, tmp_path, crash, 3, 0
+    )
     assert got["returned"] == expected["returned"] == sorted(r.identifier for r in back)
     for key in ("target", "harvest_records", "last_run_status", "unfinished_runs"):
         assert snapshot[key] == want[key], key
@@ -345,7 +390,7 @@ def test_a_reconcile_killed_while_harvesting_returned_records_finishes_it_when_r
     ],
 )
 def test_a_reconcile_killed_after_marking_records_gone_reports_them_when_rerun(
-    tmp_path: Path, crash: str
+    shared_source: HarvestedSource, tmp_path: Path, crash: str
 ) -> None:
     """Killed once it had deleted the vanished records and marked them gone: the rerun
     reports them vanished and deleted, as the uninterrupted reconcile does (marked gone,
@@ -353,7 +398,7 @@ def test_a_reconcile_killed_after_marking_records_gone_reports_them_when_rerun(
     while this reconcile had deleted them), and what it harvested again of those listed
     again as written before."""
     back, dropped, expected, got, want, snapshot = _reconcile_killed_and_rerun(
-        tmp_path, crash, 2, 3
+        shared_source, tmp_path, crash, 2, 3
     )
     assert expected["vanished"] == sorted(r.identifier for r in dropped)
     assert expected["actions"] == {"delete": len(dropped)}
@@ -367,13 +412,14 @@ def test_a_reconcile_killed_after_marking_records_gone_reports_them_when_rerun(
 
 
 def test_a_reconcile_killed_after_closing_its_run_is_followed_by_a_new_one(
+    shared_source: HarvestedSource,
     tmp_path: Path,
 ) -> None:
     """Killed releasing its leases, its run closed: the rerun is a new reconcile (another
     run id) of a source that did not change, reporting nothing of the first's deletions as
     its own, and leaving what the uninterrupted reconcile leaves."""
     _, _, expected, got, want, snapshot = _reconcile_killed_and_rerun(
-        tmp_path, "lock_release:2:after", 2, 3
+        shared_source, tmp_path, "lock_release:2:after", 2, 3
     )
     assert expected["actions"] == {"delete": 3}
     assert got["run_id"] == expected["run_id"] + 1
@@ -383,17 +429,19 @@ def test_a_reconcile_killed_after_closing_its_run_is_followed_by_a_new_one(
 
 
 def _reconcile_killed_and_rerun(
-    tmp_path: Path, crash: str, returning: int, dropping: int
+    shared_source: HarvestedSource, tmp_path: Path, crash: str, returning: int, dropping: int
 ) -> tuple[list[Any], list[Any], dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Harvested and reconciled after `returning` live records vanished; then those are
     listed again and `dropping` others vanish. Reconciled once in a reference home, and in
     another killed at `crash` and rerun: (the records back, those dropped, the reference's
     report, the rerun's, the reference's snapshot, the rerun's)."""
     records = RECORDS[:30]
-    with _harvested_source(tmp_path, records, "reconciled") as (endpoint, reconciled):
+    with _harvested_source(shared_source, tmp_path, "reconciled", returning) as (
+        endpoint,
+        reconciled,
+    ):
         live = [r for r in records if not r.deleted]
         back, dropped = live[:returning], live[returning : returning + dropping]
-        _deleted_then_listed_again(endpoint, reconciled, back)
         for record in dropped:
             endpoint.remove(record.identifier)
         reference = Backend().new_home(tmp_path, "reference", reconciled)
@@ -418,14 +466,14 @@ def _reconcile_killed_and_rerun(
     ],
 )
 def test_a_record_a_killed_reconcile_deleted_comes_back_when_the_source_lists_it_again(
-    tmp_path: Path, crash: str
+    shared_source: HarvestedSource, tmp_path: Path, crash: str
 ) -> None:
     """Killed after deleting the vanished records in the target, before marking them gone;
     then the source lists one of them again. The rerun harvests it again (the harvest wins)
     and reports it deleted and returned. Before, it stayed a tombstone for good: live in the
     store and listed, neither vanished nor gone, no reconcile or harvest looked at it."""
     records = RECORDS[:30]
-    with _harvested_source(tmp_path, records, "home") as (endpoint, home):
+    with _harvested_source(shared_source, tmp_path, "home") as (endpoint, home):
         dropped = [r for r in records if not r.deleted][:3]
         for record in dropped:
             endpoint.remove(record.identifier)
@@ -458,7 +506,7 @@ def test_a_record_a_killed_reconcile_deleted_comes_back_when_the_source_lists_it
     ],
 )
 def test_a_record_listed_again_then_dropped_before_a_killed_reconcile_harvested_it(
-    tmp_path: Path, crash: str
+    shared_source: HarvestedSource, tmp_path: Path, crash: str
 ) -> None:
     """A reconcile found two deleted records listed again and was killed before harvesting
     them; the source then dropped one again. The rerun brings back the other only: the one
@@ -466,10 +514,9 @@ def test_a_record_listed_again_then_dropped_before_a_killed_reconcile_harvested_
     although no harvest wrote it, or a silent `skip`), a notice names it, and the harvest
     run succeeds."""
     records = RECORDS[:30]
-    with _harvested_source(tmp_path, records, "home") as (endpoint, home):
+    with _harvested_source(shared_source, tmp_path, "home", returned=2) as (endpoint, home):
         live = [r for r in records if not r.deleted]
         back, dropped = live[:2], live[2:4]
-        _deleted_then_listed_again(endpoint, home, back)
         for record in dropped:
             endpoint.remove(record.identifier)
         reconcile = ["reconcile", HARVESTER, "--json"]
@@ -489,6 +536,7 @@ def test_a_record_listed_again_then_dropped_before_a_killed_reconcile_harvested_
 
 
 def test_a_reconcile_killed_twice_while_the_source_drops_more_reports_all_its_deletions(
+    shared_source: HarvestedSource,
     tmp_path: Path,
 ) -> None:
     """Killed after marking two vanished records gone; the source drops a third, and the
@@ -496,7 +544,7 @@ def test_a_reconcile_killed_twice_while_the_source_drops_more_reports_all_its_de
     run. Before, the second attempt's saved deletions replaced the first's: only the third
     was reported, the first two no longer said anywhere."""
     records = RECORDS[:30]
-    with _harvested_source(tmp_path, records, "home") as (endpoint, home):
+    with _harvested_source(shared_source, tmp_path, "home") as (endpoint, home):
         live = [r for r in records if not r.deleted]
         reconcile = ["reconcile", HARVESTER, "--json"]
         for record in live[:2]:
@@ -513,6 +561,7 @@ def test_a_reconcile_killed_twice_while_the_source_drops_more_reports_all_its_de
 
 
 def test_a_record_a_resumed_reconcile_harvest_found_gone_comes_back_when_listed_again(
+    shared_source: HarvestedSource,
     tmp_path: Path,
 ) -> None:
     """A reconcile killed as it began harvesting again the records listed again; the source
@@ -521,9 +570,8 @@ def test_a_record_a_resumed_reconcile_harvest_found_gone_comes_back_when_listed_
     it), the next reconcile harvests it again. Before, that harvest left it deleted but no
     longer marked gone: no reconcile looked at it again, a tombstone for good."""
     records = RECORDS[:30]
-    with _harvested_source(tmp_path, records, "home") as (endpoint, home):
+    with _harvested_source(shared_source, tmp_path, "home", returned=2) as (endpoint, home):
         back = [r for r in records if not r.deleted][:2]
-        _deleted_then_listed_again(endpoint, home, back)
         reconcile = ["reconcile", HARVESTER, "--json"]
         _harvest(home, reconcile, "create_run:1:after")
         endpoint.remove(back[0].identifier)
@@ -537,6 +585,7 @@ def test_a_record_a_resumed_reconcile_harvest_found_gone_comes_back_when_listed_
 
 
 def test_a_record_brought_back_then_dropped_between_two_kills_is_reported_returned(
+    shared_source: HarvestedSource,
     tmp_path: Path,
 ) -> None:
     """A reconcile killed once it had harvested again the records listed again; the source
@@ -544,10 +593,9 @@ def test_a_record_brought_back_then_dropped_between_two_kills_is_reported_return
     rerun reports it returned (it was brought back) and vanished, as it happened; it was
     taken for one gone again before its harvest and left out of `returned`."""
     records = RECORDS[:30]
-    with _harvested_source(tmp_path, records, "home") as (endpoint, home):
+    with _harvested_source(shared_source, tmp_path, "home", returned=2) as (endpoint, home):
         live = [r for r in records if not r.deleted]
         back, dropped = live[:2], live[2]
-        _deleted_then_listed_again(endpoint, home, back)
         endpoint.remove(dropped.identifier)
         reconcile = ["reconcile", HARVESTER, "--json"]
         _harvest(home, reconcile, "finish_run:1:after")
@@ -572,7 +620,7 @@ def test_a_record_brought_back_then_dropped_between_two_kills_is_reported_return
     ],
 )
 def test_a_reconcile_that_found_nothing_vanished_reports_what_it_brought_back_when_rerun(
-    tmp_path: Path, crash: str
+    shared_source: HarvestedSource, tmp_path: Path, crash: str
 ) -> None:
     """A reconcile that found nothing vanished, only records listed again, killed once it had
     harvested them; the source then drops one of them again. The rerun reports both returned
@@ -580,9 +628,8 @@ def test_a_reconcile_that_found_nothing_vanished_reports_what_it_brought_back_wh
     vanished. Before, the killed attempt saved what it brought back on its run only when
     something vanished: the rerun said `returned: []`."""
     records = RECORDS[:30]
-    with _harvested_source(tmp_path, records, "home") as (endpoint, home):
+    with _harvested_source(shared_source, tmp_path, "home", returned=2) as (endpoint, home):
         back = [r for r in records if not r.deleted][:2]
-        _deleted_then_listed_again(endpoint, home, back)
         reconcile = ["reconcile", HARVESTER, "--json"]
         _harvest(home, reconcile, crash)
         endpoint.remove(back[0].identifier)  # brought back, then dropped again

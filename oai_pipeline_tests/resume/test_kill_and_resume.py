@@ -31,8 +31,12 @@ PAGE_SIZE = 100
 
 
 # A writer that takes its time, installed as a plug-in, so a kill lands inside the write
-# stage every time (the real writer finishes 1,500 records before a poll sees it).
+# stage every time (the real writer finishes 1,500 records before a poll sees it). Slow
+# only in the attempt to kill (SLOW_WRITER_SECONDS, set by `_kill_when`): the harvests
+# before and after it would spend seconds sleeping for nothing.
+SLOW_WRITER_SECONDS = "0.02"
 SLOW_WRITER = """
+import os
 import time
 
 from oai_pipeline.targets.embedded.writer import EmbeddedWriter
@@ -40,7 +44,7 @@ from oai_pipeline.targets.embedded.writer import EmbeddedWriter
 
 class SlowWriter(EmbeddedWriter):
     def apply(self, harvester_id, writes):
-        time.sleep(0.02)
+        time.sleep(float(os.environ.get("SLOW_WRITER_SECONDS", "0")))
         return super().apply(harvester_id, writes)
 """
 
@@ -121,7 +125,8 @@ def _target_count(settings: Settings) -> int:
 
 
 def _kill_when(home: Path, condition: Callable[[], bool], *extra: str) -> None:
-    cli_killed_when([*HARVEST, *extra], condition, _env(home))
+    env = {**_env(home), "SLOW_WRITER_SECONDS": SLOW_WRITER_SECONDS}
+    cli_killed_when([*HARVEST, *extra], condition, env)
 
 
 @pytest.fixture(scope="module")
