@@ -13,7 +13,6 @@ as it was; materialising raw_oai_xml of the window again lists the new identifie
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 import pytest
@@ -23,7 +22,6 @@ from oai_pipeline.defs.assets import harvest_assets, sync_decisions, written_rec
 from oai_pipeline.defs.assets import transformed_records as transformed
 from oai_pipeline.defs.harvester_runs import DagsterRuns
 from oai_pipeline.defs.partitions import ensure_harvester_partitions
-from oai_pipeline.errors import PipelineError
 from oai_pipeline.identifier_prefix import RekeyRefused
 from oai_pipeline.pipeline.rekey import rekey
 from oai_pipeline.pipeline.services import Services
@@ -31,11 +29,12 @@ from oai_pipeline.sample_endpoint.records import EndpointRecord
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
 from oai_pipeline_tests.orchestration.dagster_runs import (
+    a_window_whose_write_failed,
     materialise_window,
-    run_status_sensor,
     step_errors,
+    window_records,
 )
-from oai_pipeline_tests.support import oai_dc, register, target_by_source
+from oai_pipeline_tests.support import register, target_by_source
 
 OLD = "oai:old.example.org:"
 NEW = "oai:repo.example.org:"
@@ -45,25 +44,12 @@ RECORDS = 5
 
 
 def handle_records(prefix: str) -> list[EndpointRecord]:
-    """Records without a DOI, all in WINDOW: nothing but the identifier says which is which."""
-    stamp = datetime(2024, 1, 3, 10, tzinfo=UTC)
-    return [
-        EndpointRecord(
-            identifier=f"{prefix}123456789/{n}",
-            datestamp=stamp + timedelta(minutes=n),
-            metadata={"oai_dc": oai_dc(f"Thesis {n}").encode()},
-        )
-        for n in range(RECORDS)
-    ]
+    """Records without a DOI, all in WINDOW, identified by handle."""
+    return window_records(f"{prefix}123456789/", RECORDS, "Thesis")
 
 
 def materialise(instance: dg.DagsterInstance, selection: list) -> dg.ExecuteInProcessResult:
     return materialise_window(instance, selection, HARVESTER, WINDOW)
-
-
-def failure_sensor(instance: dg.DagsterInstance, run_id: str) -> None:
-    """The failure sensor's tick for the failed run: its harvest runs become `failed`."""
-    run_status_sensor(instance, "harvest_failure_sensor", run_id)
 
 
 def state_identifiers(settings: Settings) -> list[str]:
@@ -79,14 +65,9 @@ def harvested_then_rekeyed(
     """The window harvested from the old host, its written_records failed (the target was
     down); the source moved and the harvester was rekeyed (its failed run superseded).
     Yields that harvest run's id."""
-    with OAIEndpoint(handle_records(OLD), page_size=3) as old_host:
-        register(settings, old_host.base_url, harvester_id=HARVESTER, metadata_prefix="oai_dc")
-        ensure_harvester_partitions(instance, [HARVESTER])
-        with monkeypatch.context() as patch:
-            patch.setattr(assets, "write", _target_down)
-            first = materialise(instance, harvest_assets)
-    assert not first.success
-    failure_sensor(instance, first.run_id)
+    first = a_window_whose_write_failed(
+        instance, settings, monkeypatch, handle_records(OLD), HARVESTER, WINDOW
+    )
     with Services(settings) as services:
         [run] = services.state.runs_of_dagster_run(first.run_id)
         report = rekey(
@@ -95,10 +76,6 @@ def harvested_then_rekeyed(
     assert report.rewritten == {"target": 0, "state": RECORDS}
     assert report.superseded_runs == [run["id"]]
     yield run["id"]
-
-
-def _target_down(*args: object, **kwargs: object) -> None:
-    raise PipelineError("the target is down")
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,6 @@ it was superseded, and says what to do: materialise raw_oai_xml of the window ag
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 import pytest
@@ -23,7 +22,6 @@ import pytest
 from oai_pipeline.defs import assets
 from oai_pipeline.defs.assets import harvest_assets, raw_oai_xml, sync_decisions, written_records
 from oai_pipeline.defs.assets import transformed_records as transformed
-from oai_pipeline.defs.partitions import ensure_harvester_partitions
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.pipeline import discover as discover_module
 from oai_pipeline.pipeline.services import Services
@@ -31,11 +29,13 @@ from oai_pipeline.sample_endpoint.records import EndpointRecord
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
 from oai_pipeline_tests.orchestration.dagster_runs import (
+    a_window_whose_write_failed,
+    failure_sensor,
     materialise_window,
-    run_status_sensor,
     step_errors,
+    window_records,
 )
-from oai_pipeline_tests.support import oai_dc, register, target_by_source
+from oai_pipeline_tests.support import register, target_by_source
 
 HARVESTER = "moved"
 WINDOW = "2024-01-03"
@@ -43,24 +43,11 @@ RECORDS = 4
 
 
 def records() -> list[EndpointRecord]:
-    stamp = datetime(2024, 1, 3, 10, tzinfo=UTC)
-    return [
-        EndpointRecord(
-            identifier=f"oai:repo.example.org:{n}",
-            datestamp=stamp + timedelta(minutes=n),
-            metadata={"oai_dc": oai_dc(f"Record {n}").encode()},
-        )
-        for n in range(RECORDS)
-    ]
+    return window_records("oai:repo.example.org:", RECORDS, "Record")
 
 
 def materialise(instance: dg.DagsterInstance, selection: list) -> dg.ExecuteInProcessResult:
     return materialise_window(instance, selection, HARVESTER, WINDOW)
-
-
-def failure_sensor(instance: dg.DagsterInstance, run_id: str) -> None:
-    """The failure sensor's tick for the failed run: its harvest runs become `failed`."""
-    run_status_sensor(instance, "harvest_failure_sensor", run_id)
 
 
 def _refuse(*args: object, **kwargs: object) -> None:
@@ -75,14 +62,9 @@ def superseded_by_the_move(
     down); the source moved, and the harvest of the window from the new server superseded
     that run, then failed before listing anything. Yields the superseded run's id and the
     new server (running)."""
-    with OAIEndpoint(records(), page_size=3) as old_server:
-        register(settings, old_server.base_url, harvester_id=HARVESTER, metadata_prefix="oai_dc")
-        ensure_harvester_partitions(instance, [HARVESTER])
-        with monkeypatch.context() as patch:
-            patch.setattr(assets, "write", _refuse)
-            first = materialise(instance, harvest_assets)
-    assert not first.success
-    failure_sensor(instance, first.run_id)
+    first = a_window_whose_write_failed(
+        instance, settings, monkeypatch, records(), HARVESTER, WINDOW
+    )
     with Services(settings) as services:
         [old_run] = services.state.runs_of_dagster_run(first.run_id)
     with OAIEndpoint(records(), page_size=3) as new_server:
