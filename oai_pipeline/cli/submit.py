@@ -126,12 +126,12 @@ def wait_for_run(run_id: str, *, progress: Callable[[str], None]) -> dict:
             try:
                 status = client.get_run_status(run_id).value
             except DagsterGraphQLClientError as error:
-                if _connection_failure(error) is None:
+                failure = _connection_failure(error)
+                if failure is None:
                     raise PipelineError(f"Dagster run {run_id}: {_refusal(error)}") from error
                 raise PipelineError(
                     f"lost the Dagster webserver at {url.geturl()} while waiting for run "
-                    f"{run_id} ({type(_connection_failure(error)).__name__}); the run goes "
-                    f"on: see {page}"
+                    f"{run_id} ({type(failure).__name__}); the run goes on: see {page}"
                 ) from error
             if status != seen:
                 progress(f"Dagster run {run_id}: {status}")

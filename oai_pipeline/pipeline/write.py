@@ -35,7 +35,7 @@ from oai_pipeline.pipeline.retention import prune
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_stage import no_data_error
-from oai_pipeline.state.schema import run_records
+from oai_pipeline.state.schema import RUN_RECORD_ACTION_LENGTH
 from oai_pipeline.state.store import StateStore, TakeOverRun, is_later_copy
 from oai_pipeline.sync.rules import Action
 from oai_pipeline.targets.base import PlannedWrite, WriteOutcome, Writer
@@ -71,8 +71,6 @@ _ACTION_OF_STATUS = {
     "gone": Action.DELETE.value,
     "unchanged": Action.NOTHING.value,
 }
-# The longest action a run record keeps (see `_record_action`).
-ACTION_LENGTH = run_records.c.action.type.length
 # A record a later harvest listed anew (a newer datestamp, or deleted since): this run's copy
 # is not written (`unchanged` in the run); the later harvest's run writes the newer one.
 SUPERSEDED = "superseded_by_a_later_harvest"
@@ -343,7 +341,7 @@ def _record_action(actions: list[str], status: str) -> str:
     if len(set(actions)) == 1:
         return actions[0]
     joined = ",".join(actions)
-    if len(joined) <= ACTION_LENGTH:
+    if len(joined) <= RUN_RECORD_ACTION_LENGTH:
         return joined
     return next(a for a in actions if RUN_STATUS[Action(a)] == status)
 

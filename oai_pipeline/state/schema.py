@@ -19,6 +19,10 @@ logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 21
 
+# The longest action a run record keeps: one, or each writer's (`update,skip`; see
+# pipeline/write.py `_record_action`).
+RUN_RECORD_ACTION_LENGTH = 40
+
 # A resumed run's catch-up list (what the source changed since the run began listing), apart
 # from the token sweep's counters: its pages and the records it listed (its last attempt's:
 # each lists every change again), and of those the records new to the run and the newer
@@ -313,7 +317,7 @@ run_records = sa.Table(
     # What the write did to the record (sync.rules.Action, or write.SUPERSEDED), set with its
     # status: a resumed attempt reports the records an earlier one wrote by their action
     # (version 21; NULL on older rows: the status tells the kind).
-    sa.Column("action", sa.String(40), nullable=True),
+    sa.Column("action", sa.String(RUN_RECORD_ACTION_LENGTH), nullable=True),
     sa.Column("attempts", sa.Integer, nullable=False, default=0),
     sa.Column("error_type", sa.String(200), nullable=True),
     sa.Column("error_message", sa.Text, nullable=True),
@@ -480,7 +484,9 @@ def _add_identifier_rekeys(connection: Connection) -> None:
 
 def _add_run_record_action(connection: Connection) -> None:
     """Runs of an older version kept only each record's status, not its action."""
-    _add_run_column(connection, "action", "VARCHAR(40)", table=run_records.name)
+    _add_run_column(
+        connection, "action", f"VARCHAR({RUN_RECORD_ACTION_LENGTH})", table=run_records.name
+    )
 
 
 # version -> the step that brings the schema from version-1 to it (create_all covers the
