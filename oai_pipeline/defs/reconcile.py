@@ -61,6 +61,17 @@ def reconcile_selection(services: Services, asked: list[str]) -> tuple[list[str]
     return chosen, waiting
 
 
+def waiting_lines(waiting: dict[str, str]) -> list[str]:
+    """Why the first NAMED_IN_SKIP_REASON waiting harvesters wait, and how many more do: a
+    fleet registered but not harvested yet logged a warning per harvester (300 in one run),
+    each of them also in the run's `waiting` metadata."""
+    named = sorted(waiting.items())[:NAMED_IN_SKIP_REASON]
+    lines = [f"harvester {harvester_id} waits: {why}" for harvester_id, why in named]
+    if len(waiting) > len(named):
+        lines.append(f"and {len(waiting) - len(named)} more harvesters waiting")
+    return lines
+
+
 @dg.op(description="Reconcile each harvester: a sweep of the identifiers its source still has.")
 def reconcile_harvesters(
     context: dg.OpExecutionContext, config: ReconcileConfig, pipeline: PipelineResource
@@ -69,8 +80,8 @@ def reconcile_harvesters(
     failures: dict[str, str] = {}
     with pipeline.services() as services:
         chosen, waiting = reconcile_selection(services, config.harvesters)
-        for harvester_id, why in waiting.items():
-            context.log.warning(f"reconcile of {harvester_id} waits: {why}")
+        for line in waiting_lines(waiting):
+            context.log.warning(f"reconcile: {line}")
         for harvester_id in chosen:
             try:
                 report = reconcile(services, harvester_id)
@@ -130,11 +141,7 @@ def reconcile_schedule(
         chosen, waiting = reconcile_selection(services, [])
     if chosen:  # those waiting are named in the run's log and metadata
         return dg.RunRequest(tags={TRIGGER_TAG: "reconcile"})
-    named = sorted(waiting.items())[:NAMED_IN_SKIP_REASON]
-    reasons = [f"harvester {harvester_id} waits: {why}" for harvester_id, why in named]
-    if len(waiting) > len(named):
-        reasons.append(f"and {len(waiting) - len(named)} more harvesters waiting")
     return dg.SkipReason(
         "no enabled harvester's source is known to keep no deletions (Identify's "
-        "deletedRecord no or transient)" + "".join(f"; {reason}" for reason in reasons)
+        "deletedRecord no or transient)" + "".join(f"; {line}" for line in waiting_lines(waiting))
     )

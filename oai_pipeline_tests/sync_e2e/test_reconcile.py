@@ -193,11 +193,46 @@ def test_the_reconcile_job_says_which_harvester_waits_for_its_moved_source_to_be
     waiting = metadata["waiting"].value
     assert list(waiting) == ["sample"] and "has not answered Identify" in waiting["sample"]
     logged = [entry.user_message for entry in forgetful.instance.all_logs(result.run_id)]
-    assert any("reconcile of sample waits" in message for message in logged)
+    assert any("reconcile: harvester sample waits" in message for message in logged)
 
     forgetful.harvest()  # at the new URL: identified
     assert _reconcile_job_run(forgetful.instance).success
     assert forgetful.local(gone)["state"] == "tombstone"
+
+
+def test_a_fleet_not_harvested_yet_is_named_in_a_few_warnings_and_all_in_the_metadata(
+    forgetful: Harness,
+) -> None:
+    """Harvesters registered but never harvested all wait. The run logged one warning per
+    harvester (300 lines for a new fleet); it now names the first ten and counts the rest,
+    while the `waiting` metadata still has every one."""
+    fleet = [f"fleet-{number:02d}" for number in range(14)]
+    for harvester_id in fleet:
+        register(
+            forgetful.settings,
+            forgetful.endpoint.base_url,
+            harvester_id=harvester_id,
+            metadata_prefix=PREFIX,
+            loader=IMPATIENT_LOADER,
+        )
+
+    result = _reconcile_job_run(forgetful.instance)
+
+    assert result.success
+    [metadata] = [
+        e.event_specific_data.metadata
+        for e in result.all_events
+        if e.event_type_value == "STEP_OUTPUT" and e.event_specific_data.metadata
+    ]
+    assert sorted(metadata["waiting"].value) == fleet
+    warnings = [
+        entry.user_message
+        for entry in forgetful.instance.all_logs(result.run_id)
+        if "reconcile: " in entry.user_message
+    ]
+    assert len(warnings) == 11
+    assert "harvester fleet-00 waits" in warnings[0]
+    assert warnings[-1].endswith("reconcile: and 4 more harvesters waiting")
 
 
 def test_a_reconcile_the_job_may_not_act_on_fails_the_run_saying_why(forgetful: Harness) -> None:
