@@ -31,6 +31,10 @@ RECORDED_AT_REVISION = {
     # 856 DOI of the resource itself and 024 `$2 uri`, DataCite ORCIDs named by schemeURI and
     # `LicenseRef-` rights: outputs of records the golden set does not hold changed.
     5: "7b985142e2c6d49d07140aeeaf0d889cebffd5327b38890727a17e3ffa9803b3",
+    # oai_dc's dc:dates of digits that are no date give no year; a rightsURI naming another
+    # licence than the rightsIdentifier is noted, not linked (DataCite's dataset example), and
+    # an access right as the rightsIdentifier is no licence id.
+    6: "304cdc076f53d3f94d0e7eb6d016108e48d79134d1035e9df06c66112b6375fa",
 }
 
 
