@@ -579,12 +579,18 @@ def _funder_contributors(
 
 
 def _affiliation(element: etree._Element) -> dict[str, str] | None:
+    """An affiliation: its ROR (the affiliationIdentifier) and its name. A text that is a ROR
+    URL (`https://ror.org/03yrm5c26`, as DataCite's full example writes it) is no name: it is
+    the id when the attribute gives none (it was the affiliation's name)."""
     name = _text(element)
     identifier = _attribute(element, "affiliationIdentifier")
     scheme = (element.get("affiliationIdentifierScheme") or "").upper()
     ror = None
     if identifier and (scheme == "ROR" or "ror.org" in identifier) and is_ror(identifier):
         ror = normalize_ror(identifier)
+    if name is not None and "ror.org" in name and is_ror(name):
+        ror = ror or normalize_ror(name)
+        name = None
     if name is None and ror is None:
         return None
     return {"id": ror, "name": name}

@@ -733,3 +733,20 @@ def test_a_rights_identifier_that_is_no_licence_is_no_licence_id(
     no licence: its words stay free text, and a rightsURI naming a licence gives the id."""
     item = video_with(before_language=f"<rightsList>{rights}</rightsList>")
     assert transformed_metadata(item)["rights"] == expected
+
+
+@pytest.mark.parametrize(
+    "affiliation",
+    [
+        # DataCite's full example: the ROR URL as the attribute and as the text
+        '<affiliation affiliationIdentifier="https://ror.org/03yrm5c26" '
+        'affiliationIdentifierScheme="ROR"> https://ror.org/03yrm5c26</affiliation>',
+        # the ROR URL only as the text
+        "<affiliation>https://ror.org/03yrm5c26</affiliation>",
+    ],
+)
+def test_an_affiliation_written_as_its_ror_url_has_no_url_as_its_name(affiliation: str) -> None:
+    """An affiliation whose text is its ROR URL was named `https://ror.org/03yrm5c26` (and,
+    with no affiliationIdentifier, had no id): the URL is its id, and it has no name."""
+    creator = transformed_metadata(video_with(creator=affiliation))["creators"][0]
+    assert creator["affiliations"] == [{"id": "03yrm5c26"}]
