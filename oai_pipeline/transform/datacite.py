@@ -23,6 +23,7 @@ from oai_pipeline.transform.failure import (
     UNKNOWN_ROOT,
     TransformFailure,
     missing_field,
+    shown,
 )
 from oai_pipeline.transform.normalize import (
     citation,
@@ -578,12 +579,18 @@ def _funder_contributors(
 
 
 def _affiliation(element: etree._Element) -> dict[str, str] | None:
+    """An affiliation: its ROR (the affiliationIdentifier) and its name. A text that is a ROR
+    URL (`https://ror.org/03yrm5c26`, as DataCite's full example writes it) is no name: it is
+    the id when the attribute gives none (it was the affiliation's name)."""
     name = _text(element)
     identifier = _attribute(element, "affiliationIdentifier")
     scheme = (element.get("affiliationIdentifierScheme") or "").upper()
     ror = None
     if identifier and (scheme == "ROR" or "ror.org" in identifier) and is_ror(identifier):
         ror = normalize_ror(identifier)
+    if name is not None and "ror.org" in name and is_ror(name):
+        ror = ror or normalize_ror(name)
+        name = None
     if name is None and ror is None:
         return None
     return {"id": ror, "name": name}
@@ -782,12 +789,15 @@ def licenses(elements: list[etree._Element], uri_attribute: str) -> list[dict[st
         text = _text(element)
         if (uri or text or "").startswith("info:eu-repo/semantics/"):  # Dryad: in the text
             continue
-        license_id = (
-            _license_id_from_identifier(identifier)
+        from_identifier = (
+            _license_id_from_identifier(identifier, _attribute(element, "rightsIdentifierScheme"))
             if identifier
-            # a known URI, else a license named with its version in the text (`CC BY 4.0`)
-            else (vocab.license_id_from_url(uri) if uri else None)
-            or (vocab.license_id_from_name(text) if text else None)
+            else None
+        )
+        from_uri = vocab.license_id_from_url(uri) if uri else None
+        # the identifier, else a known URI, else a license named with its version in the text
+        license_id = (
+            from_identifier or from_uri or (vocab.license_id_from_name(text) if text else None)
         )
         key = license_id or uri or text
         if key is None:
@@ -796,7 +806,15 @@ def licenses(elements: list[etree._Element], uri_attribute: str) -> list[dict[st
         if entry is None:
             entry = merged[key] = {"id": license_id, "title": {}, "link": None}
             uris[key] = uri
-        if uri and uri.startswith(("http://", "https://")) and entry["link"] is None:
+        if from_identifier and from_uri and from_uri != from_identifier:
+            # Contradictory: the id is the source's explicit claim, so it is kept; the URI
+            # opens another licence, so it is no link, and the doubt is the right's note.
+            note = (
+                f"The source's {uri_attribute} {shown(uri)} names another licence "
+                f"({from_uri}) than its rightsIdentifier {shown(identifier)}"
+            )
+            entry.setdefault("description", {}).setdefault("en", note)
+        elif uri and uri.startswith(("http://", "https://")) and entry["link"] is None:
             entry["link"] = uri
         if text:
             entry["title"].setdefault(vocab.i18n_key(element.get(XML_LANG)), text)
@@ -808,16 +826,20 @@ def licenses(elements: list[etree._Element], uri_attribute: str) -> list[dict[st
     return list(merged.values())
 
 
-def _license_id_from_identifier(identifier: str) -> str | None:
+def _license_id_from_identifier(identifier: str, scheme: str | None) -> str | None:
     """The licence id of a rightsIdentifier: an SPDX id (`CC-BY-4.0`), or the id of the
     licence URL given in its place (`https://spdx.org/licenses/MIT.html`); None for SPDX's
     `LicenseRef-…`, which names a licence of the source's own and no id the target has. Both
-    were kept as ids (`licenseref-proprietary`, `https://spdx.org/licenses/mit.html`)."""
+    were kept as ids (`licenseref-proprietary`, `https://spdx.org/licenses/mit.html`). Without
+    the SPDX scheme only a licence id we know is one: `restricted` and eu-repo's `openAccess`
+    are access rights, which the target's records do not hold (they were kept as licence ids)."""
     if identifier.lower().startswith("licenseref-"):
         return None
     if "://" in identifier:
         return vocab.license_id_from_url(identifier)
-    return vocab.license_id_from_identifier(identifier)
+    if (scheme or "").strip().lower() == "spdx":
+        return vocab.license_id_from_identifier(identifier)
+    return vocab.license_id_from_unschemed_identifier(identifier)
 
 
 # funderIdentifierTypes that may hold any identifier: none, and DSpace's blanket Crossref one.

@@ -262,8 +262,8 @@ _LETTER = re.compile(r"[^\W\d_]")
 def read_date(text: str) -> ReadDate | None:
     """`text` as a date with its words (`[1885?]`: 1885 and the words; `Spring 1985`, a
     season or other words with a year: that year and the words), None when it is no date.
-    DataCite, OpenAIRE and MARC keep dates so: one dropped the words, the other the date,
-    where oai_dc kept both. A text of digits that is no date (`2021-13-45`) is none."""
+    Every import keeps dates so (one dropped the words, another the date, and oai_dc took
+    the year of any text). A text of digits that is no date (`2021-13-45`) is none."""
     try:
         date = normalize_date(text)
     except ValueError:

@@ -16,12 +16,11 @@ from oai_pipeline.doi import normalize_doi
 from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.datacite import XML_LANG
 from oai_pipeline.transform.dates import (
-    is_approximate,
     is_timestamp,
     normalize_date,
+    read_date,
     says_no_date,
     unreadable_publication_date,
-    year_in_text,
 )
 from oai_pipeline.transform.failure import (
     MISSING_FIELD,
@@ -211,11 +210,14 @@ def _dates(dc: etree._Element) -> tuple[str | None, list[dict[str, Any]]]:
     dc.date.issued, a date without one, into dc:date. So the publication date is, in order:
     the earliest date without a time of day (an accepted manuscript is deposited before it is
     issued; of equal dates the less precise, `2015` before `2015-03-02`); else the earliest
-    year written in a dc:date that is no date (`Spring 2020`, `WS 2019/20`); else the earliest
+    year written in words that are no date (`Spring 2020`, `WS 2019/20`); else the earliest
     timestamp. None when there is no dc:date, or only ones that say "no date" (`n.d.`,
     `o.J.`): the oai-import transformer then takes the day of the record's OAI datestamp (see
-    `oai_import._default_publication_date`). A dc:date that is neither a date nor has a year
-    fails the record: the source says when, and we cannot read it.
+    `oai_import._default_publication_date`). A dc:date of digits that is no date
+    (`2021-13-45`, a typo; `12/05/2020`, day or month first?) gives no year, as in DataCite
+    and MARC (`dates.read_date`; it gave 2021 and 2020), and is left out. When no dc:date
+    gives a date the record fails, its error saying why each is none: the source says when,
+    and we cannot read it.
 
     The other dates (DSpace's deposit timestamps, cut to their day) are kept once each as
     `other` dates: Dublin Core does not say what they are. A text read only as its year
@@ -243,16 +245,16 @@ def _dates(dc: etree._Element) -> tuple[str | None, list[dict[str, Any]]]:
     earliest_year: tuple[str, str | None] | None = None
     unreadable: list[str] = []
     for text in texts:
-        try:
-            date = normalize_date(text)
-        except ValueError:
+        found = read_date(text)
+        if found is None:
             unreadable.append(text)
-            if (year := year_in_text(text)) is not None:
-                read.append((year, text))
-                if earliest_year is None or year < earliest_year[0]:
-                    earliest_year = read[-1]
             continue
-        read.append((date, text if is_approximate(text) else None))
+        read.append((found.date, found.words))
+        if not found.exact:
+            if earliest_year is None or found.date < earliest_year[0]:
+                earliest_year = read[-1]
+            continue
+        date = found.date
         # EDTF dates (and an interval's start) compare as strings, a prefix first.
         if is_timestamp(text):
             if earliest_stamp is None or date < earliest_stamp[0]:

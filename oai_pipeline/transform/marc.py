@@ -560,10 +560,10 @@ def _identifiers(
     fields: Fields, series: list[Field]
 ) -> tuple[dict[str, Any], list[dict[str, str]], list[dict[str, str]], list[dict[str, Any]]]:
     """The pids (the first DOI of 024, else that of an 856 of the resource itself, second
-    indicator 0, when the record names no other DOI), the record's other identifiers (ISBN
-    020, ISSN 022, 024, arXiv 037, system control numbers 035, its URL 856), the file links
-    (856 naming a file) and the related identifiers (the host item of 773, the series of
-    490, 800-830; 856 of a version or a related resource)."""
+    indicator 0 or blank (`_own_electronic_doi`), when the record names no other DOI), the
+    record's other identifiers (ISBN 020, ISSN 022, 024, arXiv 037, system control numbers
+    035, its URL 856), the file links (856 naming a file) and the related identifiers (the
+    host item of 773, the series of 490, 800-830; 856 of a version or a related resource)."""
     pids: dict[str, Any] = {}
     identifiers: list[dict[str, str]] = []
     related: list[dict[str, Any]] = []
@@ -594,17 +594,17 @@ def _identifiers(
         if entry := _control_number(field):
             identifiers.append(entry)
     any_doi = "doi" in pids or any(entry["scheme"] == "doi" for entry in identifiers)
+    own_doi = None if any_doi else _own_electronic_doi(fields.get("856", ()))
     for field in fields.get("856", ()):
         for url in field.all("u"):
             if (location := _electronic_location(url)) is None:
                 continue
             if location["scheme"] == "url" and (link := file_link(url)) is not None:
                 links.append(link)
-            elif location["scheme"] == "doi" and field.ind2 == "0" and not any_doi:
+            elif location["identifier"] == own_doi and "doi" not in pids:
                 # the resource's own DOI, and the record names no other: its DOI, as a
                 # dc:identifier DOI is (it was only an identifier, the record left without)
-                pids["doi"] = {"identifier": location["identifier"], "provider": "external"}
-                any_doi = True
+                pids["doi"] = {"identifier": own_doi, "provider": "external"}
             elif field.ind2 in "0 ":
                 identifiers.append(location)
             else:
@@ -617,6 +617,22 @@ def _identifiers(
         links,
         related + _host(fields, series),
     )
+
+
+def _own_electronic_doi(fields: list[Field]) -> str | None:
+    """The DOI of the first 856 of the resource itself (second indicator 0), else of the
+    first whose relationship is not given (blank: MARC's "no information provided", the one
+    link older catalogues and DSpace write) and that names no part ($3 `Table of contents`).
+    The blank one, read as the record's own identifier, was never its DOI."""
+    for relationships in ("0", " "):
+        for field in fields:
+            if field.ind2 != relationships or (relationships == " " and field.first("3")):
+                continue
+            for url in field.all("u"):
+                location = _electronic_location(url)
+                if location is not None and location["scheme"] == "doi":
+                    return location["identifier"]
+    return None
 
 
 # 024's first indicator names the standard: 0 ISRC, 1 UPC, 2 ISMN, 3 EAN, 4 SICI; 7 the one its $2

@@ -329,6 +329,14 @@ def license_id_from_identifier(value: str) -> str:
     return _spdx_id(re.sub(r"\s+", "-", value.strip()).lower())
 
 
+def license_id_from_unschemed_identifier(value: str) -> str | None:
+    """The licence id of a rightsIdentifier that names no SPDX scheme, when it is a licence's
+    id we know (`MIT`, `CC-BY-4.0`, `cc0-1.0`), else None: sources write access rights there
+    (`restricted`, `info:eu-repo/semantics/openAccess`), which are no licence."""
+    exact = license_id_from_identifier(value)
+    return exact if exact in _PORTED_CC else license_id_from_name(value)
+
+
 @lru_cache(maxsize=1024)
 def license_id_from_url(url: str) -> str | None:
     """The license id of a well-known license URL, or None (not a license we can name).

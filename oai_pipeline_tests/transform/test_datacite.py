@@ -679,3 +679,74 @@ def test_a_rights_identifier_that_is_no_spdx_id_is_no_licence_id() -> None:
         {"title": {"en": "All rights reserved"}},
         {"id": "mit"},
     ]
+
+
+def test_a_rights_uri_naming_another_licence_than_the_identifier_is_noted() -> None:
+    """rightsIdentifier `CC-BY-4.0` with a rightsURI of CC BY-NC 4.0 was read as CC BY 4.0
+    silently, the BY-NC URL its link; the id is kept, and the right's description says which
+    licence the URI names (its link is none: it opens another licence)."""
+    item = video_with(
+        before_language="<rightsList>"
+        '<rights rightsIdentifierScheme="SPDX" rightsIdentifier="CC-BY-4.0" '
+        'rightsURI="https://creativecommons.org/licenses/by-nc/4.0/legalcode">'
+        "Creative Commons Attribution 4.0</rights>"
+        '<rights rightsIdentifier="MIT" rightsURI="https://spdx.org/licenses/MIT.html"/>'
+        "</rightsList>"
+    )
+    assert transformed_metadata(item)["rights"] == [
+        {
+            "id": "cc-by-4.0",
+            "title": {"en": "Creative Commons Attribution 4.0"},
+            "description": {
+                "en": "The source's rightsURI "
+                "'https://creativecommons.org/licenses/by-nc/4.0/legalcode' names another "
+                "licence (cc-by-nc-4.0) than its rightsIdentifier 'CC-BY-4.0'"
+            },
+        },
+        {"id": "mit", "link": "https://spdx.org/licenses/MIT.html"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("rights", "expected"),
+    [
+        # an access right, with its words: free text, no licence id
+        ('<rights rightsIdentifier="restricted">Restricted access</rights>',
+         [{"title": {"en": "Restricted access"}}]),
+        # an eu-repo access term as the identifier: skipped, as in the URI or the text
+        ('<rights rightsIdentifier="info:eu-repo/semantics/openAccess"/>', []),
+        # a scheme that is not SPDX's: the licence is read from the URI
+        ('<rights rightsIdentifierScheme="local" rightsIdentifier="open" '
+         'rightsURI="https://creativecommons.org/licenses/by/4.0/"/>',
+         [{"id": "cc-by-4.0", "link": "https://creativecommons.org/licenses/by/4.0/"}]),
+        # a licence id without a scheme is still one
+        ('<rights rightsIdentifier="cc-by-sa-4.0"/>', [{"id": "cc-by-sa-4.0"}]),
+        ('<rights rightsIdentifier="Apache-2.0"/>', [{"id": "apache-2.0"}]),
+    ],
+)  # fmt: skip
+def test_a_rights_identifier_that_is_no_licence_is_no_licence_id(
+    rights: str, expected: list[dict]
+) -> None:
+    """A rightsIdentifier that is an access right (`restricted`, eu-repo's `openAccess`), not
+    an SPDX licence id, became the licence ids `restricted` and
+    `info:eu-repo/semantics/openaccess`; the target's records have no access right, so it is
+    no licence: its words stay free text, and a rightsURI naming a licence gives the id."""
+    item = video_with(before_language=f"<rightsList>{rights}</rightsList>")
+    assert transformed_metadata(item)["rights"] == expected
+
+
+@pytest.mark.parametrize(
+    "affiliation",
+    [
+        # DataCite's full example: the ROR URL as the attribute and as the text
+        '<affiliation affiliationIdentifier="https://ror.org/03yrm5c26" '
+        'affiliationIdentifierScheme="ROR"> https://ror.org/03yrm5c26</affiliation>',
+        # the ROR URL only as the text
+        "<affiliation>https://ror.org/03yrm5c26</affiliation>",
+    ],
+)
+def test_an_affiliation_written_as_its_ror_url_has_no_url_as_its_name(affiliation: str) -> None:
+    """An affiliation whose text is its ROR URL was named `https://ror.org/03yrm5c26` (and,
+    with no affiliationIdentifier, had no id): the URL is its id, and it has no name."""
+    creator = transformed_metadata(video_with(creator=affiliation))["creators"][0]
+    assert creator["affiliations"] == [{"id": "03yrm5c26"}]

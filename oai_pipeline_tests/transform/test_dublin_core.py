@@ -877,3 +877,38 @@ def test_a_license_given_by_its_spdx_id_is_that_license(written: str, expected: 
         {"id": expected, "title": {"en": written}},
         {"title": {"en": "Open"}},
     ]
+
+
+@pytest.mark.parametrize(
+    ("dates", "publication_date", "expected_dates"),
+    [
+        # beside a deposit timestamp: the timestamp's day, the impossible date left out
+        (["2021-13-45", "2019-05-03T10:22:31Z"], "2019-05-03", []),
+        # beside a date: that date; `12/05/2020` (day or month first?) is left out too
+        (["12/05/2020", "2019"], "2019", []),
+    ],
+)
+def test_a_dc_date_of_digits_that_is_no_date_gives_no_year(
+    dates: list[str], publication_date: str, expected_dates: list[dict]
+) -> None:
+    """`2021-13-45` (a typo: no month 13) gave the year 2021 as the publication date, where
+    DataCite, OpenAIRE and MARC take a year only from words (`Spring 2021`); now it gives none,
+    as there, and the record takes its other dc:date."""
+    body = "".join(f"<dc:date>{date}</dc:date>" for date in dates)
+    metadata = transformed_metadata(
+        dc_item(f"<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator>{body}")
+    )
+    assert (metadata["publication_date"], metadata["dates"]) == (publication_date, expected_dates)
+
+
+def test_a_dc_date_of_digits_that_is_no_date_alone_is_the_records_invalid_date() -> None:
+    """A record whose only dc:date is `2021-13-45` was dated 2021 silently; it now fails as
+    DataCite's and MARC's do, its error saying why (the harvest goes on)."""
+    item = transform_one(
+        dc_item(
+            "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2021-13-45</dc:date>"
+        )
+    )
+    assert item.error is not None and item.error.type == "invalid_date"
+    assert "'2021-13-45' has no month 13" in item.error.message
+    assert item.error.location == "metadata.publication_date"

@@ -31,6 +31,11 @@ RECORDED_AT_REVISION = {
     # 856 DOI of the resource itself and 024 `$2 uri`, DataCite ORCIDs named by schemeURI and
     # `LicenseRef-` rights: outputs of records the golden set does not hold changed.
     5: "7b985142e2c6d49d07140aeeaf0d889cebffd5327b38890727a17e3ffa9803b3",
+    # oai_dc's dc:dates of digits that are no date give no year; a rightsURI naming another
+    # licence than the rightsIdentifier is noted, not linked (DataCite's dataset example), an
+    # access right as the rightsIdentifier is no licence id, and an affiliation written as its
+    # ROR URL has no URL as its name (the full example); MARC's blank-indicator 856 DOI.
+    6: "ee1cd2cd8cd4c2831fdbe72eb43ae5c8325f7a63e8e4b7a135876dbd9fe676e5",
 }
 
 

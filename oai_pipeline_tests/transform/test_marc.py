@@ -675,3 +675,28 @@ def test_terms_of_use_naming_a_license_without_its_url() -> None:
         {"id": "mit", "title": {"en": "MIT"}},
         {"title": {"en": "Free to read"}},
     ]
+
+
+def test_the_doi_of_an_856_with_no_relationship_given_is_its_doi() -> None:
+    """856 with a blank second indicator (MARC: "no information provided", as older catalogues
+    and DSpace write their one link) with a doi.org URL was kept as the record's own DOI
+    identifier but never its DOI, the record left without one while 024 was absent; it is now
+    its DOI, unless an 856 4 0 (the resource itself) names another, or the 856 says which
+    part it links ($3 `Table of contents`: not the resource)."""
+    blank = _field("856", ("u", "https://doi.org/10.1234/ABC"), ind1="4", ind2=" ")
+    item = _marc_item(blank)
+    assert transformed_metadata(item)["identifiers"] == []
+    assert item.pid == "10.1234/abc"
+    own = _field("856", ("u", "https://doi.org/10.1234/own"), ind1="4", ind2="0")
+    item = _marc_item(blank + own)
+    metadata = transformed_metadata(item)
+    assert item.pid == "10.1234/own"
+    assert metadata["identifiers"] == [{"identifier": "10.1234/abc", "scheme": "doi"}]
+    part = _field(
+        "856", ("3", "Table of contents"), ("u", "https://doi.org/10.1234/toc"), ind1="4", ind2=" "
+    )
+    item = _marc_item(part)
+    assert transformed_metadata(item)["identifiers"] == [
+        {"identifier": "10.1234/toc", "scheme": "doi"}
+    ]
+    assert item.pid is None
