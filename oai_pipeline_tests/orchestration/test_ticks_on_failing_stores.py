@@ -91,3 +91,56 @@ def test_a_state_store_failing_mid_tick_is_one_line_naming_it(tmp_path: Path) ->
         "the state database failed: attempt to write a readonly database; the end of "
         "Dagster run run-1 is recorded on its harvest runs by the next tick"
     )
+
+
+def _damage_run_storage(instance_folder: Path) -> None:
+    """Dagster's runs.db no more a database (a disk fault, a copy cut short)."""
+    [runs] = instance_folder.rglob("runs.db")
+    for part in runs.parent.glob("runs.db*"):
+        part.unlink()
+    runs.write_bytes(b"not a database" * 1000)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "dead_run_sensor",
+        "incremental_harvest_schedule",
+        "run_all_harvesters_schedule",
+        "reconcile_schedule",
+        "prune_run_history_schedule",
+    ],
+)
+def test_a_tick_meeting_dagsters_storage_failing_says_so_in_one_line(
+    name: str,
+    persistent_instance: dg.DagsterInstance,
+    settings: Settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Was SQLAlchemy's error with its statement, and its traceback under it."""
+    home = tmp_path / "dagster_instance"  # the daemon's instance is DAGSTER_HOME's
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    add_harvester(settings, "alpha")
+    if name.endswith("_schedule"):
+        evaluate = defs.resolve_schedule_def(name).evaluate_tick
+        context = dg.build_schedule_context(instance=persistent_instance, resources=defs.resources)
+    else:
+        evaluate = defs.resolve_sensor_def(name).evaluate_tick
+        context = dg.build_sensor_context(instance=persistent_instance, resources=defs.resources)
+    assert context.instance  # opened before its storage fails, as the daemon's is
+    _damage_run_storage(home)
+
+    with pytest.raises(Exception) as failed:
+        evaluate(context)
+
+    error = failed.value  # a schedule's wrapped by Dagster (the daemon wraps a sensor's too)
+    if isinstance(error, dg.DagsterUserCodeExecutionError):
+        error = error.__cause__
+    assert error.__cause__ is None and error.__suppress_context__  # no SQLAlchemy chain
+    [line] = str(error).splitlines()
+    assert line == (
+        f"the Dagster instance's database failed in {home}: file is not a database: a "
+        f"database in {home} is damaged; restore the folder from a backup, or move it aside "
+        "for a new, empty instance (its run history is then lost)"
+    )
