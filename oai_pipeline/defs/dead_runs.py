@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
+from oai_pipeline.defs.instance_storage import STORAGE_FAILED, dagster_storage_errors
 from oai_pipeline.state.harvester_lock import is_dead_local_process, new_owner
 
 WORKER_TAG = "oai_pipeline/worker"
@@ -65,14 +66,17 @@ def _inherited(instance: dg.DagsterInstance, run: dg.DagsterRun, worker: str) ->
     "and block its harvester).",
 )
 def dead_run_sensor(context: dg.SensorEvaluationContext) -> dg.SkipReason:
-    runs = dead_runs(context.instance)
-    for run in runs:
-        message = (
-            f"the run's process ({run.tags[WORKER_TAG].rsplit(':', 1)[0]}) is gone "
-            "(killed?); marked failed so that its harvester's next run can start and resume"
-        )
-        context.log.warning(f"run {run.run_id}: {message}")
-        context.instance.report_run_failed(run, message)
+    # Dagster's storage failing: one line in the tick, not SQLAlchemy's; the next tick
+    # finds the runs not yet marked again.
+    with dagster_storage_errors(STORAGE_FAILED):
+        runs = dead_runs(context.instance)
+        for run in runs:
+            message = (
+                f"the run's process ({run.tags[WORKER_TAG].rsplit(':', 1)[0]}) is gone "
+                "(killed?); marked failed so that its harvester's next run can start and resume"
+            )
+            context.log.warning(f"run {run.run_id}: {message}")
+            context.instance.report_run_failed(run, message)
     return dg.SkipReason(
         f"marked {len(runs)} dead runs failed" if runs else "no run's process is gone"
     )

@@ -15,7 +15,7 @@ from oai_pipeline.defs.reconcile import reconcile_sources
 from oai_pipeline.defs.registration import register_harvester
 from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.defs.run_history import KEEP_LAST_RUNS_PER_JOB, prune_run_history
-from oai_pipeline.defs.schedules import BUSY_STATUSES
+from oai_pipeline.defs.schedules import job_busy
 
 # Runs one prune deletes at most (~20 s on SQLite): the rest waits for the next one. Above a
 # day's runs at 300 hourly harvesters (~7,200), so a backlog shrinks every day.
@@ -109,9 +109,6 @@ def prune_run_history_schedule(
 ) -> dg.RunRequest | dg.SkipReason:
     if pipeline.settings().keep_run_records_days <= 0:
         return dg.SkipReason("OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS is 0: runs are kept for good")
-    busy = context.instance.get_run_records(
-        dg.RunsFilter(job_name=prune_run_history_job.name, statuses=BUSY_STATUSES), limit=1
-    )
-    if busy:
+    if job_busy(context.instance, prune_run_history_job.name):
         return dg.SkipReason("the last prune is still queued or going")
     return dg.RunRequest(tags={TRIGGER_TAG: "prune_run_history"})

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from oai_pipeline.defs.partitions import TRIGGER_TAG
 from oai_pipeline.defs.resources import PipelineResource
-from oai_pipeline.defs.schedules import BUSY_STATUSES, NAMED_IN_SKIP_REASON
+from oai_pipeline.defs.schedules import NAMED_IN_SKIP_REASON, job_busy
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.pipeline.reconcile import reconcile
 from oai_pipeline.pipeline.services import Services
@@ -132,10 +132,7 @@ def reconcile_schedule(
     context: dg.ScheduleEvaluationContext, pipeline: PipelineResource
 ) -> dg.RunRequest | dg.SkipReason:
     # A slow source's sweep still going: weekly runs would pile up behind it.
-    busy = context.instance.get_run_records(
-        dg.RunsFilter(job_name=reconcile_sources.name, statuses=BUSY_STATUSES), limit=1
-    )
-    if busy:
+    if job_busy(context.instance, reconcile_sources.name):
         return dg.SkipReason("the last reconcile is still queued or going")
     with pipeline.services() as services:
         chosen, waiting = reconcile_selection(services, [])

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import dagster as dg
 from dagster_shared.check import CheckError
 
+from oai_pipeline.defs.instance_storage import STORAGE_FAILED, dagster_storage_errors
 from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
 from oai_pipeline.defs.launch import range_tags
 from oai_pipeline.defs.partitions import (
@@ -150,12 +151,29 @@ def tick_time(context: dg.ScheduleEvaluationContext) -> datetime:
 STUCK_AFTER = timedelta(minutes=10)
 
 
+def job_busy(instance: dg.DagsterInstance, job_name: str) -> bool:
+    """Whether a run of `job_name` is queued or in progress (a weekly or daily job still
+    going: another would pile up behind it). Dagster's storage failing: one line."""
+    with dagster_storage_errors(STORAGE_FAILED):
+        busy = instance.get_run_records(
+            dg.RunsFilter(job_name=job_name, statuses=BUSY_STATUSES), limit=1
+        )
+    return bool(busy)
+
+
 def busy_harvesters(
     instance: dg.DagsterInstance, now: datetime | None = None, *, job_name: str | None = None
 ) -> set[str]:
     """Harvesters with a run (of `job_name`, default any) queued or in progress (one writer
     each: a new run would wait). A run stuck as NOT_STARTED does not count: it would keep
-    its harvester out for good."""
+    its harvester out for good. Dagster's storage failing: one line, not SQLAlchemy's."""
+    with dagster_storage_errors(STORAGE_FAILED):
+        return _busy_harvesters(instance, now, job_name)
+
+
+def _busy_harvesters(
+    instance: dg.DagsterInstance, now: datetime | None, job_name: str | None
+) -> set[str]:
     stuck_before = (now or datetime.now(UTC)) - STUCK_AFTER
     busy: set[str] = set()
     registered: list[str] | None = None
@@ -225,7 +243,8 @@ def range_run_requests(
                     },
                 )
             )
-    ensure_harvester_partitions(instance, [h.id for h in harvesters if h.id not in failed])
+    with dagster_storage_errors(STORAGE_FAILED):
+        ensure_harvester_partitions(instance, [h.id for h in harvesters if h.id not in failed])
     return TickRequests(requests, failed, sorted(h.id for h in enabled if h.id in skip))
 
 

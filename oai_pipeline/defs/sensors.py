@@ -1,11 +1,14 @@
 """Sensors: the `harvester` partitions follow the registry, with no code reload."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from typing import Literal
 
 import dagster as dg
+import sqlalchemy as sa
 
+from oai_pipeline.defs.instance_storage import STORAGE_FAILED, dagster_storage_errors
 from oai_pipeline.defs.partitions import (
     HARVESTER,
     TRIGGER_TAG,
@@ -15,7 +18,7 @@ from oai_pipeline.defs.partitions import (
 )
 from oai_pipeline.defs.registration import load_data_folder_fixture
 from oai_pipeline.defs.resources import PipelineResource
-from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.errors import ConfigurationError, PipelineError, database_error_text
 from oai_pipeline.pipeline.services import Services
 
 # Dagster slows down past this many partitions of one asset (harvesters x windows).
@@ -103,6 +106,32 @@ def harvester_registry_sensor(
 Outcome = tuple[Literal["failed", "stopped"], str]
 
 
+class RecordedNextTick(dg.DagsterError):
+    """A run status sensor's tick that could not record a Dagster run's end, the state store
+    or Dagster's storage failing. Dagster moves such a sensor's cursor past a run whose
+    evaluation raised any other error, and its harvest runs stayed `running` for good; a
+    DagsterError fails the whole tick instead, its cursor kept, and the next one takes the
+    run again (recording it twice changes nothing: a finished harvest run stays so)."""
+
+
+@contextmanager
+def recorded_next_tick(dagster_run_id: str) -> Iterator[None]:
+    """While a run status sensor records `dagster_run_id`'s end: a database failing is a
+    RecordedNextTick of one line naming the database."""
+    try:
+        yield
+    except sa.exc.DBAPIError as error:  # the state store's: Dagster's is a PipelineError
+        reason = f"the state database failed: {database_error_text(error.orig or error)}"
+    except PipelineError as error:  # the store not opened, or Dagster's storage failing
+        reason = str(error).splitlines()[0]
+    else:
+        return
+    raise RecordedNextTick(
+        f"{reason}; the end of Dagster run {dagster_run_id} is recorded on its harvest runs "
+        "by the next tick"
+    ) from None
+
+
 def finish_harvest_runs(
     pipeline: PipelineResource,
     instance: dg.DagsterInstance,
@@ -114,7 +143,7 @@ def finish_harvest_runs(
     still works on (a range run whose windows a later run wrote part of: it goes on with
     the others), with `message` (or the one it gives for a run's harvester); returns their
     ids."""
-    with pipeline.services() as services:
+    with recorded_next_tick(dagster_run_id), pipeline.services() as services:
         runs = services.state.runs_of_dagster_run(dagster_run_id)
 
         def outcome(run: dict, _ended: dict[str, dg.DagsterRunStatus]) -> Outcome:
@@ -168,7 +197,10 @@ def _finish_orphans(
         if run["status"] != "running":
             continue
         others = [d for d in run["dagster_run_ids"] if d != ending]
-        records = instance.get_run_records(filters=dg.RunsFilter(run_ids=others)) if others else []
+        with dagster_storage_errors(STORAGE_FAILED):  # not taken for the state store's
+            records = (
+                instance.get_run_records(filters=dg.RunsFilter(run_ids=others)) if others else []
+            )
         if any(not record.dagster_run.is_finished for record in records):
             continue
         ended = {record.dagster_run.run_id: record.dagster_run.status for record in records}
@@ -245,9 +277,10 @@ def harvest_success_sensor(context: dg.RunStatusSensorContext, pipeline: Pipelin
     """written_records does this as it ends; a run of the steps before it alone (transform
     some windows again) does not reach it, and took on the harvest run all the same."""
     dagster_run_id = context.dagster_run.run_id
-    with pipeline.services() as services:
-        worked_on = [r["id"] for r in services.state.runs_of_dagster_run(dagster_run_id)]
-    fail_orphaned_harvest_runs(pipeline, context.instance, worked_on, dagster_run_id)
+    with recorded_next_tick(dagster_run_id):
+        with pipeline.services() as services:
+            worked_on = [r["id"] for r in services.state.runs_of_dagster_run(dagster_run_id)]
+        fail_orphaned_harvest_runs(pipeline, context.instance, worked_on, dagster_run_id)
 
 
 # Downstream assets follow upstream materialisations of any window (declarative automation).

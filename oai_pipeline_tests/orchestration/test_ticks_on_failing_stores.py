@@ -1,0 +1,146 @@
+"""Sensor ticks while the state store or Dagster's own storage fails: one line in the tick,
+and the next tick, the store back, does what this one could not."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+
+from oai_pipeline.definitions import defs
+from oai_pipeline.defs.sensors import RecordedNextTick, recorded_next_tick
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.settings import Settings
+from oai_pipeline_tests.orchestration.state_setup import add_finished_run, add_harvester
+from oai_pipeline_tests.orchestration.test_sensors import _failed_dagster_run
+
+
+@contextmanager
+def unwritable(database: Path) -> Iterator[None]:
+    """SQLite refuses every write to `database` (as on a read-only file): each new
+    connection to it is made query-only."""
+
+    def query_only(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        if cursor.execute("PRAGMA database_list").fetchone()[2] == str(database):
+            cursor.execute("PRAGMA query_only = 1")
+        cursor.close()
+
+    sa.event.listen(sa.Engine, "connect", query_only)
+    try:
+        yield
+    finally:
+        sa.event.remove(sa.Engine, "connect", query_only)
+
+
+def _tick(name: str, instance: dg.DagsterInstance, cursor: str | None = None):
+    sensor = defs.resolve_sensor_def(name)
+    context = dg.build_sensor_context(instance=instance, resources=defs.resources, cursor=cursor)
+    return sensor.evaluate_tick(context)
+
+
+def test_a_failed_run_met_by_an_unwritable_state_store_is_recorded_on_the_next_tick(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """Dagster moves a run status sensor's cursor past a run whose evaluation raised: the
+    failure sensor's tick said the store failed, and the harvest run stayed `running` for
+    good. Now the tick fails, its cursor kept, and the next one records the failure."""
+    add_harvester(settings, "alpha")
+    cursor = _tick("harvest_failure_sensor", instance).cursor  # the daemon's first tick
+    dagster_run, _failure = _failed_dagster_run(instance)
+    harvest_run = add_finished_run(
+        settings, "alpha", "2024-03-01T00:00:00Z", "running", dagster_run.run_id
+    )
+
+    with unwritable(settings.home / "state.sqlite"), pytest.raises(dg.DagsterError) as failed:
+        _tick("harvest_failure_sensor", instance, cursor)
+    [line] = str(failed.value).splitlines()
+    assert "state.sqlite or its folder is not writable" in line
+    assert dagster_run.run_id in line
+    with Services(settings) as services:
+        assert services.state.get_run(harvest_run)["status"] == "running"
+
+    _tick("harvest_failure_sensor", instance, cursor)  # the daemon retries the same cursor
+    with Services(settings) as services:
+        assert services.state.get_run(harvest_run)["status"] == "failed"
+        assert "the worker died" in services.state.get_run(harvest_run)["error"]
+
+
+def test_a_state_store_failing_mid_tick_is_one_line_naming_it(tmp_path: Path) -> None:
+    """A write refused once the store is open came out as SQLAlchemy's error with its
+    statement and parameters, and the run was passed over as above."""
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'state.sqlite'}")
+    try:
+        with engine.begin() as connection:
+            connection.exec_driver_sql("CREATE TABLE runs (id INTEGER)")
+        with (
+            pytest.raises(RecordedNextTick) as failed,
+            engine.begin() as connection,
+            recorded_next_tick("run-1"),
+        ):
+            connection.exec_driver_sql("PRAGMA query_only = 1")
+            connection.exec_driver_sql("INSERT INTO runs VALUES (1)")
+    finally:
+        engine.dispose()
+    assert str(failed.value) == (
+        "the state database failed: attempt to write a readonly database; the end of "
+        "Dagster run run-1 is recorded on its harvest runs by the next tick"
+    )
+
+
+def _damage_run_storage(instance_folder: Path) -> None:
+    """Dagster's runs.db no more a database (a disk fault, a copy cut short)."""
+    [runs] = instance_folder.rglob("runs.db")
+    for part in runs.parent.glob("runs.db*"):
+        part.unlink()
+    runs.write_bytes(b"not a database" * 1000)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "dead_run_sensor",
+        "incremental_harvest_schedule",
+        "run_all_harvesters_schedule",
+        "reconcile_schedule",
+        "prune_run_history_schedule",
+    ],
+)
+def test_a_tick_meeting_dagsters_storage_failing_says_so_in_one_line(
+    name: str,
+    persistent_instance: dg.DagsterInstance,
+    settings: Settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Was SQLAlchemy's error with its statement, and its traceback under it."""
+    home = tmp_path / "dagster_instance"  # the daemon's instance is DAGSTER_HOME's
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    add_harvester(settings, "alpha")
+    if name.endswith("_schedule"):
+        evaluate = defs.resolve_schedule_def(name).evaluate_tick
+        context = dg.build_schedule_context(instance=persistent_instance, resources=defs.resources)
+    else:
+        evaluate = defs.resolve_sensor_def(name).evaluate_tick
+        context = dg.build_sensor_context(instance=persistent_instance, resources=defs.resources)
+    assert context.instance  # opened before its storage fails, as the daemon's is
+    _damage_run_storage(home)
+
+    with pytest.raises(Exception) as failed:
+        evaluate(context)
+
+    error = failed.value  # a schedule's wrapped by Dagster (the daemon wraps a sensor's too)
+    if isinstance(error, dg.DagsterUserCodeExecutionError):
+        error = error.__cause__
+    assert error.__cause__ is None and error.__suppress_context__  # no SQLAlchemy chain
+    [line] = str(error).splitlines()
+    assert line == (
+        f"the Dagster instance's database failed in {home}: file is not a database: a "
+        f"database in {home} is damaged; restore the folder from a backup, or move it aside "
+        "for a new, empty instance (its run history is then lost)"
+    )
