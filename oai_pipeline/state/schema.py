@@ -555,6 +555,13 @@ def _stored_version(connection: Connection) -> int | None:
     ).scalar()
 
 
+def is_up_to_date(connection: Connection) -> bool:
+    """The store is at this release's schema: opening it writes nothing, so it need not wait
+    behind a writer (a SQLite BEGIN IMMEDIATE waited up to 60 s behind a long transaction,
+    and a sensor's tick timed out instead of doing its work)."""
+    return _stored_version(connection) == SCHEMA_VERSION
+
+
 def refuse_if_changed(connection: Connection) -> None:
     """At the start of a write transaction of a process that opened the store at
     SCHEMA_VERSION: refuse it if another process (a newer oai-pipeline) migrated the store
@@ -574,7 +581,7 @@ def refuse_if_changed(connection: Connection) -> None:
 def migrate(connection: Connection) -> int:
     """Create missing tables and run pending migrations; safe to call from every process."""
     if connection.dialect.name == "postgresql":
-        if _stored_version(connection) == SCHEMA_VERSION:
+        if is_up_to_date(connection):
             return SCHEMA_VERSION  # nothing to do: no lock to wait for behind writers
         # Two processes starting at once must not both create the tables; a migration must
         # not run beside a write of an older process (`refuse_if_changed`).

@@ -66,6 +66,7 @@ from oai_pipeline.state.schema import (
     harvest_runs,
     harvesters,
     identifier_rekeys,
+    is_up_to_date,
     migrate,
     reconcile_runs,
     record_errors,
@@ -460,11 +461,15 @@ class StateStore:
             reason = database_error_text(error)
             raise ConfigurationError(f"cannot open the state database {shown}: {reason}") from None
         try:
-            with self._engine.begin() as connection:
-                if self.read_only:
+            if self.read_only:
+                with self._engine.begin() as connection:
                     check_version(connection)
-                else:
-                    migrate(connection)
+            else:
+                with self._read() as connection:  # SQLite: waits for no writer
+                    up_to_date = is_up_to_date(connection)
+                if not up_to_date:
+                    with self._engine.begin() as connection:
+                        migrate(connection)
         except sa.exc.DatabaseError as error:  # also a file that is no database (garbage)
             self._engine.dispose()
             reason = database_error_text(error.orig)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -890,3 +891,22 @@ def test_refused_a_pid_lists_live_records_whose_last_write_was_refused_their_doi
 
     assert store.refused_a_pid("h") == ["oai:x:1", "oai:x:3"]
     assert store.refused_a_pid("nobody") == []
+
+
+def test_a_store_at_this_schema_opens_while_another_process_holds_the_write_lock(
+    tmp_path: Path,
+) -> None:
+    """Opening took SQLite's write lock to check the schema, so every process opening the
+    store (a sensor's tick, `status`) waited up to 60 s behind a long write transaction (a
+    migration, a prune) and a tick timed out. A store already at this schema is only read."""
+    url = f"sqlite:///{tmp_path / 'state.sqlite'}"
+    StateStore(url).close()  # created at this schema
+    writer = sqlite3.connect(tmp_path / "state.sqlite", isolation_level=None, timeout=0)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("UPDATE schema_version SET version = version")
+        with StateStore(url) as store:
+            assert store.list_harvesters() == []
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
