@@ -38,6 +38,7 @@ from oai_pipeline.state.store import (
 )
 from oai_pipeline.sync.rules import Action, HarvestMemory
 from oai_pipeline.targets.base import WriteOutcome
+from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline.transform.base import TransformItem
 
 
@@ -893,20 +894,22 @@ def test_refused_a_pid_lists_live_records_whose_last_write_was_refused_their_doi
     assert store.refused_a_pid("nobody") == []
 
 
+@pytest.mark.parametrize("opened", [StateStore, EmbeddedRepository], ids=["state", "target"])
 def test_a_store_at_this_schema_opens_while_another_process_holds_the_write_lock(
-    tmp_path: Path,
+    tmp_path: Path, opened: type[StateStore | EmbeddedRepository]
 ) -> None:
     """Opening took SQLite's write lock to check the schema, so every process opening the
-    store (a sensor's tick, `status`) waited up to 60 s behind a long write transaction (a
-    migration, a prune) and a tick timed out. A store already at this schema is only read."""
-    url = f"sqlite:///{tmp_path / 'state.sqlite'}"
-    StateStore(url).close()  # created at this schema
-    writer = sqlite3.connect(tmp_path / "state.sqlite", isolation_level=None, timeout=0)
+    state store or the target (a sensor's tick, `status`) waited up to 60 s behind a long
+    write transaction (a migration, a prune) and a tick timed out. One already at this
+    schema is only read."""
+    path = tmp_path / "store.sqlite"
+    opened(f"sqlite:///{path}").close()  # created at this schema
+    writer = sqlite3.connect(path, isolation_level=None, timeout=0)
     try:
         writer.execute("BEGIN IMMEDIATE")
         writer.execute("UPDATE schema_version SET version = version")
-        with StateStore(url) as store:
-            assert store.list_harvesters() == []
+        with opened(f"sqlite:///{path}") as store:
+            assert not store.read_only
     finally:
         writer.execute("ROLLBACK")
         writer.close()

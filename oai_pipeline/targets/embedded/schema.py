@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from oai_pipeline.doi import MAX_DOI_LENGTH, normal_doi
 from oai_pipeline.errors import ConfigurationError, log_upgraded, schema_changed
 from oai_pipeline.targets.base import pid_of
+from oai_pipeline.targets.embedded.engine import READ_ONLY
 
 logger = logging.getLogger(__name__)
 
@@ -437,11 +438,14 @@ def refuse_if_changed(connection: sa.Connection) -> None:
 
 
 def migrate(engine: sa.Engine) -> int:
-    """Create or upgrade the schema to SCHEMA_VERSION; running it again changes nothing."""
+    """Create or upgrade the schema to SCHEMA_VERSION; running it again changes nothing.
+    A target at SCHEMA_VERSION is only read: no lock to wait for behind writers (SQLite's
+    BEGIN IMMEDIATE waited up to 60 s behind a long write transaction)."""
+    with engine.execution_options(**{READ_ONLY: True}).begin() as connection:
+        if current_version(connection) == SCHEMA_VERSION:
+            return SCHEMA_VERSION
     with engine.begin() as connection:
         if connection.dialect.name == "postgresql":
-            if current_version(connection) == SCHEMA_VERSION:
-                return SCHEMA_VERSION  # nothing to do: no lock to wait for behind writers
             # Two processes starting at once: the second waits, then finds the schema current;
             # a migration waits for the writes of older processes (`refuse_if_changed`).
             connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
