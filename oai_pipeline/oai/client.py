@@ -523,6 +523,17 @@ class OAIClient:
                     if isinstance(exc, NoRecordsMatchForToken) and not lost:
                         # The list ends: a token on its last full page, then nothing.
                         page = Page([], resumption_token=None, response_date=exc.response_date)
+                    elif token is not None and _whole(announced, listed):
+                        # invenio: a token on the last page of a list whose size is a multiple
+                        # of the page size, refused when asked. Redone, the window met the
+                        # same token at its end each time, and the run failed.
+                        self._notice(
+                            f"{self.base_url} ({verb}{_window_words(from_, until, set_spec)})"
+                            f": the source refused a resumption token ({exc.code}) after all "
+                            f"{announced} records its completeListSize announced; taken as "
+                            "the end of the list"
+                        )
+                        page = Page([], resumption_token=None, response_date=response_date)
                     elif token is None:
                         raise
                     else:
@@ -568,7 +579,7 @@ class OAIClient:
                     # A token named again by a page that adds nothing: asked again, it gives
                     # that page again. A token merely named again is followed (a source may
                     # keep one token per session and move on with it; a glitch passes).
-                    if announced is not None and listed is not None and listed >= announced:
+                    if _whole(announced, listed):
                         # DOAJ, archive.org: the last page names its own token. The list is
                         # whole by its size: failing here failed every harvest of the source.
                         self._notice(
@@ -1414,6 +1425,12 @@ def _lost(list_size: int | None, listed: int | None, delivered: int | None) -> b
     if listed is None:
         return by_cursor
     return listed < list_size - list_size_slack(list_size) or (by_cursor and listed < list_size)
+
+
+def _whole(list_size: int | None, listed: int | None) -> bool:
+    """Whether a sweep listed every record of the completeListSize its source announced (a
+    token that fails or loops after that has nothing more to give)."""
+    return list_size is not None and listed is not None and listed >= list_size
 
 
 def _count_notice(listed: int, announced: int) -> str | None:

@@ -138,3 +138,26 @@ def test_a_session_token_that_stays_the_same_while_pages_go_on_is_followed() -> 
     pages = list(client.sweep("ListRecords", metadata_prefix="oai_dc", prefetch=False))
     identifiers = [r.identifier for page in pages for r in page.records]
     assert identifiers == [f"oai:x:{page}-{n}" for page in range(3) for n in range(2)]
+
+
+@pytest.mark.parametrize("answer", ["noRecordsMatch", "badResumptionToken"])
+def test_a_token_on_the_last_full_page_answered_with_an_error_ends_a_whole_list(
+    answer: str,
+) -> None:
+    """invenio-app-rdm#2715: when the list size is a multiple of the page size, the last page
+    still carries a token, and that token gives "an invalid response (without any records)".
+    The list was whole by its size: redone again and again, it failed the run."""
+    source = FakeSource(make_records(9), page_size=3)
+
+    def token_past_the_end(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        if request.url.params.get("resumptionToken") == "past-the-end":
+            return source.error(answer, "", status=422)
+        body = re.sub(
+            rb"(<resumptionToken [^>]*)/>", rb"\1>past-the-end</resumptionToken>", response.content
+        )
+        return httpx.Response(response.status_code, headers=response.headers, content=body)
+
+    source.every = (1, token_past_the_end)
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == {r.identifier for r in source.records}
+    assert source.verbs.count("ListRecords") == 4
