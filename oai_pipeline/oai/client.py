@@ -419,11 +419,13 @@ class OAIClient:
         the window is redone from its start (records are not in datestamp order, so nothing
         finer is safe; the caller skips what it already staged), at most ``max_restarts``
         times; so is it after ``noRecordsMatch`` in answer to a token of a list whose
-        completeListSize was not reached (without a size, that answer ends the list). A
-        repeated token, or more than ``max_empty_pages`` pages in a row that add nothing
-        (empty, or the very records of an earlier page: a broken offset) and still carry a
-        token, raise HarvestProtocolError. A list that ends far from the completeListSize
-        the source last announced is a notice (see _count_notice), not a failure.
+        completeListSize was not reached (without a size, that answer ends the list). A token
+        named again is followed; named again by a page that adds nothing, it loops: that ends
+        a list whose completeListSize is reached (a notice), else raises HarvestProtocolError,
+        as do more than ``max_empty_pages`` pages in a row that add nothing (empty, or the
+        very records of an earlier page: a broken offset) and still carry a token. A list that
+        ends far from the completeListSize the source last announced is a notice (see
+        _count_notice), not a failure.
         """
         window = (from_, until, set_spec, metadata_prefix)
         token: str | None = None
@@ -521,6 +523,17 @@ class OAIClient:
                     if isinstance(exc, NoRecordsMatchForToken) and not lost:
                         # The list ends: a token on its last full page, then nothing.
                         page = Page([], resumption_token=None, response_date=exc.response_date)
+                    elif token is not None and _whole(announced, listed):
+                        # invenio: a token on the last page of a list whose size is a multiple
+                        # of the page size, refused when asked. Redone, the window met the
+                        # same token at its end each time, and the run failed.
+                        self._notice(
+                            f"{self.base_url} ({verb}{_window_words(from_, until, set_spec)})"
+                            f": the source refused a resumption token ({exc.code}) after all "
+                            f"{announced} records its completeListSize announced; taken as "
+                            "the end of the list"
+                        )
+                        page = Page([], resumption_token=None, response_date=response_date)
                     elif token is None:
                         raise
                     else:
@@ -559,6 +572,32 @@ class OAIClient:
                 if listed is not None and not repeated:
                     listed += len(page.records)
                 next_token = page.resumption_token
+                # Judged before the page is handed over (so that a sound token is fetched
+                # ahead), raised after, when the caller asks for the next page.
+                refusal: HarvestProtocolError | None = None
+                if next_token in seen_tokens and (not page.records or repeated):
+                    # A token named again by a page that adds nothing: asked again, it gives
+                    # that page again. A token merely named again is followed (a source may
+                    # keep one token per session and move on with it; a glitch passes).
+                    if _whole(announced, listed):
+                        # DOAJ, archive.org: the last page names its own token. The list is
+                        # whole by its size: failing here failed every harvest of the source.
+                        self._notice(
+                            f"{self.base_url} ({verb}{_window_words(from_, until, set_spec)})"
+                            ": the source names the resumption token of its last page again "
+                            f"after all {announced} records its completeListSize announced; "
+                            "taken as the end of the list"
+                        )
+                        next_token = None
+                        page = dataclasses.replace(page, resumption_token=None)
+                    else:
+                        refusal = HarvestProtocolError(
+                            f"{self.base_url} ({verb}): the source repeated resumption token "
+                            f"{_shorten(str(next_token))!r} after {pages_read} pages, and "
+                            "the page it names adds nothing"
+                            + ("" if announced is None else f" ({listed} of {announced} listed)")
+                            + "; stopping, not looping"
+                        )
                 if next_token is None and announced is not None and listed is not None:
                     # judged when the end is known, before a capped caller may stop reading
                     notice = _count_notice(listed, announced)
@@ -573,26 +612,16 @@ class OAIClient:
                     if notice is not None:
                         where = _window_words(from_, until, set_spec)
                         self._notice(f"{self.base_url} ({verb}{where}): {notice}")
-                # Judged before the page is handed over (so that a sound token is fetched
-                # ahead), raised after, when the caller asks for the next page.
-                refusal: HarvestProtocolError | None = None
-                if next_token is not None:
-                    if next_token in seen_tokens:
+                if next_token is not None and refusal is None:
+                    seen_tokens.add(next_token)
+                    adds_nothing = not page.records or repeated
+                    empty_in_a_row = empty_in_a_row + 1 if adds_nothing else 0
+                    if empty_in_a_row > max_empty_pages:
                         refusal = HarvestProtocolError(
-                            f"{self.base_url} ({verb}): the source repeated resumption token "
-                            f"{_shorten(next_token)!r} after {pages_read} pages; stopping, "
-                            "not looping"
+                            f"{self.base_url} ({verb}): {empty_in_a_row} pages in a row "
+                            "that are empty or repeat the records of an earlier page, and "
+                            "still carry a resumption token; stopping instead of looping"
                         )
-                    else:
-                        seen_tokens.add(next_token)
-                        adds_nothing = not page.records or repeated
-                        empty_in_a_row = empty_in_a_row + 1 if adds_nothing else 0
-                        if empty_in_a_row > max_empty_pages:
-                            refusal = HarvestProtocolError(
-                                f"{self.base_url} ({verb}): {empty_in_a_row} pages in a row "
-                                "that are empty or repeat the records of an earlier page, and "
-                                "still carry a resumption token; stopping instead of looping"
-                            )
                     if refusal is None and ahead is not None:
                         ahead.start(next_token)
                 yield page
@@ -645,10 +674,11 @@ class OAIClient:
         naming the prefixes the source's ListMetadataFormats offers: the source's own message
         ("unknown metadataPrefix") left the operator to find the right one by hand. Refused
         so by cannotDisseminateFormat, or by a badArgument (Zenodo: "metadataPrefix does not
-        exist") when ListMetadataFormats does not list the prefix. One more request, only on
-        the way to failing."""
+        exist") or a badVerb (AtoM, WEKO3: the wrong code for a wrong argument; the error
+        blamed the base URL) when ListMetadataFormats does not list the prefix. One more
+        request, only on the way to failing."""
         codes = {code for code, _ in parsed.errors}
-        if not codes & {"cannotDisseminateFormat", "badArgument"}:
+        if not codes & {"cannotDisseminateFormat", "badArgument", "badVerb"}:
             return
         try:
             offered: list[str] | None = self.list_metadata_formats()
@@ -1395,6 +1425,12 @@ def _lost(list_size: int | None, listed: int | None, delivered: int | None) -> b
     if listed is None:
         return by_cursor
     return listed < list_size - list_size_slack(list_size) or (by_cursor and listed < list_size)
+
+
+def _whole(list_size: int | None, listed: int | None) -> bool:
+    """Whether a sweep listed every record of the completeListSize its source announced (a
+    token that fails or loops after that has nothing more to give)."""
+    return list_size is not None and listed is not None and listed >= list_size
 
 
 def _count_notice(listed: int, announced: int) -> str | None:

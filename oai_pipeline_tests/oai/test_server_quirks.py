@@ -1,0 +1,163 @@
+"""Quirks real OAI-PMH servers were reported to show, each in the shape of its report."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+
+from oai_pipeline.oai.client import OAIClient
+from oai_pipeline.oai.errors import HarvestProtocolError, UnknownMetadataFormat
+from oai_pipeline_tests.oai.fake_source import BASE_URL, FakeSource, make_records
+from oai_pipeline_tests.oai.test_faults import Harvest
+
+# AtoM before its fix (artefactual/atom#441) and WEKO3 answer a request whose verb is fine but
+# whose argument is not with badVerb and the protocol's stock sentence for it.
+_STOCK_BAD_VERB = (
+    "Value of the verb argument is not a legal OAI-PMH verb, the verb argument is missing, "
+    "or the verb argument is repeated."
+)
+
+_FORMATS = (
+    "<ListMetadataFormats><metadataFormat><metadataPrefix>oai_dc</metadataPrefix>"
+    "<schema>http://www.openarchives.org/OAI/2.0/oai_dc.xsd</schema><metadataNamespace>"
+    "http://www.openarchives.org/OAI/2.0/oai_dc/</metadataNamespace></metadataFormat>"
+    "</ListMetadataFormats>"
+)
+
+
+def test_bad_verb_in_answer_to_an_unknown_prefix_names_the_prefixes_the_source_offers() -> None:
+    """Before, the error blamed the base URL ("no OAI-PMH endpoint there") although the
+    source answered Identify and ListMetadataFormats: the prefix was the mistake."""
+    source = FakeSource(make_records(3))
+
+    def bad_verb_for_a_prefix(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        params = request.url.params
+        if params.get("verb") == "ListRecords" and params.get("metadataPrefix") != "oai_dc":
+            return source.error("badVerb", _STOCK_BAD_VERB)
+        if params.get("verb") == "ListMetadataFormats":
+            return source.xml("ListMetadataFormats", _FORMATS)
+        return response
+
+    source.every = (1, bad_verb_for_a_prefix)
+    harvest = Harvest(source)
+    with pytest.raises(UnknownMetadataFormat) as caught:
+        list(harvest.client.sweep("ListRecords", metadata_prefix="marc21"))
+    message = str(caught.value)
+    assert "does not disseminate 'marc21'" in message and "the source offers oai_dc" in message
+    assert "base URL" not in message
+    assert source.verbs == ["ListRecords", "ListMetadataFormats"] and harvest.sleeps == []
+
+
+def _names_its_own_token(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    """The list's last page carries the very token it was asked with instead of an empty one
+    (DOAJ/doaj#1396: "it will use [the token] twice, on the second last and the last page";
+    archive.org in afuetterer/oaipmh-scythe#411: "a request will return its own resumption
+    token"). Asked again, that token gives that page again."""
+    token = request.url.params.get("resumptionToken")
+    if token is None:
+        return response
+    body = re.sub(
+        rb"(<resumptionToken [^>]*)/>",
+        rb"\1>" + token.encode() + rb"</resumptionToken>",
+        response.content,
+    )
+    return httpx.Response(response.status_code, headers=response.headers, content=body)
+
+
+@pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "sequential"])
+def test_a_last_page_naming_its_own_token_ends_a_list_whose_size_is_reached(
+    prefetch: bool,
+) -> None:
+    """Before, the harvest failed at the list's end every time (and every retry of the run
+    resumed the token and failed again): the source was never harvested whole."""
+    source = FakeSource(make_records(9), page_size=3)
+    source.every = (1, _names_its_own_token)
+    harvest = Harvest(source).run(prefetch=prefetch)
+    assert set(harvest.records) == {r.identifier for r in source.records}
+    # the three pages, and the last one's token asked once more: the same page again
+    assert source.verbs.count("ListRecords") == 4
+    (notice,) = harvest.client.notices
+    assert "names the resumption token of its last page again" in notice
+    assert "all 9 records its completeListSize announced" in notice
+
+
+def test_a_repeated_token_short_of_the_list_size_still_fails_naming_the_loop() -> None:
+    """A loop before the list's announced end: ended there, the records after it were
+    missing with no failure, and a reconcile took them for deleted."""
+    source = FakeSource(make_records(9), page_size=3)
+    source.every = (1, _second_page_loops)
+    harvest = Harvest(source)
+    with pytest.raises(HarvestProtocolError, match="repeated resumption token"):
+        harvest.run()
+    assert len(harvest.records) == 6
+
+
+def _second_page_loops(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    """The second page (cursor 3) names its own token, its list's size not reached."""
+    if b'cursor="3"' not in response.content:
+        return response
+    token = request.url.params["resumptionToken"]
+    body = re.sub(
+        rb"(<resumptionToken [^>]*>)[^<]*(</resumptionToken>)",
+        lambda match: match[1] + token.encode() + match[2],
+        response.content,
+    )
+    return httpx.Response(response.status_code, headers=response.headers, content=body)
+
+
+def test_a_session_token_that_stays_the_same_while_pages_go_on_is_followed() -> None:
+    """Some servers keep one token per harvest session and move a cursor on the server side:
+    the same token names the next page each time. Refused as a loop, such a source could
+    never be harvested past its first page."""
+    records = [
+        "".join(
+            f"<record><header><identifier>oai:x:{page}-{n}</identifier>"
+            "<datestamp>2024-01-01</datestamp></header><metadata><x/></metadata></record>"
+            for n in range(2)
+        )
+        for page in range(3)
+    ]
+    served = {"n": 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        page = served["n"]
+        served["n"] += 1
+        token = "<resumptionToken>session-1</resumptionToken>" if page < 2 else ""
+        return httpx.Response(
+            200,
+            content=(
+                '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><responseDate>'
+                "2026-01-01T00:00:00Z</responseDate><request>x</request><ListRecords>"
+                f"{records[page]}{token}</ListRecords></OAI-PMH>"
+            ).encode(),
+        )
+
+    client = OAIClient(BASE_URL, transport=httpx.MockTransport(handler), sleep=lambda s: None)
+    pages = list(client.sweep("ListRecords", metadata_prefix="oai_dc", prefetch=False))
+    identifiers = [r.identifier for page in pages for r in page.records]
+    assert identifiers == [f"oai:x:{page}-{n}" for page in range(3) for n in range(2)]
+
+
+@pytest.mark.parametrize("answer", ["noRecordsMatch", "badResumptionToken"])
+def test_a_token_on_the_last_full_page_answered_with_an_error_ends_a_whole_list(
+    answer: str,
+) -> None:
+    """invenio-app-rdm#2715: when the list size is a multiple of the page size, the last page
+    still carries a token, and that token gives "an invalid response (without any records)".
+    The list was whole by its size: redone again and again, it failed the run."""
+    source = FakeSource(make_records(9), page_size=3)
+
+    def token_past_the_end(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        if request.url.params.get("resumptionToken") == "past-the-end":
+            return source.error(answer, "", status=422)
+        body = re.sub(
+            rb"(<resumptionToken [^>]*)/>", rb"\1>past-the-end</resumptionToken>", response.content
+        )
+        return httpx.Response(response.status_code, headers=response.headers, content=body)
+
+    source.every = (1, token_past_the_end)
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == {r.identifier for r in source.records}
+    assert source.verbs.count("ListRecords") == 4
