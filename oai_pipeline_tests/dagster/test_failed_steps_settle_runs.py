@@ -9,12 +9,14 @@ import errno
 import dagster as dg
 import pytest
 
+from oai_pipeline.defs.assets import TRANSIENT_RETRY
 from oai_pipeline.defs.launch import range_tags
 from oai_pipeline.defs.partitions import ensure_harvester_partitions
 from oai_pipeline.pipeline.frames import TRANSFORMED_RECORDS
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
+from oai_pipeline.state.store import StateStore
 from oai_pipeline.storage import PartitionStore
 from oai_pipeline_tests.support import live_records, register, target_by_source
 
@@ -82,3 +84,53 @@ def test_a_step_failed_on_a_full_disk_fails_its_run_and_a_reexecution_resumes_it
     ]
     assert in_windows
     assert {r.identifier for r in in_windows} <= set(target_by_source(settings, "sample"))
+
+
+def test_a_step_dagster_retries_leaves_its_run_running_until_the_last_attempt_fails(
+    instance: dg.DagsterInstance,
+    settings: Settings,
+    endpoint: OAIEndpoint,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A transient error (a disk's I/O error, a network hiccup) fails the step, and Dagster
+    retries it (RetryPolicy): between the attempts `status` showed the run `failed`, then
+    `running` again. It stays `running`, saying which attempt failed and why, and ends
+    `failed` once the last attempt fails."""
+    register(settings, endpoint.base_url, metadata_prefix=PREFIX)
+    ensure_harvester_partitions(instance, ["sample"])
+    write_local = PartitionStore._write_local
+    resume_run = StateStore.resume_run
+    between_attempts: list[tuple[str, str | None]] = []
+
+    def failing_transforms(store: PartitionStore, folder: str, name: str, data: bytes) -> None:
+        if TRANSFORMED_RECORDS in folder:
+            raise OSError(errno.EIO, "Input/output error", f"{folder}/{name}")
+        write_local(store, folder, name, data)
+
+    def seen_as_resumed(state: StateStore, run_id: int, *args: object, **kwargs: object) -> None:
+        run = state.get_run(run_id)
+        assert run is not None
+        between_attempts.append((run["status"], run["error"]))
+        resume_run(state, run_id, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(PartitionStore, "_write_local", failing_transforms)
+        patched.setattr(StateStore, "resume_run", seen_as_resumed)
+        patched.setattr(dg.RetryPolicy, "calculate_delay", lambda policy, attempt: 0)
+        failed = _run(instance)
+
+    assert not failed.success
+    retries = TRANSIENT_RETRY.max_retries
+    assert len([e for e in failed.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]) == (
+        retries
+    )
+    first, *retried = between_attempts
+    assert first == ("running", None)  # the transform's first attempt
+    assert [status for status, _ in retried] == ["running"] * retries
+    for attempt, (_, error) in enumerate(retried, start=1):
+        assert error is not None and "Input/output error" in error
+        assert f"attempt {attempt} of {retries + 1} failed; Dagster retries the step" in error
+    with Services(settings) as services:
+        [run] = services.state.runs_of_dagster_run(failed.run_id)
+    assert run["status"] == "failed"
+    assert run["error"].startswith("OSError: [Errno 5] Input/output error")
