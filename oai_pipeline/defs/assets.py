@@ -29,7 +29,7 @@ from oai_pipeline.defs.partitions import (
 )
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.defs.run_coordinator import older_queue_limits
-from oai_pipeline.defs.sensors import fail_orphaned_harvest_runs
+from oai_pipeline.defs.sensors import ERRORS_BY_HARVESTER, fail_orphaned_harvest_runs
 from oai_pipeline.errors import PipelineError, disk_advice, refused_by_disk
 from oai_pipeline.harvesters.model import describe_validation_error
 from oai_pipeline.oai.errors import HarvestProtocolError
@@ -190,7 +190,7 @@ def _each_scope(
     _refuse_a_run_without_partitions(context)
     _refuse_a_job_backfill_run(context)
     results: list[tuple[HarvestScope, T]] = []
-    failures: list[str] = []
+    failures: dict[str, list[str]] = {}  # harvester id -> its scopes' errors
     scopes = scopes_for_keys(list(context.partition_keys))
     with _retry_only_transient():  # a wrong database URL or setting: no retries either
         services = pipeline.services()
@@ -232,10 +232,19 @@ def _each_scope(
                 # One harvester's mistake (a wrong prefix, a deleted harvester) must not stop
                 # the others of a backfill over several harvesters.
                 context.log.error(described)
-                failures.append(described)
+                failures.setdefault(scope.harvester_id, []).append(described)
     if failures:
         _materialised_before_failing(context, pipeline, _scopes(results))
-        raise dg.Failure(description="; ".join(failures), allow_retries=False)
+        # each harvest run the failure sensor ends gets its own harvester's errors
+        own = {
+            harvester_id: "; ".join(error.removeprefix(f"{harvester_id}: ") for error in errors)
+            for harvester_id, errors in failures.items()
+        }
+        raise dg.Failure(
+            description="; ".join(error for errors in failures.values() for error in errors),
+            metadata={ERRORS_BY_HARVESTER: dg.MetadataValue.json(own)},
+            allow_retries=False,
+        )
     return results
 
 
