@@ -60,7 +60,11 @@ def demo(as_json: bool) -> None:
     ensure_dagster_home()
     import dagster as dg
 
-    from oai_pipeline.defs.instance_storage import STORAGE_FAILED, dagster_storage_errors
+    from oai_pipeline.defs.instance_storage import (
+        STORAGE_FAILED,
+        dagster_storage_errors,
+        refuse_a_held_index,
+    )
     from oai_pipeline.defs.launch import dagster_instance, materialize_windows, window_range
     from oai_pipeline.defs.partitions import window_partitions
     from oai_pipeline.harvesters.model import Harvester
@@ -69,32 +73,35 @@ def demo(as_json: bool) -> None:
     from oai_pipeline.pipeline.services import Services
     from oai_pipeline.sample_endpoint.records import SAMPLE_LAST_DAY
 
-    # The instance first: one that does not open (a read-only DAGSTER_HOME) fails the demo
-    # before it registers the harvester or serves the endpoint.
-    with dagster_instance() as instance, sample_endpoint() as base_url:
-        with Services(load_settings()) as services:
-            HarvesterRegistry(services.state).upsert(
-                Harvester(
-                    id=DEMO_HARVESTER,
-                    name="oai-pipeline sample endpoint",
-                    comment="the OAI-PMH endpoint shipped with oai-pipeline (oai-pipeline demo; "
-                    "./run.sh dev serves it beside the UI)",
-                    base_url=base_url,
-                    metadata_prefix="oai_datacite",
-                    transformers=[RDM_MODEL.transformer],
-                    writers=[RDM_MODEL.writer],
+    # The instance first: one that does not open (a read-only DAGSTER_HOME), or whose index
+    # another process holds, fails the demo before it registers the harvester or serves the
+    # endpoint.
+    with dagster_instance() as instance:
+        refuse_a_held_index(instance)
+        with sample_endpoint() as base_url:
+            with Services(load_settings()) as services:
+                HarvesterRegistry(services.state).upsert(
+                    Harvester(
+                        id=DEMO_HARVESTER,
+                        name="oai-pipeline sample endpoint",
+                        comment="the OAI-PMH endpoint shipped with oai-pipeline (oai-pipeline "
+                        "demo; ./run.sh dev serves it beside the UI)",
+                        base_url=base_url,
+                        metadata_prefix="oai_datacite",
+                        transformers=[RDM_MODEL.transformer],
+                        writers=[RDM_MODEL.writer],
+                    )
                 )
-            )
-        # A full harvest of the sample: the grid's windows up to its last datestamp, as one
-        # run and one sweep (the grid's first window is open to the past).
-        last_moment = datetime.combine(SAMPLE_LAST_DAY, time.max, tzinfo=UTC)
-        first, last = window_range(None, last_moment)
-        with dagster_storage_errors(STORAGE_FAILED):
-            result = materialize_windows(
-                instance, DEMO_HARVESTER, first, last, raise_on_error=False, log_level="WARNING"
-            )
-        if not result.success:
-            raise PipelineError(f"the demo harvest failed; see Dagster run {result.run_id}")
+            # A full harvest of the sample: the grid's windows up to its last datestamp, as one
+            # run and one sweep (the grid's first window is open to the past).
+            last_moment = datetime.combine(SAMPLE_LAST_DAY, time.max, tzinfo=UTC)
+            first, last = window_range(None, last_moment)
+            with dagster_storage_errors(STORAGE_FAILED):
+                result = materialize_windows(
+                    instance, DEMO_HARVESTER, first, last, raise_on_error=False, log_level="WARNING"
+                )
+            if not result.success:
+                raise PipelineError(f"the demo harvest failed; see Dagster run {result.run_id}")
     keys = window_partitions.get_partition_keys_in_range(dg.PartitionKeyRange(first, last))
     report = harvest_summary(DEMO_HARVESTER, keys)
     report["dagster_run_id"] = result.run_id

@@ -29,7 +29,7 @@ from oai_pipeline.defs.partitions import (
 )
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.defs.run_coordinator import older_queue_limits
-from oai_pipeline.defs.sensors import fail_orphaned_harvest_runs
+from oai_pipeline.defs.sensors import ERRORS_BY_HARVESTER, fail_orphaned_harvest_runs
 from oai_pipeline.errors import PipelineError, disk_advice, refused_by_disk
 from oai_pipeline.harvesters.model import describe_validation_error
 from oai_pipeline.oai.errors import HarvestProtocolError
@@ -124,6 +124,30 @@ def _column_schema(asset: str) -> dict[str, dg.TableSchema]:
     return {"dagster/column_schema": dg.TableSchema(columns=columns)}
 
 
+def _transient(error: BaseException) -> bool:
+    """Whether the retry policy takes the error (`_retry_only_transient`): not a disk full
+    or not writable, the operator's to free or make writable."""
+    return isinstance(error, TRANSIENT_ERRORS) and not refused_by_disk(error)
+
+
+def _retry_coming(context: dg.AssetExecutionContext) -> Callable[[BaseException], str | None]:
+    """What a failed attempt of this step says on its harvest run when Dagster retries the
+    step (None: this was the last attempt, the error is not transient, or retries are
+    disabled for the run): `Services.retry_coming`."""
+    step = context.op_execution_context.get_step_execution_context()
+    policy = step.op_retry_policy
+    attempt = context.retry_number + 1
+
+    def retry(error: BaseException) -> str | None:
+        if policy is None or not step.retry_mode.enabled or attempt > policy.max_retries:
+            return None
+        if not _transient(error):
+            return None
+        return f"attempt {attempt} of {policy.max_retries + 1} failed; Dagster retries the step"
+
+    return retry
+
+
 @contextmanager
 def _retry_only_transient() -> Iterator[None]:
     """Transient errors go to the retry policy (the step resumes from its checkpoint);
@@ -131,7 +155,7 @@ def _retry_only_transient() -> Iterator[None]:
     try:
         yield
     except TRANSIENT_ERRORS as error:
-        if refused_by_disk(error):  # the operator's to free or make writable: no retries
+        if not _transient(error):
             advice = disk_advice(error.errno) if isinstance(error, OSError) else None
             description = f"{error}; {advice}" if advice else str(error)
             raise dg.Failure(description=description, allow_retries=False) from error
@@ -166,10 +190,11 @@ def _each_scope(
     _refuse_a_run_without_partitions(context)
     _refuse_a_job_backfill_run(context)
     results: list[tuple[HarvestScope, T]] = []
-    failures: list[str] = []
+    failures: dict[str, list[str]] = {}  # harvester id -> its scopes' errors
     scopes = scopes_for_keys(list(context.partition_keys))
     with _retry_only_transient():  # a wrong database URL or setting: no retries either
         services = pipeline.services()
+    services.retry_coming = _retry_coming(context)
     with services:
         for scope in scopes:
             context.log.info(
@@ -207,10 +232,19 @@ def _each_scope(
                 # One harvester's mistake (a wrong prefix, a deleted harvester) must not stop
                 # the others of a backfill over several harvesters.
                 context.log.error(described)
-                failures.append(described)
+                failures.setdefault(scope.harvester_id, []).append(described)
     if failures:
         _materialised_before_failing(context, pipeline, _scopes(results))
-        raise dg.Failure(description="; ".join(failures), allow_retries=False)
+        # each harvest run the failure sensor ends gets its own harvester's errors
+        own = {
+            harvester_id: "; ".join(error.removeprefix(f"{harvester_id}: ") for error in errors)
+            for harvester_id, errors in failures.items()
+        }
+        raise dg.Failure(
+            description="; ".join(error for errors in failures.values() for error in errors),
+            metadata={ERRORS_BY_HARVESTER: dg.MetadataValue.json(own)},
+            allow_retries=False,
+        )
     return results
 
 

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import dagster as dg
 import sqlalchemy as sa
+from dagster._core.storage.event_log import SqliteEventLogStorage
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
 
 from oai_pipeline.errors import PipelineError, database_error_text
 from oai_pipeline.sqlite_tuning import refused_write_text
@@ -26,6 +30,12 @@ _DAMAGED = ("file is not a database", "database disk image is malformed")
 
 # `doing` of a database failing once the instance is open.
 STORAGE_FAILED = "the Dagster instance's database failed"
+# `doing` of a database another process holds when a run is to be launched here.
+LAUNCH_REFUSED = "cannot launch a run on the Dagster instance"
+
+# How long a launch waits for another process's write on the instance's index: a daemon's
+# or a run's takes milliseconds (Dagster's own wait is 30 s).
+LOCK_WAIT_SECONDS = 2.0
 
 
 class DagsterStorageError(PipelineError):
@@ -48,8 +58,9 @@ def dagster_home_text() -> str:
     return os.environ.get("DAGSTER_HOME", "")
 
 
-def storage_failure_text(error: sa.exc.DBAPIError) -> str:
-    """The database's error in one line, with what to do about it."""
+def storage_failure_text(error: BaseException, database: Path | None = None) -> str:
+    """The database's error in one line, with what to do about it (`database`: the file it
+    is of, when known)."""
     home = dagster_home_text()
     orig = getattr(error, "orig", None) or error
     reason = database_error_text(orig)
@@ -61,9 +72,10 @@ def storage_failure_text(error: sa.exc.DBAPIError) -> str:
     if explained := refused_write_text(reason, Path(home) / "history" / "runs.db"):
         return explained
     if reason.startswith("database is locked"):
+        where = database or f"a database in {home}"
         return (
             f"{reason}: another process (the Dagster daemon, `./run.sh dev`, a run) holds a "
-            f"write on a database in {home}; run again once it is done"
+            f"write on {where}; run again once it is done"
         )
     if reason.startswith(_DAMAGED):
         return (
@@ -86,6 +98,34 @@ def dagster_storage_errors(doing: str) -> Iterator[None]:
             raise
         text = f"{doing} in {dagster_home_text()}: {storage_failure_text(failure)}"
         raise DagsterStorageError(text) from None
+
+
+def refuse_a_held_index(instance: dg.DagsterInstance) -> None:
+    """Before a run is launched in this process: an instance whose SQLite index another
+    process holds a write on made the run wait a minute (Dagster's busy timeout, for its
+    first events and again one by one), print SQLAlchemy's statement, fail, and stay
+    NOT_STARTED for good. Refused at once instead, naming the file."""
+    storage = instance.event_log_storage
+    if not isinstance(storage, SqliteEventLogStorage):
+        return  # PostgreSQL: a writer does not hold the others back
+    index = Path(storage.path_for_shard(INDEX_SHARD_NAME))
+    try:
+        # mode=rw: a missing file is Dagster's to create, not this probe's
+        probe = sqlite3.connect(
+            f"{index.as_uri()}?mode=rw", uri=True, timeout=LOCK_WAIT_SECONDS, isolation_level=None
+        )
+    except sqlite3.Error:
+        return  # not opened here: Dagster's own opening says why
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.execute("ROLLBACK")
+    except sqlite3.OperationalError as error:
+        if not str(error).startswith("database is locked"):
+            return  # a full disk, damage: Dagster's own error (`dagster_storage_errors`)
+        text = f"{LAUNCH_REFUSED} in {dagster_home_text()}: {storage_failure_text(error, index)}"
+        raise DagsterStorageError(text) from None
+    finally:
+        probe.close()
 
 
 class _OneLine(logging.Filter):

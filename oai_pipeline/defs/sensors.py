@@ -21,6 +21,10 @@ from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.errors import ConfigurationError, PipelineError, database_error_text
 from oai_pipeline.pipeline.services import Services
 
+# The metadata entry of a step's failure over several harvesters holding each one's own error
+# (harvester id -> its error): the failure sensor gives each harvest run its own.
+ERRORS_BY_HARVESTER = "errors by harvester"
+
 # Dagster slows down past this many partitions of one asset (harvesters x windows).
 PARTITION_BUDGET = 100_000
 
@@ -231,13 +235,18 @@ def harvest_failure_sensor(context: dg.RunFailureSensorContext, pipeline: Pipeli
 def failure_message(context: dg.RunFailureSensorContext, harvester_id: str | None = None) -> str:
     """Why the run failed: the failed steps' errors, not Dagster's "Steps failed: [...]".
     A step's own description of its failure if it gave one (led by the harvester it is of:
-    dropped on that harvester's run, `harvester_id`, whose status names it already), else
+    dropped on that harvester's run, `harvester_id`, whose status names it already; of a
+    step over several harvesters, that harvester's own error, `ERRORS_BY_HARVESTER`), else
     the error Dagster's wrappers hold."""
     causes = []
     for event in context.get_step_failure_events():
         failure = event.step_failure_data.user_failure_data
         if failure is not None and failure.description:
             described = failure.description.strip()
+            by_harvester = failure.metadata.get(ERRORS_BY_HARVESTER)
+            own = by_harvester.value if isinstance(by_harvester, dg.JsonMetadataValue) else {}
+            if harvester_id is not None and isinstance(own, dict) and harvester_id in own:
+                described = str(own[harvester_id]).strip()
             if harvester_id is not None:
                 described = described.removeprefix(f"{harvester_id}: ")
             causes.append(f"{event.step_key}: {described}")

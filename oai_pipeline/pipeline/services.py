@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import sqlalchemy as sa
 
@@ -28,6 +29,9 @@ class Services:
         self._lock_engine = sa.create_engine(settings.state_db_url, pool_pre_ping=True)
         explain_refused_writes(self._lock_engine)  # a lease on a full disk names the file too
         self.harvester_lock = HarvesterLock(self._lock_engine)
+        # Whether the caller tries again after this error, and how it says so (None: no
+        # retry comes): a Dagster step its retry policy retries (defs.assets).
+        self.retry_coming: Callable[[BaseException], str | None] = lambda error: None
 
     def harvester(self, harvester_id: str) -> Harvester:
         harvester = self.state.get_harvester(harvester_id)
@@ -45,9 +49,17 @@ class Services:
         second one about recording it. The run then stays `running` until the next harvest
         or `status` finds its process gone and ends it as interrupted. A store a newer
         version migrated meanwhile refuses it too: its error, which the caller gets, says
-        so and what ends the run."""
+        so and what ends the run.
+
+        An error its caller retries (`retry_coming`) leaves the run `running`, its error
+        saying so: a retry resumes it, and `status` showing it failed in between told the
+        operator to resume it themselves."""
         status = "failed" if isinstance(error, Exception) else "stopped"
+        retry = self.retry_coming(error) if status == "failed" else None
         try:
+            if retry is not None:
+                self.state.note_failed_attempt(run_id, f"{retry}: {run_error_text(error)}")
+                return
             self.state.finish_run(run_id, status, error=run_error_text(error), if_running=True)
         except sa.exc.DBAPIError as unrecorded:
             log_unsaved(logger, f"record harvest run {run_id} as {status}", unrecorded)

@@ -45,6 +45,15 @@ harvester_locks = sa.Table(
 # What became of a holder's lease (HarvesterLock.lease_of).
 LeaseState = Literal["held", "released", "lost"]
 
+# A holder whose lease another process took over (it had died or stopped renewing) is noted
+# in the same table under this prefix and its owner name, so that every process, not only
+# the one that took it over, tells it was lost, not released (`lease_of`). Harvester ids are
+# slugs and source keys start with "source:": neither can read like this.
+_LOST = "lost:"
+# Notes of lost leases are kept this long: a run the holder left `running` is settled (by
+# `status`, or the harvester's next harvest) well before.
+_LOST_KEPT = timedelta(days=90)
+
 # A sweep of a large source takes hours: a harvest of the same server waits that long.
 SOURCE_WAIT_SECONDS = 48 * 3600.0
 
@@ -119,15 +128,34 @@ def is_dead_local_process(owner: str) -> bool:
     return _local_process_alive(owner) is False
 
 
+def _lost_key(holder: str) -> str:
+    return (_LOST + holder)[:200]
+
+
+def _note_lost(connection: sa.Connection, harvester_id: str, holder: str, now: datetime) -> None:
+    """Note, with the takeover, that `holder` lost its lease (`_LOST`); forget old notes
+    and this holder's own (one on another machine may take its lease again and lose it
+    again)."""
+    connection.execute(
+        harvester_locks.delete().where(
+            harvester_locks.c.harvester_id.startswith(_LOST, autoescape=True),
+            (harvester_locks.c.renewed_at < now - _LOST_KEPT)
+            | (harvester_locks.c.harvester_id == _lost_key(holder)),
+        )
+    )
+    connection.execute(
+        harvester_locks.insert().values(
+            harvester_id=_lost_key(holder), owner=harvester_id, renewed_at=now
+        )
+    )
+
+
 class HarvesterLock:
     def __init__(self, engine: sa.Engine, *, lease: timedelta = timedelta(minutes=2)) -> None:
         self.engine = engine
         self.lease = lease
         # (harvester, thread) this object holds the lease for -> the owner name it holds it as
         self._held: dict[tuple[str, int], str] = {}
-        # holders whose lease this object took over or cleared (they had died): theirs is
-        # gone from the table, but not released (`lease_of`)
-        self._taken_over: set[str] = set()
         try:
             _metadata.create_all(engine, checkfirst=True)
         except sa.exc.DatabaseError:
@@ -148,13 +176,14 @@ class HarvesterLock:
             # A holder on this machine is judged by its process, not by its renewals: one
             # suspended (Ctrl-Z) or slowed down still writes when it wakes up.
             if expired is not None and not _local_process_alive(expired):
-                self._taken_over.add(expired)
-                connection.execute(
+                cleared = connection.execute(
                     harvester_locks.delete().where(
                         harvester_locks.c.harvester_id == harvester_id,
                         harvester_locks.c.owner == expired,
                     )
                 )
+                if cleared.rowcount == 1:
+                    _note_lost(connection, harvester_id, expired, now)
         try:
             with self.engine.begin() as connection:
                 connection.execute(
@@ -176,16 +205,19 @@ class HarvesterLock:
             ).scalar()
             if holder is None or not is_dead_local_process(holder):
                 return False
-            self._taken_over.add(holder)
+            now = datetime.now(UTC)
             taken = connection.execute(
                 harvester_locks.update()
                 .where(
                     harvester_locks.c.harvester_id == harvester_id,
                     harvester_locks.c.owner == holder,
                 )
-                .values(owner=owner, renewed_at=datetime.now(UTC))
+                .values(owner=owner, renewed_at=now)
             )
-            return taken.rowcount == 1
+            if taken.rowcount != 1:
+                return False
+            _note_lost(connection, harvester_id, holder, now)
+            return True
 
     def owner(self, harvester_id: str) -> str | None:
         """Who holds the harvester's lease in this thread (None: not held here): a harvest
@@ -200,8 +232,8 @@ class HarvesterLock:
     def lease_of(self, harvester_id: str, owner: str) -> LeaseState:
         """What became of `owner`'s lease of the harvester: `held` (see `works_on`),
         `released` (its holder let it go as it ended its work: it was not killed) or `lost`
-        (its holder died or stopped renewing it, leaving it behind, and maybe this object
-        took it over)."""
+        (its holder died or stopped renewing it, leaving it behind, and maybe a process
+        took it over since: any process, the answer is the same)."""
         with self.engine.connect() as connection:
             renewed_at = connection.execute(
                 sa.select(harvester_locks.c.renewed_at).where(
@@ -209,8 +241,13 @@ class HarvesterLock:
                     harvester_locks.c.owner == owner,
                 )
             ).scalar()
-        if renewed_at is None:
-            return "lost" if owner in self._taken_over else "released"
+            if renewed_at is None:
+                taken_over = connection.execute(
+                    sa.select(harvester_locks.c.harvester_id).where(
+                        harvester_locks.c.harvester_id == _lost_key(owner)
+                    )
+                ).scalar()
+                return "released" if taken_over is None else "lost"
         alive = _local_process_alive(owner)
         if alive is not None:
             return "held" if alive else "lost"

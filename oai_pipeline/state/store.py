@@ -2635,6 +2635,17 @@ class StateStore:
                 .values(status=status, error=error, finished_at=now, updated_at=now)
             )
 
+    def note_failed_attempt(self, run_id: int, error: str) -> None:
+        """A failed attempt of a run still `running` because another attempt follows (a
+        Dagster step's retry): its error, for `status`, until the run ends."""
+        now = utc_now()
+        with self._engine.begin() as conn:
+            conn.execute(
+                harvest_runs.update()
+                .where(harvest_runs.c.id == run_id, harvest_runs.c.status == "running")
+                .values(error=error, updated_at=now)
+            )
+
     def prune_run_records(self, harvester_id: str, *, keep_days: int) -> PrunedRuns:
         """Drop the per-record rows of the harvester's runs that succeeded more than
         `keep_days` ago (0: never), keeping their counts and last failures on the run, which

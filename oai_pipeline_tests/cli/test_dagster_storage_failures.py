@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner, Result
 
 from oai_pipeline.cli import main
+from oai_pipeline.defs.partitions import HARVESTER
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import PROJECT_ROOT, load_settings
 from oai_pipeline_tests.cli.test_user_errors import closed_port  # noqa: F401 - a fixture
@@ -176,3 +177,42 @@ def test_a_dagster_postgresql_database_gone_after_opening_is_one_line(
         "is the Dagster instance's PostgreSQL server running? "
         f"(the storage named in {home}/dagster.yaml)"
     )
+
+
+def test_the_demo_on_a_dagster_home_whose_index_another_process_holds_fails_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another process holding a write on the instance's index.db (a daemon's long write, an
+    sqlite3 shell): the demo waited about a minute (Dagster's busy timeout, twice), printed
+    SQLAlchemy's statement, and left a Dagster run NOT_STARTED for good. Now one line names
+    the file and what to do, before anything is registered or launched."""
+    import sqlite3
+
+    import dagster as dg
+
+    home = Path(os.environ["DAGSTER_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copy(PROJECT_ROOT / "dagster.yaml", home / "dagster.yaml")
+    with dg.DagsterInstance.from_config(str(home)) as instance:  # an earlier demo's
+        instance.add_dynamic_partitions(HARVESTER, ["sample"])
+    index = home / "history" / "runs" / "index.db"
+    monkeypatch.setenv("OAI_PIPELINE_SAMPLE_PORT", "1")  # not served: it fails before
+    holder = sqlite3.connect(index, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        result = run_cli("demo", "--json")
+    finally:
+        holder.close()
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.get_runs() == []
+    assert result.exit_code == 1
+    [line] = result.stderr.splitlines()
+    assert line == (
+        f"Error: cannot launch a run on the Dagster instance in {home}: database is locked: "
+        f"another process (the Dagster daemon, `./run.sh dev`, a run) holds a write on "
+        f"{index}; run again once it is done"
+    )
+    assert json.loads(result.stdout)["type"] == "dagster_storage_error"
+    with Services(load_settings()) as services:
+        assert services.state.list_harvesters() == []

@@ -107,6 +107,37 @@ def test_a_lease_released_is_told_from_one_a_killed_holder_left(engine: sa.Engin
         assert lock.lease_of("k", killed) == "lost"
 
 
+def test_a_lease_taken_over_reads_lost_to_every_process(engine: sa.Engine) -> None:
+    """A killed holder's lease taken over by one process (a harvest, a reconcile, a Dagster
+    step) reads `lost` to another (`status`): not `released`, as if the holder had ended
+    cleanly."""
+    import socket
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # its pid is now free: the holder is dead
+    killed = f"{socket.gethostname()}:{child.pid}:nonce"
+    harvest, status = HarvesterLock(engine), HarvesterLock(engine)
+    assert harvest.try_acquire("k", killed)
+    with harvest.hold("k"):  # the next harvest takes it over at once
+        assert status.lease_of("k", killed) == "lost"
+    assert status.lease_of("k", killed) == "lost"
+    # one on another machine that stopped renewing, taken over once expired
+    remote = "other-host:1:nonce"
+    assert harvest.try_acquire("r", remote)
+    expired = HarvesterLock(engine, lease=timedelta(0))
+    assert expired.try_acquire("r", "next-owner")
+    assert status.lease_of("r", remote) == "lost"
+    assert expired.try_acquire("r", remote)  # it renews, takes it again, loses it again
+    assert expired.try_acquire("r", "next-owner")
+    assert status.lease_of("r", remote) == "lost"
+    # a clean release still reads released, to every process
+    with harvest.hold("h"):
+        owner = harvest.owner("h")
+    assert owner is not None and status.lease_of("h", owner) == "released"
+
+
 def test_whether_a_holder_still_works_on_its_harvester(engine: sa.Engine) -> None:
     """What tells a harvest run's status whether the process that works on it is alive."""
     lock = HarvesterLock(engine)
