@@ -139,11 +139,19 @@ def refuse_partitions_of_superseded_runs(
 def _rekey_of_part(
     storage: PartitionStore, asset: str, harvester_id: str, window: str, rekeys: list[Rekey]
 ) -> Rekey | None:
-    """The first of `rekeys` whose old prefix an identifier of the partition begins with."""
+    """The first of `rekeys` (oldest first) that rewrote an identifier of the partition which
+    the later ones did not rewrite back: a rekey undone by another (A→B, then B→A) leaves the
+    partition's identifiers those the stores know again."""
     for _, frame in storage.iter_parts(asset, harvester_id, window, columns=["identifier"]):
-        identifiers = frame["identifier"]
+        held = frame["identifier"]
+        now, rewrote = held, []
         for rekey in rekeys:
-            if identifiers.str.starts_with(rekey.old_prefix).any():
+            matches = now.str.starts_with(rekey.old_prefix)
+            rewrote.append(matches)
+            now = (rekey.new_prefix + now.str.slice(len(rekey.old_prefix))).zip_with(matches, now)
+        stale = now != held
+        for rekey, matches in zip(rekeys, rewrote, strict=True):
+            if (matches & stale).any():
                 return rekey
     return None
 
