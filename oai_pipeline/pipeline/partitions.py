@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import polars as pl
+
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import writers_update_all
-from oai_pipeline.pipeline.frames import RAW_OAI_XML, SYNC_DECISIONS
-from oai_pipeline.pipeline.scope import HarvestScope
+from oai_pipeline.pipeline.frames import RAW_OAI_XML, SYNC_DECISIONS, TRANSFORMED_RECORDS
+from oai_pipeline.pipeline.scope import ADHOC_PREFIX, HarvestScope
 from oai_pipeline.state.store import Rekey, StateStore, superseded_because
 from oai_pipeline.storage import PartitionStore
 
@@ -142,8 +146,7 @@ def _rekey_of_part(
     """The first of `rekeys` (oldest first) that rewrote an identifier of the partition which
     the later ones did not rewrite back: a rekey undone by another (A→B, then B→A) leaves the
     partition's identifiers those the stores know again."""
-    for _, frame in storage.iter_parts(asset, harvester_id, window, columns=["identifier"]):
-        held = frame["identifier"]
+    for held in _identifiers(storage, asset, harvester_id, window):
         now, rewrote = held, []
         for rekey in rekeys:
             matches = now.str.starts_with(rekey.old_prefix)
@@ -154,6 +157,30 @@ def _rekey_of_part(
             if (matches & stale).any():
                 return rekey
     return None
+
+
+def windows_holding(storage: PartitionStore, harvester_id: str, prefix: str) -> list[str]:
+    """The harvester's Dagster windows whose Parquet, of an asset a later step reads, holds
+    an identifier beginning with `prefix`: after a rekey from it, those steps refuse them
+    until raw_oai_xml of them is materialised again. (A CLI harvest's partitions are read by
+    its own run only, which the rekey superseded or which ended.)"""
+    stale: set[str] = set()
+    for asset in (RAW_OAI_XML, TRANSFORMED_RECORDS, SYNC_DECISIONS):
+        for window in storage.windows(asset, harvester_id):
+            if window in stale or window.startswith(ADHOC_PREFIX):
+                continue
+            held = _identifiers(storage, asset, harvester_id, window)
+            if any(identifiers.str.starts_with(prefix).any() for identifiers in held):
+                stale.add(window)
+    return sorted(stale)
+
+
+def _identifiers(
+    storage: PartitionStore, asset: str, harvester_id: str, window: str
+) -> Iterator[pl.Series]:
+    """The partition's identifiers, part by part."""
+    for _, frame in storage.iter_parts(asset, harvester_id, window, columns=["identifier"]):
+        yield frame["identifier"]
 
 
 def run_updates_all(run: dict | None, harvester: Harvester | None = None) -> bool:
