@@ -180,6 +180,24 @@ def test_refused_once_the_new_identifiers_were_harvested(
     assert target() == created
 
 
+def test_undoing_a_rekey_to_the_wrong_prefix_after_a_harvest_says_what_to_do(
+    moved: tuple[dict[str, dict], OAIEndpoint],
+) -> None:
+    """Rekeyed to a wrong prefix, then harvested: the harvest created the source's records
+    anew. Rekeyed back before a harvest, the records keep their target records; after it,
+    the undo is refused, and the error says what cleans up (before, only that it was late)."""
+    wrong = "oai:wrong.example.org:"
+    run("harvesters", "rekey", HARVESTER, "--from-prefix", OLD, "--to-prefix", wrong)
+    run("harvesters", "rekey", HARVESTER, "--from-prefix", wrong, "--to-prefix", OLD)
+    run("harvesters", "rekey", HARVESTER, "--from-prefix", OLD, "--to-prefix", wrong)
+    run("harvest", HARVESTER)
+
+    error = refusal("harvesters", "rekey", HARVESTER, "--from-prefix", wrong, "--to-prefix", NEW)
+
+    assert f"under {NEW!r} already" in error and "nothing was changed" in error
+    assert f"oai-pipeline reconcile {HARVESTER}" in error and "--force" in error
+
+
 def test_refused_while_a_harvest_or_reconcile_holds_the_harvesters_lease(
     moved: tuple[dict[str, dict], OAIEndpoint],
 ) -> None:
