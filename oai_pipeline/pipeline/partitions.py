@@ -143,19 +143,18 @@ def refuse_partitions_of_superseded_runs(
 def _rekey_of_part(
     storage: PartitionStore, asset: str, harvester_id: str, window: str, rekeys: list[Rekey]
 ) -> Rekey | None:
-    """The first of `rekeys` (oldest first) that rewrote an identifier of the partition which
-    the later ones did not rewrite back: a rekey undone by another (A→B, then B→A) leaves the
-    partition's identifiers those the stores know again."""
+    """The rekey (of `rekeys`, oldest first) after which an identifier of the partition stayed
+    rewritten: a rekey undone by a later one (A→B, then B→A) leaves the partition's
+    identifiers those the stores know again, and A→B→A→C names A→C."""
     for held in _identifiers(storage, asset, harvester_id, window):
-        now, rewrote = held, []
-        for rekey in rekeys:
+        now, last_held = held, pl.Series([-1] * len(held))
+        for step, rekey in enumerate(rekeys):
             matches = now.str.starts_with(rekey.old_prefix)
-            rewrote.append(matches)
             now = (rekey.new_prefix + now.str.slice(len(rekey.old_prefix))).zip_with(matches, now)
+            last_held = pl.Series([step] * len(held)).zip_with(now == held, last_held)
         stale = now != held
-        for rekey, matches in zip(rekeys, rewrote, strict=True):
-            if (matches & stale).any():
-                return rekey
+        if stale.any():
+            return rekeys[int(last_held.filter(stale).min()) + 1]
     return None
 
 
