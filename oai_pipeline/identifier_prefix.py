@@ -120,13 +120,17 @@ def plan_rekey(
 
 
 def taken_message(plan: RekeyPlan, harvester_id: str, old: str, new: str) -> str:
-    """Why identifiers whose new form a store holds already cannot be rewritten."""
+    """Why identifiers whose new form a store holds already cannot be rewritten, and what
+    cleans up (the two are separate records now, as without a rekey)."""
     shown = ", ".join(f"{i} -> {new}{i[len(old) :]}" for i in plan.taken)
     where = "harvest records" if plan.store == "state" else f"{plan.store} records"
     return (
         f"harvester {harvester_id} has {where} under {new!r} already (e.g. {shown}): the "
         "source was harvested under the new prefix before this rekey, which must come before "
-        "the first harvest after the source changed its identifiers; nothing was changed"
+        "the first harvest after the source changed its identifiers; nothing was changed. "
+        f"Those under {new!r} are new target records: `oai-pipeline reconcile {harvester_id}` "
+        f"(add --force if it refuses) makes those under {old!r} that the source no longer "
+        "lists tombstones"
     )
 
 

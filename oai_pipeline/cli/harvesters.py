@@ -396,6 +396,18 @@ def _dagster_runs() -> Iterator[Any]:
         yield runs
 
 
+def _stale_windows_text(windows: list[str], shown: int = 10) -> str:
+    """The Dagster windows whose Parquet a rekey leaves stale, and what refreshes them."""
+    if not windows:
+        return "no Dagster window's Parquet holds the old identifiers"
+    more = f" and {len(windows) - shown} more" if len(windows) > shown else ""
+    return (
+        f"Dagster windows whose Parquet holds the old identifiers: {', '.join(windows[:shown])}"
+        f"{more}; their steps after raw_oai_xml are refused until raw_oai_xml of them is "
+        "materialised again (then the assets after it)"
+    )
+
+
 def _rekey_text(report: dict[str, Any]) -> str:
     verb = "would rewrite" if report["dry_run"] else "rewrote"
     lines = [
@@ -408,6 +420,7 @@ def _rekey_text(report: dict[str, Any]) -> str:
         runs = ", ".join(str(run) for run in report["superseded_runs"])
         what = "to supersede" if report["dry_run"] else "superseded"
         lines.append(f"harvest runs {what}: {runs}")
+    lines.append(_stale_windows_text(report["stale_windows"]))
     if report["dry_run"]:
         lines.append("dry run: nothing was changed")
     return "\n".join(lines)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import polars as pl
+
 from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import writers_update_all
-from oai_pipeline.pipeline.frames import RAW_OAI_XML, SYNC_DECISIONS
-from oai_pipeline.pipeline.scope import HarvestScope
+from oai_pipeline.pipeline.frames import RAW_OAI_XML, SYNC_DECISIONS, TRANSFORMED_RECORDS
+from oai_pipeline.pipeline.scope import ADHOC_PREFIX, HarvestScope
 from oai_pipeline.state.store import Rekey, StateStore, superseded_because
 from oai_pipeline.storage import PartitionStore
 
@@ -139,13 +143,43 @@ def refuse_partitions_of_superseded_runs(
 def _rekey_of_part(
     storage: PartitionStore, asset: str, harvester_id: str, window: str, rekeys: list[Rekey]
 ) -> Rekey | None:
-    """The first of `rekeys` whose old prefix an identifier of the partition begins with."""
-    for _, frame in storage.iter_parts(asset, harvester_id, window, columns=["identifier"]):
-        identifiers = frame["identifier"]
-        for rekey in rekeys:
-            if identifiers.str.starts_with(rekey.old_prefix).any():
-                return rekey
+    """The rekey (of `rekeys`, oldest first) after which an identifier of the partition stayed
+    rewritten: a rekey undone by a later one (A→B, then B→A) leaves the partition's
+    identifiers those the stores know again, and A→B→A→C names A→C."""
+    for held in _identifiers(storage, asset, harvester_id, window):
+        now, last_held = held, pl.Series([-1] * len(held))
+        for step, rekey in enumerate(rekeys):
+            matches = now.str.starts_with(rekey.old_prefix)
+            now = (rekey.new_prefix + now.str.slice(len(rekey.old_prefix))).zip_with(matches, now)
+            last_held = pl.Series([step] * len(held)).zip_with(now == held, last_held)
+        stale = now != held
+        if stale.any():
+            return rekeys[int(last_held.filter(stale).min()) + 1]
     return None
+
+
+def windows_holding(storage: PartitionStore, harvester_id: str, prefix: str) -> list[str]:
+    """The harvester's Dagster windows whose Parquet, of an asset a later step reads, holds
+    an identifier beginning with `prefix`: after a rekey from it, those steps refuse them
+    until raw_oai_xml of them is materialised again. (A CLI harvest's partitions are read by
+    its own run only, which the rekey superseded or which ended.)"""
+    stale: set[str] = set()
+    for asset in (RAW_OAI_XML, TRANSFORMED_RECORDS, SYNC_DECISIONS):
+        for window in storage.windows(asset, harvester_id):
+            if window in stale or window.startswith(ADHOC_PREFIX):
+                continue
+            held = _identifiers(storage, asset, harvester_id, window)
+            if any(identifiers.str.starts_with(prefix).any() for identifiers in held):
+                stale.add(window)
+    return sorted(stale)
+
+
+def _identifiers(
+    storage: PartitionStore, asset: str, harvester_id: str, window: str
+) -> Iterator[pl.Series]:
+    """The partition's identifiers, part by part."""
+    for _, frame in storage.iter_parts(asset, harvester_id, window, columns=["identifier"]):
+        yield frame["identifier"]
 
 
 def run_updates_all(run: dict | None, harvester: Harvester | None = None) -> bool:

@@ -45,6 +45,7 @@ from oai_pipeline.pipeline.frames import (
     TRANSFORMED_RECORDS,
     WRITTEN_RECORDS,
 )
+from oai_pipeline.pipeline.partitions import windows_holding
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.targets.base import Writer
 
@@ -73,7 +74,9 @@ class OrchestratorRuns(Protocol):
 
 @dataclass
 class RekeyReport:
-    """What a rekey rewrote (or, `dry_run`, would rewrite), store by store."""
+    """What a rekey rewrote (or, `dry_run`, would rewrite), store by store, and the Dagster
+    windows whose Parquet holds the old identifiers (`stale_windows`): their downstream steps
+    are refused until raw_oai_xml of them is materialised again."""
 
     harvester_id: str
     from_prefix: str
@@ -82,6 +85,7 @@ class RekeyReport:
     plans: list[RekeyPlan]
     rewritten: dict[str, int] = field(default_factory=dict)
     superseded_runs: list[int] = field(default_factory=list)
+    stale_windows: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         state = self.plans[0]
@@ -98,6 +102,7 @@ class RekeyReport:
             ],
             "stores": [plan.to_dict() for plan in self.plans],
             "superseded_runs": self.superseded_runs,
+            "stale_windows": self.stale_windows,
         }
 
 
@@ -128,6 +133,7 @@ def rekey(
             plans += [writer.plan_rekey(harvester_id, old, new) for writer in writers]
             _check(plans, harvester_id, old, new)
             report = RekeyReport(harvester_id, old, new, dry_run, plans)
+            report.stale_windows = windows_holding(services.storage, harvester_id, old)
             if dry_run:
                 report.superseded_runs = [run["id"] for run in in_the_way]
                 return report

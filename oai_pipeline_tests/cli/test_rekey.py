@@ -99,6 +99,7 @@ def test_rekeyed_before_the_next_harvest_the_records_keep_their_target_records(
     rekeyed = run_json("harvesters", "rekey", HARVESTER, "--from-prefix", OLD, "--to-prefix", NEW)
     assert rekeyed["state_records"] == rekeyed["target_records"] == RECORDS
     assert rekeyed["examples"][0] == {"from": f"{OLD}123456789/0", "to": f"{NEW}123456789/0"}
+    assert rekeyed["stale_windows"] == []  # harvested by the CLI: no Dagster window
 
     # from the day of the first re-stamp (the day before, in the first two hours of a day)
     since = min(record.datestamp for record in endpoint.records()).date().isoformat()
@@ -136,6 +137,7 @@ def test_a_dry_run_says_what_it_would_rewrite_and_changes_nothing(
     assert len(planned["examples"]) == 5
     assert f"would rewrite {OLD}… to {NEW}… in 30 harvest records and 30 target records" in text
     assert f"{OLD}123456789/0 -> {NEW}123456789/0" in text
+    assert "no Dagster window's Parquet holds the old identifiers" in text
     assert "nothing was changed" in text
     assert target() == before
     assert all(i.startswith(OLD) for i in harvest_identifiers())
@@ -176,6 +178,24 @@ def test_refused_once_the_new_identifiers_were_harvested(
     assert f"under {NEW!r} already" in error and "nothing was changed" in error
     assert f"{OLD}123456789/0 -> {NEW}123456789/0" in error
     assert target() == created
+
+
+def test_undoing_a_rekey_to_the_wrong_prefix_after_a_harvest_says_what_to_do(
+    moved: tuple[dict[str, dict], OAIEndpoint],
+) -> None:
+    """Rekeyed to a wrong prefix, then harvested: the harvest created the source's records
+    anew. Rekeyed back before a harvest, the records keep their target records; after it,
+    the undo is refused, and the error says what cleans up (before, only that it was late)."""
+    wrong = "oai:wrong.example.org:"
+    run("harvesters", "rekey", HARVESTER, "--from-prefix", OLD, "--to-prefix", wrong)
+    run("harvesters", "rekey", HARVESTER, "--from-prefix", wrong, "--to-prefix", OLD)
+    run("harvesters", "rekey", HARVESTER, "--from-prefix", OLD, "--to-prefix", wrong)
+    run("harvest", HARVESTER)
+
+    error = refusal("harvesters", "rekey", HARVESTER, "--from-prefix", wrong, "--to-prefix", NEW)
+
+    assert f"under {NEW!r} already" in error and "nothing was changed" in error
+    assert f"oai-pipeline reconcile {HARVESTER}" in error and "--force" in error
 
 
 def test_refused_while_a_harvest_or_reconcile_holds_the_harvesters_lease(

@@ -75,6 +75,8 @@ def harvested_then_rekeyed(
         )
     assert report.rewritten == {"target": 0, "state": RECORDS}
     assert report.superseded_runs == [run["id"]]
+    # the report names the window whose Parquet holds the old identifiers
+    assert report.to_dict()["stale_windows"] == [WINDOW]
     yield run["id"]
 
 
