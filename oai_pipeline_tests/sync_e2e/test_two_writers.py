@@ -159,6 +159,20 @@ def test_each_writer_skips_what_it_left_as_harvested_after_an_edit_in_one_target
     assert [two.local(t, "oai:x:1")["revision"] for t in (0, 1)] == revisions
 
 
+def test_each_writer_keeps_its_memory_when_the_writers_are_reordered(two: TwoTargets) -> None:
+    """A writer's memory is its plug-in name's, not its position's: reordered, each still
+    finds its target as it left it (the one memory, the mirror's revision 3, planned an
+    update of the first target's revision 1)."""
+    two.harvest()
+    edit_in_target(two, 1, "oai:x:1")
+    two.harvest()
+    harvester = two.services.harvester("sample")
+    reordered = list(reversed(harvester.writers))
+    two.services.state.save_harvester(harvester.model_copy(update={"writers": reordered}))
+    assert two.harvest().actions == {"skip": 6}
+    assert [two.local(t, "oai:x:1")["revision"] for t in (0, 1)] == [1, 3]
+
+
 def test_a_resumed_run_counts_what_each_writer_did_in_its_earlier_attempt(
     two: TwoTargets, monkeypatch: pytest.MonkeyPatch
 ) -> None:
