@@ -71,6 +71,19 @@ applied_fixtures = sa.Table(
     sa.Column("applied_at", sa.String(32), nullable=False),
 )
 
+
+def _write_memory() -> list[sa.Column]:
+    """What a writer's last write of a record left (with when: `last_written_at`)."""
+    return [
+        sa.Column("local_id", sa.String(200), nullable=True),
+        sa.Column("written_revision", sa.Integer, nullable=True),
+        sa.Column("written_datestamp", sa.String(32), nullable=True),
+        # The transform fingerprint of what was written: another chain (options, versions)
+        # means the target may hold what the chain no longer makes, unchanged datestamp or not.
+        sa.Column("written_fingerprint", sa.String(64), nullable=True),
+    ]
+
+
 # One harvest record per (harvester, OAI identifier).
 harvest_records = sa.Table(
     "harvest_records",
@@ -90,12 +103,7 @@ harvest_records = sa.Table(
     # The memory of the last write (local id to `last_written_at`) of the writer named
     # `written_by` (see writer_key): the harvester's first writer's, its others' are in
     # writer_memories (v22; before, the last writer's, whichever it was).
-    sa.Column("local_id", sa.String(200), nullable=True),
-    sa.Column("written_revision", sa.Integer, nullable=True),
-    sa.Column("written_datestamp", sa.String(32), nullable=True),
-    # The transform fingerprint of what was written: another chain (options, versions) means
-    # the target may hold what the chain no longer makes, unchanged datestamp or not.
-    sa.Column("written_fingerprint", sa.String(64), nullable=True),
+    *_write_memory(),
     sa.Column("written_by", sa.String(200), nullable=True),
     sa.Column("last_harvested_at", sa.String(32), nullable=True),
     sa.Column("last_transformed_at", sa.String(32), nullable=True),
@@ -126,10 +134,7 @@ writer_memories = sa.Table(
     sa.Column("harvester_id", sa.String(200), primary_key=True),
     sa.Column("identifier", sa.String(MAX_IDENTIFIER_LENGTH), primary_key=True),
     sa.Column("writer", sa.String(200), primary_key=True),
-    sa.Column("local_id", sa.String(200), nullable=True),
-    sa.Column("written_revision", sa.Integer, nullable=True),
-    sa.Column("written_datestamp", sa.String(32), nullable=True),
-    sa.Column("written_fingerprint", sa.String(64), nullable=True),
+    *_write_memory(),
     sa.Column("last_written_at", sa.String(32), nullable=False),
 )
 
