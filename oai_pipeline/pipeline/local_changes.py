@@ -15,6 +15,7 @@ from datetime import datetime
 
 from oai_pipeline import json_codec
 from oai_pipeline.pipeline.services import Services
+from oai_pipeline.state.store import writer_keys
 from oai_pipeline.sync.rules import Action, SourceRecord, decide
 from oai_pipeline.targets.base import PlannedWrite, SourceKey, Writer
 
@@ -38,12 +39,13 @@ def undo_local_changes(
     (without it, `nothing`: the record already held the data)."""
     state = services.state
     actions: Counter[str] = Counter()
-    for writer in writers:
+    owners = writer_keys(services.harvester(harvester_id).writers)
+    for writer, owner in zip(writers, owners, strict=True):
         changed = writer.changed_locally(harvester_id)
         for start in range(0, len(changed), BATCH):
             identifiers = changed[start : start + BATCH]
             reported = state.last_reported(harvester_id, identifiers)
-            memories = state.get_memories(harvester_id, identifiers)
+            memories = state.get_memories(harvester_id, identifiers, owner)
             transforms = {i: reported[i].transform for i in identifiers if i in reported}
             data = {i: json_codec.loads(t.data_json) if t else None for i, t in transforms.items()}
             # Found by the writer's pid (its `pid_field`) as the plan finds them, not by the
@@ -89,6 +91,7 @@ def undo_local_changes(
                 written,
                 {w.identifier: w.datestamp for w in writes},
                 undone=(run_id, batch) if run_id is not None else None,
+                writer=owner,
             )
             # Only now, remembered: killed before, the rerun finds them changed locally again
             # (and the writer finds them as it left them, no new revision).

@@ -23,6 +23,7 @@ from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.partitions import PLANNED_WRITERS, run_id_of, run_updates_all
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
+from oai_pipeline.state.store import writer_keys
 from oai_pipeline.sync.rules import SourceRecord, decide
 from oai_pipeline.targets.base import DEFAULT_PID_FIELD, SourceKey
 
@@ -50,6 +51,7 @@ def source_records(transformed: pl.DataFrame, fingerprint: str | None = None) ->
 def plan(services: Services, scope: HarvestScope, options: RunOptions) -> Counter[str]:
     harvester = services.harvester(scope.harvester_id)
     writers = build_writers(harvester, services.settings)
+    owners = writer_keys(harvester.writers)
     fingerprint = transform_fingerprint(harvester)
     actions: Counter[str] = Counter()
     # A resumed run stays what it was started as: an update_all run rewrites every record
@@ -62,12 +64,12 @@ def plan(services: Services, scope: HarvestScope, options: RunOptions) -> Counte
 
     def plan_group(_parts: list[PartRef], transformed: pl.DataFrame) -> pl.DataFrame:
         base_sources = source_records(transformed, fingerprint)
-        memories = services.state.get_memories(
-            scope.harvester_id, [s.identifier for s in base_sources]
-        )
+        identifiers = [s.identifier for s in base_sources]
         data = transformed["data"].to_list() if other_pid_fields else []
         rows = []
         for index, writer in enumerate(writers):
+            # Each writer's own memory: its target is edited apart from the others'.
+            memories = services.state.get_memories(scope.harvester_id, identifiers, owners[index])
             update_all = run_update_all or writer.options.update_all
             sources = base_sources
             if writer.options.pid_field != DEFAULT_PID_FIELD:

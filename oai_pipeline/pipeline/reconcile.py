@@ -26,7 +26,7 @@ from oai_pipeline.pipeline.runner import run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.state.harvester_lock import is_dead_local_process, new_owner
-from oai_pipeline.state.store import ReconcileDeletions, TakeOverRun
+from oai_pipeline.state.store import ReconcileDeletions, TakeOverRun, writer_keys
 from oai_pipeline.sync.reconcile import implausible_loss, vanished_identifiers
 from oai_pipeline.sync.rules import (
     Action,
@@ -422,9 +422,11 @@ def _reconcile(
     # tombstones of records still live in the store, which its rerun finds no other way.
     state.save_reconcile_deleting(run_id, vanished)
     records = {r: state.get_record(r, harvester_id) for r in vanished}
-    memories = state.get_memories(harvester_id, sorted(vanished))
-    for writer in build_writers(harvester, services.settings):
+    for writer, owner in zip(
+        build_writers(harvester, services.settings), writer_keys(harvester.writers), strict=True
+    ):
         try:
+            memories = state.get_memories(harvester_id, sorted(vanished), owner)
             keys = [SourceKey(identifier) for identifier in sorted(vanished)]
             local = writer.lookup(harvester_id, keys)
             writes = []
@@ -466,7 +468,7 @@ def _reconcile(
                 )
             outcomes = writer.apply(harvester_id, writes) if writes else []
             state.save_write_outcomes(
-                harvester_id, outcomes, {w.identifier: w.datestamp for w in writes}
+                harvester_id, outcomes, {w.identifier: w.datestamp for w in writes}, writer=owner
             )
             report.actions.update(o.action.value for o in outcomes if o.identifier in unheard)
             report.errors += sum(1 for o in outcomes if o.error is not None)

@@ -25,7 +25,7 @@ from datetime import datetime
 
 from oai_pipeline import json_codec
 from oai_pipeline.pipeline.services import Services
-from oai_pipeline.state.store import TakeOverRun
+from oai_pipeline.state.store import TakeOverRun, writer_keys
 from oai_pipeline.sync.rules import Action, SourceRecord, decide
 from oai_pipeline.targets.base import PlannedWrite, SourceKey, Writer
 
@@ -54,11 +54,13 @@ def take_over_freed_pids(
     state = services.state
     refused = state.refused_a_pid(harvester_id)
     actions: Counter[str] = Counter()
-    for writer in writers:
+    owners = writer_keys(services.harvester(harvester_id).writers)
+    for writer, owner in zip(writers, owners, strict=True):
         for start in range(0, len(refused), BATCH):
             identifiers = refused[start : start + BATCH]
             reported = state.last_reported(harvester_id, identifiers)
-            memories = state.get_memories(harvester_id, identifiers)
+            # its own record, known: what this writer's memory holds
+            memories = state.get_memories(harvester_id, identifiers, owner)
             transforms = {
                 i: last.transform
                 for i, last in reported.items()
@@ -112,6 +114,7 @@ def take_over_freed_pids(
                 outcomes,
                 {w.identifier: w.datestamp for w in writes},
                 reidentified=(run, taken) if run is not None else None,
+                writer=owner,
             )
             actions.update(taken)
     return state.run_reidentified(run) if run is not None else actions

@@ -36,7 +36,13 @@ from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_stage import no_data_error
 from oai_pipeline.state.schema import RUN_RECORD_ACTION_LENGTH
-from oai_pipeline.state.store import StateStore, TakeOverRun, is_later_copy
+from oai_pipeline.state.store import (
+    StateStore,
+    TakeOverRun,
+    WriterKey,
+    is_later_copy,
+    writer_keys,
+)
 from oai_pipeline.sync.rules import Action
 from oai_pipeline.targets.base import PlannedWrite, WriteOutcome, Writer
 
@@ -107,6 +113,7 @@ def write(
     state = services.state
     harvester = services.harvester(scope.harvester_id)
     writers = build_writers(harvester, services.settings)
+    owners = writer_keys(harvester.writers)
     fingerprint = transform_fingerprint(harvester)  # of the data this stage writes
     run_id = planned_run_id(services.storage, scope, harvester)
     run = state.get_run(run_id)
@@ -161,7 +168,8 @@ def write(
             ).filter(pl.col("identifier").is_in(list(needed)))
             by_id = {row["identifier"]: row for row in transformed.iter_rows(named=True)}
         rows: list[dict] = []
-        written_outcomes: list[WriteOutcome] = []
+        # each writer's outcomes, saved to its own memory
+        written_outcomes: dict[WriterKey, list[WriteOutcome]] = {}
         statuses: dict[str, str] = dict.fromkeys(stale, "unchanged")
         # what was done to each record, kept with its status for a later attempt's report
         record_actions: dict[str, str] = dict.fromkeys(stale, SUPERSEDED)
@@ -208,7 +216,7 @@ def write(
             if len(pending) > batch_size:
                 outcomes = _refused_pids_again(writer, scope.harvester_id, pending, outcomes)
             planned = {row["identifier"]: row["action"] for row in mine.iter_rows(named=True)}
-            written_outcomes.extend(
+            written_outcomes[owners[index]] = list(
                 dataclasses.replace(o, error=None) if o.identifier in failed_before else o
                 for o in outcomes
                 if o.action is not Action.SKIP
@@ -252,7 +260,11 @@ def write(
             run_id,
             scope.harvester_id,
             written_outcomes,
-            {o.identifier: by_id[o.identifier]["datestamp"] for o in written_outcomes},
+            {
+                o.identifier: by_id[o.identifier]["datestamp"]
+                for outcomes in written_outcomes.values()
+                for o in outcomes
+            },
             fingerprint,
             {i: status for i, status in statuses.items() if i not in settled},
             errors,

@@ -17,7 +17,7 @@ from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 21
+SCHEMA_VERSION = 22
 
 # The longest action a run record keeps: one, or each writer's (`update,skip`; see
 # pipeline/write.py `_record_action`).
@@ -71,6 +71,19 @@ applied_fixtures = sa.Table(
     sa.Column("applied_at", sa.String(32), nullable=False),
 )
 
+
+def _write_memory() -> list[sa.Column]:
+    """What a writer's last write of a record left (with when: `last_written_at`)."""
+    return [
+        sa.Column("local_id", sa.String(200), nullable=True),
+        sa.Column("written_revision", sa.Integer, nullable=True),
+        sa.Column("written_datestamp", sa.String(32), nullable=True),
+        # The transform fingerprint of what was written: another chain (options, versions)
+        # means the target may hold what the chain no longer makes, unchanged datestamp or not.
+        sa.Column("written_fingerprint", sa.String(64), nullable=True),
+    ]
+
+
 # One harvest record per (harvester, OAI identifier).
 harvest_records = sa.Table(
     "harvest_records",
@@ -87,12 +100,11 @@ harvest_records = sa.Table(
     # transform): see reuse.
     sa.Column("transformed_datestamp", sa.String(32), nullable=True),
     sa.Column("transform_fingerprint", sa.String(64), nullable=True),
-    sa.Column("local_id", sa.String(200), nullable=True),
-    sa.Column("written_revision", sa.Integer, nullable=True),
-    sa.Column("written_datestamp", sa.String(32), nullable=True),
-    # The transform fingerprint of what was written: another chain (options, versions) means
-    # the target may hold what the chain no longer makes, unchanged datestamp or not.
-    sa.Column("written_fingerprint", sa.String(64), nullable=True),
+    # The memory of the last write (local id to `last_written_at`) of the writer named
+    # `written_by` (see writer_key): the harvester's first writer's, its others' are in
+    # writer_memories (v22; before, the last writer's, whichever it was).
+    *_write_memory(),
+    sa.Column("written_by", sa.String(200), nullable=True),
     sa.Column("last_harvested_at", sa.String(32), nullable=True),
     sa.Column("last_transformed_at", sa.String(32), nullable=True),
     sa.Column("last_written_at", sa.String(32), nullable=True),
@@ -109,8 +121,30 @@ harvest_records = sa.Table(
         "written_revision",
         "deleted",
         "written_fingerprint",
+        "written_by",
     ),
 )
+
+# The memory of the last write of a record by each writer of its harvester but the one
+# whose memory is on the harvest record (`written_by`): each writer's target is its own,
+# edited apart; one memory for all compared each target with another's revision (v22).
+writer_memories = sa.Table(
+    "writer_memories",
+    metadata,
+    sa.Column("harvester_id", sa.String(200), primary_key=True),
+    sa.Column("identifier", sa.String(MAX_IDENTIFIER_LENGTH), primary_key=True),
+    sa.Column("writer", sa.String(200), primary_key=True),
+    *_write_memory(),
+    sa.Column("last_written_at", sa.String(32), nullable=False),
+)
+
+
+def writer_key(spec: str) -> str:
+    """The writer a memory is of: its plug-in name (`name` of `name{options}`). A harvester
+    gives a writer once, so the name stays the writer's when writers are added, removed or
+    reordered, or its options change; a position would not."""
+    return spec.split("{", 1)[0].strip()
+
 
 # The few records a reconcile marked gone and no harvest listed since: each reconcile reads
 # them back (`gone_identifier_chunks`), and without this index read every record of the
@@ -489,6 +523,29 @@ def _add_run_record_action(connection: Connection) -> None:
     )
 
 
+def _add_writer_memories(connection: Connection) -> None:
+    """The one memory of each written record was the last writer's; it is taken as the
+    first writer's (with one writer, its own). The harvester's other writers remember no
+    write yet: their next plan takes each record from their target's state (an update of
+    a live record, which finds the data it holds), as a writer never written with."""
+    _add_run_column(connection, "written_by", "VARCHAR(200)", table=harvest_records.name)
+    writer_memories.create(connection, checkfirst=True)
+    for harvester_id, config in connection.execute(sa.select(harvesters.c.id, harvesters.c.config)):
+        specs = (config or {}).get("writers") or []
+        if specs:
+            connection.execute(
+                harvest_records.update()
+                .where(
+                    harvest_records.c.harvester_id == harvester_id,
+                    harvest_records.c.last_written_at.is_not(None),
+                )
+                .values(written_by=writer_key(specs[0]))
+            )
+    (memory,) = (i for i in harvest_records.indexes if i.name == "ix_harvest_records_memory")
+    memory.drop(connection, checkfirst=True)
+    memory.create(connection)  # covering get_memories again, with `written_by`
+
+
 # version -> the step that brings the schema from version-1 to it (create_all covers the
 # current version of a new database).
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -512,6 +569,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     19: _add_reconcile_deleting,
     20: _add_identifier_rekeys,
     21: _add_run_record_action,
+    22: _add_writer_memories,
 }
 
 

@@ -72,6 +72,8 @@ from oai_pipeline.state.schema import (
     record_errors,
     refuse_if_changed,
     run_records,
+    writer_key,
+    writer_memories,
 )
 from oai_pipeline.sync.rules import Action, HarvestMemory
 from oai_pipeline.targets.base import DUPLICATE, WriteOutcome
@@ -330,6 +332,39 @@ LISTED_RECORD_FIELDS = (
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class WriterKey:
+    """Whose memory of a write: a harvester's writer, by its plug-in name (`writer_key`).
+    The first writer's memory is on the harvest record (`written_by`), the others' in
+    writer_memories: a harvester with one writer (`alone`) reads and writes no other table."""
+
+    name: str
+    first: bool = True
+    alone: bool = True
+
+
+def writer_keys(specs: Sequence[str]) -> list[WriterKey]:
+    """The keys of a harvester's writers (its `writers` specs), in their order."""
+    return [
+        WriterKey(writer_key(spec), first=index == 0, alone=len(specs) == 1)
+        for index, spec in enumerate(specs)
+    ]
+
+
+def _memory(written: Any, listed: Any, had_errors: bool) -> HarvestMemory:
+    """A writer's memory of a record from its `written` row and the record's `listed`."""
+    return HarvestMemory(
+        datestamp=written.written_datestamp,
+        had_errors=had_errors,
+        local_id=written.local_id,
+        written_revision=written.written_revision,
+        deleted=bool(listed.deleted),
+        written_fingerprint=written.written_fingerprint,
+        listed_datestamp=listed.datestamp,
+        written_at=datetime.fromisoformat(written.last_written_at),
+    )
+
+
 def supersedes(record: HarvestedRecord, datestamp: str, deleted: bool) -> bool:
     """Whether `record`, listed again in the same sweep, replaces the copy staged before
     (`datestamp`, `deleted`): a later datestamp, or the same one with the other status (the
@@ -569,6 +604,7 @@ class StateStore:
                     harvest_record_xml,
                     harvest_record_data,
                     harvest_records,
+                    writer_memories,
                     run_records,
                     reconcile_runs,
                     identifier_rekeys,
@@ -613,15 +649,23 @@ class StateStore:
     # -- harvest records -----------------------------------------------------------------
 
     def _existing(
-        self, conn: Connection, harvester_id: str, identifiers: Sequence[str]
+        self,
+        conn: Connection,
+        harvester_id: str,
+        identifiers: Sequence[str],
+        table: sa.Table = harvest_records,
+        **key: str,
     ) -> set[str]:
+        """Which of these records have a row in `table` (of the harvester, and `key`)."""
         found: set[str] = set()
+        of_key = [table.c[name] == value for name, value in key.items()]
         for chunk in _chunks(identifiers):
             found.update(
                 conn.execute(
-                    sa.select(harvest_records.c.identifier).where(
-                        harvest_records.c.harvester_id == harvester_id,
-                        harvest_records.c.identifier.in_(chunk),
+                    sa.select(table.c.identifier).where(
+                        table.c.harvester_id == harvester_id,
+                        table.c.identifier.in_(chunk),
+                        *of_key,
                     )
                 ).scalars()
             )
@@ -633,38 +677,43 @@ class StateStore:
         harvester_id: str,
         rows: dict[str, dict[str, Any]],
         known: set[str] | frozenset[str] = frozenset(),
+        table: sa.Table = harvest_records,
+        **key: str,
     ) -> None:
         """Update the harvest records that exist, insert the others (same columns each);
-        `known`: records the caller has just read, which exist."""
+        `known`: records the caller has just read, which exist. `table`: another table of
+        rows by (harvester, identifier, `key`), as writer_memories."""
         if not rows:
             return
         existing = set(known) | self._existing(
-            conn, harvester_id, [i for i in rows if i not in known]
+            conn, harvester_id, [i for i in rows if i not in known], table, **key
         )
         by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         for identifier, values in rows.items():
             if identifier in existing:
-                key = tuple(sorted(values))
+                columns = tuple(sorted(values))
                 params = {f"b_{k}": v for k, v in values.items()}
-                by_columns.setdefault(key, []).append({"b_identifier": identifier, **params})
+                by_columns.setdefault(columns, []).append({"b_identifier": identifier, **params})
         for columns, params in by_columns.items():
             statement = (
-                harvest_records.update()
+                table.update()
                 .where(
-                    harvest_records.c.harvester_id == harvester_id,
-                    harvest_records.c.identifier == sa.bindparam("b_identifier"),
+                    table.c.harvester_id == harvester_id,
+                    table.c.identifier == sa.bindparam("b_identifier"),
+                    *(table.c[name] == value for name, value in key.items()),
                 )
                 .values({c: sa.bindparam(f"b_{c}") for c in columns})
             )
             conn.execute(statement, params)
+        defaults = {"deleted": False} if table is harvest_records else {}
         new = [
-            {"harvester_id": harvester_id, "identifier": identifier, "deleted": False, **values}
+            {"harvester_id": harvester_id, "identifier": identifier, **key, **defaults, **values}
             for identifier, values in rows.items()
             if identifier not in existing
         ]
         if new:
             for columns_group in _group_by_keys(new):
-                conn.execute(harvest_records.insert(), columns_group)
+                conn.execute(table.insert(), columns_group)
 
     @staticmethod
     def _replace_payloads(
@@ -923,10 +972,16 @@ class StateStore:
                     sa.or_(hr.c.datestamp.is_(None), hr.c.datestamp == ""),
                     # never one linked to a target record: that one would be nobody's
                     hr.c.local_id.is_(None),
+                    ~sa.exists().where(
+                        writer_memories.c.harvester_id == hr.c.harvester_id,
+                        writer_memories.c.identifier == hr.c.identifier,
+                        writer_memories.c.local_id.is_not(None),
+                    ),
                 )
                 leftovers = list(conn.execute(never_listed).scalars())
                 if leftovers:
-                    for table in (record_errors, harvest_record_xml, harvest_record_data, hr):
+                    dropped = (record_errors, harvest_record_xml, harvest_record_data, hr)
+                    for table in (*dropped, writer_memories):
                         conn.execute(
                             table.delete().where(
                                 table.c.harvester_id == harvester_id,
@@ -1129,42 +1184,64 @@ class StateStore:
             found.update((row.identifier, (row.datestamp, bool(row.deleted))) for row in rows)
         return found
 
-    def get_memories(self, harvester_id: str, identifiers: list[str]) -> dict[str, HarvestMemory]:
-        """What the last write of each record left behind (only records written before)."""
+    def get_memories(
+        self, harvester_id: str, identifiers: list[str], writer: WriterKey | None = None
+    ) -> dict[str, HarvestMemory]:
+        """What the last write of each record left behind (only records written before):
+        `writer`'s write (None: the one on the harvest record, any writer's)."""
+        hr, wm = harvest_records, writer_memories
+        others = writer is not None and not writer.alone
         memories: dict[str, HarvestMemory] = {}
         with self._read() as conn:
-            failed: set[str] = set()
             for chunk in _chunks(list(dict.fromkeys(identifiers))):
                 # An error of any stage: a record the writer never got (its harvest or
                 # transform failed) keeps that error only, not a copy as a write error.
-                failed |= self._with_errors(conn, harvester_id, None, chunk)
-                rows = conn.execute(
-                    sa.select(
-                        harvest_records.c.identifier,
-                        harvest_records.c.written_datestamp,
-                        harvest_records.c.local_id,
-                        harvest_records.c.written_revision,
-                        harvest_records.c.deleted,
-                        harvest_records.c.written_fingerprint,
-                        harvest_records.c.datestamp,
-                        harvest_records.c.last_written_at,
-                    ).where(
-                        harvest_records.c.harvester_id == harvester_id,
-                        harvest_records.c.identifier.in_(chunk),
-                        harvest_records.c.last_written_at.is_not(None),
+                failed = self._with_errors(conn, harvester_id, None, chunk)
+                where = [hr.c.harvester_id == harvester_id, hr.c.identifier.in_(chunk)]
+                if not others:  # only what is on the harvest record is read
+                    where.append(hr.c.last_written_at.is_not(None))
+                listed = {
+                    row.identifier: row
+                    for row in conn.execute(
+                        sa.select(
+                            hr.c.identifier,
+                            hr.c.written_datestamp,
+                            hr.c.local_id,
+                            hr.c.written_revision,
+                            hr.c.deleted,
+                            hr.c.written_fingerprint,
+                            hr.c.datestamp,
+                            hr.c.last_written_at,
+                            hr.c.written_by,
+                        ).where(*where)
                     )
-                )
-                for row in rows:
-                    memories[row.identifier] = HarvestMemory(
-                        datestamp=row.written_datestamp,
-                        had_errors=row.identifier in failed,
-                        local_id=row.local_id,
-                        written_revision=row.written_revision,
-                        deleted=bool(row.deleted),
-                        written_fingerprint=row.written_fingerprint,
-                        listed_datestamp=row.datestamp,
-                        written_at=datetime.fromisoformat(row.last_written_at),
-                    )
+                }
+                for row in listed.values():
+                    if row.last_written_at is not None and (
+                        writer is None or row.written_by == writer.name
+                    ):
+                        memories[row.identifier] = _memory(row, row, row.identifier in failed)
+                if not others:
+                    continue
+                assert writer is not None
+                # The first writer's is on the harvest record, unless another writer was
+                # first when it was written (writers reordered): then, as the others', here.
+                wanted = [i for i in listed if not (writer.first and i in memories)]
+                for chunk_of_wanted in _chunks(wanted):
+                    for row in conn.execute(
+                        sa.select(wm).where(
+                            wm.c.harvester_id == harvester_id,
+                            wm.c.writer == writer.name,
+                            wm.c.identifier.in_(chunk_of_wanted),
+                        )
+                    ):
+                        known = memories.get(row.identifier)
+                        if known is None or known.written_at < datetime.fromisoformat(
+                            row.last_written_at
+                        ):
+                            memories[row.identifier] = _memory(
+                                row, listed[row.identifier], row.identifier in failed
+                            )
         return memories
 
     def save_write_outcomes(
@@ -1176,9 +1253,11 @@ class StateStore:
         *,
         undone: tuple[int, Mapping[str, int]] | None = None,
         reidentified: tuple[TakeOverRun, Mapping[str, int]] | None = None,
+        writer: WriterKey | None = None,
     ) -> None:
         """The last write of each record: local id, revision, datestamp written, errors, and
-        the `fingerprint` of the transform chain whose data was written. `undone`: (run id,
+        the `fingerprint` of the transform chain whose data was written; `writer`: whose
+        write (None: on the harvest record, of no writer named). `undone`: (run id,
         actions) of a batch of the run's undo of local changes, added to the run's in the
         same transaction (see `run_local_changes_undone`); `reidentified`: (run, actions) of
         a batch of take-overs of freed pids, likewise (see `run_reidentified`)."""
@@ -1186,7 +1265,9 @@ class StateStore:
             return
         with self._engine.begin() as conn:
             if outcomes:
-                self._save_write_outcomes(conn, harvester_id, outcomes, datestamps, fingerprint)
+                self._save_write_outcomes(
+                    conn, harvester_id, {writer: outcomes}, datestamps, fingerprint
+                )
             if reidentified and reidentified[1]:
                 run, actions = reidentified
                 _add_actions(conn, run.table.c.reidentified, run.run_id, actions)
@@ -1211,21 +1292,22 @@ class StateStore:
         self,
         run_id: int,
         harvester_id: str,
-        outcomes: list[WriteOutcome],
+        outcomes: Mapping[WriterKey | None, list[WriteOutcome]],
         datestamps: dict[str, str],
         fingerprint: str | None,
         statuses: dict[str, str],
         errors: dict[str, RecordError] | None = None,
         actions: dict[str, str] | None = None,
     ) -> None:
-        """`save_write_outcomes` and `set_record_status` of a written group in one
-        transaction. Apart, a crash between the two left records remembered as written but
-        `running` in the run: the resumed run planned them as unchanged and reported them so
-        (`imported`, `updated` and `gone` went missing from the run's counts). `actions`:
+        """`save_write_outcomes` (each writer's `outcomes`, the errors of all) and
+        `set_record_status` of a written group in one transaction. Apart, a crash between
+        the two left records remembered as written but `running` in the run: the resumed run
+        planned them as unchanged and reported them so (`imported`, `updated` and `gone`
+        went missing from the run's counts). `actions`:
         what the write did to each record, kept with its status (see `earlier_actions`)."""
         self._check_statuses(statuses)
         with self._engine.begin() as conn:
-            if outcomes:
+            if any(outcomes.values()):
                 self._save_write_outcomes(conn, harvester_id, outcomes, datestamps, fingerprint)
             self._set_record_status(conn, run_id, statuses, errors or {}, actions or {})
 
@@ -1233,34 +1315,43 @@ class StateStore:
         self,
         conn: Connection,
         harvester_id: str,
-        outcomes: list[WriteOutcome],
+        outcomes: Mapping[WriterKey | None, list[WriteOutcome]],
         datestamps: dict[str, str],
         fingerprint: str | None,
     ) -> None:
+        """Each writer's memory of its outcomes; the errors of every writer, on the record."""
         now = utc_now()
-        rows: dict[str, dict[str, Any]] = {}
         errors: dict[str, list[RecordError]] = {}
-        for outcome in outcomes:
-            values: dict[str, Any] = {"last_written_at": now}
-            if outcome.action is not Action.ERROR:
-                # A failed write wrote nothing of this datestamp: the skip rule must not
-                # take the target for what it would have left (the source may fix the
-                # record without a new datestamp, and the error is cleared on the retry's
-                # transform, before its plan reads this memory).
-                values["written_datestamp"] = datestamps.get(outcome.identifier)
-            if fingerprint is not None:  # None: the one written before stays
-                values["written_fingerprint"] = fingerprint
-            # A deleted draft leaves no local record behind: forget its id.
-            if outcome.local_id is not None or outcome.action is Action.DELETE_DRAFT:
-                values["local_id"] = outcome.local_id
-            if outcome.revision is not None:
-                values["written_revision"] = outcome.revision
-            # Several writers: the last one's id and revision, every one's error.
-            rows.setdefault(outcome.identifier, {}).update(values)
-            errors.setdefault(outcome.identifier, [])
-            if outcome.error:
-                errors[outcome.identifier].append(outcome.error)
-        self._upsert_records(conn, harvester_id, rows)
+        for writer, written in outcomes.items():
+            rows: dict[str, dict[str, Any]] = {}
+            for outcome in written:
+                values: dict[str, Any] = {"last_written_at": now}
+                if outcome.action is not Action.ERROR:
+                    # A failed write wrote nothing of this datestamp: the skip rule must not
+                    # take the target for what it would have left (the source may fix the
+                    # record without a new datestamp, and the error is cleared on the
+                    # retry's transform, before its plan reads this memory).
+                    values["written_datestamp"] = datestamps.get(outcome.identifier)
+                if fingerprint is not None:  # None: the one written before stays
+                    values["written_fingerprint"] = fingerprint
+                # A deleted draft leaves no local record behind: forget its id.
+                if outcome.local_id is not None or outcome.action is Action.DELETE_DRAFT:
+                    values["local_id"] = outcome.local_id
+                if outcome.revision is not None:
+                    values["written_revision"] = outcome.revision
+                rows.setdefault(outcome.identifier, {}).update(values)
+                errors.setdefault(outcome.identifier, [])
+                if outcome.error:
+                    errors[outcome.identifier].append(outcome.error)
+            if writer is None or writer.first:
+                if writer is not None:
+                    for values in rows.values():
+                        values["written_by"] = writer.name
+                self._upsert_records(conn, harvester_id, rows)
+            else:
+                self._upsert_records(
+                    conn, harvester_id, rows, table=writer_memories, writer=writer.name
+                )
         self._replace_errors(conn, harvester_id, "write", errors)
 
     def mark_gone(
@@ -1388,6 +1479,7 @@ class StateStore:
                 harvest_record_data,
                 run_records,
                 harvest_records,
+                writer_memories,
             ):
                 conn.execute(
                     table.update()

@@ -8,9 +8,10 @@ import pytest
 import sqlalchemy as sa
 
 from oai_pipeline.errors import RecordError
+from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.oai.types import HarvestedRecord
 from oai_pipeline.state.schema import CATCH_UP_COUNTERS, SCHEMA_VERSION
-from oai_pipeline.state.store import StateStore
+from oai_pipeline.state.store import StateStore, writer_keys
 from oai_pipeline.sync.rules import Action
 from oai_pipeline.targets.base import WriteOutcome
 from oai_pipeline.transform.base import TransformItem
@@ -350,6 +351,59 @@ def test_a_version_20_database_keeps_the_action_of_each_written_record(store_url
         store.claim(run_id, identifiers=["oai:x:2"])
         outcome = WriteOutcome("oai:x:2", Action.RESTORE, "r2", 2)
         store.save_written(
-            run_id, "h", [outcome], {}, None, {"oai:x:2": "updated"}, None, {"oai:x:2": "restore"}
+            run_id,
+            "h",
+            {None: [outcome]},
+            {},
+            None,
+            {"oai:x:2": "updated"},
+            None,
+            {"oai:x:2": "restore"},
         )
         assert store.earlier_actions(run_id, ["oai:x:2"]) == {"oai:x:2": ("updated", "restore")}
+
+
+def test_a_version_21_database_keeps_the_one_memory_as_the_first_writers(store_url: str) -> None:
+    """Version 21 kept one memory of each write, the last writer's: it becomes the first
+    writer's (a harvester's only writer's: its own), and the others remember no write (their
+    next plan takes each record from their target's state). Without a writer named on it,
+    the memory was no writer's: every record of every harvester written anew."""
+    day = "2024-01-03T00:00:00Z"
+    page = [HarvestedRecord(f"oai:x:{n}", day, False) for n in (1, 2)]
+    specs = {"one": ['oai-service{community:"c"}'], "two": ["oai-service", 'mirror{url:"x"}']}
+    with StateStore(store_url) as store:
+        for harvester_id, writers in specs.items():
+            store.save_harvester(
+                Harvester.model_construct(  # the mirror plug-in is not installed here
+                    id=harvester_id,
+                    base_url="https://example.org/oai",
+                    metadata_prefix="oai_dc",
+                    transformers=["oai_dc"],
+                    writers=writers,
+                )
+            )
+            store.upsert_harvested(harvester_id, page)
+            outcome = WriteOutcome("oai:x:1", Action.CREATE, "r1", 1)
+            store.save_write_outcomes(harvester_id, [outcome], {"oai:x:1": day})
+    _as_version(
+        store_url,
+        21,
+        "DROP INDEX ix_harvest_records_memory",
+        "DROP TABLE writer_memories",
+        "ALTER TABLE harvest_records DROP COLUMN written_by",
+    )
+    with StateStore(store_url) as store:
+        for harvester_id, writers in specs.items():
+            first, *others = writer_keys(writers)
+            memories = store.get_memories(harvester_id, ["oai:x:1", "oai:x:2"], first)
+            assert list(memories) == ["oai:x:1"]
+            assert (memories["oai:x:1"].local_id, memories["oai:x:1"].datestamp) == ("r1", day)
+            for other in others:
+                assert store.get_memories(harvester_id, ["oai:x:1"], other) == {}
+            # each writer's write after the upgrade is its own memory
+            for index, key in enumerate(writer_keys(writers)):
+                outcome = WriteOutcome("oai:x:2", Action.CREATE, f"r{index}", index + 5)
+                store.save_write_outcomes(harvester_id, [outcome], {"oai:x:2": day}, writer=key)
+            for index, key in enumerate(writer_keys(writers)):
+                memory = store.get_memories(harvester_id, ["oai:x:2"], key)["oai:x:2"]
+                assert (memory.local_id, memory.written_revision) == (f"r{index}", index + 5)

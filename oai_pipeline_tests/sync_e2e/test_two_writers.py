@@ -130,10 +130,47 @@ def test_a_record_one_writer_rewrites_and_the_other_skips_is_updated_in_the_run(
 
 def edit_in_first_target(two: TwoTargets, identifier: str) -> None:
     """A user edits the record in the first target only."""
-    local = two.local(0, identifier)
+    edit_in_target(two, 0, identifier)
+
+
+def edit_in_target(two: TwoTargets, target: int, identifier: str) -> None:
+    """A user edits the record in that target only."""
+    local = two.local(target, identifier)
     assert local is not None
-    two.targets[0].edit(local["id"], {"metadata": {**local["data"]["metadata"], "title": "E"}})
-    two.targets[0].publish(local["id"])
+    repository = two.targets[target]
+    repository.edit(local["id"], {"metadata": {**local["data"]["metadata"], "title": "E"}})
+    repository.publish(local["id"])
+
+
+@pytest.mark.parametrize("edited", [0, 1])
+def test_each_writer_skips_what_it_left_as_harvested_after_an_edit_in_one_target(
+    two: TwoTargets, edited: int
+) -> None:
+    """A user edited the record in one target only: that writer brings it back, the other
+    skips it, and the harvest after skips it in both. One memory per record, the last
+    writer's revision, planned an update in the target whose revision differed from it, at
+    every harvest."""
+    two.harvest()
+    edit_in_target(two, edited, "oai:x:1")
+    assert two.harvest().actions == {"update": 1, "skip": 5}
+    revisions = [two.local(t, "oai:x:1")["revision"] for t in (0, 1)]
+    assert revisions[edited] == 3 and revisions[1 - edited] == 1
+    assert two.harvest().actions == {"skip": 6}
+    assert [two.local(t, "oai:x:1")["revision"] for t in (0, 1)] == revisions
+
+
+def test_each_writer_keeps_its_memory_when_the_writers_are_reordered(two: TwoTargets) -> None:
+    """A writer's memory is its plug-in name's, not its position's: reordered, each still
+    finds its target as it left it (the one memory, the mirror's revision 3, planned an
+    update of the first target's revision 1)."""
+    two.harvest()
+    edit_in_target(two, 1, "oai:x:1")
+    two.harvest()
+    harvester = two.services.harvester("sample")
+    reordered = list(reversed(harvester.writers))
+    two.services.state.save_harvester(harvester.model_copy(update={"writers": reordered}))
+    assert two.harvest().actions == {"skip": 6}
+    assert [two.local(t, "oai:x:1")["revision"] for t in (0, 1)] == [1, 3]
 
 
 def test_a_resumed_run_counts_what_each_writer_did_in_its_earlier_attempt(
