@@ -40,17 +40,23 @@ harvester_locks = sa.Table(
     sa.Column("owner", sa.String(200), nullable=False),
     sa.Column("renewed_at", sa.DateTime(timezone=True), nullable=False),
 )
+# Holders whose lease another process took over (they had died or stopped renewing), so that
+# every process, not only the one that took it over, tells a lost lease from a released one
+# (`lease_of`). Beside the leases, not among them: a count of the leases left stays a count
+# of leases.
+lost_leases = sa.Table(
+    "harvester_lost_leases",
+    _metadata,
+    sa.Column("owner", sa.String(200), primary_key=True),
+    sa.Column("harvester_id", sa.String(200), nullable=False),
+    sa.Column("lost_at", sa.DateTime(timezone=True), nullable=False),
+)
 
 
 # What became of a holder's lease (HarvesterLock.lease_of).
 LeaseState = Literal["held", "released", "lost"]
 
-# A holder whose lease another process took over (it had died or stopped renewing) is noted
-# in the same table under this prefix and its owner name, so that every process, not only
-# the one that took it over, tells it was lost, not released (`lease_of`). Harvester ids are
-# slugs and source keys start with "source:": neither can read like this.
-_LOST = "lost:"
-# Notes of lost leases are kept this long: a run the holder left `running` is settled (by
+# Lost leases are remembered this long: a run the holder left `running` is settled (by
 # `status`, or the harvester's next harvest) well before.
 _LOST_KEPT = timedelta(days=90)
 
@@ -128,25 +134,16 @@ def is_dead_local_process(owner: str) -> bool:
     return _local_process_alive(owner) is False
 
 
-def _lost_key(holder: str) -> str:
-    return (_LOST + holder)[:200]
-
-
 def _note_lost(connection: sa.Connection, harvester_id: str, holder: str, now: datetime) -> None:
-    """Note, with the takeover, that `holder` lost its lease (`_LOST`); forget old notes
-    and this holder's own (one on another machine may take its lease again and lose it
-    again)."""
+    """Note, with the takeover, that `holder` lost its lease; forget old notes and this
+    holder's own (one on another machine may take its lease again and lose it again)."""
     connection.execute(
-        harvester_locks.delete().where(
-            harvester_locks.c.harvester_id.startswith(_LOST, autoescape=True),
-            (harvester_locks.c.renewed_at < now - _LOST_KEPT)
-            | (harvester_locks.c.harvester_id == _lost_key(holder)),
+        lost_leases.delete().where(
+            (lost_leases.c.lost_at < now - _LOST_KEPT) | (lost_leases.c.owner == holder[:200])
         )
     )
     connection.execute(
-        harvester_locks.insert().values(
-            harvester_id=_lost_key(holder), owner=harvester_id, renewed_at=now
-        )
+        lost_leases.insert().values(owner=holder[:200], harvester_id=harvester_id, lost_at=now)
     )
 
 
@@ -243,9 +240,7 @@ class HarvesterLock:
             ).scalar()
             if renewed_at is None:
                 taken_over = connection.execute(
-                    sa.select(harvester_locks.c.harvester_id).where(
-                        harvester_locks.c.harvester_id == _lost_key(owner)
-                    )
+                    sa.select(lost_leases.c.harvester_id).where(lost_leases.c.owner == owner[:200])
                 ).scalar()
                 return "released" if taken_over is None else "lost"
         alive = _local_process_alive(owner)
