@@ -19,6 +19,7 @@ from oai_pipeline.pipeline.rekey import rekey
 from oai_pipeline.pipeline.runner import HarvestReport, run_harvest
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
+from oai_pipeline.state.store import writer_keys
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline_tests.oai.fake_source import FakeRecord, FakeSource
 from oai_pipeline_tests.support import (
@@ -239,3 +240,34 @@ def test_rekey_rewrites_both_writers_records(two: TwoTargets) -> None:
         for r in two.source.records
     ]
     assert two.harvest().actions == {"skip": 6}
+
+
+def test_a_re_identified_record_takes_over_each_targets_record_by_its_writers_id(
+    two: TwoTargets,
+) -> None:
+    """The source lists the record under a new identifier (same DOI), refused its DOI while
+    the old one is live, and deletes the old one after: in each target the new identifier
+    takes the old one's record over (`take_over_freed_pids`), by that writer's own id."""
+    two.harvest()
+    ids = [two.local(t, "oai:x:1")["id"] for t in (0, 1)]
+    assert ids[0] != ids[1]
+    old = two.source.records[0]
+    two.source.records.append(
+        dataclasses.replace(old, identifier="oai:z:1", datestamp="2024-03-02T10:00:00Z")
+    )
+    refused = two.harvest()
+    assert refused.error_types == {"duplicate_pid": 2}, refused
+    old.deleted, old.datestamp = True, "2024-03-02T10:00:01Z"
+    report = two.harvest(identifiers=["oai:x:1"])  # the new one is not listed again
+    assert report.errors == 0 and report.reidentified == {"restore": 2}, report
+    for target in (0, 1):
+        local = two.local(target, "oai:z:1")
+        assert local is not None and local["id"] == ids[target]
+        assert local["state"] == "live" and two.local(target, "oai:x:1") is None
+        assert len(two.targets[target].list(harvester="sample")) == 3
+    harvester = two.services.harvester("sample")
+    for target, owner in enumerate(writer_keys(harvester.writers)):
+        memory = two.services.state.get_memories("sample", ["oai:z:1"], owner)["oai:z:1"]
+        assert memory.local_id == ids[target]
+    assert two.services.state.get_record("oai:z:1", "sample")["errors"] == []
+    assert two.harvest().actions == {"skip": 8}  # oai:x:1 too, deleted in both
