@@ -13,14 +13,18 @@ from pathlib import Path
 import pytest
 
 from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.pipeline import discover as discover_module
+from oai_pipeline.pipeline import reconcile as reconcile_module
 from oai_pipeline.pipeline import write as write_module
 from oai_pipeline.pipeline.options import RunOptions
+from oai_pipeline.pipeline.reconcile import reconcile
 from oai_pipeline.pipeline.rekey import rekey
 from oai_pipeline.pipeline.runner import HarvestReport, run_harvest
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
-from oai_pipeline.state.store import writer_keys
+from oai_pipeline.state.store import StateStore, writer_keys
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline.targets.embedded.writer import EmbeddedWriter
 from oai_pipeline_tests.oai.fake_source import FakeRecord, FakeSource
 from oai_pipeline_tests.support import (
     EVERYTHING,
@@ -271,3 +275,66 @@ def test_a_re_identified_record_takes_over_each_targets_record_by_its_writers_id
         assert memory.local_id == ids[target]
     assert two.services.state.get_record("oai:z:1", "sample")["errors"] == []
     assert two.harvest().actions == {"skip": 8}  # oai:x:1 too, deleted in both
+
+
+def test_reconcile_deletes_a_vanished_record_and_restores_it_back_in_both_targets(
+    two: TwoTargets, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A source keeping no deletions drops a record, then lists it again: a reconcile
+    tombstones it in both targets, the next brings it back in both, each writer's memory
+    following its own target's revision."""
+    two.source.deleted_record = "no"
+    # reconcile lists the fake source as the harvest does
+    monkeypatch.setattr(reconcile_module, "build_reader", discover_module.build_reader)
+    two.harvest()
+    gone = two.source.records.pop(1)
+    report = reconcile(two.services, "sample")
+    assert report.vanished == [gone.identifier] and report.actions == {"delete": 2}
+    assert [two.local(t, gone.identifier)["state"] for t in (0, 1)] == ["tombstone"] * 2
+    assert_memories_follow_the_targets(two, gone.identifier)
+    two.source.records.insert(1, gone)
+    report = reconcile(two.services, "sample")
+    assert report.returned == [gone.identifier], report
+    assert report.returned_actions == {"restore": 2}, report
+    assert [two.local(t, gone.identifier)["state"] for t in (0, 1)] == ["live"] * 2
+    assert_memories_follow_the_targets(two, gone.identifier)
+    assert two.harvest().actions == {"skip": 6}
+
+
+def assert_memories_follow_the_targets(two: TwoTargets, identifier: str) -> None:
+    """Each writer's memory of the record is its own target's record, at its revision."""
+    harvester = two.services.harvester("sample")
+    for target, owner in enumerate(writer_keys(harvester.writers)):
+        memory = two.services.state.get_memories("sample", [identifier], owner)[identifier]
+        local = two.local(target, identifier)
+        assert (memory.local_id, memory.written_revision) == (local["id"], local["revision"])
+
+
+@pytest.mark.parametrize(
+    ("killed_at", "left"),
+    [
+        ((EmbeddedWriter, "apply"), ["tombstone", "live"]),
+        ((StateStore, "save_write_outcomes"), ["tombstone", "tombstone"]),
+    ],
+    ids=["before-the-second-writes", "before-the-second-saves"],
+)
+def test_a_reconcile_killed_between_the_writers_deletes_in_both_when_rerun(
+    two: TwoTargets, monkeypatch: pytest.MonkeyPatch, killed_at: tuple[type, str], left: list
+) -> None:
+    """Killed after the first writer's deletion (and before the second writer's, or before
+    the store heard of it): the rerun deletes in both targets and reports what an
+    uninterrupted reconcile does."""
+    two.source.deleted_record = "no"
+    monkeypatch.setattr(reconcile_module, "build_reader", discover_module.build_reader)
+    two.harvest()
+    gone = two.source.records.pop(1)
+    with monkeypatch.context() as patch:
+        raise_on_call(patch, *killed_at, 2, RuntimeError("killed"))
+        with pytest.raises(RuntimeError):
+            reconcile(two.services, "sample")
+    assert [two.local(t, gone.identifier)["state"] for t in (0, 1)] == left
+    report = reconcile(two.services, "sample")
+    assert report.vanished == [gone.identifier] and report.actions == {"delete": 2}, report
+    assert [two.local(t, gone.identifier)["state"] for t in (0, 1)] == ["tombstone"] * 2
+    assert_memories_follow_the_targets(two, gone.identifier)
+    assert two.services.state.get_record(gone.identifier, "sample")["deleted"] is True
