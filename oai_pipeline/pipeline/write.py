@@ -248,11 +248,7 @@ def write(
                     }
                 )
         for identifier, actions in by_writer.items():
-            record_actions[identifier] = (
-                Action.ERROR.value
-                if statuses[identifier] == "failed"
-                else _record_action(actions, statuses[identifier])
-            )
+            record_actions[identifier] = _record_action(actions, statuses[identifier])
         # Once for all writers: the errors of every writer stay on the harvest record. The
         # outcomes and the run statuses in one transaction: a crash between the two left
         # records remembered as written but still `running` (see StateStore.save_written).
@@ -277,10 +273,12 @@ def write(
         )
         for row in done_earlier.iter_rows(named=True):
             status, action = earlier.get(row["identifier"], ("", None))
+            action = _writer_action(action, row["writer"])
             label = _EARLIER.get(status, ALREADY_WRITTEN)
+            if label == FAILED_BEFORE and action not in (None, Action.ERROR.value):
+                label = ALREADY_WRITTEN  # another writer failed the record; this one wrote it
             summary.actions[label] += 1
             if label == ALREADY_WRITTEN:
-                action = _writer_action(action, row["writer"])
                 summary.earlier[action or _ACTION_OF_STATUS.get(status, ALREADY_WRITTEN)] += 1
             rows.append(_not_written(row, label))
         written += len(claimed)
@@ -347,7 +345,8 @@ def _listed_anew(state: StateStore, harvester_id: str, decisions: pl.DataFrame) 
 def _record_action(actions: list[str], status: str) -> str:
     """What the writers did to a record, kept on its run record for a resumed attempt's
     report: the action, when every writer did the same; else each writer's, in order
-    (`update,skip`), so that each writer's is counted as an uninterrupted run counts it.
+    (`update,skip`; `update,error` for a record only the second writer failed), so that
+    each writer's is counted as an uninterrupted run counts it.
     Too long for the column (many writers doing different things): the action its run
     status tells."""
     if len(set(actions)) == 1:

@@ -216,16 +216,13 @@ def test_a_record_failing_in_one_writer_only_fails_its_run_and_keeps_the_other_w
     on; a record fails when any writer failed it. Each writer's target is its own: the other
     writer's write is kept, and the record is written again (both writers) until both take it."""
     two.harvest()
-    with Services(two.services.settings) as services:
-        harvester = services.harvester("sample")
-        writers = [harvester.writers[0], harvester.writers[1][:-1] + ', community:"nowhere"}']
-        services.state.save_harvester(harvester.model_copy(update={"writers": writers}))
+    fail_in_the_mirror(two)
     source = two.source.records[0]
     source.raw_metadata, source.datestamp = dc("New", "10.5072/1"), "2024-03-01T11:00:00Z"
     report = two.harvest()
     assert report.errors == 1 and report.error_types == {"missing_community": 1}
     statuses = two.services.state.earlier_actions(report.run_id, ["oai:x:1"])
-    assert statuses["oai:x:1"] == ("failed", "error")
+    assert statuses["oai:x:1"] == ("failed", "update,error")  # each writer's
     record = two.services.state.get_record("oai:x:1", "sample")
     assert [e["type"] for e in record["errors"]] == ["missing_community"]
     assert two.local(0, "oai:x:1")["data"]["metadata"]["title"] == "New"
@@ -338,3 +335,58 @@ def test_a_reconcile_killed_between_the_writers_deletes_in_both_when_rerun(
     assert [two.local(t, gone.identifier)["state"] for t in (0, 1)] == ["tombstone"] * 2
     assert_memories_follow_the_targets(two, gone.identifier)
     assert two.services.state.get_record(gone.identifier, "sample")["deleted"] is True
+
+
+def test_a_run_killed_between_the_writers_writes_only_what_the_second_lacks(
+    two: TwoTargets, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after the first writer wrote the batch, before the second did: the rerun
+    writes the records into the second target, finds them in the first as it left them,
+    and reports what an uninterrupted run does."""
+    with monkeypatch.context() as patch:
+        raise_on_call(patch, EmbeddedWriter, "apply", 2, RuntimeError("killed"))
+        with pytest.raises(RuntimeError):
+            two.harvest()
+    assert two.local(0, "oai:x:1") is not None and two.local(1, "oai:x:1") is None
+    report = two.harvest()
+    assert report.actions == {"create": 6}, report
+    assert report.created == 6 and report.errors == 0
+    for target in (0, 1):
+        assert len(two.targets[target].list(harvester="sample")) == 3
+        assert two.local(target, "oai:x:1")["revision"] == 1
+    assert_memories_follow_the_targets(two, "oai:x:1")
+    assert two.harvest().actions == {"skip": 6}
+
+
+def fail_in_the_mirror(two: TwoTargets) -> None:
+    """The mirror writer now files records under a community its target lacks: each record
+    it writes fails (`missing_community`), the first target takes it."""
+    harvester = two.services.harvester("sample")
+    writers = [harvester.writers[0], harvester.writers[1][:-1] + ', community:"nowhere"}']
+    two.services.state.save_harvester(harvester.model_copy(update={"writers": writers}))
+
+
+@pytest.mark.parametrize("killed", [False, True], ids=["uninterrupted", "resumed"])
+def test_a_resumed_run_reports_a_record_one_writer_failed_as_an_uninterrupted_one(
+    two: TwoTargets, monkeypatch: pytest.MonkeyPatch, killed: bool
+) -> None:
+    """The first writer updated the record, the second failed it; killed after (before its
+    take-overs), the rerun writes nothing again and counts the update as written earlier and
+    the failure as failed earlier, one each, as the uninterrupted run counts one update and
+    one error. Before, the run record kept `error` for both writers: the rerun counted the
+    record failed earlier twice and the first writer's update not at all."""
+    two.harvest()
+    fail_in_the_mirror(two)
+    source = two.source.records[0]
+    source.raw_metadata, source.datestamp = dc("New", "10.5072/1"), "2024-03-01T11:00:00Z"
+    if killed:
+        with monkeypatch.context() as patch:
+            raise_on_call(patch, write_module, "take_over_freed_pids", 1, RuntimeError("killed"))
+            with pytest.raises(RuntimeError):
+                two.harvest()
+    report = two.harvest()
+    assert (report.updated, report.unchanged) == (1, 4), report
+    if killed:
+        assert (report.written_earlier, report.failed_earlier, report.errors) == (5, 1, 0)
+    else:
+        assert (report.written_earlier, report.failed_earlier, report.errors) == (0, 0, 1)
