@@ -64,6 +64,7 @@ class TwoTargets:
     def __init__(self, services: Services, source: FakeSource, mirror_url: str) -> None:
         self.services = services
         self.source = source
+        self.mirror_url = mirror_url
         self.targets = [
             EmbeddedRepository(services.settings.target_db_url),
             EmbeddedRepository(mirror_url),
@@ -361,8 +362,14 @@ def test_a_run_killed_between_the_writers_writes_only_what_the_second_lacks(
 def fail_in_the_mirror(two: TwoTargets) -> None:
     """The mirror writer now files records under a community its target lacks: each record
     it writes fails (`missing_community`), the first target takes it."""
+    set_mirror_options(two, 'community:"nowhere"')
+
+
+def set_mirror_options(two: TwoTargets, options: str = "") -> None:
+    """The mirror writer's spec: its url and `options` (`publish:false`, …)."""
     harvester = two.services.harvester("sample")
-    writers = [harvester.writers[0], harvester.writers[1][:-1] + ', community:"nowhere"}']
+    mirror = f'mirror-service{{url:"{two.mirror_url}"{", " if options else ""}{options}}}'
+    writers = [harvester.writers[0], mirror]
     two.services.state.save_harvester(harvester.model_copy(update={"writers": writers}))
 
 
@@ -390,3 +397,32 @@ def test_a_resumed_run_reports_a_record_one_writer_failed_as_an_uninterrupted_on
         assert (report.written_earlier, report.failed_earlier, report.errors) == (5, 1, 0)
     else:
         assert (report.written_earlier, report.failed_earlier, report.errors) == (0, 0, 1)
+
+
+def test_a_writer_made_to_publish_publishes_the_drafts_it_left_the_other_skips(
+    two: TwoTargets,
+) -> None:
+    """`publish` false→true: the next harvest publishes that writer's drafts (a draft is not
+    as it publishes records), unchanged at the source, and skips them in the other target."""
+    set_mirror_options(two, "publish:false")
+    two.harvest()
+    assert two.local(1, "oai:x:1")["state"] != "live"
+    set_mirror_options(two)
+    report = two.harvest()
+    assert report.actions == {"skip": 3, "publish_draft": 3}, report
+    assert [two.local(t, "oai:x:1")["state"] for t in (0, 1)] == ["live"] * 2
+
+
+def test_a_writer_given_a_community_and_update_all_files_the_records_it_wrote_there(
+    two: TwoTargets,
+) -> None:
+    """A writer's `community` is not in what its memory compares (the transform's
+    fingerprint): records already written reach it when a harvest rewrites them, as with the
+    writer's `update_all`; the other writer skips them."""
+    two.harvest()
+    two.targets[1].create_community("mirrored")
+    set_mirror_options(two, 'community:"mirrored", update_all:true')
+    report = two.harvest()
+    assert report.actions == {"skip": 3, "update": 3}, report
+    assert two.local(1, "oai:x:1")["communities"] == ["mirrored"]
+    assert two.local(0, "oai:x:1")["communities"] == []
