@@ -37,7 +37,6 @@ from oai_pipeline.pipeline.services import Services
 from oai_pipeline.pipeline.transform_stage import no_data_error
 from oai_pipeline.state.schema import RUN_RECORD_ACTION_LENGTH
 from oai_pipeline.state.store import (
-    StateStore,
     TakeOverRun,
     WriterKey,
     is_later_copy,
@@ -156,7 +155,8 @@ def write(
         done_earlier = decisions.filter(~is_claimed)
         decisions = decisions.filter(is_claimed)
         to_act_on = decisions.filter(pl.col("identifier").is_in(list(acting)))
-        stale = _listed_anew(state, scope.harvester_id, to_act_on)
+        listed = state.listed_copies(scope.harvester_id, to_act_on["identifier"].to_list())
+        stale = _listed_anew(listed, to_act_on)
         superseded = decisions.filter(pl.col("identifier").is_in(list(stale)))
         decisions = decisions.filter(~pl.col("identifier").is_in(list(stale)))
         # The transformed rows (with the record data) only of records something happens to.
@@ -265,6 +265,9 @@ def write(
             {i: status for i, status in statuses.items() if i not in settled},
             errors,
             record_actions,
+            # Harvest records just read (with a datestamp: never dropped as unknown to the
+            # source): saving their memory need not look for them again.
+            known={identifier for identifier, (datestamp, _) in listed.items() if datestamp},
         )
         earlier = (
             state.earlier_actions(run_id, done_earlier["identifier"].to_list())
@@ -325,8 +328,9 @@ def write(
     return summary
 
 
-def _listed_anew(state: StateStore, harvester_id: str, decisions: pl.DataFrame) -> set[str]:
-    """Records of the plan a later harvest listed anew: a newer datestamp, or deleted since.
+def _listed_anew(listed: dict[str, tuple[str, bool]], decisions: pl.DataFrame) -> set[str]:
+    """Records of the plan a later harvest listed anew: a newer datestamp, or deleted since
+    (`listed`: each record's copy as the source listed it last, `StateStore.listed_copies`).
     Their copy in this run is out of date (its plan was made, or its run re-executed from
     failure, after another run harvested and maybe wrote them); written, it would roll the
     target back to it, and the store would take the older datestamp for the written one."""
@@ -334,7 +338,6 @@ def _listed_anew(state: StateStore, harvester_id: str, decisions: pl.DataFrame) 
         row["identifier"]: (row["datestamp"], bool(row["deleted"]))
         for row in decisions.select("identifier", "datestamp", "deleted").iter_rows(named=True)
     }
-    listed = state.listed_copies(harvester_id, list(planned))
     return {
         identifier
         for identifier, copy in planned.items()

@@ -913,3 +913,24 @@ def test_a_store_at_this_schema_opens_while_another_process_holds_the_write_lock
     finally:
         writer.execute("ROLLBACK")
         writer.close()
+
+
+def test_a_claim_of_many_records_is_one_transaction(store):
+    """A group's claim was one transaction per 500 identifiers (a commit each, ten for a
+    group of 5,000): now one, so a group is claimed all or nothing and commits once."""
+    run_id = new_run(store)
+    store.stage(run_id, "h", [record(n) for n in range(1, 1201)])
+    commits: list[object] = []
+
+    def count(connection: object) -> None:
+        commits.append(connection)
+
+    sa.event.listen(store._engine, "commit", count)
+    try:
+        every = [f"oai:x:{n}" for n in range(1, 1201)]
+        assert len(store.claim(run_id, identifiers=every)) == 1200
+        assert len(commits) == 1
+        assert store.claim(run_id, identifiers=[]) == [] and len(commits) == 1
+    finally:
+        sa.event.remove(store._engine, "commit", count)
+    assert store.claim(run_id, identifiers=every) == []  # all running now

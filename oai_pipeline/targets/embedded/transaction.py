@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from oai_pipeline import json_codec
 from oai_pipeline.doi import normal_doi
 from oai_pipeline.errors import AlreadyExists, NotFound, PipelineError
 from oai_pipeline.identifier_prefix import (
@@ -27,6 +28,7 @@ from oai_pipeline.identifier_prefix import (
     starts_with,
     taken_message,
 )
+from oai_pipeline.json_codec import Encoded
 from oai_pipeline.sync.rules import LocalRecord, LocalState
 from oai_pipeline.targets.base import DEFAULT_PID_FIELD, pid_of
 from oai_pipeline.targets.embedded.schema import (
@@ -436,12 +438,13 @@ class TargetTransaction:
         published_doi = pid_of(data, pid_field)
         if published_doi != doi:
             self._check_pid_free(published_doi, None)
+        encoded = _encoded_once(data)
         record_id, stamp = self._insert_record(
-            LIVE, data, 1, published_doi, harvester_id, source_identifier
+            LIVE, encoded, 1, published_doi, harvester_id, source_identifier
         )
         self.connection.execute(
             sa.insert(revisions).values(
-                record_id=record_id, revision=1, state=LIVE, data=data, created=stamp
+                record_id=record_id, revision=1, state=LIVE, data=encoded, created=stamp
             )
         )
         return record_id
@@ -854,6 +857,7 @@ class TargetTransaction:
             self._check_pid_free(doi, row.id)
         revision = row.revision + 1
         stamp = now()
+        data = _encoded_once(data)
         self.connection.execute(
             _CHANGE_RECORD,
             {
@@ -978,6 +982,19 @@ class TargetTransaction:
                 sa.select(communities.c.parent_id).where(communities.c.id == current)
             ).scalar()
         return chain
+
+
+def _encoded_once(data: Any) -> Any:
+    """Record data for both the record's row and its revision's, encoded once (`Encoded`
+    goes into a JSON column as it is): each column encoded it again, twice per write.
+    None stays None (SQL NULL, as the JSON column stores it); data that is not JSON is left
+    for the column to refuse, as a database error of the statement (the record's error)."""
+    if data is None:
+        return None
+    try:
+        return Encoded(json_codec.dumps(data))
+    except TypeError:
+        return data
 
 
 def _is_json(table: sa.Table, column: str) -> bool:
