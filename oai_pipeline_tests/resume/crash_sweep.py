@@ -2192,6 +2192,15 @@ def sweep_reidentified(
     return failures
 
 
+def unreadable(records: list, step: int) -> None:
+    """Every `step`-th record (from the second) made one no transformer can read: per-record
+    errors (transform stage), `failed` in the run, which goes on."""
+    records[1::step] = [
+        dataclasses.replace(r, metadata={PREFIX: b"<broken xmlns='urn:x:broken'/>"})
+        for r in records[1::step]
+    ]
+
+
 def _suffix(stage: str) -> str:
     return "" if stage == "write" else f"-{stage}"
 
@@ -2298,11 +2307,7 @@ def main(argv: list[str] | None = None) -> int:
     records = generate_datacite_records(
         args.records, seed=7, start=first_day, span_days=3, prefixes=(PREFIX,)
     )
-    # a few records no transformer can read: per-record errors, `failed` in the run
-    records[1::97] = [
-        dataclasses.replace(r, metadata={PREFIX: b"<broken xmlns='urn:x:broken'/>"})
-        for r in records[1::97]
-    ]
+    unreadable(records, 97)
     root = Path(tempfile.mkdtemp(prefix="crash-sweep-", dir=os.environ.get("CRASH_SWEEP_TMP")))
     results: dict[str, Any] = {}
     failures = 0
