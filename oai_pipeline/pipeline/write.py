@@ -248,11 +248,8 @@ def write(
                     }
                 )
         for identifier, actions in by_writer.items():
-            record_actions[identifier] = (
-                Action.ERROR.value
-                if statuses[identifier] == "failed"
-                else _record_action(actions, statuses[identifier])
-            )
+            # a record one writer failed keeps the other writers' actions (`create,error`)
+            record_actions[identifier] = _record_action(actions, statuses[identifier])
         # Once for all writers: the errors of every writer stay on the harvest record. The
         # outcomes and the run statuses in one transaction: a crash between the two left
         # records remembered as written but still `running` (see StateStore.save_written).
@@ -277,10 +274,12 @@ def write(
         )
         for row in done_earlier.iter_rows(named=True):
             status, action = earlier.get(row["identifier"], ("", None))
+            action = _writer_action(action, row["writer"])
             label = _EARLIER.get(status, ALREADY_WRITTEN)
+            if label == FAILED_BEFORE and action not in (None, Action.ERROR.value):
+                label = ALREADY_WRITTEN  # another writer failed it, this one wrote it
             summary.actions[label] += 1
             if label == ALREADY_WRITTEN:
-                action = _writer_action(action, row["writer"])
                 summary.earlier[action or _ACTION_OF_STATUS.get(status, ALREADY_WRITTEN)] += 1
             rows.append(_not_written(row, label))
         written += len(claimed)

@@ -75,8 +75,10 @@ def references(tmp_path_factory: pytest.TempPathFactory) -> Iterator[References]
     [
         # the first writer wrote the first batch, the mirror not yet, the store heard nothing
         (2, "writer_apply:1:after"),
-        # both wrote it, the outcomes (each writer's memory, the errors) not saved yet
-        (2, "sql_written_outcome:1:before"),
+        # everything written and saved, the run not finished: the rerun resumes it and
+        # reports what the killed attempt did, each writer's (it reported the first writer's
+        # creations of the records the mirror refused `failed_before`)
+        (2, "finish_run:1:before"),
         # one writer, which refuses the records: killed after its batch of them
         (1, "writer_apply:1:after"),
     ],

@@ -220,11 +220,31 @@ def test_a_record_failing_in_one_writer_only_fails_its_run_and_keeps_the_other_w
     report = two.harvest()
     assert report.errors == 1 and report.error_types == {"missing_community": 1}
     statuses = two.services.state.earlier_actions(report.run_id, ["oai:x:1"])
-    assert statuses["oai:x:1"] == ("failed", "error")
+    # each writer's action kept, for a resumed attempt's report of it
+    assert statuses["oai:x:1"] == ("failed", "update,error")
     record = two.services.state.get_record("oai:x:1", "sample")
     assert [e["type"] for e in record["errors"]] == ["missing_community"]
     assert two.local(0, "oai:x:1")["data"]["metadata"]["title"] == "New"
     assert two.local(1, "oai:x:1")["data"]["metadata"]["title"] == "T1"
+
+
+def test_a_resumed_run_counts_a_record_one_writer_failed_as_the_other_writer_wrote_it(
+    two: TwoTargets, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after the first writer created every record and the mirror refused them all:
+    the resumed run reports each record failed once (the mirror's) and created once, as an
+    uninterrupted run does (it counted every writer's outcome `failed_before`: 6 failures,
+    no creation; the crash sweep's `--writers 2 --failing-records` found it)."""
+    with Services(two.services.settings) as services:
+        harvester = services.harvester("sample")
+        writers = [harvester.writers[0], harvester.writers[1][:-1] + ', community:"nowhere"}']
+        services.state.save_harvester(harvester.model_copy(update={"writers": writers}))
+    raise_on_call(monkeypatch, write_module, "take_over_freed_pids", 1, RuntimeError("killed"))
+    with pytest.raises(RuntimeError):
+        two.harvest()
+    report = two.harvest()
+    assert report.actions == {"create": 3, "failed_before": 3}
+    assert (report.created, report.failed_earlier) == (3, 3)
 
 
 def test_rekey_rewrites_both_writers_records(two: TwoTargets) -> None:
