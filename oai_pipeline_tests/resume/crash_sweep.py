@@ -10,7 +10,7 @@ Parquet storage changes:
         [--backend sqlite|postgres|both] \\
         [--points all|NAME[,NAME…]] [--per-point 4] [--double] [--resumed] \\
         [--resumed-at discover,transform,plan,write,undo] [--dagster] [--source-moves-on]
-        [--json-out PATH]
+        [--writers 1|2] [--failing-records] [--json-out PATH]
 
 How it works. The shipped OAI-PMH endpoint serves generated DataCite records (with
 deletions) from this process. A reference home is harvested without interruption. Then, for
@@ -51,6 +51,16 @@ its two stores and rerun, then the harvest; and the first harvest after a rekey,
 (`rekeyed_problems`: the same target ids, nothing created, no new revision). Backends:
 SQLite files (default) or a throwaway PostgreSQL server (oai_pipeline_tests/postgres.py)
 for the state store and the target.
+
+`--writers 2` (not `reidentify` nor `rekey`) gives the harvester a second writer, the
+embedded writer into a target database of its own (mirror_writer.py): both targets and each
+writer's memory (`writer_memories`, and which writer's is on the harvest record) are compared
+with the reference's, a kill may fall between the two writers' batches (`writer_apply`
+counts both). `--failing-records` (same scenarios) sends the records of REFUSED_SET to a
+community the last writer's target lacks, which refuses them (`missing_community`; with two
+writers the first takes them): with the records no transformer reads (always there), their
+errors, `failed` statuses, the report's errors and the run's status are compared, and every
+home (the reference's too) must hold both kinds of failure (`variant_problems`).
 
 `--points` names fault points (see POINTS; `--list` prints them with their call counts):
 each is tried at `--per-point` call numbers spread over the calls the uninterrupted harvest
@@ -99,6 +109,12 @@ from typing import Any
 
 HARVESTER = "gen"
 PREFIX = "oai_datacite"
+# `--writers 2`: the second writer (mirror_writer.py), a target database of its own
+MIRROR, MIRROR_DB_URL_ENV = "mirror-service", "CRASH_SWEEP_MIRROR_DB_URL"
+# `--failing-records`: the records of this set go to a community (the transformer's
+# `set_communities`) that a writer's target lacks, which refuses them (missing_community):
+# the target's with one writer, the mirror's with two (the first writer takes them)
+REFUSED_SET, REFUSED_COMMUNITY = "user-hep", "hep"
 EXIT_CODE = 137  # what a SIGKILLed process reports to its shell
 # Where `--resumed` kills a scenario's harvest first: after its second target batch, the
 # run half done (staged, transformed, partly written); the harvest swept resumes it.
@@ -418,11 +434,11 @@ class PostgresBackend(Backend):
         home = super().new_home(root, name, template)
         safe = name.replace("-", "_").replace(":", "_").lower()
         env = dict(home.env)
-        for kind in ("STATE", "TARGET"):
+        for kind, variable in _DATABASES.items():
             source = None
             if template is not None:
-                source = template.env[f"OAI_PIPELINE_{kind}_DB_URL"].rsplit("/", 1)[1]
-            env[f"OAI_PIPELINE_{kind}_DB_URL"] = self._database(f"{kind.lower()}_{safe}", source)
+                source = template.env[variable].rsplit("/", 1)[1]
+            env[variable] = self._database(f"{kind}_{safe}", source)
         return Home(home.path, env)
 
     def close(self) -> None:
@@ -430,9 +446,26 @@ class PostgresBackend(Backend):
         self._context.__exit__(None, None, None)
 
 
+# Each home's databases, by the environment variable naming them.
+_DATABASES = {
+    "state": "OAI_PIPELINE_STATE_DB_URL",
+    "target": "OAI_PIPELINE_TARGET_DB_URL",
+    "mirror": MIRROR_DB_URL_ENV,
+}
+
+
 def _base_env(path: Path) -> dict[str, str]:
+    """A home's environment: its own state, target and mirror (`--writers 2`), and the
+    mirror's plug-in (installed in the home, so a copy has it)."""
+    from oai_pipeline_tests.resume.mirror_writer import install_mirror
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("OAI_PIPELINE_")}
     env["OAI_PIPELINE_HOME"] = str(path)
+    site = path / "plugins"
+    if not site.exists():
+        install_mirror(site)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
+    env[MIRROR_DB_URL_ENV] = f"sqlite:///{path / 'mirror.sqlite'}"
     env["DAGSTER_HOME"] = str(path / "dagster_home")
     env["OAI_PIPELINE_CONTACT"] = "crash-sweep@example.org"
     return env
@@ -467,17 +500,44 @@ def query(url: str, sql: str) -> list[Any]:
 
 
 def register_harvester(
-    home: Home, base_url: str, batch_size: int, metadata_prefix: str = PREFIX
+    home: Home,
+    base_url: str,
+    batch_size: int,
+    metadata_prefix: str = PREFIX,
+    *,
+    writers: int = 1,
+    failing_records: bool = False,
 ) -> None:
+    """The swept harvester; `writers=2`: the mirror (mirror_writer.py) its second writer;
+    `failing_records`: the records of REFUSED_SET refused by its last writer."""
+    from oai_pipeline.harvesters.plugins import RDM_MODEL
+    from oai_pipeline.pipeline.services import Services
+    from oai_pipeline.targets.embedded.repository import EmbeddedRepository
     from oai_pipeline_tests.support import register
 
-    register(
-        _settings(home),
+    settings = _settings(home)
+    transformer = RDM_MODEL.transformer
+    if failing_records:
+        communities = json.dumps({REFUSED_SET: REFUSED_COMMUNITY})
+        transformer = f'oai-import{{model:"rdm",set_communities:{communities}}}'
+    harvester = register(
+        settings,
         base_url,
         harvester_id=HARVESTER,
         metadata_prefix=metadata_prefix,
         batch_size=batch_size,
+        transformer=transformer,
     )
+    if writers == 2:
+        with Services(settings) as services:
+            mirrored = [*harvester.writers, f'{MIRROR}{{model:"rdm"}}']
+            services.state.save_harvester(harvester.model_copy(update={"writers": mirrored}))
+        if failing_records:  # the first writer's target takes them, the mirror refuses them
+            repository = EmbeddedRepository(settings.target_db_url)
+            try:
+                repository.create_community(REFUSED_COMMUNITY)
+            finally:
+                repository.close()
 
 
 def snapshot(home: Home, run_id: int | None = None) -> dict[str, Any]:
@@ -487,17 +547,10 @@ def snapshot(home: Home, run_id: int | None = None) -> dict[str, Any]:
     import sqlalchemy as sa
 
     settings = _settings(home)
-    target = sa.create_engine(settings.target_db_url)
+    target, by_id = _target_rows(settings.target_db_url)
+    mirror, mirror_by_id = _target_rows(home.env[MIRROR_DB_URL_ENV])
     state = sa.create_engine(settings.state_db_url)
     try:
-        with target.connect() as conn:
-            rows = conn.execute(sa.text("SELECT * FROM target_records"))
-            records = [dict(r._mapping) for r in rows]
-            revisions = Counter(
-                r[0] for r in conn.execute(sa.text("SELECT record_id FROM target_revisions"))
-            )
-            rows = conn.execute(sa.text("SELECT record_id, kind FROM target_drafts"))
-            drafts = {r[0]: r[1] for r in rows}
         with state.connect() as conn:
             harvest_records = [
                 dict(r._mapping) for r in conn.execute(sa.text("SELECT * FROM harvest_records"))
@@ -522,34 +575,23 @@ def snapshot(home: Home, run_id: int | None = None) -> dict[str, Any]:
                 )
             )
             locks = conn.execute(sa.text("SELECT count(*) FROM harvester_locks")).scalar_one()
+            memories = [
+                dict(r._mapping) for r in conn.execute(sa.text("SELECT * FROM writer_memories"))
+            ]
     finally:
-        target.dispose()
         state.dispose()
 
-    by_id = {r["id"]: r for r in records}
-    sources = Counter((r["source_harvester"], r["source_identifier"]) for r in records)
-    target_rows = sorted(
-        (
-            r["source_identifier"] or "",
-            r["state"],
-            r["doi"] or "",
-            int(r["revision"]),
-            revisions[r["id"]],
-            _digest(r["data"]),
-            r["tombstone_note"] or "",
-            bool(r["purge"]),
-            drafts.get(r["id"], ""),
-        )
-        for r in records
-    )
+    def source_of(local_id: str | None, records: dict[str, dict[str, Any]]) -> str:
+        """A target id as the OAI identifier it holds (ids differ from home to home)."""
+        return (records[local_id]["source_identifier"] if local_id in records else local_id) or ""
+
     state_rows = sorted(
         (
             r["identifier"],
             r["datestamp"],
             bool(r["deleted"]),
             r["pid"] or "",
-            (by_id[r["local_id"]]["source_identifier"] if r["local_id"] in by_id else r["local_id"])
-            or "",
+            source_of(r["local_id"], by_id),
             r["written_revision"] or 0,
             r["written_datestamp"] or "",
             r["written_fingerprint"] or "",
@@ -566,10 +608,33 @@ def snapshot(home: Home, run_id: int | None = None) -> dict[str, Any]:
     storage = Path(settings.storage_url)
     tmp_files = sorted(str(p.relative_to(storage)) for p in storage.rglob("*.tmp"))
     partitions = _partitions(settings.storage_url)
+    # the memories of the writers but the one whose memory is on the harvest record, and
+    # which one that is
+    writer_memories = sorted(
+        [
+            *(
+                (
+                    r["identifier"],
+                    r["writer"],
+                    source_of(r["local_id"], mirror_by_id if r["writer"] == MIRROR else by_id),
+                    r["written_revision"] or 0,
+                    r["written_datestamp"] or "",
+                    r["written_fingerprint"] or "",
+                )
+                for r in memories
+            ),
+            *(
+                (r["identifier"], "on the harvest record", r["written_by"] or "")
+                for r in harvest_records
+            ),
+        ]
+    )
     return {
-        "target": target_rows,
-        "duplicates": sorted(f"{k}" for k, n in sources.items() if n > 1),
+        "target": target,
+        "mirror": mirror,
+        "duplicates": _duplicates(by_id) + _duplicates(mirror_by_id),
         "harvest_records": state_rows,
+        "writer_memories": writer_memories,
         "errors": errors,
         "last_run_status": runs[-1]["status"],
         "unfinished_runs": [r["id"] for r in runs if r["status"] == "running"],
@@ -579,6 +644,71 @@ def snapshot(home: Home, run_id: int | None = None) -> dict[str, Any]:
         "partitions": partitions,
         "last_run_id": last,
     }
+
+
+def _target_rows(url: str) -> tuple[list[tuple[Any, ...]], dict[str, dict[str, Any]]]:
+    """A target's records as `snapshot` compares them (none in a target never written, e.g.
+    a mirror without `--writers 2`), and the records by target id."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    try:
+        if not sa.inspect(engine).has_table("target_records"):
+            return [], {}
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT * FROM target_records"))
+            records = [dict(r._mapping) for r in rows]
+            revisions = Counter(
+                r[0] for r in conn.execute(sa.text("SELECT record_id FROM target_revisions"))
+            )
+            rows = conn.execute(sa.text("SELECT record_id, kind FROM target_drafts"))
+            drafts = {r[0]: r[1] for r in rows}
+    finally:
+        engine.dispose()
+    target_rows = sorted(
+        (
+            r["source_identifier"] or "",
+            r["state"],
+            r["doi"] or "",
+            int(r["revision"]),
+            revisions[r["id"]],
+            _digest(r["data"]),
+            r["tombstone_note"] or "",
+            bool(r["purge"]),
+            drafts.get(r["id"], ""),
+        )
+        for r in records
+    )
+    return target_rows, {r["id"]: r for r in records}
+
+
+def _duplicates(records: dict[str, dict[str, Any]]) -> list[str]:
+    """The source records a target holds more than once."""
+    sources = Counter((r["source_harvester"], r["source_identifier"]) for r in records.values())
+    return sorted(f"{k}" for k, n in sources.items() if n > 1)
+
+
+def variant_problems(writers: int, failing_records: bool) -> Callable[[Home], list[str]] | None:
+    """What `--writers 2` and `--failing-records` must leave in a home after its harvest
+    (the reference's too, so that a sweep cannot pass without the path it is for): the
+    mirror written and its writer's memory kept; records failed in the transform stage and
+    refused by the last writer (missing_community), each error on its harvest record."""
+    if writers == 1 and not failing_records:
+        return None
+
+    def check(home: Home) -> list[str]:
+        got = snapshot(home)
+        problems = []
+        if writers == 2 and not any(row[1] == "live" for row in got["mirror"]):
+            problems.append("the mirror holds no live record")
+        if writers == 2 and not any(row[1] == MIRROR for row in got["writer_memories"]):
+            problems.append(f"no memory of the {MIRROR} writer's writes")
+        stages = Counter((stage, kind == "missing_community") for _, stage, kind in got["errors"])
+        if failing_records and not (stages[("transform", False)] and stages[("write", True)]):
+            problems.append(f"not both a transform and a write failure: {dict(stages)}")
+        return problems
+
+    return check
 
 
 def _partitions(storage_url: str) -> dict[str, Any]:
@@ -632,18 +762,20 @@ def compare(reference: dict[str, Any], got: dict[str, Any]) -> list[str]:
     problems = []
     if got["duplicates"]:
         problems.append(f"duplicate target records: {got['duplicates'][:3]}")
-    if got["target"] != reference["target"]:
-        ref, new = set(reference["target"]), set(got["target"])
-        problems.append(
-            f"target differs: {len(ref - new)} missing/changed, {len(new - ref)} extra/changed; "
-            f"e.g. missing {sorted(ref - new)[:2]} extra {sorted(new - ref)[:2]}"
-        )
-    if got["harvest_records"] != reference["harvest_records"]:
-        ref, new = set(reference["harvest_records"]), set(got["harvest_records"])
-        problems.append(
-            "harvest records differ: e.g. expected "
-            f"{sorted(ref - new)[:2]} got {sorted(new - ref)[:2]}"
-        )
+    for key in ("target", "mirror"):  # each writer's target (`--writers 2`)
+        if got[key] != reference[key]:
+            ref, new = set(reference[key]), set(got[key])
+            problems.append(
+                f"{key} differs: {len(ref - new)} missing/changed, {len(new - ref)} "
+                f"extra/changed; e.g. missing {sorted(ref - new)[:2]} extra {sorted(new - ref)[:2]}"
+            )
+    for key in ("harvest_records", "writer_memories"):
+        if got[key] != reference[key]:
+            ref, new = set(reference[key]), set(got[key])
+            problems.append(
+                f"{key.replace('_', ' ')} differ: e.g. expected "
+                f"{sorted(ref - new)[:2]} got {sorted(new - ref)[:2]}"
+            )
     if got["errors"] != reference["errors"]:
         problems.append(f"record errors differ: {got['errors'][:3]} vs {reference['errors'][:3]}")
     if got["last_run_status"] != "succeeded":
@@ -1409,12 +1541,7 @@ def moved_on_view(
     after an earlier harvest does: left out too."""
     gone = rewritten & set(move.deleted)
     known_gone = transformed & set(move.deleted)
-    view = dict(got)
-    view["target"] = sorted(
-        (*row[:3], -1, -1, *row[5:]) if row[0] in rewritten else row
-        for row in got["target"]
-        if row[0] not in gone
-    )
+    view = _written_again_view(got, rewritten, gone)
     rows = []
     for row in got["harvest_records"]:
         if row[0] in rewritten:
@@ -1987,10 +2114,7 @@ def _rewritten_view(
     returned and actions say what it harvested). Of the records dropped again (`gone_again`)
     the sets and XML kept are left out too: a resumed harvest that deletes one (GetRecord:
     idDoesNotExist) keeps none, a reconcile marking it gone keeps the last copy."""
-    view = dict(got)
-    view["target"] = sorted(
-        (*row[:3], -1, -1, *row[5:]) if row[0] in rewritten else row for row in got["target"]
-    )
+    view = _written_again_view(got, rewritten)
     rows = []
     for row in got["harvest_records"]:
         if row[0] in rewritten:
@@ -2000,6 +2124,26 @@ def _rewritten_view(
         rows.append(row)
     view["harvest_records"] = sorted(rows)
     view["run_record_statuses"] = {}
+    return view
+
+
+def _written_again_view(
+    got: dict[str, Any], rewritten: set[str], left_out: set[str] = frozenset()
+) -> dict[str, Any]:
+    """A snapshot with the revisions of the `rewritten` records left out of each target and
+    of each writer's memory (written twice, by a killed attempt and after the source moved
+    on), and the `left_out` records left out of the targets."""
+    view = dict(got)
+    for key in ("target", "mirror"):
+        view[key] = sorted(
+            (*row[:3], -1, -1, *row[5:]) if row[0] in rewritten else row
+            for row in got[key]
+            if row[0] not in left_out
+        )
+    view["writer_memories"] = sorted(
+        (*row[:3], -1, "", "") if row[0] in rewritten and len(row) > 3 else row
+        for row in got["writer_memories"]
+    )
     return view
 
 
@@ -2042,6 +2186,15 @@ def sweep_reidentified(
         results[name] = outcomes
         failures += sum(1 for o in outcomes if o["problems"])
     return failures
+
+
+def unreadable(records: list, step: int) -> None:
+    """Every `step`-th record (from the second) made one no transformer can read: per-record
+    errors (transform stage), `failed` in the run, which goes on."""
+    records[1::step] = [
+        dataclasses.replace(r, metadata={PREFIX: b"<broken xmlns='urn:x:broken'/>"})
+        for r in records[1::step]
+    ]
 
 
 def _suffix(stage: str) -> str:
@@ -2092,6 +2245,21 @@ def main(argv: list[str] | None = None) -> int:
         "(the resumed run's catch-up list); for reconcile: records it deleted listed again, "
         "records it harvests again and others dropped (see ReconcileMove)",
     )
+    parser.add_argument(
+        "--writers",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="2: the harvester writes to a mirror too (mirror_writer.py, a target database of "
+        "its own), compared with the reference's as the target is, and each writer's memory",
+    )
+    parser.add_argument(
+        "--failing-records",
+        action="store_true",
+        help=f"the records of the set {REFUSED_SET} go to a community the last writer's "
+        "target lacks, which refuses them (besides the records no transformer reads); "
+        "their errors, failed statuses and the run's status are compared",
+    )
     parser.add_argument("--list", action="store_true", help="print the fault points")
     parser.add_argument(
         "--dagster", action="store_true", help="in-process Dagster runs instead of the CLI"
@@ -2119,6 +2287,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--source-moves-on sweeps the first, incremental and reconcile scenarios only")
     if args.dagster and args.scenario in ("reidentify", "rekey"):
         parser.error(f"--scenario {args.scenario} sweeps CLI commands only")
+    if (args.writers == 2 or args.failing_records) and args.scenario in ("reidentify", "rekey"):
+        parser.error(f"--scenario {args.scenario} sweeps one writer, every record written")
 
     from oai_pipeline.sample_endpoint.records import generate_datacite_records
 
@@ -2133,11 +2303,7 @@ def main(argv: list[str] | None = None) -> int:
     records = generate_datacite_records(
         args.records, seed=7, start=first_day, span_days=3, prefixes=(PREFIX,)
     )
-    # a few records no transformer can read: per-record errors, `failed` in the run
-    records[1::97] = [
-        dataclasses.replace(r, metadata={PREFIX: b"<broken xmlns='urn:x:broken'/>"})
-        for r in records[1::97]
-    ]
+    unreadable(records, 97)
     root = Path(tempfile.mkdtemp(prefix="crash-sweep-", dir=os.environ.get("CRASH_SWEEP_TMP")))
     results: dict[str, Any] = {}
     failures = 0
@@ -2163,7 +2329,14 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             with endpoint_for(records, args.page_size) as endpoint:
                 base = backend.new_home(root, f"{backend_name}-empty")
-                register_harvester(base, endpoint.base_url, args.batch_size)
+                register_harvester(
+                    base,
+                    endpoint.base_url,
+                    args.batch_size,
+                    writers=args.writers,
+                    failing_records=args.failing_records,
+                )
+                check = variant_problems(args.writers, args.failing_records)
                 first_args = ["harvest", HARVESTER, "--json"]
                 if args.dagster:
                     last = today if args.source_moves_on else "2024-01-08"
@@ -2174,7 +2347,9 @@ def main(argv: list[str] | None = None) -> int:
                     raise RuntimeError(done.stderr[-2000:])
                 scenarios = []
                 if "first" in wanted:
-                    scenarios.append(Scenario("first", first_args, base, endpoint=endpoint))
+                    scenarios.append(
+                        Scenario("first", first_args, base, endpoint=endpoint, check=check)
+                    )
                 for phase in ("first", "incremental", "reconcile"):
                     if phase != "first" and phase not in wanted:
                         continue
@@ -2188,6 +2363,7 @@ def main(argv: list[str] | None = None) -> int:
                                 ["reconcile", HARVESTER, "--json"],
                                 template,
                                 endpoint=endpoint,
+                                check=check,
                                 reconciled=reconciled,
                             )
                         ]
@@ -2205,7 +2381,9 @@ def main(argv: list[str] | None = None) -> int:
                         if args.dagster:
                             last = today if args.source_moves_on else day.date().isoformat()
                             again = ["dagster", day.date().isoformat(), last]
-                        scenarios = [Scenario("incremental", again, full, endpoint=endpoint)]
+                        scenarios = [
+                            Scenario("incremental", again, full, endpoint=endpoint, check=check)
+                        ]
                     if args.resumed:
                         scenarios += [
                             dataclasses.replace(

@@ -11,6 +11,8 @@ import pytest
 from oai_pipeline_tests.resume.crash_sweep import (
     SourceMove,
     _compare_dagster_reports,
+    _written_again_view,
+    compare,
     compare_reports,
     moved_on_problems,
 )
@@ -155,3 +157,57 @@ def test_a_moved_on_record_an_incremental_run_wrote_twice_is_no_problem() -> Non
     assert moved_on_problems(thrice, move, {"a", "b"}, was) == ["a written 3 times by the run"]
     # a record the run created: its own revisions only
     assert moved_on_problems(twice, move, {"a", "b"}) != []
+
+
+def _snapshot(**changes: Any) -> dict[str, Any]:
+    """A `snapshot` of a home whose harvester wrote one record to the target and its mirror
+    (`--writers 2`)."""
+    row = ("oai:x:1", "live", "", 1, 1, "data", "", False, "")
+    snapshot = {
+        "target": [row],
+        "mirror": [row],
+        "duplicates": [],
+        "harvest_records": [("oai:x:1",)],
+        "writer_memories": [
+            ("oai:x:1", "mirror-service", "oai:x:1", 1, "2024-01-05", "f"),
+            ("oai:x:1", "on the harvest record", "oai-service"),
+        ],
+        "errors": [],
+        "last_run_status": "succeeded",
+        "unfinished_runs": [],
+        "run_record_statuses": {"imported": 1},
+        "locks": 0,
+        "partitions": {},
+        "tmp_files": [],
+    }
+    return {**snapshot, **changes}
+
+
+@pytest.mark.parametrize(
+    ("rerun", "flagged"),
+    [
+        # the mirror wrote the record twice (a new revision), the target once
+        (_snapshot(mirror=[("oai:x:1", "live", "", 2, 2, "data", "", False, "")]), "mirror"),
+        # the mirror's memory of its write lost: its next harvest rewrites the record
+        (_snapshot(writer_memories=[("oai:x:1", "on the harvest record", "oai-service")]), "memor"),
+    ],
+)
+def test_a_rerun_differing_in_the_second_writers_target_or_memory_is_flagged(
+    rerun: dict[str, Any], flagged: str
+) -> None:
+    problems = compare(_snapshot(), rerun)
+    assert len(problems) == 1 and flagged in problems[0]
+
+
+def test_a_record_written_again_after_the_source_moved_on_is_compared_without_revisions() -> None:
+    """In both targets and each writer's memory (`--source-moves-on --writers 2`)."""
+    rerun = _snapshot(
+        target=[("oai:x:1", "live", "", 2, 2, "data", "", False, "")],
+        mirror=[("oai:x:1", "live", "", 2, 2, "data", "", False, "")],
+        writer_memories=[
+            ("oai:x:1", "mirror-service", "oai:x:1", 2, "2024-01-06", "f"),
+            ("oai:x:1", "on the harvest record", "oai-service"),
+        ],
+    )
+    views = [_written_again_view(s, {"oai:x:1"}) for s in (_snapshot(), rerun)]
+    assert compare(*views) == []
