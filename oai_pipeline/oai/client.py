@@ -261,6 +261,9 @@ class OAIClient:
         # Quirks of the source met so far (see _notice), and whether from/until go by day
         # although Identify declares seconds (see _by_day).
         self.notices: list[str] = []
+        # Deleted records listed without a datestamp, dated by the responseDate (see
+        # pages._date_deletions): told once, with how many, in undated_deletions_notice.
+        self._undated_deletions: set[str] = set()
         # Set once a source's <request> named another list on every try of one page: its
         # echo is then a quirk (a double-escaped or rewritten token), not mixed-up answers,
         # and is not judged again (each page would wait through every retry).
@@ -387,6 +390,7 @@ class OAIClient:
                 "ListMetadataFormats and ListSets"
             )
         self._raise_errors(parsed, verb, hint)
+        self._count_undated_deletions(parsed.records)
         return Page(
             records=parsed.records,
             resumption_token=parsed.next_token,
@@ -820,6 +824,7 @@ class OAIClient:
                 error=RecordError(type="EmptyResponse", message="GetRecord returned no record"),
             )
         self._prefixes_answered.add(metadata_prefix)
+        self._count_undated_deletions(parsed.records[:1])
         # staged under the identifier asked for, however the source writes its namespace:
         # what the run was asked (and a --resume checks) is that one's
         return dataclasses.replace(parsed.records[0], identifier=identifier)
@@ -903,6 +908,20 @@ class OAIClient:
             "days instead (records unchanged since the last harvest are skipped)"
         )
         return parsed
+
+    def _count_undated_deletions(self, records: list[HarvestedRecord]) -> None:
+        self._undated_deletions.update(r.identifier for r in records if r.undated_deletion)
+
+    @property
+    def undated_deletions_notice(self) -> str | None:
+        """The one line telling how many deletions came without a datestamp; None: none."""
+        count = len(self._undated_deletions)
+        if not count:
+            return None
+        return (
+            f"{self.base_url}: {count} deleted record(s) without a datestamp in their header "
+            "(a source's tombstones): dated by the response's responseDate and applied"
+        )
 
     def _notice(self, message: str) -> None:
         """A quirk of the source the operator should know of: logged once, and kept in

@@ -117,6 +117,38 @@ def parse_response(
 ) -> ParsedResponse:
     """Clean, parse strictly once, and read the response to ``verb`` (``charset``: the HTTP
     Content-Type's, if any; ``max_bytes``: the largest document parsed whole)."""
+    return _date_deletions(_parse(body, verb, charset, max_bytes))
+
+
+def _date_deletions(parsed: ParsedResponse) -> ParsedResponse:
+    """A deleted header without a datestamp (Zenodo's tombstones) is dated by the response's
+    responseDate: a deletion needs no datestamp to be applied, and taken for an error, the
+    source's deletion never was. Without a responseDate either, it stays MissingDatestamp,
+    as a live record without one does (its datestamp decides when it changed)."""
+    for record in parsed.records:
+        if not record.deleted or record.datestamp:
+            continue
+        if record.error is not None and record.error.type != "MissingDatestamp":
+            continue
+        if parsed.response_date:
+            record.datestamp, record.undated_deletion = parsed.response_date, True
+            record.error = None
+        elif record.error is None:
+            record.error = _missing_datestamp()
+    return parsed
+
+
+def _missing_datestamp() -> RecordError:
+    return RecordError(
+        type="MissingDatestamp",
+        message="record header has no datestamp",
+        location="header/datestamp",
+    )
+
+
+def _parse(
+    body: bytes, verb: Verb, charset: str | None = None, max_bytes: int | None = None
+) -> ParsedResponse:
     data = clean_page(body, charset)
     try:
         root = parse_untrusted(data, max_bytes)
@@ -349,11 +381,7 @@ def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
     elif too_long is not None:
         record.error = too_long
     elif not record.datestamp:
-        record.error = RecordError(
-            type="MissingDatestamp",
-            message="record header has no datestamp",
-            location="header/datestamp",
-        )
+        record.error = _missing_datestamp()
     elif with_xml and not record.deleted:
         metadata = item.find(_METADATA_TAG)
         # Comments and processing instructions are not metadata: an element must be there.

@@ -165,7 +165,8 @@ class OAIPMHReader(Reader):
 
     @property
     def notices(self) -> list[str]:
-        return list(self._client.notices)
+        undated = self._client.undated_deletions_notice
+        return [*self._client.notices, *([undated] if undated else [])]
 
     def set_rate_limit(self, per_minute: int | None) -> None:
         """A run option overrides the configured rate limit; None restores it."""

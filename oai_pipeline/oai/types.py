@@ -39,6 +39,9 @@ class HarvestedRecord:
     # listed before): staged as gone, as a reconcile marks a record vanished from its list,
     # so that a reconcile harvests it again once the source lists it again
     vanished: bool = False
+    # deleted, its header without a datestamp (Zenodo's tombstones): dated by the response's
+    # responseDate, that the deletion is applied (see pages._date_deletions)
+    undated_deletion: bool = False
 
 
 @dataclass

@@ -50,6 +50,8 @@ class Faults(BaseModel):
     identify_base_url: str | None = None
     """Identify names this baseURL instead of the endpoint's own (http for https, the host
     behind a proxy, another path)."""
+    undated_deletions: bool = False
+    """Deleted records' headers carry no <datestamp>, as Zenodo's tombstones do."""
     plain_labelled_gzip: bool = False
     """Every response is sent plain but labelled `Content-Encoding: gzip`, as a
     misconfigured proxy does."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import math
+import re
 import socket
 import sys
 import threading
@@ -38,6 +39,10 @@ from oai_pipeline.sample_endpoint.records import (
 OAI_PATH = "/oai"
 SAMPLE_REPOSITORY_NAME = "oai-pipeline sample endpoint"
 _XML = "text/xml; charset=utf-8"
+# A deleted record's header up to its datestamp (Faults.undated_deletions drops the latter).
+_DELETED_HEADER_DATESTAMP = re.compile(
+    rb'(<header status="deleted"><identifier>[^<]*</identifier>)<datestamp>[^<]*</datestamp>'
+)
 _UNAVAILABLE_PAGE = (
     b"<html><head><title>503 Service Temporarily Unavailable</title></head><body>"
     b"<center><h1>503 Service Temporarily Unavailable</h1></center><hr><center>nginx</center>"
@@ -312,6 +317,8 @@ class OAIEndpoint:
         if response.list_page:
             self._count_list_page(faults)
         body = response.body
+        if faults.undated_deletions:
+            body = _DELETED_HEADER_DATESTAMP.sub(rb"\1", body)
         if number in faults.truncate_on:
             body = body[: len(body) * 6 // 10]
         return _Reply(response.status, body, [("Content-Type", _XML)])
