@@ -35,6 +35,7 @@ from oai_pipeline.oai.errors import (
     BadResumptionToken,
     HarvestProtocolError,
     InvalidDatestamp,
+    LoopingSource,
     MalformedResponse,
     NoRecordsMatchForToken,
     OAIError,
@@ -595,7 +596,7 @@ class OAIClient:
                         next_token = None
                         page = dataclasses.replace(page, resumption_token=None)
                     else:
-                        refusal = HarvestProtocolError(
+                        refusal = LoopingSource(
                             f"{self.base_url} ({verb}): the source repeated resumption token "
                             f"{_shorten(str(next_token))!r} after {pages_read} pages, and "
                             "the page it names adds nothing"
@@ -621,7 +622,7 @@ class OAIClient:
                     adds_nothing = not page.records or repeated
                     empty_in_a_row = empty_in_a_row + 1 if adds_nothing else 0
                     if empty_in_a_row > max_empty_pages:
-                        refusal = HarvestProtocolError(
+                        refusal = LoopingSource(
                             f"{self.base_url} ({verb}): {empty_in_a_row} pages in a row "
                             "that are empty or repeat the records of an earlier page, and "
                             "still carry a resumption token; stopping instead of looping"

@@ -60,6 +60,11 @@ class HarvestProtocolError(PipelineError):
     retries exhausted, or a page that stays unparseable after retries."""
 
 
+class LoopingSource(HarvestProtocolError):
+    """The source's list goes round (a resumption token repeated short of its end, endless
+    empty pages): asked again, it goes round again, so the run is not retried."""
+
+
 class OversizedResponse(HarvestProtocolError):
     """A response larger than the reader's bound: the same every time it is asked for, so
     it is neither retried nor taken for a resumption token the source lost."""
