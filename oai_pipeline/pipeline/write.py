@@ -226,9 +226,12 @@ def write(
                 # Written by one writer, it is not `unchanged` for another's skip.
                 if outcome.error is not None:
                     statuses[outcome.identifier] = "failed"
+                    # a failed transform is the record's error, not a writer's: counted once
+                    counted = outcome.identifier in errors and outcome.identifier in failed_before
                     errors.setdefault(outcome.identifier, outcome.error)
-                    summary.errors[outcome.error.type] += 1
-                    if len(summary.error_rows) < 100:
+                    if not counted:
+                        summary.errors[outcome.error.type] += 1
+                    if not counted and len(summary.error_rows) < 100:
                         summary.error_rows.append(
                             {"identifier": outcome.identifier, **error_columns(outcome.error)}
                         )

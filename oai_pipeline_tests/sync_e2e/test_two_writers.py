@@ -426,3 +426,16 @@ def test_a_writer_given_a_community_and_update_all_files_the_records_it_wrote_th
     assert report.actions == {"skip": 3, "update": 3}, report
     assert two.local(1, "oai:x:1")["communities"] == ["mirrored"]
     assert two.local(0, "oai:x:1")["communities"] == []
+
+
+def test_a_record_failing_its_transform_counts_once_whatever_the_writers(two: TwoTargets) -> None:
+    """A transform failure is the record's, not a writer's: with two writers, 2 unreadable
+    records were `errors: 4` in the run's report while `status` said 2 failed."""
+    for record in two.source.records[:2]:
+        record.raw_metadata = "<other xmlns='urn:not-dublin-core'/>"
+    report = two.harvest()
+    assert report.errors == 2, report
+    assert sum(report.error_types.values()) == 2
+    assert report.actions["error"] == 4  # each writer's action, as the other actions are
+    failed = two.services.state.earlier_actions(report.run_id, ["oai:x:1", "oai:x:2"])
+    assert {status for status, _ in failed.values()} == {"failed"}
