@@ -202,6 +202,18 @@ def transform_fingerprint(harvester: Harvester) -> str:
     return hashlib.sha256(encoded).hexdigest()[:16]
 
 
+def written_fingerprint(transform: str, writer: Writer) -> str:
+    """What a record a writer wrote depends on besides the record: the `transform`
+    fingerprint and the writer's options that change what it writes (a `community`). A
+    writer given one re-plans the records it wrote, and only its own. Without such options
+    it is the transform's, as what every writer remembered before they counted."""
+    options = writer.options.content_options()
+    if not options:
+        return transform
+    encoded = json.dumps([transform, options], sort_keys=True, default=str).encode()
+    return hashlib.sha256(encoded).hexdigest()[:16]
+
+
 def _package_version(name: str) -> str | None:
     try:
         return version(name)

@@ -11,7 +11,11 @@ from collections import Counter
 import polars as pl
 
 from oai_pipeline import json_codec
-from oai_pipeline.harvesters.plugins import build_writers, transform_fingerprint
+from oai_pipeline.harvesters.plugins import (
+    build_writers,
+    transform_fingerprint,
+    written_fingerprint,
+)
 from oai_pipeline.pipeline.frames import (
     DECISIONS_SCHEMA,
     SYNC_DECISIONS,
@@ -78,6 +82,10 @@ def plan(services: Services, scope: HarvestScope, options: RunOptions) -> Counte
                     dataclasses.replace(s, pid=pid_in(json_codec.loads(d) if d else None, s.pid))
                     for s, d in zip(base_sources, data, strict=True)
                 ]
+            # Compared with what this writer remembers writing: its options are in it.
+            written = written_fingerprint(fingerprint, writer)
+            if written != fingerprint:
+                sources = [dataclasses.replace(s, fingerprint=written) for s in sources]
             locals_ = writer.lookup(
                 scope.harvester_id, [SourceKey(s.identifier, s.pid) for s in sources]
             )

@@ -16,7 +16,11 @@ import polars as pl
 
 from oai_pipeline import json_codec
 from oai_pipeline.errors import PipelineError, RecordError
-from oai_pipeline.harvesters.plugins import build_writers, transform_fingerprint
+from oai_pipeline.harvesters.plugins import (
+    build_writers,
+    transform_fingerprint,
+    written_fingerprint,
+)
 from oai_pipeline.pipeline.frames import (
     SYNC_DECISIONS,
     TRANSFORMED_RECORDS,
@@ -113,7 +117,12 @@ def write(
     harvester = services.harvester(scope.harvester_id)
     writers = build_writers(harvester, services.settings)
     owners = writer_keys(harvester.writers)
-    fingerprint = transform_fingerprint(harvester)  # of the data this stage writes
+    transform = transform_fingerprint(harvester)  # of the data this stage writes
+    # what each writer remembers writing: the transform's and its options that change it
+    fingerprints = {
+        owner: written_fingerprint(transform, writer)
+        for owner, writer in zip(owners, writers, strict=True)
+    }
     run_id = planned_run_id(services.storage, scope, harvester)
     run = state.get_run(run_id)
     run_started = datetime.fromisoformat(run["created_at"]) if run is not None else None
@@ -264,7 +273,7 @@ def write(
                 for outcomes in written_outcomes.values()
                 for o in outcomes
             },
-            fingerprint,
+            fingerprints,
             {i: status for i, status in statuses.items() if i not in settled},
             errors,
             record_actions,

@@ -1256,7 +1256,7 @@ class StateStore:
         writer: WriterKey | None = None,
     ) -> None:
         """The last write of each record: local id, revision, datestamp written, errors, and
-        the `fingerprint` of the transform chain whose data was written; `writer`: whose
+        the `fingerprint` of what was written (`written_fingerprint`); `writer`: whose
         write (None: on the harvest record, of no writer named). `undone`: (run id,
         actions) of a batch of the run's undo of local changes, added to the run's in the
         same transaction (see `run_local_changes_undone`); `reidentified`: (run, actions) of
@@ -1266,7 +1266,7 @@ class StateStore:
         with self._engine.begin() as conn:
             if outcomes:
                 self._save_write_outcomes(
-                    conn, harvester_id, {writer: outcomes}, datestamps, fingerprint
+                    conn, harvester_id, {writer: outcomes}, datestamps, {writer: fingerprint}
                 )
             if reidentified and reidentified[1]:
                 run, actions = reidentified
@@ -1294,14 +1294,15 @@ class StateStore:
         harvester_id: str,
         outcomes: Mapping[WriterKey | None, list[WriteOutcome]],
         datestamps: dict[str, str],
-        fingerprint: str | None,
+        fingerprints: Mapping[WriterKey | None, str],
         statuses: dict[str, str],
         errors: dict[str, RecordError] | None = None,
         actions: dict[str, str] | None = None,
         *,
         known: set[str] | frozenset[str] = frozenset(),
     ) -> None:
-        """`save_write_outcomes` (each writer's `outcomes`, the errors of all) and
+        """`save_write_outcomes` (each writer's `outcomes` and written `fingerprints`, the
+        errors of all) and
         `set_record_status` of a written group in one transaction. Apart, a crash between
         the two left records remembered as written but `running` in the run: the resumed run
         planned them as unchanged and reported them so (`imported`, `updated` and `gone`
@@ -1312,7 +1313,7 @@ class StateStore:
         with self._engine.begin() as conn:
             if any(outcomes.values()):
                 self._save_write_outcomes(
-                    conn, harvester_id, outcomes, datestamps, fingerprint, known
+                    conn, harvester_id, outcomes, datestamps, fingerprints, known
                 )
             self._set_record_status(conn, run_id, statuses, errors or {}, actions or {})
 
@@ -1322,14 +1323,16 @@ class StateStore:
         harvester_id: str,
         outcomes: Mapping[WriterKey | None, list[WriteOutcome]],
         datestamps: dict[str, str],
-        fingerprint: str | None,
+        fingerprints: Mapping[WriterKey | None, str | None],
         known: set[str] | frozenset[str] = frozenset(),
     ) -> None:
-        """Each writer's memory of its outcomes; the errors of every writer, on the record.
-        `known`: records with a harvest record (see `_upsert_records`)."""
+        """Each writer's memory of its outcomes, with the fingerprint of what it wrote
+        (`fingerprints`: none given, the one written before stays); the errors of every
+        writer, on the record. `known`: records with a harvest record (see `_upsert_records`)."""
         now = utc_now()
         errors: dict[str, list[RecordError]] = {}
         for writer, written in outcomes.items():
+            fingerprint = fingerprints.get(writer)
             rows: dict[str, dict[str, Any]] = {}
             for outcome in written:
                 values: dict[str, Any] = {"last_written_at": now}

@@ -43,7 +43,9 @@ class SourceRecord:
     deleted: bool
     pid: str | None = None
     has_error: bool = False  # transform error: nothing can be written
-    fingerprint: str | None = None  # of the transform chain that made its data (None: any)
+    # of the transform chain that made its data and the writer's options that change what it
+    # writes (`written_fingerprint`; None: any)
+    fingerprint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,8 @@ class HarvestMemory:
     local_id: str | None
     written_revision: int | None
     deleted: bool | None = None  # the status the source gave last (None: not known)
-    written_fingerprint: str | None = None  # the chain that made what was written (None: any)
+    # the chain and writer options that made what was written (None: any)
+    written_fingerprint: str | None = None
     # the datestamp the source gave last, also when its write failed (`datestamp` is the
     # last one written)
     listed_datestamp: str | None = field(default=None, compare=False)
@@ -156,7 +159,9 @@ def decide(
             if update_all:
                 return Decision(Action.UPDATE, UPDATE_ALL_REASON)
             if memory is not None and not _same_transform(source, memory):
-                return Decision(Action.UPDATE, "transformed by another chain than written")
+                return Decision(
+                    Action.UPDATE, "another transform chain or writer options than written"
+                )
             return Decision(Action.UPDATE, "changed at the source or locally")
         # live | draft only -> draft updated and published
         if state is LocalState.DRAFT_ONLY:

@@ -41,6 +41,10 @@ class WriterOptions(BaseModel):
 
     model_config = {"extra": "forbid"}
 
+    # The options that change what the writer writes (not how, or when: `publish` reaches
+    # the records through the target's state). A plug-in's own such options extend it.
+    CONTENT_OPTIONS: ClassVar[tuple[str, ...]] = ("community", "pid_field")
+
     publish: bool = True
     direct_update: bool = False
     """Replace a published record in place instead of writing an edit draft and publishing
@@ -65,6 +69,16 @@ class WriterOptions(BaseModel):
     def _community(cls, value: str | None) -> str | None:
         # The rule `--community` and `target communities create` follow.
         return None if value is None else check_slug(value, "community slug", max_length=None)
+
+    def content_options(self) -> dict[str, Any]:
+        """Those of `CONTENT_OPTIONS` not at their default: what the writer's written
+        fingerprint holds besides the transform's (see `written_fingerprint`)."""
+        fields = type(self).model_fields
+        return {
+            name: getattr(self, name)
+            for name in self.CONTENT_OPTIONS
+            if getattr(self, name) != fields[name].get_default(call_default_factory=True)
+        }
 
     def pid_in(self, data: dict[str, Any] | None, transform_pid: str | None) -> str | None:
         """The pid this writer finds a record by: the DOI the transform named, or, for

@@ -20,6 +20,7 @@ from oai_pipeline.harvesters.plugins import (
     parse_spec,
     validate_spec,
     with_option,
+    written_fingerprint,
 )
 from oai_pipeline.transform.base import TransformItem
 from oai_pipeline_tests.harvesters import fakes
@@ -115,6 +116,34 @@ def test_build_reader_transformers_writers(settings):
     [writer] = build_writers(harvester, settings)
     assert writer.options.community == "cesnet" and writer.options.publish is True
     assert writer.settings is settings
+
+
+@pytest.mark.parametrize(
+    ("writer", "same"),
+    [
+        ("oai-service", True),
+        # options that change how or when, not what, the writer writes
+        ("oai-service{publish: false, update_all: true}", True),
+        ("oai-service{pid_field: 'pids.doi'}", True),  # the default, given
+        ("oai-service{community: 'cesnet'}", False),
+        ("oai-service{pid_field: 'pids.urn'}", False),
+    ],
+)
+def test_a_writers_written_fingerprint_holds_the_options_that_change_what_it_writes(
+    settings, writer: str, same: bool
+):
+    """Without such options it is the transform's: records written before the writer's
+    options counted are not all written again after the upgrade."""
+    [built] = build_writers(_harvester(writers=[writer]), settings)
+    assert (written_fingerprint("0123456789abcdef", built) == "0123456789abcdef") is same
+
+
+def test_writers_given_other_communities_have_other_written_fingerprints(settings):
+    built = build_writers(
+        _harvester(writers=["oai-service{community: 'a'}", "oai-service{community: 'b'}"]),
+        settings,
+    )
+    assert len({written_fingerprint("0123456789abcdef", w) for w in built}) == 2
 
 
 def test_custom_transformer_declared_as_entry_point_runs(monkeypatch):

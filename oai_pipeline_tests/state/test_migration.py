@@ -355,7 +355,7 @@ def test_a_version_20_database_keeps_the_action_of_each_written_record(store_url
             "h",
             {None: [outcome]},
             {},
-            None,
+            {},
             {"oai:x:2": "updated"},
             None,
             {"oai:x:2": "restore"},

@@ -56,6 +56,9 @@ class Harness:
     def set_writer(self, writer: str) -> None:
         self._update_harvester(writers=[writer])
 
+    def set_batch_size(self, size: int) -> None:
+        self._update_harvester(batch_size=size)
+
     def set_transformer(self, transformer: str) -> None:
         self._update_harvester(transformers=[transformer])
 

@@ -71,6 +71,43 @@ def test_transformer_communities_are_added_and_never_removed(harness: Harness) -
     assert local["default_community"] == "first"
 
 
+def last_writes(harness: Harness) -> dict[str, str]:
+    """When the harvest last wrote each record (a skip writes nothing)."""
+    return {i: harness.harvest_record(i)["last_written_at"] for i in harness.identifiers()}
+
+
+def test_a_community_given_to_the_writer_later_reaches_the_records_already_written(
+    harness: Harness,
+) -> None:
+    """The next harvest files every record already written in the writer's new community,
+    unchanged at the source and without `update_all`; the harvest after skips them. Before,
+    they were skipped until `update_all`."""
+    harness.register()
+    harness.harvest()
+    harness.repository.create_community("later")
+    harness.set_writer('oai-service{model:"rdm", community:"later"}')
+    harness.harvest()
+    for identifier in harness.identifiers():
+        assert "later" in harness.local(identifier)["communities"], identifier
+    written = last_writes(harness)
+    harness.harvest()
+    assert last_writes(harness) == written
+
+
+def test_a_writer_option_that_changes_nothing_written_rewrites_nothing(
+    harness: Harness,
+) -> None:
+    """`direct_update` and the harvester's batch size change how records are written, not
+    what: the harvest after the change skips every record."""
+    harness.register()
+    harness.harvest()
+    written = last_writes(harness)
+    harness.set_writer('oai-service{model:"rdm", direct_update:true}')
+    harness.set_batch_size(1)
+    harness.harvest()
+    assert last_writes(harness) == written
+
+
 def test_a_missing_community_means_not_written_with_the_error_stored(harness: Harness) -> None:
     harness.register(writer='oai-service{model:"rdm", community:"nowhere"}')
 

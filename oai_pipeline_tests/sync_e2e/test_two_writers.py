@@ -216,10 +216,9 @@ def test_a_record_failing_in_one_writer_only_fails_its_run_and_keeps_the_other_w
     """DESIGN.md: a writer rejection is an error on the harvest record, and the harvest goes
     on; a record fails when any writer failed it. Each writer's target is its own: the other
     writer's write is kept, and the record is written again (both writers) until both take it."""
+    only_the_first_target_has_the_community_of_set_special(two)
     two.harvest()
-    fail_in_the_mirror(two)
-    source = two.source.records[0]
-    source.raw_metadata, source.datestamp = dc("New", "10.5072/1"), "2024-03-01T11:00:00Z"
+    move_into_special(two, "New")
     report = two.harvest()
     assert report.errors == 1 and report.error_types == {"missing_community": 1}
     statuses = two.services.state.earlier_actions(report.run_id, ["oai:x:1"])
@@ -359,10 +358,22 @@ def test_a_run_killed_between_the_writers_writes_only_what_the_second_lacks(
     assert two.harvest().actions == {"skip": 6}
 
 
-def fail_in_the_mirror(two: TwoTargets) -> None:
-    """The mirror writer now files records under a community its target lacks: each record
-    it writes fails (`missing_community`), the first target takes it."""
-    set_mirror_options(two, 'community:"nowhere"')
+def only_the_first_target_has_the_community_of_set_special(two: TwoTargets) -> None:
+    """The transform files records of set `special` under a community the first target has
+    and the mirror lacks: a record moved into the set (`move_into_special`) fails in the
+    mirror (`missing_community`), the first target takes it. Set before the first harvest:
+    a writer's or transformer's option changed later re-plans every record."""
+    two.targets[0].create_community("first-only")
+    harvester = two.services.harvester("sample")
+    chain = ['oai-import{model:"rdm", set_communities:{special: "first-only"}}']
+    two.services.state.save_harvester(harvester.model_copy(update={"transformers": chain}))
+
+
+def move_into_special(two: TwoTargets, title: str) -> None:
+    """The source changes its first record and moves it into set `special`."""
+    source = two.source.records[0]
+    source.raw_metadata, source.datestamp = dc(title, "10.5072/1"), "2024-03-01T11:00:00Z"
+    source.sets = ["special"]
 
 
 def set_mirror_options(two: TwoTargets, options: str = "") -> None:
@@ -382,10 +393,9 @@ def test_a_resumed_run_reports_a_record_one_writer_failed_as_an_uninterrupted_on
     the failure as failed earlier, one each, as the uninterrupted run counts one update and
     one error. Before, the run record kept `error` for both writers: the rerun counted the
     record failed earlier twice and the first writer's update not at all."""
+    only_the_first_target_has_the_community_of_set_special(two)
     two.harvest()
-    fail_in_the_mirror(two)
-    source = two.source.records[0]
-    source.raw_metadata, source.datestamp = dc("New", "10.5072/1"), "2024-03-01T11:00:00Z"
+    move_into_special(two, "New")
     if killed:
         with monkeypatch.context() as patch:
             raise_on_call(patch, write_module, "take_over_freed_pids", 1, RuntimeError("killed"))
@@ -413,19 +423,34 @@ def test_a_writer_made_to_publish_publishes_the_drafts_it_left_the_other_skips(
     assert [two.local(t, "oai:x:1")["state"] for t in (0, 1)] == ["live"] * 2
 
 
-def test_a_writer_given_a_community_and_update_all_files_the_records_it_wrote_there(
+def test_a_writer_given_a_community_files_the_records_it_wrote_there_the_other_skips(
     two: TwoTargets,
 ) -> None:
-    """A writer's `community` is not in what its memory compares (the transform's
-    fingerprint): records already written reach it when a harvest rewrites them, as with the
-    writer's `update_all`; the other writer skips them."""
+    """A writer's `community` changes what it writes, so it is in that writer's written
+    fingerprint: the next harvest files the records it wrote there, unchanged at the source,
+    without `update_all`, and the other writer skips them. Before, its memory compared the
+    transform's fingerprint alone: the records were skipped until `update_all`."""
     two.harvest()
     two.targets[1].create_community("mirrored")
-    set_mirror_options(two, 'community:"mirrored", update_all:true')
+    set_mirror_options(two, 'community:"mirrored"')
     report = two.harvest()
-    assert report.actions == {"skip": 3, "update": 3}, report
+    # Its data as written: filed without a new revision (`nothing`), but not skipped.
+    assert report.actions == {"skip": 3, "nothing": 3}, report
     assert two.local(1, "oai:x:1")["communities"] == ["mirrored"]
     assert two.local(0, "oai:x:1")["communities"] == []
+    assert two.harvest().actions == {"skip": 6}
+
+
+@pytest.mark.parametrize("options", ["direct_update:true", "update_all:false"])
+def test_a_writer_option_that_changes_nothing_written_replans_nothing(
+    two: TwoTargets, options: str
+) -> None:
+    """Options that change how, not what, a writer writes leave its written fingerprint as
+    it was: every record is skipped in both targets."""
+    two.harvest()
+    set_mirror_options(two, options)
+    assert two.harvest().actions == {"skip": 6}
+    assert [two.local(t, "oai:x:1")["revision"] for t in (0, 1)] == [1, 1]
 
 
 def test_a_record_failing_its_transform_counts_once_whatever_the_writers(two: TwoTargets) -> None:
