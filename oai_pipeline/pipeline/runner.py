@@ -81,10 +81,12 @@ def summarise(
     catch_up: dict[str, int] | None = None,
     reidentified: Counter[str] | None = None,
     earlier: Counter[str] | None = None,
+    failed_earlier: int | None = None,
 ) -> HarvestReport:
     """`actions`: this attempt's, with the records earlier attempts wrote `already_written`;
     `earlier`: what those attempts did to them, by action (WriteSummary.earlier), counted
-    in the run's totals instead."""
+    in the run's totals instead. `failed_earlier`: the failures among the records earlier
+    attempts failed (WriteSummary.failed_earlier; None: one per `failed_before`)."""
     written_earlier = actions[ALREADY_WRITTEN]
     if earlier is not None:
         actions = all_attempts(actions, earlier)
@@ -109,7 +111,7 @@ def summarise(
         local_changes_undone_actions=dict(undone or {}),
         reidentified=dict(reidentified or {}),
         written_earlier=written_earlier,
-        failed_earlier=actions[FAILED_BEFORE],
+        failed_earlier=actions[FAILED_BEFORE] if failed_earlier is None else failed_earlier,
         notices=list(notices or []),
         unknown_identifiers=list(unknown or []),
         **{name: int((catch_up or {}).get(name, 0)) for name in CATCH_UP_COUNTERS},
@@ -152,4 +154,5 @@ def run_harvest(
         discovery.counters,
         written.reidentified,
         written.earlier,
+        written.failed_earlier,
     )

@@ -96,6 +96,9 @@ class WriteSummary:
     # what the earlier attempts of a resumed run did to the records this one found written
     # (counted `already_written` in `actions`), by action
     earlier: Counter[str] = field(default_factory=Counter)
+    # of the records an earlier attempt failed (`failed_before` in `actions`, one per writer),
+    # how many failures: a failed transform is the record's, once, as in `errors`
+    failed_earlier: int = 0
 
 
 def all_attempts(actions: Counter[str], earlier: Counter[str]) -> Counter[str]:
@@ -286,6 +289,7 @@ def write(
             if done_earlier.height
             else {}
         )
+        untransformed: set[str] = set()  # failed their transform: one failure each
         for row in done_earlier.iter_rows(named=True):
             status, action = earlier.get(row["identifier"], ("", None))
             action = _writer_action(action, row["writer"])
@@ -293,6 +297,12 @@ def write(
             if label == FAILED_BEFORE and action not in (None, Action.ERROR.value):
                 label = ALREADY_WRITTEN  # another writer failed the record; this one wrote it
             summary.actions[label] += 1
+            if label == FAILED_BEFORE and (
+                row["action"] != Action.ERROR.value or row["identifier"] not in untransformed
+            ):
+                summary.failed_earlier += 1
+                if row["action"] == Action.ERROR.value:
+                    untransformed.add(row["identifier"])
             if label == ALREADY_WRITTEN:
                 summary.earlier[action or _ACTION_OF_STATUS.get(status, ALREADY_WRITTEN)] += 1
             rows.append(_not_written(row, label))
