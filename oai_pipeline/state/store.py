@@ -1226,22 +1226,22 @@ class StateStore:
                 assert writer is not None
                 # The first writer's is on the harvest record, unless another writer was
                 # first when it was written (writers reordered): then, as the others', here.
+                # (a part of this chunk: no chunks of its own)
                 wanted = [i for i in listed if not (writer.first and i in memories)]
-                for chunk_of_wanted in _chunks(wanted):
-                    for row in conn.execute(
-                        sa.select(wm).where(
-                            wm.c.harvester_id == harvester_id,
-                            wm.c.writer == writer.name,
-                            wm.c.identifier.in_(chunk_of_wanted),
-                        )
+                for row in conn.execute(
+                    sa.select(wm).where(
+                        wm.c.harvester_id == harvester_id,
+                        wm.c.writer == writer.name,
+                        wm.c.identifier.in_(wanted),
+                    )
+                ):
+                    known = memories.get(row.identifier)
+                    if known is None or known.written_at < datetime.fromisoformat(
+                        row.last_written_at
                     ):
-                        known = memories.get(row.identifier)
-                        if known is None or known.written_at < datetime.fromisoformat(
-                            row.last_written_at
-                        ):
-                            memories[row.identifier] = _memory(
-                                row, listed[row.identifier], row.identifier in failed
-                            )
+                        memories[row.identifier] = _memory(
+                            row, listed[row.identifier], row.identifier in failed
+                        )
         return memories
 
     def save_write_outcomes(
