@@ -2145,6 +2145,7 @@ class StateStore:
         duplicates = len(records) - len(unique)
         now = utc_now()
         with self._engine.begin() as conn:
+            unique = self._deletions_dated_as_stored(conn, harvester_id, unique)
             already: dict[str, tuple[str, bool]] = {}
             rr, hr = run_records, harvest_records
             for chunk in _chunks(list(unique)):
@@ -2249,6 +2250,30 @@ class StateStore:
                     )
                 )
         return StagedPage(len(new), duplicates, len(newer))
+
+    def _deletions_dated_as_stored(
+        self, conn: Connection, harvester_id: str, records: dict[str, HarvestedRecord]
+    ) -> dict[str, HarvestedRecord]:
+        """Deletions without a datestamp of their own (dated by their page's responseDate,
+        see pages._date_deletions) of records stored as deleted already keep the stored
+        date: the source said nothing new. Dated anew, a redone page (a resumed run, its
+        catch-up list) and every later harvest listing the tombstone made the same deletion
+        a newer copy, planned and written again."""
+        undated = [i for i, r in records.items() if r.undated_deletion]
+        hr = harvest_records
+        for chunk in _chunks(undated):
+            for row in conn.execute(
+                sa.select(hr.c.identifier, hr.c.datestamp).where(
+                    hr.c.harvester_id == harvester_id,
+                    hr.c.identifier.in_(chunk),
+                    hr.c.deleted,
+                    hr.c.datestamp != "",
+                )
+            ):
+                records[row.identifier] = dataclasses.replace(
+                    records[row.identifier], datestamp=row.datestamp
+                )
+        return records
 
     def in_run(self, run_id: int, identifiers: Sequence[str]) -> set[str]:
         """Which of these records the run has staged."""

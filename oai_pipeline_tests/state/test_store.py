@@ -934,3 +934,32 @@ def test_a_claim_of_many_records_is_one_transaction(store):
     finally:
         sa.event.remove(store._engine, "commit", count)
     assert store.claim(run_id, identifiers=every) == []  # all running now
+
+
+def _undated_deletion(n: int, response_date: str) -> HarvestedRecord:
+    """A deleted header without a datestamp, dated by its page's responseDate (as
+    pages._date_deletions dates Zenodo's tombstones)."""
+    return dataclasses.replace(
+        record(n, deleted=True), datestamp=response_date, undated_deletion=True
+    )
+
+
+def test_an_undated_deletion_listed_again_keeps_its_first_date(store):
+    """A page redone within a run (a resumed run, the catch-up list) has a later responseDate:
+    the same deletion, without a date of its own, is no newer copy (before, it was staged
+    again as one and planned again); nor is it in the next run of the harvester."""
+    run_id = new_run(store)
+    store.stage(run_id, "h", [_undated_deletion(1, "2024-03-01T10:00:00Z"), record(2)])
+    redone = [_undated_deletion(1, "2024-03-01T10:05:00Z"), record(2)]
+    assert store.stage(run_id, "h", redone, listed_at="2024-03-01T10:05:00Z") == (0, 2, 0)
+    assert store.get_record("oai:x:1", "h")["datestamp"] == "2024-03-01T10:00:00Z"
+
+    later = new_run(store)
+    store.stage(later, "h", [_undated_deletion(1, "2024-03-09T08:00:00Z")])
+    assert store.get_record("oai:x:1", "h")["datestamp"] == "2024-03-01T10:00:00Z"
+    assert [r.datestamp for r in store.iter_staged(later)] == ["2024-03-01T10:00:00Z"]
+
+    # live again, then deleted again without a date: a new deletion, dated anew
+    store.stage(new_run(store), "h", [record(1, day=20)])
+    store.stage(new_run(store), "h", [_undated_deletion(1, "2024-03-21T08:00:00Z")])
+    assert store.get_record("oai:x:1", "h")["datestamp"] == "2024-03-21T08:00:00Z"

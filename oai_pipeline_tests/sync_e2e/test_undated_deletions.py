@@ -40,3 +40,24 @@ def test_a_deletion_without_a_datestamp_is_applied_once_and_a_restore_follows(
     harness.endpoint.upsert(restored)
     harness.harvest()
     assert harness.local(identifier)["state"] == "live"
+
+
+def test_an_applied_undated_deletion_listed_again_is_not_planned_again(harness: Harness) -> None:
+    """Each harvest lists the tombstone again with its own responseDate: the deletion it
+    applied stays applied, skipped as unchanged, not planned again (`nothing`)."""
+    harness.register()
+    harness.harvest()
+    identifier = harness.identifiers()[0]
+    harness.endpoint.faults = Faults(undated_deletions=True)
+    harness.delete_at_source(identifier, at(11))
+    harness.harvest()
+    dated = harness.harvest_record(identifier)["datestamp"]
+    tombstone = harness.local(identifier)
+
+    for _ in range(2):
+        again = harness.harvest()
+        planned = run_totals(again, "sync_decisions")
+        assert "run_action_nothing" not in planned and "run_action_delete" not in planned
+        assert planned["run_action_skip"].value == len(harness.identifiers())
+        assert harness.local(identifier) == tombstone
+        assert harness.harvest_record(identifier)["datestamp"] == dated
