@@ -2220,17 +2220,19 @@ class StateStore:
                 )
             if new or newer:
                 # the newest datestamp the run staged (`status`): a newer copy of a record it
-                # had (a resumed run's catch-up list) counts too
-                newest = max(r.datestamp for r in (*new, *newer))
+                # had (a resumed run's catch-up list) counts too; a responseDate that dated a
+                # deletion without a datestamp does not (the source dated no record then)
+                dated = [r.datestamp for r in (*new, *newer) if not r.undated_deletion]
                 last = harvest_runs.c.last_datestamp
+                newest = max(dated) if dated else None
                 conn.execute(
                     harvest_runs.update()
                     .where(harvest_runs.c.id == run_id)
                     .values(
                         staged=harvest_runs.c.staged + len(new),
-                        last_datestamp=sa.case(
-                            (sa.or_(last.is_(None), last < newest), newest), else_=last
-                        ),
+                        last_datestamp=last
+                        if newest is None
+                        else sa.case((sa.or_(last.is_(None), last < newest), newest), else_=last),
                         updated_at=now,
                     )
                 )

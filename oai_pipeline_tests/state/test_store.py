@@ -963,3 +963,14 @@ def test_an_undated_deletion_listed_again_keeps_its_first_date(store):
     store.stage(new_run(store), "h", [record(1, day=20)])
     store.stage(new_run(store), "h", [_undated_deletion(1, "2024-03-21T08:00:00Z")])
     assert store.get_record("oai:x:1", "h")["datestamp"] == "2024-03-21T08:00:00Z"
+
+
+def test_the_runs_last_datestamp_is_the_sources_not_an_undated_deletions(store):
+    """`status` shows the newest datestamp the run staged: a responseDate that dated a deletion
+    without a datestamp is no date the source gave a record."""
+    run_id = new_run(store)
+    store.stage(run_id, "h", [record(1, day=5), _undated_deletion(2, "2024-03-01T10:00:00Z")])
+    assert store.get_run(run_id)["last_datestamp"] == "2024-01-05"
+    only_undated = new_run(store)
+    store.stage(only_undated, "h", [_undated_deletion(3, "2024-03-01T10:00:00Z")])
+    assert store.get_run(only_undated)["last_datestamp"] is None
