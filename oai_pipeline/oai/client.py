@@ -22,6 +22,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Literal, NoReturn
 from urllib.parse import unquote, unquote_plus
 
@@ -921,7 +922,8 @@ class OAIClient:
             return None
         return (
             f"{self.base_url}: {count} deleted record(s) without a datestamp in their header "
-            "(a source's tombstones): dated by the response's responseDate and applied"
+            "(a source's tombstones): dated by the response's responseDate (without one, by "
+            "when it was asked for) and applied"
         )
 
     def _notice(self, message: str) -> None:
@@ -1077,6 +1079,9 @@ class OAIClient:
             # an answer to another request (a page of another list, another item's record)
             another_answer: ParsedResponse | None = None
             web_page = False  # the answer was an HTML page
+            # the request's own time: dates a deletion without a datestamp in a response
+            # without a responseDate (see pages._date_deletions)
+            asked_at = format_datestamp(datetime.now(UTC), "seconds")
             try:
                 status, headers, body = self._send(params)
             except (httpx.TooManyRedirects, httpx.UnsupportedProtocol) as exc:
@@ -1115,7 +1120,11 @@ class OAIClient:
                 else:
                     try:
                         parsed = parse_response(
-                            body, verb, _charset(headers), self.max_response_bytes
+                            body,
+                            verb,
+                            _charset(headers),
+                            self.max_response_bytes,
+                            asked_at=asked_at,
                         )
                     except ForeignNamespace as exc:  # the same at every try
                         raise MalformedResponse(f"{self.base_url} ({verb}): {exc}") from exc

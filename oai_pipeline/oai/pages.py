@@ -113,25 +113,34 @@ def _int_or_none(value: str | None) -> int | None:
 
 
 def parse_response(
-    body: bytes, verb: Verb, charset: str | None = None, max_bytes: int | None = None
+    body: bytes,
+    verb: Verb,
+    charset: str | None = None,
+    max_bytes: int | None = None,
+    *,
+    asked_at: str = "",
 ) -> ParsedResponse:
     """Clean, parse strictly once, and read the response to ``verb`` (``charset``: the HTTP
-    Content-Type's, if any; ``max_bytes``: the largest document parsed whole)."""
-    return _date_deletions(_parse(body, verb, charset, max_bytes))
+    Content-Type's, if any; ``max_bytes``: the largest document parsed whole; ``asked_at``:
+    when the request was sent, `YYYY-MM-DDThh:mm:ssZ`, see _date_deletions)."""
+    return _date_deletions(_parse(body, verb, charset, max_bytes), asked_at)
 
 
-def _date_deletions(parsed: ParsedResponse) -> ParsedResponse:
+def _date_deletions(parsed: ParsedResponse, asked_at: str = "") -> ParsedResponse:
     """A deleted header without a datestamp (Zenodo's tombstones) is dated by the response's
     responseDate: a deletion needs no datestamp to be applied, and taken for an error, the
-    source's deletion never was. Without a responseDate either, it stays MissingDatestamp,
-    as a live record without one does (its datestamp decides when it changed)."""
+    source's deletion never was. A response without a responseDate dates it by when it was
+    asked for (`asked_at`: the deletion was there by the answer); without that either, it
+    stays MissingDatestamp, as a live record without one does (its datestamp decides when
+    it changed)."""
+    dated_by = parsed.response_date or asked_at
     for record in parsed.records:
         if not record.deleted or record.datestamp:
             continue
         if record.error is not None and record.error.type != "MissingDatestamp":
             continue
-        if parsed.response_date:
-            record.datestamp, record.undated_deletion = parsed.response_date, True
+        if dated_by:
+            record.datestamp, record.undated_deletion = dated_by, True
             record.error = None
         elif record.error is None:
             record.error = _missing_datestamp()
