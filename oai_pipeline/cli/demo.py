@@ -63,7 +63,7 @@ def demo(as_json: bool) -> None:
     from oai_pipeline.defs.instance_storage import (
         STORAGE_FAILED,
         dagster_storage_errors,
-        refuse_a_held_index,
+        refuse_held_storage,
     )
     from oai_pipeline.defs.launch import dagster_instance, materialize_windows, window_range
     from oai_pipeline.defs.partitions import window_partitions
@@ -73,11 +73,11 @@ def demo(as_json: bool) -> None:
     from oai_pipeline.pipeline.services import Services
     from oai_pipeline.sample_endpoint.records import SAMPLE_LAST_DAY
 
-    # The instance first: one that does not open (a read-only DAGSTER_HOME), or whose index
-    # another process holds, fails the demo before it registers the harvester or serves the
+    # The instance first: one that does not open (a read-only DAGSTER_HOME), or whose runs.db
+    # or index another process holds, fails the demo before it registers the harvester or serves the
     # endpoint.
     with dagster_instance() as instance:
-        refuse_a_held_index(instance)
+        refuse_held_storage(instance)
         with sample_endpoint() as base_url:
             with Services(load_settings()) as services:
                 HarvesterRegistry(services.state).upsert(

@@ -78,15 +78,23 @@ def _refusal(error: BaseException) -> str:
 def _ensure_partition(harvester_id: str) -> None:
     """The harvester's partition on the instance under DAGSTER_HOME (the one `./run.sh dev`
     serves): registered a moment ago, it may not be there until the registry sensor's next
-    tick, and a run for it would be stored, then never start."""
-    from oai_pipeline.defs.instance_storage import STORAGE_FAILED, dagster_storage_errors
+    tick, and a run for it would be stored, then never start. A runs.db or index another
+    process holds a write on is refused at once (`refuse_held_storage`): the webserver
+    waited 30 s to store the run, and the CLI said only that it was refused."""
+    from oai_pipeline.defs.instance_storage import (
+        STORAGE_FAILED,
+        dagster_storage_errors,
+        refuse_held_storage,
+    )
     from oai_pipeline.defs.launch import dagster_instance
     from oai_pipeline.defs.partitions import ensure_harvester_partitions
     from oai_pipeline.settings import ensure_dagster_home
 
     ensure_dagster_home()
-    with dagster_instance() as instance, dagster_storage_errors(STORAGE_FAILED):
-        ensure_harvester_partitions(instance, [harvester_id])
+    with dagster_instance() as instance:
+        refuse_held_storage(instance)
+        with dagster_storage_errors(STORAGE_FAILED):
+            ensure_harvester_partitions(instance, [harvester_id])
 
 
 def _webserver_url() -> ParseResult:

@@ -20,6 +20,8 @@ import dagster as dg
 import sqlalchemy as sa
 from dagster._core.storage.event_log import SqliteEventLogStorage
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
+from dagster._core.storage.runs import SqliteRunStorage
+from sqlalchemy.engine import make_url
 
 from oai_pipeline.errors import PipelineError, database_error_text
 from oai_pipeline.sqlite_tuning import refused_write_text
@@ -33,8 +35,8 @@ STORAGE_FAILED = "the Dagster instance's database failed"
 # `doing` of a database another process holds when a run is to be launched here.
 LAUNCH_REFUSED = "cannot launch a run on the Dagster instance"
 
-# How long a launch waits for another process's write on the instance's index: a daemon's
-# or a run's takes milliseconds (Dagster's own wait is 30 s).
+# How long a launch waits for another process's write on the instance's runs.db or index: a
+# daemon's or a run's takes milliseconds (Dagster's own wait is 30 s).
 LOCK_WAIT_SECONDS = 2.0
 
 
@@ -100,19 +102,40 @@ def dagster_storage_errors(doing: str) -> Iterator[None]:
         raise DagsterStorageError(text) from None
 
 
-def refuse_a_held_index(instance: dg.DagsterInstance) -> None:
-    """Before a run is launched in this process: an instance whose SQLite index another
-    process holds a write on made the run wait a minute (Dagster's busy timeout, for its
-    first events and again one by one), print SQLAlchemy's statement, fail, and stay
+def refuse_held_storage(instance: dg.DagsterInstance) -> None:
+    """Before a run is launched (in this process, or handed to the webserver): an instance
+    whose SQLite runs.db (where the run is stored first) or index (where its events go)
+    another process holds a write on made the run wait for Dagster's busy timeout (30 s,
+    then again for its events one by one), print SQLAlchemy's statement, fail, and stay
     NOT_STARTED for good. Refused at once instead, naming the file."""
-    storage = instance.event_log_storage
-    if not isinstance(storage, SqliteEventLogStorage):
-        return  # PostgreSQL: a writer does not hold the others back
-    index = Path(storage.path_for_shard(INDEX_SHARD_NAME))
+    for database in _sqlite_files(instance):
+        _refuse_if_held(database)
+
+
+def _sqlite_files(instance: dg.DagsterInstance) -> list[Path]:
+    """The instance's runs.db and index.db that are SQLite (PostgreSQL: a writer does not
+    hold the others back)."""
+    files = []
+    runs = instance.run_storage
+    database = make_url(runs._conn_string).database if isinstance(runs, SqliteRunStorage) else None
+    if database:
+        files.append(Path(database).absolute())
+    events = instance.event_log_storage
+    if isinstance(events, SqliteEventLogStorage):
+        files.append(Path(events.path_for_shard(INDEX_SHARD_NAME)))
+    return files
+
+
+def _refuse_if_held(database: Path) -> None:
+    """A DagsterStorageError naming `database` if another process holds a write on it
+    for longer than LOCK_WAIT_SECONDS."""
     try:
         # mode=rw: a missing file is Dagster's to create, not this probe's
         probe = sqlite3.connect(
-            f"{index.as_uri()}?mode=rw", uri=True, timeout=LOCK_WAIT_SECONDS, isolation_level=None
+            f"{database.as_uri()}?mode=rw",
+            uri=True,
+            timeout=LOCK_WAIT_SECONDS,
+            isolation_level=None,
         )
     except sqlite3.Error:
         return  # not opened here: Dagster's own opening says why
@@ -122,8 +145,8 @@ def refuse_a_held_index(instance: dg.DagsterInstance) -> None:
     except sqlite3.OperationalError as error:
         if not str(error).startswith("database is locked"):
             return  # a full disk, damage: Dagster's own error (`dagster_storage_errors`)
-        text = f"{LAUNCH_REFUSED} in {dagster_home_text()}: {storage_failure_text(error, index)}"
-        raise DagsterStorageError(text) from None
+        reason = storage_failure_text(error, database)
+        raise DagsterStorageError(f"{LAUNCH_REFUSED} in {dagster_home_text()}: {reason}") from None
     finally:
         probe.close()
 

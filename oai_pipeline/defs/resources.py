@@ -39,6 +39,13 @@ class PipelineResource(dg.ConfigurableResource):
         description="Folder or fsspec URL of the four assets' Parquet partitions (default "
         "OAI_PIPELINE_STORAGE_URL, else storage/ in the data folder).",
     )
+    tick_lock_wait_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="How long a sensor's write to the state store waits for another writer "
+        "(a harvest's transaction) before the tick leaves it to the next tick; a harvest "
+        "waits 60 s.",
+    )
 
     def settings(self) -> Settings:
         env: dict[str, str] = {}
@@ -54,6 +61,11 @@ class PipelineResource(dg.ConfigurableResource):
 
     def services(self) -> Services:
         return Services(self.settings())
+
+    def tick_services(self) -> Services:
+        """The services for a sensor's tick: its writes wait `tick_lock_wait_seconds` for a
+        harvest's transaction, not a minute of Dagster's daemon thread."""
+        return Services(self.settings(), state_lock_wait=self.tick_lock_wait_seconds)
 
 
 # An enum, so the launchpad offers the scales by name.

@@ -20,6 +20,7 @@ from oai_pipeline.defs.registration import load_data_folder_fixture
 from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.errors import ConfigurationError, PipelineError, database_error_text
 from oai_pipeline.pipeline.services import Services
+from oai_pipeline.sqlite_tuning import is_lock_timeout
 
 # The metadata entry of a step's failure over several harvesters holding each one's own error
 # (harvester id -> its error): the failure sensor gives each harvest run its own.
@@ -81,14 +82,24 @@ def cancel_queued_runs(instance: dg.DagsterInstance, deleted: set[str]) -> list[
 def harvester_registry_sensor(
     context: dg.SensorEvaluationContext, pipeline: PipelineResource
 ) -> dg.SensorResult:
-    with pipeline.services() as services:
+    waiting: str | None = None  # why the data folder's file waits for the next tick
+    with pipeline.tick_services() as services:
         try:
             load_data_folder_fixture(services)  # a file changed since: no code reload needed
         except ConfigurationError as error:
             fixture_error: ConfigurationError | None = error
+        except sa.exc.DBAPIError as error:
+            if not is_lock_timeout(error):
+                raise
+            fixture_error = None
+            waiting = (
+                f"{services.settings.fixture_file.name} not applied this tick: "
+                f"{busy_state_store(error)}; the next tick applies it"
+            )
+            context.log.warning(waiting)
         else:
             fixture_error = None
-        registered = {h.id for h in services.state.list_harvesters()}
+        registered = {h.id for h in services.state.list_harvesters()}  # waits for no writer
     existing = set(context.instance.get_dynamic_partitions(HARVESTER))
     if warning := partition_budget_warning(len(registered), window_partitions.get_num_partitions()):
         context.log.warning(warning)
@@ -102,7 +113,9 @@ def harvester_registry_sensor(
         context.log.error(message)
     return dg.SensorResult(
         dynamic_partitions_requests=requests,
-        skip_reason=None if requests else "harvester partitions already match the registry",
+        skip_reason=None
+        if requests
+        else "; ".join(filter(None, ["harvester partitions already match the registry", waiting])),
     )
 
 
@@ -118,6 +131,11 @@ class RecordedNextTick(dg.DagsterError):
     run again (recording it twice changes nothing: a finished harvest run stays so)."""
 
 
+def busy_state_store(error: sa.exc.DBAPIError) -> str:
+    """A tick's write that gave up waiting for a harvest's transaction, in one line."""
+    return f"the state database is busy: {database_error_text(error.orig or error)}"
+
+
 @contextmanager
 def recorded_next_tick(dagster_run_id: str) -> Iterator[None]:
     """While a run status sensor records `dagster_run_id`'s end: a database failing is a
@@ -125,7 +143,10 @@ def recorded_next_tick(dagster_run_id: str) -> Iterator[None]:
     try:
         yield
     except sa.exc.DBAPIError as error:  # the state store's: Dagster's is a PipelineError
-        reason = f"the state database failed: {database_error_text(error.orig or error)}"
+        if is_lock_timeout(error):
+            reason = busy_state_store(error)
+        else:
+            reason = f"the state database failed: {database_error_text(error.orig or error)}"
     except PipelineError as error:  # the store not opened, or Dagster's storage failing
         reason = str(error).splitlines()[0]
     else:
@@ -147,7 +168,7 @@ def finish_harvest_runs(
     still works on (a range run whose windows a later run wrote part of: it goes on with
     the others), with `message` (or the one it gives for a run's harvester); returns their
     ids."""
-    with recorded_next_tick(dagster_run_id), pipeline.services() as services:
+    with recorded_next_tick(dagster_run_id), pipeline.tick_services() as services:
         runs = services.state.runs_of_dagster_run(dagster_run_id)
 
         def outcome(run: dict, _ended: dict[str, dg.DagsterRunStatus]) -> Outcome:
@@ -161,13 +182,17 @@ def fail_orphaned_harvest_runs(
     instance: dg.DagsterInstance,
     harvest_run_ids: list[int],
     ending: str,
+    *,
+    in_tick: bool = False,
 ) -> list[int]:
     """Finish the harvest runs `ending` (a Dagster run as it ends) wrote part of and left
     `running`, when the Dagster run that was to write the rest failed or was canceled and
     no other Dagster run works on them: the failure sensor finished them before `ending`
     took them on, and nothing will finish them again. (One that is still to fail, killed
-    and not yet found dead, is left to the failure sensor.) Returns their ids."""
-    with pipeline.services() as services:
+    and not yet found dead, is left to the failure sensor.) `in_tick`: called by a sensor,
+    whose writes wait less for a harvest's (`PipelineResource.tick_services`). Returns
+    their ids."""
+    with (pipeline.tick_services if in_tick else pipeline.services)() as services:
         runs = services.state.running_dagster_runs(harvest_run_ids)
 
         def outcome(run: dict, ended: dict[str, dg.DagsterRunStatus]) -> Outcome | None:
@@ -287,9 +312,11 @@ def harvest_success_sensor(context: dg.RunStatusSensorContext, pipeline: Pipelin
     some windows again) does not reach it, and took on the harvest run all the same."""
     dagster_run_id = context.dagster_run.run_id
     with recorded_next_tick(dagster_run_id):
-        with pipeline.services() as services:
+        with pipeline.tick_services() as services:
             worked_on = [r["id"] for r in services.state.runs_of_dagster_run(dagster_run_id)]
-        fail_orphaned_harvest_runs(pipeline, context.instance, worked_on, dagster_run_id)
+        fail_orphaned_harvest_runs(
+            pipeline, context.instance, worked_on, dagster_run_id, in_tick=True
+        )
 
 
 # Downstream assets follow upstream materialisations of any window (declarative automation).

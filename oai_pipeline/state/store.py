@@ -49,6 +49,7 @@ from oai_pipeline.oai.types import (
 from oai_pipeline.oai.windows import read_datestamp
 from oai_pipeline.schema_guard import refuse_writes_after_a_migration
 from oai_pipeline.sqlite_tuning import (
+    explain_lock_timeouts,
     explain_refused_writes,
     read_only_connector,
     release_lock_on_interrupt,
@@ -117,6 +118,9 @@ MAX_NOTICE_LENGTH = 1000
 NOTICES_LEFT_OUT = "(more notices than a run keeps: the others are in the harvest's log)"
 
 _READ_ONLY = "oai_pipeline_read_only"
+# How long a write waits for another writer's transaction (a harvest commits a batch at a
+# time) before failing: long, for a harvest. A sensor's tick waits less (PipelineResource).
+DEFAULT_LOCK_WAIT_SECONDS = 60.0
 _CHUNK = 500  # identifiers per IN (...) clause, well below every database's limit
 
 
@@ -192,15 +196,22 @@ def _encoded(data_json: Mapping[str, str], item: TransformItem) -> Encoded | Non
     return None if text is None else Encoded(text)
 
 
-def _create_engine(url: str, *, read_only_file: Path | None = None) -> Engine:
+def _create_engine(
+    url: str,
+    *,
+    read_only_file: Path | None = None,
+    lock_wait_seconds: float = DEFAULT_LOCK_WAIT_SECONDS,
+) -> Engine:
     """The store's engine; `read_only_file`: the SQLite file, opened read-only
-    (`read_only_connector`) by a command that only reads a home it cannot write."""
+    (`read_only_connector`) by a command that only reads a home it cannot write;
+    `lock_wait_seconds`: how long a write waits for another writer on SQLite (PostgreSQL
+    locks rows: a write there waits only for one writing the same rows, as long as it takes)."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return sa.create_engine(url, pool_pre_ping=True, **ENGINE_JSON)
     in_memory = parsed.database in (None, "", ":memory:")
     if read_only_file is not None:
-        creator = read_only_connector(read_only_file, timeout=60)
+        creator = read_only_connector(read_only_file, timeout=lock_wait_seconds)
         engine = sa.create_engine(url, creator=creator, poolclass=NullPool, **ENGINE_JSON)
     else:
         # A URI filename (file:...?mode=ro&uri=true) names a database that exists; as a
@@ -209,7 +220,7 @@ def _create_engine(url: str, *, read_only_file: Path | None = None) -> Engine:
             Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = sa.create_engine(
             url,
-            connect_args={"timeout": 60, "check_same_thread": False},
+            connect_args={"timeout": lock_wait_seconds, "check_same_thread": False},
             **ENGINE_JSON,
             **({"poolclass": StaticPool} if in_memory else {}),
         )
@@ -219,7 +230,7 @@ def _create_engine(url: str, *, read_only_file: Path | None = None) -> Engine:
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA busy_timeout = 60000")
+        cursor.execute(f"PRAGMA busy_timeout = {round(lock_wait_seconds * 1000)}")
         if wal:
             cursor.execute("PRAGMA journal_mode = WAL")
             tune_wal(cursor)
@@ -235,6 +246,7 @@ def _create_engine(url: str, *, read_only_file: Path | None = None) -> Engine:
 
     release_lock_on_interrupt(engine)
     explain_refused_writes(engine)
+    explain_lock_timeouts(engine, lock_wait_seconds)
     return engine
 
 
@@ -480,17 +492,28 @@ class PrunedRuns(NamedTuple):
 class StateStore:
     """Everything the pipeline remembers between runs, in one database."""
 
-    def __init__(self, url: str, *, only_reads: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        only_reads: bool = False,
+        lock_wait_seconds: float = DEFAULT_LOCK_WAIT_SECONDS,
+    ) -> None:
         """`only_reads`: opened by a command that only reads (status, the listings). On a
         SQLite file this process cannot write (a read-only home) it is then opened read-only,
         without the schema upgrade and without the writes those commands would make; the
-        store's writing methods fail with the line saying the file is not writable."""
+        store's writing methods fail with the line saying the file is not writable.
+        `lock_wait_seconds`: how long a write waits for another writer's transaction on
+        SQLite before it fails (`sqlite_tuning.is_lock_timeout`): a sensor's tick waits a
+        few seconds, not the minute a harvest may, which held Dagster's daemon thread."""
         self.url = url
         shown = without_password(url)
         read_only_file = unwritable_sqlite_file(url) if only_reads else None
         self.read_only = read_only_file is not None
         try:
-            self._engine = _create_engine(url, read_only_file=read_only_file)
+            self._engine = _create_engine(
+                url, read_only_file=read_only_file, lock_wait_seconds=lock_wait_seconds
+            )
         except (OSError, ImportError, ValueError, sa.exc.ArgumentError) as error:
             # ImportError: a URL of a database whose driver is not installed (mysql://)
             reason = database_error_text(error)

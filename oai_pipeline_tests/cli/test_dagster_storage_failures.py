@@ -216,3 +216,85 @@ def test_the_demo_on_a_dagster_home_whose_index_another_process_holds_fails_at_o
     assert json.loads(result.stdout)["type"] == "dagster_storage_error"
     with Services(load_settings()) as services:
         assert services.state.list_harvesters() == []
+
+
+def _instance_home(partitions: list[str]) -> Path:
+    """DAGSTER_HOME with the shipped dagster.yaml, an earlier run's instance with these
+    harvester partitions."""
+    import dagster as dg
+
+    home = Path(os.environ["DAGSTER_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copy(PROJECT_ROOT / "dagster.yaml", home / "dagster.yaml")
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        instance.add_dynamic_partitions(HARVESTER, partitions)
+    return home
+
+
+def _with_write_held(database: Path, *args: str) -> Result:
+    """The CLI run while another process holds `database`'s write lock (a daemon's long
+    write, a webserver's, an sqlite3 shell)."""
+    import sqlite3
+
+    holder = sqlite3.connect(database, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        return run_cli(*args)
+    finally:
+        holder.close()
+
+
+def _refused_line(home: Path, database: Path) -> str:
+    return (
+        f"Error: cannot launch a run on the Dagster instance in {home}: database is locked: "
+        f"another process (the Dagster daemon, `./run.sh dev`, a run) holds a write on "
+        f"{database}; run again once it is done"
+    )
+
+
+def _dagster_runs(home: Path) -> list:
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        return instance.get_runs()
+
+
+def test_the_demo_on_a_dagster_home_whose_runs_db_another_process_holds_fails_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """runs.db held (the run is stored there first): the demo registered its harvester,
+    then waited Dagster's 30 s for the lock before failing. Now the probe that refuses a
+    held index.db refuses it too, in one line naming the file, before anything is written."""
+    home = _instance_home(["sample"])
+    runs = home / "history" / "runs.db"
+    monkeypatch.setenv("OAI_PIPELINE_SAMPLE_PORT", "1")  # not served: it fails before
+
+    result = _with_write_held(runs, "demo", "--json")
+
+    assert _dagster_runs(home) == []
+    assert result.exit_code == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [_refused_line(home, runs)]
+    assert json.loads(result.stdout)["type"] == "dagster_storage_error"
+    with Services(load_settings()) as services:
+        assert services.state.list_harvesters() == []
+
+
+def test_harvest_use_job_on_a_dagster_home_whose_runs_db_another_process_holds_fails_at_once(
+    registered: str,
+    closed_port: int,  # noqa: F811 - the fixture imported above
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The webserver stores the run in the same runs.db: it waited 30 s for the lock, and
+    the CLI said only that the run was refused (here: that no webserver answered). Now the
+    CLI refuses it at once, naming the file, and no run is stored."""
+    home = _instance_home([registered])
+    runs = home / "history" / "runs.db"
+    monkeypatch.setenv("DAGSTER_WEBSERVER_URL", f"http://127.0.0.1:{closed_port}")
+
+    result = _with_write_held(runs, "harvest", registered, "--use-job")
+
+    assert _dagster_runs(home) == []
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    assert result.stderr.splitlines() == [_refused_line(home, runs)]

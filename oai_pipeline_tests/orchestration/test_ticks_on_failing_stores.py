@@ -3,6 +3,7 @@ and the next tick, the store back, does what this one could not."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +14,8 @@ import pytest
 import sqlalchemy as sa
 
 from oai_pipeline.definitions import defs
+from oai_pipeline.defs.partitions import HARVESTER
+from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.defs.sensors import RecordedNextTick, recorded_next_tick
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
@@ -38,10 +41,112 @@ def unwritable(database: Path) -> Iterator[None]:
         sa.event.remove(sa.Engine, "connect", query_only)
 
 
-def _tick(name: str, instance: dg.DagsterInstance, cursor: str | None = None):
+def _tick(
+    name: str,
+    instance: dg.DagsterInstance,
+    cursor: str | None = None,
+    resources: dict[str, Any] | None = None,
+):
     sensor = defs.resolve_sensor_def(name)
-    context = dg.build_sensor_context(instance=instance, resources=defs.resources, cursor=cursor)
+    context = dg.build_sensor_context(
+        instance=instance, resources=resources or defs.resources, cursor=cursor
+    )
     return sensor.evaluate_tick(context)
+
+
+@contextmanager
+def held_by_a_harvest(database: Path) -> Iterator[None]:
+    """Another connection holds `database`'s write lock, as a harvest's long transaction
+    does, until the block ends."""
+    connection = sqlite3.connect(database, isolation_level=None)
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        yield
+    finally:
+        connection.execute("ROLLBACK")
+        connection.close()
+
+
+# A tick's writes wait this long for the harvest: a short wait, so the test is quick.
+_IMPATIENT = {**defs.resources, "pipeline": PipelineResource(tick_lock_wait_seconds=0.2)}
+
+
+def test_a_failed_run_met_by_a_state_store_held_by_a_harvest_is_recorded_on_the_next_tick(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """A write of the failure sensor waited the minute a harvest's writes wait for the
+    harvest's transaction, holding Dagster's daemon thread, which could time the tick out.
+    Now it waits the resource's few seconds, and the tick fails in one line naming the
+    state database, busy, its cursor kept: the next tick records the failure."""
+    add_harvester(settings, "alpha")
+    cursor = _tick("harvest_failure_sensor", instance, resources=_IMPATIENT).cursor
+    dagster_run, _failure = _failed_dagster_run(instance)
+    harvest_run = add_finished_run(
+        settings, "alpha", "2024-03-01T00:00:00Z", "running", dagster_run.run_id
+    )
+
+    state_file = settings.home / "state.sqlite"
+    with held_by_a_harvest(state_file), pytest.raises(RecordedNextTick) as failed:
+        _tick("harvest_failure_sensor", instance, cursor, _IMPATIENT)
+    [line] = str(failed.value).splitlines()
+    assert line == (
+        f"the state database is busy: database is locked: {state_file} stayed locked by "
+        "another writer's transaction (a harvest running) for 0.2 s; the end of Dagster "
+        f"run {dagster_run.run_id} is recorded on its harvest runs by the next tick"
+    )
+    with Services(settings) as services:
+        assert services.state.get_run(harvest_run)["status"] == "running"
+
+    _tick("harvest_failure_sensor", instance, cursor, _IMPATIENT)  # the same cursor again
+    with Services(settings) as services:
+        assert services.state.get_run(harvest_run)["status"] == "failed"
+
+
+def test_the_registry_sensor_leaves_the_fixture_file_to_the_next_tick_while_a_harvest_writes(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """Applying a changed oai_harvesters.yaml waited a minute for a harvest's transaction,
+    then failed the tick with SQLAlchemy's error. Now the tick keeps the partitions of the
+    registry as it is and says the file waits for the next tick, which applies it."""
+    add_harvester(settings, "alpha")
+    settings.fixture_file.write_text(
+        "- id: beta\n  base-url: https://beta.example.org/oai\n"
+        "  metadata-prefix: oai_dc\n  model: rdm\n"
+    )
+
+    state_file = settings.home / "state.sqlite"
+    with held_by_a_harvest(state_file):
+        held = _tick("harvester_registry_sensor", instance, resources=_IMPATIENT)
+    [request] = held.dynamic_partitions_requests
+    assert request.partition_keys == ["alpha"]  # the registry as it is
+    instance.add_dynamic_partitions(HARVESTER, request.partition_keys)
+    with Services(settings) as services:
+        assert services.state.get_harvester("beta") is None
+
+    waited = _tick("harvester_registry_sensor", instance, resources=_IMPATIENT)
+    [request] = waited.dynamic_partitions_requests
+    assert request.partition_keys == ["beta"]
+
+
+def test_the_registry_sensor_says_why_the_fixture_file_waits(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """With the partitions matching, the tick's skip reason says the file waits, and why."""
+    settings.fixture_file.write_text(
+        "- id: beta\n  base-url: https://beta.example.org/oai\n"
+        "  metadata-prefix: oai_dc\n  model: rdm\n"
+    )
+    state_file = settings.home / "state.sqlite"
+    with Services(settings):  # the store made before the harvest holds it
+        pass
+    with held_by_a_harvest(state_file):
+        held = _tick("harvester_registry_sensor", instance, resources=_IMPATIENT)
+    assert held.skip_message == (
+        "harvester partitions already match the registry; oai_harvesters.yaml not applied "
+        f"this tick: the state database is busy: database is locked: {state_file} stayed "
+        "locked by another writer's transaction (a harvest running) for 0.2 s; the next "
+        "tick applies it"
+    )
 
 
 def test_a_failed_run_met_by_an_unwritable_state_store_is_recorded_on_the_next_tick(
