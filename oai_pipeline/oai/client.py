@@ -10,6 +10,7 @@ the OAI ``<error>`` Zenodo sends with it).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import logging
 import os
@@ -33,11 +34,13 @@ from oai_pipeline.errors import ConfigurationError, PipelineError, RecordError
 from oai_pipeline.oai.base_url import another_base_url, split_base_url
 from oai_pipeline.oai.errors import (
     BadResumptionToken,
+    ForeignNamespaceResponse,
     HarvestProtocolError,
     InvalidDatestamp,
     LoopingSource,
     MalformedResponse,
     NoRecordsMatchForToken,
+    NotOAIResponse,
     OAIError,
     OversizedResponse,
     RefusedRequest,
@@ -519,7 +522,7 @@ class OAIClient:
                     except HarvestProtocolError as exc:
                         # too large or malformed is what the page is, not what became
                         # of its token
-                        as_it_is = isinstance(exc, (OversizedResponse, MalformedResponse))
+                        as_it_is = isinstance(exc, (OversizedResponse, ForeignNamespaceResponse))
                         if token is None or token != resumed_token or as_it_is:
                             raise
                         refuse_resumed_token(exc)
@@ -1071,9 +1074,14 @@ class OAIClient:
         """
         backoff_retries = polite_retries = 0
         waited = 0.0
+        # what the tries that came back as whole documents not OAI-PMH's sent (hashed), and
+        # whether any try failed otherwise: all alike, the source answers so (NotOAIResponse)
+        answers: set[bytes] = set()
+        otherwise = False
         while True:
             self._give_up_if_abandoned()
             retry_after: float | None = None
+            unreadable = False  # this try's body could not be read as OAI-PMH
             # an answer to another request (a page of another list, another item's record)
             another_answer: ParsedResponse | None = None
             web_page = False  # the answer was an HTML page
@@ -1118,7 +1126,7 @@ class OAIClient:
                             body, verb, _charset(headers), self.max_response_bytes
                         )
                     except ForeignNamespace as exc:  # the same at every try
-                        raise MalformedResponse(f"{self.base_url} ({verb}): {exc}") from exc
+                        raise ForeignNamespaceResponse(f"{self.base_url} ({verb}): {exc}") from exc
                     except UnusablePage as exc:
                         if status >= 300:
                             # no such page: not for a token (the source forgot it)
@@ -1135,7 +1143,11 @@ class OAIClient:
                                 f"{self.base_url} ({verb}): HTTP {status}{what}",
                                 status=status,
                             ) from exc
-                        problem, web_page = str(exc), exc.web_page
+                        problem, web_page, unreadable = str(exc), exc.web_page, True
+                        if exc.whole:
+                            answers.add(hashlib.sha256(body).digest())
+                        else:
+                            otherwise = True
                         if web_page and not self.endpoint_proven:
                             raise HarvestProtocolError(
                                 f"{self.base_url} ({verb}): {problem}, and this base URL has "
@@ -1155,6 +1167,7 @@ class OAIClient:
                         if problem is None:
                             return parsed
                         another_answer = parsed
+            otherwise = otherwise or not unreadable
             if retry_after is not None:
                 polite_retries += 1
                 exhausted = polite_retries > self.max_retries * _POLITE_RETRIES_PER_RETRY
@@ -1178,10 +1191,16 @@ class OAIClient:
                 )
                 return another_answer
             if exhausted or waited + wait > self.retry_budget_seconds:
-                raise HarvestProtocolError(
+                hint = _NOT_AN_ENDPOINT if web_page else ""
+                if unreadable and not otherwise and len(answers) == 1 and attempts > 1:
+                    raise NotOAIResponse(
+                        f"{self.base_url} ({verb}): {problem}, the same at each of {attempts} "
+                        f"tries: the source's answer, not a passing fault{hint}"
+                    )
+                error = MalformedResponse if unreadable else HarvestProtocolError
+                raise error(
                     f"{self.base_url} ({verb}): gave up after {attempts} attempts and "
-                    f"{waited:.0f} s of waiting; last problem: {problem}"
-                    + (_NOT_AN_ENDPOINT if web_page else "")
+                    f"{waited:.0f} s of waiting; last problem: {problem}{hint}"
                 )
             logger.warning(
                 "%s (%s): %s; retry %d in %.1f s", self.base_url, verb, problem, attempts, wait
