@@ -23,6 +23,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from datetime import timedelta
 from typing import Literal, NoReturn
 from urllib.parse import unquote, unquote_plus
 
@@ -65,6 +66,7 @@ from oai_pipeline.oai.pages import (
     read_sets,
 )
 from oai_pipeline.oai.types import (
+    Granularity,
     HarvestedRecord,
     IdentifyInfo,
     OAISet,
@@ -262,8 +264,7 @@ class OAIClient:
         # A prefetching worker's stop event, so its waits end when its sweep is closed.
         self._local = threading.local()
         self._ahead: set[_PageAhead] = set()
-        # Quirks of the source met so far (see _notice), and whether from/until go by day
-        # although Identify declares seconds (see _by_day).
+        # Quirks of the source met so far (see _notice).
         self.notices: list[str] = []
         # Deleted records listed without a datestamp, dated by the responseDate (see
         # pages._date_deletions): told once, with how many, in undated_deletions_notice.
@@ -274,7 +275,8 @@ class OAIClient:
         self._echo_unreliable = False
         # metadata prefixes GetRecord has answered a record in (see _refuses_the_identifier)
         self._prefixes_answered: set[str] = set()
-        self.dates_by_day = False
+        # The form from/until go in since the source refused the other (see _dates_as).
+        self.date_form: Granularity | None = None
         # Whether the completeListSize of a set's list counts the whole source instead (None:
         # not known yet; see _size_ignores_set).
         self._set_size_ignored: bool | None = None
@@ -302,6 +304,11 @@ class OAIClient:
         )
 
     # ---- configuration -----------------------------------------------------------------
+
+    @property
+    def dates_by_day(self) -> bool:
+        """from/until go by whole days: the source refused them in seconds."""
+        return self.date_form == "day"
 
     @property
     def rate_limit_per_minute(self) -> int | None:
@@ -351,8 +358,11 @@ class OAIClient:
         else:
             params["metadataPrefix"] = metadata_prefix
             dates = (("from", from_), ("until", until))
-            if self.dates_by_day:
-                dates = tuple((name, value and _day_of(value)) for name, value in dates)
+            if self.date_form is not None:
+                form = self.date_form
+                dates = tuple(
+                    (name, value and _in_form(name, value, form)) for name, value in dates
+                )
             for name, value in (*dates, ("set", set_spec)):
                 if value:
                     params[name] = value
@@ -367,8 +377,11 @@ class OAIClient:
                     context=f"{self.base_url} ({verb})",
                 ) from exc
             raise
-        if _refuses_the_dates(parsed) and _dates_in_seconds(params):
-            parsed = self._by_day(verb, params, parsed)
+        if self.date_form is None and _refuses_the_dates(parsed):
+            if _dates_in_seconds(params):
+                parsed = self._dates_as("day", verb, params, parsed)
+            elif _dates_named(parsed) and any(name in params for name in _DATE_ARGUMENTS):
+                parsed = self._dates_as("seconds", verb, params, parsed)
         if set_spec and not resumption_token:
             self._refuse_unknown_set(verb, parsed, set_spec)
         if not resumption_token:
@@ -889,28 +902,37 @@ class OAIClient:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _by_day(
-        self, verb: Verb, params: dict[str, str], refused: ParsedResponse
+    def _dates_as(
+        self, form: Granularity, verb: Verb, params: dict[str, str], refused: ParsedResponse
     ) -> ParsedResponse:
-        """badArgument to a from/until in seconds: an Identify that declares seconds the source
-        does not take (seen at DSpace, EPrints and OJS installs). The request is sent again
-        with whole days, and so is every later one of this client; a window widened to whole
-        days is safe, as records unchanged since the last harvest are skipped. Refused again,
-        the source refuses another argument: its first answer stands."""
-        by_day = {
-            name: _day_of(value) if name in _DATE_ARGUMENTS else value
+        """badArgument to from/until in the other form: the request is sent again with the
+        same bounds in ``form``, and so is every later one of this client. By day: an Identify
+        that declares seconds the source does not take (DSpace, EPrints and OJS installs); a
+        window widened to whole days is safe, as records unchanged since the last harvest
+        are skipped. In seconds: a source refusing days, which every source must take
+        (DSpace/xoai#34), asked for the same days from their first second to their last.
+        Refused again, the source refuses another argument: its first answer stands."""
+        again = {
+            name: _in_form(name, value, form) if name in _DATE_ARGUMENTS else value
             for name, value in params.items()
         }
-        parsed = self._request(verb, by_day)
+        parsed = self._request(verb, again)
         if _refuses_an_argument(parsed):
             return refused
-        self.dates_by_day = True
+        self.date_form = form
         message = "; ".join(text or code for code, text in refused.errors)
-        self._notice(
-            f"{self.base_url}: the source refuses from/until in seconds (badArgument: "
-            f"{message}) though its Identify declares that granularity; harvesting by whole "
-            "days instead (records unchanged since the last harvest are skipped)"
-        )
+        if form == "day":
+            self._notice(
+                f"{self.base_url}: the source refuses from/until in seconds (badArgument: "
+                f"{message}) though its Identify declares that granularity; harvesting by "
+                "whole days instead (records unchanged since the last harvest are skipped)"
+            )
+        else:
+            self._notice(
+                f"{self.base_url}: the source refuses from/until by day (badArgument: "
+                f"{message}), which every OAI-PMH source must take; asking for the same days "
+                "in seconds instead"
+            )
         return parsed
 
     def _count_undated_deletions(self, records: list[HarvestedRecord]) -> None:
@@ -1322,17 +1344,26 @@ def _refuses_the_dates(parsed: ParsedResponse) -> bool:
     )
 
 
+def _dates_named(parsed: ParsedResponse) -> bool:
+    """Whether an error message names from/until or dates."""
+    return any(_DATES_NAMED.search(message) for _, message in parsed.errors)
+
+
 def _dates_in_seconds(params: dict[str, str]) -> bool:
     return any("T" in params.get(name, "") for name in _DATE_ARGUMENTS)
 
 
-def _day_of(datestamp: str) -> str:
-    """The UTC day of a from/until datestamp (one that is none is left for the source to
-    refuse)."""
+def _in_form(name: str, datestamp: str, form: Granularity) -> str:
+    """A from/until datestamp in ``form``: its UTC day, or in seconds (a day's ``until`` its
+    last second: the bound holds the whole day). One that is no datestamp is left for the
+    source to refuse."""
     try:
-        return format_datestamp(parse_datestamp(datestamp), "day")
+        moment = parse_datestamp(datestamp)
     except InvalidDatestamp:
         return datestamp
+    if form == "seconds" and name == "until" and "T" not in datestamp:
+        moment += timedelta(days=1, seconds=-1)
+    return format_datestamp(moment, form)
 
 
 def _mebibytes(size: int) -> str:

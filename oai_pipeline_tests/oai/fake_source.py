@@ -443,3 +443,16 @@ def on_tokens(fault: Fault) -> Fault:
     return lambda request, response: (
         fault(request, response) if "resumptionToken" in request.url.params else response
     )
+
+
+class DaysRefusedSource(FakeSource):
+    """Answers badArgument to a from/until by day, which every OAI-PMH repository must take:
+    DSpace's XOAI before DSpace/xoai#34 ("requests of the form ...&from=2014-09-08 produced
+    <error code="badArgument">Invalid date given in until parameter</error>"), whatever the
+    granularity its Identify declares."""
+
+    def list_response(self, verb: str, params: httpx.QueryParams) -> httpx.Response:
+        for name in ("from", "until"):
+            if name in params and "T" not in params[name]:
+                return self.error("badArgument", "Invalid date given in until parameter")
+        return super().list_response(verb, params)
