@@ -124,6 +124,7 @@ _DATE_ARGUMENTS = ("from", "until")
 # What a badArgument's message names (messages vary: "Illegal until parameter", "Invalid
 # date given in until parameter", "metadataPrefix does not exist"; see _refuses_the_dates).
 _DATES_NAMED = re.compile(r"\b(?:from|until)\b|date|granular", re.IGNORECASE)
+_PREFIX_NAMED = re.compile(r"metadata[\s_-]?prefix", re.IGNORECASE)
 _OTHER_ARGUMENT_NAMED = re.compile(
     r"metadataPrefix|\bset\b|setSpec|identifier|resumptionToken|\bverb\b", re.IGNORECASE
 )
@@ -277,6 +278,8 @@ class OAIClient:
         self._prefixes_answered: set[str] = set()
         # The form from/until go in since the source refused the other (see _dates_as).
         self.date_form: Granularity | None = None
+        # Whether a resumption token goes with the metadata prefix (see _token_with_prefix).
+        self.prefix_with_token = False
         # Whether the completeListSize of a set's list counts the whole source instead (None:
         # not known yet; see _size_ignores_set).
         self._set_size_ignored: bool | None = None
@@ -355,6 +358,8 @@ class OAIClient:
         params: dict[str, str] = {"verb": verb}
         if resumption_token:
             params["resumptionToken"] = resumption_token  # an exclusive argument
+            if self.prefix_with_token:
+                params["metadataPrefix"] = metadata_prefix
         else:
             params["metadataPrefix"] = metadata_prefix
             dates = (("from", from_), ("until", until))
@@ -377,6 +382,8 @@ class OAIClient:
                     context=f"{self.base_url} ({verb})",
                 ) from exc
             raise
+        if resumption_token and not self.prefix_with_token and _wants_the_prefix(parsed):
+            parsed = self._token_with_prefix(verb, params, metadata_prefix, parsed)
         if self.date_form is None and _refuses_the_dates(parsed):
             if _dates_in_seconds(params):
                 parsed = self._dates_as("day", verb, params, parsed)
@@ -935,6 +942,27 @@ class OAIClient:
             )
         return parsed
 
+    def _token_with_prefix(
+        self, verb: Verb, params: dict[str, str], metadata_prefix: str, refused: ParsedResponse
+    ) -> ParsedResponse:
+        """badArgument naming the metadata prefix, to a resumption token sent alone as the
+        protocol wants it (pycsw, geopython/pycsw#317: "Missing metadataprefix parameter"):
+        the token is sent again with the prefix, and so is every later one of this client.
+        Refused again, the prefix was not what the source missed: its first answer stands."""
+        parsed = self._request(verb, {**params, "metadataPrefix": metadata_prefix})
+        if _refuses_an_argument(parsed):
+            return refused
+        if parsed.errors:  # the token read (badResumptionToken...): for the sweep to judge
+            return parsed
+        self.prefix_with_token = True
+        message = "; ".join(text or code for code, text in refused.errors)
+        self._notice(
+            f"{self.base_url}: the source refuses a resumption token sent alone (badArgument: "
+            f"{message}), which the protocol wants; sending the metadata prefix with each "
+            "resumption token instead"
+        )
+        return parsed
+
     def _count_undated_deletions(self, records: list[HarvestedRecord]) -> None:
         self._undated_deletions.update(r.identifier for r in records if r.undated_deletion)
 
@@ -1340,6 +1368,14 @@ def _refuses_the_dates(parsed: ParsedResponse) -> bool:
     only be refused again."""
     return _refuses_an_argument(parsed) and any(
         _DATES_NAMED.search(message) or not _OTHER_ARGUMENT_NAMED.search(message)
+        for _, message in parsed.errors
+    )
+
+
+def _wants_the_prefix(parsed: ParsedResponse) -> bool:
+    """badArgument whose message names the metadata prefix (and not the token)."""
+    return _refuses_an_argument(parsed) and any(
+        _PREFIX_NAMED.search(message) and "token" not in message.lower()
         for _, message in parsed.errors
     )
 

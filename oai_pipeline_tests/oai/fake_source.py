@@ -456,3 +456,15 @@ class DaysRefusedSource(FakeSource):
             if name in params and "T" not in params[name]:
                 return self.error("badArgument", "Invalid date given in until parameter")
         return super().list_response(verb, params)
+
+
+class PrefixWithTokenSource(FakeSource):
+    """Refuses a resumption token sent alone, as the protocol wants it, asking for the
+    metadata prefix too: pycsw (geopython/pycsw#317, "Missing metadataprefix parameter" to
+    Omeka's token request), and the provider of paperhive/oai-pmh#12 ("ListRecords verb
+    must receive the metadataPrefix parameter")."""
+
+    def list_response(self, verb: str, params: httpx.QueryParams) -> httpx.Response:
+        if "resumptionToken" in params and "metadataPrefix" not in params:
+            return self.error("badArgument", "Missing metadataprefix parameter")
+        return super().list_response(verb, params)
