@@ -29,6 +29,13 @@ def _failure(source: FakeSource) -> HarvestProtocolError:
     return failed.value
 
 
+def _failing_after_the_first_page(fault: Fault) -> HarvestProtocolError:
+    """The failure of a harvest whose every request after the first meets ``fault``."""
+    source = FakeSource(make_records(9), page_size=3)
+    source.faults = {number: fault for number in range(2, 20)}
+    return _failure(source)
+
+
 def test_a_source_looping_short_of_its_list_size_is_not_retried() -> None:
     source = FakeSource(make_records(9), page_size=3)
     source.every = (1, _second_page_loops)
@@ -81,18 +88,14 @@ def test_a_whole_answer_that_is_not_oai_pmh_the_same_at_every_try_is_not_retried
     is not OAI-PMH at every one of the client's tries (an HTML error or login page sent with
     status 200): asked again by a retried step, it answers it again. Before, Dagster retried
     the step three times, each failing the same way."""
-    source = FakeSource(make_records(9), page_size=3)
-    source.faults = {number: fault for number in range(2, 20)}
-    error = _failure(source)
+    error = _failing_after_the_first_page(fault)
     assert isinstance(error, MalformedResponse)
     assert "the same at each of 2 tries" in str(error)
     assert not _transient(error)
 
 
 def test_a_truncated_page_is_malformed_and_transient() -> None:
-    source = FakeSource(make_records(9), page_size=3)
-    source.faults = {number: truncated for number in range(2, 20)}
-    error = _failure(source)
+    error = _failing_after_the_first_page(truncated)
     assert isinstance(error, MalformedResponse) and "not well-formed" in str(error)
     assert _transient(error)
 
@@ -100,7 +103,6 @@ def test_a_truncated_page_is_malformed_and_transient() -> None:
 def test_a_web_page_cut_short_at_another_place_each_try_stays_transient() -> None:
     """An HTML page cut by a dropped connection is not the source's answer: the next
     attempt may get the page itself."""
-    source = FakeSource(make_records(9), page_size=3)
     cuts = iter(range(40, 80, 7))
 
     def cut_html(request: httpx.Request, response: httpx.Response) -> httpx.Response:
@@ -109,7 +111,6 @@ def test_a_web_page_cut_short_at_another_place_each_try_stays_transient() -> Non
             200, content=page[: next(cuts)], headers={"content-type": "text/html"}
         )
 
-    source.faults = {number: cut_html for number in range(2, 20)}
-    error = _failure(source)
+    error = _failing_after_the_first_page(cut_html)
     assert isinstance(error, MalformedResponse)
     assert _transient(error)

@@ -110,6 +110,15 @@ class FakeSource:
     def verbs(self) -> list[str]:
         return [request.url.params.get("verb", "") for request in self.requests]
 
+    @property
+    def list_dates(self) -> list[tuple[str | None, str | None]]:
+        """The from and until of each list's first request (its token requests carry none)."""
+        return [
+            (request.url.params.get("from"), request.url.params.get("until"))
+            for request in self.requests
+            if "resumptionToken" not in request.url.params
+        ]
+
     # ---- the protocol ---------------------------------------------------------------
     def answer(self, request: httpx.Request) -> httpx.Response:
         params = request.url.params
