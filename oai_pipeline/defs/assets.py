@@ -32,7 +32,7 @@ from oai_pipeline.defs.run_coordinator import older_queue_limits
 from oai_pipeline.defs.sensors import ERRORS_BY_HARVESTER, fail_orphaned_harvest_runs
 from oai_pipeline.errors import PipelineError, disk_advice, refused_by_disk
 from oai_pipeline.harvesters.model import describe_validation_error
-from oai_pipeline.oai.errors import HarvestProtocolError, LoopingSource
+from oai_pipeline.oai.errors import HarvestProtocolError, PersistentProtocolError
 from oai_pipeline.pipeline.discover import DiscoveryResult, discover
 from oai_pipeline.pipeline.frames import (
     RAW_OAI_XML,
@@ -126,11 +126,12 @@ def _column_schema(asset: str) -> dict[str, dg.TableSchema]:
 
 def _transient(error: BaseException) -> bool:
     """Whether the retry policy takes the error (`_retry_only_transient`): not a disk full
-    or not writable, the operator's to free or make writable, nor a source whose list goes
-    round (each retry would fail the same way)."""
+    or not writable, the operator's to free or make writable, nor a fault the source shows
+    at every attempt (a list that goes round, a response too large, a page that is not
+    OAI-PMH: each retry would fail the same way)."""
     return (
         isinstance(error, TRANSIENT_ERRORS)
-        and not isinstance(error, LoopingSource)
+        and not isinstance(error, PersistentProtocolError)
         and not refused_by_disk(error)
     )
 

@@ -10,6 +10,7 @@ the OAI ``<error>`` Zenodo sends with it).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import logging
 import os
@@ -22,7 +23,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal, NoReturn
 from urllib.parse import unquote, unquote_plus
 
@@ -34,11 +35,13 @@ from oai_pipeline.errors import ConfigurationError, PipelineError, RecordError
 from oai_pipeline.oai.base_url import another_base_url, split_base_url
 from oai_pipeline.oai.errors import (
     BadResumptionToken,
+    ForeignNamespaceResponse,
     HarvestProtocolError,
     InvalidDatestamp,
     LoopingSource,
     MalformedResponse,
     NoRecordsMatchForToken,
+    NotOAIResponse,
     OAIError,
     OversizedResponse,
     RefusedRequest,
@@ -63,6 +66,7 @@ from oai_pipeline.oai.pages import (
     read_sets,
 )
 from oai_pipeline.oai.types import (
+    Granularity,
     HarvestedRecord,
     IdentifyInfo,
     OAISet,
@@ -120,6 +124,7 @@ _DATE_ARGUMENTS = ("from", "until")
 # What a badArgument's message names (messages vary: "Illegal until parameter", "Invalid
 # date given in until parameter", "metadataPrefix does not exist"; see _refuses_the_dates).
 _DATES_NAMED = re.compile(r"\b(?:from|until)\b|date|granular", re.IGNORECASE)
+_PREFIX_NAMED = re.compile(r"metadata[\s_-]?prefix", re.IGNORECASE)
 _OTHER_ARGUMENT_NAMED = re.compile(
     r"metadataPrefix|\bset\b|setSpec|identifier|resumptionToken|\bverb\b", re.IGNORECASE
 )
@@ -260,8 +265,7 @@ class OAIClient:
         # A prefetching worker's stop event, so its waits end when its sweep is closed.
         self._local = threading.local()
         self._ahead: set[_PageAhead] = set()
-        # Quirks of the source met so far (see _notice), and whether from/until go by day
-        # although Identify declares seconds (see _by_day).
+        # Quirks of the source met so far (see _notice).
         self.notices: list[str] = []
         # Deleted records listed without a datestamp, dated by the responseDate (see
         # pages._date_deletions): told once, with how many, in undated_deletions_notice.
@@ -272,7 +276,10 @@ class OAIClient:
         self._echo_unreliable = False
         # metadata prefixes GetRecord has answered a record in (see _refuses_the_identifier)
         self._prefixes_answered: set[str] = set()
-        self.dates_by_day = False
+        # The form from/until go in since the source refused the other (see _dates_as).
+        self.date_form: Granularity | None = None
+        # Whether a resumption token goes with the metadata prefix (see _token_with_prefix).
+        self.prefix_with_token = False
         # Whether the completeListSize of a set's list counts the whole source instead (None:
         # not known yet; see _size_ignores_set).
         self._set_size_ignored: bool | None = None
@@ -300,6 +307,11 @@ class OAIClient:
         )
 
     # ---- configuration -----------------------------------------------------------------
+
+    @property
+    def dates_by_day(self) -> bool:
+        """from/until go by whole days: the source refused them in seconds."""
+        return self.date_form == "day"
 
     @property
     def rate_limit_per_minute(self) -> int | None:
@@ -346,11 +358,16 @@ class OAIClient:
         params: dict[str, str] = {"verb": verb}
         if resumption_token:
             params["resumptionToken"] = resumption_token  # an exclusive argument
+            if self.prefix_with_token:
+                params["metadataPrefix"] = metadata_prefix
         else:
             params["metadataPrefix"] = metadata_prefix
             dates = (("from", from_), ("until", until))
-            if self.dates_by_day:
-                dates = tuple((name, value and _day_of(value)) for name, value in dates)
+            if self.date_form is not None:
+                form = self.date_form
+                dates = tuple(
+                    (name, value and _in_form(name, value, form)) for name, value in dates
+                )
             for name, value in (*dates, ("set", set_spec)):
                 if value:
                     params[name] = value
@@ -365,8 +382,13 @@ class OAIClient:
                     context=f"{self.base_url} ({verb})",
                 ) from exc
             raise
-        if _refuses_the_dates(parsed) and _dates_in_seconds(params):
-            parsed = self._by_day(verb, params, parsed)
+        if resumption_token and not self.prefix_with_token and _wants_the_prefix(parsed):
+            parsed = self._token_with_prefix(verb, params, metadata_prefix, parsed)
+        if self.date_form is None and _refuses_the_dates(parsed):
+            if _dates_in_seconds(params):
+                parsed = self._dates_as("day", verb, params, parsed)
+            elif _dates_named(parsed) and any(name in params for name in _DATE_ARGUMENTS):
+                parsed = self._dates_as("seconds", verb, params, parsed)
         if set_spec and not resumption_token:
             self._refuse_unknown_set(verb, parsed, set_spec)
         if not resumption_token:
@@ -520,7 +542,7 @@ class OAIClient:
                     except HarvestProtocolError as exc:
                         # too large or malformed is what the page is, not what became
                         # of its token
-                        as_it_is = isinstance(exc, (OversizedResponse, MalformedResponse))
+                        as_it_is = isinstance(exc, (OversizedResponse, ForeignNamespaceResponse))
                         if token is None or token != resumed_token or as_it_is:
                             raise
                         refuse_resumed_token(exc)
@@ -887,27 +909,57 @@ class OAIClient:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _by_day(
-        self, verb: Verb, params: dict[str, str], refused: ParsedResponse
+    def _dates_as(
+        self, form: Granularity, verb: Verb, params: dict[str, str], refused: ParsedResponse
     ) -> ParsedResponse:
-        """badArgument to a from/until in seconds: an Identify that declares seconds the source
-        does not take (seen at DSpace, EPrints and OJS installs). The request is sent again
-        with whole days, and so is every later one of this client; a window widened to whole
-        days is safe, as records unchanged since the last harvest are skipped. Refused again,
-        the source refuses another argument: its first answer stands."""
-        by_day = {
-            name: _day_of(value) if name in _DATE_ARGUMENTS else value
+        """badArgument to from/until in the other form: the request is sent again with the
+        same bounds in ``form``, and so is every later one of this client. By day: an Identify
+        that declares seconds the source does not take (DSpace, EPrints and OJS installs); a
+        window widened to whole days is safe, as records unchanged since the last harvest
+        are skipped. In seconds: a source refusing days, which every source must take
+        (DSpace/xoai#34), asked for the same days from their first second to their last.
+        Refused again, the source refuses another argument: its first answer stands."""
+        again = {
+            name: _in_form(name, value, form) if name in _DATE_ARGUMENTS else value
             for name, value in params.items()
         }
-        parsed = self._request(verb, by_day)
+        parsed = self._request(verb, again)
         if _refuses_an_argument(parsed):
             return refused
-        self.dates_by_day = True
+        self.date_form = form
+        message = "; ".join(text or code for code, text in refused.errors)
+        if form == "day":
+            self._notice(
+                f"{self.base_url}: the source refuses from/until in seconds (badArgument: "
+                f"{message}) though its Identify declares that granularity; harvesting by "
+                "whole days instead (records unchanged since the last harvest are skipped)"
+            )
+        else:
+            self._notice(
+                f"{self.base_url}: the source refuses from/until by day (badArgument: "
+                f"{message}), which every OAI-PMH source must take; asking for the same days "
+                "in seconds instead"
+            )
+        return parsed
+
+    def _token_with_prefix(
+        self, verb: Verb, params: dict[str, str], metadata_prefix: str, refused: ParsedResponse
+    ) -> ParsedResponse:
+        """badArgument naming the metadata prefix, to a resumption token sent alone as the
+        protocol wants it (pycsw, geopython/pycsw#317: "Missing metadataprefix parameter"):
+        the token is sent again with the prefix, and so is every later one of this client.
+        Refused again, the prefix was not what the source missed: its first answer stands."""
+        parsed = self._request(verb, {**params, "metadataPrefix": metadata_prefix})
+        if _refuses_an_argument(parsed):
+            return refused
+        if parsed.errors:  # the token read (badResumptionToken...): for the sweep to judge
+            return parsed
+        self.prefix_with_token = True
         message = "; ".join(text or code for code, text in refused.errors)
         self._notice(
-            f"{self.base_url}: the source refuses from/until in seconds (badArgument: "
-            f"{message}) though its Identify declares that granularity; harvesting by whole "
-            "days instead (records unchanged since the last harvest are skipped)"
+            f"{self.base_url}: the source refuses a resumption token sent alone (badArgument: "
+            f"{message}), which the protocol wants; sending the metadata prefix with each "
+            "resumption token instead"
         )
         return parsed
 
@@ -1073,9 +1125,14 @@ class OAIClient:
         """
         backoff_retries = polite_retries = 0
         waited = 0.0
+        # what the tries that came back as whole documents not OAI-PMH's sent (hashed), and
+        # whether any try failed otherwise: all alike, the source answers so (NotOAIResponse)
+        answers: set[bytes] = set()
+        otherwise = False
         while True:
             self._give_up_if_abandoned()
             retry_after: float | None = None
+            unreadable = False  # this try's body could not be read as OAI-PMH
             # an answer to another request (a page of another list, another item's record)
             another_answer: ParsedResponse | None = None
             web_page = False  # the answer was an HTML page
@@ -1127,7 +1184,7 @@ class OAIClient:
                             asked_at=asked_at,
                         )
                     except ForeignNamespace as exc:  # the same at every try
-                        raise MalformedResponse(f"{self.base_url} ({verb}): {exc}") from exc
+                        raise ForeignNamespaceResponse(f"{self.base_url} ({verb}): {exc}") from exc
                     except UnusablePage as exc:
                         if status >= 300:
                             # no such page: not for a token (the source forgot it)
@@ -1144,7 +1201,11 @@ class OAIClient:
                                 f"{self.base_url} ({verb}): HTTP {status}{what}",
                                 status=status,
                             ) from exc
-                        problem, web_page = str(exc), exc.web_page
+                        problem, web_page, unreadable = str(exc), exc.web_page, True
+                        if exc.whole:
+                            answers.add(hashlib.sha256(body).digest())
+                        else:
+                            otherwise = True
                         if web_page and not self.endpoint_proven:
                             raise HarvestProtocolError(
                                 f"{self.base_url} ({verb}): {problem}, and this base URL has "
@@ -1164,6 +1225,7 @@ class OAIClient:
                         if problem is None:
                             return parsed
                         another_answer = parsed
+            otherwise = otherwise or not unreadable
             if retry_after is not None:
                 polite_retries += 1
                 exhausted = polite_retries > self.max_retries * _POLITE_RETRIES_PER_RETRY
@@ -1187,10 +1249,16 @@ class OAIClient:
                 )
                 return another_answer
             if exhausted or waited + wait > self.retry_budget_seconds:
-                raise HarvestProtocolError(
+                hint = _NOT_AN_ENDPOINT if web_page else ""
+                if unreadable and not otherwise and len(answers) == 1 and attempts > 1:
+                    raise NotOAIResponse(
+                        f"{self.base_url} ({verb}): {problem}, the same at each of {attempts} "
+                        f"tries: the source's answer, not a passing fault{hint}"
+                    )
+                error = MalformedResponse if unreadable else HarvestProtocolError
+                raise error(
                     f"{self.base_url} ({verb}): gave up after {attempts} attempts and "
-                    f"{waited:.0f} s of waiting; last problem: {problem}"
-                    + (_NOT_AN_ENDPOINT if web_page else "")
+                    f"{waited:.0f} s of waiting; last problem: {problem}{hint}"
                 )
             logger.warning(
                 "%s (%s): %s; retry %d in %.1f s", self.base_url, verb, problem, attempts, wait
@@ -1312,17 +1380,34 @@ def _refuses_the_dates(parsed: ParsedResponse) -> bool:
     )
 
 
+def _wants_the_prefix(parsed: ParsedResponse) -> bool:
+    """badArgument whose message names the metadata prefix (and not the token)."""
+    return _refuses_an_argument(parsed) and any(
+        _PREFIX_NAMED.search(message) and "token" not in message.lower()
+        for _, message in parsed.errors
+    )
+
+
+def _dates_named(parsed: ParsedResponse) -> bool:
+    """Whether an error message names from/until or dates."""
+    return any(_DATES_NAMED.search(message) for _, message in parsed.errors)
+
+
 def _dates_in_seconds(params: dict[str, str]) -> bool:
     return any("T" in params.get(name, "") for name in _DATE_ARGUMENTS)
 
 
-def _day_of(datestamp: str) -> str:
-    """The UTC day of a from/until datestamp (one that is none is left for the source to
-    refuse)."""
+def _in_form(name: str, datestamp: str, form: Granularity) -> str:
+    """A from/until datestamp in ``form``: its UTC day, or in seconds (a day's ``until`` its
+    last second: the bound holds the whole day). One that is no datestamp is left for the
+    source to refuse."""
     try:
-        return format_datestamp(parse_datestamp(datestamp), "day")
+        moment = parse_datestamp(datestamp)
     except InvalidDatestamp:
         return datestamp
+    if form == "seconds" and name == "until" and "T" not in datestamp:
+        moment += timedelta(days=1, seconds=-1)
+    return format_datestamp(moment, form)
 
 
 def _mebibytes(size: int) -> str:

@@ -60,20 +60,37 @@ class HarvestProtocolError(PipelineError):
     retries exhausted, or a page that stays unparseable after retries."""
 
 
-class LoopingSource(HarvestProtocolError):
+class PersistentProtocolError(HarvestProtocolError):
+    """A fault the source shows at every attempt (asked again, it answers the same): a
+    retry of the run or step fails the same way, so Dagster's retry policy leaves it."""
+
+
+class LoopingSource(PersistentProtocolError):
     """The source's list goes round (a resumption token repeated short of its end, endless
     empty pages): asked again, it goes round again, so the run is not retried."""
 
 
-class OversizedResponse(HarvestProtocolError):
+class OversizedResponse(PersistentProtocolError):
     """A response larger than the reader's bound: the same every time it is asked for, so
     it is neither retried nor taken for a resumption token the source lost."""
 
 
 class MalformedResponse(HarvestProtocolError):
-    """A response that parses but cannot be read as OAI-PMH (its records in another
-    namespace than OAI-PMH's): the same every time it is asked for, so it is neither
-    retried nor taken for a resumption token the source lost."""
+    """A response that cannot be read as OAI-PMH after the client's own retries. Transient as
+    such: a body cut short (a connection dropped, a Content-Length short of the body) may
+    come whole at the next attempt."""
+
+
+class NotOAIResponse(MalformedResponse, PersistentProtocolError):
+    """A whole document that is not OAI-PMH (an HTML error or login page sent with status
+    200, XML of another kind), identical at each of the client's tries: the source's answer,
+    not a passing fault, so the run is not retried."""
+
+
+class ForeignNamespaceResponse(NotOAIResponse):
+    """A sound OAI-PMH document whose records or token are in another namespace than
+    OAI-PMH's: the same every time it is asked for, so it is neither retried nor taken for a
+    resumption token the source lost."""
 
 
 class RefusedRequest(HarvestProtocolError):

@@ -43,11 +43,14 @@ _ITEM_TAG = {
 
 class UnusablePage(Exception):
     """The body is not a complete OAI-PMH response; a failed request to retry.
-    ``web_page``: it is an HTML page (a proxy's error page, or no OAI-PMH endpoint there)."""
+    ``web_page``: it is an HTML page (a proxy's error page, or no OAI-PMH endpoint there).
+    ``whole``: it is a complete document of another kind (well-formed XML, a web page to its
+    end), not one cut short: sent again alike, it is the source's answer, not a passing fault."""
 
-    def __init__(self, message: str, *, web_page: bool = False) -> None:
+    def __init__(self, message: str, *, web_page: bool = False, whole: bool = False) -> None:
         super().__init__(message)
         self.web_page = web_page
+        self.whole = whole
 
 
 class ForeignNamespace(Exception):
@@ -171,7 +174,11 @@ def _parse(
             else:
                 return _read_root(root, verb)
         if _HTML_START.match(data):
-            raise UnusablePage(f"an HTML page, not OAI-PMH XML ({exc})", web_page=True) from exc
+            raise UnusablePage(
+                f"an HTML page, not OAI-PMH XML ({exc})",
+                web_page=True,
+                whole=_HTML_END.search(data) is not None,
+            ) from exc
         if verb in ("ListRecords", "GetRecord"):
             return _parse_isolating_records(data, verb, exc)
         raise UnusablePage(f"not well-formed XML: {exc}") from exc
@@ -186,6 +193,8 @@ _HTML_START = re.compile(
     rb"\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!DOCTYPE\s+html|html[\s>])",
     re.IGNORECASE | re.DOTALL,
 )
+# A web page to its end (HTML need not be well-formed XML to be whole).
+_HTML_END = re.compile(rb"</html\s*>\s*\Z", re.IGNORECASE)
 
 
 # OAI-PMH's elements by the element they belong in (the protocol's schema, OAI-PMH.xsd): in
@@ -266,6 +275,7 @@ def _read_root(root: etree._Element, verb: Verb) -> ParsedResponse:
         raise UnusablePage(
             f"not an OAI-PMH response (root element {_local(root.tag)!r})",
             web_page=_local(root.tag).lower() == "html",
+            whole=True,
         )
     _claim(root, unqualified, whole=bool(unqualified))
     request = root.find(_NS + "request")
@@ -280,7 +290,7 @@ def _read_root(root: etree._Element, verb: Verb) -> ParsedResponse:
         return parsed
     container = root.find(_NS + verb)
     if container is None:
-        raise UnusablePage(f"OAI-PMH response without <{verb}> or <error>")
+        raise UnusablePage(f"OAI-PMH response without <{verb}> or <error>", whole=True)
     parsed.container = container
     item_tag = _ITEM_TAG.get(verb)
     if item_tag is not None:
@@ -463,7 +473,11 @@ def _parse_isolating_records(data: bytes, verb: Verb, page_error: Exception) -> 
         root = parse_untrusted("".join(pieces).encode("utf-8"))
     except (etree.XMLSyntaxError, ValueError) as exc:
         raise UnusablePage(f"not well-formed XML: {page_error}") from exc
-    parsed = _read_root(root, verb)
+    try:
+        parsed = _read_root(root, verb)
+    except UnusablePage as exc:
+        exc.whole = False  # of the page without its records, which was not well-formed
+        raise
     if parsed.errors or parsed.container is None:
         return parsed
     opening, closing = _namespace_wrapper(parsed.container, verb)

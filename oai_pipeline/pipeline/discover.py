@@ -407,7 +407,7 @@ def _tell_whole_days(
 
 def _day_of(bound: str | None) -> str:
     """An OAI bound as the day it falls on ('…' for none): a source refusing seconds is
-    asked for that day (see OAIClient._by_day)."""
+    asked for that day (see OAIClient._dates_as)."""
     moment = read_datestamp(bound) if bound else None
     return format_datestamp(moment, "day") if moment is not None else "…"
 

@@ -243,3 +243,24 @@ def test_a_full_disk_fails_at_once_naming_the_cure(
     description = failure.step_failure_data.user_failure_data.description
     assert "No space left on device" in description
     assert "free space on that file system" in description
+
+
+def test_a_source_answering_a_web_page_every_time_fails_at_once_without_retries(
+    instance: dg.DagsterInstance, settings: Settings, endpoint: OAIEndpoint
+) -> None:
+    """After its Identify, the source answers every list request with one and the same HTML
+    error page (status 200): a retried step is answered it again. Before, Dagster retried
+    the step three times, 30 s apart and more, each failing the same way."""
+    register(
+        settings,
+        endpoint.base_url,
+        metadata_prefix=PREFIX,
+        loader="oai-pmh{max_retries: 1, backoff_base: 0}",
+    )
+    endpoint.faults = Faults(html_error_on=set(range(2, 100)))
+
+    failure = failure_without_retries(instance)
+
+    description = failure.step_failure_data.user_failure_data.description
+    assert "an HTML page, not OAI-PMH XML" in description
+    assert "the same at each of 2 tries" in description

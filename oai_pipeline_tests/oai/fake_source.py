@@ -110,6 +110,15 @@ class FakeSource:
     def verbs(self) -> list[str]:
         return [request.url.params.get("verb", "") for request in self.requests]
 
+    @property
+    def list_dates(self) -> list[tuple[str | None, str | None]]:
+        """The from and until of each list's first request (its token requests carry none)."""
+        return [
+            (request.url.params.get("from"), request.url.params.get("until"))
+            for request in self.requests
+            if "resumptionToken" not in request.url.params
+        ]
+
     # ---- the protocol ---------------------------------------------------------------
     def answer(self, request: httpx.Request) -> httpx.Response:
         params = request.url.params
@@ -443,3 +452,28 @@ def on_tokens(fault: Fault) -> Fault:
     return lambda request, response: (
         fault(request, response) if "resumptionToken" in request.url.params else response
     )
+
+
+class DaysRefusedSource(FakeSource):
+    """Answers badArgument to a from/until by day, which every OAI-PMH repository must take:
+    DSpace's XOAI before DSpace/xoai#34 ("requests of the form ...&from=2014-09-08 produced
+    <error code="badArgument">Invalid date given in until parameter</error>"), whatever the
+    granularity its Identify declares."""
+
+    def list_response(self, verb: str, params: httpx.QueryParams) -> httpx.Response:
+        for name in ("from", "until"):
+            if name in params and "T" not in params[name]:
+                return self.error("badArgument", "Invalid date given in until parameter")
+        return super().list_response(verb, params)
+
+
+class PrefixWithTokenSource(FakeSource):
+    """Refuses a resumption token sent alone, as the protocol wants it, asking for the
+    metadata prefix too: pycsw (geopython/pycsw#317, "Missing metadataprefix parameter" to
+    Omeka's token request), and the provider of paperhive/oai-pmh#12 ("ListRecords verb
+    must receive the metadataPrefix parameter")."""
+
+    def list_response(self, verb: str, params: httpx.QueryParams) -> httpx.Response:
+        if "resumptionToken" in params and "metadataPrefix" not in params:
+            return self.error("badArgument", "Missing metadataprefix parameter")
+        return super().list_response(verb, params)

@@ -8,8 +8,15 @@ import httpx
 import pytest
 
 from oai_pipeline.oai.client import OAIClient
-from oai_pipeline.oai.errors import HarvestProtocolError, UnknownMetadataFormat
-from oai_pipeline_tests.oai.fake_source import BASE_URL, FakeSource, make_records
+from oai_pipeline.oai.errors import HarvestProtocolError, OAIError, UnknownMetadataFormat
+from oai_pipeline_tests.oai.fake_source import (
+    BASE_URL,
+    DaysRefusedSource,
+    FakeSource,
+    PrefixWithTokenSource,
+    expire_tokens,
+    make_records,
+)
 from oai_pipeline_tests.oai.test_faults import Harvest
 
 # AtoM before its fix (artefactual/atom#441) and WEKO3 answer a request whose verb is fine but
@@ -161,3 +168,91 @@ def test_a_token_on_the_last_full_page_answered_with_an_error_ends_a_whole_list(
     harvest = Harvest(source).run()
     assert set(harvest.records) == {r.identifier for r in source.records}
     assert source.verbs.count("ListRecords") == 4
+
+
+def test_dates_by_day_refused_go_in_seconds_from_then_on() -> None:
+    """DSpace/xoai#34: XOAI answered badArgument ("Invalid date given in until parameter") to
+    a from/until by day, whatever the granularity its Identify declared. Before, every
+    harvest by day of such a source failed on it. Asked again with the same days in seconds
+    (from the day's first second to its last), and so from then on, with a notice."""
+    source = DaysRefusedSource(make_records(9, day=1) + make_records(4, day=2), page_size=4)
+    harvest = Harvest(source)
+    harvest.run(from_="2024-03-01", until="2024-03-01")
+    day_one = set(harvest.records)
+    harvest.run(from_="2024-03-02", until="2024-03-02")
+    dates = source.list_dates
+    assert dates == [
+        ("2024-03-01", "2024-03-01"),
+        ("2024-03-01T00:00:00Z", "2024-03-01T23:59:59Z"),
+        ("2024-03-02T00:00:00Z", "2024-03-02T23:59:59Z"),
+    ]
+    assert day_one == {r.identifier for r in source.records[:9]}
+    assert set(harvest.records) == {r.identifier for r in source.records}
+    (notice,) = harvest.client.notices
+    assert "refuses from/until by day (badArgument: Invalid date given in until" in notice
+
+
+def test_dates_refused_by_day_and_in_seconds_fail_with_the_first_answer() -> None:
+    """Refused in seconds too, the source refuses something else: its first answer stands,
+    and the client neither goes back to days nor keeps asking."""
+    source = DaysRefusedSource(make_records(3))
+
+    def refuse_seconds_too(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        if request.url.params.get("verb") == "ListRecords" and "from" in request.url.params:
+            return source.error("badArgument", f"Illegal from {request.url.params['from']}")
+        return response
+
+    source.every = (1, refuse_seconds_too)
+    harvest = Harvest(source)
+    with pytest.raises(OAIError, match="badArgument: Illegal from 2024-03-01 "):
+        harvest.run(from_="2024-03-01", until="2024-03-01")
+    assert source.verbs.count("ListRecords") == 2
+    assert harvest.client.notices == [] and not harvest.client.dates_by_day
+
+
+@pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "sequential"])
+def test_a_source_wanting_the_prefix_with_each_token_gets_it_from_then_on(prefetch: bool) -> None:
+    """geopython/pycsw#317: pycsw answered a resumption token sent alone (as the protocol
+    wants it) with badArgument "Missing metadataprefix parameter". Before, every harvest of
+    such a source failed at its second page. The token is sent again with the prefix, and
+    so is every later one, with a notice."""
+    source = PrefixWithTokenSource(make_records(10), page_size=3)
+    harvest = Harvest(source).run(prefetch=prefetch)
+    assert set(harvest.records) == {r.identifier for r in source.records}
+    tokens = [r.url.params for r in source.requests if "resumptionToken" in r.url.params]
+    # the first token refused alone, then each with the prefix
+    assert [params.get("metadataPrefix") for params in tokens] == [
+        None,
+        "oai_dc",
+        "oai_dc",
+        "oai_dc",
+    ]
+    (notice,) = harvest.client.notices
+    assert "badArgument: Missing metadataprefix parameter" in notice
+    assert "sending the metadata prefix with each resumption token" in notice
+
+
+def test_a_token_refused_with_the_prefix_too_fails_with_the_first_answer() -> None:
+    """The prefix was not what the source missed: its first answer stands, asked once more
+    only."""
+    source = PrefixWithTokenSource(make_records(10), page_size=3)
+
+    def refuse_tokens(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        if "resumptionToken" in request.url.params and "metadataPrefix" in request.url.params:
+            return source.error("badArgument", "Illegal resumptionToken and metadataPrefix")
+        return response
+
+    source.every = (1, refuse_tokens)
+    harvest = Harvest(source)
+    with pytest.raises(OAIError, match="badArgument: Missing metadataprefix parameter"):
+        harvest.run(prefetch=False)
+    assert source.verbs.count("ListRecords") == 3 and harvest.client.notices == []
+
+
+def test_a_token_that_expired_meanwhile_redoes_the_window_with_the_prefix() -> None:
+    """Sent again with the prefix, the token is refused as expired: the source read it, so
+    the window is redone as after any expired token, not failed on the badArgument."""
+    source = PrefixWithTokenSource(make_records(10), page_size=3)
+    source.faults = {3: expire_tokens(source)}
+    harvest = Harvest(source).run(prefetch=False)
+    assert set(harvest.records) == {r.identifier for r in source.records}
