@@ -464,3 +464,51 @@ def test_a_record_failing_its_transform_counts_once_whatever_the_writers(two: Tw
     assert report.actions["error"] == 4  # each writer's action, as the other actions are
     failed = two.services.state.earlier_actions(report.run_id, ["oai:x:1", "oai:x:2"])
     assert {status for status, _ in failed.values()} == {"failed"}
+
+
+def test_a_record_undone_after_a_writers_option_changed_is_skipped_at_the_next_harvest(
+    two: TwoTargets,
+) -> None:
+    """A record edited in the mirror, not listed again, is brought back by the undo of local
+    changes after the mirror was given a `community`: written with it, it is remembered so.
+    The undo saved no written fingerprint: the next harvest planned the record once more for
+    the mirror, which wrote `nothing`."""
+    two.harvest()
+    edit_in_target(two, 1, "oai:x:2")
+    two.targets[1].create_community("mirrored")
+    set_mirror_options(two, 'community:"mirrored"')
+    report = two.harvest(identifiers=["oai:x:1"])  # oai:x:2 is not listed: undone
+    assert report.local_changes_undone_actions == {"update": 1}, report
+    assert two.local(1, "oai:x:2")["communities"] == ["mirrored"]
+    report = two.harvest()
+    decided = two.services.state.earlier_actions(report.run_id, ["oai:x:2"])
+    assert decided["oai:x:2"] == ("unchanged", "skip")  # every writer skips it
+    assert report.actions == {"skip": 5, "nothing": 1}, report  # oai:x:3 in the mirror
+    assert two.harvest().actions == {"skip": 6}
+
+
+def test_a_record_taken_over_after_a_writers_option_changed_is_skipped_at_the_next_harvest(
+    two: TwoTargets,
+) -> None:
+    """A re-identified record takes its old record over in the mirror after the mirror was
+    given a `community`: written with it, it is remembered so. The take-over saved no
+    written fingerprint: the next harvest planned the record once more for the mirror,
+    which wrote `nothing`."""
+    two.harvest()
+    old = two.source.records[0]
+    two.source.records.append(
+        dataclasses.replace(old, identifier="oai:z:1", datestamp="2024-03-02T10:00:00Z")
+    )
+    assert two.harvest().error_types == {"duplicate_pid": 2}
+    two.targets[1].create_community("mirrored")
+    set_mirror_options(two, 'community:"mirrored"')
+    old.deleted, old.datestamp = True, "2024-03-02T10:00:01Z"
+    report = two.harvest(identifiers=["oai:x:1"])  # the new one is not listed again
+    assert report.reidentified == {"restore": 2}, report
+    assert two.local(1, "oai:z:1")["communities"] == ["mirrored"]
+    report = two.harvest()
+    decided = two.services.state.earlier_actions(report.run_id, ["oai:z:1"])
+    assert decided["oai:z:1"] == ("unchanged", "skip")  # every writer skips it
+    # oai:x:2 and oai:x:3 in the mirror, written before it had the community
+    assert report.actions == {"skip": 6, "nothing": 2}, report
+    assert two.harvest().actions == {"skip": 8}
