@@ -28,10 +28,12 @@ from oai_pipeline.targets.embedded.writer import EmbeddedWriter
 from oai_pipeline_tests.oai.fake_source import FakeRecord, FakeSource
 from oai_pipeline_tests.support import (
     EVERYTHING,
+    URN_TRANSFORMER,
     harvest_fake_source,
     oai_dc,
     raise_on_call,
     use_plugin,
+    use_transformer,
 )
 
 MIRROR = '''
@@ -512,3 +514,30 @@ def test_a_record_taken_over_after_a_writers_option_changed_is_skipped_at_the_ne
     # oai:x:2 and oai:x:3 in the mirror, written before it had the community
     assert report.actions == {"skip": 6, "nothing": 2}, report
     assert two.harvest().actions == {"skip": 8}
+
+
+def test_a_writer_given_another_pid_field_writes_its_records_once_the_other_skips(
+    two: TwoTargets, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A writer's `pid_field` is in its written fingerprint: changed after a harvest, the
+    next harvest plans and writes every record that writer wrote, unchanged at the source,
+    and the other writer skips them; the harvest after skips them all."""
+    use_transformer(monkeypatch, tmp_path / "urn-site", "urn", "Urn", URN_TRANSFORMER)
+    harvester = two.services.harvester("sample")
+    chain = [*harvester.transformers, "urn"]
+    two.services.state.save_harvester(harvester.model_copy(update={"transformers": chain}))
+    two.harvest()
+    set_mirror_options(two, 'pid_field:"pids.urn"')
+    report = two.harvest()
+    identifiers = [r.identifier for r in two.source.records]
+    decided = two.services.state.earlier_actions(report.run_id, identifiers)
+    assert {i: actions for i, (_status, actions) in decided.items()} == dict.fromkeys(
+        identifiers, "skip,update"
+    )
+    assert report.actions == {"skip": 3, "update": 3}, report
+    for identifier in identifiers:  # written once, in the mirror only, under its new pid
+        doi = f"10.5072/{identifier.rsplit(':', 1)[-1]}"
+        assert [two.local(t, identifier)["revision"] for t in (0, 1)] == [1, 2]
+        assert [two.local(t, identifier)["doi"] for t in (0, 1)] == [doi, f"urn:x:{doi}"]
+    assert two.harvest().actions == {"skip": 6}
+    assert [two.local(t, "oai:x:1")["revision"] for t in (0, 1)] == [1, 2]
