@@ -541,3 +541,25 @@ def test_a_writer_given_another_pid_field_writes_its_records_once_the_other_skip
         assert [two.local(t, identifier)["doi"] for t in (0, 1)] == [doi, f"urn:x:{doi}"]
     assert two.harvest().actions == {"skip": 6}
     assert [two.local(t, "oai:x:1")["revision"] for t in (0, 1)] == [1, 2]
+
+
+def test_a_record_undone_after_the_chain_changed_is_remembered_as_of_the_old_chain(
+    two: TwoTargets, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The undo writes the record's last transform, made by the chain of that day: it is
+    remembered with that chain's fingerprint, not the one of the chain now given, so the
+    next harvest that lists the record writes what the new chain makes of it."""
+    two.harvest()
+    edit_in_target(two, 1, "oai:x:2")
+    use_transformer(monkeypatch, tmp_path / "urn-site", "urn", "Urn", URN_TRANSFORMER)
+    harvester = two.services.harvester("sample")
+    chain = [*harvester.transformers, "urn"]
+    two.services.state.save_harvester(harvester.model_copy(update={"transformers": chain}))
+    report = two.harvest(identifiers=["oai:x:1"])  # oai:x:2 is not listed: undone
+    assert report.local_changes_undone_actions == {"update": 1}, report
+    assert "urn" not in two.local(1, "oai:x:2")["data"]["pids"]
+    report = two.harvest()
+    assert report.actions == {"skip": 2, "update": 4}, report
+    assert [two.local(t, "oai:x:2")["data"]["pids"]["urn"] for t in (0, 1)] == [
+        {"identifier": "urn:x:10.5072/2"}
+    ] * 2
