@@ -156,6 +156,21 @@ def use_plugin(
     return site
 
 
+# A transformer `Urn`: the record's persistent identifier is also a URN made from its DOI,
+# at pids.urn (for a writer's `pid_field`).
+URN_TRANSFORMER = """
+from oai_pipeline.transform.base import Transformer
+
+
+class Urn(Transformer):
+    def transform(self, items):
+        for item in items:
+            doi = item.data.get("pids", {}).get("doi", {}).get("identifier")
+            if doi:
+                item.data["pids"]["urn"] = {"identifier": "urn:x:" + doi}
+"""
+
+
 def use_transformer(
     monkeypatch: pytest.MonkeyPatch, site: Path, name: str, class_name: str, source: str
 ) -> None:

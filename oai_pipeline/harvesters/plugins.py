@@ -21,6 +21,8 @@ from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.transform.base import OUTPUT_REVISION
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from oai_pipeline.harvesters.model import Harvester
     from oai_pipeline.settings import Settings
     from oai_pipeline.targets.base import Writer
@@ -212,6 +214,14 @@ def written_fingerprint(transform: str, writer: Writer) -> str:
         return transform
     encoded = json.dumps([transform, options], sort_keys=True, default=str).encode()
     return hashlib.sha256(encoded).hexdigest()[:16]
+
+
+def rewritten_fingerprints(transforms: Mapping[str, str | None], writer: Writer) -> dict[str, str]:
+    """What `writer` remembers writing when it writes stored transforms again (an undo of a
+    local change, a take-over): each record's `written_fingerprint` of the chain that made
+    its data (`transforms`: that chain's fingerprint by identifier), not of today's chain.
+    A record of no known chain is left out: what the writer remembered before stays."""
+    return {i: written_fingerprint(t, writer) for i, t in transforms.items() if t is not None}
 
 
 def _package_version(name: str) -> str | None:

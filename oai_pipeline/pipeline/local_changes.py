@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from oai_pipeline import json_codec
+from oai_pipeline.harvesters.plugins import rewritten_fingerprints
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.state.store import writer_keys
 from oai_pipeline.sync.rules import Action, SourceRecord, decide
@@ -90,6 +91,10 @@ def undo_local_changes(
                 harvester_id,
                 written,
                 {w.identifier: w.datestamp for w in writes},
+                # as the write stage does: a writer's options changed re-plan it no more
+                rewritten_fingerprints(
+                    {i: t.fingerprint if t else None for i, t in transforms.items()}, writer
+                ),
                 undone=(run_id, batch) if run_id is not None else None,
                 writer=owner,
             )

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from oai_pipeline import json_codec
+from oai_pipeline.harvesters.plugins import rewritten_fingerprints
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.state.store import TakeOverRun, writer_keys
 from oai_pipeline.sync.rules import Action, SourceRecord, decide
@@ -113,6 +114,8 @@ def take_over_freed_pids(
                 harvester_id,
                 outcomes,
                 {w.identifier: w.datestamp for w in writes},
+                # as the write stage does: a writer's options changed re-plan it no more
+                rewritten_fingerprints({i: t.fingerprint for i, t in transforms.items()}, writer),
                 reidentified=(run, taken) if run is not None else None,
                 writer=owner,
             )

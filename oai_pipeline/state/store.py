@@ -153,11 +153,19 @@ class ReconcileDeletions:
 
 @dataclasses.dataclass(frozen=True)
 class StoredTransform:
-    """A record's remembered transform: the data as JSON text, its pid and communities."""
+    """A record's remembered transform: the data as JSON text, its pid and communities, and
+    the fingerprint of the chain that made them (None: not known): what a writer writing
+    them again remembers writing, not the chain's of the day."""
 
     data_json: str
     pid: str | None
     communities: list[str]
+    fingerprint: str | None = None
+
+
+# What a writer wrote a record from (`written_fingerprint`): one for all its records, or
+# each record's (records left out, or None: the fingerprint written before stays).
+WrittenFingerprint = str | Mapping[str, str] | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1133,7 +1141,7 @@ class StateStore:
                         and row.identifier not in failed
                     ):
                         found[row.identifier] = StoredTransform(
-                            row.data_json, row.pid, list(row.communities or [])
+                            row.data_json, row.pid, list(row.communities or []), fingerprint
                         )
         return found
 
@@ -1169,6 +1177,7 @@ class StateStore:
                         sa.cast(stored_data.c.data, sa.Text).label("data_json"),
                         hr.c.pid,
                         hr.c.communities,
+                        hr.c.transform_fingerprint,
                     )
                     .select_from(hr.outerjoin(stored_data, _of_record(stored_data)))
                     .where(hr.c.harvester_id == harvester_id, hr.c.identifier.in_(chunk))
@@ -1177,7 +1186,10 @@ class StateStore:
                     transform = None
                     if row.data_json is not None and row.data_json != "null":
                         transform = StoredTransform(
-                            row.data_json, row.pid, list(row.communities or [])
+                            row.data_json,
+                            row.pid,
+                            list(row.communities or []),
+                            row.transform_fingerprint,
                         )
                     found[row.identifier] = ReportedRecord(
                         row.datestamp, bool(row.deleted), transform
@@ -1272,14 +1284,15 @@ class StateStore:
         harvester_id: str,
         outcomes: list[WriteOutcome],
         datestamps: dict[str, str],
-        fingerprint: str | None = None,
+        fingerprint: WrittenFingerprint = None,
         *,
         undone: tuple[int, Mapping[str, int]] | None = None,
         reidentified: tuple[TakeOverRun, Mapping[str, int]] | None = None,
         writer: WriterKey | None = None,
     ) -> None:
         """The last write of each record: local id, revision, datestamp written, errors, and
-        the `fingerprint` of what was written (`written_fingerprint`); `writer`: whose
+        the `fingerprint` of what was written (`written_fingerprint`; per record, a
+        mapping); `writer`: whose
         write (None: on the harvest record, of no writer named). `undone`: (run id,
         actions) of a batch of the run's undo of local changes, added to the run's in the
         same transaction (see `run_local_changes_undone`); `reidentified`: (run, actions) of
@@ -1346,7 +1359,7 @@ class StateStore:
         harvester_id: str,
         outcomes: Mapping[WriterKey | None, list[WriteOutcome]],
         datestamps: dict[str, str],
-        fingerprints: Mapping[WriterKey | None, str | None],
+        fingerprints: Mapping[WriterKey | None, WrittenFingerprint],
         known: set[str] | frozenset[str] = frozenset(),
     ) -> None:
         """Each writer's memory of its outcomes, with the fingerprint of what it wrote
@@ -1355,9 +1368,10 @@ class StateStore:
         now = utc_now()
         errors: dict[str, list[RecordError]] = {}
         for writer, written in outcomes.items():
-            fingerprint = fingerprints.get(writer)
+            given = fingerprints.get(writer)
             rows: dict[str, dict[str, Any]] = {}
             for outcome in written:
+                fingerprint = given.get(outcome.identifier) if isinstance(given, Mapping) else given
                 values: dict[str, Any] = {"last_written_at": now}
                 if outcome.action is not Action.ERROR:
                     # A failed write wrote nothing of this datestamp: the skip rule must not

@@ -20,6 +20,7 @@ from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline.targets.embedded.schema import records as records_table
 from oai_pipeline_tests.dagster_results import run_totals
 from oai_pipeline_tests.support import (
+    URN_TRANSFORMER,
     live_records,
     register,
     shifted_sample_records,
@@ -172,20 +173,6 @@ def test_data_that_is_not_json_is_the_records_error(
     assert any("not JSON" in e["message"] for e in errors if e["type"] == "transformer_failure")
 
 
-URN = '''
-"""A user's transformer: the record's persistent identifier is a URN made from its DOI."""
-from oai_pipeline.transform.base import Transformer
-
-
-class Urn(Transformer):
-    def transform(self, items):
-        for item in items:
-            doi = item.data.get("pids", {}).get("doi", {}).get("identifier")
-            if doi:
-                item.data["pids"]["urn"] = {"identifier": "urn:x:" + doi}
-'''
-
-
 def test_a_writer_pid_field_is_what_the_plan_finds_records_by(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -194,7 +181,7 @@ def test_a_writer_pid_field_is_what_the_plan_finds_records_by(
 ) -> None:
     """The plan looks records up by the writer's pid_field, as the writer does: a record
     holding the URN is taken over (planned and done alike), not created beside it."""
-    use_transformer(monkeypatch, tmp_path / "site", "urn", "Urn", URN)
+    use_transformer(monkeypatch, tmp_path / "site", "urn", "Urn", URN_TRANSFORMER)
     records = shifted_sample_records()
     doi_of = {
         r.identifier: match[1].lower()

@@ -28,10 +28,12 @@ from oai_pipeline.targets.embedded.writer import EmbeddedWriter
 from oai_pipeline_tests.oai.fake_source import FakeRecord, FakeSource
 from oai_pipeline_tests.support import (
     EVERYTHING,
+    URN_TRANSFORMER,
     harvest_fake_source,
     oai_dc,
     raise_on_call,
     use_plugin,
+    use_transformer,
 )
 
 MIRROR = '''
@@ -464,3 +466,100 @@ def test_a_record_failing_its_transform_counts_once_whatever_the_writers(two: Tw
     assert report.actions["error"] == 4  # each writer's action, as the other actions are
     failed = two.services.state.earlier_actions(report.run_id, ["oai:x:1", "oai:x:2"])
     assert {status for status, _ in failed.values()} == {"failed"}
+
+
+def test_a_record_undone_after_a_writers_option_changed_is_skipped_at_the_next_harvest(
+    two: TwoTargets,
+) -> None:
+    """A record edited in the mirror, not listed again, is brought back by the undo of local
+    changes after the mirror was given a `community`: written with it, it is remembered so.
+    The undo saved no written fingerprint: the next harvest planned the record once more for
+    the mirror, which wrote `nothing`."""
+    two.harvest()
+    edit_in_target(two, 1, "oai:x:2")
+    two.targets[1].create_community("mirrored")
+    set_mirror_options(two, 'community:"mirrored"')
+    report = two.harvest(identifiers=["oai:x:1"])  # oai:x:2 is not listed: undone
+    assert report.local_changes_undone_actions == {"update": 1}, report
+    assert two.local(1, "oai:x:2")["communities"] == ["mirrored"]
+    report = two.harvest()
+    decided = two.services.state.earlier_actions(report.run_id, ["oai:x:2"])
+    assert decided["oai:x:2"] == ("unchanged", "skip")  # every writer skips it
+    assert report.actions == {"skip": 5, "nothing": 1}, report  # oai:x:3 in the mirror
+    assert two.harvest().actions == {"skip": 6}
+
+
+def test_a_record_taken_over_after_a_writers_option_changed_is_skipped_at_the_next_harvest(
+    two: TwoTargets,
+) -> None:
+    """A re-identified record takes its old record over in the mirror after the mirror was
+    given a `community`: written with it, it is remembered so. The take-over saved no
+    written fingerprint: the next harvest planned the record once more for the mirror,
+    which wrote `nothing`."""
+    two.harvest()
+    old = two.source.records[0]
+    two.source.records.append(
+        dataclasses.replace(old, identifier="oai:z:1", datestamp="2024-03-02T10:00:00Z")
+    )
+    assert two.harvest().error_types == {"duplicate_pid": 2}
+    two.targets[1].create_community("mirrored")
+    set_mirror_options(two, 'community:"mirrored"')
+    old.deleted, old.datestamp = True, "2024-03-02T10:00:01Z"
+    report = two.harvest(identifiers=["oai:x:1"])  # the new one is not listed again
+    assert report.reidentified == {"restore": 2}, report
+    assert two.local(1, "oai:z:1")["communities"] == ["mirrored"]
+    report = two.harvest()
+    decided = two.services.state.earlier_actions(report.run_id, ["oai:z:1"])
+    assert decided["oai:z:1"] == ("unchanged", "skip")  # every writer skips it
+    # oai:x:2 and oai:x:3 in the mirror, written before it had the community
+    assert report.actions == {"skip": 6, "nothing": 2}, report
+    assert two.harvest().actions == {"skip": 8}
+
+
+def test_a_writer_given_another_pid_field_writes_its_records_once_the_other_skips(
+    two: TwoTargets, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A writer's `pid_field` is in its written fingerprint: changed after a harvest, the
+    next harvest plans and writes every record that writer wrote, unchanged at the source,
+    and the other writer skips them; the harvest after skips them all."""
+    use_transformer(monkeypatch, tmp_path / "urn-site", "urn", "Urn", URN_TRANSFORMER)
+    harvester = two.services.harvester("sample")
+    chain = [*harvester.transformers, "urn"]
+    two.services.state.save_harvester(harvester.model_copy(update={"transformers": chain}))
+    two.harvest()
+    set_mirror_options(two, 'pid_field:"pids.urn"')
+    report = two.harvest()
+    identifiers = [r.identifier for r in two.source.records]
+    decided = two.services.state.earlier_actions(report.run_id, identifiers)
+    assert {i: actions for i, (_status, actions) in decided.items()} == dict.fromkeys(
+        identifiers, "skip,update"
+    )
+    assert report.actions == {"skip": 3, "update": 3}, report
+    for identifier in identifiers:  # written once, in the mirror only, under its new pid
+        doi = f"10.5072/{identifier.rsplit(':', 1)[-1]}"
+        assert [two.local(t, identifier)["revision"] for t in (0, 1)] == [1, 2]
+        assert [two.local(t, identifier)["doi"] for t in (0, 1)] == [doi, f"urn:x:{doi}"]
+    assert two.harvest().actions == {"skip": 6}
+    assert [two.local(t, "oai:x:1")["revision"] for t in (0, 1)] == [1, 2]
+
+
+def test_a_record_undone_after_the_chain_changed_is_remembered_as_of_the_old_chain(
+    two: TwoTargets, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The undo writes the record's last transform, made by the chain of that day: it is
+    remembered with that chain's fingerprint, not the one of the chain now given, so the
+    next harvest that lists the record writes what the new chain makes of it."""
+    two.harvest()
+    edit_in_target(two, 1, "oai:x:2")
+    use_transformer(monkeypatch, tmp_path / "urn-site", "urn", "Urn", URN_TRANSFORMER)
+    harvester = two.services.harvester("sample")
+    chain = [*harvester.transformers, "urn"]
+    two.services.state.save_harvester(harvester.model_copy(update={"transformers": chain}))
+    report = two.harvest(identifiers=["oai:x:1"])  # oai:x:2 is not listed: undone
+    assert report.local_changes_undone_actions == {"update": 1}, report
+    assert "urn" not in two.local(1, "oai:x:2")["data"]["pids"]
+    report = two.harvest()
+    assert report.actions == {"skip": 2, "update": 4}, report
+    assert [two.local(t, "oai:x:2")["data"]["pids"]["urn"] for t in (0, 1)] == [
+        {"identifier": "urn:x:10.5072/2"}
+    ] * 2

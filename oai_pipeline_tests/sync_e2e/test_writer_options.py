@@ -29,20 +29,12 @@ from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline_tests.oai.fake_source import FakeRecord, FakeSource
-from oai_pipeline_tests.support import EVERYTHING, harvest_fake_source, use_transformer
-
-URN = '''
-"""The record's persistent identifier is also a URN made from its DOI (pid_field tests)."""
-from oai_pipeline.transform.base import Transformer
-
-
-class Urn(Transformer):
-    def transform(self, items):
-        for item in items:
-            doi = item.data.get("pids", {}).get("doi", {}).get("identifier")
-            if doi:
-                item.data["pids"]["urn"] = {"identifier": "urn:x:" + doi}
-'''
+from oai_pipeline_tests.support import (
+    EVERYTHING,
+    URN_TRANSFORMER,
+    harvest_fake_source,
+    use_transformer,
+)
 
 
 @dataclass(frozen=True)
@@ -220,7 +212,7 @@ def story(
     source = harvest_fake_source(settings, monkeypatch, FakeSource([]))
     transformers = ['oai-import{model:"rdm"}']
     if options.pid_field:
-        use_transformer(monkeypatch, tmp_path / "site", "urn", "Urn", URN)
+        use_transformer(monkeypatch, tmp_path / "site", "urn", "Urn", URN_TRANSFORMER)
         transformers.append("urn")
     with Services(settings) as services:
         HarvesterRegistry(services.state).update(
