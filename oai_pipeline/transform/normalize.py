@@ -86,6 +86,15 @@ def clean_unicode(value: str) -> str:
     return value if unicodedata.is_normalized("NFC", value) else unicodedata.normalize("NFC", value)
 
 
+def element_text(element: Any) -> str:
+    """All the text of an lxml element, the XPath `string(.)`: a comment, processing
+    instruction or child element inside a value (`Foo <!-- x --> bar`, `Study of <i>E.
+    coli</i>`) does not end it, as its `.text` does."""
+    if len(element) == 0:  # no child, not even a comment: the text is the element's own
+        return element.text or ""
+    return "".join(element.itertext())
+
+
 def text_or_none(value: str | None) -> str | None:
     """A one-line value (title, name, subject …): a source's line breaks and indentation are
     layout, not content, so each run of whitespace becomes one space. (The XML parser has

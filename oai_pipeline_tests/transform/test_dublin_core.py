@@ -932,3 +932,20 @@ def test_a_dc_date_of_digits_that_is_no_date_alone_is_the_records_invalid_date()
     assert item.error is not None and item.error.type == "invalid_date"
     assert "'2021-13-45' has no month 13" in item.error.message
     assert item.error.location == "metadata.publication_date"
+
+
+@pytest.mark.parametrize("inside", ["<!-- a note -->", "<?page 2?>", "<i>,</i>"])
+def test_a_comment_or_element_inside_a_value_does_not_end_it(inside: str) -> None:
+    """A value was read up to the first comment, processing instruction or element inside it
+    (lxml's `.text`): `Foo <!-- x --> bar` was the title `Foo`, the rest lost without a word.
+    DataCite read the whole text; Dublin Core (and OpenAIRE) now do too."""
+    item = dc_item(
+        f"<dc:title>Stomach {inside} encyclopedia</dc:title>"
+        f"<dc:creator>Tsubosaka{inside} Ayumu</dc:creator>"
+        f"<dc:description>One{inside} two</dc:description>"
+    )
+    metadata = transformed_metadata(item)
+    text = "" if inside.startswith("<!--") or inside.startswith("<?") else ","
+    assert metadata["title"] == f"Stomach {text} encyclopedia".replace("  ", " ")
+    assert metadata["creators"][0]["person_or_org"]["name"] == f"Tsubosaka{text} Ayumu"
+    assert metadata["description"] == f"One{text} two"
