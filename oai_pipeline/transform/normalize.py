@@ -505,8 +505,12 @@ def description_html(text: str, *more_lines: str) -> str | None:
 
 def file_link(url: str) -> dict[str, str] | None:
     """A link to a file at the source, or None: its URL path must end in a file name with a
-    known file extension (`data.csv`), not just a dot (`abs/1101.4388` is a landing page)."""
-    parsed = urlparse(url.strip())
+    known file extension (`data.csv`), not just a dot (`abs/1101.4388` is a landing page).
+    A URL whose host urlparse refuses (an unclosed `[`: `http://[x/a.pdf`) links no file."""
+    try:
+        parsed = urlparse(url.strip())
+    except ValueError:
+        return None
     if parsed.scheme not in {"http", "https"}:
         return None
     name = unquote(parsed.path.rstrip("/").rsplit("/", 1)[-1])

@@ -716,3 +716,13 @@ def test_an_856_with_no_display_constant_states_no_relationship() -> None:
         {"identifier": "https://example.org/record/1", "scheme": "url"}
     ]
     assert metadata.get("related_identifiers", []) == []
+
+
+def test_an_electronic_location_urlparse_refuses_is_no_file_and_no_failure() -> None:
+    """856 $u `https://[example.org/data.pdf` (an unclosed IPv6 bracket) made urlparse raise
+    and the record a `transformer_failure`; it links no file, and is kept as the URL given."""
+    u = "https://[example.org/data.pdf"
+    item = _marc_item(_field("856", ("u", u), ind1="4", ind2="0"))
+    metadata = transformed_metadata(item)
+    assert metadata["identifiers"] == [{"identifier": u, "scheme": "url"}]
+    assert item.data["files"]["links"] == []
