@@ -30,6 +30,7 @@ from oai_pipeline.transform.normalize import (
     clean_unicode,
     collapse_whitespace,
     description_html,
+    element_text,
     eu_repo_grant,
     file_link,
     is_ror,
@@ -176,10 +177,7 @@ def _string(children: Children, tag: str) -> str:
     found = children.get(tag)
     if not found:
         return ""
-    element = found[0]
-    if len(element) == 0:
-        return element.text or ""
-    return "".join(element.itertext())
+    return element_text(found[0])
 
 
 def _text_nodes(element: etree._Element) -> list[str]:
@@ -198,13 +196,7 @@ def _namespace(element: etree._Element) -> str | None:
 def _text(element: etree._Element) -> str | None:
     """All the text of a one-line element (whitespace runs collapsed); None when empty.
     `text_or_none` inlined: this runs for nearly every element of a record."""
-    if len(element) == 0:  # no child, not even a comment: the text is the element's own
-        text = element.text
-        if text is None:
-            return None
-    else:
-        text = "".join(element.itertext())
-    text = clean_unicode(text).strip()
+    text = clean_unicode(element_text(element)).strip()
     if "\n" in text or "  " in text or "\t" in text:
         text = collapse_whitespace(text)
     return text or None

@@ -32,6 +32,7 @@ from oai_pipeline.transform.normalize import (
     citation,
     creators_or_contributors,
     description_html,
+    element_text,
     eu_repo_grant,
     file_link,
     isbn,
@@ -76,7 +77,9 @@ _BIBLIOGRAPHIC_CITATION = etree.XPath(
 
 def _texts(path: etree.XPath, dc: etree._Element) -> list[tuple[etree._Element, str]]:
     """The one-line values of an element (whitespace runs collapsed), empty ones left out."""
-    return [(element, text) for element in path(dc) if (text := text_or_none(element.text))]
+    return [
+        (element, text) for element in path(dc) if (text := text_or_none(element_text(element)))
+    ]
 
 
 # Between two names in one dc:creator: `;`, or a line break tag (CONTENTdm and DSpace
@@ -124,7 +127,7 @@ def _descriptions(dc: etree._Element) -> list[tuple[etree._Element, str]]:
     return [
         (element, html)
         for element in _DESCRIPTION(dc)
-        if (text := block_text_or_none(element.text)) and (html := description_html(text))
+        if (text := block_text_or_none(element_text(element))) and (html := description_html(text))
     ]
 
 

@@ -605,7 +605,7 @@ def _identifiers(
                 # the resource's own DOI, and the record names no other: its DOI, as a
                 # dc:identifier DOI is (it was only an identifier, the record left without)
                 pids["doi"] = {"identifier": own_doi, "provider": "external"}
-            elif field.ind2 in "0 ":
+            elif field.ind2 == "0" or field.ind2 in _NO_RELATIONSHIP:
                 identifiers.append(location)
             else:
                 relation = "isversionof" if field.ind2 == "1" else "references"
@@ -619,14 +619,23 @@ def _identifiers(
     )
 
 
+# 856's second indicators that state no relationship: blank, "no information provided" (the
+# one link older catalogues and DSpace write), and 8, "no display constant generated" (the
+# link's text is in $3, $y or $z). MARC 21 gives 8 no relationship: it was read as a related
+# resource (`references`), as 2 is; like blank, it is a location of the resource itself.
+_NO_RELATIONSHIP = frozenset(" 8")
+
+
 def _own_electronic_doi(fields: list[Field]) -> str | None:
     """The DOI of the first 856 of the resource itself (second indicator 0), else of the
-    first whose relationship is not given (blank: MARC's "no information provided", the one
-    link older catalogues and DSpace write) and that names no part ($3 `Table of contents`).
-    The blank one, read as the record's own identifier, was never its DOI."""
-    for relationships in ("0", " "):
+    first whose relationship is not given (`_NO_RELATIONSHIP`) and that names no part ($3
+    `Table of contents`). The blank one, read as the record's own identifier, was never
+    its DOI."""
+    for relationships in (frozenset("0"), _NO_RELATIONSHIP):
         for field in fields:
-            if field.ind2 != relationships or (relationships == " " and field.first("3")):
+            if field.ind2 not in relationships or (
+                relationships is _NO_RELATIONSHIP and field.first("3")
+            ):
                 continue
             for url in field.all("u"):
                 location = _electronic_location(url)

@@ -86,6 +86,15 @@ def clean_unicode(value: str) -> str:
     return value if unicodedata.is_normalized("NFC", value) else unicodedata.normalize("NFC", value)
 
 
+def element_text(element: Any) -> str:
+    """All the text of an lxml element, the XPath `string(.)`: a comment, processing
+    instruction or child element inside a value (`Foo <!-- x --> bar`, `Study of <i>E.
+    coli</i>`) does not end it, as its `.text` does."""
+    if len(element) == 0:  # no child, not even a comment: the text is the element's own
+        return element.text or ""
+    return "".join(element.itertext())
+
+
 def text_or_none(value: str | None) -> str | None:
     """A one-line value (title, name, subject …): a source's line breaks and indentation are
     layout, not content, so each run of whitespace becomes one space. (The XML parser has
@@ -379,9 +388,10 @@ def person_or_org(
     identifiers: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """A person or an organisation; a person's name is split from `Family, Given` when the
-    source gives no given/family parts. Without a stated kind, given/family parts or an ORCID
-    make a person, and so does a name with a comma unless it has an organisation's word
-    (`University of California, Berkeley`); anything else is an organisation.
+    source gives no given/family parts, and kept whole (no parts) when it has no comma.
+    Without a stated kind, given/family parts or an ORCID make a person, and so does a name
+    with a comma unless it has an organisation's word (`University of California,
+    Berkeley`); anything else is an organisation.
 
     The parts are one-line values as the imports read them (`text_or_none`), so they are only
     stripped here: this runs for every creator and contributor."""
@@ -412,11 +422,15 @@ def person_or_org(
                 family, given = name, None  # givenName only ("Madonna"): one name
             elif given and name.startswith(given + " "):
                 family = name[len(given) + 1 :]  # "John Smith" with givenName "John"
-            else:
+            elif given:
                 family = name
         result.update(given_name=given, family_name=family)
         if family is not None:
             result["name"] = f"{family}, {given}" if given else family
+        else:
+            # "Ayumu Tsubosaka": which words are the family name cannot be told (nor their
+            # order), so the name is kept whole, as written, with no parts made up.
+            result["name"] = name
     else:
         result["name"] = name
     return result
@@ -491,8 +505,12 @@ def description_html(text: str, *more_lines: str) -> str | None:
 
 def file_link(url: str) -> dict[str, str] | None:
     """A link to a file at the source, or None: its URL path must end in a file name with a
-    known file extension (`data.csv`), not just a dot (`abs/1101.4388` is a landing page)."""
-    parsed = urlparse(url.strip())
+    known file extension (`data.csv`), not just a dot (`abs/1101.4388` is a landing page).
+    A URL whose host urlparse refuses (an unclosed `[`: `http://[x/a.pdf`) links no file."""
+    try:
+        parsed = urlparse(url.strip())
+    except ValueError:
+        return None
     if parsed.scheme not in {"http", "https"}:
         return None
     name = unquote(parsed.path.rstrip("/").rsplit("/", 1)[-1])

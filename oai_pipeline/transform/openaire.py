@@ -19,7 +19,7 @@ from oai_pipeline.transform import datacite
 from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.dublin_core import DC, languages
 from oai_pipeline.transform.failure import missing_field
-from oai_pipeline.transform.normalize import citation, file_link, text_or_none
+from oai_pipeline.transform.normalize import citation, element_text, file_link, text_or_none
 
 OAIRE = "http://namespace.openaire.eu/schema/oaire/"
 # IRIS (Cineca's DSpace-CRIS) writes a creator's nameIdentifier and affiliation unprefixed under
@@ -91,7 +91,7 @@ def import_openaire(resource: etree._Element) -> dict[str, Any]:
     )
     contributors = _listed(children, tags.contributors, tags.contributor)
     publishers = [
-        text for e in children.get(_dc("publisher"), ()) if (text := text_or_none(e.text))
+        text for e in children.get(_dc("publisher"), ()) if (text := text_or_none(element_text(e)))
     ]
     metadata: dict[str, Any] = {
         "resource_type": {"id": _resource_type(children)},
@@ -141,7 +141,7 @@ def _resource_type(children: datacite.Children) -> str:
         raise missing_field("metadata.resource_type", "oaire:resourceType")
     element = elements[0]
     return vocab.coar_resource_type(
-        element.get("uri"), text_or_none(element.text), element.get("resourceTypeGeneral")
+        element.get("uri"), text_or_none(element_text(element)), element.get("resourceTypeGeneral")
     )
 
 
@@ -168,7 +168,7 @@ def _citation(children: datacite.Children) -> list[dict[str, Any]]:
 
     def text(local: str) -> str | None:
         elements = children.get(_oaire(local))
-        return text_or_none(elements[0].text) if elements else None
+        return text_or_none(element_text(elements[0])) if elements else None
 
     described = citation(
         text("citationTitle"),
@@ -188,11 +188,11 @@ def _version(children: datacite.Children) -> str | None:
     publication status (`AM`, `VoR`), which is no version of the work: left out."""
     for element in children.get(_VERSION, ()):
         if not element.get("uri"):
-            return text_or_none(element.text)
+            return text_or_none(element_text(element))
     return None
 
 
 def _file(element: etree._Element) -> dict[str, str] | None:
     """An oaire:file (the full text at the source) as a file link."""
-    url = text_or_none(element.text)
+    url = text_or_none(element_text(element))
     return file_link(url) if url else None

@@ -68,16 +68,36 @@ def test_zenodo_dc_record() -> None:
     } in metadata["related_identifiers"]
 
 
+def test_a_personal_name_without_a_comma_is_kept_whole_without_parts() -> None:
+    """Zenodo's `Ayumu Tsubosaka` became the family name `Ayumu Tsubosaka`: a family name the
+    source never gave (it is `Tsubosaka`). A name without a comma is the person's whole name
+    with no family or given name; `Family, Given` still gives both."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Ayumu Tsubosaka</dc:creator>"
+        "<dc:creator>Komura, Daisuke</dc:creator>"
+    )
+    transform_one(item)
+    assert item.error is None
+    tsubosaka, komura = (c["person_or_org"] for c in item.data["metadata"]["creators"])
+    assert tsubosaka == {"type": "personal", "name": "Ayumu Tsubosaka", "identifiers": []}
+    assert komura == {
+        "type": "personal",
+        "name": "Komura, Daisuke",
+        "given_name": "Daisuke",
+        "family_name": "Komura",
+        "identifiers": [],
+    }
+
+
 def test_zenodo_list_page() -> None:
     items = transform(page_items("zenodo-ListRecords-oai_dc-page1.xml"))
     lecture, dataset, _ = items
     metadata = lecture.data["metadata"]
     assert metadata["resource_type"] == {"id": "presentation"}  # info:eu-repo/semantics/lecture
-    # No comma: the whole name is the family name, nothing is guessed.
+    # No comma: the name is kept whole, no family or given name is guessed.
     assert metadata["creators"][0]["person_or_org"] == {
         "type": "personal",
         "name": "Matteo Marchegiani",
-        "family_name": "Matteo Marchegiani",
         "identifiers": [],
     }
     assert metadata["rights"] == [
@@ -912,3 +932,20 @@ def test_a_dc_date_of_digits_that_is_no_date_alone_is_the_records_invalid_date()
     assert item.error is not None and item.error.type == "invalid_date"
     assert "'2021-13-45' has no month 13" in item.error.message
     assert item.error.location == "metadata.publication_date"
+
+
+@pytest.mark.parametrize("inside", ["<!-- a note -->", "<?page 2?>", "<i>,</i>"])
+def test_a_comment_or_element_inside_a_value_does_not_end_it(inside: str) -> None:
+    """A value was read up to the first comment, processing instruction or element inside it
+    (lxml's `.text`): `Foo <!-- x --> bar` was the title `Foo`, the rest lost without a word.
+    DataCite read the whole text; Dublin Core (and OpenAIRE) now do too."""
+    item = dc_item(
+        f"<dc:title>Stomach {inside} encyclopedia</dc:title>"
+        f"<dc:creator>Tsubosaka{inside} Ayumu</dc:creator>"
+        f"<dc:description>One{inside} two</dc:description>"
+    )
+    metadata = transformed_metadata(item)
+    text = "" if inside.startswith("<!--") or inside.startswith("<?") else ","
+    assert metadata["title"] == f"Stomach {text} encyclopedia".replace("  ", " ")
+    assert metadata["creators"][0]["person_or_org"]["name"] == f"Tsubosaka{text} Ayumu"
+    assert metadata["description"] == f"One{text} two"

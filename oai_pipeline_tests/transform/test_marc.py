@@ -700,3 +700,29 @@ def test_the_doi_of_an_856_with_no_relationship_given_is_its_doi() -> None:
         {"identifier": "10.1234/toc", "scheme": "doi"}
     ]
     assert item.pid is None
+
+
+def test_an_856_with_no_display_constant_states_no_relationship() -> None:
+    """856 second indicator 8 is MARC 21's "no display constant generated": it says how the
+    link is shown (by its $3, $y or $z), not what it links. It was read as a related resource
+    (`references`), as 2 is; stating no relationship, as blank does not, it is the location
+    of the resource itself: its DOI the record's DOI, another URI the record's identifier."""
+    doi = _field("856", ("u", "https://doi.org/10.1234/ABC"), ind1="4", ind2="8")
+    url = _field("856", ("u", "https://example.org/record/1"), ("z", "Online"), ind1="4", ind2="8")
+    item = _marc_item(doi + url)
+    metadata = transformed_metadata(item)
+    assert item.pid == "10.1234/abc"
+    assert metadata["identifiers"] == [
+        {"identifier": "https://example.org/record/1", "scheme": "url"}
+    ]
+    assert metadata.get("related_identifiers", []) == []
+
+
+def test_an_electronic_location_urlparse_refuses_is_no_file_and_no_failure() -> None:
+    """856 $u `https://[example.org/data.pdf` (an unclosed IPv6 bracket) made urlparse raise
+    and the record a `transformer_failure`; it links no file, and is kept as the URL given."""
+    u = "https://[example.org/data.pdf"
+    item = _marc_item(_field("856", ("u", u), ind1="4", ind2="0"))
+    metadata = transformed_metadata(item)
+    assert metadata["identifiers"] == [{"identifier": u, "scheme": "url"}]
+    assert item.data["files"]["links"] == []

@@ -11,7 +11,7 @@ from oai_pipeline.transform import imports, openaire
 from oai_pipeline.transform import vocabularies as vocab
 from oai_pipeline.transform.base import TransformItem
 
-from .records import transform, wrap_metadata
+from .records import transform, transform_one, wrap_metadata
 from .test_public_records import PUBLIC, metadata, one
 
 IRIS = "unimi-iris-oai_openaire.xml"
@@ -52,12 +52,12 @@ def test_an_iris_journal_article() -> None:
     assert data["title"] == (
         "I processi incorpati di costruzione della conoscenza nelle pratiche di cura"
     )
+    # names without a comma: kept whole, `S.` is no family name
     assert [c["person_or_org"] for c in data["creators"]] == [
-        {"type": "personal", "name": "S. Visioli", "family_name": "S. Visioli", "identifiers": []},
+        {"type": "personal", "name": "S. Visioli", "identifiers": []},
         {
             "type": "personal",
             "name": "L. Zannini",
-            "family_name": "L. Zannini",
             "identifiers": [{"identifier": "0000-0001-7287-6616", "scheme": "orcid"}],
         },
     ]
@@ -317,3 +317,15 @@ def test_et_al_as_a_creator_names_nobody() -> None:
             "identifiers": [],
         },
     ]
+
+
+def test_a_comment_inside_a_value_does_not_end_it() -> None:
+    """dc:publisher (and the oaire values) were read up to the first comment inside them."""
+    name = "unimi-iris-oai_openaire-nested-creators.xml"
+    text = (PUBLIC / name).read_text(encoding="utf-8")
+    changed = text.replace("Wiley Blackwell", "Wiley <!-- imprint --> Blackwell")
+    assert changed != text
+    item = TransformItem(f"oai:test:{name}", "2024-01-01", [], wrap_metadata(changed))
+    transform_one(item)
+    assert item.error is None
+    assert item.data["metadata"]["publisher"] == "Wiley Blackwell Publishing"
