@@ -388,10 +388,9 @@ def person_or_org(
     identifiers: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """A person or an organisation; a person's name is split from `Family, Given` when the
-    source gives no given/family parts, and kept whole (no parts) when it has no comma.
-    Without a stated kind, given/family parts or an ORCID make a person, and so does a name
-    with a comma unless it has an organisation's word (`University of California,
-    Berkeley`); anything else is an organisation.
+    source gives no given/family parts. Without a stated kind, given/family parts or an ORCID
+    make a person, and so does a name with a comma unless it has an organisation's word
+    (`University of California, Berkeley`); anything else is an organisation.
 
     The parts are one-line values as the imports read them (`text_or_none`), so they are only
     stripped here: this runs for every creator and contributor."""
@@ -422,15 +421,11 @@ def person_or_org(
                 family, given = name, None  # givenName only ("Madonna"): one name
             elif given and name.startswith(given + " "):
                 family = name[len(given) + 1 :]  # "John Smith" with givenName "John"
-            elif given:
+            else:
                 family = name
         result.update(given_name=given, family_name=family)
         if family is not None:
             result["name"] = f"{family}, {given}" if given else family
-        else:
-            # "Ayumu Tsubosaka": which words are the family name cannot be told (nor their
-            # order), so the name is kept whole, as written, with no parts made up.
-            result["name"] = name
     else:
         result["name"] = name
     return result

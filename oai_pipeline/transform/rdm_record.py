@@ -61,10 +61,8 @@ class PersonOrOrg(_Model):
     @model_validator(mode="after")
     def _has_a_name(self) -> PersonOrOrg:
         if self.type == "personal":
-            # A name written whole (`Ayumu Tsubosaka`) is a person's without parts: which of
-            # its words is the family name the source does not say.
-            if self.family_name is None and self.name is None:
-                raise ValueError("a person needs a family_name or a name")
+            if self.family_name is None:
+                raise ValueError("a person needs a family_name")
             if self.name is None:
                 self.name = (
                     f"{self.family_name}, {self.given_name}"

