@@ -13,14 +13,11 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
-from oai_pipeline import json_codec
-from oai_pipeline.harvesters.plugins import rewritten_fingerprints
+from oai_pipeline.pipeline.rewrite import rewrite_batches
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.state.store import writer_keys
 from oai_pipeline.sync.rules import Action, SourceRecord, decide
-from oai_pipeline.targets.base import PlannedWrite, SourceKey, Writer
-
-BATCH = 500
+from oai_pipeline.targets.base import Writer
 
 
 def undo_local_changes(
@@ -43,44 +40,30 @@ def undo_local_changes(
     owners = writer_keys(services.harvester(harvester_id).writers)
     for writer, owner in zip(writers, owners, strict=True):
         changed = writer.changed_locally(harvester_id)
-        for start in range(0, len(changed), BATCH):
-            identifiers = changed[start : start + BATCH]
-            reported = state.last_reported(harvester_id, identifiers)
-            memories = state.get_memories(harvester_id, identifiers, owner)
-            transforms = {i: reported[i].transform for i in identifiers if i in reported}
-            data = {i: json_codec.loads(t.data_json) if t else None for i, t in transforms.items()}
-            # Found by the writer's pid (its `pid_field`) as the plan finds them, not by the
-            # transform's DOI: that gave a record a pid its writer does not give it.
-            keys = [
-                SourceKey(i, writer.options.pid_in(data[i], t.pid if t else None))
-                for i, t in transforms.items()
-            ]
-            local = writer.lookup(harvester_id, keys)
+        for rewrite in rewrite_batches(
+            services, harvester_id, writer, owner, changed, live_only=False
+        ):
             writes = []
-            for key in keys:
-                last = reported[key.identifier]
+            for key in rewrite.keys:
+                last = rewrite.reported[key.identifier]
                 if not last.deleted and last.transform is None:
                     continue  # no data the source reported to bring back
                 source = SourceRecord(key.identifier, last.datestamp, last.deleted, key.pid)
+                found = rewrite.local[key.identifier]
                 decision = decide(
                     source,
-                    memories.get(key.identifier),
-                    local[key.identifier],
+                    rewrite.memories.get(key.identifier),
+                    found,
                     publishes=writer.options.publish,
                 )
-                transform = last.transform
                 writes.append(
-                    PlannedWrite(
-                        identifier=key.identifier,
-                        action=decision.action,
-                        reason=f"changed locally: {decision.reason}",
-                        datestamp=last.datestamp,
-                        data=data[key.identifier],
-                        pid=key.pid,
-                        communities=transform.communities if transform else [],
-                        local_id=local[key.identifier].local_id,
+                    rewrite.planned(
+                        key,
+                        decision,
+                        "changed locally",
+                        found.local_id,
+                        run_started,
                         undoes_local_change=True,
-                        run_started=run_started,
                     )
                 )
             # Skips go to the writer too: it finds them as the harvest leaves them.
@@ -92,9 +75,7 @@ def undo_local_changes(
                 written,
                 {w.identifier: w.datestamp for w in writes},
                 # as the write stage does: a writer's options changed re-plan it no more
-                rewritten_fingerprints(
-                    {i: t.fingerprint if t else None for i, t in transforms.items()}, writer
-                ),
+                rewrite.fingerprints(writer),
                 undone=(run_id, batch) if run_id is not None else None,
                 writer=owner,
             )

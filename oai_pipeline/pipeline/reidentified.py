@@ -23,14 +23,12 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
-from oai_pipeline import json_codec
-from oai_pipeline.harvesters.plugins import rewritten_fingerprints
+from oai_pipeline.pipeline.rewrite import rewrite_batches
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.state.store import TakeOverRun, writer_keys
 from oai_pipeline.sync.rules import Action, SourceRecord, decide
-from oai_pipeline.targets.base import PlannedWrite, SourceKey, Writer
+from oai_pipeline.targets.base import Writer
 
-BATCH = 500
 # write.ALREADY_WRITTEN (write imports this module): taken over by an earlier attempt
 ALREADY_WRITTEN = "already_written"
 
@@ -57,46 +55,30 @@ def take_over_freed_pids(
     actions: Counter[str] = Counter()
     owners = writer_keys(services.harvester(harvester_id).writers)
     for writer, owner in zip(writers, owners, strict=True):
-        for start in range(0, len(refused), BATCH):
-            identifiers = refused[start : start + BATCH]
-            reported = state.last_reported(harvester_id, identifiers)
-            # its own record, known: what this writer's memory holds
-            memories = state.get_memories(harvester_id, identifiers, owner)
-            transforms = {
-                i: last.transform
-                for i, last in reported.items()
-                if not last.deleted and last.transform is not None
-            }
-            data = {i: json_codec.loads(t.data_json) for i, t in transforms.items()}
-            keys = [
-                SourceKey(i, writer.options.pid_in(data[i], t.pid)) for i, t in transforms.items()
-            ]
-            local = writer.lookup(harvester_id, keys)
+        for rewrite in rewrite_batches(
+            services, harvester_id, writer, owner, refused, live_only=True
+        ):
             writes = []
             earlier: set[str] = set()  # taken over by a killed attempt, not recorded
-            for key in keys:
-                found, memory = local[key.identifier], memories.get(key.identifier)
+            for key in rewrite.keys:
+                # its own record, known: what this writer's memory holds
+                found, memory = rewrite.local[key.identifier], rewrite.memories.get(key.identifier)
                 known = memory is not None and memory.local_id == found.local_id
                 if found.local_id is None or (known and not found.taken_over):
                     continue  # still refused (or its own record, written and known)
                 if not found.taken_over:
                     earlier.add(key.identifier)
-                last = reported[key.identifier]
+                last = rewrite.reported[key.identifier]
                 source = SourceRecord(key.identifier, last.datestamp, False, key.pid)
                 decision = decide(source, None, found, publishes=writer.options.publish)
-                transform = transforms[key.identifier]
                 writes.append(
-                    PlannedWrite(
-                        identifier=key.identifier,
-                        action=decision.action,
-                        reason=f"its pid is free for it now: {decision.reason}",
-                        datestamp=last.datestamp,
-                        data=data[key.identifier],
-                        data_json=transform.data_json,
-                        pid=key.pid,
-                        communities=transform.communities,
-                        local_id=found.local_id,
-                        run_started=run_started,
+                    rewrite.planned(
+                        key,
+                        decision,
+                        "its pid is free for it now",
+                        found.local_id,
+                        run_started,
+                        data_json=rewrite.transforms[key.identifier].data_json,
                     )
                 )
             if not writes:
@@ -115,7 +97,7 @@ def take_over_freed_pids(
                 outcomes,
                 {w.identifier: w.datestamp for w in writes},
                 # as the write stage does: a writer's options changed re-plan it no more
-                rewritten_fingerprints({i: t.fingerprint for i, t in transforms.items()}, writer),
+                rewrite.fingerprints(writer),
                 reidentified=(run, taken) if run is not None else None,
                 writer=owner,
             )
