@@ -1525,18 +1525,12 @@ def expected_catch_up(
 
 
 def _target_by_record(home: Home | None) -> dict[str, tuple]:
-    """The home's target rows (`snapshot`) by OAI identifier; none in a home that never
-    harvested (no target yet)."""
-    import sqlalchemy as sa
-
+    """The home's target rows (`snapshot`'s) by OAI identifier; none in a home that never
+    harvested (no target yet, or only the community `--failing-records` made: no run, which
+    `snapshot` wants)."""
     if home is None:
         return {}
-    engine = sa.create_engine(_settings(home).target_db_url)
-    try:
-        created = sa.inspect(engine).has_table("target_records")
-    finally:
-        engine.dispose()
-    return {row[0]: row for row in snapshot(home)["target"]} if created else {}
+    return {row[0]: row for row in _target_rows(_settings(home).target_db_url)[0]}
 
 
 def moved_on_view(
