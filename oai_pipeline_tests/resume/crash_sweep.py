@@ -1546,6 +1546,11 @@ def moved_on_view(
     gone = rewritten & set(move.deleted)
     known_gone = transformed & set(move.deleted)
     view = _written_again_view(got, rewritten, gone)
+    # each writer's memory of a tombstone it wrote, where a fresh harvest wrote nothing
+    view["writer_memories"] = sorted(
+        (*row[:2], "", *row[3:]) if row[0] in gone and len(row) > 3 else row
+        for row in view["writer_memories"]
+    )
     rows = []
     for row in got["harvest_records"]:
         if row[0] in rewritten:
@@ -1615,15 +1620,20 @@ def moved_on_problems(
 
 
 def moved_on_report(
-    reference: dict[str, Any] | None, move: SourceMove, created: set[str]
+    reference: dict[str, Any] | None,
+    move: SourceMove,
+    created: set[str],
+    created_by_mirror: set[str] = frozenset(),
 ) -> dict[str, Any] | None:
     """The fresh harvest's report as the rerun's must read (`compare_reports`): a changed
     record the killed attempt had created is updated or deleted by the rerun where the
-    fresh harvest creates it or leaves it out (`nothing`)."""
+    fresh harvest creates it or leaves it out (`nothing`); the report's actions are each
+    writer's, so once more for those the mirror (`--writers 2`) had created."""
     if reference is None:
         return None
     actions = Counter(reference["actions"])
-    for identifier in created & (set(move.updated) | set(move.deleted)):
+    changed = set(move.updated) | set(move.deleted)
+    for identifier in [*(created & changed), *(created_by_mirror & changed)]:
         fresh, now = ("create", "update") if identifier in move.updated else ("nothing", "delete")
         actions[fresh] -= 1
         actions[now] += 1
@@ -1921,6 +1931,8 @@ def _rerun_moved_on(
     changed = set(move.updated) | set(move.deleted)
     rewritten = {i for i, row in killed.items() if was.get(i) != row} & changed
     created = {i for i in rewritten if i not in was}
+    # those the mirror (`--writers 2`) had created too (it writes after the first writer)
+    mirrored = {row[0] for row in _target_rows(home.env[MIRROR_DB_URL_ENV])[0]} & created
     transformed = changed & {
         row[0]
         for row in query(
@@ -1962,7 +1974,8 @@ def _rerun_moved_on(
         expected_status.update({k: reference_status[k] for k in run_keys})
     got_status = status_json(home, run_id)
     problems += compare_status(expected_status, got_status)
-    report, fresh_report = report_of(final), moved_on_report(report_of(done), move, created)
+    report = report_of(final)
+    fresh_report = moved_on_report(report_of(done), move, created, mirrored)
     if report is None or fresh_report is None or _run_of(report) == _run_of(fresh_report):
         problems += compare_reports(fresh_report, report)
     elif not finished:

@@ -15,6 +15,8 @@ from oai_pipeline_tests.resume.crash_sweep import (
     compare,
     compare_reports,
     moved_on_problems,
+    moved_on_report,
+    moved_on_view,
 )
 
 
@@ -211,3 +213,35 @@ def test_a_record_written_again_after_the_source_moved_on_is_compared_without_re
     )
     views = [_written_again_view(s, {"oai:x:1"}) for s in (_snapshot(), rerun)]
     assert compare(*views) == []
+
+
+def test_a_moved_on_rerun_with_two_writers_counts_each_writers_rewrite() -> None:
+    """`--writers 2 --source-moves-on`: a report's actions are each writer's, so a changed
+    record both writers had created before the kill is updated (or deleted) by each in the
+    rerun; the sweep moved one action per record and flagged every point past the write
+    stage ('update': 8 vs 4)."""
+    move = SourceMove(updated=["a"], deleted=["b"], new=[])
+    fresh = {"actions": {"create": 4, "nothing": 2}}
+    expected = moved_on_report(fresh, move, {"a", "b"}, {"a", "b"})
+    assert expected == {"actions": {"create": 2, "update": 2, "delete": 2}}
+    # the mirror had not written them yet (killed between the two writers' batches)
+    expected = moved_on_report(fresh, move, {"a", "b"})
+    assert expected == {"actions": {"create": 3, "update": 1, "nothing": 1, "delete": 1}}
+
+
+def test_a_moved_on_tombstone_each_writer_wrote_is_compared_without_its_target_id() -> None:
+    """A record the killed attempt created and the source then deleted: each writer's memory
+    names its tombstone, where a fresh harvest wrote nothing (no target id)."""
+    move = SourceMove(updated=[], deleted=["oai:x:1"], new=[])
+    fresh = _snapshot(
+        target=[],
+        mirror=[],
+        writer_memories=[("oai:x:1", "mirror-service", "", 0, "", "")],
+    )
+    rerun = _snapshot(
+        target=[("oai:x:1", "tombstone", "", 2, 2, "data", "", False, "")],
+        mirror=[("oai:x:1", "tombstone", "", 2, 2, "data", "", False, "")],
+        writer_memories=[("oai:x:1", "mirror-service", "oai:x:1", 2, "2024-01-05", "f")],
+    )
+    view = moved_on_view(fresh, move, {"oai:x:1"}, set())
+    assert compare(view, moved_on_view(rerun, move, {"oai:x:1"}, set())) == []
