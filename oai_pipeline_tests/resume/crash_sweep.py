@@ -1619,6 +1619,23 @@ def moved_on_problems(
     return problems
 
 
+def new_run_of_the_change_problems(
+    report: dict[str, Any], move: SourceMove, writers: int, double: bool
+) -> list[str]:
+    """The rerun after a killed attempt that had finished its run is a new run of the
+    change: it writes each changed record once per writer (the report counts each writer's
+    writes); killed once more (`double`), some of them by an attempt it resumed."""
+    wrote = {k: report[k] for k in ("created", "updated", "deleted")}
+    change = {
+        "created": len(move.new) * writers,
+        "updated": len(move.updated) * writers,
+        "deleted": len(move.deleted) * writers,
+    }
+    if (wrote != change and not double) or sum(wrote.values()) != move.changed * writers:
+        return [f"the new run wrote {wrote}, the change is {change}"]
+    return []
+
+
 def moved_on_report(
     reference: dict[str, Any] | None,
     move: SourceMove,
@@ -1991,14 +2008,8 @@ def _rerun_moved_on(
         # the killed attempt had finished its run: the rerun's is the new one, of the change
         # (resumed after `--double` killed it: what that attempt wrote is counted too, by
         # what it did)
-        wrote = {k: report[k] for k in ("created", "updated", "deleted")}
-        change = {
-            "created": len(move.new),
-            "updated": len(move.updated),
-            "deleted": len(move.deleted),
-        }
-        if (wrote != change and not double) or sum(wrote.values()) != move.changed:
-            problems.append(f"the new run wrote {wrote}, the change is {change}")
+        writers = 2 if _target_rows(home.env[MIRROR_DB_URL_ENV])[0] else 1
+        problems += new_run_of_the_change_problems(report, move, writers, double)
     # the run's own counters (all its attempts), whichever run the last rerun was; the
     # rerun's report of that run says the same
     counters = got_status.get("counters")

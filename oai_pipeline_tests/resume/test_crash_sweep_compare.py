@@ -17,6 +17,7 @@ from oai_pipeline_tests.resume.crash_sweep import (
     moved_on_problems,
     moved_on_report,
     moved_on_view,
+    new_run_of_the_change_problems,
 )
 
 
@@ -245,3 +246,15 @@ def test_a_moved_on_tombstone_each_writer_wrote_is_compared_without_its_target_i
     )
     view = moved_on_view(fresh, move, {"oai:x:1"}, set())
     assert compare(view, moved_on_view(rerun, move, {"oai:x:1"}, set())) == []
+
+
+def test_the_new_run_of_a_moved_on_source_writes_each_change_once_per_writer() -> None:
+    """The killed attempt had finished its run: the rerun is a new run of the change, whose
+    report counts each writer's writes (`--writers 2`: twice the change); the sweep took
+    them for once each and flagged `finish_run:1:after`."""
+    move = SourceMove(updated=["a", "b"], deleted=["c"], new=[object()])
+    twice = {"created": 2, "updated": 4, "deleted": 2}
+    assert new_run_of_the_change_problems(twice, move, writers=2, double=False) == []
+    assert new_run_of_the_change_problems(twice, move, writers=1, double=False) != []
+    once = {"created": 1, "updated": 2, "deleted": 1}
+    assert new_run_of_the_change_problems(once, move, writers=1, double=False) == []
