@@ -29,6 +29,10 @@ class Faults(BaseModel):
     """HTTP 200 with an HTML error page, as some proxies and frameworks send."""
     truncate_on: set[int] = set()
     """HTTP 200 with the XML body cut at 60 % (correct Content-Length for what is sent)."""
+    refuse_list_from_cursor: int | None = Field(default=None, ge=0)
+    """A list page asked for by a resumption token whose cursor is at least this gets HTTP
+    403 (a source that blocks the harvester mid-list): not "come back later", the run fails.
+    By cursor, not request number, so that every harvest of the list fails at the same page."""
     expire_tokens_after_pages: int | None = Field(default=None, ge=1)
     """After this many list pages (counted from when these faults were set) the server
     "restarts" once: every resumption token issued so far answers badResumptionToken."""

@@ -251,6 +251,7 @@ class OAIProvider:
         illegal_characters: bool = False,
         identify_granularity: Granularity | None = None,
         identify_base_url: str | None = None,
+        refuse_list_from_cursor: int | None = None,
     ) -> ProviderResponse:
         """Answer one request, given its arguments as `parse_qs` returns them; Identify
         declares `identify_granularity` and `identify_base_url` if given (a lying one)."""
@@ -281,7 +282,7 @@ class OAIProvider:
                     return self._ok(verb, args, self._list_sets(args))
                 if verb == "GetRecord":
                     return self._ok(verb, args, self._get_record(args, illegal_characters))
-                return self._list(verb, args, illegal_characters)
+                return self._list(verb, args, illegal_characters, refuse_list_from_cursor)
         except OAIError as error:
             return self._error_response(error, verb, args)
 
@@ -369,9 +370,17 @@ class OAIProvider:
         record = self._record_xml(entry, prefix, True, illegal_characters)
         return b"<GetRecord>" + record + b"</GetRecord>"
 
-    def _list(self, verb: str, args: dict[str, str], illegal_characters: bool) -> ProviderResponse:
+    def _list(
+        self,
+        verb: str,
+        args: dict[str, str],
+        illegal_characters: bool,
+        refuse_from_cursor: int | None = None,
+    ) -> ProviderResponse:
         if "resumptionToken" in args:
             query, after, cursor, size = self._decode_token(args["resumptionToken"], verb)
+            if refuse_from_cursor is not None and cursor >= refuse_from_cursor:
+                return ProviderResponse(403, b"403 Forbidden\n")
             start = bisect_right(self._order, after)
             resumed = True
         else:

@@ -313,6 +313,7 @@ class OAIEndpoint:
             illegal_characters=faults.illegal_characters,
             identify_granularity=faults.identify_granularity,
             identify_base_url=faults.identify_base_url,
+            refuse_list_from_cursor=faults.refuse_list_from_cursor,
         )
         if response.list_page:
             self._count_list_page(faults)

@@ -253,3 +253,20 @@ def test_plain_labelled_gzip_sends_the_body_plain_with_the_gzip_label():
         body = b"".join(response.iter_raw())
     assert response.headers["Content-Encoding"] == "gzip"
     assert etree.fromstring(body).findtext(".//oai:repositoryName", namespaces=NS)
+
+
+def test_refuse_list_from_cursor_refuses_every_list_from_that_page_until_it_recovers():
+    """HTTP 403 for the token of the page at the cursor, every time it is asked for (not a
+    request number: each harvest fails at the same page); the first pages are served."""
+    params = {"verb": "ListIdentifiers", "metadataPrefix": "oai_dc"}
+    refusing = Faults(refuse_list_from_cursor=2)
+    with OAIEndpoint(page_size=2, faults=refusing) as endpoint, httpx.Client() as client:
+        first = client.get(endpoint.base_url, params=params)
+        token = etree.fromstring(first.content).findtext(".//oai:resumptionToken", None, NS)
+        again = {"verb": "ListIdentifiers", "resumptionToken": token}
+        refused = [client.get(endpoint.base_url, params=again) for _ in range(2)]
+        endpoint.faults = Faults()
+        recovered = client.get(endpoint.base_url, params=again)
+    assert first.status_code == 200 and len(headers_of(etree.fromstring(first.content))) == 2
+    assert [r.status_code for r in refused] == [403, 403]
+    assert recovered.status_code == 200 and headers_of(etree.fromstring(recovered.content))

@@ -10,7 +10,7 @@ Parquet storage changes:
         [--backend sqlite|postgres|both] \\
         [--points all|NAME[,NAME…]] [--per-point 4] [--double] [--resumed] \\
         [--resumed-at discover,transform,plan,write,undo] [--dagster] [--source-moves-on]
-        [--writers 1|2] [--failing-records] [--json-out PATH]
+        [--writers 1|2] [--failing-records] [--fails-first] [--json-out PATH]
 
 How it works. The shipped OAI-PMH endpoint serves generated DataCite records (with
 deletions) from this process. A reference home is harvested without interruption. Then, for
@@ -61,6 +61,13 @@ community the last writer's target lacks, which refuses them (`missing_community
 writers the first takes them): with the records no transformer reads (always there), their
 errors, `failed` statuses, the report's errors and the run's status are compared, and every
 home (the reference's too) must hold both kinds of failure (`variant_problems`).
+
+`--fails-first` (`first`, CLI, either backend): the harvest fails outright first, the source
+refusing its list from about half way (HTTP 403, `Faults.refuse_list_from_cursor`), then the
+source recovers and the harvest is rerun. The reference is that uninterrupted fail-then-rerun.
+Each point is swept in the failing run (`failing/NAME:K:MOMENT`: killed, rerun on the still
+failing source, which must end its run as the uninterrupted failure did, then rerun on the
+recovered one) and in the rerun (from the home the uninterrupted failure left).
 
 `--points` names fault points (see POINTS; `--list` prints them with their call counts):
 each is tried at `--per-point` call numbers spread over the calls the uninterrupted harvest
@@ -971,6 +978,9 @@ class Scenario:
     check: Callable[[Home], list[str]] | None = None
     # `reconcile`: what the template's source did since its last reconcile
     reconciled: ReconcileSource | None = None
+    # `--fails-first`: the endpoint's Faults under which the harvest fails outright first
+    # (the reference's too); the source then recovers and the harvest is rerun
+    fails_first: Any = None
 
 
 @contextmanager
@@ -1515,18 +1525,12 @@ def expected_catch_up(
 
 
 def _target_by_record(home: Home | None) -> dict[str, tuple]:
-    """The home's target rows (`snapshot`) by OAI identifier; none in a home that never
-    harvested (no target yet)."""
-    import sqlalchemy as sa
-
+    """The home's target rows (`snapshot`'s) by OAI identifier; none in a home that never
+    harvested (no target yet, or only the community `--failing-records` made: no run, which
+    `snapshot` wants)."""
     if home is None:
         return {}
-    engine = sa.create_engine(_settings(home).target_db_url)
-    try:
-        created = sa.inspect(engine).has_table("target_records")
-    finally:
-        engine.dispose()
-    return {row[0]: row for row in snapshot(home)["target"]} if created else {}
+    return {row[0]: row for row in _target_rows(_settings(home).target_db_url)[0]}
 
 
 def moved_on_view(
@@ -1542,6 +1546,11 @@ def moved_on_view(
     gone = rewritten & set(move.deleted)
     known_gone = transformed & set(move.deleted)
     view = _written_again_view(got, rewritten, gone)
+    # each writer's memory of a tombstone it wrote, where a fresh harvest wrote nothing
+    view["writer_memories"] = sorted(
+        (*row[:2], "", *row[3:]) if row[0] in gone and len(row) > 3 else row
+        for row in view["writer_memories"]
+    )
     rows = []
     for row in got["harvest_records"]:
         if row[0] in rewritten:
@@ -1610,16 +1619,38 @@ def moved_on_problems(
     return problems
 
 
+def new_run_of_the_change_problems(
+    report: dict[str, Any], move: SourceMove, writers: int, double: bool
+) -> list[str]:
+    """The rerun after a killed attempt that had finished its run is a new run of the
+    change: it writes each changed record once per writer (the report counts each writer's
+    writes); killed once more (`double`), some of them by an attempt it resumed."""
+    wrote = {k: report[k] for k in ("created", "updated", "deleted")}
+    change = {
+        "created": len(move.new) * writers,
+        "updated": len(move.updated) * writers,
+        "deleted": len(move.deleted) * writers,
+    }
+    if (wrote != change and not double) or sum(wrote.values()) != move.changed * writers:
+        return [f"the new run wrote {wrote}, the change is {change}"]
+    return []
+
+
 def moved_on_report(
-    reference: dict[str, Any] | None, move: SourceMove, created: set[str]
+    reference: dict[str, Any] | None,
+    move: SourceMove,
+    created: set[str],
+    created_by_mirror: set[str] = frozenset(),
 ) -> dict[str, Any] | None:
     """The fresh harvest's report as the rerun's must read (`compare_reports`): a changed
     record the killed attempt had created is updated or deleted by the rerun where the
-    fresh harvest creates it or leaves it out (`nothing`)."""
+    fresh harvest creates it or leaves it out (`nothing`); the report's actions are each
+    writer's, so once more for those the mirror (`--writers 2`) had created."""
     if reference is None:
         return None
     actions = Counter(reference["actions"])
-    for identifier in created & (set(move.updated) | set(move.deleted)):
+    changed = set(move.updated) | set(move.deleted)
+    for identifier in [*(created & changed), *(created_by_mirror & changed)]:
         fresh, now = ("create", "update") if identifier in move.updated else ("nothing", "delete")
         actions[fresh] -= 1
         actions[now] += 1
@@ -1659,6 +1690,78 @@ def choose_calls(count: int, per_point: int) -> list[int]:
     return sorted(picks)[: max(per_point, 2)]
 
 
+def crash_specs(points: list[str], counts: dict[str, int], per_point: int) -> list[str]:
+    """The crashes (NAME:K:MOMENT) to try of `points`, given the calls an uninterrupted
+    harvest makes (`counts`)."""
+    specs = []
+    for name in points:
+        if name.count(":") == 2:  # one crash: NAME:K:MOMENT
+            specs.append(name)
+            continue
+        if name in SQL_POINTS:
+            moments = ["before"]
+        else:
+            moments = ["before", "after"] + (["mid"] if name in MID_POINTS else [])
+        for k in choose_calls(counts.get(name, 0), per_point):
+            specs.extend(f"{name}:{k}:{moment}" for moment in moments)
+    return specs
+
+
+@contextmanager
+def source_failing(endpoint: Any, faults: Any) -> Iterator[None]:
+    """The endpoint misbehaves as `faults` say (`--fails-first`), then recovers."""
+    before = endpoint.faults
+    endpoint.faults = faults
+    try:
+        yield
+    finally:
+        endpoint.faults = before
+
+
+def failed_run_problems(home: Home, expected: tuple[Any, ...]) -> list[str]:
+    """`--fails-first`: the home's last harvest run ended as the reference's failing one."""
+    rows = query(
+        _settings(home).state_db_url,
+        "SELECT status, error FROM harvest_runs ORDER BY id DESC LIMIT 1",
+    )
+    got = tuple(rows[0]) if rows else None
+    return [] if got == expected else [f"the failing run ended {got}, not {expected}"]
+
+
+def _fail_first(
+    backend: Backend, root: Path, scenario: Scenario, template: Home | None
+) -> tuple[Home, dict[str, int], tuple[Any, ...]]:
+    """`--fails-first`: the harvest failing outright uninterrupted from `template`: the home
+    it leaves (which the reference and the rerun's crashes start from), its calls, and how
+    its run ended."""
+    failed = backend.new_home(root, f"{scenario.name}-failed", template)
+    counts_file = root / f"{scenario.name}-failing-counts.json"
+    with source_failing(scenario.endpoint, scenario.fails_first):
+        result = _cli(failed, f"count:{counts_file}", scenario.args)
+    if result.returncode in (0, EXIT_CODE):
+        raise RuntimeError(f"the failing harvest did not fail: {result.stderr[-2000:]}")
+    [end] = query(
+        _settings(failed).state_db_url,
+        "SELECT status, error FROM harvest_runs ORDER BY id DESC LIMIT 1",
+    )
+    return failed, json.loads(counts_file.read_text()), tuple(end)
+
+
+def _crash_failing(
+    home: Home, spec: str, scenario: Scenario, failed_end: tuple[Any, ...]
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """`--fails-first`: the failing harvest killed at `spec`, then rerun on the still failing
+    source (it must fail as the uninterrupted one did); the source then recovers."""
+    with source_failing(scenario.endpoint, scenario.fails_first):
+        first = _cli(home, spec, scenario.args)
+        if first.returncode == 0:
+            return first, ["the failing harvest succeeded"]
+        again = _cli(home, "none", scenario.args)
+    if again.returncode in (0, EXIT_CODE):
+        return first, [f"its rerun on the failing source exited {again.returncode}"]
+    return first, failed_run_problems(home, failed_end)
+
+
 def run_scenario(
     backend: Backend,
     root: Path,
@@ -1681,6 +1784,11 @@ def run_scenario(
             problem = f"{scenario.interrupted_by} did not kill the harvest: {killed.stderr[-600:]}"
             log(f"[{backend.name}/{scenario.name}] {problem}")
             return [{"spec": "interruption", "problems": [problem]}]
+    start, failing_specs, failed_end = template, [], ()
+    if scenario.fails_first is not None:
+        template, failing_counts, failed_end = _fail_first(backend, root, scenario, template)
+        log(f"[{backend.name}/{scenario.name}] failing run: {failed_end}, calls {failing_counts}")
+        failing_specs = crash_specs(points, failing_counts, per_point)
     reference = backend.new_home(root, f"{scenario.name}-ref", template)
     counts_file = root / f"{scenario.name}-counts.json"
     result = _cli(reference, f"count:{counts_file}", scenario.args)
@@ -1705,17 +1813,7 @@ def run_scenario(
         f"[{backend.name}/{scenario.name}] reference: {len(ref_snapshot['target'])} target "
         f"records, run statuses {ref_snapshot['run_record_statuses']}"
     )
-    specs = []
-    for name in points:
-        if name.count(":") == 2:  # one crash: NAME:K:MOMENT
-            specs.append(name)
-            continue
-        if name in SQL_POINTS:
-            moments = ["before"]
-        else:
-            moments = ["before", "after"] + (["mid"] if name in MID_POINTS else [])
-        for k in choose_calls(counts.get(name, 0), per_point):
-            specs.extend(f"{name}:{k}:{moment}" for moment in moments)
+    specs = crash_specs(points, counts, per_point)
     move = None
     reconcile_move = None
     if moves_on_pages and scenario.reconciled is not None:
@@ -1730,19 +1828,26 @@ def run_scenario(
             f"{move.updated}, deletes {move.deleted}, adds {[r.identifier for r in move.new]}"
         )
     rng = random.Random(11)
-    for index, spec in enumerate(specs):
-        home = backend.new_home(root, f"{scenario.name}-{index}", template)
+    # `--fails-first`: crashes of the failing harvest (from the starting home), then of its
+    # rerun (from the home the uninterrupted failure left)
+    crashes = [(f"failing/{spec}", spec) for spec in failing_specs] + [(c, c) for c in specs]
+    for index, (label, spec) in enumerate(crashes):
         started = time.monotonic()
-        attempts = [spec]
-        first = _cli(home, spec, scenario.args)
+        attempts = [label]
+        if label != spec:
+            home = backend.new_home(root, f"{scenario.name}-{index}", start)
+            first, failing_problems = _crash_failing(home, spec, scenario, failed_end)
+        else:
+            home = backend.new_home(root, f"{scenario.name}-{index}", template)
+            first, failing_problems = _cli(home, spec, scenario.args), []
         reached = first.returncode == EXIT_CODE
-        if first.returncode not in (0, EXIT_CODE):
-            outcome = {
-                "spec": spec,
-                "problems": [f"crashed run exited {first.returncode}: {first.stderr[-600:]}"],
-            }
+        if failing_problems or (label == spec and first.returncode not in (0, EXIT_CODE)):
+            problems = failing_problems or [
+                f"crashed run exited {first.returncode}: {first.stderr[-600:]}"
+            ]
+            outcome = {"spec": label, "problems": problems}
             outcomes.append(outcome)
-            log(f"  {spec}: {outcome['problems']}")
+            log(f"  {label}: {outcome['problems']}")
             continue
         catch_up: dict[str, int] = {}
         if reconcile_move is not None:
@@ -1778,7 +1883,7 @@ def run_scenario(
                 (ref_snapshot, ref_status),
             )
         outcome = {
-            "spec": spec,
+            "spec": label,
             "attempts": attempts,
             "reached": reached,
             "seconds": round(time.monotonic() - started, 1),
@@ -1843,6 +1948,8 @@ def _rerun_moved_on(
     changed = set(move.updated) | set(move.deleted)
     rewritten = {i for i, row in killed.items() if was.get(i) != row} & changed
     created = {i for i in rewritten if i not in was}
+    # those the mirror (`--writers 2`) had created too (it writes after the first writer)
+    mirrored = {row[0] for row in _target_rows(home.env[MIRROR_DB_URL_ENV])[0]} & created
     transformed = changed & {
         row[0]
         for row in query(
@@ -1884,7 +1991,8 @@ def _rerun_moved_on(
         expected_status.update({k: reference_status[k] for k in run_keys})
     got_status = status_json(home, run_id)
     problems += compare_status(expected_status, got_status)
-    report, fresh_report = report_of(final), moved_on_report(report_of(done), move, created)
+    report = report_of(final)
+    fresh_report = moved_on_report(report_of(done), move, created, mirrored)
     if report is None or fresh_report is None or _run_of(report) == _run_of(fresh_report):
         problems += compare_reports(fresh_report, report)
     elif not finished:
@@ -1900,14 +2008,8 @@ def _rerun_moved_on(
         # the killed attempt had finished its run: the rerun's is the new one, of the change
         # (resumed after `--double` killed it: what that attempt wrote is counted too, by
         # what it did)
-        wrote = {k: report[k] for k in ("created", "updated", "deleted")}
-        change = {
-            "created": len(move.new),
-            "updated": len(move.updated),
-            "deleted": len(move.deleted),
-        }
-        if (wrote != change and not double) or sum(wrote.values()) != move.changed:
-            problems.append(f"the new run wrote {wrote}, the change is {change}")
+        writers = 2 if _target_rows(home.env[MIRROR_DB_URL_ENV])[0] else 1
+        problems += new_run_of_the_change_problems(report, move, writers, double)
     # the run's own counters (all its attempts), whichever run the last rerun was; the
     # rerun's report of that run says the same
     counters = got_status.get("counters")
@@ -2197,6 +2299,14 @@ def unreadable(records: list, step: int) -> None:
     ]
 
 
+def fails_first(records: int, page_size: int) -> Any:
+    """`--fails-first`: the source refuses its list from about half way (a page boundary
+    past the first page), every time until it recovers."""
+    from oai_pipeline.sample_endpoint.faults import Faults
+
+    return Faults(refuse_list_from_cursor=max(page_size, records // 2 // page_size * page_size))
+
+
 def _suffix(stage: str) -> str:
     return "" if stage == "write" else f"-{stage}"
 
@@ -2260,6 +2370,14 @@ def main(argv: list[str] | None = None) -> int:
         "target lacks, which refuses them (besides the records no transformer reads); "
         "their errors, failed statuses and the run's status are compared",
     )
+    parser.add_argument(
+        "--fails-first",
+        action="store_true",
+        help="(first scenario, CLI) the harvest fails outright first, the source refusing "
+        "its list half way (HTTP 403), then the source recovers and it is rerun: kills in "
+        "the failing run (rerun on the failing source, then on the recovered one) and in the "
+        "rerun, compared with an uninterrupted fail-then-rerun",
+    )
     parser.add_argument("--list", action="store_true", help="print the fault points")
     parser.add_argument(
         "--dagster", action="store_true", help="in-process Dagster runs instead of the CLI"
@@ -2285,6 +2403,8 @@ def main(argv: list[str] | None = None) -> int:
     args.resumed = args.resumed or bool(args.resumed_at)
     if args.source_moves_on and args.scenario in ("reidentify", "rekey", "all"):
         parser.error("--source-moves-on sweeps the first, incremental and reconcile scenarios only")
+    if args.fails_first and (args.dagster or args.source_moves_on or args.scenario != "first"):
+        parser.error("--fails-first sweeps the CLI's first scenario, the source not moving on")
     if args.dagster and args.scenario in ("reidentify", "rekey"):
         parser.error(f"--scenario {args.scenario} sweeps CLI commands only")
     if (args.writers == 2 or args.failing_records) and args.scenario in ("reidentify", "rekey"):
@@ -2348,7 +2468,16 @@ def main(argv: list[str] | None = None) -> int:
                 scenarios = []
                 if "first" in wanted:
                     scenarios.append(
-                        Scenario("first", first_args, base, endpoint=endpoint, check=check)
+                        Scenario(
+                            "first",
+                            first_args,
+                            base,
+                            endpoint=endpoint,
+                            check=check,
+                            fails_first=fails_first(args.records, args.page_size)
+                            if args.fails_first
+                            else None,
+                        )
                     )
                 for phase in ("first", "incremental", "reconcile"):
                     if phase != "first" and phase not in wanted:

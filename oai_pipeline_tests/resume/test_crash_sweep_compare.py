@@ -15,6 +15,9 @@ from oai_pipeline_tests.resume.crash_sweep import (
     compare,
     compare_reports,
     moved_on_problems,
+    moved_on_report,
+    moved_on_view,
+    new_run_of_the_change_problems,
 )
 
 
@@ -211,3 +214,47 @@ def test_a_record_written_again_after_the_source_moved_on_is_compared_without_re
     )
     views = [_written_again_view(s, {"oai:x:1"}) for s in (_snapshot(), rerun)]
     assert compare(*views) == []
+
+
+def test_a_moved_on_rerun_with_two_writers_counts_each_writers_rewrite() -> None:
+    """`--writers 2 --source-moves-on`: a report's actions are each writer's, so a changed
+    record both writers had created before the kill is updated (or deleted) by each in the
+    rerun; the sweep moved one action per record and flagged every point past the write
+    stage ('update': 8 vs 4)."""
+    move = SourceMove(updated=["a"], deleted=["b"], new=[])
+    fresh = {"actions": {"create": 4, "nothing": 2}}
+    expected = moved_on_report(fresh, move, {"a", "b"}, {"a", "b"})
+    assert expected == {"actions": {"create": 2, "update": 2, "delete": 2}}
+    # the mirror had not written them yet (killed between the two writers' batches)
+    expected = moved_on_report(fresh, move, {"a", "b"})
+    assert expected == {"actions": {"create": 3, "update": 1, "nothing": 1, "delete": 1}}
+
+
+def test_a_moved_on_tombstone_each_writer_wrote_is_compared_without_its_target_id() -> None:
+    """A record the killed attempt created and the source then deleted: each writer's memory
+    names its tombstone, where a fresh harvest wrote nothing (no target id)."""
+    move = SourceMove(updated=[], deleted=["oai:x:1"], new=[])
+    fresh = _snapshot(
+        target=[],
+        mirror=[],
+        writer_memories=[("oai:x:1", "mirror-service", "", 0, "", "")],
+    )
+    rerun = _snapshot(
+        target=[("oai:x:1", "tombstone", "", 2, 2, "data", "", False, "")],
+        mirror=[("oai:x:1", "tombstone", "", 2, 2, "data", "", False, "")],
+        writer_memories=[("oai:x:1", "mirror-service", "oai:x:1", 2, "2024-01-05", "f")],
+    )
+    view = moved_on_view(fresh, move, {"oai:x:1"}, set())
+    assert compare(view, moved_on_view(rerun, move, {"oai:x:1"}, set())) == []
+
+
+def test_the_new_run_of_a_moved_on_source_writes_each_change_once_per_writer() -> None:
+    """The killed attempt had finished its run: the rerun is a new run of the change, whose
+    report counts each writer's writes (`--writers 2`: twice the change); the sweep took
+    them for once each and flagged `finish_run:1:after`."""
+    move = SourceMove(updated=["a", "b"], deleted=["c"], new=[object()])
+    twice = {"created": 2, "updated": 4, "deleted": 2}
+    assert new_run_of_the_change_problems(twice, move, writers=2, double=False) == []
+    assert new_run_of_the_change_problems(twice, move, writers=1, double=False) != []
+    once = {"created": 1, "updated": 2, "deleted": 1}
+    assert new_run_of_the_change_problems(once, move, writers=1, double=False) == []

@@ -224,3 +224,17 @@ def test_the_sweep_with_a_source_that_moves_on_reruns_a_reconcile_like_a_fresh_o
         )
         assert endpoint.records() == before
     assert outcome["reached"] and outcome["problems"] == []
+
+
+def test_a_home_that_never_harvested_has_no_target_rows_though_its_target_has_a_community(
+    tmp_path: Path,
+) -> None:
+    """`--writers 2 --failing-records --source-moves-on`: the starting home's target holds
+    the community the first writer takes the refused records into, but no run: its target
+    rows (what the killed attempt found) are none. The sweep died of an IndexError in
+    `snapshot`, which wants a run, before its first point."""
+    home = Backend().new_home(tmp_path, "empty")
+    crash_sweep.register_harvester(
+        home, "http://127.0.0.1:9/oai", batch_size=10, writers=2, failing_records=True
+    )
+    assert crash_sweep._target_by_record(home) == {}
