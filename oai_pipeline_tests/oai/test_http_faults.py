@@ -14,7 +14,11 @@ import pytest
 
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.client import OAIClient
-from oai_pipeline.oai.errors import HarvestProtocolError, OversizedResponse
+from oai_pipeline.oai.errors import (
+    HarvestProtocolError,
+    OversizedResponse,
+    PersistentProtocolError,
+)
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline_tests.oai.fake_source import FakeSource, make_records
 from oai_pipeline_tests.oai.fault_server import (
@@ -90,9 +94,13 @@ def test_a_redirect_loop_fails_at_once() -> None:
     source = FakeSource(make_records(3))
     with FaultServer(source) as server:
         server.every = moved(302, lambda server, query: f"/oai?{query}")
-        with pytest.raises(HarvestProtocolError, match="redirects"):
+        with pytest.raises(PersistentProtocolError) as caught:
             harvest(server)
     assert len(server.targets) == 21  # httpx's limit of 20 redirects, not retried
+    message = str(caught.value)
+    assert message.startswith(f"{server.base_url} (ListRecords): the source's redirects go ")
+    assert "Exceeded maximum allowed redirects" in message
+    assert message.endswith("check the harvester's base URL in a browser")
 
 
 def test_a_redirect_that_drops_the_query_names_where_it_leads() -> None:
@@ -113,7 +121,7 @@ def test_a_redirect_to_a_scheme_not_http_fails_at_once() -> None:
     source = FakeSource(make_records(3))
     with FaultServer(source) as server:
         server.every = moved(302, lambda server, query: f"ftp://127.0.0.1/oai?{query}")
-        with pytest.raises(HarvestProtocolError, match="unsupported protocol 'ftp://'"):
+        with pytest.raises(PersistentProtocolError, match="unsupported protocol 'ftp://'"):
             harvest(server)
     assert len(server.targets) == 1  # before: retried with backoff like a network failure
 
@@ -127,12 +135,60 @@ def test_an_untrusted_certificate_fails_at_once_saying_so() -> None:
         sleeps: list[float] = []
         with (
             OAIClient(server.base_url, sleep=sleeps.append, max_retries=3) as client,
-            pytest.raises(HarvestProtocolError) as caught,
+            pytest.raises(PersistentProtocolError) as caught,
         ):
             client.identify()
     message = str(caught.value)
-    assert message.startswith(f"{server.base_url} (Identify): the source's TLS certificate is")
-    assert "CERTIFICATE_VERIFY_FAILED" in message and "SSL_CERT_FILE" in message
+    assert message.startswith(
+        f"{server.base_url} (Identify): the source's TLS certificate is not trusted: "
+    )
+    assert "self-signed certificate" in message and "CERTIFICATE_VERIFY_FAILED" in message
+    assert message.endswith("set SSL_CERT_FILE to a CA bundle that trusts it, or fix the base URL)")
+    assert sleeps == []
+
+
+def test_an_expired_certificate_fails_at_once_saying_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trusted, but expired: before, the same "not trusted ... SSL_CERT_FILE" advice as for
+    a self-signed one (which cannot help), and Dagster retried the step three times."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(SELF_SIGNED / "expired_cert.pem"))
+    with FaultServer(FakeSource(make_records(3)), self_signed_tls=True, expired=True) as server:
+        sleeps: list[float] = []
+        with (
+            OAIClient(server.base_url, sleep=sleeps.append, max_retries=3) as client,
+            pytest.raises(PersistentProtocolError) as caught,
+        ):
+            client.identify()
+    message = str(caught.value)
+    assert message.startswith(
+        f"{server.base_url} (Identify): the source's TLS certificate has expired ("
+    )
+    assert "SSL_CERT_FILE" not in message
+    assert message.endswith("ask the source's operator to renew it")
+    assert sleeps == []
+
+
+def test_a_certificate_for_another_host_fails_at_once_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A certificate for 127.0.0.1, asked for by the name localhost: the base URL names
+    another host than the certificate."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(SELF_SIGNED / "cert.pem"))
+    with FaultServer(FakeSource(make_records(3)), self_signed_tls=True) as server:
+        url = server.base_url.replace("127.0.0.1", "localhost")
+        sleeps: list[float] = []
+        with (
+            OAIClient(url, sleep=sleeps.append, max_retries=3) as client,
+            pytest.raises(PersistentProtocolError) as caught,
+        ):
+            client.identify()
+    message = str(caught.value)
+    assert message.startswith(
+        f"{url} (Identify): the source's TLS certificate is not for host 'localhost' ("
+    )
+    assert message.endswith(
+        "set the harvester's base URL to a host name the certificate names, or ask the "
+        "source's operator to fix it"
+    )
     assert sleeps == []
 
 
@@ -145,7 +201,7 @@ def test_https_to_a_source_serving_plain_http_fails_at_once_saying_so() -> None:
         sleeps: list[float] = []
         with (
             OAIClient(https_url, sleep=sleeps.append, max_retries=3, timeout=5) as client,
-            pytest.raises(HarvestProtocolError) as caught,
+            pytest.raises(PersistentProtocolError) as caught,
         ):
             client.identify()
     message = str(caught.value)
