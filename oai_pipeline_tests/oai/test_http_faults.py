@@ -126,25 +126,31 @@ def test_a_redirect_to_a_scheme_not_http_fails_at_once() -> None:
     assert len(server.targets) == 1  # before: retried with backoff like a network failure
 
 
+def refused_at_once(url: str, **options: object) -> str:
+    """The message of the PersistentProtocolError an Identify of ``url`` fails with, at
+    its first try (no retry with backoff)."""
+    sleeps: list[float] = []
+    with (
+        OAIClient(url, sleep=sleeps.append, max_retries=3, **options) as client,
+        pytest.raises(PersistentProtocolError) as caught,
+    ):
+        client.identify()
+    assert sleeps == []
+    return str(caught.value)
+
+
 def test_an_untrusted_certificate_fails_at_once_saying_so() -> None:
     """Before, a self-signed or incompletely chained certificate was retried with backoff
     like a network hiccup (a minute of waiting per attempt by default) and then reported
     as one more ConnectError."""
     source = FakeSource(make_records(3))
     with FaultServer(source, self_signed_tls=True) as server:
-        sleeps: list[float] = []
-        with (
-            OAIClient(server.base_url, sleep=sleeps.append, max_retries=3) as client,
-            pytest.raises(PersistentProtocolError) as caught,
-        ):
-            client.identify()
-    message = str(caught.value)
+        message = refused_at_once(server.base_url)
     assert message.startswith(
         f"{server.base_url} (Identify): the source's TLS certificate is not trusted: "
     )
     assert "self-signed certificate" in message and "CERTIFICATE_VERIFY_FAILED" in message
     assert message.endswith("set SSL_CERT_FILE to a CA bundle that trusts it, or fix the base URL)")
-    assert sleeps == []
 
 
 def test_an_expired_certificate_fails_at_once_saying_so(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -152,19 +158,12 @@ def test_an_expired_certificate_fails_at_once_saying_so(monkeypatch: pytest.Monk
     a self-signed one (which cannot help), and Dagster retried the step three times."""
     monkeypatch.setenv("SSL_CERT_FILE", str(SELF_SIGNED / "expired_cert.pem"))
     with FaultServer(FakeSource(make_records(3)), self_signed_tls=True, expired=True) as server:
-        sleeps: list[float] = []
-        with (
-            OAIClient(server.base_url, sleep=sleeps.append, max_retries=3) as client,
-            pytest.raises(PersistentProtocolError) as caught,
-        ):
-            client.identify()
-    message = str(caught.value)
+        message = refused_at_once(server.base_url)
     assert message.startswith(
         f"{server.base_url} (Identify): the source's TLS certificate has expired ("
     )
     assert "SSL_CERT_FILE" not in message
     assert message.endswith("ask the source's operator to renew it")
-    assert sleeps == []
 
 
 def test_a_certificate_for_another_host_fails_at_once_naming_it(
@@ -175,13 +174,7 @@ def test_a_certificate_for_another_host_fails_at_once_naming_it(
     monkeypatch.setenv("SSL_CERT_FILE", str(SELF_SIGNED / "cert.pem"))
     with FaultServer(FakeSource(make_records(3)), self_signed_tls=True) as server:
         url = server.base_url.replace("127.0.0.1", "localhost")
-        sleeps: list[float] = []
-        with (
-            OAIClient(url, sleep=sleeps.append, max_retries=3) as client,
-            pytest.raises(PersistentProtocolError) as caught,
-        ):
-            client.identify()
-    message = str(caught.value)
+        message = refused_at_once(url)
     assert message.startswith(
         f"{url} (Identify): the source's TLS certificate is not for host 'localhost' ("
     )
@@ -189,7 +182,6 @@ def test_a_certificate_for_another_host_fails_at_once_naming_it(
         "set the harvester's base URL to a host name the certificate names, or ask the "
         "source's operator to fix it"
     )
-    assert sleeps == []
 
 
 def test_https_to_a_source_serving_plain_http_fails_at_once_saying_so() -> None:
@@ -198,16 +190,9 @@ def test_https_to_a_source_serving_plain_http_fails_at_once_saying_so() -> None:
     as `ConnectError: [SSL: WRONG_VERSION_NUMBER]`, with no word of http."""
     with OAIEndpoint() as endpoint:  # a real HTTP server: it answers the TLS hello in http
         https_url = endpoint.base_url.replace("http://", "https://")
-        sleeps: list[float] = []
-        with (
-            OAIClient(https_url, sleep=sleeps.append, max_retries=3, timeout=5) as client,
-            pytest.raises(PersistentProtocolError) as caught,
-        ):
-            client.identify()
-    message = str(caught.value)
+        message = refused_at_once(https_url, timeout=5)
     assert message.startswith(f"{https_url} (Identify): the source does not speak https there")
     assert message.endswith(f"set the harvester's base URL to {endpoint.base_url})")
-    assert sleeps == []
 
 
 def test_a_host_name_that_does_not_exist_fails_at_once_saying_so(
