@@ -44,6 +44,7 @@ from oai_pipeline.oai.errors import (
     NotOAIResponse,
     OAIError,
     OversizedResponse,
+    PersistentProtocolError,
     RefusedRequest,
     UnknownMetadataFormat,
     UnknownSet,
@@ -499,6 +500,10 @@ class OAIClient:
         if checkpoint is not None and token is not None:
             listed = checkpoint.listed
         resumed_token = token  # what a failed run saved, to go on from
+        # the metadata namespaces of the list's first page that held metadata, and whether
+        # it was the list's first page (see _other_format_notice)
+        list_namespaces: set[str] | None = None
+        from_first_page = False
         if set_spec and checkpoint is not None and checkpoint.set_confirmed:
             self.know_set(set_spec)  # an earlier attempt of the sweep confirmed it
 
@@ -588,6 +593,19 @@ class OAIClient:
                         empty_in_a_row = 0
                         continue
                 pages_read += 1
+                namespaces = {r.metadata_namespace for r in page.records if r.metadata_namespace}
+                if namespaces and list_namespaces is None:
+                    list_namespaces, from_first_page = namespaces, token is None
+                elif namespaces and list_namespaces is not None:
+                    for other in sorted(namespaces - list_namespaces):
+                        self._notice(
+                            _other_format_notice(
+                                f"{self.base_url} ({verb}, metadataPrefix {metadata_prefix})",
+                                other,
+                                list_namespaces,
+                                from_first_page,
+                            )
+                        )
                 if set_spec and page.records:
                     self._sets_known[set_spec] = True  # the source has it: it lists records
                 cursor, response_date = page.cursor, page.response_date
@@ -1141,16 +1159,21 @@ class OAIClient:
             asked_at = format_datestamp(datetime.now(UTC), "seconds")
             try:
                 status, headers, body = self._send(params)
-            except (httpx.TooManyRedirects, httpx.UnsupportedProtocol) as exc:
-                # a redirect loop, or one to a scheme not http(s): the next try goes there too
-                raise HarvestProtocolError(f"{self.base_url} ({verb}): {exc}") from exc
+            except httpx.TooManyRedirects as exc:  # a loop: the next try goes round too
+                raise PersistentProtocolError(
+                    f"{self.base_url} ({verb}): the source's redirects go round or on and "
+                    f"on ({exc}): check the harvester's base URL in a browser"
+                ) from exc
+            except httpx.UnsupportedProtocol as exc:  # a redirect to a scheme not http(s)
+                raise PersistentProtocolError(f"{self.base_url} ({verb}): {exc}") from exc
             except httpx.InvalidURL as exc:  # the harvester's base URL: retrying cannot help
                 raise ConfigurationError(f"{self.base_url}: invalid URL: {exc}") from exc
             except (httpx.TransportError, httpx.DecodingError) as exc:
-                if _certificate_refused(exc):  # stays so until the source or our trust changes
-                    raise HarvestProtocolError(
-                        f"{self.base_url} ({verb}): the source's TLS certificate is not "
-                        f"trusted: {exc} (SSL_CERT_FILE names a CA bundle to trust instead)"
+                refused = _certificate_refused(exc)
+                if refused is not None:  # so until the source or our trust changes
+                    raise PersistentProtocolError(
+                        f"{self.base_url} ({verb}): "
+                        f"{_certificate_problem(refused, _host_asked(exc))}"
                     ) from exc
                 host = _unknown_host(exc)
                 if host is not None:  # the name does not exist: a typo in the base URL
@@ -1160,7 +1183,7 @@ class OAIClient:
                     ) from exc
                 if _not_tls(exc):  # https to a port that speaks plain http: the same each try
                     plain = self.base_url.replace("https://", "http://", 1)
-                    raise HarvestProtocolError(
+                    raise PersistentProtocolError(
                         f"{self.base_url} ({verb}): the source does not speak https there: "
                         f"{exc} (if it serves plain http, set the harvester's base URL to "
                         f"{plain})"
@@ -1415,24 +1438,61 @@ def _mebibytes(size: int) -> str:
     return f"{mebibytes:g} MiB" if mebibytes >= 1 else f"{size} bytes"
 
 
-def _certificate_refused(exc: BaseException | None) -> bool:
-    """Whether a failed connection failed on verifying the source's certificate."""
+def _certificate_refused(exc: BaseException | None) -> ssl.SSLCertVerificationError | None:
+    """Why a failed connection failed on verifying the source's certificate (None: not so)."""
     while exc is not None:
         if isinstance(exc, ssl.SSLCertVerificationError):
-            return True
+            return exc
         exc = exc.__cause__ or exc.__context__
-    return False
+    return None
+
+
+# OpenSSL's verify codes (X509_V_ERR_*) whose cure is not to trust another CA bundle.
+_CERTIFICATE_EXPIRED, _CERTIFICATE_NOT_YET_VALID = 10, 9
+_CERTIFICATE_FOR_ANOTHER_HOST = frozenset({62, 64})  # HOSTNAME_MISMATCH, IP_ADDRESS_MISMATCH
+
+
+def _certificate_problem(refused: ssl.SSLCertVerificationError, host: str) -> str:
+    """What is wrong with the source's certificate, and its cure: each cause has its own
+    (SSL_CERT_FILE cannot make an expired certificate or one for another host good)."""
+    code = getattr(refused, "verify_code", None)
+    if code == _CERTIFICATE_EXPIRED:
+        return (
+            f"the source's TLS certificate has expired ({refused}): ask the source's "
+            "operator to renew it"
+        )
+    if code == _CERTIFICATE_NOT_YET_VALID:
+        return (
+            f"the source's TLS certificate is not valid yet ({refused}): check this machine's "
+            "clock, or ask the source's operator"
+        )
+    if code in _CERTIFICATE_FOR_ANOTHER_HOST:
+        return (
+            f"the source's TLS certificate is not for host {host!r} ({refused}): set the "
+            "harvester's base URL to a host name the certificate names, or ask the source's "
+            "operator to fix it"
+        )
+    return (
+        f"the source's TLS certificate is not trusted: {refused} (set SSL_CERT_FILE to a CA "
+        "bundle that trusts it, or fix the base URL)"
+    )
 
 
 def _unknown_host(exc: BaseException | None) -> str | None:
     """The host name of a failed connection whose name does not resolve (EAI_NONAME: the
     name does not exist, not a resolver that failed for now, EAI_AGAIN), else None."""
-    request = getattr(exc, "_request", None)
+    host = _host_asked(exc)
     while exc is not None:
         if isinstance(exc, socket.gaierror) and exc.errno == socket.EAI_NONAME:
-            return request.url.host if request is not None else "?"
+            return host
         exc = exc.__cause__ or exc.__context__
     return None
+
+
+def _host_asked(exc: BaseException | None) -> str:
+    """The host an httpx error's request went to (after redirects: the last one's)."""
+    request = getattr(exc, "_request", None)
+    return request.url.host if request is not None else "?"
 
 
 # What OpenSSL says when the server answers the TLS handshake with plain HTTP (an https base
@@ -1564,6 +1624,23 @@ def _count_notice(listed: int, announced: int) -> str | None:
         f"the list held {listed} records, {listed - announced} more than the {announced} "
         "the source announced (completeListSize): its count is off, or it listed records "
         "twice"
+    )
+
+
+def _other_format_notice(
+    where: str, other: str, namespaces: set[str], from_first_page: bool
+) -> str:
+    """What the operator is told of records on a list's later pages whose metadata is in
+    another namespace than its first page's: DSpace answers the pages its resumption tokens
+    name in oai_dc whatever prefix was asked for (DSpace/xoai#28, wontfix). Each such record
+    failed its transform (unknown_root) with nothing to say why."""
+    first = ", ".join(sorted(namespaces))
+    page = "the list's first page" if from_first_page else "an earlier page of the list"
+    return (
+        f"{where}: the records of the pages resumption tokens name come in the namespace "
+        f"{other}, not in {first} as on {page}: the source answers its tokens in another "
+        "format than asked for (DSpace: DSpace/xoai#28); staged as sent, their transform "
+        "fails (unknown_root) unless the harvester's transformer chain reads that format"
     )
 
 

@@ -404,12 +404,15 @@ def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
     elif with_xml and not record.deleted:
         metadata = item.find(_METADATA_TAG)
         # Comments and processing instructions are not metadata: an element must be there.
-        if metadata is None or next(metadata.iterchildren(etree.Element), None) is None:
+        root = None if metadata is None else next(metadata.iterchildren(etree.Element), None)
+        if root is None:
             record.error = RecordError(
                 type="MissingMetadata",
                 message="record is not deleted but has no metadata",
                 location="metadata",
             )
+        else:
+            record.metadata_namespace = etree.QName(root).namespace
     return record
 
 

@@ -42,6 +42,10 @@ class HarvestedRecord:
     # deleted, its header without a datestamp (Zenodo's tombstones): dated by the response's
     # responseDate, that the deletion is applied (see pages._date_deletions)
     undated_deletion: bool = False
+    # the namespace of its metadata's root element (None: no metadata, or in no namespace):
+    # a list whose later pages come in another one than asked for (DSpace/xoai#28) is told.
+    # Read from `xml`, so not compared: the same xml has the same namespace.
+    metadata_namespace: str | None = field(default=None, compare=False)
 
 
 @dataclass

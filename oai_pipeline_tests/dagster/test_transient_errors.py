@@ -2,22 +2,34 @@
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Callable
+
 import httpx
 import pytest
 
 from oai_pipeline.defs.assets import _transient
+from oai_pipeline.oai.client import OAIClient
 from oai_pipeline.oai.errors import (
     HarvestProtocolError,
     LoopingSource,
     MalformedResponse,
     OversizedResponse,
 )
+from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline_tests.oai.fake_source import (
     FakeSource,
     Fault,
     html_page,
     make_records,
     truncated,
+)
+from oai_pipeline_tests.oai.fault_server import (
+    SELF_SIGNED,
+    FaultServer,
+    moved,
+    reset_mid_body,
+    stall_mid_body,
 )
 from oai_pipeline_tests.oai.test_faults import Harvest
 from oai_pipeline_tests.oai.test_server_quirks import _second_page_loops
@@ -113,4 +125,98 @@ def test_a_web_page_cut_short_at_another_place_each_try_stays_transient() -> Non
 
     error = _failing_after_the_first_page(cut_html)
     assert isinstance(error, MalformedResponse)
+    assert _transient(error)
+
+
+def _identify_fails(url: str, **options: object) -> HarvestProtocolError:
+    """The error of an Identify of ``url`` over loopback, with no real waits between tries."""
+    options = {"max_retries": 1, "backoff_base": 0.01, "timeout": 0.5, **options}
+    with (
+        OAIClient(url, sleep=lambda seconds: None, **options) as client,
+        pytest.raises(HarvestProtocolError) as failed,
+    ):
+        client.identify()
+    return failed.value
+
+
+def _through_a_fault_server(fault: Callable[..., bool] | None, **server: bool):
+    def failure() -> HarvestProtocolError:
+        with FaultServer(FakeSource(make_records(3)), **server) as running:
+            running.every = fault
+            return _identify_fails(running.base_url)
+
+    return failure
+
+
+def _https_to_plain_http() -> HarvestProtocolError:
+    with OAIEndpoint() as endpoint:  # a real HTTP server: it answers the TLS hello in http
+        return _identify_fails(endpoint.base_url.replace("http://", "https://"), timeout=5)
+
+
+def _certificate_for_another_host(monkeypatch: pytest.MonkeyPatch) -> HarvestProtocolError:
+    monkeypatch.setenv("SSL_CERT_FILE", str(SELF_SIGNED / "cert.pem"))
+    with FaultServer(FakeSource(make_records(3)), self_signed_tls=True) as running:
+        return _identify_fails(running.base_url.replace("127.0.0.1", "localhost"))
+
+
+def _expired_certificate(monkeypatch: pytest.MonkeyPatch) -> HarvestProtocolError:
+    monkeypatch.setenv("SSL_CERT_FILE", str(SELF_SIGNED / "expired_cert.pem"))
+    return _through_a_fault_server(None, self_signed_tls=True, expired=True)()
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        lambda monkeypatch: _through_a_fault_server(None, self_signed_tls=True)(),
+        _expired_certificate,
+        _certificate_for_another_host,
+        lambda monkeypatch: _https_to_plain_http(),
+        lambda monkeypatch: _through_a_fault_server(
+            moved(302, lambda server, query: f"/oai?{query}")
+        )(),
+        lambda monkeypatch: _through_a_fault_server(
+            moved(302, lambda server, query: f"ftp://127.0.0.1/oai?{query}")
+        )(),
+    ],
+    ids=["untrusted", "expired", "another-host", "plain-http", "redirect-loop", "ftp-redirect"],
+)
+def test_a_connection_refused_the_same_at_every_attempt_is_not_retried(
+    failure, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A certificate not trusted, expired or for another host, https to a port speaking
+    http, a redirect loop or one to a scheme httpx refuses: the next attempt meets them
+    again. Before, each cost Dagster's three retries, 30 s and more apart."""
+    assert not _transient(failure(monkeypatch))
+
+
+def _refused_connection() -> HarvestProtocolError:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]  # closed when the request comes: refused
+    return _identify_fails(f"http://127.0.0.1:{port}/oai")
+
+
+def _resolver_down(monkeypatch: pytest.MonkeyPatch) -> HarvestProtocolError:
+    def temporary_failure(*args: object, **kwargs: object) -> object:
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", temporary_failure)
+    return _identify_fails("http://zenodo.org/oai2d")
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        _resolver_down,
+        lambda monkeypatch: _refused_connection(),
+        lambda monkeypatch: _through_a_fault_server(reset_mid_body)(),
+        lambda monkeypatch: _through_a_fault_server(stall_mid_body)(),
+    ],
+    ids=["dns", "refused", "reset", "timeout"],
+)
+def test_a_passing_network_fault_stays_transient(failure, monkeypatch) -> None:
+    """What the next attempt may not meet: a resolver down, a source restarting, a dropped
+    connection, a stalled answer."""
+    error = failure(monkeypatch)
+    assert "gave up after 2 attempts" in str(error)
     assert _transient(error)

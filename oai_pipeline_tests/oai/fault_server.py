@@ -21,7 +21,8 @@ import httpx
 
 from oai_pipeline_tests.oai.fake_source import FakeSource
 
-# A self-signed certificate for 127.0.0.1 (valid for 100 years) and its key.
+# A self-signed certificate for 127.0.0.1 (valid for 100 years) and its key; and one that
+# expired on 31 January 2020 (expired_cert.pem, expired_key.pem).
 SELF_SIGNED = Path(__file__).parent / "self_signed"
 
 # A raw fault: (server, request target, socket) -> whether the connection may be kept open.
@@ -31,9 +32,12 @@ RawFault = Callable[["FaultServer", str, socket.socket], bool]
 class FaultServer:
     """``with FaultServer(source) as server:`` serves ``source`` at ``server.base_url``;
     ``server.faults[n]`` (1-based request number) or ``server.every`` replace an answer.
-    With ``self_signed_tls`` it speaks https with a certificate nobody trusts."""
+    With ``self_signed_tls`` it speaks https with a certificate nobody trusts; with
+    ``expired`` too, that certificate has expired."""
 
-    def __init__(self, source: FakeSource, *, self_signed_tls: bool = False) -> None:
+    def __init__(
+        self, source: FakeSource, *, self_signed_tls: bool = False, expired: bool = False
+    ) -> None:
         self.source = source
         self.faults: dict[int, RawFault] = {}
         self.every: RawFault | None = None
@@ -62,7 +66,10 @@ class FaultServer:
         self._server.daemon_threads = True
         if self_signed_tls:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(SELF_SIGNED / "cert.pem", SELF_SIGNED / "key.pem")
+            prefix = "expired_" if expired else ""
+            context.load_cert_chain(
+                SELF_SIGNED / f"{prefix}cert.pem", SELF_SIGNED / f"{prefix}key.pem"
+            )
             self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_address[1]
         self.origin = f"{'https' if self_signed_tls else 'http'}://127.0.0.1:{self.port}"

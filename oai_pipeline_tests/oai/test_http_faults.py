@@ -14,7 +14,11 @@ import pytest
 
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.client import OAIClient
-from oai_pipeline.oai.errors import HarvestProtocolError, OversizedResponse
+from oai_pipeline.oai.errors import (
+    HarvestProtocolError,
+    OversizedResponse,
+    PersistentProtocolError,
+)
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline_tests.oai.fake_source import FakeSource, make_records
 from oai_pipeline_tests.oai.fault_server import (
@@ -90,9 +94,13 @@ def test_a_redirect_loop_fails_at_once() -> None:
     source = FakeSource(make_records(3))
     with FaultServer(source) as server:
         server.every = moved(302, lambda server, query: f"/oai?{query}")
-        with pytest.raises(HarvestProtocolError, match="redirects"):
+        with pytest.raises(PersistentProtocolError) as caught:
             harvest(server)
     assert len(server.targets) == 21  # httpx's limit of 20 redirects, not retried
+    message = str(caught.value)
+    assert message.startswith(f"{server.base_url} (ListRecords): the source's redirects go ")
+    assert "Exceeded maximum allowed redirects" in message
+    assert message.endswith("check the harvester's base URL in a browser")
 
 
 def test_a_redirect_that_drops_the_query_names_where_it_leads() -> None:
@@ -113,9 +121,22 @@ def test_a_redirect_to_a_scheme_not_http_fails_at_once() -> None:
     source = FakeSource(make_records(3))
     with FaultServer(source) as server:
         server.every = moved(302, lambda server, query: f"ftp://127.0.0.1/oai?{query}")
-        with pytest.raises(HarvestProtocolError, match="unsupported protocol 'ftp://'"):
+        with pytest.raises(PersistentProtocolError, match="unsupported protocol 'ftp://'"):
             harvest(server)
     assert len(server.targets) == 1  # before: retried with backoff like a network failure
+
+
+def refused_at_once(url: str, **options: object) -> str:
+    """The message of the PersistentProtocolError an Identify of ``url`` fails with, at
+    its first try (no retry with backoff)."""
+    sleeps: list[float] = []
+    with (
+        OAIClient(url, sleep=sleeps.append, max_retries=3, **options) as client,
+        pytest.raises(PersistentProtocolError) as caught,
+    ):
+        client.identify()
+    assert sleeps == []
+    return str(caught.value)
 
 
 def test_an_untrusted_certificate_fails_at_once_saying_so() -> None:
@@ -124,16 +145,43 @@ def test_an_untrusted_certificate_fails_at_once_saying_so() -> None:
     as one more ConnectError."""
     source = FakeSource(make_records(3))
     with FaultServer(source, self_signed_tls=True) as server:
-        sleeps: list[float] = []
-        with (
-            OAIClient(server.base_url, sleep=sleeps.append, max_retries=3) as client,
-            pytest.raises(HarvestProtocolError) as caught,
-        ):
-            client.identify()
-    message = str(caught.value)
-    assert message.startswith(f"{server.base_url} (Identify): the source's TLS certificate is")
-    assert "CERTIFICATE_VERIFY_FAILED" in message and "SSL_CERT_FILE" in message
-    assert sleeps == []
+        message = refused_at_once(server.base_url)
+    assert message.startswith(
+        f"{server.base_url} (Identify): the source's TLS certificate is not trusted: "
+    )
+    assert "self-signed certificate" in message and "CERTIFICATE_VERIFY_FAILED" in message
+    assert message.endswith("set SSL_CERT_FILE to a CA bundle that trusts it, or fix the base URL)")
+
+
+def test_an_expired_certificate_fails_at_once_saying_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trusted, but expired: before, the same "not trusted ... SSL_CERT_FILE" advice as for
+    a self-signed one (which cannot help), and Dagster retried the step three times."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(SELF_SIGNED / "expired_cert.pem"))
+    with FaultServer(FakeSource(make_records(3)), self_signed_tls=True, expired=True) as server:
+        message = refused_at_once(server.base_url)
+    assert message.startswith(
+        f"{server.base_url} (Identify): the source's TLS certificate has expired ("
+    )
+    assert "SSL_CERT_FILE" not in message
+    assert message.endswith("ask the source's operator to renew it")
+
+
+def test_a_certificate_for_another_host_fails_at_once_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A certificate for 127.0.0.1, asked for by the name localhost: the base URL names
+    another host than the certificate."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(SELF_SIGNED / "cert.pem"))
+    with FaultServer(FakeSource(make_records(3)), self_signed_tls=True) as server:
+        url = server.base_url.replace("127.0.0.1", "localhost")
+        message = refused_at_once(url)
+    assert message.startswith(
+        f"{url} (Identify): the source's TLS certificate is not for host 'localhost' ("
+    )
+    assert message.endswith(
+        "set the harvester's base URL to a host name the certificate names, or ask the "
+        "source's operator to fix it"
+    )
 
 
 def test_https_to_a_source_serving_plain_http_fails_at_once_saying_so() -> None:
@@ -142,16 +190,9 @@ def test_https_to_a_source_serving_plain_http_fails_at_once_saying_so() -> None:
     as `ConnectError: [SSL: WRONG_VERSION_NUMBER]`, with no word of http."""
     with OAIEndpoint() as endpoint:  # a real HTTP server: it answers the TLS hello in http
         https_url = endpoint.base_url.replace("http://", "https://")
-        sleeps: list[float] = []
-        with (
-            OAIClient(https_url, sleep=sleeps.append, max_retries=3, timeout=5) as client,
-            pytest.raises(HarvestProtocolError) as caught,
-        ):
-            client.identify()
-    message = str(caught.value)
+        message = refused_at_once(https_url, timeout=5)
     assert message.startswith(f"{https_url} (Identify): the source does not speak https there")
     assert message.endswith(f"set the harvester's base URL to {endpoint.base_url})")
-    assert sleeps == []
 
 
 def test_a_host_name_that_does_not_exist_fails_at_once_saying_so(

@@ -6,12 +6,14 @@ import re
 
 import httpx
 import pytest
+from lxml import etree
 
 from oai_pipeline.oai.client import OAIClient
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError, UnknownMetadataFormat
 from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
     DaysRefusedSource,
+    FakeRecord,
     FakeSource,
     PrefixWithTokenSource,
     expire_tokens,
@@ -256,3 +258,58 @@ def test_a_token_that_expired_meanwhile_redoes_the_window_with_the_prefix() -> N
     source.faults = {3: expire_tokens(source)}
     harvest = Harvest(source).run(prefetch=False)
     assert set(harvest.records) == {r.identifier for r in source.records}
+
+
+_DIM = "http://www.dspace.org/xmlns/dspace/dim"
+
+
+class OaiDcOnTokensSource(FakeSource):
+    """DSpace/xoai#28 (wontfix): the first page of a list comes in the metadata prefix asked
+    for (here DSpace's ``dim``), the pages resumption tokens name in ``oai_dc``."""
+
+    def list_response(self, verb: str, params: httpx.QueryParams) -> httpx.Response:
+        self.first_page = "resumptionToken" not in params
+        if self.first_page and params.get("metadataPrefix") == "dim":
+            params = params.set("metadataPrefix", "oai_dc")
+        return super().list_response(verb, params)
+
+    def record_xml(self, record: FakeRecord) -> str:
+        if not self.first_page or record.deleted:
+            return super().record_xml(record)
+        dim = (
+            f'<dim:dim xmlns:dim="{_DIM}"><dim:field mdschema="dc" element="title">'
+            f"{record.title}</dim:field></dim:dim>"
+        )
+        return f"<record>{self.header_xml(record)}<metadata>{dim}</metadata></record>"
+
+
+def test_token_pages_in_another_format_than_the_first_page_are_a_notice_named_once() -> None:
+    """Before, a DSpace answering its token pages in oai_dc although ``dim`` was asked for
+    went unnoticed: every record after the first page failed its transform (unknown_root)
+    with nothing to say why. The records are still handed over (staged as sent)."""
+    source = OaiDcOnTokensSource(make_records(10), page_size=3)
+    harvest = Harvest(source)
+    pages = list(harvest.client.sweep("ListRecords", metadata_prefix="dim"))
+    roots = [
+        {
+            etree.QName(etree.fromstring(record.xml).find(".//{*}metadata")[0]).namespace
+            for record in page.records
+        }
+        for page in pages
+    ]
+    assert roots == [{_DIM}] + [{"http://www.openarchives.org/OAI/2.0/oai_dc/"}] * 3
+    assert sum(len(page.records) for page in pages) == 10
+    (notice,) = harvest.client.notices
+    assert notice == (
+        f"{BASE_URL} (ListRecords, metadataPrefix dim): the records of the pages resumption "
+        f"tokens name come in the namespace http://www.openarchives.org/OAI/2.0/oai_dc/, not "
+        f"in {_DIM} as on the list's first page: the source answers its tokens in another "
+        "format than asked for (DSpace: DSpace/xoai#28); staged as sent, their transform "
+        "fails (unknown_root) unless the harvester's transformer chain reads that format"
+    )
+
+
+def test_token_pages_in_the_first_page_s_format_are_no_notice() -> None:
+    source = FakeSource(make_records(10), page_size=3)
+    harvest = Harvest(source).run()
+    assert len(harvest.records) == 10 and harvest.client.notices == []
