@@ -27,6 +27,7 @@ from oai_pipeline.transform.normalize import (
     citation,
     creators_or_contributors,
     description_html,
+    element_text,
     eu_repo_grant,
     file_link,
     isbn,
@@ -73,7 +74,9 @@ Fields = dict[str, list[Field]]
 
 
 def _read(record: etree._Element) -> tuple[str, dict[str, str], Fields]:
-    """The leader, the control fields by tag and the datafields by tag, in document order."""
+    """The leader, the control fields by tag and the datafields by tag, in document order.
+    Fixed-length data is read whole (`element_text`): a comment inside must not cut it
+    short, its values being known by their positions."""
     leader = ""
     controls: dict[str, str] = {}
     fields: Fields = {}
@@ -89,9 +92,9 @@ def _read(record: etree._Element) -> tuple[str, dict[str, str], Fields]:
             field = Field(position, ind1, ind2, subfields)
             fields.setdefault(element.get("tag") or "", []).append(field)
         elif tag == _CONTROLFIELD:
-            controls.setdefault(element.get("tag") or "", element.text or "")
+            controls.setdefault(element.get("tag") or "", element_text(element))
         elif tag == _LEADER:
-            leader = element.text or ""
+            leader = element_text(element)
     return leader, controls, fields
 
 

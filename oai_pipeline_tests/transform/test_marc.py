@@ -726,3 +726,15 @@ def test_an_electronic_location_urlparse_refuses_is_no_file_and_no_failure() -> 
     metadata = transformed_metadata(item)
     assert metadata["identifiers"] == [{"identifier": u, "scheme": "url"}]
     assert item.data["files"]["links"] == []
+
+
+def test_a_comment_inside_a_control_field_or_the_leader_does_not_cut_it_short() -> None:
+    """The leader and control fields were read by lxml's `.text`, which ends at a comment:
+    `<controlfield tag="008">850101s19<!-- x -->60 …` lost the 008's date and language, and
+    a leader `00000<!-- x -->nam …` its type of record (the book became `other`)."""
+    fixed = _fixed_length_data("1960").replace("s1960", "s19<!-- checked -->60")
+    item = _marc_item(fixed, leader="00000<!-- x -->nam a2200000 a 4500")
+    metadata = transformed_metadata(item)
+    assert metadata["publication_date"] == "1960"
+    assert metadata["languages"] == [{"id": "eng"}]
+    assert metadata["resource_type"] == {"id": "publication-book"}
