@@ -611,7 +611,7 @@ def _identifiers(
             elif field.ind2 == "0" or field.ind2 in _NO_RELATIONSHIP:
                 identifiers.append(location)
             else:
-                relation = "isversionof" if field.ind2 == "1" else "references"
+                relation = _RELATIONSHIPS.get(field.ind2, "references")
                 related.append({**location, "relation_type": {"id": relation}})
     own = pids.get("doi")
     return (
@@ -627,6 +627,11 @@ def _identifiers(
 # link's text is in $3, $y or $z). MARC 21 gives 8 no relationship: it was read as a related
 # resource (`references`), as 2 is; like blank, it is a location of the resource itself.
 _NO_RELATIONSHIP = frozenset(" 8")
+# The relationships 856's second indicator states, as the target's relation types: 1 a version
+# of the resource; 3 and 4 component parts (a chapter, a table of contents) of the resource or
+# of its online version, which the record has as parts. 2, a related resource, and any
+# undefined value stay `references`.
+_RELATIONSHIPS = {"1": "isversionof", "3": "haspart", "4": "haspart"}
 
 
 def _own_electronic_doi(fields: list[Field]) -> str | None:

@@ -738,3 +738,24 @@ def test_a_comment_inside_a_control_field_or_the_leader_does_not_cut_it_short() 
     assert metadata["publication_date"] == "1960"
     assert metadata["languages"] == [{"id": "eng"}]
     assert metadata["resource_type"] == {"id": "publication-book"}
+
+
+@pytest.mark.parametrize("ind2", ["3", "4"])
+def test_an_856_of_a_component_part_is_a_part_of_the_resource(ind2: str) -> None:
+    """856 second indicators 3 and 4 are MARC 21's "component part(s) of resource" and
+    "version of component part(s) of resource" (a chapter, a table of contents, of the
+    resource or of its online version). They were read as a related resource the record
+    `references`; the record has them as parts (`haspart`), and their DOI is not its own."""
+    part = _field(
+        "856", ("3", "Chapter 1"), ("u", "https://doi.org/10.1234/CH1"), ind1="4", ind2=ind2
+    )
+    page = _field("856", ("u", "https://example.org/toc"), ind1="4", ind2=ind2)
+    item = _marc_item(part + page)
+    metadata = transformed_metadata(item)
+    assert item.pid is None
+    assert [{k: v for k, v in r.items() if k != "resource_type"}
+            for r in metadata["related_identifiers"]] == [
+        {"identifier": "10.1234/ch1", "scheme": "doi", "relation_type": {"id": "haspart"}},
+        {"identifier": "https://example.org/toc", "scheme": "url",
+         "relation_type": {"id": "haspart"}},
+    ]  # fmt: skip
