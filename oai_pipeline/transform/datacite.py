@@ -180,13 +180,6 @@ def _string(children: Children, tag: str) -> str:
     return element_text(found[0])
 
 
-def _text_nodes(element: etree._Element) -> list[str]:
-    """The XPath `text()` of an element: its own text nodes, not its descendants'."""
-    nodes = [element.text] if element.text else []
-    nodes.extend(child.tail for child in element if child.tail)
-    return nodes
-
-
 def _namespace(element: etree._Element) -> str | None:
     """`etree.QName(element).namespace`, without building a QName."""
     tag = element.tag
@@ -338,13 +331,9 @@ def subjects(elements: list[etree._Element]) -> list[dict[str, Any]]:
 
 
 def line_texts(elements: list[etree._Element]) -> list[str]:
-    """The one-line text nodes of sizes or formats, each its own value."""
-    return [
-        value
-        for element in elements
-        for text in _text_nodes(element)
-        if (value := text_or_none(text))
-    ]
+    """The one-line texts of sizes or formats, each element one value: all its text, so a
+    comment or element inside (`1 <!-- c -->MB`) neither splits nor cuts it."""
+    return [value for element in elements if (value := _text(element))]
 
 
 def _resource_type(tags: KernelTags, children: Children) -> dict[str, str]:

@@ -27,6 +27,7 @@ from oai_pipeline.transform.normalize import (
     citation,
     creators_or_contributors,
     description_html,
+    element_text,
     eu_repo_grant,
     file_link,
     isbn,
@@ -73,7 +74,9 @@ Fields = dict[str, list[Field]]
 
 
 def _read(record: etree._Element) -> tuple[str, dict[str, str], Fields]:
-    """The leader, the control fields by tag and the datafields by tag, in document order."""
+    """The leader, the control fields by tag and the datafields by tag, in document order.
+    Fixed-length data is read whole (`element_text`): a comment inside must not cut it
+    short, its values being known by their positions."""
     leader = ""
     controls: dict[str, str] = {}
     fields: Fields = {}
@@ -89,9 +92,9 @@ def _read(record: etree._Element) -> tuple[str, dict[str, str], Fields]:
             field = Field(position, ind1, ind2, subfields)
             fields.setdefault(element.get("tag") or "", []).append(field)
         elif tag == _CONTROLFIELD:
-            controls.setdefault(element.get("tag") or "", element.text or "")
+            controls.setdefault(element.get("tag") or "", element_text(element))
         elif tag == _LEADER:
-            leader = element.text or ""
+            leader = element_text(element)
     return leader, controls, fields
 
 
@@ -608,7 +611,7 @@ def _identifiers(
             elif field.ind2 == "0" or field.ind2 in _NO_RELATIONSHIP:
                 identifiers.append(location)
             else:
-                relation = "isversionof" if field.ind2 == "1" else "references"
+                relation = _RELATIONSHIPS.get(field.ind2, "references")
                 related.append({**location, "relation_type": {"id": relation}})
     own = pids.get("doi")
     return (
@@ -624,6 +627,11 @@ def _identifiers(
 # link's text is in $3, $y or $z). MARC 21 gives 8 no relationship: it was read as a related
 # resource (`references`), as 2 is; like blank, it is a location of the resource itself.
 _NO_RELATIONSHIP = frozenset(" 8")
+# The relationships 856's second indicator states, as the target's relation types: 1 a version
+# of the resource; 3 and 4 component parts (a chapter, a table of contents) of the resource or
+# of its online version, which the record has as parts. 2, a related resource, and any
+# undefined value stay `references`.
+_RELATIONSHIPS = {"1": "isversionof", "3": "haspart", "4": "haspart"}
 
 
 def _own_electronic_doi(fields: list[Field]) -> str | None:

@@ -422,13 +422,32 @@ def person_or_org(
             elif given and name.startswith(given + " "):
                 family = name[len(given) + 1 :]  # "John Smith" with givenName "John"
             else:
-                family = name
+                family = (given and _after_initials(name, given)) or name
         result.update(given_name=given, family_name=family)
         if family is not None:
             result["name"] = f"{family}, {given}" if given else family
     else:
         result["name"] = name
     return result
+
+
+_INITIAL = re.compile(r"^\w\.?$")
+
+
+def _after_initials(name: str, given: str) -> str | None:
+    """The family name of `J. R. Smith` with the given name `John Ronald`: the words after
+    the given names' initials, when none of them is an initial too (`J. K. Smith` with
+    `John` could be `K. Smith` or `Smith`); else None."""
+    words, given_words = name.split(), given.split()
+    if len(words) <= len(given_words):
+        return None
+    for word, given_word in zip(words, given_words, strict=False):
+        if not _INITIAL.match(word) or word[0].casefold() != given_word[0].casefold():
+            return None
+    rest = words[len(given_words) :]
+    if any(_INITIAL.match(word) for word in rest):
+        return None
+    return " ".join(rest)
 
 
 def unescape_html_once(text: str) -> str:

@@ -750,3 +750,43 @@ def test_an_affiliation_written_as_its_ror_url_has_no_url_as_its_name(affiliatio
     with no affiliationIdentifier, had no id): the URL is its id, and it has no name."""
     creator = transformed_metadata(video_with(creator=affiliation))["creators"][0]
     assert creator["affiliations"] == [{"id": "03yrm5c26"}]
+
+
+def test_a_size_or_format_with_a_comment_or_element_inside_is_one_value() -> None:
+    """Sizes and formats were read as their text nodes (XPath `text()`), each its own value:
+    `<size>1 <!-- c -->MB</size>` gave the sizes `1` and `MB`, and `<format>text/<i>plain</i>
+    </format>` the format `text/`. Each element is one value, all its text."""
+    text = (SAMPLES / "datacite-example-full-v4.xml").read_text(encoding="utf-8")
+    text = text.replace("<size>1 MB</size>", "<size>1 <!-- c -->MB</size>")
+    text = text.replace("<format>text/plain</format>", "<format>text/<i>plain</i></format>")
+    item = TransformItem("oai:example.org:1", "2024-01-01", [], wrap_metadata(text))
+    metadata = transformed_metadata(item)
+    assert metadata["sizes"] == ["1 MB", "90 pages"]
+    assert metadata["formats"] == ["application/xml", "text/plain"]
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "family"),
+    [
+        ("J. Smith", "John", "Smith"),  # the given name as its initial: the rest is the family
+        ("J R Smith", "John Ronald", "Smith"),
+        ("J. K. Smith", "John", "J. K. Smith"),  # `K.` of no given part: not split
+        ("Jean-Paul Sartre", "John", "Jean-Paul Sartre"),  # no initial of John: not split
+    ],
+)
+def test_a_name_starting_with_the_initials_of_its_given_name(
+    name: str, given: str, family: str
+) -> None:
+    """creatorName `J. Smith` with givenName `John` (no familyName) kept the whole name as
+    the family name (`J. Smith, John`). Its first words are the given name's initials, so
+    the rest is the family name; when that is not sure, the whole name stays the family."""
+    item = video_with(
+        before_language="<contributors>"
+        f'<contributor contributorType="Other"><contributorName nameType="Personal">{name}'
+        f"</contributorName><givenName>{given}</givenName></contributor></contributors>"
+    )
+    [person] = transformed_metadata(item)["contributors"]
+    assert (person["person_or_org"]["family_name"], person["person_or_org"]["given_name"]) == (
+        family,
+        given,
+    )

@@ -726,3 +726,36 @@ def test_an_electronic_location_urlparse_refuses_is_no_file_and_no_failure() -> 
     metadata = transformed_metadata(item)
     assert metadata["identifiers"] == [{"identifier": u, "scheme": "url"}]
     assert item.data["files"]["links"] == []
+
+
+def test_a_comment_inside_a_control_field_or_the_leader_does_not_cut_it_short() -> None:
+    """The leader and control fields were read by lxml's `.text`, which ends at a comment:
+    `<controlfield tag="008">850101s19<!-- x -->60 …` lost the 008's date and language, and
+    a leader `00000<!-- x -->nam …` its type of record (the book became `other`)."""
+    fixed = _fixed_length_data("1960").replace("s1960", "s19<!-- checked -->60")
+    item = _marc_item(fixed, leader="00000<!-- x -->nam a2200000 a 4500")
+    metadata = transformed_metadata(item)
+    assert metadata["publication_date"] == "1960"
+    assert metadata["languages"] == [{"id": "eng"}]
+    assert metadata["resource_type"] == {"id": "publication-book"}
+
+
+@pytest.mark.parametrize("ind2", ["3", "4"])
+def test_an_856_of_a_component_part_is_a_part_of_the_resource(ind2: str) -> None:
+    """856 second indicators 3 and 4 are MARC 21's "component part(s) of resource" and
+    "version of component part(s) of resource" (a chapter, a table of contents, of the
+    resource or of its online version). They were read as a related resource the record
+    `references`; the record has them as parts (`haspart`), and their DOI is not its own."""
+    part = _field(
+        "856", ("3", "Chapter 1"), ("u", "https://doi.org/10.1234/CH1"), ind1="4", ind2=ind2
+    )
+    page = _field("856", ("u", "https://example.org/toc"), ind1="4", ind2=ind2)
+    item = _marc_item(part + page)
+    metadata = transformed_metadata(item)
+    assert item.pid is None
+    assert [{k: v for k, v in r.items() if k != "resource_type"}
+            for r in metadata["related_identifiers"]] == [
+        {"identifier": "10.1234/ch1", "scheme": "doi", "relation_type": {"id": "haspart"}},
+        {"identifier": "https://example.org/toc", "scheme": "url",
+         "relation_type": {"id": "haspart"}},
+    ]  # fmt: skip

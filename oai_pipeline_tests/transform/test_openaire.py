@@ -329,3 +329,15 @@ def test_a_comment_inside_a_value_does_not_end_it() -> None:
     transform_one(item)
     assert item.error is None
     assert item.data["metadata"]["publisher"] == "Wiley Blackwell Publishing"
+
+
+def test_a_size_or_format_with_a_comment_inside_is_one_value() -> None:
+    """`<datacite:size>413926 <!-- c -->bytes</datacite:size>` gave the sizes `413926` and
+    `bytes`, a dc:format split by a comment two formats: each element is one value."""
+    text = (PUBLIC / IRIS).read_text(encoding="utf-8")
+    text = text.replace("413926 bytes", "413926 <!-- c -->bytes")
+    text = text.replace("<dc:format>application/pdf", "<dc:format>application/<?pi x?>pdf")
+    item = TransformItem(f"oai:test:{IRIS}", "2024-01-01", [], wrap_metadata(text))
+    data = transform_one(item).data["metadata"]
+    assert data["sizes"] == ["413926 bytes"]
+    assert data["formats"] == ["application/pdf"]
