@@ -565,8 +565,9 @@ def _identifiers(
     """The pids (the first DOI of 024, else that of an 856 of the resource itself, second
     indicator 0 or blank (`_own_electronic_doi`), when the record names no other DOI), the
     record's other identifiers (ISBN 020, ISSN 022, 024, arXiv 037, system control numbers
-    035, its URL 856), the file links (856 naming a file) and the related identifiers (the
-    host item of 773, the series of 490, 800-830; 856 of a version or a related resource)."""
+    035, its URL 856), the file links (856 of the resource or of a version naming a file,
+    `_FILE_LOCATIONS`) and the related identifiers (the host item of 773, the series of 490,
+    800-830; 856 of a version, a part or a related resource)."""
     pids: dict[str, Any] = {}
     identifiers: list[dict[str, str]] = []
     related: list[dict[str, Any]] = []
@@ -602,7 +603,11 @@ def _identifiers(
         for url in field.all("u"):
             if (location := _electronic_location(url)) is None:
                 continue
-            if location["scheme"] == "url" and (link := file_link(url)) is not None:
+            if (
+                field.ind2 in _FILE_LOCATIONS
+                and location["scheme"] == "url"
+                and (link := file_link(url)) is not None
+            ):
                 links.append(link)
             elif location["identifier"] == own_doi and "doi" not in pids:
                 # the resource's own DOI, and the record names no other: its DOI, as a
@@ -632,6 +637,10 @@ _NO_RELATIONSHIP = frozenset(" 8")
 # of its online version, which the record has as parts. 2, a related resource, and any
 # undefined value stay `references`.
 _RELATIONSHIPS = {"1": "isversionof", "3": "haspart", "4": "haspart"}
+# The 856s whose file is the record's own: those of the resource itself (0, or no relationship
+# stated) and of a version of it (1). A file of a related resource (2) or of a component part
+# (3, 4) is another resource's: it stays a related identifier, not a file of this record.
+_FILE_LOCATIONS = _NO_RELATIONSHIP | frozenset("01")
 
 
 def _own_electronic_doi(fields: list[Field]) -> str | None:

@@ -759,3 +759,31 @@ def test_an_856_of_a_component_part_is_a_part_of_the_resource(ind2: str) -> None
         {"identifier": "https://example.org/toc", "scheme": "url",
          "relation_type": {"id": "haspart"}},
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(("ind2", "relation"), [("2", "references"), ("3", "haspart"),
+                                                ("4", "haspart")])  # fmt: skip
+def test_a_file_of_a_related_resource_or_a_part_is_no_file_of_the_record(
+    ind2: str, relation: str
+) -> None:
+    """856 4 2 (a related resource) whose $u is a `.pdf` became a file of this record,
+    attaching another resource's file; so did 3 and 4 (component parts). Only an 856 of the
+    resource itself or of a version of it (blank, 0, 1, 8) links a file; the others are
+    related identifiers only."""
+    u = "https://other.example/paper.pdf"
+    item = _marc_item(_field("856", ("u", u), ind1="4", ind2=ind2))
+    metadata = transformed_metadata(item)
+    assert item.data["files"]["links"] == []
+    assert [{k: v for k, v in r.items() if k != "resource_type"}
+            for r in metadata["related_identifiers"]] == [
+        {"identifier": u, "scheme": "url", "relation_type": {"id": relation}}
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("ind2", [" ", "0", "1", "8"])
+def test_a_file_of_the_resource_itself_is_a_file_of_the_record(ind2: str) -> None:
+    u = "https://repo.example/paper.pdf"
+    item = _marc_item(_field("856", ("u", u), ind1="4", ind2=ind2))
+    metadata = transformed_metadata(item)
+    assert item.data["files"]["links"] == [{"url": u, "key": "paper.pdf"}]
+    assert metadata.get("related_identifiers", []) == []
