@@ -888,12 +888,22 @@ def _position(longitude: float, latitude: float) -> list[float]:
 def _point(tags: KernelTags, point: etree._Element) -> list[float]:
     """[longitude, latitude] of a point or polygonPoint (longitude read first, as before).
     Kernel-3 writes a point as text, "latitude longitude"."""
-    if len(point) == 0 and point.text and point.text.strip():
-        latitude, longitude = _numbers(point.text, 2)
+    if (text := _text_form(point)) is not None:
+        latitude, longitude = _numbers(text, 2)
         return _position(longitude, latitude)
     parts = children_by_tag(point)
     longitude = _float(_string(parts, tags.point_longitude))
     return _position(longitude, _float(_string(parts, tags.point_latitude)))
+
+
+def _text_form(element: etree._Element) -> str | None:
+    """All the text of a kernel-3 point or box, written as text; None for kernel-4's form, of
+    child elements. A comment inside the text is no child element: it was taken for kernel-4's
+    form, which found no coordinate and dropped the location."""
+    if any(isinstance(child.tag, str) for child in element):
+        return None
+    text = element_text(element)
+    return text if text.strip() else None
 
 
 def _numbers(text: str, count: int) -> list[float]:
@@ -906,8 +916,8 @@ def _numbers(text: str, count: int) -> list[float]:
 def _box(tags: KernelTags, box: etree._Element) -> list[list[float]]:
     """The ring of a geoLocationBox. Kernel-3 writes it as text, "south west north east"
     (the latitude and longitude of the lower left, then of the upper right corner)."""
-    if len(box) == 0 and box.text and box.text.strip():
-        south, west, north, east = _numbers(box.text, 4)
+    if (text := _text_form(box)) is not None:
+        south, west, north, east = _numbers(text, 4)
     else:
         sides = children_by_tag(box)
         west = _float(_string(sides, tags.west_bound_longitude))

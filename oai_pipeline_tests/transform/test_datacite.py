@@ -790,3 +790,26 @@ def test_a_name_starting_with_the_initials_of_its_given_name(
         family,
         given,
     )
+
+
+def test_a_comment_inside_a_geolocation_point_or_box_keeps_the_location() -> None:
+    """A kernel-3 text point or box was read only when it had no child, and a comment is one:
+    `<geoLocationPoint>31.2 <!-- c --> 67.1</geoLocationPoint>` was taken for kernel-4's
+    child form, found no pointLongitude and silently dropped the location. Its text is read
+    whole; kernel-4's child form, with a comment inside too, is still read."""
+    item = video_with(
+        before_language="<geoLocations><geoLocation>"
+        "<geoLocationPoint>31.2 <!-- c --> 67.1</geoLocationPoint>"
+        "<geoLocationBox>41.0 <!-- c -->-71.0 42.5 -68.0</geoLocationBox>"
+        "</geoLocation><geoLocation><geoLocationPoint><!-- c --><pointLongitude>10.5"
+        "</pointLongitude><pointLatitude>2<!-- c -->0.25</pointLatitude></geoLocationPoint>"
+        "</geoLocation></geoLocations>"
+    )
+    features = transformed_metadata(item)["locations"]["features"]
+    assert [feature["geometry"] for feature in features] == [
+        {"type": "Point", "coordinates": [67.1, 31.2]},
+        {"type": "Polygon", "coordinates": [
+            [[-71.0, 41.0], [-68.0, 41.0], [-68.0, 42.5], [-71.0, 42.5], [-71.0, 41.0]]
+        ]},
+        {"type": "Point", "coordinates": [10.5, 20.25]},
+    ]  # fmt: skip

@@ -47,7 +47,9 @@ RECORDED_AT_REVISION = {
     # rest as the family name: outputs the golden set does not hold changed, so it is 7's digest.
     8: "ee1cd2cd8cd4c2831fdbe72eb43ae5c8325f7a63e8e4b7a135876dbd9fe676e5",
     # MARC's 856 of a related resource or a part (second indicator 2, 3, 4) naming a file is
-    # no file of the record: outputs the golden set does not hold changed, so it is 8's digest.
+    # no file of the record; a DataCite kernel-3 text geoLocationPoint or geoLocationBox with a
+    # comment inside is read whole: outputs the golden set does not hold changed, so it is
+    # 8's digest.
     9: "ee1cd2cd8cd4c2831fdbe72eb43ae5c8325f7a63e8e4b7a135876dbd9fe676e5",
 }
 
