@@ -813,3 +813,25 @@ def test_a_comment_inside_a_geolocation_point_or_box_keeps_the_location() -> Non
         ]},
         {"type": "Point", "coordinates": [10.5, 20.25]},
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name_type", ['nameType="Personal"', ""])
+def test_a_family_first_name_without_a_comma_is_split_by_its_given_parts(name_type: str) -> None:
+    """`<creatorName>Smith John</creatorName>` (family first, no comma) with givenName `John`
+    and familyName `Smith`: the parts DataCite gives are the names, not a split of the whole
+    (which would make `John` the family name, or `Smith John` all of it)."""
+    creator = (
+        f"<creator><creatorName {name_type}>Smith John</creatorName>"
+        "<givenName>John</givenName><familyName>Smith</familyName></creator>"
+    )
+    start, end = VIDEO.index("<creator>"), VIDEO.index("</creators>")
+    resource = VIDEO[:start] + creator + VIDEO[end:]
+    item = TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(resource))
+    [smith] = transformed_metadata(item)["creators"]
+    assert smith["person_or_org"] == {
+        "type": "personal",
+        "name": "Smith, John",
+        "given_name": "John",
+        "family_name": "Smith",
+        "identifiers": [],
+    }
