@@ -148,15 +148,20 @@ def test_a_rekey_is_saved_for_the_runs_that_listed_before_it(store: StateStore) 
     assert store.rekeys_after_run("other", before) == []
 
 
+def _as_version(store_url: str, version: int, table: str) -> None:
+    """Make the database look as `version` left it: without `table`, which came after."""
+    engine = sa.create_engine(store_url)
+    with engine.begin() as connection:
+        connection.execute(sa.text(f"DROP TABLE {table}"))
+        connection.execute(sa.text(f"UPDATE schema_version SET version = {version}"))
+    engine.dispose()
+
+
 def test_a_version_19_database_gains_the_table_of_rekeys(store_url: str) -> None:
     with StateStore(store_url) as store:
         harvested(store)
         before = _new_run(store)
-    engine = sa.create_engine(store_url)
-    with engine.begin() as connection:
-        connection.execute(sa.text("DROP TABLE identifier_rekeys"))
-        connection.execute(sa.text("UPDATE schema_version SET version = 19"))
-    engine.dispose()
+    _as_version(store_url, 19, "identifier_rekeys")
     with StateStore(store_url) as store:
         store.rekey("h", OLD, NEW)
         assert [r.new_prefix for r in store.rekeys_after_run("h", before)] == [NEW]
@@ -191,11 +196,7 @@ def test_a_rekey_is_pending_from_its_beginning_until_the_state_stores_rewrite(
 def test_a_version_22_database_gains_the_table_of_pending_rekeys(store_url: str) -> None:
     with StateStore(store_url) as store:
         harvested(store)
-    engine = sa.create_engine(store_url)
-    with engine.begin() as connection:
-        connection.execute(sa.text("DROP TABLE pending_rekeys"))
-        connection.execute(sa.text("UPDATE schema_version SET version = 22"))
-    engine.dispose()
+    _as_version(store_url, 22, "pending_rekeys")
     with StateStore(store_url) as store:
         assert store.pending_rekey("h") is None
         store.begin_rekey("h", OLD, NEW)
