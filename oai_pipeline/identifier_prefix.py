@@ -9,6 +9,7 @@ ones: that harvest then finds them as known records instead of creating new ones
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
@@ -21,6 +22,47 @@ EXAMPLES = 5
 
 class RekeyRefused(PipelineError):
     """The rekey cannot be done as asked, or not now; nothing was changed (exit 2)."""
+
+
+class RekeyPending(RekeyRefused):
+    """A rekey of the harvester began and did not finish (`PendingRekey`): what would read or
+    write its identifiers waits for it to be finished or undone."""
+
+
+@dataclass(frozen=True)
+class PendingRekey:
+    """A rekey saved before it rewrote the targets, whose state store's rewrite has not
+    committed: the target may hold identifiers under `new_prefix` that the state store holds
+    under `old_prefix`. Its rerun finishes it; its reverse undoes it (what it rewrote in the
+    targets goes back, and the state store has nothing to rewrite)."""
+
+    harvester_id: str
+    old_prefix: str
+    new_prefix: str
+    started_at: str
+
+    def allows(self, old: str, new: str) -> bool:
+        """Whether a rekey from `old` to `new` finishes or undoes this one."""
+        pending = (self.old_prefix, self.new_prefix)
+        return (old, new) in (pending, pending[::-1])
+
+    def refusal(self, what: str) -> RekeyPending:
+        """`what` (a harvest, another rekey) refused while this rekey is pending, in one line
+        with the commands that finish or undo it."""
+
+        def command(old: str, new: str) -> str:
+            return shlex.join(
+                ["oai-pipeline", "harvesters", "rekey", self.harvester_id]
+                + ["--from-prefix", old, "--to-prefix", new]
+            )
+
+        return RekeyPending(
+            f"{what} refused: the rekey of harvester {self.harvester_id} from "
+            f"{self.old_prefix!r} to {self.new_prefix!r} begun at {self.started_at} did not "
+            "finish (the target may hold the new identifiers, the state store holds the old "
+            f"ones); finish it with `{command(self.old_prefix, self.new_prefix)}` or undo it "
+            f"with `{command(self.new_prefix, self.old_prefix)}`; nothing was changed"
+        )
 
 
 def check_prefixes(old: str, new: str) -> None:

@@ -312,6 +312,7 @@ def discover(
             services.harvester_lock.hold(harvester.id),
             services.harvester_lock.hold_source(harvester.base_url),
         ):
+            state.refuse_while_rekey_pending(harvester.id, "harvest")
             try:
                 identify = _identify(reader, services, harvester.id)
             except (HarvestProtocolError, OAIError) as error:

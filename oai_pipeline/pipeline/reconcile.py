@@ -188,6 +188,7 @@ def reconcile(services: Services, harvester_id: str, *, force: bool = False) -> 
         services.harvester_lock.hold(harvester_id),
         services.harvester_lock.hold_source(base_url),
     ):
+        services.state.refuse_while_rekey_pending(harvester_id, "reconcile")
         return _reconcile_holding_the_leases(services, harvester_id, force)
 
 

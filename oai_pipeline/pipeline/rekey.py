@@ -13,12 +13,12 @@ state store, each in one transaction. Killed between the two, the target holds t
 identifiers and the state store the old ones; a rerun of the same command finds nothing left
 to rewrite in the target and rewrites the state store (a store whose identifiers are under
 the new prefix already is done, not a clash: a clash is a new identifier held beside its old
-one). The targets go first because a harvest that runs before that rerun then finds each
-record in the target under its new identifier and takes it up (no duplicate); the state
-store first would have left harvest records naming target records that the target no longer
-finds by identifier. (That rerun is then refused, the new identifiers being harvested; the
-old harvest records stay, to be found vanished by a reconcile, which leaves the target
-records alone: none holds their identifiers any more.)
+one). Whether a rekey was killed half-way is the state store's to remember: the rekey is
+saved there as pending before the targets are touched (`StateStore.begin_rekey`), and its
+rewrite of the state store ends it in the same transaction. While it is pending,
+only its rerun (which finishes it) or its reverse (which undoes it) runs: another rekey of
+the harvester (A→C after A→B was killed would leave the target under B and the state store
+under C), a harvest, a reconcile or a write of it are refused with the commands that end it.
 """
 
 from __future__ import annotations
@@ -124,6 +124,9 @@ def rekey(
     check_prefixes(old, new)
     harvester = services.harvester(harvester_id)
     with _holding_the_lease(services, harvester_id):
+        pending = services.state.pending_rekey(harvester_id)
+        if pending is not None and not pending.allows(old, new):
+            raise pending.refusal(f"the rekey from {old!r} to {new!r}")
         in_the_way = _runs_in_the_way(services, harvester, supersede_runs, orchestrator)
         if orchestrator is not None:
             _refuse_waiting_runs(harvester_id, orchestrator.waiting(harvester_id))
@@ -155,7 +158,9 @@ def rekey(
 def _rewrite(
     services: Services, writers: list[Writer], harvester_id: str, old: str, new: str
 ) -> dict[str, int]:
-    """The targets first, then the state store: see the module's docstring."""
+    """The targets first, then the state store: see the module's docstring. Saved as
+    pending before the targets, until the state store's transaction ends it."""
+    services.state.begin_rekey(harvester_id, old, new)
     rewritten = {"target": 0}
     for writer in writers:
         rewritten["target"] += writer.rekey(harvester_id, old, new)

@@ -322,6 +322,7 @@ def write(
 
     try:
         with services.harvester_lock.hold(scope.harvester_id):
+            services.state.refuse_while_rekey_pending(scope.harvester_id, "write")
             map_partition_groups(
                 services.storage, scope, SYNC_DECISIONS, WRITTEN_RECORDS, write_group
             )

@@ -17,7 +17,7 @@ from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 22
+SCHEMA_VERSION = 23
 
 # The longest action a run record keeps: one, or each writer's (`update,skip`; see
 # pipeline/write.py `_record_action`).
@@ -294,6 +294,20 @@ identifier_rekeys = sa.Table(
     sa.Column("rekeyed_at", sa.String(32), nullable=False),
 )
 
+# A rekey begun and not finished: saved before it rewrites the targets, deleted in the
+# transaction that rewrites the state store. Killed between the two, the target holds the
+# new identifiers and the state store the old ones; while this row says so, only that rekey
+# (which finishes it) or its reverse (which undoes it) may run for the harvester: another
+# rekey, a harvest or a reconcile would leave or make them disagree (version 23).
+pending_rekeys = sa.Table(
+    "pending_rekeys",
+    metadata,
+    sa.Column("harvester_id", sa.String(200), primary_key=True),
+    sa.Column("old_prefix", sa.String(MAX_IDENTIFIER_LENGTH), nullable=False),
+    sa.Column("new_prefix", sa.String(MAX_IDENTIFIER_LENGTH), nullable=False),
+    sa.Column("started_at", sa.String(32), nullable=False),
+)
+
 # What every harvest asks of the harvester's runs, answered without reading each run it ever
 # had (a run an hour is 26,000 in three years): the runs a killed process left running,
 # the last run of the window (to resume), and the succeeded runs whose rows are not pruned.
@@ -516,6 +530,11 @@ def _add_identifier_rekeys(connection: Connection) -> None:
     identifier_rekeys.create(connection, checkfirst=True)
 
 
+def _add_pending_rekeys(connection: Connection) -> None:
+    """An older version did not save a rekey before it began: none is known to be pending."""
+    pending_rekeys.create(connection, checkfirst=True)
+
+
 def _add_run_record_action(connection: Connection) -> None:
     """Runs of an older version kept only each record's status, not its action."""
     _add_run_column(
@@ -570,6 +589,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     20: _add_identifier_rekeys,
     21: _add_run_record_action,
     22: _add_writer_memories,
+    23: _add_pending_rekeys,
 }
 
 

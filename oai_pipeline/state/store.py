@@ -32,6 +32,7 @@ from oai_pipeline.errors import (
 )
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.identifier_prefix import (
+    PendingRekey,
     RekeyPlan,
     RekeyRefused,
     plan_rekey,
@@ -69,6 +70,7 @@ from oai_pipeline.state.schema import (
     identifier_rekeys,
     is_up_to_date,
     migrate,
+    pending_rekeys,
     reconcile_runs,
     record_errors,
     refuse_if_changed,
@@ -639,6 +641,7 @@ class StateStore:
                     run_records,
                     reconcile_runs,
                     identifier_rekeys,
+                    pending_rekeys,
                 ):
                     conn.execute(table.delete().where(table.c.harvester_id == harvester_id))
                 links = harvest_run_dagster_runs
@@ -1510,12 +1513,50 @@ class StateStore:
         hr = harvest_records
         return plan_rekey(conn, "state", hr.c.harvester_id, hr.c.identifier, harvester_id, old, new)
 
+    def begin_rekey(self, harvester_id: str, old: str, new: str) -> None:
+        """Save the harvester's rekey from `old` to `new` as pending, before it rewrites the
+        targets (replacing a pending one it finishes or undoes): `rekey` ends it."""
+        with self._engine.begin() as conn:
+            self._end_pending_rekey(conn, harvester_id)
+            conn.execute(
+                pending_rekeys.insert().values(
+                    harvester_id=harvester_id,
+                    old_prefix=old,
+                    new_prefix=new,
+                    started_at=utc_now(),
+                )
+            )
+
+    @staticmethod
+    def _end_pending_rekey(conn: Connection, harvester_id: str) -> None:
+        conn.execute(pending_rekeys.delete().where(pending_rekeys.c.harvester_id == harvester_id))
+
+    def pending_rekey(self, harvester_id: str) -> PendingRekey | None:
+        """The harvester's rekey that began and whose state store's rewrite did not commit."""
+        p = pending_rekeys
+        with self._read() as conn:
+            row = conn.execute(
+                sa.select(p.c.old_prefix, p.c.new_prefix, p.c.started_at).where(
+                    p.c.harvester_id == harvester_id
+                )
+            ).first()
+        return None if row is None else PendingRekey(harvester_id, *row)
+
+    def refuse_while_rekey_pending(self, harvester_id: str, what: str) -> None:
+        """RekeyPending, naming `what` (a harvest, a reconcile), if the harvester's rekey is
+        pending: its target and state store may disagree on its identifiers, and `what`
+        would find records of one missing from the other (duplicates, tombstones)."""
+        pending = self.pending_rekey(harvester_id)
+        if pending is not None:
+            raise pending.refusal(what)
+
     def rekey(self, harvester_id: str, old: str, new: str) -> int:
         """Rewrite the harvester's identifiers that begin with `old` to begin with `new`, in
         every table that names a record by (harvester, identifier), in one transaction: its
         harvest records with their XML, data and errors, its runs' per-record rows and its
-        reconcile runs' lists. Returns how many harvest records; RekeyRefused (nothing
-        changed) if one's new identifier is taken. Run again, it finds nothing to rewrite."""
+        reconcile runs' lists; the harvester's pending rekey (`begin_rekey`) ends with it.
+        Returns how many harvest records; RekeyRefused (nothing changed) if one's new
+        identifier is taken. Run again, it finds nothing to rewrite."""
         with self._engine.begin() as conn:
             plan = self._rekey_plan(conn, harvester_id, old, new)
             if plan.taken:
@@ -1537,6 +1578,7 @@ class StateStore:
                     .values(identifier=replaced(table.c.identifier, old, new))
                 )
             self._rekey_reconcile_runs(conn, harvester_id, old, new)
+            self._end_pending_rekey(conn, harvester_id)
             if plan.count:  # a rerun that found nothing left to rewrite saved its rekey before
                 last_run_id = conn.execute(sa.select(sa.func.max(harvest_runs.c.id))).scalar()
                 conn.execute(

@@ -316,6 +316,83 @@ def test_killed_rekey_rerun_finishes_the_job_without_duplicates(
     assert harvest_identifiers() == sorted(f"{NEW}123456789/{n}" for n in range(RECORDS))
 
 
+def _killed_between_its_stores(args: list[str]) -> None:
+    """`harvesters rekey ARGS` killed once the target's rewrite committed, before the state
+    store's: the target holds the new identifiers, the state store the old ones."""
+    from oai_pipeline_tests.resume import crash_sweep
+
+    home = crash_sweep.Home(Path(os.environ["OAI_PIPELINE_HOME"]), dict(os.environ))
+    killed = crash_sweep._cli(home, "rekey_target:1:after", args)
+    assert killed.returncode == crash_sweep.EXIT_CODE, killed.stdout + killed.stderr
+
+
+def failure(*args: str) -> str:
+    """A command's one-line error (exit 1), without a traceback."""
+    result = invoke(*args, "--json")
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    return json.loads(result.stdout)["error"]
+
+
+@pytest.mark.usefixtures("backend")
+def test_a_rekey_killed_between_its_stores_is_finished_before_anything_else(
+    moved: tuple[dict[str, dict], OAIEndpoint],
+) -> None:
+    """Killed between its two stores, A→B is pending: A→C (before, it rewrote the state
+    store to C while the target stayed under B, and nothing noticed), a harvest and a
+    reconcile are refused, naming it and the commands that finish or undo it; rerun, it
+    finishes, and the harvest after finds every record known."""
+    before, _ = moved
+    elsewhere = "oai:elsewhere.example.org:"
+    args = ["harvesters", "rekey", HARVESTER, "--from-prefix", OLD, "--to-prefix", NEW]
+    _killed_between_its_stores(args)
+
+    other = refusal(
+        "harvesters", "rekey", HARVESTER, "--from-prefix", OLD, "--to-prefix", elsewhere
+    )
+    harvest = failure("harvest", HARVESTER)
+    reconcile = failure("reconcile", HARVESTER)
+
+    pending = f"the rekey of harvester {HARVESTER} from {OLD!r} to {NEW!r} begun at "
+    finish = f"oai-pipeline harvesters rekey {HARVESTER} --from-prefix {OLD} --to-prefix {NEW}"
+    undo = f"oai-pipeline harvesters rekey {HARVESTER} --from-prefix {NEW} --to-prefix {OLD}"
+    for error, what in ((other, f"the rekey from {OLD!r} to {elsewhere!r}"), (harvest, "harvest"),
+                        (reconcile, "reconcile")):  # fmt: skip
+        assert error.startswith(f"{what} refused: {pending}"), error
+        assert f"finish it with `{finish}`" in error and f"undo it with `{undo}`" in error
+        assert "\n" not in error
+    assert all(i.startswith(OLD) for i in harvest_identifiers())  # nothing changed
+    assert all(r["source_identifier"].startswith(NEW) for r in target().values())
+
+    finished = run_json(*args)
+    assert [finished["target_records"], finished["state_records"]] == [0, RECORDS]
+    harvested = run_json("harvest", HARVESTER)
+    assert harvested["actions"] == {"nothing": RECORDS} and harvested["errors"] == 0
+    assert target().keys() == before.keys()
+    assert harvest_identifiers() == sorted(f"{NEW}123456789/{n}" for n in range(RECORDS))
+
+
+def test_a_rekey_killed_between_its_stores_is_undone_by_its_reverse(
+    moved: tuple[dict[str, dict], OAIEndpoint],
+) -> None:
+    """The reverse of a pending rekey (B→A after A→B was killed) brings the target back to A,
+    where the state store is, and ends it: another rekey then runs."""
+    before, _ = moved
+    wrong = "oai:wrong.example.org:"
+    _killed_between_its_stores(
+        ["harvesters", "rekey", HARVESTER, "--from-prefix", OLD, "--to-prefix", wrong]
+    )
+
+    undone = run_json("harvesters", "rekey", HARVESTER, "--from-prefix", wrong, "--to-prefix", OLD)
+    assert [undone["target_records"], undone["state_records"]] == [RECORDS, 0]
+    assert target() == before
+
+    rekeyed = run_json("harvesters", "rekey", HARVESTER, "--from-prefix", OLD, "--to-prefix", NEW)
+    assert rekeyed["state_records"] == rekeyed["target_records"] == RECORDS
+    harvested = run_json("harvest", HARVESTER)
+    assert harvested["actions"] == {"nothing": RECORDS} and target().keys() == before.keys()
+
+
 def _dagster_instance_in_home():  # noqa: ANN202 - a context manager of Dagster's instance
     """The instance under DAGSTER_HOME, as `harvest --use-job` and the daemon use it."""
     from oai_pipeline.defs.launch import dagster_instance

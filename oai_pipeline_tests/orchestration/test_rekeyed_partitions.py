@@ -153,3 +153,27 @@ def test_rekey_of_a_run_waiting_for_its_downstream_steps_says_what_to_do_and_may
     assert listed_again.success, step_errors(listed_again)
     expected = [f"{NEW}123456789/{n}" for n in range(RECORDS)]
     assert sorted(target_by_source(settings, HARVESTER)) == expected
+
+
+def test_the_write_of_a_window_is_refused_while_a_rekey_of_its_harvester_is_pending(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """A rekey killed before its state store's rewrite may have left the target under the new
+    prefix and the state store under the old one: written_records of a window planned before
+    it would create each record anew under the old identifier. Refused, naming the rekey and
+    what finishes it; nothing is written."""
+    with OAIEndpoint(handle_records(OLD), page_size=3) as old_host:
+        register(settings, old_host.base_url, harvester_id=HARVESTER, metadata_prefix="oai_dc")
+        ensure_harvester_partitions(instance, [HARVESTER])
+        planned = materialise(instance, [assets.raw_oai_xml, transformed, sync_decisions])
+    assert planned.success, step_errors(planned)
+    with Services(settings) as services:
+        services.state.begin_rekey(HARVESTER, OLD, NEW)  # as a rekey killed in its targets
+
+    refused = materialise(instance, [written_records])
+
+    assert not refused.success
+    [error] = step_errors(refused)
+    assert f"write refused: the rekey of harvester {HARVESTER} from {OLD!r} to {NEW!r}" in error
+    assert f"--from-prefix {OLD} --to-prefix {NEW}`" in error
+    assert target_by_source(settings, HARVESTER) == {}

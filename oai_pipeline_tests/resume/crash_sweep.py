@@ -1275,12 +1275,16 @@ def sweep_rekey(
     results: dict[str, Any],
     log: Callable[[str], None],
     rekey_kills: list[str] = REKEY_KILLS,
+    detour: list[str] | None = None,
 ) -> int:
     """`rekey`: a home that harvested a DSpace of handles from its old host, the harvester
     pointed at the new host (every identifier under a new prefix). `harvesters rekey` killed
     before, between and after its two stores' rewrites, rerun, then the harvest; and the
     first harvest after an uninterrupted rekey swept at every point. Each must end as an
-    uninterrupted rekey and harvest: the same target ids, nothing created, no new revision."""
+    uninterrupted rekey and harvest: the same target ids, nothing created, no new revision.
+    `detour`: commands run between the kill and the rerun (another rekey, a harvest), each
+    to be refused (exit 1 or 2) as a rekey begun and not finished is pending: kill points
+    before the state store's commit."""
     from oai_pipeline.sample_endpoint.server import OAIEndpoint
 
     count = max(20, args.records // 10)
@@ -1308,6 +1312,13 @@ def sweep_rekey(
             problems = []
             if (done := _cli(killed, spec, REKEY)).returncode != EXIT_CODE:
                 problems.append(f"the rekey was not killed: {done.returncode} {done.stderr[-300:]}")
+            for command in detour or []:
+                refused = _cli(killed, "none", command)
+                if refused.returncode not in (1, 2) or "did not finish" not in refused.stderr:
+                    problems.append(
+                        f"{' '.join(command)} was not refused as a rekey is pending: "
+                        f"{refused.returncode} {refused.stdout[-300:]}{refused.stderr[-300:]}"
+                    )
             if (again := _cli(killed, "none", REKEY)).returncode != 0:
                 problems.append(f"its rerun exited {again.returncode}: {again.stdout[-300:]}")
             final = _cli(killed, "none", harvest)

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from oai_pipeline.errors import RecordError
-from oai_pipeline.identifier_prefix import RekeyRefused
+from oai_pipeline.identifier_prefix import RekeyPending, RekeyRefused
 from oai_pipeline.oai.types import HarvestedRecord
 from oai_pipeline.state.schema import (
     harvest_record_data,
@@ -148,15 +148,58 @@ def test_a_rekey_is_saved_for_the_runs_that_listed_before_it(store: StateStore) 
     assert store.rekeys_after_run("other", before) == []
 
 
+def _as_version(store_url: str, version: int, table: str) -> None:
+    """Make the database look as `version` left it: without `table`, which came after."""
+    engine = sa.create_engine(store_url)
+    with engine.begin() as connection:
+        connection.execute(sa.text(f"DROP TABLE {table}"))
+        connection.execute(sa.text(f"UPDATE schema_version SET version = {version}"))
+    engine.dispose()
+
+
 def test_a_version_19_database_gains_the_table_of_rekeys(store_url: str) -> None:
     with StateStore(store_url) as store:
         harvested(store)
         before = _new_run(store)
-    engine = sa.create_engine(store_url)
-    with engine.begin() as connection:
-        connection.execute(sa.text("DROP TABLE identifier_rekeys"))
-        connection.execute(sa.text("UPDATE schema_version SET version = 19"))
-    engine.dispose()
+    _as_version(store_url, 19, "identifier_rekeys")
     with StateStore(store_url) as store:
         store.rekey("h", OLD, NEW)
         assert [r.new_prefix for r in store.rekeys_after_run("h", before)] == [NEW]
+
+
+def test_a_rekey_is_pending_from_its_beginning_until_the_state_stores_rewrite(
+    store: StateStore,
+) -> None:
+    """Saved before the targets are rewritten, a rekey is pending until the state store's
+    rewrite, which ends it in its transaction; a harvest of the harvester is refused while it
+    is pending, another harvester's is not. A harvester deleted with its records ends it."""
+    harvested(store)
+    store.begin_rekey("h", OLD, NEW)
+
+    pending = store.pending_rekey("h")
+    assert pending is not None and (pending.old_prefix, pending.new_prefix) == (OLD, NEW)
+    assert pending.allows(OLD, NEW) and pending.allows(NEW, OLD)
+    assert not pending.allows(OLD, "oai:elsewhere.example.org:")
+    with pytest.raises(RekeyPending, match=r"^harvest refused: the rekey of harvester h from"):
+        store.refuse_while_rekey_pending("h", "harvest")
+    store.refuse_while_rekey_pending("other", "harvest")
+
+    store.rekey("h", OLD, NEW)
+    assert store.pending_rekey("h") is None
+    store.refuse_while_rekey_pending("h", "harvest")
+
+    store.begin_rekey("h", NEW, OLD)
+    store.delete_harvester("h", delete_records=True)
+    assert store.pending_rekey("h") is None
+
+
+def test_a_version_22_database_gains_the_table_of_pending_rekeys(store_url: str) -> None:
+    with StateStore(store_url) as store:
+        harvested(store)
+    _as_version(store_url, 22, "pending_rekeys")
+    with StateStore(store_url) as store:
+        assert store.pending_rekey("h") is None
+        store.begin_rekey("h", OLD, NEW)
+        assert store.pending_rekey("h") is not None
+        store.rekey("h", OLD, NEW)
+        assert store.pending_rekey("h") is None
