@@ -114,35 +114,6 @@ def explain_refused_writes(engine: Engine) -> None:
         return exc.OperationalError(context.statement, context.parameters, error)
 
 
-_LOCKED = "database is locked"
-
-
-def explain_lock_timeouts(engine: Engine, waited_seconds: float) -> None:
-    """Name the file, the wait and its cause when a write gave up waiting for another
-    writer: SQLite says only `database is locked`."""
-    database = engine.url.database
-    if not database or database == ":memory:":
-        return
-
-    @event.listens_for(engine, "handle_error")
-    def _explain(context: ExceptionContext) -> BaseException | None:
-        original = context.original_exception
-        if not isinstance(original, sqlite3.OperationalError) or str(original) != _LOCKED:
-            return None
-        error = sqlite3.OperationalError(
-            f"{_LOCKED}: {database} stayed locked by another writer's transaction (a harvest "
-            f"running) for {waited_seconds:g} s"
-        )
-        return exc.OperationalError(context.statement, context.parameters, error)
-
-
-def is_lock_timeout(error: BaseException) -> bool:
-    """Whether `error` (SQLAlchemy's or sqlite3's) is a write that gave up waiting for
-    another writer of a SQLite file: nothing is wrong, the same write later goes through."""
-    original = error.orig if isinstance(error, exc.DBAPIError) else error
-    return isinstance(original, sqlite3.OperationalError) and str(original).startswith(_LOCKED)
-
-
 def refused_write_text(message: str, path: Path) -> str | None:
     """SQLite's `message` about the database at `path` with the file and the cure, when it
     is the disk refusing a write (full, read-only, not writable); None for other errors."""

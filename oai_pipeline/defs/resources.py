@@ -43,8 +43,8 @@ class PipelineResource(dg.ConfigurableResource):
         default=5.0,
         gt=0,
         description="How long a sensor's write to the state store waits for another writer "
-        "(a harvest's transaction) before the tick leaves it to the next tick; a harvest "
-        "waits 60 s.",
+        "(a harvest's transaction) before the tick leaves it to the next tick, on SQLite and "
+        "PostgreSQL; a harvest waits 60 s on SQLite, as long as a row is held on PostgreSQL.",
     )
 
     def settings(self) -> Settings:

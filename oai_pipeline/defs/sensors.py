@@ -19,8 +19,8 @@ from oai_pipeline.defs.partitions import (
 from oai_pipeline.defs.registration import load_data_folder_fixture
 from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.errors import ConfigurationError, PipelineError, database_error_text
+from oai_pipeline.lock_waits import is_lock_timeout
 from oai_pipeline.pipeline.services import Services
-from oai_pipeline.sqlite_tuning import is_lock_timeout
 
 # The metadata entry of a step's failure over several harvesters holding each one's own error
 # (harvester id -> its error): the failure sensor gives each harvest run its own.

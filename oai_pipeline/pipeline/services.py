@@ -12,18 +12,16 @@ from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.settings import Settings
 from oai_pipeline.sqlite_tuning import explain_refused_writes
 from oai_pipeline.state.harvester_lock import HarvesterLock
-from oai_pipeline.state.store import DEFAULT_LOCK_WAIT_SECONDS, StateStore
+from oai_pipeline.state.store import StateStore
 from oai_pipeline.storage import PartitionStore
 
 logger = logging.getLogger(__name__)
 
 
 class Services:
-    def __init__(
-        self, settings: Settings, *, state_lock_wait: float = DEFAULT_LOCK_WAIT_SECONDS
-    ) -> None:
+    def __init__(self, settings: Settings, *, state_lock_wait: float | None = None) -> None:
         """`state_lock_wait`: how long a write to the state store waits for another writer
-        (`StateStore`): a sensor's tick waits less than a harvest."""
+        (`StateStore`; None: a harvest's wait): a sensor's tick waits less than a harvest."""
         settings.home.mkdir(parents=True, exist_ok=True)
         self.settings = settings
         self.state = StateStore(settings.state_db_url, lock_wait_seconds=state_lock_wait)

@@ -41,6 +41,7 @@ from oai_pipeline.identifier_prefix import (
     taken_message,
 )
 from oai_pipeline.json_codec import ENGINE_JSON, Encoded
+from oai_pipeline.lock_waits import explain_lock_timeouts, limit_lock_waits
 from oai_pipeline.oai.base_url import same_endpoint
 from oai_pipeline.oai.types import (
     HarvestedRecord,
@@ -50,7 +51,6 @@ from oai_pipeline.oai.types import (
 from oai_pipeline.oai.windows import read_datestamp
 from oai_pipeline.schema_guard import refuse_writes_after_a_migration
 from oai_pipeline.sqlite_tuning import (
-    explain_lock_timeouts,
     explain_refused_writes,
     read_only_connector,
     release_lock_on_interrupt,
@@ -120,8 +120,9 @@ MAX_NOTICE_LENGTH = 1000
 NOTICES_LEFT_OUT = "(more notices than a run keeps: the others are in the harvest's log)"
 
 _READ_ONLY = "oai_pipeline_read_only"
-# How long a write waits for another writer's transaction (a harvest commits a batch at a
-# time) before failing: long, for a harvest. A sensor's tick waits less (PipelineResource).
+# How long a write to a SQLite file waits for another writer's transaction (a harvest commits
+# a batch at a time) before failing: long, for a harvest. On PostgreSQL a harvest's write
+# waits for a row as long as it is held. A sensor's tick waits less (PipelineResource).
 DEFAULT_LOCK_WAIT_SECONDS = 60.0
 _CHUNK = 500  # identifiers per IN (...) clause, well below every database's limit
 
@@ -210,15 +211,23 @@ def _create_engine(
     url: str,
     *,
     read_only_file: Path | None = None,
-    lock_wait_seconds: float = DEFAULT_LOCK_WAIT_SECONDS,
+    lock_wait_seconds: float | None = None,
 ) -> Engine:
     """The store's engine; `read_only_file`: the SQLite file, opened read-only
     (`read_only_connector`) by a command that only reads a home it cannot write;
-    `lock_wait_seconds`: how long a write waits for another writer on SQLite (PostgreSQL
-    locks rows: a write there waits only for one writing the same rows, as long as it takes)."""
+    `lock_wait_seconds`: how long a write waits for another writer's transaction before it
+    fails (`lock_waits.is_lock_timeout`). None: a harvest's wait, DEFAULT_LOCK_WAIT_SECONDS
+    on SQLite; none on PostgreSQL, which locks rows: a write there waits only for one
+    writing the same rows, as long as it takes."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
-        return sa.create_engine(url, pool_pre_ping=True, **ENGINE_JSON)
+        engine = sa.create_engine(url, pool_pre_ping=True, **ENGINE_JSON)
+        if lock_wait_seconds is not None:
+            limit_lock_waits(engine, lock_wait_seconds)
+            explain_lock_timeouts(engine, lock_wait_seconds)
+        return engine
+    if lock_wait_seconds is None:
+        lock_wait_seconds = DEFAULT_LOCK_WAIT_SECONDS
     in_memory = parsed.database in (None, "", ":memory:")
     if read_only_file is not None:
         creator = read_only_connector(read_only_file, timeout=lock_wait_seconds)
@@ -507,15 +516,16 @@ class StateStore:
         url: str,
         *,
         only_reads: bool = False,
-        lock_wait_seconds: float = DEFAULT_LOCK_WAIT_SECONDS,
+        lock_wait_seconds: float | None = None,
     ) -> None:
         """`only_reads`: opened by a command that only reads (status, the listings). On a
         SQLite file this process cannot write (a read-only home) it is then opened read-only,
         without the schema upgrade and without the writes those commands would make; the
         store's writing methods fail with the line saying the file is not writable.
-        `lock_wait_seconds`: how long a write waits for another writer's transaction on
-        SQLite before it fails (`sqlite_tuning.is_lock_timeout`): a sensor's tick waits a
-        few seconds, not the minute a harvest may, which held Dagster's daemon thread."""
+        `lock_wait_seconds`: how long a write waits for another writer's transaction before
+        it fails (`lock_waits.is_lock_timeout`), on SQLite and PostgreSQL: a sensor's tick
+        waits a few seconds, not what a harvest may (None: a minute on SQLite, as long as
+        the lock is held on PostgreSQL), which held Dagster's daemon thread."""
         self.url = url
         shown = without_password(url)
         read_only_file = unwritable_sqlite_file(url) if only_reads else None

@@ -21,6 +21,7 @@ from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
 from oai_pipeline_tests.orchestration.state_setup import add_finished_run, add_harvester
 from oai_pipeline_tests.orchestration.test_sensors import _failed_dagster_run
+from oai_pipeline_tests.postgres import fresh_database
 
 
 @contextmanager
@@ -54,30 +55,80 @@ def _tick(
     return sensor.evaluate_tick(context)
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def state_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The state store on SQLite (the default) or on a fresh database of the throwaway
+    PostgreSQL server; requested before `settings`, which reads the URL."""
+    if request.param == "postgresql":
+        server = request.getfixturevalue("postgres_url")
+        monkeypatch.setenv("OAI_PIPELINE_STATE_DB_URL", fresh_database(server))
+    return request.param
+
+
 @contextmanager
-def held_by_a_harvest(database: Path) -> Iterator[None]:
-    """Another connection holds `database`'s write lock, as a harvest's long transaction
-    does, until the block ends."""
-    connection = sqlite3.connect(database, isolation_level=None)
+def held_by_a_harvest(settings: Settings, harvester_id: str) -> Iterator[None]:
+    """Another connection holds what a harvest's long transaction holds until the block ends:
+    SQLite's write lock on the whole file; on PostgreSQL the row locks of the harvester and
+    of its harvest runs, which it updates."""
+    url = settings.state_db_url
+    if sa.make_url(url).get_backend_name() == "sqlite":
+        connection = sqlite3.connect(sa.make_url(url).database, isolation_level=None)
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            yield
+        finally:
+            connection.execute("ROLLBACK")
+            connection.close()
+        return
+    engine = sa.create_engine(url)
     try:
-        connection.execute("BEGIN IMMEDIATE")
-        yield
+        with engine.connect() as connection, connection.begin() as transaction:
+            for table in ("harvesters", "harvest_runs"):
+                column = "id" if table == "harvesters" else "harvester_id"
+                connection.exec_driver_sql(
+                    f"UPDATE {table} SET updated_at = updated_at WHERE {column} = %(id)s",
+                    {"id": harvester_id},
+                )
+            yield
+            transaction.rollback()
     finally:
-        connection.execute("ROLLBACK")
-        connection.close()
+        engine.dispose()
+
+
+def _held_for(settings: Settings, table: str) -> str:
+    """How the state store says a tick's write gave up waiting 0.2 s for the harvest."""
+    url = settings.state_db_url
+    if sa.make_url(url).get_backend_name() == "sqlite":
+        return (
+            f"database is locked: {sa.make_url(url).database} stayed locked by another "
+            "writer's transaction (a harvest running) for 0.2 s"
+        )
+    return (
+        f"lock timeout: a row of {table} in {url} stayed locked by another writer's "
+        "transaction (a harvest running) for 0.2 s"
+    )
 
 
 # A tick's writes wait this long for the harvest: a short wait, so the test is quick.
 _IMPATIENT = {**defs.resources, "pipeline": PipelineResource(tick_lock_wait_seconds=0.2)}
 
+# What the data folder's file changes: alpha's name (a row a harvest of alpha holds), beta.
+_FIXTURE = (
+    "- id: alpha\n  name: Alpha\n  base-url: https://alpha.example.org/oai\n"
+    "  metadata-prefix: oai_dc\n  model: rdm\n"
+    "- id: beta\n  base-url: https://beta.example.org/oai\n"
+    "  metadata-prefix: oai_dc\n  model: rdm\n"
+)
+
 
 def test_a_failed_run_met_by_a_state_store_held_by_a_harvest_is_recorded_on_the_next_tick(
-    instance: dg.DagsterInstance, settings: Settings
+    state_backend: str, instance: dg.DagsterInstance, settings: Settings
 ) -> None:
     """A write of the failure sensor waited the minute a harvest's writes wait for the
-    harvest's transaction, holding Dagster's daemon thread, which could time the tick out.
-    Now it waits the resource's few seconds, and the tick fails in one line naming the
-    state database, busy, its cursor kept: the next tick records the failure."""
+    harvest's transaction (on PostgreSQL, as long as the harvest held the run's row),
+    holding Dagster's daemon thread, which could time the tick out. Now it waits the
+    resource's few seconds, and the tick fails in one line naming the state database, busy,
+    its cursor kept: the next tick records the failure."""
     add_harvester(settings, "alpha")
     cursor = _tick("harvest_failure_sensor", instance, resources=_IMPATIENT).cursor
     dagster_run, _failure = _failed_dagster_run(instance)
@@ -85,14 +136,12 @@ def test_a_failed_run_met_by_a_state_store_held_by_a_harvest_is_recorded_on_the_
         settings, "alpha", "2024-03-01T00:00:00Z", "running", dagster_run.run_id
     )
 
-    state_file = settings.home / "state.sqlite"
-    with held_by_a_harvest(state_file), pytest.raises(RecordedNextTick) as failed:
+    with held_by_a_harvest(settings, "alpha"), pytest.raises(RecordedNextTick) as failed:
         _tick("harvest_failure_sensor", instance, cursor, _IMPATIENT)
     [line] = str(failed.value).splitlines()
     assert line == (
-        f"the state database is busy: database is locked: {state_file} stayed locked by "
-        "another writer's transaction (a harvest running) for 0.2 s; the end of Dagster "
-        f"run {dagster_run.run_id} is recorded on its harvest runs by the next tick"
+        f"the state database is busy: {_held_for(settings, 'harvest_runs')}; the end of "
+        f"Dagster run {dagster_run.run_id} is recorded on its harvest runs by the next tick"
     )
     with Services(settings) as services:
         assert services.state.get_run(harvest_run)["status"] == "running"
@@ -103,19 +152,16 @@ def test_a_failed_run_met_by_a_state_store_held_by_a_harvest_is_recorded_on_the_
 
 
 def test_the_registry_sensor_leaves_the_fixture_file_to_the_next_tick_while_a_harvest_writes(
-    instance: dg.DagsterInstance, settings: Settings
+    state_backend: str, instance: dg.DagsterInstance, settings: Settings
 ) -> None:
-    """Applying a changed oai_harvesters.yaml waited a minute for a harvest's transaction,
-    then failed the tick with SQLAlchemy's error. Now the tick keeps the partitions of the
-    registry as it is and says the file waits for the next tick, which applies it."""
+    """Applying a changed oai_harvesters.yaml waited a minute for a harvest's transaction
+    (on PostgreSQL, as long as the harvest held the harvester's row), then failed the tick
+    with SQLAlchemy's error. Now the tick keeps the partitions of the registry as it is and
+    says the file waits for the next tick, which applies it."""
     add_harvester(settings, "alpha")
-    settings.fixture_file.write_text(
-        "- id: beta\n  base-url: https://beta.example.org/oai\n"
-        "  metadata-prefix: oai_dc\n  model: rdm\n"
-    )
+    settings.fixture_file.write_text(_FIXTURE)
 
-    state_file = settings.home / "state.sqlite"
-    with held_by_a_harvest(state_file):
+    with held_by_a_harvest(settings, "alpha"):
         held = _tick("harvester_registry_sensor", instance, resources=_IMPATIENT)
     [request] = held.dynamic_partitions_requests
     assert request.partition_keys == ["alpha"]  # the registry as it is
@@ -126,26 +172,23 @@ def test_the_registry_sensor_leaves_the_fixture_file_to_the_next_tick_while_a_ha
     waited = _tick("harvester_registry_sensor", instance, resources=_IMPATIENT)
     [request] = waited.dynamic_partitions_requests
     assert request.partition_keys == ["beta"]
+    with Services(settings) as services:
+        assert services.state.get_harvester("alpha").name == "Alpha"
 
 
 def test_the_registry_sensor_says_why_the_fixture_file_waits(
-    instance: dg.DagsterInstance, settings: Settings
+    state_backend: str, instance: dg.DagsterInstance, settings: Settings
 ) -> None:
     """With the partitions matching, the tick's skip reason says the file waits, and why."""
-    settings.fixture_file.write_text(
-        "- id: beta\n  base-url: https://beta.example.org/oai\n"
-        "  metadata-prefix: oai_dc\n  model: rdm\n"
-    )
-    state_file = settings.home / "state.sqlite"
-    with Services(settings):  # the store made before the harvest holds it
-        pass
-    with held_by_a_harvest(state_file):
+    add_harvester(settings, "alpha")
+    instance.add_dynamic_partitions(HARVESTER, ["alpha"])
+    settings.fixture_file.write_text(_FIXTURE)
+    with held_by_a_harvest(settings, "alpha"):
         held = _tick("harvester_registry_sensor", instance, resources=_IMPATIENT)
     assert held.skip_message == (
         "harvester partitions already match the registry; oai_harvesters.yaml not applied "
-        f"this tick: the state database is busy: database is locked: {state_file} stayed "
-        "locked by another writer's transaction (a harvest running) for 0.2 s; the next "
-        "tick applies it"
+        f"this tick: the state database is busy: {_held_for(settings, 'harvesters')}; the "
+        "next tick applies it"
     )
 
 

@@ -1,0 +1,86 @@
+"""How long a write waits for another writer's transaction, and a write that gave up
+waiting, the same on SQLite and PostgreSQL.
+
+SQLite locks the whole file for one writer: a write waits its `busy_timeout`, then fails
+with `database is locked`. PostgreSQL locks rows: a write waits for one writing the same
+rows, by default as long as that transaction lasts; with a `lock_timeout` it fails with
+LockNotAvailable (SQLSTATE 55P03). A sensor's tick gives a short wait on both, and leaves
+the write to its next tick when it gives up (`is_lock_timeout`).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from typing import Any
+
+from psycopg2.errors import LockNotAvailable
+from sqlalchemy import Engine, event, exc
+from sqlalchemy.engine import ExceptionContext
+
+from oai_pipeline.errors import without_password
+
+_LOCKED = "database is locked"  # SQLite's whole message
+_LOCK_TIMEOUT = "lock timeout"
+# PostgreSQL's CONTEXT line: `while updating tuple (0,1) in relation "harvest_runs"`
+_RELATION = re.compile(r'in relation "([^"]+)"')
+
+
+def limit_lock_waits(engine: Engine, seconds: float) -> None:
+    """Make each of a PostgreSQL engine's connections give up waiting for a lock after
+    `seconds` (`SET lock_timeout`), leaving the URL's own connect `options` as they are."""
+    milliseconds = max(1, round(seconds * 1000))
+
+    @event.listens_for(engine, "connect")
+    def _set_lock_timeout(dbapi_connection: Any, _record: Any) -> None:
+        # Outside a transaction: the pool's rollback on checkin would undo a SET made in one.
+        autocommit = dbapi_connection.autocommit
+        dbapi_connection.autocommit = True
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"SET lock_timeout = {milliseconds}")
+        cursor.close()
+        dbapi_connection.autocommit = autocommit
+
+
+def _held_text(what: str, where: str, waited_seconds: float) -> str:
+    return (
+        f"{what}: {where} stayed locked by another writer's transaction (a harvest running) "
+        f"for {waited_seconds:g} s"
+    )
+
+
+def explain_lock_timeouts(engine: Engine, waited_seconds: float) -> None:
+    """Name the database (on PostgreSQL, the table), the wait and its cause when a write
+    gave up waiting for another writer: SQLite says only `database is locked`, PostgreSQL
+    `canceling statement due to lock timeout`."""
+    url = engine.url
+    sqlite = url.get_backend_name() == "sqlite"
+    if sqlite and (not url.database or url.database == ":memory:"):
+        return
+    shown = without_password(url.render_as_string(hide_password=False))
+
+    @event.listens_for(engine, "handle_error")
+    def _explain(context: ExceptionContext) -> BaseException | None:
+        original = context.original_exception
+        if sqlite and isinstance(original, sqlite3.OperationalError):
+            if str(original) != _LOCKED:
+                return None
+            error: Exception = sqlite3.OperationalError(
+                _held_text(_LOCKED, str(url.database), waited_seconds)
+            )
+        elif isinstance(original, LockNotAvailable):
+            relation = _RELATION.search(str(original))
+            where = f"a row of {relation[1]} in {shown}" if relation else f"a row in {shown}"
+            error = LockNotAvailable(_held_text(_LOCK_TIMEOUT, where, waited_seconds))
+        else:
+            return None
+        return exc.OperationalError(context.statement, context.parameters, error)
+
+
+def is_lock_timeout(error: BaseException) -> bool:
+    """Whether `error` (SQLAlchemy's or the driver's) is a write that gave up waiting for
+    another writer's transaction: nothing is wrong, the same write later goes through."""
+    original = error.orig if isinstance(error, exc.DBAPIError) else error
+    if isinstance(original, sqlite3.OperationalError):
+        return str(original).startswith(_LOCKED)
+    return isinstance(original, LockNotAvailable)
