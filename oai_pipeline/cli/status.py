@@ -17,6 +17,7 @@ from oai_pipeline.cli.output import (
     listing_text,
     note_lines,
     one_line,
+    pending_rekey_line,
 )
 from oai_pipeline.errors import NotFound
 from oai_pipeline.harvesters.registry import HarvesterRegistry
@@ -72,6 +73,7 @@ def _status_text(status: dict[str, Any]) -> str:
     lines = [
         f"harvest run {run['id']} of {run['harvester_id']}: {run['status']}"
         + (f" ({run['error']})" if run["error"] else ""),
+        *([f"  {pending_rekey_line(status['pending_rekey'])}"] if status["pending_rekey"] else []),
         f"  window: {run['window_from'] or '…'} .. {run['window_until'] or '…'}, "
         f"scale {run['scale'] or '-'}, cap {cap}",
         f"  pages read {counters['pages_read']}, discovered {counters['discovered']}, "
