@@ -98,13 +98,15 @@ def _status_text(status: dict[str, Any]) -> str:
         # checkpoint of a list of one page was saved before that page came: None)
         lines.append(
             f"  discovery: complete, {counters['pages_read']} pages, "
-            f"responseDate {run['response_date'] or state['response_date'] or '-'}"
+            f"responseDate {run['response_date'] or state['response_date'] or '-'}, "
+            f"last datestamp {_or_dash(state['last_datestamp'])}"
         )
     elif state:
         lines.append(
             f"  discovery: pages {state['pages_read']}, cursor {_or_dash(state['cursor'])}, "
             f"token {state['resumption_token'] or '-'}, "
-            f"responseDate {_or_dash(state['response_date'])}"
+            f"responseDate {_or_dash(state['response_date'])}, "
+            f"last datestamp {_or_dash(state['last_datestamp'])}"
         )
     # quirks of the source its attempts met, as the harvest's report said them
     lines.extend(note_lines(status.get("notices")))
