@@ -9,6 +9,7 @@ ones: that harvest then finds them as known records instead of creating new ones
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from dataclasses import dataclass, field
 
@@ -46,22 +47,39 @@ class PendingRekey:
         pending = (self.old_prefix, self.new_prefix)
         return (old, new) in (pending, pending[::-1])
 
+    def _command(self, old: str, new: str) -> str:
+        return shlex.join(
+            ["oai-pipeline", "harvesters", "rekey", self.harvester_id]
+            + ["--from-prefix", old, "--to-prefix", new]
+        )
+
+    @property
+    def finish_command(self) -> str:
+        """The command that finishes this rekey (it again)."""
+        return self._command(self.old_prefix, self.new_prefix)
+
+    @property
+    def undo_command(self) -> str:
+        """The command that undoes this rekey (its reverse)."""
+        return self._command(self.new_prefix, self.old_prefix)
+
+    def to_dict(self) -> dict[str, str]:
+        """As `status --json` and `harvesters show --json` give it."""
+        return {
+            **dataclasses.asdict(self),
+            "finish_command": self.finish_command,
+            "undo_command": self.undo_command,
+        }
+
     def refusal(self, what: str) -> RekeyPending:
         """`what` (a harvest, another rekey) refused while this rekey is pending, in one line
         with the commands that finish or undo it."""
-
-        def command(old: str, new: str) -> str:
-            return shlex.join(
-                ["oai-pipeline", "harvesters", "rekey", self.harvester_id]
-                + ["--from-prefix", old, "--to-prefix", new]
-            )
-
         return RekeyPending(
             f"{what} refused: the rekey of harvester {self.harvester_id} from "
             f"{self.old_prefix!r} to {self.new_prefix!r} begun at {self.started_at} did not "
             "finish (the target may hold the new identifiers, the state store holds the old "
-            f"ones); finish it with `{command(self.old_prefix, self.new_prefix)}` or undo it "
-            f"with `{command(self.new_prefix, self.old_prefix)}`; nothing was changed"
+            f"ones); finish it with `{self.finish_command}` or undo it "
+            f"with `{self.undo_command}`; nothing was changed"
         )
 
 

@@ -17,6 +17,7 @@ from oai_pipeline.cli.output import (
     emit,
     json_option,
     listing_text,
+    pending_rekey_line,
 )
 from oai_pipeline.errors import ConfigurationError, NotFound, PipelineError, database_error_text
 from oai_pipeline.harvesters.fixtures import read_fixture_file
@@ -272,8 +273,10 @@ def show(harvester_id: str, as_json: bool) -> None:
     with open_store(only_reads=True) as store:
         harvester = HarvesterRegistry(store).get(harvester_id)
         identify = store.get_identify(harvester_id)
+        pending = store.pending_rekey(harvester_id)
     payload = harvester.model_dump(mode="json")
     payload["identify"] = None if identify is None else identify.__dict__.copy()
+    payload["pending_rekey"] = None if pending is None else pending.to_dict()
     warning = None if identify is None else another_base_url(harvester.base_url, identify.base_url)
     payload["warnings"] = [warning] if warning else []
     text = _describe(harvester)
@@ -282,6 +285,8 @@ def show(harvester_id: str, as_json: bool) -> None:
             f"\n  identify: {identify.repository_name}, granularity {identify.granularity}, "
             f"earliest {identify.earliest_datestamp}, deletedRecord {identify.deleted_record}"
         )
+    if pending is not None:
+        text += f"\n  {pending_rekey_line(payload['pending_rekey'])}"
     if warning:
         text += f"\n  warning: {warning}"
     emit(payload, as_json=as_json, text=text)

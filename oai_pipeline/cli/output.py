@@ -328,6 +328,17 @@ def note_lines(notices: list[str] | None) -> list[str]:
     return [f"  note: {notice}" for notice in notices or []]
 
 
+def pending_rekey_line(pending: dict[str, str]) -> str:
+    """A pending rekey (`PendingRekey.to_dict`) in one line of text, as `status` and
+    `harvesters show` say it: an operator learns of it before a harvest is refused."""
+    return (
+        f"rekey pending: from {pending['old_prefix']!r} to {pending['new_prefix']!r} since "
+        f"{pending['started_at']}, not finished (harvests, reconciles and other rekeys are "
+        f"refused); finish it with `{pending['finish_command']}` or undo it with "
+        f"`{pending['undo_command']}`"
+    )
+
+
 # What the operator does about a record error that fails every record until they do: the
 # report named only its type (`missing_community 12`), not the fix.
 FIX_OF_ERROR = {

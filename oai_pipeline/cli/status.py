@@ -17,6 +17,7 @@ from oai_pipeline.cli.output import (
     listing_text,
     note_lines,
     one_line,
+    pending_rekey_line,
 )
 from oai_pipeline.errors import NotFound
 from oai_pipeline.harvesters.registry import HarvesterRegistry
@@ -72,6 +73,7 @@ def _status_text(status: dict[str, Any]) -> str:
     lines = [
         f"harvest run {run['id']} of {run['harvester_id']}: {run['status']}"
         + (f" ({run['error']})" if run["error"] else ""),
+        *([f"  {pending_rekey_line(status['pending_rekey'])}"] if status["pending_rekey"] else []),
         f"  window: {run['window_from'] or '…'} .. {run['window_until'] or '…'}, "
         f"scale {run['scale'] or '-'}, cap {cap}",
         f"  pages read {counters['pages_read']}, discovered {counters['discovered']}, "
@@ -96,13 +98,15 @@ def _status_text(status: dict[str, Any]) -> str:
         # checkpoint of a list of one page was saved before that page came: None)
         lines.append(
             f"  discovery: complete, {counters['pages_read']} pages, "
-            f"responseDate {run['response_date'] or state['response_date'] or '-'}"
+            f"responseDate {run['response_date'] or state['response_date'] or '-'}, "
+            f"last datestamp {_or_dash(state['last_datestamp'])}"
         )
     elif state:
         lines.append(
             f"  discovery: pages {state['pages_read']}, cursor {_or_dash(state['cursor'])}, "
             f"token {state['resumption_token'] or '-'}, "
-            f"responseDate {_or_dash(state['response_date'])}"
+            f"responseDate {_or_dash(state['response_date'])}, "
+            f"last datestamp {_or_dash(state['last_datestamp'])}"
         )
     # quirks of the source its attempts met, as the harvest's report said them
     lines.extend(note_lines(status.get("notices")))

@@ -501,9 +501,13 @@ class OAIClient:
             listed = checkpoint.listed
         resumed_token = token  # what a failed run saved, to go on from
         # the metadata namespaces of the list's first page that held metadata, and whether
-        # it was the list's first page (see _other_format_notice)
+        # it was the list's first page (see _other_format_notice); a resumed sweep keeps
+        # those its earlier attempts saw, or it took its own first page (a token's) for them
         list_namespaces: set[str] | None = None
         from_first_page = False
+        if checkpoint is not None and checkpoint.list_namespaces:
+            list_namespaces = set(checkpoint.list_namespaces)
+            from_first_page = checkpoint.namespaces_from_first_page
         if set_spec and checkpoint is not None and checkpoint.set_confirmed:
             self.know_set(set_spec)  # an earlier attempt of the sweep confirmed it
 
@@ -539,6 +543,8 @@ class OAIClient:
                     delivered=delivered,
                     listed=listed,
                     set_confirmed=self._set_confirmed(set_spec),
+                    list_namespaces=None if list_namespaces is None else sorted(list_namespaces),
+                    namespaces_from_first_page=from_first_page,
                 )
                 save_checkpoint(saved)
                 try:

@@ -88,6 +88,12 @@ class SweepCheckpoint:
     # (see discover._set_listed_before). False in checkpoints older versions saved: those
     # trusted a set whose check failed or was never made.
     set_confirmed: bool = False
+    # The metadata namespaces of the list's first page that held metadata (sorted), and
+    # whether it was the list's first page: a run resumed mid-list compares its pages with
+    # them, not with its own first page (DSpace/xoai#28, see OAIClient.sweep). None: no page
+    # held metadata yet, or a checkpoint an older version saved.
+    list_namespaces: list[str] | None = None
+    namespaces_from_first_page: bool = False
 
 
 @dataclass(frozen=True)

@@ -2965,6 +2965,7 @@ class StateStore:
         counts = kept["records"]
         recent_failures = kept["recent_failures"][:failures]
         checkpoint = run["checkpoint"]
+        pending = self.pending_rekey(run["harvester_id"])
         return {
             "run": jsonable_run(run),
             "counters": self._counters(run),
@@ -2986,6 +2987,8 @@ class StateStore:
             },
             "harvest_records": self.record_totals(run["harvester_id"]),
             "target": target_stats,
+            # a rekey killed half-way: harvests of the harvester are refused until it ends
+            "pending_rekey": None if pending is None else pending.to_dict(),
         }
 
 

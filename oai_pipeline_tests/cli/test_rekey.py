@@ -372,6 +372,36 @@ def test_a_rekey_killed_between_its_stores_is_finished_before_anything_else(
     assert harvest_identifiers() == sorted(f"{NEW}123456789/{n}" for n in range(RECORDS))
 
 
+def test_status_and_show_tell_of_a_pending_rekey_and_how_to_end_it(
+    moved: tuple[dict[str, dict], OAIEndpoint],
+) -> None:
+    """A rekey killed between its stores is shown by `status` and `harvesters show` (one
+    line of text, a `pending_rekey` object in JSON) with the commands that finish or undo
+    it; before, an operator learnt of it only when a harvest was refused."""
+    args = ["harvesters", "rekey", HARVESTER, "--from-prefix", OLD, "--to-prefix", NEW]
+    finish = f"oai-pipeline harvesters rekey {HARVESTER} --from-prefix {OLD} --to-prefix {NEW}"
+    undo = f"oai-pipeline harvesters rekey {HARVESTER} --from-prefix {NEW} --to-prefix {OLD}"
+    status_args = ["status", "--harvester", HARVESTER]
+    show_args = ["harvesters", "show", HARVESTER]
+    assert run_json(*status_args)["pending_rekey"] is None
+    assert run_json(*show_args)["pending_rekey"] is None
+    _killed_between_its_stores(args)
+
+    for command in (status_args, show_args):
+        pending = run_json(*command)["pending_rekey"]
+        assert pending is not None, command
+        assert pending["old_prefix"] == OLD and pending["new_prefix"] == NEW
+        assert pending["finish_command"] == finish and pending["undo_command"] == undo
+        lines = [line for line in run(*command).stdout.splitlines() if "rekey pending" in line]
+        assert len(lines) == 1, command
+        assert f"from {OLD!r} to {NEW!r} since {pending['started_at']}" in lines[0]
+        assert f"finish it with `{finish}`" in lines[0] and f"undo it with `{undo}`" in lines[0]
+
+    run_json(*args)  # finished: no longer shown
+    assert run_json(*status_args)["pending_rekey"] is None
+    assert "rekey pending" not in run(*show_args).stdout
+
+
 def test_a_rekey_killed_between_its_stores_is_undone_by_its_reverse(
     moved: tuple[dict[str, dict], OAIEndpoint],
 ) -> None:

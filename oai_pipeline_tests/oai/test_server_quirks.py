@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import httpx
 import pytest
@@ -10,6 +11,7 @@ from lxml import etree
 
 from oai_pipeline.oai.client import OAIClient
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError, UnknownMetadataFormat
+from oai_pipeline.state.store import StateStore
 from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
     DaysRefusedSource,
@@ -18,6 +20,7 @@ from oai_pipeline_tests.oai.fake_source import (
     PrefixWithTokenSource,
     expire_tokens,
     make_records,
+    status,
 )
 from oai_pipeline_tests.oai.test_faults import Harvest
 
@@ -306,6 +309,45 @@ def test_token_pages_in_another_format_than_the_first_page_are_a_notice_named_on
         f"in {_DIM} as on the list's first page: the source answers its tokens in another "
         "format than asked for (DSpace: DSpace/xoai#28); staged as sent, their transform "
         "fails (unknown_root) unless the harvester's transformer chain reads that format"
+    )
+
+
+def test_a_run_resumed_after_the_first_page_still_notices_token_pages_in_another_format(
+    tmp_path: Path,
+) -> None:
+    """The reference namespace was the first page of the attempt: a run that failed after
+    the list's first page (``dim``) and resumed from its checkpoint took its first page
+    (``oai_dc``, a token's) as the reference, and the rest of the list, all ``oai_dc``, went
+    unnoticed. The checkpoint keeps it (in its JSON payload, as the state store saves it)."""
+    source = OaiDcOnTokensSource(make_records(10), page_size=3)
+    source.faults = {2: status(503)}  # the second page's request fails: so does the run
+    failed = Harvest(source, max_retries=0)
+    sweep = failed.client.sweep(
+        "ListRecords",
+        metadata_prefix="dim",
+        save_checkpoint=failed.checkpoints.append,
+        prefetch=False,
+    )
+    assert len(next(sweep).records) == 3  # the first page, in dim
+    with pytest.raises(HarvestProtocolError):
+        next(sweep)
+    assert failed.client.notices == []
+    with StateStore(f"sqlite:///{tmp_path / 'state.sqlite'}") as store:
+        run_id = store.create_run(
+            "dspace", window_from=None, window_until=None, scale=None, max_records=0, options={}
+        )
+        store.save_checkpoint(run_id, failed.checkpoints[-1])
+        checkpoint = store.get_run(run_id)["checkpoint"]
+    assert checkpoint.resumption_token is not None and checkpoint.pages_read == 1
+
+    resumed = Harvest(source)
+    pages = list(resumed.client.sweep("ListRecords", metadata_prefix="dim", checkpoint=checkpoint))
+    assert sum(len(page.records) for page in pages) == 7
+    (notice,) = resumed.client.notices
+    assert notice.startswith(
+        f"{BASE_URL} (ListRecords, metadataPrefix dim): the records of the pages resumption "
+        f"tokens name come in the namespace http://www.openarchives.org/OAI/2.0/oai_dc/, not "
+        f"in {_DIM} as on the list's first page: "
     )
 
 

@@ -176,6 +176,22 @@ def test_status_of_a_run_in_json(filled, monkeypatch):
     assert "discovery: complete" not in unfinished
 
 
+def test_status_text_shows_the_runs_last_datestamp(filled):
+    """The run's newest datestamp (where `discovery_state.last_datestamp` says it in JSON)
+    is in the text's discovery line too, finished or not; before, only --json had it."""
+    done = run(status, "--harvester", "zenodo").output
+    assert "discovery: complete, 1 pages, responseDate 2026-05-01T10:00:00Z, " in done
+    assert "last datestamp 2024-01-04" in done
+    with StateStore(load_settings().state_db_url) as store:
+        store.save_checkpoint(
+            filled["arxiv"],
+            SweepCheckpoint(None, None, None, "oai_dc", "tok-9", 1, 0, "2026-05-02T10:00:00Z"),
+        )
+    running = run(status, "--harvester", "arxiv").output
+    assert "discovery: pages 1, cursor 0, token tok-9, " in running
+    assert "last datestamp 2015-01-16" in running
+
+
 def test_status_list_recent(filled):
     runs = json.loads(run(status, "--list-recent", "--json").output)
     assert [r["id"] for r in runs] == [filled["arxiv"], filled["zenodo"]]
