@@ -605,7 +605,6 @@ def _identifiers(
                 continue
             if (
                 field.ind2 in _FILE_LOCATIONS
-                and not _names_a_part(field)
                 and location["scheme"] == "url"
                 and (link := file_link(url)) is not None
             ):
@@ -640,26 +639,20 @@ _NO_RELATIONSHIP = frozenset(" 8")
 _RELATIONSHIPS = {"1": "isversionof", "3": "haspart", "4": "haspart"}
 # The 856s whose file is the record's own: those of the resource itself (0, or no relationship
 # stated) and of a version of it (1). A file of a related resource (2) or of a component part
-# (3, 4) is another resource's: it stays a related identifier, not a file of this record;
-# so is one that states no relationship but names a part (`_names_a_part`).
+# (3, 4) is another resource's: it stays a related identifier, not a file of this record.
 _FILE_LOCATIONS = _NO_RELATIONSHIP | frozenset("01")
-
-
-def _names_a_part(field: Field) -> bool:
-    """An 856 that states no relationship (`_NO_RELATIONSHIP`) but names in $3 the part it
-    links (`Table of contents`): a part of the resource, not the resource, so neither its
-    DOI nor its file is the record's (one rule for both)."""
-    return field.ind2 in _NO_RELATIONSHIP and bool(field.first("3"))
 
 
 def _own_electronic_doi(fields: list[Field]) -> str | None:
     """The DOI of the first 856 of the resource itself (second indicator 0), else of the
-    first whose relationship is not given (`_NO_RELATIONSHIP`) and that names no part
-    (`_names_a_part`). The blank one, read as the record's own identifier, was never
+    first whose relationship is not given (`_NO_RELATIONSHIP`) and that names no part ($3
+    `Table of contents`). The blank one, read as the record's own identifier, was never
     its DOI."""
     for relationships in (frozenset("0"), _NO_RELATIONSHIP):
         for field in fields:
-            if field.ind2 not in relationships or _names_a_part(field):
+            if field.ind2 not in relationships or (
+                relationships is _NO_RELATIONSHIP and field.first("3")
+            ):
                 continue
             for url in field.all("u"):
                 location = _electronic_location(url)

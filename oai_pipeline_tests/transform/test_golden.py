@@ -51,10 +51,6 @@ RECORDED_AT_REVISION = {
     # comment inside is read whole: outputs the golden set does not hold changed, so it is
     # 8's digest.
     9: "ee1cd2cd8cd4c2831fdbe72eb43ae5c8325f7a63e8e4b7a135876dbd9fe676e5",
-    # MARC's 856 stating no relationship (blank, 8) whose $3 names a part (`Table of
-    # contents`) links no file of the record, as its DOI was never the record's DOI: outputs
-    # the golden set does not hold changed, so it is 9's digest.
-    10: "ee1cd2cd8cd4c2831fdbe72eb43ae5c8325f7a63e8e4b7a135876dbd9fe676e5",
 }
 
 

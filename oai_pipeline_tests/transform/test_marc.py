@@ -780,26 +780,6 @@ def test_a_file_of_a_related_resource_or_a_part_is_no_file_of_the_record(
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("ind2", [" ", "8"])
-def test_an_856_naming_a_part_links_no_file_of_the_record(ind2: str) -> None:
-    """An 856 stating no relationship (blank, 8) whose $3 names the part it links (`Table
-    of contents`) is a part, not the resource: its DOI was never the record's DOI, yet its
-    `.pdf` became a file of the record. One rule for both now: it is the record's identifier,
-    as its DOI is, and no file; without $3 the `.pdf` is still the record's file."""
-    u = "https://repo.example/toc.pdf"
-    part = _field("856", ("3", "Table of contents"), ("u", u), ind1="4", ind2=ind2)
-    item = _marc_item(part)
-    metadata = transformed_metadata(item)
-    assert item.data["files"]["links"] == []
-    assert metadata["identifiers"] == [{"identifier": u, "scheme": "url"}]
-    whole = _field("856", ("u", "https://repo.example/paper.pdf"), ind1="4", ind2=ind2)
-    item = _marc_item(part + whole)
-    transformed_metadata(item)
-    assert item.data["files"]["links"] == [
-        {"url": "https://repo.example/paper.pdf", "key": "paper.pdf"}
-    ]
-
-
 @pytest.mark.parametrize("ind2", [" ", "0", "1", "8"])
 def test_a_file_of_the_resource_itself_is_a_file_of_the_record(ind2: str) -> None:
     u = "https://repo.example/paper.pdf"
