@@ -1231,7 +1231,10 @@ class OAIClient:
                                 status=status,
                             ) from exc
                         problem, web_page, unreadable = str(exc), exc.web_page, True
-                        if exc.whole:
+                        # a web page of an endpoint that answered OAI-PMH (none other gets
+                        # here) is a proxy's maintenance page, the same each try while it lasts
+                        # and gone after: never the source's answer (not NotOAIResponse)
+                        if exc.whole and not web_page:
                             answers.add(hashlib.sha256(body).digest())
                         else:
                             otherwise = True

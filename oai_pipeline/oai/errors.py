@@ -78,13 +78,14 @@ class OversizedResponse(PersistentProtocolError):
 class MalformedResponse(HarvestProtocolError):
     """A response that cannot be read as OAI-PMH after the client's own retries. Transient as
     such: a body cut short (a connection dropped, a Content-Length short of the body) may
-    come whole at the next attempt."""
+    come whole at the next attempt, and a web page sent with status 200 is a proxy's
+    maintenance page, the same at each try while it lasts, gone after."""
 
 
 class NotOAIResponse(MalformedResponse, PersistentProtocolError):
-    """A whole document that is not OAI-PMH (an HTML error or login page sent with status
-    200, XML of another kind), identical at each of the client's tries: the source's answer,
-    not a passing fault, so the run is not retried."""
+    """A whole XML document that is not OAI-PMH nor a web page (XML of another kind, an
+    OAI-PMH envelope without the verb's element), identical at each of the client's tries:
+    the source's answer, not a passing fault, so the run is not retried."""
 
 
 class ForeignNamespaceResponse(NotOAIResponse):

@@ -245,22 +245,29 @@ def test_a_full_disk_fails_at_once_naming_the_cure(
     assert "free space on that file system" in description
 
 
-def test_a_source_answering_a_web_page_every_time_fails_at_once_without_retries(
-    instance: dg.DagsterInstance, settings: Settings, endpoint: OAIEndpoint
+def test_a_maintenance_page_the_same_at_every_try_is_retried_by_dagster(
+    instance: dg.DagsterInstance,
+    settings: Settings,
+    endpoint: OAIEndpoint,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """After its Identify, the source answers every list request with one and the same HTML
-    error page (status 200): a retried step is answered it again. Before, Dagster retried
-    the step three times, 30 s apart and more, each failing the same way."""
+    """After its Identify, the source answers the list with one and the same HTML page
+    (status 200, a proxy's maintenance page) at each of the client's tries, then comes back:
+    Dagster's retry of the step harvests it. Before, the page was taken for the source's
+    answer (NotOAIResponse) and the run failed for good, never retried."""
     register(
         settings,
         endpoint.base_url,
         metadata_prefix=PREFIX,
         loader="oai-pmh{max_retries: 1, backoff_base: 0}",
     )
-    endpoint.faults = Faults(html_error_on=set(range(2, 100)))
+    endpoint.faults = Faults(html_error_on={2, 3})
+    monkeypatch.setattr(dg.RetryPolicy, "calculate_delay", lambda policy, attempt: 0)
 
-    failure = failure_without_retries(instance)
+    result = materialize_windows(
+        instance, "sample", "2024-01-03", "2024-01-04", raise_on_error=False
+    )
 
-    description = failure.step_failure_data.user_failure_data.description
-    assert "an HTML page, not OAI-PMH XML" in description
-    assert "the same at each of 2 tries" in description
+    events = [e.event_type_value for e in result.all_events]
+    assert "STEP_UP_FOR_RETRY" in events
+    assert result.success
