@@ -603,7 +603,8 @@ class OAIClient:
                 if namespaces and list_namespaces is None:
                     list_namespaces, from_first_page = namespaces, token is None
                 elif namespaces and list_namespaces is not None:
-                    for other in sorted(namespaces - list_namespaces):
+                    known = {_format_of(namespace) for namespace in list_namespaces}
+                    for other in sorted(n for n in namespaces if _format_of(n) not in known):
                         self._notice(
                             _other_format_notice(
                                 f"{self.base_url} ({verb}, metadataPrefix {metadata_prefix})",
@@ -1634,6 +1635,17 @@ def _count_notice(listed: int, announced: int) -> str | None:
         "the source announced (completeListSize): its count is off, or it listed records "
         "twice"
     )
+
+
+# A namespace's trailing version (DataCite's `kernel-3`, `kernel-4.5`; `…/v2/`): one format.
+_NAMESPACE_VERSION = re.compile(r"[-/_.]?v?\d+(?:\.\d+)*/?$")
+
+
+def _format_of(namespace: str) -> str:
+    """The metadata format a namespace names, whatever its version: DataCite's OAI-PMH
+    serves each record in the kernel it was registered in (kernel-3 beside kernel-4 in one
+    list), which is no other format than asked for."""
+    return _NAMESPACE_VERSION.sub("", namespace.rstrip("/"))
 
 
 def _other_format_notice(

@@ -351,6 +351,31 @@ def test_a_run_resumed_after_the_first_page_still_notices_token_pages_in_another
     )
 
 
+class MixedKernelsSource(FakeSource):
+    """DataCite's OAI-PMH: each record in the kernel it was registered in, kernel-4 on the
+    first page and kernel-3 on the pages its tokens name."""
+
+    def list_response(self, verb: str, params: httpx.QueryParams) -> httpx.Response:
+        self.kernel = "4" if "resumptionToken" not in params else "3"
+        return super().list_response(verb, params)
+
+    def record_xml(self, record: FakeRecord) -> str:
+        if record.deleted:
+            return super().record_xml(record)
+        resource = (
+            f'<resource xmlns="http://datacite.org/schema/kernel-{self.kernel}">'
+            f"<titles><title>{record.title}</title></titles></resource>"
+        )
+        return f"<record>{self.header_xml(record)}<metadata>{resource}</metadata></record>"
+
+
+def test_token_pages_in_another_version_of_the_format_are_no_notice() -> None:
+    """Before, DataCite's lists, whose records come in the kernel each was registered in,
+    were told at every harvest that the source answered its tokens in another format."""
+    harvest = Harvest(MixedKernelsSource(make_records(10), page_size=3)).run()
+    assert len(harvest.records) == 10 and harvest.client.notices == []
+
+
 def test_token_pages_in_the_first_page_s_format_are_no_notice() -> None:
     source = FakeSource(make_records(10), page_size=3)
     harvest = Harvest(source).run()
