@@ -15,23 +15,22 @@ import sqlalchemy as sa
 from oai_pipeline.errors import refused_by_disk
 from oai_pipeline.settings import Settings
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline_tests.support import cap_sqlite_file
 from oai_pipeline_tests.target.test_writer import Harness, data
 
 
 @contextmanager
-def full_disk(target: Path) -> Iterator[None]:
-    """The target's SQLite file may not grow past its size now: SQLite itself then refuses
-    a write (SQLITE_FULL, `database or disk is full`), as on a full file system."""
-    pages = sqlite3.connect(target).execute("PRAGMA page_count").fetchone()[0]
-
-    def limit(connection: Any, _record: Any) -> None:
-        connection.execute(f"PRAGMA max_page_count = {pages}")
-
-    sa.event.listen(sa.pool.Pool, "connect", limit)
+def full_disk(target: Path, room: int = 0) -> Iterator[None]:
+    """The target's SQLite file may not grow past its size now (and `room` pages more):
+    SQLite itself then refuses a write (SQLITE_FULL, `database or disk is full`), as on a
+    full file system."""
+    with sqlite3.connect(target) as connection:
+        pages = connection.execute("PRAGMA page_count").fetchone()[0] + room
+    lift = cap_sqlite_file(target, pages)
     try:
         yield
     finally:
-        sa.event.remove(sa.pool.Pool, "connect", limit)
+        lift()
 
 
 def _records(prefix: str, title: str) -> list[tuple[str, dict | None]]:
