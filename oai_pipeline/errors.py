@@ -122,6 +122,24 @@ def refused_by_disk(error: BaseException) -> bool:
     return RESUME_ADVICE in str(error)
 
 
+# PostgreSQL's read_only_sql_transaction and insufficient_privilege.
+_READ_ONLY_SQLSTATES = frozenset({"25006", "42501"})
+
+
+def refused_as_read_only(error: BaseException) -> bool:
+    """A database's error (SQLAlchemy's, with `orig`) refusing a write as read-only."""
+    original = getattr(error, "orig", error)
+    if getattr(original, "pgcode", None) in _READ_ONLY_SQLSTATES:
+        return True
+    return "readonly database" in str(original)  # SQLite's "attempt to write a readonly …"
+
+
+def refused_as_full(error: BaseException) -> bool:
+    """A database's error refusing a write on a full disk (SQLite), or PostgreSQL's disk_full."""
+    original = getattr(error, "orig", error)
+    return getattr(original, "pgcode", None) == "53100" or "disk is full" in str(original)
+
+
 def log_unsaved(log: logging.Logger, what: str, error: BaseException) -> None:
     """One warning line for a write a database refused after the work it records was done or
     failed (its server gone or restarting): the error that matters is the work's, and a

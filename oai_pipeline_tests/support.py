@@ -272,3 +272,25 @@ def cli_killed_when(
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
+
+
+def cap_sqlite_file(path: Path, max_pages: int) -> Callable[[], None]:
+    """The SQLite file at `path` may grow to `max_pages` pages in this process's new
+    connections (the others' are not touched): SQLite itself then refuses a write
+    (SQLITE_FULL, `database or disk is full`), as a full file system does. Returns what
+    lifts the cap again (for connections opened after)."""
+    import sqlite3
+
+    import sqlalchemy as sa
+
+    capped = path.resolve()
+
+    def cap(connection: object, _record: object) -> None:
+        if not isinstance(connection, sqlite3.Connection):
+            return
+        [main, *_] = connection.execute("PRAGMA database_list").fetchall()
+        if main[2] and Path(main[2]).resolve() == capped:
+            connection.execute(f"PRAGMA max_page_count = {max_pages}")
+
+    sa.event.listen(sa.pool.Pool, "connect", cap)
+    return lambda: sa.event.remove(sa.pool.Pool, "connect", cap)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from oai_pipeline.errors import NotFound, SchemaChanged, log_unsaved
+from oai_pipeline.errors import NotFound, SchemaChanged, database_error_text, log_unsaved
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.settings import Settings
 from oai_pipeline.sqlite_tuning import explain_refused_writes
@@ -93,7 +93,11 @@ class Services:
 
 def run_error_text(error: BaseException) -> str:
     """What a run's `error` says of the exception that ended it. Ctrl-C carries no message:
-    `status` read `stopped (KeyboardInterrupt: )`."""
+    `status` read `stopped (KeyboardInterrupt: )`. A database's error is the driver's, in
+    one line: SQLAlchemy's text added the statement and its parameters (a batch's records'
+    data), which `status` printed after the cure the error names."""
+    if isinstance(error, sa.exc.DBAPIError) and error.orig is not None:
+        return f"{type(error.orig).__name__}: {database_error_text(error.orig)}"
     if not str(error):
         return (
             "KeyboardInterrupt (Ctrl-C)"

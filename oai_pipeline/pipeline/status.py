@@ -8,7 +8,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from oai_pipeline.errors import PipelineError, database_error_text, refused_by_disk
+from oai_pipeline.errors import (
+    PipelineError,
+    database_error_text,
+    refused_as_full,
+    refused_as_read_only,
+    refused_by_disk,
+)
 from oai_pipeline.state.harvester_lock import HarvesterLock
 from oai_pipeline.state.store import DEFAULT_STALE_MINUTES, StateStore
 
@@ -26,9 +32,9 @@ def settle_interrupted(state: StateStore) -> list[dict[str, Any]]:
     try:
         return state.settle_interrupted_runs(None, HarvesterLock(engine).lease_of)
     except sa.exc.DBAPIError as error:
-        if _refused_as_read_only(error):
+        if refused_as_read_only(error):
             why = "is read-only"
-        elif _refused_as_full(error):  # status must still show where a harvest stopped
+        elif refused_as_full(error):  # status must still show where a harvest stopped
             why = f"cannot be written ({database_error_text(error.orig)})"
         else:
             raise
@@ -40,21 +46,6 @@ def settle_interrupted(state: StateStore) -> list[dict[str, Any]]:
         return []
     finally:
         engine.dispose()
-
-
-# PostgreSQL's read_only_sql_transaction and insufficient_privilege.
-_READ_ONLY_SQLSTATES = frozenset({"25006", "42501"})
-
-
-def _refused_as_read_only(error: sa.exc.DBAPIError) -> bool:
-    if getattr(error.orig, "pgcode", None) in _READ_ONLY_SQLSTATES:
-        return True
-    return "readonly database" in str(error.orig)  # SQLite's "attempt to write a readonly …"
-
-
-def _refused_as_full(error: sa.exc.DBAPIError) -> bool:
-    """The disk is full (SQLite), or PostgreSQL's disk_full."""
-    return getattr(error.orig, "pgcode", None) == "53100" or "disk is full" in str(error.orig)
 
 
 def target_stats(

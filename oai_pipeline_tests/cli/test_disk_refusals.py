@@ -18,10 +18,13 @@ import pytest
 from click.testing import CliRunner, Result
 
 from oai_pipeline.cli import main
+from oai_pipeline.errors import RESUME_ADVICE
 from oai_pipeline.sample_endpoint.records import generate_datacite_records
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import load_settings
+from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline_tests.cli.conftest import create_args, run_left_running
+from oai_pipeline_tests.target.test_writer_disk_full import full_disk
 
 
 def test_status_before_anything_was_written_does_not_create_the_target(registered: str) -> None:
@@ -178,3 +181,47 @@ def test_a_harvest_that_fills_a_real_disk_resumes_once_space_is_freed(
     assert report["created"] == live
     target = run_cli("status", "--harvester", "gen", "--json")
     assert json.loads(target.stdout)["target"]["records"] == live
+
+
+def test_a_target_that_fills_part_way_fails_the_run_in_one_line_and_the_rerun_writes_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The target's disk fills after some batches were committed: the run failed with every
+    later record of the batch `write_failed` (and succeeded), or, the batch failing, kept
+    SQLAlchemy's statement and a record's data in its error, which status printed; now it
+    fails in one line naming the file and the cure, and the rerun writes the rest once."""
+    records = generate_datacite_records(120)
+    monkeypatch.setenv("OAI_PIPELINE_HOME", str(tmp_path / "home"))
+    target = tmp_path / "home" / "target.sqlite"
+    with OAIEndpoint(records, page_size=50) as endpoint:
+        created = run_cli(*create_args("gen", endpoint.base_url), "--batch-size", "20")
+        assert created.exit_code == 0, created.output
+        EmbeddedRepository(load_settings().target_db_url).close()  # its empty tables
+
+        with full_disk(target, room=40):
+            failed = run_cli("harvest", "gen", "--json")
+            status = run_cli("status", "--harvester", "gen", "--json")
+
+        assert failed.exit_code == 1, failed.output
+        [line] = failed.stderr.splitlines()[-1:]
+        assert line.startswith("Error: database error: database or disk is full")
+        assert "is full; free space on that file system" in line
+        assert status.exit_code == 0, status.output
+        run = json.loads(status.stdout)["run"]
+        assert run["status"] == "failed"
+        assert run["error"] == (
+            f"OperationalError: database or disk is full: the file system holding {target} "
+            f"is full; free space on that file system (or move the data folder), {RESUME_ADVICE}"
+        )
+        with sqlite3.connect(target) as connection:
+            written = connection.execute("SELECT count(*) FROM target_records").fetchone()[0]
+        assert 0 < written < len(records)
+
+        rerun = run_cli("harvest", "gen", "--json")
+
+    assert rerun.exit_code == 0, rerun.output
+    report = json.loads(rerun.stdout)
+    assert report["errors"] == 0, report["error_types"]
+    live = sum(1 for record in records if not record.deleted)
+    after = json.loads(run_cli("status", "--harvester", "gen", "--json").stdout)
+    assert after["target"] == {"records": live, "source_identifiers": live}

@@ -123,6 +123,8 @@ MIRROR, MIRROR_DB_URL_ENV = "mirror-service", "CRASH_SWEEP_MIRROR_DB_URL"
 # the target's with one writer, the mirror's with two (the first writer takes them)
 REFUSED_SET, REFUSED_COMMUNITY = "user-hep", "hep"
 EXIT_CODE = 137  # what a SIGKILLed process reports to its shell
+# `--fails-first target`: the SQLite pages the target's disk holds (see `fill_target_at`)
+TARGET_MAX_PAGES_ENV = "CRASH_SWEEP_TARGET_MAX_PAGES"
 # Where `--resumed` kills a scenario's harvest first: after its second target batch, the
 # run half done (staged, transformed, partly written); the harvest swept resumes it.
 INTERRUPTION = "writer_apply:2:after"
@@ -374,9 +376,26 @@ def dagster_report(result: Any) -> dict[str, Any]:
     }
 
 
+def fill_target_at(max_pages: int) -> None:
+    """`--fails-first target`: the target's SQLite file may grow to `max_pages` pages, then
+    SQLite itself refuses the write (SQLITE_FULL, `database or disk is full`), as a full
+    disk does: the project's own handling of it (`explain_refused_writes`) is what runs."""
+    import sqlalchemy as sa
+
+    from oai_pipeline.settings import load_settings
+    from oai_pipeline_tests.support import cap_sqlite_file
+
+    target = sa.make_url(load_settings().target_db_url).database
+    if target:
+        cap_sqlite_file(Path(target), max_pages)
+
+
 def child(argv: list[str]) -> None:
-    """`crash_sweep child SPEC|count:PATH|none -- CLI ARGS…`: the CLI with a fault installed."""
+    """`crash_sweep child SPEC|count:PATH|none -- CLI ARGS…`: the CLI with a fault installed
+    (and the target's disk full at TARGET_MAX_PAGES_ENV pages, when set)."""
     spec, cli_args = argv[0], argv[2:]
+    if max_pages := os.environ.get(TARGET_MAX_PAGES_ENV):
+        fill_target_at(int(max_pages))
     if spec.startswith("count:"):
         install_counters(spec.removeprefix("count:"))
     elif spec != "none":
@@ -1718,24 +1737,47 @@ def crash_specs(points: list[str], counts: dict[str, int], per_point: int) -> li
     return specs
 
 
+@dataclasses.dataclass(frozen=True)
+class TargetFull:
+    """`--fails-first target`: the target's disk holds `max_pages` SQLite pages, reached
+    part-way through the write stage, until the operator frees space (`fill_target_at`)."""
+
+    max_pages: int
+
+
 @contextmanager
-def source_failing(endpoint: Any, faults: Any) -> Iterator[None]:
-    """The endpoint misbehaves as `faults` say (`--fails-first`), then recovers."""
-    before = endpoint.faults
-    endpoint.faults = faults
+def failing(scenario: Scenario, home: Home) -> Iterator[Home]:
+    """`--fails-first`: the home as its harvest sees it while the harvest fails outright
+    (the endpoint misbehaving as `scenario.fails_first` says, or its target's disk full),
+    then the source or the target recovers."""
+    if isinstance(scenario.fails_first, TargetFull):
+        pages = str(scenario.fails_first.max_pages)
+        yield Home(home.path, {**home.env, TARGET_MAX_PAGES_ENV: pages})
+        return
+    before = scenario.endpoint.faults
+    scenario.endpoint.faults = scenario.fails_first
     try:
-        yield
+        yield home
     finally:
-        endpoint.faults = before
+        scenario.endpoint.faults = before
 
 
-def failed_run_problems(home: Home, expected: tuple[Any, ...]) -> list[str]:
-    """`--fails-first`: the home's last harvest run ended as the reference's failing one."""
+def _failed_run_end(home: Home) -> tuple[Any, ...] | None:
+    """How the home's last harvest run ended, its error free of the home's path (a full
+    target's error names its file)."""
     rows = query(
         _settings(home).state_db_url,
         "SELECT status, error FROM harvest_runs ORDER BY id DESC LIMIT 1",
     )
-    got = tuple(rows[0]) if rows else None
+    if not rows:
+        return None
+    status, error = rows[0]
+    return status, (error or "").replace(str(home.path), "HOME")
+
+
+def failed_run_problems(home: Home, expected: tuple[Any, ...]) -> list[str]:
+    """`--fails-first`: the home's last harvest run ended as the reference's failing one."""
+    got = _failed_run_end(home)
     return [] if got == expected else [f"the failing run ended {got}, not {expected}"]
 
 
@@ -1747,27 +1789,25 @@ def _fail_first(
     its run ended."""
     failed = backend.new_home(root, f"{scenario.name}-failed", template)
     counts_file = root / f"{scenario.name}-failing-counts.json"
-    with source_failing(scenario.endpoint, scenario.fails_first):
-        result = _cli(failed, f"count:{counts_file}", scenario.args)
+    with failing(scenario, failed) as home:
+        result = _cli(home, f"count:{counts_file}", scenario.args)
     if result.returncode in (0, EXIT_CODE):
         raise RuntimeError(f"the failing harvest did not fail: {result.stderr[-2000:]}")
-    [end] = query(
-        _settings(failed).state_db_url,
-        "SELECT status, error FROM harvest_runs ORDER BY id DESC LIMIT 1",
-    )
-    return failed, json.loads(counts_file.read_text()), tuple(end)
+    end = _failed_run_end(failed)
+    assert end is not None, "the failing harvest left no run"
+    return failed, json.loads(counts_file.read_text()), end
 
 
 def _crash_failing(
     home: Home, spec: str, scenario: Scenario, failed_end: tuple[Any, ...]
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """`--fails-first`: the failing harvest killed at `spec`, then rerun on the still failing
-    source (it must fail as the uninterrupted one did); the source then recovers."""
-    with source_failing(scenario.endpoint, scenario.fails_first):
-        first = _cli(home, spec, scenario.args)
+    source or target (it must fail as the uninterrupted one did); they then recover."""
+    with failing(scenario, home) as failing_home:
+        first = _cli(failing_home, spec, scenario.args)
         if first.returncode == 0:
             return first, ["the failing harvest succeeded"]
-        again = _cli(home, "none", scenario.args)
+        again = _cli(failing_home, "none", scenario.args)
     if again.returncode in (0, EXIT_CODE):
         return first, [f"its rerun on the failing source exited {again.returncode}"]
     return first, failed_run_problems(home, failed_end)
@@ -2318,6 +2358,27 @@ def fails_first(records: int, page_size: int) -> Any:
     return Faults(refuse_list_from_cursor=max(page_size, records // 2 // page_size * page_size))
 
 
+def target_full(backend: Backend, root: Path, template: Home, args: list[str]) -> TargetFull:
+    """`--fails-first target`: the target's disk full after about half the harvest's target
+    batches: the pages its target holds when a harvest from `template` is killed after
+    that batch (a scratch home), so that every failing run refuses at the same size."""
+    counted = backend.new_home(root, "target-full-counted", template)
+    counts_file = root / "target-full-counts.json"
+    if _cli(counted, f"count:{counts_file}", args).returncode != 0:
+        raise RuntimeError("the harvest measuring the target's batches failed")
+    batches = json.loads(counts_file.read_text()).get("writer_apply", 0)
+    if batches < 2:
+        raise RuntimeError(f"{batches} target batch(es): nothing to fail part-way")
+    full = backend.new_home(root, "target-full", template)
+    _cli(full, f"writer_apply:{batches // 2}:after", args)
+    url = _settings(full).target_db_url
+    [(pages,)] = query(url, "PRAGMA page_count")
+    [(all_pages,)] = query(_settings(counted).target_db_url, "PRAGMA page_count")
+    if pages >= all_pages:
+        raise RuntimeError(f"the target holds {pages} pages half-way, {all_pages} in all")
+    return TargetFull(pages)
+
+
 def _suffix(stage: str) -> str:
     return "" if stage == "write" else f"-{stage}"
 
@@ -2383,11 +2444,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--fails-first",
-        action="store_true",
-        help="(first scenario, CLI) the harvest fails outright first, the source refusing "
-        "its list half way (HTTP 403), then the source recovers and it is rerun: kills in "
-        "the failing run (rerun on the failing source, then on the recovered one) and in the "
-        "rerun, compared with an uninterrupted fail-then-rerun",
+        nargs="?",
+        const="source",
+        choices=("source", "target"),
+        help="(first scenario, CLI) the harvest fails outright first, then what failed "
+        "recovers and it is rerun: `source` (the default) refuses its list half way (HTTP "
+        "403); `target` (SQLite) is a target whose disk is full after half its batches "
+        "(SQLITE_FULL). Kills in the failing run (rerun while it fails, then once "
+        "recovered) and in the rerun, compared with an uninterrupted fail-then-rerun",
     )
     parser.add_argument("--list", action="store_true", help="print the fault points")
     parser.add_argument(
@@ -2416,6 +2480,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--source-moves-on sweeps the first, incremental and reconcile scenarios only")
     if args.fails_first and (args.dagster or args.source_moves_on or args.scenario != "first"):
         parser.error("--fails-first sweeps the CLI's first scenario, the source not moving on")
+    if args.fails_first == "target" and args.backend != "sqlite":
+        parser.error("--fails-first target fills a SQLite target's disk: --backend sqlite")
     if args.dagster and args.scenario in ("reidentify", "rekey"):
         parser.error(f"--scenario {args.scenario} sweeps CLI commands only")
     if (args.writers == 2 or args.failing_records) and args.scenario in ("reidentify", "rekey"):
@@ -2477,6 +2543,11 @@ def main(argv: list[str] | None = None) -> int:
                 if done.returncode != 0:
                     raise RuntimeError(done.stderr[-2000:])
                 scenarios = []
+                failure: Any = None  # `--fails-first`: what fails first
+                if args.fails_first == "source":
+                    failure = fails_first(args.records, args.page_size)
+                elif args.fails_first == "target":
+                    failure = target_full(backend, root, base, first_args)
                 if "first" in wanted:
                     scenarios.append(
                         Scenario(
@@ -2485,9 +2556,7 @@ def main(argv: list[str] | None = None) -> int:
                             base,
                             endpoint=endpoint,
                             check=check,
-                            fails_first=fails_first(args.records, args.page_size)
-                            if args.fails_first
-                            else None,
+                            fails_first=failure,
                         )
                     )
                 for phase in ("first", "incremental", "reconcile"):

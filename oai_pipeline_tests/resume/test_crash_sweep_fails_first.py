@@ -1,6 +1,7 @@
 """`crash_sweep --fails-first` at a few points, so that the mode cannot rot: a harvest that
-fails outright (the source refuses its list half way, HTTP 403), killed while it fails and
-while it is rerun once the source recovered, ends like an uninterrupted fail-then-rerun."""
+fails outright (the source refuses its list half way, HTTP 403; `target`: the target's disk
+fills after half its write batches, SQLITE_FULL), killed while it fails and while it is
+rerun once the source or the target recovered, ends like an uninterrupted fail-then-rerun."""
 
 from __future__ import annotations
 
@@ -19,6 +20,34 @@ RECORDS = generate_datacite_records(
 crash_sweep.unreadable(RECORDS, 13)  # records failing in the transform stage, as swept
 
 
+ARGS = ["harvest", HARVESTER, "--json"]
+
+
+def sweep(tmp_path: Path, scenario: crash_sweep.Scenario, point: str) -> list[tuple]:
+    """The scenario killed at `point` and before recording the failure, in the failing run
+    and in the rerun: each crash's (spec, reached, problems)."""
+    outcomes = crash_sweep.run_scenario(
+        Backend(),
+        tmp_path,
+        scenario.endpoint.base_url,
+        scenario,
+        [point, "finish_run:1:before"],
+        per_point=1,
+        double=False,
+        log=lambda _: None,
+    )
+    return [(o["spec"], o["reached"], o["problems"]) for o in outcomes]
+
+
+def swept_cleanly(point: str) -> list[tuple]:
+    return [
+        (f"failing/{point}", True, []),
+        ("failing/finish_run:1:before", True, []),
+        (point, True, []),
+        ("finish_run:1:before", True, []),
+    ]
+
+
 def test_a_failed_harvest_killed_while_failing_and_while_rerun_ends_like_an_uninterrupted_one(
     tmp_path: Path,
 ) -> None:
@@ -29,29 +58,29 @@ def test_a_failed_harvest_killed_while_failing_and_while_rerun_ends_like_an_unin
     with OAIEndpoint(RECORDS, page_size=20) as endpoint:
         empty = Backend().new_home(tmp_path, "empty")
         crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10)
+        failing = crash_sweep.fails_first(len(RECORDS), 20)
         scenario = crash_sweep.Scenario(
-            "first",
-            ["harvest", HARVESTER, "--json"],
-            empty,
-            endpoint=endpoint,
-            fails_first=crash_sweep.fails_first(len(RECORDS), 20),
+            "first", ARGS, empty, endpoint=endpoint, fails_first=failing
         )
-        outcomes = crash_sweep.run_scenario(
-            Backend(),
-            tmp_path,
-            endpoint.base_url,
-            scenario,
-            ["stage:2:after", "finish_run:1:before"],
-            per_point=1,
-            double=False,
-            log=lambda _: None,
-        )
+        swept = sweep(tmp_path, scenario, "stage:2:after")
         assert endpoint.faults == Faults()  # the source recovered after each failing run
 
-    assert scenario.fails_first == Faults(refuse_list_from_cursor=40)
-    assert [(o["spec"], o["reached"], o["problems"]) for o in outcomes] == [
-        ("failing/stage:2:after", True, []),
-        ("failing/finish_run:1:before", True, []),
-        ("stage:2:after", True, []),
-        ("finish_run:1:before", True, []),
-    ]
+    assert failing == Faults(refuse_list_from_cursor=40)
+    assert swept == swept_cleanly("stage:2:after")
+
+
+def test_a_harvest_whose_target_fills_killed_while_failing_and_while_rerun_ends_alike(
+    tmp_path: Path,
+) -> None:
+    """Four target batches, the disk full after the second: killed after the first batch
+    (its records committed, not saved) and before recording the failure, the harvest rerun
+    on the full target fails as the uninterrupted one did; killed at the same points of
+    the rerun once space was freed, its rerun ends like the uninterrupted rerun."""
+    with OAIEndpoint(RECORDS, page_size=40) as endpoint:
+        empty = Backend().new_home(tmp_path, "empty")
+        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=20)
+        full = crash_sweep.target_full(Backend(), tmp_path, empty, ARGS)
+        scenario = crash_sweep.Scenario("first", ARGS, empty, endpoint=endpoint, fails_first=full)
+        swept = sweep(tmp_path, scenario, "writer_apply:1:after")
+
+    assert swept == swept_cleanly("writer_apply:1:after")

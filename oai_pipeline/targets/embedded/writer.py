@@ -19,7 +19,12 @@ import sqlalchemy as sa
 
 from oai_pipeline import json_codec
 from oai_pipeline.doi import MAX_DOI_LENGTH, normal_doi
-from oai_pipeline.errors import PipelineError, RecordError
+from oai_pipeline.errors import (
+    PipelineError,
+    RecordError,
+    refused_as_full,
+    refused_as_read_only,
+)
 from oai_pipeline.harvesters.model import SLUG
 from oai_pipeline.identifier_prefix import RekeyPlan
 from oai_pipeline.settings import Settings
@@ -117,8 +122,8 @@ class EmbeddedWriter(Writer):
                             list(creations.values()), harvester_id=harvester_id
                         )
                 except sa.exc.SQLAlchemyError as error:
-                    if _connection_lost(error):
-                        raise
+                    if (refused := _batch_failure(error)) is not None:
+                        raise refused from None
                     creations = {}  # e.g. an id clash: every record takes the one-by-one path
                 else:
                     for identifier, record_id in zip(creations, ids, strict=True):
@@ -227,8 +232,8 @@ class EmbeddedWriter(Writer):
                 return self._apply_isolated(tx, harvester_id, write, None, again=True)
             return _failed(write, "write_failed", _first_line(error))
         except (PipelineError, sa.exc.SQLAlchemyError) as error:
-            if _connection_lost(error):
-                raise
+            if (refused := _batch_failure(error)) is not None:
+                raise refused from None
             return _failed(write, "write_failed", _first_line(error))
 
     def _settle_refusals(
@@ -566,11 +571,22 @@ class _TryAgain(Exception):
     """Undoes an attempt of `_exchange_pids` in which a record failed."""
 
 
-def _connection_lost(error: Exception) -> bool:
-    """The database connection itself is gone (its server stopped or restarted): the batch's
-    failure, not the record's. Taken for the record's, every later record of the batch
-    failed the same way and the batch then ended in a PendingRollbackError traceback."""
-    return isinstance(error, sa.exc.DBAPIError) and error.connection_invalidated
+def _batch_failure(error: Exception) -> BaseException | None:
+    """The database's failure, not the record's, to be raised for the batch: its connection
+    is gone (its server stopped or restarted), or it refused the write as full or read-only,
+    the operator's to fix. Taken for the record's, every later record of the batch failed
+    the same way: a lost connection ended the batch in a PendingRollbackError traceback;
+    SQLite, which rolls the whole transaction back on a full disk, failed each later record
+    with `no such savepoint` (the refusal is then that error's context), wrote one outside
+    the batch's transaction, and the harvest succeeded with them all failed."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, sa.exc.DBAPIError) and (
+            seen.connection_invalidated or refused_as_full(seen) or refused_as_read_only(seen)
+        ):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _asks_for_communities(data: dict[str, Any]) -> bool:
