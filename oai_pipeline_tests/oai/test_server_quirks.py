@@ -266,7 +266,21 @@ def test_a_token_that_expired_meanwhile_redoes_the_window_with_the_prefix() -> N
 _DIM = "http://www.dspace.org/xmlns/dspace/dim"
 
 
-class OaiDcOnTokensSource(FakeSource):
+class OwnMetadataSource(FakeSource):
+    """A source whose live records carry the metadata `own_metadata` gives (None: the
+    fake's own)."""
+
+    def own_metadata(self, record: FakeRecord) -> str | None:
+        return None
+
+    def record_xml(self, record: FakeRecord) -> str:
+        metadata = None if record.deleted else self.own_metadata(record)
+        if metadata is None:
+            return super().record_xml(record)
+        return f"<record>{self.header_xml(record)}<metadata>{metadata}</metadata></record>"
+
+
+class OaiDcOnTokensSource(OwnMetadataSource):
     """DSpace/xoai#28 (wontfix): the first page of a list comes in the metadata prefix asked
     for (here DSpace's ``dim``), the pages resumption tokens name in ``oai_dc``."""
 
@@ -276,14 +290,13 @@ class OaiDcOnTokensSource(FakeSource):
             params = params.set("metadataPrefix", "oai_dc")
         return super().list_response(verb, params)
 
-    def record_xml(self, record: FakeRecord) -> str:
-        if not self.first_page or record.deleted:
-            return super().record_xml(record)
-        dim = (
+    def own_metadata(self, record: FakeRecord) -> str | None:
+        if not self.first_page:
+            return None
+        return (
             f'<dim:dim xmlns:dim="{_DIM}"><dim:field mdschema="dc" element="title">'
             f"{record.title}</dim:field></dim:dim>"
         )
-        return f"<record>{self.header_xml(record)}<metadata>{dim}</metadata></record>"
 
 
 def test_token_pages_in_another_format_than_the_first_page_are_a_notice_named_once() -> None:
@@ -351,7 +364,7 @@ def test_a_run_resumed_after_the_first_page_still_notices_token_pages_in_another
     )
 
 
-class MixedKernelsSource(FakeSource):
+class MixedKernelsSource(OwnMetadataSource):
     """DataCite's OAI-PMH: each record in the kernel it was registered in, kernel-4 on the
     first page and kernel-3 on the pages its tokens name."""
 
@@ -359,14 +372,11 @@ class MixedKernelsSource(FakeSource):
         self.kernel = "4" if "resumptionToken" not in params else "3"
         return super().list_response(verb, params)
 
-    def record_xml(self, record: FakeRecord) -> str:
-        if record.deleted:
-            return super().record_xml(record)
-        resource = (
+    def own_metadata(self, record: FakeRecord) -> str | None:
+        return (
             f'<resource xmlns="http://datacite.org/schema/kernel-{self.kernel}">'
             f"<titles><title>{record.title}</title></titles></resource>"
         )
-        return f"<record>{self.header_xml(record)}<metadata>{resource}</metadata></record>"
 
 
 def test_token_pages_in_another_version_of_the_format_are_no_notice() -> None:
