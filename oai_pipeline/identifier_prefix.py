@@ -83,6 +83,12 @@ class PendingRekey:
         )
 
 
+def jsonable_pending_rekey(pending: PendingRekey | None) -> dict[str, str] | None:
+    """A harvester's pending rekey, or None, as `status`, `status --each-harvester` and
+    `harvesters show` give it in JSON."""
+    return None if pending is None else pending.to_dict()
+
+
 def check_prefixes(old: str, new: str) -> None:
     """Refuse prefixes that make no rewrite, or one that is a prefix of the other: then an
     identifier already rewritten would match the old prefix again, and a rerun (which must

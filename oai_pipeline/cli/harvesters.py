@@ -24,6 +24,7 @@ from oai_pipeline.harvesters.fixtures import read_fixture_file
 from oai_pipeline.harvesters.model import Harvester, describe_validation_error
 from oai_pipeline.harvesters.plugins import missing_communities, release_target_records
 from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.identifier_prefix import jsonable_pending_rekey
 from oai_pipeline.oai.base_url import another_base_url, pasted_arguments_note
 from oai_pipeline.settings import holds_dagster_instance, load_settings
 from oai_pipeline.state.store import StateStore
@@ -276,7 +277,7 @@ def show(harvester_id: str, as_json: bool) -> None:
         pending = store.pending_rekey(harvester_id)
     payload = harvester.model_dump(mode="json")
     payload["identify"] = None if identify is None else identify.__dict__.copy()
-    payload["pending_rekey"] = None if pending is None else pending.to_dict()
+    payload["pending_rekey"] = jsonable_pending_rekey(pending)
     warning = None if identify is None else another_base_url(harvester.base_url, identify.base_url)
     payload["warnings"] = [warning] if warning else []
     text = _describe(harvester)

@@ -21,6 +21,7 @@ from oai_pipeline.cli.output import (
 )
 from oai_pipeline.errors import NotFound
 from oai_pipeline.harvesters.registry import HarvesterRegistry
+from oai_pipeline.identifier_prefix import jsonable_pending_rekey
 from oai_pipeline.pipeline.status import harvest_status, settle_interrupted
 from oai_pipeline.settings import load_settings
 from oai_pipeline.state.limits import MAX_INTEGER
@@ -44,11 +45,15 @@ def _runs_text(runs: list[dict[str, Any]]) -> str:
 
 
 def _each_harvester_text(rows: list[dict[str, Any]]) -> str:
+    """One row a harvester; a pending rekey, as `status` says it, in its last (8th) column."""
+
     def columns(row: dict[str, Any]) -> tuple[object, ...]:
         state = "enabled" if row["enabled"] else "disabled"
         run = row["run"]
+        pending = row["pending_rekey"]
+        rekey = pending_rekey_line(pending) if pending else ""
         if run is None:
-            return (row["harvester_id"], state, "never harvested")
+            return (row["harvester_id"], state, "never harvested", "", "", "", "", rekey)
         return (
             row["harvester_id"],
             state,
@@ -57,6 +62,7 @@ def _each_harvester_text(rows: list[dict[str, Any]]) -> str:
             f"{run['window_from'] or '…'} .. {run['window_until'] or '…'}",
             run["finished_at"] or run["updated_at"],
             run["error"] or "",
+            rekey,
         )
 
     return listing_text(columns(row) for row in rows)
@@ -164,8 +170,14 @@ def status(
         settle_interrupted(store)
         if each_harvester:
             latest = {h: jsonable_run(run) for h, run in store.latest_runs().items()}
+            pending = store.pending_rekeys()
             rows = [
-                {"harvester_id": h.id, "enabled": h.enabled, "run": latest.get(h.id)}
+                {
+                    "harvester_id": h.id,
+                    "enabled": h.enabled,
+                    "run": latest.get(h.id),
+                    "pending_rekey": jsonable_pending_rekey(pending.get(h.id)),
+                }
                 for h in HarvesterRegistry(store).list()
             ]
             emit(

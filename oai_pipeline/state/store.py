@@ -35,6 +35,7 @@ from oai_pipeline.identifier_prefix import (
     PendingRekey,
     RekeyPlan,
     RekeyRefused,
+    jsonable_pending_rekey,
     plan_rekey,
     replaced,
     starts_with,
@@ -1543,14 +1544,17 @@ class StateStore:
 
     def pending_rekey(self, harvester_id: str) -> PendingRekey | None:
         """The harvester's rekey that began and whose state store's rewrite did not commit."""
+        return self.pending_rekeys(harvester_id).get(harvester_id)
+
+    def pending_rekeys(self, harvester_id: str | None = None) -> dict[str, PendingRekey]:
+        """Each harvester's pending rekey (`pending_rekey`), or only the one's, in one query:
+        `status --each-harvester` shows those of a registry of hundreds."""
         p = pending_rekeys
+        query = sa.select(p.c.harvester_id, p.c.old_prefix, p.c.new_prefix, p.c.started_at)
+        if harvester_id is not None:
+            query = query.where(p.c.harvester_id == harvester_id)
         with self._read() as conn:
-            row = conn.execute(
-                sa.select(p.c.old_prefix, p.c.new_prefix, p.c.started_at).where(
-                    p.c.harvester_id == harvester_id
-                )
-            ).first()
-        return None if row is None else PendingRekey(harvester_id, *row)
+            return {row.harvester_id: PendingRekey(*row) for row in conn.execute(query)}
 
     def refuse_while_rekey_pending(self, harvester_id: str, what: str) -> None:
         """RekeyPending, naming `what` (a harvest, a reconcile), if the harvester's rekey is
@@ -2988,7 +2992,7 @@ class StateStore:
             "harvest_records": self.record_totals(run["harvester_id"]),
             "target": target_stats,
             # a rekey killed half-way: harvests of the harvester are refused until it ends
-            "pending_rekey": None if pending is None else pending.to_dict(),
+            "pending_rekey": jsonable_pending_rekey(pending),
         }
 
 

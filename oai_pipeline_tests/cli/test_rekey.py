@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from oai_pipeline.cli import main
+from oai_pipeline.cli.output import pending_rekey_line
 from oai_pipeline.sample_endpoint.records import EndpointRecord
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline_tests.support import oai_dc
@@ -396,10 +397,18 @@ def test_status_and_show_tell_of_a_pending_rekey_and_how_to_end_it(
         assert len(lines) == 1, command
         assert f"from {OLD!r} to {NEW!r} since {pending['started_at']}" in lines[0]
         assert f"finish it with `{finish}`" in lines[0] and f"undo it with `{undo}`" in lines[0]
+    # the overview of every harvester says it too: the same object, the same text in the
+    # harvester's row (its last column, the row still one line for `cut -f`)
+    (row,) = run_json("status", "--each-harvester")
+    assert row["pending_rekey"] == pending
+    (line,) = run("status", "--each-harvester").stdout.splitlines()
+    assert line.startswith(f"{HARVESTER}\t") and line.split("\t")[-1] == pending_rekey_line(pending)
 
     run_json(*args)  # finished: no longer shown
     assert run_json(*status_args)["pending_rekey"] is None
     assert "rekey pending" not in run(*show_args).stdout
+    assert run_json("status", "--each-harvester")[0]["pending_rekey"] is None
+    assert "rekey pending" not in run("status", "--each-harvester").stdout
 
 
 def test_a_rekey_killed_between_its_stores_is_undone_by_its_reverse(
