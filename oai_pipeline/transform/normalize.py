@@ -419,16 +419,26 @@ def person_or_org(
                 )
             elif given and name == given:
                 family, given = name, None  # givenName only ("Madonna"): one name
-            elif given and name.startswith(given + " "):
-                family = name[len(given) + 1 :]  # "John Smith" with givenName "John"
             else:
-                family = (given and _after_initials(name, given)) or name
+                # `John Smith`, `Smith John`, `J. Smith` with givenName `John`: the rest
+                rest = given and (_beside_given(name, given) or _after_initials(name, given))
+                family = rest or name
         result.update(given_name=given, family_name=family)
         if family is not None:
             result["name"] = f"{family}, {given}" if given else family
     else:
         result["name"] = name
     return result
+
+
+def _beside_given(name: str, given: str) -> str | None:
+    """The family name of `John Smith` or of `Smith John` with the given name `John`: the
+    rest of a name that begins or ends with the given name's whole words; else None."""
+    if name.startswith(given + " "):
+        return name[len(given) + 1 :]
+    if name.endswith(" " + given):
+        return name[: -len(given) - 1]
+    return None
 
 
 _INITIAL = re.compile(r"^\w\.?$")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from oai_pipeline.transform.base import TransformItem
@@ -790,6 +792,38 @@ def test_a_name_starting_with_the_initials_of_its_given_name(
         family,
         given,
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "family"),
+    [
+        ("Smith John", "John", "Smith"),  # family first, the given name last: the rest
+        ("Smith John Ronald", "John Ronald", "Smith"),
+        ("van der Berg Anna", "Anna", "van der Berg"),
+        ("John Smith", "John", "Smith"),  # given first, as before
+        ("Smith Johnson", "John", "Smith Johnson"),  # `John` is no whole word of it
+        ("Smith J.", "John", "Smith J."),  # an initial last: unclear, the whole name stays
+        ("Smith JOHN", "John", "Smith JOHN"),  # another spelling: unclear, as the given-first
+    ],
+)
+def test_a_family_first_name_ending_with_its_given_name(name: str, given: str, family: str) -> None:
+    """creatorName `Smith John` with givenName `John` (no familyName, no comma) kept the whole
+    name as the family name (`Smith John, John`), where `John Smith` gave `Smith`. A name
+    that ends with the given name's whole words has the rest before them as the family name;
+    one that does not stays whole, as before."""
+    resource = re.sub(
+        r"<creator>.*?</creator>",
+        f'<creator><creatorName nameType="Personal">{name}</creatorName>'
+        f"<givenName>{given}</givenName></creator>",
+        VIDEO,
+        count=1,
+        flags=re.S,
+    )
+    item = TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(resource))
+    [person] = transformed_metadata(item)["creators"]
+    assert person["person_or_org"]["family_name"] == family
+    assert person["person_or_org"]["given_name"] == given
+    assert person["person_or_org"]["name"] == f"{family}, {given}"
 
 
 def test_a_comment_inside_a_geolocation_point_or_box_keeps_the_location() -> None:

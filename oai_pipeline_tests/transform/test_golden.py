@@ -51,6 +51,10 @@ RECORDED_AT_REVISION = {
     # comment inside is read whole: outputs the golden set does not hold changed, so it is
     # 8's digest.
     9: "ee1cd2cd8cd4c2831fdbe72eb43ae5c8325f7a63e8e4b7a135876dbd9fe676e5",
+    # A person's name ending with its given name's whole words (`Smith John`, `John`) has the
+    # rest as the family name: outputs the golden set does not hold changed, so it is 9's
+    # digest.
+    10: "ee1cd2cd8cd4c2831fdbe72eb43ae5c8325f7a63e8e4b7a135876dbd9fe676e5",
 }
 
 
