@@ -68,6 +68,10 @@ source recovers and the harvest is rerun. The reference is that uninterrupted fa
 Each point is swept in the failing run (`failing/NAME:K:MOMENT`: killed, rerun on the still
 failing source, which must end its run as the uninterrupted failure did, then rerun on the
 recovered one) and in the rerun (from the home the uninterrupted failure left).
+`--fails-first target` (SQLite): the target's disk is full after half the target batches
+(`target_full`, SQLITE_FULL); with `--writers 2` the mirror's file is on the same full disk,
+capped at its size at that moment too (the writers write a group one after the other: half
+the batches may be all the first writer's, the mirror then refused from its first batch).
 
 `--points` names fault points (see POINTS; `--list` prints them with their call counts):
 each is tried at `--per-point` call numbers spread over the calls the uninterrupted harvest
@@ -123,8 +127,10 @@ MIRROR, MIRROR_DB_URL_ENV = "mirror-service", "CRASH_SWEEP_MIRROR_DB_URL"
 # the target's with one writer, the mirror's with two (the first writer takes them)
 REFUSED_SET, REFUSED_COMMUNITY = "user-hep", "hep"
 EXIT_CODE = 137  # what a SIGKILLed process reports to its shell
-# `--fails-first target`: the SQLite pages the target's disk holds (see `fill_target_at`)
+# `--fails-first target`: the SQLite pages the target's disk holds (see `fill_target_at`),
+# and the mirror's (`--writers 2`: both files on the one full disk)
 TARGET_MAX_PAGES_ENV = "CRASH_SWEEP_TARGET_MAX_PAGES"
+MIRROR_MAX_PAGES_ENV = "CRASH_SWEEP_MIRROR_MAX_PAGES"
 # Where `--resumed` kills a scenario's harvest first: after its second target batch, the
 # run half done (staged, transformed, partly written); the harvest swept resumes it.
 INTERRUPTION = "writer_apply:2:after"
@@ -376,10 +382,11 @@ def dagster_report(result: Any) -> dict[str, Any]:
     }
 
 
-def fill_target_at(max_pages: int) -> None:
+def fill_target_at(max_pages: int, mirror_max_pages: int | None = None) -> None:
     """`--fails-first target`: the target's SQLite file may grow to `max_pages` pages, then
     SQLite itself refuses the write (SQLITE_FULL, `database or disk is full`), as a full
-    disk does: the project's own handling of it (`explain_refused_writes`) is what runs."""
+    disk does: the project's own handling of it (`explain_refused_writes`) is what runs.
+    `mirror_max_pages` (`--writers 2`): the mirror's file is on the same full disk."""
     import sqlalchemy as sa
 
     from oai_pipeline.settings import load_settings
@@ -388,6 +395,9 @@ def fill_target_at(max_pages: int) -> None:
     target = sa.make_url(load_settings().target_db_url).database
     if target:
         cap_sqlite_file(Path(target), max_pages)
+    mirror = sa.make_url(os.environ[MIRROR_DB_URL_ENV]).database
+    if mirror_max_pages is not None and mirror:
+        cap_sqlite_file(Path(mirror), mirror_max_pages)
 
 
 def child(argv: list[str]) -> None:
@@ -395,7 +405,8 @@ def child(argv: list[str]) -> None:
     (and the target's disk full at TARGET_MAX_PAGES_ENV pages, when set)."""
     spec, cli_args = argv[0], argv[2:]
     if max_pages := os.environ.get(TARGET_MAX_PAGES_ENV):
-        fill_target_at(int(max_pages))
+        mirror_pages = os.environ.get(MIRROR_MAX_PAGES_ENV)
+        fill_target_at(int(max_pages), int(mirror_pages) if mirror_pages else None)
     if spec.startswith("count:"):
         install_counters(spec.removeprefix("count:"))
     elif spec != "none":
@@ -1740,9 +1751,12 @@ def crash_specs(points: list[str], counts: dict[str, int], per_point: int) -> li
 @dataclasses.dataclass(frozen=True)
 class TargetFull:
     """`--fails-first target`: the target's disk holds `max_pages` SQLite pages, reached
-    part-way through the write stage, until the operator frees space (`fill_target_at`)."""
+    part-way through the write stage, until the operator frees space (`fill_target_at`);
+    `--writers 2`: the mirror's file, on the same disk, holds `mirror_max_pages` (both
+    stop growing the moment the disk is full, whichever writes next is refused)."""
 
     max_pages: int
+    mirror_max_pages: int | None = None
 
 
 @contextmanager
@@ -1751,8 +1765,11 @@ def failing(scenario: Scenario, home: Home) -> Iterator[Home]:
     (the endpoint misbehaving as `scenario.fails_first` says, or its target's disk full),
     then the source or the target recovers."""
     if isinstance(scenario.fails_first, TargetFull):
-        pages = str(scenario.fails_first.max_pages)
-        yield Home(home.path, {**home.env, TARGET_MAX_PAGES_ENV: pages})
+        full = scenario.fails_first
+        env = {**home.env, TARGET_MAX_PAGES_ENV: str(full.max_pages)}
+        if full.mirror_max_pages is not None:
+            env[MIRROR_MAX_PAGES_ENV] = str(full.mirror_max_pages)
+        yield Home(home.path, env)
         return
     before = scenario.endpoint.faults
     scenario.endpoint.faults = scenario.fails_first
@@ -2361,7 +2378,9 @@ def fails_first(records: int, page_size: int) -> Any:
 def target_full(backend: Backend, root: Path, template: Home, args: list[str]) -> TargetFull:
     """`--fails-first target`: the target's disk full after about half the harvest's target
     batches: the pages its target holds when a harvest from `template` is killed after
-    that batch (a scratch home), so that every failing run refuses at the same size."""
+    that batch (a scratch home), so that every failing run refuses at the same size; with
+    a mirror (`--writers 2`, `writer_apply` counting both writers' batches) the pages its
+    file holds then too, the one disk full for both."""
     counted = backend.new_home(root, "target-full-counted", template)
     counts_file = root / "target-full-counts.json"
     if _cli(counted, f"count:{counts_file}", args).returncode != 0:
@@ -2374,9 +2393,15 @@ def target_full(backend: Backend, root: Path, template: Home, args: list[str]) -
     url = _settings(full).target_db_url
     [(pages,)] = query(url, "PRAGMA page_count")
     [(all_pages,)] = query(_settings(counted).target_db_url, "PRAGMA page_count")
-    if pages >= all_pages:
-        raise RuntimeError(f"the target holds {pages} pages half-way, {all_pages} in all")
-    return TargetFull(pages)
+    mirror_pages = all_mirror_pages = None
+    if _target_rows(counted.env[MIRROR_DB_URL_ENV])[0]:
+        # a file not yet created may hold one page (0 would lift SQLite's cap)
+        [(mirror_pages,)] = query(full.env[MIRROR_DB_URL_ENV], "PRAGMA page_count")
+        mirror_pages = max(1, mirror_pages)
+        [(all_mirror_pages,)] = query(counted.env[MIRROR_DB_URL_ENV], "PRAGMA page_count")
+    if pages + (mirror_pages or 0) >= all_pages + (all_mirror_pages or 0):
+        raise RuntimeError(f"the targets hold {pages}, {mirror_pages} pages half-way")
+    return TargetFull(pages, mirror_pages)
 
 
 def _suffix(stage: str) -> str:

@@ -84,3 +84,23 @@ def test_a_harvest_whose_target_fills_killed_while_failing_and_while_rerun_ends_
         swept = sweep(tmp_path, scenario, "writer_apply:1:after")
 
     assert swept == swept_cleanly("writer_apply:1:after")
+
+
+def test_with_two_writers_the_full_disk_refuses_the_mirror_too(tmp_path: Path) -> None:
+    """`--writers 2`: both targets' files are on the one full disk. Half the batches (the
+    first writer's, all of one group's) fill it: the mirror's first batch is refused, the
+    run fails naming the mirror's file, which holds no record."""
+    with OAIEndpoint(RECORDS, page_size=40) as endpoint:
+        empty = Backend().new_home(tmp_path, "empty")
+        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=20, writers=2)
+        full = crash_sweep.target_full(Backend(), tmp_path, empty, ARGS)
+        scenario = crash_sweep.Scenario("first", ARGS, empty, endpoint=endpoint, fails_first=full)
+        failed, _, end = crash_sweep._fail_first(Backend(), tmp_path, scenario, empty)
+
+    mirror = failed.env[crash_sweep.MIRROR_DB_URL_ENV]
+    [(pages,)] = crash_sweep.query(mirror, "PRAGMA page_count")
+    [(written,)] = crash_sweep.query(mirror, "SELECT count(*) FROM target_records")
+    assert end[0] == "failed"
+    assert "database or disk is full" in end[1] and "HOME/mirror.sqlite is full" in end[1]
+    assert pages <= full.mirror_max_pages
+    assert written == 0
