@@ -48,6 +48,7 @@ from oai_pipeline.oai.errors import (
     RefusedRequest,
     UnknownMetadataFormat,
     UnknownSet,
+    UnprovenEndpoint,
 )
 from oai_pipeline.oai.flow import (
     RateLimiter,
@@ -143,6 +144,7 @@ _NOT_AN_ENDPOINT = (
     "; check that the harvester's base URL is the source's OAI-PMH endpoint "
     "(`oai-pipeline harvesters update ID --base-url URL`)"
 )
+_NEVER_ANSWERED = ", and this base URL has never answered OAI-PMH"
 
 
 def _noop_save(checkpoint: SweepCheckpoint) -> None:
@@ -1183,10 +1185,13 @@ class OAIClient:
                         f"{_certificate_problem(refused, _host_asked(exc))}"
                     ) from exc
                 host = _unknown_host(exc)
-                if host is not None:  # the name does not exist: a typo in the base URL
-                    raise HarvestProtocolError(
-                        f"{self.base_url} ({verb}): no host is named {host!r} ({exc}): check "
-                        "the harvester's base URL"
+                if host is not None:
+                    # The name does not exist: a typo in a base URL that never answered
+                    # (each retry meets it again), a DNS blip in one that did (retried).
+                    proven = self.endpoint_proven
+                    raise (HarvestProtocolError if proven else UnprovenEndpoint)(
+                        f"{self.base_url} ({verb}): no host is named {host!r} ({exc})"
+                        f"{'' if proven else _NEVER_ANSWERED}: check the harvester's base URL"
                     ) from exc
                 if _not_tls(exc):  # https to a port that speaks plain http: the same each try
                     plain = self.base_url.replace("https://", "http://", 1)
@@ -1240,9 +1245,9 @@ class OAIClient:
                         else:
                             otherwise = True
                         if web_page and not self.endpoint_proven:
-                            raise HarvestProtocolError(
-                                f"{self.base_url} ({verb}): {problem}, and this base URL has "
-                                f"never answered OAI-PMH{_NOT_AN_ENDPOINT}"
+                            raise UnprovenEndpoint(
+                                f"{self.base_url} ({verb}): {problem}{_NEVER_ANSWERED}"
+                                f"{_NOT_AN_ENDPOINT}"
                             ) from exc
                     else:
                         self.endpoint_proven = True

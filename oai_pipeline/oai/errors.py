@@ -75,6 +75,13 @@ class OversizedResponse(PersistentProtocolError):
     it is neither retried nor taken for a resumption token the source lost."""
 
 
+class UnprovenEndpoint(PersistentProtocolError):
+    """A base URL that has never answered OAI-PMH fails as no endpoint would (its host name
+    does not exist, a web page in its place): almost always a typo in it, which each retry
+    meets again. Once it has answered, the same faults are a DNS blip or a maintenance page
+    (transient)."""
+
+
 class MalformedResponse(HarvestProtocolError):
     """A response that cannot be read as OAI-PMH after the client's own retries. Transient as
     such: a body cut short (a connection dropped, a Content-Length short of the body) may

@@ -15,9 +15,11 @@ from oai_pipeline.oai.errors import (
     LoopingSource,
     MalformedResponse,
     OversizedResponse,
+    PersistentProtocolError,
 )
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline_tests.oai.fake_source import (
+    BASE_URL,
     FakeSource,
     Fault,
     html_page,
@@ -35,9 +37,9 @@ from oai_pipeline_tests.oai.test_faults import Harvest
 from oai_pipeline_tests.oai.test_server_quirks import _second_page_loops
 
 
-def _failure(source: FakeSource) -> HarvestProtocolError:
+def _failure(source: FakeSource, **options: object) -> HarvestProtocolError:
     with pytest.raises(HarvestProtocolError) as failed:
-        Harvest(source, max_retries=1).run()
+        Harvest(source, **{"max_retries": 1, **options}).run()
     return failed.value
 
 
@@ -223,4 +225,78 @@ def test_a_passing_network_fault_stays_transient(failure, monkeypatch) -> None:
     connection, a stalled answer."""
     error = failure(monkeypatch)
     assert "gave up after 2 attempts" in str(error)
+    assert _transient(error)
+
+
+# ---- a base URL that has never answered OAI-PMH: almost always a typo -----------------------
+
+
+def _no_such_name_for(monkeypatch: pytest.MonkeyPatch, suffix: str = ".invalid") -> None:
+    """Host names ending with ``suffix`` do not exist (EAI_NONAME); others resolve as ever."""
+    resolve = socket.getaddrinfo
+
+    def getaddrinfo(host: object, *args: object, **kwargs: object) -> object:
+        if isinstance(host, str) and host.endswith(suffix):
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return resolve(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+def _assert_never_answered(error: HarvestProtocolError, base_url: str) -> None:
+    """Not retried, one line naming the base URL and why (never answered OAI-PMH)."""
+    message = str(error)
+    assert isinstance(error, PersistentProtocolError)
+    assert not _transient(error)
+    assert message.startswith(base_url) and "\n" not in message
+    assert "this base URL has never answered OAI-PMH" in message
+
+
+def test_an_unknown_host_of_a_base_url_that_never_answered_is_not_retried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host name that does not exist, before the base URL ever answered OAI-PMH, is a
+    typo in it: before, each of Dagster's three retries (30 s, 60 s, 120 s) met it again."""
+    _no_such_name_for(monkeypatch)
+    error = _identify_fails("http://zenodo.invalid/oai2d", endpoint_proven=False)
+    _assert_never_answered(error, "http://zenodo.invalid/oai2d (Identify): no host is named")
+
+
+def test_an_unknown_host_after_the_base_url_answered_stays_transient(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once the base URL has answered OAI-PMH (in this client, or a saved Identify), a name
+    that no longer resolves is a DNS blip: Dagster retries it as before."""
+    _no_such_name_for(monkeypatch)
+    with FaultServer(FakeSource(make_records(3))) as running:
+        port = running.port
+        running.faults[2] = moved(
+            302, lambda server, query: f"http://oai.invalid:{port}/oai?{query}"
+        )
+        with OAIClient(running.base_url, max_retries=1, endpoint_proven=False) as client:
+            client.identify()
+            with pytest.raises(HarvestProtocolError) as failed:
+                client.identify()
+    assert "no host is named 'oai.invalid'" in str(failed.value)
+    assert _transient(failed.value)
+    assert _transient(_identify_fails("http://zenodo.invalid/oai2d", endpoint_proven=True))
+
+
+def test_a_web_page_at_a_base_url_that_never_answered_is_not_retried() -> None:
+    """A web page with status 200 before the base URL ever answered OAI-PMH is a home or
+    login page at a wrong URL: the client told it at once, but as a transient error, so
+    Dagster retried the step three times, each failing the same way."""
+    source = FakeSource(make_records(9), page_size=3)
+    source.every = (1, html_page)
+    error = _failure(source, endpoint_proven=False)
+    _assert_never_answered(error, f"{BASE_URL} (ListRecords): ")
+    assert len(source.requests) == 1
+
+
+def test_a_web_page_after_the_base_urls_first_answer_stays_transient() -> None:
+    """The first page proved the base URL: a web page after it is a maintenance page."""
+    source = FakeSource(make_records(9), page_size=3)
+    source.faults = {number: html_page for number in range(2, 20)}
+    error = _failure(source, endpoint_proven=False)
+    assert isinstance(error, MalformedResponse)
     assert _transient(error)
