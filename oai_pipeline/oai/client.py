@@ -1506,8 +1506,12 @@ def _unknown_host(exc: BaseException | None) -> str | None:
 
 def _host_asked(exc: BaseException | None) -> str:
     """The host an httpx error's request went to (after redirects: the last one's)."""
-    request = getattr(exc, "_request", None)
-    return request.url.host if request is not None else "?"
+    if not isinstance(exc, httpx.RequestError):
+        return "?"
+    try:
+        return exc.request.url.host  # httpx raises RuntimeError when it kept no request
+    except RuntimeError:
+        return "?"
 
 
 # What OpenSSL says when the server answers the TLS handshake with plain HTTP (an https base
