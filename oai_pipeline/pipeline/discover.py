@@ -37,6 +37,7 @@ from oai_pipeline.oai.windows import (
     read_datestamp,
     read_response_date,
 )
+from oai_pipeline.pipeline.first_contact import saved_identify
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, RAW_SCHEMA, error_columns, frame
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.partition_summary import WindowCounts
@@ -462,9 +463,7 @@ def _identify(reader: Reader, services: Services, harvester_id: str) -> Identify
     runs on and a failure is that run's (its status shows it; before, no run saw it).
     Never identified, the source's base URL is untried: a web page there is told at once
     (Reader.first_contact), not retried as a maintenance page."""
-    saved = services.state.get_identify(harvester_id)
-    if saved is None:
-        reader.first_contact()
+    saved = saved_identify(reader, services.state, harvester_id)
     try:
         identify = reader.identify()
     except (HarvestProtocolError, OAIError) as error:

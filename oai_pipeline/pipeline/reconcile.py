@@ -20,6 +20,7 @@ from pathlib import Path
 from oai_pipeline.errors import PipelineError, add_notices
 from oai_pipeline.harvesters.plugins import build_reader, build_writers
 from oai_pipeline.oai.client import list_size_slack
+from oai_pipeline.pipeline.first_contact import saved_identify
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.reidentified import take_over_freed_pids
 from oai_pipeline.pipeline.runner import run_harvest
@@ -323,8 +324,7 @@ def _reconcile(
     reader = build_reader(harvester)
     changes: list[str] = []  # sweeps whose list changed while it was listed
     try:
-        if state.get_identify(harvester_id) is None:  # never answered: see first_contact
-            reader.first_contact()
+        saved_identify(reader, state, harvester_id)  # a wrong URL fails at once
         identify = reader.identify()
         state.save_identify(harvester_id, identify)
         unidentified = 0  # the most live headers without identifier (whose?) a sweep listed

@@ -18,6 +18,7 @@ from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings
 from oai_pipeline.storage import PartitionStore
 from oai_pipeline_tests.dagster.conftest import window_range
+from oai_pipeline_tests.dagster.test_transient_errors import _no_such_name_for
 from oai_pipeline_tests.dagster_results import run_totals
 from oai_pipeline_tests.support import (
     deleted_records,
@@ -271,3 +272,22 @@ def test_a_maintenance_page_the_same_at_every_try_is_retried_by_dagster(
     events = [e.event_type_value for e in result.all_events]
     assert "STEP_UP_FOR_RETRY" in events
     assert result.success
+
+
+def test_a_base_url_whose_host_does_not_exist_fails_its_step_once(
+    instance: dg.DagsterInstance, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A harvester registered with a host name that does not exist (a typo) and never
+    harvested: its step fails once, naming the base URL, not retried three times over
+    minutes each meeting the same typo."""
+    _no_such_name_for(monkeypatch)
+    register(settings, "http://oai.repository.invalid/oai", metadata_prefix=PREFIX)
+    # were the step retried, the retry would not wait (the test fails, fast, instead)
+    monkeypatch.setattr(dg.RetryPolicy, "calculate_delay", lambda policy, attempt: 0)
+
+    failure = failure_without_retries(instance)
+
+    description = failure.step_failure_data.user_failure_data.description
+    assert description.startswith("sample: http://oai.repository.invalid/oai (Identify): ")
+    assert "no host is named 'oai.repository.invalid'" in description
+    assert "never answered OAI-PMH" in description and "\n" not in description
