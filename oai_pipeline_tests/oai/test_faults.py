@@ -309,6 +309,20 @@ def test_an_empty_token_with_a_list_size_mid_list_ends_it_with_a_notice() -> Non
     assert "the list ended after 6 records, 24 fewer than the 30 the source announced" in notice
 
 
+def test_a_small_list_ended_early_by_an_empty_token_is_noted() -> None:
+    """The first page of a list of 8 ends with an empty <resumptionToken completeListSize=
+    "8"/>: 5 of its 8 records never came. Before, the slack of 5 records for changes
+    meanwhile covered the whole loss, and the run said nothing."""
+    source = FakeSource(make_records(8), page_size=3)
+    source.faults[1] = transform_body(
+        lambda body: re.sub(rb"(<resumptionToken [^>]*)>[^<]*</resumptionToken>", rb"\1/>", body)
+    )
+    harvest = Harvest(source).run()
+    assert len(harvest.records) == 3 and len(source.requests) == 1
+    (notice,) = harvest.client.notices
+    assert "the list ended after 3 records, 5 fewer than the 8 the source announced" in notice
+
+
 def test_endless_empty_pages_are_an_error_not_a_loop() -> None:
     transport = _looping_transport(lambda n: _page(f"<resumptionToken>t{n}</resumptionToken>"))
     client = OAIClient(BASE_URL, transport=transport, sleep=lambda s: None)
@@ -1118,7 +1132,18 @@ def _ends_here(request: httpx.Request, response: httpx.Response) -> httpx.Respon
 
 @pytest.mark.parametrize(
     ("listed", "announced", "noted"),
-    [(15, 20, False), (14, 20, True), (990, 1000, False), (989, 1000, True), (26, 20, True)],
+    [
+        (15, 20, False),
+        (14, 20, True),
+        (990, 1000, False),
+        (989, 1000, True),
+        (26, 20, True),
+        (6, 8, False),
+        (5, 8, True),
+        (1, 2, False),
+        (0, 2, True),
+        (13, 8, False),
+    ],
 )
 def test_a_list_is_noted_only_when_it_ends_beyond_what_changes_meanwhile_explain(
     listed: int, announced: int, noted: bool
