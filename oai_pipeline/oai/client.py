@@ -1626,17 +1626,21 @@ def _whole(list_size: int | None, listed: int | None) -> bool:
     return list_size is not None and listed is not None and listed >= list_size
 
 
+def ended_short(listed: int, announced: int) -> bool:
+    """Whether a list that ended with ``listed`` records fell short of the ``announced``
+    completeListSize by more than records deleted while it was listed explain. Short of a
+    small list, the slack of a few records was most of it (3 of 8 records, the rest never
+    sent, said nothing; a reconcile deleted the 5): short by more than a quarter of its
+    size (one record at least) is short."""
+    return announced - listed > min(list_size_slack(announced), max(1, announced // 4))
+
+
 def _count_notice(listed: int, announced: int) -> str | None:
     """What to tell of a list that ended with ``listed`` records though the source last
-    announced ``announced`` (completeListSize); None: close enough. Short of a small list,
-    the slack of a few records was most of it (3 of 8 records, the rest never sent, said
-    nothing): a list short by more than a quarter of its size (one record at least) is told."""
-    slack = list_size_slack(announced)
+    announced ``announced`` (completeListSize); None: close enough."""
     if listed < announced:
-        slack = min(slack, max(1, announced // 4))
-    if abs(listed - announced) <= slack:
-        return None
-    if listed < announced:
+        if not ended_short(listed, announced):
+            return None
         return (
             f"the list ended after {listed} records, {announced - listed} fewer than the "
             f"{announced} the source announced (completeListSize), more than records "
@@ -1644,6 +1648,8 @@ def _count_notice(listed: int, announced: int) -> str | None:
             "records may be missing (harvest the window again; if it recurs, tell the "
             "source's operator)"
         )
+    if listed - announced <= list_size_slack(announced):
+        return None
     return (
         f"the list held {listed} records, {listed - announced} more than the {announced} "
         "the source announced (completeListSize): its count is off, or it listed records "

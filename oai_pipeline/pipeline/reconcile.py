@@ -19,7 +19,7 @@ from pathlib import Path
 
 from oai_pipeline.errors import PipelineError, add_notices
 from oai_pipeline.harvesters.plugins import build_reader, build_writers
-from oai_pipeline.oai.client import list_size_slack
+from oai_pipeline.oai.client import ended_short
 from oai_pipeline.pipeline.first_contact import saved_identify
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.reidentified import take_over_freed_pids
@@ -401,8 +401,8 @@ def _reconcile(
         if counted or report.returned:
             state.mark_gone(harvester_id, set(), _deletions(run_id, report, earlier))
         return report
-    ended_early = None  # the list ended far short of the size it announced
-    if announced is not None and listed < announced - list_size_slack(announced):
+    ended_early = None  # the list ended short of the size it announced (as its notice says)
+    if announced is not None and ended_short(listed, announced):
         ended_early = (listed, announced)
     doubt = implausible_loss(
         live,

@@ -181,6 +181,27 @@ def test_a_list_ended_far_short_of_its_size_deletes_nothing_even_when_few_vanish
         assert reconcile(services, "sample").vanished == []  # the whole list: nothing gone
 
 
+def test_a_small_list_ended_a_few_short_deletes_nothing(
+    source: FakeSource, settings: Settings
+) -> None:
+    """10 records, the list ended after 6: 4 short is within the slack of a large list (5)
+    and not most of the records, so before, the 4 never sent were deleted from the target.
+    Short as its notice says, the sweep is no proof of absence."""
+
+    def empty(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        return source.xml("ListIdentifiers", "<ListIdentifiers/>")
+
+    source.faults[len(source.requests) + 4] = empty  # Identify, two pages, here
+    with Services(settings) as services:
+        with pytest.raises(PipelineError) as refused:
+            reconcile(services, "sample")
+        assert "ended after 6 of the 10 records it announced" in str(refused.value)
+        assert "  note: http://fake.test/oai (ListIdentifiers): the list ended after 6" in str(
+            refused.value
+        )
+        assert services.state.live_identifiers("sample") == {r.identifier for r in source.records}
+
+
 @pytest.mark.parametrize("identifier", ["", "  "], ids=["empty", "blank"])
 def test_a_header_without_identifier_deletes_nothing_without_force(
     source: FakeSource, settings: Settings, identifier: str
