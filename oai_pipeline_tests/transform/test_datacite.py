@@ -869,3 +869,23 @@ def test_a_family_first_name_without_a_comma_is_split_by_its_given_parts(name_ty
         "family_name": "Smith",
         "identifiers": [],
     }
+
+
+@pytest.mark.parametrize("date_type", ["", " ", "\t"])
+def test_a_date_with_a_blank_date_type_is_an_other_date(date_type: str) -> None:
+    """`<date dateType=" ">` named its blank type as the date's description: an empty one,
+    which the target refuses, so one optional date failed the whole record (validation).
+    It is an `other` date with no type to name."""
+    item = _full_example_with('dateType="Coverage"', f'dateType="{date_type}"')
+    dates = transformed_metadata(item)["dates"]
+    assert {"date": "2024-01-01/2024-12-31", "type": {"id": "other"}} in dates
+
+
+def _full_example_with(old: str, new: str) -> TransformItem:
+    """DataCite's full example with `old` replaced."""
+    text = (SAMPLES / "datacite-example-full-v4.xml").read_text(encoding="utf-8")
+    assert old in text
+    xml = wrap_metadata(text.replace(old, new, 1))
+    return TransformItem(
+        identifier="oai:example.org:1", datestamp="2024-01-01", set_specs=[], xml=xml
+    )
