@@ -651,14 +651,15 @@ def other_dates(dates: list[etree._Element]) -> list[dict[str, Any]]:
         found = read_date(text) if text is not None else None
         if found is None:
             continue
-        source_type = element.get("dateType")
+        # blank (`dateType=" "`) is no type: it was named as an empty description, which the
+        # target refuses, failing the record for one optional date
+        source_type = _attribute(element, "dateType")
         kind = vocab.date_type(source_type)
         information = _attribute(element, "dateInformation")
         description = "; ".join(part for part in (found.words, information) if part) or None
-        if kind == "other" and source_type and source_type.strip().lower() != "other":
+        if kind == "other" and source_type and source_type.lower() != "other":
             # A type the target lacks (kernel-4.6's Coverage) is kept in words.
-            label = source_type.strip()
-            description = f"{label}: {description}" if description else label
+            description = f"{source_type}: {description}" if description else source_type
         result.append({"date": found.date, "type": {"id": kind}, "description": description})
     return result
 

@@ -606,6 +606,7 @@ def _identifiers(
             if (
                 field.ind2 in _FILE_LOCATIONS
                 and location["scheme"] == "url"
+                and not _names_a_part(field)
                 and (link := file_link(url)) is not None
             ):
                 links.append(link)
@@ -643,16 +644,30 @@ _RELATIONSHIPS = {"1": "isversionof", "3": "haspart", "4": "haspart"}
 _FILE_LOCATIONS = _NO_RELATIONSHIP | frozenset("01")
 
 
+# 856 $3, "materials specified": the part of the item the link applies to. These name a part
+# of it or a text about it (the Library of Congress's enrichment links: `Table of contents
+# only`, `Publisher description`), not the item: such an 856 gives the record neither its DOI
+# nor a file. Any other $3 (`Full text`, `Volltext`, `PDF`) names the item or its form.
+_PARTS = re.compile(
+    r"^(?:table of contents|contents|toc|cover(?: image)?|abstract|summary|sample text"
+    r"|publisher description|contributor biographical information|review)\b",
+    re.I,
+)
+
+
+def _names_a_part(field: Field) -> bool:
+    """Whether the 856's $3 names a part of the item or a text about it (`_PARTS`)."""
+    return any(_PARTS.match(materials.strip()) for materials in field.all("3"))
+
+
 def _own_electronic_doi(fields: list[Field]) -> str | None:
     """The DOI of the first 856 of the resource itself (second indicator 0), else of the
-    first whose relationship is not given (`_NO_RELATIONSHIP`) and that names no part ($3
-    `Table of contents`). The blank one, read as the record's own identifier, was never
-    its DOI."""
+    first whose relationship is not given (`_NO_RELATIONSHIP`); neither when its $3 names a
+    part (`_names_a_part`). Any $3 made a blank one's DOI not the record's (`Full text`
+    too), while its file was the record's whatever the $3: one rule serves both now."""
     for relationships in (frozenset("0"), _NO_RELATIONSHIP):
         for field in fields:
-            if field.ind2 not in relationships or (
-                relationships is _NO_RELATIONSHIP and field.first("3")
-            ):
+            if field.ind2 not in relationships or _names_a_part(field):
                 continue
             for url in field.all("u"):
                 location = _electronic_location(url)

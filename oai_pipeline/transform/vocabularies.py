@@ -281,18 +281,42 @@ def date_type(value: str | None) -> str:
     return key if key in DATE_TYPES else "other"
 
 
+# The ids of InvenioRDM's relation_types.yaml and roles.yaml (invenio-rdm-records fixtures):
+# each DataCite relationType's and contributorType's lower-case form, kernel-4.6's included.
+RELATION_TYPES = frozenset({
+    "iscitedby", "cites", "issupplementto", "issupplementedby", "iscontinuedby", "continues",
+    "isdescribedby", "describes", "hasmetadata", "ismetadatafor", "hasversion", "isversionof",
+    "isnewversionof", "ispreviousversionof", "ispartof", "haspart", "ispublishedin",
+    "isreferencedby", "references", "isdocumentedby", "documents", "iscompiledby", "compiles",
+    "isvariantformof", "isoriginalformof", "isidenticalto", "isreviewedby", "reviews",
+    "isderivedfrom", "issourceof", "isrequiredby", "requires", "isobsoletedby", "obsoletes",
+    "istranslationof", "hastranslation", "iscollectedby", "collects",
+})  # fmt: skip
+ROLES = frozenset({
+    "contactperson", "datacollector", "datacurator", "datamanager", "distributor", "editor",
+    "hostinginstitution", "producer", "projectleader", "projectmanager", "projectmember",
+    "registrationagency", "registrationauthority", "relatedperson", "researcher",
+    "researchgroup", "rightsholder", "sponsor", "supervisor", "translator", "workpackageleader",
+    "other",
+})  # fmt: skip
+
+
 def relation_type(value: str) -> str:
-    """DataCite relationType -> InvenioRDM relation type id (its lower-case form). Kernel-4.7's
-    `Other` (an unlisted relation, told in relationTypeInformation) is no relation type of the
-    target, which has no untyped relation: it `references` the resource, the weakest claim,
-    as an untyped dc:relation does (dublin_core.UNTYPED_RELATION)."""
+    """DataCite relationType -> InvenioRDM relation type id (its lower-case form). A relation
+    the target has not (kernel-4.7's `Other`, told in relationTypeInformation; `IsRelatedTo`
+    of an unvalidated source, a MARC 787 $i in words) `references` the resource, the weakest
+    claim, as an untyped dc:relation does (dublin_core.UNTYPED_RELATION): its own id would be
+    refused by the target, and the record with it."""
     key = vocabulary_key(value)
-    return "references" if key == "other" else key
+    return key if key in RELATION_TYPES else "references"
 
 
 def role(value: str | None) -> str:
-    """DataCite contributorType -> InvenioRDM role id (its lower-case form)."""
-    return vocabulary_key(value or "") or "other"
+    """DataCite contributorType -> InvenioRDM role id (its lower-case form); a role the target
+    has not (`Author`) is `other`. `funder` stays: the import makes such a contributor a
+    funding entry (datacite.is_funder), never a contributor with that role."""
+    key = vocabulary_key(value or "")
+    return key if key in ROLES or key == "funder" else "other"
 
 
 # The schemes of InvenioRDM's RDM_RECORDS_IDENTIFIERS_SCHEMES (invenio-rdm-records config:

@@ -869,3 +869,45 @@ def test_a_family_first_name_without_a_comma_is_split_by_its_given_parts(name_ty
         "family_name": "Smith",
         "identifiers": [],
     }
+
+
+@pytest.mark.parametrize("date_type", ["", " ", "\t"])
+def test_a_date_with_a_blank_date_type_is_an_other_date(date_type: str) -> None:
+    """`<date dateType=" ">` named its blank type as the date's description: an empty one,
+    which the target refuses, so one optional date failed the whole record (validation).
+    It is an `other` date with no type to name."""
+    item = _full_example_with(('dateType="Coverage"', f'dateType="{date_type}"'))
+    dates = transformed_metadata(item)["dates"]
+    assert {"date": "2024-01-01/2024-12-31", "type": {"id": "other"}} in dates
+
+
+def _full_example_with(*replacements: tuple[str, str]) -> TransformItem:
+    """DataCite's full example with each (old, new) replaced once."""
+    text = (SAMPLES / "datacite-example-full-v4.xml").read_text(encoding="utf-8")
+    for old, new in replacements:
+        assert old in text
+        text = text.replace(old, new, 1)
+    xml = wrap_metadata(text)
+    return TransformItem(
+        identifier="oai:example.org:1", datestamp="2024-01-01", set_specs=[], xml=xml
+    )
+
+
+def test_a_relation_or_role_the_target_lacks_is_its_most_general_one() -> None:
+    """A relationType or contributorType outside DataCite's lists (`IsRelatedTo`, `Author`,
+    as repositories write them unvalidated) was kept as the id `isrelatedto` or `author`,
+    which no vocabulary of the target has: InvenioRDM refuses the whole record. They are
+    `references` (the weakest claim) and `other`; DataCite's own values, kernel-4.6's
+    `HasTranslation` and `Translator` among them, stay as they are."""
+    item = _full_example_with(
+        ('relationType="Cites"', 'relationType="IsRelatedTo"'),
+        ('contributorType="DataCollector"', 'contributorType="Author"'),
+        ('relationType="IsSupplementTo"', 'relationType="HasTranslation"'),
+        ('contributorType="DataCurator"', 'contributorType="Translator"'),
+    )
+    metadata = transformed_metadata(item)
+    relations = {r["identifier"]: r["relation_type"]["id"] for r in metadata["related_identifiers"]}
+    assert relations["arXiv:0706.0001"] == "references"
+    assert relations["2018AGUFM.A24K..07S"] == "hastranslation"
+    roles = [contributor["role"]["id"] for contributor in metadata["contributors"]]
+    assert roles[:3] == ["contactperson", "other", "translator"]

@@ -787,3 +787,38 @@ def test_a_file_of_the_resource_itself_is_a_file_of_the_record(ind2: str) -> Non
     metadata = transformed_metadata(item)
     assert item.data["files"]["links"] == [{"url": u, "key": "paper.pdf"}]
     assert metadata.get("related_identifiers", []) == []
+
+
+@pytest.mark.parametrize("ind2", [" ", "0", "8"])
+@pytest.mark.parametrize(
+    ("materials", "the_records"),
+    [
+        # $3 naming the record itself, or only its form: its DOI and its file
+        ("Full text", True),
+        ("Volltext", True),
+        ("PDF", True),
+        # $3 naming a part or an accompanying text: neither
+        ("Table of contents", False),
+        ("Table of contents only", False),
+        ("Cover image", False),
+        ("Abstract", False),
+        ("Sample text", False),
+        ("Publisher description.", False),
+        ("Contributor biographical information", False),
+    ],
+)
+def test_the_materials_an_856_specifies_decide_its_doi_and_its_file_alike(
+    ind2: str, materials: str, the_records: bool
+) -> None:
+    """856 $3 (MARC 21: the part of the item the field applies to) had two rules: any $3 on
+    an 856 stating no relationship made its DOI not the record's (`Full text` too), yet no $3
+    ever kept its `.pdf` from being the record's file (a `Table of contents` PDF became one).
+    One rule serves both now: a $3 naming a part or an accompanying text (LC's `Table of
+    contents`, `Publisher description` …) makes the 856 neither; any other keeps both."""
+    doi = _field("856", ("3", materials), ("u", "https://doi.org/10.1234/ABC"), ind1="4", ind2=ind2)
+    pdf = _field("856", ("3", materials), ("u", "https://r.example/a.pdf"), ind1="4", ind2=ind2)
+    item = _marc_item(doi + pdf)
+    transformed_metadata(item)
+    assert item.pid == ("10.1234/abc" if the_records else None)
+    links = [{"url": "https://r.example/a.pdf", "key": "a.pdf"}] if the_records else []
+    assert item.data["files"]["links"] == links
