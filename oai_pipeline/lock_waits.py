@@ -27,12 +27,17 @@ _RELATION = re.compile(r'in relation "([^"]+)"')
 
 
 def limit_lock_waits(engine: Engine, seconds: float) -> None:
-    """Make each of a PostgreSQL engine's connections give up waiting for a lock after
-    `seconds` (`SET lock_timeout`), leaving the URL's own connect `options` as they are."""
+    """Make each of an engine's connections give up waiting for another writer after
+    `seconds`: PostgreSQL's `SET lock_timeout`, leaving the URL's own connect `options` as
+    they are; SQLite's `PRAGMA busy_timeout`."""
     milliseconds = max(1, round(seconds * 1000))
+    sqlite = engine.url.get_backend_name() == "sqlite"
 
     @event.listens_for(engine, "connect")
     def _set_lock_timeout(dbapi_connection: Any, _record: Any) -> None:
+        if sqlite:
+            dbapi_connection.execute(f"PRAGMA busy_timeout = {milliseconds}")
+            return
         # Outside a transaction: the pool's rollback on checkin would undo a SET made in one.
         autocommit = dbapi_connection.autocommit
         dbapi_connection.autocommit = True
@@ -42,20 +47,35 @@ def limit_lock_waits(engine: Engine, seconds: float) -> None:
         dbapi_connection.autocommit = autocommit
 
 
-def _held_text(what: str, where: str, waited_seconds: float) -> str:
+def wait_for_writers(engine: Engine, seconds: float | None) -> None:
+    """The engine's writes wait `seconds` for another writer's transaction (None: as long
+    as the database's own setting says, a URL's `options=-c lock_timeout=...` on
+    PostgreSQL), and one that gave up says so in one line (`explain_lock_timeouts`)."""
+    if seconds is not None:
+        limit_lock_waits(engine, seconds)
+    explain_lock_timeouts(engine, seconds)
+
+
+def _held_text(what: str, where: str, waited_seconds: float | None) -> str:
+    held = f"{what}: {where} stayed locked by another writer's transaction (a harvest running)"
+    if waited_seconds is not None:
+        return f"{held} for {waited_seconds:g} s"
+    # The connection's own lock_timeout (the URL's options, the role's or the server's).
     return (
-        f"{what}: {where} stayed locked by another writer's transaction (a harvest running) "
-        f"for {waited_seconds:g} s"
+        f"{held} longer than its lock_timeout; run again once that one is done: a harvest "
+        "resumes where it stopped"
     )
 
 
-def explain_lock_timeouts(engine: Engine, waited_seconds: float) -> None:
+def explain_lock_timeouts(engine: Engine, waited_seconds: float | None) -> None:
     """Name the database (on PostgreSQL, the table), the wait and its cause when a write
     gave up waiting for another writer: SQLite says only `database is locked`, PostgreSQL
-    `canceling statement due to lock timeout`."""
+    `canceling statement due to lock timeout` and a CONTEXT line. `waited_seconds` None:
+    the wait is PostgreSQL's own `lock_timeout`, and the line says what to do (SQLite's
+    driver's default wait is left unexplained)."""
     url = engine.url
     sqlite = url.get_backend_name() == "sqlite"
-    if sqlite and (not url.database or url.database == ":memory:"):
+    if sqlite and (waited_seconds is None or not url.database or url.database == ":memory:"):
         return
     shown = without_password(url.render_as_string(hide_password=False))
 
