@@ -18,7 +18,7 @@ from psycopg2.errors import LockNotAvailable
 from sqlalchemy import Engine, event, exc
 from sqlalchemy.engine import ExceptionContext
 
-from oai_pipeline.errors import without_password
+from oai_pipeline.errors import PipelineError, without_password
 
 _LOCKED = "database is locked"  # SQLite's whole message
 _LOCK_TIMEOUT = "lock timeout"
@@ -90,16 +90,29 @@ def explain_lock_timeouts(engine: Engine, waited_seconds: float | None) -> None:
             )
         elif isinstance(original, LockNotAvailable):
             relation = _RELATION.search(str(original))
-            where = f"a row of {relation[1]} in {shown}" if relation else f"a row in {shown}"
+            # No relation: a lock of the whole store (a migration's, `state.schema.migrate`)
+            where = f"a row of {relation[1]} in {shown}" if relation else shown
             error = LockNotAvailable(_held_text(_LOCK_TIMEOUT, where, waited_seconds))
         else:
             return None
         return exc.OperationalError(context.statement, context.parameters, error)
 
 
+class StoreBusy(PipelineError):
+    """A store that could not be opened (migrated to this release's schema) while another
+    writer's transaction held it. `reason`: the lock timeout's own line."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 def is_lock_timeout(error: BaseException) -> bool:
-    """Whether `error` (SQLAlchemy's or the driver's) is a write that gave up waiting for
-    another writer's transaction: nothing is wrong, the same write later goes through."""
+    """Whether `error` (SQLAlchemy's or the driver's, or a StoreBusy) is a write that gave up
+    waiting for another writer's transaction: nothing is wrong, the same write later goes
+    through."""
+    if isinstance(error, StoreBusy):
+        return True
     original = error.orig if isinstance(error, exc.DBAPIError) else error
     if isinstance(original, sqlite3.OperationalError):
         return str(original).startswith(_LOCKED)

@@ -42,7 +42,12 @@ from oai_pipeline.identifier_prefix import (
     taken_message,
 )
 from oai_pipeline.json_codec import ENGINE_JSON, Encoded
-from oai_pipeline.lock_waits import explain_lock_timeouts, wait_for_writers
+from oai_pipeline.lock_waits import (
+    StoreBusy,
+    explain_lock_timeouts,
+    is_lock_timeout,
+    wait_for_writers,
+)
 from oai_pipeline.oai.base_url import same_endpoint
 from oai_pipeline.oai.types import (
     HarvestedRecord,
@@ -550,7 +555,10 @@ class StateStore:
         except sa.exc.DatabaseError as error:  # also a file that is no database (garbage)
             self._engine.dispose()
             reason = database_error_text(error.orig)
-            raise PipelineError(f"cannot open the state database {shown}: {reason}") from None
+            message = f"cannot open the state database {shown}: {reason}"
+            if is_lock_timeout(error):  # a migration waiting behind a harvest's writes
+                raise StoreBusy(message, reason) from None
+            raise PipelineError(message) from None
         if not self.read_only:
             refuse_writes_after_a_migration(self._engine, refuse_if_changed, _READ_ONLY)
 
