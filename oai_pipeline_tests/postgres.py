@@ -116,8 +116,15 @@ def _create_database(admin_url: str) -> None:
         engine.dispose()
 
 
-def fresh_database(server_url: str, prefix: str = "t") -> str:
-    """A new empty database on the session's server, so tests never see each other's rows."""
+def fresh_database(
+    server_url: str, prefix: str = "t", *, statement_timeout_seconds: float | None = None
+) -> str:
+    """A new empty database on the session's server, so tests never see each other's rows.
+
+    `statement_timeout_seconds`: every statement on it is canceled after that long, a lock
+    wait too. pytest-timeout's signal does not interrupt psycopg2 waiting for the server:
+    a test whose code under test regresses to waiting for a row lock for ever would hang
+    the suite, not fail."""
     import uuid
 
     import sqlalchemy as sa
@@ -128,9 +135,19 @@ def fresh_database(server_url: str, prefix: str = "t") -> str:
     try:
         with engine.connect() as connection:
             connection.exec_driver_sql(f"CREATE DATABASE {name}")
+            if statement_timeout_seconds is not None:
+                milliseconds = round(statement_timeout_seconds * 1000)
+                connection.exec_driver_sql(
+                    f"ALTER DATABASE {name} SET statement_timeout = {milliseconds}"
+                )
     finally:
         engine.dispose()
     return url.set(database=name).render_as_string(hide_password=False)
+
+
+# A statement of a test that waits for a lock (`fresh_database`): fails well within
+# pytest's timeout, and far above what any test's statement takes.
+BOUNDED_SECONDS = 15.0
 
 
 def drop_connections(url: str) -> None:

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from oai_pipeline.console import error_document, json_flag_given
 from oai_pipeline.errors import (
+    RESUME_ADVICE,
     AlreadyExists,
     InvalidArgument,
     NotFound,
@@ -25,6 +26,7 @@ from oai_pipeline.errors import (
     describe_validation_error,
     disk_advice,
     has_lone_surrogate,
+    refused_as_read_only,
 )
 from oai_pipeline.state.limits import MAX_INTEGER
 
@@ -141,6 +143,15 @@ def _command_error(error: Exception, as_json: bool) -> CommandError | None:
     if _is_database_unavailable(error):  # its server gone or restarting mid-command
         text = database_error_text(getattr(error, "orig", None) or error)
         return CommandError(f"database error: {text}", kind="database_error", as_json=as_json)
+    if _is_write_refused(error):  # PostgreSQL's InternalError: read-only (25006)
+        text = database_error_text(getattr(error, "orig", None) or error)
+        return CommandError(
+            f"database error: {text}; the database takes only reads (a read-only default "
+            f"transaction, a standby, a role that may only read): let it take writes, "
+            f"{RESUME_ADVICE}",
+            kind="database_error",
+            as_json=as_json,
+        )
     if isinstance(error, click.ClickException) and as_json:
         return CommandError(
             error.format_message(),
@@ -159,6 +170,13 @@ def _is_database_unavailable(error: Exception) -> bool:
     imported: a command that never opened a database can't have met one of its errors."""
     exc = sys.modules.get("sqlalchemy.exc")
     return exc is not None and isinstance(error, exc.OperationalError | exc.InterfaceError)
+
+
+def _is_write_refused(error: Exception) -> bool:
+    """A database that refused a write as read-only (PostgreSQL's read_only_sql_transaction
+    is an InternalError, not an OperationalError): the operator's to fix, not a bug."""
+    exc = sys.modules.get("sqlalchemy.exc")
+    return exc is not None and isinstance(error, exc.DBAPIError) and refused_as_read_only(error)
 
 
 def _os_error_text(error: OSError) -> str:

@@ -19,7 +19,7 @@ from oai_pipeline.defs.partitions import (
 from oai_pipeline.defs.registration import load_data_folder_fixture
 from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.errors import ConfigurationError, PipelineError, database_error_text
-from oai_pipeline.lock_waits import is_lock_timeout
+from oai_pipeline.lock_waits import StoreBusy, is_lock_timeout
 from oai_pipeline.pipeline.services import Services
 
 # The metadata entry of a step's failure over several harvesters holding each one's own error
@@ -83,7 +83,13 @@ def harvester_registry_sensor(
     context: dg.SensorEvaluationContext, pipeline: PipelineResource
 ) -> dg.SensorResult:
     waiting: str | None = None  # why the data folder's file waits for the next tick
-    with pipeline.tick_services() as services:
+    try:
+        opened = pipeline.tick_services()
+    except StoreBusy as error:  # to migrate while a harvest (of an older release) writes
+        waiting = f"registry not read this tick: {busy_state_store(error)}; the next tick reads it"
+        context.log.warning(waiting)
+        return dg.SensorResult(skip_reason=waiting)
+    with opened as services:
         try:
             load_data_folder_fixture(services)  # a file changed since: no code reload needed
         except ConfigurationError as error:
@@ -131,8 +137,11 @@ class RecordedNextTick(dg.DagsterError):
     run again (recording it twice changes nothing: a finished harvest run stays so)."""
 
 
-def busy_state_store(error: sa.exc.DBAPIError) -> str:
-    """A tick's write that gave up waiting for a harvest's transaction, in one line."""
+def busy_state_store(error: sa.exc.DBAPIError | StoreBusy) -> str:
+    """A tick's write (or its store's migration) that gave up waiting for a harvest's
+    transaction, in one line."""
+    if isinstance(error, StoreBusy):
+        return f"the state database is busy: {error.reason}"
     return f"the state database is busy: {database_error_text(error.orig or error)}"
 
 
@@ -147,6 +156,8 @@ def recorded_next_tick(dagster_run_id: str) -> Iterator[None]:
             reason = busy_state_store(error)
         else:
             reason = f"the state database failed: {database_error_text(error.orig or error)}"
+    except StoreBusy as error:  # not migrated while a harvest writes
+        reason = busy_state_store(error)
     except PipelineError as error:  # the store not opened, or Dagster's storage failing
         reason = str(error).splitlines()[0]
     else:

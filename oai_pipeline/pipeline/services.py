@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from oai_pipeline.errors import NotFound, SchemaChanged, database_error_text, log_unsaved
 from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.lock_waits import wait_for_writers
 from oai_pipeline.settings import Settings
 from oai_pipeline.sqlite_tuning import explain_refused_writes
 from oai_pipeline.state.harvester_lock import HarvesterLock
@@ -30,6 +31,8 @@ class Services:
         # connections dead, and a lease released or taken on one failed the stage.
         self._lock_engine = sa.create_engine(settings.state_db_url, pool_pre_ping=True)
         explain_refused_writes(self._lock_engine)  # a lease on a full disk names the file too
+        # A tick's lease waits as its store's writes do, and says so in the same line.
+        wait_for_writers(self._lock_engine, state_lock_wait)
         self.harvester_lock = HarvesterLock(self._lock_engine)
         # Whether the caller tries again after this error, and how it says so (None: no
         # retry comes): a Dagster step its retry policy retries (defs.assets).

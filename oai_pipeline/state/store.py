@@ -42,7 +42,12 @@ from oai_pipeline.identifier_prefix import (
     taken_message,
 )
 from oai_pipeline.json_codec import ENGINE_JSON, Encoded
-from oai_pipeline.lock_waits import explain_lock_timeouts, limit_lock_waits
+from oai_pipeline.lock_waits import (
+    StoreBusy,
+    explain_lock_timeouts,
+    is_lock_timeout,
+    wait_for_writers,
+)
 from oai_pipeline.oai.base_url import same_endpoint
 from oai_pipeline.oai.types import (
     HarvestedRecord,
@@ -223,9 +228,7 @@ def _create_engine(
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         engine = sa.create_engine(url, pool_pre_ping=True, **ENGINE_JSON)
-        if lock_wait_seconds is not None:
-            limit_lock_waits(engine, lock_wait_seconds)
-            explain_lock_timeouts(engine, lock_wait_seconds)
+        wait_for_writers(engine, lock_wait_seconds)
         return engine
     if lock_wait_seconds is None:
         lock_wait_seconds = DEFAULT_LOCK_WAIT_SECONDS
@@ -552,7 +555,10 @@ class StateStore:
         except sa.exc.DatabaseError as error:  # also a file that is no database (garbage)
             self._engine.dispose()
             reason = database_error_text(error.orig)
-            raise PipelineError(f"cannot open the state database {shown}: {reason}") from None
+            message = f"cannot open the state database {shown}: {reason}"
+            if is_lock_timeout(error):  # a migration waiting behind a harvest's writes
+                raise StoreBusy(message, reason) from None
+            raise PipelineError(message) from None
         if not self.read_only:
             refuse_writes_after_a_migration(self._engine, refuse_if_changed, _READ_ONLY)
 

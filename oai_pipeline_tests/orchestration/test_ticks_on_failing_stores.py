@@ -17,11 +17,15 @@ from oai_pipeline.definitions import defs
 from oai_pipeline.defs.partitions import HARVESTER
 from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.defs.sensors import RecordedNextTick, recorded_next_tick
+from oai_pipeline.errors import database_error_text
+from oai_pipeline.lock_waits import is_lock_timeout
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
+from oai_pipeline.state.harvester_lock import new_owner
+from oai_pipeline.state.schema import _LOCK_KEY, SCHEMA_VERSION
 from oai_pipeline_tests.orchestration.state_setup import add_finished_run, add_harvester
 from oai_pipeline_tests.orchestration.test_sensors import _failed_dagster_run
-from oai_pipeline_tests.postgres import fresh_database
+from oai_pipeline_tests.postgres import BOUNDED_SECONDS, fresh_database
 
 
 @contextmanager
@@ -61,15 +65,16 @@ def state_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     PostgreSQL server; requested before `settings`, which reads the URL."""
     if request.param == "postgresql":
         server = request.getfixturevalue("postgres_url")
-        monkeypatch.setenv("OAI_PIPELINE_STATE_DB_URL", fresh_database(server))
+        url = fresh_database(server, statement_timeout_seconds=BOUNDED_SECONDS)
+        monkeypatch.setenv("OAI_PIPELINE_STATE_DB_URL", url)
     return request.param
 
 
 @contextmanager
 def held_by_a_harvest(settings: Settings, harvester_id: str) -> Iterator[None]:
     """Another connection holds what a harvest's long transaction holds until the block ends:
-    SQLite's write lock on the whole file; on PostgreSQL the row locks of the harvester and
-    of its harvest runs, which it updates."""
+    SQLite's write lock on the whole file; on PostgreSQL the shared lock of the schema and
+    the row locks of the harvester, of its harvest runs and of its lease, which it updates."""
     url = settings.state_db_url
     if sa.make_url(url).get_backend_name() == "sqlite":
         connection = sqlite3.connect(sa.make_url(url).database, isolation_level=None)
@@ -83,10 +88,16 @@ def held_by_a_harvest(settings: Settings, harvester_id: str) -> Iterator[None]:
     engine = sa.create_engine(url)
     try:
         with engine.connect() as connection, connection.begin() as transaction:
-            for table in ("harvesters", "harvest_runs"):
-                column = "id" if table == "harvesters" else "harvester_id"
+            # What each of a harvest's write transactions takes (`schema.refuse_if_changed`):
+            # no migration comes between its check of the schema and its writes.
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock_shared({_LOCK_KEY})")
+            for table, column, touched in (
+                ("harvesters", "id", "updated_at"),
+                ("harvest_runs", "harvester_id", "updated_at"),
+                ("harvester_locks", "harvester_id", "renewed_at"),
+            ):
                 connection.exec_driver_sql(
-                    f"UPDATE {table} SET updated_at = updated_at WHERE {column} = %(id)s",
+                    f"UPDATE {table} SET {touched} = {touched} WHERE {column} = %(id)s",
                     {"id": harvester_id},
                 )
             yield
@@ -190,6 +201,66 @@ def test_the_registry_sensor_says_why_the_fixture_file_waits(
         f"this tick: the state database is busy: {_held_for(settings, 'harvesters')}; the "
         "next tick applies it"
     )
+
+
+def test_a_ticks_lease_meeting_a_held_lease_gives_the_one_line_instead_of_waiting(
+    state_backend: str, settings: Settings
+) -> None:
+    """A tick's services gave their state store the tick's wait, not their lease's engine:
+    on PostgreSQL its writes waited as long as a harvest held the lease's row, on SQLite
+    the driver's 5 s, ending in SQLite's bare `database is locked`. Now the lease waits the
+    tick's few seconds and says so in the store's one line."""
+    add_harvester(settings, "alpha")
+    owner = new_owner()
+    with _IMPATIENT["pipeline"].tick_services() as tick:
+        assert tick.harvester_lock.try_acquire("alpha", owner)
+        with held_by_a_harvest(settings, "alpha"), pytest.raises(sa.exc.OperationalError) as held:
+            tick.harvester_lock.renew("alpha", owner)
+        assert is_lock_timeout(held.value)
+        [line] = database_error_text(held.value.orig).splitlines()
+        assert line == _held_for(settings, "harvester_locks")
+        tick.harvester_lock.release("alpha", owner)
+
+
+def test_a_tick_that_must_migrate_a_store_a_harvest_holds_skips_and_the_next_migrates(
+    state_backend: str, instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """A new release's first tick, meeting the store of the older one while a harvest of
+    that one writes, waited the tick's wait to migrate it, then failed: `cannot open the
+    state database`. Now it skips with the line of any other held lock, and the next tick
+    migrates the store."""
+    add_harvester(settings, "alpha")
+    instance.add_dynamic_partitions(HARVESTER, ["alpha"])
+    engine = sa.create_engine(settings.state_db_url)
+    try:
+        with engine.begin() as connection:  # as release 22 left it
+            connection.exec_driver_sql("DROP TABLE pending_rekeys")
+            connection.exec_driver_sql(f"UPDATE schema_version SET version = {SCHEMA_VERSION - 1}")
+        with held_by_a_harvest(settings, "alpha"):
+            held = _tick("harvester_registry_sensor", instance, resources=_IMPATIENT)
+        url = settings.state_db_url
+        if state_backend == "sqlite":
+            line = _held_for(settings, "")
+        else:
+            line = (
+                f"lock timeout: {url} stayed locked by another writer's transaction "
+                "(a harvest running) for 0.2 s"
+            )
+        assert held.skip_message == (
+            f"registry not read this tick: the state database is busy: {line}; the next tick "
+            "reads it"
+        )
+        with engine.connect() as connection:
+            version = connection.exec_driver_sql("SELECT version FROM schema_version").scalar()
+        assert version == SCHEMA_VERSION - 1
+
+        migrated = _tick("harvester_registry_sensor", instance, resources=_IMPATIENT)
+        assert migrated.skip_message == "harvester partitions already match the registry"
+        with engine.connect() as connection:
+            version = connection.exec_driver_sql("SELECT version FROM schema_version").scalar()
+        assert version == SCHEMA_VERSION
+    finally:
+        engine.dispose()
 
 
 def test_a_failed_run_met_by_an_unwritable_state_store_is_recorded_on_the_next_tick(

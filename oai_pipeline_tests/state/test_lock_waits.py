@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
+from oai_pipeline.errors import database_error_text
+from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.lock_waits import is_lock_timeout
 from oai_pipeline.state.store import StateStore
 from oai_pipeline_tests.postgres import fresh_database
@@ -55,3 +57,34 @@ def test_postgresqls_lock_not_available_is_a_lock_timeout(postgres_url: str) -> 
     assert is_lock_timeout(failed.value)
     assert is_lock_timeout(failed.value.orig)
     assert not is_lock_timeout(sa.exc.OperationalError("UPDATE", {}, RuntimeError("x")))
+
+
+def test_a_lock_timeout_of_the_urls_own_options_is_the_projects_one_line(
+    postgres_url: str,
+) -> None:
+    """A harvest (no wait given) whose URL sets its own lock_timeout got PostgreSQL's
+    `canceling statement due to lock timeout` and its CONTEXT line: nothing said what was
+    locked by whom, nor what to do. Now the line names the table and database, the other
+    writer and what to do."""
+    url = sa.make_url(fresh_database(postgres_url, "state", statement_timeout_seconds=15))
+    own = url.update_query_dict({"options": "-c lock_timeout=100"})
+    shown = own.render_as_string(hide_password=False)
+    harvester = Harvester(
+        id="alpha", base_url="https://alpha.example.org/oai", metadata_prefix="oai_dc"
+    )
+    engine = sa.create_engine(url)
+    try:
+        with StateStore(shown) as harvest:
+            harvest.save_harvester(harvester)
+            with engine.connect() as holder, holder.begin():
+                holder.exec_driver_sql("UPDATE harvesters SET updated_at = updated_at")
+                with pytest.raises(sa.exc.OperationalError) as failed:
+                    harvest.save_harvester(harvester)
+    finally:
+        engine.dispose()
+    assert is_lock_timeout(failed.value)
+    assert database_error_text(failed.value.orig) == (
+        f"lock timeout: a row of harvesters in {shown} stayed locked by another writer's "
+        "transaction (a harvest running) longer than its lock_timeout; run again once that "
+        "one is done: a harvest resumes where it stopped"
+    )
