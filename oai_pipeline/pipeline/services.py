@@ -13,7 +13,7 @@ from oai_pipeline.lock_waits import wait_for_writers
 from oai_pipeline.settings import Settings
 from oai_pipeline.sqlite_tuning import explain_refused_writes
 from oai_pipeline.state.harvester_lock import HarvesterLock
-from oai_pipeline.state.store import StateStore
+from oai_pipeline.state.store import StateStore, writers_wait
 from oai_pipeline.storage import PartitionStore
 
 logger = logging.getLogger(__name__)
@@ -31,8 +31,10 @@ class Services:
         # connections dead, and a lease released or taken on one failed the stage.
         self._lock_engine = sa.create_engine(settings.state_db_url, pool_pre_ping=True)
         explain_refused_writes(self._lock_engine)  # a lease on a full disk names the file too
-        # A tick's lease waits as its store's writes do, and says so in the same line.
-        wait_for_writers(self._lock_engine, state_lock_wait)
+        # The lease waits as its store's writes do, and says so in the same line: on SQLite a
+        # harvest's lease waited the driver's 5 s behind another harvest's write, then failed
+        # with a bare `database is locked`, while the store's writes wait 60 s.
+        wait_for_writers(self._lock_engine, writers_wait(settings.state_db_url, state_lock_wait))
         self.harvester_lock = HarvesterLock(self._lock_engine)
         # Whether the caller tries again after this error, and how it says so (None: no
         # retry comes): a Dagster step its retry policy retries (defs.assets).

@@ -213,6 +213,14 @@ def _encoded(data_json: Mapping[str, str], item: TransformItem) -> Encoded | Non
     return None if text is None else Encoded(text)
 
 
+def writers_wait(url: str, lock_wait_seconds: float | None) -> float | None:
+    """How long a write to the state database at `url` waits for another writer: the wait
+    given, else a harvest's (DEFAULT_LOCK_WAIT_SECONDS on SQLite, none on PostgreSQL)."""
+    if lock_wait_seconds is None and make_url(url).get_backend_name() == "sqlite":
+        return DEFAULT_LOCK_WAIT_SECONDS
+    return lock_wait_seconds
+
+
 def _create_engine(
     url: str,
     *,
@@ -226,12 +234,12 @@ def _create_engine(
     on SQLite; none on PostgreSQL, which locks rows: a write there waits only for one
     writing the same rows, as long as it takes."""
     parsed = make_url(url)
+    lock_wait_seconds = writers_wait(url, lock_wait_seconds)
     if parsed.get_backend_name() != "sqlite":
         engine = sa.create_engine(url, pool_pre_ping=True, **ENGINE_JSON)
         wait_for_writers(engine, lock_wait_seconds)
         return engine
-    if lock_wait_seconds is None:
-        lock_wait_seconds = DEFAULT_LOCK_WAIT_SECONDS
+    assert lock_wait_seconds is not None
     in_memory = parsed.database in (None, "", ":memory:")
     if read_only_file is not None:
         creator = read_only_connector(read_only_file, timeout=lock_wait_seconds)

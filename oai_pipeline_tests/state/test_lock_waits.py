@@ -8,6 +8,8 @@ import sqlalchemy as sa
 from oai_pipeline.errors import database_error_text
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.lock_waits import is_lock_timeout
+from oai_pipeline.pipeline.services import Services
+from oai_pipeline.settings import Settings
 from oai_pipeline.state.store import StateStore
 from oai_pipeline_tests.postgres import fresh_database
 
@@ -88,3 +90,21 @@ def test_a_lock_timeout_of_the_urls_own_options_is_the_projects_one_line(
         "transaction (a harvest running) longer than its lock_timeout; run again once that "
         "one is done: a harvest resumes where it stopped"
     )
+
+
+@pytest.mark.parametrize("tick_wait", [None, 5.0], ids=["harvest", "tick"])
+def test_a_lease_waits_for_another_writer_as_long_as_its_stores_writes(
+    settings: Settings, tick_wait: float | None
+) -> None:
+    """On SQLite a harvest's lease waited the driver's 5 s behind another harvest's write
+    transaction, then failed with a bare `database is locked`, while its store's writes
+    wait 60 s: the lease (same file) gives up with them, and says so in the same line."""
+
+    def busy_timeout(engine: sa.Engine) -> int:
+        with engine.connect() as connection:
+            return connection.exec_driver_sql("PRAGMA busy_timeout").scalar_one()
+
+    with Services(settings, state_lock_wait=tick_wait) as services:
+        store_wait = busy_timeout(services.state._engine)
+        assert store_wait == (5000 if tick_wait else 60000)
+        assert busy_timeout(services._lock_engine) == store_wait
