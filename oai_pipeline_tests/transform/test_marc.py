@@ -682,7 +682,9 @@ def test_the_doi_of_an_856_with_no_relationship_given_is_its_doi() -> None:
     and DSpace write their one link) with a doi.org URL was kept as the record's own DOI
     identifier but never its DOI, the record left without one while 024 was absent; it is now
     its DOI, unless an 856 4 0 (the resource itself) names another, or the 856 says which
-    part it links ($3 `Table of contents`: not the resource)."""
+    part it links ($3 `Table of contents`: not the resource). That part's DOI was then kept
+    among the record's own identifiers, though it identifies a part, not the record: it is a
+    part the record has (`haspart`), as an 856 4 3 (component part) is."""
     blank = _field("856", ("u", "https://doi.org/10.1234/ABC"), ind1="4", ind2=" ")
     item = _marc_item(blank)
     assert transformed_metadata(item)["identifiers"] == []
@@ -696,9 +698,12 @@ def test_the_doi_of_an_856_with_no_relationship_given_is_its_doi() -> None:
         "856", ("3", "Table of contents"), ("u", "https://doi.org/10.1234/toc"), ind1="4", ind2=" "
     )
     item = _marc_item(part)
-    assert transformed_metadata(item)["identifiers"] == [
-        {"identifier": "10.1234/toc", "scheme": "doi"}
-    ]
+    metadata = transformed_metadata(item)
+    assert metadata["identifiers"] == []
+    assert [{k: v for k, v in r.items() if k != "resource_type"}
+            for r in metadata["related_identifiers"]] == [
+        {"identifier": "10.1234/toc", "scheme": "doi", "relation_type": {"id": "haspart"}}
+    ]  # fmt: skip
     assert item.pid is None
 
 
@@ -822,3 +827,34 @@ def test_the_materials_an_856_specifies_decide_its_doi_and_its_file_alike(
     assert item.pid == ("10.1234/abc" if the_records else None)
     links = [{"url": "https://r.example/a.pdf", "key": "a.pdf"}] if the_records else []
     assert item.data["files"]["links"] == links
+
+
+@pytest.mark.parametrize("ind2", [" ", "0", "8"])
+@pytest.mark.parametrize(
+    ("materials", "relation"),
+    [
+        ("Table of contents", "haspart"),
+        ("Table of contents only", "haspart"),
+        ("Sample text", "haspart"),
+        ("Cover image", "haspart"),
+        ("Publisher description", "references"),
+        ("Contributor biographical information", "references"),
+    ],
+)
+def test_a_link_to_a_part_or_a_text_about_the_item_is_a_related_identifier(
+    ind2: str, materials: str, relation: str
+) -> None:
+    """An 856 of the resource itself (or stating no relationship) whose $3 names a part of it
+    (`Table of contents`) or a text about it (LC's `Publisher description`) was kept among
+    the record's own identifiers, as if its URL identified the record. It is now a related
+    identifier: a part the record has (`haspart`, as 856 4 3 is), a text it `references`
+    (LC codes its publisher descriptions 856 4 2, a related resource)."""
+    u = "https://www.loc.gov/catdir/toc/98-123.html"
+    item = _marc_item(_field("856", ("3", materials), ("u", u), ind1="4", ind2=ind2))
+    metadata = transformed_metadata(item)
+    assert metadata["identifiers"] == []
+    assert [{k: v for k, v in r.items() if k != "resource_type"}
+            for r in metadata["related_identifiers"]] == [
+        {"identifier": u, "scheme": "url", "relation_type": {"id": relation}}
+    ]  # fmt: skip
+    assert item.data["files"]["links"] == []
