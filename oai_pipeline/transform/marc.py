@@ -84,18 +84,28 @@ def _read(record: etree._Element) -> tuple[str, dict[str, str], Fields]:
         tag = element.tag
         if tag == _DATAFIELD:
             subfields = tuple(
-                (child.get("code") or "", text)
+                (_code(child.get("code"), 1), text)
                 for child in element
                 if _is_subfield(child.tag) and (text := text_or_none("".join(child.itertext())))
             )
-            ind1, ind2 = element.get("ind1") or " ", element.get("ind2") or " "
+            ind1 = _code(element.get("ind1"), 1) or " "
+            ind2 = _code(element.get("ind2"), 1) or " "
             field = Field(position, ind1, ind2, subfields)
-            fields.setdefault(element.get("tag") or "", []).append(field)
+            fields.setdefault(_code(element.get("tag"), 3), []).append(field)
         elif tag == _CONTROLFIELD:
-            controls.setdefault(element.get("tag") or "", element_text(element))
+            controls.setdefault(_code(element.get("tag"), 3), element_text(element))
         elif tag == _LEADER:
             leader = element_text(element)
     return leader, controls, fields
+
+
+def _code(value: str | None, length: int) -> str:
+    """A tag (`length` 3), indicator or subfield code (1) as given, or without the white space
+    some producers pad it with (`code=" a "`, MARCXML allows none): padded, `245 $a` was no
+    title. The value of the common length is taken as it is (a blank indicator is `" "`)."""
+    if value is None:
+        return ""
+    return value if len(value) == length else value.strip()
 
 
 # ISBD punctuation that ends a transcribed value: ` /`, ` :`, ` ;`, `,`, `.` (not the period

@@ -858,3 +858,27 @@ def test_a_link_to_a_part_or_a_text_about_the_item_is_a_related_identifier(
         {"identifier": u, "scheme": "url", "relation_type": {"id": relation}}
     ]  # fmt: skip
     assert item.data["files"]["links"] == []
+
+
+def test_padded_tags_indicators_and_subfield_codes_are_read() -> None:
+    """`<subfield code=" a ">` (and a tag or indicator padded alike) was not recognised: a 245
+    written so gave the record "no title", and a padded 856 indicator lost its relationship
+    (` 3 `, a component part, became `references`).
+    The white space around a tag, an indicator and a code is dropped; a blank indicator stays
+    blank."""
+    body = (
+        f'<marc:record xmlns:marc="{marc.MARC}"><marc:leader>00000nam a2200000 a 4500'
+        '</marc:leader><marc:datafield tag=" 245 " ind1="1" ind2="0">'
+        '<marc:subfield code=" a ">A title /</marc:subfield>'
+        '<marc:subfield code="b ">a subtitle</marc:subfield></marc:datafield>'
+        '<marc:datafield tag="100" ind1=" 1" ind2="  "><marc:subfield code=" a">Doe, Jane,'
+        "</marc:subfield></marc:datafield>"
+        '<marc:datafield tag="856" ind1="4" ind2=" 3 "><marc:subfield code="u ">'
+        "https://other.example/x</marc:subfield></marc:datafield></marc:record>"
+    )
+    item = TransformItem("oai:test:marc", "2021-06-30T08:15:00Z", [], wrap_metadata(body))
+    metadata = transformed_metadata(item)
+    assert metadata["title"] == "A title"
+    assert metadata["additional_titles"] == [{"title": "a subtitle", "type": {"id": "subtitle"}}]
+    assert metadata["creators"][0]["person_or_org"]["family_name"] == "Doe"
+    assert [r["relation_type"] for r in metadata["related_identifiers"]] == [{"id": "haspart"}]
