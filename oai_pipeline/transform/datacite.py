@@ -39,6 +39,7 @@ from oai_pipeline.transform.normalize import (
     normalize_ror,
     person_or_org,
     text_or_none,
+    unique_affiliations,
     unique_identifiers,
     untyped_identifier,
     without_et_al,
@@ -475,11 +476,13 @@ def creatibutors(
                 family=family,
                 identifiers=identifiers,
             ),
-            "affiliations": [
-                affiliation
-                for element in children.get(tags.affiliation, ())
-                if (affiliation := _affiliation(element))
-            ],
+            "affiliations": unique_affiliations(
+                [
+                    affiliation
+                    for element in children.get(tags.affiliation, ())
+                    if (affiliation := _affiliation(element))
+                ]
+            ),
         }
         if role is not None:
             entry["role"] = {"id": role}

@@ -37,6 +37,7 @@ from oai_pipeline.transform.normalize import (
     person_or_org,
     split_dc_name,
     text_or_none,
+    unique_affiliations,
     unique_identifiers,
 )
 
@@ -238,7 +239,7 @@ def _creatibutor(tag: str, field: Field) -> dict[str, Any] | None:
                 identifiers.append(checked)
     if orcid is not None:
         identifiers.append(orcid)  # after $0/$1: one ORCID per person, theirs first
-    affiliations = [{"name": text} for text in field.all("u")]
+    affiliations = unique_affiliations([{"name": text} for text in field.all("u")])
     if affiliation and not affiliations:
         affiliations = [{"name": affiliation}]
     kind = "personal" if personal else "organizational"

@@ -396,6 +396,16 @@ def untyped_identifier(text: str) -> dict[str, str] | None:
     return info_uri(text)
 
 
+def unique_affiliations(affiliations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A person's or organisation's affiliations, each once and in order: a source repeating
+    one (the same ROR and name, a MARC $u given twice) listed it twice in the target."""
+    unique: list[dict[str, Any]] = []
+    for affiliation in affiliations:
+        if affiliation not in unique:
+            unique.append(affiliation)
+    return unique
+
+
 def one_per_scheme(identifiers: list[dict[str, str]]) -> list[dict[str, str]]:
     """A person's or organisation's identifiers, the first of each scheme: the target allows
     one per scheme (an ORCID given twice, as a URL and bare, is one ORCID)."""

@@ -941,3 +941,19 @@ def test_a_relation_or_role_the_target_lacks_is_its_most_general_one() -> None:
     assert relations["2018AGUFM.A24K..07S"] == "hastranslation"
     roles = [contributor["role"]["id"] for contributor in metadata["contributors"]]
     assert roles[:3] == ["contactperson", "other", "translator"]
+
+
+def test_an_affiliation_repeated_for_one_creator_is_listed_once() -> None:
+    """A creator given the same affiliation twice (the same ROR and name) had it twice in the
+    target; it is listed once, the others kept in their order."""
+    brown = (
+        '<affiliation affiliationIdentifier="https://ror.org/05gq02987" '
+        'affiliationIdentifierScheme="ROR">Brown University</affiliation>'
+    )
+    other = "<affiliation>Wesleyan University</affiliation>"
+    item = video_with(creator=brown + other + brown)
+    [creator] = transformed_metadata(item)["creators"]
+    assert creator["affiliations"] == [
+        {"id": "05gq02987", "name": "Brown University"},
+        {"name": "Wesleyan University"},
+    ]

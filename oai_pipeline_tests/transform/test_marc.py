@@ -882,3 +882,12 @@ def test_padded_tags_indicators_and_subfield_codes_are_read() -> None:
     assert metadata["additional_titles"] == [{"title": "a subtitle", "type": {"id": "subtitle"}}]
     assert metadata["creators"][0]["person_or_org"]["family_name"] == "Doe"
     assert [r["relation_type"] for r in metadata["related_identifiers"]] == [{"id": "haspart"}]
+
+
+def test_an_affiliation_repeated_in_an_entry_is_listed_once() -> None:
+    """A 700 with the same $u twice had the affiliation twice; it is listed once, in order."""
+    item = _marc_item(
+        _field("700", ("a", "Roe, Rick"), ("u", "CERN"), ("u", "DESY"), ("u", "CERN"))
+    )
+    roe = transformed_metadata(item)["creators"][1]
+    assert roe["affiliations"] == [{"name": "CERN"}, {"name": "DESY"}]
