@@ -39,7 +39,9 @@ from oai_pipeline.transform.normalize import (
     normalize_ror,
     person_or_org,
     text_or_none,
+    unique_affiliations,
     unique_identifiers,
+    untyped_identifier,
     without_et_al,
 )
 
@@ -474,11 +476,13 @@ def creatibutors(
                 family=family,
                 identifiers=identifiers,
             ),
-            "affiliations": [
-                affiliation
-                for element in children.get(tags.affiliation, ())
-                if (affiliation := _affiliation(element))
-            ],
+            "affiliations": unique_affiliations(
+                [
+                    affiliation
+                    for element in children.get(tags.affiliation, ())
+                    if (affiliation := _affiliation(element))
+                ]
+            ),
         }
         if role is not None:
             entry["role"] = {"id": role}
@@ -671,11 +675,20 @@ def _languages(tags: KernelTags, children: Children) -> list[dict[str, str]]:
 
 
 def _related_identifier(
-    value: str, kind: str, relation: str, resource_type: str | None
-) -> dict[str, Any]:
-    scheme = vocab.identifier_scheme(kind)
-    if scheme == "doi":
-        value = normalize_doi(value) or value
+    value: str, kind: str | None, relation: str, resource_type: str | None
+) -> dict[str, Any] | None:
+    """A related identifier of the scheme its type names; given with no type (a
+    relatedItemIdentifier without relatedItemIdentifierType), of the scheme its form shows (a
+    DOI, a URL: `untyped_identifier`, as an untyped dc:relation), else None. It was dropped
+    whatever it was, a DOI too."""
+    if kind is None:
+        if (found := untyped_identifier(value)) is None:
+            return None
+        value, scheme = found["identifier"], found["scheme"]
+    else:
+        scheme = vocab.identifier_scheme(kind)
+        if scheme == "doi":
+            value = normalize_doi(value) or value
     return {
         "identifier": value,
         "scheme": scheme,
@@ -695,9 +708,11 @@ def related(
     seen: set[tuple[str, str, str]] = set()
 
     def add(value: str | None, kind: str | None, relation: str | None, general: str | None) -> None:
-        if not (value and kind and relation):
+        if not (value and relation):
             return
         entry = _related_identifier(value, kind, relation, general)
+        if entry is None:
+            return
         key = (entry["identifier"], entry["scheme"], entry["relation_type"]["id"])
         if key in seen:
             return

@@ -35,6 +35,7 @@ from oai_pipeline.transform.normalize import (
     element_text,
     eu_repo_grant,
     file_link,
+    info_uri,
     isbn,
     issn,
     looks_like_organisation,
@@ -42,6 +43,7 @@ from oai_pipeline.transform.normalize import (
     split_dc_name,
     text_or_none,
     unique_identifiers,
+    untyped_identifier,
     without_et_al,
 )
 
@@ -345,7 +347,7 @@ def _identifiers(
             identifiers.append({"identifier": text[9:].strip(), "scheme": text[4:8].lower()})
         elif text.lower().startswith("urn:"):
             identifiers.append({"identifier": text, "scheme": "urn"})
-        elif (info := _info_uri(text)) is not None:
+        elif (info := info_uri(text)) is not None:
             identifiers.append(info)
         elif (alternate := _alternate(text)) is not None:
             # OpenEdition writes its books' ISBNs as eu-repo altIdentifiers in dc:identifier
@@ -357,21 +359,6 @@ def _identifiers(
     # DSpace lists a DOI as dc.identifier.doi and again as its URL: one is the pid, once
     # (`import_dc` drops the repeats and the pid from the identifiers).
     return pids, identifiers, links
-
-
-# The `info:` URIs (RFC 4452) of identifiers the target has a scheme for, besides `info:doi/`
-# (a DOI, read as one): EPrints writes `info:pmid/17501999` into dc:identifier.
-_INFO_URI = re.compile(r"^info:(pmid|hdl|bibcode|arxiv)/(\S+)$", re.I)
-_INFO_SCHEMES = {"pmid": "pmid", "hdl": "handle", "bibcode": "ads", "arxiv": "arxiv"}
-
-
-def _info_uri(text: str) -> dict[str, str] | None:
-    """An `info:pmid/…`, `info:hdl/…`, `info:bibcode/…` or `info:arxiv/…` URI as an identifier
-    of its scheme (the bare value); None for anything else. Before, they were dropped."""
-    match = _INFO_URI.match(text)
-    if match is None:
-        return None
-    return {"identifier": match.group(2), "scheme": _INFO_SCHEMES[match.group(1).lower()]}
 
 
 # Resource types published inside another work: an ISBN given for one is its book's.
@@ -545,16 +532,8 @@ def _relations(
                 if grant not in funding:
                     funding.append(grant)
                 continue
-        doi = normalize_doi(text)
-        if doi is not None:
-            entry = {"identifier": doi, "scheme": "doi"}
-        elif text.startswith(("http://", "https://")):
-            entry = {"identifier": text, "scheme": "url"}
-        elif text.lower().startswith("urn:"):
-            entry = {"identifier": text, "scheme": "urn"}
-        elif (info := _info_uri(text)) is not None:
-            entry = info
-        else:
+        entry = untyped_identifier(text)
+        if entry is None:
             continue
         if entry not in seen:
             seen.append(entry)

@@ -37,6 +37,7 @@ from oai_pipeline.transform.normalize import (
     person_or_org,
     split_dc_name,
     text_or_none,
+    unique_affiliations,
     unique_identifiers,
 )
 
@@ -84,18 +85,28 @@ def _read(record: etree._Element) -> tuple[str, dict[str, str], Fields]:
         tag = element.tag
         if tag == _DATAFIELD:
             subfields = tuple(
-                (child.get("code") or "", text)
+                (_code(child.get("code"), 1), text)
                 for child in element
                 if _is_subfield(child.tag) and (text := text_or_none("".join(child.itertext())))
             )
-            ind1, ind2 = element.get("ind1") or " ", element.get("ind2") or " "
+            ind1 = _code(element.get("ind1"), 1) or " "
+            ind2 = _code(element.get("ind2"), 1) or " "
             field = Field(position, ind1, ind2, subfields)
-            fields.setdefault(element.get("tag") or "", []).append(field)
+            fields.setdefault(_code(element.get("tag"), 3), []).append(field)
         elif tag == _CONTROLFIELD:
-            controls.setdefault(element.get("tag") or "", element_text(element))
+            controls.setdefault(_code(element.get("tag"), 3), element_text(element))
         elif tag == _LEADER:
             leader = element_text(element)
     return leader, controls, fields
+
+
+def _code(value: str | None, length: int) -> str:
+    """A tag (`length` 3), indicator or subfield code (1) as given, or without the white space
+    some producers pad it with (`code=" a "`, MARCXML allows none): padded, `245 $a` was no
+    title. The value of the common length is taken as it is (a blank indicator is `" "`)."""
+    if value is None:
+        return ""
+    return value if len(value) == length else value.strip()
 
 
 # ISBD punctuation that ends a transcribed value: ` /`, ` :`, ` ;`, `,`, `.` (not the period
@@ -228,7 +239,7 @@ def _creatibutor(tag: str, field: Field) -> dict[str, Any] | None:
                 identifiers.append(checked)
     if orcid is not None:
         identifiers.append(orcid)  # after $0/$1: one ORCID per person, theirs first
-    affiliations = [{"name": text} for text in field.all("u")]
+    affiliations = unique_affiliations([{"name": text} for text in field.all("u")])
     if affiliation and not affiliations:
         affiliations = [{"name": affiliation}]
     kind = "personal" if personal else "organizational"
@@ -567,7 +578,8 @@ def _identifiers(
     record's other identifiers (ISBN 020, ISSN 022, 024, arXiv 037, system control numbers
     035, its URL 856), the file links (856 of the resource or of a version naming a file,
     `_FILE_LOCATIONS`) and the related identifiers (the host item of 773, the series of 490,
-    800-830; 856 of a version, a part or a related resource)."""
+    800-830; 856 of a version, a part or a related resource, or whose $3 names a part or a
+    text about the item, `_materials_relation`)."""
     pids: dict[str, Any] = {}
     identifiers: list[dict[str, str]] = []
     related: list[dict[str, Any]] = []
@@ -600,13 +612,14 @@ def _identifiers(
     any_doi = "doi" in pids or any(entry["scheme"] == "doi" for entry in identifiers)
     own_doi = None if any_doi else _own_electronic_doi(fields.get("856", ()))
     for field in fields.get("856", ()):
+        materials = _materials_relation(field)
         for url in field.all("u"):
             if (location := _electronic_location(url)) is None:
                 continue
             if (
                 field.ind2 in _FILE_LOCATIONS
                 and location["scheme"] == "url"
-                and not _names_a_part(field)
+                and materials is None
                 and (link := file_link(url)) is not None
             ):
                 links.append(link)
@@ -614,8 +627,11 @@ def _identifiers(
                 # the resource's own DOI, and the record names no other: its DOI, as a
                 # dc:identifier DOI is (it was only an identifier, the record left without)
                 pids["doi"] = {"identifier": own_doi, "provider": "external"}
-            elif field.ind2 == "0" or field.ind2 in _NO_RELATIONSHIP:
-                identifiers.append(location)
+            elif field.ind2 in _OWN_LOCATIONS:
+                if materials is None:
+                    identifiers.append(location)
+                else:  # a link to a part of the item or a text about it: not the record's own
+                    related.append({**location, "relation_type": {"id": materials}})
             else:
                 relation = _RELATIONSHIPS.get(field.ind2, "references")
                 related.append({**location, "relation_type": {"id": relation}})
@@ -644,30 +660,43 @@ _RELATIONSHIPS = {"1": "isversionof", "3": "haspart", "4": "haspart"}
 _FILE_LOCATIONS = _NO_RELATIONSHIP | frozenset("01")
 
 
-# 856 $3, "materials specified": the part of the item the link applies to. These name a part
-# of it or a text about it (the Library of Congress's enrichment links: `Table of contents
-# only`, `Publisher description`), not the item: such an 856 gives the record neither its DOI
-# nor a file. Any other $3 (`Full text`, `Volltext`, `PDF`) names the item or its form.
+# 856 $3, "materials specified": the part of the item the link applies to. Some name a part of
+# it (`Table of contents`, `Sample text`, `Cover image`: what 856 4 3 links), which the record
+# has (`haspart`); others a text about it (the Library of Congress's enrichment links:
+# `Publisher description`, `Contributor biographical information`, which LC codes 856 4 2, a
+# related resource), which it `references`. Neither is the item: such an 856 gives the record
+# neither its DOI, nor a file, nor an identifier of its own. Any other $3 (`Full text`,
+# `Volltext`, `PDF`) names the item or its form.
 _PARTS = re.compile(
-    r"^(?:table of contents|contents|toc|cover(?: image)?|abstract|summary|sample text"
-    r"|publisher description|contributor biographical information|review)\b",
-    re.I,
+    r"^(?:table of contents|contents|toc|cover(?: image)?|abstract|summary|sample text)\b", re.I
 )
+_ABOUT = re.compile(
+    r"^(?:publisher description|contributor biographical information|review)\b", re.I
+)
+# The 856s of the resource itself: 0, or no relationship stated.
+_OWN_LOCATIONS = _NO_RELATIONSHIP | frozenset("0")
 
 
-def _names_a_part(field: Field) -> bool:
-    """Whether the 856's $3 names a part of the item or a text about it (`_PARTS`)."""
-    return any(_PARTS.match(materials.strip()) for materials in field.all("3"))
+def _materials_relation(field: Field) -> str | None:
+    """The record's relation to what the 856's $3 names: `haspart` for a part of the item
+    (`_PARTS`), `references` for a text about it (`_ABOUT`), None for the item itself."""
+    for materials in field.all("3"):
+        if _PARTS.match(text := materials.strip()):
+            return "haspart"
+        if _ABOUT.match(text):
+            return "references"
+    return None
 
 
 def _own_electronic_doi(fields: list[Field]) -> str | None:
     """The DOI of the first 856 of the resource itself (second indicator 0), else of the
     first whose relationship is not given (`_NO_RELATIONSHIP`); neither when its $3 names a
-    part (`_names_a_part`). Any $3 made a blank one's DOI not the record's (`Full text`
-    too), while its file was the record's whatever the $3: one rule serves both now."""
+    part or a text about it (`_materials_relation`). Any $3 made a blank one's DOI not the
+    record's (`Full text` too), while its file was the record's whatever the $3: one rule
+    serves both now."""
     for relationships in (frozenset("0"), _NO_RELATIONSHIP):
         for field in fields:
-            if field.ind2 not in relationships or _names_a_part(field):
+            if field.ind2 not in relationships or _materials_relation(field):
                 continue
             for url in field.all("u"):
                 location = _electronic_location(url)

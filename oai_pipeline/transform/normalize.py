@@ -10,6 +10,8 @@ from urllib.parse import unquote, urlparse
 
 import nh3
 
+from oai_pipeline.doi import normalize_doi
+
 _ORCID_PREFIX = re.compile(r"^(?:https?://)?(?:www\.)?orcid\.org/", re.I)
 _ROR_PREFIX = re.compile(r"^(?:https?://)?(?:www\.)?ror\.org/", re.I)
 # The forms the target accepts; rdm_record validates with the same patterns (and DOI).
@@ -363,6 +365,45 @@ def unique_identifiers(
             seen.add(key)
             result.append(entry)
     return result
+
+
+# The `info:` URIs (RFC 4452) of identifiers the target has a scheme for, besides `info:doi/`
+# (a DOI, read as one): EPrints writes `info:pmid/17501999` into dc:identifier.
+_INFO_URI = re.compile(r"^info:(pmid|hdl|bibcode|arxiv)/(\S+)$", re.I)
+_INFO_SCHEMES = {"pmid": "pmid", "hdl": "handle", "bibcode": "ads", "arxiv": "arxiv"}
+
+
+def info_uri(text: str) -> dict[str, str] | None:
+    """An `info:pmid/…`, `info:hdl/…`, `info:bibcode/…` or `info:arxiv/…` URI as an identifier
+    of its scheme (the bare value); None for anything else. Before, they were dropped."""
+    match = _INFO_URI.match(text)
+    if match is None:
+        return None
+    return {"identifier": match.group(2), "scheme": _INFO_SCHEMES[match.group(1).lower()]}
+
+
+def untyped_identifier(text: str) -> dict[str, str] | None:
+    """An identifier given without its scheme (a dc:relation, a DataCite related identifier
+    with no type) as one of the scheme its form shows: a DOI (bare, `doi:`, a doi.org URL), a
+    web URL, a URN or an `info:` URI (`info_uri`); None for any other value, which nothing
+    says how to read."""
+    if (doi := normalize_doi(text)) is not None:
+        return {"identifier": doi, "scheme": "doi"}
+    if text.startswith(("http://", "https://")):
+        return {"identifier": text, "scheme": "url"}
+    if text.lower().startswith("urn:"):
+        return {"identifier": text, "scheme": "urn"}
+    return info_uri(text)
+
+
+def unique_affiliations(affiliations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A person's or organisation's affiliations, each once and in order: a source repeating
+    one (the same ROR and name, a MARC $u given twice) listed it twice in the target."""
+    unique: list[dict[str, Any]] = []
+    for affiliation in affiliations:
+        if affiliation not in unique:
+            unique.append(affiliation)
+    return unique
 
 
 def one_per_scheme(identifiers: list[dict[str, str]]) -> list[dict[str, str]]:

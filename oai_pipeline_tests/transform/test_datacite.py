@@ -567,6 +567,36 @@ def test_the_journal_a_related_item_is_published_in_is_series_information() -> N
     assert bare["additional_descriptions"] == metadata["additional_descriptions"]
 
 
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("10.1234/JOURNAL", {"identifier": "10.1234/journal", "scheme": "doi"}),
+        ("https://doi.org/10.1234/journal", {"identifier": "10.1234/journal", "scheme": "doi"}),
+        ("https://journal.example/", {"identifier": "https://journal.example/", "scheme": "url"}),
+        ("1234-5678", None),  # no type, and no form that shows one: still dropped
+    ],
+)
+def test_a_related_item_identifier_without_a_type_is_read_by_its_form(
+    value: str, expected: dict[str, str] | None
+) -> None:
+    """DataCite's relatedItem example with its relatedItemIdentifier given no
+    relatedItemIdentifierType: the identifier was dropped even when a DOI (`10.1234/…`, a
+    doi.org URL). A value whose form shows its scheme (a DOI, a URL) is read as one, as an
+    untyped dc:relation is; any other is still dropped."""
+    text = (SAMPLES / "datacite-example-relateditem1-v4.xml").read_text(encoding="utf-8")
+    old = '<relatedItemIdentifier relatedItemIdentifierType="ISSN">1234-5678'
+    assert old in text
+    xml = wrap_metadata(text.replace(old, f"<relatedItemIdentifier>{value}"))
+    item = TransformItem(
+        identifier="oai:example.org:1", datestamp="2024-01-01", set_specs=[], xml=xml
+    )
+    related = transformed_metadata(item)["related_identifiers"]
+    relation = {"relation_type": {"id": "ispublishedin"}}
+    issn = {"identifier": "1234-5678", "scheme": "issn", **relation}  # its relatedIdentifier
+    journal = {**relation, "resource_type": {"id": "publication-journal"}}
+    assert related == [issn] + ([{**expected, **journal}] if expected else [])
+
+
 def test_a_date_of_a_type_the_target_lacks_names_its_type() -> None:
     """DataCite's full example: kernel-4.6's Coverage date (the period the data covers) was an
     `other` date that no longer said so; an Other date keeps its dateInformation as it was."""
@@ -911,3 +941,19 @@ def test_a_relation_or_role_the_target_lacks_is_its_most_general_one() -> None:
     assert relations["2018AGUFM.A24K..07S"] == "hastranslation"
     roles = [contributor["role"]["id"] for contributor in metadata["contributors"]]
     assert roles[:3] == ["contactperson", "other", "translator"]
+
+
+def test_an_affiliation_repeated_for_one_creator_is_listed_once() -> None:
+    """A creator given the same affiliation twice (the same ROR and name) had it twice in the
+    target; it is listed once, the others kept in their order."""
+    brown = (
+        '<affiliation affiliationIdentifier="https://ror.org/05gq02987" '
+        'affiliationIdentifierScheme="ROR">Brown University</affiliation>'
+    )
+    other = "<affiliation>Wesleyan University</affiliation>"
+    item = video_with(creator=brown + other + brown)
+    [creator] = transformed_metadata(item)["creators"]
+    assert creator["affiliations"] == [
+        {"id": "05gq02987", "name": "Brown University"},
+        {"name": "Wesleyan University"},
+    ]

@@ -61,6 +61,14 @@ RECORDED_AT_REVISION = {
     # the target lacks is `references` or `other`: outputs the golden set does not hold
     # changed, so it is 10's digest.
     11: "ee1cd2cd8cd4c2831fdbe72eb43ae5c8325f7a63e8e4b7a135876dbd9fe676e5",
+    # MARC's 856 of the resource itself whose $3 names a part (`Table of contents`) is a
+    # `haspart` related identifier, one naming a text about it (`Publisher description`) a
+    # `references` one, not the record's identifier; MARC's padded tags, indicators and
+    # subfield codes are read; a DataCite related item's identifier with no type is read by its
+    # form (a DOI, a URL), as a dc:relation is; an affiliation repeated for one creator
+    # (DataCite, OpenAIRE, MARC) is listed once: outputs the golden set does not hold changed,
+    # so it is 11's digest.
+    12: "ee1cd2cd8cd4c2831fdbe72eb43ae5c8325f7a63e8e4b7a135876dbd9fe676e5",
 }
 
 

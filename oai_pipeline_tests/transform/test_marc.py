@@ -682,7 +682,9 @@ def test_the_doi_of_an_856_with_no_relationship_given_is_its_doi() -> None:
     and DSpace write their one link) with a doi.org URL was kept as the record's own DOI
     identifier but never its DOI, the record left without one while 024 was absent; it is now
     its DOI, unless an 856 4 0 (the resource itself) names another, or the 856 says which
-    part it links ($3 `Table of contents`: not the resource)."""
+    part it links ($3 `Table of contents`: not the resource). That part's DOI was then kept
+    among the record's own identifiers, though it identifies a part, not the record: it is a
+    part the record has (`haspart`), as an 856 4 3 (component part) is."""
     blank = _field("856", ("u", "https://doi.org/10.1234/ABC"), ind1="4", ind2=" ")
     item = _marc_item(blank)
     assert transformed_metadata(item)["identifiers"] == []
@@ -696,9 +698,12 @@ def test_the_doi_of_an_856_with_no_relationship_given_is_its_doi() -> None:
         "856", ("3", "Table of contents"), ("u", "https://doi.org/10.1234/toc"), ind1="4", ind2=" "
     )
     item = _marc_item(part)
-    assert transformed_metadata(item)["identifiers"] == [
-        {"identifier": "10.1234/toc", "scheme": "doi"}
-    ]
+    metadata = transformed_metadata(item)
+    assert metadata["identifiers"] == []
+    assert [{k: v for k, v in r.items() if k != "resource_type"}
+            for r in metadata["related_identifiers"]] == [
+        {"identifier": "10.1234/toc", "scheme": "doi", "relation_type": {"id": "haspart"}}
+    ]  # fmt: skip
     assert item.pid is None
 
 
@@ -822,3 +827,67 @@ def test_the_materials_an_856_specifies_decide_its_doi_and_its_file_alike(
     assert item.pid == ("10.1234/abc" if the_records else None)
     links = [{"url": "https://r.example/a.pdf", "key": "a.pdf"}] if the_records else []
     assert item.data["files"]["links"] == links
+
+
+@pytest.mark.parametrize("ind2", [" ", "0", "8"])
+@pytest.mark.parametrize(
+    ("materials", "relation"),
+    [
+        ("Table of contents", "haspart"),
+        ("Table of contents only", "haspart"),
+        ("Sample text", "haspart"),
+        ("Cover image", "haspart"),
+        ("Publisher description", "references"),
+        ("Contributor biographical information", "references"),
+    ],
+)
+def test_a_link_to_a_part_or_a_text_about_the_item_is_a_related_identifier(
+    ind2: str, materials: str, relation: str
+) -> None:
+    """An 856 of the resource itself (or stating no relationship) whose $3 names a part of it
+    (`Table of contents`) or a text about it (LC's `Publisher description`) was kept among
+    the record's own identifiers, as if its URL identified the record. It is now a related
+    identifier: a part the record has (`haspart`, as 856 4 3 is), a text it `references`
+    (LC codes its publisher descriptions 856 4 2, a related resource)."""
+    u = "https://www.loc.gov/catdir/toc/98-123.html"
+    item = _marc_item(_field("856", ("3", materials), ("u", u), ind1="4", ind2=ind2))
+    metadata = transformed_metadata(item)
+    assert metadata["identifiers"] == []
+    assert [{k: v for k, v in r.items() if k != "resource_type"}
+            for r in metadata["related_identifiers"]] == [
+        {"identifier": u, "scheme": "url", "relation_type": {"id": relation}}
+    ]  # fmt: skip
+    assert item.data["files"]["links"] == []
+
+
+def test_padded_tags_indicators_and_subfield_codes_are_read() -> None:
+    """`<subfield code=" a ">` (and a tag or indicator padded alike) was not recognised: a 245
+    written so gave the record "no title", and a padded 856 indicator lost its relationship
+    (` 3 `, a component part, became `references`).
+    The white space around a tag, an indicator and a code is dropped; a blank indicator stays
+    blank."""
+    body = (
+        f'<marc:record xmlns:marc="{marc.MARC}"><marc:leader>00000nam a2200000 a 4500'
+        '</marc:leader><marc:datafield tag=" 245 " ind1="1" ind2="0">'
+        '<marc:subfield code=" a ">A title /</marc:subfield>'
+        '<marc:subfield code="b ">a subtitle</marc:subfield></marc:datafield>'
+        '<marc:datafield tag="100" ind1=" 1" ind2="  "><marc:subfield code=" a">Doe, Jane,'
+        "</marc:subfield></marc:datafield>"
+        '<marc:datafield tag="856" ind1="4" ind2=" 3 "><marc:subfield code="u ">'
+        "https://other.example/x</marc:subfield></marc:datafield></marc:record>"
+    )
+    item = TransformItem("oai:test:marc", "2021-06-30T08:15:00Z", [], wrap_metadata(body))
+    metadata = transformed_metadata(item)
+    assert metadata["title"] == "A title"
+    assert metadata["additional_titles"] == [{"title": "a subtitle", "type": {"id": "subtitle"}}]
+    assert metadata["creators"][0]["person_or_org"]["family_name"] == "Doe"
+    assert [r["relation_type"] for r in metadata["related_identifiers"]] == [{"id": "haspart"}]
+
+
+def test_an_affiliation_repeated_in_an_entry_is_listed_once() -> None:
+    """A 700 with the same $u twice had the affiliation twice; it is listed once, in order."""
+    item = _marc_item(
+        _field("700", ("a", "Roe, Rick"), ("u", "CERN"), ("u", "DESY"), ("u", "CERN"))
+    )
+    roe = transformed_metadata(item)["creators"][1]
+    assert roe["affiliations"] == [{"name": "CERN"}, {"name": "DESY"}]
