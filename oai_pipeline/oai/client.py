@@ -667,6 +667,8 @@ class OAIClient:
                     if notice is not None:
                         where = _window_words(from_, until, set_spec)
                         self._notice(f"{self.base_url} ({verb}{where}): {notice}")
+                if next_token is None and listed is not None:
+                    page = dataclasses.replace(page, list_records=listed)
                 if next_token is not None and refusal is None:
                     seen_tokens.add(next_token)
                     adds_nothing = not page.records or repeated

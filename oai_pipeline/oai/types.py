@@ -60,6 +60,10 @@ class Page:
     # Set on the last page of a set's list whose completeListSize turned out to count the
     # whole source, not the set (see OAIClient.sweep): that size says nothing of the list.
     size_ignores_set: bool = False
+    # Set on the last page: the records the whole list held, each once (a page sent again,
+    # the pages of an attempt redone after badResumptionToken not counted twice), to judge
+    # whether it ended short of its completeListSize. None: not known.
+    list_records: int | None = None
 
 
 @dataclass

@@ -337,7 +337,12 @@ def _reconcile(
                 without_identifier += sum(
                     1 for r in page.records if not (r.identifier or r.deleted)
                 )
-                listed += len(page.records)
+                if page.list_records is not None:
+                    # the client's count at the list's end: a page sent again, or read again
+                    # after the list was redone, counted twice made a list ended short whole
+                    listed = page.list_records
+                else:
+                    listed += len(page.records)
                 if page.complete_list_size is not None:
                     sizes.add(page.complete_list_size)
                     announced = page.complete_list_size
