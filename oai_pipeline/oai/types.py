@@ -64,6 +64,10 @@ class Page:
     # the pages of an attempt redone after badResumptionToken not counted twice), to judge
     # whether it ended short of its completeListSize. None: not known.
     list_records: int | None = None
+    # Stands for a list's end: the source answered its last token with noRecordsMatch, and
+    # no completeListSize tells whether the list was whole. A harvest takes it for the end;
+    # it proves no absence (a reconcile deletes nothing by it).
+    token_refused: bool = False
 
 
 @dataclass

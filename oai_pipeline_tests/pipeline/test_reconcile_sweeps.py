@@ -40,6 +40,8 @@ from oai_pipeline_tests.oai.fake_source import (
     SetBlindSizeSource,
     expire_tokens,
     make_records,
+    no_records_match,
+    transform_body,
 )
 from oai_pipeline_tests.support import oai_dc, register, target_by_source
 
@@ -553,3 +555,25 @@ def test_a_reconcile_started_while_another_harvests_records_back_reports_none_of
     got = second["report"]
     assert (got.vanished, dict(got.actions), got.returned) == ([], {}, [])
     assert dict(got.returned_actions) == {}
+
+
+def test_a_token_answered_no_records_match_of_a_list_without_size_deletes_nothing(
+    source: FakeSource, settings: Settings
+) -> None:
+    """10 records, the source announces no completeListSize, and answers the token of page
+    three with noRecordsMatch (it lost the list). Taken as the end of the list, the 4
+    records never sent looked vanished, not most, and were deleted: a list whose last page
+    named a token the source then refused is no proof of absence."""
+    source.every = (1, transform_body(lambda body: re.sub(rb' completeListSize="\d+"', b"", body)))
+    source.faults[len(source.requests) + 4] = no_records_match  # Identify, two pages, here
+    with Services(settings) as services:
+        with pytest.raises(PipelineError) as refused:
+            reconcile(services, "sample")
+        assert (
+            "deletes nothing: the source answered the list's last resumption token with "
+            "noRecordsMatch, and announced no completeListSize to tell a whole list: 4 "
+            "harvested records would be deleted"
+        ) in str(refused.value)
+        assert services.state.live_identifiers("sample") == {r.identifier for r in source.records}
+        source.faults.clear()
+        assert reconcile(services, "sample").vanished == []  # the whole list: nothing gone
