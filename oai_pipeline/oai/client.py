@@ -563,7 +563,12 @@ class OAIClient:
                     lost = _lost(announced, listed, delivered)
                     if isinstance(exc, NoRecordsMatchForToken) and not lost:
                         # The list ends: a token on its last full page, then nothing.
-                        page = Page([], resumption_token=None, response_date=exc.response_date)
+                        page = Page(
+                            [],
+                            resumption_token=None,
+                            response_date=exc.response_date,
+                            token_refused=announced is None,
+                        )
                     elif token is not None and _whole(announced, listed):
                         # invenio: a token on the last page of a list whose size is a multiple
                         # of the page size, refused when asked. Redone, the window met the
@@ -667,6 +672,8 @@ class OAIClient:
                     if notice is not None:
                         where = _window_words(from_, until, set_spec)
                         self._notice(f"{self.base_url} ({verb}{where}): {notice}")
+                if next_token is None and listed is not None:
+                    page = dataclasses.replace(page, list_records=listed)
                 if next_token is not None and refusal is None:
                     seen_tokens.add(next_token)
                     adds_nothing = not page.records or repeated

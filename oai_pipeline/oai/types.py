@@ -60,6 +60,14 @@ class Page:
     # Set on the last page of a set's list whose completeListSize turned out to count the
     # whole source, not the set (see OAIClient.sweep): that size says nothing of the list.
     size_ignores_set: bool = False
+    # Set on the last page: the records the whole list held, each once (a page sent again,
+    # the pages of an attempt redone after badResumptionToken not counted twice), to judge
+    # whether it ended short of its completeListSize. None: not known.
+    list_records: int | None = None
+    # Stands for a list's end: the source answered its last token with noRecordsMatch, and
+    # no completeListSize tells whether the list was whole. A harvest takes it for the end;
+    # it proves no absence (a reconcile deletes nothing by it).
+    token_refused: bool = False
 
 
 @dataclass

@@ -331,13 +331,20 @@ def _reconcile(
         for sweep in range(1, MAX_SWEEPS + 1):
             sizes: set[int] = set()
             listed, announced, without_identifier = 0, None, 0
+            token_refused = False  # the list's end was a token refused (Page.token_refused)
             # Any failure propagates: an incomplete sweep must delete nothing.
             for page in reader.list_identifiers():
                 source_ids.add(r.identifier for r in page.records if not r.deleted)
                 without_identifier += sum(
                     1 for r in page.records if not (r.identifier or r.deleted)
                 )
-                listed += len(page.records)
+                token_refused = page.token_refused
+                if page.list_records is not None:
+                    # the client's count at the list's end: a page sent again, or read again
+                    # after the list was redone, counted twice made a list ended short whole
+                    listed = page.list_records
+                else:
+                    listed += len(page.records)
                 if page.complete_list_size is not None:
                     sizes.add(page.complete_list_size)
                     announced = page.complete_list_size
@@ -409,6 +416,7 @@ def _reconcile(
         listed_ids,
         len(vanished),
         ended_early=ended_early,
+        token_refused=token_refused,
         unidentified=unidentified,
     )
     if doubt is not None and not force:

@@ -28,6 +28,7 @@ def implausible_loss(
     vanished: int,
     *,
     ended_early: tuple[int, int] | None = None,
+    token_refused: bool = False,
     unidentified: int = 0,
 ) -> str | None:
     """Why deleting the vanished records looks wrong, or None when it looks like deletions.
@@ -35,6 +36,8 @@ def implausible_loss(
     `ended_early`: (records listed, completeListSize announced) of a sweep that ended far
     short of the size its source announced: the missing records may be on the pages it
     never sent, which is no proof of absence (only a complete sweep is).
+    `token_refused`: the list's last page named a token the source then answered with
+    noRecordsMatch, and no size tells whether the list was whole: no proof either.
     `unidentified`: live records the sweep listed without an identifier: any of them may
     be a vanished one, so their absence is not proven either."""
     if not vanished:
@@ -44,6 +47,11 @@ def implausible_loss(
         return (
             f"the source's list ended after {records} of the {announced} records it "
             f"announced (completeListSize): {vanished} harvested records"
+        )
+    if token_refused:
+        return (
+            "the source answered the list's last resumption token with noRecordsMatch, and "
+            f"announced no completeListSize to tell a whole list: {vanished} harvested records"
         )
     if unidentified:
         plural = "s" if unidentified > 1 else ""

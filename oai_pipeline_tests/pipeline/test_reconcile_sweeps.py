@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import socket
 import subprocess
 import threading
@@ -34,8 +36,12 @@ from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
     FakeRecord,
     FakeSource,
+    Fault,
     SetBlindSizeSource,
+    expire_tokens,
     make_records,
+    no_records_match,
+    transform_body,
 )
 from oai_pipeline_tests.support import oai_dc, register, target_by_source
 
@@ -202,6 +208,56 @@ def test_a_small_list_ended_a_few_short_deletes_nothing(
         assert services.state.live_identifiers("sample") == {r.identifier for r in source.records}
 
 
+def _again_with_a_fresh_token(source: FakeSource) -> Fault:
+    """The list's first page sent again, with a token never issued before that names the
+    same place (as sources keying tokens to server state do)."""
+
+    def fault(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        lists = [r for r in source.requests if r.url.params.get("verb") == "ListIdentifiers"]
+        first = next(r for r in reversed(lists) if "resumptionToken" not in r.url.params)
+        answer = source.answer(first)
+        token = re.search(rb">([^<]+)</resumptionToken>", answer.content)[1]
+        state = {**json.loads(base64.urlsafe_b64decode(token)), "again": True}
+        fresh = base64.urlsafe_b64encode(json.dumps(state).encode())
+        body = answer.content.replace(token, fresh)
+        return httpx.Response(answer.status_code, content=body, headers=answer.headers)
+
+    return fault
+
+
+@pytest.mark.parametrize("fault", ["token expired", "page sent again"])
+def test_a_list_counted_twice_that_ended_short_deletes_nothing(
+    source: FakeSource, settings: Settings, fault: str
+) -> None:
+    """10 records, the list ended after 6 (an empty page, no token), after its page one was
+    read twice: the source expired the token and the list was redone from its start, or
+    sent page one again with a fresh token. The sweep counted that page twice, 9 listed of
+    10 looked whole, and reconcile deleted the 4 records never sent. The client's count
+    (each record once) is the one that says whether the list ended short."""
+    start = len(source.requests)
+    if fault == "token expired":
+        source.faults[start + 3] = expire_tokens(source)  # Identify, page one, here
+        empty_at = start + 6  # page one and two again, here
+    else:
+        source.faults[start + 3] = _again_with_a_fresh_token(source)  # page one again
+        empty_at = start + 5  # page two, here
+
+    def empty(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        return source.xml("ListIdentifiers", "<ListIdentifiers/>")
+
+    source.faults[empty_at] = empty
+    with Services(settings) as services:
+        assert "ended after 6 of the 10 records it announced" in _refusal(services)
+        assert services.state.live_identifiers("sample") == {r.identifier for r in source.records}
+
+
+def _refusal(services: Services) -> str:
+    """The error of a reconcile of `sample` that refuses to delete (it must)."""
+    with pytest.raises(PipelineError) as refused:
+        reconcile(services, "sample")
+    return str(refused.value)
+
+
 @pytest.mark.parametrize("identifier", ["", "  "], ids=["empty", "blank"])
 def test_a_header_without_identifier_deletes_nothing_without_force(
     source: FakeSource, settings: Settings, identifier: str
@@ -213,12 +269,10 @@ def test_a_header_without_identifier_deletes_nothing_without_force(
     kept = broken.identifier
     broken.identifier = identifier
     with Services(settings) as services:
-        with pytest.raises(PipelineError) as refused:
-            reconcile(services, "sample")
         assert (
             "deletes nothing: the source listed 1 record without an identifier (it may be "
             "any of the vanished ones): 1 harvested records would be deleted"
-        ) in str(refused.value)
+        ) in _refusal(services)
         assert services.state.get_record(kept, "sample")["deleted"] is False
         assert reconcile(services, "sample", force=True).vanished == [kept]
         assert services.state.get_record(kept, "sample")["deleted"] is True
@@ -504,3 +558,23 @@ def test_a_reconcile_started_while_another_harvests_records_back_reports_none_of
     got = second["report"]
     assert (got.vanished, dict(got.actions), got.returned) == ([], {}, [])
     assert dict(got.returned_actions) == {}
+
+
+def test_a_token_answered_no_records_match_of_a_list_without_size_deletes_nothing(
+    source: FakeSource, settings: Settings
+) -> None:
+    """10 records, the source announces no completeListSize, and answers the token of page
+    three with noRecordsMatch (it lost the list). Taken as the end of the list, the 4
+    records never sent looked vanished, not most, and were deleted: a list whose last page
+    named a token the source then refused is no proof of absence."""
+    source.every = (1, transform_body(lambda body: re.sub(rb' completeListSize="\d+"', b"", body)))
+    source.faults[len(source.requests) + 4] = no_records_match  # Identify, two pages, here
+    with Services(settings) as services:
+        assert (
+            "deletes nothing: the source answered the list's last resumption token with "
+            "noRecordsMatch, and announced no completeListSize to tell a whole list: 4 "
+            "harvested records would be deleted"
+        ) in _refusal(services)
+        assert services.state.live_identifiers("sample") == {r.identifier for r in source.records}
+        source.faults.clear()
+        assert reconcile(services, "sample").vanished == []  # the whole list: nothing gone
