@@ -240,17 +240,21 @@ def write(
             for identifier, actions in by_writer.items():
                 record_actions[identifier] = _record_action(actions, statuses[identifier])
             settling = {i: status for i, status in statuses.items() if i not in settled}
-            actions = record_actions
+            actions, outcomes_of = record_actions, written_outcomes
             if finished is not None:
                 settling = {i: status for i, status in settling.items() if i in finished}
                 actions = {i: action for i, action in actions.items() if i in finished}
+                outcomes_of = {
+                    owner: [o for o in outcomes if o.identifier in finished]
+                    for owner, outcomes in written_outcomes.items()
+                }
             state.save_written(
                 run_id,
                 scope.harvester_id,
-                written_outcomes,
+                outcomes_of,
                 {
                     o.identifier: by_id[o.identifier]["datestamp"]
-                    for outcomes in written_outcomes.values()
+                    for outcomes in outcomes_of.values()
                     for o in outcomes
                 },
                 fingerprints,
@@ -266,12 +270,14 @@ def write(
             index: int, mine: pl.DataFrame, outcomes: list[WriteOutcome], failed_before: set[str]
         ) -> None:
             """Writer `index` failed a batch (its target full, read-only, gone), which its
-            target rolled back: what the batches committed before it did is saved, as a
-            completed group's is. Only records every writer has an outcome for are settled;
-            the others (the failed batch's, those of a later writer, those refused a pid to
-            be tried again) stay `running`, and the rerun writes them. A failure to save
-            (the state store on the same full disk) is logged: the batch's error is the
-            run's."""
+            target rolled back: the records the batches committed before it finished (every
+            writer has their outcome) are saved as a completed group's are. The others (the
+            failed batch's, a later writer's, those refused a pid to be tried again) are
+            left as a killed run leaves them, `running` and unknown to every writer's
+            memory: the rerun writes them with each writer again, and reports what an
+            uninterrupted run does (a writer's memory saved alone made its rerun skip, and
+            report unchanged, what the failed attempt had created). A failure to save (the
+            state store on the same full disk) is logged: the batch's error is the run's."""
             try:
                 settle(index, mine, [o for o in outcomes if not o.again], failed_before)
                 counts = decisions["identifier"].value_counts().iter_rows()
