@@ -191,7 +191,7 @@ def write(
             summary.actions[SUPERSEDED] += 1
             rows.append(_not_written(row, SUPERSEDED))
 
-        def settle(
+        def take_outcomes(
             index: int, mine: pl.DataFrame, outcomes: list[WriteOutcome], failed_before: set[str]
         ) -> None:
             """Writer `index`'s outcomes of its decisions `mine`: into its memory, the
@@ -240,10 +240,10 @@ def write(
             for identifier, actions in by_writer.items():
                 record_actions[identifier] = _record_action(actions, statuses[identifier])
             settling = {i: status for i, status in statuses.items() if i not in settled}
-            actions, outcomes_of = record_actions, written_outcomes
+            kept_actions, outcomes_of = record_actions, written_outcomes
             if finished is not None:
                 settling = {i: status for i, status in settling.items() if i in finished}
-                actions = {i: action for i, action in actions.items() if i in finished}
+                kept_actions = {i: a for i, a in record_actions.items() if i in finished}
                 outcomes_of = {
                     owner: [o for o in outcomes if o.identifier in finished]
                     for owner, outcomes in written_outcomes.items()
@@ -260,7 +260,7 @@ def write(
                 fingerprints,
                 settling,
                 errors,
-                actions,
+                kept_actions,
                 # Harvest records just read (with a datestamp: never dropped as unknown to
                 # the source): saving their memory need not look for them again.
                 known={identifier for identifier, (datestamp, _) in listed.items() if datestamp},
@@ -279,7 +279,7 @@ def write(
             report unchanged, what the failed attempt had created). A failure to save (the
             state store on the same full disk) is logged: the batch's error is the run's."""
             try:
-                settle(index, mine, [o for o in outcomes if not o.again], failed_before)
+                take_outcomes(index, mine, [o for o in outcomes if not o.again], failed_before)
                 counts = decisions["identifier"].value_counts().iter_rows()
                 writers_of = dict(counts)  # each record's writers in the plan
                 save(stale | {i for i, done in by_writer.items() if len(done) == writers_of[i]})
@@ -327,7 +327,7 @@ def write(
             except BaseException:
                 save_committed(index, mine, outcomes, failed_before)
                 raise
-            settle(index, mine, outcomes, failed_before)
+            take_outcomes(index, mine, outcomes, failed_before)
         save()
         earlier = (
             state.earlier_actions(run_id, done_earlier["identifier"].to_list())

@@ -270,6 +270,7 @@ def test_the_batches_written_before_the_target_filled_are_saved_as_written(
         rerun = run_cli("harvest", "gen", "--json")
 
     assert status["run"]["status"] == "failed"
+    assert status["run"]["error"].startswith("OperationalError: database or disk is full")
     assert status["records"].get("imported") == len(in_target), status["records"]
     assert {i for i, s in statuses.items() if s == "imported"} == in_target
     assert remembered == in_target

@@ -11,6 +11,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.pipeline import discover as discover_module
@@ -398,6 +399,21 @@ def test_a_run_whose_second_writer_fails_a_batch_saves_what_both_writers_finishe
     for target in (0, 1):
         assert len(two.targets[target].list(harvester="sample")) == 3
     assert_memories_follow_the_targets(two, "oai:x:2")
+
+
+def test_a_failed_batch_whose_save_the_state_store_refuses_keeps_the_batchs_error(
+    two: TwoTargets, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state store on the same full disk refuses saving the committed batches: the run
+    fails with the batch's error, not the save's."""
+    refused = sa.exc.OperationalError("INSERT", {}, Exception("state full"))
+    with monkeypatch.context() as patch:
+        raise_on_call(patch, EmbeddedWriter, "apply", 2, RuntimeError("target full"))
+        raise_on_call(patch, StateStore, "save_written", 1, refused)
+        with pytest.raises(RuntimeError, match="target full"):
+            two.harvest()
+    run = two.services.state.latest_run("sample")
+    assert (run["status"], run["error"]) == ("failed", "RuntimeError: target full")
 
 
 def only_the_first_target_has_the_community_of_set_special(two: TwoTargets) -> None:
