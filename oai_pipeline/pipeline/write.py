@@ -15,7 +15,7 @@ from datetime import datetime
 import polars as pl
 
 from oai_pipeline import json_codec
-from oai_pipeline.errors import PipelineError, RecordError
+from oai_pipeline.errors import PipelineError, RecordError, log_unsaved
 from oai_pipeline.harvesters.plugins import (
     build_writers,
     transform_fingerprint,
@@ -190,43 +190,12 @@ def write(
         for row in superseded.iter_rows(named=True):
             summary.actions[SUPERSEDED] += 1
             rows.append(_not_written(row, SUPERSEDED))
-        for index, writer in enumerate(writers):
-            mine = decisions.filter(pl.col("writer") == index)
-            outcomes: list[WriteOutcome] = []
-            pending: list[PlannedWrite] = []
-            failed_before: set[str] = set()  # their error is stored by an earlier stage
-            for row in mine.iter_rows(named=True):
-                action = Action(row["action"])
-                source = by_id.get(row["identifier"], {})
-                if action is Action.ERROR:
-                    error = error_from_row(source) or no_data_error()
-                    outcomes.append(WriteOutcome(row["identifier"], action, None, None, error))
-                    failed_before.add(row["identifier"])
-                elif action is Action.SKIP:
-                    outcomes.append(WriteOutcome(row["identifier"], action, row["local_id"], None))
-                else:
-                    pending.append(
-                        PlannedWrite(
-                            identifier=row["identifier"],
-                            action=action,
-                            reason=row["reason"],
-                            datestamp=row["datestamp"],
-                            data=json_codec.loads(source["data"]) if source["data"] else None,
-                            data_json=source["data"] or None,
-                            # The writer's pid, as the plan read it (its `pid_field`): the
-                            # transform's is the DOI, which the writer would take over by.
-                            pid=row["pid"],
-                            communities=list(source["communities"] or []),
-                            local_id=row["local_id"],
-                            run_started=run_started,
-                        )
-                    )
-            batch_size = max(1, harvester.batch_size)
-            for start in range(0, len(pending), batch_size):
-                batch = pending[start : start + batch_size]
-                outcomes.extend(writer.apply(scope.harvester_id, batch))
-            if len(pending) > batch_size:
-                outcomes = _refused_pids_again(writer, scope.harvester_id, pending, outcomes)
+
+        def take_outcomes(
+            index: int, mine: pl.DataFrame, outcomes: list[WriteOutcome], failed_before: set[str]
+        ) -> None:
+            """Writer `index`'s outcomes of its decisions `mine`: into its memory, the
+            records' statuses and errors, the summary and the written frame."""
             planned = {row["identifier"]: row["action"] for row in mine.iter_rows(named=True)}
             written_outcomes[owners[index]] = list(
                 dataclasses.replace(o, error=None) if o.identifier in failed_before else o
@@ -262,28 +231,104 @@ def write(
                         **error_columns(outcome.error),
                     }
                 )
-        for identifier, actions in by_writer.items():
-            record_actions[identifier] = _record_action(actions, statuses[identifier])
-        # Once for all writers: the errors of every writer stay on the harvest record. The
-        # outcomes and the run statuses in one transaction: a crash between the two left
-        # records remembered as written but still `running` (see StateStore.save_written).
-        state.save_written(
-            run_id,
-            scope.harvester_id,
-            written_outcomes,
-            {
-                o.identifier: by_id[o.identifier]["datestamp"]
-                for outcomes in written_outcomes.values()
-                for o in outcomes
-            },
-            fingerprints,
-            {i: status for i, status in statuses.items() if i not in settled},
-            errors,
-            record_actions,
-            # Harvest records just read (with a datestamp: never dropped as unknown to the
-            # source): saving their memory need not look for them again.
-            known={identifier for identifier, (datestamp, _) in listed.items() if datestamp},
-        )
+
+        def save(finished: set[str] | None = None) -> None:
+            """The group's outcomes and the statuses of its records (only of those
+            `finished`, when given), in one transaction: a crash between the two left
+            records remembered as written but still `running` (see StateStore.save_written).
+            Once for all writers: the errors of every writer stay on the harvest record."""
+            for identifier, actions in by_writer.items():
+                record_actions[identifier] = _record_action(actions, statuses[identifier])
+            settling = {i: status for i, status in statuses.items() if i not in settled}
+            kept_actions, outcomes_of = record_actions, written_outcomes
+            if finished is not None:
+                settling = {i: status for i, status in settling.items() if i in finished}
+                kept_actions = {i: a for i, a in record_actions.items() if i in finished}
+                outcomes_of = {
+                    owner: [o for o in outcomes if o.identifier in finished]
+                    for owner, outcomes in written_outcomes.items()
+                }
+            state.save_written(
+                run_id,
+                scope.harvester_id,
+                outcomes_of,
+                {
+                    o.identifier: by_id[o.identifier]["datestamp"]
+                    for outcomes in outcomes_of.values()
+                    for o in outcomes
+                },
+                fingerprints,
+                settling,
+                errors,
+                kept_actions,
+                # Harvest records just read (with a datestamp: never dropped as unknown to
+                # the source): saving their memory need not look for them again.
+                known={identifier for identifier, (datestamp, _) in listed.items() if datestamp},
+            )
+
+        def save_committed(
+            index: int, mine: pl.DataFrame, outcomes: list[WriteOutcome], failed_before: set[str]
+        ) -> None:
+            """Writer `index` failed a batch (its target full, read-only, gone), which its
+            target rolled back: the records the batches committed before it finished (every
+            writer has their outcome) are saved as a completed group's are. The others (the
+            failed batch's, a later writer's, those refused a pid to be tried again) are
+            left as a killed run leaves them, `running` and unknown to every writer's
+            memory: the rerun writes them with each writer again, and reports what an
+            uninterrupted run does (a writer's memory saved alone made its rerun skip, and
+            report unchanged, what the failed attempt had created). A failure to save (the
+            state store on the same full disk) is logged: the batch's error is the run's."""
+            try:
+                take_outcomes(index, mine, [o for o in outcomes if not o.again], failed_before)
+                counts = decisions["identifier"].value_counts().iter_rows()
+                writers_of = dict(counts)  # each record's writers in the plan
+                save(stale | {i for i, done in by_writer.items() if len(done) == writers_of[i]})
+            except Exception as unsaved:
+                log_unsaved(logger, f"save the written batches of harvest run {run_id}", unsaved)
+
+        for index, writer in enumerate(writers):
+            mine = decisions.filter(pl.col("writer") == index)
+            outcomes: list[WriteOutcome] = []
+            pending: list[PlannedWrite] = []
+            failed_before: set[str] = set()  # their error is stored by an earlier stage
+            for row in mine.iter_rows(named=True):
+                action = Action(row["action"])
+                source = by_id.get(row["identifier"], {})
+                if action is Action.ERROR:
+                    error = error_from_row(source) or no_data_error()
+                    outcomes.append(WriteOutcome(row["identifier"], action, None, None, error))
+                    failed_before.add(row["identifier"])
+                elif action is Action.SKIP:
+                    outcomes.append(WriteOutcome(row["identifier"], action, row["local_id"], None))
+                else:
+                    pending.append(
+                        PlannedWrite(
+                            identifier=row["identifier"],
+                            action=action,
+                            reason=row["reason"],
+                            datestamp=row["datestamp"],
+                            data=json_codec.loads(source["data"]) if source["data"] else None,
+                            data_json=source["data"] or None,
+                            # The writer's pid, as the plan read it (its `pid_field`): the
+                            # transform's is the DOI, which the writer would take over by.
+                            pid=row["pid"],
+                            communities=list(source["communities"] or []),
+                            local_id=row["local_id"],
+                            run_started=run_started,
+                        )
+                    )
+            batch_size = max(1, harvester.batch_size)
+            try:
+                for start in range(0, len(pending), batch_size):
+                    batch = pending[start : start + batch_size]
+                    outcomes.extend(writer.apply(scope.harvester_id, batch))
+                if len(pending) > batch_size:
+                    outcomes = _refused_pids_again(writer, scope.harvester_id, pending, outcomes)
+            except BaseException:
+                save_committed(index, mine, outcomes, failed_before)
+                raise
+            take_outcomes(index, mine, outcomes, failed_before)
+        save()
         earlier = (
             state.earlier_actions(run_id, done_earlier["identifier"].to_list())
             if done_earlier.height

@@ -225,3 +225,57 @@ def test_a_target_that_fills_part_way_fails_the_run_in_one_line_and_the_rerun_wr
     live = sum(1 for record in records if not record.deleted)
     after = json.loads(run_cli("status", "--harvester", "gen", "--json").stdout)
     assert after["target"] == {"records": live, "source_identifiers": live}
+
+
+def test_the_batches_written_before_the_target_filled_are_saved_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The target's disk fills after some batches of a group were committed: those batches'
+    records were left `running` and unknown to the writer's memory (status showed none
+    imported while the target held them), and the rerun reported them as its own
+    `created`. Now the run saves what its committed batches did before failing: they count
+    as imported, are remembered as written, and the rerun counts them as written by the
+    earlier attempt."""
+    records = generate_datacite_records(120)
+    live = sum(1 for record in records if not record.deleted)
+    monkeypatch.setenv("OAI_PIPELINE_HOME", str(tmp_path / "home"))
+    target = tmp_path / "home" / "target.sqlite"
+    with OAIEndpoint(records, page_size=200) as endpoint:  # one page: one partition group
+        created = run_cli(*create_args("gen", endpoint.base_url), "--batch-size", "20")
+        assert created.exit_code == 0, created.output
+        EmbeddedRepository(load_settings().target_db_url).close()  # its empty tables
+
+        with full_disk(target, room=40):
+            failed = run_cli("harvest", "gen", "--json")
+        assert failed.exit_code == 1, failed.output
+        with sqlite3.connect(target) as connection:
+            in_target = {
+                row[0] for row in connection.execute("SELECT source_identifier FROM target_records")
+            }
+        assert 0 < len(in_target) < live
+        status = json.loads(run_cli("status", "--harvester", "gen", "--json").stdout)
+        state = load_settings().state_db_url.removeprefix("sqlite:///")
+        with sqlite3.connect(state) as connection:
+            statuses = dict(
+                connection.execute("SELECT identifier, status FROM run_records").fetchall()
+            )
+            remembered = {
+                row[0]
+                for row in connection.execute(
+                    "SELECT identifier FROM harvest_records WHERE local_id IS NOT NULL"
+                    " AND written_fingerprint IS NOT NULL"
+                )
+            }
+
+        rerun = run_cli("harvest", "gen", "--json")
+
+    assert status["run"]["status"] == "failed"
+    assert status["run"]["error"].startswith("OperationalError: database or disk is full")
+    assert status["records"].get("imported") == len(in_target), status["records"]
+    assert {i for i, s in statuses.items() if s == "imported"} == in_target
+    assert remembered == in_target
+    assert rerun.exit_code == 0, rerun.output
+    report = json.loads(rerun.stdout)
+    assert report["written_earlier"] == len(in_target)
+    assert report["created"] == live  # all its attempts': the earlier one's by what it did
+    assert report["errors"] == 0, report["error_types"]

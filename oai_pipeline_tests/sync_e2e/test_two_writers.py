@@ -11,6 +11,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.pipeline import discover as discover_module
@@ -358,6 +359,61 @@ def test_a_run_killed_between_the_writers_writes_only_what_the_second_lacks(
         assert two.local(target, "oai:x:1")["revision"] == 1
     assert_memories_follow_the_targets(two, "oai:x:1")
     assert two.harvest().actions == {"skip": 6}
+
+
+def test_a_run_whose_second_writer_fails_a_batch_saves_what_both_writers_finished(
+    two: TwoTargets, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One record a batch: the first writer wrote all three, the second one, then its
+    target failed the next batch. The record both wrote was left `running` (the group's
+    outcomes were saved only after every batch), so the rerun counted it as its own; now
+    it is saved as written by the failed attempt. The two only the first writer wrote stay
+    as a killed run leaves them: running, unknown to both writers' memories."""
+    harvester = two.services.harvester("sample")
+    two.services.state.save_harvester(harvester.model_copy(update={"batch_size": 1}))
+    with monkeypatch.context() as patch:
+        raise_on_call(patch, EmbeddedWriter, "apply", 5, RuntimeError("target full"))
+        with pytest.raises(RuntimeError, match="target full"):
+            two.harvest()
+    run = two.services.state.latest_run("sample")
+    statuses = two.services.state.earlier_actions(run["id"], ["oai:x:1", "oai:x:2", "oai:x:3"])
+    owners = writer_keys(two.services.harvester("sample").writers)
+    remembered = [
+        {
+            i
+            for i, m in two.services.state.get_memories("sample", ["oai:x:1", "oai:x:2"], o).items()
+            if m.datestamp
+        }
+        for o in owners
+    ]
+    report = two.harvest()
+
+    assert statuses == {
+        "oai:x:1": ("imported", "create"),
+        "oai:x:2": ("running", None),
+        "oai:x:3": ("running", None),
+    }
+    assert remembered == [{"oai:x:1"}, {"oai:x:1"}]
+    assert (report.created, report.written_earlier) == (6, 2)
+    assert report.actions == {"create": 6}, report
+    for target in (0, 1):
+        assert len(two.targets[target].list(harvester="sample")) == 3
+    assert_memories_follow_the_targets(two, "oai:x:2")
+
+
+def test_a_failed_batch_whose_save_the_state_store_refuses_keeps_the_batchs_error(
+    two: TwoTargets, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state store on the same full disk refuses saving the committed batches: the run
+    fails with the batch's error, not the save's."""
+    refused = sa.exc.OperationalError("INSERT", {}, Exception("state full"))
+    with monkeypatch.context() as patch:
+        raise_on_call(patch, EmbeddedWriter, "apply", 2, RuntimeError("target full"))
+        raise_on_call(patch, StateStore, "save_written", 1, refused)
+        with pytest.raises(RuntimeError, match="target full"):
+            two.harvest()
+    run = two.services.state.latest_run("sample")
+    assert (run["status"], run["error"]) == ("failed", "RuntimeError: target full")
 
 
 def only_the_first_target_has_the_community_of_set_special(two: TwoTargets) -> None:
