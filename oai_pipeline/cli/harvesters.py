@@ -217,6 +217,13 @@ def update(harvester_id: str, model: str | None, community: str | None, as_json:
     warnings = _registered_as(given_url) + community_warnings(harvester)
     if harvester.base_url != before.base_url:
         warnings += _runs_queued_for(before)
+    if harvester.metadata_prefix != before.metadata_prefix:
+        warnings.append(
+            f"the metadata prefix changed from {before.metadata_prefix!r} to "
+            f"{harvester.metadata_prefix!r}: a reconcile deletes no record harvested as "
+            f"{before.metadata_prefix!r} that the source does not list as "
+            f"{harvester.metadata_prefix!r} unless run with --force"
+        )
     _warn(warnings)
     payload = {**harvester.model_dump(mode="json"), "warnings": warnings}
     emit(payload, as_json=as_json, text=f"updated {_describe(harvester)}")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from oai_pipeline.errors import PipelineError, add_notices
+from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader, build_writers
 from oai_pipeline.oai.client import ended_short
 from oai_pipeline.pipeline.first_contact import saved_identify
@@ -27,7 +28,7 @@ from oai_pipeline.pipeline.runner import run_harvest
 from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.state.harvester_lock import is_dead_local_process, new_owner
-from oai_pipeline.state.store import ReconcileDeletions, TakeOverRun, writer_keys
+from oai_pipeline.state.store import ReconcileDeletions, StateStore, TakeOverRun, writer_keys
 from oai_pipeline.sync.reconcile import implausible_loss, vanished_identifiers
 from oai_pipeline.sync.rules import (
     Action,
@@ -309,6 +310,24 @@ def _resume_unfinished_harvest(
     return identifiers, Counter(harvested.actions), None
 
 
+def _refuse_another_format(state: StateStore, harvester: Harvester, vanished: set[str]) -> None:
+    """Refuse to delete vanished records harvested before the harvester's metadata prefix
+    changed: the list of the new prefix leaves out a record the source does not offer in
+    that format (an item without DataCite metadata), which is no deletion at the source.
+    Before, the next reconcile deleted every such record (unless more than half of all)."""
+    found = state.harvested_before_prefix_change(harvester.id, vanished)
+    if found is None:
+        return
+    before, records = found
+    now = harvester.metadata_prefix
+    raise PipelineError(
+        f"reconcile of {harvester.id} deletes nothing: {len(records)} of the {len(vanished)} "
+        f"records it would delete (e.g. {records[0]}) were harvested as {before!r}, before "
+        f"the harvester's metadata prefix became {now!r}: the source may just not offer them "
+        f"as {now!r}; to delete them all the same, run reconcile again with --force"
+    )
+
+
 def _reconcile(
     services: Services,
     harvester_id: str,
@@ -419,6 +438,8 @@ def _reconcile(
         token_refused=token_refused,
         unidentified=unidentified,
     )
+    if doubt is None and not force:
+        _refuse_another_format(state, harvester, vanished)
     if doubt is not None and not force:
         raise PipelineError(
             f"reconcile of {harvester_id} deletes nothing: {doubt} would be deleted, which "

@@ -17,7 +17,7 @@ from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 23
+SCHEMA_VERSION = 24
 
 # The longest action a run record keeps: one, or each writer's (`update,skip`; see
 # pipeline/write.py `_record_action`).
@@ -59,6 +59,10 @@ harvesters = sa.Table(
     sa.Column("deleted_record", sa.String(20), nullable=True),
     sa.Column("created_at", sa.String(32), nullable=False),
     sa.Column("updated_at", sa.String(32), nullable=False),
+    # The harvester's last change of metadata prefix: {"before": prefix, "at": utc_now()}.
+    # A record harvested before it that the new format's list leaves out is not deleted at
+    # the source (version 24; see pipeline/reconcile.py).
+    sa.Column("prefix_changed", sa.JSON, nullable=True),
 )
 
 # Fixture files loaded when the definitions load: the content last applied, so a file is
@@ -535,6 +539,13 @@ def _add_pending_rekeys(connection: Connection) -> None:
     pending_rekeys.create(connection, checkfirst=True)
 
 
+def _add_prefix_changed(connection: Connection) -> None:
+    """An older version kept no prefix change: none is known (records are judged by the
+    list of the prefix the harvester has now, as before)."""
+    kind = sa.JSON().compile(dialect=connection.dialect)
+    _add_run_column(connection, "prefix_changed", kind, table=harvesters.name)
+
+
 def _add_run_record_action(connection: Connection) -> None:
     """Runs of an older version kept only each record's status, not its action."""
     _add_run_column(
@@ -590,6 +601,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     21: _add_run_record_action,
     22: _add_writer_memories,
     23: _add_pending_rekeys,
+    24: _add_prefix_changed,
 }
 
 

@@ -594,7 +594,11 @@ class StateStore:
         A harvester given another base URL (the source moved) drops the Identify saved for
         the old one: it is not the new endpoint's, so it must neither stand in for an
         Identify the new URL fails (a wrong URL harvested with the old source's
-        granularity) nor count as the new URL having answered OAI-PMH (`_identify`)."""
+        granularity) nor count as the new URL having answered OAI-PMH (`_identify`).
+
+        A harvester given another metadata prefix keeps when (`prefix_changed`): a record
+        harvested before that the new format's list leaves out may just not be offered in
+        it, which a reconcile must not take for a deletion (`harvested_before_prefix_change`)."""
         now = utc_now()
         with self._engine.begin() as conn:
             for harvester in many:
@@ -603,9 +607,13 @@ class StateStore:
                 before = conn.execute(
                     sa.select(harvesters.c.config).where(harvesters.c.id == harvester.id)
                 ).scalar()
-                old_url = before.get("base_url") if isinstance(before, dict) else None
+                before = before if isinstance(before, dict) else {}
+                old_url = before.get("base_url")
                 if old_url and not same_endpoint(old_url, harvester.base_url):
                     values |= {"identify": None, "deleted_record": None}
+                old_prefix = before.get("metadata_prefix")
+                if old_prefix and old_prefix != harvester.metadata_prefix:
+                    values["prefix_changed"] = {"before": old_prefix, "at": now}
                 updated = conn.execute(
                     harvesters.update().where(harvesters.c.id == harvester.id).values(**values)
                 ).rowcount
@@ -697,6 +705,31 @@ class StateStore:
             ).rowcount
         if not updated:
             raise PipelineError(f"unknown harvester {harvester_id!r}")
+
+    def harvested_before_prefix_change(
+        self, harvester_id: str, identifiers: Iterable[str]
+    ) -> tuple[str, list[str]] | None:
+        """(the prefix before, these records last harvested before the harvester's last
+        change of metadata prefix), or None when none of them was: only their absence from
+        the list of the prefix it has since is known, not whether the source still has them."""
+        hr = harvest_records
+        seen = hr.c.last_harvested_at
+        with self._read() as conn:
+            change = conn.execute(
+                sa.select(harvesters.c.prefix_changed).where(harvesters.c.id == harvester_id)
+            ).scalar()
+            if not isinstance(change, dict):
+                return None
+            found: list[str] = []
+            for chunk in _chunks(sorted(set(identifiers))):
+                found += conn.execute(
+                    sa.select(hr.c.identifier).where(
+                        hr.c.harvester_id == harvester_id,
+                        hr.c.identifier.in_(chunk),
+                        sa.or_(seen.is_(None), seen < change["at"]),
+                    )
+                ).scalars()
+        return (change["before"], sorted(found)) if found else None
 
     def get_identify(self, harvester_id: str) -> IdentifyInfo | None:
         with self._read() as conn:

@@ -134,6 +134,64 @@ def test_a_record_that_left_the_harvested_set_is_deleted_by_reconcile(harness: H
     assert harness.local(moved)["state"] == "live"
 
 
+def test_a_record_not_offered_in_a_new_metadata_prefix_is_not_deleted_without_force(
+    forgetful: Harness,
+) -> None:
+    """The new prefix's list leaves out a record the source has only in the old format: no
+    deletion at the source. Before, the reconcile after the change deleted it."""
+    only_old, *both = forgetful.identifiers()
+    record = forgetful.records[only_old]
+    forgetful.endpoint.upsert(
+        dataclasses.replace(record, metadata={PREFIX: record.metadata[PREFIX]})
+    )
+    forgetful.register(loader=IMPATIENT_LOADER)
+    forgetful.harvest()
+    changed = CliRunner().invoke(
+        main, ["harvesters", "update", "sample", "--metadata-prefix", "datacite"]
+    )
+    assert changed.exit_code == 0, changed.output
+    assert "a reconcile deletes no record harvested as 'oai_datacite'" in changed.output
+    forgetful.harvest()  # the new format's list: the others are harvested again in it
+
+    refused = CliRunner().invoke(main, ["reconcile", "sample"])
+
+    assert refused.exit_code == 1, refused.output
+    assert (
+        f"1 of the 1 records it would delete (e.g. {only_old}) were harvested as" in refused.output
+    )
+    assert "'oai_datacite'" in refused.output and "--force" in refused.output
+    assert forgetful.local(only_old)["state"] == "live"
+
+    # One the source deleted after the others were harvested again in the new format is
+    # deleted: the change holds back only what was harvested before it.
+    forgetful.endpoint.remove(both[0])
+    forced = CliRunner().invoke(main, ["reconcile", "sample", "--force", "--json"])
+
+    assert forced.exit_code == 0, forced.output
+    assert forgetful.local(only_old)["state"] == "tombstone"
+    assert forgetful.local(both[0])["state"] == "tombstone"
+    assert forgetful.local(both[1])["state"] == "live"
+
+
+def test_a_record_harvested_again_after_a_prefix_change_is_deleted_once_it_vanishes(
+    forgetful: Harness,
+) -> None:
+    forgetful.register(loader=IMPATIENT_LOADER)
+    forgetful.harvest()
+    changed = CliRunner().invoke(
+        main, ["harvesters", "update", "sample", "--metadata-prefix", "datacite"]
+    )
+    assert changed.exit_code == 0, changed.output
+    forgetful.harvest()
+    gone = forgetful.identifiers()[0]
+    forgetful.endpoint.remove(gone)
+
+    result = CliRunner().invoke(main, ["reconcile", "sample"])
+
+    assert result.exit_code == 0, result.output
+    assert forgetful.local(gone)["state"] == "tombstone"
+
+
 def _reconcile_job_run(instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
     """The `reconcile_sources` job of the code location, as its schedule launches it."""
     from oai_pipeline.definitions import defs
