@@ -222,7 +222,9 @@ def update(harvester_id: str, model: str | None, community: str | None, as_json:
             f"the metadata prefix changed from {before.metadata_prefix!r} to "
             f"{harvester.metadata_prefix!r}: a reconcile deletes no record harvested as "
             f"{before.metadata_prefix!r} that the source does not list as "
-            f"{harvester.metadata_prefix!r} unless run with --force"
+            f"{harvester.metadata_prefix!r} unless run with --force; an incremental harvest "
+            "lists only records changed since: harvest them all again (a full harvest, or a "
+            "backfill of every window) to have each in the new format"
         )
     _warn(warnings)
     payload = {**harvester.model_dump(mode="json"), "warnings": warnings}

@@ -189,11 +189,16 @@ def build_transformers(harvester: Harvester) -> list[Transformer]:
 
 
 def transform_fingerprint(harvester: Harvester) -> str:
-    """What a record's transform depends on besides the record: the chain, its options, the
-    versions of the packages that provide it and the revision of the shipped transformers'
-    output. The same fingerprint and an unchanged datestamp mean the stored transform is
-    what the chain would make again."""
-    chain: list[Any] = [["oai-pipeline", _package_version("oai-pipeline"), OUTPUT_REVISION]]
+    """What a record's transform depends on besides the record: the format it is harvested
+    in (its metadata prefix: a record's datestamp stays when the harvester asks for another
+    format, so the old format's transform was kept and written as unchanged), the chain, its
+    options, the versions of the packages that provide it and the revision of the shipped
+    transformers' output. The same fingerprint and an unchanged datestamp mean the stored
+    transform is what the chain would make again."""
+    chain: list[Any] = [
+        ["oai-pipeline", _package_version("oai-pipeline"), OUTPUT_REVISION],
+        ["metadata_prefix", harvester.metadata_prefix],
+    ]
     for text in harvester.transformers:
         spec = parse_spec(text)
         entry_point = available("transformers").get(spec.name)

@@ -330,6 +330,9 @@ class _Relisted:
     # same datestamp, other sets: moved to another collection (DSpace, InvenioRDM do so
     # without a new datestamp), which a transform may map to a community
     sets_changed: set[str] = dataclasses.field(default_factory=set)
+    # same datestamp, stored in the metadata format the harvester asked for before its
+    # prefix changed (`harvesters.prefix_changed`): its XML is the old format's
+    other_format: set[str] = dataclasses.field(default_factory=set)
     existing: set[str] = dataclasses.field(default_factory=set)  # harvest records found
 
 
@@ -910,10 +913,10 @@ class StateStore:
                 # from it, as a reconcile's `mark_gone` leaves it. Before, it was dropped.
                 if not r.vanished:
                     xml[r.identifier] = r.xml
-            if r.identifier in changed_within_day or r.identifier in relisted.sets_changed:
+            if r.identifier in changed_within_day | relisted.sets_changed | relisted.other_format:
                 # Its datestamp is the one transformed and written, its content (or its sets,
-                # which the transform may map to communities) is not: the stored transform
-                # is not reused and the skip rule does not hold.
+                # which the transform may map to communities, or its format) is not: the
+                # stored transform is not reused and the skip rule does not hold.
                 values.update(transformed_datestamp=None, written_datestamp=None)
             rows[r.identifier] = values
         self._upsert_records(conn, harvester_id, rows, relisted.existing)
@@ -945,7 +948,11 @@ class StateStore:
         again before its day (and the slack) is over by the source's clock, counts as
         unchanged only if its XML is the stored one (`changed_within_day` when not, a
         failed one too: before, a staged copy that failed its transform was kept when the
-        source fixed it later that day)."""
+        source fixed it later that day).
+
+        A record last harvested before the harvester asked for another metadata prefix is
+        not unchanged either (`other_format`): its stored XML is the old format's. Before,
+        the new format's copy was dropped as unchanged and the target kept the old one's."""
         candidates = [
             r.identifier
             for r in records.values()
@@ -960,9 +967,19 @@ class StateStore:
         # same datestamp, its last harvest failed: never unchanged, but changed within its
         # day all the same when its XML is not the stored one (a staged copy is replaced)
         failed: set[str] = set()
+        prefix_changed = conn.execute(
+            sa.select(harvesters.c.prefix_changed).where(harvesters.c.id == harvester_id)
+        ).scalar()
+        format_since = prefix_changed.get("at") if isinstance(prefix_changed, dict) else None
         for chunk in _chunks(candidates):
             for row in conn.execute(
-                sa.select(hr.c.identifier, hr.c.datestamp, hr.c.set_specs, hr.c.gone_at)
+                sa.select(
+                    hr.c.identifier,
+                    hr.c.datestamp,
+                    hr.c.set_specs,
+                    hr.c.gone_at,
+                    hr.c.last_harvested_at,
+                )
                 .join(stored_xml, _of_record(stored_xml))
                 .where(
                     hr.c.harvester_id == harvester_id,
@@ -972,7 +989,9 @@ class StateStore:
             ):
                 relisted.existing.add(row.identifier)
                 record = records[row.identifier]
-                if row.datestamp == record.datestamp:
+                if format_since is not None and (row.last_harvested_at or "") < format_since:
+                    relisted.other_format.add(row.identifier)
+                elif row.datestamp == record.datestamp:
                     same.add(row.identifier)
                     if list(row.set_specs or []) != list(record.set_specs):
                         relisted.sets_changed.add(row.identifier)

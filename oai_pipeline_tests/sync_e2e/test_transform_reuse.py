@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import dagster as dg
 import pytest
+from click.testing import CliRunner
 
+from oai_pipeline.cli import main
 from oai_pipeline.harvesters import plugins
 from oai_pipeline.pipeline.frames import TRANSFORMED_RECORDS, WRITTEN_RECORDS
 from oai_pipeline.storage import PartitionStore
@@ -112,3 +115,33 @@ def test_a_datestamp_bumped_without_a_change_leaves_the_record_as_it_is(
     assert _write_actions(harness.harvest()) == {"skip": 3}
     assert _write_actions(harness.harvest(update_all=True)) == {"update": 3}
     assert harness.local(first)["revision"] == revision + 1
+
+
+def test_a_harvester_given_another_metadata_prefix_writes_what_the_new_format_says(
+    harness: Harness,
+) -> None:
+    """The source offers a record in two formats that say different things (here, its
+    title). Before, after `harvesters update --metadata-prefix`, the records harvested in
+    the new format with unchanged datestamps kept the old format's transform (the chain's
+    fingerprint left out the format): the target never got what the new format says."""
+    harness.register()
+    first = harness.identifiers()[0]
+    record = harness.records[first]
+    kernel = record.metadata["datacite"]
+    retitled = re.sub(
+        rb"(<title(?: [^>]*)?>)[^<]*", rb"\1Said only in the bare kernel", kernel, count=1
+    )
+    harness.endpoint.upsert(
+        dataclasses.replace(record, metadata={**record.metadata, "datacite": retitled})
+    )
+    harness.harvest()
+    assert harness.local(first)["data"]["metadata"]["title"] != "Said only in the bare kernel"
+
+    changed = CliRunner().invoke(
+        main, ["harvesters", "update", "sample", "--metadata-prefix", "datacite"]
+    )
+    assert changed.exit_code == 0, changed.output
+    harness.harvest()
+
+    assert _data(harness)[first]["metadata"]["title"] == "Said only in the bare kernel"
+    assert harness.local(first)["data"]["metadata"]["title"] == "Said only in the bare kernel"
