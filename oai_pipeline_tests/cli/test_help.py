@@ -69,6 +69,36 @@ def test_the_readme_command_table_names_every_command_and_option() -> None:
     assert set(re.findall(r"--[a-z][a-z0-9-]*", table)) - {"--json"} == options
 
 
+def test_every_flag_the_readme_gives_a_command_is_one_of_its_options() -> None:
+    """The table is held to the CLI above; this holds the prose and examples too:
+    `oai-pipeline harvest … --flag`, `harvesters rekey … --flag` and the like, wherever the
+    README names a command (in backticks or on a command line) before its flags."""
+    readme = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8").replace("\\\n", " ")
+    commands = dict(_commands(main))
+    spans = re.findall(r"`([^`\n]+)`", readme) + re.findall(
+        r"^\s*(?:\./run\.sh cli|oai-pipeline) .*$", readme, re.MULTILINE
+    )
+    unknown = []
+    for span in spans:
+        words = re.sub(r"^.*?(?:\./run\.sh cli|oai-pipeline)\s+", "", span).split()
+        # the longest command the span begins with (`target communities create`, `status`)
+        name = next(
+            (" ".join(words[:n]) for n in (3, 2, 1) if " ".join(words[:n]) in commands), None
+        )
+        if name is None:
+            continue
+        options = {
+            option
+            for param in commands[name].params
+            if isinstance(param, click.Option)
+            for option in (*param.opts, *param.secondary_opts)
+        }
+        flags = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", " ".join(words)))
+        unknown += [f"{name} {flag}" for flag in sorted(flags - options - {"--help"})]
+
+    assert unknown == []
+
+
 def test_the_commands_without_json_are_those_the_readme_names() -> None:
     """The README: every listing and report has --json, all but these, which print one line."""
     without = {
