@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from lxml import etree
-from sickle.models import Header, ResumptionToken
+from sickle.models import ResumptionToken
 
 from oai_pipeline.errors import RecordError
 from oai_pipeline.oai.base_url import is_our_base_url
@@ -175,14 +175,20 @@ def _parse(
                 return _read_root(root, verb)
         if _HTML_START.match(data):
             raise UnusablePage(
-                f"an HTML page, not OAI-PMH XML ({exc})",
+                f"an HTML page, not OAI-PMH XML ({_one_line(exc)})",
                 web_page=True,
                 whole=_HTML_END.search(data) is not None,
             ) from exc
         if verb in ("ListRecords", "GetRecord"):
             return _parse_isolating_records(data, verb, exc)
-        raise UnusablePage(f"not well-formed XML: {exc}") from exc
+        raise UnusablePage(f"not well-formed XML: {_one_line(exc)}") from exc
     return _read_root(root, verb)
+
+
+def _one_line(exc: Exception) -> str:
+    """The parser's complaint on one line: libxml2 ends some with a line break ("Buffer size
+    limit exceeded, try XML_PARSE_HUGE\\n, line 1, ..."), which split the run's error."""
+    return " ".join(str(exc).split())
 
 
 # A web page: `<!DOCTYPE html>` or `<html>` first (after an XML declaration or comments).
@@ -466,7 +472,7 @@ def _parse_isolating_records(data: bytes, verb: Verb, page_error: Exception) -> 
     text = data.decode("utf-8", "replace")
     spans = _record_spans(text)
     if not spans:
-        raise UnusablePage(f"not well-formed XML: {page_error}") from page_error
+        raise UnusablePage(f"not well-formed XML: {_one_line(page_error)}") from page_error
     pieces, last = [], 0
     for start, end in spans:
         pieces.append(text[last:start])
@@ -475,7 +481,7 @@ def _parse_isolating_records(data: bytes, verb: Verb, page_error: Exception) -> 
     try:
         root = parse_untrusted("".join(pieces).encode("utf-8"))
     except (etree.XMLSyntaxError, ValueError) as exc:
-        raise UnusablePage(f"not well-formed XML: {page_error}") from exc
+        raise UnusablePage(f"not well-formed XML: {_one_line(page_error)}") from exc
     try:
         parsed = _read_root(root, verb)
     except UnusablePage as exc:
@@ -510,11 +516,13 @@ def _broken_record(
                 opening + header_match.group(0).encode("utf-8") + closing,
                 parser=safe_xml_parser(),
             )
-            header = Header(header_root[0])
-            identifier = (header.identifier or "").strip()
-            datestamp = (header.datestamp or "").strip()
-            deleted = header.deleted
-            set_specs = [s.strip() for s in header.setSpecs if s and s.strip()]
+            header = header_root[0]
+            if header.tag == "header":  # lost its namespace, as its page's may (see _claim)
+                header.tag = _HEADER_TAG
+                _claim(header, [], whole=True)
+            found_identifier, found_datestamp, deleted, set_specs = _header_fields(header)
+            identifier = (found_identifier or "").strip()
+            datestamp = (found_datestamp or "").strip()
         except etree.XMLSyntaxError:
             pass
     if not identifier:
@@ -526,7 +534,7 @@ def _broken_record(
     if record.error is None and not deleted:
         record.error = RecordError(
             type="MalformedRecord",
-            message=f"record XML is not well-formed: {exc}",
+            message=f"record XML is not well-formed: {_one_line(exc)}",
             location=f"record {number} of the page",
         )
     return record

@@ -16,7 +16,7 @@ from lxml import etree
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.client import OAIClient, _count_notice, another_base_url
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
-from oai_pipeline.oai.pages import parse_response, read_identify
+from oai_pipeline.oai.pages import UnusablePage, parse_response, read_identify
 from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
 from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
@@ -424,6 +424,39 @@ def test_a_record_broken_before_its_header_is_still_identified() -> None:
     harvest = Harvest(source, max_retries=0).run()
     assert set(harvest.records) == held(source)
     assert harvest.records[target.decode()].error.type == "MalformedRecord"
+
+
+def test_a_broken_record_of_a_page_in_no_namespace_is_that_records_error() -> None:
+    """A source whose OAI-PMH elements lost their namespace, one record not well-formed: the
+    header of the broken record was read with sickle's Header, which wants a namespace, and
+    its AttributeError failed the whole page instead of that record."""
+    page = (
+        b'<OAI-PMH><responseDate>2024-03-01T10:00:00Z</responseDate><request verb="ListRecords">'
+        b"http://x/oai</request><ListRecords>"
+        b"<record><header><identifier>oai:x:1</identifier><datestamp>2024-03-01</datestamp>"
+        b'</header><metadata><a xmlns="urn:a">1</a></metadata></record>'
+        b"<record><header><identifier>oai:x:2</identifier><datestamp>2024-03-02</datestamp>"
+        b'<setSpec>s</setSpec></header><metadata><a xmlns="urn:a">a < b</a></metadata></record>'
+        b"</ListRecords></OAI-PMH>"
+    )
+    fine, broken = parse_response(page, "ListRecords").records
+    assert (fine.identifier, fine.error) == ("oai:x:1", None)
+    assert (broken.identifier, broken.datestamp) == ("oai:x:2", "2024-03-02")
+    assert broken.set_specs == ["s"]
+    assert broken.error is not None and broken.error.type == "MalformedRecord"
+
+
+def test_a_parser_refusal_is_told_on_one_line() -> None:
+    """libxml2 ends some messages with a line break (an attribute over its 10 MB bound): the
+    page's error, and the run's failure, came on two lines."""
+    page = (
+        b'<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><request verb="Identify" x="'
+        + b"v" * 11_000_000
+        + b'">http://x/oai</request></OAI-PMH>'
+    )
+    with pytest.raises(UnusablePage) as caught:
+        parse_response(page, "Identify")
+    assert "\n" not in str(caught.value) and "Buffer size limit exceeded" in str(caught.value)
 
 
 LAUGHS = (
