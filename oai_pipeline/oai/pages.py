@@ -315,7 +315,7 @@ def _resumption_token(container: etree._Element) -> ResumptionToken | None:
     if element is None:
         return None
     return ResumptionToken(
-        token=(element.text or "").strip(),
+        token=(_text(element) or "").strip(),
         cursor=element.get("cursor"),
         complete_list_size=element.get("completeListSize"),
         expiration_date=element.get("expirationDate"),
@@ -329,6 +329,14 @@ _SET_SPEC_TAG = _NS + "setSpec"
 _METADATA_TAG = _NS + "metadata"
 
 
+def _text(element: etree._Element) -> str | None:
+    """The element's text, all of it: ``.text`` ends at a comment or processing instruction
+    inside (XML allows them anywhere), which cut `oai:x:<!-- -->1` to `oai:x:`."""
+    if len(element) == 0:  # the usual case: nothing inside, kept cheap
+        return element.text
+    return "".join(element.itertext())
+
+
 def _header_fields(header: etree._Element) -> tuple[str | None, str | None, bool, list[str]]:
     """What sickle's ``Header`` reads from an OAI <header> (first identifier, first datestamp,
     every setSpec, status), in one pass over the children instead of three searches."""
@@ -339,14 +347,14 @@ def _header_fields(header: etree._Element) -> tuple[str | None, str | None, bool
     for child in header.iterchildren(_IDENTIFIER_TAG, _DATESTAMP_TAG, _SET_SPEC_TAG):
         tag = child.tag
         if tag == _SET_SPEC_TAG:
-            spec = child.text
+            spec = _text(child)
             if spec and spec.strip():
                 set_specs.append(spec.strip())
         elif tag == _IDENTIFIER_TAG:
             if not has_identifier:
-                identifier, has_identifier = child.text, True
+                identifier, has_identifier = _text(child), True
         elif not has_datestamp:
-            datestamp, has_datestamp = child.text, True
+            datestamp, has_datestamp = _text(child), True
     return identifier, datestamp, header.get("status") == "deleted", set_specs
 
 

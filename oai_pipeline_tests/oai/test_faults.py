@@ -446,6 +446,28 @@ def test_a_broken_record_of_a_page_in_no_namespace_is_that_records_error() -> No
     assert broken.error is not None and broken.error.type == "MalformedRecord"
 
 
+def test_a_comment_inside_a_header_value_does_not_cut_it_short() -> None:
+    """XML allows a comment (or a processing instruction) anywhere: the header's values were
+    read up to it, so two records became one identifier (`oai:x:`), one staged over the other."""
+    page = (
+        b'<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><request verb="ListRecords">'
+        b"http://x/oai</request><ListRecords>"
+        + b"".join(
+            b"<record><header><identifier>oai:x:<!-- n -->%d</identifier><datestamp>2024-03-01"
+            b"<?pi x?>T10:00:00Z</datestamp><setSpec>a<!-- -->b</setSpec></header>"
+            b'<metadata><a xmlns="urn:a">1</a></metadata></record>' % number
+            for number in (1, 2)
+        )
+        + b"<resumptionToken>to<!-- -->ken</resumptionToken></ListRecords></OAI-PMH>"
+    )
+    parsed = parse_response(page, "ListRecords")
+    assert [(r.identifier, r.datestamp, r.set_specs) for r in parsed.records] == [
+        ("oai:x:1", "2024-03-01T10:00:00Z", ["ab"]),
+        ("oai:x:2", "2024-03-01T10:00:00Z", ["ab"]),
+    ]
+    assert parsed.next_token == "token"
+
+
 def test_a_parser_refusal_is_told_on_one_line() -> None:
     """libxml2 ends some messages with a line break (an attribute over its 10 MB bound): the
     page's error, and the run's failure, came on two lines."""
