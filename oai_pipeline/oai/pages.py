@@ -301,7 +301,9 @@ def _read_root(root: etree._Element, verb: Verb) -> ParsedResponse:
     item_tag = _ITEM_TAG.get(verb)
     if item_tag is not None:
         with_xml = verb != "ListIdentifiers"
-        parsed.records = [_harvested(item, with_xml) for item in container.iterchildren(item_tag)]
+        parsed.records = [
+            _read_item(item, with_xml, unqualified) for item in container.iterchildren(item_tag)
+        ]
     parsed.token = _resumption_token(container)
     return parsed
 
@@ -430,6 +432,23 @@ def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
     return record
 
 
+# The errors of a record whose header, or what is in it, may have lost its namespace.
+_HEADER_ERRORS = frozenset({"MissingHeader", "MissingIdentifier", "MissingDatestamp"})
+
+
+def _read_item(item: etree._Element, with_xml: bool, unqualified: list[str]) -> HarvestedRecord:
+    """One item of a list. Of a page in OAI-PMH's namespace only the items are looked at for
+    elements in no namespace (see _claim): an item whose header lacks something is looked
+    through and read again, as its header (a `<header xmlns="">`) or identifier may have
+    lost the namespace inside it. A sound record costs nothing more."""
+    record = _harvested(item, with_xml)
+    if record.error is None or record.error.type not in _HEADER_ERRORS:
+        return record
+    claimed = len(unqualified)
+    _claim(item, unqualified, whole=True)
+    return record if len(unqualified) == claimed else _harvested(item, with_xml)
+
+
 # ---- fallback for a page whose envelope is sound but some records are not ----------------
 
 _RECORD_TAG = re.compile(r"<(/?)((?:[A-Za-z_][\w.-]*:)?)record(?=[\s/>])[^>]*?(/?)>")
@@ -505,7 +524,7 @@ def _parse_isolating_records(data: bytes, verb: Verb, page_error: Exception) -> 
             wrapper = etree.fromstring(opening + chunk + closing, parser=parser)
             # the wrapper stands for the list: its record is looked at as the list's are
             _claim(wrapper, parsed.unqualified, whole=False)
-            record = _harvested(wrapper[0], with_xml=True)
+            record = _read_item(wrapper[0], True, parsed.unqualified)
         except etree.XMLSyntaxError as exc:
             record = _broken_record(text[start:end], opening, closing, number, exc)
         parsed.records.append(record)

@@ -468,6 +468,38 @@ def test_a_comment_inside_a_header_value_does_not_cut_it_short() -> None:
     assert parsed.next_token == "token"
 
 
+HEADER = "<identifier{0}>oai:x:1</identifier><datestamp>2024-03-01</datestamp>"
+METADATA = '<metadata><a xmlns="urn:a">1</a></metadata>'
+NO_NS = ' xmlns=""'
+
+
+@pytest.mark.parametrize(
+    ("verb", "item"),
+    [
+        (
+            "ListRecords",
+            f'<record><header xmlns="">{HEADER.format("")}</header>{METADATA}</record>',
+        ),
+        ("GetRecord", f"<record><header>{HEADER.format(NO_NS)}</header>{METADATA}</record>"),
+        ("ListIdentifiers", f"<header>{HEADER.format(NO_NS)}</header>"),
+    ],
+)
+def test_a_header_that_lost_its_namespace_inside_a_sound_item_is_read_and_noted(
+    verb: str, item: str
+) -> None:
+    """Only the list's items were looked at for OAI-PMH elements in no namespace: a header
+    (or its identifier) that lost it inside a record that kept it made the record a
+    MissingHeader (MissingIdentifier) error, never harvested, and no notice said why."""
+    page = (
+        '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><request verb="ListRecords">'
+        f"http://x/oai</request><{verb}>{item}</{verb}></OAI-PMH>"
+    ).encode()
+    parsed = parse_response(page, verb)  # type: ignore[arg-type]
+    (record,) = parsed.records
+    assert (record.identifier, record.datestamp, record.error) == ("oai:x:1", "2024-03-01", None)
+    assert parsed.notice is not None
+
+
 def test_a_parser_refusal_is_told_on_one_line() -> None:
     """libxml2 ends some messages with a line break (an attribute over its 10 MB bound): the
     page's error, and the run's failure, came on two lines."""
