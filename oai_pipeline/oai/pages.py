@@ -357,7 +357,9 @@ def _header_fields(header: etree._Element) -> tuple[str | None, str | None, bool
                 identifier, has_identifier = _text(child), True
         elif not has_datestamp:
             datestamp, has_datestamp = _text(child), True
-    return identifier, datestamp, header.get("status") == "deleted", set_specs
+    # `Deleted`, ` deleted `: some write it so; taken for live, the deletion was never applied
+    deleted = (header.get("status") or "").strip().lower() == "deleted"
+    return identifier, datestamp, deleted, set_specs
 
 
 def _serialize(element: etree._Element) -> bytes:
