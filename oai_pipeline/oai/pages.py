@@ -292,13 +292,15 @@ def _read_root(root: etree._Element, verb: Verb) -> ParsedResponse:
     )
     for error in root.iterfind(_NS + "error"):
         parsed.errors.append((error.get("code") or "unknown", " ".join((error.text or "").split())))
-    if parsed.errors:
-        return parsed
     container = root.find(_NS + verb)
+    item_tag = _ITEM_TAG.get(verb)
+    if parsed.errors:
+        if container is not None and item_tag is not None and container.find(item_tag) is not None:
+            raise _error_beside_records(parsed, verb)
+        return parsed
     if container is None:
         raise UnusablePage(f"OAI-PMH response without <{verb}> or <error>", whole=True)
     parsed.container = container
-    item_tag = _ITEM_TAG.get(verb)
     if item_tag is not None:
         with_xml = verb != "ListIdentifiers"
         parsed.records = [
@@ -306,6 +308,19 @@ def _read_root(root: etree._Element, verb: Verb) -> ParsedResponse:
         ]
     parsed.token = _resumption_token(container)
     return parsed
+
+
+def _error_beside_records(
+    parsed: ParsedResponse, verb: Verb, *, whole: bool = True
+) -> UnusablePage:
+    """A response with both <error> and records contradicts itself: taken as the error,
+    noRecordsMatch ended the list and its records were dropped without a word."""
+    codes = ", ".join(code for code, _ in parsed.errors)
+    return UnusablePage(
+        f"OAI-PMH response with both <error> ({codes}) and records in <{verb}>: it "
+        "contradicts itself",
+        whole=whole,
+    )
 
 
 def _local(tag: object) -> str:
@@ -516,7 +531,9 @@ def _parse_isolating_records(data: bytes, verb: Verb, page_error: Exception) -> 
     except UnusablePage as exc:
         exc.whole = False  # of the page without its records, which was not well-formed
         raise
-    if parsed.errors or parsed.container is None:
+    if parsed.errors:
+        raise _error_beside_records(parsed, verb, whole=False)
+    if parsed.container is None:
         return parsed
     opening, closing = _namespace_wrapper(parsed.container, verb)
     parser = safe_xml_parser()

@@ -500,6 +500,24 @@ def test_a_header_that_lost_its_namespace_inside_a_sound_item_is_read_and_noted(
     assert parsed.notice is not None
 
 
+def test_an_error_beside_records_is_an_unusable_page_not_an_empty_list() -> None:
+    """A response with noRecordsMatch and records in its list contradicts itself: taken as
+    the error, it was an empty last page, and its records were dropped without a word."""
+    record = f"<record><header>{HEADER.format('')}</header>{METADATA}</record>"
+    page = (
+        '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><request verb="ListRecords">'
+        f'http://x/oai</request><error code="noRecordsMatch"/><ListRecords>{record}'
+        "</ListRecords></OAI-PMH>"
+    ).encode()
+    with pytest.raises(UnusablePage, match="noRecordsMatch") as caught:
+        parse_response(page, "ListRecords")
+    assert caught.value.whole
+    with pytest.raises(UnusablePage, match="noRecordsMatch"):  # one of them broken
+        parse_response(page.replace(b">1</a>", b">a < b</a>"), "ListRecords")
+    empty = page.replace(record.encode(), b"")
+    assert parse_response(empty, "ListRecords").errors == [("noRecordsMatch", "")]
+
+
 def test_a_parser_refusal_is_told_on_one_line() -> None:
     """libxml2 ends some messages with a line break (an attribute over its 10 MB bound): the
     page's error, and the run's failure, came on two lines."""
