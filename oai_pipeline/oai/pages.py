@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from lxml import etree
-from sickle.models import Header, ResumptionToken
+from sickle.models import ResumptionToken
 
 from oai_pipeline.errors import RecordError
 from oai_pipeline.oai.base_url import is_our_base_url
@@ -175,14 +175,20 @@ def _parse(
                 return _read_root(root, verb)
         if _HTML_START.match(data):
             raise UnusablePage(
-                f"an HTML page, not OAI-PMH XML ({exc})",
+                f"an HTML page, not OAI-PMH XML ({_one_line(exc)})",
                 web_page=True,
                 whole=_HTML_END.search(data) is not None,
             ) from exc
         if verb in ("ListRecords", "GetRecord"):
             return _parse_isolating_records(data, verb, exc)
-        raise UnusablePage(f"not well-formed XML: {exc}") from exc
+        raise UnusablePage(f"not well-formed XML: {_one_line(exc)}") from exc
     return _read_root(root, verb)
+
+
+def _one_line(exc: Exception) -> str:
+    """The parser's complaint on one line: libxml2 ends some with a line break ("Buffer size
+    limit exceeded, try XML_PARSE_HUGE\\n, line 1, ..."), which split the run's error."""
+    return " ".join(str(exc).split())
 
 
 # A web page: `<!DOCTYPE html>` or `<html>` first (after an XML declaration or comments).
@@ -286,18 +292,35 @@ def _read_root(root: etree._Element, verb: Verb) -> ParsedResponse:
     )
     for error in root.iterfind(_NS + "error"):
         parsed.errors.append((error.get("code") or "unknown", " ".join((error.text or "").split())))
-    if parsed.errors:
-        return parsed
     container = root.find(_NS + verb)
+    item_tag = _ITEM_TAG.get(verb)
+    if parsed.errors:
+        if container is not None and item_tag is not None and container.find(item_tag) is not None:
+            raise _error_beside_records(parsed, verb)
+        return parsed
     if container is None:
         raise UnusablePage(f"OAI-PMH response without <{verb}> or <error>", whole=True)
     parsed.container = container
-    item_tag = _ITEM_TAG.get(verb)
     if item_tag is not None:
         with_xml = verb != "ListIdentifiers"
-        parsed.records = [_harvested(item, with_xml) for item in container.iterchildren(item_tag)]
+        parsed.records = [
+            _read_item(item, with_xml, unqualified) for item in container.iterchildren(item_tag)
+        ]
     parsed.token = _resumption_token(container)
     return parsed
+
+
+def _error_beside_records(
+    parsed: ParsedResponse, verb: Verb, *, whole: bool = True
+) -> UnusablePage:
+    """A response with both <error> and records contradicts itself: taken as the error,
+    noRecordsMatch ended the list and its records were dropped without a word."""
+    codes = ", ".join(code for code, _ in parsed.errors)
+    return UnusablePage(
+        f"OAI-PMH response with both <error> ({codes}) and records in <{verb}>: it "
+        "contradicts itself",
+        whole=whole,
+    )
 
 
 def _local(tag: object) -> str:
@@ -309,7 +332,7 @@ def _resumption_token(container: etree._Element) -> ResumptionToken | None:
     if element is None:
         return None
     return ResumptionToken(
-        token=(element.text or "").strip(),
+        token=(_text(element) or "").strip(),
         cursor=element.get("cursor"),
         complete_list_size=element.get("completeListSize"),
         expiration_date=element.get("expirationDate"),
@@ -323,6 +346,14 @@ _SET_SPEC_TAG = _NS + "setSpec"
 _METADATA_TAG = _NS + "metadata"
 
 
+def _text(element: etree._Element) -> str | None:
+    """The element's text, all of it: ``.text`` ends at a comment or processing instruction
+    inside (XML allows them anywhere), which cut `oai:x:<!-- -->1` to `oai:x:`."""
+    if len(element) == 0:  # the usual case: nothing inside, kept cheap
+        return element.text
+    return "".join(element.itertext())
+
+
 def _header_fields(header: etree._Element) -> tuple[str | None, str | None, bool, list[str]]:
     """What sickle's ``Header`` reads from an OAI <header> (first identifier, first datestamp,
     every setSpec, status), in one pass over the children instead of three searches."""
@@ -333,15 +364,17 @@ def _header_fields(header: etree._Element) -> tuple[str | None, str | None, bool
     for child in header.iterchildren(_IDENTIFIER_TAG, _DATESTAMP_TAG, _SET_SPEC_TAG):
         tag = child.tag
         if tag == _SET_SPEC_TAG:
-            spec = child.text
+            spec = _text(child)
             if spec and spec.strip():
                 set_specs.append(spec.strip())
         elif tag == _IDENTIFIER_TAG:
             if not has_identifier:
-                identifier, has_identifier = child.text, True
+                identifier, has_identifier = _text(child), True
         elif not has_datestamp:
-            datestamp, has_datestamp = child.text, True
-    return identifier, datestamp, header.get("status") == "deleted", set_specs
+            datestamp, has_datestamp = _text(child), True
+    # `Deleted`, ` deleted `: some write it so; taken for live, the deletion was never applied
+    deleted = (header.get("status") or "").strip().lower() == "deleted"
+    return identifier, datestamp, deleted, set_specs
 
 
 def _serialize(element: etree._Element) -> bytes:
@@ -416,6 +449,23 @@ def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
     return record
 
 
+# The errors of a record whose header, or what is in it, may have lost its namespace.
+_HEADER_ERRORS = frozenset({"MissingHeader", "MissingIdentifier", "MissingDatestamp"})
+
+
+def _read_item(item: etree._Element, with_xml: bool, unqualified: list[str]) -> HarvestedRecord:
+    """One item of a list. Of a page in OAI-PMH's namespace only the items are looked at for
+    elements in no namespace (see _claim): an item whose header lacks something is looked
+    through and read again, as its header (a `<header xmlns="">`) or identifier may have
+    lost the namespace inside it. A sound record costs nothing more."""
+    record = _harvested(item, with_xml)
+    if record.error is None or record.error.type not in _HEADER_ERRORS:
+        return record
+    claimed = len(unqualified)
+    _claim(item, unqualified, whole=True)
+    return record if len(unqualified) == claimed else _harvested(item, with_xml)
+
+
 # ---- fallback for a page whose envelope is sound but some records are not ----------------
 
 _RECORD_TAG = re.compile(r"<(/?)((?:[A-Za-z_][\w.-]*:)?)record(?=[\s/>])[^>]*?(/?)>")
@@ -466,7 +516,7 @@ def _parse_isolating_records(data: bytes, verb: Verb, page_error: Exception) -> 
     text = data.decode("utf-8", "replace")
     spans = _record_spans(text)
     if not spans:
-        raise UnusablePage(f"not well-formed XML: {page_error}") from page_error
+        raise UnusablePage(f"not well-formed XML: {_one_line(page_error)}") from page_error
     pieces, last = [], 0
     for start, end in spans:
         pieces.append(text[last:start])
@@ -475,13 +525,15 @@ def _parse_isolating_records(data: bytes, verb: Verb, page_error: Exception) -> 
     try:
         root = parse_untrusted("".join(pieces).encode("utf-8"))
     except (etree.XMLSyntaxError, ValueError) as exc:
-        raise UnusablePage(f"not well-formed XML: {page_error}") from exc
+        raise UnusablePage(f"not well-formed XML: {_one_line(page_error)}") from exc
     try:
         parsed = _read_root(root, verb)
     except UnusablePage as exc:
         exc.whole = False  # of the page without its records, which was not well-formed
         raise
-    if parsed.errors or parsed.container is None:
+    if parsed.errors:
+        raise _error_beside_records(parsed, verb, whole=False)
+    if parsed.container is None:
         return parsed
     opening, closing = _namespace_wrapper(parsed.container, verb)
     parser = safe_xml_parser()
@@ -491,7 +543,7 @@ def _parse_isolating_records(data: bytes, verb: Verb, page_error: Exception) -> 
             wrapper = etree.fromstring(opening + chunk + closing, parser=parser)
             # the wrapper stands for the list: its record is looked at as the list's are
             _claim(wrapper, parsed.unqualified, whole=False)
-            record = _harvested(wrapper[0], with_xml=True)
+            record = _read_item(wrapper[0], True, parsed.unqualified)
         except etree.XMLSyntaxError as exc:
             record = _broken_record(text[start:end], opening, closing, number, exc)
         parsed.records.append(record)
@@ -510,11 +562,13 @@ def _broken_record(
                 opening + header_match.group(0).encode("utf-8") + closing,
                 parser=safe_xml_parser(),
             )
-            header = Header(header_root[0])
-            identifier = (header.identifier or "").strip()
-            datestamp = (header.datestamp or "").strip()
-            deleted = header.deleted
-            set_specs = [s.strip() for s in header.setSpecs if s and s.strip()]
+            header = header_root[0]
+            if header.tag == "header":  # lost its namespace, as its page's may (see _claim)
+                header.tag = _HEADER_TAG
+                _claim(header, [], whole=True)
+            found_identifier, found_datestamp, deleted, set_specs = _header_fields(header)
+            identifier = (found_identifier or "").strip()
+            datestamp = (found_datestamp or "").strip()
         except etree.XMLSyntaxError:
             pass
     if not identifier:
@@ -526,7 +580,7 @@ def _broken_record(
     if record.error is None and not deleted:
         record.error = RecordError(
             type="MalformedRecord",
-            message=f"record XML is not well-formed: {exc}",
+            message=f"record XML is not well-formed: {_one_line(exc)}",
             location=f"record {number} of the page",
         )
     return record

@@ -37,7 +37,7 @@ OAI_TAIL = "</ListRecords></OAI-PMH>"
 
 
 def _reference_harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
-    """The record as the sickle-Header based reading made it."""
+    """The record as the sickle-Header based reading made it, each header value read whole."""
     header_element = item if item.tag == _NS + "header" else item.find(_NS + "header")
     if header_element is None:
         return HarvestedRecord(
@@ -48,11 +48,17 @@ def _reference_harvested(item: etree._Element, with_xml: bool) -> HarvestedRecor
             error=RecordError(type="MissingHeader", message="record has no <header>"),
         )
     header = Header(header_element)
+    # each value whole, its XPath string value: sickle's stopped at a comment inside
+    identifier, datestamp = (
+        header_element.xpath(f"string(oai:{name})", namespaces={"oai": _NS[1:-1]})
+        for name in ("identifier", "datestamp")
+    )
+    set_specs = [spec.xpath("string()") for spec in header_element.findall(_NS + "setSpec")]
     record = HarvestedRecord(
-        identifier=(header.identifier or "").strip(),
-        datestamp=(header.datestamp or "").strip(),
+        identifier=identifier.strip(),
+        datestamp=datestamp.strip(),
         deleted=header.deleted,
-        set_specs=[spec.strip() for spec in header.setSpecs if spec and spec.strip()],
+        set_specs=[spec.strip() for spec in set_specs if spec.strip()],
         xml=_serialize(item) if with_xml else None,
     )
     if not record.identifier:

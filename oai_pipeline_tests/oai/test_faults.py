@@ -16,7 +16,7 @@ from lxml import etree
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.client import OAIClient, _count_notice, another_base_url
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
-from oai_pipeline.oai.pages import parse_response, read_identify
+from oai_pipeline.oai.pages import UnusablePage, parse_response, read_identify
 from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
 from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
@@ -424,6 +424,111 @@ def test_a_record_broken_before_its_header_is_still_identified() -> None:
     harvest = Harvest(source, max_retries=0).run()
     assert set(harvest.records) == held(source)
     assert harvest.records[target.decode()].error.type == "MalformedRecord"
+
+
+def test_a_broken_record_of_a_page_in_no_namespace_is_that_records_error() -> None:
+    """A source whose OAI-PMH elements lost their namespace, one record not well-formed: the
+    header of the broken record was read with sickle's Header, which wants a namespace, and
+    its AttributeError failed the whole page instead of that record."""
+    page = (
+        b'<OAI-PMH><responseDate>2024-03-01T10:00:00Z</responseDate><request verb="ListRecords">'
+        b"http://x/oai</request><ListRecords>"
+        b"<record><header><identifier>oai:x:1</identifier><datestamp>2024-03-01</datestamp>"
+        b'</header><metadata><a xmlns="urn:a">1</a></metadata></record>'
+        b"<record><header><identifier>oai:x:2</identifier><datestamp>2024-03-02</datestamp>"
+        b'<setSpec>s</setSpec></header><metadata><a xmlns="urn:a">a < b</a></metadata></record>'
+        b"</ListRecords></OAI-PMH>"
+    )
+    fine, broken = parse_response(page, "ListRecords").records
+    assert (fine.identifier, fine.error) == ("oai:x:1", None)
+    assert (broken.identifier, broken.datestamp) == ("oai:x:2", "2024-03-02")
+    assert broken.set_specs == ["s"]
+    assert broken.error is not None and broken.error.type == "MalformedRecord"
+
+
+def test_a_comment_inside_a_header_value_does_not_cut_it_short() -> None:
+    """XML allows a comment (or a processing instruction) anywhere: the header's values were
+    read up to it, so two records became one identifier (`oai:x:`), one staged over the other."""
+    page = (
+        b'<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><request verb="ListRecords">'
+        b"http://x/oai</request><ListRecords>"
+        + b"".join(
+            b"<record><header><identifier>oai:x:<!-- n -->%d</identifier><datestamp>2024-03-01"
+            b"<?pi x?>T10:00:00Z</datestamp><setSpec>a<!-- -->b</setSpec></header>"
+            b'<metadata><a xmlns="urn:a">1</a></metadata></record>' % number
+            for number in (1, 2)
+        )
+        + b"<resumptionToken>to<!-- -->ken</resumptionToken></ListRecords></OAI-PMH>"
+    )
+    parsed = parse_response(page, "ListRecords")
+    assert [(r.identifier, r.datestamp, r.set_specs) for r in parsed.records] == [
+        ("oai:x:1", "2024-03-01T10:00:00Z", ["ab"]),
+        ("oai:x:2", "2024-03-01T10:00:00Z", ["ab"]),
+    ]
+    assert parsed.next_token == "token"
+
+
+HEADER = "<identifier{0}>oai:x:1</identifier><datestamp>2024-03-01</datestamp>"
+METADATA = '<metadata><a xmlns="urn:a">1</a></metadata>'
+NO_NS = ' xmlns=""'
+
+
+@pytest.mark.parametrize(
+    ("verb", "item"),
+    [
+        (
+            "ListRecords",
+            f'<record><header xmlns="">{HEADER.format("")}</header>{METADATA}</record>',
+        ),
+        ("GetRecord", f"<record><header>{HEADER.format(NO_NS)}</header>{METADATA}</record>"),
+        ("ListIdentifiers", f"<header>{HEADER.format(NO_NS)}</header>"),
+    ],
+)
+def test_a_header_that_lost_its_namespace_inside_a_sound_item_is_read_and_noted(
+    verb: str, item: str
+) -> None:
+    """Only the list's items were looked at for OAI-PMH elements in no namespace: a header
+    (or its identifier) that lost it inside a record that kept it made the record a
+    MissingHeader (MissingIdentifier) error, never harvested, and no notice said why."""
+    page = (
+        '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><request verb="ListRecords">'
+        f"http://x/oai</request><{verb}>{item}</{verb}></OAI-PMH>"
+    ).encode()
+    parsed = parse_response(page, verb)  # type: ignore[arg-type]
+    (record,) = parsed.records
+    assert (record.identifier, record.datestamp, record.error) == ("oai:x:1", "2024-03-01", None)
+    assert parsed.notice is not None
+
+
+def test_an_error_beside_records_is_an_unusable_page_not_an_empty_list() -> None:
+    """A response with noRecordsMatch and records in its list contradicts itself: taken as
+    the error, it was an empty last page, and its records were dropped without a word."""
+    record = f"<record><header>{HEADER.format('')}</header>{METADATA}</record>"
+    page = (
+        '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><request verb="ListRecords">'
+        f'http://x/oai</request><error code="noRecordsMatch"/><ListRecords>{record}'
+        "</ListRecords></OAI-PMH>"
+    ).encode()
+    with pytest.raises(UnusablePage, match="noRecordsMatch") as caught:
+        parse_response(page, "ListRecords")
+    assert caught.value.whole
+    with pytest.raises(UnusablePage, match="noRecordsMatch"):  # one of them broken
+        parse_response(page.replace(b">1</a>", b">a < b</a>"), "ListRecords")
+    empty = page.replace(record.encode(), b"")
+    assert parse_response(empty, "ListRecords").errors == [("noRecordsMatch", "")]
+
+
+def test_a_parser_refusal_is_told_on_one_line() -> None:
+    """libxml2 ends some messages with a line break (an attribute over its 10 MB bound): the
+    page's error, and the run's failure, came on two lines."""
+    page = (
+        b'<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><request verb="Identify" x="'
+        + b"v" * 11_000_000
+        + b'">http://x/oai</request></OAI-PMH>'
+    )
+    with pytest.raises(UnusablePage) as caught:
+        parse_response(page, "Identify")
+    assert "\n" not in str(caught.value) and "Buffer size limit exceeded" in str(caught.value)
 
 
 LAUGHS = (

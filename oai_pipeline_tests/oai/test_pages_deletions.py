@@ -80,3 +80,19 @@ def test_the_client_dates_an_undated_deletion_without_a_response_date_when_it_as
     assert before <= parse_datestamp(gone.datestamp) <= after
     assert live.error is not None and live.error.type == "MissingDatestamp"
     assert notice is not None and "1 deleted record(s) without a datestamp" in notice
+
+
+def test_a_deleted_status_in_another_case_or_padded_is_a_deletion() -> None:
+    """`status="Deleted"` or `" deleted "` was read as a live record: one with its metadata
+    still there was staged as live, one without it a MissingMetadata error, and the source's
+    deletion was never applied. Another status is no deletion."""
+    records = "".join(
+        f'<record><header status="{status}"><identifier>oai:x:{number}</identifier>'
+        "<datestamp>2024-03-01</datestamp></header>"
+        "<metadata><a xmlns='urn:a'>x</a></metadata></record>"
+        for number, status in enumerate(("Deleted", "DELETED", " deleted ", "other"))
+    )
+    page = _page("<responseDate>2024-03-01T10:00:00Z</responseDate>", records)
+    parsed = parse_response(page, "ListRecords")
+    assert [r.deleted for r in parsed.records] == [True, True, True, False]
+    assert all(r.error is None for r in parsed.records)
