@@ -8,6 +8,7 @@ metadata prefix, and none of them of a new set, so the same change said nothing 
 from __future__ import annotations
 
 from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.harvesters.plugins import written_options
 
 # An incremental harvest lists only records changed since the last one: records the new
 # configuration asks for whose datestamps are older are never listed by it.
@@ -45,4 +46,27 @@ def change_warnings(before: Harvester | None, after: Harvester) -> list[str]:
                 "does not hold"
             )
         warnings.append(warning)
+    if after.transformers != before.transformers:
+        warnings.append(
+            "the transformers changed: a record already harvested is transformed and written "
+            f"again at the next harvest that lists it; {_HARVEST_AGAIN} to have every record so"
+        )
+    wrote, writes = written_options(before), written_options(after)
+    for name in sorted(writes.keys() & wrote.keys()):
+        if writes[name] != wrote[name]:
+            warnings.append(
+                f"writer {name!r} writes otherwise ({wrote[name] or 'defaults'} -> "
+                f"{writes[name] or 'defaults'}): a record it wrote is written again at the next "
+                f"harvest that lists it; {_HARVEST_AGAIN} to have every record so"
+            )
+    for name in sorted(writes.keys() - wrote.keys()):
+        warnings.append(
+            f"writer {name!r} is new: it writes a record at the next harvest that lists it; "
+            f"{_HARVEST_AGAIN} to have every record in its target"
+        )
+    for name in sorted(wrote.keys() - writes.keys()):
+        warnings.append(
+            f"writer {name!r} was removed: what it wrote stays in its target, which no harvest "
+            "of this harvester updates or deletes any more"
+        )
     return warnings
