@@ -20,6 +20,7 @@ from oai_pipeline.cli.output import (
     pending_rekey_line,
 )
 from oai_pipeline.errors import ConfigurationError, NotFound, PipelineError, database_error_text
+from oai_pipeline.harvesters.changes import change_warnings
 from oai_pipeline.harvesters.fixtures import read_fixture_file
 from oai_pipeline.harvesters.model import Harvester, describe_validation_error
 from oai_pipeline.harvesters.plugins import missing_communities, release_target_records
@@ -217,15 +218,7 @@ def update(harvester_id: str, model: str | None, community: str | None, as_json:
     warnings = _registered_as(given_url) + community_warnings(harvester)
     if harvester.base_url != before.base_url:
         warnings += _runs_queued_for(before)
-    if harvester.metadata_prefix != before.metadata_prefix:
-        warnings.append(
-            f"the metadata prefix changed from {before.metadata_prefix!r} to "
-            f"{harvester.metadata_prefix!r}: a reconcile deletes no record harvested as "
-            f"{before.metadata_prefix!r} that the source does not list as "
-            f"{harvester.metadata_prefix!r} unless run with --force; an incremental harvest "
-            "lists only records changed since: harvest them all again (a full harvest, or a "
-            "backfill of every window) to have each in the new format"
-        )
+    warnings += change_warnings(before, harvester)
     _warn(warnings)
     payload = {**harvester.model_dump(mode="json"), "warnings": warnings}
     emit(payload, as_json=as_json, text=f"updated {_describe(harvester)}")
@@ -344,8 +337,9 @@ def load(file: Path, as_json: bool) -> None:
         entries = read_fixture_file(file, given_urls=given_urls)
     except ConfigurationError as error:  # the file is the user's input, as create's options are
         raise InvalidInput(str(error), as_json=as_json) from None
+    changes: dict[str, list[str]] = {}
     with open_store() as store:
-        results = HarvesterRegistry(store).upsert_many(entries)
+        results = HarvesterRegistry(store).upsert_many(entries, warnings=changes)
     changed = {h.id: h for h in entries}
     payload = []
     for harvester_id, result in results:
@@ -353,6 +347,7 @@ def load(file: Path, as_json: bool) -> None:
         # the file's URL is told each time until it is changed, even if stored so already
         warnings = _registered_as(given_urls.get(harvester_id))
         warnings += [] if unchanged else community_warnings(changed[harvester_id])
+        warnings += changes.get(harvester_id, [])
         _warn(warnings)
         payload.append({"id": harvester_id, "result": result, "warnings": warnings})
     text = "\n".join(f"{harvester_id}: {result}" for harvester_id, result in results)

@@ -83,20 +83,22 @@ def register_harvester_op(
         ) from None
     except PipelineError as error:
         raise dg.Failure(description=f"harvester {config.id!r}: {error}") from None
+    changes: dict[str, list[str]] = {}
     with pipeline.services() as services:
-        result = HarvesterRegistry(services.state).upsert(harvester)
+        result = HarvesterRegistry(services.state).upsert(harvester, warnings=changes)
     ensure_harvester_partitions(context.instance, [harvester.id])
     context.log.info(f"harvester {harvester.id}: {result}")
     note = pasted_arguments_note(config.base_url)
-    if note:
-        context.log.warning(f"harvester {harvester.id}: {note}")
+    warnings = ([note] if note else []) + changes.get(harvester.id, [])
+    for warning in warnings:
+        context.log.warning(f"harvester {harvester.id}: {warning}")
     return dg.Output(
         harvester.id,
         metadata={
             "harvester": harvester.id,
             "result": result,
             "harvester_config": dg.MetadataValue.json(harvester.model_dump(mode="json")),
-            "warnings": dg.MetadataValue.json([note] if note else []),
+            "warnings": dg.MetadataValue.json(warnings),
         },
     )
 

@@ -175,10 +175,16 @@ def read_fixture_file(path: Path, *, given_urls: dict[str, str] | None = None) -
 
 def load_fixture_file(path: Path, registry: HarvesterRegistry) -> list[tuple[str, UpsertResult]]:
     """Create or update every harvester of the file: all of them, or none if one is wrong.
-    A base URL registered without the OAI-PMH arguments the file gives it is logged."""
+    A base URL registered without the OAI-PMH arguments the file gives it is logged, as is
+    what a change means for the next runs (`change_warnings`)."""
     given_urls: dict[str, str] = {}
     harvesters = read_fixture_file(Path(path), given_urls=given_urls)
     for harvester_id, given in given_urls.items():
         if note := pasted_arguments_note(given):
             logger.warning("%s: harvester %s: %s", path, harvester_id, note)
-    return registry.upsert_many(harvesters)
+    changes: dict[str, list[str]] = {}
+    results = registry.upsert_many(harvesters, warnings=changes)
+    for harvester_id, warnings in changes.items():
+        for warning in warnings:
+            logger.warning("%s: harvester %s: %s", path, harvester_id, warning)
+    return results

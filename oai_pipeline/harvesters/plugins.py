@@ -229,6 +229,20 @@ def rewritten_fingerprints(transforms: Mapping[str, str | None], writer: Writer)
     return {i: written_fingerprint(t, writer) for i, t in transforms.items() if t is not None}
 
 
+def written_options(harvester: Harvester) -> dict[str, Any]:
+    """Each writer's options that change what it writes (`content_options`, as its written
+    fingerprint holds them), by writer name. A plug-in not installed: its spec's options."""
+    found: dict[str, Any] = {}
+    for text in harvester.writers:
+        spec = parse_spec(text)
+        try:
+            options = _options_of("writers", spec, load_plugin_class("writers", spec.name))
+            found[spec.name] = options.content_options()  # type: ignore[attr-defined]
+        except (ConfigurationError, AttributeError):
+            found[spec.name] = spec.options
+    return found
+
+
 def _package_version(name: str) -> str | None:
     try:
         return version(name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from oai_pipeline.errors import AlreadyExists, NotFound, PipelineError
+from oai_pipeline.harvesters.changes import change_warnings
 from oai_pipeline.harvesters.model import Harvester
 
 if TYPE_CHECKING:
@@ -62,19 +63,18 @@ class HarvesterRegistry:
         if not self.store.delete_harvester(harvester_id, delete_records=delete_records):
             raise NotFound(f"unknown harvester {harvester_id!r}")
 
-    def upsert(self, harvester: Harvester) -> UpsertResult:
+    def upsert(
+        self, harvester: Harvester, *, warnings: dict[str, list[str]] | None = None
+    ) -> UpsertResult:
         """Create or update to exactly this harvester (what loading a fixture does)."""
-        current = self.store.get_harvester(harvester.id)
-        if current is None:
-            self.store.save_harvester(harvester)
-            return "created"
-        if current.model_dump() == harvester.model_dump():
-            return "unchanged"
-        self.store.save_harvester(harvester)
-        return "updated"
+        return self.upsert_many([harvester], warnings=warnings)[0][1]
 
-    def upsert_many(self, many: list[Harvester]) -> list[tuple[str, UpsertResult]]:
-        """`upsert` for several harvesters, stored in one transaction (all or none)."""
+    def upsert_many(
+        self, many: list[Harvester], *, warnings: dict[str, list[str]] | None = None
+    ) -> list[tuple[str, UpsertResult]]:
+        """`upsert` for several harvesters, stored in one transaction (all or none).
+        `warnings`, if given, is filled with what each change means for the next runs
+        (`change_warnings`), as `harvesters update` tells it."""
         results: list[tuple[str, UpsertResult]] = []
         changed: list[Harvester] = []
         for harvester in many:
@@ -86,6 +86,8 @@ class HarvesterRegistry:
                 continue
             else:
                 results.append((harvester.id, "updated"))
+            if warnings is not None:
+                warnings[harvester.id] = change_warnings(current, harvester)
             changed.append(harvester)
         self.store.save_harvesters(changed)
         return results

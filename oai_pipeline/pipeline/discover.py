@@ -108,7 +108,9 @@ def _run_for(
     )
     run = None
     if options.resume_batch_id is not None:
-        run = _run_to_resume(state, scope.harvester_id, options.resume_batch_id)
+        run = _run_to_resume(
+            state, scope.harvester_id, options.resume_batch_id, retry_failed=options.retry_failed
+        )
     elif not options.identifiers:
         run = state.find_resumable_run(scope.harvester_id, from_, until)
         if run is not None and _options_of(run).get("hours_asked") != scope.hours_asked:
@@ -300,7 +302,9 @@ def discover(
     state = services.state
     harvester = services.harvester(scope.harvester_id)
     if options.resume_batch_id is not None:  # a typo is told before the source is asked
-        _run_to_resume(state, scope.harvester_id, options.resume_batch_id)
+        _run_to_resume(
+            state, scope.harvester_id, options.resume_batch_id, retry_failed=options.retry_failed
+        )
     reader = build_reader(harvester)
     try:
         if options.rate_limit_per_minute and hasattr(reader, "set_rate_limit"):
@@ -441,13 +445,22 @@ def _save_on_failure(run_id: int, what: str, save: Callable[[], object]) -> None
         logger.warning("the %s of harvest run %s could not be saved", what, run_id, exc_info=True)
 
 
-def _run_to_resume(state: StateStore, harvester_id: str, run_id: int) -> dict[str, Any]:
+def _run_to_resume(
+    state: StateStore, harvester_id: str, run_id: int, *, retry_failed: bool
+) -> dict[str, Any]:
     """The run `--resume` names. A superseded one is refused: its resumption token is of what
     replaced it (the old server, prefix or identifiers), and resumed, its error (what says
-    it was superseded) was gone, a later failure leaving it resumable again."""
+    it was superseded) was gone, a later failure leaving it resumable again. A succeeded one
+    too, unless asked to retry its failed records (`retry_failed`), all it has left to do:
+    before, it was reopened and its window listed again under its number."""
     run = state.get_run(run_id)
     if run is None or run["harvester_id"] != harvester_id:
         raise NotFound(f"no harvest run {run_id} for harvester {harvester_id!r}")
+    if run["status"] == "succeeded" and not retry_failed:
+        raise InvalidArgument(
+            f"harvest run {run_id} cannot be resumed: it succeeded. Harvest without --resume "
+            "to harvest its window again (--retry-failed retries the records it failed)"
+        )
     why = superseded_because(run)
     if why is not None:
         raise InvalidArgument(

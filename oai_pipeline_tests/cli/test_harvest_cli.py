@@ -114,21 +114,21 @@ def test_resume_retries_failed_records_only_when_asked(endpoint: OAIEndpoint) ->
     first, live = _failed_for_a_missing_community(endpoint)
     run_id = str(first["run_id"])
 
-    resumed = json.loads(run("harvest", "sample", "--resume", run_id, "--json").stdout)
-    assert resumed["run_id"] == first["run_id"]
-    assert resumed["created"] == 0  # failed records are not retried unless asked
-    # The report says what the earlier attempt did: failed the live records, deleted none
-    # of the records deleted at the source (they have no target record yet) without error.
-    assert resumed["failed_earlier"] == len(live)
-    assert resumed["written_earlier"] == first["harvested"] - len(live) > 0
-    text = run("harvest", "sample", "--resume", run_id).output
-    assert f"failed in an earlier attempt of this run: {len(live)}" in text
-    assert f"written by an earlier attempt of this run: {resumed['written_earlier']}" in text
+    # The run succeeded: without --retry-failed it has nothing left to resume. Before, it
+    # was reopened and its window listed again under its number, retrying nothing.
+    refused = run("harvest", "sample", "--resume", run_id)
+    assert refused.exit_code == 2, refused.output
+    assert f"harvest run {run_id} cannot be resumed: it succeeded" in refused.output
+    assert "--retry-failed" in refused.output
 
     retried = json.loads(
         run("harvest", "sample", "--resume", run_id, "--retry-failed", "--json").stdout
     )
+    assert retried["run_id"] == first["run_id"]
     assert retried["created"] == len(live)
+    # The report says what the earlier attempt did: deleted none of the records deleted at
+    # the source (they have no target record yet) without error.
+    assert retried["written_earlier"] == first["harvested"] - len(live) > 0
     status = json.loads(run("status", "--batch-id", run_id, "--json").output)
     assert status["records"]["failed"] == 0
     assert status["records"]["imported"] == len(live)

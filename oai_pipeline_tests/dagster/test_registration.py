@@ -102,3 +102,19 @@ def test_a_request_url_from_the_launchpad_is_registered_as_its_endpoint(
     (output,) = [e for e in result.all_events if e.is_successful_output]
     [warning] = output.event_specific_data.metadata["warnings"].value
     assert "registered as https://zenodo.org/oai2d" in warning
+
+
+def test_a_harvester_given_another_set_or_prefix_from_the_launchpad_is_warned_as_update_is(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """Before, only `harvesters update` said what a new metadata prefix means for the next
+    runs, and nothing said what a new set does: the job's output says both now."""
+    assert _register(instance, {**ZENODO, "setspec": "user-a"}).success
+    result = _register(instance, {**ZENODO, "setspec": "user-b", "metadata_prefix": "datacite"})
+
+    assert result.success
+    (output,) = [e for e in result.all_events if e.is_successful_output]
+    prefix, setspec = output.event_specific_data.metadata["warnings"].value
+    assert "the metadata prefix changed from 'oai_datacite' to 'datacite'" in prefix
+    assert "the set changed from 'user-a' to 'user-b'" in setspec
+    assert "harvest them all again" in setspec

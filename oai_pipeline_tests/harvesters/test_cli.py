@@ -297,3 +297,33 @@ def test_the_text_listing_says_which_harvesters_the_schedules_skip():
     rows = [line.split("\t") for line in run("list").output.splitlines()]
 
     assert {row[0]: row[5] for row in rows} == {"on": "enabled", "off": "disabled"}
+
+
+def _update_warnings(*flags: str) -> list[str]:
+    return json.loads(run("update", "zenodo", *flags, "--json").stdout)["warnings"]
+
+
+def test_update_says_what_a_change_of_chain_or_writer_reaches_and_what_changes_nothing():
+    """A new transformer chain or writer content option reaches a record at the next
+    harvest that lists it; before, `update` said nothing, and an operator who ran the usual
+    incremental harvest found most records as they were. Options of how, not what, say
+    nothing."""
+    run(*CREATE)
+
+    chain_flags = ["--transformer", 'oai-import{model: "rdm"}', "--transformer", "upper-title"]
+    [chain] = [w for w in _update_warnings(*chain_flags) if "transform" in w]
+    assert "the transformers changed" in chain and "harvest them all again" in chain
+
+    [community] = [w for w in _update_warnings("--community", "other") if "writer" in w]
+    assert "writer 'oai-service' writes otherwise" in community
+    assert "harvest them all again" in community
+
+    for flags in (
+        ["--writer", 'oai-service{model: "rdm", community: "other", direct_update: true}'],
+        ["--batch-size", "7"],
+        ["--rate-limit-per-minute", "5"],
+        ["--loader", "oai-pmh{page_size: 10}"],
+        ["--name", "Z", "--comment", "c", "--harvest-manager", "c@example.org"],
+        ["--disabled"],
+    ):
+        assert not [w for w in _update_warnings(*flags) if "again" in w], flags

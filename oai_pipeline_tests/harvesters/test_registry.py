@@ -154,3 +154,21 @@ def test_fixture_is_all_or_nothing(registry, tmp_path, bad_entry, message):
 def test_missing_fixture_file_is_a_configuration_error(registry, tmp_path):
     with pytest.raises(ConfigurationError, match="cannot read"):
         load_fixture_file(tmp_path / "absent.yaml", registry)
+
+
+def test_a_fixture_changing_a_set_logs_what_it_means_for_the_next_runs(
+    registry, tmp_path, caplog: pytest.LogCaptureFixture
+):
+    """What the data folder's fixture (loaded by the sensor) does: before, a new set or
+    metadata prefix was stored without a word; `harvesters update` warned of the prefix."""
+    path = tmp_path / "oai_harvesters.yaml"
+    path.write_text(FIXTURE)
+    load_fixture_file(path, registry)
+    path.write_text(FIXTURE.replace("setspec: user-cesnet", "setspec: user-other"))
+    with caplog.at_level("WARNING", logger="oai_pipeline.harvesters.fixtures"):
+        assert load_fixture_file(path, registry)[0] == ("zenodo-cesnet", "updated")
+    assert any(
+        "harvester zenodo-cesnet: the set changed from 'user-cesnet' to 'user-other'"
+        in record.getMessage()
+        for record in caplog.records
+    ), caplog.text

@@ -364,3 +364,19 @@ def test_a_run_whose_export_fails_is_not_left_running(
         run = services.state.list_runs(harvester_id="sample", limit=1)[0]
     expected = "failed" if isinstance(error, Exception) else "stopped"
     assert run["status"] == expected and type(error).__name__ in run["error"]
+
+
+def test_resume_refuses_a_run_that_succeeded(source: FakeSource, settings: Settings) -> None:
+    """Before, `--resume` of a succeeded run made it `running` again and listed its window
+    once more from the start (a catch-up it was not asked for, under an old run's number):
+    a succeeded run has nothing left to resume."""
+    with Services(settings) as services:
+        result = run_harvest(services, EVERYTHING, RunOptions(), progress=lambda _m: None)
+        done = services.state.get_run(result.run_id)
+        assert done["status"] == "succeeded"
+        with pytest.raises(InvalidArgument, match="cannot be resumed: it succeeded"):
+            run_discover(services, resume_batch_id=done["id"])
+        after = services.state.get_run(done["id"])
+        runs = services.state.list_runs(harvester_id="sample")
+    assert after["status"] == "succeeded" and after["finished_at"] == done["finished_at"]
+    assert len(runs) == 1
