@@ -26,7 +26,7 @@ from oai_pipeline.oai.types import (
     OAISet,
 )
 from oai_pipeline.oai.windows import normalize_response_date
-from oai_pipeline.xml_safety import parse_untrusted, safe_xml_parser
+from oai_pipeline.xml_safety import over_parser_limit, parse_untrusted, safe_xml_parser
 
 OAI_NAMESPACE = "http://www.openarchives.org/OAI/2.0/"
 _NS = "{" + OAI_NAMESPACE + "}"
@@ -45,7 +45,8 @@ class UnusablePage(Exception):
     """The body is not a complete OAI-PMH response; a failed request to retry.
     ``web_page``: it is an HTML page (a proxy's error page, or no OAI-PMH endpoint there).
     ``whole``: it is a complete document of another kind (well-formed XML, a web page to its
-    end), not one cut short: sent again alike, it is the source's answer, not a passing fault."""
+    end), or one with a value beyond the parser's bounds, not one cut short: sent again
+    alike, it is the source's answer, not a passing fault."""
 
     def __init__(self, message: str, *, web_page: bool = False, whole: bool = False) -> None:
         super().__init__(message)
@@ -181,8 +182,19 @@ def _parse(
             ) from exc
         if verb in ("ListRecords", "GetRecord"):
             return _parse_isolating_records(data, verb, exc)
-        raise UnusablePage(f"not well-formed XML: {_one_line(exc)}") from exc
+        raise _unparsable_page(exc) from exc
     return _read_root(root, verb)
+
+
+def _unparsable_page(exc: Exception) -> UnusablePage:
+    """The page the parser refused: not well-formed, or over one of the parser's bounds,
+    said in the operator's words (not libxml2's "try XML_PARSE_HUGE") and whole, as the
+    source sends it so at every attempt (see UnusablePage)."""
+    limit = over_parser_limit(exc) if isinstance(exc, etree.XMLSyntaxError) else None
+    if limit is None:
+        return UnusablePage(f"not well-formed XML: {_one_line(exc)}")
+    line, column = getattr(exc, "position", (0, 0))
+    return UnusablePage(f"{limit} in the page (line {line}, column {column})", whole=True)
 
 
 def _one_line(exc: Exception) -> str:
@@ -516,7 +528,7 @@ def _parse_isolating_records(data: bytes, verb: Verb, page_error: Exception) -> 
     text = data.decode("utf-8", "replace")
     spans = _record_spans(text)
     if not spans:
-        raise UnusablePage(f"not well-formed XML: {_one_line(page_error)}") from page_error
+        raise _unparsable_page(page_error) from page_error
     pieces, last = [], 0
     for start, end in spans:
         pieces.append(text[last:start])
@@ -525,7 +537,9 @@ def _parse_isolating_records(data: bytes, verb: Verb, page_error: Exception) -> 
     try:
         root = parse_untrusted("".join(pieces).encode("utf-8"))
     except (etree.XMLSyntaxError, ValueError) as exc:
-        raise UnusablePage(f"not well-formed XML: {_one_line(page_error)}") from exc
+        # the page without its records over a bound of the parser: that, the same each try
+        over = isinstance(exc, etree.XMLSyntaxError) and over_parser_limit(exc) is not None
+        raise _unparsable_page(exc if over else page_error) from exc
     try:
         parsed = _read_root(root, verb)
     except UnusablePage as exc:
@@ -578,9 +592,12 @@ def _broken_record(
     record.error = _cut_to_size(record)
     # The header is the truth: a deleted record needs no metadata, broken or not.
     if record.error is None and not deleted:
+        limit = over_parser_limit(exc)
         record.error = RecordError(
-            type="MalformedRecord",
-            message=f"record XML is not well-formed: {_one_line(exc)}",
+            type="MalformedRecord" if limit is None else "OversizedValue",
+            message=f"record XML is not well-formed: {_one_line(exc)}"
+            if limit is None
+            else f"record holds {limit}",
             location=f"record {number} of the page",
         )
     return record

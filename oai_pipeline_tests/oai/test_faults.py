@@ -518,9 +518,10 @@ def test_an_error_beside_records_is_an_unusable_page_not_an_empty_list() -> None
     assert parse_response(empty, "ListRecords").errors == [("noRecordsMatch", "")]
 
 
-def test_a_parser_refusal_is_told_on_one_line() -> None:
+def test_a_parser_refusal_is_told_on_one_line_in_the_operators_words() -> None:
     """libxml2 ends some messages with a line break (an attribute over its 10 MB bound): the
-    page's error, and the run's failure, came on two lines."""
+    page's error, and the run's failure, came on two lines, with libxml2's hint to a
+    programmer ("try XML_PARSE_HUGE") where the operator needs what is wrong and where."""
     page = (
         b'<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><request verb="Identify" x="'
         + b"v" * 11_000_000
@@ -528,7 +529,43 @@ def test_a_parser_refusal_is_told_on_one_line() -> None:
     )
     with pytest.raises(UnusablePage) as caught:
         parse_response(page, "Identify")
-    assert "\n" not in str(caught.value) and "Buffer size limit exceeded" in str(caught.value)
+    message = str(caught.value)
+    assert "\n" not in message and "XML_PARSE_HUGE" not in message
+    assert message.startswith("a value (text or attribute) larger than the parser's limit of ")
+    assert "10 MB in the page (line 1, column " in message
+    assert caught.value.whole  # the same at every attempt: not a page cut short
+
+
+@pytest.mark.parametrize("where", ["attribute", "text"])
+def test_a_value_over_the_parsers_limit_in_one_record_is_that_records_error(where: str) -> None:
+    """One record with a value over libxml2's 10 MB bound: it became a MalformedRecord
+    "not well-formed: ... try XML_PARSE_HUGE", which told the operator nothing of what was
+    wrong; the other records of the page are kept."""
+    huge = "v" * 11_000_000
+    sound = '<a xmlns="urn:a">1</a>'
+    metadata = f'<a xmlns="urn:a" big="{huge}">1</a>' if where == "attribute" else f"<a>{huge}</a>"
+    page = (
+        '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><request verb="ListRecords">'
+        "http://x/oai</request><ListRecords>"
+        + "".join(
+            f"<record><header><identifier>oai:x:{n}</identifier><datestamp>2024-03-01"
+            f"</datestamp></header><metadata>{metadata if n == 2 else sound}"
+            "</metadata></record>"
+            for n in (1, 2, 3)
+        )
+        + "</ListRecords></OAI-PMH>"
+    ).encode()
+    first, huge_one, third = parse_response(page, "ListRecords").records
+    assert (first.error, third.error) == (None, None)
+    assert (huge_one.identifier, huge_one.datestamp) == ("oai:x:2", "2024-03-01")
+    assert huge_one.error is not None
+    assert (huge_one.error.type, huge_one.error.location) == (
+        "OversizedValue",
+        "record 2 of the page",
+    )
+    assert huge_one.error.message == (
+        "record holds a value (text or attribute) larger than the parser's limit of 10 MB"
+    )
 
 
 LAUGHS = (
