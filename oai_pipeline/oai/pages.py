@@ -298,12 +298,14 @@ def _read_root(root: etree._Element, verb: Verb) -> ParsedResponse:
     _claim(root, unqualified, whole=bool(unqualified))
     request = root.find(_NS + "request")
     parsed = ParsedResponse(
-        response_date=normalize_response_date(root.findtext(_NS + "responseDate")),
+        response_date=normalize_response_date(_child_text(root, _NS + "responseDate")),
         unqualified=unqualified,
         answered={} if request is None else {str(k): str(v) for k, v in request.attrib.items()},
     )
     for error in root.iterfind(_NS + "error"):
-        parsed.errors.append((error.get("code") or "unknown", " ".join((error.text or "").split())))
+        parsed.errors.append(
+            (error.get("code") or "unknown", " ".join((_text(error) or "").split()))
+        )
     container = root.find(_NS + verb)
     item_tag = _ITEM_TAG.get(verb)
     if parsed.errors:
@@ -364,6 +366,13 @@ def _text(element: etree._Element) -> str | None:
     if len(element) == 0:  # the usual case: nothing inside, kept cheap
         return element.text
     return "".join(element.itertext())
+
+
+def _child_text(parent: etree._Element, tag: str) -> str | None:
+    """The first ``tag`` child's text, all of it (see _text); None: there is none.
+    ``findtext`` stops at a comment too: a responseDate cut so moved the next window."""
+    child = parent.find(tag)
+    return None if child is None else _text(child) or ""
 
 
 def _header_fields(header: etree._Element) -> tuple[str | None, str | None, bool, list[str]]:
@@ -616,7 +625,7 @@ def read_identify(parsed: ParsedResponse, requested_url: str) -> IdentifyInfo:
         raise UnusablePage("Identify response without <Identify>")
 
     def text(name: str) -> str:
-        return (container.findtext(_NS + name) or "").strip()
+        return (_child_text(container, _NS + name) or "").strip()
 
     earliest = text("earliestDatestamp")
     granularity_text = text("granularity")
@@ -630,7 +639,7 @@ def read_identify(parsed: ParsedResponse, requested_url: str) -> IdentifyInfo:
     declared = [
         url
         for element in container.iterchildren(_NS + "baseURL")
-        if (url := (element.text or "").strip())
+        if (url := (_text(element) or "").strip())
     ]
     base_url = next(
         (url for url in declared if is_our_base_url(requested_url, url)),
@@ -651,8 +660,8 @@ def read_sets(parsed: ParsedResponse) -> list[OAISet]:
         return []
     return [
         OAISet(
-            spec=(element.findtext(_NS + "setSpec") or "").strip(),
-            name=(element.findtext(_NS + "setName") or "").strip(),
+            spec=(_child_text(element, _NS + "setSpec") or "").strip(),
+            name=(_child_text(element, _NS + "setName") or "").strip(),
         )
         for element in parsed.container.iterchildren(_NS + "set")
     ]
@@ -662,6 +671,6 @@ def read_metadata_prefixes(parsed: ParsedResponse) -> list[str]:
     if parsed.container is None:
         return []
     return [
-        (element.findtext(_NS + "metadataPrefix") or "").strip()
+        (_child_text(element, _NS + "metadataPrefix") or "").strip()
         for element in parsed.container.iterchildren(_NS + "metadataFormat")
     ]

@@ -16,8 +16,14 @@ from lxml import etree
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.client import OAIClient, _count_notice, another_base_url
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
-from oai_pipeline.oai.pages import UnusablePage, parse_response, read_identify
-from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
+from oai_pipeline.oai.pages import (
+    UnusablePage,
+    parse_response,
+    read_identify,
+    read_metadata_prefixes,
+    read_sets,
+)
+from oai_pipeline.oai.types import HarvestedRecord, OAISet, SweepCheckpoint
 from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
     EchoingSource,
@@ -466,6 +472,47 @@ def test_a_comment_inside_a_header_value_does_not_cut_it_short() -> None:
         ("oai:x:2", "2024-03-01T10:00:00Z", ["ab"]),
     ]
     assert parsed.next_token == "token"
+
+
+def test_a_comment_inside_envelope_and_identify_values_does_not_cut_them_short() -> None:
+    """The responseDate, Identify's values, an <error>'s text and the names of sets and
+    formats were read up to a comment or processing instruction inside: a responseDate
+    cut to its day moved the next incremental window, a granularity cut before its `hh`
+    harvested by days, a deletedRecord cut to `pers` was taken for "no"."""
+    envelope = (
+        '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><responseDate>2024-03-01'
+        "<!-- c -->T10:00:00Z</responseDate><request>http://x/oai</request>{0}</OAI-PMH>"
+    )
+    identify = (
+        "<Identify><repositoryName>Our<!-- c --> Repository</repositoryName>"
+        "<baseURL>http://x/<?pi x?>oai</baseURL><protocolVersion>2.0</protocolVersion>"
+        "<earliestDatestamp>2020-01-01<!-- c -->T00:00:00Z</earliestDatestamp>"
+        "<deletedRecord>pers<!-- c -->istent</deletedRecord>"
+        "<granularity>YYYY-MM-DD<!-- c -->Thh:mm:ssZ</granularity>"
+        "<adminEmail>a@x<!-- c -->.org</adminEmail></Identify>"
+    )
+    parsed = parse_response(envelope.format(identify).encode(), "Identify")
+    info = read_identify(parsed, "http://x/oai")
+    assert (info.repository_name, info.base_url) == ("Our Repository", "http://x/oai")
+    assert (info.earliest_datestamp, info.granularity) == ("2020-01-01T00:00:00Z", "seconds")
+    assert (info.deleted_record, info.response_date) == ("persistent", "2024-03-01T10:00:00Z")
+    error = '<error code="badArgument">bad <!-- c -->argument</error>'
+    assert parse_response(envelope.format(error).encode(), "Identify").errors == [
+        ("badArgument", "bad argument")
+    ]
+    sets = (
+        "<ListSets><set><setSpec>a<!-- c -->b</setSpec><setName>A<?pi x?>B</setName></set>"
+        "</ListSets>"
+    )
+    assert read_sets(parse_response(envelope.format(sets).encode(), "ListSets")) == [
+        OAISet(spec="ab", name="AB")
+    ]
+    formats = (
+        "<ListMetadataFormats><metadataFormat><metadataPrefix>oai<!-- c -->_dc</metadataPrefix>"
+        "</metadataFormat></ListMetadataFormats>"
+    )
+    parsed = parse_response(envelope.format(formats).encode(), "ListMetadataFormats")
+    assert read_metadata_prefixes(parsed) == ["oai_dc"]
 
 
 HEADER = "<identifier{0}>oai:x:1</identifier><datestamp>2024-03-01</datestamp>"
