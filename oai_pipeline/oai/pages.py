@@ -393,9 +393,13 @@ def _header_fields(header: etree._Element) -> tuple[str | None, str | None, bool
                 identifier, has_identifier = _text(child), True
         elif not has_datestamp:
             datestamp, has_datestamp = _text(child), True
-    # `Deleted`, ` deleted `: some write it so; taken for live, the deletion was never applied
-    deleted = (header.get("status") or "").strip().lower() == "deleted"
-    return identifier, datestamp, deleted, set_specs
+    return identifier, datestamp, is_deleted_status(header.get("status")), set_specs
+
+
+def is_deleted_status(status: str | None) -> bool:
+    """Whether a header's status attribute says the record is deleted: `Deleted`,
+    ` deleted `, as some sources write it (taken for live, the deletion was never applied)."""
+    return (status or "").strip().lower() == "deleted"
 
 
 def _serialize(element: etree._Element) -> bytes:
