@@ -474,17 +474,20 @@ def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
     return record
 
 
-# The errors of a record whose header, or what is in it, may have lost its namespace.
-_HEADER_ERRORS = frozenset({"MissingHeader", "MissingIdentifier", "MissingDatestamp"})
+# The errors of a record whose header (or what is in it) or metadata may have lost its
+# namespace.
+_LOST_NAMESPACE_ERRORS = frozenset(
+    {"MissingHeader", "MissingIdentifier", "MissingDatestamp", "MissingMetadata"}
+)
 
 
 def _read_item(item: etree._Element, with_xml: bool, unqualified: list[str]) -> HarvestedRecord:
     """One item of a list. Of a page in OAI-PMH's namespace only the items are looked at for
-    elements in no namespace (see _claim): an item whose header lacks something is looked
-    through and read again, as its header (a `<header xmlns="">`) or identifier may have
-    lost the namespace inside it. A sound record costs nothing more."""
+    elements in no namespace (see _claim): an item whose header or metadata lacks something
+    is looked through and read again, as its header (a `<header xmlns="">`), identifier or
+    <metadata> may have lost the namespace inside it. A sound record costs nothing more."""
     record = _harvested(item, with_xml)
-    if record.error is None or record.error.type not in _HEADER_ERRORS:
+    if record.error is None or record.error.type not in _LOST_NAMESPACE_ERRORS:
         return record
     claimed = len(unqualified)
     _claim(item, unqualified, whole=True)

@@ -528,15 +528,21 @@ NO_NS = ' xmlns=""'
             f'<record><header xmlns="">{HEADER.format("")}</header>{METADATA}</record>',
         ),
         ("GetRecord", f"<record><header>{HEADER.format(NO_NS)}</header>{METADATA}</record>"),
+        (
+            "ListRecords",
+            f"<record><header>{HEADER.format('')}</header>"
+            '<metadata xmlns=""><a xmlns="urn:a">1</a></metadata></record>',
+        ),
         ("ListIdentifiers", f"<header>{HEADER.format(NO_NS)}</header>"),
     ],
 )
-def test_a_header_that_lost_its_namespace_inside_a_sound_item_is_read_and_noted(
+def test_a_header_or_metadata_that_lost_its_namespace_in_a_sound_item_is_read_and_noted(
     verb: str, item: str
 ) -> None:
     """Only the list's items were looked at for OAI-PMH elements in no namespace: a header
-    (or its identifier) that lost it inside a record that kept it made the record a
-    MissingHeader (MissingIdentifier) error, never harvested, and no notice said why."""
+    (or its identifier) or a <metadata> that lost it inside a record that kept it made the
+    record a MissingHeader (MissingIdentifier, MissingMetadata) error, never harvested, and
+    no notice said why."""
     page = (
         '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><request verb="ListRecords">'
         f"http://x/oai</request><{verb}>{item}</{verb}></OAI-PMH>"
@@ -545,6 +551,9 @@ def test_a_header_that_lost_its_namespace_inside_a_sound_item_is_read_and_noted(
     (record,) = parsed.records
     assert (record.identifier, record.datestamp, record.error) == ("oai:x:1", "2024-03-01", None)
     assert parsed.notice is not None
+    if record.xml is not None:  # stored as OAI-PMH's: the transformer finds its metadata
+        stored = etree.fromstring(record.xml)
+        assert stored.find("{http://www.openarchives.org/OAI/2.0/}metadata") is not None
 
 
 def test_an_error_beside_records_is_an_unusable_page_not_an_empty_list() -> None:
