@@ -610,7 +610,7 @@ def _broken_record(
     if record.error is None and not deleted:
         limit = over_parser_limit(exc)
         record.error = RecordError(
-            type="MalformedRecord" if limit is None else "OversizedValue",
+            type="MalformedRecord" if limit is None else "OverParserLimit",
             message=f"record XML is not well-formed: {_one_line(exc)}"
             if limit is None
             else f"record holds {limit}",

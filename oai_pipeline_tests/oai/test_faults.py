@@ -616,7 +616,7 @@ def test_a_value_over_the_parsers_limit_in_one_record_is_that_records_error(wher
     assert (huge_one.identifier, huge_one.datestamp) == ("oai:x:2", "2024-03-01")
     assert huge_one.error is not None
     assert (huge_one.error.type, huge_one.error.location) == (
-        "OversizedValue",
+        "OverParserLimit",
         "record 2 of the page",
     )
     assert huge_one.error.message == (
