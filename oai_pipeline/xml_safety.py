@@ -66,11 +66,13 @@ def parse_untrusted(data: bytes, max_bytes: int | None = None) -> etree._Element
     return root
 
 
-def over_parser_limit(error: etree.XMLSyntaxError) -> str | None:
+def over_parser_limit(error: BaseException) -> str | None:
     """What the parser refused, in the operator's words, when it was one of its bounds (a
     value over 10 MB, elements nested over 256 deep), not broken XML; None otherwise.
     libxml2 says "Buffer size limit exceeded, try XML_PARSE_HUGE": a hint to a programmer,
     meaningless to an operator, and the same at every attempt."""
+    if not isinstance(error, etree.XMLSyntaxError):
+        return None
     message = str(error)
     if _OVER_DEPTH_LIMIT.search(message):
         return f"elements nested deeper than the parser's limit of {MAX_DEPTH} levels"

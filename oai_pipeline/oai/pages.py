@@ -176,7 +176,7 @@ def _parse(
                 return _read_root(root, verb)
         if _HTML_START.match(data):
             raise UnusablePage(
-                f"an HTML page, not OAI-PMH XML ({_one_line(exc)})",
+                f"an HTML page, not OAI-PMH XML ({over_parser_limit(exc) or _one_line(exc)})",
                 web_page=True,
                 whole=_HTML_END.search(data) is not None,
             ) from exc
@@ -190,7 +190,7 @@ def _unparsable_page(exc: Exception) -> UnusablePage:
     """The page the parser refused: not well-formed, or over one of the parser's bounds,
     said in the operator's words (not libxml2's "try XML_PARSE_HUGE") and whole, as the
     source sends it so at every attempt (see UnusablePage)."""
-    limit = over_parser_limit(exc) if isinstance(exc, etree.XMLSyntaxError) else None
+    limit = over_parser_limit(exc)
     if limit is None:
         return UnusablePage(f"not well-formed XML: {_one_line(exc)}")
     line, column = getattr(exc, "position", (0, 0))
@@ -554,8 +554,7 @@ def _parse_isolating_records(data: bytes, verb: Verb, page_error: Exception) -> 
         root = parse_untrusted("".join(pieces).encode("utf-8"))
     except (etree.XMLSyntaxError, ValueError) as exc:
         # the page without its records over a bound of the parser: that, the same each try
-        over = isinstance(exc, etree.XMLSyntaxError) and over_parser_limit(exc) is not None
-        raise _unparsable_page(exc if over else page_error) from exc
+        raise _unparsable_page(page_error if over_parser_limit(exc) is None else exc) from exc
     try:
         parsed = _read_root(root, verb)
     except UnusablePage as exc:

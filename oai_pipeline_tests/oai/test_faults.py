@@ -590,6 +590,10 @@ def test_a_parser_refusal_is_told_on_one_line_in_the_operators_words() -> None:
     assert message.startswith("a value (text or attribute) larger than the parser's limit of ")
     assert "10 MB in the page (line 1, column " in message
     assert caught.value.whole  # the same at every attempt: not a page cut short
+    with pytest.raises(UnusablePage) as caught:  # a web page's complaint too
+        parse_response(b"<!DOCTYPE html>" + page, "Identify")
+    assert "XML_PARSE_HUGE" not in str(caught.value)
+    assert "larger than the parser's limit of 10 MB" in str(caught.value)
 
 
 @pytest.mark.parametrize("where", ["attribute", "text"])
