@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import re
 import threading
 
 from lxml import etree
 
 # A page larger than this is refused rather than parsed (bounded document size).
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
+
+# libxml2's bounds without XML_PARSE_HUGE (huge_tree=False below): the longest text,
+# attribute value, CDATA section, comment or processing instruction, and the deepest nesting.
+MAX_VALUE_BYTES = 10_000_000
+MAX_DEPTH = 256
+
+# How libxml2 says it met one of those bounds, from 2.9 (`xmlSAX2Characters: huge text
+# node`, `AttValue length too long`) to 2.14 (`Resource limit exceeded: ...`).
+_OVER_VALUE_LIMIT = re.compile(
+    r"XML_PARSE_HUGE|huge text node|Text node too long|AttValue length too long"
+    r"|too big found|Resource limit exceeded",
+    re.IGNORECASE,
+)
+_OVER_DEPTH_LIMIT = re.compile(r"Excessive depth|Maximum depth", re.IGNORECASE)
 
 
 def safe_xml_parser(*, recover: bool = False) -> etree.XMLParser:
@@ -49,3 +64,21 @@ def parse_untrusted(data: bytes, max_bytes: int | None = None) -> etree._Element
     if dtd is not None and next(dtd.iterentities(), None) is not None:
         raise ValueError("document declares entities; refused")
     return root
+
+
+def over_parser_limit(error: BaseException) -> str | None:
+    """What the parser refused, in the operator's words, when it was one of its bounds (a
+    value over 10 MB, elements nested over 256 deep), not broken XML; None otherwise.
+    libxml2 says "Buffer size limit exceeded, try XML_PARSE_HUGE": a hint to a programmer,
+    meaningless to an operator, and the same at every attempt."""
+    if not isinstance(error, etree.XMLSyntaxError):
+        return None
+    message = str(error)
+    if _OVER_DEPTH_LIMIT.search(message):
+        return f"elements nested deeper than the parser's limit of {MAX_DEPTH} levels"
+    if _OVER_VALUE_LIMIT.search(message):
+        return (
+            "a value (text or attribute) larger than the parser's limit of "
+            f"{MAX_VALUE_BYTES // 1_000_000} MB"
+        )
+    return None

@@ -26,7 +26,7 @@ from oai_pipeline.oai.types import (
     OAISet,
 )
 from oai_pipeline.oai.windows import normalize_response_date
-from oai_pipeline.xml_safety import parse_untrusted, safe_xml_parser
+from oai_pipeline.xml_safety import over_parser_limit, parse_untrusted, safe_xml_parser
 
 OAI_NAMESPACE = "http://www.openarchives.org/OAI/2.0/"
 _NS = "{" + OAI_NAMESPACE + "}"
@@ -45,7 +45,8 @@ class UnusablePage(Exception):
     """The body is not a complete OAI-PMH response; a failed request to retry.
     ``web_page``: it is an HTML page (a proxy's error page, or no OAI-PMH endpoint there).
     ``whole``: it is a complete document of another kind (well-formed XML, a web page to its
-    end), not one cut short: sent again alike, it is the source's answer, not a passing fault."""
+    end), or one with a value beyond the parser's bounds, not one cut short: sent again
+    alike, it is the source's answer, not a passing fault."""
 
     def __init__(self, message: str, *, web_page: bool = False, whole: bool = False) -> None:
         super().__init__(message)
@@ -175,14 +176,25 @@ def _parse(
                 return _read_root(root, verb)
         if _HTML_START.match(data):
             raise UnusablePage(
-                f"an HTML page, not OAI-PMH XML ({_one_line(exc)})",
+                f"an HTML page, not OAI-PMH XML ({over_parser_limit(exc) or _one_line(exc)})",
                 web_page=True,
                 whole=_HTML_END.search(data) is not None,
             ) from exc
         if verb in ("ListRecords", "GetRecord"):
             return _parse_isolating_records(data, verb, exc)
-        raise UnusablePage(f"not well-formed XML: {_one_line(exc)}") from exc
+        raise _unparsable_page(exc) from exc
     return _read_root(root, verb)
+
+
+def _unparsable_page(exc: Exception) -> UnusablePage:
+    """The page the parser refused: not well-formed, or over one of the parser's bounds,
+    said in the operator's words (not libxml2's "try XML_PARSE_HUGE") and whole, as the
+    source sends it so at every attempt (see UnusablePage)."""
+    limit = over_parser_limit(exc)
+    if limit is None:
+        return UnusablePage(f"not well-formed XML: {_one_line(exc)}")
+    line, column = getattr(exc, "position", (0, 0))
+    return UnusablePage(f"{limit} in the page (line {line}, column {column})", whole=True)
 
 
 def _one_line(exc: Exception) -> str:
@@ -286,12 +298,14 @@ def _read_root(root: etree._Element, verb: Verb) -> ParsedResponse:
     _claim(root, unqualified, whole=bool(unqualified))
     request = root.find(_NS + "request")
     parsed = ParsedResponse(
-        response_date=normalize_response_date(root.findtext(_NS + "responseDate")),
+        response_date=normalize_response_date(_child_text(root, _NS + "responseDate")),
         unqualified=unqualified,
         answered={} if request is None else {str(k): str(v) for k, v in request.attrib.items()},
     )
     for error in root.iterfind(_NS + "error"):
-        parsed.errors.append((error.get("code") or "unknown", " ".join((error.text or "").split())))
+        parsed.errors.append(
+            (error.get("code") or "unknown", " ".join((_text(error) or "").split()))
+        )
     container = root.find(_NS + verb)
     item_tag = _ITEM_TAG.get(verb)
     if parsed.errors:
@@ -354,6 +368,13 @@ def _text(element: etree._Element) -> str | None:
     return "".join(element.itertext())
 
 
+def _child_text(parent: etree._Element, tag: str) -> str | None:
+    """The first ``tag`` child's text, all of it (see _text); None: there is none.
+    ``findtext`` stops at a comment too: a responseDate cut so moved the next window."""
+    child = parent.find(tag)
+    return None if child is None else _text(child) or ""
+
+
 def _header_fields(header: etree._Element) -> tuple[str | None, str | None, bool, list[str]]:
     """What sickle's ``Header`` reads from an OAI <header> (first identifier, first datestamp,
     every setSpec, status), in one pass over the children instead of three searches."""
@@ -372,9 +393,13 @@ def _header_fields(header: etree._Element) -> tuple[str | None, str | None, bool
                 identifier, has_identifier = _text(child), True
         elif not has_datestamp:
             datestamp, has_datestamp = _text(child), True
-    # `Deleted`, ` deleted `: some write it so; taken for live, the deletion was never applied
-    deleted = (header.get("status") or "").strip().lower() == "deleted"
-    return identifier, datestamp, deleted, set_specs
+    return identifier, datestamp, is_deleted_status(header.get("status")), set_specs
+
+
+def is_deleted_status(status: str | None) -> bool:
+    """Whether a header's status attribute says the record is deleted: `Deleted`,
+    ` deleted `, as some sources write it (taken for live, the deletion was never applied)."""
+    return (status or "").strip().lower() == "deleted"
 
 
 def _serialize(element: etree._Element) -> bytes:
@@ -449,17 +474,20 @@ def _harvested(item: etree._Element, with_xml: bool) -> HarvestedRecord:
     return record
 
 
-# The errors of a record whose header, or what is in it, may have lost its namespace.
-_HEADER_ERRORS = frozenset({"MissingHeader", "MissingIdentifier", "MissingDatestamp"})
+# The errors of a record whose header (or what is in it) or metadata may have lost its
+# namespace.
+_LOST_NAMESPACE_ERRORS = frozenset(
+    {"MissingHeader", "MissingIdentifier", "MissingDatestamp", "MissingMetadata"}
+)
 
 
 def _read_item(item: etree._Element, with_xml: bool, unqualified: list[str]) -> HarvestedRecord:
     """One item of a list. Of a page in OAI-PMH's namespace only the items are looked at for
-    elements in no namespace (see _claim): an item whose header lacks something is looked
-    through and read again, as its header (a `<header xmlns="">`) or identifier may have
-    lost the namespace inside it. A sound record costs nothing more."""
+    elements in no namespace (see _claim): an item whose header or metadata lacks something
+    is looked through and read again, as its header (a `<header xmlns="">`), identifier or
+    <metadata> may have lost the namespace inside it. A sound record costs nothing more."""
     record = _harvested(item, with_xml)
-    if record.error is None or record.error.type not in _HEADER_ERRORS:
+    if record.error is None or record.error.type not in _LOST_NAMESPACE_ERRORS:
         return record
     claimed = len(unqualified)
     _claim(item, unqualified, whole=True)
@@ -516,7 +544,7 @@ def _parse_isolating_records(data: bytes, verb: Verb, page_error: Exception) -> 
     text = data.decode("utf-8", "replace")
     spans = _record_spans(text)
     if not spans:
-        raise UnusablePage(f"not well-formed XML: {_one_line(page_error)}") from page_error
+        raise _unparsable_page(page_error) from page_error
     pieces, last = [], 0
     for start, end in spans:
         pieces.append(text[last:start])
@@ -525,7 +553,8 @@ def _parse_isolating_records(data: bytes, verb: Verb, page_error: Exception) -> 
     try:
         root = parse_untrusted("".join(pieces).encode("utf-8"))
     except (etree.XMLSyntaxError, ValueError) as exc:
-        raise UnusablePage(f"not well-formed XML: {_one_line(page_error)}") from exc
+        # the page without its records over a bound of the parser: that, the same each try
+        raise _unparsable_page(page_error if over_parser_limit(exc) is None else exc) from exc
     try:
         parsed = _read_root(root, verb)
     except UnusablePage as exc:
@@ -578,9 +607,12 @@ def _broken_record(
     record.error = _cut_to_size(record)
     # The header is the truth: a deleted record needs no metadata, broken or not.
     if record.error is None and not deleted:
+        limit = over_parser_limit(exc)
         record.error = RecordError(
-            type="MalformedRecord",
-            message=f"record XML is not well-formed: {_one_line(exc)}",
+            type="MalformedRecord" if limit is None else "OverParserLimit",
+            message=f"record XML is not well-formed: {_one_line(exc)}"
+            if limit is None
+            else f"record holds {limit}",
             location=f"record {number} of the page",
         )
     return record
@@ -599,7 +631,7 @@ def read_identify(parsed: ParsedResponse, requested_url: str) -> IdentifyInfo:
         raise UnusablePage("Identify response without <Identify>")
 
     def text(name: str) -> str:
-        return (container.findtext(_NS + name) or "").strip()
+        return (_child_text(container, _NS + name) or "").strip()
 
     earliest = text("earliestDatestamp")
     granularity_text = text("granularity")
@@ -613,7 +645,7 @@ def read_identify(parsed: ParsedResponse, requested_url: str) -> IdentifyInfo:
     declared = [
         url
         for element in container.iterchildren(_NS + "baseURL")
-        if (url := (element.text or "").strip())
+        if (url := (_text(element) or "").strip())
     ]
     base_url = next(
         (url for url in declared if is_our_base_url(requested_url, url)),
@@ -634,8 +666,8 @@ def read_sets(parsed: ParsedResponse) -> list[OAISet]:
         return []
     return [
         OAISet(
-            spec=(element.findtext(_NS + "setSpec") or "").strip(),
-            name=(element.findtext(_NS + "setName") or "").strip(),
+            spec=(_child_text(element, _NS + "setSpec") or "").strip(),
+            name=(_child_text(element, _NS + "setName") or "").strip(),
         )
         for element in parsed.container.iterchildren(_NS + "set")
     ]
@@ -645,6 +677,6 @@ def read_metadata_prefixes(parsed: ParsedResponse) -> list[str]:
     if parsed.container is None:
         return []
     return [
-        (element.findtext(_NS + "metadataPrefix") or "").strip()
+        (_child_text(element, _NS + "metadataPrefix") or "").strip()
         for element in parsed.container.iterchildren(_NS + "metadataFormat")
     ]

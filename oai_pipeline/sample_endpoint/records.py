@@ -38,6 +38,7 @@ from importlib import resources
 
 from lxml import etree
 
+from oai_pipeline.oai.pages import is_deleted_status
 from oai_pipeline.sample_endpoint.datacite_generator import generate_resource
 from oai_pipeline.sample_endpoint.formats import DataCiteMetadata, oai_datacite_envelope
 from oai_pipeline.xml_safety import parse_untrusted
@@ -185,7 +186,7 @@ def load_sample_records() -> list[EndpointRecord]:
             EndpointRecord(
                 identifier=identifier,
                 datestamp=parse_datestamp(header.findtext(f"{{{OAI_NAMESPACE}}}datestamp")),
-                deleted=header.get("status") == "deleted",
+                deleted=is_deleted_status(header.get("status")),
                 set_specs=["zenodo", *_header_sets(record)],
                 metadata={"oai_dc": _recorded_metadata(record)},
             )

@@ -8,6 +8,7 @@ from lxml import etree
 from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from oai_pipeline.harvesters.model import check_slug
+from oai_pipeline.oai.pages import is_deleted_status
 from oai_pipeline.transform.base import Transformer, TransformItem
 from oai_pipeline.transform.dates import normalize_date
 from oai_pipeline.transform.failure import (
@@ -170,7 +171,7 @@ def _metadata_root(root: etree._Element) -> etree._Element | None:
     its location, as an empty <metadata/> is for the page reader."""
     if root.tag != _RECORD_TAG:
         return root
-    if _header_status(root) == "deleted":
+    if is_deleted_status(_header_status(root)):
         return None
     # The XPath `o:metadata/*`: the first element (not comment) inside any <metadata>.
     found = False

@@ -24,6 +24,7 @@ from oai_pipeline_tests.oai.fake_source import (
     Fault,
     html_page,
     make_records,
+    transform_body,
     truncated,
 )
 from oai_pipeline_tests.oai.fault_server import (
@@ -73,6 +74,23 @@ def test_an_oversized_response_is_not_retried(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr("oai_pipeline.oai.client.MAX_DOCUMENT_BYTES", 200)
     error = _failure(FakeSource(make_records(4), page_size=4))
     assert isinstance(error, OversizedResponse)
+    assert not _transient(error)
+
+
+@pytest.mark.parametrize("element", [b"<request", b"<ListRecords"])
+def test_a_value_over_the_parsers_limit_in_the_page_is_said_so_and_not_retried(
+    element: bytes,
+) -> None:
+    """An attribute over libxml2's 10 MB bound outside any record is in every copy of the
+    page: it failed with libxml2's "try XML_PARSE_HUGE" as a passing fault, which Dagster
+    retried to the same failure."""
+    source = FakeSource(make_records(4), page_size=4)
+    huge = b' big="' + b"v" * 11_000_000 + b'"'
+    source.every = (1, transform_body(lambda body: body.replace(element, element + huge, 1)))
+    error = _failure(source)
+    assert isinstance(error, PersistentProtocolError)
+    assert "larger than the parser's limit of 10 MB in the page" in str(error)
+    assert "XML_PARSE_HUGE" not in str(error)
     assert not _transient(error)
 
 

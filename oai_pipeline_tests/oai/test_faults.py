@@ -16,8 +16,14 @@ from lxml import etree
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.client import OAIClient, _count_notice, another_base_url
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
-from oai_pipeline.oai.pages import UnusablePage, parse_response, read_identify
-from oai_pipeline.oai.types import HarvestedRecord, SweepCheckpoint
+from oai_pipeline.oai.pages import (
+    UnusablePage,
+    parse_response,
+    read_identify,
+    read_metadata_prefixes,
+    read_sets,
+)
+from oai_pipeline.oai.types import HarvestedRecord, OAISet, SweepCheckpoint
 from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
     EchoingSource,
@@ -468,6 +474,47 @@ def test_a_comment_inside_a_header_value_does_not_cut_it_short() -> None:
     assert parsed.next_token == "token"
 
 
+def test_a_comment_inside_envelope_and_identify_values_does_not_cut_them_short() -> None:
+    """The responseDate, Identify's values, an <error>'s text and the names of sets and
+    formats were read up to a comment or processing instruction inside: a responseDate
+    cut to its day moved the next incremental window, a granularity cut before its `hh`
+    harvested by days, a deletedRecord cut to `pers` was taken for "no"."""
+    envelope = (
+        '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><responseDate>2024-03-01'
+        "<!-- c -->T10:00:00Z</responseDate><request>http://x/oai</request>{0}</OAI-PMH>"
+    )
+    identify = (
+        "<Identify><repositoryName>Our<!-- c --> Repository</repositoryName>"
+        "<baseURL>http://x/<?pi x?>oai</baseURL><protocolVersion>2.0</protocolVersion>"
+        "<earliestDatestamp>2020-01-01<!-- c -->T00:00:00Z</earliestDatestamp>"
+        "<deletedRecord>pers<!-- c -->istent</deletedRecord>"
+        "<granularity>YYYY-MM-DD<!-- c -->Thh:mm:ssZ</granularity>"
+        "<adminEmail>a@x<!-- c -->.org</adminEmail></Identify>"
+    )
+    parsed = parse_response(envelope.format(identify).encode(), "Identify")
+    info = read_identify(parsed, "http://x/oai")
+    assert (info.repository_name, info.base_url) == ("Our Repository", "http://x/oai")
+    assert (info.earliest_datestamp, info.granularity) == ("2020-01-01T00:00:00Z", "seconds")
+    assert (info.deleted_record, info.response_date) == ("persistent", "2024-03-01T10:00:00Z")
+    error = '<error code="badArgument">bad <!-- c -->argument</error>'
+    assert parse_response(envelope.format(error).encode(), "Identify").errors == [
+        ("badArgument", "bad argument")
+    ]
+    sets = (
+        "<ListSets><set><setSpec>a<!-- c -->b</setSpec><setName>A<?pi x?>B</setName></set>"
+        "</ListSets>"
+    )
+    assert read_sets(parse_response(envelope.format(sets).encode(), "ListSets")) == [
+        OAISet(spec="ab", name="AB")
+    ]
+    formats = (
+        "<ListMetadataFormats><metadataFormat><metadataPrefix>oai<!-- c -->_dc</metadataPrefix>"
+        "</metadataFormat></ListMetadataFormats>"
+    )
+    parsed = parse_response(envelope.format(formats).encode(), "ListMetadataFormats")
+    assert read_metadata_prefixes(parsed) == ["oai_dc"]
+
+
 HEADER = "<identifier{0}>oai:x:1</identifier><datestamp>2024-03-01</datestamp>"
 METADATA = '<metadata><a xmlns="urn:a">1</a></metadata>'
 NO_NS = ' xmlns=""'
@@ -481,15 +528,21 @@ NO_NS = ' xmlns=""'
             f'<record><header xmlns="">{HEADER.format("")}</header>{METADATA}</record>',
         ),
         ("GetRecord", f"<record><header>{HEADER.format(NO_NS)}</header>{METADATA}</record>"),
+        (
+            "ListRecords",
+            f"<record><header>{HEADER.format('')}</header>"
+            '<metadata xmlns=""><a xmlns="urn:a">1</a></metadata></record>',
+        ),
         ("ListIdentifiers", f"<header>{HEADER.format(NO_NS)}</header>"),
     ],
 )
-def test_a_header_that_lost_its_namespace_inside_a_sound_item_is_read_and_noted(
+def test_a_header_or_metadata_that_lost_its_namespace_in_a_sound_item_is_read_and_noted(
     verb: str, item: str
 ) -> None:
     """Only the list's items were looked at for OAI-PMH elements in no namespace: a header
-    (or its identifier) that lost it inside a record that kept it made the record a
-    MissingHeader (MissingIdentifier) error, never harvested, and no notice said why."""
+    (or its identifier) or a <metadata> that lost it inside a record that kept it made the
+    record a MissingHeader (MissingIdentifier, MissingMetadata) error, never harvested, and
+    no notice said why."""
     page = (
         '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><request verb="ListRecords">'
         f"http://x/oai</request><{verb}>{item}</{verb}></OAI-PMH>"
@@ -498,6 +551,9 @@ def test_a_header_that_lost_its_namespace_inside_a_sound_item_is_read_and_noted(
     (record,) = parsed.records
     assert (record.identifier, record.datestamp, record.error) == ("oai:x:1", "2024-03-01", None)
     assert parsed.notice is not None
+    if record.xml is not None:  # stored as OAI-PMH's: the transformer finds its metadata
+        stored = etree.fromstring(record.xml)
+        assert stored.find("{http://www.openarchives.org/OAI/2.0/}metadata") is not None
 
 
 def test_an_error_beside_records_is_an_unusable_page_not_an_empty_list() -> None:
@@ -518,9 +574,10 @@ def test_an_error_beside_records_is_an_unusable_page_not_an_empty_list() -> None
     assert parse_response(empty, "ListRecords").errors == [("noRecordsMatch", "")]
 
 
-def test_a_parser_refusal_is_told_on_one_line() -> None:
+def test_a_parser_refusal_is_told_on_one_line_in_the_operators_words() -> None:
     """libxml2 ends some messages with a line break (an attribute over its 10 MB bound): the
-    page's error, and the run's failure, came on two lines."""
+    page's error, and the run's failure, came on two lines, with libxml2's hint to a
+    programmer ("try XML_PARSE_HUGE") where the operator needs what is wrong and where."""
     page = (
         b'<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><request verb="Identify" x="'
         + b"v" * 11_000_000
@@ -528,7 +585,47 @@ def test_a_parser_refusal_is_told_on_one_line() -> None:
     )
     with pytest.raises(UnusablePage) as caught:
         parse_response(page, "Identify")
-    assert "\n" not in str(caught.value) and "Buffer size limit exceeded" in str(caught.value)
+    message = str(caught.value)
+    assert "\n" not in message and "XML_PARSE_HUGE" not in message
+    assert message.startswith("a value (text or attribute) larger than the parser's limit of ")
+    assert "10 MB in the page (line 1, column " in message
+    assert caught.value.whole  # the same at every attempt: not a page cut short
+    with pytest.raises(UnusablePage) as caught:  # a web page's complaint too
+        parse_response(b"<!DOCTYPE html>" + page, "Identify")
+    assert "XML_PARSE_HUGE" not in str(caught.value)
+    assert "larger than the parser's limit of 10 MB" in str(caught.value)
+
+
+@pytest.mark.parametrize("where", ["attribute", "text"])
+def test_a_value_over_the_parsers_limit_in_one_record_is_that_records_error(where: str) -> None:
+    """One record with a value over libxml2's 10 MB bound: it became a MalformedRecord
+    "not well-formed: ... try XML_PARSE_HUGE", which told the operator nothing of what was
+    wrong; the other records of the page are kept."""
+    huge = "v" * 11_000_000
+    sound = '<a xmlns="urn:a">1</a>'
+    metadata = f'<a xmlns="urn:a" big="{huge}">1</a>' if where == "attribute" else f"<a>{huge}</a>"
+    page = (
+        '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><request verb="ListRecords">'
+        "http://x/oai</request><ListRecords>"
+        + "".join(
+            f"<record><header><identifier>oai:x:{n}</identifier><datestamp>2024-03-01"
+            f"</datestamp></header><metadata>{metadata if n == 2 else sound}"
+            "</metadata></record>"
+            for n in (1, 2, 3)
+        )
+        + "</ListRecords></OAI-PMH>"
+    ).encode()
+    first, huge_one, third = parse_response(page, "ListRecords").records
+    assert (first.error, third.error) == (None, None)
+    assert (huge_one.identifier, huge_one.datestamp) == ("oai:x:2", "2024-03-01")
+    assert huge_one.error is not None
+    assert (huge_one.error.type, huge_one.error.location) == (
+        "OverParserLimit",
+        "record 2 of the page",
+    )
+    assert huge_one.error.message == (
+        "record holds a value (text or attribute) larger than the parser's limit of 10 MB"
+    )
 
 
 LAUGHS = (

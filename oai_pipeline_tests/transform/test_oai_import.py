@@ -125,6 +125,19 @@ def test_deleted_header_is_left_alone() -> None:
     assert (item.data, item.error, item.pid) == (None, None, None)
 
 
+@pytest.mark.parametrize("status", ["Deleted", " deleted ", "DELETED"])
+def test_a_deleted_header_written_otherwise_is_left_alone_as_the_harvest_reads_it(
+    status: str,
+) -> None:
+    """The page reader takes `Deleted` (trimmed, any case) for deleted; the transformer
+    wanted `deleted` exactly, and made what the harvest had deleted a record again."""
+    xml = wrap_metadata(VIDEO, deleted=True).replace(
+        b'status="deleted"', f'status="{status}"'.encode()
+    )
+    item = transform_one(TransformItem("oai:x:1", "2024-01-01", [], xml))
+    assert (item.data, item.error, item.pid) == (None, None, None)
+
+
 def test_set_communities() -> None:
     items = [
         TransformItem("oai:x:1", "d", ["a", "b", "c"], wrap_metadata(VIDEO)),
