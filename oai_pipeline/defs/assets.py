@@ -143,9 +143,12 @@ def _retry_coming(context: dg.AssetExecutionContext) -> Callable[[BaseException]
     step = context.op_execution_context.get_step_execution_context()
     policy = step.op_retry_policy
     attempt = context.retry_number + 1
+    # `deferred`, not `enabled`, in a step's own process (the multiprocess executor of the
+    # daemon's and the UI's runs): the parent process retries it. Only `disabled` is none.
+    retries = not step.retry_mode.disabled
 
     def retry(error: BaseException) -> str | None:
-        if policy is None or not step.retry_mode.enabled or attempt > policy.max_retries:
+        if policy is None or not retries or attempt > policy.max_retries:
             return None
         if not _transient(error):
             return None
