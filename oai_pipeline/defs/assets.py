@@ -55,7 +55,7 @@ from oai_pipeline.pipeline.partitions import (
 )
 from oai_pipeline.pipeline.plan import plan
 from oai_pipeline.pipeline.scope import HarvestScope
-from oai_pipeline.pipeline.services import Services
+from oai_pipeline.pipeline.services import Services, run_error_text
 from oai_pipeline.pipeline.status import harvest_status
 from oai_pipeline.pipeline.transform_stage import transform
 from oai_pipeline.pipeline.write import all_attempts, write
@@ -158,9 +158,14 @@ def _retry_coming(context: dg.AssetExecutionContext) -> Callable[[BaseException]
 
 
 @contextmanager
-def _retry_only_transient() -> Iterator[None]:
+def _retry_only_transient(
+    retry_coming: Callable[[BaseException], str | None] | None = None,
+) -> Iterator[None]:
     """Transient errors go to the retry policy (the step resumes from its checkpoint);
-    anything else (a wrong prefix, option or argument, an OAI error, a bug) fails at once."""
+    anything else (a wrong prefix, option or argument, an OAI error, a bug) fails at once.
+    With `retry_coming` (`_retry_coming`), a transient error no retry follows (the last
+    attempt's) fails as the others do: in one line, its harvester named (`_each_scope`),
+    where Dagster's own failure read "Exceeded max_retries of 3", the error in its cause."""
     try:
         yield
     except TRANSIENT_ERRORS as error:
@@ -168,6 +173,8 @@ def _retry_only_transient() -> Iterator[None]:
             advice = disk_advice(error.errno) if isinstance(error, OSError) else None
             description = f"{error}; {advice}" if advice else str(error)
             raise dg.Failure(description=description, allow_retries=False) from error
+        if retry_coming is not None and retry_coming(error) is None:
+            raise dg.Failure(description=run_error_text(error), allow_retries=False) from error
         raise
     except PipelineError as error:
         raise dg.Failure(description=str(error), allow_retries=False) from error
@@ -211,7 +218,7 @@ def _each_scope(
                 f"({len(scope.keys)})"
             )
             try:
-                with _retry_only_transient():
+                with _retry_only_transient(services.retry_coming):
                     if upstream is None:
                         results.append((scope, stage(services, scope)))
                         continue

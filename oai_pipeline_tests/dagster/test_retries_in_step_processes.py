@@ -73,6 +73,7 @@ def test_a_harvest_run_stays_running_between_the_attempts_of_a_step_in_its_own_p
             assert not result.success
             retries = [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
             assert len(retries) == 1
+            [failure] = [e.step_failure_data for e in result.all_events if e.is_step_failure]
 
     assert len(seen_at_retry) == 1
     [(status, error)] = seen_at_retry
@@ -84,3 +85,10 @@ def test_a_harvest_run_stays_running_between_the_attempts_of_a_step_in_its_own_p
     assert run is not None
     assert run["status"] == "failed"  # the last attempt failed
     assert run["error"].startswith("RefusedRequest: ")
+    # The UI's step failure: the last attempt's error in one line, led by its harvester, as
+    # a failure that is not retried reads (it read "Exceeded max_retries of 1", the error
+    # itself only in the traceback's cause, naming no harvester).
+    assert failure.user_failure_data is not None
+    assert failure.user_failure_data.description == f"sample: {run['error']}"
+    assert "\n" not in failure.user_failure_data.description
+    assert "max_retries" not in failure.error.message
