@@ -110,6 +110,8 @@ _COLUMN_DESCRIPTIONS = {
     "planned_action": "the plan's action (sync_decisions)",
     "revision": "the target record's revision after the write",
     "error_type": "the kind of the record's error (empty: none)",
+    "error_message": "what the record's error says",
+    "error_location": "where in the record the error is (e.g. the field; may be empty)",
 }
 
 

@@ -239,6 +239,8 @@ def test_each_asset_lists_its_parquet_columns_for_the_ui() -> None:
             (column, str(dtype)) for column, dtype in SCHEMAS[name].items()
         ]
         assert schema.columns[0].description  # the identifier: what it is
+        # every column says what it holds: error_message and error_location were listed bare
+        assert [c.name for c in schema.columns if not c.description] == []
 
 
 def test_the_automation_label_says_it_follows_any_window() -> None:
