@@ -176,7 +176,10 @@ def _retry_only_transient(
             description = f"{error}; {advice}" if advice else str(error)
             raise dg.Failure(description=description, allow_retries=False) from error
         if retry_coming is not None and retry_coming(error) is None:
-            raise dg.Failure(description=run_error_text(error), allow_retries=False) from error
+            # as the other failures read: a PipelineError's own text, another's with its kind
+            # (a database's in one line, without SQLAlchemy's statement)
+            description = str(error) if isinstance(error, PipelineError) else run_error_text(error)
+            raise dg.Failure(description=description, allow_retries=False) from error
         raise
     except PipelineError as error:
         raise dg.Failure(description=str(error), allow_retries=False) from error

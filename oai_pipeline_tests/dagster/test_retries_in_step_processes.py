@@ -89,6 +89,7 @@ def test_a_harvest_run_stays_running_between_the_attempts_of_a_step_in_its_own_p
     # a failure that is not retried reads (it read "Exceeded max_retries of 1", the error
     # itself only in the traceback's cause, naming no harvester).
     assert failure.user_failure_data is not None
-    assert failure.user_failure_data.description == f"sample: {run['error']}"
+    error = run["error"].removeprefix("RefusedRequest: ")  # as the other failures: no kind
+    assert failure.user_failure_data.description == f"sample: {error}"
     assert "\n" not in failure.user_failure_data.description
     assert "max_retries" not in failure.error.message
