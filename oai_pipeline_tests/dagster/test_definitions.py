@@ -273,6 +273,10 @@ def test_the_prune_says_which_runs_it_deletes() -> None:
     for description in (job.description, schedule.description, op.description):
         assert rule in (description or "")
         assert "superseded for longer" not in (description or "")
+        # Dagster's runs of the harvests: "harvest runs" is what `status` lists (the state
+        # store's), which the prune leaves; the UI said it deleted "the harvest runs"
+        assert "Dagster runs of harvests" in (description or "")
+        assert "harvest runs" not in (description or "")
 
 
 def test_the_registry_sensor_says_it_applies_the_fixture_file() -> None:
