@@ -55,7 +55,7 @@ from oai_pipeline.pipeline.partitions import (
 )
 from oai_pipeline.pipeline.plan import plan
 from oai_pipeline.pipeline.scope import HarvestScope
-from oai_pipeline.pipeline.services import Services
+from oai_pipeline.pipeline.services import Services, run_error_text
 from oai_pipeline.pipeline.status import harvest_status
 from oai_pipeline.pipeline.transform_stage import transform
 from oai_pipeline.pipeline.write import all_attempts, write
@@ -110,6 +110,8 @@ _COLUMN_DESCRIPTIONS = {
     "planned_action": "the plan's action (sync_decisions)",
     "revision": "the target record's revision after the write",
     "error_type": "the kind of the record's error (empty: none)",
+    "error_message": "what the record's error says",
+    "error_location": "where in the record the error is (e.g. the field; may be empty)",
 }
 
 
@@ -143,9 +145,12 @@ def _retry_coming(context: dg.AssetExecutionContext) -> Callable[[BaseException]
     step = context.op_execution_context.get_step_execution_context()
     policy = step.op_retry_policy
     attempt = context.retry_number + 1
+    # `deferred`, not `enabled`, in a step's own process (the multiprocess executor of the
+    # daemon's and the UI's runs): the parent process retries it. Only `disabled` is none.
+    retries = not step.retry_mode.disabled
 
     def retry(error: BaseException) -> str | None:
-        if policy is None or not step.retry_mode.enabled or attempt > policy.max_retries:
+        if policy is None or not retries or attempt > policy.max_retries:
             return None
         if not _transient(error):
             return None
@@ -155,15 +160,25 @@ def _retry_coming(context: dg.AssetExecutionContext) -> Callable[[BaseException]
 
 
 @contextmanager
-def _retry_only_transient() -> Iterator[None]:
+def _retry_only_transient(
+    retry_coming: Callable[[BaseException], str | None] | None = None,
+) -> Iterator[None]:
     """Transient errors go to the retry policy (the step resumes from its checkpoint);
-    anything else (a wrong prefix, option or argument, an OAI error, a bug) fails at once."""
+    anything else (a wrong prefix, option or argument, an OAI error, a bug) fails at once.
+    With `retry_coming` (`_retry_coming`), a transient error no retry follows (the last
+    attempt's) fails as the others do: in one line, its harvester named (`_each_scope`),
+    where Dagster's own failure read "Exceeded max_retries of 3", the error in its cause."""
     try:
         yield
     except TRANSIENT_ERRORS as error:
         if not _transient(error):
             advice = disk_advice(error.errno) if isinstance(error, OSError) else None
             description = f"{error}; {advice}" if advice else str(error)
+            raise dg.Failure(description=description, allow_retries=False) from error
+        if retry_coming is not None and retry_coming(error) is None:
+            # as the other failures read: a PipelineError's own text, another's with its kind
+            # (a database's in one line, without SQLAlchemy's statement)
+            description = str(error) if isinstance(error, PipelineError) else run_error_text(error)
             raise dg.Failure(description=description, allow_retries=False) from error
         raise
     except PipelineError as error:
@@ -208,7 +223,7 @@ def _each_scope(
                 f"({len(scope.keys)})"
             )
             try:
-                with _retry_only_transient():
+                with _retry_only_transient(services.retry_coming):
                     if upstream is None:
                         results.append((scope, stage(services, scope)))
                         continue

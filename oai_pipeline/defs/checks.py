@@ -45,7 +45,7 @@ with warnings.catch_warnings():
             "reconciles",
             asset=written_records,
             partitions_def=harvest_partitions,
-            description="raw = transformed (+ parse errors); decisions = transformed; "
+            description="raw = transformed (+ parse errors); decisions = transformed x writers; "
             "written + failed + skipped = decisions",
         ),
         dg.AssetCheckSpec(
@@ -57,8 +57,10 @@ with warnings.catch_warnings():
     ]
 
 
-def _results(counts: StageCounts) -> list[dg.AssetCheckResult]:
-    problems = counts.problems
+def _results(counts: StageCounts, problems: list[str] | None = None) -> list[dg.AssetCheckResult]:
+    """Both checks' results from `counts`; `problems`, where not the counts' own (a range's
+    totals: its windows' problems)."""
+    problems = counts.problems if problems is None else problems
     errors = counts.error_types.total()
     return [
         dg.AssetCheckResult(
@@ -176,7 +178,13 @@ def stage_checks(
                 for result in _results(counts)
             ],
         )
-    yield from _results(sum_counts(per_window.values()))
+    # The run's: each window's own problems, named. From the totals, a range over harvesters
+    # with other numbers of writers failed though every window reconciles (the totals count
+    # every record by the most writers any window has).
+    problems = [
+        f"{key}: {problem}" for key, counts in per_window.items() for problem in counts.problems
+    ]
+    yield from _results(sum_counts(per_window.values()), problems)
 
 
 harvest_checks = [stage_checks]

@@ -22,6 +22,16 @@ from oai_pipeline.defs.schedules import job_busy
 MAX_RUNS_PER_PRUNE = 20_000
 
 
+# What the prune deletes, as the UI's job, op and schedule say it: Dagster's runs (their rows,
+# events and logs), not the harvest runs `oai-pipeline status` lists (the state store's), which
+# "the harvest runs" read as.
+_WHAT = (
+    "Delete the Dagster runs of harvests (run, event log, captured logs; not what "
+    "`oai-pipeline status` lists) that finished more than "
+    "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS ago and were superseded since"
+)
+
+
 class PruneRunHistoryConfig(dg.Config):
     max_runs: int = Field(
         default=MAX_RUNS_PER_PRUNE,
@@ -31,10 +41,9 @@ class PruneRunHistoryConfig(dg.Config):
 
 
 @dg.op(
-    description="Delete the harvest runs that finished more than "
-    "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS ago and were superseded since (every partition they "
-    "materialised was materialised by a later run), and the other jobs' runs as old but the "
-    f"latest {KEEP_LAST_RUNS_PER_JOB} of each job and its latest failure; at most max_runs."
+    description=f"{_WHAT} (every partition they materialised was materialised by a later "
+    "run), and the other jobs' runs as old but the latest "
+    f"{KEEP_LAST_RUNS_PER_JOB} of each job and its latest failure; at most max_runs."
 )
 def delete_superseded_runs(
     context: dg.OpExecutionContext, config: PruneRunHistoryConfig, pipeline: PipelineResource
@@ -70,9 +79,8 @@ def delete_superseded_runs(
 
 @dg.job(
     name="prune_run_history",
-    description="Delete the harvest runs that finished more than "
-    "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS ago and were superseded since (every partition they "
-    "materialised was materialised by a later run): each window's latest run, and a failure "
+    description=f"{_WHAT} (every partition they materialised was materialised by a later "
+    "run): each window's latest run, and a failure "
     "not harvested again, stay; the runs of deleted harvesters go. Of the other jobs' runs as "
     f"old, the latest {KEEP_LAST_RUNS_PER_JOB} of each job and its latest failure stay. "
     "Launched daily by the prune_run_history_schedule.",
@@ -100,9 +108,8 @@ def project_jobs() -> list[str]:
     cron_schedule="40 4 * * *",
     job=prune_run_history_job,
     default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Daily: delete the harvest runs that finished more than "
-    "OAI_PIPELINE_KEEP_RUN_RECORDS_DAYS ago and were superseded since (skipped when it is 0, "
-    "or while the last prune is still queued or going).",
+    description=f"Daily: {_WHAT[0].lower()}{_WHAT[1:]} (skipped when it is 0, or while the "
+    "last prune is still queued or going).",
 )
 def prune_run_history_schedule(
     context: dg.ScheduleEvaluationContext, pipeline: PipelineResource

@@ -117,11 +117,23 @@ def harvester_registry_sensor(
         if not requests:  # a failed tick is what the UI shows; the partitions first
             raise ConfigurationError(message)
         context.log.error(message)
+    # A tick that changes partitions requests no run either: without a reason of its own the
+    # UI's tick list read Dagster's "Sensor function returned an empty result".
+    done = _partition_changes(requests) or "harvester partitions already match the registry"
     return dg.SensorResult(
         dynamic_partitions_requests=requests,
-        skip_reason=None
-        if requests
-        else "; ".join(filter(None, ["harvester partitions already match the registry", waiting])),
+        skip_reason="; ".join(filter(None, [done, waiting])),
+    )
+
+
+def _partition_changes(
+    requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest],
+) -> str:
+    """What a tick's partition requests do, in one line ("" for none)."""
+    return "; ".join(
+        f"{'added' if isinstance(r, dg.AddDynamicPartitionsRequest) else 'removed'} harvester "
+        f"partitions: {', '.join(r.partition_keys)}"
+        for r in requests
     )
 
 

@@ -239,6 +239,8 @@ def test_each_asset_lists_its_parquet_columns_for_the_ui() -> None:
             (column, str(dtype)) for column, dtype in SCHEMAS[name].items()
         ]
         assert schema.columns[0].description  # the identifier: what it is
+        # every column says what it holds: error_message and error_location were listed bare
+        assert [c.name for c in schema.columns if not c.description] == []
 
 
 def test_the_automation_label_says_it_follows_any_window() -> None:
@@ -271,6 +273,10 @@ def test_the_prune_says_which_runs_it_deletes() -> None:
     for description in (job.description, schedule.description, op.description):
         assert rule in (description or "")
         assert "superseded for longer" not in (description or "")
+        # Dagster's runs of the harvests: "harvest runs" is what `status` lists (the state
+        # store's), which the prune leaves; the UI said it deleted "the harvest runs"
+        assert "Dagster runs of harvests" in (description or "")
+        assert "harvest runs" not in (description or "")
 
 
 def test_the_registry_sensor_says_it_applies_the_fixture_file() -> None:

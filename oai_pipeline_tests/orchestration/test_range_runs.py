@@ -21,6 +21,7 @@ from oai_pipeline.defs.launch import (
 )
 from oai_pipeline.defs.partitions import HARVESTER, ensure_harvester_partitions, partition_key
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
+from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.records import (
     EndpointRecord,
@@ -459,3 +460,28 @@ def test_one_harvesters_mistake_does_not_stop_the_others_of_a_backfill(
         dg.AssetKey("transformed_records")
     )
     assert requested == beta
+
+
+def test_the_run_check_of_harvesters_with_other_numbers_of_writers_reconciles(
+    instance: dg.DagsterInstance, settings: Settings, sample: OAIEndpoint, generated: OAIEndpoint
+) -> None:
+    """A backfill over alpha (one writer) and beta (two): every window reconciles, yet the
+    run's own `reconciles` evaluation, the one the UI shows for the run, failed ("decisions
+    N != transformed M"): it multiplied all the run's records by the most writers any window
+    has. It now fails only for a window that does not reconcile, and names it."""
+    register(settings, sample.base_url, harvester_id="alpha", metadata_prefix=PREFIX)
+    beta = register(settings, generated.base_url, harvester_id="beta", metadata_prefix=PREFIX)
+    with Services(settings) as services:
+        HarvesterRegistry(services.state).upsert(
+            beta.model_copy(update={"writers": [*beta.writers, *beta.writers]})
+        )
+    ensure_harvester_partitions(instance, ["alpha", "beta"])
+
+    result = materialize_alpha_and_beta(instance)
+
+    evaluations = result.get_asset_check_evaluations()
+    per_window = [e for e in evaluations if e.check_name == "reconciles" and e.partition]
+    assert per_window and all(e.passed for e in per_window)
+    [for_the_run] = [e for e in evaluations if e.check_name == "reconciles" and not e.partition]
+    assert for_the_run.passed, for_the_run.description
+    assert for_the_run.description == "every stage accounts for every record"

@@ -45,6 +45,9 @@ def test_harvester_partitions_follow_the_registry(
 
     first = _registry_tick(instance)
     assert not first.run_requests
+    # the UI's tick list says what the tick did (it read "Sensor function returned an empty
+    # result", as a tick that did nothing)
+    assert first.skip_message == "added harvester partitions: alpha, beta"
     assert sorted(instance.get_dynamic_partitions(HARVESTER)) == ["alpha", "beta"]
 
     # nothing changed: the tick skips with a reason
@@ -56,7 +59,10 @@ def test_harvester_partitions_follow_the_registry(
     add_harvester(settings, "gamma")
     with Services(settings) as services:
         HarvesterRegistry(services.state).delete("alpha")
-    _registry_tick(instance)
+    changed = _registry_tick(instance)
+    assert changed.skip_message == (
+        "added harvester partitions: gamma; removed harvester partitions: alpha"
+    )
     assert sorted(instance.get_dynamic_partitions(HARVESTER)) == ["beta", "gamma"]
 
 
