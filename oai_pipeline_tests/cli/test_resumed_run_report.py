@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
 from typing import Any
 
 import pytest
@@ -67,6 +68,10 @@ def test_a_resumed_run_reports_what_its_earlier_attempt_wrote_by_action(
     earlier = sum(status != "pending" for status in written.values())
     assert 0 < earlier < len(live + gone) == len(written)
 
+    # The text report, of the same resume (a succeeded run is not resumed again): a copy of
+    # the home, resumed without --json.
+    home = load_settings().home
+    shutil.copytree(home, home.with_name("text"))
     resumed = run("harvest", registered, "--resume", "1", "--json")
 
     assert resumed.exit_code == 0, resumed.output
@@ -76,6 +81,8 @@ def test_a_resumed_run_reports_what_its_earlier_attempt_wrote_by_action(
     assert report["unchanged"] == len(gone)
     assert report["actions"] == {"create": len(live), "nothing": len(gone)}
     assert report["written_earlier"] == earlier
+    shutil.rmtree(home)
+    shutil.move(home.with_name("text"), home)
     text = run("harvest", registered, "--resume", "1").output
     assert f"created:   {len(live)}" in text
 
