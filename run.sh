@@ -40,10 +40,14 @@ case "$command" in
     # The shipped endpoint at the port the demo's harvester `sample` harvests
     # (OAI_PIPELINE_SAMPLE_PORT, default 8765), served beside the UI for as long as it runs,
     # so that harvester's schedules and new materialisations work there too. dagster dev
-    # takes this shell's process (exec): Ctrl-C and SIGTERM reach it as before, and the
-    # endpoint stops when it ends.
+    # takes this shell's process (exec): Ctrl-C and SIGTERM reach it, and the endpoint stops
+    # when it ends. Started in the background from a script (`./run.sh dev &`, nohup), this
+    # shell ignores SIGINT, and dagster dev maps SIGTERM to SIGINT's handler, so it would
+    # ignore both: a bash script cannot undo that, so Python restores SIGINT first.
     .venv/bin/oai-pipeline sample-endpoint serve --exit-with-parent >/dev/null &
-    exec .venv/bin/dagster dev -w workspace.yaml "$@" ;;
+    exec .venv/bin/python -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])' .venv/bin/dagster dev -w workspace.yaml "$@" ;;
   bench) setup; exec .venv/bin/python -m oai_pipeline_tests.benchmark "$@" ;;
   cli) setup; exec .venv/bin/oai-pipeline "$@" ;;
   *) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 2 ;;  # the comment block above, no code
