@@ -860,6 +860,47 @@ def test_a_link_to_a_part_or_a_text_about_the_item_is_a_related_identifier(
     assert item.data["files"]["links"] == []
 
 
+@pytest.mark.parametrize(
+    ("materials", "relation"),
+    [
+        ("Table of contents only", "haspart"),
+        ("Sample text", "haspart"),
+        ("Cover image", "haspart"),
+        ("Publisher description", "references"),
+        ("Contributor biographical information", "references"),
+    ],
+)
+def test_the_materials_of_an_856_of_a_version_decide_its_relation(
+    materials: str, relation: str
+) -> None:
+    """856 4 1 (version of resource) whose $3 names a part of it: the Library of Congress
+    coded its tables of contents so (`856 41 $3 Table of contents only`) before MARC defined 3
+    and 4 for component parts, and CONSER still codes an online part of a print serial 41 with
+    the part in $3. The indicator made it `isversionof`, as if the table of contents were the
+    work in another form; the $3 decides, as for an 856 of the resource itself: a part the
+    record has (`haspart`, as 856 4 4 is), a text about it that it `references` (as 4 2)."""
+    u = "https://www.loc.gov/catdir/toc/98-123.html"
+    item = _marc_item(_field("856", ("3", materials), ("u", u), ind1="4", ind2="1"))
+    metadata = transformed_metadata(item)
+    assert metadata["identifiers"] == []
+    assert [{k: v for k, v in r.items() if k != "resource_type"}
+            for r in metadata["related_identifiers"]] == [
+        {"identifier": u, "scheme": "url", "relation_type": {"id": relation}}
+    ]  # fmt: skip
+    assert item.data["files"]["links"] == []
+
+
+def test_an_856_of_a_version_naming_the_item_stays_a_version() -> None:
+    """A $3 that names the item or its form (`Full text`) leaves 856 4 1 a version of it."""
+    u = "https://doi.org/10.1234/ONLINE"
+    item = _marc_item(_field("856", ("3", "Full text"), ("u", u), ind1="4", ind2="1"))
+    metadata = transformed_metadata(item)
+    assert [{k: v for k, v in r.items() if k != "resource_type"}
+            for r in metadata["related_identifiers"]] == [
+        {"identifier": "10.1234/online", "scheme": "doi", "relation_type": {"id": "isversionof"}}
+    ]  # fmt: skip
+
+
 def test_padded_tags_indicators_and_subfield_codes_are_read() -> None:
     """`<subfield code=" a ">` (and a tag or indicator padded alike) was not recognised: a 245
     written so gave the record "no title", and a padded 856 indicator lost its relationship
