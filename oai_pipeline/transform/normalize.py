@@ -398,10 +398,16 @@ def untyped_identifier(text: str) -> dict[str, str] | None:
 
 def unique_affiliations(affiliations: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A person's or organisation's affiliations, each once and in order: a source repeating
-    one (the same ROR and name, a MARC $u given twice) listed it twice in the target."""
+    one (a MARC $u given twice, a ROR under two names: `University of Milan` and `Università
+    degli Studi di Milano`) listed it twice in the target. One ROR is one organisation, kept
+    under its first name; an affiliation without one is compared by its name."""
     unique: list[dict[str, Any]] = []
+    seen: set[tuple[str, Any]] = set()
     for affiliation in affiliations:
-        if affiliation not in unique:
+        ror = affiliation.get("id")
+        key = ("ror", ror) if ror else ("name", affiliation.get("name"))
+        if key not in seen:
+            seen.add(key)
             unique.append(affiliation)
     return unique
 

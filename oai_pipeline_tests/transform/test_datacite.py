@@ -957,3 +957,23 @@ def test_an_affiliation_repeated_for_one_creator_is_listed_once() -> None:
         {"id": "05gq02987", "name": "Brown University"},
         {"name": "Wesleyan University"},
     ]
+
+
+def test_an_affiliation_repeated_by_its_ror_under_another_name_is_listed_once() -> None:
+    """A creator given one organisation twice by its ROR, under two names (`Brown University`
+    and `Brown Univ.`, or in two languages), had it twice in the target: the names differed,
+    and one ROR is one organisation. It is listed once, under the first name; an affiliation
+    without a ROR is still compared by its name."""
+    brown = (
+        '<affiliation affiliationIdentifier="https://ror.org/05gq02987" '
+        'affiliationIdentifierScheme="ROR">{}</affiliation>'
+    )
+    other = "<affiliation>Wesleyan University</affiliation>"
+    item = video_with(
+        creator=brown.format("Brown University") + other + brown.format("Brown Univ.") + other
+    )
+    [creator] = transformed_metadata(item)["creators"]
+    assert creator["affiliations"] == [
+        {"id": "05gq02987", "name": "Brown University"},
+        {"name": "Wesleyan University"},
+    ]
