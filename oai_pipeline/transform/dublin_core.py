@@ -533,8 +533,8 @@ def _relations(
                     funding.append(grant)
                 continue
         entry = untyped_identifier(text)
-        if entry is None:
-            continue
+        if entry is None or entry["scheme"] == "issn":
+            continue  # an ISSN names the journal the record is in: `_journals` reads it
         if entry not in seen:
             seen.append(entry)
             related.append({**entry, "relation_type": {"id": UNTYPED_RELATION}})

@@ -385,14 +385,19 @@ def info_uri(text: str) -> dict[str, str] | None:
 def untyped_identifier(text: str) -> dict[str, str] | None:
     """An identifier given without its scheme (a dc:relation, a DataCite related identifier
     with no type) as one of the scheme its form shows: a DOI (bare, `doi:`, a doi.org URL), a
-    web URL, a URN or an `info:` URI (`info_uri`); None for any other value, which nothing
-    says how to read."""
+    web URL, a URN, an `info:` URI (`info_uri`), or an ISBN or ISSN whose check digit is right
+    (`isbn`, `issn`: ten or eight bare digits only with their label); None for any other
+    value, which nothing says how to read."""
     if (doi := normalize_doi(text)) is not None:
         return {"identifier": doi, "scheme": "doi"}
     if text.startswith(("http://", "https://")):
         return {"identifier": text, "scheme": "url"}
     if text.lower().startswith("urn:"):
         return {"identifier": text, "scheme": "urn"}
+    if (number := isbn(text)) is not None:
+        return {"identifier": number, "scheme": "isbn"}
+    if (number := issn(text)) is not None:
+        return {"identifier": number, "scheme": "issn"}
     return info_uri(text)
 
 

@@ -977,3 +977,39 @@ def test_an_affiliation_repeated_by_its_ror_under_another_name_is_listed_once() 
         {"id": "05gq02987", "name": "Brown University"},
         {"name": "Wesleyan University"},
     ]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("0028-0836", {"identifier": "0028-0836", "scheme": "issn"}),
+        ("ISSN 0028-0836", {"identifier": "0028-0836", "scheme": "issn"}),
+        ("978-3-16-148410-0", {"identifier": "978-3-16-148410-0", "scheme": "isbn"}),
+        ("ISBN 0-306-40615-2", {"identifier": "0-306-40615-2", "scheme": "isbn"}),
+        # the form of one, with a wrong check digit: nothing says it is one
+        ("0028-0837", None),
+        ("978-3-16-148410-1", None),
+        ("0306406152", None),  # ten bare digits: as likely a local number
+    ],
+)
+def test_a_related_identifier_without_a_type_that_is_an_issn_or_isbn_is_one(
+    value: str, expected: dict[str, str] | None
+) -> None:
+    """A relatedIdentifier (or relatedItemIdentifier) with no type that is an ISSN or an ISBN
+    by its form and check digit (`0028-0836`, `978-3-16-148410-0`) was dropped, as any value
+    but a DOI, URL, URN or `info:` URI was. It is read as one, as a dc:identifier is; with a
+    wrong check digit it is still none."""
+    old = (
+        '<relatedIdentifier relatedIdentifierType="ARK" relationType="IsCitedBy" '
+        'resourceTypeGeneral="Audiovisual">ark:/13030/tqb3kh97gh8w'
+    )
+    item = _full_example_with(
+        (old, f'<relatedIdentifier relationType="IsCitedBy" resourceTypeGeneral="Book">{value}')
+    )
+    related = transformed_metadata(item)["related_identifiers"]
+    cited_by = [
+        {k: v for k, v in r.items() if k in ("identifier", "scheme")}
+        for r in related
+        if r["relation_type"]["id"] == "iscitedby"
+    ]
+    assert cited_by == ([expected] if expected else [])

@@ -929,3 +929,29 @@ def test_a_comment_or_element_inside_a_value_does_not_end_it(inside: str) -> Non
     assert metadata["title"] == f"Stomach {text} encyclopedia".replace("  ", " ")
     assert metadata["creators"][0]["person_or_org"]["name"] == f"Tsubosaka{text} Ayumu"
     assert metadata["description"] == f"One{text} two"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("978-3-16-148410-0", [("978-3-16-148410-0", "isbn", "references")]),
+        ("ISBN 0-306-40615-2", [("0-306-40615-2", "isbn", "references")]),
+        ("978-3-16-148410-1", []),  # a wrong check digit: no ISBN
+        # an ISSN is the journal's, as before: once, `ispublishedin`
+        ("ISSN 0028-0836", [("0028-0836", "issn", "ispublishedin")]),
+        ("0028-0836", [("0028-0836", "issn", "ispublishedin")]),
+    ],
+)
+def test_a_dc_relation_that_is_an_isbn_is_a_related_identifier(
+    text: str, expected: list[tuple[str, str, str]]
+) -> None:
+    """An untyped dc:relation that is an ISBN by its form and check digit (`978-3-16-148410-0`,
+    a chapter's book, a book's other edition) was dropped, as any value but a DOI, URL, URN or
+    `info:` URI was; it `references` that ISBN now. An ISSN there stays the journal the record
+    is published in, not also a reference to it."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        f"<dc:relation>{text}</dc:relation>"
+    )
+    related = transformed_metadata(item)["related_identifiers"]
+    assert [(r["identifier"], r["scheme"], r["relation_type"]["id"]) for r in related] == expected
