@@ -473,8 +473,10 @@ def person_or_org(
                 family, given = name, None  # givenName only ("Madonna"): one name
             else:
                 # `John Smith`, `Smith John`, `J. Smith` with givenName `John`: the rest
-                rest = given and (_beside_given(name, given) or _after_initials(name, given))
+                rest = given and (_rest_beside(name, given) or _after_initials(name, given))
                 family = rest or name
+        elif given is None and name is not None and name != family:
+            given = _given_beside_family(name, family)
         result.update(given_name=given, family_name=family)
         if family is not None:
             result["name"] = f"{family}, {given}" if given else family
@@ -483,14 +485,27 @@ def person_or_org(
     return result
 
 
-def _beside_given(name: str, given: str) -> str | None:
-    """The family name of `John Smith` or of `Smith John` with the given name `John`: the
-    rest of a name that begins or ends with the given name's whole words; else None."""
-    if name.startswith(given + " "):
-        return name[len(given) + 1 :]
-    if name.endswith(" " + given):
-        return name[: -len(given) - 1]
+def _rest_beside(name: str, part: str) -> str | None:
+    """The rest of a name that begins or ends with `part`'s whole words: the family name of
+    `John Smith` or `Smith John` with the given name `John`, the given name with the family
+    name `Smith`; else None."""
+    if name.startswith(part + " "):
+        return name[len(part) + 1 :]
+    if name.endswith(" " + part):
+        return name[: -len(part) - 1]
     return None
+
+
+def _given_beside_family(name: str, family: str) -> str | None:
+    """The given name of a name a source gives with its familyName but no givenName: after the
+    comma of `Smith, John`, beside the family name in `John Smith` or `Smith John`. None when
+    the family name is not where the name has it (`Smith-Jones, John` with `Smith`): nothing
+    says which of the other words are given names. (The given name was lost: the person was
+    `Smith`.)"""
+    if "," in name:
+        family_part, _, given_part = name.partition(",")
+        return block_text_or_none(given_part) if family_part.strip() == family else None
+    return _rest_beside(name, family)
 
 
 _INITIAL = re.compile(r"^\w\.?$")

@@ -1013,3 +1013,55 @@ def test_a_related_identifier_without_a_type_that_is_an_issn_or_isbn_is_one(
         if r["relation_type"]["id"] == "iscitedby"
     ]
     assert cited_by == ([expected] if expected else [])
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "family"),
+    [
+        ("Smith, John", "John", "Smith"),
+        ("John Smith", "John", "Smith"),
+        ("Smith John", "John", "Smith"),
+        ("John Ronald Smith", "John Ronald", "Smith"),
+        ("van der Berg, Jan", "Jan", "van der Berg"),
+        # the familyName is not where the name has it: nothing says which words are given
+        ("Smith-Jones, John", None, "Smith"),
+        ("Jo Smithson", None, "Smith"),
+    ],
+)
+def test_a_familyname_alone_leaves_the_rest_of_the_name_as_the_given_name(
+    name: str, given: str | None, family: str
+) -> None:
+    """A personal creatorName with a familyName and no givenName (`Smith, John` and `Smith`)
+    lost the given name: the person was `Smith`. The source says which words are the family
+    name, so the rest of the name (after its comma, or beside the family name) is the given
+    name, as a givenName alone leaves the rest as the family name."""
+    item = video_with(
+        before_language='<contributors><contributor contributorType="Researcher">'
+        f'<contributorName nameType="Personal">{name}</contributorName>'
+        f"<familyName>{family}</familyName></contributor></contributors>"
+    )
+    [person] = transformed_metadata(item)["contributors"]
+    expected = {"type": "personal", "family_name": family, "identifiers": []}
+    if given is not None:
+        expected["given_name"] = given
+    expected["name"] = f"{family}, {given}" if given else family
+    assert person["person_or_org"] == expected
+
+
+def test_a_personal_name_without_a_comma_or_parts_is_the_family_name() -> None:
+    """`Josiah Carberry` with nameType Personal and no givenName/familyName: the target needs a
+    family name (the given name is optional) and nothing says which words are which (`Zhang
+    Wei` is family first; DataCite and OpenAIRE ask for `Family, Given` and, in doubt, the
+    name as it appears), so the whole name stays the family name, not a guess."""
+    item = video_with(
+        before_language='<contributors><contributor contributorType="Researcher">'
+        '<contributorName nameType="Personal">Josiah Carberry</contributorName>'
+        "</contributor></contributors>"
+    )
+    [person] = transformed_metadata(item)["contributors"]
+    assert person["person_or_org"] == {
+        "type": "personal",
+        "name": "Josiah Carberry",
+        "family_name": "Josiah Carberry",
+        "identifiers": [],
+    }

@@ -73,8 +73,9 @@ RECORDED_AT_REVISION = {
     # only`) is a `haspart` related identifier, one naming a text about it `references`, not
     # `isversionof`; one ROR given twice for a creator under two names is one affiliation,
     # under the first; a DataCite related identifier with no type, or a dc:relation, that is
-    # an ISBN or ISSN with its check digit is read as one (it was dropped): outputs the golden
-    # set does not hold changed, so it is 12's digest.
+    # an ISBN or ISSN with its check digit is read as one (it was dropped); a personal name
+    # with a familyName and no givenName (`Smith, John`, `Smith`) keeps the rest as the given
+    # name: outputs the golden set does not hold changed, so it is 12's digest.
     13: "ee1cd2cd8cd4c2831fdbe72eb43ae5c8325f7a63e8e4b7a135876dbd9fe676e5",
 }
 
