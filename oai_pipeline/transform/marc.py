@@ -34,6 +34,7 @@ from oai_pipeline.transform.normalize import (
     issn,
     looks_like_organisation,
     name_identifier,
+    names_nobody,
     person_or_org,
     split_dc_name,
     text_or_none,
@@ -227,8 +228,8 @@ def _creatibutor(tag: str, field: Field) -> dict[str, Any] | None:
         return None
     name, affiliation, orcid = split_dc_name(text)
     name = _clean(name) or name
-    if not name:
-        return None  # `et al.` alone names nobody
+    if names_nobody(name):
+        return None  # `et al.` alone, or dates or punctuation only, names nobody
     personal = tag.endswith("00") and field.ind1 != "3" and not looks_like_organisation(name)
     identifiers = []
     for value in field.all("0") + field.all("1"):

@@ -269,6 +269,14 @@ def without_et_al(text: str) -> str:
     return _ET_AL.sub("", text).rstrip(" ,")
 
 
+def names_nobody(name: str) -> bool:
+    """True when `name` holds no letter or digit: `,`, `, ,`, or what is left of a dc:creator
+    or MARC 100 of authority dates only (`1950-2000`) once they are dropped. Such a name, as
+    `et al.` alone, is left out: it became a person with no family name, which the target
+    refuses, failing the whole record."""
+    return not any(character.isalnum() for character in name)
+
+
 def orcid_in_note(note: str) -> str | None:
     """The ORCID a name's parenthesised note is (`0000-0002-1825-0097`, `ORCID: …`, its URL),
     without its label; None when the note is something else (an affiliation, a role)."""
@@ -469,6 +477,8 @@ def person_or_org(
                     block_text_or_none(family_part),
                     given or block_text_or_none(given_part),
                 )
+                if family is None:  # `, John`: no family part, so the one name (the target
+                    family, given = given, None  # needs a family name), as `Madonna` is
             elif given and name == given:
                 family, given = name, None  # givenName only ("Madonna"): one name
             else:

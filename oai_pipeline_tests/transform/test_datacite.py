@@ -1065,3 +1065,37 @@ def test_a_personal_name_without_a_comma_or_parts_is_the_family_name() -> None:
         "family_name": "Josiah Carberry",
         "identifiers": [],
     }
+
+
+def test_a_name_of_punctuation_names_nobody_and_one_without_its_family_part_is_one_name() -> None:
+    """Found by fuzzing: a contributorName `,` (or `, ,`) was a person with no family name,
+    and `, John` too: the target refused the record. The first names nobody (the contributor
+    is left out, as one without a name is); `, John` is the one name `John`."""
+    item = video_with(
+        before_language='<contributors><contributor contributorType="Researcher">'
+        '<contributorName nameType="Personal">,</contributorName></contributor>'
+        '<contributor contributorType="Researcher">'
+        '<contributorName nameType="Personal">, John</contributorName></contributor>'
+        "</contributors>"
+    )
+    [john] = transformed_metadata(item)["contributors"]
+    assert john["person_or_org"] == {
+        "type": "personal",
+        "name": "John",
+        "family_name": "John",
+        "identifiers": [],
+    }
+
+
+@pytest.mark.parametrize("name", [",", ", ,", " ; "])
+def test_a_record_whose_only_creator_is_punctuation_has_no_creator(name: str) -> None:
+    """Its error says the creator is missing (it was a validation error about a family name)."""
+    resource = re.sub(
+        r'<creatorName nameType="Personal">Lynn, Briscoe</creatorName>.*?</familyName>',
+        f'<creatorName nameType="Personal">{name}</creatorName>',
+        VIDEO,
+        flags=re.S,
+    )
+    assert resource != VIDEO
+    item = transform_one(TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(resource)))
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.creators")

@@ -955,3 +955,43 @@ def test_a_dc_relation_that_is_an_isbn_is_a_related_identifier(
     )
     related = transformed_metadata(item)["related_identifiers"]
     assert [(r["identifier"], r["scheme"], r["relation_type"]["id"]) for r in related] == expected
+
+
+def test_a_name_that_names_nobody_is_left_out_and_one_without_its_family_part_is_one_name() -> None:
+    """Found by fuzzing: a dc:creator of authority dates only (`1950-2000`: the dates were
+    dropped, leaving no name) or of punctuation only (`,`, `, ,`) became a person with no
+    family name, which the target refuses: the record failed with a validation error. It
+    names nobody and is left out, as `et al.` is. `, John` (no family part before its comma)
+    is the one name `John`, as a givenName alone is."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:date>2020</dc:date>"
+        "<dc:creator>1950-2000</dc:creator><dc:creator>,</dc:creator>"
+        "<dc:creator>Doe, Jane</dc:creator><dc:creator>, ,</dc:creator>"
+        "<dc:creator>, John</dc:creator><dc:contributor>(ed.)</dc:contributor>"
+    )
+    metadata = transformed_metadata(item)
+    assert [c["person_or_org"] for c in metadata["creators"]] == [
+        {"type": "personal", "name": "Doe, Jane", "given_name": "Jane", "family_name": "Doe",
+         "identifiers": []},
+        {"type": "personal", "name": "John", "family_name": "John", "identifiers": []},
+    ]  # fmt: skip
+    assert metadata.get("contributors", []) == []
+
+
+def test_a_record_whose_only_creator_names_nobody_has_no_creator() -> None:
+    """Its error says what is missing (it was a validation error about a family name)."""
+    item = transform_one(dc_item("<dc:title>T</dc:title><dc:creator>, ,</dc:creator>"))
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.creators")
+
+
+@pytest.mark.parametrize("text", ["urn:isbn:", "urn:issn:", "urn:ISBN: "])
+def test_an_isbn_or_issn_urn_without_its_number_is_no_identifier(text: str) -> None:
+    """Found by fuzzing: `urn:isbn:` with nothing after it was an ISBN `` (an empty one), the
+    book the record is published in, which the target refuses: the record failed."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        f"<dc:identifier>{text}</dc:identifier><dc:type>info:eu-repo/semantics/article</dc:type>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata.get("identifiers", []) == []
+    assert metadata.get("related_identifiers", []) == []

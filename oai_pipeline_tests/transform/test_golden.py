@@ -75,7 +75,9 @@ RECORDED_AT_REVISION = {
     # under the first; a DataCite related identifier with no type, or a dc:relation, that is
     # an ISBN or ISSN with its check digit is read as one (it was dropped); a personal name
     # with a familyName and no givenName (`Smith, John`, `Smith`) keeps the rest as the given
-    # name: outputs the golden set does not hold changed, so it is 12's digest.
+    # name; a name of punctuation or dates only names nobody and `, John` is one name (they
+    # failed the record), and oai_dc's `urn:isbn:` with no number is no ISBN: outputs the
+    # golden set does not hold changed, so it is 12's digest.
     13: "ee1cd2cd8cd4c2831fdbe72eb43ae5c8325f7a63e8e4b7a135876dbd9fe676e5",
 }
 

@@ -932,3 +932,16 @@ def test_an_affiliation_repeated_in_an_entry_is_listed_once() -> None:
     )
     roe = transformed_metadata(item)["creators"][1]
     assert roe["affiliations"] == [{"name": "CERN"}, {"name": "DESY"}]
+
+
+def test_an_added_entry_without_its_family_part_is_one_name() -> None:
+    """Found by fuzzing: a 700 $a `, John` (no surname before the comma) was a person with no
+    family name, which the target refuses: the record failed. It is the one name `John`; a
+    700 $a of punctuation only (`, ,`) names nobody and is left out."""
+    item = _marc_item(_field("700", ("a", ", John")) + _field("700", ("a", ", ,"), ind1="1"))
+    metadata = transformed_metadata(item)
+    assert [c["person_or_org"] for c in metadata["creators"]] == [
+        {"type": "personal", "name": "Doe, Jane", "given_name": "Jane", "family_name": "Doe",
+         "identifiers": []},
+        {"type": "personal", "name": "John", "family_name": "John", "identifiers": []},
+    ]  # fmt: skip
