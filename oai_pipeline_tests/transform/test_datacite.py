@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,7 @@ from .records import (
     SAMPLES,
     datacite_item,
     page_items,
+    personal,
     transform_one,
     transformed_metadata,
     wrap_metadata,
@@ -797,6 +799,18 @@ def test_a_size_or_format_with_a_comment_or_element_inside_is_one_value() -> Non
     assert metadata["formats"] == ["application/xml", "text/plain"]
 
 
+def _personal_contributors(*contents: str) -> list[dict[str, Any]]:
+    """The people the video example's contributors are when each (a Researcher) holds
+    `<contributorName nameType="Personal">` followed by one of `contents`."""
+    contributors = "".join(
+        '<contributor contributorType="Researcher"><contributorName nameType="Personal">'
+        f"{content}</contributor>"
+        for content in contents
+    )
+    item = video_with(before_language=f"<contributors>{contributors}</contributors>")
+    return [c["person_or_org"] for c in transformed_metadata(item)["contributors"]]
+
+
 @pytest.mark.parametrize(
     ("name", "given", "family"),
     [
@@ -1035,17 +1049,8 @@ def test_a_familyname_alone_leaves_the_rest_of_the_name_as_the_given_name(
     lost the given name: the person was `Smith`. The source says which words are the family
     name, so the rest of the name (after its comma, or beside the family name) is the given
     name, as a givenName alone leaves the rest as the family name."""
-    item = video_with(
-        before_language='<contributors><contributor contributorType="Researcher">'
-        f'<contributorName nameType="Personal">{name}</contributorName>'
-        f"<familyName>{family}</familyName></contributor></contributors>"
-    )
-    [person] = transformed_metadata(item)["contributors"]
-    expected = {"type": "personal", "family_name": family, "identifiers": []}
-    if given is not None:
-        expected["given_name"] = given
-    expected["name"] = f"{family}, {given}" if given else family
-    assert person["person_or_org"] == expected
+    people = _personal_contributors(f"{name}</contributorName><familyName>{family}</familyName>")
+    assert people == [personal(family, given)]
 
 
 def test_a_personal_name_without_a_comma_or_parts_is_the_family_name() -> None:
@@ -1053,38 +1058,16 @@ def test_a_personal_name_without_a_comma_or_parts_is_the_family_name() -> None:
     family name (the given name is optional) and nothing says which words are which (`Zhang
     Wei` is family first; DataCite and OpenAIRE ask for `Family, Given` and, in doubt, the
     name as it appears), so the whole name stays the family name, not a guess."""
-    item = video_with(
-        before_language='<contributors><contributor contributorType="Researcher">'
-        '<contributorName nameType="Personal">Josiah Carberry</contributorName>'
-        "</contributor></contributors>"
-    )
-    [person] = transformed_metadata(item)["contributors"]
-    assert person["person_or_org"] == {
-        "type": "personal",
-        "name": "Josiah Carberry",
-        "family_name": "Josiah Carberry",
-        "identifiers": [],
-    }
+    people = _personal_contributors("Josiah Carberry</contributorName>")
+    assert people == [personal("Josiah Carberry")]
 
 
 def test_a_name_of_punctuation_names_nobody_and_one_without_its_family_part_is_one_name() -> None:
     """Found by fuzzing: a contributorName `,` (or `, ,`) was a person with no family name,
     and `, John` too: the target refused the record. The first names nobody (the contributor
     is left out, as one without a name is); `, John` is the one name `John`."""
-    item = video_with(
-        before_language='<contributors><contributor contributorType="Researcher">'
-        '<contributorName nameType="Personal">,</contributorName></contributor>'
-        '<contributor contributorType="Researcher">'
-        '<contributorName nameType="Personal">, John</contributorName></contributor>'
-        "</contributors>"
-    )
-    [john] = transformed_metadata(item)["contributors"]
-    assert john["person_or_org"] == {
-        "type": "personal",
-        "name": "John",
-        "family_name": "John",
-        "identifiers": [],
-    }
+    people = _personal_contributors(",</contributorName>", ", John</contributorName>")
+    assert people == [personal("John")]
 
 
 @pytest.mark.parametrize("name", [",", ", ,", " ; "])
