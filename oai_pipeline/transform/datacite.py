@@ -36,6 +36,7 @@ from oai_pipeline.transform.normalize import (
     is_ror,
     looks_like_organisation,
     name_identifier,
+    names_nobody,
     normalize_ror,
     person_or_org,
     text_or_none,
@@ -446,6 +447,8 @@ def creatibutors(
         written = _text(name_element) if name_element is not None else None
         # `et al.` (`and others`, `u.a.`) after or as a name: the authors it does not name
         name = text_or_none(without_et_al(written)) if written is not None else None
+        if name is not None and names_nobody(name):
+            name = None  # `,` or `, ,`: punctuation names nobody
         name_type = (name_element.get("nameType") or "").lower() if name_element is not None else ""
         # A malformed identifier (name_identifier gives None) is dropped, not the person.
         identifiers = [

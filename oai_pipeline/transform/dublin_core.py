@@ -39,6 +39,7 @@ from oai_pipeline.transform.normalize import (
     isbn,
     issn,
     looks_like_organisation,
+    names_nobody,
     person_or_org,
     split_dc_name,
     text_or_none,
@@ -111,12 +112,15 @@ def _names(path: etree.XPath, dc: etree._Element) -> list[str]:
     return names
 
 
-def _creatibutor(text: str) -> dict[str, Any]:
+def _creatibutor(text: str) -> dict[str, Any] | None:
     """A dc:creator/dc:contributor: a person (Dublin Core's creators are people in practice)
     unless the name looks like an organisation's (`World Health Organization`, `CERN`);
     authority dates after a name are dropped, a trailing `(Univ X)` is the affiliation, a
-    trailing `(https://orcid.org/…)` the person's ORCID."""
+    trailing `(https://orcid.org/…)` the person's ORCID. None when what is left names nobody
+    (`names_nobody`: dates or punctuation only)."""
     name, affiliation, orcid = split_dc_name(text)
+    if names_nobody(name):
+        return None
     kind = "organizational" if looks_like_organisation(name) and not orcid else "personal"
     return {
         "person_or_org": person_or_org(name, kind=kind, identifiers=[orcid] if orcid else None),
@@ -146,8 +150,12 @@ def import_dc(dc: etree._Element) -> dict[str, Any]:
         _refuse_foreign_elements(dc)
         raise missing_field("metadata.title", "dc:title")
     creators, contributors = creators_or_contributors(
-        [_creatibutor(text) for text in _names(_CREATOR, dc)],
-        [{**_creatibutor(text), "role": {"id": "other"}} for text in _names(_CONTRIBUTOR, dc)],
+        [entry for text in _names(_CREATOR, dc) if (entry := _creatibutor(text))],
+        [
+            {**entry, "role": {"id": "other"}}
+            for text in _names(_CONTRIBUTOR, dc)
+            if (entry := _creatibutor(text))
+        ],
     )
     if not creators:
         raise missing_field("metadata.creators", "dc:creator or dc:contributor")
@@ -343,8 +351,10 @@ def _identifiers(
             else:
                 identifiers.append({"identifier": text, "scheme": "url"})
         elif text.lower().startswith(("urn:isbn:", "urn:issn:")):
-            # the URN form PKP and OpenAIRE advise for a serial's or book's number
-            identifiers.append({"identifier": text[9:].strip(), "scheme": text[4:8].lower()})
+            # the URN form PKP and OpenAIRE advise for a serial's or book's number (`urn:isbn:`
+            # alone gives none: an empty ISBN failed the record)
+            if number := text[9:].strip():
+                identifiers.append({"identifier": number, "scheme": text[4:8].lower()})
         elif text.lower().startswith("urn:"):
             identifiers.append({"identifier": text, "scheme": "urn"})
         elif (info := info_uri(text)) is not None:
@@ -533,8 +543,8 @@ def _relations(
                     funding.append(grant)
                 continue
         entry = untyped_identifier(text)
-        if entry is None:
-            continue
+        if entry is None or entry["scheme"] == "issn":
+            continue  # an ISSN names the journal the record is in: `_journals` reads it
         if entry not in seen:
             seen.append(entry)
             related.append({**entry, "relation_type": {"id": UNTYPED_RELATION}})

@@ -34,6 +34,7 @@ from oai_pipeline.transform.normalize import (
     issn,
     looks_like_organisation,
     name_identifier,
+    names_nobody,
     person_or_org,
     split_dc_name,
     text_or_none,
@@ -227,8 +228,8 @@ def _creatibutor(tag: str, field: Field) -> dict[str, Any] | None:
         return None
     name, affiliation, orcid = split_dc_name(text)
     name = _clean(name) or name
-    if not name:
-        return None  # `et al.` alone names nobody
+    if names_nobody(name):
+        return None  # `et al.` alone, or dates or punctuation only, names nobody
     personal = tag.endswith("00") and field.ind1 != "3" and not looks_like_organisation(name)
     identifiers = []
     for value in field.all("0") + field.all("1"):
@@ -627,11 +628,12 @@ def _identifiers(
                 # the resource's own DOI, and the record names no other: its DOI, as a
                 # dc:identifier DOI is (it was only an identifier, the record left without)
                 pids["doi"] = {"identifier": own_doi, "provider": "external"}
+            elif materials is not None and field.ind2 in _MATERIALS_DECIDE:
+                # a link to a part of the item (or of its version) or a text about it: not the
+                # record's own, nor the work in another form
+                related.append({**location, "relation_type": {"id": materials}})
             elif field.ind2 in _OWN_LOCATIONS:
-                if materials is None:
-                    identifiers.append(location)
-                else:  # a link to a part of the item or a text about it: not the record's own
-                    related.append({**location, "relation_type": {"id": materials}})
+                identifiers.append(location)
             else:
                 relation = _RELATIONSHIPS.get(field.ind2, "references")
                 related.append({**location, "relation_type": {"id": relation}})
@@ -675,6 +677,12 @@ _ABOUT = re.compile(
 )
 # The 856s of the resource itself: 0, or no relationship stated.
 _OWN_LOCATIONS = _NO_RELATIONSHIP | frozenset("0")
+# The 856s whose $3 decides their relation when it names a part or a text about the item: those
+# of the resource itself and of a version of it (1). Before MARC defined 3 and 4 (component
+# parts), LC coded its tables of contents `856 41 $3 Table of contents only`, and CONSER still
+# codes a print serial's online part 41 with the part in $3: such a link is a part of the
+# version (what 4 says now), not the work in another form (`isversionof`).
+_MATERIALS_DECIDE = _OWN_LOCATIONS | frozenset("1")
 
 
 def _materials_relation(field: Field) -> str | None:

@@ -269,6 +269,14 @@ def without_et_al(text: str) -> str:
     return _ET_AL.sub("", text).rstrip(" ,")
 
 
+def names_nobody(name: str) -> bool:
+    """True when `name` holds no letter or digit: `,`, `, ,`, or what is left of a dc:creator
+    or MARC 100 of authority dates only (`1950-2000`) once they are dropped. Such a name, as
+    `et al.` alone, is left out: it became a person with no family name, which the target
+    refuses, failing the whole record."""
+    return not any(character.isalnum() for character in name)
+
+
 def orcid_in_note(note: str) -> str | None:
     """The ORCID a name's parenthesised note is (`0000-0002-1825-0097`, `ORCID: …`, its URL),
     without its label; None when the note is something else (an affiliation, a role)."""
@@ -385,23 +393,34 @@ def info_uri(text: str) -> dict[str, str] | None:
 def untyped_identifier(text: str) -> dict[str, str] | None:
     """An identifier given without its scheme (a dc:relation, a DataCite related identifier
     with no type) as one of the scheme its form shows: a DOI (bare, `doi:`, a doi.org URL), a
-    web URL, a URN or an `info:` URI (`info_uri`); None for any other value, which nothing
-    says how to read."""
+    web URL, a URN, an `info:` URI (`info_uri`), or an ISBN or ISSN whose check digit is right
+    (`isbn`, `issn`: ten or eight bare digits only with their label); None for any other
+    value, which nothing says how to read."""
     if (doi := normalize_doi(text)) is not None:
         return {"identifier": doi, "scheme": "doi"}
     if text.startswith(("http://", "https://")):
         return {"identifier": text, "scheme": "url"}
     if text.lower().startswith("urn:"):
         return {"identifier": text, "scheme": "urn"}
+    if (number := isbn(text)) is not None:
+        return {"identifier": number, "scheme": "isbn"}
+    if (number := issn(text)) is not None:
+        return {"identifier": number, "scheme": "issn"}
     return info_uri(text)
 
 
 def unique_affiliations(affiliations: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A person's or organisation's affiliations, each once and in order: a source repeating
-    one (the same ROR and name, a MARC $u given twice) listed it twice in the target."""
+    one (a MARC $u given twice, a ROR under two names: `University of Milan` and `Università
+    degli Studi di Milano`) listed it twice in the target. One ROR is one organisation, kept
+    under its first name; an affiliation without one is compared by its name."""
     unique: list[dict[str, Any]] = []
+    seen: set[tuple[str, Any]] = set()
     for affiliation in affiliations:
-        if affiliation not in unique:
+        ror = affiliation.get("id")
+        key = ("ror", ror) if ror else ("name", affiliation.get("name"))
+        if key not in seen:
+            seen.add(key)
             unique.append(affiliation)
     return unique
 
@@ -458,12 +477,16 @@ def person_or_org(
                     block_text_or_none(family_part),
                     given or block_text_or_none(given_part),
                 )
+                if family is None:  # `, John`: no family part, so the one name (the target
+                    family, given = given, None  # needs a family name), as `Madonna` is
             elif given and name == given:
                 family, given = name, None  # givenName only ("Madonna"): one name
             else:
                 # `John Smith`, `Smith John`, `J. Smith` with givenName `John`: the rest
-                rest = given and (_beside_given(name, given) or _after_initials(name, given))
+                rest = given and (_rest_beside(name, given) or _after_initials(name, given))
                 family = rest or name
+        elif given is None and name is not None and name != family:
+            given = _given_beside_family(name, family)
         result.update(given_name=given, family_name=family)
         if family is not None:
             result["name"] = f"{family}, {given}" if given else family
@@ -472,14 +495,27 @@ def person_or_org(
     return result
 
 
-def _beside_given(name: str, given: str) -> str | None:
-    """The family name of `John Smith` or of `Smith John` with the given name `John`: the
-    rest of a name that begins or ends with the given name's whole words; else None."""
-    if name.startswith(given + " "):
-        return name[len(given) + 1 :]
-    if name.endswith(" " + given):
-        return name[: -len(given) - 1]
+def _rest_beside(name: str, part: str) -> str | None:
+    """The rest of a name that begins or ends with `part`'s whole words: the family name of
+    `John Smith` or `Smith John` with the given name `John`, the given name with the family
+    name `Smith`; else None."""
+    if name.startswith(part + " "):
+        return name[len(part) + 1 :]
+    if name.endswith(" " + part):
+        return name[: -len(part) - 1]
     return None
+
+
+def _given_beside_family(name: str, family: str) -> str | None:
+    """The given name of a name a source gives with its familyName but no givenName: after the
+    comma of `Smith, John`, beside the family name in `John Smith` or `Smith John`. None when
+    the family name is not where the name has it (`Smith-Jones, John` with `Smith`): nothing
+    says which of the other words are given names. (The given name was lost: the person was
+    `Smith`.)"""
+    if "," in name:
+        family_part, _, given_part = name.partition(",")
+        return block_text_or_none(given_part) if family_part.strip() == family else None
+    return _rest_beside(name, family)
 
 
 _INITIAL = re.compile(r"^\w\.?$")

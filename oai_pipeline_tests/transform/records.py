@@ -84,3 +84,13 @@ def transformed_metadata(item: TransformItem) -> dict[str, Any]:
     assert item.error is None, item.error
     assert item.data is not None
     return item.data["metadata"]
+
+
+def personal(family: str, given: str | None = None) -> dict[str, Any]:
+    """A person as the target stores one with no identifier: named `Family, Given`, or by the
+    family name alone."""
+    person: dict[str, Any] = {"type": "personal", "family_name": family, "identifiers": []}
+    if given is not None:
+        person["given_name"] = given
+    person["name"] = f"{family}, {given}" if given else family
+    return person

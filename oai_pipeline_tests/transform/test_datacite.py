@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,7 @@ from .records import (
     SAMPLES,
     datacite_item,
     page_items,
+    personal,
     transform_one,
     transformed_metadata,
     wrap_metadata,
@@ -797,6 +799,18 @@ def test_a_size_or_format_with_a_comment_or_element_inside_is_one_value() -> Non
     assert metadata["formats"] == ["application/xml", "text/plain"]
 
 
+def _personal_contributors(*contents: str) -> list[dict[str, Any]]:
+    """The people the video example's contributors are when each (a Researcher) holds
+    `<contributorName nameType="Personal">` followed by one of `contents`."""
+    contributors = "".join(
+        '<contributor contributorType="Researcher"><contributorName nameType="Personal">'
+        f"{content}</contributor>"
+        for content in contents
+    )
+    item = video_with(before_language=f"<contributors>{contributors}</contributors>")
+    return [c["person_or_org"] for c in transformed_metadata(item)["contributors"]]
+
+
 @pytest.mark.parametrize(
     ("name", "given", "family"),
     [
@@ -957,3 +971,114 @@ def test_an_affiliation_repeated_for_one_creator_is_listed_once() -> None:
         {"id": "05gq02987", "name": "Brown University"},
         {"name": "Wesleyan University"},
     ]
+
+
+def test_an_affiliation_repeated_by_its_ror_under_another_name_is_listed_once() -> None:
+    """A creator given one organisation twice by its ROR, under two names (`Brown University`
+    and `Brown Univ.`, or in two languages), had it twice in the target: the names differed,
+    and one ROR is one organisation. It is listed once, under the first name; an affiliation
+    without a ROR is still compared by its name."""
+    brown = (
+        '<affiliation affiliationIdentifier="https://ror.org/05gq02987" '
+        'affiliationIdentifierScheme="ROR">{}</affiliation>'
+    )
+    other = "<affiliation>Wesleyan University</affiliation>"
+    item = video_with(
+        creator=brown.format("Brown University") + other + brown.format("Brown Univ.") + other
+    )
+    [creator] = transformed_metadata(item)["creators"]
+    assert creator["affiliations"] == [
+        {"id": "05gq02987", "name": "Brown University"},
+        {"name": "Wesleyan University"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("0028-0836", {"identifier": "0028-0836", "scheme": "issn"}),
+        ("ISSN 0028-0836", {"identifier": "0028-0836", "scheme": "issn"}),
+        ("978-3-16-148410-0", {"identifier": "978-3-16-148410-0", "scheme": "isbn"}),
+        ("ISBN 0-306-40615-2", {"identifier": "0-306-40615-2", "scheme": "isbn"}),
+        # the form of one, with a wrong check digit: nothing says it is one
+        ("0028-0837", None),
+        ("978-3-16-148410-1", None),
+        ("0306406152", None),  # ten bare digits: as likely a local number
+    ],
+)
+def test_a_related_identifier_without_a_type_that_is_an_issn_or_isbn_is_one(
+    value: str, expected: dict[str, str] | None
+) -> None:
+    """A relatedIdentifier (or relatedItemIdentifier) with no type that is an ISSN or an ISBN
+    by its form and check digit (`0028-0836`, `978-3-16-148410-0`) was dropped, as any value
+    but a DOI, URL, URN or `info:` URI was. It is read as one, as a dc:identifier is; with a
+    wrong check digit it is still none."""
+    old = (
+        '<relatedIdentifier relatedIdentifierType="ARK" relationType="IsCitedBy" '
+        'resourceTypeGeneral="Audiovisual">ark:/13030/tqb3kh97gh8w'
+    )
+    item = _full_example_with(
+        (old, f'<relatedIdentifier relationType="IsCitedBy" resourceTypeGeneral="Book">{value}')
+    )
+    related = transformed_metadata(item)["related_identifiers"]
+    cited_by = [
+        {k: v for k, v in r.items() if k in ("identifier", "scheme")}
+        for r in related
+        if r["relation_type"]["id"] == "iscitedby"
+    ]
+    assert cited_by == ([expected] if expected else [])
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "family"),
+    [
+        ("Smith, John", "John", "Smith"),
+        ("John Smith", "John", "Smith"),
+        ("Smith John", "John", "Smith"),
+        ("John Ronald Smith", "John Ronald", "Smith"),
+        ("van der Berg, Jan", "Jan", "van der Berg"),
+        # the familyName is not where the name has it: nothing says which words are given
+        ("Smith-Jones, John", None, "Smith"),
+        ("Jo Smithson", None, "Smith"),
+    ],
+)
+def test_a_familyname_alone_leaves_the_rest_of_the_name_as_the_given_name(
+    name: str, given: str | None, family: str
+) -> None:
+    """A personal creatorName with a familyName and no givenName (`Smith, John` and `Smith`)
+    lost the given name: the person was `Smith`. The source says which words are the family
+    name, so the rest of the name (after its comma, or beside the family name) is the given
+    name, as a givenName alone leaves the rest as the family name."""
+    people = _personal_contributors(f"{name}</contributorName><familyName>{family}</familyName>")
+    assert people == [personal(family, given)]
+
+
+def test_a_personal_name_without_a_comma_or_parts_is_the_family_name() -> None:
+    """`Josiah Carberry` with nameType Personal and no givenName/familyName: the target needs a
+    family name (the given name is optional) and nothing says which words are which (`Zhang
+    Wei` is family first; DataCite and OpenAIRE ask for `Family, Given` and, in doubt, the
+    name as it appears), so the whole name stays the family name, not a guess."""
+    people = _personal_contributors("Josiah Carberry</contributorName>")
+    assert people == [personal("Josiah Carberry")]
+
+
+def test_a_name_of_punctuation_names_nobody_and_one_without_its_family_part_is_one_name() -> None:
+    """Found by fuzzing: a contributorName `,` (or `, ,`) was a person with no family name,
+    and `, John` too: the target refused the record. The first names nobody (the contributor
+    is left out, as one without a name is); `, John` is the one name `John`."""
+    people = _personal_contributors(",</contributorName>", ", John</contributorName>")
+    assert people == [personal("John")]
+
+
+@pytest.mark.parametrize("name", [",", ", ,", " ; "])
+def test_a_record_whose_only_creator_is_punctuation_has_no_creator(name: str) -> None:
+    """Its error says the creator is missing (it was a validation error about a family name)."""
+    resource = re.sub(
+        r'<creatorName nameType="Personal">Lynn, Briscoe</creatorName>.*?</familyName>',
+        f'<creatorName nameType="Personal">{name}</creatorName>',
+        VIDEO,
+        flags=re.S,
+    )
+    assert resource != VIDEO
+    item = transform_one(TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(resource)))
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.creators")

@@ -6,7 +6,14 @@ import pytest
 
 from oai_pipeline.transform.base import TransformItem
 
-from .records import page_items, transform, transform_one, transformed_metadata, wrap_metadata
+from .records import (
+    page_items,
+    personal,
+    transform,
+    transform_one,
+    transformed_metadata,
+    wrap_metadata,
+)
 
 DC_HEAD = (
     '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
@@ -929,3 +936,66 @@ def test_a_comment_or_element_inside_a_value_does_not_end_it(inside: str) -> Non
     assert metadata["title"] == f"Stomach {text} encyclopedia".replace("  ", " ")
     assert metadata["creators"][0]["person_or_org"]["name"] == f"Tsubosaka{text} Ayumu"
     assert metadata["description"] == f"One{text} two"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("978-3-16-148410-0", [("978-3-16-148410-0", "isbn", "references")]),
+        ("ISBN 0-306-40615-2", [("0-306-40615-2", "isbn", "references")]),
+        ("978-3-16-148410-1", []),  # a wrong check digit: no ISBN
+        # an ISSN is the journal's, as before: once, `ispublishedin`
+        ("ISSN 0028-0836", [("0028-0836", "issn", "ispublishedin")]),
+        ("0028-0836", [("0028-0836", "issn", "ispublishedin")]),
+    ],
+)
+def test_a_dc_relation_that_is_an_isbn_is_a_related_identifier(
+    text: str, expected: list[tuple[str, str, str]]
+) -> None:
+    """An untyped dc:relation that is an ISBN by its form and check digit (`978-3-16-148410-0`,
+    a chapter's book, a book's other edition) was dropped, as any value but a DOI, URL, URN or
+    `info:` URI was; it `references` that ISBN now. An ISSN there stays the journal the record
+    is published in, not also a reference to it."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        f"<dc:relation>{text}</dc:relation>"
+    )
+    related = transformed_metadata(item)["related_identifiers"]
+    assert [(r["identifier"], r["scheme"], r["relation_type"]["id"]) for r in related] == expected
+
+
+def test_a_name_that_names_nobody_is_left_out_and_one_without_its_family_part_is_one_name() -> None:
+    """Found by fuzzing: a dc:creator of authority dates only (`1950-2000`: the dates were
+    dropped, leaving no name) or of punctuation only (`,`, `, ,`) became a person with no
+    family name, which the target refuses: the record failed with a validation error. It
+    names nobody and is left out, as `et al.` is. `, John` (no family part before its comma)
+    is the one name `John`, as a givenName alone is."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:date>2020</dc:date>"
+        "<dc:creator>1950-2000</dc:creator><dc:creator>,</dc:creator>"
+        "<dc:creator>Doe, Jane</dc:creator><dc:creator>, ,</dc:creator>"
+        "<dc:creator>, John</dc:creator><dc:contributor>(ed.)</dc:contributor>"
+    )
+    metadata = transformed_metadata(item)
+    people = [c["person_or_org"] for c in metadata["creators"]]
+    assert people == [personal("Doe", "Jane"), personal("John")]
+    assert metadata.get("contributors", []) == []
+
+
+def test_a_record_whose_only_creator_names_nobody_has_no_creator() -> None:
+    """Its error says what is missing (it was a validation error about a family name)."""
+    item = transform_one(dc_item("<dc:title>T</dc:title><dc:creator>, ,</dc:creator>"))
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.creators")
+
+
+@pytest.mark.parametrize("text", ["urn:isbn:", "urn:issn:", "urn:ISBN: "])
+def test_an_isbn_or_issn_urn_without_its_number_is_no_identifier(text: str) -> None:
+    """Found by fuzzing: `urn:isbn:` with nothing after it was an ISBN `` (an empty one), the
+    book the record is published in, which the target refuses: the record failed."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        f"<dc:identifier>{text}</dc:identifier><dc:type>info:eu-repo/semantics/article</dc:type>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata.get("identifiers", []) == []
+    assert metadata.get("related_identifiers", []) == []

@@ -12,7 +12,7 @@ from lxml import etree
 from oai_pipeline.transform import imports, marc
 from oai_pipeline.transform.base import TransformItem
 
-from .records import page_items, transform, transformed_metadata, wrap_metadata
+from .records import page_items, personal, transform, transformed_metadata, wrap_metadata
 from .test_public_records import PUBLIC, items, metadata, one
 
 INSPIRE = "inspire-oai-marcxml-excerpt.xml"
@@ -829,7 +829,7 @@ def test_the_materials_an_856_specifies_decide_its_doi_and_its_file_alike(
     assert item.data["files"]["links"] == links
 
 
-@pytest.mark.parametrize("ind2", [" ", "0", "8"])
+@pytest.mark.parametrize("ind2", [" ", "0", "8", "1"])
 @pytest.mark.parametrize(
     ("materials", "relation"),
     [
@@ -848,7 +848,12 @@ def test_a_link_to_a_part_or_a_text_about_the_item_is_a_related_identifier(
     (`Table of contents`) or a text about it (LC's `Publisher description`) was kept among
     the record's own identifiers, as if its URL identified the record. It is now a related
     identifier: a part the record has (`haspart`, as 856 4 3 is), a text it `references`
-    (LC codes its publisher descriptions 856 4 2, a related resource)."""
+    (LC codes its publisher descriptions 856 4 2, a related resource).
+
+    So is one of a version of the resource (856 4 1), which was `isversionof`, as if the
+    table of contents were the work in another form: the Library of Congress coded its tables
+    of contents `856 41 $3 Table of contents only` before MARC defined 3 and 4 for component
+    parts, and CONSER still codes an online part of a print serial 41 with the part in $3."""
     u = "https://www.loc.gov/catdir/toc/98-123.html"
     item = _marc_item(_field("856", ("3", materials), ("u", u), ind1="4", ind2=ind2))
     metadata = transformed_metadata(item)
@@ -858,6 +863,17 @@ def test_a_link_to_a_part_or_a_text_about_the_item_is_a_related_identifier(
         {"identifier": u, "scheme": "url", "relation_type": {"id": relation}}
     ]  # fmt: skip
     assert item.data["files"]["links"] == []
+
+
+def test_an_856_of_a_version_naming_the_item_stays_a_version() -> None:
+    """A $3 that names the item or its form (`Full text`) leaves 856 4 1 a version of it."""
+    u = "https://doi.org/10.1234/ONLINE"
+    item = _marc_item(_field("856", ("3", "Full text"), ("u", u), ind1="4", ind2="1"))
+    metadata = transformed_metadata(item)
+    assert [{k: v for k, v in r.items() if k != "resource_type"}
+            for r in metadata["related_identifiers"]] == [
+        {"identifier": "10.1234/online", "scheme": "doi", "relation_type": {"id": "isversionof"}}
+    ]  # fmt: skip
 
 
 def test_padded_tags_indicators_and_subfield_codes_are_read() -> None:
@@ -891,3 +907,13 @@ def test_an_affiliation_repeated_in_an_entry_is_listed_once() -> None:
     )
     roe = transformed_metadata(item)["creators"][1]
     assert roe["affiliations"] == [{"name": "CERN"}, {"name": "DESY"}]
+
+
+def test_an_added_entry_without_its_family_part_is_one_name() -> None:
+    """Found by fuzzing: a 700 $a `, John` (no surname before the comma) was a person with no
+    family name, which the target refuses: the record failed. It is the one name `John`; a
+    700 $a of punctuation only (`, ,`) names nobody and is left out."""
+    item = _marc_item(_field("700", ("a", ", John")) + _field("700", ("a", ", ,"), ind1="1"))
+    metadata = transformed_metadata(item)
+    people = [c["person_or_org"] for c in metadata["creators"]]
+    assert people == [personal("Doe", "Jane"), personal("John")]

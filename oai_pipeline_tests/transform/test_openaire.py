@@ -341,3 +341,23 @@ def test_a_size_or_format_with_a_comment_inside_is_one_value() -> None:
     data = transform_one(item).data["metadata"]
     assert data["sizes"] == ["413926 bytes"]
     assert data["formats"] == ["application/pdf"]
+
+
+def test_an_affiliation_repeated_by_its_ror_under_another_name_is_listed_once() -> None:
+    """IRIS names a creator's university twice by one ROR, in English and in Italian: one ROR
+    is one organisation, listed once under its first name (it was listed twice)."""
+    text = (PUBLIC / IRIS).read_text(encoding="utf-8")
+    milan = (
+        '<affiliation affiliationIdentifierScheme="ROR"\n'
+        '                         affiliationIdentifier="https://ror.org/00wjc7c48">'
+        "University of Milan</affiliation>"
+    )
+    assert milan in text
+    italian = milan.replace("University of Milan", "Università degli Studi di Milano")
+    text = text.replace(milan, milan + italian, 1)
+    item = TransformItem(f"oai:test:{IRIS}", "2024-01-01", [], wrap_metadata(text))
+    data = transform_one(item).data["metadata"]
+    assert [c["affiliations"] for c in data["creators"]] == [
+        [{"id": "00wjc7c48", "name": "University of Milan"}],
+        [{"id": "00wjc7c48", "name": "University of Milan"}],
+    ]
