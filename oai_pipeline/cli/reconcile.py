@@ -23,7 +23,8 @@ from oai_pipeline.settings import load_settings
 @click.option(
     "--force",
     is_flag=True,
-    help="delete the vanished records even when the source lists none or lost most of them",
+    help="delete the vanished records even when the source lists none, lost most of them, or "
+    "GetRecord still serves some (asking it for none of them)",
 )
 @json_option
 def reconcile(harvester_id: str, force: bool, as_json: bool) -> None:

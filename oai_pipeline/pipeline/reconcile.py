@@ -21,6 +21,8 @@ from oai_pipeline.errors import PipelineError, add_notices
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader, build_writers
 from oai_pipeline.oai.client import ended_short
+from oai_pipeline.oai.reader import Reader
+from oai_pipeline.oai.types import HarvestedRecord
 from oai_pipeline.pipeline.first_contact import saved_identify
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.reidentified import take_over_freed_pids
@@ -29,7 +31,12 @@ from oai_pipeline.pipeline.scope import HarvestScope
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.state.harvester_lock import is_dead_local_process, new_owner
 from oai_pipeline.state.store import ReconcileDeletions, StateStore, TakeOverRun, writer_keys
-from oai_pipeline.sync.reconcile import implausible_loss, vanished_identifiers
+from oai_pipeline.sync.reconcile import (
+    implausible_loss,
+    in_set,
+    spread_sample,
+    vanished_identifiers,
+)
 from oai_pipeline.sync.rules import (
     Action,
     HarvestMemory,
@@ -328,6 +335,64 @@ def _refuse_another_format(state: StateStore, harvester: Harvester, vanished: se
     )
 
 
+# GetRecord's item errors that say the source does not serve the record (in the harvester's
+# metadata prefix): its own word that the record is gone, as its list says.
+_NOT_SERVED = frozenset({"idDoesNotExist", "cannotDisseminateFormat", "badArgument"})
+
+
+def _still_served(record: HarvestedRecord, set_spec: str | None) -> bool | None:
+    """Whether GetRecord's answer shows the record live in the harvester's set: True (the
+    list hid it), False (deleted header, not served, or in another set: the list is right),
+    None (an answer saying nothing of it: another record, no record)."""
+    if record.deleted:
+        return False
+    if record.error is not None and not record.datestamp:  # no header: an item error
+        return False if record.error.type in _NOT_SERVED else None
+    # a record that left the set is served, but no longer the harvester's: gone from it
+    return in_set(record.set_specs, set_spec)
+
+
+def _confirm_vanished(reader: Reader, harvester: Harvester, vanished: set[str]) -> None:
+    """Refuse to delete the vanished records unless GetRecord confirms a sample of them gone.
+
+    Some sources' ListIdentifiers leaves out records their ListRecords and GetRecord still
+    serve (DSpace's withdrawn or embargoed items, Invenio's stale identifier index, EPrints'
+    per-verb caches): before, a reconcile deleted those from the target. One of the sample
+    served live proves the list wrong. A GetRecord that fails after the client's retries
+    proves nothing either way: nothing is deleted, and the next reconcile asks again."""
+    sample = spread_sample(vanished)
+    served: list[str] = []
+    for identifier in sample:
+        try:
+            record = next(iter(reader.get_records([identifier])), None)
+        except PipelineError as error:  # after the client's retries
+            raise _unconfirmed(harvester, vanished, identifier, str(error)) from error
+        answer = None if record is None else _still_served(record, harvester.setspec)
+        if answer is None:
+            said = record.error.message if record and record.error else "no record"
+            raise _unconfirmed(harvester, vanished, identifier, said)
+        if answer:
+            served.append(identifier)
+    if served:
+        raise PipelineError(
+            f"reconcile of {harvester.id} deletes nothing: {len(vanished)} harvested records "
+            f"vanished from the source's list, but GetRecord still serves {len(served)} of "
+            f"the {len(sample)} asked for (e.g. {served[0]}): the list hides records the "
+            "source has; to delete them all the same, run reconcile again with --force"
+        )
+
+
+def _unconfirmed(
+    harvester: Harvester, vanished: set[str], identifier: str, problem: str
+) -> PipelineError:
+    return PipelineError(
+        f"reconcile of {harvester.id} deletes nothing: {len(vanished)} harvested records "
+        f"vanished from the source's list, and GetRecord of {identifier} failed "
+        f"({problem.splitlines()[0] if problem else 'no answer'}): whether they are gone is "
+        "not confirmed; run reconcile again later, or with --force to delete them all the same"
+    )
+
+
 def _reconcile(
     services: Services,
     harvester_id: str,
@@ -338,9 +403,23 @@ def _reconcile(
 ) -> ReconcileReport:
     """`earlier`: what killed attempts of this run saved (`mark_gone`), merged with what
     this one deletes when it saves its own."""
+    # open to the end: the sweeps list with it, then it asks for vanished records by GetRecord
     harvester = services.harvester(harvester_id)
+    with build_reader(harvester) as reader:
+        return _sweep_and_delete(services, reader, harvester, force, source_ids, run_id, earlier)
+
+
+def _sweep_and_delete(
+    services: Services,
+    reader: Reader,
+    harvester: Harvester,
+    force: bool,
+    source_ids: ListedIdentifiers,
+    run_id: int,
+    earlier: ReconcileDeletions | None,
+) -> ReconcileReport:
+    harvester_id = harvester.id
     state = services.state
-    reader = build_reader(harvester)
     changes: list[str] = []  # sweeps whose list changed while it was listed
     try:
         saved_identify(reader, state, harvester_id)  # a wrong URL fails at once
@@ -387,7 +466,6 @@ def _reconcile(
         raise
     finally:
         notices = [*reader.notices, *changes]
-        reader.close()
     # The harvested records read a chunk at a time, against what the sweeps listed.
     deleting = state.reconcile_deleting(run_id)  # by an attempt of this run killed since
     live, vanished, listed_deleting = 0, set(), set()
@@ -448,6 +526,13 @@ def _reconcile(
             # what the source did may be why (a list that ended early)
             + "".join(f"\n  note: {notice}" for notice in notices)
         )
+    if not force:
+        try:
+            _confirm_vanished(reader, harvester, vanished)
+        except PipelineError as error:  # said with what the source did (a list that changed)
+            add_notices(error, [*reader.notices, *changes])
+            raise
+        notices += [notice for notice in reader.notices if notice not in notices]
     # Saved before the writes: killed after them, before `mark_gone`, this attempt leaves
     # tombstones of records still live in the store, which its rerun finds no other way.
     state.save_reconcile_deleting(run_id, vanished)

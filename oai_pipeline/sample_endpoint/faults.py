@@ -59,3 +59,10 @@ class Faults(BaseModel):
     plain_labelled_gzip: bool = False
     """Every response is sent plain but labelled `Content-Encoding: gzip`, as a
     misconfigured proxy does."""
+    unlisted_identifiers: set[str] = set()
+    """ListIdentifiers leaves these records out (its completeListSize too) while ListRecords
+    and GetRecord still serve them live, as sources with a stale identifier index do
+    (DSpace's withdrawn or embargoed items, Invenio, EPrints' per-verb caches)."""
+    failing_verbs: set[str] = set()
+    """Every request of these verbs gets HTTP 500 (a source whose GetRecord breaks while its
+    lists work), after the request-numbered faults above."""

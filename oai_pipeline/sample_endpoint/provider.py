@@ -252,9 +252,11 @@ class OAIProvider:
         identify_granularity: Granularity | None = None,
         identify_base_url: str | None = None,
         refuse_list_from_cursor: int | None = None,
+        unlisted: frozenset[str] = frozenset(),
     ) -> ProviderResponse:
         """Answer one request, given its arguments as `parse_qs` returns them; Identify
-        declares `identify_granularity` and `identify_base_url` if given (a lying one)."""
+        declares `identify_granularity` and `identify_base_url` if given (a lying one);
+        ListIdentifiers leaves out the `unlisted` identifiers (a stale identifier index)."""
         verbs = params.get("verb", [])
         if len(verbs) != 1 or verbs[0] not in _VERB_ARGUMENTS:
             message = (
@@ -282,7 +284,8 @@ class OAIProvider:
                     return self._ok(verb, args, self._list_sets(args))
                 if verb == "GetRecord":
                     return self._ok(verb, args, self._get_record(args, illegal_characters))
-                return self._list(verb, args, illegal_characters, refuse_list_from_cursor)
+                hidden = unlisted if verb == "ListIdentifiers" else frozenset()
+                return self._list(verb, args, illegal_characters, refuse_list_from_cursor, hidden)
         except OAIError as error:
             return self._error_response(error, verb, args)
 
@@ -376,7 +379,11 @@ class OAIProvider:
         args: dict[str, str],
         illegal_characters: bool,
         refuse_from_cursor: int | None = None,
+        hidden: frozenset[str] = frozenset(),
     ) -> ProviderResponse:
+        def listed(entry: _Entry) -> bool:
+            return query.matches(entry) and entry.record.identifier not in hidden
+
         if "resumptionToken" in args:
             query, after, cursor, size = self._decode_token(args["resumptionToken"], verb)
             if refuse_from_cursor is not None and cursor >= refuse_from_cursor:
@@ -385,7 +392,7 @@ class OAIProvider:
             resumed = True
         else:
             query = self._list_query(verb, args)
-            size = sum(1 for key in self._order if query.matches(self._by_key[key]))
+            size = sum(1 for key in self._order if listed(self._by_key[key]))
             if size == 0:
                 raise OAIError(("noRecordsMatch", "no records match the request"))
             start, cursor, resumed = 0, 0, False
@@ -393,7 +400,7 @@ class OAIProvider:
         more = False  # is there a match after this page?
         for position in range(start, len(self._order)):
             entry = self._by_key[self._order[position]]
-            if query.matches(entry):
+            if listed(entry):
                 if len(page) == self.page_size:
                     more = True
                     break

@@ -308,12 +308,15 @@ class OAIEndpoint:
             return _Reply(200, _NOT_XML_BODY, [("Content-Type", _XML)])
         if number in faults.html_error_on:
             return _Reply(200, _HTML_ERROR_PAGE, [("Content-Type", "text/html; charset=utf-8")])
+        if (params.get("verb") or [""])[0] in faults.failing_verbs:
+            return _Reply(500, b"500 Internal Server Error\n", [("Content-Type", "text/plain")])
         response = self.provider.handle(
             params,
             illegal_characters=faults.illegal_characters,
             identify_granularity=faults.identify_granularity,
             identify_base_url=faults.identify_base_url,
             refuse_list_from_cursor=faults.refuse_list_from_cursor,
+            unlisted=frozenset(faults.unlisted_identifiers),
         )
         if response.list_page:
             self._count_list_page(faults)

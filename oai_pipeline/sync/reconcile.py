@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
+
 
 def vanished_identifiers(
     harvested_live: set[str], source_identifiers: set[str], *, sweep_complete: bool
@@ -67,3 +69,28 @@ def implausible_loss(
             "harvested records"
         )
     return None
+
+
+# How many vanished records a reconcile asks the source for by GetRecord before it deletes
+# any: some sources' ListIdentifiers leaves out records their GetRecord still serves (a
+# stale identifier index), and one such record among them proves the list wrong. Bounded,
+# so that a reconcile with real deletions costs at most this many more requests.
+CONFIRM_SAMPLE_SIZE = 10
+
+
+def spread_sample(identifiers: Collection[str], size: int = CONFIRM_SAMPLE_SIZE) -> list[str]:
+    """At most `size` of `identifiers`, spread evenly over them in sorted order (the first
+    included): the same every run for the same records, and not just the first few, which
+    share an identifier prefix and may all come from one batch or one part of the source."""
+    ordered = sorted(identifiers)
+    if len(ordered) <= size:
+        return ordered
+    return [ordered[i * len(ordered) // size] for i in range(size)]
+
+
+def in_set(set_specs: Iterable[str], set_spec: str | None) -> bool:
+    """Whether a record of these setSpecs is in the harvester's set (or in a set below it,
+    `a:b` for `a`, as a list of the set has it); every record is when there is no set."""
+    if not set_spec:
+        return True
+    return any(spec == set_spec or spec.startswith(set_spec + ":") for spec in set_specs)

@@ -270,3 +270,31 @@ def test_refuse_list_from_cursor_refuses_every_list_from_that_page_until_it_reco
     assert first.status_code == 200 and len(headers_of(etree.fromstring(first.content))) == 2
     assert [r.status_code for r in refused] == [403, 403]
     assert recovered.status_code == 200 and headers_of(etree.fromstring(recovered.content))
+
+
+def test_unlisted_identifiers_are_left_out_of_list_identifiers_only():
+    """A stale identifier index: ListIdentifiers (and its completeListSize) leaves the record
+    out, while ListRecords lists it and GetRecord serves it live."""
+    hidden = sorted(DATACITE_IDS)[0]
+    with _endpoint(unlisted_identifiers={hidden}) as endpoint:
+        identifiers = sweep(endpoint.base_url, "ListIdentifiers", metadataPrefix="oai_datacite")
+        records = sweep(endpoint.base_url, metadataPrefix="oai_datacite")
+        response = httpx.get(
+            endpoint.base_url,
+            params={"verb": "GetRecord", "identifier": hidden, "metadataPrefix": "oai_datacite"},
+        )
+    assert identifiers.identifiers == DATACITE_IDS - {hidden}
+    sizes = {int(token.get("completeListSize")) for token in identifiers.tokens}
+    assert sizes == {len(DATACITE_IDS) - 1}
+    assert records.identifiers == DATACITE_IDS
+    [header] = headers_of(etree.fromstring(response.content))
+    assert header.identifier == hidden and not header.deleted and header.has_metadata
+
+
+def test_failing_verbs_answer_http_500_to_that_verb_only():
+    record = sorted(DATACITE_IDS)[0]
+    get_record = {"verb": "GetRecord", "identifier": record, "metadataPrefix": "oai_datacite"}
+    with _endpoint(failing_verbs={"GetRecord"}) as endpoint, httpx.Client() as client:
+        failed = client.get(endpoint.base_url, params=get_record)
+        identify = client.get(endpoint.base_url, params=IDENTIFY)
+    assert failed.status_code == 500 and identify.status_code == 200

@@ -32,6 +32,7 @@ from oai_pipeline.pipeline.scope import HarvestScope, Window
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
 from oai_pipeline.state.harvester_lock import HarvesterLock, new_owner
+from oai_pipeline.sync.reconcile import spread_sample
 from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
     FakeRecord,
@@ -109,6 +110,58 @@ def test_a_stable_list_is_swept_once(source: FakeSource, settings: Settings) -> 
     with Services(settings) as services:
         report = reconcile(services, "sample")
     assert len(report.vanished) == 1 and source.verbs.count("ListIdentifiers") == 3
+
+
+def test_many_vanished_records_cost_at_most_the_sample_in_get_records(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before deleting, a reconcile asks GetRecord for a sample of the vanished records,
+    spread over them: 12 vanished cost 10 more requests, not 12."""
+    fake = _harvested(settings, monkeypatch, 30)
+    gone = [record.identifier for record in fake.records[5:17]]
+    del fake.records[5:17]
+    sent = len(fake.requests)
+    with Services(settings) as services:
+        assert reconcile(services, "sample").vanished == sorted(gone)
+        assert all(services.state.get_record(i, "sample")["deleted"] for i in gone)
+    asked = [r.url.params.get("identifier") for r in fake.requests[sent:]]
+    asked = [identifier for identifier in asked if identifier]
+    assert asked == spread_sample(gone) and len(asked) == 10
+
+
+def test_a_get_record_timing_out_is_retried_and_one_that_keeps_timing_out_deletes_nothing(
+    source: FakeSource, settings: Settings
+) -> None:
+    """The client's retry policy gets past a passing timeout; a GetRecord that times out at
+    every try proves nothing, so the reconcile deletes nothing and says why."""
+    gone = source.records.pop(4).identifier
+    answer = source.answer
+    timeouts = {"left": 1_000}
+
+    def timing_out(request: httpx.Request) -> httpx.Response:
+        if request.url.params["verb"] == "GetRecord" and timeouts["left"]:
+            timeouts["left"] -= 1
+            raise httpx.ReadTimeout("timed out", request=request)
+        return answer(request)
+
+    source.answer = timing_out  # type: ignore[method-assign]
+    with Services(settings) as services:
+        with pytest.raises(PipelineError) as refused:
+            reconcile(services, "sample")
+        assert f"GetRecord of {gone} failed (http://fake.test/oai (GetRecord): gave up" in str(
+            refused.value
+        )
+        assert "ReadTimeout: timed out): whether they are gone is not confirmed" in str(
+            refused.value
+        )
+        assert services.state.get_record(gone, "sample")["deleted"] is False
+        # the client's 6 retries of the first try, then no other record asked
+        assert source.verbs.count("GetRecord") == 7
+
+        timeouts["left"] = 2
+        assert reconcile(services, "sample").vanished == [gone]
+        assert services.state.get_record(gone, "sample")["deleted"] is True
+    assert source.verbs.count("GetRecord") == 7 + 3
 
 
 MOVED = (
@@ -292,9 +345,15 @@ def test_a_set_whose_list_size_counts_the_whole_source_is_reconciled_without_for
         report = reconcile(services, "sample")
         assert services.state.get_record(records[4].identifier, "sample")["deleted"] is True
     assert report.vanished == [records[4].identifier] and report.notices == [SET_BLIND]
-    # one sweep of the set (3 pages), and the first page of the list without the set
+    # one sweep of the set (3 pages), and the first page of the list without the set; then
+    # GetRecord of the vanished record, whose header names no set of the harvester's
     pages = [dict(r.url.params) for r in fake.requests[sent:]][1:]  # after Identify
-    assert len(pages) == 4 and pages[-1] == {"verb": "ListIdentifiers", "metadataPrefix": "oai_dc"}
+    assert len(pages) == 5 and pages[3] == {"verb": "ListIdentifiers", "metadataPrefix": "oai_dc"}
+    assert pages[4] == {
+        "verb": "GetRecord",
+        "identifier": records[4].identifier,
+        "metadataPrefix": "oai_dc",
+    }
 
 
 def test_a_set_whose_list_ends_short_of_the_sets_size_still_deletes_nothing(
@@ -439,8 +498,9 @@ def test_a_record_back_in_the_set_with_its_old_datestamp_comes_back_at_the_next_
 def test_a_failed_harvest_of_the_records_back_leaves_the_reconcile_standing(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The source fails every GetRecord: the reconcile's report says so (the next one tries
-    again) instead of failing after its deletions were made."""
+    """The source fails every GetRecord of the record listed again: the reconcile's report
+    says so (the next one tries again) instead of failing after its deletions were made.
+    (The vanished record's GetRecord answers idDoesNotExist, which confirms its deletion.)"""
     records, fake = _written_set(settings, monkeypatch)
     records[2].sets = []
     records[4].sets = []
@@ -450,7 +510,9 @@ def test_a_failed_harvest_of_the_records_back_leaves_the_reconcile_standing(
     records.pop(5)  # deleted meanwhile
     answer = fake.answer
     fake.answer = lambda request: (  # type: ignore[method-assign]
-        httpx.Response(500) if request.url.params["verb"] == "GetRecord" else answer(request)
+        httpx.Response(500)
+        if request.url.params.get("identifier") == "oai:fake.test:2"
+        else answer(request)
     )
     with Services(settings) as services:
         report = reconcile(services, "sample")

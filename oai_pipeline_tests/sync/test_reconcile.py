@@ -1,6 +1,11 @@
 from __future__ import annotations
 
-from oai_pipeline.sync.reconcile import implausible_loss, vanished_identifiers
+from oai_pipeline.sync.reconcile import (
+    implausible_loss,
+    in_set,
+    spread_sample,
+    vanished_identifiers,
+)
 
 
 def test_vanished_after_a_complete_sweep() -> None:
@@ -30,3 +35,18 @@ def test_a_loss_that_looks_like_a_broken_source_is_named() -> None:
     assert ended is not None and "ended after 18 of the 30 records it announced" in ended
     assert implausible_loss(30, 18, 0, ended_early=(18, 30)) is None  # nothing to delete
     assert implausible_loss(100, 0, 0) is None  # nothing vanished, nothing to doubt
+
+
+def test_the_sample_to_confirm_is_spread_over_the_vanished_records() -> None:
+    few = {"oai:c", "oai:a", "oai:b"}
+    assert spread_sample(few) == ["oai:a", "oai:b", "oai:c"]  # all of them, sorted
+    many = {f"oai:x:{n:03d}" for n in range(100)}
+    assert spread_sample(many) == [f"oai:x:{n:03d}" for n in range(0, 100, 10)]
+    assert spread_sample(many, 3) == ["oai:x:000", "oai:x:033", "oai:x:066"]
+    assert spread_sample(set()) == []
+
+
+def test_a_record_is_in_the_set_or_in_a_set_below_it() -> None:
+    assert in_set(["a:b"], "a") and in_set(["x", "a"], "a")
+    assert not in_set(["ab", "b:a"], "a")
+    assert in_set([], None) and in_set(["x"], "")

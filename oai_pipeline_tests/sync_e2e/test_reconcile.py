@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -53,6 +54,93 @@ def test_records_that_vanished_are_deleted_after_a_complete_sweep(forgetful: Har
     assert all(forgetful.local(i)["state"] == "live" for i in kept)
     with Services(load_settings()) as services:
         assert services.state.get_identify("sample").deleted_record == "no"
+
+
+def test_a_record_the_list_hides_but_get_record_serves_is_not_deleted_without_force(
+    forgetful: Harness,
+) -> None:
+    """Some sources' ListIdentifiers leaves out records their GetRecord still serves live (a
+    stale identifier index: DSpace's withdrawn items, Invenio, EPrints' per-verb caches).
+    Before, the reconcile took such a record for deleted at the source and deleted it."""
+    forgetful.register(loader=IMPATIENT_LOADER)
+    forgetful.harvest()
+    hidden = forgetful.identifiers()[1]
+    forgetful.endpoint.faults = Faults(unlisted_identifiers={hidden})
+
+    refused = CliRunner().invoke(main, ["reconcile", "sample", "--json"])
+
+    assert refused.exit_code == 1, refused.output
+    error = json.loads(refused.stdout)
+    assert error["type"] == "pipeline_error"
+    assert error["error"] == (
+        "reconcile of sample deletes nothing: 1 harvested records vanished from the source's "
+        f"list, but GetRecord still serves 1 of the 1 asked for (e.g. {hidden}): the list "
+        "hides records the source has; to delete them all the same, run reconcile again "
+        "with --force"
+    )
+    assert all(forgetful.local(i)["state"] == "live" for i in forgetful.identifiers())
+    assert forgetful.harvest_record(hidden)["deleted"] is False
+
+    forced = CliRunner().invoke(main, ["reconcile", "sample", "--force"])
+
+    assert forced.exit_code == 0, forced.output
+    assert forgetful.local(hidden)["state"] == "tombstone"
+
+
+def test_a_vanished_record_get_record_answers_deleted_is_deleted_at_one_request(
+    forgetful: Harness,
+) -> None:
+    """GetRecord's deleted header confirms the deletion, as its idDoesNotExist does (the
+    first test): one request per vanished record, no more than the sample."""
+    forgetful.register(loader=IMPATIENT_LOADER)
+    forgetful.harvest()
+    gone = forgetful.identifiers()[2]
+    forgetful.delete_at_source(gone, at(9))
+    # deleted at the source, and left out of its list: a source that keeps no deletions
+    forgetful.endpoint.faults = Faults(unlisted_identifiers={gone})
+    asked = len(forgetful.endpoint.requests)
+
+    result = CliRunner().invoke(main, ["reconcile", "sample"])
+
+    assert result.exit_code == 0, result.output
+    assert forgetful.local(gone)["state"] == "tombstone"
+    get_records = [r for r in forgetful.endpoint.requests[asked:] if r["verb"] == "GetRecord"]
+    assert get_records == [
+        {"verb": "GetRecord", "identifier": gone, "metadataPrefix": PREFIX},
+    ]
+
+
+def test_a_get_record_that_keeps_failing_deletes_nothing(forgetful: Harness) -> None:
+    """GetRecord failing after the client's retries (HTTP 500 at every try) proves neither
+    that the record is gone nor that it is served: nothing is deleted, and the error says
+    so. Before, the reconcile never asked and deleted it."""
+    forgetful.register(loader=IMPATIENT_LOADER)
+    forgetful.harvest()
+    gone = forgetful.identifiers()[0]
+    forgetful.endpoint.remove(gone)
+    forgetful.endpoint.faults = Faults(failing_verbs={"GetRecord"})
+    asked = len(forgetful.endpoint.requests)
+
+    refused = CliRunner().invoke(main, ["reconcile", "sample"])
+
+    assert refused.exit_code == 1, refused.output
+    first_line = refused.output.splitlines()[0]
+    assert first_line.startswith(
+        "Error: reconcile of sample deletes nothing: 1 harvested records vanished from the "
+        f"source's list, and GetRecord of {gone} failed ("
+    )
+    assert "HTTP 500" in first_line and first_line.endswith(
+        "): whether they are gone is not confirmed; run reconcile again later, or with "
+        "--force to delete them all the same"
+    )
+    assert forgetful.local(gone)["state"] == "live"
+    # the client's retry policy (IMPATIENT_LOADER: one retry), then no other record asked
+    get_records = [r for r in forgetful.endpoint.requests[asked:] if r["verb"] == "GetRecord"]
+    assert len(get_records) == 2
+
+    forgetful.endpoint.faults = Faults()
+    assert CliRunner().invoke(main, ["reconcile", "sample"]).exit_code == 0
+    assert forgetful.local(gone)["state"] == "tombstone"
 
 
 def test_a_sweep_that_fails_part_way_deletes_nothing(forgetful: Harness) -> None:
@@ -223,6 +311,26 @@ def test_the_reconcile_job_deletes_what_vanished_at_sources_that_keep_none(
     ]
     assert materialization["vanished"].value == 1
     assert result.output_for_node("reconcile_harvesters")["sample"]["vanished"] == [gone]
+
+
+def test_the_reconcile_job_deletes_nothing_the_list_hides_but_get_record_serves(
+    forgetful: Harness,
+) -> None:
+    """The job refuses as the CLI does: its run fails naming the harvester and why."""
+    forgetful.register(loader=IMPATIENT_LOADER)
+    forgetful.harvest()
+    hidden = forgetful.identifiers()[0]
+    forgetful.endpoint.faults = Faults(unlisted_identifiers={hidden})
+
+    result = _reconcile_job_run(forgetful.instance)
+
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    message = failure.step_failure_data.error.message
+    assert "1 of 1 reconciles failed or were refused" in message
+    assert "sample: reconcile of sample deletes nothing: 1 harvested records vanished" in message
+    assert f"GetRecord still serves 1 of the 1 asked for (e.g. {hidden})" in message
+    assert all(forgetful.local(i)["state"] == "live" for i in forgetful.identifiers())
 
 
 def test_the_reconcile_job_says_which_harvester_waits_for_its_moved_source_to_be_harvested(
