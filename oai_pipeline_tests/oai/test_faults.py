@@ -796,6 +796,19 @@ def test_no_records_match_after_a_page_without_size_is_judged_by_the_size_announ
     assert [c.resumption_token for c in harvest.checkpoints].count(None) == 2
 
 
+def test_a_small_list_lost_more_than_a_quarter_short_redoes_the_window() -> None:
+    """10 records, no cursor: the source lost the list after 6 (noRecordsMatch for the next
+    token). Within the slack of a large list (5), it was taken for the list's end: a notice,
+    the run succeeded without the other 4, and an incremental window's were never harvested,
+    though the same list ending so is short (`ended_short`: more than a quarter)."""
+    source = FakeSource(make_records(10), page_size=3)
+    source.every = (1, transform_body(lambda body: re.sub(rb' cursor="\d+"', b"", body)))
+    source.faults[3] = no_records_match  # the answer to the second token
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)  # the window redone from its start
+    assert [c.resumption_token for c in harvest.checkpoints].count(None) == 2
+
+
 def test_a_list_lost_again_and_again_fails_instead_of_ending() -> None:
     source = FakeSource(make_records(10), page_size=3)
     source.every = (2, no_records_match)
