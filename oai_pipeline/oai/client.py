@@ -1615,7 +1615,9 @@ def list_size_slack(announced: int) -> int:
 def _lost(list_size: int | None, listed: int | None, delivered: int | None) -> bool:
     """Whether noRecordsMatch for a token means the source lost the list: the records
     listed so far are short of its completeListSize, by more than changes meanwhile
-    explain, or at all when the cursor says so too. The cursor alone (a checkpoint an older
+    explain (`ended_short`, the list note's rule: before, a small list short by a quarter
+    but within a large list's slack was taken as ended, its last records never harvested),
+    or at all when the cursor says so too. The cursor alone (a checkpoint an older
     version saved has no count) is misused by some sources: a page number made a list whose
     last page had a token look lost every time, and the window was redone until the run
     failed."""
@@ -1624,7 +1626,7 @@ def _lost(list_size: int | None, listed: int | None, delivered: int | None) -> b
     by_cursor = delivered is not None and delivered < list_size
     if listed is None:
         return by_cursor
-    return listed < list_size - list_size_slack(list_size) or (by_cursor and listed < list_size)
+    return ended_short(listed, list_size) or (by_cursor and listed < list_size)
 
 
 def _whole(list_size: int | None, listed: int | None) -> bool:

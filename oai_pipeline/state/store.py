@@ -607,16 +607,20 @@ class StateStore:
             for harvester in many:
                 config = harvester.model_dump(mode="json")
                 values: dict[str, Any] = {"config": config, "updated_at": now}
-                before = conn.execute(
-                    sa.select(harvesters.c.config).where(harvesters.c.id == harvester.id)
-                ).scalar()
-                before = before if isinstance(before, dict) else {}
+                stored = conn.execute(
+                    sa.select(harvesters.c.config, harvesters.c.prefix_changed).where(
+                        harvesters.c.id == harvester.id
+                    )
+                ).first()
+                before = stored.config if stored and isinstance(stored.config, dict) else {}
                 old_url = before.get("base_url")
                 if old_url and not same_endpoint(old_url, harvester.base_url):
                     values |= {"identify": None, "deleted_record": None}
                 old_prefix = before.get("metadata_prefix")
                 if old_prefix and old_prefix != harvester.metadata_prefix:
-                    values["prefix_changed"] = {"before": old_prefix, "at": now}
+                    values["prefix_changed"] = self._prefix_change(
+                        conn, harvester, old_prefix, stored.prefix_changed, now
+                    )
                 updated = conn.execute(
                     harvesters.update().where(harvesters.c.id == harvester.id).values(**values)
                 ).rowcount
@@ -626,6 +630,30 @@ class StateStore:
                             id=harvester.id, config=config, created_at=now, updated_at=now
                         )
                     )
+
+    @staticmethod
+    def _prefix_change(
+        conn: Connection, harvester: Harvester, old_prefix: str, last: Any, now: str
+    ) -> dict[str, Any] | None:
+        """`prefix_changed` once `harvester` asks for its prefix instead of `old_prefix`:
+        when, and the prefix before; the change before it kept (`earlier`, one deep). A change
+        undone before any record was harvested in the prefix it undoes (a typo put right) was
+        none: the change before it stands again. Before, every record was taken for the
+        mistyped format's, held back from each reconcile and written anew."""
+        last = last if isinstance(last, dict) else None
+        if last is not None and last.get("before") == harvester.metadata_prefix:
+            harvested_since = conn.execute(
+                sa.select(harvest_records.c.identifier)
+                .where(
+                    harvest_records.c.harvester_id == harvester.id,
+                    harvest_records.c.last_harvested_at >= last["at"],
+                )
+                .limit(1)
+            ).first()
+            if harvested_since is None:
+                return last.get("earlier")
+        earlier = None if last is None else {k: v for k, v in last.items() if k != "earlier"}
+        return {"before": old_prefix, "at": now, "earlier": earlier}
 
     def get_harvester(self, harvester_id: str) -> Harvester | None:
         with self._read() as conn:

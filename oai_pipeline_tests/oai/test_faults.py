@@ -520,19 +520,21 @@ METADATA = '<metadata><a xmlns="urn:a">1</a></metadata>'
 NO_NS = ' xmlns=""'
 
 
+# A record whose header, identifier or <metadata> lost OAI-PMH's namespace inside it.
+LOST_INSIDE = [
+    f'<record><header xmlns="">{HEADER.format("")}</header>{METADATA}</record>',
+    f"<record><header>{HEADER.format(NO_NS)}</header>{METADATA}</record>",
+    f"<record><header>{HEADER.format('')}</header>"
+    '<metadata xmlns=""><a xmlns="urn:a">1</a></metadata></record>',
+]
+
+
 @pytest.mark.parametrize(
     ("verb", "item"),
     [
-        (
-            "ListRecords",
-            f'<record><header xmlns="">{HEADER.format("")}</header>{METADATA}</record>',
-        ),
-        ("GetRecord", f"<record><header>{HEADER.format(NO_NS)}</header>{METADATA}</record>"),
-        (
-            "ListRecords",
-            f"<record><header>{HEADER.format('')}</header>"
-            '<metadata xmlns=""><a xmlns="urn:a">1</a></metadata></record>',
-        ),
+        ("ListRecords", LOST_INSIDE[0]),
+        ("GetRecord", LOST_INSIDE[1]),
+        ("ListRecords", LOST_INSIDE[2]),
         ("ListIdentifiers", f"<header>{HEADER.format(NO_NS)}</header>"),
     ],
 )
@@ -554,6 +556,28 @@ def test_a_header_or_metadata_that_lost_its_namespace_in_a_sound_item_is_read_an
     if record.xml is not None:  # stored as OAI-PMH's: the transformer finds its metadata
         stored = etree.fromstring(record.xml)
         assert stored.find("{http://www.openarchives.org/OAI/2.0/}metadata") is not None
+
+
+@pytest.mark.parametrize("item", LOST_INSIDE, ids=["header", "identifier", "metadata"])
+def test_a_sound_record_that_lost_its_namespace_inside_beside_a_broken_one_is_read(
+    item: str,
+) -> None:
+    """The same record on a page that is read record by record, as another of its records
+    is not well-formed: it was read as the sound page's were not, a MissingHeader
+    (MissingIdentifier, MissingMetadata) error, and the page's notice said nothing."""
+    broken = HEADER.format("").replace("oai:x:1", "oai:x:2")
+    page = (
+        '<OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/"><request verb="ListRecords">'
+        f"http://x/oai</request><ListRecords>{item}<record><header>{broken}</header>"
+        "<metadata><a>1<b></a></metadata></record></ListRecords></OAI-PMH>"
+    ).encode()
+    parsed = parse_response(page, "ListRecords")
+    sound, malformed = parsed.records
+    assert (sound.identifier, sound.datestamp, sound.error) == ("oai:x:1", "2024-03-01", None)
+    assert (malformed.identifier, malformed.error.type) == ("oai:x:2", "MalformedRecord")
+    assert parsed.notice is not None
+    stored = etree.fromstring(sound.xml)  # as OAI-PMH's: the transformer finds its metadata
+    assert stored.find("{http://www.openarchives.org/OAI/2.0/}metadata") is not None
 
 
 def test_an_error_beside_records_is_an_unusable_page_not_an_empty_list() -> None:
@@ -767,6 +791,19 @@ def test_no_records_match_after_a_page_without_size_is_judged_by_the_size_announ
     source = FakeSource(make_records(20), page_size=3)
     source.faults[2] = transform_body(lambda body: re.sub(rb' completeListSize="\d+"', b"", body))
     source.faults[3] = no_records_match
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)  # the window redone from its start
+    assert [c.resumption_token for c in harvest.checkpoints].count(None) == 2
+
+
+def test_a_small_list_lost_more_than_a_quarter_short_redoes_the_window() -> None:
+    """10 records, no cursor: the source lost the list after 6 (noRecordsMatch for the next
+    token). Within the slack of a large list (5), it was taken for the list's end: a notice,
+    the run succeeded without the other 4, and an incremental window's were never harvested,
+    though the same list ending so is short (`ended_short`: more than a quarter)."""
+    source = FakeSource(make_records(10), page_size=3)
+    source.every = (1, transform_body(lambda body: re.sub(rb' cursor="\d+"', b"", body)))
+    source.faults[3] = no_records_match  # the answer to the second token
     harvest = Harvest(source).run()
     assert set(harvest.records) == held(source)  # the window redone from its start
     assert [c.resumption_token for c in harvest.checkpoints].count(None) == 2

@@ -407,3 +407,29 @@ def test_a_version_21_database_keeps_the_one_memory_as_the_first_writers(store_u
             for index, key in enumerate(writer_keys(writers)):
                 memory = store.get_memories(harvester_id, ["oai:x:2"], key)["oai:x:2"]
                 assert (memory.local_id, memory.written_revision) == (f"r{index}", index + 5)
+
+
+def test_a_version_23_database_knows_of_no_prefix_change_until_the_next(store_url: str) -> None:
+    """Version 23 kept no change of metadata prefix: its records are judged as before (none
+    held back from a reconcile, the staged copy of an unchanged record kept), and a change
+    made after the upgrade holds back those harvested before it."""
+    day = "2024-01-03T00:00:00Z"
+    harvester = Harvester.model_construct(  # the writer plug-in is not installed here
+        id="h",
+        base_url="https://example.org/oai",
+        metadata_prefix="oai_dc",
+        transformers=["oai_dc"],
+        writers=['oai-service{community:"c"}'],
+    )
+    with StateStore(store_url) as store:
+        store.save_harvester(harvester)
+        store.upsert_harvested("h", [HarvestedRecord("oai:x:1", day, False, xml=b"<r/>")])
+    _as_version(store_url, 23, "ALTER TABLE harvesters DROP COLUMN prefix_changed")
+    with StateStore(store_url) as store:
+        assert store.harvested_before_prefix_change("h", ["oai:x:1"]) is None
+        store.upsert_harvested("h", [HarvestedRecord("oai:x:1", day, False, xml=b"<r/>")])
+        store.save_harvester(harvester.model_copy(update={"metadata_prefix": "oai_datacite"}))
+        assert store.harvested_before_prefix_change("h", ["oai:x:1"]) == ("oai_dc", ["oai:x:1"])
+    with StateStore(store_url) as store:  # opened again: migrated once, nothing to redo
+        assert store.get_harvester("h").metadata_prefix == "oai_datacite"
+        assert store.harvested_before_prefix_change("h", ["oai:x:1"]) == ("oai_dc", ["oai:x:1"])

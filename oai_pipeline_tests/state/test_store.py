@@ -127,6 +127,33 @@ def test_identify_is_recorded_on_the_harvester(store):
     assert store.get_identify("h") == info
 
 
+def test_a_prefix_change_undone_before_a_harvest_in_it_leaves_the_records_as_they_are(store):
+    """A prefix mistyped and put right before any record was harvested in it: the records
+    are in the prefix the harvester has again. Before, each was taken for the mistyped
+    format's (`harvested as 'oai_dcc'`): held back from every reconcile, and staged,
+    transformed and written anew at the next harvest that listed it."""
+    dc = harvester()
+    store.save_harvester(dc)
+    store.upsert_harvested("h", [record(1)])
+    store.save_harvester(dc.model_copy(update={"metadata_prefix": "oai_dcc"}))
+    store.save_harvester(dc)
+    assert store.harvested_before_prefix_change("h", ["oai:x:1"]) is None
+    # a change kept: records harvested before it (in oai_dc) are of another format
+    datacite = dc.model_copy(update={"metadata_prefix": "oai_datacite"})
+    store.save_harvester(datacite)
+    assert store.harvested_before_prefix_change("h", ["oai:x:1"]) == ("oai_dc", ["oai:x:1"])
+    # undone after a harvest in it: the record harvested since is of the prefix undone
+    store.upsert_harvested("h", [record(2)])
+    store.save_harvester(dc)
+    found = store.harvested_before_prefix_change("h", ["oai:x:1", "oai:x:2"])
+    assert found == ("oai_datacite", ["oai:x:1", "oai:x:2"])
+    # mistyped again and put right: the change before the typo stands again
+    store.save_harvester(dc.model_copy(update={"metadata_prefix": "oai_dcc"}))
+    store.save_harvester(dc)
+    found = store.harvested_before_prefix_change("h", ["oai:x:1", "oai:x:2"])
+    assert found == ("oai_datacite", ["oai:x:1", "oai:x:2"])
+
+
 @pytest.mark.parametrize("delete_records", [False, True])
 def test_deleting_a_harvester_keeps_records_unless_asked(store, delete_records):
     store.save_harvester(harvester())
