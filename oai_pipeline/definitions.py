@@ -6,7 +6,7 @@ import logging
 
 import dagster as dg
 
-from oai_pipeline.defs.assets import harvest_assets
+from oai_pipeline.defs.assets import harvest_assets, with_owners
 from oai_pipeline.defs.checks import harvest_checks
 from oai_pipeline.defs.dead_runs import dead_run_sensor
 from oai_pipeline.defs.jobs import harvest_job, run_all_harvesters
@@ -36,7 +36,7 @@ def build_definitions() -> dg.Definitions:
         # harvester_registry_sensor fails its ticks with this error until the file is fixed.
         logger.error("%s (harvesters unchanged; fix the file)", error)
     return dg.Definitions(
-        assets=harvest_assets,
+        assets=with_owners(harvest_assets),
         asset_checks=harvest_checks,
         jobs=[
             harvest_job,

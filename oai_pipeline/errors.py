@@ -5,8 +5,9 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel
@@ -123,15 +124,100 @@ def refused_by_disk(error: BaseException) -> bool:
 
 
 # PostgreSQL's read_only_sql_transaction and insufficient_privilege.
-_READ_ONLY_SQLSTATES = frozenset({"25006", "42501"})
+_READ_ONLY_SQLSTATE = "25006"
+_PRIVILEGE_SQLSTATE = "42501"
 
 
 def refused_as_read_only(error: BaseException) -> bool:
-    """A database's error (SQLAlchemy's, with `orig`) refusing a write as read-only."""
+    """A database's error (SQLAlchemy's, with `orig`) refusing a write: read-only, or a role
+    lacking the privilege (`refused_write_text` tells them apart for the operator)."""
     original = getattr(error, "orig", error)
-    if getattr(original, "pgcode", None) in _READ_ONLY_SQLSTATES:
+    if getattr(original, "pgcode", None) in (_READ_ONLY_SQLSTATE, _PRIVILEGE_SQLSTATE):
         return True
     return "readonly database" in str(original)  # SQLite's "attempt to write a readonly …"
+
+
+def database_role(url: str) -> str:
+    """The role a database URL logs in as: its user, else libpq's (PGUSER, this user)."""
+    try:
+        named = urlsplit(url).username
+    except ValueError:
+        named = None
+    return named or os.environ.get("PGUSER") or user_name()
+
+
+def _quoted(role: str) -> str:
+    return role if re.fullmatch(r"[a-z_][a-z0-9_$]*", role) else '"' + role.replace('"', '""') + '"'
+
+
+_DENIED = re.compile(r"permission denied for (schema|table|sequence|view|relation) (\S+)")
+
+
+def _grant(message: str, role: str) -> str:
+    """The GRANT that lets `role` do what PostgreSQL's `message` (42501) refused."""
+    refused = _DENIED.match(message)
+    if refused is None:  # "must be owner of table …": a migration altering a table
+        return f"run it as the owner of the database's tables (or make {_quoted(role)} their owner)"
+    if refused[1] == "schema":
+        return f"grant it `GRANT USAGE, CREATE ON SCHEMA {refused[2]} TO {_quoted(role)}`"
+    return (
+        "grant it (as the owner of its tables) "
+        f"`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {_quoted(role)}` "
+        f"and `GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {_quoted(role)}`"
+    )
+
+
+def refused_write_text(error: BaseException, where: str, role: str) -> str | None:
+    """The one line for PostgreSQL refusing a write as read-only (25006) or for the role's
+    lack of a privilege (42501): each has its own cure. `where` names the database (the
+    target or the state store, its URL), `role` the role refused. None for other errors."""
+    original = getattr(error, "orig", error)
+    code = getattr(original, "pgcode", None)
+    if code not in (_READ_ONLY_SQLSTATE, _PRIVILEGE_SQLSTATE):
+        return None
+    # PostgreSQL's own line, without the statement it quotes (LINE 2: CREATE TABLE … ^)
+    text = getattr(getattr(original, "diag", None), "message_primary", None)
+    text = text or database_error_text(original)
+    if code == _READ_ONLY_SQLSTATE:
+        cure = (
+            "takes only reads (a read-only default transaction, a standby, a role that may "
+            "only read): let it take writes"
+        )
+    else:
+        cure = f"refuses role {role} this: {_grant(text, role)}"
+    return f"{text}; {where} {cure}, {RESUME_ADVICE}"
+
+
+def cannot_open_text(database: str, url: str, error: BaseException) -> str:
+    """The line of a store (`database`: state, target) that failed to open (migrate) at `url`."""
+    where = f"the {database} database {without_password(url)}"
+    reason = refused_write_text(error, "it", database_role(url))
+    return f"cannot open {where}: {reason or database_error_text(getattr(error, 'orig', error))}"
+
+
+# An attribute of a database error: which database it came from (`name_database_in_errors`).
+_DATABASE = "oai_pipeline_database"
+
+
+def name_database_in_errors(engine: Any, database: str) -> None:
+    """Every error of the engine's statements (a SQLAlchemy Engine) carries which database
+    (`database`: state, target) and URL it came from, and its role: a write refused in the
+    middle of a harvest then says which of the two refused, as `database_refused_in` tells."""
+    from sqlalchemy import event
+
+    url = engine.url.render_as_string(hide_password=False)
+    named = (f"the {database} database {without_password(url)}", database_role(url))
+
+    @event.listens_for(engine, "handle_error")
+    def _name(context: Any) -> None:
+        if context.sqlalchemy_exception is not None:
+            setattr(context.sqlalchemy_exception, _DATABASE, named)
+
+
+def database_refused_in(error: BaseException) -> tuple[str, str]:
+    """(the database, its role) an error came from (`name_database_in_errors`); one no engine
+    named is "the database" and this process's role."""
+    return getattr(error, _DATABASE, ("the database", "the command's role"))
 
 
 def refused_as_full(error: BaseException) -> bool:

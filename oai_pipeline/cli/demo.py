@@ -98,7 +98,13 @@ def demo(as_json: bool) -> None:
             first, last = window_range(None, last_moment)
             with dagster_storage_errors(STORAGE_FAILED):
                 result = materialize_windows(
-                    instance, DEMO_HARVESTER, first, last, raise_on_error=False, log_level="WARNING"
+                    instance,
+                    DEMO_HARVESTER,
+                    first,
+                    last,
+                    raise_on_error=False,
+                    log_level="WARNING",
+                    base_url=base_url,
                 )
             if not result.success:
                 raise PipelineError(f"the demo harvest failed; see Dagster run {result.run_id}")

@@ -17,16 +17,16 @@ from pydantic import ValidationError
 
 from oai_pipeline.console import error_document, json_flag_given
 from oai_pipeline.errors import (
-    RESUME_ADVICE,
     AlreadyExists,
     InvalidArgument,
     NotFound,
     PipelineError,
     database_error_text,
+    database_refused_in,
     describe_validation_error,
     disk_advice,
     has_lone_surrogate,
-    refused_as_read_only,
+    refused_write_text,
 )
 from oai_pipeline.state.limits import MAX_INTEGER
 
@@ -143,15 +143,9 @@ def _command_error(error: Exception, as_json: bool) -> CommandError | None:
     if _is_database_unavailable(error):  # its server gone or restarting mid-command
         text = database_error_text(getattr(error, "orig", None) or error)
         return CommandError(f"database error: {text}", kind="database_error", as_json=as_json)
-    if _is_write_refused(error):  # PostgreSQL's InternalError: read-only (25006)
-        text = database_error_text(getattr(error, "orig", None) or error)
-        return CommandError(
-            f"database error: {text}; the database takes only reads (a read-only default "
-            f"transaction, a standby, a role that may only read): let it take writes, "
-            f"{RESUME_ADVICE}",
-            kind="database_error",
-            as_json=as_json,
-        )
+    refused = _write_refused_text(error)  # read-only (25006), a role lacking a privilege (42501)
+    if refused is not None:
+        return CommandError(f"database error: {refused}", kind="database_error", as_json=as_json)
     if isinstance(error, click.ClickException) and as_json:
         return CommandError(
             error.format_message(),
@@ -172,11 +166,14 @@ def _is_database_unavailable(error: Exception) -> bool:
     return exc is not None and isinstance(error, exc.OperationalError | exc.InterfaceError)
 
 
-def _is_write_refused(error: Exception) -> bool:
-    """A database that refused a write as read-only (PostgreSQL's read_only_sql_transaction
-    is an InternalError, not an OperationalError): the operator's to fix, not a bug."""
+def _write_refused_text(error: Exception) -> str | None:
+    """The line of a PostgreSQL database that refused a write as read-only or for the role's
+    privileges (an InternalError, a ProgrammingError: not OperationalErrors), naming which
+    database refused: the operator's to fix, not a bug. None for other errors."""
     exc = sys.modules.get("sqlalchemy.exc")
-    return exc is not None and isinstance(error, exc.DBAPIError) and refused_as_read_only(error)
+    if exc is None or not isinstance(error, exc.DBAPIError):
+        return None
+    return refused_write_text(error, *database_refused_in(error))
 
 
 def _os_error_text(error: OSError) -> str:

@@ -102,7 +102,10 @@ def materialize_windows(
     options: Mapping[str, object] | None = None,
     raise_on_error: bool = True,
     log_level: str = "INFO",
+    base_url: str | None = None,
 ) -> dg.ExecuteInProcessResult:
+    """The windows' run in this process; `base_url`, the harvester's: its run is tagged with
+    its server as a run Dagster launches is (`range_tags`), for the UI's Runs filter."""
     ensure_harvester_partitions(instance, [harvester_id])
     return dg.materialize(
         [*harvest_assets, *harvest_checks],
@@ -111,7 +114,7 @@ def materialize_windows(
             "pipeline": pipeline or PipelineResource(),
             "harvest_options": HarvestOptions(**dict(options or {})),
         },
-        tags=range_tags(harvester_id, first_window, last_window),
+        tags=range_tags(harvester_id, first_window, last_window, base_url),
         raise_on_error=raise_on_error,
         run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
     )

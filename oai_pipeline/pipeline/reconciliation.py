@@ -29,7 +29,10 @@ class StageCounts:
         if self.raw != self.transformed:
             found.append(f"raw {self.raw} != transformed {self.transformed} (incl. parse errors)")
         if self.decisions != self.transformed * self.writers:
-            found.append(f"decisions {self.decisions} != transformed {self.transformed}")
+            found.append(
+                f"decisions {self.decisions} != transformed {self.transformed} "
+                f"x writers {self.writers}"
+            )
         if self.written != self.decisions:
             found.append(f"written + failed + skipped {self.written} != decisions {self.decisions}")
         return found

@@ -7,7 +7,13 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from oai_pipeline.errors import NotFound, SchemaChanged, database_error_text, log_unsaved
+from oai_pipeline.errors import (
+    NotFound,
+    SchemaChanged,
+    database_error_text,
+    log_unsaved,
+    name_database_in_errors,
+)
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.lock_waits import wait_for_writers
 from oai_pipeline.settings import Settings
@@ -31,6 +37,7 @@ class Services:
         # connections dead, and a lease released or taken on one failed the stage.
         self._lock_engine = sa.create_engine(settings.state_db_url, pool_pre_ping=True)
         explain_refused_writes(self._lock_engine)  # a lease on a full disk names the file too
+        name_database_in_errors(self._lock_engine, "state")  # a read-only one names it too
         # The lease waits as its store's writes do, and says so in the same line: on SQLite a
         # harvest's lease waited the driver's 5 s behind another harvest's write, then failed
         # with a bare `database is locked`, while the store's writes wait 60 s.

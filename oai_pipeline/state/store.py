@@ -26,8 +26,10 @@ from oai_pipeline.errors import (
     NotFound,
     PipelineError,
     RecordError,
+    cannot_open_text,
     database_error_text,
     log_unsaved,
+    name_database_in_errors,
     without_password,
 )
 from oai_pipeline.harvesters.model import Harvester
@@ -238,6 +240,7 @@ def _create_engine(
     if parsed.get_backend_name() != "sqlite":
         engine = sa.create_engine(url, pool_pre_ping=True, **ENGINE_JSON)
         wait_for_writers(engine, lock_wait_seconds)
+        name_database_in_errors(engine, "state")
         return engine
     assert lock_wait_seconds is not None
     in_memory = parsed.database in (None, "", ":memory:")
@@ -278,6 +281,7 @@ def _create_engine(
     release_lock_on_interrupt(engine)
     explain_refused_writes(engine)
     explain_lock_timeouts(engine, lock_wait_seconds)
+    name_database_in_errors(engine, "state")
     return engine
 
 
@@ -566,7 +570,7 @@ class StateStore:
         except sa.exc.DatabaseError as error:  # also a file that is no database (garbage)
             self._engine.dispose()
             reason = database_error_text(error.orig)
-            message = f"cannot open the state database {shown}: {reason}"
+            message = cannot_open_text("state", url, error)
             if is_lock_timeout(error):  # a migration waiting behind a harvest's writes
                 raise StoreBusy(message, reason) from None
             raise PipelineError(message) from None

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner, Result
 
 from oai_pipeline.cli import main
+from oai_pipeline.errors import without_password
 from oai_pipeline.settings import load_settings
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 
@@ -40,8 +41,9 @@ def test_a_read_only_postgresql_target_fails_the_harvest_in_one_line_and_a_rerun
 ) -> None:
     """PostgreSQL refusing the target's writes (`cannot execute INSERT in a read-only
     transaction`, SQLSTATE 25006) is an InternalError, which the command took for a bug:
-    its traceback. Now it is one line saying what to do, and a rerun once the database
-    takes writes writes every record once."""
+    its traceback. Now it is one line saying which database refused and what to do (it
+    named neither the target nor its URL), and a rerun once the database takes writes
+    writes every record once."""
     if backend != "postgresql":
         pytest.skip("PostgreSQL's read-only transactions")
     target_url = load_settings().target_db_url
@@ -55,9 +57,9 @@ def test_a_read_only_postgresql_target_fails_the_harvest_in_one_line_and_a_rerun
     [line] = refused.stderr.splitlines()
     assert line == (
         "Error: database error: cannot execute INSERT in a read-only transaction; the "
-        "database takes only reads (a read-only default transaction, a standby, a role "
-        "that may only read): let it take writes, then run again: a harvest resumes where "
-        "it stopped"
+        f"target database {without_password(target_url)} takes only reads (a read-only "
+        "default transaction, a standby, a role that may only read): let it take writes, "
+        "then run again: a harvest resumes where it stopped"
     )
     with EmbeddedRepository(target_url) as repository:
         assert repository.list(limit=100) == []
@@ -75,3 +77,22 @@ def test_a_read_only_postgresql_target_fails_the_harvest_in_one_line_and_a_rerun
         written = repository.list(limit=100)
     assert len(written) == len(live)
     assert len({record["id"] for record in written}) == len(written)
+
+
+def test_a_read_only_postgresql_state_store_is_named_in_the_harvest_s_one_line(
+    backend: str, registered: str
+) -> None:
+    """The state store refusing writes read as the target's did: "the database takes only
+    reads", with two databases to choose from. The line names the state store and its URL."""
+    if backend != "postgresql":
+        pytest.skip("PostgreSQL's read-only transactions")
+    state_url = load_settings().state_db_url
+    _read_only(state_url, True)
+
+    refused = _run("harvest", registered)
+
+    assert refused.exit_code == 1, refused.output
+    assert "Traceback" not in refused.output
+    [line] = refused.stderr.splitlines()
+    assert line.startswith("Error: database error: cannot execute "), line
+    assert f"; the state database {without_password(state_url)} takes only reads " in line

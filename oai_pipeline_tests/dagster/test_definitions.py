@@ -10,7 +10,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from oai_pipeline.definitions import defs
+from oai_pipeline.definitions import build_definitions, defs
 from oai_pipeline.defs.partitions import HARVESTER, WINDOW, harvest_partitions
 from oai_pipeline.errors import ConfigurationError
 
@@ -31,6 +31,38 @@ def test_four_partitioned_assets_in_one_group_with_lineage() -> None:
     dimensions = {d.name: d.partitions_def for d in harvest_partitions.partitions_defs}
     assert isinstance(dimensions[HARVESTER], dg.DynamicPartitionsDefinition)
     assert isinstance(dimensions[WINDOW], dg.TimeWindowPartitionsDefinition)
+
+
+def _owners(definitions: dg.Definitions) -> dict[str, list[str]]:
+    graph = definitions.resolve_asset_graph()
+    return {name: list(graph.get(dg.AssetKey(name)).owners) for name in ASSETS}
+
+
+def test_the_assets_have_the_owners_the_environment_names_and_none_by_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The UI's Owner column of the four assets was always empty: an operator may now name
+    the team or people answering for the harvest once, for every asset."""
+    assert _owners(defs) == {name: [] for name in ASSETS}
+
+    monkeypatch.setenv("OAI_PIPELINE_ASSET_OWNERS", " team:repository, ops@example.org ")
+    owned = build_definitions()
+
+    assert _owners(owned) == {name: ["team:repository", "ops@example.org"] for name in ASSETS}
+
+
+def test_an_owner_dagster_would_refuse_is_one_line_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OAI_PIPELINE_ASSET_OWNERS", "team:repository,ops")
+
+    with pytest.raises(ConfigurationError) as refused:
+        build_definitions()
+
+    assert str(refused.value) == (
+        "OAI_PIPELINE_ASSET_OWNERS: 'ops' is no owner Dagster takes: an e-mail address or "
+        "team:NAME, comma-separated"
+    )
 
 
 def test_jobs_schedules_sensors_and_checks_are_defined() -> None:

@@ -4,7 +4,7 @@ and the next tick, the store back, does what this one could not."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -222,6 +222,36 @@ def test_a_ticks_lease_meeting_a_held_lease_gives_the_one_line_instead_of_waitin
         tick.harvester_lock.release("alpha", owner)
 
 
+@contextmanager
+def one_version_behind(settings: Settings) -> Iterator[Callable[[], int]]:
+    """The state store as the release before left it (to be migrated by whoever opens it
+    next); yields what reads its schema version."""
+    engine = sa.create_engine(settings.state_db_url)
+    try:
+        with engine.begin() as connection:  # as release 22 left it
+            connection.exec_driver_sql("DROP TABLE pending_rekeys")
+            connection.exec_driver_sql(f"UPDATE schema_version SET version = {SCHEMA_VERSION - 1}")
+
+        def version() -> int:
+            with engine.connect() as connection:
+                return connection.exec_driver_sql("SELECT version FROM schema_version").scalar()
+
+        yield version
+    finally:
+        engine.dispose()
+
+
+def _migration_held(settings: Settings) -> str:
+    """How the state store says its migration gave up waiting 0.2 s for a harvest (on
+    PostgreSQL for the lock of the whole store, not a row's)."""
+    if sa.make_url(settings.state_db_url).get_backend_name() == "sqlite":
+        return _held_for(settings, "")
+    return (
+        f"lock timeout: {settings.state_db_url} stayed locked by another writer's transaction "
+        "(a harvest running) for 0.2 s"
+    )
+
+
 def test_a_tick_that_must_migrate_a_store_a_harvest_holds_skips_and_the_next_migrates(
     state_backend: str, instance: dg.DagsterInstance, settings: Settings
 ) -> None:
@@ -231,36 +261,63 @@ def test_a_tick_that_must_migrate_a_store_a_harvest_holds_skips_and_the_next_mig
     migrates the store."""
     add_harvester(settings, "alpha")
     instance.add_dynamic_partitions(HARVESTER, ["alpha"])
-    engine = sa.create_engine(settings.state_db_url)
-    try:
-        with engine.begin() as connection:  # as release 22 left it
-            connection.exec_driver_sql("DROP TABLE pending_rekeys")
-            connection.exec_driver_sql(f"UPDATE schema_version SET version = {SCHEMA_VERSION - 1}")
+    with one_version_behind(settings) as version:
         with held_by_a_harvest(settings, "alpha"):
             held = _tick("harvester_registry_sensor", instance, resources=_IMPATIENT)
-        url = settings.state_db_url
-        if state_backend == "sqlite":
-            line = _held_for(settings, "")
-        else:
-            line = (
-                f"lock timeout: {url} stayed locked by another writer's transaction "
-                "(a harvest running) for 0.2 s"
-            )
         assert held.skip_message == (
-            f"registry not read this tick: the state database is busy: {line}; the next tick "
-            "reads it"
+            f"registry not read this tick: the state database is busy: "
+            f"{_migration_held(settings)}; the next tick reads it"
         )
-        with engine.connect() as connection:
-            version = connection.exec_driver_sql("SELECT version FROM schema_version").scalar()
-        assert version == SCHEMA_VERSION - 1
+        assert version() == SCHEMA_VERSION - 1
 
         migrated = _tick("harvester_registry_sensor", instance, resources=_IMPATIENT)
         assert migrated.skip_message == "harvester partitions already match the registry"
-        with engine.connect() as connection:
-            version = connection.exec_driver_sql("SELECT version FROM schema_version").scalar()
-        assert version == SCHEMA_VERSION
-    finally:
-        engine.dispose()
+        assert version() == SCHEMA_VERSION
+
+
+def _ended_dagster_run(instance: dg.DagsterInstance, sensor: str) -> dg.DagsterRun:
+    """A Dagster run that ended as the run status sensor `sensor` watches for."""
+    if sensor == "harvest_failure_sensor":
+        return _failed_dagster_run(instance)[0]
+    run = instance.create_run_for_job(_ended, run_id=None)
+    instance.report_run_canceled(run, "canceled by the operator")
+    return run
+
+
+@dg.job
+def _ended() -> None:
+    pass
+
+
+@pytest.mark.parametrize("sensor", ["harvest_failure_sensor", "harvest_canceled_sensor"])
+def test_a_run_status_tick_that_must_migrate_a_store_a_harvest_holds_records_on_the_next_tick(
+    state_backend: str, instance: dg.DagsterInstance, settings: Settings, sensor: str
+) -> None:
+    """The run status sensors' ticks meeting a store to migrate while a harvest of the
+    release before writes (`StoreBusy`): the tick fails in the busy store's one line, its
+    cursor kept, and the next tick migrates the store and records the Dagster run's end."""
+    add_harvester(settings, "alpha")
+    cursor = _tick(sensor, instance, resources=_IMPATIENT).cursor  # the daemon's first tick
+    dagster_run = _ended_dagster_run(instance, sensor)
+    harvest_run = add_finished_run(
+        settings, "alpha", "2024-03-01T00:00:00Z", "running", dagster_run.run_id
+    )
+    with one_version_behind(settings) as version:
+        with held_by_a_harvest(settings, "alpha"), pytest.raises(RecordedNextTick) as failed:
+            _tick(sensor, instance, cursor, _IMPATIENT)
+        [line] = str(failed.value).splitlines()
+        assert line == (
+            f"the state database is busy: {_migration_held(settings)}; the end of Dagster "
+            f"run {dagster_run.run_id} is recorded on its harvest runs by the next tick"
+        )
+        assert version() == SCHEMA_VERSION - 1
+
+        _tick(sensor, instance, cursor, _IMPATIENT)  # the daemon retries the same cursor
+
+        assert version() == SCHEMA_VERSION
+    with Services(settings) as services:
+        ended = services.state.get_run(harvest_run)["status"]
+    assert ended == ("failed" if sensor == "harvest_failure_sensor" else "stopped")
 
 
 def test_a_failed_run_met_by_an_unwritable_state_store_is_recorded_on_the_next_tick(

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from oai_pipeline.errors import ConfigurationError, database_error_text, without_password
+from oai_pipeline.errors import (
+    ConfigurationError,
+    database_error_text,
+    name_database_in_errors,
+    without_password,
+)
 from oai_pipeline.json_codec import ENGINE_JSON
 from oai_pipeline.sqlite_tuning import (
     explain_refused_writes,
@@ -73,6 +78,7 @@ def create_target_engine(url: str, *, read_only_file: Path | None = None) -> sa.
         _configure_sqlite(engine, wal=path is not None)
         release_lock_on_interrupt(engine)
         explain_refused_writes(engine)
+    name_database_in_errors(engine, "target")
     return engine
 
 

@@ -20,8 +20,7 @@ from oai_pipeline.errors import (
     InvalidArgument,
     NotFound,
     PipelineError,
-    database_error_text,
-    without_password,
+    cannot_open_text,
 )
 from oai_pipeline.harvesters.model import check_slug
 from oai_pipeline.schema_guard import refuse_writes_after_a_migration
@@ -99,9 +98,8 @@ class EmbeddedRepository:
                 migrate(self.engine)
         except sa.exc.DatabaseError as error:  # also a file that is no database (garbage)
             self.engine.dispose()
-            reason = database_error_text(error.orig)
-            shown = without_password(url)  # which database, as the state store's error says
-            raise PipelineError(f"cannot open the target database {shown}: {reason}") from None
+            # which database, as the state store's error says
+            raise PipelineError(cannot_open_text("target", url, error)) from None
         if not self.read_only:
             refuse_writes_after_a_migration(self.engine, refuse_if_changed, READ_ONLY)
 
