@@ -104,3 +104,36 @@ def test_with_two_writers_the_full_disk_refuses_the_mirror_too(tmp_path: Path) -
     assert "database or disk is full" in end[1] and "HOME/mirror.sqlite is full" in end[1]
     assert pages <= full.mirror_max_pages
     assert written == 0
+
+
+def test_a_first_writer_whose_target_fills_part_way_killed_ends_alike(tmp_path: Path) -> None:
+    """`--writers 2 --fails-first target --target-full-after 1`: the first writer's target is
+    full after its first batch, the mirror's disk has room: the first writer fails part-way
+    through the group (one batch committed, the mirror not written yet), naming its own
+    target. Killed after that batch, in the failing run and in the rerun once space was
+    freed, the harvest ends like an uninterrupted fail-then-rerun."""
+    point = "writer_apply:1:after"
+    with OAIEndpoint(RECORDS, page_size=40) as endpoint:
+        empty = Backend().new_home(tmp_path, "empty")
+        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=20, writers=2)
+        full = crash_sweep.target_full(Backend(), tmp_path, empty, ARGS, after_batches=1)
+        scenario = crash_sweep.Scenario("first", ARGS, empty, endpoint=endpoint, fails_first=full)
+        outcomes = crash_sweep.run_scenario(
+            Backend(), tmp_path, endpoint.base_url, scenario, [point], 1, False, lambda _: None
+        )
+
+    # the home the uninterrupted failing run left (`_fail_first`)
+    failed_path = tmp_path / "first-failed"
+    failed = crash_sweep.Home(failed_path, crash_sweep._base_env(failed_path))
+    status, error = crash_sweep._failed_run_end(failed) or ("", "")
+    [(target_written,)] = crash_sweep.query(
+        crash_sweep._settings(failed).target_db_url, "SELECT count(*) FROM target_records"
+    )
+    mirror_written = crash_sweep._target_rows(failed.env[crash_sweep.MIRROR_DB_URL_ENV])[0]
+    assert full.mirror_max_pages is None
+    assert status == "failed" and "HOME/target.sqlite is full" in error
+    assert target_written == 20 and mirror_written == []
+    assert [(o["spec"], o["reached"], o["problems"]) for o in outcomes] == [
+        (f"failing/{point}", True, []),
+        (point, True, []),
+    ]
