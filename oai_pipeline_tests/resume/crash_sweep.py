@@ -6,11 +6,12 @@ Parquet storage changes:
 
     .venv/bin/python -m oai_pipeline_tests.resume.crash_sweep \\
         [--records 2000] [--page-size 100] [--batch-size 50] \\
-        [--scenario first|incremental|reconcile|reidentify|rekey|both|all] \\
+        [--scenario first|incremental|prefix|reconcile|reidentify|rekey|both|all] \\
         [--backend sqlite|postgres|both] \\
         [--points all|NAME[,NAME…]] [--per-point 4] [--double] [--resumed] \\
         [--resumed-at discover,transform,plan,write,undo] [--dagster] [--source-moves-on]
-        [--writers 1|2] [--failing-records] [--fails-first] [--json-out PATH]
+        [--writers 1|2] [--failing-records] [--fails-first [source|target]]
+        [--target-full-after K] [--json-out PATH]
 
 How it works. The shipped OAI-PMH endpoint serves generated DataCite records (with
 deletions) from this process. A reference home is harvested without interruption. Then, for
@@ -36,7 +37,12 @@ to other sets with and without a new datestamp) and users changed some of the ta
 records (edited, deleted: the harvest brings them back) of a home that had harvested
 everything before. `--resumed` sweeps each scenario once more with its harvest killed
 first (INTERRUPTION): the harvest swept then resumes that run. The reference must also hold
-the sets the source serves (a set change lost alike with and without a crash). `reconcile`
+the sets the source serves (a set change lost alike with and without a crash). `prefix` is
+the harvest after `harvesters update --metadata-prefix` (oai_datacite to datacite, the source
+serving both; some records only in the old format, some saying another title in the new:
+`retitled_in_new_format`) of a home that harvested everything before: every record listed
+again in the new format is staged again (state v24's `harvesters.prefix_changed`), those it
+says otherwise written again (`prefix_problems`, the reference's too). `reconcile`
 (CLI only) is `oai-pipeline reconcile` of a home in step with a source that keeps no
 deletions: it deletes the records the source dropped and harvests again those an earlier
 reconcile deleted that the source lists again. `reidentify` (CLI only) is a source that
@@ -62,8 +68,9 @@ writers the first takes them): with the records no transformer reads (always the
 errors, `failed` statuses, the report's errors and the run's status are compared, and every
 home (the reference's too) must hold both kinds of failure (`variant_problems`).
 
-`--fails-first` (`first`, CLI, either backend): the harvest fails outright first, the source
-refusing its list from about half way (HTTP 403, `Faults.refuse_list_from_cursor`), then the
+`--fails-first` (`first` and `incremental`, CLI or `--dagster`, either backend): the harvest
+fails outright first, the source refusing its list from about half the pages an uninterrupted
+harvest lists (HTTP 403, `Faults.refuse_list_from_cursor`; `what_fails_first`), then the
 source recovers and the harvest is rerun. The reference is that uninterrupted fail-then-rerun.
 Each point is swept in the failing run (`failing/NAME:K:MOMENT`: killed, rerun on the still
 failing source, which must end its run as the uninterrupted failure did, then rerun on the
@@ -72,6 +79,9 @@ recovered one) and in the rerun (from the home the uninterrupted failure left).
 (`target_full`, SQLITE_FULL); with `--writers 2` the mirror's file is on the same full disk,
 capped at its size at that moment too (the writers write a group one after the other: half
 the batches may be all the first writer's, the mirror then refused from its first batch).
+`--target-full-after K`: the target's disk is full after its K-th batch instead, the mirror
+on another disk with room: with K below the first writer's batches of a group, the FIRST
+writer fails part-way, some of its batches committed, the mirror's none.
 
 `--points` names fault points (see POINTS; `--list` prints them with their call counts):
 each is tried at `--per-point` call numbers spread over the calls the uninterrupted harvest
