@@ -68,7 +68,7 @@ writers the first takes them): with the records no transformer reads (always the
 errors, `failed` statuses, the report's errors and the run's status are compared, and every
 home (the reference's too) must hold both kinds of failure (`variant_problems`).
 
-`--fails-first` (`first` and `incremental`, CLI or `--dagster`, either backend): the harvest
+`--fails-first` (`first` and `incremental`, CLI, either backend): the harvest
 fails outright first, the source refusing its list from about half the pages an uninterrupted
 harvest lists (HTTP 403, `Faults.refuse_list_from_cursor`; `what_fails_first`), then the
 source recovers and the harvest is rerun. The reference is that uninterrupted fail-then-rerun.
@@ -2601,9 +2601,9 @@ def main(argv: list[str] | None = None) -> int:
         nargs="?",
         const="source",
         choices=("source", "target"),
-        help="(first and incremental scenarios) the harvest fails outright first, then what failed "
-        "recovers and it is rerun: `source` (the default) refuses its list half way (HTTP "
-        "403); `target` (SQLite) is a target whose disk is full after half its batches "
+        help="(first and incremental scenarios, CLI) the harvest fails outright first, then "
+        "what failed recovers and it is rerun: `source` (the default) refuses its list half "
+        "way (HTTP 403); `target` (SQLite) is a target whose disk is full after half its batches "
         "(SQLITE_FULL). Kills in the failing run (rerun while it fails, then once "
         "recovered) and in the rerun, compared with an uninterrupted fail-then-rerun",
     )
@@ -2640,11 +2640,13 @@ def main(argv: list[str] | None = None) -> int:
     args.resumed = args.resumed or bool(args.resumed_at)
     if args.source_moves_on and args.scenario in ("prefix", "reidentify", "rekey", "all"):
         parser.error("--source-moves-on sweeps the first, incremental and reconcile scenarios only")
+    swept_failing = ("first", "incremental", "both")
     if args.fails_first and (
-        args.source_moves_on or args.scenario not in ("first", "incremental", "both")
+        args.dagster or args.source_moves_on or args.scenario not in swept_failing
     ):
         parser.error(
-            "--fails-first sweeps the first and incremental scenarios, the source not moving on"
+            "--fails-first sweeps the CLI's first and incremental scenarios, the source not "
+            "moving on"
         )
     if args.target_full_after is not None and args.fails_first != "target":
         parser.error("--target-full-after K is when the target fills: --fails-first target")
