@@ -2419,6 +2419,8 @@ def target_full(
         raise RuntimeError(f"{batches} target batch(es): full after {full_after} is not part-way")
     full = backend.new_home(root, name, template)
     _cli(full, f"writer_apply:{full_after}:after", args)
+    if after_batches is not None and _target_rows(full.env[MIRROR_DB_URL_ENV])[0]:
+        raise RuntimeError(f"batch {after_batches} is past the first writer's: mirror written")
     url = _settings(full).target_db_url
     [(pages,)] = query(url, "PRAGMA page_count")
     [(all_pages,)] = query(_settings(counted).target_db_url, "PRAGMA page_count")
