@@ -6,11 +6,12 @@ Parquet storage changes:
 
     .venv/bin/python -m oai_pipeline_tests.resume.crash_sweep \\
         [--records 2000] [--page-size 100] [--batch-size 50] \\
-        [--scenario first|incremental|reconcile|reidentify|rekey|both|all] \\
+        [--scenario first|incremental|prefix|reconcile|reidentify|rekey|both|all] \\
         [--backend sqlite|postgres|both] \\
         [--points all|NAME[,NAME…]] [--per-point 4] [--double] [--resumed] \\
         [--resumed-at discover,transform,plan,write,undo] [--dagster] [--source-moves-on]
-        [--writers 1|2] [--failing-records] [--fails-first] [--json-out PATH]
+        [--writers 1|2] [--failing-records] [--fails-first [source|target]]
+        [--target-full-after K] [--json-out PATH]
 
 How it works. The shipped OAI-PMH endpoint serves generated DataCite records (with
 deletions) from this process. A reference home is harvested without interruption. Then, for
@@ -36,7 +37,12 @@ to other sets with and without a new datestamp) and users changed some of the ta
 records (edited, deleted: the harvest brings them back) of a home that had harvested
 everything before. `--resumed` sweeps each scenario once more with its harvest killed
 first (INTERRUPTION): the harvest swept then resumes that run. The reference must also hold
-the sets the source serves (a set change lost alike with and without a crash). `reconcile`
+the sets the source serves (a set change lost alike with and without a crash). `prefix` is
+the harvest after `harvesters update --metadata-prefix` (oai_datacite to datacite, the source
+serving both; some records only in the old format, some saying another title in the new:
+`retitled_in_new_format`) of a home that harvested everything before: every record listed
+again in the new format is staged again (state v24's `harvesters.prefix_changed`), those it
+says otherwise written again (`prefix_problems`, the reference's too). `reconcile`
 (CLI only) is `oai-pipeline reconcile` of a home in step with a source that keeps no
 deletions: it deletes the records the source dropped and harvests again those an earlier
 reconcile deleted that the source lists again. `reidentify` (CLI only) is a source that
@@ -62,8 +68,9 @@ writers the first takes them): with the records no transformer reads (always the
 errors, `failed` statuses, the report's errors and the run's status are compared, and every
 home (the reference's too) must hold both kinds of failure (`variant_problems`).
 
-`--fails-first` (`first`, CLI, either backend): the harvest fails outright first, the source
-refusing its list from about half way (HTTP 403, `Faults.refuse_list_from_cursor`), then the
+`--fails-first` (`first` and `incremental`, CLI, either backend): the harvest
+fails outright first, the source refusing its list from about half the pages an uninterrupted
+harvest lists (HTTP 403, `Faults.refuse_list_from_cursor`; `what_fails_first`), then the
 source recovers and the harvest is rerun. The reference is that uninterrupted fail-then-rerun.
 Each point is swept in the failing run (`failing/NAME:K:MOMENT`: killed, rerun on the still
 failing source, which must end its run as the uninterrupted failure did, then rerun on the
@@ -72,6 +79,9 @@ recovered one) and in the rerun (from the home the uninterrupted failure left).
 (`target_full`, SQLITE_FULL); with `--writers 2` the mirror's file is on the same full disk,
 capped at its size at that moment too (the writers write a group one after the other: half
 the batches may be all the first writer's, the mirror then refused from its first batch).
+`--target-full-after K`: the target's disk is full after its K-th batch instead, the mirror
+on another disk with room: with K below the first writer's batches of a group, the FIRST
+writer fails part-way, some of its batches committed, the mirror's none.
 
 `--points` names fault points (see POINTS; `--list` prints them with their call counts):
 each is tried at `--per-point` call numbers spread over the calls the uninterrupted harvest
@@ -120,6 +130,8 @@ from typing import Any
 
 HARVESTER = "gen"
 PREFIX = "oai_datacite"
+NEW_PREFIX = "datacite"  # `--scenario prefix`: the harvester's prefix after the change
+NEW_FORMAT_SAYS = b" (as the new format says)"  # `retitled_in_new_format`
 # `--writers 2`: the second writer (mirror_writer.py), a target database of its own
 MIRROR, MIRROR_DB_URL_ENV = "mirror-service", "CRASH_SWEEP_MIRROR_DB_URL"
 # `--failing-records`: the records of this set go to a community (the transformer's
@@ -314,10 +326,7 @@ def dagster_child(argv: list[str]) -> None:
     """`crash_sweep dagster-child SPEC FIRST_WINDOW LAST_WINDOW`: one in-process Dagster run
     of the four assets (and checks) over the windows, with a fault installed."""
     spec, first, last = argv
-    if spec.startswith("count:"):
-        install_counters(spec.removeprefix("count:"))
-    elif spec != "none":
-        install_fault(spec)
+    prepare_child(spec)
     import dagster as dg
 
     from oai_pipeline.defs.launch import materialize_windows
@@ -400,10 +409,9 @@ def fill_target_at(max_pages: int, mirror_max_pages: int | None = None) -> None:
         cap_sqlite_file(Path(mirror), mirror_max_pages)
 
 
-def child(argv: list[str]) -> None:
-    """`crash_sweep child SPEC|count:PATH|none -- CLI ARGS…`: the CLI with a fault installed
-    (and the target's disk full at TARGET_MAX_PAGES_ENV pages, when set)."""
-    spec, cli_args = argv[0], argv[2:]
+def prepare_child(spec: str) -> None:
+    """A child's fault (or its counters) installed, and the target's disk full at
+    TARGET_MAX_PAGES_ENV pages when set (a CLI or a Dagster child alike)."""
     if max_pages := os.environ.get(TARGET_MAX_PAGES_ENV):
         mirror_pages = os.environ.get(MIRROR_MAX_PAGES_ENV)
         fill_target_at(int(max_pages), int(mirror_pages) if mirror_pages else None)
@@ -411,6 +419,13 @@ def child(argv: list[str]) -> None:
         install_counters(spec.removeprefix("count:"))
     elif spec != "none":
         install_fault(spec)
+
+
+def child(argv: list[str]) -> None:
+    """`crash_sweep child SPEC|count:PATH|none -- CLI ARGS…`: the CLI with a fault installed
+    (and the target's disk full at TARGET_MAX_PAGES_ENV pages, when set)."""
+    spec, cli_args = argv[0], argv[2:]
+    prepare_child(spec)
     from oai_pipeline.cli import main
 
     main(cli_args, prog_name="oai-pipeline")
@@ -2375,33 +2390,139 @@ def fails_first(records: int, page_size: int) -> Any:
     return Faults(refuse_list_from_cursor=max(page_size, records // 2 // page_size * page_size))
 
 
-def target_full(backend: Backend, root: Path, template: Home, args: list[str]) -> TargetFull:
+def target_full(
+    backend: Backend,
+    root: Path,
+    template: Home,
+    args: list[str],
+    after_batches: int | None = None,
+    label: str = "target-full",
+) -> TargetFull:
     """`--fails-first target`: the target's disk full after about half the harvest's target
     batches: the pages its target holds when a harvest from `template` is killed after
     that batch (a scratch home), so that every failing run refuses at the same size; with
     a mirror (`--writers 2`, `writer_apply` counting both writers' batches) the pages its
-    file holds then too, the one disk full for both."""
-    counted = backend.new_home(root, "target-full-counted", template)
-    counts_file = root / "target-full-counts.json"
+    file holds then too, the one disk full for both.
+
+    `after_batches` (`--target-full-after K`): full after the K-th batch instead, and the
+    mirror's file on another disk with room: with K below the first writer's batches of a
+    group (the writers write a group one after the other) the first writer fails part-way,
+    some of its batches committed, the mirror's none yet."""
+    name = label if after_batches is None else f"{label}-after-{after_batches}"
+    counted = backend.new_home(root, f"{name}-counted", template)
+    counts_file = root / f"{name}-counts.json"
     if _cli(counted, f"count:{counts_file}", args).returncode != 0:
         raise RuntimeError("the harvest measuring the target's batches failed")
     batches = json.loads(counts_file.read_text()).get("writer_apply", 0)
-    if batches < 2:
-        raise RuntimeError(f"{batches} target batch(es): nothing to fail part-way")
-    full = backend.new_home(root, "target-full", template)
-    _cli(full, f"writer_apply:{batches // 2}:after", args)
+    full_after = batches // 2 if after_batches is None else after_batches
+    if not 1 <= full_after < batches:
+        raise RuntimeError(f"{batches} target batch(es): full after {full_after} is not part-way")
+    full = backend.new_home(root, name, template)
+    _cli(full, f"writer_apply:{full_after}:after", args)
+    if after_batches is not None and _target_rows(full.env[MIRROR_DB_URL_ENV])[0]:
+        raise RuntimeError(f"batch {after_batches} is past the first writer's: mirror written")
     url = _settings(full).target_db_url
     [(pages,)] = query(url, "PRAGMA page_count")
     [(all_pages,)] = query(_settings(counted).target_db_url, "PRAGMA page_count")
     mirror_pages = all_mirror_pages = None
-    if _target_rows(counted.env[MIRROR_DB_URL_ENV])[0]:
+    if after_batches is None and _target_rows(counted.env[MIRROR_DB_URL_ENV])[0]:
         # a file not yet created may hold one page (0 would lift SQLite's cap)
         [(mirror_pages,)] = query(full.env[MIRROR_DB_URL_ENV], "PRAGMA page_count")
         mirror_pages = max(1, mirror_pages)
         [(all_mirror_pages,)] = query(counted.env[MIRROR_DB_URL_ENV], "PRAGMA page_count")
     if pages + (mirror_pages or 0) >= all_pages + (all_mirror_pages or 0):
-        raise RuntimeError(f"the targets hold {pages}, {mirror_pages} pages half-way")
+        raise RuntimeError(f"the targets hold {pages}, {mirror_pages} pages part-way")
     return TargetFull(pages, mirror_pages)
+
+
+def what_fails_first(
+    kind: str,
+    backend: Backend,
+    root: Path,
+    scenario: Scenario,
+    page_size: int,
+    full_after: int | None = None,
+) -> Any:
+    """`--fails-first KIND` of the scenario's harvest from its template: the source refusing
+    its list from about half the pages an uninterrupted harvest lists (an incremental list
+    is shorter than the source), or the target's disk full (`target_full`)."""
+    assert scenario.template is not None
+    if kind == "target":
+        return target_full(
+            backend, root, scenario.template, scenario.args, full_after, f"{scenario.name}-full"
+        )
+    counted = backend.new_home(root, f"{scenario.name}-list-counted", scenario.template)
+    counts_file = root / f"{scenario.name}-list-counts.json"
+    if _cli(counted, f"count:{counts_file}", scenario.args).returncode != 0:
+        raise RuntimeError("the harvest measuring the source's list failed")
+    pages = json.loads(counts_file.read_text()).get("list_page", 0)
+    if pages < 2:
+        raise RuntimeError(f"{pages} page(s) listed: nothing to refuse part-way")
+    return fails_first(pages * page_size, page_size)
+
+
+def prefix_changed_template(backend: Backend, root: Path, full: Home) -> Home:
+    """`prefix`: the fully harvested home whose harvester was then given another metadata
+    prefix (`harvesters update --metadata-prefix`): the harvest swept lists every record
+    again in the new format, and re-stages and re-writes those last harvested before the
+    change (`harvesters.prefix_changed`); those the new format leaves out keep their copy."""
+    home = backend.new_home(root, f"{backend.name}-prefix-changed", full)
+    done = _cli(home, "none", ["harvesters", "update", HARVESTER, "--metadata-prefix", NEW_PREFIX])
+    if done.returncode != 0:
+        raise RuntimeError(f"the prefix change failed: {done.stderr[-2000:]}")
+    return home
+
+
+def retitled_in_new_format(records: list, step: int) -> None:
+    """`prefix`: every `step`-th record's copy in the new format says another title than its
+    copy in the old one (NEW_FORMAT_SAYS), as formats of one record may: the harvest after
+    the change must write it again (the others' transform is the same, nothing to write)."""
+    for index in range(0, len(records), step):
+        record = records[index]
+        if NEW_PREFIX not in record.metadata:
+            continue
+        new = record.metadata[NEW_PREFIX].replace(b"</title>", NEW_FORMAT_SAYS + b"</title>", 1)
+        metadata = {PREFIX: record.metadata[PREFIX], NEW_PREFIX: new}
+        records[index] = dataclasses.replace(record, metadata=metadata)
+
+
+def prefix_problems(
+    template: Home, also: Callable[[Home], list[str]] | None = None
+) -> Callable[[Home], list[str]]:
+    """`prefix`: what the harvest after the change must leave (the reference's too, so that a
+    sweep cannot pass without the path it is for): records listed in the new format, their
+    XML the new format's (not the template's copy) and written again (a newer revision),
+    unless their transform or write failed; and what `also` (the variant's check) says."""
+
+    def records(home: Home) -> dict[str, tuple[Any, ...]]:
+        rows = query(
+            _settings(home).state_db_url,
+            "SELECT r.identifier, r.last_harvested_at, r.written_revision, x.xml, "
+            "(SELECT count(*) FROM record_errors e WHERE e.harvester_id = r.harvester_id "
+            "AND e.identifier = r.identifier) "
+            "FROM harvest_records r JOIN harvest_record_xml x "
+            "ON x.harvester_id = r.harvester_id AND x.identifier = r.identifier "
+            "WHERE NOT r.deleted",
+        )
+        return {row[0]: tuple(row[1:]) for row in rows}
+
+    def check(home: Home) -> list[str]:
+        [(change,)] = query(_settings(home).state_db_url, "SELECT prefix_changed FROM harvesters")
+        changed_at = (json.loads(change) if isinstance(change, str) else change)["at"]
+        before, after = records(template), records(home)
+        again = [i for i, (seen, *_) in after.items() if seen and seen >= changed_at]
+        retitled = [i for i in again if NEW_FORMAT_SAYS in bytes(after[i][2])]
+        problems = [] if retitled else ["no record harvested again saying what the new format does"]
+        for identifier in again:
+            _, revision, xml, errors = after[identifier]
+            _, old_revision, old_xml, _ = before.get(identifier, (None, 0, None, 0))
+            if bytes(xml) == bytes(old_xml or b""):
+                problems.append(f"{identifier} kept the old format's XML")
+            elif identifier in retitled and not errors and (revision or 0) <= (old_revision or 0):
+                problems.append(f"{identifier} not written again ({revision}, {old_revision})")
+        return problems[:5] + (also(home) if also is not None else [])
+
+    return check
 
 
 def _suffix(stage: str) -> str:
@@ -2422,9 +2543,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=50)
     parser.add_argument(
         "--scenario",
-        choices=("first", "incremental", "reconcile", "reidentify", "rekey", "both", "all"),
+        choices=(
+            "first",
+            "incremental",
+            "prefix",
+            "reconcile",
+            "reidentify",
+            "rekey",
+            "both",
+            "all",
+        ),
         default="both",
-        help="both: first and incremental; all: and reconcile and reidentify (a source that "
+        help="both: first and incremental; all: and prefix (the harvest after `harvesters "
+        f"update --metadata-prefix {NEW_PREFIX}`) and reconcile and reidentify (a source that "
         "re-identified every record: the harvest that deletes the old identifiers, and the "
         "reconcile that finds them vanished, hand their target records to the new ones) and "
         "rekey (harvesters rekey killed, and the first harvest after it)",
@@ -2472,11 +2603,19 @@ def main(argv: list[str] | None = None) -> int:
         nargs="?",
         const="source",
         choices=("source", "target"),
-        help="(first scenario, CLI) the harvest fails outright first, then what failed "
-        "recovers and it is rerun: `source` (the default) refuses its list half way (HTTP "
-        "403); `target` (SQLite) is a target whose disk is full after half its batches "
+        help="(first and incremental scenarios, CLI) the harvest fails outright first, then "
+        "what failed recovers and it is rerun: `source` (the default) refuses its list half "
+        "way (HTTP 403); `target` (SQLite) is a target whose disk is full after half its batches "
         "(SQLITE_FULL). Kills in the failing run (rerun while it fails, then once "
         "recovered) and in the rerun, compared with an uninterrupted fail-then-rerun",
+    )
+    parser.add_argument(
+        "--target-full-after",
+        type=int,
+        metavar="K",
+        help="(--fails-first target) the target's disk is full after its K-th batch instead "
+        "of half of them, a mirror (--writers 2) on another disk with room: with K below "
+        "the first writer's batches of a group, the FIRST writer fails part-way",
     )
     parser.add_argument("--list", action="store_true", help="print the fault points")
     parser.add_argument(
@@ -2501,10 +2640,18 @@ def main(argv: list[str] | None = None) -> int:
     if set(stages) - set(INTERRUPTIONS):
         parser.error(f"unknown stages: {sorted(set(stages) - set(INTERRUPTIONS))}")
     args.resumed = args.resumed or bool(args.resumed_at)
-    if args.source_moves_on and args.scenario in ("reidentify", "rekey", "all"):
+    if args.source_moves_on and args.scenario in ("prefix", "reidentify", "rekey", "all"):
         parser.error("--source-moves-on sweeps the first, incremental and reconcile scenarios only")
-    if args.fails_first and (args.dagster or args.source_moves_on or args.scenario != "first"):
-        parser.error("--fails-first sweeps the CLI's first scenario, the source not moving on")
+    swept_failing = ("first", "incremental", "both")
+    if args.fails_first and (
+        args.dagster or args.source_moves_on or args.scenario not in swept_failing
+    ):
+        parser.error(
+            "--fails-first sweeps the CLI's first and incremental scenarios, the source not "
+            "moving on"
+        )
+    if args.target_full_after is not None and args.fails_first != "target":
+        parser.error("--target-full-after K is when the target fills: --fails-first target")
     if args.fails_first == "target" and args.backend != "sqlite":
         parser.error("--fails-first target fills a SQLite target's disk: --backend sqlite")
     if args.dagster and args.scenario in ("reidentify", "rekey"):
@@ -2522,10 +2669,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.dagster and args.source_moves_on:
         first_day = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
         first_day -= timedelta(days=20)
+    # `prefix`: the source serves both formats, the harvester changes from one to the other
+    served = (PREFIX, NEW_PREFIX) if args.scenario in ("prefix", "all") else (PREFIX,)
     records = generate_datacite_records(
-        args.records, seed=7, start=first_day, span_days=3, prefixes=(PREFIX,)
+        args.records, seed=7, start=first_day, span_days=3, prefixes=served
     )
     unreadable(records, 97)
+    if NEW_PREFIX in served:
+        retitled_in_new_format(records, 7)
     root = Path(tempfile.mkdtemp(prefix="crash-sweep-", dir=os.environ.get("CRASH_SWEEP_TMP")))
     results: dict[str, Any] = {}
     failures = 0
@@ -2538,7 +2689,7 @@ def main(argv: list[str] | None = None) -> int:
         backend = PostgresBackend() if backend_name == "postgres" else Backend()
         wanted = {
             "both": {"first", "incremental"},
-            "all": {"first", "incremental", "reconcile", "reidentify", "rekey"},
+            "all": {"first", "incremental", "prefix", "reconcile", "reidentify", "rekey"},
         }.get(args.scenario, {args.scenario})
         if args.dagster:  # a reconcile is a CLI command, no Dagster run of the assets
             wanted -= {"reconcile", "reidentify", "rekey"}
@@ -2568,25 +2719,25 @@ def main(argv: list[str] | None = None) -> int:
                 if done.returncode != 0:
                     raise RuntimeError(done.stderr[-2000:])
                 scenarios = []
-                failure: Any = None  # `--fails-first`: what fails first
-                if args.fails_first == "source":
-                    failure = fails_first(args.records, args.page_size)
-                elif args.fails_first == "target":
-                    failure = target_full(backend, root, base, first_args)
                 if "first" in wanted:
                     scenarios.append(
-                        Scenario(
-                            "first",
-                            first_args,
-                            base,
-                            endpoint=endpoint,
-                            check=check,
-                            fails_first=failure,
-                        )
+                        Scenario("first", first_args, base, endpoint=endpoint, check=check)
                     )
-                for phase in ("first", "incremental", "reconcile"):
+                # `prefix` before `incremental`, which changes the source and `full`'s target
+                for phase in ("first", "prefix", "incremental", "reconcile"):
                     if phase != "first" and phase not in wanted:
                         continue
+                    if phase == "prefix":
+                        template = prefix_changed_template(backend, root, full)
+                        scenarios = [
+                            Scenario(
+                                "prefix",
+                                first_args,
+                                template,
+                                endpoint=endpoint,
+                                check=prefix_problems(template, check),
+                            )
+                        ]
                     if phase == "reconcile":
                         template, reconciled = reconcile_template(
                             backend, root, full, endpoint, log
@@ -2630,6 +2781,15 @@ def main(argv: list[str] | None = None) -> int:
                         ]
                     for scenario in scenarios:
                         scenario.name = f"{backend_name}-{scenario.name}"
+                        if args.fails_first:
+                            scenario.fails_first = what_fails_first(
+                                args.fails_first,
+                                backend,
+                                root,
+                                scenario,
+                                args.page_size,
+                                args.target_full_after,
+                            )
                         outcomes = run_scenario(
                             backend,
                             root,
