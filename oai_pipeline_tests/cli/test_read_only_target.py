@@ -15,7 +15,12 @@ from oai_pipeline.errors import without_password
 from oai_pipeline.settings import load_settings
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 
-pytestmark = pytest.mark.postgres
+# PostgreSQL's read-only transactions and where they are refused: the `backend` fixture on
+# PostgreSQL only (SQLite's read-only file is `cli/test_disk_refusals.py`'s)
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.parametrize("backend", ["postgresql"], indirect=True),
+]
 
 
 def _run(*args: str) -> Result:
@@ -44,8 +49,6 @@ def test_a_read_only_postgresql_target_fails_the_harvest_in_one_line_and_a_rerun
     its traceback. Now it is one line saying which database refused and what to do (it
     named neither the target nor its URL), and a rerun once the database takes writes
     writes every record once."""
-    if backend != "postgresql":
-        pytest.skip("PostgreSQL's read-only transactions")
     target_url = load_settings().target_db_url
     EmbeddedRepository(target_url).close()  # the target's tables, as a first harvest makes
     _read_only(target_url, True)
@@ -84,8 +87,6 @@ def test_a_read_only_postgresql_state_store_is_named_in_the_harvest_s_one_line(
 ) -> None:
     """The state store refusing writes read as the target's did: "the database takes only
     reads", with two databases to choose from. The line names the state store and its URL."""
-    if backend != "postgresql":
-        pytest.skip("PostgreSQL's read-only transactions")
     state_url = load_settings().state_db_url
     _read_only(state_url, True)
 
