@@ -21,7 +21,7 @@ import ssl
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Literal, NoReturn
@@ -779,11 +779,8 @@ class OAIClient:
         """Whether ListSets lists the set (or a set below it, `a:b` for `a`); None when
         ListSets fails: not known. Asked once per set; stops at the set when found."""
         if set_spec not in self._sets_known:
-            below = set_spec + ":"
             try:
-                found = any(
-                    s.spec == set_spec or s.spec.startswith(below) for s in self.list_sets()
-                )
+                found = in_set((s.spec for s in self.list_sets()), set_spec)
             except PipelineError as error:
                 logger.warning("%s: ListSets failed: %s", self.base_url, error)
                 found = None
@@ -1714,3 +1711,11 @@ def _repeats(page: Page, seen_pages: set[int]) -> bool:
 
 def _shorten(token: str, keep: int = 40) -> str:
     return token if len(token) <= keep else token[:keep] + "..."
+
+
+def in_set(set_specs: Iterable[str], set_spec: str | None) -> bool:
+    """Whether a record of these setSpecs is in the harvester's set (or in a set below it,
+    `a:b` for `a`, as a list of the set has it); every record is when there is no set."""
+    if not set_spec:
+        return True
+    return any(spec == set_spec or spec.startswith(set_spec + ":") for spec in set_specs)

@@ -20,7 +20,7 @@ from pathlib import Path
 from oai_pipeline.errors import PipelineError, add_notices
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader, build_writers
-from oai_pipeline.oai.client import ended_short
+from oai_pipeline.oai.client import ended_short, in_set
 from oai_pipeline.oai.reader import Reader
 from oai_pipeline.oai.types import HarvestedRecord
 from oai_pipeline.pipeline.first_contact import saved_identify
@@ -33,7 +33,6 @@ from oai_pipeline.state.harvester_lock import is_dead_local_process, new_owner
 from oai_pipeline.state.store import ReconcileDeletions, StateStore, TakeOverRun, writer_keys
 from oai_pipeline.sync.reconcile import (
     implausible_loss,
-    in_set,
     spread_sample,
     vanished_identifiers,
 )

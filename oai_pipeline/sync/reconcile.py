@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 
 
 def vanished_identifiers(
@@ -86,11 +86,3 @@ def spread_sample(identifiers: Collection[str], size: int = CONFIRM_SAMPLE_SIZE)
     if len(ordered) <= size:
         return ordered
     return [ordered[i * len(ordered) // size] for i in range(size)]
-
-
-def in_set(set_specs: Iterable[str], set_spec: str | None) -> bool:
-    """Whether a record of these setSpecs is in the harvester's set (or in a set below it,
-    `a:b` for `a`, as a list of the set has it); every record is when there is no set."""
-    if not set_spec:
-        return True
-    return any(spec == set_spec or spec.startswith(set_spec + ":") for spec in set_specs)

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
+from oai_pipeline.oai.client import in_set
 from oai_pipeline.sync.reconcile import (
     implausible_loss,
-    in_set,
     spread_sample,
     vanished_identifiers,
 )
