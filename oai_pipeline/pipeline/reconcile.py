@@ -118,6 +118,11 @@ class ListedIdentifiers:
             found.update(row[0] for row in rows)
         return found
 
+    def first(self) -> str | None:
+        """One identifier that was listed (the least), None if none was."""
+        row = self._db.execute("SELECT min(identifier) FROM listed").fetchone()
+        return row[0] if row else None
+
     def close(self) -> None:
         self._db.close()
         self._folder.cleanup()
@@ -351,8 +356,11 @@ def _still_served(record: HarvestedRecord, set_spec: str | None) -> bool | None:
     return in_set(record.set_specs, set_spec)
 
 
-def _confirm_vanished(reader: Reader, harvester: Harvester, vanished: set[str]) -> None:
-    """Refuse to delete the vanished records unless GetRecord confirms a sample of them gone.
+def _confirm_vanished(
+    reader: Reader, harvester: Harvester, vanished: set[str], listed: ListedIdentifiers
+) -> list[str]:
+    """Refuse to delete the vanished records unless GetRecord confirms a sample of them gone;
+    what it took for gone without the source's word is returned, for the report's notes.
 
     Some sources' ListIdentifiers leaves out records their ListRecords and GetRecord still
     serve (DSpace's withdrawn or embargoed items, Invenio's stale identifier index, EPrints'
@@ -361,15 +369,32 @@ def _confirm_vanished(reader: Reader, harvester: Harvester, vanished: set[str]) 
     proves nothing either way: nothing is deleted, and the next reconcile asks again."""
     sample = spread_sample(vanished)
     served: list[str] = []
+    notes: list[str] = []
+    sets_named: _SetsNamed | None = None
     for identifier in sample:
-        try:
-            record = next(iter(reader.get_records([identifier])), None)
-        except PipelineError as error:  # after the client's retries
-            raise _unconfirmed(harvester, vanished, identifier, str(error)) from error
+        record = _get_record(reader, harvester, vanished, identifier)
         answer = None if record is None else _still_served(record, harvester.setspec)
         if answer is None:
             said = record.error.message if record and record.error else "no record"
             raise _unconfirmed(harvester, vanished, identifier, said)
+        if answer is False and _names_no_set(record, harvester.setspec):
+            # No setSpec at all: in no set, or a GetRecord that leaves sets out (some do)?
+            # A record the set's list holds tells which, by whether its own names the set.
+            sets_named = sets_named or _SetsNamed.ask(reader, harvester, vanished, listed)
+            if not sets_named.named:
+                raise PipelineError(
+                    f"reconcile of {harvester.id} deletes nothing: {len(vanished)} harvested "
+                    f"records vanished from the list of the set {harvester.setspec}, and "
+                    f"GetRecord names no set of {identifier}, nor of {sets_named.reference} "
+                    "which that list holds: the source's GetRecord does not tell sets, so "
+                    f"whether they left the set {harvester.setspec} is not known; to delete "
+                    "them all the same, run reconcile again with --force"
+                )
+            notes.append(
+                f"GetRecord names no set of {identifier}, and the sets of "
+                f"{sets_named.reference}, which the set's list holds: {identifier} is in no "
+                f"set any more, taken as gone from the set {harvester.setspec}"
+            )
         if answer:
             served.append(identifier)
     if served:
@@ -379,6 +404,44 @@ def _confirm_vanished(reader: Reader, harvester: Harvester, vanished: set[str]) 
             f"the {len(sample)} asked for (e.g. {served[0]}): the list hides records the "
             "source has; to delete them all the same, run reconcile again with --force"
         )
+    return notes
+
+
+def _get_record(
+    reader: Reader, harvester: Harvester, vanished: set[str], identifier: str
+) -> HarvestedRecord | None:
+    """GetRecord's answer for ``identifier``; a failure after the client's retries refuses
+    the deletions (`_unconfirmed`)."""
+    try:
+        return next(iter(reader.get_records([identifier])), None)
+    except PipelineError as error:  # after the client's retries
+        raise _unconfirmed(harvester, vanished, identifier, str(error)) from error
+
+
+def _names_no_set(record: HarvestedRecord, set_spec: str | None) -> bool:
+    """Whether a live record's GetRecord header names no set at all, for a harvester of a
+    set: unlike a header naming other sets, it does not show the record outside the set."""
+    return bool(set_spec) and not record.deleted and not record.set_specs
+
+
+@dataclass(frozen=True)
+class _SetsNamed:
+    """Whether the source's GetRecord names the sets of ``reference``, a record the set's
+    list holds: if not, a header without sets says nothing of where a record is."""
+
+    reference: str
+    named: bool
+
+    @classmethod
+    def ask(
+        cls, reader: Reader, harvester: Harvester, vanished: set[str], listed: ListedIdentifiers
+    ) -> _SetsNamed:
+        reference = listed.first()
+        if reference is None:  # the set's list is empty: nothing to tell by
+            return cls("no record (the list is empty)", False)
+        record = _get_record(reader, harvester, vanished, reference)
+        named = record is not None and record.error is None and not record.deleted
+        return cls(reference, named and in_set(record.set_specs, harvester.setspec))
 
 
 def _unconfirmed(
@@ -527,7 +590,7 @@ def _sweep_and_delete(
         )
     if not force:
         try:
-            _confirm_vanished(reader, harvester, vanished)
+            notices += _confirm_vanished(reader, harvester, vanished, source_ids)
         except PipelineError as error:  # said with what the source did (a list that changed)
             add_notices(error, [*reader.notices, *changes])
             raise

@@ -344,16 +344,17 @@ def test_a_set_whose_list_size_counts_the_whole_source_is_reconciled_without_for
     with Services(settings) as services:
         report = reconcile(services, "sample")
         assert services.state.get_record(records[4].identifier, "sample")["deleted"] is True
-    assert report.vanished == [records[4].identifier] and report.notices == [SET_BLIND]
+    assert report.vanished == [records[4].identifier] and report.notices[0] == SET_BLIND
     # one sweep of the set (3 pages), and the first page of the list without the set; then
-    # GetRecord of the vanished record, whose header names no set of the harvester's
+    # GetRecord of the vanished record, whose header names no set, and of a record the set's
+    # list holds, whose header names the set: the vanished one is in no set
     pages = [dict(r.url.params) for r in fake.requests[sent:]][1:]  # after Identify
-    assert len(pages) == 5 and pages[3] == {"verb": "ListIdentifiers", "metadataPrefix": "oai_dc"}
-    assert pages[4] == {
-        "verb": "GetRecord",
-        "identifier": records[4].identifier,
-        "metadataPrefix": "oai_dc",
-    }
+    assert len(pages) == 6 and pages[3] == {"verb": "ListIdentifiers", "metadataPrefix": "oai_dc"}
+    assert [(p["verb"], p["identifier"]) for p in pages[4:]] == [
+        ("GetRecord", records[4].identifier),
+        ("GetRecord", records[0].identifier),
+    ]
+    assert report.notices[1].endswith("taken as gone from the set s1")
 
 
 def test_a_set_whose_list_ends_short_of_the_sets_size_still_deletes_nothing(
@@ -625,3 +626,59 @@ def test_a_token_answered_no_records_match_of_a_list_without_size_deletes_nothin
         assert services.state.live_identifiers("sample") == {r.identifier for r in source.records}
         source.faults.clear()
         assert reconcile(services, "sample").vanished == []  # the whole list: nothing gone
+
+
+class SetlessGetRecordSource(FakeSource):
+    """Its GetRecord headers name no set (its lists' headers do), as some sources' GetRecord
+    leaves setSpec out; its set's list hides the records in `hidden` (a stale set index)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.hidden: set[str] = set()
+        self.sets_in_get_record = False
+
+    def selected(self, record: FakeRecord, state: dict) -> bool:
+        return record.identifier not in self.hidden and super().selected(record, state)
+
+    def answer(self, request: httpx.Request) -> httpx.Response:
+        response = super().answer(request)
+        if request.url.params.get("verb") != "GetRecord" or self.sets_in_get_record:
+            return response
+        body = re.sub(rb"<setSpec>[^<]*</setSpec>", b"", response.content)
+        return httpx.Response(response.status_code, content=body, headers=response.headers)
+
+
+def test_a_source_whose_get_record_names_no_set_deletes_nothing_its_set_list_hides(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The set's list hides a record still in the set, and the source's GetRecord names no
+    set for any record. Before, its answer read "outside the set" and confirmed the deletion
+    of a record the source still has in the set."""
+    fake = SetlessGetRecordSource(_in_set(make_records(6), 6), page_size=3, deleted_record="no")
+    _harvested(settings, monkeypatch, 0, fake=fake, setspec="s1")
+    hidden = fake.records[2].identifier
+    fake.hidden.add(hidden)
+    with Services(settings) as services:
+        refusal = _refusal(services)
+        assert services.state.get_record(hidden, "sample")["deleted"] is False
+    assert f"GetRecord names no set of {hidden}, nor of" in refusal
+    assert "whether they left the set s1 is not known" in refusal
+
+
+def test_a_record_whose_get_record_names_no_set_is_gone_from_the_set_when_others_name_theirs(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record in no set any more, at a source whose GetRecord names the sets of a record
+    its set's list holds: the record left the set, deleted, and the reconcile says why."""
+    fake = SetlessGetRecordSource(_in_set(make_records(6), 6), page_size=3, deleted_record="no")
+    fake.sets_in_get_record = True
+    _harvested(settings, monkeypatch, 0, fake=fake, setspec="s1")
+    left = fake.records[2]
+    left.sets = []
+    with Services(settings) as services:
+        report = reconcile(services, "sample")
+        assert services.state.get_record(left.identifier, "sample")["deleted"] is True
+    assert report.vanished == [left.identifier]
+    [said] = [n for n in report.notices if "names no set" in n]
+    assert said.startswith(f"GetRecord names no set of {left.identifier}, and the sets of ")
+    assert said.endswith("taken as gone from the set s1")
