@@ -66,6 +66,7 @@ from oai_pipeline.oai.pages import (
     read_identify,
     read_metadata_prefixes,
     read_sets,
+    what_the_body_says,
 )
 from oai_pipeline.oai.types import (
     Granularity,
@@ -145,6 +146,13 @@ _NOT_AN_ENDPOINT = (
     "(`oai-pipeline harvesters update ID --base-url URL`)"
 )
 _NEVER_ANSWERED = ", and this base URL has never answered OAI-PMH"
+# HTTP 401/403 without an OAI-PMH answer: access refused (see OAIClient._refused)
+_ACCESS_REFUSED_STATUSES = frozenset({401, 403})
+_ACCESS_REFUSED_HINT = (
+    ": a firewall blocking this machine or its User-Agent, or a login it wants; open the "
+    "base URL in a browser from this machine, set OAI_PIPELINE_CONTACT so that the source's "
+    "operator can tell who harvests, and ask them to let the harvester in"
+)
 
 
 def _noop_save(checkpoint: SweepCheckpoint) -> None:
@@ -265,6 +273,7 @@ class OAIClient:
         # Before, it is the wrong URL (a home page, a login page): retried, it cost a minute
         # of waiting before the error that says to check the base URL.
         self.endpoint_proven = endpoint_proven
+        self._answered = False  # whether the source answered OAI-PMH to this client
         # A prefetching worker's stop event, so its waits end when its sweep is closed.
         self._local = threading.local()
         self._ahead: set[_PageAhead] = set()
@@ -1226,20 +1235,7 @@ class OAIClient:
                         raise ForeignNamespaceResponse(f"{self.base_url} ({verb}): {exc}") from exc
                     except UnusablePage as exc:
                         if status >= 300:
-                            # no such page: not for a token (the source forgot it)
-                            gone = status in (404, 410) and "resumptionToken" not in params
-                            hint = _NOT_AN_ENDPOINT if gone else ""
-                            what = f" and {exc}{hint}"
-                            if status < 400 and "location" not in headers:
-                                # httpx follows only a redirect that says where to
-                                what = (
-                                    ", a redirect without a Location (where to go): the "
-                                    "source's web server or proxy is misconfigured"
-                                )
-                            raise RefusedRequest(
-                                f"{self.base_url} ({verb}): HTTP {status}{what}",
-                                status=status,
-                            ) from exc
+                            raise self._refused(verb, params, status, headers, body) from exc
                         problem, web_page, unreadable = str(exc), exc.web_page, True
                         # a web page of an endpoint that answered OAI-PMH (none other gets
                         # here) is a proxy's maintenance page, the same each try while it lasts
@@ -1254,7 +1250,7 @@ class OAIClient:
                                 f"{_NOT_AN_ENDPOINT}"
                             ) from exc
                     else:
-                        self.endpoint_proven = True
+                        self.endpoint_proven = self._answered = True
                         if parsed.notice is not None:
                             self._notice(f"{self.base_url}: {parsed.notice}")
                         problem = None
@@ -1307,6 +1303,47 @@ class OAIClient:
             )
             self._pause(wait)
             waited += wait
+
+    def _refused(
+        self, verb: Verb, params: dict[str, str], status: int, headers: httpx.Headers, body: bytes
+    ) -> HarvestProtocolError:
+        """The error of an HTTP error status without an OAI-PMH answer, saying what its body
+        says (`what_the_body_says`) and what the status means here. 401/403 is access
+        refused: before the base URL ever answered OAI-PMH, the harvester's to fix (each try
+        meets it again, UnprovenEndpoint); after, a firewall or rate limiter that blocks a
+        harvest for a while (some answer a burst of requests so), which the retries of the
+        run, minutes apart, may outlast. 404/410 at a base URL that never answered is a
+        wrong URL."""
+        if status < 400 and "location" not in headers:  # httpx follows only a redirect that
+            return RefusedRequest(  # says where to go
+                f"{self.base_url} ({verb}): HTTP {status}, a redirect without a Location "
+                "(where to go): the source's web server or proxy is misconfigured",
+                status=status,
+            )
+        named = f"HTTP {status} {httpx.codes.get_reason_phrase(status)}".rstrip()
+        said = f"{self.base_url} ({verb}): {named} ({what_the_body_says(body)})"
+        if status in _ACCESS_REFUSED_STATUSES:
+            said += ": the source refuses the harvester"
+            if not self.endpoint_proven:
+                return UnprovenEndpoint(f"{said}{_NEVER_ANSWERED}{_ACCESS_REFUSED_HINT}")
+            when = (
+                "after answering this run's earlier requests"
+                if self._answered
+                else "though this base URL answered earlier harvests"
+            )
+            return RefusedRequest(
+                f"{said} {when}: a firewall or rate limiter blocking it for a while, or "
+                "access withdrawn; the run resumes where it stopped (retried, or run again "
+                "later); if it recurs, lower the harvester's rate limit "
+                "(rate_limit_per_minute) or ask the source's operator",
+                status=status,
+            )
+        # no such page: not for a token (the source forgot it)
+        if status in (404, 410) and "resumptionToken" not in params:
+            if not self.endpoint_proven:
+                return UnprovenEndpoint(f"{said}{_NEVER_ANSWERED}{_NOT_AN_ENDPOINT}")
+            said += _NOT_AN_ENDPOINT
+        return RefusedRequest(said, status=status)
 
     def _pause(self, seconds: float) -> None:
         """Every wait (request spacing, retries); a worker whose sweep stopped gives up."""

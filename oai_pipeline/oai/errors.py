@@ -77,9 +77,10 @@ class OversizedResponse(PersistentProtocolError):
 
 class UnprovenEndpoint(PersistentProtocolError):
     """A base URL that has never answered OAI-PMH fails as no endpoint would (its host name
-    does not exist, a web page in its place): almost always a typo in it, which each retry
-    meets again. Once it has answered, the same faults are a DNS blip or a maintenance page
-    (transient)."""
+    does not exist, a web page or HTTP 404 in its place, HTTP 401/403: access refused):
+    almost always a typo in it, or a source that does not let this machine in, which each
+    retry meets again. Once it has answered, the same faults are a DNS blip, a maintenance
+    page or a firewall blocking a burst of requests (transient)."""
 
 
 class MalformedResponse(HarvestProtocolError):

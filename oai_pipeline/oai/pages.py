@@ -215,6 +215,42 @@ _HTML_START = re.compile(
 _HTML_END = re.compile(rb"</html\s*>\s*\Z", re.IGNORECASE)
 
 
+# What an error response that is no OAI-PMH answer says (see what_the_body_says): an OAI
+# error element (of a body cut short), a web page's title or first heading.
+_OAI_ERROR_START = re.compile(rb"<(?:[\w.-]+:)?error\s+code\s*=\s*[\"']([^\"']*)[\"'][^>]*>([^<]*)")
+_PAGE_TITLE = re.compile(rb"<(title|h1)[^>]*>(.*?)</\1\s*>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(rb"<[^>]*>")
+# how much of a body is looked at, and how much of its text is quoted
+_SAYS_LOOKED_AT, _SAYS_QUOTED = 64 * 1024, 120
+
+
+def what_the_body_says(body: bytes) -> str:
+    """What an HTTP error's body that is no OAI-PMH answer says, for the run's error line:
+    the code and text of an OAI-PMH error cut short, a web page's title, else the start of
+    its text (plain "Bad Request", JSON, another XML's). The parser's complaint about it
+    ("Start tag expected, '<' not found") told the operator nothing of what the source said."""
+    head = body[:_SAYS_LOOKED_AT]
+    error = _OAI_ERROR_START.search(head)
+    if error is not None:
+        code, text = (_quoted(part) for part in error.groups())
+        return (
+            f"an OAI-PMH error cut short: {code}: {text!r}"
+            if text
+            else f"an OAI-PMH error cut short: {code}"
+        )
+    title = _PAGE_TITLE.search(head) if _HTML_START.match(head) else None
+    if title is not None and (text := _quoted(_TAG.sub(b" ", title.group(2)))):
+        return f"a web page titled {text!r}"
+    text = _quoted(_TAG.sub(b" ", head))
+    return f"its body: {text!r}" if text else "an empty body"
+
+
+def _quoted(raw: bytes) -> str:
+    """Text of a body, on one line, cut to what an error line quotes."""
+    text = " ".join(raw.decode("utf-8", "replace").split())
+    return text if len(text) <= _SAYS_QUOTED else text[:_SAYS_QUOTED] + "..."
+
+
 # OAI-PMH's elements by the element they belong in (the protocol's schema, OAI-PMH.xsd): in
 # there, an element of one of these names in no namespace can only be the source's OAI-PMH
 # element that lost its namespace (a DOM built with createElement, not createElementNS,

@@ -1605,5 +1605,5 @@ def test_a_base_url_answering_404_says_to_check_the_base_url(endpoint: OAIEndpoi
 
     result = run("harvest", "typo")
 
-    assert_one_line_error(result, "(Identify): HTTP 404 and ")
+    assert_one_line_error(result, "(Identify): HTTP 404 Not Found (")
     assert "check that the harvester's base URL is the source's OAI-PMH endpoint" in result.stderr

@@ -15,7 +15,12 @@ from lxml import etree
 
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.client import OAIClient, _count_notice, another_base_url
-from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
+from oai_pipeline.oai.errors import (
+    HarvestProtocolError,
+    OAIError,
+    PersistentProtocolError,
+    UnprovenEndpoint,
+)
 from oai_pipeline.oai.pages import (
     UnusablePage,
     parse_response,
@@ -1190,14 +1195,74 @@ def test_a_token_answered_not_found_every_time_fails_after_the_restarts() -> Non
 
 @pytest.mark.parametrize("code", [401, 403])
 def test_a_token_answered_forbidden_fails_without_losing_the_checkpoint(code: int) -> None:
-    """Not a lost token (a firewall, a login): the run fails and a rerun resumes the token."""
+    """Not a lost token (a firewall, a login): the run fails and a rerun resumes the token.
+    Mid-list, as a rate limiter or firewall answers a burst of requests: a failure Dagster
+    retries later (not persistent), saying so."""
     source = FakeSource(make_records(10), page_size=3)
     source.faults[3] = status(code)
     harvest = Harvest(source)
-    with pytest.raises(HarvestProtocolError, match=f"HTTP {code}"):
+    with pytest.raises(HarvestProtocolError, match=f"HTTP {code}") as refused:
         harvest.run()
     assert harvest.checkpoints[-1].pages_read == 2
     assert harvest.checkpoints[-1].resumption_token
+    assert not isinstance(refused.value, PersistentProtocolError)
+    assert f"(its body: 'HTTP {code}'): the source refuses the harvester after " in str(
+        refused.value
+    )
+    assert "a firewall or rate limiter blocking it for a while" in str(refused.value)
+
+
+_CLOUDFLARE = (
+    "<!DOCTYPE html><html><head><title>Attention Required! | Cloudflare</title></head>"
+    "<body><h1>Sorry, you have been blocked</h1></body></html>"
+)
+
+
+@pytest.mark.parametrize("code", [401, 403])
+def test_forbidden_at_a_base_url_that_never_answered_fails_at_once(code: int) -> None:
+    """A 401/403 before the base URL ever answered OAI-PMH is access refused (a firewall
+    blocking the machine or its User-Agent, a login): before, it was retried by Dagster three
+    times as a passing fault, and the error read "not an OAI-PMH response (root element
+    'html')"."""
+    source = FakeSource(make_records(3))
+    source.every = (1, lambda request, response: httpx.Response(code, text=_CLOUDFLARE))
+    harvest = Harvest(source, endpoint_proven=False)
+    with pytest.raises(UnprovenEndpoint) as refused:
+        harvest.run()
+    reason = httpx.codes.get_reason_phrase(code)
+    assert str(refused.value).startswith(
+        f"http://fake.test/oai (ListRecords): HTTP {code} {reason} (a web page titled "
+        "'Attention Required! | Cloudflare'): the source refuses the harvester, and this "
+        "base URL has never answered OAI-PMH"
+    )
+    assert len(source.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ("Bad Request\n", "its body: 'Bad Request'"),
+        ("", "an empty body"),
+        ('{"status": 400, "message": "Invalid argument"}',
+         """its body: '{"status": 400, "message": "Invalid argument"}'"""),
+        ('<?xml version="1.0"?><OAI-PMH xmlns="http://www.openarchives.org/OAI/2.0/">'
+         '<responseDate>2024-01-01T00:00:00Z</responseDate><error code="badArgument">Illegal '
+         "from", "an OAI-PMH error cut short: badArgument: 'Illegal from'"),
+        ("<html><head><title>400 Bad Request</title></head><body>nginx</body></html>",
+         "a web page titled '400 Bad Request'"),
+    ],
+    ids=["plain", "empty", "json", "oai-error-cut-short", "html"],
+)  # fmt: skip
+def test_a_refused_request_says_what_its_body_says(body: str, says: str) -> None:
+    """An HTTP 4xx without an OAI-PMH answer: its error told what the parser made of the body
+    ("not well-formed XML: Start tag expected, '<' not found"), not what the source said."""
+    source = FakeSource(make_records(3))
+    source.every = (1, lambda request, response: httpx.Response(400, text=body))
+    with pytest.raises(HarvestProtocolError) as refused:
+        Harvest(source).run()
+    assert (
+        str(refused.value) == f"http://fake.test/oai (ListRecords): HTTP 400 Bad Request ({says})"
+    )
 
 
 def test_dates_in_seconds_refused_by_a_source_declaring_them_go_by_day_from_then_on() -> None:
