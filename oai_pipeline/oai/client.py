@@ -1222,6 +1222,14 @@ class OAIClient:
                     problem = f"HTTP {status}"
                     if status in _RETRY_AFTER_STATUSES:
                         retry_after = parse_retry_after(headers.get("retry-after"))
+                        if retry_after is not None and retry_after > self.max_retry_wait:
+                            # waited for a retry's time only: said, should the retries end
+                            problem += (
+                                f", asked to come back in {_duration(retry_after)} "
+                                "(Retry-After), longer than a retry waits "
+                                f"({_duration(self.max_retry_wait)}): the run resumes where "
+                                "it stopped when run again after that"
+                            )
                 else:
                     try:
                         parsed = parse_response(
@@ -1487,6 +1495,14 @@ def _in_form(name: str, datestamp: str, form: Granularity) -> str:
     if form == "seconds" and name == "until" and "T" not in datestamp:
         moment += timedelta(days=1, seconds=-1)
     return format_datestamp(moment, form)
+
+
+def _duration(seconds: float) -> str:
+    """A wait as an operator reads it: `90 s`, `45 min`, `2 h 0 min`."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
 
 
 def _mebibytes(size: int) -> str:

@@ -147,6 +147,20 @@ def test_503_retry_after_counts_against_the_retry_budget() -> None:
     assert len(source.requests) == 3  # waited ~100 twice; a third wait would exceed 250
 
 
+def test_a_retry_after_of_hours_is_named_when_the_retries_give_up() -> None:
+    """A source down for maintenance asks to come back in two hours: the waits are clamped
+    and the run gives up within its budget, as before; its error now says what the source
+    asked (it read "last problem: HTTP 503", as for a blip)."""
+    source = FakeSource(make_records(4), page_size=2)
+    source.every = (1, unavailable("7200"))
+    with pytest.raises(HarvestProtocolError) as gave_up:
+        Harvest(source, max_retry_wait=60, retry_budget_seconds=250).run()
+    assert str(gave_up.value).endswith(
+        "last problem: HTTP 503, asked to come back in 2 h 0 min (Retry-After), longer than a "
+        "retry waits (60 s): the run resumes where it stopped when run again after that"
+    )
+
+
 def bad_gzip(request: httpx.Request, response: httpx.Response) -> httpx.Response:
     return httpx.Response(200, content=b"\x1f\x8bnot gzip", headers={"content-encoding": "gzip"})
 
