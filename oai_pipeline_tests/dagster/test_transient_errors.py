@@ -318,3 +318,27 @@ def test_a_web_page_after_the_base_urls_first_answer_stays_transient() -> None:
     error = _failure(source, endpoint_proven=False)
     assert isinstance(error, MalformedResponse)
     assert _transient(error)
+
+
+@pytest.mark.parametrize("code", [401, 403, 404])
+def test_access_refused_or_not_found_at_a_base_url_that_never_answered_is_not_retried(
+    code: int,
+) -> None:
+    """HTTP 401/403 (a firewall, a login) or 404 (a wrong path) before the base URL ever
+    answered OAI-PMH: each retry meets it again. Before, Dagster retried the step three
+    times, some five minutes, before the same failure."""
+    source = FakeSource(make_records(9), page_size=3)
+    source.every = (1, lambda request, response: httpx.Response(code, text="Nope"))
+    error = _failure(source, endpoint_proven=False)
+    _assert_never_answered(error, f"{BASE_URL} (ListRecords): HTTP {code} ")
+    assert len(source.requests) == 1
+
+
+def test_access_refused_after_the_base_urls_first_answer_stays_transient() -> None:
+    """A firewall or rate limiter refusing a burst of requests mid-list: the run's retries,
+    minutes apart, may outlast it."""
+    source = FakeSource(make_records(9), page_size=3)
+    source.faults = {number: (lambda q, r: httpx.Response(403, text="Nope")) for number in (2, 3)}
+    error = _failure(source, endpoint_proven=False)
+    assert _transient(error)
+    assert "after answering this run's earlier requests" in str(error)
