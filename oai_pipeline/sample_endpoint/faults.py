@@ -63,6 +63,9 @@ class Faults(BaseModel):
     """ListIdentifiers leaves these records out (its completeListSize too) while ListRecords
     and GetRecord still serve them live, as sources with a stale identifier index do
     (DSpace's withdrawn or embargoed items, Invenio, EPrints' per-verb caches)."""
+    get_record_without_sets: bool = False
+    """GetRecord's headers name no set (its lists' headers do), as some sources' GetRecord
+    leaves setSpec out."""
     failing_verbs: set[str] = set()
     """Every request of these verbs gets HTTP 500 (a source whose GetRecord breaks while its
     lists work), after the request-numbered faults above."""

@@ -43,6 +43,7 @@ _XML = "text/xml; charset=utf-8"
 _DELETED_HEADER_DATESTAMP = re.compile(
     rb'(<header status="deleted"><identifier>[^<]*</identifier>)<datestamp>[^<]*</datestamp>'
 )
+_SET_SPEC = re.compile(rb"<setSpec>[^<]*</setSpec>")
 _UNAVAILABLE_PAGE = (
     b"<html><head><title>503 Service Temporarily Unavailable</title></head><body>"
     b"<center><h1>503 Service Temporarily Unavailable</h1></center><hr><center>nginx</center>"
@@ -323,6 +324,8 @@ class OAIEndpoint:
         body = response.body
         if faults.undated_deletions:
             body = _DELETED_HEADER_DATESTAMP.sub(rb"\1", body)
+        if faults.get_record_without_sets and params.get("verb") == ["GetRecord"]:
+            body = _SET_SPEC.sub(b"", body)
         if number in faults.truncate_on:
             body = body[: len(body) * 6 // 10]
         return _Reply(response.status, body, [("Content-Type", _XML)])

@@ -298,3 +298,22 @@ def test_failing_verbs_answer_http_500_to_that_verb_only():
         failed = client.get(endpoint.base_url, params=get_record)
         identify = client.get(endpoint.base_url, params=IDENTIFY)
     assert failed.status_code == 500 and identify.status_code == 200
+
+
+def test_get_record_without_sets_leaves_set_specs_out_of_get_record_only():
+    """GetRecord's header names no set; the lists' headers still name theirs."""
+    with _endpoint(get_record_without_sets=True) as endpoint:
+        identifiers = sweep(endpoint.base_url, "ListIdentifiers", metadataPrefix="oai_datacite")
+        some = sorted(identifiers.identifiers)[0]
+        listed = httpx.get(
+            endpoint.base_url,
+            params={"verb": "ListIdentifiers", "metadataPrefix": "oai_datacite"},
+        )
+        got = httpx.get(
+            endpoint.base_url,
+            params={"verb": "GetRecord", "identifier": some, "metadataPrefix": "oai_datacite"},
+        )
+    assert any(header.set_specs for header in headers_of(etree.fromstring(listed.content)))
+    [header] = headers_of(etree.fromstring(got.content))
+    assert header.identifier == some and header.has_metadata
+    assert header.set_specs == []

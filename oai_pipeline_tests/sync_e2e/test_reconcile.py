@@ -87,6 +87,27 @@ def test_a_record_the_list_hides_but_get_record_serves_is_not_deleted_without_fo
     assert forgetful.local(hidden)["state"] == "tombstone"
 
 
+def test_a_record_the_sets_list_hides_at_a_source_whose_get_record_names_no_set_is_kept(
+    forgetful: Harness,
+) -> None:
+    """The set's list hides a record, and the source's GetRecord names no set of any record.
+    Before, GetRecord's header without sets read "outside the set" and confirmed the
+    deletion of a record the source still has in the set."""
+    forgetful.register(loader=IMPATIENT_LOADER, setspec="datacite")
+    forgetful.harvest()
+    hidden = forgetful.identifiers()[1]
+    forgetful.endpoint.faults = Faults(unlisted_identifiers={hidden}, get_record_without_sets=True)
+
+    refused = CliRunner().invoke(main, ["reconcile", "sample", "--json"])
+
+    assert refused.exit_code == 1, refused.output
+    error = json.loads(refused.stdout)["error"]
+    assert f"GetRecord names no set of {hidden}, nor of " in error
+    assert "whether they left the set datacite is not known" in error
+    assert forgetful.local(hidden)["state"] == "live"
+    assert forgetful.harvest_record(hidden)["deleted"] is False
+
+
 def test_a_vanished_record_get_record_answers_deleted_is_deleted_at_one_request(
     forgetful: Harness,
 ) -> None:
