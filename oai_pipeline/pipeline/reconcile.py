@@ -369,7 +369,7 @@ def _confirm_vanished(
     proves nothing either way: nothing is deleted, and the next reconcile asks again."""
     sample = spread_sample(vanished)
     served: list[str] = []
-    notes: list[str] = []
+    setless: list[str] = []  # taken as in no set any more: GetRecord names none
     sets_named: _SetsNamed | None = None
     for identifier in sample:
         record = _get_record(reader, harvester, vanished, identifier)
@@ -382,19 +382,21 @@ def _confirm_vanished(
             # A record the set's list holds tells which, by whether its own names the set.
             sets_named = sets_named or _SetsNamed.ask(reader, harvester, vanished, listed)
             if not sets_named.named:
+                reference = sets_named.reference
+                compared = (
+                    f"nor of {reference} which that list holds: the source's GetRecord does "
+                    "not tell sets"
+                    if reference
+                    else "and that list holds no record to tell by"
+                )
                 raise PipelineError(
                     f"reconcile of {harvester.id} deletes nothing: {len(vanished)} harvested "
                     f"records vanished from the list of the set {harvester.setspec}, and "
-                    f"GetRecord names no set of {identifier}, nor of {sets_named.reference} "
-                    "which that list holds: the source's GetRecord does not tell sets, so "
-                    f"whether they left the set {harvester.setspec} is not known; to delete "
-                    "them all the same, run reconcile again with --force"
+                    f"GetRecord names no set of {identifier}, {compared}, so whether they "
+                    f"left the set {harvester.setspec} is not known; to delete them all the "
+                    "same, run reconcile again with --force"
                 )
-            notes.append(
-                f"GetRecord names no set of {identifier}, and the sets of "
-                f"{sets_named.reference}, which the set's list holds: {identifier} is in no "
-                f"set any more, taken as gone from the set {harvester.setspec}"
-            )
+            setless.append(identifier)
         if answer:
             served.append(identifier)
     if served:
@@ -404,7 +406,15 @@ def _confirm_vanished(
             f"the {len(sample)} asked for (e.g. {served[0]}): the list hides records the "
             "source has; to delete them all the same, run reconcile again with --force"
         )
-    return notes
+    if not setless or sets_named is None:
+        return []
+    more = f" and {len(setless) - 1} more vanished records" if len(setless) > 1 else ""
+    which = f"{setless[0]} is" if len(setless) == 1 else "they are"
+    return [
+        f"GetRecord names no set of {setless[0]}{more}, and the sets of "
+        f"{sets_named.reference}, which the set's list holds: {which} in no set any more, "
+        f"taken as gone from the set {harvester.setspec}"
+    ]
 
 
 def _get_record(
@@ -429,7 +439,7 @@ class _SetsNamed:
     """Whether the source's GetRecord names the sets of ``reference``, a record the set's
     list holds: if not, a header without sets says nothing of where a record is."""
 
-    reference: str
+    reference: str | None  # None: the set's list holds no record
     named: bool
 
     @classmethod
@@ -437,11 +447,16 @@ class _SetsNamed:
         cls, reader: Reader, harvester: Harvester, vanished: set[str], listed: ListedIdentifiers
     ) -> _SetsNamed:
         reference = listed.first()
-        if reference is None:  # the set's list is empty: nothing to tell by
-            return cls("no record (the list is empty)", False)
+        if reference is None:
+            return cls(None, False)
         record = _get_record(reader, harvester, vanished, reference)
-        named = record is not None and record.error is None and not record.deleted
-        return cls(reference, named and in_set(record.set_specs, harvester.setspec))
+        named = (
+            record is not None
+            and record.error is None
+            and not record.deleted
+            and in_set(record.set_specs, harvester.setspec)
+        )
+        return cls(reference, named)
 
 
 def _unconfirmed(
