@@ -192,6 +192,37 @@ def test_get_records_saying_the_source_does_not_serve_a_vanished_record_confirm_
         assert all(services.state.get_record(i, "sample")["deleted"] for i in gone)
 
 
+def test_what_the_get_record_check_noted_of_the_source_is_in_the_reconciles_report(
+    source: FakeSource, settings: Settings
+) -> None:
+    """The GetRecord check's quirks of the source (a <request> echoing another identifier
+    with the record asked for) are told in the report, as its sweeps' are."""
+    gone = source.records[4]
+    gone.deleted = True  # listed as deleted (not live), GetRecord's header deleted too
+    answer = source.answer
+
+    def echoing_another(request: httpx.Request) -> httpx.Response:
+        response = answer(request)
+        if request.url.params["verb"] != "GetRecord":
+            return response
+        echo = b'<request identifier="oai:fake.test:another" '
+        return httpx.Response(
+            response.status_code,
+            content=response.content.replace(b"<request ", echo),
+            headers=response.headers,
+        )
+
+    source.answer = echoing_another  # type: ignore[method-assign]
+    with Services(settings) as services:
+        report = reconcile(services, "sample")
+        assert report.vanished == [gone.identifier]
+    assert [n for n in report.notices if "GetRecord" in n] == [
+        f"{BASE_URL} (GetRecord): the source answered GetRecord for identifier "
+        f"'oai:fake.test:another', not {gone.identifier!r} on every try, with the record "
+        "asked for; the source's <request> no longer judged"
+    ]
+
+
 def test_a_get_record_answering_with_another_record_deletes_nothing(
     source: FakeSource, settings: Settings
 ) -> None:
