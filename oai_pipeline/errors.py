@@ -8,7 +8,7 @@ import os
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from pydantic import BaseModel
 
@@ -140,10 +140,17 @@ def refused_as_read_only(error: BaseException) -> bool:
 def database_role(url: str) -> str:
     """The role a database URL logs in as: its user, else libpq's (PGUSER, this user)."""
     try:
-        named = urlsplit(url).username
+        parts = urlsplit(url)
+        named = parts.username or _query_value(parts.query, "user")
     except ValueError:
         named = None
     return named or os.environ.get("PGUSER") or user_name()
+
+
+def _query_value(query: str, name: str) -> str | None:
+    """The last `name=` value of a URL's query (libpq's `?user=…`), decoded; None if absent."""
+    values = parse_qs(query).get(name)
+    return values[-1] if values else None
 
 
 def _quoted(role: str) -> str:
@@ -248,15 +255,23 @@ def log_upgraded(log: logging.Logger, database: str, url: str, found: int, versi
 
 def without_password(url: str) -> str:
     """A database or storage URL as an error may print it: `s3://key:secret@bucket` and
-    `postgresql://user:secret@host/db` show `:***@`."""
+    `postgresql://user:secret@host/db` show `:***@`, libpq's `?password=secret` shows
+    `password=***`."""
     try:
         parts = urlsplit(url)
         password = parts.password
     except ValueError:
         return url
-    if not password:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{password}@", ":***@", 1)))
+    if password:
+        url = urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{password}@", ":***@", 1)))
+    query = "&".join(_hide_password_parameter(part) for part in parts.query.split("&"))
+    # replaced as written: urlunsplit drops the `//` of an empty host (`postgresql:///db?…`)
+    return url.replace(f"?{parts.query}", f"?{query}", 1) if query != parts.query else url
+
+
+def _hide_password_parameter(parameter: str) -> str:
+    name, equals, _ = parameter.partition("=")
+    return f"{name}=***" if equals and unquote(name).lower() == "password" else parameter
 
 
 def has_lone_surrogate(text: str) -> bool:

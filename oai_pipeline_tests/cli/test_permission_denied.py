@@ -122,3 +122,32 @@ def test_a_state_store_role_that_may_not_create_tables_names_the_store_the_role_
 
     assert created.exit_code == 0, created.output
     assert _run("harvest", "sample").exit_code == 0
+
+
+def test_a_role_and_password_given_in_the_urls_query_are_named_and_hidden_alike(
+    postgres_url: str, role: str, endpoint: OAIEndpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libpq's other URL form, `postgresql:///db?host=…&user=…&password=…` (the one a socket
+    directory needs): the line showed the password, in text and in --json, and named this
+    process's user as the role refused, not the URL's."""
+    monkeypatch.setenv("OAI_PIPELINE_STATE_DB_URL", fresh_database(postgres_url))
+    owner_url = fresh_database(postgres_url)
+    EmbeddedRepository(owner_url).close()  # its tables, owned by another role
+    _execute(owner_url, f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+    owner = sa.make_url(owner_url)
+    role_url = sa.URL.create(
+        owner.drivername,
+        host=owner.host,
+        port=owner.port,
+        database=owner.database,
+        query={"user": role, "password": "secret"},
+    )
+    monkeypatch.setenv("OAI_PIPELINE_TARGET_DB_URL", role_url.render_as_string(False))
+    assert _run(*create_args("sample", endpoint.base_url)).exit_code == 0
+
+    for refused in (_run("harvest", "sample"), _run("harvest", "sample", "--json")):
+        assert refused.exit_code == 1, refused.output
+        assert "Traceback" not in refused.output
+        assert "secret" not in refused.output
+        assert f"refuses role {role} this" in refused.output
+        assert "password=***" in refused.output  # the URL still says which database

@@ -164,6 +164,89 @@ def test_a_get_record_timing_out_is_retried_and_one_that_keeps_timing_out_delete
     assert source.verbs.count("GetRecord") == 7 + 3
 
 
+def _get_record_answering(source: FakeSource, answers: dict[str, str]) -> None:
+    """GetRecord of each identifier in `answers` gets that OAI-PMH error code, naming it."""
+    answer = source.answer
+
+    def answering(request: httpx.Request) -> httpx.Response:
+        identifier = request.url.params.get("identifier")
+        if request.url.params["verb"] == "GetRecord" and identifier in answers:
+            return source.error(answers[identifier], f"{identifier}: not here", status=422)
+        return answer(request)
+
+    source.answer = answering  # type: ignore[method-assign]
+
+
+def test_get_records_saying_the_source_does_not_serve_a_vanished_record_confirm_it_gone(
+    source: FakeSource, settings: Settings
+) -> None:
+    """A source that can no longer disseminate the record in the harvester's prefix, or
+    refuses its identifier, says as its list does that it does not serve it: the vanished
+    records are deleted, as with idDoesNotExist."""
+    gone = [source.records.pop(i).identifier for i in (6, 4, 2)]
+    _get_record_answering(
+        source, {gone[0]: "cannotDisseminateFormat", gone[1]: "badArgument"}
+    )  # the third: the source's own idDoesNotExist
+    with Services(settings) as services:
+        assert reconcile(services, "sample").vanished == sorted(gone)
+        assert all(services.state.get_record(i, "sample")["deleted"] for i in gone)
+
+
+def test_what_the_get_record_check_noted_of_the_source_is_in_the_reconciles_report(
+    source: FakeSource, settings: Settings
+) -> None:
+    """The GetRecord check's quirks of the source (a <request> echoing another identifier
+    with the record asked for) are told in the report, as its sweeps' are."""
+    gone = source.records[4]
+    gone.deleted = True  # listed as deleted (not live), GetRecord's header deleted too
+    answer = source.answer
+
+    def echoing_another(request: httpx.Request) -> httpx.Response:
+        response = answer(request)
+        if request.url.params["verb"] != "GetRecord":
+            return response
+        echo = b'<request identifier="oai:fake.test:another" '
+        return httpx.Response(
+            response.status_code,
+            content=response.content.replace(b"<request ", echo),
+            headers=response.headers,
+        )
+
+    source.answer = echoing_another  # type: ignore[method-assign]
+    with Services(settings) as services:
+        report = reconcile(services, "sample")
+        assert report.vanished == [gone.identifier]
+    assert [n for n in report.notices if "GetRecord" in n] == [
+        f"{BASE_URL} (GetRecord): the source answered GetRecord for identifier "
+        f"'oai:fake.test:another', not {gone.identifier!r} on every try, with the record "
+        "asked for; the source's <request> no longer judged"
+    ]
+
+
+def test_a_get_record_answering_with_another_record_deletes_nothing(
+    source: FakeSource, settings: Settings
+) -> None:
+    """GetRecord of the vanished record answered by another record at every try (a proxy
+    mixing answers up) says nothing of it: nothing is deleted, and the error says why."""
+    gone = source.records.pop(4).identifier
+    other = source.records[0]
+    answer = source.answer
+
+    def mixed_up(request: httpx.Request) -> httpx.Response:
+        if request.url.params["verb"] == "GetRecord":
+            request = httpx.Request(
+                "GET", request.url.copy_set_param("identifier", other.identifier)
+            )
+        return answer(request)
+
+    source.answer = mixed_up  # type: ignore[method-assign]
+    with Services(settings) as services:
+        with pytest.raises(PipelineError) as refused:
+            reconcile(services, "sample")
+        assert f"GetRecord of {gone} failed (the source answered with record " in str(refused.value)
+        assert services.state.get_record(gone, "sample")["deleted"] is False
+
+
 MOVED = (
     "http://fake.test/oai: the source's Identify names another base URL, "
     "https://fake.test/oai; harvesting the registered one (if the source lives there, "
