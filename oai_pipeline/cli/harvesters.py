@@ -189,9 +189,11 @@ def create(harvester_id: str, model: str | None, community: str | None, as_json:
     data = {"id": harvester_id, **_given(flags)}
     with _errors_named_as_options(as_json):
         harvester = Harvester.from_input(data, model=model, community=community)
+    created_again: list[str] = []  # over the records it kept when deleted
     with open_store() as store:
-        HarvesterRegistry(store).create(harvester)
+        HarvesterRegistry(store).create(harvester, warnings=created_again)
     warnings = _registered_as(flags.get("base_url")) + community_warnings(harvester)
+    warnings += created_again
     _warn(warnings)
     payload = {**harvester.model_dump(mode="json"), "warnings": warnings}
     emit(payload, as_json=as_json, text=f"created {_describe(harvester)}")

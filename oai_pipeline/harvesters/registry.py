@@ -20,11 +20,22 @@ class HarvesterRegistry:
     def __init__(self, store: StateStore) -> None:
         self.store = store
 
-    def create(self, harvester: Harvester) -> Harvester:
+    def create(self, harvester: Harvester, *, warnings: list[str] | None = None) -> Harvester:
+        """Register a new harvester; `warnings`, if given, gets `_created_again_warnings`."""
         if self.store.get_harvester(harvester.id) is not None:
             raise AlreadyExists(f"harvester {harvester.id!r} already exists (use update)")
+        if warnings is not None:
+            warnings += self._created_again_warnings(harvester)
         self.store.save_harvester(harvester)
         return harvester
+
+    def _created_again_warnings(self, harvester: Harvester) -> list[str]:
+        """A harvester created again over the records it kept when deleted, in another
+        prefix, is told what an update of its prefix is told (`change_warnings`)."""
+        kept = self.store.deleted_harvester_prefix(harvester.id)
+        if kept is None:
+            return []
+        return change_warnings(harvester.model_copy(update={"metadata_prefix": kept}), harvester)
 
     def get(self, harvester_id: str) -> Harvester:
         harvester = self.store.get_harvester(harvester_id)
@@ -87,7 +98,11 @@ class HarvesterRegistry:
             else:
                 results.append((harvester.id, "updated"))
             if warnings is not None:
-                warnings[harvester.id] = change_warnings(current, harvester)
+                warnings[harvester.id] = (
+                    self._created_again_warnings(harvester)
+                    if current is None
+                    else change_warnings(current, harvester)
+                )
             changed.append(harvester)
         self.store.save_harvesters(changed)
         return results

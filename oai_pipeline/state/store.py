@@ -69,6 +69,7 @@ from oai_pipeline.state.schema import (
     CATCH_UP_COUNTERS,
     applied_fixtures,
     check_version,
+    deleted_harvesters,
     harvest_record_data,
     harvest_record_xml,
     harvest_records,
@@ -605,7 +606,9 @@ class StateStore:
 
         A harvester given another metadata prefix keeps when (`prefix_changed`): a record
         harvested before that the new format's list leaves out may just not be offered in
-        it, which a reconcile must not take for a deletion (`harvested_before_prefix_change`)."""
+        it, which a reconcile must not take for a deletion (`harvested_before_prefix_change`).
+        One created again over the records it kept when deleted (`deleted_harvesters`) is
+        judged against the prefix they were harvested in, as an update."""
         now = utc_now()
         with self._engine.begin() as conn:
             for harvester in many:
@@ -620,20 +623,45 @@ class StateStore:
                 old_url = before.get("base_url")
                 if old_url and not same_endpoint(old_url, harvester.base_url):
                     values |= {"identify": None, "deleted_record": None}
-                old_prefix = before.get("metadata_prefix")
+                old_prefix, last_change = before.get("metadata_prefix"), None
+                if stored is not None:
+                    last_change = stored.prefix_changed
+                elif kept := self._kept_of_deleted(conn, harvester.id):
+                    old_prefix, last_change = kept.metadata_prefix, kept.prefix_changed
+                    values["prefix_changed"] = last_change  # created again in that prefix
                 if old_prefix and old_prefix != harvester.metadata_prefix:
                     values["prefix_changed"] = self._prefix_change(
-                        conn, harvester, old_prefix, stored.prefix_changed, now
+                        conn, harvester, old_prefix, last_change, now
                     )
                 updated = conn.execute(
                     harvesters.update().where(harvesters.c.id == harvester.id).values(**values)
                 ).rowcount
                 if not updated:
                     conn.execute(
-                        harvesters.insert().values(
-                            id=harvester.id, config=config, created_at=now, updated_at=now
-                        )
+                        harvesters.insert().values(id=harvester.id, created_at=now, **values)
                     )
+
+    def deleted_harvester_prefix(self, harvester_id: str) -> str | None:
+        """The metadata prefix of the harvester deleted with its records kept (None: none)."""
+        table = deleted_harvesters
+        with self._read() as conn:
+            return conn.execute(
+                sa.select(table.c.metadata_prefix).where(table.c.id == harvester_id)
+            ).scalar()
+
+    @staticmethod
+    def _kept_of_deleted(conn: Connection, harvester_id: str) -> sa.Row[Any] | None:
+        """What a harvester deleted with its records kept left of its prefix (taken: the
+        harvester is registered again), else None."""
+        table = deleted_harvesters
+        kept = conn.execute(
+            sa.select(table.c.metadata_prefix, table.c.prefix_changed).where(
+                table.c.id == harvester_id
+            )
+        ).first()
+        if kept is not None:
+            conn.execute(table.delete().where(table.c.id == harvester_id))
+        return kept
 
     @staticmethod
     def _prefix_change(
@@ -694,11 +722,29 @@ class StateStore:
                 )
 
     def delete_harvester(self, harvester_id: str, *, delete_records: bool = False) -> bool:
-        """Remove from the registry; its harvest records and runs stay unless asked."""
+        """Remove from the registry; its harvest records and runs stay unless asked, and
+        then the prefix they were harvested in (`deleted_harvesters`, see save_harvesters)."""
         with self._engine.begin() as conn:
+            stored = conn.execute(
+                sa.select(harvesters.c.config, harvesters.c.prefix_changed).where(
+                    harvesters.c.id == harvester_id
+                )
+            ).first()
             existed = bool(
                 conn.execute(harvesters.delete().where(harvesters.c.id == harvester_id)).rowcount
             )
+            kept = deleted_harvesters
+            conn.execute(kept.delete().where(kept.c.id == harvester_id))
+            prefix = (stored.config or {}).get("metadata_prefix") if stored else None
+            if prefix and not delete_records:
+                conn.execute(
+                    kept.insert().values(
+                        id=harvester_id,
+                        metadata_prefix=prefix,
+                        prefix_changed=stored.prefix_changed,
+                        deleted_at=utc_now(),
+                    )
+                )
             if delete_records:
                 for table in (
                     record_errors,

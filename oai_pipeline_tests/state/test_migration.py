@@ -433,3 +433,26 @@ def test_a_version_23_database_knows_of_no_prefix_change_until_the_next(store_ur
     with StateStore(store_url) as store:  # opened again: migrated once, nothing to redo
         assert store.get_harvester("h").metadata_prefix == "oai_datacite"
         assert store.harvested_before_prefix_change("h", ["oai:x:1"]) == ("oai_dc", ["oai:x:1"])
+
+
+def test_a_version_24_database_remembers_the_prefix_of_a_harvester_deleted_after(
+    store_url: str,
+) -> None:
+    """Version 24 kept nothing of a deleted harvester: one deleted after the upgrade with its
+    records kept, then created again in another prefix, holds those records back as an
+    update of its prefix does."""
+    harvester = Harvester.model_construct(  # the writer plug-in is not installed here
+        id="h",
+        base_url="https://example.org/oai",
+        metadata_prefix="oai_dc",
+        transformers=["oai_dc"],
+        writers=['oai-service{community:"c"}'],
+    )
+    with StateStore(store_url) as store:
+        store.save_harvester(harvester)
+        store.upsert_harvested("h", [HarvestedRecord("oai:x:1", "2024-01-03", False, xml=b"<r/>")])
+    _as_version(store_url, 24, "DROP TABLE deleted_harvesters")
+    with StateStore(store_url) as store:
+        store.delete_harvester("h")
+        store.save_harvester(harvester.model_copy(update={"metadata_prefix": "oai_datacite"}))
+        assert store.harvested_before_prefix_change("h", ["oai:x:1"]) == ("oai_dc", ["oai:x:1"])

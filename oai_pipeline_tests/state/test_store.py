@@ -154,6 +154,30 @@ def test_a_prefix_change_undone_before_a_harvest_in_it_leaves_the_records_as_the
     assert found == ("oai_datacite", ["oai:x:1", "oai:x:2"])
 
 
+def test_a_harvester_re_created_over_its_kept_records_in_another_prefix_changed_its_prefix(
+    store,
+):
+    """Deleted with its records kept and created again with another metadata prefix: no
+    prefix change was recorded, so a reconcile took the records harvested in the old format,
+    which the new format's list leaves out, for deletions. It is a change of prefix, as
+    `harvesters update --metadata-prefix` records one; created again in the same prefix, the
+    change kept before stands; deleted with its records, nothing is left to hold back."""
+    dc = harvester()
+    store.save_harvester(dc)
+    store.upsert_harvested("h", [record(1)])
+    store.delete_harvester("h")
+    datacite = dc.model_copy(update={"metadata_prefix": "oai_datacite"})
+    store.save_harvester(datacite)
+    assert store.harvested_before_prefix_change("h", ["oai:x:1"]) == ("oai_dc", ["oai:x:1"])
+    store.delete_harvester("h")
+    store.save_harvester(datacite)  # the same prefix again: the change before stands
+    assert store.harvested_before_prefix_change("h", ["oai:x:1"]) == ("oai_dc", ["oai:x:1"])
+    store.delete_harvester("h", delete_records=True)
+    store.save_harvester(dc)
+    store.upsert_harvested("h", [record(2)])
+    assert store.harvested_before_prefix_change("h", ["oai:x:2"]) is None
+
+
 @pytest.mark.parametrize("delete_records", [False, True])
 def test_deleting_a_harvester_keeps_records_unless_asked(store, delete_records):
     store.save_harvester(harvester())
