@@ -193,6 +193,25 @@ class ReportedRecord:
 _NO_ERROR = {"error_type": None, "error_message": None, "error_location": None}
 
 
+# Changes of a harvester's metadata prefix kept (`prefix_changed` and its `earlier` ones):
+# a record harvested before the oldest is counted in that one's prefix before.
+_PREFIX_CHANGES_KEPT = 10
+
+
+def _kept_changes(change: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The chain of prefix changes `change` begins, at most _PREFIX_CHANGES_KEPT - 1 deep:
+    the `earlier` of a new change."""
+    if change is None:
+        return None
+    chain = [change]
+    while isinstance(chain[-1].get("earlier"), dict) and len(chain) < _PREFIX_CHANGES_KEPT - 1:
+        chain.append(chain[-1]["earlier"])
+    kept = None
+    for older in reversed(chain):
+        kept = {**older, "earlier": kept}
+    return kept
+
+
 def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -684,8 +703,7 @@ class StateStore:
             ).first()
             if harvested_since is None:
                 return last.get("earlier")
-        earlier = None if last is None else {k: v for k, v in last.items() if k != "earlier"}
-        return {"before": old_prefix, "at": now, "earlier": earlier}
+        return {"before": old_prefix, "at": now, "earlier": _kept_changes(last)}
 
     def get_harvester(self, harvester_id: str) -> Harvester | None:
         with self._read() as conn:
@@ -789,10 +807,12 @@ class StateStore:
 
     def harvested_before_prefix_change(
         self, harvester_id: str, identifiers: Iterable[str]
-    ) -> tuple[str, list[str]] | None:
-        """(the prefix before, these records last harvested before the harvester's last
-        change of metadata prefix), or None when none of them was: only their absence from
-        the list of the prefix it has since is known, not whether the source still has them."""
+    ) -> tuple[dict[str, int], list[str]] | None:
+        """(how many of them were harvested in each prefix before, the latest first; these
+        records last harvested before the harvester's last change of metadata prefix), or
+        None when none of them was: only their absence from the list of the prefix it has
+        since is known, not whether the source still has them. A record harvested before the
+        oldest change kept counts under that change's prefix before."""
         hr = harvest_records
         seen = hr.c.last_harvested_at
         with self._read() as conn:
@@ -801,16 +821,27 @@ class StateStore:
             ).scalar()
             if not isinstance(change, dict):
                 return None
-            found: list[str] = []
+            found: dict[str, str] = {}  # identifier -> when last harvested
             for chunk in _chunks(sorted(set(identifiers))):
-                found += conn.execute(
-                    sa.select(hr.c.identifier).where(
+                rows = conn.execute(
+                    sa.select(hr.c.identifier, seen).where(
                         hr.c.harvester_id == harvester_id,
                         hr.c.identifier.in_(chunk),
                         sa.or_(seen.is_(None), seen < change["at"]),
                     )
-                ).scalars()
-        return (change["before"], sorted(found)) if found else None
+                )
+                found |= {identifier: harvested_at for identifier, harvested_at in rows}
+        if not found:
+            return None
+        changes = [change]  # the latest first, each change's `earlier` the one before it
+        while isinstance(changes[-1].get("earlier"), dict):
+            changes.append(changes[-1]["earlier"])
+        formats: dict[str, int] = {c["before"]: 0 for c in changes}
+        for harvested_at in found.values():
+            # the prefix before the oldest change made after the record was harvested
+            after = [c for c in changes if (harvested_at or "") < c["at"]]
+            formats[after[-1]["before"]] += 1
+        return {p: n for p, n in formats.items() if n}, sorted(found)
 
     def get_identify(self, harvester_id: str) -> IdentifyInfo | None:
         with self._read() as conn:

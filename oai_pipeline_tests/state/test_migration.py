@@ -429,10 +429,12 @@ def test_a_version_23_database_knows_of_no_prefix_change_until_the_next(store_ur
         assert store.harvested_before_prefix_change("h", ["oai:x:1"]) is None
         store.upsert_harvested("h", [HarvestedRecord("oai:x:1", day, False, xml=b"<r/>")])
         store.save_harvester(harvester.model_copy(update={"metadata_prefix": "oai_datacite"}))
-        assert store.harvested_before_prefix_change("h", ["oai:x:1"]) == ("oai_dc", ["oai:x:1"])
+        held_back = store.harvested_before_prefix_change("h", ["oai:x:1"])
+        assert held_back == ({"oai_dc": 1}, ["oai:x:1"])
     with StateStore(store_url) as store:  # opened again: migrated once, nothing to redo
         assert store.get_harvester("h").metadata_prefix == "oai_datacite"
-        assert store.harvested_before_prefix_change("h", ["oai:x:1"]) == ("oai_dc", ["oai:x:1"])
+        held_back = store.harvested_before_prefix_change("h", ["oai:x:1"])
+        assert held_back == ({"oai_dc": 1}, ["oai:x:1"])
 
 
 def test_a_version_24_database_remembers_the_prefix_of_a_harvester_deleted_after(
@@ -455,4 +457,5 @@ def test_a_version_24_database_remembers_the_prefix_of_a_harvester_deleted_after
     with StateStore(store_url) as store:
         store.delete_harvester("h")
         store.save_harvester(harvester.model_copy(update={"metadata_prefix": "oai_datacite"}))
-        assert store.harvested_before_prefix_change("h", ["oai:x:1"]) == ("oai_dc", ["oai:x:1"])
+        held_back = store.harvested_before_prefix_change("h", ["oai:x:1"])
+        assert held_back == ({"oai_dc": 1}, ["oai:x:1"])
