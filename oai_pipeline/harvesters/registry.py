@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from oai_pipeline.errors import AlreadyExists, NotFound, PipelineError
-from oai_pipeline.harvesters.changes import change_warnings
+from oai_pipeline.harvesters.changes import change_warnings, queued_runs_warnings
 from oai_pipeline.harvesters.model import Harvester
 
 if TYPE_CHECKING:
@@ -75,17 +76,26 @@ class HarvesterRegistry:
             raise NotFound(f"unknown harvester {harvester_id!r}")
 
     def upsert(
-        self, harvester: Harvester, *, warnings: dict[str, list[str]] | None = None
+        self,
+        harvester: Harvester,
+        *,
+        warnings: dict[str, list[str]] | None = None,
+        queued_runs: Callable[[str], list[str]] | None = None,
     ) -> UpsertResult:
         """Create or update to exactly this harvester (what loading a fixture does)."""
-        return self.upsert_many([harvester], warnings=warnings)[0][1]
+        return self.upsert_many([harvester], warnings=warnings, queued_runs=queued_runs)[0][1]
 
     def upsert_many(
-        self, many: list[Harvester], *, warnings: dict[str, list[str]] | None = None
+        self,
+        many: list[Harvester],
+        *,
+        warnings: dict[str, list[str]] | None = None,
+        queued_runs: Callable[[str], list[str]] | None = None,
     ) -> list[tuple[str, UpsertResult]]:
         """`upsert` for several harvesters, stored in one transaction (all or none).
         `warnings`, if given, is filled with what each change means for the next runs
-        (`change_warnings`), as `harvesters update` tells it."""
+        (`change_warnings`), as `harvesters update` tells it; with `queued_runs` (the
+        Dagster runs of a harvester, DagsterRuns.waiting), those a new base URL reaches."""
         results: list[tuple[str, UpsertResult]] = []
         changed: list[Harvester] = []
         for harvester in many:
@@ -103,6 +113,8 @@ class HarvesterRegistry:
                     if current is None
                     else change_warnings(current, harvester)
                 )
+                if queued_runs and current and current.base_url != harvester.base_url:
+                    warnings[harvester.id] += queued_runs_warnings(harvester.id, queued_runs)
             changed.append(harvester)
         self.store.save_harvesters(changed)
         return results
