@@ -227,6 +227,15 @@ def database_refused_in(error: BaseException) -> tuple[str, str]:
     return getattr(error, _DATABASE, ("the database", "the command's role"))
 
 
+def refused_write_line(error: BaseException) -> str | None:
+    """The one line of a database error (SQLAlchemy's) refusing a write as read-only or for
+    the role's privileges, naming which database refused (`database_refused_in`): what the
+    command line prints and a Dagster run's failure and its harvest run's error say. None
+    for other errors."""
+    refused = refused_write_text(error, *database_refused_in(error))
+    return None if refused is None else f"database error: {refused}"
+
+
 def refused_as_full(error: BaseException) -> bool:
     """A database's error refusing a write on a full disk (SQLite), or PostgreSQL's disk_full."""
     original = getattr(error, "orig", error)

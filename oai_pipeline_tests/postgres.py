@@ -168,3 +168,36 @@ def drop_connections(url: str) -> None:
             )
     finally:
         engine.dispose()
+
+
+def execute(url: str, *statements: str) -> None:
+    """Run SQL on the URL's database, each statement committed (a GRANT, an ALTER)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            for statement in statements:
+                connection.exec_driver_sql(statement)
+    finally:
+        engine.dispose()
+
+
+ROLE_PASSWORD = "secret"  # what a role's URL carries and no error may show
+
+
+def login_role(server_url: str) -> str:
+    """A new login role granted nothing (PostgreSQL 15 and later: no CREATE in `public`
+    either), with the password `ROLE_PASSWORD`."""
+    import uuid
+
+    name = f"harvest_{uuid.uuid4().hex[:8]}"
+    execute(server_url, f"CREATE ROLE {name} LOGIN PASSWORD '{ROLE_PASSWORD}'")
+    return name
+
+
+def as_role(url: str, role: str) -> str:
+    """`url` logged in as `role` (`login_role`), its password in it."""
+    import sqlalchemy as sa
+
+    return sa.make_url(url).set(username=role, password=ROLE_PASSWORD).render_as_string(False)

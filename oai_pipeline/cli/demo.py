@@ -105,6 +105,7 @@ def demo(as_json: bool) -> None:
                     raise_on_error=False,
                     log_level="WARNING",
                     base_url=base_url,
+                    trigger="demo",
                 )
             if not result.success:
                 raise PipelineError(f"the demo harvest failed; see Dagster run {result.run_id}")

@@ -20,7 +20,7 @@ from oai_pipeline.cli.output import (
     pending_rekey_line,
 )
 from oai_pipeline.errors import ConfigurationError, NotFound, PipelineError, database_error_text
-from oai_pipeline.harvesters.changes import change_warnings
+from oai_pipeline.harvesters.changes import change_warnings, queued_runs_warnings
 from oai_pipeline.harvesters.fixtures import read_fixture_file
 from oai_pipeline.harvesters.model import Harvester, describe_validation_error
 from oai_pipeline.harvesters.plugins import missing_communities, release_target_records
@@ -189,9 +189,11 @@ def create(harvester_id: str, model: str | None, community: str | None, as_json:
     data = {"id": harvester_id, **_given(flags)}
     with _errors_named_as_options(as_json):
         harvester = Harvester.from_input(data, model=model, community=community)
+    created_again: list[str] = []  # over the records it kept when deleted
     with open_store() as store:
-        HarvesterRegistry(store).create(harvester)
+        HarvesterRegistry(store).create(harvester, warnings=created_again)
     warnings = _registered_as(flags.get("base_url")) + community_warnings(harvester)
+    warnings += created_again
     _warn(warnings)
     payload = {**harvester.model_dump(mode="json"), "warnings": warnings}
     emit(payload, as_json=as_json, text=f"created {_describe(harvester)}")
@@ -217,31 +219,17 @@ def update(harvester_id: str, model: str | None, community: str | None, as_json:
         harvester = registry.update(harvester_id, model=model, community=community, **changes)
     warnings = _registered_as(given_url) + community_warnings(harvester)
     if harvester.base_url != before.base_url:
-        warnings += _runs_queued_for(before)
+        warnings += queued_runs_warnings(before.id, _queued_runs)
     warnings += change_warnings(before, harvester)
     _warn(warnings)
     payload = {**harvester.model_dump(mode="json"), "warnings": warnings}
     emit(payload, as_json=as_json, text=f"updated {_describe(harvester)}")
 
 
-def _runs_queued_for(before: Harvester) -> list[str]:
-    """The harvester's Dagster runs queued or running when its base URL changed, as a
-    warning: a run reads the harvester as it starts, so it harvests the new URL (which the
-    operator may not expect of a run queued for the old one), while its server tag, which
-    the run queue holds it back by, still names the old server."""
-    try:
-        with _dagster_runs() as dagster_runs:
-            waiting = [] if dagster_runs is None else dagster_runs.waiting(before.id)
-    except PipelineError as error:  # the update is done: the instance's trouble is a warning
-        return [f"could not ask the Dagster instance for runs queued for the old URL: {error}"]
-    if not waiting:
-        return []
-    return [
-        f"Dagster runs of {before.id} queued or running: {', '.join(waiting)}. Those not "
-        "started yet harvest the new base URL when they start (the run queue still holds "
-        f"them back by the old one's server); if the source changed its identifiers too, "
-        f"terminate them before `oai-pipeline harvesters rekey {before.id}`"
-    ]
+def _queued_runs(harvester_id: str) -> list[str]:
+    """The harvester's Dagster runs queued or running (`queued_runs_warnings`)."""
+    with _dagster_runs() as dagster_runs:
+        return [] if dagster_runs is None else dagster_runs.waiting(harvester_id)
 
 
 @harvesters.command(name="list")
@@ -339,7 +327,9 @@ def load(file: Path, as_json: bool) -> None:
         raise InvalidInput(str(error), as_json=as_json) from None
     changes: dict[str, list[str]] = {}
     with open_store() as store:
-        results = HarvesterRegistry(store).upsert_many(entries, warnings=changes)
+        results = HarvesterRegistry(store).upsert_many(
+            entries, warnings=changes, queued_runs=_queued_runs
+        )
     changed = {h.id: h for h in entries}
     payload = []
     for harvester_id, result in results:

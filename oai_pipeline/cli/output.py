@@ -22,11 +22,10 @@ from oai_pipeline.errors import (
     NotFound,
     PipelineError,
     database_error_text,
-    database_refused_in,
     describe_validation_error,
     disk_advice,
     has_lone_surrogate,
-    refused_write_text,
+    refused_write_line,
 )
 from oai_pipeline.state.limits import MAX_INTEGER
 
@@ -143,9 +142,9 @@ def _command_error(error: Exception, as_json: bool) -> CommandError | None:
     if _is_database_unavailable(error):  # its server gone or restarting mid-command
         text = database_error_text(getattr(error, "orig", None) or error)
         return CommandError(f"database error: {text}", kind="database_error", as_json=as_json)
-    refused = _write_refused_text(error)  # read-only (25006), a role lacking a privilege (42501)
+    refused = _write_refused_line(error)  # read-only (25006), a role lacking a privilege (42501)
     if refused is not None:
-        return CommandError(f"database error: {refused}", kind="database_error", as_json=as_json)
+        return CommandError(refused, kind="database_error", as_json=as_json)
     if isinstance(error, click.ClickException) and as_json:
         return CommandError(
             error.format_message(),
@@ -166,14 +165,13 @@ def _is_database_unavailable(error: Exception) -> bool:
     return exc is not None and isinstance(error, exc.OperationalError | exc.InterfaceError)
 
 
-def _write_refused_text(error: Exception) -> str | None:
-    """The line of a PostgreSQL database that refused a write as read-only or for the role's
-    privileges (an InternalError, a ProgrammingError: not OperationalErrors), naming which
-    database refused: the operator's to fix, not a bug. None for other errors."""
+def _write_refused_line(error: Exception) -> str | None:
+    """`refused_write_line` of a database's error (an InternalError, a ProgrammingError:
+    not OperationalErrors): the operator's to fix, not a bug. None for other errors."""
     exc = sys.modules.get("sqlalchemy.exc")
     if exc is None or not isinstance(error, exc.DBAPIError):
         return None
-    return refused_write_text(error, *database_refused_in(error))
+    return refused_write_line(error)
 
 
 def _os_error_text(error: OSError) -> str:

@@ -189,9 +189,8 @@ def _retry_only_transient(
             description=describe_validation_error(error), allow_retries=False
         ) from error
     except Exception as error:
-        raise dg.Failure(
-            description=f"{type(error).__name__}: {error}", allow_retries=False
-        ) from error
+        # as its harvest run's error says it: a refused write in the command line's line
+        raise dg.Failure(description=run_error_text(error), allow_retries=False) from error
 
 
 def _options(harvest_options: HarvestOptions) -> RunOptions:

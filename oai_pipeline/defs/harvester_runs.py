@@ -94,3 +94,14 @@ def dagster_runs_in_home() -> Iterator[DagsterRuns]:
     ensure_dagster_home()  # DagsterInstance.get() reads DAGSTER_HOME
     with dagster_instance() as instance:
         yield DagsterRuns(instance)
+
+
+def waiting_in_home(harvester_id: str) -> list[str]:
+    """`DagsterRuns.waiting` of the instance under DAGSTER_HOME; none without an instance
+    there (one is not created for asking)."""
+    from oai_pipeline.settings import holds_dagster_instance
+
+    if not holds_dagster_instance():
+        return []
+    with dagster_runs_in_home() as runs:
+        return runs.waiting(harvester_id)

@@ -19,6 +19,7 @@ from oai_pipeline.defs.partitions import (
     RANGE_END_TAG,
     RANGE_START_TAG,
     SOURCE_TAG,
+    TRIGGER_TAG,
     ensure_harvester_partitions,
     partition_key,
     source_tag,
@@ -103,10 +104,15 @@ def materialize_windows(
     raise_on_error: bool = True,
     log_level: str = "INFO",
     base_url: str | None = None,
+    trigger: str | None = None,
 ) -> dg.ExecuteInProcessResult:
     """The windows' run in this process; `base_url`, the harvester's: its run is tagged with
-    its server as a run Dagster launches is (`range_tags`), for the UI's Runs filter."""
+    its server as a run Dagster launches is (`range_tags`), for the UI's Runs filter;
+    `trigger`, what asked for it (`TRIGGER_TAG`), as the schedules' and the CLI's are."""
     ensure_harvester_partitions(instance, [harvester_id])
+    tags = range_tags(harvester_id, first_window, last_window, base_url)
+    if trigger is not None:
+        tags[TRIGGER_TAG] = trigger
     return dg.materialize(
         [*harvest_assets, *harvest_checks],
         instance=instance,
@@ -114,7 +120,7 @@ def materialize_windows(
             "pipeline": pipeline or PipelineResource(),
             "harvest_options": HarvestOptions(**dict(options or {})),
         },
-        tags=range_tags(harvester_id, first_window, last_window, base_url),
+        tags=tags,
         raise_on_error=raise_on_error,
         run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
     )

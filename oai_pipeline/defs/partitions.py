@@ -34,8 +34,8 @@ HARVESTER_TAG = "oai_pipeline/harvester"
 # The source's server (`source_key`): runs of harvesters of one server queue one after the
 # other (dagster.yaml), instead of waiting in a pool slot for the server's lease.
 SOURCE_TAG = "oai_pipeline/source"
-# What asked for a run (incremental, full, reconcile, prune_run_history, automation, cli):
-# the Runs page filters by it.
+# What asked for a run (incremental, full, reconcile, prune_run_history, automation, cli,
+# demo): the Runs page filters by it.
 TRIGGER_TAG = "oai_pipeline/trigger"
 
 

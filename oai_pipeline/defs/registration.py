@@ -3,6 +3,7 @@ is a harvester as `oai_harvesters.yaml` describes it (create, or update to exact
 
 import hashlib
 import logging
+from typing import TYPE_CHECKING
 
 import dagster as dg
 from pydantic import Field, ValidationError
@@ -17,19 +18,25 @@ from oai_pipeline.oai.base_url import pasted_arguments_note
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import load_settings
 
+if TYPE_CHECKING:
+    from oai_pipeline.defs.harvester_runs import DagsterRuns
+
 logger = logging.getLogger(__name__)
 
 
-def load_data_folder_fixture(services: Services | None = None) -> None:
+def load_data_folder_fixture(
+    services: Services | None = None, runs: "DagsterRuns | None" = None
+) -> None:
     """A fixture `oai_harvesters.yaml` in the data folder is loaded when the definitions load
-    (and by the harvester_registry_sensor, with its resource's `services`), once per content.
-    Every run worker loads the definitions: applied each time, the file undid a harvester's
-    change made since in the UI or the CLI (disabled, say) at once. A file in error stores
-    nothing: ConfigurationError.
+    (and by the harvester_registry_sensor, with its resource's `services` and its instance's
+    `runs`), once per content. Every run worker loads the definitions: applied each time, the
+    file undid a harvester's change made since in the UI or the CLI (disabled, say) at once.
+    A file in error stores nothing: ConfigurationError. A new base URL warns of the runs
+    queued for the old one (the instance under DAGSTER_HOME's when the definitions load).
     """
     if services is None:
         with Services(load_settings()) as opened:
-            load_data_folder_fixture(opened)
+            load_data_folder_fixture(opened, runs)
         return
     fixture = services.settings.fixture_file
     if not fixture.exists():
@@ -38,7 +45,10 @@ def load_data_folder_fixture(services: Services | None = None) -> None:
     digest = hashlib.sha256(fixture.read_bytes()).hexdigest()
     if services.state.applied_fixture(path) == digest:
         return
-    results = load_fixture_file(fixture, HarvesterRegistry(services.state))
+    from oai_pipeline.defs.harvester_runs import waiting_in_home  # it imports the schedules
+
+    queued_runs = waiting_in_home if runs is None else runs.waiting
+    results = load_fixture_file(fixture, HarvesterRegistry(services.state), queued_runs)
     services.state.mark_fixture_applied(path, digest)
     logger.info("loaded %s: %s", fixture, results)
 
@@ -83,9 +93,13 @@ def register_harvester_op(
         ) from None
     except PipelineError as error:
         raise dg.Failure(description=f"harvester {config.id!r}: {error}") from None
+    from oai_pipeline.defs.harvester_runs import DagsterRuns
+
     changes: dict[str, list[str]] = {}
     with pipeline.services() as services:
-        result = HarvesterRegistry(services.state).upsert(harvester, warnings=changes)
+        result = HarvesterRegistry(services.state).upsert(
+            harvester, warnings=changes, queued_runs=DagsterRuns(context.instance).waiting
+        )
     ensure_harvester_partitions(context.instance, [harvester.id])
     context.log.info(f"harvester {harvester.id}: {result}")
     note = pasted_arguments_note(config.base_url)

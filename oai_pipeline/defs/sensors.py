@@ -91,7 +91,10 @@ def harvester_registry_sensor(
         return dg.SensorResult(skip_reason=waiting)
     with opened as services:
         try:
-            load_data_folder_fixture(services)  # a file changed since: no code reload needed
+            from oai_pipeline.defs.harvester_runs import DagsterRuns  # imports the schedules
+
+            # a file changed since: no code reload needed
+            load_data_folder_fixture(services, DagsterRuns(context.instance))
         except ConfigurationError as error:
             fixture_error: ConfigurationError | None = error
         except sa.exc.DBAPIError as error:

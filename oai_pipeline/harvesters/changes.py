@@ -7,6 +7,9 @@ metadata prefix, and none of them of a new set, so the same change said nothing 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import written_options
 
@@ -70,3 +73,23 @@ def change_warnings(before: Harvester | None, after: Harvester) -> list[str]:
             "of this harvester updates or deletes any more"
         )
     return warnings
+
+
+def queued_runs_warnings(harvester_id: str, queued_runs: Callable[[str], list[str]]) -> list[str]:
+    """The harvester's Dagster runs queued or running when its base URL changed
+    (`queued_runs`: DagsterRuns.waiting), as a warning: a run reads the harvester as it starts,
+    so it harvests the new URL (which the operator may not expect of a run queued for the old
+    one), while its server tag, which the run queue holds it back by, still names the old
+    server. Every way a harvester is changed says it (before, only `harvesters update`)."""
+    try:
+        waiting = queued_runs(harvester_id)
+    except PipelineError as error:  # the change is done: the instance's trouble is a warning
+        return [f"could not ask the Dagster instance for runs queued for the old URL: {error}"]
+    if not waiting:
+        return []
+    return [
+        f"Dagster runs of {harvester_id} queued or running: {', '.join(waiting)}. Those not "
+        "started yet harvest the new base URL when they start (the run queue still holds "
+        f"them back by the old one's server); if the source changed its identifiers too, "
+        f"terminate them before `oai-pipeline harvesters rekey {harvester_id}`"
+    ]

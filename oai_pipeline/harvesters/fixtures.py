@@ -16,7 +16,7 @@ the same state. The file is a list of entries, or a mapping with a `harvesters` 
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
@@ -173,17 +173,22 @@ def read_fixture_file(path: Path, *, given_urls: dict[str, str] | None = None) -
     return harvesters
 
 
-def load_fixture_file(path: Path, registry: HarvesterRegistry) -> list[tuple[str, UpsertResult]]:
+def load_fixture_file(
+    path: Path,
+    registry: HarvesterRegistry,
+    queued_runs: Callable[[str], list[str]] | None = None,
+) -> list[tuple[str, UpsertResult]]:
     """Create or update every harvester of the file: all of them, or none if one is wrong.
     A base URL registered without the OAI-PMH arguments the file gives it is logged, as is
-    what a change means for the next runs (`change_warnings`)."""
+    what a change means for the next runs (`change_warnings`; `queued_runs`: see
+    `HarvesterRegistry.upsert_many`)."""
     given_urls: dict[str, str] = {}
     harvesters = read_fixture_file(Path(path), given_urls=given_urls)
     for harvester_id, given in given_urls.items():
         if note := pasted_arguments_note(given):
             logger.warning("%s: harvester %s: %s", path, harvester_id, note)
     changes: dict[str, list[str]] = {}
-    results = registry.upsert_many(harvesters, warnings=changes)
+    results = registry.upsert_many(harvesters, warnings=changes, queued_runs=queued_runs)
     for harvester_id, warnings in changes.items():
         for warning in warnings:
             logger.warning("%s: harvester %s: %s", path, harvester_id, warning)

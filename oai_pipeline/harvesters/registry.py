@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from oai_pipeline.errors import AlreadyExists, NotFound, PipelineError
-from oai_pipeline.harvesters.changes import change_warnings
+from oai_pipeline.harvesters.changes import change_warnings, queued_runs_warnings
 from oai_pipeline.harvesters.model import Harvester
 
 if TYPE_CHECKING:
@@ -20,11 +21,22 @@ class HarvesterRegistry:
     def __init__(self, store: StateStore) -> None:
         self.store = store
 
-    def create(self, harvester: Harvester) -> Harvester:
+    def create(self, harvester: Harvester, *, warnings: list[str] | None = None) -> Harvester:
+        """Register a new harvester; `warnings`, if given, gets `_created_again_warnings`."""
         if self.store.get_harvester(harvester.id) is not None:
             raise AlreadyExists(f"harvester {harvester.id!r} already exists (use update)")
+        if warnings is not None:
+            warnings += self._created_again_warnings(harvester)
         self.store.save_harvester(harvester)
         return harvester
+
+    def _created_again_warnings(self, harvester: Harvester) -> list[str]:
+        """A harvester created again over the records it kept when deleted, in another
+        prefix, is told what an update of its prefix is told (`change_warnings`)."""
+        kept = self.store.deleted_harvester_prefix(harvester.id)
+        if kept is None:
+            return []
+        return change_warnings(harvester.model_copy(update={"metadata_prefix": kept}), harvester)
 
     def get(self, harvester_id: str) -> Harvester:
         harvester = self.store.get_harvester(harvester_id)
@@ -64,17 +76,26 @@ class HarvesterRegistry:
             raise NotFound(f"unknown harvester {harvester_id!r}")
 
     def upsert(
-        self, harvester: Harvester, *, warnings: dict[str, list[str]] | None = None
+        self,
+        harvester: Harvester,
+        *,
+        warnings: dict[str, list[str]] | None = None,
+        queued_runs: Callable[[str], list[str]] | None = None,
     ) -> UpsertResult:
         """Create or update to exactly this harvester (what loading a fixture does)."""
-        return self.upsert_many([harvester], warnings=warnings)[0][1]
+        return self.upsert_many([harvester], warnings=warnings, queued_runs=queued_runs)[0][1]
 
     def upsert_many(
-        self, many: list[Harvester], *, warnings: dict[str, list[str]] | None = None
+        self,
+        many: list[Harvester],
+        *,
+        warnings: dict[str, list[str]] | None = None,
+        queued_runs: Callable[[str], list[str]] | None = None,
     ) -> list[tuple[str, UpsertResult]]:
         """`upsert` for several harvesters, stored in one transaction (all or none).
         `warnings`, if given, is filled with what each change means for the next runs
-        (`change_warnings`), as `harvesters update` tells it."""
+        (`change_warnings`), as `harvesters update` tells it; with `queued_runs` (the
+        Dagster runs of a harvester, DagsterRuns.waiting), those a new base URL reaches."""
         results: list[tuple[str, UpsertResult]] = []
         changed: list[Harvester] = []
         for harvester in many:
@@ -87,7 +108,13 @@ class HarvesterRegistry:
             else:
                 results.append((harvester.id, "updated"))
             if warnings is not None:
-                warnings[harvester.id] = change_warnings(current, harvester)
+                warnings[harvester.id] = (
+                    self._created_again_warnings(harvester)
+                    if current is None
+                    else change_warnings(current, harvester)
+                )
+                if queued_runs and current and current.base_url != harvester.base_url:
+                    warnings[harvester.id] += queued_runs_warnings(harvester.id, queued_runs)
             changed.append(harvester)
         self.store.save_harvesters(changed)
         return results

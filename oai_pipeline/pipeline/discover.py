@@ -27,6 +27,7 @@ from oai_pipeline.errors import (
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader
 from oai_pipeline.oai.base_url import same_endpoint
+from oai_pipeline.oai.client import in_set
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
 from oai_pipeline.oai.reader import Reader
 from oai_pipeline.oai.types import Granularity, HarvestedRecord, IdentifyInfo, SweepCheckpoint
@@ -693,11 +694,15 @@ def _stage_answers_of(
     failed on. Before, up to 100 answers were lost with the failure and asked for again.
     (A commit per answer, ten statements, took 5 times the rest of a GetRecord's work.)"""
     state = services.state
+    set_spec = services.harvester(scope.harvester_id).setspec
+    outside: list[str] = []  # staged answers outside the harvester's set
 
     def stage_answers(answers: list[HarvestedRecord]) -> bool:
         """Stage the answers; True when the cap is reached."""
         settled = _answered_unknown(state, scope.harvester_id, run_id, answers, result)
-        return stage(settled, discovered=len(answers))
+        capped = stage(settled, discovered=len(answers))
+        outside.extend(r.identifier for r in settled if _outside_set(r, set_spec))
+        return capped
 
     answered: list[HarvestedRecord] = []
     first_answer_at = 0.0
@@ -717,8 +722,31 @@ def _stage_answers_of(
         if answered:
             _save_on_failure(run_id, "answers", lambda: stage_answers(answered))
         raise
-    if answered:
-        stage_answers(answered)
+    else:
+        if answered:
+            stage_answers(answered)
+    finally:
+        if outside:
+            result.notices.append(_outside_set_notice(set_spec, outside))
+
+
+def _outside_set(record: HarvestedRecord, set_spec: str | None) -> bool:
+    """Whether a live GetRecord answer is outside the harvester's set. A header without any
+    setSpec says nothing of its sets: not judged."""
+    return not record.deleted and bool(record.set_specs) and not in_set(record.set_specs, set_spec)
+
+
+def _outside_set_notice(set_spec: str | None, identifiers: list[str]) -> str:
+    """The run's one line for the records it fetched by identifier outside the harvester's
+    set: harvested as asked, while a reconcile (which lists the set) deletes them again."""
+    count = len(identifiers)
+    them = "them" if count > 1 else "it"
+    return (
+        f"{count} record{'s' if count > 1 else ''} fetched by identifier "
+        f"{'are' if count > 1 else 'is'} outside the harvester's set {set_spec!r} (e.g. "
+        f"{identifiers[0]}): harvested, but the next reconcile of the set deletes {them} "
+        "(the target mirrors the set)"
+    )
 
 
 def _answered_unknown(

@@ -329,11 +329,16 @@ def _refuse_another_format(state: StateStore, harvester: Harvester, vanished: se
     found = state.harvested_before_prefix_change(harvester.id, vanished)
     if found is None:
         return
-    before, records = found
+    formats, records = found
+    # the prefixes they were harvested in, with how many when there are several
+    if len(formats) == 1:
+        before = repr(next(iter(formats)))
+    else:
+        before = " and ".join(f"{prefix!r} ({count})" for prefix, count in formats.items())
     now = harvester.metadata_prefix
     raise PipelineError(
         f"reconcile of {harvester.id} deletes nothing: {len(records)} of the {len(vanished)} "
-        f"records it would delete (e.g. {records[0]}) were harvested as {before!r}, before "
+        f"records it would delete (e.g. {records[0]}) were harvested as {before}, before "
         f"the harvester's metadata prefix became {now!r}: the source may just not offer them "
         f"as {now!r}; to delete them all the same, run reconcile again with --force"
     )

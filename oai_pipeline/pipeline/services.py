@@ -13,6 +13,7 @@ from oai_pipeline.errors import (
     database_error_text,
     log_unsaved,
     name_database_in_errors,
+    refused_write_line,
 )
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.lock_waits import wait_for_writers
@@ -107,7 +108,10 @@ def run_error_text(error: BaseException) -> str:
     """What a run's `error` says of the exception that ended it. Ctrl-C carries no message:
     `status` read `stopped (KeyboardInterrupt: )`. A database's error is the driver's, in
     one line: SQLAlchemy's text added the statement and its parameters (a batch's records'
-    data), which `status` printed after the cure the error names."""
+    data), which `status` printed after the cure the error names. A write the database
+    refused (read-only, a role lacking a privilege) is the command line's line."""
+    if (refused := refused_write_line(error)) is not None:
+        return refused
     if isinstance(error, sa.exc.DBAPIError) and error.orig is not None:
         return f"{type(error.orig).__name__}: {database_error_text(error.orig)}"
     if not str(error):

@@ -11,9 +11,11 @@ import sqlalchemy as sa
 from oai_pipeline.errors import (
     PipelineError,
     database_error_text,
+    name_database_in_errors,
     refused_as_full,
     refused_as_read_only,
     refused_by_disk,
+    refused_write_line,
 )
 from oai_pipeline.state.harvester_lock import HarvesterLock
 from oai_pipeline.state.store import DEFAULT_STALE_MINUTES, StateStore
@@ -29,18 +31,23 @@ def settle_interrupted(state: StateStore) -> list[dict[str, Any]]:
     if state.read_only:
         return []
     engine = sa.create_engine(state.url)
+    name_database_in_errors(engine, "state")  # its lock tables, created on a first use
     try:
         return state.settle_interrupted_runs(None, HarvesterLock(engine).lease_of)
     except sa.exc.DBAPIError as error:
-        if refused_as_read_only(error):
-            why = "is read-only"
+        # PostgreSQL's refusal (read-only, a role lacking a privilege) in the harvest's words
+        refused = refused_write_line(error)
+        if refused is not None:
+            why = refused
+        elif refused_as_read_only(error):  # SQLite's read-only file
+            why = "the state database is read-only"
         elif refused_as_full(error):  # status must still show where a harvest stopped
-            why = f"cannot be written ({database_error_text(error.orig)})"
+            why = f"the state database cannot be written ({database_error_text(error.orig)})"
         else:
             raise
         logger.warning(
-            "the state database %s: runs whose process is gone are shown as stored "
-            "(running); a status that can write marks them failed",
+            "%s; runs whose process is gone are shown as stored (running); a status that "
+            "can write marks them failed",
             why,
         )
         return []

@@ -17,7 +17,7 @@ from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 24
+SCHEMA_VERSION = 25
 
 # The longest action a run record keeps: one, or each writer's (`update,skip`; see
 # pipeline/write.py `_record_action`).
@@ -63,6 +63,18 @@ harvesters = sa.Table(
     # A record harvested before it that the new format's list leaves out is not deleted at
     # the source (version 24; see pipeline/reconcile.py).
     sa.Column("prefix_changed", sa.JSON, nullable=True),
+)
+
+# A harvester deleted with its harvest records kept: the metadata prefix they were harvested
+# in and its `prefix_changed`, so that the harvester created again over them in another
+# prefix records a change of prefix, as an update does (version 25).
+deleted_harvesters = sa.Table(
+    "deleted_harvesters",
+    metadata,
+    sa.Column("id", sa.String(200), primary_key=True),
+    sa.Column("metadata_prefix", sa.String(200), nullable=False),
+    sa.Column("prefix_changed", sa.JSON, nullable=True),
+    sa.Column("deleted_at", sa.String(32), nullable=False),
 )
 
 # Fixture files loaded when the definitions load: the content last applied, so a file is
@@ -546,6 +558,12 @@ def _add_prefix_changed(connection: Connection) -> None:
     _add_run_column(connection, "prefix_changed", kind, table=harvesters.name)
 
 
+def _add_deleted_harvesters(connection: Connection) -> None:
+    """An older version kept nothing of a deleted harvester: one deleted before the upgrade
+    and created again records no change of prefix, as before."""
+    deleted_harvesters.create(connection, checkfirst=True)
+
+
 def _add_run_record_action(connection: Connection) -> None:
     """Runs of an older version kept only each record's status, not its action."""
     _add_run_column(
@@ -602,6 +620,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     22: _add_writer_memories,
     23: _add_pending_rekeys,
     24: _add_prefix_changed,
+    25: _add_deleted_harvesters,
 }
 
 

@@ -69,6 +69,7 @@ from oai_pipeline.state.schema import (
     CATCH_UP_COUNTERS,
     applied_fixtures,
     check_version,
+    deleted_harvesters,
     harvest_record_data,
     harvest_record_xml,
     harvest_records,
@@ -190,6 +191,25 @@ class ReportedRecord:
 
 
 _NO_ERROR = {"error_type": None, "error_message": None, "error_location": None}
+
+
+# Changes of a harvester's metadata prefix kept (`prefix_changed` and its `earlier` ones):
+# a record harvested before the oldest is counted in that one's prefix before.
+_PREFIX_CHANGES_KEPT = 10
+
+
+def _kept_changes(change: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The chain of prefix changes `change` begins, at most _PREFIX_CHANGES_KEPT - 1 deep:
+    the `earlier` of a new change."""
+    if change is None:
+        return None
+    chain = [change]
+    while isinstance(chain[-1].get("earlier"), dict) and len(chain) < _PREFIX_CHANGES_KEPT - 1:
+        chain.append(chain[-1]["earlier"])
+    kept = None
+    for older in reversed(chain):
+        kept = {**older, "earlier": kept}
+    return kept
 
 
 def utc_now() -> str:
@@ -605,7 +625,9 @@ class StateStore:
 
         A harvester given another metadata prefix keeps when (`prefix_changed`): a record
         harvested before that the new format's list leaves out may just not be offered in
-        it, which a reconcile must not take for a deletion (`harvested_before_prefix_change`)."""
+        it, which a reconcile must not take for a deletion (`harvested_before_prefix_change`).
+        One created again over the records it kept when deleted (`deleted_harvesters`) is
+        judged against the prefix they were harvested in, as an update."""
         now = utc_now()
         with self._engine.begin() as conn:
             for harvester in many:
@@ -620,20 +642,45 @@ class StateStore:
                 old_url = before.get("base_url")
                 if old_url and not same_endpoint(old_url, harvester.base_url):
                     values |= {"identify": None, "deleted_record": None}
-                old_prefix = before.get("metadata_prefix")
+                old_prefix, last_change = before.get("metadata_prefix"), None
+                if stored is not None:
+                    last_change = stored.prefix_changed
+                elif kept := self._kept_of_deleted(conn, harvester.id):
+                    old_prefix, last_change = kept.metadata_prefix, kept.prefix_changed
+                    values["prefix_changed"] = last_change  # created again in that prefix
                 if old_prefix and old_prefix != harvester.metadata_prefix:
                     values["prefix_changed"] = self._prefix_change(
-                        conn, harvester, old_prefix, stored.prefix_changed, now
+                        conn, harvester, old_prefix, last_change, now
                     )
                 updated = conn.execute(
                     harvesters.update().where(harvesters.c.id == harvester.id).values(**values)
                 ).rowcount
                 if not updated:
                     conn.execute(
-                        harvesters.insert().values(
-                            id=harvester.id, config=config, created_at=now, updated_at=now
-                        )
+                        harvesters.insert().values(id=harvester.id, created_at=now, **values)
                     )
+
+    def deleted_harvester_prefix(self, harvester_id: str) -> str | None:
+        """The metadata prefix of the harvester deleted with its records kept (None: none)."""
+        table = deleted_harvesters
+        with self._read() as conn:
+            return conn.execute(
+                sa.select(table.c.metadata_prefix).where(table.c.id == harvester_id)
+            ).scalar()
+
+    @staticmethod
+    def _kept_of_deleted(conn: Connection, harvester_id: str) -> sa.Row[Any] | None:
+        """What a harvester deleted with its records kept left of its prefix (taken: the
+        harvester is registered again), else None."""
+        table = deleted_harvesters
+        kept = conn.execute(
+            sa.select(table.c.metadata_prefix, table.c.prefix_changed).where(
+                table.c.id == harvester_id
+            )
+        ).first()
+        if kept is not None:
+            conn.execute(table.delete().where(table.c.id == harvester_id))
+        return kept
 
     @staticmethod
     def _prefix_change(
@@ -656,8 +703,7 @@ class StateStore:
             ).first()
             if harvested_since is None:
                 return last.get("earlier")
-        earlier = None if last is None else {k: v for k, v in last.items() if k != "earlier"}
-        return {"before": old_prefix, "at": now, "earlier": earlier}
+        return {"before": old_prefix, "at": now, "earlier": _kept_changes(last)}
 
     def get_harvester(self, harvester_id: str) -> Harvester | None:
         with self._read() as conn:
@@ -694,11 +740,29 @@ class StateStore:
                 )
 
     def delete_harvester(self, harvester_id: str, *, delete_records: bool = False) -> bool:
-        """Remove from the registry; its harvest records and runs stay unless asked."""
+        """Remove from the registry; its harvest records and runs stay unless asked, and
+        then the prefix they were harvested in (`deleted_harvesters`, see save_harvesters)."""
         with self._engine.begin() as conn:
+            stored = conn.execute(
+                sa.select(harvesters.c.config, harvesters.c.prefix_changed).where(
+                    harvesters.c.id == harvester_id
+                )
+            ).first()
             existed = bool(
                 conn.execute(harvesters.delete().where(harvesters.c.id == harvester_id)).rowcount
             )
+            kept = deleted_harvesters
+            conn.execute(kept.delete().where(kept.c.id == harvester_id))
+            prefix = (stored.config or {}).get("metadata_prefix") if stored else None
+            if prefix and not delete_records:
+                conn.execute(
+                    kept.insert().values(
+                        id=harvester_id,
+                        metadata_prefix=prefix,
+                        prefix_changed=stored.prefix_changed,
+                        deleted_at=utc_now(),
+                    )
+                )
             if delete_records:
                 for table in (
                     record_errors,
@@ -743,10 +807,12 @@ class StateStore:
 
     def harvested_before_prefix_change(
         self, harvester_id: str, identifiers: Iterable[str]
-    ) -> tuple[str, list[str]] | None:
-        """(the prefix before, these records last harvested before the harvester's last
-        change of metadata prefix), or None when none of them was: only their absence from
-        the list of the prefix it has since is known, not whether the source still has them."""
+    ) -> tuple[dict[str, int], list[str]] | None:
+        """(how many of them were harvested in each prefix before, the latest first; these
+        records last harvested before the harvester's last change of metadata prefix), or
+        None when none of them was: only their absence from the list of the prefix it has
+        since is known, not whether the source still has them. A record harvested before the
+        oldest change kept counts under that change's prefix before."""
         hr = harvest_records
         seen = hr.c.last_harvested_at
         with self._read() as conn:
@@ -755,16 +821,27 @@ class StateStore:
             ).scalar()
             if not isinstance(change, dict):
                 return None
-            found: list[str] = []
+            found: dict[str, str] = {}  # identifier -> when last harvested
             for chunk in _chunks(sorted(set(identifiers))):
-                found += conn.execute(
-                    sa.select(hr.c.identifier).where(
+                rows = conn.execute(
+                    sa.select(hr.c.identifier, seen).where(
                         hr.c.harvester_id == harvester_id,
                         hr.c.identifier.in_(chunk),
                         sa.or_(seen.is_(None), seen < change["at"]),
                     )
-                ).scalars()
-        return (change["before"], sorted(found)) if found else None
+                )
+                found |= {identifier: harvested_at for identifier, harvested_at in rows}
+        if not found:
+            return None
+        changes = [change]  # the latest first, each change's `earlier` the one before it
+        while isinstance(changes[-1].get("earlier"), dict):
+            changes.append(changes[-1]["earlier"])
+        formats: dict[str, int] = {c["before"]: 0 for c in changes}
+        for harvested_at in found.values():
+            # the prefix before the oldest change made after the record was harvested
+            after = [c for c in changes if (harvested_at or "") < c["at"]]
+            formats[after[-1]["before"]] += 1
+        return {p: n for p, n in formats.items() if n}, sorted(found)
 
     def get_identify(self, harvester_id: str) -> IdentifyInfo | None:
         with self._read() as conn:

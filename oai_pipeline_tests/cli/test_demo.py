@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 
 from oai_pipeline.cli import main
 from oai_pipeline.defs.launch import materialize_windows, window_range
-from oai_pipeline.defs.partitions import HARVESTER_TAG, SOURCE_TAG, source_tag
+from oai_pipeline.defs.partitions import HARVESTER_TAG, SOURCE_TAG, TRIGGER_TAG, source_tag
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.records import SAMPLE_LAST_DAY
 from oai_pipeline.sample_endpoint.server import SAMPLE_PORT_ENV, sample_base_url, serve_forever
@@ -95,15 +95,18 @@ def test_the_demo_harvests_the_endpoint_run_sh_dev_serves_and_stays_idempotent(
 def test_the_demos_run_carries_the_tags_of_a_run_dagster_launches(port: int) -> None:
     """The demo's run, in the instance the UI shows, named its harvester but not its server
     (`oai_pipeline/source`), which the schedules' and `harvest --submit`'s runs name: the
-    Runs page's filter by server left it out."""
+    Runs page's filter by server left it out. Nor what asked for it (`oai_pipeline/trigger`),
+    which the schedules', the sensors' and the CLI's runs say: the filter by trigger left it
+    out too."""
     report = _report(_demo())
 
     with dg.DagsterInstance.get() as instance:
         run = instance.get_run_by_id(report["dagster_run_id"])
     assert run is not None
-    assert {key: run.tags.get(key) for key in (HARVESTER_TAG, SOURCE_TAG)} == {
+    assert {key: run.tags.get(key) for key in (HARVESTER_TAG, SOURCE_TAG, TRIGGER_TAG)} == {
         HARVESTER_TAG: "sample",
         SOURCE_TAG: source_tag(sample_base_url(port)),
+        TRIGGER_TAG: "demo",
     }
 
 

@@ -701,3 +701,41 @@ def test_a_set_community_the_target_lacks_is_warned_of_too() -> None:
 
     assert created.exit_code == 0, created.output
     assert "warning: the target has no community 'x-community'" in created.stderr
+
+
+def test_records_fetched_by_identifier_outside_the_harvester_s_set_are_told_once(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`harvest ID OAI_ID…` of records outside the harvester's set stored them without a
+    word, and the next reconcile of the set deleted them again (the target mirrors the
+    set). One note for the run says how many and names one; a record in a set below the
+    harvester's is in it, and one whose header carries no setSpec at all is not judged."""
+    records = [
+        FakeRecord(
+            f"oai:fake.test:{n}", "2024-01-02T00:00:00Z", sets=sets, raw_metadata=oai_dc(f"R{n}")
+        )
+        for n, sets in [
+            (1, ["physics"]),
+            (2, ["maths"]),
+            (3, ["chemistry", "physicsish"]),
+            (4, ["physics:quantum"]),
+            (5, []),
+        ]
+    ]
+    harvest_fake_source(settings, monkeypatch, FakeSource(records), setspec="physics")
+    asked = [record.identifier for record in records]
+
+    result = run("harvest", "sample", *asked, "--json")
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["created"] == 5
+    told = (
+        "2 records fetched by identifier are outside the harvester's set 'physics' (e.g. "
+        "oai:fake.test:2): harvested, but the next reconcile of the set deletes them (the "
+        "target mirrors the set)"
+    )
+    assert report["notices"] == [told]
+    text = run("harvest", "sample", *asked).stdout
+    assert text.count("outside the harvester's set") == 1
+    assert f"  note: {told}" in text.splitlines()

@@ -118,3 +118,30 @@ def test_a_harvester_given_another_set_or_prefix_from_the_launchpad_is_warned_as
     assert "the metadata prefix changed from 'oai_datacite' to 'datacite'" in prefix
     assert "the set changed from 'user-a' to 'user-b'" in setspec
     assert "harvest them all again" in setspec
+
+
+def test_a_base_url_changed_from_the_launchpad_warns_of_the_runs_queued_for_the_old_one(
+    instance: dg.DagsterInstance, settings: Settings
+) -> None:
+    """Only `harvesters update` warned that a run queued before the base URL changed
+    harvests the new one when it starts: the launchpad's change said nothing."""
+    from oai_pipeline.defs.launch import range_tags
+    from oai_pipeline_tests.orchestration.dagster_runs import add_queued_run
+
+    assert _register(instance, ZENODO).success
+    queued = add_queued_run(
+        instance, range_tags("zenodo", "2024-01-01", "2024-01-31", ZENODO["base_url"])
+    )
+
+    moved = _register(instance, {**ZENODO, "base_url": "https://zenodo.example/oai2d"})
+    renamed = _register(
+        instance, {**ZENODO, "base_url": "https://zenodo.example/oai2d", "name": "Z"}
+    )
+
+    def warnings(result: dg.ExecuteInProcessResult) -> list[str]:
+        (output,) = [e for e in result.all_events if e.is_successful_output]
+        return output.event_specific_data.metadata["warnings"].value
+
+    [warning] = [w for w in warnings(moved) if "queued" in w]
+    assert f"{queued.run_id} (QUEUED)" in warning and "harvest the new base URL" in warning
+    assert not [w for w in warnings(renamed) if "queued" in w]  # the URL did not change

@@ -327,3 +327,36 @@ def test_update_says_what_a_change_of_chain_or_writer_reaches_and_what_changes_n
         ["--disabled"],
     ):
         assert not [w for w in _update_warnings(*flags) if "again" in w], flags
+
+
+def test_a_harvester_created_again_over_its_kept_records_in_another_prefix_warns_as_update(
+    tmp_path,
+):
+    """Deleted with its records kept, created again (`create`, or a fixture file) in another
+    metadata prefix: the update's warning of a new prefix, since the records it kept were
+    harvested in the old one; in the same prefix, no warning."""
+    run(*CREATE)
+    run("delete", "zenodo")
+    dc = [
+        *CREATE[: CREATE.index("oai_datacite")],
+        "oai_dc",
+        *CREATE[CREATE.index("oai_datacite") + 1 :],
+    ]
+
+    created = run(*dc, "--json")
+
+    [warning] = [w for w in json.loads(created.stdout)["warnings"] if "prefix" in w]
+    assert warning.startswith(
+        "the metadata prefix changed from 'oai_datacite' to 'oai_dc': a reconcile deletes no "
+        "record harvested as 'oai_datacite'"
+    )
+    assert f"warning: {warning}" in created.stderr
+    run("delete", "zenodo")
+    fixture = tmp_path / "oai_harvesters.yaml"
+    fixture.write_text(
+        "- id: zenodo\n  base_url: https://zenodo.org/oai2d\n  metadata_prefix: oai_datacite\n"
+    )
+    loaded = run("load", str(fixture), "--json")
+    assert "the metadata prefix changed from 'oai_dc' to 'oai_datacite'" in loaded.stdout
+    run("delete", "zenodo")
+    assert not [w for w in json.loads(run(*CREATE, "--json").stdout)["warnings"] if "prefix" in w]

@@ -409,18 +409,23 @@ def test_a_version_21_database_keeps_the_one_memory_as_the_first_writers(store_u
                 assert (memory.local_id, memory.written_revision) == (f"r{index}", index + 5)
 
 
-def test_a_version_23_database_knows_of_no_prefix_change_until_the_next(store_url: str) -> None:
-    """Version 23 kept no change of metadata prefix: its records are judged as before (none
-    held back from a reconcile, the staged copy of an unchanged record kept), and a change
-    made after the upgrade holds back those harvested before it."""
-    day = "2024-01-03T00:00:00Z"
-    harvester = Harvester.model_construct(  # the writer plug-in is not installed here
+def _oai_dc_harvester() -> Harvester:
+    """The harvester `h`, oai_dc, as stored (the writer plug-in is not installed here)."""
+    return Harvester.model_construct(
         id="h",
         base_url="https://example.org/oai",
         metadata_prefix="oai_dc",
         transformers=["oai_dc"],
         writers=['oai-service{community:"c"}'],
     )
+
+
+def test_a_version_23_database_knows_of_no_prefix_change_until_the_next(store_url: str) -> None:
+    """Version 23 kept no change of metadata prefix: its records are judged as before (none
+    held back from a reconcile, the staged copy of an unchanged record kept), and a change
+    made after the upgrade holds back those harvested before it."""
+    day = "2024-01-03T00:00:00Z"
+    harvester = _oai_dc_harvester()
     with StateStore(store_url) as store:
         store.save_harvester(harvester)
         store.upsert_harvested("h", [HarvestedRecord("oai:x:1", day, False, xml=b"<r/>")])
@@ -429,7 +434,27 @@ def test_a_version_23_database_knows_of_no_prefix_change_until_the_next(store_ur
         assert store.harvested_before_prefix_change("h", ["oai:x:1"]) is None
         store.upsert_harvested("h", [HarvestedRecord("oai:x:1", day, False, xml=b"<r/>")])
         store.save_harvester(harvester.model_copy(update={"metadata_prefix": "oai_datacite"}))
-        assert store.harvested_before_prefix_change("h", ["oai:x:1"]) == ("oai_dc", ["oai:x:1"])
+        held_back = store.harvested_before_prefix_change("h", ["oai:x:1"])
+        assert held_back == ({"oai_dc": 1}, ["oai:x:1"])
     with StateStore(store_url) as store:  # opened again: migrated once, nothing to redo
         assert store.get_harvester("h").metadata_prefix == "oai_datacite"
-        assert store.harvested_before_prefix_change("h", ["oai:x:1"]) == ("oai_dc", ["oai:x:1"])
+        held_back = store.harvested_before_prefix_change("h", ["oai:x:1"])
+        assert held_back == ({"oai_dc": 1}, ["oai:x:1"])
+
+
+def test_a_version_24_database_remembers_the_prefix_of_a_harvester_deleted_after(
+    store_url: str,
+) -> None:
+    """Version 24 kept nothing of a deleted harvester: one deleted after the upgrade with its
+    records kept, then created again in another prefix, holds those records back as an
+    update of its prefix does."""
+    harvester = _oai_dc_harvester()
+    with StateStore(store_url) as store:
+        store.save_harvester(harvester)
+        store.upsert_harvested("h", [HarvestedRecord("oai:x:1", "2024-01-03", False, xml=b"<r/>")])
+    _as_version(store_url, 24, "DROP TABLE deleted_harvesters")
+    with StateStore(store_url) as store:
+        store.delete_harvester("h")
+        store.save_harvester(harvester.model_copy(update={"metadata_prefix": "oai_datacite"}))
+        held_back = store.harvested_before_prefix_change("h", ["oai:x:1"])
+        assert held_back == ({"oai_dc": 1}, ["oai:x:1"])

@@ -141,17 +141,60 @@ def test_a_prefix_change_undone_before_a_harvest_in_it_leaves_the_records_as_the
     # a change kept: records harvested before it (in oai_dc) are of another format
     datacite = dc.model_copy(update={"metadata_prefix": "oai_datacite"})
     store.save_harvester(datacite)
-    assert store.harvested_before_prefix_change("h", ["oai:x:1"]) == ("oai_dc", ["oai:x:1"])
+    assert store.harvested_before_prefix_change("h", ["oai:x:1"]) == ({"oai_dc": 1}, ["oai:x:1"])
     # undone after a harvest in it: the record harvested since is of the prefix undone
     store.upsert_harvested("h", [record(2)])
     store.save_harvester(dc)
     found = store.harvested_before_prefix_change("h", ["oai:x:1", "oai:x:2"])
-    assert found == ("oai_datacite", ["oai:x:1", "oai:x:2"])
+    assert found == ({"oai_datacite": 1, "oai_dc": 1}, ["oai:x:1", "oai:x:2"])
     # mistyped again and put right: the change before the typo stands again
     store.save_harvester(dc.model_copy(update={"metadata_prefix": "oai_dcc"}))
     store.save_harvester(dc)
     found = store.harvested_before_prefix_change("h", ["oai:x:1", "oai:x:2"])
-    assert found == ("oai_datacite", ["oai:x:1", "oai:x:2"])
+    assert found == ({"oai_datacite": 1, "oai_dc": 1}, ["oai:x:1", "oai:x:2"])
+
+
+def test_records_held_back_after_two_prefix_changes_are_counted_by_the_format_harvested_in(
+    store,
+):
+    """A -> B -> C: the records harvested as A are held back too, and were named as B's
+    (`harvested as 'B'`). Each is counted under the prefix it was harvested in."""
+    dc = harvester()
+    store.save_harvester(dc)
+    store.upsert_harvested("h", [record(1), record(2)])  # as oai_dc
+    store.save_harvester(dc.model_copy(update={"metadata_prefix": "oai_datacite"}))
+    store.upsert_harvested("h", [record(3)])  # as oai_datacite
+    store.save_harvester(dc.model_copy(update={"metadata_prefix": "datacite"}))
+    store.upsert_harvested("h", [record(4)])  # as datacite: not held back
+
+    found = store.harvested_before_prefix_change("h", [f"oai:x:{n}" for n in (1, 2, 3, 4)])
+
+    assert found == ({"oai_datacite": 1, "oai_dc": 2}, ["oai:x:1", "oai:x:2", "oai:x:3"])
+    assert list(found[0]) == ["oai_datacite", "oai_dc"]  # the latest format first
+
+
+def test_a_harvester_re_created_over_its_kept_records_in_another_prefix_changed_its_prefix(
+    store,
+):
+    """Deleted with its records kept and created again with another metadata prefix: no
+    prefix change was recorded, so a reconcile took the records harvested in the old format,
+    which the new format's list leaves out, for deletions. It is a change of prefix, as
+    `harvesters update --metadata-prefix` records one; created again in the same prefix, the
+    change kept before stands; deleted with its records, nothing is left to hold back."""
+    dc = harvester()
+    store.save_harvester(dc)
+    store.upsert_harvested("h", [record(1)])
+    store.delete_harvester("h")
+    datacite = dc.model_copy(update={"metadata_prefix": "oai_datacite"})
+    store.save_harvester(datacite)
+    assert store.harvested_before_prefix_change("h", ["oai:x:1"]) == ({"oai_dc": 1}, ["oai:x:1"])
+    store.delete_harvester("h")
+    store.save_harvester(datacite)  # the same prefix again: the change before stands
+    assert store.harvested_before_prefix_change("h", ["oai:x:1"]) == ({"oai_dc": 1}, ["oai:x:1"])
+    store.delete_harvester("h", delete_records=True)
+    store.save_harvester(dc)
+    store.upsert_harvested("h", [record(2)])
+    assert store.harvested_before_prefix_change("h", ["oai:x:2"]) is None
 
 
 @pytest.mark.parametrize("delete_records", [False, True])

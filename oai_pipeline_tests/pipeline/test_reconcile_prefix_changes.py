@@ -1,0 +1,47 @@
+"""A reconcile's refusal to delete records harvested in another metadata prefix names the
+prefixes they were harvested in, with how many of each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oai_pipeline.errors import PipelineError
+from oai_pipeline.harvesters.model import Harvester
+from oai_pipeline.oai.types import HarvestedRecord
+from oai_pipeline.pipeline.reconcile import _refuse_another_format
+from oai_pipeline.state.store import StateStore
+
+
+def _harvested(store: StateStore, *numbers: int) -> None:
+    store.upsert_harvested(
+        "h", [HarvestedRecord(f"oai:x:{n}", "2024-01-01", False, xml=b"<r/>") for n in numbers]
+    )
+
+
+def test_after_two_prefix_changes_the_refusal_names_each_format_with_its_count(
+    tmp_path: Path,
+) -> None:
+    """oai_dc -> oai_datacite -> datacite: the records still harvested as oai_dc are held
+    back too, and the line said all three were `harvested as 'oai_datacite'`."""
+    dc = Harvester.from_stored(
+        {"id": "h", "base_url": "https://example.org/oai", "metadata_prefix": "oai_dc"}
+    )
+    with StateStore(f"sqlite:///{tmp_path / 'state.sqlite'}") as store:
+        store.save_harvester(dc)
+        _harvested(store, 1, 2)
+        store.save_harvester(dc.model_copy(update={"metadata_prefix": "oai_datacite"}))
+        _harvested(store, 3)
+        datacite = dc.model_copy(update={"metadata_prefix": "datacite"})
+        store.save_harvester(datacite)
+
+        with pytest.raises(PipelineError) as refused:
+            _refuse_another_format(store, datacite, {"oai:x:1", "oai:x:2", "oai:x:3"})
+
+    assert str(refused.value) == (
+        "reconcile of h deletes nothing: 3 of the 3 records it would delete (e.g. oai:x:1) "
+        "were harvested as 'oai_datacite' (1) and 'oai_dc' (2), before the harvester's "
+        "metadata prefix became 'datacite': the source may just not offer them as "
+        "'datacite'; to delete them all the same, run reconcile again with --force"
+    )
