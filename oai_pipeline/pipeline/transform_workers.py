@@ -218,10 +218,8 @@ def interrupts_held() -> Iterator[None]:
 def data_json(item: TransformItem) -> str | None:
     """The item's data as JSON text. Data that is not JSON (a plug-in's set, date or object)
     is the record's error, not the stage's: the data is dropped."""
-    if item.data is None:
-        return None
     try:
-        return json_codec.dumps(item.data)
+        return item.data_json()
     except TypeError as error:  # orjson.JSONEncodeError is a TypeError
         item.data = None
         item.error = item.error or RecordError(
