@@ -105,7 +105,7 @@ def transform(services: Services, scope: HarvestScope) -> TransformSummary:
             )
         fresh = [i for i in items if i.identifier not in stored]
         # Handed to the workers; this process saves the group before meanwhile.
-        batch = chain.start([i for i in fresh if i.xml is not None], decode=False)
+        batch = chain.start([i for i in fresh if i.xml is not None])
         return lambda: finish_group(raw, items, stored, fresh, batch.result())
 
     def finish_group(

@@ -22,7 +22,6 @@ from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 
-from oai_pipeline import json_codec
 from oai_pipeline.errors import RecordError
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_transformers
@@ -97,15 +96,15 @@ class TransformChain:
         """How many processes transform: 1 until the workers start, or after they broke."""
         return self._workers if self._pool is not None else 1
 
-    def run(self, items: list[TransformItem], *, decode: bool = True) -> dict[str, str]:
+    def run(self, items: list[TransformItem]) -> dict[str, str]:
         """Transform `items` in place; returns the data of each as JSON text, by identifier
         (made anyway to check the data is JSON, so the stage need not encode it again).
 
-        `decode=False`: an item transformed in a worker is left without `data`; the text is
-        its data. The stage only stores the text, and decoding it was ~15 % of its own time."""
-        return self.start(items, decode=decode).result()
+        An item's `data` is that text until read (`TransformItem.set_data_json`): the stage
+        only stores the text, and decoding it was ~15 % of its own time."""
+        return self.start(items).result()
 
-    def start(self, items: list[TransformItem], *, decode: bool = True) -> ChainBatch:
+    def start(self, items: list[TransformItem]) -> ChainBatch:
         """Hand `items` to the workers and return at once: `result()` waits for them (what
         `run` returns). Without workers, the batch is transformed here before returning."""
         pending = [i for i in items if i.error is None and i.xml is not None]
@@ -121,7 +120,7 @@ class TransformChain:
                 futures = [pool.submit(_transform_chunk, _sendable(chunk)) for chunk in chunks]
         except BrokenProcessPool:
             return ChainBatch(self, pending, done=self._run_here_for_good(pending))
-        return ChainBatch(self, pending, chunks=chunks, futures=futures, decode=decode)
+        return ChainBatch(self, pending, chunks=chunks, futures=futures)
 
     def _run_here_for_good(self, items: list[TransformItem]) -> dict[str, str]:
         """A worker died (killed, out of memory, a crashing extension): go on here."""
@@ -171,14 +170,12 @@ class ChainBatch:
         done: dict[str, str] | None = None,
         chunks: list[list[TransformItem]] | None = None,
         futures: list[Future[list[ChainResult]]] | None = None,
-        decode: bool = True,
     ) -> None:
         self._chain = chain
         self._items = items
         self._done = done
         self._chunks = chunks or []
         self._futures = futures or []
-        self._decode = decode
 
     def result(self) -> dict[str, str]:
         """The data of each item as JSON text, by identifier; the items are transformed."""
@@ -194,10 +191,11 @@ class ChainBatch:
         encoded: dict[str, str] = {}
         for chunk, chunk_results in zip(self._chunks, results, strict=True):
             for item, (text, pid, communities, error) in zip(chunk, chunk_results, strict=True):
-                if self._decode:
-                    item.data = None if text is None else json_codec.loads(text)
                 item.pid, item.communities, item.error = pid, communities, error
-                if text is not None:
+                if text is None:
+                    item.data = None
+                else:
+                    item.set_data_json(text)
                     encoded[item.identifier] = text
         return encoded
 
@@ -218,10 +216,8 @@ def interrupts_held() -> Iterator[None]:
 def data_json(item: TransformItem) -> str | None:
     """The item's data as JSON text. Data that is not JSON (a plug-in's set, date or object)
     is the record's error, not the stage's: the data is dropped."""
-    if item.data is None:
-        return None
     try:
-        return json_codec.dumps(item.data)
+        return item.data_json()
     except TypeError as error:  # orjson.JSONEncodeError is a TypeError
         item.data = None
         item.error = item.error or RecordError(

@@ -102,7 +102,10 @@ class OAIImportTransformer(Transformer):
         if isinstance(doi, dict):
             doi["provider"] = self.options.doi_provider
         record = _validate(data)
-        item.data = record.model_dump(mode="json", exclude_none=True)
+        # JSON text straight from pydantic: the bytes `json_codec.dumps` makes of
+        # `model_dump(mode="json")`, in less than half the time and without building the dict
+        # (decoded only if something reads `item.data`).
+        item.set_data_json(record.model_dump_json(exclude_none=True))
         item.pid = record.pids.doi.identifier.lower() if record.pids.doi is not None else None
         if record.parent is not None:
             item.communities = list(

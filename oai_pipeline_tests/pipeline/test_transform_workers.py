@@ -28,6 +28,7 @@ from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import Settings, default_transform_workers, load_settings
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.storage import PartitionStore
+from oai_pipeline.transform import base as transform_base
 from oai_pipeline.transform.base import TransformItem
 from oai_pipeline_tests.dagster_results import run_totals
 from oai_pipeline_tests.support import (
@@ -290,7 +291,7 @@ def test_the_transform_stage_uses_the_workers(
 
 
 class _NoDecoding:
-    """`json_codec` for `transform_workers` in the harvest's process: decoding fails."""
+    """`json_codec` for a TransformItem's data in the harvest's process: decoding fails."""
 
     dumps = staticmethod(json_codec.dumps)
 
@@ -306,7 +307,7 @@ def test_the_stage_stores_the_workers_json_text_as_it_is(
     the harvest's process for the state store to encode it again was ~15 % of the stage's
     own time, while the workers waited. The state store holds the very same text."""
     monkeypatch.setattr(transform_workers, "MIN_RECORDS", 0)
-    monkeypatch.setattr(transform_workers, "json_codec", _NoDecoding)
+    monkeypatch.setattr(transform_base, "json_codec", _NoDecoding)  # where `data` decodes
     monkeypatch.setenv("OAI_PIPELINE_TRANSFORM_WORKERS", "2")
     records = shifted_sample_records()
     days = sorted(r.datestamp.date().isoformat() for r in records)

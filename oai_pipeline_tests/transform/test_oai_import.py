@@ -8,6 +8,7 @@ import pytest
 from lxml import etree
 from pydantic import ValidationError
 
+from oai_pipeline import json_codec
 from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.harvesters.plugins import validate_spec
 from oai_pipeline.transform import imports, oai_import
@@ -176,6 +177,21 @@ def test_whole_partition_parses_each_record_once(monkeypatch: pytest.MonkeyPatch
     assert parses == len(items) == 100 * len(templates)
     assert all(item.error is None and item.data is not None for item in items)
     assert {item.pid for item in items} == {item.pid for item in transform(templates)}
+
+
+@pytest.mark.parametrize("name", DATACITE_SAMPLES)
+def test_the_data_is_handed_on_as_the_json_text_of_what_a_plugin_reads(name: str) -> None:
+    """oai-import gives its data as the JSON text pydantic makes (not decoded unless read):
+    the text is the one encoding the data makes, and an edit of the data (a plug-in later in
+    the chain) replaces it."""
+    item = transform_one(datacite_item(name))
+    text = item.data_json()
+    assert text is not None
+    assert text == json_codec.dumps(item.data)
+    item.data["metadata"]["title"] = "Edited by a plug-in"
+    assert json_codec.loads(item.data_json() or "")["metadata"]["title"] == "Edited by a plug-in"
+    item.data = None
+    assert item.data_json() is None
 
 
 # arXiv's Dublin Core for 1101.4388 (the record of ../shared/samples' arXiv page): the
