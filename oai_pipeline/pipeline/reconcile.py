@@ -395,8 +395,8 @@ def _confirm_vanished(
                     else "and that list holds no record to tell by"
                 )
                 raise PipelineError(
-                    f"reconcile of {harvester.id} deletes nothing: {len(vanished)} harvested "
-                    f"records vanished from the list of the set {harvester.setspec}, and "
+                    f"reconcile of {harvester.id} deletes nothing: {_harvested(vanished)} "
+                    f"vanished from the list of the set {harvester.setspec}, and "
                     f"GetRecord names no set of {identifier}, {compared}, so whether they "
                     f"left the set {harvester.setspec} is not known; to delete them all the "
                     "same, run reconcile again with --force"
@@ -406,7 +406,7 @@ def _confirm_vanished(
             served.append(identifier)
     if served:
         raise PipelineError(
-            f"reconcile of {harvester.id} deletes nothing: {len(vanished)} harvested records "
+            f"reconcile of {harvester.id} deletes nothing: {_harvested(vanished)} "
             f"vanished from the source's list, but GetRecord still serves {len(served)} of "
             f"the {len(sample)} asked for (e.g. {served[0]}): the list hides records the "
             "source has; to delete them all the same, run reconcile again with --force"
@@ -420,6 +420,11 @@ def _confirm_vanished(
         f"{sets_named.reference}, which the set's list holds: {which} in no set any more, "
         f"taken as gone from the set {harvester.setspec}"
     ]
+
+
+def _harvested(vanished: set[str]) -> str:
+    """`1 harvested record`, `12 harvested records`: the vanished, as the refusals count them."""
+    return f"{len(vanished)} harvested record{'' if len(vanished) == 1 else 's'}"
 
 
 def _get_record(
@@ -468,7 +473,7 @@ def _unconfirmed(
     harvester: Harvester, vanished: set[str], identifier: str, problem: str
 ) -> PipelineError:
     return PipelineError(
-        f"reconcile of {harvester.id} deletes nothing: {len(vanished)} harvested records "
+        f"reconcile of {harvester.id} deletes nothing: {_harvested(vanished)} "
         f"vanished from the source's list, and GetRecord of {identifier} failed "
         f"({problem.splitlines()[0] if problem else 'no answer'}): whether they are gone is "
         "not confirmed; run reconcile again later, or with --force to delete them all the same"

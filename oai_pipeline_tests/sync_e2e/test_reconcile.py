@@ -73,7 +73,7 @@ def test_a_record_the_list_hides_but_get_record_serves_is_not_deleted_without_fo
     error = json.loads(refused.stdout)
     assert error["type"] == "pipeline_error"
     assert error["error"] == (
-        "reconcile of sample deletes nothing: 1 harvested records vanished from the source's "
+        "reconcile of sample deletes nothing: 1 harvested record vanished from the source's "
         f"list, but GetRecord still serves 1 of the 1 asked for (e.g. {hidden}): the list "
         "hides records the source has; to delete them all the same, run reconcile again "
         "with --force"
@@ -147,7 +147,7 @@ def test_a_get_record_that_keeps_failing_deletes_nothing(forgetful: Harness) -> 
     assert refused.exit_code == 1, refused.output
     first_line = refused.output.splitlines()[0]
     assert first_line.startswith(
-        "Error: reconcile of sample deletes nothing: 1 harvested records vanished from the "
+        "Error: reconcile of sample deletes nothing: 1 harvested record vanished from the "
         f"source's list, and GetRecord of {gone} failed ("
     )
     assert "HTTP 500" in first_line and first_line.endswith(
@@ -349,7 +349,7 @@ def test_the_reconcile_job_deletes_nothing_the_list_hides_but_get_record_serves(
     [failure] = [e for e in result.all_events if e.is_step_failure]
     message = failure.step_failure_data.error.message
     assert "1 of 1 reconciles failed or were refused" in message
-    assert "sample: reconcile of sample deletes nothing: 1 harvested records vanished" in message
+    assert "sample: reconcile of sample deletes nothing: 1 harvested record vanished" in message
     assert f"GetRecord still serves 1 of the 1 asked for (e.g. {hidden})" in message
     assert all(forgetful.local(i)["state"] == "live" for i in forgetful.identifiers())
 
