@@ -128,6 +128,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from oai_pipeline_tests import forked_python
+
 HARVESTER = "gen"
 PREFIX = "oai_datacite"
 NEW_PREFIX = "datacite"  # `--scenario prefix`: the harvester's prefix after the change
@@ -525,12 +527,13 @@ def _base_env(path: Path) -> dict[str, str]:
 
 def _cli(home: Home, spec: str, args: list[str]) -> subprocess.CompletedProcess[str]:
     """`oai-pipeline ARGS` with the fault SPEC; ARGS `dagster FIRST LAST`: a Dagster run."""
-    module = [sys.executable, "-m", "oai_pipeline_tests.resume.crash_sweep"]
     if args[0] == "dagster":
-        command = [*module, "dagster-child", spec, *args[1:]]
+        child_args = ["dagster-child", spec, *args[1:]]
     else:
-        command = [*module, "child", spec, "--", *args]
-    return subprocess.run(command, env=home.env, capture_output=True, text=True, timeout=900)
+        child_args = ["child", spec, "--", *args]
+    return forked_python.run_module(
+        "oai_pipeline_tests.resume.crash_sweep", child_args, home.env, timeout=900
+    )
 
 
 def _settings(home: Home) -> Any:
