@@ -14,7 +14,9 @@ from oai_pipeline.harvesters.plugins import RDM_MODEL
 from oai_pipeline.pipeline.reconcile import reconcile
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import load_settings
-from oai_pipeline_tests.sync_e2e.conftest import PREFIX, Harness
+from oai_pipeline_tests.sync_e2e.conftest import PREFIX, SQLITE_ONLY, Harness
+
+pytestmark = SQLITE_ONLY
 
 
 def _change_set(harness: Harness, how: str, setspec: str, tmp_path: Path) -> str:

@@ -18,8 +18,8 @@ what a small model of DESIGN.md's sync rules predicts:
 
 Seeds: OAI_MODEL_SEEDS=N runs seeds 0..N-1 on SQLite (default: a few), OAI_MODEL_SEED=S one
 seed, OAI_MODEL_EPOCHS the epochs per seed; OAI_MODEL_POSTGRES_SEEDS=N runs seeds 0..N-1 with
-the state store and the target on PostgreSQL (default 1). A failure names its seed and the
-operations so far.
+the state store and the target on PostgreSQL (default 2: most other scenarios of sync_e2e/ run
+on SQLite only). A failure names its seed and the operations so far.
 """
 
 from __future__ import annotations
@@ -836,7 +836,7 @@ def cases() -> list:
     on_sqlite = [pytest.param((seed, "sqlite"), id=str(seed)) for seed in seeds()]
     on_postgres = [
         pytest.param((seed, "postgresql"), id=f"{seed}-postgresql", marks=pytest.mark.postgres)
-        for seed in seeds("OAI_MODEL_POSTGRES_SEEDS", 1)
+        for seed in seeds("OAI_MODEL_POSTGRES_SEEDS", 2)
     ]
     return on_sqlite + on_postgres
 

@@ -20,7 +20,9 @@ from oai_pipeline.sample_endpoint.faults import Faults
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline.settings import load_settings
 from oai_pipeline_tests.support import register
-from oai_pipeline_tests.sync_e2e.conftest import PREFIX, Harness, at, source_records
+from oai_pipeline_tests.sync_e2e.conftest import PREFIX, SQLITE_ONLY, Harness, at, source_records
+
+pytestmark = SQLITE_ONLY
 
 # Fail fast: one retry, no real waiting.
 IMPATIENT_LOADER = "oai-pmh{max_retries: 1, backoff_base: 0, max_empty_pages: 2}"

@@ -11,7 +11,9 @@ import pytest
 from oai_pipeline.defs.launch import materialize_windows
 from oai_pipeline.errors import PipelineError
 from oai_pipeline_tests.dagster_results import run_totals
-from oai_pipeline_tests.sync_e2e.conftest import Harness, at
+from oai_pipeline_tests.sync_e2e.conftest import SQLITE_ONLY, Harness, at
+
+pytestmark = SQLITE_ONLY
 
 
 def test_live_missing_is_created_and_second_harvest_writes_nothing(harness: Harness) -> None:

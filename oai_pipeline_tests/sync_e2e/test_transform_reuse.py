@@ -15,7 +15,9 @@ from oai_pipeline.harvesters import plugins
 from oai_pipeline.pipeline.frames import TRANSFORMED_RECORDS, WRITTEN_RECORDS
 from oai_pipeline.storage import PartitionStore
 from oai_pipeline_tests.dagster_results import run_totals
-from oai_pipeline_tests.sync_e2e.conftest import DAY, Harness, at
+from oai_pipeline_tests.sync_e2e.conftest import DAY, SQLITE_ONLY, Harness, at
+
+pytestmark = SQLITE_ONLY
 
 
 def _transform_counts(result: dg.ExecuteInProcessResult) -> tuple[int, int]:

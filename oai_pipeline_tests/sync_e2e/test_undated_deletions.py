@@ -6,7 +6,9 @@ import dataclasses
 
 from oai_pipeline.sample_endpoint.faults import Faults
 from oai_pipeline_tests.dagster_results import run_totals
-from oai_pipeline_tests.sync_e2e.conftest import Harness, at
+from oai_pipeline_tests.sync_e2e.conftest import SQLITE_ONLY, Harness, at
+
+pytestmark = SQLITE_ONLY
 
 
 def test_a_deletion_without_a_datestamp_is_applied_once_and_a_restore_follows(
