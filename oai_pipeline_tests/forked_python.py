@@ -50,9 +50,9 @@ class _Forker:
     """One forking process (`main` below), asked over its stdin/stdout for one child at a
     time."""
 
-    def __init__(self) -> None:
+    def __init__(self, prelude: str) -> None:
         self._process = subprocess.Popen(
-            [sys.executable, "-m", __name__],
+            [sys.executable, "-m", __name__, *([prelude] if prelude else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -111,24 +111,35 @@ _forkers = threading.local()
 
 
 def run_module(
-    module: str, args: list[str], env: dict[str, str], timeout: float = 900
+    module: str, args: list[str], env: dict[str, str], timeout: float = 900, prelude: str = ""
 ) -> subprocess.CompletedProcess[str]:
     """What `subprocess.run([python, -m, module, *args], env=env, capture_output=True,
     text=True, timeout=timeout)` returns, from a forked child (one forking process per
-    calling thread)."""
+    calling thread and prelude). `module` may be `module:function`: `function(args)` is
+    called, its result the exit code (a module that must not run twice in one process).
+    `prelude`: `module:function` the forking process calls before it imports anything else,
+    as the module's own child does first (soak.py's shifted clock)."""
     if os.environ.get(FRESH_ENV) == "1":
-        command = [sys.executable, "-m", module, *args]
+        command = [sys.executable, *_fresh_start(module), *args]
         return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
-    forker: _Forker | None = getattr(_forkers, "forker", None)
+    forkers: dict[str, _Forker] = _forkers.__dict__.setdefault("by_prelude", {})
+    forker = forkers.get(prelude)
     if forker is None or not forker.alive():
-        forker = _forkers.forker = _Forker()
+        forker = forkers[prelude] = _Forker(prelude)
     return forker.run(module, args, env, timeout)
+
+
+def _fresh_start(module: str) -> list[str]:
+    if ":" not in module:
+        return ["-m", module]
+    name, function = module.split(":")
+    return ["-c", f"import sys; from {name} import {function}; sys.exit({function}(sys.argv[1:]))"]
 
 
 def _child(request: dict[str, object]) -> None:
     """In the forked child: the request's standard streams, environment, folder and
-    arguments, then the module run as `python -m` runs it. Returns only by exception
-    (SystemExit included), which ends the process as the interpreter ends a fresh one."""
+    arguments, then the module run as `python -m` runs it (or its function called), and the
+    end of the process as the interpreter ends a fresh one (`_exit`)."""
     for fd, path, flags in (
         (0, os.devnull, os.O_RDONLY),
         (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
@@ -149,7 +160,11 @@ def _child(request: dict[str, object]) -> None:
     sys.argv = [module, *request["args"]]  # type: ignore[misc]
     code: int | str | None = 0
     try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        if ":" in module:
+            name, function = module.split(":")
+            code = getattr(importlib.import_module(name), function)(sys.argv[1:])
+        else:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exit_:
         code = exit_.code
     except BaseException:
@@ -161,18 +176,24 @@ def _child(request: dict[str, object]) -> None:
 def _exit(code: int | str | None) -> None:
     """How the interpreter ends a fresh process (threads joined, atexit handlers run, streams
     flushed), less tearing down every module it imported: most of a second."""
-    if isinstance(code, str):
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):  # sys.exit("message")
         print(code, file=sys.stderr)
         code = 1
     threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
-    os._exit(code or 0)
+    os._exit(code)
 
 
-def main() -> None:
-    """The forking process: imports PRELOADED, then forks one child per request line."""
+def main(argv: list[str]) -> None:
+    """The forking process: calls its prelude (ARGV: `module:function`, if any), imports
+    PRELOADED, then forks one child per request line."""
+    for prelude in argv:
+        module, function = prelude.split(":")
+        getattr(importlib.import_module(module), function)()
     for name in PRELOADED:
         importlib.import_module(name)
     requests, replies = sys.stdin, sys.stdout
@@ -189,4 +210,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -39,6 +39,9 @@ def probe(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     site = tmp_path / "site"
     site.mkdir()
     (site / "forked_probe.py").write_text(PROBE)
+    (site / "forked_function.py").write_text(
+        "import sys\n\ndef main(argv):\n    print(argv, sys.argv[1:])\n    return int(argv[0])\n"
+    )
     workdir = tmp_path / "work"
     workdir.mkdir()
     env = {"PROBE": "here", "PATH": os.environ["PATH"], "PYTHONPATH": str(site)}
@@ -103,3 +106,15 @@ def test_forked_children_see_no_module_the_forking_process_did_not_import() -> N
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("fresh", ["1", "0"])
+def test_a_function_run_in_a_child_gives_its_result_as_the_exit_code(
+    probe: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch, fresh: str
+) -> None:
+    """`module:function`: for a module that must not run twice in one process (soak.py)."""
+    workdir, env = probe
+    monkeypatch.chdir(workdir)
+    monkeypatch.setenv(forked_python.FRESH_ENV, fresh)
+    result = forked_python.run_module("forked_function:main", ["4", "x"], env, timeout=60)
+    assert (result.returncode, result.stdout) == (4, "['4', 'x'] ['4', 'x']\n"), result.stderr

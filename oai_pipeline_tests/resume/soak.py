@@ -108,17 +108,26 @@ class ShiftedDatetime(datetime, metaclass=_AnyDatetime):
         return _REAL_DATETIME.now(UTC).replace(tzinfo=None) + cls.offset
 
 
-def child(argv: list[str]) -> None:
-    """`soak child …`: crash_sweep's child (a fault, the CLI) under the shifted clock. The
-    clock is installed before the project is imported, so every `from datetime import
-    datetime` takes it."""
+def install_shifted_clock() -> None:
+    """`datetime.datetime` the shifted class, before the project is imported, so every
+    `from datetime import datetime` takes it (a forked child's parent calls it first)."""
     import datetime as datetime_module
 
-    ShiftedDatetime.offset = timedelta(seconds=float(os.environ.get(CLOCK_ENV, "0")))
     # code Dagster generates from annotations names the class: name it as the real one
     ShiftedDatetime.__name__ = ShiftedDatetime.__qualname__ = "datetime"
     ShiftedDatetime.__module__ = "datetime"
     datetime_module.datetime = ShiftedDatetime  # type: ignore[misc]
+
+
+def child(argv: list[str]) -> None:
+    """`soak child …`: crash_sweep's child (a fault, the CLI) under the shifted clock, at
+    the offset its environment says (CLOCK_ENV)."""
+    import datetime as datetime_module
+
+    if not hasattr(datetime_module.datetime, "offset"):  # a fresh interpreter
+        install_shifted_clock()
+    offset = timedelta(seconds=float(os.environ.get(CLOCK_ENV, "0")))
+    datetime_module.datetime.offset = offset  # type: ignore[attr-defined]
     from oai_pipeline_tests.resume import crash_sweep
 
     spec, args = argv[0], argv[2:]
@@ -233,11 +242,15 @@ def change_source(
 
 
 def _run(home: Any, args: list[str], spec: str = "none") -> Any:
-    import subprocess
+    from oai_pipeline_tests import forked_python
 
-    module = [sys.executable, "-m", "oai_pipeline_tests.resume.soak"]
-    command = [*module, "child", spec, "--", *args]
-    return subprocess.run(command, env=home.env, capture_output=True, text=True, timeout=900)
+    return forked_python.run_module(
+        "oai_pipeline_tests.resume.soak:main",
+        ["child", spec, "--", *args],
+        home.env,
+        timeout=900,
+        prelude="oai_pipeline_tests.resume.soak:install_shifted_clock",
+    )
 
 
 class Soak:
