@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import httpx
 
 PROJECT = Path(__file__).resolve().parents[2]
+FAST_DAEMON = Path(__file__).resolve().parent / "fast_daemon"
 T = TypeVar("T")
 
 
@@ -63,6 +64,8 @@ class LiveDagster:
             DAGSTER_HOME=str(self.dagster_home),
             OAI_PIPELINE_HOME=str(self.oai_home),
             DAGSTER_WEBSERVER_URL=self.url,
+            # the daemon's loops every 2 s (fast_daemon/sitecustomize.py), not 30 s
+            PYTHONPATH=os.pathsep.join(filter(None, [str(FAST_DAEMON), env.get("PYTHONPATH")])),
         )
         return env
 

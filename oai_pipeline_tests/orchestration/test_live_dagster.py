@@ -190,3 +190,12 @@ def test_a_second_ui_run_of_a_harvester_waits_in_the_queue(live: Live) -> None:
         every=1,
     )
     assert status == "SUCCESS", _fail_with_log(live, status)
+
+
+def test_the_live_dagsters_daemon_loops_every_two_seconds(tmp_path: Path) -> None:
+    """What keeps the tests above from sleeping in the daemon's 30 s loops: its processes'
+    environment, which changes that and nothing else."""
+    code = "import dagster._daemon.controller as c; print(c.DEFAULT_DAEMON_INTERVAL_SECONDS)"
+    env = LiveDagster(tmp_path).env
+    shortened = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True)
+    assert (shortened.returncode, shortened.stdout) == (0, b"2\n"), shortened.stderr
