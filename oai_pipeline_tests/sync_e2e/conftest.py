@@ -3,8 +3,9 @@
 A scenario runs on SQLite and on PostgreSQL (state store and target on a fresh database of
 the throwaway server), unless its module says `SQLITE_ONLY`: those whose SQL the state
 store's and the target's own tests run on both already, and whose rules the model-based
-test runs on PostgreSQL too. Scenarios where the databases differ (DOIs longer than a
-column, case of identifiers, unique DOIs swapped in one batch, communities) keep both.
+test runs on PostgreSQL too (`SQLITE_ONLY` marks a single test so too). Scenarios where the
+databases differ (DOIs longer than a column, case of identifiers, unique DOIs swapped in one
+batch) keep both.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from oai_pipeline_tests.support import register
 
 PREFIX = "oai_datacite"
 DAY = "2024-02-01"
-# The scenarios of a module on SQLite only (see above): their PostgreSQL runs took an eighth of
-# the suite's time for what the other tests on PostgreSQL run already.
+# The scenarios of a module (or a test) on SQLite only (see above): their PostgreSQL runs
+# took an eighth of the suite's time for what the other tests on PostgreSQL run already.
 SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
 

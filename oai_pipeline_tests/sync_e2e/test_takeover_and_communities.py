@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from oai_pipeline_tests.support import expected_title_and_doi
-from oai_pipeline_tests.sync_e2e.conftest import Harness, at
+from oai_pipeline_tests.sync_e2e.conftest import SQLITE_ONLY, Harness, at
 
 
 @pytest.mark.parametrize("case", [str.lower, str.upper], ids=["same-case", "upper-case"])
@@ -35,6 +35,7 @@ def test_takeover_when_the_deposit_came_first(harness: Harness, case) -> None:
     assert sum(1 for r in harness.all_local() if r["doi"].lower() == doi.lower()) == 1
 
 
+@SQLITE_ONLY
 def test_writer_community_its_parent_and_the_default(harness: Harness) -> None:
     harness.repository.create_community("cesnet")
     harness.repository.create_community("cesnet-data", parent="cesnet")
@@ -48,6 +49,7 @@ def test_writer_community_its_parent_and_the_default(harness: Harness) -> None:
         assert local["default_community"] == "cesnet-data"
 
 
+@SQLITE_ONLY
 def test_transformer_communities_are_added_and_never_removed(harness: Harness) -> None:
     harness.repository.create_community("first")
     harness.repository.create_community("from-sets")
@@ -76,6 +78,7 @@ def last_writes(harness: Harness) -> dict[str, str]:
     return {i: harness.harvest_record(i)["last_written_at"] for i in harness.identifiers()}
 
 
+@SQLITE_ONLY
 def test_a_community_given_to_the_writer_later_reaches_the_records_already_written(
     harness: Harness,
 ) -> None:
@@ -94,6 +97,7 @@ def test_a_community_given_to_the_writer_later_reaches_the_records_already_writt
     assert last_writes(harness) == written
 
 
+@SQLITE_ONLY
 def test_a_writer_option_that_changes_nothing_written_rewrites_nothing(
     harness: Harness,
 ) -> None:
@@ -108,6 +112,7 @@ def test_a_writer_option_that_changes_nothing_written_rewrites_nothing(
     assert last_writes(harness) == written
 
 
+@SQLITE_ONLY
 def test_a_missing_community_means_not_written_with_the_error_stored(harness: Harness) -> None:
     harness.register(writer='oai-service{model:"rdm", community:"nowhere"}')
 
@@ -124,6 +129,7 @@ def test_a_missing_community_means_not_written_with_the_error_stored(harness: Ha
     assert {r["source_identifier"] for r in harness.all_local()} == set(harness.identifiers())
 
 
+@SQLITE_ONLY
 def test_one_writers_error_is_not_wiped_by_another_writer(harness: Harness) -> None:
     """Stored before a harvester could not name oai-service twice: the first writer's
     missing community stays the record's error, and the next harvest writes it."""
@@ -148,6 +154,7 @@ def test_one_writers_error_is_not_wiped_by_another_writer(harness: Harness) -> N
         assert "later" in harness.local(identifier)["communities"]
 
 
+@SQLITE_ONLY
 def test_a_record_moved_into_a_mapped_set_without_a_new_datestamp_joins_its_community(
     harness: Harness,
 ) -> None:
