@@ -358,6 +358,8 @@ FIX_OF_ERROR = {
     "missing_community": "create the community each names (`oai-pipeline records list "
     "--harvester {h} --error-type missing_community` shows them) with `oai-pipeline target "
     "communities create SLUG`, then `oai-pipeline harvest {h} --failed`",
+    "HTTPError": "the source refused GetRecord of these records while it answered others; "
+    "once it serves them, `oai-pipeline harvest {h} --failed` asks for them again",
 }
 
 

@@ -1172,6 +1172,7 @@ class OAIClient:
         while True:
             self._give_up_if_abandoned()
             retry_after: float | None = None
+            refused_with: int | None = None  # this try's HTTP status, if it said "retry"
             unreadable = False  # this try's body could not be read as OAI-PMH
             # an answer to another request (a page of another list, another item's record)
             another_answer: ParsedResponse | None = None
@@ -1220,6 +1221,7 @@ class OAIClient:
                     if answer is not None:
                         return answer
                     problem = f"HTTP {status}"
+                    refused_with = status
                     if status in _RETRY_AFTER_STATUSES:
                         retry_after = parse_retry_after(headers.get("retry-after"))
                         if retry_after is not None and retry_after > self.max_retry_wait:
@@ -1301,10 +1303,14 @@ class OAIClient:
                         f"{self.base_url} ({verb}): {problem}, the same at each of {attempts} "
                         f"tries: the source's answer, not a passing fault{hint}"
                     )
-                error = MalformedResponse if unreadable else HarvestProtocolError
-                raise error(
-                    f"{self.base_url} ({verb}): gave up after {attempts} attempts and "
-                    f"{waited:.0f} s of waiting; last problem: {problem}{hint}"
+                tried = f"{attempts} attempts and {waited:.0f} s of waiting"
+                message = f"{self.base_url} ({verb}): gave up after {tried}; last problem: "
+                if unreadable:
+                    raise MalformedResponse(f"{message}{problem}{hint}")
+                raise HarvestProtocolError(
+                    f"{message}{problem}{hint}",
+                    status=refused_with,
+                    detail=f"gave up after {tried}",
                 )
             logger.warning(
                 "%s (%s): %s; retry %d in %.1f s", self.base_url, verb, problem, attempts, wait
@@ -1329,7 +1335,8 @@ class OAIClient:
                 status=status,
             )
         named = f"HTTP {status} {httpx.codes.get_reason_phrase(status)}".rstrip()
-        said = f"{self.base_url} ({verb}): {named} ({what_the_body_says(body)})"
+        says = what_the_body_says(body)
+        said = f"{self.base_url} ({verb}): {named} ({says})"
         if status in _ACCESS_REFUSED_STATUSES:
             said += ": the source refuses the harvester"
             if not self.endpoint_proven:
@@ -1345,13 +1352,14 @@ class OAIClient:
                 "later); if it recurs, lower the harvester's rate limit "
                 "(rate_limit_per_minute) or ask the source's operator",
                 status=status,
+                detail=says,
             )
         # no such page: not for a token (the source forgot it)
         if status in (404, 410) and "resumptionToken" not in params:
             if not self.endpoint_proven:
                 return UnprovenEndpoint(f"{said}{_NEVER_ANSWERED}{_NOT_AN_ENDPOINT}")
             said += _NOT_AN_ENDPOINT
-        return RefusedRequest(said, status=status)
+        return RefusedRequest(said, status=status, detail=says)
 
     def _pause(self, seconds: float) -> None:
         """Every wait (request spacing, retries); a worker whose sweep stopped gives up."""

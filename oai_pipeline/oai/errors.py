@@ -57,7 +57,19 @@ class NoRecordsMatchForToken(BadResumptionToken):
 
 class HarvestProtocolError(PipelineError):
     """The source misbehaves beyond repair: a repeated token, endless empty pages,
-    retries exhausted, or a page that stays unparseable after retries."""
+    retries exhausted, or a page that stays unparseable after retries.
+
+    ``status``: the HTTP status the source refused the request with (when the retries ran
+    out, their last try's), None when there was none (no HTTP answer at all: a connection
+    refused, a timeout; or a fault of the answer itself); a caller tells a source refusing
+    one item (a GetRecord's 403, or 5xx after the retries) from one that is down.
+    ``detail``: what the refusal says besides its status (its body; how long it was tried),
+    for a caller that words it its own way."""
+
+    def __init__(self, message: str = "", *, status: int | None = None, detail: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.detail = detail
 
 
 class PersistentProtocolError(HarvestProtocolError):
@@ -105,9 +117,9 @@ class ForeignNamespaceResponse(NotOAIResponse):
 class RefusedRequest(HarvestProtocolError):
     """An HTTP error status that is not "come back later", without an OAI-PMH answer."""
 
-    def __init__(self, message: str, *, status: int) -> None:
-        super().__init__(message)
-        self.status = status
+    def __init__(self, message: str, *, status: int, detail: str = "") -> None:
+        super().__init__(message, status=status, detail=detail)
+        self.status: int = status
 
 
 class InvalidDatestamp(ConfigurationError, ValueError):

@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from http import HTTPStatus
 from typing import Any
 
 import sqlalchemy as sa
@@ -21,6 +22,7 @@ from oai_pipeline.errors import (
     InvalidArgument,
     NotFound,
     PipelineError,
+    RecordError,
     add_notices,
     log_unsaved,
 )
@@ -28,7 +30,7 @@ from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader
 from oai_pipeline.oai.base_url import same_endpoint
 from oai_pipeline.oai.client import in_set
-from oai_pipeline.oai.errors import HarvestProtocolError, OAIError
+from oai_pipeline.oai.errors import HarvestProtocolError, OAIError, PersistentProtocolError
 from oai_pipeline.oai.reader import Reader
 from oai_pipeline.oai.types import Granularity, HarvestedRecord, IdentifyInfo, SweepCheckpoint
 from oai_pipeline.oai.windows import (
@@ -55,6 +57,10 @@ PART_SIZE = 5000
 # longest a slow source's answers wait to be (lost with the process if it is killed).
 ANSWERS_PER_COMMIT = 100
 SECONDS_PER_COMMIT = 10.0
+# Selected identifiers whose GetRecord the source refuses with an HTTP status, one after
+# the other with no answer between, before the run takes it for the source refusing the
+# harvest (a firewall, a backend down) and fails as a protocol failure (see _Refusals).
+REFUSALS_IN_A_ROW = 5
 
 
 @dataclass
@@ -706,10 +712,20 @@ def _stage_answers_of(
 
     answered: list[HarvestedRecord] = []
     first_answer_at = 0.0
+    refusals = _Refusals(scope.harvester_id)
     try:
-        for record in reader.get_records(options.identifiers):
+        for identifier in options.identifiers:
+            # One at a time: a refusal raised out of a generator would end it.
+            try:
+                record = next(iter(reader.get_records([identifier])), None)
+            except HarvestProtocolError as error:
+                refusals.add(identifier, error)  # raises it again unless an HTTP refusal
+                continue
+            if record is None:
+                continue
             if not answered:
                 first_answer_at = time.monotonic()
+            answered.extend(refusals.settled())
             answered.append(record)
             if (
                 len(answered) >= ANSWERS_PER_COMMIT
@@ -723,11 +739,106 @@ def _stage_answers_of(
             _save_on_failure(run_id, "answers", lambda: stage_answers(answered))
         raise
     else:
+        answered.extend(refusals.at_end())
         if answered:
             stage_answers(answered)
     finally:
         if outside:
             result.notices.append(_outside_set_notice(set_spec, outside))
+
+
+class _Refusals:
+    """GetRecord refusals with an HTTP status (401, 403, 404, 410, ...; a 5xx that outlasted
+    the client's retries), judged by what the source does around them.
+
+    Rule: a refusal is that record's error (HTTPError, the harvest goes on) once the source
+    answers another identifier of this attempt, before or after it; REFUSALS_IN_A_ROW of them
+    without an answer between, or only refusals to the end, are the source refusing the
+    harvest: the run fails as a protocol failure (transient, not stored on N records), and
+    `--resume` asks from the first of them. No HTTP answer at all (connection refused,
+    timeout) always fails the run, and so does a base URL that never answered OAI-PMH, at
+    once (UnprovenEndpoint), and a 429 (the harvest asked too fast, not one record)."""
+
+    def __init__(self, harvester_id: str) -> None:
+        self.harvester_id = harvester_id
+        self.answered = False  # whether the source answered a GetRecord of this attempt
+        self.pending: list[tuple[str, HarvestProtocolError]] = []
+
+    def add(self, identifier: str, error: HarvestProtocolError) -> None:
+        """Hold a refusal until the source's next answer; fail on one that is no HTTP
+        status, or when the run of refusals reaches REFUSALS_IN_A_ROW."""
+        status = error.status
+        if (
+            isinstance(error, PersistentProtocolError)
+            or status is None
+            or status < 400
+            or status in _NOT_ITEM_STATUSES
+        ):
+            raise error
+        self.pending.append((identifier, error))
+        if len(self.pending) >= REFUSALS_IN_A_ROW:
+            raise self._failure("in a row, with no answer between")
+
+    def settled(self) -> list[HarvestedRecord]:
+        """The source answered: the refusals held are their records' errors."""
+        self.answered = True
+        errors = [
+            _refused_record(self.harvester_id, identifier, error)
+            for identifier, error in self.pending
+        ]
+        self.pending.clear()
+        return errors
+
+    def at_end(self) -> list[HarvestedRecord]:
+        """The last refusals: records' errors if the source answered another identifier of
+        this attempt, else the run fails (the source answered none)."""
+        if not self.pending:
+            return []
+        if not self.answered:
+            if len(self.pending) == 1:
+                raise self.pending[0][1]
+            raise self._failure("and answered none of this attempt's")
+        return self.settled()
+
+    def _failure(self, how: str) -> HarvestProtocolError:
+        first, error = self.pending[0]
+        count = len(self.pending)
+        failure = HarvestProtocolError(
+            f"{error}; the source refused GetRecord of {count} identifiers {how} ({first} "
+            f"to {self.pending[-1][0]}): taken as refusing the harvest, not single records"
+        )
+        failure.__cause__ = self.pending[-1][1]
+        return failure
+
+
+# Statuses that say "too many requests" or "too slow", of the harvest, not of one record.
+_NOT_ITEM_STATUSES = frozenset({408, 425, 429})
+
+
+def _refused_record(
+    harvester_id: str, identifier: str, error: HarvestProtocolError
+) -> HarvestedRecord:
+    """A GetRecord refused while the source answered others: that record's error."""
+    status = error.status or 0
+    try:
+        named = f"HTTP {status} {HTTPStatus(status).phrase}"
+    except ValueError:  # a status of the source's own
+        named = f"HTTP {status}"
+    detail = f": {error.detail}" if error.detail else ""
+    return HarvestedRecord(
+        identifier=identifier,
+        datestamp="",
+        deleted=False,
+        error=RecordError(
+            type="HTTPError",
+            message=(
+                f"{named} for GetRecord of {identifier}{detail}; the source answered other "
+                "identifiers of the run, so the record is refused, not the harvest: "
+                f"`oai-pipeline harvest {harvester_id} --failed` asks for it again"
+            ),
+            location=identifier,
+        ),
+    )
 
 
 def _outside_set(record: HarvestedRecord, set_spec: str | None) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from datetime import datetime
 
 import httpx
@@ -461,18 +462,24 @@ def test_resuming_a_failed_run_of_selected_identifiers_asks_for_those_left(
     assert "ListRecords" not in fake.verbs
 
 
+def _unreachable(request: httpx.Request) -> httpx.Response:
+    """No HTTP answer at all (the connection dropped at each try): the run fails."""
+    return drop_connection(request, httpx.Response(200))
+
+
 class UnavailableFor(FakeSource):
-    """Answers GetRecord of the identifiers in `down` with HTTP 503, as a source whose
-    backend for some records is down: the retries run out and the run fails."""
+    """Answers GetRecord of the identifiers in `down` with `refusal` (by default no HTTP
+    answer at all, as a source gone mid-run: the retries run out and the run fails)."""
 
     def __init__(self, records: list[FakeRecord]) -> None:
         super().__init__(records)
         self.down: set[str] = set()
+        self.refusal: Callable[[httpx.Request], httpx.Response] = _unreachable
 
     def answer(self, request: httpx.Request) -> httpx.Response:
         params = request.url.params
         if params.get("verb") == "GetRecord" and params.get("identifier") in self.down:
-            return httpx.Response(503, text="Service Unavailable", headers={"retry-after": "0"})
+            return self.refusal(request)
         return super().answer(request)
 
     def asked(self, since: int = 0) -> list[str]:
@@ -561,6 +568,159 @@ def test_resuming_selected_identifiers_asks_again_only_from_the_one_that_failed(
     assert (resumed["run_id"], resumed["created"], resumed["written_earlier"]) == (1, 6, 0)
     status = json.loads(run("status", "--harvester", "sample", "--json").output)
     assert status["counters"]["staged"] == 6
+
+
+def _refused_with(code: int) -> Callable[[httpx.Request], httpx.Response]:
+    """HTTP `code` with a plain body and no OAI-PMH answer (a 5xx asks to retry at once)."""
+    headers = {"retry-after": "0"} if code >= 500 else {}
+    return lambda request: httpx.Response(code, text="No access here", headers=headers)
+
+
+@pytest.mark.parametrize(
+    ("code", "detail"),
+    [
+        (403, "HTTP 403 Forbidden for GetRecord of {i}: its body: 'No access here'"),
+        (401, "HTTP 401 Unauthorized for GetRecord of {i}: its body: 'No access here'"),
+        (404, "HTTP 404 Not Found for GetRecord of {i}: its body: 'No access here'"),
+        (410, "HTTP 410 Gone for GetRecord of {i}: its body: 'No access here'"),
+        (503, "HTTP 503 Service Unavailable for GetRecord of {i}: gave up after 31 attempts"),
+        (500, "HTTP 500 Internal Server Error for GetRecord of {i}: gave up after 7 attempts"),
+    ],
+)
+@pytest.mark.parametrize("refused", [0, 1, 2])
+def test_a_getrecord_refused_with_an_http_status_is_that_records_error(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, code: int, detail: str, refused: int
+) -> None:
+    """One identifier's GetRecord refused (a 4xx at once, a 5xx after the retries) while the
+    source answers the others, first, between or last: before, the whole run failed, and
+    `--resume` asked it first again and failed the same way. It is that record's error, told
+    and counted as the others are, and `--failed` asks for it again."""
+    source = harvest_fake_source(settings, monkeypatch, UnavailableFor(_numbered(3)))
+    chosen = [r.identifier for r in source.records]
+    source.down, source.refusal = {chosen[refused]}, _refused_with(code)
+
+    result = run("harvest", "sample", *chosen, "--json")
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["created"], report["errors"]) == (2, 1)
+    assert report["error_types"] == {"HTTPError": 1}
+    shown = json.loads(run("records", "show", chosen[refused], "--json").stdout)
+    [(kind, message)] = [(e["type"], e["message"]) for e in shown["errors"]]
+    assert kind == "HTTPError"
+    assert message.startswith(detail.format(i=chosen[refused])), message
+    assert message.endswith(
+        "; the source answered other identifiers of the run, so the record is refused, not "
+        "the harvest: `oai-pipeline harvest sample --failed` asks for it again"
+    )
+    status = json.loads(run("status", "--harvester", "sample", "--json").output)
+    assert status["run"]["status"] == "succeeded"
+    assert status["records"]["failed"] == 1
+    source.down.clear()
+    before = len(source.requests)
+    again = json.loads(run("harvest", "sample", "--failed", "--json").stdout)
+    assert (again["created"], again["errors"]) == (1, 0)
+    assert source.asked(before) == [chosen[refused]]
+
+
+def test_a_refused_getrecord_is_counted_in_the_text_report_with_its_fix(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = harvest_fake_source(settings, monkeypatch, UnavailableFor(_numbered(2)))
+    source.down, source.refusal = {"oai:fake.test:1"}, _refused_with(403)
+
+    result = run("harvest", "sample", "oai:fake.test:0", "oai:fake.test:1")
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "  errors:    1" in lines
+    assert "  error types: HTTPError 1" in lines
+    assert (
+        "  HTTPError: the source refused GetRecord of these records while it answered others; "
+        "once it serves them, `oai-pipeline harvest sample --failed` asks for them again"
+    ) in lines
+
+
+def test_a_refused_getrecord_is_asked_again_by_resume_with_retry_failed(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--resume RUN --retry-failed` of the run of selected identifiers asks the source
+    again for the one it refused, and writes it."""
+    source = harvest_fake_source(settings, monkeypatch, UnavailableFor(_numbered(3)))
+    chosen = [r.identifier for r in source.records]
+    source.down, source.refusal = {chosen[1]}, _refused_with(403)
+    first = json.loads(run("harvest", "sample", *chosen, "--json").stdout)
+    assert (first["created"], first["errors"]) == (2, 1)
+    source.down.clear()
+    before = len(source.requests)
+
+    retried = json.loads(
+        run("harvest", "sample", "--resume", "1", "--retry-failed", "--json").stdout
+    )
+
+    assert chosen[1] in source.asked(before)
+    assert (retried["run_id"], retried["created"], retried["errors"]) == (1, 3, 0)
+    shown = json.loads(run("records", "show", chosen[1], "--json").stdout)
+    assert shown["errors"] == []
+
+
+@pytest.mark.parametrize("code", [403, 503])
+def test_a_source_refusing_getrecord_after_getrecord_fails_the_run_resumably(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    """A source that refuses REFUSALS_IN_A_ROW identifiers one after the other (a firewall
+    blocking the harvester, a backend down) refuses the harvest, not those records: the run
+    fails as a protocol failure, stores no record error, and `--resume` asks from the first
+    refused on."""
+    in_a_row = 3
+    monkeypatch.setattr(discover_module, "REFUSALS_IN_A_ROW", in_a_row, raising=False)
+    source = harvest_fake_source(settings, monkeypatch, UnavailableFor(_numbered(7)))
+    chosen = [r.identifier for r in source.records]
+    source.down, source.refusal = set(chosen[2:]), _refused_with(code)
+
+    failed = run("harvest", "sample", *chosen, "--json")
+
+    assert failed.exit_code == 1, failed.output
+    assert source.asked() == chosen[: 2 + in_a_row]
+    assert (
+        f"the source refused GetRecord of {in_a_row} identifiers in a row, with no answer "
+        f"between ({chosen[2]} to {chosen[1 + in_a_row]}): taken as refusing the harvest, "
+        "not single records"
+    ) in failed.output
+    status = json.loads(run("status", "--harvester", "sample", "--json").output)
+    assert status["run"]["status"] == "failed"
+    assert status["records"]["failed"] == 0
+    source.down.clear()
+    before = len(source.requests)
+    resumed = json.loads(run("harvest", "sample", "--resume", "1", "--json").stdout)
+    assert source.asked(before) == chosen[2:]
+    assert (resumed["created"], resumed["errors"]) == (len(chosen), 0)
+
+
+def test_refusals_of_every_identifier_asked_fail_the_run(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fewer identifiers than REFUSALS_IN_A_ROW, all refused: the source answered none of
+    them, so nothing tells a refused record from a refused harvester: the run fails (one
+    identifier alone with the client's error as before)."""
+    source = harvest_fake_source(settings, monkeypatch, UnavailableFor(_numbered(2)))
+    chosen = [r.identifier for r in source.records]
+    source.down, source.refusal = set(chosen), _refused_with(403)
+
+    both = run("harvest", "sample", *chosen)
+    one = run("harvest", "sample", chosen[0])
+
+    assert both.exit_code == one.exit_code == 1
+    assert (
+        f"the source refused GetRecord of 2 identifiers and answered none of this attempt's "
+        f"({chosen[0]} to {chosen[1]}): taken as refusing the harvest"
+    ) in both.output
+    assert "HTTP 403 Forbidden (its body: 'No access here'): the source refuses the harvester" in (
+        one.output
+    )
+    assert "identifiers" not in one.output
+    status = json.loads(run("status", "--harvester", "sample", "--json").output)
+    assert status["records"]["failed"] == 0
 
 
 class CountingStaged(FakeSource):

@@ -19,6 +19,7 @@ from oai_pipeline.oai.errors import (
     HarvestProtocolError,
     OAIError,
     PersistentProtocolError,
+    RefusedRequest,
     UnprovenEndpoint,
 )
 from oai_pipeline.oai.pages import (
@@ -1056,6 +1057,43 @@ def test_a_get_record_refusing_the_identifier_is_that_records_error(
     assert refused.error is not None and refused.error.type == "badArgument"
     assert refused.error.message == message and refused.identifier == "10.1234/not-an-oai-id"
     assert [r.error for i, r in enumerate(got) if i != refused_at - 1] == [None] * (len(got) - 1)
+
+
+@pytest.mark.parametrize(
+    ("fault", "code", "said"),
+    [
+        (status(500), 500, "gave up after 5 attempts"),
+        (unavailable("0"), 503, "gave up after 21 attempts"),
+        (drop_connection, None, "gave up after 5 attempts"),
+        (timeout, None, "gave up after 5 attempts"),
+    ],
+)
+def test_retries_run_out_with_the_last_tries_http_status(
+    fault: Fault, code: int | None, said: str
+) -> None:
+    """A request the retries could not get through says the HTTP status of its last try, or
+    None if it got no HTTP answer: a harvest of selected identifiers stores one identifier's
+    5xx as that record's error, while a source that does not answer at all fails the run."""
+    source = FakeSource(make_records(2))
+    source.every = (1, fault)
+    with pytest.raises(HarvestProtocolError) as caught:
+        Harvest(source).client.get_record(source.records[0].identifier, "oai_dc")
+    assert caught.value.status == code
+    assert caught.value.detail.startswith(said)
+    assert f"; last problem: {'HTTP ' if code else ''}" in str(caught.value)
+
+
+@pytest.mark.parametrize("code", [401, 403, 404, 410])
+def test_a_refused_request_keeps_what_its_body_says_apart(code: int) -> None:
+    """What an HTTP error's body says, apart from the run's advice, for a caller that words
+    the refusal its own way (a GetRecord refused while the others are answered)."""
+    source = FakeSource(make_records(2))
+    harvest = Harvest(source)
+    harvest.client.get_record(source.records[0].identifier, "oai_dc")
+    source.every = (1, lambda request, response: httpx.Response(code, text="Not for you"))
+    with pytest.raises(RefusedRequest) as caught:
+        harvest.client.get_record(source.records[1].identifier, "oai_dc")
+    assert (caught.value.status, caught.value.detail) == (code, "its body: 'Not for you'")
 
 
 def test_a_get_record_refusing_the_metadata_prefix_fails_the_run() -> None:
