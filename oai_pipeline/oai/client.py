@@ -357,13 +357,14 @@ class OAIClient:
         until: str | None = None,
         set_spec: str | None = None,
         resumption_token: str | None = None,
+        stop_on_repeat: bool = False,
     ) -> Page:
         """One page of a list: the first (from the arguments) or the one a token names.
 
         Retries happen inside; ``noRecordsMatch`` is an empty last page (in answer to a
         token: NoRecordsMatchForToken, for the sweep to judge); any other OAI error raises
         (BadResumptionToken for an expired or unknown token, also when a token gets HTTP
-        400, 404 or 410 without an OAI-PMH answer).
+        400, 404 or 410 without an OAI-PMH answer). ``stop_on_repeat``: see `_request`.
         """
         if verb not in ("ListRecords", "ListIdentifiers"):
             raise ConfigurationError(f"list_page lists ListRecords or ListIdentifiers, not {verb}")
@@ -385,7 +386,9 @@ class OAIClient:
                     params[name] = value
         try:
             listed = {"metadataPrefix": metadata_prefix, "from": from_, "until": until}
-            parsed = self._request(verb, params, {**listed, "set": set_spec})
+            parsed = self._request(
+                verb, params, {**listed, "set": set_spec}, stop_on_repeat=stop_on_repeat
+            )
         except RefusedRequest as exc:
             if resumption_token and exc.status in _TOKEN_GONE_STATUSES:
                 raise BadResumptionToken(
@@ -448,6 +451,7 @@ class OAIClient:
         max_empty_pages: int = 50,
         max_restarts: int = 3,
         prefetch: bool = True,
+        stop_on_repeat: bool = False,
     ) -> Iterator[Page]:
         """Every page of one list request, following resumption tokens.
 
@@ -493,6 +497,7 @@ class OAIClient:
                 until=until,
                 set_spec=set_spec,
                 resumption_token=token,
+                stop_on_repeat=stop_on_repeat,
             )
 
         ahead = _PageAhead(self, fetch) if prefetch else None
@@ -1151,7 +1156,12 @@ class OAIClient:
             )
 
     def _request(
-        self, verb: Verb, params: dict[str, str], listed: dict[str, str | None] | None = None
+        self,
+        verb: Verb,
+        params: dict[str, str],
+        listed: dict[str, str | None] | None = None,
+        *,
+        stop_on_repeat: bool = False,
     ) -> ParsedResponse:
         """Send until a usable OAI-PMH response arrives, or give up with HarvestProtocolError.
 
@@ -1162,6 +1172,13 @@ class OAIClient:
         Retried: transport failures, 408/425/429/5xx, and bodies that are not a whole
         OAI-PMH document (truncated, not XML, HTML with status 200). A Retry-After on
         429/503 is honoured (clamped, jittered); anything else backs off exponentially.
+
+        ``stop_on_repeat`` (a reconcile's identifier sweep, which deletes nothing when it
+        fails and runs again later): an unreadable body that is not a web page, byte for
+        byte the one the try before got, ends the retries: the source answers so (a page it
+        cuts at the same byte, not a dropped connection's), and the rest of the budget, a
+        minute and more, was spent on the same answer. A web page is still waited out (a
+        proxy's maintenance page), and a harvest's pages are retried to the end.
         """
         backoff_retries = polite_retries = 0
         waited = 0.0
@@ -1169,6 +1186,7 @@ class OAIClient:
         # whether any try failed otherwise: all alike, the source answers so (NotOAIResponse)
         answers: set[bytes] = set()
         otherwise = False
+        last_unreadable: bytes | None = None  # the try before's body, hashed, if unreadable
         while True:
             self._give_up_if_abandoned()
             retry_after: float | None = None
@@ -1247,11 +1265,15 @@ class OAIClient:
                         if status >= 300:
                             raise self._refused(verb, params, status, headers, body) from exc
                         problem, web_page, unreadable = str(exc), exc.web_page, True
+                        digest = hashlib.sha256(body).digest()
+                        if stop_on_repeat and not web_page and digest == last_unreadable:
+                            raise self._same_answer(verb, problem, exc.whole) from exc
+                        last_unreadable = None if web_page else digest
                         # a web page of an endpoint that answered OAI-PMH (none other gets
                         # here) is a proxy's maintenance page, the same each try while it lasts
                         # and gone after: never the source's answer (not NotOAIResponse)
                         if exc.whole and not web_page:
-                            answers.add(hashlib.sha256(body).digest())
+                            answers.add(digest)
                         else:
                             otherwise = True
                         if web_page and not self.endpoint_proven:
@@ -1274,6 +1296,8 @@ class OAIClient:
                             return parsed
                         another_answer = parsed
             otherwise = otherwise or not unreadable
+            if not unreadable:
+                last_unreadable = None
             if retry_after is not None:
                 polite_retries += 1
                 exhausted = polite_retries > self.max_retries * _POLITE_RETRIES_PER_RETRY
@@ -1317,6 +1341,17 @@ class OAIClient:
             )
             self._pause(wait)
             waited += wait
+
+    def _same_answer(self, verb: Verb, problem: str, whole: bool) -> MalformedResponse:
+        """The error of an unreadable answer sent twice in a row byte for byte (see
+        `_request`'s ``stop_on_repeat``): a whole XML document of another kind is the
+        source's answer (NotOAIResponse, the run not retried); a body cut short or not XML
+        stays transient, as a plain-text maintenance notice may pass."""
+        said = (
+            f"{self.base_url} ({verb}): {problem}, the same bytes at 2 tries in a row: the "
+            "source's answer, not retried further"
+        )
+        return NotOAIResponse(said) if whole else MalformedResponse(said)
 
     def _refused(
         self, verb: Verb, params: dict[str, str], status: int, headers: httpx.Headers, body: bytes

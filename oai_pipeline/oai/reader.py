@@ -215,6 +215,8 @@ class OAIPMHReader(Reader):
             max_empty_pages=self._options.max_empty_pages,
             max_restarts=self._options.max_restarts,
             prefetch=self._options.prefetch,
+            # a reconcile's sweep: a failure deletes nothing, the next reconcile lists again
+            stop_on_repeat=True,
         )
 
     def know_set(self, set_spec: str) -> None:

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import threading
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -40,6 +41,7 @@ from oai_pipeline_tests.oai.fake_source import (
     Fault,
     SetBlindSizeSource,
     expire_tokens,
+    html_page,
     make_records,
     no_records_match,
     transform_body,
@@ -279,6 +281,57 @@ def test_a_failed_sweep_says_what_the_source_did_before_it_failed(source: FakeSo
     assert text.exit_code == 1 and "badArgument" in text.stderr
     assert f"  note: {MOVED}" in text.stderr.splitlines()
     assert f"  note: {MOVED}" in json.loads(data.stdout)["error"]
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        (lambda body: body[: len(body) // 2], "not well-formed XML"),  # cut at one byte
+        (lambda body: b"Error: the index is being rebuilt", "not well-formed XML"),
+        (lambda body: b"<?xml version='1.0'?><status>broken</status>", "not an OAI-PMH"),
+    ],
+    ids=["cut-short", "not-xml", "other-xml"],
+)
+def test_a_list_page_the_same_unreadable_bytes_twice_is_not_retried_further(
+    source: FakeSource, settings: Settings, change: Callable[[bytes], bytes], error: str
+) -> None:
+    """A ListIdentifiers page the source sends unreadable, byte for byte the same at each
+    try (a page it cuts at the same byte, a notice in its place): before, the reconcile
+    asked for it at each of the client's 7 tries, a minute of backoff, and failed the same
+    way. The second copy ends it, the error saying so; nothing is deleted."""
+    gone = source.records.pop().identifier
+    on_page_two = transform_body(change)
+    sent = len(source.requests)
+    source.faults.update(dict.fromkeys(range(sent + 3, sent + 20), on_page_two))
+
+    with Services(settings) as services, pytest.raises(PipelineError) as refused:
+        reconcile(services, "sample")
+
+    assert len(source.requests) - sent == 1 + 1 + 2  # Identify, page one, page two twice
+    assert error in str(refused.value)
+    assert "the same bytes at 2 tries in a row: the source's answer, not retried further" in (
+        str(refused.value)
+    )
+    with Services(settings) as services:
+        assert services.state.get_record(gone, "sample")["deleted"] is False
+
+
+def test_a_list_page_unreadable_in_other_ways_at_each_try_is_still_retried(
+    source: FakeSource, settings: Settings
+) -> None:
+    """Bodies cut short at another byte each time (connections dropped), or a web page (a
+    proxy's maintenance page, waited out): retried as before."""
+    tries = iter(range(1, 100))
+    cut_elsewhere = transform_body(lambda body: body[: len(body) // 2 - next(tries)])
+    sent = len(source.requests)
+    source.faults.update(dict.fromkeys(range(sent + 3, sent + 6), cut_elsewhere))
+    source.faults.update(dict.fromkeys(range(sent + 6, sent + 9), html_page))
+
+    with Services(settings) as services:
+        report = reconcile(services, "sample")
+
+    assert report.vanished == []
+    assert len(source.requests) - sent == 1 + 4 + 6  # Identify, 4 pages, page two retried 6 times
 
 
 def test_a_reconcile_refused_for_a_list_ended_early_says_so(
