@@ -428,13 +428,19 @@ def _day_of(bound: str | None) -> str:
 
 def _with_identifiers_left(state: StateStore, run_id: int, options: RunOptions) -> RunOptions:
     """A resumed run of selected identifiers asks for those it has not staged yet. Before,
-    `--resume` of one (it failed or was stopped mid-list) swept the whole source into it."""
+    `--resume` of one (it failed or was stopped mid-list) swept the whole source into it.
+    With `retry_failed`, also for its failed ones (a GetRecord the source refused, an
+    HTTPError, is retried only by a new answer), not for every identifier of the run."""
     run = state.get_run(run_id)
     asked = (run or {}).get("options", {}).get("identifiers") or []
     if options.identifiers or not asked:
         return options
     staged = state.record_statuses(run_id, asked)
-    left = [identifier for identifier in asked if identifier not in staged]
+    left = [
+        identifier
+        for identifier in asked
+        if identifier not in staged or (options.retry_failed and staged[identifier] == "failed")
+    ]
     # none left: the run's records are all staged, and it is written from them
     return options.model_copy(update={"identifiers": left or asked})
 
