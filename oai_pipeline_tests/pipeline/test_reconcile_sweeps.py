@@ -112,21 +112,29 @@ def test_a_stable_list_is_swept_once(source: FakeSource, settings: Settings) -> 
     assert len(report.vanished) == 1 and source.verbs.count("ListIdentifiers") == 3
 
 
-def test_many_vanished_records_cost_at_most_the_sample_in_get_records(
+def test_many_vanished_records_cost_at_most_the_budget_in_get_records(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Before deleting, a reconcile asks GetRecord for a sample of the vanished records,
-    spread over them: 12 vanished cost 10 more requests, not 12."""
+    """Before deleting, a reconcile asks GetRecord for each vanished record, up to its
+    budget (here 10), spread over them: 12 vanished cost 10 more requests, not 12; all 10
+    confirmed gone, the other 2 are deleted too, and the report says so."""
     fake = _harvested(settings, monkeypatch, 30)
+    monkeypatch.setattr(reconcile_module, "CONFIRM_BUDGET", 10)
     gone = [record.identifier for record in fake.records[5:17]]
     del fake.records[5:17]
     sent = len(fake.requests)
     with Services(settings) as services:
-        assert reconcile(services, "sample").vanished == sorted(gone)
+        report = reconcile(services, "sample")
+        assert report.vanished == sorted(gone)
         assert all(services.state.get_record(i, "sample")["deleted"] for i in gone)
     asked = [r.url.params.get("identifier") for r in fake.requests[sent:]]
     asked = [identifier for identifier in asked if identifier]
-    assert asked == spread_sample(gone) and len(asked) == 10
+    assert asked == spread_sample(gone, 10) and len(asked) == 10
+    assert report.notices == [
+        "GetRecord confirmed gone all 10 records asked for (a reconcile asks GetRecord for 10 "
+        "at most): the other 2 records the source's list no longer holds were deleted without "
+        "asking"
+    ]
 
 
 def test_a_get_record_timing_out_is_retried_and_one_that_keeps_timing_out_deletes_nothing(
