@@ -455,8 +455,8 @@ def _confirm_vanished(
             failure = record.error.message  # the same on every try, as a failure is
         if failure is not None:
             if not checked.asked:  # the first asked for: the source, not just this record?
-                kept = (i for i in kept_before if i in vanished and i != identifier)
-                remember([*kept, identifier])
+                others = (i for i in kept_before if i in vanished and i != identifier)
+                remember([*others, identifier])
                 raise _unconfirmed(harvester, vanished, identifier, failure, others_first=True)
             checked.asked.append(identifier)
             checked.failed, checked.failure = identifier, failure
