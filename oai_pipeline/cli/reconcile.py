@@ -13,6 +13,7 @@ from oai_pipeline.cli.output import (
     progress_line,
     reidentified_line,
 )
+from oai_pipeline.pipeline.reconcile import kept_line
 from oai_pipeline.pipeline.reconcile import reconcile as reconcile_source
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import load_settings
@@ -24,7 +25,7 @@ from oai_pipeline.settings import load_settings
     "--force",
     is_flag=True,
     help="delete the vanished records even when the source lists none, lost most of them, or "
-    "GetRecord still serves some (asking it for none of them)",
+    "GetRecord still serves some or does not tell (asking it for none of them)",
 )
 @json_option
 def reconcile(harvester_id: str, force: bool, as_json: bool) -> None:
@@ -44,6 +45,7 @@ def reconcile(harvester_id: str, force: bool, as_json: bool) -> None:
         f"{report['source_identifiers']} identifiers at the source, "
         f"{report['harvested_live']} harvested live, {len(report['vanished'])} vanished"
         + "".join(f"\n  {action}: {n}" for action, n in sorted(report["actions"].items()))
+        + (f"\n{kept}" if (kept := kept_line(report["kept"])) else "")
         + (
             f"\n{len(report['returned'])} vanished before and listed again, harvested again:"
             + "".join(

@@ -16,7 +16,7 @@ from oai_pipeline.defs.partitions import TRIGGER_TAG
 from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.defs.schedules import NAMED_IN_SKIP_REASON, job_busy
 from oai_pipeline.errors import PipelineError
-from oai_pipeline.pipeline.reconcile import reconcile
+from oai_pipeline.pipeline.reconcile import kept_line, reconcile
 from oai_pipeline.pipeline.services import Services
 
 # What Identify's deletedRecord says of sources whose deletions only a sweep finds.
@@ -94,11 +94,19 @@ def reconcile_harvesters(
                 f"reconcile of {harvester_id}: {report.source_identifiers} listed, "
                 f"{len(report.vanished)} vanished, {len(report.returned)} back at the source"
             )
+            if kept := kept_line(reports[harvester_id]["kept"]):
+                # an operator hears of the records a source's list hides, as the CLI says
+                context.log.warning(f"reconcile of {harvester_id}: {kept}")
     context.add_output_metadata(
         {
             "harvesters": len(reports) + len(failures),
             "vanished": sum(len(r["vanished"]) for r in reports.values()),
             "returned": sum(len(r["returned"]) for r in reports.values()),
+            # vanished, not deleted: GetRecord still serves them, did not tell, or not asked
+            "kept": sum(
+                len(r["kept"]["served"]) + len(r["kept"]["unconfirmed"]) + r["kept"]["unasked"]
+                for r in reports.values()
+            ),
             "failed": dg.MetadataValue.json(failures),
             "waiting": dg.MetadataValue.json(waiting),
         }

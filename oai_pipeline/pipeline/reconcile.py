@@ -13,7 +13,7 @@ import sqlite3
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,8 +32,9 @@ from oai_pipeline.pipeline.services import Services
 from oai_pipeline.state.harvester_lock import is_dead_local_process, new_owner
 from oai_pipeline.state.store import ReconcileDeletions, StateStore, TakeOverRun, writer_keys
 from oai_pipeline.sync.reconcile import (
+    CONFIRM_BUDGET,
+    check_order,
     implausible_loss,
-    spread_sample,
     vanished_identifiers,
 )
 from oai_pipeline.sync.rules import (
@@ -149,6 +150,37 @@ def _unheard_of(local: LocalRecord, memory: HarvestMemory | None) -> bool:
 
 
 @dataclass
+class ReconcileKept:
+    """The vanished records a reconcile did not delete, GetRecord not confirming them gone:
+    still served (the source's list hides them), an answer telling nothing of them (another
+    record, none), or not asked for (past CONFIRM_BUDGET, or after a failed GetRecord)."""
+
+    served: list[str] = field(default_factory=list)
+    unconfirmed: list[str] = field(default_factory=list)
+    unasked: int = 0
+
+    def to_dict(self) -> dict:
+        return {"served": self.served, "unconfirmed": self.unconfirmed, "unasked": self.unasked}
+
+
+def kept_line(kept: dict | None) -> str | None:
+    """The report's line (CLI text, the Dagster job's log) for the vanished records kept
+    (`ReconcileKept.to_dict`), None when none was."""
+    if not kept:
+        return None
+    parts = []
+    if served := kept.get("served"):
+        parts.append(f"{len(served)} still served by GetRecord (e.g. {served[0]})")
+    if unconfirmed := kept.get("unconfirmed"):
+        parts.append(f"{len(unconfirmed)} not confirmed gone by GetRecord (e.g. {unconfirmed[0]})")
+    if unasked := kept.get("unasked"):
+        parts.append(f"{unasked} not asked for")
+    if not parts:
+        return None
+    return "kept (vanished from the list, not deleted): " + ", ".join(parts)
+
+
+@dataclass
 class ReconcileReport:
     harvester_id: str
     deleted_record: str
@@ -170,6 +202,8 @@ class ReconcileReport:
     # the reconcile run (state store): a rerun of a killed reconcile reports the same one
     # with what the killed attempt did; a new one, after a reconcile that had closed its run
     run_id: int | None = None
+    # vanished records not deleted: GetRecord did not confirm them gone (see ReconcileKept)
+    kept: ReconcileKept = field(default_factory=ReconcileKept)
 
     def to_dict(self) -> dict:
         return {
@@ -185,6 +219,7 @@ class ReconcileReport:
             "actions": dict(self.actions),
             "errors": self.errors,
             "notices": self.notices,
+            "kept": self.kept.to_dict(),
         }
 
 
@@ -344,6 +379,10 @@ def _refuse_another_format(state: StateStore, harvester: Harvester, vanished: se
     )
 
 
+# The client's item error for a GetRecord answered with another record at every try (a proxy
+# mixing answers up): after the retries, as a failed GetRecord is.
+_ANOTHER_RECORD = "AnotherRecordAnswered"
+
 # GetRecord's item errors that say the source does not serve the record (in the harvester's
 # metadata prefix): its own word that the record is gone, as its list says.
 _NOT_SERVED = frozenset({"idDoesNotExist", "cannotDisseminateFormat", "badArgument"})
@@ -361,27 +400,76 @@ def _still_served(record: HarvestedRecord, set_spec: str | None) -> bool | None:
     return in_set(record.set_specs, set_spec)
 
 
+@dataclass
+class _Checked:
+    """What GetRecord said of the vanished records a reconcile asked it for, one by one."""
+
+    gone: set[str] = field(default_factory=set)  # confirmed gone: deleted
+    served: list[str] = field(default_factory=list)  # still served: the list hides them
+    unconfirmed: list[str] = field(default_factory=list)  # an answer telling nothing of it
+    said: str = ""  # what the first unconfirmed one's answer said
+    failed: str | None = None  # its GetRecord failed after others answered: asked no more
+    failure: str = ""  # how it failed
+    asked: list[str] = field(default_factory=list)  # in the order asked
+
+    @property
+    def kept(self) -> list[str]:
+        """Asked for, and not confirmed gone: not deleted, asked for last next time."""
+        return [i for i in self.asked if i not in self.gone]
+
+
+def _records(count: int) -> str:
+    return f"{count} record{'' if count == 1 else 's'}"
+
+
 def _confirm_vanished(
-    reader: Reader, harvester: Harvester, vanished: set[str], listed: ListedIdentifiers
-) -> list[str]:
-    """Refuse to delete the vanished records unless GetRecord confirms a sample of them gone;
-    what it took for gone without the source's word is returned, for the report's notes.
+    reader: Reader,
+    harvester: Harvester,
+    vanished: set[str],
+    listed: ListedIdentifiers,
+    kept_before: list[str],
+    remember: Callable[[list[str]], None],
+) -> tuple[set[str], ReconcileKept, list[str]]:
+    """Ask GetRecord for each vanished record (at most CONFIRM_BUDGET, those never asked for
+    first): (those to delete, those kept, the report's notes), the kept ones remembered
+    (`remember`) for the next check to ask for last.
 
     Some sources' ListIdentifiers leaves out records their ListRecords and GetRecord still
     serve (DSpace's withdrawn or embargoed items, Invenio's stale identifier index, EPrints'
-    per-verb caches): before, a reconcile deleted those from the target. One of the sample
-    served live proves the list wrong. A GetRecord that fails after the client's retries
-    proves nothing either way: nothing is deleted, and the next reconcile asks again."""
-    sample = spread_sample(vanished)
-    served: list[str] = []
+    per-verb caches): before, a reconcile deleted those from the target; then, one of a
+    sample of 10, the same every run, held back every deletion until `--force` deleted it
+    too. Each record is now deleted on GetRecord's word; past the budget, only when all
+    those asked for were confirmed gone (the next reconcile asks for the rest otherwise).
+    A GetRecord failing after the client's retries before any answered proves nothing
+    either way: nothing is deleted (the source fails; asked for last next time)."""
+    checked = _Checked()
     setless: list[str] = []  # taken as in no set any more: GetRecord names none
     sets_named: _SetsNamed | None = None
-    for identifier in sample:
-        record = _get_record(reader, harvester, vanished, identifier)
+    for identifier in check_order(vanished, kept_before, CONFIRM_BUDGET):
+        try:
+            record = next(iter(reader.get_records([identifier])), None)
+            failure = None
+        except PipelineError as error:  # after the client's retries
+            record, failure = None, str(error).splitlines()[0] if str(error) else "no answer"
+        if record is not None and record.error and record.error.type == _ANOTHER_RECORD:
+            failure = record.error.message  # the same on every try, as a failure is
+        if failure is not None:
+            if not checked.asked:  # the first asked for: the source, not just this record?
+                others = (i for i in kept_before if i in vanished and i != identifier)
+                remember([*others, identifier])
+                raise _unconfirmed(harvester, vanished, identifier, failure, others_first=True)
+            checked.asked.append(identifier)
+            checked.failed, checked.failure = identifier, failure
+            checked.unconfirmed.append(identifier)
+            # each asked for with the client's retries, a source failing now took hours
+            break
+        checked.asked.append(identifier)
         answer = None if record is None else _still_served(record, harvester.setspec)
         if answer is None:
-            said = record.error.message if record and record.error else "no record"
-            raise _unconfirmed(harvester, vanished, identifier, said)
+            if not checked.unconfirmed:
+                checked.said = record.error.message if record and record.error else "no record"
+            checked.unconfirmed.append(identifier)
+            continue
         if answer is False and _names_no_set(record, harvester.setspec):
             # No setSpec at all: in no set, or a GetRecord that leaves sets out (some do)?
             # A record the set's list holds tells which, by whether its own names the set.
@@ -403,14 +491,79 @@ def _confirm_vanished(
                 )
             setless.append(identifier)
         if answer:
-            served.append(identifier)
-    if served:
-        raise PipelineError(
-            f"reconcile of {harvester.id} deletes nothing: {_harvested(vanished)} "
-            f"vanished from the source's list, but GetRecord still serves {len(served)} of "
-            f"the {len(sample)} asked for (e.g. {served[0]}): the list hides records the "
-            "source has; to delete them all the same, run reconcile again with --force"
+            checked.served.append(identifier)
+        else:
+            checked.gone.add(identifier)
+    asked = set(checked.asked)
+    # the records kept before and not asked for again lead, the least recently asked first
+    remember([*(i for i in kept_before if i in vanished and i not in asked), *checked.kept])
+    unasked = vanished - asked
+    held = unasked & set(kept_before)  # kept before: never deleted without asking again
+    fresh = unasked - held
+    confirmed = not checked.kept  # every record asked for is gone
+    deleting = checked.gone | (fresh if confirmed else set())
+    kept = ReconcileKept(
+        served=sorted(checked.served),
+        unconfirmed=sorted(checked.unconfirmed),
+        unasked=len(held) + (0 if confirmed else len(fresh)),
+    )
+    notices = _setless_notice(harvester, setless, sets_named)
+    notices += _kept_notices(checked, len(fresh), len(held), confirmed)
+    return deleting, kept, notices
+
+
+def _kept_notices(checked: _Checked, fresh: int, held: int, confirmed: bool) -> list[str]:
+    """What the report says of the vanished records GetRecord was asked for, or not."""
+    notices: list[str] = []
+    if served := checked.served:
+        notices.append(
+            f"GetRecord still serves {_records(len(served))} the source's list no longer holds "
+            f"(e.g. {served[0]}): the list hides records the source has; kept, not deleted "
+            "(reconcile --force deletes them all the same)"
         )
+    if checked.failed is not None:
+        notices.append(
+            f"GetRecord of {checked.failed} failed ({checked.failure}) after the source answered "
+            f"for {_records(len(checked.asked) - 1)}: kept, not deleted, and no other asked "
+            "for; the next reconcile asks for it after the others"
+        )
+    if unconfirmed := [i for i in checked.unconfirmed if i != checked.failed]:
+        notices.append(
+            f"GetRecord's answer does not tell whether {_records(len(unconfirmed))} the "
+            f"source's list no longer holds are gone (e.g. {unconfirmed[0]}: {checked.said}): "
+            "kept, not deleted; the next reconcile asks for them after the others "
+            "(reconcile --force deletes them all the same)"
+        )
+    why = (
+        "GetRecord failed"
+        if checked.failed is not None
+        else f"a reconcile asks GetRecord for {CONFIRM_BUDGET} at most"
+    )
+    if fresh and confirmed:
+        notices.append(
+            f"GetRecord confirmed gone all {_records(len(checked.asked))} asked for ({why}): "
+            f"the other {_records(fresh)} the source's list no longer holds were deleted "
+            "without asking"
+        )
+    elif fresh:
+        notices.append(
+            f"{fresh} more record{'' if fresh == 1 else 's'} the source's list no longer holds "
+            f"not asked for ({why}): kept, not deleted, since not all those asked for were "
+            "confirmed gone; the next reconcile asks for them first"
+        )
+    if held:
+        notices.append(
+            f"{_records(held)} an earlier reconcile kept (GetRecord served them, or did not "
+            f"tell) not asked for again ({why}): kept, not deleted; a later reconcile asks "
+            "for them again"
+        )
+    return notices
+
+
+def _setless_notice(
+    harvester: Harvester, setless: list[str], sets_named: _SetsNamed | None
+) -> list[str]:
+    """The note for records taken as in no set any more: GetRecord names none of theirs."""
     if not setless or sets_named is None:
         return []
     more = f" and {len(setless) - 1} more vanished records" if len(setless) > 1 else ""
@@ -470,13 +623,29 @@ class _SetsNamed:
 
 
 def _unconfirmed(
-    harvester: Harvester, vanished: set[str], identifier: str, problem: str
+    harvester: Harvester,
+    vanished: set[str],
+    identifier: str,
+    problem: str,
+    *,
+    others_first: bool = False,
 ) -> PipelineError:
+    """The refusal of a reconcile whose GetRecord of ``identifier`` failed (after the
+    client's retries). `others_first`: a vanished record asked for last next time
+    (`_confirm_vanished`), so the next reconcile asks for the other vanished records
+    first; otherwise, only a source answering for it tells more than this one did."""
+    advice = (
+        "the next reconcile asks GetRecord for the others first; to delete them all the same, "
+        "run reconcile again with --force"
+        if others_first and len(vanished) > 1
+        else f"run reconcile again once the source answers GetRecord of {identifier}, or with "
+        "--force to delete them all the same"
+    )
     return PipelineError(
         f"reconcile of {harvester.id} deletes nothing: {_harvested(vanished)} "
         f"vanished from the source's list, and GetRecord of {identifier} failed "
         f"({problem.splitlines()[0] if problem else 'no answer'}): whether they are gone is "
-        "not confirmed; run reconcile again later, or with --force to delete them all the same"
+        f"not confirmed; {advice}"
     )
 
 
@@ -584,14 +753,7 @@ def _sweep_and_delete(
     if counted := undone - set(earlier.vanished if earlier is not None else ()):
         report.actions[Action.DELETE.value] += len(counted)
     if not vanished:
-        # Saved on the run (what the source lists again included: harvested after, so no
-        # rerun's sweep finds them gone again), so that a rerun of an attempt killed after
-        # this reports them as the vanished path's does. Before, only a reconcile that found
-        # something vanished saved them: killed after harvesting them, its rerun said
-        # `returned: []`.
-        if counted or report.returned:
-            state.mark_gone(harvester_id, set(), _deletions(run_id, report, earlier))
-        return report
+        return _nothing_deleted(state, run_id, report, counted, earlier)
     ended_early = None  # the list ended short of the size it announced (as its notice says)
     if announced is not None and ended_short(listed, announced):
         ended_early = (listed, announced)
@@ -614,12 +776,24 @@ def _sweep_and_delete(
             + "".join(f"\n  note: {notice}" for notice in notices)
         )
     if not force:
+        kept_before = state.reconcile_kept(harvester_id)
         try:
-            notices += _confirm_vanished(reader, harvester, vanished, source_ids)
+            vanished, report.kept, said = _confirm_vanished(
+                reader,
+                harvester,
+                vanished,
+                source_ids,
+                kept_before,
+                lambda kept: state.save_reconcile_kept(run_id, kept),
+            )
         except PipelineError as error:  # said with what the source did (a list that changed)
             add_notices(error, [*reader.notices, *changes])
             raise
+        notices += said
         notices += [notice for notice in reader.notices if notice not in notices]
+        report.vanished = sorted(vanished | undone)
+        if not vanished:  # GetRecord confirmed none gone: all kept
+            return _nothing_deleted(state, run_id, report, counted, earlier)
     # Saved before the writes: killed after them, before `mark_gone`, this attempt leaves
     # tombstones of records still live in the store, which its rerun finds no other way.
     state.save_reconcile_deleting(run_id, vanished)
@@ -682,6 +856,24 @@ def _sweep_and_delete(
     state.mark_gone(harvester_id, vanished, _deletions(run_id, report, earlier))
     if report.errors:
         logger.warning("reconcile of %s: %d write errors", harvester_id, report.errors)
+    return report
+
+
+def _nothing_deleted(
+    state: StateStore,
+    run_id: int,
+    report: ReconcileReport,
+    counted: set[str],
+    earlier: ReconcileDeletions | None,
+) -> ReconcileReport:
+    """The report of a reconcile that deletes nothing of what its sweep found vanished."""
+    # Saved on the run (what the source lists again included: harvested after, so no
+    # rerun's sweep finds them gone again), so that a rerun of an attempt killed after this
+    # reports them as the vanished path's does. Before, only a reconcile that found
+    # something vanished saved them: killed after harvesting them, its rerun said
+    # `returned: []`.
+    if counted or report.returned:
+        state.mark_gone(report.harvester_id, set(), _deletions(run_id, report, earlier))
     return report
 
 

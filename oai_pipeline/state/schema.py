@@ -17,7 +17,7 @@ from oai_pipeline.oai.types import MAX_DATESTAMP_LENGTH, MAX_IDENTIFIER_LENGTH
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 25
+SCHEMA_VERSION = 26
 
 # The longest action a run record keeps: one, or each writer's (`update,skip`; see
 # pipeline/write.py `_record_action`).
@@ -293,6 +293,10 @@ reconcile_runs = sa.Table(
     # before `vanished` was saved left tombstones its rerun knows of no other way; those the
     # source lists again meanwhile the rerun harvests again (version 19)
     sa.Column("deleting", sa.JSON, nullable=True),
+    # the vanished records its GetRecord check kept (served, or an answer telling nothing),
+    # the least recently asked for first: the next reconcile asks for those never asked for
+    # first, so that one record a list hides no longer holds back every deletion (v26)
+    sa.Column("kept", sa.JSON, nullable=True),
 )
 
 # The harvester's rekeys (`harvesters rekey`), saved in the transaction that rewrites its
@@ -541,6 +545,13 @@ def _add_reconcile_deleting(connection: Connection) -> None:
     _add_run_column(connection, "deleting", kind, table=reconcile_runs.name)
 
 
+def _add_reconcile_kept(connection: Connection) -> None:
+    """Reconcile runs of an older version asked GetRecord for a sample and kept no record:
+    none is known kept (the next reconcile asks for every vanished record afresh)."""
+    kind = sa.JSON().compile(dialect=connection.dialect)
+    _add_run_column(connection, "kept", kind, table=reconcile_runs.name)
+
+
 def _add_identifier_rekeys(connection: Connection) -> None:
     """Rekeys of an older version were not saved: their partitions are not told apart."""
     identifier_rekeys.create(connection, checkfirst=True)
@@ -621,6 +632,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     23: _add_pending_rekeys,
     24: _add_prefix_changed,
     25: _add_deleted_harvesters,
+    26: _add_reconcile_kept,
 }
 
 

@@ -1795,8 +1795,9 @@ class StateStore:
 
     @staticmethod
     def _rekey_reconcile_runs(conn: Connection, harvester_id: str, old: str, new: str) -> None:
-        """The identifiers a reconcile run saved (found vanished, listed again): a killed
-        reconcile's rerun reports them, and harvests again those listed again."""
+        """The identifiers a reconcile run saved (found vanished, listed again, kept): a killed
+        reconcile's rerun reports them, and harvests again those listed again; the next
+        check asks for the kept ones last."""
 
         def rewritten(identifiers: list[str] | None) -> list[str] | None:
             if identifiers is None:
@@ -1805,16 +1806,20 @@ class StateStore:
 
         rows = conn.execute(
             sa.select(
-                reconcile_runs.c.id, reconcile_runs.c.vanished, reconcile_runs.c.returned
+                reconcile_runs.c.id,
+                reconcile_runs.c.vanished,
+                reconcile_runs.c.returned,
+                reconcile_runs.c.kept,
             ).where(reconcile_runs.c.harvester_id == harvester_id)
         ).all()
         for row in rows:
-            vanished, returned = rewritten(row.vanished), rewritten(row.returned)
-            if (vanished, returned) != (row.vanished, row.returned):
+            saved = (row.vanished, row.returned, row.kept)
+            vanished, returned, kept = (rewritten(identifiers) for identifiers in saved)
+            if (vanished, returned, kept) != saved:
                 conn.execute(
                     reconcile_runs.update()
                     .where(reconcile_runs.c.id == row.id)
-                    .values(vanished=vanished, returned=returned)
+                    .values(vanished=vanished, returned=returned, kept=kept)
                 )
 
     def list_records(
@@ -2284,6 +2289,32 @@ class StateStore:
                 sa.select(reconcile_runs.c.deleting).where(reconcile_runs.c.id == run_id)
             ).scalar_one_or_none()
         return set(saved or [])
+
+    def save_reconcile_kept(self, run_id: int, identifiers: list[str]) -> None:
+        """The vanished records the run's GetRecord check kept, the least recently asked for
+        first (see `reconcile_kept`)."""
+        with self._engine.begin() as conn:
+            conn.execute(
+                reconcile_runs.update()
+                .where(reconcile_runs.c.id == run_id)
+                .values(kept=list(identifiers))
+            )
+
+    def reconcile_kept(self, harvester_id: str) -> list[str]:
+        """The vanished records the harvester's latest reconcile that checked any kept (served
+        by GetRecord, or not told of), in its order: the next check asks for them last, so
+        that each reconcile asks for records not asked for yet."""
+        with self._read() as conn:
+            saved = conn.execute(
+                sa.select(reconcile_runs.c.kept)
+                .where(
+                    reconcile_runs.c.harvester_id == harvester_id,
+                    reconcile_runs.c.kept.is_not(None),
+                )
+                .order_by(reconcile_runs.c.id.desc())
+                .limit(1)
+            ).scalar_one_or_none()
+        return list(saved or [])
 
     def finish_reconcile_run(self, run_id: int) -> None:
         with self._engine.begin() as conn:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 
 def vanished_identifiers(
@@ -72,13 +72,13 @@ def implausible_loss(
 
 
 # How many vanished records a reconcile asks the source for by GetRecord before it deletes
-# any: some sources' ListIdentifiers leaves out records their GetRecord still serves (a
-# stale identifier index), and one such record among them proves the list wrong. Bounded,
-# so that a reconcile with real deletions costs at most this many more requests.
-CONFIRM_SAMPLE_SIZE = 10
+# any: some sources' ListIdentifiers leaves out records their GetRecord still serves (a stale
+# identifier index), and each record is deleted only once GetRecord confirms it gone.
+# 200: a few minutes at a polite rate limit, and more than most reconciles find vanished.
+CONFIRM_BUDGET = 200
 
 
-def spread_sample(identifiers: Collection[str], size: int = CONFIRM_SAMPLE_SIZE) -> list[str]:
+def spread_sample(identifiers: Collection[str], size: int = CONFIRM_BUDGET) -> list[str]:
     """At most `size` of `identifiers`, spread evenly over them in sorted order (the first
     included): the same every run for the same records, and not just the first few, which
     share an identifier prefix and may all come from one batch or one part of the source."""
@@ -86,3 +86,17 @@ def spread_sample(identifiers: Collection[str], size: int = CONFIRM_SAMPLE_SIZE)
     if len(ordered) <= size:
         return ordered
     return [ordered[i * len(ordered) // size] for i in range(size)]
+
+
+def check_order(
+    vanished: Collection[str], kept_before: Sequence[str], budget: int = CONFIRM_BUDGET
+) -> list[str]:
+    """The vanished records to ask GetRecord for, at most `budget`, in order: those no
+    reconcile asked for yet first (spread over them when more than the budget), then those
+    an earlier one kept (`kept_before`: the least recently asked for first). Asked for first
+    every time, one record a list hides but GetRecord serves held back every deletion for
+    good; so ordered, each reconcile asks for records not asked for yet, or asked longest ago."""
+    pending = set(vanished)
+    kept = [i for i in dict.fromkeys(kept_before) if i in pending]
+    fresh = spread_sample(pending - set(kept), budget)
+    return fresh + kept[: max(budget - len(fresh), 0)]

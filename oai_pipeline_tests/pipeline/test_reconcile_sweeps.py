@@ -114,21 +114,29 @@ def test_a_stable_list_is_swept_once(source: FakeSource, settings: Settings) -> 
     assert len(report.vanished) == 1 and source.verbs.count("ListIdentifiers") == 3
 
 
-def test_many_vanished_records_cost_at_most_the_sample_in_get_records(
+def test_many_vanished_records_cost_at_most_the_budget_in_get_records(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Before deleting, a reconcile asks GetRecord for a sample of the vanished records,
-    spread over them: 12 vanished cost 10 more requests, not 12."""
+    """Before deleting, a reconcile asks GetRecord for each vanished record, up to its
+    budget (here 10), spread over them: 12 vanished cost 10 more requests, not 12; all 10
+    confirmed gone, the other 2 are deleted too, and the report says so."""
     fake = _harvested(settings, monkeypatch, 30)
+    monkeypatch.setattr(reconcile_module, "CONFIRM_BUDGET", 10)
     gone = [record.identifier for record in fake.records[5:17]]
     del fake.records[5:17]
     sent = len(fake.requests)
     with Services(settings) as services:
-        assert reconcile(services, "sample").vanished == sorted(gone)
+        report = reconcile(services, "sample")
+        assert report.vanished == sorted(gone)
         assert all(services.state.get_record(i, "sample")["deleted"] for i in gone)
     asked = [r.url.params.get("identifier") for r in fake.requests[sent:]]
     asked = [identifier for identifier in asked if identifier]
-    assert asked == spread_sample(gone) and len(asked) == 10
+    assert asked == spread_sample(gone, 10) and len(asked) == 10
+    assert report.notices == [
+        "GetRecord confirmed gone all 10 records asked for (a reconcile asks GetRecord for 10 "
+        "at most): the other 2 records the source's list no longer holds were deleted without "
+        "asking"
+    ]
 
 
 def test_a_get_record_timing_out_is_retried_and_one_that_keeps_timing_out_deletes_nothing(
@@ -818,3 +826,207 @@ def test_a_record_whose_get_record_names_no_set_is_gone_from_the_set_when_others
     [said] = [n for n in report.notices if "names no set" in n]
     assert said.startswith(f"GetRecord names no set of {left.identifier}, and the sets of ")
     assert said.endswith("taken as gone from the set s1")
+
+
+class ListHidingSource(FakeSource):
+    """Its lists leave out the records in `hidden`, which its GetRecord still serves (a stale
+    identifier index)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.hidden: set[str] = set()
+
+    def selected(self, record: FakeRecord, state: dict) -> bool:
+        return record.identifier not in self.hidden and super().selected(record, state)
+
+
+def _hiding(settings: Settings, monkeypatch: pytest.MonkeyPatch, count: int) -> ListHidingSource:
+    fake = ListHidingSource(make_records(count), page_size=3, deleted_record="no")
+    return _harvested(settings, monkeypatch, 0, fake=fake)
+
+
+def _asked(fake: FakeSource, since: int) -> list[str]:
+    """The identifiers GetRecord was asked for since request `since`, in order."""
+    return [
+        r.url.params["identifier"]
+        for r in fake.requests[since:]
+        if r.url.params.get("verb") == "GetRecord"
+    ]
+
+
+def test_a_record_the_list_hides_no_longer_holds_back_the_deletions_of_the_others(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The list hides one record GetRecord still serves, and the source deleted two others.
+    Before, the one served refused every deletion of the harvester, every reconcile, until
+    `--force` deleted it too. The two confirmed gone are deleted; the served one is kept,
+    counted with its identifier, and the report says why."""
+    fake = _hiding(settings, monkeypatch, 10)
+    hidden = fake.records[1].identifier
+    fake.hidden.add(hidden)
+    gone = [fake.records.pop(6).identifier, fake.records.pop(3).identifier]
+    with Services(settings) as services:
+        report = reconcile(services, "sample")
+        assert report.vanished == sorted(gone)
+        assert report.kept.to_dict() == {"served": [hidden], "unconfirmed": [], "unasked": 0}
+        assert report.notices == [
+            f"GetRecord still serves 1 record the source's list no longer holds (e.g. {hidden}): "
+            "the list hides records the source has; kept, not deleted (reconcile --force "
+            "deletes them all the same)"
+        ]
+        assert all(services.state.get_record(i, "sample")["deleted"] for i in gone)
+        assert services.state.get_record(hidden, "sample")["deleted"] is False
+        sent = len(fake.requests)
+        again = reconcile(services, "sample")  # asked for again, kept again
+        assert again.vanished == [] and again.kept.served == [hidden]
+        assert _asked(fake, sent) == [hidden]
+        assert services.state.get_record(hidden, "sample")["deleted"] is False
+
+
+def test_each_reconcile_asks_for_vanished_records_not_asked_for_yet(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nine records vanished, GetRecord asked for three a reconcile (the budget, here), the
+    first of them served. Before, the same sample was asked for each time and every deletion
+    refused for good. The first reconcile deletes the two confirmed gone and keeps the six
+    not asked for; the next asks for three of those (the served one last: not reached),
+    all gone, so it deletes the six; the third asks for the served one again."""
+    fake = _hiding(settings, monkeypatch, 30)
+    monkeypatch.setattr(reconcile_module, "CONFIRM_BUDGET", 3, raising=False)
+    vanished = sorted(r.identifier for r in fake.records)[::3][:9]
+    hidden = vanished[0]
+    fake.hidden.add(hidden)
+    fake.records = [r for r in fake.records if r.identifier not in vanished[1:]]
+    with Services(settings) as services:
+        sent = len(fake.requests)
+        first = reconcile(services, "sample")
+        asked = _asked(fake, sent)
+        assert asked == [vanished[0], vanished[3], vanished[6]]
+        assert first.vanished == [vanished[3], vanished[6]]
+        assert first.kept.to_dict() == {"served": [hidden], "unconfirmed": [], "unasked": 6}
+        assert first.notices[1] == (
+            "6 more records the source's list no longer holds not asked for (a reconcile asks "
+            "GetRecord for 3 at most): kept, not deleted, since not all those asked for were "
+            "confirmed gone; the next reconcile asks for them first"
+        )
+
+        sent = len(fake.requests)
+        second = reconcile(services, "sample")
+        rest = [i for i in vanished if i not in asked]
+        assert _asked(fake, sent) == [rest[0], rest[2], rest[4]]
+        assert second.vanished == rest
+        assert second.kept.to_dict() == {"served": [], "unconfirmed": [], "unasked": 1}
+        assert second.notices == [
+            "GetRecord confirmed gone all 3 records asked for (a reconcile asks GetRecord for 3 "
+            "at most): the other 3 records the source's list no longer holds were deleted "
+            "without asking",
+            "1 record an earlier reconcile kept (GetRecord served them, or did not tell) not "
+            "asked for again (a reconcile asks GetRecord for 3 at most): kept, not deleted; a "
+            "later reconcile asks for them again",
+        ]
+
+        sent = len(fake.requests)
+        third = reconcile(services, "sample")
+        assert _asked(fake, sent) == [hidden]
+        assert third.vanished == [] and third.kept.served == [hidden]
+        assert all(services.state.get_record(i, "sample")["deleted"] for i in vanished[1:])
+        assert services.state.get_record(hidden, "sample")["deleted"] is False
+
+
+def _answering_another_record(source: FakeSource, identifier: str) -> None:
+    """GetRecord of `identifier` answered at every try with the source's first record."""
+    answer = source.answer
+    other = source.records[0].identifier
+
+    def mixed_up(request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("identifier") == identifier:
+            request = httpx.Request("GET", request.url.copy_set_param("identifier", other))
+        return answer(request)
+
+    source.answer = mixed_up  # type: ignore[method-assign]
+
+
+def test_a_get_record_answering_another_record_after_others_keeps_it_and_deletes_those_gone(
+    source: FakeSource, settings: Settings
+) -> None:
+    """GetRecord of one vanished record keeps answering another record (a proxy mixing
+    answers up), after the source confirmed another one gone. Before, no deletion was made
+    and the error said to run reconcile again later, which answered the same. The one
+    confirmed is deleted, the other kept; alone the next time, it refuses, saying what
+    would tell more."""
+    gone, mixed = source.records.pop(2).identifier, source.records.pop(4).identifier
+    _answering_another_record(source, mixed)
+    with Services(settings) as services:
+        report = reconcile(services, "sample")
+        assert report.vanished == [gone]
+        assert report.kept.to_dict() == {"served": [], "unconfirmed": [mixed], "unasked": 0}
+        other = source.records[0].identifier
+        assert report.notices == [
+            f"GetRecord of {mixed} failed (the source answered with record {other!r}, not "
+            f"{mixed!r}, on every try (a proxy or cache mixing answers up, or a source filing "
+            "the record under another identifier): not staged) after the source answered for "
+            "1 record: kept, not deleted, and no other asked for; the next reconcile asks for "
+            "it after the others"
+        ]
+        assert services.state.get_record(mixed, "sample")["deleted"] is False
+        assert services.state.get_record(gone, "sample")["deleted"] is True
+
+        refusal = _refusal(services)
+        assert "run reconcile again later" not in refusal
+        assert refusal.endswith(
+            "): whether they are gone is not confirmed; run reconcile again once the source "
+            f"answers GetRecord of {mixed}, or with --force to delete them all the same"
+        )
+
+
+def test_a_first_get_record_failing_is_asked_for_after_the_others_next_time(
+    source: FakeSource, settings: Settings
+) -> None:
+    """GetRecord of the first vanished record fails at every try (HTTP 500): nothing is
+    deleted, and the error says the next reconcile asks for the others first. Before, it
+    said to run reconcile again later, which asked for the same record first and refused
+    again. The next one deletes the record confirmed gone and keeps the failing one."""
+    failing, gone = source.records.pop(2).identifier, source.records.pop(4).identifier
+    answer = source.answer
+    source.answer = lambda request: (  # type: ignore[method-assign]
+        httpx.Response(500) if request.url.params.get("identifier") == failing else answer(request)
+    )
+    with Services(settings) as services:
+        sent = len(source.requests)
+        refusal = _refusal(services)
+        assert set(_asked(source, sent)) == {failing}
+        assert refusal.startswith(
+            "reconcile of sample deletes nothing: 2 harvested records vanished from the "
+            f"source's list, and GetRecord of {failing} failed ("
+        )
+        assert refusal.splitlines()[0].endswith(
+            "): whether they are gone is not confirmed; the next reconcile asks GetRecord for "
+            "the others first; to delete them all the same, run reconcile again with --force"
+        )
+        assert services.state.get_record(gone, "sample")["deleted"] is False
+
+        sent = len(source.requests)
+        report = reconcile(services, "sample")
+        assert _asked(source, sent)[0] == gone
+        assert report.vanished == [gone] and report.kept.unconfirmed == [failing]
+        assert services.state.get_record(failing, "sample")["deleted"] is False
+
+
+def test_a_record_that_left_the_set_is_deleted_beside_one_the_sets_list_hides(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A set's harvester: one record moved to another set (its GetRecord names that set:
+    gone from the harvester's), and the set's list hides another GetRecord serves in the
+    set. Before, the hidden one refused the deletion of the one that left. The one that
+    left is deleted, the hidden one kept."""
+    fake = SetlessGetRecordSource(_in_set(make_records(10), 10), page_size=3, deleted_record="no")
+    fake.sets_in_get_record = True
+    _harvested(settings, monkeypatch, 0, fake=fake, setspec="s1")
+    left, hidden = fake.records[2], fake.records[6].identifier
+    left.sets = ["s2"]
+    fake.hidden.add(hidden)
+    with Services(settings) as services:
+        report = reconcile(services, "sample")
+        assert report.vanished == [left.identifier] and report.kept.served == [hidden]
+        assert services.state.get_record(left.identifier, "sample")["deleted"] is True
+        assert services.state.get_record(hidden, "sample")["deleted"] is False

@@ -458,3 +458,24 @@ def test_a_version_24_database_remembers_the_prefix_of_a_harvester_deleted_after
         store.save_harvester(harvester.model_copy(update={"metadata_prefix": "oai_datacite"}))
         held_back = store.harvested_before_prefix_change("h", ["oai:x:1"])
         assert held_back == ({"oai_dc": 1}, ["oai:x:1"])
+
+
+def test_a_version_25_database_knows_of_no_record_a_reconcile_kept_until_one_keeps_some(
+    store_url: str,
+) -> None:
+    """Version 25's reconciles asked GetRecord for a sample and kept no record: after the
+    upgrade none is known kept (the next reconcile asks for every vanished record afresh),
+    and what a reconcile keeps then is remembered for the next one to ask for last."""
+    with StateStore(store_url) as store:
+        before, _ = store.start_reconcile_run("h")
+        store.finish_reconcile_run(before)
+    _as_version(store_url, 25, "ALTER TABLE reconcile_runs DROP COLUMN kept")
+    with StateStore(store_url) as store:
+        assert store.reconcile_kept("h") == []
+        run_id, _ = store.start_reconcile_run("h")
+        store.save_reconcile_kept(run_id, ["oai:x:2", "oai:x:1"])
+        store.finish_reconcile_run(run_id)
+    with StateStore(store_url) as store:  # opened again: migrated once, nothing to redo
+        later, _ = store.start_reconcile_run("h")  # a new run, nothing kept yet: the last's
+        assert later != run_id and store.reconcile_kept("h") == ["oai:x:2", "oai:x:1"]
+        assert store.reconcile_kept("other") == []

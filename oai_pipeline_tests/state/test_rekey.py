@@ -111,6 +111,17 @@ def test_every_table_of_the_harvester_is_rewritten_and_nothing_else(store: State
     assert store.rekey("h", OLD, NEW) == 0
 
 
+def test_the_records_a_reconcile_kept_are_rekeyed(store: StateStore) -> None:
+    """The vanished records a reconcile kept (GetRecord still served them) are asked for
+    last by the next: under their old identifiers, they were asked for first again."""
+    reconcile_id = harvested(store)
+    store.save_reconcile_kept(reconcile_id, [f"{OLD}3", "OAI:OLD.EXAMPLE.ORG:4"])
+
+    store.rekey("h", OLD, NEW)
+
+    assert store.reconcile_kept("h") == [f"{NEW}3", "OAI:OLD.EXAMPLE.ORG:4"]
+
+
 def test_refused_when_a_new_identifier_is_harvested_already(store: StateStore) -> None:
     harvested(store)
     store.upsert_harvested("h", [record(f"{NEW}2")])  # the moved source, harvested already

@@ -41,7 +41,7 @@ def test_the_sample_to_confirm_is_spread_over_the_vanished_records() -> None:
     few = {"oai:c", "oai:a", "oai:b"}
     assert spread_sample(few) == ["oai:a", "oai:b", "oai:c"]  # all of them, sorted
     many = {f"oai:x:{n:03d}" for n in range(100)}
-    assert spread_sample(many) == [f"oai:x:{n:03d}" for n in range(0, 100, 10)]
+    assert spread_sample(many, 10) == [f"oai:x:{n:03d}" for n in range(0, 100, 10)]
     assert spread_sample(many, 3) == ["oai:x:000", "oai:x:033", "oai:x:066"]
     assert spread_sample(set()) == []
 

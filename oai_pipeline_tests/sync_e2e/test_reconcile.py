@@ -63,25 +63,37 @@ def test_a_record_the_list_hides_but_get_record_serves_is_not_deleted_without_fo
 ) -> None:
     """Some sources' ListIdentifiers leaves out records their GetRecord still serves live (a
     stale identifier index: DSpace's withdrawn items, Invenio, EPrints' per-verb caches).
-    Before, the reconcile took such a record for deleted at the source and deleted it."""
+    Before, the reconcile took such a record for deleted at the source and deleted it; then,
+    refused every deletion of the harvester while it was among the 10 it asked for. It is
+    kept, and the reports (text and --json) say so."""
     forgetful.register(loader=IMPATIENT_LOADER)
     forgetful.harvest()
     hidden = forgetful.identifiers()[1]
     forgetful.endpoint.faults = Faults(unlisted_identifiers={hidden})
 
-    refused = CliRunner().invoke(main, ["reconcile", "sample", "--json"])
+    result = CliRunner().invoke(main, ["reconcile", "sample", "--json"])
 
-    assert refused.exit_code == 1, refused.output
-    error = json.loads(refused.stdout)
-    assert error["type"] == "pipeline_error"
-    assert error["error"] == (
-        "reconcile of sample deletes nothing: 1 harvested record vanished from the source's "
-        f"list, but GetRecord still serves 1 of the 1 asked for (e.g. {hidden}): the list "
-        "hides records the source has; to delete them all the same, run reconcile again "
-        "with --force"
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    notice = (
+        f"GetRecord still serves 1 record the source's list no longer holds (e.g. {hidden}): "
+        "the list hides records the source has; kept, not deleted (reconcile --force deletes "
+        "them all the same)"
     )
+    assert report["vanished"] == [] and report["actions"] == {}
+    assert report["kept"] == {"served": [hidden], "unconfirmed": [], "unasked": 0}
+    assert report["notices"] == [notice]
     assert all(forgetful.local(i)["state"] == "live" for i in forgetful.identifiers())
     assert forgetful.harvest_record(hidden)["deleted"] is False
+
+    text = CliRunner().invoke(main, ["reconcile", "sample"])
+
+    assert text.exit_code == 0, text.output
+    assert text.stdout.splitlines()[1:] == [
+        f"kept (vanished from the list, not deleted): 1 still served by GetRecord (e.g. {hidden})",
+        f"  note: {notice}",
+    ]
+    assert forgetful.local(hidden)["state"] == "live"
 
     forced = CliRunner().invoke(main, ["reconcile", "sample", "--force"])
 
@@ -153,8 +165,8 @@ def test_a_get_record_that_keeps_failing_deletes_nothing(forgetful: Harness) -> 
         f"source's list, and GetRecord of {gone} failed ("
     )
     assert "HTTP 500" in first_line and first_line.endswith(
-        "): whether they are gone is not confirmed; run reconcile again later, or with "
-        "--force to delete them all the same"
+        "): whether they are gone is not confirmed; run reconcile again once the source "
+        f"answers GetRecord of {gone}, or with --force to delete them all the same"
     )
     assert forgetful.local(gone)["state"] == "live"
     # the client's retry policy (IMPATIENT_LOADER: one retry), then no other record asked
@@ -336,10 +348,12 @@ def test_the_reconcile_job_deletes_what_vanished_at_sources_that_keep_none(
     assert result.output_for_node("reconcile_harvesters")["sample"]["vanished"] == [gone]
 
 
-def test_the_reconcile_job_deletes_nothing_the_list_hides_but_get_record_serves(
+def test_the_reconcile_job_keeps_what_the_list_hides_but_get_record_serves(
     forgetful: Harness,
 ) -> None:
-    """The job refuses as the CLI does: its run fails naming the harvester and why."""
+    """The job keeps such a record as the CLI does, and says so: a warning in its log (the
+    CLI's line), `kept` in its metadata, the report in its output. Before, its run failed,
+    every week, and no other record of the harvester was ever deleted."""
     forgetful.register(loader=IMPATIENT_LOADER)
     forgetful.harvest()
     hidden = forgetful.identifiers()[0]
@@ -347,13 +361,24 @@ def test_the_reconcile_job_deletes_nothing_the_list_hides_but_get_record_serves(
 
     result = _reconcile_job_run(forgetful.instance)
 
-    assert not result.success
-    [failure] = [e for e in result.all_events if e.is_step_failure]
-    message = failure.step_failure_data.error.message
-    assert "1 of 1 reconciles failed or were refused" in message
-    assert "sample: reconcile of sample deletes nothing: 1 harvested record vanished" in message
-    assert f"GetRecord still serves 1 of the 1 asked for (e.g. {hidden})" in message
+    assert result.success
     assert all(forgetful.local(i)["state"] == "live" for i in forgetful.identifiers())
+    [metadata] = [
+        e.event_specific_data.metadata
+        for e in result.all_events
+        if e.event_type_value == "STEP_OUTPUT" and e.event_specific_data.metadata
+    ]
+    assert metadata["vanished"].value == 0 and metadata["kept"].value == 1
+    report = result.output_for_node("reconcile_harvesters")["sample"]
+    assert report["kept"] == {"served": [hidden], "unconfirmed": [], "unasked": 0}
+    logged = [entry.user_message for entry in forgetful.instance.all_logs(result.run_id)]
+    assert any(
+        message.endswith(
+            "reconcile of sample: kept (vanished from the list, not deleted): 1 still served "
+            f"by GetRecord (e.g. {hidden})"
+        )
+        for message in logged
+    )
 
 
 def test_the_reconcile_job_says_which_harvester_waits_for_its_moved_source_to_be_harvested(
