@@ -194,6 +194,8 @@ POINTS: dict[str, tuple[str, str]] = {
     "rekey_state": ("oai_pipeline.state.store", "StateStore.rekey"),
     "start_reconcile_run": ("oai_pipeline.state.store", "StateStore.start_reconcile_run"),
     "finish_reconcile_run": ("oai_pipeline.state.store", "StateStore.finish_reconcile_run"),
+    # the vanished records GetRecord did not confirm gone, for the next reconcile's order
+    "save_reconcile_kept": ("oai_pipeline.state.store", "StateStore.save_reconcile_kept"),
     "prune_run_records": ("oai_pipeline.state.store", "StateStore.prune_run_records"),
     "lock_acquire": ("oai_pipeline.state.harvester_lock", "HarvesterLock.try_acquire"),
     "lock_release": ("oai_pipeline.state.harvester_lock", "HarvesterLock.release"),
