@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from oai_pipeline.errors import PipelineError
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.oai.client import OAIClient
 from oai_pipeline.oai.types import HarvestedRecord, IdentifyInfo, Page, SweepCheckpoint
@@ -60,6 +61,12 @@ class Reader(ABC):
         """Quirks of the source met so far that the operator should know of (one line each),
         for the harvest's outcome; a reader that meets none need not override."""
         return []
+
+    def answers_now(self) -> bool:
+        """Whether the source answers a request now, asked anew (not a remembered answer):
+        it tells a source refusing single records from one refusing the harvester. A reader
+        that cannot ask says False."""
+        return False
 
     def know_set(self, set_spec: str) -> None:  # noqa: B027 - a hint, free to ignore
         """The harvester's set is one the source has (a run listed it before): an empty
@@ -181,6 +188,14 @@ class OAIPMHReader(Reader):
         if self._identify is None:
             self._identify = self._client.identify()
         return self._identify
+
+    def answers_now(self) -> bool:
+        """A fresh Identify (after the client's retries) answered."""
+        try:
+            self._client.identify()
+        except PipelineError:
+            return False
+        return True
 
     def sweep(
         self,

@@ -718,14 +718,15 @@ def _stage_answers_of(
 
     answered: list[HarvestedRecord] = []
     first_answer_at = 0.0
-    refusals = _Refusals(scope.harvester_id)
+    refusals = _Refusals(scope.harvester_id, reader.answers_now)
     try:
         for identifier in options.identifiers:
             # One at a time: a refusal raised out of a generator would end it.
             try:
                 record = next(iter(reader.get_records([identifier])), None)
             except HarvestProtocolError as error:
-                refusals.add(identifier, error)  # raises it again unless an HTTP refusal
+                # raises it again unless an HTTP refusal of this record (see _Refusals)
+                answered.extend(refusals.add(identifier, error))
                 continue
             if record is None:
                 continue
@@ -758,21 +759,26 @@ class _Refusals:
     the client's retries), judged by what the source does around them.
 
     Rule: a refusal is that record's error (HTTPError, the harvest goes on) once the source
-    answers another identifier of this attempt, before or after it; REFUSALS_IN_A_ROW of them
-    without an answer between, or only refusals to the end, are the source refusing the
-    harvest: the run fails as a protocol failure (transient, not stored on N records), and
+    answers another identifier of this attempt, before or after it. REFUSALS_IN_A_ROW of them
+    without an answer between, or only refusals to the end, ask the source for a fresh
+    Identify (`Reader.answers_now`): answered, the source refuses those records (embargoed,
+    withdrawn: a stretch of them, or `--failed` asking for such records again) and they are
+    records' errors; refused too, the source refuses the harvest (a firewall, a backend
+    down): the run fails as a protocol failure (transient, not stored on N records), and
     `--resume` asks from the first of them. No HTTP answer at all (connection refused,
     timeout) always fails the run, and so does a base URL that never answered OAI-PMH, at
     once (UnprovenEndpoint), and a 429 (the harvest asked too fast, not one record)."""
 
-    def __init__(self, harvester_id: str) -> None:
+    def __init__(self, harvester_id: str, answers_now: Callable[[], bool]) -> None:
         self.harvester_id = harvester_id
+        self.answers_now = answers_now
         self.answered = False  # whether the source answered a GetRecord of this attempt
         self.pending: list[tuple[str, HarvestProtocolError]] = []
 
-    def add(self, identifier: str, error: HarvestProtocolError) -> None:
-        """Hold a refusal until the source's next answer; fail on one that is no HTTP
-        status, or when the run of refusals reaches REFUSALS_IN_A_ROW."""
+    def add(self, identifier: str, error: HarvestProtocolError) -> list[HarvestedRecord]:
+        """Hold a refusal until the source's next answer (the records' errors settled now,
+        if any); fail on one that is no HTTP status, or when REFUSALS_IN_A_ROW of them come
+        and the source refuses Identify too."""
         status = error.status
         if (
             isinstance(error, PersistentProtocolError)
@@ -782,12 +788,29 @@ class _Refusals:
         ):
             raise error
         self.pending.append((identifier, error))
-        if len(self.pending) >= REFUSALS_IN_A_ROW:
+        if len(self.pending) < REFUSALS_IN_A_ROW:
+            return []
+        if not self.answers_now():
             raise self._failure("in a row, with no answer between")
+        return self._settle()
 
     def settled(self) -> list[HarvestedRecord]:
         """The source answered: the refusals held are their records' errors."""
         self.answered = True
+        return self._settle()
+
+    def at_end(self) -> list[HarvestedRecord]:
+        """The last refusals: records' errors if the source answered another identifier of
+        this attempt, or answers Identify now; else the run fails."""
+        if not self.pending:
+            return []
+        if not self.answered and not self.answers_now():
+            if len(self.pending) == 1:
+                raise self.pending[0][1]
+            raise self._failure("and answered none of this attempt's")
+        return self._settle()
+
+    def _settle(self) -> list[HarvestedRecord]:
         errors = [
             _refused_record(self.harvester_id, identifier, error)
             for identifier, error in self.pending
@@ -795,23 +818,13 @@ class _Refusals:
         self.pending.clear()
         return errors
 
-    def at_end(self) -> list[HarvestedRecord]:
-        """The last refusals: records' errors if the source answered another identifier of
-        this attempt, else the run fails (the source answered none)."""
-        if not self.pending:
-            return []
-        if not self.answered:
-            if len(self.pending) == 1:
-                raise self.pending[0][1]
-            raise self._failure("and answered none of this attempt's")
-        return self.settled()
-
     def _failure(self, how: str) -> HarvestProtocolError:
         first, error = self.pending[0]
         count = len(self.pending)
         failure = HarvestProtocolError(
             f"{error}; the source refused GetRecord of {count} identifiers {how} ({first} "
-            f"to {self.pending[-1][0]}): taken as refusing the harvest, not single records"
+            f"to {self.pending[-1][0]}), and Identify too: taken as refusing the harvest, not "
+            "single records"
         )
         failure.__cause__ = self.pending[-1][1]
         return failure
@@ -824,7 +837,7 @@ _NOT_ITEM_STATUSES = frozenset({408, 425, 429})
 def _refused_record(
     harvester_id: str, identifier: str, error: HarvestProtocolError
 ) -> HarvestedRecord:
-    """A GetRecord refused while the source answered others: that record's error."""
+    """A GetRecord refused while the source answered other requests: that record's error."""
     status = error.status or 0
     try:
         named = f"HTTP {status} {HTTPStatus(status).phrase}"
@@ -839,7 +852,7 @@ def _refused_record(
             type="HTTPError",
             message=(
                 f"{named} for GetRecord of {identifier}{detail}; the source answered other "
-                "identifiers of the run, so the record is refused, not the harvest: "
+                "requests of the run, so the record is refused, not the harvest: "
                 f"`oai-pipeline harvest {harvester_id} --failed` asks for it again"
             ),
             location=identifier,

@@ -469,16 +469,23 @@ def _unreachable(request: httpx.Request) -> httpx.Response:
 
 class UnavailableFor(FakeSource):
     """Answers GetRecord of the identifiers in `down` with `refusal` (by default no HTTP
-    answer at all, as a source gone mid-run: the retries run out and the run fails)."""
+    answer at all, as a source gone mid-run: the retries run out and the run fails); with
+    `blocking`, every request after the first such refusal too (a firewall that began
+    blocking the harvester, a backend gone down), Identify included."""
 
     def __init__(self, records: list[FakeRecord]) -> None:
         super().__init__(records)
         self.down: set[str] = set()
         self.refusal: Callable[[httpx.Request], httpx.Response] = _unreachable
+        self.blocking = False
+        self.blocked = False
 
     def answer(self, request: httpx.Request) -> httpx.Response:
         params = request.url.params
-        if params.get("verb") == "GetRecord" and params.get("identifier") in self.down:
+        if self.blocked or (
+            params.get("verb") == "GetRecord" and params.get("identifier") in self.down
+        ):
+            self.blocked = self.blocking
             return self.refusal(request)
         return super().answer(request)
 
@@ -610,7 +617,7 @@ def test_a_getrecord_refused_with_an_http_status_is_that_records_error(
     assert kind == "HTTPError"
     assert message.startswith(detail.format(i=chosen[refused])), message
     assert message.endswith(
-        "; the source answered other identifiers of the run, so the record is refused, not "
+        "; the source answered other requests of the run, so the record is refused, not "
         "the harvest: `oai-pipeline harvest sample --failed` asks for it again"
     )
     status = json.loads(run("status", "--harvester", "sample", "--json").output)
@@ -677,6 +684,7 @@ def test_a_source_refusing_getrecord_after_getrecord_fails_the_run_resumably(
     source = harvest_fake_source(settings, monkeypatch, UnavailableFor(_numbered(7)))
     chosen = [r.identifier for r in source.records]
     source.down, source.refusal = set(chosen[2:]), _refused_with(code)
+    source.blocking = True
 
     failed = run("harvest", "sample", *chosen, "--json")
 
@@ -684,13 +692,14 @@ def test_a_source_refusing_getrecord_after_getrecord_fails_the_run_resumably(
     assert source.asked() == chosen[: 2 + in_a_row]
     assert (
         f"the source refused GetRecord of {in_a_row} identifiers in a row, with no answer "
-        f"between ({chosen[2]} to {chosen[1 + in_a_row]}): taken as refusing the harvest, "
-        "not single records"
+        f"between ({chosen[2]} to {chosen[1 + in_a_row]}), and Identify too: taken as "
+        "refusing the harvest, not single records"
     ) in failed.output
     status = json.loads(run("status", "--harvester", "sample", "--json").output)
     assert status["run"]["status"] == "failed"
     assert status["records"]["failed"] == 0
     source.down.clear()
+    source.blocked = source.blocking = False
     before = len(source.requests)
     resumed = json.loads(run("harvest", "sample", "--resume", "1", "--json").stdout)
     assert source.asked(before) == chosen[2:]
@@ -706,14 +715,16 @@ def test_refusals_of_every_identifier_asked_fail_the_run(
     source = harvest_fake_source(settings, monkeypatch, UnavailableFor(_numbered(2)))
     chosen = [r.identifier for r in source.records]
     source.down, source.refusal = set(chosen), _refused_with(403)
+    source.blocking = True
 
     both = run("harvest", "sample", *chosen)
+    source.blocked = False
     one = run("harvest", "sample", chosen[0])
 
     assert both.exit_code == one.exit_code == 1
     assert (
         f"the source refused GetRecord of 2 identifiers and answered none of this attempt's "
-        f"({chosen[0]} to {chosen[1]}): taken as refusing the harvest"
+        f"({chosen[0]} to {chosen[1]}), and Identify too: taken as refusing the harvest"
     ) in both.output
     assert "HTTP 403 Forbidden (its body: 'No access here'): the source refuses the harvester" in (
         one.output
@@ -721,6 +732,51 @@ def test_refusals_of_every_identifier_asked_fail_the_run(
     assert "identifiers" not in one.output
     status = json.loads(run("status", "--harvester", "sample", "--json").output)
     assert status["records"]["failed"] == 0
+
+
+def test_a_stretch_of_refused_records_is_their_errors_while_the_source_answers_identify(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """REFUSALS_IN_A_ROW refused one after the other (an embargoed collection's records, side
+    by side in the list asked for) while the source answers a fresh Identify: those records
+    are refused, not the harvest. Before, the run failed, and `--resume` failed on them again
+    for as long as they stayed embargoed: the records after them were never harvested."""
+    in_a_row = discover_module.REFUSALS_IN_A_ROW
+    source = harvest_fake_source(settings, monkeypatch, UnavailableFor(_numbered(in_a_row + 2)))
+    chosen = [r.identifier for r in source.records]
+    source.down, source.refusal = set(chosen[1:-1]), _refused_with(403)
+
+    result = run("harvest", "sample", *chosen, "--json")
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["created"], report["errors"]) == (2, in_a_row)
+    assert source.asked() == chosen
+    identifies = [r for r in source.requests if r.url.params.get("verb") == "Identify"]
+    assert identifies, "the source was not asked whether it answers"
+
+
+def test_failed_asks_for_records_still_refused_without_failing_the_run(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every record asked for refused while the source answers Identify (`--failed` asking
+    again for records the source still withholds): their errors stay, the run succeeds."""
+    source = harvest_fake_source(settings, monkeypatch, UnavailableFor(_numbered(3)))
+    chosen = [r.identifier for r in source.records]
+    first = json.loads(run("harvest", "sample", *chosen, "--json").stdout)
+    assert (first["created"], first["errors"]) == (3, 0)
+    source.down, source.refusal = set(chosen[:2]), _refused_with(404)
+    assert run("harvest", "sample", "--json", *chosen).exit_code == 0
+    before = len(source.requests)
+
+    again = run("harvest", "sample", "--failed", "--json")
+
+    assert again.exit_code == 0, again.output
+    report = json.loads(again.stdout)
+    assert report["errors"] == 2
+    assert source.asked(before) == chosen[:2]
+    status = json.loads(run("status", "--harvester", "sample", "--json").output)
+    assert (status["run"]["status"], status["records"]["failed"]) == ("succeeded", 2)
 
 
 class CountingStaged(FakeSource):
