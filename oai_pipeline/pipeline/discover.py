@@ -725,6 +725,11 @@ def _stage_answers_of(
             try:
                 record = next(iter(reader.get_records([identifier])), None)
             except HarvestProtocolError as error:
+                if options.reconcile:
+                    # A reconcile's harvest of records listed again: failed, they stay marked
+                    # gone and the next reconcile tries again; a record's error would unmark
+                    # them, leaving them deleted in the target until `--failed`.
+                    raise
                 # raises it again unless an HTTP refusal of this record (see _Refusals)
                 answered.extend(refusals.add(identifier, error))
                 continue
