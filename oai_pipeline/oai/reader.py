@@ -62,6 +62,11 @@ class Reader(ABC):
         for the harvest's outcome; a reader that meets none need not override."""
         return []
 
+    def get_record(self, identifier: str) -> HarvestedRecord | None:
+        """One record (`get_records` of it), None if the reader gives none: asked one at a
+        time, a failure is that identifier's, not the end of a generator of several."""
+        return next(iter(self.get_records([identifier])), None)
+
     def answers_now(self) -> bool:
         """Whether the source answers a request now, asked anew (not a remembered answer):
         it tells a source refusing single records from one refusing the harvester. A reader

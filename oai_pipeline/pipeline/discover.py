@@ -721,9 +721,9 @@ def _stage_answers_of(
     refusals = _Refusals(scope.harvester_id, reader.answers_now)
     try:
         for identifier in options.identifiers:
-            # One at a time: a refusal raised out of a generator would end it.
+            # One at a time (Reader.get_record): a refusal is that identifier's.
             try:
-                record = next(iter(reader.get_records([identifier])), None)
+                record = reader.get_record(identifier)
             except HarvestProtocolError as error:
                 if options.reconcile:
                     # A reconcile's harvest of records listed again: failed, they stay marked

@@ -447,7 +447,7 @@ def _confirm_vanished(
     sets_named: _SetsNamed | None = None
     for identifier in check_order(vanished, kept_before, CONFIRM_BUDGET):
         try:
-            record = next(iter(reader.get_records([identifier])), None)
+            record = reader.get_record(identifier)
             failure = None
         except PipelineError as error:  # after the client's retries
             record, failure = None, str(error).splitlines()[0] if str(error) else "no answer"
@@ -586,7 +586,7 @@ def _get_record(
     """GetRecord's answer for ``identifier``; a failure after the client's retries refuses
     the deletions (`_unconfirmed`)."""
     try:
-        return next(iter(reader.get_records([identifier])), None)
+        return reader.get_record(identifier)
     except PipelineError as error:  # after the client's retries
         raise _unconfirmed(harvester, vanished, identifier, str(error)) from error
 
