@@ -8,6 +8,7 @@ errors. A sweep that failed part-way deletes nothing.
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from oai_pipeline.errors import PipelineError, add_notices
+from oai_pipeline.errors import PipelineError, RecordError, add_notices
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader, build_writers
 from oai_pipeline.oai.client import ended_short, in_set
@@ -385,7 +386,24 @@ _ANOTHER_RECORD = "AnotherRecordAnswered"
 
 # GetRecord's item errors that say the source does not serve the record (in the harvester's
 # metadata prefix): its own word that the record is gone, as its list says.
-_NOT_SERVED = frozenset({"idDoesNotExist", "cannotDisseminateFormat", "badArgument"})
+_NOT_SERVED = frozenset({"idDoesNotExist", "cannotDisseminateFormat"})
+
+# A badArgument to GetRecord refuses the identifier as written: the source issued it, so
+# that says it cannot read it (an identifier with `/` or `+` decoded wrongly), not that the
+# record is gone; it confirms the record gone only in the words some sources use for
+# idDoesNotExist. Taken as gone, a record GetRecord could not fetch was deleted.
+_NO_SUCH_RECORD = re.compile(
+    r"n[o']t\s+exist|no\s+such|not\s+found|unknown\s+(?:identifier|id|record|item)"
+    r"|no\s+(?:record|item|matching)",
+    re.IGNORECASE,
+)
+
+
+def _says_gone(error: RecordError) -> bool:
+    """Whether GetRecord's item error is the source's word that it does not serve the record."""
+    if error.type == "badArgument":
+        return bool(_NO_SUCH_RECORD.search(error.message or ""))
+    return error.type in _NOT_SERVED
 
 
 def _still_served(record: HarvestedRecord, set_spec: str | None) -> bool | None:
@@ -395,7 +413,7 @@ def _still_served(record: HarvestedRecord, set_spec: str | None) -> bool | None:
     if record.deleted:
         return False
     if record.error is not None and not record.datestamp:  # no header: an item error
-        return False if record.error.type in _NOT_SERVED else None
+        return False if _says_gone(record.error) else None
     # a record that left the set is served, but no longer the harvester's: gone from it
     return in_set(record.set_specs, set_spec)
 

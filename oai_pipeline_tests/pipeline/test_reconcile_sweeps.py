@@ -174,14 +174,16 @@ def test_a_get_record_timing_out_is_retried_and_one_that_keeps_timing_out_delete
     assert source.verbs.count("GetRecord") == 7 + 3
 
 
-def _get_record_answering(source: FakeSource, answers: dict[str, str]) -> None:
+def _get_record_answering(
+    source: FakeSource, answers: dict[str, str], saying: str = "not here"
+) -> None:
     """GetRecord of each identifier in `answers` gets that OAI-PMH error code, naming it."""
     answer = source.answer
 
     def answering(request: httpx.Request) -> httpx.Response:
         identifier = request.url.params.get("identifier")
         if request.url.params["verb"] == "GetRecord" and identifier in answers:
-            return source.error(answers[identifier], f"{identifier}: not here", status=422)
+            return source.error(answers[identifier], f"{identifier}: {saying}", status=422)
         return answer(request)
 
     source.answer = answering  # type: ignore[method-assign]
@@ -191,15 +193,37 @@ def test_get_records_saying_the_source_does_not_serve_a_vanished_record_confirm_
     source: FakeSource, settings: Settings
 ) -> None:
     """A source that can no longer disseminate the record in the harvester's prefix, or
-    refuses its identifier, says as its list does that it does not serve it: the vanished
-    records are deleted, as with idDoesNotExist."""
+    refuses its identifier as one it does not have, says as its list does that it does not
+    serve it: the vanished records are deleted, as with idDoesNotExist."""
     gone = [source.records.pop(i).identifier for i in (6, 4, 2)]
     _get_record_answering(
-        source, {gone[0]: "cannotDisseminateFormat", gone[1]: "badArgument"}
+        source,
+        {gone[0]: "cannotDisseminateFormat", gone[1]: "badArgument"},
+        saying="no such record",
     )  # the third: the source's own idDoesNotExist
     with Services(settings) as services:
         assert reconcile(services, "sample").vanished == sorted(gone)
         assert all(services.state.get_record(i, "sample")["deleted"] for i in gone)
+
+
+def test_a_get_record_refusing_a_vanished_records_identifier_keeps_it(
+    source: FakeSource, settings: Settings
+) -> None:
+    """badArgument to an identifier the source issued itself says it cannot read it (a `/`
+    or `+` decoded wrongly), not that the record is gone: kept, not deleted, even after
+    GetRecords in the prefix answered (which makes it an error of that record)."""
+    gone, unreadable = (source.records.pop(i).identifier for i in (6, 2))
+    _get_record_answering(source, {unreadable: "badArgument"}, saying="illegal identifier")
+    with Services(settings) as services:
+        report = reconcile(services, "sample")
+        assert report.vanished == [gone]
+        assert report.kept.to_dict() == {"served": [], "unconfirmed": [unreadable], "unasked": 0}
+        assert services.state.get_record(unreadable, "sample")["deleted"] is False
+        assert services.state.get_record(gone, "sample")["deleted"] is True
+    assert any(
+        f"(e.g. {unreadable}: {unreadable}: illegal identifier)" in notice
+        for notice in report.notices
+    )
 
 
 def test_what_the_get_record_check_noted_of_the_source_is_in_the_reconciles_report(
