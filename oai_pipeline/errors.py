@@ -27,6 +27,19 @@ class RecordError(BaseModel):
 class PipelineError(Exception):
     """A user-facing failure of a whole run or command: printed as one line, no traceback."""
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Rebuilt without calling __init__: the default calls the class with ``args`` alone,
+        # which fails for an error with a required keyword argument (RefusedRequest's
+        # status), so one raised in a worker process could not cross back.
+        return (_rebuilt, (type(self), self.args), self.__dict__)
+
+
+def _rebuilt(kind: type[PipelineError], args: tuple[object, ...]) -> PipelineError:
+    """An error of ``kind`` with ``args``, its attributes set by pickle afterwards."""
+    error = kind.__new__(kind)
+    error.args = args
+    return error
+
 
 class NotFound(PipelineError):
     """What the user named (a harvester, run, record, community) does not exist: a mistake in

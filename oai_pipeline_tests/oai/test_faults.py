@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import re
 import time
 from collections.abc import Callable
@@ -13,13 +14,15 @@ import httpx
 import pytest
 from lxml import etree
 
-from oai_pipeline.errors import ConfigurationError
+from oai_pipeline.errors import ConfigurationError, PipelineError
 from oai_pipeline.oai.client import OAIClient, _count_notice, another_base_url
 from oai_pipeline.oai.errors import (
     HarvestProtocolError,
+    NoRecordsMatchForToken,
     OAIError,
     PersistentProtocolError,
     RefusedRequest,
+    UnknownSet,
     UnprovenEndpoint,
 )
 from oai_pipeline.oai.pages import (
@@ -1736,3 +1739,21 @@ def test_get_record_echoing_another_identifier_with_ours_is_taken_and_noted_once
         f"not {records[0].identifier!r} on every try, with the record asked for; the source's "
         "<request> no longer judged"
     ]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        RefusedRequest("HTTP 403 Forbidden", status=403, detail="no robots"),
+        OAIError("badArgument", "bad from", context="http://x/oai (ListRecords)", hint="check"),
+        NoRecordsMatchForToken("noRecordsMatch", "empty", response_date="2024-01-01T00:00:00Z"),
+        UnknownSet("noSetHierarchy", "no sets", errors=[("noSetHierarchy", "no sets")]),
+    ],
+    ids=lambda error: type(error).__name__,
+)
+def test_a_client_error_pickles_as_itself(error: PipelineError) -> None:
+    """An error raised in a worker process comes back the same: its class, text and fields
+    (RefusedRequest's required status made its unpickling fail)."""
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error) and str(copy) == str(error)
+    assert vars(copy) == vars(error)
