@@ -10,20 +10,36 @@ is acyclic, so collecting rarely loses nothing; the settings are restored afterw
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 BULK_THRESHOLDS = (100_000, 50, 100)
 
+# The thresholds are the process's, while stages overlap in threads (a Dagster run's steps
+# in-process, discovery's page thread): the first stage in saves them, the last one out
+# restores them. Each saving and restoring its own, two overlapping left the bulk ones set
+# when the first in was the last out.
+_lock = threading.Lock()
+_inside = 0
+_saved: tuple[int, ...] | None = None
+
 
 @contextmanager
 def bulk_allocation() -> Iterator[None]:
-    previous = gc.get_threshold()
-    if previous[0] == 0:  # collection switched off by the host: leave it so
-        yield
-        return
-    gc.set_threshold(*BULK_THRESHOLDS)
+    global _inside, _saved
+    with _lock:
+        if _inside == 0:
+            previous = gc.get_threshold()
+            # collection switched off by the host: leave it so
+            _saved = None if previous[0] == 0 else previous
+            if _saved is not None:
+                gc.set_threshold(*BULK_THRESHOLDS)
+        _inside += 1
     try:
         yield
     finally:
-        gc.set_threshold(*previous)
+        with _lock:
+            _inside -= 1
+            if _inside == 0 and _saved is not None:
+                gc.set_threshold(*_saved)

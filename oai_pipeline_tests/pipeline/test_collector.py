@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 
 import pytest
 
@@ -20,6 +21,31 @@ def test_thresholds_are_raised_inside_and_restored_after_an_error() -> None:
     with pytest.raises(RuntimeError), bulk_allocation():
         assert gc.get_threshold() == BULK_THRESHOLDS
         raise RuntimeError("a stage failed")
+    assert gc.get_threshold() == before
+
+
+def test_stages_overlapping_in_threads_restore_the_thresholds_found_before_both() -> None:
+    """The first in is not the last out: the thresholds the first found are restored when
+    the last one leaves, not the bulk ones the second found."""
+    before = gc.get_threshold()
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    inside_after_the_first_left: list[tuple[int, int, int]] = []
+
+    def second() -> None:
+        first_in.wait()
+        with bulk_allocation():
+            second_in.set()
+            first_out.wait()
+            inside_after_the_first_left.append(gc.get_threshold())
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    with bulk_allocation():
+        first_in.set()
+        second_in.wait()
+    first_out.set()
+    thread.join()
+    assert inside_after_the_first_left == [BULK_THRESHOLDS]
     assert gc.get_threshold() == before
 
 
