@@ -276,6 +276,8 @@ def show(harvester_id: str, as_json: bool) -> None:
             f"\n  identify: {identify.repository_name}, granularity {identify.granularity}, "
             f"earliest {identify.earliest_datestamp}, deletedRecord {identify.deleted_record}"
         )
+        if identify.admin_emails:
+            text += f"\n  admin: {', '.join(identify.admin_emails)}"
     if pending is not None:
         text += f"\n  {pending_rekey_line(payload['pending_rekey'])}"
     if warning:

@@ -687,7 +687,13 @@ def read_identify(parsed: ParsedResponse, requested_url: str) -> IdentifyInfo:
         (url for url in declared if is_our_base_url(requested_url, url)),
         declared[0] if declared else requested_url,
     )
+    admin_emails = tuple(
+        email
+        for element in container.iterchildren(_NS + "adminEmail")
+        if (email := (_text(element) or "").strip())
+    )
     return IdentifyInfo(
+        admin_emails=admin_emails,
         repository_name=text("repositoryName"),
         base_url=base_url,
         granularity=granularity,

@@ -23,6 +23,9 @@ class IdentifyInfo:
     earliest_datestamp: str  # as the source wrote it
     deleted_record: Literal["no", "transient", "persistent"]
     response_date: str
+    # whom the source names to write to when it misbehaves (Identify's adminEmail, one or
+    # more); empty in what an earlier version saved
+    admin_emails: tuple[str, ...] = ()
 
 
 @dataclass

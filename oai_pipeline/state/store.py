@@ -848,7 +848,9 @@ class StateStore:
             data = conn.execute(
                 sa.select(harvesters.c.identify).where(harvesters.c.id == harvester_id)
             ).scalar()
-        return None if data is None else IdentifyInfo(**data)
+        if data is None:
+            return None
+        return IdentifyInfo(**{**data, "admin_emails": tuple(data.get("admin_emails", ()))})
 
     # -- harvest records -----------------------------------------------------------------
 

@@ -51,3 +51,4 @@ def test_the_identify_of_the_new_base_url_is_saved_and_shown() -> None:
 
     assert result.exit_code == 0, result.output
     assert "identify:" in shown.stdout and "warning" not in shown.output.lower(), shown.output
+    assert "\n  admin: oai-pipeline@example.org" in shown.stdout  # whom to write to

@@ -70,6 +70,7 @@ def test_identify_zenodo_seconds_granularity_and_no_deletions() -> None:
     assert info.earliest_datestamp == "2014-02-03T14:41:33Z"
     assert info.response_date == "2026-08-10T08:56:30Z"
     assert info.base_url == "https://zenodo.org/oai2d"
+    assert info.admin_emails == ("info@zenodo.org",)
 
 
 def test_identify_e_periodica() -> None:
@@ -81,6 +82,7 @@ def test_identify_e_periodica() -> None:
     assert info.granularity == "seconds"
     assert info.deleted_record == "no"
     assert parse_datestamp(info.earliest_datestamp).year == 2013
+    assert info.admin_emails == ("webmaster@e-periodica.ch",)
 
 
 def test_identify_day_granularity() -> None:

@@ -24,6 +24,7 @@ from oai_pipeline.state.schema import (
     CATCH_UP_COUNTERS,
     SCHEMA_VERSION,
     harvest_runs,
+    harvesters,
     run_records,
     schema_version,
 )
@@ -125,6 +126,30 @@ def test_identify_is_recorded_on_the_harvester(store):
     assert store.get_identify("h") is None
     store.save_identify("h", info)
     assert store.get_identify("h") == info
+    with_admins = dataclasses.replace(info, admin_emails=("info@zenodo.org", "b@x.org"))
+    store.save_identify("h", with_admins)
+    assert store.get_identify("h") == with_admins
+
+
+def test_an_identify_saved_before_admin_emails_were_read_loads_without_them(store):
+    """What an earlier version saved has no admin_emails: read as none, not a failure."""
+    store.save_harvester(harvester())
+    with store._engine.begin() as conn:
+        conn.execute(
+            harvesters.update()
+            .where(harvesters.c.id == "h")
+            .values(
+                identify={
+                    "repository_name": "Zenodo",
+                    "base_url": "https://zenodo.org/oai2d",
+                    "granularity": "seconds",
+                    "earliest_datestamp": "2014-02-03T14:41:33Z",
+                    "deleted_record": "no",
+                    "response_date": "2026-01-01T00:00:00Z",
+                }
+            )
+        )
+    assert store.get_identify("h").admin_emails == ()
 
 
 def test_a_prefix_change_undone_before_a_harvest_in_it_leaves_the_records_as_they_are(store):
