@@ -154,10 +154,27 @@ def database_role(url: str) -> str:
     """The role a database URL logs in as: its user, else libpq's (PGUSER, this user)."""
     try:
         parts = urlsplit(url)
-        named = parts.username or _query_value(parts.query, "user")
+        # percent-encoded in the URL (`jo%40lab@host`), as SQLAlchemy decodes it to log in
+        named = unquote(parts.username or "") or _query_value(parts.query, "user")
     except ValueError:
         named = None
     return named or os.environ.get("PGUSER") or user_name()
+
+
+# libpq's `options` setting the search path (`?options=-csearch_path%3Dharvest`)
+_SEARCH_PATH = re.compile(r"-c\s*search_path\s*=\s*([^\s,]+)")
+
+
+def database_schema(url: str) -> str:
+    """The schema a database URL's tables are created in: the first of the search path its
+    `options` set, else PostgreSQL's default, `public`."""
+    try:
+        options = _query_value(urlsplit(url).query, "options") or ""
+    except ValueError:
+        options = ""
+    found = _SEARCH_PATH.search(options)
+    schema = found[1].strip('"') if found else ""
+    return schema if schema and schema != "$user" else "public"
 
 
 def _query_value(query: str, name: str) -> str | None:
@@ -173,24 +190,30 @@ def _quoted(role: str) -> str:
 _DENIED = re.compile(r"permission denied for (schema|table|sequence|view|relation) (\S+)")
 
 
-def _grant(message: str, role: str) -> str:
-    """The GRANT that lets `role` do what PostgreSQL's `message` (42501) refused."""
+def _grant(message: str, role: str | None, schema: str = "public") -> str:
+    """The GRANT that lets `role` (None: not known, a placeholder) do what PostgreSQL's
+    `message` (42501) refused on the tables of `schema`."""
+    grantee = "<its role>" if role is None else _quoted(role)
     refused = _DENIED.match(message)
     if refused is None:  # "must be owner of table …": a migration altering a table
-        return f"run it as the owner of the database's tables (or make {_quoted(role)} their owner)"
+        return f"run it as the owner of the database's tables (or make {grantee} their owner)"
     if refused[1] == "schema":
-        return f"grant it `GRANT USAGE, CREATE ON SCHEMA {refused[2]} TO {_quoted(role)}`"
+        return f"grant it `GRANT USAGE, CREATE ON SCHEMA {refused[2]} TO {grantee}`"
+    schema = _quoted(schema)
     return (
         "grant it (as the owner of its tables) "
-        f"`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {_quoted(role)}` "
-        f"and `GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {_quoted(role)}`"
+        f"`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {grantee}` "
+        f"and `GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {grantee}`"
     )
 
 
-def refused_write_text(error: BaseException, where: str, role: str) -> str | None:
+def refused_write_text(
+    error: BaseException, where: str, role: str | None, schema: str = "public"
+) -> str | None:
     """The one line for PostgreSQL refusing a write as read-only (25006) or for the role's
     lack of a privilege (42501): each has its own cure. `where` names the database (the
-    target or the state store, its URL), `role` the role refused. None for other errors."""
+    target or the state store, its URL), `role` the role refused (None: not known), `schema`
+    the one its tables are in. None for other errors."""
     original = getattr(error, "orig", error)
     code = getattr(original, "pgcode", None)
     if code not in (_READ_ONLY_SQLSTATE, _PRIVILEGE_SQLSTATE):
@@ -204,14 +227,15 @@ def refused_write_text(error: BaseException, where: str, role: str) -> str | Non
             "only read): let it take writes"
         )
     else:
-        cure = f"refuses role {role} this: {_grant(text, role)}"
+        who = "its role" if role is None else f"role {role}"
+        cure = f"refuses {who} this: {_grant(text, role, schema)}"
     return f"{text}; {where} {cure}, {RESUME_ADVICE}"
 
 
 def cannot_open_text(database: str, url: str, error: BaseException) -> str:
     """The line of a store (`database`: state, target) that failed to open (migrate) at `url`."""
     where = f"the {database} database {without_password(url)}"
-    reason = refused_write_text(error, "it", database_role(url))
+    reason = refused_write_text(error, "it", database_role(url), database_schema(url))
     return f"cannot open {where}: {reason or database_error_text(getattr(error, 'orig', error))}"
 
 
@@ -226,7 +250,11 @@ def name_database_in_errors(engine: Any, database: str) -> None:
     from sqlalchemy import event
 
     url = engine.url.render_as_string(hide_password=False)
-    named = (f"the {database} database {without_password(url)}", database_role(url))
+    named = (
+        f"the {database} database {without_password(url)}",
+        database_role(url),
+        database_schema(url),
+    )
 
     @event.listens_for(engine, "handle_error")
     def _name(context: Any) -> None:
@@ -234,10 +262,11 @@ def name_database_in_errors(engine: Any, database: str) -> None:
             setattr(context.sqlalchemy_exception, _DATABASE, named)
 
 
-def database_refused_in(error: BaseException) -> tuple[str, str]:
-    """(the database, its role) an error came from (`name_database_in_errors`); one no engine
-    named is "the database" and this process's role."""
-    return getattr(error, _DATABASE, ("the database", "the command's role"))
+def database_refused_in(error: BaseException) -> tuple[str, str | None, str]:
+    """(the database, its role, the schema of its tables) an error came from
+    (`name_database_in_errors`); one no engine named (Dagster's own storage) is "the
+    database", its role not known."""
+    return getattr(error, _DATABASE, ("the database", None, "public"))
 
 
 def refused_write_line(error: BaseException) -> str | None:
