@@ -812,15 +812,21 @@ class StateStore:
         records last harvested before the harvester's last change of metadata prefix), or
         None when none of them was: only their absence from the list of the prefix it has
         since is known, not whether the source still has them. A record harvested before the
-        oldest change kept counts under that change's prefix before."""
+        oldest change kept counts under that change's prefix before. One harvested in the
+        prefix the harvester has again (A, then B, then A) is not counted: its absence from
+        that prefix's list says what it says of the others."""
         hr = harvest_records
         seen = hr.c.last_harvested_at
         with self._read() as conn:
-            change = conn.execute(
-                sa.select(harvesters.c.prefix_changed).where(harvesters.c.id == harvester_id)
-            ).scalar()
+            stored = conn.execute(
+                sa.select(harvesters.c.prefix_changed, harvesters.c.config).where(
+                    harvesters.c.id == harvester_id
+                )
+            ).first()
+            change = None if stored is None else stored.prefix_changed
             if not isinstance(change, dict):
                 return None
+            prefix_now = Harvester.from_stored(stored.config).metadata_prefix
             found: dict[str, str] = {}  # identifier -> when last harvested
             for chunk in _chunks(sorted(set(identifiers))):
                 rows = conn.execute(
@@ -831,17 +837,21 @@ class StateStore:
                     )
                 )
                 found |= {identifier: harvested_at for identifier, harvested_at in rows}
-        if not found:
-            return None
         changes = [change]  # the latest first, each change's `earlier` the one before it
         while isinstance(changes[-1].get("earlier"), dict):
             changes.append(changes[-1]["earlier"])
         formats: dict[str, int] = {c["before"]: 0 for c in changes}
-        for harvested_at in found.values():
+        other_format: list[str] = []
+        for identifier, harvested_at in found.items():
             # the prefix before the oldest change made after the record was harvested
             after = [c for c in changes if (harvested_at or "") < c["at"]]
-            formats[after[-1]["before"]] += 1
-        return {p: n for p, n in formats.items() if n}, sorted(found)
+            prefix = after[-1]["before"]
+            if prefix != prefix_now:
+                formats[prefix] += 1
+                other_format.append(identifier)
+        if not other_format:
+            return None
+        return {p: n for p, n in formats.items() if n}, sorted(other_format)
 
     def get_identify(self, harvester_id: str) -> IdentifyInfo | None:
         with self._read() as conn:

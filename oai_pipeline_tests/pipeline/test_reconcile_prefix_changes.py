@@ -45,3 +45,31 @@ def test_after_two_prefix_changes_the_refusal_names_each_format_with_its_count(
         "metadata prefix became 'datacite': the source may just not offer them as "
         "'datacite'; to delete them all the same, run reconcile again with --force"
     )
+
+
+def test_records_harvested_in_the_prefix_the_harvester_has_again_are_not_held_back(
+    tmp_path: Path,
+) -> None:
+    """oai_dc -> oai_datacite -> oai_dc: the records harvested as oai_dc before both changes
+    are the prefix's again; one vanished from its list is deleted, not held back as
+    `harvested as 'oai_dc', before the metadata prefix became 'oai_dc'`. Those harvested
+    as oai_datacite meanwhile are still held back."""
+    dc = Harvester.from_stored(
+        {"id": "h", "base_url": "https://example.org/oai", "metadata_prefix": "oai_dc"}
+    )
+    with StateStore(f"sqlite:///{tmp_path / 'state.sqlite'}") as store:
+        store.save_harvester(dc)
+        _harvested(store, 1, 2)
+        store.save_harvester(dc.model_copy(update={"metadata_prefix": "oai_datacite"}))
+        _harvested(store, 3)
+        store.save_harvester(dc)
+
+        _refuse_another_format(store, dc, {"oai:x:1", "oai:x:2"})  # deleted: no refusal
+        with pytest.raises(PipelineError) as refused:
+            _refuse_another_format(store, dc, {"oai:x:1", "oai:x:3"})
+
+    assert str(refused.value).startswith(
+        "reconcile of h deletes nothing: 1 of the 2 records it would delete (e.g. oai:x:3) "
+        "were harvested as 'oai_datacite', before the harvester's metadata prefix became "
+        "'oai_dc'"
+    )

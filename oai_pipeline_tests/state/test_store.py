@@ -167,16 +167,19 @@ def test_a_prefix_change_undone_before_a_harvest_in_it_leaves_the_records_as_the
     datacite = dc.model_copy(update={"metadata_prefix": "oai_datacite"})
     store.save_harvester(datacite)
     assert store.harvested_before_prefix_change("h", ["oai:x:1"]) == ({"oai_dc": 1}, ["oai:x:1"])
-    # undone after a harvest in it: the record harvested since is of the prefix undone
+    # undone after a harvest in it: the record harvested since is of the prefix undone; the
+    # one harvested before both changes is in the prefix the harvester has again (it was
+    # held back too, as oai_dc's, although oai_dc is the prefix again)
     store.upsert_harvested("h", [record(2)])
     store.save_harvester(dc)
     found = store.harvested_before_prefix_change("h", ["oai:x:1", "oai:x:2"])
-    assert found == ({"oai_datacite": 1, "oai_dc": 1}, ["oai:x:1", "oai:x:2"])
+    assert found == ({"oai_datacite": 1}, ["oai:x:2"])
+    assert store.harvested_before_prefix_change("h", ["oai:x:1"]) is None
     # mistyped again and put right: the change before the typo stands again
     store.save_harvester(dc.model_copy(update={"metadata_prefix": "oai_dcc"}))
     store.save_harvester(dc)
     found = store.harvested_before_prefix_change("h", ["oai:x:1", "oai:x:2"])
-    assert found == ({"oai_datacite": 1, "oai_dc": 1}, ["oai:x:1", "oai:x:2"])
+    assert found == ({"oai_datacite": 1}, ["oai:x:2"])
 
 
 def test_records_held_back_after_two_prefix_changes_are_counted_by_the_format_harvested_in(
