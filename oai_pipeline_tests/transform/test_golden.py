@@ -81,8 +81,10 @@ RECORDED_AT_REVISION = {
     13: "ee1cd2cd8cd4c2831fdbe72eb43ae5c8325f7a63e8e4b7a135876dbd9fe676e5",
     # MARC's 856 of a related resource (second indicator 2) whose $3 names a part (`Table of
     # contents`, the DNB's `Inhaltsverzeichnis`, now a part in every 856) is a `haspart`
-    # related identifier, not `references`: outputs the golden set does not hold changed, so
-    # it is 13's digest.
+    # related identifier, not `references`; an affiliation by name beside the same name with
+    # its ROR (DataCite, OpenAIRE) is one, with the ROR, and names of affiliations compare
+    # case- and whitespace-insensitively (MARC $u too): outputs the golden set does not hold
+    # changed, so it is 13's digest.
     14: "ee1cd2cd8cd4c2831fdbe72eb43ae5c8325f7a63e8e4b7a135876dbd9fe676e5",
 }
 

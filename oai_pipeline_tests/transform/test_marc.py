@@ -950,6 +950,14 @@ def test_an_affiliation_repeated_in_an_entry_is_listed_once() -> None:
     assert roe["affiliations"] == [{"name": "CERN"}, {"name": "DESY"}]
 
 
+def test_an_affiliation_repeated_in_other_case_or_spacing_is_listed_once() -> None:
+    """Names of affiliations compare case- and whitespace-insensitively, as DataCite's do
+    beside a ROR: `CERN` and `cern ` are one, listed as first written."""
+    item = _marc_item(_field("700", ("a", "Roe, Rick"), ("u", "CERN"), ("u", " cern  ")))
+    roe = transformed_metadata(item)["creators"][1]
+    assert roe["affiliations"] == [{"name": "CERN"}]
+
+
 def test_an_added_entry_without_its_family_part_is_one_name() -> None:
     """Found by fuzzing: a 700 $a `, John` (no surname before the comma) was a person with no
     family name, which the target refuses: the record failed. It is the one name `John`; a
