@@ -999,3 +999,34 @@ def test_an_isbn_or_issn_urn_without_its_number_is_no_identifier(text: str) -> N
     metadata = transformed_metadata(item)
     assert metadata.get("identifiers", []) == []
     assert metadata.get("related_identifiers", []) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "identifiers", "related"),
+    [
+        # a check digit that is wrong: no identifier (it was an ISBN or ISSN all the same)
+        ("urn:isbn:978-3-16-148410-1", [], []),
+        ("urn:isbn:0-306-40615-3", [], []),
+        ("urn:ISBN:0306406153", [], []),
+        ("urn:issn:0028-0837", [], []),
+        # a right one: the number, ten bare digits too (`isbn:` labels them)
+        ("urn:isbn:978-3-16-148410-0", [{"identifier": "978-3-16-148410-0", "scheme": "isbn"}],
+         []),
+        ("urn:ISBN:0306406152", [{"identifier": "0306406152", "scheme": "isbn"}], []),
+        ("urn:issn:00280836", [],
+         [{"identifier": "0028-0836", "scheme": "issn", "relation_type": {"id": "ispublishedin"}}]),
+    ],
+)  # fmt: skip
+def test_an_isbn_or_issn_urn_with_a_wrong_check_digit_is_no_identifier(
+    text: str, identifiers: list[dict[str, str]], related: list[dict[str, object]]
+) -> None:
+    """`urn:isbn:` and `urn:issn:` kept any number after them unchecked, where a bare or
+    `ISBN`-labelled dc:identifier, MARC's 020 and 022 and a related identifier are checked and
+    dropped when the check digit is wrong. They are checked alike now."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        f"<dc:identifier>{text}</dc:identifier><dc:type>info:eu-repo/semantics/book</dc:type>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata.get("identifiers", []) == identifiers
+    assert metadata.get("related_identifiers", []) == related
