@@ -270,11 +270,12 @@ def without_et_al(text: str) -> str:
 
 
 def names_nobody(name: str) -> bool:
-    """True when `name` holds no letter or digit: `,`, `, ,`, or what is left of a dc:creator
-    or MARC 100 of authority dates only (`1950-2000`) once they are dropped. Such a name, as
-    `et al.` alone, is left out: it became a person with no family name, which the target
-    refuses, failing the whole record."""
-    return not any(character.isalnum() for character in name)
+    """True when `name` holds no letter: `,`, `, ,`, or what is left of a dc:creator or MARC
+    100 of authority dates only (`1950-2000`) once they are dropped. Such a name, as `et al.`
+    alone, is left out: it became a person with no family name, which the target refuses,
+    failing the whole record. Digits are no name either (`12345`, `2019-01`: a number or a
+    date in the name's field): they were a person so named, with no given name."""
+    return not any(character.isalpha() for character in name)
 
 
 def orcid_in_note(note: str) -> str | None:

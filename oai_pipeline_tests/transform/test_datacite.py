@@ -1100,7 +1100,16 @@ def test_a_name_of_punctuation_names_nobody_and_one_without_its_family_part_is_o
     assert people == [personal("John")]
 
 
-@pytest.mark.parametrize("name", [",", ", ,", " ; "])
+def test_a_name_of_digits_only_names_nobody() -> None:
+    """A personal contributorName `12345` or `2019-01` (no letter: a number, a date) was a
+    person so named; it names nobody and is left out, as `,` is."""
+    people = _personal_contributors(
+        "12345</contributorName>", "2019-01</contributorName>", "Doe, Jane</contributorName>"
+    )
+    assert people == [personal("Doe", "Jane")]
+
+
+@pytest.mark.parametrize("name", [",", ", ,", " ; ", "12345", "2019-01"])
 def test_a_record_whose_only_creator_is_punctuation_has_no_creator(name: str) -> None:
     """Its error says the creator is missing (it was a validation error about a family name)."""
     resource = re.sub(

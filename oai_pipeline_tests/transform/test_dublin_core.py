@@ -982,6 +982,28 @@ def test_a_name_that_names_nobody_is_left_out_and_one_without_its_family_part_is
     assert metadata.get("contributors", []) == []
 
 
+def test_a_name_of_digits_only_names_nobody() -> None:
+    """A dc:creator of digits and punctuation only (`12345`, a number in the name's field;
+    `2019-01`, a date that is no authority dates' range) was a person so named. It names
+    nobody and is left out, as a name of punctuation only is; a name with letters and digits
+    (`3M`) is kept."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:date>2020</dc:date>"
+        "<dc:creator>12345</dc:creator><dc:creator>Doe, Jane</dc:creator>"
+        "<dc:creator>2019-01</dc:creator><dc:contributor>0815/4711</dc:contributor>"
+        "<dc:contributor>3M</dc:contributor>"
+    )
+    metadata = transformed_metadata(item)
+    assert [c["person_or_org"] for c in metadata["creators"]] == [personal("Doe", "Jane")]
+    assert [c["person_or_org"]["name"] for c in metadata["contributors"]] == ["3M"]
+
+
+@pytest.mark.parametrize("name", ["12345", "2019-01"])
+def test_a_record_whose_only_creator_is_digits_has_no_creator(name: str) -> None:
+    item = transform_one(dc_item(f"<dc:title>T</dc:title><dc:creator>{name}</dc:creator>"))
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.creators")
+
+
 def test_a_record_whose_only_creator_names_nobody_has_no_creator() -> None:
     """Its error says what is missing (it was a validation error about a family name)."""
     item = transform_one(dc_item("<dc:title>T</dc:title><dc:creator>, ,</dc:creator>"))

@@ -84,8 +84,9 @@ RECORDED_AT_REVISION = {
     # related identifier, not `references`; an affiliation by name beside the same name with
     # its ROR (DataCite, OpenAIRE) is one, with the ROR, and names of affiliations compare
     # case- and whitespace-insensitively (MARC $u too); oai_dc's `urn:isbn:` and `urn:issn:`
-    # with a wrong check digit are no identifier (they were an ISBN, an ISSN): outputs the
-    # golden set does not hold changed, so it is 13's digest.
+    # with a wrong check digit are no identifier (they were an ISBN, an ISSN); a name of digits
+    # and punctuation only (`12345`, `2019-01`) names nobody (dc, DataCite, OpenAIRE, MARC):
+    # outputs the golden set does not hold changed, so it is 13's digest.
     14: "ee1cd2cd8cd4c2831fdbe72eb43ae5c8325f7a63e8e4b7a135876dbd9fe676e5",
 }
 

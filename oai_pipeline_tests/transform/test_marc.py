@@ -966,3 +966,11 @@ def test_an_added_entry_without_its_family_part_is_one_name() -> None:
     metadata = transformed_metadata(item)
     people = [c["person_or_org"] for c in metadata["creators"]]
     assert people == [personal("Doe", "Jane"), personal("John")]
+
+
+def test_an_added_entry_of_digits_only_names_nobody() -> None:
+    """A 700 $a of digits only (`12345`, a local number in the name's place) was a person so
+    named; it names nobody and is left out, as `, ,` is."""
+    item = _marc_item(_field("700", ("a", "12345"), ind1="1") + _field("700", ("a", "2019-01")))
+    people = [c["person_or_org"] for c in transformed_metadata(item)["creators"]]
+    assert people == [personal("Doe", "Jane")]
