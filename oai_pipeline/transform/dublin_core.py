@@ -352,9 +352,13 @@ def _identifiers(
                 identifiers.append({"identifier": text, "scheme": "url"})
         elif text.lower().startswith(("urn:isbn:", "urn:issn:")):
             # the URN form PKP and OpenAIRE advise for a serial's or book's number (`urn:isbn:`
-            # alone gives none: an empty ISBN failed the record)
-            if number := text[9:].strip():
-                identifiers.append({"identifier": number, "scheme": text[4:8].lower()})
+            # alone gives none: an empty ISBN failed the record). Its number is checked as a
+            # bare or labelled one is (`isbn:…` is a label `isbn` reads): a wrong check digit
+            # gives no identifier, as in MARC's 020 and 022 and a related identifier, where it
+            # was kept as an ISBN the target links to another book, or to none
+            scheme = text[4:8].lower()
+            if number := (isbn if scheme == "isbn" else issn)(text[4:]):
+                identifiers.append({"identifier": number, "scheme": scheme})
         elif text.lower().startswith("urn:"):
             identifiers.append({"identifier": text, "scheme": "urn"})
         elif (info := info_uri(text)) is not None:

@@ -654,7 +654,8 @@ _NO_RELATIONSHIP = frozenset(" 8")
 # The relationships 856's second indicator states, as the target's relation types: 1 a version
 # of the resource; 3 and 4 component parts (a chapter, a table of contents) of the resource or
 # of its online version, which the record has as parts. 2, a related resource, and any
-# undefined value stay `references`.
+# undefined value stay `references` (2 a `haspart` when its $3 names a part,
+# `_MATERIALS_DECIDE`).
 _RELATIONSHIPS = {"1": "isversionof", "3": "haspart", "4": "haspart"}
 # The 856s whose file is the record's own: those of the resource itself (0, or no relationship
 # stated) and of a version of it (1). A file of a related resource (2) or of a component part
@@ -663,14 +664,16 @@ _FILE_LOCATIONS = _NO_RELATIONSHIP | frozenset("01")
 
 
 # 856 $3, "materials specified": the part of the item the link applies to. Some name a part of
-# it (`Table of contents`, `Sample text`, `Cover image`: what 856 4 3 links), which the record
-# has (`haspart`); others a text about it (the Library of Congress's enrichment links:
-# `Publisher description`, `Contributor biographical information`, which LC codes 856 4 2, a
-# related resource), which it `references`. Neither is the item: such an 856 gives the record
-# neither its DOI, nor a file, nor an identifier of its own. Any other $3 (`Full text`,
-# `Volltext`, `PDF`) names the item or its form.
+# it (`Table of contents`, the DNB's `Inhaltsverzeichnis`, `Sample text`, `Cover image`: what
+# 856 4 3 links), which the record has (`haspart`); others a text about it (the Library of
+# Congress's enrichment links: `Publisher description`, `Contributor biographical
+# information`, which LC codes 856 4 2, a related resource), which it `references`. Neither is
+# the item: such an 856 gives the record neither its DOI, nor a file, nor an identifier of its
+# own. Any other $3 (`Full text`, `Volltext`, `PDF`) names the item or its form.
 _PARTS = re.compile(
-    r"^(?:table of contents|contents|toc|cover(?: image)?|abstract|summary|sample text)\b", re.I
+    r"^(?:table of contents|contents|toc|inhaltsverzeichnis|cover(?: image)?|abstract|summary"
+    r"|sample text)\b",
+    re.I,
 )
 _ABOUT = re.compile(
     r"^(?:publisher description|contributor biographical information|review)\b", re.I
@@ -678,11 +681,15 @@ _ABOUT = re.compile(
 # The 856s of the resource itself: 0, or no relationship stated.
 _OWN_LOCATIONS = _NO_RELATIONSHIP | frozenset("0")
 # The 856s whose $3 decides their relation when it names a part or a text about the item: those
-# of the resource itself and of a version of it (1). Before MARC defined 3 and 4 (component
-# parts), LC coded its tables of contents `856 41 $3 Table of contents only`, and CONSER still
-# codes a print serial's online part 41 with the part in $3: such a link is a part of the
-# version (what 4 says now), not the work in another form (`isversionof`).
-_MATERIALS_DECIDE = _OWN_LOCATIONS | frozenset("1")
+# of the resource itself, of a version of it (1) and of a related resource (2). Before MARC
+# defined 3 and 4 (component parts), LC coded its tables of contents `856 41 $3 Table of
+# contents only`, and CONSER still codes a print serial's online part 41 with the part in $3:
+# such a link is a part of the version (what 4 says now), not the work in another form
+# (`isversionof`). Catalogues code their scanned tables of contents 2, a related resource,
+# too (the DNB and the German union catalogues: `856 42 $3 Inhaltsverzeichnis`): a table of
+# contents is no other resource the record `references` but a part it has, as 3 says; a text
+# about the item stays `references`, what 2 gives anyway.
+_MATERIALS_DECIDE = _OWN_LOCATIONS | frozenset("12")
 
 
 def _materials_relation(field: Field) -> str | None:

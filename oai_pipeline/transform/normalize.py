@@ -270,11 +270,12 @@ def without_et_al(text: str) -> str:
 
 
 def names_nobody(name: str) -> bool:
-    """True when `name` holds no letter or digit: `,`, `, ,`, or what is left of a dc:creator
-    or MARC 100 of authority dates only (`1950-2000`) once they are dropped. Such a name, as
-    `et al.` alone, is left out: it became a person with no family name, which the target
-    refuses, failing the whole record."""
-    return not any(character.isalnum() for character in name)
+    """True when `name` holds no letter: `,`, `, ,`, or what is left of a dc:creator or MARC
+    100 of authority dates only (`1950-2000`) once they are dropped. Such a name, as `et al.`
+    alone, is left out: it became a person with no family name, which the target refuses,
+    failing the whole record. Digits are no name either (`12345`, `2019-01`: a number or a
+    date in the name's field): they were a person so named, with no given name."""
+    return not any(character.isalpha() for character in name)
 
 
 def orcid_in_note(note: str) -> str | None:
@@ -413,16 +414,37 @@ def unique_affiliations(affiliations: list[dict[str, Any]]) -> list[dict[str, An
     """A person's or organisation's affiliations, each once and in order: a source repeating
     one (a MARC $u given twice, a ROR under two names: `University of Milan` and `Università
     degli Studi di Milano`) listed it twice in the target. One ROR is one organisation, kept
-    under its first name; an affiliation without one is compared by its name."""
+    under its first name; an affiliation without one is compared by its name (`_name_key`),
+    and one named as an affiliation with a ROR is that one, kept with its ROR where the first
+    of them stands: DataCite creators written by hand beside those a tool enriched with ROR
+    (`<affiliation>Brown University</affiliation>` and the same with its
+    affiliationIdentifier) had the organisation twice, once without its id."""
+    if len(affiliations) < 2:
+        return affiliations
+    # the ROR'd affiliation of each name (the first to have it), for those without an id
+    by_name: dict[str, dict[str, Any]] = {}
+    for affiliation in affiliations:
+        if affiliation.get("id") and (name := affiliation.get("name")):
+            by_name.setdefault(_name_key(name), affiliation)
     unique: list[dict[str, Any]] = []
     seen: set[tuple[str, Any]] = set()
     for affiliation in affiliations:
-        ror = affiliation.get("id")
-        key = ("ror", ror) if ror else ("name", affiliation.get("name"))
+        key: tuple[str, Any]
+        if ror := affiliation.get("id"):
+            key = ("ror", ror)
+        elif (named := by_name.get(name := _name_key(affiliation.get("name") or ""))) is not None:
+            affiliation, key = named, ("ror", named["id"])
+        else:
+            key = ("name", name)
         if key not in seen:
             seen.add(key)
             unique.append(affiliation)
     return unique
+
+
+def _name_key(name: str) -> str:
+    """An organisation's name as compared: `Brown  university` is `Brown University`."""
+    return " ".join(name.split()).casefold()
 
 
 def one_per_scheme(identifiers: list[dict[str, str]]) -> list[dict[str, str]]:

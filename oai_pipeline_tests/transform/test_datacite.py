@@ -994,6 +994,36 @@ def test_an_affiliation_repeated_by_its_ror_under_another_name_is_listed_once() 
 
 
 @pytest.mark.parametrize(
+    "written",
+    [
+        # the name alone first, as a person wrote it, then as a tool enriched it with its ROR
+        ["<affiliation>Brown University</affiliation>", "{brown}"],
+        ["{brown}", "<affiliation>Brown University</affiliation>"],
+        # the name in other case and spacing is the same organisation's
+        ["<affiliation> brown  UNIVERSITY </affiliation>", "{brown}"],
+        ["{brown}", "<affiliation>BROWN university</affiliation>", "{brown}"],
+    ],
+)
+def test_an_affiliation_by_name_beside_the_same_with_its_ror_is_one(written: list[str]) -> None:
+    """A creator with `<affiliation>Brown University</affiliation>` and the same affiliation
+    with its ROR had two affiliations, one without the id; it has one, with its ROR, where the
+    first of them stood. Other affiliations keep their order, and a name-only one is compared
+    case- and whitespace-insensitively too."""
+    brown = (
+        '<affiliation affiliationIdentifier="https://ror.org/05gq02987" '
+        'affiliationIdentifierScheme="ROR">Brown University</affiliation>'
+    )
+    wesleyan = "<affiliation>Wesleyan University</affiliation>"
+    affiliations = [text.format(brown=brown) for text in written]
+    item = video_with(creator=wesleyan + "".join(affiliations) + wesleyan.upper())
+    [creator] = transformed_metadata(item)["creators"]
+    assert creator["affiliations"] == [
+        {"name": "Wesleyan University"},
+        {"id": "05gq02987", "name": "Brown University"},
+    ]
+
+
+@pytest.mark.parametrize(
     ("value", "expected"),
     [
         ("0028-0836", {"identifier": "0028-0836", "scheme": "issn"}),
@@ -1070,7 +1100,16 @@ def test_a_name_of_punctuation_names_nobody_and_one_without_its_family_part_is_o
     assert people == [personal("John")]
 
 
-@pytest.mark.parametrize("name", [",", ", ,", " ; "])
+def test_a_name_of_digits_only_names_nobody() -> None:
+    """A personal contributorName `12345` or `2019-01` (no letter: a number, a date) was a
+    person so named; it names nobody and is left out, as `,` is."""
+    people = _personal_contributors(
+        "12345</contributorName>", "2019-01</contributorName>", "Doe, Jane</contributorName>"
+    )
+    assert people == [personal("Doe", "Jane")]
+
+
+@pytest.mark.parametrize("name", [",", ", ,", " ; ", "12345", "2019-01"])
 def test_a_record_whose_only_creator_is_punctuation_has_no_creator(name: str) -> None:
     """Its error says the creator is missing (it was a validation error about a family name)."""
     resource = re.sub(

@@ -982,6 +982,28 @@ def test_a_name_that_names_nobody_is_left_out_and_one_without_its_family_part_is
     assert metadata.get("contributors", []) == []
 
 
+def test_a_name_of_digits_only_names_nobody() -> None:
+    """A dc:creator of digits and punctuation only (`12345`, a number in the name's field;
+    `2019-01`, a date that is no authority dates' range) was a person so named. It names
+    nobody and is left out, as a name of punctuation only is; a name with letters and digits
+    (`3M`) is kept."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:date>2020</dc:date>"
+        "<dc:creator>12345</dc:creator><dc:creator>Doe, Jane</dc:creator>"
+        "<dc:creator>2019-01</dc:creator><dc:contributor>0815/4711</dc:contributor>"
+        "<dc:contributor>3M</dc:contributor>"
+    )
+    metadata = transformed_metadata(item)
+    assert [c["person_or_org"] for c in metadata["creators"]] == [personal("Doe", "Jane")]
+    assert [c["person_or_org"]["name"] for c in metadata["contributors"]] == ["3M"]
+
+
+@pytest.mark.parametrize("name", ["12345", "2019-01"])
+def test_a_record_whose_only_creator_is_digits_has_no_creator(name: str) -> None:
+    item = transform_one(dc_item(f"<dc:title>T</dc:title><dc:creator>{name}</dc:creator>"))
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.creators")
+
+
 def test_a_record_whose_only_creator_names_nobody_has_no_creator() -> None:
     """Its error says what is missing (it was a validation error about a family name)."""
     item = transform_one(dc_item("<dc:title>T</dc:title><dc:creator>, ,</dc:creator>"))
@@ -999,3 +1021,34 @@ def test_an_isbn_or_issn_urn_without_its_number_is_no_identifier(text: str) -> N
     metadata = transformed_metadata(item)
     assert metadata.get("identifiers", []) == []
     assert metadata.get("related_identifiers", []) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "identifiers", "related"),
+    [
+        # a check digit that is wrong: no identifier (it was an ISBN or ISSN all the same)
+        ("urn:isbn:978-3-16-148410-1", [], []),
+        ("urn:isbn:0-306-40615-3", [], []),
+        ("urn:ISBN:0306406153", [], []),
+        ("urn:issn:0028-0837", [], []),
+        # a right one: the number, ten bare digits too (`isbn:` labels them)
+        ("urn:isbn:978-3-16-148410-0", [{"identifier": "978-3-16-148410-0", "scheme": "isbn"}],
+         []),
+        ("urn:ISBN:0306406152", [{"identifier": "0306406152", "scheme": "isbn"}], []),
+        ("urn:issn:00280836", [],
+         [{"identifier": "0028-0836", "scheme": "issn", "relation_type": {"id": "ispublishedin"}}]),
+    ],
+)  # fmt: skip
+def test_an_isbn_or_issn_urn_with_a_wrong_check_digit_is_no_identifier(
+    text: str, identifiers: list[dict[str, str]], related: list[dict[str, object]]
+) -> None:
+    """`urn:isbn:` and `urn:issn:` kept any number after them unchecked, where a bare or
+    `ISBN`-labelled dc:identifier, MARC's 020 and 022 and a related identifier are checked and
+    dropped when the check digit is wrong. They are checked alike now."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        f"<dc:identifier>{text}</dc:identifier><dc:type>info:eu-repo/semantics/book</dc:type>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata.get("identifiers", []) == identifiers
+    assert metadata.get("related_identifiers", []) == related

@@ -876,6 +876,47 @@ def test_an_856_of_a_version_naming_the_item_stays_a_version() -> None:
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("materials", "relation"),
+    [
+        ("Table of contents", "haspart"),
+        ("Inhaltsverzeichnis", "haspart"),
+        ("Sample text", "haspart"),
+        ("Cover image", "haspart"),
+        ("Publisher description", "references"),
+        ("Full text", "references"),
+    ],
+)
+def test_an_856_of_a_related_resource_naming_a_part_is_a_part(
+    materials: str, relation: str
+) -> None:
+    """856 4 2 (a related resource) whose $3 names a part of the item stayed a reference, as
+    if its table of contents were another resource; the DNB codes its scanned tables of
+    contents so (`856 42 $q application/pdf $u https://d-nb.info/…/04 $3 Inhaltsverzeichnis`).
+    It is a part (`haspart`), as 856 4 3 is and as 4 0 and 4 1 with such a $3 are; a text about
+    the item, or any other $3, stays `references`, and neither is the record's file or DOI."""
+    toc = _field(
+        "856",
+        ("q", "application/pdf"),
+        ("u", "https://d-nb.info/1234567890/04"),
+        ("3", materials),
+        ind1="4",
+        ind2="2",
+    )
+    doi = _field("856", ("3", materials), ("u", "https://doi.org/10.1234/X"), ind1="4", ind2="2")
+    item = _marc_item(toc + doi)
+    metadata = transformed_metadata(item)
+    assert item.pid is None
+    assert metadata["identifiers"] == []
+    assert item.data["files"]["links"] == []
+    assert [{k: v for k, v in r.items() if k != "resource_type"}
+            for r in metadata["related_identifiers"]] == [
+        {"identifier": "https://d-nb.info/1234567890/04", "scheme": "url",
+         "relation_type": {"id": relation}},
+        {"identifier": "10.1234/x", "scheme": "doi", "relation_type": {"id": relation}},
+    ]  # fmt: skip
+
+
 def test_padded_tags_indicators_and_subfield_codes_are_read() -> None:
     """`<subfield code=" a ">` (and a tag or indicator padded alike) was not recognised: a 245
     written so gave the record "no title", and a padded 856 indicator lost its relationship
@@ -909,6 +950,14 @@ def test_an_affiliation_repeated_in_an_entry_is_listed_once() -> None:
     assert roe["affiliations"] == [{"name": "CERN"}, {"name": "DESY"}]
 
 
+def test_an_affiliation_repeated_in_other_case_or_spacing_is_listed_once() -> None:
+    """Names of affiliations compare case- and whitespace-insensitively, as DataCite's do
+    beside a ROR: `CERN` and `cern ` are one, listed as first written."""
+    item = _marc_item(_field("700", ("a", "Roe, Rick"), ("u", "CERN"), ("u", " cern  ")))
+    roe = transformed_metadata(item)["creators"][1]
+    assert roe["affiliations"] == [{"name": "CERN"}]
+
+
 def test_an_added_entry_without_its_family_part_is_one_name() -> None:
     """Found by fuzzing: a 700 $a `, John` (no surname before the comma) was a person with no
     family name, which the target refuses: the record failed. It is the one name `John`; a
@@ -917,3 +966,11 @@ def test_an_added_entry_without_its_family_part_is_one_name() -> None:
     metadata = transformed_metadata(item)
     people = [c["person_or_org"] for c in metadata["creators"]]
     assert people == [personal("Doe", "Jane"), personal("John")]
+
+
+def test_an_added_entry_of_digits_only_names_nobody() -> None:
+    """A 700 $a of digits only (`12345`, a local number in the name's place) was a person so
+    named; it names nobody and is left out, as `, ,` is."""
+    item = _marc_item(_field("700", ("a", "12345"), ind1="1") + _field("700", ("a", "2019-01")))
+    people = [c["person_or_org"] for c in transformed_metadata(item)["creators"]]
+    assert people == [personal("Doe", "Jane")]

@@ -361,3 +361,24 @@ def test_an_affiliation_repeated_by_its_ror_under_another_name_is_listed_once() 
         [{"id": "00wjc7c48", "name": "University of Milan"}],
         [{"id": "00wjc7c48", "name": "University of Milan"}],
     ]
+
+
+def test_an_affiliation_by_name_beside_the_same_with_its_ror_is_one() -> None:
+    """IRIS's creator with its university by name as well (`<affiliation>University of
+    Milan</affiliation>` beside the one with its ROR) had it twice, once without the id: one
+    organisation, listed once with its ROR, whichever of them comes first."""
+    text = (PUBLIC / IRIS).read_text(encoding="utf-8")
+    milan = (
+        '<affiliation affiliationIdentifierScheme="ROR"\n'
+        '                         affiliationIdentifier="https://ror.org/00wjc7c48">'
+        "University of Milan</affiliation>"
+    )
+    before, first, after = text.split(milan)
+    by_name = "<affiliation>university of  Milan</affiliation>"
+    text = before + by_name + milan + first + milan + by_name + after
+    item = TransformItem(f"oai:test:{IRIS}", "2024-01-01", [], wrap_metadata(text))
+    data = transform_one(item).data["metadata"]
+    assert [c["affiliations"] for c in data["creators"]] == [
+        [{"id": "00wjc7c48", "name": "University of Milan"}],
+        [{"id": "00wjc7c48", "name": "University of Milan"}],
+    ]
