@@ -12,6 +12,7 @@ elements of its records with them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from lxml import etree
@@ -171,8 +172,12 @@ def children_by_tag(element: etree._Element) -> Children:
 
 
 def nested(children: Children, outer: str, inner: str) -> list[etree._Element]:
-    """The XPath `outer/inner` of the element whose children these are."""
-    return [element for parent in children.get(outer, ()) for element in parent.iterchildren(inner)]
+    """The XPath `outer/inner` of the element whose children these are. The tags compared
+    as strings (a comment's or processing instruction's tag is a function, never equal):
+    what `iterchildren(inner)` finds, in a third less time than its tag matcher costs."""
+    return [
+        element for parent in children.get(outer, ()) for element in parent if element.tag == inner
+    ]
 
 
 def _string(children: Children, tag: str) -> str:
@@ -180,7 +185,8 @@ def _string(children: Children, tag: str) -> str:
     found = children.get(tag)
     if not found:
         return ""
-    return element_text(found[0])
+    element = found[0]  # `element_text` inlined, as in `_text`
+    return (element.text or "") if len(element) == 0 else "".join(element.itertext())
 
 
 def _namespace(element: etree._Element) -> str | None:
@@ -192,7 +198,9 @@ def _namespace(element: etree._Element) -> str | None:
 def _text(element: etree._Element) -> str | None:
     """All the text of a one-line element (whitespace runs collapsed); None when empty.
     `text_or_none` inlined: this runs for nearly every element of a record."""
-    text = clean_unicode(element_text(element)).strip()
+    text = clean_unicode(
+        (element.text or "") if len(element) == 0 else "".join(element.itertext())
+    ).strip()  # `element_text` inlined too
     if "\n" in text or "  " in text or "\t" in text:
         text = collapse_whitespace(text)
     return text or None
@@ -245,11 +253,13 @@ def _language(element: etree._Element) -> dict[str, str] | None:
 def import_oai_datacite(envelope: etree._Element) -> dict[str, Any]:
     """The `oai_datacite` envelope (1.1 or 1.0): the DataCite resource in its `payload`."""
     payload_tag = _PAYLOADS.get(_namespace(envelope) or "", _PAYLOADS[OAI_DATACITE])
-    payload = next(
+    payload = next(  # the tags compared as `nested` does; an element's is a string
         (
             element
-            for parent in envelope.iterchildren(payload_tag)
-            for element in parent.iterchildren(etree.Element)
+            for parent in envelope
+            if parent.tag == payload_tag
+            for element in parent
+            if isinstance(element.tag, str)
         ),
         None,
     )
@@ -826,13 +836,15 @@ def licenses(elements: list[etree._Element], uri_attribute: str) -> list[dict[st
     return list(merged.values())
 
 
+@lru_cache(maxsize=1024)
 def _license_id_from_identifier(identifier: str, scheme: str | None) -> str | None:
     """The licence id of a rightsIdentifier: an SPDX id (`CC-BY-4.0`), or the id of the
     licence URL given in its place (`https://spdx.org/licenses/MIT.html`); None for SPDX's
     `LicenseRef-…`, which names a licence of the source's own and no id the target has. Both
     were kept as ids (`licenseref-proprietary`, `https://spdx.org/licenses/mit.html`). Without
     the SPDX scheme only a licence id we know is one: `restricted` and eu-repo's `openAccess`
-    are access rights, which the target's records do not hold (they were kept as licence ids)."""
+    are access rights, which the target's records do not hold (they were kept as licence ids).
+    Cached: a harvest's records give the same few licences."""
     if identifier.lower().startswith("licenseref-"):
         return None
     if "://" in identifier:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
+from functools import lru_cache
 from typing import Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
@@ -132,11 +133,14 @@ def normalize_orcid(value: str) -> str:
     return bare
 
 
+@lru_cache(maxsize=4096)
 def normalize_ror(value: str) -> str:
-    """`https://ror.org/04wxnsj81` -> `04wxnsj81`."""
+    """`https://ror.org/04wxnsj81` -> `04wxnsj81`. Cached, as `is_ror`: a harvest's records
+    name the same organisations over and over, each checked, then normalised."""
     return _ROR_PREFIX.sub("", value.strip()).strip("/").lower()
 
 
+@lru_cache(maxsize=4096)
 def is_ror(value: str | None) -> bool:
     return bool(value) and bool(_ROR_ID.fullmatch(normalize_ror(value or "")))
 
@@ -146,9 +150,15 @@ def has_orcid_check_digit(orcid: str) -> bool:
     check digit of the others, as every ORCID iD's is: a mistyped digit makes it another
     researcher's iD, or none at all."""
     digits = orcid.replace("-", "")
+    body = digits[:-1]
     total = 0
-    for digit in digits[:-1]:
-        total = (total + int(digit)) * 2
+    if body.isascii() and body.isdigit():
+        # ASCII digits, nearly always: a byte less 48 (`0`) is `int(digit)`, in half the time
+        for code in body.encode():
+            total = (total + code - 48) * 2
+    else:  # other digits (the patterns' `\d` finds `١`), or not digits (int raises, as it did)
+        for digit in body:
+            total = (total + int(digit)) * 2
     check = (12 - total % 11) % 11
     return digits[-1] == ("X" if check == 10 else str(check))
 
@@ -274,6 +284,8 @@ def names_nobody(name: str) -> bool:
     or MARC 100 of authority dates only (`1950-2000`) once they are dropped. Such a name, as
     `et al.` alone, is left out: it became a person with no family name, which the target
     refuses, failing the whole record."""
+    if name[:1].isalnum():  # as nearly every name begins: no need to look further
+        return False
     return not any(character.isalnum() for character in name)
 
 
