@@ -12,7 +12,6 @@ elements of its records with them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
 from lxml import etree
@@ -836,15 +835,13 @@ def licenses(elements: list[etree._Element], uri_attribute: str) -> list[dict[st
     return list(merged.values())
 
 
-@lru_cache(maxsize=1024)
 def _license_id_from_identifier(identifier: str, scheme: str | None) -> str | None:
     """The licence id of a rightsIdentifier: an SPDX id (`CC-BY-4.0`), or the id of the
     licence URL given in its place (`https://spdx.org/licenses/MIT.html`); None for SPDX's
     `LicenseRef-…`, which names a licence of the source's own and no id the target has. Both
     were kept as ids (`licenseref-proprietary`, `https://spdx.org/licenses/mit.html`). Without
     the SPDX scheme only a licence id we know is one: `restricted` and eu-repo's `openAccess`
-    are access rights, which the target's records do not hold (they were kept as licence ids).
-    Cached: a harvest's records give the same few licences."""
+    are access rights, which the target's records do not hold (they were kept as licence ids)."""
     if identifier.lower().startswith("licenseref-"):
         return None
     if "://" in identifier:

@@ -133,16 +133,31 @@ def normalize_orcid(value: str) -> str:
     return bare
 
 
+# The longest value a cache of a reader keeps: a value of a feed may be 10 MB (the parser's
+# limit), and thousands of them kept would fill the memory; a longer one is read afresh.
+MAX_CACHED_LENGTH = 256
+
+
 @lru_cache(maxsize=4096)
-def normalize_ror(value: str) -> str:
-    """`https://ror.org/04wxnsj81` -> `04wxnsj81`. Cached, as `is_ror`: a harvest's records
-    name the same organisations over and over, each checked, then normalised."""
+def _ror(value: str) -> str:
     return _ROR_PREFIX.sub("", value.strip()).strip("/").lower()
 
 
 @lru_cache(maxsize=4096)
+def _is_ror(value: str) -> bool:
+    return bool(_ROR_ID.fullmatch(normalize_ror(value)))
+
+
+def normalize_ror(value: str) -> str:
+    """`https://ror.org/04wxnsj81` -> `04wxnsj81`. Cached, as `is_ror`: a harvest's records
+    name the same organisations over and over, each checked, then normalised."""
+    return _ror(value) if len(value) <= MAX_CACHED_LENGTH else _ror.__wrapped__(value)
+
+
 def is_ror(value: str | None) -> bool:
-    return bool(value) and bool(_ROR_ID.fullmatch(normalize_ror(value or "")))
+    if not value:
+        return False
+    return _is_ror(value) if len(value) <= MAX_CACHED_LENGTH else _is_ror.__wrapped__(value)
 
 
 def has_orcid_check_digit(orcid: str) -> bool:
