@@ -18,7 +18,12 @@ corpus, the same at every run:
   duplicated, moved out of their namespace, odd text and attributes), broken or truncated
   XML, declared entities, an over-long document, a too deep one, unknown roots.
 `--compare FILE` makes the dump and compares it with FILE line by line (exit 1 and the first
-differences if any). Run the old code's dump from a checkout of it (its own .venv).
+differences if any). The old code's dump from a clone of it, with this script and venv:
+
+    cd /tmp && PYTHONPATH=/path/to/old-clone /work/h-speed/.venv/bin/python \
+        /work/h-speed/benchmarks/transform_identity.py --out /tmp/before.jsonl
+
+(run by its path, from a folder without an `oai_pipeline`, so PYTHONPATH's tree is imported).
 """
 
 from __future__ import annotations
