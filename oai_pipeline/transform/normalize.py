@@ -299,8 +299,6 @@ def names_nobody(name: str) -> bool:
     or MARC 100 of authority dates only (`1950-2000`) once they are dropped. Such a name, as
     `et al.` alone, is left out: it became a person with no family name, which the target
     refuses, failing the whole record."""
-    if name[:1].isalnum():  # as nearly every name begins: no need to look further
-        return False
     return not any(character.isalnum() for character in name)
 
 

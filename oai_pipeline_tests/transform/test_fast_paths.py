@@ -78,11 +78,6 @@ def test_doi_label_only_read_where_one_can_be(value: str) -> None:
     assert doi._without_citation_marks(value) == doi._LABEL.sub("", text)
 
 
-def test_names_nobody() -> None:
-    for name in ("", ",", ", ,", " a", "-1", "Smith", "  ", "é"):
-        assert normalize.names_nobody(name) == (not any(c.isalnum() for c in name))
-
-
 NS = "{urn:k}"
 DOCUMENT = b"""<r xmlns="urn:k"><!-- c --><a><!-- c --><?pi x?><b>1</b><x:b xmlns:x="urn:o">no</x:b>
 <b>2</b></a><a/><a><b>3</b></a></r>"""
