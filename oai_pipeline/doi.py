@@ -54,7 +54,8 @@ def _without_citation_marks(value: str) -> str:
     text = value.strip().rstrip(_CLOSING_PUNCTUATION)
     while len(text) > 1 and _ENCLOSING.get(text[0]) == text[-1]:
         text = text[1:-1].strip()
-    return _LABEL.sub("", text)
+    # Only a text that begins with `d` or `D` can have a label: most DOIs skip the expression.
+    return _LABEL.sub("", text) if text[:1] in ("d", "D") else text
 
 
 def _without_closing_punctuation(doi: str) -> str:

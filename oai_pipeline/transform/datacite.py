@@ -171,8 +171,12 @@ def children_by_tag(element: etree._Element) -> Children:
 
 
 def nested(children: Children, outer: str, inner: str) -> list[etree._Element]:
-    """The XPath `outer/inner` of the element whose children these are."""
-    return [element for parent in children.get(outer, ()) for element in parent.iterchildren(inner)]
+    """The XPath `outer/inner` of the element whose children these are. The tags compared
+    as strings (a comment's or processing instruction's tag is a function, never equal):
+    what `iterchildren(inner)` finds, in a third less time than its tag matcher costs."""
+    return [
+        element for parent in children.get(outer, ()) for element in parent if element.tag == inner
+    ]
 
 
 def _string(children: Children, tag: str) -> str:
@@ -180,7 +184,8 @@ def _string(children: Children, tag: str) -> str:
     found = children.get(tag)
     if not found:
         return ""
-    return element_text(found[0])
+    element = found[0]  # `element_text` inlined, as in `_text`
+    return (element.text or "") if len(element) == 0 else "".join(element.itertext())
 
 
 def _namespace(element: etree._Element) -> str | None:
@@ -192,7 +197,9 @@ def _namespace(element: etree._Element) -> str | None:
 def _text(element: etree._Element) -> str | None:
     """All the text of a one-line element (whitespace runs collapsed); None when empty.
     `text_or_none` inlined: this runs for nearly every element of a record."""
-    text = clean_unicode(element_text(element)).strip()
+    text = clean_unicode(
+        (element.text or "") if len(element) == 0 else "".join(element.itertext())
+    ).strip()  # `element_text` inlined too
     if "\n" in text or "  " in text or "\t" in text:
         text = collapse_whitespace(text)
     return text or None
@@ -245,11 +252,13 @@ def _language(element: etree._Element) -> dict[str, str] | None:
 def import_oai_datacite(envelope: etree._Element) -> dict[str, Any]:
     """The `oai_datacite` envelope (1.1 or 1.0): the DataCite resource in its `payload`."""
     payload_tag = _PAYLOADS.get(_namespace(envelope) or "", _PAYLOADS[OAI_DATACITE])
-    payload = next(
+    payload = next(  # the tags compared as `nested` does; an element's is a string
         (
             element
-            for parent in envelope.iterchildren(payload_tag)
-            for element in parent.iterchildren(etree.Element)
+            for parent in envelope
+            if parent.tag == payload_tag
+            for element in parent
+            if isinstance(element.tag, str)
         ),
         None,
     )

@@ -263,7 +263,16 @@ def read_date(text: str) -> ReadDate | None:
     """`text` as a date with its words (`[1885?]`: 1885 and the words; `Spring 1985`, a
     season or other words with a year: that year and the words), None when it is no date.
     Every import keeps dates so (one dropped the words, another the date, and oai_dc took
-    the year of any text). A text of digits that is no date (`2021-13-45`) is none."""
+    the year of any text). A text of digits that is no date (`2021-13-45`) is none.
+
+    Cached (a ReadDate is immutable), up to 256 characters (a feed's junk is not kept): a
+    harvest's records share their dates, and each was read twice (`is_approximate` reads it
+    again)."""
+    return _read_date(text) if len(text) <= 256 else _read_date.__wrapped__(text)
+
+
+@lru_cache(maxsize=4096)
+def _read_date(text: str) -> ReadDate | None:
     try:
         date = normalize_date(text)
     except ValueError:

@@ -176,12 +176,17 @@ def _metadata_root(root: etree._Element) -> etree._Element | None:
         return root
     if is_deleted_status(_header_status(root)):
         return None
-    # The XPath `o:metadata/*`: the first element (not comment) inside any <metadata>.
+    # The XPath `o:metadata/*`: the first element (not comment) inside any <metadata>. The
+    # children's tags compared here (a comment's is a function): a tag matcher of lxml's
+    # `iterchildren` costs more to set up than the few children of a record take.
     found = False
-    for metadata in root.iterchildren(_METADATA_TAG):
+    for metadata in root:
+        if metadata.tag != _METADATA_TAG:
+            continue
         found = True
-        for element in metadata.iterchildren(etree.Element):
-            return element
+        for element in metadata:
+            if isinstance(element.tag, str):
+                return element
     if found:
         raise TransformFailure(
             MISSING_METADATA,
@@ -194,9 +199,8 @@ def _metadata_root(root: etree._Element) -> etree._Element | None:
 
 def _header_status(root: etree._Element) -> str:
     """The XPath `string(o:header/@status)`: the first status attribute of the headers, or ''."""
-    for header in root.iterchildren(_HEADER_TAG):
-        status = header.get("status")
-        if status is not None:
+    for header in root:
+        if header.tag == _HEADER_TAG and (status := header.get("status")) is not None:
             return status
     return ""
 

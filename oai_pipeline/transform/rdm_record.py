@@ -38,14 +38,17 @@ class VocabularyRef(_Model):
     id: NonEmpty
 
 
+# The schemes whose identifiers `Identifier` checks, with the form each must have.
+_SCHEME_PATTERNS = {"orcid": _ORCID, "ror": _ROR}
+
+
 class Identifier(_Model):
     identifier: NonEmpty
     scheme: NonEmpty
 
     @model_validator(mode="after")
     def _known_schemes_are_well_formed(self) -> Identifier:
-        patterns = {"orcid": _ORCID, "ror": _ROR}
-        pattern = patterns.get(self.scheme)
+        pattern = _SCHEME_PATTERNS.get(self.scheme)
         if pattern is not None and not pattern.match(self.identifier):
             raise ValueError(f"{shown(self.identifier)} is not a valid {self.scheme} identifier")
         return self

@@ -347,10 +347,13 @@ def _spdx_id(value: str) -> str:
     return value
 
 
+_WHITESPACE = re.compile(r"\s+")
+
+
 def license_id_from_identifier(value: str) -> str:
     """An SPDX-like rightsIdentifier as the vocabulary id: `CC0 1.0` -> `cc0-1.0`,
     `GPL-3.0` -> `gpl-3.0-only`."""
-    return _spdx_id(re.sub(r"\s+", "-", value.strip()).lower())
+    return _spdx_id(_WHITESPACE.sub("-", value.strip()).lower())
 
 
 def license_id_from_unschemed_identifier(value: str) -> str | None:
