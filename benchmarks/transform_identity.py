@@ -20,8 +20,8 @@ corpus, the same at every run:
 `--compare FILE` makes the dump and compares it with FILE line by line (exit 1 and the first
 differences if any). The old code's dump from a clone of it, with this script and venv:
 
-    cd /tmp && PYTHONPATH=/path/to/old-clone /work/h-speed/.venv/bin/python \
-        /work/h-speed/benchmarks/transform_identity.py --out /tmp/before.jsonl
+    cd /tmp && PYTHONPATH=/path/to/old-clone /path/to/this-checkout/.venv/bin/python \
+        /path/to/this-checkout/benchmarks/transform_identity.py --out /tmp/before.jsonl
 
 (run by its path, from a folder without an `oai_pipeline`, so PYTHONPATH's tree is imported).
 """

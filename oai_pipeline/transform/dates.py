@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import calendar
 import re
-from functools import lru_cache
 from typing import NamedTuple
 
 from oai_pipeline.transform.failure import INVALID_DATE, TransformFailure, shown
+from oai_pipeline.transform.text_cache import short_text_cache
 
 ACCEPTED_FORMS = (
     "YYYY, YYYY-MM, YYYY-MM-DD (or a timestamp), YYYYMMDD, YYYY/MM/DD, YYYY/MM, YYYY.MM.DD, "
@@ -183,7 +183,7 @@ def _interval(text: str, start_text: str, end_text: str) -> str:
     return f"{start}/{end}"
 
 
-@lru_cache(maxsize=4096)
+@short_text_cache(maxsize=4096)
 def normalize_date(text: str) -> str:
     """The EDTF-safe form of `text` (a date or an A/B interval); ValueError when it has none.
 
@@ -259,20 +259,15 @@ class ReadDate(NamedTuple):
 _LETTER = re.compile(r"[^\W\d_]")
 
 
+@short_text_cache(maxsize=4096)
 def read_date(text: str) -> ReadDate | None:
     """`text` as a date with its words (`[1885?]`: 1885 and the words; `Spring 1985`, a
     season or other words with a year: that year and the words), None when it is no date.
     Every import keeps dates so (one dropped the words, another the date, and oai_dc took
     the year of any text). A text of digits that is no date (`2021-13-45`) is none.
 
-    Cached (a ReadDate is immutable), up to 256 characters (a feed's junk is not kept): a
-    harvest's records share their dates, and each was read twice (`is_approximate` reads it
-    again)."""
-    return _read_date(text) if len(text) <= 256 else _read_date.__wrapped__(text)
-
-
-@lru_cache(maxsize=4096)
-def _read_date(text: str) -> ReadDate | None:
+    Cached (a ReadDate is immutable): a harvest's records share their dates, and each was
+    read twice (`is_approximate` reads it again)."""
     try:
         date = normalize_date(text)
     except ValueError:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
-from functools import lru_cache
 from typing import Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
 import nh3
 
 from oai_pipeline.doi import normalize_doi
+from oai_pipeline.transform.text_cache import short_text_cache
 
 _ORCID_PREFIX = re.compile(r"^(?:https?://)?(?:www\.)?orcid\.org/", re.I)
 _ROR_PREFIX = re.compile(r"^(?:https?://)?(?:www\.)?ror\.org/", re.I)
@@ -133,31 +133,16 @@ def normalize_orcid(value: str) -> str:
     return bare
 
 
-# The longest value a cache of a reader keeps: a value of a feed may be 10 MB (the parser's
-# limit), and thousands of them kept would fill the memory; a longer one is read afresh.
-MAX_CACHED_LENGTH = 256
-
-
-@lru_cache(maxsize=4096)
-def _ror(value: str) -> str:
-    return _ROR_PREFIX.sub("", value.strip()).strip("/").lower()
-
-
-@lru_cache(maxsize=4096)
-def _is_ror(value: str) -> bool:
-    return bool(_ROR_ID.fullmatch(normalize_ror(value)))
-
-
+@short_text_cache(maxsize=4096)
 def normalize_ror(value: str) -> str:
     """`https://ror.org/04wxnsj81` -> `04wxnsj81`. Cached, as `is_ror`: a harvest's records
     name the same organisations over and over, each checked, then normalised."""
-    return _ror(value) if len(value) <= MAX_CACHED_LENGTH else _ror.__wrapped__(value)
+    return _ROR_PREFIX.sub("", value.strip()).strip("/").lower()
 
 
+@short_text_cache(maxsize=4096)
 def is_ror(value: str | None) -> bool:
-    if not value:
-        return False
-    return _is_ror(value) if len(value) <= MAX_CACHED_LENGTH else _is_ror.__wrapped__(value)
+    return bool(value) and bool(_ROR_ID.fullmatch(normalize_ror(value or "")))
 
 
 def has_orcid_check_digit(orcid: str) -> bool:

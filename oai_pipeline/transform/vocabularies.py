@@ -7,6 +7,8 @@ from functools import lru_cache
 
 import pycountry
 
+from oai_pipeline.transform.text_cache import short_text_cache
+
 # DataCite resourceTypeGeneral -> resource type id: the ids of InvenioRDM's resource_types.yaml
 # (invenio-rdm-records fixtures, v12+), each the one whose datacite_general is that value. A
 # thesis is `publication-dissertation` there (titled "Thesis"); `publication-thesis` was the id
@@ -207,7 +209,7 @@ _GNU_BARE = re.compile(r"^((?:a|l)?gpl-\d\.\d)(\+)?$")
 _SEPARATORS = re.compile(r"[\s_-]+")
 
 
-@lru_cache(maxsize=4096)
+@short_text_cache(maxsize=4096)
 def vocabulary_key(text: str) -> str:
     """`JournalArticle`, `journal article`, `Journal-Article` all become `journalarticle`.
 
@@ -223,7 +225,7 @@ def datacite_resource_type(general: str | None) -> str:
 _NOT_ALPHANUMERIC = re.compile(r"[\W_]+")
 
 
-@lru_cache(maxsize=4096)
+@short_text_cache(maxsize=4096)
 def _dc_type(value: str) -> str | None:
     """The resource type of one dc:type: a COAR type URI's, else an eu-repo URI's or DCMI URI's
     last segment, or a DINI `doc-type:` term (German repositories) without its prefix, else
@@ -329,7 +331,7 @@ IDENTIFIER_SCHEMES = frozenset({
 _SCHEME_ALIASES = {"bibcode": "ads", "hdl": "handle", "pubmed": "pmid", "issnl": "lissn"}
 
 
-@lru_cache(maxsize=1024)
+@short_text_cache(maxsize=1024)
 def identifier_scheme(value: str) -> str:
     """A DataCite identifier type as the target's scheme (`bibcode` -> `ads`); a type the
     target does not know (`Local accession number`, `oai`, `RRID`) is `other`, which it
@@ -364,7 +366,7 @@ def license_id_from_unschemed_identifier(value: str) -> str | None:
     return exact if exact in _PORTED_CC else license_id_from_name(value)
 
 
-@lru_cache(maxsize=1024)
+@short_text_cache(maxsize=1024)
 def license_id_from_url(url: str) -> str | None:
     """The license id of a well-known license URL, or None (not a license we can name).
 
@@ -496,7 +498,7 @@ def _languages_by_name() -> dict[str, str]:
     return names
 
 
-@lru_cache(maxsize=1024)
+@short_text_cache(maxsize=1024)
 def language_id(code: str) -> str | None:
     """ISO 639-3 id of a language tag (`en-US`, `en`, `eng`, `ger`) or name (`English`,
     `Deutsch`, `Español`); None when unknown."""
@@ -527,7 +529,7 @@ def language_ids(text: str) -> list[str]:
     return list(dict.fromkeys(language for language in found if language is not None))
 
 
-@lru_cache(maxsize=256)
+@short_text_cache(maxsize=256)
 def i18n_key(code: str | None) -> str:
     """The key of a `{lang: text}` dict: the two-letter tag when there is one, else `en`."""
     if not code:

@@ -10,9 +10,10 @@ import pytest
 from lxml import etree
 
 from oai_pipeline import doi
-from oai_pipeline.transform import dates, normalize
+from oai_pipeline.transform import dates, normalize, vocabularies
 from oai_pipeline.transform.datacite import children_by_tag, nested
 from oai_pipeline.transform.oai_import import _metadata_root
+from oai_pipeline.transform.text_cache import MAX_CACHED_LENGTH
 from oai_pipeline.xml_safety import parse_untrusted
 
 
@@ -49,10 +50,10 @@ def test_ror_readers_cache_short_values_only() -> None:
     assert normalize.is_ror("https://ror.org/04wxnsj81")
     assert not normalize.is_ror("")
     assert not normalize.is_ror(None)
-    before = normalize._ror.cache_info().currsize, normalize._is_ror.cache_info().currsize
+    before = normalize.normalize_ror.cache_info().currsize, normalize.is_ror.cache_info().currsize
     assert normalize.normalize_ror(long_url) == "0" * 300
     assert not normalize.is_ror(long_url)
-    after = normalize._ror.cache_info().currsize, normalize._is_ror.cache_info().currsize
+    after = normalize.normalize_ror.cache_info().currsize, normalize.is_ror.cache_info().currsize
     assert after == before
 
 
@@ -60,10 +61,10 @@ def test_read_date_caches_short_texts_only() -> None:
     assert dates.read_date("[1885?]") == dates.ReadDate("1885", "[1885?]", exact=True)
     assert dates.read_date("Spring 1985") == dates.ReadDate("1985", "Spring 1985", exact=False)
     assert dates.read_date("2021-13-45") is None
-    size = dates._read_date.cache_info().currsize
+    size = dates.read_date.cache_info().currsize
     padded = " " * 1000 + "2020-02-29"
     assert dates.read_date(padded) == dates.ReadDate("2020-02-29", None, exact=True)
-    assert dates._read_date.cache_info().currsize == size
+    assert dates.read_date.cache_info().currsize == size
 
 
 @pytest.mark.parametrize(
@@ -109,3 +110,27 @@ def test_metadata_root(body: str, found: str | None) -> None:
     root = parse_untrusted(f'<record xmlns="{OAI}">{body}</record>'.encode())
     element = _metadata_root(root)
     assert (etree.QName(element).localname if element is not None else None) == found
+
+
+@pytest.mark.parametrize(
+    ("read", "short"),
+    [
+        (dates.normalize_date, "2020-02-29"),
+        (vocabularies.vocabulary_key, "Journal Article"),
+        (vocabularies.identifier_scheme, "bibcode"),
+        (vocabularies.license_id_from_url, "https://creativecommons.org/licenses/by/4.0/"),
+        (vocabularies.language_id, "en-US"),
+        (vocabularies.i18n_key, "de-CH"),
+        (normalize.normalize_ror, "https://ror.org/04wxnsj81"),
+        (dates.read_date, "Spring 1985"),
+    ],
+    ids=lambda value: getattr(value, "__name__", "short"),
+)
+def test_every_cached_reader_of_a_text_keeps_short_texts_only(read, short: str) -> None:
+    """A feed's 10 MB values, thousands of them, were kept by caches of any text."""
+    read.cache_clear()
+    long = " " * MAX_CACHED_LENGTH + short  # read as the short one is, but not kept
+    read(long)
+    assert read.cache_info().currsize == 0
+    read(short)
+    assert read.cache_info().currsize == 1
