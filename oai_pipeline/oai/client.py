@@ -516,6 +516,11 @@ class OAIClient:
         if checkpoint is not None and token is not None:
             listed = checkpoint.listed
         resumed_token = token  # what a failed run saved, to go on from
+        # Where the last attempt ended on noRecordsMatch for a token before the size it
+        # announced: (records listed, that size). A redo ending there again is the list's
+        # end (see _refused_twice_notice); a token that expired ends elsewhere.
+        refused_at: tuple[int, int | None] | None = None
+        refused_twice = False
         # the metadata namespaces of the list's first page that held metadata, and whether
         # it was the list's first page (see _other_format_notice); a resumed sweep keeps
         # those its earlier attempts saw, or it took its own first page (a token's) for them
@@ -575,7 +580,8 @@ class OAIClient:
                         refuse_resumed_token(exc)
                 except BadResumptionToken as exc:
                     lost = _lost(announced, listed, delivered)
-                    if isinstance(exc, NoRecordsMatchForToken) and not lost:
+                    no_records = isinstance(exc, NoRecordsMatchForToken)
+                    if no_records and not lost:
                         # The list ends: a token on its last full page, then nothing.
                         page = Page(
                             [],
@@ -596,6 +602,12 @@ class OAIClient:
                         page = Page([], resumption_token=None, response_date=response_date)
                     elif token is None:
                         raise
+                    elif no_records and listed is not None and refused_at == (listed, announced):
+                        # A source whose completeListSize counts more than it sends: its
+                        # last page names a token, answered with noRecordsMatch. Redone, the
+                        # window ended there each time, and every harvest of it failed.
+                        refused_twice = True
+                        page = Page([], resumption_token=None, response_date=exc.response_date)
                     else:
                         restarts += 1
                         if restarts > max_restarts:
@@ -608,6 +620,9 @@ class OAIClient:
                             "%s: resumption token refused (%s); redoing the window from its start",
                             self.base_url,
                             exc.message,
+                        )
+                        refused_at = (
+                            (listed, announced) if no_records and listed is not None else None
                         )
                         token, cursor, delivered = None, None, None
                         announced, listed = None, 0
@@ -674,7 +689,11 @@ class OAIClient:
                         )
                 if next_token is None and announced is not None and listed is not None:
                     # judged when the end is known, before a capped caller may stop reading
-                    notice = _count_notice(listed, announced)
+                    notice = (
+                        _refused_twice_notice(listed, announced)
+                        if refused_twice
+                        else _count_notice(listed, announced)
+                    )
                     if (
                         notice is not None
                         and set_spec
@@ -1756,6 +1775,18 @@ def _count_notice(listed: int, announced: int) -> str | None:
         f"the list held {listed} records, {listed - announced} more than the {announced} "
         "the source announced (completeListSize): its count is off, or it listed records "
         "twice"
+    )
+
+
+def _refused_twice_notice(listed: int, announced: int) -> str:
+    """What to tell of a list taken as ended because the source answered noRecordsMatch to
+    its resumption token after ``listed`` of the ``announced`` records in two attempts in a
+    row (the count notice's rest would advise harvesting again, which was done)."""
+    return (
+        f"the source answered noRecordsMatch to its resumption token after {listed} of the "
+        f"{announced} records its completeListSize announced, twice at the same point; taken "
+        "as the end of the list (its count is off, or it leaves records out: if records are "
+        "missing, tell the source's operator)"
     )
 
 
