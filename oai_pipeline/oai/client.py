@@ -32,7 +32,11 @@ from sickle import oaiexceptions
 
 from oai_pipeline import __version__
 from oai_pipeline.errors import ConfigurationError, PipelineError, RecordError
-from oai_pipeline.oai.base_url import another_base_url, split_base_url
+from oai_pipeline.oai.base_url import (
+    OAI_ARGUMENTS,
+    another_base_url,
+    split_base_url,
+)
 from oai_pipeline.oai.errors import (
     BadResumptionToken,
     ForeignNamespaceResponse,
@@ -286,6 +290,8 @@ class OAIClient:
         # echo is then a quirk (a double-escaped or rewritten token), not mixed-up answers,
         # and is not judged again (each page would wait through every retry).
         self._echo_unreliable = False
+        # Whether a redirect of the base URL was noted: once per client (see _check_redirect).
+        self._redirect_noted = False
         # metadata prefixes GetRecord has answered a record in (see _refuses_the_identifier)
         self._prefixes_answered: set[str] = set()
         # The form from/until go in since the source refused the other (see _dates_as).
@@ -1159,19 +1165,44 @@ class OAIClient:
 
     def _check_redirect(self, response: httpx.Response, params: dict[str, str]) -> None:
         """A redirect that dropped the query fails (the source answers a request we did not
-        send: badVerb, a home page); a permanent one is reported once, as the harvester's
-        base URL should follow it (every request costs two, until the old URL goes away)."""
+        send: badVerb, a home page). One that kept it is noted once per client, permanent or
+        not: httpx follows it at every request, each costing two (a base URL gone to https
+        or to a new path), and the harvester's base URL should name where it leads. Never
+        followed for good here: which URL is the source's, the operator decides."""
         first = response.history[0].status_code
-        moved_to = response.url.copy_with(query=None)
+        kept = [
+            (name, value)
+            for name, value in response.url.params.multi_items()
+            if name not in OAI_ARGUMENTS
+        ]
+        # the endpoint as a base URL names it: without our OAI-PMH arguments, with its own
+        moved_to = (
+            response.url.copy_with(params=kept) if kept else response.url.copy_with(query=None)
+        )
         if response.url.params.get("verb") != params["verb"]:
             raise ConfigurationError(
                 f"{self.base_url} redirects (HTTP {first}) to {response.url}, dropping the "
                 f"OAI-PMH query: set the harvester's base URL to {moved_to}"
             )
+        asked = httpx.URL(self._endpoint)
+        if self._endpoint_params:
+            asked = asked.copy_with(params=self._endpoint_params)
+        # back where it was asked (a bounce through a cookie check): no other URL to set
+        if self._redirect_noted or moved_to == asked:
+            return
+        self._redirect_noted = True
+        update = f"(`oai-pipeline harvesters update ID --base-url {moved_to}`)"
         if first in (301, 308):
             self._notice(
-                f"{self.base_url} has moved permanently (HTTP {first}) to {moved_to}: "
-                "set the harvester's base URL to it"
+                f"{self.base_url} has moved permanently (HTTP {first}) to {moved_to}: each "
+                "request goes there by a redirect (two requests for one); set the harvester's "
+                f"base URL to it {update}"
+            )
+        else:
+            self._notice(
+                f"{self.base_url} redirects requests (HTTP {first}) to {moved_to}: each goes "
+                "there by a redirect (two requests for one); if the source lives there now, "
+                f"set the harvester's base URL to it {update}"
             )
 
     def _request(
