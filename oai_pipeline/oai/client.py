@@ -403,13 +403,18 @@ class OAIClient:
                     context=f"{self.base_url} ({verb})",
                 ) from exc
             raise
+        # the requests sent again below are the sweep's as much as the first (stop_on_repeat)
         if resumption_token and not self.prefix_with_token and _wants_the_prefix(parsed):
-            parsed = self._token_with_prefix(verb, params, metadata_prefix, parsed)
+            parsed = self._token_with_prefix(
+                verb, params, metadata_prefix, parsed, stop_on_repeat=stop_on_repeat
+            )
         if self.date_form is None and _refuses_the_dates(parsed):
             if _dates_in_seconds(params):
-                parsed = self._dates_as("day", verb, params, parsed)
+                parsed = self._dates_as("day", verb, params, parsed, stop_on_repeat=stop_on_repeat)
             elif _dates_named(parsed) and any(name in params for name in _DATE_ARGUMENTS):
-                parsed = self._dates_as("seconds", verb, params, parsed)
+                parsed = self._dates_as(
+                    "seconds", verb, params, parsed, stop_on_repeat=stop_on_repeat
+                )
         if set_spec and not resumption_token:
             self._refuse_unknown_set(verb, parsed, set_spec)
         if not resumption_token:
@@ -980,7 +985,13 @@ class OAIClient:
         self.close()
 
     def _dates_as(
-        self, form: Granularity, verb: Verb, params: dict[str, str], refused: ParsedResponse
+        self,
+        form: Granularity,
+        verb: Verb,
+        params: dict[str, str],
+        refused: ParsedResponse,
+        *,
+        stop_on_repeat: bool = False,
     ) -> ParsedResponse:
         """badArgument to from/until in the other form: the request is sent again with the
         same bounds in ``form``, and so is every later one of this client. By day: an Identify
@@ -988,12 +999,13 @@ class OAIClient:
         window widened to whole days is safe, as records unchanged since the last harvest
         are skipped. In seconds: a source refusing days, which every source must take
         (DSpace/xoai#34), asked for the same days from their first second to their last.
-        Refused again, the source refuses another argument: its first answer stands."""
+        Refused again, the source refuses another argument: its first answer stands.
+        ``stop_on_repeat``: the list's own (see `_request`)."""
         again = {
             name: _in_form(name, value, form) if name in _DATE_ARGUMENTS else value
             for name, value in params.items()
         }
-        parsed = self._request(verb, again)
+        parsed = self._request(verb, again, stop_on_repeat=stop_on_repeat)
         if _refuses_an_argument(parsed):
             return refused
         self.date_form = form
@@ -1013,13 +1025,22 @@ class OAIClient:
         return parsed
 
     def _token_with_prefix(
-        self, verb: Verb, params: dict[str, str], metadata_prefix: str, refused: ParsedResponse
+        self,
+        verb: Verb,
+        params: dict[str, str],
+        metadata_prefix: str,
+        refused: ParsedResponse,
+        *,
+        stop_on_repeat: bool = False,
     ) -> ParsedResponse:
         """badArgument naming the metadata prefix, to a resumption token sent alone as the
         protocol wants it (pycsw, geopython/pycsw#317: "Missing metadataprefix parameter"):
         the token is sent again with the prefix, and so is every later one of this client.
-        Refused again, the prefix was not what the source missed: its first answer stands."""
-        parsed = self._request(verb, {**params, "metadataPrefix": metadata_prefix})
+        Refused again, the prefix was not what the source missed: its first answer stands.
+        ``stop_on_repeat``: the list's own (see `_request`)."""
+        parsed = self._request(
+            verb, {**params, "metadataPrefix": metadata_prefix}, stop_on_repeat=stop_on_repeat
+        )
         if _refuses_an_argument(parsed):
             return refused
         if parsed.errors:  # the token read (badResumptionToken...): for the sweep to judge
