@@ -474,13 +474,15 @@ class OAIClient:
         the window is redone from its start (records are not in datestamp order, so nothing
         finer is safe; the caller skips what it already staged), at most ``max_restarts``
         times; so is it after ``noRecordsMatch`` in answer to a token of a list whose
-        completeListSize was not reached (without a size, that answer ends the list). A token
-        named again is followed; named again by a page that adds nothing, it loops: that ends
-        a list whose completeListSize is reached (a notice), else raises HarvestProtocolError,
-        as do more than ``max_empty_pages`` pages in a row that add nothing (empty, or the
-        very records of an earlier page: a broken offset) and still carry a token. A list that
-        ends far from the completeListSize the source last announced is a notice (see
-        _count_notice), not a failure.
+        completeListSize was not reached (without a size, that answer ends the list), unless
+        the attempt before ended so too, after as many records of the same size: the list
+        ends there (a notice; see _refused_twice_notice). A token named again is followed;
+        named again by a page that adds nothing, it loops: that ends a list whose
+        completeListSize is reached (a notice), else raises HarvestProtocolError, as do more
+        than ``max_empty_pages`` pages in a row that add nothing (empty, or the very records
+        of an earlier page: a broken offset) and still carry a token. A list that ends far
+        from the completeListSize the source last announced is a notice (see _count_notice),
+        not a failure.
         """
         window = (from_, until, set_spec, metadata_prefix)
         token: str | None = None
