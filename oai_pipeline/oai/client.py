@@ -32,11 +32,7 @@ from sickle import oaiexceptions
 
 from oai_pipeline import __version__
 from oai_pipeline.errors import ConfigurationError, PipelineError, RecordError
-from oai_pipeline.oai.base_url import (
-    OAI_ARGUMENTS,
-    another_base_url,
-    split_base_url,
-)
+from oai_pipeline.oai.base_url import OAI_ARGUMENTS, another_base_url, split_base_url
 from oai_pipeline.oai.errors import (
     BadResumptionToken,
     ForeignNamespaceResponse,
