@@ -32,7 +32,7 @@ from sickle import oaiexceptions
 
 from oai_pipeline import __version__
 from oai_pipeline.errors import ConfigurationError, PipelineError, RecordError
-from oai_pipeline.oai.base_url import another_base_url, split_base_url
+from oai_pipeline.oai.base_url import OAI_ARGUMENTS, another_base_url, split_base_url
 from oai_pipeline.oai.errors import (
     BadResumptionToken,
     ForeignNamespaceResponse,
@@ -286,6 +286,8 @@ class OAIClient:
         # echo is then a quirk (a double-escaped or rewritten token), not mixed-up answers,
         # and is not judged again (each page would wait through every retry).
         self._echo_unreliable = False
+        # Whether a redirect of the base URL was noted: once per client (see _check_redirect).
+        self._redirect_noted = False
         # metadata prefixes GetRecord has answered a record in (see _refuses_the_identifier)
         self._prefixes_answered: set[str] = set()
         # The form from/until go in since the source refused the other (see _dates_as).
@@ -397,13 +399,18 @@ class OAIClient:
                     context=f"{self.base_url} ({verb})",
                 ) from exc
             raise
+        # the requests sent again below are the sweep's as much as the first (stop_on_repeat)
         if resumption_token and not self.prefix_with_token and _wants_the_prefix(parsed):
-            parsed = self._token_with_prefix(verb, params, metadata_prefix, parsed)
+            parsed = self._token_with_prefix(
+                verb, params, metadata_prefix, parsed, stop_on_repeat=stop_on_repeat
+            )
         if self.date_form is None and _refuses_the_dates(parsed):
             if _dates_in_seconds(params):
-                parsed = self._dates_as("day", verb, params, parsed)
+                parsed = self._dates_as("day", verb, params, parsed, stop_on_repeat=stop_on_repeat)
             elif _dates_named(parsed) and any(name in params for name in _DATE_ARGUMENTS):
-                parsed = self._dates_as("seconds", verb, params, parsed)
+                parsed = self._dates_as(
+                    "seconds", verb, params, parsed, stop_on_repeat=stop_on_repeat
+                )
         if set_spec and not resumption_token:
             self._refuse_unknown_set(verb, parsed, set_spec)
         if not resumption_token:
@@ -463,13 +470,15 @@ class OAIClient:
         the window is redone from its start (records are not in datestamp order, so nothing
         finer is safe; the caller skips what it already staged), at most ``max_restarts``
         times; so is it after ``noRecordsMatch`` in answer to a token of a list whose
-        completeListSize was not reached (without a size, that answer ends the list). A token
-        named again is followed; named again by a page that adds nothing, it loops: that ends
-        a list whose completeListSize is reached (a notice), else raises HarvestProtocolError,
-        as do more than ``max_empty_pages`` pages in a row that add nothing (empty, or the
-        very records of an earlier page: a broken offset) and still carry a token. A list that
-        ends far from the completeListSize the source last announced is a notice (see
-        _count_notice), not a failure.
+        completeListSize was not reached (without a size, that answer ends the list), unless
+        the attempt before ended so too, after as many records of the same size: the list
+        ends there (a notice; see _refused_twice_notice). A token named again is followed;
+        named again by a page that adds nothing, it loops: that ends a list whose
+        completeListSize is reached (a notice), else raises HarvestProtocolError, as do more
+        than ``max_empty_pages`` pages in a row that add nothing (empty, or the very records
+        of an earlier page: a broken offset) and still carry a token. A list that ends far
+        from the completeListSize the source last announced is a notice (see _count_notice),
+        not a failure.
         """
         window = (from_, until, set_spec, metadata_prefix)
         token: str | None = None
@@ -516,6 +525,11 @@ class OAIClient:
         if checkpoint is not None and token is not None:
             listed = checkpoint.listed
         resumed_token = token  # what a failed run saved, to go on from
+        # Where the last attempt ended on noRecordsMatch for a token before the size it
+        # announced: (records listed, that size). A redo ending there again is the list's
+        # end (see _refused_twice_notice); a token that expired ends elsewhere.
+        refused_at: tuple[int, int | None] | None = None
+        refused_twice = False
         # the metadata namespaces of the list's first page that held metadata, and whether
         # it was the list's first page (see _other_format_notice); a resumed sweep keeps
         # those its earlier attempts saw, or it took its own first page (a token's) for them
@@ -575,7 +589,8 @@ class OAIClient:
                         refuse_resumed_token(exc)
                 except BadResumptionToken as exc:
                     lost = _lost(announced, listed, delivered)
-                    if isinstance(exc, NoRecordsMatchForToken) and not lost:
+                    no_records = isinstance(exc, NoRecordsMatchForToken)
+                    if no_records and not lost:
                         # The list ends: a token on its last full page, then nothing.
                         page = Page(
                             [],
@@ -596,6 +611,12 @@ class OAIClient:
                         page = Page([], resumption_token=None, response_date=response_date)
                     elif token is None:
                         raise
+                    elif no_records and listed is not None and refused_at == (listed, announced):
+                        # A source whose completeListSize counts more than it sends: its
+                        # last page names a token, answered with noRecordsMatch. Redone, the
+                        # window ended there each time, and every harvest of it failed.
+                        refused_twice = True
+                        page = Page([], resumption_token=None, response_date=exc.response_date)
                     else:
                         restarts += 1
                         if restarts > max_restarts:
@@ -608,6 +629,9 @@ class OAIClient:
                             "%s: resumption token refused (%s); redoing the window from its start",
                             self.base_url,
                             exc.message,
+                        )
+                        refused_at = (
+                            (listed, announced) if no_records and listed is not None else None
                         )
                         token, cursor, delivered = None, None, None
                         announced, listed = None, 0
@@ -674,7 +698,11 @@ class OAIClient:
                         )
                 if next_token is None and announced is not None and listed is not None:
                     # judged when the end is known, before a capped caller may stop reading
-                    notice = _count_notice(listed, announced)
+                    notice = (
+                        _refused_twice_notice(listed, announced)
+                        if refused_twice
+                        else _count_notice(listed, announced)
+                    )
                     if (
                         notice is not None
                         and set_spec
@@ -955,7 +983,13 @@ class OAIClient:
         self.close()
 
     def _dates_as(
-        self, form: Granularity, verb: Verb, params: dict[str, str], refused: ParsedResponse
+        self,
+        form: Granularity,
+        verb: Verb,
+        params: dict[str, str],
+        refused: ParsedResponse,
+        *,
+        stop_on_repeat: bool = False,
     ) -> ParsedResponse:
         """badArgument to from/until in the other form: the request is sent again with the
         same bounds in ``form``, and so is every later one of this client. By day: an Identify
@@ -963,12 +997,13 @@ class OAIClient:
         window widened to whole days is safe, as records unchanged since the last harvest
         are skipped. In seconds: a source refusing days, which every source must take
         (DSpace/xoai#34), asked for the same days from their first second to their last.
-        Refused again, the source refuses another argument: its first answer stands."""
+        Refused again, the source refuses another argument: its first answer stands.
+        ``stop_on_repeat``: the list's own (see `_request`)."""
         again = {
             name: _in_form(name, value, form) if name in _DATE_ARGUMENTS else value
             for name, value in params.items()
         }
-        parsed = self._request(verb, again)
+        parsed = self._request(verb, again, stop_on_repeat=stop_on_repeat)
         if _refuses_an_argument(parsed):
             return refused
         self.date_form = form
@@ -988,13 +1023,22 @@ class OAIClient:
         return parsed
 
     def _token_with_prefix(
-        self, verb: Verb, params: dict[str, str], metadata_prefix: str, refused: ParsedResponse
+        self,
+        verb: Verb,
+        params: dict[str, str],
+        metadata_prefix: str,
+        refused: ParsedResponse,
+        *,
+        stop_on_repeat: bool = False,
     ) -> ParsedResponse:
         """badArgument naming the metadata prefix, to a resumption token sent alone as the
         protocol wants it (pycsw, geopython/pycsw#317: "Missing metadataprefix parameter"):
         the token is sent again with the prefix, and so is every later one of this client.
-        Refused again, the prefix was not what the source missed: its first answer stands."""
-        parsed = self._request(verb, {**params, "metadataPrefix": metadata_prefix})
+        Refused again, the prefix was not what the source missed: its first answer stands.
+        ``stop_on_repeat``: the list's own (see `_request`)."""
+        parsed = self._request(
+            verb, {**params, "metadataPrefix": metadata_prefix}, stop_on_repeat=stop_on_repeat
+        )
         if _refuses_an_argument(parsed):
             return refused
         if parsed.errors:  # the token read (badResumptionToken...): for the sweep to judge
@@ -1140,19 +1184,44 @@ class OAIClient:
 
     def _check_redirect(self, response: httpx.Response, params: dict[str, str]) -> None:
         """A redirect that dropped the query fails (the source answers a request we did not
-        send: badVerb, a home page); a permanent one is reported once, as the harvester's
-        base URL should follow it (every request costs two, until the old URL goes away)."""
+        send: badVerb, a home page). One that kept it is noted once per client, permanent or
+        not: httpx follows it at every request, each costing two (a base URL gone to https
+        or to a new path), and the harvester's base URL should name where it leads. Never
+        followed for good here: which URL is the source's, the operator decides."""
         first = response.history[0].status_code
-        moved_to = response.url.copy_with(query=None)
+        kept = [
+            (name, value)
+            for name, value in response.url.params.multi_items()
+            if name not in OAI_ARGUMENTS
+        ]
+        # the endpoint as a base URL names it: without our OAI-PMH arguments, with its own
+        moved_to = (
+            response.url.copy_with(params=kept) if kept else response.url.copy_with(query=None)
+        )
         if response.url.params.get("verb") != params["verb"]:
             raise ConfigurationError(
                 f"{self.base_url} redirects (HTTP {first}) to {response.url}, dropping the "
                 f"OAI-PMH query: set the harvester's base URL to {moved_to}"
             )
+        asked = httpx.URL(self._endpoint)
+        if self._endpoint_params:
+            asked = asked.copy_with(params=self._endpoint_params)
+        # back where it was asked (a bounce through a cookie check): no other URL to set
+        if self._redirect_noted or moved_to == asked:
+            return
+        self._redirect_noted = True
+        update = f"(`oai-pipeline harvesters update ID --base-url {moved_to}`)"
         if first in (301, 308):
             self._notice(
-                f"{self.base_url} has moved permanently (HTTP {first}) to {moved_to}: "
-                "set the harvester's base URL to it"
+                f"{self.base_url} has moved permanently (HTTP {first}) to {moved_to}: each "
+                "request goes there by a redirect (two requests for one); set the harvester's "
+                f"base URL to it {update}"
+            )
+        else:
+            self._notice(
+                f"{self.base_url} redirects requests (HTTP {first}) to {moved_to}: each goes "
+                "there by a redirect (two requests for one); if the source lives there now, "
+                f"set the harvester's base URL to it {update}"
             )
 
     def _request(
@@ -1756,6 +1825,18 @@ def _count_notice(listed: int, announced: int) -> str | None:
         f"the list held {listed} records, {listed - announced} more than the {announced} "
         "the source announced (completeListSize): its count is off, or it listed records "
         "twice"
+    )
+
+
+def _refused_twice_notice(listed: int, announced: int) -> str:
+    """What to tell of a list taken as ended because the source answered noRecordsMatch to
+    its resumption token after ``listed`` of the ``announced`` records in two attempts in a
+    row (the count notice's rest would advise harvesting again, which was done)."""
+    return (
+        f"the source answered noRecordsMatch to its resumption token after {listed} of the "
+        f"{announced} records its completeListSize announced, twice at the same point; taken "
+        "as the end of the list (its count is off, or it leaves records out: if records are "
+        "missing, tell the source's operator)"
     )
 
 

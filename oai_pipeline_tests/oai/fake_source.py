@@ -262,6 +262,32 @@ class SetBlindSizeSource(FakeSource):
         return httpx.Response(response.status_code, content=body, headers=response.headers)
 
 
+class ShortCountSource(FakeSource):
+    """Announces ``extra`` records more than it sends (its completeListSize counts records
+    its pages leave out), so its last page still names a resumption token, which it answers
+    with noRecordsMatch, every time at the same point of the list."""
+
+    PAST_THE_END = "past-the-end"
+
+    def __init__(self, *args: object, extra: int = 4, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.extra = extra
+        self.refused_with = "noRecordsMatch"  # the answer to the last page's token
+
+    def list_response(self, verb: str, params: httpx.QueryParams) -> httpx.Response:
+        if params.get("resumptionToken") == self.PAST_THE_END:
+            return self.error(self.refused_with, "", status=422)
+        response = super().list_response(verb, params)
+        body = re.sub(
+            rb'completeListSize="(\d+)"',
+            lambda m: b'completeListSize="%d"' % (int(m[1]) + self.extra),
+            response.content,
+        )
+        token = f">{self.PAST_THE_END}</resumptionToken>".encode()
+        body = re.sub(rb"(<resumptionToken [^>]*)/>", rb"\1" + token, body)
+        return httpx.Response(response.status_code, content=body, headers=response.headers)
+
+
 class OpaqueTokenSource(FakeSource):
     """Issues a new random-looking token with every page, as sources that key tokens to
     server-side state do (Invenio, DSpace): an answer sent again carries a token never

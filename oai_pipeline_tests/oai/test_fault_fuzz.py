@@ -290,10 +290,17 @@ class FuzzCase:
         for _ in range(rng.randint(2, 8)):
             name = rng.choice(names)
             fault = FAULTS[name](source, rng)
+            # At most one, at one request: noRecordsMatch for a token at the same point of
+            # two attempts in a row (a fault on every Nth request, or two that meet there)
+            # is where the source's list ends, its completeListSize counting more than it
+            # sends (by design).
+            once = name == "token-no-records-match"
+            if once:
+                names.remove(name)
             if name == "empty-pages":
                 first, length = rng.randint(2, clean_requests + 1), rng.randint(2, 60)
                 self.faults.append(PlacedFault(name, fault, range(first, first + length)))
-            elif not every_taken and rng.random() < 0.15:
+            elif not every_taken and rng.random() < 0.15 and not once:
                 every_taken = True
                 self.faults.append(PlacedFault(name, fault, every=rng.randint(2, 6)))
             elif free:

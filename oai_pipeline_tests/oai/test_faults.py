@@ -41,6 +41,7 @@ from oai_pipeline_tests.oai.fake_source import (
     Fault,
     OpaqueTokenSource,
     SecondsRefusedSource,
+    ShortCountSource,
     drop_connection,
     expire_tokens,
     html_page,
@@ -833,10 +834,94 @@ def test_a_small_list_lost_more_than_a_quarter_short_redoes_the_window() -> None
 
 
 def test_a_list_lost_again_and_again_fails_instead_of_ending() -> None:
-    source = FakeSource(make_records(10), page_size=3)
-    source.every = (2, no_records_match)
+    """Lost at another point in each attempt (its tokens expire): redone until the run fails."""
+    source = FakeSource(make_records(20), page_size=3)
+    # after 3 records listed, then after 6, then after 9
+    source.faults = {n: no_records_match for n in (2, 5, 9)}
+    harvest = Harvest(source)
     with pytest.raises(HarvestProtocolError, match="refused 3 times.*noRecordsMatch"):
-        Harvest(source).run(max_restarts=2)
+        harvest.run(max_restarts=2)
+    assert harvest.client.notices == []
+
+
+def _refused_twice(listed: int, announced: int) -> str:
+    return (
+        f"{BASE_URL} (ListRecords): the source answered noRecordsMatch to its resumption "
+        f"token after {listed} of the {announced} records its completeListSize announced, "
+        "twice at the same point; taken as the end of the list (its count is off, or it "
+        "leaves records out: if records are missing, tell the source's operator)"
+    )
+
+
+@pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "sequential"])
+def test_a_list_short_of_its_size_at_the_same_point_twice_ends_there(prefetch: bool) -> None:
+    """The source announces 14 records and sends 10, its last page naming a token it answers
+    with noRecordsMatch. Before, the list looked lost: the window was redone, ended the same
+    way each time, and every harvest of the source failed after its restarts."""
+    source = ShortCountSource(make_records(10), page_size=3, extra=4)
+    harvest = Harvest(source).run(prefetch=prefetch)
+    assert set(harvest.records) == held(source)
+    assert [c.resumption_token for c in harvest.checkpoints].count(None) == 2  # redone once
+    assert len(source.requests) == 2 * 5  # 4 pages and the token refused, twice
+    assert harvest.client.notices == [_refused_twice(10, 14)]  # not the count's notice too
+
+
+def test_a_list_short_of_its_size_ends_with_its_count_as_a_reconcile_reads_it() -> None:
+    """The last page says how many records the list held and what it announced, so that a
+    reconcile deletes nothing by a list that ended short (`ended_short`)."""
+    source = ShortCountSource(make_records(10), page_size=3, extra=4)
+    client = Harvest(source).client
+    pages = list(client.sweep("ListIdentifiers", metadata_prefix="oai_dc"))
+    last = pages[-1]
+    assert last.resumption_token is None and last.list_records == 10
+    assert not last.token_refused  # the size says what is missing: ended short
+    assert [p.complete_list_size for p in pages if p.complete_list_size][-1] == 14
+
+
+def test_a_list_short_of_its_size_is_redone_while_its_size_changes() -> None:
+    """Ended at the same record but announcing another size, the list may still be lost:
+    the window is redone until two attempts in a row agree."""
+    source = ShortCountSource(make_records(10), page_size=3, extra=4)
+    announced = iter([14, 15, 15])
+
+    def grow(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        if "resumptionToken" not in request.url.params:
+            source.extra = next(announced) - 10  # a new attempt: the count moves
+        return response
+
+    source.every = (1, grow)
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)
+    assert [c.resumption_token for c in harvest.checkpoints].count(None) == 3
+    assert harvest.client.notices == [_refused_twice(10, 15)]
+
+
+def test_a_list_short_of_its_size_resumed_from_its_refused_token_ends_after_one_redo() -> None:
+    """A run that failed on the refused token (an older version's, or without restarts)
+    left a checkpoint naming it: the resumed run's attempt counts as the first."""
+    source = ShortCountSource(make_records(10), page_size=3, extra=4)
+    failed = Harvest(source)
+    with pytest.raises(HarvestProtocolError, match="noRecordsMatch"):
+        failed.run(max_restarts=0)
+    saved = failed.checkpoints[-1]
+    assert saved.resumption_token == ShortCountSource.PAST_THE_END and saved.listed == 10
+    source.requests.clear()
+
+    resumed = Harvest(source).run(checkpoint=saved)
+
+    assert set(resumed.records) == held(source)
+    assert len(source.requests) == 1 + 5  # the token, then the window once
+    assert resumed.client.notices == [_refused_twice(10, 14)]
+
+
+def test_a_token_refused_as_bad_at_the_same_point_each_time_still_fails() -> None:
+    """Only noRecordsMatch says the list has no more: badResumptionToken keeps its redo."""
+    source = ShortCountSource(make_records(10), page_size=3, extra=4)
+    source.refused_with = "badResumptionToken"
+    harvest = Harvest(source)
+    with pytest.raises(HarvestProtocolError, match="refused 3 times.*badResumptionToken"):
+        harvest.run(max_restarts=2)
+    assert harvest.client.notices == []
 
 
 def test_pages_sent_again_do_not_make_a_lost_list_look_whole() -> None:

@@ -20,7 +20,7 @@ from oai_pipeline.oai.errors import (
     PersistentProtocolError,
 )
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
-from oai_pipeline_tests.oai.fake_source import FakeSource, make_records
+from oai_pipeline_tests.oai.fake_source import BASE_URL, FakeSource, make_records
 from oai_pipeline_tests.oai.fault_server import (
     SELF_SIGNED,
     FaultServer,
@@ -257,36 +257,99 @@ def test_closing_a_sweep_stops_reading_the_page_fetched_ahead() -> None:
         assert time.monotonic() - started < 2  # before: the rest of the 6 s
 
 
-@pytest.mark.parametrize(("status", "warned"), [(301, 1), (308, 1), (302, 0), (307, 0)])
-def test_a_permanent_redirect_is_reported_once(
-    status: int, warned: int, caplog: pytest.LogCaptureFixture
+def _moved_notice(base_url: str, status: int, moved_to: str) -> str:
+    """The one notice of a base URL whose requests are redirected to ``moved_to``."""
+    update = f"(`oai-pipeline harvesters update ID --base-url {moved_to}`)"
+    if status in (301, 308):
+        return (
+            f"{base_url} has moved permanently (HTTP {status}) to {moved_to}: each request "
+            "goes there by a redirect (two requests for one); set the harvester's base URL to "
+            f"it {update}"
+        )
+    return (
+        f"{base_url} redirects requests (HTTP {status}) to {moved_to}: each goes there by a "
+        "redirect (two requests for one); if the source lives there now, set the harvester's "
+        f"base URL to it {update}"
+    )
+
+
+@pytest.mark.parametrize("status", [301, 308, 302, 303, 307])
+def test_a_redirect_of_every_request_is_reported_once(
+    status: int, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Before, every request of every run went through it unnoticed."""
+    """Before, every request of every run went through a redirect unnoticed; then only a
+    permanent one was noted, though a moved endpoint answers 302 as often (every request
+    still costing two)."""
     source = FakeSource(make_records(7), page_size=3)
     with FaultServer(source) as server:
         server.every = moved(status, lambda server, query: f"/new/oai?{query}")
         harvest(server)
+    expected = _moved_notice(server.base_url, status, f"{server.origin}/new/oai")
     messages = [record.getMessage() for record in caplog.records]
-    moved_warnings = [message for message in messages if "moved permanently" in message]
-    assert len(moved_warnings) == warned
-    if warned:
-        assert moved_warnings[0] == (
-            f"{server.base_url} has moved permanently (HTTP {status}) to "
-            f"{server.origin}/new/oai: set the harvester's base URL to it"
-        )
+    assert [m for m in messages if server.base_url in m and "redirect" in m] == [expected]
 
 
-def test_a_permanent_redirect_is_a_notice_of_the_harvest() -> None:
+def test_a_redirect_is_a_notice_of_the_harvest() -> None:
     """Before, only the log said so, where the operator of a scheduled harvest looks last."""
     source = FakeSource(make_records(7), page_size=3)
     with FaultServer(source) as server, OAIClient(server.base_url, sleep=lambda _s: None) as client:
-        server.every = moved(301, lambda server, query: f"/new/oai?{query}")
+        server.every = moved(302, lambda server, query: f"/new/oai?{query}")
         for _page in client.sweep("ListRecords", metadata_prefix="oai_dc"):
             pass
-    assert client.notices == [
-        f"{server.base_url} has moved permanently (HTTP 301) to {server.origin}/new/oai: "
-        "set the harvester's base URL to it"
-    ]
+    assert len(server.targets) == 2 * 3  # each page asked twice: the redirect, then there
+    assert client.notices == [_moved_notice(server.base_url, 302, f"{server.origin}/new/oai")]
+
+
+def test_redirects_to_several_places_are_noted_once_per_client() -> None:
+    """A load balancer sending each request to another node: one notice, not one a node."""
+    source = FakeSource(make_records(7), page_size=3)
+    nodes = iter(["a", "b", "c", "d"])
+    with FaultServer(source) as server, OAIClient(server.base_url, sleep=lambda _s: None) as client:
+        server.every = moved(301, lambda server, query: f"/{next(nodes)}/oai?{query}")
+        for _page in client.sweep("ListRecords", metadata_prefix="oai_dc"):
+            pass
+    assert client.notices == [_moved_notice(server.base_url, 301, f"{server.origin}/a/oai")]
+
+
+def test_a_redirect_to_the_base_url_with_a_trailing_slash_is_noted() -> None:
+    """`/oai` to `/oai/` costs two requests for one like any move."""
+    source = FakeSource(make_records(7), page_size=3)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/oai":
+            moved = request.url.copy_with(path="/oai/")
+            return httpx.Response(302, headers={"location": str(moved)})
+        return source.handle(request)
+
+    with OAIClient(
+        BASE_URL, transport=httpx.MockTransport(handle), sleep=lambda _s: None
+    ) as client:
+        pages = list(client.sweep("ListRecords", metadata_prefix="oai_dc"))
+    assert sum(len(page.records) for page in pages) == 7
+    assert client.notices == [_moved_notice(BASE_URL, 302, f"{BASE_URL}/")]
+
+
+def test_a_bounce_back_to_the_base_url_is_not_noted() -> None:
+    """A cookie check that sends the first request through another page and back to the
+    very URL asked: no other base URL to set."""
+    source = FakeSource(make_records(7), page_size=3)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/check":
+            back = {"location": request.url.params["then"], "set-cookie": "checked=1; Path=/"}
+            return httpx.Response(302, headers=back)
+        if "checked=1" not in request.headers.get("cookie", ""):
+            check = httpx.URL("http://fake.test/check", params={"then": str(request.url)})
+            return httpx.Response(302, headers={"location": str(check)})
+        return source.handle(request)
+
+    with OAIClient(
+        BASE_URL, transport=httpx.MockTransport(handle), sleep=lambda _s: None
+    ) as client:
+        pages = list(client.sweep("ListRecords", metadata_prefix="oai_dc"))
+    assert sum(len(page.records) for page in pages) == 7
+    assert [r.url.path for r in source.requests] == ["/oai"] * 3  # bounced once, at first
+    assert client.notices == []
 
 
 def test_a_plain_body_labelled_gzip_is_read_as_it_is() -> None:
@@ -443,15 +506,31 @@ def test_a_redirect_from_https_to_plain_http_is_refused_naming_both(status: int)
     assert client.notices == []
 
 
-def test_a_redirect_from_http_to_https_is_followed_and_noted() -> None:
-    source = FakeSource(make_records(3))
-    transport = _moving_to("https", source)
+@pytest.mark.parametrize("status", [301, 302, 307])
+def test_a_redirect_from_http_to_https_is_followed_and_noted(status: int) -> None:
+    source = FakeSource(make_records(7), page_size=3)
+    transport = _moving_to("https", source, status)
     with OAIClient("http://fake.test/oai", transport=transport, sleep=lambda _s: None) as client:
         client.identify()
-    assert client.notices[0] == (
-        "http://fake.test/oai has moved permanently (HTTP 301) to https://fake.test/oai: "
-        "set the harvester's base URL to it"
-    )
+        pages = list(client.sweep("ListRecords", metadata_prefix="oai_dc"))
+    assert sum(len(page.records) for page in pages) == 7
+    assert client.notices == [
+        _moved_notice("http://fake.test/oai", status, "https://fake.test/oai")
+    ]
+
+
+def test_a_redirect_names_the_base_urls_own_query() -> None:
+    """A base URL with a query of its own (`index.php?option=com_oai`): the URL to set keeps
+    it. Before, the notice named the bare path, which answers no OAI-PMH."""
+    source = FakeSource(make_records(3))
+    transport = _moving_to("https", source)
+    base_url = "http://fake.test/index.php?option=com_oai"
+    source.identify_base_url = base_url
+    with OAIClient(base_url, transport=transport, sleep=lambda _s: None) as client:
+        client.identify()
+    assert client.notices == [
+        _moved_notice(base_url, 301, "https://fake.test/index.php?option=com_oai")
+    ]
 
 
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -10,17 +11,25 @@ import pytest
 from lxml import etree
 
 from oai_pipeline.oai.client import OAIClient
-from oai_pipeline.oai.errors import HarvestProtocolError, OAIError, UnknownMetadataFormat
+from oai_pipeline.oai.errors import (
+    HarvestProtocolError,
+    MalformedResponse,
+    OAIError,
+    UnknownMetadataFormat,
+)
 from oai_pipeline.state.store import StateStore
 from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
     DaysRefusedSource,
     FakeRecord,
     FakeSource,
+    Fault,
     PrefixWithTokenSource,
+    SecondsRefusedSource,
     expire_tokens,
     make_records,
     status,
+    transform_body,
 )
 from oai_pipeline_tests.oai.test_faults import Harvest
 
@@ -261,6 +270,58 @@ def test_a_token_that_expired_meanwhile_redoes_the_window_with_the_prefix() -> N
     source.faults = {3: expire_tokens(source)}
     harvest = Harvest(source).run(prefetch=False)
     assert set(harvest.records) == {r.identifier for r in source.records}
+
+
+def _cut_when(asked: Callable[[httpx.QueryParams], bool]) -> Fault:
+    """The answer cut short at the same byte each time, to the requests ``asked`` picks."""
+    cut = transform_body(lambda body: body[: len(body) // 2])
+    return lambda request, response: (
+        cut(request, response) if asked(request.url.params) else response
+    )
+
+
+_SAME_BYTES = "the same bytes at 2 tries in a row: the source's answer, not retried further"
+
+
+@pytest.mark.parametrize("stop_on_repeat", [True, False])
+def test_dates_sent_again_by_day_stop_on_a_repeated_answer_as_the_sweep_does(
+    stop_on_repeat: bool,
+) -> None:
+    """A reconcile's sweep (stop_on_repeat) whose dates in seconds the source refuses: asked
+    again by day, the page came cut at the same byte each time. Before, that request was
+    retried to the end of the client's tries (a minute and more of backoff) although the
+    sweep's every other request stops at the second copy."""
+    source = SecondsRefusedSource(make_records(9), page_size=4)
+    source.every = (1, _cut_when(lambda params: "T" not in params.get("from", "T")))
+    harvest = Harvest(source)
+    with pytest.raises(MalformedResponse) as caught:
+        harvest.run(
+            "ListIdentifiers",
+            from_="2024-03-01T00:00:00Z",
+            until="2024-03-01T23:59:59Z",
+            stop_on_repeat=stop_on_repeat,
+        )
+    tries = 2 if stop_on_repeat else 1 + harvest.client.max_retries
+    assert source.list_dates[1:] == [("2024-03-01", "2024-03-01")] * tries
+    assert (_SAME_BYTES in str(caught.value)) is stop_on_repeat
+
+
+@pytest.mark.parametrize("stop_on_repeat", [True, False])
+def test_a_token_sent_again_with_the_prefix_stops_on_a_repeated_answer_as_the_sweep_does(
+    stop_on_repeat: bool,
+) -> None:
+    """The same for a token sent again with the metadata prefix (pycsw)."""
+    source = PrefixWithTokenSource(make_records(10), page_size=3)
+    source.every = (
+        1,
+        _cut_when(lambda params: "resumptionToken" in params and "metadataPrefix" in params),
+    )
+    harvest = Harvest(source)
+    with pytest.raises(MalformedResponse) as caught:
+        harvest.run("ListIdentifiers", prefetch=False, stop_on_repeat=stop_on_repeat)
+    tries = 2 if stop_on_repeat else 1 + harvest.client.max_retries
+    assert len(source.requests) == 2 + tries  # the first page, the token alone, then these
+    assert (_SAME_BYTES in str(caught.value)) is stop_on_repeat
 
 
 _DIM = "http://www.dspace.org/xmlns/dspace/dim"
