@@ -530,6 +530,7 @@ class OAIClient:
         # end (see _refused_twice_notice); a token that expired ends elsewhere.
         refused_at: tuple[int, int | None] | None = None
         refused_twice = False
+        page_size = 0  # the most records a page of the list held: the source's page size
         # the metadata namespaces of the list's first page that held metadata, and whether
         # it was the list's first page (see _other_format_notice); a resumed sweep keeps
         # those its earlier attempts saw, or it took its own first page (a token's) for them
@@ -611,10 +612,19 @@ class OAIClient:
                         page = Page([], resumption_token=None, response_date=response_date)
                     elif token is None:
                         raise
-                    elif no_records and listed is not None and refused_at == (listed, announced):
+                    elif (
+                        no_records
+                        and listed is not None
+                        and refused_at == (listed, announced)
+                        and announced is not None
+                        and announced - listed <= page_size
+                    ):
                         # A source whose completeListSize counts more than it sends: its
                         # last page names a token, answered with noRecordsMatch. Redone, the
-                        # window ended there each time, and every harvest of it failed.
+                        # window ended there each time, and every harvest of it failed. Only
+                        # short of less than a page: more, and pages are lost at a fixed
+                        # point (a search index's paging limit; Zenodo's 6 of 8,091,628),
+                        # which fails the run as before, not ends the list without them.
                         refused_twice = True
                         page = Page([], resumption_token=None, response_date=exc.response_date)
                     else:
@@ -644,6 +654,7 @@ class OAIClient:
                         empty_in_a_row = 0
                         continue
                 pages_read += 1
+                page_size = max(page_size, len(page.records))
                 namespaces = {r.metadata_namespace for r in page.records if r.metadata_namespace}
                 if namespaces and list_namespaces is None:
                     list_namespaces, from_first_page = namespaces, token is None

@@ -858,18 +858,18 @@ def test_a_list_short_of_its_size_at_the_same_point_twice_ends_there(prefetch: b
     """The source announces 14 records and sends 10, its last page naming a token it answers
     with noRecordsMatch. Before, the list looked lost: the window was redone, ended the same
     way each time, and every harvest of the source failed after its restarts."""
-    source = ShortCountSource(make_records(10), page_size=3, extra=4)
+    source = ShortCountSource(make_records(10), page_size=5, extra=4)
     harvest = Harvest(source).run(prefetch=prefetch)
     assert set(harvest.records) == held(source)
     assert [c.resumption_token for c in harvest.checkpoints].count(None) == 2  # redone once
-    assert len(source.requests) == 2 * 5  # 4 pages and the token refused, twice
+    assert len(source.requests) == 2 * 3  # 2 pages and the token refused, twice
     assert harvest.client.notices == [_refused_twice(10, 14)]  # not the count's notice too
 
 
 def test_a_list_short_of_its_size_ends_with_its_count_as_a_reconcile_reads_it() -> None:
     """The last page says how many records the list held and what it announced, so that a
     reconcile deletes nothing by a list that ended short (`ended_short`)."""
-    source = ShortCountSource(make_records(10), page_size=3, extra=4)
+    source = ShortCountSource(make_records(10), page_size=5, extra=4)
     client = Harvest(source).client
     pages = list(client.sweep("ListIdentifiers", metadata_prefix="oai_dc"))
     last = pages[-1]
@@ -881,7 +881,7 @@ def test_a_list_short_of_its_size_ends_with_its_count_as_a_reconcile_reads_it() 
 def test_a_list_short_of_its_size_is_redone_while_its_size_changes() -> None:
     """Ended at the same record but announcing another size, the list may still be lost:
     the window is redone until two attempts in a row agree."""
-    source = ShortCountSource(make_records(10), page_size=3, extra=4)
+    source = ShortCountSource(make_records(10), page_size=5, extra=4)
     announced = iter([14, 15, 15])
 
     def grow(request: httpx.Request, response: httpx.Response) -> httpx.Response:
@@ -899,7 +899,7 @@ def test_a_list_short_of_its_size_is_redone_while_its_size_changes() -> None:
 def test_a_list_short_of_its_size_resumed_from_its_refused_token_ends_after_one_redo() -> None:
     """A run that failed on the refused token (an older version's, or without restarts)
     left a checkpoint naming it: the resumed run's attempt counts as the first."""
-    source = ShortCountSource(make_records(10), page_size=3, extra=4)
+    source = ShortCountSource(make_records(10), page_size=5, extra=4)
     failed = Harvest(source)
     with pytest.raises(HarvestProtocolError, match="noRecordsMatch"):
         failed.run(max_restarts=0)
@@ -910,13 +910,24 @@ def test_a_list_short_of_its_size_resumed_from_its_refused_token_ends_after_one_
     resumed = Harvest(source).run(checkpoint=saved)
 
     assert set(resumed.records) == held(source)
-    assert len(source.requests) == 1 + 5  # the token, then the window once
+    assert len(source.requests) == 1 + 3  # the token, then the window once
     assert resumed.client.notices == [_refused_twice(10, 14)]
+
+
+def test_a_list_short_of_more_than_a_page_at_the_same_point_each_time_still_fails() -> None:
+    """More than a page missing is pages lost at a fixed point (a search index's paging
+    limit), not a count that is off: the run fails after its redos, as before, instead of
+    ending the list without them."""
+    source = ShortCountSource(make_records(10), page_size=3, extra=4)
+    harvest = Harvest(source)
+    with pytest.raises(HarvestProtocolError, match="refused 3 times.*noRecordsMatch"):
+        harvest.run(max_restarts=2)
+    assert harvest.client.notices == []
 
 
 def test_a_token_refused_as_bad_at_the_same_point_each_time_still_fails() -> None:
     """Only noRecordsMatch says the list has no more: badResumptionToken keeps its redo."""
-    source = ShortCountSource(make_records(10), page_size=3, extra=4)
+    source = ShortCountSource(make_records(10), page_size=5, extra=4)
     source.refused_with = "badResumptionToken"
     harvest = Harvest(source)
     with pytest.raises(HarvestProtocolError, match="refused 3 times.*badResumptionToken"):

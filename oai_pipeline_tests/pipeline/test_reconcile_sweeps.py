@@ -418,19 +418,19 @@ def test_a_list_ended_short_of_its_size_deletes_nothing_even_when_few_vanished(
 def test_a_list_short_of_its_size_at_the_same_point_twice_deletes_nothing(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The source now sends 6 of its 10 records and announces 10, its last page naming a
+    """The source now sends 7 of its 10 records and announces 10, its last page naming a
     token it answers with noRecordsMatch, the same in the redone window: taken as the end
     of the list, which ended short. Before, the reconcile failed on the restarts; now it
     deletes nothing by it, saying why."""
-    fake = ShortCountSource(make_records(10), page_size=3, extra=0, deleted_record="no")
+    fake = ShortCountSource(make_records(10), page_size=5, extra=0, deleted_record="no")
     _harvested(settings, monkeypatch, 10, fake=fake)
-    fake.records, fake.extra = fake.records[:6], 4
+    fake.records, fake.extra = fake.records[:7], 3
     with Services(settings) as services:
         refusal = _refusal(services)
-        assert "ended after 6 of the 10 records it announced" in refusal
+        assert "ended after 7 of the 10 records it announced" in refusal
         assert (
             f"  note: {BASE_URL} (ListIdentifiers): the source answered noRecordsMatch to its "
-            "resumption token after 6 of the 10 records its completeListSize announced, twice "
+            "resumption token after 7 of the 10 records its completeListSize announced, twice "
             "at the same point; taken as the end of the list"
         ) in refusal
         assert len(services.state.live_identifiers("sample")) == 10
