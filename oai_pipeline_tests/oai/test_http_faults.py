@@ -321,12 +321,18 @@ def test_a_redirect_to_the_base_url_with_a_trailing_slash_is_noted() -> None:
             return httpx.Response(302, headers={"location": str(moved)})
         return source.handle(request)
 
+    client = _swept_seven(handle)
+    assert client.notices == [_moved_notice(BASE_URL, 302, f"{BASE_URL}/")]
+
+
+def _swept_seven(handle: Callable[[httpx.Request], httpx.Response]) -> OAIClient:
+    """The client that swept `handle`'s list of 7 records (all of them came)."""
     with OAIClient(
         BASE_URL, transport=httpx.MockTransport(handle), sleep=lambda _s: None
     ) as client:
         pages = list(client.sweep("ListRecords", metadata_prefix="oai_dc"))
     assert sum(len(page.records) for page in pages) == 7
-    assert client.notices == [_moved_notice(BASE_URL, 302, f"{BASE_URL}/")]
+    return client
 
 
 def test_a_bounce_back_to_the_base_url_is_not_noted() -> None:
@@ -343,11 +349,7 @@ def test_a_bounce_back_to_the_base_url_is_not_noted() -> None:
             return httpx.Response(302, headers={"location": str(check)})
         return source.handle(request)
 
-    with OAIClient(
-        BASE_URL, transport=httpx.MockTransport(handle), sleep=lambda _s: None
-    ) as client:
-        pages = list(client.sweep("ListRecords", metadata_prefix="oai_dc"))
-    assert sum(len(page.records) for page in pages) == 7
+    client = _swept_seven(handle)
     assert [r.url.path for r in source.requests] == ["/oai"] * 3  # bounced once, at first
     assert client.notices == []
 

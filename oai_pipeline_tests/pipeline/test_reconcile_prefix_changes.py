@@ -20,20 +20,27 @@ def _harvested(store: StateStore, *numbers: int) -> None:
     )
 
 
+DUBLIN_CORE = Harvester.from_stored(
+    {"id": "h", "base_url": "https://example.org/oai", "metadata_prefix": "oai_dc"}
+)
+
+
+def _harvested_in_two_prefixes(store: StateStore) -> None:
+    """Records 1 and 2 harvested as oai_dc, then the prefix oai_datacite and record 3 in it."""
+    store.save_harvester(DUBLIN_CORE)
+    _harvested(store, 1, 2)
+    store.save_harvester(DUBLIN_CORE.model_copy(update={"metadata_prefix": "oai_datacite"}))
+    _harvested(store, 3)
+
+
 def test_after_two_prefix_changes_the_refusal_names_each_format_with_its_count(
     tmp_path: Path,
 ) -> None:
     """oai_dc -> oai_datacite -> datacite: the records still harvested as oai_dc are held
     back too, and the line said all three were `harvested as 'oai_datacite'`."""
-    dc = Harvester.from_stored(
-        {"id": "h", "base_url": "https://example.org/oai", "metadata_prefix": "oai_dc"}
-    )
     with StateStore(f"sqlite:///{tmp_path / 'state.sqlite'}") as store:
-        store.save_harvester(dc)
-        _harvested(store, 1, 2)
-        store.save_harvester(dc.model_copy(update={"metadata_prefix": "oai_datacite"}))
-        _harvested(store, 3)
-        datacite = dc.model_copy(update={"metadata_prefix": "datacite"})
+        _harvested_in_two_prefixes(store)
+        datacite = DUBLIN_CORE.model_copy(update={"metadata_prefix": "datacite"})
         store.save_harvester(datacite)
 
         with pytest.raises(PipelineError) as refused:
@@ -54,19 +61,13 @@ def test_records_harvested_in_the_prefix_the_harvester_has_again_are_not_held_ba
     are the prefix's again; one vanished from its list is deleted, not held back as
     `harvested as 'oai_dc', before the metadata prefix became 'oai_dc'`. Those harvested
     as oai_datacite meanwhile are still held back."""
-    dc = Harvester.from_stored(
-        {"id": "h", "base_url": "https://example.org/oai", "metadata_prefix": "oai_dc"}
-    )
     with StateStore(f"sqlite:///{tmp_path / 'state.sqlite'}") as store:
-        store.save_harvester(dc)
-        _harvested(store, 1, 2)
-        store.save_harvester(dc.model_copy(update={"metadata_prefix": "oai_datacite"}))
-        _harvested(store, 3)
-        store.save_harvester(dc)
+        _harvested_in_two_prefixes(store)
+        store.save_harvester(DUBLIN_CORE)
 
-        _refuse_another_format(store, dc, {"oai:x:1", "oai:x:2"})  # deleted: no refusal
+        _refuse_another_format(store, DUBLIN_CORE, {"oai:x:1", "oai:x:2"})  # deleted: no refusal
         with pytest.raises(PipelineError) as refused:
-            _refuse_another_format(store, dc, {"oai:x:1", "oai:x:3"})
+            _refuse_another_format(store, DUBLIN_CORE, {"oai:x:1", "oai:x:3"})
 
     assert str(refused.value).startswith(
         "reconcile of h deletes nothing: 1 of the 2 records it would delete (e.g. oai:x:3) "
