@@ -341,20 +341,12 @@ def discover(
             run_id = run.run_id
             result = DiscoveryResult(run_id=run_id, from_=run.from_, until=run.until)
             try:
-                options, nothing_left = _with_identifiers_left(state, run_id, options)
+                options = _with_identifiers_left(state, run_id, options)
                 if _set_listed_before(state, harvester, run):
                     reader.know_set(harvester.setspec or "")
-                if not nothing_left:
-                    _fetch(
-                        services,
-                        scope,
-                        options,
-                        reader,
-                        run,
-                        result,
-                        progress,
-                        identify.granularity,
-                    )
+                _fetch(
+                    services, scope, options, reader, run, result, progress, identify.granularity
+                )
                 _tell_whole_days(run.asked, identify, run, result)
                 # the run's notices: this attempt's and those an earlier one of it met (a
                 # full disk refusing them fails the run, as one refusing a page does)
@@ -434,26 +426,23 @@ def _day_of(bound: str | None) -> str:
     return format_datestamp(moment, "day") if moment is not None else "…"
 
 
-def _with_identifiers_left(
-    state: StateStore, run_id: int, options: RunOptions
-) -> tuple[RunOptions, bool]:
+def _with_identifiers_left(state: StateStore, run_id: int, options: RunOptions) -> RunOptions:
     """A resumed run of selected identifiers asks for those it has not staged yet. Before,
     `--resume` of one (it failed or was stopped mid-list) swept the whole source into it.
     With `retry_failed`, also for its failed ones (a GetRecord the source refused, an
-    HTTPError, is retried only by a new answer), not for every identifier of the run.
-    True with them when none is left: the run's records are all staged, and it is written
-    from them without asking the source again (it asked for every identifier again)."""
+    HTTPError, is retried only by a new answer), not for every identifier of the run."""
     run = state.get_run(run_id)
     asked = (run or {}).get("options", {}).get("identifiers") or []
     if options.identifiers or not asked:
-        return options, False
+        return options
     staged = state.record_statuses(run_id, asked)
     left = [
         identifier
         for identifier in asked
         if identifier not in staged or (options.retry_failed and staged[identifier] == "failed")
     ]
-    return options.model_copy(update={"identifiers": left or asked}), not left
+    # none left: the run's records are all staged, and it is written from them
+    return options.model_copy(update={"identifiers": left or asked})
 
 
 def _save_on_failure(run_id: int, what: str, save: Callable[[], object]) -> None:

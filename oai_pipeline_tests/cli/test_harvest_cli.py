@@ -671,24 +671,6 @@ def test_a_refused_getrecord_is_asked_again_by_resume_with_retry_failed(
     assert shown["errors"] == []
 
 
-def test_a_resumed_run_of_selected_identifiers_with_none_left_asks_the_source_for_none(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Every identifier of the run staged and none failed (`--retry-failed` of a run that
-    succeeded; one that failed after its records were staged): nothing is left to ask for.
-    Before, every identifier of the run was asked for again."""
-    source = harvest_fake_source(settings, monkeypatch, UnavailableFor(_numbered(3)))
-    chosen = [r.identifier for r in source.records]
-    first = json.loads(run("harvest", "sample", *chosen, "--json").stdout)
-    assert (first["created"], first["errors"]) == (3, 0)
-    before = len(source.requests)
-
-    again = json.loads(run("harvest", "sample", "--resume", "1", "--retry-failed", "--json").stdout)
-
-    assert source.asked(before) == []
-    assert (again["run_id"], again["created"], again["errors"]) == (1, 3, 0)
-
-
 @pytest.mark.parametrize("code", [403, 503])
 def test_a_source_refusing_getrecord_after_getrecord_fails_the_run_resumably(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, code: int
