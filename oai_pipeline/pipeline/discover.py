@@ -441,7 +441,9 @@ def _with_identifiers_left(state: StateStore, run_id: int, options: RunOptions) 
         for identifier in asked
         if identifier not in staged or (options.retry_failed and staged[identifier] == "failed")
     ]
-    # none left: the run's records are all staged, and it is written from them
+    # none left: every identifier is asked for again, the catch-up a resumed window run makes
+    # with its list of the changes since its first attempt (a record dropped or changed
+    # since it was staged is written as the source has it now, not as staged)
     return options.model_copy(update={"identifiers": left or asked})
 
 
