@@ -557,7 +557,9 @@ def _relations(
 
 def _alternate(text: str) -> dict[str, str] | None:
     """An eu-repo altIdentifier as an identifier of the record (`other` for a scheme the
-    target does not have, such as `wos`); None when `text` is none."""
+    target does not have, such as `wos`); None when `text` is none, or an ISBN or ISSN
+    whose check digit is wrong (as `urn:isbn:` and a bare one: it was kept unchecked, an
+    ISBN the target links to another book, or to none)."""
     match = _ALT_IDENTIFIER.match(text)
     if match is None:
         return None
@@ -565,8 +567,12 @@ def _alternate(text: str) -> dict[str, str] | None:
     value = match.group(2).strip()
     if scheme == "doi":
         value = normalize_doi(value) or value
-    elif scheme == "issn":
-        value = issn(value) or value
+    elif scheme in ("isbn", "issn"):
+        # labelled, as `urn:isbn:` is read: ten bare digits are an ISBN here
+        checked = (isbn if scheme == "isbn" else issn)(f"{scheme}:{value}")
+        if checked is None:
+            return None
+        value = checked
     return {"identifier": value, "scheme": scheme}
 
 

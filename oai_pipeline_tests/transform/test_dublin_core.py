@@ -1052,3 +1052,32 @@ def test_an_isbn_or_issn_urn_with_a_wrong_check_digit_is_no_identifier(
     metadata = transformed_metadata(item)
     assert metadata.get("identifiers", []) == identifiers
     assert metadata.get("related_identifiers", []) == related
+
+
+PUBLISHED_IN = {"scheme": "issn", "relation_type": {"id": "ispublishedin"}}
+
+
+@pytest.mark.parametrize(
+    ("number", "identifiers", "related"),
+    [
+        ("isbn/978-3-16-148410-1", [], []),  # wrong check digits: no identifier
+        ("isbn/0306406153", [], []),
+        ("issn/0028-0837", [], []),
+        ("eissn/0028-0837", [], []),
+        ("isbn/978-3-16-148410-0", [{"identifier": "978-3-16-148410-0", "scheme": "isbn"}], []),
+        ("isbn/0306406152", [{"identifier": "0306406152", "scheme": "isbn"}], []),
+        ("issn/00280836", [], [{"identifier": "0028-0836", **PUBLISHED_IN}]),  # the serial's
+    ],
+)
+def test_an_alt_identifiers_isbn_or_issn_is_checked_as_any_other(
+    number: str, identifiers: list[dict[str, str]], related: list[dict[str, object]]
+) -> None:
+    """OpenAIRE's `info:eu-repo/semantics/altIdentifier/isbn/…` kept the number unchecked,
+    where `urn:isbn:` and a bare ISBN drop one whose check digit is wrong."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        f"<dc:relation>info:eu-repo/semantics/altIdentifier/{number}</dc:relation>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata.get("identifiers", []) == identifiers
+    assert metadata.get("related_identifiers", []) == related
