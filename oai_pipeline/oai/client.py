@@ -526,8 +526,9 @@ class OAIClient:
             listed = checkpoint.listed
         resumed_token = token  # what a failed run saved, to go on from
         # Where the last attempt ended on noRecordsMatch for a token before the size it
-        # announced: (records listed, that size). A redo ending there again is the list's
-        # end (see _refused_twice_notice); a token that expired ends elsewhere.
+        # announced, or on any refused token past it: (records listed, that size). A redo
+        # ending there again is the list's end (see _refused_twice_notice and
+        # _refused_when_whole_notice); a token that expired ends elsewhere.
         refused_at: tuple[int, int | None] | None = None
         refused_twice = False
         page_size = 0  # the most records a page of the list held: the source's page size
@@ -599,15 +600,20 @@ class OAIClient:
                             response_date=exc.response_date,
                             token_refused=announced is None,
                         )
-                    elif token is not None and _whole(announced, listed):
+                    elif (
+                        token is not None
+                        and _whole(announced, listed)
+                        and (listed == announced or refused_at == (listed, announced))
+                    ):
                         # invenio: a token on the last page of a list whose size is a multiple
                         # of the page size, refused when asked. Redone, the window met the
-                        # same token at its end each time, and the run failed.
+                        # same token at its end each time, and the run failed. Past its size,
+                        # the size is proven wrong and says nothing of the end: a token that
+                        # expired there lost the records after it, unless the redo is
+                        # refused at the same point too.
                         self._notice(
                             f"{self.base_url} ({verb}{_window_words(from_, until, set_spec)})"
-                            f": the source refused a resumption token ({exc.code}) after all "
-                            f"{announced} records its completeListSize announced; taken as "
-                            "the end of the list"
+                            f": {_refused_when_whole_notice(exc.code, listed, announced)}"
                         )
                         page = Page([], resumption_token=None, response_date=response_date)
                     elif token is None:
@@ -640,8 +646,9 @@ class OAIClient:
                             self.base_url,
                             exc.message,
                         )
+                        again_tells = no_records or _whole(announced, listed)
                         refused_at = (
-                            (listed, announced) if no_records and listed is not None else None
+                            (listed, announced) if again_tells and listed is not None else None
                         )
                         token, cursor, delivered = None, None, None
                         announced, listed = None, 0
@@ -1836,6 +1843,22 @@ def _count_notice(listed: int, announced: int) -> str | None:
         f"the list held {listed} records, {listed - announced} more than the {announced} "
         "the source announced (completeListSize): its count is off, or it listed records "
         "twice"
+    )
+
+
+def _refused_when_whole_notice(code: str, listed: int | None, announced: int | None) -> str:
+    """What to tell of a list taken as ended because the source refused its resumption token
+    after the ``announced`` completeListSize was reached (``listed`` past it: twice)."""
+    if listed == announced:
+        return (
+            f"the source refused a resumption token ({code}) after all {announced} records "
+            "its completeListSize announced; taken as the end of the list"
+        )
+    return (
+        f"the source refused a resumption token ({code}) after {listed} records, more than "
+        f"the {announced} its completeListSize announced, twice at the same point; taken as "
+        "the end of the list (its count is off: if records are missing, tell the source's "
+        "operator)"
     )
 
 

@@ -180,6 +180,9 @@ FAULTS: dict[str, Callable[[FuzzSource, random.Random], Fault]] = {
     "empty-pages": lambda source, rng: empty_pages(source.shown_list_size()),
 }
 
+# the faults that make a source refuse a token it issued
+REFUSING_TOKENS = frozenset({"expired-tokens", "token-bad-200", "token-bad-4xx"})
+
 
 @dataclass
 class PlacedFault:
@@ -297,10 +300,13 @@ class FuzzCase:
             once = name == "token-no-records-match"
             if once:
                 names.remove(name)
+            # Nor on every Nth request, a token refused past a size too small: refused at
+            # the same point of two attempts in a row, it is where the list ends, as above.
+            at_one_point = once or (self.wrong_by < 0 and name in REFUSING_TOKENS)
             if name == "empty-pages":
                 first, length = rng.randint(2, clean_requests + 1), rng.randint(2, 60)
                 self.faults.append(PlacedFault(name, fault, range(first, first + length)))
-            elif not every_taken and rng.random() < 0.15 and not once:
+            elif not every_taken and rng.random() < 0.15 and not at_one_point:
                 every_taken = True
                 self.faults.append(PlacedFault(name, fault, every=rng.randint(2, 6)))
             elif free:

@@ -935,6 +935,44 @@ def test_a_token_refused_as_bad_at_the_same_point_each_time_still_fails() -> Non
     assert harvest.client.notices == []
 
 
+def test_a_token_that_expired_past_a_size_too_small_is_redone_not_taken_for_the_end() -> None:
+    """Fuzz seeds 319, 409, 458: a source announcing 7 of its 12 records, its tokens expired
+    (a restart) after 9 were listed. Past the size, the list looked whole and the last 3
+    records were never harvested; the count is proven wrong there and says nothing of the
+    end, so the window is redone."""
+    source = OpaqueTokenSource(make_records(12), page_size=3)
+    shrink = transform_body(
+        lambda body: re.sub(rb'completeListSize="12"', b'completeListSize="7"', body)
+    )
+    source.every = (1, shrink)
+    source.faults[4] = expire_tokens(source)  # the token after 9 records
+
+    harvest = Harvest(source).run()
+
+    assert set(harvest.records) == held(source)
+    assert [c.resumption_token for c in harvest.checkpoints].count(None) == 2  # redone once
+    assert harvest.client.notices == []  # nothing ended early
+
+
+def test_a_token_refused_past_a_size_too_small_at_the_same_point_twice_ends_there() -> None:
+    """The source announces 7 of the 10 records it sends (its count leaves some out), its
+    last page naming a token it refuses as bad. Redone, the window ends at the same point:
+    that is the list's end, told as such, not a failure of every harvest."""
+    source = ShortCountSource(make_records(10), page_size=5, extra=-3)
+    source.refused_with = "badResumptionToken"
+
+    harvest = Harvest(source).run()
+
+    assert set(harvest.records) == held(source)
+    assert len(source.requests) == 2 * 3  # 2 pages and the token refused, twice
+    assert harvest.client.notices == [
+        f"{BASE_URL} (ListRecords): the source refused a resumption token "
+        "(badResumptionToken) after 10 records, more than the 7 its completeListSize "
+        "announced, twice at the same point; taken as the end of the list (its count is "
+        "off: if records are missing, tell the source's operator)"
+    ]
+
+
 def test_pages_sent_again_do_not_make_a_lost_list_look_whole() -> None:
     """Fuzz seed 7066: a source answered a token with an earlier page (fresh tokens, so
     the sweep went on from there) and later lost the list. The repeated pages had counted
