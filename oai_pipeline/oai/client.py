@@ -386,11 +386,10 @@ class OAIClient:
             for name, value in (*dates, ("set", set_spec)):
                 if value:
                     params[name] = value
+        # the list's own arguments: a token's page echoing others is another list's
+        listed = {"metadataPrefix": metadata_prefix, "from": from_, "until": until, "set": set_spec}
         try:
-            listed = {"metadataPrefix": metadata_prefix, "from": from_, "until": until}
-            parsed = self._request(
-                verb, params, {**listed, "set": set_spec}, stop_on_repeat=stop_on_repeat
-            )
+            parsed = self._request(verb, params, listed, stop_on_repeat=stop_on_repeat)
         except RefusedRequest as exc:
             if resumption_token and exc.status in _TOKEN_GONE_STATUSES:
                 raise BadResumptionToken(
@@ -402,7 +401,7 @@ class OAIClient:
         # the requests sent again below are the sweep's as much as the first (stop_on_repeat)
         if resumption_token and not self.prefix_with_token and _wants_the_prefix(parsed):
             parsed = self._token_with_prefix(
-                verb, params, metadata_prefix, parsed, stop_on_repeat=stop_on_repeat
+                verb, params, metadata_prefix, parsed, listed, stop_on_repeat=stop_on_repeat
             )
         if self.date_form is None and _refuses_the_dates(parsed):
             if _dates_in_seconds(params):
@@ -1046,6 +1045,7 @@ class OAIClient:
         params: dict[str, str],
         metadata_prefix: str,
         refused: ParsedResponse,
+        listed: dict[str, str | None],
         *,
         stop_on_repeat: bool = False,
     ) -> ParsedResponse:
@@ -1053,10 +1053,9 @@ class OAIClient:
         protocol wants it (pycsw, geopython/pycsw#317: "Missing metadataprefix parameter"):
         the token is sent again with the prefix, and so is every later one of this client.
         Refused again, the prefix was not what the source missed: its first answer stands.
-        ``stop_on_repeat``: the list's own (see `_request`)."""
-        parsed = self._request(
-            verb, {**params, "metadataPrefix": metadata_prefix}, stop_on_repeat=stop_on_repeat
-        )
+        ``listed`` and ``stop_on_repeat``: the list's own (see `_request`)."""
+        again = {**params, "metadataPrefix": metadata_prefix}
+        parsed = self._request(verb, again, listed, stop_on_repeat=stop_on_repeat)
         if _refuses_an_argument(parsed):
             return refused
         if parsed.errors:  # the token read (badResumptionToken...): for the sweep to judge

@@ -40,6 +40,7 @@ from oai_pipeline_tests.oai.fake_source import (
     FakeSource,
     Fault,
     OpaqueTokenSource,
+    PrefixWithTokenSource,
     SecondsRefusedSource,
     ShortCountSource,
     drop_connection,
@@ -1032,6 +1033,27 @@ def test_a_page_of_another_list_for_a_token_is_retried_not_taken(
     harvest = Harvest(source).run(prefetch=prefetch, **window)
     assert set(harvest.records) == {r.identifier for r in source.records[:20]}
     assert len(source.requests) == 8  # 7 pages and the one retry
+
+
+class EchoingPrefixWithTokenSource(PrefixWithTokenSource, EchoingSource):
+    """Wants the prefix with each token, and echoes each request in <request>."""
+
+
+def test_a_page_of_another_list_for_a_token_sent_again_with_the_prefix_is_retried() -> None:
+    """A source wanting the prefix with each token (pycsw) answered the token sent again
+    with it by a page of another list: taken unchecked (the check was on the first try
+    only), it ended the list early and 14 of the 20 records were never harvested."""
+    source = EchoingPrefixWithTokenSource(
+        make_records(20, day=2) + make_records(4, day=1), page_size=3
+    )
+    another = {"from": "2024-03-01T00:00:00Z", "until": "2024-03-01T23:59:59Z"}
+    first = httpx.Request(
+        "GET", BASE_URL, params={"verb": "ListRecords", "metadataPrefix": "oai_dc", **another}
+    )
+    source.faults[3] = lambda request, response: source.answer(first)  # the token again
+    harvest = Harvest(source).run(from_="2024-03-02T00:00:00Z", until="2024-03-02T23:59:59Z")
+    assert set(harvest.records) == {r.identifier for r in source.records[:20]}
+    assert len(source.requests) == 9  # 7 pages, the token refused alone, the one retry
 
 
 @pytest.mark.parametrize(
