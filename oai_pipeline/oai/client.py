@@ -68,6 +68,7 @@ from oai_pipeline.oai.pages import (
     read_sets,
     what_the_body_says,
 )
+from oai_pipeline.oai.tls import trusted_tls_context
 from oai_pipeline.oai.types import (
     Granularity,
     HarvestedRecord,
@@ -310,6 +311,7 @@ class OAIClient:
             )
         self._http = httpx.Client(
             transport=transport,
+            verify=trusted_tls_context() if transport is None else True,
             timeout=httpx.Timeout(timeout),
             follow_redirects=True,
             event_hooks={"response": [self._refuse_downgrade]},

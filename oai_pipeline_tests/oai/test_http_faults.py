@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import gzip
+import os
 import socket
+import ssl
 import time
 import tracemalloc
 import zlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,6 +22,7 @@ from oai_pipeline.oai.errors import (
     OversizedResponse,
     PersistentProtocolError,
 )
+from oai_pipeline.oai.tls import _tls_context
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
 from oai_pipeline_tests.oai.fake_source import BASE_URL, FakeSource, make_records
 from oai_pipeline_tests.oai.fault_server import (
@@ -151,6 +155,34 @@ def test_an_untrusted_certificate_fails_at_once_saying_so() -> None:
     )
     assert "self-signed certificate" in message and "CERTIFICATE_VERIFY_FAILED" in message
     assert message.endswith("set SSL_CERT_FILE to a CA bundle that trusts it, or fix the base URL)")
+
+
+def test_the_tls_context_is_shared_until_the_trusted_bundle_changes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Made once per process (loading the CA bundle took 25-65 ms per client), the context
+    still follows SSL_CERT_FILE: set to another bundle, or the bundle rewritten, the next
+    client trusts what it now says."""
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    made: list[ssl.SSLContext] = []
+    create = httpx.create_ssl_context
+    monkeypatch.setattr(httpx, "create_ssl_context", lambda: made.append(create()) or made[-1])
+    _tls_context.cache_clear()
+    for _ in range(3):
+        OAIClient("https://oai.example.org/oai").close()
+    assert len(made) == 1
+    bundle = tmp_path / "bundle.pem"
+    bundle.write_bytes((SELF_SIGNED / "expired_cert.pem").read_bytes())
+    with FaultServer(FakeSource(make_records(3)), self_signed_tls=True) as server:
+        assert "is not trusted" in refused_at_once(server.base_url)  # certifi's bundle
+        monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+        assert "is not trusted" in refused_at_once(server.base_url)  # another certificate
+        bundle.write_bytes((SELF_SIGNED / "cert.pem").read_bytes())
+        changed = bundle.stat().st_mtime_ns + 1_000_000_000  # however coarse the clock
+        os.utime(bundle, ns=(changed, changed))
+        with OAIClient(server.base_url, sleep=lambda _s: None) as client:
+            assert client.identify().repository_name
 
 
 def test_an_expired_certificate_fails_at_once_saying_so(monkeypatch: pytest.MonkeyPatch) -> None:
