@@ -1109,6 +1109,29 @@ def test_a_name_of_digits_only_names_nobody() -> None:
     assert people == [personal("Doe", "Jane")]
 
 
+def test_a_family_name_of_digits_only_names_nobody() -> None:
+    """A familyName of digits and punctuation only (`12345`, `0000-0002`: a number in the
+    family name's field) was the person's family name, beside a contributorName of digits
+    too and beside `Doe, Jane`. It names nobody, as such a contributorName does: the first is
+    left out, the second is the person its contributorName is."""
+    people = _personal_contributors(
+        "12345</contributorName><familyName>12345</familyName>",
+        "Doe, Jane</contributorName><familyName>0000-0002</familyName>",
+    )
+    assert people == [personal("Doe", "Jane")]
+
+
+def test_a_record_whose_only_creator_has_names_of_digits_has_no_creator() -> None:
+    """creatorName and familyName `12345`: its error says the creator is missing."""
+    resource = (
+        VIDEO.replace('"Personal">Lynn, Briscoe</creatorName>', '"Personal">12345</creatorName>')
+        .replace("<givenName>Briscoe</givenName>", "")
+        .replace(">Lynn</familyName>", ">12345</familyName>")
+    )
+    item = transform_one(TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(resource)))
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.creators")
+
+
 @pytest.mark.parametrize("name", [",", ", ,", " ; ", "12345", "2019-01"])
 def test_a_record_whose_only_creator_is_punctuation_has_no_creator(name: str) -> None:
     """Its error says the creator is missing (it was a validation error about a family name)."""
