@@ -1034,6 +1034,11 @@ def test_an_affiliation_by_name_beside_the_same_with_its_ror_is_one(written: lis
         ("0028-0837", None),
         ("978-3-16-148410-1", None),
         ("0306406152", None),  # ten bare digits: as likely a local number
+        # as a URN: checked as a dc:identifier's `urn:isbn:` is (it was a `urn` unchecked)
+        ("urn:isbn:9780306406157", {"identifier": "9780306406157", "scheme": "isbn"}),
+        ("urn:isbn:9780306406158", None),
+        ("urn:issn:0028-0836", {"identifier": "0028-0836", "scheme": "issn"}),
+        ("urn:nbn:de:101:1-2020", {"identifier": "urn:nbn:de:101:1-2020", "scheme": "urn"}),
     ],
 )
 def test_a_related_identifier_without_a_type_that_is_an_issn_or_isbn_is_one(
