@@ -32,6 +32,7 @@ from oai_pipeline.transform.normalize import (
     orcid_in_note,
     person_or_org,
     text_or_none,
+    unique_affiliations,
     without_et_al,
 )
 
@@ -331,8 +332,8 @@ def _author(author: etree._Element) -> dict[str, Any] | None:
     else:
         family = f"{keyname} {suffix}" if suffix else keyname  # `Hopper Jr.`, as arXiv shows it
         person = person_or_org(None, kind="personal", given=forenames, family=family)
-    affiliations = dict.fromkeys(_texts(paths.affiliation, author))
-    return {"person_or_org": person, "affiliations": [{"name": name} for name in affiliations]}
+    affiliations = [{"name": name} for name in _texts(paths.affiliation, author)]
+    return {"person_or_org": person, "affiliations": unique_affiliations(affiliations)}
 
 
 # arXivRaw
@@ -422,7 +423,7 @@ def _raw_authors(text: str) -> list[dict[str, Any]]:
         creators.append(
             {
                 "person_or_org": _raw_person(name, orcids),
-                "affiliations": [{"name": each} for each in dict.fromkeys(affiliations)],
+                "affiliations": unique_affiliations([{"name": each} for each in affiliations]),
             }
         )
     return creators

@@ -457,7 +457,7 @@ def creatibutors(
         # `et al.` (`and others`, `u.a.`) after or as a name: the authors it does not name
         name = text_or_none(without_et_al(written)) if written is not None else None
         if name is not None and names_nobody(name):
-            name = None  # `,` or `, ,`: punctuation names nobody
+            name = None  # `,`, `, ,`, `12345`: punctuation or digits name nobody
         name_type = (name_element.get("nameType") or "").lower() if name_element is not None else ""
         # A malformed identifier (name_identifier gives None) is dropped, not the person.
         identifiers = [
@@ -467,6 +467,8 @@ def creatibutors(
         ]
         given = text_or_none(_string(children, tags.given_name))
         family = text_or_none(_string(children, tags.family_name))
+        if family is not None and names_nobody(family):
+            family = None  # `12345` names nobody there either; the name (if any) is read instead
         if name is None and family is None:
             if contributors or written is not None:
                 continue  # an optional contributor without a name, or `et al.`, is left out

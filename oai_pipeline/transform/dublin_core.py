@@ -45,6 +45,7 @@ from oai_pipeline.transform.normalize import (
     text_or_none,
     unique_identifiers,
     untyped_identifier,
+    urn_identifier,
     without_et_al,
 )
 
@@ -350,17 +351,10 @@ def _identifiers(
                 links.append(link)
             else:
                 identifiers.append({"identifier": text, "scheme": "url"})
-        elif text.lower().startswith(("urn:isbn:", "urn:issn:")):
-            # the URN form PKP and OpenAIRE advise for a serial's or book's number (`urn:isbn:`
-            # alone gives none: an empty ISBN failed the record). Its number is checked as a
-            # bare or labelled one is (`isbn:…` is a label `isbn` reads): a wrong check digit
-            # gives no identifier, as in MARC's 020 and 022 and a related identifier, where it
-            # was kept as an ISBN the target links to another book, or to none
-            scheme = text[4:8].lower()
-            if number := (isbn if scheme == "isbn" else issn)(text[4:]):
-                identifiers.append({"identifier": number, "scheme": scheme})
         elif text.lower().startswith("urn:"):
-            identifiers.append({"identifier": text, "scheme": "urn"})
+            # `urn:isbn:…` is its ISBN, checked as a bare one is (as in MARC's 020 and 022)
+            if (entry := urn_identifier(text)) is not None:
+                identifiers.append(entry)
         elif (info := info_uri(text)) is not None:
             identifiers.append(info)
         elif (alternate := _alternate(text)) is not None:

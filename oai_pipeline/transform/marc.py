@@ -667,7 +667,8 @@ _FILE_LOCATIONS = _NO_RELATIONSHIP | frozenset("01")
 # it (`Table of contents`, the DNB's `Inhaltsverzeichnis`, `Sample text`, `Cover image`: what
 # 856 4 3 links), which the record has (`haspart`); others a text about it (the Library of
 # Congress's enrichment links: `Publisher description`, `Contributor biographical
-# information`, which LC codes 856 4 2, a related resource), which it `references`. Neither is
+# information`, which LC codes 856 4 2, a related resource; the DNB's `Inhaltstext`, its
+# publisher's description, which it codes 856 4 2 too), which it `references`. Neither is
 # the item: such an 856 gives the record neither its DOI, nor a file, nor an identifier of its
 # own. Any other $3 (`Full text`, `Volltext`, `PDF`) names the item or its form.
 _PARTS = re.compile(
@@ -676,7 +677,8 @@ _PARTS = re.compile(
     re.I,
 )
 _ABOUT = re.compile(
-    r"^(?:publisher description|contributor biographical information|review)\b", re.I
+    r"^(?:publisher description|contributor biographical information|review|inhaltstext)\b",
+    re.I,
 )
 # The 856s of the resource itself: 0, or no relationship stated.
 _OWN_LOCATIONS = _NO_RELATIONSHIP | frozenset("0")

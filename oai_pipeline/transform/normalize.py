@@ -401,18 +401,31 @@ def info_uri(text: str) -> dict[str, str] | None:
     return {"identifier": match.group(2), "scheme": _INFO_SCHEMES[match.group(1).lower()]}
 
 
+def urn_identifier(text: str) -> dict[str, str] | None:
+    """A URN (`text` begins with `urn:`) as an identifier. `urn:isbn:` and `urn:issn:`, the
+    form PKP and OpenAIRE advise for a book's or serial's number, are that ISBN or ISSN when
+    its check digit is right (`isbn:…` is a label `isbn` reads, so ten bare digits are one),
+    else None: kept unchecked, or as a `urn`, it linked to another book, or to none, and an
+    empty `urn:isbn:` failed the record. Any other URN is a `urn`."""
+    scheme = text[4:9].lower()
+    if scheme in ("isbn:", "issn:"):
+        number = (isbn if scheme == "isbn:" else issn)(text[4:])
+        return {"identifier": number, "scheme": scheme[:4]} if number else None
+    return {"identifier": text, "scheme": "urn"}
+
+
 def untyped_identifier(text: str) -> dict[str, str] | None:
     """An identifier given without its scheme (a dc:relation, a DataCite related identifier
     with no type) as one of the scheme its form shows: a DOI (bare, `doi:`, a doi.org URL), a
-    web URL, a URN, an `info:` URI (`info_uri`), or an ISBN or ISSN whose check digit is right
-    (`isbn`, `issn`: ten or eight bare digits only with their label); None for any other
-    value, which nothing says how to read."""
+    web URL, a URN (`urn_identifier`: `urn:isbn:` is an ISBN), an `info:` URI (`info_uri`), or
+    an ISBN or ISSN whose check digit is right (`isbn`, `issn`: ten or eight bare digits only
+    with their label); None for any other value, which nothing says how to read."""
     if (doi := normalize_doi(text)) is not None:
         return {"identifier": doi, "scheme": "doi"}
     if text.startswith(("http://", "https://")):
         return {"identifier": text, "scheme": "url"}
     if text.lower().startswith("urn:"):
-        return {"identifier": text, "scheme": "urn"}
+        return urn_identifier(text)
     if (number := isbn(text)) is not None:
         return {"identifier": number, "scheme": "isbn"}
     if (number := issn(text)) is not None:

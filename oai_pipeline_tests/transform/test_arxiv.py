@@ -467,6 +467,35 @@ def test_raw_record() -> None:
     ]
 
 
+def test_an_authors_affiliations_are_compared_as_other_formats_compare_them() -> None:
+    """An affiliation given twice in other case or spacing (`CERN` and `Cern`, `University of
+    London` and the same with a no-break space) was listed twice: arXiv's were compared by
+    their exact text. They are compared as DataCite's, OpenAIRE's and MARC's are
+    (`unique_affiliations`), the first kept."""
+    metadata = transformed_metadata(
+        arxiv_item(
+            "<id>2401.00001</id><created>2024-01-01</created><authors>"
+            "<author><keyname>Lovelace</keyname><forenames>Ada</forenames>"
+            "<affiliation>CERN</affiliation><affiliation>University of London</affiliation>"
+            "<affiliation>Cern</affiliation><affiliation>University\u00a0of London</affiliation>"
+            "</author></authors><title>T</title>"
+        )
+    )
+    assert [c["affiliations"] for c in metadata["creators"]] == [
+        [{"name": "CERN"}, {"name": "University of London"}]
+    ]
+
+
+def test_a_raw_authors_affiliations_are_compared_as_other_formats_compare_them() -> None:
+    """arXivRaw's affiliations, in parentheses and as numbered notes, likewise."""
+    body = (
+        "<id>0704.0002</id><title>T</title>"
+        "<authors>Author One (CERN) (1), Author Two (1) ((1) cern)</authors>"
+    )
+    creators = transformed_metadata(raw_item(body))["creators"]
+    assert [c["affiliations"] for c in creators] == [[{"name": "CERN"}], [{"name": "cern"}]]
+
+
 @pytest.mark.parametrize(
     ("authors", "expected"),
     [

@@ -1034,6 +1034,11 @@ def test_an_affiliation_by_name_beside_the_same_with_its_ror_is_one(written: lis
         ("0028-0837", None),
         ("978-3-16-148410-1", None),
         ("0306406152", None),  # ten bare digits: as likely a local number
+        # as a URN: checked as a dc:identifier's `urn:isbn:` is (it was a `urn` unchecked)
+        ("urn:isbn:9780306406157", {"identifier": "9780306406157", "scheme": "isbn"}),
+        ("urn:isbn:9780306406158", None),
+        ("urn:issn:0028-0836", {"identifier": "0028-0836", "scheme": "issn"}),
+        ("urn:nbn:de:101:1-2020", {"identifier": "urn:nbn:de:101:1-2020", "scheme": "urn"}),
     ],
 )
 def test_a_related_identifier_without_a_type_that_is_an_issn_or_isbn_is_one(
@@ -1107,6 +1112,29 @@ def test_a_name_of_digits_only_names_nobody() -> None:
         "12345</contributorName>", "2019-01</contributorName>", "Doe, Jane</contributorName>"
     )
     assert people == [personal("Doe", "Jane")]
+
+
+def test_a_family_name_of_digits_only_names_nobody() -> None:
+    """A familyName of digits and punctuation only (`12345`, `0000-0002`: a number in the
+    family name's field) was the person's family name, beside a contributorName of digits
+    too and beside `Doe, Jane`. It names nobody, as such a contributorName does: the first is
+    left out, the second is the person its contributorName is."""
+    people = _personal_contributors(
+        "12345</contributorName><familyName>12345</familyName>",
+        "Doe, Jane</contributorName><familyName>0000-0002</familyName>",
+    )
+    assert people == [personal("Doe", "Jane")]
+
+
+def test_a_record_whose_only_creator_has_names_of_digits_has_no_creator() -> None:
+    """creatorName and familyName `12345`: its error says the creator is missing."""
+    resource = (
+        VIDEO.replace('"Personal">Lynn, Briscoe</creatorName>', '"Personal">12345</creatorName>')
+        .replace("<givenName>Briscoe</givenName>", "")
+        .replace(">Lynn</familyName>", ">12345</familyName>")
+    )
+    item = transform_one(TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(resource)))
+    assert (item.error.type, item.error.location) == ("missing_field", "metadata.creators")
 
 
 @pytest.mark.parametrize("name", [",", ", ,", " ; ", "12345", "2019-01"])

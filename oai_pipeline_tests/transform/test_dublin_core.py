@@ -964,6 +964,32 @@ def test_a_dc_relation_that_is_an_isbn_is_a_related_identifier(
     assert [(r["identifier"], r["scheme"], r["relation_type"]["id"]) for r in related] == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("urn:isbn:9780306406157", [("9780306406157", "isbn", "references")]),
+        ("URN:ISBN:0-306-40615-2", [("0-306-40615-2", "isbn", "references")]),
+        ("urn:isbn:9780306406158", []),  # a wrong check digit: no identifier
+        ("urn:isbn:", []),
+        # the journal's ISSN, once (it was also a `urn` the record references)
+        ("urn:issn:0028-0836", [("0028-0836", "issn", "ispublishedin")]),
+        ("urn:nbn:de:101:1-2020", [("urn:nbn:de:101:1-2020", "urn", "references")]),
+    ],
+)
+def test_a_dc_relation_that_is_an_isbn_urn_is_its_isbn(
+    text: str, expected: list[tuple[str, str, str]]
+) -> None:
+    """A dc:relation `urn:isbn:9780306406157` was a `urn` the record references, where the
+    same dc:identifier is the ISBN whose check digit is right, and none with a wrong one. It
+    is read as that dc:identifier is now; other URNs stay URNs."""
+    item = dc_item(
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
+        f"<dc:relation>{text}</dc:relation>"
+    )
+    related = transformed_metadata(item).get("related_identifiers", [])
+    assert [(r["identifier"], r["scheme"], r["relation_type"]["id"]) for r in related] == expected
+
+
 def test_a_name_that_names_nobody_is_left_out_and_one_without_its_family_part_is_one_name() -> None:
     """Found by fuzzing: a dc:creator of authority dates only (`1950-2000`: the dates were
     dropped, leaving no name) or of punctuation only (`,`, `, ,`) became a person with no

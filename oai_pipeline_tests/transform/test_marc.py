@@ -810,6 +810,8 @@ def test_a_file_of_the_resource_itself_is_a_file_of_the_record(ind2: str) -> Non
         ("Sample text", False),
         ("Publisher description.", False),
         ("Contributor biographical information", False),
+        ("Inhaltsverzeichnis", False),
+        ("Inhaltstext", False),  # the DNB's: the publisher's description
     ],
 )
 def test_the_materials_an_856_specifies_decide_its_doi_and_its_file_alike(
@@ -839,6 +841,8 @@ def test_the_materials_an_856_specifies_decide_its_doi_and_its_file_alike(
         ("Cover image", "haspart"),
         ("Publisher description", "references"),
         ("Contributor biographical information", "references"),
+        ("Inhaltsverzeichnis", "haspart"),
+        ("Inhaltstext", "references"),  # the DNB's publisher description
     ],
 )
 def test_a_link_to_a_part_or_a_text_about_the_item_is_a_related_identifier(
@@ -848,7 +852,8 @@ def test_a_link_to_a_part_or_a_text_about_the_item_is_a_related_identifier(
     (`Table of contents`) or a text about it (LC's `Publisher description`) was kept among
     the record's own identifiers, as if its URL identified the record. It is now a related
     identifier: a part the record has (`haspart`, as 856 4 3 is), a text it `references`
-    (LC codes its publisher descriptions 856 4 2, a related resource).
+    (LC codes its publisher descriptions 856 4 2, a related resource; the DNB's `Inhaltstext`
+    is one, which was the record's own URL, DOI and file when coded 4 0).
 
     So is one of a version of the resource (856 4 1), which was `isversionof`, as if the
     table of contents were the work in another form: the Library of Congress coded its tables
@@ -884,6 +889,7 @@ def test_an_856_of_a_version_naming_the_item_stays_a_version() -> None:
         ("Sample text", "haspart"),
         ("Cover image", "haspart"),
         ("Publisher description", "references"),
+        ("Inhaltstext", "references"),
         ("Full text", "references"),
     ],
 )
