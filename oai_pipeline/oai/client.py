@@ -141,11 +141,6 @@ _ITEM_ERRORS = {
 }
 
 
-# What an operator is told when the base URL answers as no OAI-PMH endpoint does.
-_NOT_AN_ENDPOINT = (
-    "; check that the harvester's base URL is the source's OAI-PMH endpoint "
-    "(`oai-pipeline harvesters update ID --base-url URL`)"
-)
 _NEVER_ANSWERED = ", and this base URL has never answered OAI-PMH"
 # HTTP 401/403 without an OAI-PMH answer: access refused (see OAIClient._refused)
 _ACCESS_REFUSED_STATUSES = frozenset({401, 403})
@@ -235,13 +230,15 @@ class OAIClient:
         max_response_bytes: int | None = None,
         user_agent: str | None = None,
         endpoint_proven: bool = True,
+        harvester_id: str | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
         """``sleep`` None waits in real time (cut short when a page fetched ahead is dropped);
         tests pass a fake. A response larger than ``max_response_bytes`` (None: the project's
         bound on documents) fails the request. ``endpoint_proven`` False: the base URL has
-        never answered OAI-PMH (see `endpoint_proven`)."""
+        never answered OAI-PMH (see `endpoint_proven`). ``harvester_id``: the harvester the
+        commands in errors and notices update (`ID` without one)."""
         if not base_url.startswith(("http://", "https://")):
             raise ConfigurationError(f"OAI-PMH base URL must be http(s): {base_url!r}")
         if max_response_bytes is None:
@@ -274,6 +271,7 @@ class OAIClient:
         # Before, it is the wrong URL (a home page, a login page): retried, it cost a minute
         # of waiting before the error that says to check the base URL.
         self.endpoint_proven = endpoint_proven
+        self.harvester_id = harvester_id
         self._answered = False  # whether the source answered OAI-PMH to this client
         # A prefetching worker's stop event, so its waits end when its sweep is closed.
         self._local = threading.local()
@@ -817,7 +815,7 @@ class OAIClient:
         else:
             hint = (
                 f"the source offers {', '.join(offered) or 'none'}: set one as the harvester's "
-                "metadata prefix (`oai-pipeline harvesters update ID --metadata-prefix P`)"
+                f"metadata prefix ({self._update_command('--metadata-prefix', 'P')})"
             )
         answer = "; ".join(f"{code}: {text}" if text else code for code, text in parsed.errors)
         raise UnknownMetadataFormat(
@@ -1086,6 +1084,18 @@ class OAIClient:
             "when it was asked for) and applied"
         )
 
+    def _update_command(self, option: str, value: str) -> str:
+        """The command that sets ``option`` of the source's harvester, quoted for the text."""
+        return f"`oai-pipeline harvesters update {self.harvester_id or 'ID'} {option} {value}`"
+
+    @property
+    def _not_an_endpoint(self) -> str:
+        """What an operator is told when the base URL answers as no OAI-PMH endpoint does."""
+        return (
+            "; check that the harvester's base URL is the source's OAI-PMH endpoint "
+            f"({self._update_command('--base-url', 'URL')})"
+        )
+
     def _notice(self, message: str) -> None:
         """A quirk of the source the operator should know of: logged once, and kept in
         ``notices`` for the harvest's outcome."""
@@ -1104,7 +1114,7 @@ class OAIClient:
             return
         code, message = parsed.errors[0]
         if any(c == "badVerb" for c, _ in parsed.errors):
-            hint = f"the source refuses the OAI-PMH verb {verb}{_NOT_AN_ENDPOINT}"
+            hint = f"the source refuses the OAI-PMH verb {verb}{self._not_an_endpoint}"
         kind = (
             BadResumptionToken
             if any(c == "badResumptionToken" for c, _ in parsed.errors)
@@ -1229,7 +1239,7 @@ class OAIClient:
         if self._redirect_noted or moved_to == asked:
             return
         self._redirect_noted = True
-        update = f"(`oai-pipeline harvesters update ID --base-url {moved_to}`)"
+        update = f"({self._update_command('--base-url', str(moved_to))})"
         if first in (301, 308):
             self._notice(
                 f"{self.base_url} has moved permanently (HTTP {first}) to {moved_to}: each "
@@ -1367,7 +1377,7 @@ class OAIClient:
                         if web_page and not self.endpoint_proven:
                             raise UnprovenEndpoint(
                                 f"{self.base_url} ({verb}): {problem}{_NEVER_ANSWERED}"
-                                f"{_NOT_AN_ENDPOINT}"
+                                f"{self._not_an_endpoint}"
                             ) from exc
                     else:
                         self.endpoint_proven = self._answered = True
@@ -1409,7 +1419,7 @@ class OAIClient:
                 )
                 return another_answer
             if exhausted or waited + wait > self.retry_budget_seconds:
-                hint = _NOT_AN_ENDPOINT if web_page else ""
+                hint = self._not_an_endpoint if web_page else ""
                 if unreadable and not otherwise and len(answers) == 1 and attempts > 1:
                     raise NotOAIResponse(
                         f"{self.base_url} ({verb}): {problem}, the same at each of {attempts} "
@@ -1480,8 +1490,8 @@ class OAIClient:
         # no such page: not for a token (the source forgot it)
         if status in (404, 410) and "resumptionToken" not in params:
             if not self.endpoint_proven:
-                return UnprovenEndpoint(f"{said}{_NEVER_ANSWERED}{_NOT_AN_ENDPOINT}")
-            said += _NOT_AN_ENDPOINT
+                return UnprovenEndpoint(f"{said}{_NEVER_ANSWERED}{self._not_an_endpoint}")
+            said += self._not_an_endpoint
         return RefusedRequest(said, status=status, detail=says)
 
     def _pause(self, seconds: float) -> None:

@@ -167,6 +167,7 @@ class OAIPMHReader(Reader):
             retry_budget_seconds=options.retry_budget_seconds,
             max_response_bytes=options.max_response_mb * 1024 * 1024,
             user_agent=options.user_agent,
+            harvester_id=harvester.id,
             transport=transport,
             sleep=sleep,
         )

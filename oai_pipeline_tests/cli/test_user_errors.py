@@ -1554,7 +1554,10 @@ def test_a_base_url_answering_a_web_page_says_to_check_the_base_url() -> None:
         result = run("harvest", "web")
 
     assert_one_line_error(result, "an HTML page, not OAI-PMH XML")
-    assert "check that the harvester's base URL is the source's OAI-PMH endpoint" in result.stderr
+    assert (
+        "check that the harvester's base URL is the source's OAI-PMH endpoint "
+        "(`oai-pipeline harvesters update web --base-url URL`)"  # before: `update ID`
+    ) in result.stderr
 
 
 def test_a_new_harvesters_base_url_answering_a_web_page_fails_at_once() -> None:

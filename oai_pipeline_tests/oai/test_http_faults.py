@@ -289,9 +289,9 @@ def test_closing_a_sweep_stops_reading_the_page_fetched_ahead() -> None:
         assert time.monotonic() - started < 2  # before: the rest of the 6 s
 
 
-def _moved_notice(base_url: str, status: int, moved_to: str) -> str:
+def _moved_notice(base_url: str, status: int, moved_to: str, harvester: str = "ID") -> str:
     """The one notice of a base URL whose requests are redirected to ``moved_to``."""
-    update = f"(`oai-pipeline harvesters update ID --base-url {moved_to}`)"
+    update = f"(`oai-pipeline harvesters update {harvester} --base-url {moved_to}`)"
     if status in (301, 308):
         return (
             f"{base_url} has moved permanently (HTTP {status}) to {moved_to}: each request "
@@ -321,15 +321,20 @@ def test_a_redirect_of_every_request_is_reported_once(
     assert [m for m in messages if server.base_url in m and "redirect" in m] == [expected]
 
 
-def test_a_redirect_is_a_notice_of_the_harvest() -> None:
-    """Before, only the log said so, where the operator of a scheduled harvest looks last."""
+def test_a_redirect_is_a_notice_of_the_harvest_naming_its_harvester() -> None:
+    """Before, only the log said so, where the operator of a scheduled harvest looks last;
+    then its command said `ID`, which the operator had to fill in."""
     source = FakeSource(make_records(7), page_size=3)
-    with FaultServer(source) as server, OAIClient(server.base_url, sleep=lambda _s: None) as client:
+    with (
+        FaultServer(source) as server,
+        OAIClient(server.base_url, harvester_id="zenodo", sleep=lambda _s: None) as client,
+    ):
         server.every = moved(302, lambda server, query: f"/new/oai?{query}")
         for _page in client.sweep("ListRecords", metadata_prefix="oai_dc"):
             pass
     assert len(server.targets) == 2 * 3  # each page asked twice: the redirect, then there
-    assert client.notices == [_moved_notice(server.base_url, 302, f"{server.origin}/new/oai")]
+    moved_to = f"{server.origin}/new/oai"
+    assert client.notices == [_moved_notice(server.base_url, 302, moved_to, "zenodo")]
 
 
 def test_redirects_to_several_places_are_noted_once_per_client() -> None:
