@@ -36,7 +36,7 @@ from oai_pipeline.transform.normalize import (
     is_ror,
     looks_like_organisation,
     name_identifier,
-    names_nobody,
+    name_or_none,
     normalize_ror,
     person_or_org,
     text_or_none,
@@ -455,9 +455,8 @@ def creatibutors(
     for index, element, children, name_element in _people(tags, elements):
         written = _text(name_element) if name_element is not None else None
         # `et al.` (`and others`, `u.a.`) after or as a name: the authors it does not name
-        name = text_or_none(without_et_al(written)) if written is not None else None
-        if name is not None and names_nobody(name):
-            name = None  # `,`, `, ,`, `12345`: punctuation or digits name nobody
+        # `,`, `, ,`, `12345`: punctuation or digits name nobody (name_or_none)
+        name = name_or_none(text_or_none(without_et_al(written))) if written is not None else None
         name_type = (name_element.get("nameType") or "").lower() if name_element is not None else ""
         # A malformed identifier (name_identifier gives None) is dropped, not the person.
         identifiers = [
@@ -465,10 +464,9 @@ def creatibutors(
             for identifier in children.get(tags.name_identifier, ())
             if (value := _text(identifier)) and (checked := _person_identifier(identifier, value))
         ]
-        given = text_or_none(_string(children, tags.given_name))
-        family = text_or_none(_string(children, tags.family_name))
-        if family is not None and names_nobody(family):
-            family = None  # `12345` names nobody there either; the name (if any) is read instead
+        # a givenName or familyName `12345` names nobody either: the other names are read
+        given = name_or_none(text_or_none(_string(children, tags.given_name)))
+        family = name_or_none(text_or_none(_string(children, tags.family_name)))
         if name is None and family is None:
             if contributors or written is not None:
                 continue  # an optional contributor without a name, or `et al.`, is left out

@@ -1126,6 +1126,19 @@ def test_a_family_name_of_digits_only_names_nobody() -> None:
     assert people == [personal("Doe", "Jane")]
 
 
+def test_a_given_name_of_digits_only_names_nobody() -> None:
+    """A givenName of digits and punctuation only (`12345`, `0000-0002`: a number in the given
+    name's field) was the person's given name (`Doe, 12345`). It names nobody, as such a
+    familyName does: the person is the one their other names are, the rest of `Doe, Jane`
+    beside its familyName the given name, `Jane Doe` without one wholly the family name."""
+    people = _personal_contributors(
+        "Doe, Jane</contributorName><givenName>12345</givenName><familyName>Doe</familyName>",
+        "Doe</contributorName><givenName>0000-0002</givenName><familyName>Doe</familyName>",
+        "Jane Doe</contributorName><givenName>1</givenName>",
+    )
+    assert people == [personal("Doe", "Jane"), personal("Doe"), personal("Jane Doe")]
+
+
 def test_a_record_whose_only_creator_has_names_of_digits_has_no_creator() -> None:
     """creatorName and familyName `12345`: its error says the creator is missing."""
     resource = (
