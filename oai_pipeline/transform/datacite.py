@@ -43,6 +43,7 @@ from oai_pipeline.transform.normalize import (
     unique_affiliations,
     unique_identifiers,
     untyped_identifier,
+    urn_identifier,
     without_et_al,
 )
 
@@ -692,18 +693,21 @@ def _related_identifier(
     """A related identifier of the scheme its type names; given with no type (a
     relatedItemIdentifier without relatedItemIdentifierType), of the scheme its form shows (a
     DOI, a URL: `untyped_identifier`, as an untyped dc:relation), else None. It was dropped
-    whatever it was, a DOI too."""
+    whatever it was, a DOI too. A URN `urn:isbn:…` is that ISBN, checked, typed or not
+    (`urn_identifier`: it was a `urn` when typed)."""
+    found: dict[str, str] | None
     if kind is None:
-        if (found := untyped_identifier(value)) is None:
-            return None
-        value, scheme = found["identifier"], found["scheme"]
+        found = untyped_identifier(value)
+    elif (scheme := vocab.identifier_scheme(kind)) == "urn" and value[:4].lower() == "urn:":
+        found = urn_identifier(value)
+    elif scheme == "doi":
+        found = {"identifier": normalize_doi(value) or value, "scheme": scheme}
     else:
-        scheme = vocab.identifier_scheme(kind)
-        if scheme == "doi":
-            value = normalize_doi(value) or value
+        found = {"identifier": value, "scheme": scheme}
+    if found is None:
+        return None
     return {
-        "identifier": value,
-        "scheme": scheme,
+        **found,
         "relation_type": {"id": vocab.relation_type(relation)},
         "resource_type": {"id": vocab.datacite_resource_type(resource_type)}
         if resource_type
