@@ -29,6 +29,7 @@ from oai_pipeline.transform.failure import VALIDATION, TransformFailure, missing
 from oai_pipeline.transform.normalize import (
     block_text_or_none,
     name_identifier,
+    name_or_none,
     orcid_in_note,
     person_or_org,
     text_or_none,
@@ -320,13 +321,10 @@ def _published_versions(
 def _author(author: etree._Element) -> dict[str, Any] | None:
     """An `author` as a creator; one without a name is left out."""
     paths = _ARXIV
-    keyname = _text(paths.keyname, author)
-    forenames = _text(paths.forenames, author)
-    suffix = _text(paths.suffix, author)
+    keyname, forenames = _name_parts(_text(paths.keyname, author), _text(paths.forenames, author))
     if keyname is None:
-        if forenames is None:
-            return None
-        keyname, forenames = forenames, None  # one name: the family name
+        return None
+    suffix = _text(paths.suffix, author)
     if forenames is None and suffix is None and _ORGANISATION.search(keyname):
         person = person_or_org(keyname, kind="organizational")  # `ATLAS Collaboration`
     else:
@@ -334,6 +332,14 @@ def _author(author: etree._Element) -> dict[str, Any] | None:
         person = person_or_org(None, kind="personal", given=forenames, family=family)
     affiliations = [{"name": name} for name in _texts(paths.affiliation, author)]
     return {"person_or_org": person, "affiliations": unique_affiliations(affiliations)}
+
+
+def _name_parts(keyname: str | None, forenames: str | None) -> tuple[str | None, str | None]:
+    """An author's family and given names from its keyname and forenames, each None when it
+    names nobody (`name_or_none`: `12345`, as a DataCite familyName or givenName); forenames
+    alone are the one name, the family name the target requires."""
+    keyname, forenames = name_or_none(keyname), name_or_none(forenames)
+    return (forenames, None) if keyname is None else (keyname, forenames)
 
 
 # arXivRaw
@@ -419,10 +425,12 @@ def _raw_authors(text: str) -> list[dict[str, Any]]:
             names.append((name, affiliations, numbers, orcids))
     creators = []
     for name, affiliations, numbers, orcids in names:
+        if (person := _raw_person(name, orcids)) is None:
+            continue  # `12345`, or a note's number outside its parentheses: no one's name
         affiliations += [notes[number] for number in numbers if number in notes]
         creators.append(
             {
-                "person_or_org": _raw_person(name, orcids),
+                "person_or_org": person,
                 "affiliations": unique_affiliations([{"name": each} for each in affiliations]),
             }
         )
@@ -479,9 +487,11 @@ def _parenthesised(part: str) -> tuple[str, list[str]]:
     return "".join(outside), groups
 
 
-def _raw_person(name: str, orcids: list[dict[str, str]]) -> dict[str, Any]:
+def _raw_person(name: str, orcids: list[dict[str, str]]) -> dict[str, Any] | None:
     """`Given Names Family` as a person with its ORCID (`Bill Gates Jr`: the suffix after the
-    family name, as the arXiv format writes it); a collaboration as an organisation."""
+    family name, as the arXiv format writes it); a collaboration as an organisation. Its
+    parts are read as the arXiv format's keyname and forenames are (`_name_parts`): None when
+    neither names anyone."""
     tokens = name.split()
     if _ORGANISATION.search(name) and len(tokens) > 1:
         return person_or_org(name, kind="organizational")
@@ -489,8 +499,9 @@ def _raw_person(name: str, orcids: list[dict[str, str]]) -> dict[str, Any]:
     start = len(tokens) - 1
     while start > 1 and tokens[start - 1] in _PARTICLES:
         start -= 1
-    given = " ".join(tokens[:start]) or None
-    family = " ".join(tokens[start:])
+    family, given = _name_parts(" ".join(tokens[start:]), " ".join(tokens[:start]) or None)
+    if family is None:
+        return None
     if suffix:
         family = f"{family} {suffix}"
     return person_or_org(None, kind="personal", given=given, family=family, identifiers=orcids)

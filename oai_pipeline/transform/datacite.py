@@ -36,13 +36,14 @@ from oai_pipeline.transform.normalize import (
     is_ror,
     looks_like_organisation,
     name_identifier,
-    names_nobody,
+    name_or_none,
     normalize_ror,
     person_or_org,
     text_or_none,
     unique_affiliations,
     unique_identifiers,
     untyped_identifier,
+    urn_identifier,
     without_et_al,
 )
 
@@ -455,9 +456,8 @@ def creatibutors(
     for index, element, children, name_element in _people(tags, elements):
         written = _text(name_element) if name_element is not None else None
         # `et al.` (`and others`, `u.a.`) after or as a name: the authors it does not name
-        name = text_or_none(without_et_al(written)) if written is not None else None
-        if name is not None and names_nobody(name):
-            name = None  # `,`, `, ,`, `12345`: punctuation or digits name nobody
+        # `,`, `, ,`, `12345`: punctuation or digits name nobody (name_or_none)
+        name = name_or_none(text_or_none(without_et_al(written))) if written is not None else None
         name_type = (name_element.get("nameType") or "").lower() if name_element is not None else ""
         # A malformed identifier (name_identifier gives None) is dropped, not the person.
         identifiers = [
@@ -465,10 +465,9 @@ def creatibutors(
             for identifier in children.get(tags.name_identifier, ())
             if (value := _text(identifier)) and (checked := _person_identifier(identifier, value))
         ]
-        given = text_or_none(_string(children, tags.given_name))
-        family = text_or_none(_string(children, tags.family_name))
-        if family is not None and names_nobody(family):
-            family = None  # `12345` names nobody there either; the name (if any) is read instead
+        # a givenName or familyName `12345` names nobody either: the other names are read
+        given = name_or_none(text_or_none(_string(children, tags.given_name)))
+        family = name_or_none(text_or_none(_string(children, tags.family_name)))
         if name is None and family is None:
             if contributors or written is not None:
                 continue  # an optional contributor without a name, or `et al.`, is left out
@@ -694,18 +693,21 @@ def _related_identifier(
     """A related identifier of the scheme its type names; given with no type (a
     relatedItemIdentifier without relatedItemIdentifierType), of the scheme its form shows (a
     DOI, a URL: `untyped_identifier`, as an untyped dc:relation), else None. It was dropped
-    whatever it was, a DOI too."""
+    whatever it was, a DOI too. A URN `urn:isbn:…` is that ISBN, checked, typed or not
+    (`urn_identifier`: it was a `urn` when typed)."""
+    found: dict[str, str] | None
     if kind is None:
-        if (found := untyped_identifier(value)) is None:
-            return None
-        value, scheme = found["identifier"], found["scheme"]
+        found = untyped_identifier(value)
+    elif (scheme := vocab.identifier_scheme(kind)) == "urn" and value[:4].lower() == "urn:":
+        found = urn_identifier(value)
+    elif scheme == "doi":
+        found = {"identifier": normalize_doi(value) or value, "scheme": scheme}
     else:
-        scheme = vocab.identifier_scheme(kind)
-        if scheme == "doi":
-            value = normalize_doi(value) or value
+        found = {"identifier": value, "scheme": scheme}
+    if found is None:
+        return None
     return {
-        "identifier": value,
-        "scheme": scheme,
+        **found,
         "relation_type": {"id": vocab.relation_type(relation)},
         "resource_type": {"id": vocab.datacite_resource_type(resource_type)}
         if resource_type

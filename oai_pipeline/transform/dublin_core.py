@@ -553,7 +553,8 @@ def _alternate(text: str) -> dict[str, str] | None:
     """An eu-repo altIdentifier as an identifier of the record (`other` for a scheme the
     target does not have, such as `wos`); None when `text` is none, or an ISBN or ISSN
     whose check digit is wrong (as `urn:isbn:` and a bare one: it was kept unchecked, an
-    ISBN the target links to another book, or to none)."""
+    ISBN the target links to another book, or to none). `urn/urn:isbn:…` is that ISBN, as
+    the same dc:identifier is (it was a `urn`)."""
     match = _ALT_IDENTIFIER.match(text)
     if match is None:
         return None
@@ -562,11 +563,10 @@ def _alternate(text: str) -> dict[str, str] | None:
     if scheme == "doi":
         value = normalize_doi(value) or value
     elif scheme in ("isbn", "issn"):
-        # labelled, as `urn:isbn:` is read: ten bare digits are an ISBN here
-        checked = (isbn if scheme == "isbn" else issn)(f"{scheme}:{value}")
-        if checked is None:
-            return None
-        value = checked
+        # read as its URN is (`urn_identifier`): labelled, ten bare digits are an ISBN here
+        return urn_identifier(f"urn:{scheme}:{value}")
+    elif scheme == "urn" and value[:4].lower() == "urn:":
+        return urn_identifier(value)
     return {"identifier": value, "scheme": scheme}
 
 

@@ -668,16 +668,19 @@ _FILE_LOCATIONS = _NO_RELATIONSHIP | frozenset("01")
 # 856 4 3 links), which the record has (`haspart`); others a text about it (the Library of
 # Congress's enrichment links: `Publisher description`, `Contributor biographical
 # information`, which LC codes 856 4 2, a related resource; the DNB's `Inhaltstext`, its
-# publisher's description, which it codes 856 4 2 too), which it `references`. Neither is
-# the item: such an 856 gives the record neither its DOI, nor a file, nor an identifier of its
-# own. Any other $3 (`Full text`, `Volltext`, `PDF`) names the item or its form.
+# publisher's description, which it codes 856 4 2 too, and the German union catalogues'
+# `Rezension`, `Klappentext` (the blurb) and `Autorenbiografie`), which it `references`.
+# Neither is the item: such an 856 gives the record neither its DOI, nor a file, nor an
+# identifier of its own. Any other $3 (`Full text`, `Volltext`, `PDF`) names the item or its
+# form; so does `Beschreibung` alone, too generic to say it is a text about the item.
 _PARTS = re.compile(
     r"^(?:table of contents|contents|toc|inhaltsverzeichnis|cover(?: image)?|abstract|summary"
     r"|sample text)\b",
     re.I,
 )
 _ABOUT = re.compile(
-    r"^(?:publisher description|contributor biographical information|review|inhaltstext)\b",
+    r"^(?:publisher description|contributor biographical information|review|inhaltstext"
+    r"|rezension|klappentext|autorenbiogra(?:f|ph)ie)\b",
     re.I,
 )
 # The 856s of the resource itself: 0, or no relationship stated.

@@ -288,6 +288,13 @@ def names_nobody(name: str) -> bool:
     return not any(character.isalpha() for character in name)
 
 
+def name_or_none(name: str | None) -> str | None:
+    """A name, or a part of one (a given or family name), as its one-line value; None when
+    there is none or it names nobody (`names_nobody`: `12345` in a givenName is no given
+    name, as in a creatorName it is no person)."""
+    return None if name is None or names_nobody(name) else name
+
+
 def orcid_in_note(note: str) -> str | None:
     """The ORCID a name's parenthesised note is (`0000-0002-1825-0097`, `ORCID: …`, its URL),
     without its label; None when the note is something else (an affiliation, a role)."""

@@ -12,7 +12,14 @@ from oai_pipeline.transform import arxiv, imports
 from oai_pipeline.transform.base import TransformItem
 from oai_pipeline.transform.rdm_record import RDMRecord
 
-from .records import page_items, transform, transform_one, transformed_metadata, wrap_metadata
+from .records import (
+    page_items,
+    personal,
+    transform,
+    transform_one,
+    transformed_metadata,
+    wrap_metadata,
+)
 
 OAI_SAMPLES = Path(__file__).parent.parent / "oai" / "samples"  # copies of /work/shared/samples
 ARXIV_HEAD = f'<arXiv xmlns="{arxiv.ARXIV}">'
@@ -216,6 +223,39 @@ def test_authors_with_affiliations_and_a_suffix() -> None:
             "affiliations": [],
         },
     ]
+
+
+def test_a_keyname_or_forenames_of_digits_only_names_nobody() -> None:
+    """A keyname or forenames of digits and punctuation only (`12345`, `0000-0002`: a number
+    in the name's field) was the author's family or given name, and `12345` alone a person so
+    named. Such a part names nobody, as a DataCite familyName or givenName does: an author
+    with no other name is left out, forenames alone are the one name, as without a keyname."""
+    metadata = transformed_metadata(
+        arxiv_item(
+            "<id>2401.00001</id><created>2024-01-01</created><authors>"
+            "<author><keyname>12345</keyname></author>"
+            "<author><keyname>12345</keyname><forenames>2019-01</forenames>"
+            "<suffix>Jr.</suffix></author>"
+            "<author><keyname>Doe</keyname><forenames>0000-0002</forenames></author>"
+            "<author><keyname>12345</keyname><forenames>Jane</forenames></author>"
+            "</authors><title>T</title>"
+        )
+    )
+    assert [c["person_or_org"] for c in metadata["creators"]] == [
+        personal("Doe"),
+        personal("Jane"),
+    ]
+
+
+def test_a_record_whose_only_author_is_digits_has_no_creator() -> None:
+    """Its error says the author is missing, in both formats."""
+    item = arxiv_item(
+        "<id>2301.00001</id><created>2023-01-01</created>"
+        "<authors><author><keyname>12345</keyname></author></authors><title>T</title>"
+    )
+    assert _error(item) == ("missing_field", "metadata.creators")
+    item = raw_item("<id>0704.0002</id><title>T</title><authors>12345, 2019-01</authors>")
+    assert _error(item) == ("missing_field", "metadata.creators")
 
 
 def test_categories_and_classes_are_subjects() -> None:
@@ -539,6 +579,11 @@ def test_a_raw_authors_affiliations_are_compared_as_other_formats_compare_them()
         (
             "Author One, Author Two, for the ABCD Collaboration",
             [("One, Author", []), ("Two, Author", []), ("ABCD Collaboration", [])],
+        ),
+        (  # digits name nobody (`12345`, a note number outside parentheses), as the
+            # arXiv format's keyname and forenames: `Jane 2019` is the one name `Jane`
+            "12345, A. Smith, 2, Jane 2019 and 0000-0002 Doe",
+            [("Smith, A.", []), ("Jane", []), ("Doe", [])],
         ),
         (  # TeX accents
             "Heiko R\\\"oglin, S{\\o}ren Kierkegaard, J. \\v{S}im\\'a\\v{c}ek, \\'{I}\\~nigo "

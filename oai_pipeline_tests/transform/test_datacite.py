@@ -1048,20 +1048,43 @@ def test_a_related_identifier_without_a_type_that_is_an_issn_or_isbn_is_one(
     by its form and check digit (`0028-0836`, `978-3-16-148410-0`) was dropped, as any value
     but a DOI, URL, URN or `info:` URI was. It is read as one, as a dc:identifier is; with a
     wrong check digit it is still none."""
+    assert _cited_by("", value) == ([expected] if expected else [])
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("urn:isbn:9780306406157", {"identifier": "9780306406157", "scheme": "isbn"}),
+        ("URN:ISBN:0-306-40615-2", {"identifier": "0-306-40615-2", "scheme": "isbn"}),
+        ("urn:isbn:9780306406158", None),  # a wrong check digit: no identifier
+        ("urn:isbn:", None),
+        ("urn:issn:0028-0836", {"identifier": "0028-0836", "scheme": "issn"}),
+        ("urn:nbn:de:101:1-2020", {"identifier": "urn:nbn:de:101:1-2020", "scheme": "urn"}),
+    ],
+)
+def test_a_related_identifier_typed_urn_that_is_an_isbn_urn_is_its_isbn(
+    value: str, expected: dict[str, str] | None
+) -> None:
+    """A relatedIdentifier of type URN `urn:isbn:9780306406157` stayed a `urn`, unchecked,
+    where the same value with no type is the ISBN whose check digit is right, and none with a
+    wrong one. The type says what its form does: it is read as the untyped one is."""
+    assert _cited_by('relatedIdentifierType="URN" ', value) == ([expected] if expected else [])
+
+
+def _cited_by(attributes: str, value: str) -> list[dict[str, str]]:
+    """The identifiers and schemes of the full example's `IsCitedBy` related identifiers, its
+    ARK replaced by a relatedIdentifier with `attributes` (its type) and `value`."""
     old = (
         '<relatedIdentifier relatedIdentifierType="ARK" relationType="IsCitedBy" '
         'resourceTypeGeneral="Audiovisual">ark:/13030/tqb3kh97gh8w'
     )
-    item = _full_example_with(
-        (old, f'<relatedIdentifier relationType="IsCitedBy" resourceTypeGeneral="Book">{value}')
-    )
-    related = transformed_metadata(item)["related_identifiers"]
-    cited_by = [
+    new = f'<relatedIdentifier {attributes}relationType="IsCitedBy" resourceTypeGeneral="Book">'
+    related = transformed_metadata(_full_example_with((old, new + value)))["related_identifiers"]
+    return [
         {k: v for k, v in r.items() if k in ("identifier", "scheme")}
         for r in related
         if r["relation_type"]["id"] == "iscitedby"
     ]
-    assert cited_by == ([expected] if expected else [])
 
 
 @pytest.mark.parametrize(
@@ -1124,6 +1147,19 @@ def test_a_family_name_of_digits_only_names_nobody() -> None:
         "Doe, Jane</contributorName><familyName>0000-0002</familyName>",
     )
     assert people == [personal("Doe", "Jane")]
+
+
+def test_a_given_name_of_digits_only_names_nobody() -> None:
+    """A givenName of digits and punctuation only (`12345`, `0000-0002`: a number in the given
+    name's field) was the person's given name (`Doe, 12345`). It names nobody, as such a
+    familyName does: the person is the one their other names are, the rest of `Doe, Jane`
+    beside its familyName the given name, `Jane Doe` without one wholly the family name."""
+    people = _personal_contributors(
+        "Doe, Jane</contributorName><givenName>12345</givenName><familyName>Doe</familyName>",
+        "Doe</contributorName><givenName>0000-0002</givenName><familyName>Doe</familyName>",
+        "Jane Doe</contributorName><givenName>1</givenName>",
+    )
+    assert people == [personal("Doe", "Jane"), personal("Doe"), personal("Jane Doe")]
 
 
 def test_a_record_whose_only_creator_has_names_of_digits_has_no_creator() -> None:

@@ -1093,13 +1093,24 @@ PUBLISHED_IN = {"scheme": "issn", "relation_type": {"id": "ispublishedin"}}
         ("isbn/978-3-16-148410-0", [{"identifier": "978-3-16-148410-0", "scheme": "isbn"}], []),
         ("isbn/0306406152", [{"identifier": "0306406152", "scheme": "isbn"}], []),
         ("issn/00280836", [], [{"identifier": "0028-0836", **PUBLISHED_IN}]),  # the serial's
+        # an ISBN or ISSN as its URN, as a dc:identifier's (they were `urn`s, unchecked)
+        ("urn/urn:isbn:9780306406157", [{"identifier": "9780306406157", "scheme": "isbn"}], []),
+        ("urn/URN:ISBN:0-306-40615-2", [{"identifier": "0-306-40615-2", "scheme": "isbn"}], []),
+        ("urn/urn:isbn:9780306406158", [], []),
+        ("urn/urn:issn:0028-0836", [], [{"identifier": "0028-0836", **PUBLISHED_IN}]),
+        (
+            "urn/urn:nbn:de:101:1-2020",
+            [{"identifier": "urn:nbn:de:101:1-2020", "scheme": "urn"}],
+            [],
+        ),
     ],
 )
 def test_an_alt_identifiers_isbn_or_issn_is_checked_as_any_other(
     number: str, identifiers: list[dict[str, str]], related: list[dict[str, object]]
 ) -> None:
     """OpenAIRE's `info:eu-repo/semantics/altIdentifier/isbn/…` kept the number unchecked,
-    where `urn:isbn:` and a bare ISBN drop one whose check digit is wrong."""
+    where `urn:isbn:` and a bare ISBN drop one whose check digit is wrong; its `urn/urn:isbn:…`
+    was a `urn`, where that dc:identifier is the ISBN, checked."""
     item = dc_item(
         "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
         f"<dc:relation>info:eu-repo/semantics/altIdentifier/{number}</dc:relation>"

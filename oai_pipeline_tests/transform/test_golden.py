@@ -88,12 +88,14 @@ RECORDED_AT_REVISION = {
     # and punctuation only (`12345`, `2019-01`) names nobody (dc, DataCite, OpenAIRE, MARC):
     # outputs the golden set does not hold changed, so it is 13's digest.
     14: "ee1cd2cd8cd4c2831fdbe72eb43ae5c8325f7a63e8e4b7a135876dbd9fe676e5",
-    # A DataCite familyName of digits only (`12345`) names nobody; a dc:relation, or a DataCite
-    # related identifier with no type, `urn:isbn:`/`urn:issn:` is that ISBN or ISSN, checked
-    # (it was a `urn`); arXiv's affiliations compare as other formats' do (`CERN`, `Cern`: one);
-    # MARC's 856 whose $3 is the DNB's `Inhaltstext` is a text the record `references`, not its
-    # own URL, DOI, file or version: outputs the golden set does not hold changed, so it is
-    # 14's digest.
+    # A DataCite familyName or givenName of digits only (`12345`) names nobody, and so does an
+    # arXiv keyname or forenames (arXivRaw's authors too); a dc:relation, a DataCite related
+    # identifier with no type or typed URN, or OpenAIRE's `altIdentifier/urn/`,
+    # `urn:isbn:`/`urn:issn:` is that ISBN or ISSN, checked (it was a `urn`); arXiv's
+    # affiliations compare as other formats' do (`CERN`, `Cern`: one); MARC's 856 whose $3 is
+    # the DNB's `Inhaltstext` (or `Rezension`, `Klappentext`, `Autorenbiografie`) is a text the
+    # record `references`, not its own URL, DOI, file or version: outputs the golden set does
+    # not hold changed, so it is 14's digest.
     15: "ee1cd2cd8cd4c2831fdbe72eb43ae5c8325f7a63e8e4b7a135876dbd9fe676e5",
 }
 

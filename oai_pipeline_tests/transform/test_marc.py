@@ -812,6 +812,11 @@ def test_a_file_of_the_resource_itself_is_a_file_of_the_record(ind2: str) -> Non
         ("Contributor biographical information", False),
         ("Inhaltsverzeichnis", False),
         ("Inhaltstext", False),  # the DNB's: the publisher's description
+        # German union catalogues' review, blurb and author biography
+        ("Rezension", False),
+        ("Klappentext", False),
+        ("Autorenbiografie", False),
+        ("Autorenbiographie", False),
     ],
 )
 def test_the_materials_an_856_specifies_decide_its_doi_and_its_file_alike(
@@ -843,6 +848,10 @@ def test_the_materials_an_856_specifies_decide_its_doi_and_its_file_alike(
         ("Contributor biographical information", "references"),
         ("Inhaltsverzeichnis", "haspart"),
         ("Inhaltstext", "references"),  # the DNB's publisher description
+        ("Rezension", "references"),  # a review
+        ("Klappentext", "references"),  # the blurb
+        ("Autorenbiografie", "references"),
+        ("Autorenbiographie", "references"),
     ],
 )
 def test_a_link_to_a_part_or_a_text_about_the_item_is_a_related_identifier(
@@ -853,7 +862,8 @@ def test_a_link_to_a_part_or_a_text_about_the_item_is_a_related_identifier(
     the record's own identifiers, as if its URL identified the record. It is now a related
     identifier: a part the record has (`haspart`, as 856 4 3 is), a text it `references`
     (LC codes its publisher descriptions 856 4 2, a related resource; the DNB's `Inhaltstext`
-    is one, which was the record's own URL, DOI and file when coded 4 0).
+    is one, which was the record's own URL, DOI and file when coded 4 0, and so are the German
+    union catalogues' `Rezension`, `Klappentext` and `Autorenbiografie`).
 
     So is one of a version of the resource (856 4 1), which was `isversionof`, as if the
     table of contents were the work in another form: the Library of Congress coded its tables
@@ -890,6 +900,9 @@ def test_an_856_of_a_version_naming_the_item_stays_a_version() -> None:
         ("Cover image", "haspart"),
         ("Publisher description", "references"),
         ("Inhaltstext", "references"),
+        ("Rezension", "references"),
+        ("Klappentext", "references"),
+        ("Autorenbiografie", "references"),
         ("Full text", "references"),
     ],
 )
