@@ -7,7 +7,10 @@ absent; `<request>` echoed or not) and 2-8 faults of those real endpoints show (
 (identifier, datestamp, deleted) a clean harvest of the same source gets, or fail as its
 run's failure, checkpoint saved, after which a rerun without faults resumes that run and
 ends with exactly those records. Anything else (records missing or extra, another
-exception, a request loop) fails the seed, whose description says how to replay it.
+exception, a request loop) fails the seed, whose description says how to replay it; but for
+a list taken as ended where a completeListSize too small says (a token refused or named
+again after that many records: the invenio rule, by design), which must hold that many of
+those records and no other.
 
 The suite runs a few fixed seeds; `OAI_PIPELINE_FUZZ_SEEDS=1-2000` (or `7,12,40-50`) runs
 those instead, for an audit.
@@ -335,6 +338,15 @@ def discovered(settings: Settings) -> Harvested:
     return {(row["identifier"], row["datestamp"], bool(row["deleted"])) for row in rows}
 
 
+def ended_at_a_size_too_small(case: FuzzCase, source: FuzzSource, logged: list[str]) -> bool:
+    """Whether the harvest took a token refused (or named again) after all the records a
+    too small completeListSize announced for the list's end: by design (the invenio rule,
+    client.py), it cannot tell that size from a true one."""
+    size = source.shown_list_size()
+    end = f"after all {size} records its completeListSize announced; taken as the end of the list"
+    return case.wrong_by < 0 and size is not None and any(end in line for line in logged)
+
+
 def run_discovery(settings: Settings) -> int:
     with Services(settings) as services:
         return discover(services, EVERYTHING, RunOptions(), progress=lambda _m: None).run_id
@@ -356,7 +368,11 @@ def clean_harvest(case: FuzzCase, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.parametrize("seed", seeds_to_run())
 def test_a_harvest_under_random_faults_gets_what_a_clean_harvest_gets(
-    seed: int, settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    seed: int,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     case = FuzzCase.draw(seed)
     clean, clean_requests = clean_harvest(case, tmp_path, monkeypatch)
@@ -364,6 +380,7 @@ def test_a_harvest_under_random_faults_gets_what_a_clean_harvest_gets(
     held = {(r.identifier, r.deleted) for r in case.records}
     assert {(identifier, deleted) for identifier, _, deleted in clean} == held, str(case)
 
+    caplog.clear()  # the faulted harvest's notices only
     source = case.source()
     case.add_faults(source, clean_requests)
     harvest_fake_source(settings, monkeypatch, source, reader_options=case.reader_options)
@@ -381,6 +398,12 @@ def test_a_harvest_under_random_faults_gets_what_a_clean_harvest_gets(
         run_id = run_discovery(settings)
         assert run_id == failed["id"], f"a new run instead of resuming: {case}"
     got = discovered(settings)
+    if got != clean and ended_at_a_size_too_small(case, source, caplog.messages):
+        # ended where the source's count said: those records, none other
+        assert got < clean and len(got) >= (source.shown_list_size() or 0), (
+            f"{case}\nended at its completeListSize with {len(got)} records"
+        )
+        return
     assert got == clean, (
         f"{case}\nmissing: {sorted(clean - got)[:5]}\nextra: {sorted(got - clean)[:5]}"
     )
