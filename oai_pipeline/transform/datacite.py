@@ -40,10 +40,10 @@ from oai_pipeline.transform.normalize import (
     normalize_ror,
     person_or_org,
     text_or_none,
+    typed_identifier,
     unique_affiliations,
     unique_identifiers,
     untyped_identifier,
-    urn_identifier,
     without_et_al,
 )
 
@@ -393,7 +393,7 @@ def _other_identifier(value: str, kind: str) -> dict[str, str] | None:
     if scheme in ("orcid", "ror"):
         checked = name_identifier(scheme, value)
         return {"identifier": checked["identifier"], "scheme": scheme} if checked else None
-    return {"identifier": value, "scheme": scheme}
+    return typed_identifier(value, scheme)  # an ISBN or ISSN checked, a `urn:isbn:` one
 
 
 _NAME_TYPES = {"personal": "personal", "organizational": "organizational"}
@@ -693,17 +693,15 @@ def _related_identifier(
     """A related identifier of the scheme its type names; given with no type (a
     relatedItemIdentifier without relatedItemIdentifierType), of the scheme its form shows (a
     DOI, a URL: `untyped_identifier`, as an untyped dc:relation), else None. It was dropped
-    whatever it was, a DOI too. A URN `urn:isbn:…` is that ISBN, checked, typed or not
-    (`urn_identifier`: it was a `urn` when typed)."""
+    whatever it was, a DOI too. An ISBN or ISSN, or a URN `urn:isbn:…`, is checked, typed or
+    not (`typed_identifier`: a wrong check digit gives none; typed, it was kept)."""
     found: dict[str, str] | None
     if kind is None:
         found = untyped_identifier(value)
-    elif (scheme := vocab.identifier_scheme(kind)) == "urn" and value[:4].lower() == "urn:":
-        found = urn_identifier(value)
-    elif scheme == "doi":
+    elif (scheme := vocab.identifier_scheme(kind)) == "doi":
         found = {"identifier": normalize_doi(value) or value, "scheme": scheme}
     else:
-        found = {"identifier": value, "scheme": scheme}
+        found = typed_identifier(value, scheme)
     if found is None:
         return None
     return {

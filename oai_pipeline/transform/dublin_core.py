@@ -43,6 +43,7 @@ from oai_pipeline.transform.normalize import (
     person_or_org,
     split_dc_name,
     text_or_none,
+    typed_identifier,
     unique_identifiers,
     untyped_identifier,
     urn_identifier,
@@ -562,12 +563,7 @@ def _alternate(text: str) -> dict[str, str] | None:
     value = match.group(2).strip()
     if scheme == "doi":
         value = normalize_doi(value) or value
-    elif scheme in ("isbn", "issn"):
-        # read as its URN is (`urn_identifier`): labelled, ten bare digits are an ISBN here
-        return urn_identifier(f"urn:{scheme}:{value}")
-    elif scheme == "urn" and value[:4].lower() == "urn:":
-        return urn_identifier(value)
-    return {"identifier": value, "scheme": scheme}
+    return typed_identifier(value, scheme)  # an ISBN or ISSN checked, a `urn:isbn:` one
 
 
 # A copyright statement, not a license's name: "Copyright (c) 2020 …", "© 2020 …",

@@ -411,14 +411,29 @@ def info_uri(text: str) -> dict[str, str] | None:
 def urn_identifier(text: str) -> dict[str, str] | None:
     """A URN (`text` begins with `urn:`) as an identifier. `urn:isbn:` and `urn:issn:`, the
     form PKP and OpenAIRE advise for a book's or serial's number, are that ISBN or ISSN when
-    its check digit is right (`isbn:…` is a label `isbn` reads, so ten bare digits are one),
-    else None: kept unchecked, or as a `urn`, it linked to another book, or to none, and an
-    empty `urn:isbn:` failed the record. Any other URN is a `urn`."""
+    its check digit is right (`typed_identifier`), else None: kept unchecked, or as a `urn`,
+    it linked to another book, or to none, and an empty `urn:isbn:` failed the record. Any
+    other URN is a `urn`."""
     scheme = text[4:9].lower()
     if scheme in ("isbn:", "issn:"):
-        number = (isbn if scheme == "isbn:" else issn)(text[4:])
-        return {"identifier": number, "scheme": scheme[:4]} if number else None
+        return typed_identifier(text[9:], scheme[:4])
     return {"identifier": text, "scheme": "urn"}
+
+
+def typed_identifier(value: str, scheme: str) -> dict[str, str] | None:
+    """`value` as an identifier of the ``scheme`` a source typed it as. An ISBN or ISSN is
+    checked (the type is its label, so ten or eight bare digits are one): a wrong check digit
+    gives None, as in MARC's 020 and 022 and an untyped value (kept, a DataCite
+    `relatedIdentifierType="ISSN"` `1234-5678` named another journal, or none, and a target
+    that checks the scheme, as InvenioRDM does, refused the record). A URN is read as
+    `urn_identifier` reads it; any other value is as given."""
+    if scheme in ("isbn", "issn"):
+        read = isbn if scheme == "isbn" else issn
+        number = read(value) or read(f"{scheme}:{value.strip()}")
+        return {"identifier": number, "scheme": scheme} if number else None
+    if scheme == "urn" and value[:4].lower() == "urn:":
+        return urn_identifier(value)
+    return {"identifier": value, "scheme": scheme}
 
 
 def untyped_identifier(text: str) -> dict[str, str] | None:

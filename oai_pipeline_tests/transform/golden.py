@@ -25,6 +25,8 @@ which list the new forms. And for year-first dates with dots (`2020.05.12`): onl
 invalid_date messages changed (20 of each set), which list the form. And for the journal in a
 dc:source/dc:relation: only Zenodo's record 8333281 (`Cell Reports, 42(10), (2023-10-12)`)
 changed, in both sets: it gained that citation as a series-information description.
+And for typed ISBNs and ISSNs checked (revision 15): the placeholder ISBN of DataCite's
+complicated example and ISSN of its full and relatedItem examples, no others, are gone.
 Each recording from now on raises OUTPUT_REVISION (oai_pipeline/transform/base.py; test_golden.py).
 """
 

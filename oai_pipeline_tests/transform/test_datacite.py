@@ -556,9 +556,8 @@ def test_the_journal_a_related_item_is_published_in_is_series_information() -> N
             "type": {"id": "series-information"},
         }
     ]
-    assert metadata["related_identifiers"] == [
-        {"identifier": "1234-5678", "scheme": "issn", "relation_type": {"id": "ispublishedin"}}
-    ]
+    # its ISSN, the placeholder `1234-5678`, has a wrong check digit: no identifier
+    assert metadata.get("related_identifiers", []) == []
     text = (SAMPLES / name).read_text(encoding="utf-8")
     start = text.index("<relatedItemIdentifier")
     end = text.index("</relatedItemIdentifier>") + len("</relatedItemIdentifier>")
@@ -594,9 +593,9 @@ def test_a_related_item_identifier_without_a_type_is_read_by_its_form(
     )
     related = transformed_metadata(item)["related_identifiers"]
     relation = {"relation_type": {"id": "ispublishedin"}}
-    issn = {"identifier": "1234-5678", "scheme": "issn", **relation}  # its relatedIdentifier
+    # (its relatedIdentifier, the placeholder ISSN `1234-5678`, has a wrong check digit: none)
     journal = {**relation, "resource_type": {"id": "publication-journal"}}
-    assert related == [issn] + ([{**expected, **journal}] if expected else [])
+    assert related == ([{**expected, **journal}] if expected else [])
 
 
 def test_a_date_of_a_type_the_target_lacks_names_its_type() -> None:
@@ -1069,6 +1068,28 @@ def test_a_related_identifier_typed_urn_that_is_an_isbn_urn_is_its_isbn(
     where the same value with no type is the ISBN whose check digit is right, and none with a
     wrong one. The type says what its form does: it is read as the untyped one is."""
     assert _cited_by('relatedIdentifierType="URN" ', value) == ([expected] if expected else [])
+
+
+@pytest.mark.parametrize(
+    ("kind", "value", "expected"),
+    [
+        ("ISBN", "978-0-306-40615-7", {"identifier": "978-0-306-40615-7", "scheme": "isbn"}),
+        ("ISBN", "0306406152", {"identifier": "0306406152", "scheme": "isbn"}),  # typed: labelled
+        ("ISBN", "978-0-306-40615-8", None),  # a wrong check digit: no identifier
+        ("ISBN", "937-0-4523-12357-6", None),  # the complicated example's: no ISBN at all
+        ("ISSN", "0028-0836", {"identifier": "0028-0836", "scheme": "issn"}),
+        ("ISSN", "00280836", {"identifier": "0028-0836", "scheme": "issn"}),
+        ("ISSN", "1234-5678", None),  # the examples' placeholder: a wrong check digit
+    ],
+)
+def test_a_related_identifier_typed_isbn_or_issn_is_checked_as_an_untyped_one(
+    kind: str, value: str, expected: dict[str, str] | None
+) -> None:
+    """Typed ISBN or ISSN, a number with a wrong check digit was kept as one (it named another
+    book or journal, or none, and a target that checks the scheme, as InvenioRDM does, refused
+    the record), where an untyped one or `urn:isbn:` is checked. The type is its label."""
+    attributes = f'relatedIdentifierType="{kind}" '
+    assert _cited_by(attributes, value) == ([expected] if expected else [])
 
 
 def _cited_by(attributes: str, value: str) -> list[dict[str, str]]:
