@@ -540,9 +540,10 @@ def person_or_org(
         if family is None and name is not None:
             if "," in name:
                 family_part, _, given_part = name.partition(",")
+                # a part of digits only (`Doe, 12345`, `Doe, 2019`) names nobody (name_or_none)
                 family, given = (
-                    block_text_or_none(family_part),
-                    given or block_text_or_none(given_part),
+                    name_or_none(block_text_or_none(family_part)),
+                    given or name_or_none(block_text_or_none(given_part)),
                 )
                 if family is None:  # `, John`: no family part, so the one name (the target
                     family, given = given, None  # needs a family name), as `Madonna` is

@@ -303,6 +303,24 @@ def test_person_names() -> None:
     assert person_or_org("CERN", kind=None)["type"] == "organizational"
 
 
+@pytest.mark.parametrize(
+    ("written", "name", "given"),
+    [
+        ("Doe, 12345", "Doe", None),  # a number after the name: no given name
+        ("Doe, 2019-01", "Doe", None),
+        ("12345, Jane", "Jane", None),  # a number before it: the one name left
+        ("Doe, J. 2nd", "Doe, J. 2nd", "J. 2nd"),  # letters too: a given name
+    ],
+)
+def test_a_part_of_a_split_name_of_digits_only_names_nobody(
+    written: str, name: str, given: str | None
+) -> None:
+    """`Doe, 12345` (a dc:creator, a DataCite creatorName without parts, a MARC 100 $a) made
+    `12345` the given name, where a givenName `12345` names nobody."""
+    person = person_or_org(written, kind="personal")
+    assert (person["name"], person["given_name"]) == (name, given)
+
+
 def test_licenses() -> None:
     assert vocab.license_id_from_identifier("CC0 1.0") == "cc0-1.0"
     assert vocab.license_id_from_identifier("CC-BY-4.0") == "cc-by-4.0"
