@@ -1071,13 +1071,18 @@ def test_an_isbn_or_issn_urn_with_a_wrong_check_digit_is_no_identifier(
     """`urn:isbn:` and `urn:issn:` kept any number after them unchecked, where a bare or
     `ISBN`-labelled dc:identifier, MARC's 020 and 022 and a related identifier are checked and
     dropped when the check digit is wrong. They are checked alike now."""
+    element = f"<dc:identifier>{text}</dc:identifier><dc:type>info:eu-repo/semantics/book</dc:type>"
+    assert _identifiers_and_related(element) == (identifiers, related)
+
+
+def _identifiers_and_related(element: str) -> tuple[list[dict], list[dict]]:
+    """The identifiers and related identifiers of a record of a title, creator, date and
+    ``element``."""
     item = dc_item(
-        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
-        f"<dc:identifier>{text}</dc:identifier><dc:type>info:eu-repo/semantics/book</dc:type>"
+        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>" + element
     )
     metadata = transformed_metadata(item)
-    assert metadata.get("identifiers", []) == identifiers
-    assert metadata.get("related_identifiers", []) == related
+    return metadata.get("identifiers", []), metadata.get("related_identifiers", [])
 
 
 PUBLISHED_IN = {"scheme": "issn", "relation_type": {"id": "ispublishedin"}}
@@ -1111,10 +1116,5 @@ def test_an_alt_identifiers_isbn_or_issn_is_checked_as_any_other(
     """OpenAIRE's `info:eu-repo/semantics/altIdentifier/isbn/…` kept the number unchecked,
     where `urn:isbn:` and a bare ISBN drop one whose check digit is wrong; its `urn/urn:isbn:…`
     was a `urn`, where that dc:identifier is the ISBN, checked."""
-    item = dc_item(
-        "<dc:title>T</dc:title><dc:creator>Doe, J</dc:creator><dc:date>2020</dc:date>"
-        f"<dc:relation>info:eu-repo/semantics/altIdentifier/{number}</dc:relation>"
-    )
-    metadata = transformed_metadata(item)
-    assert metadata.get("identifiers", []) == identifiers
-    assert metadata.get("related_identifiers", []) == related
+    element = f"<dc:relation>info:eu-repo/semantics/altIdentifier/{number}</dc:relation>"
+    assert _identifiers_and_related(element) == (identifiers, related)
