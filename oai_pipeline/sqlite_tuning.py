@@ -19,6 +19,7 @@ import errno
 import logging
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
@@ -38,6 +39,26 @@ CACHE_KIB = 16384
 def sync_at_checkpoints(cursor: Any) -> None:
     """``synchronous=NORMAL`` on a new connection (a DB-API cursor of sqlite3)."""
     cursor.execute("PRAGMA synchronous=NORMAL")
+
+
+def use_wal(cursor: Any, wait_seconds: float) -> None:
+    """Switch the file to WAL (it stays so), waiting up to `wait_seconds` for the lock.
+
+    Changing the journal mode needs the file to itself and, unlike a write, fails at once
+    when another connection has it open instead of waiting on the busy timeout: two
+    processes opening a new file together (two test workers, `dagster dev`'s webserver and
+    daemon on a new home) had one fail with "database is locked". Once switched, reading the
+    mode takes no lock, so only the first openers of a file ever retry."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
 
 
 def tune_wal(cursor: Any) -> None:

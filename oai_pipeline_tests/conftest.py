@@ -23,12 +23,30 @@ _MEMORY_FOLDER = Path("/dev/shm")
 def pytest_configure(config: pytest.Config) -> None:
     """Before pytest's own temporary-path factory reads the option; in the controller only
     (pytest-xdist gives each worker a folder of the controller's). `--basetemp` wins."""
+    _home_while_collecting(config)
     if hasattr(config, "workerinput") or config.option.basetemp:
         return
     if _MEMORY_FOLDER.is_dir() and os.access(_MEMORY_FOLDER, os.W_OK):
-        folder = tempfile.mkdtemp(prefix="oai-pipeline-tests-", dir=_MEMORY_FOLDER)
-        config.option.basetemp = folder
-        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+        config.option.basetemp = _temporary_folder(config, "oai-pipeline-tests-")
+
+
+def _temporary_folder(config: pytest.Config, prefix: str) -> str:
+    """A folder (in memory when the machine can) removed when pytest ends."""
+    memory = _MEMORY_FOLDER.is_dir() and os.access(_MEMORY_FOLDER, os.W_OK)
+    folder = tempfile.mkdtemp(prefix=prefix, dir=_MEMORY_FOLDER if memory else None)
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+    return folder
+
+
+def _home_while_collecting(config: pytest.Config) -> None:
+    """Importing the definitions (test modules do, when collected) opens the data folder's
+    state store: without this, every pytest process opened the checkout's own home, and the
+    xdist workers of a fresh clone all created it at once. Each test gets its own home
+    (`_isolated_home`); this one is each process's until then."""
+    folder = Path(_temporary_folder(config, "oai-pipeline-collect-"))
+    os.environ["OAI_PIPELINE_HOME"] = str(folder / "oai_home")
+    (folder / "dagster_home").mkdir()
+    os.environ["DAGSTER_HOME"] = str(folder / "dagster_home")
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from pathlib import Path
+from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from oai_pipeline.pipeline.services import Services
@@ -79,3 +82,43 @@ def test_a_lease_refused_by_the_disk_names_the_file_too(settings: Settings) -> N
     with Services(settings) as services:
         error = _fill(services.harvester_lock.engine, "PRAGMA max_page_count = {pages}")
     assert f"the file system holding {settings.home / 'state.sqlite'} is full" in str(error.orig)
+
+
+def _open_at_once(kind: str, url: str, start: Any, failures: Any) -> None:
+    """In a child: wait for the others, then open the file once (a new one: it is switched
+    to WAL now)."""
+    start.wait()
+    try:
+        if kind == "state":
+            StateStore(url, lock_wait_seconds=10).close()
+        else:
+            EmbeddedRepository(url).close()
+    except Exception as error:  # the test reports what failed
+        failures.put(f"{kind}: {error}")
+
+
+@pytest.mark.parametrize("kind", ["state", "target"])
+def test_processes_opening_a_new_file_at_once_all_open_it(kind: str, tmp_path: Path) -> None:
+    """Switching a new file to WAL fails at once, not after the busy timeout, while another
+    connection has it open: two test workers importing the definitions on a fresh clone's
+    home (or `dagster dev`'s webserver and daemon on a new home) had one fail with
+    "database is locked" (about one start in three with two processes)."""
+    context = multiprocessing.get_context("fork")
+    processes = 4
+    failures = context.Queue()
+    for attempt in range(10):
+        url = f"sqlite:///{tmp_path / f'{kind}-{attempt}.sqlite'}"
+        start = context.Barrier(processes)
+        children = [
+            context.Process(target=_open_at_once, args=(kind, url, start, failures))
+            for _ in range(processes)
+        ]
+        for child in children:
+            child.start()
+        for child in children:
+            child.join(60)
+            assert child.exitcode == 0
+    errors = []
+    while not failures.empty():
+        errors.append(failures.get())
+    assert errors == []

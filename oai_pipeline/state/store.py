@@ -64,6 +64,7 @@ from oai_pipeline.sqlite_tuning import (
     release_lock_on_interrupt,
     tune_wal,
     unwritable_sqlite_file,
+    use_wal,
 )
 from oai_pipeline.state.schema import (
     CATCH_UP_COUNTERS,
@@ -286,7 +287,7 @@ def _create_engine(
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {round(lock_wait_seconds * 1000)}")
         if wal:
-            cursor.execute("PRAGMA journal_mode = WAL")
+            use_wal(cursor, lock_wait_seconds)
             tune_wal(cursor)
         cursor.close()
 

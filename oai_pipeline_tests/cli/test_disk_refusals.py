@@ -103,10 +103,10 @@ def test_status_on_a_full_disk_shows_the_run_without_the_target_counts(
     could not be opened, and status, what the operator asks for then, failed whole."""
     assert run_cli("harvest", registered).exit_code == 0
 
-    def full(cursor: sqlite3.Cursor) -> None:
+    def full(cursor: sqlite3.Cursor, wait_seconds: float) -> None:
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr("oai_pipeline.targets.embedded.engine._use_wal", full)
+    monkeypatch.setattr("oai_pipeline.targets.embedded.engine.use_wal", full)
 
     result = run_cli("status", "--harvester", registered, "--json")
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
-import time
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -20,11 +18,12 @@ from oai_pipeline.sqlite_tuning import (
     read_only_connector,
     release_lock_on_interrupt,
     tune_wal,
+    use_wal,
 )
 
-_WAL_ATTEMPTS = 100  # x 50 ms
 # Execution option of a read-only transaction: on SQLite it never waits for a writer (WAL).
 READ_ONLY = "target_read_only"
+_BUSY_SECONDS = 30  # a write waits this long for another writer's transaction
 
 
 def _sqlite_file(url: sa.URL) -> Path | None:
@@ -82,22 +81,6 @@ def create_target_engine(url: str, *, read_only_file: Path | None = None) -> sa.
     return engine
 
 
-def _use_wal(cursor: sqlite3.Cursor) -> None:
-    """Switch the file to WAL once (it stays so); racing openers may see it busy for a moment.
-
-    Changing the journal mode does not wait on the busy timeout, hence the short retry.
-    """
-    for attempt in range(_WAL_ATTEMPTS):
-        try:
-            if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                cursor.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError:
-            if attempt == _WAL_ATTEMPTS - 1:
-                raise
-            time.sleep(0.05)
-
-
 def _configure_sqlite(engine: sa.Engine, *, wal: bool, read_only: bool = False) -> None:
     """pysqlite's own transaction handling breaks SAVEPOINT: SQLAlchemy's documented recipe.
 
@@ -112,9 +95,9 @@ def _configure_sqlite(engine: sa.Engine, *, wal: bool, read_only: bool = False) 
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute(f"PRAGMA busy_timeout={_BUSY_SECONDS * 1000}")
         if wal:
-            _use_wal(cursor)
+            use_wal(cursor, _BUSY_SECONDS)
             tune_wal(cursor)
         cursor.close()
 
