@@ -12,11 +12,7 @@ import dagster as dg
 import pytest
 
 from oai_pipeline.settings import Settings, load_settings
-
-# The suite's temporary folders (state stores, targets, Parquet, Dagster storage) go in memory
-# when the machine has a tmpfs: thousands of small SQLite commits each wait for the disk
-# otherwise. What the tests check of crashes is a killed process, which tmpfs keeps the same.
-_MEMORY_FOLDER = Path("/dev/shm")
+from oai_pipeline_tests.scratch import memory_folder
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -26,14 +22,13 @@ def pytest_configure(config: pytest.Config) -> None:
     _home_while_collecting(config)
     if hasattr(config, "workerinput") or config.option.basetemp:
         return
-    if _MEMORY_FOLDER.is_dir() and os.access(_MEMORY_FOLDER, os.W_OK):
+    if memory_folder() is not None:
         config.option.basetemp = _temporary_folder(config, "oai-pipeline-tests-")
 
 
 def _temporary_folder(config: pytest.Config, prefix: str) -> str:
     """A folder (in memory when the machine can) removed when pytest ends."""
-    memory = _MEMORY_FOLDER.is_dir() and os.access(_MEMORY_FOLDER, os.W_OK)
-    folder = tempfile.mkdtemp(prefix=prefix, dir=_MEMORY_FOLDER if memory else None)
+    folder = tempfile.mkdtemp(prefix=prefix, dir=memory_folder())
     config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
     return folder
 

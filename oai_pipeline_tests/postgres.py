@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from oai_pipeline_tests.scratch import memory_folder
+
 _SERVER_USER = "postgres"
 _DATABASE = "oai_pipeline_test"
 
@@ -66,7 +68,7 @@ def throwaway_postgres() -> Iterator[str]:
     if initdb is None or pg_ctl is None:
         pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
     prefix = _as_server_user()
-    root = Path(tempfile.mkdtemp(prefix="oai-pg-"))
+    root = Path(tempfile.mkdtemp(prefix="oai-pg-", dir=memory_folder()))
     data, sockets = root / "data", root / "sockets"
     sockets.mkdir()
     if prefix:
