@@ -328,7 +328,7 @@ def _author(author: etree._Element) -> dict[str, Any] | None:
     if forenames is None and suffix is None and _ORGANISATION.search(keyname):
         person = person_or_org(keyname, kind="organizational")  # `ATLAS Collaboration`
     else:
-        family = f"{keyname} {suffix}" if suffix else keyname  # `Hopper Jr.`, as arXiv shows it
+        family = _with_suffix(keyname, suffix)
         person = person_or_org(None, kind="personal", given=forenames, family=family)
     affiliations = [{"name": name} for name in _texts(paths.affiliation, author)]
     return {"person_or_org": person, "affiliations": unique_affiliations(affiliations)}
@@ -340,6 +340,12 @@ def _name_parts(keyname: str | None, forenames: str | None) -> tuple[str | None,
     alone are the one name, the family name the target requires."""
     keyname, forenames = name_or_none(keyname), name_or_none(forenames)
     return (forenames, None) if keyname is None else (keyname, forenames)
+
+
+def _with_suffix(family: str, suffix: str | None) -> str:
+    """A family name with the suffix after it (`Hopper Jr.`), as arXiv shows an author's name:
+    the target's person has no field for a suffix. Both formats write names so."""
+    return f"{family} {suffix}" if suffix else family
 
 
 # arXivRaw
@@ -502,8 +508,7 @@ def _raw_person(name: str, orcids: list[dict[str, str]]) -> dict[str, Any] | Non
     family, given = _name_parts(" ".join(tokens[start:]), " ".join(tokens[:start]) or None)
     if family is None:
         return None
-    if suffix:
-        family = f"{family} {suffix}"
+    family = _with_suffix(family, suffix)
     return person_or_org(None, kind="personal", given=given, family=family, identifiers=orcids)
 
 
