@@ -328,7 +328,7 @@ def _author(author: etree._Element) -> dict[str, Any] | None:
     if forenames is None and suffix is None and _ORGANISATION.search(keyname):
         person = person_or_org(keyname, kind="organizational")  # `ATLAS Collaboration`
     else:
-        family = f"{keyname} {suffix}" if suffix else keyname  # `Hopper Jr.`, as arXiv shows it
+        family = _with_suffix(keyname, suffix)
         person = person_or_org(None, kind="personal", given=forenames, family=family)
     affiliations = [{"name": name} for name in _texts(paths.affiliation, author)]
     return {"person_or_org": person, "affiliations": unique_affiliations(affiliations)}
@@ -342,11 +342,22 @@ def _name_parts(keyname: str | None, forenames: str | None) -> tuple[str | None,
     return (forenames, None) if keyname is None else (keyname, forenames)
 
 
+def _with_suffix(family: str, suffix: str | None) -> str:
+    """A family name with the suffix after it (`Hopper Jr.`), as arXiv shows an author's name:
+    the target's person has no field for a suffix. Both formats write names so."""
+    return f"{family} {suffix}" if suffix else family
+
+
 # arXivRaw
 
 _NOTE_LIST = re.compile(r"\s*\(\d+\)")  # `(1) MIT, (2) CERN`
 _NOTE_NUMBER = re.compile(r"\((\d+)\)")
 _NOTE_REFERENCES = re.compile(r"\s*\d+(?:\s*(?:,|and|&)\s*\d+)*\s*")  # `1`, `1 and 2`, `1,2`
+# A mark after an author's name that points to a note: an affiliation's number (`A. Smith 1`,
+# `A. Smith1`, TeX's superscript `A. Smith$^{1}$`, `^a`) or a sign (`A. Smith*`, `†`).
+_NOTE_MARK = re.compile(
+    r"(?:\$?\s*\^\s*(?:(?P<superscript>\d+)|[^\W\d_]|[*†‡]+)|(?P<number>\d+)|[*†‡]+)\s*\$?$"
+)
 _AND = re.compile(r"\sand\s")  # ` and ` between two authors
 _SUFFIXES = {"jr", "jr.", "sr", "sr.", "ii", "iii", "iv"}
 # Lower-case name particles belong to the family name: `Rachel Kuzio de Naray`.
@@ -415,14 +426,19 @@ def _raw_authors(text: str) -> list[dict[str, Any]]:
         if name.lower().startswith("for the "):
             name = name[len("for the ") :]
         name = without_et_al(name)  # `A. Smith et al.`: the others are not named
+        name, marks = _without_note_marks(name)
+        if not name:  # `A. Smith1,2` split at its comma: `2` is a mark of the name before
+            if marks and names:
+                names[-1][2].extend(marks)
+            continue
+        numbers = marks + numbers
         if name.lower() in _SUFFIXES and names:  # `A. Smith, Jr.`: the suffix of the name before
             previous, previous_affiliations, previous_numbers, previous_orcids = names.pop()
             name = f"{previous} {name}"
             affiliations = previous_affiliations + affiliations
             numbers = previous_numbers + numbers
             orcids = previous_orcids + orcids
-        if name:
-            names.append((name, affiliations, numbers, orcids))
+        names.append((name, affiliations, numbers, orcids))
     creators = []
     for name, affiliations, numbers, orcids in names:
         if (person := _raw_person(name, orcids)) is None:
@@ -435,6 +451,25 @@ def _raw_authors(text: str) -> list[dict[str, Any]]:
             }
         )
     return creators
+
+
+def _without_note_marks(name: str) -> tuple[str, list[str]]:
+    """`name` without the marks after it (`_NOTE_MARK`), and the note numbers they are. A
+    number glued to a capital letter is the name's, not a mark: `NA62`, `H1` (an experiment
+    named as an author) would be `NA`, `H`; not to a suffix (`Bob Roe III2`)."""
+    numbers: list[str] = []
+    while match := _NOTE_MARK.search(name):
+        before = name[: match.start()]
+        if (
+            match["number"]
+            and before[-1:].isupper()
+            and before.rsplit(maxsplit=1)[-1].lower() not in _SUFFIXES
+        ):
+            break
+        if number := match["superscript"] or match["number"]:
+            numbers.insert(0, number)
+        name = before.rstrip()
+    return name, numbers
 
 
 def _split_authors(text: str) -> list[str]:
@@ -502,8 +537,7 @@ def _raw_person(name: str, orcids: list[dict[str, str]]) -> dict[str, Any] | Non
     family, given = _name_parts(" ".join(tokens[start:]), " ".join(tokens[:start]) or None)
     if family is None:
         return None
-    if suffix:
-        family = f"{family} {suffix}"
+    family = _with_suffix(family, suffix)
     return person_or_org(None, kind="personal", given=given, family=family, identifiers=orcids)
 
 

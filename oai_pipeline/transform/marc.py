@@ -664,23 +664,31 @@ _FILE_LOCATIONS = _NO_RELATIONSHIP | frozenset("01")
 
 
 # 856 $3, "materials specified": the part of the item the link applies to. Some name a part of
-# it (`Table of contents`, the DNB's `Inhaltsverzeichnis`, `Sample text`, `Cover image`: what
-# 856 4 3 links), which the record has (`haspart`); others a text about it (the Library of
-# Congress's enrichment links: `Publisher description`, `Contributor biographical
-# information`, which LC codes 856 4 2, a related resource; the DNB's `Inhaltstext`, its
-# publisher's description, which it codes 856 4 2 too, and the German union catalogues'
-# `Rezension`, `Klappentext` (the blurb) and `Autorenbiografie`), which it `references`.
-# Neither is the item: such an 856 gives the record neither its DOI, nor a file, nor an
-# identifier of its own. Any other $3 (`Full text`, `Volltext`, `PDF`) names the item or its
-# form; so does `Beschreibung` alone, too generic to say it is a text about the item.
+# it (`Table of contents`, the DNB's `Inhaltsverzeichnis`, `Sample text` and its German
+# `Leseprobe`, `Cover image`, `Umschlagbild`: what 856 4 3 links), which the record has
+# (`haspart`); others a text about it (the Library of Congress's enrichment links: `Publisher
+# description`, `Contributor biographical information`, `Book review`, which LC codes 856 4 2,
+# a related resource; the DNB's `Inhaltstext`, its publisher's description, which it codes
+# 856 4 2 too, and the labels the German union catalogues (K10plus, SWB, BVB) give such texts:
+# `Rezension`, `Klappentext` (the blurb), `Autorenbiografie`, `Kurzbeschreibung`, `Ausführliche
+# Beschreibung`, `Beschreibung für den Leser`, `Verlagsinformation`, `Inhaltsangabe` (a
+# synopsis, as `Inhaltstext` is, not a part of the book as a paper's abstract is) …), which it
+# `references`. Neither is the item: such an 856 gives the record neither its DOI, nor a file,
+# nor an identifier of its own. A label is matched in any case, in the plural too
+# (`Rezensionen`), whatever follows it (`Rezension.`, `Book review (H-Net)`). Any other $3
+# (`Full text`, `Volltext`, `PDF`) names the item or its form; so does `Beschreibung` alone,
+# too generic to say it is a text about the item (it may be the item's own description page).
 _PARTS = re.compile(
-    r"^(?:table of contents|contents|toc|inhaltsverzeichnis|cover(?: image)?|abstract|summary"
-    r"|sample text)\b",
+    r"^(?:table of contents|contents|toc|inhaltsverzeichnis(?:se)?|cover(?: image)?|umschlagbild"
+    r"|abstract|summary|sample text|leseprobe)\b",
     re.I,
 )
 _ABOUT = re.compile(
-    r"^(?:publisher description|contributor biographical information|review|inhaltstext"
-    r"|rezension|klappentext|autorenbiogra(?:f|ph)ie)\b",
+    r"^(?:publisher(?:'s)? description|contributor biographical information|(?:book )?reviews?"
+    r"|inhaltstext|inhaltsangabe|inhaltsbeschreibung|kurzbeschreibung"
+    r"|ausf(?:ü|ue)hrliche beschreibung|beschreibung f(?:ü|ue)r den leser"
+    r"|verlagsinformation(?:en)?|verlagsbeschreibung|rezension(?:en)?|besprechung(?:en)?"
+    r"|klappentexte?|autorenbiogra(?:f|ph)ien?)\b",
     re.I,
 )
 # The 856s of the resource itself: 0, or no relationship stated.

@@ -613,6 +613,54 @@ def test_raw_authors_string_is_split_into_persons(
         assert creator["person_or_org"]["type"] == kind
 
 
+@pytest.mark.parametrize(
+    ("authors", "expected"),
+    [
+        ("A. Smith 1", [("Smith, A.", [])]),  # was the one name `A. Smith`
+        ("A. Smith1 and Jürgen Müller2", [("Smith, A.", []), ("Müller, Jürgen", [])]),
+        ("A. Smith*, B. Jones †", [("Smith, A.", []), ("Jones, B.", [])]),
+        (  # the marks are note numbers, as `(1)` is: the notes are their affiliations
+            "A. Smith 1, B. Jones2, C. Brown 1 (2) ((1) MIT, (2) CERN)",
+            [("Smith, A.", ["MIT"]), ("Jones, B.", ["CERN"]), ("Brown, C.", ["MIT", "CERN"])],
+        ),
+        (  # a list of marks is split at its comma, as the authors are: `2` is the name before's
+            "A. Smith1,2, B. Jones 2 ((1) MIT, (2) CERN)",
+            [("Smith, A.", ["MIT", "CERN"]), ("Jones, B.", ["CERN"])],
+        ),
+        (  # TeX superscripts, a number or a letter
+            "A. Smith$^{1,2}$, B. Jones$^2$ and C. Brown$^{a}$ ((1) MIT, (2) CERN)",
+            [("Smith, A.", ["MIT", "CERN"]), ("Jones, B.", ["CERN"]), ("Brown, C.", [])],
+        ),
+        (  # a mark after the suffix or before it
+            "R. Bruce Smith Jr. 1, Bob Roe1, III and Carl Cole III1 ((1) Yale)",
+            [
+                ("Smith Jr., R. Bruce", ["Yale"]),
+                ("Roe III, Bob", ["Yale"]),
+                ("Cole III, Carl", ["Yale"]),
+            ],
+        ),
+        (  # a number glued to a capital is a name's (an experiment's: `NA62`, `H1`)
+            "A. Smith, NA62, H1 Collaboration",
+            [("Smith, A.", []), ("NA62", []), ("H1 Collaboration", [])],
+        ),
+    ],
+)
+def test_a_mark_after_a_raw_authors_name_is_no_part_of_it(
+    authors: str, expected: list[tuple[str, list[str]]]
+) -> None:
+    """An affiliation's number after an author's name (`A. Smith 1`, `A. Smith1`, TeX's
+    `A. Smith$^{1}$`) or a sign (`A. Smith*`, for the corresponding author) was part of the
+    name: `Smith1`, or, a part of digits naming nobody, the one name `A. Smith` with no given
+    name. It is a mark, no part of the name; a number points to the numbered notes, as `(1)`
+    does. A number glued to a capital letter stays the name's (`H1`, `NA62`), as do the digits
+    of names the recent rules read (`Jane 2019`: the one name `Jane`)."""
+    body = f"<id>0704.0002</id><title>T</title><authors>{authors}</authors>"
+    creators = transformed_metadata(raw_item(body))["creators"]
+    assert [
+        (c["person_or_org"]["name"], [a["name"] for a in c["affiliations"]]) for c in creators
+    ] == expected
+
+
 def test_raw_bad_version_dates() -> None:
     """A version date that does not parse is left out; without the first version's date the
     id says the month."""

@@ -817,6 +817,16 @@ def test_a_file_of_the_resource_itself_is_a_file_of_the_record(ind2: str) -> Non
         ("Klappentext", False),
         ("Autorenbiografie", False),
         ("Autorenbiographie", False),
+        # the other texts about the item German catalogues label (`_ABOUT`), their parts
+        # (`_PARTS`) and LC's `Book review`, in any case and with trailing punctuation
+        ("Kurzbeschreibung", False),
+        ("Ausführliche Beschreibung", False),
+        ("Beschreibung für den Leser", False),
+        ("Verlagsinformationen", False),
+        ("Rezensionen.", False),
+        ("Leseprobe", False),
+        ("BOOK REVIEW (H-Net)", False),
+        ("Beschreibung", True),  # alone too generic: it may describe the item itself
     ],
 )
 def test_the_materials_an_856_specifies_decide_its_doi_and_its_file_alike(
@@ -852,6 +862,29 @@ def test_the_materials_an_856_specifies_decide_its_doi_and_its_file_alike(
         ("Klappentext", "references"),  # the blurb
         ("Autorenbiografie", "references"),
         ("Autorenbiographie", "references"),
+        # the other labels of German catalogues (DNB, K10plus, SWB, BVB) for texts about the
+        # item, in any case and with trailing punctuation, and of LC's for reviews
+        ("Kurzbeschreibung", "references"),
+        ("Ausführliche Beschreibung", "references"),
+        ("Ausfuehrliche Beschreibung", "references"),
+        ("Beschreibung für den Leser", "references"),
+        ("Verlagsinformation", "references"),
+        ("Verlagsinformationen:", "references"),
+        ("Verlagsbeschreibung", "references"),
+        ("Inhaltsangabe", "references"),  # a synopsis, as the DNB's Inhaltstext is
+        ("Inhaltsbeschreibung", "references"),
+        ("Rezensionen", "references"),
+        ("rezension.", "references"),
+        ("Besprechung", "references"),
+        ("Klappentexte", "references"),
+        ("Book review", "references"),
+        ("Book reviews (E-STREAMS)", "references"),
+        ("Reviews", "references"),
+        # and for its parts: the German sample text and cover
+        ("Leseprobe", "haspart"),
+        ("Umschlagbild", "haspart"),
+        ("Cover", "haspart"),
+        ("Inhaltsverzeichnis.", "haspart"),
     ],
 )
 def test_a_link_to_a_part_or_a_text_about_the_item_is_a_related_identifier(
@@ -863,7 +896,10 @@ def test_a_link_to_a_part_or_a_text_about_the_item_is_a_related_identifier(
     identifier: a part the record has (`haspart`, as 856 4 3 is), a text it `references`
     (LC codes its publisher descriptions 856 4 2, a related resource; the DNB's `Inhaltstext`
     is one, which was the record's own URL, DOI and file when coded 4 0, and so are the German
-    union catalogues' `Rezension`, `Klappentext` and `Autorenbiografie`).
+    union catalogues' `Rezension`, `Klappentext` and `Autorenbiografie`). So were the other
+    labels German catalogues give such texts (`Kurzbeschreibung`, `Ausführliche Beschreibung`,
+    `Verlagsinformation` …), plurals (`Rezensionen`), LC's `Book review` and the German parts
+    (`Leseprobe`, `Umschlagbild`): the record's own, or the work in another form (4 1).
 
     So is one of a version of the resource (856 4 1), which was `isversionof`, as if the
     table of contents were the work in another form: the Library of Congress coded its tables
@@ -903,6 +939,8 @@ def test_an_856_of_a_version_naming_the_item_stays_a_version() -> None:
         ("Rezension", "references"),
         ("Klappentext", "references"),
         ("Autorenbiografie", "references"),
+        ("Ausführliche Beschreibung", "references"),
+        ("Leseprobe", "haspart"),
         ("Full text", "references"),
     ],
 )
