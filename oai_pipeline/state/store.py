@@ -1063,7 +1063,8 @@ class StateStore:
         otherwise rewrite all of its XML). A record whose last harvest failed at any stage
         (a parse, transform or write error) is retried from what the source lists now: a
         source that fixes a record without a new datestamp must not get the old XML
-        transformed again.
+        transformed again. Nor is one listed in other sets (`sets_changed`): it is written
+        again for the move, so from the XML listed with it.
 
         A day's datestamp says on which day a record last changed, not when: a copy
         harvested during that day may have changed later that day. Such a record, listed
@@ -1134,7 +1135,11 @@ class StateStore:
             ):
                 if bytes(row.xml) != records[row.identifier].xml:
                     relisted.changed_within_day.add(row.identifier)
-        relisted.unchanged = same - relisted.changed_within_day
+        # Moved to other sets, a record is transformed and written again: from the copy the
+        # source lists now, not the stored one (before, a record also changed on the day of
+        # its datestamp got its old data written under its new sets, a copy the source never
+        # had).
+        relisted.unchanged = same - relisted.changed_within_day - relisted.sets_changed
         relisted.as_stored = relisted.unchanged & kept_as_is
         return relisted
 

@@ -16,10 +16,12 @@ what a small model of DESIGN.md's sync rules predicts:
   (skipped only when its datestamp is unchanged, its last write had no errors and the
   local record is still as harvested).
 
-Seeds: OAI_MODEL_SEEDS=N runs seeds 0..N-1 on SQLite (default: a few), OAI_MODEL_SEED=S one
-seed, OAI_MODEL_EPOCHS the epochs per seed; OAI_MODEL_POSTGRES_SEEDS=N runs seeds 0..N-1 with
-the state store and the target on PostgreSQL (default 2: most other scenarios of sync_e2e/ run
-on SQLite only). A failure names its seed and the operations so far.
+Seeds: OAI_MODEL_SEEDS=N runs seeds 0..N-1 on SQLite (default: a few) and the regression
+seeds, OAI_MODEL_SEEDS=A-B seeds A..B only (both included: an audit of a range not run
+before), OAI_MODEL_SEED=S one seed, OAI_MODEL_EPOCHS the epochs per seed;
+OAI_MODEL_POSTGRES_SEEDS=N runs seeds 0..N-1 (or A-B) with the state store and the target on
+PostgreSQL (default 2: most other scenarios of sync_e2e/ run on SQLite only; 0 for none). A
+failure names its seed and the operations so far.
 """
 
 from __future__ import annotations
@@ -846,14 +848,19 @@ class Simulation:
 # by our clock instead of the source's responseDate, so the change was skipped); 18 (a record
 # a reconcile found vanished is brought back, and the next reconcile harvests it again: the
 # model left it deleted); 90 (a day-granular record moved to another set on the day of its
-# datestamp, harvested after that day: written again, which the model skipped).
-REGRESSION_SEEDS = [45, 18, 90]
+# datestamp, harvested after that day: written again, which the model skipped); 124 (such a
+# record also changed on that day: the store wrote its old XML's data under the new sets).
+REGRESSION_SEEDS = [45, 18, 90, 124]
 
 
 def seeds(variable: str = "OAI_MODEL_SEEDS", default: int = 3) -> list[int]:
     if "OAI_MODEL_SEED" in os.environ:
         return [int(os.environ["OAI_MODEL_SEED"])]
-    count = int(os.environ.get(variable, str(default)))
+    spec = os.environ.get(variable, str(default)).strip()
+    first, dash, last = spec.partition("-")
+    if dash:  # A-B: that range alone
+        return list(range(int(first), int(last) + 1))
+    count = int(spec)
     extra = REGRESSION_SEEDS if variable == "OAI_MODEL_SEEDS" and count else []
     return list(dict.fromkeys([*range(count), *extra]))
 

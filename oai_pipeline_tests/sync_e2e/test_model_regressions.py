@@ -218,3 +218,28 @@ def test_a_record_coming_back_keeps_its_tombstone_from_a_new_record_with_its_old
 
     assert errors_of(settings, old.identifier) == []
     assert titles(settings) == {old.identifier: "A", "oai:fake.test:b": "B"}
+
+
+def test_a_record_moved_to_another_set_without_a_new_datestamp_is_written_as_listed(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A day-granular source changed a record and moved it to another set on the day of its
+    datestamp; harvested after that day, it is written again (moved). Before, staging kept the
+    XML stored from the last harvest (same datestamp: "unchanged") and transformed that again
+    for the move: the target got the old title under the new sets, a copy the source never
+    had, although the copy just listed was at hand (model-based seed 124)."""
+    record = FakeRecord(
+        "oai:fake.test:1", "2024-03-01T10:00:00Z", sets=["sa"], raw_metadata=dc("A")
+    )
+    source = harvest_fake_source(settings, monkeypatch, FakeSource([record], granularity="day"))
+    harvest(settings)
+    assert titles(settings) == {record.identifier: "A"}
+
+    source.records[0] = FakeRecord(
+        record.identifier, "2024-03-01T15:00:00Z", sets=["sb"], raw_metadata=dc("B")
+    )
+    harvest(settings)
+
+    assert titles(settings) == {record.identifier: "B"}
+    with Services(settings) as services:
+        assert services.state.get_record(record.identifier, "sample")["set_specs"] == ["sb"]
