@@ -848,9 +848,10 @@ class Simulation:
 # by our clock instead of the source's responseDate, so the change was skipped); 18 (a record
 # a reconcile found vanished is brought back, and the next reconcile harvests it again: the
 # model left it deleted); 90 (a day-granular record moved to another set on the day of its
-# datestamp, harvested after that day: written again, which the model skipped); 124 (such a
-# record also changed on that day: the store wrote its old XML's data under the new sets).
-REGRESSION_SEEDS = [45, 18, 90, 124]
+# datestamp, harvested after that day: written again, which the model skipped). Seed 124 (such
+# a record also changed on that day: the store wrote its old XML's data under the new sets) is
+# kept as a focused test instead (test_model_regressions.py), a second where a seed takes 14.
+REGRESSION_SEEDS = [45, 18, 90]
 
 
 def seeds(variable: str = "OAI_MODEL_SEEDS", default: int = 3) -> list[int]:
