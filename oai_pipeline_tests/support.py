@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -120,18 +121,25 @@ def utc(day: date) -> datetime:
 
 
 def install_plugin(
-    site: Path, module: str, source: str, entry_points: dict[str, dict[str, str]]
+    site: Path,
+    module: str,
+    source: str,
+    entry_points: dict[str, dict[str, str]],
+    version: str = "1.0",
 ) -> Path:
     """Install a distribution the way pip would: a module and its dist-info in `site`.
 
     `entry_points` maps a group (e.g. `oai_pipeline.writers`) to {name: "module:Class"}.
-    Put `site` on sys.path (or PYTHONPATH of a child process) to make it visible.
+    Put `site` on sys.path (or PYTHONPATH of a child process) to make it visible. Another
+    `version` replaces the one installed, as `pip install --upgrade` does.
     """
-    dist_info = site / f"{module}-1.0.dist-info"
-    dist_info.mkdir(parents=True, exist_ok=True)
+    for installed in site.glob(f"{module}-*.dist-info"):
+        shutil.rmtree(installed)
+    dist_info = site / f"{module}-{version}.dist-info"
+    dist_info.mkdir(parents=True)
     (site / f"{module}.py").write_text(source)
     (dist_info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 1.0\n"
+        f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: {version}\n"
     )
     (dist_info / "entry_points.txt").write_text(
         "".join(

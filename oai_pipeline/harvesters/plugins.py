@@ -8,9 +8,12 @@ same way, so nothing here knows the concrete classes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
 import re
+import sys
 from importlib.metadata import EntryPoint, PackageNotFoundError, entry_points, version
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -74,7 +77,15 @@ _BUILTIN_MODELS = {RDM_MODEL.name: RDM_MODEL}
 
 def parse_spec(text: str) -> PluginSpec:
     """Parse `name` or `name{json5 options}`; a malformed spec is a ConfigurationError."""
-    text = text.strip()
+    name, options = _parsed_spec(text.strip())
+    return PluginSpec(name=name, options=json.loads(options))
+
+
+@functools.cache
+def _parsed_spec(text: str) -> tuple[str, str]:
+    """The name and the options as JSON text. Cached: json5 is a slow parser and every
+    harvester loaded from the state store parses its specs again (a copy each call keeps a
+    caller's changes to the options its own)."""
     brace = text.find("{")
     name = text if brace < 0 else text[:brace].strip()
     if not name or not _NAME.match(name):
@@ -82,19 +93,48 @@ def parse_spec(text: str) -> PluginSpec:
             f"{text!r} is not a plug-in spec: expected name or name{{options}}"
         )
     if brace < 0:
-        return PluginSpec(name=name)
+        return name, "{}"
     try:
         options = json5.loads(text[brace:])
     except (ValueError, RecursionError) as error:  # RecursionError: nested too deeply
         raise ConfigurationError(f"options of {name!r} do not parse as JSON5: {error}") from None
     if not isinstance(options, dict):
         raise ConfigurationError(f"options of {name!r} must be an object {{key: value}}")
-    return PluginSpec(name=name, options=options)
+    return name, json.dumps(options)
 
 
 def available(group: PluginGroup) -> dict[str, EntryPoint]:
     """The plug-ins installed for a group, by name (entry points `oai_pipeline.<group>`)."""
-    return {ep.name: ep for ep in entry_points(group=f"oai_pipeline.{group}")}
+    return dict(_entry_points(f"oai_pipeline.{group}", _installed()))
+
+
+def _installed() -> tuple[tuple[str, int], ...]:
+    """What decides which distributions Python finds: the import path, and when each of its
+    folders last changed (installing, upgrading or removing a package adds or removes a
+    `*.dist-info` folder there). Reading every distribution's metadata takes ~15 ms, and a
+    harvest looks its plug-ins up dozens of times."""
+    key = []
+    for entry in sys.path:
+        try:
+            key.append((entry, os.stat(entry or ".").st_mtime_ns))
+        except OSError:
+            key.append((entry, -1))
+    return tuple(key)
+
+
+@functools.lru_cache(maxsize=32)
+def _entry_points(group: str, installed: tuple[tuple[str, int], ...]) -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=group)}
+
+
+@functools.lru_cache(maxsize=64)
+def _provider(
+    entry_point: EntryPoint, installed: tuple[tuple[str, int], ...]
+) -> tuple[str | None, str | None]:
+    """The name and version of the distribution that declares an entry point: each read of
+    either parses the distribution's METADATA file anew."""
+    dist = entry_point.dist
+    return (dist.name, dist.version) if dist is not None else (None, None)
 
 
 def _known_names(group: PluginGroup) -> list[str]:
@@ -196,14 +236,16 @@ def transform_fingerprint(harvester: Harvester) -> str:
     transformers' output. The same fingerprint and an unchanged datestamp mean the stored
     transform is what the chain would make again."""
     chain: list[Any] = [
-        ["oai-pipeline", _package_version("oai-pipeline"), OUTPUT_REVISION],
+        ["oai-pipeline", _version("oai-pipeline", _installed()), OUTPUT_REVISION],
         ["metadata_prefix", harvester.metadata_prefix],
     ]
     for text in harvester.transformers:
         spec = parse_spec(text)
         entry_point = available("transformers").get(spec.name)
-        dist = entry_point.dist if entry_point is not None else None
-        chain.append([spec.name, spec.options, dist and dist.name, dist and dist.version])
+        dist_name, dist_version = (
+            _provider(entry_point, _installed()) if entry_point is not None else (None, None)
+        )
+        chain.append([spec.name, spec.options, dist_name, dist_version])
     encoded = json.dumps(chain, sort_keys=True, default=str).encode()
     # 64 bits tell chains apart well enough, and keep the index of what was written small.
     return hashlib.sha256(encoded).hexdigest()[:16]
@@ -243,7 +285,8 @@ def written_options(harvester: Harvester) -> dict[str, Any]:
     return found
 
 
-def _package_version(name: str) -> str | None:
+@functools.lru_cache(maxsize=8)
+def _version(name: str, installed: tuple[tuple[str, int], ...]) -> str | None:
     try:
         return version(name)
     except PackageNotFoundError:
