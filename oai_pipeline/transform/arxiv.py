@@ -353,10 +353,18 @@ def _with_suffix(family: str, suffix: str | None) -> str:
 _NOTE_LIST = re.compile(r"\s*\(\d+\)")  # `(1) MIT, (2) CERN`
 _NOTE_NUMBER = re.compile(r"\((\d+)\)")
 _NOTE_REFERENCES = re.compile(r"\s*\d+(?:\s*(?:,|and|&)\s*\d+)*\s*")  # `1`, `1 and 2`, `1,2`
+# A sign marking a note, as a character or as TeX writes it (`\dagger`, `\ast`, `\S`): one
+# or more, `$^{\dagger\ddagger}$`.
+_NOTE_SIGNS = (
+    r"(?:[*†‡§¶⋆]|\\(?:dagger|ddagger|dag|ddag|ast|star|S|P|sharp|natural|flat|bullet|diamond"
+    r"|clubsuit|heartsuit|spadesuit)(?![A-Za-z]))+"
+)
 # A mark after an author's name that points to a note: an affiliation's number (`A. Smith 1`,
-# `A. Smith1`, TeX's superscript `A. Smith$^{1}$`, `^a`) or a sign (`A. Smith*`, `†`).
+# `A. Smith1`, TeX's superscript `A. Smith$^{1}$`, `^a`) or a sign (`A. Smith*`, `†`,
+# `A. Smith$^\dagger$`).
 _NOTE_MARK = re.compile(
-    r"(?:\$?\s*\^\s*(?:(?P<superscript>\d+)|[^\W\d_]|[*†‡]+)|(?P<number>\d+)|[*†‡]+)\s*\$?$"
+    rf"(?:\$?\s*\^\s*(?:(?P<superscript>\d+)|[^\W\d_]|{_NOTE_SIGNS})|(?P<number>\d+)|\$?{_NOTE_SIGNS})"
+    r"\s*\$?$"
 )
 _AND = re.compile(r"\sand\s")  # ` and ` between two authors
 _SUFFIXES = {"jr", "jr.", "sr", "sr.", "ii", "iii", "iv"}

@@ -631,6 +631,21 @@ def test_raw_authors_string_is_split_into_persons(
             "A. Smith$^{1,2}$, B. Jones$^2$ and C. Brown$^{a}$ ((1) MIT, (2) CERN)",
             [("Smith, A.", ["MIT", "CERN"]), ("Jones, B.", ["CERN"]), ("Brown, C.", [])],
         ),
+        (  # TeX's signs, as superscripts or bare, one or more
+            "A. Smith$^\\dagger$, B. Jones$^{\\ddagger\\ast}$, C. Brown$\\star$, "
+            "D. Green\\S and E. White$^{\\dagger,\\ddagger}$",
+            [
+                ("Smith, A.", []),
+                ("Jones, B.", []),
+                ("Brown, C.", []),
+                ("Green, D.", []),
+                ("White, E.", []),
+            ],
+        ),
+        (  # a name's own TeX command is no sign: `\Sigma` is not `\S`
+            "A. Smith\\Sigma",
+            [("Smith\\Sigma, A.", [])],
+        ),
         (  # a mark after the suffix or before it
             "R. Bruce Smith Jr. 1, Bob Roe1, III and Carl Cole III1 ((1) Yale)",
             [
