@@ -378,7 +378,7 @@ if __name__ == "__main__":
 def _gone(pid: int) -> bool:
     try:
         status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # the second: it ended while read
         return True
     return "\\nState:\\tZ" in status  # exited, not yet reaped
 
