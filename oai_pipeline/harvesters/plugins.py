@@ -235,15 +235,16 @@ def transform_fingerprint(harvester: Harvester) -> str:
     options, the versions of the packages that provide it and the revision of the shipped
     transformers' output. The same fingerprint and an unchanged datestamp mean the stored
     transform is what the chain would make again."""
+    installed = _installed()
     chain: list[Any] = [
-        ["oai-pipeline", _version("oai-pipeline", _installed()), OUTPUT_REVISION],
+        ["oai-pipeline", _version("oai-pipeline", installed), OUTPUT_REVISION],
         ["metadata_prefix", harvester.metadata_prefix],
     ]
     for text in harvester.transformers:
         spec = parse_spec(text)
         entry_point = available("transformers").get(spec.name)
         dist_name, dist_version = (
-            _provider(entry_point, _installed()) if entry_point is not None else (None, None)
+            _provider(entry_point, installed) if entry_point is not None else (None, None)
         )
         chain.append([spec.name, spec.options, dist_name, dist_version])
     encoded = json.dumps(chain, sort_keys=True, default=str).encode()

@@ -850,7 +850,7 @@ class Simulation:
 # model left it deleted); 90 (a day-granular record moved to another set on the day of its
 # datestamp, harvested after that day: written again, which the model skipped). Seed 124 (such
 # a record also changed on that day: the store wrote its old XML's data under the new sets) is
-# kept as a focused test instead (test_model_regressions.py), a second where a seed takes 14.
+# kept as a focused test instead (test_model_regressions.py): about a second, the seed 14 s.
 REGRESSION_SEEDS = [45, 18, 90]
 
 
