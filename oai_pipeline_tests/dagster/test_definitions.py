@@ -78,6 +78,16 @@ def test_jobs_schedules_sensors_and_checks_are_defined() -> None:
     assert {"reconciles", "no_record_errors"} <= checks
 
 
+def test_every_job_runs_its_steps_in_the_runs_own_process() -> None:
+    """The jobs are chains: a process per step would buy no parallelism, only a fresh
+    interpreter per step. The asset job behind backfills and the UI's Materialize too."""
+    repository = defs.get_repository_def()
+    names = [job.name for job in repository.get_all_jobs()]
+    assert {"harvest", "run_all_harvesters", "__ASSET_JOB"} <= set(names)
+    for name in names:
+        assert repository.get_job(name).executor_def is dg.in_process_executor, name
+
+
 def test_dagster_definitions_validate() -> None:
     result = subprocess.run(
         [

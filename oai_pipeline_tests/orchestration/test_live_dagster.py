@@ -150,6 +150,11 @@ def test_use_job_goes_through_the_same_queue(live: Live) -> None:
     assert run["status"] == "SUCCESS"
     # queued like a UI launch: the run coordinator enqueued it, the daemon dequeued it
     assert "RunEnqueuedEvent" in live.dagster.run_events(run_id)
+    # its steps ran in the run's own process, none in a process of its own (each such
+    # process imported Dagster and the pipeline again: ~3 s a step here)
+    events = live.dagster.step_event_types(run_id)
+    assert events.count("STEP_SUCCESS") == 5, events  # the four assets and their checks
+    assert "STEP_WORKER_STARTING" not in events, events
     with Services(live.settings) as services:
         harvest_runs = [
             r
