@@ -146,8 +146,8 @@ def _retry_coming(context: dg.AssetExecutionContext) -> Callable[[BaseException]
     step = context.op_execution_context.get_step_execution_context()
     policy = step.op_retry_policy
     attempt = context.retry_number + 1
-    # `deferred`, not `enabled`, in a step's own process (a job run by the multiprocess
-    # executor): the parent process retries it. Only `disabled` is none.
+    # `deferred`, not `enabled`, in a step's own process (the multiprocess executor of the
+    # daemon's and the UI's runs): the parent process retries it. Only `disabled` is none.
     retries = not step.retry_mode.disabled
 
     def retry(error: BaseException) -> str | None:

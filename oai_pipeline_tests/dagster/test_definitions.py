@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from oai_pipeline.definitions import build_definitions, defs
+from oai_pipeline.definitions import STEP_PROCESSES, build_definitions, defs
 from oai_pipeline.defs.partitions import HARVESTER, WINDOW, harvest_partitions
 from oai_pipeline.errors import ConfigurationError
 
@@ -78,14 +79,39 @@ def test_jobs_schedules_sensors_and_checks_are_defined() -> None:
     assert {"reconciles", "no_record_errors"} <= checks
 
 
-def test_every_job_runs_its_steps_in_the_runs_own_process() -> None:
-    """The jobs are chains: a process per step would buy no parallelism, only a fresh
-    interpreter per step. The asset job behind backfills and the UI's Materialize too."""
+@dg.op
+def _step_process() -> tuple[int, int]:
+    return os.getpid(), os.getppid()
+
+
+@dg.job(executor_def=STEP_PROCESSES)
+def _one_step() -> None:
+    _step_process()
+
+
+def test_every_job_runs_each_step_in_a_process_forked_from_a_preloaded_server() -> None:
+    """A process per step (the UI's Terminate stops the step where it is), forked from a
+    server that imported the code once per run instead of a fresh interpreter per step; the
+    asset job behind backfills and the UI's Materialize too. In-process on request."""
     repository = defs.get_repository_def()
     names = [job.name for job in repository.get_all_jobs()]
     assert {"harvest", "run_all_harvesters", "__ASSET_JOB"} <= set(names)
     for name in names:
-        assert repository.get_job(name).executor_def is dg.in_process_executor, name
+        assert repository.get_job(name).executor_def is STEP_PROCESSES, name
+
+    def step_process(**run_config: object) -> tuple[int, int]:
+        execution = {"execution": {"config": run_config}} if run_config else None
+        with dg.execute_job(
+            dg.reconstructable(_one_step), instance, run_config=execution
+        ) as result:
+            return result.output_for_node("_step_process")
+
+    with dg.instance_for_test() as instance:
+        pid, parent = step_process()
+        assert pid != os.getpid() and parent != os.getpid()  # the forkserver's child
+        assert step_process(in_process={})[0] == os.getpid()
+        spawned = step_process(multiprocess={"start_method": {"spawn": {}}})
+        assert spawned[1] == os.getpid()  # as configured
 
 
 def test_dagster_definitions_validate() -> None:

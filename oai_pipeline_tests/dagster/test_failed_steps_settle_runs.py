@@ -27,6 +27,7 @@ from oai_pipeline_tests.orchestration.dagster_runs import failure_sensor
 from oai_pipeline_tests.support import live_records, register, target_by_source
 
 PREFIX = "oai_datacite"
+IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
 FIRST, LAST = "2024-01-03", "2024-01-12"
 
 
@@ -40,6 +41,7 @@ def _run(instance: dg.DagsterInstance, **kwargs: object) -> dg.ExecuteInProcessR
     return dg.execute_job(
         dg.reconstructable(harvest_job),
         instance,
+        run_config=IN_PROCESS,
         tags=range_tags("sample", FIRST, LAST),
         raise_on_error=False,
         **kwargs,
@@ -163,6 +165,7 @@ def test_a_step_over_several_harvesters_gives_each_harvest_run_its_own_error(
         failed = dg.execute_job(
             dg.reconstructable(harvest_job),
             instance,
+            run_config=IN_PROCESS,
             tags={
                 RANGE_START_TAG: str(partition_key("alpha", FIRST)),
                 RANGE_END_TAG: str(partition_key("beta", FIRST)),

@@ -19,6 +19,8 @@ from oai_pipeline_tests.support import register
 
 pytestmark = pytest.mark.postgres
 
+IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
+
 
 def harvest_job() -> dg.JobDefinition:
     from oai_pipeline.definitions import defs
@@ -48,6 +50,7 @@ def test_a_target_role_without_insert_fails_the_run_with_the_command_line_s_line
     failed = dg.execute_job(
         dg.reconstructable(harvest_job),
         instance,
+        run_config=IN_PROCESS,
         tags=range_tags("sample", "2024-01-03", "2024-01-12"),
         raise_on_error=False,
     )

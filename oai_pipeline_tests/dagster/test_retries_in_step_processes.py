@@ -1,6 +1,6 @@
-"""A step Dagster retries in a process of its own (a job on the multiprocess executor: the code
-location's jobs run in-process, a deployment's own job over the assets may not), where Dagster
-hands the step the retry mode `deferred` (the parent process retries), not `enabled`."""
+"""A step Dagster retries, run as the daemon and the UI run it: each step in a process of its
+own (the multiprocess executor), where Dagster hands the step the retry mode `deferred` (the
+parent process retries), not `enabled`."""
 
 from __future__ import annotations
 

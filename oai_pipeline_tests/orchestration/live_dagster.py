@@ -175,15 +175,6 @@ class LiveDagster:
         )
         return [event["__typename"] for event in data["logsForRun"]["events"]]
 
-    def step_event_types(self, run_id: str) -> list[str]:
-        """Dagster's event types (STEP_START, STEP_WORKER_STARTING, …) of a run's log."""
-        data = self.graphql(
-            """query($id: ID!) { logsForRun(runId: $id) {
-                 ... on EventConnection { events { ... on MessageEvent { eventType } } } } }""",
-            id=run_id,
-        )
-        return [e["eventType"] for e in data["logsForRun"]["events"] if e.get("eventType")]
-
     def launch_asset_backfill(
         self, assets: list[str], partition_names: list[str], tags: dict[str, str] | None = None
     ) -> str:

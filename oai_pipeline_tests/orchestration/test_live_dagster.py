@@ -150,11 +150,6 @@ def test_use_job_goes_through_the_same_queue(live: Live) -> None:
     assert run["status"] == "SUCCESS"
     # queued like a UI launch: the run coordinator enqueued it, the daemon dequeued it
     assert "RunEnqueuedEvent" in live.dagster.run_events(run_id)
-    # its steps ran in the run's own process, none in a process of its own (each such
-    # process imported Dagster and the pipeline again: ~3 s a step here)
-    events = live.dagster.step_event_types(run_id)
-    assert events.count("STEP_SUCCESS") == 5, events  # the four assets and their checks
-    assert "STEP_WORKER_STARTING" not in events, events
     with Services(live.settings) as services:
         harvest_runs = [
             r
@@ -195,6 +190,42 @@ def test_a_second_ui_run_of_a_harvester_waits_in_the_queue(live: Live) -> None:
         every=1,
     )
     assert status == "SUCCESS", _fail_with_log(live, status)
+
+
+def test_terminate_in_the_ui_stops_a_running_harvest_and_frees_the_harvester(live: Live) -> None:
+    """The UI's Terminate interrupts the step where it is (in the run's own process): the run
+    ends CANCELED, its harvest run `stopped`, the lease free."""
+    dagster = live.dagster
+    backfill_id = dagster.launch_asset_backfill(ASSETS, [f"yearly|{day}" for day in YEAR])
+
+    def harvest_runs(run_id: str) -> list[dict]:
+        with Services(live.settings) as services:
+            return services.state.runs_of_dagster_run(run_id)
+
+    def started() -> str | None:
+        runs = dagster.runs({"dagster/backfill": backfill_id})
+        if runs and runs[0]["status"] == "STARTED" and harvest_runs(runs[0]["runId"]):
+            return runs[0]["runId"]
+        return None
+
+    run_id = wait_for("the backfill's run to start its harvest", started, timeout=120, every=0.2)
+    dagster.cancel_run(run_id)
+    status = wait_for(
+        "the run to end",
+        lambda: (s := dagster.run(run_id)["status"]) in ("SUCCESS", "FAILURE", "CANCELED") and s,
+        timeout=60,
+        every=0.5,
+    )
+    assert status == "CANCELED", _fail_with_log(live, status)
+
+    def stopped_runs() -> list[dict] | None:
+        runs = harvest_runs(run_id)
+        return runs if all(r["status"] == "stopped" for r in runs) else None
+
+    wait_for("the harvest run to end stopped", stopped_runs, timeout=60)
+    with Services(live.settings) as services:
+        assert services.harvester_lock.try_acquire("yearly", "test-after-terminate")
+        services.harvester_lock.release("yearly", "test-after-terminate")
 
 
 def test_the_live_dagsters_daemon_loops_every_two_seconds(tmp_path: Path) -> None:

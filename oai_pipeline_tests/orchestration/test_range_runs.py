@@ -348,6 +348,7 @@ def test_a_run_launched_without_a_partition_says_what_to_choose(
 
     result = defs.resolve_job_def(job_name).execute_in_process(
         instance=instance,
+        run_config={"execution": {"config": {"in_process": {}}}},
         raise_on_error=False,
     )
 

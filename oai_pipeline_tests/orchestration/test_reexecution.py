@@ -23,6 +23,7 @@ from oai_pipeline_tests.dagster_results import run_totals
 from oai_pipeline_tests.support import register, shifted_sample_records, target_by_source
 
 PREFIX = "oai_datacite"
+IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
 
 
 def harvest_job() -> dg.JobDefinition:
@@ -77,6 +78,7 @@ def _failed_range_run(
         result = dg.execute_job(
             dg.reconstructable(harvest_job),
             instance,
+            run_config=IN_PROCESS,
             tags=range_tags("alpha", first, last),
             raise_on_error=False,
         )
@@ -127,6 +129,7 @@ def test_a_reexecuted_run_does_not_roll_back_what_a_later_run_wrote(
     again = dg.execute_job(
         dg.reconstructable(harvest_job),
         instance,
+        run_config=IN_PROCESS,
         reexecution_options=options,
         # the UI gives a re-execution its parent's tags; this API takes them as given
         tags=range_tags("alpha", "2024-01-02", "2024-01-06"),
@@ -182,6 +185,7 @@ def test_an_all_steps_reexecution_counts_a_moved_record_in_its_window_of_now(
     again = dg.execute_job(
         dg.reconstructable(harvest_job),
         instance,
+        run_config=IN_PROCESS,
         reexecution_options=dg.ReexecutionOptions(parent_run_id=first_run),
         tags=range_tags("alpha", "2024-01-02", "2024-01-06"),
         raise_on_error=False,
@@ -224,6 +228,7 @@ def test_a_reexecution_refuses_a_plan_made_for_other_writers_and_a_new_plan_writ
     again = dg.execute_job(
         dg.reconstructable(harvest_job),
         instance,
+        run_config=IN_PROCESS,
         reexecution_options=dg.ReexecutionOptions.from_failure(first_run, instance),
         tags=range_tags("alpha", "2024-01-02", "2024-01-06"),
         raise_on_error=False,
