@@ -79,6 +79,18 @@ def _fail_with_log(live: Live, message: str) -> str:
     return f"{message}\n--- dagster dev log ---\n{live.dagster.log_tail()}"
 
 
+def _ended(live: Live, run_id: str) -> str:
+    """The status a run ends with (within a minute)."""
+    return wait_for(
+        f"run {run_id} to end",
+        lambda: (
+            (s := live.dagster.run(run_id)["status"]) in ("SUCCESS", "FAILURE", "CANCELED") and s
+        ),
+        timeout=60,
+        every=0.5,
+    )
+
+
 def test_backfill_of_a_year_finishes_in_one_run_with_the_target_complete(live: Live) -> None:
     dagster = live.dagster
     requests_before = len(live.endpoint.requests)
@@ -183,17 +195,12 @@ def test_a_second_ui_run_of_a_harvester_waits_in_the_queue(live: Live) -> None:
     )
     assert dagster.run(second)["status"] == "QUEUED"
     dagster.cancel_run(second)  # enough: it waited; not worth a second run's time
-    status = wait_for(
-        "the first UI run to finish",
-        lambda: (s := dagster.run(first)["status"]) in ("SUCCESS", "FAILURE", "CANCELED") and s,
-        timeout=60,
-        every=1,
-    )
+    status = _ended(live, first)
     assert status == "SUCCESS", _fail_with_log(live, status)
 
 
 def test_terminate_in_the_ui_stops_a_running_harvest_and_frees_the_harvester(live: Live) -> None:
-    """The UI's Terminate interrupts the step where it is (in the run's own process): the run
+    """The UI's Terminate interrupts the step where it is (in the step's own process): the run
     ends CANCELED, its harvest run `stopped`, the lease free."""
     dagster = live.dagster
     backfill_id = dagster.launch_asset_backfill(ASSETS, [f"yearly|{day}" for day in YEAR])
@@ -210,12 +217,7 @@ def test_terminate_in_the_ui_stops_a_running_harvest_and_frees_the_harvester(liv
 
     run_id = wait_for("the backfill's run to start its harvest", started, timeout=120, every=0.2)
     dagster.cancel_run(run_id)
-    status = wait_for(
-        "the run to end",
-        lambda: (s := dagster.run(run_id)["status"]) in ("SUCCESS", "FAILURE", "CANCELED") and s,
-        timeout=60,
-        every=0.5,
-    )
+    status = _ended(live, run_id)
     assert status == "CANCELED", _fail_with_log(live, status)
 
     def stopped_runs() -> list[dict] | None:
