@@ -30,7 +30,11 @@ from oai_pipeline.defs.partitions import (
 )
 from oai_pipeline.defs.resources import HarvestOptions, PipelineResource
 from oai_pipeline.defs.run_coordinator import older_queue_limits
-from oai_pipeline.defs.sensors import ERRORS_BY_HARVESTER, fail_orphaned_harvest_runs
+from oai_pipeline.defs.sensors import (
+    ERRORS_BY_HARVESTER,
+    RUN_CANCELED,
+    fail_orphaned_harvest_runs,
+)
 from oai_pipeline.errors import ConfigurationError, PipelineError, disk_advice, refused_by_disk
 from oai_pipeline.harvesters.model import describe_validation_error
 from oai_pipeline.oai.errors import HarvestProtocolError, PersistentProtocolError
@@ -198,6 +202,14 @@ def _options(harvest_options: HarvestOptions) -> RunOptions:
         return harvest_options.run_options()
 
 
+def step_error_text(error: BaseException) -> str:
+    """A step's interrupt is its run being terminated (the UI's Terminate): its harvest run
+    says so, as the canceled sensor would, not `DagsterExecutionInterruptedError`."""
+    if isinstance(error, dg.DagsterExecutionInterruptedError):
+        return RUN_CANCELED
+    return run_error_text(error)
+
+
 def _each_scope(
     context: dg.AssetExecutionContext,
     pipeline: PipelineResource,
@@ -216,6 +228,7 @@ def _each_scope(
     with _retry_only_transient():  # a wrong database URL or setting: no retries either
         services = pipeline.services()
     services.retry_coming = _retry_coming(context)
+    services.error_text = step_error_text
     with services:
         for scope in scopes:
             context.log.info(

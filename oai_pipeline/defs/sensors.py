@@ -25,6 +25,9 @@ from oai_pipeline.pipeline.services import Services
 # The metadata entry of a step's failure over several harvesters holding each one's own error
 # (harvester id -> its error): the failure sensor gives each harvest run its own.
 ERRORS_BY_HARVESTER = "errors by harvester"
+# What a harvest run of a canceled (terminated) Dagster run says, whoever records it first:
+# the canceled sensor, or the step its interrupt stopped (`step_error_text`).
+RUN_CANCELED = "the Dagster run was canceled"
 
 # Dagster slows down past this many partitions of one asset (harvesters x windows).
 PARTITION_BUDGET = 100_000
@@ -322,7 +325,7 @@ def harvest_canceled_sensor(context: dg.RunStatusSensorContext, pipeline: Pipeli
         context.instance,
         context.dagster_run.run_id,
         "stopped",
-        "the Dagster run was canceled",
+        RUN_CANCELED,
     )
 
 

@@ -47,6 +47,9 @@ class Services:
         # Whether the caller tries again after this error, and how it says so (None: no
         # retry comes): a Dagster step its retry policy retries (defs.assets).
         self.retry_coming: Callable[[BaseException], str | None] = lambda error: None
+        # What a harvest run's error says of the exception that ended it: the Dagster layer
+        # names its own interrupt (a run terminated in the UI) instead of its class name.
+        self.error_text: Callable[[BaseException], str] = run_error_text
 
     def harvester(self, harvester_id: str) -> Harvester:
         harvester = self.state.get_harvester(harvester_id)
@@ -73,9 +76,9 @@ class Services:
         retry = self.retry_coming(error) if status == "failed" else None
         try:
             if retry is not None:
-                self.state.note_failed_attempt(run_id, f"{retry}: {run_error_text(error)}")
+                self.state.note_failed_attempt(run_id, f"{retry}: {self.error_text(error)}")
                 return
-            self.state.finish_run(run_id, status, error=run_error_text(error), if_running=True)
+            self.state.finish_run(run_id, status, error=self.error_text(error), if_running=True)
         except sa.exc.DBAPIError as unrecorded:
             log_unsaved(logger, f"record harvest run {run_id} as {status}", unrecorded)
         except SchemaChanged as refused:

@@ -9,7 +9,7 @@ import errno
 import dagster as dg
 import pytest
 
-from oai_pipeline.defs.assets import TRANSIENT_RETRY
+from oai_pipeline.defs.assets import TRANSIENT_RETRY, step_error_text
 from oai_pipeline.defs.launch import range_tags
 from oai_pipeline.defs.partitions import (
     RANGE_END_TAG,
@@ -17,6 +17,7 @@ from oai_pipeline.defs.partitions import (
     ensure_harvester_partitions,
     partition_key,
 )
+from oai_pipeline.defs.sensors import RUN_CANCELED
 from oai_pipeline.pipeline.frames import TRANSFORMED_RECORDS
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.sample_endpoint.server import OAIEndpoint
@@ -188,3 +189,22 @@ def test_a_step_over_several_harvesters_gives_each_harvest_run_its_own_error(
         assert runs[own]["status"] == "failed"
         assert error.startswith("raw_oai_xml: ") and f"{own}_format" in error
         assert f"{other}_format" not in error and f"{other}: " not in error
+
+
+def test_a_step_stopped_by_terminate_says_its_dagster_run_was_canceled(settings: Settings) -> None:
+    """The step's interrupt is recorded before the canceled sensor runs: it says what the sensor
+    would, not `DagsterExecutionInterruptedError` (live: `test_live_dagster.py`'s Terminate)."""
+    with Services(settings) as services:
+        services.error_text = step_error_text  # as the steps set it
+        terminated, failed = (
+            services.state.create_run(
+                "h", window_from=None, window_until=None, scale=None, max_records=0, options={}
+            )
+            for _ in range(2)
+        )
+        services.record_failure(terminated, dg.DagsterExecutionInterruptedError())
+        services.record_failure(failed, ValueError("bad page"))
+
+        stopped = services.state.get_run(terminated)
+        assert (stopped["status"], stopped["error"]) == ("stopped", RUN_CANCELED)
+        assert services.state.get_run(failed)["error"] == "ValueError: bad page"

@@ -224,7 +224,8 @@ def test_terminate_in_the_ui_stops_a_running_harvest_and_frees_the_harvester(liv
         runs = harvest_runs(run_id)
         return runs if all(r["status"] == "stopped" for r in runs) else None
 
-    wait_for("the harvest run to end stopped", stopped_runs, timeout=60)
+    stopped = wait_for("the harvest run to end stopped", stopped_runs, timeout=60)
+    assert {run["error"] for run in stopped} == {"the Dagster run was canceled"}, stopped
     with Services(live.settings) as services:
         assert services.harvester_lock.try_acquire("yearly", "test-after-terminate")
         services.harvester_lock.release("yearly", "test-after-terminate")
