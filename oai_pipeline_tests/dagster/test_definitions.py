@@ -7,8 +7,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -82,16 +80,6 @@ def test_jobs_schedules_sensors_and_checks_are_defined() -> None:
     assert {"reconciles", "no_record_errors"} <= checks
 
 
-@contextmanager
-def _forkserver_stopped() -> Iterator[None]:
-    """The forkserver a forked run starts lives as long as its process: a run's ends with the
-    run, this test process's is stopped here, so the tests after it see no stray child."""
-    try:
-        yield
-    finally:
-        multiprocessing.forkserver._forkserver._stop()
-
-
 @dg.op
 def _step_process() -> tuple[int, int]:
     return os.getpid(), os.getppid()
@@ -119,12 +107,17 @@ def test_every_job_runs_each_step_in_a_process_forked_from_a_preloaded_server() 
         ) as result:
             return result.output_for_node("_step_process")
 
-    with dg.instance_for_test() as instance, _forkserver_stopped():
-        pid, parent = step_process()
-        assert pid != os.getpid() and parent != os.getpid()  # the forkserver's child
-        assert step_process(in_process={})[0] == os.getpid()
-        spawned = step_process(multiprocess={"start_method": {"spawn": {}}})
-        assert spawned[1] == os.getpid()  # as configured
+    with dg.instance_for_test() as instance:
+        try:
+            pid, parent = step_process()
+            assert pid != os.getpid() and parent != os.getpid()  # the forkserver's child
+            assert step_process(in_process={})[0] == os.getpid()
+            spawned = step_process(multiprocess={"start_method": {"spawn": {}}})
+            assert spawned[1] == os.getpid()  # as configured
+        finally:
+            # The forkserver lives as long as the process that started it (a run's ends with
+            # the run): stopped here, the tests after this one see no stray child.
+            multiprocessing.forkserver._forkserver._stop()
 
 
 def test_dagster_definitions_validate() -> None:

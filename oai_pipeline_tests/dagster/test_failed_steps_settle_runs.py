@@ -25,6 +25,7 @@ from oai_pipeline.settings import Settings
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.storage import PartitionStore
 from oai_pipeline_tests.orchestration.dagster_runs import failure_sensor
+from oai_pipeline_tests.state.test_store import new_run
 from oai_pipeline_tests.support import live_records, register, target_by_source
 
 PREFIX = "oai_datacite"
@@ -196,12 +197,7 @@ def test_a_step_stopped_by_terminate_says_its_dagster_run_was_canceled(settings:
     would, not `DagsterExecutionInterruptedError` (live: `test_live_dagster.py`'s Terminate)."""
     with Services(settings) as services:
         services.error_text = step_error_text  # as the steps set it
-        terminated, failed = (
-            services.state.create_run(
-                "h", window_from=None, window_until=None, scale=None, max_records=0, options={}
-            )
-            for _ in range(2)
-        )
+        terminated, failed = new_run(services.state), new_run(services.state)
         services.record_failure(terminated, dg.DagsterExecutionInterruptedError())
         services.record_failure(failed, ValueError("bad page"))
 
