@@ -69,6 +69,7 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._serdes import ConfigurableClassData
 
+from oai_pipeline.compiled_statements import new_engine
 from oai_pipeline.sqlite_tuning import sync_at_checkpoints
 
 # Run shards whose engines stay open; the index shard's always does. A run writes to one
@@ -148,7 +149,7 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
         if engine is not None:
             self._engines.move_to_end(shard)
             return engine
-        engine = sa.create_engine(
+        engine = new_engine(
             self.conn_string_for_shard(shard),
             pool_size=1,
             connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False},

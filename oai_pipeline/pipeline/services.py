@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
+from oai_pipeline.compiled_statements import new_engine
 from oai_pipeline.errors import (
     NotFound,
     SchemaChanged,
@@ -36,7 +37,7 @@ class Services:
         self.storage = PartitionStore(settings.storage_url)
         # Pinged at checkout, as the state store's: a restarted PostgreSQL leaves the pooled
         # connections dead, and a lease released or taken on one failed the stage.
-        self._lock_engine = sa.create_engine(settings.state_db_url, pool_pre_ping=True)
+        self._lock_engine = new_engine(settings.state_db_url, pool_pre_ping=True)
         explain_refused_writes(self._lock_engine)  # a lease on a full disk names the file too
         name_database_in_errors(self._lock_engine, "state")  # a read-only one names it too
         # The lease waits as its store's writes do, and says so in the same line: on SQLite a

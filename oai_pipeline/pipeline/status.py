@@ -8,6 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from oai_pipeline.compiled_statements import new_engine
 from oai_pipeline.errors import (
     PipelineError,
     database_error_text,
@@ -30,7 +31,7 @@ def settle_interrupted(state: StateStore) -> list[dict[str, Any]]:
     home this process cannot write (`StateStore.read_only`), opening the store said so."""
     if state.read_only:
         return []
-    engine = sa.create_engine(state.url)
+    engine = new_engine(state.url)
     name_database_in_errors(engine, "state")  # its lock tables, created on a first use
     try:
         return state.settle_interrupted_runs(None, HarvesterLock(engine).lease_of)

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import NullPool, StaticPool
 
+from oai_pipeline.compiled_statements import new_engine
 from oai_pipeline.errors import (
     ConfigurationError,
     NotFound,
@@ -259,7 +260,7 @@ def _create_engine(
     parsed = make_url(url)
     lock_wait_seconds = writers_wait(url, lock_wait_seconds)
     if parsed.get_backend_name() != "sqlite":
-        engine = sa.create_engine(url, pool_pre_ping=True, **ENGINE_JSON)
+        engine = new_engine(url, pool_pre_ping=True, **ENGINE_JSON)
         wait_for_writers(engine, lock_wait_seconds)
         name_database_in_errors(engine, "state")
         return engine
@@ -267,13 +268,13 @@ def _create_engine(
     in_memory = parsed.database in (None, "", ":memory:")
     if read_only_file is not None:
         creator = read_only_connector(read_only_file, timeout=lock_wait_seconds)
-        engine = sa.create_engine(url, creator=creator, poolclass=NullPool, **ENGINE_JSON)
+        engine = new_engine(url, creator=creator, poolclass=NullPool, **ENGINE_JSON)
     else:
         # A URI filename (file:...?mode=ro&uri=true) names a database that exists; as a
         # path it would create a folder called "file:" in the working directory.
         if not in_memory and not parsed.database.startswith("file:"):
             Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        engine = sa.create_engine(
+        engine = new_engine(
             url,
             connect_args={"timeout": lock_wait_seconds, "check_same_thread": False},
             **ENGINE_JSON,
@@ -513,7 +514,7 @@ def read_base_urls(
         }
     else:
         connect_args = {}
-    engine = sa.create_engine(url, connect_args=connect_args, poolclass=NullPool, **ENGINE_JSON)
+    engine = new_engine(url, connect_args=connect_args, poolclass=NullPool, **ENGINE_JSON)
     try:
         with engine.connect() as connection:
             rows = connection.execute(

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from oai_pipeline.compiled_statements import new_engine
 from oai_pipeline.errors import (
     ConfigurationError,
     database_error_text,
@@ -57,7 +58,7 @@ def create_target_engine(url: str, *, read_only_file: Path | None = None) -> sa.
         ping = {} if parsed.get_backend_name() == "sqlite" else {"pool_pre_ping": True}
         if read_only_file is not None:
             ping = {"creator": read_only_connector(read_only_file, timeout=30)}
-        engine = sa.create_engine(parsed, **ping, **ENGINE_JSON)
+        engine = new_engine(parsed, **ping, **ENGINE_JSON)
     except (sa.exc.ArgumentError, ImportError, ValueError) as error:
         shown = without_password(url)
         reason = database_error_text(error)
