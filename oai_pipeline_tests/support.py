@@ -9,11 +9,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from lxml import etree
 
 from oai_pipeline.harvesters.model import Harvester
@@ -302,3 +304,13 @@ def cap_sqlite_file(path: Path, max_pages: int) -> Callable[[], None]:
 
     sa.event.listen(sa.pool.Pool, "connect", cap)
     return lambda: sa.event.remove(sa.pool.Pool, "connect", cap)
+
+
+@contextmanager
+def listening(target: object, event: str, listener: Callable[..., None]) -> Iterator[None]:
+    """SQLAlchemy's `listener` on `target`'s `event` within, removed after."""
+    sa.event.listen(target, event, listener)
+    try:
+        yield
+    finally:
+        sa.event.remove(target, event, listener)

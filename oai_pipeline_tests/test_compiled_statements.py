@@ -16,6 +16,7 @@ from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.json_codec import ENGINE_JSON
 from oai_pipeline.state.store import StateStore
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline_tests.support import listening
 
 METADATA = sa.MetaData()
 NOTES = sa.Table(
@@ -36,11 +37,8 @@ def cache_outcomes() -> Iterator[list[object]]:
         if isinstance(clause, sa.Select | sa.Insert | sa.Update | sa.Delete):
             outcomes.append(result.context.cache_hit)
 
-    sa.event.listen(sa.Engine, "after_execute", seen)
-    try:
+    with listening(sa.Engine, "after_execute", seen):
         yield outcomes
-    finally:
-        sa.event.remove(sa.Engine, "after_execute", seen)
 
 
 def _store_work(home: Path) -> None:

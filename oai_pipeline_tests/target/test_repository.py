@@ -22,6 +22,7 @@ from oai_pipeline.targets.embedded.schema import (
     revisions,
 )
 from oai_pipeline.targets.embedded.transaction import NewRecord
+from oai_pipeline_tests.support import listening
 
 
 def record(title: str = "A title", doi: str | None = None, communities: list[str] | None = None):
@@ -349,11 +350,8 @@ def _statements(
         if wanted(statement):
             sent.append((statement, parameters))
 
-    sa.event.listen(repo.engine, "before_cursor_execute", grab)
-    try:
+    with listening(repo.engine, "before_cursor_execute", grab):
         yield sent
-    finally:
-        sa.event.remove(repo.engine, "before_cursor_execute", grab)
 
 
 def _reads_records(statement: str) -> bool:
