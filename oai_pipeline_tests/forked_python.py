@@ -7,7 +7,9 @@ The child is still its own process, as a fresh one is: it dies where a fault kil
 (`os._exit`), its files and connections are its own, its environment, working directory and
 arguments are the caller's, and it exits through the interpreter's own shutdown (atexit
 handlers run). The parent it is forked from only imported modules whose import reads no
-environment, and it runs nothing else, so no state of one child reaches the next.
+environment, and it runs nothing else (but making the TLS context harvests verify with,
+which `oai.tls` keys by the bundle a process's environment names), so no state of one child
+reaches the next.
 
 `OAI_PIPELINE_TESTS_FRESH_PROCESSES=1` runs fresh interpreters instead (to rule this out).
 """
@@ -201,6 +203,11 @@ def main(argv: list[str]) -> None:
         getattr(importlib.import_module(module), function)()
     for name in PRELOADED:
         importlib.import_module(name)
+    # The TLS context every harvest's client verifies with (loading the CA bundle was ~5 %
+    # of a crash test's child); a child whose environment names another bundle makes its own.
+    from oai_pipeline.oai.tls import trusted_tls_context
+
+    trusted_tls_context()
     requests, replies = sys.stdin, sys.stdout
     while line := requests.readline():
         request = json.loads(line)
