@@ -42,7 +42,7 @@ def cache_outcomes() -> Iterator[list[object]]:
 
 
 def _store_work(home: Path) -> None:
-    """What a harvest asks of its stores first: the harvester, its runs, the target's rows."""
+    """What a harvest asks of its stores first: its harvester, and records in the target."""
     with StateStore(f"sqlite:///{home / 'state.sqlite'}") as state:
         state.save_harvester(
             Harvester.from_stored(
