@@ -87,17 +87,12 @@ class SharedStatementCache:
                     self._representative[dialect] = representative  # it would live for ever
         return key if representative is None else (representative, *key[1:])
 
+    # What SQLAlchemy asks of a compiled cache (`ClauseElement._compile_w_cache`): get, set.
     def get(self, key: tuple[Any, ...], default: Any = None) -> Any:
         return self._compiled.get(self._shared_key(key), default)
 
-    def __getitem__(self, key: tuple[Any, ...]) -> Any:
-        return self._compiled[self._shared_key(key)]
-
     def __setitem__(self, key: tuple[Any, ...], compiled: Any) -> None:
         self._compiled[self._shared_key(key)] = compiled
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, tuple) and self._shared_key(key) in self._compiled
 
     def __len__(self) -> int:
         return len(self._compiled)
