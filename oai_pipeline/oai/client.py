@@ -1374,7 +1374,7 @@ class OAIClient:
                             answers.add(digest)
                         else:
                             otherwise = True
-                        if web_page and not self.endpoint_proven:
+                        if (web_page or exc.plain_text) and not self.endpoint_proven:
                             raise UnprovenEndpoint(
                                 f"{self.base_url} ({verb}): {problem}{_NEVER_ANSWERED}"
                                 f"{self._not_an_endpoint}"

@@ -44,13 +44,18 @@ _ITEM_TAG = {
 class UnusablePage(Exception):
     """The body is not a complete OAI-PMH response; a failed request to retry.
     ``web_page``: it is an HTML page (a proxy's error page, or no OAI-PMH endpoint there).
+    ``plain_text``: it is text that is no XML at all (JSON, "OK", a framework's error): a
+    notice in a page's place, or, from a URL that has never answered OAI-PMH, no endpoint.
     ``whole``: it is a complete document of another kind (well-formed XML, a web page to its
     end), or one with a value beyond the parser's bounds, not one cut short: sent again
     alike, it is the source's answer, not a passing fault."""
 
-    def __init__(self, message: str, *, web_page: bool = False, whole: bool = False) -> None:
+    def __init__(
+        self, message: str, *, web_page: bool = False, plain_text: bool = False, whole: bool = False
+    ) -> None:
         super().__init__(message)
         self.web_page = web_page
+        self.plain_text = plain_text
         self.whole = whole
 
 
@@ -73,18 +78,28 @@ class ParsedResponse:
     unqualified: list[str] = field(default_factory=list)
     # the arguments of the request the source says it answers (<request>'s attributes)
     answered: dict[str, str] = field(default_factory=dict)
+    # something came before the XML, dropped (see _xml_after_junk)
+    junk_before_xml: bool = False
 
     @property
     def notice(self) -> str | None:
-        """What to tell the operator of elements read in no namespace (the same words for
-        every page, to be said once); None: there were none."""
-        if not self.unqualified:
-            return None
-        return (
-            'the source sends OAI-PMH elements in no namespace (a <record xmlns="">, an '
-            f"<OAI-PMH> without xmlns), not in OAI-PMH's ({OAI_NAMESPACE}): they are read "
-            "as OAI-PMH's (its responses are not valid OAI-PMH; its operator may want to know)"
-        )
+        """What to tell the operator of elements read in no namespace and of text dropped
+        before the XML (the same words for every page, to be said once); None: neither."""
+        said = []
+        if self.junk_before_xml:
+            said.append(
+                "the source sends text before its XML (PHP's warnings or notices, printed "
+                "before the response): dropped, each page read from its XML on (its responses "
+                "are not well-formed XML; its operator may want to know)"
+            )
+        if self.unqualified:
+            said.append(
+                'the source sends OAI-PMH elements in no namespace (a <record xmlns="">, an '
+                f"<OAI-PMH> without xmlns), not in OAI-PMH's ({OAI_NAMESPACE}): they are read "
+                "as OAI-PMH's (its responses are not valid OAI-PMH; its operator may want to "
+                "know)"
+            )
+        return "; ".join(said) or None
 
     @property
     def next_token(self) -> str | None:
@@ -166,6 +181,15 @@ def _parse(
     try:
         root = parse_untrusted(data, max_bytes)
     except (etree.XMLSyntaxError, ValueError) as exc:
+        xml_start = _xml_after_junk(data)
+        if xml_start is not None:
+            parsed = _parse(data[xml_start:], verb, charset, max_bytes)
+            parsed.junk_before_xml = True
+            return parsed
+        if _TEXT_START.match(data):  # a body cut short would start as XML does
+            raise UnusablePage(
+                f"not XML at all ({what_the_body_says(data)})", plain_text=True
+            ) from exc
         repaired = repair_references(data) if isinstance(exc, etree.XMLSyntaxError) else data
         if repaired is not data:
             try:
@@ -213,6 +237,25 @@ _HTML_START = re.compile(
 )
 # A web page to its end (HTML need not be well-formed XML to be whole).
 _HTML_END = re.compile(rb"</html\s*>\s*\Z", re.IGNORECASE)
+# Where a document's XML begins: its declaration, or its root element when it has none.
+_XML_BEGINS = re.compile(rb"<\?xml\s+version\s*=|<OAI-PMH[\s>]")
+_JUNK_LOOKED_AT = 65_536  # bytes before the XML looked through for it
+
+
+def _xml_after_junk(data: bytes) -> int | None:
+    """Where the XML begins in a body that sends something else first: PHP's warnings and
+    notices, as text (`Deprecated: ... on line 12`) or as markup (`<br /><b>Warning</b>`),
+    printed before the script's output (OJS and other PHP endpoints with display_errors on).
+    None for a body that begins as XML does (its fault is elsewhere) or as a web page."""
+    if data.startswith((b"<?", b"<!--")) or _XML_BEGINS.match(data) or _HTML_START.match(data):
+        return None
+    found = _XML_BEGINS.search(data, 1, _JUNK_LOOKED_AT)
+    return None if found is None else found.start()
+
+
+# Text no XML parser would start on: a printable character other than `<` first (JSON, plain
+# text). Bytes of another kind (a NUL of UTF-16, gzip's magic) are left to the parser.
+_TEXT_START = re.compile(rb"\s*[!-;=-~]")
 
 
 # What an error response that is no OAI-PMH answer says (see what_the_body_says): an OAI

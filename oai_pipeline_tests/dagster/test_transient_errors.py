@@ -24,6 +24,7 @@ from oai_pipeline_tests.oai.fake_source import (
     Fault,
     html_page,
     make_records,
+    not_xml,
     transform_body,
     truncated,
 )
@@ -300,24 +301,48 @@ def test_an_unknown_host_after_the_base_url_answered_stays_transient(
     assert _transient(_identify_fails("http://zenodo.invalid/oai2d", endpoint_proven=True))
 
 
-def test_a_web_page_at_a_base_url_that_never_answered_is_not_retried() -> None:
-    """A web page with status 200 before the base URL ever answered OAI-PMH is a home or
-    login page at a wrong URL: the client told it at once, but as a transient error, so
-    Dagster retried the step three times, each failing the same way."""
+def _json_answer(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    """What a REST API or a web framework's route answers at a path that is no endpoint."""
+    return httpx.Response(200, json={"hits": [], "links": {"self": str(request.url)}})
+
+
+NO_ENDPOINT_ANSWERS = [
+    pytest.param(html_page, "not an OAI-PMH response (root element 'html')", id="web-page"),
+    pytest.param(_json_answer, """not XML at all (its body: '{"hits":[],""", id="json"),
+    pytest.param(not_xml, "not XML at all (its body: 'Internal error: database", id="text"),
+]
+
+
+@pytest.mark.parametrize(("answer", "said"), NO_ENDPOINT_ANSWERS)
+def test_a_web_answer_at_a_base_url_that_never_answered_is_not_retried(
+    answer: Fault, said: str
+) -> None:
+    """A web page, JSON or plain text with status 200 before the base URL ever answered
+    OAI-PMH is a home page, a REST API or a login page at a wrong URL: the client told a web
+    page at once, but as a transient error, so Dagster retried the step three times, each
+    failing the same way. JSON and text were retried by the client too (7 tries, ~50 s),
+    then by Dagster, and read "not well-formed XML: Start tag expected, '<' not found"."""
     source = FakeSource(make_records(9), page_size=3)
-    source.every = (1, html_page)
+    source.every = (1, answer)
     error = _failure(source, endpoint_proven=False)
-    _assert_never_answered(error, f"{BASE_URL} (ListRecords): ")
+    _assert_never_answered(error, f"{BASE_URL} (ListRecords): {said}")
+    assert "check that the harvester's base URL is the source's OAI-PMH endpoint" in str(error)
     assert len(source.requests) == 1
 
 
-def test_a_web_page_after_the_base_urls_first_answer_stays_transient() -> None:
-    """The first page proved the base URL: a web page after it is a maintenance page."""
+@pytest.mark.parametrize(("answer", "said"), NO_ENDPOINT_ANSWERS)
+def test_a_web_answer_after_the_base_urls_first_answer_stays_transient(
+    answer: Fault, said: str
+) -> None:
+    """The first page proved the base URL: a web page or text after it is a maintenance
+    notice in the page's place."""
     source = FakeSource(make_records(9), page_size=3)
-    source.faults = {number: html_page for number in range(2, 20)}
+    source.faults = {number: answer for number in range(2, 20)}
     error = _failure(source, endpoint_proven=False)
     assert isinstance(error, MalformedResponse)
     assert _transient(error)
+    assert said in str(error)
+    assert len(source.requests) == 3  # the first page, then the second's two tries
 
 
 @pytest.mark.parametrize("code", [401, 403, 404])

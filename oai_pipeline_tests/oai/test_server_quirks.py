@@ -31,7 +31,7 @@ from oai_pipeline_tests.oai.fake_source import (
     status,
     transform_body,
 )
-from oai_pipeline_tests.oai.test_faults import Harvest
+from oai_pipeline_tests.oai.test_faults import Harvest, held
 
 # AtoM before its fix (artefactual/atom#441) and WEKO3 answer a request whose verb is fine but
 # whose argument is not with badVerb and the protocol's stock sentence for it.
@@ -451,3 +451,48 @@ def test_token_pages_in_the_first_page_s_format_are_no_notice() -> None:
     source = FakeSource(make_records(10), page_size=3)
     harvest = Harvest(source).run()
     assert len(harvest.records) == 10 and harvest.client.notices == []
+
+
+# PHP endpoints (OJS, older EPrints add-ons) with display_errors on print the script's warnings
+# and notices before its output: as text on the command line's format, as markup on the web's.
+PHP_WARNINGS = [
+    pytest.param(
+        b"\nDeprecated: Creation of dynamic property OAIDAO::$oai is deprecated in "
+        b"/var/www/ojs/classes/oai/OAIDAO.php on line 42\n",
+        id="text",
+    ),
+    pytest.param(
+        b'<br />\n<b>Warning</b>:  Undefined array key "set" in <b>/var/www/oai/index.php'
+        b"</b> on line <b>118</b><br />\n",
+        id="markup",
+    ),
+]
+
+
+@pytest.mark.parametrize("warning", PHP_WARNINGS)
+def test_php_warnings_before_each_response_are_dropped_with_a_notice(warning: bytes) -> None:
+    """Before, every page failed to parse ("Start tag expected", "Extra content at the end of
+    the document"): retried to the end, then the run failed, every time, and a base URL that
+    had never answered OAI-PMH was taken for a wrong one. Now each page is read from its XML
+    on, the records whole, and the operator told once."""
+    source = FakeSource(make_records(9), page_size=3)
+    source.every = (1, transform_body(lambda body: warning + body))
+    harvest = Harvest(source, endpoint_proven=False).run()
+
+    assert harvest.client.identify().repository_name  # Identify too
+    assert set(harvest.records) == held(source)
+    assert all(record.error is None for record in harvest.records.values())
+    assert source.verbs.count("ListRecords") == 3  # each page read at its first try
+    (notice,) = harvest.client.notices
+    assert "the source sends text before its XML (PHP's warnings or notices" in notice
+
+
+def test_a_page_cut_short_after_php_warnings_is_still_retried() -> None:
+    """The XML after the warnings is judged as any page: cut short, it is asked for again."""
+    source = FakeSource(make_records(9), page_size=3)
+    source.every = (1, transform_body(lambda body: b"Notice: x on line 3\n" + body))
+    source.faults[2] = transform_body(lambda body: b"Notice: x on line 3\n" + body[:-300])
+    harvest = Harvest(source).run()
+
+    assert set(harvest.records) == held(source)
+    assert source.verbs.count("ListRecords") == 4

@@ -320,7 +320,7 @@ def test_a_failed_sweep_says_what_the_source_did_before_it_failed(source: FakeSo
     ("change", "error"),
     [
         (lambda body: body[: len(body) // 2], "not well-formed XML"),  # cut at one byte
-        (lambda body: b"Error: the index is being rebuilt", "not well-formed XML"),
+        (lambda body: b"Error: the index is being rebuilt", "not XML at all (its body: 'Error"),
         (lambda body: b"<?xml version='1.0'?><status>broken</status>", "not an OAI-PMH"),
     ],
     ids=["cut-short", "not-xml", "other-xml"],
