@@ -377,12 +377,16 @@ class Simulation:
         self.change(record, content, "bring back")
 
     def op_swap_dois(self, touched: set[str]) -> None:
-        """Two records exchange DOIs, each with a new datestamp (both are written again)."""
+        """Two records exchange DOIs, each with a new datestamp (both are written again).
+        Not one whose DOI is a user's deposit it was refused (see refused_deposit_doi): the
+        other would be refused it in turn and keep its old DOI, which the first then cannot
+        take (the product stores that error; seed 3077's model wrote it)."""
         candidates = [
             r
             for r in self.live_source()
             if r.identifier not in touched
             and not self.fails(r.content)
+            and not self.refused_deposit_doi(r.content, self.memory.get(r.identifier))
             and r.content.doi
             and self.rewritten_next(r)
         ]
