@@ -78,19 +78,19 @@ class ParsedResponse:
     unqualified: list[str] = field(default_factory=list)
     # the arguments of the request the source says it answers (<request>'s attributes)
     answered: dict[str, str] = field(default_factory=dict)
-    # something came before the XML, dropped (see _xml_after_junk)
-    junk_before_xml: bool = False
+    # something came before or after the XML, dropped (see _xml_amid_junk)
+    junk_beside_xml: bool = False
 
     @property
     def notice(self) -> str | None:
         """What to tell the operator of elements read in no namespace and of text dropped
-        before the XML (the same words for every page, to be said once); None: neither."""
+        beside the XML (the same words for every page, to be said once); None: neither."""
         said = []
-        if self.junk_before_xml:
+        if self.junk_beside_xml:
             said.append(
-                "the source sends text before its XML (PHP's warnings or notices, printed "
-                "before the response): dropped, each page read from its XML on (its responses "
-                "are not well-formed XML; its operator may want to know)"
+                "the source sends text before or after its XML (PHP's warnings or notices, "
+                "printed in its responses): dropped, each page read from its XML alone (its "
+                "responses are not well-formed XML; its operator may want to know)"
             )
         if self.unqualified:
             said.append(
@@ -181,10 +181,10 @@ def _parse(
     try:
         root = parse_untrusted(data, max_bytes)
     except (etree.XMLSyntaxError, ValueError) as exc:
-        xml_start = _xml_after_junk(data)
-        if xml_start is not None:
-            parsed = _parse(data[xml_start:], verb, charset, max_bytes)
-            parsed.junk_before_xml = True
+        xml = _xml_amid_junk(data)
+        if xml is not None:
+            parsed = _parse(data[xml], verb, charset, max_bytes)
+            parsed.junk_beside_xml = True
             return parsed
         if _TEXT_START.match(data):  # a body cut short would start as XML does
             raise UnusablePage(
@@ -239,18 +239,28 @@ _HTML_START = re.compile(
 _HTML_END = re.compile(rb"</html\s*>\s*\Z", re.IGNORECASE)
 # Where a document's XML begins: its declaration, or its root element when it has none.
 _XML_BEGINS = re.compile(rb"<\?xml\s+version\s*=|<OAI-PMH[\s>]")
+_XML_ENDS = b"</OAI-PMH>"
 _JUNK_LOOKED_AT = 65_536  # bytes before the XML looked through for it
 
 
-def _xml_after_junk(data: bytes) -> int | None:
-    """Where the XML begins in a body that sends something else first: PHP's warnings and
+def _xml_amid_junk(data: bytes) -> slice | None:
+    """The XML of a body that sends something else before or after it: PHP's warnings and
     notices, as text (`Deprecated: ... on line 12`) or as markup (`<br /><b>Warning</b>`),
-    printed before the script's output (OJS and other PHP endpoints with display_errors on).
-    None for a body that begins as XML does (its fault is elsewhere) or as a web page."""
-    if data.startswith((b"<?", b"<!--")) or _XML_BEGINS.match(data) or _HTML_START.match(data):
+    printed where the script met them (OJS and other PHP endpoints with display_errors on).
+    None for a body of XML alone (its fault is elsewhere) or a web page."""
+    start = 0
+    if not (data.startswith((b"<?", b"<!--")) or _XML_BEGINS.match(data)):
+        found = None if _HTML_START.match(data) else _XML_BEGINS.search(data, 1, _JUNK_LOOKED_AT)
+        if found is None:
+            return None
+        start = found.start()
+    end = data.rfind(_XML_ENDS) + len(_XML_ENDS)
+    after = data[end:].lstrip() if end > start + len(_XML_ENDS) else b""
+    if after.startswith((b"<!--", b"<?")):  # comments and instructions may follow the root
+        after = b""
+    if start == 0 and not after:
         return None
-    found = _XML_BEGINS.search(data, 1, _JUNK_LOOKED_AT)
-    return None if found is None else found.start()
+    return slice(start, end if after else len(data))
 
 
 # Text no XML parser would start on: a printable character other than `<` first (JSON, plain

@@ -17,6 +17,7 @@ from oai_pipeline.oai.errors import (
     OAIError,
     UnknownMetadataFormat,
 )
+from oai_pipeline.oai.pages import UnusablePage, parse_response
 from oai_pipeline.state.store import StateStore
 from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
@@ -32,6 +33,7 @@ from oai_pipeline_tests.oai.fake_source import (
     transform_body,
 )
 from oai_pipeline_tests.oai.test_faults import Harvest, held
+from oai_pipeline_tests.oai.test_samples import SAMPLES
 
 # AtoM before its fix (artefactual/atom#441) and WEKO3 answer a request whose verb is fine but
 # whose argument is not with badVerb and the protocol's stock sentence for it.
@@ -454,29 +456,35 @@ def test_token_pages_in_the_first_page_s_format_are_no_notice() -> None:
 
 
 # PHP endpoints (OJS, older EPrints add-ons) with display_errors on print the script's warnings
-# and notices before its output: as text on the command line's format, as markup on the web's.
+# and notices where it meets them, before or after its output: as text on the command line's
+# format, as markup on the web's.
+_TEXT_WARNING = (
+    b"\nDeprecated: Creation of dynamic property OAIDAO::$oai is deprecated in "
+    b"/var/www/ojs/classes/oai/OAIDAO.php on line 42\n"
+)
+_MARKUP_WARNING = (
+    b'<br />\n<b>Warning</b>:  Undefined array key "set" in <b>/var/www/oai/index.php'
+    b"</b> on line <b>118</b><br />\n"
+)
 PHP_WARNINGS = [
-    pytest.param(
-        b"\nDeprecated: Creation of dynamic property OAIDAO::$oai is deprecated in "
-        b"/var/www/ojs/classes/oai/OAIDAO.php on line 42\n",
-        id="text",
-    ),
-    pytest.param(
-        b'<br />\n<b>Warning</b>:  Undefined array key "set" in <b>/var/www/oai/index.php'
-        b"</b> on line <b>118</b><br />\n",
-        id="markup",
-    ),
+    pytest.param(lambda body: _TEXT_WARNING + body, id="text-before"),
+    pytest.param(lambda body: _MARKUP_WARNING + body, id="markup-before"),
+    pytest.param(lambda body: body + _TEXT_WARNING, id="text-after"),
+    pytest.param(lambda body: body + b"\n" + _MARKUP_WARNING, id="markup-after"),
+    pytest.param(lambda body: _MARKUP_WARNING + body + _TEXT_WARNING, id="both"),
 ]
 
 
-@pytest.mark.parametrize("warning", PHP_WARNINGS)
-def test_php_warnings_before_each_response_are_dropped_with_a_notice(warning: bytes) -> None:
+@pytest.mark.parametrize("with_warnings", PHP_WARNINGS)
+def test_php_warnings_beside_each_response_are_dropped_with_a_notice(
+    with_warnings: Callable[[bytes], bytes],
+) -> None:
     """Before, every page failed to parse ("Start tag expected", "Extra content at the end of
     the document"): retried to the end, then the run failed, every time, and a base URL that
     had never answered OAI-PMH was taken for a wrong one. Now each page is read from its XML
-    on, the records whole, and the operator told once."""
+    alone, the records whole, and the operator told once."""
     source = FakeSource(make_records(9), page_size=3)
-    source.every = (1, transform_body(lambda body: warning + body))
+    source.every = (1, transform_body(with_warnings))
     harvest = Harvest(source, endpoint_proven=False).run()
 
     assert harvest.client.identify().repository_name  # Identify too
@@ -484,7 +492,7 @@ def test_php_warnings_before_each_response_are_dropped_with_a_notice(warning: by
     assert all(record.error is None for record in harvest.records.values())
     assert source.verbs.count("ListRecords") == 3  # each page read at its first try
     (notice,) = harvest.client.notices
-    assert "the source sends text before its XML (PHP's warnings or notices" in notice
+    assert "the source sends text before or after its XML (PHP's warnings or notices" in notice
 
 
 def test_a_page_cut_short_after_php_warnings_is_still_retried() -> None:
@@ -496,3 +504,21 @@ def test_a_page_cut_short_after_php_warnings_is_still_retried() -> None:
 
     assert set(harvest.records) == held(source)
     assert source.verbs.count("ListRecords") == 4
+
+
+def test_a_second_document_after_the_first_is_not_dropped_as_a_warning() -> None:
+    """Two responses in one body are no warning beside one: reading the first alone would
+    lose what the second holds, so the page stays unreadable (retried, then the run fails)."""
+    identify = (SAMPLES / "zenodo-Identify.xml").read_bytes()
+    with pytest.raises(UnusablePage, match="not well-formed XML"):
+        parse_response(identify + identify, "Identify")
+
+
+def test_a_comment_after_a_broken_page_is_no_warning() -> None:
+    """A comment after the root is XML's own: a page broken elsewhere is read as before, its
+    broken record isolated, with no notice of text dropped."""
+    page = (SAMPLES / "zenodo-ListRecords-oai_dc-page1.xml").read_bytes()
+    broken = page.replace(b"</dc:title>", b"</dc:titel>", 1) + b"\n<!-- served in 0.3 s -->\n"
+    parsed = parse_response(broken, "ListRecords")
+    assert [record.error is not None for record in parsed.records] == [True, False, False]
+    assert parsed.notice is None
