@@ -250,17 +250,18 @@ def _xml_amid_junk(data: bytes) -> slice | None:
     None for a body of XML alone (its fault is elsewhere) or a web page."""
     start = 0
     if not (data.startswith((b"<?", b"<!--")) or _XML_BEGINS.match(data)):
-        found = None if _HTML_START.match(data) else _XML_BEGINS.search(data, 1, _JUNK_LOOKED_AT)
+        if _HTML_START.match(data):
+            return None
+        found = _XML_BEGINS.search(data, 1, _JUNK_LOOKED_AT)
         if found is None:
             return None
         start = found.start()
-    end = data.rfind(_XML_ENDS) + len(_XML_ENDS)
-    after = data[end:].lstrip() if end > start + len(_XML_ENDS) else b""
-    if after.startswith((b"<!--", b"<?")):  # comments and instructions may follow the root
-        after = b""
-    if start == 0 and not after:
-        return None
-    return slice(start, end if after else len(data))
+    closing = data.rfind(_XML_ENDS, start)
+    end = len(data) if closing < 0 else closing + len(_XML_ENDS)
+    after = data[end:].lstrip()
+    if not after or after.startswith((b"<!--", b"<?")):  # XML allows these after the root
+        end = len(data)
+    return None if start == 0 and end == len(data) else slice(start, end)
 
 
 # Text no XML parser would start on: a printable character other than `<` first (JSON, plain

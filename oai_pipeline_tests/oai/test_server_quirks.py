@@ -498,8 +498,8 @@ def test_php_warnings_beside_each_response_are_dropped_with_a_notice(
 def test_a_page_cut_short_after_php_warnings_is_still_retried() -> None:
     """The XML after the warnings is judged as any page: cut short, it is asked for again."""
     source = FakeSource(make_records(9), page_size=3)
-    source.every = (1, transform_body(lambda body: b"Notice: x on line 3\n" + body))
-    source.faults[2] = transform_body(lambda body: b"Notice: x on line 3\n" + body[:-300])
+    source.every = (1, transform_body(lambda body: _TEXT_WARNING + body))
+    source.faults[2] = transform_body(lambda body: _TEXT_WARNING + body[:-300])
     harvest = Harvest(source).run()
 
     assert set(harvest.records) == held(source)
