@@ -43,6 +43,7 @@ from oai_pipeline.oai.windows import (
 from oai_pipeline.pipeline.collector import bulk_allocation
 from oai_pipeline.pipeline.first_contact import saved_identify
 from oai_pipeline.pipeline.frames import RAW_OAI_XML, RAW_SCHEMA, error_columns, frame
+from oai_pipeline.pipeline.listed_dates import ListedDates
 from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.partition_summary import WindowCounts
 from oai_pipeline.pipeline.partitions import run_updates_all
@@ -615,27 +616,38 @@ def _fetch(
             save_checkpoint=save_checkpoint,
         )
     )
-    for page in sweep:
-        if not response_date_saved:
-            # Also for a sweep of one page or noRecordsMatch, the usual incremental harvest.
-            state.save_response_date(run_id, _listing_start(page.response_date, asked_at, result))
-            response_date_saved = True
-        if stage(page.records, page.response_date):
-            break
-    if catch_up is not None:
-        # Not checkpointed: killed during it, the next attempt resumes the token sweep's
-        # checkpoint and lists the changes again (staging a copy twice replaces nothing).
-        # Also once the cap is reached: the newer copies of the run's own records use no
-        # room (StateStore.stage), so a capped run writes them, not its pre-crash copies.
-        progress(
-            f"run {run_id} began listing at {first_listed_at}: listing again what the source "
-            f"changed since {catch_up}"
-        )
-        pages = reader.sweep(
-            from_=catch_up, until=run.until, checkpoint=None, save_checkpoint=lambda _: None
-        )
-        for number, page in enumerate(pages):
-            stage(page.records, page.response_date, catching_up=True, catch_up_begins=not number)
+    listed_dates = ListedDates.asked_for(run.from_, run.until)
+    try:
+        for page in sweep:
+            listed_dates.look_at(page.records)
+            if not response_date_saved:
+                # Also for a sweep of one page or noRecordsMatch, the usual incremental harvest.
+                state.save_response_date(
+                    run_id, _listing_start(page.response_date, asked_at, result)
+                )
+                response_date_saved = True
+            if stage(page.records, page.response_date):
+                break
+        if catch_up is not None:
+            # Not checkpointed: killed during it, the next attempt resumes the token sweep's
+            # checkpoint and lists the changes again (staging a copy twice replaces nothing).
+            # Also once the cap is reached: the newer copies of the run's own records use no
+            # room (StateStore.stage), so a capped run writes them, not its pre-crash copies.
+            progress(
+                f"run {run_id} began listing at {first_listed_at}: listing again what the source "
+                f"changed since {catch_up}"
+            )
+            pages = reader.sweep(
+                from_=catch_up, until=run.until, checkpoint=None, save_checkpoint=lambda _: None
+            )
+            for number, page in enumerate(pages):
+                listed_dates.look_at(page.records)
+                stage(
+                    page.records, page.response_date, catching_up=True, catch_up_begins=not number
+                )
+    finally:  # also of a run that fails: its status tells what the source did
+        if (notice := listed_dates.notice()) is not None:
+            result.notices.append(notice)
 
 
 # How far ahead of our clock a responseDate may be before it is told as the source's clock

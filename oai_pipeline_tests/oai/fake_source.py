@@ -262,6 +262,14 @@ class SetBlindSizeSource(FakeSource):
         return httpx.Response(response.status_code, content=body, headers=response.headers)
 
 
+class DateBlindSource(FakeSource):
+    """Lists every record whatever from/until asks for (a home-grown endpoint, or one that
+    selects by another date than the datestamps it sends)."""
+
+    def selected(self, record: FakeRecord, state: dict) -> bool:
+        return super().selected(record, {**state, "from": None, "until": None})
+
+
 class ShortCountSource(FakeSource):
     """Announces ``extra`` records more than it sends (its completeListSize counts records
     its pages leave out), so its last page still names a resumption token, which it answers

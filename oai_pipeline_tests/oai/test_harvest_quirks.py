@@ -30,6 +30,7 @@ from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
 from oai_pipeline.storage import PartitionStore
 from oai_pipeline_tests.oai.fake_source import (
+    DateBlindSource,
     FakeRecord,
     FakeSource,
     Fault,
@@ -482,6 +483,83 @@ def test_the_notices_of_a_harvest_are_kept_on_its_run_and_shown_by_status(
     assert data["notices"] == [] and "note:" not in text
     recent = json.loads(CliRunner().invoke(main, ["status", "--list-recent", "--json"]).stdout)
     assert [run["notices"] for run in recent] == [[notice], []]
+
+
+def dated_daily(count: int) -> list[FakeRecord]:
+    """`count` records, one a day from 2024-03-01."""
+    records = importable(count)
+    for number, record in enumerate(records):
+        record.datestamp = f"2024-03-{number + 1:02d}T01:00:00Z"
+    return records
+
+
+SINCE_MARCH_6 = HarvestScope.adhoc("sample", since=datetime(2024, 3, 6, tzinfo=UTC))
+DATES_IGNORED = (
+    "4 of the 6 records the source listed are dated more than a day outside the dates asked "
+    "for (2024-03-06T00:00:00Z .. …), e.g. oai:fake.test:0 dated 2024-03-01T01:00:00Z: the "
+    "source ignores from/until, or selects by another date than its datestamps; such records "
+    "are harvested (unchanged ones skipped), and listed again by each incremental harvest"
+)
+
+
+def test_a_source_that_ignores_the_dates_asked_for_is_told(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, each incremental harvest of such a source listed all of it without a word: an
+    operator saw a daily run take as long as a full harvest and could not tell why. Its
+    records are still harvested (a source may select by another date than the one it sends),
+    and those unchanged are skipped; the record of the day before `from` is within what time
+    zones explain, not counted."""
+    harvest_fake_source(settings, monkeypatch, DateBlindSource(dated_daily(6), page_size=2))
+    full = harvest(settings)
+    since = harvest(settings, SINCE_MARCH_6)
+    text, status = _status("--harvester", "sample")
+    assert full.notices == []  # no dates asked for
+    assert (since.harvested, since.unchanged, since.errors) == (6, 6, 0)
+    assert since.notices == status["notices"] == [DATES_IGNORED]
+    assert f"  note: {DATES_IGNORED}" in text.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("source", "harvested"),
+    [
+        (FakeSource(dated_daily(6), page_size=2), 1),
+        # 2024-03-05T01:00:00Z: 23 hours before `from`
+        (DateBlindSource(dated_daily(6)[4:], page_size=2), 2),
+    ],
+    ids=["kept-to", "hours-before"],
+)
+def test_records_listed_within_a_day_of_the_dates_asked_for_are_not_told(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, source: FakeSource, harvested: int
+) -> None:
+    """A source keeping to the dates, and one listing a record a few hours before them (its
+    local time written with `Z`, or its index a little behind): nothing to tell."""
+    harvest_fake_source(settings, monkeypatch, source)
+    report = harvest(settings, SINCE_MARCH_6)
+    assert (report.harvested, report.errors, report.notices) == (harvested, 0, [])
+
+
+def test_a_failed_run_of_a_source_that_ignores_the_dates_says_so(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the source listed before it failed is told with the failure, and kept on the
+    run for `status`: a source failing on its third page of a day's changes may be one
+    listing all of itself."""
+    source = harvest_fake_source(
+        settings,
+        monkeypatch,
+        DateBlindSource(dated_daily(6), page_size=2),
+        reader_options={"max_retries": 0, "prefetch": False},
+    )
+    harvest(settings)
+    # Identify, then the third page of the list fails
+    source.faults[len(source.requests) + 4] = lambda request, response: httpx.Response(500)
+    with pytest.raises(HarvestProtocolError, match="HTTP 500") as failure:
+        harvest(settings, SINCE_MARCH_6)
+    _text, failed = _status("--harvester", "sample")
+    notice = DATES_IGNORED.replace("of the 6", "of the 4")  # two pages read
+    assert failed["run"]["status"] == "failed"
+    assert failure.value.__notes__ == failed["notices"] == [notice]
 
 
 def test_a_failed_run_keeps_its_notices_and_its_resumed_attempt_adds_its_own(
