@@ -26,7 +26,12 @@ from oai_pipeline.oai.types import (
     OAISet,
 )
 from oai_pipeline.oai.windows import normalize_response_date
-from oai_pipeline.xml_safety import over_parser_limit, parse_untrusted, safe_xml_parser
+from oai_pipeline.xml_safety import (
+    DeclaresEntities,
+    over_parser_limit,
+    parse_untrusted,
+    safe_xml_parser,
+)
 
 OAI_NAMESPACE = "http://www.openarchives.org/OAI/2.0/"
 _NS = "{" + OAI_NAMESPACE + "}"
@@ -181,6 +186,13 @@ def _parse(
     try:
         root = parse_untrusted(data, max_bytes)
     except (etree.XMLSyntaxError, ValueError) as exc:
+        if isinstance(exc, DeclaresEntities) or _DECLARES_ENTITIES.match(data):
+            raise UnusablePage(
+                "the page declares XML entities (<!ENTITY …> in its DOCTYPE), refused unread: "
+                "no document from the network may define its own (entity expansion, "
+                "external files); the source's software must send its pages without them",
+                whole=True,
+            ) from exc
         xml = _xml_amid_junk(data)
         if xml is not None:
             parsed = _parse(data[xml], verb, charset, max_bytes)
@@ -237,6 +249,12 @@ _HTML_START = re.compile(
 )
 # A web page to its end (HTML need not be well-formed XML to be whole).
 _HTML_END = re.compile(rb"</html\s*>\s*\Z", re.IGNORECASE)
+# A DOCTYPE declaring entities: refused whether the parser got through them (DeclaresEntities)
+# or stopped inside (libxml2 measures their expansion even when it expands none).
+_DECLARES_ENTITIES = re.compile(
+    rb"\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<!DOCTYPE\s[^\[>]*\[[^\]]*?<!ENTITY\s",
+    re.DOTALL,
+)
 # Where a document's XML begins: its declaration, or its root element when it has none.
 _XML_BEGINS = re.compile(rb"<\?xml\s+version\s*=|<OAI-PMH[\s>]")
 _XML_ENDS = b"</OAI-PMH>"
