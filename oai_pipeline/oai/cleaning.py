@@ -74,6 +74,37 @@ def _declared_encoding(data: bytes) -> tuple[str | None, re.Match[bytes] | None]
     return match.group(3).decode("ascii").lower(), match
 
 
+# Where the NUL bytes of ASCII characters fall in UTF-16 and UTF-32: (code unit size, the
+# positions within a unit that are NUL); the other position(s) hold the character.
+_WIDE_LAYOUTS = {
+    "utf-16-le": (2, (1,)),
+    "utf-16-be": (2, (0,)),
+    "utf-32-le": (4, (1, 2, 3)),
+    "utf-32-be": (4, (0, 1, 2)),
+}
+
+
+def _wide_without_bom(data: bytes) -> str | None:
+    """UTF-16 or UTF-32 sent without its byte order mark, known by its first four characters
+    (ASCII in every XML document: the declaration, or whitespace and the root's start; XML
+    1.0 appendix F looks at as many). Read as UTF-8, its NUL bytes were dropped as illegal
+    characters and every character beyond Latin-1 garbled, without an error."""
+    if b"\x00" not in data[:4]:
+        return None
+    for name, (size, nul_positions) in _WIDE_LAYOUTS.items():
+        head = data[: 4 * size]
+        if len(head) < 4 * size:
+            continue
+        units = [head[start : start + size] for start in range(0, len(head), size)]
+        if all(
+            unit[position] == 0 if position in nul_positions else unit[position] != 0
+            for unit in units
+            for position in range(size)
+        ):
+            return name
+    return None
+
+
 def _decode(data: bytes, charset: str | None = None) -> tuple[str, bool]:
     """The page as text, and whether the bytes must be re-encoded (declaration rewritten).
 
@@ -83,6 +114,9 @@ def _decode(data: bytes, charset: str | None = None) -> tuple[str, bool]:
         return data[3:].decode("utf-8", "oai_pipeline_latin1_fallback"), True
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return data.decode("utf-16", "replace"), True
+    wide = _wide_without_bom(data)
+    if wide is not None:
+        return data.decode(wide, "replace"), True
     declared, _ = _declared_encoding(data)
     if declared is None or declared in _UTF8_NAMES or declared.startswith(_WIDE_PREFIXES):
         # A UTF-16/32 declaration readable as ASCII bytes (no BOM) is wrong: one byte a letter.

@@ -61,6 +61,34 @@ def test_utf16_with_bom_and_utf8_bom() -> None:
     assert etree.fromstring(clean_page(b"\xef\xbb\xbf<a>\xc3\xa9</a>")).text == "é"
 
 
+WIDE_TEXT = "Zürich – Łódź ✓ \U0001d11e"
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+@pytest.mark.parametrize(
+    "start",
+    ['<?xml version="1.0" encoding="{declared}"?>\n', "", "\r\n  "],
+    ids=["declared", "undeclared", "whitespace-first"],
+)
+def test_utf16_and_utf32_without_a_byte_order_mark(encoding: str, start: str) -> None:
+    """Before, such a page was read as UTF-8: its NUL bytes dropped as illegal characters,
+    every character beyond Latin-1 garbled (`–` became a space), and no error said so."""
+    declared = encoding[:6].upper()
+    page = (start.format(declared=declared) + f"<a>{WIDE_TEXT}</a>").encode(encoding)
+    cleaned = clean_page(page)
+    assert etree.fromstring(cleaned).text == WIDE_TEXT
+    assert cleaned.startswith(
+        b'<?xml version="1.0" encoding="UTF-8"?>' if start[:1] == "<" else b""
+    )
+
+
+def test_nul_bytes_in_a_utf8_page_are_not_taken_for_utf16() -> None:
+    """A stray NUL or two (a C string's end) are illegal characters, dropped: the rest is
+    UTF-8 as before."""
+    page = "<a>\x00Zürich\x00 – </a>".encode()
+    assert etree.fromstring(clean_page(page)).text == "Zürich – "
+
+
 @pytest.mark.parametrize("declared", ["ISO-8859-15", "windows-1250", "ISO-8859-2", "KOI8-R"])
 def test_utf8_bytes_under_any_single_byte_declaration_are_utf8(declared: str) -> None:
     page = f'<?xml version="1.0" encoding="{declared}"?><a>Zürich café – Łódź</a>'.encode()

@@ -147,6 +147,32 @@ def test_byte_order_marks_and_line_breaks_before_the_declaration_are_dropped(
     assert len(source.requests) == 4  # Identify and three pages: nothing retried
 
 
+def test_a_source_sending_utf16_without_a_byte_order_mark_is_read_whole(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Windows server's UTF-16 (its declaration says so, the header says `text/xml`, no
+    BOM). Before, it was read as UTF-8: harvested without an error, its titles garbled
+    (`Łódź – ✓` stored as `Aódz '`)."""
+    records = importable(5)
+    records[2].raw_metadata = dublin_core(2).replace("Record 2", "Łódź – ✓")
+    source = FakeSource(records, page_size=2)
+    source.response_headers = {"content-type": "text/xml"}
+    source.every = (
+        1,
+        transform_body(
+            lambda body: (
+                body.replace(b'encoding="UTF-8"', b'encoding="UTF-16"').decode().encode("utf-16-le")
+            )
+        ),
+    )
+    harvest_fake_source(settings, monkeypatch, source)
+    report = harvest(settings)
+    target = target_by_source(settings, "sample")
+    assert (report.harvested, report.created, report.errors) == (5, 5, 0)
+    assert target["oai:fake.test:2"]["data"]["metadata"]["title"] == "Łódź – ✓"
+    assert len(source.requests) == 4  # Identify and three pages: nothing retried
+
+
 @pytest.mark.parametrize(
     "response_date", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:00:00-05:00"]
 )
