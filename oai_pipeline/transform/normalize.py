@@ -80,12 +80,23 @@ _TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
 _INVISIBLE = re.compile("[\u200b\u2060\ufeff]")
 
 
+# C1 control characters (U+0080-U+009F) in metadata are Windows-1252 text read as Latin-1
+# upstream (a DSpace or EPrints fed from a Windows form: `Smith\x92s`, `1990\x962000`); no one
+# writes these controls on purpose. Each is read as the character Windows-1252 has at that
+# byte, as browsers read `&#150;` (WHATWG); the five it leaves undefined are dropped.
+_C1_CONTROL = re.compile("[\x80-\x9f]")
+_WINDOWS_1252_OF_C1 = {code: bytes([code]).decode("cp1252", "ignore") for code in range(0x80, 0xA0)}
+
+
 def clean_unicode(value: str) -> str:
-    """`value` without BOM/zero-width characters, in NFC (a composed `é`, as most sources
-    write it). ASCII text, most values, is returned at once."""
+    """`value` without BOM/zero-width characters, its C1 controls read as Windows-1252, in
+    NFC (a composed `é`, as most sources write it). ASCII text, most values, is returned at
+    once."""
     if value.isascii():
         return value
     value = _INVISIBLE.sub("", value)
+    if _C1_CONTROL.search(value):
+        value = value.translate(_WINDOWS_1252_OF_C1)
     return value if unicodedata.is_normalized("NFC", value) else unicodedata.normalize("NFC", value)
 
 

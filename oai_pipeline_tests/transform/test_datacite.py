@@ -1206,3 +1206,16 @@ def test_a_record_whose_only_creator_is_punctuation_has_no_creator(name: str) ->
     assert resource != VIDEO
     item = transform_one(TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(resource)))
     assert (item.error.type, item.error.location) == ("missing_field", "metadata.creators")
+
+
+def test_windows_1252_punctuation_read_as_latin_1_is_read_as_meant() -> None:
+    """U+0092 and U+0096 (as characters or references) in a title and an abstract: the text
+    a source stored from a Windows form, read as `’` and `–`."""
+    xml = (SAMPLES / "datacite-example-dataset-v4.xml").read_text()
+    xml = xml.replace("Data, 2010-2020,", "Data&#150;2010\x962020\x92s,").replace(
+        "greatest ‒ and", "greatest \x96 and"
+    )
+    item = TransformItem("oai:x:1", "2024-01-01", [], wrap_metadata(xml))
+    metadata = transformed_metadata(item)
+    assert metadata["title"] == "External Environmental Data–2010–2020’s, National Gallery"
+    assert "one of the greatest – and most visited" in metadata["description"]

@@ -1118,3 +1118,18 @@ def test_an_alt_identifiers_isbn_or_issn_is_checked_as_any_other(
     was a `urn`, where that dc:identifier is the ISBN, checked."""
     element = f"<dc:relation>info:eu-repo/semantics/altIdentifier/{number}</dc:relation>"
     assert _identifiers_and_related(element) == (identifiers, related)
+
+
+def test_windows_1252_punctuation_read_as_latin_1_is_read_as_meant() -> None:
+    """U+0092 for `’`, U+0096 for `–`: the text a source stored from a Windows form."""
+    item = dc_item(
+        "<dc:title>Smith\x92s survey, 1990\x962000</dc:title>"
+        "<dc:creator>O\x92Brien, Pat</dc:creator>"
+        "<dc:description>\x93Quoted\x94 text</dc:description><dc:date>2020</dc:date>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["title"] == "Smith’s survey, 1990–2000"
+    assert metadata["creators"] == [
+        {"person_or_org": personal("O’Brien", "Pat"), "affiliations": []}
+    ]
+    assert metadata["description"] == "“Quoted” text"

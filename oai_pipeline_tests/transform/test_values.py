@@ -278,6 +278,24 @@ def test_one_line_values_collapse_whitespace() -> None:
     assert normalize.block_text_or_none(" a\n  b ") == "a\n  b"
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Smith\x92s data, 1990\x962000", "Smith’s data, 1990–2000"),
+        ("\x93Quoted\x94 \x80 5", "“Quoted” € 5"),
+        ("Wait\x85 and see", "Wait… and see"),
+        ("caf\xe9 \x81\x8d\x8f\x90\x9d!", "café !"),  # undefined in Windows-1252: dropped
+        ("Łódź \xa0 \u2013", "Łódź \xa0 \u2013"),  # beyond the C1 range: as they are
+    ],
+)
+def test_c1_controls_are_windows_1252_read_as_latin_1(text: str, expected: str) -> None:
+    """A DSpace or EPrints fed from a Windows form stores `’` as U+0092: before, the target
+    kept the control character, invisible in a browser, that split `Smith’s` from a search
+    for it."""
+    assert normalize.clean_unicode(text) == expected
+    assert normalize.block_text_or_none(f" {text} ") == expected.strip()
+
+
 def test_malformed_name_identifiers_are_dropped() -> None:
     """F3: a malformed ORCID or ROR is no identifier (None), so the person stays."""
     assert normalize.name_identifier("ORCID", "0000-0002-1825-009") is None
