@@ -17,7 +17,7 @@ from oai_pipeline.errors import RecordError
 # in place makes again, and writes, the transforms it stored before, as a fresh install would.
 # The package version alone did so only when it was raised, and then only once reinstalled:
 # the transform fixes after 0.3.1 never reached records harvested by 0.3.1.
-OUTPUT_REVISION = 18
+OUTPUT_REVISION = 19
 
 
 class NoOptions(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
+from html.entities import html5
 from typing import Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
@@ -116,10 +117,31 @@ def text_or_none(value: str | None) -> str | None:
     Invisible characters are dropped and the text is NFC (`clean_unicode`)."""
     if value is None:
         return None
-    value = clean_unicode(value).strip()
+    value = clean_unicode(value)
+    if "&" in value:
+        value = _unescape_plain(value)
+    value = value.strip()
     if "\n" in value or "  " in value or "\t" in value:
         value = _SPACE_RUN.sub(" ", value)
     return value or None
+
+
+def _unescape_plain(value: str) -> str:
+    """A plain-text value with the HTML references the XML parser left (`Caf&eacute;`,
+    `A &amp; B`, `1990&#8211;2000`) read as their characters: a source that escaped its text
+    as HTML once more than XML needs sends `&amp;eacute;`. A `&` that starts no reference HTML
+    has (`R&D`, `a=1&b=2`) stays."""
+    unescaped = _ENTITY.sub(_referenced, value)
+    return clean_unicode(unescaped) if unescaped != value else value
+
+
+def _referenced(match: re.Match[str]) -> str:
+    """What a reference stands for in HTML; a name HTML does not have stays as written
+    (`html.unescape` reads `&ampx;` as `&x;`, HTML's way with a name missing its `;`)."""
+    reference = match.group(0)
+    if reference.startswith("&#"):
+        return html.unescape(reference)
+    return html5.get(reference[1:], reference)
 
 
 def collapse_whitespace(value: str) -> str:

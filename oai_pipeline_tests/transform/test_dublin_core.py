@@ -1133,3 +1133,18 @@ def test_windows_1252_punctuation_read_as_latin_1_is_read_as_meant() -> None:
         {"person_or_org": personal("O’Brien", "Pat"), "affiliations": []}
     ]
     assert metadata["description"] == "“Quoted” text"
+
+
+def test_a_title_and_names_escaped_once_more_than_xml_needs_are_read() -> None:
+    """`Caf&amp;eacute;` in the XML: a DSpace whose database holds HTML-escaped text."""
+    item = dc_item(
+        "<dc:title>Caf&amp;eacute; culture &amp;amp; society, 1990&amp;#8211;2000</dc:title>"
+        "<dc:creator>M&amp;uuml;ller, J&amp;ouml;rg</dc:creator><dc:date>2020</dc:date>"
+        "<dc:subject>R&amp;D</dc:subject>"
+    )
+    metadata = transformed_metadata(item)
+    assert metadata["title"] == "Café culture & society, 1990–2000"
+    assert metadata["creators"] == [
+        {"person_or_org": personal("Müller", "Jörg"), "affiliations": []}
+    ]
+    assert [subject["subject"] for subject in metadata["subjects"]] == ["R&D"]

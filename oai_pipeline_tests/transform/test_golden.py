@@ -115,6 +115,10 @@ RECORDED_AT_REVISION = {
     # `’`, `\x96` `–`), the five it leaves undefined dropped: the golden set holds none, so
     # 17's digest.
     18: "d8aa9f1945c6e14cfcb7e147a87e3db778963408d4a1dac476c0e533bcd89051",
+    # HTML references left in a one-line value (a title, a name, a subject) after the XML
+    # parse, a source's text escaped once more than XML needs (`Caf&amp;eacute;`), are read
+    # as their characters: the golden set holds none, so 18's digest.
+    19: "d8aa9f1945c6e14cfcb7e147a87e3db778963408d4a1dac476c0e533bcd89051",
 }
 
 

@@ -296,6 +296,26 @@ def test_c1_controls_are_windows_1252_read_as_latin_1(text: str, expected: str) 
     assert normalize.block_text_or_none(f" {text} ") == expected.strip()
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("A &amp; B", "A & B"),
+        ("Caf&eacute; culture", "Café culture"),
+        ("1990&#8211;2000, &#x2018;quoted&#x2019;", "1990–2000, ‘quoted’"),
+        ("&#150; and &#146;", "– and ’"),  # HTML reads these as Windows-1252
+        ("Lo&#776;we", "Löwe"),  # composed (NFC) once read
+        ("p &lt; 0.05 &nbsp;", "p < 0.05"),
+        # a `&` that starts no reference HTML has stays: names HTML lacks, no `;`
+        ("R&D, a=1&b=2, &ampx; &copy &notanentity;", "R&D, a=1&b=2, &ampx; &copy &notanentity;"),
+        ("&#1;x", "x"),
+    ],
+)
+def test_html_references_left_in_a_one_line_value_are_read(text: str, expected: str) -> None:
+    """A source that escaped its text as HTML once more than XML needs (`Caf&amp;eacute;`):
+    before, the target's title read `Caf&eacute;`."""
+    assert normalize.text_or_none(text) == expected
+
+
 def test_malformed_name_identifiers_are_dropped() -> None:
     """F3: a malformed ORCID or ROR is no identifier (None), so the person stays."""
     assert normalize.name_identifier("ORCID", "0000-0002-1825-009") is None
