@@ -26,7 +26,7 @@ from oai_pipeline.harvesters.model import Harvester, describe_validation_error
 from oai_pipeline.harvesters.plugins import missing_communities, release_target_records
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.identifier_prefix import jsonable_pending_rekey
-from oai_pipeline.oai.base_url import another_base_url, pasted_arguments_note
+from oai_pipeline.oai.base_url import another_base_url, pasted_arguments_note, shown
 from oai_pipeline.settings import holds_dagster_instance, load_settings
 from oai_pipeline.state.store import StateStore
 
@@ -166,7 +166,7 @@ def disabled_warning(harvester: Harvester) -> str | None:
 
 def _describe(harvester: Harvester) -> str:
     lines = [f"{harvester.id}"]
-    for field, value in harvester.model_dump().items():
+    for field, value in harvester.shown().items():
         if field == "id":
             continue
         if isinstance(value, list):
@@ -195,7 +195,7 @@ def create(harvester_id: str, model: str | None, community: str | None, as_json:
     warnings = _registered_as(flags.get("base_url")) + community_warnings(harvester)
     warnings += created_again
     _warn(warnings)
-    payload = {**harvester.model_dump(mode="json"), "warnings": warnings}
+    payload = {**harvester.shown(), "warnings": warnings}
     emit(payload, as_json=as_json, text=f"created {_describe(harvester)}")
 
 
@@ -222,7 +222,7 @@ def update(harvester_id: str, model: str | None, community: str | None, as_json:
         warnings += queued_runs_warnings(before.id, _queued_runs)
     warnings += change_warnings(before, harvester)
     _warn(warnings)
-    payload = {**harvester.model_dump(mode="json"), "warnings": warnings}
+    payload = {**harvester.shown(), "warnings": warnings}
     emit(payload, as_json=as_json, text=f"updated {_describe(harvester)}")
 
 
@@ -239,12 +239,12 @@ def list_(as_json: bool) -> None:
     schedules harvest it (`enabled` or `disabled`; last, so the columns before keep their place)."""
     with open_store(only_reads=True) as store:
         found = HarvesterRegistry(store).list()
-    rows = [h.model_dump(mode="json") for h in found]
+    rows = [h.shown() for h in found]
     text = listing_text(
         (
             (
                 h.id,
-                h.base_url,
+                shown(h.base_url),
                 h.metadata_prefix,
                 h.setspec or "-",
                 h.name,
@@ -265,7 +265,7 @@ def show(harvester_id: str, as_json: bool) -> None:
         harvester = HarvesterRegistry(store).get(harvester_id)
         identify = store.get_identify(harvester_id)
         pending = store.pending_rekey(harvester_id)
-    payload = harvester.model_dump(mode="json")
+    payload = harvester.shown()
     payload["identify"] = None if identify is None else identify.__dict__.copy()
     payload["pending_rekey"] = jsonable_pending_rekey(pending)
     warning = None if identify is None else another_base_url(harvester.base_url, identify.base_url)

@@ -37,6 +37,7 @@ from oai_pipeline.defs.sensors import (
 )
 from oai_pipeline.errors import ConfigurationError, PipelineError, disk_advice, refused_by_disk
 from oai_pipeline.harvesters.model import describe_validation_error
+from oai_pipeline.oai.base_url import shown
 from oai_pipeline.oai.errors import HarvestProtocolError, PersistentProtocolError
 from oai_pipeline.pipeline.discover import DiscoveryResult, discover
 from oai_pipeline.pipeline.frames import (
@@ -551,7 +552,7 @@ def _tell_moved_source(
     if queued_for and SEVERAL not in queued_for and queued_for != source_tag(base_url):
         context.log.warning(
             f"{harvester_id}: this run was queued for server {queued_for}; the harvester's "
-            f"base URL has changed since, and the run lists from {base_url}"
+            f"base URL has changed since, and the run lists from {shown(base_url)}"
         )
 
 

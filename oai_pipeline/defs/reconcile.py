@@ -16,6 +16,7 @@ from oai_pipeline.defs.partitions import TRIGGER_TAG
 from oai_pipeline.defs.resources import PipelineResource
 from oai_pipeline.defs.schedules import NAMED_IN_SKIP_REASON, job_busy
 from oai_pipeline.errors import PipelineError
+from oai_pipeline.oai.base_url import shown
 from oai_pipeline.pipeline.reconcile import kept_line, reconcile
 from oai_pipeline.pipeline.services import Services
 
@@ -52,7 +53,7 @@ def reconcile_selection(services: Services, asked: list[str]) -> tuple[list[str]
         identify = services.state.get_identify(harvester.id)
         if identify is None:
             waiting[harvester.id] = (
-                f"its source {harvester.base_url} has not answered Identify yet (never "
+                f"its source {shown(harvester.base_url)} has not answered Identify yet (never "
                 "harvested, or its base URL changed since its last harvest): whether it "
                 "keeps deletions is unknown, reconciled after its next harvest"
             )

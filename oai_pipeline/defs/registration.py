@@ -111,7 +111,7 @@ def register_harvester_op(
         metadata={
             "harvester": harvester.id,
             "result": result,
-            "harvester_config": dg.MetadataValue.json(harvester.model_dump(mode="json")),
+            "harvester_config": dg.MetadataValue.json(harvester.shown()),
             "warnings": dg.MetadataValue.json(warnings),
         },
     )

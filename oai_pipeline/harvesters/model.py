@@ -35,7 +35,7 @@ from oai_pipeline.harvesters.plugins import (
     validate_spec,
     with_option,
 )
-from oai_pipeline.oai.base_url import without_oai_arguments
+from oai_pipeline.oai.base_url import shown, without_oai_arguments
 from oai_pipeline.state.limits import MAX_INTEGER
 from oai_pipeline.state.schema import harvesters as harvesters_table
 
@@ -144,7 +144,7 @@ class Harvester(BaseModel):
         value = value.strip()
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname or " " in value:
-            raise ValueError(f"{value!r} is not an http(s) URL")
+            raise ValueError(f"{shown(value)!r} is not an http(s) URL")
         if _stored(info):
             return value
         try:
@@ -152,11 +152,12 @@ class Harvester(BaseModel):
         except ValueError:
             port = 0
         if port == 0:  # caught here, not as an httpx traceback at the first harvest
-            raise ValueError(f"{value!r}: the port must be a number from 1 to 65535")
+            raise ValueError(f"{shown(value)!r}: the port must be a number from 1 to 65535")
         try:  # control characters, a host that is no IDNA name: refused by every request
             httpx.URL(value)
         except httpx.InvalidURL as error:
-            raise ValueError(f"{value!r} is not a URL a request can go to: {error}") from None
+            message = f"{shown(value)!r} is not a URL a request can go to: {error}"
+            raise ValueError(message) from None
         # A request URL pasted as the base URL names the endpoint by what it leaves out (see
         # pasted_arguments_note); one stored so before is harvested as is (the client leaves
         # the arguments out) until it is updated.
@@ -245,6 +246,11 @@ class Harvester(BaseModel):
     def from_stored(cls, data: dict[str, Any]) -> Harvester:
         """A harvester read back from the store: shape checked, plug-ins not loaded."""
         return cls.model_validate(data, context={"check_plugins": False, "stored": True})
+
+    def shown(self) -> dict[str, Any]:
+        """The harvester as it is printed (command line, Dagster metadata), JSON-safe: its base
+        URL's password, if it names one, as `***`."""
+        return {**self.model_dump(mode="json"), "base_url": shown(self.base_url)}
 
 
 def apply_model_and_community(

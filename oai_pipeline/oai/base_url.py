@@ -4,6 +4,8 @@ load the harvesting machinery (sickle)."""
 
 from __future__ import annotations
 
+from urllib.parse import unquote, urlsplit, urlunsplit
+
 import httpx
 
 # The arguments OAI-PMH defines: in a registered base URL's query (a request URL pasted as the
@@ -11,6 +13,39 @@ import httpx
 OAI_ARGUMENTS = frozenset(
     {"verb", "metadataPrefix", "from", "until", "set", "resumptionToken", "identifier"}
 )
+
+
+def _netloc_parts(base_url: str) -> tuple[str, str] | None:
+    """The user information of a base URL (`alice:secret` of `https://alice:secret@host/oai`)
+    and the rest of its authority, or None when it names none (or is no URL)."""
+    try:
+        netloc = urlsplit(base_url).netloc
+    except ValueError:
+        return None
+    userinfo, at, host = netloc.rpartition("@")
+    return (userinfo, host) if at else None
+
+
+def credentials_apart(base_url: str) -> tuple[str, tuple[str, str] | None]:
+    """The base URL without the user and password it names, and them (percent-decoded): a
+    source behind HTTP basic auth is registered so. The client sends them as an
+    Authorization header and names the URL without them in every message and log line."""
+    parts = _netloc_parts(base_url)
+    if parts is None:
+        return base_url, None
+    userinfo, host = parts
+    user, _, password = userinfo.partition(":")
+    return urlunsplit(urlsplit(base_url)._replace(netloc=host)), (unquote(user), unquote(password))
+
+
+def shown(base_url: str) -> str:
+    """The base URL as it is printed (command line, Dagster metadata, errors): a password it
+    names as `***`, so that logs and screens do not carry it."""
+    parts = _netloc_parts(base_url)
+    if parts is None or ":" not in parts[0]:
+        return base_url
+    user = parts[0].partition(":")[0]
+    return urlunsplit(urlsplit(base_url)._replace(netloc=f"{user}:***@{parts[1]}"))
 
 
 def split_base_url(base_url: str) -> tuple[str, list[tuple[str, str]]]:
@@ -50,8 +85,8 @@ def pasted_arguments_note(given: str | None) -> str | None:
     if not pasted:
         return None
     return (
-        f"base URL {given.strip()} holds OAI-PMH arguments ({', '.join(pasted)}) that every "
-        f"request sets itself: registered as {cleaned}"
+        f"base URL {shown(given.strip())} holds OAI-PMH arguments ({', '.join(pasted)}) that "
+        f"every request sets itself: registered as {shown(cleaned)}"
     )
 
 
@@ -67,7 +102,7 @@ def another_base_url(registered: str, declared: str) -> str | None:
     else:
         advice = "if the source lives there, set the harvester's base URL to it"
     return (
-        f"{registered}: the source's Identify names another base URL, {declared}; "
+        f"{shown(registered)}: the source's Identify names another base URL, {declared}; "
         f"harvesting the registered one ({advice})"
     )
 

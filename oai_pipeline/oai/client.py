@@ -32,7 +32,13 @@ from sickle import oaiexceptions
 
 from oai_pipeline import __version__
 from oai_pipeline.errors import ConfigurationError, PipelineError, RecordError
-from oai_pipeline.oai.base_url import OAI_ARGUMENTS, another_base_url, split_base_url
+from oai_pipeline.oai.base_url import (
+    OAI_ARGUMENTS,
+    another_base_url,
+    credentials_apart,
+    shown,
+    split_base_url,
+)
 from oai_pipeline.oai.errors import (
     BadResumptionToken,
     ForeignNamespaceResponse,
@@ -240,7 +246,7 @@ class OAIClient:
         never answered OAI-PMH (see `endpoint_proven`). ``harvester_id``: the harvester the
         commands in errors and notices update (`ID` without one)."""
         if not base_url.startswith(("http://", "https://")):
-            raise ConfigurationError(f"OAI-PMH base URL must be http(s): {base_url!r}")
+            raise ConfigurationError(f"OAI-PMH base URL must be http(s): {shown(base_url)!r}")
         if max_response_bytes is None:
             max_response_bytes = MAX_DOCUMENT_BYTES
         if max_response_bytes <= 0:
@@ -256,8 +262,9 @@ class OAIClient:
             raise ConfigurationError(
                 f"rate_limit_per_minute must be positive, got {rate_limit_per_minute}"
             )
-        self.base_url = base_url
-        self._endpoint, self._endpoint_params = split_base_url(base_url)
+        # Named without the user and password it may hold: those go as basic auth.
+        self.base_url, credentials = credentials_apart(base_url)
+        self._endpoint, self._endpoint_params = split_base_url(self.base_url)
         self.response_deadline = timeout * _RESPONSE_DEADLINE_TIMEOUTS
         self.max_retries = max_retries
         self.backoff_base = backoff_base
@@ -309,6 +316,7 @@ class OAIClient:
             )
         self._http = httpx.Client(
             transport=transport,
+            auth=credentials,
             verify=trusted_tls_context() if transport is None else True,
             timeout=httpx.Timeout(timeout),
             follow_redirects=True,

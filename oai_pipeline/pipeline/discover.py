@@ -28,7 +28,7 @@ from oai_pipeline.errors import (
 )
 from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader
-from oai_pipeline.oai.base_url import same_endpoint
+from oai_pipeline.oai.base_url import same_endpoint, shown
 from oai_pipeline.oai.client import in_set
 from oai_pipeline.oai.errors import HarvestProtocolError, OAIError, PersistentProtocolError
 from oai_pipeline.oai.reader import Reader
@@ -188,7 +188,7 @@ def _run_options(options: RunOptions, scope: HarvestScope, base_url: str) -> dic
     kept = options.model_dump(mode="json")
     if scope.hours_asked:
         kept["hours_asked"] = scope.hours_asked
-    kept["base_url"] = base_url
+    kept["base_url"] = shown(base_url)  # its password, shown by `status`, as `***`
     return kept
 
 
@@ -274,7 +274,8 @@ def _changed_request(
         ("set", checkpoint.set_spec, harvester.setspec),
     ]
     if _base_url_changed(run, harvester):
-        asked.insert(0, ("base URL", _options_of(run)["base_url"], harvester.base_url))
+        listed_from = shown(_options_of(run)["base_url"])
+        asked.insert(0, ("base URL", listed_from, shown(harvester.base_url)))
     changes = [
         f"the {name} changed from {before!r} to {now!r}"
         for name, before, now in asked

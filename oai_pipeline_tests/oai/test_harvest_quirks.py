@@ -30,6 +30,7 @@ from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import Settings
 from oai_pipeline.storage import PartitionStore
 from oai_pipeline_tests.oai.fake_source import (
+    BASE_URL,
     DateBlindSource,
     FakeRecord,
     FakeSource,
@@ -591,6 +592,48 @@ def test_a_failed_run_of_a_source_that_ignores_the_dates_says_so(
     notice = DATES_IGNORED.replace("of the 6", "of the 4")  # two pages read
     assert failed["run"]["status"] == "failed"
     assert failure.value.__notes__ == failed["notices"] == [notice]
+
+
+class BasicAuthSource(FakeSource):
+    """A source behind HTTP basic auth (a restricted feed): 401 without alice's password."""
+
+    expected = "Basic " + base64.b64encode(b"alice:s@cret").decode()
+
+    def answer(self, request: httpx.Request) -> httpx.Response:
+        if request.headers.get("authorization") != self.expected:
+            return httpx.Response(401, text="authentication required")
+        return super().answer(request)
+
+
+def test_a_source_behind_basic_auth_gets_the_password_and_no_screen_shows_it(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The base URL names the user and password (`http://alice:s%40cret@…`): they go as an
+    Authorization header, not in the request's URL. Before, every log line, error, `status`
+    and `harvesters list` printed the password."""
+    source = harvest_fake_source(
+        settings,
+        monkeypatch,
+        BasicAuthSource(importable(3), page_size=2),
+        base_url="http://alice:s%40cret@fake.test/oai",
+    )
+    report = harvest(settings)
+    assert (report.harvested, report.created, report.errors) == (3, 3, 0)
+    assert {str(request.url).split("?")[0] for request in source.requests} == {BASE_URL}
+
+    source.every = (1, lambda request, response: httpx.Response(503, text="down"))
+    with pytest.raises(HarvestProtocolError, match="HTTP 503") as failure:
+        harvest(settings)
+    said = [str(failure.value)]
+    for command in (["status", "--harvester", "sample"], ["harvesters", "list"]):
+        for output in ([], ["--json"]):
+            result = CliRunner().invoke(main, [*command, *output])
+            assert result.exit_code == 0, result.output
+            said.append(result.output)
+    shown = CliRunner().invoke(main, ["harvesters", "show", "sample", "--json"])
+    assert json.loads(shown.stdout)["base_url"] == "http://alice:***@fake.test/oai"
+    assert all("cret" not in text for text in said), said
+    assert "alice:***@fake.test" in said[-1]
 
 
 def test_a_failed_run_keeps_its_notices_and_its_resumed_attempt_adds_its_own(

@@ -1,0 +1,42 @@
+"""A base URL's user and password: sent as basic auth, never shown."""
+
+from __future__ import annotations
+
+import pytest
+
+from oai_pipeline.oai.base_url import credentials_apart, same_endpoint, shown
+
+
+@pytest.mark.parametrize(
+    ("url", "apart", "credentials", "as_shown"),
+    [
+        (
+            "https://alice:s3cret@oai.example.org/oai?x=1",
+            "https://oai.example.org/oai?x=1",
+            ("alice", "s3cret"),
+            "https://alice:***@oai.example.org/oai?x=1",
+        ),
+        # percent-encoded `@` and `:` in either part, a port
+        (
+            "http://a%40b:p%3Aw%40d@host:8080/oai",
+            "http://host:8080/oai",
+            ("a@b", "p:w@d"),
+            "http://a%40b:***@host:8080/oai",
+        ),
+        # a user without a password: nothing to hide
+        ("http://alice@host/oai", "http://host/oai", ("alice", ""), "http://alice@host/oai"),
+        ("http://host/oai", "http://host/oai", None, "http://host/oai"),
+        ("http://[::1", "http://[::1", None, "http://[::1"),  # no URL: as it is
+    ],
+)
+def test_credentials_apart_and_shown(
+    url: str, apart: str, credentials: tuple[str, str] | None, as_shown: str
+) -> None:
+    assert credentials_apart(url) == (apart, credentials)
+    assert shown(url) == as_shown
+
+
+def test_credentials_do_not_make_another_endpoint() -> None:
+    """A password changed is no move of the source (its resumption tokens stay good)."""
+    assert same_endpoint("https://alice:old@host/oai", "https://alice:new@host/oai")
+    assert same_endpoint(shown("https://alice:old@host/oai"), "https://host/oai")
