@@ -136,16 +136,32 @@ def test_byte_order_marks_and_line_breaks_before_the_declaration_are_dropped(
     """PHP endpoints send what their included files hold before `<?php`: line breaks and
     UTF-8 byte order marks, in any order. Before, only line breaks alone were dropped: every
     page failed to parse, each was retried in vain and the harvest failed."""
+    report, title, requests = _harvested_title(
+        settings, monkeypatch, "Zürich", lambda body: before + body
+    )
+    assert (report.harvested, report.created, report.errors) == (5, 5, 0)
+    assert title == "Zürich"
+    assert requests == 4  # Identify and three pages: nothing retried
+
+
+def _harvested_title(
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    title: str,
+    change: Callable[[bytes], bytes],
+    headers: dict[str, str] | None = None,
+) -> tuple[HarvestReport, str, int]:
+    """A harvest of five records, the third titled `title`, each response `change`d (and
+    with `headers`): its report, that title in the target and the requests made."""
     records = importable(5)
-    records[2].raw_metadata = dublin_core(2).replace("Record 2", "Zürich")
+    records[2].raw_metadata = dublin_core(2).replace("Record 2", title)
     source = FakeSource(records, page_size=2)
-    source.every = (1, transform_body(lambda body: before + body))
+    source.response_headers = headers or {}
+    source.every = (1, transform_body(change))
     harvest_fake_source(settings, monkeypatch, source)
     report = harvest(settings)
     target = target_by_source(settings, "sample")
-    assert (report.harvested, report.created, report.errors) == (5, 5, 0)
-    assert target["oai:fake.test:2"]["data"]["metadata"]["title"] == "Zürich"
-    assert len(source.requests) == 4  # Identify and three pages: nothing retried
+    return report, target["oai:fake.test:2"]["data"]["metadata"]["title"], len(source.requests)
 
 
 def test_a_source_sending_utf16_without_a_byte_order_mark_is_read_whole(
@@ -154,24 +170,16 @@ def test_a_source_sending_utf16_without_a_byte_order_mark_is_read_whole(
     """A Windows server's UTF-16 (its declaration says so, the header says `text/xml`, no
     BOM). Before, it was read as UTF-8: harvested without an error, its titles garbled
     (`Łódź – ✓` stored as `Aódz '`)."""
-    records = importable(5)
-    records[2].raw_metadata = dublin_core(2).replace("Record 2", "Łódź – ✓")
-    source = FakeSource(records, page_size=2)
-    source.response_headers = {"content-type": "text/xml"}
-    source.every = (
-        1,
-        transform_body(
-            lambda body: (
-                body.replace(b'encoding="UTF-8"', b'encoding="UTF-16"').decode().encode("utf-16-le")
-            )
-        ),
+
+    def as_utf16(body: bytes) -> bytes:
+        return body.replace(b'encoding="UTF-8"', b'encoding="UTF-16"').decode().encode("utf-16-le")
+
+    report, title, requests = _harvested_title(
+        settings, monkeypatch, "Łódź – ✓", as_utf16, {"content-type": "text/xml"}
     )
-    harvest_fake_source(settings, monkeypatch, source)
-    report = harvest(settings)
-    target = target_by_source(settings, "sample")
     assert (report.harvested, report.created, report.errors) == (5, 5, 0)
-    assert target["oai:fake.test:2"]["data"]["metadata"]["title"] == "Łódź – ✓"
-    assert len(source.requests) == 4  # Identify and three pages: nothing retried
+    assert title == "Łódź – ✓"
+    assert requests == 4  # Identify and three pages: nothing retried
 
 
 @pytest.mark.parametrize(

@@ -1120,31 +1120,35 @@ def test_an_alt_identifiers_isbn_or_issn_is_checked_as_any_other(
     assert _identifiers_and_related(element) == (identifiers, related)
 
 
-def test_windows_1252_punctuation_read_as_latin_1_is_read_as_meant() -> None:
-    """U+0092 for `’`, U+0096 for `–`: the text a source stored from a Windows form."""
+@pytest.mark.parametrize(
+    ("title", "creator", "expected_title", "expected_name"),
+    [
+        # U+0092 for `’`, U+0096 for `–`: text a source stored from a Windows form
+        (
+            "Smith\x92s survey, 1990\x962000",
+            "O\x92Brien, Pat",
+            "Smith’s survey, 1990–2000",
+            ("O’Brien", "Pat"),
+        ),
+        # `Caf&amp;eacute;`: a DSpace whose database holds HTML-escaped text
+        (
+            "Caf&amp;eacute; culture &amp;amp; society, 1990&amp;#8211;2000",
+            "M&amp;uuml;ller, J&amp;ouml;rg",
+            "Café culture & society, 1990–2000",
+            ("Müller", "Jörg"),
+        ),
+    ],
+    ids=["windows-1252-as-latin-1", "escaped-once-more"],
+)
+def test_text_a_source_stored_mangled_is_read_as_meant(
+    title: str, creator: str, expected_title: str, expected_name: tuple[str, str]
+) -> None:
     item = dc_item(
-        "<dc:title>Smith\x92s survey, 1990\x962000</dc:title>"
-        "<dc:creator>O\x92Brien, Pat</dc:creator>"
-        "<dc:description>\x93Quoted\x94 text</dc:description><dc:date>2020</dc:date>"
+        f"<dc:title>{title}</dc:title><dc:creator>{creator}</dc:creator><dc:date>2020</dc:date>"
+        "<dc:description>\x93Quoted\x94 text</dc:description><dc:subject>R&amp;D</dc:subject>"
     )
     metadata = transformed_metadata(item)
-    assert metadata["title"] == "Smith’s survey, 1990–2000"
-    assert metadata["creators"] == [
-        {"person_or_org": personal("O’Brien", "Pat"), "affiliations": []}
-    ]
+    assert metadata["title"] == expected_title
+    assert metadata["creators"] == [{"person_or_org": personal(*expected_name), "affiliations": []}]
     assert metadata["description"] == "“Quoted” text"
-
-
-def test_a_title_and_names_escaped_once_more_than_xml_needs_are_read() -> None:
-    """`Caf&amp;eacute;` in the XML: a DSpace whose database holds HTML-escaped text."""
-    item = dc_item(
-        "<dc:title>Caf&amp;eacute; culture &amp;amp; society, 1990&amp;#8211;2000</dc:title>"
-        "<dc:creator>M&amp;uuml;ller, J&amp;ouml;rg</dc:creator><dc:date>2020</dc:date>"
-        "<dc:subject>R&amp;D</dc:subject>"
-    )
-    metadata = transformed_metadata(item)
-    assert metadata["title"] == "Café culture & society, 1990–2000"
-    assert metadata["creators"] == [
-        {"person_or_org": personal("Müller", "Jörg"), "affiliations": []}
-    ]
     assert [subject["subject"] for subject in metadata["subjects"]] == ["R&D"]
