@@ -65,8 +65,8 @@ def read_response_date(text: str | None) -> datetime | None:
     value = (text or "").strip()
     if not value:
         return None
-    try:
-        return _as_utc(datetime.fromisoformat(value))
+    try:  # `t` and `z` in lower case, as RFC 3339 allows and `fromisoformat` does not
+        return _as_utc(datetime.fromisoformat(value.upper()))
     except (ValueError, OverflowError):  # Overflow: `0001-01-01T00:00:00+01:00`
         return None
 

@@ -84,6 +84,7 @@ def test_a_records_datestamp_is_read_in_the_loose_forms_sources_send() -> None:
     assert read_datestamp("2014-02-03 14:41:33") == utc(2014, 2, 3, 14, 41, 33)
     assert read_datestamp(" 2014-02-03T14:41Z ") == utc(2014, 2, 3, 14, 41)
     assert read_datestamp("2015-01-16") == utc(2015, 1, 16)
+    assert read_datestamp("2014-02-03t14:41:33z") == utc(2014, 2, 3, 14, 41, 33)  # RFC 3339
     for bad in ("2015-13-01", "yesterday", "", None):
         assert read_datestamp(bad) is None
     with pytest.raises(InvalidDatestamp):
