@@ -4,9 +4,14 @@ load the harvesting machinery (sickle)."""
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Mapping
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
+
+from oai_pipeline.errors import ConfigurationError
 
 # The arguments OAI-PMH defines: in a registered base URL's query (a request URL pasted as the
 # base URL, `…/oai?verb=Identify`) they are not the endpoint's and are left out.
@@ -26,25 +31,51 @@ def _netloc_parts(base_url: str) -> tuple[str, str] | None:
     return (userinfo, host) if at else None
 
 
-def credentials_apart(base_url: str) -> tuple[str, tuple[str, str] | None]:
-    """The base URL without the user and password it names, and them (percent-decoded): a
-    source behind HTTP basic auth is registered so. The client sends them as an
-    Authorization header and names the URL without them in every message and log line."""
+# `${NAME}` for the user or the password: read from the environment when the harvest runs,
+# so that neither the state database nor a launchpad's run config holds the secret.
+_ENVIRONMENT_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def credentials_apart(
+    base_url: str, environ: Mapping[str, str] = os.environ
+) -> tuple[str, tuple[str, str] | None]:
+    """The base URL without the user and password it names, and them (percent-decoded, a
+    `${NAME}` read from `environ`): a source behind HTTP basic auth is registered so. The
+    client sends them as an Authorization header and names the URL without them in every
+    message and log line."""
     parts = _netloc_parts(base_url)
     if parts is None:
         return base_url, None
     userinfo, host = parts
-    user, _, password = userinfo.partition(":")
-    return urlunsplit(urlsplit(base_url)._replace(netloc=host)), (unquote(user), unquote(password))
+    user, _, password = (unquote(part) for part in userinfo.partition(":"))
+    credentials = (_from_environment(user, environ), _from_environment(password, environ))
+    return urlunsplit(urlsplit(base_url)._replace(netloc=host)), credentials
+
+
+def _from_environment(value: str, environ: Mapping[str, str]) -> str:
+    reference = _ENVIRONMENT_REFERENCE.fullmatch(value)
+    if reference is None:
+        return value
+    name = reference.group(1)
+    if name not in environ:
+        raise ConfigurationError(
+            f"the base URL's credentials name the environment variable {name}, which is not "
+            "set where the harvest runs (set it there, e.g. in the Dagster code location's "
+            "environment)"
+        )
+    return environ[name]
 
 
 def shown(base_url: str) -> str:
     """The base URL as it is printed (command line, Dagster metadata, errors): a password it
-    names as `***`, so that logs and screens do not carry it."""
+    names as `***` (a `${NAME}` it reads from the environment as written, no secret), so
+    that logs and screens do not carry it."""
     parts = _netloc_parts(base_url)
     if parts is None or ":" not in parts[0]:
         return base_url
-    user = parts[0].partition(":")[0]
+    user, _, password = parts[0].partition(":")
+    if _ENVIRONMENT_REFERENCE.fullmatch(unquote(password)):
+        return base_url
     return urlunsplit(urlsplit(base_url)._replace(netloc=f"{user}:***@{parts[1]}"))
 
 

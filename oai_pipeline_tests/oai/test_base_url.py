@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from oai_pipeline.errors import ConfigurationError
 from oai_pipeline.oai.base_url import credentials_apart, same_endpoint, shown
 
 
@@ -40,3 +41,19 @@ def test_credentials_do_not_make_another_endpoint() -> None:
     """A password changed is no move of the source (its resumption tokens stay good)."""
     assert same_endpoint("https://alice:old@host/oai", "https://alice:new@host/oai")
     assert same_endpoint(shown("https://alice:old@host/oai"), "https://host/oai")
+
+
+@pytest.mark.parametrize(
+    "url", ["https://alice:${OAI_PW}@host/oai", "https://alice:$%7BOAI_PW%7D@host/oai"]
+)
+def test_a_password_named_by_an_environment_variable_is_read_when_the_harvest_runs(
+    url: str,
+) -> None:
+    """Neither the state database nor a run's config holds it; shown as written (no secret)."""
+    assert credentials_apart(url, {"OAI_PW": "s3:cret@"}) == (
+        "https://host/oai",
+        ("alice", "s3:cret@"),
+    )
+    assert shown(url) == url
+    with pytest.raises(ConfigurationError, match="environment variable OAI_PW, which is not set"):
+        credentials_apart(url, {})

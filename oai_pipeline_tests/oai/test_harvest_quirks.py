@@ -644,6 +644,34 @@ def test_a_source_behind_basic_auth_gets_the_password_and_no_screen_shows_it(
     assert "alice:***@fake.test" in said[-1]
 
 
+def test_a_basic_auth_password_can_come_from_the_environment(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`${NAME}` in the base URL: read when the harvest runs, so that neither the state
+    database nor the register job's run config holds the password. Unset where the harvest
+    runs, the harvest fails in one line naming the variable."""
+    url = "http://alice:${OAI_TEST_PASSWORD}@fake.test/oai"
+    harvest_fake_source(
+        settings, monkeypatch, BasicAuthSource(importable(3), page_size=2), base_url=url
+    )
+    monkeypatch.setenv("OAI_TEST_PASSWORD", "s@cret")
+    report = harvest(settings)
+    shown = CliRunner().invoke(main, ["harvesters", "show", "sample", "--json"])
+    stored = b"".join(path.read_bytes() for path in settings.home.glob("*.sqlite*"))
+    assert (report.harvested, report.created, report.errors) == (3, 3, 0)
+    assert json.loads(shown.stdout)["base_url"] == url
+    assert b"s@cret" not in stored
+
+    monkeypatch.delenv("OAI_TEST_PASSWORD")
+    failed = CliRunner().invoke(main, ["harvest", "sample"])
+    assert failed.exit_code != 0
+    assert failed.stderr.strip().splitlines() == [
+        "Error: the base URL's credentials name the environment variable OAI_TEST_PASSWORD, "
+        "which is not set where the harvest runs (set it there, e.g. in the Dagster code "
+        "location's environment)"
+    ]
+
+
 def test_a_failed_run_keeps_its_notices_and_its_resumed_attempt_adds_its_own(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
