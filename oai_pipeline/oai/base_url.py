@@ -79,6 +79,16 @@ def shown(base_url: str) -> str:
     return urlunsplit(urlsplit(base_url)._replace(netloc=f"{user}:***@{parts[1]}"))
 
 
+def with_credentials_of(url: str, base_url: str) -> str:
+    """`url` (where a redirect of `base_url` leads) with the user and password `base_url`
+    names, as `shown` writes them: the URL to set the harvester's base URL to. Without them,
+    the harvest of the new URL goes without its credentials."""
+    parts, theirs = _netloc_parts(url), _netloc_parts(shown(base_url))
+    if theirs is None or parts is not None:
+        return url
+    return urlunsplit(urlsplit(url)._replace(netloc=f"{theirs[0]}@{urlsplit(url).netloc}"))
+
+
 def split_base_url(base_url: str) -> tuple[str, list[tuple[str, str]]]:
     """The base URL without its query, and the query's own parameters to send with every
     request (`…/index.php?option=com_oai`: httpx would replace the query by the OAI-PMH

@@ -38,6 +38,7 @@ from oai_pipeline.oai.base_url import (
     credentials_apart,
     shown,
     split_base_url,
+    with_credentials_of,
 )
 from oai_pipeline.oai.errors import (
     BadResumptionToken,
@@ -264,6 +265,7 @@ class OAIClient:
             )
         # Named without the user and password it may hold: those go as basic auth.
         self.base_url, credentials = credentials_apart(base_url)
+        self._shown_url = shown(base_url)  # what a URL to move to must name them as
         self._endpoint, self._endpoint_params = split_base_url(self.base_url)
         self.response_deadline = timeout * _RESPONSE_DEADLINE_TIMEOUTS
         self.max_retries = max_retries
@@ -1232,9 +1234,11 @@ class OAIClient:
             if name not in OAI_ARGUMENTS
         ]
         # the endpoint as a base URL names it: without our OAI-PMH arguments, with its own
-        moved_to = (
-            response.url.copy_with(params=kept) if kept else response.url.copy_with(query=None)
-        )
+        # (and the user and password the harvester's names, shown)
+        endpoint = response.url.copy_with(query=None)
+        if kept:
+            endpoint = response.url.copy_with(params=kept)
+        moved_to = with_credentials_of(str(endpoint), self._shown_url)
         if response.url.params.get("verb") != params["verb"]:
             raise ConfigurationError(
                 f"{self.base_url} redirects (HTTP {first}) to {response.url}, dropping the "
@@ -1244,10 +1248,10 @@ class OAIClient:
         if self._endpoint_params:
             asked = asked.copy_with(params=self._endpoint_params)
         # back where it was asked (a bounce through a cookie check): no other URL to set
-        if self._redirect_noted or moved_to == asked:
+        if self._redirect_noted or moved_to == with_credentials_of(str(asked), self._shown_url):
             return
         self._redirect_noted = True
-        update = f"({self._update_command('--base-url', str(moved_to))})"
+        update = f"({self._update_command('--base-url', moved_to)}{_password_hint(moved_to)})"
         if first in (301, 308):
             self._notice(
                 f"{self.base_url} has moved permanently (HTTP {first}) to {moved_to}: each "
@@ -1644,6 +1648,11 @@ def _in_form(name: str, datestamp: str, form: Granularity) -> str:
     if form == "seconds" and name == "until" and "T" not in datestamp:
         moment += timedelta(days=1, seconds=-1)
     return format_datestamp(moment, form)
+
+
+def _password_hint(url: str) -> str:
+    """What a URL to set, shown with `***` for its password, asks of the operator."""
+    return ", the password in place of ***" if ":***@" in url else ""
 
 
 def _duration(seconds: float) -> str:

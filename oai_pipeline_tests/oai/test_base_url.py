@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from oai_pipeline.errors import ConfigurationError
-from oai_pipeline.oai.base_url import credentials_apart, same_endpoint, shown
+from oai_pipeline.oai.base_url import credentials_apart, same_endpoint, shown, with_credentials_of
 
 
 @pytest.mark.parametrize(
@@ -57,3 +57,14 @@ def test_a_password_named_by_an_environment_variable_is_read_when_the_harvest_ru
     assert shown(url) == url
     with pytest.raises(ConfigurationError, match="environment variable OAI_PW, which is not set"):
         credentials_apart(url, {})
+
+
+def test_a_url_to_move_to_is_named_with_the_harvesters_user_as_shown() -> None:
+    assert with_credentials_of("https://new/oai", "http://alice:pw@old/oai") == (
+        "https://alice:***@new/oai"
+    )
+    assert with_credentials_of("https://new/oai", "http://old/oai") == "https://new/oai"
+    # one naming its own is left as it is
+    assert with_credentials_of("https://bob@new/oai", "http://alice:pw@old/oai") == (
+        "https://bob@new/oai"
+    )

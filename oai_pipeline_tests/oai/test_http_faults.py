@@ -337,6 +337,36 @@ def test_a_redirect_is_a_notice_of_the_harvest_naming_its_harvester() -> None:
     assert client.notices == [_moved_notice(server.base_url, 302, moved_to, "zenodo")]
 
 
+@pytest.mark.parametrize(
+    ("userinfo", "hint"),
+    [("alice:s3cret", ", the password in place of ***"), ("alice:${OAI_TEST_PW}", "")],
+    ids=["password", "environment"],
+)
+def test_a_redirect_of_a_source_behind_basic_auth_names_the_url_with_its_user(
+    userinfo: str, hint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The URL to set keeps the harvester's user and password (the password as `***`, or
+    the `${NAME}` it is read from): set as the notice named it before, without them, the
+    harvest of the new URL went without its credentials."""
+    monkeypatch.setenv("OAI_TEST_PW", "s3cret")
+    source = FakeSource(make_records(4), page_size=3)
+    with FaultServer(source) as server:
+        base_url = server.base_url.replace("http://", f"http://{userinfo}@")
+        with OAIClient(base_url, harvester_id="priv", sleep=lambda _s: None) as client:
+            server.every = moved(302, lambda server, query: f"/new/oai?{query}")
+            for _page in client.sweep("ListRecords", metadata_prefix="oai_dc"):
+                pass
+    shown = userinfo.replace("s3cret", "***")
+    moved_to = f"{server.origin.replace('http://', f'http://{shown}@')}/new/oai"
+    (notice,) = client.notices
+    assert notice == (
+        f"{server.base_url} redirects requests (HTTP 302) to {moved_to}: each goes there by a "
+        "redirect (two requests for one); if the source lives there now, set the harvester's "
+        f"base URL to it (`oai-pipeline harvesters update priv --base-url {moved_to}`{hint})"
+    )
+    assert "s3cret" not in notice
+
+
 def test_redirects_to_several_places_are_noted_once_per_client() -> None:
     """A load balancer sending each request to another node: one notice, not one a node."""
     source = FakeSource(make_records(7), page_size=3)
