@@ -26,7 +26,7 @@ from oai_pipeline.harvesters.model import Harvester, describe_validation_error
 from oai_pipeline.harvesters.plugins import missing_communities, release_target_records
 from oai_pipeline.harvesters.registry import HarvesterRegistry
 from oai_pipeline.identifier_prefix import jsonable_pending_rekey
-from oai_pipeline.oai.base_url import another_base_url, pasted_arguments_note, shown
+from oai_pipeline.oai.base_url import another_base_url, pasted_arguments_note
 from oai_pipeline.settings import holds_dagster_instance, load_settings
 from oai_pipeline.state.store import StateStore
 
@@ -243,14 +243,14 @@ def list_(as_json: bool) -> None:
     text = listing_text(
         (
             (
-                h.id,
-                shown(h.base_url),
-                h.metadata_prefix,
-                h.setspec or "-",
-                h.name,
-                "enabled" if h.enabled else "disabled",
+                row["id"],
+                row["base_url"],
+                row["metadata_prefix"],
+                row["setspec"] or "-",
+                row["name"],
+                "enabled" if row["enabled"] else "disabled",
             )
-            for h in found
+            for row in rows
         ),
     )
     emit(rows, as_json=as_json, text=text, empty="no harvesters registered")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 import httpx
 
@@ -20,15 +20,16 @@ OAI_ARGUMENTS = frozenset(
 )
 
 
-def _netloc_parts(base_url: str) -> tuple[str, str] | None:
-    """The user information of a base URL (`alice:secret` of `https://alice:secret@host/oai`)
-    and the rest of its authority, or None when it names none (or is no URL)."""
+def _authority(url: str) -> tuple[SplitResult, str, str] | None:
+    """The URL split, the user information it names (`alice:secret` of
+    `https://alice:secret@host/oai`) and the rest of its authority; None when it names none
+    (or is no URL)."""
     try:
-        netloc = urlsplit(base_url).netloc
+        parts = urlsplit(url)
     except ValueError:
         return None
-    userinfo, at, host = netloc.rpartition("@")
-    return (userinfo, host) if at else None
+    userinfo, at, host = parts.netloc.rpartition("@")
+    return (parts, userinfo, host) if at else None
 
 
 # `${NAME}` for the user or the password: read from the environment when the harvest runs,
@@ -43,13 +44,13 @@ def credentials_apart(
     `${NAME}` read from `environ`): a source behind HTTP basic auth is registered so. The
     client sends them as an Authorization header and names the URL without them in every
     message and log line."""
-    parts = _netloc_parts(base_url)
-    if parts is None:
+    authority = _authority(base_url)
+    if authority is None:
         return base_url, None
-    userinfo, host = parts
+    parts, userinfo, host = authority
     user, _, password = (unquote(part) for part in userinfo.partition(":"))
     credentials = (_from_environment(user, environ), _from_environment(password, environ))
-    return urlunsplit(urlsplit(base_url)._replace(netloc=host)), credentials
+    return urlunsplit(parts._replace(netloc=host)), credentials
 
 
 def _from_environment(value: str, environ: Mapping[str, str]) -> str:
@@ -66,27 +67,37 @@ def _from_environment(value: str, environ: Mapping[str, str]) -> str:
     return environ[name]
 
 
+def _shown_userinfo(userinfo: str) -> str:
+    """User information as it is printed: a password as `***`, a `${NAME}` as written."""
+    user, colon, password = userinfo.partition(":")
+    if not colon or _ENVIRONMENT_REFERENCE.fullmatch(unquote(password)):
+        return userinfo
+    return f"{user}:***"
+
+
 def shown(base_url: str) -> str:
     """The base URL as it is printed (command line, Dagster metadata, errors): a password it
     names as `***` (a `${NAME}` it reads from the environment as written, no secret), so
     that logs and screens do not carry it."""
-    parts = _netloc_parts(base_url)
-    if parts is None or ":" not in parts[0]:
+    authority = _authority(base_url)
+    if authority is None:
         return base_url
-    user, _, password = parts[0].partition(":")
-    if _ENVIRONMENT_REFERENCE.fullmatch(unquote(password)):
+    parts, userinfo, host = authority
+    hidden = _shown_userinfo(userinfo)
+    if hidden == userinfo:
         return base_url
-    return urlunsplit(urlsplit(base_url)._replace(netloc=f"{user}:***@{parts[1]}"))
+    return urlunsplit(parts._replace(netloc=f"{hidden}@{host}"))
 
 
 def with_credentials_of(url: str, base_url: str) -> str:
     """`url` (where a redirect of `base_url` leads) with the user and password `base_url`
     names, as `shown` writes them: the URL to set the harvester's base URL to. Without them,
     the harvest of the new URL goes without its credentials."""
-    parts, theirs = _netloc_parts(url), _netloc_parts(shown(base_url))
-    if theirs is None or parts is not None:
+    theirs = _authority(base_url)
+    if theirs is None or _authority(url) is not None:
         return url
-    return urlunsplit(urlsplit(url)._replace(netloc=f"{theirs[0]}@{urlsplit(url).netloc}"))
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=f"{_shown_userinfo(theirs[1])}@{parts.netloc}"))
 
 
 def split_base_url(base_url: str) -> tuple[str, list[tuple[str, str]]]:

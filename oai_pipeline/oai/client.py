@@ -263,9 +263,10 @@ class OAIClient:
             raise ConfigurationError(
                 f"rate_limit_per_minute must be positive, got {rate_limit_per_minute}"
             )
-        # Named without the user and password it may hold: those go as basic auth.
+        # Named without the user and password it may hold: those go as basic auth (and a URL
+        # to move to names them as the registered one does, see _check_redirect).
         self.base_url, credentials = credentials_apart(base_url)
-        self._shown_url = shown(base_url)  # what a URL to move to must name them as
+        self._registered_url = base_url
         self._endpoint, self._endpoint_params = split_base_url(self.base_url)
         self.response_deadline = timeout * _RESPONSE_DEADLINE_TIMEOUTS
         self.max_retries = max_retries
@@ -1234,11 +1235,11 @@ class OAIClient:
             if name not in OAI_ARGUMENTS
         ]
         # the endpoint as a base URL names it: without our OAI-PMH arguments, with its own
-        # (and the user and password the harvester's names, shown)
-        endpoint = response.url.copy_with(query=None)
-        if kept:
-            endpoint = response.url.copy_with(params=kept)
-        moved_to = with_credentials_of(str(endpoint), self._shown_url)
+        # and with the user and password the registered one names (shown)
+        endpoint = (
+            response.url.copy_with(params=kept) if kept else response.url.copy_with(query=None)
+        )
+        moved_to = with_credentials_of(str(endpoint), self._registered_url)
         if response.url.params.get("verb") != params["verb"]:
             raise ConfigurationError(
                 f"{self.base_url} redirects (HTTP {first}) to {response.url}, dropping the "
@@ -1248,7 +1249,7 @@ class OAIClient:
         if self._endpoint_params:
             asked = asked.copy_with(params=self._endpoint_params)
         # back where it was asked (a bounce through a cookie check): no other URL to set
-        if self._redirect_noted or moved_to == with_credentials_of(str(asked), self._shown_url):
+        if self._redirect_noted or endpoint == asked:
             return
         self._redirect_noted = True
         update = f"({self._update_command('--base-url', moved_to)}{_password_hint(moved_to)})"
