@@ -1289,7 +1289,9 @@ class OAIClient:
         byte the one the try before got, ends the retries: the source answers so (a page it
         cuts at the same byte, not a dropped connection's), and the rest of the budget, a
         minute and more, was spent on the same answer. A web page is still waited out (a
-        proxy's maintenance page), and a harvest's pages are retried to the end.
+        proxy's maintenance page), and a harvest's pages are retried to the end, but for a
+        page refused for what its bytes hold (UnusablePage.final_if_repeated: entities
+        declared, a value over the parser's bounds), which ends so in any list.
         """
         backoff_retries = polite_retries = 0
         waited = 0.0
@@ -1377,7 +1379,8 @@ class OAIClient:
                             raise self._refused(verb, params, status, headers, body) from exc
                         problem, web_page, unreadable = str(exc), exc.web_page, True
                         digest = hashlib.sha256(body).digest()
-                        if stop_on_repeat and not web_page and digest == last_unreadable:
+                        final = stop_on_repeat or exc.final_if_repeated
+                        if final and not web_page and digest == last_unreadable:
                             raise self._same_answer(verb, problem, exc.whole) from exc
                         last_unreadable = None if web_page else digest
                         # a web page of an endpoint that answered OAI-PMH (none other gets

@@ -53,15 +53,24 @@ class UnusablePage(Exception):
     notice in a page's place, or, from a URL that has never answered OAI-PMH, no endpoint.
     ``whole``: it is a complete document of another kind (well-formed XML, a web page to its
     end), or one with a value beyond the parser's bounds, not one cut short: sent again
-    alike, it is the source's answer, not a passing fault."""
+    alike, it is the source's answer, not a passing fault. ``final_if_repeated``: refused
+    for what its bytes hold (entities declared, a value over the parser's bounds), which no
+    wait changes: the same bytes at the next try are the source's answer, not retried on."""
 
     def __init__(
-        self, message: str, *, web_page: bool = False, plain_text: bool = False, whole: bool = False
+        self,
+        message: str,
+        *,
+        web_page: bool = False,
+        plain_text: bool = False,
+        whole: bool = False,
+        final_if_repeated: bool = False,
     ) -> None:
         super().__init__(message)
         self.web_page = web_page
         self.plain_text = plain_text
         self.whole = whole
+        self.final_if_repeated = final_if_repeated
 
 
 class ForeignNamespace(Exception):
@@ -192,6 +201,7 @@ def _parse(
                 "no document from the network may define its own (entity expansion, "
                 "external files); the source's software must send its pages without them",
                 whole=True,
+                final_if_repeated=True,
             ) from exc
         xml = _xml_amid_junk(data)
         if xml is not None:
@@ -230,7 +240,9 @@ def _unparsable_page(exc: Exception) -> UnusablePage:
     if limit is None:
         return UnusablePage(f"not well-formed XML: {_one_line(exc)}")
     line, column = getattr(exc, "position", (0, 0))
-    return UnusablePage(f"{limit} in the page (line {line}, column {column})", whole=True)
+    return UnusablePage(
+        f"{limit} in the page (line {line}, column {column})", whole=True, final_if_repeated=True
+    )
 
 
 def _one_line(exc: Exception) -> str:

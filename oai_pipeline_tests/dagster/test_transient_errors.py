@@ -84,11 +84,13 @@ def test_a_value_over_the_parsers_limit_in_the_page_is_said_so_and_not_retried(
 ) -> None:
     """An attribute over libxml2's 10 MB bound outside any record is in every copy of the
     page: it failed with libxml2's "try XML_PARSE_HUGE" as a passing fault, which Dagster
-    retried to the same failure."""
+    retried to the same failure; and sent again alike, it ends the client's tries too (they
+    went on to the last, ~50 s with the defaults)."""
     source = FakeSource(make_records(4), page_size=4)
     huge = b' big="' + b"v" * 11_000_000 + b'"'
     source.every = (1, transform_body(lambda body: body.replace(element, element + huge, 1)))
-    error = _failure(source)
+    error = _failure(source, max_retries=4)
+    assert len(source.requests) == 2
     assert isinstance(error, PersistentProtocolError)
     assert "larger than the parser's limit of 10 MB in the page" in str(error)
     assert "XML_PARSE_HUGE" not in str(error)

@@ -697,18 +697,36 @@ def _with_doctype(doctype: bytes, use: bytes) -> Callable[[bytes], bytes]:
 
 
 def test_billion_laughs_page_is_refused_not_expanded() -> None:
-    """Said so, and the source's answer (the same at each try): before, it read "not
-    well-formed XML", and the run was retried by Dagster too."""
+    """Said so, and the source's answer once it comes again byte for byte: before, it read
+    "not well-formed XML", and was retried to the end of the client's tries (~50 s with the
+    defaults), then by Dagster."""
     source = FakeSource(make_records(6), page_size=3)
     source.every = (1, transform_body(_with_doctype(LAUGHS, b"&lol9;")))
-    harvest = Harvest(source, max_retries=1)
-    with pytest.raises(NotOAIResponse, match="the same at each of 2 tries") as refused:
+    harvest = Harvest(source)  # four retries allowed
+    with pytest.raises(NotOAIResponse, match="the same bytes at 2 tries in a row") as refused:
         harvest.run()
     assert "(ListRecords): the page declares XML entities (<!ENTITY …> in its DOCTYPE)" in str(
         refused.value
     )
     assert harvest.records == {}
-    assert len(source.requests) == 2  # refused (and retried once), never expanded
+    assert len(source.requests) == 2  # refused (and tried once more), never expanded
+
+
+def test_a_page_declaring_entities_anew_at_each_try_is_retried_to_the_end() -> None:
+    """Only the same bytes again are the source's answer: differing ones (a generator that
+    dates its pages) are tried as any unreadable page is, then fail as malformed."""
+    source = FakeSource(make_records(3), page_size=3)
+    tries = iter(range(100))
+    source.every = (
+        1,
+        transform_body(
+            lambda body: _with_doctype(LAUGHS, f"&lol9;<!-- {next(tries)} -->".encode())(body)
+        ),
+    )
+    harvest = Harvest(source, max_retries=2)
+    with pytest.raises(PipelineError, match="declares XML entities"):
+        harvest.run()
+    assert len(source.requests) == 3
 
 
 def test_billion_laughs_once_is_retried_and_the_harvest_completes() -> None:
