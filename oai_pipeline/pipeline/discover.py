@@ -30,7 +30,12 @@ from oai_pipeline.harvesters.model import Harvester
 from oai_pipeline.harvesters.plugins import build_reader
 from oai_pipeline.oai.base_url import same_endpoint, shown
 from oai_pipeline.oai.client import in_set
-from oai_pipeline.oai.errors import HarvestProtocolError, OAIError, PersistentProtocolError
+from oai_pipeline.oai.errors import (
+    HarvestProtocolError,
+    MalformedResponse,
+    OAIError,
+    PersistentProtocolError,
+)
 from oai_pipeline.oai.reader import Reader
 from oai_pipeline.oai.types import Granularity, HarvestedRecord, IdentifyInfo, SweepCheckpoint
 from oai_pipeline.oai.windows import (
@@ -328,28 +333,31 @@ def discover(
             services.harvester_lock.hold_source(harvester.base_url),
         ):
             state.refuse_while_rekey_pending(harvester.id, "harvest")
+            unidentified: PipelineError | None = None
             try:
-                identify = _identify(reader, services, harvester.id)
+                granularity = _identify(reader, services, harvester.id).granularity
             except (HarvestProtocolError, OAIError) as error:
                 # Never identified (a first harvest) and the source cannot say what it is:
                 # the failure is still a run's, so that `status` tells why, its window in
                 # days (every source takes those).
                 from_, until = scope.oai_range("day")
-                run = _run_for(services, scope, options, from_, until, dagster_run_id, progress)
-                services.record_failure(run.run_id, error)
-                raise
-            from_, until = scope.oai_range(identify.granularity)
+                if not _answered_identify_somehow(error):
+                    run = _run_for(services, scope, options, from_, until, dagster_run_id, progress)
+                    services.record_failure(run.run_id, error)
+                    raise
+                granularity, unidentified = "day", error
+            from_, until = scope.oai_range(granularity)
             run = _run_for(services, scope, options, from_, until, dagster_run_id, progress)
             run_id = run.run_id
             result = DiscoveryResult(run_id=run_id, from_=run.from_, until=run.until)
+            if unidentified is not None:
+                result.notices.append(_unidentified_notice(unidentified))
             try:
                 options = _with_identifiers_left(state, run_id, options)
                 if _set_listed_before(state, harvester, run):
                     reader.know_set(harvester.setspec or "")
-                _fetch(
-                    services, scope, options, reader, run, result, progress, identify.granularity
-                )
-                _tell_whole_days(run.asked, identify, run, result)
+                _fetch(services, scope, options, reader, run, result, progress, granularity)
+                _tell_whole_days(run.asked, granularity, run, result)
                 # the run's notices: this attempt's and those an earlier one of it met (a
                 # full disk refusing them fails the run, as one refusing a page does)
                 result.notices = state.add_run_notices(run_id, [*reader.notices, *result.notices])
@@ -397,12 +405,12 @@ def _set_listed_before(state: StateStore, harvester: Harvester, run: RunToFetch)
 
 
 def _tell_whole_days(
-    scope: HarvestScope, identify: IdentifyInfo, run: RunToFetch, result: DiscoveryResult
+    scope: HarvestScope, granularity: Granularity, run: RunToFetch, result: DiscoveryResult
 ) -> None:
     """Say that a range with hours was listed by whole days, and how many records listed
     outside it were left out: a user asking for two hours of a day-granular source otherwise
     wonders why the whole day was asked for, or why fewer records came than it listed."""
-    if not scope.within_days or not (identify.granularity == "day" or result.outside_range):
+    if not scope.within_days or not (granularity == "day" or result.outside_range):
         return
     asked = " .. ".join(
         format_datestamp(moment, "seconds") if moment is not None else "…"
@@ -504,6 +512,30 @@ def _identify(reader: Reader, services: Services, harvester_id: str) -> Identify
         return saved
     services.state.save_identify(harvester_id, identify)
     return identify
+
+
+def _answered_identify_somehow(error: HarvestProtocolError | OAIError) -> bool:
+    """Whether a never-identified source's failed Identify still came from a server that
+    answers (an OAI-PMH error, a page that does not parse, an HTTP error status after the
+    retries): some keep a broken Identify (a `<description>` that is not well-formed XML, a
+    500 from the query of its earliest datestamp) beside lists that work, and the harvest
+    needs of it only the granularity, for which whole days, which every source takes, stand
+    in. Not a wrong address (UnprovenEndpoint: a web page, a 404, an unknown host), an
+    answer the same at every try (XML of another kind or protocol version) nor no answer at
+    all (a host down, TLS refused): asking for the list would only meet it again."""
+    if isinstance(error, OAIError):
+        return True
+    if isinstance(error, PersistentProtocolError):
+        return False
+    return isinstance(error, MalformedResponse) or error.status is not None
+
+
+def _unidentified_notice(error: PipelineError) -> str:
+    return (
+        f"the source's Identify failed ({error}): listed by whole days, which every source "
+        "takes; its deletion policy stays unknown, so no reconcile is scheduled for it "
+        "until it answers Identify (asked again at each harvest)"
+    )
 
 
 # The sweep and the export stage thousands of records as the other stages do: the collector's

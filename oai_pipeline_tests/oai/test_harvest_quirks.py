@@ -20,7 +20,7 @@ from oai_pipeline.cli import main
 from oai_pipeline.cli.output import report_text
 from oai_pipeline.defs.partitions import build_window_partitions, partition_key, scopes_for_keys
 from oai_pipeline.harvesters.registry import HarvesterRegistry
-from oai_pipeline.oai.errors import HarvestProtocolError, OAIError, UnknownSet
+from oai_pipeline.oai.errors import HarvestProtocolError, UnknownSet
 from oai_pipeline.oai.windows import parse_datestamp
 from oai_pipeline.pipeline.frames import RAW_OAI_XML
 from oai_pipeline.pipeline.options import RunOptions
@@ -1148,28 +1148,29 @@ def _identify_refused(request: httpx.Request, response: httpx.Response) -> httpx
     return FakeSource([]).error("badArgument", "Internal error", status=500)
 
 
-def test_an_oai_error_in_answer_to_identify_is_a_runs_failure_or_the_saved_identify_serves(
+def test_an_oai_error_in_answer_to_identify_is_noted_or_the_saved_identify_serves(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An Identify the source answers with an OAI-PMH error is the source's failure like an
-    Identify that never comes. Before, a first harvest failed without any run (`status` said
-    there were no harvest runs, or showed the last successful one), and a later harvest
-    failed too although the Identify saved before serves, as it does when Identify fails
-    otherwise."""
+    """An Identify the source answers with an OAI-PMH error: a first harvest failed (before
+    that, without any run), though the source's lists work; it lists by whole days now, and
+    `status` notes why. Once identified, the Identify saved serves, as it does when Identify
+    fails otherwise."""
     source = harvest_fake_source(settings, monkeypatch, FakeSource(importable(5), page_size=2))
     source.faults[1] = _identify_refused
-    with pytest.raises(OAIError, match="badArgument"):
-        harvest(settings)
-    text, failed = _status("--harvester", "sample")
-    assert failed["run"]["status"] == "failed"
-    assert "badArgument: Internal error" in failed["run"]["error"]
+    first = harvest(settings)
+    assert first.created == 5
+    text, shown = _status("--harvester", "sample")
+    assert shown["run"]["status"] == "succeeded"
+    (notice,) = [n for n in shown["notices"] if "Identify failed" in n]
+    assert "badArgument: Internal error" in notice and "note: the source's Identify" in text
 
-    resumed = harvest(settings)  # Identify answers now: the failed run goes on
-    assert resumed.run_id == failed["run"]["id"] and resumed.created == 5
+    identified = harvest(settings)  # Identify answers now
+    assert identified.run_id != first.run_id and identified.unchanged == 5
 
     source.faults[len(source.requests) + 1] = _identify_refused
     again = harvest(settings)
-    assert again.run_id != resumed.run_id and again.harvested == 5 and again.errors == 0
+    assert again.run_id != identified.run_id and again.harvested == 5 and again.errors == 0
+    assert not [n for n in again.notices if "Identify failed" in n]
 
 
 @pytest.mark.parametrize("identifier", ["", " \n "], ids=["empty", "blank"])

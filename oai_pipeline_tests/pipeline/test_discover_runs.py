@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 
+import httpx
 import pytest
 
 from oai_pipeline.errors import InvalidArgument, PipelineError
@@ -23,7 +24,11 @@ from oai_pipeline.settings import Settings
 from oai_pipeline_tests.oai.fake_source import (
     FakeRecord,
     FakeSource,
+    Fault,
+    drop_connection,
+    html_page,
     make_records,
+    oai_error,
     status,
     transform_body,
 )
@@ -172,26 +177,70 @@ def test_a_source_down_fails_the_harvest_run_with_why(
     assert run["status"] == "failed" and "HTTP 500" in run["error"]
 
 
-def test_a_broken_identify_alone_does_not_stop_the_harvest(
-    source: FakeSource, settings: Settings
-) -> None:
-    def identify_fails(request, response):
-        return status(500)(request, response) if "Identify" in str(request.url) else response
+def _at_identify(fault: Fault) -> Fault:
+    def only_identify(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        return fault(request, response) if "Identify" in str(request.url) else response
 
+    return only_identify
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        status(500),
+        # a <description> that is not well-formed (the page is unreadable at every try)
+        transform_body(lambda body: body.replace(b"</Identify>", b"<description><x></Identify>")),
+        oai_error("badVerb"),
+    ],
+    ids=["http-500", "not-well-formed", "oai-error"],
+)
+def test_a_broken_identify_alone_does_not_stop_the_harvest(
+    source: FakeSource, settings: Settings, fault: Fault
+) -> None:
+    """A source that answers, but not Identify: a first harvest failed for ever, though its
+    lists work; it needs of Identify only the granularity, and whole days stand in (every
+    source takes them). Nothing is saved as its Identify, so no reconcile is scheduled on a
+    guessed deletion policy; once identified, a failing Identify serves the saved one."""
+    dated = HarvestScope("sample", (Window("2024", datetime(2024, 1, 1, tzinfo=UTC), None),))
     with Services(settings) as services:
-        source.every = (1, identify_fails)
-        with pytest.raises(HarvestProtocolError, match="Identify"):
-            run_discover(services)  # never identified: nothing to go on
-        # but the failure is a run's, for `status` to tell why
-        (never,) = services.state.list_runs(harvester_id="sample")
-        assert never["status"] == "failed" and "HTTP 500" in never["error"]
-        source.every = None
-        first = run_discover(services)
+        source.every = (1, _at_identify(fault))
+        first = run_discover(services, dated)
+        assert services.state.get_identify("sample") is None
+        (notice,) = [n for n in first.notices if "Identify failed" in n]
+        assert "listed by whole days" in notice and "no reconcile is scheduled" in notice
+        assert first.counters["staged"] == 10
+        assert source.list_dates[-1] == ("2024-01-01", None)  # in days, not seconds
+        assert services.state.get_run(first.run_id)["status"] != "failed"
         services.state.finish_run(first.run_id, "succeeded")
+        source.every = None
+        second = run_discover(services, dated)  # identified now: in seconds, saved
+        services.state.finish_run(second.run_id, "succeeded")
+        assert services.state.get_identify("sample") is not None
+        assert source.list_dates[-1] == ("2024-01-01T00:00:00Z", None)
         source.records.append(FakeRecord("oai:fake.test:new", "2024-03-02T00:00:00Z"))
-        source.every = (1, identify_fails)
-        result = run_discover(services)
-    assert result.run_id != first.run_id and result.counters["staged"] == 11
+        source.every = (1, _at_identify(fault))
+        third = run_discover(services, dated)
+    assert third.counters["staged"] == 11
+    assert source.list_dates[-1] == ("2024-01-01T00:00:00Z", None)  # the saved Identify's form
+    assert not [n for n in third.notices if "Identify failed" in n]
+
+
+@pytest.mark.parametrize(
+    "fault", [drop_connection, html_page, status(404)], ids=["no-answer", "web-page", "404"]
+)
+def test_a_first_identify_without_an_answer_or_at_a_wrong_address_fails_the_run(
+    source: FakeSource, settings: Settings, fault: Fault
+) -> None:
+    """No answer at all (a host down) or no endpoint there (a web page, a 404: a wrong base
+    URL): asking for the list would only meet it again, so the run fails at Identify, a
+    failure `status` tells."""
+    with Services(settings) as services:
+        source.every = (1, _at_identify(fault))
+        with pytest.raises(HarvestProtocolError, match="Identify"):
+            run_discover(services)
+        (never,) = services.state.list_runs(harvester_id="sample")
+    assert never["status"] == "failed" and "Identify" in never["error"]
+    assert set(source.verbs) == {"Identify"}
 
 
 @pytest.mark.parametrize(
