@@ -94,6 +94,8 @@ class ParsedResponse:
     answered: dict[str, str] = field(default_factory=dict)
     # something came before or after the XML, dropped (see _xml_amid_junk)
     junk_beside_xml: bool = False
+    # an Identify read without its <description>s, which broke the page (see _without_descriptions)
+    descriptions_dropped: bool = False
 
     @property
     def notice(self) -> str | None:
@@ -105,6 +107,12 @@ class ParsedResponse:
                 "the source sends text before or after its XML (PHP's warnings or notices, "
                 "printed in its responses): dropped, each page read from its XML alone (its "
                 "responses are not well-formed XML; its operator may want to know)"
+            )
+        if self.descriptions_dropped:
+            said.append(
+                "the source's Identify holds a <description> that is not well-formed XML: "
+                "read without its descriptions, which the harvest does not use (its operator "
+                "may want to know)"
             )
         if self.unqualified:
             said.append(
@@ -228,8 +236,33 @@ def _parse(
             ) from exc
         if verb in ("ListRecords", "GetRecord"):
             return _parse_isolating_records(data, verb, exc)
+        if verb == "Identify" and (parsed := _without_descriptions(data, max_bytes)) is not None:
+            return parsed
         raise _unparsable_page(exc) from exc
     return _read_root(root, verb)
+
+
+# From an Identify's first <description> (OAI-PMH's, unprefixed) to its </Identify>: the
+# schema puts the descriptions last, and they hold what no harvest reads (oai-identifier,
+# eprints, friends, branding), from schemas of their own that a source fills in by hand.
+_DESCRIPTIONS = re.compile(rb"<description[\s>].*(?=</Identify\s*>)", re.DOTALL)
+
+
+def _without_descriptions(data: bytes, max_bytes: int | None) -> ParsedResponse | None:
+    """An Identify that parses without its descriptions (one not well-formed: HTML in an
+    eprints comment, a cut `<friends>` list), which made a sound source's Identify fail at
+    every try: before, never identified, it could not be harvested at all. None if it
+    has none, or does not parse without them either."""
+    stripped, dropped = _DESCRIPTIONS.subn(b"", data, count=1)
+    if not dropped:
+        return None
+    try:
+        root = parse_untrusted(stripped, max_bytes)
+    except (etree.XMLSyntaxError, ValueError):
+        return None
+    parsed = _read_root(root, "Identify")
+    parsed.descriptions_dropped = True
+    return parsed
 
 
 def _unparsable_page(exc: Exception) -> UnusablePage:

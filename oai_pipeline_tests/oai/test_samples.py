@@ -18,7 +18,7 @@ from oai_pipeline.oai.errors import (
     OAIError,
     UnknownMetadataFormat,
 )
-from oai_pipeline.oai.pages import parse_response
+from oai_pipeline.oai.pages import UnusablePage, parse_response
 from oai_pipeline.oai.windows import parse_datestamp
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -83,6 +83,45 @@ def test_identify_e_periodica() -> None:
     assert info.deleted_record == "no"
     assert parse_datestamp(info.earliest_datestamp).year == 2013
     assert info.admin_emails == ("webmaster@e-periodica.ch",)
+
+
+@pytest.mark.parametrize(
+    "breakage",
+    [
+        (b"</delimiter>", b"</delimter>"),  # a misspelt end tag inside oai-identifier
+        (b"</oai-identifier>\n    </description>", b"<br></oai-identifier>\n    </description>"),
+        (b"</oai-identifier>\n    </description>", b""),  # cut, no end tags at all
+    ],
+    ids=["misspelt-end-tag", "html-inside", "unclosed"],
+)
+def test_an_identify_whose_description_is_not_well_formed_is_read_without_it(
+    breakage: tuple[bytes, bytes],
+) -> None:
+    """Every try met the same broken description, so a source never identified could not
+    be harvested; the harvest reads nothing in a description."""
+    body = (SAMPLES / "e-periodica-Identify.xml").read_bytes().replace(*breakage)
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+    client = OAIClient("https://www.e-periodica.ch/oai/dataprovider", transport=transport)
+    info = client.identify()
+    assert (info.repository_name, info.granularity, info.deleted_record) == (
+        "repository.prod",
+        "seconds",
+        "no",
+    )
+    assert info.admin_emails == ("webmaster@e-periodica.ch",)
+    (notice,) = client.notices
+    assert "Identify holds a <description> that is not well-formed XML" in notice
+
+
+def test_an_identify_broken_outside_its_descriptions_stays_unreadable() -> None:
+    body = (
+        (SAMPLES / "e-periodica-Identify.xml")
+        .read_bytes()
+        .replace(b"</granularity>", b"</granularty>")
+        .replace(b"</delimiter>", b"</delimter>")
+    )
+    with pytest.raises(UnusablePage, match="not well-formed XML"):
+        parse_response(body, "Identify")
 
 
 def test_identify_day_granularity() -> None:

@@ -188,8 +188,8 @@ def _at_identify(fault: Fault) -> Fault:
     "fault",
     [
         status(500),
-        # a <description> that is not well-formed (the page is unreadable at every try)
-        transform_body(lambda body: body.replace(b"</Identify>", b"<description><x></Identify>")),
+        # not well-formed outside its descriptions (the page is unreadable at every try)
+        transform_body(lambda body: body.replace(b"</repositoryName>", b"<x></repositoryName>")),
         oai_error("badVerb"),
     ],
     ids=["http-500", "not-well-formed", "oai-error"],
