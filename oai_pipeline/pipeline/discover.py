@@ -337,11 +337,11 @@ def discover(
             try:
                 granularity = _identify(reader, services, harvester.id).granularity
             except (HarvestProtocolError, OAIError) as error:
-                # Never identified (a first harvest) and the source cannot say what it is:
-                # the failure is still a run's, so that `status` tells why, its window in
-                # days (every source takes those).
-                from_, until = scope.oai_range("day")
-                if not _answered_identify_somehow(error):
+                # Never identified (a first harvest) and the source cannot say what it is.
+                # Listed by days (every source takes those) when it answers at all; else the
+                # failure is still a run's, its window in days, so that `status` tells why.
+                if not _answers_but_not_identify(error):
+                    from_, until = scope.oai_range("day")
                     run = _run_for(services, scope, options, from_, until, dagster_run_id, progress)
                     services.record_failure(run.run_id, error)
                     raise
@@ -514,7 +514,7 @@ def _identify(reader: Reader, services: Services, harvester_id: str) -> Identify
     return identify
 
 
-def _answered_identify_somehow(error: HarvestProtocolError | OAIError) -> bool:
+def _answers_but_not_identify(error: HarvestProtocolError | OAIError) -> bool:
     """Whether a never-identified source's failed Identify still came from a server that
     answers (an OAI-PMH error, a page that does not parse, an HTTP error status after the
     retries): some keep a broken Identify (a `<description>` that is not well-formed XML, a
