@@ -50,6 +50,19 @@ class HarvestedRecord:
     # Read from `xml`, so not compared: the same xml has the same namespace.
     metadata_namespace: str | None = field(default=None, compare=False)
 
+    @property
+    def holds_no_copy(self) -> bool:
+        """An error answer without the record (GetRecord refused with an HTTP status or
+        cannotDisseminateFormat, another record answered): the source sent nothing that
+        replaces the copy last harvested, which is kept beside the error."""
+        return (
+            self.error is not None
+            and not self.datestamp
+            and self.xml is None
+            and not self.deleted
+            and not self.vanished
+        )
+
 
 @dataclass
 class Page:

@@ -954,7 +954,8 @@ def _answered_unknown(
         return records
     listed = state.listed_copies(harvester_id, [r.identifier for r in unknown])
     # A record written to the target whose datestamp an error answer wiped (GetRecord's
-    # cannotDisseminateFormat) was listed too: the datestamp it was written with stands.
+    # cannotDisseminateFormat, staged before such answers kept the copy last harvested) was
+    # listed too: the datestamp it was written with stands.
     wiped = [r.identifier for r in unknown if not listed.get(r.identifier, ("", False))[0]]
     written = state.get_memories(harvester_id, wiped) if wiped else {}
     deleted: dict[str, HarvestedRecord] = {}

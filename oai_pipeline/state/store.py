@@ -1021,8 +1021,16 @@ class StateStore:
             )
         rows: dict[str, dict[str, Any]] = {}
         xml: dict[str, bytes | None] = {}
+        # Answered without the record (a GetRecord refused): the copy last harvested stays,
+        # its datestamp, sets and XML; only the error is new. Before, they were wiped until
+        # the source listed it again, and `records show` had no XML of a record written.
+        empty = [r.identifier for r in latest.values() if r.holds_no_copy]
+        kept = self._existing(conn, harvester_id, empty) if empty else set()
         for r in latest.values():
             if r.identifier in relisted.as_stored:
+                continue
+            if r.identifier in kept:
+                rows[r.identifier] = {"last_harvested_at": now}
                 continue
             values: dict[str, Any] = {
                 "set_specs": list(r.set_specs),
@@ -1290,7 +1298,18 @@ class StateStore:
             errors: dict[str, list[RecordError]] = {}
             for item in items:
                 values: dict[str, Any] = {"last_transformed_at": now}
-                if item.xml is not None:  # a live record: its data is what the chain made
+                harvest_error = [
+                    (e["type"], e["message"])
+                    for e in parse_errors.get(item.identifier, [])
+                    if e["stage"] == "harvest"
+                ]
+                own = item.error is not None and (item.error.type, item.error.message) not in (
+                    harvest_error
+                )
+                # A live record the chain was given: its data is what the chain made. One
+                # whose harvest failed was given none; the data transformed before stays
+                # beside the copy it was made from (see `_upsert_harvested`).
+                if item.xml is not None and (own or item.error is None):
                     made = item.data if data_json is None else _encoded(data_json, item)
                     clean = item.error is None and made is not None
                     data[item.identifier] = made
@@ -1301,14 +1320,6 @@ class StateStore:
                         transform_fingerprint=fingerprint if clean else None,
                     )
                 rows[item.identifier] = values
-                harvest_error = [
-                    (e["type"], e["message"])
-                    for e in parse_errors.get(item.identifier, [])
-                    if e["stage"] == "harvest"
-                ]
-                own = item.error is not None and (item.error.type, item.error.message) not in (
-                    harvest_error
-                )
                 errors[item.identifier] = [item.error] if own and item.error else []
             self._upsert_records(conn, harvester_id, rows)
             self._replace_payloads(conn, harvest_record_data, harvester_id, data)

@@ -648,6 +648,42 @@ def test_a_refused_getrecord_is_counted_in_the_text_report_with_its_fix(
     ) in lines
 
 
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        _refused_with(403),
+        lambda request: FakeSource([]).error("cannotDisseminateFormat", "not in this format"),
+    ],
+    ids=["http-403", "cannot-disseminate"],
+)
+def test_a_refused_getrecord_keeps_the_copy_last_harvested(
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    refusal: Callable[[httpx.Request], httpx.Response],
+) -> None:
+    """The source sent nothing of the record: its harvest record kept the error alone, and
+    lost its datestamp, XML and transformed data until the source listed it again (`records
+    show` had nothing of a record the target holds)."""
+    source = harvest_fake_source(settings, monkeypatch, UnavailableFor(_numbered(3)))
+    chosen = [r.identifier for r in source.records]
+    run("harvest", "sample", "--json")
+    before = json.loads(run("records", "show", chosen[1], "--json").stdout)
+    source.down, source.refusal = {chosen[1]}, refusal
+
+    report = json.loads(run("harvest", "sample", *chosen, "--json").stdout)
+
+    assert (report["unchanged"], report["errors"]) == (2, 1)
+    after = json.loads(run("records", "show", chosen[1], "--json").stdout)
+    kept = ("datestamp", "deleted", "set_specs", "xml", "data", "transformed_datestamp")
+    assert {k: after[k] for k in kept} == {k: before[k] for k in kept}
+    assert after["datestamp"] == "2024-01-02T00:00:00Z" and "<dc:title>T1" in after["xml"]
+    assert [e["location"] for e in after["errors"]] == [chosen[1]]
+    source.down.clear()
+    again = json.loads(run("harvest", "sample", "--failed", "--json").stdout)
+    assert (again["unchanged"], again["errors"]) == (1, 0)
+    assert json.loads(run("records", "show", chosen[1], "--json").stdout)["errors"] == []
+
+
 def test_a_refused_getrecord_is_asked_again_by_resume_with_retry_failed(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
