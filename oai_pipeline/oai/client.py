@@ -53,6 +53,7 @@ from oai_pipeline.oai.errors import (
     OversizedResponse,
     PersistentProtocolError,
     RefusedRequest,
+    SourceFailure,
     UnknownMetadataFormat,
     UnknownSet,
     UnprovenEndpoint,
@@ -65,6 +66,7 @@ from oai_pipeline.oai.flow import (
     parse_retry_after,
 )
 from oai_pipeline.oai.pages import (
+    OAI_ERROR_CODES,
     ForeignNamespace,
     ParsedResponse,
     UnusablePage,
@@ -1304,6 +1306,8 @@ class OAIClient:
             self._give_up_if_abandoned()
             retry_after: float | None = None
             refused_with: int | None = None  # this try's HTTP status, if it said "retry"
+            # an OAI-PMH <error> whose code the protocol does not define (_error_of_its_own)
+            own_error: str | None = None
             unreadable = False  # this try's body could not be read as OAI-PMH
             # an answer to another request (a page of another list, another item's record)
             another_answer: ParsedResponse | None = None
@@ -1349,9 +1353,10 @@ class OAIClient:
             else:
                 if status in _RETRY_STATUSES or status >= 500:
                     answer = _oai_error_answer(body, verb, status)
-                    if answer is not None:
+                    own_error = None if answer is None else _error_of_its_own(answer)
+                    if answer is not None and own_error is None:
                         return answer
-                    problem = f"HTTP {status}"
+                    problem = f"HTTP {status}" + (f" with {own_error}" if own_error else "")
                     refused_with = status
                     if status in _RETRY_AFTER_STATUSES:
                         retry_after = parse_retry_after(headers.get("retry-after"))
@@ -1399,8 +1404,11 @@ class OAIClient:
                         self.endpoint_proven = self._answered = True
                         if parsed.notice is not None:
                             self._notice(f"{self.base_url}: {parsed.notice}")
+                        own_error = _error_of_its_own(parsed)
                         problem = None
-                        if verb == "GetRecord":
+                        if own_error is not None:  # a failure of the source's, retried
+                            problem = own_error
+                        elif verb == "GetRecord":
                             problem = _answers_another_item(
                                 parsed, params["identifier"], echo=not self._echo_unreliable
                             )
@@ -1408,7 +1416,8 @@ class OAIClient:
                             problem = _answers_another_list(parsed, params, listed or {})
                         if problem is None:
                             return parsed
-                        another_answer = parsed
+                        if own_error is None:
+                            another_answer = parsed
             otherwise = otherwise or not unreadable
             if not unreadable:
                 last_unreadable = None
@@ -1445,6 +1454,8 @@ class OAIClient:
                 message = f"{self.base_url} ({verb}): gave up after {tried}; last problem: "
                 if unreadable:
                     raise MalformedResponse(f"{message}{problem}{hint}")
+                if own_error is not None:
+                    raise SourceFailure(f"{message}{problem}", status=refused_with)
                 raise HarvestProtocolError(
                     f"{message}{problem}{hint}",
                     status=refused_with,
@@ -1794,6 +1805,17 @@ def _charset(headers: httpx.Headers) -> str | None:
         if name.strip().lower() == "charset":
             return value.strip().strip("\"'") or None
     return None
+
+
+def _error_of_its_own(parsed: ParsedResponse) -> str | None:
+    """What a response whose every <error> has a code OAI-PMH does not define says (None
+    for one holding any of the protocol's errors, which answer the request): it was taken
+    for the source's answer, and failed the run at once, though the source meant "I failed
+    this time" (a timeout, a database error) and the next try may well pass."""
+    if not parsed.errors or any(code in OAI_ERROR_CODES for code, _ in parsed.errors):
+        return None
+    said = "; ".join(f"{code}: {text}" if text else code for code, text in parsed.errors)
+    return f"an error OAI-PMH does not define, the source's own ({said})"
 
 
 def _oai_error_answer(body: bytes, verb: Verb, status: int) -> ParsedResponse | None:

@@ -114,6 +114,12 @@ class ForeignNamespaceResponse(NotOAIResponse):
     resumption token the source lost."""
 
 
+class SourceFailure(HarvestProtocolError):
+    """The source answered with an OAI-PMH <error> of its own making (a code the protocol
+    does not define: a timeout, a database error) at each of the client's tries: a failure
+    of the source's, retried by Dagster as any transient one, not an answer to the request."""
+
+
 class RefusedRequest(HarvestProtocolError):
     """An HTTP error status that is not "come back later", without an OAI-PMH answer."""
 

@@ -79,6 +79,16 @@ class ForeignNamespace(Exception):
     is not taken for nothing. The same every time it is asked for: not retried."""
 
 
+# The error codes OAI-PMH 2.0 defines (section 3.6): the answers a request can get in place
+# of the verb's, read in any case (`BadResumptionToken`). Any other (`serverBusy`, OpenSKOS's
+# empty code for "Read timed out") is the source's own failure, not an answer.
+OAI_ERROR_CODES = frozenset({
+    "badArgument", "badResumptionToken", "badVerb", "cannotDisseminateFormat",
+    "idDoesNotExist", "noRecordsMatch", "noMetadataFormats", "noSetHierarchy",
+})  # fmt: skip
+_ERROR_CODES = {code.lower(): code for code in OAI_ERROR_CODES}
+
+
 @dataclass
 class ParsedResponse:
     """What one response says: its errors, or its records / container and where the list goes on."""
@@ -456,9 +466,9 @@ def _read_root(root: etree._Element, verb: Verb) -> ParsedResponse:
         answered={} if request is None else {str(k): str(v) for k, v in request.attrib.items()},
     )
     for error in root.iterfind(_NS + "error"):
-        parsed.errors.append(
-            (error.get("code") or "unknown", " ".join((_text(error) or "").split()))
-        )
+        code = (error.get("code") or "").strip()
+        text = " ".join((_text(error) or "").split())
+        parsed.errors.append((_ERROR_CODES.get(code.lower(), code or "unknown"), text))
     container = root.find(_NS + verb)
     item_tag = _ITEM_TAG.get(verb)
     if parsed.errors:

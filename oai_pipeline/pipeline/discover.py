@@ -35,6 +35,7 @@ from oai_pipeline.oai.errors import (
     MalformedResponse,
     OAIError,
     PersistentProtocolError,
+    SourceFailure,
 )
 from oai_pipeline.oai.reader import Reader
 from oai_pipeline.oai.types import Granularity, HarvestedRecord, IdentifyInfo, SweepCheckpoint
@@ -516,14 +517,14 @@ def _identify(reader: Reader, services: Services, harvester_id: str) -> Identify
 
 def _answers_but_not_identify(error: HarvestProtocolError | OAIError) -> bool:
     """Whether a never-identified source's failed Identify still came from a server that
-    answers (an OAI-PMH error, a page that does not parse, an HTTP error status after the
-    retries): some keep a broken Identify (a `<description>` that is not well-formed XML, a
-    500 from the query of its earliest datestamp) beside lists that work, and the harvest
-    needs of it only the granularity, for which whole days, which every source takes, stand
-    in. Not a wrong address (UnprovenEndpoint: a web page, a 404, an unknown host), an
-    answer the same at every try (XML of another kind or protocol version) nor no answer at
-    all (a host down, TLS refused): asking for the list would only meet it again."""
-    if isinstance(error, OAIError):
+    answers (an OAI-PMH error, of the protocol's or its own, a page that does not parse, an
+    HTTP error status after the retries): some keep a broken Identify (a 500 from the query
+    of its earliest datestamp) beside lists that work, and the harvest needs of it only the
+    granularity, for which whole days, which every source takes, stand in. Not a wrong
+    address (UnprovenEndpoint: a web page, a 404, an unknown host), an answer the same at
+    every try (XML of another kind or protocol version) nor no answer at all (a host down,
+    TLS refused): asking for the list would only meet it again."""
+    if isinstance(error, OAIError | SourceFailure):
         return True
     if isinstance(error, PersistentProtocolError):
         return False

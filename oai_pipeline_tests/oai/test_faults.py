@@ -23,6 +23,7 @@ from oai_pipeline.oai.errors import (
     OAIError,
     PersistentProtocolError,
     RefusedRequest,
+    SourceFailure,
     UnknownSet,
     UnprovenEndpoint,
 )
@@ -50,6 +51,7 @@ from oai_pipeline_tests.oai.fake_source import (
     make_records,
     no_records_match,
     not_xml,
+    oai_error,
     status,
     timeout,
     transform_body,
@@ -251,6 +253,48 @@ def test_expired_token_mid_harvest_redoes_the_window_from_its_start() -> None:
     assert harvest.yielded == 16  # two pages again after the restart; the caller skips them
     tokens = [c.resumption_token for c in harvest.checkpoints]
     assert tokens.count(None) == 2  # the window start, then again after the restart
+
+
+def test_a_protocol_error_code_in_another_case_is_read_as_the_protocols() -> None:
+    """`BadResumptionToken` (a source's own spelling) failed the run as an unknown error,
+    where the window is redone after badResumptionToken."""
+    source = FakeSource(make_records(10), page_size=3)
+    source.faults[3] = lambda request, response: FakeSource([]).error(
+        "BadResumptionToken", "expired", status=422
+    )
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)
+
+
+def _timed_out(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    """OpenSKOS's answer to a token page whose query timed out: an OAI-PMH <error> with an
+    empty code, which OAI-PMH does not define."""
+    return FakeSource([]).error("", "Read timed out after 10 seconds")
+
+
+@pytest.mark.parametrize(
+    "fault", [_timed_out, oai_error("serverBusy", 500)], ids=["empty-code", "own-code-500"]
+)
+def test_an_error_of_the_sources_own_is_retried_as_a_failed_request(fault: Fault) -> None:
+    """Taken for the source's answer, it failed the run at once, not retried by Dagster
+    either, though the next try may pass."""
+    source = FakeSource(make_records(10), page_size=3)
+    source.faults[3] = fault
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)
+    assert harvest.yielded == 10  # the page asked again, not the window redone
+
+
+def test_an_error_of_the_sources_own_at_every_try_is_a_transient_failure() -> None:
+    source = FakeSource(make_records(10), page_size=3)
+    source.every = (1, _timed_out)
+    with pytest.raises(SourceFailure) as failed:
+        Harvest(source, max_retries=2).run()
+    assert "gave up after 3 attempts" in str(failed.value)
+    assert "an error OAI-PMH does not define, the source's own (unknown: Read timed out" in str(
+        failed.value
+    )
+    assert not isinstance(failed.value, PersistentProtocolError)  # Dagster retries it
 
 
 def test_restarts_are_bounded() -> None:

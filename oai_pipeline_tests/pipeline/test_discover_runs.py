@@ -191,8 +191,9 @@ def _at_identify(fault: Fault) -> Fault:
         # not well-formed outside its descriptions (the page is unreadable at every try)
         transform_body(lambda body: body.replace(b"</repositoryName>", b"<x></repositoryName>")),
         oai_error("badVerb"),
+        oai_error(""),  # an error of the source's own: retried, then a failure
     ],
-    ids=["http-500", "not-well-formed", "oai-error"],
+    ids=["http-500", "not-well-formed", "oai-error", "own-error"],
 )
 def test_a_broken_identify_alone_does_not_stop_the_harvest(
     source: FakeSource, settings: Settings, fault: Fault
