@@ -1044,6 +1044,16 @@ class StateStore:
                 # from it, as a reconcile's `mark_gone` leaves it. Before, it was dropped.
                 if not r.vanished:
                     xml[r.identifier] = r.xml
+                if (r.deleted or r.error is not None or r.xml is None) and not r.vanished:
+                    # The copy transformed and written is replaced by one without a
+                    # transform (a deleted header, a copy that did not parse), whose
+                    # datestamp may be the same: listed live again with it (a day's, brought
+                    # back or fixed the same day), the stored transform of the copy before
+                    # was written in place of what the source lists, or, the target still
+                    # holding that copy, the write was skipped.
+                    values.update(transformed_datestamp=None)
+                    if not r.deleted:
+                        values.update(written_datestamp=None)
             if r.identifier in changed_within_day | relisted.sets_changed | relisted.other_format:
                 # Its datestamp is the one transformed and written, its content (or its sets,
                 # which the transform may map to communities, or its format) is not: the

@@ -243,3 +243,36 @@ def test_a_record_moved_to_another_set_without_a_new_datestamp_is_written_as_lis
     assert titles(settings) == {record.identifier: "B"}
     with Services(settings) as services:
         assert services.state.get_record(record.identifier, "sample")["set_specs"] == ["sb"]
+
+
+@pytest.mark.parametrize("granularity", ["seconds", "day"])
+@pytest.mark.parametrize("between", ["deleted", "unreadable"])
+def test_a_record_listed_again_the_day_it_was_deleted_or_unreadable_is_written_as_listed(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, granularity: str, between: str
+) -> None:
+    """Model seed 3769: at a day's granularity, deleted and listed live again with a new
+    title the same day (one datestamp, `2024-03-01`, for all three copies), the record was
+    restored with the transform of its copy before the deletion: that transform's datestamp
+    was still the one listed, so it was reused, and the target kept the old title. After a
+    copy that did not parse instead, the write was skipped: the datestamp written was the
+    one listed."""
+    record = FakeRecord("oai:fake.test:1", "2024-03-01T08:00:00Z", raw_metadata=dc("First"))
+    source = harvest_fake_source(
+        settings, monkeypatch, FakeSource([record], granularity=granularity)
+    )
+    harvest(settings)
+    source.records[0] = FakeRecord(
+        record.identifier,
+        "2024-03-01T09:00:00Z",
+        deleted=between == "deleted",
+        raw_metadata="<broken><title>First</broken>",
+    )
+    harvest(settings)
+    assert titles(settings) == ({} if between == "deleted" else {record.identifier: "First"})
+
+    source.records[0] = FakeRecord(
+        record.identifier, "2024-03-01T10:00:00Z", raw_metadata=dc("Back")
+    )
+    harvest(settings)
+
+    assert titles(settings) == {record.identifier: "Back"}
