@@ -85,6 +85,14 @@ def test_identify_e_periodica() -> None:
     assert info.admin_emails == ("webmaster@e-periodica.ch",)
 
 
+def _sample_with(name: str, *changes: tuple[bytes, bytes]) -> bytes:
+    """A sample response with each (old, new) replaced."""
+    body = (SAMPLES / name).read_bytes()
+    for old, new in changes:
+        body = body.replace(old, new)
+    return body
+
+
 @pytest.mark.parametrize(
     "breakage",
     [
@@ -99,7 +107,7 @@ def test_an_identify_whose_description_is_not_well_formed_is_read_without_it(
 ) -> None:
     """Every try met the same broken description, so a source never identified could not
     be harvested; the harvest reads nothing in a description."""
-    body = (SAMPLES / "e-periodica-Identify.xml").read_bytes().replace(*breakage)
+    body = _sample_with("e-periodica-Identify.xml", breakage)
     transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
     client = OAIClient("https://www.e-periodica.ch/oai/dataprovider", transport=transport)
     info = client.identify()
@@ -114,22 +122,20 @@ def test_an_identify_whose_description_is_not_well_formed_is_read_without_it(
 
 
 def test_an_identify_broken_outside_its_descriptions_stays_unreadable() -> None:
-    body = (
-        (SAMPLES / "e-periodica-Identify.xml")
-        .read_bytes()
-        .replace(b"</granularity>", b"</granularty>")
-        .replace(b"</delimiter>", b"</delimter>")
+    body = _sample_with(
+        "e-periodica-Identify.xml",
+        (b"</granularity>", b"</granularty>"),
+        (b"</delimiter>", b"</delimter>"),
     )
     with pytest.raises(UnusablePage, match="not well-formed XML"):
         parse_response(body, "Identify")
 
 
 def test_identify_day_granularity() -> None:
-    body = (
-        (SAMPLES / "zenodo-Identify.xml")
-        .read_bytes()
-        .replace(b"YYYY-MM-DDThh:mm:ssZ", b"YYYY-MM-DD")
-        .replace(b"<deletedRecord>no", b"<deletedRecord>persistent")
+    body = _sample_with(
+        "zenodo-Identify.xml",
+        (b"YYYY-MM-DDThh:mm:ssZ", b"YYYY-MM-DD"),
+        (b"<deletedRecord>no", b"<deletedRecord>persistent"),
     )
     transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
     info = OAIClient("https://day.test/oai", transport=transport).identify()
