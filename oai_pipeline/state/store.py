@@ -1026,6 +1026,7 @@ class StateStore:
         # the source listed it again, and `records show` had no XML of a record written.
         empty = [r.identifier for r in latest.values() if r.holds_no_copy]
         kept = self._existing(conn, harvester_id, empty) if empty else set()
+        restated = changed_within_day | relisted.sets_changed | relisted.other_format
         for r in latest.values():
             if r.identifier in relisted.as_stored:
                 continue
@@ -1044,21 +1045,16 @@ class StateStore:
                 # from it, as a reconcile's `mark_gone` leaves it. Before, it was dropped.
                 if not r.vanished:
                     xml[r.identifier] = r.xml
-                if (r.deleted or r.error is not None or r.xml is None) and not r.vanished:
-                    # The copy transformed and written is replaced by one without a
-                    # transform (a deleted header, a copy that did not parse), whose
-                    # datestamp may be the same: listed live again with it (a day's, brought
-                    # back or fixed the same day), the stored transform of the copy before
-                    # was written in place of what the source lists, or, the target still
-                    # holding that copy, the write was skipped.
-                    values.update(transformed_datestamp=None)
-                    if not r.deleted:
-                        values.update(written_datestamp=None)
-            if r.identifier in changed_within_day | relisted.sets_changed | relisted.other_format:
-                # Its datestamp is the one transformed and written, its content (or its sets,
-                # which the transform may map to communities, or its format) is not: the
-                # stored transform is not reused and the skip rule does not hold.
-                values.update(transformed_datestamp=None, written_datestamp=None)
+            # Its stored transform and written datestamp no longer describe the copy, whose
+            # datestamp may be the one they bear: its content, sets or format changed under
+            # it (`restated`), or it is a copy without a transform (a deleted header, one
+            # that did not parse: listed live again with the same datestamp, a day's, the
+            # transform of the copy before was written in its place, or the write skipped).
+            untransformed = not r.vanished and (r.deleted or r.error is not None or r.xml is None)
+            if untransformed or r.identifier in restated:
+                values.update(transformed_datestamp=None)
+                if not r.deleted:  # a deletion's write stands: the tombstone is the target's
+                    values.update(written_datestamp=None)
             rows[r.identifier] = values
         self._upsert_records(conn, harvester_id, rows, relisted.existing)
         self._replace_payloads(conn, harvest_record_xml, harvester_id, xml)
@@ -1319,7 +1315,8 @@ class StateStore:
                 # A live record the chain was given: its data is what the chain made. One
                 # whose harvest failed was given none; the data transformed before stays
                 # beside the copy it was made from (see `_upsert_harvested`).
-                if item.xml is not None and (own or item.error is None):
+                harvest_failed = item.error is not None and not own
+                if item.xml is not None and not harvest_failed:
                     made = item.data if data_json is None else _encoded(data_json, item)
                     clean = item.error is None and made is not None
                     data[item.identifier] = made
