@@ -352,10 +352,11 @@ class OAIClient:
 
     # ---- verbs ---------------------------------------------------------------------------
 
-    def identify(self) -> IdentifyInfo:
+    def identify(self, *, retries: int | None = None) -> IdentifyInfo:
         """The source's Identify; one naming another base URL is noted (see
-        another_base_url), never followed."""
-        parsed = self._request("Identify", {"verb": "Identify"})
+        another_base_url), never followed. ``retries``: of the request, if not the
+        client's ``max_retries``."""
+        parsed = self._request("Identify", {"verb": "Identify"}, retries=retries)
         self._raise_errors(parsed, "Identify")
         info = read_identify(parsed, self.base_url)
         warning = another_base_url(self.base_url, info.base_url)
@@ -1275,6 +1276,7 @@ class OAIClient:
         listed: dict[str, str | None] | None = None,
         *,
         stop_on_repeat: bool = False,
+        retries: int | None = None,
     ) -> ParsedResponse:
         """Send until a usable OAI-PMH response arrives, or give up with HarvestProtocolError.
 
@@ -1295,6 +1297,7 @@ class OAIClient:
         page refused for what its bytes hold (UnusablePage.final_if_repeated: entities
         declared, a value over the parser's bounds), which ends so in any list.
         """
+        max_retries = self.max_retries if retries is None else retries
         backoff_retries = polite_retries = 0
         waited = 0.0
         # what the tries that came back as whole documents not OAI-PMH's sent (hashed), and
@@ -1423,11 +1426,11 @@ class OAIClient:
                 last_unreadable = None
             if retry_after is not None:
                 polite_retries += 1
-                exhausted = polite_retries > self.max_retries * _POLITE_RETRIES_PER_RETRY
+                exhausted = polite_retries > max_retries * _POLITE_RETRIES_PER_RETRY
                 wait = jittered(clamp(retry_after, self.max_retry_wait), self._rng)
             else:
                 backoff_retries += 1
-                exhausted = backoff_retries > self.max_retries
+                exhausted = backoff_retries > max_retries
                 wait = backoff_delay(
                     backoff_retries, self.backoff_base, self.max_retry_wait, self._rng
                 )

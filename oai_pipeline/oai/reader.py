@@ -35,6 +35,13 @@ class Reader(ABC):
     def identify(self) -> IdentifyInfo:
         """The source's Identify (granularity, earliest datestamp, deletion policy)."""
 
+    def identify_once(self) -> IdentifyInfo:
+        """Identify asked once, without retries: a harvest holding the Identify saved last
+        time falls back on that, where a source down, or one whose Identify broke, cost the
+        retries' wait (a minute with the defaults) before the list waited as long again.
+        A reader that cannot ask so asks as `identify` does."""
+        return self.identify()
+
     @abstractmethod
     def sweep(
         self,
@@ -193,6 +200,11 @@ class OAIPMHReader(Reader):
         """Asked once per reader and remembered."""
         if self._identify is None:
             self._identify = self._client.identify()
+        return self._identify
+
+    def identify_once(self) -> IdentifyInfo:
+        if self._identify is None:
+            self._identify = self._client.identify(retries=0)
         return self._identify
 
     def answers_now(self) -> bool:

@@ -505,7 +505,9 @@ def _identify(reader: Reader, services: Services, harvester_id: str) -> Identify
     (Reader.first_contact), not retried as a maintenance page."""
     saved = saved_identify(reader, services.state, harvester_id)
     try:
-        identify = reader.identify()
+        # Asked once when the saved one stands by: the list's own retries wait out a
+        # source down, and a broken Identify was waited out at every harvest.
+        identify = reader.identify() if saved is None else reader.identify_once()
     except (HarvestProtocolError, OAIError) as error:
         if saved is None:
             raise

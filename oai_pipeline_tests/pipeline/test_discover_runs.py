@@ -220,8 +220,11 @@ def test_a_broken_identify_alone_does_not_stop_the_harvest(
         assert source.list_dates[-1] == ("2024-01-01T00:00:00Z", None)
         source.records.append(FakeRecord("oai:fake.test:new", "2024-03-02T00:00:00Z"))
         source.every = (1, _at_identify(fault))
+        asked_before = len(source.verbs)
         third = run_discover(services, dated)
     assert third.counters["staged"] == 11
+    # with the saved one standing by, asked once, not waited out at every harvest
+    assert source.verbs[asked_before:].count("Identify") == 1
     assert source.list_dates[-1] == ("2024-01-01T00:00:00Z", None)  # the saved Identify's form
     assert not [n for n in third.notices if "Identify failed" in n]
 
