@@ -336,7 +336,7 @@ def discover(
             state.refuse_while_rekey_pending(harvester.id, "harvest")
             unidentified: PipelineError | None = None
             try:
-                granularity = _identify(reader, services, harvester.id).granularity
+                granularity = _identify(reader, services, harvester).granularity
             except (HarvestProtocolError, OAIError) as error:
                 # Never identified (a first harvest) and the source cannot say what it is.
                 # Listed by days (every source takes those) when it answers at all; else the
@@ -497,24 +497,48 @@ def _run_to_resume(
     return run
 
 
-def _identify(reader: Reader, services: Services, harvester_id: str) -> IdentifyInfo:
+def _identify(reader: Reader, services: Services, harvester: Harvester) -> IdentifyInfo:
     """The source's Identify, saved; if it cannot be had (the source down, a broken
     Identify, an OAI-PMH error in its place), the one saved last time, so that the harvest
     runs on and a failure is that run's (its status shows it; before, no run saw it).
     Never identified, the source's base URL is untried: a web page there is told at once
     (Reader.first_contact), not retried as a maintenance page."""
-    saved = saved_identify(reader, services.state, harvester_id)
+    saved = saved_identify(reader, services.state, harvester.id)
     try:
-        # Asked once when the saved one stands by: the list's own retries wait out a
-        # source down, and a broken Identify was waited out at every harvest.
-        identify = reader.identify() if saved is None else reader.identify_once()
+        if saved is None:
+            identify = _first_identify(reader, services.state, harvester)
+        else:
+            # Asked once when the saved one stands by: the list's own retries wait out a
+            # source down, and a broken Identify was waited out at every harvest.
+            identify = reader.identify_once()
     except (HarvestProtocolError, OAIError) as error:
         if saved is None:
             raise
         logger.warning("%s; harvesting with the Identify saved before", error)
         return saved
-    services.state.save_identify(harvester_id, identify)
+    services.state.save_identify(harvester.id, identify)
     return identify
+
+
+def _first_identify(reader: Reader, state: StateStore, harvester: Harvester) -> IdentifyInfo:
+    """Identify of a source never identified, waited out through the client's retries,
+    unless the harvester's last run found it broken with the source answering (and so
+    listed by days, `_unidentified_notice`): then asked once, and failing so again, the
+    list goes on by days at once, where every harvest of it waited a minute for an answer
+    that did not come. With no answer at all, it is waited out as before."""
+    last = state.latest_run(harvester.id)
+    if (
+        last is None
+        or _base_url_changed(last, harvester)
+        or not any(notice.startswith(_UNIDENTIFIED) for notice in last.get("notices") or ())
+    ):
+        return reader.identify()
+    try:
+        return reader.identify_once()
+    except (HarvestProtocolError, OAIError) as error:
+        if _answers_but_not_identify(error) or isinstance(error, PersistentProtocolError):
+            raise
+    return reader.identify()
 
 
 def _answers_but_not_identify(error: HarvestProtocolError | OAIError) -> bool:
@@ -533,9 +557,12 @@ def _answers_but_not_identify(error: HarvestProtocolError | OAIError) -> bool:
     return isinstance(error, MalformedResponse) or error.status is not None
 
 
+_UNIDENTIFIED = "the source's Identify failed"  # how `_unidentified_notice` begins
+
+
 def _unidentified_notice(error: PipelineError) -> str:
     return (
-        f"the source's Identify failed ({error}): listed by whole days, which every source "
+        f"{_UNIDENTIFIED} ({error}): listed by whole days, which every source "
         "takes; its deletion policy stays unknown, so no reconcile is scheduled for it "
         "until it answers Identify (asked again at each harvest)"
     )

@@ -5,6 +5,7 @@ the operator changed what the harvester asks for."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import httpx
@@ -227,6 +228,43 @@ def test_a_broken_identify_alone_does_not_stop_the_harvest(
     assert source.verbs[asked_before:].count("Identify") == 1
     assert source.list_dates[-1] == ("2024-01-01T00:00:00Z", None)  # the saved Identify's form
     assert not [n for n in third.notices if "Identify failed" in n]
+
+
+def test_an_identify_found_broken_is_asked_once_at_the_next_harvest(
+    source: FakeSource, settings: Settings
+) -> None:
+    """A never-identified source whose last harvest found its Identify broken (and listed by
+    days) is asked once: each harvest of it waited out the client's retries (a minute with
+    the defaults) for an answer that did not come. No answer at all is still waited out,
+    and an Identify that answers again is saved."""
+    dated = HarvestScope("sample", (Window("2024", datetime(2024, 1, 1, tzinfo=UTC), None),))
+
+    def identify_tries_of(harvest: Callable[[], object]) -> int:
+        before = len(source.verbs)
+        harvest()
+        return source.verbs[before:].count("Identify")
+
+    with Services(settings) as services:
+
+        def harvest_and_settle() -> None:
+            result = run_discover(services, dated)
+            services.state.finish_run(result.run_id, "succeeded")
+
+        source.every = (1, _at_identify(status(500)))
+        assert identify_tries_of(harvest_and_settle) > 2  # waited out: it may be passing
+        assert identify_tries_of(harvest_and_settle) == 1  # found broken last time
+        assert source.list_dates[-1] == ("2024-01-01", None)
+        assert services.state.get_identify("sample") is None
+        source.every = (1, _at_identify(drop_connection))  # no answer: a source down?
+        asked_before = len(source.verbs)
+        with pytest.raises(HarvestProtocolError, match="Identify"):
+            run_discover(services, dated)
+        assert source.verbs[asked_before:].count("Identify") > 2
+        source.every = None
+        # the failed run noted no broken Identify: asked as for any first contact
+        assert identify_tries_of(harvest_and_settle) == 1
+        assert services.state.get_identify("sample") is not None
+        assert source.list_dates[-1] == ("2024-01-01T00:00:00Z", None)
 
 
 @pytest.mark.parametrize(
