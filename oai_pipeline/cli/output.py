@@ -360,6 +360,12 @@ FIX_OF_ERROR = {
     "communities create SLUG`, then `oai-pipeline harvest {h} --failed`",
     "HTTPError": "the source refused GetRecord of these records while it answered others; "
     "once it serves them, `oai-pipeline harvest {h} --failed` asks for them again",
+    "MalformedResponse": "the source answered GetRecord of these records with what is no "
+    "whole OAI-PMH document, at every try, while it answered others; once it serves them, "
+    "`oai-pipeline harvest {h} --failed` asks for them again",
+    "OversizedResponse": "the source's answers to GetRecord of these records are larger than "
+    "the reader's max_response_mb; raise it (`oai-pipeline harvesters update {h} --loader "
+    "'oai-pmh{{max_response_mb: N}}'`), then `oai-pipeline harvest {h} --failed`",
 }
 
 

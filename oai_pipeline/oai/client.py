@@ -1201,10 +1201,11 @@ class OAIClient:
         return body
 
     def _oversized(self, params: dict[str, str], when: str = "") -> OversizedResponse:
+        larger = f"response larger than {_mebibytes(self.max_response_bytes)}{when}"
         return OversizedResponse(
-            f"{self.base_url} ({params['verb']}): response larger than "
-            f"{_mebibytes(self.max_response_bytes)}{when}; if the source's pages are that "
-            "large, raise the reader option max_response_mb"
+            f"{self.base_url} ({params['verb']}): {larger}; if the source's pages are that "
+            "large, raise the reader option max_response_mb",
+            detail=f"{larger} (the reader option max_response_mb)",
         )
 
     def _refuse_downgrade(self, response: httpx.Response) -> None:
@@ -1451,12 +1452,17 @@ class OAIClient:
                 if unreadable and not otherwise and len(answers) == 1 and attempts > 1:
                     raise NotOAIResponse(
                         f"{self.base_url} ({verb}): {problem}, the same at each of {attempts} "
-                        f"tries: the source's answer, not a passing fault{hint}"
+                        f"tries: the source's answer, not a passing fault{hint}",
+                        detail=f"{problem}, the same at each of {attempts} tries",
                     )
                 tried = f"{attempts} attempts and {waited:.0f} s of waiting"
                 message = f"{self.base_url} ({verb}): gave up after {tried}; last problem: "
                 if unreadable:
-                    raise MalformedResponse(f"{message}{problem}{hint}")
+                    raise MalformedResponse(
+                        f"{message}{problem}{hint}",
+                        detail=f"{problem} (the last of {attempts} tries, {waited:.0f} s of "
+                        "waiting)",
+                    )
                 if own_error is not None:
                     raise SourceFailure(f"{message}{problem}", status=refused_with)
                 raise HarvestProtocolError(
@@ -1479,7 +1485,8 @@ class OAIClient:
             f"{self.base_url} ({verb}): {problem}, the same bytes at 2 tries in a row: the "
             "source's answer, not retried further"
         )
-        return NotOAIResponse(said) if whole else MalformedResponse(said)
+        detail = f"{problem}, the same bytes at 2 tries in a row"
+        return (NotOAIResponse if whole else MalformedResponse)(said, detail=detail)
 
     def _refused(
         self, verb: Verb, params: dict[str, str], status: int, headers: httpx.Headers, body: bytes

@@ -34,6 +34,7 @@ from oai_pipeline.oai.errors import (
     HarvestProtocolError,
     MalformedResponse,
     OAIError,
+    OversizedResponse,
     PersistentProtocolError,
     SourceFailure,
 )
@@ -838,7 +839,9 @@ def _stage_answers_of(
 
 class _Refusals:
     """GetRecord refusals with an HTTP status (401, 403, 404, 410, ...; a 5xx that outlasted
-    the client's retries), judged by what the source does around them.
+    the client's retries) or an answer that is no whole OAI-PMH document at any of the
+    client's tries (cut short, not well-formed, an error page: a record the source fails to
+    render) or over the reader's size bound, judged by what the source does around them.
 
     Rule: a refusal is that record's error (HTTPError, the harvest goes on) once the source
     answers another identifier of this attempt, before or after it. REFUSALS_IN_A_ROW of them
@@ -849,7 +852,9 @@ class _Refusals:
     down): the run fails as a protocol failure (transient, not stored on N records), and
     `--resume` asks from the first of them. No HTTP answer at all (connection refused,
     timeout) always fails the run, and so does a base URL that never answered OAI-PMH, at
-    once (UnprovenEndpoint), and a 429 (the harvest asked too fast, not one record)."""
+    once (UnprovenEndpoint), and a 429 (the harvest asked too fast, not one record). A list's
+    page that cannot be read fails its run (which records it held is unknown); a GetRecord
+    answer is one record's, as a listed copy that does not parse is (MalformedRecord)."""
 
     def __init__(self, harvester_id: str, answers_now: Callable[[], bool]) -> None:
         self.harvester_id = harvester_id
@@ -861,13 +866,7 @@ class _Refusals:
         """Hold a refusal until the source's next answer (the records' errors settled now,
         if any); fail on one that is no HTTP status, or when REFUSALS_IN_A_ROW of them come
         and the source refuses Identify too."""
-        status = error.status
-        if (
-            isinstance(error, PersistentProtocolError)
-            or status is None
-            or status < 400
-            or status in _NOT_ITEM_STATUSES
-        ):
+        if not _of_the_record(error):
             raise error
         self.pending.append((identifier, error))
         if len(self.pending) < REFUSALS_IN_A_ROW:
@@ -916,29 +915,49 @@ class _Refusals:
 _NOT_ITEM_STATUSES = frozenset({408, 425, 429})
 
 
+def _of_the_record(error: HarvestProtocolError) -> bool:
+    """Whether a failed GetRecord may be its record's (see _Refusals): an HTTP refusal, an
+    unreadable answer or one over the size bound; not no answer at all, nor a base URL that
+    never answered OAI-PMH, nor a source asking the harvest to slow down."""
+    if isinstance(error, MalformedResponse | OversizedResponse):
+        return True
+    status = error.status
+    return (
+        not isinstance(error, PersistentProtocolError)
+        and status is not None
+        and status >= 400
+        and status not in _NOT_ITEM_STATUSES
+    )
+
+
 def _refused_record(
     harvester_id: str, identifier: str, error: HarvestProtocolError
 ) -> HarvestedRecord:
     """A GetRecord refused while the source answered other requests: that record's error."""
-    status = error.status or 0
-    try:
-        named = f"HTTP {status} {HTTPStatus(status).phrase}"
-    except ValueError:  # a status of the source's own
-        named = f"HTTP {status}"
-    detail = f": {error.detail}" if error.detail else ""
+    fix = f"`oai-pipeline harvest {harvester_id} --failed` asks for it again"
+    if isinstance(error, MalformedResponse | OversizedResponse):
+        kind = "OversizedResponse" if isinstance(error, OversizedResponse) else "MalformedResponse"
+        message = (
+            f"GetRecord of {identifier}: {error.detail or error}; the source answered other "
+            f"requests of the run, so this is the record's answer, not the harvest's: {fix}"
+        )
+    else:
+        status = error.status or 0
+        try:
+            named = f"HTTP {status} {HTTPStatus(status).phrase}"
+        except ValueError:  # a status of the source's own
+            named = f"HTTP {status}"
+        detail = f": {error.detail}" if error.detail else ""
+        kind = "HTTPError"
+        message = (
+            f"{named} for GetRecord of {identifier}{detail}; the source answered other "
+            f"requests of the run, so the record is refused, not the harvest: {fix}"
+        )
     return HarvestedRecord(
         identifier=identifier,
         datestamp="",
         deleted=False,
-        error=RecordError(
-            type="HTTPError",
-            message=(
-                f"{named} for GetRecord of {identifier}{detail}; the source answered other "
-                "requests of the run, so the record is refused, not the harvest: "
-                f"`oai-pipeline harvest {harvester_id} --failed` asks for it again"
-            ),
-            location=identifier,
-        ),
+        error=RecordError(type=kind, message=message, location=identifier),
     )
 
 

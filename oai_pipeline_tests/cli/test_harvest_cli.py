@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from oai_pipeline.cli import main
+from oai_pipeline.cli.output import report_text
 from oai_pipeline.pipeline import discover as discover_module
 from oai_pipeline.pipeline import reconcile as reconcile_module
 from oai_pipeline.pipeline.frames import STAGE_ASSETS
@@ -628,6 +629,102 @@ def test_a_getrecord_refused_with_an_http_status_is_that_records_error(
     again = json.loads(run("harvest", "sample", "--failed", "--json").stdout)
     assert (again["created"], again["errors"]) == (1, 0)
     assert source.asked(before) == [chosen[refused]]
+
+
+def _unreadable_answer(kind: str) -> Callable[[httpx.Request], httpx.Response]:
+    """A GetRecord answer with status 200 that is no whole OAI-PMH document at any try: the
+    record's XML cut short where the source's renderer fails, an error page in its place,
+    or an answer over the reader's max_response_mb of 1 (a record's huge metadata)."""
+    bodies = {
+        "cut-short": '<?xml version="1.0"?><OAI-PMH xmlns="http://www.openarchives.org/OAI/'
+        '2.0/"><responseDate>2026-01-01T00:00:00Z</responseDate><GetRecord><record><hea',
+        "error-page": "<html><body><h1>Error</h1>Could not render the item</body></html>",
+        "oversized": "<OAI-PMH>" + "x" * (1024 * 1024 + 1),
+    }
+    return lambda request: httpx.Response(200, text=bodies[kind])
+
+
+@pytest.mark.parametrize(
+    ("kind", "error_type", "detail", "fix"),
+    [
+        ("cut-short", "MalformedResponse", "not well-formed XML", "once it serves them"),
+        (
+            "error-page",
+            "MalformedResponse",
+            "not an OAI-PMH response (root element 'html') (the last of 7 tries",
+            "once it serves them",
+        ),
+        (
+            "oversized",
+            "OversizedResponse",
+            "response larger than 1 MiB (the reader option max_response_mb)",
+            "'oai-pmh{max_response_mb: N}'",
+        ),
+    ],
+)
+@pytest.mark.parametrize("refused", [0, 1, 2])
+def test_a_getrecord_answered_unreadably_is_that_records_error(
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+    error_type: str,
+    detail: str,
+    fix: str,
+    refused: int,
+) -> None:
+    """One identifier's GetRecord answered with what cannot be read, at every try, while the
+    source answers the others (first, between or last): before, the whole run failed, and
+    `--resume` failed on it again. It is that record's error, as a listed copy that does not
+    parse is, the report names the fix, and `--failed` asks for it again."""
+    source = harvest_fake_source(
+        settings, monkeypatch, UnavailableFor(_numbered(3)), reader_options={"max_response_mb": 1}
+    )
+    chosen = [r.identifier for r in source.records]
+    source.down, source.refusal = {chosen[refused]}, _unreadable_answer(kind)
+
+    result = run("harvest", "sample", *chosen, "--json")
+    text = report_text(json.loads(result.stdout))
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["created"], report["errors"]) == (2, 1)
+    assert report["error_types"] == {error_type: 1}
+    assert f"  {error_type}: " in text and fix in text
+    shown = json.loads(run("records", "show", chosen[refused], "--json").stdout)
+    [(kind_shown, message)] = [(e["type"], e["message"]) for e in shown["errors"]]
+    assert kind_shown == error_type
+    assert message.startswith(f"GetRecord of {chosen[refused]}: {detail}"), message
+    assert message.endswith(
+        "; the source answered other requests of the run, so this is the record's answer, "
+        "not the harvest's: `oai-pipeline harvest sample --failed` asks for it again"
+    )
+    assert (
+        json.loads(run("status", "--harvester", "sample", "--json").output)["run"]["status"]
+        == "succeeded"
+    )
+    source.down.clear()
+    before = len(source.requests)
+    again = json.loads(run("harvest", "sample", "--failed", "--json").stdout)
+    assert (again["created"], again["errors"]) == (1, 0)
+    assert source.asked(before) == [chosen[refused]]
+
+
+def test_unreadable_answers_to_every_identifier_asked_fail_the_run(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every GetRecord answered unreadably, and Identify too: nothing tells a record the
+    source fails to render from a source that answers nothing readable; the run fails."""
+    source = harvest_fake_source(settings, monkeypatch, UnavailableFor(_numbered(2)))
+    chosen = [r.identifier for r in source.records]
+    source.down, source.refusal = set(chosen), _unreadable_answer("cut-short")
+    source.blocking = True
+
+    result = run("harvest", "sample", *chosen)
+
+    assert result.exit_code == 1
+    assert "and Identify too: taken as refusing the harvest" in result.output
+    status = json.loads(run("status", "--harvester", "sample", "--json").output)
+    assert status["run"]["status"] == "failed" and status["records"]["failed"] == 0
 
 
 def test_a_refused_getrecord_is_counted_in_the_text_report_with_its_fix(
