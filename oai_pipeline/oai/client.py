@@ -1455,13 +1455,14 @@ class OAIClient:
                         f"tries: the source's answer, not a passing fault{hint}",
                         detail=f"{problem}, the same at each of {attempts} tries",
                     )
-                tried = f"{attempts} attempts and {waited:.0f} s of waiting"
+                tried = (
+                    f"{attempts} attempt{'s' if attempts > 1 else ''} and {waited:.0f} s of waiting"
+                )
                 message = f"{self.base_url} ({verb}): gave up after {tried}; last problem: "
                 if unreadable:
                     raise MalformedResponse(
                         f"{message}{problem}{hint}",
-                        detail=f"{problem} (the last of {attempts} tries, {waited:.0f} s of "
-                        "waiting)",
+                        detail=f"{problem} (the last of {tried})",
                     )
                 if own_error is not None:
                     raise SourceFailure(f"{message}{problem}", status=refused_with)

@@ -864,8 +864,8 @@ class _Refusals:
 
     def add(self, identifier: str, error: HarvestProtocolError) -> list[HarvestedRecord]:
         """Hold a refusal until the source's next answer (the records' errors settled now,
-        if any); fail on one that is no HTTP status, or when REFUSALS_IN_A_ROW of them come
-        and the source refuses Identify too."""
+        if any); fail on one that is not the record's (`_of_the_record`), or when
+        REFUSALS_IN_A_ROW of them come and the source refuses Identify too."""
         if not _of_the_record(error):
             raise error
         self.pending.append((identifier, error))

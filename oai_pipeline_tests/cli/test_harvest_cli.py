@@ -651,7 +651,7 @@ def _unreadable_answer(kind: str) -> Callable[[httpx.Request], httpx.Response]:
         (
             "error-page",
             "MalformedResponse",
-            "not an OAI-PMH response (root element 'html') (the last of 7 tries",
+            "not an OAI-PMH response (root element 'html') (the last of 7 attempts and",
             "once it serves them",
         ),
         (
