@@ -439,6 +439,19 @@ class OAIClient:
                     response_date=parsed.response_date,
                 )
             return Page(records=[], resumption_token=None, response_date=parsed.response_date)
+        if resumption_token and _refuses_an_argument(parsed) and not _wants_the_prefix(parsed):
+            # The token is the request's one argument (with the prefix, for a source that
+            # wants it) and the source issued it: refused so, the source no longer takes it,
+            # as some answer an expired token, and some at times a live one (ruby-oai#107:
+            # "Illegal argument 'resumptionToken'" in 3 harvests of 10). Failed as a mistyped
+            # argument, the run failed, and every run resuming the token failed again.
+            said = "; ".join(text for _code, text in parsed.errors if text)
+            raise BadResumptionToken(
+                "badArgument",
+                "badArgument in answer to the resumption token" + (f": {said}" if said else ""),
+                errors=parsed.errors,
+                context=f"{self.base_url} ({verb})",
+            )
         hint = ""
         if not resumption_token and any(code == "badArgument" for code, _ in parsed.errors):
             # the prefix and set were checked above: say what else the source was asked

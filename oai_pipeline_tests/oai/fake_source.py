@@ -417,9 +417,9 @@ def no_records_match(request: httpx.Request, response: httpx.Response) -> httpx.
     return FakeSource([]).error("noRecordsMatch", "", status=422)
 
 
-def oai_error(code: str, status: int = 200) -> Fault:
+def oai_error(code: str, status: int = 200, message: str = "said the fault") -> Fault:
     """An OAI-PMH ``<error>`` in place of the answer, with HTTP ``status``."""
-    return lambda request, response: FakeSource([]).error(code, "said the fault", status=status)
+    return lambda request, response: FakeSource([]).error(code, message, status=status)
 
 
 def illegal_characters(request: httpx.Request, response: httpx.Response) -> httpx.Response:

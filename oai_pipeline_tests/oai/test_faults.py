@@ -52,6 +52,7 @@ from oai_pipeline_tests.oai.fake_source import (
     no_records_match,
     not_xml,
     oai_error,
+    on_tokens,
     status,
     timeout,
     transform_body,
@@ -1981,3 +1982,40 @@ def test_a_client_error_pickles_as_itself(error: PipelineError) -> None:
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is type(error) and str(copy) == str(error)
     assert vars(copy) == vars(error)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Illegal argument1 'resumptionToken'",  # code4lib/ruby-oai#107, intermittent
+        "either 'metadataPrefix' or 'resumptionToken' is required",
+        "",
+    ],
+)
+def test_a_token_answered_bad_argument_is_refused_and_the_window_redone(message: str) -> None:
+    """badArgument in answer to a resumption token, the request's one argument and one the
+    source issued, is the source no longer taking it (some answer an expired token so, some
+    at times a live one): the window is redone, as after badResumptionToken. Before, the run
+    failed as on a mistyped argument, and a resumed run failed on the saved token for ever."""
+    source = FakeSource(make_records(10), page_size=3)
+    source.faults[3] = oai_error("badArgument", message=message)
+    harvest = Harvest(source).run()
+    assert set(harvest.records) == held(source)
+    assert [c.resumption_token for c in harvest.checkpoints].count(None) == 2
+    assert harvest.sleeps == []  # a definite answer: not retried
+
+
+def test_a_resumed_token_answered_bad_argument_redoes_the_window() -> None:
+    source = FakeSource(make_records(10), page_size=3)
+    saved = _saved_mid_list(source)
+    source.faults[1] = oai_error("badArgument", message="Illegal argument 'resumptionToken'")
+    second = Harvest(source).run(checkpoint=saved)
+    assert set(second.records) == held(source)
+    assert [c.resumption_token for c in second.checkpoints].count(None) == 1
+
+
+def test_a_token_answered_bad_argument_every_time_fails_after_the_restarts() -> None:
+    source = FakeSource(make_records(10), page_size=3)
+    source.every = (1, on_tokens(oai_error("badArgument", message="bad token")))
+    with pytest.raises(HarvestProtocolError, match="refused 4 times"):
+        Harvest(source).run()
