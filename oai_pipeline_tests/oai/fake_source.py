@@ -28,6 +28,18 @@ OAI_OPEN = (
 OAI_CLOSE = "</OAI-PMH>"
 BASE_URL = "http://fake.test/oai"
 
+# PHP endpoints (OJS, older EPrints add-ons) with display_errors on print the script's warnings
+# and notices where it meets them, before or after its output: as text on the command line's
+# format, as markup on the web's.
+PHP_TEXT_WARNING = (
+    b"\nDeprecated: Creation of dynamic property OAIDAO::$oai is deprecated in "
+    b"/var/www/ojs/classes/oai/OAIDAO.php on line 42\n"
+)
+PHP_MARKUP_WARNING = (
+    b'<br />\n<b>Warning</b>:  Undefined array key "set" in <b>/var/www/oai/index.php'
+    b"</b> on line <b>118</b><br />\n"
+)
+
 
 @dataclass
 class FakeRecord:

@@ -21,6 +21,8 @@ from oai_pipeline.oai.pages import UnusablePage, parse_response
 from oai_pipeline.state.store import StateStore
 from oai_pipeline_tests.oai.fake_source import (
     BASE_URL,
+    PHP_MARKUP_WARNING,
+    PHP_TEXT_WARNING,
     DaysRefusedSource,
     FakeRecord,
     FakeSource,
@@ -455,23 +457,12 @@ def test_token_pages_in_the_first_page_s_format_are_no_notice() -> None:
     assert len(harvest.records) == 10 and harvest.client.notices == []
 
 
-# PHP endpoints (OJS, older EPrints add-ons) with display_errors on print the script's warnings
-# and notices where it meets them, before or after its output: as text on the command line's
-# format, as markup on the web's.
-_TEXT_WARNING = (
-    b"\nDeprecated: Creation of dynamic property OAIDAO::$oai is deprecated in "
-    b"/var/www/ojs/classes/oai/OAIDAO.php on line 42\n"
-)
-_MARKUP_WARNING = (
-    b'<br />\n<b>Warning</b>:  Undefined array key "set" in <b>/var/www/oai/index.php'
-    b"</b> on line <b>118</b><br />\n"
-)
 PHP_WARNINGS = [
-    pytest.param(lambda body: _TEXT_WARNING + body, id="text-before"),
-    pytest.param(lambda body: _MARKUP_WARNING + body, id="markup-before"),
-    pytest.param(lambda body: body + _TEXT_WARNING, id="text-after"),
-    pytest.param(lambda body: body + b"\n" + _MARKUP_WARNING, id="markup-after"),
-    pytest.param(lambda body: _MARKUP_WARNING + body + _TEXT_WARNING, id="both"),
+    pytest.param(lambda body: PHP_TEXT_WARNING + body, id="text-before"),
+    pytest.param(lambda body: PHP_MARKUP_WARNING + body, id="markup-before"),
+    pytest.param(lambda body: body + PHP_TEXT_WARNING, id="text-after"),
+    pytest.param(lambda body: body + b"\n" + PHP_MARKUP_WARNING, id="markup-after"),
+    pytest.param(lambda body: PHP_MARKUP_WARNING + body + PHP_TEXT_WARNING, id="both"),
 ]
 
 
@@ -498,8 +489,8 @@ def test_php_warnings_beside_each_response_are_dropped_with_a_notice(
 def test_a_page_cut_short_after_php_warnings_is_still_retried() -> None:
     """The XML after the warnings is judged as any page: cut short, it is asked for again."""
     source = FakeSource(make_records(9), page_size=3)
-    source.every = (1, transform_body(lambda body: _TEXT_WARNING + body))
-    source.faults[2] = transform_body(lambda body: _TEXT_WARNING + body[:-300])
+    source.every = (1, transform_body(lambda body: PHP_TEXT_WARNING + body))
+    source.faults[2] = transform_body(lambda body: PHP_TEXT_WARNING + body[:-300])
     harvest = Harvest(source).run()
 
     assert set(harvest.records) == held(source)
