@@ -17,11 +17,12 @@ reaches the next.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import json
 import os
+import queue
 import runpy
-import select
 import signal
 import subprocess
 import sys
@@ -57,14 +58,27 @@ class _Forker:
     """One forking process (`main` below), asked over its stdin/stdout for one child at a
     time."""
 
-    def __init__(self, prelude: str) -> None:
+    def __init__(self, prelude: str, command: list[str] | None = None) -> None:
+        """`command`: what to start instead of the forking process (a test's stand-in)."""
         self._process = subprocess.Popen(
-            [sys.executable, "-m", __name__, *([prelude] if prelude else [])],
+            command or [sys.executable, "-m", __name__, *([prelude] if prelude else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             bufsize=1,
         )
+        # Its reply lines, read as they come (None: it ended). select() on the pipe missed a
+        # child's exit code when one read had taken both of its lines into the stream's
+        # buffer (a child ending at once): the next wait timed out though the line had come,
+        # and every later request of the worker read the reply before its own.
+        self._replies: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read_replies, daemon=True).start()
+
+    def _read_replies(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            self._replies.put(line)
+        self._replies.put(None)
 
     def alive(self) -> bool:
         return self._process.poll() is None
@@ -88,7 +102,8 @@ class _Forker:
             try:
                 returncode = int(json.loads(self._reply(timeout))["returncode"])
             except TimeoutError:
-                os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                    os.kill(pid, signal.SIGKILL)
                 self._reply(timeout=60)
                 raise subprocess.TimeoutExpired([module, *args], timeout) from None
             return subprocess.CompletedProcess(
@@ -99,12 +114,11 @@ class _Forker:
             )
 
     def _reply(self, timeout: float) -> str:
-        assert self._process.stdout is not None
-        ready, _, _ = select.select([self._process.stdout], [], [], timeout)
-        if not ready:
-            raise TimeoutError
-        line = self._process.stdout.readline()
-        if not line:
+        try:
+            line = self._replies.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError from None
+        if line is None:
             raise RuntimeError(f"the forking process ended (exit code {self._process.wait()})")
         return line
 

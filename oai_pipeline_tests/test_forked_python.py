@@ -118,3 +118,20 @@ def test_a_function_run_in_a_child_gives_its_result_as_the_exit_code(
     monkeypatch.setenv(forked_python.FRESH_ENV, fresh)
     result = forked_python.run_module("forked_function:main", ["4", "x"], env, timeout=60)
     assert (result.returncode, result.stdout) == (4, "['4', 'x'] ['4', 'x']\n"), result.stderr
+
+
+def test_a_reply_that_came_with_the_one_before_is_read_at_once() -> None:
+    """A child that ends at once: the forking process writes its pid and its exit code
+    together, and the read of the first took both into the stream's buffer. Waiting on the
+    pipe for the second then timed out (it had come), and each later request of the worker
+    read the reply to the one before (`KeyError: 'pid'`, 17 crash tests failing together)."""
+    both_then_wait = 'printf \'{"pid": 1}\\n{"returncode": 3}\\n\'; sleep 30'
+    forker = forked_python._Forker("", command=["sh", "-c", both_then_wait])
+    try:
+        assert forker._reply(timeout=10) == '{"pid": 1}\n'
+        assert forker._reply(timeout=2) == '{"returncode": 3}\n'
+        with pytest.raises(TimeoutError):
+            forker._reply(timeout=0.2)
+    finally:
+        forker._process.kill()
+        forker._process.wait()
