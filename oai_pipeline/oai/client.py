@@ -406,11 +406,7 @@ class OAIClient:
             parsed = self._request(verb, params, listed, stop_on_repeat=stop_on_repeat)
         except RefusedRequest as exc:
             if resumption_token and exc.status in _TOKEN_GONE_STATUSES:
-                raise BadResumptionToken(
-                    "badResumptionToken",
-                    f"HTTP {exc.status} in answer to the resumption token",
-                    context=f"{self.base_url} ({verb})",
-                ) from exc
+                raise self._token_refused(verb, f"HTTP {exc.status}") from exc
             raise
         # the requests sent again below are the sweep's as much as the first (stop_on_repeat)
         if resumption_token and not self.prefix_with_token and _wants_the_prefix(parsed):
@@ -445,13 +441,7 @@ class OAIClient:
             # as some answer an expired token, and some at times a live one (ruby-oai#107:
             # "Illegal argument 'resumptionToken'" in 3 harvests of 10). Failed as a mistyped
             # argument, the run failed, and every run resuming the token failed again.
-            said = "; ".join(text for _code, text in parsed.errors if text)
-            raise BadResumptionToken(
-                "badArgument",
-                "badArgument in answer to the resumption token" + (f": {said}" if said else ""),
-                errors=parsed.errors,
-                context=f"{self.base_url} ({verb})",
-            )
+            raise self._token_refused(verb, "badArgument", parsed.errors)
         hint = ""
         if not resumption_token and any(code == "badArgument" for code, _ in parsed.errors):
             # the prefix and set were checked above: say what else the source was asked
@@ -1095,6 +1085,20 @@ class OAIClient:
             "resumption token instead"
         )
         return parsed
+
+    def _token_refused(
+        self, verb: ListVerb, answer: str, errors: list[tuple[str, str]] | None = None
+    ) -> BadResumptionToken:
+        """A resumption token refused otherwise than by badResumptionToken (`answer`: an
+        HTTP status, or the code of `errors`): the source no longer takes it, for the sweep
+        to redo the window."""
+        said = "; ".join(text for _code, text in errors or () if text)
+        return BadResumptionToken(
+            "badResumptionToken" if errors is None else answer,
+            f"{answer} in answer to the resumption token" + (f": {said}" if said else ""),
+            errors=errors,
+            context=f"{self.base_url} ({verb})",
+        )
 
     def _count_undated_deletions(self, records: list[HarvestedRecord]) -> None:
         self._undated_deletions.update(r.identifier for r in records if r.undated_deletion)

@@ -198,13 +198,15 @@ class OAIPMHReader(Reader):
 
     def identify(self) -> IdentifyInfo:
         """Asked once per reader and remembered."""
-        if self._identify is None:
-            self._identify = self._client.identify()
-        return self._identify
+        return self._identified(retries=None)
 
     def identify_once(self) -> IdentifyInfo:
+        return self._identified(retries=0)
+
+    def _identified(self, *, retries: int | None) -> IdentifyInfo:
+        """The Identify this reader got, or asked now (`retries`: the client's if None)."""
         if self._identify is None:
-            self._identify = self._client.identify(retries=0)
+            self._identify = self._client.identify(retries=retries)
         return self._identify
 
     def answers_now(self) -> bool:

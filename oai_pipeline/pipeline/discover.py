@@ -843,7 +843,8 @@ class _Refusals:
     client's tries (cut short, not well-formed, an error page: a record the source fails to
     render) or over the reader's size bound, judged by what the source does around them.
 
-    Rule: a refusal is that record's error (HTTPError, the harvest goes on) once the source
+    Rule: a refusal is that record's error (HTTPError, or the answer's `_UNREADABLE_ANSWERS`
+    kind; the harvest goes on) once the source
     answers another identifier of this attempt, before or after it. REFUSALS_IN_A_ROW of them
     without an answer between, or only refusals to the end, ask the source for a fresh
     Identify (`Reader.answers_now`): answered, the source refuses those records (embargoed,
@@ -915,11 +916,23 @@ class _Refusals:
 _NOT_ITEM_STATUSES = frozenset({408, 425, 429})
 
 
+# A GetRecord answer that is no whole OAI-PMH document, or is over the size bound, by the
+# record error it becomes (see _Refusals): the record's answer, as a listed copy's is.
+_UNREADABLE_ANSWERS: dict[type[HarvestProtocolError], str] = {
+    OversizedResponse: "OversizedResponse",
+    MalformedResponse: "MalformedResponse",  # NotOAIResponse too
+}
+
+
+def _unreadable_kind(error: HarvestProtocolError) -> str | None:
+    return next((k for t, k in _UNREADABLE_ANSWERS.items() if isinstance(error, t)), None)
+
+
 def _of_the_record(error: HarvestProtocolError) -> bool:
     """Whether a failed GetRecord may be its record's (see _Refusals): an HTTP refusal, an
     unreadable answer or one over the size bound; not no answer at all, nor a base URL that
     never answered OAI-PMH, nor a source asking the harvest to slow down."""
-    if isinstance(error, MalformedResponse | OversizedResponse):
+    if _unreadable_kind(error) is not None:
         return True
     status = error.status
     return (
@@ -935,8 +948,8 @@ def _refused_record(
 ) -> HarvestedRecord:
     """A GetRecord refused while the source answered other requests: that record's error."""
     fix = f"`oai-pipeline harvest {harvester_id} --failed` asks for it again"
-    if isinstance(error, MalformedResponse | OversizedResponse):
-        kind = "OversizedResponse" if isinstance(error, OversizedResponse) else "MalformedResponse"
+    kind = _unreadable_kind(error)
+    if kind is not None:
         message = (
             f"GetRecord of {identifier}: {error.detail or error}; the source answered other "
             f"requests of the run, so this is the record's answer, not the harvest's: {fix}"

@@ -578,6 +578,22 @@ def test_resuming_selected_identifiers_asks_again_only_from_the_one_that_failed(
     assert status["counters"]["staged"] == 6
 
 
+def _the_records_error(identifier: str) -> tuple[str, str]:
+    """(type, message) of the one error `records show` gives the record."""
+    shown = json.loads(run("records", "show", identifier, "--json").stdout)
+    [(kind, message)] = [(e["type"], e["message"]) for e in shown["errors"]]
+    return kind, message
+
+
+def _failed_asks_again(source: UnavailableFor, identifier: str) -> None:
+    """Served again, the record is asked for by `--failed`, alone, and created."""
+    source.down.clear()
+    before = len(source.requests)
+    again = json.loads(run("harvest", "sample", "--failed", "--json").stdout)
+    assert (again["created"], again["errors"]) == (1, 0)
+    assert source.asked(before) == [identifier]
+
+
 def _refused_with(code: int) -> Callable[[httpx.Request], httpx.Response]:
     """HTTP `code` with a plain body and no OAI-PMH answer (a 5xx asks to retry at once)."""
     headers = {"retry-after": "0"} if code >= 500 else {}
@@ -613,8 +629,7 @@ def test_a_getrecord_refused_with_an_http_status_is_that_records_error(
     report = json.loads(result.stdout)
     assert (report["created"], report["errors"]) == (2, 1)
     assert report["error_types"] == {"HTTPError": 1}
-    shown = json.loads(run("records", "show", chosen[refused], "--json").stdout)
-    [(kind, message)] = [(e["type"], e["message"]) for e in shown["errors"]]
+    kind, message = _the_records_error(chosen[refused])
     assert kind == "HTTPError"
     assert message.startswith(detail.format(i=chosen[refused])), message
     assert message.endswith(
@@ -624,11 +639,7 @@ def test_a_getrecord_refused_with_an_http_status_is_that_records_error(
     status = json.loads(run("status", "--harvester", "sample", "--json").output)
     assert status["run"]["status"] == "succeeded"
     assert status["records"]["failed"] == 1
-    source.down.clear()
-    before = len(source.requests)
-    again = json.loads(run("harvest", "sample", "--failed", "--json").stdout)
-    assert (again["created"], again["errors"]) == (1, 0)
-    assert source.asked(before) == [chosen[refused]]
+    _failed_asks_again(source, chosen[refused])
 
 
 def _unreadable_answer(kind: str) -> Callable[[httpx.Request], httpx.Response]:
@@ -690,8 +701,7 @@ def test_a_getrecord_answered_unreadably_is_that_records_error(
     assert (report["created"], report["errors"]) == (2, 1)
     assert report["error_types"] == {error_type: 1}
     assert f"  {error_type}: " in text and fix in text
-    shown = json.loads(run("records", "show", chosen[refused], "--json").stdout)
-    [(kind_shown, message)] = [(e["type"], e["message"]) for e in shown["errors"]]
+    kind_shown, message = _the_records_error(chosen[refused])
     assert kind_shown == error_type
     assert message.startswith(f"GetRecord of {chosen[refused]}: {detail}"), message
     assert message.endswith(
@@ -702,11 +712,7 @@ def test_a_getrecord_answered_unreadably_is_that_records_error(
         json.loads(run("status", "--harvester", "sample", "--json").output)["run"]["status"]
         == "succeeded"
     )
-    source.down.clear()
-    before = len(source.requests)
-    again = json.loads(run("harvest", "sample", "--failed", "--json").stdout)
-    assert (again["created"], again["errors"]) == (1, 0)
-    assert source.asked(before) == [chosen[refused]]
+    _failed_asks_again(source, chosen[refused])
 
 
 def test_unreadable_answers_to_every_identifier_asked_fail_the_run(
