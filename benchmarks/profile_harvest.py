@@ -5,11 +5,19 @@
 
 The endpoint serves from a child process, so the profile holds the harvest alone. Then
 `benchmarks/top_frames.py harvest.txt` sums the samples by function and by stage.
+
+`--postgres` puts the state store and the target on a throwaway PostgreSQL server (each
+stage timed), reached through a proxy that counts round trips and adds `--network-ms` to
+each, as a server across a network would:
+
+    .venv/bin/python benchmarks/profile_harvest.py --records 20000 --again --postgres \
+        --network-ms 0.5
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import shutil
 import sys
@@ -39,7 +47,9 @@ def serve(count: int, page_size: int, urls: multiprocessing.Queue, stop) -> None
         stop.wait()
 
 
-def harvest_by_stage(homes, first: str, last: str) -> dict[str, float]:
+def harvest_by_stage(
+    homes, first: str, last: str, databases: dict[str, str] | None = None
+) -> dict[str, float]:
     """The four stages one after the other, each timed (what `run_harvest` does)."""
     import dagster as dg
 
@@ -56,7 +66,8 @@ def harvest_by_stage(homes, first: str, last: str) -> dict[str, float]:
     (scope,) = scopes_for_keys([str(partition_key("bench", key)) for key in keys])
     options = RunOptions()
     seconds: dict[str, float] = {}
-    with Services(load_settings({"OAI_PIPELINE_HOME": homes.home})) as services:
+    environ = {"OAI_PIPELINE_HOME": homes.home, **(databases or {})}
+    with Services(load_settings(environ)) as services:
         for name, stage in (
             ("discover", lambda: discover(services, scope, options, progress=lambda _m: None)),
             ("transform", lambda: transform(services, scope)),
@@ -76,25 +87,49 @@ def main() -> None:
     parser.add_argument("--dagster", action="store_true")
     parser.add_argument("--again", action="store_true", help="also the unchanged re-harvest")
     parser.add_argument("--stages", action="store_true", help="time each stage (in-process)")
+    parser.add_argument(
+        "--postgres", action="store_true", help="state and target on PostgreSQL (with --stages)"
+    )
+    parser.add_argument(
+        "--network-ms", type=float, default=0.0, help="with --postgres: ms added per round trip"
+    )
     args = parser.parse_args()
+    args.stages = args.stages or args.postgres
     context = multiprocessing.get_context("spawn")
     urls, stop = context.Queue(), context.Event()
     server = context.Process(target=serve, args=(args.records, args.page_size, urls, stop))
     server.start()
+    stack = contextlib.ExitStack()
     try:
         base_url, first, last = urls.get(timeout=600)
         work_root = Path(tempfile.mkdtemp(prefix="oai-profile-"))
         homes = fresh_homes(work_root, "run")
-        register_harvester(homes, base_url)
+        proxy, databases = None, None
+        if args.postgres:
+            from oai_pipeline_tests.network_proxy import network_proxy
+            from oai_pipeline_tests.postgres import fresh_database, throwaway_postgres
+
+            postgres = stack.enter_context(throwaway_postgres())
+            proxy = stack.enter_context(network_proxy(postgres, delay=args.network_ms / 1000))
+            databases = {
+                name: proxy.url_through(fresh_database(postgres))
+                for name in ("OAI_PIPELINE_STATE_DB_URL", "OAI_PIPELINE_TARGET_DB_URL")
+            }
+        register_harvester(homes, base_url, databases)
         harvest = harvest_dagster if args.dagster else harvest_in_process
         for attempt in range(2 if args.again else 1):
             started = time.perf_counter()
             if args.stages:
-                print(attempt, harvest_by_stage(homes, first, last))
+                trips = proxy.round_trips if proxy else 0
+                seconds = harvest_by_stage(homes, first, last, databases)
+                total = round(sum(seconds.values()), 2)
+                print(attempt, seconds, total, "s", end="")
+                print(f", {proxy.round_trips - trips} round trips" if proxy else "")
                 continue
             figure = harvest(homes.home, homes.dagster_home, first, last)
             print(attempt, round(time.perf_counter() - started, 2), figure["actions"])
     finally:
+        stack.close()
         stop.set()
         server.join()
         if "work_root" in locals():

@@ -106,5 +106,12 @@ STATEMENTS = SharedStatementCache()
 
 
 def new_engine(url: str | sa.URL, **options: Any) -> sa.Engine:
-    """`sa.create_engine` whose compiled statements the process's alike engines share."""
+    """`sa.create_engine` whose compiled statements the process's alike engines share.
+
+    On psycopg2, an UPDATE or DELETE given many rows goes in pages of statements
+    (`execute_batch`), not a round trip per row (psycopg2's own executemany): the stores
+    update rows by the batch, and a server across a network made a full harvest wait a
+    round trip per record, twice (INSERTs already go many rows a statement)."""
+    if sa.make_url(url).get_driver_name() == "psycopg2":
+        options.setdefault("executemany_mode", "values_plus_batch")
     return sa.create_engine(url, execution_options={"compiled_cache": STATEMENTS}, **options)

@@ -190,13 +190,16 @@ def lxml_floor(base_url: str) -> dict[str, Any]:
     return {"seconds": seconds, "records": records, "pages": pages, "rss_mb": _peak_rss_mb()}
 
 
-def register_harvester(homes: Homes, base_url: str) -> None:
-    """Register the benchmark's harvester in a fresh home (no environment change needed)."""
+def register_harvester(
+    homes: Homes, base_url: str, databases: dict[str, str] | None = None
+) -> None:
+    """Register the benchmark's harvester in a fresh home (no environment change needed);
+    `databases`: the settings' database URLs (OAI_PIPELINE_STATE_DB_URL, …) if not SQLite."""
     from oai_pipeline.harvesters.model import Harvester
     from oai_pipeline.settings import load_settings
     from oai_pipeline_tests.support import register
 
-    settings = load_settings({"OAI_PIPELINE_HOME": homes.home})
+    settings = load_settings({"OAI_PIPELINE_HOME": homes.home, **(databases or {})})
     settings.home.mkdir(parents=True, exist_ok=True)
     # The product's defaults (batch size included), not the tests' smaller batches.
     register(
