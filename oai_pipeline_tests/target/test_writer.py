@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from pydantic import ValidationError
 
 from oai_pipeline.errors import PipelineError, RecordError
@@ -20,6 +21,8 @@ from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action, HarvestMemory, SourceRecord, decide
 from oai_pipeline.targets.base import PlannedWrite, SourceKey, WriteOutcome
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline.targets.embedded.schema import revisions
+from oai_pipeline.targets.embedded.transaction import TargetTransaction
 from oai_pipeline.targets.embedded.writer import DELETED_AT_SOURCE_NOTE, EmbeddedWriter
 
 H = "zenodo"
@@ -586,6 +589,92 @@ def test_one_failing_record_does_not_lose_the_batch(
     assert by_id["oai:3"].local_id is None
     titles = sorted(r["title"] for r in repo.list(harvester=H))
     assert titles == ["Four", "One"]
+
+
+def _updated_batch(harness: Harness, repo: EmbeddedRepository) -> dict[str, WriteOutcome]:
+    """Five published records, then one batch of what the source says of them later: plain
+    updates, records that need the one-by-one path (a user's edit draft, a community, a new
+    DOI) and one whose data the target holds already."""
+    repo.create_community("c")
+    originals = [
+        ("oai:1", data("One", doi="10.1/one")),
+        ("oai:2", data("Two")),
+        ("oai:3", data("Three", communities=["c"])),
+        ("oai:4", data("Four", doi="10.1/four")),
+        ("oai:5", data("Five", doi="10.1/five")),
+    ]
+    created = {o.identifier: o.local_id for o in harness.harvest(originals)}
+    repo.edit(created["oai:2"], {"metadata.title": "Local edit"})
+    outcomes = harness.harvest(
+        [
+            ("oai:1", data("One, revised", doi="10.1/one")),
+            ("oai:2", data("Two, revised")),
+            ("oai:3", data("Three, revised", communities=["c"])),
+            ("oai:4", data("Four, revised", doi="10.1/four-b")),
+            ("oai:5", data("Five", doi="10.1/five")),
+        ],
+        datestamp="2026-03-01T00:00:00Z",
+    )
+    by_id = {o.identifier: o for o in outcomes}
+    assert {i: o.local_id for i, o in by_id.items()} == created
+    return by_id
+
+
+def _assert_written_as_each_alone(by_id: dict[str, WriteOutcome], repo: EmbeddedRepository) -> None:
+    assert {i: (o.action, o.revision, o.error) for i, o in by_id.items()} == {
+        "oai:1": (Action.UPDATE, 2, None),
+        "oai:2": (Action.UPDATE, 2, None),
+        "oai:3": (Action.UPDATE, 2, None),
+        "oai:4": (Action.UPDATE, 2, None),
+        "oai:5": (Action.NOTHING, 1, None),
+    }
+    shown = {i: repo.show(o.local_id) for i, o in by_id.items()}
+    assert {
+        i: (s["data"]["metadata"]["title"], s["doi"], s["revision"]) for i, s in shown.items()
+    } == {
+        "oai:1": ("One, revised", "10.1/one", 2),
+        "oai:2": ("Two, revised", None, 2),
+        "oai:3": ("Three, revised", None, 2),
+        "oai:4": ("Four, revised", "10.1/four-b", 2),
+        "oai:5": ("Five", "10.1/five", 1),
+    }
+    assert shown["oai:2"]["draft"] is None  # the user's edit draft was overwritten
+    assert shown["oai:3"]["communities"] == ["c"]
+    for identifier, record in shown.items():
+        assert record["state"] == "live" and record["source_identifier"] == identifier
+        with repo.transaction(read_only=True) as tx:
+            made = tx.connection.execute(
+                sa.select(revisions.c.revision, revisions.c.data)
+                .where(revisions.c.record_id == record["id"])
+                .order_by(revisions.c.revision)
+            ).all()
+        assert [r.revision for r in made] == list(range(1, record["revision"] + 1))
+        assert made[-1].data == record["data"]
+
+
+def test_a_batch_of_updates_ends_as_each_record_would_alone(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    """Updates of records published as harvested go to the target together (some eight
+    statements each before, a round trip each on PostgreSQL across a network): the
+    records, their revisions and outcomes are what the one-by-one path makes."""
+    _assert_written_as_each_alone(_updated_batch(harness, repo), repo)
+
+
+def test_a_batch_of_updates_the_database_refuses_goes_one_by_one(
+    harness: Harness, repo: EmbeddedRepository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refused together (a database error of one row fails the statement), the updates are
+    written one by one, each in its savepoint, as the batch's creations are."""
+    refusals = []
+
+    def refuse(_tx: object, updates: list) -> list[int]:
+        refusals.append(len(updates))
+        raise sa.exc.IntegrityError("UPDATE target_records …", {}, Exception("refused"))
+
+    monkeypatch.setattr(TargetTransaction, "update_many_published", refuse)
+    _assert_written_as_each_alone(_updated_batch(harness, repo), repo)
+    assert refusals == [1]  # oai:1 alone qualified; oai:5 needed no write
 
 
 MALFORMED_PARENTS = [

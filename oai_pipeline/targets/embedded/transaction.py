@@ -169,6 +169,14 @@ class NewRecord:
     doi: str | None
 
 
+@dataclass(frozen=True)
+class HarvestedUpdate:
+    """A published record to give new data in place (`update_many_published`)."""
+
+    record: sa.Row  # the record as the transaction just read it
+    data_json: str  # the new record data, encoded
+
+
 class TargetTransaction:
     """Record and community operations on one open connection (inside a transaction)."""
 
@@ -200,6 +208,29 @@ class TargetTransaction:
             .order_by(revisions.c.revision.desc())
             .limit(1)
         ).scalar()
+
+    def records_by_id(self, record_ids: Iterable[str]) -> dict[str, sa.Row]:
+        """The records of these ids (`record`, many at once); an unknown id is left out."""
+        found: dict[str, sa.Row] = {}
+        for chunk in _chunks(sorted(set(record_ids))):
+            for row in self.connection.execute(sa.select(records).where(records.c.id.in_(chunk))):
+                found[row.id] = row
+        return found
+
+    def in_communities(self, record_ids: Iterable[str]) -> set[str]:
+        """Which of these records belong to a community."""
+        return self._held(memberships.c.record_id, record_ids)
+
+    def _held(self, column: sa.Column, values: Iterable[str], *where: Any) -> set[str]:
+        """Which of these values the column holds (in rows that match `where`)."""
+        held: set[str] = set()
+        for chunk in _chunks(sorted(set(values))):
+            held.update(
+                self.connection.execute(
+                    sa.select(column).where(column.in_(chunk), *where).distinct()
+                ).scalars()
+            )
+        return held
 
     def draft(self, record_id: str) -> sa.Row | None:
         return self.connection.execute(_DRAFT, {"record_id": record_id}).first()
@@ -451,16 +482,7 @@ class TargetTransaction:
 
     def pid_holders(self, pids: Iterable[str]) -> set[str]:
         """Which of these DOIs a record already holds (as `pid_holder`, many at once)."""
-        held: set[str] = set()
-        for chunk in _chunks(sorted(set(pids))):
-            held.update(
-                self.connection.execute(
-                    sa.select(records.c.doi).where(
-                        records.c.doi.in_(chunk), records.c.state != DELETED, ~records.c.purge
-                    )
-                ).scalars()
-            )
-        return held
+        return self._held(records.c.doi, pids, records.c.state != DELETED, ~records.c.purge)
 
     def pid_owners(self, pids: Iterable[str]) -> dict[str, str | None]:
         """The harvester of the record that holds each of these DOIs (None: no harvester's)."""
@@ -746,6 +768,40 @@ class TargetTransaction:
             raise PipelineError(f"record {record_id} is {row.state}, not published")
         self.remove_edit_draft(record_id)
         return self._change(row, LIVE, data, doi=doi)
+
+    def update_many_published(self, updates: list[HarvestedUpdate]) -> list[int]:
+        """`update_published` for many records in two statements, for a batch of updates;
+        returns their revisions now.
+
+        The caller has made sure each record is published with no edit draft and keeps the
+        DOI it holds (which no other record can hold: `uq_target_records_doi`); a database
+        error fails them all, so run it inside a savepoint."""
+        stamp = now()
+        revised = [update.record.revision + 1 for update in updates]
+        self.connection.execute(
+            _CHANGE_RECORD,
+            [
+                {
+                    "record_id": update.record.id,
+                    "new_state": LIVE,
+                    "new_data": Encoded(update.data_json),
+                    "new_doi": update.record.doi,
+                    "new_revision": revision,
+                    "stamp": stamp,
+                }
+                for update, revision in zip(updates, revised, strict=True)
+            ],
+        )
+        self._insert_many(
+            revisions,
+            {"state": LIVE, "created": stamp},
+            ("record_id", "revision", "data"),
+            [
+                (update.record.id, revision, update.data_json)
+                for update, revision in zip(updates, revised, strict=True)
+            ],
+        )
+        return revised
 
     def remove_edit_draft(self, record_id: str) -> bool:
         result = self.connection.execute(_DELETE_EDIT_DRAFT, {"record_id": record_id})

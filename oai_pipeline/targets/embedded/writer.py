@@ -4,7 +4,8 @@ At write time the target's state is looked up again and the action derived again
 same table (`decide`), so a plan that went stale (a user edited or deleted the record since)
 still ends in the state the source reports. A batch is one transaction; each record runs
 in its own SAVEPOINT, so a failing record becomes an outcome and the rest of the batch is
-kept; plain creations (the bulk of a first harvest) are inserted together instead. The
+kept; plain creations (the bulk of a first harvest) and plain updates (the bulk of a harvest
+of changed records) are written together instead. The
 target record carries (harvester, source identifier): after a crash between this write and
 the harvest-record store's, the next lookup finds it and no duplicate is made.
 """
@@ -48,8 +49,10 @@ from oai_pipeline.targets.base import (
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline.targets.embedded.transaction import (
     DELETED,
+    LIVE,
     TOMBSTONE,
     DuplicatePidError,
+    HarvestedUpdate,
     NewRecord,
     TargetTransaction,
     as_utc,
@@ -128,8 +131,9 @@ class EmbeddedWriter(Writer):
                 else:
                     for identifier, record_id in zip(creations, ids, strict=True):
                         outcomes[identifier] = WriteOutcome(identifier, Action.CREATE, record_id, 1)
+            outcomes.update(self._plain_updates(tx, writes, known))
             for write in writes:
-                if write.identifier not in creations:
+                if write.identifier not in outcomes:
                     outcomes[write.identifier] = self._apply_isolated(
                         tx, harvester_id, write, known.get(write.identifier)
                     )
@@ -207,6 +211,81 @@ class EmbeddedWriter(Writer):
                 continue  # the one-by-one path reports it
             creations[write.identifier] = NewRecord(write.identifier, data_json, doi)
         return creations
+
+    def _plain_updates(
+        self, tx: TargetTransaction, writes: list[PlannedWrite], known: dict[str, LocalRecord]
+    ) -> dict[str, WriteOutcome]:
+        """The batch's updates of records published as harvested, written together: what
+        `_apply_one` would do to each, in a few statements for all instead of some eight
+        each (a round trip each on a PostgreSQL across a network).
+
+        A record qualifies when the source lists it live and the target has it published
+        under its source identifier (no takeover, no edit draft, in no community), nothing
+        asks for a community, and it keeps the DOI it holds: no other record of the batch
+        can change what happens to it. One whose data the target holds already is
+        `nothing` (a reindexed source bumps every datestamp); one this run wrote before a
+        crash, or any other, takes the one-by-one path.
+        """
+        if not self.options.publish or self.options.community:
+            return {}
+        candidates: dict[str, PlannedWrite] = {}
+        for write in writes:
+            local = known.get(write.identifier)
+            if (
+                write.action not in (*_SOURCE_DELETED, Action.SKIP, Action.ERROR)
+                and isinstance(write.data, dict)
+                and local is not None
+                and local.state is LocalState.LIVE
+                and local.local_id is not None
+                and not (local.taken_over or local.has_edit_draft)
+                and not (write.communities or _asks_for_communities(write.data))
+            ):
+                candidates[write.identifier] = write
+        ids = [known[identifier].local_id for identifier in candidates]
+        rows = tx.records_by_id(ids)  # type: ignore[arg-type]
+        members = tx.in_communities(ids)  # type: ignore[arg-type]
+        outcomes: dict[str, WriteOutcome] = {}
+        updates: dict[str, HarvestedUpdate] = {}
+        for identifier, write in candidates.items():
+            local, data = known[identifier], write.data
+            row = rows.get(local.local_id)  # type: ignore[arg-type]
+            if row is None or row.state != LIVE or row.purge or row.id in members:
+                continue
+            doi = pid_of(data, self.options.pid_field) if data else None
+            pid = doi or write.pid
+            if pid is not None and len(pid) > MAX_DOI_LENGTH:
+                continue
+            source = SourceRecord(identifier, write.datestamp, False, pid)
+            if decide(source, None, local, update_all=True).action is not Action.UPDATE:
+                continue
+            if self._written_by_this_run(row, data, write):
+                continue
+            if self._holds_already(row, data, write):
+                outcomes[identifier] = WriteOutcome(
+                    identifier, Action.NOTHING, local.local_id, local.revision
+                )
+                continue
+            if normal_doi(doi) != row.doi:
+                continue
+            try:
+                data_json = write.data_json or json_codec.dumps(data)
+            except TypeError:  # not JSON: the one-by-one path reports it as the database does
+                continue
+            updates[identifier] = HarvestedUpdate(row, data_json)
+        if not updates:
+            return outcomes
+        try:
+            with tx.savepoint():
+                revised = tx.update_many_published(list(updates.values()))
+        except sa.exc.SQLAlchemyError as error:
+            if (refused := _batch_failure(error)) is not None:
+                raise refused from None
+            return outcomes  # the updates take the one-by-one path, each in its savepoint
+        for (identifier, update), revision in zip(updates.items(), revised, strict=True):
+            outcomes[identifier] = WriteOutcome(
+                identifier, Action.UPDATE, update.record.id, revision
+            )
+        return outcomes
 
     def _apply_isolated(
         self,
