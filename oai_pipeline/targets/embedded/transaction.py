@@ -167,6 +167,8 @@ class NewRecord:
     source_identifier: str
     data_json: str  # the record data, encoded
     doi: str | None
+    # its communities as `add_to_communities` would add them, parents included (`members`)
+    communities: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -217,20 +219,16 @@ class TargetTransaction:
                 found[row.id] = row
         return found
 
-    def in_communities(self, record_ids: Iterable[str]) -> set[str]:
-        """Which of these records belong to a community."""
-        return self._held(memberships.c.record_id, record_ids)
-
-    def _held(self, column: sa.Column, values: Iterable[str], *where: Any) -> set[str]:
-        """Which of these values the column holds (in rows that match `where`)."""
-        held: set[str] = set()
-        for chunk in _chunks(sorted(set(values))):
-            held.update(
-                self.connection.execute(
-                    sa.select(column).where(column.in_(chunk), *where).distinct()
-                ).scalars()
-            )
-        return held
+    def memberships_of(self, record_ids: Iterable[str]) -> dict[str, dict[str, bool]]:
+        """Each of these records' communities (whether each is its default); a record in
+        none is left out."""
+        found: dict[str, dict[str, bool]] = {}
+        for chunk in _chunks(sorted(set(record_ids))):
+            for row in self.connection.execute(
+                sa.select(memberships).where(memberships.c.record_id.in_(chunk))
+            ):
+                found.setdefault(row.record_id, {})[row.community_id] = bool(row.is_default)
+        return found
 
     def draft(self, record_id: str) -> sa.Row | None:
         return self.connection.execute(_DRAFT, {"record_id": record_id}).first()
@@ -482,7 +480,16 @@ class TargetTransaction:
 
     def pid_holders(self, pids: Iterable[str]) -> set[str]:
         """Which of these DOIs a record already holds (as `pid_holder`, many at once)."""
-        return self._held(records.c.doi, pids, records.c.state != DELETED, ~records.c.purge)
+        held: set[str] = set()
+        for chunk in _chunks(sorted(set(pids))):
+            held.update(
+                self.connection.execute(
+                    sa.select(records.c.doi).where(
+                        records.c.doi.in_(chunk), records.c.state != DELETED, ~records.c.purge
+                    )
+                ).scalars()
+            )
+        return held
 
     def pid_owners(self, pids: Iterable[str]) -> dict[str, str | None]:
         """The harvester of the record that holds each of these DOIs (None: no harvester's)."""
@@ -529,6 +536,16 @@ class TargetTransaction:
             ("record_id", "data"),
             [(record_id, new.data_json) for record_id, new in zip(ids, new_records, strict=True)],
         )
+        # A record in no community yet: the first of its communities is its default.
+        joined = [
+            (record_id, community_id, position == 0, position)
+            for record_id, new in zip(ids, new_records, strict=True)
+            for position, community_id in enumerate(new.communities)
+        ]
+        if joined:
+            self._insert_many(
+                memberships, {}, ("record_id", "community_id", "is_default", "position"), joined
+            )
         self._count_new(harvester_id, len(ids), sources=len(ids))
         return ids
 
@@ -1006,7 +1023,7 @@ class TargetTransaction:
         has_default = any(existing.values())
         position = len(existing)
         for community_id in community_ids:
-            for member_id in self._with_parents(community_id):
+            for member_id in self.with_parents(community_id):
                 if member_id in existing:
                     continue
                 is_default = not has_default
@@ -1029,7 +1046,8 @@ class TargetTransaction:
                 .values(is_default=True)
             )
 
-    def _with_parents(self, community_id: str) -> list[str]:
+    def with_parents(self, community_id: str) -> list[str]:
+        """The community, its parent, the parent's parent …"""
         chain: list[str] = []
         current: str | None = community_id
         while current is not None and current not in chain:
