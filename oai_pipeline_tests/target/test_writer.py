@@ -268,6 +268,45 @@ def test_deleted_over_live_makes_a_tombstone_and_drops_the_edit_draft(
     assert harness.one("oai:1", None, datestamp="2026-04-01").action is Action.DELETE
 
 
+def test_a_batch_of_deletions_ends_as_each_record_would_alone(
+    harness: Harness, repo: EmbeddedRepository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records the source deleted are tombstoned together (some eight statements each
+    before): the same tombstones, revisions and outcomes as one by one; refused together,
+    they go one by one."""
+    refused: list[int] = []
+    tombstone_many = TargetTransaction.tombstone_many
+
+    def refuse_once(tx: TargetTransaction, published: list, **kw: Any) -> list[int]:
+        if not refused:
+            refused.append(len(published))
+            raise sa.exc.IntegrityError("UPDATE target_records …", {}, Exception("refused"))
+        return tombstone_many(tx, published, **kw)
+
+    monkeypatch.setattr(TargetTransaction, "tombstone_many", refuse_once)
+    for attempt in ("refused", "together"):
+        identifiers = [f"oai:{attempt}:{number}" for number in range(3)]
+        created = harness.harvest([(i, data(f"Title {i}")) for i in identifiers])
+        local_ids = [o.local_id for o in created]
+        repo.edit(local_ids[0], {"metadata.title": "Local edit"})
+        outcomes = harness.harvest([(i, None) for i in identifiers], datestamp="2026-04-01")
+        assert [(o.action, o.local_id, o.revision) for o in outcomes] == [
+            (Action.DELETE, local_id, 2) for local_id in local_ids
+        ]
+        for identifier, local_id in zip(identifiers, local_ids, strict=True):
+            shown = repo.show(local_id)
+            assert (shown["state"], shown["tombstone_note"], shown["purge"]) == (
+                "tombstone",
+                DELETED_AT_SOURCE_NOTE,
+                False,
+            )
+            assert (shown["draft"], shown["data"]["metadata"]["title"]) == (
+                None,
+                f"Title {identifier}",
+            )
+    assert refused == [3]
+
+
 def test_deleted_over_a_draft_deletes_the_draft(harness: Harness, repo: EmbeddedRepository) -> None:
     harness.reconfigure(publish=False)
     local_id = harness.one("oai:1", data()).local_id

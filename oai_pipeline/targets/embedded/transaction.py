@@ -173,10 +173,10 @@ class NewRecord:
 
 @dataclass(frozen=True)
 class HarvestedUpdate:
-    """A published record to give new data in place (`update_many_published`)."""
+    """A record to change in place, and its data then (`_change_many`)."""
 
     record: sa.Row  # the record as the transaction just read it
-    data_json: str  # the new record data, encoded
+    data_json: str  # the record data to hold, encoded
 
 
 class TargetTransaction:
@@ -793,29 +793,52 @@ class TargetTransaction:
         The caller has made sure each record is published with no edit draft and keeps the
         DOI it holds (which no other record can hold: `uq_target_records_doi`); a database
         error fails them all, so run it inside a savepoint."""
+        return self._change_many(updates, LIVE)
+
+    def tombstone_many(self, published: list[sa.Row], *, note: str) -> list[int]:
+        """`tombstone` (no purge) for many published records at once, their edit drafts
+        removed; returns their revisions now. Run it inside a savepoint."""
+        ids = [row.id for row in published]
+        for chunk in _chunks(ids):
+            self.connection.execute(
+                sa.delete(drafts).where(drafts.c.record_id.in_(chunk), drafts.c.kind == "edit")
+            )
+        revised = self._change_many(
+            [HarvestedUpdate(row, json_codec.dumps(row.data)) for row in published], TOMBSTONE
+        )
+        for chunk in _chunks(ids):
+            self.connection.execute(
+                sa.update(records)
+                .where(records.c.id.in_(chunk))
+                .values(tombstone_note=note, purge=False)
+            )
+        return revised
+
+    def _change_many(self, changes: list[HarvestedUpdate], state: str) -> list[int]:
+        """`_change` for many records (no DOI check: each keeps the one it holds)."""
         stamp = now()
-        revised = [update.record.revision + 1 for update in updates]
+        revised = [change.record.revision + 1 for change in changes]
         self.connection.execute(
             _CHANGE_RECORD,
             [
                 {
-                    "record_id": update.record.id,
-                    "new_state": LIVE,
-                    "new_data": Encoded(update.data_json),
-                    "new_doi": update.record.doi,
+                    "record_id": change.record.id,
+                    "new_state": state,
+                    "new_data": Encoded(change.data_json),
+                    "new_doi": change.record.doi,
                     "new_revision": revision,
                     "stamp": stamp,
                 }
-                for update, revision in zip(updates, revised, strict=True)
+                for change, revision in zip(changes, revised, strict=True)
             ],
         )
         self._insert_many(
             revisions,
-            {"state": LIVE, "created": stamp},
+            {"state": state, "created": stamp},
             ("record_id", "revision", "data"),
             [
-                (update.record.id, revision, update.data_json)
-                for update, revision in zip(updates, revised, strict=True)
+                (change.record.id, revision, change.data_json)
+                for change, revision in zip(changes, revised, strict=True)
             ],
         )
         return revised
