@@ -4,8 +4,8 @@ At write time the target's state is looked up again and the action derived again
 same table (`decide`), so a plan that went stale (a user edited or deleted the record since)
 still ends in the state the source reports. A batch is one transaction; each record runs
 in its own SAVEPOINT, so a failing record becomes an outcome and the rest of the batch is
-kept; plain creations (the bulk of a first harvest) and plain updates (the bulk of a harvest
-of changed records) are written together instead. The
+kept; plain creations, updates and deletions (the bulk of a first harvest and of later
+ones) are written together instead, a few statements for the batch. The
 target record carries (harvester, source identifier): after a crash between this write and
 the harvest-record store's, the next lookup finds it and no duplicate is made.
 """
