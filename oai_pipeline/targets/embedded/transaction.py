@@ -172,7 +172,7 @@ class NewRecord:
 
 
 @dataclass(frozen=True)
-class HarvestedUpdate:
+class RecordChange:
     """A record to change in place, and its data then (`_change_many`)."""
 
     record: sa.Row  # the record as the transaction just read it
@@ -786,7 +786,7 @@ class TargetTransaction:
         self.remove_edit_draft(record_id)
         return self._change(row, LIVE, data, doi=doi)
 
-    def update_many_published(self, updates: list[HarvestedUpdate]) -> list[int]:
+    def update_many_published(self, updates: list[RecordChange]) -> list[int]:
         """`update_published` for many records in two statements, for a batch of updates;
         returns their revisions now.
 
@@ -804,7 +804,7 @@ class TargetTransaction:
                 sa.delete(drafts).where(drafts.c.record_id.in_(chunk), drafts.c.kind == "edit")
             )
         revised = self._change_many(
-            [HarvestedUpdate(row, json_codec.dumps(row.data)) for row in published], TOMBSTONE
+            [RecordChange(row, json_codec.dumps(row.data)) for row in published], TOMBSTONE
         )
         for chunk in _chunks(ids):
             self.connection.execute(
@@ -814,7 +814,7 @@ class TargetTransaction:
             )
         return revised
 
-    def _change_many(self, changes: list[HarvestedUpdate], state: str) -> list[int]:
+    def _change_many(self, changes: list[RecordChange], state: str) -> list[int]:
         """`_change` for many records (no DOI check: each keeps the one it holds)."""
         stamp = now()
         revised = [change.record.revision + 1 for change in changes]

@@ -53,8 +53,8 @@ from oai_pipeline.targets.embedded.transaction import (
     LIVE,
     TOMBSTONE,
     DuplicatePidError,
-    HarvestedUpdate,
     NewRecord,
+    RecordChange,
     TargetTransaction,
     as_utc,
     communities_of,
@@ -274,7 +274,7 @@ class EmbeddedWriter(Writer):
         rows = tx.records_by_id(ids)  # type: ignore[arg-type]
         joined = tx.memberships_of(ids)  # type: ignore[arg-type]
         outcomes: dict[str, WriteOutcome] = {}
-        updates: dict[str, HarvestedUpdate] = {}
+        updates: dict[str, RecordChange] = {}
         for identifier, write in candidates.items():
             local, data = known[identifier], write.data
             row = rows.get(local.local_id)  # type: ignore[arg-type]
@@ -305,7 +305,7 @@ class EmbeddedWriter(Writer):
                 data_json = write.data_json or json_codec.dumps(data)
             except TypeError:  # not JSON: the one-by-one path reports it as the database does
                 continue
-            updates[identifier] = HarvestedUpdate(row, data_json)
+            updates[identifier] = RecordChange(row, data_json)
         if not updates:
             return outcomes
         try:
