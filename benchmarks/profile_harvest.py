@@ -106,15 +106,9 @@ def main() -> None:
         homes = fresh_homes(work_root, "run")
         proxy, databases = None, None
         if args.postgres:
-            from oai_pipeline_tests.network_proxy import network_proxy
-            from oai_pipeline_tests.postgres import fresh_database, throwaway_postgres
+            from oai_pipeline_tests.network_proxy import postgres_behind_network
 
-            postgres = stack.enter_context(throwaway_postgres())
-            proxy = stack.enter_context(network_proxy(postgres, delay=args.network_ms / 1000))
-            databases = {
-                name: proxy.url_through(fresh_database(postgres))
-                for name in ("OAI_PIPELINE_STATE_DB_URL", "OAI_PIPELINE_TARGET_DB_URL")
-            }
+            proxy, databases = stack.enter_context(postgres_behind_network(args.network_ms / 1000))
         register_harvester(homes, base_url, databases)
         harvest = harvest_dagster if args.dagster else harvest_in_process
         for attempt in range(2 if args.again else 1):

@@ -111,3 +111,24 @@ def network_proxy(url: str, *, delay: float = 0.0) -> Iterator[NetworkProxy]:
         yield proxy
     finally:
         proxy.close()
+
+
+# The settings that put the state store and the target on a database each.
+DATABASE_SETTINGS = ("OAI_PIPELINE_STATE_DB_URL", "OAI_PIPELINE_TARGET_DB_URL")
+
+
+def proxied_databases(proxy: NetworkProxy, server_url: str) -> dict[str, str]:
+    """A fresh database each for the state store and the target, reached through `proxy`."""
+    from oai_pipeline_tests.postgres import fresh_database
+
+    return {name: proxy.url_through(fresh_database(server_url)) for name in DATABASE_SETTINGS}
+
+
+@contextlib.contextmanager
+def postgres_behind_network(delay: float) -> Iterator[tuple[NetworkProxy, dict[str, str]]]:
+    """A throwaway PostgreSQL server behind a proxy adding `delay` per round trip, and the
+    settings of a fresh database each for the state store and the target on it."""
+    from oai_pipeline_tests.postgres import throwaway_postgres
+
+    with throwaway_postgres() as server, network_proxy(server, delay=delay) as proxy:
+        yield proxy, proxied_databases(proxy, server)

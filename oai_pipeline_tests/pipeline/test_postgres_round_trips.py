@@ -20,9 +20,8 @@ from oai_pipeline.pipeline.options import RunOptions
 from oai_pipeline.pipeline.runner import run_harvest
 from oai_pipeline.pipeline.services import Services
 from oai_pipeline.settings import load_settings
-from oai_pipeline_tests.network_proxy import network_proxy
+from oai_pipeline_tests.network_proxy import network_proxy, proxied_databases
 from oai_pipeline_tests.oai.fake_source import FakeSource, make_records
-from oai_pipeline_tests.postgres import fresh_database
 from oai_pipeline_tests.support import BASE_URL, EVERYTHING, harvest_fake_source, oai_dc, register
 
 pytestmark = pytest.mark.postgres
@@ -38,8 +37,8 @@ def _round_trips(postgres_url: str, monkeypatch: pytest.MonkeyPatch, count: int)
     """Round trips of a full harvest of `count` records, of its unchanged re-harvest, of a
     harvest after the source changed every record, and of one after it deleted them."""
     with network_proxy(postgres_url) as proxy:
-        for variable in ("OAI_PIPELINE_STATE_DB_URL", "OAI_PIPELINE_TARGET_DB_URL"):
-            monkeypatch.setenv(variable, proxy.url_through(fresh_database(postgres_url)))
+        for name, url in proxied_databases(proxy, postgres_url).items():
+            monkeypatch.setenv(name, url)
         settings = load_settings()
         records = [
             dataclasses.replace(record, raw_metadata=oai_dc(f"Record {number}"))

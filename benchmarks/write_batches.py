@@ -1,0 +1,120 @@
+"""Time a harvest that creates, one that changes and one that deletes N records, each timed
+apart, into a writer with a community (its parent too), as operators register them.
+
+    .venv/bin/python benchmarks/write_batches.py --records 5000
+    .venv/bin/python benchmarks/write_batches.py --records 5000 --postgres --network-ms 0.5
+
+The source is the tests' in-process fake (pages of 500 oai_dc records), so the figures are
+the pipeline's and its stores'. `--postgres` puts the state store and the target on a
+throwaway PostgreSQL server reached through a proxy that counts round trips and adds
+`--network-ms` to each, as a server across a network would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pytest  # noqa: E402
+
+from oai_pipeline.harvesters.model import Harvester  # noqa: E402
+from oai_pipeline.pipeline.options import RunOptions  # noqa: E402
+from oai_pipeline.pipeline.runner import run_harvest  # noqa: E402
+from oai_pipeline.pipeline.services import Services  # noqa: E402
+from oai_pipeline.settings import load_settings  # noqa: E402
+from oai_pipeline.targets.embedded.repository import EmbeddedRepository  # noqa: E402
+from oai_pipeline_tests.network_proxy import NetworkProxy, postgres_behind_network  # noqa: E402
+from oai_pipeline_tests.oai.fake_source import FakeSource, make_records  # noqa: E402
+from oai_pipeline_tests.support import (  # noqa: E402
+    BASE_URL,
+    EVERYTHING,
+    harvest_fake_source,
+    oai_dc,
+    register,
+)
+
+STEPS = ("create", "update", "delete")
+PAGE_SIZE = 500
+
+
+def _prepare(source: FakeSource, step: str) -> None:
+    """What the source says before the step's harvest: all new, all changed, all deleted."""
+    for number, record in enumerate(source.records):
+        if step == "update":
+            record.raw_metadata = oai_dc(f"Record {number}, revised")
+            record.datestamp = record.datestamp.replace("2024-03-", "2024-04-")
+        elif step == "delete":
+            record.deleted = True
+            record.datestamp = record.datestamp.replace("2024-04-", "2024-05-")
+
+
+def measure(count: int, databases: dict[str, str], proxy: NetworkProxy | None) -> dict:
+    monkeypatch = pytest.MonkeyPatch()
+    home = tempfile.mkdtemp(prefix="oai-write-batches-")
+    settings = load_settings({"OAI_PIPELINE_HOME": home, **databases})
+    settings.home.mkdir(parents=True, exist_ok=True)
+    records = [
+        dataclasses.replace(record, raw_metadata=oai_dc(f"Record {number}"))
+        for number, record in enumerate(make_records(count))
+    ]
+    source = harvest_fake_source(settings, monkeypatch, FakeSource(records, page_size=PAGE_SIZE))
+    with EmbeddedRepository(settings.target_db_url) as repository:
+        repository.create_community("top")
+        repository.create_community("sub", parent="top")
+    register(
+        settings,
+        BASE_URL,
+        metadata_prefix="oai_dc",
+        writer='oai-service{model:"rdm", community:"sub"}',
+        batch_size=Harvester.model_fields["batch_size"].default,
+    )
+    figures = {}
+    try:
+        for step in STEPS:
+            _prepare(source, step)
+            trips = proxy.round_trips if proxy else 0
+            started = time.perf_counter()
+            with Services(settings) as services:
+                report = run_harvest(services, EVERYTHING, RunOptions(), progress=lambda _m: None)
+            seconds = round(time.perf_counter() - started, 2)
+            if report.actions != {step: count}:
+                raise SystemExit(
+                    f"{step}: expected {count} records, the harvest did {report.actions}"
+                )
+            figures[step] = {"seconds": seconds}
+            if proxy:
+                figures[step]["round_trips"] = proxy.round_trips - trips
+    finally:
+        monkeypatch.undo()
+    return figures
+
+
+def main() -> None:
+    warnings.filterwarnings("ignore")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=5_000)
+    parser.add_argument("--postgres", action="store_true", help="state and target on PostgreSQL")
+    parser.add_argument(
+        "--network-ms", type=float, default=0.0, help="with --postgres: ms added per round trip"
+    )
+    args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        proxy, databases = None, {}
+        if args.postgres:
+            proxy, databases = stack.enter_context(postgres_behind_network(args.network_ms / 1000))
+        where = f"postgresql +{args.network_ms} ms" if args.postgres else "sqlite"
+        for step, figure in measure(args.records, databases, proxy).items():
+            trips = f", {figure['round_trips']} round trips" if "round_trips" in figure else ""
+            print(f"{where}: {step} {args.records} records: {figure['seconds']} s{trips}")
+
+
+if __name__ == "__main__":
+    main()
