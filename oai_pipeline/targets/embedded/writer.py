@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import sqlalchemy as sa
 
@@ -59,6 +59,8 @@ from oai_pipeline.targets.embedded.transaction import (
     as_utc,
     communities_of,
 )
+
+T = TypeVar("T")
 
 # Planned actions that mean "the source says deleted"; every other one means "live".
 _SOURCE_DELETED = (Action.DELETE, Action.DELETE_DRAFT, Action.NOTHING)
@@ -120,19 +122,16 @@ class EmbeddedWriter(Writer):
             known = tx.local_records(harvester_id, keys.values(), coming_back=self._coming_back)
             communities = _BatchCommunities(tx)
             creations = self._plain_creations(tx, harvester_id, writes, known, keys, communities)
-            if creations:
-                try:
-                    with tx.savepoint():
-                        ids = tx.create_many_published(
-                            list(creations.values()), harvester_id=harvester_id
-                        )
-                except sa.exc.SQLAlchemyError as error:
-                    if (refused := _batch_failure(error)) is not None:
-                        raise refused from None
-                    creations = {}  # e.g. an id clash: every record takes the one-by-one path
-                else:
-                    for identifier, record_id in zip(creations, ids, strict=True):
-                        outcomes[identifier] = WriteOutcome(identifier, Action.CREATE, record_id, 1)
+            new = list(creations.values())
+            ids = (
+                _together(tx, lambda: tx.create_many_published(new, harvester_id=harvester_id))
+                if new
+                else []
+            )
+            if ids is None:  # e.g. an id clash: every record takes the one-by-one path
+                creations, ids = {}, []
+            for identifier, record_id in zip(creations, ids, strict=True):
+                outcomes[identifier] = WriteOutcome(identifier, Action.CREATE, record_id, 1)
             outcomes.update(self._plain_updates(tx, harvester_id, writes, known, communities))
             outcomes.update(self._plain_deletions(tx, writes, known))
             for write in writes:
@@ -308,13 +307,9 @@ class EmbeddedWriter(Writer):
             updates[identifier] = RecordChange(row, data_json)
         if not updates:
             return outcomes
-        try:
-            with tx.savepoint():
-                revised = tx.update_many_published(list(updates.values()))
-        except sa.exc.SQLAlchemyError as error:
-            if (refused := _batch_failure(error)) is not None:
-                raise refused from None
-            return outcomes  # the updates take the one-by-one path, each in its savepoint
+        revised = _together(tx, lambda: tx.update_many_published(list(updates.values())))
+        if revised is None:  # refused: each goes one by one, in its savepoint
+            return outcomes
         for (identifier, update), revision in zip(updates.items(), revised, strict=True):
             outcomes[identifier] = WriteOutcome(
                 identifier, Action.UPDATE, update.record.id, revision
@@ -353,13 +348,10 @@ class EmbeddedWriter(Writer):
         }
         if not published:
             return {}
-        try:
-            with tx.savepoint():
-                revised = tx.tombstone_many(list(published.values()), note=DELETED_AT_SOURCE_NOTE)
-        except sa.exc.SQLAlchemyError as error:
-            if (refused := _batch_failure(error)) is not None:
-                raise refused from None
-            return {}  # each goes one by one, in its savepoint
+        rows = list(published.values())
+        revised = _together(tx, lambda: tx.tombstone_many(rows, note=DELETED_AT_SOURCE_NOTE))
+        if revised is None:  # refused: each goes one by one, in its savepoint
+            return {}
         return {
             identifier: WriteOutcome(identifier, Action.DELETE, row.id, revision)
             for (identifier, row), revision in zip(published.items(), revised, strict=True)
@@ -756,6 +748,20 @@ def missing_community(reference: str, harvester_id: str) -> str:
 
 class _TryAgain(Exception):
     """Undoes an attempt of `_exchange_pids` in which a record failed."""
+
+
+def _together(tx: TargetTransaction, write: Callable[[], list[T]]) -> list[T] | None:
+    """`write` of many records at once, in a SAVEPOINT: what it returns, or None when the
+    database refused it for a record's sake (an id clash, a value it refuses), so that each
+    record goes one by one and fails alone; its own failure fails the batch (see
+    `_batch_failure`)."""
+    try:
+        with tx.savepoint():
+            return write()
+    except sa.exc.SQLAlchemyError as error:
+        if (refused := _batch_failure(error)) is not None:
+            raise refused from None
+        return None
 
 
 def _batch_failure(error: Exception) -> BaseException | None:
