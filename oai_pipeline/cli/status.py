@@ -128,7 +128,14 @@ def _status_text(status: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _one_harvester(argument: str | None, option: str | None) -> str | None:
+    if argument is not None and option is not None and argument != option:
+        raise InvalidInput(f"two harvesters: {argument!r} and --harvester {option!r}; give one")
+    return option if argument is None else argument
+
+
 @click.command(name="status", cls=FriendlyCommand)
+@click.argument("harvester_argument", metavar="[HARVESTER_ID]", required=False)
 @click.option("--batch-id", type=click.IntRange(max=MAX_INTEGER), help="this harvest run")
 @click.option("--harvester", "harvester_id", help="this harvester's latest run")
 @click.option("--list-recent", is_flag=True, help="list the recent harvest runs")
@@ -147,6 +154,7 @@ def _status_text(status: dict[str, Any]) -> str:
 )
 @json_option
 def status(
+    harvester_argument: str | None,
     batch_id: int | None,
     harvester_id: str | None,
     list_recent: bool,
@@ -155,9 +163,11 @@ def status(
     stale_minutes: int,
     as_json: bool,
 ) -> None:
-    """Status of a harvest run (counters, per-record counts, failures, discovery state)."""
+    """Status of a harvest run (counters, per-record counts, failures, discovery state):
+    HARVESTER_ID's latest (or `--harvester ID`'s)."""
+    harvester_id = _one_harvester(harvester_argument, harvester_id)
     if batch_id is not None and harvester_id is not None:
-        raise InvalidInput("give --batch-id or --harvester, not both")
+        raise InvalidInput("give --batch-id or a harvester, not both")
     limit_given = click.get_current_context().get_parameter_source("limit")
     if not list_recent and limit_given is not click.core.ParameterSource.DEFAULT:
         raise InvalidInput("--limit counts the runs --list-recent lists: add --list-recent")

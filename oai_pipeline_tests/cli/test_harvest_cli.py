@@ -50,6 +50,9 @@ def test_harvest_then_status_and_records(registered: str) -> None:
     assert status["run"]["status"] == "succeeded"
     assert status["records"]["imported"] == len(live)
     assert status["target"]["records"] == len(live)
+    # named as every other command names its harvester
+    named = json.loads(run("status", registered, "--json").output)
+    assert (named["run"]["id"], named["records"]) == (status["run"]["id"], status["records"])
 
     listed = json.loads(
         run("records", "list", "--harvester", registered, "--live", "--json").output
@@ -82,6 +85,9 @@ def test_selected_identifiers_and_a_cap(registered: str) -> None:
         (["harvest", "sample", "--since", "2024-02-01", "--until", "2024-01-01"], "before", 2),
         (["harvest", "sample", "--resume", "999"], "no harvest run 999", 2),
         (["status", "--batch-id", "1", "--harvester", "sample"], "not both", 2),
+        (["status", "sample", "--batch-id", "1"], "not both", 2),
+        (["status", "nope"], "unknown harvester 'nope'", 2),
+        (["status", "sample", "--harvester", "other"], "two harvesters", 2),
     ],
 )
 def test_user_mistakes_are_one_line_errors(
