@@ -359,10 +359,20 @@ def discovered(settings: Settings) -> Harvested:
 def ended_at_a_size_too_small(case: FuzzCase, source: FuzzSource, logged: list[str]) -> bool:
     """Whether the harvest took a token refused (or named again) after all the records a
     too small completeListSize announced for the list's end: by design (the invenio rule,
-    client.py), it cannot tell that size from a true one."""
+    client.py), it cannot tell that size from a true one. Past that size, a token refused
+    twice at the same point (two faults may refuse it, the window redone between) is such
+    an end too."""
     size = source.shown_list_size()
-    end = f"after all {size} records its completeListSize announced; taken as the end of the list"
-    return case.wrong_by < 0 and size is not None and any(end in line for line in logged)
+    ends = (
+        f"after all {size} records its completeListSize announced; taken as the end of the list",
+        f"more than the {size} its completeListSize announced, twice at the same point; taken "
+        "as the end of the list",
+    )
+    return (
+        case.wrong_by < 0
+        and size is not None
+        and any(end in line for line in logged for end in ends)
+    )
 
 
 def run_discovery(settings: Settings) -> int:
