@@ -84,7 +84,7 @@ def _server_gone_before(monkeypatch: pytest.MonkeyPatch, target: str, urls: list
         "oai_pipeline.pipeline.runner:write",
         # inside a target batch's transaction, in a savepoint: the lost connection was taken
         # for the records' own failures, then the batch ended in PendingRollbackError
-        "oai_pipeline.targets.embedded.transaction:TargetTransaction.create_many_published",
+        "oai_pipeline.targets.embedded.transaction:TargetTransaction.create_many",
     ],
 )
 def test_a_server_gone_mid_harvest_is_one_line_and_the_next_run_resumes(

@@ -648,7 +648,7 @@ def test_stats_follow_every_kind_of_write(target_url: str) -> None:
         users = repo.deposit(record(doi="10.1234/user"), publish=True)
         drafted = repo.deposit(record())
         with repo.transaction() as tx:
-            tx.create_many_published(
+            tx.create_many(
                 [NewRecord(f"oai:m{n}", '{"metadata": {}}', None) for n in range(3)],
                 harvester_id="other",
             )
@@ -696,7 +696,7 @@ def test_a_version_10_target_counts_its_records(target_url: str) -> None:
 
 
 def test_records_created_together_are_stored_as_one_created_alone(target_url: str) -> None:
-    """`create_many_published` writes its rows past SQLAlchemy's per-row conversion on
+    """`create_many` writes its rows past SQLAlchemy's per-row conversion on
     SQLite: every column reads back as `create_published` leaves it (timestamps, flags,
     the DOI in its normal form, the data and its revision)."""
     data = record(doi="10.1234/ABC")
@@ -705,7 +705,7 @@ def test_records_created_together_are_stored_as_one_created_alone(target_url: st
             alone = tx.create_published(
                 data, doi="10.1234/abc", harvester_id="h", source_identifier="oai:alone"
             )
-            (together,) = tx.create_many_published(
+            (together,) = tx.create_many(
                 [
                     NewRecord(
                         "oai:together", json_codec.dumps(record(doi="10.1234/DEF")), "10.1234/DEF"

@@ -728,13 +728,13 @@ def test_a_batch_of_new_records_in_communities_is_created_together(
     repo.create_community("x")
     harness.reconfigure(community="sub")
     batched: list[int] = []
-    create_many = TargetTransaction.create_many_published
+    create_many = TargetTransaction.create_many
 
     def spy(tx: TargetTransaction, new_records: list, **kw: Any) -> list[str]:
         batched.append(len(new_records))
         return create_many(tx, new_records, **kw)
 
-    monkeypatch.setattr(TargetTransaction, "create_many_published", spy)
+    monkeypatch.setattr(TargetTransaction, "create_many", spy)
     outcomes = harness.harvest(
         [
             ("oai:1", data("One")),

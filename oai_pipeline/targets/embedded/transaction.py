@@ -162,7 +162,7 @@ def _chunks(items: list[str]) -> Iterator[list[str]]:
 
 @dataclass(frozen=True)
 class NewRecord:
-    """A harvested record to create and publish at once (`create_many_published`)."""
+    """A harvested record to create at once, published or as a draft (`create_many`)."""
 
     source_identifier: str
     data_json: str  # the record data, encoded
@@ -503,43 +503,55 @@ class TargetTransaction:
                 owners[row.doi] = row.source_harvester
         return owners
 
-    def create_many_published(
-        self, new_records: list[NewRecord], *, harvester_id: str
+    def create_many(
+        self, new_records: list[NewRecord], *, harvester_id: str, publish: bool = True
     ) -> list[str]:
-        """`create_published` for many records in two statements, for a batch of creations.
+        """`create_published` (or, `publish` false, `create` of a harvested draft) for many
+        records in a few statements, for a batch of creations.
 
         The caller has made sure no DOI of them is held or repeated (`pid_holders`); a
         database error (an id clash) fails them all, so run it inside a savepoint.
         """
         stamp = now()
         ids = [new_record_id() for _ in new_records]
-        self._insert_many(
-            records,
-            {
-                "state": LIVE,
-                "revision": 1,
-                "source_harvester": harvester_id,
-                "purge": False,
-                "changed_locally": False,
-                "created": stamp,
-                "updated": stamp,
-            },
-            ("id", "data", "doi", "source_identifier"),
-            [
-                (record_id, new.data_json, normal_doi(new.doi), new.source_identifier)
-                for record_id, new in zip(ids, new_records, strict=True)
-            ],
-        )
-        self._insert_many(
-            revisions,
-            {"revision": 1, "state": LIVE, "created": stamp},
-            ("record_id", "data"),
-            [(record_id, new.data_json) for record_id, new in zip(ids, new_records, strict=True)],
-        )
+        created = list(zip(ids, new_records, strict=True))
+        fixed = {
+            "source_harvester": harvester_id,
+            "purge": False,
+            "changed_locally": False,
+            "created": stamp,
+            "updated": stamp,
+        }
+        if publish:
+            self._insert_many(
+                records,
+                {"state": LIVE, "revision": 1, **fixed},
+                ("id", "data", "doi", "source_identifier"),
+                [(i, n.data_json, normal_doi(n.doi), n.source_identifier) for i, n in created],
+            )
+            self._insert_many(
+                revisions,
+                {"revision": 1, "state": LIVE, "created": stamp},
+                ("record_id", "data"),
+                [(record_id, new.data_json) for record_id, new in created],
+            )
+        else:  # the record holds no data until published; its draft does
+            self._insert_many(
+                records,
+                {"state": DRAFT, "revision": 0, **fixed},
+                ("id", "doi", "source_identifier"),
+                [(i, normal_doi(new.doi), new.source_identifier) for i, new in created],
+            )
+            self._insert_many(
+                drafts,
+                {"kind": "new", "updated": stamp, "harvested": True},
+                ("record_id", "data", "doi"),
+                [(i, new.data_json, normal_doi(new.doi)) for i, new in created],
+            )
         # A record in no community yet: the first of its communities is its default.
         joined = [
             (record_id, community_id, position == 0, position)
-            for record_id, new in zip(ids, new_records, strict=True)
+            for record_id, new in created
             for position, community_id in enumerate(new.communities)
         ]
         if joined:
@@ -548,6 +560,25 @@ class TargetTransaction:
             )
         self._count_new(harvester_id, len(ids), sources=len(ids))
         return ids
+
+    def save_many_drafts(self, changes: list[RecordChange]) -> list[int]:
+        """`save_draft` (harvested) for many records that are drafts only and keep the DOI
+        they hold, in a few statements; returns their revisions (unchanged). Run it inside
+        a savepoint."""
+        stamp = now()
+        ids = [change.record.id for change in changes]
+        for chunk in _chunks(ids):
+            self.connection.execute(
+                sa.update(records).where(records.c.id.in_(chunk)).values(updated=stamp)
+            )
+            self.connection.execute(sa.delete(drafts).where(drafts.c.record_id.in_(chunk)))
+        self._insert_many(
+            drafts,
+            {"kind": "new", "updated": stamp, "harvested": True},
+            ("record_id", "data", "doi"),
+            [(change.record.id, change.data_json, change.record.doi) for change in changes],
+        )
+        return [change.record.revision for change in changes]
 
     def _insert_many(
         self,
@@ -943,10 +974,18 @@ class TargetTransaction:
 
     def discard(self, record_id: str) -> None:
         """Remove a record that was never published, with its draft and memberships."""
-        self.connection.execute(sa.delete(memberships).where(memberships.c.record_id == record_id))
-        self.connection.execute(sa.delete(drafts).where(drafts.c.record_id == record_id))
-        self.connection.execute(sa.delete(revisions).where(revisions.c.record_id == record_id))
-        self.connection.execute(sa.delete(records).where(records.c.id == record_id))
+        self._discard_all([record_id])
+
+    def discard_many(self, record_ids: list[str]) -> list[str]:
+        """`discard` of a batch's records, four statements a chunk; returns the ids."""
+        return self._discard_all(record_ids)
+
+    def _discard_all(self, record_ids: list[str]) -> list[str]:
+        for chunk in _chunks(record_ids):
+            for table in (memberships, drafts, revisions):
+                self.connection.execute(sa.delete(table).where(table.c.record_id.in_(chunk)))
+            self.connection.execute(sa.delete(records).where(records.c.id.in_(chunk)))
+        return record_ids
 
     def _change(self, row: sa.Row, state: str, data: Any, *, doi: str | None) -> int:
         if state in (LIVE, DRAFT):

@@ -50,6 +50,7 @@ from oai_pipeline.targets.base import (
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline.targets.embedded.transaction import (
     DELETED,
+    DRAFT,
     LIVE,
     TOMBSTONE,
     DuplicatePidError,
@@ -123,16 +124,22 @@ class EmbeddedWriter(Writer):
             communities = _BatchCommunities(tx)
             creations = self._plain_creations(tx, harvester_id, writes, known, keys, communities)
             new = list(creations.values())
+            publish = self.options.publish
             ids = (
-                _together(tx, lambda: tx.create_many_published(new, harvester_id=harvester_id))
+                _together(
+                    tx, lambda: tx.create_many(new, harvester_id=harvester_id, publish=publish)
+                )
                 if new
                 else []
             )
             if ids is None:  # e.g. an id clash: every record takes the one-by-one path
                 creations, ids = {}, []
             for identifier, record_id in zip(creations, ids, strict=True):
-                outcomes[identifier] = WriteOutcome(identifier, Action.CREATE, record_id, 1)
+                outcomes[identifier] = WriteOutcome(
+                    identifier, Action.CREATE, record_id, 1 if publish else 0
+                )
             outcomes.update(self._plain_updates(tx, harvester_id, writes, known, communities))
+            outcomes.update(self._plain_drafts(tx, harvester_id, writes, known, communities))
             outcomes.update(self._plain_deletions(tx, writes, known))
             for write in writes:
                 if write.identifier not in outcomes:
@@ -174,14 +181,14 @@ class EmbeddedWriter(Writer):
     ) -> dict[str, NewRecord]:
         """The batch's new records that need nothing but inserts, written together.
 
-        A record qualifies when it is live, missing in the target, published at once, its
-        communities exist, and its DOIs are held by no record and named by no other record
-        of the batch, so the order of the batch cannot change what happens to it. Every
-        other record takes the one-by-one path with its SAVEPOINT. (With a community, the
-        one-by-one path took a first harvest four times as long.)
+        A record qualifies when it is live, missing in the target, its communities exist,
+        and its DOIs are held by no record and named by no other record of the batch, so
+        the order of the batch cannot change what happens to it. Every other record takes
+        the one-by-one path with its SAVEPOINT. (With a community, the one-by-one path took
+        a first harvest four times as long; with `publish: false`, 7.4 round trips a record
+        on PostgreSQL.) Published, a record holds its data's pid; a draft, the pid the
+        one-by-one path gives it, its data's or else the source's.
         """
-        if not self.options.publish:
-            return {}
         pids_of: dict[str, set[str]] = {}
         data_pids: dict[str, str | None] = {}  # read once: `pid_of` is a record's dearest step
         named: Counter[str] = Counter()
@@ -210,9 +217,10 @@ class EmbeddedWriter(Writer):
                 data_json = write.data_json or json_codec.dumps(write.data)
             except TypeError:  # not JSON: the one-by-one path reports it as the database does
                 continue
-            doi = data_pids[write.identifier]
-            if doi is not None and len(doi) > MAX_DOI_LENGTH:
+            raw_pid = data_pids[write.identifier] or write.pid
+            if raw_pid is not None and len(raw_pid) > MAX_DOI_LENGTH:
                 continue  # the one-by-one path reports it
+            doi = data_pids[write.identifier] if self.options.publish else raw_pid
             members = self._members(tx, harvester_id, write, communities)
             if members is None:
                 continue  # a missing community or a malformed parent: the record's error
@@ -279,10 +287,7 @@ class EmbeddedWriter(Writer):
             row = rows.get(local.local_id)  # type: ignore[arg-type]
             if row is None or row.state != LIVE or row.purge:
                 continue
-            members = self._members(tx, harvester_id, write, communities)
-            held = joined.get(row.id, {})
-            # `add_to_communities` would add none and set no default: nothing to do there
-            if members is None or set(members) - set(held) or (held and not any(held.values())):
+            if not self._joined_already(tx, harvester_id, write, communities, joined, row.id):
                 continue
             doi = pid_of(data, self.options.pid_field) if data else None
             pid = doi or write.pid
@@ -316,13 +321,86 @@ class EmbeddedWriter(Writer):
             )
         return outcomes
 
+    def _plain_drafts(
+        self,
+        tx: TargetTransaction,
+        harvester_id: str,
+        writes: list[PlannedWrite],
+        known: dict[str, LocalRecord],
+        communities: _BatchCommunities,
+    ) -> dict[str, WriteOutcome]:
+        """`publish: false`: the batch's harvested drafts (never published) the source
+        changed, their drafts rewritten together, as `_update` rewrites each (seven round
+        trips each on PostgreSQL before). A record qualifies when it is a draft only under
+        its source identifier, in every community it goes to already (with a default), and
+        keeps the DOI it holds; any other takes the one-by-one path."""
+        if self.options.publish:
+            return {}
+        candidates = {
+            write.identifier: write
+            for write in writes
+            if write.action is Action.PUBLISH_DRAFT
+            and isinstance(write.data, dict)
+            and (local := known.get(write.identifier)) is not None
+            and local.state is LocalState.DRAFT_ONLY
+            and local.local_id is not None
+            and not local.taken_over
+        }
+        ids = [known[identifier].local_id for identifier in candidates]
+        rows = tx.records_by_id(ids)  # type: ignore[arg-type]
+        joined = tx.memberships_of(ids)  # type: ignore[arg-type]
+        drafts: dict[str, RecordChange] = {}
+        for identifier, write in candidates.items():
+            row = rows.get(known[identifier].local_id)  # type: ignore[arg-type]
+            if row is None or row.state != DRAFT or row.purge:
+                continue
+            pid = pid_of(write.data, self.options.pid_field) or write.pid
+            if pid is not None and len(pid) > MAX_DOI_LENGTH or normal_doi(pid) != row.doi:
+                continue
+            if not self._joined_already(tx, harvester_id, write, communities, joined, row.id):
+                continue
+            try:
+                data_json = write.data_json or json_codec.dumps(write.data)
+            except TypeError:  # not JSON: the one-by-one path reports it as the database does
+                continue
+            drafts[identifier] = RecordChange(row, data_json)
+        if not drafts:
+            return {}
+        revisions = _together(tx, lambda: tx.save_many_drafts(list(drafts.values())))
+        if revisions is None:  # refused: each goes one by one, in its savepoint
+            return {}
+        return {
+            identifier: WriteOutcome(identifier, Action.PUBLISH_DRAFT, draft.record.id, revision)
+            for (identifier, draft), revision in zip(drafts.items(), revisions, strict=True)
+        }
+
+    def _joined_already(
+        self,
+        tx: TargetTransaction,
+        harvester_id: str,
+        write: PlannedWrite,
+        communities: _BatchCommunities,
+        joined: dict[str, dict[str, bool]],
+        record_id: str,
+    ) -> bool:
+        """Whether the record is in every community it goes to, with a default: then
+        `add_to_communities` would add none and set no default (nothing to do there)."""
+        members = self._members(tx, harvester_id, write, communities)
+        held = joined.get(record_id, {})
+        return (
+            members is not None
+            and not set(members) - set(held)
+            and (not held or any(held.values()))
+        )
+
     def _plain_deletions(
         self, tx: TargetTransaction, writes: list[PlannedWrite], known: dict[str, LocalRecord]
     ) -> dict[str, WriteOutcome]:
-        """The batch's records deleted at the source that the target has published under
-        their source identifiers: tombstoned together, their edit drafts removed, as
-        `_delete` does to each (some eight statements each before). Any other deletion
-        takes the one-by-one path."""
+        """The batch's records deleted at the source that the target has under their source
+        identifiers, published or as drafts only, deleted together as `_delete` does to each
+        (some eight and seven statements each before): published ones tombstoned, their edit
+        drafts removed; drafts discarded. Any other deletion takes the one-by-one path."""
+        wanted = {LocalState.LIVE: Action.DELETE, LocalState.DRAFT_ONLY: Action.DELETE_DRAFT}
         candidates: dict[str, PlannedWrite] = {}
         for write in writes:
             local = known.get(write.identifier)
@@ -330,32 +408,35 @@ class EmbeddedWriter(Writer):
             if (
                 write.action in _SOURCE_DELETED
                 and local is not None
-                and local.state is LocalState.LIVE
+                and local.state in wanted
                 and local.local_id is not None
                 and not local.taken_over
                 and not (pid is not None and len(pid) > MAX_DOI_LENGTH)
             ):
                 source = SourceRecord(write.identifier, write.datestamp, True, pid)
-                if decide(source, None, local, update_all=True).action is Action.DELETE:
+                if decide(source, None, local, update_all=True).action is wanted[local.state]:
                     candidates[write.identifier] = write
         rows = tx.records_by_id(known[i].local_id for i in candidates)  # type: ignore[misc]
-        published = {
+        found = {
             identifier: row
             for identifier in candidates
             if (row := rows.get(known[identifier].local_id)) is not None  # type: ignore[arg-type]
-            and row.state == LIVE
-            and row.data is not None
         }
-        if not published:
-            return {}
-        rows = list(published.values())
-        revised = _together(tx, lambda: tx.tombstone_many(rows, note=DELETED_AT_SOURCE_NOTE))
-        if revised is None:  # refused: each goes one by one, in its savepoint
-            return {}
-        return {
-            identifier: WriteOutcome(identifier, Action.DELETE, row.id, revision)
-            for (identifier, row), revision in zip(published.items(), revised, strict=True)
+        published = {
+            i: row for i, row in found.items() if row.state == LIVE and row.data is not None
         }
+        drafts = {i: row for i, row in found.items() if row.state == DRAFT}
+        outcomes: dict[str, WriteOutcome] = {}
+        # Refused together (None), each goes one by one, in its savepoint.
+        rows, note = list(published.values()), DELETED_AT_SOURCE_NOTE
+        revised = rows and _together(tx, lambda: tx.tombstone_many(rows, note=note))
+        if revised:
+            for (identifier, row), revision in zip(published.items(), revised, strict=True):
+                outcomes[identifier] = WriteOutcome(identifier, Action.DELETE, row.id, revision)
+        if drafts and _together(tx, lambda: tx.discard_many([r.id for r in drafts.values()])):
+            for identifier in drafts:
+                outcomes[identifier] = WriteOutcome(identifier, Action.DELETE_DRAFT, None, None)
+        return outcomes
 
     def _apply_isolated(
         self,
