@@ -1,10 +1,12 @@
 """Time a harvest that creates, one that changes and one that deletes N records, each timed
 apart, into a writer with a community (its parent too), as operators register them, or into
-the writer `--writer` names.
+the writer `--writer` names (`--join`: the harvester's writers are given the community
+`sub` before the harvest that changes the records, so every record joins it then).
 
     .venv/bin/python benchmarks/write_batches.py --records 5000
     .venv/bin/python benchmarks/write_batches.py --records 5000 --postgres --network-ms 0.5
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{publish:false}'
+    .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --join
 
 The source is the tests' in-process fake (pages of 500 oai_dc records), so the figures are
 the pipeline's and its stores'. `--postgres` puts the state store and the target on a
@@ -28,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pytest  # noqa: E402
 
 from oai_pipeline.harvesters.model import Harvester  # noqa: E402
+from oai_pipeline.harvesters.registry import HarvesterRegistry  # noqa: E402
 from oai_pipeline.pipeline.options import RunOptions  # noqa: E402
 from oai_pipeline.pipeline.runner import run_harvest  # noqa: E402
 from oai_pipeline.pipeline.services import Services  # noqa: E402
@@ -62,7 +65,12 @@ WRITER = 'oai-service{model:"rdm", community:"sub"}'
 
 
 def measure(
-    count: int, databases: dict[str, str], proxy: NetworkProxy | None, writer: str = WRITER
+    count: int,
+    databases: dict[str, str],
+    proxy: NetworkProxy | None,
+    writer: str = WRITER,
+    *,
+    join: bool = False,
 ) -> dict:
     monkeypatch = pytest.MonkeyPatch()
     home = tempfile.mkdtemp(prefix="oai-write-batches-")
@@ -87,6 +95,9 @@ def measure(
     try:
         for step in STEPS:
             _prepare(source, step)
+            if join and step == "update":
+                with Services(settings) as services:
+                    HarvesterRegistry(services.state).update("sample", community="sub")
             trips = proxy.round_trips if proxy else 0
             started = time.perf_counter()
             with Services(settings) as services:
@@ -113,13 +124,17 @@ def main() -> None:
         "--network-ms", type=float, default=0.0, help="with --postgres: ms added per round trip"
     )
     parser.add_argument("--writer", default=WRITER, help=f"the writer spec (default {WRITER})")
+    parser.add_argument(
+        "--join", action="store_true", help="the writers get community sub before the update"
+    )
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         proxy, databases = None, {}
         if args.postgres:
             proxy, databases = stack.enter_context(postgres_behind_network(args.network_ms / 1000))
         where = f"postgresql +{args.network_ms} ms" if args.postgres else "sqlite"
-        for step, figure in measure(args.records, databases, proxy, args.writer).items():
+        figures = measure(args.records, databases, proxy, args.writer, join=args.join)
+        for step, figure in figures.items():
             trips = f", {figure['round_trips']} round trips" if "round_trips" in figure else ""
             actions = ", ".join(f"{n} {action}" for action, n in figure["actions"].items())
             seconds = f"{figure['seconds']} s{trips}"

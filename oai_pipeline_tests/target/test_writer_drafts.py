@@ -160,9 +160,10 @@ def test_drafts_written_together_end_as_one_by_one(
     assert together == one_by_one
     assert not unbatched
     # Every plain record went in a batch: created (plain-1..3, in-sub, to-join, new-doi),
-    # rewritten (plain-1, plain-2 with its reviewer's edit, in-sub, same-a), discarded (the
-    # plain-3 deleted in the second harvest; then the six drafts left).
-    assert batched == {"create_many": 6, "save_many_drafts": 4, "discard_many": 7}
+    # rewritten (plain-1, plain-2 with its reviewer's edit, in-sub, same-a, to-join joining
+    # its community), discarded (the plain-3 deleted in the second harvest; then the six
+    # drafts left).
+    assert batched == {"create_many": 6, "save_many_drafts": 5, "discard_many": 7}
     (created, _), (changed, after_changes), (deleted, at_end) = together
     assert {i: a for i, (a, _, _) in created.items() if a is not Action.CREATE} == {
         "oai:same-b": Action.ERROR,

@@ -172,11 +172,21 @@ class NewRecord:
 
 
 @dataclass(frozen=True)
+class Membership:
+    """A community a record joins, as `add_to_communities` adds it."""
+
+    community_id: str
+    is_default: bool
+    position: int
+
+
+@dataclass(frozen=True)
 class RecordChange:
-    """A record to change in place, and its data then (`_change_many`)."""
+    """A record to change in place, its data then, and the communities it joins."""
 
     record: sa.Row  # the record as the transaction just read it
     data_json: str  # the record data to hold, encoded
+    joins: tuple[Membership, ...] = ()
 
 
 class TargetTransaction:
@@ -578,7 +588,20 @@ class TargetTransaction:
             ("record_id", "data", "doi"),
             [(change.record.id, change.data_json, change.record.doi) for change in changes],
         )
+        self._join_many(changes)
         return [change.record.revision for change in changes]
+
+    def _join_many(self, changes: list[RecordChange]) -> None:
+        """The memberships the changed records take up (`RecordChange.joins`), at once."""
+        rows = [
+            (change.record.id, join.community_id, join.is_default, join.position)
+            for change in changes
+            for join in change.joins
+        ]
+        if rows:
+            self._insert_many(
+                memberships, {}, ("record_id", "community_id", "is_default", "position"), rows
+            )
 
     def _insert_many(
         self,
@@ -818,13 +841,15 @@ class TargetTransaction:
         return self._change(row, LIVE, data, doi=doi)
 
     def update_many_published(self, updates: list[RecordChange]) -> list[int]:
-        """`update_published` for many records in two statements, for a batch of updates;
-        returns their revisions now.
+        """`update_published` for many records in two statements (a third for communities
+        they join), for a batch of updates; returns their revisions now.
 
         The caller has made sure each record is published with no edit draft and keeps the
         DOI it holds (which no other record can hold: `uq_target_records_doi`); a database
         error fails them all, so run it inside a savepoint."""
-        return self._change_many(updates, LIVE)
+        revised = self._change_many(updates, LIVE)
+        self._join_many(updates)
+        return revised
 
     def tombstone_many(self, published: list[sa.Row], *, note: str) -> list[int]:
         """`tombstone` (no purge) for many published records at once, their edit drafts

@@ -54,6 +54,7 @@ from oai_pipeline.targets.embedded.transaction import (
     LIVE,
     TOMBSTONE,
     DuplicatePidError,
+    Membership,
     NewRecord,
     RecordChange,
     TargetTransaction,
@@ -257,8 +258,8 @@ class EmbeddedWriter(Writer):
         each (a round trip each on a PostgreSQL across a network).
 
         A record qualifies when the source lists it live and the target has it published
-        under its source identifier (no takeover, no edit draft), it is in every community
-        it goes to already (with a default), and it keeps the DOI it holds: no other record
+        under its source identifier (no takeover, no edit draft), its communities exist
+        (those it joins are added with it), and it keeps the DOI it holds: no other record
         of the batch can change what happens to it. One whose data the target holds already
         is `nothing` (a reindexed source bumps every datestamp); one this run wrote before a
         crash, or any other, takes the one-by-one path.
@@ -287,7 +288,8 @@ class EmbeddedWriter(Writer):
             row = rows.get(local.local_id)  # type: ignore[arg-type]
             if row is None or row.state != LIVE or row.purge:
                 continue
-            if not self._joined_already(tx, harvester_id, write, communities, joined, row.id):
+            joins = self._joins(tx, harvester_id, write, communities, joined, row.id)
+            if joins is None:
                 continue
             doi = pid_of(data, self.options.pid_field) if data else None
             pid = doi or write.pid
@@ -299,6 +301,8 @@ class EmbeddedWriter(Writer):
             if self._written_by_this_run(row, data, write):
                 continue
             if self._holds_already(row, data, write):
+                if joins:  # no new revision, but new communities: the one-by-one path
+                    continue
                 outcomes[identifier] = WriteOutcome(
                     identifier, Action.NOTHING, local.local_id, local.revision
                 )
@@ -309,7 +313,7 @@ class EmbeddedWriter(Writer):
                 data_json = write.data_json or json_codec.dumps(data)
             except TypeError:  # not JSON: the one-by-one path reports it as the database does
                 continue
-            updates[identifier] = RecordChange(row, data_json)
+            updates[identifier] = RecordChange(row, data_json, joins)
         if not updates:
             return outcomes
         revised = _together(tx, lambda: tx.update_many_published(list(updates.values())))
@@ -332,8 +336,8 @@ class EmbeddedWriter(Writer):
         """`publish: false`: the batch's harvested drafts (never published) the source
         changed, their drafts rewritten together, as `_update` rewrites each (seven round
         trips each on PostgreSQL before). A record qualifies when it is a draft only under
-        its source identifier, in every community it goes to already (with a default), and
-        keeps the DOI it holds; any other takes the one-by-one path."""
+        its source identifier, its communities exist (those it joins are added with it), and
+        it keeps the DOI it holds; any other takes the one-by-one path."""
         if self.options.publish:
             return {}
         candidates = {
@@ -357,13 +361,14 @@ class EmbeddedWriter(Writer):
             pid = pid_of(write.data, self.options.pid_field) or write.pid
             if pid is not None and len(pid) > MAX_DOI_LENGTH or normal_doi(pid) != row.doi:
                 continue
-            if not self._joined_already(tx, harvester_id, write, communities, joined, row.id):
+            joins = self._joins(tx, harvester_id, write, communities, joined, row.id)
+            if joins is None:
                 continue
             try:
                 data_json = write.data_json or json_codec.dumps(write.data)
             except TypeError:  # not JSON: the one-by-one path reports it as the database does
                 continue
-            drafts[identifier] = RecordChange(row, data_json)
+            drafts[identifier] = RecordChange(row, data_json, joins)
         if not drafts:
             return {}
         revisions = _together(tx, lambda: tx.save_many_drafts(list(drafts.values())))
@@ -374,7 +379,7 @@ class EmbeddedWriter(Writer):
             for (identifier, draft), revision in zip(drafts.items(), revisions, strict=True)
         }
 
-    def _joined_already(
+    def _joins(
         self,
         tx: TargetTransaction,
         harvester_id: str,
@@ -382,15 +387,22 @@ class EmbeddedWriter(Writer):
         communities: _BatchCommunities,
         joined: dict[str, dict[str, bool]],
         record_id: str,
-    ) -> bool:
-        """Whether the record is in every community it goes to, with a default: then
-        `add_to_communities` would add none and set no default (nothing to do there)."""
+    ) -> tuple[Membership, ...] | None:
+        """The memberships `add_to_communities` would add to the record for this write (the
+        communities it is not in yet, the first the default if it has none); None when the
+        one-by-one path must go: a missing community, or a record in communities none of
+        which is its default and none to add."""
         members = self._members(tx, harvester_id, write, communities)
+        if members is None:
+            return None
         held = joined.get(record_id, {})
-        return (
-            members is not None
-            and not set(members) - set(held)
-            and (not held or any(held.values()))
+        new = [member for member in members if member not in held]
+        has_default = any(held.values())
+        if held and not has_default and not new:
+            return None
+        return tuple(
+            Membership(member, not has_default and position == 0, len(held) + position)
+            for position, member in enumerate(new)
         )
 
     def _plain_deletions(
