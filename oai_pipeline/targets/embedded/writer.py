@@ -413,6 +413,7 @@ class EmbeddedWriter(Writer):
         (some eight and seven statements each before): published ones tombstoned, their edit
         drafts removed; drafts discarded. Any other deletion takes the one-by-one path."""
         wanted = {LocalState.LIVE: Action.DELETE, LocalState.DRAFT_ONLY: Action.DELETE_DRAFT}
+        stored = {LocalState.LIVE: LIVE, LocalState.DRAFT_ONLY: DRAFT}
         candidates: dict[str, PlannedWrite] = {}
         for write in writes:
             local = known.get(write.identifier)
@@ -433,6 +434,7 @@ class EmbeddedWriter(Writer):
             identifier: row
             for identifier in candidates
             if (row := rows.get(known[identifier].local_id)) is not None  # type: ignore[arg-type]
+            and row.state == stored[known[identifier].state]
         }
         published = {
             i: row for i, row in found.items() if row.state == LIVE and row.data is not None
