@@ -1,12 +1,14 @@
 """Time a harvest that creates, one that changes and one that deletes N records, each timed
 apart, into a writer with a community (its parent too), as operators register them, or into
 the writer `--writer` names (`--join`: the harvester's writers are given the community
-`sub` before the harvest that changes the records, so every record joins it then).
+`sub` before the harvest that changes the records, so every record joins it then; `--review`:
+a reviewer publishes every harvested draft before it, so each gets the harvest's edit draft).
 
     .venv/bin/python benchmarks/write_batches.py --records 5000
     .venv/bin/python benchmarks/write_batches.py --records 5000 --postgres --network-ms 0.5
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{publish:false}'
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --join
+    .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{publish:false}' --review
 
 The source is the tests' in-process fake (pages of 500 oai_dc records), so the figures are
 the pipeline's and its stores'. `--postgres` puts the state store and the target on a
@@ -71,6 +73,7 @@ def measure(
     writer: str = WRITER,
     *,
     join: bool = False,
+    review: bool = False,
 ) -> dict:
     monkeypatch = pytest.MonkeyPatch()
     home = tempfile.mkdtemp(prefix="oai-write-batches-")
@@ -98,6 +101,10 @@ def measure(
             if join and step == "update":
                 with Services(settings) as services:
                     HarvesterRegistry(services.state).update("sample", community="sub")
+            if review and step == "update":
+                with EmbeddedRepository(settings.target_db_url) as repository:
+                    for record in repository.list(harvester="sample", state="draft"):
+                        repository.publish(record["id"])
             trips = proxy.round_trips if proxy else 0
             started = time.perf_counter()
             with Services(settings) as services:
@@ -127,13 +134,18 @@ def main() -> None:
     parser.add_argument(
         "--join", action="store_true", help="the writers get community sub before the update"
     )
+    parser.add_argument(
+        "--review", action="store_true", help="every draft is published before the update"
+    )
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         proxy, databases = None, {}
         if args.postgres:
             proxy, databases = stack.enter_context(postgres_behind_network(args.network_ms / 1000))
         where = f"postgresql +{args.network_ms} ms" if args.postgres else "sqlite"
-        figures = measure(args.records, databases, proxy, args.writer, join=args.join)
+        figures = measure(
+            args.records, databases, proxy, args.writer, join=args.join, review=args.review
+        )
         for step, figure in figures.items():
             trips = f", {figure['round_trips']} round trips" if "round_trips" in figure else ""
             actions = ", ".join(f"{n} {action}" for action, n in figure["actions"].items())

@@ -187,6 +187,7 @@ class RecordChange:
     record: sa.Row  # the record as the transaction just read it
     data_json: str  # the record data to hold, encoded
     joins: tuple[Membership, ...] = ()
+    draft_doi: str | None = None  # the pid its draft names (`save_many_drafts`)
 
 
 class TargetTransaction:
@@ -572,21 +573,30 @@ class TargetTransaction:
         return ids
 
     def save_many_drafts(self, changes: list[RecordChange]) -> list[int]:
-        """`save_draft` (harvested) for many records that are drafts only and keep the DOI
-        they hold, in a few statements; returns their revisions (unchanged). Run it inside
-        a savepoint."""
+        """`save_draft` (harvested) for many records in a few statements: a draft (never
+        published) rewritten, keeping the DOI it holds; a published record given an edit
+        draft. Returns their revisions (unchanged). Run it inside a savepoint."""
         stamp = now()
-        ids = [change.record.id for change in changes]
-        for chunk in _chunks(ids):
+        new = [change.record.id for change in changes if change.record.state == DRAFT]
+        for chunk in _chunks(new):  # a new record's draft is the record's latest change
             self.connection.execute(
                 sa.update(records).where(records.c.id.in_(chunk)).values(updated=stamp)
             )
+        for chunk in _chunks([change.record.id for change in changes]):
             self.connection.execute(sa.delete(drafts).where(drafts.c.record_id.in_(chunk)))
         self._insert_many(
             drafts,
-            {"kind": "new", "updated": stamp, "harvested": True},
-            ("record_id", "data", "doi"),
-            [(change.record.id, change.data_json, change.record.doi) for change in changes],
+            {"updated": stamp, "harvested": True},
+            ("record_id", "kind", "data", "doi"),
+            [
+                (
+                    change.record.id,
+                    "new" if change.record.state == DRAFT else "edit",
+                    change.data_json,
+                    change.draft_doi,
+                )
+                for change in changes
+            ],
         )
         self._join_many(changes)
         return [change.record.revision for change in changes]

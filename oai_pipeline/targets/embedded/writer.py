@@ -333,20 +333,27 @@ class EmbeddedWriter(Writer):
         known: dict[str, LocalRecord],
         communities: _BatchCommunities,
     ) -> dict[str, WriteOutcome]:
-        """`publish: false`: the batch's harvested drafts (never published) the source
-        changed, their drafts rewritten together, as `_update` rewrites each (seven round
-        trips each on PostgreSQL before). A record qualifies when it is a draft only under
-        its source identifier, its communities exist (those it joins are added with it), and
-        it keeps the DOI it holds; any other takes the one-by-one path."""
+        """`publish: false`: the batch's records the source changed, their drafts written
+        together as `_update` writes each (seven round trips each on PostgreSQL before): a
+        harvested draft (never published) rewritten; a record a reviewer published given
+        the harvest's edit draft. A record qualifies when the target has it under its source
+        identifier, its communities exist (those it joins are added with it), and, a draft,
+        it keeps the DOI it holds, or, published, its data changed; any other takes the
+        one-by-one path."""
         if self.options.publish:
             return {}
+        # The action each local state takes, and the state of the target's row then.
+        wanted = {
+            LocalState.DRAFT_ONLY: (Action.PUBLISH_DRAFT, DRAFT),
+            LocalState.LIVE: (Action.UPDATE, LIVE),
+        }
         candidates = {
             write.identifier: write
             for write in writes
-            if write.action is Action.PUBLISH_DRAFT
-            and isinstance(write.data, dict)
+            if isinstance(write.data, dict)
             and (local := known.get(write.identifier)) is not None
-            and local.state is LocalState.DRAFT_ONLY
+            and local.state in wanted
+            and write.action is wanted[local.state][0]
             and local.local_id is not None
             and not local.taken_over
         }
@@ -356,11 +363,15 @@ class EmbeddedWriter(Writer):
         drafts: dict[str, RecordChange] = {}
         for identifier, write in candidates.items():
             row = rows.get(known[identifier].local_id)  # type: ignore[arg-type]
-            if row is None or row.state != DRAFT or row.purge:
+            if row is None or row.state != wanted[known[identifier].state][1] or row.purge:
                 continue
             pid = pid_of(write.data, self.options.pid_field) or write.pid
-            if pid is not None and len(pid) > MAX_DOI_LENGTH or normal_doi(pid) != row.doi:
+            if pid is not None and len(pid) > MAX_DOI_LENGTH:
                 continue
+            if row.state == DRAFT and normal_doi(pid) != row.doi:
+                continue  # the draft's DOI moves: checked one by one
+            if row.state == LIVE and row.data == write.data:
+                continue  # published as harvested: its edit draft goes, one by one
             joins = self._joins(tx, harvester_id, write, communities, joined, row.id)
             if joins is None:
                 continue
@@ -368,14 +379,16 @@ class EmbeddedWriter(Writer):
                 data_json = write.data_json or json_codec.dumps(write.data)
             except TypeError:  # not JSON: the one-by-one path reports it as the database does
                 continue
-            drafts[identifier] = RecordChange(row, data_json, joins)
+            drafts[identifier] = RecordChange(row, data_json, joins, normal_doi(pid))
         if not drafts:
             return {}
         revisions = _together(tx, lambda: tx.save_many_drafts(list(drafts.values())))
         if revisions is None:  # refused: each goes one by one, in its savepoint
             return {}
         return {
-            identifier: WriteOutcome(identifier, Action.PUBLISH_DRAFT, draft.record.id, revision)
+            identifier: WriteOutcome(
+                identifier, candidates[identifier].action, draft.record.id, revision
+            )
             for (identifier, draft), revision in zip(drafts.items(), revisions, strict=True)
         }
 
