@@ -30,9 +30,9 @@ def _harvests(
     name = BATCH_WRITES[publish]
     original = getattr(TargetTransaction, name)
 
-    def spy(tx: TargetTransaction, changes: list) -> list[int]:
-        batched[name] += len(changes)
-        return original(tx, changes)
+    def spy(tx: TargetTransaction, changes: list, **kw: Any) -> list:
+        batched[name] += len(changes) + len(kw.get("kept", ()))
+        return original(tx, changes, **kw)
 
     monkeypatch.setattr(TargetTransaction, name, spy)
     if not together:

@@ -8,7 +8,7 @@ bumps its revision and keeps a copy of the new state in `target_revisions`.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -572,10 +572,16 @@ class TargetTransaction:
         self._count_new(harvester_id, len(ids), sources=len(ids))
         return ids
 
-    def save_many_drafts(self, changes: list[RecordChange]) -> list[int]:
+    def save_many_drafts(
+        self,
+        changes: list[RecordChange],
+        *,
+        kept: Sequence[RecordChange] = (),
+    ) -> list[str]:
         """`save_draft` (harvested) for many records in a few statements: a draft (never
         published) rewritten, keeping the DOI it holds; a published record given an edit
-        draft. Returns their revisions (unchanged). Run it inside a savepoint."""
+        draft. `kept`: published records the harvest leaves as they are, their edit drafts
+        removed. Their communities joined too. Returns the ids. Run it inside a savepoint."""
         stamp = now()
         new = [change.record.id for change in changes if change.record.state == DRAFT]
         for chunk in _chunks(new):  # a new record's draft is the record's latest change
@@ -584,6 +590,10 @@ class TargetTransaction:
             )
         for chunk in _chunks([change.record.id for change in changes]):
             self.connection.execute(sa.delete(drafts).where(drafts.c.record_id.in_(chunk)))
+        for chunk in _chunks([change.record.id for change in kept]):
+            self.connection.execute(
+                sa.delete(drafts).where(drafts.c.record_id.in_(chunk), drafts.c.kind == "edit")
+            )
         self._insert_many(
             drafts,
             {"updated": stamp, "harvested": True},
@@ -598,8 +608,8 @@ class TargetTransaction:
                 for change in changes
             ],
         )
-        self._join_many(changes)
-        return [change.record.revision for change in changes]
+        self._join_many([*changes, *kept])
+        return [change.record.id for change in [*changes, *kept]]
 
     def _join_many(self, changes: list[RecordChange]) -> None:
         """The memberships the changed records take up (`RecordChange.joins`), at once."""
@@ -626,7 +636,10 @@ class TargetTransaction:
         On SQLite the rows go to the driver as tuples, the constants converted for it once:
         SQLAlchemy's executemany builds, converts and checks every row's parameters, which
         for a batch of creations cost about as much as SQLite's inserts themselves.
-        PostgreSQL keeps SQLAlchemy's batched insert, which packs many rows per statement."""
+        PostgreSQL keeps SQLAlchemy's batched insert, which packs many rows per statement.
+        No rows, no statement (an empty parameter list would insert one row of defaults)."""
+        if not rows:
+            return
         if self.connection.dialect.name != "sqlite":
             text = {c: sa.bindparam(c, type_=sa.Text) for c in columns if _is_json(table, c)}
             self.connection.execute(

@@ -337,9 +337,9 @@ class EmbeddedWriter(Writer):
         together as `_update` writes each (seven round trips each on PostgreSQL before): a
         harvested draft (never published) rewritten; a record a reviewer published given
         the harvest's edit draft. A record qualifies when the target has it under its source
-        identifier, its communities exist (those it joins are added with it), and, a draft,
-        it keeps the DOI it holds, or, published, its data changed; any other takes the
-        one-by-one path."""
+        identifier, its communities exist (those it joins are added with it), and it keeps
+        the DOI it holds (a published record whose data changed names its new one in the
+        draft); any other takes the one-by-one path."""
         if self.options.publish:
             return {}
         # The action each local state takes, and the state of the target's row then.
@@ -361,6 +361,7 @@ class EmbeddedWriter(Writer):
         rows = tx.records_by_id(ids)  # type: ignore[arg-type]
         joined = tx.memberships_of(ids)  # type: ignore[arg-type]
         drafts: dict[str, RecordChange] = {}
+        kept: dict[str, RecordChange] = {}
         for identifier, write in candidates.items():
             row = rows.get(known[identifier].local_id)  # type: ignore[arg-type]
             if row is None or row.state != wanted[known[identifier].state][1] or row.purge:
@@ -370,8 +371,9 @@ class EmbeddedWriter(Writer):
                 continue
             if row.state == DRAFT and normal_doi(pid) != row.doi:
                 continue  # the draft's DOI moves: checked one by one
-            if row.state == LIVE and row.data == write.data:
-                continue  # published as harvested: its edit draft goes, one by one
+            as_published = row.state == LIVE and row.data == write.data
+            if as_published and normal_doi(pid) != row.doi:
+                continue  # the record takes up the draft's DOI: one by one
             joins = self._joins(tx, harvester_id, write, communities, joined, row.id)
             if joins is None:
                 continue
@@ -379,17 +381,23 @@ class EmbeddedWriter(Writer):
                 data_json = write.data_json or json_codec.dumps(write.data)
             except TypeError:  # not JSON: the one-by-one path reports it as the database does
                 continue
-            drafts[identifier] = RecordChange(row, data_json, joins, normal_doi(pid))
-        if not drafts:
+            # Published as harvested, a record keeps no edit draft (`_update`); any other
+            # gets the harvest's draft.
+            (kept if as_published else drafts)[identifier] = RecordChange(
+                row, data_json, joins, normal_doi(pid)
+            )
+        if not drafts and not kept:
             return {}
-        revisions = _together(tx, lambda: tx.save_many_drafts(list(drafts.values())))
-        if revisions is None:  # refused: each goes one by one, in its savepoint
+        written = _together(
+            tx, lambda: tx.save_many_drafts(list(drafts.values()), kept=list(kept.values()))
+        )
+        if written is None:  # refused: each goes one by one, in its savepoint
             return {}
         return {
             identifier: WriteOutcome(
-                identifier, candidates[identifier].action, draft.record.id, revision
+                identifier, candidates[identifier].action, change.record.id, change.record.revision
             )
-            for (identifier, draft), revision in zip(drafts.items(), revisions, strict=True)
+            for identifier, change in {**drafts, **kept}.items()
         }
 
     def _joins(
