@@ -278,9 +278,7 @@ class EmbeddedWriter(Writer):
                 and not (local.taken_over or local.has_edit_draft)
             ):
                 candidates[write.identifier] = write
-        ids = [known[identifier].local_id for identifier in candidates]
-        rows = tx.records_by_id(ids)  # type: ignore[arg-type]
-        joined = tx.memberships_of(ids)  # type: ignore[arg-type]
+        rows, joined = _rows_and_memberships(tx, candidates, known)
         outcomes: dict[str, WriteOutcome] = {}
         updates: dict[str, RecordChange] = {}
         for identifier, write in candidates.items():
@@ -357,9 +355,7 @@ class EmbeddedWriter(Writer):
             and local.local_id is not None
             and not local.taken_over
         }
-        ids = [known[identifier].local_id for identifier in candidates]
-        rows = tx.records_by_id(ids)  # type: ignore[arg-type]
-        joined = tx.memberships_of(ids)  # type: ignore[arg-type]
+        rows, joined = _rows_and_memberships(tx, candidates, known)
         drafts: dict[str, RecordChange] = {}
         kept: dict[str, RecordChange] = {}
         for identifier, write in candidates.items():
@@ -849,6 +845,14 @@ class _BatchCommunities:
                 self._chains[community_id] = self._tx.with_parents(community_id)
             ordered.update(dict.fromkeys(self._chains[community_id]))
         return tuple(ordered)
+
+
+def _rows_and_memberships(
+    tx: TargetTransaction, candidates: dict[str, PlannedWrite], known: dict[str, LocalRecord]
+) -> tuple[dict[str, sa.Row], dict[str, dict[str, bool]]]:
+    """The target's rows of a batch's candidates and their memberships, read at once."""
+    ids: list[str] = [known[identifier].local_id for identifier in candidates]  # type: ignore[misc]
+    return tx.records_by_id(ids), tx.memberships_of(ids)
 
 
 def missing_community(reference: str, harvester_id: str) -> str:
