@@ -178,6 +178,17 @@ def decide(
     # deleted | draft only -> draft deleted
     if state is LocalState.DRAFT_ONLY:
         return Decision(Action.DELETE_DRAFT, "deleted at the source; only a draft exists")
+    # deleted | draft only, which an earlier attempt of this run deleted -> draft deleted: the
+    # last write left a draft never published (revision 0) that the target no longer has
+    # (only deleting a draft removes a record), so the run reports what it did, as the
+    # uninterrupted run does
+    if (
+        state is LocalState.MISSING
+        and memory is not None
+        and memory.local_id is not None
+        and memory.written_revision == 0
+    ):
+        return Decision(Action.DELETE_DRAFT, "deleted at the source; its draft deleted already")
     # deleted | already deleted (tombstone, hard deleted, missing) -> nothing,
     # but a left-over local edit draft is removed
     if local.has_edit_draft:

@@ -10,7 +10,7 @@ Parquet storage changes:
         [--backend sqlite|postgres|both] \\
         [--points all|NAME[,NAME…]] [--per-point 4] [--double] [--resumed] \\
         [--resumed-at discover,transform,plan,write,undo] [--dagster] [--source-moves-on]
-        [--writers 1|2] [--failing-records] [--fails-first [source|target]]
+        [--writers 1|2] [--failing-records] [--fails-first [source|target]] [--drafts]
         [--target-full-after K] [--json-out PATH]
 
 How it works. The shipped OAI-PMH endpoint serves generated DataCite records (with
@@ -564,9 +564,11 @@ def register_harvester(
     *,
     writers: int = 1,
     failing_records: bool = False,
+    drafts: bool = False,
 ) -> None:
     """The swept harvester; `writers=2`: the mirror (mirror_writer.py) its second writer;
-    `failing_records`: the records of REFUSED_SET refused by its last writer."""
+    `failing_records`: the records of REFUSED_SET refused by its last writer; `drafts`: its
+    writer leaves drafts (`publish: false`)."""
     from oai_pipeline.harvesters.plugins import RDM_MODEL
     from oai_pipeline.pipeline.services import Services
     from oai_pipeline.targets.embedded.repository import EmbeddedRepository
@@ -584,6 +586,7 @@ def register_harvester(
         metadata_prefix=metadata_prefix,
         batch_size=batch_size,
         transformer=transformer,
+        writer='oai-service{model:"rdm", publish:false}' if drafts else None,
     )
     if writers == 2:
         with Services(settings) as services:
@@ -718,8 +721,8 @@ def _target_rows(url: str) -> tuple[list[tuple[Any, ...]], dict[str, dict[str, A
             revisions = Counter(
                 r[0] for r in conn.execute(sa.text("SELECT record_id FROM target_revisions"))
             )
-            rows = conn.execute(sa.text("SELECT record_id, kind FROM target_drafts"))
-            drafts = {r[0]: r[1] for r in rows}
+            rows = conn.execute(sa.text("SELECT record_id, kind, data FROM target_drafts"))
+            drafts = {r[0]: f"{r[1]} {_digest(r[2])}" for r in rows}
     finally:
         engine.dispose()
     target_rows = sorted(
@@ -2622,6 +2625,12 @@ def main(argv: list[str] | None = None) -> int:
         "of half of them, a mirror (--writers 2) on another disk with room: with K below "
         "the first writer's batches of a group, the FIRST writer fails part-way",
     )
+    parser.add_argument(
+        "--drafts",
+        action="store_true",
+        help="(first and incremental scenarios) the writer leaves drafts (publish: false): "
+        "the drafts' data are compared too",
+    )
     parser.add_argument("--list", action="store_true", help="print the fault points")
     parser.add_argument(
         "--dagster", action="store_true", help="in-process Dagster runs instead of the CLI"
@@ -2713,6 +2722,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.batch_size,
                     writers=args.writers,
                     failing_records=args.failing_records,
+                    drafts=args.drafts,
                 )
                 check = variant_problems(args.writers, args.failing_records)
                 first_args = ["harvest", HARVESTER, "--json"]

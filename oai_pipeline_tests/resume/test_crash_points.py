@@ -184,6 +184,66 @@ def test_a_first_harvest_killed_and_rerun_ends_like_an_uninterrupted_one(
     assert got["status_records"]["imported"] == sum(1 for r in RECORDS if not r.deleted)
 
 
+@pytest.fixture(scope="module")
+def drafts_source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Source]:
+    """The source harvested by a writer that leaves drafts (`publish: false`)."""
+    root = tmp_path_factory.mktemp("crash_points_drafts")
+    with OAIEndpoint(RECORDS, page_size=20) as endpoint:
+        empty = Backend().new_home(root, "empty")
+        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10, drafts=True)
+        reference = Backend().new_home(root, "reference", empty)
+        _harvest(reference, FULL)
+        source = Source(endpoint, empty, _outcome(reference, 1))
+        source.harvested = Backend().new_home(root, "harvested", reference)
+        yield source
+
+
+@pytest.fixture(scope="module")
+def drafts_changed(drafts_source: Source, tmp_path_factory: pytest.TempPathFactory) -> Source:
+    """`drafts_source` after updates, deletions and new records, and the uninterrupted
+    incremental harvest of it."""
+    assert drafts_source.harvested is not None
+    root = tmp_path_factory.mktemp("crash_points_drafts_changed")
+    crash_sweep.change_source(drafts_source.endpoint, RECORDS, CHANGE_DAY)
+    reference = Backend().new_home(root, "reference", drafts_source.harvested)
+    _harvest(reference, INCREMENTAL)
+    drafts_source.incremental = _outcome(reference, 2)
+    return drafts_source
+
+
+def test_a_first_harvest_into_drafts_killed_after_a_batch_reports_it_created(
+    drafts_source: Source, tmp_path: Path
+) -> None:
+    """`publish: false`: killed after the target took a batch of new drafts and before the
+    state store heard of it, the rerun reported those records updated (`publish_draft`),
+    not imported as the uninterrupted harvest does."""
+    home = Backend().new_home(tmp_path, "home", drafts_source.empty)
+    _harvest(home, FULL, "writer_apply:2:after")
+    _harvest(home, FULL)
+
+    got = _outcome(home, 1)
+    assert got == drafts_source.first
+    assert got["status_records"]["updated"] == 0
+    assert {row[1] for row in got["target"]} == {"draft"}
+
+
+def test_an_incremental_harvest_into_drafts_killed_after_its_writes_reports_them(
+    drafts_changed: Source, tmp_path: Path
+) -> None:
+    """`publish: false`, killed after the target took the batch (drafts changed, created,
+    discarded) and before the state store heard of it: the rerun reported the drafts it
+    had discarded unchanged, their target ids kept on their harvest records, not gone."""
+    assert drafts_changed.harvested is not None and drafts_changed.incremental is not None
+    home = Backend().new_home(tmp_path, "home", drafts_changed.harvested)
+    _harvest(home, INCREMENTAL, "writer_apply:1:after")
+    _harvest(home, INCREMENTAL)
+
+    got = _outcome(home, 2)
+    assert got == drafts_changed.incremental
+    statuses = got["status_records"]
+    assert statuses["gone"] > 0 and statuses["imported"] > 0 and statuses["updated"] > 0
+
+
 def test_a_resumed_harvest_killed_as_it_resumes_ends_like_an_uninterrupted_one(
     source: Source, tmp_path: Path
 ) -> None:

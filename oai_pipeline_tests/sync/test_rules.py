@@ -168,3 +168,17 @@ def test_another_transform_chain_than_the_one_written_with_rewrites() -> None:
     gone = SourceRecord("oai:x:1", MEMORY.datestamp, deleted=True, fingerprint="chain-2")
     tombstone = LocalRecord(LocalState.TOMBSTONE, "r1", revision=3)
     assert decide(gone, written, tombstone).action is Action.SKIP  # a deletion has no data
+
+
+def test_a_draft_deleted_by_a_crashed_attempt_is_reported_deleted() -> None:
+    """The last write left a draft never published (revision 0) that the target no longer
+    has: only the harvest deletes a draft's record, so an earlier attempt of this run did
+    and crashed before saving it; the rerun reports it as the uninterrupted run does (it said
+    `nothing`, and kept the draft's id). A published record is never missing (tombstones and
+    hard-deleted records keep their rows): still `nothing`."""
+    missing = LocalRecord(LocalState.MISSING)
+    drafted = HarvestMemory("2025-12-01", False, "r1", 0)
+    published = HarvestMemory("2025-12-01", False, "r1", 1)
+    assert decide(DELETED_SOURCE, drafted, missing).action is Action.DELETE_DRAFT
+    assert decide(DELETED_SOURCE, published, missing).action is Action.NOTHING
+    assert decide(DELETED_SOURCE, None, missing).action is Action.NOTHING

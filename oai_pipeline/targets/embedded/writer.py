@@ -391,7 +391,12 @@ class EmbeddedWriter(Writer):
             return {}
         return {
             identifier: WriteOutcome(
-                identifier, candidates[identifier].action, change.record.id, change.record.revision
+                identifier,
+                Action.CREATE
+                if _drafted_by_this_run(change.record, candidates[identifier])
+                else candidates[identifier].action,
+                change.record.id,
+                change.record.revision,
             )
             for identifier, change in {**drafts, **kept}.items()
         }
@@ -681,6 +686,8 @@ class EmbeddedWriter(Writer):
                 tx.revive(record_id)
             revision = self._update(tx, record_id, data, pid)
             tx.add_to_communities(record_id, community_ids)
+            if action is Action.PUBLISH_DRAFT and _drafted_by_this_run(tx.record(record_id), write):
+                action = Action.CREATE
             return WriteOutcome(write.identifier, action, record_id, revision)
         tx.add_to_communities(record_id, community_ids)
         return WriteOutcome(write.identifier, action, record_id, tx.record(record_id).revision)
@@ -792,6 +799,8 @@ class EmbeddedWriter(Writer):
             action = self._done_by_this_run(record, local, write) or action
             return WriteOutcome(write.identifier, action, record_id, record.revision)
         if record_id is None:
+            if action is Action.NOTHING and _discarded_by_this_run(local, write):
+                action = Action.DELETE_DRAFT
             return WriteOutcome(write.identifier, action, None, None)
         return WriteOutcome(write.identifier, action, record_id, tx.record(record_id).revision)
 
@@ -845,6 +854,25 @@ class _BatchCommunities:
                 self._chains[community_id] = self._tx.with_parents(community_id)
             ordered.update(dict.fromkeys(self._chains[community_id]))
         return tuple(ordered)
+
+
+def _drafted_by_this_run(record: sa.Row, write: PlannedWrite) -> bool:
+    """A draft (never published) an earlier attempt of this run created and crashed before
+    its outcome was saved: the run created it, as the uninterrupted run reports (before, a
+    resumed run of a `publish: false` writer reported such records updated)."""
+    return (
+        record.state == DRAFT
+        and write.run_started is not None
+        and as_utc(record.created) >= write.run_started
+    )
+
+
+def _discarded_by_this_run(local: LocalRecord, write: PlannedWrite) -> bool:
+    """A draft the plan would delete is no longer in the target: an earlier attempt of this
+    run deleted it and crashed before its outcome was saved (`decide` tells by the harvest's
+    memory; a user's deletion of a harvested draft keeps its row, `withdraw_draft`). Before,
+    the resumed run reported it unchanged and kept its target id on the harvest record."""
+    return write.action is Action.DELETE_DRAFT and local.state is LocalState.MISSING
 
 
 def _rows_and_memberships(
