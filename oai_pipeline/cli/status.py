@@ -163,8 +163,9 @@ def status(
     stale_minutes: int,
     as_json: bool,
 ) -> None:
-    """Status of a harvest run (counters, per-record counts, failures, discovery state):
-    HARVESTER_ID's latest (or `--harvester ID`'s)."""
+    """Status of a harvest run (counters, per-record counts, failures, discovery state).
+
+    HARVESTER_ID (or --harvester ID): that harvester's latest run."""
     harvester_id = _one_harvester(harvester_argument, harvester_id)
     if batch_id is not None and harvester_id is not None:
         raise InvalidInput("give --batch-id or a harvester, not both")

@@ -209,7 +209,7 @@ def test_status_mistakes_are_one_line(filled):
         (["--harvester", "nobody"], "Error: unknown harvester 'nobody'", 2),
         (
             ["--batch-id", "1", "--harvester", "zenodo"],
-            "Error: give --batch-id or --harvester, not both",
+            "Error: give --batch-id or a harvester, not both",
             2,  # a usage mistake
         ),
     ]:
