@@ -227,23 +227,6 @@ def test_a_first_harvest_into_drafts_killed_after_a_batch_reports_it_created(
     assert {row[1] for row in got["target"]} == {"draft"}
 
 
-def test_an_incremental_harvest_into_drafts_killed_after_its_writes_reports_them(
-    drafts_changed: Source, tmp_path: Path
-) -> None:
-    """`publish: false`, killed after the target took the batch (drafts changed, created,
-    discarded) and before the state store heard of it: the rerun reported the drafts it
-    had discarded unchanged, their target ids kept on their harvest records, not gone."""
-    assert drafts_changed.harvested is not None and drafts_changed.incremental is not None
-    home = Backend().new_home(tmp_path, "home", drafts_changed.harvested)
-    _harvest(home, INCREMENTAL, "writer_apply:1:after")
-    _harvest(home, INCREMENTAL)
-
-    got = _outcome(home, 2)
-    assert got == drafts_changed.incremental
-    statuses = got["status_records"]
-    assert statuses["gone"] > 0 and statuses["imported"] > 0 and statuses["updated"] > 0
-
-
 def test_a_resumed_harvest_killed_as_it_resumes_ends_like_an_uninterrupted_one(
     source: Source, tmp_path: Path
 ) -> None:
@@ -257,12 +240,16 @@ def test_a_resumed_harvest_killed_as_it_resumes_ends_like_an_uninterrupted_one(
     assert _outcome(home, 1) == source.first
 
 
+@pytest.mark.parametrize("changed_source", ["changed", "drafts_changed"])
 def test_an_incremental_harvest_killed_after_its_writes_reports_what_they_did(
-    changed: Source, tmp_path: Path
+    changed_source: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """Killed after the target took the batch (updates, creations, deletions) and before
     the state store heard of it: the rerun writes nothing again and still reports the
-    records created as imported and those deleted as gone (not updated and unchanged)."""
+    records created as imported and those deleted as gone (not updated and unchanged).
+    Into drafts (`publish: false`), the rerun reported the drafts it had deleted
+    unchanged, their target ids kept on their harvest records."""
+    changed: Source = request.getfixturevalue(changed_source)
     assert changed.harvested is not None and changed.incremental is not None
     home = Backend().new_home(tmp_path, "home", changed.harvested)
     _harvest(home, INCREMENTAL, "writer_apply:1:after")
