@@ -44,7 +44,8 @@ from oai_pipeline.targets.embedded.schema import (
 DRAFT, LIVE, TOMBSTONE, DELETED = "draft", "live", "tombstone", "deleted"
 STATES = (LIVE, DRAFT, TOMBSTONE, DELETED)
 
-_LOCAL_STATE = {
+# The state a harvest's lookup (`local_records`) gives a record stored in each state.
+LOCAL_STATE = {
     DRAFT: LocalState.DRAFT_ONLY,
     LIVE: LocalState.LIVE,
     TOMBSTONE: LocalState.TOMBSTONE,
@@ -371,7 +372,7 @@ class TargetTransaction:
                 result[identifier] = LocalRecord(LocalState.MISSING)
             else:
                 result[identifier] = LocalRecord(
-                    state=_LOCAL_STATE[row.state],
+                    state=LOCAL_STATE[row.state],
                     local_id=row.id,
                     revision=row.revision,
                     has_edit_draft=row.id in edit_drafts,
@@ -590,10 +591,7 @@ class TargetTransaction:
             )
         for chunk in _chunks([change.record.id for change in changes]):
             self.connection.execute(sa.delete(drafts).where(drafts.c.record_id.in_(chunk)))
-        for chunk in _chunks([change.record.id for change in kept]):
-            self.connection.execute(
-                sa.delete(drafts).where(drafts.c.record_id.in_(chunk), drafts.c.kind == "edit")
-            )
+        self._remove_edit_drafts([change.record.id for change in kept])
         self._insert_many(
             drafts,
             {"updated": stamp, "harvested": True},
@@ -878,10 +876,7 @@ class TargetTransaction:
         """`tombstone` (no purge) for many published records at once, their edit drafts
         removed; returns their revisions now. Run it inside a savepoint."""
         ids = [row.id for row in published]
-        for chunk in _chunks(ids):
-            self.connection.execute(
-                sa.delete(drafts).where(drafts.c.record_id.in_(chunk), drafts.c.kind == "edit")
-            )
+        self._remove_edit_drafts(ids)
         revised = self._change_many(
             [RecordChange(row, json_codec.dumps(row.data)) for row in published], TOMBSTONE
         )
@@ -921,6 +916,13 @@ class TargetTransaction:
             ],
         )
         return revised
+
+    def _remove_edit_drafts(self, record_ids: list[str]) -> None:
+        """`remove_edit_draft` of many records, a statement a chunk."""
+        for chunk in _chunks(record_ids):
+            self.connection.execute(
+                sa.delete(drafts).where(drafts.c.record_id.in_(chunk), drafts.c.kind == "edit")
+            )
 
     def remove_edit_draft(self, record_id: str) -> bool:
         result = self.connection.execute(_DELETE_EDIT_DRAFT, {"record_id": record_id})

@@ -52,6 +52,7 @@ from oai_pipeline.targets.embedded.transaction import (
     DELETED,
     DRAFT,
     LIVE,
+    LOCAL_STATE,
     TOMBSTONE,
     DuplicatePidError,
     Membership,
@@ -214,12 +215,10 @@ class EmbeddedWriter(Writer):
         for write in candidates:
             if pids_of[write.identifier] & held:
                 continue
-            try:
-                data_json = write.data_json or json_codec.dumps(write.data)
-            except TypeError:  # not JSON: the one-by-one path reports it as the database does
+            if (data_json := _data_json(write)) is None:
                 continue
             raw_pid = data_pids[write.identifier] or write.pid
-            if raw_pid is not None and len(raw_pid) > MAX_DOI_LENGTH:
+            if _too_long(raw_pid):
                 continue  # the one-by-one path reports it
             doi = data_pids[write.identifier] if self.options.publish else raw_pid
             members = self._members(tx, harvester_id, write, communities)
@@ -291,7 +290,7 @@ class EmbeddedWriter(Writer):
                 continue
             doi = pid_of(data, self.options.pid_field) if data else None
             pid = doi or write.pid
-            if pid is not None and len(pid) > MAX_DOI_LENGTH:
+            if _too_long(pid):
                 continue
             source = SourceRecord(identifier, write.datestamp, False, pid)
             if decide(source, None, local, update_all=True).action is not Action.UPDATE:
@@ -305,11 +304,7 @@ class EmbeddedWriter(Writer):
                     identifier, Action.NOTHING, local.local_id, local.revision
                 )
                 continue
-            if normal_doi(doi) != row.doi:
-                continue
-            try:
-                data_json = write.data_json or json_codec.dumps(data)
-            except TypeError:  # not JSON: the one-by-one path reports it as the database does
+            if normal_doi(doi) != row.doi or (data_json := _data_json(write)) is None:
                 continue
             updates[identifier] = RecordChange(row, data_json, joins)
         if not updates:
@@ -340,18 +335,14 @@ class EmbeddedWriter(Writer):
         draft); any other takes the one-by-one path."""
         if self.options.publish:
             return {}
-        # The action each local state takes, and the state of the target's row then.
-        wanted = {
-            LocalState.DRAFT_ONLY: (Action.PUBLISH_DRAFT, DRAFT),
-            LocalState.LIVE: (Action.UPDATE, LIVE),
-        }
+        wanted = {LocalState.DRAFT_ONLY: Action.PUBLISH_DRAFT, LocalState.LIVE: Action.UPDATE}
         candidates = {
             write.identifier: write
             for write in writes
             if isinstance(write.data, dict)
             and (local := known.get(write.identifier)) is not None
             and local.state in wanted
-            and write.action is wanted[local.state][0]
+            and write.action is wanted[local.state]
             and local.local_id is not None
             and not local.taken_over
         }
@@ -360,10 +351,10 @@ class EmbeddedWriter(Writer):
         kept: dict[str, RecordChange] = {}
         for identifier, write in candidates.items():
             row = rows.get(known[identifier].local_id)  # type: ignore[arg-type]
-            if row is None or row.state != wanted[known[identifier].state][1] or row.purge:
+            if row is None or LOCAL_STATE[row.state] is not known[identifier].state or row.purge:
                 continue
             pid = pid_of(write.data, self.options.pid_field) or write.pid
-            if pid is not None and len(pid) > MAX_DOI_LENGTH:
+            if _too_long(pid):
                 continue
             if row.state == DRAFT and normal_doi(pid) != row.doi:
                 continue  # the draft's DOI moves: checked one by one
@@ -371,11 +362,7 @@ class EmbeddedWriter(Writer):
             if as_published and normal_doi(pid) != row.doi:
                 continue  # the record takes up the draft's DOI: one by one
             joins = self._joins(tx, harvester_id, write, communities, joined, row.id)
-            if joins is None:
-                continue
-            try:
-                data_json = write.data_json or json_codec.dumps(write.data)
-            except TypeError:  # not JSON: the one-by-one path reports it as the database does
+            if joins is None or (data_json := _data_json(write)) is None:
                 continue
             # Published as harvested, a record keeps no edit draft (`_update`); any other
             # gets the harvest's draft.
@@ -435,7 +422,6 @@ class EmbeddedWriter(Writer):
         (some eight and seven statements each before): published ones tombstoned, their edit
         drafts removed; drafts discarded. Any other deletion takes the one-by-one path."""
         wanted = {LocalState.LIVE: Action.DELETE, LocalState.DRAFT_ONLY: Action.DELETE_DRAFT}
-        stored = {LocalState.LIVE: LIVE, LocalState.DRAFT_ONLY: DRAFT}
         candidates: dict[str, PlannedWrite] = {}
         for write in writes:
             local = known.get(write.identifier)
@@ -446,7 +432,7 @@ class EmbeddedWriter(Writer):
                 and local.state in wanted
                 and local.local_id is not None
                 and not local.taken_over
-                and not (pid is not None and len(pid) > MAX_DOI_LENGTH)
+                and not _too_long(pid)
             ):
                 source = SourceRecord(write.identifier, write.datestamp, True, pid)
                 if decide(source, None, local, update_all=True).action is wanted[local.state]:
@@ -456,7 +442,7 @@ class EmbeddedWriter(Writer):
             identifier: row
             for identifier in candidates
             if (row := rows.get(known[identifier].local_id)) is not None  # type: ignore[arg-type]
-            and row.state == stored[known[identifier].state]
+            and LOCAL_STATE[row.state] is known[identifier].state
         }
         published = {
             i: row for i, row in found.items() if row.state == LIVE and row.data is not None
@@ -619,7 +605,7 @@ class EmbeddedWriter(Writer):
         if not source_deleted and not isinstance(data, dict):
             return _failed(write, "no_data", "a live record came without record data")
         pid = (pid_of(data, self.options.pid_field) if data else None) or write.pid
-        if pid is not None and len(pid) > MAX_DOI_LENGTH:
+        if _too_long(pid):
             # Read at another `pid_field` than the DOI the transform validated: PostgreSQL
             # refused it with the database's message, SQLite wrote it.
             return _failed(
@@ -873,6 +859,20 @@ def _discarded_by_this_run(local: LocalRecord, write: PlannedWrite) -> bool:
     memory; a user's deletion of a harvested draft keeps its row, `withdraw_draft`). Before,
     the resumed run reported it unchanged and kept its target id on the harvest record."""
     return write.action is Action.DELETE_DRAFT and local.state is LocalState.MISSING
+
+
+def _data_json(write: PlannedWrite) -> str | None:
+    """The record's data as the target stores it; None when it is not JSON (the one-by-one
+    path reports that as the database does)."""
+    try:
+        return write.data_json or json_codec.dumps(write.data)
+    except TypeError:
+        return None
+
+
+def _too_long(pid: str | None) -> bool:
+    """A pid longer than the target keeps (the one-by-one path reports it)."""
+    return pid is not None and len(pid) > MAX_DOI_LENGTH
 
 
 def _rows_and_memberships(
