@@ -2,12 +2,14 @@
 apart, into a writer with a community (its parent too), as operators register them, or into
 the writer `--writer` names (`--join`: the harvester's writers are given the community
 `sub` before the harvest that changes the records, so every record joins it then; `--review`:
-a reviewer publishes every harvested draft before it, so each gets the harvest's edit draft).
+a reviewer publishes every harvested draft before it, so each gets the harvest's edit draft;
+`--reindex`: the "changed" records come with new datestamps only, their data as before).
 
     .venv/bin/python benchmarks/write_batches.py --records 5000
     .venv/bin/python benchmarks/write_batches.py --records 5000 --postgres --network-ms 0.5
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{publish:false}'
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --join
+    .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --join --reindex
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{publish:false}' --review
 
 The source is the tests' in-process fake (pages of 500 oai_dc records), so the figures are
@@ -52,11 +54,13 @@ STEPS = ("create", "update", "delete")
 PAGE_SIZE = 500
 
 
-def _prepare(source: FakeSource, step: str) -> None:
-    """What the source says before the step's harvest: all new, all changed, all deleted."""
+def _prepare(source: FakeSource, step: str, *, reindex: bool = False) -> None:
+    """What the source says before the step's harvest: all new, all changed (`reindex`: only
+    their datestamps), all deleted."""
     for number, record in enumerate(source.records):
         if step == "update":
-            record.raw_metadata = oai_dc(f"Record {number}, revised")
+            if not reindex:
+                record.raw_metadata = oai_dc(f"Record {number}, revised")
             record.datestamp = record.datestamp.replace("2024-03-", "2024-04-")
         elif step == "delete":
             record.deleted = True
@@ -74,6 +78,7 @@ def measure(
     *,
     join: bool = False,
     review: bool = False,
+    reindex: bool = False,
 ) -> dict:
     monkeypatch = pytest.MonkeyPatch()
     home = tempfile.mkdtemp(prefix="oai-write-batches-")
@@ -97,7 +102,7 @@ def measure(
     figures = {}
     try:
         for step in STEPS:
-            _prepare(source, step)
+            _prepare(source, step, reindex=reindex)
             if join and step == "update":
                 with Services(settings) as services:
                     HarvesterRegistry(services.state).update("sample", community="sub")
@@ -137,6 +142,9 @@ def main() -> None:
     parser.add_argument(
         "--review", action="store_true", help="every draft is published before the update"
     )
+    parser.add_argument(
+        "--reindex", action="store_true", help="the update changes datestamps only, not data"
+    )
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         proxy, databases = None, {}
@@ -144,7 +152,13 @@ def main() -> None:
             proxy, databases = stack.enter_context(postgres_behind_network(args.network_ms / 1000))
         where = f"postgresql +{args.network_ms} ms" if args.postgres else "sqlite"
         figures = measure(
-            args.records, databases, proxy, args.writer, join=args.join, review=args.review
+            args.records,
+            databases,
+            proxy,
+            args.writer,
+            join=args.join,
+            review=args.review,
+            reindex=args.reindex,
         )
         for step, figure in figures.items():
             trips = f", {figure['round_trips']} round trips" if "round_trips" in figure else ""

@@ -35,6 +35,20 @@ def _harvests(
         return original(tx, changes, **kw)
 
     monkeypatch.setattr(TargetTransaction, name, spy)
+    alone = EmbeddedWriter._apply_isolated
+
+    def one_by_one(
+        writer: EmbeddedWriter,
+        tx: TargetTransaction,
+        harvester_id: str,
+        write: Any,
+        *a: Any,
+        **kw: Any,
+    ) -> Any:
+        batched[f"alone {write.identifier}"] += 1
+        return alone(writer, tx, harvester_id, write, *a, **kw)
+
+    monkeypatch.setattr(EmbeddedWriter, "_apply_isolated", one_by_one)
     if not together:
         for batch in ("_plain_updates", "_plain_drafts"):
             monkeypatch.setattr(EmbeddedWriter, batch, lambda *_args: {})
@@ -79,9 +93,9 @@ def test_records_joining_communities_are_updated_together_as_one_by_one(
     one_by_one, _ = _harvests(target_settings, monkeypatch, publish=publish, together=False)
 
     assert together == one_by_one
-    # a and b (and c's draft, rewritten as drafts are); c's record, whose data is the
-    # target's already, joins alone without a new revision; d fails alone
-    assert batched == {BATCH_WRITES[publish]: 2 if publish else 3}
+    # a and b (and c's draft, rewritten as drafts are); c's published record, whose data
+    # is the target's already, joins with them without a new revision; d fails alone
+    assert batched == {BATCH_WRITES[publish]: 2 if publish else 3, "alone oai:d": 1}
     (_, _), (outcomes, after) = together
     actions = {identifier: action for identifier, (action, _, _) in outcomes.items()}
     assert actions == {

@@ -606,20 +606,20 @@ class TargetTransaction:
                 for change in changes
             ],
         )
-        self._join_many([*changes, *kept])
-        return [change.record.id for change in [*changes, *kept]]
+        return self.join_many([*changes, *kept])
 
-    def _join_many(self, changes: list[RecordChange]) -> None:
-        """The memberships the changed records take up (`RecordChange.joins`), at once."""
+    def join_many(self, changes: list[RecordChange]) -> list[str]:
+        """The memberships the changed records take up (`RecordChange.joins`), at once;
+        returns the records' ids."""
         rows = [
             (change.record.id, join.community_id, join.is_default, join.position)
             for change in changes
             for join in change.joins
         ]
-        if rows:
-            self._insert_many(
-                memberships, {}, ("record_id", "community_id", "is_default", "position"), rows
-            )
+        self._insert_many(
+            memberships, {}, ("record_id", "community_id", "is_default", "position"), rows
+        )
+        return [change.record.id for change in changes]
 
     def _insert_many(
         self,
@@ -869,7 +869,7 @@ class TargetTransaction:
         DOI it holds (which no other record can hold: `uq_target_records_doi`); a database
         error fails them all, so run it inside a savepoint."""
         revised = self._change_many(updates, LIVE)
-        self._join_many(updates)
+        self.join_many(updates)
         return revised
 
     def tombstone_many(self, published: list[sa.Row], *, note: str) -> list[int]:

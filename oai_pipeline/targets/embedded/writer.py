@@ -260,8 +260,9 @@ class EmbeddedWriter(Writer):
         under its source identifier (no takeover, no edit draft), its communities exist
         (those it joins are added with it), and it keeps the DOI it holds: no other record
         of the batch can change what happens to it. One whose data the target holds already
-        is `nothing` (a reindexed source bumps every datestamp); one this run wrote before a
-        crash, or any other, takes the one-by-one path.
+        is `nothing` (a reindexed source bumps every datestamp), joining any communities
+        new to it; one this run wrote before a crash, or any other, takes the one-by-one
+        path.
         """
         if not self.options.publish:
             return {}
@@ -280,6 +281,7 @@ class EmbeddedWriter(Writer):
         rows, joined = _rows_and_memberships(tx, candidates, known)
         outcomes: dict[str, WriteOutcome] = {}
         updates: dict[str, RecordChange] = {}
+        joining: dict[str, RecordChange] = {}
         for identifier, write in candidates.items():
             local, data = known[identifier], write.data
             row = rows.get(local.local_id)  # type: ignore[arg-type]
@@ -297,25 +299,34 @@ class EmbeddedWriter(Writer):
                 continue
             if self._written_by_this_run(row, data, write):
                 continue
-            if self._holds_already(row, data, write):
-                if joins:  # no new revision, but new communities: the one-by-one path
-                    continue
+            holds_already = self._holds_already(row, data, write)
+            if holds_already and not joins:
                 outcomes[identifier] = WriteOutcome(
                     identifier, Action.NOTHING, local.local_id, local.revision
                 )
                 continue
-            if normal_doi(doi) != row.doi or (data_json := _data_json(write)) is None:
+            if not holds_already and normal_doi(doi) != row.doi:
                 continue
-            updates[identifier] = RecordChange(row, data_json, joins)
-        if not updates:
-            return outcomes
-        revised = _together(tx, lambda: tx.update_many_published(list(updates.values())))
-        if revised is None:  # refused: each goes one by one, in its savepoint
-            return outcomes
-        for (identifier, update), revision in zip(updates.items(), revised, strict=True):
-            outcomes[identifier] = WriteOutcome(
-                identifier, Action.UPDATE, update.record.id, revision
+            if (data_json := _data_json(write)) is None:
+                continue
+            # Holding the data already, a record only joins its new communities (no new
+            # revision): a writer given a community, then a source reindexed.
+            (joining if holds_already else updates)[identifier] = RecordChange(
+                row, data_json, joins
             )
+        # Refused together (None), each goes one by one, in its savepoint.
+        changes = list(updates.values())
+        revised = updates and _together(tx, lambda: tx.update_many_published(changes))
+        if revised:
+            for (identifier, update), revision in zip(updates.items(), revised, strict=True):
+                outcomes[identifier] = WriteOutcome(
+                    identifier, Action.UPDATE, update.record.id, revision
+                )
+        if joining and _together(tx, lambda: tx.join_many(list(joining.values()))):
+            for identifier, change in joining.items():
+                outcomes[identifier] = WriteOutcome(
+                    identifier, Action.NOTHING, change.record.id, change.record.revision
+                )
         return outcomes
 
     def _plain_drafts(
