@@ -3,13 +3,16 @@ apart, into a writer with a community (its parent too), as operators register th
 the writer `--writer` names (`--join`: the harvester's writers are given the community
 `sub` before the harvest that changes the records, so every record joins it then; `--review`:
 a reviewer publishes every harvested draft before it, so each gets the harvest's edit draft;
-`--reindex`: the "changed" records come with new datestamps only, their data as before).
+`--reindex`: the "changed" records come with new datestamps only, their data as before;
+`--migrate`: each record has a DOI, which a user deposited in the target before the first
+harvest, so that harvest takes every deposit over).
 
     .venv/bin/python benchmarks/write_batches.py --records 5000
     .venv/bin/python benchmarks/write_batches.py --records 5000 --postgres --network-ms 0.5
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{publish:false}'
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --join
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --join --reindex
+    .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --migrate
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{publish:false}' --review
 
 The source is the tests' in-process fake (pages of 500 oai_dc records), so the figures are
@@ -54,17 +57,29 @@ STEPS = ("create", "update", "delete")
 PAGE_SIZE = 500
 
 
-def _prepare(source: FakeSource, step: str, *, reindex: bool = False) -> None:
+def _prepare(source: FakeSource, step: str, *, reindex: bool, doi: bool) -> None:
     """What the source says before the step's harvest: all new, all changed (`reindex`: only
-    their datestamps), all deleted."""
+    their datestamps), all deleted (`doi`: the records have DOIs)."""
     for number, record in enumerate(source.records):
         if step == "update":
             if not reindex:
-                record.raw_metadata = oai_dc(f"Record {number}, revised")
+                record.raw_metadata = _metadata(f"Record {number}, revised", number, doi=doi)
             record.datestamp = record.datestamp.replace("2024-03-", "2024-04-")
         elif step == "delete":
             record.deleted = True
             record.datestamp = record.datestamp.replace("2024-04-", "2024-05-")
+
+
+def _metadata(title: str, number: int, *, doi: bool) -> str:
+    """A record's oai_dc (`doi`: with its DOI)."""
+    if not doi:
+        return oai_dc(title)
+    identifier = f"<dc:identifier>https://doi.org/{_doi(number)}</dc:identifier>"
+    return oai_dc(title).replace("</oai_dc:dc>", f"{identifier}</oai_dc:dc>")
+
+
+def _doi(number: int) -> str:
+    return f"10.5555/bench.{number}"
 
 
 WRITER = 'oai-service{model:"rdm", community:"sub"}'
@@ -79,19 +94,24 @@ def measure(
     join: bool = False,
     review: bool = False,
     reindex: bool = False,
+    migrate: bool = False,
 ) -> dict:
     monkeypatch = pytest.MonkeyPatch()
     home = tempfile.mkdtemp(prefix="oai-write-batches-")
     settings = load_settings({"OAI_PIPELINE_HOME": home, **databases})
     settings.home.mkdir(parents=True, exist_ok=True)
     records = [
-        dataclasses.replace(record, raw_metadata=oai_dc(f"Record {number}"))
+        dataclasses.replace(record, raw_metadata=_metadata(f"Record {number}", number, doi=migrate))
         for number, record in enumerate(make_records(count))
     ]
     source = harvest_fake_source(settings, monkeypatch, FakeSource(records, page_size=PAGE_SIZE))
     with EmbeddedRepository(settings.target_db_url) as repository:
         repository.create_community("top")
         repository.create_community("sub", parent="top")
+        for number in range(count if migrate else 0):
+            deposit = {"metadata": {"title": f"Deposit {number}"}}
+            deposit["pids"] = {"doi": {"identifier": _doi(number), "provider": "external"}}
+            repository.deposit(deposit, publish=True)
     register(
         settings,
         BASE_URL,
@@ -102,7 +122,7 @@ def measure(
     figures = {}
     try:
         for step in STEPS:
-            _prepare(source, step, reindex=reindex)
+            _prepare(source, step, reindex=reindex, doi=migrate)
             if join and step == "update":
                 with Services(settings) as services:
                     HarvesterRegistry(services.state).update("sample", community="sub")
@@ -145,6 +165,9 @@ def main() -> None:
     parser.add_argument(
         "--reindex", action="store_true", help="the update changes datestamps only, not data"
     )
+    parser.add_argument(
+        "--migrate", action="store_true", help="users deposited every record's DOI before"
+    )
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         proxy, databases = None, {}
@@ -159,6 +182,7 @@ def main() -> None:
             join=args.join,
             review=args.review,
             reindex=args.reindex,
+            migrate=args.migrate,
         )
         for step, figure in figures.items():
             trips = f", {figure['round_trips']} round trips" if "round_trips" in figure else ""

@@ -101,6 +101,11 @@ _CHANGE_RECORD = (
         updated=sa.bindparam("stamp"),
     )
 )
+_CLAIM = (
+    sa.update(records)
+    .where(records.c.id == sa.bindparam("claimed_id"), records.c.source_harvester.is_(None))
+    .values(source_harvester=sa.bindparam("claimant"), source_identifier=sa.bindparam("claimed_as"))
+)
 _ADD_REVISION = sa.insert(revisions)
 _DELETE_DRAFTS = sa.delete(drafts).where(drafts.c.record_id == sa.bindparam("record_id"))
 _DELETE_EDIT_DRAFT = _DELETE_DRAFTS.where(drafts.c.kind == "edit")
@@ -797,6 +802,40 @@ class TargetTransaction:
             raise DuplicatePidError(
                 f"DOI {row.doi} is already used by record {record_id}, which harvester "
                 f"{row.source_harvester} took over while this harvest ran"
+            )
+
+    def claim_many(self, harvester_id: str, claims: dict[str, str]) -> None:
+        """`claim` of many users' records (no harvester's): {record id: source identifier}.
+        DuplicatePidError when another harvest claimed one meanwhile: run it inside a
+        savepoint."""
+        identifiers = sorted(claims.values())
+        for chunk in _chunks(identifiers):  # hard deleted records that were them before
+            self.connection.execute(
+                sa.update(records)
+                .where(
+                    records.c.source_harvester == harvester_id,
+                    records.c.source_identifier.in_(chunk),
+                )
+                .values(source_harvester=None, source_identifier=None)
+            )
+        self.connection.execute(
+            _CLAIM,
+            [
+                {"claimed_id": record_id, "claimant": harvester_id, "claimed_as": identifier}
+                for record_id, identifier in claims.items()
+            ],
+        )
+        claimed = 0
+        for chunk in _chunks(sorted(claims)):
+            claimed += self.connection.execute(
+                sa.select(sa.func.count())
+                .select_from(records)
+                .where(records.c.id.in_(chunk), records.c.source_harvester == harvester_id)
+            ).scalar_one()
+        if claimed != len(claims):
+            raise DuplicatePidError(
+                f"{len(claims) - claimed} of the records to take over were taken over by "
+                "another harvester while this harvest ran"
             )
 
     def save_draft(

@@ -257,15 +257,17 @@ class EmbeddedWriter(Writer):
         each (a round trip each on a PostgreSQL across a network).
 
         A record qualifies when the source lists it live and the target has it published
-        under its source identifier (no takeover, no edit draft), its communities exist
-        (those it joins are added with it), and it keeps the DOI it holds: no other record
-        of the batch can change what happens to it. One whose data the target holds already
-        is `nothing` (a reindexed source bumps every datestamp), joining any communities
-        new to it; one this run wrote before a crash, or any other, takes the one-by-one
-        path.
+        with no edit draft, its communities exist (those it joins are added with it), and it
+        keeps the DOI it holds: no other record of the batch can change what happens to it.
+        One whose data the target holds already is `nothing` (a reindexed source bumps every
+        datestamp), joining any communities new to it; one this run wrote before a crash, or
+        any other, takes the one-by-one path. A user's deposit of the record's DOI is taken
+        over (claimed, then updated) when no other record of the batch names the DOI: a
+        first harvest into a target that users filled before (a migration) wrote each alone.
         """
         if not self.options.publish:
             return {}
+        named = Counter(self._key(write)[1] for write in writes)
         candidates: dict[str, PlannedWrite] = {}
         for write in writes:
             local = known.get(write.identifier)
@@ -275,13 +277,14 @@ class EmbeddedWriter(Writer):
                 and local is not None
                 and local.state is LocalState.LIVE
                 and local.local_id is not None
-                and not (local.taken_over or local.has_edit_draft)
+                and not local.has_edit_draft
             ):
                 candidates[write.identifier] = write
         rows, joined = _rows_and_memberships(tx, candidates, known)
         outcomes: dict[str, WriteOutcome] = {}
         updates: dict[str, RecordChange] = {}
         joining: dict[str, RecordChange] = {}
+        takeovers: dict[str, RecordChange] = {}
         for identifier, write in candidates.items():
             local, data = known[identifier], write.data
             row = rows.get(local.local_id)  # type: ignore[arg-type]
@@ -296,6 +299,15 @@ class EmbeddedWriter(Writer):
                 continue
             source = SourceRecord(identifier, write.datestamp, False, pid)
             if decide(source, None, local, update_all=True).action is not Action.UPDATE:
+                continue
+            if local.taken_over:  # always a new revision, as `_apply_one` writes it
+                if (
+                    row.source_harvester is None
+                    and named[self._key(write)[1]] == 1
+                    and normal_doi(doi) == row.doi
+                    and (data_json := _data_json(write)) is not None
+                ):
+                    takeovers[identifier] = RecordChange(row, data_json, joins)
                 continue
             if self._written_by_this_run(row, data, write):
                 continue
@@ -326,6 +338,18 @@ class EmbeddedWriter(Writer):
             for identifier, change in joining.items():
                 outcomes[identifier] = WriteOutcome(
                     identifier, Action.NOTHING, change.record.id, change.record.revision
+                )
+        claims = {change.record.id: identifier for identifier, change in takeovers.items()}
+
+        def take_over() -> list[int]:
+            tx.claim_many(harvester_id, claims)
+            return tx.update_many_published(list(takeovers.values()))
+
+        taken = takeovers and _together(tx, take_over)
+        if taken:
+            for (identifier, change), revision in zip(takeovers.items(), taken, strict=True):
+                outcomes[identifier] = WriteOutcome(
+                    identifier, Action.UPDATE, change.record.id, revision
                 )
         return outcomes
 
@@ -911,12 +935,14 @@ class _TryAgain(Exception):
 
 def _together(tx: TargetTransaction, write: Callable[[], list[T]]) -> list[T] | None:
     """`write` of many records at once, in a SAVEPOINT: what it returns, or None when the
-    database refused it for a record's sake (an id clash, a value it refuses), so that each
-    record goes one by one and fails alone; its own failure fails the batch (see
-    `_batch_failure`)."""
+    database refused it for a record's sake (an id clash, a value it refuses, a record
+    another harvest took over meanwhile), so that each record goes one by one and fails
+    alone; its own failure fails the batch (see `_batch_failure`)."""
     try:
         with tx.savepoint():
             return write()
+    except DuplicatePidError:
+        return None
     except sa.exc.SQLAlchemyError as error:
         if (refused := _batch_failure(error)) is not None:
             raise refused from None

@@ -1,0 +1,166 @@
+"""Users' deposits of the records' DOIs are taken over with their batch: before, a first
+harvest into a target that users had filled (a migration) claimed and updated each record
+alone, some eight round trips each on PostgreSQL."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from oai_pipeline.settings import Settings
+from oai_pipeline.sync.rules import Action
+from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline.targets.embedded.schema import records
+from oai_pipeline.targets.embedded.transaction import DuplicatePidError, TargetTransaction
+from oai_pipeline.targets.embedded.writer import EmbeddedWriter
+from oai_pipeline_tests.target.test_writer import H, Harness, data
+from oai_pipeline_tests.target.test_writer_drafts import _empty, _snapshot, _summary
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch, seen: Counter[str]) -> None:
+    """Counts the records taken over together and each record written alone."""
+    claim_many, alone = TargetTransaction.claim_many, EmbeddedWriter._apply_isolated
+
+    def claiming(tx: TargetTransaction, harvester_id: str, claims: dict[str, str]) -> None:
+        seen["claim_many"] += len(claims)
+        claim_many(tx, harvester_id, claims)
+
+    def one_by_one(writer: EmbeddedWriter, tx: Any, harvester_id: str, write: Any, *a: Any) -> Any:
+        seen[f"alone {write.identifier}"] += 1
+        return alone(writer, tx, harvester_id, write, *a)
+
+    monkeypatch.setattr(TargetTransaction, "claim_many", claiming)
+    monkeypatch.setattr(EmbeddedWriter, "_apply_isolated", one_by_one)
+
+
+def _migration(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool
+) -> tuple[dict[str, Any], dict[str, Any], list[tuple[Any, ...]], Counter[str]]:
+    """A writer given the community `sub` harvests into a target where users deposited most
+    of the records' DOIs before: plain deposits, one in a community, one with an edit
+    draft, one a tombstone, one DOI two records name, one a harvested record gave up (hard
+    deleted) before a user deposited it."""
+    seen: Counter[str] = Counter()
+    _spy(monkeypatch, seen)
+    if not together:
+        monkeypatch.setattr(EmbeddedWriter, "_plain_updates", lambda *_args: {})
+    harness = Harness(settings, community="sub")
+    try:
+        with EmbeddedRepository(settings.target_db_url) as repo:
+            for slug, parent in (("top", None), ("sub", "top"), ("x", None)):
+                repo.create_community(slug, parent=parent)
+            (gone,) = harness.harvest([("oai:gone", data("Gone", doi="10.1/u5"))])
+            repo.hard_delete(gone.local_id)  # type: ignore[arg-type]
+            repo.deposit(data("User 1", doi="10.1/u1"), publish=True)
+            repo.deposit(data("User 2", doi="10.1/u2", communities=["x"]), publish=True)
+            edited = repo.deposit(data("User 3", doi="10.1/u3"), publish=True)
+            repo.edit(edited, {"metadata.title": "User 3, edited"})
+            repo.deposit(data("User 4", doi="10.1/u4"), publish=True)
+            repo.deposit(data("User 5", doi="10.1/u5"), publish=True)
+            deleted = repo.deposit(data("User 6", doi="10.1/u6"), publish=True)
+            repo.delete(deleted)
+            seen.clear()
+            outcomes = harness.harvest(
+                [
+                    ("oai:u1", data("Harvested 1", doi="10.1/u1")),
+                    ("oai:u2", data("Harvested 2", doi="10.1/u2", communities=["x"])),
+                    ("oai:u3", data("Harvested 3", doi="10.1/u3")),
+                    ("oai:twice-a", data("Twice A", doi="10.1/u4")),
+                    ("oai:twice-b", data("Twice B", doi="10.1/u4")),
+                    ("oai:gone", data("Gone, again", doi="10.1/u5")),
+                    ("oai:u6", data("Harvested 6", doi="10.1/u6")),
+                    ("oai:new", data("New", doi="10.1/new")),
+                ]
+            )
+            with repo.transaction(read_only=True) as tx:
+                unclaimed = tx.connection.execute(
+                    sa.select(records.c.state, records.c.doi, records.c.source_identifier)
+                    .where(records.c.source_harvester.is_(None))
+                    .order_by(records.c.state, records.c.doi)
+                ).all()
+            after = _snapshot(repo)
+    finally:
+        harness.writer.close()
+        monkeypatch.undo()
+    return _summary(outcomes), after, [tuple(row) for row in unclaimed], seen
+
+
+def test_takeovers_together_end_as_one_by_one(
+    target_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outcomes, after, unclaimed, seen = _migration(target_settings, monkeypatch, together=True)
+    _empty(target_settings)
+    one_by_one = _migration(target_settings, monkeypatch, together=False)
+
+    assert (outcomes, after, unclaimed) == one_by_one[:3]
+    # the plain deposits and the one a hard deleted record gave up went together; the edited
+    # one, the tombstone and the DOI two records name went alone (the one refused the DOI
+    # once more, as the batch's exchange of DOIs tries it again)
+    assert seen == {
+        "claim_many": 3,
+        "alone oai:u3": 1,
+        "alone oai:u6": 1,
+        "alone oai:twice-a": 1,
+        "alone oai:twice-b": 2,
+    }
+    assert {identifier: outcome[0] for identifier, outcome in outcomes.items()} == {
+        "oai:u1": Action.UPDATE,
+        "oai:u2": Action.UPDATE,
+        "oai:u3": Action.UPDATE,
+        "oai:twice-a": Action.UPDATE,
+        "oai:twice-b": Action.ERROR,
+        "oai:gone": Action.UPDATE,
+        "oai:u6": Action.RESTORE,
+        "oai:new": Action.CREATE,
+    }
+    assert outcomes["oai:u1"][1] == 2  # the deposit's next revision
+    assert ("oai:u2", "x", True, 0) in after["memberships"]
+    assert ("oai:u2", "sub", False, 1) in after["memberships"]
+    # the hard deleted record let go of its source identifier (its DOI it had given up);
+    # no user's record is left
+    assert unclaimed == [("deleted", "10.1/u5", None)]
+
+
+def test_a_record_claimed_meanwhile_sends_the_takeovers_one_by_one(
+    target_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another harvester claims a deposit after the lookup (a harvest writing at the same
+    time on PostgreSQL): the batch is undone, and each record goes its own way."""
+    claim_many, refusals = TargetTransaction.claim_many, []
+
+    def claimed_first(tx: TargetTransaction, harvester_id: str, claims: dict[str, str]) -> None:
+        # inside the batch's savepoint: undone with it, as the other harvest's claim is not
+        tx.connection.execute(
+            sa.update(records)
+            .where(records.c.id == next(iter(claims)))
+            .values(source_harvester="other", source_identifier="oai:other")
+        )
+        try:
+            claim_many(tx, harvester_id, claims)
+        except DuplicatePidError as error:
+            refusals.append(str(error))
+            raise
+
+    monkeypatch.setattr(TargetTransaction, "claim_many", claimed_first)
+    harness = Harness(target_settings)
+    try:
+        with EmbeddedRepository(target_settings.target_db_url) as repo:
+            for number in (1, 2):
+                repo.deposit(data(f"User {number}", doi=f"10.1/u{number}"), publish=True)
+            outcomes = harness.harvest(
+                [
+                    ("oai:u1", data("Harvested 1", doi="10.1/u1")),
+                    ("oai:u2", data("Harvested 2", doi="10.1/u2")),
+                ]
+            )
+            titles = sorted(r["title"] for r in repo.list(harvester=H))
+    finally:
+        harness.writer.close()
+    assert refusals == [
+        "1 of the records to take over were taken over by another harvester while this harvest ran"
+    ]
+    assert [outcome.action for outcome in outcomes] == [Action.UPDATE, Action.UPDATE]
+    assert titles == ["Harvested 1", "Harvested 2"]
