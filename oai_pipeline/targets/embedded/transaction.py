@@ -822,7 +822,7 @@ class TargetTransaction:
             _CLAIM,
             [
                 {"claimed_id": record_id, "claimant": harvester_id, "claimed_as": identifier}
-                for record_id, identifier in claims.items()
+                for record_id, identifier in sorted(claims.items())  # locked in one order
             ],
         )
         claimed = 0
