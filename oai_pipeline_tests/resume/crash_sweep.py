@@ -11,7 +11,7 @@ Parquet storage changes:
         [--points all|NAME[,NAME…]] [--per-point 4] [--double] [--resumed] \\
         [--resumed-at discover,transform,plan,write,undo] [--dagster] [--source-moves-on]
         [--writers 1|2] [--failing-records] [--fails-first [source|target]] [--drafts]
-        [--target-full-after K] [--json-out PATH]
+        [--deposits] [--target-full-after K] [--json-out PATH]
 
 How it works. The shipped OAI-PMH endpoint serves generated DataCite records (with
 deletions) from this process. A reference home is harvested without interruption. Then, for
@@ -115,6 +115,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -598,6 +599,29 @@ def register_harvester(
                 repository.create_community(REFUSED_COMMUNITY)
             finally:
                 repository.close()
+
+
+DOI_IN_DATACITE = re.compile(rb'identifierType="DOI">([^<]+)<')
+
+
+def deposit_dois(home: Home, records: list[Any], every: int = 3) -> None:
+    """Users' published deposits of every `every`-th live record's DOI, before the first
+    harvest: the harvest takes them over (each deposit becomes the harvested record)."""
+    from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+
+    repository = EmbeddedRepository(_settings(home).target_db_url)
+    try:
+        for number, record in enumerate(records):
+            if record.deleted or number % every or PREFIX not in record.metadata:
+                continue
+            if (found := DOI_IN_DATACITE.search(record.metadata[PREFIX])) is None:
+                continue
+            doi = found.group(1).decode()
+            deposit = {"metadata": {"title": f"Deposit of {doi}"}}
+            deposit["pids"] = {"doi": {"identifier": doi, "provider": "external"}}
+            repository.deposit(deposit, publish=True)
+    finally:
+        repository.close()
 
 
 def snapshot(home: Home, run_id: int | None = None) -> dict[str, Any]:
@@ -2631,6 +2655,12 @@ def main(argv: list[str] | None = None) -> int:
         help="(first and incremental scenarios) the writer leaves drafts (publish: false): "
         "the drafts' data are compared too",
     )
+    parser.add_argument(
+        "--deposits",
+        action="store_true",
+        help="(first scenario) users deposited every third record's DOI in the target before "
+        "the first harvest, which takes the deposits over (a migration)",
+    )
     parser.add_argument("--list", action="store_true", help="print the fault points")
     parser.add_argument(
         "--dagster", action="store_true", help="in-process Dagster runs instead of the CLI"
@@ -2724,6 +2754,8 @@ def main(argv: list[str] | None = None) -> int:
                     failing_records=args.failing_records,
                     drafts=args.drafts,
                 )
+                if args.deposits:
+                    deposit_dois(base, records)
                 check = variant_problems(args.writers, args.failing_records)
                 first_args = ["harvest", HARVESTER, "--json"]
                 if args.dagster:
