@@ -4,6 +4,7 @@ the writer `--writer` names (`--join`: the harvester's writers are given the com
 `sub` before the harvest that changes the records, so every record joins it then; `--review`:
 a reviewer publishes every harvested draft before it, so each gets the harvest's edit draft;
 `--reindex`: the "changed" records come with new datestamps only, their data as before;
+`--restore`: a fourth harvest, of every deleted record listed live again, changed;
 `--migrate`: each record has a DOI, which a user deposited in the target before the first
 harvest, so that harvest takes every deposit over).
 
@@ -13,6 +14,7 @@ harvest, so that harvest takes every deposit over).
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --join
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --join --reindex
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --migrate
+    .venv/bin/python benchmarks/write_batches.py --restore
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{publish:false}' --review
 
 The source is the tests' in-process fake (pages of 500 oai_dc records), so the figures are
@@ -53,13 +55,13 @@ from oai_pipeline_tests.support import (  # noqa: E402
     register,
 )
 
-STEPS = ("create", "update", "delete")
+STEPS = ("create", "update", "delete", "restore")
 PAGE_SIZE = 500
 
 
 def _prepare(source: FakeSource, step: str, *, reindex: bool, doi: bool) -> None:
     """What the source says before the step's harvest: all new, all changed (`reindex`: only
-    their datestamps), all deleted (`doi`: the records have DOIs)."""
+    their datestamps), all deleted, all live again, changed (`doi`: the records have DOIs)."""
     for number, record in enumerate(source.records):
         if step == "update":
             if not reindex:
@@ -68,6 +70,10 @@ def _prepare(source: FakeSource, step: str, *, reindex: bool, doi: bool) -> None
         elif step == "delete":
             record.deleted = True
             record.datestamp = record.datestamp.replace("2024-04-", "2024-05-")
+        elif step == "restore":
+            record.deleted = False
+            record.raw_metadata = _metadata(f"Record {number}, again", number, doi=doi)
+            record.datestamp = record.datestamp.replace("2024-05-", "2024-06-")
 
 
 def _metadata(title: str, number: int, *, doi: bool) -> str:
@@ -95,6 +101,7 @@ def measure(
     review: bool = False,
     reindex: bool = False,
     migrate: bool = False,
+    restore: bool = False,
 ) -> dict:
     monkeypatch = pytest.MonkeyPatch()
     home = tempfile.mkdtemp(prefix="oai-write-batches-")
@@ -121,7 +128,7 @@ def measure(
     )
     figures = {}
     try:
-        for step in STEPS:
+        for step in STEPS if restore else STEPS[:-1]:
             _prepare(source, step, reindex=reindex, doi=migrate)
             if join and step == "update":
                 with Services(settings) as services:
@@ -168,6 +175,9 @@ def main() -> None:
     parser.add_argument(
         "--migrate", action="store_true", help="users deposited every record's DOI before"
     )
+    parser.add_argument(
+        "--restore", action="store_true", help="then the source lists every record live again"
+    )
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         proxy, databases = None, {}
@@ -183,6 +193,7 @@ def main() -> None:
             review=args.review,
             reindex=args.reindex,
             migrate=args.migrate,
+            restore=args.restore,
         )
         for step, figure in figures.items():
             trips = f", {figure['round_trips']} round trips" if "round_trips" in figure else ""

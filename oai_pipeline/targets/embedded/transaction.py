@@ -900,16 +900,34 @@ class TargetTransaction:
         self.remove_edit_draft(record_id)
         return self._change(row, LIVE, data, doi=doi)
 
-    def update_many_published(self, updates: list[RecordChange]) -> list[int]:
+    def update_many_published(
+        self, updates: list[RecordChange], *, restored: bool = False
+    ) -> list[int]:
         """`update_published` for many records in two statements (a third for communities
         they join), for a batch of updates; returns their revisions now.
 
         The caller has made sure each record is published with no edit draft and keeps the
         DOI it holds (which no other record can hold: `uq_target_records_doi`); a database
-        error fails them all, so run it inside a savepoint."""
-        revised = self._change_many(updates, LIVE)
+        error fails them all, so run it inside a savepoint. `restored`: each record got a
+        revision since it was read (`restore_many`)."""
+        revised = self._change_many(updates, LIVE, after=int(restored))
         self.join_many(updates)
         return revised
+
+    def restore_many(self, changes: list[RecordChange]) -> list[int]:
+        """`restore`, then `update_published`, of many tombstones (none marked for purge,
+        none with an edit draft, each keeping its DOI, which its tombstone holds); returns
+        their revisions now. Run it inside a savepoint."""
+        for chunk in _chunks([change.record.id for change in changes]):
+            self.connection.execute(
+                sa.update(records)
+                .where(records.c.id.in_(chunk))
+                .values(tombstone_note=None, purge=False)
+            )
+        self._change_many(
+            [RecordChange(c.record, json_codec.dumps(c.record.data)) for c in changes], LIVE
+        )
+        return self.update_many_published(changes, restored=True)
 
     def tombstone_many(self, published: list[sa.Row], *, note: str) -> list[int]:
         """`tombstone` (no purge) for many published records at once, their edit drafts
@@ -927,10 +945,11 @@ class TargetTransaction:
             )
         return revised
 
-    def _change_many(self, changes: list[RecordChange], state: str) -> list[int]:
-        """`_change` for many records (no DOI check: each keeps the one it holds)."""
+    def _change_many(self, changes: list[RecordChange], state: str, *, after: int = 0) -> list[int]:
+        """`_change` for many records (no DOI check: each keeps the one it holds); `after`:
+        revisions each got since it was read."""
         stamp = now()
-        revised = [change.record.revision + 1 for change in changes]
+        revised = [change.record.revision + 1 + after for change in changes]
         self.connection.execute(
             _CHANGE_RECORD,
             [

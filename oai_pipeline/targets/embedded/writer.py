@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 import sqlalchemy as sa
@@ -67,6 +68,8 @@ T = TypeVar("T")
 
 # Planned actions that mean "the source says deleted"; every other one means "live".
 _SOURCE_DELETED = (Action.DELETE, Action.DELETE_DRAFT, Action.NOTHING)
+# What a live source record does to a published record or a tombstone (`_plain_updates`).
+_REWRITTEN = {LocalState.LIVE: Action.UPDATE, LocalState.TOMBSTONE: Action.RESTORE}
 DELETED_AT_SOURCE_NOTE = "deleted at the source"
 
 
@@ -264,6 +267,8 @@ class EmbeddedWriter(Writer):
         any other, takes the one-by-one path. A user's deposit of the record's DOI is taken
         over (claimed, then updated) when no other record of the batch names the DOI: a
         first harvest into a target that users filled before (a migration) wrote each alone.
+        A tombstone (deleted at the source or by a user, not marked for purge) is restored,
+        then updated: a source that withdrew records and lists them again.
         """
         if not self.options.publish:
             return {}
@@ -275,20 +280,23 @@ class EmbeddedWriter(Writer):
                 write.action not in (*_SOURCE_DELETED, Action.SKIP, Action.ERROR)
                 and isinstance(write.data, dict)
                 and local is not None
-                and local.state is LocalState.LIVE
+                and local.state in _REWRITTEN
                 and local.local_id is not None
                 and not local.has_edit_draft
             ):
                 candidates[write.identifier] = write
         rows, joined = _rows_and_memberships(tx, candidates, known)
         outcomes: dict[str, WriteOutcome] = {}
-        updates: dict[str, RecordChange] = {}
-        joining: dict[str, RecordChange] = {}
-        takeovers: dict[str, RecordChange] = {}
+        batches: dict[str, dict[str, RecordChange]] = {
+            "update": {},
+            "join": {},
+            "takeover": {},
+            "restore": {},
+        }
         for identifier, write in candidates.items():
             local, data = known[identifier], write.data
             row = rows.get(local.local_id)  # type: ignore[arg-type]
-            if row is None or row.state != LIVE or row.purge:
+            if row is None or LOCAL_STATE[row.state] is not local.state or row.purge:
                 continue
             joins = self._joins(tx, harvester_id, write, communities, joined, row.id)
             if joins is None:
@@ -298,16 +306,24 @@ class EmbeddedWriter(Writer):
             if _too_long(pid):
                 continue
             source = SourceRecord(identifier, write.datestamp, False, pid)
-            if decide(source, None, local, update_all=True).action is not Action.UPDATE:
+            if decide(source, None, local, update_all=True).action is not _REWRITTEN[local.state]:
                 continue
-            if local.taken_over:  # always a new revision, as `_apply_one` writes it
+            if local.taken_over or local.state is LocalState.TOMBSTONE:
+                # always a new revision, as `_apply_one` writes it; a user's deposit named
+                # by no other record of the batch, or this harvester's tombstone (not a
+                # re-identified record's: one by one)
+                kind = "restore" if local.state is LocalState.TOMBSTONE else "takeover"
+                plain = (
+                    not local.taken_over
+                    if kind == "restore"
+                    else row.source_harvester is None and named[self._key(write)[1]] == 1
+                )
                 if (
-                    row.source_harvester is None
-                    and named[self._key(write)[1]] == 1
+                    plain
                     and normal_doi(doi) == row.doi
                     and (data_json := _data_json(write)) is not None
                 ):
-                    takeovers[identifier] = RecordChange(row, data_json, joins)
+                    batches[kind][identifier] = RecordChange(row, data_json, joins)
                 continue
             if self._written_by_this_run(row, data, write):
                 continue
@@ -323,34 +339,33 @@ class EmbeddedWriter(Writer):
                 continue
             # Holding the data already, a record only joins its new communities (no new
             # revision): a writer given a community, then a source reindexed.
-            (joining if holds_already else updates)[identifier] = RecordChange(
-                row, data_json, joins
-            )
-        # Refused together (None), each goes one by one, in its savepoint.
-        changes = list(updates.values())
-        revised = updates and _together(tx, lambda: tx.update_many_published(changes))
-        if revised:
-            for (identifier, update), revision in zip(updates.items(), revised, strict=True):
-                outcomes[identifier] = WriteOutcome(
-                    identifier, Action.UPDATE, update.record.id, revision
-                )
-        if joining and _together(tx, lambda: tx.join_many(list(joining.values()))):
-            for identifier, change in joining.items():
-                outcomes[identifier] = WriteOutcome(
-                    identifier, Action.NOTHING, change.record.id, change.record.revision
-                )
-        claims = {change.record.id: identifier for identifier, change in takeovers.items()}
+            kind = "join" if holds_already else "update"
+            batches[kind][identifier] = RecordChange(row, data_json, joins)
 
-        def take_over() -> list[int]:
+        def joined_only(changes: list[RecordChange]) -> list[int]:
+            tx.join_many(changes)
+            return [change.record.revision for change in changes]
+
+        def taken_over(changes: list[RecordChange]) -> list[int]:
+            claims = {change.record.id: i for i, change in batches["takeover"].items()}
             tx.claim_many(harvester_id, claims)
-            return tx.update_many_published(list(takeovers.values()))
+            return tx.update_many_published(changes)
 
-        taken = takeovers and _together(tx, take_over)
-        if taken:
-            for (identifier, change), revision in zip(takeovers.items(), taken, strict=True):
-                outcomes[identifier] = WriteOutcome(
-                    identifier, Action.UPDATE, change.record.id, revision
-                )
+        writes_of: dict[str, tuple[Action, Callable[[list[RecordChange]], list[int]]]] = {
+            "update": (Action.UPDATE, tx.update_many_published),
+            "join": (Action.NOTHING, joined_only),
+            "takeover": (Action.UPDATE, taken_over),
+            "restore": (Action.RESTORE, tx.restore_many),
+        }
+        for kind, changes in batches.items():
+            action, write_many = writes_of[kind]
+            # Refused together (None), each goes one by one, in its savepoint.
+            revised = changes and _together(tx, partial(write_many, list(changes.values())))
+            if revised:
+                for (identifier, change), revision in zip(changes.items(), revised, strict=True):
+                    outcomes[identifier] = WriteOutcome(
+                        identifier, action, change.record.id, revision
+                    )
         return outcomes
 
     def _plain_drafts(
