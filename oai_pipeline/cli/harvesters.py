@@ -14,6 +14,7 @@ from oai_pipeline.cli.output import (
     CommandError,
     FriendlyGroup,
     InvalidInput,
+    argument_or_option,
     emit,
     json_option,
     listing_text,
@@ -181,11 +182,34 @@ def harvesters() -> None:
 
 
 @harvesters.command(name="create")
-@click.option("--id", "harvester_id", required=True, help="^[a-z0-9][a-z0-9_-]*$")
+@click.argument("id_argument", metavar="[HARVESTER_ID]", required=False)
+@click.argument("url_argument", metavar="[BASE_URL]", required=False)
+@click.option("--id", "harvester_id", help="^[a-z0-9][a-z0-9_-]*$ (or HARVESTER_ID)")
 @_harvester_options
 @json_option
-def create(harvester_id: str, model: str | None, community: str | None, as_json: bool, **flags):
-    """Register a new harvester."""
+def create(
+    id_argument: str | None,
+    url_argument: str | None,
+    harvester_id: str | None,
+    model: str | None,
+    community: str | None,
+    as_json: bool,
+    **flags: Any,
+) -> None:
+    """Register a new harvester: HARVESTER_ID (or --id) harvesting BASE_URL (or --base-url),
+    named as every other command names it."""
+    if harvester_id is not None and url_argument is None:  # `create --id ID BASE_URL`
+        id_argument, url_argument = None, id_argument
+    harvester_id = argument_or_option(id_argument, harvester_id, "--id", "ids", as_json=as_json)
+    if harvester_id is None:
+        raise InvalidInput(
+            "give the harvester's id: `oai-pipeline harvesters create ID BASE_URL "
+            "--metadata-prefix PREFIX` (or --id ID)",
+            as_json=as_json,
+        )
+    flags["base_url"] = argument_or_option(
+        url_argument, flags["base_url"], "--base-url", "base URLs", as_json=as_json
+    )
     data = {"id": harvester_id, **_given(flags)}
     with _errors_named_as_options(as_json):
         harvester = Harvester.from_input(data, model=model, community=community)

@@ -115,6 +115,18 @@ class InvalidInput(CommandError):
         super().__init__(message, kind="validation_error", exit_code=2, as_json=as_json)
 
 
+def argument_or_option(
+    argument: str | None, option: str | None, flag: str, what: str, *, as_json: bool = False
+) -> str | None:
+    """A value an operator may give as an argument or as its flag (`status zenodo` or
+    `status --harvester zenodo`); both, differing, is a one-line error naming `what`."""
+    if argument is not None and option is not None and argument != option:
+        raise InvalidInput(
+            f"two {what}: {argument!r} and {flag} {option!r}; give one", as_json=as_json
+        )
+    return option if argument is None else argument
+
+
 def _kind(error: BaseException) -> str:
     """The error's class in snake_case (`OAIError` -> `oai_error`): stable for scripts."""
     name = type(error).__name__

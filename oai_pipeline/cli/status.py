@@ -10,6 +10,7 @@ from oai_pipeline.cli.harvesters import open_store
 from oai_pipeline.cli.output import (
     FriendlyCommand,
     InvalidInput,
+    argument_or_option,
     catch_up_line,
     emit,
     json_option,
@@ -128,12 +129,6 @@ def _status_text(status: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _one_harvester(argument: str | None, option: str | None) -> str | None:
-    if argument is not None and option is not None and argument != option:
-        raise InvalidInput(f"two harvesters: {argument!r} and --harvester {option!r}; give one")
-    return option if argument is None else argument
-
-
 @click.command(name="status", cls=FriendlyCommand)
 @click.argument("harvester_argument", metavar="[HARVESTER_ID]", required=False)
 @click.option("--batch-id", type=click.IntRange(max=MAX_INTEGER), help="this harvest run")
@@ -166,7 +161,7 @@ def status(
     """Status of a harvest run (counters, per-record counts, failures, discovery state).
 
     HARVESTER_ID (or --harvester ID): that harvester's latest run."""
-    harvester_id = _one_harvester(harvester_argument, harvester_id)
+    harvester_id = argument_or_option(harvester_argument, harvester_id, "--harvester", "harvesters")
     if batch_id is not None and harvester_id is not None:
         raise InvalidInput("give --batch-id or a harvester, not both")
     limit_given = click.get_current_context().get_parameter_source("limit")

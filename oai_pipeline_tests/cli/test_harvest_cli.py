@@ -88,6 +88,13 @@ def test_selected_identifiers_and_a_cap(registered: str) -> None:
         (["status", "sample", "--batch-id", "1"], "not both", 2),
         (["status", "nope"], "unknown harvester 'nope'", 2),
         (["status", "sample", "--harvester", "other"], "two harvesters", 2),
+        (["harvesters", "create", "--metadata-prefix", "p"], "give the harvester's id", 2),
+        (["harvesters", "create", "a", "http://x/oai", "--id", "b"], "two ids: 'a'", 2),
+        (
+            ["harvesters", "create", "a", "http://x/oai", "--base-url", "http://y/oai"],
+            "two base URLs",
+            2,
+        ),
     ],
 )
 def test_user_mistakes_are_one_line_errors(
@@ -1100,3 +1107,24 @@ def test_records_fetched_by_identifier_outside_the_harvester_s_set_are_told_once
     text = run("harvest", "sample", *asked).stdout
     assert text.count("outside the harvester's set") == 1
     assert f"  note: {told}" in text.splitlines()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["new", "http://example.org/oai"],
+        ["--id", "new", "http://example.org/oai"],
+        ["new", "--base-url", "http://example.org/oai"],
+        ["--id", "new", "--base-url", "http://example.org/oai"],
+        ["new", "http://example.org/oai", "--id", "new"],
+    ],
+)
+def test_harvesters_create_takes_its_id_and_base_url_as_arguments_too(args: list[str]) -> None:
+    """`harvesters create ID BASE_URL`, as every other command names its harvester (it
+    took `--id` and `--base-url` only: `create zenodo https://…` said `Missing option
+    '--id'`)."""
+    result = run("harvesters", "create", *args, "--metadata-prefix", "oai_dc", "--json")
+
+    assert result.exit_code == 0, result.output
+    created = json.loads(result.stdout)
+    assert (created["id"], created["base_url"]) == ("new", "http://example.org/oai")
