@@ -96,13 +96,12 @@ def test_takeovers_together_end_as_one_by_one(
     one_by_one = _migration(target_settings, monkeypatch, together=False)
 
     assert (outcomes, after, unclaimed) == one_by_one[:3]
-    # the plain deposits and the one a hard deleted record gave up went together; the edited
-    # one, the tombstone and the DOI two records name went alone (the one refused the DOI
-    # once more, as the batch's exchange of DOIs tries it again)
+    # the plain deposits, the one a hard deleted record gave up and the one its user deleted
+    # (restored) went together; the edited one and the DOI two records name went alone (the
+    # one refused the DOI once more, as the batch's exchange of DOIs tries it again)
     assert seen == {
-        "claim_many": 3,
+        "claim_many": 4,
         "alone oai:u3": 1,
-        "alone oai:u6": 1,
         "alone oai:twice-a": 1,
         "alone oai:twice-b": 2,
     }
@@ -164,3 +163,58 @@ def test_a_record_claimed_meanwhile_sends_the_takeovers_one_by_one(
     ]
     assert [outcome.action for outcome in outcomes] == [Action.UPDATE, Action.UPDATE]
     assert titles == ["Harvested 1", "Harvested 2"]
+
+
+def _reidentified(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool
+) -> tuple[dict[str, Any], dict[str, Any], Counter[str]]:
+    """Four records harvested, then deleted at the source, which lists them again under new
+    identifiers with the same DOIs (a repository migration): the old identifiers' tombstones
+    are taken over. One old identifier's deletion is listed again in the same batch."""
+    seen: Counter[str] = Counter()
+    _spy(monkeypatch, seen)
+    if not together:
+        monkeypatch.setattr(EmbeddedWriter, "_plain_updates", lambda *_args: {})
+    harness = Harness(settings)
+    try:
+        with EmbeddedRepository(settings.target_db_url) as repo:
+            old = [(f"oai:old:{n}", data(f"Record {n}", doi=f"10.1/r{n}")) for n in range(4)]
+            harness.harvest(old)
+            harness.harvest([(identifier, None) for identifier, _ in old], datestamp=LATER)
+            seen.clear()
+            outcomes = harness.harvest(
+                [
+                    *[
+                        (f"oai:new:{n}", data(f"Record {n}, moved", doi=f"10.1/r{n}"))
+                        for n in range(4)
+                    ],
+                    ("oai:old:3", None),
+                ],
+                datestamp=AFTER_THAT,
+            )
+            after = _snapshot(repo)
+    finally:
+        harness.writer.close()
+        monkeypatch.undo()
+    return _summary(outcomes), after, seen
+
+
+LATER, AFTER_THAT = "2026-03-01T00:00:00Z", "2026-04-01T00:00:00Z"
+
+
+def test_reidentified_records_take_their_tombstones_over_together_as_one_by_one(
+    target_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outcomes, after, seen = _reidentified(target_settings, monkeypatch, together=True)
+    _empty(target_settings)
+    assert (outcomes, after) == _reidentified(target_settings, monkeypatch, together=False)[:2]
+
+    assert seen == {"claim_many": 4, "alone oai:old:3": 1}  # nothing to do: one by one
+    assert {identifier: outcome[0] for identifier, outcome in outcomes.items()} == {
+        **{f"oai:new:{n}": Action.RESTORE for n in range(4)},
+        "oai:old:3": Action.NOTHING,
+    }
+    # the same four target records, live again under their new identifiers
+    assert [(row[0], row[1], row[2], row[3]) for row in after["records"]] == [
+        (f"oai:new:{n}", "live", f"10.1/r{n}", 4) for n in range(4)
+    ]

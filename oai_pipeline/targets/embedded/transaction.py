@@ -101,10 +101,14 @@ _CHANGE_RECORD = (
         updated=sa.bindparam("stamp"),
     )
 )
+_CLAIMANT = sa.bindparam("claimant")
 _CLAIM = (
     sa.update(records)
-    .where(records.c.id == sa.bindparam("claimed_id"), records.c.source_harvester.is_(None))
-    .values(source_harvester=sa.bindparam("claimant"), source_identifier=sa.bindparam("claimed_as"))
+    .where(
+        records.c.id == sa.bindparam("claimed_id"),
+        sa.or_(records.c.source_harvester.is_(None), records.c.source_harvester == _CLAIMANT),
+    )
+    .values(source_harvester=_CLAIMANT, source_identifier=sa.bindparam("claimed_as"))
 )
 _ADD_REVISION = sa.insert(revisions)
 _DELETE_DRAFTS = sa.delete(drafts).where(drafts.c.record_id == sa.bindparam("record_id"))
@@ -805,9 +809,10 @@ class TargetTransaction:
             )
 
     def claim_many(self, harvester_id: str, claims: dict[str, str]) -> None:
-        """`claim` of many users' records (no harvester's): {record id: source identifier}.
-        DuplicatePidError when another harvest claimed one meanwhile: run it inside a
-        savepoint."""
+        """`claim` of many records: {record id: source identifier}, each a user's (nobody's)
+        or this harvester's under another identifier (re-identified), none of them the
+        record another claim names as its identifier. DuplicatePidError when another
+        harvest claimed one meanwhile: run it inside a savepoint."""
         identifiers = sorted(claims.values())
         for chunk in _chunks(identifiers):  # hard deleted records that were them before
             self.connection.execute(
@@ -825,17 +830,16 @@ class TargetTransaction:
                 for record_id, identifier in sorted(claims.items())  # locked in one order
             ],
         )
-        claimed = 0
+        held: dict[str, str] = {}
         for chunk in _chunks(sorted(claims)):
-            claimed += self.connection.execute(
-                sa.select(sa.func.count())
-                .select_from(records)
-                .where(records.c.id.in_(chunk), records.c.source_harvester == harvester_id)
-            ).scalar_one()
-        if claimed != len(claims):
+            query = sa.select(records.c.id, records.c.source_identifier).where(
+                records.c.id.in_(chunk), records.c.source_harvester == harvester_id
+            )
+            held.update((row.id, row.source_identifier) for row in self.connection.execute(query))
+        if lost := sum(held.get(record_id) != claim for record_id, claim in claims.items()):
             raise DuplicatePidError(
-                f"{len(claims) - claimed} of the records to take over were taken over by "
-                "another harvester while this harvest ran"
+                f"{lost} of the records to take over were taken over by another harvester "
+                "while this harvest ran"
             )
 
     def save_draft(

@@ -70,6 +70,13 @@ T = TypeVar("T")
 _SOURCE_DELETED = (Action.DELETE, Action.DELETE_DRAFT, Action.NOTHING)
 # What a live source record does to a published record or a tombstone (`_plain_updates`).
 _REWRITTEN = {LocalState.LIVE: Action.UPDATE, LocalState.TOMBSTONE: Action.RESTORE}
+# Which batch of `_plain_updates` a record taken over, or a tombstone, goes in: (its state,
+# taken over?) -> kind.
+_REWRITE_KIND = {
+    (LocalState.LIVE, True): "takeover",
+    (LocalState.TOMBSTONE, False): "restore",
+    (LocalState.TOMBSTONE, True): "reidentified",
+}
 DELETED_AT_SOURCE_NOTE = "deleted at the source"
 
 
@@ -268,7 +275,8 @@ class EmbeddedWriter(Writer):
         over (claimed, then updated) when no other record of the batch names the DOI: a
         first harvest into a target that users filled before (a migration) wrote each alone.
         A tombstone (deleted at the source or by a user, not marked for purge) is restored,
-        then updated: a source that withdrew records and lists them again.
+        then updated: a source that withdrew records and lists them again; so is the
+        tombstone of a record the source re-identified, claimed by its new identifier.
         """
         if not self.options.publish:
             return {}
@@ -292,6 +300,7 @@ class EmbeddedWriter(Writer):
             "join": {},
             "takeover": {},
             "restore": {},
+            "reidentified": {},
         }
         for identifier, write in candidates.items():
             local, data = known[identifier], write.data
@@ -309,17 +318,15 @@ class EmbeddedWriter(Writer):
             if decide(source, None, local, update_all=True).action is not _REWRITTEN[local.state]:
                 continue
             if local.taken_over or local.state is LocalState.TOMBSTONE:
-                # always a new revision, as `_apply_one` writes it; a user's deposit named
-                # by no other record of the batch, or this harvester's tombstone (not a
-                # re-identified record's: one by one)
-                kind = "restore" if local.state is LocalState.TOMBSTONE else "takeover"
-                plain = (
-                    not local.taken_over
-                    if kind == "restore"
-                    else row.source_harvester is None and named[self._key(write)[1]] == 1
-                )
+                # Always a new revision, as `_apply_one` writes it. Taken over when no other
+                # record of the batch names the DOI: a user's deposit (live, nobody's), or
+                # this harvester's tombstone of another identifier (the source re-identified
+                # the record).
+                kind = _REWRITE_KIND[local.state, local.taken_over]
+                claimant = {"takeover": None, "reidentified": harvester_id}.get(kind)
                 if (
-                    plain
+                    (kind == "restore" or row.source_harvester in (None, claimant))
+                    and (kind == "restore" or named[self._key(write)[1]] == 1)
                     and normal_doi(doi) == row.doi
                     and (data_json := _data_json(write)) is not None
                 ):
@@ -346,16 +353,21 @@ class EmbeddedWriter(Writer):
             tx.join_many(changes)
             return [change.record.revision for change in changes]
 
-        def taken_over(changes: list[RecordChange]) -> list[int]:
-            claims = {change.record.id: i for i, change in batches["takeover"].items()}
-            tx.claim_many(harvester_id, claims)
-            return tx.update_many_published(changes)
+        def claimed(
+            kind: str, write_many: Callable[[list[RecordChange]], list[int]]
+        ) -> Callable[[list[RecordChange]], list[int]]:
+            def claim_then_write(changes: list[RecordChange]) -> list[int]:
+                tx.claim_many(harvester_id, {c.record.id: i for i, c in batches[kind].items()})
+                return write_many(changes)
+
+            return claim_then_write
 
         writes_of: dict[str, tuple[Action, Callable[[list[RecordChange]], list[int]]]] = {
             "update": (Action.UPDATE, tx.update_many_published),
             "join": (Action.NOTHING, joined_only),
-            "takeover": (Action.UPDATE, taken_over),
+            "takeover": (Action.UPDATE, claimed("takeover", tx.update_many_published)),
             "restore": (Action.RESTORE, tx.restore_many),
+            "reidentified": (Action.RESTORE, claimed("reidentified", tx.restore_many)),
         }
         for kind, changes in batches.items():
             action, write_many = writes_of[kind]
