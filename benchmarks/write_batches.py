@@ -5,6 +5,8 @@ the writer `--writer` names (`--join`: the harvester's writers are given the com
 a reviewer publishes every harvested draft before it, so each gets the harvest's edit draft;
 `--reindex`: the "changed" records come with new datestamps only, their data as before;
 `--restore`: a fourth harvest, of every deleted record listed live again, changed;
+`--reidentify`: after the first harvest, the source deletes every record and lists it under a
+new identifier with the same DOI, which takes its tombstone over;
 `--migrate`: each record has a DOI, which a user deposited in the target before the first
 harvest, so that harvest takes every deposit over).
 
@@ -15,6 +17,7 @@ harvest, so that harvest takes every deposit over).
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --join --reindex
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --migrate
     .venv/bin/python benchmarks/write_batches.py --restore
+    .venv/bin/python benchmarks/write_batches.py --reidentify
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{publish:false}' --review
 
 The source is the tests' in-process fake (pages of 500 oai_dc records), so the figures are
@@ -62,6 +65,14 @@ PAGE_SIZE = 500
 def _prepare(source: FakeSource, step: str, *, reindex: bool, doi: bool) -> None:
     """What the source says before the step's harvest: all new, all changed (`reindex`: only
     their datestamps), all deleted, all live again, changed (`doi`: the records have DOIs)."""
+    if step == "reidentify":  # the same records, with the same DOIs, under new identifiers
+        for record in list(source.records):
+            datestamp = record.datestamp.replace("2024-03-", "2024-04-")
+            renamed = record.identifier.replace("fake.test", "renamed.test")
+            source.records.append(dataclasses.replace(record, identifier=renamed))
+            source.records[-1].datestamp = record.datestamp = datestamp
+            record.deleted = True
+        return
     for number, record in enumerate(source.records):
         if step == "update":
             if not reindex:
@@ -102,13 +113,16 @@ def measure(
     reindex: bool = False,
     migrate: bool = False,
     restore: bool = False,
+    reidentify: bool = False,
 ) -> dict:
     monkeypatch = pytest.MonkeyPatch()
     home = tempfile.mkdtemp(prefix="oai-write-batches-")
     settings = load_settings({"OAI_PIPELINE_HOME": home, **databases})
     settings.home.mkdir(parents=True, exist_ok=True)
     records = [
-        dataclasses.replace(record, raw_metadata=_metadata(f"Record {number}", number, doi=migrate))
+        dataclasses.replace(
+            record, raw_metadata=_metadata(f"Record {number}", number, doi=migrate or reidentify)
+        )
         for number, record in enumerate(make_records(count))
     ]
     source = harvest_fake_source(settings, monkeypatch, FakeSource(records, page_size=PAGE_SIZE))
@@ -128,7 +142,8 @@ def measure(
     )
     figures = {}
     try:
-        for step in STEPS if restore else STEPS[:-1]:
+        steps = ("create", "reidentify") if reidentify else STEPS if restore else STEPS[:-1]
+        for step in steps:
             _prepare(source, step, reindex=reindex, doi=migrate)
             if join and step == "update":
                 with Services(settings) as services:
@@ -142,7 +157,9 @@ def measure(
             with Services(settings) as services:
                 report = run_harvest(services, EVERYTHING, RunOptions(), progress=lambda _m: None)
             seconds = round(time.perf_counter() - started, 2)
-            if list(report.actions.values()) != [count]:  # one action for every record
+            # one action for every record; re-identified, each old one deleted, each new restored
+            alike = [count, count] if step == "reidentify" else [count]
+            if list(report.actions.values()) != alike:
                 raise SystemExit(
                     f"{step}: expected {count} records alike, the harvest did {report.actions}"
                 )
@@ -178,6 +195,11 @@ def main() -> None:
     parser.add_argument(
         "--restore", action="store_true", help="then the source lists every record live again"
     )
+    parser.add_argument(
+        "--reidentify",
+        action="store_true",
+        help="then the source lists every record under a new identifier (same DOI)",
+    )
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         proxy, databases = None, {}
@@ -194,6 +216,7 @@ def main() -> None:
             reindex=args.reindex,
             migrate=args.migrate,
             restore=args.restore,
+            reidentify=args.reidentify,
         )
         for step, figure in figures.items():
             trips = f", {figure['round_trips']} round trips" if "round_trips" in figure else ""
