@@ -37,17 +37,19 @@ def _spy(monkeypatch: pytest.MonkeyPatch, seen: Counter[str]) -> None:
 
 
 def _migration(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool, publish: bool = True
 ) -> tuple[dict[str, Any], dict[str, Any], list[tuple[Any, ...]], Counter[str]]:
     """A writer given the community `sub` harvests into a target where users deposited most
     of the records' DOIs before: plain deposits, one in a community, one with an edit
     draft, one a tombstone, one DOI two records name, one a harvested record gave up (hard
-    deleted) before a user deposited it."""
+    deleted) before a user deposited it. `publish`: the writer's option (False: each deposit
+    taken over gets the harvest's edit draft)."""
     seen: Counter[str] = Counter()
     _spy(monkeypatch, seen)
     if not together:
-        monkeypatch.setattr(EmbeddedWriter, "_plain_updates", lambda *_args: {})
-    harness = Harness(settings, community="sub")
+        for batch in ("_plain_updates", "_plain_drafts"):
+            monkeypatch.setattr(EmbeddedWriter, batch, lambda *_args: {})
+    harness = Harness(settings, community="sub", publish=publish)
     try:
         with EmbeddedRepository(settings.target_db_url) as repo:
             for slug, parent in (("top", None), ("sub", "top"), ("x", None)):
@@ -217,4 +219,28 @@ def test_reidentified_records_take_their_tombstones_over_together_as_one_by_one(
     # the same four target records, live again under their new identifiers
     assert [(row[0], row[1], row[2], row[3]) for row in after["records"]] == [
         (f"oai:new:{n}", "live", f"10.1/r{n}", 4) for n in range(4)
+    ]
+
+
+def test_takeovers_into_drafts_together_end_as_one_by_one(
+    target_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`publish: false`: the deposits are claimed together and get the harvest's edit
+    drafts (the one with a user's edit draft too: the harvest's replaces it)."""
+    together = _migration(target_settings, monkeypatch, together=True, publish=False)
+    _empty(target_settings)
+    one_by_one = _migration(target_settings, monkeypatch, together=False, publish=False)
+
+    assert together[:3] == one_by_one[:3]
+    outcomes, after, _, seen = together
+    # the tombstone (restored) and the DOI two records name went alone
+    assert seen == {
+        "claim_many": 4,
+        "alone oai:u6": 1,
+        "alone oai:twice-a": 1,
+        "alone oai:twice-b": 2,
+    }
+    assert outcomes["oai:u1"][:2] == (Action.UPDATE, 1)  # no new revision: an edit draft
+    assert ("oai:u1", "edit", data("Harvested 1", doi="10.1/u1"), True, "10.1/u1") in after[
+        "drafts"
     ]

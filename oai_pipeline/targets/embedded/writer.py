@@ -280,7 +280,7 @@ class EmbeddedWriter(Writer):
         """
         if not self.options.publish:
             return {}
-        named = Counter(self._key(write)[1] for write in writes)
+        named = self._pids_named(writes)
         candidates: dict[str, PlannedWrite] = {}
         for write in writes:
             local = known.get(write.identifier)
@@ -394,10 +394,13 @@ class EmbeddedWriter(Writer):
         the harvest's edit draft. A record qualifies when the target has it under its source
         identifier, its communities exist (those it joins are added with it), and it keeps
         the DOI it holds (a published record whose data changed names its new one in the
-        draft); any other takes the one-by-one path."""
+        draft); any other takes the one-by-one path. A user's deposit of the record's DOI,
+        named by no other record of the batch, is taken over (claimed, given the harvest's
+        edit draft)."""
         if self.options.publish:
             return {}
         wanted = {LocalState.DRAFT_ONLY: Action.PUBLISH_DRAFT, LocalState.LIVE: Action.UPDATE}
+        named = self._pids_named(writes)
         candidates = {
             write.identifier: write
             for write in writes
@@ -406,7 +409,10 @@ class EmbeddedWriter(Writer):
             and local.state in wanted
             and write.action is wanted[local.state]
             and local.local_id is not None
-            and not local.taken_over
+            and (
+                not local.taken_over
+                or (local.state is LocalState.LIVE and named[self._key(write)[1]] == 1)
+            )
         }
         rows, joined = _rows_and_memberships(tx, candidates, known)
         drafts: dict[str, RecordChange] = {}
@@ -415,6 +421,8 @@ class EmbeddedWriter(Writer):
             row = rows.get(known[identifier].local_id)  # type: ignore[arg-type]
             if row is None or LOCAL_STATE[row.state] is not known[identifier].state or row.purge:
                 continue
+            if known[identifier].taken_over and row.source_harvester is not None:
+                continue  # only a user's deposit (nobody's) is claimed together
             pid = pid_of(write.data, self.options.pid_field) or write.pid
             if _too_long(pid):
                 continue
@@ -433,9 +441,18 @@ class EmbeddedWriter(Writer):
             )
         if not drafts and not kept:
             return {}
-        written = _together(
-            tx, lambda: tx.save_many_drafts(list(drafts.values()), kept=list(kept.values()))
-        )
+        claims = {
+            change.record.id: identifier
+            for identifier, change in {**drafts, **kept}.items()
+            if known[identifier].taken_over
+        }
+
+        def claim_then_write() -> list[str]:
+            if claims:
+                tx.claim_many(harvester_id, claims)
+            return tx.save_many_drafts(list(drafts.values()), kept=list(kept.values()))
+
+        written = _together(tx, claim_then_write)
         if written is None:  # refused: each goes one by one, in its savepoint
             return {}
         return {
@@ -634,6 +651,11 @@ class EmbeddedWriter(Writer):
         return write.identifier, (pid_of(data, self.options.pid_field) if data else None) or (
             normal_doi(write.pid)
         )
+
+    def _pids_named(self, writes: list[PlannedWrite]) -> Counter[str | None]:
+        """How many records of the batch name each pid (as `_apply_one` looks them up): a
+        record whose pid another one names takes the one-by-one path, in the batch's order."""
+        return Counter(self._key(write)[1] for write in writes)
 
     def _local(
         self,
