@@ -9,6 +9,7 @@ times as long as a publishing writer behind 0.5 ms a round trip; twice as long o
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -114,14 +115,7 @@ def _harvests(
     """Three harvests (new records, changes, every record deleted) into a fresh target: what
     each harvest did and the target after it; and how many records each batch write took."""
     batched: Counter[str] = Counter()
-    for name in BATCH_WRITES:
-        original = getattr(TargetTransaction, name)
-
-        def spy(tx: TargetTransaction, many: list, *args: Any, _o=original, _n=name, **kw: Any):
-            batched[_n] += len(many) + len(kw.get("kept", ()))
-            return _o(tx, many, *args, **kw)
-
-        monkeypatch.setattr(TargetTransaction, name, spy)
+    count_writes(monkeypatch, batched, BATCH_WRITES, alone=False)
     if not together:
         for name in BATCHES:
             monkeypatch.setattr(EmbeddedWriter, name, lambda *_args: {})
@@ -142,6 +136,36 @@ def _harvests(
         harness.writer.close()
         monkeypatch.undo()
     return seen, batched
+
+
+def count_writes(
+    monkeypatch: pytest.MonkeyPatch,
+    seen: Counter[str],
+    batch_writes: Iterable[str],
+    *,
+    alone: bool = True,
+) -> None:
+    """Counts in `seen` the records each of the transaction's `batch_writes` took (its last
+    positional argument, and `kept`) and, with `alone`, each write of a record one by one."""
+    for name in batch_writes:
+        original = getattr(TargetTransaction, name)
+
+        def spy(tx: TargetTransaction, *args: Any, _o=original, _n=name, **kw: Any) -> Any:
+            seen[_n] += len(args[-1]) + len(kw.get("kept", ()))
+            return _o(tx, *args, **kw)
+
+        monkeypatch.setattr(TargetTransaction, name, spy)
+    if not alone:
+        return
+    isolated = EmbeddedWriter._apply_isolated
+
+    def one_by_one(
+        writer: EmbeddedWriter, tx: Any, harvester_id: str, write: Any, *a: Any, **kw: Any
+    ) -> Any:
+        seen[f"alone {write.identifier}"] += 1
+        return isolated(writer, tx, harvester_id, write, *a, **kw)
+
+    monkeypatch.setattr(EmbeddedWriter, "_apply_isolated", one_by_one)
 
 
 def _summary(outcomes: list) -> dict[str, tuple[Any, ...]]:

@@ -12,10 +12,9 @@ import pytest
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
-from oai_pipeline.targets.embedded.transaction import TargetTransaction
 from oai_pipeline.targets.embedded.writer import EmbeddedWriter
 from oai_pipeline_tests.target.test_writer import Harness, data
-from oai_pipeline_tests.target.test_writer_drafts import _empty, _snapshot, _summary
+from oai_pipeline_tests.target.test_writer_drafts import _empty, _snapshot, _summary, count_writes
 
 LATER = "2026-03-01T00:00:00Z"
 BATCH_WRITES = {True: "update_many_published", False: "save_many_drafts"}
@@ -27,28 +26,7 @@ def _harvests(
     """Four records harvested, then again by the writer given a community `sub` (whose
     parent is `top`): each with new data but one, and one naming a missing community."""
     batched: Counter[str] = Counter()
-    name = BATCH_WRITES[publish]
-    original = getattr(TargetTransaction, name)
-
-    def spy(tx: TargetTransaction, changes: list, **kw: Any) -> list:
-        batched[name] += len(changes) + len(kw.get("kept", ()))
-        return original(tx, changes, **kw)
-
-    monkeypatch.setattr(TargetTransaction, name, spy)
-    alone = EmbeddedWriter._apply_isolated
-
-    def one_by_one(
-        writer: EmbeddedWriter,
-        tx: TargetTransaction,
-        harvester_id: str,
-        write: Any,
-        *a: Any,
-        **kw: Any,
-    ) -> Any:
-        batched[f"alone {write.identifier}"] += 1
-        return alone(writer, tx, harvester_id, write, *a, **kw)
-
-    monkeypatch.setattr(EmbeddedWriter, "_apply_isolated", one_by_one)
+    count_writes(monkeypatch, batched, [BATCH_WRITES[publish]])
     if not together:
         for batch in ("_plain_updates", "_plain_drafts"):
             monkeypatch.setattr(EmbeddedWriter, batch, lambda *_args: {})

@@ -13,10 +13,9 @@ import pytest
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
-from oai_pipeline.targets.embedded.transaction import TargetTransaction
 from oai_pipeline.targets.embedded.writer import EmbeddedWriter
 from oai_pipeline_tests.target.test_writer import Harness, data
-from oai_pipeline_tests.target.test_writer_drafts import _empty, _snapshot, _summary
+from oai_pipeline_tests.target.test_writer_drafts import _empty, _snapshot, _summary, count_writes
 
 LATER = "2026-03-01T00:00:00Z"
 
@@ -29,18 +28,7 @@ def _restores(
     reviewer's edit; then listed live again, all but one with new data, one joining a
     community besides."""
     seen: Counter[str] = Counter()
-    restore_many, alone = TargetTransaction.restore_many, EmbeddedWriter._apply_isolated
-
-    def restoring(tx: TargetTransaction, changes: list) -> list[int]:
-        seen["restore_many"] += len(changes)
-        return restore_many(tx, changes)
-
-    def one_by_one(writer: EmbeddedWriter, tx: Any, harvester_id: str, write: Any, *a: Any) -> Any:
-        seen[f"alone {write.identifier}"] += 1
-        return alone(writer, tx, harvester_id, write, *a)
-
-    monkeypatch.setattr(TargetTransaction, "restore_many", restoring)
-    monkeypatch.setattr(EmbeddedWriter, "_apply_isolated", one_by_one)
+    count_writes(monkeypatch, seen, ["restore_many"])
     if not together:
         monkeypatch.setattr(EmbeddedWriter, "_plain_updates", lambda *_args: {})
     harness = Harness(settings, community="sub")

@@ -17,23 +17,7 @@ from oai_pipeline.targets.embedded.schema import records
 from oai_pipeline.targets.embedded.transaction import DuplicatePidError, TargetTransaction
 from oai_pipeline.targets.embedded.writer import EmbeddedWriter
 from oai_pipeline_tests.target.test_writer import H, Harness, data
-from oai_pipeline_tests.target.test_writer_drafts import _empty, _snapshot, _summary
-
-
-def _spy(monkeypatch: pytest.MonkeyPatch, seen: Counter[str]) -> None:
-    """Counts the records taken over together and each record written alone."""
-    claim_many, alone = TargetTransaction.claim_many, EmbeddedWriter._apply_isolated
-
-    def claiming(tx: TargetTransaction, harvester_id: str, claims: dict[str, str]) -> None:
-        seen["claim_many"] += len(claims)
-        claim_many(tx, harvester_id, claims)
-
-    def one_by_one(writer: EmbeddedWriter, tx: Any, harvester_id: str, write: Any, *a: Any) -> Any:
-        seen[f"alone {write.identifier}"] += 1
-        return alone(writer, tx, harvester_id, write, *a)
-
-    monkeypatch.setattr(TargetTransaction, "claim_many", claiming)
-    monkeypatch.setattr(EmbeddedWriter, "_apply_isolated", one_by_one)
+from oai_pipeline_tests.target.test_writer_drafts import _empty, _snapshot, _summary, count_writes
 
 
 def _migration(
@@ -45,7 +29,7 @@ def _migration(
     deleted) before a user deposited it. `publish`: the writer's option (False: each deposit
     taken over gets the harvest's edit draft)."""
     seen: Counter[str] = Counter()
-    _spy(monkeypatch, seen)
+    count_writes(monkeypatch, seen, ["claim_many"])
     if not together:
         for batch in ("_plain_updates", "_plain_drafts"):
             monkeypatch.setattr(EmbeddedWriter, batch, lambda *_args: {})
@@ -174,7 +158,7 @@ def _reidentified(
     identifiers with the same DOIs (a repository migration): the old identifiers' tombstones
     are taken over. One old identifier's deletion is listed again in the same batch."""
     seen: Counter[str] = Counter()
-    _spy(monkeypatch, seen)
+    count_writes(monkeypatch, seen, ["claim_many"])
     if not together:
         monkeypatch.setattr(EmbeddedWriter, "_plain_updates", lambda *_args: {})
     harness = Harness(settings)
