@@ -7,6 +7,8 @@ a reviewer publishes every harvested draft before it, so each gets the harvest's
 `--restore`: a fourth harvest, of every deleted record listed live again, changed;
 `--reidentify`: after the first harvest, the source deletes every record and lists it under a
 new identifier with the same DOI, which takes its tombstone over;
+`--new-dois`: the records have no DOI at first, the update gives each one (a source that
+began to register DOIs);
 `--migrate`: each record has a DOI, which a user deposited in the target before the first
 harvest, so that harvest takes every deposit over).
 
@@ -18,6 +20,7 @@ harvest, so that harvest takes every deposit over).
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --migrate
     .venv/bin/python benchmarks/write_batches.py --restore
     .venv/bin/python benchmarks/write_batches.py --reidentify
+    .venv/bin/python benchmarks/write_batches.py --new-dois
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{publish:false}' --review
 
 The source is the tests' in-process fake (pages of 500 oai_dc records), so the figures are
@@ -62,9 +65,12 @@ STEPS = ("create", "update", "delete", "restore")
 PAGE_SIZE = 500
 
 
-def _prepare(source: FakeSource, step: str, *, reindex: bool, doi: bool) -> None:
+def _prepare(
+    source: FakeSource, step: str, *, reindex: bool, doi: bool, new_dois: bool = False
+) -> None:
     """What the source says before the step's harvest: all new, all changed (`reindex`: only
-    their datestamps), all deleted, all live again, changed (`doi`: the records have DOIs)."""
+    their datestamps; `new_dois`: each given a DOI), all deleted, all live again, changed
+    (`doi`: the records have DOIs)."""
     if step == "reidentify":  # the same records, with the same DOIs, under new identifiers
         for record in list(source.records):
             datestamp = record.datestamp.replace("2024-03-", "2024-04-")
@@ -76,7 +82,8 @@ def _prepare(source: FakeSource, step: str, *, reindex: bool, doi: bool) -> None
     for number, record in enumerate(source.records):
         if step == "update":
             if not reindex:
-                record.raw_metadata = _metadata(f"Record {number}, revised", number, doi=doi)
+                revised = f"Record {number}, revised"
+                record.raw_metadata = _metadata(revised, number, doi=doi or new_dois)
             record.datestamp = record.datestamp.replace("2024-03-", "2024-04-")
         elif step == "delete":
             record.deleted = True
@@ -114,6 +121,7 @@ def measure(
     migrate: bool = False,
     restore: bool = False,
     reidentify: bool = False,
+    new_dois: bool = False,
 ) -> dict:
     monkeypatch = pytest.MonkeyPatch()
     home = tempfile.mkdtemp(prefix="oai-write-batches-")
@@ -144,7 +152,7 @@ def measure(
     try:
         steps = ("create", "reidentify") if reidentify else STEPS if restore else STEPS[:-1]
         for step in steps:
-            _prepare(source, step, reindex=reindex, doi=migrate)
+            _prepare(source, step, reindex=reindex, doi=migrate, new_dois=new_dois)
             if join and step == "update":
                 with Services(settings) as services:
                     HarvesterRegistry(services.state).update("sample", community="sub")
@@ -200,6 +208,9 @@ def main() -> None:
         action="store_true",
         help="then the source lists every record under a new identifier (same DOI)",
     )
+    parser.add_argument(
+        "--new-dois", action="store_true", help="the update gives every record a DOI"
+    )
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         proxy, databases = None, {}
@@ -217,6 +228,7 @@ def main() -> None:
             migrate=args.migrate,
             restore=args.restore,
             reidentify=args.reidentify,
+            new_dois=args.new_dois,
         )
         for step, figure in figures.items():
             trips = f", {figure['round_trips']} round trips" if "round_trips" in figure else ""

@@ -198,6 +198,7 @@ class RecordChange:
     data_json: str  # the record data to hold, encoded
     joins: tuple[Membership, ...] = ()
     draft_doi: str | None = None  # the pid its draft names (`save_many_drafts`)
+    new_doi: str | None = None  # the DOI it holds from now, when not its own (one that moves)
 
 
 class TargetTransaction:
@@ -911,7 +912,8 @@ class TargetTransaction:
         they join), for a batch of updates; returns their revisions now.
 
         The caller has made sure each record is published with no edit draft and keeps the
-        DOI it holds (which no other record can hold: `uq_target_records_doi`); a database
+        DOI it holds (which no other record can hold: `uq_target_records_doi`) or takes up a
+        free one (`RecordChange.new_doi`); a database
         error fails them all, so run it inside a savepoint. `restored`: each record got a
         revision since it was read (`restore_many`)."""
         revised = self._change_many(updates, LIVE, after=int(restored))
@@ -950,8 +952,9 @@ class TargetTransaction:
         return revised
 
     def _change_many(self, changes: list[RecordChange], state: str, *, after: int = 0) -> list[int]:
-        """`_change` for many records (no DOI check: each keeps the one it holds); `after`:
-        revisions each got since it was read."""
+        """`_change` for many records (no DOI check: each keeps the one it holds, or takes up
+        its `new_doi`, which the caller found free); `after`: revisions each got since it
+        was read."""
         stamp = now()
         revised = [change.record.revision + 1 + after for change in changes]
         self.connection.execute(
@@ -961,7 +964,7 @@ class TargetTransaction:
                     "record_id": change.record.id,
                     "new_state": state,
                     "new_data": Encoded(change.data_json),
-                    "new_doi": change.record.doi,
+                    "new_doi": change.new_doi or change.record.doi,
                     "new_revision": revision,
                     "stamp": stamp,
                 }

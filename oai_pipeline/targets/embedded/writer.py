@@ -340,14 +340,23 @@ class EmbeddedWriter(Writer):
                     identifier, Action.NOTHING, local.local_id, local.revision
                 )
                 continue
-            if not holds_already and normal_doi(doi) != row.doi:
-                continue
+            new_doi = normal_doi(doi)
+            moves = not holds_already and new_doi != row.doi
+            if moves and (new_doi is None or named[new_doi] != 1):
+                continue  # it loses its DOI, or takes one another record names: one by one
             if (data_json := _data_json(write)) is None:
                 continue
             # Holding the data already, a record only joins its new communities (no new
             # revision): a writer given a community, then a source reindexed.
             kind = "join" if holds_already else "update"
-            batches[kind][identifier] = RecordChange(row, data_json, joins)
+            batches[kind][identifier] = RecordChange(
+                row, data_json, joins, new_doi=new_doi if moves else None
+            )
+        # A DOI a record moves to (a source that began to register DOIs) must be free.
+        moving = {i: c.new_doi for i, c in batches["update"].items() if c.new_doi}
+        held = tx.pid_holders(moving.values()) if moving else set()
+        for identifier in [i for i, new_doi in moving.items() if new_doi in held]:
+            del batches["update"][identifier]
 
         def joined_only(changes: list[RecordChange]) -> list[int]:
             tx.join_many(changes)

@@ -1,0 +1,96 @@
+"""Records whose DOI changes to a free one are updated with their batch: before, each went
+alone (some eight round trips each on PostgreSQL), so a source that began to register DOIs
+for the records it had listed without one rewrote every record one by one."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from oai_pipeline.settings import Settings
+from oai_pipeline.sync.rules import Action
+from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline.targets.embedded.writer import EmbeddedWriter
+from oai_pipeline_tests.target.test_writer import Harness, data
+from oai_pipeline_tests.target.test_writer_drafts import _empty, _snapshot, _summary, count_writes
+
+LATER = "2026-03-01T00:00:00Z"
+
+
+def _moves(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool
+) -> tuple[dict[str, Any], dict[str, Any], Counter[str]]:
+    """Six records harvested, then listed again with their DOIs changed: one gains a DOI,
+    one moves to a free one, two swap theirs, one takes the DOI a third record keeps, and
+    that one keeps it; one loses its DOI."""
+    seen: Counter[str] = Counter()
+    count_writes(monkeypatch, seen, ["update_many_published"])
+    if not together:
+        monkeypatch.setattr(EmbeddedWriter, "_plain_updates", lambda *_args: {})
+    harness = Harness(settings)
+    try:
+        with EmbeddedRepository(settings.target_db_url) as repo:
+            harness.harvest(
+                [
+                    ("oai:gains", data("Gains")),
+                    ("oai:moves", data("Moves", doi="10.1/old")),
+                    ("oai:swap-1", data("Swap 1", doi="10.1/s1")),
+                    ("oai:swap-2", data("Swap 2", doi="10.1/s2")),
+                    ("oai:takes", data("Takes")),
+                    ("oai:keeps", data("Keeps", doi="10.1/kept")),
+                    ("oai:loses", data("Loses", doi="10.1/lost")),
+                ]
+            )
+            seen.clear()
+            outcomes = harness.harvest(
+                [
+                    ("oai:gains", data("Gains, with a DOI", doi="10.1/gained")),
+                    ("oai:moves", data("Moves, moved", doi="10.1/new")),
+                    ("oai:swap-1", data("Swap 1, swapped", doi="10.1/s2")),
+                    ("oai:swap-2", data("Swap 2, swapped", doi="10.1/s1")),
+                    ("oai:takes", data("Takes, refused", doi="10.1/kept")),
+                    ("oai:keeps", data("Keeps, changed", doi="10.1/kept")),
+                    ("oai:loses", data("Loses, without")),
+                ],
+                datestamp=LATER,
+            )
+            after = _snapshot(repo)
+    finally:
+        harness.writer.close()
+        monkeypatch.undo()
+    return _summary(outcomes), after, seen
+
+
+def test_doi_moves_together_end_as_one_by_one(
+    target_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outcomes, after, seen = _moves(target_settings, monkeypatch, together=True)
+    _empty(target_settings)
+    assert (outcomes, after) == _moves(target_settings, monkeypatch, together=False)[:2]
+
+    # the new DOIs no other record holds or names went together (with the record that
+    # keeps its DOI); the swap, the DOI another record holds, and the lost one went alone
+    assert seen["update_many_published"] == 3
+    assert {key for key in seen if key.startswith("alone")} == {
+        "alone oai:swap-1",
+        "alone oai:swap-2",
+        "alone oai:takes",
+        "alone oai:loses",
+    }
+    assert {identifier: outcome[0] for identifier, outcome in outcomes.items()} == {
+        **dict.fromkeys(("oai:gains", "oai:moves", "oai:keeps", "oai:loses"), Action.UPDATE),
+        **dict.fromkeys(("oai:swap-1", "oai:swap-2"), Action.UPDATE),
+        "oai:takes": Action.ERROR,
+    }
+    dois = {row[0]: row[2] for row in after["records"]}
+    assert dois == {
+        "oai:gains": "10.1/gained",
+        "oai:moves": "10.1/new",
+        "oai:swap-1": "10.1/s2",
+        "oai:swap-2": "10.1/s1",
+        "oai:takes": None,
+        "oai:keeps": "10.1/kept",
+        "oai:loses": None,
+    }
