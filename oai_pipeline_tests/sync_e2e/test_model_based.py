@@ -169,7 +169,8 @@ class Simulation:
         self.created_communities: set[str] = {"c-a", "c-b"}
         self.pending: set[str] = set()  # swapped DOIs not harvested yet: left alone
         self.local_changes: dict[str, str] = {}  # identifier -> what a user did
-        self.purged: set[str] = set()  # ever marked for purge by a user
+        # ever marked for purge or hard deleted by a user: its target record gave up its DOI
+        self.purged: set[str] = set()
         self.log: list[str] = []
 
     # -- helpers -----------------------------------------------------------------------
@@ -477,7 +478,10 @@ class Simulation:
             else:
                 repository.hard_delete(local["id"])
         self.local_changes[identifier] = what
-        if what == "delete+purge":  # a purged tombstone gives its DOI up: not re-identified
+        # A purged tombstone or a hard deleted record gives its DOI up: a new identifier with
+        # it is a new record, not re-identified (the model took a hard deleted one for
+        # re-identified: seed 5656 on PostgreSQL, a deposit taken over, then hard deleted).
+        if what in ("delete+purge", "hard_delete"):
             self.purged.add(identifier)
         self.log.append(f"user {what} of {identifier} ({local['id']})")
 

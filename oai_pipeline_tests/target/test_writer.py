@@ -386,6 +386,23 @@ def test_a_record_the_source_re_identified_takes_over_its_own_tombstone(
     assert repo.show(first.local_id)["state"] == "live"
 
 
+def test_a_record_a_user_hard_deleted_is_not_taken_by_a_new_identifier(
+    harness: Harness, repo: EmbeddedRepository
+) -> None:
+    """Hard deleted by a user, then deleted at the source: its DOI is given up, so a new
+    identifier with it is a new record, and the user's deletion stays (the model-based
+    test took it for re-identified, seed 5656)."""
+    first = harness.one("oai:old:1", data("Before", doi="10.1/h"))
+    repo.hard_delete(first.local_id)  # type: ignore[arg-type]
+    deleted = harness.one("oai:old:1", None, datestamp="2026-03-01T00:00:00Z")
+    assert deleted.action is Action.NOTHING
+    outcome = harness.one(
+        "oai:new:1", data("After", doi="10.1/h"), datestamp="2026-03-01T00:00:00Z"
+    )
+    assert outcome.action is Action.CREATE and outcome.local_id != first.local_id
+    assert repo.show(first.local_id)["state"] == "deleted"  # type: ignore[arg-type]
+
+
 def test_a_tombstone_a_user_made_is_not_taken_by_another_identifier(
     harness: Harness, repo: EmbeddedRepository
 ) -> None:
