@@ -228,3 +228,59 @@ def test_takeovers_into_drafts_together_end_as_one_by_one(
     assert ("oai:u1", "edit", data("Harvested 1", doi="10.1/u1"), True, "10.1/u1") in after[
         "drafts"
     ]
+
+
+def _released(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool, publish: bool
+) -> tuple[dict[str, Any], dict[str, Any], Counter[str]]:
+    """A harvester's records, most without a DOI, released (the harvester deleted), then
+    harvested by the harvester created again: each is taken over by its source identifier."""
+    seen: Counter[str] = Counter()
+    count_writes(monkeypatch, seen, ["claim_many"])
+    if not together:
+        for batch in ("_plain_updates", "_plain_drafts"):
+            monkeypatch.setattr(EmbeddedWriter, batch, lambda *_args: {})
+    records = [(f"oai:src.org:{n}", data(f"Record {n}")) for n in range(3)]
+    records.append(("oai:src.org:3", data("Record 3", doi="10.1/r3")))
+    first = Harness(settings, publish=publish)
+    again = None
+    try:
+        with EmbeddedRepository(settings.target_db_url) as repo:
+            first.harvest(records)
+            with repo.transaction() as tx:
+                assert tx.release(H) == 4
+            again = Harness(settings, publish=publish)
+            seen.clear()
+            outcomes = again.harvest(
+                [
+                    (identifier, data(f"{record['metadata']['title']}, again", doi=pid))
+                    for (identifier, record), pid in zip(
+                        records, [None, None, None, "10.1/r3"], strict=True
+                    )
+                ],
+                datestamp=LATER,
+            )
+            after = _snapshot(repo)
+    finally:
+        first.writer.close()
+        if again is not None:
+            again.writer.close()
+        monkeypatch.undo()
+    return _summary(outcomes), after, seen
+
+
+@pytest.mark.parametrize("publish", [True, False], ids=["published", "drafts"])
+def test_released_records_without_dois_are_taken_over_together_as_one_by_one(
+    target_settings: Settings, monkeypatch: pytest.MonkeyPatch, publish: bool
+) -> None:
+    outcomes, after, seen = _released(target_settings, monkeypatch, together=True, publish=publish)
+    _empty(target_settings)
+    one_by_one = _released(target_settings, monkeypatch, together=False, publish=publish)
+
+    assert (outcomes, after) == one_by_one[:2]
+    assert seen == {"claim_many": 4}  # none alone: records without a pid name none
+    # released drafts (`publish: false`) are drafts still: rewritten
+    assert {outcome[0] for outcome in outcomes.values()} == {
+        Action.UPDATE if publish else Action.PUBLISH_DRAFT
+    }
+    assert [row[0] for row in after["records"]] == [f"oai:src.org:{n}" for n in range(4)]

@@ -326,7 +326,7 @@ class EmbeddedWriter(Writer):
                 claimant = {"takeover": None, "reidentified": harvester_id}.get(kind)
                 if (
                     (kind == "restore" or row.source_harvester in (None, claimant))
-                    and (kind == "restore" or named[self._key(write)[1]] == 1)
+                    and (kind == "restore" or self._named_once(named, write))
                     and normal_doi(doi) == row.doi
                     and (data_json := _data_json(write)) is not None
                 ):
@@ -404,8 +404,8 @@ class EmbeddedWriter(Writer):
         identifier, its communities exist (those it joins are added with it), and it keeps
         the DOI it holds (a published record whose data changed names its new one in the
         draft); any other takes the one-by-one path. A user's deposit of the record's DOI,
-        named by no other record of the batch, is taken over (claimed, given the harvest's
-        edit draft)."""
+        named by no other record of the batch, or a record a deleted harvester released, is
+        taken over (claimed, given the harvest's draft)."""
         if self.options.publish:
             return {}
         wanted = {LocalState.DRAFT_ONLY: Action.PUBLISH_DRAFT, LocalState.LIVE: Action.UPDATE}
@@ -418,10 +418,7 @@ class EmbeddedWriter(Writer):
             and local.state in wanted
             and write.action is wanted[local.state]
             and local.local_id is not None
-            and (
-                not local.taken_over
-                or (local.state is LocalState.LIVE and named[self._key(write)[1]] == 1)
-            )
+            and (not local.taken_over or self._named_once(named, write))
         }
         rows, joined = _rows_and_memberships(tx, candidates, known)
         drafts: dict[str, RecordChange] = {}
@@ -665,6 +662,14 @@ class EmbeddedWriter(Writer):
         """How many records of the batch name each pid (as `_apply_one` looks them up): a
         record whose pid another one names takes the one-by-one path, in the batch's order."""
         return Counter(self._key(write)[1] for write in writes)
+
+    def _named_once(self, named: Counter[str | None], write: PlannedWrite) -> bool:
+        """No other record of the batch names this record's pid. One without a pid names
+        none: a record taken over without a pid is one a deleted harvester released, found
+        by its source identifier (a harvester deleted and created again, of an oai_dc source
+        whose records have no DOI, took each of its records over alone)."""
+        pid = self._key(write)[1]
+        return pid is None or named[pid] == 1
 
     def _local(
         self,
