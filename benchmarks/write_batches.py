@@ -7,6 +7,8 @@ a reviewer publishes every harvested draft before it, so each gets the harvest's
 `--restore`: a fourth harvest, of every deleted record listed live again, changed;
 `--reidentify`: after the first harvest, the source deletes every record and lists it under a
 new identifier with the same DOI, which takes its tombstone over;
+`--released`: before the update, the target's records are released, as when their harvester is
+deleted, so that the update's harvest (the harvester created again) takes each over;
 `--new-dois`: the records have no DOI at first, the update gives each one (a source that
 began to register DOIs);
 `--migrate`: each record has a DOI, which a user deposited in the target before the first
@@ -21,6 +23,7 @@ harvest, so that harvest takes every deposit over).
     .venv/bin/python benchmarks/write_batches.py --restore
     .venv/bin/python benchmarks/write_batches.py --reidentify
     .venv/bin/python benchmarks/write_batches.py --new-dois
+    .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --released
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{publish:false}' --review
 
 The source is the tests' in-process fake (pages of 500 oai_dc records), so the figures are
@@ -122,6 +125,7 @@ def measure(
     restore: bool = False,
     reidentify: bool = False,
     new_dois: bool = False,
+    released: bool = False,
 ) -> dict:
     monkeypatch = pytest.MonkeyPatch()
     home = tempfile.mkdtemp(prefix="oai-write-batches-")
@@ -156,6 +160,10 @@ def measure(
             if join and step == "update":
                 with Services(settings) as services:
                     HarvesterRegistry(services.state).update("sample", community="sub")
+            if released and step == "update":  # its harvester deleted, then created again
+                target = EmbeddedRepository(settings.target_db_url)
+                with target, target.transaction() as transaction:
+                    transaction.release("sample")
             if review and step == "update":
                 with EmbeddedRepository(settings.target_db_url) as repository:
                     for record in repository.list(harvester="sample", state="draft"):
@@ -211,6 +219,11 @@ def main() -> None:
     parser.add_argument(
         "--new-dois", action="store_true", help="the update gives every record a DOI"
     )
+    parser.add_argument(
+        "--released",
+        action="store_true",
+        help="before the update, the records are released (their harvester deleted)",
+    )
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         proxy, databases = None, {}
@@ -229,6 +242,7 @@ def main() -> None:
             restore=args.restore,
             reidentify=args.reidentify,
             new_dois=args.new_dois,
+            released=args.released,
         )
         for step, figure in figures.items():
             trips = f", {figure['round_trips']} round trips" if "round_trips" in figure else ""
