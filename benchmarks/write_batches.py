@@ -7,6 +7,8 @@ a reviewer publishes every harvested draft before it, so each gets the harvest's
 `--restore`: a fourth harvest, of every deleted record listed live again, changed;
 `--reidentify`: after the first harvest, the source deletes every record and lists it under a
 new identifier with the same DOI, which takes its tombstone over;
+`--edited`: before the update, a user leaves an edit draft on every record, which the update's
+harvest drops;
 `--released`: before the update, the target's records are released, as when their harvester is
 deleted, so that the update's harvest (the harvester created again) takes each over;
 `--new-dois`: the records have no DOI at first, the update gives each one (a source that
@@ -24,6 +26,7 @@ harvest, so that harvest takes every deposit over).
     .venv/bin/python benchmarks/write_batches.py --reidentify
     .venv/bin/python benchmarks/write_batches.py --new-dois
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --released
+    .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --edited
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{publish:false}' --review
 
 The source is the tests' in-process fake (pages of 500 oai_dc records), so the figures are
@@ -126,6 +129,7 @@ def measure(
     reidentify: bool = False,
     new_dois: bool = False,
     released: bool = False,
+    edited: bool = False,
 ) -> dict:
     monkeypatch = pytest.MonkeyPatch()
     home = tempfile.mkdtemp(prefix="oai-write-batches-")
@@ -164,6 +168,10 @@ def measure(
                 target = EmbeddedRepository(settings.target_db_url)
                 with target, target.transaction() as transaction:
                     transaction.release("sample")
+            if edited and step == "update":  # a user's edit draft on every record
+                with EmbeddedRepository(settings.target_db_url) as repository:
+                    for record in repository.list(harvester="sample", state="live", limit=count):
+                        repository.edit(record["id"], {"metadata.title": "Edited by a user"})
             if review and step == "update":
                 with EmbeddedRepository(settings.target_db_url) as repository:
                     for record in repository.list(harvester="sample", state="draft"):
@@ -224,6 +232,9 @@ def main() -> None:
         action="store_true",
         help="before the update, the records are released (their harvester deleted)",
     )
+    parser.add_argument(
+        "--edited", action="store_true", help="a user edits every record before the update"
+    )
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         proxy, databases = None, {}
@@ -243,6 +254,7 @@ def main() -> None:
             reidentify=args.reidentify,
             new_dois=args.new_dois,
             released=args.released,
+            edited=args.edited,
         )
         for step, figure in figures.items():
             trips = f", {figure['round_trips']} round trips" if "round_trips" in figure else ""

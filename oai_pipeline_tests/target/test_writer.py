@@ -649,8 +649,8 @@ def test_one_failing_record_does_not_lose_the_batch(
 
 def _updated_batch(harness: Harness, repo: EmbeddedRepository) -> dict[str, WriteOutcome]:
     """Five published records, then one batch of what the source says of them later: plain
-    updates (one in its community already, one with a new DOI), a record that needs the
-    one-by-one path (a user's edit draft) and one whose data the target holds already."""
+    updates (one in its community already, one with a new DOI, one over a user's edit draft)
+    and one whose data the target holds already."""
     repo.create_community("c")
     originals = [
         ("oai:1", data("One", doi="10.1/one")),
@@ -730,8 +730,9 @@ def test_a_batch_of_updates_the_database_refuses_goes_one_by_one(
 
     monkeypatch.setattr(TargetTransaction, "update_many_published", refuse)
     _assert_written_as_each_alone(_updated_batch(harness, repo), repo)
-    # oai:1, oai:3 (in its community already) and oai:4 (a free DOI); oai:5 needs no write
-    assert refusals == [3]
+    # oai:1, oai:2 (its user's edit draft dropped), oai:3 (in its community already) and
+    # oai:4 (a free DOI); oai:5 needs no write
+    assert refusals == [4]
 
 
 def test_a_batch_of_new_records_in_communities_is_created_together(

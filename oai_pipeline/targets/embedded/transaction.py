@@ -911,11 +911,12 @@ class TargetTransaction:
         """`update_published` for many records in two statements (a third for communities
         they join), for a batch of updates; returns their revisions now.
 
-        The caller has made sure each record is published with no edit draft and keeps the
-        DOI it holds (which no other record can hold: `uq_target_records_doi`) or takes up a
-        free one (`RecordChange.new_doi`); a database
+        Each record's edit draft (a user's) is dropped. The caller has made sure each record
+        is published and keeps the DOI it holds (which no other record can hold:
+        `uq_target_records_doi`) or takes up a free one (`RecordChange.new_doi`); a database
         error fails them all, so run it inside a savepoint. `restored`: each record got a
         revision since it was read (`restore_many`)."""
+        self._remove_edit_drafts([update.record.id for update in updates])
         revised = self._change_many(updates, LIVE, after=int(restored))
         self.join_many(updates)
         return revised

@@ -73,6 +73,7 @@ _REWRITTEN = {LocalState.LIVE: Action.UPDATE, LocalState.TOMBSTONE: Action.RESTO
 # Which batch of `_plain_updates` a record taken over, or a tombstone, goes in: (its state,
 # taken over?) -> kind.
 _REWRITE_KIND = {
+    (LocalState.LIVE, False): "update",  # with a user's edit draft
     (LocalState.LIVE, True): "takeover",
     (LocalState.TOMBSTONE, False): "restore",
     (LocalState.TOMBSTONE, True): "reidentified",
@@ -290,7 +291,6 @@ class EmbeddedWriter(Writer):
                 and local is not None
                 and local.state in _REWRITTEN
                 and local.local_id is not None
-                and not local.has_edit_draft
             ):
                 candidates[write.identifier] = write
         rows, joined = _rows_and_memberships(tx, candidates, known)
@@ -317,19 +317,18 @@ class EmbeddedWriter(Writer):
             source = SourceRecord(identifier, write.datestamp, False, pid)
             if decide(source, None, local, update_all=True).action is not _REWRITTEN[local.state]:
                 continue
-            if local.taken_over or local.state is LocalState.TOMBSTONE:
-                # Always a new revision, as `_apply_one` writes it. Taken over when no other
-                # record of the batch names the DOI: a user's deposit (live, nobody's), or
-                # this harvester's tombstone of another identifier (the source re-identified
-                # the record).
+            if local.taken_over or local.state is LocalState.TOMBSTONE or local.has_edit_draft:
+                # Always a new revision, as `_apply_one` writes it, a user's edit draft dropped
+                # (`update_many_published`, as `update_published`). Taken over when no other
+                # record of the batch names the DOI: a user's deposit (nobody's), or this
+                # harvester's tombstone of another identifier (the source re-identified it).
                 kind = _REWRITE_KIND[local.state, local.taken_over]
-                claimant = {"takeover": None, "reidentified": harvester_id}.get(kind)
-                if (
-                    (kind == "restore" or row.source_harvester in (None, claimant))
-                    and (kind == "restore" or self._named_once(named, write))
-                    and normal_doi(doi) == row.doi
-                    and (data_json := _data_json(write)) is not None
+                owners = (None, harvester_id) if kind == "reidentified" else (None,)
+                if kind in ("takeover", "reidentified") and not (
+                    row.source_harvester in owners and self._named_once(named, write)
                 ):
+                    continue
+                if normal_doi(doi) == row.doi and (data_json := _data_json(write)) is not None:
                     batches[kind][identifier] = RecordChange(row, data_json, joins)
                 continue
             if self._written_by_this_run(row, data, write):
