@@ -113,6 +113,18 @@ def _doi(number: int) -> str:
 
 
 WRITER = 'oai-service{model:"rdm", community:"sub"}'
+# The flags that change what the harvests meet (`measure`'s keywords), and what each does.
+SCENARIOS = {
+    "join": "the writers get community sub before the update",
+    "review": "every draft is published before the update",
+    "reindex": "the update changes datestamps only, not data",
+    "migrate": "users deposited every record's DOI before",
+    "restore": "then the source lists every record live again",
+    "reidentify": "then the source lists every record under a new identifier (same DOI)",
+    "new_dois": "the update gives every record a DOI",
+    "released": "before the update, the records are released (their harvester deleted)",
+    "edited": "a user edits every record before the update",
+}
 
 
 def measure(
@@ -204,37 +216,8 @@ def main() -> None:
         "--network-ms", type=float, default=0.0, help="with --postgres: ms added per round trip"
     )
     parser.add_argument("--writer", default=WRITER, help=f"the writer spec (default {WRITER})")
-    parser.add_argument(
-        "--join", action="store_true", help="the writers get community sub before the update"
-    )
-    parser.add_argument(
-        "--review", action="store_true", help="every draft is published before the update"
-    )
-    parser.add_argument(
-        "--reindex", action="store_true", help="the update changes datestamps only, not data"
-    )
-    parser.add_argument(
-        "--migrate", action="store_true", help="users deposited every record's DOI before"
-    )
-    parser.add_argument(
-        "--restore", action="store_true", help="then the source lists every record live again"
-    )
-    parser.add_argument(
-        "--reidentify",
-        action="store_true",
-        help="then the source lists every record under a new identifier (same DOI)",
-    )
-    parser.add_argument(
-        "--new-dois", action="store_true", help="the update gives every record a DOI"
-    )
-    parser.add_argument(
-        "--released",
-        action="store_true",
-        help="before the update, the records are released (their harvester deleted)",
-    )
-    parser.add_argument(
-        "--edited", action="store_true", help="a user edits every record before the update"
-    )
+    for name, meaning in SCENARIOS.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", action="store_true", help=meaning)
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         proxy, databases = None, {}
@@ -246,15 +229,7 @@ def main() -> None:
             databases,
             proxy,
             args.writer,
-            join=args.join,
-            review=args.review,
-            reindex=args.reindex,
-            migrate=args.migrate,
-            restore=args.restore,
-            reidentify=args.reidentify,
-            new_dois=args.new_dois,
-            released=args.released,
-            edited=args.edited,
+            **{name: getattr(args, name) for name in SCENARIOS},
         )
         for step, figure in figures.items():
             trips = f", {figure['round_trips']} round trips" if "round_trips" in figure else ""

@@ -11,10 +11,8 @@ import pytest
 
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action
-from oai_pipeline.targets.embedded.repository import EmbeddedRepository
-from oai_pipeline.targets.embedded.writer import EmbeddedWriter
-from oai_pipeline_tests.target.test_writer import Harness, data
-from oai_pipeline_tests.target.test_writer_drafts import _empty, _snapshot, _summary, count_writes
+from oai_pipeline_tests.target.test_writer import data
+from oai_pipeline_tests.target.test_writer_drafts import _snapshot, _summary, both_ways, writing
 
 LATER = "2026-03-01T00:00:00Z"
 
@@ -25,50 +23,44 @@ def _moves(
     """Six records harvested, then listed again with their DOIs changed: one gains a DOI,
     one moves to a free one, two swap theirs, one takes the DOI a third record keeps, and
     that one keeps it; one loses its DOI."""
-    seen: Counter[str] = Counter()
-    count_writes(monkeypatch, seen, ["update_many_published"])
-    if not together:
-        monkeypatch.setattr(EmbeddedWriter, "_plain_updates", lambda *_args: {})
-    harness = Harness(settings)
-    try:
-        with EmbeddedRepository(settings.target_db_url) as repo:
-            harness.harvest(
-                [
-                    ("oai:gains", data("Gains")),
-                    ("oai:moves", data("Moves", doi="10.1/old")),
-                    ("oai:swap-1", data("Swap 1", doi="10.1/s1")),
-                    ("oai:swap-2", data("Swap 2", doi="10.1/s2")),
-                    ("oai:takes", data("Takes")),
-                    ("oai:keeps", data("Keeps", doi="10.1/kept")),
-                    ("oai:loses", data("Loses", doi="10.1/lost")),
-                ]
-            )
-            seen.clear()
-            outcomes = harness.harvest(
-                [
-                    ("oai:gains", data("Gains, with a DOI", doi="10.1/gained")),
-                    ("oai:moves", data("Moves, moved", doi="10.1/new")),
-                    ("oai:swap-1", data("Swap 1, swapped", doi="10.1/s2")),
-                    ("oai:swap-2", data("Swap 2, swapped", doi="10.1/s1")),
-                    ("oai:takes", data("Takes, refused", doi="10.1/kept")),
-                    ("oai:keeps", data("Keeps, changed", doi="10.1/kept")),
-                    ("oai:loses", data("Loses, without")),
-                ],
-                datestamp=LATER,
-            )
-            after = _snapshot(repo)
-    finally:
-        harness.writer.close()
-        monkeypatch.undo()
+    with writing(settings, monkeypatch, together=together, spied=["update_many_published"]) as (
+        harness,
+        repo,
+        seen,
+    ):
+        harness.harvest(
+            [
+                ("oai:gains", data("Gains")),
+                ("oai:moves", data("Moves", doi="10.1/old")),
+                ("oai:swap-1", data("Swap 1", doi="10.1/s1")),
+                ("oai:swap-2", data("Swap 2", doi="10.1/s2")),
+                ("oai:takes", data("Takes")),
+                ("oai:keeps", data("Keeps", doi="10.1/kept")),
+                ("oai:loses", data("Loses", doi="10.1/lost")),
+            ]
+        )
+        seen.clear()
+        outcomes = harness.harvest(
+            [
+                ("oai:gains", data("Gains, with a DOI", doi="10.1/gained")),
+                ("oai:moves", data("Moves, moved", doi="10.1/new")),
+                ("oai:swap-1", data("Swap 1, swapped", doi="10.1/s2")),
+                ("oai:swap-2", data("Swap 2, swapped", doi="10.1/s1")),
+                ("oai:takes", data("Takes, refused", doi="10.1/kept")),
+                ("oai:keeps", data("Keeps, changed", doi="10.1/kept")),
+                ("oai:loses", data("Loses, without")),
+            ],
+            datestamp=LATER,
+        )
+        after = _snapshot(repo)
     return _summary(outcomes), after, seen
 
 
 def test_doi_moves_together_end_as_one_by_one(
     target_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    outcomes, after, seen = _moves(target_settings, monkeypatch, together=True)
-    _empty(target_settings)
-    assert (outcomes, after) == _moves(target_settings, monkeypatch, together=False)[:2]
+    (outcomes, after, seen), one_by_one = both_ways(_moves, target_settings, monkeypatch)
+    assert (outcomes, after) == one_by_one[:2]
 
     # the new DOIs no other record holds or names went together (with the record that
     # keeps its DOI); the swap, the DOI another record holds, and the lost one went alone

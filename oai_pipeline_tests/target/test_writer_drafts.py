@@ -9,7 +9,8 @@ times as long as a publishing writer behind 0.5 ms a round trip; twice as long o
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -166,6 +167,44 @@ def count_writes(
         return isolated(writer, tx, harvester_id, write, *a, **kw)
 
     monkeypatch.setattr(EmbeddedWriter, "_apply_isolated", one_by_one)
+
+
+@contextmanager
+def writing(
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    together: bool,
+    spied: Iterable[str],
+    **options: Any,
+) -> Iterator[tuple[Harness, EmbeddedRepository, Counter[str]]]:
+    """A writer of these options and its target, for one scenario: with the batch paths
+    (`together`), or with every record going one by one; `count_writes` of the `spied`
+    batch writes and of each record written alone."""
+    seen: Counter[str] = Counter()
+    count_writes(monkeypatch, seen, spied)
+    if not together:
+        for batch in ("_plain_creations", "_plain_updates", "_plain_drafts", "_plain_deletions"):
+            monkeypatch.setattr(EmbeddedWriter, batch, lambda *_args: {})
+    harness = Harness(settings, **options)
+    try:
+        with EmbeddedRepository(settings.target_db_url) as repo:
+            yield harness, repo, seen
+    finally:
+        harness.writer.close()
+        monkeypatch.undo()
+
+
+def both_ways(
+    scenario: Callable[..., tuple[Any, ...]],
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    **kw: Any,
+) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The scenario written with the batch paths, then one by one into an emptied target."""
+    together = scenario(settings, monkeypatch, together=True, **kw)
+    _empty(settings)
+    return together, scenario(settings, monkeypatch, together=False, **kw)
 
 
 def _summary(outcomes: list) -> dict[str, tuple[Any, ...]]:

@@ -12,10 +12,8 @@ import pytest
 
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action
-from oai_pipeline.targets.embedded.repository import EmbeddedRepository
-from oai_pipeline.targets.embedded.writer import EmbeddedWriter
-from oai_pipeline_tests.target.test_writer import Harness, data
-from oai_pipeline_tests.target.test_writer_drafts import _empty, _snapshot, _summary, count_writes
+from oai_pipeline_tests.target.test_writer import data
+from oai_pipeline_tests.target.test_writer_drafts import _snapshot, _summary, both_ways, writing
 
 LATER = "2026-03-01T00:00:00Z"
 
@@ -27,56 +25,48 @@ def _restores(
     one at the source, one by a user who marked it for purge, one by a user after a
     reviewer's edit; then listed live again, all but one with new data, one joining a
     community besides."""
-    seen: Counter[str] = Counter()
-    count_writes(monkeypatch, seen, ["restore_many"])
-    if not together:
-        monkeypatch.setattr(EmbeddedWriter, "_plain_updates", lambda *_args: {})
-    harness = Harness(settings, community="sub")
-    try:
-        with EmbeddedRepository(settings.target_db_url) as repo:
-            for slug, parent in (("top", None), ("sub", "top"), ("x", None)):
-                repo.create_community(slug, parent=parent)
-            first = harness.harvest(
-                [
-                    ("oai:a", data("A", doi="10.1/a")),
-                    ("oai:b", data("B", doi="10.1/b")),
-                    ("oai:c", data("C", doi="10.1/c")),
-                    ("oai:d", data("D", doi="10.1/d")),
-                    ("oai:e", data("E")),
-                ]
-            )
-            ids = {outcome.identifier: outcome.local_id for outcome in first}
-            harness.harvest([("oai:c", None)], datestamp="2026-02-01T00:00:00Z")
-            repo.delete(ids["oai:a"])
-            repo.delete(ids["oai:b"])
-            repo.delete(ids["oai:d"], purge=True)
-            repo.edit(ids["oai:e"], {"metadata.title": "E, reviewed"})
-            repo.publish(ids["oai:e"])
-            repo.delete(ids["oai:e"])
-            seen.clear()
-            outcomes = harness.harvest(
-                [
-                    ("oai:a", data("A, again", doi="10.1/a", communities=["x"])),
-                    ("oai:b", data("B", doi="10.1/b")),  # as it was deleted
-                    ("oai:c", data("C, again", doi="10.1/c")),
-                    ("oai:d", data("D, again", doi="10.1/d")),
-                    ("oai:e", data("E, again")),
-                ],
-                datestamp=LATER,
-            )
-            after = _snapshot(repo)
-    finally:
-        harness.writer.close()
-        monkeypatch.undo()
+    with writing(
+        settings, monkeypatch, together=together, spied=["restore_many"], community="sub"
+    ) as (harness, repo, seen):
+        for slug, parent in (("top", None), ("sub", "top"), ("x", None)):
+            repo.create_community(slug, parent=parent)
+        first = harness.harvest(
+            [
+                ("oai:a", data("A", doi="10.1/a")),
+                ("oai:b", data("B", doi="10.1/b")),
+                ("oai:c", data("C", doi="10.1/c")),
+                ("oai:d", data("D", doi="10.1/d")),
+                ("oai:e", data("E")),
+            ]
+        )
+        ids = {outcome.identifier: outcome.local_id for outcome in first}
+        harness.harvest([("oai:c", None)], datestamp="2026-02-01T00:00:00Z")
+        repo.delete(ids["oai:a"])
+        repo.delete(ids["oai:b"])
+        repo.delete(ids["oai:d"], purge=True)
+        repo.edit(ids["oai:e"], {"metadata.title": "E, reviewed"})
+        repo.publish(ids["oai:e"])
+        repo.delete(ids["oai:e"])
+        seen.clear()
+        outcomes = harness.harvest(
+            [
+                ("oai:a", data("A, again", doi="10.1/a", communities=["x"])),
+                ("oai:b", data("B", doi="10.1/b")),  # as it was deleted
+                ("oai:c", data("C, again", doi="10.1/c")),
+                ("oai:d", data("D, again", doi="10.1/d")),
+                ("oai:e", data("E, again")),
+            ],
+            datestamp=LATER,
+        )
+        after = _snapshot(repo)
     return _summary(outcomes), after, seen
 
 
 def test_restores_together_end_as_one_by_one(
     target_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    outcomes, after, seen = _restores(target_settings, monkeypatch, together=True)
-    _empty(target_settings)
-    assert (outcomes, after) == _restores(target_settings, monkeypatch, together=False)[:2]
+    (outcomes, after, seen), one_by_one = both_ways(_restores, target_settings, monkeypatch)
+    assert (outcomes, after) == one_by_one[:2]
 
     # the tombstone marked for purge went alone (its DOI may be another record's by then)
     assert seen == {"restore_many": 4, "alone oai:d": 1}

@@ -17,7 +17,13 @@ from oai_pipeline.targets.embedded.schema import records
 from oai_pipeline.targets.embedded.transaction import DuplicatePidError, TargetTransaction
 from oai_pipeline.targets.embedded.writer import EmbeddedWriter
 from oai_pipeline_tests.target.test_writer import H, Harness, data
-from oai_pipeline_tests.target.test_writer_drafts import _empty, _snapshot, _summary, count_writes
+from oai_pipeline_tests.target.test_writer_drafts import (
+    _snapshot,
+    _summary,
+    both_ways,
+    count_writes,
+    writing,
+)
 
 
 def _migration(
@@ -28,58 +34,55 @@ def _migration(
     draft, one a tombstone, one DOI two records name, one a harvested record gave up (hard
     deleted) before a user deposited it. `publish`: the writer's option (False: each deposit
     taken over gets the harvest's edit draft)."""
-    seen: Counter[str] = Counter()
-    count_writes(monkeypatch, seen, ["claim_many"])
-    if not together:
-        for batch in ("_plain_updates", "_plain_drafts"):
-            monkeypatch.setattr(EmbeddedWriter, batch, lambda *_args: {})
-    harness = Harness(settings, community="sub", publish=publish)
-    try:
-        with EmbeddedRepository(settings.target_db_url) as repo:
-            for slug, parent in (("top", None), ("sub", "top"), ("x", None)):
-                repo.create_community(slug, parent=parent)
-            (gone,) = harness.harvest([("oai:gone", data("Gone", doi="10.1/u5"))])
-            repo.hard_delete(gone.local_id)  # type: ignore[arg-type]
-            repo.deposit(data("User 1", doi="10.1/u1"), publish=True)
-            repo.deposit(data("User 2", doi="10.1/u2", communities=["x"]), publish=True)
-            edited = repo.deposit(data("User 3", doi="10.1/u3"), publish=True)
-            repo.edit(edited, {"metadata.title": "User 3, edited"})
-            repo.deposit(data("User 4", doi="10.1/u4"), publish=True)
-            repo.deposit(data("User 5", doi="10.1/u5"), publish=True)
-            deleted = repo.deposit(data("User 6", doi="10.1/u6"), publish=True)
-            repo.delete(deleted)
-            seen.clear()
-            outcomes = harness.harvest(
-                [
-                    ("oai:u1", data("Harvested 1", doi="10.1/u1")),
-                    ("oai:u2", data("Harvested 2", doi="10.1/u2", communities=["x"])),
-                    ("oai:u3", data("Harvested 3", doi="10.1/u3")),
-                    ("oai:twice-a", data("Twice A", doi="10.1/u4")),
-                    ("oai:twice-b", data("Twice B", doi="10.1/u4")),
-                    ("oai:gone", data("Gone, again", doi="10.1/u5")),
-                    ("oai:u6", data("Harvested 6", doi="10.1/u6")),
-                    ("oai:new", data("New", doi="10.1/new")),
-                ]
-            )
-            with repo.transaction(read_only=True) as tx:
-                unclaimed = tx.connection.execute(
-                    sa.select(records.c.state, records.c.doi, records.c.source_identifier)
-                    .where(records.c.source_harvester.is_(None))
-                    .order_by(records.c.state, records.c.doi)
-                ).all()
-            after = _snapshot(repo)
-    finally:
-        harness.writer.close()
-        monkeypatch.undo()
+    with writing(
+        settings,
+        monkeypatch,
+        together=together,
+        spied=["claim_many"],
+        community="sub",
+        publish=publish,
+    ) as (harness, repo, seen):
+        for slug, parent in (("top", None), ("sub", "top"), ("x", None)):
+            repo.create_community(slug, parent=parent)
+        (gone,) = harness.harvest([("oai:gone", data("Gone", doi="10.1/u5"))])
+        repo.hard_delete(gone.local_id)  # type: ignore[arg-type]
+        repo.deposit(data("User 1", doi="10.1/u1"), publish=True)
+        repo.deposit(data("User 2", doi="10.1/u2", communities=["x"]), publish=True)
+        edited = repo.deposit(data("User 3", doi="10.1/u3"), publish=True)
+        repo.edit(edited, {"metadata.title": "User 3, edited"})
+        repo.deposit(data("User 4", doi="10.1/u4"), publish=True)
+        repo.deposit(data("User 5", doi="10.1/u5"), publish=True)
+        deleted = repo.deposit(data("User 6", doi="10.1/u6"), publish=True)
+        repo.delete(deleted)
+        seen.clear()
+        outcomes = harness.harvest(
+            [
+                ("oai:u1", data("Harvested 1", doi="10.1/u1")),
+                ("oai:u2", data("Harvested 2", doi="10.1/u2", communities=["x"])),
+                ("oai:u3", data("Harvested 3", doi="10.1/u3")),
+                ("oai:twice-a", data("Twice A", doi="10.1/u4")),
+                ("oai:twice-b", data("Twice B", doi="10.1/u4")),
+                ("oai:gone", data("Gone, again", doi="10.1/u5")),
+                ("oai:u6", data("Harvested 6", doi="10.1/u6")),
+                ("oai:new", data("New", doi="10.1/new")),
+            ]
+        )
+        with repo.transaction(read_only=True) as tx:
+            unclaimed = tx.connection.execute(
+                sa.select(records.c.state, records.c.doi, records.c.source_identifier)
+                .where(records.c.source_harvester.is_(None))
+                .order_by(records.c.state, records.c.doi)
+            ).all()
+        after = _snapshot(repo)
     return _summary(outcomes), after, [tuple(row) for row in unclaimed], seen
 
 
 def test_takeovers_together_end_as_one_by_one(
     target_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    outcomes, after, unclaimed, seen = _migration(target_settings, monkeypatch, together=True)
-    _empty(target_settings)
-    one_by_one = _migration(target_settings, monkeypatch, together=False)
+    (outcomes, after, unclaimed, seen), one_by_one = both_ways(
+        _migration, target_settings, monkeypatch
+    )
 
     assert (outcomes, after, unclaimed) == one_by_one[:3]
     # the plain deposits, the one with a user's edit draft (dropped), the one a hard deleted
@@ -153,31 +156,23 @@ def _reidentified(
     """Four records harvested, then deleted at the source, which lists them again under new
     identifiers with the same DOIs (a repository migration): the old identifiers' tombstones
     are taken over. One old identifier's deletion is listed again in the same batch."""
-    seen: Counter[str] = Counter()
-    count_writes(monkeypatch, seen, ["claim_many"])
-    if not together:
-        monkeypatch.setattr(EmbeddedWriter, "_plain_updates", lambda *_args: {})
-    harness = Harness(settings)
-    try:
-        with EmbeddedRepository(settings.target_db_url) as repo:
-            old = [(f"oai:old:{n}", data(f"Record {n}", doi=f"10.1/r{n}")) for n in range(4)]
-            harness.harvest(old)
-            harness.harvest([(identifier, None) for identifier, _ in old], datestamp=LATER)
-            seen.clear()
-            outcomes = harness.harvest(
-                [
-                    *[
-                        (f"oai:new:{n}", data(f"Record {n}, moved", doi=f"10.1/r{n}"))
-                        for n in range(4)
-                    ],
-                    ("oai:old:3", None),
-                ],
-                datestamp=AFTER_THAT,
-            )
-            after = _snapshot(repo)
-    finally:
-        harness.writer.close()
-        monkeypatch.undo()
+    with writing(settings, monkeypatch, together=together, spied=["claim_many"]) as (
+        harness,
+        repo,
+        seen,
+    ):
+        old = [(f"oai:old:{n}", data(f"Record {n}", doi=f"10.1/r{n}")) for n in range(4)]
+        harness.harvest(old)
+        harness.harvest([(identifier, None) for identifier, _ in old], datestamp=LATER)
+        seen.clear()
+        outcomes = harness.harvest(
+            [
+                *[(f"oai:new:{n}", data(f"Record {n}, moved", doi=f"10.1/r{n}")) for n in range(4)],
+                ("oai:old:3", None),
+            ],
+            datestamp=AFTER_THAT,
+        )
+        after = _snapshot(repo)
     return _summary(outcomes), after, seen
 
 
@@ -187,9 +182,8 @@ LATER, AFTER_THAT = "2026-03-01T00:00:00Z", "2026-04-01T00:00:00Z"
 def test_reidentified_records_take_their_tombstones_over_together_as_one_by_one(
     target_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    outcomes, after, seen = _reidentified(target_settings, monkeypatch, together=True)
-    _empty(target_settings)
-    assert (outcomes, after) == _reidentified(target_settings, monkeypatch, together=False)[:2]
+    (outcomes, after, seen), one_by_one = both_ways(_reidentified, target_settings, monkeypatch)
+    assert (outcomes, after) == one_by_one[:2]
 
     assert seen == {"claim_many": 4, "alone oai:old:3": 1}  # nothing to do: one by one
     assert {identifier: outcome[0] for identifier, outcome in outcomes.items()} == {
@@ -207,9 +201,7 @@ def test_takeovers_into_drafts_together_end_as_one_by_one(
 ) -> None:
     """`publish: false`: the deposits are claimed together and get the harvest's edit
     drafts (the one with a user's edit draft too: the harvest's replaces it)."""
-    together = _migration(target_settings, monkeypatch, together=True, publish=False)
-    _empty(target_settings)
-    one_by_one = _migration(target_settings, monkeypatch, together=False, publish=False)
+    together, one_by_one = both_ways(_migration, target_settings, monkeypatch, publish=False)
 
     assert together[:3] == one_by_one[:3]
     outcomes, after, _, seen = together
@@ -269,9 +261,9 @@ def _released(
 def test_released_records_without_dois_are_taken_over_together_as_one_by_one(
     target_settings: Settings, monkeypatch: pytest.MonkeyPatch, publish: bool
 ) -> None:
-    outcomes, after, seen = _released(target_settings, monkeypatch, together=True, publish=publish)
-    _empty(target_settings)
-    one_by_one = _released(target_settings, monkeypatch, together=False, publish=publish)
+    (outcomes, after, seen), one_by_one = both_ways(
+        _released, target_settings, monkeypatch, publish=publish
+    )
 
     assert (outcomes, after) == one_by_one[:2]
     assert seen == {"claim_many": 4}  # none alone: records without a pid name none
