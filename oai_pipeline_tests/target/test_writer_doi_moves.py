@@ -12,7 +12,11 @@ import pytest
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action
 from oai_pipeline_tests.target.test_writer import data
-from oai_pipeline_tests.target.test_writer_drafts import _snapshot, _summary, both_ways, writing
+from oai_pipeline_tests.target.test_writer_drafts import (
+    both_ways,
+    last_harvest,
+    writing,
+)
 
 LATER = "2026-03-01T00:00:00Z"
 
@@ -39,8 +43,10 @@ def _moves(
                 ("oai:loses", data("Loses", doi="10.1/lost")),
             ]
         )
-        seen.clear()
-        outcomes = harness.harvest(
+        return last_harvest(
+            harness,
+            repo,
+            seen,
             [
                 ("oai:gains", data("Gains, with a DOI", doi="10.1/gained")),
                 ("oai:moves", data("Moves, moved", doi="10.1/new")),
@@ -52,8 +58,6 @@ def _moves(
             ],
             datestamp=LATER,
         )
-        after = _snapshot(repo)
-    return _summary(outcomes), after, seen
 
 
 def test_doi_moves_together_end_as_one_by_one(

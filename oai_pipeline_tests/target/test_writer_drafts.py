@@ -207,6 +207,20 @@ def both_ways(
     return together, scenario(settings, monkeypatch, together=False, **kw)
 
 
+def last_harvest(
+    harness: Harness,
+    repo: EmbeddedRepository,
+    seen: Counter[str],
+    sources: list[tuple[str, dict | None]],
+    **kw: Any,
+) -> tuple[dict[str, tuple[Any, ...]], dict[str, Any], Counter[str]]:
+    """A scenario's harvest under test: what it did to each record, the target after it, and
+    the writes `seen` counted in it alone."""
+    seen.clear()
+    outcomes = harness.harvest(sources, **kw)
+    return _summary(outcomes), _snapshot(repo), seen
+
+
 def _summary(outcomes: list) -> dict[str, tuple[Any, ...]]:
     return {
         o.identifier: (o.action, o.revision, o.error and (o.error.type, o.error.location))

@@ -13,7 +13,11 @@ import pytest
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action
 from oai_pipeline_tests.target.test_writer import data
-from oai_pipeline_tests.target.test_writer_drafts import _snapshot, _summary, both_ways, writing
+from oai_pipeline_tests.target.test_writer_drafts import (
+    both_ways,
+    last_harvest,
+    writing,
+)
 
 LATER = "2026-03-01T00:00:00Z"
 
@@ -47,8 +51,10 @@ def _restores(
         repo.edit(ids["oai:e"], {"metadata.title": "E, reviewed"})
         repo.publish(ids["oai:e"])
         repo.delete(ids["oai:e"])
-        seen.clear()
-        outcomes = harness.harvest(
+        return last_harvest(
+            harness,
+            repo,
+            seen,
             [
                 ("oai:a", data("A, again", doi="10.1/a", communities=["x"])),
                 ("oai:b", data("B", doi="10.1/b")),  # as it was deleted
@@ -58,8 +64,6 @@ def _restores(
             ],
             datestamp=LATER,
         )
-        after = _snapshot(repo)
-    return _summary(outcomes), after, seen
 
 
 def test_restores_together_end_as_one_by_one(

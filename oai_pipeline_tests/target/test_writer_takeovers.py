@@ -22,6 +22,7 @@ from oai_pipeline_tests.target.test_writer_drafts import (
     _summary,
     both_ways,
     count_writes,
+    last_harvest,
     writing,
 )
 
@@ -164,16 +165,16 @@ def _reidentified(
         old = [(f"oai:old:{n}", data(f"Record {n}", doi=f"10.1/r{n}")) for n in range(4)]
         harness.harvest(old)
         harness.harvest([(identifier, None) for identifier, _ in old], datestamp=LATER)
-        seen.clear()
-        outcomes = harness.harvest(
+        return last_harvest(
+            harness,
+            repo,
+            seen,
             [
                 *[(f"oai:new:{n}", data(f"Record {n}, moved", doi=f"10.1/r{n}")) for n in range(4)],
                 ("oai:old:3", None),
             ],
             datestamp=AFTER_THAT,
         )
-        after = _snapshot(repo)
-    return _summary(outcomes), after, seen
 
 
 LATER, AFTER_THAT = "2026-03-01T00:00:00Z", "2026-04-01T00:00:00Z"

@@ -151,8 +151,11 @@ class EmbeddedWriter(Writer):
                 outcomes[identifier] = WriteOutcome(
                     identifier, Action.CREATE, record_id, 1 if publish else 0
                 )
-            outcomes.update(self._plain_updates(tx, harvester_id, writes, known, communities))
-            outcomes.update(self._plain_drafts(tx, harvester_id, writes, known, communities))
+            # how many records of the batch name each pid, from the lookup's keys (`pid_of` is
+            # a record's dearest step: read once)
+            named = Counter(pid for _, pid in keys.values())
+            for plain in (self._plain_updates, self._plain_drafts):
+                outcomes.update(plain(tx, harvester_id, writes, known, communities, named))
             outcomes.update(self._plain_deletions(tx, writes, known))
             for write in writes:
                 if write.identifier not in outcomes:
@@ -262,6 +265,7 @@ class EmbeddedWriter(Writer):
         writes: list[PlannedWrite],
         known: dict[str, LocalRecord],
         communities: _BatchCommunities,
+        named: Counter[str | None],
     ) -> dict[str, WriteOutcome]:
         """The batch's updates of records published as harvested, written together: what
         `_apply_one` would do to each, in a few statements for all instead of some eight
@@ -281,7 +285,6 @@ class EmbeddedWriter(Writer):
         """
         if not self.options.publish:
             return {}
-        named = self._pids_named(writes)
         candidates: dict[str, PlannedWrite] = {}
         for write in writes:
             local = known.get(write.identifier)
@@ -325,7 +328,7 @@ class EmbeddedWriter(Writer):
                 kind = _REWRITE_KIND[local.state, local.taken_over]
                 owners = (None, harvester_id) if kind == "reidentified" else (None,)
                 if kind in ("takeover", "reidentified") and not (
-                    row.source_harvester in owners and self._named_once(named, write)
+                    row.source_harvester in owners and _named_once(named, normal_doi(pid))
                 ):
                     continue
                 if normal_doi(doi) == row.doi and (data_json := _data_json(write)) is not None:
@@ -395,6 +398,7 @@ class EmbeddedWriter(Writer):
         writes: list[PlannedWrite],
         known: dict[str, LocalRecord],
         communities: _BatchCommunities,
+        named: Counter[str | None],
     ) -> dict[str, WriteOutcome]:
         """`publish: false`: the batch's records the source changed, their drafts written
         together as `_update` writes each (seven round trips each on PostgreSQL before): a
@@ -408,7 +412,6 @@ class EmbeddedWriter(Writer):
         if self.options.publish:
             return {}
         wanted = {LocalState.DRAFT_ONLY: Action.PUBLISH_DRAFT, LocalState.LIVE: Action.UPDATE}
-        named = self._pids_named(writes)
         candidates = {
             write.identifier: write
             for write in writes
@@ -417,7 +420,7 @@ class EmbeddedWriter(Writer):
             and local.state in wanted
             and write.action is wanted[local.state]
             and local.local_id is not None
-            and (not local.taken_over or self._named_once(named, write))
+            and (not local.taken_over or _named_once(named, self._key(write)[1]))
         }
         rows, joined = _rows_and_memberships(tx, candidates, known)
         drafts: dict[str, RecordChange] = {}
@@ -656,19 +659,6 @@ class EmbeddedWriter(Writer):
         return write.identifier, (pid_of(data, self.options.pid_field) if data else None) or (
             normal_doi(write.pid)
         )
-
-    def _pids_named(self, writes: list[PlannedWrite]) -> Counter[str | None]:
-        """How many records of the batch name each pid (as `_apply_one` looks them up): a
-        record whose pid another one names takes the one-by-one path, in the batch's order."""
-        return Counter(self._key(write)[1] for write in writes)
-
-    def _named_once(self, named: Counter[str | None], write: PlannedWrite) -> bool:
-        """No other record of the batch names this record's pid. One without a pid names
-        none: a record taken over without a pid is one a deleted harvester released, found
-        by its source identifier (a harvester deleted and created again, of an oai_dc source
-        whose records have no DOI, took each of its records over alone)."""
-        pid = self._key(write)[1]
-        return pid is None or named[pid] == 1
 
     def _local(
         self,
@@ -956,6 +946,14 @@ def _discarded_by_this_run(local: LocalRecord, write: PlannedWrite) -> bool:
     memory; a user's deletion of a harvested draft keeps its row, `withdraw_draft`). Before,
     the resumed run reported it unchanged and kept its target id on the harvest record."""
     return write.action is Action.DELETE_DRAFT and local.state is LocalState.MISSING
+
+
+def _named_once(named: Counter[str | None], pid: str | None) -> bool:
+    """No other record of the batch names this pid (`named`: the batch's counts). A record
+    without a pid names none: one taken over without a pid is one a deleted harvester
+    released, found by its source identifier (a harvester deleted and created again, of an
+    oai_dc source whose records have no DOI, took each of its records over alone)."""
+    return pid is None or named[pid] == 1
 
 
 def _data_json(write: PlannedWrite) -> str | None:
