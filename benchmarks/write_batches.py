@@ -9,6 +9,7 @@ a reviewer publishes every harvested draft before it, so each gets the harvest's
 new identifier with the same DOI, which takes its tombstone over;
 `--edited`: before the update, a user leaves an edit draft on every record, which the update's
 harvest drops;
+`--purged`: before the update, a user hard deletes every record, which the update revives;
 `--released`: before the update, the target's records are released, as when their harvester is
 deleted, so that the update's harvest (the harvester created again) takes each over;
 `--new-dois`: the records have no DOI at first, the update gives each one (a source that
@@ -27,6 +28,7 @@ harvest, so that harvest takes every deposit over).
     .venv/bin/python benchmarks/write_batches.py --new-dois
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --released
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --edited
+    .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{}' --purged
     .venv/bin/python benchmarks/write_batches.py --writer 'oai-service{publish:false}' --review
 
 The source is the tests' in-process fake (pages of 500 oai_dc records), so the figures are
@@ -124,6 +126,7 @@ SCENARIOS = {
     "new_dois": "the update gives every record a DOI",
     "released": "before the update, the records are released (their harvester deleted)",
     "edited": "a user edits every record before the update",
+    "purged": "a user hard deletes every record before the update",
 }
 
 
@@ -142,6 +145,7 @@ def measure(
     new_dois: bool = False,
     released: bool = False,
     edited: bool = False,
+    purged: bool = False,
 ) -> dict:
     monkeypatch = pytest.MonkeyPatch()
     home = tempfile.mkdtemp(prefix="oai-write-batches-")
@@ -184,6 +188,10 @@ def measure(
                 with EmbeddedRepository(settings.target_db_url) as repository:
                     for record in repository.list(harvester="sample", state="live", limit=count):
                         repository.edit(record["id"], {"metadata.title": "Edited by a user"})
+            if purged and step == "update":  # a user's hard deletion of every record
+                with EmbeddedRepository(settings.target_db_url) as repository:
+                    for record in repository.list(harvester="sample", state="live", limit=count):
+                        repository.hard_delete(record["id"])
             if review and step == "update":
                 with EmbeddedRepository(settings.target_db_url) as repository:
                     for record in repository.list(harvester="sample", state="draft"):

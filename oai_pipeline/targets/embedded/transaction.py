@@ -915,7 +915,7 @@ class TargetTransaction:
         is published and keeps the DOI it holds (which no other record can hold:
         `uq_target_records_doi`) or takes up a free one (`RecordChange.new_doi`); a database
         error fails them all, so run it inside a savepoint. `restored`: each record got a
-        revision since it was read (`restore_many`)."""
+        revision since it was read (`restore_many`, `revive_many`)."""
         self._remove_edit_drafts([update.record.id for update in updates])
         revised = self._change_many(updates, LIVE, after=int(restored))
         self.join_many(updates)
@@ -935,6 +935,39 @@ class TargetTransaction:
             [RecordChange(c.record, json_codec.dumps(c.record.data)) for c in changes], LIVE
         )
         return self.update_many_published(changes, restored=True)
+
+    def revive_many(self, changes: list[RecordChange], last_published: dict[str, Any]) -> list[int]:
+        """`revive`, then `update_published`, of many hard-deleted records (each published
+        before: `last_published` holds each one's last data; each keeping its DOI, which no
+        other record holds now); returns their revisions now. Run it inside a savepoint."""
+        as_last = [json_codec.dumps(last_published[c.record.id]) for c in changes]
+        self._change_many(
+            [RecordChange(c.record, data) for c, data in zip(changes, as_last, strict=True)], LIVE
+        )
+        return self.update_many_published(changes, restored=True)
+
+    def last_published_many(self, record_ids: Iterable[str]) -> dict[str, Any]:
+        """`_last_published`'s data of many records, a statement a chunk; a record never
+        published (a harvested draft a user deleted) has none."""
+        found: dict[str, Any] = {}
+        for chunk in _chunks(sorted(set(record_ids))):
+            newest = (
+                sa.select(
+                    revisions.c.record_id, sa.func.max(revisions.c.revision).label("revision")
+                )
+                .where(revisions.c.record_id.in_(chunk), revisions.c.data.isnot(None))
+                .group_by(revisions.c.record_id)
+                .subquery()
+            )
+            last = sa.select(revisions.c.record_id, revisions.c.data).join(
+                newest,
+                sa.and_(
+                    revisions.c.record_id == newest.c.record_id,
+                    revisions.c.revision == newest.c.revision,
+                ),
+            )
+            found.update((row.record_id, row.data) for row in self.connection.execute(last))
+        return found
 
     def tombstone_many(self, published: list[sa.Row], *, note: str) -> list[int]:
         """`tombstone` (no purge) for many published records at once, their edit drafts

@@ -68,15 +68,21 @@ T = TypeVar("T")
 
 # Planned actions that mean "the source says deleted"; every other one means "live".
 _SOURCE_DELETED = (Action.DELETE, Action.DELETE_DRAFT, Action.NOTHING)
-# What a live source record does to a published record or a tombstone (`_plain_updates`).
-_REWRITTEN = {LocalState.LIVE: Action.UPDATE, LocalState.TOMBSTONE: Action.RESTORE}
-# Which batch of `_plain_updates` a record taken over, or a tombstone, goes in: (its state,
-# taken over?) -> kind.
+# What a live source record does to a published record, a tombstone, or a hard-deleted record
+# (`_plain_updates`).
+_REWRITTEN = {
+    LocalState.LIVE: Action.UPDATE,
+    LocalState.TOMBSTONE: Action.RESTORE,
+    LocalState.HARD_DELETED: Action.REVIVE,
+}
+# Which batch of `_plain_updates` a record taken over, a tombstone or a hard-deleted record goes
+# in: (its state, taken over?) -> kind.
 _REWRITE_KIND = {
     (LocalState.LIVE, False): "update",  # with a user's edit draft
     (LocalState.LIVE, True): "takeover",
     (LocalState.TOMBSTONE, False): "restore",
     (LocalState.TOMBSTONE, True): "reidentified",
+    (LocalState.HARD_DELETED, False): "revive",
 }
 DELETED_AT_SOURCE_NOTE = "deleted at the source"
 
@@ -281,7 +287,9 @@ class EmbeddedWriter(Writer):
         first harvest into a target that users filled before (a migration) wrote each alone.
         A tombstone (deleted at the source or by a user, not marked for purge) is restored,
         then updated: a source that withdrew records and lists them again; so is the
-        tombstone of a record the source re-identified, claimed by its new identifier.
+        tombstone of a record the source re-identified, claimed by its new identifier. A
+        record a user hard deleted is revived from its last revision, then updated, when its
+        DOI is free: a harvest undoing a user's purge.
         """
         if not self.options.publish:
             return {}
@@ -304,6 +312,7 @@ class EmbeddedWriter(Writer):
             "takeover": {},
             "restore": {},
             "reidentified": {},
+            "revive": {},
         }
         for identifier, write in candidates.items():
             local, data = known[identifier], write.data
@@ -320,16 +329,21 @@ class EmbeddedWriter(Writer):
             source = SourceRecord(identifier, write.datestamp, False, pid)
             if decide(source, None, local, update_all=True).action is not _REWRITTEN[local.state]:
                 continue
-            if local.taken_over or local.state is LocalState.TOMBSTONE or local.has_edit_draft:
+            if local.taken_over or local.state is not LocalState.LIVE or local.has_edit_draft:
                 # Always a new revision, as `_apply_one` writes it, a user's edit draft dropped
                 # (`update_many_published`, as `update_published`). Taken over when no other
                 # record of the batch names the DOI: a user's deposit (nobody's), or this
                 # harvester's tombstone of another identifier (the source re-identified it).
-                kind = _REWRITE_KIND[local.state, local.taken_over]
+                # Revived (hard deleted: its DOI given up) when no other record of the batch
+                # names the DOI and no record holds it now (below).
+                kind = _REWRITE_KIND.get((local.state, local.taken_over))
                 owners = (None, harvester_id) if kind == "reidentified" else (None,)
-                if kind in ("takeover", "reidentified") and not (
-                    row.source_harvester in owners and _named_once(named, normal_doi(pid))
+                if kind is None or (
+                    kind in ("takeover", "reidentified")
+                    and not (row.source_harvester in owners and _named_once(named, normal_doi(pid)))
                 ):
+                    continue
+                if kind == "revive" and not _named_once(named, normal_doi(pid)):
                     continue
                 if normal_doi(doi) == row.doi and (data_json := _data_json(write)) is not None:
                     batches[kind][identifier] = RecordChange(row, data_json, joins)
@@ -354,11 +368,20 @@ class EmbeddedWriter(Writer):
             batches[kind][identifier] = RecordChange(
                 row, data_json, joins, new_doi=new_doi if moves else None
             )
-        # A DOI a record moves to (a source that began to register DOIs) must be free.
-        moving = {i: c.new_doi for i, c in batches["update"].items() if c.new_doi}
-        held = tx.pid_holders(moving.values()) if moving else set()
-        for identifier in [i for i, new_doi in moving.items() if new_doi in held]:
-            del batches["update"][identifier]
+        # A DOI a record moves to (a source that began to register DOIs), or a revived
+        # record's, must be free; a revived record must have been published (a harvested
+        # draft a user deleted comes back as a draft: one by one).
+        free: dict[tuple[str, str], str] = {
+            **{("update", i): c.new_doi for i, c in batches["update"].items() if c.new_doi},
+            **{("revive", i): c.record.doi for i, c in batches["revive"].items() if c.record.doi},
+        }
+        held = tx.pid_holders(free.values()) if free else set()
+        for kind, identifier in [key for key, doi in free.items() if doi in held]:
+            del batches[kind][identifier]
+        revived = batches["revive"]
+        last_published = tx.last_published_many(c.record.id for c in revived.values())
+        for identifier in [i for i, c in revived.items() if c.record.id not in last_published]:
+            del revived[identifier]
 
         def joined_only(changes: list[RecordChange]) -> list[int]:
             tx.join_many(changes)
@@ -379,6 +402,7 @@ class EmbeddedWriter(Writer):
             "takeover": (Action.UPDATE, claimed("takeover", tx.update_many_published)),
             "restore": (Action.RESTORE, tx.restore_many),
             "reidentified": (Action.RESTORE, claimed("reidentified", tx.restore_many)),
+            "revive": (Action.REVIVE, partial(tx.revive_many, last_published=last_published)),
         }
         for kind, changes in batches.items():
             action, write_many = writes_of[kind]
