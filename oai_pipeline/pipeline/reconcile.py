@@ -140,6 +140,23 @@ class ListedIdentifiers:
 _DELETED = (LocalState.TOMBSTONE, LocalState.HARD_DELETED)
 
 
+def _draft_deleted_before(
+    local: LocalRecord, memory: HarvestMemory | None, deleting_before: bool
+) -> bool:
+    """The draft of a record the store still takes for live at the source is gone, and the
+    store saved a write that left no target record: a draft deletion, by an attempt of this
+    reconcile that was deleting it (`deleting_before`) and was killed before it marked the
+    record gone. Reported as that attempt did (before: `skip`)."""
+    return (
+        deleting_before
+        and local.state is LocalState.MISSING
+        and memory is not None
+        and memory.local_id is None
+        and memory.written_revision is not None
+        and not memory.had_errors
+    )
+
+
 def _unheard_of(local: LocalRecord, memory: HarvestMemory | None) -> bool:
     """The target holds another revision of the record than the store remembers writing."""
     if local.local_id is None:
@@ -838,6 +855,8 @@ def _sweep_and_delete(
                         # gone. This one finishes it: its deletion, as that one reported it.
                         if found.state in _DELETED:
                             action = Action.DELETE
+                        elif _draft_deleted_before(found, memory, key.identifier in deleting):
+                            action = Action.DELETE_DRAFT
                         report.actions[action.value] += 1
                         continue
                     # Left as the reconcile leaves it, maybe by a reconcile killed before the

@@ -93,15 +93,30 @@ def _still_as_harvested(
     """Nobody touched the local record since this harvester last wrote it."""
     as_written = local.revision == memory.written_revision
     if not source.deleted and not publishes and local.harvested_draft:
-        # A writer that does not publish leaves the harvest as a draft, for review.
-        return local.state is LocalState.DRAFT_ONLY or (
-            local.state is LocalState.LIVE and as_written
-        )
+        # A writer that does not publish leaves the harvest as a draft, for review: the draft
+        # the store remembers writing (another is one a killed attempt wrote after the store
+        # forgot the last, e.g. a record a reconcile deleted, listed again: before, the rerun
+        # skipped it and never linked its harvest record to it).
+        drafted = local.state is LocalState.DRAFT_ONLY and local.local_id == memory.local_id
+        return drafted or (local.state is LocalState.LIVE and as_written)
     if local.has_edit_draft:
         return False
     if source.deleted:
-        return local.state in _DELETED_LOCALLY
+        return local.state in _DELETED_LOCALLY and not _draft_deleted_unsaved(memory, local)
     return local.state is LocalState.LIVE and as_written
+
+
+def _draft_deleted_unsaved(memory: HarvestMemory | None, local: LocalRecord) -> bool:
+    """The last write left a draft never published (revision 0) that the target no longer
+    has: only deleting a draft removes a record, so an earlier attempt of this run deleted it
+    and was killed before the store saved that (a user's deletion of a harvested draft keeps
+    its row, flagged)."""
+    return (
+        local.state is LocalState.MISSING
+        and memory is not None
+        and memory.local_id is not None
+        and memory.written_revision == 0
+    )
 
 
 def _same_transform(source: SourceRecord, memory: HarvestMemory) -> bool:
@@ -178,16 +193,10 @@ def decide(
     # deleted | draft only -> draft deleted
     if state is LocalState.DRAFT_ONLY:
         return Decision(Action.DELETE_DRAFT, "deleted at the source; only a draft exists")
-    # deleted | draft only, which an earlier attempt of this run deleted -> draft deleted: the
-    # last write left a draft never published (revision 0) that the target no longer has
-    # (only deleting a draft removes a record), so the run reports what it did, as the
-    # uninterrupted run does
-    if (
-        state is LocalState.MISSING
-        and memory is not None
-        and memory.local_id is not None
-        and memory.written_revision == 0
-    ):
+    # deleted | draft only, which an earlier attempt of this run deleted -> draft deleted, so
+    # the run reports what it did, as the uninterrupted run does (a datestamp as written, a
+    # reconcile's, is no skip for it either: its harvest record still names the draft)
+    if _draft_deleted_unsaved(memory, local):
         return Decision(Action.DELETE_DRAFT, "deleted at the source; its draft deleted already")
     # deleted | already deleted (tombstone, hard deleted, missing) -> nothing,
     # but a left-over local edit draft is removed

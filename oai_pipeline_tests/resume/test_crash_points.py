@@ -56,8 +56,9 @@ class HarvestedSource:
     reconcile per test were most of its time), copied for each test, the endpoint given
     back its records first."""
 
-    def __init__(self, endpoint: OAIEndpoint, root: Path) -> None:
+    def __init__(self, endpoint: OAIEndpoint, root: Path, *, drafts: bool = False) -> None:
         self.endpoint = endpoint
+        self.drafts = drafts  # its writer leaves drafts (`publish: false`)
         self.records = RECORDS[:30]
         self._root = root
         self._templates: dict[int, Home] = {}
@@ -76,7 +77,9 @@ class HarvestedSource:
             self.restore()
             if returned == 0:
                 home = Backend().new_home(self._root, "harvested")
-                crash_sweep.register_harvester(home, self.endpoint.base_url, batch_size=10)
+                crash_sweep.register_harvester(
+                    home, self.endpoint.base_url, batch_size=10, drafts=self.drafts
+                )
                 _harvest(home, FULL)
             else:
                 home = Backend().new_home(self._root, f"returned-{returned}", self.template(0))
@@ -90,6 +93,14 @@ class HarvestedSource:
 def shared_source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HarvestedSource]:
     with OAIEndpoint(RECORDS[:30], page_size=10, deleted_record="no") as endpoint:
         yield HarvestedSource(endpoint, tmp_path_factory.mktemp("crash_points_reconcile"))
+
+
+@pytest.fixture(scope="module")
+def shared_drafts_source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HarvestedSource]:
+    """`shared_source` harvested by a writer that leaves drafts (`publish: false`)."""
+    with OAIEndpoint(RECORDS[:30], page_size=10, deleted_record="no") as endpoint:
+        root = tmp_path_factory.mktemp("crash_points_reconcile_drafts")
+        yield HarvestedSource(endpoint, root, drafts=True)
 
 
 @contextmanager
@@ -472,6 +483,37 @@ def test_a_reconcile_killed_after_closing_its_run_is_followed_by_a_new_one(
     assert got["run_id"] == expected["run_id"] + 1
     assert (got["vanished"], got["actions"], got["returned"]) == ([], {}, [])
     for key in ("target", "harvest_records", "unfinished_runs"):
+        assert snapshot[key] == want[key], key
+
+
+@pytest.mark.parametrize(
+    "crash",
+    [
+        # the target deleted the vanished records' drafts, the state store heard nothing of it
+        "writer_apply:1:after",
+        # the store saved the drafts' deletions, the records not marked gone yet
+        "mark_gone:1:before",
+        # the records listed again written as drafts, the state store heard nothing of it
+        "writer_apply:2:after",
+    ],
+)
+def test_a_reconcile_of_drafts_killed_after_its_writes_ends_like_an_uninterrupted_one(
+    shared_drafts_source: HarvestedSource, tmp_path: Path, crash: str
+) -> None:
+    """A writer that leaves drafts: a reconcile killed after the target deleted the drafts
+    of the vanished records, or after it wrote the records listed again as new drafts, before
+    the state store heard of it, or once it saved the deletions, before it marked the records
+    gone. The rerun reports and remembers what the uninterrupted reconcile does. Before, the
+    datestamp as written made each a skip: the harvest records of the deleted drafts kept
+    their ids, the new drafts' were never linked to them, and the report said `skip`."""
+    back, dropped, expected, got, want, snapshot = _reconcile_killed_and_rerun(
+        shared_drafts_source, tmp_path, crash, 2, 3
+    )
+    assert expected["actions"] == {"delete_draft": len(dropped)}
+    assert expected["returned_actions"] == {"create": len(back)}
+    for key in ("vanished", "actions", "errors", "returned", "returned_actions"):
+        assert got[key] == expected[key], key
+    for key in ("target", "harvest_records", "run_record_statuses", "unfinished_runs"):
         assert snapshot[key] == want[key], key
 
 

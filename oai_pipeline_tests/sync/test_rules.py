@@ -182,3 +182,24 @@ def test_a_draft_deleted_by_a_crashed_attempt_is_reported_deleted() -> None:
     assert decide(DELETED_SOURCE, drafted, missing).action is Action.DELETE_DRAFT
     assert decide(DELETED_SOURCE, published, missing).action is Action.NOTHING
     assert decide(DELETED_SOURCE, None, missing).action is Action.NOTHING
+
+
+def test_a_draft_a_killed_attempt_deleted_or_wrote_is_no_skip_with_the_datestamp_as_written() -> (
+    None
+):
+    """A reconcile plans with the datestamp as written (the source lists no deletion of its
+    own), which met the skip rule: a draft a killed attempt deleted was `skip` (its harvest
+    record kept the id), and a harvested draft a killed attempt wrote anew, for a record the
+    store remembers without it (deleted, then listed again), was `skip` too (never linked).
+    The draft the store remembers writing, as it was, is still skipped."""
+    as_written = DELETED_SOURCE.datestamp
+    drafted = HarvestMemory(as_written, False, "r1", 0)
+    assert decide(DELETED_SOURCE, drafted, LocalRecord(LocalState.MISSING)).action is (
+        Action.DELETE_DRAFT
+    )
+    listed = SourceRecord("oai:x:1", as_written, deleted=False)
+    forgotten = HarvestMemory(as_written, False, None, 0)
+    new_draft = LocalRecord(LocalState.DRAFT_ONLY, "r2", 0, harvested_draft=True)
+    assert decide(listed, forgotten, new_draft, publishes=False).action is Action.PUBLISH_DRAFT
+    remembered = LocalRecord(LocalState.DRAFT_ONLY, "r1", 0, harvested_draft=True)
+    assert decide(listed, drafted, remembered, publishes=False).action is Action.SKIP
