@@ -23,14 +23,16 @@ LATER = "2026-03-01T00:00:00Z"
 
 
 def _restores(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool, publish: bool = True
 ) -> tuple[dict[str, Any], dict[str, Any], Counter[str]]:
     """Five records harvested by a writer given a community; then deleted: two by a user,
     one at the source, one by a user who marked it for purge, one by a user after a
     reviewer's edit; then listed live again, all but one with new data, one joining a
-    community besides."""
+    community besides. `publish`: the writer's option (False: a reviewer publishes each
+    record's harvested draft first)."""
+    spied = ["restore_many"] if publish else ["restore_tombstones"]
     with writing(
-        settings, monkeypatch, together=together, spied=["restore_many"], community="sub"
+        settings, monkeypatch, together=together, spied=spied, community="sub", publish=publish
     ) as (harness, repo, seen):
         for slug, parent in (("top", None), ("sub", "top"), ("x", None)):
             repo.create_community(slug, parent=parent)
@@ -44,6 +46,8 @@ def _restores(
             ]
         )
         ids = {outcome.identifier: outcome.local_id for outcome in first}
+        for record_id in ids.values() if not publish else ():
+            repo.publish(record_id)
         harness.harvest([("oai:c", None)], datestamp="2026-02-01T00:00:00Z")
         repo.delete(ids["oai:a"])
         repo.delete(ids["oai:b"])
@@ -91,3 +95,25 @@ def test_restores_together_end_as_one_by_one(
     )
     assert records["oai:a"][4]["metadata"]["title"] == "A, again"
     assert ("oai:a", "x", False, 2) in after["memberships"]
+
+
+def test_restores_into_drafts_together_end_as_one_by_one(
+    target_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`publish: false`: the tombstones are restored as they were, each given the harvest's
+    draft (one listed as it was deleted keeps none), with their batch."""
+    (outcomes, after, seen), one_by_one = both_ways(
+        _restores, target_settings, monkeypatch, publish=False
+    )
+    assert (outcomes, after) == one_by_one[:2]
+
+    assert seen == {"restore_tombstones": 4, "alone oai:d": 1}
+    assert {identifier: outcome[0] for identifier, outcome in outcomes.items()} == dict.fromkeys(
+        ("oai:a", "oai:b", "oai:c", "oai:d", "oai:e"), Action.RESTORE
+    )
+    records = {row[0]: row for row in after["records"]}
+    assert {identifier: row[1] for identifier, row in records.items()} == dict.fromkeys(
+        records, "live"
+    )
+    drafted = {row[0] for row in after["drafts"]}
+    assert drafted == {"oai:a", "oai:c", "oai:d", "oai:e"}  # b's data is the published one

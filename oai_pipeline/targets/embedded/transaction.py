@@ -923,18 +923,24 @@ class TargetTransaction:
 
     def restore_many(self, changes: list[RecordChange]) -> list[int]:
         """`restore`, then `update_published`, of many tombstones (none marked for purge,
-        none with an edit draft, each keeping its DOI, which its tombstone holds); returns
-        their revisions now. Run it inside a savepoint."""
+        each keeping its DOI, which its tombstone holds); returns their revisions now. Run it
+        inside a savepoint."""
+        self.restore_tombstones(changes)
+        return self.update_many_published(changes, restored=True)
+
+    def restore_tombstones(self, changes: list[RecordChange]) -> list[int]:
+        """`restore` of many tombstones (none marked for purge: each holds its DOI still),
+        published again as they were; returns their revisions now. Run it inside a
+        savepoint."""
         for chunk in _chunks([change.record.id for change in changes]):
             self.connection.execute(
                 sa.update(records)
                 .where(records.c.id.in_(chunk))
                 .values(tombstone_note=None, purge=False)
             )
-        self._change_many(
+        return self._change_many(
             [RecordChange(c.record, json_codec.dumps(c.record.data)) for c in changes], LIVE
         )
-        return self.update_many_published(changes, restored=True)
 
     def revive_many(self, changes: list[RecordChange], last_published: dict[str, Any]) -> list[int]:
         """`revive`, then `update_published`, of many hard-deleted records (each published

@@ -432,10 +432,16 @@ class EmbeddedWriter(Writer):
         the DOI it holds (a published record whose data changed names its new one in the
         draft); any other takes the one-by-one path. A user's deposit of the record's DOI,
         named by no other record of the batch, or a record a deleted harvester released, is
-        taken over (claimed, given the harvest's draft)."""
+        taken over (claimed, given the harvest's draft). A tombstone of the record (deleted at
+        the source or by a user, not marked for purge) is restored, then given the harvest's
+        draft."""
         if self.options.publish:
             return {}
-        wanted = {LocalState.DRAFT_ONLY: Action.PUBLISH_DRAFT, LocalState.LIVE: Action.UPDATE}
+        wanted = {
+            LocalState.DRAFT_ONLY: Action.PUBLISH_DRAFT,
+            LocalState.LIVE: Action.UPDATE,
+            LocalState.TOMBSTONE: Action.RESTORE,
+        }
         candidates = {
             write.identifier: write
             for write in writes
@@ -444,7 +450,14 @@ class EmbeddedWriter(Writer):
             and local.state in wanted
             and write.action is wanted[local.state]
             and local.local_id is not None
-            and (not local.taken_over or _named_once(named, self._key(write)[1]))
+            and (
+                not local.taken_over
+                # a re-identified record's tombstone, claimed by its new identifier: alone
+                or (
+                    local.state is not LocalState.TOMBSTONE
+                    and _named_once(named, self._key(write)[1])
+                )
+            )
         }
         rows, joined = _rows_and_memberships(tx, candidates, known)
         drafts: dict[str, RecordChange] = {}
@@ -460,7 +473,7 @@ class EmbeddedWriter(Writer):
                 continue
             if row.state == DRAFT and normal_doi(pid) != row.doi:
                 continue  # the draft's DOI moves: checked one by one
-            as_published = row.state == LIVE and row.data == write.data
+            as_published = row.state in (LIVE, TOMBSTONE) and row.data == write.data
             if as_published and normal_doi(pid) != row.doi:
                 continue  # the record takes up the draft's DOI: one by one
             joins = self._joins(tx, harvester_id, write, communities, joined, row.id)
@@ -479,9 +492,15 @@ class EmbeddedWriter(Writer):
             if known[identifier].taken_over
         }
 
+        tombstones = [c for c in {**drafts, **kept}.values() if c.record.state == TOMBSTONE]
+        revisions: dict[str, int] = {}
+
         def claim_then_write() -> list[str]:
             if claims:
                 tx.claim_many(harvester_id, claims)
+            # restored as they were, then given the harvest's draft (`_update`)
+            revised = tx.restore_tombstones(tombstones) if tombstones else []
+            revisions.update(zip((c.record.id for c in tombstones), revised, strict=True))
             return tx.save_many_drafts(list(drafts.values()), kept=list(kept.values()))
 
         written = _together(tx, claim_then_write)
@@ -494,7 +513,7 @@ class EmbeddedWriter(Writer):
                 if _drafted_by_this_run(change.record, candidates[identifier])
                 else candidates[identifier].action,
                 change.record.id,
-                change.record.revision,
+                revisions.get(change.record.id, change.record.revision),
             )
             for identifier, change in {**drafts, **kept}.items()
         }
