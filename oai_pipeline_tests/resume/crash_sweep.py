@@ -2523,7 +2523,8 @@ def prefix_problems(
 ) -> Callable[[Home], list[str]]:
     """`prefix`: what the harvest after the change must leave (the reference's too, so that a
     sweep cannot pass without the path it is for): records listed in the new format, their
-    XML the new format's (not the template's copy) and written again (a newer revision),
+    XML the new format's (not the template's copy) and written again (a newer revision; a
+    writer that leaves drafts, whose drafts keep revision 0: a write since the change),
     unless their transform or write failed; and what `also` (the variant's check) says."""
 
     def records(home: Home) -> dict[str, tuple[Any, ...]]:
@@ -2531,7 +2532,7 @@ def prefix_problems(
             _settings(home).state_db_url,
             "SELECT r.identifier, r.last_harvested_at, r.written_revision, x.xml, "
             "(SELECT count(*) FROM record_errors e WHERE e.harvester_id = r.harvester_id "
-            "AND e.identifier = r.identifier) "
+            "AND e.identifier = r.identifier), r.last_written_at "
             "FROM harvest_records r JOIN harvest_record_xml x "
             "ON x.harvester_id = r.harvester_id AND x.identifier = r.identifier "
             "WHERE NOT r.deleted",
@@ -2546,11 +2547,14 @@ def prefix_problems(
         retitled = [i for i in again if NEW_FORMAT_SAYS in bytes(after[i][2])]
         problems = [] if retitled else ["no record harvested again saying what the new format does"]
         for identifier in again:
-            _, revision, xml, errors = after[identifier]
-            _, old_revision, old_xml, _ = before.get(identifier, (None, 0, None, 0))
+            _, revision, xml, errors, written_at = after[identifier]
+            _, old_revision, old_xml, *_ = before.get(identifier, (None, 0, None, 0, None))
+            newer = (revision or 0) > (old_revision or 0) or (
+                revision == 0 and (written_at or "") >= changed_at
+            )
             if bytes(xml) == bytes(old_xml or b""):
                 problems.append(f"{identifier} kept the old format's XML")
-            elif identifier in retitled and not errors and (revision or 0) <= (old_revision or 0):
+            elif identifier in retitled and not errors and not newer:
                 problems.append(f"{identifier} not written again ({revision}, {old_revision})")
         return problems[:5] + (also(home) if also is not None else [])
 
