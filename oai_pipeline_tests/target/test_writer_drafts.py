@@ -207,6 +207,19 @@ def both_ways(
     return together, scenario(settings, monkeypatch, together=False, **kw)
 
 
+def as_one_by_one(
+    scenario: Callable[..., tuple[Any, ...]],
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    **kw: Any,
+) -> tuple[Any, ...]:
+    """`both_ways`, holding the batch paths' outcomes and target to the one-by-one path's;
+    returns the scenario's result with the batch paths."""
+    together, one_by_one = both_ways(scenario, settings, monkeypatch, **kw)
+    assert together[:2] == one_by_one[:2]
+    return together
+
+
 def last_harvest(
     harness: Harness,
     repo: EmbeddedRepository,
