@@ -169,6 +169,12 @@ def count_writes(
     monkeypatch.setattr(EmbeddedWriter, "_apply_isolated", one_by_one)
 
 
+def create_communities(repo: EmbeddedRepository) -> None:
+    """The scenarios' communities: `sub` (a writer's `community`) under `top`, and `x`."""
+    for slug, parent in (("top", None), ("sub", "top"), ("x", None)):
+        repo.create_community(slug, parent=parent)
+
+
 @contextmanager
 def writing(
     settings: Settings,
@@ -178,9 +184,9 @@ def writing(
     spied: Iterable[str],
     **options: Any,
 ) -> Iterator[tuple[Harness, EmbeddedRepository, Counter[str]]]:
-    """A writer of these options and its target, for one scenario: with the batch paths
-    (`together`), or with every record going one by one; `count_writes` of the `spied`
-    batch writes and of each record written alone."""
+    """A writer of these options and its target (with `create_communities`), for one
+    scenario: with the batch paths (`together`), or with every record going one by one;
+    `count_writes` of the `spied` batch writes and of each record written alone."""
     seen: Counter[str] = Counter()
     count_writes(monkeypatch, seen, spied)
     if not together:
@@ -189,6 +195,7 @@ def writing(
     harness = Harness(settings, **options)
     try:
         with EmbeddedRepository(settings.target_db_url) as repo:
+            create_communities(repo)
             yield harness, repo, seen
     finally:
         harness.writer.close()

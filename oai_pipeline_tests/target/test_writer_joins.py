@@ -14,7 +14,13 @@ from oai_pipeline.sync.rules import Action
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline.targets.embedded.writer import EmbeddedWriter
 from oai_pipeline_tests.target.test_writer import Harness, data
-from oai_pipeline_tests.target.test_writer_drafts import _empty, _snapshot, _summary, count_writes
+from oai_pipeline_tests.target.test_writer_drafts import (
+    _empty,
+    _snapshot,
+    _summary,
+    count_writes,
+    create_communities,
+)
 
 LATER = "2026-03-01T00:00:00Z"
 BATCH_WRITES = {True: "update_many_published", False: "save_many_drafts"}
@@ -34,8 +40,7 @@ def _harvests(
     seen = []
     try:
         with EmbeddedRepository(settings.target_db_url) as repo:
-            for slug, parent in (("top", None), ("sub", "top"), ("x", None)):
-                repo.create_community(slug, parent=parent)
+            create_communities(repo)
             outcomes = harness.harvest(
                 [
                     ("oai:a", data("A")),

@@ -34,8 +34,6 @@ def _restores(
     with writing(
         settings, monkeypatch, together=together, spied=spied, community="sub", publish=publish
     ) as (harness, repo, seen):
-        for slug, parent in (("top", None), ("sub", "top"), ("x", None)):
-            repo.create_community(slug, parent=parent)
         first = harness.harvest(
             [
                 ("oai:a", data("A", doi="10.1/a")),

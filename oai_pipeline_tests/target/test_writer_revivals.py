@@ -27,8 +27,6 @@ def _revivals(
     with writing(
         settings, monkeypatch, together=together, spied=["revive_many"], community="sub"
     ) as (harness, repo, seen):
-        for slug, parent in (("top", None), ("sub", "top"), ("x", None)):
-            repo.create_community(slug, parent=parent)
         first = harness.harvest(
             [
                 ("oai:a", data("A", doi="10.1/a")),

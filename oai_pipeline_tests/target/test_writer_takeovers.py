@@ -44,8 +44,6 @@ def _migration(
         community="sub",
         publish=publish,
     ) as (harness, repo, seen):
-        for slug, parent in (("top", None), ("sub", "top"), ("x", None)):
-            repo.create_community(slug, parent=parent)
         (gone,) = harness.harvest([("oai:gone", data("Gone", doi="10.1/u5"))])
         repo.hard_delete(gone.local_id)  # type: ignore[arg-type]
         repo.deposit(data("User 1", doi="10.1/u1"), publish=True)
