@@ -19,15 +19,18 @@ from oai_pipeline_tests.target.test_writer_drafts import (
 )
 
 LATER = "2026-03-01T00:00:00Z"
+BATCH_WRITE = {True: "update_many_published", False: "save_many_drafts"}
 
 
 def _moves(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool, publish: bool = True
 ) -> tuple[dict[str, Any], dict[str, Any], Counter[str]]:
     """Six records harvested, then listed again with their DOIs changed: one gains a DOI,
     one moves to a free one, two swap theirs, one takes the DOI a third record keeps, and
-    that one keeps it; one loses its DOI."""
-    with writing(settings, monkeypatch, together=together, spied=["update_many_published"]) as (
+    that one keeps it; one loses its DOI. `publish`: the writer's option (False: the records
+    are harvested drafts, never published, whose DOIs the drafts reserve)."""
+    spied = [BATCH_WRITE[publish]]
+    with writing(settings, monkeypatch, together=together, spied=spied, publish=publish) as (
         harness,
         repo,
         seen,
@@ -88,4 +91,31 @@ def test_doi_moves_together_end_as_one_by_one(
         "oai:takes": None,
         "oai:keeps": "10.1/kept",
         "oai:loses": None,
+    }
+
+
+def test_doi_moves_of_drafts_together_end_as_one_by_one(
+    target_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`publish: false`: a harvested draft's DOI moves with its batch when no record holds
+    or names the new one (a source that began to register DOIs rewrote every draft alone)."""
+    outcomes, after, seen = as_one_by_one(_moves, target_settings, monkeypatch, publish=False)
+
+    assert seen["save_many_drafts"] == 3  # gains, moves, keeps
+    assert {key for key in seen if key.startswith("alone")} == {
+        "alone oai:swap-1",
+        "alone oai:swap-2",
+        "alone oai:takes",
+        "alone oai:loses",
+    }
+    assert outcomes["oai:takes"][0] is Action.ERROR
+    assert {o[0] for i, o in outcomes.items() if i != "oai:takes"} == {Action.PUBLISH_DRAFT}
+    assert {row[0]: (row[1], row[2]) for row in after["records"]} == {
+        "oai:gains": ("draft", "10.1/gained"),
+        "oai:moves": ("draft", "10.1/new"),
+        "oai:swap-1": ("draft", "10.1/s2"),
+        "oai:swap-2": ("draft", "10.1/s1"),
+        "oai:takes": ("draft", None),
+        "oai:keeps": ("draft", "10.1/kept"),
+        "oai:loses": ("draft", None),
     }

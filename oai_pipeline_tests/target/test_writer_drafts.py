@@ -265,11 +265,12 @@ def test_drafts_written_together_end_as_one_by_one(
     assert not unbatched
     # Every plain record went in a batch: created (plain-1..3, in-sub, to-join, new-doi),
     # drafts written (plain-1's edit draft, plain-2 with its reviewer's edit, same-a, to-join
-    # joining its community; in-sub, published as harvested, keeps none), discarded (plain-3
-    # in the second harvest; then the four drafts left), tombstoned (the two published).
+    # joining its community, new-doi taking up its free new DOI; in-sub, published as
+    # harvested, keeps none), discarded (plain-3 in the second harvest; then the four drafts
+    # left), tombstoned (the two published).
     assert batched == {
         "create_many": 6,
-        "save_many_drafts": 5,
+        "save_many_drafts": 6,
         "discard_many": 5,
         "tombstone_many": 2,
     }

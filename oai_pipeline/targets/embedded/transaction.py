@@ -101,6 +101,11 @@ _CHANGE_RECORD = (
         updated=sa.bindparam("stamp"),
     )
 )
+_MOVE_DOI = (
+    sa.update(records)
+    .where(records.c.id == sa.bindparam("record_id"))
+    .values(doi=sa.bindparam("new_doi"))
+)
 _CLAIMANT = sa.bindparam("claimant")
 _CLAIM = (
     sa.update(records)
@@ -590,7 +595,8 @@ class TargetTransaction:
         kept: Sequence[RecordChange] = (),
     ) -> list[str]:
         """`save_draft` (harvested) for many records in a few statements: a draft (never
-        published) rewritten, keeping the DOI it holds; a published record given an edit
+        published) rewritten, keeping the DOI it holds or taking up a free one (its
+        `draft_doi`, which the caller found free); a published record given an edit
         draft. `kept`: published records the harvest leaves as they are, their edit drafts
         removed. Their communities joined too. Returns the ids. Run it inside a savepoint."""
         stamp = now()
@@ -599,6 +605,14 @@ class TargetTransaction:
             self.connection.execute(
                 sa.update(records).where(records.c.id.in_(chunk)).values(updated=stamp)
             )
+        # A new record's DOI is reserved as soon as its draft names it (`save_draft`).
+        moved = [
+            {"record_id": change.record.id, "new_doi": change.draft_doi}
+            for change in changes
+            if change.record.state == DRAFT and change.draft_doi != change.record.doi
+        ]
+        if moved:
+            self.connection.execute(_MOVE_DOI, moved)
         for chunk in _chunks([change.record.id for change in changes]):
             self.connection.execute(sa.delete(drafts).where(drafts.c.record_id.in_(chunk)))
         self._remove_edit_drafts([change.record.id for change in kept])

@@ -471,8 +471,13 @@ class EmbeddedWriter(Writer):
             pid = pid_of(write.data, self.options.pid_field) or write.pid
             if _too_long(pid):
                 continue
-            if row.state == DRAFT and normal_doi(pid) != row.doi:
-                continue  # the draft's DOI moves: checked one by one
+            new_doi = normal_doi(pid)
+            if (
+                row.state == DRAFT
+                and new_doi != row.doi
+                and (new_doi is None or named[new_doi] != 1)
+            ):
+                continue  # the draft loses its DOI, or takes one another record names: one by one
             as_published = row.state in (LIVE, TOMBSTONE) and row.data == write.data
             if as_published and normal_doi(pid) != row.doi:
                 continue  # the record takes up the draft's DOI: one by one
@@ -484,6 +489,15 @@ class EmbeddedWriter(Writer):
             (kept if as_published else drafts)[identifier] = RecordChange(
                 row, data_json, joins, normal_doi(pid)
             )
+        # A DOI a draft moves to (a source that began to register DOIs) must be free.
+        moving = {
+            i: c.draft_doi
+            for i, c in drafts.items()
+            if c.record.state == DRAFT and c.draft_doi is not None and c.draft_doi != c.record.doi
+        }
+        held = tx.pid_holders(moving.values()) if moving else set()
+        for identifier in [i for i, new_doi in moving.items() if new_doi in held]:
+            del drafts[identifier]
         if not drafts and not kept:
             return {}
         claims = {
