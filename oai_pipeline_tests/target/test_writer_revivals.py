@@ -18,14 +18,16 @@ LATER = "2026-03-01T00:00:00Z"
 
 
 def _revivals(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool, publish: bool = True
 ) -> tuple[dict[str, Any], dict[str, Any], Counter[str]]:
     """Seven records harvested by a writer given a community, all hard deleted by a user;
     meanwhile a user deposits one's DOI. Then the source lists them again: with new data
     (one joining a community besides), as they were, without a DOI, with another DOI, one's
-    DOI named by a new record of the same batch too."""
+    DOI named by a new record of the same batch too. `publish`: the writer's option (False: a
+    reviewer publishes each record's harvested draft first)."""
+    spied = ["revive_many"] if publish else ["revive_rows"]
     with writing(
-        settings, monkeypatch, together=together, spied=["revive_many"], community="sub"
+        settings, monkeypatch, together=together, spied=spied, community="sub", publish=publish
     ) as (harness, repo, seen):
         first = harness.harvest(
             [
@@ -39,6 +41,8 @@ def _revivals(
             ]
         )
         for outcome in first:
+            if not publish:
+                repo.publish(outcome.local_id)
             repo.hard_delete(outcome.local_id)
         repo.deposit(data("A user's C", doi="10.1/c"), publish=True)
         return last_harvest(
@@ -85,6 +89,29 @@ def test_revivals_together_end_as_one_by_one(
     assert records["oai:a"][4]["metadata"]["title"] == "A, again"
     assert records["oai:b"][4]["metadata"]["title"] == "B"
     assert ("oai:a", "x", False, 2) in after["memberships"]
+
+
+def test_revivals_into_drafts_together_end_as_one_by_one(
+    target_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`publish: false`: the records are revived as last published, each given the harvest's
+    draft (one listed as it was hard deleted keeps none), with their batch."""
+    outcomes, after, seen = as_one_by_one(_revivals, target_settings, monkeypatch, publish=False)
+
+    assert seen == {
+        "revive_rows": 4,  # a, b, d, h
+        "alone oai:e": 1,
+        "alone oai:f": 2,  # refused e's DOI, tried again with e's let go (`_exchange_pids`)
+        "alone oai:g": 1,
+    }
+    revived = ("oai:a", "oai:b", "oai:d", "oai:e", "oai:g", "oai:h")
+    assert {i: o[0] for i, o in outcomes.items() if i in revived} == dict.fromkeys(
+        revived, Action.REVIVE
+    )
+    records = {row[0]: row for row in after["records"]}
+    assert {i: records[i][1] for i in revived} == dict.fromkeys(revived, "live")
+    drafted = {row[0] for row in after["drafts"]}
+    assert {"oai:a", "oai:d", "oai:h"} <= drafted and "oai:b" not in drafted
 
 
 def test_a_revived_doi_held_meanwhile_goes_one_by_one(

@@ -960,11 +960,16 @@ class TargetTransaction:
         """`revive`, then `update_published`, of many hard-deleted records (each published
         before: `last_published` holds each one's last data; each keeping its DOI, which no
         other record holds now); returns their revisions now. Run it inside a savepoint."""
+        self.revive_rows(changes, last_published=last_published)
+        return self.update_many_published(changes, restored=True)
+
+    def revive_rows(self, changes: list[RecordChange], last_published: dict[str, Any]) -> list[int]:
+        """`revive` of many hard-deleted records (each published before, its DOI free): live
+        again from their last data; returns their revisions now. Run it inside a savepoint."""
         as_last = [json_codec.dumps(last_published[c.record.id]) for c in changes]
-        self._change_many(
+        return self._change_many(
             [RecordChange(c.record, data) for c, data in zip(changes, as_last, strict=True)], LIVE
         )
-        return self.update_many_published(changes, restored=True)
 
     def last_published_many(self, record_ids: Iterable[str]) -> dict[str, Any]:
         """`_last_published`'s data of many records, a statement a chunk; a record never

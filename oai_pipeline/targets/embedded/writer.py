@@ -84,6 +84,9 @@ _REWRITE_KIND = {
     (LocalState.TOMBSTONE, True): "reidentified",
     (LocalState.HARD_DELETED, False): "revive",
 }
+# The states a user's deposit is taken over from into drafts with its batch (not a tombstone
+# nor a hard-deleted record: a re-identified record's, one by one).
+_DRAFTED = (LocalState.DRAFT_ONLY, LocalState.LIVE)
 DELETED_AT_SOURCE_NOTE = "deleted at the source"
 
 
@@ -434,13 +437,15 @@ class EmbeddedWriter(Writer):
         named by no other record of the batch, or a record a deleted harvester released, is
         taken over (claimed, given the harvest's draft). A tombstone of the record (deleted at
         the source or by a user, not marked for purge) is restored, then given the harvest's
-        draft."""
+        draft; so is a record a user hard deleted revived, when it was published before and
+        its DOI is free."""
         if self.options.publish:
             return {}
         wanted = {
             LocalState.DRAFT_ONLY: Action.PUBLISH_DRAFT,
             LocalState.LIVE: Action.UPDATE,
             LocalState.TOMBSTONE: Action.RESTORE,
+            LocalState.HARD_DELETED: Action.REVIVE,
         }
         candidates = {
             write.identifier: write
@@ -453,13 +458,14 @@ class EmbeddedWriter(Writer):
             and (
                 not local.taken_over
                 # a re-identified record's tombstone, claimed by its new identifier: alone
-                or (
-                    local.state is not LocalState.TOMBSTONE
-                    and _named_once(named, self._key(write)[1])
-                )
+                or (local.state in _DRAFTED and _named_once(named, self._key(write)[1]))
             )
         }
         rows, joined = _rows_and_memberships(tx, candidates, known)
+        # a hard-deleted record comes back as it was last published (none: one by one)
+        last_published = tx.last_published_many(
+            row.id for row in rows.values() if row.state == DELETED
+        )
         drafts: dict[str, RecordChange] = {}
         kept: dict[str, RecordChange] = {}
         for identifier, write in candidates.items():
@@ -478,7 +484,14 @@ class EmbeddedWriter(Writer):
                 and (new_doi is None or named[new_doi] != 1)
             ):
                 continue  # the draft loses its DOI, or takes one another record names: one by one
-            as_published = row.state in (LIVE, TOMBSTONE) and row.data == write.data
+            if row.state == DELETED and (
+                row.id not in last_published
+                or new_doi != row.doi
+                or not _named_once(named, new_doi)
+            ):
+                continue
+            published = last_published[row.id] if row.state == DELETED else row.data
+            as_published = row.state != DRAFT and published == write.data
             if as_published and normal_doi(pid) != row.doi:
                 continue  # the record takes up the draft's DOI: one by one
             joins = self._joins(tx, harvester_id, write, communities, joined, row.id)
@@ -489,15 +502,24 @@ class EmbeddedWriter(Writer):
             (kept if as_published else drafts)[identifier] = RecordChange(
                 row, data_json, joins, normal_doi(pid)
             )
-        # A DOI a draft moves to (a source that began to register DOIs) must be free.
-        moving = {
-            i: c.draft_doi
-            for i, c in drafts.items()
-            if c.record.state == DRAFT and c.draft_doi is not None and c.draft_doi != c.record.doi
+        # A DOI a draft moves to (a source that began to register DOIs), or a revived record's,
+        # must be free.
+        free: dict[tuple[str, str], str] = {
+            **{
+                ("drafts", i): c.draft_doi
+                for i, c in drafts.items()
+                if c.record.state == DRAFT and c.draft_doi and c.draft_doi != c.record.doi
+            },
+            **{
+                (kind, i): c.record.doi
+                for kind, batch in (("drafts", drafts), ("kept", kept))
+                for i, c in batch.items()
+                if c.record.state == DELETED and c.record.doi
+            },
         }
-        held = tx.pid_holders(moving.values()) if moving else set()
-        for identifier in [i for i, new_doi in moving.items() if new_doi in held]:
-            del drafts[identifier]
+        held = tx.pid_holders(free.values()) if free else set()
+        for kind, identifier in [key for key, doi in free.items() if doi in held]:
+            del (drafts if kind == "drafts" else kept)[identifier]
         if not drafts and not kept:
             return {}
         claims = {
@@ -507,14 +529,23 @@ class EmbeddedWriter(Writer):
         }
 
         tombstones = [c for c in {**drafts, **kept}.values() if c.record.state == TOMBSTONE]
+        hard_deleted = [c for c in {**drafts, **kept}.values() if c.record.state == DELETED]
         revisions: dict[str, int] = {}
 
         def claim_then_write() -> list[str]:
             if claims:
                 tx.claim_many(harvester_id, claims)
-            # restored as they were, then given the harvest's draft (`_update`)
-            revised = tx.restore_tombstones(tombstones) if tombstones else []
-            revisions.update(zip((c.record.id for c in tombstones), revised, strict=True))
+            # restored or revived as they were, then given the harvest's draft (`_update`)
+            for brought_back, revised in (
+                (tombstones, tx.restore_tombstones(tombstones) if tombstones else []),
+                (
+                    hard_deleted,
+                    tx.revive_rows(hard_deleted, last_published=last_published)
+                    if hard_deleted
+                    else [],
+                ),
+            ):
+                revisions.update(zip((c.record.id for c in brought_back), revised, strict=True))
             return tx.save_many_drafts(list(drafts.values()), kept=list(kept.values()))
 
         written = _together(tx, claim_then_write)
