@@ -188,14 +188,15 @@ def measure(
                 with EmbeddedRepository(settings.target_db_url) as repository:
                     for record in repository.list(harvester="sample", state="live", limit=count):
                         repository.edit(record["id"], {"metadata.title": "Edited by a user"})
-            if purged and step == "update":  # a user's hard deletion of every record
-                with EmbeddedRepository(settings.target_db_url) as repository:
-                    for record in repository.list(harvester="sample", state="live", limit=count):
-                        repository.hard_delete(record["id"])
             if review and step == "update":
                 with EmbeddedRepository(settings.target_db_url) as repository:
                     for record in repository.list(harvester="sample", state="draft"):
                         repository.publish(record["id"])
+            if purged and step == "update":  # a user's hard deletion of every record
+                # (published: after a reviewer's, with --review)
+                with EmbeddedRepository(settings.target_db_url) as repository:
+                    for record in repository.list(harvester="sample", state="live", limit=count):
+                        repository.hard_delete(record["id"])
             trips = proxy.round_trips if proxy else 0
             started = time.perf_counter()
             with Services(settings) as services:
