@@ -1621,6 +1621,13 @@ def _target_by_record(home: Home | None) -> dict[str, tuple]:
     return {row[0]: row for row in _target_rows(_settings(home).target_db_url)[0]}
 
 
+def _leaves_drafts(home: Home) -> bool:
+    """Whether the home's harvester writes drafts (`register_harvester(drafts=True)`)."""
+    rows = query(_settings(home).state_db_url, "SELECT config FROM harvesters")
+    configs = [json.loads(c) if isinstance(c, str) else c for (c,) in rows]
+    return any("publish:false" in spec for c in configs for spec in c.get("writers") or [])
+
+
 def moved_on_view(
     got: dict[str, Any], move: SourceMove, rewritten: set[str], transformed: set[str]
 ) -> dict[str, Any]:
@@ -1651,13 +1658,16 @@ def moved_on_view(
 
 
 def moved_on_statuses(
-    statuses: dict[str, int], move: SourceMove, created: set[str]
+    statuses: dict[str, int], move: SourceMove, created: set[str], drafts: bool = False
 ) -> dict[str, int]:
     """The fresh run's records per status as the rerun's must read: a changed record the
     killed attempt had created is `updated` (its newer copy) or `gone` (deleted at the
-    source), where the fresh harvest imports it or leaves it `unchanged`."""
+    source), where the fresh harvest imports it or leaves it `unchanged`. A draft the killed
+    attempt created (`drafts`: the writer leaves drafts) is `imported` still, as the run
+    reports a draft it created (its newer copy written over it)."""
     counts = Counter(statuses)
-    for identifier in created & (set(move.updated) | set(move.deleted)):
+    changed = set(move.deleted) if drafts else set(move.updated) | set(move.deleted)
+    for identifier in created & changed:
         fresh, now = (
             ("imported", "updated") if identifier in move.updated else ("unchanged", "gone")
         )
@@ -1667,17 +1677,20 @@ def moved_on_statuses(
     return {k: n for k, n in sorted(counts.items()) if n or k in keep}
 
 
-def moved_on_status(status: dict[str, Any], move: SourceMove, created: set[str]) -> dict[str, Any]:
+def moved_on_status(
+    status: dict[str, Any], move: SourceMove, created: set[str], drafts: bool = False
+) -> dict[str, Any]:
     """`status --json` of the fresh run as the rerun's must read (`moved_on_statuses`; the
-    tombstones of the records created then deleted at the source are target records)."""
+    tombstones of the records created then deleted at the source are target records, where
+    drafts are discarded)."""
     if "error" in status:
         return status
-    tombstones = len(created & set(move.deleted))
+    tombstones = 0 if drafts else len(created & set(move.deleted))
     target = dict(status["target"])
     target.update({k: target[k] + tombstones for k in ("records", "source_identifiers")})
     return {
         **status,
-        "records": moved_on_statuses(status["records"], move, created),
+        "records": moved_on_statuses(status["records"], move, created, drafts),
         "target": target,
     }
 
@@ -1687,18 +1700,24 @@ def moved_on_problems(
     move: SourceMove,
     rewritten: set[str],
     was: dict[str, tuple] | None = None,
+    drafts: bool = False,
 ) -> list[str]:
     """The records the killed attempt wrote and the source changed since: each written once
-    more (its newer copy, or its deletion: a tombstone), never more; `was`: the starting
-    home's target rows (`_target_by_record`), whose revisions a record had before the run
-    (an incremental harvest's records were written by the first one)."""
+    more (its newer copy, or its deletion: a tombstone; a draft never published, discarded:
+    no target record), never more; `was`: the starting home's target rows
+    (`_target_by_record`), whose revisions a record had before the run (an incremental
+    harvest's records were written by the first one)."""
     was = was or {}
     rows = {row[0]: row for row in got["target"]}
     problems = []
     for identifier in sorted(rewritten):
         row = rows.get(identifier)
         before = was[identifier][4] if identifier in was else 0  # its revisions then
-        if row is None:
+        discarded = drafts and identifier in move.deleted and identifier not in was
+        if discarded:
+            if row is not None:
+                problems.append(f"{identifier} (a draft deleted at the source) is {row[1]}")
+        elif row is None:
             problems.append(f"{identifier} (written before the change) has no target record")
         elif identifier in move.deleted and row[1] != "tombstone":
             problems.append(f"{identifier} deleted at the source is {row[1]} in the target")
@@ -1729,22 +1748,26 @@ def moved_on_report(
     move: SourceMove,
     created: set[str],
     created_by_mirror: set[str] = frozenset(),
+    drafts: bool = False,
 ) -> dict[str, Any] | None:
     """The fresh harvest's report as the rerun's must read (`compare_reports`): a changed
     record the killed attempt had created is updated or deleted by the rerun where the
     fresh harvest creates it or leaves it out (`nothing`); the report's actions are each
-    writer's, so once more for those the mirror (`--writers 2`) had created."""
+    writer's, so once more for those the mirror (`--writers 2`) had created. A draft
+    (`drafts`) the killed attempt created is reported created still, and its deletion
+    `delete_draft`."""
     if reference is None:
         return None
     actions = Counter(reference["actions"])
-    changed = set(move.updated) | set(move.deleted)
+    changed = set(move.deleted) if drafts else set(move.updated) | set(move.deleted)
+    deleted = "delete_draft" if drafts else "delete"
     for identifier in [*(created & changed), *(created_by_mirror & changed)]:
-        fresh, now = ("create", "update") if identifier in move.updated else ("nothing", "delete")
+        fresh, now = ("create", "update") if identifier in move.updated else ("nothing", deleted)
         actions[fresh] -= 1
         actions[now] += 1
     moved = {**reference, "actions": {a: n for a, n in actions.items() if n}}
     if reference.get("run_records") is not None:  # a Dagster run's records per status
-        moved["run_records"] = moved_on_statuses(reference["run_records"], move, created)
+        moved["run_records"] = moved_on_statuses(reference["run_records"], move, created, drafts)
     return moved
 
 
@@ -2060,6 +2083,7 @@ def _rerun_moved_on(
     specs, double, rng, attempts = rerun
     was = _target_by_record(template)
     killed = _target_by_record(home)
+    drafts = _leaves_drafts(home)
     changed = set(move.updated) | set(move.deleted)
     rewritten = {i for i, row in killed.items() if was.get(i) != row} & changed
     created = {i for i in rewritten if i not in was}
@@ -2092,22 +2116,22 @@ def _rerun_moved_on(
     expected["run_record_statuses"] = (
         reference["run_record_statuses"]
         if finished
-        else moved_on_statuses(expected["run_record_statuses"], move, created)
+        else moved_on_statuses(expected["run_record_statuses"], move, created, drafts)
     )
     problems += compare(
         moved_on_view(expected, move, rewritten, transformed),
         moved_on_view(got, move, rewritten, transformed),
     )
-    problems += moved_on_problems(got, move, rewritten, was)
+    problems += moved_on_problems(got, move, rewritten, was, drafts)
     run_id = expected["last_run_id"]
-    expected_status = moved_on_status(status_json(fresh, run_id), move, created)
+    expected_status = moved_on_status(status_json(fresh, run_id), move, created, drafts)
     if finished and "error" not in expected_status:
         run_keys = ("records", "total_records", "counters")
         expected_status.update({k: reference_status[k] for k in run_keys})
     got_status = status_json(home, run_id)
     problems += compare_status(expected_status, got_status)
     report = report_of(final)
-    fresh_report = moved_on_report(report_of(done), move, created, mirrored)
+    fresh_report = moved_on_report(report_of(done), move, created, mirrored, drafts)
     if report is None or fresh_report is None or _run_of(report) == _run_of(fresh_report):
         problems += compare_reports(fresh_report, report)
     elif not finished:

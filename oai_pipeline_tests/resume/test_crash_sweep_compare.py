@@ -16,6 +16,7 @@ from oai_pipeline_tests.resume.crash_sweep import (
     compare_reports,
     moved_on_problems,
     moved_on_report,
+    moved_on_statuses,
     moved_on_view,
     new_run_of_the_change_problems,
 )
@@ -258,3 +259,32 @@ def test_the_new_run_of_a_moved_on_source_writes_each_change_once_per_writer() -
     assert new_run_of_the_change_problems(twice, move, writers=1, double=False) != []
     once = {"created": 1, "updated": 2, "deleted": 1}
     assert new_run_of_the_change_problems(once, move, writers=1, double=False) == []
+
+
+def test_a_moved_on_draft_is_created_still_and_its_deletion_discards_it() -> None:
+    """`--drafts --source-moves-on`: a draft the killed attempt created and the source then
+    changed is reported `create` by the rerun (the run created it, see
+    `_drafted_by_this_run`) and stays `imported`; one the source deleted is discarded
+    (`delete_draft`, `gone`, no target record, no tombstone). The sweep expected a publishing
+    writer's `update`, `delete`, `updated` and tombstones, and flagged 27 of 82 points."""
+    move = SourceMove(updated=["a"], deleted=["b"], new=[])
+    fresh = {"actions": {"create": 4, "nothing": 2}}
+    assert moved_on_report(fresh, move, {"a", "b"}, drafts=True) == {
+        "actions": {"create": 4, "nothing": 1, "delete_draft": 1}
+    }
+    statuses = {"imported": 4, "unchanged": 2}
+    assert moved_on_statuses(statuses, move, {"a", "b"}, drafts=True) == {
+        "imported": 4,
+        "unchanged": 1,
+        "gone": 1,
+    }
+    drafted = {"target": [_target_row("a", "draft", 0)]}
+    assert moved_on_problems(drafted, move, {"a", "b"}, drafts=True) == []
+    kept = {"target": [_target_row("a", "draft", 0), _target_row("b", "draft", 0)]}
+    assert moved_on_problems(kept, move, {"a", "b"}, drafts=True) == [
+        "b (a draft deleted at the source) is draft"
+    ]
+    # a publishing writer's expectations as before
+    assert moved_on_problems(drafted, move, {"a", "b"}) == [
+        "b (written before the change) has no target record"
+    ]
