@@ -214,6 +214,21 @@ def both_ways(
     return together, scenario(settings, monkeypatch, together=False, **kw)
 
 
+def harvested_as_reviewed(
+    harness: Harness,
+    repo: EmbeddedRepository,
+    sources: list[tuple[str, dict | None]],
+    *,
+    publish: bool,
+) -> dict[str, str]:
+    """A scenario's first harvest, each record published: by the writer, or (`publish:
+    false`) by a reviewer who publishes each harvested draft. Returns the target ids."""
+    ids = {o.identifier: o.local_id for o in harness.harvest(sources) if o.local_id is not None}
+    for record_id in ids.values() if not publish else ():
+        repo.publish(record_id)
+    return ids
+
+
 def as_one_by_one(
     scenario: Callable[..., tuple[Any, ...]],
     settings: Settings,
