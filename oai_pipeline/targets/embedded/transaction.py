@@ -972,8 +972,8 @@ class TargetTransaction:
         )
 
     def last_published_many(self, record_ids: Iterable[str]) -> dict[str, Any]:
-        """`_last_published`'s data of many records, a statement a chunk; a record never
-        published (a harvested draft a user deleted) has none."""
+        """Each record's last revision with data (what `revive` brings back), a statement a
+        chunk; a record never published (a harvested draft a user deleted) has none."""
         found: dict[str, Any] = {}
         for chunk in _chunks(sorted(set(record_ids))):
             newest = (
@@ -1074,7 +1074,7 @@ class TargetTransaction:
         """A tombstone becomes the published record again (the purge mark is lifted)."""
         row = self.record(record_id)
         if row.state == DELETED:
-            if self._last_published(record_id) is None:  # a withdrawn draft (withdraw_draft)
+            if record_id not in self.last_published_many([record_id]):  # never published
                 raise PipelineError(
                     f"record {record_id} is a harvested draft that was deleted before it was "
                     "ever published: there is nothing to restore; the next harvest brings the "
@@ -1115,7 +1115,7 @@ class TargetTransaction:
         row = self.record(record_id)
         if row.state != DELETED:
             raise PipelineError(f"record {record_id} is {row.state}, not hard deleted")
-        last = self._last_published(record_id)
+        last = self.last_published_many([record_id]).get(record_id)
         if last is None:  # a harvested draft a user deleted (`withdraw_draft`): a draft again
             self._check_pid_free(row.doi, record_id)
             self.connection.execute(
@@ -1123,16 +1123,7 @@ class TargetTransaction:
             )
             return row.revision
         self._check_pid_free(row.doi, record_id)
-        return self._change(row, LIVE, last.data, doi=row.doi)
-
-    def _last_published(self, record_id: str) -> sa.Row | None:
-        """The record's last revision with data (None: it was never published)."""
-        return self.connection.execute(
-            sa.select(revisions.c.data)
-            .where(revisions.c.record_id == record_id, revisions.c.data.isnot(None))
-            .order_by(revisions.c.revision.desc())
-            .limit(1)
-        ).first()
+        return self._change(row, LIVE, last, doi=row.doi)
 
     def withdraw_draft(self, record_id: str) -> None:
         """A user deleted a harvested record that was never published (a draft left for

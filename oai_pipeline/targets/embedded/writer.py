@@ -340,13 +340,13 @@ class EmbeddedWriter(Writer):
                 # Revived (hard deleted: its DOI given up) when no other record of the batch
                 # names the DOI and no record holds it now (below).
                 kind = _REWRITE_KIND.get((local.state, local.taken_over))
-                owners = (None, harvester_id) if kind == "reidentified" else (None,)
                 if kind is None or (
-                    kind in ("takeover", "reidentified")
-                    and not (row.source_harvester in owners and _named_once(named, normal_doi(pid)))
+                    kind in ("takeover", "reidentified", "revive")
+                    and not _named_once(named, normal_doi(pid))
                 ):
                     continue
-                if kind == "revive" and not _named_once(named, normal_doi(pid)):
+                owners = {"takeover": (None,), "reidentified": (None, harvester_id)}.get(kind)
+                if owners is not None and row.source_harvester not in owners:
                     continue
                 if normal_doi(doi) == row.doi and (data_json := _data_json(write)) is not None:
                     batches[kind][identifier] = RecordChange(row, data_json, joins)
@@ -371,16 +371,9 @@ class EmbeddedWriter(Writer):
             batches[kind][identifier] = RecordChange(
                 row, data_json, joins, new_doi=new_doi if moves else None
             )
-        # A DOI a record moves to (a source that began to register DOIs), or a revived
-        # record's, must be free; a revived record must have been published (a harvested
-        # draft a user deleted comes back as a draft: one by one).
-        free: dict[tuple[str, str], str] = {
-            **{("update", i): c.new_doi for i, c in batches["update"].items() if c.new_doi},
-            **{("revive", i): c.record.doi for i, c in batches["revive"].items() if c.record.doi},
-        }
-        held = tx.pid_holders(free.values()) if free else set()
-        for kind, identifier in [key for key, doi in free.items() if doi in held]:
-            del batches[kind][identifier]
+        _without_held_dois(tx, batches)
+        # a revived record must have been published (a harvested draft a user deleted comes
+        # back as a draft: one by one)
         revived = batches["revive"]
         last_published = tx.last_published_many(c.record.id for c in revived.values())
         for identifier in [i for i, c in revived.items() if c.record.id not in last_published]:
@@ -502,24 +495,7 @@ class EmbeddedWriter(Writer):
             (kept if as_published else drafts)[identifier] = RecordChange(
                 row, data_json, joins, normal_doi(pid)
             )
-        # A DOI a draft moves to (a source that began to register DOIs), or a revived record's,
-        # must be free.
-        free: dict[tuple[str, str], str] = {
-            **{
-                ("drafts", i): c.draft_doi
-                for i, c in drafts.items()
-                if c.record.state == DRAFT and c.draft_doi and c.draft_doi != c.record.doi
-            },
-            **{
-                (kind, i): c.record.doi
-                for kind, batch in (("drafts", drafts), ("kept", kept))
-                for i, c in batch.items()
-                if c.record.state == DELETED and c.record.doi
-            },
-        }
-        held = tx.pid_holders(free.values()) if free else set()
-        for kind, identifier in [key for key, doi in free.items() if doi in held]:
-            del (drafts if kind == "drafts" else kept)[identifier]
+        _without_held_dois(tx, {"drafts": drafts, "kept": kept})
         if not drafts and not kept:
             return {}
         claims = {
@@ -536,16 +512,12 @@ class EmbeddedWriter(Writer):
             if claims:
                 tx.claim_many(harvester_id, claims)
             # restored or revived as they were, then given the harvest's draft (`_update`)
-            for brought_back, revised in (
-                (tombstones, tx.restore_tombstones(tombstones) if tombstones else []),
-                (
-                    hard_deleted,
-                    tx.revive_rows(hard_deleted, last_published=last_published)
-                    if hard_deleted
-                    else [],
-                ),
-            ):
-                revisions.update(zip((c.record.id for c in brought_back), revised, strict=True))
+            if tombstones:
+                revised = tx.restore_tombstones(tombstones)
+                revisions.update(zip((c.record.id for c in tombstones), revised, strict=True))
+            if hard_deleted:
+                revised = tx.revive_rows(hard_deleted, last_published=last_published)
+                revisions.update(zip((c.record.id for c in hard_deleted), revised, strict=True))
             return tx.save_many_drafts(list(drafts.values()), kept=list(kept.values()))
 
         written = _together(tx, claim_then_write)
@@ -1034,6 +1006,31 @@ def _discarded_by_this_run(local: LocalRecord, write: PlannedWrite) -> bool:
     memory; a user's deletion of a harvested draft keeps its row, `withdraw_draft`). Before,
     the resumed run reported it unchanged and kept its target id on the harvest record."""
     return write.action is Action.DELETE_DRAFT and local.state is LocalState.MISSING
+
+
+def _doi_taken_up(change: RecordChange) -> str | None:
+    """The DOI a batch write makes the record hold that it does not hold now: one it moves to
+    (a source that began to register DOIs), a never-published draft's new one, or a
+    hard-deleted record's own, which it gave up when deleted."""
+    if change.record.state == DELETED:
+        return change.record.doi
+    if change.record.state == DRAFT and change.draft_doi != change.record.doi:
+        return change.draft_doi
+    return change.new_doi
+
+
+def _without_held_dois(tx: TargetTransaction, batches: dict[str, dict[str, RecordChange]]) -> None:
+    """Leaves out of `batches` each record whose DOI to take up (`_doi_taken_up`) a record
+    holds now, in one query: it goes one by one, which refuses or waits as `_apply_one` does."""
+    wanted = {
+        (kind, identifier): doi
+        for kind, batch in batches.items()
+        for identifier, change in batch.items()
+        if (doi := _doi_taken_up(change))
+    }
+    held = tx.pid_holders(wanted.values()) if wanted else set()
+    for kind, identifier in [key for key, doi in wanted.items() if doi in held]:
+        del batches[kind][identifier]
 
 
 def _named_once(named: Counter[str | None], pid: str | None) -> bool:
