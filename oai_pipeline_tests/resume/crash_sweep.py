@@ -1657,6 +1657,13 @@ def moved_on_view(
     return view
 
 
+def _reported_otherwise(move: SourceMove, drafts: bool) -> set[str]:
+    """The changed records a rerun reports otherwise than a fresh harvest does, when the
+    killed attempt had created them: updated and deleted ones; with a writer that leaves
+    drafts, deleted ones only (a draft the run created is reported created still)."""
+    return set(move.deleted) if drafts else set(move.updated) | set(move.deleted)
+
+
 def moved_on_statuses(
     statuses: dict[str, int], move: SourceMove, created: set[str], drafts: bool = False
 ) -> dict[str, int]:
@@ -1666,7 +1673,7 @@ def moved_on_statuses(
     attempt created (`drafts`: the writer leaves drafts) is `imported` still, as the run
     reports a draft it created (its newer copy written over it)."""
     counts = Counter(statuses)
-    changed = set(move.deleted) if drafts else set(move.updated) | set(move.deleted)
+    changed = _reported_otherwise(move, drafts)
     for identifier in created & changed:
         fresh, now = (
             ("imported", "updated") if identifier in move.updated else ("unchanged", "gone")
@@ -1759,7 +1766,7 @@ def moved_on_report(
     if reference is None:
         return None
     actions = Counter(reference["actions"])
-    changed = set(move.deleted) if drafts else set(move.updated) | set(move.deleted)
+    changed = _reported_otherwise(move, drafts)
     deleted = "delete_draft" if drafts else "delete"
     for identifier in [*(created & changed), *(created_by_mirror & changed)]:
         fresh, now = ("create", "update") if identifier in move.updated else ("nothing", deleted)
