@@ -11,8 +11,9 @@ import pytest
 
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action
-from oai_pipeline_tests.target.test_writer import data
+from oai_pipeline_tests.target.test_writer import H, data
 from oai_pipeline_tests.target.test_writer_drafts import (
+    _snapshot,
     as_one_by_one,
     last_harvest,
     writing,
@@ -119,3 +120,71 @@ def test_doi_moves_of_drafts_together_end_as_one_by_one(
         "oai:keeps": ("draft", "10.1/kept"),
         "oai:loses": ("draft", None),
     }
+
+
+def _reviewed_moves(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Counter[str]]:
+    """`publish: false`, each record published by a reviewer, then two harvests: one moves a
+    record to a new DOI and gives another the DOI of a user's deposit; the next gives a
+    third record the DOI the first is leaving. Then the reviewer publishes every draft."""
+    with writing(settings, monkeypatch, together=together, spied=[], publish=False) as (
+        harness,
+        repo,
+        seen,
+    ):
+        for outcome in harness.harvest(
+            [
+                ("oai:leaves", data("Leaves", doi="10.1/a")),
+                ("oai:takes-leaving", data("Takes leaving", doi="10.1/b")),
+                ("oai:takes-deposit", data("Takes deposit", doi="10.1/c")),
+            ]
+        ):
+            repo.publish(outcome.local_id)  # type: ignore[arg-type]
+        repo.deposit(data("A user's", doi="10.1/user"), publish=True)
+        moved, _, _ = last_harvest(
+            harness,
+            repo,
+            seen,
+            [
+                ("oai:leaves", data("Leaves, moved", doi="10.1/a2")),
+                ("oai:takes-deposit", data("Takes deposit, refused", doi="10.1/user")),
+            ],
+            datestamp=LATER,
+        )
+        taken, before_review, _ = last_harvest(
+            harness,
+            repo,
+            seen,
+            [("oai:takes-leaving", data("Takes leaving, moved", doi="10.1/a"))],
+            datestamp="2026-04-01T00:00:00Z",
+        )
+        for identifier in ("oai:leaves", "oai:takes-leaving"):  # the order that frees 10.1/a
+            (record,) = [r for r in repo.list(harvester=H) if r["source_identifier"] == identifier]
+            repo.publish(record["id"])
+        return moved, taken, before_review, _snapshot(repo)
+
+
+def test_edit_drafts_name_only_dois_a_reviewer_can_publish(
+    target_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`publish: false`: a published record's edit draft may name a DOI no other record
+    holds, or one whose holder's own draft leaves it; one a user's deposit holds is refused
+    (duplicate_pid on its harvest record), as a publishing writer refuses it. Before, its
+    harvest reported `update` and left a draft whose publishing was refused ever after."""
+    moved, taken, before_review, reviewed = as_one_by_one(
+        _reviewed_moves, target_settings, monkeypatch
+    )
+
+    assert moved["oai:leaves"][0] is Action.UPDATE
+    assert moved["oai:takes-deposit"][0] is Action.ERROR
+    assert moved["oai:takes-deposit"][2] == ("duplicate_pid", "pids.doi")
+    assert taken["oai:takes-leaving"][0] is Action.UPDATE
+    drafts = {row[0]: row[4] for row in before_review["drafts"]}
+    assert drafts == {"oai:leaves": "10.1/a2", "oai:takes-leaving": "10.1/a"}
+    assert {row[0]: (row[1], row[2]) for row in reviewed["records"]} == {
+        "oai:leaves": ("live", "10.1/a2"),
+        "oai:takes-leaving": ("live", "10.1/a"),
+        "oai:takes-deposit": ("live", "10.1/c"),
+    }
+    assert reviewed["drafts"] == []

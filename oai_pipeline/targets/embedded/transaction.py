@@ -873,6 +873,8 @@ class TargetTransaction:
             self.connection.execute(
                 sa.update(records).where(records.c.id == record_id).values(doi=doi, updated=stamp)
             )
+        elif harvested and doi != row.doi:
+            self.check_draft_pid(doi, record_id)
         updated = self.connection.execute(
             _UPDATE_DRAFT,
             {
@@ -1186,9 +1188,25 @@ class TargetTransaction:
             return
         holder = self.pid_holder(doi, besides=record_id)
         if holder is not None:
-            raise DuplicatePidError(
-                f"DOI {doi} is already used by record {holder}{self._whose(holder)}"
-            )
+            raise self._held(doi, holder)
+
+    def check_draft_pid(self, doi: str | None, record_id: str) -> None:
+        """A published record's edit draft the harvest leaves for review (`publish: false`)
+        names a DOI a reviewer can publish: one no other record holds, or one whose holder's
+        own harvested draft names another (published first, it lets go of it).
+        DuplicatePidError otherwise, as a publishing writer's refusal: before, the draft was
+        saved, its harvest record without an error, and publishing it was refused."""
+        holder = self.pid_holder(doi, besides=record_id) if doi is not None else None
+        if holder is None:
+            return
+        draft = self.draft(holder)
+        if draft is None or not draft.harvested or draft.doi == doi:
+            raise self._held(doi, holder)
+
+    def _held(self, doi: str, holder: str) -> DuplicatePidError:
+        return DuplicatePidError(
+            f"DOI {doi} is already used by record {holder}{self._whose(holder)}"
+        )
 
     def _whose(self, record_id: str) -> str:
         """Whose record holds a DOI, for the error: what to do differs for each."""

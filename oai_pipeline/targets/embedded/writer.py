@@ -1011,10 +1011,12 @@ def _discarded_by_this_run(local: LocalRecord, write: PlannedWrite) -> bool:
 def _doi_taken_up(change: RecordChange) -> str | None:
     """The DOI a batch write makes the record hold that it does not hold now: one it moves to
     (a source that began to register DOIs), a never-published draft's new one, or a
-    hard-deleted record's own, which it gave up when deleted."""
+    hard-deleted record's own, which it gave up when deleted; or that a published record's
+    edit draft names (`publish: false`), which a reviewer could not publish while another
+    record holds it (`check_draft_pid`)."""
     if change.record.state == DELETED:
         return change.record.doi
-    if change.record.state == DRAFT and change.draft_doi != change.record.doi:
+    if change.draft_doi is not None and change.draft_doi != change.record.doi:
         return change.draft_doi
     return change.new_doi
 
