@@ -11,7 +11,8 @@ import pytest
 
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action
-from oai_pipeline_tests.target.test_writer import H, data
+from oai_pipeline.targets.embedded.repository import EmbeddedRepository
+from oai_pipeline_tests.target.test_writer import H, Harness, data
 from oai_pipeline_tests.target.test_writer_drafts import (
     _snapshot,
     as_one_by_one,
@@ -188,3 +189,42 @@ def test_edit_drafts_name_only_dois_a_reviewer_can_publish(
         "oai:takes-deposit": ("live", "10.1/c"),
     }
     assert reviewed["drafts"] == []
+
+
+@pytest.mark.parametrize("reviewed", [(), ("oai:1",)], ids=["drafts", "one-published"])
+def test_records_under_review_exchange_dois_only_as_drafts(
+    target_settings: Settings, reviewed: tuple[str, ...]
+) -> None:
+    """`publish: false`: two drafts never published exchange their DOIs (each reserved at
+    once). When one is published, its DOI is held until a reviewer publishes its draft,
+    which could not take the other's: both are refused (`duplicate_pid`), nothing changes.
+    Before, the published one got an edit draft that no reviewer could publish."""
+    harness = Harness(target_settings, publish=False)
+    try:
+        with EmbeddedRepository(target_settings.target_db_url) as repo:
+            first = harness.harvest(
+                [("oai:1", data("One", doi="10.1/x")), ("oai:2", data("Two", doi="10.1/z"))]
+            )
+            ids = {o.identifier: o.local_id for o in first}
+            for identifier in reviewed:
+                repo.publish(ids[identifier])  # type: ignore[arg-type]
+            swapped = harness.harvest(
+                [("oai:1", data("One", doi="10.1/z")), ("oai:2", data("Two", doi="10.1/x"))],
+                datestamp=LATER,
+            )
+            shown = {i: repo.show(record_id) for i, record_id in ids.items()}  # type: ignore[arg-type]
+    finally:
+        harness.writer.close()
+    if not reviewed:
+        assert [o.action for o in swapped] == [Action.PUBLISH_DRAFT] * 2
+        assert (shown["oai:1"]["doi"], shown["oai:2"]["doi"]) == ("10.1/z", "10.1/x")
+        return
+    assert [(o.action, o.error and o.error.type) for o in swapped] == [
+        (Action.ERROR, "duplicate_pid")
+    ] * 2
+    assert (shown["oai:1"]["state"], shown["oai:1"]["doi"], shown["oai:1"]["draft"]) == (
+        "live",
+        "10.1/x",
+        None,
+    )
+    assert (shown["oai:2"]["state"], shown["oai:2"]["doi"]) == ("draft", "10.1/z")
