@@ -874,7 +874,7 @@ class TargetTransaction:
                 sa.update(records).where(records.c.id == record_id).values(doi=doi, updated=stamp)
             )
         elif harvested and doi != row.doi:
-            self.check_draft_pid(doi, record_id)
+            self._check_draft_pid(doi, record_id)
         updated = self.connection.execute(
             _UPDATE_DRAFT,
             {
@@ -1190,7 +1190,7 @@ class TargetTransaction:
         if holder is not None:
             raise self._held(doi, holder)
 
-    def check_draft_pid(self, doi: str | None, record_id: str) -> None:
+    def _check_draft_pid(self, doi: str | None, record_id: str) -> None:
         """A published record's edit draft the harvest leaves for review (`publish: false`)
         names a DOI a reviewer can publish: one no other record holds, or one whose holder's
         own harvested draft names another (published first, it lets go of it).

@@ -1013,7 +1013,7 @@ def _doi_taken_up(change: RecordChange) -> str | None:
     (a source that began to register DOIs), a never-published draft's new one, or a
     hard-deleted record's own, which it gave up when deleted; or that a published record's
     edit draft names (`publish: false`), which a reviewer could not publish while another
-    record holds it (`check_draft_pid`)."""
+    record holds it (`TargetTransaction._check_draft_pid`)."""
     if change.record.state == DELETED:
         return change.record.doi
     if change.draft_doi is not None and change.draft_doi != change.record.doi:
