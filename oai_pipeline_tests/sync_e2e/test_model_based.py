@@ -21,9 +21,10 @@ seeds, OAI_MODEL_SEEDS=A-B seeds A..B only (both included: an audit of a range n
 before), OAI_MODEL_SEED=S one seed, OAI_MODEL_EPOCHS the epochs per seed;
 OAI_MODEL_POSTGRES_SEEDS=N runs seeds 0..N-1 (or A-B) with the state store and the target on
 PostgreSQL (default 2: most other scenarios of sync_e2e/ run on SQLite only; 0 for none);
-OAI_MODEL_DRAFTS_SEEDS=N (or A-B, default 2) runs seeds with a writer that leaves drafts
-(`publish: false`) and a reviewer who publishes some: the target then holds, once each draft
-is published, what the model says. A failure names its seed and the operations so far.
+OAI_MODEL_DRAFTS_SEEDS=N (or A-B, default 2; OAI_MODEL_POSTGRES_DRAFTS_SEEDS on PostgreSQL,
+default 0) runs seeds with a writer that leaves drafts (`publish: false`) and a reviewer who
+publishes some: the target then holds, once each draft is published, what the model says. A
+failure names its seed and the operations so far.
 """
 
 from __future__ import annotations
@@ -954,21 +955,28 @@ def seeds(variable: str = "OAI_MODEL_SEEDS", default: int = 3) -> list[int]:
     return list(dict.fromkeys([*range(count), *extra]))
 
 
+# The audit's kinds: (variable naming its seeds, default count, database, writer publishes).
+KINDS = (
+    ("OAI_MODEL_SEEDS", 3, "sqlite", True),
+    ("OAI_MODEL_POSTGRES_SEEDS", 2, "postgresql", True),
+    ("OAI_MODEL_DRAFTS_SEEDS", 2, "sqlite", False),
+    ("OAI_MODEL_POSTGRES_DRAFTS_SEEDS", 0, "postgresql", False),
+)
+
+
 def cases() -> list:
-    """(seed, database, writer publishes) triples: every seed on SQLite, the first few on
-    PostgreSQL, and the drafts' seeds with a writer that leaves drafts (SQLite)."""
-    on_sqlite = [pytest.param((seed, "sqlite", True), id=str(seed)) for seed in seeds()]
-    on_postgres = [
+    """(seed, database, writer publishes) triples of each of the KINDS."""
+    return [
         pytest.param(
-            (seed, "postgresql", True), id=f"{seed}-postgresql", marks=pytest.mark.postgres
+            (seed, database, publishes),
+            id=str(seed)
+            + ("-postgresql" if database == "postgresql" else "")
+            + ("" if publishes else "-drafts"),
+            marks=[pytest.mark.postgres] if database == "postgresql" else [],
         )
-        for seed in seeds("OAI_MODEL_POSTGRES_SEEDS", 2)
+        for variable, default, database, publishes in KINDS
+        for seed in seeds(variable, default)
     ]
-    drafts = [
-        pytest.param((seed, "sqlite", False), id=f"{seed}-drafts")
-        for seed in seeds("OAI_MODEL_DRAFTS_SEEDS", 2)
-    ]
-    return on_sqlite + on_postgres + drafts
 
 
 def source_kinds(seed: int) -> tuple[str, str]:
