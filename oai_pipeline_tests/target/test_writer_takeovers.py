@@ -23,6 +23,7 @@ from oai_pipeline_tests.target.test_writer_drafts import (
     as_one_by_one,
     both_ways,
     count_writes,
+    harvested_as_reviewed,
     last_harvest,
     writing,
 )
@@ -151,18 +152,17 @@ def test_a_record_claimed_meanwhile_sends_the_takeovers_one_by_one(
 
 
 def _reidentified(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool, publish: bool = True
 ) -> tuple[dict[str, Any], dict[str, Any], Counter[str]]:
     """Four records harvested, then deleted at the source, which lists them again under new
     identifiers with the same DOIs (a repository migration): the old identifiers' tombstones
-    are taken over. One old identifier's deletion is listed again in the same batch."""
-    with writing(settings, monkeypatch, together=together, spied=["claim_many"]) as (
-        harness,
-        repo,
-        seen,
-    ):
+    are taken over. One old identifier's deletion is listed again in the same batch.
+    `publish`: the writer's option (False: a reviewer published each record first)."""
+    with writing(
+        settings, monkeypatch, together=together, spied=["claim_many"], publish=publish
+    ) as (harness, repo, seen):
         old = [(f"oai:old:{n}", data(f"Record {n}", doi=f"10.1/r{n}")) for n in range(4)]
-        harness.harvest(old)
+        harvested_as_reviewed(harness, repo, old, publish=publish)
         harness.harvest([(identifier, None) for identifier, _ in old], datestamp=LATER)
         return last_harvest(
             harness,
@@ -192,6 +192,21 @@ def test_reidentified_records_take_their_tombstones_over_together_as_one_by_one(
     # the same four target records, live again under their new identifiers
     assert [(row[0], row[1], row[2], row[3]) for row in after["records"]] == [
         (f"oai:new:{n}", "live", f"10.1/r{n}", 4) for n in range(4)
+    ]
+
+
+def test_a_reidentified_record_keeps_its_draft_when_its_old_deletion_comes_after(
+    target_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`publish: false`: each new identifier's tombstone is restored with the harvest's edit
+    draft. The old identifier's deletion listed after it in the batch (`nothing`: deleted
+    already) removed the left-over edit draft of the record it looked up, which by then was
+    the new identifier's draft: its harvest lost, its record left as the old one published."""
+    outcomes, after, _ = as_one_by_one(_reidentified, target_settings, monkeypatch, publish=False)
+
+    assert outcomes["oai:old:3"][0] is Action.NOTHING
+    assert [(row[0], row[1], row[2]) for row in after["drafts"]] == [
+        (f"oai:new:{n}", "edit", data(f"Record {n}, moved", doi=f"10.1/r{n}")) for n in range(4)
     ]
 
 

@@ -925,10 +925,14 @@ class EmbeddedWriter(Writer):
             tx.discard(record_id)
             return WriteOutcome(write.identifier, action, None, None)
         elif record_id is not None:  # NOTHING: already deleted; a left-over edit draft goes
-            tx.remove_edit_draft(record_id)
-            # Deleted by an earlier attempt of this run that crashed before its outcome was
-            # saved: the deletion is this run's. One read of the record for both.
             record = tx.record(record_id)
+            # Unless a re-identified record took the tombstone over earlier in the batch: the
+            # draft is then the new identifier's harvest (`publish: false`), which this
+            # removed before.
+            if record.source_identifier == write.identifier:
+                tx.remove_edit_draft(record_id)
+            # Deleted by an earlier attempt of this run that crashed before its outcome was
+            # saved: the deletion is this run's.
             action = self._done_by_this_run(record, local, write) or action
             return WriteOutcome(write.identifier, action, record_id, record.revision)
         if record_id is None:
