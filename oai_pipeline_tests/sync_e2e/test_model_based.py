@@ -291,6 +291,8 @@ class Simulation:
             and r.identifier not in self.purged
             and (memory := self.memory.get(r.identifier)) is not None
             and memory.target_deleted
+            # under review, a deleted record's tombstone holds the DOI it was published with
+            and (self.publishes or self.tombstone_holds(r.identifier, r.content.doi))
         ]
         if doi is None and gone and self.rng.random() < 0.2:
             old = self.rng.choice(gone)
@@ -431,6 +433,11 @@ class Simulation:
     def never_published(self, identifier: str) -> bool:
         local = self.target_record(identifier)
         return local is not None and local["state"] == "draft"
+
+    def tombstone_holds(self, identifier: str, doi: str) -> bool:
+        with EmbeddedRepository(self.settings.target_db_url) as repository:
+            rows = repository.list(harvester=HARVESTER, state="tombstone")
+        return any(r["source_identifier"] == identifier and r["doi"] == doi for r in rows)
 
     def never_published_ids(self) -> set[str]:
         """The records whose target record is a draft never published (`publish: false`)."""
