@@ -874,7 +874,7 @@ class TargetTransaction:
                 sa.update(records).where(records.c.id == record_id).values(doi=doi, updated=stamp)
             )
         elif harvested and doi != row.doi:
-            self._check_draft_pid(doi, record_id)
+            self._check_draft_pid(doi, record_id, row.doi)
         updated = self.connection.execute(
             _UPDATE_DRAFT,
             {
@@ -1190,18 +1190,27 @@ class TargetTransaction:
         if holder is not None:
             raise self._held(doi, holder)
 
-    def _check_draft_pid(self, doi: str | None, record_id: str) -> None:
+    def _check_draft_pid(self, doi: str | None, record_id: str, held: str | None) -> None:
         """A published record's edit draft the harvest leaves for review (`publish: false`)
         names a DOI a reviewer can publish: one no other record holds, or one whose holder's
-        own harvested draft names another (published first, it lets go of it).
+        own harvested draft names another (published first, it lets go of it), not the one
+        this record holds (`held`: two records exchanging DOIs, neither publishable first).
         DuplicatePidError otherwise, as a publishing writer's refusal: before, the draft was
         saved, its harvest record without an error, and publishing it was refused."""
         holder = self.pid_holder(doi, besides=record_id) if doi is not None else None
         if holder is None:
             return
         draft = self.draft(holder)
-        if draft is None or not draft.harvested or draft.doi == doi:
+        if draft is None or not draft.harvested or draft.doi in (doi, held):
             raise self._held(doi, holder)
+
+    def check_edit_drafts(self, record_ids: Iterable[str]) -> None:
+        """`_check_draft_pid` of these records' harvested edit drafts again, each against the
+        DOI its record holds now (records that exchanged DOIs let them go while written)."""
+        for record_id in record_ids:
+            row, draft = self.record(record_id), self.draft(record_id)
+            if row.state == LIVE and draft is not None and draft.harvested and draft.doi != row.doi:
+                self._check_draft_pid(draft.doi, record_id, row.doi)
 
     def _held(self, doi: str, holder: str) -> DuplicatePidError:
         return DuplicatePidError(

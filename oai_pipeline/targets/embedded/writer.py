@@ -701,6 +701,8 @@ class EmbeddedWriter(Writer):
                     if any(outcome.error for outcome in again.values()):
                         raise _TryAgain
                     tx.keep_pids(released, pid_field=self.options.pid_field)
+                    if not self.options.publish:  # under review: each draft publishable
+                        tx.check_edit_drafts(o.local_id for o in again.values() if o.local_id)
             except _TryAgain:
                 retry = [w for w in retry if again[w.identifier].error is None]
             except DuplicatePidError:
