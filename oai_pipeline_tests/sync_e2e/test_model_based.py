@@ -403,6 +403,7 @@ class Simulation:
         take (the product stores that error; seed 3077's model wrote it). Under `publish:
         false` only drafts never published swap: a published record holds its DOI until a
         reviewer publishes its draft, so the other is refused it (each waits for the other)."""
+        drafts = set() if self.publishes else self.never_published_ids()
         candidates = [
             r
             for r in self.live_source()
@@ -411,7 +412,7 @@ class Simulation:
             and not self.refused_deposit_doi(r.content, self.memory.get(r.identifier))
             and r.content.doi
             and self.rewritten_next(r)
-            and (self.publishes or self.never_published(r.identifier))
+            and (self.publishes or r.identifier in drafts)
         ]
         if len(candidates) < 2:
             return
@@ -429,10 +430,6 @@ class Simulation:
     def rewritten_next(self, record: SourceRecord) -> bool:
         memory = self.memory.get(record.identifier)
         return memory is not None and memory.written is not None and not memory.target_deleted
-
-    def never_published(self, identifier: str) -> bool:
-        local = self.target_record(identifier)
-        return local is not None and local["state"] == "draft"
 
     def tombstone_holds(self, identifier: str, doi: str) -> bool:
         with EmbeddedRepository(self.settings.target_db_url) as repository:
