@@ -127,8 +127,9 @@ def _reviewed_moves(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Counter[str]]:
     """`publish: false`, each record published by a reviewer, then two harvests: one moves a
-    record to a new DOI and gives another the DOI of a user's deposit; the next gives a
-    third record the DOI the first is leaving. Then the reviewer publishes every draft."""
+    record to a new DOI, drops another's, and gives a third the DOI of a user's deposit; the
+    next gives the DOIs the first two are leaving to a record that holds one and to one that
+    holds none. Then the reviewer publishes every draft."""
     with writing(settings, monkeypatch, together=together, spied=[], publish=False) as (
         harness,
         repo,
@@ -139,6 +140,8 @@ def _reviewed_moves(
                 ("oai:leaves", data("Leaves", doi="10.1/a")),
                 ("oai:takes-leaving", data("Takes leaving", doi="10.1/b")),
                 ("oai:takes-deposit", data("Takes deposit", doi="10.1/c")),
+                ("oai:drops", data("Drops", doi="10.1/d")),
+                ("oai:gains", data("Gains")),
             ]
         ):
             repo.publish(outcome.local_id)  # type: ignore[arg-type]
@@ -150,6 +153,7 @@ def _reviewed_moves(
             [
                 ("oai:leaves", data("Leaves, moved", doi="10.1/a2")),
                 ("oai:takes-deposit", data("Takes deposit, refused", doi="10.1/user")),
+                ("oai:drops", data("Drops, without")),
             ],
             datestamp=LATER,
         )
@@ -157,10 +161,14 @@ def _reviewed_moves(
             harness,
             repo,
             seen,
-            [("oai:takes-leaving", data("Takes leaving, moved", doi="10.1/a"))],
+            [
+                ("oai:takes-leaving", data("Takes leaving, moved", doi="10.1/a")),
+                ("oai:gains", data("Gains the dropped", doi="10.1/d")),
+            ],
             datestamp="2026-04-01T00:00:00Z",
         )
-        for identifier in ("oai:leaves", "oai:takes-leaving"):  # the order that frees 10.1/a
+        # the order that frees 10.1/a and 10.1/d
+        for identifier in ("oai:leaves", "oai:takes-leaving", "oai:drops", "oai:gains"):
             (record,) = [r for r in repo.list(harvester=H) if r["source_identifier"] == identifier]
             repo.publish(record["id"])
         return moved, taken, before_review, _snapshot(repo)
@@ -180,13 +188,20 @@ def test_edit_drafts_name_only_dois_a_reviewer_can_publish(
     assert moved["oai:leaves"][0] is Action.UPDATE
     assert moved["oai:takes-deposit"][0] is Action.ERROR
     assert moved["oai:takes-deposit"][2] == ("duplicate_pid", "pids.doi")
-    assert taken["oai:takes-leaving"][0] is Action.UPDATE
+    assert taken["oai:takes-leaving"][0] is taken["oai:gains"][0] is Action.UPDATE
     drafts = {row[0]: row[4] for row in before_review["drafts"]}
-    assert drafts == {"oai:leaves": "10.1/a2", "oai:takes-leaving": "10.1/a"}
+    assert drafts == {
+        "oai:leaves": "10.1/a2",
+        "oai:takes-leaving": "10.1/a",
+        "oai:drops": None,
+        "oai:gains": "10.1/d",
+    }
     assert {row[0]: (row[1], row[2]) for row in reviewed["records"]} == {
         "oai:leaves": ("live", "10.1/a2"),
         "oai:takes-leaving": ("live", "10.1/a"),
         "oai:takes-deposit": ("live", "10.1/c"),
+        "oai:drops": ("live", None),
+        "oai:gains": ("live", "10.1/d"),
     }
     assert reviewed["drafts"] == []
 

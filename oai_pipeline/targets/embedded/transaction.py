@@ -1201,7 +1201,8 @@ class TargetTransaction:
         if holder is None:
             return
         draft = self.draft(holder)
-        if draft is None or not draft.harvested or draft.doi in (doi, held):
+        exchange = held is not None and draft is not None and draft.doi == held
+        if draft is None or not draft.harvested or draft.doi == doi or exchange:
             raise self._held(doi, holder)
 
     def check_edit_drafts(self, record_ids: Iterable[str]) -> None:
