@@ -146,26 +146,25 @@ def _reviewed_moves(
         ):
             repo.publish(outcome.local_id)  # type: ignore[arg-type]
         repo.deposit(data("A user's", doi="10.1/user"), publish=True)
-        moved, _, _ = last_harvest(
-            harness,
-            repo,
-            seen,
-            [
-                ("oai:leaves", data("Leaves, moved", doi="10.1/a2")),
-                ("oai:takes-deposit", data("Takes deposit, refused", doi="10.1/user")),
-                ("oai:drops", data("Drops, without")),
-            ],
-            datestamp=LATER,
-        )
-        taken, before_review, _ = last_harvest(
-            harness,
-            repo,
-            seen,
-            [
-                ("oai:takes-leaving", data("Takes leaving, moved", doi="10.1/a")),
-                ("oai:gains", data("Gains the dropped", doi="10.1/d")),
-            ],
-            datestamp="2026-04-01T00:00:00Z",
+        (moved, _, _), (taken, before_review, _) = (
+            last_harvest(harness, repo, seen, sources, datestamp=datestamp)
+            for sources, datestamp in (
+                (
+                    [
+                        ("oai:leaves", data("Leaves, moved", doi="10.1/a2")),
+                        ("oai:takes-deposit", data("Takes deposit, refused", doi="10.1/user")),
+                        ("oai:drops", data("Drops, without")),
+                    ],
+                    LATER,
+                ),
+                (
+                    [
+                        ("oai:takes-leaving", data("Takes leaving, moved", doi="10.1/a")),
+                        ("oai:gains", data("Gains the dropped", doi="10.1/d")),
+                    ],
+                    "2026-04-01T00:00:00Z",
+                ),
+            )
         )
         # the order that frees 10.1/a and 10.1/d
         for identifier in ("oai:leaves", "oai:takes-leaving", "oai:drops", "oai:gains"):
