@@ -731,8 +731,11 @@ class EmbeddedWriter(Writer):
     ) -> LocalRecord:
         """The batch's lookup, unless it found the record by pid: an earlier record of the
         batch may have taken that record over since, so look again. Found by source
-        identifier, or missing, it cannot have changed (identifiers are unique in a batch,
-        and a harvested record is never found by pid)."""
+        identifier, or missing, it is kept (identifiers are unique in a batch), though a
+        tombstone of this harvester may have been taken over by a re-identified record of
+        the batch meanwhile: the one write that would change it, a deletion listed again
+        (`nothing`), checks whose it is (`_delete`), so that skips of deleted records, many
+        in a re-harvest, cost no second lookup."""
         if known is None or known.taken_over:
             return tx.local_records(harvester_id, [key], coming_back=self._coming_back)[key[0]]
         return known
