@@ -33,8 +33,9 @@ def undo_local_changes(
 
     `run_started`: when the harvest run started. A record an earlier attempt of the run
     brought back, killed before the state store saved it, is still marked changed locally:
-    the writer tells it by its revision made since then and reports what that attempt did
-    (without it, `nothing`: the record already held the data)."""
+    the writer tells it by its revision made since then (a harvested draft, by when it was
+    saved) and reports what that attempt did (without it, `nothing`: the record already held
+    the data)."""
     state = services.state
     actions: Counter[str] = Counter()
     owners = writer_keys(services.harvester(harvester_id).writers)

@@ -75,6 +75,9 @@ class LocalRecord:
     has_edit_draft: bool = False
     taken_over: bool = False  # found by pid, deposited by a user, not by this harvester
     harvested_draft: bool = False  # its draft is the one a non-publishing writer left
+    # when that draft was saved (None: not known): one saved since the store saved the last
+    # write is a write whose outcome a crash lost
+    draft_saved: datetime | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,11 @@ def _still_as_harvested(
         # the store remembers writing (another is one a killed attempt wrote after the store
         # forgot the last, e.g. a record a reconcile deleted, listed again: before, the rerun
         # skipped it and never linked its harvest record to it).
+        # A draft makes no new revision: one saved since the store saved the last write is a
+        # killed attempt's (before, the rerun skipped a record whose user's edit draft that
+        # attempt overwrote, and reported it unchanged).
+        if _drafted_unheard(memory, local):
+            return False
         drafted = local.state is LocalState.DRAFT_ONLY and local.local_id == memory.local_id
         return drafted or (local.state is LocalState.LIVE and as_written)
     if local.has_edit_draft:
@@ -104,6 +112,13 @@ def _still_as_harvested(
     if source.deleted:
         return local.state in _DELETED_LOCALLY and not _draft_deleted_unsaved(memory, local)
     return local.state is LocalState.LIVE and as_written
+
+
+def _drafted_unheard(memory: HarvestMemory, local: LocalRecord) -> bool:
+    """The harvested draft was saved after the store saved the last write of the record."""
+    if memory.written_at is None or local.draft_saved is None:
+        return False
+    return local.draft_saved > memory.written_at
 
 
 def _draft_deleted_unsaved(memory: HarvestMemory | None, local: LocalRecord) -> bool:

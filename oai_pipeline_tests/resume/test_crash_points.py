@@ -364,14 +364,17 @@ def test_a_reconcile_killed_before_saving_its_deletions_remembers_them_when_reru
     )
 
 
+# the uninterrupted harvest's home and the killed one's (`_reports_killed_and_rerun`)
+_HOMES = ("reference", "home")
+
+
 def _reports_killed_and_rerun(
-    changed: Source, tmp_path: Path, crash: str
+    changed: Source, tmp_path: Path, crash: str, harvest: list[str] = INCREMENTAL
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The incremental harvest's --json report uncrashed, and its rerun's after `crash`."""
     assert changed.harvested is not None
-    reference = Backend().new_home(tmp_path, "reference", changed.harvested)
-    home = Backend().new_home(tmp_path, "home", changed.harvested)
-    harvest = [*INCREMENTAL, "--json"]
+    reference, home = (Backend().new_home(tmp_path, n, changed.harvested) for n in _HOMES)
+    harvest = [*harvest, "--json"]
     expected = json.loads(crash_sweep._cli(reference, "none", harvest).stdout)
     _harvest(home, harvest, crash)
     rerun = crash_sweep._cli(home, "none", harvest)
@@ -393,6 +396,56 @@ def test_a_harvest_killed_while_bringing_records_back_reports_them_brought_back(
     assert got["local_changes_undone"] == expected["local_changes_undone"]
     assert expected["local_changes_undone_actions"].get("restore")
     assert got["local_changes_undone_actions"] == expected["local_changes_undone_actions"]
+
+
+@pytest.fixture(scope="module")
+def drafts_deposits_changed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Source]:
+    """A writer that leaves drafts (`publish: false`) took users' deposits of some DOIs over
+    (published records, given the harvest's edit drafts), users then changed some of them
+    (an edit draft left, an edit published, deleted), and the source changed (`changed`)."""
+    root = tmp_path_factory.mktemp("crash_points_drafts_deposits")
+    with OAIEndpoint(RECORDS, page_size=20) as endpoint:
+        empty = Backend().new_home(root, "empty")
+        crash_sweep.register_harvester(empty, endpoint.base_url, batch_size=10, drafts=True)
+        crash_sweep.deposit_dois(empty, RECORDS)
+        harvested = Backend().new_home(root, "harvested", empty)
+        _harvest(harvested, FULL)
+        crash_sweep.change_source(endpoint, RECORDS, CHANGE_DAY, relisted_since=RELISTED_SINCE)
+        assert crash_sweep.edit_target_locally(harvested) == dict.fromkeys(
+            ("drafted", "published", "deleted"), 3
+        )
+        yield Source(endpoint, empty, {}, harvested)
+
+
+@pytest.mark.parametrize(
+    ("since", "crash"),
+    [
+        # the records users changed listed again: the write stage's drafts reached the
+        # target, the state store heard nothing of them
+        (RELISTED_SINCE, "save_written:1:before"),
+        # listed only what the source changed: the records users changed taken back, the
+        # state store heard nothing of it
+        (CHANGE_DAY, "save_write_outcomes:1:before"),
+    ],
+)
+def test_a_harvest_into_drafts_killed_after_its_drafts_reports_what_they_did(
+    drafts_deposits_changed: Source, tmp_path: Path, since: datetime, crash: str
+) -> None:
+    """`publish: false`, killed after the target took the harvest's drafts, before the state
+    store heard of them: the rerun reports what they did. A draft makes no new revision, so
+    the skip rule took a record whose user's edit draft the killed attempt had overwritten
+    for as harvested (`skip`, unchanged, where the uninterrupted harvest updated it), and
+    the records users deleted that the attempt had restored were `update`d, not restored."""
+    harvest = ["harvest", HARVESTER, "--since", since.date().isoformat()]
+    expected, got = _reports_killed_and_rerun(drafts_deposits_changed, tmp_path, crash, harvest)
+
+    undone = expected["local_changes_undone_actions"]
+    assert expected["actions"].get("restore", 0) + undone.get("restore", 0) == 3
+    for key in ("actions", "local_changes_undone", "local_changes_undone_actions"):
+        assert got[key] == expected[key], key
+    # the run statuses too (`unchanged` for the record skipped)
+    reference, home = (Home(tmp_path / n, crash_sweep._base_env(tmp_path / n)) for n in _HOMES)
+    assert _outcome(home, 2) == _outcome(reference, 2)
 
 
 def test_a_harvest_killed_after_saving_what_it_brought_back_still_reports_it(

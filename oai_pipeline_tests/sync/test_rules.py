@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from oai_pipeline.sync.rules import (
@@ -105,6 +108,11 @@ def test_no_skip_when_anything_changed(
 
 
 DRAFT_MEMORY = HarvestMemory(MEMORY.datestamp, False, "r1", written_revision=0)
+# when the harvest's draft was saved, and when the store saved that write
+SAVED = datetime(2026, 1, 3, 12, 0, tzinfo=UTC)
+SAVED_MEMORY = dataclasses.replace(MEMORY, written_at=SAVED + timedelta(seconds=1))
+SAVED_DRAFT_MEMORY = dataclasses.replace(DRAFT_MEMORY, written_at=SAVED + timedelta(seconds=1))
+LATER = SAVED + timedelta(seconds=2)
 
 
 @pytest.mark.parametrize(
@@ -123,6 +131,18 @@ DRAFT_MEMORY = HarvestMemory(MEMORY.datestamp, False, "r1", written_revision=0)
         # A writer that publishes: any draft is not what it left.
         (LocalRecord(LocalState.DRAFT_ONLY, "r1", 0, harvested_draft=True), DRAFT_MEMORY, True,
          Action.PUBLISH_DRAFT),
+        # The harvest's draft saved before the store saved the write: as harvested ...
+        (LocalRecord(LocalState.LIVE, "r1", 3, True, harvested_draft=True, draft_saved=SAVED),
+         SAVED_MEMORY, False, Action.SKIP),
+        (LocalRecord(LocalState.DRAFT_ONLY, "r1", 0, harvested_draft=True, draft_saved=SAVED),
+         SAVED_DRAFT_MEMORY, False, Action.SKIP),
+        # ... saved since, by an attempt killed before the store heard of it (a draft makes
+        # no revision): written again, so that the run reports what it did (over a user's
+        # edit draft, `update`; not `skip`).
+        (LocalRecord(LocalState.LIVE, "r1", 3, True, harvested_draft=True, draft_saved=LATER),
+         SAVED_MEMORY, False, Action.UPDATE),
+        (LocalRecord(LocalState.DRAFT_ONLY, "r1", 0, harvested_draft=True, draft_saved=LATER),
+         SAVED_DRAFT_MEMORY, False, Action.PUBLISH_DRAFT),
     ],
 )  # fmt: skip
 def test_skip_the_drafts_a_writer_that_does_not_publish_left(

@@ -361,17 +361,17 @@ class TargetTransaction:
             row.id for row in [*by_source.values(), *by_pid.values(), *released_by_source.values()]
         }
         edit_drafts: set[str] = set()
-        harvested_drafts: set[str] = set()
+        harvested_drafts: dict[str, datetime] = {}  # record id: when its draft was saved
         for chunk in _chunks(sorted(found)):
             for draft in self.connection.execute(
-                sa.select(drafts.c.record_id, drafts.c.kind, drafts.c.harvested).where(
-                    drafts.c.record_id.in_(chunk)
-                )
+                sa.select(
+                    drafts.c.record_id, drafts.c.kind, drafts.c.harvested, drafts.c.updated
+                ).where(drafts.c.record_id.in_(chunk))
             ):
                 if draft.kind == "edit":
                     edit_drafts.add(draft.record_id)
                 if draft.harvested:
-                    harvested_drafts.add(draft.record_id)
+                    harvested_drafts[draft.record_id] = as_utc(draft.updated)
         result: dict[str, LocalRecord] = {}
         for identifier, pid in keys:
             row = by_source.get(identifier)
@@ -392,6 +392,7 @@ class TargetTransaction:
                     revision=row.revision,
                     has_edit_draft=row.id in edit_drafts,
                     harvested_draft=row.id in harvested_drafts,
+                    draft_saved=harvested_drafts.get(row.id),
                     taken_over=taken_over,
                 )
         return result

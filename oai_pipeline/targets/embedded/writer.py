@@ -528,7 +528,8 @@ class EmbeddedWriter(Writer):
                 identifier,
                 Action.CREATE
                 if _drafted_by_this_run(change.record, candidates[identifier])
-                else candidates[identifier].action,
+                else self._redrafted_by_this_run(tx, known[identifier], candidates[identifier])
+                or candidates[identifier].action,
                 change.record.id,
                 revisions.get(change.record.id, change.record.revision),
             )
@@ -788,7 +789,7 @@ class EmbeddedWriter(Writer):
             tx.add_to_communities(local.local_id, community_ids)
             done = (
                 self._done_by_this_run(published, local, write)
-                or self._brought_back_by_this_run(tx, published, write)
+                or self._brought_back_by_this_run(tx, published.id, write)
                 or write.action
             )
             return WriteOutcome(write.identifier, done, local.local_id, local.revision)
@@ -826,6 +827,8 @@ class EmbeddedWriter(Writer):
             tx.add_to_communities(record_id, community_ids)
             if action is Action.PUBLISH_DRAFT and _drafted_by_this_run(tx.record(record_id), write):
                 action = Action.CREATE
+            elif action is Action.UPDATE:
+                action = self._redrafted_by_this_run(tx, local, write) or action
             return WriteOutcome(write.identifier, action, record_id, revision)
         tx.add_to_communities(record_id, community_ids)
         return WriteOutcome(write.identifier, action, record_id, tx.record(record_id).revision)
@@ -879,15 +882,29 @@ class EmbeddedWriter(Writer):
 
     @staticmethod
     def _brought_back_by_this_run(
-        tx: TargetTransaction, record: sa.Row, write: PlannedWrite
+        tx: TargetTransaction, record_id: str, write: PlannedWrite
     ) -> Action | None:
         """A record a user deleted that an earlier attempt of this run restored (a tombstone
         before the run) or revived (hard deleted) and crashed before its outcome was saved:
         what that attempt did, as the uninterrupted run reports it (not `update`)."""
         if write.run_started is None:
             return None
-        before = tx.state_before(record.id, write.run_started)
+        before = tx.state_before(record_id, write.run_started)
         return {TOMBSTONE: Action.RESTORE, DELETED: Action.REVIVE}.get(before or "")
+
+    def _redrafted_by_this_run(
+        self, tx: TargetTransaction, local: LocalRecord, write: PlannedWrite
+    ) -> Action | None:
+        """`publish: false`: a published record whose harvested edit draft an earlier attempt
+        of this run saved, crashed before its outcome was saved (a draft makes no revision:
+        the draft's time tells it): what that attempt did when it restored or revived it."""
+        if self.options.publish or local.local_id is None or local.state is not LocalState.LIVE:
+            return None
+        if write.run_started is None or local.draft_saved is None:
+            return None
+        if local.draft_saved < write.run_started:
+            return None
+        return self._brought_back_by_this_run(tx, local.local_id, write)
 
     def _update(
         self, tx: TargetTransaction, record_id: str, data: dict[str, Any], pid: str | None
