@@ -242,3 +242,67 @@ def test_records_under_review_exchange_dois_only_as_drafts(
         ("10.1/x", None),
         ("10.1/z", None if "oai:2" in reviewed else "new"),
     ]
+
+
+def _claimed_twice(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Counter[str]]:
+    """`publish: false`: two records published by a reviewer and a draft never published;
+    a harvest moves the first to a new DOI (an edit draft names it); the next gives that DOI
+    to the second, to the draft, and to a new record (a source that gave one DOI to several
+    records). Then the reviewer publishes every draft."""
+    with writing(settings, monkeypatch, together=together, spied=[], publish=False) as (
+        harness,
+        repo,
+        seen,
+    ):
+        first = harness.harvest(
+            [
+                ("oai:moves", data("Moves", doi="10.1/a")),
+                ("oai:also", data("Also", doi="10.1/b")),
+                ("oai:draft", data("Draft", doi="10.1/c")),
+            ]
+        )
+        for outcome in first[:2]:
+            repo.publish(outcome.local_id)  # type: ignore[arg-type]
+        harness.harvest([("oai:moves", data("Moves, moved", doi="10.1/new"))], datestamp=LATER)
+        claimed, before_review, _ = last_harvest(
+            harness,
+            repo,
+            seen,
+            [
+                ("oai:also", data("Also, the same DOI", doi="10.1/new")),
+                ("oai:draft", data("Draft, the same DOI", doi="10.1/new")),
+                ("oai:fresh", data("Fresh, the same DOI", doi="10.1/new")),
+            ],
+            datestamp="2026-04-01T00:00:00Z",
+        )
+        for record in repo.list(harvester=H):
+            if record["draft"] is not None:
+                repo.publish(record["id"])
+        return claimed, before_review, _snapshot(repo), seen
+
+
+def test_an_edit_draft_reserves_the_doi_it_names(
+    target_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`publish: false`: a published record's edit draft that names a new DOI reserves it
+    for the review, as a new record's draft does: another record's draft that names it is
+    refused (`duplicate_pid`, naming the record), as a publishing writer refuses the second
+    record. Before, each was written, and the review could publish only one of them."""
+    claimed, before_review, reviewed, _ = as_one_by_one(
+        _claimed_twice, target_settings, monkeypatch
+    )
+
+    assert {i: (o[0], o[2]) for i, o in claimed.items()} == dict.fromkeys(
+        ("oai:also", "oai:draft", "oai:fresh"), (Action.ERROR, ("duplicate_pid", "pids.doi"))
+    )
+    assert {row[0]: row[4] for row in before_review["drafts"]} == {
+        "oai:moves": "10.1/new",
+        "oai:draft": "10.1/c",
+    }
+    assert {row[0]: (row[1], row[2]) for row in reviewed["records"]} == {
+        "oai:moves": ("live", "10.1/new"),
+        "oai:also": ("live", "10.1/b"),
+        "oai:draft": ("live", "10.1/c"),
+    }

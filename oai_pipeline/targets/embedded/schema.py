@@ -21,7 +21,7 @@ from oai_pipeline.targets.embedded.engine import READ_ONLY
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 metadata = sa.MetaData()
 
@@ -162,6 +162,17 @@ drafts = sa.Table(
     sa.Column("doi", Doi(), nullable=True),
 )
 
+# The DOIs published records' harvested edit drafts name for their review: reserved, as a
+# new record's draft reserves its DOI (`TargetTransaction.pid_holders(claimed=True)`); only
+# these drafts are in it, so a check of a new DOI reads none of the others (version 12).
+_CLAIMS = sa.and_(drafts.c.kind == "edit", drafts.c.harvested)
+draft_claims_index = sa.Index(
+    "ix_target_drafts_claims",
+    drafts.c.doi,
+    sqlite_where=_CLAIMS,
+    postgresql_where=_CLAIMS,
+)
+
 revisions = sa.Table(
     "target_revisions",
     metadata,
@@ -294,6 +305,10 @@ def _add_harvester_state_listing_index(connection: sa.Connection) -> None:
     harvester_state_listing_index.create(connection, checkfirst=True)
 
 
+def _add_draft_claims_index(connection: sa.Connection) -> None:
+    draft_claims_index.create(connection, checkfirst=True)
+
+
 # A record counts while not hard deleted; its source while it has both harvester and
 # identifier. The writes of records count the records they insert (TargetTransaction
 # `_count_new`: a trigger per inserted row doubled SQLite's cost of an insert); these
@@ -389,6 +404,7 @@ _STEPS = {
     9: _add_state_listing_index,
     10: _add_harvester_state_listing_index,
     11: _count_records,
+    12: _add_draft_claims_index,
 }
 _LOCK_KEY = 0x0A1_7A56E7  # the advisory lock that serialises migrations on PostgreSQL
 

@@ -90,6 +90,18 @@ _PID_HOLDER = (
     .limit(1)
 )
 _PID_HOLDER_BESIDES = _PID_HOLDER.where(records.c.id != sa.bindparam("record_id"))
+# Harvested edit drafts naming these DOIs, with their records' state and DOI: read from the
+# drafts' partial index (the kind a literal, as in the index; a condition on the records
+# made SQLite read every live record instead).
+_CLAIMS = (
+    sa.select(drafts.c.doi, drafts.c.record_id, records.c.state, records.c.doi.label("held"))
+    .join(records, records.c.id == drafts.c.record_id)
+    .where(
+        drafts.c.doi.in_(sa.bindparam("dois", expanding=True)),
+        drafts.c.kind == sa.literal("edit", literal_execute=True),
+        drafts.c.harvested,
+    )
+)
 _CHANGE_RECORD = (
     sa.update(records)
     .where(records.c.id == sa.bindparam("record_id"))
@@ -461,8 +473,11 @@ class TargetTransaction:
         source_identifier: str | None = None,
         harvested: bool = False,
     ) -> str:
-        """A new record: a draft, not yet published (revision 0)."""
+        """A new record: a draft, not yet published (revision 0); `harvested`: the harvest's
+        draft, which names no DOI another draft under review names (`_check_unclaimed`)."""
         self._check_pid_free(doi, None)
+        if harvested:
+            self._check_unclaimed(doi, None)
         record_id, stamp = self._insert_record(DRAFT, None, 0, doi, harvester_id, source_identifier)
         self.connection.execute(
             sa.insert(drafts).values(
@@ -506,8 +521,9 @@ class TargetTransaction:
         )
         return record_id
 
-    def pid_holders(self, pids: Iterable[str]) -> set[str]:
-        """Which of these DOIs a record already holds (as `pid_holder`, many at once)."""
+    def pid_holders(self, pids: Iterable[str], *, claimed: bool = False) -> set[str]:
+        """Which of these DOIs a record already holds (as `pid_holder`, many at once);
+        `claimed`: or a published record's harvested edit draft names (`draft_claims`)."""
         held: set[str] = set()
         for chunk in _chunks(sorted(set(pids))):
             held.update(
@@ -517,7 +533,21 @@ class TargetTransaction:
                     )
                 ).scalars()
             )
+            if claimed:
+                held.update(self.draft_claims(chunk))
         return held
+
+    def draft_claims(self, pids: Iterable[str], *, besides: str | None = None) -> dict[str, str]:
+        """Which of these DOIs a published record's harvested edit draft names, one its
+        record does not hold yet, and which record's: reserved for the review (`publish:
+        false`), as a new record's draft reserves its DOI: a reviewer can publish only one
+        of two drafts naming one DOI. `besides`: not this record's own draft."""
+        claims: dict[str, str] = {}
+        for chunk in _chunks(sorted(set(pids))):
+            for row in self.connection.execute(_CLAIMS, {"dois": chunk}):
+                if row.state == LIVE and row.held != row.doi and row.record_id != besides:
+                    claims.setdefault(row.doi, row.record_id)
+        return claims
 
     def pid_owners(self, pids: Iterable[str]) -> dict[str, str | None]:
         """The harvester of the record that holds each of these DOIs (None: no harvester's)."""
@@ -871,6 +901,8 @@ class TargetTransaction:
         if row.state == DRAFT:
             # A new record's DOI is reserved as soon as its draft names it.
             self._check_pid_free(doi, record_id)
+            if harvested and doi != row.doi:
+                self._check_unclaimed(doi, record_id)
             self.connection.execute(
                 sa.update(records).where(records.c.id == record_id).values(doi=doi, updated=stamp)
             )
@@ -1195,9 +1227,11 @@ class TargetTransaction:
         """A published record's edit draft the harvest leaves for review (`publish: false`)
         names a DOI a reviewer can publish: one no other record holds, or one whose holder's
         own harvested draft names another (published first, it lets go of it), not the one
-        this record holds (`held`: two records exchanging DOIs, neither publishable first).
-        DuplicatePidError otherwise, as a publishing writer's refusal: before, the draft was
-        saved, its harvest record without an error, and publishing it was refused."""
+        this record holds (`held`: two records exchanging DOIs, neither publishable first),
+        and that no other draft under review names (`_check_unclaimed`). DuplicatePidError
+        otherwise, as a publishing writer's refusal: before, the draft was saved, its harvest
+        record without an error, and publishing it was refused."""
+        self._check_unclaimed(doi, record_id)
         holder = self.pid_holder(doi, besides=record_id) if doi is not None else None
         if holder is None:
             return
@@ -1213,6 +1247,18 @@ class TargetTransaction:
             row, draft = self.record(record_id), self.draft(record_id)
             if row.state == LIVE and draft is not None and draft.harvested and draft.doi != row.doi:
                 self._check_draft_pid(draft.doi, record_id, row.doi)
+
+    def _check_unclaimed(self, doi: str | None, record_id: str | None) -> None:
+        """The harvest's draft names no DOI a published record's harvested edit draft names
+        for its review (`draft_claims`): of two, the reviewer could publish only one.
+        DuplicatePidError, as a publishing writer refuses the second record to take it."""
+        if doi is None:
+            return
+        for claimant in self.draft_claims([doi], besides=record_id).values():
+            raise DuplicatePidError(
+                f"DOI {doi} is already named by the edit draft of record {claimant}"
+                f"{self._whose(claimant)}, waiting for review"
+            )
 
     def _held(self, doi: str, holder: str) -> DuplicatePidError:
         return DuplicatePidError(

@@ -233,7 +233,10 @@ class EmbeddedWriter(Writer):
             and local.state is LocalState.MISSING
             and all(named[pid] == 1 for pid in pids_of[write.identifier])
         ]
-        held = tx.pid_holders(pid for write in candidates for pid in pids_of[write.identifier])
+        held = tx.pid_holders(
+            (pid for write in candidates for pid in pids_of[write.identifier]),
+            claimed=not self.options.publish,  # a draft names none another draft names
+        )
         creations: dict[str, NewRecord] = {}
         for write in candidates:
             if pids_of[write.identifier] & held:
@@ -495,7 +498,7 @@ class EmbeddedWriter(Writer):
             (kept if as_published else drafts)[identifier] = RecordChange(
                 row, data_json, joins, normal_doi(pid)
             )
-        _without_held_dois(tx, {"drafts": drafts, "kept": kept})
+        _without_held_dois(tx, {"drafts": drafts, "kept": kept}, drafts=True)
         if not drafts and not kept:
             return {}
         claims = {
@@ -1047,16 +1050,19 @@ def _doi_taken_up(change: RecordChange) -> str | None:
     return change.new_doi
 
 
-def _without_held_dois(tx: TargetTransaction, batches: dict[str, dict[str, RecordChange]]) -> None:
+def _without_held_dois(
+    tx: TargetTransaction, batches: dict[str, dict[str, RecordChange]], *, drafts: bool = False
+) -> None:
     """Leaves out of `batches` each record whose DOI to take up (`_doi_taken_up`) a record
-    holds now, in one query: it goes one by one, which refuses or waits as `_apply_one` does."""
+    holds now (`drafts`: or another draft under review names), in one query: it goes one by
+    one, which refuses or waits as `_apply_one` does."""
     wanted = {
         (kind, identifier): doi
         for kind, batch in batches.items()
         for identifier, change in batch.items()
         if (doi := _doi_taken_up(change))
     }
-    held = tx.pid_holders(wanted.values()) if wanted else set()
+    held = tx.pid_holders(wanted.values(), claimed=drafts) if wanted else set()
     for kind, identifier in [key for key, doi in wanted.items() if doi in held]:
         del batches[kind][identifier]
 
