@@ -306,3 +306,64 @@ def test_an_edit_draft_reserves_the_doi_it_names(
         "oai:also": ("live", "10.1/b"),
         "oai:draft": ("live", "10.1/c"),
     }
+
+
+def _rotation(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Counter[str]]:
+    """`publish: false`: three records published by a reviewer (DOIs a, b, c); harvests move
+    c's record to a free DOI, then b's to c, then a's to b, each a draft a reviewer could
+    publish in turn; the last gives c's record the DOI a, closing a ring. Then the reviewer
+    publishes the drafts in the order that frees each DOI."""
+    with writing(settings, monkeypatch, together=together, spied=[], publish=False) as (
+        harness,
+        repo,
+        seen,
+    ):
+        first = harness.harvest(
+            [(f"oai:{n}", data(n.upper(), doi=f"10.1/{n}")) for n in ("a", "b", "c")]
+        )
+        for outcome in first:
+            repo.publish(outcome.local_id)  # type: ignore[arg-type]
+        for month, (identifier, doi) in enumerate(
+            (("oai:c", "10.1/free"), ("oai:b", "10.1/c"), ("oai:a", "10.1/b")), start=3
+        ):
+            harness.harvest(
+                [(identifier, data(f"{identifier} to {doi}", doi=doi))],
+                datestamp=f"2026-0{month}-01T00:00:00Z",
+            )
+        ring, before_review, _ = last_harvest(
+            harness,
+            repo,
+            seen,
+            [("oai:c", data("C to a", doi="10.1/a"))],
+            datestamp="2026-07-01T00:00:00Z",
+        )
+        for identifier in ("oai:c", "oai:b", "oai:a"):
+            (record,) = [r for r in repo.list(harvester=H) if r["source_identifier"] == identifier]
+            repo.publish(record["id"])
+        return ring, before_review, _snapshot(repo), seen
+
+
+def test_records_under_review_move_dois_along_a_chain_not_a_ring(
+    target_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`publish: false`: an edit draft may name a DOI whose holder's draft leaves it along a
+    chain of drafts that ends at a free DOI (or none): published from its end, each frees
+    the next. One that closes a ring is refused (`duplicate_pid`), its draft as it was:
+    before, only a ring of two (an exchange) was, and a ring of three left drafts none of
+    which a reviewer could publish first."""
+    ring, before_review, reviewed, _ = as_one_by_one(_rotation, target_settings, monkeypatch)
+
+    assert ring["oai:c"][0] is Action.ERROR
+    assert ring["oai:c"][2] == ("duplicate_pid", "pids.doi")
+    assert {row[0]: row[4] for row in before_review["drafts"]} == {
+        "oai:a": "10.1/b",
+        "oai:b": "10.1/c",
+        "oai:c": "10.1/free",
+    }
+    assert {row[0]: (row[1], row[2]) for row in reviewed["records"]} == {
+        "oai:a": ("live", "10.1/b"),
+        "oai:b": ("live", "10.1/c"),
+        "oai:c": ("live", "10.1/free"),
+    }

@@ -1226,19 +1226,30 @@ class TargetTransaction:
     def _check_draft_pid(self, doi: str | None, record_id: str, held: str | None) -> None:
         """A published record's edit draft the harvest leaves for review (`publish: false`)
         names a DOI a reviewer can publish: one no other record holds, or one whose holder's
-        own harvested draft names another (published first, it lets go of it), not the one
-        this record holds (`held`: two records exchanging DOIs, neither publishable first),
-        and that no other draft under review names (`_check_unclaimed`). DuplicatePidError
-        otherwise, as a publishing writer's refusal: before, the draft was saved, its harvest
-        record without an error, and publishing it was refused."""
-        self._check_unclaimed(doi, record_id)
-        holder = self.pid_holder(doi, besides=record_id) if doi is not None else None
-        if holder is None:
+        own harvested draft names another, which is free or whose holder's draft names
+        another in turn, and so on to a free DOI or none (published from that end, each
+        lets go of the DOI the one before names); not a ring back to the DOI this record
+        holds (`held`: two records exchanging DOIs, or more rotating them: none could be
+        published first); and one no other draft under review names (`_check_unclaimed`).
+        DuplicatePidError otherwise, as a publishing writer's refusal: before, the draft was
+        saved, its harvest record without an error, and publishing it was refused."""
+        if doi is None:
             return
-        draft = self.draft(holder)
-        exchange = held is not None and draft is not None and draft.doi == held
-        if draft is None or not draft.harvested or draft.doi == doi or exchange:
-            raise self._held(doi, holder)
+        self._check_unclaimed(doi, record_id)
+        first: str | None = None  # the record that holds `doi`, which the error names
+        named: str | None = doi
+        seen = {record_id}
+        while named is not None:
+            holder = self.pid_holder(named, besides=record_id)
+            if holder is None:
+                return
+            first = first or holder
+            draft = self.draft(holder)
+            stuck = draft is None or not draft.harvested or draft.doi == named
+            if stuck or holder in seen or (held is not None and draft.doi == held):
+                raise self._held(doi, first)
+            seen.add(holder)
+            named = draft.doi
 
     def check_edit_drafts(self, record_ids: Iterable[str]) -> None:
         """`_check_draft_pid` of these records' harvested edit drafts again, each against the
