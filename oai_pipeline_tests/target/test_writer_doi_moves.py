@@ -123,6 +123,16 @@ def test_doi_moves_of_drafts_together_end_as_one_by_one(
     }
 
 
+def _review(repo: EmbeddedRepository, order: tuple[str, ...] = ()) -> None:
+    """A reviewer publishes the drafts of the records of these source identifiers, in this
+    order (none given: every draft, oldest record first)."""
+    listed = repo.list(harvester=H)
+    by_source = {r["source_identifier"]: r for r in listed}
+    for record in [by_source[i] for i in order] if order else listed:
+        if record["draft"] is not None:
+            repo.publish(record["id"])
+
+
 def _reviewed_moves(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Counter[str]]:
@@ -167,9 +177,7 @@ def _reviewed_moves(
             )
         )
         # the order that frees 10.1/a and 10.1/d
-        for identifier in ("oai:leaves", "oai:takes-leaving", "oai:drops", "oai:gains"):
-            (record,) = [r for r in repo.list(harvester=H) if r["source_identifier"] == identifier]
-            repo.publish(record["id"])
+        _review(repo, ("oai:leaves", "oai:takes-leaving", "oai:drops", "oai:gains"))
         return moved, taken, before_review, _snapshot(repo)
 
 
@@ -277,9 +285,7 @@ def _claimed_twice(
             ],
             datestamp="2026-04-01T00:00:00Z",
         )
-        for record in repo.list(harvester=H):
-            if record["draft"] is not None:
-                repo.publish(record["id"])
+        _review(repo)
         return claimed, before_review, _snapshot(repo), seen
 
 
@@ -339,9 +345,7 @@ def _rotation(
             [("oai:c", data("C to a", doi="10.1/a"))],
             datestamp="2026-07-01T00:00:00Z",
         )
-        for identifier in ("oai:c", "oai:b", "oai:a"):
-            (record,) = [r for r in repo.list(harvester=H) if r["source_identifier"] == identifier]
-            repo.publish(record["id"])
+        _review(repo, ("oai:c", "oai:b", "oai:a"))
         return ring, before_review, _snapshot(repo), seen
 
 
