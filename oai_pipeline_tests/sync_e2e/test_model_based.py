@@ -381,7 +381,9 @@ class Simulation:
         candidates = [
             r
             for r in self.records.values()
-            if (r.deleted or r.vanished) and r.identifier not in touched
+            if (r.deleted or r.vanished)
+            and r.identifier not in touched
+            and (self.publishes or not self.given_to_unwritten(r))
         ]
         if not candidates:
             return
@@ -395,6 +397,20 @@ class Simulation:
         if self.rng.random() < 0.5:
             content = dataclasses.replace(content, title=f"Back {self.rng.randrange(999)}")
         self.change(record, content, "bring back")
+
+    def given_to_unwritten(self, record: SourceRecord) -> bool:
+        """Its DOI given to a new record no harvest wrote yet. Brought back now, both are
+        listed together: the target restores its own tombstone (`coming_back`), whose
+        published version holds the DOI under `publish: false` until a reviewer publishes
+        its draft, so the new record fails `duplicate_pid` till then, where the model gives
+        it the tombstone (seed 840 of the drafts seeds); a publishing writer frees the DOI
+        in the same batch."""
+        return record.doi_given_away and any(
+            r.identifier != record.identifier
+            and r.content.doi == record.content.doi
+            and ((memory := self.memory.get(r.identifier)) is None or memory.written is None)
+            for r in self.records.values()
+        )
 
     def op_swap_dois(self, touched: set[str]) -> None:
         """Two records exchange DOIs, each with a new datestamp (both are written again).
