@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from oai_pipeline.sync.rules import Action
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
 from oai_pipeline_tests.target.test_writer import Harness, data, hold_doi_elsewhere
 from oai_pipeline_tests.target.test_writer_drafts import (
+    _snapshot,
     as_one_by_one,
     harvested_as_reviewed,
     last_harvest,
@@ -25,6 +27,7 @@ from oai_pipeline_tests.target.test_writer_drafts import (
 )
 
 LATER = "2026-03-01T00:00:00Z"
+APRIL = "2026-04-01T00:00:00Z"
 
 
 @contextmanager
@@ -261,3 +264,42 @@ def test_a_revived_doi_held_meanwhile_goes_one_by_one(
     assert outcomes["oai:a"].action is Action.REVIVE
     assert outcomes["oai:b"].action is Action.ERROR
     assert outcomes["oai:b"].error is not None and outcomes["oai:b"].error.type == "duplicate_pid"
+
+
+def _restored_in_one_run(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool
+) -> tuple[list[Action], dict[str, Any]]:
+    """`publish: false`: a record a reviewer published and a user deleted, brought back by
+    a run (restored, given the harvest's edit draft); the same write again, as the run's
+    rerun after a crash before the store heard of it; then a later listing in the same run
+    with other data. What each reported, and the target after."""
+    with writing(settings, monkeypatch, together=together, spied=[], publish=False) as (
+        harness,
+        repo,
+        _,
+    ):
+        (record_id,) = harvested_as_reviewed(
+            harness, repo, [("oai:a", data("A", doi="10.1/a"))], publish=False
+        ).values()
+        repo.delete(record_id)
+        started, remembered = datetime.now(UTC), dict(harness.memory)
+        back, later = data("A, back", doi="10.1/a"), data("A, later", doi="10.1/a")
+        restored = harness.one("oai:a", back, datestamp=LATER, run_started=started)
+        harness.memory = remembered  # the store never heard of it
+        rerun = harness.one("oai:a", back, datestamp=LATER, run_started=started)
+        relisted = harness.one("oai:a", later, datestamp=APRIL, run_started=started)
+        return [o.action for o in (restored, rerun, relisted)], _snapshot(repo)
+
+
+def test_a_record_restored_into_drafts_is_reported_restored_by_its_run_once(
+    target_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rerun of the write reports what the killed attempt did (`restore`: before, `update`,
+    a draft making no revision to tell it by); a later listing of the same run, with other
+    data, is an update, not a second restore."""
+    actions, after = as_one_by_one(_restored_in_one_run, target_settings, monkeypatch)
+
+    assert actions == [Action.RESTORE, Action.RESTORE, Action.UPDATE]
+    assert [(row[0], row[1], row[2]) for row in after["drafts"]] == [
+        ("oai:a", "edit", data("A, later", doi="10.1/a"))
+    ]

@@ -523,6 +523,14 @@ class EmbeddedWriter(Writer):
                 revisions.update(zip((c.record.id for c in hard_deleted), revised, strict=True))
             return tx.save_many_drafts(list(drafts.values()), kept=list(kept.values()))
 
+        # asked before the batch saves the drafts anew
+        redrafted = {
+            identifier: action
+            for identifier in {**drafts, **kept}
+            if (
+                action := self._redrafted_by_this_run(tx, known[identifier], candidates[identifier])
+            )
+        }
         written = _together(tx, claim_then_write)
         if written is None:  # refused: each goes one by one, in its savepoint
             return {}
@@ -531,8 +539,7 @@ class EmbeddedWriter(Writer):
                 identifier,
                 Action.CREATE
                 if _drafted_by_this_run(change.record, candidates[identifier])
-                else self._redrafted_by_this_run(tx, known[identifier], candidates[identifier])
-                or candidates[identifier].action,
+                else redrafted.get(identifier, candidates[identifier].action),
                 change.record.id,
                 revisions.get(change.record.id, change.record.revision),
             )
@@ -826,12 +833,14 @@ class EmbeddedWriter(Writer):
                 tx.restore(record_id)
             elif action is Action.REVIVE:
                 tx.revive(record_id)
+            redrafted = (
+                self._redrafted_by_this_run(tx, local, write) if action is Action.UPDATE else None
+            )
             revision = self._update(tx, record_id, data, pid)
             tx.add_to_communities(record_id, community_ids)
             if action is Action.PUBLISH_DRAFT and _drafted_by_this_run(tx.record(record_id), write):
                 action = Action.CREATE
-            elif action is Action.UPDATE:
-                action = self._redrafted_by_this_run(tx, local, write) or action
+            action = redrafted or action
             return WriteOutcome(write.identifier, action, record_id, revision)
         tx.add_to_communities(record_id, community_ids)
         return WriteOutcome(write.identifier, action, record_id, tx.record(record_id).revision)
@@ -898,14 +907,19 @@ class EmbeddedWriter(Writer):
     def _redrafted_by_this_run(
         self, tx: TargetTransaction, local: LocalRecord, write: PlannedWrite
     ) -> Action | None:
-        """`publish: false`: a published record whose harvested edit draft an earlier attempt
-        of this run saved, crashed before its outcome was saved (a draft makes no revision:
-        the draft's time tells it): what that attempt did when it restored or revived it."""
+        """`publish: false`: a published record given exactly this harvested edit draft by
+        an earlier attempt of this run that crashed before its outcome was saved (a draft
+        makes no revision: the draft's time tells it): what that attempt did when it
+        restored or revived it. Asked before the write (which saves the draft anew); other
+        data is a later listing of the same run (an update), as `_written_by_this_run`."""
         if self.options.publish or local.local_id is None or local.state is not LocalState.LIVE:
             return None
         if write.run_started is None or local.draft_saved is None:
             return None
         if local.draft_saved < write.run_started:
+            return None
+        draft = tx.draft(local.local_id)
+        if draft is None or draft.data != write.data:
             return None
         return self._brought_back_by_this_run(tx, local.local_id, write)
 
