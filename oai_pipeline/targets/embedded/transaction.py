@@ -1265,7 +1265,9 @@ class TargetTransaction:
         DuplicatePidError, as a publishing writer refuses the second record to take it."""
         if doi is None:
             return
-        for claimant in self.draft_claims([doi], besides=record_id).values():
+        # (one DOI asked: the key is its stored form)
+        claimant = next(iter(self.draft_claims([doi], besides=record_id).values()), None)
+        if claimant is not None:
             raise DuplicatePidError(
                 f"DOI {doi} is already named by the edit draft of record {claimant}"
                 f"{self._whose(claimant)}, waiting for review"
