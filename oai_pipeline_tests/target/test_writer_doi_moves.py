@@ -12,11 +12,12 @@ import pytest
 from oai_pipeline.settings import Settings
 from oai_pipeline.sync.rules import Action
 from oai_pipeline.targets.embedded.repository import EmbeddedRepository
-from oai_pipeline_tests.target.test_writer import H, Harness, data
+from oai_pipeline_tests.target.test_writer import Harness, data
 from oai_pipeline_tests.target.test_writer_drafts import (
     _snapshot,
     as_one_by_one,
     last_harvest,
+    review_drafts,
     writing,
 )
 
@@ -123,16 +124,6 @@ def test_doi_moves_of_drafts_together_end_as_one_by_one(
     }
 
 
-def _review(repo: EmbeddedRepository, order: tuple[str, ...] = ()) -> None:
-    """A reviewer publishes the drafts of the records of these source identifiers, in this
-    order (none given: every draft, oldest record first)."""
-    listed = repo.list(harvester=H)
-    by_source = {r["source_identifier"]: r for r in listed}
-    for record in [by_source[i] for i in order] if order else listed:
-        if record["draft"] is not None:
-            repo.publish(record["id"])
-
-
 def _reviewed_moves(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, *, together: bool
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Counter[str]]:
@@ -177,7 +168,7 @@ def _reviewed_moves(
             )
         )
         # the order that frees 10.1/a and 10.1/d
-        _review(repo, ("oai:leaves", "oai:takes-leaving", "oai:drops", "oai:gains"))
+        review_drafts(repo, ("oai:leaves", "oai:takes-leaving", "oai:drops", "oai:gains"))
         return moved, taken, before_review, _snapshot(repo)
 
 
@@ -285,7 +276,7 @@ def _claimed_twice(
             ],
             datestamp="2026-04-01T00:00:00Z",
         )
-        _review(repo)
+        review_drafts(repo)
         return claimed, before_review, _snapshot(repo), seen
 
 
@@ -345,7 +336,7 @@ def _rotation(
             [("oai:c", data("C to a", doi="10.1/a"))],
             datestamp="2026-07-01T00:00:00Z",
         )
-        _review(repo, ("oai:c", "oai:b", "oai:a"))
+        review_drafts(repo, ("oai:c", "oai:b", "oai:a"))
         return ring, before_review, _snapshot(repo), seen
 
 

@@ -229,6 +229,16 @@ def harvested_as_reviewed(
     return ids
 
 
+def review_drafts(repo: EmbeddedRepository, order: tuple[str, ...] = ()) -> None:
+    """A reviewer publishes the drafts of the records of these source identifiers, in this
+    order (none given: every draft, oldest record first)."""
+    listed = repo.list(harvester=H)
+    by_source = {r["source_identifier"]: r for r in listed}
+    for record in [by_source[i] for i in order] if order else listed:
+        if record["draft"] is not None:
+            repo.publish(record["id"])
+
+
 def as_one_by_one(
     scenario: Callable[..., tuple[Any, ...]],
     settings: Settings,
