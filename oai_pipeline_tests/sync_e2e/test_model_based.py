@@ -404,7 +404,7 @@ class Simulation:
         published version holds the DOI under `publish: false` until a reviewer publishes
         its draft, so the new record fails `duplicate_pid` till then, where the model gives
         it the tombstone (seed 840 of the drafts seeds); a publishing writer frees the DOI
-        in the same batch."""
+        in the same batch. `test_writer_takeovers` holds the target to both."""
         return record.doi_given_away and any(
             r.identifier != record.identifier
             and r.content.doi == record.content.doi
