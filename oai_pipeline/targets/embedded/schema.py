@@ -165,12 +165,12 @@ drafts = sa.Table(
 # The DOIs published records' harvested edit drafts name for their review: reserved, as a
 # new record's draft reserves its DOI (`TargetTransaction.pid_holders(claimed=True)`); only
 # these drafts are in it, so a check of a new DOI reads none of the others (version 12).
-_CLAIMS = sa.and_(drafts.c.kind == "edit", drafts.c.harvested)
+_UNDER_REVIEW = sa.and_(drafts.c.kind == "edit", drafts.c.harvested)
 draft_claims_index = sa.Index(
     "ix_target_drafts_claims",
     drafts.c.doi,
-    sqlite_where=_CLAIMS,
-    postgresql_where=_CLAIMS,
+    sqlite_where=_UNDER_REVIEW,
+    postgresql_where=_UNDER_REVIEW,
 )
 
 revisions = sa.Table(

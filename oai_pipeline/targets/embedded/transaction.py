@@ -93,7 +93,7 @@ _PID_HOLDER_BESIDES = _PID_HOLDER.where(records.c.id != sa.bindparam("record_id"
 # Harvested edit drafts naming these DOIs, with their records' state and DOI: read from the
 # drafts' partial index (the kind a literal, as in the index; a condition on the records
 # made SQLite read every live record instead).
-_CLAIMS = (
+_DRAFTS_NAMING = (
     sa.select(drafts.c.doi, drafts.c.record_id, records.c.state, records.c.doi.label("held"))
     .join(records, records.c.id == drafts.c.record_id)
     .where(
@@ -544,7 +544,7 @@ class TargetTransaction:
         of two drafts naming one DOI. `besides`: not this record's own draft."""
         claims: dict[str, str] = {}
         for chunk in _chunks(sorted(set(pids))):
-            for row in self.connection.execute(_CLAIMS, {"dois": chunk}):
+            for row in self.connection.execute(_DRAFTS_NAMING, {"dois": chunk}):
                 if row.state == LIVE and row.held != row.doi and row.record_id != besides:
                     claims.setdefault(row.doi, row.record_id)
         return claims

@@ -526,7 +526,7 @@ class EmbeddedWriter(Writer):
         # asked before the batch saves the drafts anew
         redrafted = {
             identifier: action
-            for identifier in {**drafts, **kept}
+            for identifier in (*drafts, *kept)
             if (
                 action := self._redrafted_by_this_run(tx, known[identifier], candidates[identifier])
             )
